@@ -1,0 +1,31 @@
+// Subcommands of the graphpipe binary. Each add_*_command registers its CLI11 subcommand and the
+// function that runs it; main() runs the chosen one and is the only place that turns a Status into
+// a message and an exit code.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "graph/status.h"
+
+namespace gp::cli {
+
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<Status()> run;
+};
+using CommandList = std::vector<Command>;
+
+void add_inspect_command(CLI::App& root, CommandList& commands);
+void add_models_command(CLI::App& root, CommandList& commands);
+void add_partition_command(CLI::App& root, CommandList& commands);
+void add_compare_command(CLI::App& root, CommandList& commands);
+void add_schedule_command(CLI::App& root, CommandList& commands);
+void add_simulate_command(CLI::App& root, CommandList& commands);
+void add_train_command(CLI::App& root, CommandList& commands);
+void add_profile_command(CLI::App& root, CommandList& commands);
+
+}  // namespace gp::cli

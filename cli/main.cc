@@ -1,0 +1,68 @@
+#include <cstdio>
+#include <exception>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+
+#ifndef GP_VERSION
+#define GP_VERSION "0.0.0"
+#endif
+
+namespace {
+
+char const* kFooter = R"(Examples:
+  graphpipe models export mmt --size tiny --out mmt.onnx
+  graphpipe inspect mmt.onnx
+  graphpipe partition mmt.onnx --devices 8 --memory 16GiB -o plan.json
+  graphpipe simulate plan.json
+  graphpipe train --config train.yaml
+
+Run 'graphpipe <command> --help' for the options of a command.)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"graphpipe: graph pipeline parallel training (partition, schedule, simulate, train)",
+               "graphpipe"};
+  app.set_version_flag("--version", std::string("graphpipe ") + GP_VERSION);
+  app.footer(kFooter);
+  app.require_subcommand(1);
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "Debug logging");
+
+  gp::cli::CommandList commands;
+  gp::cli::add_inspect_command(app, commands);
+  gp::cli::add_models_command(app, commands);
+  gp::cli::add_partition_command(app, commands);
+  gp::cli::add_compare_command(app, commands);
+  gp::cli::add_schedule_command(app, commands);
+  gp::cli::add_simulate_command(app, commands);
+  gp::cli::add_train_command(app, commands);
+  gp::cli::add_profile_command(app, commands);
+
+  try {
+    app.parse(argc, argv);
+  } catch (CLI::ParseError const& e) {
+    return app.exit(e);
+  }
+  spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+  spdlog::set_pattern("%v");
+
+  for (auto const& cmd : commands) {
+    if (!cmd.app->parsed()) continue;
+    gp::Status status;
+    try {
+      status = cmd.run();
+    } catch (std::exception const& e) {
+      status = gp::internal_error(std::string("unexpected exception: ") + e.what());
+    }
+    if (!status.is_ok()) {
+      std::fprintf(stderr, "graphpipe %s: error: %s\n", cmd.app->get_name().c_str(), status.message().c_str());
+      return status.code() == gp::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    return 0;
+  }
+  std::fprintf(stderr, "graphpipe: error: no command given (try --help)\n");
+  return 2;
+}

@@ -1,0 +1,73 @@
+// Tensors of the executor: dense, row-major, owning (shared) storage on one device.
+// float32 now; the dtype field leaves room for bf16/fp16.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/op_graph.h"
+
+namespace gp::exec {
+
+using graph::DType;
+
+enum class DeviceKind : uint8_t { kCpu, kCuda };
+struct DeviceRef {
+  DeviceKind kind = DeviceKind::kCpu;
+  int index = 0;
+  bool operator==(DeviceRef const&) const = default;
+};
+
+// Owns raw bytes on one device. CPU allocations are 64-byte aligned.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual DeviceRef device() const = 0;
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void deallocate(void* ptr, std::size_t bytes) = 0;
+  virtual int64_t bytes_in_use() const = 0;
+  virtual int64_t peak_bytes() const = 0;
+};
+Allocator& cpu_allocator();  // process-wide, thread-safe, tracks bytes in use and peak
+
+class Tensor {
+ public:
+  Tensor() = default;  // empty (no storage): an absent optional input or gradient
+  Tensor(std::vector<int64_t> shape, DType dtype = DType::kFloat32, Allocator& alloc = cpu_allocator());
+  static Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::kFloat32,
+                      Allocator& alloc = cpu_allocator());
+  static Tensor from_data(graph::TensorData const& data);  // CPU copy of an initializer/constant
+  static Tensor from_floats(std::vector<int64_t> shape, std::vector<float> const& values);
+
+  bool defined() const { return storage_ != nullptr; }
+  std::vector<int64_t> const& shape() const { return shape_; }
+  int64_t dim(int i) const { return shape_.at(i); }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t numel() const;
+  DType dtype() const { return dtype_; }
+  DeviceRef device() const;
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * graph::dtype_size(dtype_); }
+
+  void* raw() { return data_; }
+  void const* raw() const { return data_; }
+  template <typename T> T* data() { return static_cast<T*>(data_); }
+  template <typename T> T const* data() const { return static_cast<T const*>(data_); }
+
+  // Same storage, new shape (numel must match).
+  Tensor reshaped(std::vector<int64_t> shape) const;
+  Tensor clone() const;                  // deep copy on the same device
+  void fill(float value);                // float32 only
+  std::vector<float> to_vector() const;  // float32 → host vector (copies from a device)
+  std::string shape_string() const;
+
+ private:
+  struct Storage;
+  std::shared_ptr<Storage> storage_;
+  void* data_ = nullptr;
+  std::vector<int64_t> shape_;
+  DType dtype_ = DType::kFloat32;
+};
+
+}  // namespace gp::exec

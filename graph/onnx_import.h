@@ -1,0 +1,32 @@
+// ONNX → OpGraph. The only public entry to protobuf-backed loading; everything it returns is our
+// own types. Runs ONNX's checker and shape inference, folds static shape computations, fuses the
+// torch-export patterns (Erf-GELU, decomposed LayerNormalization), fills typed attributes and the
+// per-op accounting. Errors name the file and the problem (and every unsupported op, once).
+#pragma once
+
+#include <string>
+
+#include "graph/op_graph.h"
+#include "graph/status.h"
+
+namespace gp::graph {
+
+struct ImportOptions {
+  bool run_checker = true;
+  // false: initializers keep dims and dtype but no data (TensorInfo::data == nullptr) and external
+  // data files are not opened — for planning paper-size models without their gigabytes of weights.
+  bool load_weights = true;
+  // Name for the graph's batch dimension when the model's inputs have a fixed first dimension:
+  // the first dimension of every graph input is treated as the batch.
+  bool first_dim_is_batch = true;
+};
+
+// From a .onnx file (external data resolved relative to the file's folder).
+Result<OpGraph> load_onnx(std::string const& path, ImportOptions const& options = {});
+// From serialized ModelProto bytes; `source_name` is used in error messages.
+Result<OpGraph> load_onnx_bytes(std::string const& bytes, std::string const& source_name,
+                                ImportOptions const& options = {});
+// From ONNX text format (onnx/defs/parser.h), as used inline by tests.
+Result<OpGraph> load_onnx_text(std::string const& text, ImportOptions const& options = {});
+
+}  // namespace gp::graph

@@ -1,0 +1,72 @@
+// A partitioning plan: the stage graph, its devices and micro-batching, and the costs the planner
+// predicted. Plain data; JSON form is versioned (kPlanFormatVersion). The scheduler and the
+// simulator read everything they need from here, so `graphpipe simulate plan.json` needs no model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/status.h"
+
+namespace gp::partition {
+
+inline constexpr int kPlanFormatVersion = 1;
+
+struct PlanStage {
+  int id = 0;
+  std::vector<std::string> nodes;   // operator (or profile layer) names, in topological order
+  std::vector<int> devices;         // device ids; devices.size() == replicas
+  int replicas = 1;
+  int depth = 1;                    // longest path (in stages) to a sink, counting this stage
+  // Costs per micro-batch on one replica (b / replicas samples), seconds:
+  double fwd_s = 0;
+  double bwd_input_s = 0;
+  double bwd_weight_s = 0;
+  double comm_s = 0;                // send+receive of boundary tensors
+  double allreduce_s = 0;           // per step
+  double time_s = 0;                // T_s as in ../shared/GRAPHPIPE.md
+  // Memory per device, bytes:
+  int64_t weight_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t activation_bytes_per_micro_batch = 0;  // saved activations of ONE micro-batch
+  int64_t in_flight = 1;                         // micro-batches held (depth under 1F1B)
+  int64_t peak_memory_bytes = 0;                 // weights + optimizer + in_flight * activations
+};
+
+struct PlanEdge {
+  int src = 0;                       // stage ids
+  int dst = 0;
+  std::vector<std::string> tensors;  // tensor names crossing (or "nodeA->nodeB" for profiles)
+  int64_t bytes_per_micro_batch = 0; // forward activations (the gradient going back is the same size)
+  double transfer_s = 0;             // one direction, one micro-batch
+};
+
+struct Plan {
+  int version = kPlanFormatVersion;
+  std::string model;
+  std::string planner;               // "gpp", "pipedream", "piper", "balanced"
+  int num_devices = 0;               // devices in the cluster
+  int64_t device_memory_bytes = 0;   // per device (the smallest, if heterogeneous)
+  int64_t batch = 0;                 // B
+  int64_t micro_batch = 0;           // b
+  int64_t num_micro_batches = 0;     // m = B / b
+  std::vector<PlanStage> stages;     // ids 0..n-1, topological order of the stage graph
+  std::vector<PlanEdge> edges;
+  int depth = 0;                     // D = max stage depth
+  double tau_s = 0;                  // the bound on stage time per sample the search settled on
+  double time_per_sample_s = 0;      // max_s T_s / b
+  double step_time_s = 0;            // (m + D - 1) * max_s T_s
+  double samples_per_s = 0;          // B / step_time_s
+  double search_time_s = 0;
+  int64_t states_explored = 0;
+};
+
+std::string plan_to_json(Plan const& plan);       // pretty-printed
+Result<Plan> plan_from_json(std::string const& text);  // checks version and consistency
+Status write_plan_file(Plan const& plan, std::string const& path);  // atomic (temp + rename)
+Result<Plan> read_plan_file(std::string const& path);
+// Consistency: ids, every edge between existing stages, acyclic, depths, replicas == devices.size().
+Status validate_plan(Plan const& plan);
+
+}  // namespace gp::partition

@@ -1,0 +1,30 @@
+// The planners. Each takes the same Problem (costed DAG + cluster + batch) and returns a Plan.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "partition/plan.h"
+#include "partition/problem.h"
+
+namespace gp::partition {
+
+struct PlannerOptions {
+  // Progress callback for long searches (a line such as "gpp: b=8 tau=1.2ms states=10234"); may be empty.
+  std::function<void(std::string const&)> progress;
+  double time_limit_s = 0;  // 0 = none; a planner that hits it returns kTimeout naming the limit
+};
+
+// GraphPipe: SP decomposition + DP with a bound, binary search on tau (partition/gpp_dp.cc).
+Result<Plan> plan_gpp(Problem const& p, PlannerOptions const& options = {});
+// PipeDream-style: DP over antichain cuts, chain of stages, replication (partition/pipedream_dp.cc).
+Result<Plan> plan_pipedream(Problem const& p, PlannerOptions const& options = {});
+// Piper-style: DP over downsets with a data-parallel degree per stage, memory-aware (partition/piper_dp.cc).
+Result<Plan> plan_piper(Problem const& p, PlannerOptions const& options = {});
+// Balanced split of one topological order (DeepSpeed/torchgpipe), no replication (partition/balanced.cc).
+Result<Plan> plan_balanced(Problem const& p, PlannerOptions const& options = {});
+
+// By name: "gpp", "pipedream", "piper", "balanced".
+Result<Plan> plan_with(std::string const& planner, Problem const& p, PlannerOptions const& options = {});
+
+}  // namespace gp::partition

@@ -1,0 +1,101 @@
+// What every planner takes: a costed DAG of nodes (ONNX operators, or profiled layers from a
+// PipeDream graph.txt), a cluster, a batch, and ONE shared stage-cost function, so that GPP, the
+// sequential baselines, brute force, the scheduler and the simulator all agree on the cost of a plan
+// (../shared/GRAPHPIPE.md, "Cost of a plan").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/status.h"
+#include "partition/cluster.h"
+#include "partition/plan.h"
+
+namespace gp::partition {
+
+// Time of one node for a given number of samples on one device (seconds).
+struct NodeTime {
+  double fwd_s = 0;
+  double bwd_input_s = 0;   // input-gradient part of backward
+  double bwd_weight_s = 0;  // weight-gradient part of backward (0 where not split)
+  double bwd_s() const { return bwd_input_s + bwd_weight_s; }
+  double total_s() const { return fwd_s + bwd_input_s + bwd_weight_s; }
+};
+
+struct Node {
+  std::string name;                 // op name or profile layer name ("node4")
+  std::string kind;                 // op type or layer description
+  int64_t weight_bytes = 0;         // trainable parameters
+  int64_t activation_bytes_per_sample = 0;  // saved for backward, per sample
+};
+
+struct Edge {
+  int src = 0;
+  int dst = 0;
+  int64_t bytes_per_sample = 0;     // activation bytes sent forward (and gradient bytes sent back)
+  std::vector<std::string> tensors; // tensor names carried (empty for profiles)
+};
+
+// Node times as a function of the per-replica micro-batch size. Implementations: the analytic
+// roofline and measured-profile cost models over an OpGraph, PipeDream profiles, tables in tests.
+class NodeTimer {
+ public:
+  virtual ~NodeTimer() = default;
+  virtual NodeTime time(int node, int64_t samples, Device const& device) const = 0;
+};
+
+struct Problem {
+  std::string model;
+  std::vector<Node> nodes;  // indexed by node id; ids are a topological order
+  std::vector<Edge> edges;  // a DAG over node ids
+  std::shared_ptr<NodeTimer const> timer;
+  Cluster cluster;
+  int64_t batch = 1;                              // global (mini-)batch B
+  std::vector<int64_t> micro_batch_candidates;    // b; each divides batch; empty = powers of two dividing B
+  double optimizer_bytes_per_weight_byte = 3.0;   // Adam: gradient + 2 moments (weights x4 in all)
+  bool allow_replication = true;                  // data-parallel stages
+  bool count_communication = true;                // transfer + all-reduce times in T_s
+
+  // Derived adjacency (filled by finalize()).
+  std::vector<std::vector<int>> out_edges, in_edges;  // edge ids per node
+  Status finalize();  // checks ids, acyclicity, topological ids; fills adjacency
+};
+
+// Cost of one stage under the shared model. `nodes` is the stage's node set (any order),
+// `replicas` its data-parallel degree, `micro_batch` the whole stage's micro-batch size b (each
+// replica runs b / replicas samples), `in_flight` the number of micro-batches whose activations it
+// holds (its depth in the stage graph under stage-graph 1F1B), `num_micro_batches` m = B / b.
+struct StageCost {
+  double fwd_s = 0, bwd_input_s = 0, bwd_weight_s = 0;  // compute, per micro-batch per replica
+  double comm_s = 0;        // send+receive of boundary tensors, per micro-batch per replica
+  double allreduce_s = 0;   // gradient all-reduce, per step (0 when replicas == 1)
+  double time_s = 0;        // T_s = compute + comm + allreduce / m
+  int64_t weight_bytes = 0, optimizer_bytes = 0, activation_bytes = 0;  // per device
+  int64_t memory_bytes() const { return weight_bytes + optimizer_bytes + activation_bytes; }
+  bool fits = true;         // memory_bytes() <= device memory
+};
+
+StageCost stage_cost(Problem const& p, std::vector<int> const& nodes, int replicas, int64_t micro_batch,
+                     int in_flight, int64_t num_micro_batches);
+
+}  // namespace gp::partition
+
+namespace gp::partition {
+
+// One stage of a candidate plan: its nodes and data-parallel degree.
+struct StageAssignment {
+  std::vector<int> nodes;
+  int replicas = 1;
+};
+
+// Builds a complete Plan from stages (any order): stage graph edges from the problem's edges,
+// topological stage ids, depths, per-stage costs and memory via stage_cost (in-flight = depth),
+// devices assigned contiguously in stage order, step time (m + D - 1) * max T_s, samples/s.
+// Fails if a node is in no stage or two, if the stage graph has a cycle, or if the stages need more
+// devices than the cluster has. Memory overflow does not fail here: check stage.peak_memory_bytes.
+Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages, int64_t micro_batch,
+                           std::string planner);
+
+}  // namespace gp::partition
