@@ -60,7 +60,22 @@ struct Problem {
 
   // Derived adjacency (filled by finalize()).
   std::vector<std::vector<int>> out_edges, in_edges;  // edge ids per node
-  Status finalize();  // checks ids, acyclicity, topological ids; fills adjacency
+  Status finalize();  // checks ids, acyclicity, topological ids; fills adjacency; resets the time cache
+
+  // Stage times and memory are taken on the reference device: the slowest device, with the
+  // smallest memory of the cluster (uniform clusters: any device).
+  Device reference_device() const;
+  int64_t device_memory() const;  // the smallest device memory
+  // The candidate micro-batch sizes: micro_batch_candidates, or the powers of two dividing batch.
+  std::vector<int64_t> micro_batch_sizes() const;
+  // Per-node times for `samples` samples on the reference device, cached per (samples, device);
+  // thread-safe; the reference stays valid for the Problem's lifetime.
+  std::vector<NodeTime> const& node_times(int64_t samples) const;
+  // Link used between consecutive stages (the slowest link when the cluster spans nodes).
+  Link const& pipeline_link() const;
+
+  struct TimeCache;
+  mutable std::shared_ptr<TimeCache> time_cache;  // created by finalize() / on first use
 };
 
 // Cost of one stage under the shared model. `nodes` is the stage's node set (any order),
@@ -79,6 +94,24 @@ struct StageCost {
 
 StageCost stage_cost(Problem const& p, std::vector<int> const& nodes, int replicas, int64_t micro_batch,
                      int in_flight, int64_t num_micro_batches);
+
+// The additive parts of a stage, for planners that keep their own (prefix) sums and call
+// stage_cost_from_sums instead of stage_cost. Boundary tensors are the distinct (producer node,
+// tensors) groups with one end inside the stage; each is sent once forward and once backward.
+struct StageSums {
+  NodeTime time;                           // Σ node times at the per-replica sample count
+  int64_t weight_bytes = 0;                // Σ w(o)
+  int64_t activation_bytes_per_sample = 0; // Σ a(o)
+  int64_t boundary_bytes_per_sample = 0;   // Σ bytes per sample of the boundary tensors
+  int boundary_tensors = 0;                // how many boundary tensor groups (each pays the latency)
+};
+// Sums over `nodes` for `samples` samples per replica (no caching beyond node_times).
+StageSums stage_sums(Problem const& p, std::vector<int> const& nodes, int64_t samples);
+// Samples each replica runs: ceil(micro_batch / replicas); 0 when replicas > micro_batch.
+int64_t samples_per_replica(int64_t micro_batch, int replicas);
+// stage_cost from sums taken at samples_per_replica(micro_batch, replicas) samples.
+StageCost stage_cost_from_sums(Problem const& p, StageSums const& sums, int replicas, int64_t micro_batch,
+                               int in_flight, int64_t num_micro_batches);
 
 }  // namespace gp::partition
 

@@ -1,0 +1,324 @@
+#include "partition/problem.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <queue>
+#include <set>
+#include <tuple>
+#include <utility>
+
+namespace gp::partition {
+
+struct Problem::TimeCache {
+  std::mutex mutex;
+  // Keyed by (samples, device speed, peak flops, memory bandwidth): a copied Problem whose cluster
+  // was changed afterwards still gets the right times. std::map keeps references stable.
+  std::map<std::tuple<int64_t, double, double, double>, std::vector<NodeTime>> times;
+};
+
+Status Problem::finalize() {
+  int const n = static_cast<int>(nodes.size());
+  if (n == 0) return invalid_argument("problem '" + model + "' has no nodes");
+  if (!timer) return invalid_argument("problem '" + model + "' has no node timer (cost model)");
+  if (cluster.size() == 0) return invalid_argument("problem '" + model + "': the cluster has no devices");
+  if (batch <= 0) return invalid_argument("batch must be positive, got " + std::to_string(batch));
+  for (int64_t b : micro_batch_candidates) {
+    if (b <= 0 || batch % b != 0)
+      return invalid_argument("micro-batch size " + std::to_string(b) + " does not divide the batch " +
+                              std::to_string(batch) + "; pick a divisor of the batch");
+  }
+  out_edges.assign(n, {});
+  in_edges.assign(n, {});
+  for (int e = 0; e < static_cast<int>(edges.size()); ++e) {
+    Edge const& edge = edges[e];
+    if (edge.src < 0 || edge.src >= n || edge.dst < 0 || edge.dst >= n)
+      return invalid_argument("edge " + std::to_string(e) + " refers to a node outside 0.." + std::to_string(n - 1));
+    if (edge.src >= edge.dst)
+      return invalid_argument("edge " + nodes[edge.src].name + " -> " + nodes[edge.dst].name +
+                              " goes against the node order: node ids must be a topological order");
+    out_edges[edge.src].push_back(e);
+    in_edges[edge.dst].push_back(e);
+  }
+  time_cache = std::make_shared<TimeCache>();
+  return Status::ok();
+}
+
+Device Problem::reference_device() const {
+  Device ref = cluster.devices.empty() ? Device{} : cluster.devices.front();
+  for (Device const& d : cluster.devices) {
+    if (d.speed < ref.speed) ref = d;
+  }
+  ref.memory_bytes = device_memory();
+  return ref;
+}
+
+int64_t Problem::device_memory() const {
+  int64_t memory = std::numeric_limits<int64_t>::max();
+  for (Device const& d : cluster.devices) memory = std::min(memory, d.memory_bytes);
+  return cluster.devices.empty() ? 0 : memory;
+}
+
+std::vector<int64_t> Problem::micro_batch_sizes() const {
+  if (!micro_batch_candidates.empty()) {
+    std::vector<int64_t> sizes = micro_batch_candidates;
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    return sizes;
+  }
+  std::vector<int64_t> sizes;
+  for (int64_t b = 1; b <= batch; b *= 2) {
+    if (batch % b == 0) sizes.push_back(b);
+  }
+  return sizes;
+}
+
+std::vector<NodeTime> const& Problem::node_times(int64_t samples) const {
+  if (!time_cache) time_cache = std::make_shared<TimeCache>();
+  Device const device = reference_device();
+  auto key = std::make_tuple(samples, device.speed, device.peak_flops, device.memory_bandwidth);
+  std::lock_guard<std::mutex> lock(time_cache->mutex);
+  auto it = time_cache->times.find(key);
+  if (it != time_cache->times.end()) return it->second;
+  std::vector<NodeTime> times(nodes.size());
+  if (samples > 0) {
+    for (int v = 0; v < static_cast<int>(nodes.size()); ++v) times[v] = timer->time(v, samples, device);
+  }
+  return time_cache->times.emplace(key, std::move(times)).first->second;
+}
+
+Link const& Problem::pipeline_link() const {
+  return cluster.size() <= cluster.devices_per_node ? cluster.intra_node : cluster.inter_node;
+}
+
+int64_t samples_per_replica(int64_t micro_batch, int replicas) {
+  if (replicas <= 0 || micro_batch < replicas) return 0;
+  return (micro_batch + replicas - 1) / replicas;
+}
+
+namespace {
+
+// Membership marks reused across calls (stage_cost is called very often).
+std::vector<char>& marks_for(std::size_t n) {
+  thread_local std::vector<char> marks;
+  if (marks.size() < n) marks.resize(n, 0);
+  return marks;
+}
+
+// Ring all-reduce of `bytes` over `replicas` devices on `link`.
+double allreduce_time(double bytes, int replicas, Link const& link) {
+  if (replicas <= 1 || bytes <= 0) return 0.0;
+  double const r = replicas;
+  return 2.0 * (r - 1.0) / r * bytes / link.bandwidth + 2.0 * (r - 1.0) * link.latency;
+}
+
+}  // namespace
+
+StageSums stage_sums(Problem const& p, std::vector<int> const& nodes, int64_t samples) {
+  StageSums sums;
+  std::vector<NodeTime> const& times = p.node_times(samples);
+  std::vector<char>& in_stage = marks_for(p.nodes.size());
+  for (int v : nodes) in_stage[v] = 1;
+  // Distinct boundary groups: (producer, tensors). Small per stage, so a sorted vector is enough.
+  std::vector<std::pair<int, std::vector<std::string> const*>> groups;
+  auto add_group = [&](Edge const& e) {
+    for (auto const& [src, tensors] : groups) {
+      if (src == e.src && *tensors == e.tensors) return;
+    }
+    groups.emplace_back(e.src, &e.tensors);
+    if (e.bytes_per_sample > 0) {
+      sums.boundary_bytes_per_sample += e.bytes_per_sample;
+      ++sums.boundary_tensors;
+    }
+  };
+  for (int v : nodes) {
+    Node const& node = p.nodes[v];
+    sums.time.fwd_s += times[v].fwd_s;
+    sums.time.bwd_input_s += times[v].bwd_input_s;
+    sums.time.bwd_weight_s += times[v].bwd_weight_s;
+    sums.weight_bytes += node.weight_bytes;
+    sums.activation_bytes_per_sample += node.activation_bytes_per_sample;
+    if (!p.count_communication) continue;
+    for (int e : p.in_edges[v]) {
+      if (!in_stage[p.edges[e].src]) add_group(p.edges[e]);
+    }
+    for (int e : p.out_edges[v]) {
+      if (!in_stage[p.edges[e].dst]) add_group(p.edges[e]);
+    }
+  }
+  for (int v : nodes) in_stage[v] = 0;
+  return sums;
+}
+
+StageCost stage_cost_from_sums(Problem const& p, StageSums const& sums, int replicas, int64_t micro_batch,
+                               int in_flight, int64_t num_micro_batches) {
+  StageCost cost;
+  int64_t const samples = samples_per_replica(micro_batch, replicas);
+  cost.weight_bytes = sums.weight_bytes;
+  cost.optimizer_bytes = static_cast<int64_t>(std::llround(p.optimizer_bytes_per_weight_byte * sums.weight_bytes));
+  cost.activation_bytes = static_cast<int64_t>(in_flight) * sums.activation_bytes_per_sample * samples;
+  if (samples == 0 || (!p.allow_replication && replicas != 1)) {
+    cost.time_s = std::numeric_limits<double>::infinity();
+    cost.fits = false;
+    return cost;
+  }
+  cost.fwd_s = sums.time.fwd_s;
+  cost.bwd_input_s = sums.time.bwd_input_s;
+  cost.bwd_weight_s = sums.time.bwd_weight_s;
+  if (p.count_communication) {
+    Link const& link = p.pipeline_link();
+    double const bytes = static_cast<double>(sums.boundary_bytes_per_sample) * samples;
+    // Each boundary tensor goes once each way (activation forward, gradient backward).
+    cost.comm_s = 2.0 * (sums.boundary_tensors * link.latency + bytes / link.bandwidth);
+    cost.allreduce_s = allreduce_time(static_cast<double>(sums.weight_bytes), replicas, p.cluster.link_for_group(replicas));
+  }
+  double const m = static_cast<double>(std::max<int64_t>(1, num_micro_batches));
+  cost.time_s = cost.fwd_s + cost.bwd_input_s + cost.bwd_weight_s + cost.comm_s + cost.allreduce_s / m;
+  cost.fits = cost.memory_bytes() <= p.device_memory();
+  return cost;
+}
+
+StageCost stage_cost(Problem const& p, std::vector<int> const& nodes, int replicas, int64_t micro_batch,
+                     int in_flight, int64_t num_micro_batches) {
+  int64_t const samples = samples_per_replica(micro_batch, replicas);
+  return stage_cost_from_sums(p, stage_sums(p, nodes, samples), replicas, micro_batch, in_flight,
+                              num_micro_batches);
+}
+
+Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages, int64_t micro_batch,
+                           std::string planner) {
+  int const n = static_cast<int>(p.nodes.size());
+  if (static_cast<int>(p.out_edges.size()) != n) return internal_error("assemble_plan: Problem::finalize() was not called");
+  if (micro_batch <= 0 || p.batch % micro_batch != 0)
+    return invalid_argument("micro-batch size " + std::to_string(micro_batch) + " does not divide the batch " +
+                            std::to_string(p.batch));
+  if (stages.empty()) return invalid_argument(planner + ": a plan needs at least one stage");
+  std::vector<int> stage_of(n, -1);
+  for (int s = 0; s < static_cast<int>(stages.size()); ++s) {
+    if (stages[s].nodes.empty()) return internal_error(planner + ": stage " + std::to_string(s) + " has no nodes");
+    if (stages[s].replicas < 1) return internal_error(planner + ": stage " + std::to_string(s) + " has no replicas");
+    for (int v : stages[s].nodes) {
+      if (v < 0 || v >= n) return internal_error(planner + ": stage " + std::to_string(s) + " names node " + std::to_string(v) + " out of range");
+      if (stage_of[v] != -1)
+        return internal_error(planner + ": node " + p.nodes[v].name + " is in two stages");
+      stage_of[v] = s;
+    }
+    std::sort(stages[s].nodes.begin(), stages[s].nodes.end());
+  }
+  for (int v = 0; v < n; ++v) {
+    if (stage_of[v] == -1) return internal_error(planner + ": node " + p.nodes[v].name + " is in no stage");
+  }
+  int const k = static_cast<int>(stages.size());
+  // Stage graph; topological order by Kahn, ties broken by the smallest node id of the stage.
+  std::vector<std::set<int>> succ(k);
+  std::vector<int> indegree(k, 0);
+  for (Edge const& e : p.edges) {
+    int const a = stage_of[e.src], b = stage_of[e.dst];
+    if (a != b && succ[a].insert(b).second) ++indegree[b];
+  }
+  std::priority_queue<std::pair<int, int>, std::vector<std::pair<int, int>>, std::greater<>> ready;
+  for (int s = 0; s < k; ++s) {
+    if (indegree[s] == 0) ready.emplace(stages[s].nodes.front(), s);
+  }
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int const s = ready.top().second;
+    ready.pop();
+    order.push_back(s);
+    for (int t : succ[s]) {
+      if (--indegree[t] == 0) ready.emplace(stages[t].nodes.front(), t);
+    }
+  }
+  if (static_cast<int>(order.size()) != k)
+    return internal_error(planner + ": the stage graph has a cycle (a stage is not convex)");
+  std::vector<int> new_id(k);
+  for (int i = 0; i < k; ++i) new_id[order[i]] = i;
+
+  int total_devices = 0;
+  for (auto const& st : stages) total_devices += st.replicas;
+  if (total_devices > p.cluster.size())
+    return infeasible(planner + ": the plan needs " + std::to_string(total_devices) + " devices but the cluster has " +
+                      std::to_string(p.cluster.size()));
+
+  Plan plan;
+  plan.model = p.model;
+  plan.planner = std::move(planner);
+  plan.num_devices = p.cluster.size();
+  plan.device_memory_bytes = p.device_memory();
+  plan.batch = p.batch;
+  plan.micro_batch = micro_batch;
+  plan.num_micro_batches = p.batch / micro_batch;
+  plan.stages.resize(k);
+  std::vector<std::set<int>> new_succ(k);
+  for (int s = 0; s < k; ++s) {
+    for (int t : succ[s]) new_succ[new_id[s]].insert(new_id[t]);
+  }
+  std::vector<int> depth(k, 1);
+  for (int i = k - 1; i >= 0; --i) {
+    for (int t : new_succ[i]) depth[i] = std::max(depth[i], depth[t] + 1);
+  }
+  int next_device = 0;
+  double max_time = 0;
+  for (int i = 0; i < k; ++i) {
+    StageAssignment const& st = stages[order[i]];
+    PlanStage& ps = plan.stages[i];
+    ps.id = i;
+    for (int v : st.nodes) ps.nodes.push_back(p.nodes[v].name);
+    ps.replicas = st.replicas;
+    for (int r = 0; r < st.replicas; ++r) ps.devices.push_back(next_device++);
+    ps.depth = depth[i];
+    StageCost const c = stage_cost(p, st.nodes, st.replicas, micro_batch, depth[i], plan.num_micro_batches);
+    ps.fwd_s = c.fwd_s;
+    ps.bwd_input_s = c.bwd_input_s;
+    ps.bwd_weight_s = c.bwd_weight_s;
+    ps.comm_s = c.comm_s;
+    ps.allreduce_s = c.allreduce_s;
+    ps.time_s = c.time_s;
+    ps.weight_bytes = c.weight_bytes;
+    ps.optimizer_bytes = c.optimizer_bytes;
+    int64_t act_per_sample = 0;
+    for (int v : st.nodes) act_per_sample += p.nodes[v].activation_bytes_per_sample;
+    ps.activation_bytes_per_micro_batch = act_per_sample * samples_per_replica(micro_batch, st.replicas);
+    ps.in_flight = depth[i];
+    ps.peak_memory_bytes = c.memory_bytes();
+    max_time = std::max(max_time, c.time_s);
+    plan.depth = std::max(plan.depth, depth[i]);
+  }
+  // Edges: distinct (producer, tensors) groups per stage pair.
+  std::map<std::pair<int, int>, PlanEdge> plan_edges;
+  std::map<std::pair<int, int>, std::vector<std::pair<int, std::vector<std::string> const*>>> seen;
+  for (Edge const& e : p.edges) {
+    int const a = new_id[stage_of[e.src]], b = new_id[stage_of[e.dst]];
+    if (a == b) continue;
+    PlanEdge& pe = plan_edges[{a, b}];
+    pe.src = a;
+    pe.dst = b;
+    auto& groups = seen[{a, b}];
+    bool duplicate = false;
+    for (auto const& [src, tensors] : groups) duplicate = duplicate || (src == e.src && *tensors == e.tensors);
+    if (duplicate) continue;
+    groups.emplace_back(e.src, &e.tensors);
+    if (e.tensors.empty()) {
+      pe.tensors.push_back(p.nodes[e.src].name + "->" + p.nodes[e.dst].name);
+    } else {
+      for (auto const& t : e.tensors) {
+        if (std::find(pe.tensors.begin(), pe.tensors.end(), t) == pe.tensors.end()) pe.tensors.push_back(t);
+      }
+    }
+    pe.bytes_per_micro_batch += e.bytes_per_sample * micro_batch;
+  }
+  for (auto& [key, pe] : plan_edges) {
+    pe.transfer_s = p.count_communication ? p.pipeline_link().transfer_time(static_cast<double>(pe.bytes_per_micro_batch)) : 0.0;
+    plan.edges.push_back(std::move(pe));
+  }
+  plan.time_per_sample_s = max_time / static_cast<double>(micro_batch);
+  plan.tau_s = plan.time_per_sample_s;
+  plan.step_time_s = static_cast<double>(plan.num_micro_batches + plan.depth - 1) * max_time;
+  plan.samples_per_s = plan.step_time_s > 0 ? static_cast<double>(plan.batch) / plan.step_time_s : 0.0;
+  return plan;
+}
+
+}  // namespace gp::partition
