@@ -1,0 +1,31 @@
+// The transformer layer configuration shared by MMT (branches of encoder stacks) and its
+// sequential control (one stack), so that the two differ only in graph shape.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/layers.h"
+#include "models/zoo.h"
+
+namespace gp::models {
+
+struct EncoderConfig {
+  int64_t branches = 0;            // MMT modalities; the sequential control stacks branches × layers
+  int64_t layers_per_branch = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t ffn = 0;
+  int64_t seq = 0;
+  std::vector<int64_t> modality_dims;  // input feature width of each branch
+  int64_t classes = 0;
+};
+EncoderConfig encoder_config(Size size);
+
+// Input projection, `layers` encoder layers, final LayerNorm and mean over the sequence:
+// x [N, seq, in_dim] -> [N, hidden].
+std::string encoder_stack(Layers& layers, std::string const& x, int64_t in_dim, int64_t num_layers,
+                          EncoderConfig const& config, std::string const& prefix);
+
+}  // namespace gp::models
