@@ -54,21 +54,20 @@ bool Shape::has_batch() const { return batch_axis() >= 0; }
 
 int Shape::batch_axis() const {
   for (std::size_t i = 0; i < dims.size(); ++i)
-    if (dims[i] == kBatch) return static_cast<int>(i);
+    if (dims[i] < 0) return static_cast<int>(i);
   return -1;
 }
 
 int64_t Shape::elements_per_sample() const {
   int64_t n = 1;
-  for (int64_t d : dims)
-    if (d != kBatch) n *= d;
+  for (int64_t d : dims) n *= d < 0 ? -d : d;
   return n;
 }
 
 std::vector<int64_t> Shape::concrete(int64_t batch) const {
   std::vector<int64_t> out = dims;
   for (int64_t& d : out)
-    if (d == kBatch) d = batch;
+    if (d < 0) d = -d * batch;
   return out;
 }
 
@@ -78,6 +77,7 @@ std::string Shape::to_string() const {
   for (std::size_t i = 0; i < dims.size(); ++i) {
     if (i) os << ',';
     if (dims[i] == kBatch) os << 'N';
+    else if (dims[i] < 0) os << -dims[i] << 'N';
     else os << dims[i];
   }
   os << ']';

@@ -31,7 +31,9 @@ char const* dtype_name(DType dtype);
 inline constexpr int64_t kBatch = -1;
 
 struct Shape {
-  std::vector<int64_t> dims;  // kBatch marks the batch dimension (at most one)
+  // kBatch marks the batch dimension (at most one). A dimension -k (k > 1) is k*N: the batch
+  // merged with another axis, as torch's attention exports do with Reshape([S, N*H, d]).
+  std::vector<int64_t> dims;
 
   bool has_batch() const;
   int batch_axis() const;  // -1 when there is none

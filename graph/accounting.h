@@ -1,0 +1,56 @@
+// Per-operator accounting: FLOPs per sample (forward; backward split into input-grad and
+// weight-grad), trainable parameter bytes, and the activation bytes per sample that the op keeps
+// for its backward pass.
+//
+// Rules (per sample: only tensors with the batch dimension count; an op on weights alone, such
+// as a Transpose of a weight matrix, costs 0 per sample):
+//  - Conv: fwd = 2*MACs (+ out elements with a bias), MACs = out elements * C_in/group * kernel
+//    volume. bwd = input-grad 2*MACs + weight-grad 2*MACs (+ out elements for the bias grad).
+//  - Gemm / MatMul: fwd = 2 * out elements * K (+ out elements for Gemm's bias/scales).
+//    bwd = 2 * out elements * K for each operand that needs a gradient; the gradient of an
+//    operand without the batch dimension (a weight or weight-derived tensor) is weight-grad.
+//  - Elementwise: fwd = out elements * c, with c = 1 (Add, Sub, Mul, Div, Relu, LeakyRelu,
+//    Equal, Where), 2 (Pow, Sqrt), 4 (Sigmoid, Tanh, Dropout... see cost table in the .cc),
+//    8 (Gelu); bwd = 2 * fwd (one multiply by the local derivative, one to form it).
+//  - BatchNormalization ~ 8/elem fwd, 12/elem bwd; LayerNormalization ~ 8/elem fwd, 12 bwd;
+//    Softmax ~ 5/elem fwd, 4/elem bwd; pooling: out elements * kernel volume fwd, in elements
+//    bwd; reductions: in elements fwd and bwd.
+//  - Shape movement (Reshape, Flatten, Transpose, Concat, Split, Slice, Gather, Squeeze,
+//    Unsqueeze, Expand, Cast, Identity): 0 FLOPs.
+//  - param_bytes: the kWeight tensors an op consumes; a weight shared by several ops is counted
+//    at its first consumer only, so the sum over ops equals OpGraph::param_bytes().
+//  - activation bytes: the tensors the op's VJP reads (see saved_for_backward) plus internal state
+//    (Dropout's mask at 1 byte/element, LayerNorm's mean and 1/std at 8 bytes/row, MaxPool's
+//    argmax at 8 bytes/out element). A tensor saved by two ops counts in both ops' numbers;
+//    saved_activation_bytes_per_sample() counts each tensor once.
+#pragma once
+
+#include <vector>
+
+#include "graph/op_graph.h"
+
+namespace gp::graph {
+
+struct SavedForBackward {
+  std::vector<TensorId> tensors;      // batched tensors the VJP reads
+  int64_t extra_bytes_per_sample = 0;  // state that is not a graph tensor (masks, statistics)
+};
+
+struct OpCost {
+  double fwd_flops_per_sample = 0;
+  double bwd_flops_per_sample = 0;  // input-grad + weight-grad
+  double bwd_weight_flops_per_sample = 0;
+  int64_t activation_bytes_per_sample = 0;
+};
+
+// `tensors` is indexed by TensorId (OpGraph::tensors(), or the importer's list before finalize).
+SavedForBackward saved_for_backward(Op const& op, std::vector<TensorInfo> const& tensors);
+OpCost op_cost(Op const& op, std::vector<TensorInfo> const& tensors);
+
+// Fills every op's accounting fields; param bytes go to the first consumer of each weight.
+void fill_accounting(std::vector<Op>& ops, std::vector<TensorInfo> const& tensors);
+
+// Activation memory per sample kept for backward over the whole graph, each tensor once.
+int64_t saved_activation_bytes_per_sample(OpGraph const& graph);
+
+}  // namespace gp::graph

@@ -1,0 +1,271 @@
+// Pattern fusion on the raw model: torch 1.13 exports GELU as x*0.5*(1+erf(x/sqrt2)) and, below
+// opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add. Executors and the
+// cost model want one operator for each, so the chains are replaced here, before anything else
+// looks at the node types.
+#include <cmath>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include "graph/onnx_import_raw.h"
+
+namespace gp::graph::onnx_import {
+namespace {
+
+class Matcher {
+ public:
+  explicit Matcher(RawModel const& m) : model_(m) {
+    for (std::size_t i = 0; i < m.nodes.size(); ++i) {
+      for (auto const& o : m.nodes[i].outputs) producer_[o] = static_cast<int>(i);
+      for (auto const& in : m.nodes[i].inputs)
+        if (!in.empty()) consumers_[in].push_back(static_cast<int>(i));
+    }
+    for (auto const& o : m.outputs) graph_outputs_.insert(o.name);
+    for (auto const& init : m.initializers) initializers_[init.name] = &init;
+  }
+
+  RawNode const* producer(std::string const& name) const {
+    auto it = producer_.find(name);
+    return it == producer_.end() ? nullptr : &model_.nodes[static_cast<std::size_t>(it->second)];
+  }
+  int producer_index(std::string const& name) const {
+    auto it = producer_.find(name);
+    return it == producer_.end() ? -1 : it->second;
+  }
+  std::vector<int> const& consumers(std::string const& name) const {
+    static std::vector<int> const none;
+    auto it = consumers_.find(name);
+    return it == consumers_.end() ? none : it->second;
+  }
+  // The only consumer of `name` (which is no graph output), or null.
+  RawNode const* sole_consumer(std::string const& name, std::string const& type) const {
+    auto const& c = consumers(name);
+    if (c.size() != 1 || graph_outputs_.count(name)) return nullptr;
+    RawNode const& n = model_.nodes[static_cast<std::size_t>(c[0])];
+    return n.type == type && n.domain.empty() ? &n : nullptr;
+  }
+  bool internal(std::string const& name) const { return !graph_outputs_.count(name); }
+  bool is_initializer(std::string const& name) const { return initializers_.count(name) > 0; }
+
+  // A scalar constant (Constant node or initializer with data).
+  std::optional<double> scalar(std::string const& name) const {
+    TensorData const* data = nullptr;
+    if (auto it = initializers_.find(name); it != initializers_.end()) {
+      data = it->second->data.get();
+    } else if (RawNode const* p = producer(name); p && p->type == "Constant") {
+      if (auto a = p->attrs.find("value"); a != p->attrs.end()) data = std::get_if<TensorData>(&a->second);
+      else if (auto f = p->attrs.find("value_float"); f != p->attrs.end()) return std::get<double>(f->second);
+    }
+    if (!data || data->numel() != 1) return std::nullopt;
+    if (data->dtype == DType::kFloat16 || data->dtype == DType::kBFloat16) return std::nullopt;
+    return data->to_doubles()[0];
+  }
+
+  // The input of binary `n` other than `name`, or "" when `name` is not one of its inputs.
+  static std::string other_input(RawNode const& n, std::string const& name) {
+    if (n.inputs.size() != 2) return {};
+    if (n.inputs[0] == name) return n.inputs[1];
+    if (n.inputs[1] == name) return n.inputs[0];
+    return {};
+  }
+
+  // Node index of `n` (a pointer into the model).
+  int index_of(RawNode const* n) const { return static_cast<int>(n - model_.nodes.data()); }
+
+ private:
+  RawModel const& model_;
+  std::unordered_map<std::string, int> producer_;
+  std::unordered_map<std::string, std::vector<int>> consumers_;
+  std::set<std::string> graph_outputs_;
+  std::unordered_map<std::string, RawInitializer const*> initializers_;
+};
+
+bool near(std::optional<double> v, double want) { return v && std::abs(*v - want) < 1e-4 * std::abs(want); }
+
+std::string fused_name(std::string const& anchor, std::string const& from, std::string const& to) {
+  if (anchor.empty()) return {};  // the lowering names unnamed nodes
+  auto pos = anchor.rfind(from);
+  if (pos != std::string::npos) return anchor.substr(0, pos) + to + anchor.substr(pos + from.size());
+  return anchor + "_" + to;
+}
+
+struct Replacement {
+  std::vector<int> removed;  // node indices
+  int anchor = -1;           // index where the fused node goes (the chain's last node)
+  RawNode fused;
+};
+
+// Erf GELU: Div(x, sqrt2) | Mul(x, 1/sqrt2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5), or with the
+// 0.5 applied to x first: Mul(x, 0.5) -> Mul(., 1+erf).
+std::optional<Replacement> match_gelu(Matcher const& m, RawNode const& erf) {
+  if (erf.inputs.size() != 1 || erf.outputs.size() != 1) return std::nullopt;
+  RawNode const* scale = m.producer(erf.inputs[0]);
+  if (!scale || !m.sole_consumer(scale->outputs[0], "Erf") || scale->inputs.size() != 2) return std::nullopt;
+  std::string x = scale->inputs[0];
+  if (scale->type == "Div") {
+    if (!near(m.scalar(scale->inputs[1]), std::sqrt(2.0))) return std::nullopt;
+  } else if (scale->type == "Mul") {
+    if (near(m.scalar(scale->inputs[1]), 1 / std::sqrt(2.0))) x = scale->inputs[0];
+    else if (near(m.scalar(scale->inputs[0]), 1 / std::sqrt(2.0))) x = scale->inputs[1];
+    else return std::nullopt;
+  } else {
+    return std::nullopt;
+  }
+  RawNode const* add = m.sole_consumer(erf.outputs[0], "Add");
+  if (!add || !near(m.scalar(Matcher::other_input(*add, erf.outputs[0])), 1.0)) return std::nullopt;
+  RawNode const* mul1 = m.sole_consumer(add->outputs[0], "Mul");
+  if (!mul1) return std::nullopt;
+  std::string const other = Matcher::other_input(*mul1, add->outputs[0]);
+  Replacement r;
+  r.removed = {m.index_of(scale), m.index_of(&erf), m.index_of(add), m.index_of(mul1)};
+  std::string out;
+  if (other == x) {
+    RawNode const* mul2 = m.sole_consumer(mul1->outputs[0], "Mul");
+    if (!mul2 || !near(m.scalar(Matcher::other_input(*mul2, mul1->outputs[0])), 0.5)) return std::nullopt;
+    r.removed.push_back(m.index_of(mul2));
+    out = mul2->outputs[0];
+  } else {
+    RawNode const* half = m.producer(other);
+    if (!half || half->type != "Mul" || !m.sole_consumer(other, "Mul")) return std::nullopt;
+    std::string const hx = Matcher::other_input(*half, x);
+    if (hx.empty() || !near(m.scalar(hx), 0.5)) return std::nullopt;
+    r.removed.push_back(m.index_of(half));
+    out = mul1->outputs[0];
+  }
+  r.anchor = *std::max_element(r.removed.begin(), r.removed.end());
+  r.fused.type = "Gelu";
+  r.fused.name = fused_name(erf.name, "Erf", "Gelu");
+  r.fused.inputs = {x};
+  r.fused.outputs = {out};
+  return r;
+}
+
+std::optional<std::vector<int64_t>> ints_attr(RawNode const& n, std::string const& key) {
+  auto it = n.attrs.find(key);
+  if (it == n.attrs.end()) return std::nullopt;
+  if (auto v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
+  return std::nullopt;
+}
+
+int64_t int_attr(RawNode const& n, std::string const& key, int64_t dflt) {
+  auto it = n.attrs.find(key);
+  if (it == n.attrs.end()) return dflt;
+  if (auto v = std::get_if<int64_t>(&it->second)) return *v;
+  return dflt;
+}
+
+// Decomposed LayerNorm (torch, opset < 17), anchored at the first ReduceMean.
+std::optional<Replacement> match_layernorm(Matcher const& m, RawModel const& model, RawNode const& mean) {
+  if (mean.inputs.size() != 1 || int_attr(mean, "keepdims", 1) != 1) return std::nullopt;
+  auto axes = ints_attr(mean, "axes");
+  if (!axes || axes->empty()) return std::nullopt;
+  std::string const& x = mean.inputs[0];
+  // The normalised axes must be the trailing ones; negative axes say so without knowing the rank.
+  std::vector<int64_t> a = *axes;
+  if (a[0] >= 0) {
+    auto vi = model.value_info.find(x);
+    int64_t rank = -1;
+    if (vi != model.value_info.end() && vi->second.has_shape) rank = static_cast<int64_t>(vi->second.dims.size());
+    for (auto const& in : model.inputs)
+      if (in.name == x && in.has_shape) rank = static_cast<int64_t>(in.dims.size());
+    if (rank < 0) return std::nullopt;
+    for (int64_t& v : a) v = v < 0 ? v : v - rank;
+  }
+  std::sort(a.begin(), a.end());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i] != -static_cast<int64_t>(a.size()) + static_cast<int64_t>(i)) return std::nullopt;
+
+  RawNode const* sub = m.sole_consumer(mean.outputs[0], "Sub");
+  if (!sub || sub->inputs[0] != x || sub->inputs[1] != mean.outputs[0]) return std::nullopt;
+  auto const& dcons = m.consumers(sub->outputs[0]);
+  if (dcons.size() != 2 || !m.internal(sub->outputs[0])) return std::nullopt;
+  RawNode const* pow = nullptr;
+  RawNode const* div = nullptr;
+  for (int c : dcons) {
+    RawNode const& n = model.nodes[static_cast<std::size_t>(c)];
+    if (n.type == "Pow" && n.inputs[0] == sub->outputs[0]) pow = &n;
+    if (n.type == "Div" && n.inputs[0] == sub->outputs[0]) div = &n;
+  }
+  if (!pow || !div || !near(m.scalar(pow->inputs[1]), 2.0)) return std::nullopt;
+  RawNode const* var = m.sole_consumer(pow->outputs[0], "ReduceMean");
+  if (!var || ints_attr(*var, "axes") != axes || int_attr(*var, "keepdims", 1) != 1) return std::nullopt;
+  RawNode const* add_eps = m.sole_consumer(var->outputs[0], "Add");
+  if (!add_eps) return std::nullopt;
+  auto eps = m.scalar(Matcher::other_input(*add_eps, var->outputs[0]));
+  if (!eps) return std::nullopt;
+  RawNode const* sqrt = m.sole_consumer(add_eps->outputs[0], "Sqrt");
+  if (!sqrt || m.sole_consumer(sqrt->outputs[0], "Div") != div || div->inputs[1] != sqrt->outputs[0])
+    return std::nullopt;
+  RawNode const* mul = m.sole_consumer(div->outputs[0], "Mul");
+  if (!mul) return std::nullopt;
+  std::string const scale = Matcher::other_input(*mul, div->outputs[0]);
+  if (!m.is_initializer(scale)) return std::nullopt;
+  Replacement r;
+  r.removed = {m.index_of(&mean), m.index_of(sub), m.index_of(pow), m.index_of(var),
+               m.index_of(add_eps), m.index_of(sqrt), m.index_of(div), m.index_of(mul)};
+  r.fused.inputs = {x, scale};
+  std::string out = mul->outputs[0];
+  if (RawNode const* add = m.sole_consumer(out, "Add")) {
+    std::string const bias = Matcher::other_input(*add, out);
+    if (m.is_initializer(bias)) {
+      r.removed.push_back(m.index_of(add));
+      r.fused.inputs.push_back(bias);
+      out = add->outputs[0];
+    }
+  }
+  r.anchor = *std::max_element(r.removed.begin(), r.removed.end());
+  r.fused.type = "LayerNormalization";
+  r.fused.name = fused_name(mean.name, "ReduceMean", "LayerNormalization");
+  r.fused.outputs = {out};
+  r.fused.attrs["axis"] = AttrValue{a.front()};
+  r.fused.attrs["epsilon"] = AttrValue{*eps};
+  return r;
+}
+
+}  // namespace
+
+void fuse_patterns(RawModel& model) {
+  std::vector<Replacement> reps;
+  {
+    Matcher m(model);
+    std::set<int> taken;
+    auto accept = [&](std::optional<Replacement> r) {
+      if (!r) return;
+      for (int i : r->removed)
+        if (taken.count(i)) return;
+      taken.insert(r->removed.begin(), r->removed.end());
+      reps.push_back(std::move(*r));
+    };
+    for (auto const& n : model.nodes) {
+      if (!n.domain.empty()) continue;
+      if (n.type == "Erf") accept(match_gelu(m, n));
+      else if (n.type == "ReduceMean" && model.opset < 18) accept(match_layernorm(m, model, n));
+    }
+  }
+  if (reps.empty()) return;
+  std::vector<bool> removed(model.nodes.size(), false);
+  std::unordered_map<int, RawNode*> at_anchor;
+  for (auto& r : reps) {
+    for (int i : r.removed) removed[static_cast<std::size_t>(i)] = true;
+    at_anchor[r.anchor] = &r.fused;
+  }
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < model.nodes.size(); ++i)
+    if (!removed[i]) names.insert(model.nodes[i].name);
+  std::vector<RawNode> nodes;
+  nodes.reserve(model.nodes.size());
+  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+    if (!removed[i]) {
+      nodes.push_back(std::move(model.nodes[i]));
+    } else if (auto it = at_anchor.find(static_cast<int>(i)); it != at_anchor.end()) {
+      RawNode fused = std::move(*it->second);
+      std::string base = fused.name;
+      for (int k = 1; !base.empty() && names.count(fused.name); ++k) fused.name = base + "_" + std::to_string(k);
+      names.insert(fused.name);
+      nodes.push_back(std::move(fused));
+    }
+  }
+  model.nodes = std::move(nodes);
+}
+
+}  // namespace gp::graph::onnx_import

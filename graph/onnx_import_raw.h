@@ -1,0 +1,62 @@
+// The importer's middle form: an ONNX model copied out of protobuf into our own types, before
+// pattern fusion, constant folding and shape propagation turn it into an OpGraph. Internal to the
+// importer (graph/onnx_import*.cc); nothing else should include it.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/op_graph.h"
+#include "graph/status.h"
+
+namespace gp::graph::onnx_import {
+
+struct RawDim {
+  int64_t value = -1;  // < 0: not a fixed number
+  std::string param;   // the dim_param, when symbolic
+};
+
+struct RawValueInfo {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  bool has_shape = false;
+  std::vector<RawDim> dims;
+};
+
+struct RawInitializer {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> dims;
+  std::shared_ptr<TensorData const> data;  // null when weights were not loaded
+};
+
+struct RawNode {
+  std::string name, type, domain;
+  Attributes attrs;
+  std::vector<std::string> inputs, outputs;  // "" for an omitted optional slot
+};
+
+struct RawModel {
+  std::string source;  // file name for messages
+  std::string name;
+  int64_t opset = 0;  // of the default domain
+  std::vector<RawNode> nodes;
+  std::vector<RawInitializer> initializers;
+  std::vector<RawValueInfo> inputs, outputs;  // graph inputs exclude initializers
+  std::map<std::string, RawValueInfo> value_info;  // from ONNX shape inference
+};
+
+// Replaces torch-export decompositions with single nodes: the Erf GELU becomes "Gelu" and the
+// opset<17 LayerNorm chain becomes "LayerNormalization".
+void fuse_patterns(RawModel& model);
+
+// Op types the lowering understands (after fusion), sorted; for the unsupported-op message.
+std::vector<std::string> const& supported_op_types();
+
+// Folds static computations, propagates shapes with the symbolic batch, fills typed attributes,
+// roles and accounting.
+Result<OpGraph> lower(RawModel model, bool first_dim_is_batch);
+
+}  // namespace gp::graph::onnx_import
