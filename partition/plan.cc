@@ -109,6 +109,7 @@ std::string plan_to_json(Plan const& plan) {
          {"samples_per_s", plan.samples_per_s},
          {"search_time_s", plan.search_time_s},
          {"states_explored", plan.states_explored},
+         {"notes", plan.notes},
          {"stages", stages},
          {"edges", edges}};
   return j.dump(2) + "\n";
@@ -142,6 +143,7 @@ Result<Plan> plan_from_json(std::string const& text) {
   RETURN_IF_ERROR(get(j, "samples_per_s", plan.samples_per_s, top));
   RETURN_IF_ERROR(get(j, "search_time_s", plan.search_time_s, top));
   RETURN_IF_ERROR(get(j, "states_explored", plan.states_explored, top));
+  if (j.contains("notes")) RETURN_IF_ERROR(get(j, "notes", plan.notes, top));
   auto stages = j.find("stages");
   if (stages == j.end() || !stages->is_array()) return parse_error("plan JSON: 'stages' must be an array");
   for (std::size_t i = 0; i < stages->size(); ++i) {

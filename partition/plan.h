@@ -60,6 +60,7 @@ struct Plan {
   double samples_per_s = 0;          // B / step_time_s
   double search_time_s = 0;
   int64_t states_explored = 0;
+  std::string notes;                 // planner remarks, e.g. "linearised: more than 50000 downsets"
 };
 
 std::string plan_to_json(Plan const& plan);       // pretty-printed

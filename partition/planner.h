@@ -13,7 +13,14 @@ struct PlannerOptions {
   // Progress callback for long searches (a line such as "gpp: b=8 tau=1.2ms states=10234"); may be empty.
   std::function<void(std::string const&)> progress;
   double time_limit_s = 0;  // 0 = none; a planner that hits it returns kTimeout naming the limit
+  // Downset-based planners (pipedream, piper) give up beyond this many downsets: kInfeasible
+  // naming the limit (piper), or a linearised graph (pipedream, as PipeDream on branchy models).
+  int64_t max_downsets = 50000;
 };
+
+// What would fit, for the message of an infeasible request: total weight+optimizer bytes against
+// the cluster's memory, the fewest devices that could hold them, the largest single node.
+std::string infeasibility_hint(Problem const& p);
 
 // GraphPipe: SP decomposition + DP with a bound, binary search on tau (partition/gpp_dp.cc).
 Result<Plan> plan_gpp(Problem const& p, PlannerOptions const& options = {});

@@ -1,0 +1,62 @@
+#include "partition/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace gp::partition {
+
+namespace {
+
+std::string bytes_text(double bytes) {
+  char buf[64];
+  if (bytes >= 1024.0 * 1024 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024));
+  }
+  return buf;
+}
+
+}  // namespace
+
+std::string infeasibility_hint(Problem const& p) {
+  double const factor = 1.0 + p.optimizer_bytes_per_weight_byte;
+  double total_static = 0;
+  double largest = 0;
+  std::string largest_name;
+  for (Node const& node : p.nodes) {
+    double const s = factor * static_cast<double>(node.weight_bytes);
+    total_static += s;
+    double const one = s + static_cast<double>(node.activation_bytes_per_sample);
+    if (one > largest) {
+      largest = one;
+      largest_name = node.name;
+    }
+  }
+  double const memory = static_cast<double>(p.device_memory());
+  int const n = p.cluster.size();
+  if (largest > memory)
+    return "node '" + largest_name + "' alone needs " + bytes_text(largest) +
+           " (weights, optimizer state and one sample's activations) but a device has " + bytes_text(memory) +
+           "; devices need at least " + bytes_text(largest);
+  if (total_static > memory * n) {
+    int const needed = static_cast<int>(std::ceil(total_static / memory));
+    return "weights and optimizer state take " + bytes_text(total_static) + " but " + std::to_string(n) + " devices of " +
+           bytes_text(memory) + " hold " + bytes_text(memory * n) + "; it needs at least " + std::to_string(needed) +
+           " devices of this size, or " + bytes_text(total_static / n) + " per device, before activations";
+  }
+  return "weights and optimizer state take " + bytes_text(total_static) + " of the " + std::to_string(n) + " x " +
+         bytes_text(memory) + " available, but the activations of the micro-batches in flight do not fit; try a "
+         "smaller --micro-batch or --batch, more devices, or more memory per device";
+}
+
+Result<Plan> plan_with(std::string const& planner, Problem const& p, PlannerOptions const& options) {
+  if (planner == "gpp") return plan_gpp(p, options);
+  if (planner == "pipedream") return plan_pipedream(p, options);
+  if (planner == "piper") return plan_piper(p, options);
+  if (planner == "balanced") return plan_balanced(p, options);
+  return invalid_argument("unknown planner '" + planner + "' (use gpp, pipedream, piper or balanced)");
+}
+
+}  // namespace gp::partition
