@@ -1,0 +1,38 @@
+// Optimizers over named parameters (SGD with momentum and weight decay, Adam, AdamW), with
+// PyTorch's update rules. Moments are keyed by parameter name so checkpoints can save and restore
+// them, and a stage's optimizer only ever sees its own parameters.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "exec/tensor.h"
+#include "exec/train_config.h"
+#include "graph/status.h"
+
+namespace gp::exec {
+
+class Optimizer {
+ public:
+  explicit Optimizer(OptimizerConfig config) : config_(config) {}
+
+  OptimizerConfig const& config() const { return config_; }
+  int64_t step_count() const { return step_; }
+
+  // One update of every parameter with its gradient (a gradient must exist for each parameter,
+  // same shape). Moments are created on the first step.
+  Status step(std::map<std::string, Tensor>& params, std::map<std::string, Tensor> const& grads);
+
+  // Moments keyed "<param>#momentum" (SGD), "<param>#m" and "<param>#v" (Adam/AdamW).
+  std::map<std::string, Tensor> const& state() const { return state_; }
+  // Restores a saved state; names/shapes are checked against `params` on the next step.
+  void load_state(std::map<std::string, Tensor> state, int64_t step_count);
+
+ private:
+  OptimizerConfig config_;
+  int64_t step_ = 0;
+  std::map<std::string, Tensor> state_;
+};
+
+}  // namespace gp::exec

@@ -1,0 +1,69 @@
+// The training configuration (`graphpipe train --config train.yaml`): parsed from YAML, validated,
+// with every relative path resolved against the config file's folder.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/status.h"
+
+namespace gp::exec {
+
+enum class LossKind : uint8_t { kCrossEntropy, kMse };
+enum class OptimizerKind : uint8_t { kSgd, kAdam, kAdamW };
+char const* loss_kind_name(LossKind kind);
+char const* optimizer_kind_name(OptimizerKind kind);
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::kSgd;
+  float lr = 0.01f;
+  float momentum = 0.f;
+  float weight_decay = 0.f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+};
+
+struct ModelConfig {
+  std::string path;           // an ONNX file, or
+  std::string zoo;            // a zoo model name (graphpipe models list)
+  std::string size = "tiny";  // its size
+};
+
+struct DataConfig {
+  enum class Kind : uint8_t { kSynthetic, kNpy };
+  Kind kind = Kind::kSynthetic;
+  int64_t samples = 0;              // synthetic: dataset size (cycled); 0 = a fresh sample every time
+  std::vector<std::string> inputs;  // npy: one file per graph input, in graph-input order
+  std::string labels;               // npy: labels (int64 class ids, or float32 targets for mse)
+};
+
+struct CheckpointConfig {
+  std::string path;    // empty: no checkpoints
+  int64_t every = 0;   // steps between checkpoints (0: only at the end)
+  bool resume = false; // resume from `path` when it exists
+};
+
+struct TrainConfig {
+  ModelConfig model;
+  LossKind loss = LossKind::kCrossEntropy;
+  OptimizerConfig optimizer;
+  int64_t batch = 32;
+  int64_t micro_batches = 1;
+  int64_t steps = 100;
+  DataConfig data;
+  uint64_t seed = 0;
+  int64_t log_interval = 10;
+  CheckpointConfig checkpoint;
+  std::string export_path;  // write the trained ONNX model here at the end (optional)
+
+  int64_t micro_batch_size() const { return batch / micro_batches; }
+};
+
+// `source` names the text in errors; relative paths are resolved against `base_dir`.
+Result<TrainConfig> parse_train_config(std::string const& yaml_text, std::string const& source,
+                                       std::string const& base_dir);
+Result<TrainConfig> load_train_config(std::string const& path);
+
+}  // namespace gp::exec

@@ -1,0 +1,96 @@
+#include <gtest/gtest.h>
+
+#include "exec/train_config.h"
+
+namespace gp::exec {
+namespace {
+
+TEST(TrainConfig, ParsesEveryKey) {
+  auto c = parse_train_config(R"(
+model: {zoo: mlp, size: tiny}
+loss: mse
+optimizer: adamw
+lr: 0.005
+momentum: 0.5
+weight_decay: 0.01
+beta1: 0.8
+beta2: 0.99
+eps: 1.0e-6
+batch: 16
+micro_batches: 4
+steps: 7
+data: {kind: synthetic, samples: 64}
+seed: 42
+log_interval: 2
+checkpoint: {path: ckpt/run.gpck, every: 3, resume: true}
+export: out.onnx
+)", "t.yaml", "/base");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->model.zoo, "mlp");
+  EXPECT_EQ(c->loss, LossKind::kMse);
+  EXPECT_EQ(c->optimizer.kind, OptimizerKind::kAdamW);
+  EXPECT_FLOAT_EQ(c->optimizer.lr, 0.005f);
+  EXPECT_FLOAT_EQ(c->optimizer.beta1, 0.8f);
+  EXPECT_EQ(c->batch, 16);
+  EXPECT_EQ(c->micro_batch_size(), 4);
+  EXPECT_EQ(c->steps, 7);
+  EXPECT_EQ(c->data.samples, 64);
+  EXPECT_EQ(c->seed, 42u);
+  EXPECT_EQ(c->checkpoint.path, "/base/ckpt/run.gpck");
+  EXPECT_EQ(c->checkpoint.every, 3);
+  EXPECT_TRUE(c->checkpoint.resume);
+  EXPECT_EQ(c->export_path, "/base/out.onnx");
+}
+
+TEST(TrainConfig, ModelPathAndNpyDataResolveAgainstTheConfigFolder) {
+  auto c = parse_train_config("model: m.onnx\ndata: {inputs: [x.npy], labels: /abs/y.npy}\n", "t.yaml", "/cfg");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->model.path, "/cfg/m.onnx");
+  EXPECT_EQ(c->data.kind, DataConfig::Kind::kNpy);
+  ASSERT_EQ(c->data.inputs.size(), 1u);
+  EXPECT_EQ(c->data.inputs[0], "/cfg/x.npy");
+  EXPECT_EQ(c->data.labels, "/abs/y.npy");
+}
+
+TEST(TrainConfig, UnknownKeyIsNamedWithTheValidOnes) {
+  auto c = parse_train_config("model: m.onnx\nlearning_rate: 0.1\n", "t.yaml", "");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  std::string const msg = c.status().message();
+  EXPECT_NE(msg.find("unknown key 'learning_rate'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("lr"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("micro_batches"), std::string::npos) << msg;
+}
+
+TEST(TrainConfig, UnknownNestedKeyIsNamed) {
+  auto c = parse_train_config("model: m.onnx\ncheckpoint: {path: a, evry: 3}\n", "t.yaml", "");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("'evry'"), std::string::npos) << c.status().message();
+}
+
+TEST(TrainConfig, BadValuesAreClearErrors) {
+  struct Case { char const* yaml; char const* needle; };
+  for (auto [yaml, needle] : {Case{"steps: 3\n", "missing 'model'"},
+                              Case{"model: m.onnx\nbatch: 10\nmicro_batches: 4\n", "divisible"},
+                              Case{"model: m.onnx\nloss: hinge\n", "'loss'"},
+                              Case{"model: m.onnx\noptimizer: lamb\n", "'optimizer'"},
+                              Case{"model: m.onnx\nlr: fast\n", "'lr'"},
+                              Case{"model: m.onnx\nlr: -1\n", "'lr'"},
+                              Case{"model: {zoo: mlp, path: a.onnx}\n", "exactly one"},
+                              Case{"model: m.onnx\ndata: {kind: npy}\n", "'inputs'"},
+                              Case{"model: [unclosed\n", "invalid YAML"},
+                              Case{"- a\n- b\n", "YAML map"}}) {
+    auto c = parse_train_config(yaml, "t.yaml", "");
+    ASSERT_FALSE(c.is_ok()) << yaml;
+    EXPECT_NE(c.status().message().find(needle), std::string::npos) << yaml << " -> " << c.status().message();
+  }
+}
+
+TEST(TrainConfig, MissingFileIsNotFound) {
+  auto c = load_train_config("/nonexistent/train.yaml");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gp::exec
