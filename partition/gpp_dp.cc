@@ -1,0 +1,580 @@
+#include "partition/gpp_dp.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+namespace gp::partition {
+
+LeafOrder leaf_order(SpTree const& tree) {
+  LeafOrder lo;
+  lo.range.assign(tree.nodes.size(), {0, 0});
+  int max_node = -1;
+  for (SpNode const& n : tree.nodes) max_node = std::max(max_node, n.node);
+  lo.pos.assign(max_node + 1, -1);
+  // Children precede parents in tree.nodes, but leaf positions need a left-to-right walk.
+  std::vector<std::pair<int, bool>> stack{{tree.root, false}};
+  while (!stack.empty()) {
+    auto [t, done] = stack.back();
+    stack.pop_back();
+    SpNode const& n = tree.nodes[t];
+    if (n.kind == SpKind::kLeaf) {
+      int const p = static_cast<int>(lo.order.size());
+      lo.range[t] = {p, p + 1};
+      lo.pos[n.node] = p;
+      lo.order.push_back(n.node);
+      continue;
+    }
+    if (done) {
+      lo.range[t] = {lo.range[n.children.front()].first, lo.range[n.children.back()].second};
+      continue;
+    }
+    stack.emplace_back(t, true);
+    for (auto it = n.children.rbegin(); it != n.children.rend(); ++it) stack.emplace_back(*it, false);
+  }
+  return lo;
+}
+
+BoundaryTracker::BoundaryTracker(Problem const& p) : p_(&p) {
+  std::map<std::pair<int, std::vector<std::string>>, int> ids;
+  group_of_edge_.resize(p.edges.size());
+  for (int e = 0; e < static_cast<int>(p.edges.size()); ++e) {
+    Edge const& edge = p.edges[e];
+    auto [it, inserted] = ids.emplace(std::make_pair(edge.src, edge.tensors), static_cast<int>(group_bytes_.size()));
+    if (inserted) {
+      group_bytes_.push_back(edge.bytes_per_sample);
+      group_edges_.push_back(0);
+    }
+    group_of_edge_[e] = it->second;
+    ++group_edges_[it->second];
+  }
+  int const groups = static_cast<int>(group_bytes_.size());
+  epoch_.assign(groups, 0);
+  src_in_.assign(groups, 0);
+  dst_in_.assign(groups, 0);
+  out_groups_begin_.push_back(0);
+  for (int v = 0; v < static_cast<int>(p.nodes.size()); ++v) {
+    std::vector<int> gs;
+    if (v < static_cast<int>(p.out_edges.size())) {
+      for (int e : p.out_edges[v]) gs.push_back(group_of_edge_[e]);
+    }
+    std::sort(gs.begin(), gs.end());
+    gs.erase(std::unique(gs.begin(), gs.end()), gs.end());
+    out_groups_flat_.insert(out_groups_flat_.end(), gs.begin(), gs.end());
+    out_groups_begin_.push_back(static_cast<int>(out_groups_flat_.size()));
+  }
+}
+
+void BoundaryTracker::clear() {
+  ++cur_;
+  bytes_ = 0;
+  tensors_ = 0;
+}
+
+bool BoundaryTracker::crosses(int g) const {
+  if (epoch_[g] != cur_) return false;
+  return src_in_[g] ? dst_in_[g] < group_edges_[g] : dst_in_[g] > 0;
+}
+
+void BoundaryTracker::account(int g, int sign) {
+  if (group_bytes_[g] <= 0 || !crosses(g)) return;
+  bytes_ += sign * group_bytes_[g];
+  tensors_ += sign;
+}
+
+void BoundaryTracker::add(int v) {
+  touched_.clear();
+  for (int i = out_groups_begin_[v]; i < out_groups_begin_[v + 1]; ++i) touched_.push_back(out_groups_flat_[i]);
+  for (int e : p_->in_edges[v]) touched_.push_back(group_of_edge_[e]);
+  std::sort(touched_.begin(), touched_.end());
+  touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+  for (int g : touched_) {
+    account(g, -1);
+    if (epoch_[g] != cur_) {
+      epoch_[g] = cur_;
+      src_in_[g] = 0;
+      dst_in_[g] = 0;
+    }
+  }
+  for (int i = out_groups_begin_[v]; i < out_groups_begin_[v + 1]; ++i) src_in_[out_groups_flat_[i]] = 1;
+  for (int e : p_->in_edges[v]) ++dst_in_[group_of_edge_[e]];
+  for (int g : touched_) account(g, +1);
+}
+
+RangeCost::RangeCost(Problem const& p, std::vector<int> const& order, int64_t micro_batch)
+    : p_(&p), micro_batch_(micro_batch) {
+  int const devices = p.cluster.size();
+  for (int r = 1; r <= devices && r <= micro_batch; r *= 2) {
+    if (micro_batch % r != 0 || (r > 1 && !p.allow_replication)) break;
+    replicas_.push_back(r);
+  }
+  int const n = static_cast<int>(order.size());
+  fwd_.assign(replicas_.size(), std::vector<double>(n + 1, 0.0));
+  bwd_i_ = fwd_;
+  bwd_w_ = fwd_;
+  for (int l = 0; l < levels(); ++l) {
+    std::vector<NodeTime> const& t = p.node_times(micro_batch / replicas_[l]);
+    for (int i = 0; i < n; ++i) {
+      fwd_[l][i + 1] = fwd_[l][i] + t[order[i]].fwd_s;
+      bwd_i_[l][i + 1] = bwd_i_[l][i] + t[order[i]].bwd_input_s;
+      bwd_w_[l][i + 1] = bwd_w_[l][i] + t[order[i]].bwd_weight_s;
+    }
+  }
+  weight_.assign(n + 1, 0);
+  act_.assign(n + 1, 0);
+  for (int i = 0; i < n; ++i) {
+    weight_[i + 1] = weight_[i] + p.nodes[order[i]].weight_bytes;
+    act_[i + 1] = act_[i] + p.nodes[order[i]].activation_bytes_per_sample;
+  }
+}
+
+StageSums RangeCost::sums(int lo, int hi, int level, BoundaryTracker const& boundary) const {
+  StageSums s;
+  s.time.fwd_s = fwd_[level][hi] - fwd_[level][lo];
+  s.time.bwd_input_s = bwd_i_[level][hi] - bwd_i_[level][lo];
+  s.time.bwd_weight_s = bwd_w_[level][hi] - bwd_w_[level][lo];
+  s.weight_bytes = weight_[hi] - weight_[lo];
+  s.activation_bytes_per_sample = act_[hi] - act_[lo];
+  if (p_->count_communication) {
+    s.boundary_bytes_per_sample = boundary.bytes_per_sample();
+    s.boundary_tensors = boundary.tensors();
+  }
+  return s;
+}
+
+double RangeCost::compute_s(int lo, int hi, int level) const {
+  return (fwd_[level][hi] - fwd_[level][lo]) + (bwd_i_[level][hi] - bwd_i_[level][lo]) +
+         (bwd_w_[level][hi] - bwd_w_[level][lo]);
+}
+
+int RangeCost::max_in_flight(StageSums const& sums, int level) const {
+  int64_t const samples = samples_per_replica(micro_batch_, replicas_[level]);
+  int64_t const optimizer =
+      static_cast<int64_t>(std::llround(p_->optimizer_bytes_per_weight_byte * sums.weight_bytes));
+  int64_t const avail = p_->device_memory() - sums.weight_bytes - optimizer;
+  if (avail < 0) return 0;
+  int64_t const per = sums.activation_bytes_per_sample * samples;
+  if (per <= 0) return std::numeric_limits<int32_t>::max();
+  return static_cast<int>(std::min<int64_t>(avail / per, std::numeric_limits<int32_t>::max()));
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Point {
+  int depth = 0;    // stages on the longest path of the piece's own stage graph
+  int devices = 0;  // fewest devices for that depth
+};
+using Frontier = std::vector<Point>;  // depth ascending, devices strictly descending
+
+// DP state: tree node, index (suffix start of a Series node, or prefix end of a Parallel node's
+// accumulation; -1 for the whole node) and q, the depth downstream of the piece.
+struct StateKey {
+  int tree = 0;
+  int index = -1;
+  int q = 0;
+  bool operator==(StateKey const&) const = default;
+};
+struct StateKeyHash {
+  std::size_t operator()(StateKey const& k) const {
+    uint64_t h = static_cast<uint32_t>(k.tree);
+    h = h * 0x9E3779B97F4A7C15ULL ^ static_cast<uint32_t>(k.index + 1);
+    h = h * 0x9E3779B97F4A7C15ULL ^ static_cast<uint32_t>(k.q);
+    return static_cast<std::size_t>(h ^ (h >> 29));
+  }
+};
+
+// Cost of one candidate stage at each replica level.
+struct Level {
+  double t = 0;    // T_s / b
+  int max_in_flight = 0;
+};
+
+struct ChosenStage {
+  int lo = 0, hi = 0, replicas = 1;
+  double t = 0;
+};
+
+class Engine {
+ public:
+  Engine(Problem const& p, SpTree const& tree, LeafOrder const& leaves, int64_t micro_batch)
+      : p_(p), tree_(tree), leaves_(leaves), b_(micro_batch), m_(p.batch / micro_batch),
+        devices_(p.cluster.size()), cost_(p, leaves.order, micro_batch), tracker_(p) {
+    whole_.resize(tree.nodes.size());
+    for (int t = 0; t < static_cast<int>(tree.nodes.size()); ++t) {
+      auto [lo, hi] = leaves.range[t];
+      tracker_.clear();
+      for (int i = lo; i < hi; ++i) tracker_.add(leaves.order[i]);
+      whole_[t] = levels(lo, hi);
+    }
+  }
+
+  struct Eval {
+    bool feasible = false;
+    double tau_next = std::numeric_limits<double>::infinity();  // result is the same on [tau, tau_next)
+    double tau_used = 0;                                        // max T_s/b of the plan
+    int depth = 0, devices = 0;
+    std::vector<ChosenStage> stages;
+  };
+
+  Eval evaluate(double tau) {
+    tau_ = tau;
+    tau_next_ = std::numeric_limits<double>::infinity();
+    memo_.clear();
+    frontiers_.clear();
+    Eval ev;
+    Frontier const root = node_frontier(tree_.root, 0);
+    ev.tau_next = tau_next_;
+    if (root.empty()) return ev;
+    ev.feasible = true;
+    ev.depth = root.front().depth;
+    ev.devices = root.front().devices;
+    chosen_.clear();
+    rebuild_node(tree_.root, 0, root.front());
+    ev.stages = chosen_;
+    for (ChosenStage const& s : chosen_) ev.tau_used = std::max(ev.tau_used, s.t);
+    return ev;
+  }
+
+  int64_t states() const { return states_; }
+  double lower_bound() const {
+    // Every node sits in some stage, whose time is at least the node's own compute time.
+    double lb = 0;
+    for (int i = 0; i < static_cast<int>(leaves_.order.size()); ++i) {
+      double best = std::numeric_limits<double>::infinity();
+      for (int l = 0; l < cost_.levels(); ++l) best = std::min(best, cost_.compute_s(i, i + 1, l) / b_);
+      lb = std::max(lb, best);
+    }
+    return lb;
+  }
+  int levels_count() const { return cost_.levels(); }
+
+ private:
+  std::vector<Level> levels(int lo, int hi) const {
+    std::vector<Level> out(cost_.levels());
+    for (int l = 0; l < cost_.levels(); ++l) {
+      StageSums const s = cost_.sums(lo, hi, l, tracker_);
+      StageCost const c = stage_cost_from_sums(p_, s, cost_.replicas(l), b_, 1, m_);
+      out[l] = {c.time_s / static_cast<double>(b_), cost_.max_in_flight(s, l)};
+    }
+    return out;
+  }
+
+  // Fewest replicas meeting tau with `in_flight` micro-batches held; 0 if none.
+  int min_replicas(std::vector<Level> const& lv, int in_flight, double* t_out = nullptr) {
+    for (int l = 0; l < static_cast<int>(lv.size()); ++l) {
+      if (lv[l].t > tau_) {
+        tau_next_ = std::min(tau_next_, lv[l].t);
+        continue;
+      }
+      if (lv[l].max_in_flight < in_flight) continue;
+      if (t_out) *t_out = lv[l].t;
+      return cost_.replicas(l);
+    }
+    return 0;
+  }
+
+  Frontier const& stored(StateKey const& key) const { return frontiers_[memo_.at(key)]; }
+  void store(StateKey const& key, Frontier f) {
+    memo_.emplace(key, static_cast<int>(frontiers_.size()));
+    frontiers_.push_back(std::move(f));
+    ++states_;
+  }
+
+  Frontier pareto(std::vector<int> const& best) const {
+    Frontier f;
+    int least = std::numeric_limits<int>::max();
+    for (int d = 1; d < static_cast<int>(best.size()); ++d) {
+      if (best[d] < least) {
+        least = best[d];
+        f.push_back({d, best[d]});
+      }
+    }
+    return f;
+  }
+
+  void consider(std::vector<int>& best, int depth, int devices) const {
+    if (depth <= devices_ && devices <= devices_ && devices < best[depth]) best[depth] = devices;
+  }
+
+  Frontier node_frontier(int t, int q) {
+    StateKey const key{t, -1, q};
+    if (auto it = memo_.find(key); it != memo_.end()) return frontiers_[it->second];
+    SpNode const& n = tree_.nodes[t];
+    if (n.kind == SpKind::kSeries) {
+      series(t, q);
+      return stored(key);
+    }
+    std::vector<int> best(devices_ + 1, std::numeric_limits<int>::max());
+    if (int r = min_replicas(whole_[t], q + 1)) consider(best, 1, r);
+    if (n.kind == SpKind::kParallel) {
+      Frontier acc = node_frontier(n.children[0], q);
+      for (int c = 1; c < static_cast<int>(n.children.size()); ++c) {
+        Frontier const child = node_frontier(n.children[c], q);
+        std::vector<int> comb(devices_ + 1, std::numeric_limits<int>::max());
+        for (Point a : acc) {
+          for (Point b : child) consider(comb, std::max(a.depth, b.depth), a.devices + b.devices);
+        }
+        acc = pareto(comb);
+        store({t, c, q}, acc);
+      }
+      for (Point a : acc) consider(best, a.depth, a.devices);
+    }
+    store(key, pareto(best));
+    return stored(key);
+  }
+
+  // Suffix frontiers of a Series node's children for downstream depth q; stores (t, i, q) for every
+  // suffix start i and (t, -1, q) for the whole node.
+  void series(int t, int q) {
+    SpNode const& n = tree_.nodes[t];
+    int const k = static_cast<int>(n.children.size());
+    std::vector<Frontier> suffix(k + 1);
+    suffix[k] = {{0, 0}};
+    for (int i = k - 1; i >= 0; --i) {
+      std::vector<int> best(devices_ + 1, std::numeric_limits<int>::max());
+      int const lo = leaves_.range[n.children[i]].first;
+      tracker_.clear();
+      for (int j = i; j < k; ++j) {
+        auto [clo, chi] = leaves_.range[n.children[j]];
+        if (run_too_slow(lo, chi)) break;
+        for (int v = clo; v < chi; ++v) tracker_.add(leaves_.order[v]);
+        std::vector<Level> const lv = levels(lo, chi);
+        for (Point rest : suffix[j + 1]) {
+          int const r = min_replicas(lv, q + rest.depth + 1);
+          if (r == 0) break;  // later points hold more in flight: they fail too
+          consider(best, rest.depth + 1, rest.devices + r);
+        }
+      }
+      int const child = n.children[i];
+      if (tree_.nodes[child].kind != SpKind::kLeaf) {
+        for (Point rest : suffix[i + 1]) {
+          if (q + rest.depth >= devices_) break;
+          Frontier const inner = node_frontier(child, q + rest.depth);
+          for (Point c : inner) consider(best, rest.depth + c.depth, rest.devices + c.devices);
+        }
+      }
+      suffix[i] = pareto(best);
+      store({t, i, q}, suffix[i]);
+    }
+    memo_.emplace(StateKey{t, -1, q}, memo_.at(StateKey{t, 0, q}));
+  }
+
+  // No replica level can run [lo, hi) within tau even without communication; nor any longer run.
+  bool run_too_slow(int lo, int hi) {
+    double lb = std::numeric_limits<double>::infinity();
+    for (int l = 0; l < cost_.levels(); ++l) lb = std::min(lb, cost_.compute_s(lo, hi, l) / static_cast<double>(b_));
+    if (lb <= tau_) return false;
+    tau_next_ = std::min(tau_next_, lb);
+    return true;
+  }
+
+  void emit(int lo, int hi, std::vector<Level> const& lv, int in_flight) {
+    double t = 0;
+    int const r = min_replicas(lv, in_flight, &t);
+    chosen_.push_back({lo, hi, r, t});
+  }
+
+  void rebuild_node(int t, int q, Point target) {
+    SpNode const& n = tree_.nodes[t];
+    if (n.kind == SpKind::kSeries) return rebuild_series(t, 0, q, target);
+    auto [lo, hi] = leaves_.range[t];
+    if (target.depth == 1 && min_replicas(whole_[t], q + 1) == target.devices) return emit(lo, hi, whole_[t], q + 1);
+    rebuild_parallel(t, static_cast<int>(n.children.size()) - 1, q, target);
+  }
+
+  void rebuild_parallel(int t, int c, int q, Point target) {
+    SpNode const& n = tree_.nodes[t];
+    if (c == 0) return rebuild_node(n.children[0], q, target);
+    Frontier const acc = c == 1 ? stored({n.children[0], -1, q}) : stored({t, c - 1, q});
+    Frontier const child = stored({n.children[c], -1, q});
+    for (Point a : acc) {
+      for (Point b : child) {
+        if (std::max(a.depth, b.depth) == target.depth && a.devices + b.devices == target.devices) {
+          rebuild_parallel(t, c - 1, q, a);
+          rebuild_node(n.children[c], q, b);
+          return;
+        }
+      }
+    }
+  }
+
+  void rebuild_series(int t, int i, int q, Point target) {
+    SpNode const& n = tree_.nodes[t];
+    int const k = static_cast<int>(n.children.size());
+    auto rest_frontier = [&](int j) { return j == k ? Frontier{{0, 0}} : stored({t, j, q}); };
+    int const lo = leaves_.range[n.children[i]].first;
+    tracker_.clear();
+    for (int j = i; j < k; ++j) {
+      auto [clo, chi] = leaves_.range[n.children[j]];
+      if (run_too_slow(lo, chi)) break;
+      for (int v = clo; v < chi; ++v) tracker_.add(leaves_.order[v]);
+      std::vector<Level> const lv = levels(lo, chi);
+      for (Point rest : rest_frontier(j + 1)) {
+        int const r = min_replicas(lv, q + rest.depth + 1);
+        if (r == 0) break;
+        if (rest.depth + 1 == target.depth && rest.devices + r == target.devices) {
+          emit(lo, chi, lv, q + rest.depth + 1);
+          if (j + 1 < k) rebuild_series(t, j + 1, q, rest);
+          return;
+        }
+      }
+    }
+    int const child = n.children[i];
+    for (Point rest : rest_frontier(i + 1)) {
+      if (q + rest.depth >= devices_) break;
+      for (Point c : stored({child, -1, q + rest.depth})) {
+        if (rest.depth + c.depth == target.depth && rest.devices + c.devices == target.devices) {
+          rebuild_node(child, q + rest.depth, c);
+          if (i + 1 < k) rebuild_series(t, i + 1, q, rest);
+          return;
+        }
+      }
+    }
+  }
+
+  Problem const& p_;
+  SpTree const& tree_;
+  LeafOrder const& leaves_;
+  int64_t b_, m_;
+  int devices_;
+  RangeCost cost_;
+  BoundaryTracker tracker_;
+  std::vector<std::vector<Level>> whole_;  // per tree node: the whole subtree as one stage
+  double tau_ = 0, tau_next_ = 0;
+  std::unordered_map<StateKey, int, StateKeyHash> memo_;
+  std::vector<Frontier> frontiers_;
+  std::vector<ChosenStage> chosen_;
+  int64_t states_ = 0;
+};
+
+std::string seconds_text(double s) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4g%s", s >= 1 ? s : s * 1e3, s >= 1 ? "s" : "ms");
+  return buf;
+}
+
+std::string bytes_text(int64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g GiB", static_cast<double>(bytes) / static_cast<double>(1LL << 30));
+  return buf;
+}
+
+}  // namespace
+
+Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptions const& options) {
+  auto const start = Clock::now();
+  int const n = static_cast<int>(p.nodes.size());
+  if (static_cast<int>(p.out_edges.size()) != n) return internal_error("plan_gpp: Problem::finalize() was not called");
+  if (p.cluster.size() <= 0) return invalid_argument("plan_gpp: the cluster has no devices");
+  LeafOrder const leaves = leaf_order(tree);
+  if (static_cast<int>(leaves.order.size()) != n)
+    return internal_error("plan_gpp: the SP tree has " + std::to_string(leaves.order.size()) + " leaves for " +
+                          std::to_string(n) + " nodes");
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+
+  std::optional<Plan> best;
+  double best_tau = 0;
+  int64_t states = 0;
+  for (int64_t b : p.micro_batch_sizes()) {
+    Engine engine(p, tree, leaves, b);
+    std::optional<Engine::Eval> found;
+    double lo = engine.lower_bound();
+    double hi = std::numeric_limits<double>::infinity();
+    auto check_time = [&]() -> Status {
+      if (options.time_limit_s > 0 && elapsed() > options.time_limit_s) {
+        return timeout_error("gpp: search exceeded the time limit of " + std::to_string(options.time_limit_s) +
+                             " s; raise --time-limit or use fewer micro-batch candidates");
+      }
+      return Status::ok();
+    };
+    // Grow tau geometrically from the lower bound until feasible (cheap while tau is small), then
+    // bisect; infeasible evaluations move lo to the next value that can change the answer.
+    for (int grow = 0; !found; ++grow) {
+      RETURN_IF_ERROR(check_time());
+      double const tau = grow < 12 ? std::max(lo, 1e-300) * (grow == 0 ? 1.0 : 4.0)
+                                   : std::numeric_limits<double>::infinity();
+      Engine::Eval ev = engine.evaluate(tau);
+      if (ev.feasible) {
+        hi = ev.tau_used;
+        found = std::move(ev);
+      } else if (std::isinf(tau)) {
+        break;
+      } else {
+        lo = ev.tau_next;
+      }
+    }
+    if (!found) continue;
+    for (int iter = 0; lo < hi && iter < 200; ++iter) {
+      RETURN_IF_ERROR(check_time());
+      double mid = lo + (hi - lo) / 2;
+      if (!(mid < hi)) mid = lo;
+      Engine::Eval ev = engine.evaluate(mid);
+      if (ev.feasible) {
+        hi = ev.tau_used;
+        found = std::move(ev);
+      } else {
+        lo = std::min(ev.tau_next, hi);
+      }
+    }
+    states += engine.states();
+    std::vector<StageAssignment> stages;
+    for (ChosenStage const& s : found->stages) {
+      StageAssignment a;
+      a.replicas = s.replicas;
+      for (int i = s.lo; i < s.hi; ++i) a.nodes.push_back(leaves.order[i]);
+      stages.push_back(std::move(a));
+    }
+    ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, std::move(stages), b, "gpp"));
+    if (options.progress) {
+      options.progress("gpp: b=" + std::to_string(b) + " tau=" + seconds_text(hi) + "/sample depth=" +
+                       std::to_string(plan.depth) + " step=" + seconds_text(plan.step_time_s) +
+                       " states=" + std::to_string(states));
+    }
+    if (!best || plan.step_time_s < best->step_time_s) {
+      best = std::move(plan);
+      best_tau = hi;
+    }
+  }
+  if (!best) {
+    int64_t need = 0;
+    std::string node;
+    for (int v = 0; v < n; ++v) {
+      Node const& nd = p.nodes[v];
+      int64_t const bytes = nd.weight_bytes +
+                            static_cast<int64_t>(std::llround(p.optimizer_bytes_per_weight_byte * nd.weight_bytes)) +
+                            nd.activation_bytes_per_sample;
+      if (bytes > need) {
+        need = bytes;
+        node = nd.name;
+      }
+    }
+    std::string msg = "gpp: no plan fits " + std::to_string(p.cluster.size()) + " devices of " +
+                      bytes_text(p.device_memory()) + " at any micro-batch size";
+    if (need > p.device_memory()) {
+      msg += "; node '" + node + "' alone needs " + bytes_text(need) + " per device (weights, optimizer state and " +
+             "one sample's activations): use devices with more memory";
+    } else {
+      msg += "; use more devices, devices with more memory, or smaller micro-batches";
+    }
+    return infeasible(msg);
+  }
+  best->tau_s = best_tau;
+  best->states_explored = states;
+  best->search_time_s = elapsed();
+  return std::move(*best);
+}
+
+Result<Plan> plan_gpp(Problem const& p, PlannerOptions const& options) {
+  ASSIGN_OR_RETURN(SpTree tree, sp_decompose(p));
+  return plan_gpp_on_tree(p, tree, options);
+}
+
+}  // namespace gp::partition

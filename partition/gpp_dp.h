@@ -1,0 +1,84 @@
+// The GraphPipe partitioner (plan_gpp in partition/planner.h): SP decomposition, then for each
+// micro-batch size a binary search on the bound tau over a memoised DP on the SP tree
+// (../shared/GRAPHPIPE.md, "The partitioner", steps 2-5).
+//
+// Every piece (an SP subtree or a contiguous run of a Series node's children) is a contiguous range
+// of the tree's left-to-right leaf order, so the DP prices a stage from prefix sums over that order
+// plus a boundary tracker that grows a range one node at a time; StageSums then go through the
+// shared stage_cost_from_sums, so the DP and stage_cost agree up to floating-point summation order.
+// The DP's in-flight count of a stage is q + its depth inside its piece, where q is the depth of
+// everything downstream in the SP order; on series-parallel graphs that is exactly the stage's
+// depth in the stage graph, on graphs that needed ordering edges it is an upper bound.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "partition/planner.h"
+#include "partition/problem.h"
+#include "partition/sp_decompose.h"
+
+namespace gp::partition {
+
+// Leaves of an SP tree left to right; range[t] = [lo, hi) of tree node t in that order.
+struct LeafOrder {
+  std::vector<int> order;                  // position -> DAG node
+  std::vector<int> pos;                    // DAG node -> position
+  std::vector<std::pair<int, int>> range;  // per tree node
+};
+LeafOrder leaf_order(SpTree const& tree);
+
+// Boundary tensor groups of a node set grown one node at a time: the distinct (producer, tensors)
+// groups with one end inside, as stage_sums counts them. Assumes the edges of a group carry equal
+// bytes (they are one tensor); stage_sums counts the first it meets.
+class BoundaryTracker {
+ public:
+  explicit BoundaryTracker(Problem const& p);
+  void clear();
+  void add(int node);
+  int64_t bytes_per_sample() const { return bytes_; }
+  int tensors() const { return tensors_; }
+
+ private:
+  bool crosses(int g) const;
+  void account(int g, int sign);
+
+  Problem const* p_;
+  std::vector<int> group_of_edge_;
+  std::vector<int64_t> group_bytes_;
+  std::vector<int> group_edges_;          // edges per group
+  std::vector<int> epoch_, src_in_, dst_in_;
+  std::vector<int> out_groups_flat_, out_groups_begin_;
+  std::vector<int> touched_;
+  int cur_ = 1;
+  int64_t bytes_ = 0;
+  int tensors_ = 0;
+};
+
+// Prefix sums over a leaf order for one micro-batch size, one level per replica count r
+// (powers of two dividing b, at most the cluster size; r = 1 only without replication).
+class RangeCost {
+ public:
+  RangeCost(Problem const& p, std::vector<int> const& order, int64_t micro_batch);
+  int levels() const { return static_cast<int>(replicas_.size()); }
+  int replicas(int level) const { return replicas_[level]; }
+  // Sums of [lo, hi) at `level`, with boundary sums from a tracker holding exactly that range.
+  StageSums sums(int lo, int hi, int level, BoundaryTracker const& boundary) const;
+  // Compute time of [lo, hi) at `level` (no communication): a lower bound of the stage time.
+  double compute_s(int lo, int hi, int level) const;
+  // The largest in-flight count whose memory fits (INT32_MAX when activations are 0; 0 if none).
+  int max_in_flight(StageSums const& sums, int level) const;
+
+ private:
+  Problem const* p_;
+  int64_t micro_batch_;
+  std::vector<int> replicas_;
+  std::vector<std::vector<double>> fwd_, bwd_i_, bwd_w_;  // per level, prefix over positions
+  std::vector<int64_t> weight_, act_;
+};
+
+// plan_gpp on a given SP tree (plan_gpp decomposes the problem's graph itself).
+Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptions const& options = {});
+
+}  // namespace gp::partition

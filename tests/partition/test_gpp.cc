@@ -1,0 +1,234 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+
+#include "partition/brute_force.h"
+#include "partition/gpp_dp.h"
+#include "partition/planner.h"
+#include "partition/sp_decompose.h"
+#include "tests/partition/random_sp_problem.h"
+#include "tests/partition/table_problem.h"
+
+namespace gp::partition {
+namespace {
+
+using testing::random_dag;
+using testing::random_problem;
+using testing::random_sp_dag;
+using testing::TableNode;
+using testing::table_problem;
+
+// Every node in exactly one stage, devices within the cluster, memory within every device.
+void expect_valid_plan(Problem const& p, Plan const& plan) {
+  EXPECT_TRUE(validate_plan(plan).is_ok()) << validate_plan(plan).message();
+  std::multiset<std::string> names;
+  int devices = 0;
+  for (PlanStage const& s : plan.stages) {
+    names.insert(s.nodes.begin(), s.nodes.end());
+    devices += s.replicas;
+    EXPECT_LE(s.peak_memory_bytes, p.device_memory()) << "stage " << s.id;
+  }
+  EXPECT_LE(devices, p.cluster.size());
+  ASSERT_EQ(names.size(), p.nodes.size());
+  for (Node const& n : p.nodes) EXPECT_EQ(names.count(n.name), 1u) << n.name;
+}
+
+double rel(double a, double b) { return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-300}); }
+
+TEST(Gpp, EqualsBruteForceOverSpPiecesOnRandomSeriesParallelDags) {
+  std::mt19937 rng(2024);
+  int compared = 0, infeasible = 0;
+  for (int trial = 0; trial < 240; ++trial) {
+    int const n = 1 + static_cast<int>(rng() % 9);
+    int const devices = 1 + static_cast<int>(rng() % 4);
+    int64_t const batch = trial % 2 ? 4 : 8;
+    Problem p = random_problem(random_sp_dag(n, rng), devices, batch, rng);
+    if (trial % 5 == 0) p.count_communication = false;
+    if (trial % 7 == 0) p.allow_replication = false;
+    ASSERT_TRUE(p.finalize().is_ok());
+    auto tree = sp_decompose(p);
+    ASSERT_TRUE(tree.is_ok());
+    ASSERT_TRUE(tree->added_edges.empty());
+    auto brute = brute_force(p, BruteForceSpace::kSpPieces, &*tree);
+    auto gpp = plan_gpp(p);
+    ASSERT_EQ(brute.is_ok(), gpp.is_ok()) << "trial " << trial << ": " << brute.status().message() << " / "
+                                          << gpp.status().message();
+    if (!gpp.is_ok()) {
+      EXPECT_EQ(gpp.status().code(), StatusCode::kInfeasible) << gpp.status().message();
+      ++infeasible;
+      continue;
+    }
+    ++compared;
+    expect_valid_plan(p, *gpp);
+    EXPECT_LT(rel(gpp->step_time_s, brute->plan.step_time_s), 1e-9)
+        << "trial " << trial << " n=" << n << " devices=" << devices << " tree " << tree->to_string() << "\n gpp "
+        << plan_to_json(*gpp) << "\n brute " << plan_to_json(brute->plan);
+    EXPECT_LT(rel(gpp->time_per_sample_s, brute->plan.time_per_sample_s), 1e-9) << "trial " << trial;
+    EXPECT_GT(gpp->states_explored, 0);
+  }
+  EXPECT_GE(compared, 200);
+  EXPECT_GE(infeasible, 1);  // the memory range makes some problems impossible; they must say so
+}
+
+TEST(Gpp, ValidOnRandomNonSeriesParallelDags) {
+  std::mt19937 rng(99);
+  int non_sp = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    int const n = 4 + static_cast<int>(rng() % 6);
+    Problem p = random_problem(random_dag(n, rng), 1 + static_cast<int>(rng() % 4), 8, rng, 3000, 8000);
+    ASSERT_TRUE(p.finalize().is_ok());
+    auto tree = sp_decompose(p);
+    ASSERT_TRUE(tree.is_ok());
+    non_sp += !tree->added_edges.empty();
+    auto gpp = plan_gpp(p);
+    auto all = brute_force(p, BruteForceSpace::kAllConvex);
+    if (!gpp.is_ok()) continue;
+    expect_valid_plan(p, *gpp);
+    ASSERT_TRUE(all.is_ok());
+    // GPP's plan is one of the convex plans: never better than the best of them.
+    EXPECT_GE(gpp->step_time_s, all->min_step_time_s * (1 - 1e-12));
+  }
+  EXPECT_GT(non_sp, 5);
+}
+
+TEST(Gpp, OnChainsEqualsTheBestSequentialPlan) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 40; ++trial) {
+    int const n = 2 + static_cast<int>(rng() % 7);
+    testing::RandomDag chain{n, {}};
+    for (int i = 0; i + 1 < n; ++i) chain.edges.emplace_back(i, i + 1);
+    Problem p = random_problem(chain, 1 + static_cast<int>(rng() % 4), 8, rng, 2000, 8000);
+    ASSERT_TRUE(p.finalize().is_ok());
+    auto tree = sp_decompose(p);
+    ASSERT_TRUE(tree.is_ok());
+    EXPECT_EQ(tree->nodes[tree->root].kind, n == 1 ? SpKind::kLeaf : SpKind::kSeries);
+    auto gpp = plan_gpp(p);
+    auto seq = brute_force(p, BruteForceSpace::kChains);
+    ASSERT_EQ(gpp.is_ok(), seq.is_ok());
+    if (!gpp.is_ok()) continue;
+    EXPECT_LT(rel(gpp->step_time_s, seq->plan.step_time_s), 1e-9) << "trial " << trial;
+  }
+}
+
+// k equal branches between a light source and sink: GPP runs them as concurrent stages.
+Problem branches(int k, int64_t batch) {
+  std::vector<TableNode> rows;
+  std::vector<std::array<int64_t, 3>> edges;
+  rows.push_back({0.01, 0.01, 0.0, 10, 100});
+  for (int i = 0; i < k; ++i) {
+    rows.push_back({0.4, 0.4, 0.2, 1000, 100});
+    edges.push_back({0, i + 1, 100});
+    edges.push_back({i + 1, k + 1, 100});
+  }
+  rows.push_back({0.01, 0.01, 0.0, 10, 100});
+  Problem p = table_problem(rows, edges, k + 2, 1LL << 30, batch);
+  p.count_communication = false;
+  p.allow_replication = false;
+  return p;
+}
+
+TEST(Gpp, ConcurrentBranchesBeatTheBestSequentialPlan) {
+  for (int k : {4, 5, 6}) {
+    Problem p = branches(k, 8);
+    ASSERT_TRUE(p.finalize().is_ok());
+    auto gpp = plan_gpp(p);
+    ASSERT_TRUE(gpp.is_ok()) << gpp.status().message();
+    auto seq = brute_force(p, BruteForceSpace::kChains);
+    ASSERT_TRUE(seq.is_ok()) << seq.status().message();
+    expect_valid_plan(p, *gpp);
+    EXPECT_EQ(gpp->depth, 3) << plan_to_json(*gpp);
+    EXPECT_LT(gpp->depth, seq->plan.depth) << plan_to_json(seq->plan) << plan_to_json(*gpp);
+    EXPECT_LT(gpp->stages[0].in_flight * gpp->stages[0].activation_bytes_per_micro_batch,
+              seq->plan.stages[0].in_flight * seq->plan.stages[0].activation_bytes_per_micro_batch);
+    EXPECT_LT(gpp->step_time_s, seq->min_step_time_s);
+    EXPECT_LT(gpp->step_time_s, seq->plan.step_time_s);
+  }
+}
+
+TEST(Gpp, MemoryDecidesTheMicroBatchAndDepth) {
+  // A 4-node chain on 4 devices; activations so large that deep pipelines do not fit at big b.
+  std::vector<TableNode> rows(4, TableNode{1.0, 1.0, 0.0, 0, 1000});
+  Problem p = table_problem(rows, {{0, 1, 1}, {1, 2, 1}, {2, 3, 1}}, 4, 1000 * 8 * 2, 16);
+  p.count_communication = false;
+  p.allow_replication = false;
+  ASSERT_TRUE(p.finalize().is_ok());
+  auto gpp = plan_gpp(p);
+  ASSERT_TRUE(gpp.is_ok()) << gpp.status().message();
+  expect_valid_plan(p, *gpp);
+  auto seq = brute_force(p, BruteForceSpace::kChains);
+  ASSERT_TRUE(seq.is_ok());
+  EXPECT_LT(rel(gpp->step_time_s, seq->plan.step_time_s), 1e-12);
+}
+
+TEST(Gpp, ImpossibleRequestsSayWhatWouldFit) {
+  std::vector<TableNode> rows(3, TableNode{1.0, 1.0, 0.0, 1000, 10});
+  Problem p = table_problem(rows, {{0, 1, 1}, {1, 2, 1}}, 2, 2000, 4);  // weights x4 alone exceed memory
+  ASSERT_TRUE(p.finalize().is_ok());
+  auto r = plan_gpp(p);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInfeasible);
+  EXPECT_NE(r.status().message().find("alone needs"), std::string::npos) << r.status().message();
+  // Fits one node per device but not three nodes on two devices.
+  Problem q = table_problem(rows, {{0, 1, 1}, {1, 2, 1}}, 2, 4100, 4);
+  ASSERT_TRUE(q.finalize().is_ok());
+  auto s = plan_gpp(q);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.status().message().find("more devices"), std::string::npos) << s.status().message();
+}
+
+TEST(Gpp, DeterministicAndReportsSearch) {
+  std::mt19937 rng(11);
+  Problem p = random_problem(random_sp_dag(9, rng), 4, 8, rng, 5000, 6000);
+  ASSERT_TRUE(p.finalize().is_ok());
+  std::vector<std::string> lines;
+  PlannerOptions opt;
+  opt.progress = [&](std::string const& s) { lines.push_back(s); };
+  auto a = plan_gpp(p, opt);
+  auto b = plan_gpp(p);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  a->search_time_s = b->search_time_s = 0;
+  EXPECT_EQ(plan_to_json(*a), plan_to_json(*b));
+  EXPECT_FALSE(lines.empty());
+  EXPECT_NE(lines.front().find("states="), std::string::npos);
+  EXPECT_GT(a->tau_s, 0);
+  EXPECT_EQ(a->planner, "gpp");
+}
+
+TEST(GppRangeCost, AgreesWithStageCost) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 40; ++trial) {
+    Problem p = random_problem(random_sp_dag(10, rng), 4, 8, rng);
+    // Shared tensors: a producer's edges carry one tensor name, so groups span several consumers.
+    ASSERT_TRUE(p.finalize().is_ok());
+    auto tree = sp_decompose(p);
+    ASSERT_TRUE(tree.is_ok());
+    LeafOrder const lo = leaf_order(*tree);
+    RangeCost const rc(p, lo.order, 8);
+    BoundaryTracker tracker(p);
+    for (int a = 0; a < 10; ++a) {
+      tracker.clear();
+      std::vector<int> nodes;
+      for (int b = a; b < 10; ++b) {
+        tracker.add(lo.order[b]);
+        nodes.push_back(lo.order[b]);
+        for (int l = 0; l < rc.levels(); ++l) {
+          int const r = rc.replicas(l);
+          StageSums const s = rc.sums(a, b + 1, l, tracker);
+          StageCost const fast = stage_cost_from_sums(p, s, r, 8, 1, 1);
+          StageCost const ref = stage_cost(p, nodes, r, 8, 1, 1);
+          EXPECT_LT(rel(fast.time_s, ref.time_s), 1e-12);
+          EXPECT_EQ(fast.comm_s == ref.comm_s || rel(fast.comm_s, ref.comm_s) < 1e-12, true);
+          int const cap = rc.max_in_flight(s, l);
+          for (int f = 1; f <= 6; ++f) EXPECT_EQ(stage_cost(p, nodes, r, 8, f, 1).fits, f <= cap);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gp::partition
