@@ -132,12 +132,22 @@ Result<Schedule> build_concrete(partition::Plan const& plan, PlanView const& vie
     case Policy::kAuto:
       return internal_error("build_concrete(auto)");
   }
-  auto orders = order_compute(view, req);
-  if (!orders.is_ok()) return orders.status().with_context(std::string("policy ") + policy_name(policy));
-  Schedule s = emit_schedule(view, m, policy_name(policy), *orders);
-  if (Status st = check_schedule(plan, s, CheckOptions{0}); !st.is_ok())
-    return internal_error(std::string("policy ") + policy_name(policy) + " built an invalid schedule: " + st.message());
-  return s;
+  auto make = [&](OrderRequest const& r) -> Result<Schedule> {
+    auto orders = order_compute(view, r);
+    if (!orders.is_ok()) return orders.status().with_context(std::string("policy ") + policy_name(policy));
+    Schedule s = emit_schedule(view, m, policy_name(policy), *orders);
+    if (Status st = check_schedule(plan, s, CheckOptions{0}); !st.is_ok())
+      return internal_error(std::string("policy ") + policy_name(policy) + " built an invalid schedule: " + st.message());
+    return s;
+  };
+  ASSIGN_OR_RETURN(Schedule s, make(req));
+  if (policy != Policy::kZeroBubble) return s;
+  // Whether W's should fill early gaps depends on how long they are: simulate both, keep the faster.
+  req.fill_early = true;
+  ASSIGN_OR_RETURN(Schedule early, make(req));
+  ASSIGN_OR_RETURN(Simulation a, simulate(plan, s));
+  ASSIGN_OR_RETURN(Simulation b, simulate(plan, early));
+  return b.step_time_s < a.step_time_s ? early : s;
 }
 
 }  // namespace

@@ -16,6 +16,10 @@ class Greedy {
  public:
   Greedy(PlanView const& view, OrderRequest const& req) : view_(view), req_(req), D_(view.num_devices()), M_(req.micro_batches) {
     free_.assign(D_, 0.0);
+    forwards_left_.assign(D_, 0);
+    for (int d = 0; d < D_; ++d)
+      for (auto const& seq : req.sequences[d])
+        for (auto const& op : seq) forwards_left_[d] += op.op == Op::kForward;
     pos_.resize(D_);
     pending_.assign(view.num_stages(), std::vector<std::deque<int>>(D_));
     for (int d = 0; d < D_; ++d) {
@@ -135,6 +139,9 @@ class Greedy {
     // Work ready now: forced W's first, then sequence heads, then W's that fill the gap.
     if (Choice c = pick(forced, now); c.time != kNever) return c;
     if (Choice c = pick(heads, now); c.time != kNever) return c;
+    // Queued W's fill idle time; without fill_early only once the device's forwards are all done
+    // (the cool-down), since earlier gaps may be short waits for a gradient that a W would delay.
+    if (!req_.fill_early && forwards_left_[d] > 0) fillers.clear();
     if (Choice c = pick(fillers, now); c.time != kNever) return c;
     // Nothing ready now: the device waits for the earliest known input.
     double t = kNever;
@@ -153,6 +160,7 @@ class Greedy {
     int const kind = c.op.op == Op::kForward ? 0 : c.op.op == Op::kBackward ? 1 : 2;
     end_[key(c.op.stage, d, kind, c.op.micro_batch)] = finish;
     orders_[d].push_back(c.op);
+    if (c.op.op == Op::kForward) --forwards_left_[d];
     --remaining_;
     if (c.seq >= 0) ++pos_[d][c.seq];
     if (c.op.op == Op::kWeight) pending_[c.op.stage][d].pop_front();
@@ -164,6 +172,7 @@ class Greedy {
   int D_, M_;
   int64_t remaining_ = 0;
   std::vector<double> free_;
+  std::vector<int> forwards_left_;
   std::vector<std::vector<int>> pos_;
   std::vector<std::vector<std::deque<int>>> pending_;
   std::unordered_map<uint64_t, double> end_;

@@ -26,6 +26,7 @@ struct OrderRequest {
   std::vector<std::vector<std::vector<ComputeOp>>> sequences;
   bool defer_weight = false;
   std::vector<int> weight_cap;  // per stage, with defer_weight
+  bool fill_early = false;
 };
 
 // orders[d] = device d's compute order. Fails if the sequences cannot all run (a policy bug).
