@@ -556,6 +556,7 @@ Status OnnxModelBuilder::save(std::string const& path, SaveOptions const& option
       return io_error("writing '" + data_path.string() + "' failed");
     }
   }
+  bool const has_data_file = external && offset > 0;  // every tensor may have been small enough to inline
   {
     std::ofstream model_out(tmp_model, std::ios::binary | std::ios::trunc);
     if (!model_out || !model.SerializeToOstream(&model_out)) {
@@ -569,13 +570,14 @@ Status OnnxModelBuilder::save(std::string const& path, SaveOptions const& option
       return io_error("writing '" + path + "' failed (disk full?)");
     }
   }
-  if (external) {
+  if (has_data_file) {
     fs::rename(tmp_data, data_path, ec);
     if (ec) {
       cleanup();
       return io_error("cannot rename to '" + data_path.string() + "': " + ec.message());
     }
   } else {
+    fs::remove(tmp_data, ec);
     fs::remove(data_path, ec);  // a stale data file of an earlier external save would mislead
   }
   fs::rename(tmp_model, target, ec);
