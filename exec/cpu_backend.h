@@ -1,0 +1,41 @@
+// The CPU backend: oneDNN primitives for the heavy operators, kernels/ for the rest, one explicit
+// kernel table (cpu_backend.cc). It is the reference every other backend is compared with.
+//
+// Conventions the executor relies on:
+// - Reshape/Flatten/Squeeze/Unsqueeze/Identity/Cast and inactive Dropout return views that share
+//   the input's storage, and their backward may return the incoming gradient itself: treat
+//   tensors as immutable once produced, except accumulators you allocated.
+// - An undefined gradient (output or input) means zero.
+// - BatchNormalization and Dropout follow OpCall::training. In training, BatchNormalization's
+//   optional outputs 1 and 2 carry the updated running mean and variance (new tensors; the inputs
+//   are not written).
+// - Dropout masks are a pure function of (OpCall::rng_seed, element index).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "exec/backend.h"
+
+namespace gp::exec {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  DeviceRef device() const override { return {DeviceKind::kCpu, 0}; }
+  Allocator& allocator() override { return cpu_allocator(); }
+
+  Status supports(graph::Op const& op, graph::OpGraph const& graph) const override;
+  Status forward(OpCall const& call, std::vector<Tensor> const& inputs, std::vector<Tensor>& outputs,
+                 Saved* saved) override;
+  Status backward_input(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                        std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs) override;
+  Status backward_weight(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                         std::vector<Tensor>& weight_grads) override;
+  Status synchronize() override { return Status::ok(); }
+
+  // The op types in the kernel table, sorted.
+  static std::vector<std::string> op_types();
+};
+
+}  // namespace gp::exec

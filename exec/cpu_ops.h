@@ -1,0 +1,129 @@
+// Internal to the CPU backend: the signatures of its per-op functions and the helpers they share.
+// Each cpu_ops_<family>.cc defines the functions of one operator family; cpu_backend.cc lists them
+// all in one explicit kernel table.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "exec/backend.h"
+
+namespace gp::exec::cpu {
+
+using ForwardFn = Status (*)(OpCall const& call, std::vector<Tensor> const& inputs, std::vector<Tensor>& outputs,
+                             Saved* saved);
+// Gradients for the inputs i with wanted[i]. accumulate == false: grads[i] is set to a new tensor.
+// accumulate == true: the gradient is added into the existing grads[i].
+using BackwardFn = Status (*)(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                              std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate);
+// Op-specific checks beyond "the type is in the table" (attributes, constant inputs, ranks).
+using CheckFn = Status (*)(graph::Op const& op, graph::OpGraph const& graph);
+
+struct OpKernels {
+  ForwardFn forward = nullptr;
+  BackwardFn backward_input = nullptr;
+  BackwardFn backward_weight = nullptr;
+  CheckFn check = nullptr;
+};
+
+// ---- helpers (cpu_ops_common.cc) ----
+Status op_error(OpCall const& call, std::string const& what);  // "<type> '<name>': what"
+bool wants(std::vector<bool> const& wanted, std::size_t i);
+// Stores gradient g into grads[i] (or adds it when accumulating).
+Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, Tensor g, bool accumulate);
+// A gradient slot ready to be written in place: the existing tensor when accumulating (then
+// `beta` is 1 for primitives that can add), else a new tensor of `shape` (beta 0).
+Tensor& grad_slot(std::vector<Tensor>& grads, std::size_t i, std::vector<int64_t> const& shape, bool accumulate);
+// Small int64 tensors that carry shapes through Saved.
+Tensor shape_tensor(std::vector<int64_t> const& shape);
+std::vector<int64_t> shape_of(Tensor const& t);
+// grad_outputs[i], or zeros of `shape` when no gradient flowed into that output.
+Tensor grad_or_zeros(std::vector<Tensor> const& grad_outputs, std::size_t i, std::vector<int64_t> const& shape);
+// The constant data of input i (a folded constant or initializer), or null.
+graph::TensorData const* constant_input(graph::Op const& op, graph::OpGraph const& graph, std::size_t i);
+void add_into(Tensor& dst, Tensor const& src);  // dst += src (same numel)
+
+template <typename A>
+A const* attrs_of(graph::Op const& op) {
+  return std::get_if<A>(&op.typed);
+}
+template <typename A>
+Status require_attrs(graph::Op const& op, graph::OpGraph const&) {
+  if (attrs_of<A>(op) == nullptr)
+    return unsupported(op.type + " '" + op.name + "' has no typed attributes (the importer must fill Op::typed)");
+  return Status::ok();
+}
+
+// ---- convolution, pooling (cpu_ops_conv.cc, cpu_ops_pool.cc) ----
+Status conv_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status conv_backward_data(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                          std::vector<Tensor>&, bool);
+Status conv_backward_weights(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                             std::vector<Tensor>&, bool);
+Status conv_check(graph::Op const&, graph::OpGraph const&);
+Status pool_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status pool_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                     std::vector<Tensor>&, bool);
+Status pool_check(graph::Op const&, graph::OpGraph const&);
+
+// ---- Gemm, MatMul (cpu_ops_matmul.cc) ----
+Status gemm_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status gemm_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                     std::vector<Tensor>&, bool);
+Status matmul_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status matmul_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                       std::vector<Tensor>&, bool);
+
+// ---- normalisation, softmax (cpu_ops_norm.cc) ----
+Status batchnorm_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status batchnorm_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                          std::vector<Tensor>&, bool);
+Status layernorm_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status layernorm_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                          std::vector<Tensor>&, bool);
+Status softmax_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status softmax_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                        std::vector<Tensor>&, bool);
+
+// ---- elementwise (cpu_ops_eltwise.cc) ----
+Status unary_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status unary_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                      std::vector<Tensor>&, bool);
+Status pow_check(graph::Op const&, graph::OpGraph const&);
+Status binary_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status binary_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                       std::vector<Tensor>&, bool);
+Status binary_check(graph::Op const&, graph::OpGraph const&);
+Status dropout_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status dropout_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                        std::vector<Tensor>&, bool);
+
+// ---- shape and data movement (cpu_ops_shape.cc) ----
+Status reshape_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status reshape_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                        std::vector<Tensor>&, bool);
+Status reshape_check(graph::Op const&, graph::OpGraph const&);
+Status expand_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status expand_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                       std::vector<Tensor>&, bool);
+Status transpose_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status transpose_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                          std::vector<Tensor>&, bool);
+Status concat_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status concat_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                       std::vector<Tensor>&, bool);
+Status split_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status split_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                      std::vector<Tensor>&, bool);
+Status slice_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status slice_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                      std::vector<Tensor>&, bool);
+Status gather_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status gather_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                       std::vector<Tensor>&, bool);
+Status reduce_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status reduce_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                       std::vector<Tensor>&, bool);
+Status cast_check(graph::Op const&, graph::OpGraph const&);
+
+}  // namespace gp::exec::cpu

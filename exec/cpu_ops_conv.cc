@@ -1,0 +1,188 @@
+// Convolution through oneDNN (plain NCHW-style layouts): forward, backward data (B), backward
+// weights and bias (W).
+#include "exec/cpu_ops.h"
+#include "exec/dnnl_context.h"
+
+namespace gp::exec::cpu {
+namespace {
+
+struct ConvGeometry {
+  std::vector<int64_t> src, weights, weights_grouped, bias, dst;
+  dnnl_ctx::dims strides, dilates, pad_l, pad_r;
+  std::string key;
+};
+
+Status conv_geometry(OpCall const& call, std::vector<int64_t> const& x, std::vector<int64_t> const& w,
+                     ConvGeometry& g) {
+  auto const& a = *attrs_of<graph::ConvAttrs>(call.op);
+  std::size_t const sp = x.size() - 2;
+  if (x.size() < 3 || w.size() != x.size())
+    return op_error(call, "input " + dnnl_ctx::key_dims(x) + " and weight " + dnnl_ctx::key_dims(w) + " ranks differ");
+  int64_t const group = a.group;
+  if (x[1] != w[1] * group || w[0] % group != 0)
+    return op_error(call, "input channels " + std::to_string(x[1]) + " do not match weight " + dnnl_ctx::key_dims(w) +
+                              " with group " + std::to_string(group));
+  g.src = x;
+  g.weights = w;
+  g.bias = {w[0]};
+  g.dst = {x[0], w[0]};
+  g.strides.clear();
+  g.dilates.clear();
+  g.pad_l.clear();
+  g.pad_r.clear();
+  for (std::size_t i = 0; i < sp; ++i) {
+    int64_t const s = i < a.strides.size() ? a.strides[i] : 1;
+    int64_t const d = i < a.dilations.size() ? a.dilations[i] : 1;
+    int64_t const pl = i < a.pads.size() / 2 ? a.pads[i] : 0;
+    int64_t const pr = i < a.pads.size() / 2 ? a.pads[i + a.pads.size() / 2] : 0;
+    int64_t const k = w[2 + i];
+    int64_t const out = (x[2 + i] + pl + pr - ((k - 1) * d + 1)) / s + 1;
+    if (out <= 0) return op_error(call, "kernel larger than padded input " + dnnl_ctx::key_dims(x));
+    g.dst.push_back(out);
+    g.strides.push_back(s);
+    g.dilates.push_back(d - 1);
+    g.pad_l.push_back(pl);
+    g.pad_r.push_back(pr);
+  }
+  g.weights_grouped = w;
+  if (group > 1) {
+    g.weights_grouped = {group, w[0] / group};
+    g.weights_grouped.insert(g.weights_grouped.end(), w.begin() + 1, w.end());
+  }
+  g.key = dnnl_ctx::key(dnnl_ctx::key_dims(x), dnnl_ctx::key_dims(w), group, dnnl_ctx::key_dims(g.strides),
+                        dnnl_ctx::key_dims(g.dilates), dnnl_ctx::key_dims(g.pad_l), dnnl_ctx::key_dims(g.pad_r));
+  return Status::ok();
+}
+
+struct ConvFwd {
+  dnnl::convolution_forward::primitive_desc pd;
+  dnnl::convolution_forward prim;
+};
+struct ConvBwdData {
+  dnnl::convolution_backward_data::primitive_desc pd;
+  dnnl::convolution_backward_data prim;
+};
+struct ConvBwdWeights {
+  dnnl::convolution_backward_weights::primitive_desc pd;
+  dnnl::convolution_backward_weights prim;
+};
+
+std::shared_ptr<ConvFwd const> conv_fwd_prim(ConvGeometry const& g, bool bias) {
+  return dnnl_ctx::cached<ConvFwd>(dnnl_ctx::key("conv_fwd", g.key, bias), [&] {
+    dnnl::convolution_forward::desc d =
+        bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                               dnnl_ctx::plain_md(g.src), dnnl_ctx::plain_md(g.weights_grouped),
+                                               dnnl_ctx::plain_md(g.bias), dnnl_ctx::plain_md(g.dst), g.strides,
+                                               g.dilates, g.pad_l, g.pad_r)
+             : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                               dnnl_ctx::plain_md(g.src), dnnl_ctx::plain_md(g.weights_grouped),
+                                               dnnl_ctx::plain_md(g.dst), g.strides, g.dilates, g.pad_l, g.pad_r);
+    dnnl::convolution_forward::primitive_desc pd(d, dnnl_ctx::engine());
+    return ConvFwd{pd, dnnl::convolution_forward(pd)};
+  });
+}
+
+bool has_bias(OpCall const& call) { return call.op.inputs.size() > 2 && call.op.inputs[2] != graph::kNoTensor; }
+
+}  // namespace
+
+Status conv_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::ConvAttrs>(op, graph));
+  auto const& w = graph.tensor(op.inputs.at(1)).shape;
+  if (w.rank() < 3 || w.rank() > 5)
+    return unsupported("Conv '" + op.name + "' has " + std::to_string(w.rank() - 2) + " spatial dims (1 to 3 supported)");
+  return Status::ok();
+}
+
+Status conv_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  Tensor const& w = in[1];
+  ConvGeometry g;
+  RETURN_IF_ERROR(conv_geometry(call, x.shape(), w.shape(), g));
+  bool const bias = has_bias(call) && in.size() > 2 && in[2].defined();
+  Tensor y(g.dst);
+  auto e = conv_fwd_prim(g, bias);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl_ctx::mem(e->pd.src_desc(), x.raw())},
+                                             {DNNL_ARG_WEIGHTS, dnnl_ctx::mem(e->pd.weights_desc(), w.raw())},
+                                             {DNNL_ARG_DST, dnnl_ctx::mem(e->pd.dst_desc(), y.raw())}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl_ctx::mem(e->pd.bias_desc(), in[2].raw()));
+  dnnl_ctx::run(e->prim, args);
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {x, w};
+  return Status::ok();
+}
+
+Status conv_backward_data(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                          std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if ((wants(wanted, 1) || wants(wanted, 2)) && !wants(wanted, 0))
+    return conv_backward_weights(call, saved, gout, wanted, grads, accumulate);
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  Tensor const& x = saved.tensors.at(0);
+  Tensor const& w = saved.tensors.at(1);
+  ConvGeometry g;
+  RETURN_IF_ERROR(conv_geometry(call, x.shape(), w.shape(), g));
+  auto f = conv_fwd_prim(g, false);
+  auto e = dnnl_ctx::cached<ConvBwdData>(dnnl_ctx::key("conv_bwd_data", g.key), [&] {
+    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, dnnl_ctx::plain_md(g.src),
+                                            dnnl_ctx::plain_md(g.weights_grouped), dnnl_ctx::plain_md(g.dst),
+                                            g.strides, g.dilates, g.pad_l, g.pad_r);
+    dnnl::convolution_backward_data::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
+    return ConvBwdData{pd, dnnl::convolution_backward_data(pd)};
+  });
+  Tensor dx(g.src);
+  dnnl_ctx::run(e->prim, {{DNNL_ARG_DIFF_DST, dnnl_ctx::mem(e->pd.diff_dst_desc(), gout[0].raw())},
+                          {DNNL_ARG_WEIGHTS, dnnl_ctx::mem(e->pd.weights_desc(), w.raw())},
+                          {DNNL_ARG_DIFF_SRC, dnnl_ctx::mem(e->pd.diff_src_desc(), dx.raw())}});
+  RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
+  if (wants(wanted, 1) || wants(wanted, 2)) {
+    std::vector<bool> rest = wanted;
+    rest[0] = false;
+    return conv_backward_weights(call, saved, gout, rest, grads, accumulate);
+  }
+  return Status::ok();
+}
+
+Status conv_backward_weights(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                             std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (wants(wanted, 0)) {
+    std::vector<bool> data_only(wanted.size(), false);
+    data_only[0] = true;
+    RETURN_IF_ERROR(conv_backward_data(call, saved, gout, data_only, grads, accumulate));
+  }
+  bool const want_w = wants(wanted, 1);
+  bool const want_b = wants(wanted, 2) && has_bias(call);
+  if ((!want_w && !want_b) || !gout.at(0).defined()) return Status::ok();
+  Tensor const& x = saved.tensors.at(0);
+  Tensor const& w = saved.tensors.at(1);
+  ConvGeometry g;
+  RETURN_IF_ERROR(conv_geometry(call, x.shape(), w.shape(), g));
+  auto f = conv_fwd_prim(g, want_b);
+  auto e = dnnl_ctx::cached<ConvBwdWeights>(dnnl_ctx::key("conv_bwd_weights", g.key, want_b), [&] {
+    dnnl::convolution_backward_weights::desc d =
+        want_b ? dnnl::convolution_backward_weights::desc(
+                     dnnl::algorithm::convolution_direct, dnnl_ctx::plain_md(g.src),
+                     dnnl_ctx::plain_md(g.weights_grouped), dnnl_ctx::plain_md(g.bias), dnnl_ctx::plain_md(g.dst),
+                     g.strides, g.dilates, g.pad_l, g.pad_r)
+               : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct,
+                                                          dnnl_ctx::plain_md(g.src),
+                                                          dnnl_ctx::plain_md(g.weights_grouped),
+                                                          dnnl_ctx::plain_md(g.dst), g.strides, g.dilates, g.pad_l,
+                                                          g.pad_r);
+    dnnl::convolution_backward_weights::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
+    return ConvBwdWeights{pd, dnnl::convolution_backward_weights(pd)};
+  });
+  // oneDNN overwrites diff_weights; accumulation goes through a temporary.
+  Tensor dw(g.weights);
+  Tensor db(g.bias);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl_ctx::mem(e->pd.src_desc(), x.raw())},
+                                             {DNNL_ARG_DIFF_DST, dnnl_ctx::mem(e->pd.diff_dst_desc(), gout[0].raw())},
+                                             {DNNL_ARG_DIFF_WEIGHTS, dnnl_ctx::mem(e->pd.diff_weights_desc(), dw.raw())}};
+  if (want_b) args.emplace(DNNL_ARG_DIFF_BIAS, dnnl_ctx::mem(e->pd.diff_bias_desc(), db.raw()));
+  dnnl_ctx::run(e->prim, args);
+  if (want_w) RETURN_IF_ERROR(emit_grad(call, grads, 1, dw, accumulate));
+  if (want_b) RETURN_IF_ERROR(emit_grad(call, grads, 2, db, accumulate));
+  return Status::ok();
+}
+
+}  // namespace gp::exec::cpu

@@ -1,0 +1,270 @@
+// Elementwise operators: unary activations through oneDNN eltwise (Erf through kernels/), binary
+// arithmetic with numpy broadcasting through oneDNN binary (backward by reductions), Dropout.
+#include <cmath>
+#include <cstring>
+
+#include "exec/cpu_ops.h"
+#include "exec/dnnl_context.h"
+#include "kernels/dropout.h"
+#include "kernels/erf.h"
+#include "kernels/strided.h"
+
+namespace gp::exec::cpu {
+namespace {
+
+using dnnl::algorithm;
+
+struct UnarySpec {
+  algorithm alg = algorithm::undef;  // undef: computed by kernels/ (Erf)
+  float alpha = 0.f;
+  float beta = 0.f;
+  bool save_output = false;  // backward reads the output (the *_use_dst_for_bwd algorithms)
+};
+
+UnarySpec unary_spec(OpCall const& call) {
+  std::string const& t = call.op.type;
+  if (t == "Relu") return {algorithm::eltwise_relu_use_dst_for_bwd, 0.f, 0.f, true};
+  if (t == "LeakyRelu") {
+    auto const* a = attrs_of<graph::LeakyReluAttrs>(call.op);
+    return {algorithm::eltwise_relu, a ? a->alpha : 0.01f, 0.f, false};
+  }
+  if (t == "Sigmoid") return {algorithm::eltwise_logistic_use_dst_for_bwd, 0.f, 0.f, true};
+  if (t == "Tanh") return {algorithm::eltwise_tanh_use_dst_for_bwd, 0.f, 0.f, true};
+  if (t == "Gelu") {
+    auto const* a = attrs_of<graph::GeluAttrs>(call.op);
+    return {a && a->tanh_approx ? algorithm::eltwise_gelu_tanh : algorithm::eltwise_gelu_erf, 0.f, 0.f, false};
+  }
+  if (t == "Sqrt") return {algorithm::eltwise_sqrt_use_dst_for_bwd, 0.f, 0.f, true};
+  if (t == "Exp") return {algorithm::eltwise_exp_use_dst_for_bwd, 0.f, 0.f, true};
+  if (t == "Log") return {algorithm::eltwise_log, 0.f, 0.f, false};
+  if (t == "Abs") return {algorithm::eltwise_abs, 0.f, 0.f, false};
+  if (t == "Neg") return {algorithm::eltwise_linear, -1.f, 0.f, false};
+  if (t == "Pow") {
+    graph::TensorData const* e = constant_input(call.op, call.graph, 1);
+    return {algorithm::eltwise_pow, 1.f, static_cast<float>(e->to_doubles().at(0)), false};
+  }
+  return {};  // Erf
+}
+
+struct EltwiseFwd {
+  dnnl::eltwise_forward::primitive_desc pd;
+  dnnl::eltwise_forward prim;
+};
+struct EltwiseBwd {
+  dnnl::eltwise_backward::primitive_desc pd;
+  dnnl::eltwise_backward prim;
+};
+
+std::shared_ptr<EltwiseFwd const> eltwise_fwd(UnarySpec const& s, int64_t n) {
+  return dnnl_ctx::cached<EltwiseFwd>(dnnl_ctx::key("eltwise_fwd", static_cast<int>(s.alg), s.alpha, s.beta, n), [&] {
+    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, s.alg, dnnl_ctx::plain_md({n}), s.alpha, s.beta);
+    dnnl::eltwise_forward::primitive_desc pd(d, dnnl_ctx::engine());
+    return EltwiseFwd{pd, dnnl::eltwise_forward(pd)};
+  });
+}
+
+}  // namespace
+
+Status pow_check(graph::Op const& op, graph::OpGraph const& graph) {
+  graph::TensorData const* e = constant_input(op, graph, 1);
+  if (e == nullptr || e->numel() != 1)
+    return unsupported("Pow '" + op.name + "' needs a constant scalar exponent (a tensor exponent is not supported)");
+  return Status::ok();
+}
+
+Status unary_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  UnarySpec const s = unary_spec(call);
+  Tensor y(x.shape());
+  int64_t const n = x.numel();
+  if (n > 0) {
+    if (s.alg == algorithm::undef) {
+      kernels::erf_forward(x.data<float>(), n, y.data<float>());
+    } else {
+      auto e = eltwise_fwd(s, n);
+      dnnl_ctx::run(e->prim, {{DNNL_ARG_SRC, dnnl_ctx::mem(e->pd.src_desc(), x.raw())},
+                              {DNNL_ARG_DST, dnnl_ctx::mem(e->pd.dst_desc(), y.raw())}});
+    }
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {s.save_output ? y : x};
+  return Status::ok();
+}
+
+Status unary_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                      std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  Tensor const& kept = saved.tensors.at(0);
+  UnarySpec const s = unary_spec(call);
+  int64_t const n = kept.numel();
+  Tensor dx(kept.shape());
+  if (n > 0) {
+    if (s.alg == algorithm::undef) {
+      kernels::erf_backward(kept.data<float>(), gout[0].data<float>(), n, dx.data<float>());
+    } else {
+      auto f = eltwise_fwd(s, n);
+      auto b = dnnl_ctx::cached<EltwiseBwd>(
+          dnnl_ctx::key("eltwise_bwd", static_cast<int>(s.alg), s.alpha, s.beta, n), [&] {
+            dnnl::eltwise_backward::desc d(s.alg, dnnl_ctx::plain_md({n}), dnnl_ctx::plain_md({n}), s.alpha, s.beta);
+            dnnl::eltwise_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
+            return EltwiseBwd{pd, dnnl::eltwise_backward(pd)};
+          });
+      dnnl::memory::desc const md = dnnl_ctx::plain_md({n});
+      dnnl_ctx::run(b->prim, {{s.save_output ? DNNL_ARG_DST : DNNL_ARG_SRC, dnnl_ctx::mem(md, kept.raw())},
+                              {DNNL_ARG_DIFF_DST, dnnl_ctx::mem(md, gout[0].raw())},
+                              {DNNL_ARG_DIFF_SRC, dnnl_ctx::mem(md, dx.raw())}});
+    }
+  }
+  return emit_grad(call, grads, 0, dx, accumulate);
+}
+
+namespace {
+
+algorithm binary_alg(std::string const& type) {
+  if (type == "Add") return algorithm::binary_add;
+  if (type == "Sub") return algorithm::binary_sub;
+  if (type == "Mul") return algorithm::binary_mul;
+  return algorithm::binary_div;
+}
+
+struct BinaryPrim {
+  dnnl::binary::primitive_desc pd;
+  dnnl::binary prim;
+};
+
+// dst = a ∘ b where a has the output shape and b broadcasts to it.
+Tensor binary_full(algorithm alg, Tensor const& a, Tensor const& b) {
+  std::vector<int64_t> const shape = a.shape();
+  std::vector<int64_t> const b_shape = kernels::pad_shape(b.shape(), shape.size());
+  Tensor y(shape);
+  if (y.numel() == 0) return y;
+  auto e = dnnl_ctx::cached<BinaryPrim>(
+      dnnl_ctx::key("binary", static_cast<int>(alg), dnnl_ctx::key_dims(shape), dnnl_ctx::key_dims(b_shape)), [&] {
+        dnnl::binary::desc d(alg, dnnl_ctx::plain_md(shape), dnnl_ctx::plain_md(b_shape), dnnl_ctx::plain_md(shape));
+        dnnl::binary::primitive_desc pd(d, dnnl_ctx::engine());
+        return BinaryPrim{pd, dnnl::binary(pd)};
+      });
+  dnnl_ctx::run(e->prim, {{DNNL_ARG_SRC_0, dnnl_ctx::mem(dnnl_ctx::plain_md(shape), a.raw())},
+                          {DNNL_ARG_SRC_1, dnnl_ctx::mem(dnnl_ctx::plain_md(b_shape), b.raw())},
+                          {DNNL_ARG_DST, dnnl_ctx::mem(dnnl_ctx::plain_md(shape), y.raw())}});
+  return y;
+}
+
+Tensor expanded(Tensor const& x, std::vector<int64_t> const& shape) {
+  if (x.shape() == shape) return x;
+  Tensor y(shape);
+  kernels::expand(x.data<float>(), x.shape(), y.data<float>(), shape);
+  return y;
+}
+
+}  // namespace
+
+Status binary_check(graph::Op const& op, graph::OpGraph const& graph) {
+  for (graph::TensorId t : op.inputs)
+    if (t == graph::kNoTensor || graph.tensor(t).dtype != DType::kFloat32)
+      return unsupported(op.type + " '" + op.name + "' has a non-float32 input (only float32 arithmetic is supported)");
+  return Status::ok();
+}
+
+Status binary_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& a = in[0];
+  Tensor const& b = in[1];
+  std::vector<int64_t> shape;
+  if (!kernels::broadcast_shapes(a.shape(), b.shape(), shape))
+    return op_error(call, "shapes " + a.shape_string() + " and " + b.shape_string() + " do not broadcast");
+  algorithm const alg = binary_alg(call.op.type);
+  bool const commutative = alg == algorithm::binary_add || alg == algorithm::binary_mul;
+  Tensor y;
+  if (a.shape() == shape || kernels::pad_shape(a.shape(), shape.size()) == shape) {
+    y = binary_full(alg, a.reshaped(shape), b);
+  } else if (commutative && kernels::pad_shape(b.shape(), shape.size()) == shape) {
+    y = binary_full(alg, b.reshaped(shape), a);
+  } else {
+    y = binary_full(alg, expanded(a, shape), b);
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) {
+    if (alg == algorithm::binary_mul) {
+      saved->tensors = {a, b};
+    } else if (alg == algorithm::binary_div) {
+      saved->tensors = {shape_tensor(a.shape()), b, y};
+    } else {
+      saved->tensors = {shape_tensor(a.shape()), shape_tensor(b.shape())};
+    }
+  }
+  return Status::ok();
+}
+
+Status binary_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!gout.at(0).defined()) return Status::ok();
+  Tensor const& dy = gout[0];
+  algorithm const alg = binary_alg(call.op.type);
+  auto reduce_into = [&](std::size_t i, Tensor const& full, std::vector<int64_t> const& shape, float sign) {
+    Tensor& g = grad_slot(grads, i, shape, accumulate);
+    if (sign > 0) {
+      kernels::reduce_sum_to(full.data<float>(), full.shape(), g.data<float>(), shape, accumulate);
+    } else {
+      Tensor r(shape);
+      kernels::reduce_sum_to(full.data<float>(), full.shape(), r.data<float>(), shape, false);
+      float* gp = g.data<float>();
+      float const* rp = r.data<float>();
+      for (int64_t k = 0; k < r.numel(); ++k) gp[k] = (accumulate ? gp[k] : 0.f) - rp[k];
+    }
+  };
+  if (alg == algorithm::binary_add || alg == algorithm::binary_sub) {
+    if (wants(wanted, 0)) reduce_into(0, dy, shape_of(saved.tensors.at(0)), 1.f);
+    if (wants(wanted, 1)) reduce_into(1, dy, shape_of(saved.tensors.at(1)), alg == algorithm::binary_sub ? -1.f : 1.f);
+  } else if (alg == algorithm::binary_mul) {
+    Tensor const& a = saved.tensors.at(0);
+    Tensor const& b = saved.tensors.at(1);
+    if (wants(wanted, 0)) reduce_into(0, binary_full(algorithm::binary_mul, dy, b), a.shape(), 1.f);
+    if (wants(wanted, 1)) reduce_into(1, binary_full(algorithm::binary_mul, dy, a), b.shape(), 1.f);
+  } else {
+    // y = a / b: da = dy / b, db = −(dy / b) · y
+    Tensor const& b = saved.tensors.at(1);
+    Tensor const& y = saved.tensors.at(2);
+    Tensor const dy_b = binary_full(algorithm::binary_div, dy, b);
+    if (wants(wanted, 0)) reduce_into(0, dy_b, shape_of(saved.tensors.at(0)), 1.f);
+    if (wants(wanted, 1)) reduce_into(1, binary_full(algorithm::binary_mul, dy_b, y), b.shape(), -1.f);
+  }
+  return Status::ok();
+}
+
+Status dropout_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  auto const* attrs = attrs_of<graph::DropoutAttrs>(call.op);
+  float const ratio = attrs ? attrs->ratio : 0.5f;
+  out.assign(call.op.outputs.size(), Tensor());
+  bool const active = call.training && ratio > 0.f;
+  Tensor mask(x.shape(), DType::kUInt8);
+  if (active) {
+    Tensor y(x.shape());
+    kernels::dropout_forward(x.data<float>(), x.numel(), ratio, call.rng_seed, y.data<float>(), mask.data<uint8_t>());
+    out[0] = y;
+  } else {
+    std::memset(mask.raw(), 1, mask.nbytes());
+    out[0] = x;
+  }
+  if (out.size() > 1) out[1] = mask.reshaped(x.shape());  // kUInt8 holds ONNX's bool mask
+  if (saved) {
+    saved->tensors.clear();
+    if (active) saved->tensors.push_back(mask);
+  }
+  return Status::ok();
+}
+
+Status dropout_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  if (saved.tensors.empty()) return emit_grad(call, grads, 0, gout[0], accumulate);
+  auto const* attrs = attrs_of<graph::DropoutAttrs>(call.op);
+  Tensor dx(gout[0].shape());
+  kernels::dropout_backward(gout[0].data<float>(), saved.tensors[0].data<uint8_t>(), dx.numel(),
+                            attrs ? attrs->ratio : 0.5f, dx.data<float>());
+  return emit_grad(call, grads, 0, dx, accumulate);
+}
+
+}  // namespace gp::exec::cpu

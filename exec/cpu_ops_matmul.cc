@@ -1,0 +1,278 @@
+// Gemm and MatMul (batched, numpy broadcasting) through oneDNN matmul. Transposes are strided
+// memory descriptors, never copies; weight gradients accumulate in place with a sum post-op.
+#include "exec/cpu_ops.h"
+#include "exec/dnnl_context.h"
+#include "kernels/strided.h"
+
+namespace gp::exec::cpu {
+namespace {
+
+// A logical [batch..., rows, cols] view of dense memory.
+struct View {
+  std::vector<int64_t> dims, strides;
+  void const* data = nullptr;
+};
+
+// Row-major [batch..., r, c] tensor memory viewed as itself, or as its last-two-dims transpose.
+View view(void const* data, std::vector<int64_t> shape, bool transpose) {
+  std::vector<int64_t> strides = kernels::contiguous_strides(shape);
+  std::size_t const n = shape.size();
+  if (transpose) {
+    std::swap(shape[n - 1], shape[n - 2]);
+    std::swap(strides[n - 1], strides[n - 2]);
+  }
+  // oneDNN wants a non-zero stride on size-1 dims; any value is valid there.
+  for (std::size_t i = 0; i < n; ++i)
+    if (shape[i] == 1 && strides[i] == 0) strides[i] = 1;
+  return {shape, strides, data};
+}
+
+struct MatmulPrim {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+};
+
+// c (=, or += when accumulate) alpha · a · b (+ bias broadcast over rows when given).
+void matmul(View const& a, View const& b, View const& c, float alpha, bool accumulate, View const* bias = nullptr) {
+  std::string const k = dnnl_ctx::key("matmul", dnnl_ctx::key_dims(a.dims), dnnl_ctx::key_dims(a.strides),
+                                      dnnl_ctx::key_dims(b.dims), dnnl_ctx::key_dims(b.strides),
+                                      dnnl_ctx::key_dims(c.dims), alpha, accumulate,
+                                      bias ? dnnl_ctx::key_dims(bias->dims) : std::string("-"));
+  auto e = dnnl_ctx::cached<MatmulPrim>(k, [&] {
+    dnnl::primitive_attr attr;
+    if (alpha != 1.f) attr.set_output_scales(0, {alpha});
+    if (accumulate) {
+      dnnl::post_ops po;
+      po.append_sum(1.f);
+      attr.set_post_ops(po);
+    }
+    dnnl::memory::desc const c_md = dnnl_ctx::strided_md(c.dims, c.strides);
+    dnnl::matmul::desc d = bias ? dnnl::matmul::desc(dnnl_ctx::strided_md(a.dims, a.strides),
+                                                     dnnl_ctx::strided_md(b.dims, b.strides),
+                                                     dnnl_ctx::strided_md(bias->dims, bias->strides), c_md)
+                                : dnnl::matmul::desc(dnnl_ctx::strided_md(a.dims, a.strides),
+                                                     dnnl_ctx::strided_md(b.dims, b.strides), c_md);
+    dnnl::matmul::primitive_desc pd(d, attr, dnnl_ctx::engine());
+    return MatmulPrim{pd, dnnl::matmul(pd)};
+  });
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl_ctx::mem(e->pd.src_desc(), a.data)},
+                                             {DNNL_ARG_WEIGHTS, dnnl_ctx::mem(e->pd.weights_desc(), b.data)},
+                                             {DNNL_ARG_DST, dnnl_ctx::mem(e->pd.dst_desc(), c.data)}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl_ctx::mem(e->pd.bias_desc(), bias->data));
+  dnnl_ctx::run(e->prim, args);
+}
+
+// ---- Gemm ----
+struct GemmDims {
+  int64_t m = 0, n = 0, k = 0;
+};
+
+Status gemm_dims(OpCall const& call, Tensor const& a, Tensor const& b, GemmDims& d) {
+  auto const& at = *attrs_of<graph::GemmAttrs>(call.op);
+  if (a.rank() != 2 || b.rank() != 2) return op_error(call, "A and B must be 2-D, got " + a.shape_string() + " and " + b.shape_string());
+  d.m = at.trans_a ? a.dim(1) : a.dim(0);
+  d.k = at.trans_a ? a.dim(0) : a.dim(1);
+  int64_t const kb = at.trans_b ? b.dim(1) : b.dim(0);
+  d.n = at.trans_b ? b.dim(0) : b.dim(1);
+  if (kb != d.k) return op_error(call, "inner dimensions differ: A " + a.shape_string() + ", B " + b.shape_string());
+  return Status::ok();
+}
+
+}  // namespace
+
+Status gemm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& at = *attrs_of<graph::GemmAttrs>(call.op);
+  Tensor const& a = in[0];
+  Tensor const& b = in[1];
+  GemmDims d;
+  RETURN_IF_ERROR(gemm_dims(call, a, b, d));
+  Tensor y({d.m, d.n});
+  bool const has_c = in.size() > 2 && in[2].defined() && at.beta != 0.f;
+  View const av = view(a.raw(), a.shape(), at.trans_a);
+  View const bv = view(b.raw(), b.shape(), at.trans_b);
+  View const yv = view(y.raw(), y.shape(), false);
+  bool const bias_fast = has_c && at.alpha == 1.f && at.beta == 1.f && in[2].numel() == d.n &&
+                         (in[2].rank() == 1 || in[2].dim(0) == 1);
+  if (bias_fast) {
+    View const bias{{1, d.n}, {d.n, 1}, in[2].raw()};
+    matmul(av, bv, yv, 1.f, false, &bias);
+  } else {
+    matmul(av, bv, yv, at.alpha, false);
+  }
+  if (has_c && !bias_fast) {
+    std::vector<int64_t> shape;
+    if (!kernels::broadcast_shapes(in[2].shape(), y.shape(), shape) || shape != y.shape())
+      return op_error(call, "C " + in[2].shape_string() + " does not broadcast to " + y.shape_string());
+    Tensor c(y.shape());
+    kernels::expand(in[2].data<float>(), in[2].shape(), c.data<float>(), y.shape());
+    float* yp = y.data<float>();
+    float const* cp = c.data<float>();
+    for (int64_t i = 0; i < y.numel(); ++i) yp[i] += at.beta * cp[i];
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {a, b, in.size() > 2 && in[2].defined() ? shape_tensor(in[2].shape()) : Tensor()};
+  return Status::ok();
+}
+
+Status gemm_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                     std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!gout.at(0).defined()) return Status::ok();
+  auto const& at = *attrs_of<graph::GemmAttrs>(call.op);
+  Tensor const& a = saved.tensors.at(0);
+  Tensor const& b = saved.tensors.at(1);
+  Tensor const& dy = gout[0];
+  GemmDims d;
+  RETURN_IF_ERROR(gemm_dims(call, a, b, d));
+  if (wants(wanted, 0)) {
+    Tensor& da = grad_slot(grads, 0, a.shape(), accumulate);
+    if (!at.trans_a) {  // dA[M,K] = α dY · op(B)ᵀ
+      matmul(view(dy.raw(), dy.shape(), false), view(b.raw(), b.shape(), !at.trans_b), view(da.raw(), a.shape(), false),
+             at.alpha, accumulate);
+    } else {  // dA[K,M] = α op(B) · dYᵀ
+      matmul(view(b.raw(), b.shape(), at.trans_b), view(dy.raw(), dy.shape(), true), view(da.raw(), a.shape(), false),
+             at.alpha, accumulate);
+    }
+  }
+  if (wants(wanted, 1)) {
+    Tensor& db = grad_slot(grads, 1, b.shape(), accumulate);
+    if (!at.trans_b) {  // dB[K,N] = α op(A)ᵀ · dY
+      matmul(view(a.raw(), a.shape(), !at.trans_a), view(dy.raw(), dy.shape(), false), view(db.raw(), b.shape(), false),
+             at.alpha, accumulate);
+    } else {  // dB[N,K] = α dYᵀ · op(A)
+      matmul(view(dy.raw(), dy.shape(), true), view(a.raw(), a.shape(), at.trans_a), view(db.raw(), b.shape(), false),
+             at.alpha, accumulate);
+    }
+  }
+  if (wants(wanted, 2) && saved.tensors.size() > 2 && saved.tensors[2].defined()) {
+    std::vector<int64_t> const c_shape = shape_of(saved.tensors[2]);
+    Tensor dc(c_shape);
+    kernels::reduce_sum_to(dy.data<float>(), dy.shape(), dc.data<float>(), c_shape, false);
+    if (at.beta != 1.f) {
+      float* p = dc.data<float>();
+      for (int64_t i = 0; i < dc.numel(); ++i) p[i] *= at.beta;
+    }
+    RETURN_IF_ERROR(emit_grad(call, grads, 2, dc, accumulate));
+  }
+  return Status::ok();
+}
+
+namespace {
+
+// MatMul operands promoted to rank ≥ 2 with equal ranks (numpy matmul rules).
+struct MatMulShapes {
+  std::vector<int64_t> a, b, y;  // promoted, padded to the same rank
+  std::vector<int64_t> out;      // the ONNX output shape (promoted 1-D dims removed)
+  bool fold = false;             // B is a plain matrix: fold A's batch dims into M
+};
+
+Status matmul_shapes(OpCall const& call, std::vector<int64_t> a, std::vector<int64_t> b, MatMulShapes& s) {
+  if (a.empty() || b.empty()) return op_error(call, "operands must have rank ≥ 1");
+  bool const a1 = a.size() == 1, b1 = b.size() == 1;
+  if (a1) a.insert(a.begin(), 1);
+  if (b1) b.push_back(1);
+  if (a.back() != b[b.size() - 2])
+    return op_error(call, "inner dimensions differ: " + dnnl_ctx::key_dims(a) + " · " + dnnl_ctx::key_dims(b));
+  s.fold = b.size() == 2 && !b1;
+  std::size_t const rank = std::max(a.size(), b.size());
+  a = kernels::pad_shape(a, rank);
+  b = kernels::pad_shape(b, rank);
+  std::vector<int64_t> batch;
+  std::vector<int64_t> const ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+  if (!kernels::broadcast_shapes(ab, bb, batch))
+    return op_error(call, "batch dims do not broadcast: " + dnnl_ctx::key_dims(a) + " · " + dnnl_ctx::key_dims(b));
+  s.a = a;
+  s.b = b;
+  s.y = batch;
+  s.y.push_back(a[rank - 2]);
+  s.y.push_back(b[rank - 1]);
+  s.out = batch;
+  if (!a1) s.out.push_back(a[rank - 2]);
+  if (!b1) s.out.push_back(b[rank - 1]);
+  return Status::ok();
+}
+
+int64_t prod(std::vector<int64_t> const& v, std::size_t from, std::size_t to) {
+  int64_t p = 1;
+  for (std::size_t i = from; i < to; ++i) p *= v[i];
+  return p;
+}
+
+// Computes a full-batch product into a temporary and sums it down to `target` (a broadcast operand).
+void matmul_reduce(View const& x, View const& w, std::vector<int64_t> const& full, Tensor& dst,
+                   std::vector<int64_t> const& target, bool accumulate) {
+  if (full == target) {
+    matmul(x, w, view(dst.raw(), full, false), 1.f, accumulate);
+    return;
+  }
+  Tensor tmp(full);
+  matmul(x, w, view(tmp.raw(), full, false), 1.f, false);
+  kernels::reduce_sum_to(tmp.data<float>(), full, dst.data<float>(), target, accumulate);
+}
+
+}  // namespace
+
+Status matmul_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& a = in[0];
+  Tensor const& b = in[1];
+  MatMulShapes s;
+  RETURN_IF_ERROR(matmul_shapes(call, a.shape(), b.shape(), s));
+  Tensor y(s.out);
+  if (y.numel() > 0) {
+    if (s.fold) {
+      int64_t const rows = prod(s.a, 0, s.a.size() - 1);
+      matmul(view(a.raw(), {rows, s.a.back()}, false), view(b.raw(), b.shape(), false),
+             view(y.raw(), {rows, s.b.back()}, false), 1.f, false);
+    } else {
+      matmul(view(a.raw(), s.a, false), view(b.raw(), s.b, false), view(y.raw(), s.y, false), 1.f, false);
+    }
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {a, b};
+  return Status::ok();
+}
+
+Status matmul_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!gout.at(0).defined()) return Status::ok();
+  Tensor const& a = saved.tensors.at(0);
+  Tensor const& b = saved.tensors.at(1);
+  Tensor const& dy = gout[0];
+  MatMulShapes s;
+  RETURN_IF_ERROR(matmul_shapes(call, a.shape(), b.shape(), s));
+  if (s.fold) {
+    int64_t const rows = prod(s.a, 0, s.a.size() - 1);
+    int64_t const k = s.a.back(), n = s.b.back();
+    if (wants(wanted, 0)) {  // dA = dY · Bᵀ
+      Tensor& da = grad_slot(grads, 0, a.shape(), accumulate);
+      matmul(view(dy.raw(), {rows, n}, false), view(b.raw(), {k, n}, true), view(da.raw(), {rows, k}, false), 1.f,
+             accumulate);
+    }
+    if (wants(wanted, 1)) {  // dB = Aᵀ · dY over all rows
+      Tensor& db = grad_slot(grads, 1, b.shape(), accumulate);
+      matmul(view(a.raw(), {rows, k}, true), view(dy.raw(), {rows, n}, false), view(db.raw(), {k, n}, false), 1.f,
+             accumulate);
+    }
+    return Status::ok();
+  }
+  std::size_t const r = s.y.size();
+  std::vector<int64_t> const batch(s.y.begin(), s.y.end() - 2);
+  if (wants(wanted, 0)) {
+    std::vector<int64_t> full = batch;
+    full.push_back(s.a[r - 2]);
+    full.push_back(s.a[r - 1]);
+    Tensor& da = grad_slot(grads, 0, a.shape(), accumulate);
+    matmul_reduce(view(dy.raw(), s.y, false), view(b.raw(), s.b, true), full, da, s.a, accumulate);
+  }
+  if (wants(wanted, 1)) {
+    std::vector<int64_t> full = batch;
+    full.push_back(s.b[r - 2]);
+    full.push_back(s.b[r - 1]);
+    Tensor& db = grad_slot(grads, 1, b.shape(), accumulate);
+    matmul_reduce(view(a.raw(), s.a, true), view(dy.raw(), s.y, false), full, db, s.b, accumulate);
+  }
+  return Status::ok();
+}
+
+}  // namespace gp::exec::cpu

@@ -1,0 +1,288 @@
+// BatchNormalization, LayerNormalization and Softmax through oneDNN, forward and backward.
+// BatchNormalization in training (OpCall::training) normalises with batch statistics and returns
+// the updated running statistics as its optional outputs 1 and 2 (ONNX semantics: population
+// variance, new = old · momentum + batch · (1 − momentum)); it does not write the input tensors.
+#include <cmath>
+
+#include "exec/cpu_ops.h"
+#include "exec/dnnl_context.h"
+
+namespace gp::exec::cpu {
+namespace {
+
+using dnnl::normalization_flags;
+
+struct BnFwd {
+  dnnl::batch_normalization_forward::primitive_desc pd;
+  dnnl::batch_normalization_forward prim;
+};
+struct BnBwd {
+  dnnl::batch_normalization_backward::primitive_desc pd;
+  dnnl::batch_normalization_backward prim;
+};
+
+normalization_flags bn_flags(bool training) {
+  normalization_flags f = normalization_flags::use_scale | normalization_flags::use_shift;
+  if (!training) f = f | normalization_flags::use_global_stats;
+  return f;
+}
+
+std::shared_ptr<BnFwd const> bn_fwd_prim(std::vector<int64_t> const& shape, float eps, bool training) {
+  return dnnl_ctx::cached<BnFwd>(dnnl_ctx::key("bn_fwd", dnnl_ctx::key_dims(shape), eps, training), [&] {
+    dnnl::batch_normalization_forward::desc d(
+        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, dnnl_ctx::plain_md(shape),
+        eps, bn_flags(training));
+    dnnl::batch_normalization_forward::primitive_desc pd(d, dnnl_ctx::engine());
+    return BnFwd{pd, dnnl::batch_normalization_forward(pd)};
+  });
+}
+
+}  // namespace
+
+Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::BatchNormAttrs>(call.op);
+  Tensor const& x = in[0];
+  if (x.rank() < 2) return op_error(call, "input " + x.shape_string() + " has no channel dimension");
+  int64_t const c = x.dim(1);
+  for (std::size_t i = 1; i < 5; ++i)
+    if (in.size() <= i || !in[i].defined() || in[i].numel() != c)
+      return op_error(call, "input " + std::to_string(i) + " must have " + std::to_string(c) + " elements");
+  bool const training = call.training;
+  auto e = bn_fwd_prim(x.shape(), a.epsilon, training);
+  Tensor y(x.shape());
+  Tensor mean = training ? Tensor({c}) : in[3];
+  Tensor var = training ? Tensor({c}) : in[4];
+  dnnl::memory::desc const stat = dnnl_ctx::plain_md({c});
+  dnnl_ctx::run(e->prim, {{DNNL_ARG_SRC, dnnl_ctx::mem(x)},
+                          {DNNL_ARG_DST, dnnl_ctx::mem(y)},
+                          {DNNL_ARG_SCALE, dnnl_ctx::mem(stat, in[1].raw())},
+                          {DNNL_ARG_SHIFT, dnnl_ctx::mem(stat, in[2].raw())},
+                          {DNNL_ARG_MEAN, dnnl_ctx::mem(stat, mean.raw())},
+                          {DNNL_ARG_VARIANCE, dnnl_ctx::mem(stat, var.raw())}});
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  for (std::size_t k = 1; k < out.size() && k < 3; ++k) {
+    Tensor const& running = in[2 + k];
+    Tensor const& batch = k == 1 ? mean : var;
+    Tensor r({c});
+    for (int64_t i = 0; i < c; ++i)
+      r.data<float>()[i] = training ? running.data<float>()[i] * a.momentum + batch.data<float>()[i] * (1.f - a.momentum)
+                                    : running.data<float>()[i];
+    out[k] = r;
+  }
+  if (saved) {
+    Tensor mode({1}, DType::kInt64);
+    mode.data<int64_t>()[0] = training ? 1 : 0;
+    saved->tensors = {x, in[1], mean, var, mode};
+  }
+  return Status::ok();
+}
+
+Status batchnorm_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                          std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!(wants(wanted, 0) || wants(wanted, 1) || wants(wanted, 2)) || !gout.at(0).defined()) return Status::ok();
+  auto const& a = *attrs_of<graph::BatchNormAttrs>(call.op);
+  Tensor const& x = saved.tensors.at(0);
+  Tensor const& scale = saved.tensors.at(1);
+  Tensor const& mean = saved.tensors.at(2);
+  Tensor const& var = saved.tensors.at(3);
+  bool const training = saved.tensors.at(4).data<int64_t>()[0] != 0;
+  int64_t const c = x.dim(1);
+  auto f = bn_fwd_prim(x.shape(), a.epsilon, training);
+  auto e = dnnl_ctx::cached<BnBwd>(dnnl_ctx::key("bn_bwd", dnnl_ctx::key_dims(x.shape()), a.epsilon, training), [&] {
+    dnnl::batch_normalization_backward::desc d(dnnl::prop_kind::backward, dnnl_ctx::plain_md(x.shape()),
+                                               dnnl_ctx::plain_md(x.shape()), a.epsilon, bn_flags(training));
+    dnnl::batch_normalization_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
+    return BnBwd{pd, dnnl::batch_normalization_backward(pd)};
+  });
+  Tensor dx(x.shape()), dscale({c}), dshift({c});
+  // oneDNN 2.6 checks that every argument of the flags is present, though backward ignores the shift.
+  Tensor const zero_shift = Tensor::zeros({c});
+  dnnl::memory::desc const stat = dnnl_ctx::plain_md({c});
+  dnnl_ctx::run(e->prim, {{DNNL_ARG_SRC, dnnl_ctx::mem(x)},
+                          {DNNL_ARG_DIFF_DST, dnnl_ctx::mem(gout[0])},
+                          {DNNL_ARG_MEAN, dnnl_ctx::mem(stat, mean.raw())},
+                          {DNNL_ARG_VARIANCE, dnnl_ctx::mem(stat, var.raw())},
+                          {DNNL_ARG_SCALE, dnnl_ctx::mem(stat, scale.raw())},
+                          {DNNL_ARG_SHIFT, dnnl_ctx::mem(stat, zero_shift.raw())},
+                          {DNNL_ARG_DIFF_SRC, dnnl_ctx::mem(dx)},
+                          {DNNL_ARG_DIFF_SCALE, dnnl_ctx::mem(stat, dscale.raw())},
+                          {DNNL_ARG_DIFF_SHIFT, dnnl_ctx::mem(stat, dshift.raw())}});
+  if (wants(wanted, 0)) RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
+  if (wants(wanted, 1)) RETURN_IF_ERROR(emit_grad(call, grads, 1, dscale, accumulate));
+  if (wants(wanted, 2)) RETURN_IF_ERROR(emit_grad(call, grads, 2, dshift, accumulate));
+  return Status::ok();
+}
+
+namespace {
+
+struct LnFwd {
+  dnnl::layer_normalization_forward::primitive_desc pd;
+  dnnl::layer_normalization_forward prim;
+};
+struct LnBwd {
+  dnnl::layer_normalization_backward::primitive_desc pd;
+  dnnl::layer_normalization_backward prim;
+};
+
+normalization_flags ln_flags(bool bias) {
+  return bias ? (normalization_flags::use_scale | normalization_flags::use_shift) : normalization_flags::use_scale;
+}
+
+std::shared_ptr<LnFwd const> ln_fwd_prim(int64_t rows, int64_t cols, float eps, bool bias) {
+  return dnnl_ctx::cached<LnFwd>(dnnl_ctx::key("ln_fwd", rows, cols, eps, bias), [&] {
+    dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_training, dnnl_ctx::plain_md({rows, cols}),
+                                              dnnl_ctx::plain_md({rows}), eps, ln_flags(bias));
+    dnnl::layer_normalization_forward::primitive_desc pd(d, dnnl_ctx::engine());
+    return LnFwd{pd, dnnl::layer_normalization_forward(pd)};
+  });
+}
+
+void ln_rows_cols(std::vector<int64_t> const& shape, int64_t axis, int64_t& rows, int64_t& cols) {
+  rows = cols = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) (static_cast<int64_t>(i) < axis ? rows : cols) *= shape[i];
+}
+
+bool ln_has_bias(OpCall const& call) { return call.op.inputs.size() > 2 && call.op.inputs[2] != graph::kNoTensor; }
+
+}  // namespace
+
+Status layernorm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::LayerNormAttrs>(call.op);
+  Tensor const& x = in[0];
+  int64_t axis = a.axis < 0 ? a.axis + x.rank() : a.axis;
+  int64_t rows = 1, cols = 1;
+  ln_rows_cols(x.shape(), axis, rows, cols);
+  bool const bias = ln_has_bias(call) && in.size() > 2 && in[2].defined();
+  if (in[1].numel() != cols || (bias && in[2].numel() != cols))
+    return op_error(call, "scale/bias must have " + std::to_string(cols) + " elements");
+  auto e = ln_fwd_prim(rows, cols, a.epsilon, bias);
+  Tensor y(x.shape()), mean({rows}), var({rows});
+  dnnl::memory::desc const data = dnnl_ctx::plain_md({rows, cols});
+  dnnl::memory::desc const stat = dnnl_ctx::plain_md({rows});
+  dnnl::memory::desc const wmd = dnnl_ctx::plain_md({cols});
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl_ctx::mem(data, x.raw())},
+                                             {DNNL_ARG_DST, dnnl_ctx::mem(data, y.raw())},
+                                             {DNNL_ARG_SCALE, dnnl_ctx::mem(wmd, in[1].raw())},
+                                             {DNNL_ARG_MEAN, dnnl_ctx::mem(stat, mean.raw())},
+                                             {DNNL_ARG_VARIANCE, dnnl_ctx::mem(stat, var.raw())}};
+  if (bias) args.emplace(DNNL_ARG_SHIFT, dnnl_ctx::mem(wmd, in[2].raw()));
+  dnnl_ctx::run(e->prim, args);
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  // ONNX's Mean and InvStdDev outputs have the input's shape with the normalised dims set to 1.
+  std::vector<int64_t> stat_shape = x.shape();
+  for (std::size_t i = static_cast<std::size_t>(axis); i < stat_shape.size(); ++i) stat_shape[i] = 1;
+  if (out.size() > 1) out[1] = mean.reshaped(stat_shape);
+  if (out.size() > 2) {
+    Tensor inv(stat_shape);
+    for (int64_t i = 0; i < rows; ++i) inv.data<float>()[i] = 1.f / std::sqrt(var.data<float>()[i] + a.epsilon);
+    out[2] = inv;
+  }
+  if (saved) saved->tensors = {x, in[1], mean, var};
+  return Status::ok();
+}
+
+Status layernorm_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                          std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!(wants(wanted, 0) || wants(wanted, 1) || wants(wanted, 2)) || !gout.at(0).defined()) return Status::ok();
+  auto const& a = *attrs_of<graph::LayerNormAttrs>(call.op);
+  Tensor const& x = saved.tensors.at(0);
+  Tensor const& scale = saved.tensors.at(1);
+  int64_t axis = a.axis < 0 ? a.axis + x.rank() : a.axis;
+  int64_t rows = 1, cols = 1;
+  ln_rows_cols(x.shape(), axis, rows, cols);
+  bool const bias = ln_has_bias(call);
+  auto f = ln_fwd_prim(rows, cols, a.epsilon, bias);
+  auto e = dnnl_ctx::cached<LnBwd>(dnnl_ctx::key("ln_bwd", rows, cols, a.epsilon, bias), [&] {
+    dnnl::layer_normalization_backward::desc d(dnnl::prop_kind::backward, dnnl_ctx::plain_md({rows, cols}),
+                                               dnnl_ctx::plain_md({rows, cols}), dnnl_ctx::plain_md({rows}), a.epsilon,
+                                               ln_flags(bias));
+    dnnl::layer_normalization_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
+    return LnBwd{pd, dnnl::layer_normalization_backward(pd)};
+  });
+  Tensor dx(x.shape()), dscale(scale.shape()), dshift(scale.shape());
+  dnnl::memory::desc const data = dnnl_ctx::plain_md({rows, cols});
+  dnnl::memory::desc const stat = dnnl_ctx::plain_md({rows});
+  dnnl::memory::desc const wmd = dnnl_ctx::plain_md({cols});
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl_ctx::mem(data, x.raw())},
+                                             {DNNL_ARG_DIFF_DST, dnnl_ctx::mem(data, gout[0].raw())},
+                                             {DNNL_ARG_MEAN, dnnl_ctx::mem(stat, saved.tensors.at(2).raw())},
+                                             {DNNL_ARG_VARIANCE, dnnl_ctx::mem(stat, saved.tensors.at(3).raw())},
+                                             {DNNL_ARG_SCALE, dnnl_ctx::mem(wmd, scale.raw())},
+                                             {DNNL_ARG_DIFF_SRC, dnnl_ctx::mem(data, dx.raw())},
+                                             {DNNL_ARG_DIFF_SCALE, dnnl_ctx::mem(wmd, dscale.raw())}};
+  Tensor const zero_shift = bias ? Tensor::zeros({cols}) : Tensor();
+  if (bias) {
+    args.emplace(DNNL_ARG_DIFF_SHIFT, dnnl_ctx::mem(wmd, dshift.raw()));
+    args.emplace(DNNL_ARG_SHIFT, dnnl_ctx::mem(wmd, zero_shift.raw()));  // see batchnorm_backward
+  }
+  dnnl_ctx::run(e->prim, args);
+  if (wants(wanted, 0)) RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
+  if (wants(wanted, 1)) RETURN_IF_ERROR(emit_grad(call, grads, 1, dscale, accumulate));
+  if (wants(wanted, 2) && bias) RETURN_IF_ERROR(emit_grad(call, grads, 2, dshift, accumulate));
+  return Status::ok();
+}
+
+namespace {
+struct SoftmaxFwd {
+  dnnl::softmax_forward::primitive_desc pd;
+  dnnl::softmax_forward prim;
+};
+struct SoftmaxBwd {
+  dnnl::softmax_backward::primitive_desc pd;
+  dnnl::softmax_backward prim;
+};
+
+std::shared_ptr<SoftmaxFwd const> softmax_fwd_prim(std::vector<int64_t> const& shape, int axis) {
+  return dnnl_ctx::cached<SoftmaxFwd>(dnnl_ctx::key("softmax_fwd", dnnl_ctx::key_dims(shape), axis), [&] {
+    dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_training, dnnl_ctx::plain_md(shape), axis);
+    dnnl::softmax_forward::primitive_desc pd(d, dnnl_ctx::engine());
+    return SoftmaxFwd{pd, dnnl::softmax_forward(pd)};
+  });
+}
+
+int softmax_axis(OpCall const& call, int64_t rank) {
+  auto const* a = attrs_of<graph::SoftmaxAttrs>(call.op);
+  int64_t axis = a ? a->axis : -1;
+  if (axis < 0) axis += rank;
+  return static_cast<int>(axis);
+}
+}  // namespace
+
+Status softmax_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  int const axis = softmax_axis(call, x.rank());
+  if (axis < 0 || axis >= std::max<int64_t>(x.rank(), 1)) return op_error(call, "axis out of range for " + x.shape_string());
+  Tensor y(x.shape());
+  if (x.numel() > 0) {
+    auto e = softmax_fwd_prim(x.shape(), axis);
+    dnnl_ctx::run(e->prim, {{DNNL_ARG_SRC, dnnl_ctx::mem(x)}, {DNNL_ARG_DST, dnnl_ctx::mem(y)}});
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {y};
+  return Status::ok();
+}
+
+Status softmax_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  Tensor const& y = saved.tensors.at(0);
+  int const axis = softmax_axis(call, y.rank());
+  Tensor dx(y.shape());
+  if (y.numel() > 0) {
+    auto f = softmax_fwd_prim(y.shape(), axis);
+    auto e = dnnl_ctx::cached<SoftmaxBwd>(dnnl_ctx::key("softmax_bwd", dnnl_ctx::key_dims(y.shape()), axis), [&] {
+      dnnl::softmax_backward::desc d(dnnl_ctx::plain_md(y.shape()), dnnl_ctx::plain_md(y.shape()), axis);
+      dnnl::softmax_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
+      return SoftmaxBwd{pd, dnnl::softmax_backward(pd)};
+    });
+    dnnl_ctx::run(e->prim, {{DNNL_ARG_DST, dnnl_ctx::mem(y)},
+                            {DNNL_ARG_DIFF_DST, dnnl_ctx::mem(gout[0])},
+                            {DNNL_ARG_DIFF_SRC, dnnl_ctx::mem(dx)}});
+  }
+  return emit_grad(call, grads, 0, dx, accumulate);
+}
+
+}  // namespace gp::exec::cpu

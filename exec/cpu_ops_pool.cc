@@ -1,0 +1,130 @@
+// MaxPool, AveragePool, GlobalAveragePool through oneDNN pooling; max pooling keeps oneDNN's
+// workspace (argmax) for backward.
+#include "exec/cpu_ops.h"
+#include "exec/dnnl_context.h"
+
+namespace gp::exec::cpu {
+namespace {
+
+struct PoolGeometry {
+  std::vector<int64_t> src, dst;
+  dnnl_ctx::dims kernel, strides, pad_l, pad_r;
+  dnnl::algorithm alg = dnnl::algorithm::pooling_max;
+  std::string key;
+};
+
+Status pool_geometry(OpCall const& call, std::vector<int64_t> const& x, PoolGeometry& g) {
+  auto const& a = *attrs_of<graph::PoolAttrs>(call.op);
+  if (x.size() < 3) return op_error(call, "input " + dnnl_ctx::key_dims(x) + " needs a channel and spatial dims");
+  std::size_t const sp = x.size() - 2;
+  g.src = x;
+  g.dst = {x[0], x[1]};
+  g.kernel.clear();
+  g.strides.clear();
+  g.pad_l.clear();
+  g.pad_r.clear();
+  bool const global = a.kind == graph::PoolKind::kGlobalAverage;
+  g.alg = a.kind == graph::PoolKind::kMax ? dnnl::algorithm::pooling_max
+          : (a.count_include_pad && !global) ? dnnl::algorithm::pooling_avg_include_padding
+                                             : dnnl::algorithm::pooling_avg_exclude_padding;
+  for (std::size_t i = 0; i < sp; ++i) {
+    int64_t const in = x[2 + i];
+    int64_t const k = global ? in : a.kernel.at(i);
+    int64_t const s = global ? 1 : (i < a.strides.size() ? a.strides[i] : 1);
+    int64_t const pl = !global && i < a.pads.size() / 2 ? a.pads[i] : 0;
+    int64_t const pr = !global && i < a.pads.size() / 2 ? a.pads[i + a.pads.size() / 2] : 0;
+    int64_t const span = in + pl + pr - k;
+    if (span < 0) return op_error(call, "kernel larger than padded input " + dnnl_ctx::key_dims(x));
+    int64_t out = span / s + 1;
+    if (a.ceil_mode && !global) {
+      out = (span + s - 1) / s + 1;
+      if ((out - 1) * s >= in + pl) --out;  // the last window must start inside the input
+    }
+    g.dst.push_back(out);
+    g.kernel.push_back(k);
+    g.strides.push_back(s);
+    g.pad_l.push_back(pl);
+    g.pad_r.push_back((out - 1) * s + k - in - pl);  // oneDNN wants the padding that yields `out` exactly
+  }
+  g.key = dnnl_ctx::key(static_cast<int>(g.alg), dnnl_ctx::key_dims(x), dnnl_ctx::key_dims(g.kernel),
+                        dnnl_ctx::key_dims(g.strides), dnnl_ctx::key_dims(g.pad_l), dnnl_ctx::key_dims(g.pad_r));
+  return Status::ok();
+}
+
+struct PoolFwd {
+  dnnl::pooling_forward::primitive_desc pd;
+  dnnl::pooling_forward prim;
+};
+struct PoolBwd {
+  dnnl::pooling_backward::primitive_desc pd;
+  dnnl::pooling_backward prim;
+};
+
+std::shared_ptr<PoolFwd const> pool_fwd_prim(PoolGeometry const& g) {
+  return dnnl_ctx::cached<PoolFwd>(dnnl_ctx::key("pool_fwd", g.key), [&] {
+    dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_training, g.alg, dnnl_ctx::plain_md(g.src),
+                                  dnnl_ctx::plain_md(g.dst), g.strides, g.kernel, g.pad_l, g.pad_r);
+    dnnl::pooling_forward::primitive_desc pd(d, dnnl_ctx::engine());
+    return PoolFwd{pd, dnnl::pooling_forward(pd)};
+  });
+}
+
+}  // namespace
+
+Status pool_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::PoolAttrs>(op, graph));
+  int64_t const rank = graph.tensor(op.inputs.at(0)).shape.rank();
+  if (rank < 3 || rank > 5)
+    return unsupported(op.type + " '" + op.name + "' has " + std::to_string(rank - 2) + " spatial dims (1 to 3 supported)");
+  if (op.type == "MaxPool") {
+    auto it = op.attrs.find("dilations");
+    if (it != op.attrs.end())
+      for (int64_t d : std::get<std::vector<int64_t>>(it->second))
+        if (d != 1) return unsupported("MaxPool '" + op.name + "' with dilations is not supported");
+    if (op.outputs.size() > 1) return unsupported("MaxPool '" + op.name + "' with an Indices output is not supported");
+  }
+  return Status::ok();
+}
+
+Status pool_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  PoolGeometry g;
+  RETURN_IF_ERROR(pool_geometry(call, in[0].shape(), g));
+  auto e = pool_fwd_prim(g);
+  Tensor y(g.dst);
+  Tensor ws;
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl_ctx::mem(e->pd.src_desc(), in[0].raw())},
+                                             {DNNL_ARG_DST, dnnl_ctx::mem(e->pd.dst_desc(), y.raw())}};
+  std::size_t const ws_bytes = e->pd.workspace_desc().get_size();
+  if (ws_bytes > 0) {
+    ws = Tensor({static_cast<int64_t>(ws_bytes)}, DType::kUInt8);
+    args.emplace(DNNL_ARG_WORKSPACE, dnnl_ctx::mem(e->pd.workspace_desc(), ws.raw()));
+  }
+  dnnl_ctx::run(e->prim, args);
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {shape_tensor(in[0].shape()), ws};
+  return Status::ok();
+}
+
+Status pool_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                     std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  PoolGeometry g;
+  RETURN_IF_ERROR(pool_geometry(call, shape_of(saved.tensors.at(0)), g));
+  auto f = pool_fwd_prim(g);
+  auto e = dnnl_ctx::cached<PoolBwd>(dnnl_ctx::key("pool_bwd", g.key), [&] {
+    dnnl::pooling_backward::desc d(g.alg, dnnl_ctx::plain_md(g.src), dnnl_ctx::plain_md(g.dst), g.strides, g.kernel,
+                                   g.pad_l, g.pad_r);
+    dnnl::pooling_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
+    return PoolBwd{pd, dnnl::pooling_backward(pd)};
+  });
+  Tensor dx(g.src);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, dnnl_ctx::mem(e->pd.diff_dst_desc(), gout[0].raw())},
+                                             {DNNL_ARG_DIFF_SRC, dnnl_ctx::mem(e->pd.diff_src_desc(), dx.raw())}};
+  Tensor const& ws = saved.tensors.at(1);
+  if (ws.defined()) args.emplace(DNNL_ARG_WORKSPACE, dnnl_ctx::mem(f->pd.workspace_desc(), ws.raw()));
+  dnnl_ctx::run(e->prim, args);
+  return emit_grad(call, grads, 0, dx, accumulate);
+}
+
+}  // namespace gp::exec::cpu

@@ -1,0 +1,61 @@
+#include "exec/dnnl_context.h"
+
+namespace gp::exec::dnnl_ctx {
+
+dnnl::engine const& engine() {
+  static dnnl::engine const eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+dnnl::stream& stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+dims to_dims(std::vector<int64_t> const& shape) {
+  if (shape.empty()) return {1};
+  return dims(shape.begin(), shape.end());
+}
+
+dnnl::memory::desc plain_md(std::vector<int64_t> const& shape) {
+  dims d = to_dims(shape);
+  dims strides(d.size());
+  int64_t s = 1;
+  for (int i = static_cast<int>(d.size()) - 1; i >= 0; --i) {
+    strides[i] = s;
+    s *= std::max<int64_t>(d[i], 1);
+  }
+  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, strides);
+}
+
+dnnl::memory::desc strided_md(std::vector<int64_t> const& shape, std::vector<int64_t> const& strides) {
+  return dnnl::memory::desc(to_dims(shape), dnnl::memory::data_type::f32, dims(strides.begin(), strides.end()));
+}
+
+dnnl::memory mem(dnnl::memory::desc const& md, void const* data) {
+  return dnnl::memory(md, engine(), const_cast<void*>(data));
+}
+
+void run(dnnl::primitive const& p, std::unordered_map<int, dnnl::memory> const& args) {
+  dnnl::stream& s = stream();
+  p.execute(s, args);
+  s.wait();
+}
+
+std::string key_dims(std::vector<int64_t> const& v) {
+  std::string out = "[";
+  for (int64_t d : v) out += std::to_string(d) + ",";
+  return out + "]";
+}
+
+PrimitiveCache& PrimitiveCache::instance() {
+  static PrimitiveCache cache;
+  return cache;
+}
+
+std::size_t PrimitiveCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return map_.size();
+}
+
+}  // namespace gp::exec::dnnl_ctx

@@ -1,0 +1,73 @@
+// The one place that holds oneDNN state: the CPU engine, a stream per thread, plain memory
+// descriptors over our tensors, and a cache of primitives keyed by (op kind, shapes, attrs) so that
+// hot loops do not rebuild primitive descriptors.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "exec/tensor.h"
+
+namespace gp::exec::dnnl_ctx {
+
+dnnl::engine const& engine();
+dnnl::stream& stream();  // one per calling thread
+
+using dims = dnnl::memory::dims;
+dims to_dims(std::vector<int64_t> const& shape);
+// f32, row-major (a rank-0 shape becomes {1}).
+dnnl::memory::desc plain_md(std::vector<int64_t> const& shape);
+// f32 with explicit strides (transposed views for matmul).
+dnnl::memory::desc strided_md(std::vector<int64_t> const& shape, std::vector<int64_t> const& strides);
+dnnl::memory mem(dnnl::memory::desc const& md, void const* data);
+inline dnnl::memory mem(Tensor const& t) { return mem(plain_md(t.shape()), t.raw()); }
+
+// Executes and waits (the CPU stream is in-order; waiting keeps buffers' lifetimes simple).
+void run(dnnl::primitive const& p, std::unordered_map<int, dnnl::memory> const& args);
+
+// Builds the key of a primitive cache entry from anything streamable.
+template <typename... Parts>
+std::string key(Parts const&... parts) {
+  std::ostringstream os;
+  ((os << parts << '|'), ...);
+  return os.str();
+}
+std::string key_dims(std::vector<int64_t> const& v);
+
+// Process-wide primitive cache; entries are never evicted (shapes per model are few).
+class PrimitiveCache {
+ public:
+  static PrimitiveCache& instance();
+  template <typename Entry>
+  std::shared_ptr<Entry const> get(std::string const& k, std::function<Entry()> const& make) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = map_.find(k);
+      if (it != map_.end()) return std::static_pointer_cast<Entry const>(it->second);
+    }
+    auto entry = std::make_shared<Entry const>(make());
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, inserted] = map_.emplace(k, entry);
+    return std::static_pointer_cast<Entry const>(it->second);
+  }
+  std::size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<void const>> map_;
+};
+
+template <typename Entry>
+std::shared_ptr<Entry const> cached(std::string const& k, std::function<Entry()> const& make) {
+  return PrimitiveCache::instance().get<Entry>(k, make);
+}
+
+}  // namespace gp::exec::dnnl_ctx

@@ -1,0 +1,145 @@
+#include "exec/tensor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+namespace gp::exec {
+namespace {
+
+class CpuAllocator final : public Allocator {
+ public:
+  DeviceRef device() const override { return {DeviceKind::kCpu, 0}; }
+
+  void* allocate(std::size_t bytes) override {
+    // aligned_alloc needs a size that is a multiple of the alignment; never zero.
+    std::size_t const rounded = ((bytes == 0 ? 1 : bytes) + kAlign - 1) / kAlign * kAlign;
+    void* p = std::aligned_alloc(kAlign, rounded);
+    if (p == nullptr) throw std::bad_alloc();
+    int64_t const now = in_use_.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
+    int64_t peak = peak_.load();
+    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+    }
+    return p;
+  }
+
+  void deallocate(void* ptr, std::size_t bytes) override {
+    if (ptr == nullptr) return;
+    std::free(ptr);
+    in_use_.fetch_sub(static_cast<int64_t>(bytes));
+  }
+
+  int64_t bytes_in_use() const override { return in_use_.load(); }
+  int64_t peak_bytes() const override { return peak_.load(); }
+
+ private:
+  static constexpr std::size_t kAlign = 64;
+  std::atomic<int64_t> in_use_{0};
+  std::atomic<int64_t> peak_{0};
+};
+
+}  // namespace
+
+Allocator& cpu_allocator() {
+  static CpuAllocator alloc;
+  return alloc;
+}
+
+struct Tensor::Storage {
+  Allocator* alloc = nullptr;
+  void* ptr = nullptr;
+  std::size_t bytes = 0;
+  Storage(Allocator& a, std::size_t n) : alloc(&a), ptr(a.allocate(n)), bytes(n) {}
+  ~Storage() { alloc->deallocate(ptr, bytes); }
+  Storage(Storage const&) = delete;
+  Storage& operator=(Storage const&) = delete;
+};
+
+namespace {
+int64_t product(std::vector<int64_t> const& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+}  // namespace
+
+Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Allocator& alloc) : shape_(std::move(shape)), dtype_(dtype) {
+  for (int64_t d : shape_) assert(d >= 0 && "tensor dimensions must be concrete and non-negative");
+  storage_ = std::make_shared<Storage>(alloc, nbytes());
+  data_ = storage_->ptr;
+}
+
+Tensor Tensor::zeros(std::vector<int64_t> shape, DType dtype, Allocator& alloc) {
+  Tensor t(std::move(shape), dtype, alloc);
+  std::memset(t.raw(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::from_data(graph::TensorData const& data) {
+  Tensor t(data.dims, data.dtype);
+  std::size_t const n = std::min(t.nbytes(), data.bytes.size());
+  if (n > 0) std::memcpy(t.raw(), data.bytes.data(), n);
+  return t;
+}
+
+Tensor Tensor::from_floats(std::vector<int64_t> shape, std::vector<float> const& values) {
+  Tensor t(std::move(shape), DType::kFloat32);
+  assert(static_cast<int64_t>(values.size()) == t.numel());
+  if (!values.empty()) std::memcpy(t.raw(), values.data(), t.nbytes());
+  return t;
+}
+
+int64_t Tensor::numel() const { return product(shape_); }
+
+DeviceRef Tensor::device() const { return storage_ ? storage_->alloc->device() : DeviceRef{}; }
+
+Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
+  assert(product(shape) == numel());
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  if (!defined()) return {};
+  Tensor t(shape_, dtype_, *storage_->alloc);
+  if (nbytes() > 0) std::memcpy(t.raw(), raw(), nbytes());
+  return t;
+}
+
+void Tensor::fill(float value) {
+  assert(dtype_ == DType::kFloat32);
+  float* p = data<float>();
+  for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = value;
+}
+
+std::vector<float> Tensor::to_vector() const {
+  std::vector<float> out(static_cast<std::size_t>(numel()));
+  if (!defined()) return {};
+  if (dtype_ == DType::kFloat32) {
+    if (!out.empty()) std::memcpy(out.data(), raw(), nbytes());
+  } else if (dtype_ == DType::kFloat64) {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(data<double>()[i]);
+  } else if (dtype_ == DType::kInt64) {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(data<int64_t>()[i]);
+  } else if (dtype_ == DType::kInt32) {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(data<int32_t>()[i]);
+  } else {
+    assert(false && "to_vector: unsupported dtype");
+  }
+  return out;
+}
+
+std::string Tensor::shape_string() const {
+  std::ostringstream os;
+  os << '[';
+  for (std::size_t i = 0; i < shape_.size(); ++i) os << (i ? "," : "") << shape_[i];
+  os << ']';
+  return os.str();
+}
+
+}  // namespace gp::exec

@@ -1,0 +1,201 @@
+// ONNX's own backend node tests (Debian's libonnx-testdata): for every test whose operators the CPU
+// backend supports, run the forward pass and compare with the expected outputs.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "exec/cpu_backend.h"
+#include "graph/onnx_import.h"
+#include "graph/onnx_tensor_io.h"
+
+namespace gp::exec {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr char const* kNodeTests = "/usr/share/libonnx-testdata/data/node";
+constexpr double kRtol = 1e-4;
+constexpr double kAtol = 1e-5;
+
+// Known deviations, each with its reason. A test listed here still runs; a mismatch is reported
+// but does not fail the suite.
+std::map<std::string, std::string> const& allow_list() {
+  static std::map<std::string, std::string> const list = {
+      // Training-mode Dropout draws its mask from a generator ONNX does not specify; ours is
+      // reproducible from OpCall::rng_seed but cannot equal numpy's.
+      {"test_training_dropout", "random mask differs from the reference generator"},
+      {"test_training_dropout_default", "random mask differs from the reference generator"},
+      {"test_training_dropout_default_mask", "random mask differs from the reference generator"},
+      {"test_training_dropout_mask", "random mask differs from the reference generator"},
+  };
+  return list;
+}
+
+struct Outcome {
+  bool ran = false;
+  bool passed = false;
+  std::string detail;
+  std::set<std::string> unsupported_ops;
+};
+
+bool close(graph::TensorData const& expected, Tensor const& got, std::string& why) {
+  if (static_cast<int64_t>(expected.numel()) != got.numel()) {
+    why = "has " + std::to_string(got.numel()) + " elements, expected " + std::to_string(expected.numel());
+    return false;
+  }
+  if (expected.dtype == DType::kFloat32) {
+    if (got.dtype() != DType::kFloat32) {
+      why = "is not float32";
+      return false;
+    }
+    float const* e = expected.as<float>();
+    float const* g = got.data<float>();
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      double const diff = std::fabs(static_cast<double>(e[i]) - g[i]);
+      bool const both_nan = std::isnan(e[i]) && std::isnan(g[i]);
+      if (!both_nan && !(diff <= kAtol + kRtol * std::fabs(static_cast<double>(e[i])))) {
+        why = "element " + std::to_string(i) + ": got " + std::to_string(g[i]) + ", expected " + std::to_string(e[i]);
+        return false;
+      }
+    }
+    return true;
+  }
+  if (graph::dtype_size(expected.dtype) != graph::dtype_size(got.dtype()) ||
+      std::memcmp(expected.bytes.data(), got.raw(), expected.bytes.size()) != 0) {
+    why = "integer/bool data differs";
+    return false;
+  }
+  return true;
+}
+
+std::vector<fs::path> pb_files(fs::path const& dir, std::string const& prefix) {
+  std::vector<fs::path> files;
+  for (int i = 0;; ++i) {
+    fs::path const p = dir / (prefix + std::to_string(i) + ".pb");
+    if (!fs::exists(p)) break;
+    files.push_back(p);
+  }
+  return files;
+}
+
+bool op_training(graph::Op const& op) {
+  if (auto const* bn = std::get_if<graph::BatchNormAttrs>(&op.typed)) return bn->training;
+  if (auto const* d = std::get_if<graph::DropoutAttrs>(&op.typed)) return d->training;
+  return false;
+}
+
+Outcome run_one(CpuBackend& be, fs::path const& dir) {
+  Outcome o;
+  graph::ImportOptions opts;
+  opts.first_dim_is_batch = false;
+  Result<graph::OpGraph> g = graph::load_onnx((dir / "model.onnx").string(), opts);
+  if (!g.is_ok()) {
+    o.detail = "import: " + g.status().message();
+    return o;
+  }
+  graph::OpGraph const& graph = *g;
+  for (graph::Op const& op : graph.ops())
+    if (!be.supports(op, graph).is_ok()) o.unsupported_ops.insert(op.type);
+  if (!o.unsupported_ops.empty() || graph.ops().empty()) return o;
+
+  fs::path const data = dir / "test_data_set_0";
+  std::vector<fs::path> const ins = pb_files(data, "input_"), outs = pb_files(data, "output_");
+  std::map<graph::TensorId, Tensor> env;
+  if (ins.size() != graph.inputs().size()) {
+    o.detail = "model has " + std::to_string(graph.inputs().size()) + " inputs, test data " + std::to_string(ins.size());
+    o.ran = true;
+    return o;
+  }
+  for (std::size_t i = 0; i < ins.size(); ++i) {
+    auto t = graph::load_tensor_pb(ins[i].string());
+    if (!t.is_ok()) {
+      o.detail = t.status().message();
+      o.ran = true;
+      return o;
+    }
+    env[graph.inputs()[i]] = Tensor::from_data(t->data);
+  }
+  for (graph::TensorInfo const& t : graph.tensors())
+    if ((t.role == graph::TensorRole::kWeight || t.role == graph::TensorRole::kConstant) && t.data)
+      env[t.id] = Tensor::from_data(*t.data);
+  o.ran = true;
+  for (graph::OpId id : graph.topo_order()) {
+    graph::Op const& op = graph.op(id);
+    std::vector<Tensor> in;
+    for (graph::TensorId t : op.inputs) in.push_back(t == graph::kNoTensor ? Tensor() : env[t]);
+    std::vector<Tensor> out;
+    OpCall call{op, graph, op_training(op), 0};
+    Status const s = be.forward(call, in, out, nullptr);
+    if (!s.is_ok()) {
+      o.detail = s.message();
+      return o;
+    }
+    for (std::size_t k = 0; k < op.outputs.size() && k < out.size(); ++k) env[op.outputs[k]] = out[k];
+  }
+  if (outs.size() != graph.outputs().size()) {
+    o.detail = "model has " + std::to_string(graph.outputs().size()) + " outputs, test data " + std::to_string(outs.size());
+    return o;
+  }
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    auto t = graph::load_tensor_pb(outs[i].string());
+    if (!t.is_ok()) {
+      o.detail = t.status().message();
+      return o;
+    }
+    std::string why;
+    if (!close(t->data, env[graph.outputs()[i]], why)) {
+      o.detail = "output " + std::to_string(i) + " " + why;
+      return o;
+    }
+  }
+  o.passed = true;
+  return o;
+}
+
+TEST(OnnxNodeConformance, SupportedOpsMatchExpectedOutputs) {
+  if (!fs::exists(kNodeTests)) GTEST_SKIP() << "libonnx-testdata is not installed (" << kNodeTests << ")";
+  std::vector<fs::path> dirs;
+  for (auto const& e : fs::directory_iterator(kNodeTests))
+    if (e.is_directory() && fs::exists(e.path() / "model.onnx")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  bool const verbose = std::getenv("GP_CONFORMANCE_VERBOSE") != nullptr;  // every test's outcome
+  CpuBackend be;
+  int ran = 0, passed = 0, import_failed = 0, allowed = 0;
+  std::map<std::string, int> skipped_ops;
+  std::vector<std::string> failures;
+  for (fs::path const& dir : dirs) {
+    std::string const name = dir.filename().string();
+    Outcome const o = run_one(be, dir);
+    if (verbose) std::cout << "  " << name << ": " << (o.passed ? "passed" : o.detail) << "\n";
+    for (std::string const& op : o.unsupported_ops) ++skipped_ops[op];
+    if (!o.ran) {
+      if (o.unsupported_ops.empty()) ++import_failed;
+      continue;
+    }
+    ++ran;
+    if (o.passed) {
+      ++passed;
+    } else if (allow_list().count(name)) {
+      ++allowed;
+      std::cout << "  allowed deviation " << name << ": " << o.detail << " (" << allow_list().at(name) << ")\n";
+    } else {
+      failures.push_back(name + ": " + o.detail);
+    }
+  }
+  std::cout << "ONNX node conformance: " << dirs.size() << " tests, ran " << ran << ", passed " << passed
+            << ", allowed deviations " << allowed << ", failed " << failures.size() << ", not importable "
+            << import_failed << "\n  skipped op types (tests):";
+  for (auto const& [op, n] : skipped_ops) std::cout << ' ' << op << '(' << n << ')';
+  std::cout << "\n";
+  for (std::string const& f : failures) ADD_FAILURE() << f;
+  EXPECT_GT(passed, 0);
+}
+
+}  // namespace
+}  // namespace gp::exec

@@ -1,0 +1,329 @@
+// Forward outputs of the CPU backend against plain float64 reference loops, one test per op family.
+#include <cmath>
+
+#include "tests/exec/op_harness.h"
+
+namespace gp::exec::testing {
+namespace {
+
+using graph::TensorRole;
+constexpr TensorRole kIn = TensorRole::kInput;
+constexpr TensorRole kW = TensorRole::kWeight;
+
+void expect_near(Tensor const& got, std::vector<double> const& want, double tol = 1e-5) {
+  ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << got.shape_string();
+  for (std::size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got.data<float>()[i], want[i], tol * (1 + std::fabs(want[i]))) << "element " << i;
+}
+
+double at(Tensor const& t, int64_t i) { return t.data<float>()[i]; }
+
+TEST(OpsForward, ConvMatchesDirectLoops) {
+  Tensor x = random_tensor({2, 4, 6, 5}, 1), w = random_tensor({6, 2, 3, 2}, 2), b = random_tensor({6}, 3);
+  int64_t const group = 2, sh = 2, sw = 1, dh = 1, dw = 2, ph0 = 1, pw0 = 1, ph1 = 0, pw1 = 1;
+  OneOp o = make_op("Conv", graph::ConvAttrs{{3, 2}, {sh, sw}, {dh, dw}, {ph0, pw0, ph1, pw1}, group, true},
+                    {{"x", x, kIn}, {"w", w, kW}, {"b", b, kW}});
+  CpuBackend be;
+  Tensor y = run_forward(be, o)[0];
+  int64_t const N = 2, C = 4, H = 6, W = 5, O = 6, KH = 3, KW = 2;
+  int64_t const OH = (H + ph0 + ph1 - (dh * (KH - 1) + 1)) / sh + 1, OW = (W + pw0 + pw1 - (dw * (KW - 1) + 1)) / sw + 1;
+  ASSERT_EQ(y.shape(), (std::vector<int64_t>{N, O, OH, OW}));
+  std::vector<double> ref;
+  int64_t const cg = C / group, og = O / group;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t oc = 0; oc < O; ++oc)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double acc = at(b, oc);
+          int64_t const g = oc / og;
+          for (int64_t ic = 0; ic < cg; ++ic)
+            for (int64_t kh = 0; kh < KH; ++kh)
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                int64_t const ih = oh * sh - ph0 + kh * dh, iw = ow * sw - pw0 + kw * dw;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                acc += at(x, ((n * C + g * cg + ic) * H + ih) * W + iw) * at(w, ((oc * cg + ic) * KH + kh) * KW + kw);
+              }
+          ref.push_back(acc);
+        }
+  expect_near(y, ref);
+}
+
+TEST(OpsForward, GemmAndMatMulMatchLoops) {
+  Tensor a = random_tensor({4, 3}, 4), b = random_tensor({5, 4}, 5), c = random_tensor({3, 1}, 6);
+  OneOp o = make_op("Gemm", graph::GemmAttrs{0.5f, 2.f, true, true, true}, {{"a", a, kIn}, {"b", b, kW}, {"c", c, kW}});
+  CpuBackend be;
+  Tensor y = run_forward(be, o)[0];
+  std::vector<double> ref;
+  for (int64_t m = 0; m < 3; ++m)
+    for (int64_t n = 0; n < 5; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < 4; ++k) acc += at(a, k * 3 + m) * at(b, n * 4 + k);
+      ref.push_back(0.5 * acc + 2.0 * at(c, m));
+    }
+  expect_near(y, ref);
+
+  Tensor p = random_tensor({2, 1, 3, 4}, 7), q = random_tensor({3, 4, 2}, 8);
+  OneOp mm = make_op("MatMul", graph::MatMulAttrs{}, {{"p", p, kIn}, {"q", q, kIn}});
+  Tensor z = run_forward(be, mm)[0];
+  ASSERT_EQ(z.shape(), (std::vector<int64_t>{2, 3, 3, 2}));
+  ref.clear();
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      for (int64_t m = 0; m < 3; ++m)
+        for (int64_t n = 0; n < 2; ++n) {
+          double acc = 0;
+          for (int64_t k = 0; k < 4; ++k) acc += at(p, (i * 3 + m) * 4 + k) * at(q, (j * 4 + k) * 2 + n);
+          ref.push_back(acc);
+        }
+  expect_near(z, ref);
+}
+
+TEST(OpsForward, PoolingMatchesLoops) {
+  Tensor x = random_tensor({1, 2, 5, 5}, 9);
+  CpuBackend be;
+  for (bool is_max : {true, false}) {
+    for (bool include_pad : {false, true}) {
+      OneOp o = make_op(is_max ? "MaxPool" : "AveragePool",
+                        graph::PoolAttrs{is_max ? graph::PoolKind::kMax : graph::PoolKind::kAverage, {3, 3}, {2, 2},
+                                         {1, 1, 1, 1}, include_pad, false},
+                        {{"x", x, kIn}});
+      Tensor y = run_forward(be, o)[0];
+      std::vector<double> ref;
+      for (int64_t c = 0; c < 2; ++c)
+        for (int64_t oh = 0; oh < 3; ++oh)
+          for (int64_t ow = 0; ow < 3; ++ow) {
+            double best = -1e30, sum = 0;
+            int count = 0;
+            for (int64_t kh = 0; kh < 3; ++kh)
+              for (int64_t kw = 0; kw < 3; ++kw) {
+                int64_t const ih = oh * 2 - 1 + kh, iw = ow * 2 - 1 + kw;
+                if (ih < 0 || ih >= 5 || iw < 0 || iw >= 5) continue;
+                double const v = at(x, (c * 5 + ih) * 5 + iw);
+                best = std::max(best, v);
+                sum += v;
+                ++count;
+              }
+            ref.push_back(is_max ? best : sum / (include_pad ? 9 : count));
+          }
+      expect_near(y, ref);
+    }
+  }
+}
+
+TEST(OpsForward, NormsAndSoftmaxMatchFormulas) {
+  CpuBackend be;
+  Tensor x = random_tensor({3, 2, 4}, 10), s = random_tensor({2}, 11), b = random_tensor({2}, 12);
+  Tensor m = Tensor::from_floats({2}, {0.1f, -0.2f}), v = Tensor::from_floats({2}, {1.f, 2.f});
+  OneOp bn = make_op("BatchNormalization", graph::BatchNormAttrs{1e-5f, 0.9f, true},
+                     {{"x", x, kIn}, {"s", s, kW}, {"b", b, kW}, {"m", m, graph::TensorRole::kConstant},
+                      {"v", v, graph::TensorRole::kConstant}},
+                     3);
+  std::vector<Tensor> out = run_forward(be, bn, true);
+  std::vector<double> ref(24), run_mean, run_var;
+  for (int64_t c = 0; c < 2; ++c) {
+    double mean = 0, var = 0;
+    for (int64_t n = 0; n < 3; ++n)
+      for (int64_t i = 0; i < 4; ++i) mean += at(x, (n * 2 + c) * 4 + i) / 12;
+    for (int64_t n = 0; n < 3; ++n)
+      for (int64_t i = 0; i < 4; ++i) var += std::pow(at(x, (n * 2 + c) * 4 + i) - mean, 2) / 12;
+    for (int64_t n = 0; n < 3; ++n)
+      for (int64_t i = 0; i < 4; ++i)
+        ref[(n * 2 + c) * 4 + i] = (at(x, (n * 2 + c) * 4 + i) - mean) / std::sqrt(var + 1e-5) * at(s, c) + at(b, c);
+    run_mean.push_back(at(m, c) * 0.9 + mean * 0.1);
+    run_var.push_back(at(v, c) * 0.9 + var * 0.1);
+  }
+  expect_near(out[0], ref, 1e-4);
+  expect_near(out[1], run_mean);
+  expect_near(out[2], run_var);
+
+  // Inference uses the given statistics.
+  out = run_forward(be, bn, false);
+  for (int64_t i = 0; i < 24; ++i) {
+    int64_t const c = (i / 4) % 2;
+    ref[i] = (at(x, i) - at(m, c)) / std::sqrt(at(v, c) + 1e-5) * at(s, c) + at(b, c);
+  }
+  expect_near(out[0], ref, 1e-4);
+
+  Tensor g = random_tensor({4}, 13), h = random_tensor({4}, 14);
+  OneOp ln = make_op("LayerNormalization", graph::LayerNormAttrs{2, 1e-5f, true}, {{"x", x, kIn}, {"g", g, kW}, {"h", h, kW}});
+  Tensor y = run_forward(be, ln)[0];
+  for (int64_t r = 0; r < 6; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < 4; ++i) mean += at(x, r * 4 + i) / 4;
+    for (int64_t i = 0; i < 4; ++i) var += std::pow(at(x, r * 4 + i) - mean, 2) / 4;
+    for (int64_t i = 0; i < 4; ++i) ref[r * 4 + i] = (at(x, r * 4 + i) - mean) / std::sqrt(var + 1e-5) * at(g, i) + at(h, i);
+  }
+  expect_near(y, ref, 1e-4);
+
+  OneOp sm = make_op("Softmax", graph::SoftmaxAttrs{1}, {{"x", x, kIn}});
+  y = run_forward(be, sm)[0];
+  for (int64_t n = 0; n < 3; ++n)
+    for (int64_t i = 0; i < 4; ++i) {
+      double const e0 = std::exp(at(x, (n * 2) * 4 + i)), e1 = std::exp(at(x, (n * 2 + 1) * 4 + i));
+      ref[(n * 2) * 4 + i] = e0 / (e0 + e1);
+      ref[(n * 2 + 1) * 4 + i] = e1 / (e0 + e1);
+    }
+  expect_near(y, ref);
+}
+
+TEST(OpsForward, ElementwiseMatchesStdMath) {
+  CpuBackend be;
+  Tensor x = random_tensor({3, 5}, 15, 0.1f, 2.f);
+  Tensor pos = random_tensor({3, 5}, 16, 0.1f, 2.f, true);
+  struct Case {
+    char const* type;
+    graph::OpAttrs attrs;
+    Tensor const* in;
+    double (*f)(double);
+  };
+  std::vector<Case> const cases = {
+      {"Relu", {}, &x, [](double v) { return v > 0 ? v : 0; }},
+      {"LeakyRelu", graph::LeakyReluAttrs{0.1f}, &x, [](double v) { return v > 0 ? v : 0.1 * v; }},
+      {"Sigmoid", {}, &x, [](double v) { return 1 / (1 + std::exp(-v)); }},
+      {"Tanh", {}, &x, [](double v) { return std::tanh(v); }},
+      {"Gelu", graph::GeluAttrs{false}, &x, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
+      {"Erf", {}, &x, [](double v) { return std::erf(v); }},
+      {"Sqrt", {}, &pos, [](double v) { return std::sqrt(v); }},
+      {"Exp", {}, &x, [](double v) { return std::exp(v); }},
+      {"Log", {}, &pos, [](double v) { return std::log(v); }},
+      {"Abs", {}, &x, [](double v) { return std::fabs(v); }},
+      {"Neg", {}, &x, [](double v) { return -v; }},
+  };
+  for (Case const& c : cases) {
+    SCOPED_TRACE(c.type);
+    Tensor y = run_forward(be, make_op(c.type, c.attrs, {{"x", *c.in, kIn}}))[0];
+    std::vector<double> ref;
+    for (int64_t i = 0; i < c.in->numel(); ++i) ref.push_back(c.f(at(*c.in, i)));
+    expect_near(y, ref);
+  }
+  Tensor y = run_forward(be, make_op("Pow", {}, {{"x", pos, kIn}, {"e", Tensor::from_floats({1}, {1.5f}),
+                                                                     graph::TensorRole::kConstant}}))[0];
+  std::vector<double> ref;
+  for (int64_t i = 0; i < pos.numel(); ++i) ref.push_back(std::pow(at(pos, i), 1.5));
+  expect_near(y, ref);
+}
+
+TEST(OpsForward, BinaryBroadcastsLikeNumpy) {
+  CpuBackend be;
+  Tensor a = random_tensor({3, 1}, 17), b = random_tensor({2, 1, 4}, 18, 0.5f, 1.f);
+  for (char const* t : {"Add", "Sub", "Mul", "Div"}) {
+    SCOPED_TRACE(t);
+    Tensor y = run_forward(be, make_op(t, {}, {{"a", a, kIn}, {"b", b, kIn}}))[0];
+    ASSERT_EQ(y.shape(), (std::vector<int64_t>{2, 3, 4}));
+    std::vector<double> ref;
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t k = 0; k < 4; ++k) {
+          double const u = at(a, j), v = at(b, i * 4 + k);
+          std::string const s = t;
+          ref.push_back(s == "Add" ? u + v : s == "Sub" ? u - v : s == "Mul" ? u * v : u / v);
+        }
+    expect_near(y, ref);
+  }
+}
+
+TEST(OpsForward, DataMovementMatchesIndexing) {
+  CpuBackend be;
+  Tensor x = random_tensor({2, 3, 4}, 19);
+  Tensor t = run_forward(be, make_op("Transpose", graph::TransposeAttrs{{2, 0, 1}}, {{"x", x, kIn}}))[0];
+  ASSERT_EQ(t.shape(), (std::vector<int64_t>{4, 2, 3}));
+  std::vector<double> ref;
+  for (int64_t k = 0; k < 4; ++k)
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 3; ++j) ref.push_back(at(x, (i * 3 + j) * 4 + k));
+  expect_near(t, ref);
+
+  Tensor s = run_forward(be, make_op("Slice", graph::SliceAttrs{{-1, 1}, {-100, 4}, {2, 1}, {-2, 1}}, {{"x", x, kIn}}))[0];
+  ASSERT_EQ(s.shape(), (std::vector<int64_t>{2, 2, 2}));
+  ref.clear();
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 1; j < 3; ++j)
+      for (int64_t k = 3; k >= 0; k -= 2) ref.push_back(at(x, (i * 3 + j) * 4 + k));
+  expect_near(s, ref);
+
+  Tensor idx = int_tensor({2}, {2, -3});
+  Tensor g = run_forward(be, make_op("Gather", graph::GatherAttrs{1}, {{"x", x, kIn}, {"i", idx, kIn}}))[0];
+  ASSERT_EQ(g.shape(), (std::vector<int64_t>{2, 2, 4}));
+  ref.clear();
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j : {2, 0})
+      for (int64_t k = 0; k < 4; ++k) ref.push_back(at(x, (i * 3 + j) * 4 + k));
+  expect_near(g, ref);
+
+  Tensor r = run_forward(be, make_op("ReduceMean", graph::ReduceAttrs{{0, 2}, false}, {{"x", x, kIn}}))[0];
+  ASSERT_EQ(r.shape(), (std::vector<int64_t>{3}));
+  ref.assign(3, 0);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      for (int64_t k = 0; k < 4; ++k) ref[j] += at(x, (i * 3 + j) * 4 + k) / 8;
+  expect_near(r, ref);
+
+  Tensor y = random_tensor({2, 1, 4}, 20);
+  Tensor c = run_forward(be, make_op("Concat", graph::ConcatAttrs{1}, {{"x", x, kIn}, {"y", y, kIn}}))[0];
+  ASSERT_EQ(c.shape(), (std::vector<int64_t>{2, 4, 4}));
+  ref.clear();
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      for (int64_t k = 0; k < 4; ++k) ref.push_back(j < 3 ? at(x, (i * 3 + j) * 4 + k) : at(y, i * 4 + k));
+  expect_near(c, ref);
+
+  std::vector<Tensor> parts = run_forward(be, make_op("Split", graph::SplitAttrs{2, {}}, {{"x", x, kIn}}, 2));
+  ASSERT_EQ(parts.size(), 2u);
+  ASSERT_EQ(parts[1].shape(), (std::vector<int64_t>{2, 3, 2}));
+  EXPECT_EQ(parts[1].data<float>()[0], x.data<float>()[2]);
+
+  Tensor e = run_forward(be, make_op("Expand", graph::ExpandAttrs{{2, 1, 1}}, {{"y", y.reshaped({2, 4}), kIn}}))[0];
+  ASSERT_EQ(e.shape(), (std::vector<int64_t>{2, 2, 4}));
+  EXPECT_EQ(e.data<float>()[8 + 4 + 3], y.data<float>()[7]);
+}
+
+TEST(OpsForward, DropoutIsReproducibleAndScaled) {
+  CpuBackend be;
+  Tensor x = Tensor::from_floats({1000}, std::vector<float>(1000, 1.f));
+  OneOp o = make_op("Dropout", graph::DropoutAttrs{0.25f, true}, {{"x", x, kIn}}, 2);
+  Tensor a = run_forward(be, o, true, 11)[0], b = run_forward(be, o, true, 11)[0], c = run_forward(be, o, true, 12)[0];
+  EXPECT_EQ(a.to_vector(), b.to_vector());
+  EXPECT_NE(a.to_vector(), c.to_vector());
+  int kept = 0;
+  for (float v : a.to_vector()) {
+    EXPECT_TRUE(v == 0.f || std::fabs(v - 1.f / 0.75f) < 1e-6);
+    kept += v != 0.f;
+  }
+  EXPECT_NEAR(kept, 750, 60);
+  EXPECT_EQ(run_forward(be, o, false)[0].to_vector(), x.to_vector());
+}
+
+TEST(CpuBackend, MissesNameOpNodeDtypeAndBackend) {
+  CpuBackend be;
+  OneOp o = make_op("Einsum", {}, {{"x", random_tensor({2}, 21), kIn}});
+  Status const s = be.supports(o.the_op(), o.graph);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  for (char const* part : {"Einsum", "Einsum_0", "float32", "cpu"}) EXPECT_NE(s.message().find(part), std::string::npos) << s.message();
+
+  OneOp pow = make_op("Pow", {}, {{"x", random_tensor({2}, 22), kIn}, {"e", random_tensor({2}, 23), kIn}});
+  EXPECT_FALSE(be.supports(pow.the_op(), pow.graph).is_ok());
+  OneOp conv = make_op("Conv", {}, {{"x", random_tensor({1, 1, 3, 3}, 24), kIn}, {"w", random_tensor({1, 1, 1, 1}, 25), kW}});
+  Status const missing = be.supports(conv.the_op(), conv.graph);
+  EXPECT_NE(missing.message().find("typed attributes"), std::string::npos) << missing.message();
+  Tensor ints = int_tensor({2}, {1, 2});
+  OneOp relu = make_op("Relu", {}, {{"x", ints, kIn}});
+  EXPECT_NE(be.supports(relu.the_op(), relu.graph).message().find("int64"), std::string::npos);
+  EXPECT_FALSE(CpuBackend::op_types().empty());
+}
+
+TEST(CpuBackend, BadShapesAreErrorsNotCrashes) {
+  CpuBackend be;
+  OneOp o = make_op("Add", {}, {{"a", random_tensor({2, 3}, 26), kIn}, {"b", random_tensor({4}, 27), kIn}});
+  OpCall call{o.the_op(), o.graph, true, 0};
+  std::vector<Tensor> out;
+  Status const s = be.forward(call, o.inputs, out, nullptr);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("broadcast"), std::string::npos) << s.message();
+  OneOp g = make_op("Gather", graph::GatherAttrs{0}, {{"t", random_tensor({3, 2}, 28), kW}, {"i", int_tensor({1}, {5}), kIn}});
+  OpCall gc{g.the_op(), g.graph, true, 0};
+  EXPECT_FALSE(be.forward(gc, g.inputs, out, nullptr).is_ok());
+}
+
+}  // namespace
+}  // namespace gp::exec::testing
