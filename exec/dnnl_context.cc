@@ -42,6 +42,26 @@ void run(dnnl::primitive const& p, std::unordered_map<int, dnnl::memory> const& 
   s.wait();
 }
 
+InLayout to_layout(void const* data, dnnl::memory::desc const& plain, dnnl::memory::desc const& want) {
+  if (want == plain) return {Tensor(), mem(plain, data)};
+  Tensor buf({static_cast<int64_t>(want.get_size())}, DType::kUInt8);
+  dnnl::memory src = mem(plain, data), dst = mem(want, buf.raw());
+  run(dnnl::reorder(src, dst), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
+  return {buf, dst};
+}
+
+InLayout output_layout(void* out, dnnl::memory::desc const& plain, dnnl::memory::desc const& want) {
+  if (want == plain) return {Tensor(), mem(plain, out)};
+  Tensor buf({static_cast<int64_t>(want.get_size())}, DType::kUInt8);
+  return {buf, mem(want, buf.raw())};
+}
+
+void finish_layout(InLayout const& produced, void* out, dnnl::memory::desc const& plain) {
+  if (!produced.storage.defined()) return;
+  dnnl::memory dst = mem(plain, out);
+  run(dnnl::reorder(produced.mem, dst), {{DNNL_ARG_FROM, produced.mem}, {DNNL_ARG_TO, dst}});
+}
+
 std::string key_dims(std::vector<int64_t> const& v) {
   std::string out = "[";
   for (int64_t d : v) out += std::to_string(d) + ",";

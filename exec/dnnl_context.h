@@ -30,6 +30,18 @@ dnnl::memory::desc strided_md(std::vector<int64_t> const& shape, std::vector<int
 dnnl::memory mem(dnnl::memory::desc const& md, void const* data);
 inline dnnl::memory mem(Tensor const& t) { return mem(plain_md(t.shape()), t.raw()); }
 
+// A tensor's data in the layout a primitive asked for: the tensor itself when that layout is the
+// plain one, else a reordered copy (kept alive by `storage`).
+struct InLayout {
+  Tensor storage;
+  dnnl::memory mem;
+};
+InLayout to_layout(void const* data, dnnl::memory::desc const& plain, dnnl::memory::desc const& want);
+// Memory in layout `want` that will end up in `out` (plain): `out` itself, or a buffer that
+// finish_layout() reorders into `out`.
+InLayout output_layout(void* out, dnnl::memory::desc const& plain, dnnl::memory::desc const& want);
+void finish_layout(InLayout const& produced, void* out, dnnl::memory::desc const& plain);
+
 // Executes and waits (the CPU stream is in-order; waiting keeps buffers' lifetimes simple).
 void run(dnnl::primitive const& p, std::unordered_map<int, dnnl::memory> const& args);
 
