@@ -214,6 +214,15 @@ class Engine {
       for (int i = lo; i < hi; ++i) tracker_.add(leaves.order[i]);
       whole_[t] = levels(lo, hi);
     }
+    // Device-seconds per node: a stage of r replicas meeting tau gives each of its nodes at most
+    // r * compute(v, b / r) of its r * tau * b, so a node set needs >= sum / (tau * b) devices.
+    int const n = static_cast<int>(leaves.order.size());
+    work_.assign(n + 1, 0.0);
+    for (int i = 0; i < n; ++i) {
+      double w = std::numeric_limits<double>::infinity();
+      for (int l = 0; l < cost_.levels(); ++l) w = std::min(w, cost_.replicas(l) * cost_.compute_s(i, i + 1, l));
+      work_[i + 1] = work_[i] + w;
+    }
   }
 
   struct Eval {
@@ -255,6 +264,8 @@ class Engine {
     return lb;
   }
   int levels_count() const { return cost_.levels(); }
+  // Any plan needs at least this many devices, whatever tau: no tau below it is feasible.
+  double tau_floor() const { return work_.back() / (static_cast<double>(devices_) * b_) * (1 - 1e-9); }
 
  private:
   std::vector<Level> levels(int lo, int hi) const {
@@ -300,8 +311,26 @@ class Engine {
     return f;
   }
 
-  void consider(std::vector<int>& best, int depth, int devices) const {
-    if (depth <= devices_ && devices <= devices_ && devices < best[depth]) best[depth] = devices;
+  void consider(std::vector<int>& best, int depth, int devices, int budget) const {
+    if (depth <= devices_ && devices <= budget && devices < best[depth]) best[depth] = devices;
+  }
+
+  // Lower bound on the devices any plan gives to the nodes at positions [lo, hi).
+  // Pruning with it keeps the evaluation constant only up to the tau where it drops: that tau
+  // joins tau_next.
+  int need(int lo, int hi) {
+    if (lo >= hi) return 0;
+    if (std::isinf(tau_)) return 1;
+    double const work = std::max(0.0, work_[hi] - work_[lo]) * (1 - 1e-9);
+    double const w = work / (tau_ * static_cast<double>(b_));
+    int const c = w >= devices_ + 1 ? devices_ + 1 : std::max(1, static_cast<int>(std::ceil(w)));
+    if (c > 1) tau_next_ = std::min(tau_next_, std::nextafter(work / ((c - 1) * static_cast<double>(b_)), HUGE_VAL));
+    return c;
+  }
+  // Devices a piece at [lo, hi) may use: the rest of the graph needs its share.
+  int budget(int lo, int hi) {
+    int const n = static_cast<int>(leaves_.order.size());
+    return devices_ - std::min(devices_, need(0, lo) + need(hi, n));
   }
 
   Frontier node_frontier(int t, int q) {
@@ -313,19 +342,22 @@ class Engine {
       return stored(key);
     }
     std::vector<int> best(devices_ + 1, std::numeric_limits<int>::max());
-    if (int r = min_replicas(whole_[t], q + 1)) consider(best, 1, r);
+    auto [lo, hi] = leaves_.range[t];
+    int const cap = budget(lo, hi);
+    if (int r = min_replicas(whole_[t], q + 1)) consider(best, 1, r, cap);
     if (n.kind == SpKind::kParallel) {
       Frontier acc = node_frontier(n.children[0], q);
       for (int c = 1; c < static_cast<int>(n.children.size()); ++c) {
         Frontier const child = node_frontier(n.children[c], q);
         std::vector<int> comb(devices_ + 1, std::numeric_limits<int>::max());
+        int const acc_cap = budget(lo, leaves_.range[n.children[c]].second);
         for (Point a : acc) {
-          for (Point b : child) consider(comb, std::max(a.depth, b.depth), a.devices + b.devices);
+          for (Point b : child) consider(comb, std::max(a.depth, b.depth), a.devices + b.devices, acc_cap);
         }
         acc = pareto(comb);
         store({t, c, q}, acc);
       }
-      for (Point a : acc) consider(best, a.depth, a.devices);
+      for (Point a : acc) consider(best, a.depth, a.devices, cap);
     }
     store(key, pareto(best));
     return stored(key);
@@ -341,24 +373,30 @@ class Engine {
     for (int i = k - 1; i >= 0; --i) {
       std::vector<int> best(devices_ + 1, std::numeric_limits<int>::max());
       int const lo = leaves_.range[n.children[i]].first;
+      int const cap = budget(lo, leaves_.range[t].second);
       tracker_.clear();
       for (int j = i; j < k; ++j) {
         auto [clo, chi] = leaves_.range[n.children[j]];
-        if (run_too_slow(lo, chi)) break;
+        int const fewest = fewest_replicas(lo, chi);
+        if (fewest == 0) break;
         for (int v = clo; v < chi; ++v) tracker_.add(leaves_.order[v]);
+        if (suffix[j + 1].empty() || fewest + suffix[j + 1].back().devices > cap) continue;
         std::vector<Level> const lv = levels(lo, chi);
         for (Point rest : suffix[j + 1]) {
           int const r = min_replicas(lv, q + rest.depth + 1);
           if (r == 0) break;  // later points hold more in flight: they fail too
-          consider(best, rest.depth + 1, rest.devices + r);
+          consider(best, rest.depth + 1, rest.devices + r, cap);
         }
       }
       int const child = n.children[i];
       if (tree_.nodes[child].kind != SpKind::kLeaf) {
+        auto [clo, chi] = leaves_.range[child];
+        int const child_need = need(clo, chi);
         for (Point rest : suffix[i + 1]) {
           if (q + rest.depth >= devices_) break;
+          if (rest.devices + child_need > cap) continue;
           Frontier const inner = node_frontier(child, q + rest.depth);
-          for (Point c : inner) consider(best, rest.depth + c.depth, rest.devices + c.devices);
+          for (Point c : inner) consider(best, rest.depth + c.depth, rest.devices + c.devices, cap);
         }
       }
       suffix[i] = pareto(best);
@@ -367,13 +405,15 @@ class Engine {
     memo_.emplace(StateKey{t, -1, q}, memo_.at(StateKey{t, 0, q}));
   }
 
-  // No replica level can run [lo, hi) within tau even without communication; nor any longer run.
-  bool run_too_slow(int lo, int hi) {
-    double lb = std::numeric_limits<double>::infinity();
-    for (int l = 0; l < cost_.levels(); ++l) lb = std::min(lb, cost_.compute_s(lo, hi, l) / static_cast<double>(b_));
-    if (lb <= tau_) return false;
-    tau_next_ = std::min(tau_next_, lb);
-    return true;
+  // The fewest replicas whose compute alone fits [lo, hi) within tau; 0 when none does, and then
+  // no longer run does either (compute only grows with the run).
+  int fewest_replicas(int lo, int hi) {
+    for (int l = 0; l < cost_.levels(); ++l) {
+      double const t = cost_.compute_s(lo, hi, l) / static_cast<double>(b_);
+      if (t <= tau_) return cost_.replicas(l);
+      tau_next_ = std::min(tau_next_, t);  // a larger tau may admit this level
+    }
+    return 0;
   }
 
   void emit(int lo, int hi, std::vector<Level> const& lv, int in_flight) {
@@ -414,7 +454,7 @@ class Engine {
     tracker_.clear();
     for (int j = i; j < k; ++j) {
       auto [clo, chi] = leaves_.range[n.children[j]];
-      if (run_too_slow(lo, chi)) break;
+      if (fewest_replicas(lo, chi) == 0) break;
       for (int v = clo; v < chi; ++v) tracker_.add(leaves_.order[v]);
       std::vector<Level> const lv = levels(lo, chi);
       for (Point rest : rest_frontier(j + 1)) {
@@ -430,7 +470,9 @@ class Engine {
     int const child = n.children[i];
     for (Point rest : rest_frontier(i + 1)) {
       if (q + rest.depth >= devices_) break;
-      for (Point c : stored({child, -1, q + rest.depth})) {
+      auto it = memo_.find({child, -1, q + rest.depth});
+      if (it == memo_.end()) continue;  // the search never needed this state
+      for (Point c : Frontier(frontiers_[it->second])) {
         if (rest.depth + c.depth == target.depth && rest.devices + c.devices == target.devices) {
           rebuild_node(child, q + rest.depth, c);
           if (i + 1 < k) rebuild_series(t, i + 1, q, rest);
@@ -448,6 +490,7 @@ class Engine {
   RangeCost cost_;
   BoundaryTracker tracker_;
   std::vector<std::vector<Level>> whole_;  // per tree node: the whole subtree as one stage
+  std::vector<double> work_;               // prefix over positions of per-node device-seconds
   double tau_ = 0, tau_next_ = 0;
   std::unordered_map<StateKey, int, StateKeyHash> memo_;
   std::vector<Frontier> frontiers_;
@@ -486,7 +529,7 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
   for (int64_t b : p.micro_batch_sizes()) {
     Engine engine(p, tree, leaves, b);
     std::optional<Engine::Eval> found;
-    double lo = engine.lower_bound();
+    double lo = std::max(engine.lower_bound(), engine.tau_floor());
     double hi = std::numeric_limits<double>::infinity();
     auto check_time = [&]() -> Status {
       if (options.time_limit_s > 0 && elapsed() > options.time_limit_s) {
