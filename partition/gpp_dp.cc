@@ -1,6 +1,7 @@
 #include "partition/gpp_dp.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -92,8 +93,10 @@ void BoundaryTracker::add(int v) {
   touched_.clear();
   for (int i = out_groups_begin_[v]; i < out_groups_begin_[v + 1]; ++i) touched_.push_back(out_groups_flat_[i]);
   for (int e : p_->in_edges[v]) touched_.push_back(group_of_edge_[e]);
-  std::sort(touched_.begin(), touched_.end());
-  touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+  if (touched_.size() > 1) {
+    std::sort(touched_.begin(), touched_.end());
+    touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+  }
   for (int g : touched_) {
     account(g, -1);
     if (epoch_[g] != cur_) {
@@ -268,9 +271,10 @@ class Engine {
   double tau_floor() const { return work_.back() / (static_cast<double>(devices_) * b_) * (1 - 1e-9); }
 
  private:
-  std::vector<Level> levels(int lo, int hi) const {
-    std::vector<Level> out(cost_.levels());
-    for (int l = 0; l < cost_.levels(); ++l) {
+  // Levels below `first` are known to be too slow (fewest_replicas) and are left at infinity.
+  std::vector<Level> levels(int lo, int hi, int first = 0) const {
+    std::vector<Level> out(cost_.levels(), Level{std::numeric_limits<double>::infinity(), 0});
+    for (int l = first; l < cost_.levels(); ++l) {
       StageSums const s = cost_.sums(lo, hi, l, tracker_);
       StageCost const c = stage_cost_from_sums(p_, s, cost_.replicas(l), b_, 1, m_);
       out[l] = {c.time_s / static_cast<double>(b_), cost_.max_in_flight(s, l)};
@@ -375,13 +379,14 @@ class Engine {
       int const lo = leaves_.range[n.children[i]].first;
       int const cap = budget(lo, leaves_.range[t].second);
       tracker_.clear();
+      int tracked = lo;  // the tracker holds [lo, tracked); it catches up only when a run is priced
       for (int j = i; j < k; ++j) {
-        auto [clo, chi] = leaves_.range[n.children[j]];
+        int const chi = leaves_.range[n.children[j]].second;
         int const fewest = fewest_replicas(lo, chi);
         if (fewest == 0) break;
-        for (int v = clo; v < chi; ++v) tracker_.add(leaves_.order[v]);
         if (suffix[j + 1].empty() || fewest + suffix[j + 1].back().devices > cap) continue;
-        std::vector<Level> const lv = levels(lo, chi);
+        for (; tracked < chi; ++tracked) tracker_.add(leaves_.order[tracked]);
+        std::vector<Level> const lv = levels(lo, chi, std::countr_zero(static_cast<unsigned>(fewest)));
         for (Point rest : suffix[j + 1]) {
           int const r = min_replicas(lv, q + rest.depth + 1);
           if (r == 0) break;  // later points hold more in flight: they fail too
