@@ -1,11 +1,120 @@
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
+#include "graph/dot.h"
+#include "graph/graph_summary.h"
+#include "graph/onnx_import.h"
 
 namespace gp::cli {
+namespace {
+
+struct InspectOptions {
+  std::string model;
+  bool json = false;
+  std::string dot;
+  bool no_weights = false;
+  std::size_t antichain_names = 12;
+};
+
+std::string human(double v, char const* const* units, double base) {
+  int u = 0;
+  while (v >= base && units[u + 1]) {
+    v /= base;
+    ++u;
+  }
+  char buf[48];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%.0f%s%s", v, units[0][0] ? " " : "", units[0]);
+  else std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  return buf;
+}
+
+std::string human_bytes(double b) {
+  static char const* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", nullptr};
+  return human(b, units, 1024);
+}
+std::string human_flops(double f) {
+  static char const* const units[] = {"FLOP", "KFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", nullptr};
+  return human(f, units, 1000);
+}
+std::string human_count(double n) {
+  static char const* const units[] = {"", "K", "M", "B", nullptr};
+  return human(n, units, 1000);
+}
+
+nlohmann::json to_json(graph::GraphSummary const& s) {
+  auto tensors = [](std::vector<graph::TensorSummary> const& list) {
+    nlohmann::json a = nlohmann::json::array();
+    for (auto const& t : list) a.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}});
+    return a;
+  };
+  return {{"name", s.name},
+          {"inputs", tensors(s.inputs)},
+          {"outputs", tensors(s.outputs)},
+          {"num_ops", s.num_ops},
+          {"ops_by_type", s.ops_by_type},
+          {"parameters", {{"tensors", s.param_tensors}, {"count", s.param_count}, {"bytes", s.param_bytes}}},
+          {"flops_per_sample",
+           {{"forward", s.fwd_flops_per_sample},
+            {"backward", s.bwd_flops_per_sample},
+            {"backward_weight", s.bwd_weight_flops_per_sample}}},
+          {"activation_bytes_per_sample", s.activation_bytes_per_sample},
+          {"fork_points", s.fork_points},
+          {"join_points", s.join_points},
+          {"branches", s.branches},
+          {"widest_antichain", {{"size", s.widest_antichain.size()}, {"ops", s.widest_antichain}}}};
+}
+
+void print_text(graph::GraphSummary const& s, InspectOptions const& o) {
+  std::printf("model        %s (%s)\n", s.name.c_str(), o.model.c_str());
+  for (auto const& t : s.inputs) std::printf("input        %s %s %s\n", t.name.c_str(), t.dtype.c_str(), t.shape.c_str());
+  for (auto const& t : s.outputs) std::printf("output       %s %s %s\n", t.name.c_str(), t.dtype.c_str(), t.shape.c_str());
+  std::printf("operators    %ld\n", static_cast<long>(s.num_ops));
+  for (auto const& [type, count] : s.ops_by_type) std::printf("  %-22s %6ld\n", type.c_str(), static_cast<long>(count));
+  std::printf("parameters   %s (%ld) in %ld tensors, %s\n", human_count(static_cast<double>(s.param_count)).c_str(),
+              static_cast<long>(s.param_count), static_cast<long>(s.param_tensors),
+              human_bytes(static_cast<double>(s.param_bytes)).c_str());
+  std::printf("FLOPs/sample forward %s, backward %s (weight-grad %s)\n", human_flops(s.fwd_flops_per_sample).c_str(),
+              human_flops(s.bwd_flops_per_sample).c_str(), human_flops(s.bwd_weight_flops_per_sample).c_str());
+  std::printf("activations  %s per sample kept for backward\n",
+              human_bytes(static_cast<double>(s.activation_bytes_per_sample)).c_str());
+  std::printf("branches     %ld (fork points %ld, join points %ld)\n", static_cast<long>(s.branches),
+              static_cast<long>(s.fork_points), static_cast<long>(s.join_points));
+  std::printf("widest antichain %zu ops:", s.widest_antichain.size());
+  for (std::size_t i = 0; i < s.widest_antichain.size() && i < o.antichain_names; ++i)
+    std::printf(" %s", s.widest_antichain[i].c_str());
+  if (s.widest_antichain.size() > o.antichain_names) std::printf(" ...");
+  std::printf("\n");
+}
+
+Status run_inspect(InspectOptions const& o) {
+  graph::ImportOptions import;
+  import.load_weights = !o.no_weights;
+  ASSIGN_OR_RETURN(graph::OpGraph g, graph::load_onnx(o.model, import));
+  graph::GraphSummary const s = graph::summarize(g);
+  if (!o.dot.empty()) RETURN_IF_ERROR(graph::write_dot(g, o.dot));
+  if (o.json) std::printf("%s\n", to_json(s).dump(2).c_str());
+  else print_text(s, o);
+  return Status::ok();
+}
+
+}  // namespace
 
 void add_inspect_command(CLI::App& root, CommandList& commands) {
-  auto* app = root.add_subcommand("inspect", "Summarise an ONNX model (not implemented yet: issue #2)");
-  app->allow_extras();
-  commands.push_back({app, [] { return unsupported("'graphpipe inspect' is not implemented yet (issue #2)"); }});
+  auto opts = std::make_shared<InspectOptions>();
+  auto* app = root.add_subcommand("inspect", "Summarise an ONNX model: ops, shapes, parameters, FLOPs, branches");
+  app->add_option("model", opts->model, "ONNX model file")->required();
+  app->add_flag("--json", opts->json, "Print the summary as JSON");
+  app->add_option("--dot", opts->dot, "Also write the operator graph as Graphviz DOT to this file");
+  app->add_flag("--no-weights", opts->no_weights, "Do not read weight data (faster for large models)");
+  app->footer(
+      "Examples:\n"
+      "  graphpipe inspect resnet18.onnx\n"
+      "  graphpipe inspect model.onnx --json --dot model.dot && dot -Tsvg model.dot -o model.svg");
+  commands.push_back({app, [opts] { return run_inspect(*opts); }});
 }
 
 }  // namespace gp::cli

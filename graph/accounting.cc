@@ -39,6 +39,11 @@ std::map<std::string, ElemCost> const& elem_costs() {
 
 bool batched(std::vector<TensorInfo> const& ts, TensorId t) { return t != kNoTensor && ts[t].shape.has_batch(); }
 
+// A batched operand that needs its gradient: not the model's own input data.
+bool needs_input_grad(std::vector<TensorInfo> const& ts, TensorId t) {
+  return batched(ts, t) && ts[t].role != TensorRole::kInput;
+}
+
 double elems(std::vector<TensorInfo> const& ts, TensorId t) {
   return batched(ts, t) ? static_cast<double>(ts[t].shape.elements_per_sample()) : 0.0;
 }
@@ -109,7 +114,7 @@ OpCost op_cost(Op const& op, std::vector<TensorInfo> const& ts) {
     double const macs = out_e * static_cast<double>(product(w, 1));
     bool const bias = input(op, 2) != kNoTensor;
     c.fwd_flops_per_sample = 2 * macs + (bias ? out_e : 0);
-    double const in_grad = batched(ts, in0) ? 2 * macs : 0;
+    double const in_grad = needs_input_grad(ts, in0) ? 2 * macs : 0;
     double const w_grad = needs_weight_grad(ts, in1) ? 2 * macs + (bias ? out_e : 0) : 0;
     c.bwd_flops_per_sample = in_grad + w_grad;
     c.bwd_weight_flops_per_sample = w_grad;
@@ -126,7 +131,7 @@ OpCost op_cost(Op const& op, std::vector<TensorInfo> const& ts) {
     double const mm = 2 * out_e * static_cast<double>(k);
     c.fwd_flops_per_sample = mm + (t == "Gemm" ? out_e : 0);
     for (TensorId operand : {in0, in1}) {
-      if (batched(ts, operand)) {
+      if (needs_input_grad(ts, operand)) {
         c.bwd_flops_per_sample += mm;
       } else if (needs_weight_grad(ts, operand)) {
         c.bwd_flops_per_sample += mm;

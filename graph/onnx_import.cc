@@ -218,9 +218,12 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
 Status check_supported(RawModel const& raw) {
   auto const& supported = onnx_import::supported_op_types();
   std::map<std::string, std::vector<std::string>> missing;
-  for (auto const& n : raw.nodes) {
+  for (std::size_t i = 0; i < raw.nodes.size(); ++i) {
+    auto const& n = raw.nodes[i];
     bool const ok = n.domain.empty() && std::binary_search(supported.begin(), supported.end(), n.type);
-    if (!ok) missing[n.domain.empty() ? n.type : n.domain + "::" + n.type].push_back(n.name);
+    if (!ok)
+      missing[n.domain.empty() ? n.type : n.domain + "::" + n.type].push_back(
+          n.name.empty() ? "#" + std::to_string(i) : n.name);
   }
   if (missing.empty()) return Status::ok();
   std::string msg = "unsupported operator";

@@ -141,6 +141,7 @@ class Lowering {
 
   RawModel m_;
   bool first_dim_is_batch_;
+  int64_t fixed_batch_ = 0;  // the inputs' first dimension when the file fixes it
   std::unordered_map<std::string, Val> vals_;
   std::set<std::string> trainable_;
   std::set<std::string> used_;  // names read by some node or listed as graph outputs
@@ -256,6 +257,7 @@ Status Lowering::add_inputs() {
       RawDim const& d = in.dims[k];
       if (k == 0 && first_dim_is_batch_) {
         v.dims.push_back(kBatch);
+        if (d.value > 0) fixed_batch_ = d.value;
       } else if (d.value >= 0) {
         v.dims.push_back(d.value);
       } else {
@@ -568,6 +570,12 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
         out.push_back(v);
       }
     }
+    // A model exported with a fixed batch size B spells the batch as the number B (or a
+    // multiple of it) in its first reshape dimension.
+    bool const out_has_batch = std::any_of(out.begin(), out.end(), [](int64_t d) { return d < 0; });
+    if (!out_has_batch && fixed_batch_ > 0 && !out.empty() && infer != 0 && out[0] > 0 &&
+        out[0] % fixed_batch_ == 0 && std::any_of(x.begin(), x.end(), [](int64_t d) { return d < 0; }))
+      out[0] = -(out[0] / fixed_batch_);
     auto split = [](Dims const& d) {  // (batch coefficient, static product)
       int64_t b = 0, p = 1;
       for (int64_t v : d) {

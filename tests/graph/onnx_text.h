@@ -11,12 +11,16 @@ namespace gp::graph {
 inline std::string zeros(std::string const& name, std::vector<int64_t> const& dims, double value = 0.0,
                          std::string const& type = "float") {
   int64_t n = 1;
-  std::string s = type + "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    s += (i ? "," : "") + std::to_string(dims[i]);
-    n *= dims[i];
+  std::string s = type;
+  if (!dims.empty()) {  // a scalar has no brackets
+    s += "[";
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      s += (i ? "," : "") + std::to_string(dims[i]);
+      n *= dims[i];
+    }
+    s += "]";
   }
-  s += "] " + name + " = {";
+  s += " " + name + " = {";
   std::string const v = type == "float" ? std::to_string(value) : std::to_string(static_cast<int64_t>(value));
   for (int64_t i = 0; i < n; ++i) s += (i ? "," : "") + v;
   return s + "}";
