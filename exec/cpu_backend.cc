@@ -38,7 +38,7 @@ std::map<std::string, Entry> const& kernel_table() {
     t["Softmax"] = {{softmax_forward, softmax_backward, softmax_backward, no_check}, 1};
     for (char const* u : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Gelu", "Sqrt", "Erf", "Exp", "Log", "Abs", "Neg"})
       t[u] = {unary, 1};
-    t["Pow"] = {{unary_forward, unary_backward, unary_backward, pow_check}, 2};
+    t["Pow"] = {{pow_forward, pow_backward, pow_backward, pow_check}, 1};
     for (char const* b : {"Add", "Sub", "Mul", "Div"}) t[b] = {binary, 2};
     t["Dropout"] = {{dropout_forward, dropout_backward, dropout_backward, no_check}, 1};
     for (char const* v : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) t[v] = {view, 1};
@@ -97,7 +97,7 @@ Status CpuBackend::supports(graph::Op const& op, graph::OpGraph const& graph) co
   if (op.inputs.size() < e->min_inputs)
     return miss("needs at least " + std::to_string(e->min_inputs) + " inputs, has " + std::to_string(op.inputs.size()));
   for (std::size_t i = 0; i < e->min_inputs; ++i)
-    if (op.inputs[i] == graph::kNoTensor && !(op.type == "Pow" && i == 1)) return miss("input " + std::to_string(i) + " is missing");
+    if (op.inputs[i] == graph::kNoTensor) return miss("input " + std::to_string(i) + " is missing");
   if (Status s = check_dtypes(op, graph, e->min_inputs); !s) return miss(s.message());
   if (Status s = e->kernels.check(op, graph); !s) return miss(s.message());
   return Status::ok();
@@ -111,7 +111,7 @@ Status CpuBackend::forward(OpCall const& call, std::vector<Tensor> const& inputs
     return invalid_argument(call.op.type + " '" + call.op.name + "': given " + std::to_string(inputs.size()) +
                             " inputs, needs " + std::to_string(e->min_inputs));
   for (std::size_t i = 0; i < e->min_inputs; ++i)
-    if (!inputs[i].defined() && !(call.op.type == "Pow" && i == 1))
+    if (!inputs[i].defined())
       return invalid_argument(call.op.type + " '" + call.op.name + "': input " + std::to_string(i) + " is undefined");
   if (saved) saved->tensors.clear();
   return e->kernels.forward(call, inputs, outputs, saved);

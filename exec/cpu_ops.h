@@ -90,6 +90,9 @@ Status unary_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tens
 Status unary_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                       std::vector<Tensor>&, bool);
 Status pow_check(graph::Op const&, graph::OpGraph const&);
+Status pow_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status pow_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                    std::vector<Tensor>&, bool);
 Status binary_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status binary_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                        std::vector<Tensor>&, bool);

@@ -65,10 +65,18 @@ std::shared_ptr<EltwiseFwd const> eltwise_fwd(UnarySpec const& s, int64_t n) {
 
 }  // namespace
 
-Status pow_check(graph::Op const& op, graph::OpGraph const& graph) {
+namespace {
+bool scalar_exponent(graph::Op const& op, graph::OpGraph const& graph) {
   graph::TensorData const* e = constant_input(op, graph, 1);
-  if (e == nullptr || e->numel() != 1)
-    return unsupported("Pow '" + op.name + "' needs a constant scalar exponent (a tensor exponent is not supported)");
+  return e != nullptr && e->numel() == 1;
+}
+}  // namespace
+
+Status pow_check(graph::Op const& op, graph::OpGraph const& graph) {
+  if (op.inputs.size() < 2 || op.inputs[1] == graph::kNoTensor) return unsupported("Pow needs an exponent");
+  DType const d = graph.tensor(op.inputs[1]).dtype;
+  if (!scalar_exponent(op, graph) && d != DType::kFloat32)
+    return unsupported("Pow '" + op.name + "' has a " + graph::dtype_name(d) + " exponent tensor (float32 only)");
   return Status::ok();
 }
 
@@ -265,6 +273,45 @@ Status dropout_backward(OpCall const& call, Saved const& saved, std::vector<Tens
   kernels::dropout_backward(gout[0].data<float>(), saved.tensors[0].data<uint8_t>(), dx.numel(),
                             attrs ? attrs->ratio : 0.5f, dx.data<float>());
   return emit_grad(call, grads, 0, dx, accumulate);
+}
+
+// Pow with a constant scalar exponent is a oneDNN eltwise; with a tensor exponent it broadcasts
+// like the binary operators and runs as plain loops.
+Status pow_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  if (scalar_exponent(call.op, call.graph)) return unary_forward(call, in, out, saved);
+  if (in.size() < 2 || !in[1].defined()) return op_error(call, "the exponent input is missing");
+  std::vector<int64_t> shape;
+  if (!kernels::broadcast_shapes(in[0].shape(), in[1].shape(), shape))
+    return op_error(call, "shapes " + in[0].shape_string() + " and " + in[1].shape_string() + " do not broadcast");
+  Tensor const a = expanded(in[0], shape), b = expanded(in[1], shape);
+  Tensor y(shape);
+  for (int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] = std::pow(a.data<float>()[i], b.data<float>()[i]);
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {in[0], in[1], y};
+  return Status::ok();
+}
+
+Status pow_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                    std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (scalar_exponent(call.op, call.graph)) return unary_backward(call, saved, gout, wanted, grads, accumulate);
+  if (!gout.at(0).defined()) return Status::ok();
+  Tensor const& y = saved.tensors.at(2);
+  Tensor const a = expanded(saved.tensors.at(0), y.shape()), b = expanded(saved.tensors.at(1), y.shape());
+  float const* dy = gout[0].data<float>();
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (!wants(wanted, i)) continue;
+    Tensor full(y.shape());
+    for (int64_t k = 0; k < y.numel(); ++k) {
+      float const av = a.data<float>()[k], bv = b.data<float>()[k];
+      // d(a^b)/da = b·a^(b−1); d(a^b)/db = a^b·ln a
+      full.data<float>()[k] = dy[k] * (i == 0 ? bv * std::pow(av, bv - 1.f) : y.data<float>()[k] * std::log(av));
+    }
+    std::vector<int64_t> const target = saved.tensors[i].shape();
+    Tensor& g = grad_slot(grads, i, target, accumulate);
+    kernels::reduce_sum_to(full.data<float>(), full.shape(), g.data<float>(), target, accumulate);
+  }
+  return Status::ok();
 }
 
 }  // namespace gp::exec::cpu

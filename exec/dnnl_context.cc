@@ -68,8 +68,10 @@ std::string key_dims(std::vector<int64_t> const& v) {
   return out + "]";
 }
 
+// One cache per thread: concurrent execution of one primitive object shares its scratchpad unless
+// oneDNN was built with concurrent execution, so workers on different threads never share one.
 PrimitiveCache& PrimitiveCache::instance() {
-  static PrimitiveCache cache;
+  thread_local PrimitiveCache cache;
   return cache;
 }
 

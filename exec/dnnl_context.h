@@ -54,7 +54,7 @@ std::string key(Parts const&... parts) {
 }
 std::string key_dims(std::vector<int64_t> const& v);
 
-// Process-wide primitive cache; entries are never evicted (shapes per model are few).
+// Per-thread primitive cache; entries are never evicted (shapes per model are few).
 class PrimitiveCache {
  public:
   static PrimitiveCache& instance();

@@ -134,6 +134,11 @@ TEST(GradCheck, PowConstantExponent) {
                               {"e", Tensor::from_floats({}, {e}), kConst}}));
 }
 
+TEST(GradCheck, PowTensorExponent) {
+  check(make_op("Pow", {}, {{"x", random_tensor({2, 3}, 79, 0.5f, 2.f, true), kIn}, {"e", random_tensor({3}, 80), kIn}}));
+  check(make_op("Pow", {}, {{"x", random_tensor({3}, 81, 0.5f, 2.f, true), kW}, {"e", random_tensor({2, 3}, 82), kIn}}));
+}
+
 TEST(GradCheck, BinaryBroadcast) {
   for (char const* t : {"Add", "Sub", "Mul", "Div"}) {
     check(make_op(t, {}, {{"a", random_tensor({2, 3, 4}, 53), kIn}, {"b", random_tensor({3, 1}, 54, 0.5f, 1.f), kIn}}));
