@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -531,11 +532,28 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
   std::optional<Plan> best;
   double best_tau = 0;
   int64_t states = 0;
-  for (int64_t b : p.micro_batch_sizes()) {
-    Engine engine(p, tree, leaves, b);
+  // Every plan at micro-batch b takes at least m * b * tau_floor = B * tau_floor per step: search
+  // the most promising b first and skip those whose floor cannot beat the best plan found.
+  std::vector<int64_t> const sizes = p.micro_batch_sizes();
+  std::vector<std::unique_ptr<Engine>> engines;
+  std::vector<double> floors;
+  std::vector<std::size_t> order;
+  for (int64_t b : sizes) {
+    engines.push_back(std::make_unique<Engine>(p, tree, leaves, b));
+    floors.push_back(std::max(engines.back()->lower_bound(), engines.back()->tau_floor()));
+    order.push_back(order.size());
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t c) { return floors[a] < floors[c]; });
+  auto hopeless = [&](double lo) {
+    return best && static_cast<double>(p.batch) * lo > best->step_time_s * (1 + 1e-9);
+  };
+  for (std::size_t bi : order) {
+    int64_t const b = sizes[bi];
+    Engine& engine = *engines[bi];
     std::optional<Engine::Eval> found;
-    double lo = std::max(engine.lower_bound(), engine.tau_floor());
+    double lo = floors[bi];
     double hi = std::numeric_limits<double>::infinity();
+    if (hopeless(lo)) continue;
     auto check_time = [&]() -> Status {
       if (options.time_limit_s > 0 && elapsed() > options.time_limit_s) {
         return timeout_error("gpp: search exceeded the time limit of " + std::to_string(options.time_limit_s) +
@@ -557,9 +575,14 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
         break;
       } else {
         lo = ev.tau_next;
+        if (hopeless(lo)) break;
       }
     }
-    if (!found) continue;
+    if (!found) {
+      states += engine.states();
+      continue;
+    }
+    bool abandoned = false;
     for (int iter = 0; lo < hi && iter < 200; ++iter) {
       RETURN_IF_ERROR(check_time());
       double mid = lo + (hi - lo) / 2;
@@ -571,8 +594,13 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
       } else {
         lo = std::min(ev.tau_next, hi);
       }
+      if (lo < hi && hopeless(lo)) {
+        abandoned = true;
+        break;
+      }
     }
     states += engine.states();
+    if (abandoned) continue;  // this b cannot beat the best plan
     std::vector<StageAssignment> stages;
     for (ChosenStage const& s : found->stages) {
       StageAssignment a;
@@ -586,7 +614,8 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
                        std::to_string(plan.depth) + " step=" + seconds_text(plan.step_time_s) +
                        " states=" + std::to_string(states));
     }
-    if (!best || plan.step_time_s < best->step_time_s) {
+    if (!best || plan.step_time_s < best->step_time_s ||
+        (plan.step_time_s == best->step_time_s && plan.micro_batch < best->micro_batch)) {
       best = std::move(plan);
       best_tau = hi;
     }
