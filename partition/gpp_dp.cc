@@ -199,6 +199,7 @@ struct StateKeyHash {
 struct Level {
   double t = 0;    // T_s / b
   int max_in_flight = 0;
+  bool ready = true;  // false: priced on first use (the range is the engine's lazy range)
 };
 
 struct ChosenStage {
@@ -273,19 +274,31 @@ class Engine {
 
  private:
   // Levels below `first` are known to be too slow (fewest_replicas) and are left at infinity.
-  std::vector<Level> levels(int lo, int hi, int first = 0) const {
-    std::vector<Level> out(cost_.levels(), Level{std::numeric_limits<double>::infinity(), 0});
+  // Lazy levels are priced by min_replicas while the tracker still holds [lo, hi).
+  std::vector<Level> levels(int lo, int hi, int first = 0, bool lazy = false) {
+    std::vector<Level> out(cost_.levels(), Level{std::numeric_limits<double>::infinity(), 0, true});
+    lazy_lo_ = lo;
+    lazy_hi_ = hi;
     for (int l = first; l < cost_.levels(); ++l) {
-      StageSums const s = cost_.sums(lo, hi, l, tracker_);
-      StageCost const c = stage_cost_from_sums(p_, s, cost_.replicas(l), b_, 1, m_);
-      out[l] = {c.time_s / static_cast<double>(b_), cost_.max_in_flight(s, l)};
+      if (lazy) {
+        out[l].ready = false;
+      } else {
+        out[l] = price(lo, hi, l);
+      }
     }
     return out;
   }
 
+  Level price(int lo, int hi, int l) const {
+    StageSums const s = cost_.sums(lo, hi, l, tracker_);
+    StageCost const c = stage_cost_from_sums(p_, s, cost_.replicas(l), b_, 1, m_);
+    return {c.time_s / static_cast<double>(b_), cost_.max_in_flight(s, l), true};
+  }
+
   // Fewest replicas meeting tau with `in_flight` micro-batches held; 0 if none.
-  int min_replicas(std::vector<Level> const& lv, int in_flight, double* t_out = nullptr) {
+  int min_replicas(std::vector<Level>& lv, int in_flight, double* t_out = nullptr) {
     for (int l = 0; l < static_cast<int>(lv.size()); ++l) {
+      if (!lv[l].ready) lv[l] = price(lazy_lo_, lazy_hi_, l);
       if (lv[l].t > tau_) {
         tau_next_ = std::min(tau_next_, lv[l].t);
         continue;
@@ -384,10 +397,10 @@ class Engine {
       for (int j = i; j < k; ++j) {
         int const chi = leaves_.range[n.children[j]].second;
         int const fewest = fewest_replicas(lo, chi);
-        if (fewest == 0) break;
+        if (fewest == 0 || fewest > cap) break;  // fewest only grows with the run
         if (suffix[j + 1].empty() || fewest + suffix[j + 1].back().devices > cap) continue;
         for (; tracked < chi; ++tracked) tracker_.add(leaves_.order[tracked]);
-        std::vector<Level> const lv = levels(lo, chi, std::countr_zero(static_cast<unsigned>(fewest)));
+        std::vector<Level> lv = levels(lo, chi, std::countr_zero(static_cast<unsigned>(fewest)), true);
         for (Point rest : suffix[j + 1]) {
           int const r = min_replicas(lv, q + rest.depth + 1);
           if (r == 0) break;  // later points hold more in flight: they fail too
@@ -422,7 +435,7 @@ class Engine {
     return 0;
   }
 
-  void emit(int lo, int hi, std::vector<Level> const& lv, int in_flight) {
+  void emit(int lo, int hi, std::vector<Level>& lv, int in_flight) {
     double t = 0;
     int const r = min_replicas(lv, in_flight, &t);
     chosen_.push_back({lo, hi, r, t});
@@ -462,7 +475,7 @@ class Engine {
       auto [clo, chi] = leaves_.range[n.children[j]];
       if (fewest_replicas(lo, chi) == 0) break;
       for (int v = clo; v < chi; ++v) tracker_.add(leaves_.order[v]);
-      std::vector<Level> const lv = levels(lo, chi);
+      std::vector<Level> lv = levels(lo, chi);
       for (Point rest : rest_frontier(j + 1)) {
         int const r = min_replicas(lv, q + rest.depth + 1);
         if (r == 0) break;
@@ -498,6 +511,7 @@ class Engine {
   std::vector<std::vector<Level>> whole_;  // per tree node: the whole subtree as one stage
   std::vector<double> work_;               // prefix over positions of per-node device-seconds
   double tau_ = 0, tau_next_ = 0;
+  int lazy_lo_ = 0, lazy_hi_ = 0;
   std::unordered_map<StateKey, int, StateKeyHash> memo_;
   std::vector<Frontier> frontiers_;
   std::vector<ChosenStage> chosen_;
@@ -565,8 +579,9 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
     // bisect; infeasible evaluations move lo to the next value that can change the answer.
     for (int grow = 0; !found; ++grow) {
       RETURN_IF_ERROR(check_time());
-      double const tau = grow < 12 ? std::max(lo, 1e-300) * (grow == 0 ? 1.0 : 4.0)
-                                   : std::numeric_limits<double>::infinity();
+      // Small steps first: evaluations far above the optimum prune little and cost the most.
+      double const factor = grow == 0 ? 1.0 : grow < 4 ? 1.1 : 4.0;
+      double const tau = grow < 16 ? std::max(lo, 1e-300) * factor : std::numeric_limits<double>::infinity();
       Engine::Eval ev = engine.evaluate(tau);
       if (ev.feasible) {
         hi = ev.tau_used;
