@@ -144,7 +144,7 @@ std::string timeline_to_svg(Timeline const& timeline, std::string const& title) 
     std::string const x = num(x_of(t));
     svg += "<line x1=\"" + x + "\" y1=\"" + std::to_string(axis_y) + "\" x2=\"" + x + "\" y2=\"" + std::to_string(axis_y + 5) +
            "\" stroke=\"black\"/>\n";
-    svg += "<text x=\"" + x + "\" y=\"" + std::to_string(axis_y + 17) + "\" text-anchor=\"middle\">" + escape_xml(format_seconds(t)) + "</text>\n";
+    svg += "<text x=\"" + x + "\" y=\"" + std::to_string(axis_y + 17) + "\" text-anchor=\"middle\">" + (t == 0 ? std::string("0") : escape_xml(format_seconds(t))) + "</text>\n";
   }
   // Legend: shades of one micro-batch colour for F/B/W, grey for transfers.
   struct Item { char const* name; std::string colour; };
