@@ -145,7 +145,7 @@ Status expand_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   return Status::ok();
 }
 
-Status expand_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+Status expand_backward(OpCall const&, Saved const& saved, std::vector<Tensor> const& gout,
                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
   std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));

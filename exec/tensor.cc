@@ -68,7 +68,7 @@ int64_t product(std::vector<int64_t> const& shape) {
 }  // namespace
 
 Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Allocator& alloc) : shape_(std::move(shape)), dtype_(dtype) {
-  for (int64_t d : shape_) assert(d >= 0 && "tensor dimensions must be concrete and non-negative");
+  for ([[maybe_unused]] int64_t d : shape_) assert(d >= 0 && "tensor dimensions must be concrete (kBatch resolved)");
   storage_ = std::make_shared<Storage>(alloc, nbytes());
   data_ = storage_->ptr;
 }
