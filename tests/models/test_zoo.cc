@@ -1,5 +1,7 @@
 #include "models/zoo.h"
 
+#include "graph/analysis.h"
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -121,6 +123,21 @@ INSTANTIATE_TEST_SUITE_P(Zoo, ZooPaper,
                                            std::pair<std::string, int64_t>{"transformer", 406'205'416},
                                            std::pair<std::string, int64_t>{"mlp", 138'347'496}),
                          [](auto const& info) { return info.param.first; });
+
+// The widest antichain shows the branch structure: MMT's 4 encoder branches (each with its
+// q/k/v projections side by side) against the one chain of its sequential control; DLRM's 7 + 7
+// branches, CANDLE-Uno's 7 towers, Inception's 4 block branches, and an MLP chain.
+TEST(Zoo, WidestAntichainReflectsTheBranches) {
+  std::map<std::string, std::size_t> const expected{{"mmt", 12},     {"transformer", 3}, {"dlrm", 14},
+                                                    {"candle_uno", 7}, {"inception", 4},   {"mlp", 1}};
+  for (auto const& [name, width] : expected) {
+    for (Size size : {Size::kTiny, Size::kPaper}) {
+      auto g = build_graph(name, size, 0, /*load_weights=*/false);
+      ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+      EXPECT_EQ(graph::widest_antichain(*g).size(), width) << name << " " << size_name(size);
+    }
+  }
+}
 
 TEST(Zoo, MmtPaperParametersMatchAHandCount) {
   int64_t const d = 1024, f = 4096;
