@@ -268,7 +268,6 @@ class Engine {
     }
     return lb;
   }
-  int levels_count() const { return cost_.levels(); }
   // Any plan needs at least this many devices, whatever tau: no tau below it is feasible.
   double tau_floor() const { return work_.back() / (static_cast<double>(devices_) * b_) * (1 - 1e-9); }
 

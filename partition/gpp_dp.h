@@ -9,6 +9,16 @@
 // The DP's in-flight count of a stage is q + its depth inside its piece, where q is the depth of
 // everything downstream in the SP order; on series-parallel graphs that is exactly the stage's
 // depth in the stage graph, on graphs that needed ordering edges it is an upper bound.
+//
+// Objective, as ../shared/GRAPHPIPE.md fixes it: per b the least bound tau (max T_s/b), then among
+// plans meeting it the least depth; across b the least step time (m + D - 1) max T_s, the smaller b
+// on ties. A plan with a slightly larger bottleneck but a much shallower graph is not considered.
+// The search is exact: an evaluation at tau also returns tau_next, below which nothing in it can
+// change, so infeasible probes move the lower end past every value that cannot be the optimum.
+// Speed comes from pruning that cannot change the root's answer: a device lower bound (per node
+// device-seconds, min over r of r * compute(v, b/r), divided by tau * b) caps the devices a piece
+// may use given the rest of the graph, and micro-batch sizes whose floor B * tau_min cannot beat
+// the best plan so far are skipped.
 #pragma once
 
 #include <cstdint>

@@ -114,6 +114,31 @@ TEST(Gpp, OnChainsEqualsTheBestSequentialPlan) {
   }
 }
 
+TEST(Gpp, OnChainsMatchesTheSequentialPlanners) {
+  // Per b all reach the least bottleneck; GPP then takes the least depth, so it is never worse, and
+  // it equals the sequential planners unless they settle a bottleneck tie on a deeper chain.
+  std::mt19937 rng(17);
+  int equal = 0, compared = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    int const n = 3 + static_cast<int>(rng() % 12);
+    testing::RandomDag chain{n, {}};
+    for (int i = 0; i + 1 < n; ++i) chain.edges.emplace_back(i, i + 1);
+    Problem p = random_problem(chain, 2 + static_cast<int>(rng() % 7), 8, rng, 4000, 9000);
+    ASSERT_TRUE(p.finalize().is_ok());
+    auto gpp = plan_gpp(p);
+    if (!gpp.is_ok()) continue;
+    for (auto const* name : {"pipedream", "piper"}) {
+      auto seq = plan_with(name, p);
+      ASSERT_TRUE(seq.is_ok()) << name << ": " << seq.status().message();
+      EXPECT_LE(gpp->step_time_s, seq->step_time_s * (1 + 1e-9)) << name << " trial " << trial;
+      ++compared;
+      equal += rel(gpp->step_time_s, seq->step_time_s) < 1e-9;
+    }
+  }
+  EXPECT_GE(compared, 40);
+  EXPECT_GE(equal * 2, compared);
+}
+
 // k equal branches between a light source and sink: GPP runs them as concurrent stages.
 Problem branches(int k, int64_t batch) {
   std::vector<TableNode> rows;
