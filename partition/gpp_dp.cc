@@ -112,7 +112,7 @@ void BoundaryTracker::add(int v) {
 }
 
 RangeCost::RangeCost(Problem const& p, std::vector<int> const& order, int64_t micro_batch)
-    : p_(&p), micro_batch_(micro_batch) {
+    : p_(&p), micro_batch_(micro_batch), memory_(p.device_memory()) {
   int const devices = p.cluster.size();
   for (int r = 1; r <= devices && r <= micro_batch; r *= 2) {
     if (micro_batch % r != 0 || (r > 1 && !p.allow_replication)) break;
@@ -161,7 +161,7 @@ int RangeCost::max_in_flight(StageSums const& sums, int level) const {
   int64_t const samples = samples_per_replica(micro_batch_, replicas_[level]);
   int64_t const optimizer =
       static_cast<int64_t>(std::llround(p_->optimizer_bytes_per_weight_byte * sums.weight_bytes));
-  int64_t const avail = p_->device_memory() - sums.weight_bytes - optimizer;
+  int64_t const avail = memory_ - sums.weight_bytes - optimizer;
   if (avail < 0) return 0;
   int64_t const per = sums.activation_bytes_per_sample * samples;
   if (per <= 0) return std::numeric_limits<int32_t>::max();
@@ -557,8 +557,15 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
     order.push_back(order.size());
   }
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t c) { return floors[a] < floors[c]; });
-  auto hopeless = [&](double lo) {
-    return best && static_cast<double>(p.batch) * lo > best->step_time_s * (1 + 1e-9);
+  // With the search at [lo, hi) and min_depth the least depth at some feasible tau >= the optimum
+  // (fewer plans meet a smaller tau, so the final depth is no less), a step takes at least
+  // (m + min_depth - 1) * lo * b. Ordering edges can make the true depth smaller than the DP's, so
+  // the depth term is used only on series-parallel graphs.
+  bool const exact_depth = tree.added_edges.empty();
+  auto hopeless = [&](double lo, int64_t b, int min_depth) {
+    double const d = exact_depth ? min_depth : 1;
+    return best && (static_cast<double>(p.batch / b) + d - 1) * lo * static_cast<double>(b) >
+                       best->step_time_s * (1 + 1e-9);
   };
   for (std::size_t bi : order) {
     int64_t const b = sizes[bi];
@@ -566,7 +573,8 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
     std::optional<Engine::Eval> found;
     double lo = floors[bi];
     double hi = std::numeric_limits<double>::infinity();
-    if (hopeless(lo)) continue;
+    int min_depth = 1;
+    if (hopeless(lo, b, min_depth)) continue;
     auto check_time = [&]() -> Status {
       if (options.time_limit_s > 0 && elapsed() > options.time_limit_s) {
         return timeout_error("gpp: search exceeded the time limit of " + std::to_string(options.time_limit_s) +
@@ -584,12 +592,13 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
       Engine::Eval ev = engine.evaluate(tau);
       if (ev.feasible) {
         hi = ev.tau_used;
+        min_depth = ev.depth;
         found = std::move(ev);
       } else if (std::isinf(tau)) {
         break;
       } else {
         lo = ev.tau_next;
-        if (hopeless(lo)) break;
+        if (hopeless(lo, b, min_depth)) break;
       }
     }
     if (!found) {
@@ -604,11 +613,12 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
       Engine::Eval ev = engine.evaluate(mid);
       if (ev.feasible) {
         hi = ev.tau_used;
+        min_depth = ev.depth;
         found = std::move(ev);
       } else {
         lo = std::min(ev.tau_next, hi);
       }
-      if (lo < hi && hopeless(lo)) {
+      if (lo < hi && hopeless(lo, b, min_depth)) {
         abandoned = true;
         break;
       }

@@ -83,6 +83,7 @@ class RangeCost {
  private:
   Problem const* p_;
   int64_t micro_batch_;
+  int64_t memory_;  // the smallest device memory
   std::vector<int> replicas_;
   std::vector<std::vector<double>> fwd_, bwd_i_, bwd_w_;  // per level, prefix over positions
   std::vector<int64_t> weight_, act_;
