@@ -85,7 +85,7 @@ class ChainDp {
       if (round >= 3 || bound <= 0) bound = kInf;
       RETURN_IF_ERROR(run(bound));
       double const best = at(count - 1, 0, n_devices_);
-      if (best <= bound) return std::optional<std::vector<StageAssignment>>(reconstruct(bound));
+      if (!std::isinf(best) && best <= bound) return std::optional<std::vector<StageAssignment>>(reconstruct(bound));
       if (std::isinf(bound)) return std::optional<std::vector<StageAssignment>>();
       bound *= 4;
     }

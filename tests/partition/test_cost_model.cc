@@ -34,9 +34,11 @@ TEST(AnalyticCostModel, IsARooflinePlusOverhead) {
   graph::DeviceSpec compute_bound{.peak_flops = 1e6, .memory_bandwidth = 1e12, .speed = 2.0};
   graph::OpTime t = model.op_time(*g, mm, 4, compute_bound);
   EXPECT_DOUBLE_EQ(t.fwd_s, (1e-6 + 256.0 * 4 / 5e5) / 2.0);
-  // Backward: input grad and weight grad, 2 * 256 FLOPs each per sample, split by FLOPs.
-  EXPECT_NEAR(t.bwd_input_s + t.bwd_weight_s, (2e-6 + 512.0 * 4 / 5e5) / 2.0, 1e-15);
-  EXPECT_NEAR(t.bwd_weight_s, t.bwd_input_s, 1e-15);
+  // Backward: X is a graph input, so only the weight gradient (256 FLOPs per sample) is needed.
+  EXPECT_DOUBLE_EQ(op.bwd_flops_per_sample, 256.0);
+  EXPECT_DOUBLE_EQ(op.bwd_weight_flops_per_sample, 256.0);
+  EXPECT_NEAR(t.bwd_weight_s, (2e-6 + 256.0 * 4 / 5e5) / 2.0, 1e-15);
+  EXPECT_DOUBLE_EQ(t.bwd_input_s, 0.0);
   graph::DeviceSpec memory_bound{.peak_flops = 1e15, .memory_bandwidth = 1e6, .speed = 1.0};
   double const bytes = 32.0 * 4 + 512 + 64.0 * 4;  // X, W1, A at 4 samples
   EXPECT_DOUBLE_EQ(model.op_time(*g, mm, 4, memory_bound).fwd_s, 1e-6 + bytes / 1e6);

@@ -1,0 +1,272 @@
+// The sequential planners: PipeDream-style and Piper-style chain DPs against brute force over all
+// chains of downsets, memory limits, replication, the downset cap, and the balanced split.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "partition/downsets.h"
+#include "partition/planner.h"
+#include "tests/partition/table_problem.h"
+
+namespace gp::partition {
+namespace {
+
+using testing::TableNode;
+using testing::table_problem;
+
+double max_time(Plan const& plan) {
+  double t = 0;
+  for (auto const& s : plan.stages) t = std::max(t, s.time_s);
+  return t;
+}
+
+void expect_chain_and_fits(Plan const& plan, Problem const& p) {
+  ASSERT_TRUE(validate_plan(plan).is_ok()) << validate_plan(plan).message();
+  // Stages cut between downsets form a chain in the cut order; stages on parallel branches need
+  // no edge between them, so the stage graph's depth is at most the stage count.
+  EXPECT_LE(plan.depth, static_cast<int>(plan.stages.size()));
+  int devices = 0;
+  std::size_t nodes = 0;
+  for (auto const& s : plan.stages) {
+    EXPECT_LE(s.peak_memory_bytes, p.device_memory()) << "stage " << s.id;
+    devices += s.replicas;
+    nodes += s.nodes.size();
+  }
+  EXPECT_LE(devices, p.cluster.size());
+  EXPECT_EQ(nodes, p.nodes.size());
+}
+
+// Least max T_s over every chain of downsets, every replica count dividing b, memory checked.
+double brute_force_chain(Problem const& p, Downsets const& ds, int64_t b) {
+  int64_t const m = p.batch / b;
+  double best = INFINITY;
+  std::vector<std::pair<int, int>> chain;  // (downset index, replicas)
+  std::function<void(int, int)> extend = [&](int from, int devices_left) {
+    if (from == ds.count() - 1) {
+      int const k = static_cast<int>(chain.size());
+      double worst = 0;
+      int prev = 0;
+      for (int i = 0; i < k; ++i) {
+        StageCost c = stage_cost(p, ds.difference(chain[i].first, prev), chain[i].second, b, k - i, m);
+        if (!c.fits) return;
+        worst = std::max(worst, c.time_s);
+        prev = chain[i].first;
+      }
+      best = std::min(best, worst);
+      return;
+    }
+    for (int next = 1; next < ds.count(); ++next) {
+      if (ds.size[next] <= ds.size[from] || !ds.subset(from, next)) continue;
+      for (int r = 1; r <= devices_left; ++r) {
+        if (b % r != 0 || (r > 1 && !p.allow_replication)) continue;
+        chain.push_back({next, r});
+        extend(next, devices_left - r);
+        chain.pop_back();
+      }
+    }
+  };
+  extend(0, p.cluster.size());
+  return best;
+}
+
+Problem random_dag(std::mt19937& rng, int n, int devices) {
+  std::uniform_real_distribution<double> time(0.1, 2.0);
+  std::uniform_int_distribution<int> bytes(1, 40);
+  std::bernoulli_distribution edge(0.35);
+  std::vector<TableNode> rows;
+  for (int i = 0; i < n; ++i) rows.push_back({time(rng), time(rng), time(rng) / 2, bytes(rng) * 10, bytes(rng)});
+  std::vector<std::array<int64_t, 3>> edges;
+  for (int j = 1; j < n; ++j) {
+    bool any = false;
+    for (int i = 0; i < j; ++i) {
+      if (edge(rng)) {
+        edges.push_back({i, j, bytes(rng)});
+        any = true;
+      }
+    }
+    if (!any) edges.push_back({std::uniform_int_distribution<int>(0, j - 1)(rng), j, bytes(rng)});
+  }
+  Problem p = table_problem(rows, edges, devices, 1 << 30, 8);
+  p.micro_batch_candidates = {4};
+  p.cluster.intra_node = Link{200.0, 0.05};
+  // Memory that binds: about a third of the whole model's weights+optimizer and some activations.
+  int64_t w = 0, a = 0;
+  for (auto const& node : p.nodes) w += node.weight_bytes, a += node.activation_bytes_per_sample;
+  for (auto& d : p.cluster.devices) d.memory_bytes = (4 * w) / 3 + a * 4;
+  return p;
+}
+
+TEST(Downsets, EnumeratesEveryIdealOnce) {
+  Problem p = table_problem({{}, {}, {}, {}}, {{0, 1, 1}, {0, 2, 1}, {1, 3, 1}, {2, 3, 1}}, 2, 1 << 20, 4);
+  ASSERT_TRUE(p.finalize().is_ok());
+  auto ds = enumerate_downsets(p, 100);
+  ASSERT_TRUE(ds.is_ok());
+  EXPECT_EQ(ds->count(), 6);  // {}, 0, 01, 02, 012, 0123
+  EXPECT_EQ(ds->size.front(), 0);
+  EXPECT_EQ(ds->size.back(), 4);
+  EXPECT_EQ(ds->difference(ds->count() - 1, 1), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(prefix_downsets(p).count(), 5);
+  auto capped = enumerate_downsets(p, 5);
+  EXPECT_EQ(capped.status().code(), StatusCode::kInfeasible);
+}
+
+TEST(ChainPlanners, EqualBruteForceOnRandomDags) {
+  std::mt19937 rng(7);
+  int compared = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    int const n = 4 + trial % 4;
+    Problem p = random_dag(rng, n, 1 + trial % 4);
+    p.allow_replication = trial % 3 != 0;
+    ASSERT_TRUE(p.finalize().is_ok());
+    auto ds = enumerate_downsets(p, 1000);
+    ASSERT_TRUE(ds.is_ok());
+    double const expected = brute_force_chain(p, *ds, 4);
+    for (char const* planner : {"pipedream", "piper"}) {
+      auto plan = plan_with(planner, p);
+      if (std::isinf(expected)) {
+        EXPECT_EQ(plan.status().code(), StatusCode::kInfeasible) << planner << " trial " << trial;
+        continue;
+      }
+      ASSERT_TRUE(plan.is_ok()) << planner << " trial " << trial << ": " << plan.status().message();
+      EXPECT_NEAR(max_time(*plan), expected, 1e-9 * expected) << planner << " trial " << trial;
+      expect_chain_and_fits(*plan, p);
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 16);  // many trials have a feasible chain
+}
+
+TEST(ChainPlanners, ReplicateAHeavyStage) {
+  // One node 10x heavier than the rest: with 4 devices the best chain replicates it.
+  Problem p = table_problem({{1, 1, 0, 0, 1}, {10, 10, 0, 0, 1}, {1, 1, 0, 0, 1}}, {{0, 1, 0}, {1, 2, 0}}, 4, 1 << 30, 8);
+  p.micro_batch_candidates = {8};
+  ASSERT_TRUE(p.finalize().is_ok());
+  auto plan = plan_pipedream(p);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  int max_replicas = 0;
+  for (auto const& s : plan->stages) max_replicas = std::max(max_replicas, s.replicas);
+  EXPECT_GE(max_replicas, 2);
+  p.allow_replication = false;
+  auto single = plan_piper(p);
+  ASSERT_TRUE(single.is_ok());
+  for (auto const& s : single->stages) EXPECT_EQ(s.replicas, 1);
+  EXPECT_GT(max_time(*single), max_time(*plan));
+}
+
+TEST(ChainPlanners, MemoryLimitsTheInFlightStages) {
+  // A chain of 4 equal nodes, 400 bytes of activations per micro-batch each, 1200 bytes per device:
+  // 4 one-node stages would hold 4 micro-batches (1600) at the first stage; the best chain that
+  // fits is 1 | 1 | 2 nodes (in flight 3, 2, 1).
+  std::vector<TableNode> rows(4, TableNode{1, 1, 0, 0, 100});
+  Problem p = table_problem(rows, {{0, 1, 0}, {1, 2, 0}, {2, 3, 0}}, 4, 1200, 8);
+  p.micro_batch_candidates = {4};
+  p.allow_replication = false;
+  ASSERT_TRUE(p.finalize().is_ok());
+  for (char const* planner : {"pipedream", "piper", "balanced"}) {
+    auto plan = plan_with(planner, p);
+    if (std::string(planner) == "balanced") {
+      // Balanced cuts 4 pieces without looking at memory: depth 4 does not fit at any b.
+      EXPECT_EQ(plan.status().code(), StatusCode::kInfeasible) << plan.status().message();
+      continue;
+    }
+    ASSERT_TRUE(plan.is_ok()) << planner << ": " << plan.status().message();
+    expect_chain_and_fits(*plan, p);
+    EXPECT_EQ(plan->depth, 3) << planner;
+    EXPECT_EQ(plan->stages.back().nodes.size(), 2u) << planner;
+  }
+}
+
+TEST(ChainPlanners, DownsetCapGivesPiperAnErrorAndPipeDreamALinearisedPlan) {
+  // Two parallel chains of 12 nodes: 13 * 13 + 2 downsets.
+  std::vector<TableNode> rows(26, TableNode{1, 1, 0, 0, 1});
+  std::vector<std::array<int64_t, 3>> edges;
+  for (int branch = 0; branch < 2; ++branch) {
+    int prev = 0;
+    for (int k = 0; k < 12; ++k) {
+      int const v = 1 + branch * 12 + k;
+      edges.push_back({prev, v, 1});
+      prev = v;
+    }
+    edges.push_back({prev, 25, 1});
+  }
+  Problem p = table_problem(rows, edges, 4, 1 << 30, 8);
+  ASSERT_TRUE(p.finalize().is_ok());
+  PlannerOptions options;
+  options.max_downsets = 100;
+  auto piper = plan_piper(p, options);
+  EXPECT_EQ(piper.status().code(), StatusCode::kInfeasible);
+  EXPECT_NE(piper.status().message().find("piper: the DAG has more than 100 downsets"), std::string::npos)
+      << piper.status().message();
+  auto pipedream = plan_pipedream(p, options);
+  ASSERT_TRUE(pipedream.is_ok()) << pipedream.status().message();
+  EXPECT_NE(pipedream->notes.find("linearised"), std::string::npos);
+  expect_chain_and_fits(*pipedream, p);
+  options.max_downsets = 1000;
+  auto full = plan_piper(p, options);
+  ASSERT_TRUE(full.is_ok());
+  EXPECT_LE(max_time(*full), max_time(*pipedream) * (1 + 1e-12));
+}
+
+TEST(ChainPlanners, TimeLimitGivesTimeout) {
+  // 12 independent middle nodes: 2^12 + 2 downsets, more than the DP looks at before checking.
+  std::vector<TableNode> rows(14, TableNode{1, 1, 0, 0, 1});
+  std::vector<std::array<int64_t, 3>> edges;
+  for (int v = 1; v < 13; ++v) edges.push_back({0, v, 1}), edges.push_back({v, 13, 1});
+  Problem p = table_problem(rows, edges, 4, 1 << 30, 8);
+  ASSERT_TRUE(p.finalize().is_ok());
+  PlannerOptions options;
+  options.time_limit_s = 1e-9;
+  auto plan = plan_piper(p, options);
+  EXPECT_EQ(plan.status().code(), StatusCode::kTimeout) << plan.status().message();
+}
+
+TEST(Balanced, SplitsTheOrderIntoEqualPieces) {
+  std::vector<TableNode> rows(8, TableNode{1, 1, 0, 10, 1});
+  std::vector<std::array<int64_t, 3>> edges;
+  for (int v = 1; v < 8; ++v) edges.push_back({v - 1, v, 4});
+  Problem p = table_problem(rows, edges, 4, 1 << 30, 16);
+  ASSERT_TRUE(p.finalize().is_ok());
+  auto plan = plan_balanced(p);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  ASSERT_EQ(plan->stages.size(), 4u);
+  for (auto const& s : plan->stages) {
+    EXPECT_EQ(s.nodes.size(), 2u);
+    EXPECT_EQ(s.replicas, 1);
+  }
+  expect_chain_and_fits(*plan, p);
+  EXPECT_EQ(plan->planner, "balanced");
+  // Uneven nodes: the heaviest piece is as light as possible.
+  std::vector<TableNode> uneven = {{5, 0, 0, 0, 1}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 1}};
+  Problem q = table_problem(uneven, {{0, 1, 0}, {1, 2, 0}, {2, 3, 0}, {3, 4, 0}, {4, 5, 0}}, 2, 1 << 30, 1);
+  q.count_communication = false;
+  ASSERT_TRUE(q.finalize().is_ok());
+  auto two = plan_balanced(q);
+  ASSERT_TRUE(two.is_ok());
+  EXPECT_EQ(two->stages[0].nodes.size(), 1u);
+  EXPECT_DOUBLE_EQ(max_time(*two), 5.0);
+}
+
+TEST(Planners, ImpossibleRequestsSayWhatWouldFit) {
+  // 4 nodes of 1 GiB weights (4 GiB with the optimizer each) on 2 devices of 6 GiB.
+  std::vector<TableNode> rows(4, TableNode{1, 1, 0, int64_t{1} << 30, 1});
+  Problem p = table_problem(rows, {{0, 1, 1}, {1, 2, 1}, {2, 3, 1}}, 2, int64_t{6} << 30, 8);
+  ASSERT_TRUE(p.finalize().is_ok());
+  for (char const* planner : {"pipedream", "piper", "balanced"}) {
+    auto plan = plan_with(planner, p);
+    ASSERT_EQ(plan.status().code(), StatusCode::kInfeasible) << planner;
+    EXPECT_NE(plan.status().message().find("at least 3 devices"), std::string::npos) << plan.status().message();
+  }
+  // One node bigger than a device.
+  rows[2].weight_bytes = int64_t{2} << 30;
+  Problem big = table_problem(rows, {{0, 1, 1}, {1, 2, 1}, {2, 3, 1}}, 8, int64_t{6} << 30, 8);
+  ASSERT_TRUE(big.finalize().is_ok());
+  auto plan = plan_piper(big);
+  ASSERT_FALSE(plan.is_ok());
+  EXPECT_NE(plan.status().message().find("node 'n2' alone needs"), std::string::npos) << plan.status().message();
+  EXPECT_EQ(plan_with("magic", p).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gp::partition
