@@ -135,7 +135,14 @@ std::vector<OpId> join_points(OpGraph const& graph) {
 int64_t branch_count(OpGraph const& graph) {
   int64_t n = 0;
   for (OpId v : fork_points(graph)) n += static_cast<int64_t>(graph.successors(v).size());
-  return n;
+  int64_t entries = 0;
+  for (Op const& op : graph.ops()) {
+    if (!graph.predecessors(op.id).empty()) continue;
+    bool reads_input = false;
+    for (TensorId t : op.inputs) reads_input |= t != kNoTensor && graph.tensor(t).role == TensorRole::kInput;
+    entries += reads_input;
+  }
+  return entries > 1 ? n + entries : n;
 }
 
 std::vector<OpId> widest_antichain(OpGraph const& graph) {

@@ -28,9 +28,10 @@ class Reachability {
 std::vector<OpId> fork_points(OpGraph const& graph);  // ops with more than one successor op
 std::vector<OpId> join_points(OpGraph const& graph);  // ops with more than one predecessor op
 
-// Number of branches: the sum over fork points of their successor counts, i.e. every edge that
-// leaves a fork starts a branch. A chain has 0, a diamond 2, a fork into 3 parallel paths 3,
-// ResNet-18's 8 residual blocks 16.
+// Number of branches: every edge that leaves a fork point starts a branch, and so does every
+// entry op when several ops read the model's inputs directly (the inputs act as one fork: a
+// multi-input model's towers are branches too). A chain has 0, a diamond 2, a fork into 3 paths
+// 3, ResNet-18's 8 residual blocks 16, 7 input towers 7.
 int64_t branch_count(OpGraph const& graph);
 
 // A maximum antichain, exact (Dilworth/Konig: n minus a maximum matching of the bipartite

@@ -79,6 +79,11 @@ TEST(Analysis, ThreeParallelBranchesOfDifferentLengths) {
 TEST(Analysis, DisconnectedSourcesAndEmptyGraph) {
   auto g = from_edges(5, {});
   EXPECT_EQ(widest_antichain(g).size(), 5u);
+  EXPECT_EQ(branch_count(g), 5);  // five ops read the input side by side
+  // Two towers from the input joined at the end, one of them forking: 2 entries + 2 fork edges.
+  auto towers = from_edges(6, {{0, 1}, {1, 5}, {2, 3}, {2, 4}, {3, 5}, {4, 5}});
+  EXPECT_EQ(branch_count(towers), 4);
+  EXPECT_EQ(widest_antichain(towers).size(), 3u);
   OpGraph empty;
   ASSERT_TRUE(empty.finalize().is_ok());
   EXPECT_TRUE(widest_antichain(empty).empty());
@@ -129,7 +134,7 @@ TEST(Analysis, LargeLayeredGraph) {
     }
   auto g = from_edges(layers * width, edges);
   EXPECT_EQ(widest_antichain(g).size(), static_cast<std::size_t>(width));
-  EXPECT_EQ(branch_count(g), 2 * width * (layers - 1));
+  EXPECT_EQ(branch_count(g), 2 * width * (layers - 1) + width);  // + the first layer's entries
 }
 
 TEST(Dot, OpsAndShapedEdges) {

@@ -43,7 +43,12 @@ int run(std::string const& cmd, std::string* out) {
 Exported const& exported() {
   static Exported const e = [] {
     Exported r;
-    if (run("/usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null", nullptr) != 0) {
+    fs::path const listing = kDir / "exported.txt";
+    auto fresh = [&] {
+      return fs::exists(listing) && fs::last_write_time(listing) >= fs::last_write_time(kScript);
+    };
+    // Importing torch takes seconds: only ask when the files are not there yet.
+    if (!fresh() && run("/usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null", nullptr) != 0) {
       r.why = "/usr/bin/python3 cannot import torch and torchvision (apt-get install python3-torch "
               "python3-torchvision; scripts/setup.sh does)";
       return r;
@@ -51,9 +56,7 @@ Exported const& exported() {
     fs::create_directories(kDir);
     int const lock = ::open((kDir / ".lock").c_str(), O_CREAT | O_RDWR, 0644);
     if (lock >= 0) ::flock(lock, LOCK_EX);
-    fs::path const listing = kDir / "exported.txt";
-    bool fresh = fs::exists(listing) && fs::last_write_time(listing) >= fs::last_write_time(kScript);
-    if (!fresh) {
+    if (!fresh()) {
       std::string out;
       int const rc = run("/usr/bin/python3 " + kScript.string() + " --out " + kDir.string() + " 2>&1", &out);
       if (rc != 0) {
