@@ -79,9 +79,10 @@ void print_row(std::string const& model, int devices, std::string const& label, 
   }
   char ratio[32] = "-";
   if (baseline > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", o.sim.samples_per_s / baseline);
-  std::printf("%-12s %4d  %-10s %-11s %3zu %3d %4lld %4lld %11.1f %7.1f%% %11s %11s %7s %7.1fs\n", model.c_str(), devices,
+  std::printf("%-12s %4d  %-10s %-11s %3zu %3d %4lld %4lld %11.1f %11.1f %7.1f%% %11s %11s %7s %7.1fs\n", model.c_str(), devices,
               label.c_str(), o.schedule.policy.c_str(), o.plan.stages.size(), o.plan.depth,
-              static_cast<long long>(o.plan.micro_batch), static_cast<long long>(o.plan.num_micro_batches), o.sim.samples_per_s,
+              static_cast<long long>(o.plan.micro_batch), static_cast<long long>(o.plan.num_micro_batches), o.plan.samples_per_s,
+              o.sim.samples_per_s,
               100 * o.sim.mean_bubble_fraction, schedule::format_bytes(o.sim.peak_memory_bytes).c_str(),
               schedule::format_bytes(o.plan.device_memory_bytes).c_str(), ratio, o.plan_s);
 }
@@ -112,10 +113,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::printf("GPP plan + best schedule vs best sequential plan (pipedream, piper, balanced) + best schedule\n");
-  std::printf("size %s, batch %lld, %s per device, analytic cost model; schedule = auto (fastest fitting memory)\n\n",
+  std::printf("size %s, batch %lld, %s per device, analytic cost model; schedule = auto (fastest fitting memory)\n"
+              "planner s/s: the planner's own estimate B / ((m + D - 1) max T_s); samples/s, bubble, peak mem: simulated;\n"
+              "vs seq: simulated samples/s over the best sequential plan's\n\n",
               size_name.c_str(), static_cast<long long>(batch), memory.c_str());
-  std::printf("%-12s %4s  %-10s %-11s %3s %3s %4s %4s %11s %8s %11s %11s %7s %8s\n", "model", "dev", "plan", "schedule", "st",
-              "D", "b", "m", "samples/s", "bubble", "peak mem", "limit", "vs seq", "plan t");
+  std::printf("%-12s %4s  %-10s %-11s %3s %3s %4s %4s %11s %11s %8s %11s %11s %7s %8s\n", "model", "dev", "plan", "schedule", "st",
+              "D", "b", "m", "planner s/s", "samples/s", "bubble", "peak mem", "limit", "vs seq", "plan t");
   auto cost = std::make_shared<graph::AnalyticCostModel const>();
   for (auto const& name : split(models_arg)) {
     auto g = models::build_graph(name, *size, 0, false);
