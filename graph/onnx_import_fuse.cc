@@ -2,6 +2,7 @@
 // opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add. Executors and the
 // cost model want one operator for each, so the chains are replaced here, before anything else
 // looks at the node types.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -59,6 +60,17 @@ class Matcher {
     if (!data || data->numel() != 1) return std::nullopt;
     if (data->dtype == DType::kFloat16 || data->dtype == DType::kBFloat16) return std::nullopt;
     return data->to_doubles()[0];
+  }
+
+  // An integer constant vector (Constant node or initializer with data).
+  std::optional<std::vector<int64_t>> ints(std::string const& name) const {
+    TensorData const* data = nullptr;
+    if (auto it = initializers_.find(name); it != initializers_.end()) data = it->second->data.get();
+    else if (RawNode const* p = producer(name); p && p->type == "Constant") {
+      if (auto a = p->attrs.find("value"); a != p->attrs.end()) data = std::get_if<TensorData>(&a->second);
+    }
+    if (!data || data->dtype != DType::kInt64) return std::nullopt;
+    return data->to_int64s();
   }
 
   // The input of binary `n` other than `name`, or "" when `name` is not one of its inputs.
@@ -222,6 +234,44 @@ std::optional<Replacement> match_layernorm(Matcher const& m, RawModel const& mod
   return r;
 }
 
+// Zero Pad -> AveragePool (torch's AvgPool2d with count_include_pad, e.g. Inception-v3): one
+// AveragePool with the pads and count_include_pad=1.
+std::optional<Replacement> match_pad_pool(Matcher const& m, RawNode const& pad) {
+  if (pad.inputs.empty() || pad.outputs.size() != 1) return std::nullopt;
+  auto mode = pad.attrs.find("mode");
+  if (mode != pad.attrs.end() && std::get_if<std::string>(&mode->second) &&
+      std::get<std::string>(mode->second) != "constant")
+    return std::nullopt;
+  std::optional<std::vector<int64_t>> pads = ints_attr(pad, "pads");
+  if (!pads && pad.inputs.size() > 1) pads = m.ints(pad.inputs[1]);
+  if (!pads || pads->size() % 2) return std::nullopt;
+  if (pad.inputs.size() > 2 && !pad.inputs[2].empty() && m.scalar(pad.inputs[2]) != std::optional<double>(0.0))
+    return std::nullopt;
+  if (auto v = pad.attrs.find("value"); v != pad.attrs.end() && std::get<double>(v->second) != 0.0) return std::nullopt;
+  std::size_t const rank = pads->size() / 2;
+  if (rank < 3 || (*pads)[0] || (*pads)[1] || (*pads)[rank] || (*pads)[rank + 1]) return std::nullopt;
+  RawNode const* pool = m.sole_consumer(pad.outputs[0], "AveragePool");
+  if (!pool || pool->inputs[0] != pad.outputs[0]) return std::nullopt;
+  auto ap = pool->attrs.find("auto_pad");
+  if (ap != pool->attrs.end() && std::get<std::string>(ap->second) != "NOTSET") return std::nullopt;
+  std::size_t const sp = rank - 2;
+  std::vector<int64_t> merged = ints_attr(*pool, "pads").value_or(std::vector<int64_t>(2 * sp, 0));
+  bool const had_pads = std::any_of(merged.begin(), merged.end(), [](int64_t p) { return p != 0; });
+  if (merged.size() != 2 * sp || (had_pads && int_attr(*pool, "count_include_pad", 0) == 0)) return std::nullopt;
+  for (std::size_t i = 0; i < sp; ++i) {
+    merged[i] += (*pads)[2 + i];
+    merged[sp + i] += (*pads)[rank + 2 + i];
+  }
+  Replacement r;
+  r.removed = {m.index_of(&pad), m.index_of(pool)};
+  r.anchor = m.index_of(pool);
+  r.fused = *pool;
+  r.fused.inputs[0] = pad.inputs[0];
+  r.fused.attrs["pads"] = AttrValue{merged};
+  r.fused.attrs["count_include_pad"] = AttrValue{int64_t{1}};
+  return r;
+}
+
 }  // namespace
 
 void fuse_patterns(RawModel& model) {
@@ -239,6 +289,7 @@ void fuse_patterns(RawModel& model) {
     for (auto const& n : model.nodes) {
       if (!n.domain.empty()) continue;
       if (n.type == "Erf") accept(match_gelu(m, n));
+      else if (n.type == "Pad") accept(match_pad_pool(m, n));
       else if (n.type == "ReduceMean" && model.opset < 18) accept(match_layernorm(m, model, n));
     }
   }

@@ -48,8 +48,9 @@ struct RawModel {
   std::map<std::string, RawValueInfo> value_info;  // from ONNX shape inference
 };
 
-// Replaces torch-export decompositions with single nodes: the Erf GELU becomes "Gelu" and the
-// opset<17 LayerNorm chain becomes "LayerNormalization".
+// Replaces torch-export decompositions with single nodes: the Erf GELU becomes "Gelu", the
+// opset<17 LayerNorm chain "LayerNormalization", and a zero Pad before an AveragePool goes into
+// the pool's pads (count_include_pad=1).
 void fuse_patterns(RawModel& model);
 
 // Op types the lowering understands (after fusion), sorted; for the unsupported-op message.

@@ -542,3 +542,33 @@ TEST(Import, FixedBatchInFileBecomesSymbolic) {
 
 }  // namespace
 }  // namespace gp::graph
+
+namespace gp::graph {
+namespace {
+
+TEST(Import, FusesZeroPadIntoAveragePool) {
+  auto g = must_load(R"(<ir_version: 8, opset_import: ["" : 13]>
+    net (float[N,2,5,5] x) => (float[N,2,5,5] y) {
+      p = Constant<value = int64[8] {0, 0, 1, 1, 0, 0, 1, 1}>()
+      xp = Pad<mode = "constant">(x, p)
+      y = AveragePool<kernel_shape = [3,3], strides = [1,1]>(xp)
+    })");
+  ASSERT_EQ(g.num_ops(), 1u);
+  auto const& a = std::get<PoolAttrs>(op_of_type(g, "AveragePool").typed);
+  EXPECT_EQ(a.pads, (std::vector<int64_t>{1, 1, 1, 1}));
+  EXPECT_TRUE(a.count_include_pad);
+  EXPECT_EQ(out_shape(g, "AveragePool"), S({N, 2, 5, 5}));
+  // A reflect pad stays a Pad, which graphpipe does not run.
+  auto r = load_onnx_text(R"(<ir_version: 8, opset_import: ["" : 13]>
+    net (float[N,2,5,5] x) => (float[N,2,5,5] y) {
+      p = Constant<value = int64[8] {0, 0, 1, 1, 0, 0, 1, 1}>()
+      xp = Pad<mode = "reflect">(x, p)
+      y = AveragePool<kernel_shape = [3,3]>(xp)
+    })");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("unsupported operator: Pad (1 node: #1)"), std::string::npos)
+      << r.status().message();
+}
+
+}  // namespace
+}  // namespace gp::graph
