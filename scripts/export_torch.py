@@ -2,7 +2,7 @@
 """Export reference PyTorch models to ONNX for graphpipe's importer tests.
 
 Run with Debian's interpreter (/usr/bin/python3: the python3 on PATH does not see python3-torch):
-  /usr/bin/python3 scripts/export_torch.py --out DIR [--models resnet18,googlenet,transformer] [--opsets 13,17]
+  /usr/bin/python3 scripts/export_torch.py --out DIR [--models resnet18,googlenet,inception_v3,transformer] [--opsets 13,17]
 Writes DIR/<model>_op<opset>.onnx in TRAINING mode without constant folding (BatchNormalization,
 Dropout and every weight stay in the graph) with a dynamic batch axis, and prints one line per
 file: `<file> params=<trainable parameter count> buffers=<count>`.
@@ -27,6 +27,8 @@ MODELS = {
     "resnet18": lambda: (torchvision.models.resnet18(weights=None), torch.randn(2, 3, 224, 224)),
     "googlenet": lambda: (torchvision.models.googlenet(weights=None, aux_logits=False, init_weights=True),
                           torch.randn(2, 3, 224, 224)),
+    "inception_v3": lambda: (torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=True),
+                             torch.randn(2, 3, 299, 299)),
     "transformer": transformer,
 }
 
