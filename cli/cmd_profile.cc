@@ -1,11 +1,89 @@
+#include <algorithm>
+#include <iostream>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
 #include "cli/commands.h"
+#include "exec/cpu_backend.h"
+#include "exec/profiler.h"
+#include "graph/cost_model.h"
+#include "graph/onnx_import.h"
 
 namespace gp::cli {
 
+namespace {
+
+struct ProfileArgs {
+  std::string model;
+  std::string backend = "cpu";
+  std::string batch_sizes = "1,2,4,8";
+  int repeats = 3;
+  std::string out;
+};
+
+Result<std::vector<int64_t>> parse_sizes(std::string const& text) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      std::size_t used = 0;
+      int64_t v = std::stoll(item, &used);
+      if (used != item.size() || v < 1) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (std::exception const&) {
+      return invalid_argument("--batch-sizes: '" + item + "' is not a positive integer (e.g. --batch-sizes 1,2,4,8)");
+    }
+  }
+  if (out.empty()) return invalid_argument("--batch-sizes is empty (e.g. --batch-sizes 1,2,4,8)");
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Status run_profile(ProfileArgs const& args) {
+  if (args.backend != "cpu")
+    return unsupported("--backend " + args.backend + ": only the cpu backend can be profiled in this build");
+  ASSIGN_OR_RETURN(auto sizes, parse_sizes(args.batch_sizes));
+  ASSIGN_OR_RETURN(graph::OpGraph graph, graph::load_onnx(args.model));
+  exec::CpuBackend backend;
+  exec::ProfileOptions options;
+  options.samples = sizes;
+  options.repeats = args.repeats;
+  options.model_name = graph.name();
+  options.on_size = [](int64_t n) { std::cerr << "profiling micro-batch size " << n << "..." << std::endl; };
+  ASSIGN_OR_RETURN(graph::MeasuredProfile profile, exec::profile_graph(graph, backend, options));
+  double fwd = 0, bwd = 0;
+  for (auto const& op : profile.ops) {
+    fwd += op.fwd_s.back();
+    bwd += op.bwd_input_s.back() + op.bwd_weight_s.back();
+  }
+  spdlog::info("{} ops profiled at sizes {}; at {} samples: forward {:.3f} ms, backward {:.3f} ms", profile.ops.size(),
+               args.batch_sizes, sizes.back(), fwd * 1e3, bwd * 1e3);
+  if (args.out.empty()) {
+    std::cout << graph::profile_to_json(profile) << std::endl;
+    return Status::ok();
+  }
+  RETURN_IF_ERROR(graph::write_profile_file(profile, args.out));
+  spdlog::info("profile written to {}", args.out);
+  return Status::ok();
+}
+
+}  // namespace
+
 void add_profile_command(CLI::App& root, CommandList& commands) {
-  auto* app = root.add_subcommand("profile", "Measure per-op costs on a backend (not implemented yet: issue #5)");
-  app->allow_extras();
-  commands.push_back({app, [] { return unsupported("'graphpipe profile' is not implemented yet (issue #5)"); }});
+  auto args = std::make_shared<ProfileArgs>();
+  auto* app = root.add_subcommand("profile", "Measure per-op forward/backward time -> profile JSON for the cost model");
+  app->add_option("model", args->model, "ONNX model")->required()->check(CLI::ExistingFile);
+  app->add_option("--backend", args->backend, "Backend to measure (cpu)")->default_val("cpu");
+  app->add_option("--batch-sizes", args->batch_sizes, "Micro-batch sizes, comma-separated")->default_val("1,2,4,8");
+  app->add_option("--repeats", args->repeats, "Timed calls per op and size (minimum kept)")->default_val(3);
+  app->add_option("-o,--out", args->out, "Write the profile JSON here (default: stdout)");
+  app->footer(R"(Example:
+  graphpipe models export mmt --size tiny --out mmt.onnx
+  graphpipe profile mmt.onnx --batch-sizes 1,2,4,8 -o mmt.profile.json)");
+  commands.push_back({app, [args] { return run_profile(*args); }});
 }
 
 }  // namespace gp::cli

@@ -1,0 +1,125 @@
+#include "exec/profiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "exec/autodiff.h"
+
+namespace gp::exec {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <typename F>
+Result<double> time_min(Backend& backend, int repeats, F&& f) {
+  double best = std::numeric_limits<double>::infinity();
+  RETURN_IF_ERROR(f());  // warm-up: primitive creation and caches
+  for (int r = 0; r < repeats; ++r) {
+    auto const t0 = Clock::now();
+    RETURN_IF_ERROR(f());
+    RETURN_IF_ERROR(backend.synchronize());
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
+Tensor random_like(std::vector<int64_t> const& shape, std::mt19937& rng) {
+  Tensor t(shape);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+}  // namespace
+
+Result<graph::MeasuredProfile> profile_graph(graph::OpGraph const& graph, Backend& backend,
+                                             ProfileOptions const& options) {
+  if (options.samples.empty()) return invalid_argument("profile: no micro-batch sizes given");
+  for (std::size_t i = 0; i < options.samples.size(); ++i)
+    if (options.samples[i] < 1 || (i > 0 && options.samples[i] <= options.samples[i - 1]))
+      return invalid_argument("profile: micro-batch sizes must be positive and ascending");
+  if (options.repeats < 1) return invalid_argument("profile: repeats must be >= 1");
+  ASSIGN_OR_RETURN(AutodiffPlan plan, plan_autodiff(graph));
+  for (graph::OpId id : plan.forward_order) RETURN_IF_ERROR(backend.supports(graph.op(id), graph));
+
+  std::vector<Tensor> statics(graph.tensors().size());
+  for (auto const& t : graph.tensors())
+    if ((t.role == graph::TensorRole::kWeight || t.role == graph::TensorRole::kConstant) && t.data)
+      statics[t.id] = Tensor::from_data(*t.data);
+
+  graph::MeasuredProfile profile;
+  profile.model = options.model_name.empty() ? graph.name() : options.model_name;
+  profile.device = backend.name() + ", " + std::to_string(std::thread::hardware_concurrency()) + " hardware threads";
+  std::vector<graph::OpProfile> ops(plan.forward_order.size());
+  for (std::size_t k = 0; k < ops.size(); ++k) {
+    auto const& op = graph.op(plan.forward_order[k]);
+    ops[k].name = op.name;
+    ops[k].type = op.type;
+  }
+  std::mt19937 rng(1);
+  for (int64_t n : options.samples) {
+    if (options.on_size) options.on_size(n);
+    std::vector<Tensor> values = statics;
+    for (graph::TensorId t : graph.inputs()) {
+      auto const& info = graph.tensor(t);
+      auto const shape = info.shape.concrete(n);
+      if (info.dtype == DType::kFloat32) values[t] = random_like(shape, rng);
+      else values[t] = Tensor::zeros(shape, info.dtype);  // index 0 is valid for every table
+    }
+    for (std::size_t k = 0; k < plan.forward_order.size(); ++k) {
+      graph::OpId const id = plan.forward_order[k];
+      auto const& op = graph.op(id);
+      std::vector<Tensor> args(op.inputs.size()), outs;
+      for (std::size_t i = 0; i < op.inputs.size(); ++i)
+        if (op.inputs[i] != graph::kNoTensor) args[i] = values[op.inputs[i]];
+      OpCall call{op, graph, true, 1};
+      Saved saved;
+      ASSIGN_OR_RETURN(double fwd, time_min(backend, options.repeats, [&] {
+                         outs.clear();
+                         saved = Saved{};
+                         return backend.forward(call, args, outs, &saved);
+                       }));
+      for (std::size_t j = 0; j < op.outputs.size() && j < outs.size(); ++j)
+        if (op.outputs[j] != graph::kNoTensor) values[op.outputs[j]] = outs[j];
+      double bwd_in = 0, bwd_w = 0;
+      if (plan.runs_backward[id]) {
+        std::vector<Tensor> gout(op.outputs.size());
+        for (std::size_t j = 0; j < op.outputs.size() && j < outs.size(); ++j)
+          if (op.outputs[j] != graph::kNoTensor && plan.requires_grad[op.outputs[j]] && outs[j].defined())
+            gout[j] = random_like(outs[j].shape(), rng);
+        std::vector<bool> needs(op.inputs.size(), false);
+        bool any = false;
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+          graph::TensorId t = op.inputs[i];
+          needs[i] = t != graph::kNoTensor && plan.requires_grad[t] && !plan.trainable[t];
+          any = any || needs[i];
+        }
+        if (any) {
+          std::vector<Tensor> gin;
+          ASSIGN_OR_RETURN(bwd_in, time_min(backend, options.repeats,
+                                            [&] { return backend.backward_input(call, saved, gout, needs, gin); }));
+        }
+        if (plan.has_weight_grad[id]) {
+          std::vector<Tensor> wg(op.inputs.size());
+          for (std::size_t i = 0; i < op.inputs.size(); ++i)
+            if (op.inputs[i] != graph::kNoTensor && plan.trainable[op.inputs[i]])
+              wg[i] = Tensor::zeros(statics[op.inputs[i]].shape());
+          ASSIGN_OR_RETURN(bwd_w, time_min(backend, options.repeats,
+                                           [&] { return backend.backward_weight(call, saved, gout, wg); }));
+        }
+      }
+      ops[k].samples.push_back(n);
+      ops[k].fwd_s.push_back(fwd);
+      ops[k].bwd_input_s.push_back(bwd_in);
+      ops[k].bwd_weight_s.push_back(bwd_w);
+    }
+  }
+  profile.ops = std::move(ops);
+  return profile;
+}
+
+}  // namespace gp::exec

@@ -1,0 +1,282 @@
+#include "exec/stage_executor.h"
+
+#include <cstring>
+#include <set>
+#include <unordered_set>
+
+namespace gp::exec {
+
+namespace {
+uint64_t op_seed(uint64_t seed, graph::OpId id) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(id) + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+void accumulate_into(Tensor& dst, Tensor const& src) {
+  float* d = dst.data<float>();
+  float const* s = src.data<float>();
+  int64_t const n = dst.numel();
+  for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+}
+
+StageExecutor::StageExecutor(graph::OpGraph const& graph, Backend& backend, AutodiffPlan plan)
+    : graph_(graph), backend_(backend), plan_(std::move(plan)) {}
+
+Result<std::unique_ptr<StageExecutor>> StageExecutor::create(graph::OpGraph const& graph, Backend& backend,
+                                                             std::vector<graph::OpId> const& ops) {
+  ASSIGN_OR_RETURN(AutodiffPlan plan, plan_autodiff(graph, ops));
+  for (graph::OpId id : plan.forward_order) RETURN_IF_ERROR(backend.supports(graph.op(id), graph));
+  std::unique_ptr<StageExecutor> ex(new StageExecutor(graph, backend, std::move(plan)));
+  ex->static_values_.resize(graph.tensors().size());
+  for (graph::OpId id : ex->plan_.forward_order) {
+    for (graph::TensorId t : graph.op(id).inputs) {
+      if (t == graph::kNoTensor || ex->static_values_[t].defined()) continue;
+      auto const& info = graph.tensor(t);
+      if (info.role != graph::TensorRole::kWeight && info.role != graph::TensorRole::kConstant) continue;
+      if (!info.data)
+        return invalid_argument("weight '" + info.name +
+                                "' has no values (the model was loaded without weights): training needs them");
+      ex->static_values_[t] = Tensor::from_data(*info.data);
+    }
+  }
+  for (graph::TensorId t : ex->plan_.weights) ex->params_.emplace(graph.tensor(t).name, ex->static_values_[t]);
+  for (graph::OpId id : ex->plan_.forward_order) {
+    auto const& op = graph.op(id);
+    if (op.type != "BatchNormalization" || op.inputs.size() < 5) continue;
+    for (std::size_t i : {3u, 4u})
+      if (op.inputs[i] != graph::kNoTensor && ex->static_values_[op.inputs[i]].defined())
+        ex->buffers_.emplace(graph.tensor(op.inputs[i]).name, ex->static_values_[op.inputs[i]]);
+  }
+  ex->zero_grads();
+  return ex;
+}
+
+void StageExecutor::zero_grads() {
+  for (auto const& [name, w] : params_) {
+    auto it = grads_.find(name);
+    if (it == grads_.end()) grads_.emplace(name, Tensor::zeros(w.shape(), w.dtype()));
+    else it->second.fill(0.f);
+  }
+}
+
+Status StageExecutor::set_parameter(std::string const& name, Tensor const& value) {
+  auto it = params_.find(name);
+  if (it == params_.end()) it = buffers_.find(name);
+  if (it == buffers_.end()) return not_found("no trainable parameter or buffer named '" + name + "' in this stage");
+  if (it->second.shape() != value.shape() || it->second.dtype() != value.dtype())
+    return invalid_argument("parameter '" + name + "' has shape " + it->second.shape_string() + ", the value has " +
+                            value.shape_string());
+  std::memcpy(it->second.raw(), value.raw(), value.nbytes());
+  return Status::ok();
+}
+
+Status StageExecutor::forward(int64_t mb, TensorMap const& inputs, TensorMap& outputs, bool training,
+                              uint64_t rng_seed) {
+  if (training && micro_batches_.count(mb))
+    return internal_error("micro-batch " + std::to_string(mb) + " is already in flight on this stage");
+  MicroBatch state;
+  state.rng_seed = rng_seed;
+  TensorMap values;
+  for (graph::TensorId t : plan_.stage_inputs) {
+    auto it = inputs.find(t);
+    if (it == inputs.end() || !it->second.defined())
+      return invalid_argument("forward: missing stage input '" + graph_.tensor(t).name + "'");
+    values.emplace(t, it->second);
+  }
+  std::vector<Tensor> args, outs;
+  for (int pos = 0; pos < static_cast<int>(plan_.forward_order.size()); ++pos) {
+    graph::OpId const id = plan_.forward_order[pos];
+    auto const& op = graph_.op(id);
+    args.assign(op.inputs.size(), Tensor());
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      graph::TensorId t = op.inputs[i];
+      if (t == graph::kNoTensor) continue;
+      if (static_values_[t].defined()) {
+        args[i] = static_values_[t];
+        continue;
+      }
+      auto it = values.find(t);
+      if (it == values.end()) return internal_error("forward: tensor '" + graph_.tensor(t).name + "' is not computed");
+      args[i] = it->second;
+    }
+    outs.assign(op.outputs.size(), Tensor());
+    OpCall call{op, graph_, training, op_seed(rng_seed, id)};
+    Saved* saved = training && plan_.runs_backward[id] ? &state.saved[id] : nullptr;
+    RETURN_IF_ERROR(backend_.forward(call, args, outs, saved));
+    if (training && op.type == "BatchNormalization") update_running_stats(op, outs);
+    for (std::size_t k = 0; k < op.outputs.size(); ++k) {
+      graph::TensorId t = op.outputs[k];
+      if (t == graph::kNoTensor) continue;
+      // Outputs nobody reads (BatchNorm's running statistics) are not kept.
+      if (plan_.last_forward_use[t] < 0 && !plan_.is_stage_output(t)) continue;
+      values[t] = std::move(outs[k]);
+    }
+    for (graph::TensorId t : op.inputs)
+      if (t != graph::kNoTensor && plan_.last_forward_use[t] == pos && !plan_.is_stage_output(t)) values.erase(t);
+  }
+  for (graph::TensorId t : plan_.stage_outputs) outputs[t] = values.at(t);
+  if (training) {
+    micro_batches_.emplace(mb, std::move(state));
+    note_saved();
+  }
+  return Status::ok();
+}
+
+Status StageExecutor::backward(int64_t mb, TensorMap const& output_grads, TensorMap& input_grads) {
+  auto it = micro_batches_.find(mb);
+  if (it == micro_batches_.end())
+    return internal_error("backward: micro-batch " + std::to_string(mb) + " has no forward in flight");
+  Status s = run_b(mb, it->second, output_grads, input_grads, /*split=*/false);
+  micro_batches_.erase(it);
+  return s;
+}
+
+Status StageExecutor::backward_input(int64_t mb, TensorMap const& output_grads, TensorMap& input_grads) {
+  auto it = micro_batches_.find(mb);
+  if (it == micro_batches_.end())
+    return internal_error("backward_input: micro-batch " + std::to_string(mb) + " has no forward in flight");
+  if (it->second.b_done) return internal_error("backward_input: micro-batch " + std::to_string(mb) + " ran B twice");
+  Status s = run_b(mb, it->second, output_grads, input_grads, /*split=*/true);
+  if (!s.is_ok()) micro_batches_.erase(it);
+  else it->second.b_done = true;
+  return s;
+}
+
+Status StageExecutor::backward_weight(int64_t mb) {
+  auto it = micro_batches_.find(mb);
+  if (it == micro_batches_.end() || !it->second.b_done)
+    return internal_error("backward_weight: micro-batch " + std::to_string(mb) + " has no finished B pass");
+  MicroBatch& state = it->second;
+  Status s;
+  for (graph::OpId id : plan_.backward_order) {
+    auto g = state.w_grad_outputs.find(id);
+    if (g == state.w_grad_outputs.end()) continue;
+    s = run_w(id, state, g->second);
+    if (!s.is_ok()) break;
+  }
+  micro_batches_.erase(it);
+  return s;
+}
+
+// Training BatchNorm returns the updated running statistics as outputs 1 and 2; they replace the
+// stored ones, as torch's module buffers do, so export and checkpoints carry them.
+void StageExecutor::update_running_stats(graph::Op const& op, std::vector<Tensor> const& outs) {
+  for (std::size_t k : {1u, 2u}) {
+    if (k >= outs.size() || !outs[k].defined() || op.inputs.size() <= k + 2) continue;
+    graph::TensorId const t = op.inputs[k + 2];
+    if (t == graph::kNoTensor || !static_values_[t].defined() || static_values_[t].nbytes() != outs[k].nbytes()) continue;
+    std::memcpy(static_values_[t].raw(), outs[k].raw(), outs[k].nbytes());
+  }
+}
+
+void StageExecutor::discard(int64_t mb) { micro_batches_.erase(mb); }
+
+Status StageExecutor::run_w(graph::OpId id, MicroBatch& state, std::vector<Tensor> const& grad_outputs) {
+  auto const& op = graph_.op(id);
+  std::vector<Tensor> wgrads(op.inputs.size());
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    graph::TensorId t = op.inputs[i];
+    if (t != graph::kNoTensor && plan_.trainable[t]) wgrads[i] = grads_.at(graph_.tensor(t).name);
+  }
+  OpCall call{op, graph_, true, op_seed(state.rng_seed, id)};
+  RETURN_IF_ERROR(backend_.backward_weight(call, state.saved.at(id), grad_outputs, wgrads));
+  state.saved.erase(id);
+  return Status::ok();
+}
+
+Status StageExecutor::run_b(int64_t mb, MicroBatch& state, TensorMap const& output_grads, TensorMap& input_grads,
+                            bool split) {
+  (void)mb;
+  TensorMap grads;
+  std::unordered_set<graph::TensorId> owned;  // gradients we may add into (not the caller's tensors)
+  for (graph::TensorId t : plan_.stage_outputs) {
+    auto it = output_grads.find(t);
+    if (it != output_grads.end() && it->second.defined() && plan_.requires_grad[t]) grads.emplace(t, it->second);
+  }
+  auto add_grad = [&](graph::TensorId t, Tensor g) {
+    auto it = grads.find(t);
+    if (it == grads.end()) {
+      grads.emplace(t, std::move(g));  // may alias another tensor (views): cloned before adding into it
+      return;
+    }
+    if (!owned.count(t)) {
+      it->second = it->second.clone();
+      owned.insert(t);
+    }
+    accumulate_into(it->second, g);
+  };
+  std::vector<Tensor> gout, gin;
+  std::vector<bool> needs;
+  for (graph::OpId id : plan_.backward_order) {
+    auto const& op = graph_.op(id);
+    gout.assign(op.outputs.size(), Tensor());
+    bool any_out = false;
+    for (std::size_t k = 0; k < op.outputs.size(); ++k) {
+      auto it = op.outputs[k] == graph::kNoTensor ? grads.end() : grads.find(op.outputs[k]);
+      if (it != grads.end()) {
+        gout[k] = it->second;
+        any_out = true;
+      }
+    }
+    auto saved = state.saved.find(id);
+    if (saved == state.saved.end()) return internal_error("backward: no saved state for op '" + op.name + "'");
+    if (!any_out) {
+      state.saved.erase(saved);
+      continue;
+    }
+    needs.assign(op.inputs.size(), false);
+    bool any_in = false;
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      graph::TensorId t = op.inputs[i];
+      needs[i] = t != graph::kNoTensor && plan_.requires_grad[t] && !plan_.trainable[t];
+      any_in = any_in || needs[i];
+    }
+    OpCall call{op, graph_, true, op_seed(state.rng_seed, id)};
+    if (any_in) {
+      gin.assign(op.inputs.size(), Tensor());
+      RETURN_IF_ERROR(backend_.backward_input(call, saved->second, gout, needs, gin));
+      for (std::size_t i = 0; i < op.inputs.size(); ++i)
+        if (needs[i] && gin[i].defined()) add_grad(op.inputs[i], std::move(gin[i]));
+    }
+    if (plan_.has_weight_grad[id]) {
+      if (split) state.w_grad_outputs.emplace(id, gout);
+      else RETURN_IF_ERROR(run_w(id, state, gout));
+    } else {
+      state.saved.erase(saved);
+    }
+    for (graph::TensorId t : op.outputs)
+      if (t != graph::kNoTensor) grads.erase(t);
+  }
+  for (graph::TensorId t : plan_.input_grads) {
+    auto it = grads.find(t);
+    if (it != grads.end()) input_grads[t] = it->second;
+  }
+  return Status::ok();
+}
+
+int64_t StageExecutor::saved_bytes(int64_t mb) const {
+  auto it = micro_batches_.find(mb);
+  if (it == micro_batches_.end()) return 0;
+  // Weights and constants that ops keep a handle on are not activation memory.
+  std::set<void const*> seen;
+  for (Tensor const& t : static_values_)
+    if (t.defined()) seen.insert(t.raw());
+  int64_t total = 0;
+  for (auto const& [id, saved] : it->second.saved)
+    for (Tensor const& t : saved.tensors)
+      if (t.defined() && seen.insert(t.raw()).second) total += static_cast<int64_t>(t.nbytes());
+  return total;
+}
+
+int64_t StageExecutor::saved_bytes() const {
+  int64_t total = 0;
+  for (auto const& [mb, state] : micro_batches_) total += saved_bytes(mb);
+  return total;
+}
+
+void StageExecutor::note_saved() { peak_saved_bytes_ = std::max(peak_saved_bytes_, saved_bytes()); }
+
+}  // namespace gp::exec

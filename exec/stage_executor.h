@@ -1,0 +1,90 @@
+// Runs forward and backward of a (sub)graph on one backend for micro-batches keyed by id, so a
+// pipeline worker can keep several in flight (1F1B, zero-bubble). Per micro-batch it keeps only
+// what backward needs (the ops' Saved state, nothing else); backward can run whole (B and W per
+// op) or split into an input-gradient pass (B) and a later weight-gradient pass (W). Weight
+// gradients accumulate over micro-batches until zero_grads().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "exec/autodiff.h"
+#include "exec/backend.h"
+#include "exec/tensor.h"
+#include "graph/op_graph.h"
+#include "graph/status.h"
+
+namespace gp::exec {
+
+using TensorMap = std::unordered_map<graph::TensorId, Tensor>;
+
+class StageExecutor {
+ public:
+  // Checks that the backend supports every op and loads weights and constants from the graph.
+  // `ops` empty: the whole graph. The graph and backend must outlive the executor.
+  static Result<std::unique_ptr<StageExecutor>> create(graph::OpGraph const& graph, Backend& backend,
+                                                       std::vector<graph::OpId> const& ops = {});
+
+  AutodiffPlan const& plan() const { return plan_; }
+  graph::OpGraph const& graph() const { return graph_; }
+
+  // Forward of micro-batch `mb`: `inputs` holds every stage input (plan().stage_inputs), `outputs`
+  // gets every stage output. training=false keeps nothing for backward (and Dropout is identity).
+  // rng_seed makes Dropout masks reproducible: pass a value derived from (step, mb).
+  Status forward(int64_t mb, TensorMap const& inputs, TensorMap& outputs, bool training = true,
+                 uint64_t rng_seed = 0);
+  // Whole backward of `mb`: `output_grads` for the stage outputs that get gradients (missing ones
+  // count as zero); `input_grads` gets plan().input_grads. Weight grads accumulate; `mb` is freed.
+  Status backward(int64_t mb, TensorMap const& output_grads, TensorMap& input_grads);
+  // Zero-bubble split: B computes input gradients and keeps what W needs; W accumulates weight
+  // gradients and frees `mb`.
+  Status backward_input(int64_t mb, TensorMap const& output_grads, TensorMap& input_grads);
+  Status backward_weight(int64_t mb);
+  void discard(int64_t mb);  // drops a micro-batch's state (e.g. after an error)
+
+  int64_t in_flight() const { return static_cast<int64_t>(micro_batches_.size()); }
+  // Bytes the in-flight micro-batches keep for backward (tensors shared by ops counted once).
+  int64_t saved_bytes(int64_t mb) const;
+  int64_t saved_bytes() const;
+  int64_t peak_saved_bytes() const { return peak_saved_bytes_; }
+
+  // Trainable weights of this stage and their accumulated gradients, by tensor name.
+  std::map<std::string, Tensor>& parameters() { return params_; }
+  std::map<std::string, Tensor> const& gradients() const { return grads_; }
+  void zero_grads();
+  // BatchNorm running statistics (updated by training forwards), by tensor name.
+  std::map<std::string, Tensor>& buffers() { return buffers_; }
+  // Copies values into a parameter or buffer (shape checked).
+  Status set_parameter(std::string const& name, Tensor const& value);
+
+ private:
+  struct MicroBatch {
+    std::unordered_map<graph::OpId, Saved> saved;
+    std::unordered_map<graph::OpId, std::vector<Tensor>> w_grad_outputs;  // kept between B and W
+    uint64_t rng_seed = 0;
+    bool b_done = false;
+  };
+
+  StageExecutor(graph::OpGraph const& graph, Backend& backend, AutodiffPlan plan);
+  Status run_b(int64_t mb, MicroBatch& state, TensorMap const& output_grads, TensorMap& input_grads, bool split);
+  Status run_w(graph::OpId id, MicroBatch& state, std::vector<Tensor> const& grad_outputs);
+  void note_saved();
+  void update_running_stats(graph::Op const& op, std::vector<Tensor> const& outs);
+
+  graph::OpGraph const& graph_;
+  Backend& backend_;
+  AutodiffPlan plan_;
+  std::vector<Tensor> static_values_;  // by tensor id: weights and constants
+  std::map<std::string, Tensor> params_, grads_, buffers_;
+  std::map<int64_t, MicroBatch> micro_batches_;
+  int64_t peak_saved_bytes_ = 0;
+};
+
+// dst += src (float32, same numel).
+void accumulate_into(Tensor& dst, Tensor const& src);
+
+}  // namespace gp::exec

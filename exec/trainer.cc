@@ -1,0 +1,181 @@
+#include "exec/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "kernels/loss.h"
+
+namespace gp::exec {
+
+namespace {
+
+uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t mb) {
+  uint64_t z = seed ^ (static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(mb) + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+std::string format_seconds(double s) {
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.1fs", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) % 3600 / 60);
+  return buf;
+}
+
+}  // namespace
+
+Result<double> loss_and_grad(LossKind loss, Tensor const& output, Tensor const& labels, int64_t total_rows,
+                             Tensor& grad) {
+  if (output.dtype() != DType::kFloat32) return unsupported("the loss needs a float32 model output");
+  grad = Tensor(output.shape(), DType::kFloat32);
+  float const scale = 1.f / static_cast<float>(total_rows);
+  if (loss == LossKind::kCrossEntropy) {
+    int64_t const classes = output.shape().back();
+    int64_t const rows = output.numel() / classes;
+    if (labels.dtype() != DType::kInt64 || labels.numel() != rows)
+      return invalid_argument("cross-entropy: the model output " + output.shape_string() + " has " +
+                              std::to_string(rows) + " rows but the labels are " + labels.shape_string() + " " +
+                              graph::dtype_name(labels.dtype()) + " (need one int64 class id per row)");
+    int64_t bad = -1;
+    double const sum =
+        kernels::softmax_cross_entropy_forward(output.data<float>(), labels.data<int64_t>(), rows, classes, &bad);
+    if (bad >= 0)
+      return invalid_argument("label " + std::to_string(labels.data<int64_t>()[bad]) + " (row " + std::to_string(bad) +
+                              ") is outside [0, " + std::to_string(classes) + ") for a model with " +
+                              std::to_string(classes) + " classes");
+    kernels::softmax_cross_entropy_backward(output.data<float>(), labels.data<int64_t>(), rows, classes, scale,
+                                            grad.data<float>());
+    return sum / static_cast<double>(total_rows);
+  }
+  if (labels.dtype() != DType::kFloat32 || labels.numel() != output.numel())
+    return invalid_argument("mse: the model output is " + output.shape_string() + " but the targets are " +
+                            labels.shape_string() + " " + graph::dtype_name(labels.dtype()));
+  double const sum = kernels::mse_forward(output.data<float>(), labels.data<float>(), output.numel());
+  kernels::mse_backward(output.data<float>(), labels.data<float>(), output.numel(), scale, grad.data<float>());
+  return sum / static_cast<double>(total_rows);
+}
+
+Trainer::Trainer(TrainConfig config, graph::OpGraph const& graph, std::unique_ptr<DataSource> data,
+                 std::unique_ptr<StageExecutor> executor)
+    : config_(std::move(config)),
+      graph_(graph),
+      data_(std::move(data)),
+      executor_(std::move(executor)),
+      optimizer_(config_.optimizer) {}
+
+Result<std::unique_ptr<Trainer>> Trainer::create(TrainConfig const& config, graph::OpGraph const& graph,
+                                                 Backend& backend, std::unique_ptr<DataSource> data) {
+  if (config.batch % config.micro_batches != 0)
+    return invalid_argument("batch " + std::to_string(config.batch) + " is not divisible by micro_batches " +
+                            std::to_string(config.micro_batches));
+  ASSIGN_OR_RETURN(LabelSpec spec, label_spec(graph, config.loss));
+  ASSIGN_OR_RETURN(auto executor, StageExecutor::create(graph, backend));
+  if (executor->parameters().empty())
+    return invalid_argument("the model has no trainable weights (float initializers feeding its operators)");
+  std::unique_ptr<Trainer> t(new Trainer(config, graph, std::move(data), std::move(executor)));
+  t->rows_per_sample_ =
+      std::accumulate(spec.label_dims.begin(), spec.label_dims.end(), int64_t{1}, std::multiplies<>());
+  return t;
+}
+
+Status Trainer::step() {
+  int64_t const mbs = config_.micro_batch_size();
+  int64_t const first = step_ * config_.batch;
+  int64_t const total_rows = config_.batch * rows_per_sample_;
+  graph::TensorId const out_id = graph_.outputs()[0];
+  executor_->zero_grads();
+  double loss = 0;
+  for (int64_t m = 0; m < config_.micro_batches; ++m) {
+    ASSIGN_OR_RETURN(Batch batch, data_->batch(first + m * mbs, mbs));
+    TensorMap inputs, outputs, input_grads;
+    for (std::size_t k = 0; k < graph_.inputs().size(); ++k) inputs.emplace(graph_.inputs()[k], batch.inputs.at(k));
+    RETURN_IF_ERROR(executor_->forward(m, inputs, outputs, true, micro_batch_seed(config_.seed, step_, m)));
+    Tensor grad;
+    auto l = loss_and_grad(config_.loss, outputs.at(out_id), batch.labels, total_rows, grad);
+    if (!l.is_ok()) {
+      executor_->discard(m);
+      return l.status().with_context("step " + std::to_string(step_ + 1));
+    }
+    loss += *l;
+    RETURN_IF_ERROR(executor_->backward(m, {{out_id, grad}}, input_grads));
+  }
+  if (!std::isfinite(loss))
+    return numerical_error("loss is " + std::string(std::isnan(loss) ? "NaN" : "Inf") + " at step " +
+                           std::to_string(step_ + 1) + ": training stopped before that update (lower 'lr' " +
+                           "or check the data)");
+  RETURN_IF_ERROR(optimizer_.step(executor_->parameters(), executor_->gradients()));
+  ++step_;
+  losses_.push_back(loss);
+  return Status::ok();
+}
+
+Status Trainer::run(std::ostream* progress, int64_t max_steps) {
+  int64_t const target = max_steps >= 0 ? std::min(config_.steps, step_ + max_steps) : config_.steps;
+  int64_t const start_step = step_;
+  auto const t0 = std::chrono::steady_clock::now();
+  while (step_ < target) {
+    RETURN_IF_ERROR(step());
+    if (progress && (step_ % config_.log_interval == 0 || step_ == target)) {
+      double const elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      double const done = static_cast<double>(step_ - start_step);
+      double const sps = done * static_cast<double>(config_.batch) / std::max(elapsed, 1e-9);
+      double const eta = elapsed / done * static_cast<double>(target - step_);
+      char line[200];
+      std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  %.1f samples/s  elapsed %s  ETA %s",
+                    static_cast<long long>(step_), static_cast<long long>(config_.steps), last_loss(), sps,
+                    format_seconds(elapsed).c_str(), format_seconds(eta).c_str());
+      *progress << line << std::endl;
+    }
+    if (!config_.checkpoint.path.empty() && config_.checkpoint.every > 0 && step_ % config_.checkpoint.every == 0)
+      RETURN_IF_ERROR(save_checkpoint(config_.checkpoint.path));
+  }
+  if (!config_.checkpoint.path.empty()) RETURN_IF_ERROR(save_checkpoint(config_.checkpoint.path));
+  return Status::ok();
+}
+
+std::map<std::string, Tensor> Trainer::trained_tensors() const {
+  std::map<std::string, Tensor> out = executor_->parameters();
+  for (auto const& [name, t] : executor_->buffers()) out.emplace(name, t);
+  return out;
+}
+
+CheckpointState Trainer::checkpoint_state() const {
+  CheckpointState s;
+  s.step = step_;
+  s.seed = config_.seed;
+  s.optimizer = optimizer_kind_name(config_.optimizer.kind);
+  s.optimizer_steps = optimizer_.step_count();
+  s.weights = trained_tensors();
+  s.optimizer_state = optimizer_.state();
+  return s;
+}
+
+Status Trainer::save_checkpoint(std::string const& path) const { return exec::save_checkpoint(path, checkpoint_state()); }
+
+Status Trainer::restore(CheckpointState const& state, std::string const& source) {
+  RETURN_IF_ERROR(check_checkpoint_matches(state, trained_tensors(), source));
+  if (state.optimizer != optimizer_kind_name(config_.optimizer.kind))
+    return invalid_argument("checkpoint '" + source + "' was written with optimizer '" + state.optimizer +
+                            "' but the config uses '" + optimizer_kind_name(config_.optimizer.kind) + "'");
+  if (state.seed != config_.seed)
+    return invalid_argument("checkpoint '" + source + "' was written with seed " + std::to_string(state.seed) +
+                            " but the config has seed " + std::to_string(config_.seed) +
+                            ": resuming would not reproduce the run");
+  for (auto const& [name, t] : state.weights) RETURN_IF_ERROR(executor_->set_parameter(name, t));
+  std::map<std::string, Tensor> moments;
+  for (auto const& [name, t] : state.optimizer_state) moments.emplace(name, t.clone());
+  optimizer_.load_state(std::move(moments), state.optimizer_steps);
+  step_ = state.step;
+  return Status::ok();
+}
+
+Status Trainer::load_checkpoint(std::string const& path) {
+  ASSIGN_OR_RETURN(CheckpointState state, exec::load_checkpoint(path));
+  return restore(state, path);
+}
+
+}  // namespace gp::exec

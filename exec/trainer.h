@@ -1,0 +1,72 @@
+// The single-device training loop: per step, the batch is split into micro-batches; each runs
+// forward, the loss (attached to the model's first output) and backward, weight gradients
+// accumulate, then the optimizer updates once. With the loss scaled by 1/batch this is exactly one
+// big-batch step (synchronous semantics, the property the pipeline runtime must keep).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "exec/backend.h"
+#include "exec/checkpoint.h"
+#include "exec/data.h"
+#include "exec/optimizer.h"
+#include "exec/stage_executor.h"
+#include "exec/train_config.h"
+#include "graph/op_graph.h"
+#include "graph/status.h"
+
+namespace gp::exec {
+
+// Loss of one micro-batch: fills `grad` (same shape as `output`) with d(total loss)/d(output),
+// where the total loss is the mean over `total_rows` rows of the whole batch. Returns the
+// micro-batch's share of that mean.
+Result<double> loss_and_grad(LossKind loss, Tensor const& output, Tensor const& labels, int64_t total_rows,
+                             Tensor& grad);
+
+class Trainer {
+ public:
+  // The graph and backend must outlive the trainer.
+  static Result<std::unique_ptr<Trainer>> create(TrainConfig const& config, graph::OpGraph const& graph,
+                                                 Backend& backend, std::unique_ptr<DataSource> data);
+
+  // One optimizer step over config.batch samples in config.micro_batches micro-batches. A NaN/Inf
+  // loss stops before the update with an error naming the step.
+  Status step();
+  // Steps until config.steps are done (or `max_steps` more, when >= 0), printing a progress line
+  // every log_interval steps to `progress` (may be null) and writing checkpoints as configured.
+  Status run(std::ostream* progress, int64_t max_steps = -1);
+
+  int64_t steps_done() const { return step_; }
+  double last_loss() const { return losses_.empty() ? 0.0 : losses_.back(); }
+  std::vector<double> const& losses() const { return losses_; }
+  StageExecutor& executor() { return *executor_; }
+  Optimizer& optimizer() { return optimizer_; }
+  TrainConfig const& config() const { return config_; }
+
+  // Weights and BatchNorm running statistics by initializer name (what export writes).
+  std::map<std::string, Tensor> trained_tensors() const;
+
+  CheckpointState checkpoint_state() const;
+  Status save_checkpoint(std::string const& path) const;
+  Status restore(CheckpointState const& state, std::string const& source);
+  Status load_checkpoint(std::string const& path);
+
+ private:
+  Trainer(TrainConfig config, graph::OpGraph const& graph, std::unique_ptr<DataSource> data,
+          std::unique_ptr<StageExecutor> executor);
+
+  TrainConfig config_;
+  graph::OpGraph const& graph_;
+  std::unique_ptr<DataSource> data_;
+  std::unique_ptr<StageExecutor> executor_;
+  Optimizer optimizer_;
+  int64_t rows_per_sample_ = 1;
+  int64_t step_ = 0;
+  std::vector<double> losses_;
+};
+
+}  // namespace gp::exec

@@ -1,0 +1,110 @@
+#include "graph/onnx_export.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include <onnx/onnx_pb.h>
+
+namespace gp::graph {
+
+namespace {
+
+std::optional<DType> dtype_of(int32_t onnx_type) {
+  switch (onnx_type) {
+    case onnx::TensorProto::FLOAT: return DType::kFloat32;
+    case onnx::TensorProto::DOUBLE: return DType::kFloat64;
+    case onnx::TensorProto::INT64: return DType::kInt64;
+    case onnx::TensorProto::INT32: return DType::kInt32;
+    default: return std::nullopt;
+  }
+}
+
+std::string dims_string(std::vector<int64_t> const& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// Reads an external-data initializer's bytes into raw_data.
+Status inline_external(onnx::TensorProto& t, std::filesystem::path const& base) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (auto const& kv : t.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = std::stoll(kv.value());
+    else if (kv.key() == "length") length = std::stoll(kv.value());
+  }
+  if (location.empty()) return parse_error("initializer '" + t.name() + "' has external data without a location");
+  auto const file = base / location;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return not_found("external data '" + file.string() + "' of initializer '" + t.name() + "' is missing");
+  if (length < 0) length = static_cast<int64_t>(std::filesystem::file_size(file)) - offset;
+  std::string bytes(static_cast<std::size_t>(length), '\0');
+  in.seekg(offset);
+  if (!in.read(bytes.data(), length)) return parse_error("external data '" + file.string() + "' is truncated");
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto::DEFAULT);
+  t.set_raw_data(std::move(bytes));
+  return Status::ok();
+}
+
+}  // namespace
+
+Status export_trained_onnx(std::string const& src_path, std::map<std::string, TensorData> const& values,
+                           std::string const& out_path) {
+  std::ifstream in(src_path, std::ios::binary);
+  if (!in) return not_found("cannot open model '" + src_path + "'");
+  onnx::ModelProto model;
+  if (!model.ParseFromIstream(&in)) return parse_error("'" + src_path + "' is not a valid ONNX model");
+  auto const base = std::filesystem::path(src_path).parent_path();
+  std::map<std::string, bool> used;
+  for (auto const& [name, v] : values) used[name] = false;
+  for (auto& init : *model.mutable_graph()->mutable_initializer()) {
+    auto it = values.find(init.name());
+    if (it == values.end()) {
+      if (init.data_location() == onnx::TensorProto::EXTERNAL) RETURN_IF_ERROR(inline_external(init, base));
+      continue;
+    }
+    TensorData const& v = it->second;
+    used[init.name()] = true;
+    std::vector<int64_t> dims(init.dims().begin(), init.dims().end());
+    auto dt = dtype_of(init.data_type());
+    if (dims != v.dims || !dt || *dt != v.dtype)
+      return invalid_argument("export: initializer '" + init.name() + "' is " + dims_string(dims) +
+                              " in the model but the trained value is " + dims_string(v.dims) + " " +
+                              dtype_name(v.dtype));
+    if (v.bytes.size() != static_cast<std::size_t>(v.numel()) * dtype_size(v.dtype))
+      return internal_error("export: trained value of '" + init.name() + "' has the wrong byte count");
+    init.clear_float_data();
+    init.clear_double_data();
+    init.clear_int64_data();
+    init.clear_int32_data();
+    init.clear_external_data();
+    init.set_data_location(onnx::TensorProto::DEFAULT);
+    init.set_raw_data(reinterpret_cast<char const*>(v.bytes.data()), v.bytes.size());
+  }
+  for (auto const& [name, was_used] : used)
+    if (!was_used) return invalid_argument("export: the model '" + src_path + "' has no initializer '" + name + "'");
+  if (model.ByteSizeLong() > (std::size_t{2} << 30) - 1)
+    return unsupported("export: the trained model exceeds protobuf's 2 GiB limit");
+  std::string const tmp = out_path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return io_error("cannot write '" + tmp + "'");
+    if (!model.SerializeToOstream(&out)) return io_error("writing '" + tmp + "' failed");
+    out.flush();
+    if (!out) return io_error("writing '" + tmp + "' failed");
+  }
+  if (std::rename(tmp.c_str(), out_path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return io_error("cannot rename '" + tmp + "' to '" + out_path + "'");
+  }
+  return Status::ok();
+}
+
+}  // namespace gp::graph

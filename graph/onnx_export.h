@@ -1,0 +1,18 @@
+// Writes a trained model: the original ONNX file with the named initializers' values replaced
+// (everything else — nodes, opset, metadata — unchanged), so any ONNX runtime can load it.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "graph/op_graph.h"
+#include "graph/status.h"
+
+namespace gp::graph {
+
+// `values` by initializer name; each must exist in the model with the same dims and dtype.
+// Initializers held as external data are inlined. Written atomically (temporary file, rename).
+Status export_trained_onnx(std::string const& src_path, std::map<std::string, TensorData> const& values,
+                           std::string const& out_path);
+
+}  // namespace gp::graph

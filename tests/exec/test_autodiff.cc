@@ -1,0 +1,227 @@
+#include <cmath>
+#include <random>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "exec/autodiff.h"
+#include "exec/cpu_backend.h"
+#include "exec/stage_executor.h"
+#include "tests/exec/tiny_models.h"
+
+namespace gp::exec {
+namespace {
+
+Tensor random_tensor(std::vector<int64_t> shape, uint32_t seed) {
+  Tensor t(std::move(shape));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+double dot(Tensor const& a, Tensor const& b) {
+  double s = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) s += static_cast<double>(a.data<float>()[i]) * b.data<float>()[i];
+  return s;
+}
+
+struct Model {
+  graph::OpGraph graph;
+  CpuBackend backend;
+  std::unique_ptr<StageExecutor> ex;
+  TensorMap inputs;
+  Tensor probe;  // objective = <output, probe>: its gradient w.r.t. the output is `probe`
+  graph::TensorId out = graph::kNoTensor;
+};
+
+std::unique_ptr<Model> make_model(graph::OnnxModelBuilder const& builder, int64_t batch) {
+  auto m = std::make_unique<Model>();
+  auto g = builder.to_graph();
+  EXPECT_TRUE(g.is_ok()) << g.status().message();
+  m->graph = std::move(g).value();
+  auto ex = StageExecutor::create(m->graph, m->backend);
+  EXPECT_TRUE(ex.is_ok()) << ex.status().message();
+  m->ex = std::move(ex).value();
+  uint32_t seed = 11;
+  for (graph::TensorId t : m->graph.inputs())
+    m->inputs.emplace(t, random_tensor(m->graph.tensor(t).shape.concrete(batch), seed++));
+  m->out = m->graph.outputs()[0];
+  m->probe = random_tensor(m->graph.tensor(m->out).shape.concrete(batch), 99);
+  return m;
+}
+
+double objective(Model& m) {
+  TensorMap outs;
+  EXPECT_TRUE(m.ex->forward(1000, m.inputs, outs, true, 5).is_ok());
+  m.ex->discard(1000);
+  return dot(outs.at(m.out), m.probe);
+}
+
+// Every trainable weight: analytic gradient vs central differences on a few elements each.
+void check_gradients(Model& m, int samples_per_weight = 6) {
+  TensorMap outs, in_grads;
+  m.ex->zero_grads();
+  ASSERT_TRUE(m.ex->forward(0, m.inputs, outs, true, 5).is_ok());
+  ASSERT_TRUE(m.ex->backward(0, {{m.out, m.probe}}, in_grads).is_ok());
+  ASSERT_FALSE(m.ex->parameters().empty());
+  for (auto& [name, w] : m.ex->parameters()) {
+    Tensor const& g = m.ex->gradients().at(name);
+    double gnorm = 0;
+    for (float v : g.to_vector()) gnorm += double(v) * v;
+    EXPECT_GT(gnorm, 0.0) << name << ": no gradient reached this weight";
+    int64_t const n = w.numel();
+    for (int k = 0; k < samples_per_weight && k < n; ++k) {
+      int64_t const i = (k * 7919 + 3) % n;
+      float* p = w.data<float>() + i;
+      float const orig = *p, h = 2e-3f;
+      *p = orig + h;
+      double const up = objective(m);
+      *p = orig - h;
+      double const down = objective(m);
+      *p = orig;
+      double const fd = (up - down) / (2.0 * h);
+      double const an = g.data<float>()[i];
+      EXPECT_NEAR(an, fd, 2e-2 * std::max(std::abs(fd), 0.05) + 1e-3) << name << "[" << i << "]";
+    }
+  }
+}
+
+TEST(Autodiff, MlpGradientsMatchFiniteDifferences) {
+  auto m = make_model(testing::tiny_mlp(), 3);
+  check_gradients(*m);
+}
+
+TEST(Autodiff, CnnGradientsMatchFiniteDifferences) {
+  auto m = make_model(testing::tiny_cnn(), 4);
+  check_gradients(*m);
+}
+
+TEST(Autodiff, AttentionGradientsMatchFiniteDifferences) {
+  auto m = make_model(testing::tiny_attention(), 2);
+  check_gradients(*m);
+}
+
+TEST(Autodiff, PlanMarksFanOutAndWeights) {
+  auto g = testing::tiny_mlp().to_graph();
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  auto p = plan_autodiff(*g);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->weights.size(), 5u);
+  EXPECT_EQ(p->backward_order.size(), g->num_ops());
+  auto a = g->find_tensor("a");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(p->grad_fan_in[*a], 2);
+  EXPECT_TRUE(p->input_grads.empty());  // graph inputs get no gradient
+  EXPECT_FALSE(describe(*p, *g).empty());
+}
+
+TEST(Autodiff, SplitBackwardEqualsWholeBackward) {
+  auto m = make_model(testing::tiny_cnn(), 4);
+  TensorMap outs, ig;
+  ASSERT_TRUE(m->ex->forward(0, m->inputs, outs, true, 1).is_ok());
+  ASSERT_TRUE(m->ex->backward(0, {{m->out, m->probe}}, ig).is_ok());
+  std::map<std::string, std::vector<float>> whole;
+  for (auto const& [n, g] : m->ex->gradients()) whole[n] = g.to_vector();
+  m->ex->zero_grads();
+  ASSERT_TRUE(m->ex->forward(0, m->inputs, outs, true, 1).is_ok());
+  ASSERT_TRUE(m->ex->backward_input(0, {{m->out, m->probe}}, ig).is_ok());
+  for (auto const& [n, g] : m->ex->gradients())
+    for (float v : g.to_vector()) EXPECT_EQ(v, 0.f) << n << ": B must not touch weight gradients";
+  EXPECT_GT(m->ex->saved_bytes(0), 0);  // W still needs the conv/gemm inputs
+  ASSERT_TRUE(m->ex->backward_weight(0).is_ok());
+  EXPECT_EQ(m->ex->in_flight(), 0);
+  for (auto const& [n, g] : m->ex->gradients()) EXPECT_EQ(g.to_vector(), whole[n]) << n;
+}
+
+TEST(Autodiff, SeveralMicroBatchesInFlightAccumulate) {
+  auto a = make_model(testing::tiny_mlp(), 2);
+  auto second = a->inputs;
+  for (auto& [t, x] : second) x = random_tensor(x.shape(), 77);
+  TensorMap o0, o1, ig;
+  ASSERT_TRUE(a->ex->forward(0, a->inputs, o0, true, 1).is_ok());
+  ASSERT_TRUE(a->ex->forward(1, second, o1, true, 2).is_ok());
+  EXPECT_EQ(a->ex->in_flight(), 2);
+  int64_t const both = a->ex->saved_bytes();
+  EXPECT_EQ(both, a->ex->saved_bytes(0) + a->ex->saved_bytes(1));
+  EXPECT_FALSE(a->ex->forward(1, second, o1, true, 2).is_ok());  // mb 1 is already in flight
+  ASSERT_TRUE(a->ex->backward(1, {{a->out, a->probe}}, ig).is_ok());
+  ASSERT_TRUE(a->ex->backward(0, {{a->out, a->probe}}, ig).is_ok());
+  EXPECT_EQ(a->ex->saved_bytes(), 0);
+  EXPECT_EQ(a->ex->peak_saved_bytes(), both);
+
+  auto b = make_model(testing::tiny_mlp(), 2);
+  for (auto const* in : {&a->inputs, &second}) {
+    TensorMap o;
+    ASSERT_TRUE(b->ex->forward(0, *in, o, true, 1).is_ok());
+    ASSERT_TRUE(b->ex->backward(0, {{b->out, b->probe}}, ig).is_ok());
+  }
+  for (auto const& [n, g] : a->ex->gradients()) {
+    auto x = g.to_vector(), y = b->ex->gradients().at(n).to_vector();
+    for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-6) << n;
+  }
+}
+
+TEST(Autodiff, InferenceKeepsNothing) {
+  auto m = make_model(testing::tiny_attention(), 2);
+  TensorMap outs;
+  ASSERT_TRUE(m->ex->forward(0, m->inputs, outs, false).is_ok());
+  EXPECT_EQ(m->ex->in_flight(), 0);
+  EXPECT_EQ(m->ex->saved_bytes(), 0);
+  TensorMap ig;
+  EXPECT_FALSE(m->ex->backward(0, {{m->out, m->probe}}, ig).is_ok());
+}
+
+// A pipeline cut: two stages chained by their boundary tensors give the whole graph's gradients.
+TEST(Autodiff, TwoStagesEqualTheWholeGraph) {
+  auto whole = make_model(testing::tiny_attention(), 2);
+  check_gradients(*whole, 0);
+  auto const& g = whole->graph;
+  auto const& topo = g.topo_order();
+  std::size_t const cut = topo.size() / 2;
+  std::vector<graph::OpId> s1(topo.begin(), topo.begin() + cut), s2(topo.begin() + cut, topo.end());
+  CpuBackend be;
+  auto e1 = StageExecutor::create(g, be, s1);
+  auto e2 = StageExecutor::create(g, be, s2);
+  ASSERT_TRUE(e1.is_ok() && e2.is_ok());
+  EXPECT_FALSE((*e2)->plan().input_grads.empty());
+  TensorMap o1, o2, in2 = whole->inputs, g1, g2;
+  ASSERT_TRUE((*e1)->forward(0, whole->inputs, o1, true, 5).is_ok());
+  for (auto const& [t, v] : o1) in2[t] = v;
+  ASSERT_TRUE((*e2)->forward(0, in2, o2, true, 5).is_ok());
+  ASSERT_TRUE((*e2)->backward(0, {{whole->out, whole->probe}}, g2).is_ok());
+  ASSERT_EQ(g2.size(), (*e2)->plan().input_grads.size());
+  ASSERT_TRUE((*e1)->backward(0, g2, g1).is_ok());
+  std::size_t seen = 0;
+  for (auto* e : {e1->get(), e2->get()}) {
+    for (auto const& [n, grad] : e->gradients()) {
+      ++seen;
+      auto x = grad.to_vector(), y = whole->ex->gradients().at(n).to_vector();
+      for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-5 + 1e-5 * std::abs(y[i])) << n;
+    }
+  }
+  EXPECT_EQ(seen, whole->ex->parameters().size());
+}
+
+TEST(Autodiff, UnsupportedOpIsNamed) {
+  graph::OpGraph g;
+  auto x = g.add_tensor(graph::TensorInfo{.name = "x", .shape = {{graph::kBatch, 4}}, .role = graph::TensorRole::kInput});
+  auto y = g.add_tensor(graph::TensorInfo{.name = "y", .shape = {{graph::kBatch, 4}}});
+  graph::Op op;
+  op.name = "the_hardmax";
+  op.type = "Hardmax";
+  op.inputs = {x};
+  op.outputs = {y};
+  g.add_op(op);
+  g.mark_input(x);
+  g.mark_output(y);
+  ASSERT_TRUE(g.finalize().is_ok());
+  CpuBackend be;
+  auto ex = StageExecutor::create(g, be);
+  ASSERT_FALSE(ex.is_ok());
+  EXPECT_EQ(ex.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(ex.status().message().find("Hardmax"), std::string::npos) << ex.status().message();
+}
+
+}  // namespace
+}  // namespace gp::exec

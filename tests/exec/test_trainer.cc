@@ -1,0 +1,191 @@
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "exec/cpu_backend.h"
+#include "exec/trainer.h"
+#include "graph/onnx_export.h"
+#include "graph/onnx_import.h"
+#include "models/zoo.h"
+#include "tests/exec/tiny_models.h"
+
+namespace gp::exec {
+namespace {
+
+TrainConfig base_config() {
+  TrainConfig c;
+  c.batch = 8;
+  c.micro_batches = 1;
+  c.steps = 4;
+  c.seed = 3;
+  c.optimizer.lr = 0.05f;
+  c.optimizer.momentum = 0.9f;
+  c.optimizer.weight_decay = 1e-3f;
+  c.data.samples = 32;
+  return c;
+}
+
+std::unique_ptr<Trainer> make_trainer(graph::OpGraph const& g, Backend& be, TrainConfig const& c) {
+  auto data = make_data_source(c.data, g, c.loss, c.seed);
+  EXPECT_TRUE(data.is_ok()) << data.status().message();
+  auto t = Trainer::create(c, g, be, std::move(data).value());
+  EXPECT_TRUE(t.is_ok()) << t.status().message();
+  return std::move(t).value();
+}
+
+void expect_close(std::map<std::string, Tensor> const& a, std::map<std::string, Tensor> const& b, double rtol,
+                  double atol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (auto const& [n, t] : a) {
+    auto x = t.to_vector(), y = b.at(n).to_vector();
+    ASSERT_EQ(x.size(), y.size()) << n;
+    for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], atol + rtol * std::abs(y[i])) << n << "[" << i << "]";
+  }
+}
+
+// Synchronous semantics: N micro-batches accumulate to exactly one big-batch step.
+TEST(Trainer, MicroBatchAccumulationEqualsOneBigBatch) {
+  for (auto make : {&testing::tiny_mlp, &testing::tiny_attention}) {
+    auto g = make(1).to_graph();
+    ASSERT_TRUE(g.is_ok()) << g.status().message();
+    CpuBackend be;
+    for (auto kind : {OptimizerKind::kSgd, OptimizerKind::kAdam}) {
+      TrainConfig c = base_config();
+      c.optimizer.kind = kind;
+      c.optimizer.lr = kind == OptimizerKind::kSgd ? 0.05f : 1e-3f;
+      auto big = make_trainer(*g, be, c);
+      c.micro_batches = 4;
+      auto small = make_trainer(*g, be, c);
+      ASSERT_TRUE(big->run(nullptr).is_ok());
+      ASSERT_TRUE(small->run(nullptr).is_ok());
+      expect_close(small->executor().parameters(), big->executor().parameters(), 1e-5, 1e-6);
+      for (std::size_t i = 0; i < big->losses().size(); ++i)
+        EXPECT_NEAR(small->losses()[i], big->losses()[i], 1e-5 * std::abs(big->losses()[i]));
+    }
+  }
+}
+
+// Running in two pieces equals one run (BatchNorm running statistics included).
+TEST(Trainer, RunningInPiecesEqualsOneRun) {
+  auto g = testing::tiny_cnn().to_graph();
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  CpuBackend be;
+  TrainConfig c = base_config();
+  auto a = make_trainer(*g, be, c);
+  auto b = make_trainer(*g, be, c);
+  ASSERT_TRUE(a->run(nullptr).is_ok());
+  ASSERT_TRUE(b->run(nullptr, 2).is_ok());
+  ASSERT_TRUE(b->run(nullptr).is_ok());
+  expect_close(a->trained_tensors(), b->trained_tensors(), 0, 0);
+}
+
+TEST(Trainer, NanLossStopsWithTheStepNumber) {
+  auto g = testing::tiny_mlp().to_graph();
+  ASSERT_TRUE(g.is_ok());
+  CpuBackend be;
+  TrainConfig c = base_config();
+  c.steps = 50;
+  c.optimizer.lr = 1e30f;
+  c.optimizer.momentum = 0;
+  auto t = make_trainer(*g, be, c);
+  Status s = t->run(nullptr);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), StatusCode::kNumerical);
+  std::string const msg = s.message();
+  EXPECT_NE(msg.find("at step " + std::to_string(t->steps_done() + 1)), std::string::npos) << msg;
+  EXPECT_TRUE(msg.find("NaN") != std::string::npos || msg.find("Inf") != std::string::npos) << msg;
+}
+
+TEST(Trainer, ProgressLineShowsStepLossThroughputAndEta) {
+  auto g = testing::tiny_mlp().to_graph();
+  ASSERT_TRUE(g.is_ok());
+  CpuBackend be;
+  TrainConfig c = base_config();
+  c.log_interval = 2;
+  auto t = make_trainer(*g, be, c);
+  std::ostringstream os;
+  ASSERT_TRUE(t->run(&os).is_ok());
+  std::string const out = os.str();
+  EXPECT_NE(out.find("step 2/4"), std::string::npos) << out;
+  EXPECT_NE(out.find("step 4/4"), std::string::npos) << out;
+  EXPECT_NE(out.find("loss "), std::string::npos);
+  EXPECT_NE(out.find("samples/s"), std::string::npos);
+  EXPECT_NE(out.find("ETA"), std::string::npos);
+}
+
+// Every zoo model at tiny size: a few dozen steps on a small fixed synthetic set, loss falls.
+TEST(Trainer, LossFallsForEveryZooModel) {
+  for (auto const& info : models::model_list()) {
+    SCOPED_TRACE(info.name);
+    auto g = models::build_graph(info.name, models::Size::kTiny, 0);
+    ASSERT_TRUE(g.is_ok()) << g.status().message();
+    CpuBackend be;
+    TrainConfig c;
+    c.loss = info.task == models::Task::kRegression ? LossKind::kMse : LossKind::kCrossEntropy;
+    c.optimizer.kind = OptimizerKind::kAdam;
+    c.optimizer.lr = 3e-3f;
+    c.batch = 4;
+    c.micro_batches = 2;
+    c.steps = 20;
+    c.seed = 1;
+    c.data.samples = 8;
+    auto data = make_data_source(c.data, *g, c.loss, c.seed);
+    ASSERT_TRUE(data.is_ok()) << data.status().message();
+    auto t = Trainer::create(c, *g, be, std::move(data).value());
+    ASSERT_TRUE(t.is_ok()) << t.status().message();
+    ASSERT_TRUE((*t)->run(nullptr).is_ok());
+    auto const& l = (*t)->losses();
+    double const first = (l[0] + l[1]) / 2, last = (l[l.size() - 1] + l[l.size() - 2]) / 2;
+    EXPECT_LT(last, 0.8 * first) << "loss " << first << " -> " << last;
+  }
+}
+
+TEST(Trainer, ExportedOnnxLoadsWithTheTrainedValues) {
+  auto const dir = std::filesystem::temp_directory_path() / ("gp_export_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string const src = (dir / "cnn.onnx").string(), out = (dir / "cnn.trained.onnx").string();
+  ASSERT_TRUE(testing::tiny_cnn().save(src).is_ok());
+  auto g = graph::load_onnx(src);
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  CpuBackend be;
+  auto t = make_trainer(*g, be, base_config());
+  ASSERT_TRUE(t->run(nullptr).is_ok());
+  std::map<std::string, graph::TensorData> values;
+  for (auto const& [name, v] : t->trained_tensors()) {
+    graph::TensorData d;
+    d.dims = v.shape();
+    d.bytes.resize(v.nbytes());
+    std::memcpy(d.bytes.data(), v.raw(), v.nbytes());
+    values.emplace(name, std::move(d));
+  }
+  ASSERT_TRUE(graph::export_trained_onnx(src, values, out).is_ok());
+  auto back = graph::load_onnx(out);
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  for (auto const& [name, v] : t->trained_tensors()) {
+    auto id = back->find_tensor(name);
+    ASSERT_TRUE(id.has_value()) << name;
+    auto const& data = back->tensor(*id).data;
+    ASSERT_TRUE(data) << name;
+    ASSERT_EQ(data->bytes.size(), v.nbytes());
+    EXPECT_EQ(std::memcmp(data->bytes.data(), v.raw(), v.nbytes()), 0) << name << " is not the trained value";
+    if (!t->executor().parameters().count(name)) continue;
+    auto orig = g->tensor(*g->find_tensor(name)).data;
+    EXPECT_NE(std::memcmp(orig->bytes.data(), v.raw(), v.nbytes()), 0) << name << " did not change in training";
+  }
+  // A value for a tensor the model does not have, or of the wrong shape, is refused.
+  auto bad = values;
+  bad.emplace("no_such_weight", values.begin()->second);
+  EXPECT_FALSE(graph::export_trained_onnx(src, bad, out).is_ok());
+  bad = values;
+  bad.begin()->second.dims.push_back(1);
+  EXPECT_FALSE(graph::export_trained_onnx(src, bad, out).is_ok());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gp::exec

@@ -1,0 +1,84 @@
+// Tiny models built inline for the executor's tests: an MLP with a fanned-out hidden layer, a CNN
+// with BatchNorm and pooling, and a single-head self-attention block with LayerNorm and a
+// residual connection.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "graph/onnx_builder.h"
+
+namespace gp::exec::testing {
+
+using graph::Attributes;
+using graph::InitRule;
+using graph::kBatch;
+
+inline graph::OnnxModelBuilder tiny_mlp(uint64_t seed = 1) {
+  graph::OnnxModelBuilder b("tiny_mlp", 17, seed);
+  auto x = b.add_input("x", {kBatch, 8});
+  auto w1 = b.add_initializer("w1", {16, 8}, InitRule::uniform(0.5));
+  auto b1 = b.add_initializer("b1", {16}, InitRule::uniform(0.1));
+  auto w2 = b.add_initializer("w2", {4, 16}, InitRule::uniform(0.4));
+  auto b2 = b.add_initializer("b2", {4}, InitRule::uniform(0.1));
+  auto w3 = b.add_initializer("w3", {16, 4}, InitRule::uniform(0.4));
+  b.add_node("Gemm", {x, w1, b1}, {"h"}, {{"transB", int64_t{1}}});
+  b.add_node("Tanh", {"h"}, {"a"});
+  b.add_node("Gemm", {"a", w2, b2}, {"y1"}, {{"transB", int64_t{1}}});
+  b.add_node("MatMul", {"a", w3}, {"y2"});  // `a` fans out: its gradient is a sum
+  b.add_node("Add", {"y1", "y2"}, {"y"});
+  b.add_output("y", {kBatch, 4});
+  return b;
+}
+
+inline graph::OnnxModelBuilder tiny_cnn(uint64_t seed = 2) {
+  graph::OnnxModelBuilder b("tiny_cnn", 17, seed);
+  auto x = b.add_input("x", {kBatch, 2, 6, 6});
+  auto w = b.add_initializer("conv.w", {4, 2, 3, 3}, InitRule::uniform(0.4));
+  auto cb = b.add_initializer("conv.b", {4}, InitRule::uniform(0.1));
+  auto s = b.add_initializer("bn.scale", {4}, InitRule::uniform(1.0));
+  auto bb = b.add_initializer("bn.bias", {4}, InitRule::uniform(0.2));
+  auto m = b.add_initializer("bn.mean", {4}, InitRule::zeros(), false);
+  auto v = b.add_initializer("bn.var", {4}, InitRule::ones(), false);
+  auto fw = b.add_initializer("fc.w", {3, 36}, InitRule::uniform(0.3));
+  auto fb = b.add_initializer("fc.b", {3}, InitRule::uniform(0.1));
+  b.add_node("Conv", {x, w, cb}, {"c"},
+             {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  b.add_node("BatchNormalization", {"c", s, bb, m, v}, {"bn", "bn.mean_out", "bn.var_out"},
+             {{"epsilon", 1e-5}, {"momentum", 0.9}, {"training_mode", int64_t{1}}});
+  b.add_node("Sigmoid", {"bn"}, {"act"});
+  b.add_node("AveragePool", {"act"}, {"p"},
+             {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}});
+  b.add_node("Flatten", {"p"}, {"f"}, {{"axis", int64_t{1}}});
+  b.add_node("Gemm", {"f", fw, fb}, {"y"}, {{"transB", int64_t{1}}});
+  b.add_output("y", {kBatch, 3});
+  return b;
+}
+
+inline graph::OnnxModelBuilder tiny_attention(uint64_t seed = 3) {
+  int64_t const t = 4, d = 8;
+  graph::OnnxModelBuilder b("tiny_attention", 17, seed);
+  auto x = b.add_input("x", {kBatch, t, d});
+  auto g = b.add_initializer("ln.scale", {d}, InitRule::uniform(1.0));
+  auto be = b.add_initializer("ln.bias", {d}, InitRule::uniform(0.1));
+  auto wq = b.add_initializer("wq", {d, d}, InitRule::uniform(0.4));
+  auto wk = b.add_initializer("wk", {d, d}, InitRule::uniform(0.4));
+  auto wv = b.add_initializer("wv", {d, d}, InitRule::uniform(0.4));
+  auto wo = b.add_initializer("wo", {d, 5}, InitRule::uniform(0.4));
+  auto scale = b.add_initializer("scale", graph::TensorData::from_floats({}, {1.f / std::sqrt(float(d))}), false);
+  b.add_node("LayerNormalization", {x, g, be}, {"ln"}, {{"axis", int64_t{-1}}, {"epsilon", 1e-5}});
+  b.add_node("MatMul", {"ln", wq}, {"q"});
+  b.add_node("MatMul", {"ln", wk}, {"k"});
+  b.add_node("MatMul", {"ln", wv}, {"v"});
+  b.add_node("Transpose", {"k"}, {"kt"}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+  b.add_node("MatMul", {"q", "kt"}, {"s"});
+  b.add_node("Mul", {"s", scale}, {"ss"});
+  b.add_node("Softmax", {"ss"}, {"att"}, {{"axis", int64_t{-1}}});
+  b.add_node("MatMul", {"att", "v"}, {"o"});
+  b.add_node("Add", {"o", x}, {"r"});  // residual: x and ln(x) both reach the output
+  b.add_node("MatMul", {"r", wo}, {"y"});
+  b.add_output("y", {kBatch, t, 5});
+  return b;
+}
+
+}  // namespace gp::exec::testing
