@@ -1,0 +1,204 @@
+// Planner comparison: GPP against the sequential baselines (PipeDream-style, Piper-style,
+// balanced) on the zoo models (paper size, analytic cost model) and on PipeDream's real profiles.
+// Prints one row per planner with search time, states explored, predicted samples/s, and a
+// summary of the ratios GPP/(a), GPP/(b), GPP/(c). Settings: bench/partition/README.md.
+//
+//   bench_partition [--quick] [--time-limit S] [--models mmt,dlrm,...] [--devices 4,8] [--info]
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "graph/cost_model.h"
+#include "models/zoo.h"
+#include "partition/downsets.h"
+#include "partition/from_graph.h"
+#include "partition/pipedream_profile.h"
+#include "partition/planner.h"
+
+namespace gp::partition {
+namespace {
+
+struct Setting {
+  std::string model;
+  bool profile = false;       // a PipeDream profile instead of a zoo model
+  int64_t batch = 0;          // global batch B
+  int64_t memory = 0;         // per device, bytes
+};
+
+// Zoo models: batch and memory chosen so the sequential plans are memory-bound (README.md).
+std::vector<Setting> zoo_settings() {
+  return {
+      {"mmt", false, 128, int64_t{16} << 30},
+      {"dlrm", false, 2048, int64_t{16} << 30},
+      {"candle_uno", false, 2048, int64_t{16} << 30},
+      {"inception", false, 256, int64_t{16} << 30},
+      {"transformer", false, 128, int64_t{16} << 30},
+  };
+}
+
+std::vector<Setting> profile_settings() {
+  return {
+      {"alexnet", true, 64, int64_t{16} << 30},  {"vgg16", true, 64, int64_t{16} << 30},
+      {"resnet18", true, 64, int64_t{16} << 30}, {"resnet50", true, 64, int64_t{16} << 30},
+      {"gnmt", true, 64, int64_t{16} << 30},
+  };
+}
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", bytes / double(int64_t{1} << 30));
+  return buf;
+}
+
+struct Outcome {
+  std::optional<Plan> plan;
+  std::string error;
+  double seconds = 0;
+};
+
+Result<Problem> make_problem(Setting const& s, int devices, std::map<std::string, std::shared_ptr<graph::OpGraph const>>& graphs) {
+  Cluster cluster = Cluster::uniform(devices, s.memory);
+  if (s.profile) {
+    std::string const path = std::string(GP_SOURCE_DIR) + "/../shared/data/pipedream-profiles/" + s.model + "/graph.txt";
+    ASSIGN_OR_RETURN(Problem p, read_pipedream_profile(path));
+    p.cluster = cluster;
+    p.batch = s.batch;
+    RETURN_IF_ERROR(p.finalize());
+    return p;
+  }
+  auto it = graphs.find(s.model);
+  if (it == graphs.end()) {
+    ASSIGN_OR_RETURN(graph::OpGraph g, models::build_graph(s.model, models::Size::kPaper, 0, false));
+    it = graphs.emplace(s.model, std::make_shared<graph::OpGraph const>(std::move(g))).first;
+  }
+  return problem_from_graph(it->second, std::make_shared<graph::AnalyticCostModel>(), cluster, s.batch);
+}
+
+}  // namespace
+}  // namespace gp::partition
+
+int main(int argc, char** argv) {
+  using namespace gp::partition;
+  bool quick = false, info = false;
+  double time_limit = 120;
+  std::vector<std::string> only_models;
+  std::vector<int> only_devices;
+  auto split = [](std::string const& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) out.push_back(item);
+    return out;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string const a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--info") info = true;
+    else if (a == "--time-limit" && i + 1 < argc) time_limit = std::stod(argv[++i]);
+    else if (a == "--models" && i + 1 < argc) only_models = split(argv[++i]);
+    else if (a == "--devices" && i + 1 < argc) for (auto const& d : split(argv[++i])) only_devices.push_back(std::stoi(d));
+    else {
+      std::fprintf(stderr, "usage: bench_partition [--quick] [--info] [--time-limit S] [--models a,b] [--devices 4,8]\n");
+      return 2;
+    }
+  }
+  std::map<std::string, std::shared_ptr<gp::graph::OpGraph const>> graphs;
+  std::vector<std::pair<Setting, std::vector<int>>> rows;
+  for (auto const& s : zoo_settings()) rows.push_back({s, quick ? std::vector<int>{4, 16} : std::vector<int>{4, 8, 16, 32}});
+  for (auto const& s : profile_settings()) rows.push_back({s, quick ? std::vector<int>{4} : std::vector<int>{2, 4, 8, 16}});
+
+  if (info) {
+    std::printf("%-12s %6s %6s %10s %12s %12s %12s %10s\n", "model", "nodes", "edges", "downsets", "weights_GiB",
+                "act/sample_MiB", "fwd_ms@b=1", "B");
+    for (auto const& [s, devs] : rows) {
+      if (!only_models.empty() && std::find(only_models.begin(), only_models.end(), s.model) == only_models.end()) continue;
+      auto p = make_problem(s, 1, graphs);
+      if (!p) {
+        std::printf("%-12s error: %s\n", s.model.c_str(), p.status().message().c_str());
+        continue;
+      }
+      int64_t w = 0, a = 0;
+      for (auto const& n : p->nodes) w += n.weight_bytes, a += n.activation_bytes_per_sample;
+      double t = 0;
+      for (auto const& nt : p->node_times(1)) t += nt.total_s();
+      auto ds = enumerate_downsets(*p, 200000);
+      std::string dcount = ds ? std::to_string(ds->count()) : ">200000";
+      std::printf("%-12s %6zu %6zu %10s %12s %12.1f %12.3f %10lld\n", s.model.c_str(), p->nodes.size(), p->edges.size(),
+                  dcount.c_str(), gib(double(w)).c_str(), double(a) / (1 << 20), t * 1e3, (long long)s.batch);
+    }
+    return 0;
+  }
+
+  char const* planners[] = {"gpp", "pipedream", "piper", "balanced"};
+  struct Summary {
+    std::string model;
+    int devices;
+    double ratio[3];
+    bool have[3];
+  };
+  std::vector<Summary> summaries;
+  std::printf("%-11s %4s %5s %-10s %10s %10s %11s %5s %5s %6s %9s %8s\n", "model", "dev", "B", "planner", "search_s",
+              "states", "samples/s", "depth", "b", "stages", "peak_GiB", "GPP/x");
+  for (auto const& [s, devs] : rows) {
+    if (!only_models.empty() && std::find(only_models.begin(), only_models.end(), s.model) == only_models.end()) continue;
+    for (int n : devs) {
+      if (!only_devices.empty() && std::find(only_devices.begin(), only_devices.end(), n) == only_devices.end()) continue;
+      auto p = make_problem(s, n, graphs);
+      if (!p) {
+        std::printf("%-11s %4d error: %s\n", s.model.c_str(), n, p.status().message().c_str());
+        continue;
+      }
+      Outcome out[4];
+      for (int k = 0; k < 4; ++k) {
+        PlannerOptions options;
+        options.time_limit_s = time_limit;
+        auto const start = std::chrono::steady_clock::now();
+        auto plan = plan_with(planners[k], *p, options);
+        out[k].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (plan) out[k].plan = std::move(plan).value();
+        else out[k].error = plan.status().message();
+      }
+      Summary sum{s.model, n, {0, 0, 0}, {false, false, false}};
+      for (int k = 0; k < 4; ++k) {
+        char ratio[32] = "";
+        if (k > 0 && out[0].plan && out[k].plan) {
+          sum.ratio[k - 1] = out[0].plan->samples_per_s / out[k].plan->samples_per_s;
+          sum.have[k - 1] = true;
+          std::snprintf(ratio, sizeof ratio, "%.2f", sum.ratio[k - 1]);
+        }
+        if (out[k].plan) {
+          Plan const& pl = *out[k].plan;
+          double peak = 0;
+          for (auto const& st : pl.stages) peak = std::max(peak, double(st.peak_memory_bytes));
+          std::printf("%-11s %4d %5lld %-10s %10.4f %10lld %11.1f %5d %5lld %6zu %9s %8s%s\n", s.model.c_str(), n,
+                      (long long)s.batch, planners[k], out[k].seconds, (long long)pl.states_explored, pl.samples_per_s,
+                      pl.depth, (long long)pl.micro_batch, pl.stages.size(), gib(peak).c_str(), ratio,
+                      pl.notes.empty() ? "" : "  (linearised)");
+        } else {
+          std::printf("%-11s %4d %5lld %-10s %10.4f %10s %11s  n/a (%s)\n", s.model.c_str(), n, (long long)s.batch,
+                      planners[k], out[k].seconds, "-", "n/a", out[k].error.c_str());
+        }
+      }
+      std::fflush(stdout);
+      summaries.push_back(sum);
+    }
+  }
+  std::printf("\nSummary: GPP throughput over (a) PipeDream-style, (b) Piper-style, (c) balanced\n");
+  std::printf("%-11s %4s %8s %8s %8s\n", "model", "dev", "GPP/(a)", "GPP/(b)", "GPP/(c)");
+  for (auto const& s : summaries) {
+    std::printf("%-11s %4d", s.model.c_str(), s.devices);
+    for (int k = 0; k < 3; ++k) {
+      if (s.have[k]) std::printf(" %8.2f", s.ratio[k]);
+      else std::printf(" %8s", "n/a");
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
