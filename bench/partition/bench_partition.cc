@@ -30,24 +30,26 @@ struct Setting {
   bool profile = false;       // a PipeDream profile instead of a zoo model
   int64_t batch = 0;          // global batch B
   int64_t memory = 0;         // per device, bytes
+  int64_t profile_batch = 1;  // profiles: samples the profile's times are for
 };
 
 // Zoo models: batch and memory chosen so the sequential plans are memory-bound (README.md).
 std::vector<Setting> zoo_settings() {
   return {
-      {"mmt", false, 128, int64_t{16} << 30},
-      {"dlrm", false, 2048, int64_t{16} << 30},
-      {"candle_uno", false, 2048, int64_t{16} << 30},
-      {"inception", false, 256, int64_t{16} << 30},
-      {"transformer", false, 128, int64_t{16} << 30},
+      {"mmt", false, 128, int64_t{6} << 30},
+      {"dlrm", false, 2048, int64_t{8} << 30},
+      {"candle_uno", false, 2048, int64_t{8} << 30},
+      {"inception", false, 256, int64_t{4} << 30},
+      {"transformer", false, 128, int64_t{6} << 30},
   };
 }
 
 std::vector<Setting> profile_settings() {
+  // B = 4x the batch each profile was measured at (inferred from its activation sizes).
   return {
-      {"alexnet", true, 64, int64_t{16} << 30},  {"vgg16", true, 64, int64_t{16} << 30},
-      {"resnet18", true, 64, int64_t{16} << 30}, {"resnet50", true, 64, int64_t{16} << 30},
-      {"gnmt", true, 64, int64_t{16} << 30},
+      {"alexnet", true, 1024, int64_t{16} << 30, 256}, {"vgg16", true, 512, int64_t{16} << 30, 128},
+      {"resnet18", true, 1024, int64_t{16} << 30, 256}, {"resnet50", true, 512, int64_t{16} << 30, 128},
+      {"gnmt", true, 256, int64_t{16} << 30, 64},
   };
 }
 
@@ -67,7 +69,7 @@ Result<Problem> make_problem(Setting const& s, int devices, std::map<std::string
   Cluster cluster = Cluster::uniform(devices, s.memory);
   if (s.profile) {
     std::string const path = std::string(GP_SOURCE_DIR) + "/../shared/data/pipedream-profiles/" + s.model + "/graph.txt";
-    ASSIGN_OR_RETURN(Problem p, read_pipedream_profile(path));
+    ASSIGN_OR_RETURN(Problem p, read_pipedream_profile(path, {.profile_batch = s.profile_batch}));
     p.cluster = cluster;
     p.batch = s.batch;
     RETURN_IF_ERROR(p.finalize());
