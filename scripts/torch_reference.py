@@ -205,11 +205,11 @@ def load_module(args, model, trainable):
     if args.torchvision:
         m = resnet18(args.classes, 0)
         inits = {i.name: torch.from_numpy(onnx.numpy_helper.to_array(i).copy()) for i in model.graph.initializer}
-        sd = m.state_dict()
+        sd = {k: v for k, v in m.state_dict().items() if not k.endswith("num_batches_tracked")}
         missing = [k for k in sd if k not in inits]
         if missing:
             sys.exit(f"torch_reference: the ONNX lacks torchvision weights {missing[:5]}")
-        m.load_state_dict({k: inits[k] for k in sd})
+        m.load_state_dict({k: inits[k] for k in sd}, strict=False)
         m.train()
         named = [(n, p) for n, p in m.named_parameters()]
         return (lambda xs: m(xs[0])), named
