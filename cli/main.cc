@@ -58,7 +58,10 @@ int main(int argc, char** argv) {
       status = gp::internal_error(std::string("unexpected exception: ") + e.what());
     }
     if (!status.is_ok()) {
-      std::fprintf(stderr, "graphpipe %s: error: %s\n", cmd.app->get_name().c_str(), status.message().c_str());
+      std::string name = cmd.app->get_name();  // "models export" for nested subcommands
+      for (CLI::App const* p = cmd.app->get_parent(); p != nullptr && p->get_parent() != nullptr; p = p->get_parent())
+        name = p->get_name() + " " + name;
+      std::fprintf(stderr, "graphpipe %s: error: %s\n", name.c_str(), status.message().c_str());
       return status.code() == gp::StatusCode::kInvalidArgument ? 2 : 1;
     }
     return 0;
