@@ -1,0 +1,134 @@
+// Runs the real graphpipe binary on bad input: every case must exit non-zero with exactly one
+// line on stderr that names the problem, and leave no output file behind.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(fs::path const& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("gp_cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  CliRun run(std::string const& args) {
+    fs::path const out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
+    std::string const cmd = std::string(GP_GRAPHPIPE_BIN) + " " + args + " >" + out.string() + " 2>" + err.string();
+    int const status = std::system(cmd.c_str());
+    CliRun r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    fs::remove(out);
+    fs::remove(err);
+    return r;
+  }
+
+  fs::path write(std::string const& name, std::string const& text) {
+    fs::path const p = dir_ / name;
+    std::ofstream(p) << text;
+    return p;
+  }
+
+  // The failure contract: non-zero exit, one line on stderr containing `needle`.
+  static void expect_one_line_error(CliRun const& r, std::string const& needle) {
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr was: " << r.err;
+    ASSERT_FALSE(r.err.empty());
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "expected exactly one line, got: " << r.err;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(CliTest, VersionAndHelp) {
+  CliRun v = run("--version");
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_NE(v.out.find("graphpipe"), std::string::npos);
+  CliRun h = run("--help");
+  EXPECT_EQ(h.exit_code, 0);
+  EXPECT_NE(h.out.find("Examples:"), std::string::npos);
+}
+
+TEST_F(CliTest, MissingOnnxFile) {
+  expect_one_line_error(run("inspect " + (dir_ / "nope.onnx").string()), "nope.onnx");
+}
+
+TEST_F(CliTest, CorruptOnnxFile) {
+  fs::path const p = write("garbage.onnx", "this is not a protobuf \x01\x02\x03");
+  CliRun r = run("inspect " + p.string());
+  expect_one_line_error(r, "garbage.onnx");
+}
+
+TEST_F(CliTest, PartitionImpossibleMemoryWritesNothing) {
+  fs::path const model = dir_ / "mlp.onnx";
+  ASSERT_EQ(run("models export mlp --size small --out " + model.string()).exit_code, 0);
+  fs::path const plan = dir_ / "plan.json";
+  CliRun r = run("partition " + model.string() + " --devices 2 --memory 1MiB -o " + plan.string());
+  expect_one_line_error(r, "memory");
+  EXPECT_FALSE(fs::exists(plan));
+}
+
+TEST_F(CliTest, PartitionThenSimulate) {
+  fs::path const model = dir_ / "mmt.onnx";
+  ASSERT_EQ(run("models export mmt --size tiny --out " + model.string()).exit_code, 0);
+  fs::path const plan = dir_ / "plan.json";
+  CliRun p = run("partition " + model.string() + " --devices 4 --memory 16GiB --batch 32 -o " + plan.string());
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.out.find("samples/s"), std::string::npos);
+  ASSERT_TRUE(fs::exists(plan));
+  CliRun s = run("simulate " + plan.string());
+  EXPECT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.out.find("samples/s"), std::string::npos);
+}
+
+TEST_F(CliTest, MalformedPlanJson) {
+  fs::path const plan = write("plan.json", "{\"version\": 1, \"stages\": [");
+  expect_one_line_error(run("simulate " + plan.string()), "plan.json");
+}
+
+TEST_F(CliTest, MalformedSchedule) {
+  fs::path const model = dir_ / "mlp.onnx";
+  ASSERT_EQ(run("models export mlp --size tiny --out " + model.string()).exit_code, 0);
+  fs::path const plan = dir_ / "plan.json";
+  ASSERT_EQ(run("partition " + model.string() + " --devices 2 --memory 16GiB --batch 8 -o " + plan.string()).exit_code, 0);
+  fs::path const sched = write("bad.txt", "this is not a schedule\n");
+  expect_one_line_error(run("schedule --check " + sched.string() + " --plan " + plan.string()), "bad.txt");
+}
+
+TEST_F(CliTest, ConfigWithUnknownKey) {
+  fs::path const cfg = write("train.yaml", "model: {zoo: mlp, size: tiny}\nlearning_rat: 0.1\nsteps: 1\n");
+  expect_one_line_error(run("train --config " + cfg.string()), "learning_rat");
+}
+
+TEST_F(CliTest, UnknownModelName) {
+  fs::path const out = dir_ / "x.onnx";
+  CliRun r = run("models export resnet9000 --size tiny --out " + out.string());
+  expect_one_line_error(r, "resnet9000");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+}  // namespace
