@@ -1,3 +1,4 @@
+// Objective and search: see partition/gpp_dp.h (least step time, not GRAPHPIPE.md's tau first).
 #include "partition/gpp_dp.h"
 
 #include <algorithm>
@@ -557,92 +558,95 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
     order.push_back(order.size());
   }
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t c) { return floors[a] < floors[c]; });
-  // With the search at [lo, hi) and min_depth the least depth at some feasible tau >= the optimum
-  // (fewer plans meet a smaller tau, so the final depth is no less), a step takes at least
-  // (m + min_depth - 1) * lo * b. Ordering edges can make the true depth smaller than the DP's, so
-  // the depth term is used only on series-parallel graphs.
+  // A plan of DP depth d at bound tau takes at least (m + d - 1) * tau * b per step. Ordering edges
+  // can make the true depth smaller than the DP's, so there only depth 1 is assumed.
   bool const exact_depth = tree.added_edges.empty();
-  auto hopeless = [&](double lo, int64_t b, int min_depth) {
-    double const d = exact_depth ? min_depth : 1;
-    return best && (static_cast<double>(p.batch / b) + d - 1) * lo * static_cast<double>(b) >
-                       best->step_time_s * (1 + 1e-9);
+  auto beats_best = [&](double tau, int64_t b, int depth) {
+    double const d = exact_depth ? depth : 1;
+    return !best || (static_cast<double>(p.batch / b) + d - 1) * tau * static_cast<double>(b) <=
+                        best->step_time_s * (1 + 1e-9);
+  };
+  auto check_time = [&]() -> Status {
+    if (options.time_limit_s > 0 && elapsed() > options.time_limit_s) {
+      return timeout_error("gpp: search exceeded the time limit of " + std::to_string(options.time_limit_s) +
+                           " s; raise --time-limit or use fewer micro-batch candidates");
+    }
+    return Status::ok();
   };
   for (std::size_t bi : order) {
     int64_t const b = sizes[bi];
     Engine& engine = *engines[bi];
-    std::optional<Engine::Eval> found;
+    // D(tau), the least DP depth of a plan meeting tau, only falls as tau grows; the best step at
+    // this b is min over depths d of (m + d - 1) * b * tau_d with tau_d the least tau reaching
+    // depth <= d. So search tau_d for target = every depth (tau_min), then for one less than the
+    // depth found each time, while some depth can still beat the best plan from tau_d's lower end.
+    int target = p.cluster.size();
     double lo = floors[bi];
     double hi = std::numeric_limits<double>::infinity();
-    int min_depth = 1;
-    if (hopeless(lo, b, min_depth)) continue;
-    auto check_time = [&]() -> Status {
-      if (options.time_limit_s > 0 && elapsed() > options.time_limit_s) {
-        return timeout_error("gpp: search exceeded the time limit of " + std::to_string(options.time_limit_s) +
-                             " s; raise --time-limit or use fewer micro-batch candidates");
-      }
-      return Status::ok();
-    };
-    // Grow tau geometrically from the lower bound until feasible (cheap while tau is small), then
-    // bisect; infeasible evaluations move lo to the next value that can change the answer.
-    for (int grow = 0; !found; ++grow) {
+    std::optional<Engine::Eval> found;  // depth <= target, tau_used == hi
+    int grow = 0;
+    for (int iter = 0; iter < 2000; ++iter) {
       RETURN_IF_ERROR(check_time());
-      // Small steps first: evaluations far above the optimum prune little and cost the most.
-      double const factor = grow == 0 ? 1.0 : grow < 4 ? 1.1 : 4.0;
-      double const tau = grow < 16 ? std::max(lo, 1e-300) * factor : std::numeric_limits<double>::infinity();
+      while (target >= 1 && !beats_best(lo, b, target)) --target;
+      if (target < 1 || (!exact_depth && !beats_best(lo, b, 1))) break;
+      if (found && found->depth > target) {
+        found.reset();
+        hi = std::numeric_limits<double>::infinity();
+        grow = 1;
+      }
+      double tau;
+      if (std::isinf(hi) && best) {
+        // The largest tau at which a plan of depth `target` still beats the best plan: one probe
+        // there either starts the bisection or shows the target hopeless (lo moves past the cap).
+        double const d = exact_depth ? target : 1;
+        tau = best->step_time_s * (1 + 1e-9) / ((static_cast<double>(p.batch / b) + d - 1) * static_cast<double>(b));
+        tau = std::max(tau, lo);
+      } else if (std::isinf(hi)) {
+        // Grow from the lower end until feasible (cheap while tau is small): small steps first, as
+        // evaluations far above the optimum prune little and cost the most.
+        double const factor = grow == 0 ? 1.0 : grow < 4 ? 1.1 : 4.0;
+        tau = grow < 16 ? std::max(lo, 1e-300) * factor : std::numeric_limits<double>::infinity();
+        ++grow;
+      } else {
+        tau = lo + (hi - lo) / 2;
+        if (!(tau < hi)) tau = lo;
+      }
       Engine::Eval ev = engine.evaluate(tau);
-      if (ev.feasible) {
+      if (ev.feasible && ev.depth <= target) {
         hi = ev.tau_used;
-        min_depth = ev.depth;
         found = std::move(ev);
       } else if (std::isinf(tau)) {
         break;
       } else {
-        lo = ev.tau_next;
-        if (hopeless(lo, b, min_depth)) break;
-      }
-    }
-    if (!found) {
-      states += engine.states();
-      continue;
-    }
-    bool abandoned = false;
-    for (int iter = 0; lo < hi && iter < 200; ++iter) {
-      RETURN_IF_ERROR(check_time());
-      double mid = lo + (hi - lo) / 2;
-      if (!(mid < hi)) mid = lo;
-      Engine::Eval ev = engine.evaluate(mid);
-      if (ev.feasible) {
-        hi = ev.tau_used;
-        min_depth = ev.depth;
-        found = std::move(ev);
-      } else {
         lo = std::min(ev.tau_next, hi);
       }
-      if (lo < hi && hopeless(lo, b, min_depth)) {
-        abandoned = true;
-        break;
+      if (!found || lo < hi) continue;
+      // found is the shallowest plan at the least tau reaching its depth: price it, then look for
+      // a shallower plan at a larger tau.
+      std::vector<StageAssignment> stages;
+      for (ChosenStage const& s : found->stages) {
+        StageAssignment a;
+        a.replicas = s.replicas;
+        for (int i = s.lo; i < s.hi; ++i) a.nodes.push_back(leaves.order[i]);
+        stages.push_back(std::move(a));
       }
+      ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, std::move(stages), b, "gpp"));
+      if (options.progress) {
+        options.progress("gpp: b=" + std::to_string(b) + " tau=" + seconds_text(hi) + "/sample depth=" +
+                         std::to_string(plan.depth) + " step=" + seconds_text(plan.step_time_s) +
+                         " states=" + std::to_string(states + engine.states()));
+      }
+      if (!best || plan.step_time_s < best->step_time_s ||
+          (plan.step_time_s == best->step_time_s && plan.micro_batch < best->micro_batch)) {
+        best = std::move(plan);
+        best_tau = hi;
+      }
+      target = found->depth - 1;
+      found.reset();
+      hi = std::numeric_limits<double>::infinity();
+      grow = 1;
     }
     states += engine.states();
-    if (abandoned) continue;  // this b cannot beat the best plan
-    std::vector<StageAssignment> stages;
-    for (ChosenStage const& s : found->stages) {
-      StageAssignment a;
-      a.replicas = s.replicas;
-      for (int i = s.lo; i < s.hi; ++i) a.nodes.push_back(leaves.order[i]);
-      stages.push_back(std::move(a));
-    }
-    ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, std::move(stages), b, "gpp"));
-    if (options.progress) {
-      options.progress("gpp: b=" + std::to_string(b) + " tau=" + seconds_text(hi) + "/sample depth=" +
-                       std::to_string(plan.depth) + " step=" + seconds_text(plan.step_time_s) +
-                       " states=" + std::to_string(states));
-    }
-    if (!best || plan.step_time_s < best->step_time_s ||
-        (plan.step_time_s == best->step_time_s && plan.micro_batch < best->micro_batch)) {
-      best = std::move(plan);
-      best_tau = hi;
-    }
   }
   if (!best) {
     int64_t need = 0;

@@ -10,10 +10,16 @@
 // everything downstream in the SP order; on series-parallel graphs that is exactly the stage's
 // depth in the stage graph, on graphs that needed ordering edges it is an upper bound.
 //
-// Objective, as ../shared/GRAPHPIPE.md fixes it: per b the least bound tau (max T_s/b), then among
-// plans meeting it the least depth; across b the least step time (m + D - 1) max T_s, the smaller b
-// on ties. A plan with a slightly larger bottleneck but a much shallower graph is not considered.
-// The search is exact: an evaluation at tau also returns tau_next, below which nothing in it can
+// Objective: the least predicted step time (m + D - 1) max T_s over all b, the smaller b on ties.
+// This improves on ../shared/GRAPHPIPE.md step 4 (per b the least bound tau first, then the least
+// depth among plans meeting it): the least-tau plan can be deep or need small stages, and a slightly
+// larger bottleneck with a much shallower graph often wins by far (paper DLRM at 8 devices: 1.5x).
+// Per b, D(tau), the least DP depth at bound tau, only falls as tau grows, so the best step is
+// min over depths d of (m + d - 1) * b * tau_d, tau_d the least tau reaching depth <= d: the search
+// finds tau_min, then tau_d for one less than the depth found each time, skipping depths whose
+// (m + d - 1) * b * (lower end) cannot beat the best plan. Equal to the brute-force least step over
+// SP-piece stage graphs on series-parallel graphs (tests/partition/test_gpp.cc).
+// Each search is exact: an evaluation at tau also returns tau_next, below which nothing in it can
 // change, so infeasible probes move the lower end past every value that cannot be the optimum.
 // Speed comes from pruning that cannot change the root's answer: a device lower bound (per node
 // device-seconds, min over r of r * compute(v, b/r), divided by tau * b) caps the devices a piece

@@ -41,7 +41,7 @@ double rel(double a, double b) { return std::abs(a - b) / std::max({std::abs(a),
 
 TEST(Gpp, EqualsBruteForceOverSpPiecesOnRandomSeriesParallelDags) {
   std::mt19937 rng(2024);
-  int compared = 0, infeasible = 0;
+  int compared = 0, infeasible = 0, better = 0;
   for (int trial = 0; trial < 240; ++trial) {
     int const n = 1 + static_cast<int>(rng() % 9);
     int const devices = 1 + static_cast<int>(rng() % 4);
@@ -64,14 +64,19 @@ TEST(Gpp, EqualsBruteForceOverSpPiecesOnRandomSeriesParallelDags) {
     }
     ++compared;
     expect_valid_plan(p, *gpp);
-    EXPECT_LT(rel(gpp->step_time_s, brute->plan.step_time_s), 1e-9)
+    // GPP minimises the step time itself, not tau first: it must reach the least step time of any
+    // plan whose stages are SP pieces.
+    EXPECT_LT(rel(gpp->step_time_s, brute->min_step_time_s), 1e-9)
         << "trial " << trial << " n=" << n << " devices=" << devices << " tree " << tree->to_string() << "\n gpp "
         << plan_to_json(*gpp) << "\n brute " << plan_to_json(brute->plan);
-    EXPECT_LT(rel(gpp->time_per_sample_s, brute->plan.time_per_sample_s), 1e-9) << "trial " << trial;
+    EXPECT_LE(gpp->step_time_s, brute->plan.step_time_s * (1 + 1e-9)) << "trial " << trial;
+    better += gpp->step_time_s < brute->plan.step_time_s * (1 - 1e-9);
     EXPECT_GT(gpp->states_explored, 0);
   }
   EXPECT_GE(compared, 200);
   EXPECT_GE(infeasible, 1);  // the memory range makes some problems impossible; they must say so
+  // The tau-first objective of GRAPHPIPE.md step 4 (brute->plan) is beaten on some of them.
+  EXPECT_GE(better, 1);
 }
 
 TEST(Gpp, ValidOnRandomNonSeriesParallelDags) {
@@ -110,13 +115,14 @@ TEST(Gpp, OnChainsEqualsTheBestSequentialPlan) {
     auto seq = brute_force(p, BruteForceSpace::kChains);
     ASSERT_EQ(gpp.is_ok(), seq.is_ok());
     if (!gpp.is_ok()) continue;
-    EXPECT_LT(rel(gpp->step_time_s, seq->plan.step_time_s), 1e-9) << "trial " << trial;
+    EXPECT_LT(rel(gpp->step_time_s, seq->min_step_time_s), 1e-9) << "trial " << trial;
   }
 }
 
 TEST(Gpp, OnChainsMatchesTheSequentialPlanners) {
-  // Per b all reach the least bottleneck; GPP then takes the least depth, so it is never worse, and
-  // it equals the sequential planners unless they settle a bottleneck tie on a deeper chain.
+  // GPP takes the least step time over all chain partitions (SP pieces of a chain), so it is never
+  // worse than the sequential planners, and equal where their least-bottleneck chain is also the
+  // least step.
   std::mt19937 rng(17);
   int equal = 0, compared = 0;
   for (int trial = 0; trial < 30; ++trial) {
