@@ -1,0 +1,144 @@
+// Single-device training throughput of graphpipe's CPU executor against PyTorch (CPU, same model,
+// batch and SGD optimizer) in the same run. Torch runs as a subprocess with OpenBLAS preloaded
+// through LD_LIBRARY_PATH so that neither side is handicapped by the reference BLAS.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "exec/cpu_backend.h"
+#include "exec/data.h"
+#include "exec/trainer.h"
+#include "graph/onnx_import.h"
+#include "models/zoo.h"
+
+namespace {
+
+using namespace gp;
+
+struct Row {
+  std::string model;
+  int64_t batch = 0;
+  std::string loss;  // torch_reference.py spelling
+  std::string torchvision;
+  std::string onnx;
+};
+
+std::string run_capture(std::string const& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  pclose(pipe);
+  return out;
+}
+
+double json_number(std::string const& json, std::string const& key) {
+  auto at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) return 0.0;
+  return std::strtod(json.c_str() + at + key.size() + 3, nullptr);
+}
+
+std::string json_string(std::string const& json, std::string const& key) {
+  auto at = json.find("\"" + key + "\": \"");
+  if (at == std::string::npos) return "?";
+  at += key.size() + 5;
+  return json.substr(at, json.find('"', at) - at);
+}
+
+Result<double> graphpipe_samples_per_s(Row const& row, int warmup, int steps) {
+  ASSIGN_OR_RETURN(graph::OpGraph graph, graph::load_onnx(row.onnx));
+  exec::TrainConfig config;
+  config.batch = row.batch;
+  config.steps = warmup + steps;
+  config.loss = row.loss == "mse" ? exec::LossKind::kMse : exec::LossKind::kCrossEntropy;
+  config.optimizer.kind = exec::OptimizerKind::kSgd;
+  config.optimizer.lr = 1e-3f;
+  config.optimizer.momentum = 0.9f;
+  exec::CpuBackend backend;
+  ASSIGN_OR_RETURN(auto data, exec::make_data_source(config.data, graph, config.loss, config.seed));
+  ASSIGN_OR_RETURN(auto trainer, exec::Trainer::create(config, graph, backend, std::move(data)));
+  for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(trainer->step());
+  auto const t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) RETURN_IF_ERROR(trainer->step());
+  double const dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return static_cast<double>(row.batch) * steps / dt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int warmup = 2, steps = 5;
+  int64_t batch = 32;
+  bool with_resnet = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string const arg = argv[i];
+    if (arg == "--quick") {
+      warmup = 1;
+      steps = 3;
+    } else if (arg == "--no-resnet") {
+      with_resnet = false;
+    } else if (arg == "--batch" && i + 1 < argc) {
+      batch = std::atoll(argv[++i]);
+    } else {
+      std::cerr << "bench_train: unknown argument '" << arg << "'; use --quick, --no-resnet, --batch N\n";
+      return 2;
+    }
+  }
+  std::string const source = GP_SOURCE_DIR;
+  std::string const script = source + "/scripts/torch_reference.py";
+  std::string const torch_env = "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread ";
+  auto const dir = std::filesystem::temp_directory_path() / ("gp_bench_train_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+
+  std::vector<Row> rows;
+  for (auto const& info : models::model_list()) {
+    Row row{info.name, batch, info.task == models::Task::kRegression ? "mse" : "cross_entropy", "",
+            (dir / (info.name + ".onnx")).string()};
+    if (auto st = models::export_model(info.name, models::Size::kSmall, row.onnx); !st.is_ok()) {
+      std::cerr << "bench_train: exporting " << info.name << ": " << st.message() << "\n";
+      return 1;
+    }
+    rows.push_back(row);
+  }
+  if (with_resnet) {
+    Row row{"resnet18", std::min<int64_t>(batch, 16), "cross_entropy", "resnet18", (dir / "resnet18.onnx").string()};
+    std::string const cmd = torch_env + "/usr/bin/python3 " + script + " export-resnet18 --out " + row.onnx + " 2>&1";
+    run_capture(cmd);
+    if (std::filesystem::exists(row.onnx)) rows.push_back(row);
+    else std::cerr << "bench_train: resnet18 export failed (" << cmd << "); skipped\n";
+  }
+
+  std::string const blas_maps = run_capture(
+      torch_env + "/usr/bin/python3 -c \"import torch; torch.ones(2,2)@torch.ones(2,2); "
+                  "print('openblas' if 'libopenblas' in open('/proc/self/maps').read() else 'other')\" 2>/dev/null");
+  std::printf("torch: /usr/bin/python3, %s, 2 threads; BLAS mapped in torch process: %s", torch_env.c_str(),
+              blas_maps.empty() ? "?\n" : blas_maps.c_str());
+  std::printf("warm-up %d steps, timed %d steps, SGD(lr=1e-3, momentum=0.9), size small\n\n", warmup, steps);
+  std::printf("%-12s %6s %16s %16s %8s  %s\n", "model", "batch", "graphpipe s/s", "torch s/s", "ratio",
+              "torch blas_build");
+  for (auto const& row : rows) {
+    auto gp_rate = graphpipe_samples_per_s(row, warmup, steps);
+    std::string cmd = torch_env + "/usr/bin/python3 " + script + " bench --onnx " + row.onnx +
+                      " --batch " + std::to_string(row.batch) + " --steps " + std::to_string(steps) +
+                      " --warmup " + std::to_string(warmup) + " --threads 2 --loss " + row.loss;
+    if (!row.torchvision.empty()) cmd += " --torchvision " + row.torchvision;
+    std::string const out = run_capture(cmd + " 2>&1");
+    double const torch_rate = json_number(out, "samples_per_s");
+    double const g = gp_rate.is_ok() ? *gp_rate : 0.0;
+    std::printf("%-12s %6lld %16.1f %16.1f %8.2f  %s\n", row.model.c_str(), static_cast<long long>(row.batch), g,
+                torch_rate, torch_rate > 0 ? g / torch_rate : 0.0, json_string(out, "blas_build").c_str());
+    if (!gp_rate.is_ok()) std::printf("  graphpipe error: %s\n", gp_rate.status().message().c_str());
+    if (torch_rate <= 0) std::printf("  torch error: %s\n", out.substr(out.size() > 300 ? out.size() - 300 : 0).c_str());
+    std::fflush(stdout);
+  }
+  std::filesystem::remove_all(dir);
+  return 0;
+}
