@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "graph/file_io.h"
 #include "cli/partition_problem.h"
 #include "partition/planner.h"
 
@@ -36,19 +37,7 @@ std::string plan_dot(partition::Plan const& plan) {
   return s + "}\n";
 }
 
-Status write_text_atomic(std::string const& text, std::string const& path) {
-  std::string const tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return io_error("cannot write '" + tmp + "' (does the directory exist?)");
-    out << text;
-    if (!out.flush()) return io_error("writing '" + tmp + "' failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return io_error("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
-  return Status::ok();
-}
+Status write_text_atomic(std::string const& text, std::string const& path) { return write_file_atomic(path, text); }
 
 void print_plan(partition::Plan const& plan, int64_t device_memory) {
   std::printf("%s: %zu stages on %d of %d devices (planner %s)\n", plan.model.c_str(), plan.stages.size(),

@@ -1,4 +1,5 @@
 #include "graph/cost_model.h"
+#include "graph/file_io.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -114,31 +115,12 @@ Result<MeasuredProfile> profile_from_json(std::string const& text) {
 }
 
 Status write_profile_file(MeasuredProfile const& profile, std::string const& path) {
-  std::string const tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return io_error("cannot write '" + tmp + "' (does the directory exist?)");
-    out << profile_to_json(profile);
-    if (!out.flush()) {
-      std::remove(tmp.c_str());
-      return io_error("writing '" + tmp + "' failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    return io_error("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
-  }
-  return Status::ok();
+  return write_file_atomic(path, profile_to_json(profile));
 }
 
 Result<MeasuredProfile> read_profile_file(std::string const& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open profile '" + path + "'");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  auto profile = profile_from_json(buffer.str());
+  ASSIGN_OR_RETURN(std::string text, read_whole_file(path, "profile"));
+  auto profile = profile_from_json(text);
   if (!profile) return profile.status().with_context(path);
   return profile;
 }

@@ -1,4 +1,5 @@
 #include "partition/plan.h"
+#include "graph/file_io.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -163,32 +164,12 @@ Result<Plan> plan_from_json(std::string const& text) {
 }
 
 Status write_plan_file(Plan const& plan, std::string const& path) {
-  std::string const tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return io_error("cannot write '" + tmp + "' (does the directory exist?)");
-    out << plan_to_json(plan);
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return io_error("writing '" + tmp + "' failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    return io_error("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
-  }
-  return Status::ok();
+  return write_file_atomic(path, plan_to_json(plan));
 }
 
 Result<Plan> read_plan_file(std::string const& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open plan file '" + path + "'");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  auto plan = plan_from_json(buffer.str());
+  ASSIGN_OR_RETURN(std::string text, read_whole_file(path, "plan file"));
+  auto plan = plan_from_json(text);
   if (!plan) return plan.status().with_context(path);
   return plan;
 }

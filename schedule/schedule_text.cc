@@ -1,4 +1,5 @@
 #include "schedule/schedule_text.h"
+#include "graph/file_io.h"
 
 #include <algorithm>
 #include <cctype>
@@ -177,25 +178,14 @@ Result<Schedule> parse_schedule(std::string const& text) {
 }
 
 Result<Schedule> read_schedule_file(std::string const& path) {
-  std::ifstream f(path);
-  if (!f) return not_found("cannot open schedule file '" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  auto r = parse_schedule(ss.str());
+  ASSIGN_OR_RETURN(std::string text, read_whole_file(path, "schedule file"));
+  auto r = parse_schedule(text);
   if (!r.is_ok()) return r.status().with_context(path);
   return r;
 }
 
 Status write_schedule_file(Schedule const& schedule, std::string const& path) {
-  std::string const tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f) return io_error("cannot write '" + tmp + "'");
-    f << print_schedule(schedule);
-    if (!f) return io_error("writing '" + tmp + "' failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return io_error("cannot rename '" + tmp + "' to '" + path + "'");
-  return Status::ok();
+  return write_file_atomic(path, print_schedule(schedule));
 }
 
 }  // namespace gp::schedule

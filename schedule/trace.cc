@@ -1,4 +1,5 @@
 #include "schedule/trace.h"
+#include "graph/file_io.h"
 
 #include <algorithm>
 #include <cmath>
@@ -163,16 +164,6 @@ std::string timeline_to_svg(Timeline const& timeline, std::string const& title) 
   return svg;
 }
 
-Status write_text_file(std::string const& text, std::string const& path) {
-  std::string const tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f) return io_error("cannot write '" + tmp + "'");
-    f << text;
-    if (!f) return io_error("writing '" + tmp + "' failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return io_error("cannot rename '" + tmp + "' to '" + path + "'");
-  return Status::ok();
-}
+Status write_text_file(std::string const& text, std::string const& path) { return write_file_atomic(path, text); }
 
 }  // namespace gp::schedule
