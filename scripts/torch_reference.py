@@ -107,7 +107,7 @@ class OnnxTorch:
                         dilation=a.get("dilations", [1] * nd), groups=a.get("group", 1))
         if t == "BatchNormalization":
             training = a.get("training_mode", 0) == 1 or len(node.output) > 1
-            mean, var = x[3].clone(), x[4].clone()
+            mean, var = x[3].detach().clone(), x[4].detach().clone()  # running stats are state, not trained
             y = F.batch_norm(x[0], mean, var, x[1], x[2], training=training, momentum=1.0 - a.get("momentum", 0.9),
                              eps=a.get("epsilon", 1e-5))
             return [y, mean, var]
