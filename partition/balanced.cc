@@ -90,7 +90,7 @@ Result<Plan> plan_balanced(Problem const& p, PlannerOptions const& options) {
       stages.push_back(std::move(st));
       begin = end;
     }
-    ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, std::move(stages), b, "balanced"));
+    ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, std::move(stages), b, "balanced", StageGraphShape::kChain));
     bool fits = true;
     for (auto const& s : plan.stages) fits = fits && s.peak_memory_bytes <= p.device_memory();
     if (options.progress)

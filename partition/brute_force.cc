@@ -243,8 +243,15 @@ Result<BruteForceResult> brute_force(Problem const& p, BruteForceSpace space, Sp
     }
   }
   if (!chosen) return infeasible("brute force: no valid plan fits the devices and their memory");
+  // A chain lists its stages in pipeline order: depth k - i at position i.
+  std::vector<std::size_t> order(chosen->blocks.size());
+  for (std::size_t s = 0; s < order.size(); ++s) order[s] = s;
+  if (space == BruteForceSpace::kChains) {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t c) { return chosen->depths[a] > chosen->depths[c]; });
+  }
   std::vector<StageAssignment> stages;
-  for (std::size_t s = 0; s < chosen->blocks.size(); ++s) {
+  for (std::size_t s : order) {
     StageAssignment a;
     a.replicas = chosen->replicas[s];
     for (int v = 0; v < n; ++v) {
@@ -252,22 +259,9 @@ Result<BruteForceResult> brute_force(Problem const& p, BruteForceSpace space, Sp
     }
     stages.push_back(std::move(a));
   }
-  ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, stages, chosen_b, "brute_force"));
-  if (space == BruteForceSpace::kChains) {
-    // assemble_plan takes depths from data edges; a sequential pipeline's come from its order.
-    for (PlanStage& ps : plan.stages) {
-      for (std::size_t s = 0; s < stages.size(); ++s) {
-        if (p.nodes[stages[s].nodes.front()].name != ps.nodes.front()) continue;
-        ps.depth = chosen->depths[s];
-        ps.in_flight = ps.depth;
-        ps.peak_memory_bytes =
-            stage_cost(p, stages[s].nodes, stages[s].replicas, chosen_b, ps.depth, plan.num_micro_batches).memory_bytes();
-      }
-    }
-    plan.depth = chosen->depth;
-    plan.step_time_s = static_cast<double>(plan.num_micro_batches + plan.depth - 1) * chosen->max_time;
-    plan.samples_per_s = static_cast<double>(plan.batch) / plan.step_time_s;
-  }
+  ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, stages, chosen_b, "brute_force",
+                                            space == BruteForceSpace::kChains ? StageGraphShape::kChain
+                                                                             : StageGraphShape::kGraph));
   BruteForceResult out;
   out.plan = std::move(plan);
   out.min_step_time_s = en.min_step();

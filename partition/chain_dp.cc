@@ -283,7 +283,7 @@ Result<Plan> plan_chain(Problem const& p, Downsets const& downsets, std::string 
     ASSIGN_OR_RETURN(auto stages, dp.solve());
     states += dp.transitions();
     if (!stages) continue;
-    ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, std::move(*stages), b, planner));
+    ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, std::move(*stages), b, planner, StageGraphShape::kChain));
     if (!best || plan.step_time_s < best->step_time_s) best = std::move(plan);
   }
   if (!best) return infeasible(planner + ": no chain of stages fits in memory; " + infeasibility_hint(p));

@@ -189,7 +189,7 @@ StageCost stage_cost(Problem const& p, std::vector<int> const& nodes, int replic
 }
 
 Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages, int64_t micro_batch,
-                           std::string planner) {
+                           std::string planner, StageGraphShape shape) {
   int const n = static_cast<int>(p.nodes.size());
   if (static_cast<int>(p.out_edges.size()) != n) return internal_error("assemble_plan: Problem::finalize() was not called");
   if (micro_batch <= 0 || p.batch % micro_batch != 0)
@@ -217,7 +217,15 @@ Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages
   std::vector<int> indegree(k, 0);
   for (Edge const& e : p.edges) {
     int const a = stage_of[e.src], b = stage_of[e.dst];
+    if (shape == StageGraphShape::kChain && b < a)
+      return internal_error(planner + ": stage " + std::to_string(b) + " consumes a tensor of the later stage " +
+                            std::to_string(a) + " (a chain must list its stages in pipeline order)");
     if (a != b && succ[a].insert(b).second) ++indegree[b];
+  }
+  if (shape == StageGraphShape::kChain) {
+    for (int s = 0; s + 1 < static_cast<int>(stages.size()); ++s) {
+      if (succ[s].insert(s + 1).second) ++indegree[s + 1];
+    }
   }
   std::priority_queue<std::pair<int, int>, std::vector<std::pair<int, int>>, std::greater<>> ready;
   for (int s = 0; s < k; ++s) {
@@ -309,6 +317,13 @@ Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages
       }
     }
     pe.bytes_per_micro_batch += e.bytes_per_sample * micro_batch;
+  }
+  if (shape == StageGraphShape::kChain) {
+    for (int s = 0; s + 1 < k; ++s) {
+      PlanEdge& pe = plan_edges[{s, s + 1}];  // an ordering edge where no tensor passes
+      pe.src = s;
+      pe.dst = s + 1;
+    }
   }
   for (auto& [key, pe] : plan_edges) {
     pe.transfer_s = p.count_communication ? p.pipeline_link().transfer_time(static_cast<double>(pe.bytes_per_micro_batch)) : 0.0;

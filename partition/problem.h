@@ -123,12 +123,22 @@ struct StageAssignment {
   int replicas = 1;
 };
 
-// Builds a complete Plan from stages (any order): stage graph edges from the problem's edges,
-// topological stage ids, depths, per-stage costs and memory via stage_cost (in-flight = depth),
-// devices assigned contiguously in stage order, step time (m + D - 1) * max T_s, samples/s.
-// Fails if a node is in no stage or two, if the stage graph has a cycle, or if the stages need more
+// The shape of the stage graph a planner builds.
+enum class StageGraphShape {
+  kGraph,  // stages connected by their data edges (GPP): depth = longest path in the stage graph
+  kChain,  // a sequential pipeline: stages run in the given order, each after the one before it, so
+           // stage i of k holds k - i micro-batches and the depth is k, whatever the data edges
+           // (PipeDream, Piper, GPipe, DeepSpeed run every stage of a chain this way)
+};
+
+// Builds a complete Plan from stages: stage graph edges from the problem's edges, topological stage
+// ids, depths, per-stage costs and memory via stage_cost (in-flight = depth), devices assigned
+// contiguously in stage order, step time (m + D - 1) * max T_s, samples/s. kGraph takes stages in
+// any order; kChain in pipeline order, and adds an ordering edge (no tensors, 0 bytes) between
+// consecutive stages that share no data edge. Fails if a node is in no stage or two, if the stage
+// graph has a cycle (kChain: a data edge runs backwards in the order), or if the stages need more
 // devices than the cluster has. Memory overflow does not fail here: check stage.peak_memory_bytes.
 Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages, int64_t micro_batch,
-                           std::string planner);
+                           std::string planner, StageGraphShape shape = StageGraphShape::kGraph);
 
 }  // namespace gp::partition

@@ -24,9 +24,16 @@ double max_time(Plan const& plan) {
 
 void expect_chain_and_fits(Plan const& plan, Problem const& p) {
   ASSERT_TRUE(validate_plan(plan).is_ok()) << validate_plan(plan).message();
-  // Stages cut between downsets form a chain in the cut order; stages on parallel branches need
-  // no edge between them, so the stage graph's depth is at most the stage count.
-  EXPECT_LE(plan.depth, static_cast<int>(plan.stages.size()));
+  // A sequential pipeline runs its stages as a chain, even where two stages share no tensor (parallel
+  // branches cut apart): stage i of k holds k - i micro-batches, and there is an edge i -> i + 1.
+  int const k = static_cast<int>(plan.stages.size());
+  EXPECT_EQ(plan.depth, k);
+  for (auto const& s : plan.stages) EXPECT_EQ(s.depth, k - s.id) << "stage " << s.id;
+  for (int s = 0; s + 1 < k; ++s) {
+    bool linked = false;
+    for (auto const& e : plan.edges) linked = linked || (e.src == s && e.dst == s + 1);
+    EXPECT_TRUE(linked) << "no edge " << s << " -> " << s + 1;
+  }
   int devices = 0;
   std::size_t nodes = 0;
   for (auto const& s : plan.stages) {
