@@ -1,7 +1,11 @@
 // BatchNormalization, LayerNormalization and Softmax through oneDNN, forward and backward.
 // BatchNormalization in training (OpCall::training) normalises with batch statistics and returns
-// the updated running statistics as its optional outputs 1 and 2 (ONNX semantics: population
-// variance, new = old · momentum + batch · (1 − momentum)); it does not write the input tensors.
+// the updated running statistics as outputs 1 and 2, whether or not the graph names them (the
+// executor stores them as the model's state): new = old · momentum + batch · (1 − momentum), with
+// the unbiased batch variance in running_var as torch and cuDNN compute it (ONNX's reference uses
+// the biased one; trained models come from torch, whose inference expects its own statistics).
+// It does not write the input tensors.
+#include <algorithm>
 #include <cmath>
 
 #include "exec/cpu_ops.h"
@@ -59,15 +63,19 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
                           {DNNL_ARG_SHIFT, dnnl_ctx::mem(stat, in[2].raw())},
                           {DNNL_ARG_MEAN, dnnl_ctx::mem(stat, mean.raw())},
                           {DNNL_ARG_VARIANCE, dnnl_ctx::mem(stat, var.raw())}});
-  out.assign(call.op.outputs.size(), Tensor());
+  out.assign(std::max<std::size_t>(call.op.outputs.size(), training ? 3 : 1), Tensor());
   out[0] = y;
+  int64_t const per_channel = x.numel() / std::max<int64_t>(c, 1);
+  double const unbias = per_channel > 1 ? static_cast<double>(per_channel) / static_cast<double>(per_channel - 1) : 1.0;
   for (std::size_t k = 1; k < out.size() && k < 3; ++k) {
-    Tensor const& running = in[2 + k];
-    Tensor const& batch = k == 1 ? mean : var;
+    float const* running = in[2 + k].data<float>();
+    float const* batch = (k == 1 ? mean : var).data<float>();
+    double const correction = k == 2 ? unbias : 1.0;
     Tensor r({c});
+    float* dst = r.data<float>();
     for (int64_t i = 0; i < c; ++i)
-      r.data<float>()[i] = training ? running.data<float>()[i] * a.momentum + batch.data<float>()[i] * (1.f - a.momentum)
-                                    : running.data<float>()[i];
+      dst[i] = training ? static_cast<float>(running[i] * a.momentum + batch[i] * correction * (1.0 - a.momentum))
+                        : running[i];
     out[k] = r;
   }
   if (saved) {

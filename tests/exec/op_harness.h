@@ -165,9 +165,12 @@ inline GradCheckResult grad_check(Backend& be, OneOp& o, GradCheckOptions const&
   res.rel_error_flipped.assign(n, -1);
   Saved saved;
   std::vector<Tensor> const outs = run_forward(be, o, opt.training, 7, &saved);
-  std::vector<Tensor> const r = loss_weights(outs);
+  // Only the outputs the graph names carry the loss (training BatchNorm also returns its running
+  // statistics, which are state, not differentiable outputs).
+  std::vector<Tensor> r = loss_weights(outs);
+  r.resize(std::min(r.size(), o.the_op().outputs.size()));
   std::vector<Tensor> gouts;
-  for (std::size_t k = 0; k < outs.size(); ++k) gouts.push_back(r[k]);
+  for (std::size_t k = 0; k < r.size(); ++k) gouts.push_back(r[k]);
   OpCall call{o.the_op(), o.graph, opt.training, 7};
 
   std::vector<bool> needs(n, false);

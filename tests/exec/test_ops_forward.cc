@@ -131,9 +131,18 @@ TEST(OpsForward, NormsAndSoftmaxMatchFormulas) {
       for (int64_t i = 0; i < 4; ++i)
         ref[(n * 2 + c) * 4 + i] = (at(x, (n * 2 + c) * 4 + i) - mean) / std::sqrt(var + 1e-5) * at(s, c) + at(b, c);
     run_mean.push_back(at(m, c) * 0.9 + mean * 0.1);
-    run_var.push_back(at(v, c) * 0.9 + var * 0.1);
+    run_var.push_back(at(v, c) * 0.9 + var * 12 / 11 * 0.1);  // torch: the unbiased batch variance
   }
   expect_near(out[0], ref, 1e-4);
+  expect_near(out[1], run_mean);
+  expect_near(out[2], run_var);
+  // The updated running statistics come back even when the graph names only output 0 (as the
+  // importer builds it), so the executor can store them.
+  OneOp bn1 = make_op("BatchNormalization", graph::BatchNormAttrs{1e-5f, 0.9f, true},
+                      {{"x", x, kIn}, {"s", s, kW}, {"b", b, kW}, {"m", m, graph::TensorRole::kConstant},
+                       {"v", v, graph::TensorRole::kConstant}});
+  out = run_forward(be, bn1, true);
+  ASSERT_EQ(out.size(), 3u);
   expect_near(out[1], run_mean);
   expect_near(out[2], run_var);
 

@@ -173,10 +173,11 @@ TEST(Trainer, ExportedOnnxLoadsWithTheTrainedValues) {
     ASSERT_TRUE(data) << name;
     ASSERT_EQ(data->bytes.size(), v.nbytes());
     EXPECT_EQ(std::memcmp(data->bytes.data(), v.raw(), v.nbytes()), 0) << name << " is not the trained value";
-    if (!t->executor().parameters().count(name)) continue;
+    // Weights and the BatchNorm running statistics alike.
     auto orig = g->tensor(*g->find_tensor(name)).data;
     EXPECT_NE(std::memcmp(orig->bytes.data(), v.raw(), v.nbytes()), 0) << name << " did not change in training";
   }
+  EXPECT_EQ(t->executor().buffers().size(), 2u) << "bn.mean and bn.var are exported";
   // A value for a tensor the model does not have, or of the wrong shape, is refused.
   auto bad = values;
   bad.emplace("no_such_weight", values.begin()->second);
