@@ -5,12 +5,14 @@
       torchvision ResNet-18 with seeded weights, exported for training (BatchNorm kept,
       do_constant_folding=False, every weight an initializer).
   reference --onnx m.onnx --data DIR [--torchvision resnet18] --steps 3 --lr 0.1 --momentum 0.9
-            --loss cross_entropy|mse
+            --loss cross_entropy|mse [--float64]
       Reads DIR/input_<k>.npy, DIR/labels.npy and DIR/params.txt (the names graphpipe trains),
       runs the model in torch (the torchvision module with the ONNX's weights, or an ONNX
       interpreter built from torch.nn.functional with autograd), writes DIR/out.npy (forward of
-      the initial weights) and, after `steps` SGD steps on that batch, DIR/weights/<i>.npy with
-      DIR/weights/names.txt.
+      the initial weights), DIR/grads/<i>.npy (the gradients of the first step) and, after `steps`
+      SGD steps on that batch, DIR/weights/<i>.npy and DIR/buffers/<i>.npy (BatchNorm running
+      statistics), each folder with its names.txt. --float64 computes in double precision (written
+      as float32): the exact answer that float32 runs of both frameworks approximate.
   bench --onnx m.onnx [--torchvision resnet18] --batch B --steps S --threads 2 --loss ...
       Training samples/s of the same model in torch (SGD, random data): prints one JSON line.
 """
@@ -50,17 +52,29 @@ def _ints(t):
 class OnnxTorch:
     """Evaluates an ONNX graph with torch ops (autograd flows through it)."""
 
-    def __init__(self, model, trainable):
+    def __init__(self, model, trainable, dtype=torch.float32):
         self.graph = model.graph
+        self.dtype = dtype
         self.params = {}
         self.consts = {}
         for init in self.graph.initializer:
             arr = onnx.numpy_helper.to_array(init).copy()
-            t = torch.from_numpy(arr)
+            t = self.cast(torch.from_numpy(arr))
             if init.name in trainable:
                 self.params[init.name] = torch.nn.Parameter(t)
             else:
                 self.consts[init.name] = t
+
+    def cast(self, t):
+        return t.to(self.dtype) if t.is_floating_point() else t
+
+    def buffers(self):
+        """BatchNorm running statistics that are not trained: updated in place by training forwards."""
+        out = []
+        for node in self.graph.node:
+            if node.op_type == "BatchNormalization":
+                out += [(n, self.consts[n]) for n in node.input[3:5] if n in self.consts]
+        return out
 
     def run(self, feeds):
         env = dict(self.consts)
@@ -107,7 +121,8 @@ class OnnxTorch:
                         dilation=a.get("dilations", [1] * nd), groups=a.get("group", 1))
         if t == "BatchNormalization":
             training = a.get("training_mode", 0) == 1 or len(node.output) > 1
-            mean, var = x[3].detach().clone(), x[4].detach().clone()  # running stats are state, not trained
+            # Running statistics are state, not trained: updated in place unless they are Parameters (bench).
+            mean, var = [v.detach().clone() if v.requires_grad else v for v in x[3:5]]
             y = F.batch_norm(x[0], mean, var, x[1], x[2], training=training, momentum=1.0 - a.get("momentum", 0.9),
                              eps=a.get("epsilon", 1e-5))
             return [y, mean, var]
@@ -184,9 +199,9 @@ class OnnxTorch:
             shape = torch.broadcast_shapes(x[0].shape, tuple(_ints(x[1])))
             return x[0].expand(shape)
         if t == "Cast":
-            return x[0].float() if a["to"] == 1 else x[0].long()
+            return x[0].to(self.dtype) if a["to"] == 1 else x[0].long()
         if t == "Constant":
-            return torch.from_numpy(onnx.numpy_helper.to_array(a["value"]).copy())
+            return self.cast(torch.from_numpy(onnx.numpy_helper.to_array(a["value"]).copy()))
         if t == "Shape":
             return torch.tensor(list(x[0].shape), dtype=torch.int64)
         if t == "Dropout":
@@ -200,8 +215,8 @@ def resnet18(classes, seed):
     return torchvision.models.resnet18(num_classes=classes)
 
 
-def load_module(args, model, trainable):
-    """(callable(list of inputs) -> output, list of (name, Parameter))."""
+def load_module(args, model, trainable, dtype=torch.float32):
+    """(callable(list of inputs) -> output, list of (name, Parameter), list of (name, running-stat buffer))."""
     if args.torchvision:
         m = resnet18(args.classes, 0)
         inits = {i.name: torch.from_numpy(onnx.numpy_helper.to_array(i).copy()) for i in model.graph.initializer}
@@ -211,15 +226,17 @@ def load_module(args, model, trainable):
             sys.exit(f"torch_reference: the ONNX lacks torchvision weights {missing[:5]}")
         m.load_state_dict({k: inits[k] for k in sd}, strict=False)
         m.train()
+        m.to(dtype)
         named = [(n, p) for n, p in m.named_parameters()]
-        return (lambda xs: m(xs[0])), named
-    ev = OnnxTorch(model, trainable)
+        buffers = [(n, b) for n, b in m.named_buffers() if not n.endswith("num_batches_tracked")]
+        return (lambda xs: m(xs[0].to(dtype))), named, buffers
+    ev = OnnxTorch(model, trainable, dtype)
     names = [i.name for i in model.graph.input if i.name not in ev.params and i.name not in ev.consts]
 
     def fwd(xs):
-        return ev.run(dict(zip(names, xs)))[0]
+        return ev.run(dict(zip(names, [ev.cast(x) for x in xs])))[0]
 
-    return fwd, list(ev.params.items())
+    return fwd, list(ev.params.items()), ev.buffers()
 
 
 def loss_fn(kind, out, labels):
@@ -241,7 +258,7 @@ def cmd_reference(args):
     torch.set_num_threads(args.threads)
     model = onnx.load(args.onnx)
     trainable = set(open(os.path.join(args.data, "params.txt")).read().split())
-    fwd, named = load_module(args, model, trainable)
+    fwd, named, buffers = load_module(args, model, trainable, torch.float64 if args.float64 else torch.float32)
     k = 0
     xs = []
     while os.path.exists(os.path.join(args.data, f"input_{k}.npy")):
@@ -250,29 +267,36 @@ def cmd_reference(args):
     labels = torch.from_numpy(np.load(os.path.join(args.data, "labels.npy")))
     with torch.no_grad():
         out = fwd(xs)
-    np.save(os.path.join(args.data, "out.npy"), out.detach().numpy())
+    np.save(os.path.join(args.data, "out.npy"), out.detach().float().numpy())
     opt = torch.optim.SGD([p for _, p in named], lr=args.lr, momentum=args.momentum)
     losses = []
-    for _ in range(args.steps):
+    for step in range(args.steps):
         opt.zero_grad()
         loss = loss_fn(args.loss, fwd(xs), labels)
         loss.backward()
+        if step == 0:
+            save_tensors(os.path.join(args.data, "grads"), [(n, p.grad) for n, p in named if p.grad is not None])
         opt.step()
         losses.append(float(loss))
-    wdir = os.path.join(args.data, "weights")
-    os.makedirs(wdir, exist_ok=True)
-    with open(os.path.join(wdir, "names.txt"), "w") as f:
-        for i, (n, p) in enumerate(named):
-            np.save(os.path.join(wdir, f"{i}.npy"), p.detach().numpy())
-            f.write(n + "\n")
+    save_tensors(os.path.join(args.data, "weights"), named)
+    save_tensors(os.path.join(args.data, "buffers"), buffers)
     print(json.dumps({"losses": losses, "params": len(named)}))
+
+
+def save_tensors(folder, named):
+    """folder/<i>.npy (float32) and folder/names.txt, one name per line."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "names.txt"), "w") as f:
+        for i, (n, t) in enumerate(named):
+            np.save(os.path.join(folder, f"{i}.npy"), t.detach().float().numpy())
+            f.write(n + "\n")
 
 
 def cmd_bench(args):
     torch.set_num_threads(args.threads)
     model = onnx.load(args.onnx)
     trainable = {i.name for i in model.graph.initializer if i.data_type == onnx.TensorProto.FLOAT}
-    fwd, named = load_module(args, model, trainable)
+    fwd, named, _ = load_module(args, model, trainable)
     xs = []
     for inp in model.graph.input:
         if inp.name in trainable or any(i.name == inp.name for i in model.graph.initializer):
@@ -324,6 +348,7 @@ def main():
             r.add_argument("--steps", type=int, default=3)
             r.add_argument("--lr", type=float, default=0.1)
             r.add_argument("--momentum", type=float, default=0.0)
+            r.add_argument("--float64", action="store_true")
         else:
             r.add_argument("--batch", type=int, default=32)
             r.add_argument("--steps", type=int, default=10)

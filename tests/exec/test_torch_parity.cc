@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -71,24 +72,69 @@ double max_rel(std::vector<float> const& a, std::vector<float> const& b) {
   return diff / std::max(scale, 1e-3);
 }
 
-void check_parity(std::string const& name, std::string const& onnx_path, LossKind loss, int64_t batch,
-                  std::string const& torch_flags, fs::path const& dir, bool check_weights = true) {
-  SCOPED_TRACE(name);
-  auto g = graph::load_onnx(onnx_path);
+// Compares DIR/<folder>/<i>.npy (names in DIR/<folder>/names.txt) with `ours` by name; returns
+// the worst max-rel and counts the tensors compared. Every entry of `ours` must be compared.
+double compare_folder(fs::path const& folder, std::map<std::string, Tensor> const& ours, double tol,
+                      std::string const& what, int& compared) {
+  std::ifstream names(folder / "names.txt");
+  EXPECT_TRUE(names.good()) << "the torch reference wrote no " << folder;
+  std::string name;
+  int i = 0;
+  double worst = 0;
+  compared = 0;
+  while (std::getline(names, name)) {
+    auto ref = read_floats((folder / (std::to_string(i++) + ".npy")).string());
+    auto it = ours.find(name);
+    if (it == ours.end()) continue;
+    double const r = max_rel(it->second.to_vector(), ref);
+    if (tol > 0) EXPECT_LE(r, tol) << what << " '" << name << "'";
+    worst = std::max(worst, r);
+    ++compared;
+  }
+  EXPECT_EQ(static_cast<std::size_t>(compared), ours.size()) << "every " << what << " is compared";
+  return worst;
+}
+
+// Writes tensors as folder/<i>.npy with folder/names.txt, the layout torch_reference.py writes.
+void save_folder(fs::path const& folder, std::map<std::string, Tensor> const& tensors) {
+  fs::create_directories(folder);
+  std::ofstream names(folder / "names.txt");
+  int i = 0;
+  for (auto const& [name, t] : tensors) {
+    write_tensor((folder / (std::to_string(i++) + ".npy")).string(), t);
+    names << name << "\n";
+  }
+}
+
+struct ParityCase {
+  std::string name;
+  std::string onnx_path;
+  LossKind loss = LossKind::kCrossEntropy;
+  int64_t batch = 4;
+  float lr = 0.1f;
+  std::string torch_flags;
+};
+
+// Runs 3 SGD steps (momentum 0.9) on one fixed batch in graphpipe and in torch, and checks the
+// forward output, the first step's gradients, the weights after 3 steps and the BatchNorm running
+// statistics (updated by all 4 training forwards) within 1e-4 relative.
+void check_parity(ParityCase const& pc, fs::path const& dir) {
+  SCOPED_TRACE(pc.name);
+  auto g = graph::load_onnx(pc.onnx_path);
   ASSERT_TRUE(g.is_ok()) << g.status().message();
   CpuBackend be;
   TrainConfig c;
-  c.loss = loss;
-  c.batch = batch;
+  c.loss = pc.loss;
+  c.batch = pc.batch;
   c.steps = 3;
   c.seed = 5;
   c.optimizer.kind = OptimizerKind::kSgd;
-  c.optimizer.lr = 0.1f;
+  c.optimizer.lr = pc.lr;
   c.optimizer.momentum = 0.9f;
-  c.data.samples = batch;  // every step sees the same batch, as the torch side does
+  c.data.samples = pc.batch;  // every step sees the same batch, as the torch side does
   auto data = make_data_source(c.data, *g, c.loss, c.seed);
   ASSERT_TRUE(data.is_ok()) << data.status().message();
-  auto b = (*data)->batch(0, batch);
+  auto b = (*data)->batch(0, pc.batch);
   ASSERT_TRUE(b.is_ok());
   for (std::size_t k = 0; k < b->inputs.size(); ++k)
     write_tensor((dir / ("input_" + std::to_string(k) + ".npy")).string(), b->inputs[k]);
@@ -103,30 +149,38 @@ void check_parity(std::string const& name, std::string const& onnx_path, LossKin
   for (std::size_t k = 0; k < b->inputs.size(); ++k) inputs.emplace(g->inputs()[k], b->inputs[k]);
   ASSERT_TRUE((*t)->executor().forward(0, inputs, outputs, true, 0).is_ok());
   (*t)->executor().discard(0);
+  ASSERT_TRUE((*t)->step().is_ok());
+  std::map<std::string, Tensor> first_grads;
+  for (auto const& [n, gr] : (*t)->executor().gradients()) first_grads.emplace(n, gr.clone());
   ASSERT_TRUE((*t)->run(nullptr).is_ok());
 
-  std::string const cmd = kPython + " " + kScript + " reference --onnx " + onnx_path + " --data " + dir.string() +
-                          " --steps 3 --lr 0.1 --momentum 0.9 --loss " + loss_kind_name(loss) + " " + torch_flags;
+  char lr[32];
+  std::snprintf(lr, sizeof lr, "%g", static_cast<double>(pc.lr));
+  std::string const cmd = kPython + " " + kScript + " reference --onnx " + pc.onnx_path + " --data " + dir.string() +
+                          " --steps 3 --lr " + lr + " --momentum 0.9 --loss " + loss_kind_name(pc.loss) + " " +
+                          pc.torch_flags;
   ASSERT_TRUE(run(cmd).is_ok()) << cmd;
   double const fwd = max_rel(outputs.at(g->outputs()[0]).to_vector(), read_floats((dir / "out.npy").string()));
   EXPECT_LE(fwd, 1e-4) << "forward output differs from torch";
-  std::ifstream names(dir / "weights" / "names.txt");
-  std::string wname;
-  int i = 0, compared = 0;
-  double worst = 0;
-  auto const& params = (*t)->executor().parameters();
-  while (std::getline(names, wname)) {
-    auto ref = read_floats((dir / "weights" / (std::to_string(i++) + ".npy")).string());
-    auto it = params.find(wname);
-    if (it == params.end()) continue;
-    double const r = max_rel(it->second.to_vector(), ref);
-    if (check_weights) EXPECT_LE(r, 1e-4) << "weight '" << wname << "' after 3 SGD steps";
-    worst = std::max(worst, r);
-    ++compared;
+  int n_grads = 0, n_weights = 0, n_buffers = 0;
+  double const grads = compare_folder(dir / "grads", first_grads, 1e-4, "gradient of the first step of", n_grads);
+  double const weights =
+      compare_folder(dir / "weights", (*t)->executor().parameters(), 1e-4, "weight after 3 SGD steps", n_weights);
+  double const buffers = compare_folder(dir / "buffers", (*t)->executor().buffers(), 1e-4,
+                                        "BatchNorm running statistic after 4 training forwards", n_buffers);
+  // GP_PARITY_KEEP=DIR keeps both sides' tensors for diagnosis (DIR/<model>/graphpipe/... next to
+  // torch's), e.g. to compare them with a --float64 torch run.
+  if (char const* keep = std::getenv("GP_PARITY_KEEP")) {
+    save_folder(dir / "graphpipe" / "grads", first_grads);
+    save_folder(dir / "graphpipe" / "weights", (*t)->executor().parameters());
+    save_folder(dir / "graphpipe" / "buffers", (*t)->executor().buffers());
+    fs::path const dst = fs::path(keep) / pc.name;
+    fs::create_directories(dst);
+    fs::copy(dir, dst, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   }
-  EXPECT_EQ(static_cast<std::size_t>(compared), params.size()) << "every trained weight is compared";
-  std::printf("[parity] %-12s forward max-rel %.2e, weights after 3 SGD steps max-rel %.2e (%d tensors)\n",
-              name.c_str(), fwd, worst, compared);
+  std::printf("[parity] %-12s max-rel: forward %.2e, step-1 grads %.2e (%d), weights after 3 steps %.2e (%d), "
+              "running stats %.2e (%d)\n",
+              pc.name.c_str(), fwd, grads, n_grads, weights, n_weights, buffers, n_buffers);
 }
 
 class TorchParity : public ::testing::Test {
@@ -149,19 +203,20 @@ TEST_F(TorchParity, ZooTinyModels) {
     fs::create_directories(d);
     std::string const path = (d / "model.onnx").string();
     ASSERT_TRUE(models::export_model(info.name, models::Size::kTiny, path).is_ok());
-    check_parity(info.name, path, info.task == models::Task::kRegression ? LossKind::kMse : LossKind::kCrossEntropy, 4,
-                 "", d);
+    check_parity({info.name, path, info.task == models::Task::kRegression ? LossKind::kMse : LossKind::kCrossEntropy},
+                 d);
   }
 }
 
+// Batch 16 and lr 0.01 keep the comparison well conditioned. With batch 4 (BatchNorm over 4
+// values at layer4's 1x1 spatial size) and lr 0.1, float32 rounding alone decides some ReLU inputs
+// within 1e-7 of zero and the 3-step trajectory diverges (loss 2.4 -> 8.6): there torch's own
+// float32 run differs from its float64 run by ~1 relative (scripts/torch_reference.py --float64),
+// as much as graphpipe differs from torch, while the first step's gradients agree to 1e-4.
 TEST_F(TorchParity, TorchvisionResNet18) {
   std::string const path = (dir_ / "resnet18.onnx").string();
   ASSERT_TRUE(run(kPython + " " + kScript + " export-resnet18 --out " + path + " --image 32 --classes 10").is_ok());
-  // Known gap: ResNet-18's forward agrees, but its weights after 3 SGD steps differ from torch's by
-  // up to ~1e-1 relative (the zoo's CNN with BatchNorm and pooling agrees to 1e-5): printed, not
-  // yet asserted, until the cause is found.
-  check_parity("resnet18", path, LossKind::kCrossEntropy, 4, "--torchvision resnet18 --classes 10", dir_,
-               /*check_weights=*/false);
+  check_parity({"resnet18", path, LossKind::kCrossEntropy, 16, 0.01f, "--torchvision resnet18 --classes 10"}, dir_);
 }
 
 }  // namespace
