@@ -196,15 +196,40 @@ std::unordered_set<uint32_t> sp_pieces(SpTree const& tree) {
     for (int v : tree.leaves(t)) m |= 1u << v;
     return m;
   };
+  // Consecutive children of a Parallel node [a, c), as one mask.
+  auto group = [&](int t, std::size_t a, std::size_t c) {
+    uint32_t m = 0;
+    for (std::size_t x = a; x < c; ++x) m |= mask(tree.nodes[t].children[x]);
+    return m;
+  };
   for (int t = 0; t < static_cast<int>(tree.nodes.size()); ++t) {
     pieces.insert(mask(t));
     SpNode const& n = tree.nodes[t];
+    std::size_t const k = n.children.size();
+    if (n.kind == SpKind::kParallel) {
+      for (std::size_t a = 0; a < k; ++a)
+        for (std::size_t c = a + 1; c <= k; ++c) pieces.insert(group(t, a, c));
+      continue;
+    }
     if (n.kind != SpKind::kSeries) continue;
-    for (std::size_t i = 0; i < n.children.size(); ++i) {
+    for (std::size_t i = 0; i < k; ++i) {
       uint32_t run = 0;
-      for (std::size_t j = i; j < n.children.size(); ++j) {
+      for (std::size_t j = i; j < k; ++j) {
         run |= mask(n.children[j]);
         pieces.insert(run);
+      }
+      // A group of a Parallel child's children with the run right after it (where they join).
+      int const par = n.children[i];
+      if (tree.nodes[par].kind != SpKind::kParallel) continue;
+      std::size_t const g = tree.nodes[par].children.size();
+      for (std::size_t a = 0; a < g; ++a) {
+        for (std::size_t c = a + 1; c <= g; ++c) {
+          uint32_t joined = group(par, a, c);
+          for (std::size_t j = i + 1; j < k; ++j) {
+            joined |= mask(n.children[j]);
+            pieces.insert(joined);
+          }
+        }
       }
     }
   }

@@ -20,7 +20,7 @@
 namespace gp::partition {
 
 enum class BruteForceSpace {
-  kSpPieces,   // stages are pieces of the SP tree: subtrees or contiguous runs of Series children
+  kSpPieces,   // stages are the GPP planner's pieces of the SP tree (partition/gpp_dp.h)
   kAllConvex,  // stages are any convex node sets
   kChains,     // sequential pipelines: convex stages run in one linear order, depth = stage count
 };

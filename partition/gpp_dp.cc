@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <limits>
 #include <map>
 #include <memory>
@@ -179,10 +180,11 @@ struct Point {
 };
 using Frontier = std::vector<Point>;  // depth ascending, devices strictly descending
 
-// DP state: tree node, index (suffix start of a Series node, or prefix end of a Parallel node's
-// accumulation; -1 for the whole node) and q, the depth downstream of the piece.
+// DP state: tree node, what part of it (Part), an index into its children (-1 for the whole node)
+// and q, the depth downstream of the piece.
 struct StateKey {
   int tree = 0;
+  int part = 0;
   int index = -1;
   int q = 0;
   bool operator==(StateKey const&) const = default;
@@ -190,6 +192,7 @@ struct StateKey {
 struct StateKeyHash {
   std::size_t operator()(StateKey const& k) const {
     uint64_t h = static_cast<uint32_t>(k.tree);
+    h = h * 0x9E3779B97F4A7C15ULL ^ static_cast<uint32_t>(k.part);
     h = h * 0x9E3779B97F4A7C15ULL ^ static_cast<uint32_t>(k.index + 1);
     h = h * 0x9E3779B97F4A7C15ULL ^ static_cast<uint32_t>(k.q);
     return static_cast<std::size_t>(h ^ (h >> 29));
@@ -200,13 +203,24 @@ struct StateKeyHash {
 struct Level {
   double t = 0;    // T_s / b
   int max_in_flight = 0;
-  bool ready = true;  // false: priced on first use (the range is the engine's lazy range)
+  bool ready = true;  // false: priced on first use (the ranges are the engine's lazy ranges)
+};
+
+// One or two leaf ranges [lo1, hi1) and [lo2, hi2) (lo2 == hi2 when there is one): a candidate
+// stage. Two ranges make a Parallel node's group of children merged with the Series run after it.
+struct Ranges {
+  int lo1 = 0, hi1 = 0, lo2 = 0, hi2 = 0;
 };
 
 struct ChosenStage {
-  int lo = 0, hi = 0, replicas = 1;
+  Ranges ranges;
+  int replicas = 1;
   double t = 0;
 };
+
+// Memo kinds: a tree node's whole frontier, a Series node's suffix of children starting at index,
+// a Parallel node's prefix of children [0, index) or suffix of children [index, end).
+enum class Part : int { kNode, kSeriesSuffix, kParallelPrefix, kParallelSuffix };
 
 class Engine {
  public:
@@ -215,10 +229,11 @@ class Engine {
         devices_(p.cluster.size()), cost_(p, leaves.order, micro_batch), tracker_(p) {
     whole_.resize(tree.nodes.size());
     for (int t = 0; t < static_cast<int>(tree.nodes.size()); ++t) {
+      if (tree.nodes[t].kind != SpKind::kLeaf) continue;  // inner nodes are priced as runs and groups
       auto [lo, hi] = leaves.range[t];
       tracker_.clear();
       for (int i = lo; i < hi; ++i) tracker_.add(leaves.order[i]);
-      whole_[t] = levels(lo, hi);
+      whole_[t] = levels({lo, hi, hi, hi});
     }
     // Device-seconds per node: a stage of r replicas meeting tau gives each of its nodes at most
     // r * compute(v, b / r) of its r * tau * b, so a node set needs >= sum / (tau * b) devices.
@@ -274,31 +289,42 @@ class Engine {
 
  private:
   // Levels below `first` are known to be too slow (fewest_replicas) and are left at infinity.
-  // Lazy levels are priced by min_replicas while the tracker still holds [lo, hi).
-  std::vector<Level> levels(int lo, int hi, int first = 0, bool lazy = false) {
+  // Lazy levels are priced by min_replicas while the tracker still holds the ranges.
+  std::vector<Level> levels(Ranges const& rg, int first = 0, bool lazy = false) {
     std::vector<Level> out(cost_.levels(), Level{std::numeric_limits<double>::infinity(), 0, true});
-    lazy_lo_ = lo;
-    lazy_hi_ = hi;
+    lazy_ = rg;
     for (int l = first; l < cost_.levels(); ++l) {
       if (lazy) {
         out[l].ready = false;
       } else {
-        out[l] = price(lo, hi, l);
+        out[l] = price(rg, l);
       }
     }
     return out;
   }
 
-  Level price(int lo, int hi, int l) const {
-    StageSums const s = cost_.sums(lo, hi, l, tracker_);
+  Level price(Ranges const& rg, int l) const {
+    StageSums s = cost_.sums(rg.lo1, rg.hi1, l, tracker_);
+    if (rg.lo2 < rg.hi2) {
+      StageSums const s2 = cost_.sums(rg.lo2, rg.hi2, l, tracker_);
+      s.time.fwd_s += s2.time.fwd_s;
+      s.time.bwd_input_s += s2.time.bwd_input_s;
+      s.time.bwd_weight_s += s2.time.bwd_weight_s;
+      s.weight_bytes += s2.weight_bytes;
+      s.activation_bytes_per_sample += s2.activation_bytes_per_sample;
+    }
     StageCost const c = stage_cost_from_sums(p_, s, cost_.replicas(l), b_, 1, m_);
     return {c.time_s / static_cast<double>(b_), cost_.max_in_flight(s, l), true};
+  }
+
+  double compute(Ranges const& rg, int l) const {
+    return cost_.compute_s(rg.lo1, rg.hi1, l) + (rg.lo2 < rg.hi2 ? cost_.compute_s(rg.lo2, rg.hi2, l) : 0.0);
   }
 
   // Fewest replicas meeting tau with `in_flight` micro-batches held; 0 if none.
   int min_replicas(std::vector<Level>& lv, int in_flight, double* t_out = nullptr) {
     for (int l = 0; l < static_cast<int>(lv.size()); ++l) {
-      if (!lv[l].ready) lv[l] = price(lazy_lo_, lazy_hi_, l);
+      if (!lv[l].ready) lv[l] = price(lazy_, l);
       if (lv[l].t > tau_) {
         tau_next_ = std::min(tau_next_, lv[l].t);
         continue;
@@ -310,9 +336,25 @@ class Engine {
     return 0;
   }
 
-  Frontier const& stored(StateKey const& key) const { return frontiers_[memo_.at(key)]; }
-  void store(StateKey const& key, Frontier f) {
-    memo_.emplace(key, static_cast<int>(frontiers_.size()));
+  // The fewest replicas whose compute alone fits the ranges within tau; 0 when none does, and then
+  // no larger stage does either (compute only grows with the stage).
+  int fewest_replicas(Ranges const& rg) {
+    for (int l = 0; l < cost_.levels(); ++l) {
+      double const t = compute(rg, l) / static_cast<double>(b_);
+      if (t <= tau_) return cost_.replicas(l);
+      tau_next_ = std::min(tau_next_, t);  // a larger tau may admit this level
+    }
+    return 0;
+  }
+  static int level_of(int replicas) { return std::countr_zero(static_cast<unsigned>(replicas)); }
+
+  Frontier const* find(Part part, int t, int index, int q) const {
+    auto it = memo_.find({t, static_cast<int>(part), index, q});
+    return it == memo_.end() ? nullptr : &frontiers_[it->second];
+  }
+  Frontier const& stored(Part part, int t, int index, int q) const { return *find(part, t, index, q); }
+  void store(Part part, int t, int index, int q, Frontier f) {
+    memo_.emplace(StateKey{t, static_cast<int>(part), index, q}, static_cast<int>(frontiers_.size()));
     frontiers_.push_back(std::move(f));
     ++states_;
   }
@@ -334,55 +376,138 @@ class Engine {
   }
 
   // Lower bound on the devices any plan gives to the nodes at positions [lo, hi).
-  // Pruning with it keeps the evaluation constant only up to the tau where it drops: that tau
-  // joins tau_next.
-  int need(int lo, int hi) {
-    if (lo >= hi) return 0;
+  int need(int lo, int hi) { return lo >= hi ? 0 : need_for(work_[hi] - work_[lo]); }
+  // Lower bound on the devices of stages holding `work` device-seconds. Pruning with it keeps the
+  // evaluation constant only up to the tau where it drops: that tau joins tau_next.
+  int need_for(double work) {
     if (std::isinf(tau_)) return 1;
-    double const work = std::max(0.0, work_[hi] - work_[lo]) * (1 - 1e-9);
+    work = std::max(0.0, work) * (1 - 1e-9);
     double const w = work / (tau_ * static_cast<double>(b_));
     int const c = w >= devices_ + 1 ? devices_ + 1 : std::max(1, static_cast<int>(std::ceil(w)));
     if (c > 1) tau_next_ = std::min(tau_next_, std::nextafter(work / ((c - 1) * static_cast<double>(b_)), HUGE_VAL));
     return c;
   }
-  // Devices a piece at [lo, hi) may use: the rest of the graph needs its share.
+  // Devices a piece at [lo, hi) may use: the rest of the graph needs its share. The rest is priced
+  // as one set, since a merged stage can hold nodes on both sides of the piece.
   int budget(int lo, int hi) {
     int const n = static_cast<int>(leaves_.order.size());
-    return devices_ - std::min(devices_, need(0, lo) + need(hi, n));
+    if (lo <= 0 && hi >= n) return devices_;
+    return devices_ - std::min(devices_, need_for((work_[lo] - work_[0]) + (work_[n] - work_[hi])));
   }
 
+  int lo_of(int t) const { return leaves_.range[t].first; }
+  int hi_of(int t) const { return leaves_.range[t].second; }
+
   Frontier node_frontier(int t, int q) {
-    StateKey const key{t, -1, q};
-    if (auto it = memo_.find(key); it != memo_.end()) return frontiers_[it->second];
+    if (Frontier const* f = find(Part::kNode, t, -1, q)) return *f;
     SpNode const& n = tree_.nodes[t];
     if (n.kind == SpKind::kSeries) {
       series(t, q);
-      return stored(key);
+    } else if (n.kind == SpKind::kParallel) {
+      parallel_prefix(t, q);
+    } else {
+      std::vector<int> best(devices_ + 1, std::numeric_limits<int>::max());
+      if (int r = min_replicas(whole_[t], q + 1)) consider(best, 1, r, budget(lo_of(t), hi_of(t)));
+      store(Part::kNode, t, -1, q, pareto(best));
     }
-    std::vector<int> best(devices_ + 1, std::numeric_limits<int>::max());
-    auto [lo, hi] = leaves_.range[t];
-    int const cap = budget(lo, hi);
-    if (int r = min_replicas(whole_[t], q + 1)) consider(best, 1, r, cap);
-    if (n.kind == SpKind::kParallel) {
-      Frontier acc = node_frontier(n.children[0], q);
-      for (int c = 1; c < static_cast<int>(n.children.size()); ++c) {
-        Frontier const child = node_frontier(n.children[c], q);
-        std::vector<int> comb(devices_ + 1, std::numeric_limits<int>::max());
-        int const acc_cap = budget(lo, leaves_.range[n.children[c]].second);
-        for (Point a : acc) {
-          for (Point b : child) consider(comb, std::max(a.depth, b.depth), a.devices + b.devices, acc_cap);
-        }
-        acc = pareto(comb);
-        store({t, c, q}, acc);
+    return stored(Part::kNode, t, -1, q);
+  }
+
+  static Frontier combine_max(Frontier const& a, Frontier const& b, int devices) {
+    std::vector<int> best(devices + 1, std::numeric_limits<int>::max());
+    for (Point x : a) {
+      for (Point y : b) {
+        int const d = std::max(x.depth, y.depth), n = x.devices + y.devices;
+        if (d <= devices && n <= devices && n < best[d]) best[d] = n;
       }
-      for (Point a : acc) consider(best, a.depth, a.devices, cap);
     }
-    store(key, pareto(best));
-    return stored(key);
+    Frontier f;
+    int least = std::numeric_limits<int>::max();
+    for (int d = 0; d <= devices; ++d) {
+      if (best[d] < least) {
+        least = best[d];
+        f.push_back({d, best[d]});
+      }
+    }
+    return f;
+  }
+
+  // A Parallel node's children side by side at downstream depth q, as consecutive groups: a group
+  // of one child is that child's own frontier, a group of several is one stage. Stores the prefix
+  // frontiers [0, c) for c = 1..k and the node's frontier (c = k, which includes all children as one
+  // stage).
+  void parallel_prefix(int t, int q) {
+    SpNode const& n = tree_.nodes[t];
+    int const k = static_cast<int>(n.children.size());
+    std::vector<Frontier> child(k);
+    for (int c = 0; c < k; ++c) child[c] = node_frontier(n.children[c], q);
+    std::vector<Frontier> prefix(k + 1);
+    prefix[0] = {{0, 0}};
+    for (int c = 1; c <= k; ++c) {
+      std::vector<int> best(devices_ + 1, std::numeric_limits<int>::max());
+      int const hi = hi_of(n.children[c - 1]);
+      int const cap = budget(lo_of(t), hi);
+      for (Point a : prefix[c - 1]) {
+        for (Point x : child[c - 1]) consider(best, std::max(a.depth, x.depth), a.devices + x.devices, cap);
+      }
+      tracker_.clear();
+      for (int v = lo_of(n.children[c - 1]); v < hi; ++v) tracker_.add(leaves_.order[v]);
+      for (int a = c - 2; a >= 0; --a) {
+        int const lo = lo_of(n.children[a]);
+        for (int v = lo; v < lo_of(n.children[a + 1]); ++v) tracker_.add(leaves_.order[v]);
+        Ranges const rg{lo, hi, hi, hi};
+        int const fewest = fewest_replicas(rg);
+        if (fewest == 0 || fewest > cap) break;  // larger groups only need more
+        if (prefix[a].empty() || fewest + prefix[a].back().devices > cap) continue;
+        std::vector<Level> lv = levels(rg, level_of(fewest), true);
+        if (int r = min_replicas(lv, q + 1)) {
+          for (Point pa : prefix[a]) consider(best, std::max(pa.depth, 1), pa.devices + r, cap);
+        }
+      }
+      prefix[c] = pareto(best);
+      if (c < k) store(Part::kParallelPrefix, t, c, q, prefix[c]);
+    }
+    store(Part::kParallelPrefix, t, k, q, prefix[k]);
+    store(Part::kNode, t, -1, q, prefix[k]);
+  }
+
+  // The suffix frontiers [c, k) of a Parallel node's children (c = k - 1..1), as parallel_prefix.
+  void parallel_suffix(int t, int q) {
+    if (find(Part::kParallelSuffix, t, 1, q)) return;
+    SpNode const& n = tree_.nodes[t];
+    int const k = static_cast<int>(n.children.size());
+    std::vector<Frontier> child(k);
+    for (int c = 1; c < k; ++c) child[c] = node_frontier(n.children[c], q);
+    std::vector<Frontier> suffix(k + 1);
+    suffix[k] = {{0, 0}};
+    for (int c = k - 1; c >= 1; --c) {
+      std::vector<int> best(devices_ + 1, std::numeric_limits<int>::max());
+      int const lo = lo_of(n.children[c]);
+      int const cap = budget(lo, hi_of(t));
+      for (Point a : suffix[c + 1]) {
+        for (Point x : child[c]) consider(best, std::max(a.depth, x.depth), a.devices + x.devices, cap);
+      }
+      tracker_.clear();
+      for (int v = lo; v < hi_of(n.children[c]); ++v) tracker_.add(leaves_.order[v]);
+      for (int e = c + 2; e <= k; ++e) {
+        int const hi = hi_of(n.children[e - 1]);
+        for (int v = lo_of(n.children[e - 1]); v < hi; ++v) tracker_.add(leaves_.order[v]);
+        Ranges const rg{lo, hi, hi, hi};
+        int const fewest = fewest_replicas(rg);
+        if (fewest == 0 || fewest > cap) break;
+        if (suffix[e].empty() || fewest + suffix[e].back().devices > cap) continue;
+        std::vector<Level> lv = levels(rg, level_of(fewest), true);
+        if (int r = min_replicas(lv, q + 1)) {
+          for (Point pe : suffix[e]) consider(best, std::max(pe.depth, 1), pe.devices + r, cap);
+        }
+      }
+      suffix[c] = pareto(best);
+      store(Part::kParallelSuffix, t, c, q, suffix[c]);
+    }
   }
 
   // Suffix frontiers of a Series node's children for downstream depth q; stores (t, i, q) for every
-  // suffix start i and (t, -1, q) for the whole node.
+  // suffix start i and the node's frontier (i = 0).
   void series(int t, int q) {
     SpNode const& n = tree_.nodes[t];
     int const k = static_cast<int>(n.children.size());
@@ -390,27 +515,28 @@ class Engine {
     suffix[k] = {{0, 0}};
     for (int i = k - 1; i >= 0; --i) {
       std::vector<int> best(devices_ + 1, std::numeric_limits<int>::max());
-      int const lo = leaves_.range[n.children[i]].first;
-      int const cap = budget(lo, leaves_.range[t].second);
+      int const lo = lo_of(n.children[i]);
+      int const cap = budget(lo, hi_of(t));
+      int const child = n.children[i];
+      if (tree_.nodes[child].kind == SpKind::kParallel && i + 1 < k) merged(t, i, q, suffix, cap, best, nullptr);
       tracker_.clear();
       int tracked = lo;  // the tracker holds [lo, tracked); it catches up only when a run is priced
       for (int j = i; j < k; ++j) {
-        int const chi = leaves_.range[n.children[j]].second;
-        int const fewest = fewest_replicas(lo, chi);
+        int const chi = hi_of(n.children[j]);
+        Ranges const rg{lo, chi, chi, chi};
+        int const fewest = fewest_replicas(rg);
         if (fewest == 0 || fewest > cap) break;  // fewest only grows with the run
         if (suffix[j + 1].empty() || fewest + suffix[j + 1].back().devices > cap) continue;
         for (; tracked < chi; ++tracked) tracker_.add(leaves_.order[tracked]);
-        std::vector<Level> lv = levels(lo, chi, std::countr_zero(static_cast<unsigned>(fewest)), true);
+        std::vector<Level> lv = levels(rg, level_of(fewest), true);
         for (Point rest : suffix[j + 1]) {
           int const r = min_replicas(lv, q + rest.depth + 1);
           if (r == 0) break;  // later points hold more in flight: they fail too
           consider(best, rest.depth + 1, rest.devices + r, cap);
         }
       }
-      int const child = n.children[i];
       if (tree_.nodes[child].kind != SpKind::kLeaf) {
-        auto [clo, chi] = leaves_.range[child];
-        int const child_need = need(clo, chi);
+        int const child_need = need(lo_of(child), hi_of(child));
         for (Point rest : suffix[i + 1]) {
           if (q + rest.depth >= devices_) break;
           if (rest.devices + child_need > cap) continue;
@@ -419,46 +545,141 @@ class Engine {
         }
       }
       suffix[i] = pareto(best);
-      store({t, i, q}, suffix[i]);
+      store(Part::kSeriesSuffix, t, i, q, suffix[i]);
     }
-    memo_.emplace(StateKey{t, -1, q}, memo_.at(StateKey{t, 0, q}));
+    store(Part::kNode, t, -1, q, suffix[0]);
   }
 
-  // The fewest replicas whose compute alone fits [lo, hi) within tau; 0 when none does, and then
-  // no longer run does either (compute only grows with the run).
-  int fewest_replicas(int lo, int hi) {
-    for (int l = 0; l < cost_.levels(); ++l) {
-      double const t = cost_.compute_s(lo, hi, l) / static_cast<double>(b_);
-      if (t <= tau_) return cost_.replicas(l);
-      tau_next_ = std::min(tau_next_, t);  // a larger tau may admit this level
+  // A stage made of a group [a, c) of the children of the Parallel child i of Series t, together
+  // with the Series run i+1..j right after it (where the branches join), other than the whole
+  // Parallel node (a plain run). The Parallel node's other children are partitioned beside it,
+  // feeding it. In search mode (`target` null) every candidate goes into `best`; in rebuild mode the
+  // first candidate equal to `target` is emitted with its parts and true is returned.
+  bool merged(int t, int i, int q, std::vector<Frontier> const& suffix, int cap, std::vector<int>& best,
+              Point const* target) {
+    SpNode const& n = tree_.nodes[t];
+    int const k = static_cast<int>(n.children.size());
+    int const par = n.children[i];
+    SpNode const& pn = tree_.nodes[par];
+    int const groups = static_cast<int>(pn.children.size());
+    int const run_lo = hi_of(par);
+    // The other children sit at downstream depth q' = q + rest.depth + 1: their frontiers first, as
+    // computing them reuses the tracker.
+    std::vector<int> qs;
+    for (int j = i + 1; j < k; ++j) {
+      for (Point rest : suffix[j + 1]) {
+        if (q + rest.depth + 1 < devices_) qs.push_back(q + rest.depth + 1);
+      }
     }
-    return 0;
+    std::sort(qs.begin(), qs.end());
+    qs.erase(std::unique(qs.begin(), qs.end()), qs.end());
+    for (int qq : qs) {
+      node_frontier(par, qq);
+      parallel_suffix(par, qq);
+    }
+    for (int a = 0; a < groups; ++a) {
+      for (int c = a + 1; c <= groups; ++c) {
+        if (a == 0 && c == groups) break;  // the whole node: a plain run
+        int const glo = lo_of(pn.children[a]), ghi = hi_of(pn.children[c - 1]);
+        if (fewest_replicas({glo, ghi, ghi, ghi}) == 0) break;  // larger groups only need more
+        tracker_.clear();
+        for (int v = glo; v < ghi; ++v) tracker_.add(leaves_.order[v]);
+        for (int j = i + 1; j < k; ++j) {
+          int const run_hi = hi_of(n.children[j]);
+          for (int v = lo_of(n.children[j]); v < run_hi; ++v) tracker_.add(leaves_.order[v]);
+          Ranges const rg{glo, ghi, run_lo, run_hi};
+          int const fewest = fewest_replicas(rg);
+          if (fewest == 0 || fewest > cap) break;
+          if (suffix[j + 1].empty()) continue;
+          std::vector<Level> lv = levels(rg, level_of(fewest));
+          for (Point rest : suffix[j + 1]) {
+            int const r = min_replicas(lv, q + rest.depth + 1);
+            if (r == 0) break;
+            int const qq = q + rest.depth + 1;
+            if (qq >= devices_) break;
+            Frontier const* pre = a == 0 ? &kEmpty : find(Part::kParallelPrefix, par, a, qq);
+            Frontier const* suf = c == groups ? &kEmpty : find(Part::kParallelSuffix, par, c, qq);
+            if (!pre || !suf) continue;
+            for (Point x : *pre) {
+              for (Point y : *suf) {
+                int const depth = rest.depth + 1 + std::max(x.depth, y.depth);
+                int const used = rest.devices + r + x.devices + y.devices;
+                if (!target) {
+                  consider(best, depth, used, cap);
+                } else if (depth == target->depth && used == target->devices) {
+                  emit(rg, lv, q + rest.depth + 1);
+                  if (a > 0) rebuild_parallel(Part::kParallelPrefix, par, a, qq, x);
+                  if (c < groups) rebuild_parallel(Part::kParallelSuffix, par, c, qq, y);
+                  if (j + 1 < k) rebuild_series(t, j + 1, q, rest);
+                  return true;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    return false;
   }
 
-  void emit(int lo, int hi, std::vector<Level>& lv, int in_flight) {
+  void emit(Ranges const& rg, std::vector<Level>& lv, int in_flight) {
     double t = 0;
     int const r = min_replicas(lv, in_flight, &t);
-    chosen_.push_back({lo, hi, r, t});
+    chosen_.push_back({rg, r, t});
   }
 
   void rebuild_node(int t, int q, Point target) {
     SpNode const& n = tree_.nodes[t];
     if (n.kind == SpKind::kSeries) return rebuild_series(t, 0, q, target);
-    auto [lo, hi] = leaves_.range[t];
-    if (target.depth == 1 && min_replicas(whole_[t], q + 1) == target.devices) return emit(lo, hi, whole_[t], q + 1);
-    rebuild_parallel(t, static_cast<int>(n.children.size()) - 1, q, target);
+    if (n.kind == SpKind::kParallel)
+      return rebuild_parallel(Part::kParallelPrefix, t, static_cast<int>(n.children.size()), q, target);
+    emit({lo_of(t), hi_of(t), hi_of(t), hi_of(t)}, whole_[t], q + 1);
   }
 
-  void rebuild_parallel(int t, int c, int q, Point target) {
+  // The children [0, index) (prefix) or [index, k) (suffix) of Parallel node t as stored.
+  void rebuild_parallel(Part part, int t, int index, int q, Point target) {
     SpNode const& n = tree_.nodes[t];
-    if (c == 0) return rebuild_node(n.children[0], q, target);
-    Frontier const acc = c == 1 ? stored({n.children[0], -1, q}) : stored({t, c - 1, q});
-    Frontier const child = stored({n.children[c], -1, q});
-    for (Point a : acc) {
-      for (Point b : child) {
-        if (std::max(a.depth, b.depth) == target.depth && a.devices + b.devices == target.devices) {
-          rebuild_parallel(t, c - 1, q, a);
-          rebuild_node(n.children[c], q, b);
+    int const k = static_cast<int>(n.children.size());
+    bool const prefix = part == Part::kParallelPrefix;
+    if (prefix ? index == 0 : index == k) return;
+    // The group next to the boundary: children [a, index) (prefix) or [index, e) (suffix).
+    int const edge_child = prefix ? index - 1 : index;
+    auto rest_of = [&](int boundary) -> Frontier {
+      if (prefix ? boundary == 0 : boundary == k) return kEmpty;
+      Frontier const* f = find(part, t, boundary, q);
+      return f ? *f : Frontier{};
+    };
+    // One child, partitioned on its own.
+    {
+      Frontier const rest = rest_of(prefix ? index - 1 : index + 1);
+      Frontier const* own = find(Part::kNode, n.children[edge_child], -1, q);
+      if (own) {
+        for (Point x : rest) {
+          for (Point y : *own) {
+            if (std::max(x.depth, y.depth) == target.depth && x.devices + y.devices == target.devices) {
+              rebuild_parallel(part, t, prefix ? index - 1 : index + 1, q, x);
+              rebuild_node(n.children[edge_child], q, y);
+              return;
+            }
+          }
+        }
+      }
+    }
+    // Several children as one stage.
+    for (int other = prefix ? index - 2 : index + 2; prefix ? other >= 0 : other <= k; other += prefix ? -1 : 1) {
+      int const lo = lo_of(n.children[prefix ? other : index]);
+      int const hi = hi_of(n.children[prefix ? index - 1 : other - 1]);
+      Ranges const rg{lo, hi, hi, hi};
+      if (fewest_replicas(rg) == 0) break;
+      tracker_.clear();
+      for (int v = lo; v < hi; ++v) tracker_.add(leaves_.order[v]);
+      std::vector<Level> lv = levels(rg);
+      int const r = min_replicas(lv, q + 1);
+      if (r == 0) continue;
+      for (Point x : rest_of(other)) {
+        if (std::max(x.depth, 1) == target.depth && x.devices + r == target.devices) {
+          emit(rg, lv, q + 1);
+          rebuild_parallel(part, t, other, q, x);
           return;
         }
       }
@@ -468,30 +689,36 @@ class Engine {
   void rebuild_series(int t, int i, int q, Point target) {
     SpNode const& n = tree_.nodes[t];
     int const k = static_cast<int>(n.children.size());
-    auto rest_frontier = [&](int j) { return j == k ? Frontier{{0, 0}} : stored({t, j, q}); };
-    int const lo = leaves_.range[n.children[i]].first;
-    tracker_.clear();
+    std::vector<Frontier> suffix(k + 1);
+    suffix[k] = kEmpty;
+    for (int j = i + 1; j < k; ++j) {
+      Frontier const* f = find(Part::kSeriesSuffix, t, j, q);
+      if (f) suffix[j] = *f;
+    }
+    int const lo = lo_of(n.children[i]);
     for (int j = i; j < k; ++j) {
-      auto [clo, chi] = leaves_.range[n.children[j]];
-      if (fewest_replicas(lo, chi) == 0) break;
-      for (int v = clo; v < chi; ++v) tracker_.add(leaves_.order[v]);
-      std::vector<Level> lv = levels(lo, chi);
-      for (Point rest : rest_frontier(j + 1)) {
+      int const chi = hi_of(n.children[j]);
+      Ranges const rg{lo, chi, chi, chi};
+      if (fewest_replicas(rg) == 0) break;
+      tracker_.clear();
+      for (int v = lo; v < chi; ++v) tracker_.add(leaves_.order[v]);
+      std::vector<Level> lv = levels(rg);
+      for (Point rest : suffix[j + 1]) {
         int const r = min_replicas(lv, q + rest.depth + 1);
         if (r == 0) break;
         if (rest.depth + 1 == target.depth && rest.devices + r == target.devices) {
-          emit(lo, chi, lv, q + rest.depth + 1);
+          emit(rg, lv, q + rest.depth + 1);
           if (j + 1 < k) rebuild_series(t, j + 1, q, rest);
           return;
         }
       }
     }
     int const child = n.children[i];
-    for (Point rest : rest_frontier(i + 1)) {
+    for (Point rest : suffix[i + 1]) {
       if (q + rest.depth >= devices_) break;
-      auto it = memo_.find({child, -1, q + rest.depth});
-      if (it == memo_.end()) continue;  // the search never needed this state
-      for (Point c : Frontier(frontiers_[it->second])) {
+      Frontier const* inner = find(Part::kNode, child, -1, q + rest.depth);
+      if (!inner) continue;  // the search never needed this state
+      for (Point c : Frontier(*inner)) {
         if (rest.depth + c.depth == target.depth && rest.devices + c.devices == target.devices) {
           rebuild_node(child, q + rest.depth, c);
           if (i + 1 < k) rebuild_series(t, i + 1, q, rest);
@@ -499,7 +726,13 @@ class Engine {
         }
       }
     }
+    if (tree_.nodes[child].kind == SpKind::kParallel && i + 1 < k) {
+      std::vector<int> unused;
+      merged(t, i, q, suffix, devices_, unused, &target);
+    }
   }
+
+  static inline Frontier const kEmpty{{0, 0}};
 
   Problem const& p_;
   SpTree const& tree_;
@@ -508,15 +741,16 @@ class Engine {
   int devices_;
   RangeCost cost_;
   BoundaryTracker tracker_;
-  std::vector<std::vector<Level>> whole_;  // per tree node: the whole subtree as one stage
+  std::vector<std::vector<Level>> whole_;  // per leaf: the node as one stage
   std::vector<double> work_;               // prefix over positions of per-node device-seconds
   double tau_ = 0, tau_next_ = 0;
-  int lazy_lo_ = 0, lazy_hi_ = 0;
+  Ranges lazy_;
   std::unordered_map<StateKey, int, StateKeyHash> memo_;
-  std::vector<Frontier> frontiers_;
+  std::deque<Frontier> frontiers_;  // a deque: references stay valid as states are added
   std::vector<ChosenStage> chosen_;
   int64_t states_ = 0;
 };
+
 
 std::string seconds_text(double s) {
   char buf[64];
@@ -627,7 +861,8 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
       for (ChosenStage const& s : found->stages) {
         StageAssignment a;
         a.replicas = s.replicas;
-        for (int i = s.lo; i < s.hi; ++i) a.nodes.push_back(leaves.order[i]);
+        for (int i = s.ranges.lo1; i < s.ranges.hi1; ++i) a.nodes.push_back(leaves.order[i]);
+        for (int i = s.ranges.lo2; i < s.ranges.hi2; ++i) a.nodes.push_back(leaves.order[i]);
         stages.push_back(std::move(a));
       }
       ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, std::move(stages), b, "gpp"));
