@@ -132,6 +132,11 @@ RangeCost::RangeCost(Problem const& p, std::vector<int> const& order, int64_t mi
       bwd_w_[l][i + 1] = bwd_w_[l][i] + t[order[i]].bwd_weight_s;
     }
   }
+  // Compute time prefix sums interleaved by level: a run's fewest-replicas check reads two cache lines.
+  compute_.assign(static_cast<std::size_t>(n + 1) * levels(), 0.0);
+  for (int i = 0; i <= n; ++i) {
+    for (int l = 0; l < levels(); ++l) compute_[static_cast<std::size_t>(i) * levels() + l] = fwd_[l][i] + bwd_i_[l][i] + bwd_w_[l][i];
+  }
   weight_.assign(n + 1, 0);
   act_.assign(n + 1, 0);
   for (int i = 0; i < n; ++i) {
@@ -155,8 +160,8 @@ StageSums RangeCost::sums(int lo, int hi, int level, BoundaryTracker const& boun
 }
 
 double RangeCost::compute_s(int lo, int hi, int level) const {
-  return (fwd_[level][hi] - fwd_[level][lo]) + (bwd_i_[level][hi] - bwd_i_[level][lo]) +
-         (bwd_w_[level][hi] - bwd_w_[level][lo]);
+  std::size_t const L = replicas_.size();
+  return compute_[static_cast<std::size_t>(hi) * L + level] - compute_[static_cast<std::size_t>(lo) * L + level];
 }
 
 int RangeCost::max_in_flight(StageSums const& sums, int level) const {
@@ -203,7 +208,6 @@ struct StateKeyHash {
 struct Level {
   double t = 0;    // T_s / b
   int max_in_flight = 0;
-  bool ready = true;  // false: priced on first use (the ranges are the engine's lazy ranges)
 };
 
 // One or two leaf ranges [lo1, hi1) and [lo2, hi2) (lo2 == hi2 when there is one): a candidate
@@ -227,13 +231,13 @@ class Engine {
   Engine(Problem const& p, SpTree const& tree, LeafOrder const& leaves, int64_t micro_batch)
       : p_(p), tree_(tree), leaves_(leaves), b_(micro_batch), m_(p.batch / micro_batch),
         devices_(p.cluster.size()), cost_(p, leaves.order, micro_batch), tracker_(p) {
+    single_.resize(leaves.order.size());
     whole_.resize(tree.nodes.size());
     for (int t = 0; t < static_cast<int>(tree.nodes.size()); ++t) {
       if (tree.nodes[t].kind != SpKind::kLeaf) continue;  // inner nodes are priced as runs and groups
       auto [lo, hi] = leaves.range[t];
-      tracker_.clear();
-      for (int i = lo; i < hi; ++i) tracker_.add(leaves.order[i]);
-      whole_[t] = levels({lo, hi, hi, hi});
+      Level const* lv = priced_afresh({lo, hi, hi, hi});
+      whole_[t].assign(lv, lv + cost_.levels());
     }
     // Device-seconds per node: a stage of r replicas meeting tau gives each of its nodes at most
     // r * compute(v, b / r) of its r * tau * b, so a node set needs >= sum / (tau * b) devices.
@@ -274,6 +278,14 @@ class Engine {
   }
 
   int64_t states() const { return states_; }
+  // Frees the memo and the price cache once the search is done with this micro-batch size.
+  void release() {
+    memo_ = {};
+    frontiers_ = {};
+    single_ = {};
+    merged_rows_ = {};
+    merged_row_ = nullptr;
+  }
   double lower_bound() const {
     // Every node sits in some stage, whose time is at least the node's own compute time.
     double lb = 0;
@@ -288,19 +300,44 @@ class Engine {
   double tau_floor() const { return work_.back() / (static_cast<double>(devices_) * b_) * (1 - 1e-9); }
 
  private:
-  // Levels below `first` are known to be too slow (fewest_replicas) and are left at infinity.
-  // Lazy levels are priced by min_replicas while the tracker still holds the ranges.
-  std::vector<Level> levels(Ranges const& rg, int first = 0, bool lazy = false) {
-    std::vector<Level> out(cost_.levels(), Level{std::numeric_limits<double>::infinity(), 0, true});
-    lazy_ = rg;
-    for (int l = first; l < cost_.levels(); ++l) {
-      if (lazy) {
-        out[l].ready = false;
-      } else {
-        out[l] = price(rg, l);
+  // The stage of `rg` at every replica level. Prices depend on the ranges and b only, not on tau or
+  // the in-flight count, so they are kept for the engine's life: a long Series is priced once, not
+  // once per downstream depth and bound probe. On a miss, `fill` must bring the tracker to hold
+  // exactly the nodes of `rg`.
+  template <typename Fill>
+  Level const* priced(Ranges const& rg, Fill&& fill) {
+    int const levels = cost_.levels();
+    // Dense rows, as runs grow one child at a time: one range by its start, then its length; two
+    // ranges (a group and the run after it) by the group, then the run's length.
+    std::vector<Level>* row;
+    int length;
+    if (rg.lo2 == rg.hi2) {
+      row = &single_[rg.lo1];
+      length = rg.hi1 - rg.lo1;
+    } else {
+      uint64_t const key = static_cast<uint64_t>(static_cast<uint32_t>(rg.lo1)) << 32 | static_cast<uint32_t>(rg.hi1);
+      if (!merged_row_ || merged_key_ != key) {
+        merged_row_ = &merged_rows_[key];
+        merged_key_ = key;
       }
+      row = merged_row_;
+      length = rg.hi2 - rg.lo2;
     }
-    return out;
+    std::size_t const at = static_cast<std::size_t>(length - 1) * levels;
+    if (row->size() < at + levels) row->resize(at + levels, Level{0, -1});
+    Level* lv = row->data() + at;
+    if (lv[0].max_in_flight < 0) {
+      fill();
+      for (int l = 0; l < levels; ++l) lv[l] = price(rg, l);
+    }
+    return lv;
+  }
+  Level const* priced_afresh(Ranges const& rg) {
+    return priced(rg, [&] {
+      tracker_.clear();
+      for (int v = rg.lo1; v < rg.hi1; ++v) tracker_.add(leaves_.order[v]);
+      for (int v = rg.lo2; v < rg.hi2; ++v) tracker_.add(leaves_.order[v]);
+    });
   }
 
   Level price(Ranges const& rg, int l) const {
@@ -314,7 +351,7 @@ class Engine {
       s.activation_bytes_per_sample += s2.activation_bytes_per_sample;
     }
     StageCost const c = stage_cost_from_sums(p_, s, cost_.replicas(l), b_, 1, m_);
-    return {c.time_s / static_cast<double>(b_), cost_.max_in_flight(s, l), true};
+    return {c.time_s / static_cast<double>(b_), cost_.max_in_flight(s, l)};
   }
 
   double compute(Ranges const& rg, int l) const {
@@ -322,9 +359,8 @@ class Engine {
   }
 
   // Fewest replicas meeting tau with `in_flight` micro-batches held; 0 if none.
-  int min_replicas(std::vector<Level>& lv, int in_flight, double* t_out = nullptr) {
-    for (int l = 0; l < static_cast<int>(lv.size()); ++l) {
-      if (!lv[l].ready) lv[l] = price(lazy_, l);
+  int min_replicas(Level const* lv, int in_flight, double* t_out = nullptr) {
+    for (int l = 0; l < cost_.levels(); ++l) {
       if (lv[l].t > tau_) {
         tau_next_ = std::min(tau_next_, lv[l].t);
         continue;
@@ -346,7 +382,6 @@ class Engine {
     }
     return 0;
   }
-  static int level_of(int replicas) { return std::countr_zero(static_cast<unsigned>(replicas)); }
 
   Frontier const* find(Part part, int t, int index, int q) const {
     auto it = memo_.find({t, static_cast<int>(part), index, q});
@@ -407,7 +442,7 @@ class Engine {
       parallel_prefix(t, q);
     } else {
       std::vector<int> best(devices_ + 1, std::numeric_limits<int>::max());
-      if (int r = min_replicas(whole_[t], q + 1)) consider(best, 1, r, budget(lo_of(t), hi_of(t)));
+      if (int r = min_replicas(whole_[t].data(), q + 1)) consider(best, 1, r, budget(lo_of(t), hi_of(t)));
       store(Part::kNode, t, -1, q, pareto(best));
     }
     return stored(Part::kNode, t, -1, q);
@@ -451,15 +486,17 @@ class Engine {
         for (Point x : child[c - 1]) consider(best, std::max(a.depth, x.depth), a.devices + x.devices, cap);
       }
       tracker_.clear();
-      for (int v = lo_of(n.children[c - 1]); v < hi; ++v) tracker_.add(leaves_.order[v]);
+      int tracked = hi;  // the tracker holds [tracked, hi); it catches up only on a price miss
       for (int a = c - 2; a >= 0; --a) {
         int const lo = lo_of(n.children[a]);
-        for (int v = lo; v < lo_of(n.children[a + 1]); ++v) tracker_.add(leaves_.order[v]);
         Ranges const rg{lo, hi, hi, hi};
         int const fewest = fewest_replicas(rg);
         if (fewest == 0 || fewest > cap) break;  // larger groups only need more
         if (prefix[a].empty() || fewest + prefix[a].back().devices > cap) continue;
-        std::vector<Level> lv = levels(rg, level_of(fewest), true);
+        Level const* lv = priced(rg, [&] {
+          for (int v = lo; v < tracked; ++v) tracker_.add(leaves_.order[v]);
+          tracked = lo;
+        });
         if (int r = min_replicas(lv, q + 1)) {
           for (Point pa : prefix[a]) consider(best, std::max(pa.depth, 1), pa.devices + r, cap);
         }
@@ -488,15 +525,16 @@ class Engine {
         for (Point x : child[c]) consider(best, std::max(a.depth, x.depth), a.devices + x.devices, cap);
       }
       tracker_.clear();
-      for (int v = lo; v < hi_of(n.children[c]); ++v) tracker_.add(leaves_.order[v]);
+      int tracked = lo;  // the tracker holds [lo, tracked)
       for (int e = c + 2; e <= k; ++e) {
         int const hi = hi_of(n.children[e - 1]);
-        for (int v = lo_of(n.children[e - 1]); v < hi; ++v) tracker_.add(leaves_.order[v]);
         Ranges const rg{lo, hi, hi, hi};
         int const fewest = fewest_replicas(rg);
         if (fewest == 0 || fewest > cap) break;
         if (suffix[e].empty() || fewest + suffix[e].back().devices > cap) continue;
-        std::vector<Level> lv = levels(rg, level_of(fewest), true);
+        Level const* lv = priced(rg, [&] {
+          for (; tracked < hi; ++tracked) tracker_.add(leaves_.order[tracked]);
+        });
         if (int r = min_replicas(lv, q + 1)) {
           for (Point pe : suffix[e]) consider(best, std::max(pe.depth, 1), pe.devices + r, cap);
         }
@@ -527,8 +565,9 @@ class Engine {
         int const fewest = fewest_replicas(rg);
         if (fewest == 0 || fewest > cap) break;  // fewest only grows with the run
         if (suffix[j + 1].empty() || fewest + suffix[j + 1].back().devices > cap) continue;
-        for (; tracked < chi; ++tracked) tracker_.add(leaves_.order[tracked]);
-        std::vector<Level> lv = levels(rg, level_of(fewest), true);
+        Level const* lv = priced(rg, [&] {
+          for (; tracked < chi; ++tracked) tracker_.add(leaves_.order[tracked]);
+        });
         for (Point rest : suffix[j + 1]) {
           int const r = min_replicas(lv, q + rest.depth + 1);
           if (r == 0) break;  // later points hold more in flight: they fail too
@@ -583,15 +622,20 @@ class Engine {
         int const glo = lo_of(pn.children[a]), ghi = hi_of(pn.children[c - 1]);
         if (fewest_replicas({glo, ghi, ghi, ghi}) == 0) break;  // larger groups only need more
         tracker_.clear();
-        for (int v = glo; v < ghi; ++v) tracker_.add(leaves_.order[v]);
+        int tracked = -1;  // the tracker holds the group and the run [run_lo, tracked); -1: nothing
         for (int j = i + 1; j < k; ++j) {
           int const run_hi = hi_of(n.children[j]);
-          for (int v = lo_of(n.children[j]); v < run_hi; ++v) tracker_.add(leaves_.order[v]);
           Ranges const rg{glo, ghi, run_lo, run_hi};
           int const fewest = fewest_replicas(rg);
           if (fewest == 0 || fewest > cap) break;
           if (suffix[j + 1].empty()) continue;
-          std::vector<Level> lv = levels(rg, level_of(fewest));
+          Level const* lv = priced(rg, [&] {
+            if (tracked < 0) {
+              for (int v = glo; v < ghi; ++v) tracker_.add(leaves_.order[v]);
+              tracked = run_lo;
+            }
+            for (; tracked < run_hi; ++tracked) tracker_.add(leaves_.order[tracked]);
+          });
           for (Point rest : suffix[j + 1]) {
             int const r = min_replicas(lv, q + rest.depth + 1);
             if (r == 0) break;
@@ -622,7 +666,7 @@ class Engine {
     return false;
   }
 
-  void emit(Ranges const& rg, std::vector<Level>& lv, int in_flight) {
+  void emit(Ranges const& rg, Level const* lv, int in_flight) {
     double t = 0;
     int const r = min_replicas(lv, in_flight, &t);
     chosen_.push_back({rg, r, t});
@@ -633,7 +677,7 @@ class Engine {
     if (n.kind == SpKind::kSeries) return rebuild_series(t, 0, q, target);
     if (n.kind == SpKind::kParallel)
       return rebuild_parallel(Part::kParallelPrefix, t, static_cast<int>(n.children.size()), q, target);
-    emit({lo_of(t), hi_of(t), hi_of(t), hi_of(t)}, whole_[t], q + 1);
+    emit({lo_of(t), hi_of(t), hi_of(t), hi_of(t)}, whole_[t].data(), q + 1);
   }
 
   // The children [0, index) (prefix) or [index, k) (suffix) of Parallel node t as stored.
@@ -671,9 +715,7 @@ class Engine {
       int const hi = hi_of(n.children[prefix ? index - 1 : other - 1]);
       Ranges const rg{lo, hi, hi, hi};
       if (fewest_replicas(rg) == 0) break;
-      tracker_.clear();
-      for (int v = lo; v < hi; ++v) tracker_.add(leaves_.order[v]);
-      std::vector<Level> lv = levels(rg);
+      Level const* lv = priced_afresh(rg);
       int const r = min_replicas(lv, q + 1);
       if (r == 0) continue;
       for (Point x : rest_of(other)) {
@@ -700,9 +742,7 @@ class Engine {
       int const chi = hi_of(n.children[j]);
       Ranges const rg{lo, chi, chi, chi};
       if (fewest_replicas(rg) == 0) break;
-      tracker_.clear();
-      for (int v = lo; v < chi; ++v) tracker_.add(leaves_.order[v]);
-      std::vector<Level> lv = levels(rg);
+      Level const* lv = priced_afresh(rg);
       for (Point rest : suffix[j + 1]) {
         int const r = min_replicas(lv, q + rest.depth + 1);
         if (r == 0) break;
@@ -742,9 +782,13 @@ class Engine {
   RangeCost cost_;
   BoundaryTracker tracker_;
   std::vector<std::vector<Level>> whole_;  // per leaf: the node as one stage
+  // Stage prices for the engine's life (see priced): single ranges by start, then length.
+  std::vector<std::vector<Level>> single_;
+  std::unordered_map<uint64_t, std::vector<Level>> merged_rows_;  // node-based: rows stay put
+  std::vector<Level>* merged_row_ = nullptr;                      // the last row looked up
+  uint64_t merged_key_ = 0;
   std::vector<double> work_;               // prefix over positions of per-node device-seconds
   double tau_ = 0, tau_next_ = 0;
-  Ranges lazy_;
   std::unordered_map<StateKey, int, StateKeyHash> memo_;
   std::deque<Frontier> frontiers_;  // a deque: references stay valid as states are added
   std::vector<ChosenStage> chosen_;
@@ -780,8 +824,10 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
   std::optional<Plan> best;
   double best_tau = 0;
   int64_t states = 0;
-  // Every plan at micro-batch b takes at least m * b * tau_floor = B * tau_floor per step: search
-  // the most promising b first and skip those whose floor cannot beat the best plan found.
+  // Every plan at micro-batch b takes at least (m + d_min - 1) * b * tau_floor per step: search the
+  // most promising b first and skip those whose floor cannot beat the best plan found. A model whose
+  // weights and optimizer state do not fit one device needs two stages, and on a connected graph
+  // two stages are at least two deep (an SP tree with one root child would be a single node).
   std::vector<int64_t> const sizes = p.micro_batch_sizes();
   std::vector<std::unique_ptr<Engine>> engines;
   std::vector<double> floors;
@@ -791,10 +837,19 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
     floors.push_back(std::max(engines.back()->lower_bound(), engines.back()->tau_floor()));
     order.push_back(order.size());
   }
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t c) { return floors[a] < floors[c]; });
   // A plan of DP depth d at bound tau takes at least (m + d - 1) * tau * b per step. Ordering edges
   // can make the true depth smaller than the DP's, so there only depth 1 is assumed.
   bool const exact_depth = tree.added_edges.empty();
+  int64_t model_bytes = 0;
+  for (Node const& node : p.nodes) model_bytes += node.weight_bytes;
+  model_bytes += static_cast<int64_t>(std::llround(p.optimizer_bytes_per_weight_byte * static_cast<double>(model_bytes)));
+  bool const connected = tree.nodes[tree.root].kind != SpKind::kParallel;
+  int const d_min = exact_depth && connected && model_bytes > p.device_memory() ? 2 : 1;
+  auto step_floor = [&](std::size_t bi) {
+    double const m = static_cast<double>(p.batch / sizes[bi]);
+    return (m + d_min - 1) * static_cast<double>(sizes[bi]) * floors[bi];
+  };
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t c) { return step_floor(a) < step_floor(c); });
   auto beats_best = [&](double tau, int64_t b, int depth) {
     double const d = exact_depth ? depth : 1;
     return !best || (static_cast<double>(p.batch / b) + d - 1) * tau * static_cast<double>(b) <=
@@ -819,10 +874,11 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
     double hi = std::numeric_limits<double>::infinity();
     std::optional<Engine::Eval> found;  // depth <= target, tau_used == hi
     int grow = 0;
+    bool below_hi = false;  // probe just below hi next: the plan found there is often the least
     for (int iter = 0; iter < 2000; ++iter) {
       RETURN_IF_ERROR(check_time());
-      while (target >= 1 && !beats_best(lo, b, target)) --target;
-      if (target < 1 || (!exact_depth && !beats_best(lo, b, 1))) break;
+      while (target >= d_min && !beats_best(lo, b, target)) --target;
+      if (target < d_min || (!exact_depth && !beats_best(lo, b, 1))) break;
       if (found && found->depth > target) {
         found.reset();
         hi = std::numeric_limits<double>::infinity();
@@ -841,14 +897,21 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
         double const factor = grow == 0 ? 1.0 : grow < 4 ? 1.1 : 4.0;
         tau = grow < 16 ? std::max(lo, 1e-300) * factor : std::numeric_limits<double>::infinity();
         ++grow;
+      } else if (below_hi) {
+        // One probe below the plan just found either ends the search (lo jumps to hi) or finds a
+        // plan at a smaller tau; bisection takes many probes to close the last gap.
+        tau = std::max(lo, std::nextafter(hi, 0.0));
       } else {
         tau = lo + (hi - lo) / 2;
         if (!(tau < hi)) tau = lo;
       }
+      bool const probed_below = below_hi;
+      below_hi = false;
       Engine::Eval ev = engine.evaluate(tau);
       if (ev.feasible && ev.depth <= target) {
         hi = ev.tau_used;
         found = std::move(ev);
+        below_hi = !probed_below;
       } else if (std::isinf(tau)) {
         break;
       } else {
@@ -882,6 +945,7 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
       grow = 1;
     }
     states += engine.states();
+    engine.release();
   }
   if (!best) {
     int64_t need = 0;

@@ -92,6 +92,7 @@ class RangeCost {
   int64_t memory_;  // the smallest device memory
   std::vector<int> replicas_;
   std::vector<std::vector<double>> fwd_, bwd_i_, bwd_w_;  // per level, prefix over positions
+  std::vector<double> compute_;  // prefix of fwd + bwd per position, levels interleaved
   std::vector<int64_t> weight_, act_;
 };
 
