@@ -50,6 +50,12 @@ class Backend {
   // embedding tables), ACCUMULATED into weight_grads[i] (defined only for trainable weight inputs).
   virtual Status backward_weight(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                                  std::vector<Tensor>& weight_grads) = 0;
+  // Both parts at once (no B/W split): what backward_input and then backward_weight compute. The
+  // default makes those two calls; a backend overrides it where one pass yields both (the
+  // normalisations), which the two calls would run twice.
+  virtual Status backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                          std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                          std::vector<Tensor>& weight_grads);
 
   // Completion of queued work (CPU: no-op; CUDA: stream sync).
   virtual Status synchronize() = 0;

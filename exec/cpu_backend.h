@@ -6,9 +6,9 @@
 //   the input's storage, and their backward may return the incoming gradient itself: treat
 //   tensors as immutable once produced, except accumulators you allocated.
 // - An undefined gradient (output or input) means zero.
-// - BatchNormalization and Dropout follow OpCall::training. In training, BatchNormalization's
-//   optional outputs 1 and 2 carry the updated running mean and variance (new tensors; the inputs
-//   are not written).
+// - BatchNormalization and Dropout follow OpCall::training. In training, BatchNormalization
+//   returns outputs 1 and 2, the updated running mean and variance, even when the graph does not
+//   name them (new tensors; the inputs are not written).
 // - Dropout masks are a pure function of (OpCall::rng_seed, element index).
 #pragma once
 
@@ -32,6 +32,9 @@ class CpuBackend final : public Backend {
                         std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs) override;
   Status backward_weight(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                          std::vector<Tensor>& weight_grads) override;
+  Status backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                  std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                  std::vector<Tensor>& weight_grads) override;
   Status synchronize() override { return Status::ok(); }
 
   // The op types in the kernel table, sorted.

@@ -24,6 +24,9 @@ struct OpKernels {
   BackwardFn backward_input = nullptr;
   BackwardFn backward_weight = nullptr;
   CheckFn check = nullptr;
+  // One call computes every gradient at the cost of one (and weights are small): an unsplit
+  // backward calls it once instead of once for B and once for W.
+  bool one_pass = false;
 };
 
 // ---- helpers (cpu_ops_common.cc) ----

@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "exec/cpu_ops.h"
+#include "exec/stage_executor.h"
 
 namespace gp::exec::cpu {
 
@@ -10,11 +11,7 @@ Status op_error(OpCall const& call, std::string const& what) {
 
 bool wants(std::vector<bool> const& wanted, std::size_t i) { return i < wanted.size() && wanted[i]; }
 
-void add_into(Tensor& dst, Tensor const& src) {
-  float* d = dst.data<float>();
-  float const* s = src.data<float>();
-  for (int64_t i = 0, n = dst.numel(); i < n; ++i) d[i] += s[i];
-}
+void add_into(Tensor& dst, Tensor const& src) { accumulate_into(dst, src); }
 
 Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, Tensor g, bool accumulate) {
   if (grads.size() <= i) grads.resize(i + 1);

@@ -180,19 +180,25 @@ Status conv_backward_weights(OpCall const& call, Saved const& saved, std::vector
     dnnl::convolution_backward_weights::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
     return ConvBwdWeights{pd, dnnl::convolution_backward_weights(pd)};
   });
-  // oneDNN overwrites diff_weights; accumulation goes through a temporary.
-  Tensor dw(g.weights);
+  // oneDNN overwrites diff_weights: when accumulating, the reorder back to the plain layout adds
+  // into the accumulator (a sum post-op), so no temporary of the weights' size is added by hand.
+  bool const add_w = want_w && accumulate;
+  if (add_w && (grads.size() <= 1 || grads[1].numel() != w.numel()))
+    return op_error(call, "weight gradient accumulator does not have " + std::to_string(w.numel()) + " elements");
+  Tensor dw = want_w && !accumulate ? Tensor(g.weights) : Tensor();
   Tensor db(g.bias);
   dnnl_ctx::InLayout const src = dnnl_ctx::to_layout(x.raw(), dnnl_ctx::plain_md(g.src), e->pd.src_desc());
   dnnl_ctx::InLayout const ddst = dnnl_ctx::to_layout(gout[0].raw(), dnnl_ctx::plain_md(g.dst), e->pd.diff_dst_desc());
   dnnl::memory::desc const w_plain = dnnl_ctx::plain_md(g.weights_grouped);
-  dnnl_ctx::InLayout const dwei = dnnl_ctx::output_layout(dw.raw(), w_plain, e->pd.diff_weights_desc());
+  dnnl_ctx::InLayout const dwei = add_w || !want_w ? dnnl_ctx::scratch_layout(e->pd.diff_weights_desc())
+                                                   : dnnl_ctx::output_layout(dw.raw(), w_plain, e->pd.diff_weights_desc());
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src.mem}, {DNNL_ARG_DIFF_DST, ddst.mem},
                                              {DNNL_ARG_DIFF_WEIGHTS, dwei.mem}};
   if (want_b) args.emplace(DNNL_ARG_DIFF_BIAS, dnnl_ctx::mem(e->pd.diff_bias_desc(), db.raw()));
   dnnl_ctx::run(e->prim, args);
-  dnnl_ctx::finish_layout(dwei, dw.raw(), w_plain);
-  if (want_w) RETURN_IF_ERROR(emit_grad(call, grads, 1, dw, accumulate));
+  if (add_w) dnnl_ctx::finish_accumulate(dwei, grads[1].raw(), w_plain);
+  else if (want_w) dnnl_ctx::finish_layout(dwei, dw.raw(), w_plain);
+  if (want_w && !accumulate) RETURN_IF_ERROR(emit_grad(call, grads, 1, dw, false));
   if (want_b) RETURN_IF_ERROR(emit_grad(call, grads, 2, db, accumulate));
   return Status::ok();
 }

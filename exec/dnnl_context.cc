@@ -42,11 +42,47 @@ void run(dnnl::primitive const& p, std::unordered_map<int, dnnl::memory> const& 
   s.wait();
 }
 
+std::string key_md(dnnl::memory::desc const& md) {
+  dnnl_memory_desc_t const& d = md.data;
+  std::ostringstream os;
+  os << d.ndims << ':' << d.data_type << ':' << d.format_kind << ':' << d.offset0 << ':';
+  for (int i = 0; i < d.ndims; ++i) os << d.dims[i] << '/' << d.padded_dims[i] << '/' << d.padded_offsets[i] << ',';
+  if (d.format_kind == dnnl_blocked) {
+    dnnl_blocking_desc_t const& b = d.format_desc.blocking;
+    os << 's';
+    for (int i = 0; i < d.ndims; ++i) os << b.strides[i] << ',';
+    os << 'b';
+    for (int i = 0; i < b.inner_nblks; ++i) os << b.inner_blks[i] << '@' << b.inner_idxs[i] << ',';
+  }
+  os << 'x' << d.extra.flags;
+  return os.str();
+}
+
+namespace {
+struct Reorder {
+  dnnl::reorder prim;
+};
+}  // namespace
+
+void reorder(dnnl::memory const& src, dnnl::memory const& dst, bool accumulate) {
+  dnnl::memory::desc const from = src.get_desc(), to = dst.get_desc();
+  auto r = cached<Reorder>(key("reorder", key_md(from), key_md(to), accumulate), [&] {
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.f);
+      attr.set_post_ops(ops);
+    }
+    return Reorder{dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to, attr))};
+  });
+  run(r->prim, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
+}
+
 InLayout to_layout(void const* data, dnnl::memory::desc const& plain, dnnl::memory::desc const& want) {
   if (want == plain) return {Tensor(), mem(plain, data)};
   Tensor buf({static_cast<int64_t>(want.get_size())}, DType::kUInt8);
-  dnnl::memory src = mem(plain, data), dst = mem(want, buf.raw());
-  run(dnnl::reorder(src, dst), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
+  dnnl::memory dst = mem(want, buf.raw());
+  reorder(mem(plain, data), dst);
   return {buf, dst};
 }
 
@@ -58,8 +94,16 @@ InLayout output_layout(void* out, dnnl::memory::desc const& plain, dnnl::memory:
 
 void finish_layout(InLayout const& produced, void* out, dnnl::memory::desc const& plain) {
   if (!produced.storage.defined()) return;
-  dnnl::memory dst = mem(plain, out);
-  run(dnnl::reorder(produced.mem, dst), {{DNNL_ARG_FROM, produced.mem}, {DNNL_ARG_TO, dst}});
+  reorder(produced.mem, mem(plain, out));
+}
+
+InLayout scratch_layout(dnnl::memory::desc const& want) {
+  Tensor buf({static_cast<int64_t>(want.get_size())}, DType::kUInt8);
+  return {buf, mem(want, buf.raw())};
+}
+
+void finish_accumulate(InLayout const& produced, void* out, dnnl::memory::desc const& plain) {
+  reorder(produced.mem, mem(plain, out), /*accumulate=*/true);
 }
 
 std::string key_dims(std::vector<int64_t> const& v) {

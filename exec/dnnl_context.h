@@ -41,6 +41,13 @@ InLayout to_layout(void const* data, dnnl::memory::desc const& plain, dnnl::memo
 // finish_layout() reorders into `out`.
 InLayout output_layout(void* out, dnnl::memory::desc const& plain, dnnl::memory::desc const& want);
 void finish_layout(InLayout const& produced, void* out, dnnl::memory::desc const& plain);
+// A buffer in layout `want` whose contents finish_accumulate() adds into a plain tensor: one
+// reorder with a sum post-op instead of a reorder, a temporary and an addition.
+InLayout scratch_layout(dnnl::memory::desc const& want);
+void finish_accumulate(InLayout const& produced, void* out, dnnl::memory::desc const& plain);
+// Reorders between layouts, from the primitive cache; `accumulate`: dst += reordered src.
+void reorder(dnnl::memory const& src, dnnl::memory const& dst, bool accumulate = false);
+std::string key_md(dnnl::memory::desc const& md);  // identifies a memory layout (cache keys)
 
 // Executes and waits (the CPU stream is in-order; waiting keeps buffers' lifetimes simple).
 void run(dnnl::primitive const& p, std::unordered_map<int, dnnl::memory> const& args);

@@ -4,6 +4,8 @@
 #include <set>
 #include <unordered_set>
 
+#include "kernels/vector_ops.h"
+
 namespace gp::exec {
 
 namespace {
@@ -16,10 +18,7 @@ uint64_t op_seed(uint64_t seed, graph::OpId id) {
 }  // namespace
 
 void accumulate_into(Tensor& dst, Tensor const& src) {
-  float* d = dst.data<float>();
-  float const* s = src.data<float>();
-  int64_t const n = dst.numel();
-  for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+  kernels::add_inplace(dst.data<float>(), src.data<float>(), dst.numel());
 }
 
 StageExecutor::StageExecutor(graph::OpGraph const& graph, Backend& backend, AutodiffPlan plan)
@@ -174,13 +173,18 @@ void StageExecutor::update_running_stats(graph::Op const& op, std::vector<Tensor
 
 void StageExecutor::discard(int64_t mb) { micro_batches_.erase(mb); }
 
-Status StageExecutor::run_w(graph::OpId id, MicroBatch& state, std::vector<Tensor> const& grad_outputs) {
-  auto const& op = graph_.op(id);
+std::vector<Tensor> StageExecutor::weight_grad_slots(graph::Op const& op) const {
   std::vector<Tensor> wgrads(op.inputs.size());
   for (std::size_t i = 0; i < op.inputs.size(); ++i) {
     graph::TensorId t = op.inputs[i];
     if (t != graph::kNoTensor && plan_.trainable[t]) wgrads[i] = grads_.at(graph_.tensor(t).name);
   }
+  return wgrads;
+}
+
+Status StageExecutor::run_w(graph::OpId id, MicroBatch& state, std::vector<Tensor> const& grad_outputs) {
+  auto const& op = graph_.op(id);
+  std::vector<Tensor> wgrads = weight_grad_slots(op);
   OpCall call{op, graph_, true, op_seed(state.rng_seed, id)};
   RETURN_IF_ERROR(backend_.backward_weight(call, state.saved.at(id), grad_outputs, wgrads));
   state.saved.erase(id);
@@ -235,13 +239,19 @@ Status StageExecutor::run_b(int64_t mb, MicroBatch& state, TensorMap const& outp
       any_in = any_in || needs[i];
     }
     OpCall call{op, graph_, true, op_seed(state.rng_seed, id)};
+    bool const both = !split && any_in && plan_.has_weight_grad[id];  // one call: no work done twice
     if (any_in) {
       gin.assign(op.inputs.size(), Tensor());
-      RETURN_IF_ERROR(backend_.backward_input(call, saved->second, gout, needs, gin));
+      if (both) {
+        std::vector<Tensor> wgrads = weight_grad_slots(op);
+        RETURN_IF_ERROR(backend_.backward(call, saved->second, gout, needs, gin, wgrads));
+      } else {
+        RETURN_IF_ERROR(backend_.backward_input(call, saved->second, gout, needs, gin));
+      }
       for (std::size_t i = 0; i < op.inputs.size(); ++i)
         if (needs[i] && gin[i].defined()) add_grad(op.inputs[i], std::move(gin[i]));
     }
-    if (plan_.has_weight_grad[id]) {
+    if (plan_.has_weight_grad[id] && !both) {
       if (split) state.w_grad_outputs.emplace(id, gout);
       else RETURN_IF_ERROR(run_w(id, state, gout));
     } else {

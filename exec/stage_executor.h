@@ -72,6 +72,7 @@ class StageExecutor {
   StageExecutor(graph::OpGraph const& graph, Backend& backend, AutodiffPlan plan);
   Status run_b(int64_t mb, MicroBatch& state, TensorMap const& output_grads, TensorMap& input_grads, bool split);
   Status run_w(graph::OpId id, MicroBatch& state, std::vector<Tensor> const& grad_outputs);
+  std::vector<Tensor> weight_grad_slots(graph::Op const& op) const;  // accumulators of op's trainable inputs
   void note_saved();
   void update_running_stats(graph::Op const& op, std::vector<Tensor> const& outs);
 

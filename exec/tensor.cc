@@ -8,6 +8,8 @@
 #include <new>
 #include <sstream>
 
+#include "kernels/vector_ops.h"
+
 namespace gp::exec {
 namespace {
 
@@ -113,8 +115,7 @@ Tensor Tensor::clone() const {
 
 void Tensor::fill(float value) {
   assert(dtype_ == DType::kFloat32);
-  float* p = data<float>();
-  for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = value;
+  kernels::fill(data<float>(), value, numel());
 }
 
 std::vector<float> Tensor::to_vector() const {

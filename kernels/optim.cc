@@ -6,9 +6,11 @@ namespace gp::kernels {
 
 void sgd_update(float* w, float const* g, float* buf, int64_t n, float lr, float momentum, float weight_decay) {
   if (momentum == 0.f || buf == nullptr) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
     for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + weight_decay * w[i]);
     return;
   }
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     float const d = g[i] + weight_decay * w[i];
     buf[i] = momentum * buf[i] + d;
@@ -24,6 +26,7 @@ void adam_update(float* w, float const* g, float* m, float* v, int64_t n, AdamPa
   float const sqrt_bc2 = static_cast<float>(std::sqrt(bc2));
   float const decay = p.decoupled ? 1.f - p.lr * p.weight_decay : 1.f;
   float const l2 = p.decoupled ? 0.f : p.weight_decay;
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     if (p.decoupled) w[i] *= decay;
     float const d = g[i] + l2 * w[i];

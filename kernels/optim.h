@@ -7,6 +7,10 @@
 
 namespace gp::kernels {
 
+// Buffers at least this long are updated by all OpenMP threads (memory-bound loops; below it the
+// fork costs more than it saves). Results do not depend on the thread count.
+inline constexpr int64_t kParallelMin = int64_t{1} << 15;
+
 // buf = momentum * buf + (g + wd * w); w -= lr * buf. With momentum == 0, buf may be null.
 void sgd_update(float* w, float const* g, float* buf, int64_t n, float lr, float momentum, float weight_decay);
 

@@ -1,0 +1,12 @@
+// Whole-buffer float loops the executor runs on every step (gradient accumulation, zeroing),
+// parallel over OpenMP threads for long buffers; results do not depend on the thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace gp::kernels {
+
+void add_inplace(float* dst, float const* src, int64_t n);  // dst += src
+void fill(float* dst, float value, int64_t n);
+
+}  // namespace gp::kernels
