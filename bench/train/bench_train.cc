@@ -62,6 +62,7 @@ Result<double> graphpipe_samples_per_s(Row const& row, int warmup, int steps) {
   config.optimizer.kind = exec::OptimizerKind::kSgd;
   config.optimizer.lr = 1e-3f;
   config.optimizer.momentum = 0.9f;
+  config.data.samples = row.batch;  // one fixed batch, generated once, as the torch side does
   exec::CpuBackend backend;
   ASSIGN_OR_RETURN(auto data, exec::make_data_source(config.data, graph, config.loss, config.seed));
   ASSIGN_OR_RETURN(auto trainer, exec::Trainer::create(config, graph, backend, std::move(data)));
@@ -78,6 +79,8 @@ int main(int argc, char** argv) {
   int warmup = 2, steps = 5;
   int64_t batch = 32;
   bool with_resnet = true;
+  std::string only;
+  bool with_torch = true;  // --no-torch: graphpipe alone (for profiling it)
   for (int i = 1; i < argc; ++i) {
     std::string const arg = argv[i];
     if (arg == "--quick") {
@@ -87,8 +90,15 @@ int main(int argc, char** argv) {
       with_resnet = false;
     } else if (arg == "--batch" && i + 1 < argc) {
       batch = std::atoll(argv[++i]);
+    } else if (arg == "--no-torch") {
+      with_torch = false;
+    } else if (arg == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else if (arg == "--steps" && i + 1 < argc) {
+      steps = std::atoi(argv[++i]);
     } else {
-      std::cerr << "bench_train: unknown argument '" << arg << "'; use --quick, --no-resnet, --batch N\n";
+      std::cerr << "bench_train: unknown argument '" << arg
+                << "'; use --quick, --no-resnet, --batch N, --steps N, --only MODEL, --no-torch\n";
       return 2;
     }
   }
@@ -100,6 +110,7 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   for (auto const& info : models::model_list()) {
+    if (!only.empty() && only != info.name) continue;
     Row row{info.name, batch, info.task == models::Task::kRegression ? "mse" : "cross_entropy", "",
             (dir / (info.name + ".onnx")).string()};
     if (auto st = models::export_model(info.name, models::Size::kSmall, row.onnx); !st.is_ok()) {
@@ -108,7 +119,7 @@ int main(int argc, char** argv) {
     }
     rows.push_back(row);
   }
-  if (with_resnet) {
+  if (with_resnet && (only.empty() || only == "resnet18")) {
     Row row{"resnet18", std::min<int64_t>(batch, 16), "cross_entropy", "resnet18", (dir / "resnet18.onnx").string()};
     std::string const cmd = torch_env + "/usr/bin/python3 " + script + " export-resnet18 --out " + row.onnx + " 2>&1";
     run_capture(cmd);
@@ -130,13 +141,13 @@ int main(int argc, char** argv) {
                       " --batch " + std::to_string(row.batch) + " --steps " + std::to_string(steps) +
                       " --warmup " + std::to_string(warmup) + " --threads 2 --loss " + row.loss;
     if (!row.torchvision.empty()) cmd += " --torchvision " + row.torchvision;
-    std::string const out = run_capture(cmd + " 2>&1");
+    std::string const out = with_torch ? run_capture(cmd + " 2>&1") : std::string();
     double const torch_rate = json_number(out, "samples_per_s");
     double const g = gp_rate.is_ok() ? *gp_rate : 0.0;
     std::printf("%-12s %6lld %16.1f %16.1f %8.2f  %s\n", row.model.c_str(), static_cast<long long>(row.batch), g,
                 torch_rate, torch_rate > 0 ? g / torch_rate : 0.0, json_string(out, "blas_build").c_str());
     if (!gp_rate.is_ok()) std::printf("  graphpipe error: %s\n", gp_rate.status().message().c_str());
-    if (torch_rate <= 0) std::printf("  torch error: %s\n", out.substr(out.size() > 300 ? out.size() - 300 : 0).c_str());
+    if (torch_rate <= 0 && with_torch) std::printf("  torch error: %s\n", out.substr(out.size() > 300 ? out.size() - 300 : 0).c_str());
     std::fflush(stdout);
   }
   std::filesystem::remove_all(dir);
