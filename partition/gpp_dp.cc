@@ -146,6 +146,10 @@ RangeCost::RangeCost(Problem const& p, std::vector<int> const& order, int64_t mi
 }
 
 StageSums RangeCost::sums(int lo, int hi, int level, BoundaryTracker const& boundary) const {
+  return sums(lo, hi, level, boundary.bytes_per_sample(), boundary.tensors());
+}
+
+StageSums RangeCost::sums(int lo, int hi, int level, int64_t boundary_bytes, int boundary_tensors) const {
   StageSums s;
   s.time.fwd_s = fwd_[level][hi] - fwd_[level][lo];
   s.time.bwd_input_s = bwd_i_[level][hi] - bwd_i_[level][lo];
@@ -153,8 +157,8 @@ StageSums RangeCost::sums(int lo, int hi, int level, BoundaryTracker const& boun
   s.weight_bytes = weight_[hi] - weight_[lo];
   s.activation_bytes_per_sample = act_[hi] - act_[lo];
   if (p_->count_communication) {
-    s.boundary_bytes_per_sample = boundary.bytes_per_sample();
-    s.boundary_tensors = boundary.tensors();
+    s.boundary_bytes_per_sample = boundary_bytes;
+    s.boundary_tensors = boundary_tensors;
   }
   return s;
 }
@@ -204,16 +208,36 @@ struct StateKeyHash {
   }
 };
 
-// Cost of one candidate stage at each replica level.
-struct Level {
-  double t = 0;    // T_s / b
-  int max_in_flight = 0;
-};
-
 // One or two leaf ranges [lo1, hi1) and [lo2, hi2) (lo2 == hi2 when there is one): a candidate
 // stage. Two ranges make a Parallel node's group of children merged with the Series run after it.
 struct Ranges {
   int lo1 = 0, hi1 = 0, lo2 = 0, hi2 = 0;
+};
+
+// Cost of one candidate stage at each replica level.
+struct Level {
+  double t = 0;            // T_s / b
+  int max_in_flight = -1;  // -1: not priced yet
+};
+
+// A candidate stage: its ranges, boundary and cached prices (lv[l] at replica level l, priced on
+// first use).
+struct StageRef {
+  Level* lv = nullptr;
+  Ranges rg;
+  int64_t boundary_bytes = 0;
+  int boundary_tensors = 0;
+};
+
+// Boundaries of candidate stages, shared by the engines of all micro-batch sizes (they do not
+// depend on b). Rows as in Engine::priced.
+struct BoundaryRows {
+  struct Cell {
+    int64_t bytes = -1;  // -1: not known yet
+    int tensors = 0;
+  };
+  std::vector<std::vector<Cell>> single;
+  std::unordered_map<uint64_t, std::vector<Cell>> merged;
 };
 
 struct ChosenStage {
@@ -228,17 +252,11 @@ enum class Part : int { kNode, kSeriesSuffix, kParallelPrefix, kParallelSuffix }
 
 class Engine {
  public:
-  Engine(Problem const& p, SpTree const& tree, LeafOrder const& leaves, int64_t micro_batch)
+  Engine(Problem const& p, SpTree const& tree, LeafOrder const& leaves, int64_t micro_batch, BoundaryRows& boundaries)
       : p_(p), tree_(tree), leaves_(leaves), b_(micro_batch), m_(p.batch / micro_batch),
-        devices_(p.cluster.size()), cost_(p, leaves.order, micro_batch), tracker_(p) {
+        devices_(p.cluster.size()), cost_(p, leaves.order, micro_batch), tracker_(p), boundaries_(boundaries) {
+    boundaries_.single.resize(leaves.order.size());
     single_.resize(leaves.order.size());
-    whole_.resize(tree.nodes.size());
-    for (int t = 0; t < static_cast<int>(tree.nodes.size()); ++t) {
-      if (tree.nodes[t].kind != SpKind::kLeaf) continue;  // inner nodes are priced as runs and groups
-      auto [lo, hi] = leaves.range[t];
-      Level const* lv = priced_afresh({lo, hi, hi, hi});
-      whole_[t].assign(lv, lv + cost_.levels());
-    }
     // Device-seconds per node: a stage of r replicas meeting tau gives each of its nodes at most
     // r * compute(v, b / r) of its r * tau * b, so a node set needs >= sum / (tau * b) devices.
     int const n = static_cast<int>(leaves.order.size());
@@ -300,39 +318,45 @@ class Engine {
   double tau_floor() const { return work_.back() / (static_cast<double>(devices_) * b_) * (1 - 1e-9); }
 
  private:
-  // The stage of `rg` at every replica level. Prices depend on the ranges and b only, not on tau or
-  // the in-flight count, so they are kept for the engine's life: a long Series is priced once, not
-  // once per downstream depth and bound probe. On a miss, `fill` must bring the tracker to hold
-  // exactly the nodes of `rg`.
+  // The stage of `rg`. Prices depend on the ranges and b only, not on tau or the in-flight count,
+  // so they are kept for the engine's life: a long Series is priced once, not once per downstream
+  // depth and bound probe. On a miss, `fill` must bring the tracker to hold exactly the nodes of
+  // `rg`; the boundary is read then, and each replica level is priced when first asked for.
   template <typename Fill>
-  Level const* priced(Ranges const& rg, Fill&& fill) {
+  StageRef priced(Ranges const& rg, Fill&& fill) {
     int const levels = cost_.levels();
     // Dense rows, as runs grow one child at a time: one range by its start, then its length; two
     // ranges (a group and the run after it) by the group, then the run's length.
     std::vector<Level>* row;
+    std::vector<BoundaryRows::Cell>* brow;
     int length;
     if (rg.lo2 == rg.hi2) {
       row = &single_[rg.lo1];
+      brow = &boundaries_.single[rg.lo1];
       length = rg.hi1 - rg.lo1;
     } else {
       uint64_t const key = static_cast<uint64_t>(static_cast<uint32_t>(rg.lo1)) << 32 | static_cast<uint32_t>(rg.hi1);
       if (!merged_row_ || merged_key_ != key) {
         merged_row_ = &merged_rows_[key];
+        merged_brow_ = &boundaries_.merged[key];
         merged_key_ = key;
       }
       row = merged_row_;
+      brow = merged_brow_;
       length = rg.hi2 - rg.lo2;
     }
     std::size_t const at = static_cast<std::size_t>(length - 1) * levels;
-    if (row->size() < at + levels) row->resize(at + levels, Level{0, -1});
-    Level* lv = row->data() + at;
-    if (lv[0].max_in_flight < 0) {
+    if (row->size() < at + levels) row->resize(std::max(at + levels, row->size() * 3 / 2), Level{});
+    std::size_t const bat = static_cast<std::size_t>(length - 1);
+    if (brow->size() <= bat) brow->resize(std::max(bat + 1, brow->size() * 3 / 2));
+    BoundaryRows::Cell& cell = (*brow)[bat];
+    if (cell.bytes < 0) {
       fill();
-      for (int l = 0; l < levels; ++l) lv[l] = price(rg, l);
+      cell = {tracker_.bytes_per_sample(), tracker_.tensors()};
     }
-    return lv;
+    return {row->data() + at, rg, cell.bytes, cell.tensors};
   }
-  Level const* priced_afresh(Ranges const& rg) {
+  StageRef priced_afresh(Ranges const& rg) {
     return priced(rg, [&] {
       tracker_.clear();
       for (int v = rg.lo1; v < rg.hi1; ++v) tracker_.add(leaves_.order[v]);
@@ -340,44 +364,55 @@ class Engine {
     });
   }
 
-  Level price(Ranges const& rg, int l) const {
-    StageSums s = cost_.sums(rg.lo1, rg.hi1, l, tracker_);
-    if (rg.lo2 < rg.hi2) {
-      StageSums const s2 = cost_.sums(rg.lo2, rg.hi2, l, tracker_);
-      s.time.fwd_s += s2.time.fwd_s;
-      s.time.bwd_input_s += s2.time.bwd_input_s;
-      s.time.bwd_weight_s += s2.time.bwd_weight_s;
-      s.weight_bytes += s2.weight_bytes;
-      s.activation_bytes_per_sample += s2.activation_bytes_per_sample;
+  Level const& level(StageRef const& s, int l) const {
+    Level& lv = s.lv[l];
+    if (lv.max_in_flight < 0) {
+      Ranges const& rg = s.rg;
+      int64_t const bytes = s.boundary_bytes;
+      int const tensors = s.boundary_tensors;
+      StageSums sum = cost_.sums(rg.lo1, rg.hi1, l, bytes, tensors);
+      if (rg.lo2 < rg.hi2) {
+        StageSums const s2 = cost_.sums(rg.lo2, rg.hi2, l, bytes, tensors);
+        sum.time.fwd_s += s2.time.fwd_s;
+        sum.time.bwd_input_s += s2.time.bwd_input_s;
+        sum.time.bwd_weight_s += s2.time.bwd_weight_s;
+        sum.weight_bytes += s2.weight_bytes;
+        sum.activation_bytes_per_sample += s2.activation_bytes_per_sample;
+      }
+      StageCost const c = stage_cost_from_sums(p_, sum, cost_.replicas(l), b_, 1, m_);
+      lv = {c.time_s / static_cast<double>(b_), cost_.max_in_flight(sum, l)};
     }
-    StageCost const c = stage_cost_from_sums(p_, s, cost_.replicas(l), b_, 1, m_);
-    return {c.time_s / static_cast<double>(b_), cost_.max_in_flight(s, l)};
+    return lv;
   }
 
   double compute(Ranges const& rg, int l) const {
     return cost_.compute_s(rg.lo1, rg.hi1, l) + (rg.lo2 < rg.hi2 ? cost_.compute_s(rg.lo2, rg.hi2, l) : 0.0);
   }
 
-  // Fewest replicas meeting tau with `in_flight` micro-batches held; 0 if none.
-  int min_replicas(Level const* lv, int in_flight, double* t_out = nullptr) {
-    for (int l = 0; l < cost_.levels(); ++l) {
-      if (lv[l].t > tau_) {
-        tau_next_ = std::min(tau_next_, lv[l].t);
+  // Fewest replicas meeting tau with `in_flight` micro-batches held; 0 if none. Levels below
+  // `first` are known too slow by their compute alone (fewest_replicas noted them in tau_next).
+  int min_replicas(StageRef const& s, int in_flight, int first = 0, double* t_out = nullptr) {
+    for (int l = first; l < cost_.levels(); ++l) {
+      Level const& lv = level(s, l);
+      if (lv.t > tau_) {
+        tau_next_ = std::min(tau_next_, lv.t);
         continue;
       }
-      if (lv[l].max_in_flight < in_flight) continue;
-      if (t_out) *t_out = lv[l].t;
+      if (lv.max_in_flight < in_flight) continue;
+      if (t_out) *t_out = lv.t;
       return cost_.replicas(l);
     }
     return 0;
   }
+  static int level_of(int replicas) { return std::countr_zero(static_cast<unsigned>(replicas)); }
 
   // The fewest replicas whose compute alone fits the ranges within tau; 0 when none does, and then
   // no larger stage does either (compute only grows with the stage).
   int fewest_replicas(Ranges const& rg) {
     for (int l = 0; l < cost_.levels(); ++l) {
       double const t = compute(rg, l) / static_cast<double>(b_);
-      if (t <= tau_) return cost_.replicas(l);
+      // The tolerance covers summation order: stage times add the same terms in another order.
+      if (t <= tau_ * (1 + 1e-12)) return cost_.replicas(l);
       tau_next_ = std::min(tau_next_, t);  // a larger tau may admit this level
     }
     return 0;
@@ -442,7 +477,8 @@ class Engine {
       parallel_prefix(t, q);
     } else {
       std::vector<int> best(devices_ + 1, std::numeric_limits<int>::max());
-      if (int r = min_replicas(whole_[t].data(), q + 1)) consider(best, 1, r, budget(lo_of(t), hi_of(t)));
+      if (int r = min_replicas(priced_afresh({lo_of(t), hi_of(t), hi_of(t), hi_of(t)}), q + 1))
+        consider(best, 1, r, budget(lo_of(t), hi_of(t)));
       store(Part::kNode, t, -1, q, pareto(best));
     }
     return stored(Part::kNode, t, -1, q);
@@ -493,11 +529,11 @@ class Engine {
         int const fewest = fewest_replicas(rg);
         if (fewest == 0 || fewest > cap) break;  // larger groups only need more
         if (prefix[a].empty() || fewest + prefix[a].back().devices > cap) continue;
-        Level const* lv = priced(rg, [&] {
+        StageRef const lv = priced(rg, [&] {
           for (int v = lo; v < tracked; ++v) tracker_.add(leaves_.order[v]);
           tracked = lo;
         });
-        if (int r = min_replicas(lv, q + 1)) {
+        if (int r = min_replicas(lv, q + 1, level_of(fewest))) {
           for (Point pa : prefix[a]) consider(best, std::max(pa.depth, 1), pa.devices + r, cap);
         }
       }
@@ -532,10 +568,10 @@ class Engine {
         int const fewest = fewest_replicas(rg);
         if (fewest == 0 || fewest > cap) break;
         if (suffix[e].empty() || fewest + suffix[e].back().devices > cap) continue;
-        Level const* lv = priced(rg, [&] {
+        StageRef const lv = priced(rg, [&] {
           for (; tracked < hi; ++tracked) tracker_.add(leaves_.order[tracked]);
         });
-        if (int r = min_replicas(lv, q + 1)) {
+        if (int r = min_replicas(lv, q + 1, level_of(fewest))) {
           for (Point pe : suffix[e]) consider(best, std::max(pe.depth, 1), pe.devices + r, cap);
         }
       }
@@ -565,11 +601,11 @@ class Engine {
         int const fewest = fewest_replicas(rg);
         if (fewest == 0 || fewest > cap) break;  // fewest only grows with the run
         if (suffix[j + 1].empty() || fewest + suffix[j + 1].back().devices > cap) continue;
-        Level const* lv = priced(rg, [&] {
+        StageRef const lv = priced(rg, [&] {
           for (; tracked < chi; ++tracked) tracker_.add(leaves_.order[tracked]);
         });
         for (Point rest : suffix[j + 1]) {
-          int const r = min_replicas(lv, q + rest.depth + 1);
+          int const r = min_replicas(lv, q + rest.depth + 1, level_of(fewest));
           if (r == 0) break;  // later points hold more in flight: they fail too
           consider(best, rest.depth + 1, rest.devices + r, cap);
         }
@@ -629,7 +665,7 @@ class Engine {
           int const fewest = fewest_replicas(rg);
           if (fewest == 0 || fewest > cap) break;
           if (suffix[j + 1].empty()) continue;
-          Level const* lv = priced(rg, [&] {
+          StageRef const lv = priced(rg, [&] {
             if (tracked < 0) {
               for (int v = glo; v < ghi; ++v) tracker_.add(leaves_.order[v]);
               tracked = run_lo;
@@ -637,7 +673,7 @@ class Engine {
             for (; tracked < run_hi; ++tracked) tracker_.add(leaves_.order[tracked]);
           });
           for (Point rest : suffix[j + 1]) {
-            int const r = min_replicas(lv, q + rest.depth + 1);
+            int const r = min_replicas(lv, q + rest.depth + 1, level_of(fewest));
             if (r == 0) break;
             int const qq = q + rest.depth + 1;
             if (qq >= devices_) break;
@@ -651,7 +687,7 @@ class Engine {
                 if (!target) {
                   consider(best, depth, used, cap);
                 } else if (depth == target->depth && used == target->devices) {
-                  emit(rg, lv, q + rest.depth + 1);
+                  emit(lv, q + rest.depth + 1);
                   if (a > 0) rebuild_parallel(Part::kParallelPrefix, par, a, qq, x);
                   if (c < groups) rebuild_parallel(Part::kParallelSuffix, par, c, qq, y);
                   if (j + 1 < k) rebuild_series(t, j + 1, q, rest);
@@ -666,10 +702,10 @@ class Engine {
     return false;
   }
 
-  void emit(Ranges const& rg, Level const* lv, int in_flight) {
+  void emit(StageRef const& s, int in_flight) {
     double t = 0;
-    int const r = min_replicas(lv, in_flight, &t);
-    chosen_.push_back({rg, r, t});
+    int const r = min_replicas(s, in_flight, 0, &t);
+    chosen_.push_back({s.rg, r, t});
   }
 
   void rebuild_node(int t, int q, Point target) {
@@ -677,7 +713,7 @@ class Engine {
     if (n.kind == SpKind::kSeries) return rebuild_series(t, 0, q, target);
     if (n.kind == SpKind::kParallel)
       return rebuild_parallel(Part::kParallelPrefix, t, static_cast<int>(n.children.size()), q, target);
-    emit({lo_of(t), hi_of(t), hi_of(t), hi_of(t)}, whole_[t].data(), q + 1);
+    emit(priced_afresh({lo_of(t), hi_of(t), hi_of(t), hi_of(t)}), q + 1);
   }
 
   // The children [0, index) (prefix) or [index, k) (suffix) of Parallel node t as stored.
@@ -715,12 +751,12 @@ class Engine {
       int const hi = hi_of(n.children[prefix ? index - 1 : other - 1]);
       Ranges const rg{lo, hi, hi, hi};
       if (fewest_replicas(rg) == 0) break;
-      Level const* lv = priced_afresh(rg);
+      StageRef const lv = priced_afresh(rg);
       int const r = min_replicas(lv, q + 1);
       if (r == 0) continue;
       for (Point x : rest_of(other)) {
         if (std::max(x.depth, 1) == target.depth && x.devices + r == target.devices) {
-          emit(rg, lv, q + 1);
+          emit(lv, q + 1);
           rebuild_parallel(part, t, other, q, x);
           return;
         }
@@ -742,12 +778,12 @@ class Engine {
       int const chi = hi_of(n.children[j]);
       Ranges const rg{lo, chi, chi, chi};
       if (fewest_replicas(rg) == 0) break;
-      Level const* lv = priced_afresh(rg);
+      StageRef const lv = priced_afresh(rg);
       for (Point rest : suffix[j + 1]) {
         int const r = min_replicas(lv, q + rest.depth + 1);
         if (r == 0) break;
         if (rest.depth + 1 == target.depth && rest.devices + r == target.devices) {
-          emit(rg, lv, q + rest.depth + 1);
+          emit(lv, q + rest.depth + 1);
           if (j + 1 < k) rebuild_series(t, j + 1, q, rest);
           return;
         }
@@ -781,11 +817,12 @@ class Engine {
   int devices_;
   RangeCost cost_;
   BoundaryTracker tracker_;
-  std::vector<std::vector<Level>> whole_;  // per leaf: the node as one stage
   // Stage prices for the engine's life (see priced): single ranges by start, then length.
   std::vector<std::vector<Level>> single_;
   std::unordered_map<uint64_t, std::vector<Level>> merged_rows_;  // node-based: rows stay put
   std::vector<Level>* merged_row_ = nullptr;                      // the last row looked up
+  std::vector<BoundaryRows::Cell>* merged_brow_ = nullptr;
+  BoundaryRows& boundaries_;
   uint64_t merged_key_ = 0;
   std::vector<double> work_;               // prefix over positions of per-node device-seconds
   double tau_ = 0, tau_next_ = 0;
@@ -830,10 +867,11 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
   // two stages are at least two deep (an SP tree with one root child would be a single node).
   std::vector<int64_t> const sizes = p.micro_batch_sizes();
   std::vector<std::unique_ptr<Engine>> engines;
+  BoundaryRows boundaries;
   std::vector<double> floors;
   std::vector<std::size_t> order;
   for (int64_t b : sizes) {
-    engines.push_back(std::make_unique<Engine>(p, tree, leaves, b));
+    engines.push_back(std::make_unique<Engine>(p, tree, leaves, b, boundaries));
     floors.push_back(std::max(engines.back()->lower_bound(), engines.back()->tau_floor()));
     order.push_back(order.size());
   }

@@ -81,6 +81,7 @@ class RangeCost {
   int replicas(int level) const { return replicas_[level]; }
   // Sums of [lo, hi) at `level`, with boundary sums from a tracker holding exactly that range.
   StageSums sums(int lo, int hi, int level, BoundaryTracker const& boundary) const;
+  StageSums sums(int lo, int hi, int level, int64_t boundary_bytes, int boundary_tensors) const;
   // Compute time of [lo, hi) at `level` (no communication): a lower bound of the stage time.
   double compute_s(int lo, int hi, int level) const;
   // The largest in-flight count whose memory fits (INT32_MAX when activations are 0; 0 if none).
