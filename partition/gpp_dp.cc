@@ -774,11 +774,15 @@ class Engine {
       if (f) suffix[j] = *f;
     }
     int const lo = lo_of(n.children[i]);
+    tracker_.clear();
+    int tracked = lo;  // the tracker holds [lo, tracked)
     for (int j = i; j < k; ++j) {
       int const chi = hi_of(n.children[j]);
       Ranges const rg{lo, chi, chi, chi};
       if (fewest_replicas(rg) == 0) break;
-      StageRef const lv = priced_afresh(rg);
+      StageRef const lv = priced(rg, [&] {
+        for (; tracked < chi; ++tracked) tracker_.add(leaves_.order[tracked]);
+      });
       for (Point rest : suffix[j + 1]) {
         int const r = min_replicas(lv, q + rest.depth + 1);
         if (r == 0) break;
