@@ -1,14 +1,28 @@
 // The GraphPipe partitioner (plan_gpp in partition/planner.h): SP decomposition, then for each
-// micro-batch size a binary search on the bound tau over a memoised DP on the SP tree
+// micro-batch size a search on the bound tau over a memoised DP on the SP tree
 // (../shared/GRAPHPIPE.md, "The partitioner", steps 2-5).
 //
-// Every piece (an SP subtree or a contiguous run of a Series node's children) is a contiguous range
-// of the tree's left-to-right leaf order, so the DP prices a stage from prefix sums over that order
-// plus a boundary tracker that grows a range one node at a time; StageSums then go through the
-// shared stage_cost_from_sums, so the DP and stage_cost agree up to floating-point summation order.
-// The DP's in-flight count of a stage is q + its depth inside its piece, where q is the depth of
-// everything downstream in the SP order; on series-parallel graphs that is exactly the stage's
-// depth in the stage graph, on graphs that needed ordering edges it is an upper bound.
+// Pieces (candidate stages), wider than GRAPHPIPE.md step 2, which allows only whole subtrees and
+// runs of a Series node's children:
+//   - a contiguous run of a Series node's children (a whole subtree is the run of all of them);
+//   - a contiguous group of a Parallel node's children (the paper's "a stage holds whole branches"),
+//     so k branches can share fewer than k devices in any grouping of neighbours;
+//   - such a group together with the run of Series children right after the Parallel node (the
+//     join and what follows it), so the small head after a set of branches shares a device with
+//     one branch group instead of idling on its own (MMT on 4 devices: the only fitting plans).
+// Every piece is convex. Brute force over exactly this space (partition/brute_force.h kSpPieces)
+// equals the DP on random DAGs (tests/partition/test_gpp.cc). Not in the space: a group merged
+// with the run BEFORE its Parallel node (the fork), so a lone fork node takes a stage of its own
+// (bench_partition's synthetic branch16 shows the cost), and parts of several branches in one stage.
+//
+// A piece is one or two ranges of the tree's left-to-right leaf order, so the DP prices a stage from
+// prefix sums over that order plus a boundary tracker that grows a range one node at a time; prices
+// are cached per micro-batch size (they depend on the ranges and b only) and boundaries once for all
+// b. StageSums then go through the shared stage_cost_from_sums, so the DP and stage_cost agree up to
+// floating-point summation order. The DP's in-flight count of a stage is q + its depth inside its
+// piece, where q is the depth of everything downstream in the SP order; on series-parallel graphs
+// that is exactly the stage's depth in the stage graph, on graphs that needed ordering edges it is
+// an upper bound.
 //
 // Objective: the least predicted step time (m + D - 1) max T_s over all b, the smaller b on ties.
 // This improves on ../shared/GRAPHPIPE.md step 4 (per b the least bound tau first, then the least
@@ -18,13 +32,15 @@
 // min over depths d of (m + d - 1) * b * tau_d, tau_d the least tau reaching depth <= d: the search
 // finds tau_min, then tau_d for one less than the depth found each time, skipping depths whose
 // (m + d - 1) * b * (lower end) cannot beat the best plan. Equal to the brute-force least step over
-// SP-piece stage graphs on series-parallel graphs (tests/partition/test_gpp.cc).
+// the pieces above on series-parallel graphs (tests/partition/test_gpp.cc).
 // Each search is exact: an evaluation at tau also returns tau_next, below which nothing in it can
-// change, so infeasible probes move the lower end past every value that cannot be the optimum.
+// change, so infeasible probes move the lower end past every value that cannot be the optimum; after
+// a plan is found, one probe just below its tau either ends the search or finds a smaller one.
 // Speed comes from pruning that cannot change the root's answer: a device lower bound (per node
 // device-seconds, min over r of r * compute(v, b/r), divided by tau * b) caps the devices a piece
-// may use given the rest of the graph, and micro-batch sizes whose floor B * tau_min cannot beat
-// the best plan so far are skipped.
+// may use given the rest of the graph, and micro-batch sizes whose floor (m + d_min - 1) * b *
+// tau_min cannot beat the best plan so far are skipped (d_min = 2 when the model's weights and
+// optimizer state do not fit one device), searched in the order of that floor.
 #pragma once
 
 #include <cstdint>
