@@ -27,7 +27,7 @@ namespace {
 
 struct Setting {
   std::string model;
-  bool profile = false;       // a PipeDream profile instead of a zoo model
+  bool profile = false;       // a PipeDream profile instead of a zoo model (or a synthetic graph)
   int64_t batch = 0;          // global batch B
   int64_t memory = 0;         // per device, bytes
   int64_t profile_batch = 1;  // profiles: samples the profile's times are for
@@ -53,6 +53,64 @@ std::vector<Setting> profile_settings() {
   };
 }
 
+// Synthetic graphs of 1,000+ nodes, to time the planners at that size: "chain2000" (2,000 nodes in a
+// chain) and "branch16" (a source, 16 branches of 96 nodes, a join and a head of 8: 1,562 nodes).
+// Node cost: fwd = 20 us + c_v * samples with c_v uniform in [0.5, 1.5] ms (seeded), backward input
+// and weight parts each equal to fwd; 4 MiB of weights and 2 MiB of activations per sample per node;
+// 4 MiB per sample on every edge.
+std::vector<Setting> synthetic_settings() {
+  return {{"chain2000", true, 256, int64_t{16} << 30, 0}, {"branch16", true, 256, int64_t{16} << 30, 0}};
+}
+
+class AffineTimer : public NodeTimer {
+ public:
+  explicit AffineTimer(std::vector<double> per_sample) : per_sample_(std::move(per_sample)) {}
+  NodeTime time(int node, int64_t samples, Device const&) const override {
+    double const f = 20e-6 + per_sample_[static_cast<std::size_t>(node)] * static_cast<double>(samples);
+    return {f, f, f};
+  }
+
+ private:
+  std::vector<double> per_sample_;
+};
+
+Result<Problem> synthetic_problem(std::string const& name) {
+  Problem p;
+  p.model = name;
+  std::vector<std::pair<int, int>> edges;
+  int n = 0;
+  if (name == "chain2000") {
+    n = 2000;
+    for (int v = 1; v < n; ++v) edges.emplace_back(v - 1, v);
+  } else if (name == "branch16") {
+    int const branches = 16, length = 96, head = 8;
+    n = 1 + branches * length + 1 + head;
+    int const join = 1 + branches * length;
+    for (int b = 0; b < branches; ++b) {
+      int prev = 0;
+      for (int k = 0; k < length; ++k) {
+        int const v = 1 + b * length + k;
+        edges.emplace_back(prev, v);
+        prev = v;
+      }
+      edges.emplace_back(prev, join);
+    }
+    for (int k = 0; k < head; ++k) edges.emplace_back(join + k, join + k + 1);
+  } else {
+    return invalid_argument("unknown synthetic graph " + name);
+  }
+  uint64_t state = 12345;
+  std::vector<double> per_sample(n);
+  for (int v = 0; v < n; ++v) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    per_sample[v] = (0.5 + static_cast<double>(state >> 11) / static_cast<double>(1ULL << 53)) * 1e-3;
+    p.nodes.push_back({"n" + std::to_string(v), "synthetic", int64_t{4} << 20, int64_t{2} << 20});
+  }
+  for (auto [a, b] : edges) p.edges.push_back({a, b, int64_t{4} << 20, {"t" + std::to_string(a)}});
+  p.timer = std::make_shared<AffineTimer>(std::move(per_sample));
+  return p;
+}
+
 std::string gib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", bytes / double(int64_t{1} << 30));
@@ -67,6 +125,13 @@ struct Outcome {
 
 Result<Problem> make_problem(Setting const& s, int devices, std::map<std::string, std::shared_ptr<graph::OpGraph const>>& graphs) {
   Cluster cluster = Cluster::uniform(devices, s.memory);
+  if (s.profile && s.profile_batch == 0) {
+    ASSIGN_OR_RETURN(Problem p, synthetic_problem(s.model));
+    p.cluster = cluster;
+    p.batch = s.batch;
+    RETURN_IF_ERROR(p.finalize());
+    return p;
+  }
   if (s.profile) {
     std::string const path = std::string(GP_SOURCE_DIR) + "/../shared/data/pipedream-profiles/" + s.model + "/graph.txt";
     ASSIGN_OR_RETURN(Problem p, read_pipedream_profile(path, {.profile_batch = s.profile_batch}));
@@ -115,6 +180,7 @@ int main(int argc, char** argv) {
   std::vector<std::pair<Setting, std::vector<int>>> rows;
   for (auto const& s : zoo_settings()) rows.push_back({s, quick ? std::vector<int>{4, 16} : std::vector<int>{4, 8, 16, 32}});
   for (auto const& s : profile_settings()) rows.push_back({s, quick ? std::vector<int>{4} : std::vector<int>{2, 4, 8, 16}});
+  for (auto const& s : synthetic_settings()) rows.push_back({s, quick ? std::vector<int>{16} : std::vector<int>{8, 32}});
 
   if (info) {
     std::printf("%-12s %6s %6s %10s %12s %12s %12s %10s\n", "model", "nodes", "edges", "downsets", "weights_GiB",
