@@ -111,6 +111,23 @@ Result<Problem> synthetic_problem(std::string const& name) {
   return p;
 }
 
+// Perfect scaling: every device busy with compute all the time, nothing else. Each node's work per
+// sample is at least min over per-replica sample counts s of t(s)/s, so no plan exceeds
+// devices / sum of those (it ignores memory, communication, all-reduce and pipeline fill).
+double ideal_samples_per_s(Problem const& p) {
+  std::vector<double> best(p.nodes.size(), INFINITY);
+  for (int64_t b : p.micro_batch_sizes()) {
+    for (int64_t s = 1; s <= b; s *= 2) {
+      if (b % s != 0) continue;
+      std::vector<NodeTime> const& t = p.node_times(s);
+      for (std::size_t v = 0; v < best.size(); ++v) best[v] = std::min(best[v], t[v].total_s() / static_cast<double>(s));
+    }
+  }
+  double work = 0;
+  for (double w : best) work += w;
+  return work > 0 ? p.cluster.size() / work : 0.0;
+}
+
 std::string gib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", bytes / double(int64_t{1} << 30));
@@ -210,6 +227,8 @@ int main(int argc, char** argv) {
     int devices;
     double ratio[3];
     bool have[3];
+    double bound = 0;          // perfect-scaling samples/s (see ideal_samples_per_s)
+    double gpp = 0, best_seq = 0;  // samples/s; 0 when none
   };
   std::vector<Summary> summaries;
   std::printf("%-11s %4s %5s %-10s %10s %10s %11s %5s %5s %6s %9s %8s\n", "model", "dev", "B", "planner", "search_s",
@@ -234,6 +253,10 @@ int main(int argc, char** argv) {
         else out[k].error = plan.status().message();
       }
       Summary sum{s.model, n, {0, 0, 0}, {false, false, false}};
+      sum.bound = ideal_samples_per_s(*p);
+      if (out[0].plan) sum.gpp = out[0].plan->samples_per_s;
+      for (int k = 1; k < 4; ++k)
+        if (out[k].plan) sum.best_seq = std::max(sum.best_seq, out[k].plan->samples_per_s);
       for (int k = 0; k < 4; ++k) {
         char ratio[32] = "";
         if (k > 0 && out[0].plan && out[k].plan) {
@@ -258,14 +281,20 @@ int main(int argc, char** argv) {
       summaries.push_back(sum);
     }
   }
-  std::printf("\nSummary: GPP throughput over (a) PipeDream-style, (b) Piper-style, (c) balanced\n");
-  std::printf("%-11s %4s %8s %8s %8s\n", "model", "dev", "GPP/(a)", "GPP/(b)", "GPP/(c)");
+  std::printf("\nSummary: GPP throughput over (a) PipeDream-style, (b) Piper-style, (c) balanced; and GPP and the\n"
+              "best sequential plan as a fraction of the perfect-scaling bound (no plan of any shape can exceed 1)\n");
+  std::printf("%-11s %4s %8s %8s %8s %9s %9s\n", "model", "dev", "GPP/(a)", "GPP/(b)", "GPP/(c)", "GPP/bnd", "seq/bnd");
   for (auto const& s : summaries) {
     std::printf("%-11s %4d", s.model.c_str(), s.devices);
     for (int k = 0; k < 3; ++k) {
       if (s.have[k]) std::printf(" %8.2f", s.ratio[k]);
       else std::printf(" %8s", "n/a");
     }
+    auto frac = [&](double x) { return x > 0 && s.bound > 0 ? x / s.bound : -1.0; };
+    if (frac(s.gpp) >= 0) std::printf(" %9.2f", frac(s.gpp));
+    else std::printf(" %9s", "n/a");
+    if (frac(s.best_seq) >= 0) std::printf(" %9.2f", frac(s.best_seq));
+    else std::printf(" %9s", "n/a");
     std::printf("\n");
   }
   return 0;
