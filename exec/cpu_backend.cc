@@ -16,6 +16,30 @@ struct Entry {
 
 Status no_check(graph::Op const&, graph::OpGraph const&) { return Status::ok(); }
 
+// B and W of a kernel that computes every gradient in one pass: all of them fresh, then the
+// weights' (small: normalisation scales and biases) added into their accumulators.
+template <BackwardFn F>
+Status fresh_then_add(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                      std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                      std::vector<Tensor>& weight_grads) {
+  std::size_t const n = call.op.inputs.size();
+  std::vector<bool> wanted(n, false);
+  for (std::size_t i = 0; i < n; ++i)
+    wanted[i] = (i < needs_grad.size() && needs_grad[i]) || (i < weight_grads.size() && weight_grads[i].defined());
+  grad_inputs.assign(n, Tensor());
+  RETURN_IF_ERROR(F(call, saved, grad_outputs, wanted, grad_inputs, false));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i >= weight_grads.size() || !weight_grads[i].defined() || !grad_inputs[i].defined()) continue;
+    if (weight_grads[i].numel() != grad_inputs[i].numel())
+      return internal_error(call.op.type + " '" + call.op.name + "': weight gradient " + std::to_string(i) +
+                            " has shape " + grad_inputs[i].shape_string() + ", its accumulator " +
+                            weight_grads[i].shape_string());
+    add_into(weight_grads[i], grad_inputs[i]);
+    grad_inputs[i] = Tensor();
+  }
+  return Status::ok();
+}
+
 // The kernel table: every operator the CPU backend runs, in one place.
 std::map<std::string, Entry> const& kernel_table() {
   static std::map<std::string, Entry> const table = [] {
@@ -25,16 +49,20 @@ std::map<std::string, Entry> const& kernel_table() {
     OpKernels const pool{pool_forward, pool_backward, pool_backward, pool_check};
     OpKernels const reduce{reduce_forward, reduce_backward, reduce_backward, require_attrs<graph::ReduceAttrs>};
     std::map<std::string, Entry> t;
-    t["Conv"] = {{conv_forward, conv_backward_data, conv_backward_weights, conv_check}, 2};
+    t["Conv"] = {{conv_forward, conv_backward_data, conv_backward_weights, conv_check, conv_backward_both}, 2};
     t["MaxPool"] = {pool, 1};
     t["AveragePool"] = {pool, 1};
     t["GlobalAveragePool"] = {pool, 1};
     t["Gemm"] = {{gemm_forward, gemm_backward, gemm_backward, require_attrs<graph::GemmAttrs>}, 2};
     t["MatMul"] = {{matmul_forward, matmul_backward, matmul_backward, no_check}, 2};
     t["BatchNormalization"] = {
-        {batchnorm_forward, batchnorm_backward, batchnorm_backward, require_attrs<graph::BatchNormAttrs>, true}, 5};
+        {batchnorm_forward, batchnorm_backward, batchnorm_backward, require_attrs<graph::BatchNormAttrs>,
+         fresh_then_add<batchnorm_backward>},
+        5};
     t["LayerNormalization"] = {
-        {layernorm_forward, layernorm_backward, layernorm_backward, require_attrs<graph::LayerNormAttrs>, true}, 2};
+        {layernorm_forward, layernorm_backward, layernorm_backward, require_attrs<graph::LayerNormAttrs>,
+         fresh_then_add<layernorm_backward>},
+        2};
     t["Softmax"] = {{softmax_forward, softmax_backward, softmax_backward, no_check}, 1};
     for (char const* u : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Gelu", "Sqrt", "Erf", "Exp", "Log", "Abs", "Neg"})
       t[u] = {unary, 1};
@@ -144,23 +172,9 @@ Status CpuBackend::backward(OpCall const& call, Saved const& saved, std::vector<
                             std::vector<Tensor>& weight_grads) {
   Entry const* e = find(call.op);
   if (e == nullptr) return supports(call.op, call.graph);
-  if (!e->kernels.one_pass) return Backend::backward(call, saved, grad_outputs, needs_grad, grad_inputs, weight_grads);
-  std::size_t const n = call.op.inputs.size();
-  std::vector<bool> wanted(n, false);
-  for (std::size_t i = 0; i < n; ++i)
-    wanted[i] = (i < needs_grad.size() && needs_grad[i]) || (i < weight_grads.size() && weight_grads[i].defined());
-  grad_inputs.assign(n, Tensor());
-  RETURN_IF_ERROR(e->kernels.backward_input(call, saved, grad_outputs, wanted, grad_inputs, false));
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i >= weight_grads.size() || !weight_grads[i].defined() || !grad_inputs[i].defined()) continue;
-    if (weight_grads[i].numel() != grad_inputs[i].numel())
-      return internal_error(call.op.type + " '" + call.op.name + "': weight gradient " + std::to_string(i) +
-                            " has shape " + grad_inputs[i].shape_string() + ", its accumulator " +
-                            weight_grads[i].shape_string());
-    add_into(weight_grads[i], grad_inputs[i]);
-    grad_inputs[i] = Tensor();
-  }
-  return Status::ok();
+  if (e->kernels.backward_both == nullptr)
+    return Backend::backward(call, saved, grad_outputs, needs_grad, grad_inputs, weight_grads);
+  return e->kernels.backward_both(call, saved, grad_outputs, needs_grad, grad_inputs, weight_grads);
 }
 
 }  // namespace gp::exec

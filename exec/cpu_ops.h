@@ -16,6 +16,11 @@ using ForwardFn = Status (*)(OpCall const& call, std::vector<Tensor> const& inpu
 // accumulate == true: the gradient is added into the existing grads[i].
 using BackwardFn = Status (*)(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                               std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate);
+// B and W in one call (Backend::backward): input gradients set in grad_inputs, weight gradients
+// added into the accumulators weight_grads[i] that are defined.
+using BothFn = Status (*)(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                          std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                          std::vector<Tensor>& weight_grads);
 // Op-specific checks beyond "the type is in the table" (attributes, constant inputs, ranks).
 using CheckFn = Status (*)(graph::Op const& op, graph::OpGraph const& graph);
 
@@ -24,9 +29,9 @@ struct OpKernels {
   BackwardFn backward_input = nullptr;
   BackwardFn backward_weight = nullptr;
   CheckFn check = nullptr;
-  // One call computes every gradient at the cost of one (and weights are small): an unsplit
-  // backward calls it once instead of once for B and once for W.
-  bool one_pass = false;
+  // Set where B and W share work (a normalisation's one pass, a conv's reordered output
+  // gradient): an unsplit backward calls it instead of backward_input and backward_weight.
+  BothFn backward_both = nullptr;
 };
 
 // ---- helpers (cpu_ops_common.cc) ----
@@ -63,6 +68,8 @@ Status conv_backward_data(OpCall const&, Saved const&, std::vector<Tensor> const
                           std::vector<Tensor>&, bool);
 Status conv_backward_weights(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                              std::vector<Tensor>&, bool);
+Status conv_backward_both(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                          std::vector<Tensor>&, std::vector<Tensor>&);
 Status conv_check(graph::Op const&, graph::OpGraph const&);
 Status pool_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status pool_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,

@@ -121,11 +121,27 @@ Status conv_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
   return Status::ok();
 }
 
-Status conv_backward_data(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                          std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  if ((wants(wanted, 1) || wants(wanted, 2)) && !wants(wanted, 0))
-    return conv_backward_weights(call, saved, gout, wanted, grads, accumulate);
-  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+namespace {
+
+// The output gradient in the blocked layout a backward primitive asked for, reordered once and
+// shared by backward data and backward weights when both run (they usually ask for the same one).
+struct DiffDst {
+  dnnl::memory::desc desc;
+  dnnl_ctx::InLayout layout;
+  bool set = false;
+};
+
+dnnl::memory const& diff_dst_in(Tensor const& gout, ConvGeometry const& g, dnnl::memory::desc const& want,
+                                DiffDst& memo) {
+  if (!memo.set || memo.desc != want) {
+    memo.layout = dnnl_ctx::to_layout(gout.raw(), dnnl_ctx::plain_md(g.dst), want);
+    memo.desc = want;
+    memo.set = true;
+  }
+  return memo.layout.mem;
+}
+
+Status data_grad(OpCall const& call, Saved const& saved, Tensor const& gout, Tensor& dx, DiffDst& memo) {
   Tensor const& x = saved.tensors.at(0);
   Tensor const& w = saved.tensors.at(1);
   ConvGeometry g;
@@ -138,32 +154,19 @@ Status conv_backward_data(OpCall const& call, Saved const& saved, std::vector<Te
     dnnl::convolution_backward_data::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
     return ConvBwdData{pd, dnnl::convolution_backward_data(pd)};
   });
-  Tensor dx(g.src);
-  dnnl_ctx::InLayout const ddst = dnnl_ctx::to_layout(gout[0].raw(), dnnl_ctx::plain_md(g.dst), e->pd.diff_dst_desc());
+  dx = Tensor(g.src);
+  dnnl::memory const& ddst = diff_dst_in(gout, g, e->pd.diff_dst_desc(), memo);
   dnnl_ctx::InLayout const wei =
       dnnl_ctx::to_layout(w.raw(), dnnl_ctx::plain_md(g.weights_grouped), e->pd.weights_desc());
   dnnl_ctx::InLayout const dsrc = dnnl_ctx::output_layout(dx.raw(), dnnl_ctx::plain_md(g.src), e->pd.diff_src_desc());
-  dnnl_ctx::run(e->prim, {{DNNL_ARG_DIFF_DST, ddst.mem}, {DNNL_ARG_WEIGHTS, wei.mem}, {DNNL_ARG_DIFF_SRC, dsrc.mem}});
+  dnnl_ctx::run(e->prim, {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, wei.mem}, {DNNL_ARG_DIFF_SRC, dsrc.mem}});
   dnnl_ctx::finish_layout(dsrc, dx.raw(), dnnl_ctx::plain_md(g.src));
-  RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
-  if (wants(wanted, 1) || wants(wanted, 2)) {
-    std::vector<bool> rest = wanted;
-    rest[0] = false;
-    return conv_backward_weights(call, saved, gout, rest, grads, accumulate);
-  }
   return Status::ok();
 }
 
-Status conv_backward_weights(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                             std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  if (wants(wanted, 0)) {
-    std::vector<bool> data_only(wanted.size(), false);
-    data_only[0] = true;
-    RETURN_IF_ERROR(conv_backward_data(call, saved, gout, data_only, grads, accumulate));
-  }
-  bool const want_w = wants(wanted, 1);
-  bool const want_b = wants(wanted, 2) && has_bias(call);
-  if ((!want_w && !want_b) || !gout.at(0).defined()) return Status::ok();
+// Weight and bias gradients into grads[1] and grads[2] (set, or added when accumulating).
+Status weight_grads(OpCall const& call, Saved const& saved, Tensor const& gout, bool want_w, bool want_b,
+                    std::vector<Tensor>& grads, bool accumulate, DiffDst& memo) {
   Tensor const& x = saved.tensors.at(0);
   Tensor const& w = saved.tensors.at(1);
   ConvGeometry g;
@@ -188,11 +191,11 @@ Status conv_backward_weights(OpCall const& call, Saved const& saved, std::vector
   Tensor dw = want_w && !accumulate ? Tensor(g.weights) : Tensor();
   Tensor db(g.bias);
   dnnl_ctx::InLayout const src = dnnl_ctx::to_layout(x.raw(), dnnl_ctx::plain_md(g.src), e->pd.src_desc());
-  dnnl_ctx::InLayout const ddst = dnnl_ctx::to_layout(gout[0].raw(), dnnl_ctx::plain_md(g.dst), e->pd.diff_dst_desc());
+  dnnl::memory const& ddst = diff_dst_in(gout, g, e->pd.diff_dst_desc(), memo);
   dnnl::memory::desc const w_plain = dnnl_ctx::plain_md(g.weights_grouped);
   dnnl_ctx::InLayout const dwei = add_w || !want_w ? dnnl_ctx::scratch_layout(e->pd.diff_weights_desc())
                                                    : dnnl_ctx::output_layout(dw.raw(), w_plain, e->pd.diff_weights_desc());
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src.mem}, {DNNL_ARG_DIFF_DST, ddst.mem},
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src.mem}, {DNNL_ARG_DIFF_DST, ddst},
                                              {DNNL_ARG_DIFF_WEIGHTS, dwei.mem}};
   if (want_b) args.emplace(DNNL_ARG_DIFF_BIAS, dnnl_ctx::mem(e->pd.diff_bias_desc(), db.raw()));
   dnnl_ctx::run(e->prim, args);
@@ -201,6 +204,47 @@ Status conv_backward_weights(OpCall const& call, Saved const& saved, std::vector
   if (want_w && !accumulate) RETURN_IF_ERROR(emit_grad(call, grads, 1, dw, false));
   if (want_b) RETURN_IF_ERROR(emit_grad(call, grads, 2, db, accumulate));
   return Status::ok();
+}
+
+// Every wanted gradient of one conv, all with the same accumulate mode.
+Status conv_backward_all(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                         std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!gout.at(0).defined()) return Status::ok();
+  DiffDst memo;
+  if (wants(wanted, 0)) {
+    Tensor dx;
+    RETURN_IF_ERROR(data_grad(call, saved, gout[0], dx, memo));
+    RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
+  }
+  bool const want_w = wants(wanted, 1);
+  bool const want_b = wants(wanted, 2) && has_bias(call);
+  if (!want_w && !want_b) return Status::ok();
+  return weight_grads(call, saved, gout[0], want_w, want_b, grads, accumulate, memo);
+}
+
+}  // namespace
+
+Status conv_backward_data(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                          std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  return conv_backward_all(call, saved, gout, wanted, grads, accumulate);
+}
+
+Status conv_backward_weights(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                             std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  return conv_backward_all(call, saved, gout, wanted, grads, accumulate);
+}
+
+Status conv_backward_both(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                          std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                          std::vector<Tensor>& weight_grads_out) {
+  grad_inputs.assign(call.op.inputs.size(), Tensor());
+  if (!gout.at(0).defined()) return Status::ok();
+  DiffDst memo;
+  if (wants(needs_grad, 0)) RETURN_IF_ERROR(data_grad(call, saved, gout[0], grad_inputs[0], memo));
+  bool const want_w = weight_grads_out.size() > 1 && weight_grads_out[1].defined();
+  bool const want_b = weight_grads_out.size() > 2 && weight_grads_out[2].defined() && has_bias(call);
+  if (!want_w && !want_b) return Status::ok();
+  return weight_grads(call, saved, gout[0], want_w, want_b, weight_grads_out, /*accumulate=*/true, memo);
 }
 
 }  // namespace gp::exec::cpu

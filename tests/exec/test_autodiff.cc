@@ -97,6 +97,11 @@ TEST(Autodiff, CnnGradientsMatchFiniteDifferences) {
   check_gradients(*m);
 }
 
+TEST(Autodiff, ConvStackGradientsMatchFiniteDifferences) {
+  auto m = make_model(testing::tiny_conv_stack(), 3);
+  check_gradients(*m);
+}
+
 TEST(Autodiff, AttentionGradientsMatchFiniteDifferences) {
   auto m = make_model(testing::tiny_attention(), 2);
   check_gradients(*m);
@@ -117,21 +122,24 @@ TEST(Autodiff, PlanMarksFanOutAndWeights) {
 }
 
 TEST(Autodiff, SplitBackwardEqualsWholeBackward) {
-  auto m = make_model(testing::tiny_cnn(), 4);
-  TensorMap outs, ig;
-  ASSERT_TRUE(m->ex->forward(0, m->inputs, outs, true, 1).is_ok());
-  ASSERT_TRUE(m->ex->backward(0, {{m->out, m->probe}}, ig).is_ok());
-  std::map<std::string, std::vector<float>> whole;
-  for (auto const& [n, g] : m->ex->gradients()) whole[n] = g.to_vector();
-  m->ex->zero_grads();
-  ASSERT_TRUE(m->ex->forward(0, m->inputs, outs, true, 1).is_ok());
-  ASSERT_TRUE(m->ex->backward_input(0, {{m->out, m->probe}}, ig).is_ok());
-  for (auto const& [n, g] : m->ex->gradients())
-    for (float v : g.to_vector()) EXPECT_EQ(v, 0.f) << n << ": B must not touch weight gradients";
-  EXPECT_GT(m->ex->saved_bytes(0), 0);  // W still needs the conv/gemm inputs
-  ASSERT_TRUE(m->ex->backward_weight(0).is_ok());
-  EXPECT_EQ(m->ex->in_flight(), 0);
-  for (auto const& [n, g] : m->ex->gradients()) EXPECT_EQ(g.to_vector(), whole[n]) << n;
+  for (auto make : {&testing::tiny_cnn, &testing::tiny_conv_stack}) {
+    auto m = make_model(make(7), 4);
+    SCOPED_TRACE(m->graph.name());
+    TensorMap outs, ig;
+    ASSERT_TRUE(m->ex->forward(0, m->inputs, outs, true, 1).is_ok());
+    ASSERT_TRUE(m->ex->backward(0, {{m->out, m->probe}}, ig).is_ok());
+    std::map<std::string, std::vector<float>> whole;
+    for (auto const& [n, g] : m->ex->gradients()) whole[n] = g.to_vector();
+    m->ex->zero_grads();
+    ASSERT_TRUE(m->ex->forward(0, m->inputs, outs, true, 1).is_ok());
+    ASSERT_TRUE(m->ex->backward_input(0, {{m->out, m->probe}}, ig).is_ok());
+    for (auto const& [n, g] : m->ex->gradients())
+      for (float v : g.to_vector()) EXPECT_EQ(v, 0.f) << n << ": B must not touch weight gradients";
+    EXPECT_GT(m->ex->saved_bytes(0), 0);  // W still needs the conv/gemm inputs
+    ASSERT_TRUE(m->ex->backward_weight(0).is_ok());
+    EXPECT_EQ(m->ex->in_flight(), 0);
+    for (auto const& [n, g] : m->ex->gradients()) EXPECT_EQ(g.to_vector(), whole[n]) << n;
+  }
 }
 
 TEST(Autodiff, SeveralMicroBatchesInFlightAccumulate) {

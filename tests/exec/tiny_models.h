@@ -55,6 +55,32 @@ inline graph::OnnxModelBuilder tiny_cnn(uint64_t seed = 2) {
   return b;
 }
 
+// Two convolutions in a row, so the second one's input needs a gradient (its unsplit backward
+// computes data and weight gradients in one call), with BatchNorm and a residual fan-out.
+inline graph::OnnxModelBuilder tiny_conv_stack(uint64_t seed = 4) {
+  graph::OnnxModelBuilder b("tiny_conv_stack", 17, seed);
+  auto x = b.add_input("x", {kBatch, 2, 5, 5});
+  auto w1 = b.add_initializer("conv1.w", {3, 2, 3, 3}, InitRule::uniform(0.4));
+  auto w2 = b.add_initializer("conv2.w", {3, 3, 3, 3}, InitRule::uniform(0.3));
+  auto b2 = b.add_initializer("conv2.b", {3}, InitRule::uniform(0.1));
+  auto s = b.add_initializer("bn.scale", {3}, InitRule::uniform(1.0));
+  auto bb = b.add_initializer("bn.bias", {3}, InitRule::uniform(0.2));
+  auto m = b.add_initializer("bn.mean", {3}, InitRule::zeros(), false);
+  auto v = b.add_initializer("bn.var", {3}, InitRule::ones(), false);
+  auto fw = b.add_initializer("fc.w", {2, 75}, InitRule::uniform(0.2));
+  Attributes const same{{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  b.add_node("Conv", {x, w1}, {"c1"}, same);
+  b.add_node("Tanh", {"c1"}, {"a1"});
+  b.add_node("Conv", {"a1", w2, b2}, {"c2"}, same);
+  b.add_node("BatchNormalization", {"c2", s, bb, m, v}, {"n2"},
+             {{"epsilon", 1e-5}, {"momentum", 0.9}, {"training_mode", int64_t{1}}});
+  b.add_node("Add", {"n2", "a1"}, {"r"});  // a1 fans out: conv2's data gradient plus the skip
+  b.add_node("Flatten", {"r"}, {"f"}, {{"axis", int64_t{1}}});
+  b.add_node("Gemm", {"f", fw}, {"y"}, {{"transB", int64_t{1}}});
+  b.add_output("y", {kBatch, 2});
+  return b;
+}
+
 inline graph::OnnxModelBuilder tiny_attention(uint64_t seed = 3) {
   int64_t const t = 4, d = 8;
   graph::OnnxModelBuilder b("tiny_attention", 17, seed);
