@@ -9,6 +9,12 @@
 namespace gp::exec {
 
 namespace {
+// Normalisations get their weight gradients from the same pass as their input gradient, and
+// those are per-channel vectors: under a B/W split, B computes them too and W only adds them in.
+bool weight_grads_come_with_b(graph::Op const& op) {
+  return op.type == "BatchNormalization" || op.type == "LayerNormalization";
+}
+
 uint64_t op_seed(uint64_t seed, graph::OpId id) {
   uint64_t z = seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(id) + 1);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -151,6 +157,12 @@ Status StageExecutor::backward_weight(int64_t mb) {
   MicroBatch& state = it->second;
   Status s;
   for (graph::OpId id : plan_.backward_order) {
+    if (auto c = state.w_computed.find(id); c != state.w_computed.end()) {
+      auto const& op = graph_.op(id);
+      for (std::size_t i = 0; i < op.inputs.size() && i < c->second.size(); ++i)
+        if (c->second[i].defined()) accumulate_into(grads_.at(graph_.tensor(op.inputs[i]).name), c->second[i]);
+      continue;
+    }
     auto g = state.w_grad_outputs.find(id);
     if (g == state.w_grad_outputs.end()) continue;
     s = run_w(id, state, g->second);
@@ -239,12 +251,18 @@ Status StageExecutor::run_b(int64_t mb, MicroBatch& state, TensorMap const& outp
       any_in = any_in || needs[i];
     }
     OpCall call{op, graph_, true, op_seed(state.rng_seed, id)};
-    bool const both = !split && any_in && plan_.has_weight_grad[id];  // one call: no work done twice
+    // One call for B and W where nothing is split, or where W comes with B anyway (then kept for W).
+    bool const early_w = split && weight_grads_come_with_b(op);
+    bool const both = (!split || early_w) && any_in && plan_.has_weight_grad[id];
     if (any_in) {
       gin.assign(op.inputs.size(), Tensor());
       if (both) {
         std::vector<Tensor> wgrads = weight_grad_slots(op);
+        if (early_w)
+          for (Tensor& w : wgrads)
+            if (w.defined()) w = Tensor::zeros(w.shape(), w.dtype());
         RETURN_IF_ERROR(backend_.backward(call, saved->second, gout, needs, gin, wgrads));
+        if (early_w) state.w_computed.emplace(id, std::move(wgrads));
       } else {
         RETURN_IF_ERROR(backend_.backward_input(call, saved->second, gout, needs, gin));
       }

@@ -65,6 +65,7 @@ class StageExecutor {
   struct MicroBatch {
     std::unordered_map<graph::OpId, Saved> saved;
     std::unordered_map<graph::OpId, std::vector<Tensor>> w_grad_outputs;  // kept between B and W
+    std::unordered_map<graph::OpId, std::vector<Tensor>> w_computed;      // weight grads B made, W adds
     uint64_t rng_seed = 0;
     bool b_done = false;
   };
