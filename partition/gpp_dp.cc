@@ -917,15 +917,31 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
     std::optional<Engine::Eval> found;  // depth <= target, tau_used == hi
     int grow = 0;
     bool below_hi = false;  // probe just below hi next: the plan found there is often the least
+    // Every evaluation so far: its depth holds on [tau_used, tau_next) (a smaller tau only removes
+    // options, and the plan found still meets it), and an infeasible or deeper result holds below
+    // tau_next. A new target starts from the bounds they already give, not from scratch.
+    std::vector<Engine::Eval> history;
+    auto restart = [&] {
+      found.reset();
+      hi = std::numeric_limits<double>::infinity();
+      grow = 1;
+      for (Engine::Eval const& e : history) {
+        if (e.feasible && e.depth <= target && e.tau_used < hi) {
+          hi = e.tau_used;
+          found = e;
+        }
+      }
+      for (Engine::Eval const& e : history) {
+        if (!(e.feasible && e.depth <= target)) lo = std::max(lo, std::min(e.tau_next, hi));
+      }
+      below_hi = found.has_value();
+    };
     for (int iter = 0; iter < 2000; ++iter) {
       RETURN_IF_ERROR(check_time());
       while (target >= d_min && !beats_best(lo, b, target)) --target;
       if (target < d_min || (!exact_depth && !beats_best(lo, b, 1))) break;
-      if (found && found->depth > target) {
-        found.reset();
-        hi = std::numeric_limits<double>::infinity();
-        grow = 1;
-      }
+      if (found && found->depth > target) restart();
+      if (!found || lo < hi) {
       double tau;
       if (std::isinf(hi) && best) {
         // The largest tau at which a plan of depth `target` still beats the best plan: one probe
@@ -950,6 +966,7 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
       bool const probed_below = below_hi;
       below_hi = false;
       Engine::Eval ev = engine.evaluate(tau);
+      if (!std::isinf(tau)) history.push_back(ev);
       if (ev.feasible && ev.depth <= target) {
         hi = ev.tau_used;
         found = std::move(ev);
@@ -960,6 +977,7 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
         lo = std::min(ev.tau_next, hi);
       }
       if (!found || lo < hi) continue;
+      }
       // found is the shallowest plan at the least tau reaching its depth: price it, then look for
       // a shallower plan at a larger tau.
       std::vector<StageAssignment> stages;
@@ -982,9 +1000,8 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
         best_tau = hi;
       }
       target = found->depth - 1;
-      found.reset();
-      hi = std::numeric_limits<double>::infinity();
-      grow = 1;
+      while (target >= d_min && !beats_best(lo, b, target)) --target;
+      restart();
     }
     states += engine.states();
     engine.release();
