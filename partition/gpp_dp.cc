@@ -257,6 +257,22 @@ class Engine {
         devices_(p.cluster.size()), cost_(p, leaves.order, micro_batch), tracker_(p), boundaries_(boundaries) {
     boundaries_.single.resize(leaves.order.size());
     single_.resize(leaves.order.size());
+    // Longest path of per-node least per-replica times: a stage meeting tau holds at most tau * b of
+    // it (each of its replicas runs all its nodes), so a plan at tau is at least path / (tau * b)
+    // stages deep.
+    {
+      std::vector<double> least(p.nodes.size(), std::numeric_limits<double>::infinity());
+      for (int l = 0; l < cost_.levels(); ++l) {
+        std::vector<NodeTime> const& t = p.node_times(micro_batch / cost_.replicas(l));
+        for (std::size_t v = 0; v < least.size(); ++v) least[v] = std::min(least[v], t[v].total_s());
+      }
+      std::vector<double> longest(p.nodes.size(), 0.0);
+      for (int v = 0; v < static_cast<int>(p.nodes.size()); ++v) {  // ids are a topological order
+        longest[v] += least[v];
+        path_work_ = std::max(path_work_, longest[v]);
+        for (int e : p.out_edges[v]) longest[p.edges[e].dst] = std::max(longest[p.edges[e].dst], longest[v]);
+      }
+    }
     // Device-seconds per node: a stage of r replicas meeting tau gives each of its nodes at most
     // r * compute(v, b / r) of its r * tau * b, so a node set needs >= sum / (tau * b) devices.
     int const n = static_cast<int>(leaves.order.size());
@@ -314,6 +330,8 @@ class Engine {
     }
     return lb;
   }
+  // The least tau at which a plan can be `depth` stages deep or less (see path_work_).
+  double tau_for_depth(int depth) const { return path_work_ / (static_cast<double>(depth) * b_) * (1 - 1e-9); }
   // Any plan needs at least this many devices, whatever tau: no tau below it is feasible.
   double tau_floor() const { return work_.back() / (static_cast<double>(devices_) * b_) * (1 - 1e-9); }
 
@@ -829,6 +847,7 @@ class Engine {
   BoundaryRows& boundaries_;
   uint64_t merged_key_ = 0;
   std::vector<double> work_;               // prefix over positions of per-node device-seconds
+  double path_work_ = 0;                   // longest path of per-node least per-replica times
   double tau_ = 0, tau_next_ = 0;
   std::unordered_map<StateKey, int, StateKeyHash> memo_;
   std::deque<Frontier> frontiers_;  // a deque: references stay valid as states are added
@@ -938,7 +957,7 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
     };
     for (int iter = 0; iter < 2000; ++iter) {
       RETURN_IF_ERROR(check_time());
-      while (target >= d_min && !beats_best(lo, b, target)) --target;
+      while (target >= d_min && !beats_best(std::max(lo, engine.tau_for_depth(target)), b, target)) --target;
       if (target < d_min || (!exact_depth && !beats_best(lo, b, 1))) break;
       if (found && found->depth > target) restart();
       if (!found || lo < hi) {
@@ -1000,7 +1019,7 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
         best_tau = hi;
       }
       target = found->depth - 1;
-      while (target >= d_min && !beats_best(lo, b, target)) --target;
+      while (target >= d_min && !beats_best(std::max(lo, engine.tau_for_depth(target)), b, target)) --target;
       restart();
     }
     states += engine.states();
