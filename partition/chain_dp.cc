@@ -45,13 +45,31 @@ class ChainDp {
                         parent.bwd_weight_s + node.bwd_weight_s};
       }
     }
+    // Least device-seconds of each node (r replicas each run it on b / r samples) and the least
+    // time of the slowest node: a chain meeting a bound tau on d devices holds at most d * tau
+    // device-seconds, and tau is at least the slowest node.
+    std::vector<double> node_device_s(p_.nodes.size(), kInf);
+    double max_node = 0;
+    for (std::size_t v = 0; v < p_.nodes.size(); ++v) {
+      double least_s = kInf;
+      for (std::size_t ri = 0; ri < replicas_.size(); ++ri) {
+        double const t = p_.node_times(b_ / replicas_[ri])[v].total_s();
+        least_s = std::min(least_s, t);
+        node_device_s[v] = std::min(node_device_s[v], replicas_[ri] * t);
+      }
+      max_node = std::max(max_node, least_s);
+    }
     wsum_.assign(count, 0);
     asum_.assign(count, 0);
+    dsum_.assign(count, 0.0);
     for (int i = 1; i < count; ++i) {
       Node const& node = p_.nodes[ds_.added[i]];
       wsum_[i] = wsum_[ds_.parent[i]] + node.weight_bytes;
       asum_[i] = asum_[ds_.parent[i]] + node.activation_bytes_per_sample;
+      dsum_[i] = dsum_[ds_.parent[i]] + node_device_s[ds_.added[i]];
     }
+    lower_bound_ = std::max(dsum_.back() / n_devices_, max_node);
+    memory_ = static_cast<double>(p_.device_memory());
     // Keys for the window: compute at the smallest per-replica sample count (a lower bound of any
     // stage's compute, node times being nondecreasing in samples).
     key_.resize(count);
@@ -71,23 +89,38 @@ class ChainDp {
   }
 
   int64_t transitions() const { return transitions_; }
+  double lower_bound() const { return lower_bound_; }
 
-  // The best chain as stages, or nullopt when no chain fits; errors for limits.
-  Result<std::optional<std::vector<StageAssignment>>> solve() {
+  // The least time of the whole graph as one stage that fits; infinite when none does.
+  double single_stage_s() {
+    double best = kInf;
+    for (std::size_t ri = 0; ri < replicas_.size(); ++ri) {
+      StageEval const ev = eval(0, ds_.count() - 1, ri);
+      if (ev.max_in_flight >= 1) best = std::min(best, ev.time_s);
+    }
+    return best;
+  }
+
+  // The best chain as stages, or nullopt when no chain fits or none has max T_s <= cap (a chain
+  // above the cap cannot matter to the caller); errors for limits.
+  Result<std::optional<std::vector<StageAssignment>>> solve(double cap) {
     int const count = ds_.count();
     if (static_cast<double>(count) * cells_ > 3e7)
       return infeasible(planner_ + ": " + std::to_string(count) + " downsets x " + std::to_string(cells_) +
                         " (stages after, devices) cells is too large a DP table; lower --devices or use gpp");
-    double max_node = 0;
-    for (NodeTime const& t : p_.node_times(b_ / replicas_.back())) max_node = std::max(max_node, t.total_s());
-    double bound = 2.0 * std::max(key_.back() / n_devices_, max_node);
+    // Cells above the bound are left infinite, which keeps every cell at or under it exact; a
+    // bound near the optimum keeps the table sparse, so start just above the lower bound.
+    double bound = 1.25 * lower_bound_;
     for (int round = 0;; ++round) {
-      if (round >= 3 || bound <= 0) bound = kInf;
+      if (round >= 8 || !(bound > 0)) bound = kInf;
+      bool const capped = bound >= cap;
+      if (capped) bound = cap;
       RETURN_IF_ERROR(run(bound));
       double const best = at(count - 1, 0, n_devices_);
       if (!std::isinf(best) && best <= bound) return std::optional<std::vector<StageAssignment>>(reconstruct(bound));
-      if (std::isinf(bound)) return std::optional<std::vector<StageAssignment>>();
-      bound *= 4;
+      // A round the bound cut nothing from is the unbounded one.
+      if (capped || std::isinf(bound) || !cut_) return std::optional<std::vector<StageAssignment>>();
+      bound *= 1.5;
     }
   }
 
@@ -145,7 +178,7 @@ class ChainDp {
     ev.time_s = cost.time_s;
     double const fixed = static_cast<double>(cost.weight_bytes + cost.optimizer_bytes);
     double const per_flight = static_cast<double>(cost.activation_bytes);
-    double const memory = static_cast<double>(p_.device_memory());
+    double const memory = memory_;
     if (fixed + per_flight > memory) {
       ev.max_in_flight = 0;
     } else if (per_flight <= 0) {
@@ -156,50 +189,120 @@ class ChainDp {
     return ev;
   }
 
-  // Candidate j for i: strict subsets of D_i whose compute difference is within the bound.
+  // Candidate j for i: strict subsets of D_i whose compute difference is within the bound and
+  // whose chain fits in `most` - 1 devices.
   template <typename F>
-  void for_each_candidate(int i, double bound, F&& f) {
+  void for_each_candidate(int i, double bound, int most, F&& f) {
     double const low = key_[i] - bound;
     auto first = std::isinf(bound) ? sorted_keys_.begin()
                                    : std::lower_bound(sorted_keys_.begin(), sorted_keys_.end(), low);
+    if (first != sorted_keys_.begin()) cut_ = true;
     auto last = std::upper_bound(sorted_keys_.begin(), sorted_keys_.end(), key_[i]);
     for (auto it = first; it != last; ++it) {
       int const j = by_key_[it - sorted_keys_.begin()];
+      if (fewest_[j] >= most) {
+        cut_ = true;
+        continue;
+      }
       if (ds_.size[j] >= ds_.size[i] || !ds_.subset(j, i)) continue;
       f(j);
     }
   }
 
+  // f(i, q, d) = min over (j, r) of max(T, f(j, q + 1, d - r)). f is nonincreasing in d, so along
+  // d the candidate is f(j, ...) until that drops to T, and T from there on: those suffixes go into
+  // `pending_` at their first d and reach the cells by a prefix minimum once i is done. A row of
+  // f(j, q + 1, .) infinite at its most devices ends the q loop (f is nondecreasing in q).
   Status run(double bound) {
     int const count = ds_.count();
     int const n = n_devices_;
+    cut_ = false;
     f_.assign(static_cast<std::size_t>(count) * cells_, kInf);
+    pending_.assign(cells_, kInf);
     for (int q = 0; q < n; ++q) {
       for (int d = 1; d <= n - q; ++d) at(0, q, d) = 0.0;
     }
+    // A chain of D_j meeting the bound needs at least fewest_[j] devices, and the stages after D_i
+    // of any plan meeting it leave D_i at most most_[i]: pairs that cannot fit between the two
+    // are skipped. That changes only cells no plan meeting the bound passes through (the slack
+    // covers rounding in the sums).
+    fewest_.assign(count, 1);
+    most_.assign(count, n);
+    if (!std::isinf(bound)) {
+      double const slack = 1e-9 * dsum_.back();
+      for (int i = 0; i < count; ++i) {
+        double const need = std::ceil((dsum_[i] - slack) / bound);
+        fewest_[i] = i == 0 ? 0 : static_cast<int>(std::clamp(need, 1.0, n + 1.0));
+        double const after = std::ceil((dsum_.back() - dsum_[i] - slack) / bound);
+        most_[i] = n - static_cast<int>(std::clamp(after, 0.0, n + 1.0));
+      }
+    }
     for (int i = 1; i < count; ++i) {
       if ((i & 1023) == 0) RETURN_IF_ERROR(check_time(i, count));
-      for_each_candidate(i, bound, [&](int j) {
+      double* const cell = &at(i, 0, 1);
+      std::fill(pending_.begin(), pending_.end(), kInf);
+      int const most_i = most_[i];
+      if (most_i < 1) {
+        cut_ = true;
+        continue;
+      }
+      for_each_candidate(i, bound, most_i, [&](int j) {
         for (std::size_t ri = 0; ri < replicas_.size(); ++ri) {
           int const r = replicas_[ri];
+          if (fewest_[j] + r > most_i) {
+            cut_ = true;
+            break;
+          }
+          // Compute alone over the bound: so is the stage time (it adds nonnegative terms to it).
+          NodeTime const& a = tsum_[ri][i];
+          NodeTime const& c = tsum_[ri][j];
+          if ((a.fwd_s - c.fwd_s) + (a.bwd_input_s - c.bwd_input_s) + (a.bwd_weight_s - c.bwd_weight_s) > bound) {
+            cut_ = true;
+            continue;
+          }
           StageEval const ev = eval(j, i, ri);
-          if (ev.max_in_flight == 0 || ev.time_s > bound) continue;
+          if (ev.max_in_flight == 0) continue;
+          if (ev.time_s > bound) {
+            cut_ = true;
+            continue;
+          }
+          double const t = ev.time_s;
           int const q_last = std::min(n - 1, ev.max_in_flight - 1);
-          for (int q = 0; q <= q_last; ++q) {
-            for (int d = r; d <= n - q; ++d) {
-              double cand;
-              if (j == 0) {
-                cand = ev.time_s;
-              } else {
-                if (d - r < 1 || q + 1 > n - 1) continue;
-                cand = std::max(ev.time_s, at(j, q + 1, d - r));
-              }
-              double& cell = at(i, q, d);
-              if (cand < cell) cell = cand;
+          if (j == 0) {
+            for (int q = 0; q <= q_last && r <= n - q; ++q) {
+              double& p = pending_[offset_[q] + r - 1];
+              p = std::min(p, t);
             }
+            continue;
+          }
+          for (int q = 0; q <= std::min(q_last, n - 2); ++q) {
+            int const most = n - q - r;  // devices left to D_j at most
+            if (most < 1) break;
+            double const* row = &at(j, q + 1, 1);  // row[e - 1] = f(j, q + 1, e)
+            if (std::isinf(row[most - 1])) continue;
+            int lo = 1, hi = most + 1;  // first e with row[e - 1] <= t
+            while (lo < hi) {
+              int const mid = (lo + hi) / 2;
+              if (row[mid - 1] <= t) hi = mid; else lo = mid + 1;
+            }
+            double* const out = cell + offset_[q] + r - 1;  // out[e] = f(i, q, e + r)
+            if (lo <= most) {
+              double& p = pending_[offset_[q] + lo + r - 1];
+              p = std::min(p, t);
+            }
+            for (int e = lo - 1; e >= 1 && !std::isinf(row[e - 1]); --e) out[e] = std::min(out[e], row[e - 1]);
           }
         }
       });
+      // The prefix minimum also keeps skipped cells nonincreasing in d (at most d devices).
+      for (int q = 0; q < n; ++q) {
+        double run_min = kInf;
+        for (int d = 1; d <= n - q; ++d) {
+          double& c = cell[offset_[q] + d - 1];
+          run_min = std::min({run_min, pending_[offset_[q] + d - 1], c});
+          c = run_min;
+        }
+      }
     }
     return Status::ok();
   }
@@ -210,7 +313,7 @@ class ChainDp {
     while (i != 0) {
       double const target = at(i, q, d);
       bool found = false;
-      for_each_candidate(i, bound, [&](int j) {
+      for_each_candidate(i, bound, n_devices_ + 1, [&](int j) {
         for (std::size_t ri = 0; ri < replicas_.size() && !found; ++ri) {
           int const r = replicas_[ri];
           if (d < r) continue;
@@ -260,13 +363,17 @@ class ChainDp {
   std::vector<int> replicas_;
   std::vector<std::vector<NodeTime>> tsum_;
   std::vector<int64_t> wsum_, asum_;
+  std::vector<double> dsum_;  // least device-seconds of each downset
+  double lower_bound_ = 0, memory_ = 0;
+  bool cut_ = false;  // the last run skipped something for the bound
+  std::vector<int> fewest_, most_;
   std::vector<double> key_, sorted_keys_;
   std::vector<int> by_key_;
   std::vector<EdgeGroup> groups_;
   std::vector<std::vector<int>> cuts_;
   std::vector<int> offset_;
   int cells_ = 0;
-  std::vector<double> f_;
+  std::vector<double> f_, pending_;
   int64_t transitions_ = 0;
   std::tuple<int, int, int> next_;
 };
@@ -280,7 +387,21 @@ Result<Plan> plan_chain(Problem const& p, Downsets const& downsets, std::string 
   int64_t states = 0;
   for (int64_t b : p.micro_batch_sizes()) {
     ChainDp dp(p, downsets, b, planner, options, start);
-    ASSIGN_OR_RETURN(auto stages, dp.solve());
+    double const m = static_cast<double>(p.batch / b);
+    // A chain beats the best so far only if (m + D - 1) max T_s is under its step time (the slack
+    // covers assemble_plan summing stage times in another order): with one stage, the whole
+    // graph as a stage must meet step / m; with more, the DP's optimum must meet step / (m + 1),
+    // and a DP capped there is exact whenever it does.
+    double cap = kInf;
+    if (best) {
+      double const one_stage = best->step_time_s / m * (1 + 1e-9);
+      cap = best->step_time_s / (m + 1) * (1 + 1e-9);
+      if (dp.lower_bound() > one_stage) continue;
+      double const single = dp.single_stage_s();
+      if (single <= one_stage) cap = std::max(cap, single);
+      if (dp.lower_bound() > cap) continue;
+    }
+    ASSIGN_OR_RETURN(auto stages, dp.solve(cap));
     states += dp.transitions();
     if (!stages) continue;
     ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, std::move(*stages), b, planner, StageGraphShape::kChain));
