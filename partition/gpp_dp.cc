@@ -1018,8 +1018,7 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
         best = std::move(plan);
         best_tau = hi;
       }
-      target = found->depth - 1;
-      while (target >= d_min && !beats_best(std::max(lo, engine.tau_for_depth(target)), b, target)) --target;
+      target = found->depth - 1;  // the loop's head lowers it further while it cannot win
       restart();
     }
     states += engine.states();
