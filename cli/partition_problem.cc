@@ -26,12 +26,18 @@ void add_partition_flags(CLI::App& app, PartitionFlags& f) {
   app.add_flag("--no-communication", f.no_communication, "Ignore transfer and all-reduce time");
   app.add_option("--max-downsets", f.max_downsets, "Downset limit of the pipedream/piper planners");
   app.add_option("--time-limit", f.time_limit_s, "Stop a planner after this many seconds (0: none)");
+  app.add_option("--chain-objective", f.chain_objective,
+                 "What pipedream/piper minimise: 'step' (step time, as gpp) or 'bottleneck' (their own: max stage time)")
+      ->check(CLI::IsMember({"step", "bottleneck"}))
+      ->capture_default_str();
 }
 
 partition::PlannerOptions planner_options(PartitionFlags const& flags) {
   partition::PlannerOptions options;
   options.max_downsets = flags.max_downsets;
   options.time_limit_s = flags.time_limit_s;
+  options.chain_objective = flags.chain_objective == "bottleneck" ? partition::ChainObjective::kBottleneck
+                                                                  : partition::ChainObjective::kStepTime;
   auto last = std::make_shared<std::chrono::steady_clock::time_point>();
   options.progress = [last](std::string const& line) {
     auto const now = std::chrono::steady_clock::now();

@@ -30,6 +30,7 @@ struct PartitionFlags {
   bool no_communication = false;
   int64_t max_downsets = 50000;
   double time_limit_s = 0;
+  std::string chain_objective = "step";
 };
 
 void add_partition_flags(CLI::App& app, PartitionFlags& flags);

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
+#include <utility>
 
 namespace gp::partition {
 
@@ -88,8 +90,22 @@ class ChainDp {
     }
   }
 
-  int64_t transitions() const { return transitions_; }
+  // The (stage, replicas) transitions evaluated since the last call.
+  int64_t take_transitions() { return std::exchange(transitions_, 0); }
+  double optimum() const { return optimum_; }
+  int64_t micro_batch() const { return b_; }
   double lower_bound() const { return lower_bound_; }
+  // A chain of at most `stages` stages runs on at most stages x (most replicas) devices.
+  double lower_bound(int stages) const {
+    double const devices = std::min<double>(n_devices_, static_cast<double>(stages) * replicas_.back());
+    return std::max(lower_bound_, dsum_.back() / devices);
+  }
+  // Each stage's weights and optimizer state fit one device, so a chain has at least this many.
+  int fewest_stages() const {
+    // (Each stage rounds its optimizer bytes, by at most half a byte: n_devices_ covers that.)
+    double const fixed = static_cast<double>(wsum_.back()) * (1.0 + p_.optimizer_bytes_per_weight_byte) - n_devices_;
+    return std::max(1, static_cast<int>(std::ceil(fixed / memory_)));
+  }
 
   // The least time of the whole graph as one stage that fits; infinite when none does.
   double single_stage_s() {
@@ -101,9 +117,11 @@ class ChainDp {
     return best;
   }
 
-  // The best chain as stages, or nullopt when no chain fits or none has max T_s <= cap (a chain
-  // above the cap cannot matter to the caller); errors for limits.
-  Result<std::optional<std::vector<StageAssignment>>> solve(double cap) {
+  // The best chain of at most max_stages stages, or nullopt when no such chain fits or none has
+  // max T_s <= cap (a chain above the cap cannot matter to the caller); errors for limits.
+  // optimum() is then its max T_s.
+  Result<std::optional<std::vector<StageAssignment>>> solve(double cap, int max_stages) {
+    max_stages_ = std::clamp(max_stages, 1, n_devices_);
     int const count = ds_.count();
     if (static_cast<double>(count) * cells_ > 3e7)
       return infeasible(planner_ + ": " + std::to_string(count) + " downsets x " + std::to_string(cells_) +
@@ -117,7 +135,10 @@ class ChainDp {
       if (capped) bound = cap;
       RETURN_IF_ERROR(run(bound));
       double const best = at(count - 1, 0, n_devices_);
-      if (!std::isinf(best) && best <= bound) return std::optional<std::vector<StageAssignment>>(reconstruct(bound));
+      if (!std::isinf(best) && best <= bound) {
+        optimum_ = best;
+        return std::optional<std::vector<StageAssignment>>(reconstruct(bound));
+      }
       // A round the bound cut nothing from is the unbounded one.
       if (capped || std::isinf(bound) || !cut_) return std::optional<std::vector<StageAssignment>>();
       bound *= 1.5;
@@ -160,7 +181,7 @@ class ChainDp {
     if (p_.count_communication) {
       for (int g : cuts_[j]) {  // into the stage: leaves D_j, lands in D_i
         bool lands = false;
-        for (int dst : groups_[g].dsts) lands = lands || ds_.contains(i, dst);
+        for (int dst : groups_[g].dsts) lands = lands || (ds_.contains(i, dst) && !ds_.contains(j, dst));
         if (lands && groups_[g].bytes_per_sample > 0) {
           sums.boundary_bytes_per_sample += groups_[g].bytes_per_sample;
           ++sums.boundary_tensors;
@@ -216,6 +237,7 @@ class ChainDp {
   Status run(double bound) {
     int const count = ds_.count();
     int const n = n_devices_;
+    int const qn = max_stages_;  // a stage with q stages after it is at most the max_stages-th from the end
     cut_ = false;
     f_.assign(static_cast<std::size_t>(count) * cells_, kInf);
     pending_.assign(cells_, kInf);
@@ -269,13 +291,13 @@ class ChainDp {
           double const t = ev.time_s;
           int const q_last = std::min(n - 1, ev.max_in_flight - 1);
           if (j == 0) {
-            for (int q = 0; q <= q_last && r <= n - q; ++q) {
+            for (int q = 0; q <= q_last && q < qn && r <= n - q; ++q) {
               double& p = pending_[offset_[q] + r - 1];
               p = std::min(p, t);
             }
             continue;
           }
-          for (int q = 0; q <= std::min(q_last, n - 2); ++q) {
+          for (int q = 0; q <= std::min({q_last, n - 2, qn - 2}); ++q) {
             int const most = n - q - r;  // devices left to D_j at most
             if (most < 1) break;
             double const* row = &at(j, q + 1, 1);  // row[e - 1] = f(j, q + 1, e)
@@ -295,7 +317,7 @@ class ChainDp {
         }
       });
       // The prefix minimum also keeps skipped cells nonincreasing in d (at most d devices).
-      for (int q = 0; q < n; ++q) {
+      for (int q = 0; q < qn; ++q) {
         double run_min = kInf;
         for (int d = 1; d <= n - q; ++d) {
           double& c = cell[offset_[q] + d - 1];
@@ -323,7 +345,7 @@ class ChainDp {
           if (j == 0) {
             cand = ev.time_s;
           } else {
-            if (d - r < 1 || q + 1 > n_devices_ - 1) continue;
+            if (d - r < 1 || q + 1 > n_devices_ - 1 || q + 1 >= max_stages_) continue;
             cand = std::max(ev.time_s, at(j, q + 1, d - r));
           }
           if (cand == target && !found) {
@@ -364,7 +386,8 @@ class ChainDp {
   std::vector<std::vector<NodeTime>> tsum_;
   std::vector<int64_t> wsum_, asum_;
   std::vector<double> dsum_;  // least device-seconds of each downset
-  double lower_bound_ = 0, memory_ = 0;
+  double lower_bound_ = 0, memory_ = 0, optimum_ = kInf;
+  int max_stages_ = 1;
   bool cut_ = false;  // the last run skipped something for the bound
   std::vector<int> fewest_, most_;
   std::vector<double> key_, sorted_keys_;
@@ -383,10 +406,27 @@ class ChainDp {
 Result<Plan> plan_chain(Problem const& p, Downsets const& downsets, std::string const& planner,
                         PlannerOptions const& options) {
   auto const start = std::chrono::steady_clock::now();
+  int const n = p.cluster.size();
+  bool const step_objective = options.chain_objective == ChainObjective::kStepTime;
   std::optional<Plan> best;
   int64_t states = 0;
-  for (int64_t b : p.micro_batch_sizes()) {
-    ChainDp dp(p, downsets, b, planner, options, start);
+  auto consider = [&](std::vector<StageAssignment> stages, int64_t b) -> Status {
+    ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, std::move(stages), b, planner, StageGraphShape::kChain));
+    if (!best || plan.step_time_s < best->step_time_s) best = std::move(plan);
+    return Status::ok();
+  };
+  // Every chain at micro-batch b of two or more stages takes at least (m + 1) times the DP's lower
+  // bound per step: the most promising sizes go first, so that the caps below skip the rest.
+  std::vector<std::unique_ptr<ChainDp>> dps;
+  for (int64_t b : p.micro_batch_sizes()) dps.push_back(std::make_unique<ChainDp>(p, downsets, b, planner, options, start));
+  std::stable_sort(dps.begin(), dps.end(), [&](auto const& x, auto const& y) {
+    return static_cast<double>(p.batch / x->micro_batch() + 1) * x->lower_bound() <
+           static_cast<double>(p.batch / y->micro_batch() + 1) * y->lower_bound();
+  });
+  for (auto& owned : dps) {
+    ChainDp& dp = *owned;
+    auto release = std::unique_ptr<ChainDp>(std::move(owned));  // the table goes with this size
+    int64_t const b = dp.micro_batch();
     double const m = static_cast<double>(p.batch / b);
     // A chain beats the best so far only if (m + D - 1) max T_s is under its step time (the slack
     // covers assemble_plan summing stage times in another order): with one stage, the whole
@@ -401,11 +441,34 @@ Result<Plan> plan_chain(Problem const& p, Downsets const& downsets, std::string 
       if (single <= one_stage) cap = std::max(cap, single);
       if (dp.lower_bound() > cap) continue;
     }
-    ASSIGN_OR_RETURN(auto stages, dp.solve(cap));
-    states += dp.transitions();
-    if (!stages) continue;
-    ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, std::move(*stages), b, planner, StageGraphShape::kChain));
-    if (!best || plan.step_time_s < best->step_time_s) best = std::move(plan);
+    auto stages = dp.solve(cap, n);
+    states += dp.take_transitions();
+    RETURN_IF_ERROR(stages.status());
+    if (!*stages) continue;
+    int const k = static_cast<int>((*stages)->size());
+    double const least = dp.optimum();  // no chain of any length has a smaller max T_s
+    RETURN_IF_ERROR(consider(std::move(**stages), b));
+    if (!step_objective) continue;
+    // The step time: a chain of K < k stages trades a larger max T_s for a shorter fill and
+    // drain. Its max T_s is at least `least`, so only K with (m + K - 1) least under the best step
+    // can win, and a DP capped at step / (m + K - 1) and limited to K stages decides each exactly.
+    for (int K = dp.fewest_stages(); K < k; ++K) {
+      double const cap_k = best->step_time_s / (m + K - 1) * (1 + 1e-9);
+      if (std::max(least, dp.lower_bound(K)) > cap_k) continue;
+      if (K == 1) {
+        if (dp.single_stage_s() <= cap_k) {
+          auto one = dp.solve(cap_k, 1);
+          states += dp.take_transitions();
+          RETURN_IF_ERROR(one.status());
+          if (*one) RETURN_IF_ERROR(consider(std::move(**one), b));
+        }
+        continue;
+      }
+      auto shorter = dp.solve(cap_k, K);
+      states += dp.take_transitions();
+      RETURN_IF_ERROR(shorter.status());
+      if (*shorter) RETURN_IF_ERROR(consider(std::move(**shorter), b));
+    }
   }
   if (!best) return infeasible(planner + ": no chain of stages fits in memory; " + infeasibility_hint(p));
   best->search_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -17,7 +17,9 @@
 namespace gp::partition {
 
 // Runs the DP for every candidate micro-batch size and returns the plan with the least step time
-// (m + D - 1) max T_s among those whose stages all fit; states_explored counts (stage, replicas)
+// (m + D - 1) max T_s among those whose stages all fit: over all chains (options.chain_objective
+// kStepTime, the DP rerun with at most K stages for each K that can win), or over the
+// least-max-T_s chain of each size (kBottleneck); states_explored counts (stage, replicas)
 // transitions evaluated. kInfeasible with infeasibility_hint when nothing fits.
 Result<Plan> plan_chain(Problem const& p, Downsets const& downsets, std::string const& planner,
                         PlannerOptions const& options);

@@ -9,6 +9,12 @@
 
 namespace gp::partition {
 
+// What the sequential planners minimise. kStepTime: the predicted step time (m + D - 1) max T_s,
+// the objective GPP minimises, so that the planners differ only in the plans they can build.
+// kBottleneck: PipeDream's and Piper's own, the least max T_s at each micro-batch size (then the
+// least step time across sizes); the optima in the PipeDream profiles' README are of this kind.
+enum class ChainObjective { kStepTime, kBottleneck };
+
 struct PlannerOptions {
   // Progress callback for long searches (a line such as "gpp: b=8 tau=1.2ms states=10234"); may be empty.
   std::function<void(std::string const&)> progress;
@@ -16,6 +22,7 @@ struct PlannerOptions {
   // Downset-based planners (pipedream, piper) give up beyond this many downsets: kInfeasible
   // naming the limit (piper), or a linearised graph (pipedream, as PipeDream on branchy models).
   int64_t max_downsets = 50000;
+  ChainObjective chain_objective = ChainObjective::kStepTime;  // pipedream and piper
 };
 
 // What would fit, for the message of an infeasible request: total weight+optimizer bytes against

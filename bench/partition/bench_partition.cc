@@ -4,6 +4,7 @@
 // summary of the ratios GPP/(a), GPP/(b), GPP/(c). Settings: bench/partition/README.md.
 //
 //   bench_partition [--quick] [--time-limit S] [--models mmt,dlrm,...] [--devices 4,8] [--info]
+//                   [--chain-objective step|bottleneck]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -172,6 +173,7 @@ int main(int argc, char** argv) {
   using namespace gp::partition;
   bool quick = false, info = false;
   double time_limit = 120;
+  ChainObjective objective = ChainObjective::kStepTime;
   std::vector<std::string> only_models;
   std::vector<int> only_devices;
   auto split = [](std::string const& s) {
@@ -188,8 +190,10 @@ int main(int argc, char** argv) {
     else if (a == "--time-limit" && i + 1 < argc) time_limit = std::stod(argv[++i]);
     else if (a == "--models" && i + 1 < argc) only_models = split(argv[++i]);
     else if (a == "--devices" && i + 1 < argc) for (auto const& d : split(argv[++i])) only_devices.push_back(std::stoi(d));
+    else if (a == "--chain-objective" && i + 1 < argc && (std::strcmp(argv[i + 1], "step") == 0 || std::strcmp(argv[i + 1], "bottleneck") == 0))
+      objective = std::strcmp(argv[++i], "step") == 0 ? ChainObjective::kStepTime : ChainObjective::kBottleneck;
     else {
-      std::fprintf(stderr, "usage: bench_partition [--quick] [--info] [--time-limit S] [--models a,b] [--devices 4,8]\n");
+      std::fprintf(stderr, "usage: bench_partition [--quick] [--info] [--time-limit S] [--models a,b] [--devices 4,8] [--chain-objective step|bottleneck]\n");
       return 2;
     }
   }
@@ -246,6 +250,7 @@ int main(int argc, char** argv) {
       for (int k = 0; k < 4; ++k) {
         PlannerOptions options;
         options.time_limit_s = time_limit;
+        options.chain_objective = objective;
         auto const start = std::chrono::steady_clock::now();
         auto plan = plan_with(planners[k], *p, options);
         out[k].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -92,6 +92,15 @@ TEST_F(CliTest, PartitionImpossibleMemoryWritesNothing) {
   EXPECT_FALSE(fs::exists(plan));
 }
 
+TEST_F(CliTest, PartitionChainObjective) {
+  fs::path const model = dir_ / "mlp.onnx";
+  ASSERT_EQ(run("models export mlp --size tiny --out " + model.string()).exit_code, 0);
+  std::string const base = "partition " + model.string() + " --devices 2 --memory 16GiB --batch 8 --planner piper";
+  CliRun own = run(base + " --chain-objective bottleneck");
+  EXPECT_EQ(own.exit_code, 0) << own.err;
+  expect_one_line_error(run(base + " --chain-objective fastest"), "chain-objective");
+}
+
 TEST_F(CliTest, PartitionThenSimulate) {
   fs::path const model = dir_ / "mmt.onnx";
   ASSERT_EQ(run("models export mmt --size tiny --out " + model.string()).exit_code, 0);

@@ -120,11 +120,13 @@ TEST(Gpp, OnChainsEqualsTheBestSequentialPlan) {
 }
 
 TEST(Gpp, OnChainsMatchesTheSequentialPlanners) {
-  // GPP takes the least step time over all chain partitions (SP pieces of a chain), so it is never
-  // worse than the sequential planners, and equal where their least-bottleneck chain is also the
-  // least step.
+  // On a chain GPP's stages are the chain's runs, so with the same objective (the step time) it
+  // finds the sequential planners' optimum; against their own objective (the least max T_s per
+  // micro-batch size) it is never worse, and sometimes better.
   std::mt19937 rng(17);
-  int equal = 0, compared = 0;
+  int better = 0, compared = 0;
+  PlannerOptions own;
+  own.chain_objective = ChainObjective::kBottleneck;
   for (int trial = 0; trial < 30; ++trial) {
     int const n = 3 + static_cast<int>(rng() % 12);
     testing::RandomDag chain{n, {}};
@@ -136,13 +138,16 @@ TEST(Gpp, OnChainsMatchesTheSequentialPlanners) {
     for (auto const* name : {"pipedream", "piper"}) {
       auto seq = plan_with(name, p);
       ASSERT_TRUE(seq.is_ok()) << name << ": " << seq.status().message();
-      EXPECT_LE(gpp->step_time_s, seq->step_time_s * (1 + 1e-9)) << name << " trial " << trial;
+      EXPECT_NEAR(gpp->step_time_s, seq->step_time_s, 1e-9 * seq->step_time_s) << name << " trial " << trial;
+      auto seq_own = plan_with(name, p, own);
+      ASSERT_TRUE(seq_own.is_ok()) << name << ": " << seq_own.status().message();
+      EXPECT_LE(gpp->step_time_s, seq_own->step_time_s * (1 + 1e-9)) << name << " trial " << trial;
       ++compared;
-      equal += rel(gpp->step_time_s, seq->step_time_s) < 1e-9;
+      better += rel(gpp->step_time_s, seq_own->step_time_s) > 1e-9;
     }
   }
   EXPECT_GE(compared, 40);
-  EXPECT_GE(equal * 2, compared);
+  EXPECT_GE(better, 1);
 }
 
 // k equal branches between a light source and sink: GPP runs them as concurrent stages.
