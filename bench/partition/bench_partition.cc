@@ -4,7 +4,7 @@
 // summary of the ratios GPP/(a), GPP/(b), GPP/(c). Settings: bench/partition/README.md.
 //
 //   bench_partition [--quick] [--time-limit S] [--models mmt,dlrm,...] [--devices 4,8] [--info]
-//                   [--chain-objective step|bottleneck]
+//                   [--chain-objective both|step|bottleneck]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
   using namespace gp::partition;
   bool quick = false, info = false;
   double time_limit = 120;
-  ChainObjective objective = ChainObjective::kStepTime;
+  std::string objectives = "both";  // of the sequential DPs: step (GPP's), bottleneck (their own), or both
   std::vector<std::string> only_models;
   std::vector<int> only_devices;
   auto split = [](std::string const& s) {
@@ -190,10 +190,11 @@ int main(int argc, char** argv) {
     else if (a == "--time-limit" && i + 1 < argc) time_limit = std::stod(argv[++i]);
     else if (a == "--models" && i + 1 < argc) only_models = split(argv[++i]);
     else if (a == "--devices" && i + 1 < argc) for (auto const& d : split(argv[++i])) only_devices.push_back(std::stoi(d));
-    else if (a == "--chain-objective" && i + 1 < argc && (std::strcmp(argv[i + 1], "step") == 0 || std::strcmp(argv[i + 1], "bottleneck") == 0))
-      objective = std::strcmp(argv[++i], "step") == 0 ? ChainObjective::kStepTime : ChainObjective::kBottleneck;
+    else if (a == "--chain-objective" && i + 1 < argc &&
+             (std::strcmp(argv[i + 1], "both") == 0 || std::strcmp(argv[i + 1], "step") == 0 || std::strcmp(argv[i + 1], "bottleneck") == 0))
+      objectives = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_partition [--quick] [--info] [--time-limit S] [--models a,b] [--devices 4,8] [--chain-objective step|bottleneck]\n");
+      std::fprintf(stderr, "usage: bench_partition [--quick] [--info] [--time-limit S] [--models a,b] [--devices 4,8] [--chain-objective both|step|bottleneck]\n");
       return 2;
     }
   }
@@ -225,12 +226,30 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  char const* planners[] = {"gpp", "pipedream", "piper", "balanced"};
+  // (a) and (b) minimise the step time as GPP does; (a') and (b') their own objective, the least
+  // max stage time per micro-batch size (then the least step time across sizes).
+  struct Entry {
+    char const* planner;
+    char const* label;
+    char const* column;
+    ChainObjective objective;
+  };
+  std::vector<Entry> entries = {{"gpp", "gpp", "", ChainObjective::kStepTime}};
+  if (objectives != "bottleneck") {
+    entries.push_back({"pipedream", "pipedream", "GPP/(a)", ChainObjective::kStepTime});
+    entries.push_back({"piper", "piper", "GPP/(b)", ChainObjective::kStepTime});
+  }
+  entries.push_back({"balanced", "balanced", "GPP/(c)", ChainObjective::kStepTime});
+  if (objectives != "step") {
+    entries.push_back({"pipedream", "pipedream'", "GPP/(a')", ChainObjective::kBottleneck});
+    entries.push_back({"piper", "piper'", "GPP/(b')", ChainObjective::kBottleneck});
+  }
+  int const count = static_cast<int>(entries.size());
   struct Summary {
     std::string model;
     int devices;
-    double ratio[3];
-    bool have[3];
+    std::vector<double> ratio;
+    std::vector<char> have;
     double bound = 0;          // perfect-scaling samples/s (see ideal_samples_per_s)
     double gpp = 0, best_seq = 0;  // samples/s; 0 when none
   };
@@ -246,23 +265,23 @@ int main(int argc, char** argv) {
         std::printf("%-11s %4d error: %s\n", s.model.c_str(), n, p.status().message().c_str());
         continue;
       }
-      Outcome out[4];
-      for (int k = 0; k < 4; ++k) {
+      std::vector<Outcome> out(count);
+      for (int k = 0; k < count; ++k) {
         PlannerOptions options;
         options.time_limit_s = time_limit;
-        options.chain_objective = objective;
+        options.chain_objective = entries[k].objective;
         auto const start = std::chrono::steady_clock::now();
-        auto plan = plan_with(planners[k], *p, options);
+        auto plan = plan_with(entries[k].planner, *p, options);
         out[k].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (plan) out[k].plan = std::move(plan).value();
         else out[k].error = plan.status().message();
       }
-      Summary sum{s.model, n, {0, 0, 0}, {false, false, false}};
+      Summary sum{s.model, n, std::vector<double>(count - 1, 0.0), std::vector<char>(count - 1, 0)};
       sum.bound = ideal_samples_per_s(*p);
       if (out[0].plan) sum.gpp = out[0].plan->samples_per_s;
-      for (int k = 1; k < 4; ++k)
+      for (int k = 1; k < count; ++k)
         if (out[k].plan) sum.best_seq = std::max(sum.best_seq, out[k].plan->samples_per_s);
-      for (int k = 0; k < 4; ++k) {
+      for (int k = 0; k < count; ++k) {
         char ratio[32] = "";
         if (k > 0 && out[0].plan && out[k].plan) {
           sum.ratio[k - 1] = out[0].plan->samples_per_s / out[k].plan->samples_per_s;
@@ -274,24 +293,27 @@ int main(int argc, char** argv) {
           double peak = 0;
           for (auto const& st : pl.stages) peak = std::max(peak, double(st.peak_memory_bytes));
           std::printf("%-11s %4d %5lld %-10s %10.4f %10lld %11.1f %5d %5lld %6zu %9s %8s%s\n", s.model.c_str(), n,
-                      (long long)s.batch, planners[k], out[k].seconds, (long long)pl.states_explored, pl.samples_per_s,
+                      (long long)s.batch, entries[k].label, out[k].seconds, (long long)pl.states_explored, pl.samples_per_s,
                       pl.depth, (long long)pl.micro_batch, pl.stages.size(), gib(peak).c_str(), ratio,
                       pl.notes.empty() ? "" : "  (linearised)");
         } else {
           std::printf("%-11s %4d %5lld %-10s %10.4f %10s %11s  n/a (%s)\n", s.model.c_str(), n, (long long)s.batch,
-                      planners[k], out[k].seconds, "-", "n/a", out[k].error.c_str());
+                      entries[k].label, out[k].seconds, "-", "n/a", out[k].error.c_str());
         }
       }
       std::fflush(stdout);
       summaries.push_back(sum);
     }
   }
-  std::printf("\nSummary: GPP throughput over (a) PipeDream-style, (b) Piper-style, (c) balanced; and GPP and the\n"
-              "best sequential plan as a fraction of the perfect-scaling bound (no plan of any shape can exceed 1)\n");
-  std::printf("%-11s %4s %8s %8s %8s %9s %9s\n", "model", "dev", "GPP/(a)", "GPP/(b)", "GPP/(c)", "GPP/bnd", "seq/bnd");
+  std::printf("\nSummary: GPP throughput over (a) PipeDream-style, (b) Piper-style, (c) balanced, (a') and (b') the\n"
+              "same planners with their own objective (least max stage time); and GPP and the best sequential\n"
+              "plan as a fraction of the perfect-scaling bound (no plan of any shape can exceed 1)\n");
+  std::printf("%-11s %4s", "model", "dev");
+  for (int k = 1; k < count; ++k) std::printf(" %8s", entries[k].column);
+  std::printf(" %9s %9s\n", "GPP/bnd", "seq/bnd");
   for (auto const& s : summaries) {
     std::printf("%-11s %4d", s.model.c_str(), s.devices);
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < count - 1; ++k) {
       if (s.have[k]) std::printf(" %8.2f", s.ratio[k]);
       else std::printf(" %8s", "n/a");
     }
