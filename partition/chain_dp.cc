@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <memory>
@@ -14,6 +15,12 @@ namespace gp::partition {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::string limit_text(double seconds) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%g s; raise --time-limit or use --planner gpp", seconds);
+  return buf;
+}
 
 // Tensors leaving one producer, as stage_sums groups them: (src, tensor names).
 struct EdgeGroup {
@@ -108,14 +115,17 @@ class ChainDp {
   }
 
   // The least time of the whole graph as one stage that fits; infinite when none does.
-  double single_stage_s() {
-    double best = kInf;
+  double single_stage_s() { return single_stage().first; }
+  // The whole graph as one stage: its least time among the replica counts that fit, and that count.
+  std::pair<double, int> single_stage() {
+    std::pair<double, int> best{kInf, 0};
     for (std::size_t ri = 0; ri < replicas_.size(); ++ri) {
       StageEval const ev = eval(0, ds_.count() - 1, ri);
-      if (ev.max_in_flight >= 1) best = std::min(best, ev.time_s);
+      if (ev.max_in_flight >= 1 && ev.time_s < best.first) best = {ev.time_s, replicas_[ri]};
     }
     return best;
   }
+  std::vector<int> all_nodes() const { return ds_.difference(ds_.count() - 1, 0); }
 
   // The best chain of at most max_stages stages, or nullopt when no such chain fits or none has
   // max T_s <= cap (a chain above the cap cannot matter to the caller); errors for limits.
@@ -365,7 +375,7 @@ class ChainDp {
   Status check_time(int i, int count) {
     double const elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     if (options_.time_limit_s > 0 && elapsed > options_.time_limit_s)
-      return timeout_error(planner_ + ": search stopped at the time limit of " + std::to_string(options_.time_limit_s) + " s");
+      return timeout_error(planner_ + ": search stopped at the time limit of " + limit_text(options_.time_limit_s));
     if (options_.progress && elapsed - last_progress_ >= 1.0) {
       last_progress_ = elapsed;
       options_.progress(planner_ + ": b=" + std::to_string(b_) + " downset " + std::to_string(i) + "/" +
@@ -423,7 +433,17 @@ Result<Plan> plan_chain(Problem const& p, Downsets const& downsets, std::string 
     return static_cast<double>(p.batch / x->micro_batch() + 1) * x->lower_bound() <
            static_cast<double>(p.batch / y->micro_batch() + 1) * y->lower_bound();
   });
+  // One stage (data parallelism alone) costs one evaluation per size and, where it fits, is often
+  // the plan to beat: it sets the caps before any DP runs.
+  for (auto const& dp : dps) {
+    if (!step_objective) break;
+    auto const [time_s, replicas] = dp->single_stage();
+    if (replicas > 0) RETURN_IF_ERROR(consider({{dp->all_nodes(), replicas}}, dp->micro_batch()));
+  }
   for (auto& owned : dps) {
+    double const elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (options.time_limit_s > 0 && elapsed > options.time_limit_s)
+      return timeout_error(planner + ": search stopped at the time limit of " + limit_text(options.time_limit_s));
     ChainDp& dp = *owned;
     auto release = std::unique_ptr<ChainDp>(std::move(owned));  // the table goes with this size
     int64_t const b = dp.micro_batch();
@@ -437,7 +457,8 @@ Result<Plan> plan_chain(Problem const& p, Downsets const& downsets, std::string 
       double const one_stage = best->step_time_s / m * (1 + 1e-9);
       cap = best->step_time_s / (m + 1) * (1 + 1e-9);
       if (dp.lower_bound() > one_stage) continue;
-      double const single = dp.single_stage_s();
+      // Under the step objective every size's single stage is already in `best`.
+      double const single = step_objective ? kInf : dp.single_stage_s();
       if (single <= one_stage) cap = std::max(cap, single);
       if (dp.lower_bound() > cap) continue;
     }
