@@ -179,6 +179,14 @@ class ChainDp {
     }
   }
 
+  // Whether stage D_i \ D_j on r replicas holds one micro-batch: eval's memory test, from the sums.
+  bool fits_once(int j, int i, int r) const {
+    int64_t const w = wsum_[i] - wsum_[j];
+    int64_t const fixed = w + static_cast<int64_t>(std::llround(p_.optimizer_bytes_per_weight_byte * w));
+    int64_t const per_flight = (asum_[i] - asum_[j]) * samples_per_replica(b_, r);
+    return static_cast<double>(fixed) + static_cast<double>(per_flight) <= memory_;
+  }
+
   // Stage D_i \ D_j on replicas_[ri] replicas; the same arithmetic as stage_cost.
   StageEval eval(int j, int i, std::size_t ri) {
     ++transitions_;
@@ -292,6 +300,7 @@ class ChainDp {
             cut_ = true;
             continue;
           }
+          if (!fits_once(j, i, r)) continue;  // eval would say so, at many times the cost
           StageEval const ev = eval(j, i, ri);
           if (ev.max_in_flight == 0) continue;
           if (ev.time_s > bound) {
