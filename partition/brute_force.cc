@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -25,8 +26,9 @@ struct Candidate {
 
 class Enumerator {
  public:
-  Enumerator(Problem const& p, BruteForceSpace space, std::unordered_set<uint32_t> pieces)
-      : p_(p), space_(space), pieces_(std::move(pieces)), n_(static_cast<int>(p.nodes.size())),
+  Enumerator(Problem const& p, BruteForceSpace space, std::unordered_set<uint32_t> pieces,
+             std::unordered_map<uint32_t, int> merges)
+      : p_(p), space_(space), pieces_(std::move(pieces)), merges_(std::move(merges)), n_(static_cast<int>(p.nodes.size())),
         devices_(p.cluster.size()), sizes_(p.micro_batch_sizes()), best_(sizes_.size()) {
     // reach[v]: nodes reachable from v (v included); used for convexity.
     reach_.assign(n_, 0);
@@ -78,6 +80,14 @@ class Enumerator {
     int const k = static_cast<int>(blocks.size());
     for (uint32_t s : blocks) {
       if (space_ == BruteForceSpace::kSpPieces ? !pieces_.count(s) : !convex(s)) return;
+    }
+    // At most one merged stage per Parallel node (its fork side or its join side, not both).
+    std::vector<int> merged;
+    for (uint32_t s : blocks) {
+      auto it = merges_.find(s);
+      if (it == merges_.end()) continue;
+      if (std::find(merged.begin(), merged.end(), it->second) != merged.end()) return;
+      merged.push_back(it->second);
     }
     std::vector<int> block_of(n_);
     for (int b = 0; b < k; ++b) {
@@ -181,6 +191,7 @@ class Enumerator {
   Problem const& p_;
   BruteForceSpace space_;
   std::unordered_set<uint32_t> pieces_;
+  std::unordered_map<uint32_t, int> merges_;  // a merged piece -> its Parallel node
   int n_, devices_;
   std::vector<int64_t> sizes_;
   std::vector<uint32_t> reach_;
@@ -189,8 +200,11 @@ class Enumerator {
   int64_t partitions_ = 0, plans_ = 0;
 };
 
-std::unordered_set<uint32_t> sp_pieces(SpTree const& tree) {
+// The pieces, and the merged ones (a group of a Parallel node's children with the Series run right
+// before or after it) that are not also plain pieces, each with its Parallel node.
+std::pair<std::unordered_set<uint32_t>, std::unordered_map<uint32_t, int>> sp_pieces(SpTree const& tree) {
   std::unordered_set<uint32_t> pieces;
+  std::unordered_map<uint32_t, int> merges;
   auto mask = [&](int t) {
     uint32_t m = 0;
     for (int v : tree.leaves(t)) m |= 1u << v;
@@ -218,22 +232,37 @@ std::unordered_set<uint32_t> sp_pieces(SpTree const& tree) {
         run |= mask(n.children[j]);
         pieces.insert(run);
       }
-      // A group of a Parallel child's children with the run right after it (where they join).
+      // A group of a Parallel child's children with the run right after it (where they join), or
+      // with the run right before it (where they fork).
       int const par = n.children[i];
       if (tree.nodes[par].kind != SpKind::kParallel) continue;
       std::size_t const g = tree.nodes[par].children.size();
       for (std::size_t a = 0; a < g; ++a) {
         for (std::size_t c = a + 1; c <= g; ++c) {
+          if (a == 0 && c == g) continue;  // the whole node: plain runs
           uint32_t joined = group(par, a, c);
           for (std::size_t j = i + 1; j < k; ++j) {
             joined |= mask(n.children[j]);
-            pieces.insert(joined);
+            merges.emplace(joined, par);
+          }
+          uint32_t forked = group(par, a, c);
+          for (std::size_t j = i; j-- > 0;) {
+            forked |= mask(n.children[j]);
+            merges.emplace(forked, par);
           }
         }
       }
     }
   }
-  return pieces;
+  for (auto it = merges.begin(); it != merges.end();) {
+    if (pieces.count(it->first)) {
+      it = merges.erase(it);
+    } else {
+      pieces.insert(it->first);
+      ++it;
+    }
+  }
+  return {std::move(pieces), std::move(merges)};
 }
 
 }  // namespace
@@ -247,11 +276,12 @@ Result<BruteForceResult> brute_force(Problem const& p, BruteForceSpace space, Sp
                             std::to_string(p.cluster.size()) + " devices; use plan_gpp for larger problems");
   }
   std::unordered_set<uint32_t> pieces;
+  std::unordered_map<uint32_t, int> merges;
   if (space == BruteForceSpace::kSpPieces) {
     if (!tree) return invalid_argument("brute_force over SP pieces needs the SP tree");
-    pieces = sp_pieces(*tree);
+    std::tie(pieces, merges) = sp_pieces(*tree);
   }
-  Enumerator en(p, space, std::move(pieces));
+  Enumerator en(p, space, std::move(pieces), std::move(merges));
   en.run();
   std::optional<Candidate> chosen;
   int64_t chosen_b = 0;

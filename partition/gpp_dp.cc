@@ -209,7 +209,8 @@ struct StateKeyHash {
 };
 
 // One or two leaf ranges [lo1, hi1) and [lo2, hi2) (lo2 == hi2 when there is one): a candidate
-// stage. Two ranges make a Parallel node's group of children merged with the Series run after it.
+// stage. Two ranges make a Parallel node's group of children [lo1, hi1) merged with the Series run
+// [lo2, hi2) after it (lo2 >= hi1) or before it (hi2 <= lo1).
 struct Ranges {
   int lo1 = 0, hi1 = 0, lo2 = 0, hi2 = 0;
 };
@@ -353,7 +354,9 @@ class Engine {
       brow = &boundaries_.single[rg.lo1];
       length = rg.hi1 - rg.lo1;
     } else {
-      uint64_t const key = static_cast<uint64_t>(static_cast<uint32_t>(rg.lo1)) << 32 | static_cast<uint32_t>(rg.hi1);
+      // A group's rows: one for the runs after it, one (the top bit) for the runs before it.
+      uint64_t const key = static_cast<uint64_t>(static_cast<uint32_t>(rg.lo1)) << 32 | static_cast<uint32_t>(rg.hi1) |
+                           (rg.lo2 < rg.lo1 ? uint64_t{1} << 63 : 0);
       if (!merged_row_ || merged_key_ != key) {
         merged_row_ = &merged_rows_[key];
         merged_brow_ = &boundaries_.merged[key];
@@ -611,6 +614,7 @@ class Engine {
       int const cap = budget(lo, hi_of(t));
       int const child = n.children[i];
       if (tree_.nodes[child].kind == SpKind::kParallel && i + 1 < k) merged(t, i, q, suffix, cap, best, nullptr);
+      forked(t, i, q, suffix, cap, best, nullptr);
       tracker_.clear();
       int tracked = lo;  // the tracker holds [lo, tracked); it catches up only when a run is priced
       for (int j = i; j < k; ++j) {
@@ -709,6 +713,69 @@ class Engine {
                   if (a > 0) rebuild_parallel(Part::kParallelPrefix, par, a, qq, x);
                   if (c < groups) rebuild_parallel(Part::kParallelSuffix, par, c, qq, y);
                   if (j + 1 < k) rebuild_series(t, j + 1, q, rest);
+                  return true;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    return false;
+  }
+
+  // A stage made of the Series run i..j of t together with a group [a, c) of the children of the
+  // Parallel child j + 1 right after the run (where the branches fork), other than the whole
+  // Parallel node (a plain run). The Parallel node's other children are partitioned beside the
+  // group, fed by the stage, and feed what follows the Parallel node, as the group does. Modes as
+  // in merged.
+  bool forked(int t, int i, int q, std::vector<Frontier> const& suffix, int cap, std::vector<int>& best,
+              Point const* target) {
+    SpNode const& n = tree_.nodes[t];
+    int const k = static_cast<int>(n.children.size());
+    int const run_lo = lo_of(n.children[i]);
+    for (int j = i; j + 1 < k; ++j) {
+      int const par = n.children[j + 1];
+      if (tree_.nodes[par].kind != SpKind::kParallel) continue;
+      SpNode const& pn = tree_.nodes[par];
+      int const groups = static_cast<int>(pn.children.size());
+      int const run_hi = lo_of(par);
+      Frontier const& after = suffix[j + 2];
+      // The other children sit at downstream depth q + rest.depth: their frontiers first.
+      for (Point rest : after) {
+        int const qq = q + rest.depth;
+        if (qq >= devices_) break;
+        node_frontier(par, qq);
+        parallel_suffix(par, qq);
+      }
+      for (int a = 0; a < groups; ++a) {
+        for (int c = a + 1; c <= groups; ++c) {
+          if (a == 0 && c == groups) break;  // the whole node: a plain run
+          int const glo = lo_of(pn.children[a]), ghi = hi_of(pn.children[c - 1]);
+          Ranges const rg{glo, ghi, run_lo, run_hi};
+          int const fewest = fewest_replicas(rg);
+          if (fewest == 0 || fewest > cap) break;  // larger groups only need more
+          StageRef const lv = priced_afresh(rg);
+          for (Point rest : after) {
+            int const qq = q + rest.depth;
+            if (qq >= devices_) break;
+            Frontier const* pre = a == 0 ? &kEmpty : find(Part::kParallelPrefix, par, a, qq);
+            Frontier const* suf = c == groups ? &kEmpty : find(Part::kParallelSuffix, par, c, qq);
+            if (!pre || !suf) continue;
+            for (Point x : *pre) {
+              for (Point y : *suf) {
+                int const inner = std::max(x.depth, y.depth);
+                int const r = min_replicas(lv, qq + inner + 1, level_of(fewest));
+                if (r == 0) continue;
+                int const depth = rest.depth + inner + 1;
+                int const used = rest.devices + r + x.devices + y.devices;
+                if (!target) {
+                  consider(best, depth, used, cap);
+                } else if (depth == target->depth && used == target->devices) {
+                  emit(lv, qq + inner + 1);
+                  if (a > 0) rebuild_parallel(Part::kParallelPrefix, par, a, qq, x);
+                  if (c < groups) rebuild_parallel(Part::kParallelSuffix, par, c, qq, y);
+                  if (j + 2 < k) rebuild_series(t, j + 2, q, rest);
                   return true;
                 }
               }
@@ -824,10 +891,10 @@ class Engine {
         }
       }
     }
-    if (tree_.nodes[child].kind == SpKind::kParallel && i + 1 < k) {
-      std::vector<int> unused;
-      merged(t, i, q, suffix, devices_, unused, &target);
-    }
+    std::vector<int> unused;
+    if (tree_.nodes[child].kind == SpKind::kParallel && i + 1 < k && merged(t, i, q, suffix, devices_, unused, &target))
+      return;
+    forked(t, i, q, suffix, devices_, unused, &target);
   }
 
   static inline Frontier const kEmpty{{0, 0}};

@@ -9,11 +9,15 @@
 //     so k branches can share fewer than k devices in any grouping of neighbours;
 //   - such a group together with the run of Series children right after the Parallel node (the
 //     join and what follows it), so the small head after a set of branches shares a device with
-//     one branch group instead of idling on its own (MMT on 4 devices: the only fitting plans).
+//     one branch group instead of idling on its own (MMT on 4 devices: the only fitting plans);
+//   - such a group together with the run of Series children right before the Parallel node (the
+//     fork and what precedes it), so a lone fork node or a light branch shares a device (GNMT at
+//     16 devices: 5,778 -> 6,301 samples/s).
+// At most one of a Parallel node's groups is merged, on one side: the other children are then
+// partitioned beside it as plain groups or each on its own (with merges deeper inside them).
 // Every piece is convex. Brute force over exactly this space (partition/brute_force.h kSpPieces)
-// equals the DP on random DAGs (tests/partition/test_gpp.cc). Not in the space: a group merged
-// with the run BEFORE its Parallel node (the fork), so a lone fork node takes a stage of its own
-// (bench_partition's synthetic branch16 shows the cost), and parts of several branches in one stage.
+// equals the DP on random DAGs (tests/partition/test_gpp.cc). Not in the space: parts of several
+// branches in one stage, and a group merged with runs on both sides.
 //
 // A piece is one or two ranges of the tree's left-to-right leaf order, so the DP prices a stage from
 // prefix sums over that order plus a boundary tracker that grows a range one node at a time; prices
