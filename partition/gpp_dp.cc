@@ -261,6 +261,12 @@ class Engine {
     // Longest path of per-node least per-replica times: a stage meeting tau holds at most tau * b of
     // it (each of its replicas runs all its nodes), so a plan at tau is at least path / (tau * b)
     // stages deep.
+    parallel_children_.resize(tree.nodes.size());
+    for (int t = 0; t < static_cast<int>(tree.nodes.size()); ++t) {
+      if (tree.nodes[t].kind != SpKind::kSeries) continue;
+      for (int c = 0; c < static_cast<int>(tree.nodes[t].children.size()); ++c)
+        if (tree.nodes[tree.nodes[t].children[c]].kind == SpKind::kParallel) parallel_children_[t].push_back(c);
+    }
     {
       std::vector<double> least(p.nodes.size(), std::numeric_limits<double>::infinity());
       for (int l = 0; l < cost_.levels(); ++l) {
@@ -734,12 +740,15 @@ class Engine {
     SpNode const& n = tree_.nodes[t];
     int const k = static_cast<int>(n.children.size());
     int const run_lo = lo_of(n.children[i]);
-    for (int j = i; j + 1 < k; ++j) {
+    auto const& pars = parallel_children_[t];
+    for (auto it = std::upper_bound(pars.begin(), pars.end(), i); it != pars.end(); ++it) {
+      int const j = *it - 1;  // the run i..j, then the Parallel child j + 1
       int const par = n.children[j + 1];
-      if (tree_.nodes[par].kind != SpKind::kParallel) continue;
       SpNode const& pn = tree_.nodes[par];
       int const groups = static_cast<int>(pn.children.size());
       int const run_hi = lo_of(par);
+      int const run_fewest = fewest_replicas({run_lo, run_hi, run_hi, run_hi});
+      if (run_fewest == 0 || run_fewest > cap) break;  // the run alone is too big: so are longer ones
       Frontier const& after = suffix[j + 2];
       // The other children sit at downstream depth q + rest.depth: their frontiers first.
       for (Point rest : after) {
@@ -915,6 +924,7 @@ class Engine {
   uint64_t merged_key_ = 0;
   std::vector<double> work_;               // prefix over positions of per-node device-seconds
   double path_work_ = 0;                   // longest path of per-node least per-replica times
+  std::vector<std::vector<int>> parallel_children_;  // per Series node: its Parallel children's indices
   double tau_ = 0, tau_next_ = 0;
   std::unordered_map<StateKey, int, StateKeyHash> memo_;
   std::deque<Frontier> frontiers_;  // a deque: references stay valid as states are added
