@@ -653,6 +653,20 @@ class Engine {
     store(Part::kNode, t, -1, q, suffix[0]);
   }
 
+  // Around a merged group [a, c) of Parallel node par's children, the others are partitioned as the
+  // prefix [0, a) and the suffix [c, k) of its children at downstream depth qq: search_outside
+  // computes them (before the tracker is used for the group), outside reads them (the empty frontier
+  // at the ends; null where the search has none).
+  void search_outside(int par, int qq) {
+    node_frontier(par, qq);
+    parallel_suffix(par, qq);
+  }
+  std::pair<Frontier const*, Frontier const*> outside(int par, int a, int c, int qq) const {
+    int const k = static_cast<int>(tree_.nodes[par].children.size());
+    return {a == 0 ? &kEmpty : find(Part::kParallelPrefix, par, a, qq),
+            c == k ? &kEmpty : find(Part::kParallelSuffix, par, c, qq)};
+  }
+
   // A stage made of a group [a, c) of the children of the Parallel child i of Series t, together
   // with the Series run i+1..j right after it (where the branches join), other than the whole
   // Parallel node (a plain run). The Parallel node's other children are partitioned beside it,
@@ -677,8 +691,7 @@ class Engine {
     std::sort(qs.begin(), qs.end());
     qs.erase(std::unique(qs.begin(), qs.end()), qs.end());
     for (int qq : qs) {
-      node_frontier(par, qq);
-      parallel_suffix(par, qq);
+      search_outside(par, qq);
     }
     for (int a = 0; a < groups; ++a) {
       for (int c = a + 1; c <= groups; ++c) {
@@ -705,8 +718,7 @@ class Engine {
             if (r == 0) break;
             int const qq = q + rest.depth + 1;
             if (qq >= devices_) break;
-            Frontier const* pre = a == 0 ? &kEmpty : find(Part::kParallelPrefix, par, a, qq);
-            Frontier const* suf = c == groups ? &kEmpty : find(Part::kParallelSuffix, par, c, qq);
+            auto const [pre, suf] = outside(par, a, c, qq);
             if (!pre || !suf) continue;
             for (Point x : *pre) {
               for (Point y : *suf) {
@@ -754,8 +766,7 @@ class Engine {
       for (Point rest : after) {
         int const qq = q + rest.depth;
         if (qq >= devices_) break;
-        node_frontier(par, qq);
-        parallel_suffix(par, qq);
+        search_outside(par, qq);
       }
       for (int a = 0; a < groups; ++a) {
         for (int c = a + 1; c <= groups; ++c) {
@@ -768,8 +779,7 @@ class Engine {
           for (Point rest : after) {
             int const qq = q + rest.depth;
             if (qq >= devices_) break;
-            Frontier const* pre = a == 0 ? &kEmpty : find(Part::kParallelPrefix, par, a, qq);
-            Frontier const* suf = c == groups ? &kEmpty : find(Part::kParallelSuffix, par, c, qq);
+            auto const [pre, suf] = outside(par, a, c, qq);
             if (!pre || !suf) continue;
             for (Point x : *pre) {
               for (Point y : *suf) {
