@@ -7,7 +7,19 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/partition_problem.h"
+#include "exec/comm/communicator.h"
 #include "exec/cpu_backend.h"
+#include "exec/runtime/runtime.h"
+#include "partition/cluster.h"
+#include "partition/plan.h"
+#include "schedule/build.h"
+#include "schedule/schedule_text.h"
+#include "schedule/simulator.h"
+#include "schedule/trace.h"
+#ifdef GP_HAVE_MPI
+#include "exec/comm/mpi_communicator.h"
+#endif
 #include "exec/data.h"
 #include "exec/train_config.h"
 #include "exec/trainer.h"
@@ -21,10 +33,168 @@ namespace {
 
 struct TrainArgs {
   std::string config;
-  int devices = 1;
+  int devices = 0;  // 0: 1, or the plan's devices, or the MPI ranks
   std::string export_onnx;
   int64_t steps = -1;
+  std::string launcher = "threads";
+  std::string trace;
+  std::string fault;
+  double timeout_s = 0;
 };
+
+Status export_tensors(std::map<std::string, exec::Tensor> const& tensors, std::string const& model_path,
+                      std::string const& out) {
+  std::map<std::string, graph::TensorData> values;
+  for (auto const& [name, t] : tensors) {
+    graph::TensorData d;
+    d.dtype = t.dtype();
+    d.dims = t.shape();
+    d.bytes.resize(t.nbytes());
+    std::memcpy(d.bytes.data(), t.raw(), t.nbytes());
+    values.emplace(name, std::move(d));
+  }
+  RETURN_IF_ERROR(graph::export_trained_onnx(model_path, values, out));
+  spdlog::info("trained model written to {}", out);
+  return Status::ok();
+}
+
+std::string mib(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f MiB", bytes / (1 << 20));
+  return b;
+}
+
+// The plan: from the config's file, or made here by the configured planner for this batch and
+// micro-batch size.
+Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::string const& model_path, int devices) {
+  if (!config.pipeline.plan.empty()) {
+    ASSIGN_OR_RETURN(partition::Plan plan, partition::read_plan_file(config.pipeline.plan));
+    return plan;
+  }
+  PartitionFlags flags;
+  flags.model = model_path;
+  flags.devices = devices;
+  flags.memory = config.pipeline.memory;
+  flags.batch = config.batch;
+  flags.micro_batch = config.micro_batch_size();
+  ASSIGN_OR_RETURN(partition::Problem problem, build_problem(flags));
+  partition::PlannerOptions options;
+  ASSIGN_OR_RETURN(partition::Plan plan, partition::plan_with(config.pipeline.planner, problem, options));
+  return plan;
+}
+
+Result<schedule::Schedule> pipeline_schedule(exec::TrainConfig const& config, partition::Plan const& plan) {
+  if (!config.pipeline.schedule.empty()) return schedule::read_schedule_file(config.pipeline.schedule);
+  ASSIGN_OR_RETURN(schedule::Policy policy, schedule::parse_policy(config.pipeline.policy));
+  schedule::BuildOptions options;
+  options.micro_batches = static_cast<int>(config.micro_batches);
+  options.memory_limit_bytes = plan.device_memory_bytes;
+  return schedule::build_schedule(plan, policy, options);
+}
+
+Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std::string const& model_path,
+                    graph::OpGraph const& graph) {
+  bool const mpi = args.launcher == "mpi";
+  exec::RuntimeOptions options;
+  options.worker.timeout_s = args.timeout_s > 0 ? args.timeout_s : config.pipeline.timeout_s;
+  options.threads_per_worker = static_cast<int>(config.pipeline.threads_per_worker);
+  if (!args.fault.empty()) {
+    ASSIGN_OR_RETURN(options.worker.fault, exec::parse_fault(args.fault));
+  }
+  ASSIGN_OR_RETURN(int64_t memory, partition::parse_bytes(config.pipeline.memory));
+  options.worker.memory_limit_bytes = memory;
+
+#ifdef GP_HAVE_MPI
+  std::unique_ptr<exec::MpiSession> session;
+  if (mpi) {
+    ASSIGN_OR_RETURN(session, exec::MpiSession::start(nullptr, nullptr));
+  }
+  int const ranks = session ? session->size() : 1;
+  int const rank = session ? session->rank() : 0;
+#else
+  if (mpi)
+    return unsupported("--launcher mpi: this graphpipe was built without MPI (apt-get install libopenmpi-dev "
+                       "openmpi-bin, then rebuild)");
+  int const ranks = 1, rank = 0;
+#endif
+  int devices = args.devices;
+  if (mpi && devices == 0) devices = ranks;
+  if (mpi && devices != ranks)
+    return invalid_argument("--devices " + std::to_string(devices) + " but mpirun started " + std::to_string(ranks) +
+                            " ranks: one rank per device (mpirun -np " + std::to_string(devices) + ")");
+  if (devices == 0) devices = 2;
+  bool const lead = rank == 0;  // the one process that reports
+
+  ASSIGN_OR_RETURN(partition::Plan plan, pipeline_plan(config, model_path, devices));
+  if (plan.num_devices != devices)
+    return invalid_argument("the plan is for " + std::to_string(plan.num_devices) + " devices, not " +
+                            std::to_string(devices) + (mpi ? " ranks" : "") + ": use --devices " +
+                            std::to_string(plan.num_devices) + " or replan");
+  ASSIGN_OR_RETURN(schedule::Schedule sched, pipeline_schedule(config, plan));
+  if (lead) spdlog::info("plan: {} stages on {} devices ({}), micro-batch {} x {}; schedule: {}", plan.stages.size(), plan.num_devices,
+      plan.planner, plan.micro_batch, plan.num_micro_batches, sched.policy);
+  auto sim = schedule::simulate(plan, sched);
+  if (!sim.is_ok()) return sim.status().with_context("the schedule does not fit the plan");
+
+  std::unique_ptr<exec::Runtime> runtime;
+  std::unique_ptr<exec::Communicator> comm;
+  if (mpi) {
+#ifdef GP_HAVE_MPI
+    ASSIGN_OR_RETURN(comm, exec::make_mpi_communicator({static_cast<int>(plan.stages.size()),
+                                                        static_cast<int>(plan.edges.size()),
+                                                        sched.num_micro_batches}));
+    RETURN_IF_ERROR(exec::check_same_run(*comm, exec::run_fingerprint(plan, sched, config), options.worker.timeout_s));
+    ASSIGN_OR_RETURN(runtime, exec::Runtime::create_rank(config, graph, plan, sched, *comm, options));
+#endif
+  } else {
+    ASSIGN_OR_RETURN(runtime, exec::Runtime::create_threads(config, graph, plan, sched, options));
+  }
+  if (config.checkpoint.resume && !config.checkpoint.path.empty() && std::filesystem::exists(config.checkpoint.path)) {
+    ASSIGN_OR_RETURN(exec::CheckpointState state, exec::load_checkpoint(config.checkpoint.path));
+    RETURN_IF_ERROR(runtime->restore(state, config.checkpoint.path));
+    if (lead) spdlog::info("resumed from {} at step {}", config.checkpoint.path, runtime->steps_done());
+  }
+  if (lead) spdlog::info("training on {} {}: {} steps, batch {} in {} micro-batches, {} lr {}, loss {}", devices,
+      mpi ? "MPI ranks" : "worker threads", config.steps, config.batch, config.micro_batches,
+      exec::optimizer_kind_name(config.optimizer.kind), config.optimizer.lr, exec::loss_kind_name(config.loss));
+  Status s = runtime->run(-1, rank == 0 ? &std::cerr : nullptr);
+  if (!s.is_ok()) {
+    if (runtime->has_stuck_workers()) {
+      std::cerr << "graphpipe: error: " << s.message() << '\n';
+      std::_Exit(1);  // a worker is stuck in compute: its thread cannot be joined
+    }
+    return s;
+  }
+  auto const ms = runtime->measurements();
+  if (lead) spdlog::info("done: {} steps, final loss {:.4f}; measured {:.1f} samples/s, predicted {:.1f} (simulated schedule, {} cost "
+      "model)",
+      runtime->steps_done(), runtime->losses().empty() ? 0.0 : runtime->losses().back(), runtime->samples_per_s(),
+      sim->samples_per_s, "analytic");
+  for (auto const& m : ms)
+    spdlog::info("  device {}: busy {:.0f}%, peak memory {} measured, {} predicted", m.device, 100 * m.busy_fraction,
+                 mib(double(m.peak_bytes)), mib(double(m.predicted_peak_bytes)));
+  if (!args.trace.empty()) {
+    if (mpi) {
+      std::string const path = args.trace + (ranks > 1 ? ".rank" + std::to_string(rank) : "");
+      RETURN_IF_ERROR(schedule::write_text_file(schedule::timeline_to_chrome_trace(runtime->timeline(), "measured"), path));
+      if (lead) spdlog::info("measured timeline of the last step: {}.rankN (one per rank)", args.trace);
+    } else {
+      RETURN_IF_ERROR(
+          schedule::write_text_file(schedule::timeline_to_chrome_trace(runtime->timeline(), "measured"), args.trace));
+      if (lead) spdlog::info("measured timeline of the last step: {}", args.trace);
+    }
+  }
+  if (!config.checkpoint.path.empty()) {
+    ASSIGN_OR_RETURN(exec::CheckpointState state, runtime->checkpoint_state());
+    RETURN_IF_ERROR(exec::save_checkpoint(config.checkpoint.path, state));
+    if (lead) spdlog::info("checkpoint: {}", config.checkpoint.path);
+  }
+  if (!config.export_path.empty()) {
+    ASSIGN_OR_RETURN(auto tensors, runtime->trained_tensors());
+    if (rank == 0) RETURN_IF_ERROR(export_tensors(tensors, model_path, config.export_path));
+  }
+  return Status::ok();
+}
 
 // The ONNX file the run trains: the configured path, or the zoo model written to a temporary file
 // (export rewrites that file's initializers).
@@ -43,10 +213,10 @@ Result<std::string> model_file(exec::ModelConfig const& m, uint64_t seed, std::s
 
 Status run_train(TrainArgs const& args) {
   ASSIGN_OR_RETURN(exec::TrainConfig config, exec::load_train_config(args.config));
-  if (args.devices < 1) return invalid_argument("--devices must be >= 1");
-  if (args.devices > 1)
-    return unsupported("--devices " + std::to_string(args.devices) +
-                       ": the pipeline runtime is not implemented yet; train on one device with --devices 1");
+  if (args.devices < 0) return invalid_argument("--devices must be >= 1");
+  if (args.launcher != "threads" && args.launcher != "mpi")
+    return invalid_argument("--launcher " + args.launcher + ": must be threads or mpi");
+  bool const pipeline = args.devices > 1 || args.launcher == "mpi" || !config.pipeline.plan.empty();
   if (args.steps >= 0) config.steps = args.steps;
   if (!args.export_onnx.empty()) config.export_path = args.export_onnx;
 
@@ -60,6 +230,7 @@ Status run_train(TrainArgs const& args) {
   } cleanup{temp};
   if (!path.is_ok()) return path.status();
   ASSIGN_OR_RETURN(graph::OpGraph graph, graph::load_onnx(*path));
+  if (pipeline) return run_pipeline(args, config, *path, graph);
 
   exec::CpuBackend backend;
   ASSIGN_OR_RETURN(auto data, exec::make_data_source(config.data, graph, config.loss, config.seed));
@@ -80,19 +251,7 @@ Status run_train(TrainArgs const& args) {
   spdlog::info("done: {} steps, final loss {:.4f}, peak saved activations {:.2f} MiB per step", trainer->steps_done(),
                trainer->last_loss(), static_cast<double>(trainer->executor().peak_saved_bytes()) / (1 << 20));
   if (!config.checkpoint.path.empty()) spdlog::info("checkpoint: {}", config.checkpoint.path);
-  if (!config.export_path.empty()) {
-    std::map<std::string, graph::TensorData> values;
-    for (auto const& [name, t] : trainer->trained_tensors()) {
-      graph::TensorData d;
-      d.dtype = t.dtype();
-      d.dims = t.shape();
-      d.bytes.resize(t.nbytes());
-      std::memcpy(d.bytes.data(), t.raw(), t.nbytes());
-      values.emplace(name, std::move(d));
-    }
-    RETURN_IF_ERROR(graph::export_trained_onnx(*path, values, config.export_path));
-    spdlog::info("trained model written to {}", config.export_path);
-  }
+  if (!config.export_path.empty()) RETURN_IF_ERROR(export_tensors(trainer->trained_tensors(), *path, config.export_path));
   return Status::ok();
 }
 
@@ -100,18 +259,30 @@ Status run_train(TrainArgs const& args) {
 
 void add_train_command(CLI::App& root, CommandList& commands) {
   auto args = std::make_shared<TrainArgs>();
-  auto* app = root.add_subcommand("train", "Train a model on one device (CPU) from a YAML config");
+  auto* app = root.add_subcommand("train", "Train a model from a YAML config: one device, or a pipeline of N workers");
   app->add_option("--config", args->config, "Training config (YAML)")->required()->check(CLI::ExistingFile);
-  app->add_option("--devices", args->devices, "Number of devices (only 1 for now)")->default_val(1);
+  app->add_option("--devices", args->devices,
+                  "Devices (pipeline workers): 1 trains on one device; N > 1 partitions, schedules and trains on N "
+                  "worker threads (default: 1, or the MPI ranks)");
+  app->add_option("--launcher", args->launcher, "threads (workers in this process) or mpi (one rank per device, "
+                                                "under mpirun)")->default_val("threads");
+  app->add_option("--trace", args->trace, "Write the measured timeline of the last step (Chrome trace JSON)");
+  app->add_option("--timeout", args->timeout_s, "Seconds any worker waits before the run fails (overrides "
+                                                "pipeline.timeout)");
+  app->add_option("--inject-fault", args->fault, "Testing: DEVICE:LINE:KIND (throw|nan|header|exit|stall) at a "
+                                                 "schedule line")->group("");
   app->add_option("--export-onnx", args->export_onnx, "Write the trained model here (overrides 'export')");
   app->add_option("--steps", args->steps, "Number of steps (overrides 'steps')");
   app->footer(R"(Example:
   graphpipe train --config examples/train_mlp.yaml --export-onnx mlp.trained.onnx
+  graphpipe train --config examples/train_mmt_pipeline.yaml --devices 2 --trace measured.json
+  mpirun -np 2 graphpipe train --config examples/train_mmt_pipeline.yaml --launcher mpi
 
 Config keys: model (path or {zoo, size}), loss (cross_entropy|mse), optimizer (sgd|adam|adamw), lr,
 momentum, weight_decay, beta1, beta2, eps, batch, micro_batches, steps, data (synthetic or
 {kind: npy, inputs, labels} or {kind: synthetic, samples}), seed, log_interval,
-checkpoint {path, every, resume}, export.)");
+checkpoint {path, every, resume}, export, pipeline {planner, plan, policy, schedule, memory, timeout,
+threads_per_worker}.)");
   commands.push_back({app, [args] { return run_train(*args); }});
 }
 

@@ -46,10 +46,39 @@ class CpuAllocator final : public Allocator {
 
 }  // namespace
 
-Allocator& cpu_allocator() {
+namespace {
+thread_local Allocator* t_thread_allocator = nullptr;
+
+void raise_peak(std::atomic<int64_t>& peak, int64_t now) {
+  int64_t p = peak.load();
+  while (now > p && !peak.compare_exchange_weak(p, now)) {
+  }
+}
+}  // namespace
+
+Allocator& process_cpu_allocator() {
   static CpuAllocator alloc;
   return alloc;
 }
+
+Allocator& cpu_allocator() { return t_thread_allocator ? *t_thread_allocator : process_cpu_allocator(); }
+
+void* CountingAllocator::allocate(std::size_t bytes) {
+  void* p = parent_.allocate(bytes);
+  raise_peak(peak_, in_use_.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes));
+  return p;
+}
+
+void CountingAllocator::deallocate(void* ptr, std::size_t bytes) {
+  if (ptr == nullptr) return;
+  parent_.deallocate(ptr, bytes);
+  in_use_.fetch_sub(static_cast<int64_t>(bytes));
+}
+
+ScopedThreadAllocator::ScopedThreadAllocator(Allocator& alloc) : previous_(t_thread_allocator) {
+  t_thread_allocator = &alloc;
+}
+ScopedThreadAllocator::~ScopedThreadAllocator() { t_thread_allocator = previous_; }
 
 struct Tensor::Storage {
   Allocator* alloc = nullptr;
@@ -109,6 +138,13 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
 Tensor Tensor::clone() const {
   if (!defined()) return {};
   Tensor t(shape_, dtype_, *storage_->alloc);
+  if (nbytes() > 0) std::memcpy(t.raw(), raw(), nbytes());
+  return t;
+}
+
+Tensor Tensor::clone_to(Allocator& alloc) const {
+  if (!defined()) return {};
+  Tensor t(shape_, dtype_, alloc);
   if (nbytes() > 0) std::memcpy(t.raw(), raw(), nbytes());
   return t;
 }

@@ -2,6 +2,7 @@
 // float32 now; the dtype field leaves room for bf16/fp16.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,7 +31,41 @@ class Allocator {
   virtual int64_t bytes_in_use() const = 0;
   virtual int64_t peak_bytes() const = 0;
 };
-Allocator& cpu_allocator();  // process-wide, thread-safe, tracks bytes in use and peak
+// The allocator new CPU tensors of the calling thread come from: the process-wide one, unless the
+// thread installed its own (a pipeline worker does, so that each device's memory is counted and
+// limited apart). Thread-safe; a tensor is freed by the allocator that made it, on any thread.
+Allocator& cpu_allocator();
+Allocator& process_cpu_allocator();  // process-wide, thread-safe, tracks bytes in use and peak
+
+// Counts what one device holds: allocations go to the process allocator, bytes in use and the
+// peak are its own.
+class CountingAllocator final : public Allocator {
+ public:
+  explicit CountingAllocator(Allocator& parent = process_cpu_allocator()) : parent_(parent) {}
+  DeviceRef device() const override { return parent_.device(); }
+  void* allocate(std::size_t bytes) override;
+  void deallocate(void* ptr, std::size_t bytes) override;
+  int64_t bytes_in_use() const override { return in_use_.load(); }
+  int64_t peak_bytes() const override { return peak_.load(); }
+  void reset_peak() { peak_.store(in_use_.load()); }
+
+ private:
+  Allocator& parent_;
+  std::atomic<int64_t> in_use_{0};
+  std::atomic<int64_t> peak_{0};
+};
+
+// Installs `alloc` as the calling thread's CPU allocator for the scope's lifetime.
+class ScopedThreadAllocator {
+ public:
+  explicit ScopedThreadAllocator(Allocator& alloc);
+  ~ScopedThreadAllocator();
+  ScopedThreadAllocator(ScopedThreadAllocator const&) = delete;
+  ScopedThreadAllocator& operator=(ScopedThreadAllocator const&) = delete;
+
+ private:
+  Allocator* previous_;
+};
 
 class Tensor {
  public:
@@ -58,6 +93,7 @@ class Tensor {
   // Same storage, new shape (numel must match).
   Tensor reshaped(std::vector<int64_t> shape) const;
   Tensor clone() const;                  // deep copy on the same device
+  Tensor clone_to(Allocator& alloc) const;  // deep copy into `alloc`'s memory (a device's own copy)
   void fill(float value);                // float32 only
   std::vector<float> to_vector() const;  // float32 → host vector (copies from a device)
   std::string shape_string() const;

@@ -141,7 +141,8 @@ Result<TrainConfig> parse_train_config(std::string const& yaml_text, std::string
   if (!root.IsMap()) return parse_error(source + ": a training config must be a YAML map (model: ..., steps: ...)");
   std::vector<std::string> const keys = {"model", "loss",  "optimizer", "lr",         "momentum",  "weight_decay",
                                          "beta1", "beta2", "eps",       "batch",      "micro_batches", "steps",
-                                         "data",  "seed",  "log_interval", "checkpoint", "export"};
+                                         "data",  "seed",  "log_interval", "checkpoint", "export",
+                                         "pipeline"};
   RETURN_IF_ERROR(check_keys(root, keys, source));
 
   TrainConfig c;
@@ -175,6 +176,28 @@ Result<TrainConfig> parse_train_config(std::string const& yaml_text, std::string
   if (root["seed"]) RETURN_IF_ERROR(read_scalar(root["seed"], "seed", source, c.seed));
   if (root["data"]) RETURN_IF_ERROR(parse_data(root["data"], source, base_dir, c.data));
   if (root["checkpoint"]) RETURN_IF_ERROR(parse_checkpoint(root["checkpoint"], source, base_dir, c.checkpoint));
+  if (auto p = root["pipeline"]) {
+    if (!p.IsMap()) return invalid_argument(source + ": 'pipeline' must be a map {planner, plan, policy, schedule, ...}");
+    RETURN_IF_ERROR(check_keys(p, {"planner", "plan", "policy", "schedule", "memory", "timeout", "threads_per_worker"},
+                               source + ": pipeline"));
+    PipelineConfig& q = c.pipeline;
+    if (p["planner"]) RETURN_IF_ERROR(read_scalar(p["planner"], "pipeline.planner", source, q.planner));
+    if (p["plan"]) {
+      RETURN_IF_ERROR(read_scalar(p["plan"], "pipeline.plan", source, q.plan));
+      q.plan = resolve(q.plan, base_dir);
+    }
+    if (p["policy"]) RETURN_IF_ERROR(read_scalar(p["policy"], "pipeline.policy", source, q.policy));
+    if (p["schedule"]) {
+      RETURN_IF_ERROR(read_scalar(p["schedule"], "pipeline.schedule", source, q.schedule));
+      q.schedule = resolve(q.schedule, base_dir);
+    }
+    if (p["memory"]) RETURN_IF_ERROR(read_scalar(p["memory"], "pipeline.memory", source, q.memory));
+    if (p["timeout"]) RETURN_IF_ERROR(read_scalar(p["timeout"], "pipeline.timeout", source, q.timeout_s));
+    if (p["threads_per_worker"])
+      RETURN_IF_ERROR(read_scalar(p["threads_per_worker"], "pipeline.threads_per_worker", source, q.threads_per_worker));
+    if (q.timeout_s <= 0) return invalid_argument(source + ": 'pipeline.timeout' must be > 0 seconds");
+    if (q.threads_per_worker < 0) return invalid_argument(source + ": 'pipeline.threads_per_worker' must be >= 0");
+  }
   if (root["export"]) {
     RETURN_IF_ERROR(read_scalar(root["export"], "export", source, c.export_path));
     c.export_path = resolve(c.export_path, base_dir);

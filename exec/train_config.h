@@ -45,6 +45,18 @@ struct CheckpointConfig {
   bool resume = false; // resume from `path` when it exists
 };
 
+// Multi-device training (graphpipe train --devices N): how the plan and schedule are made, and the
+// runtime's limits. Ignored on one device.
+struct PipelineConfig {
+  std::string planner = "gpp";    // gpp | pipedream | piper | balanced (when no 'plan')
+  std::string plan;               // a plan JSON instead of planning
+  std::string policy = "auto";    // schedule policy (when no 'schedule')
+  std::string schedule;           // a schedule text file instead of building one
+  std::string memory = "16GiB";   // per device: the planner's limit and the runtime's
+  double timeout_s = 60;          // every blocking wait of a worker
+  int64_t threads_per_worker = 0; // 0: cores / workers
+};
+
 struct TrainConfig {
   ModelConfig model;
   LossKind loss = LossKind::kCrossEntropy;
@@ -57,6 +69,7 @@ struct TrainConfig {
   int64_t log_interval = 10;
   CheckpointConfig checkpoint;
   std::string export_path;  // write the trained ONNX model here at the end (optional)
+  PipelineConfig pipeline;
 
   int64_t micro_batch_size() const { return batch / micro_batches; }
 };

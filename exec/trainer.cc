@@ -9,14 +9,14 @@
 
 namespace gp::exec {
 
-namespace {
-
 uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t mb) {
   uint64_t z = seed ^ (static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(mb) + 1);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
+
+namespace {
 
 std::string format_seconds(double s) {
   char buf[32];
@@ -60,12 +60,8 @@ Result<double> loss_and_grad(LossKind loss, Tensor const& output, Tensor const& 
 }
 
 Trainer::Trainer(TrainConfig config, graph::OpGraph const& graph, std::unique_ptr<DataSource> data,
-                 std::unique_ptr<StageExecutor> executor)
-    : config_(std::move(config)),
-      graph_(graph),
-      data_(std::move(data)),
-      executor_(std::move(executor)),
-      optimizer_(config_.optimizer) {}
+                 std::unique_ptr<StageRunner> runner)
+    : config_(std::move(config)), graph_(graph), data_(std::move(data)), runner_(std::move(runner)) {}
 
 Result<std::unique_ptr<Trainer>> Trainer::create(TrainConfig const& config, graph::OpGraph const& graph,
                                                  Backend& backend, std::unique_ptr<DataSource> data) {
@@ -73,10 +69,10 @@ Result<std::unique_ptr<Trainer>> Trainer::create(TrainConfig const& config, grap
     return invalid_argument("batch " + std::to_string(config.batch) + " is not divisible by micro_batches " +
                             std::to_string(config.micro_batches));
   ASSIGN_OR_RETURN(LabelSpec spec, label_spec(graph, config.loss));
-  ASSIGN_OR_RETURN(auto executor, StageExecutor::create(graph, backend));
-  if (executor->parameters().empty())
+  ASSIGN_OR_RETURN(auto runner, StageRunner::create(graph, backend, {}, config.optimizer));
+  if (runner->executor().parameters().empty())
     return invalid_argument("the model has no trainable weights (float initializers feeding its operators)");
-  std::unique_ptr<Trainer> t(new Trainer(config, graph, std::move(data), std::move(executor)));
+  std::unique_ptr<Trainer> t(new Trainer(config, graph, std::move(data), std::move(runner)));
   t->rows_per_sample_ =
       std::accumulate(spec.label_dims.begin(), spec.label_dims.end(), int64_t{1}, std::multiplies<>());
   return t;
@@ -87,27 +83,27 @@ Status Trainer::step() {
   int64_t const first = step_ * config_.batch;
   int64_t const total_rows = config_.batch * rows_per_sample_;
   graph::TensorId const out_id = graph_.outputs()[0];
-  executor_->zero_grads();
+  runner_->executor().zero_grads();
   double loss = 0;
   for (int64_t m = 0; m < config_.micro_batches; ++m) {
     ASSIGN_OR_RETURN(Batch batch, data_->batch(first + m * mbs, mbs));
     TensorMap inputs, outputs, input_grads;
     for (std::size_t k = 0; k < graph_.inputs().size(); ++k) inputs.emplace(graph_.inputs()[k], batch.inputs.at(k));
-    RETURN_IF_ERROR(executor_->forward(m, inputs, outputs, true, micro_batch_seed(config_.seed, step_, m)));
+    RETURN_IF_ERROR(runner_->executor().forward(m, inputs, outputs, true, micro_batch_seed(config_.seed, step_, m)));
     Tensor grad;
     auto l = loss_and_grad(config_.loss, outputs.at(out_id), batch.labels, total_rows, grad);
     if (!l.is_ok()) {
-      executor_->discard(m);
+      runner_->executor().discard(m);
       return l.status().with_context("step " + std::to_string(step_ + 1));
     }
     loss += *l;
-    RETURN_IF_ERROR(executor_->backward(m, {{out_id, grad}}, input_grads));
+    RETURN_IF_ERROR(runner_->executor().backward(m, {{out_id, grad}}, input_grads));
   }
   if (!std::isfinite(loss))
     return numerical_error("loss is " + std::string(std::isnan(loss) ? "NaN" : "Inf") + " at step " +
                            std::to_string(step_ + 1) + ": training stopped before that update (lower 'lr' " +
                            "or check the data)");
-  RETURN_IF_ERROR(optimizer_.step(executor_->parameters(), executor_->gradients()));
+  RETURN_IF_ERROR(runner_->update());
   ++step_;
   losses_.push_back(loss);
   return Status::ok();
@@ -138,8 +134,8 @@ Status Trainer::run(std::ostream* progress, int64_t max_steps) {
 }
 
 std::map<std::string, Tensor> Trainer::trained_tensors() const {
-  std::map<std::string, Tensor> out = executor_->parameters();
-  for (auto const& [name, t] : executor_->buffers()) out.emplace(name, t);
+  std::map<std::string, Tensor> out = runner_->executor().parameters();
+  for (auto const& [name, t] : runner_->executor().buffers()) out.emplace(name, t);
   return out;
 }
 
@@ -148,9 +144,9 @@ CheckpointState Trainer::checkpoint_state() const {
   s.step = step_;
   s.seed = config_.seed;
   s.optimizer = optimizer_kind_name(config_.optimizer.kind);
-  s.optimizer_steps = optimizer_.step_count();
+  s.optimizer_steps = runner_->optimizer().step_count();
   s.weights = trained_tensors();
-  s.optimizer_state = optimizer_.state();
+  s.optimizer_state = runner_->optimizer().state();
   return s;
 }
 
@@ -165,10 +161,10 @@ Status Trainer::restore(CheckpointState const& state, std::string const& source)
     return invalid_argument("checkpoint '" + source + "' was written with seed " + std::to_string(state.seed) +
                             " but the config has seed " + std::to_string(config_.seed) +
                             ": resuming would not reproduce the run");
-  for (auto const& [name, t] : state.weights) RETURN_IF_ERROR(executor_->set_parameter(name, t));
+  for (auto const& [name, t] : state.weights) RETURN_IF_ERROR(runner_->executor().set_parameter(name, t));
   std::map<std::string, Tensor> moments;
   for (auto const& [name, t] : state.optimizer_state) moments.emplace(name, t.clone());
-  optimizer_.load_state(std::move(moments), state.optimizer_steps);
+  runner_->optimizer().load_state(std::move(moments), state.optimizer_steps);
   step_ = state.step;
   return Status::ok();
 }

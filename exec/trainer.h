@@ -15,6 +15,7 @@
 #include "exec/data.h"
 #include "exec/optimizer.h"
 #include "exec/stage_executor.h"
+#include "exec/stage_runner.h"
 #include "exec/train_config.h"
 #include "graph/op_graph.h"
 #include "graph/status.h"
@@ -26,6 +27,9 @@ namespace gp::exec {
 // micro-batch's share of that mean.
 Result<double> loss_and_grad(LossKind loss, Tensor const& output, Tensor const& labels, int64_t total_rows,
                              Tensor& grad);
+
+// The seed of micro-batch `mb` of step `step` (Dropout masks): the same in every runtime.
+uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t mb);
 
 class Trainer {
  public:
@@ -43,8 +47,8 @@ class Trainer {
   int64_t steps_done() const { return step_; }
   double last_loss() const { return losses_.empty() ? 0.0 : losses_.back(); }
   std::vector<double> const& losses() const { return losses_; }
-  StageExecutor& executor() { return *executor_; }
-  Optimizer& optimizer() { return optimizer_; }
+  StageExecutor& executor() { return runner_->executor(); }
+  Optimizer& optimizer() { return runner_->optimizer(); }
   TrainConfig const& config() const { return config_; }
 
   // Weights and BatchNorm running statistics by initializer name (what export writes).
@@ -57,13 +61,12 @@ class Trainer {
 
  private:
   Trainer(TrainConfig config, graph::OpGraph const& graph, std::unique_ptr<DataSource> data,
-          std::unique_ptr<StageExecutor> executor);
+          std::unique_ptr<StageRunner> runner);
 
   TrainConfig config_;
   graph::OpGraph const& graph_;
   std::unique_ptr<DataSource> data_;
-  std::unique_ptr<StageExecutor> executor_;
-  Optimizer optimizer_;
+  std::unique_ptr<StageRunner> runner_;
   int64_t rows_per_sample_ = 1;
   int64_t step_ = 0;
   std::vector<double> losses_;

@@ -14,6 +14,7 @@ char const* status_code_name(StatusCode code) {
     case StatusCode::kIoError: return "I/O error";
     case StatusCode::kInternal: return "internal error";
     case StatusCode::kTimeout: return "timeout";
+    case StatusCode::kAborted: return "aborted";
   }
   return "unknown";
 }

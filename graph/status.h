@@ -21,6 +21,7 @@ enum class StatusCode {
   kIoError,          // reading/writing failed
   kInternal,         // a bug in graphpipe
   kTimeout,          // a wait ran past its limit
+  kAborted,          // stopped because another worker failed first (a secondary error)
 };
 
 char const* status_code_name(StatusCode code);
@@ -57,6 +58,7 @@ inline Status numerical_error(std::string msg) { return {StatusCode::kNumerical,
 inline Status io_error(std::string msg) { return {StatusCode::kIoError, std::move(msg)}; }
 inline Status internal_error(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
 inline Status timeout_error(std::string msg) { return {StatusCode::kTimeout, std::move(msg)}; }
+inline Status aborted_error(std::string msg) { return {StatusCode::kAborted, std::move(msg)}; }
 
 template <typename T>
 class [[nodiscard]] Result {

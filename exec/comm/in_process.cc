@@ -1,0 +1,158 @@
+#include "exec/comm/in_process.h"
+
+#include "kernels/vector_ops.h"
+
+namespace gp::exec {
+
+class InProcessCommunicator final : public Communicator {
+ public:
+  InProcessCommunicator(InProcessHub& hub, int device) : hub_(hub), device_(device) {}
+  std::string name() const override { return "in-process"; }
+  int device() const override { return device_; }
+  int num_devices() const override { return hub_.num_devices_; }
+
+  Status send(MessageKey const& key, std::vector<Tensor> tensors) override {
+    if (key.src != device_ || key.dst < 0 || key.dst >= hub_.num_devices_)
+      return internal_error("send " + key.to_string() + " from device " + std::to_string(device_));
+    std::lock_guard lock(hub_.mu_);
+    if (hub_.abort_) return aborted(*hub_.abort_);
+    auto [it, fresh] = hub_.mailbox_[key.dst].emplace(key, std::move(tensors));
+    if (!fresh) return internal_error("message " + key.to_string() + " was sent twice");
+    hub_.cv_.notify_all();
+    return Status::ok();
+  }
+
+  Result<std::vector<Tensor>> recv(MessageKey const& key, std::vector<TensorMeta> const& expected,
+                                   Deadline deadline) override {
+    if (key.dst != device_) return internal_error("recv " + key.to_string() + " on device " + std::to_string(device_));
+    std::vector<Tensor> got;
+    {
+      std::unique_lock lock(hub_.mu_);
+      auto& box = hub_.mailbox_[device_];
+      bool const ok = hub_.cv_.wait_until(lock, deadline, [&] { return hub_.abort_ || box.count(key); });
+      if (hub_.abort_) return aborted(*hub_.abort_);
+      if (!ok) return timeout_error("no message " + key.to_string() + " arrived before the deadline");
+      auto it = box.find(key);
+      got = std::move(it->second);
+      box.erase(it);
+    }
+    std::vector<TensorMeta> metas;
+    for (Tensor const& t : got) metas.push_back(meta_of(t));
+    RETURN_IF_ERROR(check_header(key, expected, metas));
+    for (Tensor& t : got) t = t.clone_to(cpu_allocator());
+    return got;
+  }
+
+  Status all_reduce_sum(CollectiveKey const& key, std::vector<int> const& group, std::vector<Tensor>& tensors,
+                        Deadline deadline) override {
+    if (group.size() <= 1) return Status::ok();
+    std::unique_lock lock(hub_.mu_);
+    if (hub_.abort_) return aborted(*hub_.abort_);
+    auto& c = hub_.collectives_[key];
+    if (c.members.count(device_)) return internal_error(key.to_string() + " entered twice by device " + std::to_string(device_));
+    c.members.emplace(device_, &tensors);
+    if (c.members.size() == group.size()) {
+      // The last to arrive sums in replica order and writes the sum into every member's tensors.
+      for (int d : group)
+        if (!c.members.count(d))
+          return internal_error(key.to_string() + ": device " + std::to_string(d) + " is not in the group");
+      std::vector<Tensor> sum;
+      for (Tensor const& t : *c.members.at(group[0])) sum.push_back(t.clone());
+      for (std::size_t g = 1; g < group.size(); ++g) {
+        std::vector<Tensor> const& other = *c.members.at(group[g]);
+        if (other.size() != sum.size())
+          return internal_error(key.to_string() + ": replicas hold different gradient lists");
+        for (std::size_t i = 0; i < sum.size(); ++i) {
+          if (other[i].numel() != sum[i].numel())
+            return invalid_argument(key.to_string() + ": gradient " + std::to_string(i) + " is " +
+                                    other[i].shape_string() + " on device " + std::to_string(group[g]) + " but " +
+                                    sum[i].shape_string() + " on device " + std::to_string(group[0]));
+          kernels::add_inplace(sum[i].data<float>(), other[i].data<float>(), sum[i].numel());
+        }
+      }
+      for (int d : group) {
+        std::vector<Tensor>& dst = *c.members.at(d);
+        for (std::size_t i = 0; i < sum.size(); ++i)
+          std::copy_n(sum[i].data<float>(), sum[i].numel(), dst[i].data<float>());
+      }
+      c.done = true;
+      hub_.cv_.notify_all();
+    } else {
+      bool const ok = hub_.cv_.wait_until(lock, deadline, [&] { return hub_.abort_ || c.done; });
+      if (!c.done) {
+        c.members.erase(device_);  // nobody may write into our tensors after we return
+        if (hub_.abort_) return aborted(*hub_.abort_);
+        if (!ok) {
+          std::string missing;
+          for (int d : group)
+            if (!c.members.count(d) && d != device_) missing += (missing.empty() ? "d" : ", d") + std::to_string(d);
+          return timeout_error(key.to_string() + ": replicas " + missing + " did not arrive before the deadline");
+        }
+      }
+    }
+    if (++c.released == static_cast<int>(group.size())) hub_.collectives_.erase(key);
+    return Status::ok();
+  }
+
+  Status barrier(int64_t step, Deadline deadline) override {
+    std::unique_lock lock(hub_.mu_);
+    int const n = hub_.num_devices_;
+    ++hub_.barrier_arrived_[step];
+    hub_.cv_.notify_all();
+    bool const ok =
+        hub_.cv_.wait_until(lock, deadline, [&] { return hub_.abort_ || hub_.barrier_arrived_[step] == n; });
+    if (hub_.abort_) return aborted(*hub_.abort_);
+    if (!ok)
+      return timeout_error("step " + std::to_string(step) + " barrier: " +
+                           std::to_string(n - hub_.barrier_arrived_[step]) + " devices did not arrive");
+    if (++hub_.barrier_left_[step] == n) {
+      hub_.barrier_arrived_.erase(step);
+      hub_.barrier_left_.erase(step);
+    }
+    return Status::ok();
+  }
+
+  Status flush(Deadline) override { return Status::ok(); }  // a send is handed over at once
+
+  void abort(Status const& cause) override {
+    std::lock_guard lock(hub_.mu_);
+    if (!hub_.abort_) hub_.abort_ = cause;
+    hub_.cv_.notify_all();
+  }
+
+  std::optional<Status> aborted() const override {
+    std::lock_guard lock(hub_.mu_);
+    return hub_.abort_;
+  }
+
+  std::vector<MessageKey> undelivered() const override {
+    std::lock_guard lock(hub_.mu_);
+    std::vector<MessageKey> keys;
+    for (auto const& [k, v] : hub_.mailbox_[device_]) keys.push_back(k);
+    return keys;
+  }
+
+ private:
+  static Status aborted(Status const& cause) {
+    return aborted_error("stopped because another device failed: " + cause.message());
+  }
+
+  InProcessHub& hub_;
+  int device_;
+};
+
+InProcessHub::InProcessHub(int num_devices) : num_devices_(num_devices), mailbox_(num_devices) {}
+
+std::unique_ptr<Communicator> InProcessHub::endpoint(int device) {
+  return std::make_unique<InProcessCommunicator>(*this, device);
+}
+
+std::vector<std::vector<MessageKey>> InProcessHub::mailboxes() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::vector<MessageKey>> out(mailbox_.size());
+  for (std::size_t d = 0; d < mailbox_.size(); ++d)
+    for (auto const& [k, v] : mailbox_[d]) out[d].push_back(k);
+  return out;
+}
+
+}  // namespace gp::exec

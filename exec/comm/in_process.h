@@ -1,0 +1,43 @@
+// The default transport: pipeline workers are threads of one process. A shared hub holds one
+// mailbox per device, the collectives in progress, the barrier counts and the first abort cause;
+// one mutex and one condition variable guard it (device counts are small). A received tensor is
+// copied into the receiving thread's allocator, so each device's memory is counted where it
+// lives, as it would be after a real transfer.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "exec/comm/communicator.h"
+
+namespace gp::exec {
+
+class InProcessHub {
+ public:
+  explicit InProcessHub(int num_devices);
+  int num_devices() const { return num_devices_; }
+  // The endpoint of one device; the hub must outlive it.
+  std::unique_ptr<Communicator> endpoint(int device);
+  // What waits in each mailbox now (for a stall report).
+  std::vector<std::vector<MessageKey>> mailboxes() const;
+
+ private:
+  friend class InProcessCommunicator;
+  struct Collective {
+    std::map<int, std::vector<Tensor>*> members;  // device -> its tensors, while it waits
+    bool done = false;
+    int released = 0;
+  };
+
+  int num_devices_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::map<MessageKey, std::vector<Tensor>>> mailbox_;
+  std::map<CollectiveKey, Collective> collectives_;
+  std::map<int64_t, int> barrier_arrived_, barrier_left_;
+  std::optional<Status> abort_;
+};
+
+}  // namespace gp::exec

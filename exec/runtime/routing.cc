@@ -1,0 +1,189 @@
+#include "exec/runtime/routing.h"
+
+#include <cstring>
+#include <map>
+#include <numeric>
+
+namespace gp::exec {
+
+Result<RuntimePlan> RuntimePlan::make(graph::OpGraph const& graph, partition::Plan const& plan) {
+  ASSIGN_OR_RETURN(schedule::PlanView view, schedule::PlanView::make(plan));
+  RuntimePlan rp;
+  rp.view_ = std::move(view);
+  rp.graph_ = &graph;
+  rp.micro_batch_ = plan.micro_batch;
+  if (plan.micro_batch <= 0) return invalid_argument("the plan has no micro-batch size");
+  std::map<std::string, graph::OpId> by_name;
+  for (graph::OpId id = 0; id < static_cast<graph::OpId>(graph.num_ops()); ++id) by_name.emplace(graph.op(id).name, id);
+  int const n = rp.view_.num_stages();
+  std::vector<int> stage_of(graph.num_ops(), -1);
+  rp.stage_ops_.resize(n);
+  for (int s = 0; s < n; ++s) {
+    for (std::string const& name : plan.stages[s].nodes) {
+      auto it = by_name.find(name);
+      if (it == by_name.end())
+        return invalid_argument("the plan's stage " + std::to_string(s) + " names operator '" + name +
+                                "', which model '" + graph.name() +
+                                "' does not have: the plan was made for another model (partition this one)");
+      if (stage_of[it->second] >= 0)
+        return invalid_argument("operator '" + name + "' is in stages " + std::to_string(stage_of[it->second]) +
+                                " and " + std::to_string(s) + " of the plan");
+      stage_of[it->second] = s;
+    }
+    rp.chunks_ = std::lcm(rp.chunks_, plan.stages[s].replicas);
+  }
+  for (graph::OpId id = 0; id < static_cast<graph::OpId>(graph.num_ops()); ++id)
+    if (stage_of[id] < 0)
+      return invalid_argument("operator '" + graph.op(id).name + "' of model '" + graph.name() +
+                              "' is in no stage of the plan: the plan was made for another model (partition this one)");
+  for (graph::OpId id : graph.topo_order()) rp.stage_ops_[stage_of[id]].push_back(id);
+  for (int s = 0; s < n; ++s) {
+    ASSIGN_OR_RETURN(AutodiffPlan ad, plan_autodiff(graph, rp.stage_ops_[s]));
+    rp.autodiff_.push_back(std::move(ad));
+  }
+  if (graph.outputs().empty()) return invalid_argument("model '" + graph.name() + "' has no output for the loss");
+  rp.loss_stage_ = stage_of[graph.tensor(graph.outputs()[0]).producer];
+
+  // Edge tensors, and every stage input accounted for.
+  std::map<std::pair<int, int>, int> edge_of;
+  for (int e = 0; e < static_cast<int>(plan.edges.size()); ++e) edge_of[{plan.edges[e].src, plan.edges[e].dst}] = e;
+  rp.edge_tensors_.assign(plan.edges.size(), {});
+  rp.edge_grad_tensors_.assign(plan.edges.size(), {});
+  for (int s = 0; s < n; ++s) {
+    AutodiffPlan const& ad = rp.autodiff_[s];
+    for (graph::TensorId t : ad.stage_inputs) {
+      auto const& info = graph.tensor(t);
+      if (info.producer == graph::kNoOp) continue;  // a graph input: fed from the data
+      int const src = stage_of[info.producer];
+      auto it = edge_of.find({src, s});
+      if (it == edge_of.end())
+        return invalid_argument("tensor '" + info.name + "' flows from stage " + std::to_string(src) + " to stage " +
+                                std::to_string(s) + " but the plan has no edge between them (a damaged plan?)");
+      rp.edge_tensors_[it->second].push_back(t);
+      bool const wants_grad =
+          std::find(ad.input_grads.begin(), ad.input_grads.end(), t) != ad.input_grads.end();
+      if (wants_grad) {
+        if (!info.shape.has_batch())
+          return unsupported("tensor '" + info.name + "' crosses from stage " + std::to_string(src) + " to " +
+                             std::to_string(s) + " without a batch dimension and needs a gradient: the runtime " +
+                             "cannot split it between replicas; keep its producer and consumers in one stage");
+        rp.edge_grad_tensors_[it->second].push_back(t);
+      }
+    }
+  }
+  // Weights shared by several stages would train apart.
+  std::map<graph::TensorId, int> weight_stage;
+  for (int s = 0; s < n; ++s)
+    for (graph::TensorId w : rp.autodiff_[s].weights) {
+      auto [it, fresh] = weight_stage.emplace(w, s);
+      if (!fresh)
+        return unsupported("weight '" + graph.tensor(w).name + "' is used by stages " + std::to_string(it->second) +
+                           " and " + std::to_string(s) + ": tied weights across stages are not supported by the " +
+                           "pipeline runtime yet (plan with both users in one stage)");
+    }
+  // Replica counts along each edge must divide one another, and batched tensors must split evenly.
+  for (auto const& e : plan.edges) {
+    int const r = plan.stages[e.src].replicas, r2 = plan.stages[e.dst].replicas;
+    if (r % r2 != 0 && r2 % r != 0)
+      return unsupported("stages " + std::to_string(e.src) + " (" + std::to_string(r) + " replicas) and " +
+                         std::to_string(e.dst) + " (" + std::to_string(r2) +
+                         " replicas) are connected but neither replica count divides the other: the runtime " +
+                         "cannot route their pieces (replan, e.g. with --no-replication)");
+  }
+  if (rp.micro_batch_ % rp.chunks_ != 0)
+    return unsupported("micro-batch " + std::to_string(rp.micro_batch_) + " does not split into " +
+                       std::to_string(rp.chunks_) + " equal replica slices (least common multiple of the replica " +
+                       "counts): choose a micro-batch size divisible by it");
+  return rp;
+}
+
+int RuntimePlan::replica_of(int stage, int device) const {
+  auto const& devs = view_.stage(stage).devices;
+  for (std::size_t j = 0; j < devs.size(); ++j)
+    if (devs[j] == device) return static_cast<int>(j);
+  return -1;
+}
+
+std::vector<int> RuntimePlan::piece_chunks(int e, int p, int q) const {
+  auto const& edge = plan().edges[e];
+  int const r = replicas(edge.src), r2 = replicas(edge.dst);
+  std::vector<int> out;
+  for (int c = 0; c < chunks_; ++c)
+    if (c % r == p && c % r2 == q) out.push_back(c);
+  return out;
+}
+
+std::vector<int> RuntimePlan::positions(std::vector<int> const& chunks, int replicas) {
+  std::vector<int> out;
+  out.reserve(chunks.size());
+  for (int c : chunks) out.push_back(c / replicas);
+  return out;
+}
+
+namespace {
+int64_t full_extent(graph::Shape const& shape, int64_t micro_batch) {
+  int const a = shape.batch_axis();
+  return -shape.dims[a] * micro_batch;
+}
+}  // namespace
+
+std::vector<int64_t> RuntimePlan::replica_shape(graph::TensorId t, int r) const {
+  return piece_shape(t, chunks_ / r);
+}
+
+std::vector<int64_t> RuntimePlan::piece_shape(graph::TensorId t, int n_chunks) const {
+  graph::Shape const& shape = graph_->tensor(t).shape;
+  if (!shape.has_batch()) return shape.dims;
+  std::vector<int64_t> dims = shape.concrete(micro_batch_);
+  int const a = shape.batch_axis();
+  dims[a] = full_extent(shape, micro_batch_) / chunks_ * n_chunks;
+  return dims;
+}
+
+namespace {
+struct Layout {
+  int64_t outer = 1, extent = 0, inner_bytes = 0;
+};
+Layout layout_of(std::vector<int64_t> const& shape, int axis, std::size_t elem) {
+  Layout l;
+  for (int i = 0; i < axis; ++i) l.outer *= shape[i];
+  l.extent = shape[axis];
+  l.inner_bytes = static_cast<int64_t>(elem);
+  for (std::size_t i = axis + 1; i < shape.size(); ++i) l.inner_bytes *= shape[i];
+  return l;
+}
+}  // namespace
+
+Tensor gather_chunks(Tensor const& t, int axis, int64_t chunk_extent, std::vector<int> const& positions) {
+  Layout const l = layout_of(t.shape(), axis, graph::dtype_size(t.dtype()));
+  bool whole = static_cast<int64_t>(positions.size()) * chunk_extent == l.extent;
+  for (std::size_t i = 0; whole && i < positions.size(); ++i) whole = positions[i] == static_cast<int>(i);
+  if (whole) return t;
+  std::vector<int64_t> shape = t.shape();
+  shape[axis] = chunk_extent * static_cast<int64_t>(positions.size());
+  Tensor out(shape, t.dtype());
+  int64_t const chunk_bytes = chunk_extent * l.inner_bytes;
+  auto const* src = static_cast<std::byte const*>(t.raw());
+  auto* dst = static_cast<std::byte*>(out.raw());
+  for (int64_t o = 0; o < l.outer; ++o)
+    for (int pos : positions) {
+      std::memcpy(dst, src + (o * l.extent + pos * chunk_extent) * l.inner_bytes, chunk_bytes);
+      dst += chunk_bytes;
+    }
+  return out;
+}
+
+void scatter_chunks(Tensor const& piece, int axis, int64_t chunk_extent, std::vector<int> const& positions,
+                    Tensor& dst) {
+  Layout const l = layout_of(dst.shape(), axis, graph::dtype_size(dst.dtype()));
+  int64_t const chunk_bytes = chunk_extent * l.inner_bytes;
+  auto const* src = static_cast<std::byte const*>(piece.raw());
+  auto* out = static_cast<std::byte*>(dst.raw());
+  for (int64_t o = 0; o < l.outer; ++o)
+    for (int pos : positions) {
+      std::memcpy(out + (o * l.extent + pos * chunk_extent) * l.inner_bytes, src, chunk_bytes);
+      src += chunk_bytes;
+    }
+}
+
+}  // namespace gp::exec

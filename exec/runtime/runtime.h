@@ -1,0 +1,113 @@
+// The pipeline runtime: trains a partitioned model on many workers, one per device, each running
+// its instruction list from the schedule (exec/runtime/worker.h). Two ways to run:
+//   - threads: every device of the plan is a thread of this process, over the in-process
+//     communicator; each worker gets its own thread budget (oneDNN/OpenMP teams) and, when the
+//     cores allow, its own cores;
+//   - ranks: this process is one device (an MPI rank) over a given communicator.
+// Synchronous semantics: a step over the plan's micro-batches gives the update one device makes
+// on the whole batch (tests/exec/test_runtime.cc). Every wait has a deadline; the first error stops
+// every worker and is reported once, with the device, schedule line and instruction.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "exec/checkpoint.h"
+#include "exec/comm/communicator.h"
+#include "exec/cpu_backend.h"
+#include "exec/runtime/routing.h"
+#include "exec/runtime/worker.h"
+#include "exec/train_config.h"
+#include "partition/plan.h"
+#include "schedule/instruction.h"
+#include "schedule/timeline.h"
+
+namespace gp::exec {
+
+struct RuntimeOptions {
+  WorkerOptions worker;
+  int threads_per_worker = 0;  // oneDNN/OpenMP threads per worker; 0: cores / workers in this process
+  bool pin_cores = true;       // threads mode: workers on disjoint cores when they fit
+};
+
+struct DeviceMeasurement {
+  int device = 0;
+  double busy_fraction = 0;           // compute time / wall time of the measured steps
+  int64_t peak_bytes = 0;             // measured: weights, gradients, optimizer state, activations
+  int64_t predicted_peak_bytes = 0;   // the schedule's memory accounting
+};
+
+class Runtime {
+ public:
+  // Checks plan, schedule and config against each other and the model before anything runs.
+  static Result<std::unique_ptr<Runtime>> create_threads(TrainConfig const& config, graph::OpGraph const& graph,
+                                                         partition::Plan const& plan,
+                                                         schedule::Schedule const& schedule,
+                                                         RuntimeOptions const& options);
+  static Result<std::unique_ptr<Runtime>> create_rank(TrainConfig const& config, graph::OpGraph const& graph,
+                                                      partition::Plan const& plan, schedule::Schedule const& schedule,
+                                                      Communicator& comm, RuntimeOptions const& options);
+  ~Runtime();
+
+  // Runs `steps` steps (config.steps - done when < 0), printing a progress line every
+  // log_interval steps to `progress` (device 0 only; may be null). The first error anywhere stops
+  // every worker; its cause comes back once, secondary "aborted" errors dropped.
+  Status run(int64_t steps, std::ostream* progress);
+  // True when a worker did not stop after an error (stuck in compute): the process must exit.
+  bool has_stuck_workers() const { return stuck_; }
+
+  int64_t steps_done() const { return step_; }
+  std::vector<double> const& losses() const { return losses_; }
+  double samples_per_s() const;      // over the steps of the last run() after the first
+  std::vector<DeviceMeasurement> measurements() const;  // this process's devices
+  schedule::Timeline timeline() const;  // measured intervals of the last step, this process's devices
+  std::vector<int> const& local_devices() const { return local_; }
+
+  // Weights and BatchNorm statistics of the whole model (replica 0 of each stage). Ranks: every
+  // rank must call it; device 0 gets the whole map, the others their own stages.
+  Result<std::map<std::string, Tensor>> trained_tensors();
+  // Threads only: a checkpoint in the single-device format (interchangeable with it).
+  Result<CheckpointState> checkpoint_state() const;
+  Status restore(CheckpointState const& state, std::string const& source);
+
+ private:
+  Runtime() = default;
+  Status prepare(TrainConfig const& config, graph::OpGraph const& graph, partition::Plan const& plan,
+                 schedule::Schedule const& schedule, RuntimeOptions const& options);
+  Status build_worker(int device, Communicator& comm);
+  Status run_threads(int64_t steps, std::ostream* progress);
+  Status run_rank(int64_t steps, std::ostream* progress);
+  void after_step(int64_t step, double loss, std::ostream* progress);
+  Status first_cause(std::vector<Status> const& statuses) const;
+  std::string stall_report() const;
+
+  TrainConfig config_;
+  graph::OpGraph const* graph_ = nullptr;
+  partition::Plan plan_;
+  schedule::Schedule schedule_;
+  RuntimeOptions options_;
+  std::unique_ptr<RuntimePlan> rplan_;
+  std::vector<int64_t> predicted_peak_;
+  std::vector<int> local_;
+  std::unique_ptr<class InProcessHub> hub_;
+  std::vector<std::unique_ptr<Communicator>> endpoints_;
+  Communicator* rank_comm_ = nullptr;
+  std::vector<std::unique_ptr<CountingAllocator>> memory_;
+  std::vector<std::unique_ptr<CpuBackend>> backends_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  int64_t step_ = 0;
+  std::vector<double> losses_;
+  double timed_s_ = 0;
+  int64_t timed_steps_ = 0;
+  std::vector<double> busy_start_;
+  bool stuck_ = false;
+};
+
+// A hash of what every rank must agree on (plan, schedule, config), for the MPI start check.
+uint64_t run_fingerprint(partition::Plan const& plan, schedule::Schedule const& schedule, TrainConfig const& config);
+
+}  // namespace gp::exec

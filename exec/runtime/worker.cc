@@ -1,0 +1,480 @@
+#include "exec/runtime/worker.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+#include <stdexcept>
+#include <thread>
+
+#include "exec/trainer.h"
+#include "schedule/dataflow.h"
+#include "kernels/vector_ops.h"
+
+namespace gp::exec {
+
+using schedule::Instruction;
+using schedule::Op;
+
+Result<FaultInjection> parse_fault(std::string const& text) {
+  FaultInjection f;
+  auto const a = text.find(':'), b = text.find(':', a == std::string::npos ? a : a + 1);
+  if (a == std::string::npos || b == std::string::npos)
+    return invalid_argument("--inject-fault '" + text + "': expected DEVICE:LINE:KIND, e.g. 1:7:throw");
+  try {
+    f.device = std::stoi(text.substr(0, a));
+    f.line = std::stoi(text.substr(a + 1, b - a - 1));
+  } catch (std::exception const&) {
+    return invalid_argument("--inject-fault '" + text + "': DEVICE and LINE must be integers");
+  }
+  std::string const kind = text.substr(b + 1);
+  if (kind == "throw") f.kind = FaultInjection::Kind::kThrow;
+  else if (kind == "nan") f.kind = FaultInjection::Kind::kNaN;
+  else if (kind == "header") f.kind = FaultInjection::Kind::kHeader;
+  else if (kind == "exit") f.kind = FaultInjection::Kind::kExit;
+  else if (kind == "stall") f.kind = FaultInjection::Kind::kStall;
+  else return invalid_argument("--inject-fault '" + text + "': KIND must be throw, nan, header, exit or stall");
+  return f;
+}
+
+Worker::Worker(RuntimePlan const& plan, schedule::Schedule const& schedule, int device, TrainConfig const& config,
+               Communicator& comm, std::unique_ptr<DataSource> data, WorkerOptions const& options,
+               Allocator const& memory)
+    : plan_(plan),
+      schedule_(schedule),
+      device_(device),
+      config_(config),
+      comm_(comm),
+      data_(std::move(data)),
+      options_(options),
+      memory_(memory) {}
+
+Result<std::unique_ptr<Worker>> Worker::create(RuntimePlan const& plan, schedule::Schedule const& schedule,
+                                               int device, TrainConfig const& config, Backend& backend,
+                                               Communicator& comm, std::unique_ptr<DataSource> data,
+                                               WorkerOptions const& options, Allocator const& memory) {
+  std::unique_ptr<Worker> w(
+      new Worker(plan, schedule, device, config, comm, std::move(data), options, memory));
+  graph::OpGraph const& graph = plan.graph();
+  for (int s : plan.view().stages_on(device)) {
+    ASSIGN_OR_RETURN(auto runner, StageRunner::create(graph, backend, plan.stage_ops(s), config.optimizer));
+    w->runners_.emplace(s, std::move(runner));
+    bool reads_data = s == plan.loss_stage();
+    for (graph::TensorId t : plan.autodiff(s).stage_inputs)
+      reads_data = reads_data || graph.tensor(t).producer == graph::kNoOp;
+    if (reads_data) ++w->data_users_;
+  }
+  auto const split = schedule::split_backward(plan.view(), schedule);
+  w->split_.resize(plan.num_stages());
+  for (int s = 0; s < plan.num_stages(); ++s) w->split_[s] = split[s][device];
+  ASSIGN_OR_RETURN(LabelSpec spec, label_spec(graph, config.loss));
+  w->rows_per_sample_ =
+      std::accumulate(spec.label_dims.begin(), spec.label_dims.end(), int64_t{1}, std::multiplies<>());
+  return w;
+}
+
+MessageKey Worker::key_of(Instruction const& in, int64_t step) const {
+  MessageKey k;
+  k.step = step;
+  k.edge = in.edge;
+  k.gradient = in.gradient;
+  k.micro_batch = in.micro_batch;
+  k.src = in.op == Op::kSend ? device_ : in.peer;
+  k.dst = in.op == Op::kSend ? in.peer : device_;
+  return k;
+}
+
+Status Worker::run_step(int64_t step, Clock::time_point origin) {
+  auto const& list = schedule_.devices[device_];
+  loss_sum_ = 0;
+  // Every receive of the step is announced first, so no sender waits for a late receiver.
+  for (Instruction const& in : list) {
+    if (in.op != Op::kRecv) continue;
+    Status s = post(in, step);
+    if (!s.is_ok()) {
+      s = s.with_context("device " + std::to_string(device_) + ", line " + std::to_string(in.line));
+      comm_.abort(s);
+      return s;
+    }
+  }
+  for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+    Instruction const& in = list[i];
+    current_.store(i);
+    auto const start = Clock::now();
+    Status s;
+    try {
+      if (options_.fault.device == device_ && options_.fault.line == in.line) {
+        switch (options_.fault.kind) {
+          case FaultInjection::Kind::kThrow: throw std::runtime_error("injected fault");
+          case FaultInjection::Kind::kExit: std::_Exit(3);
+          case FaultInjection::Kind::kStall:
+            std::this_thread::sleep_for(std::chrono::duration<double>(options_.timeout_s * 3));
+            break;
+          default: break;
+        }
+      }
+      s = execute(in, step);
+    } catch (std::exception const& e) {
+      s = internal_error(std::string("exception: ") + e.what());
+    }
+    if (s.is_ok() && options_.memory_limit_bytes > 0 && memory_.bytes_in_use() > options_.memory_limit_bytes)
+      s = infeasible("holds " + std::to_string(memory_.bytes_in_use() >> 10) + " KiB, over its memory limit of " +
+                     std::to_string(options_.memory_limit_bytes >> 10) +
+                     " KiB (raise 'memory' in the config, or plan with more devices or smaller micro-batches)");
+    auto const end = Clock::now();
+    schedule::Interval iv;
+    iv.device = device_;
+    iv.stream = schedule::stream_of(in.op);
+    iv.op = in.op;
+    iv.stage = in.stage;
+    iv.micro_batch = in.micro_batch;
+    iv.start_s = std::chrono::duration<double>(start - origin).count();
+    iv.end_s = std::chrono::duration<double>(end - origin).count();
+    iv.label = schedule::to_string(in);
+    if (iv.stream == schedule::Stream::kCompute) compute_busy_s_ += iv.end_s - iv.start_s;
+    intervals_.push_back(std::move(iv));
+    if (!s.is_ok()) {
+      current_.store(-1);
+      if (s.code() == StatusCode::kAborted) return s;
+      Status cause = s.with_context("device " + std::to_string(device_) + ", line " + std::to_string(in.line) + " (" +
+                                    schedule::to_string(in) + "), step " + std::to_string(step + 1));
+      comm_.abort(cause);
+      return cause;
+    }
+  }
+  current_.store(-1);
+  Status s = finish_step(step);
+  if (!s.is_ok() && s.code() != StatusCode::kAborted) {
+    s = s.with_context("device " + std::to_string(device_) + ", end of step " + std::to_string(step + 1));
+    comm_.abort(s);
+  }
+  return s;
+}
+
+Status Worker::execute(Instruction const& in, int64_t step) {
+  switch (in.op) {
+    case Op::kForward: return forward(in.stage, in.micro_batch, step, in.line);
+    case Op::kBackward: return backward(in.stage, in.micro_batch, split_[in.stage]);
+    case Op::kWeight: return runners_.at(in.stage)->executor().backward_weight(in.micro_batch);
+    case Op::kSend: return send(in, step, in.line);
+    case Op::kRecv: return recv(in, step);
+    case Op::kAllReduce: {
+      std::vector<Tensor> grads = runners_.at(in.stage)->gradient_list();
+      return comm_.all_reduce_sum({step, in.stage}, plan_.view().stage(in.stage).devices, grads,
+                                  deadline_after(options_.timeout_s));
+    }
+    case Op::kStep: {
+      RETURN_IF_ERROR(comm_.flush(deadline_after(options_.timeout_s)));
+      for (auto& [s, runner] : runners_) RETURN_IF_ERROR(runner->update().with_context("stage " + std::to_string(s)));
+      return Status::ok();
+    }
+  }
+  return internal_error("unknown instruction");
+}
+
+Result<Batch const*> Worker::micro_batch_data(int64_t step, int mb) {
+  auto it = data_cache_.find(mb);
+  if (it == data_cache_.end()) {
+    int64_t const b = plan_.micro_batch();
+    ASSIGN_OR_RETURN(Batch batch, data_->batch(step * config_.batch + mb * b, b));
+    it = data_cache_.emplace(mb, std::make_pair(std::move(batch), data_users_)).first;
+  }
+  return &it->second.first;
+}
+
+void Worker::release_data(int mb) {
+  auto it = data_cache_.find(mb);
+  if (it != data_cache_.end() && --it->second.second <= 0) data_cache_.erase(it);
+}
+
+Tensor Worker::piece_of(Tensor const& t, graph::TensorId id, int replicas, std::vector<int> const& chunks) const {
+  if (!plan_.batched(id)) return t;
+  int const axis = plan_.graph().tensor(id).shape.batch_axis();
+  int64_t const chunk_extent = t.dim(axis) / (plan_.chunks() / replicas);
+  return gather_chunks(t, axis, chunk_extent, RuntimePlan::positions(chunks, replicas));
+}
+
+std::vector<TensorMeta> Worker::piece_metas(int edge, bool gradient, int n_chunks) const {
+  std::vector<TensorMeta> out;
+  auto const& ids = gradient ? plan_.edge_grad_tensors(edge) : plan_.edge_tensors(edge);
+  for (graph::TensorId t : ids) out.push_back({plan_.graph().tensor(t).dtype, plan_.piece_shape(t, n_chunks)});
+  return out;
+}
+
+int Worker::pieces_out(int stage, bool gradient) const {
+  int n = 0;
+  auto const& edges = gradient ? plan_.view().in_edges(stage) : plan_.view().out_edges(stage);
+  for (int e : edges) {
+    for (auto const& piece : plan_.view().pieces(e))
+      if ((gradient ? piece.dst_device : piece.src_device) == device_) ++n;
+  }
+  return n;
+}
+
+Status Worker::forward(int stage, int mb, int64_t step, int line) {
+  StageRunner& runner = *runners_.at(stage);
+  graph::OpGraph const& graph = plan_.graph();
+  AutodiffPlan const& ad = plan_.autodiff(stage);
+  int const r = plan_.replicas(stage), j = plan_.replica_of(stage, device_);
+  std::vector<int> my_chunks;
+  for (int c = j; c < plan_.chunks(); c += r) my_chunks.push_back(c);
+
+  TensorMap inputs;
+  bool used_data = false;
+  auto data_slice = [&](Tensor const& full, int axis) {
+    int64_t const chunk_extent = full.dim(axis) / plan_.chunks();
+    return gather_chunks(full, axis, chunk_extent, my_chunks);
+  };
+  for (graph::TensorId t : ad.stage_inputs) {
+    auto const& info = graph.tensor(t);
+    if (info.producer != graph::kNoOp) continue;
+    ASSIGN_OR_RETURN(Batch const* batch, micro_batch_data(step, mb));
+    used_data = true;
+    auto const pos = std::find(graph.inputs().begin(), graph.inputs().end(), t) - graph.inputs().begin();
+    Tensor const& full = batch->inputs.at(pos);
+    inputs[t] = info.shape.has_batch() ? data_slice(full, info.shape.batch_axis()) : full;
+  }
+  // Pieces from every producer, in edge order.
+  for (int e : plan_.view().in_edges(stage)) {
+    auto const& edge = plan_.plan().edges[e];
+    auto const& ids = plan_.edge_tensors(e);
+    int const rp = plan_.replicas(edge.src);
+    std::vector<Tensor> assembled(ids.size());
+    for (auto const& piece : plan_.view().pieces(e)) {
+      if (piece.dst_device != device_) continue;
+      int const p = plan_.replica_of(edge.src, piece.src_device);
+      std::vector<int> const chunks = plan_.piece_chunks(e, p, j);
+      std::vector<Tensor> parts;
+      if (piece.local()) {
+        auto it = outputs_.find({edge.src, mb});
+        if (it == outputs_.end())
+          return internal_error("stage " + std::to_string(edge.src) + " has not run F m" + std::to_string(mb) +
+                                " on this device before its consumer");
+        for (graph::TensorId t : ids) parts.push_back(piece_of(it->second.tensors.at(t), t, rp, chunks));
+        if (--it->second.pending <= 0) outputs_.erase(it);
+      } else {
+        auto it = received_.find({e, mb, piece.src_device, false});
+        if (it == received_.end())
+          return internal_error("no RECV e" + std::to_string(e) + " m" + std::to_string(mb) + " <-d" +
+                                std::to_string(piece.src_device) + " ran before this F");
+        parts = std::move(it->second.tensors);
+        received_.erase(it);
+      }
+      for (std::size_t k = 0; k < ids.size(); ++k) {
+        graph::TensorId const t = ids[k];
+        if (!plan_.batched(t) || chunks.size() == my_chunks.size()) {
+          assembled[k] = std::move(parts[k]);
+          continue;
+        }
+        if (!assembled[k].defined()) assembled[k] = Tensor(plan_.replica_shape(t, r), graph.tensor(t).dtype);
+        int const axis = graph.tensor(t).shape.batch_axis();
+        int64_t const chunk_extent = parts[k].dim(axis) / static_cast<int64_t>(chunks.size());
+        scatter_chunks(parts[k], axis, chunk_extent, RuntimePlan::positions(chunks, r), assembled[k]);
+      }
+    }
+    for (std::size_t k = 0; k < ids.size(); ++k) inputs[ids[k]] = std::move(assembled[k]);
+  }
+
+  TensorMap outputs;
+  RETURN_IF_ERROR(runner.executor().forward(mb, inputs, outputs, true, micro_batch_seed(config_.seed, step, mb)));
+  inputs.clear();
+  if (stage == plan_.loss_stage()) {
+    ASSIGN_OR_RETURN(Batch const* batch, micro_batch_data(step, mb));
+    used_data = true;
+    graph::TensorId const out = graph.outputs()[0];
+    Tensor const labels = data_slice(batch->labels, 0);
+    Tensor grad;
+    auto loss = loss_and_grad(config_.loss, outputs.at(out), labels, config_.batch * rows_per_sample_, grad);
+    if (!loss.is_ok()) {
+      runner.executor().discard(mb);
+      return loss.status();
+    }
+    double l = *loss;
+    if (options_.fault.kind == FaultInjection::Kind::kNaN && options_.fault.device == device_ &&
+        options_.fault.line == line)
+      l = std::nan("");
+    if (!std::isfinite(l)) {
+      runner.executor().discard(mb);
+      return numerical_error("loss is " + std::string(std::isnan(l) ? "NaN" : "Inf") + " at step " +
+                             std::to_string(step + 1) + ", micro-batch " + std::to_string(mb) +
+                             ": training stopped before that update (lower 'lr' or check the data)");
+    }
+    loss_sum_ += l;
+    loss_grads_[{stage, mb}] = std::move(grad);
+  }
+  if (used_data) release_data(mb);
+  int const pending = pieces_out(stage, false);
+  if (pending > 0) outputs_[{stage, mb}] = Stored{std::move(outputs), pending};
+  return Status::ok();
+}
+
+Status Worker::backward(int stage, int mb, bool split) {
+  StageRunner& runner = *runners_.at(stage);
+  graph::OpGraph const& graph = plan_.graph();
+  AutodiffPlan const& ad = plan_.autodiff(stage);
+  int const r = plan_.replicas(stage), p = plan_.replica_of(stage, device_);
+  int const my_chunks = plan_.chunks() / r;
+
+  TensorMap grads;
+  std::map<graph::TensorId, bool> owned;
+  auto add = [&](graph::TensorId t, Tensor g) {
+    auto it = grads.find(t);
+    if (it == grads.end()) {
+      grads.emplace(t, std::move(g));
+      return;
+    }
+    if (!owned[t]) {
+      it->second = it->second.clone();
+      owned[t] = true;
+    }
+    kernels::add_inplace(it->second.data<float>(), g.data<float>(), g.numel());
+  };
+  if (auto it = loss_grads_.find({stage, mb}); it != loss_grads_.end()) {
+    add(graph.outputs()[0], std::move(it->second));
+    loss_grads_.erase(it);
+  }
+  for (int e : plan_.view().out_edges(stage)) {
+    auto const& edge = plan_.plan().edges[e];
+    auto const& ids = plan_.edge_grad_tensors(e);
+    int const rq = plan_.replicas(edge.dst);
+    std::vector<Tensor> assembled(ids.size());
+    for (auto const& piece : plan_.view().pieces(e)) {
+      if (piece.src_device != device_) continue;
+      int const q = plan_.replica_of(edge.dst, piece.dst_device);
+      std::vector<int> const chunks = plan_.piece_chunks(e, p, q);
+      std::vector<Tensor> parts;
+      if (piece.local()) {
+        auto it = input_grads_.find({edge.dst, mb});
+        if (it == input_grads_.end())
+          return internal_error("stage " + std::to_string(edge.dst) + " has not run B m" + std::to_string(mb) +
+                                " on this device before its producer");
+        for (graph::TensorId t : ids) {
+          auto g = it->second.tensors.find(t);
+          Tensor const full = g != it->second.tensors.end()
+                                  ? g->second
+                                  : Tensor::zeros(plan_.replica_shape(t, rq), graph.tensor(t).dtype);
+          parts.push_back(piece_of(full, t, rq, chunks));
+        }
+        if (--it->second.pending <= 0) input_grads_.erase(it);
+      } else {
+        auto it = received_.find({e, mb, piece.dst_device, true});
+        if (it == received_.end())
+          return internal_error("no RECV g" + std::to_string(e) + " m" + std::to_string(mb) + " <-d" +
+                                std::to_string(piece.dst_device) + " ran before this B");
+        parts = std::move(it->second.tensors);
+        received_.erase(it);
+      }
+      for (std::size_t k = 0; k < ids.size(); ++k) {
+        graph::TensorId const t = ids[k];
+        if (static_cast<int>(chunks.size()) == my_chunks) {
+          assembled[k] = std::move(parts[k]);
+          continue;
+        }
+        if (!assembled[k].defined()) assembled[k] = Tensor::zeros(plan_.replica_shape(t, r), graph.tensor(t).dtype);
+        int const axis = graph.tensor(t).shape.batch_axis();
+        int64_t const chunk_extent = parts[k].dim(axis) / static_cast<int64_t>(chunks.size());
+        scatter_chunks(parts[k], axis, chunk_extent, RuntimePlan::positions(chunks, r), assembled[k]);
+      }
+    }
+    for (std::size_t k = 0; k < ids.size(); ++k)
+      if (assembled[k].defined()) add(ids[k], std::move(assembled[k]));
+  }
+
+  TensorMap input_grads;
+  if (split) RETURN_IF_ERROR(runner.executor().backward_input(mb, grads, input_grads));
+  else RETURN_IF_ERROR(runner.executor().backward(mb, grads, input_grads));
+  int const pending = pieces_out(stage, true);
+  if (pending > 0) {
+    // Every gradient the consumers' messages carry, zero where none flowed.
+    for (int e : plan_.view().in_edges(stage))
+      for (graph::TensorId t : plan_.edge_grad_tensors(e))
+        if (!input_grads.count(t)) input_grads[t] = Tensor::zeros(plan_.replica_shape(t, r), graph.tensor(t).dtype);
+    input_grads_[{stage, mb}] = Stored{std::move(input_grads), pending};
+  }
+  (void)ad;
+  return Status::ok();
+}
+
+Status Worker::send(Instruction const& in, int64_t step, int line) {
+  auto const& edge = plan_.plan().edges[in.edge];
+  int const stage = in.gradient ? edge.dst : edge.src;
+  int const peer_stage = in.gradient ? edge.src : edge.dst;
+  auto& store = in.gradient ? input_grads_ : outputs_;
+  auto it = store.find({stage, in.micro_batch});
+  if (it == store.end())
+    return internal_error("nothing to send: " + std::string(in.gradient ? "B" : "F") + " s" + std::to_string(stage) +
+                          " m" + std::to_string(in.micro_batch) + " has not run on this device");
+  int const mine = plan_.replica_of(stage, device_), theirs = plan_.replica_of(peer_stage, in.peer);
+  if (theirs < 0) return internal_error("device " + std::to_string(in.peer) + " does not run stage " + std::to_string(peer_stage));
+  std::vector<int> const chunks = in.gradient ? plan_.piece_chunks(in.edge, theirs, mine)
+                                              : plan_.piece_chunks(in.edge, mine, theirs);
+  int const r = plan_.replicas(stage);
+  std::vector<Tensor> tensors;
+  for (graph::TensorId t : in.gradient ? plan_.edge_grad_tensors(in.edge) : plan_.edge_tensors(in.edge))
+    tensors.push_back(piece_of(it->second.tensors.at(t), t, r, chunks));
+  if (options_.fault.kind == FaultInjection::Kind::kHeader && options_.fault.device == device_ &&
+      options_.fault.line == line && !tensors.empty())
+    tensors[0] = Tensor::zeros({tensors[0].numel() + 1}, tensors[0].dtype());
+  if (--it->second.pending <= 0) store.erase(it);
+  return comm_.send(key_of(in, step), std::move(tensors));
+}
+
+Status Worker::post(Instruction const& in, int64_t step) {
+  auto const& edge = plan_.plan().edges[in.edge];
+  int const stage = in.gradient ? edge.dst : edge.src;
+  int const peer_stage = in.gradient ? edge.src : edge.dst;
+  int const theirs = plan_.replica_of(stage, in.peer), mine = plan_.replica_of(peer_stage, device_);
+  if (theirs < 0) return internal_error("device " + std::to_string(in.peer) + " does not run stage " + std::to_string(stage));
+  std::vector<int> const chunks = in.gradient ? plan_.piece_chunks(in.edge, mine, theirs)
+                                              : plan_.piece_chunks(in.edge, theirs, mine);
+  return comm_.post_recv(key_of(in, step), piece_metas(in.edge, in.gradient, static_cast<int>(chunks.size())));
+}
+
+Status Worker::recv(Instruction const& in, int64_t step) {
+  auto const& edge = plan_.plan().edges[in.edge];
+  int const stage = in.gradient ? edge.dst : edge.src;  // the sender's stage
+  int const peer_stage = in.gradient ? edge.src : edge.dst;
+  int const theirs = plan_.replica_of(stage, in.peer), mine = plan_.replica_of(peer_stage, device_);
+  if (theirs < 0) return internal_error("device " + std::to_string(in.peer) + " does not run stage " + std::to_string(stage));
+  std::vector<int> const chunks = in.gradient ? plan_.piece_chunks(in.edge, mine, theirs)
+                                              : plan_.piece_chunks(in.edge, theirs, mine);
+  auto const expected = piece_metas(in.edge, in.gradient, static_cast<int>(chunks.size()));
+  ASSIGN_OR_RETURN(std::vector<Tensor> tensors,
+                   comm_.recv(key_of(in, step), expected, deadline_after(options_.timeout_s)));
+  auto [it, fresh] = received_.emplace(std::make_tuple(in.edge, in.micro_batch, in.peer, in.gradient),
+                                       Received{std::move(tensors)});
+  if (!fresh) return internal_error("received the same piece twice");
+  return Status::ok();
+}
+
+Status Worker::finish_step(int64_t step) {
+  // The leak check: after STEP nothing may be left of this step.
+  std::string leaks;
+  auto note = [&](std::string const& what) { leaks += (leaks.empty() ? "" : ", ") + what; };
+  for (auto const& [k, v] : outputs_) note("activations of s" + std::to_string(k.first) + " m" + std::to_string(k.second));
+  for (auto const& [k, v] : input_grads_) note("input gradients of s" + std::to_string(k.first) + " m" + std::to_string(k.second));
+  for (auto const& [k, v] : loss_grads_) note("loss gradient of s" + std::to_string(k.first) + " m" + std::to_string(k.second));
+  for (auto const& [k, v] : received_) note("a received piece of edge " + std::to_string(std::get<0>(k)));
+  for (auto const& [s, runner] : runners_)
+    if (runner->executor().in_flight() > 0) note(std::to_string(runner->executor().in_flight()) + " micro-batches in flight on s" + std::to_string(s));
+  for (MessageKey const& k : comm_.undelivered())
+    if (k.step <= step) note("undelivered message " + k.to_string());
+  if (!data_cache_.empty()) note("input data of " + std::to_string(data_cache_.size()) + " micro-batches");
+  if (!leaks.empty()) {
+    outputs_.clear();
+    input_grads_.clear();
+    loss_grads_.clear();
+    received_.clear();
+    data_cache_.clear();
+    return internal_error("the schedule left data behind after STEP: " + leaks +
+                          " (every F needs its B, every SEND its RECV)");
+  }
+  // The step's loss, summed over every device in device order.
+  std::vector<int> all(comm_.num_devices());
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<Tensor> loss{Tensor::from_floats({1}, {static_cast<float>(loss_sum_)})};
+  RETURN_IF_ERROR(comm_.all_reduce_sum({step, -1}, all, loss, deadline_after(options_.timeout_s)));
+  step_loss_ = loss[0].data<float>()[0];
+  return Status::ok();
+}
+
+}  // namespace gp::exec
