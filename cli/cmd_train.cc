@@ -93,7 +93,23 @@ Result<schedule::Schedule> pipeline_schedule(exec::TrainConfig const& config, pa
 }
 
 Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std::string const& model_path,
+                    graph::OpGraph const& graph, std::unique_ptr<exec::Communicator>& comm);
+
+// MPI ranks: an error on this rank is sent to every other rank (they stop instead of waiting).
+Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std::string const& model_path,
                     graph::OpGraph const& graph) {
+  std::unique_ptr<exec::Communicator> comm;
+  Status s = run_pipeline(args, config, model_path, graph, comm);
+  if (!s.is_ok() && comm) {
+    if (s.code() != StatusCode::kAborted) comm->abort(s);
+    if (comm->num_devices() > 1 && s.code() != StatusCode::kAborted)
+      s = s.with_context("rank " + std::to_string(comm->device()));
+  }
+  return s;
+}
+
+Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std::string const& model_path,
+                    graph::OpGraph const& graph, std::unique_ptr<exec::Communicator>& comm) {
   bool const mpi = args.launcher == "mpi";
   exec::RuntimeOptions options;
   options.worker.timeout_s = args.timeout_s > 0 ? args.timeout_s : config.pipeline.timeout_s;
@@ -105,7 +121,7 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
   options.worker.memory_limit_bytes = memory;
 
 #ifdef GP_HAVE_MPI
-  std::unique_ptr<exec::MpiSession> session;
+  static std::unique_ptr<exec::MpiSession> session;  // finalized at exit, after every communicator
   if (mpi) {
     ASSIGN_OR_RETURN(session, exec::MpiSession::start(nullptr, nullptr));
   }
@@ -137,7 +153,6 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
   if (!sim.is_ok()) return sim.status().with_context("the schedule does not fit the plan");
 
   std::unique_ptr<exec::Runtime> runtime;
-  std::unique_ptr<exec::Communicator> comm;
   if (mpi) {
 #ifdef GP_HAVE_MPI
     ASSIGN_OR_RETURN(comm, exec::make_mpi_communicator({static_cast<int>(plan.stages.size()),

@@ -29,14 +29,32 @@ std::string mpi_error(int code) {
 constexpr int kAbortTag = 0;
 constexpr int kMaxRank = 8;  // dimensions a message header can describe
 
-// Header of a point-to-point message, followed by the tensors' bytes in order.
+// A point-to-point message is two MPI messages with the same tag (MPI keeps their order): a
+// fixed-size header, then the payload (the tensors' bytes in order). Only the header is posted
+// ahead: its size never varies, so no receive can be truncated, and the payload is received once
+// the header matched what the plan expects.
+constexpr int kShownTensors = 8;  // tensors the header describes in full (for the error message)
 struct Header {
-  int64_t step, edge, gradient, micro_batch, src, dst, count;
-  int64_t dtype[16];
-  int64_t rank[16];
-  int64_t dims[16][kMaxRank];
+  int64_t step, edge, gradient, micro_batch, src, dst;
+  int64_t count, payload_bytes;
+  uint64_t metas_hash;
+  struct Record {
+    int64_t dtype, rank, dims[kMaxRank];
+  } shown[kShownTensors];
 };
-constexpr int kMaxTensors = 16;
+
+uint64_t hash_metas(std::vector<TensorMeta> const& metas) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](int64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((static_cast<uint64_t>(v) >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  for (auto const& m : metas) {
+    mix(static_cast<int64_t>(m.dtype));
+    mix(static_cast<int64_t>(m.shape.size()));
+    for (int64_t d : m.shape) mix(d);
+  }
+  return h;
+}
 
 std::size_t payload_bytes(std::vector<TensorMeta> const& metas) {
   std::size_t n = 0;
@@ -73,8 +91,17 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(MPI_Comm comm, int rank, int size, MpiLayout layout, int p2p_base, int coll_base)
       : comm_(comm), rank_(rank), size_(size), layout_(layout), p2p_base_(p2p_base), coll_base_(coll_base) {}
   ~MpiCommunicator() override {
-    for (auto& s : sends_) MPI_Request_free(&s.request);
-    for (auto& [k, r] : posted_) MPI_Cancel(&r.request);
+    // Posted receives are cancelled and completed before their buffers go. Sends still in flight
+    // (only after an error) keep their buffers: MPI may still read them, and the process is ending.
+    for (auto& [k, r] : posted_) {
+      MPI_Cancel(&r.request);
+      MPI_Wait(&r.request, MPI_STATUS_IGNORE);
+    }
+    reap_sends();
+    if (!sends_.empty()) {
+      for (auto& s : sends_) MPI_Request_free(&s.request);
+      new std::deque<Pending>(std::move(sends_));  // deliberately never freed
+    }
     MPI_Comm_free(&comm_);
   }
 
@@ -84,16 +111,23 @@ class MpiCommunicator final : public Communicator {
 
   Status send(MessageKey const& key, std::vector<Tensor> tensors) override {
     if (auto a = aborted()) return aborted_status(*a);
-    if (tensors.size() > kMaxTensors) return unsupported("more than 16 tensors on one edge");
     ASSIGN_OR_RETURN(int tag, tag_of(key));
-    Pending p;
     std::vector<TensorMeta> metas;
     for (Tensor const& t : tensors) metas.push_back(meta_of(t));
-    p.buffer.resize(sizeof(Header) + payload_bytes(metas));
-    RETURN_IF_ERROR(pack(key, tensors, p.buffer));
-    sends_.push_back(std::move(p));
-    auto& s = sends_.back();
-    GP_MPI(MPI_Isend(s.buffer.data(), static_cast<int>(s.buffer.size()), MPI_BYTE, key.dst, tag, comm_, &s.request));
+    Pending head, body;
+    head.buffer.resize(sizeof(Header));
+    RETURN_IF_ERROR(pack_header(key, metas, head.buffer));
+    body.buffer.resize(payload_bytes(metas));
+    std::size_t off = 0;
+    for (Tensor const& t : tensors) {
+      if (t.nbytes()) std::memcpy(body.buffer.data() + off, t.raw(), t.nbytes());
+      off += t.nbytes();
+    }
+    for (Pending* p : {&head, &body}) {
+      sends_.push_back(std::move(*p));
+      auto& s = sends_.back();
+      GP_MPI(MPI_Isend(s.buffer.data(), static_cast<int>(s.buffer.size()), MPI_BYTE, key.dst, tag, comm_, &s.request));
+    }
     reap_sends();
     return Status::ok();
   }
@@ -103,7 +137,8 @@ class MpiCommunicator final : public Communicator {
     ASSIGN_OR_RETURN(int tag, tag_of(key));
     Posted p;
     p.expected = expected;
-    p.buffer.resize(sizeof(Header) + payload_bytes(expected));
+    p.buffer.resize(sizeof(Header));
+    p.tag = tag;
     auto& slot = posted_[key] = std::move(p);
     GP_MPI(MPI_Irecv(slot.buffer.data(), static_cast<int>(slot.buffer.size()), MPI_BYTE, key.src, tag, comm_,
                      &slot.request));
@@ -114,20 +149,9 @@ class MpiCommunicator final : public Communicator {
                                    Deadline deadline) override {
     RETURN_IF_ERROR(post_recv(key, expected));
     auto it = posted_.find(key);
-    MPI_Status status;
-    RETURN_IF_ERROR(wait(it->second.request, &status, deadline, "message " + key.to_string()));
+    RETURN_IF_ERROR(wait(it->second.request, nullptr, deadline, "message " + key.to_string()));
     Posted slot = std::move(it->second);
     posted_.erase(it);
-    if (status.MPI_ERROR != MPI_SUCCESS && status.MPI_ERROR != 0) {
-      if (status.MPI_ERROR == MPI_ERR_TRUNCATE)
-        return invalid_argument("message " + key.to_string() + " is larger than the plan expects (" +
-                                std::to_string(slot.buffer.size()) + " bytes): the two devices disagree on shapes");
-      return io_error("message " + key.to_string() + ": " + mpi_error(status.MPI_ERROR));
-    }
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
-    if (count < static_cast<int>(sizeof(Header)))
-      return invalid_argument("message " + key.to_string() + " has no header (" + std::to_string(count) + " bytes)");
     Header h;
     std::memcpy(&h, slot.buffer.data(), sizeof h);
     MessageKey const got{h.step, static_cast<int>(h.edge), h.gradient != 0, static_cast<int>(h.micro_batch),
@@ -135,22 +159,30 @@ class MpiCommunicator final : public Communicator {
     if (!(got == key))
       return invalid_argument("expected message " + key.to_string() + " but " + got.to_string() +
                               " arrived with its tag: the devices run different schedules");
-    std::vector<TensorMeta> metas;
-    for (int64_t i = 0; i < h.count && i < kMaxTensors; ++i) {
-      TensorMeta m;
-      m.dtype = static_cast<DType>(h.dtype[i]);
-      m.shape.assign(h.dims[i], h.dims[i] + h.rank[i]);
-      metas.push_back(m);
+    if (h.count != static_cast<int64_t>(expected.size()) || h.metas_hash != hash_metas(expected) ||
+        h.payload_bytes != static_cast<int64_t>(payload_bytes(expected))) {
+      std::vector<TensorMeta> shown;
+      for (int64_t i = 0; i < std::min<int64_t>(h.count, kShownTensors); ++i) {
+        auto const& rec = h.shown[i];
+        if (rec.rank < 0 || rec.rank > kMaxRank) break;
+        shown.push_back({static_cast<DType>(rec.dtype), std::vector<int64_t>(rec.dims, rec.dims + rec.rank)});
+      }
+      std::vector<TensorMeta> want(expected.begin(), expected.begin() + std::min<std::size_t>(expected.size(), shown.size()));
+      Status s = check_header(key, want, shown);
+      if (s.is_ok() || h.count != static_cast<int64_t>(expected.size()))
+        s = check_header(key, expected, std::vector<TensorMeta>(static_cast<std::size_t>(std::max<int64_t>(h.count, 0))));
+      if (s.is_ok()) s = invalid_argument("message " + key.to_string() + ": a tensor past the 8th differs from the plan");
+      return s;
     }
-    RETURN_IF_ERROR(check_header(key, expected, metas));
-    if (static_cast<std::size_t>(count) != slot.buffer.size())
-      return invalid_argument("message " + key.to_string() + ": " + std::to_string(count) + " bytes for a header of " +
-                              std::to_string(slot.buffer.size()));
+    std::vector<std::byte> payload(static_cast<std::size_t>(h.payload_bytes));
+    MPI_Request r;
+    GP_MPI(MPI_Irecv(payload.data(), static_cast<int>(payload.size()), MPI_BYTE, key.src, slot.tag, comm_, &r));
+    RETURN_IF_ERROR(wait(r, nullptr, deadline, "the payload of message " + key.to_string()));
     std::vector<Tensor> out;
-    std::size_t off = sizeof(Header);
-    for (auto const& m : metas) {
+    std::size_t off = 0;
+    for (auto const& m : expected) {
       Tensor t(m.shape, m.dtype);
-      if (t.nbytes()) std::memcpy(t.raw(), slot.buffer.data() + off, t.nbytes());
+      if (t.nbytes()) std::memcpy(t.raw(), payload.data() + off, t.nbytes());
       off += t.nbytes();
       out.push_back(std::move(t));
     }
@@ -280,6 +312,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Request request = MPI_REQUEST_NULL;
   };
   struct Posted {
+    int tag = 0;
     std::vector<TensorMeta> expected;
     std::vector<std::byte> buffer;
     MPI_Request request = MPI_REQUEST_NULL;
@@ -313,11 +346,21 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  Status wait(MPI_Request& request, MPI_Status* status, Deadline deadline, std::string const& what) {
+  Status wait(MPI_Request& request, MPI_Status* status, Deadline deadline, std::string const& what,
+              bool* truncated = nullptr) {
     MPI_Status local;
     for (int spins = 0;; ++spins) {
       int done = 0;
-      GP_MPI(MPI_Test(&request, &done, status ? status : &local));
+      int const rc = MPI_Test(&request, &done, status ? status : &local);
+      if (rc != MPI_SUCCESS) {
+        int cls = rc;
+        MPI_Error_class(rc, &cls);
+        if (cls == MPI_ERR_TRUNCATE && truncated) {
+          *truncated = true;
+          return Status::ok();
+        }
+        return io_error(what + ": " + mpi_error(rc));
+      }
       if (done) return Status::ok();
       if (auto a = aborted()) return aborted_status(*a);
       if (Clock::now() > deadline) return timeout_error(what + " did not complete before the deadline");
@@ -325,7 +368,8 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  Status pack(MessageKey const& key, std::vector<Tensor> const& tensors, std::vector<std::byte>& buf) const {
+  static Status pack_header(MessageKey const& key, std::vector<TensorMeta> const& metas,
+                            std::vector<std::byte>& buf) {
     Header h{};
     h.step = key.step;
     h.edge = key.edge;
@@ -333,15 +377,14 @@ class MpiCommunicator final : public Communicator {
     h.micro_batch = key.micro_batch;
     h.src = key.src;
     h.dst = key.dst;
-    h.count = static_cast<int64_t>(tensors.size());
-    std::size_t off = sizeof h;
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      if (tensors[i].rank() > kMaxRank) return unsupported("a tensor of rank > 8 crosses devices");
-      h.dtype[i] = static_cast<int64_t>(tensors[i].dtype());
-      h.rank[i] = tensors[i].rank();
-      for (int64_t d = 0; d < tensors[i].rank(); ++d) h.dims[i][d] = tensors[i].dim(static_cast<int>(d));
-      if (tensors[i].nbytes()) std::memcpy(buf.data() + off, tensors[i].raw(), tensors[i].nbytes());
-      off += tensors[i].nbytes();
+    h.count = static_cast<int64_t>(metas.size());
+    h.payload_bytes = static_cast<int64_t>(payload_bytes(metas));
+    h.metas_hash = hash_metas(metas);
+    for (std::size_t i = 0; i < metas.size() && i < kShownTensors; ++i) {
+      if (metas[i].shape.size() > kMaxRank) return unsupported("a tensor of rank > 8 crosses devices");
+      h.shown[i].dtype = static_cast<int64_t>(metas[i].dtype);
+      h.shown[i].rank = static_cast<int64_t>(metas[i].shape.size());
+      for (std::size_t d = 0; d < metas[i].shape.size(); ++d) h.shown[i].dims[d] = metas[i].shape[d];
     }
     std::memcpy(buf.data(), &h, sizeof h);
     return Status::ok();

@@ -212,7 +212,10 @@ Status Runtime::run_threads(int64_t steps, std::ostream* progress) {
     std::unique_lock lock(mu);
     while (finished < n) {
       cv.wait_for(lock, std::chrono::milliseconds(50));
-      if (!aborted_at && endpoints_[0]->aborted()) aborted_at = Clock::now();
+      if (!aborted_at && endpoints_[0]->aborted()) {
+        aborted_at = Clock::now();
+        stall_snapshot_ = stall_report();  // where everyone was when the first error happened
+      }
       if (aborted_at && Clock::now() - *aborted_at > std::chrono::duration<double>(options_.worker.timeout_s + 1)) {
         stuck_ = true;
         break;
@@ -265,7 +268,8 @@ Status Runtime::first_cause(std::vector<Status> const& statuses) const {
     for (Status const& st : statuses)
       if (!st.is_ok() && (s.is_ok() || s.code() == StatusCode::kAborted)) s = st;
   if (s.is_ok()) return s;
-  if (s.code() == StatusCode::kTimeout && hub_) return Status(s.code(), s.message() + "; " + stall_report());
+  if (s.code() == StatusCode::kTimeout && hub_)
+    return Status(s.code(), s.message() + "; " + (stall_snapshot_.empty() ? stall_report() : stall_snapshot_));
   return s;
 }
 
@@ -333,8 +337,8 @@ Result<std::map<std::string, Tensor>> Runtime::trained_tensors() {
   auto add_local = [&](Worker& w) {
     for (auto& [s, runner] : w.runners())
       if (plan_.stages[s].devices[0] == w.device()) {
-        for (auto const& [name, t] : runner->executor().parameters()) out.emplace(name, t);
-        for (auto const& [name, t] : runner->executor().buffers()) out.emplace(name, t);
+        for (auto const& [name, t] : runner->executor().parameters()) out.emplace(name, t.clone_to(cpu_allocator()));
+        for (auto const& [name, t] : runner->executor().buffers()) out.emplace(name, t.clone_to(cpu_allocator()));
       }
   };
   for (auto& w : workers_) add_local(*w);
@@ -374,9 +378,10 @@ Result<CheckpointState> Runtime::checkpoint_state() const {
     for (auto& [st, runner] : w->runners()) {
       if (plan_.stages[st].devices[0] != w->device()) continue;
       s.optimizer_steps = runner->optimizer().step_count();
-      for (auto const& [name, t] : runner->executor().parameters()) s.weights.emplace(name, t);
-      for (auto const& [name, t] : runner->executor().buffers()) s.weights.emplace(name, t);
-      for (auto const& [name, t] : runner->optimizer().state()) s.optimizer_state.emplace(name, t);
+      for (auto const& [name, t] : runner->executor().parameters()) s.weights.emplace(name, t.clone_to(cpu_allocator()));
+      for (auto const& [name, t] : runner->executor().buffers()) s.weights.emplace(name, t.clone_to(cpu_allocator()));
+      for (auto const& [name, t] : runner->optimizer().state())
+        s.optimizer_state.emplace(name, t.clone_to(cpu_allocator()));
     }
   return s;
 }

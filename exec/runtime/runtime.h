@@ -67,10 +67,12 @@ class Runtime {
   schedule::Timeline timeline() const;  // measured intervals of the last step, this process's devices
   std::vector<int> const& local_devices() const { return local_; }
 
-  // Weights and BatchNorm statistics of the whole model (replica 0 of each stage). Ranks: every
-  // rank must call it; device 0 gets the whole map, the others their own stages.
+  // Weights and BatchNorm statistics of the whole model (replica 0 of each stage), copied into
+  // the caller's allocator (they outlive the runtime). Ranks: every rank must call it; device 0
+  // gets the whole map, the others their own stages.
   Result<std::map<std::string, Tensor>> trained_tensors();
-  // Threads only: a checkpoint in the single-device format (interchangeable with it).
+  // Threads only: a checkpoint in the single-device format (interchangeable with it), copied
+  // into the caller's allocator.
   Result<CheckpointState> checkpoint_state() const;
   Status restore(CheckpointState const& state, std::string const& source);
 
@@ -93,10 +95,11 @@ class Runtime {
   std::unique_ptr<RuntimePlan> rplan_;
   std::vector<int64_t> predicted_peak_;
   std::vector<int> local_;
+  // Declared first, destroyed last: every tensor below was allocated by one of these.
+  std::vector<std::unique_ptr<CountingAllocator>> memory_;
   std::unique_ptr<class InProcessHub> hub_;
   std::vector<std::unique_ptr<Communicator>> endpoints_;
   Communicator* rank_comm_ = nullptr;
-  std::vector<std::unique_ptr<CountingAllocator>> memory_;
   std::vector<std::unique_ptr<CpuBackend>> backends_;
   std::vector<std::unique_ptr<Worker>> workers_;
   int64_t step_ = 0;
@@ -105,6 +108,7 @@ class Runtime {
   int64_t timed_steps_ = 0;
   std::vector<double> busy_start_;
   bool stuck_ = false;
+  std::string stall_snapshot_;
 };
 
 // A hash of what every rank must agree on (plan, schedule, config), for the MPI start check.

@@ -1,5 +1,6 @@
 #include "exec/runtime/worker.h"
 
+#include <csignal>
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
@@ -105,7 +106,8 @@ Status Worker::run_step(int64_t step, Clock::time_point origin) {
       if (options_.fault.device == device_ && options_.fault.line == in.line) {
         switch (options_.fault.kind) {
           case FaultInjection::Kind::kThrow: throw std::runtime_error("injected fault");
-          case FaultInjection::Kind::kExit: std::_Exit(3);
+          case FaultInjection::Kind::kExit: std::raise(SIGKILL);  // a killed process, as the OOM killer does
+            break;
           case FaultInjection::Kind::kStall:
             std::this_thread::sleep_for(std::chrono::duration<double>(options_.timeout_s * 3));
             break;
@@ -133,7 +135,6 @@ Status Worker::run_step(int64_t step, Clock::time_point origin) {
     if (iv.stream == schedule::Stream::kCompute) compute_busy_s_ += iv.end_s - iv.start_s;
     intervals_.push_back(std::move(iv));
     if (!s.is_ok()) {
-      current_.store(-1);
       if (s.code() == StatusCode::kAborted) return s;
       Status cause = s.with_context("device " + std::to_string(device_) + ", line " + std::to_string(in.line) + " (" +
                                     schedule::to_string(in) + "), step " + std::to_string(step + 1));

@@ -33,7 +33,9 @@
 
 namespace gp::exec {
 
-// Faults the tests inject (graphpipe train --inject-fault DEVICE:LINE:KIND).
+// Faults the tests inject (graphpipe train --inject-fault DEVICE:LINE:KIND): throw an exception,
+// a NaN loss, a message with a wrong header, a killed process (SIGKILL), a stall in compute of
+// three times the timeout.
 struct FaultInjection {
   enum class Kind { kNone, kThrow, kNaN, kHeader, kExit, kStall };
   int device = -1;

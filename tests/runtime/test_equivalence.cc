@@ -1,0 +1,195 @@
+// Synchronous semantics, the runtime's main property: N workers training a plan with any schedule
+// for 3 steps end with the weights and BatchNorm statistics that one device reaches on the same
+// batches. Tolerance: float32 sums in another order (gradients summed per micro-batch, per
+// consumer edge, per replica) differ in the last bits, and 3 momentum steps carry that along;
+// measured worst relative differences are around 1e-6, the bound is 1e-4 relative + 1e-6.
+#include <cstdlib>
+#include <filesystem>
+
+#include "graph/onnx_import.h"
+#include "schedule/plan_view.h"
+#include "tests/runtime/runtime_fixtures.h"
+
+namespace gp::exec {
+namespace {
+
+using testing::config_for;
+using testing::expect_close;
+
+constexpr double kRtol = 1e-4, kAtol = 1e-6;
+
+struct Coverage {
+  int runs = 0, branching = 0, replicated = 0, split = 0;
+  std::set<std::string> policies;
+};
+
+std::map<std::string, Tensor> train_pipeline(graph::OpGraph const& g, TrainConfig const& c,
+                                             partition::Plan const& plan, schedule::Schedule const& sched,
+                                             std::vector<double>* losses = nullptr) {
+  RuntimeOptions o;
+  o.worker.timeout_s = 30;
+  o.threads_per_worker = 1;
+  auto rt = Runtime::create_threads(c, g, plan, sched, o);
+  EXPECT_TRUE(rt.is_ok()) << rt.status().message();
+  if (!rt.is_ok()) return {};
+  Status s = (*rt)->run(-1, nullptr);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  if (losses) *losses = (*rt)->losses();
+  auto t = (*rt)->trained_tensors();
+  EXPECT_TRUE(t.is_ok());
+  std::map<std::string, Tensor> out;
+  for (auto const& [n, x] : *t) out.emplace(n, x.clone());
+  return out;
+}
+
+// Every schedule policy that applies to the plan.
+void check_all_policies(graph::OpGraph const& g, TrainConfig const& c, partition::Plan const& plan,
+                        std::map<std::string, Tensor> const& want, std::string const& what, Coverage& cov) {
+  ASSERT_TRUE(schedule::PlanView::make(plan).is_ok());
+  auto view = schedule::PlanView::make(plan);
+  for (schedule::Policy policy : schedule::concrete_policies()) {
+    if (!schedule::policy_applies(plan, policy, static_cast<int>(c.micro_batches)).is_ok()) continue;
+    schedule::BuildOptions bo;
+    bo.micro_batches = static_cast<int>(c.micro_batches);
+    bo.memory_limit_bytes = 0;
+    auto sched = schedule::build_schedule(plan, policy, bo);
+    ASSERT_TRUE(sched.is_ok()) << what << " " << schedule::policy_name(policy) << ": " << sched.status().message();
+    std::string const label = what + " " + schedule::policy_name(policy);
+    auto got = train_pipeline(g, c, plan, *sched);
+    expect_close(got, want, kRtol, kAtol, label);
+    ++cov.runs;
+    cov.policies.insert(schedule::policy_name(policy));
+    if (!view->is_chain()) ++cov.branching;
+    for (auto const& s : plan.stages) cov.replicated += s.replicas > 1;
+    for (auto const& dev : sched->devices)
+      for (auto const& in : dev) cov.split += in.op == schedule::Op::kWeight;
+  }
+}
+
+bool has_batchnorm(graph::OpGraph const& g) {
+  for (graph::OpId id = 0; id < static_cast<graph::OpId>(g.num_ops()); ++id)
+    if (g.op(id).type == "BatchNormalization") return true;
+  return false;
+}
+
+TEST(RuntimeEquivalence, EveryZooModelPlannerPolicyAndWorkerCount) {
+  Coverage cov;
+  for (auto const& info : models::model_list()) {
+    auto built = models::build_graph(info.name, models::Size::kTiny, 1);
+    ASSERT_TRUE(built.is_ok()) << info.name << ": " << built.status().message();
+    auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
+    TrainConfig const c = config_for(info.task, 16, 4);
+    auto const want = testing::train_single(*g, c);
+    // Replicas run BatchNorm on their slice of the micro-batch (as data parallelism without
+    // SyncBatchNorm does), so BatchNorm models are planned without replication here.
+    bool const replication = !has_batchnorm(*g);
+    for (std::string planner : {"gpp", "pipedream", "balanced"})
+      for (int n : {2, 3, 4}) {
+        auto plan = testing::make_plan(g, planner, n, c, replication);
+        if (!plan.is_ok()) {
+          ADD_FAILURE() << info.name << " " << planner << " on " << n << ": " << plan.status().message();
+          continue;
+        }
+        check_all_policies(*g, c, *plan, want, info.name + " " + planner + " x" + std::to_string(n), cov);
+      }
+  }
+  // The sweep must have exercised what the runtime is for.
+  EXPECT_GE(cov.runs, 100);
+  EXPECT_GT(cov.branching, 0) << "no plan with a stage of several producers or consumers";
+  EXPECT_GT(cov.split, 0) << "no B/W split schedule";
+  EXPECT_GE(cov.policies.size(), 4u);
+  std::cout << "runs " << cov.runs << ", branching " << cov.branching << ", replicated stages " << cov.replicated
+            << ", policies " << cov.policies.size() << std::endl;
+}
+
+// Replica routing by hand: 1 -> 2 -> 1 replicas, and 2 -> 4 (pieces split and merged).
+TEST(RuntimeEquivalence, ReplicatedStages) {
+  auto built = models::build_graph("transformer", models::Size::kTiny, 1);
+  ASSERT_TRUE(built.is_ok());
+  auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
+  TrainConfig const c = config_for(models::Task::kClassification, 16, 2);
+  auto const want = testing::train_single(*g, c);
+  Coverage cov;
+  for (auto layout : std::vector<std::vector<std::vector<int>>>{
+           {{0}, {1, 2}, {3}}, {{0, 1}, {2, 3, 4, 5}, {6}}, {{0, 1, 2, 3}, {4, 5}, {6, 7, 8, 9}}}) {
+    auto plan = testing::make_plan(g, "balanced", 3, c, false);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    ASSERT_EQ(plan->stages.size(), 3u);
+    int devices = 0;
+    for (int s = 0; s < 3; ++s) {
+      plan->stages[s].devices = layout[s];
+      plan->stages[s].replicas = static_cast<int>(layout[s].size());
+      devices += plan->stages[s].replicas;
+    }
+    plan->num_devices = devices;
+    ASSERT_TRUE(partition::validate_plan(*plan).is_ok());
+    check_all_policies(*g, c, *plan, want, "transformer replicas " + std::to_string(devices), cov);
+  }
+  EXPECT_GE(cov.replicated, 6);
+}
+
+// A torchvision ResNet-18 export (small images), as the parity test makes it.
+TEST(RuntimeEquivalence, TorchvisionResNet18) {
+  std::string const python = "/usr/bin/python3";
+  if (std::system((python + " -c 'import torch, torchvision, onnx' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "torch/torchvision/onnx are not importable by " << python;
+  auto const dir = std::filesystem::temp_directory_path() / ("gp_rt_resnet_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string const path = (dir / "resnet18.onnx").string();
+  std::string const cmd = python + " " + GP_SOURCE_DIR + "/scripts/torch_reference.py export-resnet18 --out " + path +
+                          " --image 32 --classes 10 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  auto built = graph::load_onnx(path);
+  ASSERT_TRUE(built.is_ok()) << built.status().message();
+  auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
+  TrainConfig c = config_for(models::Task::kClassification, 8, 2, 2);
+  c.optimizer.lr = 0.01f;
+  auto const want = testing::train_single(*g, c);
+  Coverage cov;
+  for (std::string planner : {"gpp", "balanced"}) {
+    auto plan = testing::make_plan(g, planner, 2, c, false);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    check_all_policies(*g, c, *plan, want, "resnet18 " + planner, cov);
+  }
+  EXPECT_GE(cov.runs, 2);
+  std::filesystem::remove_all(dir);
+}
+
+// The losses the runtime reports are the single device's, and a pipeline checkpoint resumes on
+// one device (same format) to the same weights as an uninterrupted run.
+TEST(RuntimeEquivalence, LossesAndCheckpointsMatchOneDevice) {
+  auto built = models::build_graph("mmt", models::Size::kTiny, 1);
+  ASSERT_TRUE(built.is_ok());
+  auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
+  TrainConfig c = config_for(models::Task::kClassification, 16, 4, 4);
+  std::vector<double> single_losses;
+  auto const want = testing::train_single(*g, c, &single_losses);
+
+  TrainConfig half = c;
+  half.steps = 2;
+  auto plan = testing::make_plan(g, "gpp", 3, half, true);
+  ASSERT_TRUE(plan.is_ok());
+  auto sched = schedule::build_schedule(*plan, schedule::Policy::kGraph1F1B, {4, 0});
+  ASSERT_TRUE(sched.is_ok());
+  RuntimeOptions o;
+  o.threads_per_worker = 1;
+  auto rt = Runtime::create_threads(half, *g, *plan, *sched, o);
+  ASSERT_TRUE(rt.is_ok()) << rt.status().message();
+  ASSERT_TRUE((*rt)->run(-1, nullptr).is_ok());
+  ASSERT_EQ((*rt)->losses().size(), 2u);
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR((*rt)->losses()[i], single_losses[i], 1e-5 * std::abs(single_losses[i]));
+  auto state = (*rt)->checkpoint_state();
+  ASSERT_TRUE(state.is_ok());
+
+  CpuBackend be;
+  auto data = make_data_source(c.data, *g, c.loss, c.seed);
+  ASSERT_TRUE(data.is_ok());
+  auto trainer = Trainer::create(c, *g, be, std::move(data).value());
+  ASSERT_TRUE(trainer.is_ok());
+  ASSERT_TRUE((*trainer)->restore(*state, "pipeline").is_ok());
+  ASSERT_TRUE((*trainer)->run(nullptr).is_ok());
+  expect_close((*trainer)->trained_tensors(), want, kRtol, kAtol, "resumed on one device");
+}
+
+}  // namespace
+}  // namespace gp::exec
