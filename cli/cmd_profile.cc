@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "exec/cpu_backend.h"
 #include "exec/profiler.h"
+#include "exec/runtime/threads.h"
 #include "graph/cost_model.h"
 #include "graph/onnx_import.h"
 
@@ -19,6 +20,7 @@ struct ProfileArgs {
   std::string backend = "cpu";
   std::string batch_sizes = "1,2,4,8";
   int repeats = 3;
+  int threads = 0;
   std::string out;
 };
 
@@ -47,6 +49,8 @@ Status run_profile(ProfileArgs const& args) {
     return unsupported("--backend " + args.backend + ": only the cpu backend can be profiled in this build");
   ASSIGN_OR_RETURN(auto sizes, parse_sizes(args.batch_sizes));
   ASSIGN_OR_RETURN(graph::OpGraph graph, graph::load_onnx(args.model));
+  if (args.threads < 0) return invalid_argument("--threads must be >= 1 (or 0 for every core)");
+  if (args.threads > 0) exec::set_thread_budget(args.threads);
   exec::CpuBackend backend;
   exec::ProfileOptions options;
   options.samples = sizes;
@@ -59,6 +63,7 @@ Status run_profile(ProfileArgs const& args) {
     fwd += op.fwd_s.back();
     bwd += op.bwd_input_s.back() + op.bwd_weight_s.back();
   }
+  spdlog::info("profiled with {} compute threads", exec::thread_budget());
   spdlog::info("{} ops profiled at sizes {}; at {} samples: forward {:.3f} ms, backward {:.3f} ms", profile.ops.size(),
                args.batch_sizes, sizes.back(), fwd * 1e3, bwd * 1e3);
   if (args.out.empty()) {
@@ -79,10 +84,14 @@ void add_profile_command(CLI::App& root, CommandList& commands) {
   app->add_option("--backend", args->backend, "Backend to measure (cpu)")->default_val("cpu");
   app->add_option("--batch-sizes", args->batch_sizes, "Micro-batch sizes, comma-separated")->default_val("1,2,4,8");
   app->add_option("--repeats", args->repeats, "Timed calls per op and size (minimum kept)")->default_val(3);
+  app->add_option("--threads", args->threads,
+                  "Compute threads (0: every core); match a pipeline worker's budget, e.g. --threads 1 for 2 "
+                  "workers on 2 cores")->default_val(0);
   app->add_option("-o,--out", args->out, "Write the profile JSON here (default: stdout)");
   app->footer(R"(Example:
   graphpipe models export mmt --size tiny --out mmt.onnx
-  graphpipe profile mmt.onnx --batch-sizes 1,2,4,8 -o mmt.profile.json)");
+  graphpipe profile mmt.onnx --batch-sizes 1,2,4,8 -o mmt.profile.json
+  graphpipe profile mmt.onnx --threads 1 -o mmt.1thread.json   # the cost of one worker of two on 2 cores)");
   commands.push_back({app, [args] { return run_profile(*args); }});
 }
 

@@ -16,9 +16,7 @@ std::vector<Tensor> StageRunner::gradient_list() const {
 }
 
 Status StageRunner::update() {
-  RETURN_IF_ERROR(optimizer_.step(executor_->parameters(), executor_->gradients()));
-  executor_->zero_grads();
-  return Status::ok();
+  return optimizer_.step(executor_->parameters(), executor_->gradients());
 }
 
 }  // namespace gp::exec

@@ -3,8 +3,6 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include <omp.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -18,6 +16,7 @@
 
 #include "exec/comm/in_process.h"
 #include "exec/data.h"
+#include "exec/runtime/threads.h"
 #include "schedule/memory.h"
 #include "schedule/schedule_text.h"
 #include "schedule/validate.h"
@@ -180,7 +179,7 @@ Status Runtime::run_threads(int64_t steps, std::ostream* progress) {
   for (int w = 0; w < n; ++w) {
     threads.emplace_back([&, w] {
       ScopedThreadAllocator scoped(*memory_[w]);
-      omp_set_num_threads(budget);
+      set_thread_budget(budget);
       if (pin) pin_to_cores(w * budget, budget);
       auto last = Clock::now();
       for (int64_t k = 0; k < steps; ++k) {
@@ -239,7 +238,7 @@ Status Runtime::run_rank(int64_t steps, std::ostream* progress) {
     if (char const* env = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(env));
     budget = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local);
   }
-  omp_set_num_threads(budget);
+  set_thread_budget(budget);
   RETURN_IF_ERROR(rank_comm_->barrier(-1, deadline_after(options_.worker.timeout_s)));
   auto const origin = Clock::now();
   auto last = origin;
