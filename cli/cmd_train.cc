@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <iostream>
 
 #include <spdlog/spdlog.h>
@@ -10,7 +11,10 @@
 #include "cli/partition_problem.h"
 #include "exec/comm/communicator.h"
 #include "exec/cpu_backend.h"
+#include "exec/profiler.h"
 #include "exec/runtime/runtime.h"
+#include "exec/runtime/threads.h"
+#include "graph/file_io.h"
 #include "partition/cluster.h"
 #include "partition/plan.h"
 #include "schedule/build.h"
@@ -64,14 +68,72 @@ std::string mib(double bytes) {
   return b;
 }
 
+// The measured profile the planner uses by default: made once per model file, thread budget and
+// micro-batch size, and cached under $GP_CACHE_DIR (default ~/.cache/graphpipe).
+Result<std::string> cached_profile(std::string const& model_path, graph::OpGraph const& graph, int threads,
+                                   int64_t micro_batch) {
+  ASSIGN_OR_RETURN(std::string bytes, gp::read_whole_file(model_path, "model"));
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  char const* env = std::getenv("GP_CACHE_DIR");
+  char const* home = std::getenv("HOME");
+  std::filesystem::path dir = env ? std::filesystem::path(env)
+                                  : std::filesystem::path(home ? home : "/tmp") / ".cache" / "graphpipe";
+  char name[96];
+  std::snprintf(name, sizeof name, "%016llx-t%d-b%lld.profile.json", static_cast<unsigned long long>(h), threads,
+                static_cast<long long>(micro_batch));
+  std::string const path = (dir / name).string();
+  if (std::filesystem::exists(path)) {
+    spdlog::info("cost model: measured profile {} (cached)", path);
+    return path;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return io_error("cannot create the profile cache " + dir.string() + ": " + ec.message() + " (set GP_CACHE_DIR)");
+  spdlog::info("cost model: profiling {} with {} threads per worker (once; cached in {})", graph.name(), threads,
+               dir.string());
+  int const before = exec::thread_budget();
+  exec::set_thread_budget(threads);
+  exec::CpuBackend backend;
+  exec::ProfileOptions options;
+  options.samples.clear();
+  for (int64_t s = 1; s < micro_batch; s *= 2) options.samples.push_back(s);
+  options.samples.push_back(micro_batch);
+  options.model_name = graph.name();
+  auto profile = exec::profile_graph(graph, backend, options);
+  exec::set_thread_budget(before);
+  if (!profile.is_ok()) return profile.status().with_context("profiling for the planner (use pipeline.cost: analytic)");
+  RETURN_IF_ERROR(graph::write_profile_file(*profile, path));
+  return path;
+}
+
 // The plan: from the config's file, or made here by the configured planner for this batch and
 // micro-batch size.
-Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::string const& model_path, int devices) {
+Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::string const& model_path,
+                                      graph::OpGraph const& graph, int devices, bool mpi, std::string& cost_name) {
   if (!config.pipeline.plan.empty()) {
     ASSIGN_OR_RETURN(partition::Plan plan, partition::read_plan_file(config.pipeline.plan));
+    cost_name = "the plan's";
     return plan;
   }
   PartitionFlags flags;
+  flags.no_replication = !config.pipeline.replication;
+  cost_name = config.pipeline.cost;
+  if (config.pipeline.cost == "profile") {
+    if (mpi) {
+      // Ranks profiling apart would measure different costs and plan differently.
+      flags.cost = "analytic";
+      cost_name = "analytic (under MPI; give pipeline.cost a profile JSON to plan with measured costs)";
+    } else {
+      int const cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+      int const threads = config.pipeline.threads_per_worker > 0 ? static_cast<int>(config.pipeline.threads_per_worker)
+                                                                 : std::max(1, cores / devices);
+      ASSIGN_OR_RETURN(flags.cost, cached_profile(model_path, graph, threads, config.micro_batch_size()));
+      cost_name = "measured, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " per worker";
+    }
+  } else {
+    flags.cost = config.pipeline.cost;
+  }
   flags.model = model_path;
   flags.devices = devices;
   flags.memory = config.pipeline.memory;
@@ -141,7 +203,8 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
   if (devices == 0) devices = 2;
   bool const lead = rank == 0;  // the one process that reports
 
-  ASSIGN_OR_RETURN(partition::Plan plan, pipeline_plan(config, model_path, devices));
+  std::string cost_name;
+  ASSIGN_OR_RETURN(partition::Plan plan, pipeline_plan(config, model_path, graph, devices, mpi, cost_name));
   if (plan.num_devices != devices)
     return invalid_argument("the plan is for " + std::to_string(plan.num_devices) + " devices, not " +
                             std::to_string(devices) + (mpi ? " ranks" : "") + ": use --devices " +
@@ -181,10 +244,11 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
     return s;
   }
   auto const ms = runtime->measurements();
-  if (lead) spdlog::info("done: {} steps, final loss {:.4f}; measured {:.1f} samples/s, predicted {:.1f} (simulated schedule, {} cost "
-      "model)",
-      runtime->steps_done(), runtime->losses().empty() ? 0.0 : runtime->losses().back(), runtime->samples_per_s(),
-      sim->samples_per_s, "analytic");
+  if (lead)
+    spdlog::info("done: {} steps, final loss {:.4f}; measured {:.1f} samples/s, predicted {:.1f} (simulated "
+                 "schedule, {} costs)",
+                 runtime->steps_done(), runtime->losses().empty() ? 0.0 : runtime->losses().back(),
+                 runtime->samples_per_s(), sim->samples_per_s, cost_name);
   for (auto const& m : ms)
     spdlog::info("  device {}: busy {:.0f}%, peak memory {} measured, {} predicted", m.device, 100 * m.busy_fraction,
                  mib(double(m.peak_bytes)), mib(double(m.predicted_peak_bytes)));

@@ -178,7 +178,8 @@ Result<TrainConfig> parse_train_config(std::string const& yaml_text, std::string
   if (root["checkpoint"]) RETURN_IF_ERROR(parse_checkpoint(root["checkpoint"], source, base_dir, c.checkpoint));
   if (auto p = root["pipeline"]) {
     if (!p.IsMap()) return invalid_argument(source + ": 'pipeline' must be a map {planner, plan, policy, schedule, ...}");
-    RETURN_IF_ERROR(check_keys(p, {"planner", "plan", "policy", "schedule", "memory", "timeout", "threads_per_worker"},
+    RETURN_IF_ERROR(check_keys(p, {"planner", "plan", "policy", "schedule", "memory", "timeout", "threads_per_worker",
+                                   "cost", "replication"},
                                source + ": pipeline"));
     PipelineConfig& q = c.pipeline;
     if (p["planner"]) RETURN_IF_ERROR(read_scalar(p["planner"], "pipeline.planner", source, q.planner));
@@ -193,6 +194,11 @@ Result<TrainConfig> parse_train_config(std::string const& yaml_text, std::string
     }
     if (p["memory"]) RETURN_IF_ERROR(read_scalar(p["memory"], "pipeline.memory", source, q.memory));
     if (p["timeout"]) RETURN_IF_ERROR(read_scalar(p["timeout"], "pipeline.timeout", source, q.timeout_s));
+    if (p["cost"]) {
+      RETURN_IF_ERROR(read_scalar(p["cost"], "pipeline.cost", source, q.cost));
+      if (q.cost != "profile" && q.cost != "analytic") q.cost = resolve(q.cost, base_dir);
+    }
+    if (p["replication"]) RETURN_IF_ERROR(read_scalar(p["replication"], "pipeline.replication", source, q.replication));
     if (p["threads_per_worker"])
       RETURN_IF_ERROR(read_scalar(p["threads_per_worker"], "pipeline.threads_per_worker", source, q.threads_per_worker));
     if (q.timeout_s <= 0) return invalid_argument(source + ": 'pipeline.timeout' must be > 0 seconds");

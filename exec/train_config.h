@@ -53,6 +53,10 @@ struct PipelineConfig {
   std::string policy = "auto";    // schedule policy (when no 'schedule')
   std::string schedule;           // a schedule text file instead of building one
   std::string memory = "16GiB";   // per device: the planner's limit and the runtime's
+  // The planner's cost model: "profile" (measured here under each worker's thread budget, cached
+  // per model and budget; threads only), "analytic", or a profile JSON from graphpipe profile.
+  std::string cost = "profile";
+  bool replication = true;        // the planner may make data-parallel stages
   double timeout_s = 60;          // every blocking wait of a worker
   int64_t threads_per_worker = 0; // 0: cores / workers
 };

@@ -2,7 +2,8 @@
 # Sets up, builds, and runs graphpipe's main job on a bundled model, on CPU:
 #   export the multi-modal transformer (MMT) → inspect → partition the paper-size MMT into a graph
 #   of stages (GPP) → compare with the sequential planners → schedule + check + simulate (SVG and
-#   Chrome-trace timelines) → train the small MLP end to end and export the trained ONNX.
+#   Chrome-trace timelines) → train the small MLP end to end and export the trained ONNX →
+#   train the small MMT as a graph of stages on 2 worker threads, measured against predicted.
 # Outputs land in out/demo (or $GP_DEMO_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,4 +37,8 @@ step "train the small MLP on CPU (synthetic teacher task), export the trained mo
 $GP train --config examples/train_mlp.yaml --export-onnx "$OUT/mlp.trained.onnx"
 $GP inspect "$OUT/mlp.trained.onnx" | head -5
 
-printf '\nDone. Files in %s: plan.json, plan.dot, schedule.txt, timeline.svg (open in a browser),\ntrace.json (open in ui.perfetto.dev), mlp.trained.onnx\n' "$OUT"
+step "train the small MMT partitioned by GPP on 2 worker threads: measured against predicted"
+$GP train --config examples/train_mmt_pipeline.yaml --devices 2 --trace "$OUT/mmt_measured.json" \
+  --export-onnx "$OUT/mmt.trained.onnx"
+
+printf '\nDone. Files in %s: plan.json, plan.dot, schedule.txt, timeline.svg (open in a browser),\ntrace.json (predicted) and mmt_measured.json (measured; open both in ui.perfetto.dev),\nmlp.trained.onnx, mmt.trained.onnx\n' "$OUT"

@@ -79,9 +79,11 @@ std::shared_ptr<graph::CostModel const> measured_cost(graph::OpGraph const& g, i
   exec::set_thread_budget(threads);
   exec::CpuBackend be;
   exec::ProfileOptions po;
+  po.samples.clear();
   for (int64_t s = 1; s <= b; s *= 2) po.samples.push_back(s);
   if (po.samples.back() != b) po.samples.push_back(b);
   po.repeats = 3;
+  po.model_name = g.name();
   auto profile = check(exec::profile_graph(g, be, po), "profile");
   return std::make_shared<graph::MeasuredCostModel>(profile, std::make_shared<graph::AnalyticCostModel>());
 }
