@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "graph/file_io.h"
+#include "core/file_io.h"
 #include "cli/partition_problem.h"
 #include "partition/planner.h"
 

@@ -5,7 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
-#include "exec/cpu_backend.h"
+#include "exec/cpu/cpu_backend.h"
 #include "exec/profiler.h"
 #include "exec/runtime/threads.h"
 #include "graph/cost_model.h"

@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp::cli {
 

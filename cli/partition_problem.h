@@ -9,7 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "graph/op_graph.h"
-#include "graph/status.h"
+#include "core/status.h"
 #include "partition/planner.h"
 #include "partition/problem.h"
 

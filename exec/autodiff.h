@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "graph/op_graph.h"
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp::exec {
 

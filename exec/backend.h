@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "exec/tensor.h"
+#include "exec/train_config.h"
 #include "graph/op_graph.h"
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp::exec {
 
@@ -57,6 +58,56 @@ class Backend {
                           std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
                           std::vector<Tensor>& weight_grads);
 
+  // ---- Device operations: everything outside the op kernels that touches tensor memory. Code
+  // around a backend (executor, optimizer, loss, pipeline worker) goes through these, so it runs
+  // unchanged on any device; host copies happen only at the edges (data in, checkpoints, export).
+
+  // New tensors in this device's memory (on CPU: the calling thread's allocator).
+  virtual Tensor empty(std::vector<int64_t> shape, DType dtype = DType::kFloat32) = 0;
+  virtual Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::kFloat32) = 0;
+  virtual Status fill(Tensor& t, float value) = 0;  // float32
+  // dst <- src, same dtype and element count; either side may be host memory (an edge copy).
+  virtual Status copy(Tensor const& src, Tensor& dst) = 0;
+  // A new tensor on this device with src's values.
+  Result<Tensor> clone(Tensor const& src) {
+    Tensor out = empty(src.shape(), src.dtype());
+    RETURN_IF_ERROR(copy(src, out));
+    return out;
+  }
+  // dst += src (float32, same element count).
+  virtual Status add_into(Tensor& dst, Tensor const& src) = 0;
+  // Block copy along one axis: the tensor seen as [outer, extent, inner] with the axis cut into
+  // chunks of `chunk` rows; chunk src_chunks[i] of src goes to chunk dst_chunks[i] of dst. What
+  // the pipeline runtime slices and assembles replica pieces with.
+  virtual Status copy_chunks(Tensor const& src, std::vector<int> const& src_chunks, Tensor& dst,
+                             std::vector<int> const& dst_chunks, int axis, int64_t chunk) = 0;
+  // The loss of one micro-batch: fills `grad` (same shape as `output`) with d(total loss)/d(output),
+  // the total being the mean over `total_rows` rows of the whole batch, and returns the
+  // micro-batch's share of that mean (on the host: a device backend synchronises for it).
+  virtual Result<double> loss(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows,
+                              Tensor& grad) = 0;
+  // One optimizer update of one parameter (PyTorch's rules). `state` holds the moments the
+  // optimizer keeps for it (SGD with momentum: 1, Adam/AdamW: 2), created zeroed by the caller;
+  // `step` counts from 1.
+  virtual Status optimizer_update(OptimizerConfig const& config, int64_t step, Tensor& param, Tensor const& grad,
+                                  std::vector<Tensor*> const& state) = 0;
+
+  // ---- Streams and events. Each worker orders its work on a compute stream and a communication
+  // stream; an event recorded on one stream and waited for on the other orders them. The CPU
+  // backend runs everything in order at once, so its events are complete when recorded.
+  enum class StreamKind { kCompute, kCommunication };
+  struct Event {
+    uint64_t id = 0;  // 0: already complete
+  };
+  virtual Event record(StreamKind stream) {
+    (void)stream;
+    return {};
+  }
+  virtual Status wait(StreamKind stream, Event event) {
+    (void)stream;
+    (void)event;
+    return Status::ok();
+  }
   // Completion of queued work (CPU: no-op; CUDA: stream sync).
   virtual Status synchronize() = 0;
 };

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "exec/tensor.h"
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp::exec {
 

@@ -11,7 +11,7 @@
 #include "exec/tensor.h"
 #include "exec/train_config.h"
 #include "graph/op_graph.h"
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp::exec {
 

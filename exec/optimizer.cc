@@ -1,18 +1,18 @@
 #include "exec/optimizer.h"
 
-#include "kernels/optim.h"
 
 namespace gp::exec {
 
 namespace {
-Tensor& moment(std::map<std::string, Tensor>& state, std::string const& key, Tensor const& like) {
+Tensor& moment(Backend& backend, std::map<std::string, Tensor>& state, std::string const& key, Tensor const& like) {
   auto it = state.find(key);
-  if (it == state.end()) it = state.emplace(key, Tensor::zeros(like.shape())).first;
+  if (it == state.end()) it = state.emplace(key, backend.zeros(like.shape(), like.dtype())).first;
   return it->second;
 }
 }  // namespace
 
-Status Optimizer::step(std::map<std::string, Tensor>& params, std::map<std::string, Tensor> const& grads) {
+Status Optimizer::step(Backend& backend, std::map<std::string, Tensor>& params,
+                       std::map<std::string, Tensor> const& grads) {
   for (auto& [name, w] : params) {
     auto git = grads.find(name);
     if (git == grads.end() || !git->second.defined())
@@ -31,32 +31,14 @@ Status Optimizer::step(std::map<std::string, Tensor>& params, std::map<std::stri
   }
   ++step_;
   for (auto& [name, w] : params) {
-    Tensor const& g = grads.at(name);
-    int64_t const n = w.numel();
-    switch (config_.kind) {
-      case OptimizerKind::kSgd: {
-        float* buf = nullptr;
-        if (config_.momentum != 0.f) buf = moment(state_, name + "#momentum", w).data<float>();
-        kernels::sgd_update(w.data<float>(), g.data<float>(), buf, n, config_.lr, config_.momentum,
-                            config_.weight_decay);
-        break;
-      }
-      case OptimizerKind::kAdam:
-      case OptimizerKind::kAdamW: {
-        kernels::AdamParams p;
-        p.lr = config_.lr;
-        p.beta1 = config_.beta1;
-        p.beta2 = config_.beta2;
-        p.eps = config_.eps;
-        p.weight_decay = config_.weight_decay;
-        p.decoupled = config_.kind == OptimizerKind::kAdamW;
-        p.step = step_;
-        Tensor& m = moment(state_, name + "#m", w);
-        Tensor& v = moment(state_, name + "#v", w);
-        kernels::adam_update(w.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), n, p);
-        break;
-      }
+    std::vector<Tensor*> state;
+    if (config_.kind == OptimizerKind::kSgd) {
+      if (config_.momentum != 0.f) state.push_back(&moment(backend, state_, name + "#momentum", w));
+    } else {
+      state.push_back(&moment(backend, state_, name + "#m", w));
+      state.push_back(&moment(backend, state_, name + "#v", w));
     }
+    RETURN_IF_ERROR(backend.optimizer_update(config_, step_, w, grads.at(name), state));
   }
   return Status::ok();
 }

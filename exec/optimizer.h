@@ -7,9 +7,10 @@
 #include <map>
 #include <string>
 
+#include "exec/backend.h"
 #include "exec/tensor.h"
 #include "exec/train_config.h"
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp::exec {
 
@@ -21,8 +22,8 @@ class Optimizer {
   int64_t step_count() const { return step_; }
 
   // One update of every parameter with its gradient (a gradient must exist for each parameter,
-  // same shape). Moments are created on the first step.
-  Status step(std::map<std::string, Tensor>& params, std::map<std::string, Tensor> const& grads);
+  // same shape), on the parameters' backend. Moments are created on the first step.
+  Status step(Backend& backend, std::map<std::string, Tensor>& params, std::map<std::string, Tensor> const& grads);
 
   // Moments keyed "<param>#momentum" (SGD), "<param>#m" and "<param>#v" (Adam/AdamW).
   std::map<std::string, Tensor> const& state() const { return state_; }

@@ -10,7 +10,7 @@
 #include "exec/backend.h"
 #include "graph/cost_model.h"
 #include "graph/op_graph.h"
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp::exec {
 

@@ -4,7 +4,6 @@
 #include <set>
 #include <unordered_set>
 
-#include "kernels/vector_ops.h"
 
 namespace gp::exec {
 
@@ -22,10 +21,6 @@ uint64_t op_seed(uint64_t seed, graph::OpId id) {
   return z ^ (z >> 31);
 }
 }  // namespace
-
-void accumulate_into(Tensor& dst, Tensor const& src) {
-  kernels::add_inplace(dst.data<float>(), src.data<float>(), dst.numel());
-}
 
 StageExecutor::StageExecutor(graph::OpGraph const& graph, Backend& backend, AutodiffPlan plan)
     : graph_(graph), backend_(backend), plan_(std::move(plan)) {}
@@ -62,8 +57,8 @@ Result<std::unique_ptr<StageExecutor>> StageExecutor::create(graph::OpGraph cons
 void StageExecutor::zero_grads() {
   for (auto const& [name, w] : params_) {
     auto it = grads_.find(name);
-    if (it == grads_.end()) grads_.emplace(name, Tensor::zeros(w.shape(), w.dtype()));
-    else it->second.fill(0.f);
+    if (it == grads_.end()) grads_.emplace(name, backend_.zeros(w.shape(), w.dtype()));
+    else (void)backend_.fill(it->second, 0.f);
   }
 }
 
@@ -74,8 +69,7 @@ Status StageExecutor::set_parameter(std::string const& name, Tensor const& value
   if (it->second.shape() != value.shape() || it->second.dtype() != value.dtype())
     return invalid_argument("parameter '" + name + "' has shape " + it->second.shape_string() + ", the value has " +
                             value.shape_string());
-  std::memcpy(it->second.raw(), value.raw(), value.nbytes());
-  return Status::ok();
+  return backend_.copy(value, it->second);
 }
 
 Status StageExecutor::forward(int64_t mb, TensorMap const& inputs, TensorMap& outputs, bool training,
@@ -160,7 +154,9 @@ Status StageExecutor::backward_weight(int64_t mb) {
     if (auto c = state.w_computed.find(id); c != state.w_computed.end()) {
       auto const& op = graph_.op(id);
       for (std::size_t i = 0; i < op.inputs.size() && i < c->second.size(); ++i)
-        if (c->second[i].defined()) accumulate_into(grads_.at(graph_.tensor(op.inputs[i]).name), c->second[i]);
+        if (c->second[i].defined() && s.is_ok())
+          s = backend_.add_into(grads_.at(graph_.tensor(op.inputs[i]).name), c->second[i]);
+      if (!s.is_ok()) break;
       continue;
     }
     auto g = state.w_grad_outputs.find(id);
@@ -179,7 +175,7 @@ void StageExecutor::update_running_stats(graph::Op const& op, std::vector<Tensor
     if (k >= outs.size() || !outs[k].defined() || op.inputs.size() <= k + 2) continue;
     graph::TensorId const t = op.inputs[k + 2];
     if (t == graph::kNoTensor || !static_values_[t].defined() || static_values_[t].nbytes() != outs[k].nbytes()) continue;
-    std::memcpy(static_values_[t].raw(), outs[k].raw(), outs[k].nbytes());
+    (void)backend_.copy(outs[k], static_values_[t]);
   }
 }
 
@@ -212,17 +208,17 @@ Status StageExecutor::run_b(int64_t mb, MicroBatch& state, TensorMap const& outp
     auto it = output_grads.find(t);
     if (it != output_grads.end() && it->second.defined() && plan_.requires_grad[t]) grads.emplace(t, it->second);
   }
-  auto add_grad = [&](graph::TensorId t, Tensor g) {
+  auto add_grad = [&](graph::TensorId t, Tensor g) -> Status {
     auto it = grads.find(t);
     if (it == grads.end()) {
       grads.emplace(t, std::move(g));  // may alias another tensor (views): cloned before adding into it
-      return;
+      return Status::ok();
     }
     if (!owned.count(t)) {
-      it->second = it->second.clone();
+      ASSIGN_OR_RETURN(it->second, backend_.clone(it->second));
       owned.insert(t);
     }
-    accumulate_into(it->second, g);
+    return backend_.add_into(it->second, g);
   };
   std::vector<Tensor> gout, gin;
   std::vector<bool> needs;
@@ -260,14 +256,14 @@ Status StageExecutor::run_b(int64_t mb, MicroBatch& state, TensorMap const& outp
         std::vector<Tensor> wgrads = weight_grad_slots(op);
         if (early_w)
           for (Tensor& w : wgrads)
-            if (w.defined()) w = Tensor::zeros(w.shape(), w.dtype());
+            if (w.defined()) w = backend_.zeros(w.shape(), w.dtype());
         RETURN_IF_ERROR(backend_.backward(call, saved->second, gout, needs, gin, wgrads));
         if (early_w) state.w_computed.emplace(id, std::move(wgrads));
       } else {
         RETURN_IF_ERROR(backend_.backward_input(call, saved->second, gout, needs, gin));
       }
       for (std::size_t i = 0; i < op.inputs.size(); ++i)
-        if (needs[i] && gin[i].defined()) add_grad(op.inputs[i], std::move(gin[i]));
+        if (needs[i] && gin[i].defined()) RETURN_IF_ERROR(add_grad(op.inputs[i], std::move(gin[i])));
     }
     if (plan_.has_weight_grad[id] && !both) {
       if (split) state.w_grad_outputs.emplace(id, gout);

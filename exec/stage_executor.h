@@ -16,7 +16,7 @@
 #include "exec/backend.h"
 #include "exec/tensor.h"
 #include "graph/op_graph.h"
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp::exec {
 
@@ -31,6 +31,7 @@ class StageExecutor {
 
   AutodiffPlan const& plan() const { return plan_; }
   graph::OpGraph const& graph() const { return graph_; }
+  Backend& backend() const { return backend_; }
 
   // Forward of micro-batch `mb`: `inputs` holds every stage input (plan().stage_inputs), `outputs`
   // gets every stage output. training=false keeps nothing for backward (and Dropout is identity).
@@ -55,7 +56,7 @@ class StageExecutor {
   // Trainable weights of this stage and their accumulated gradients, by tensor name.
   std::map<std::string, Tensor>& parameters() { return params_; }
   std::map<std::string, Tensor> const& gradients() const { return grads_; }
-  void zero_grads();
+  void zero_grads();  // on the backend's device
   // BatchNorm running statistics (updated by training forwards), by tensor name.
   std::map<std::string, Tensor>& buffers() { return buffers_; }
   // Copies values into a parameter or buffer (shape checked).
@@ -85,8 +86,5 @@ class StageExecutor {
   std::map<int64_t, MicroBatch> micro_batches_;
   int64_t peak_saved_bytes_ = 0;
 };
-
-// dst += src (float32, same numel).
-void accumulate_into(Tensor& dst, Tensor const& src);
 
 }  // namespace gp::exec

@@ -16,7 +16,7 @@ std::vector<Tensor> StageRunner::gradient_list() const {
 }
 
 Status StageRunner::update() {
-  return optimizer_.step(executor_->parameters(), executor_->gradients());
+  return optimizer_.step(executor_->backend(), executor_->parameters(), executor_->gradients());
 }
 
 }  // namespace gp::exec

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <numeric>
 
-#include "kernels/loss.h"
 
 namespace gp::exec {
 
@@ -27,37 +26,6 @@ std::string format_seconds(double s) {
 }
 
 }  // namespace
-
-Result<double> loss_and_grad(LossKind loss, Tensor const& output, Tensor const& labels, int64_t total_rows,
-                             Tensor& grad) {
-  if (output.dtype() != DType::kFloat32) return unsupported("the loss needs a float32 model output");
-  grad = Tensor(output.shape(), DType::kFloat32);
-  float const scale = 1.f / static_cast<float>(total_rows);
-  if (loss == LossKind::kCrossEntropy) {
-    int64_t const classes = output.shape().back();
-    int64_t const rows = output.numel() / classes;
-    if (labels.dtype() != DType::kInt64 || labels.numel() != rows)
-      return invalid_argument("cross-entropy: the model output " + output.shape_string() + " has " +
-                              std::to_string(rows) + " rows but the labels are " + labels.shape_string() + " " +
-                              graph::dtype_name(labels.dtype()) + " (need one int64 class id per row)");
-    int64_t bad = -1;
-    double const sum =
-        kernels::softmax_cross_entropy_forward(output.data<float>(), labels.data<int64_t>(), rows, classes, &bad);
-    if (bad >= 0)
-      return invalid_argument("label " + std::to_string(labels.data<int64_t>()[bad]) + " (row " + std::to_string(bad) +
-                              ") is outside [0, " + std::to_string(classes) + ") for a model with " +
-                              std::to_string(classes) + " classes");
-    kernels::softmax_cross_entropy_backward(output.data<float>(), labels.data<int64_t>(), rows, classes, scale,
-                                            grad.data<float>());
-    return sum / static_cast<double>(total_rows);
-  }
-  if (labels.dtype() != DType::kFloat32 || labels.numel() != output.numel())
-    return invalid_argument("mse: the model output is " + output.shape_string() + " but the targets are " +
-                            labels.shape_string() + " " + graph::dtype_name(labels.dtype()));
-  double const sum = kernels::mse_forward(output.data<float>(), labels.data<float>(), output.numel());
-  kernels::mse_backward(output.data<float>(), labels.data<float>(), output.numel(), scale, grad.data<float>());
-  return sum / static_cast<double>(total_rows);
-}
 
 Trainer::Trainer(TrainConfig config, graph::OpGraph const& graph, std::unique_ptr<DataSource> data,
                  std::unique_ptr<StageRunner> runner)
@@ -91,7 +59,7 @@ Status Trainer::step() {
     for (std::size_t k = 0; k < graph_.inputs().size(); ++k) inputs.emplace(graph_.inputs()[k], batch.inputs.at(k));
     RETURN_IF_ERROR(runner_->executor().forward(m, inputs, outputs, true, micro_batch_seed(config_.seed, step_, m)));
     Tensor grad;
-    auto l = loss_and_grad(config_.loss, outputs.at(out_id), batch.labels, total_rows, grad);
+    auto l = runner_->executor().backend().loss(config_.loss, outputs.at(out_id), batch.labels, total_rows, grad);
     if (!l.is_ok()) {
       runner_->executor().discard(m);
       return l.status().with_context("step " + std::to_string(step_ + 1));

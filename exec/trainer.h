@@ -18,15 +18,9 @@
 #include "exec/stage_runner.h"
 #include "exec/train_config.h"
 #include "graph/op_graph.h"
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp::exec {
-
-// Loss of one micro-batch: fills `grad` (same shape as `output`) with d(total loss)/d(output),
-// where the total loss is the mean over `total_rows` rows of the whole batch. Returns the
-// micro-batch's share of that mean.
-Result<double> loss_and_grad(LossKind loss, Tensor const& output, Tensor const& labels, int64_t total_rows,
-                             Tensor& grad);
 
 // The seed of micro-batch `mb` of step `step` (Dropout masks): the same in every runtime.
 uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t mb);

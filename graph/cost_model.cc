@@ -1,5 +1,5 @@
 #include "graph/cost_model.h"
-#include "graph/file_io.h"
+#include "core/file_io.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -13,7 +13,7 @@
 
 #include "graph/onnx_import.h"
 #include "graph/op_graph.h"
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp::graph {
 

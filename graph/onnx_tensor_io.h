@@ -5,7 +5,7 @@
 #include <string>
 
 #include "graph/op_graph.h"
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp::graph {
 

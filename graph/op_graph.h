@@ -14,7 +14,7 @@
 #include <boost/graph/adjacency_list.hpp>
 
 #include "graph/op_attrs.h"
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp::graph {
 

@@ -10,7 +10,7 @@
 
 #include "graph/onnx_builder.h"
 #include "graph/op_graph.h"
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp::models {
 

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "graph/status.h"
+#include "core/status.h"
 #include "partition/plan.h"
 #include "partition/problem.h"
 #include "partition/sp_decompose.h"

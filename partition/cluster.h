@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp::partition {
 

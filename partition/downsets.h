@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "graph/status.h"
+#include "core/status.h"
 #include "partition/problem.h"
 
 namespace gp::partition {

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "graph/status.h"
+#include "core/status.h"
 #include "partition/problem.h"
 
 namespace gp::partition {

@@ -1,5 +1,5 @@
 #include "partition/plan.h"
-#include "graph/file_io.h"
+#include "core/file_io.h"
 
 #include <cstdio>
 #include <filesystem>

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/status.h"
+#include "core/status.h"
 #include "partition/cluster.h"
 #include "partition/plan.h"
 

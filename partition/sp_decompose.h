@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "graph/status.h"
+#include "core/status.h"
 #include "partition/problem.h"
 
 namespace gp::partition {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/status.h"
+#include "core/status.h"
 #include "partition/plan.h"
 #include "schedule/instruction.h"
 

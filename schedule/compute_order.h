@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "graph/status.h"
+#include "core/status.h"
 #include "schedule/instruction.h"
 #include "schedule/plan_view.h"
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "graph/status.h"
+#include "core/status.h"
 #include "partition/plan.h"
 
 namespace gp::schedule {

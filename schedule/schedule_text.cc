@@ -1,5 +1,5 @@
 #include "schedule/schedule_text.h"
-#include "graph/file_io.h"
+#include "core/file_io.h"
 
 #include <algorithm>
 #include <cctype>

@@ -20,7 +20,7 @@
 
 #include <string>
 
-#include "graph/status.h"
+#include "core/status.h"
 #include "schedule/instruction.h"
 
 namespace gp::schedule {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "graph/status.h"
+#include "core/status.h"
 #include "partition/plan.h"
 #include "schedule/instruction.h"
 #include "schedule/timeline.h"

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "graph/status.h"
+#include "core/status.h"
 #include "schedule/timeline.h"
 
 namespace gp::schedule {

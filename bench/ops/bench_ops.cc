@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-#include "exec/cpu_backend.h"
+#include "exec/cpu/cpu_backend.h"
 
 namespace {
 

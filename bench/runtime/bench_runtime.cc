@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "exec/cpu_backend.h"
+#include "exec/cpu/cpu_backend.h"
 #include "exec/data.h"
 #include "exec/profiler.h"
 #include "exec/runtime/runtime.h"

@@ -12,7 +12,7 @@
 
 #include <unistd.h>
 
-#include "exec/cpu_backend.h"
+#include "exec/cpu/cpu_backend.h"
 #include "exec/data.h"
 #include "exec/trainer.h"
 #include "graph/onnx_import.h"

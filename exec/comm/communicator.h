@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "exec/tensor.h"
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp::exec {
 

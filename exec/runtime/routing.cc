@@ -1,6 +1,5 @@
 #include "exec/runtime/routing.h"
 
-#include <cstring>
 #include <map>
 #include <numeric>
 
@@ -138,52 +137,6 @@ std::vector<int64_t> RuntimePlan::piece_shape(graph::TensorId t, int n_chunks) c
   int const a = shape.batch_axis();
   dims[a] = full_extent(shape, micro_batch_) / chunks_ * n_chunks;
   return dims;
-}
-
-namespace {
-struct Layout {
-  int64_t outer = 1, extent = 0, inner_bytes = 0;
-};
-Layout layout_of(std::vector<int64_t> const& shape, int axis, std::size_t elem) {
-  Layout l;
-  for (int i = 0; i < axis; ++i) l.outer *= shape[i];
-  l.extent = shape[axis];
-  l.inner_bytes = static_cast<int64_t>(elem);
-  for (std::size_t i = axis + 1; i < shape.size(); ++i) l.inner_bytes *= shape[i];
-  return l;
-}
-}  // namespace
-
-Tensor gather_chunks(Tensor const& t, int axis, int64_t chunk_extent, std::vector<int> const& positions) {
-  Layout const l = layout_of(t.shape(), axis, graph::dtype_size(t.dtype()));
-  bool whole = static_cast<int64_t>(positions.size()) * chunk_extent == l.extent;
-  for (std::size_t i = 0; whole && i < positions.size(); ++i) whole = positions[i] == static_cast<int>(i);
-  if (whole) return t;
-  std::vector<int64_t> shape = t.shape();
-  shape[axis] = chunk_extent * static_cast<int64_t>(positions.size());
-  Tensor out(shape, t.dtype());
-  int64_t const chunk_bytes = chunk_extent * l.inner_bytes;
-  auto const* src = static_cast<std::byte const*>(t.raw());
-  auto* dst = static_cast<std::byte*>(out.raw());
-  for (int64_t o = 0; o < l.outer; ++o)
-    for (int pos : positions) {
-      std::memcpy(dst, src + (o * l.extent + pos * chunk_extent) * l.inner_bytes, chunk_bytes);
-      dst += chunk_bytes;
-    }
-  return out;
-}
-
-void scatter_chunks(Tensor const& piece, int axis, int64_t chunk_extent, std::vector<int> const& positions,
-                    Tensor& dst) {
-  Layout const l = layout_of(dst.shape(), axis, graph::dtype_size(dst.dtype()));
-  int64_t const chunk_bytes = chunk_extent * l.inner_bytes;
-  auto const* src = static_cast<std::byte const*>(piece.raw());
-  auto* out = static_cast<std::byte*>(dst.raw());
-  for (int64_t o = 0; o < l.outer; ++o)
-    for (int pos : positions) {
-      std::memcpy(out + (o * l.extent + pos * chunk_extent) * l.inner_bytes, src, chunk_bytes);
-      src += chunk_bytes;
-    }
 }
 
 }  // namespace gp::exec

@@ -17,7 +17,7 @@
 #include "exec/autodiff.h"
 #include "exec/tensor.h"
 #include "graph/op_graph.h"
-#include "graph/status.h"
+#include "core/status.h"
 #include "partition/plan.h"
 #include "schedule/plan_view.h"
 
@@ -69,12 +69,5 @@ class RuntimePlan {
   std::vector<AutodiffPlan> autodiff_;
   std::vector<std::vector<graph::TensorId>> edge_tensors_, edge_grad_tensors_;
 };
-
-// Rows of `t` along `axis` cut into chunks of `chunk_extent`: a new tensor of the chunks at
-// `positions`, in that order. The tensor itself when the positions are all of it in order.
-Tensor gather_chunks(Tensor const& t, int axis, int64_t chunk_extent, std::vector<int> const& positions);
-// Writes `piece` (chunks in order) into `dst` at `positions`.
-void scatter_chunks(Tensor const& piece, int axis, int64_t chunk_extent, std::vector<int> const& positions,
-                    Tensor& dst);
 
 }  // namespace gp::exec

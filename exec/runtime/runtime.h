@@ -18,7 +18,7 @@
 
 #include "exec/checkpoint.h"
 #include "exec/comm/communicator.h"
-#include "exec/cpu_backend.h"
+#include "exec/cpu/cpu_backend.h"
 #include "exec/runtime/routing.h"
 #include "exec/runtime/worker.h"
 #include "exec/train_config.h"

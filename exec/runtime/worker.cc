@@ -9,7 +9,6 @@
 
 #include "exec/trainer.h"
 #include "schedule/dataflow.h"
-#include "kernels/vector_ops.h"
 
 namespace gp::exec {
 
@@ -38,12 +37,13 @@ Result<FaultInjection> parse_fault(std::string const& text) {
 }
 
 Worker::Worker(RuntimePlan const& plan, schedule::Schedule const& schedule, int device, TrainConfig const& config,
-               Communicator& comm, std::unique_ptr<DataSource> data, WorkerOptions const& options,
+               Backend& backend, Communicator& comm, std::unique_ptr<DataSource> data, WorkerOptions const& options,
                Allocator const& memory)
     : plan_(plan),
       schedule_(schedule),
       device_(device),
       config_(config),
+      backend_(backend),
       comm_(comm),
       data_(std::move(data)),
       options_(options),
@@ -54,7 +54,7 @@ Result<std::unique_ptr<Worker>> Worker::create(RuntimePlan const& plan, schedule
                                                Communicator& comm, std::unique_ptr<DataSource> data,
                                                WorkerOptions const& options, Allocator const& memory) {
   std::unique_ptr<Worker> w(
-      new Worker(plan, schedule, device, config, comm, std::move(data), options, memory));
+      new Worker(plan, schedule, device, config, backend, comm, std::move(data), options, memory));
   graph::OpGraph const& graph = plan.graph();
   for (int s : plan.view().stages_on(device)) {
     ASSIGN_OR_RETURN(auto runner, StageRunner::create(graph, backend, plan.stage_ops(s), config.optimizer));
@@ -188,11 +188,38 @@ void Worker::release_data(int mb) {
   if (it != data_cache_.end() && --it->second.second <= 0) data_cache_.erase(it);
 }
 
-Tensor Worker::piece_of(Tensor const& t, graph::TensorId id, int replicas, std::vector<int> const& chunks) const {
+Result<Tensor> Worker::take_chunks(Tensor const& t, int axis, int64_t chunk_extent, std::vector<int> const& positions) {
+  bool whole = static_cast<int64_t>(positions.size()) * chunk_extent == t.dim(axis);
+  for (std::size_t i = 0; whole && i < positions.size(); ++i) whole = positions[i] == static_cast<int>(i);
+  if (whole) return t;  // all of it, in order: no copy
+  std::vector<int64_t> shape = t.shape();
+  shape[axis] = chunk_extent * static_cast<int64_t>(positions.size());
+  Tensor out = backend_.empty(shape, t.dtype());
+  std::vector<int> dst(positions.size());
+  std::iota(dst.begin(), dst.end(), 0);
+  RETURN_IF_ERROR(backend_.copy_chunks(t, positions, out, dst, axis, chunk_extent));
+  return out;
+}
+
+Status Worker::put_chunks(Tensor const& piece, int axis, int64_t chunk_extent, std::vector<int> const& positions,
+                          Tensor& dst) {
+  std::vector<int> src(positions.size());
+  std::iota(src.begin(), src.end(), 0);
+  return backend_.copy_chunks(piece, src, dst, positions, axis, chunk_extent);
+}
+
+Result<Tensor> Worker::on_device(Tensor const& host) {
+  if (host.device() == backend_.device()) return host;
+  Tensor out = backend_.empty(host.shape(), host.dtype());
+  RETURN_IF_ERROR(backend_.copy(host, out));
+  return out;
+}
+
+Result<Tensor> Worker::piece_of(Tensor const& t, graph::TensorId id, int replicas, std::vector<int> const& chunks) {
   if (!plan_.batched(id)) return t;
   int const axis = plan_.graph().tensor(id).shape.batch_axis();
   int64_t const chunk_extent = t.dim(axis) / (plan_.chunks() / replicas);
-  return gather_chunks(t, axis, chunk_extent, RuntimePlan::positions(chunks, replicas));
+  return take_chunks(t, axis, chunk_extent, RuntimePlan::positions(chunks, replicas));
 }
 
 std::vector<TensorMeta> Worker::piece_metas(int edge, bool gradient, int n_chunks) const {
@@ -222,9 +249,10 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
 
   TensorMap inputs;
   bool used_data = false;
-  auto data_slice = [&](Tensor const& full, int axis) {
-    int64_t const chunk_extent = full.dim(axis) / plan_.chunks();
-    return gather_chunks(full, axis, chunk_extent, my_chunks);
+  // Data arrive in host memory (the edge): this replica's rows, copied to the device.
+  auto data_slice = [&](Tensor const& full, int axis) -> Result<Tensor> {
+    ASSIGN_OR_RETURN(Tensor on, on_device(full));
+    return take_chunks(on, axis, full.dim(axis) / plan_.chunks(), my_chunks);
   };
   for (graph::TensorId t : ad.stage_inputs) {
     auto const& info = graph.tensor(t);
@@ -233,7 +261,11 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
     used_data = true;
     auto const pos = std::find(graph.inputs().begin(), graph.inputs().end(), t) - graph.inputs().begin();
     Tensor const& full = batch->inputs.at(pos);
-    inputs[t] = info.shape.has_batch() ? data_slice(full, info.shape.batch_axis()) : full;
+    if (info.shape.has_batch()) {
+      ASSIGN_OR_RETURN(inputs[t], data_slice(full, info.shape.batch_axis()));
+    } else {
+      ASSIGN_OR_RETURN(inputs[t], on_device(full));
+    }
   }
   // Pieces from every producer, in edge order.
   for (int e : plan_.view().in_edges(stage)) {
@@ -251,7 +283,10 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
         if (it == outputs_.end())
           return internal_error("stage " + std::to_string(edge.src) + " has not run F m" + std::to_string(mb) +
                                 " on this device before its consumer");
-        for (graph::TensorId t : ids) parts.push_back(piece_of(it->second.tensors.at(t), t, rp, chunks));
+        for (graph::TensorId t : ids) {
+          ASSIGN_OR_RETURN(Tensor part, piece_of(it->second.tensors.at(t), t, rp, chunks));
+          parts.push_back(std::move(part));
+        }
         if (--it->second.pending <= 0) outputs_.erase(it);
       } else {
         auto it = received_.find({e, mb, piece.src_device, false});
@@ -267,10 +302,10 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
           assembled[k] = std::move(parts[k]);
           continue;
         }
-        if (!assembled[k].defined()) assembled[k] = Tensor(plan_.replica_shape(t, r), graph.tensor(t).dtype);
+        if (!assembled[k].defined()) assembled[k] = backend_.empty(plan_.replica_shape(t, r), graph.tensor(t).dtype);
         int const axis = graph.tensor(t).shape.batch_axis();
         int64_t const chunk_extent = parts[k].dim(axis) / static_cast<int64_t>(chunks.size());
-        scatter_chunks(parts[k], axis, chunk_extent, RuntimePlan::positions(chunks, r), assembled[k]);
+        RETURN_IF_ERROR(put_chunks(parts[k], axis, chunk_extent, RuntimePlan::positions(chunks, r), assembled[k]));
       }
     }
     for (std::size_t k = 0; k < ids.size(); ++k) inputs[ids[k]] = std::move(assembled[k]);
@@ -283,9 +318,9 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
     ASSIGN_OR_RETURN(Batch const* batch, micro_batch_data(step, mb));
     used_data = true;
     graph::TensorId const out = graph.outputs()[0];
-    Tensor const labels = data_slice(batch->labels, 0);
+    ASSIGN_OR_RETURN(Tensor const labels, data_slice(batch->labels, 0));
     Tensor grad;
-    auto loss = loss_and_grad(config_.loss, outputs.at(out), labels, config_.batch * rows_per_sample_, grad);
+    auto loss = backend_.loss(config_.loss, outputs.at(out), labels, config_.batch * rows_per_sample_, grad);
     if (!loss.is_ok()) {
       runner.executor().discard(mb);
       return loss.status();
@@ -318,20 +353,20 @@ Status Worker::backward(int stage, int mb, bool split) {
 
   TensorMap grads;
   std::map<graph::TensorId, bool> owned;
-  auto add = [&](graph::TensorId t, Tensor g) {
+  auto add = [&](graph::TensorId t, Tensor g) -> Status {
     auto it = grads.find(t);
     if (it == grads.end()) {
       grads.emplace(t, std::move(g));
-      return;
+      return Status::ok();
     }
-    if (!owned[t]) {
-      it->second = it->second.clone();
+    if (!owned[t]) {  // the first gradient may be a sender's or a consumer's tensor: add into a copy
+      ASSIGN_OR_RETURN(it->second, backend_.clone(it->second));
       owned[t] = true;
     }
-    kernels::add_inplace(it->second.data<float>(), g.data<float>(), g.numel());
+    return backend_.add_into(it->second, g);
   };
   if (auto it = loss_grads_.find({stage, mb}); it != loss_grads_.end()) {
-    add(graph.outputs()[0], std::move(it->second));
+    RETURN_IF_ERROR(add(graph.outputs()[0], std::move(it->second)));
     loss_grads_.erase(it);
   }
   for (int e : plan_.view().out_edges(stage)) {
@@ -353,8 +388,9 @@ Status Worker::backward(int stage, int mb, bool split) {
           auto g = it->second.tensors.find(t);
           Tensor const full = g != it->second.tensors.end()
                                   ? g->second
-                                  : Tensor::zeros(plan_.replica_shape(t, rq), graph.tensor(t).dtype);
-          parts.push_back(piece_of(full, t, rq, chunks));
+                                  : backend_.zeros(plan_.replica_shape(t, rq), graph.tensor(t).dtype);
+          ASSIGN_OR_RETURN(Tensor part, piece_of(full, t, rq, chunks));
+          parts.push_back(std::move(part));
         }
         if (--it->second.pending <= 0) input_grads_.erase(it);
       } else {
@@ -371,14 +407,14 @@ Status Worker::backward(int stage, int mb, bool split) {
           assembled[k] = std::move(parts[k]);
           continue;
         }
-        if (!assembled[k].defined()) assembled[k] = Tensor::zeros(plan_.replica_shape(t, r), graph.tensor(t).dtype);
+        if (!assembled[k].defined()) assembled[k] = backend_.zeros(plan_.replica_shape(t, r), graph.tensor(t).dtype);
         int const axis = graph.tensor(t).shape.batch_axis();
         int64_t const chunk_extent = parts[k].dim(axis) / static_cast<int64_t>(chunks.size());
-        scatter_chunks(parts[k], axis, chunk_extent, RuntimePlan::positions(chunks, r), assembled[k]);
+        RETURN_IF_ERROR(put_chunks(parts[k], axis, chunk_extent, RuntimePlan::positions(chunks, r), assembled[k]));
       }
     }
     for (std::size_t k = 0; k < ids.size(); ++k)
-      if (assembled[k].defined()) add(ids[k], std::move(assembled[k]));
+      if (assembled[k].defined()) RETURN_IF_ERROR(add(ids[k], std::move(assembled[k])));
   }
 
   TensorMap input_grads;
@@ -389,7 +425,7 @@ Status Worker::backward(int stage, int mb, bool split) {
     // Every gradient the consumers' messages carry, zero where none flowed.
     for (int e : plan_.view().in_edges(stage))
       for (graph::TensorId t : plan_.edge_grad_tensors(e))
-        if (!input_grads.count(t)) input_grads[t] = Tensor::zeros(plan_.replica_shape(t, r), graph.tensor(t).dtype);
+        if (!input_grads.count(t)) input_grads[t] = backend_.zeros(plan_.replica_shape(t, r), graph.tensor(t).dtype);
     input_grads_[{stage, mb}] = Stored{std::move(input_grads), pending};
   }
   (void)ad;
@@ -411,11 +447,15 @@ Status Worker::send(Instruction const& in, int64_t step, int line) {
                                               : plan_.piece_chunks(in.edge, mine, theirs);
   int const r = plan_.replicas(stage);
   std::vector<Tensor> tensors;
-  for (graph::TensorId t : in.gradient ? plan_.edge_grad_tensors(in.edge) : plan_.edge_tensors(in.edge))
-    tensors.push_back(piece_of(it->second.tensors.at(t), t, r, chunks));
+  for (graph::TensorId t : in.gradient ? plan_.edge_grad_tensors(in.edge) : plan_.edge_tensors(in.edge)) {
+    ASSIGN_OR_RETURN(Tensor part, piece_of(it->second.tensors.at(t), t, r, chunks));
+    tensors.push_back(std::move(part));
+  }
+  // The communication stream sends once the compute that produced the piece is done.
+  RETURN_IF_ERROR(backend_.wait(Backend::StreamKind::kCommunication, backend_.record(Backend::StreamKind::kCompute)));
   if (options_.fault.kind == FaultInjection::Kind::kHeader && options_.fault.device == device_ &&
       options_.fault.line == line && !tensors.empty())
-    tensors[0] = Tensor::zeros({tensors[0].numel() + 1}, tensors[0].dtype());
+    tensors[0] = backend_.zeros({tensors[0].numel() + 1}, tensors[0].dtype());
   if (--it->second.pending <= 0) store.erase(it);
   return comm_.send(key_of(in, step), std::move(tensors));
 }
@@ -473,9 +513,11 @@ Status Worker::finish_step(int64_t step) {
   // The step's loss, summed over every device in device order.
   std::vector<int> all(comm_.num_devices());
   std::iota(all.begin(), all.end(), 0);
-  std::vector<Tensor> loss{Tensor::from_floats({1}, {static_cast<float>(loss_sum_)})};
+  Tensor const host = Tensor::from_floats({1}, {static_cast<float>(loss_sum_)});
+  ASSIGN_OR_RETURN(Tensor device_loss, on_device(host));
+  std::vector<Tensor> loss{device_loss};
   RETURN_IF_ERROR(comm_.all_reduce_sum({step, -1}, all, loss, deadline_after(options_.timeout_s)));
-  step_loss_ = loss[0].data<float>()[0];
+  step_loss_ = loss[0].to_vector()[0];
   return Status::ok();
 }
 

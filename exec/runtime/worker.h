@@ -83,7 +83,8 @@ class Worker {
   };
 
   Worker(RuntimePlan const& plan, schedule::Schedule const& schedule, int device, TrainConfig const& config,
-         Communicator& comm, std::unique_ptr<DataSource> data, WorkerOptions const& options, Allocator const& memory);
+         Backend& backend, Communicator& comm, std::unique_ptr<DataSource> data, WorkerOptions const& options,
+         Allocator const& memory);
   Status execute(schedule::Instruction const& in, int64_t step);
   Status forward(int stage, int mb, int64_t step, int line);
   Status backward(int stage, int mb, bool split);
@@ -93,7 +94,12 @@ class Worker {
   Status finish_step(int64_t step);
   Result<Batch const*> micro_batch_data(int64_t step, int mb);
   void release_data(int mb);
-  Tensor piece_of(Tensor const& t, graph::TensorId id, int replicas, std::vector<int> const& chunks) const;
+  // Replica pieces through the backend's device operations.
+  Result<Tensor> piece_of(Tensor const& t, graph::TensorId id, int replicas, std::vector<int> const& chunks);
+  Result<Tensor> take_chunks(Tensor const& t, int axis, int64_t chunk_extent, std::vector<int> const& positions);
+  Status put_chunks(Tensor const& piece, int axis, int64_t chunk_extent, std::vector<int> const& positions,
+                    Tensor& dst);
+  Result<Tensor> on_device(Tensor const& host);  // an edge copy (data in), none when already there
   std::vector<TensorMeta> piece_metas(int edge, bool gradient, int n_chunks) const;
   int pieces_out(int stage, bool gradient) const;  // pieces this replica hands over per micro-batch
   MessageKey key_of(schedule::Instruction const& in, int64_t step) const;
@@ -102,6 +108,7 @@ class Worker {
   schedule::Schedule const& schedule_;
   int device_;
   TrainConfig const& config_;
+  Backend& backend_;
   Communicator& comm_;
   std::unique_ptr<DataSource> data_;
   WorkerOptions options_;

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "exec/cpu_backend.h"
+#include "exec/cpu/cpu_backend.h"
 #include "graph/op_graph.h"
 
 namespace gp::exec::testing {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "exec/autodiff.h"
-#include "exec/cpu_backend.h"
+#include "exec/cpu/cpu_backend.h"
 #include "exec/stage_executor.h"
 #include "tests/exec/tiny_models.h"
 

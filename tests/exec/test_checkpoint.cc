@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "exec/checkpoint.h"
-#include "exec/cpu_backend.h"
+#include "exec/cpu/cpu_backend.h"
 #include "exec/trainer.h"
 #include "tests/exec/tiny_models.h"
 

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "exec/cpu_backend.h"
+#include "exec/cpu/cpu_backend.h"
 #include "graph/onnx_import.h"
 #include "graph/onnx_tensor_io.h"
 

@@ -3,11 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include "exec/cpu/cpu_backend.h"
 #include "exec/optimizer.h"
 #include "kernels/optim.h"
 
 namespace gp::exec {
 namespace {
+
+CpuBackend be;  // the optimizer's device operations
 
 TEST(OptimizerKernels, SgdMomentumWeightDecayByHand) {
   float w[2] = {1.f, -2.f};
@@ -77,8 +80,8 @@ TEST(Optimizer, KeepsMomentsPerParameterAndCountsSteps) {
                                           {"b", Tensor::from_floats({1}, {0.f})}};
   std::map<std::string, Tensor> grads = {{"a", Tensor::from_floats({2}, {1.f, -1.f})},
                                          {"b", Tensor::from_floats({1}, {2.f})}};
-  ASSERT_TRUE(opt.step(params, grads).is_ok());
-  ASSERT_TRUE(opt.step(params, grads).is_ok());
+  ASSERT_TRUE(opt.step(be, params, grads).is_ok());
+  ASSERT_TRUE(opt.step(be, params, grads).is_ok());
   EXPECT_EQ(opt.step_count(), 2);
   // buf: 1, 1.5 → a[0] = 1 - 0.1 - 0.15.
   EXPECT_NEAR(params.at("a").to_vector()[0], 0.75f, 1e-6);
@@ -92,9 +95,9 @@ TEST(Optimizer, MissingOrMisshapenGradientIsAnError) {
   Optimizer opt(OptimizerConfig{});
   std::map<std::string, Tensor> params = {{"a", Tensor::from_floats({2}, {1.f, 1.f})}};
   std::map<std::string, Tensor> none;
-  EXPECT_FALSE(opt.step(params, none).is_ok());
+  EXPECT_FALSE(opt.step(be, params, none).is_ok());
   std::map<std::string, Tensor> wrong = {{"a", Tensor::from_floats({3}, {1.f, 1.f, 1.f})}};
-  auto s = opt.step(params, wrong);
+  auto s = opt.step(be, params, wrong);
   EXPECT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("'a'"), std::string::npos);
 }
@@ -107,15 +110,15 @@ TEST(Optimizer, AdamStateRestoresExactly) {
   Optimizer a(c);
   std::map<std::string, Tensor> pa = {{"w", Tensor::from_floats({3}, {1.f, 2.f, 3.f})}};
   std::map<std::string, Tensor> g = {{"w", Tensor::from_floats({3}, {0.3f, -0.2f, 0.1f})}};
-  ASSERT_TRUE(a.step(pa, g).is_ok());
+  ASSERT_TRUE(a.step(be, pa, g).is_ok());
   // Copy state into a fresh optimizer and continue both: identical results.
   Optimizer b(c);
   std::map<std::string, Tensor> copied;
   for (auto const& [k, t] : a.state()) copied.emplace(k, t.clone());
   b.load_state(copied, a.step_count());
   std::map<std::string, Tensor> pb = {{"w", pa.at("w").clone()}};
-  ASSERT_TRUE(a.step(pa, g).is_ok());
-  ASSERT_TRUE(b.step(pb, g).is_ok());
+  ASSERT_TRUE(a.step(be, pa, g).is_ok());
+  ASSERT_TRUE(b.step(be, pb, g).is_ok());
   EXPECT_EQ(pa.at("w").to_vector(), pb.at("w").to_vector());
 }
 

@@ -15,7 +15,7 @@
 
 #include <gtest/gtest.h>
 
-#include "exec/cpu_backend.h"
+#include "exec/cpu/cpu_backend.h"
 #include "exec/data.h"
 #include "exec/trainer.h"
 #include "graph/onnx_import.h"

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "exec/cpu_backend.h"
+#include "exec/cpu/cpu_backend.h"
 #include "exec/runtime/runtime.h"
 #include "exec/trainer.h"
 #include "graph/cost_model.h"

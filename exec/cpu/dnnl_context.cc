@@ -1,4 +1,4 @@
-#include "exec/dnnl_context.h"
+#include "exec/cpu/dnnl_context.h"
 
 namespace gp::exec::dnnl_ctx {
 

@@ -1,8 +1,8 @@
-#include "exec/cpu_backend.h"
+#include "exec/cpu/cpu_backend.h"
 
 #include <map>
 
-#include "exec/cpu_ops.h"
+#include "exec/cpu/cpu_ops.h"
 
 namespace gp::exec {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp {
 

@@ -35,6 +35,17 @@ class CpuBackend final : public Backend {
   Status backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                   std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
                   std::vector<Tensor>& weight_grads) override;
+  Tensor empty(std::vector<int64_t> shape, DType dtype = DType::kFloat32) override;
+  Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::kFloat32) override;
+  Status fill(Tensor& t, float value) override;
+  Status copy(Tensor const& src, Tensor& dst) override;
+  Status add_into(Tensor& dst, Tensor const& src) override;
+  Status copy_chunks(Tensor const& src, std::vector<int> const& src_chunks, Tensor& dst,
+                     std::vector<int> const& dst_chunks, int axis, int64_t chunk) override;
+  Result<double> loss(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows,
+                      Tensor& grad) override;
+  Status optimizer_update(OptimizerConfig const& config, int64_t step, Tensor& param, Tensor const& grad,
+                          std::vector<Tensor*> const& state) override;
   Status synchronize() override { return Status::ok(); }
 
   // The op types in the kernel table, sorted.

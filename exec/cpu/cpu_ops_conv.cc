@@ -2,8 +2,8 @@
 // stay plain (NCHW-style) between operators; each primitive picks its own (blocked) layouts and
 // operands are reordered around it, because oneDNN's blocked kernels are several times faster than
 // its plain-layout ones, above all for backward weights.
-#include "exec/cpu_ops.h"
-#include "exec/dnnl_context.h"
+#include "exec/cpu/cpu_ops.h"
+#include "exec/cpu/dnnl_context.h"
 
 namespace gp::exec::cpu {
 namespace {

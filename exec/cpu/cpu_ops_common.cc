@@ -1,7 +1,7 @@
 #include <cstring>
 
-#include "exec/cpu_ops.h"
-#include "exec/stage_executor.h"
+#include "exec/cpu/cpu_ops.h"
+#include "kernels/vector_ops.h"
 
 namespace gp::exec::cpu {
 
@@ -11,7 +11,9 @@ Status op_error(OpCall const& call, std::string const& what) {
 
 bool wants(std::vector<bool> const& wanted, std::size_t i) { return i < wanted.size() && wanted[i]; }
 
-void add_into(Tensor& dst, Tensor const& src) { accumulate_into(dst, src); }
+void add_into(Tensor& dst, Tensor const& src) {
+  kernels::add_inplace(dst.data<float>(), src.data<float>(), dst.numel());
+}
 
 Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, Tensor g, bool accumulate) {
   if (grads.size() <= i) grads.resize(i + 1);

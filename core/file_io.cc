@@ -1,4 +1,4 @@
-#include "graph/file_io.h"
+#include "core/file_io.h"
 
 #include <cstdio>
 #include <filesystem>

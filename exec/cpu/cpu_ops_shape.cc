@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "exec/cpu_ops.h"
-#include "exec/dnnl_context.h"
+#include "exec/cpu/cpu_ops.h"
+#include "exec/cpu/dnnl_context.h"
 #include "kernels/gather.h"
 #include "kernels/strided.h"
 

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "exec/cpu_ops.h"
-#include "exec/dnnl_context.h"
+#include "exec/cpu/cpu_ops.h"
+#include "exec/cpu/dnnl_context.h"
 #include "kernels/dropout.h"
 #include "kernels/erf.h"
 #include "kernels/strided.h"

@@ -1,7 +1,7 @@
 // MaxPool, AveragePool, GlobalAveragePool through oneDNN pooling; max pooling keeps oneDNN's
 // workspace (argmax) for backward.
-#include "exec/cpu_ops.h"
-#include "exec/dnnl_context.h"
+#include "exec/cpu/cpu_ops.h"
+#include "exec/cpu/dnnl_context.h"
 
 namespace gp::exec::cpu {
 namespace {

@@ -1,7 +1,7 @@
 // Gemm and MatMul (batched, numpy broadcasting) through oneDNN matmul. Transposes are strided
 // memory descriptors, never copies; weight gradients accumulate in place with a sum post-op.
-#include "exec/cpu_ops.h"
-#include "exec/dnnl_context.h"
+#include "exec/cpu/cpu_ops.h"
+#include "exec/cpu/dnnl_context.h"
 #include "kernels/strided.h"
 
 namespace gp::exec::cpu {

@@ -1,4 +1,4 @@
-#include "graph/status.h"
+#include "core/status.h"
 
 namespace gp {
 

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "exec/cpu_ops.h"
-#include "exec/dnnl_context.h"
+#include "exec/cpu/cpu_ops.h"
+#include "exec/cpu/dnnl_context.h"
 
 namespace gp::exec::cpu {
 namespace {
