@@ -1,3 +1,4 @@
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -7,7 +8,15 @@
 
 #include "cli/commands.h"
 #include "cli/partition_problem.h"
+#include "exec/cpu/cpu_backend.h"
+#include "exec/data.h"
+#include "exec/runtime/runtime.h"
+#include "exec/runtime/threads.h"
+#include "exec/trainer.h"
+#include "graph/onnx_import.h"
 #include "partition/planner.h"
+#include "schedule/build.h"
+#include "schedule/simulator.h"
 
 namespace gp::cli {
 namespace {
@@ -15,7 +24,93 @@ namespace {
 struct Options {
   PartitionFlags flags;
   bool json = false;
+  bool train = false;
+  int64_t steps = 5;
+  std::string loss = "cross_entropy";
 };
+
+struct Trained {
+  std::string what;
+  double predicted = 0, measured = 0;
+};
+
+exec::TrainConfig train_config(Options const& o, int64_t batch, int64_t micro_batches) {
+  exec::TrainConfig c;
+  c.loss = o.loss == "mse" ? exec::LossKind::kMse : exec::LossKind::kCrossEntropy;
+  c.batch = batch;
+  c.micro_batches = micro_batches;
+  c.steps = o.steps;
+  c.data.samples = batch;  // one fixed batch: no data generation in the timed steps
+  c.log_interval = 1 << 30;
+  return c;
+}
+
+// Trains `plan` on its devices as worker threads (the best schedule that fits its memory) and
+// measures samples/s over the steps after the first.
+Result<Trained> train_plan(Options const& o, graph::OpGraph const& graph, partition::Plan const& plan) {
+  exec::TrainConfig const c = train_config(o, plan.batch, plan.num_micro_batches);
+  ASSIGN_OR_RETURN(schedule::Schedule sched, schedule::build_schedule(plan, schedule::Policy::kAuto));
+  ASSIGN_OR_RETURN(schedule::Simulation sim, schedule::simulate(plan, sched));
+  exec::RuntimeOptions ro;
+  ASSIGN_OR_RETURN(auto rt, exec::Runtime::create_threads(c, graph, plan, sched, ro));
+  RETURN_IF_ERROR(rt->run(-1, nullptr));
+  return Trained{plan.planner + " (" + std::to_string(plan.num_devices) + " workers, " + sched.policy + ")",
+                sim.samples_per_s, rt->samples_per_s()};
+}
+
+Result<Trained> train_one_worker(Options const& o, graph::OpGraph const& graph, partition::Problem const& p) {
+  ASSIGN_OR_RETURN(partition::Problem one, build_problem([&] {
+                     PartitionFlags f = o.flags;
+                     f.devices = 1;
+                     f.cluster.clear();
+                     return f;
+                   }()));
+  ASSIGN_OR_RETURN(partition::Plan plan, partition::plan_with("gpp", one, {}));
+  // One device runs F and B of each micro-batch in turn (the Trainer's order): 1F1B on one stage.
+  ASSIGN_OR_RETURN(schedule::Schedule sched, schedule::build_schedule(plan, schedule::Policy::k1F1B));
+  ASSIGN_OR_RETURN(schedule::Simulation sim, schedule::simulate(plan, sched));
+  exec::TrainConfig const c = train_config(o, p.batch, plan.num_micro_batches);
+  exec::CpuBackend backend;
+  ASSIGN_OR_RETURN(auto data, exec::make_data_source(c.data, graph, c.loss, c.seed));
+  ASSIGN_OR_RETURN(auto trainer, exec::Trainer::create(c, graph, backend, std::move(data)));
+  RETURN_IF_ERROR(trainer->step());
+  auto const t0 = std::chrono::steady_clock::now();
+  for (int64_t s = 1; s < c.steps; ++s) RETURN_IF_ERROR(trainer->step());
+  double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return Trained{"1 worker (" + std::to_string(exec::thread_budget()) + " threads)", sim.samples_per_s,
+                 static_cast<double>((c.steps - 1) * c.batch) / std::max(secs, 1e-9)};
+}
+
+// GPP's plan, the best sequential plan and one worker, trained here: measured next to predicted.
+Status train_and_report(Options const& o, partition::Problem const& p, std::optional<partition::Plan> const* plans) {
+  if (o.steps < 2) return invalid_argument("--steps must be >= 2 (the first step is not timed)");
+  if (o.loss != "cross_entropy" && o.loss != "mse") return invalid_argument("--loss must be cross_entropy or mse");
+  ASSIGN_OR_RETURN(graph::OpGraph graph, graph::load_onnx(o.flags.model));
+  for (auto const& t : graph.tensors())
+    if (t.role == graph::TensorRole::kWeight && !t.data)
+      return invalid_argument("--train needs a model with weights: '" + o.flags.model +
+                              "' was exported shape-only (export it without --shape-only)");
+  int best_seq = -1;
+  for (int k = 1; k < 4; ++k)
+    if (plans[k] && (best_seq < 0 || plans[k]->samples_per_s > plans[best_seq]->samples_per_s)) best_seq = k;
+  std::vector<Trained> rows;
+  for (int k : {0, best_seq}) {
+    if (k < 0 || !plans[k]) continue;
+    std::fprintf(stderr, "training the %s plan for %lld steps...\n", plans[k]->planner.c_str(), (long long)o.steps);
+    ASSIGN_OR_RETURN(Trained t, train_plan(o, graph, *plans[k]));
+    rows.push_back(t);
+  }
+  std::fprintf(stderr, "training on 1 worker for %lld steps...\n", (long long)o.steps);
+  ASSIGN_OR_RETURN(Trained one, train_one_worker(o, graph, p));
+  rows.push_back(one);
+  std::printf("\nmeasured on this machine (%lld steps, the first not timed), predicted by the simulator from the "
+              "%s cost model:\n", (long long)o.steps, o.flags.cost.c_str());
+  std::printf("%-36s %14s %14s %10s %10s\n", "run", "predicted/s", "measured/s", "meas/pred", "GPP/this");
+  for (auto const& r : rows)
+    std::printf("%-36s %14.1f %14.1f %10.2f %10.2f\n", r.what.c_str(), r.predicted, r.measured,
+                r.measured / std::max(r.predicted, 1e-9), rows[0].measured / std::max(r.measured, 1e-9));
+  return Status::ok();
+}
 
 Status run(Options const& o) {
   ASSIGN_OR_RETURN(partition::Problem p, build_problem(o.flags));
@@ -65,6 +160,7 @@ Status run(Options const& o) {
                 (long long)pl.states_explored, pl.depth, pl.stages.size(), (long long)pl.micro_batch, pl.samples_per_s,
                 format_bytes(peak).c_str(), ratio, pl.notes.empty() ? "" : "  (linearised)");
   }
+  if (o.train) return train_and_report(o, p, plans);
   return Status::ok();
 }
 
@@ -75,7 +171,15 @@ void add_compare_command(CLI::App& root, CommandList& commands) {
   auto* app = root.add_subcommand("compare", "Run every planner (gpp, pipedream, piper, balanced) and compare their plans");
   add_partition_flags(*app, opts->flags);
   app->add_flag("--json", opts->json, "Print JSON instead of the table");
-  app->footer("Example:\n  graphpipe compare mmt.onnx --devices 16 --memory 16GiB --batch 128 --time-limit 60");
+  app->add_flag("--train", opts->train,
+                "Also train the GPP plan, the best sequential plan and one worker here (worker threads) and print "
+                "measured samples/s next to predicted");
+  app->add_option("--steps", opts->steps, "Steps per trained plan with --train (the first is not timed)")->default_val(5);
+  app->add_option("--loss", opts->loss, "Loss for --train: cross_entropy or mse")->default_val("cross_entropy");
+  app->footer("Examples:\n  graphpipe compare mmt.onnx --devices 16 --memory 16GiB --batch 128 --time-limit 60\n"
+              "  graphpipe profile mmt_small.onnx --threads 1 --batch-sizes 1,2,4,8 -o p1.json\n"
+              "  graphpipe compare mmt_small.onnx --devices 2 --memory 1GiB --batch 32 --micro-batch 8 --cost p1.json "
+              "--train --steps 6");
   commands.push_back({app, [opts] { return run(*opts); }});
 }
 

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -21,6 +22,7 @@ struct ProfileArgs {
   std::string batch_sizes = "1,2,4,8";
   int repeats = 3;
   int threads = 0;
+  int concurrent = 0;
   std::string out;
 };
 
@@ -57,13 +59,22 @@ Status run_profile(ProfileArgs const& args) {
   options.repeats = args.repeats;
   options.model_name = graph.name();
   options.on_size = [](int64_t n) { std::cerr << "profiling micro-batch size " << n << "..." << std::endl; };
+  int const cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  int const budget = exec::thread_budget();
+  options.threads = budget;
+  options.calibrate_concurrency = args.concurrent > 0 ? args.concurrent : std::max(1, cores / budget);
+  options.thread_setup = [budget] { exec::set_thread_budget(budget); };
   ASSIGN_OR_RETURN(graph::MeasuredProfile profile, exec::profile_graph(graph, backend, options));
   double fwd = 0, bwd = 0;
   for (auto const& op : profile.ops) {
     fwd += op.fwd_s.back();
     bwd += op.bwd_input_s.back() + op.bwd_weight_s.back();
   }
-  spdlog::info("profiled with {} compute threads", exec::thread_budget());
+  spdlog::info("profiled with {} compute threads; executor calibration ({} at once): forward x{:.2f}, backward "
+               "x{:.2f} at {} samples",
+               exec::thread_budget(), options.calibrate_concurrency,
+               profile.calibration.fwd_scale.empty() ? 1.0 : profile.calibration.fwd_scale.back(),
+               profile.calibration.bwd_scale.empty() ? 1.0 : profile.calibration.bwd_scale.back(), sizes.back());
   spdlog::info("{} ops profiled at sizes {}; at {} samples: forward {:.3f} ms, backward {:.3f} ms", profile.ops.size(),
                args.batch_sizes, sizes.back(), fwd * 1e3, bwd * 1e3);
   if (args.out.empty()) {
@@ -87,6 +98,9 @@ void add_profile_command(CLI::App& root, CommandList& commands) {
   app->add_option("--threads", args->threads,
                   "Compute threads (0: every core); match a pipeline worker's budget, e.g. --threads 1 for 2 "
                   "workers on 2 cores")->default_val(0);
+  app->add_option("--concurrent", args->concurrent,
+                  "Executors run at once when calibrating against the whole executor (default: cores / threads, "
+                  "as many workers as will share the machine)")->default_val(0);
   app->add_option("-o,--out", args->out, "Write the profile JSON here (default: stdout)");
   app->footer(R"(Example:
   graphpipe models export mmt --size tiny --out mmt.onnx

@@ -80,7 +80,7 @@ Result<std::string> cached_profile(std::string const& model_path, graph::OpGraph
   std::filesystem::path dir = env ? std::filesystem::path(env)
                                   : std::filesystem::path(home ? home : "/tmp") / ".cache" / "graphpipe";
   char name[96];
-  std::snprintf(name, sizeof name, "%016llx-t%d-b%lld.profile.json", static_cast<unsigned long long>(h), threads,
+  std::snprintf(name, sizeof name, "%016llx-t%d-b%lld-v2.profile.json", static_cast<unsigned long long>(h), threads,
                 static_cast<long long>(micro_batch));
   std::string const path = (dir / name).string();
   if (std::filesystem::exists(path)) {
@@ -100,6 +100,9 @@ Result<std::string> cached_profile(std::string const& model_path, graph::OpGraph
   for (int64_t s = 1; s < micro_batch; s *= 2) options.samples.push_back(s);
   options.samples.push_back(micro_batch);
   options.model_name = graph.name();
+  options.threads = threads;
+  options.calibrate_concurrency = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / threads);
+  options.thread_setup = [threads] { exec::set_thread_budget(threads); };
   auto profile = exec::profile_graph(graph, backend, options);
   exec::set_thread_budget(before);
   if (!profile.is_ok()) return profile.status().with_context("profiling for the planner (use pipeline.cost: analytic)");
@@ -140,6 +143,9 @@ Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::stri
   flags.batch = config.batch;
   flags.micro_batch = config.micro_batch_size();
   ASSIGN_OR_RETURN(partition::Problem problem, build_problem(flags));
+  // Per weight byte, besides the weight: its gradient and the optimizer's moments.
+  problem.optimizer_bytes_per_weight_byte = exec::state_bytes_per_weight_byte(config.optimizer);
+  RETURN_IF_ERROR(problem.finalize());
   partition::PlannerOptions options;
   ASSIGN_OR_RETURN(partition::Plan plan, partition::plan_with(config.pipeline.planner, problem, options));
   return plan;

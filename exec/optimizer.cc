@@ -11,6 +11,11 @@ Tensor& moment(Backend& backend, std::map<std::string, Tensor>& state, std::stri
 }
 }  // namespace
 
+double state_bytes_per_weight_byte(OptimizerConfig const& config) {
+  if (config.kind == OptimizerKind::kSgd) return config.momentum != 0.f ? 2.0 : 1.0;
+  return 3.0;
+}
+
 Status Optimizer::step(Backend& backend, std::map<std::string, Tensor>& params,
                        std::map<std::string, Tensor> const& grads) {
   for (auto& [name, w] : params) {

@@ -14,6 +14,10 @@
 
 namespace gp::exec {
 
+// Bytes a parameter costs beyond its own, per weight byte: its gradient and the moments this
+// optimizer keeps (SGD: 1, with momentum 2; Adam/AdamW: 3). What the planner's memory model uses.
+double state_bytes_per_weight_byte(OptimizerConfig const& config);
+
 class Optimizer {
  public:
   explicit Optimizer(OptimizerConfig config) : config_(config) {}

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "exec/autodiff.h"
+#include "exec/stage_executor.h"
 
 namespace gp::exec {
 
@@ -32,6 +33,63 @@ Tensor random_like(std::vector<int64_t> const& shape, std::mt19937& rng) {
   std::normal_distribution<float> dist(0.f, 1.f);
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
   return t;
+}
+
+// Mean forward and backward time of the whole graph in `StageExecutor`, with `copies` executors
+// running at once on their own threads (what that many workers sharing the machine see).
+Status executor_times(graph::OpGraph const& graph, Backend& backend, int64_t n, ProfileOptions const& options,
+                      double& fwd_s, double& bwd_s) {
+  int const copies = std::max(1, options.calibrate_concurrency);
+  std::vector<Status> status(copies);
+  std::vector<double> fwd(copies), bwd(copies);
+  auto one = [&](int c) {
+    if (options.thread_setup) options.thread_setup();
+    auto ex = StageExecutor::create(graph, backend);
+    if (!ex.is_ok()) {
+      status[c] = ex.status();
+      return;
+    }
+    std::mt19937 rng(7 + c);
+    TensorMap inputs;
+    for (graph::TensorId t : graph.inputs()) {
+      auto const& info = graph.tensor(t);
+      auto const shape = info.shape.concrete(n);
+      inputs[t] = info.dtype == DType::kFloat32 ? random_like(shape, rng) : Tensor::zeros(shape, info.dtype);
+    }
+    for (int r = 0; r <= options.calibrate_repeats; ++r) {  // r == 0 warms up
+      TensorMap outputs, input_grads;
+      auto const t0 = Clock::now();
+      Status s = (*ex)->forward(r, inputs, outputs, true, static_cast<uint64_t>(r));
+      auto const t1 = Clock::now();
+      TensorMap grads;
+      if (s.is_ok()) {
+        graph::TensorId const out = graph.outputs()[0];
+        grads[out] = random_like(outputs.at(out).shape(), rng);
+        s = (*ex)->backward(r, grads, input_grads);
+      }
+      if (s.is_ok()) s = backend.synchronize();
+      auto const t2 = Clock::now();
+      if (!s.is_ok()) {
+        status[c] = s;
+        return;
+      }
+      if (r > 0) {
+        fwd[c] += std::chrono::duration<double>(t1 - t0).count() / options.calibrate_repeats;
+        bwd[c] += std::chrono::duration<double>(t2 - t1).count() / options.calibrate_repeats;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int c = 1; c < copies; ++c) threads.emplace_back(one, c);
+  one(0);  // the calling thread runs one copy itself (its thread pool is already warm)
+  for (auto& t : threads) t.join();
+  for (Status const& s : status) RETURN_IF_ERROR(s);
+  fwd_s = bwd_s = 0;
+  for (int c = 0; c < copies; ++c) {
+    fwd_s += fwd[c] / copies;
+    bwd_s += bwd[c] / copies;
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -119,6 +177,27 @@ Result<graph::MeasuredProfile> profile_graph(graph::OpGraph const& graph, Backen
     }
   }
   profile.ops = std::move(ops);
+  profile.threads = options.threads;
+  bool has_weights = !graph.outputs().empty();
+  for (auto const& t : graph.tensors())
+    has_weights = has_weights && (t.role != graph::TensorRole::kWeight || t.data);
+  if (options.calibrate_concurrency > 0 && has_weights) {
+    graph::Calibration& cal = profile.calibration;
+    cal.concurrency = options.calibrate_concurrency;
+    for (std::size_t k = 0; k < options.samples.size(); ++k) {
+      double sum_f = 0, sum_b = 0;
+      for (auto const& op : profile.ops) {
+        sum_f += op.fwd_s[k];
+        sum_b += op.bwd_input_s[k] + op.bwd_weight_s[k];
+      }
+      double fwd = 0, bwd = 0;
+      RETURN_IF_ERROR(executor_times(graph, backend, options.samples[k], options, fwd, bwd)
+                          .with_context("calibrating the profile against the executor"));
+      cal.samples.push_back(options.samples[k]);
+      cal.fwd_scale.push_back(sum_f > 0 ? std::max(fwd / sum_f, 1e-3) : 1.0);
+      cal.bwd_scale.push_back(sum_b > 0 ? std::max(bwd / sum_b, 1e-3) : 1.0);
+    }
+  }
   return profile;
 }
 

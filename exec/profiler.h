@@ -19,6 +19,12 @@ struct ProfileOptions {
   int repeats = 3;                              // timed calls per op and size (the minimum is kept)
   std::string model_name;
   std::function<void(int64_t samples)> on_size;  // progress callback (optional)
+  // Calibrate against the whole executor (graph::Calibration) with this many executors at once,
+  // each under the calling thread's thread budget; 0: no calibration.
+  int calibrate_concurrency = 1;
+  int calibrate_repeats = 3;
+  std::function<void()> thread_setup;  // run first on each calibration thread (its thread budget)
+  int threads = 0;                     // recorded in the profile (the calling thread's budget)
 };
 
 Result<graph::MeasuredProfile> profile_graph(graph::OpGraph const& graph, Backend& backend,

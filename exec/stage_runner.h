@@ -23,7 +23,8 @@ class StageRunner {
   Optimizer& optimizer() { return optimizer_; }
   Optimizer const& optimizer() const { return optimizer_; }
 
-  // The gradients in parameter-name order (what a replica group all-reduces; same order everywhere).
+  // The gradients in parameter-name order (what a replica group all-reduces; same order
+  // everywhere).
   std::vector<Tensor> gradient_list() const;
   // One optimizer update with the accumulated gradients. They stay readable until the next step
   // zeroes them (executor().zero_grads()), as the single-device Trainer does at a step's start.

@@ -1,4 +1,6 @@
 #include "graph/cost_model.h"
+
+#include <cmath>
 #include "core/file_io.h"
 
 #include <algorithm>
@@ -64,7 +66,13 @@ std::string profile_to_json(MeasuredProfile const& profile) {
          {"version", profile.version},
          {"model", profile.model},
          {"device", profile.device},
+         {"threads", profile.threads},
          {"ops", ops}};
+  if (!profile.calibration.samples.empty())
+    j["calibration"] = json{{"samples", profile.calibration.samples},
+                            {"fwd_scale", profile.calibration.fwd_scale},
+                            {"bwd_scale", profile.calibration.bwd_scale},
+                            {"concurrency", profile.calibration.concurrency}};
   return j.dump(1) + "\n";
 }
 
@@ -85,6 +93,20 @@ Result<MeasuredProfile> profile_from_json(std::string const& text) {
                          std::to_string(MeasuredProfile::kFormatVersion) + "); re-run 'graphpipe profile'");
     profile.model = j.value("model", std::string());
     profile.device = j.value("device", std::string());
+    profile.threads = j.value("threads", 0);
+    if (j.contains("calibration")) {
+      json const& c = j.at("calibration");
+      Calibration& cal = profile.calibration;
+      cal.samples = c.at("samples").get<std::vector<int64_t>>();
+      cal.fwd_scale = c.at("fwd_scale").get<std::vector<double>>();
+      cal.bwd_scale = c.at("bwd_scale").get<std::vector<double>>();
+      cal.concurrency = c.value("concurrency", 1);
+      if (cal.fwd_scale.size() != cal.samples.size() || cal.bwd_scale.size() != cal.samples.size())
+        return parse_error("profile JSON: calibration needs one fwd_scale and bwd_scale per sample count");
+      for (std::size_t k = 0; k < cal.samples.size(); ++k)
+        if (!(cal.fwd_scale[k] > 0) || !(cal.bwd_scale[k] > 0))
+          return parse_error("profile JSON: calibration scales must be positive");
+    }
     json const& ops = j.at("ops");
     if (!ops.is_array()) return parse_error("profile JSON: 'ops' must be an array");
     for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -151,8 +173,20 @@ OpTime MeasuredCostModel::op_time(OpGraph const& graph, OpId id, int64_t samples
   auto it = by_name_.find(graph.op(id).name);
   if (it == by_name_.end()) return fallback_ ? fallback_->op_time(graph, id, samples, device) : OpTime{};
   OpProfile const& p = profile_.ops[it->second];
-  return {interpolate(p.samples, p.fwd_s, samples) / device.speed, interpolate(p.samples, p.bwd_input_s, samples) / device.speed,
-          interpolate(p.samples, p.bwd_weight_s, samples) / device.speed};
+  double fs = 1, bs = 1;
+  if (auto const& cal = profile_.calibration; !cal.samples.empty()) {
+    // The nearest measured sample count (ratio distance).
+    std::size_t best = 0;
+    for (std::size_t k = 1; k < cal.samples.size(); ++k)
+      if (std::abs(std::log(double(cal.samples[k]) / double(samples))) <
+          std::abs(std::log(double(cal.samples[best]) / double(samples))))
+        best = k;
+    fs = cal.fwd_scale[best];
+    bs = cal.bwd_scale[best];
+  }
+  return {fs * interpolate(p.samples, p.fwd_s, samples) / device.speed,
+          bs * interpolate(p.samples, p.bwd_input_s, samples) / device.speed,
+          bs * interpolate(p.samples, p.bwd_weight_s, samples) / device.speed};
 }
 
 std::vector<std::string> MeasuredCostModel::missing_ops(OpGraph const& graph) const {

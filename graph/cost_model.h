@@ -85,11 +85,23 @@ struct OpProfile {
   std::vector<double> fwd_s, bwd_input_s, bwd_weight_s;
 };
 
+// What the per-op times miss, measured by running the whole executor (forward and backward of the
+// graph, as training runs it, with as many copies at once as workers will share the machine):
+// allocation, liveness bookkeeping, gradient accumulation, cold caches, memory-bandwidth
+// contention. The cost model multiplies an op's time by the scale at the nearest sample count.
+struct Calibration {
+  std::vector<int64_t> samples;
+  std::vector<double> fwd_scale, bwd_scale;  // executor time / sum of the ops' times
+  int concurrency = 1;                       // executors run at once while measuring
+};
+
 struct MeasuredProfile {
   static constexpr int kFormatVersion = 1;
   int version = kFormatVersion;
   std::string model, device;
+  int threads = 0;  // compute threads the ops ran with (0: not recorded)
   std::vector<OpProfile> ops;
+  Calibration calibration;  // optional (empty samples: none)
 };
 
 std::string profile_to_json(MeasuredProfile const& profile);

@@ -16,6 +16,7 @@
 
 #include "exec/cpu/cpu_backend.h"
 #include "exec/data.h"
+#include "exec/optimizer.h"
 #include "exec/profiler.h"
 #include "exec/runtime/runtime.h"
 #include "exec/runtime/threads.h"
@@ -69,13 +70,15 @@ exec::TrainConfig config_for(Options const& o) {
   c.steps = o.steps;
   c.seed = 1;
   c.optimizer.lr = 0.01f;
-  c.data.samples = o.batch;  // one fixed batch, as bench_train: no data generation in the timed loop
+  c.data.samples =
+      o.batch;  // one fixed batch, as bench_train: no data generation in the timed loop
   c.log_interval = 1 << 30;
   return c;
 }
 
 // A profile measured under `threads` compute threads, at the sizes a replica can see.
-std::shared_ptr<graph::CostModel const> measured_cost(graph::OpGraph const& g, int threads, int64_t b) {
+std::shared_ptr<graph::CostModel const> measured_cost(graph::OpGraph const& g, int threads,
+                                                      int64_t b) {
   exec::set_thread_budget(threads);
   exec::CpuBackend be;
   exec::ProfileOptions po;
@@ -83,16 +86,24 @@ std::shared_ptr<graph::CostModel const> measured_cost(graph::OpGraph const& g, i
   for (int64_t s = 1; s <= b; s *= 2) po.samples.push_back(s);
   if (po.samples.back() != b) po.samples.push_back(b);
   po.repeats = 3;
+  int const cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  po.threads = threads;
+  po.calibrate_concurrency = std::max(1, cores / threads);
+  po.thread_setup = [threads] { exec::set_thread_budget(threads); };
   po.model_name = g.name();
   auto profile = check(exec::profile_graph(g, be, po), "profile");
-  return std::make_shared<graph::MeasuredCostModel>(profile, std::make_shared<graph::AnalyticCostModel>());
+  return std::make_shared<graph::MeasuredCostModel>(profile,
+                                                    std::make_shared<graph::AnalyticCostModel>());
 }
 
-partition::Plan plan_for(std::shared_ptr<graph::OpGraph const> g, std::shared_ptr<graph::CostModel const> cost,
-                         std::string const& planner, int devices, exec::TrainConfig const& c) {
-  auto p = check(partition::problem_from_graph(g, cost, partition::Cluster::uniform(devices, int64_t{8} << 30), c.batch),
+partition::Plan plan_for(std::shared_ptr<graph::OpGraph const> g,
+                         std::shared_ptr<graph::CostModel const> cost, std::string const& planner,
+                         int devices, exec::TrainConfig const& c) {
+  auto p = check(partition::problem_from_graph(
+                     g, cost, partition::Cluster::uniform(devices, int64_t{8} << 30), c.batch),
                  "problem");
   p.micro_batch_candidates = {c.micro_batch_size()};
+  p.optimizer_bytes_per_weight_byte = exec::state_bytes_per_weight_byte(c.optimizer);
   check(p.finalize(), "problem");
   return check(partition::plan_with(planner, p), planner);
 }
@@ -109,7 +120,13 @@ Row run_pipeline(std::string const& model, std::string const& what, graph::OpGra
   ro.worker.timeout_s = 120;
   auto rt = check(exec::Runtime::create_threads(c, g, plan, sched, ro), "runtime");
   check(rt->run(-1, nullptr), "train");
-  Row r{model, what + " (" + sched.policy + ")", plan.num_devices, sim.samples_per_s, rt->samples_per_s(), {}, {}};
+  Row r{model,
+        what + " (" + sched.policy + ")",
+        plan.num_devices,
+        sim.samples_per_s,
+        rt->samples_per_s(),
+        {},
+        {}};
   for (auto const& m : rt->measurements()) {
     r.mem_measured.push_back(m.peak_bytes);
     r.mem_predicted.push_back(sim.devices[m.device].peak_memory_bytes);
@@ -117,8 +134,8 @@ Row run_pipeline(std::string const& model, std::string const& what, graph::OpGra
   return r;
 }
 
-Row run_single(std::string const& model, graph::OpGraph const& g, exec::TrainConfig const& c, int threads,
-               schedule::Simulation const& sim) {
+Row run_single(std::string const& model, graph::OpGraph const& g, exec::TrainConfig const& c,
+               int threads, schedule::Simulation const& sim) {
   exec::set_thread_budget(threads);
   exec::CountingAllocator memory;  // outlives every tensor below
   exec::ScopedThreadAllocator scoped(memory);
@@ -129,8 +146,13 @@ Row run_single(std::string const& model, graph::OpGraph const& g, exec::TrainCon
   auto const t0 = std::chrono::steady_clock::now();
   for (int s = 1; s < c.steps; ++s) check(t->step(), "step");
   double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  Row r{model, "1 worker, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads"), 1,
-        sim.samples_per_s, static_cast<double>((c.steps - 1) * c.batch) / secs, {}, {}};
+  Row r{model,
+        "1 worker, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads"),
+        1,
+        sim.samples_per_s,
+        static_cast<double>((c.steps - 1) * c.batch) / secs,
+        {},
+        {}};
   t.reset();
   r.mem_measured.push_back(memory.peak_bytes());
   r.mem_predicted.push_back(sim.devices[0].peak_memory_bytes);
@@ -150,25 +172,35 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string const a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a == "--steps") o.steps = std::stoi(next());
-    else if (a == "--batch") o.batch = std::stoll(next());
-    else if (a == "--micro-batches") o.micro_batches = std::stoll(next());
-    else if (a == "--only") o.only = next();
-    else if (a == "--size") o.size = next();
+    if (a == "--steps")
+      o.steps = std::stoi(next());
+    else if (a == "--batch")
+      o.batch = std::stoll(next());
+    else if (a == "--micro-batches")
+      o.micro_batches = std::stoll(next());
+    else if (a == "--only")
+      o.only = next();
+    else if (a == "--size")
+      o.size = next();
     else {
-      std::cerr << "usage: bench_runtime [--steps N] [--batch B] [--micro-batches M] [--only MODEL] [--size S]\n";
+      std::cerr << "usage: bench_runtime [--steps N] [--batch B] [--micro-batches M] [--only "
+                   "MODEL] [--size S]\n";
       return 2;
     }
   }
   int const cores = static_cast<int>(std::thread::hardware_concurrency());
-  std::printf("bench_runtime: %d cores, batch %lld in %lld micro-batches, %d steps (first not timed), size %s\n",
-              cores, static_cast<long long>(o.batch), static_cast<long long>(o.micro_batches), o.steps, o.size.c_str());
+  std::printf(
+      "bench_runtime: %d cores, batch %lld in %lld micro-batches, %d steps (first not timed), size "
+      "%s\n",
+      cores, static_cast<long long>(o.batch), static_cast<long long>(o.micro_batches), o.steps,
+      o.size.c_str());
   std::vector<Row> rows;
   std::vector<std::string> summary;
   for (std::string model : {"mmt", "transformer"}) {
     if (!o.only.empty() && o.only != model) continue;
     auto size = check(models::parse_size(o.size), "size");
-    auto g = std::make_shared<graph::OpGraph const>(check(models::build_graph(model, size, 1), model));
+    auto g =
+        std::make_shared<graph::OpGraph const>(check(models::build_graph(model, size, 1), model));
     exec::TrainConfig const c = config_for(o);
     std::cerr << model << ": profiling with 1 and " << cores << " threads..." << std::endl;
     auto cost1 = measured_cost(*g, 1, c.micro_batch_size());
@@ -182,21 +214,32 @@ int main(int argc, char** argv) {
     std::cerr << model << ": training..." << std::endl;
     Row const rg = run_pipeline(model, "GPP, 2 workers x 1 thread", *g, c, gpp);
     Row const rs = run_pipeline(model, seq.planner + ", 2 workers x 1 thread", *g, c, seq);
-    auto sim1 = check(schedule::simulate(one, check(schedule::build_schedule(one, schedule::Policy::kGpipe, {static_cast<int>(c.micro_batches), 0}), "schedule")), "simulate");
-    auto sim11 = check(schedule::simulate(one1, check(schedule::build_schedule(one1, schedule::Policy::kGpipe, {static_cast<int>(c.micro_batches), 0}), "schedule")), "simulate");
+    // One device runs F and B of each micro-batch in turn (the Trainer's order): 1F1B on one stage.
+    schedule::BuildOptions const bo{static_cast<int>(c.micro_batches), 0};
+    auto sim1 = check(
+        schedule::simulate(
+            one, check(schedule::build_schedule(one, schedule::Policy::k1F1B, bo), "schedule")),
+        "simulate");
+    auto sim11 = check(
+        schedule::simulate(
+            one1, check(schedule::build_schedule(one1, schedule::Policy::k1F1B, bo), "schedule")),
+        "simulate");
     Row const r1 = run_single(model, *g, c, cores, sim1);
     Row const r11 = run_single(model, *g, c, 1, sim11);
     rows.insert(rows.end(), {rg, rs, r1, r11});
     char line[256];
-    std::snprintf(line, sizeof line, "%-12s GPP/sequential measured %.2f (predicted %.2f); GPP 2 workers / (2 x 1-thread) %.2f",
-                  model.c_str(), rg.measured / rs.measured, rg.predicted / rs.predicted, rg.measured / (2 * r11.measured));
+    std::snprintf(
+        line, sizeof line,
+        "%-12s GPP/sequential measured %.2f (predicted %.2f); GPP 2 workers / (2 x 1-thread) %.2f",
+        model.c_str(), rg.measured / rs.measured, rg.predicted / rs.predicted,
+        rg.measured / (2 * r11.measured));
     summary.push_back(line);
   }
-  std::printf("\n%-12s %-38s %12s %12s %9s   %s\n", "model", "run", "predicted/s", "measured/s", "meas/pred",
-              "peak MiB per device: measured / predicted");
+  std::printf("\n%-12s %-38s %12s %12s %9s   %s\n", "model", "run", "predicted/s", "measured/s",
+              "meas/pred", "peak MiB per device: measured / predicted");
   for (auto const& r : rows) {
-    std::printf("%-12s %-38s %12.1f %12.1f %9.2f  ", r.model.c_str(), r.what.c_str(), r.predicted, r.measured,
-                r.predicted > 0 ? r.measured / r.predicted : 0.0);
+    std::printf("%-12s %-38s %12.1f %12.1f %9.2f  ", r.model.c_str(), r.what.c_str(), r.predicted,
+                r.measured, r.predicted > 0 ? r.measured / r.predicted : 0.0);
     for (std::size_t d = 0; d < r.mem_measured.size(); ++d)
       std::printf(" d%zu %s / %s", d, mib(r.mem_measured[d]).c_str(),
                   d < r.mem_predicted.size() ? mib(r.mem_predicted[d]).c_str() : "-");

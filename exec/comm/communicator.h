@@ -15,15 +15,16 @@
 #include <string>
 #include <vector>
 
-#include "exec/tensor.h"
 #include "core/status.h"
+#include "exec/tensor.h"
 
 namespace gp::exec {
 
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 inline Deadline deadline_after(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 struct MessageKey {
@@ -31,8 +32,8 @@ struct MessageKey {
   int edge = 0;           // index into Plan::edges
   bool gradient = false;  // the gradient flowing back along the edge, else the activation
   int micro_batch = 0;
-  int src = 0;            // source device
-  int dst = 0;            // destination device
+  int src = 0;  // source device
+  int dst = 0;  // destination device
   auto operator<=>(MessageKey const&) const = default;
   std::string to_string() const;  // "step 3 e2 m1 d0->d1" / "step 3 g2 m1 d1->d0"
 };
@@ -76,12 +77,13 @@ class Communicator {
   }
   // Waits for `key` until the deadline; the header must match `expected` exactly. The tensors
   // returned live in this device's memory.
-  virtual Result<std::vector<Tensor>> recv(MessageKey const& key, std::vector<TensorMeta> const& expected,
+  virtual Result<std::vector<Tensor>> recv(MessageKey const& key,
+                                           std::vector<TensorMeta> const& expected,
                                            Deadline deadline) = 0;
   // In place: every member ends with the sum over `group` (devices in replica order), added in
   // that order whatever order the members arrive in, so every replica gets identical bits.
-  virtual Status all_reduce_sum(CollectiveKey const& key, std::vector<int> const& group, std::vector<Tensor>& tensors,
-                                Deadline deadline) = 0;
+  virtual Status all_reduce_sum(CollectiveKey const& key, std::vector<int> const& group,
+                                std::vector<Tensor>& tensors, Deadline deadline) = 0;
   // Every device reaches the barrier (the step's end), or an error.
   virtual Status barrier(int64_t step, Deadline deadline) = 0;
   // Waits until every send this device made has been handed over (MPI: completed).

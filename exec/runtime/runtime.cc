@@ -56,65 +56,80 @@ void pin_to_cores(int first, int count) {
 
 }  // namespace
 
-uint64_t run_fingerprint(partition::Plan const& plan, schedule::Schedule const& schedule, TrainConfig const& config) {
+uint64_t run_fingerprint(partition::Plan const& plan, schedule::Schedule const& schedule,
+                         TrainConfig const& config) {
   partition::Plan p = plan;
   p.search_time_s = 0;  // the one field that differs between ranks that planned alike
   uint64_t h = fnv1a(partition::plan_to_json(p));
   h = fnv1a(schedule::print_schedule(schedule), h);
   h = fnv1a(std::to_string(config.batch) + "/" + std::to_string(config.micro_batches) + "/" +
                 std::to_string(config.seed) + "/" + loss_kind_name(config.loss) + "/" +
-                optimizer_kind_name(config.optimizer.kind) + "/" + std::to_string(config.optimizer.lr),
+                optimizer_kind_name(config.optimizer.kind) + "/" +
+                std::to_string(config.optimizer.lr),
             h);
   return h;
 }
 
 Runtime::~Runtime() = default;
 
-Status Runtime::prepare(TrainConfig const& config, graph::OpGraph const& graph, partition::Plan const& plan,
-                        schedule::Schedule const& schedule, RuntimeOptions const& options) {
+Status Runtime::prepare(TrainConfig const& config, graph::OpGraph const& graph,
+                        partition::Plan const& plan, schedule::Schedule const& schedule,
+                        RuntimeOptions const& options) {
   config_ = config;
   graph_ = &graph;
   plan_ = plan;
   schedule_ = schedule;
   options_ = options;
-  if (schedule_.num_stages != static_cast<int>(plan_.stages.size()) || schedule_.num_devices() != plan_.num_devices)
-    return invalid_argument("the schedule is for " + std::to_string(schedule_.num_stages) + " stages on " +
-                            std::to_string(schedule_.num_devices()) + " devices but the plan has " +
-                            std::to_string(plan_.stages.size()) + " stages on " + std::to_string(plan_.num_devices) +
-                            ": the schedule was built for another plan (rebuild it with graphpipe schedule)");
+  if (schedule_.num_stages != static_cast<int>(plan_.stages.size()) ||
+      schedule_.num_devices() != plan_.num_devices)
+    return invalid_argument(
+        "the schedule is for " + std::to_string(schedule_.num_stages) + " stages on " +
+        std::to_string(schedule_.num_devices()) + " devices but the plan has " +
+        std::to_string(plan_.stages.size()) + " stages on " + std::to_string(plan_.num_devices) +
+        ": the schedule was built for another plan (rebuild it with graphpipe schedule)");
   schedule::CheckOptions check;
   check.memory_limit_bytes = 0;  // memory is enforced while running, per device
-  RETURN_IF_ERROR(schedule::check_schedule(plan_, schedule_, check).with_context("the schedule does not fit the plan"));
+  RETURN_IF_ERROR(schedule::check_schedule(plan_, schedule_, check)
+                      .with_context("the schedule does not fit the plan"));
   if (config_.batch != plan_.batch)
-    return invalid_argument("the config's batch is " + std::to_string(config_.batch) + " but the plan was made for " +
-                            std::to_string(plan_.batch) + " (partition with --batch " + std::to_string(config_.batch) +
+    return invalid_argument("the config's batch is " + std::to_string(config_.batch) +
+                            " but the plan was made for " + std::to_string(plan_.batch) +
+                            " (partition with --batch " + std::to_string(config_.batch) +
                             ", or set batch: " + std::to_string(plan_.batch) + ")");
   if (config_.micro_batches != schedule_.num_micro_batches ||
       plan_.micro_batch * schedule_.num_micro_batches != config_.batch)
-    return invalid_argument("the config asks for " + std::to_string(config_.micro_batches) +
-                            " micro-batches but the plan/schedule run " + std::to_string(schedule_.num_micro_batches) +
-                            " of " + std::to_string(plan_.micro_batch) + " samples (set micro_batches: " +
-                            std::to_string(schedule_.num_micro_batches) + ", or replan with --micro-batch " +
-                            std::to_string(config_.micro_batch_size()) + ")");
+    return invalid_argument(
+        "the config asks for " + std::to_string(config_.micro_batches) +
+        " micro-batches but the plan/schedule run " + std::to_string(schedule_.num_micro_batches) +
+        " of " + std::to_string(plan_.micro_batch) +
+        " samples (set micro_batches: " + std::to_string(schedule_.num_micro_batches) +
+        ", or replan with --micro-batch " + std::to_string(config_.micro_batch_size()) + ")");
   ASSIGN_OR_RETURN(RuntimePlan rp, RuntimePlan::make(graph, plan_));
   rplan_ = std::make_unique<RuntimePlan>(std::move(rp));
   ASSIGN_OR_RETURN(schedule::PlanView view, schedule::PlanView::make(plan_));
-  for (auto const& m : schedule::account_memory(view, schedule_)) predicted_peak_.push_back(m.peak_bytes);
+  for (auto const& m : schedule::account_memory(view, schedule_))
+    predicted_peak_.push_back(m.peak_bytes);
   return Status::ok();
 }
 
 Status Runtime::build_worker(int device, Communicator& comm) {
   memory_.push_back(std::make_unique<CountingAllocator>());
-  backends_.push_back(std::make_unique<CpuBackend>());
+  if (options_.make_backend)
+    backends_.push_back(options_.make_backend(device));
+  else
+    backends_.push_back(std::make_unique<CpuBackend>());
+  if (!backends_.back()) return internal_error("no backend for device " + std::to_string(device));
   ScopedThreadAllocator scoped(*memory_.back());
   ASSIGN_OR_RETURN(auto data, make_data_source(config_.data, *graph_, config_.loss, config_.seed));
-  ASSIGN_OR_RETURN(auto worker, Worker::create(*rplan_, schedule_, device, config_, *backends_.back(), comm,
-                                               std::move(data), options_.worker, *memory_.back()));
+  ASSIGN_OR_RETURN(auto worker,
+                   Worker::create(*rplan_, schedule_, device, config_, *backends_.back(), comm,
+                                  std::move(data), options_.worker, *memory_.back()));
   workers_.push_back(std::move(worker));
   return Status::ok();
 }
 
-Result<std::unique_ptr<Runtime>> Runtime::create_threads(TrainConfig const& config, graph::OpGraph const& graph,
+Result<std::unique_ptr<Runtime>> Runtime::create_threads(TrainConfig const& config,
+                                                         graph::OpGraph const& graph,
                                                          partition::Plan const& plan,
                                                          schedule::Schedule const& schedule,
                                                          RuntimeOptions const& options) {
@@ -129,14 +144,15 @@ Result<std::unique_ptr<Runtime>> Runtime::create_threads(TrainConfig const& conf
   return rt;
 }
 
-Result<std::unique_ptr<Runtime>> Runtime::create_rank(TrainConfig const& config, graph::OpGraph const& graph,
-                                                      partition::Plan const& plan, schedule::Schedule const& schedule,
-                                                      Communicator& comm, RuntimeOptions const& options) {
+Result<std::unique_ptr<Runtime>> Runtime::create_rank(
+    TrainConfig const& config, graph::OpGraph const& graph, partition::Plan const& plan,
+    schedule::Schedule const& schedule, Communicator& comm, RuntimeOptions const& options) {
   std::unique_ptr<Runtime> rt(new Runtime());
   RETURN_IF_ERROR(rt->prepare(config, graph, plan, schedule, options));
   if (comm.num_devices() != plan.num_devices)
     return invalid_argument("the plan has " + std::to_string(plan.num_devices) + " devices but " +
-                            std::to_string(comm.num_devices()) + " ranks were started: run mpirun -np " +
+                            std::to_string(comm.num_devices()) +
+                            " ranks were started: run mpirun -np " +
                             std::to_string(plan.num_devices));
   rt->rank_comm_ = &comm;
   rt->local_.push_back(comm.device());
@@ -156,10 +172,12 @@ Status Runtime::run(int64_t steps, std::ostream* progress) {
 void Runtime::after_step(int64_t step, double loss, std::ostream* progress) {
   losses_.push_back(loss);
   step_ = step + 1;
-  if (progress && (step_ % std::max<int64_t>(1, config_.log_interval) == 0 || step_ == config_.steps)) {
+  if (progress &&
+      (step_ % std::max<int64_t>(1, config_.log_interval) == 0 || step_ == config_.steps)) {
     char line[200];
-    std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  %.1f samples/s", static_cast<long long>(step_),
-                  static_cast<long long>(config_.steps), loss, samples_per_s());
+    std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  %.1f samples/s",
+                  static_cast<long long>(step_), static_cast<long long>(config_.steps), loss,
+                  samples_per_s());
     *progress << line << std::endl;
   }
 }
@@ -167,7 +185,8 @@ void Runtime::after_step(int64_t step, double loss, std::ostream* progress) {
 Status Runtime::run_threads(int64_t steps, std::ostream* progress) {
   int const n = static_cast<int>(workers_.size());
   int const cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  int const budget = options_.threads_per_worker > 0 ? options_.threads_per_worker : std::max(1, cores / n);
+  int const budget =
+      options_.threads_per_worker > 0 ? options_.threads_per_worker : std::max(1, cores / n);
   bool const pin = options_.pin_cores && budget * n <= cores;
   std::vector<Status> status(n);
   std::mutex mu;
@@ -215,7 +234,8 @@ Status Runtime::run_threads(int64_t steps, std::ostream* progress) {
         aborted_at = Clock::now();
         stall_snapshot_ = stall_report();  // where everyone was when the first error happened
       }
-      if (aborted_at && Clock::now() - *aborted_at > std::chrono::duration<double>(options_.worker.timeout_s + 1)) {
+      if (aborted_at && Clock::now() - *aborted_at >
+                            std::chrono::duration<double>(options_.worker.timeout_s + 1)) {
         stuck_ = true;
         break;
       }
@@ -235,7 +255,8 @@ Status Runtime::run_rank(int64_t steps, std::ostream* progress) {
   int budget = options_.threads_per_worker;
   if (budget <= 0) {
     int local = 1;
-    if (char const* env = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(env));
+    if (char const* env = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
+      local = std::max(1, std::atoi(env));
     budget = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local);
   }
   set_thread_budget(budget);
@@ -262,13 +283,15 @@ Status Runtime::first_cause(std::vector<Status> const& statuses) const {
   Communicator const& comm = hub_ ? *endpoints_[0] : *rank_comm_;
   std::optional<Status> cause = comm.aborted();
   Status s = Status::ok();
-  if (cause && cause->code() != StatusCode::kAborted) s = *cause;
+  if (cause && cause->code() != StatusCode::kAborted)
+    s = *cause;
   else
     for (Status const& st : statuses)
       if (!st.is_ok() && (s.is_ok() || s.code() == StatusCode::kAborted)) s = st;
   if (s.is_ok()) return s;
   if (s.code() == StatusCode::kTimeout && hub_)
-    return Status(s.code(), s.message() + "; " + (stall_snapshot_.empty() ? stall_report() : stall_snapshot_));
+    return Status(s.code(), s.message() + "; " +
+                                (stall_snapshot_.empty() ? stall_report() : stall_snapshot_));
   return s;
 }
 
@@ -279,7 +302,8 @@ std::string Runtime::stall_report() const {
     int const d = workers_[w]->device();
     int const i = workers_[w]->current();
     out += " d" + std::to_string(d) + " ";
-    if (i < 0) out += "between steps";
+    if (i < 0)
+      out += "between steps";
     else {
       auto const& in = schedule_.devices[d][i];
       out += "at line " + std::to_string(in.line) + " (" + schedule::to_string(in) + ")";
@@ -293,7 +317,9 @@ std::string Runtime::stall_report() const {
 }
 
 double Runtime::samples_per_s() const {
-  return timed_steps_ > 0 && timed_s_ > 0 ? static_cast<double>(timed_steps_ * config_.batch) / timed_s_ : 0.0;
+  return timed_steps_ > 0 && timed_s_ > 0
+             ? static_cast<double>(timed_steps_ * config_.batch) / timed_s_
+             : 0.0;
 }
 
 std::vector<DeviceMeasurement> Runtime::measurements() const {
@@ -336,8 +362,10 @@ Result<std::map<std::string, Tensor>> Runtime::trained_tensors() {
   auto add_local = [&](Worker& w) {
     for (auto& [s, runner] : w.runners())
       if (plan_.stages[s].devices[0] == w.device()) {
-        for (auto const& [name, t] : runner->executor().parameters()) out.emplace(name, t.clone_to(cpu_allocator()));
-        for (auto const& [name, t] : runner->executor().buffers()) out.emplace(name, t.clone_to(cpu_allocator()));
+        for (auto const& [name, t] : runner->executor().parameters())
+          out.emplace(name, t.clone_to(cpu_allocator()));
+        for (auto const& [name, t] : runner->executor().buffers())
+          out.emplace(name, t.clone_to(cpu_allocator()));
       }
   };
   for (auto& w : workers_) add_local(*w);
@@ -356,9 +384,11 @@ Result<std::map<std::string, Tensor>> Runtime::trained_tensors() {
       RETURN_IF_ERROR(rank_comm_->send(key, std::move(tensors)));
     } else if (me == 0) {
       std::vector<TensorMeta> metas;
-      for (auto const& [name, t] : names) metas.push_back({graph_->tensor(t).dtype, graph_->tensor(t).data->dims});
+      for (auto const& [name, t] : names)
+        metas.push_back({graph_->tensor(t).dtype, graph_->tensor(t).data->dims});
       ASSIGN_OR_RETURN(auto tensors, rank_comm_->recv(key, metas, deadline_after(timeout)));
-      for (std::size_t i = 0; i < names.size(); ++i) out.emplace(names[i].first, std::move(tensors[i]));
+      for (std::size_t i = 0; i < names.size(); ++i)
+        out.emplace(names[i].first, std::move(tensors[i]));
     }
   }
   RETURN_IF_ERROR(rank_comm_->flush(deadline_after(timeout)));
@@ -367,8 +397,9 @@ Result<std::map<std::string, Tensor>> Runtime::trained_tensors() {
 
 Result<CheckpointState> Runtime::checkpoint_state() const {
   if (!hub_)
-    return unsupported("checkpoints under --launcher mpi are not implemented yet: train with worker threads "
-                       "(no --launcher) to write or resume checkpoints");
+    return unsupported(
+        "checkpoints under --launcher mpi are not implemented yet: train with worker threads "
+        "(no --launcher) to write or resume checkpoints");
   CheckpointState s;
   s.step = step_;
   s.seed = config_.seed;
@@ -377,8 +408,10 @@ Result<CheckpointState> Runtime::checkpoint_state() const {
     for (auto& [st, runner] : w->runners()) {
       if (plan_.stages[st].devices[0] != w->device()) continue;
       s.optimizer_steps = runner->optimizer().step_count();
-      for (auto const& [name, t] : runner->executor().parameters()) s.weights.emplace(name, t.clone_to(cpu_allocator()));
-      for (auto const& [name, t] : runner->executor().buffers()) s.weights.emplace(name, t.clone_to(cpu_allocator()));
+      for (auto const& [name, t] : runner->executor().parameters())
+        s.weights.emplace(name, t.clone_to(cpu_allocator()));
+      for (auto const& [name, t] : runner->executor().buffers())
+        s.weights.emplace(name, t.clone_to(cpu_allocator()));
       for (auto const& [name, t] : runner->optimizer().state())
         s.optimizer_state.emplace(name, t.clone_to(cpu_allocator()));
     }
@@ -389,11 +422,13 @@ Status Runtime::restore(CheckpointState const& state, std::string const& source)
   ASSIGN_OR_RETURN(CheckpointState mine, checkpoint_state());
   RETURN_IF_ERROR(check_checkpoint_matches(state, mine.weights, source));
   if (state.optimizer != optimizer_kind_name(config_.optimizer.kind))
-    return invalid_argument("checkpoint '" + source + "' was written with optimizer '" + state.optimizer +
-                            "' but the config uses '" + optimizer_kind_name(config_.optimizer.kind) + "'");
+    return invalid_argument("checkpoint '" + source + "' was written with optimizer '" +
+                            state.optimizer + "' but the config uses '" +
+                            optimizer_kind_name(config_.optimizer.kind) + "'");
   if (state.seed != config_.seed)
-    return invalid_argument("checkpoint '" + source + "' was written with seed " + std::to_string(state.seed) +
-                            " but the config has seed " + std::to_string(config_.seed) +
+    return invalid_argument("checkpoint '" + source + "' was written with seed " +
+                            std::to_string(state.seed) + " but the config has seed " +
+                            std::to_string(config_.seed) +
                             ": resuming would not reproduce the run");
   for (auto const& w : workers_)
     for (auto& [st, runner] : w->runners()) {
@@ -401,10 +436,12 @@ Status Runtime::restore(CheckpointState const& state, std::string const& source)
       std::set<std::string> names;
       for (auto const& [name, t] : runner->executor().parameters()) names.insert(name);
       for (auto const& [name, t] : runner->executor().buffers()) names.insert(name);
-      for (auto const& name : names) RETURN_IF_ERROR(runner->executor().set_parameter(name, state.weights.at(name)));
+      for (auto const& name : names)
+        RETURN_IF_ERROR(runner->executor().set_parameter(name, state.weights.at(name)));
       std::map<std::string, Tensor> moments;
       for (auto const& [name, t] : state.optimizer_state)
-        if (names.count(name.substr(0, name.find('#')))) moments.emplace(name, t.clone_to(cpu_allocator()));
+        if (names.count(name.substr(0, name.find('#'))))
+          moments.emplace(name, t.clone_to(cpu_allocator()));
       runner->optimizer().load_state(std::move(moments), state.optimizer_steps);
     }
   step_ = state.step;

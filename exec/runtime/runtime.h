@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -30,27 +31,31 @@ namespace gp::exec {
 
 struct RuntimeOptions {
   WorkerOptions worker;
-  int threads_per_worker = 0;  // oneDNN/OpenMP threads per worker; 0: cores / workers in this process
-  bool pin_cores = true;       // threads mode: workers on disjoint cores when they fit
+  // The backend of each device's worker; empty: the CPU backend. (A CUDA backend plugs in here.)
+  std::function<std::unique_ptr<Backend>(int device)> make_backend;
+  int threads_per_worker =
+      0;                  // oneDNN/OpenMP threads per worker; 0: cores / workers in this process
+  bool pin_cores = true;  // threads mode: workers on disjoint cores when they fit
 };
 
 struct DeviceMeasurement {
   int device = 0;
-  double busy_fraction = 0;           // compute time / wall time of the measured steps
-  int64_t peak_bytes = 0;             // measured: weights, gradients, optimizer state, activations
-  int64_t predicted_peak_bytes = 0;   // the schedule's memory accounting
+  double busy_fraction = 0;          // compute time / wall time of the measured steps
+  int64_t peak_bytes = 0;            // measured: weights, gradients, optimizer state, activations
+  int64_t predicted_peak_bytes = 0;  // the schedule's memory accounting
 };
 
 class Runtime {
  public:
   // Checks plan, schedule and config against each other and the model before anything runs.
-  static Result<std::unique_ptr<Runtime>> create_threads(TrainConfig const& config, graph::OpGraph const& graph,
+  static Result<std::unique_ptr<Runtime>> create_threads(TrainConfig const& config,
+                                                         graph::OpGraph const& graph,
                                                          partition::Plan const& plan,
                                                          schedule::Schedule const& schedule,
                                                          RuntimeOptions const& options);
-  static Result<std::unique_ptr<Runtime>> create_rank(TrainConfig const& config, graph::OpGraph const& graph,
-                                                      partition::Plan const& plan, schedule::Schedule const& schedule,
-                                                      Communicator& comm, RuntimeOptions const& options);
+  static Result<std::unique_ptr<Runtime>> create_rank(
+      TrainConfig const& config, graph::OpGraph const& graph, partition::Plan const& plan,
+      schedule::Schedule const& schedule, Communicator& comm, RuntimeOptions const& options);
   ~Runtime();
 
   // Runs `steps` steps (config.steps - done when < 0), printing a progress line every
@@ -62,9 +67,10 @@ class Runtime {
 
   int64_t steps_done() const { return step_; }
   std::vector<double> const& losses() const { return losses_; }
-  double samples_per_s() const;      // over the steps of the last run() after the first
+  double samples_per_s() const;  // over the steps of the last run() after the first
   std::vector<DeviceMeasurement> measurements() const;  // this process's devices
-  schedule::Timeline timeline() const;  // measured intervals of the last step, this process's devices
+  schedule::Timeline timeline()
+      const;  // measured intervals of the last step, this process's devices
   std::vector<int> const& local_devices() const { return local_; }
 
   // Weights and BatchNorm statistics of the whole model (replica 0 of each stage), copied into
@@ -78,8 +84,9 @@ class Runtime {
 
  private:
   Runtime() = default;
-  Status prepare(TrainConfig const& config, graph::OpGraph const& graph, partition::Plan const& plan,
-                 schedule::Schedule const& schedule, RuntimeOptions const& options);
+  Status prepare(TrainConfig const& config, graph::OpGraph const& graph,
+                 partition::Plan const& plan, schedule::Schedule const& schedule,
+                 RuntimeOptions const& options);
   Status build_worker(int device, Communicator& comm);
   Status run_threads(int64_t steps, std::ostream* progress);
   Status run_rank(int64_t steps, std::ostream* progress);
@@ -100,7 +107,7 @@ class Runtime {
   std::unique_ptr<class InProcessHub> hub_;
   std::vector<std::unique_ptr<Communicator>> endpoints_;
   Communicator* rank_comm_ = nullptr;
-  std::vector<std::unique_ptr<CpuBackend>> backends_;
+  std::vector<std::unique_ptr<Backend>> backends_;
   std::vector<std::unique_ptr<Worker>> workers_;
   int64_t step_ = 0;
   std::vector<double> losses_;
@@ -112,6 +119,7 @@ class Runtime {
 };
 
 // A hash of what every rank must agree on (plan, schedule, config), for the MPI start check.
-uint64_t run_fingerprint(partition::Plan const& plan, schedule::Schedule const& schedule, TrainConfig const& config);
+uint64_t run_fingerprint(partition::Plan const& plan, schedule::Schedule const& schedule,
+                         TrainConfig const& config);
 
 }  // namespace gp::exec

@@ -1,7 +1,7 @@
 #include "exec/runtime/worker.h"
 
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <numeric>
 #include <stdexcept>
@@ -19,7 +19,8 @@ Result<FaultInjection> parse_fault(std::string const& text) {
   FaultInjection f;
   auto const a = text.find(':'), b = text.find(':', a == std::string::npos ? a : a + 1);
   if (a == std::string::npos || b == std::string::npos)
-    return invalid_argument("--inject-fault '" + text + "': expected DEVICE:LINE:KIND, e.g. 1:7:throw");
+    return invalid_argument("--inject-fault '" + text +
+                            "': expected DEVICE:LINE:KIND, e.g. 1:7:throw");
   try {
     f.device = std::stoi(text.substr(0, a));
     f.line = std::stoi(text.substr(a + 1, b - a - 1));
@@ -27,17 +28,25 @@ Result<FaultInjection> parse_fault(std::string const& text) {
     return invalid_argument("--inject-fault '" + text + "': DEVICE and LINE must be integers");
   }
   std::string const kind = text.substr(b + 1);
-  if (kind == "throw") f.kind = FaultInjection::Kind::kThrow;
-  else if (kind == "nan") f.kind = FaultInjection::Kind::kNaN;
-  else if (kind == "header") f.kind = FaultInjection::Kind::kHeader;
-  else if (kind == "exit") f.kind = FaultInjection::Kind::kExit;
-  else if (kind == "stall") f.kind = FaultInjection::Kind::kStall;
-  else return invalid_argument("--inject-fault '" + text + "': KIND must be throw, nan, header, exit or stall");
+  if (kind == "throw")
+    f.kind = FaultInjection::Kind::kThrow;
+  else if (kind == "nan")
+    f.kind = FaultInjection::Kind::kNaN;
+  else if (kind == "header")
+    f.kind = FaultInjection::Kind::kHeader;
+  else if (kind == "exit")
+    f.kind = FaultInjection::Kind::kExit;
+  else if (kind == "stall")
+    f.kind = FaultInjection::Kind::kStall;
+  else
+    return invalid_argument("--inject-fault '" + text +
+                            "': KIND must be throw, nan, header, exit or stall");
   return f;
 }
 
-Worker::Worker(RuntimePlan const& plan, schedule::Schedule const& schedule, int device, TrainConfig const& config,
-               Backend& backend, Communicator& comm, std::unique_ptr<DataSource> data, WorkerOptions const& options,
+Worker::Worker(RuntimePlan const& plan, schedule::Schedule const& schedule, int device,
+               TrainConfig const& config, Backend& backend, Communicator& comm,
+               std::unique_ptr<DataSource> data, WorkerOptions const& options,
                Allocator const& memory)
     : plan_(plan),
       schedule_(schedule),
@@ -49,15 +58,18 @@ Worker::Worker(RuntimePlan const& plan, schedule::Schedule const& schedule, int 
       options_(options),
       memory_(memory) {}
 
-Result<std::unique_ptr<Worker>> Worker::create(RuntimePlan const& plan, schedule::Schedule const& schedule,
-                                               int device, TrainConfig const& config, Backend& backend,
+Result<std::unique_ptr<Worker>> Worker::create(RuntimePlan const& plan,
+                                               schedule::Schedule const& schedule, int device,
+                                               TrainConfig const& config, Backend& backend,
                                                Communicator& comm, std::unique_ptr<DataSource> data,
-                                               WorkerOptions const& options, Allocator const& memory) {
+                                               WorkerOptions const& options,
+                                               Allocator const& memory) {
   std::unique_ptr<Worker> w(
       new Worker(plan, schedule, device, config, backend, comm, std::move(data), options, memory));
   graph::OpGraph const& graph = plan.graph();
   for (int s : plan.view().stages_on(device)) {
-    ASSIGN_OR_RETURN(auto runner, StageRunner::create(graph, backend, plan.stage_ops(s), config.optimizer));
+    ASSIGN_OR_RETURN(auto runner,
+                     StageRunner::create(graph, backend, plan.stage_ops(s), config.optimizer));
     w->runners_.emplace(s, std::move(runner));
     bool reads_data = s == plan.loss_stage();
     for (graph::TensorId t : plan.autodiff(s).stage_inputs)
@@ -68,8 +80,8 @@ Result<std::unique_ptr<Worker>> Worker::create(RuntimePlan const& plan, schedule
   w->split_.resize(plan.num_stages());
   for (int s = 0; s < plan.num_stages(); ++s) w->split_[s] = split[s][device];
   ASSIGN_OR_RETURN(LabelSpec spec, label_spec(graph, config.loss));
-  w->rows_per_sample_ =
-      std::accumulate(spec.label_dims.begin(), spec.label_dims.end(), int64_t{1}, std::multiplies<>());
+  w->rows_per_sample_ = std::accumulate(spec.label_dims.begin(), spec.label_dims.end(), int64_t{1},
+                                        std::multiplies<>());
   return w;
 }
 
@@ -106,23 +118,29 @@ Status Worker::run_step(int64_t step, Clock::time_point origin) {
     try {
       if (options_.fault.device == device_ && options_.fault.line == in.line) {
         switch (options_.fault.kind) {
-          case FaultInjection::Kind::kThrow: throw std::runtime_error("injected fault");
-          case FaultInjection::Kind::kExit: std::raise(SIGKILL);  // a killed process, as the OOM killer does
+          case FaultInjection::Kind::kThrow:
+            throw std::runtime_error("injected fault");
+          case FaultInjection::Kind::kExit:
+            std::raise(SIGKILL);  // a killed process, as the OOM killer does
             break;
           case FaultInjection::Kind::kStall:
             std::this_thread::sleep_for(std::chrono::duration<double>(options_.timeout_s * 3));
             break;
-          default: break;
+          default:
+            break;
         }
       }
       s = execute(in, step);
     } catch (std::exception const& e) {
       s = internal_error(std::string("exception: ") + e.what());
     }
-    if (s.is_ok() && options_.memory_limit_bytes > 0 && memory_.bytes_in_use() > options_.memory_limit_bytes)
-      s = infeasible("holds " + std::to_string(memory_.bytes_in_use() >> 10) + " KiB, over its memory limit of " +
+    if (s.is_ok() && options_.memory_limit_bytes > 0 &&
+        memory_.bytes_in_use() > options_.memory_limit_bytes)
+      s = infeasible("holds " + std::to_string(memory_.bytes_in_use() >> 10) +
+                     " KiB, over its memory limit of " +
                      std::to_string(options_.memory_limit_bytes >> 10) +
-                     " KiB (raise 'memory' in the config, or plan with more devices or smaller micro-batches)");
+                     " KiB (raise 'memory' in the config, or plan with more devices or smaller "
+                     "micro-batches)");
     auto const end = Clock::now();
     schedule::Interval iv;
     iv.device = device_;
@@ -137,8 +155,9 @@ Status Worker::run_step(int64_t step, Clock::time_point origin) {
     intervals_.push_back(std::move(iv));
     if (!s.is_ok()) {
       if (s.code() == StatusCode::kAborted) return s;
-      Status cause = s.with_context("device " + std::to_string(device_) + ", line " + std::to_string(in.line) + " (" +
-                                    schedule::to_string(in) + "), step " + std::to_string(step + 1));
+      Status cause =
+          s.with_context("device " + std::to_string(device_) + ", line " + std::to_string(in.line) +
+                         " (" + schedule::to_string(in) + "), step " + std::to_string(step + 1));
       comm_.abort(cause);
       return cause;
     }
@@ -146,7 +165,8 @@ Status Worker::run_step(int64_t step, Clock::time_point origin) {
   current_.store(-1);
   Status s = finish_step(step);
   if (!s.is_ok() && s.code() != StatusCode::kAborted) {
-    s = s.with_context("device " + std::to_string(device_) + ", end of step " + std::to_string(step + 1));
+    s = s.with_context("device " + std::to_string(device_) + ", end of step " +
+                       std::to_string(step + 1));
     comm_.abort(s);
   }
   return s;
@@ -154,11 +174,16 @@ Status Worker::run_step(int64_t step, Clock::time_point origin) {
 
 Status Worker::execute(Instruction const& in, int64_t step) {
   switch (in.op) {
-    case Op::kForward: return forward(in.stage, in.micro_batch, step, in.line);
-    case Op::kBackward: return backward(in.stage, in.micro_batch, split_[in.stage]);
-    case Op::kWeight: return runners_.at(in.stage)->executor().backward_weight(in.micro_batch);
-    case Op::kSend: return send(in, step, in.line);
-    case Op::kRecv: return recv(in, step);
+    case Op::kForward:
+      return forward(in.stage, in.micro_batch, step, in.line);
+    case Op::kBackward:
+      return backward(in.stage, in.micro_batch, split_[in.stage]);
+    case Op::kWeight:
+      return runners_.at(in.stage)->executor().backward_weight(in.micro_batch);
+    case Op::kSend:
+      return send(in, step, in.line);
+    case Op::kRecv:
+      return recv(in, step);
     case Op::kAllReduce: {
       std::vector<Tensor> grads = runners_.at(in.stage)->gradient_list();
       return comm_.all_reduce_sum({step, in.stage}, plan_.view().stage(in.stage).devices, grads,
@@ -166,7 +191,8 @@ Status Worker::execute(Instruction const& in, int64_t step) {
     }
     case Op::kStep: {
       RETURN_IF_ERROR(comm_.flush(deadline_after(options_.timeout_s)));
-      for (auto& [s, runner] : runners_) RETURN_IF_ERROR(runner->update().with_context("stage " + std::to_string(s)));
+      for (auto& [s, runner] : runners_)
+        RETURN_IF_ERROR(runner->update().with_context("stage " + std::to_string(s)));
       return Status::ok();
     }
   }
@@ -188,9 +214,11 @@ void Worker::release_data(int mb) {
   if (it != data_cache_.end() && --it->second.second <= 0) data_cache_.erase(it);
 }
 
-Result<Tensor> Worker::take_chunks(Tensor const& t, int axis, int64_t chunk_extent, std::vector<int> const& positions) {
+Result<Tensor> Worker::take_chunks(Tensor const& t, int axis, int64_t chunk_extent,
+                                   std::vector<int> const& positions) {
   bool whole = static_cast<int64_t>(positions.size()) * chunk_extent == t.dim(axis);
-  for (std::size_t i = 0; whole && i < positions.size(); ++i) whole = positions[i] == static_cast<int>(i);
+  for (std::size_t i = 0; whole && i < positions.size(); ++i)
+    whole = positions[i] == static_cast<int>(i);
   if (whole) return t;  // all of it, in order: no copy
   std::vector<int64_t> shape = t.shape();
   shape[axis] = chunk_extent * static_cast<int64_t>(positions.size());
@@ -201,8 +229,8 @@ Result<Tensor> Worker::take_chunks(Tensor const& t, int axis, int64_t chunk_exte
   return out;
 }
 
-Status Worker::put_chunks(Tensor const& piece, int axis, int64_t chunk_extent, std::vector<int> const& positions,
-                          Tensor& dst) {
+Status Worker::put_chunks(Tensor const& piece, int axis, int64_t chunk_extent,
+                          std::vector<int> const& positions, Tensor& dst) {
   std::vector<int> src(positions.size());
   std::iota(src.begin(), src.end(), 0);
   return backend_.copy_chunks(piece, src, dst, positions, axis, chunk_extent);
@@ -215,7 +243,8 @@ Result<Tensor> Worker::on_device(Tensor const& host) {
   return out;
 }
 
-Result<Tensor> Worker::piece_of(Tensor const& t, graph::TensorId id, int replicas, std::vector<int> const& chunks) {
+Result<Tensor> Worker::piece_of(Tensor const& t, graph::TensorId id, int replicas,
+                                std::vector<int> const& chunks) {
   if (!plan_.batched(id)) return t;
   int const axis = plan_.graph().tensor(id).shape.batch_axis();
   int64_t const chunk_extent = t.dim(axis) / (plan_.chunks() / replicas);
@@ -225,7 +254,8 @@ Result<Tensor> Worker::piece_of(Tensor const& t, graph::TensorId id, int replica
 std::vector<TensorMeta> Worker::piece_metas(int edge, bool gradient, int n_chunks) const {
   std::vector<TensorMeta> out;
   auto const& ids = gradient ? plan_.edge_grad_tensors(edge) : plan_.edge_tensors(edge);
-  for (graph::TensorId t : ids) out.push_back({plan_.graph().tensor(t).dtype, plan_.piece_shape(t, n_chunks)});
+  for (graph::TensorId t : ids)
+    out.push_back({plan_.graph().tensor(t).dtype, plan_.piece_shape(t, n_chunks)});
   return out;
 }
 
@@ -259,7 +289,8 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
     if (info.producer != graph::kNoOp) continue;
     ASSIGN_OR_RETURN(Batch const* batch, micro_batch_data(step, mb));
     used_data = true;
-    auto const pos = std::find(graph.inputs().begin(), graph.inputs().end(), t) - graph.inputs().begin();
+    auto const pos =
+        std::find(graph.inputs().begin(), graph.inputs().end(), t) - graph.inputs().begin();
     Tensor const& full = batch->inputs.at(pos);
     if (info.shape.has_batch()) {
       ASSIGN_OR_RETURN(inputs[t], data_slice(full, info.shape.batch_axis()));
@@ -281,8 +312,8 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
       if (piece.local()) {
         auto it = outputs_.find({edge.src, mb});
         if (it == outputs_.end())
-          return internal_error("stage " + std::to_string(edge.src) + " has not run F m" + std::to_string(mb) +
-                                " on this device before its consumer");
+          return internal_error("stage " + std::to_string(edge.src) + " has not run F m" +
+                                std::to_string(mb) + " on this device before its consumer");
         for (graph::TensorId t : ids) {
           ASSIGN_OR_RETURN(Tensor part, piece_of(it->second.tensors.at(t), t, rp, chunks));
           parts.push_back(std::move(part));
@@ -291,8 +322,8 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
       } else {
         auto it = received_.find({e, mb, piece.src_device, false});
         if (it == received_.end())
-          return internal_error("no RECV e" + std::to_string(e) + " m" + std::to_string(mb) + " <-d" +
-                                std::to_string(piece.src_device) + " ran before this F");
+          return internal_error("no RECV e" + std::to_string(e) + " m" + std::to_string(mb) +
+                                " <-d" + std::to_string(piece.src_device) + " ran before this F");
         parts = std::move(it->second.tensors);
         received_.erase(it);
       }
@@ -302,17 +333,20 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
           assembled[k] = std::move(parts[k]);
           continue;
         }
-        if (!assembled[k].defined()) assembled[k] = backend_.empty(plan_.replica_shape(t, r), graph.tensor(t).dtype);
+        if (!assembled[k].defined())
+          assembled[k] = backend_.empty(plan_.replica_shape(t, r), graph.tensor(t).dtype);
         int const axis = graph.tensor(t).shape.batch_axis();
         int64_t const chunk_extent = parts[k].dim(axis) / static_cast<int64_t>(chunks.size());
-        RETURN_IF_ERROR(put_chunks(parts[k], axis, chunk_extent, RuntimePlan::positions(chunks, r), assembled[k]));
+        RETURN_IF_ERROR(put_chunks(parts[k], axis, chunk_extent, RuntimePlan::positions(chunks, r),
+                                   assembled[k]));
       }
     }
     for (std::size_t k = 0; k < ids.size(); ++k) inputs[ids[k]] = std::move(assembled[k]);
   }
 
   TensorMap outputs;
-  RETURN_IF_ERROR(runner.executor().forward(mb, inputs, outputs, true, micro_batch_seed(config_.seed, step, mb)));
+  RETURN_IF_ERROR(runner.executor().forward(mb, inputs, outputs, true,
+                                            micro_batch_seed(config_.seed, step, mb)));
   inputs.clear();
   if (stage == plan_.loss_stage()) {
     ASSIGN_OR_RETURN(Batch const* batch, micro_batch_data(step, mb));
@@ -320,7 +354,8 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
     graph::TensorId const out = graph.outputs()[0];
     ASSIGN_OR_RETURN(Tensor const labels, data_slice(batch->labels, 0));
     Tensor grad;
-    auto loss = backend_.loss(config_.loss, outputs.at(out), labels, config_.batch * rows_per_sample_, grad);
+    auto loss = backend_.loss(config_.loss, outputs.at(out), labels,
+                              config_.batch * rows_per_sample_, grad);
     if (!loss.is_ok()) {
       runner.executor().discard(mb);
       return loss.status();
@@ -331,9 +366,10 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
       l = std::nan("");
     if (!std::isfinite(l)) {
       runner.executor().discard(mb);
-      return numerical_error("loss is " + std::string(std::isnan(l) ? "NaN" : "Inf") + " at step " +
-                             std::to_string(step + 1) + ", micro-batch " + std::to_string(mb) +
-                             ": training stopped before that update (lower 'lr' or check the data)");
+      return numerical_error(
+          "loss is " + std::string(std::isnan(l) ? "NaN" : "Inf") + " at step " +
+          std::to_string(step + 1) + ", micro-batch " + std::to_string(mb) +
+          ": training stopped before that update (lower 'lr' or check the data)");
     }
     loss_sum_ += l;
     loss_grads_[{stage, mb}] = std::move(grad);
@@ -359,7 +395,8 @@ Status Worker::backward(int stage, int mb, bool split) {
       grads.emplace(t, std::move(g));
       return Status::ok();
     }
-    if (!owned[t]) {  // the first gradient may be a sender's or a consumer's tensor: add into a copy
+    if (!owned[t]) {  // the first gradient may be a sender's or a consumer's tensor: add into a
+                      // copy
       ASSIGN_OR_RETURN(it->second, backend_.clone(it->second));
       owned[t] = true;
     }
@@ -382,13 +419,14 @@ Status Worker::backward(int stage, int mb, bool split) {
       if (piece.local()) {
         auto it = input_grads_.find({edge.dst, mb});
         if (it == input_grads_.end())
-          return internal_error("stage " + std::to_string(edge.dst) + " has not run B m" + std::to_string(mb) +
-                                " on this device before its producer");
+          return internal_error("stage " + std::to_string(edge.dst) + " has not run B m" +
+                                std::to_string(mb) + " on this device before its producer");
         for (graph::TensorId t : ids) {
           auto g = it->second.tensors.find(t);
-          Tensor const full = g != it->second.tensors.end()
-                                  ? g->second
-                                  : backend_.zeros(plan_.replica_shape(t, rq), graph.tensor(t).dtype);
+          Tensor const full =
+              g != it->second.tensors.end()
+                  ? g->second
+                  : backend_.zeros(plan_.replica_shape(t, rq), graph.tensor(t).dtype);
           ASSIGN_OR_RETURN(Tensor part, piece_of(full, t, rq, chunks));
           parts.push_back(std::move(part));
         }
@@ -396,8 +434,8 @@ Status Worker::backward(int stage, int mb, bool split) {
       } else {
         auto it = received_.find({e, mb, piece.dst_device, true});
         if (it == received_.end())
-          return internal_error("no RECV g" + std::to_string(e) + " m" + std::to_string(mb) + " <-d" +
-                                std::to_string(piece.dst_device) + " ran before this B");
+          return internal_error("no RECV g" + std::to_string(e) + " m" + std::to_string(mb) +
+                                " <-d" + std::to_string(piece.dst_device) + " ran before this B");
         parts = std::move(it->second.tensors);
         received_.erase(it);
       }
@@ -407,10 +445,12 @@ Status Worker::backward(int stage, int mb, bool split) {
           assembled[k] = std::move(parts[k]);
           continue;
         }
-        if (!assembled[k].defined()) assembled[k] = backend_.zeros(plan_.replica_shape(t, r), graph.tensor(t).dtype);
+        if (!assembled[k].defined())
+          assembled[k] = backend_.zeros(plan_.replica_shape(t, r), graph.tensor(t).dtype);
         int const axis = graph.tensor(t).shape.batch_axis();
         int64_t const chunk_extent = parts[k].dim(axis) / static_cast<int64_t>(chunks.size());
-        RETURN_IF_ERROR(put_chunks(parts[k], axis, chunk_extent, RuntimePlan::positions(chunks, r), assembled[k]));
+        RETURN_IF_ERROR(put_chunks(parts[k], axis, chunk_extent, RuntimePlan::positions(chunks, r),
+                                   assembled[k]));
       }
     }
     for (std::size_t k = 0; k < ids.size(); ++k)
@@ -418,14 +458,17 @@ Status Worker::backward(int stage, int mb, bool split) {
   }
 
   TensorMap input_grads;
-  if (split) RETURN_IF_ERROR(runner.executor().backward_input(mb, grads, input_grads));
-  else RETURN_IF_ERROR(runner.executor().backward(mb, grads, input_grads));
+  if (split)
+    RETURN_IF_ERROR(runner.executor().backward_input(mb, grads, input_grads));
+  else
+    RETURN_IF_ERROR(runner.executor().backward(mb, grads, input_grads));
   int const pending = pieces_out(stage, true);
   if (pending > 0) {
     // Every gradient the consumers' messages carry, zero where none flowed.
     for (int e : plan_.view().in_edges(stage))
       for (graph::TensorId t : plan_.edge_grad_tensors(e))
-        if (!input_grads.count(t)) input_grads[t] = backend_.zeros(plan_.replica_shape(t, r), graph.tensor(t).dtype);
+        if (!input_grads.count(t))
+          input_grads[t] = backend_.zeros(plan_.replica_shape(t, r), graph.tensor(t).dtype);
     input_grads_[{stage, mb}] = Stored{std::move(input_grads), pending};
   }
   (void)ad;
@@ -439,20 +482,25 @@ Status Worker::send(Instruction const& in, int64_t step, int line) {
   auto& store = in.gradient ? input_grads_ : outputs_;
   auto it = store.find({stage, in.micro_batch});
   if (it == store.end())
-    return internal_error("nothing to send: " + std::string(in.gradient ? "B" : "F") + " s" + std::to_string(stage) +
-                          " m" + std::to_string(in.micro_batch) + " has not run on this device");
+    return internal_error("nothing to send: " + std::string(in.gradient ? "B" : "F") + " s" +
+                          std::to_string(stage) + " m" + std::to_string(in.micro_batch) +
+                          " has not run on this device");
   int const mine = plan_.replica_of(stage, device_), theirs = plan_.replica_of(peer_stage, in.peer);
-  if (theirs < 0) return internal_error("device " + std::to_string(in.peer) + " does not run stage " + std::to_string(peer_stage));
+  if (theirs < 0)
+    return internal_error("device " + std::to_string(in.peer) + " does not run stage " +
+                          std::to_string(peer_stage));
   std::vector<int> const chunks = in.gradient ? plan_.piece_chunks(in.edge, theirs, mine)
                                               : plan_.piece_chunks(in.edge, mine, theirs);
   int const r = plan_.replicas(stage);
   std::vector<Tensor> tensors;
-  for (graph::TensorId t : in.gradient ? plan_.edge_grad_tensors(in.edge) : plan_.edge_tensors(in.edge)) {
+  for (graph::TensorId t :
+       in.gradient ? plan_.edge_grad_tensors(in.edge) : plan_.edge_tensors(in.edge)) {
     ASSIGN_OR_RETURN(Tensor part, piece_of(it->second.tensors.at(t), t, r, chunks));
     tensors.push_back(std::move(part));
   }
   // The communication stream sends once the compute that produced the piece is done.
-  RETURN_IF_ERROR(backend_.wait(Backend::StreamKind::kCommunication, backend_.record(Backend::StreamKind::kCompute)));
+  RETURN_IF_ERROR(backend_.wait(Backend::StreamKind::kCommunication,
+                                backend_.record(Backend::StreamKind::kCompute)));
   if (options_.fault.kind == FaultInjection::Kind::kHeader && options_.fault.device == device_ &&
       options_.fault.line == line && !tensors.empty())
     tensors[0] = backend_.zeros({tensors[0].numel() + 1}, tensors[0].dtype());
@@ -465,10 +513,13 @@ Status Worker::post(Instruction const& in, int64_t step) {
   int const stage = in.gradient ? edge.dst : edge.src;
   int const peer_stage = in.gradient ? edge.src : edge.dst;
   int const theirs = plan_.replica_of(stage, in.peer), mine = plan_.replica_of(peer_stage, device_);
-  if (theirs < 0) return internal_error("device " + std::to_string(in.peer) + " does not run stage " + std::to_string(stage));
+  if (theirs < 0)
+    return internal_error("device " + std::to_string(in.peer) + " does not run stage " +
+                          std::to_string(stage));
   std::vector<int> const chunks = in.gradient ? plan_.piece_chunks(in.edge, mine, theirs)
                                               : plan_.piece_chunks(in.edge, theirs, mine);
-  return comm_.post_recv(key_of(in, step), piece_metas(in.edge, in.gradient, static_cast<int>(chunks.size())));
+  return comm_.post_recv(key_of(in, step),
+                         piece_metas(in.edge, in.gradient, static_cast<int>(chunks.size())));
 }
 
 Status Worker::recv(Instruction const& in, int64_t step) {
@@ -476,14 +527,16 @@ Status Worker::recv(Instruction const& in, int64_t step) {
   int const stage = in.gradient ? edge.dst : edge.src;  // the sender's stage
   int const peer_stage = in.gradient ? edge.src : edge.dst;
   int const theirs = plan_.replica_of(stage, in.peer), mine = plan_.replica_of(peer_stage, device_);
-  if (theirs < 0) return internal_error("device " + std::to_string(in.peer) + " does not run stage " + std::to_string(stage));
+  if (theirs < 0)
+    return internal_error("device " + std::to_string(in.peer) + " does not run stage " +
+                          std::to_string(stage));
   std::vector<int> const chunks = in.gradient ? plan_.piece_chunks(in.edge, mine, theirs)
                                               : plan_.piece_chunks(in.edge, theirs, mine);
   auto const expected = piece_metas(in.edge, in.gradient, static_cast<int>(chunks.size()));
   ASSIGN_OR_RETURN(std::vector<Tensor> tensors,
                    comm_.recv(key_of(in, step), expected, deadline_after(options_.timeout_s)));
-  auto [it, fresh] = received_.emplace(std::make_tuple(in.edge, in.micro_batch, in.peer, in.gradient),
-                                       Received{std::move(tensors)});
+  auto [it, fresh] = received_.emplace(
+      std::make_tuple(in.edge, in.micro_batch, in.peer, in.gradient), Received{std::move(tensors)});
   if (!fresh) return internal_error("received the same piece twice");
   return Status::ok();
 }
@@ -492,15 +545,22 @@ Status Worker::finish_step(int64_t step) {
   // The leak check: after STEP nothing may be left of this step.
   std::string leaks;
   auto note = [&](std::string const& what) { leaks += (leaks.empty() ? "" : ", ") + what; };
-  for (auto const& [k, v] : outputs_) note("activations of s" + std::to_string(k.first) + " m" + std::to_string(k.second));
-  for (auto const& [k, v] : input_grads_) note("input gradients of s" + std::to_string(k.first) + " m" + std::to_string(k.second));
-  for (auto const& [k, v] : loss_grads_) note("loss gradient of s" + std::to_string(k.first) + " m" + std::to_string(k.second));
-  for (auto const& [k, v] : received_) note("a received piece of edge " + std::to_string(std::get<0>(k)));
+  for (auto const& [k, v] : outputs_)
+    note("activations of s" + std::to_string(k.first) + " m" + std::to_string(k.second));
+  for (auto const& [k, v] : input_grads_)
+    note("input gradients of s" + std::to_string(k.first) + " m" + std::to_string(k.second));
+  for (auto const& [k, v] : loss_grads_)
+    note("loss gradient of s" + std::to_string(k.first) + " m" + std::to_string(k.second));
+  for (auto const& [k, v] : received_)
+    note("a received piece of edge " + std::to_string(std::get<0>(k)));
   for (auto const& [s, runner] : runners_)
-    if (runner->executor().in_flight() > 0) note(std::to_string(runner->executor().in_flight()) + " micro-batches in flight on s" + std::to_string(s));
+    if (runner->executor().in_flight() > 0)
+      note(std::to_string(runner->executor().in_flight()) + " micro-batches in flight on s" +
+           std::to_string(s));
   for (MessageKey const& k : comm_.undelivered())
     if (k.step <= step) note("undelivered message " + k.to_string());
-  if (!data_cache_.empty()) note("input data of " + std::to_string(data_cache_.size()) + " micro-batches");
+  if (!data_cache_.empty())
+    note("input data of " + std::to_string(data_cache_.size()) + " micro-batches");
   if (!leaks.empty()) {
     outputs_.clear();
     input_grads_.clear();

@@ -1,6 +1,8 @@
-// Runs the graphpipe binary (or mpirun over it) as a user would, for the runtime's end-to-end tests.
+// Runs the graphpipe binary (or mpirun over it) as a user would, for the runtime's end-to-end
+// tests.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,8 +12,6 @@
 #include <fstream>
 #include <map>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "graph/onnx_import.h"
 #include "schedule/schedule_text.h"
@@ -26,7 +26,8 @@ struct Run {
 
 inline std::string graphpipe() { return std::string(GP_BINARY_DIR) + "/cli/graphpipe"; }
 
-// `limit_s`: the command is killed past it (coreutils timeout), so a hang fails instead of blocking.
+// `limit_s`: the command is killed past it (coreutils timeout), so a hang fails instead of
+// blocking.
 inline Run run(std::string const& cmd, int limit_s = 120) {
   Run r;
   auto const t0 = std::chrono::steady_clock::now();
@@ -45,7 +46,8 @@ inline Run run(std::string const& cmd, int limit_s = 120) {
 class TempDir {
  public:
   explicit TempDir(std::string const& tag)
-      : path_(std::filesystem::temp_directory_path() / ("gp_" + tag + "_" + std::to_string(::getpid()))) {
+      : path_(std::filesystem::temp_directory_path() /
+              ("gp_" + tag + "_" + std::to_string(::getpid()))) {
     std::filesystem::create_directories(path_);
   }
   ~TempDir() { std::filesystem::remove_all(path_); }
