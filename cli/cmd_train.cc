@@ -12,6 +12,7 @@
 #include "exec/comm/communicator.h"
 #include "exec/cpu/cpu_backend.h"
 #include "exec/profiler.h"
+#include "exec/runtime/link_probe.h"
 #include "exec/runtime/runtime.h"
 #include "exec/runtime/threads.h"
 #include "core/file_io.h"
@@ -132,7 +133,12 @@ Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::stri
       int const threads = config.pipeline.threads_per_worker > 0 ? static_cast<int>(config.pipeline.threads_per_worker)
                                                                  : std::max(1, cores / devices);
       ASSIGN_OR_RETURN(flags.cost, cached_profile(model_path, graph, threads, config.micro_batch_size()));
-      cost_name = "measured, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " per worker";
+      // Worker threads exchange tensors through memory: price links at what it delivers here.
+      char bw[32];
+      std::snprintf(bw, sizeof bw, "%.3fGB/s", exec::measure_in_process_bandwidth() / 1e9);
+      flags.bandwidth = bw;
+      cost_name = "measured, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
+                  " per worker, links " + bw;
     }
   } else {
     flags.cost = config.pipeline.cost;

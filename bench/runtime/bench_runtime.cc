@@ -17,6 +17,7 @@
 #include "exec/cpu/cpu_backend.h"
 #include "exec/data.h"
 #include "exec/optimizer.h"
+#include "exec/runtime/link_probe.h"
 #include "exec/profiler.h"
 #include "exec/runtime/runtime.h"
 #include "exec/runtime/threads.h"
@@ -98,12 +99,14 @@ std::shared_ptr<graph::CostModel const> measured_cost(graph::OpGraph const& g, i
 
 partition::Plan plan_for(std::shared_ptr<graph::OpGraph const> g,
                          std::shared_ptr<graph::CostModel const> cost, std::string const& planner,
-                         int devices, exec::TrainConfig const& c) {
-  auto p = check(partition::problem_from_graph(
-                     g, cost, partition::Cluster::uniform(devices, int64_t{8} << 30), c.batch),
-                 "problem");
+                         int devices, exec::TrainConfig const& c, bool replication = true) {
+  partition::Cluster cluster = partition::Cluster::uniform(devices, int64_t{8} << 30);
+  static double const bandwidth = exec::measure_in_process_bandwidth();  // worker threads' "links"
+  cluster.intra_node.bandwidth = bandwidth;
+  auto p = check(partition::problem_from_graph(g, cost, cluster, c.batch), "problem");
   p.micro_batch_candidates = {c.micro_batch_size()};
   p.optimizer_bytes_per_weight_byte = exec::state_bytes_per_weight_byte(c.optimizer);
+  p.allow_replication = replication;
   check(p.finalize(), "problem");
   return check(partition::plan_with(planner, p), planner);
 }
@@ -189,6 +192,8 @@ int main(int argc, char** argv) {
     }
   }
   int const cores = static_cast<int>(std::thread::hardware_concurrency());
+  std::printf("bench_runtime: in-process all-reduce %.2f GB/s (the planners' link bandwidth)\n",
+              exec::measure_in_process_bandwidth() / 1e9);
   std::printf(
       "bench_runtime: %d cores, batch %lld in %lld micro-batches, %d steps (first not timed), size "
       "%s\n",
@@ -209,11 +214,18 @@ int main(int argc, char** argv) {
     partition::Plan seq = plan_for(g, cost1, "pipedream", 2, c);
     auto bal = plan_for(g, cost1, "balanced", 2, c);
     if (bal.samples_per_s > seq.samples_per_s) seq = bal;
+    // Stages only (no data-parallel replicas): graph of stages against chain of stages.
+    auto gpp_stages = plan_for(g, cost1, "gpp", 2, c, false);
+    partition::Plan seq_stages = plan_for(g, cost1, "pipedream", 2, c, false);
+    auto bal_stages = plan_for(g, cost1, "balanced", 2, c, false);
+    if (bal_stages.samples_per_s > seq_stages.samples_per_s) seq_stages = bal_stages;
     auto one = plan_for(g, cost_all, "gpp", 1, c);
     auto one1 = plan_for(g, cost1, "gpp", 1, c);
     std::cerr << model << ": training..." << std::endl;
     Row const rg = run_pipeline(model, "GPP, 2 workers x 1 thread", *g, c, gpp);
     Row const rs = run_pipeline(model, seq.planner + ", 2 workers x 1 thread", *g, c, seq);
+    Row const rgs = run_pipeline(model, "GPP stages only, 2 x 1", *g, c, gpp_stages);
+    Row const rss = run_pipeline(model, seq_stages.planner + " stages only, 2 x 1", *g, c, seq_stages);
     // One device runs F and B of each micro-batch in turn (the Trainer's order): 1F1B on one stage.
     schedule::BuildOptions const bo{static_cast<int>(c.micro_batches), 0};
     auto sim1 = check(
@@ -226,13 +238,14 @@ int main(int argc, char** argv) {
         "simulate");
     Row const r1 = run_single(model, *g, c, cores, sim1);
     Row const r11 = run_single(model, *g, c, 1, sim11);
-    rows.insert(rows.end(), {rg, rs, r1, r11});
-    char line[256];
-    std::snprintf(
-        line, sizeof line,
-        "%-12s GPP/sequential measured %.2f (predicted %.2f); GPP 2 workers / (2 x 1-thread) %.2f",
-        model.c_str(), rg.measured / rs.measured, rg.predicted / rs.predicted,
-        rg.measured / (2 * r11.measured));
+    rows.insert(rows.end(), {rg, rs, rgs, rss, r1, r11});
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "%-12s GPP/sequential measured %.2f (predicted %.2f), stages only %.2f (predicted "
+                  "%.2f); GPP 2 workers / (2 x 1-thread) %.2f",
+                  model.c_str(), rg.measured / rs.measured, rg.predicted / rs.predicted,
+                  rgs.measured / rss.measured, rgs.predicted / rss.predicted,
+                  rg.measured / (2 * r11.measured));
     summary.push_back(line);
   }
   std::printf("\n%-12s %-38s %12s %12s %9s   %s\n", "model", "run", "predicted/s", "measured/s",
