@@ -1,5 +1,8 @@
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
+#include <ctime>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -170,8 +173,25 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
                     graph::OpGraph const& graph, std::unique_ptr<exec::Communicator>& comm);
 
 // MPI ranks: an error on this rank is sent to every other rank (they stop instead of waiting).
+// The first Ctrl-C asks every worker to stop; another one more than 2 s later ends the process at
+// once (repeats within 2 s are the same signal sent to the whole process group, as timeout does).
+std::atomic<int64_t> g_first_interrupt_ns{0};
+void on_interrupt(int) {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  int64_t const ns = int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
+  int64_t expected = 0;
+  if (g_first_interrupt_ns.compare_exchange_strong(expected, ns)) {
+    exec::request_stop();
+  } else if (ns - expected > int64_t{2000000000}) {
+    _exit(130);
+  }
+}
+
 Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std::string const& model_path,
                     graph::OpGraph const& graph) {
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
   std::unique_ptr<exec::Communicator> comm;
   Status s = run_pipeline(args, config, model_path, graph, comm);
   if (!s.is_ok() && comm) {

@@ -68,6 +68,11 @@ class Backend {
   virtual Status fill(Tensor& t, float value) = 0;  // float32
   // dst <- src, same dtype and element count; either side may be host memory (an edge copy).
   virtual Status copy(Tensor const& src, Tensor& dst) = 0;
+  // `t` itself when it lives on this device, else a copy here: the edge copy of host data.
+  Result<Tensor> to_device(Tensor const& t) {
+    if (t.device() == device()) return t;
+    return clone(t);
+  }
   // A new tensor on this device with src's values.
   Result<Tensor> clone(Tensor const& src) {
     Tensor out = empty(src.shape(), src.dtype());

@@ -39,7 +39,8 @@ Result<std::unique_ptr<StageExecutor>> StageExecutor::create(graph::OpGraph cons
       if (!info.data)
         return invalid_argument("weight '" + info.name +
                                 "' has no values (the model was loaded without weights): training needs them");
-      ex->static_values_[t] = Tensor::from_data(*info.data);
+      // The model's values arrive in host memory (the edge): one copy onto the device.
+      ASSIGN_OR_RETURN(ex->static_values_[t], backend.to_device(Tensor::from_data(*info.data)));
     }
   }
   for (graph::TensorId t : ex->plan_.weights) ex->params_.emplace(graph.tensor(t).name, ex->static_values_[t]);

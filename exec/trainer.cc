@@ -56,10 +56,15 @@ Status Trainer::step() {
   for (int64_t m = 0; m < config_.micro_batches; ++m) {
     ASSIGN_OR_RETURN(Batch batch, data_->batch(first + m * mbs, mbs));
     TensorMap inputs, outputs, input_grads;
-    for (std::size_t k = 0; k < graph_.inputs().size(); ++k) inputs.emplace(graph_.inputs()[k], batch.inputs.at(k));
+    Backend& backend = runner_->executor().backend();
+    for (std::size_t k = 0; k < graph_.inputs().size(); ++k) {  // data arrive in host memory (the edge)
+      ASSIGN_OR_RETURN(Tensor input, backend.to_device(batch.inputs.at(k)));
+      inputs.emplace(graph_.inputs()[k], std::move(input));
+    }
+    ASSIGN_OR_RETURN(Tensor const labels, backend.to_device(batch.labels));
     RETURN_IF_ERROR(runner_->executor().forward(m, inputs, outputs, true, micro_batch_seed(config_.seed, step_, m)));
     Tensor grad;
-    auto l = runner_->executor().backend().loss(config_.loss, outputs.at(out_id), batch.labels, total_rows, grad);
+    auto l = backend.loss(config_.loss, outputs.at(out_id), labels, total_rows, grad);
     if (!l.is_ok()) {
       runner_->executor().discard(m);
       return l.status().with_context("step " + std::to_string(step_ + 1));

@@ -1,8 +1,17 @@
 #include "exec/comm/communicator.h"
 
+#include <atomic>
 #include <sstream>
 
 namespace gp::exec {
+
+namespace {
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
+}  // namespace
+
+void request_stop() { g_stop.store(true); }
+bool stop_requested() { return g_stop.load(); }
 
 std::string MessageKey::to_string() const {
   std::ostringstream os;

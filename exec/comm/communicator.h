@@ -58,6 +58,12 @@ struct CollectiveKey {
   std::string to_string() const;
 };
 
+// A process-wide stop request (Ctrl-C): setting it is async-signal-safe; workers check it before
+// every instruction and every transport's wait loop checks it, so a run stops within moments.
+void request_stop();
+bool stop_requested();
+inline constexpr char const* kInterrupted = "interrupted (Ctrl-C): training stopped";
+
 class Communicator {
  public:
   virtual ~Communicator() = default;

@@ -395,6 +395,7 @@ class MpiCommunicator final : public Communicator {
       }
       if (done) return Status::ok();
       if (auto a = aborted()) return aborted_status(*a);
+      if (stop_requested()) return aborted_error(kInterrupted);
       if (Clock::now() > deadline)
         return timeout_error(what + " did not complete before the deadline");
       if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));

@@ -114,6 +114,11 @@ Status Worker::run_step(int64_t step, Clock::time_point origin) {
     Instruction const& in = list[i];
     current_.store(i);
     auto const start = Clock::now();
+    if (stop_requested()) {
+      Status const stop = aborted_error(kInterrupted);
+      comm_.abort(stop);
+      return stop;
+    }
     Status s;
     try {
       if (options_.fault.device == device_ && options_.fault.line == in.line) {
@@ -236,12 +241,7 @@ Status Worker::put_chunks(Tensor const& piece, int axis, int64_t chunk_extent,
   return backend_.copy_chunks(piece, src, dst, positions, axis, chunk_extent);
 }
 
-Result<Tensor> Worker::on_device(Tensor const& host) {
-  if (host.device() == backend_.device()) return host;
-  Tensor out = backend_.empty(host.shape(), host.dtype());
-  RETURN_IF_ERROR(backend_.copy(host, out));
-  return out;
-}
+Result<Tensor> Worker::on_device(Tensor const& host) { return backend_.to_device(host); }
 
 Result<Tensor> Worker::piece_of(Tensor const& t, graph::TensorId id, int replicas,
                                 std::vector<int> const& chunks) {

@@ -77,6 +77,19 @@ TEST(TrainCli, AThrowingWorkerIsReportedOnce) {
   EXPECT_FALSE(std::filesystem::exists(f.dir.file("x.onnx"))) << "a failed run wrote its model";
 }
 
+TEST(TrainCli, CtrlCStopsEveryWorkerCleanly) {
+  Files f;
+  std::string const out = f.dir.file("int.onnx");
+  // timeout sends SIGINT (Ctrl-C) after 2 s to a run that would take minutes.
+  auto r = run("timeout -s INT 2 " + graphpipe() + " train --devices 2 --steps 1000000 --config " +
+                   f.config("pipeline: {plan: " + f.plan + ", schedule: " + f.schedule + "}\n", out),
+               60);
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_NE(r.output.find("interrupted (Ctrl-C)"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out)) << "an interrupted run wrote its model";
+}
+
 TEST(TrainCli, APlanForOtherDevicesIsRefused) {
   Files f;
   auto r = run(graphpipe() + " train --devices 3 --config " +
