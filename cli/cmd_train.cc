@@ -392,8 +392,9 @@ void add_train_command(CLI::App& root, CommandList& commands) {
 Config keys: model (path or {zoo, size}), loss (cross_entropy|mse), optimizer (sgd|adam|adamw), lr,
 momentum, weight_decay, beta1, beta2, eps, batch, micro_batches, steps, data (synthetic or
 {kind: npy, inputs, labels} or {kind: synthetic, samples}), seed, log_interval,
-checkpoint {path, every, resume}, export, pipeline {planner, plan, policy, schedule, memory, timeout,
-threads_per_worker}.)");
+checkpoint {path, every, resume}, export, pipeline {planner, plan, policy, schedule, memory, cost
+(profile|analytic|profile.json), replication, timeout, threads_per_worker} (see
+examples/train_mmt_pipeline.yaml).)");
   commands.push_back({app, [args] { return run_train(*args); }});
 }
 

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <gtest/gtest-spi.h>
+
 #include "graph/onnx_import.h"
 #include "schedule/plan_view.h"
 #include "tests/runtime/runtime_fixtures.h"
@@ -106,6 +108,24 @@ TEST(RuntimeEquivalence, EveryZooModelPlannerPolicyAndWorkerCount) {
   EXPECT_GE(cov.policies.size(), 4u);
   std::cout << "runs " << cov.runs << ", branching " << cov.branching << ", replicated stages "
             << cov.replicated << ", policies " << cov.policies.size() << std::endl;
+}
+
+// The comparison can fail: an update 25% off (what losing one micro-batch of four does to the
+// gradient) is caught.
+TEST(RuntimeEquivalence, TheComparisonCatchesADifferentRun) {
+  auto built = models::build_graph("mlp", models::Size::kTiny, 1);
+  ASSERT_TRUE(built.is_ok());
+  auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
+  TrainConfig const c = config_for(models::Task::kClassification, 16, 4);
+  auto const want = testing::train_single(*g, c);
+  TrainConfig off = c;
+  off.optimizer.lr *= 1.25f;
+  auto plan = testing::make_plan(g, "balanced", 2, off, false);
+  ASSERT_TRUE(plan.is_ok());
+  auto sched = schedule::build_schedule(*plan, schedule::Policy::k1F1B, {4, 0});
+  ASSERT_TRUE(sched.is_ok());
+  auto const got = train_pipeline(*g, off, *plan, *sched);
+  EXPECT_NONFATAL_FAILURE(expect_close(got, want, kRtol, kAtol, "lr x1.25"), "single device");
 }
 
 // Replica routing by hand: 1 -> 2 -> 1 replicas, and 2 -> 4 (pieces split and merged).
