@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +11,7 @@
 #include "cli/partition_problem.h"
 #include "exec/cpu/cpu_backend.h"
 #include "exec/data.h"
+#include "exec/optimizer.h"
 #include "exec/runtime/runtime.h"
 #include "exec/runtime/threads.h"
 #include "exec/trainer.h"
@@ -47,8 +49,22 @@ exec::TrainConfig train_config(Options const& o, int64_t batch, int64_t micro_ba
 
 // Trains `plan` on its devices as worker threads (the best schedule that fits its memory) and
 // measures samples/s over the steps after the first.
-Result<Trained> train_plan(Options const& o, graph::OpGraph const& graph, partition::Plan const& plan) {
+// The optimizer's update under a worker's thread budget, priced at STEP by the simulator.
+Status price_updates(partition::Plan& plan, exec::TrainConfig const& c, int threads) {
+  int const before = exec::thread_budget();
+  exec::set_thread_budget(threads);
+  exec::CpuBackend backend;
+  auto rate = exec::measure_update_seconds_per_byte(backend, c.optimizer);
+  exec::set_thread_budget(before);
+  if (!rate.is_ok()) return rate.status();
+  partition::price_updates(plan, *rate);
+  return Status::ok();
+}
+
+Result<Trained> train_plan(Options const& o, graph::OpGraph const& graph, partition::Plan plan) {
   exec::TrainConfig const c = train_config(o, plan.batch, plan.num_micro_batches);
+  int const cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  RETURN_IF_ERROR(price_updates(plan, c, std::max(1, cores / plan.num_devices)));
   ASSIGN_OR_RETURN(schedule::Schedule sched, schedule::build_schedule(plan, schedule::Policy::kAuto));
   ASSIGN_OR_RETURN(schedule::Simulation sim, schedule::simulate(plan, sched));
   exec::RuntimeOptions ro;
@@ -66,6 +82,7 @@ Result<Trained> train_one_worker(Options const& o, graph::OpGraph const& graph, 
                      return f;
                    }()));
   ASSIGN_OR_RETURN(partition::Plan plan, partition::plan_with("gpp", one, {}));
+  RETURN_IF_ERROR(price_updates(plan, train_config(o, p.batch, plan.num_micro_batches), exec::thread_budget()));
   // One device runs F and B of each micro-batch in turn (the Trainer's order): 1F1B on one stage.
   ASSIGN_OR_RETURN(schedule::Schedule sched, schedule::build_schedule(plan, schedule::Policy::k1F1B));
   ASSIGN_OR_RETURN(schedule::Simulation sim, schedule::simulate(plan, sched));

@@ -14,6 +14,7 @@
 #include "cli/partition_problem.h"
 #include "exec/comm/communicator.h"
 #include "exec/cpu/cpu_backend.h"
+#include "exec/optimizer.h"
 #include "exec/profiler.h"
 #include "exec/runtime/link_probe.h"
 #include "exec/runtime/runtime.h"
@@ -157,6 +158,18 @@ Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::stri
   RETURN_IF_ERROR(problem.finalize());
   partition::PlannerOptions options;
   ASSIGN_OR_RETURN(partition::Plan plan, partition::plan_with(config.pipeline.planner, problem, options));
+  if (config.pipeline.cost == "profile" && !mpi) {
+    // The optimizer's update, measured under a worker's thread budget, priced at STEP.
+    int const before = exec::thread_budget();
+    int const cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    exec::set_thread_budget(config.pipeline.threads_per_worker > 0 ? static_cast<int>(config.pipeline.threads_per_worker)
+                                                                   : std::max(1, cores / devices));
+    exec::CpuBackend backend;
+    auto rate = exec::measure_update_seconds_per_byte(backend, config.optimizer);
+    exec::set_thread_budget(before);
+    if (!rate.is_ok()) return rate.status();
+    partition::price_updates(plan, *rate);
+  }
   return plan;
 }
 

@@ -1,5 +1,7 @@
 #include "exec/optimizer.h"
 
+#include <chrono>
+
 
 namespace gp::exec {
 
@@ -14,6 +16,23 @@ Tensor& moment(Backend& backend, std::map<std::string, Tensor>& state, std::stri
 double state_bytes_per_weight_byte(OptimizerConfig const& config) {
   if (config.kind == OptimizerKind::kSgd) return config.momentum != 0.f ? 2.0 : 1.0;
   return 3.0;
+}
+
+Result<double> measure_update_seconds_per_byte(Backend& backend, OptimizerConfig const& config) {
+  int64_t const n = int64_t{4} << 20;
+  Tensor w = backend.zeros({n}), g = backend.zeros({n}), m = backend.zeros({n}), v = backend.zeros({n});
+  std::vector<Tensor*> state;
+  if (config.kind != OptimizerKind::kSgd) state = {&m, &v};
+  else if (config.momentum != 0.f) state = {&m};
+  int const repeats = 3;
+  double total = 0;
+  for (int r = 0; r <= repeats; ++r) {  // r == 0 warms up (page faults)
+    auto const t0 = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(backend.optimizer_update(config, r + 1, w, g, state));
+    RETURN_IF_ERROR(backend.synchronize());
+    if (r > 0) total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return total / repeats / static_cast<double>(n * 4);
 }
 
 Status Optimizer::step(Backend& backend, std::map<std::string, Tensor>& params,

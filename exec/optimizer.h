@@ -18,6 +18,10 @@ namespace gp::exec {
 // optimizer keeps (SGD: 1, with momentum 2; Adam/AdamW: 3). What the planner's memory model uses.
 double state_bytes_per_weight_byte(OptimizerConfig const& config);
 
+// Seconds one update of this optimizer takes per weight byte on `backend`, measured on a 16 MiB
+// parameter under the calling thread's thread budget (what a plan's per-stage update_s needs).
+Result<double> measure_update_seconds_per_byte(Backend& backend, OptimizerConfig const& config);
+
 class Optimizer {
  public:
   explicit Optimizer(OptimizerConfig config) : config_(config) {}

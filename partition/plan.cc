@@ -27,6 +27,7 @@ json stage_to_json(PlanStage const& s) {
               {"bwd_weight_s", s.bwd_weight_s},
               {"comm_s", s.comm_s},
               {"allreduce_s", s.allreduce_s},
+              {"update_s", s.update_s},
               {"time_s", s.time_s},
               {"weight_bytes", s.weight_bytes},
               {"optimizer_bytes", s.optimizer_bytes},
@@ -68,6 +69,7 @@ Status stage_from_json(json const& j, PlanStage& s, std::string const& where) {
   RETURN_IF_ERROR(get(j, "bwd_weight_s", s.bwd_weight_s, where));
   RETURN_IF_ERROR(get(j, "comm_s", s.comm_s, where));
   RETURN_IF_ERROR(get(j, "allreduce_s", s.allreduce_s, where));
+  if (j.contains("update_s")) RETURN_IF_ERROR(get(j, "update_s", s.update_s, where));  // optional (newer plans)
   RETURN_IF_ERROR(get(j, "time_s", s.time_s, where));
   RETURN_IF_ERROR(get(j, "weight_bytes", s.weight_bytes, where));
   RETURN_IF_ERROR(get(j, "optimizer_bytes", s.optimizer_bytes, where));
@@ -161,6 +163,10 @@ Result<Plan> plan_from_json(std::string const& text) {
   }
   RETURN_IF_ERROR(validate_plan(plan));
   return plan;
+}
+
+void price_updates(Plan& plan, double seconds_per_weight_byte) {
+  for (PlanStage& s : plan.stages) s.update_s = static_cast<double>(s.weight_bytes) * seconds_per_weight_byte;
 }
 
 Status write_plan_file(Plan const& plan, std::string const& path) {

@@ -25,6 +25,7 @@ struct PlanStage {
   double bwd_weight_s = 0;
   double comm_s = 0;                // send+receive of boundary tensors
   double allreduce_s = 0;           // per step
+  double update_s = 0;              // per step: the optimizer update of the stage's weights (0: not priced)
   double time_s = 0;                // T_s as in ../shared/GRAPHPIPE.md
   // Memory per device, bytes:
   int64_t weight_bytes = 0;
@@ -67,6 +68,9 @@ std::string plan_to_json(Plan const& plan);       // pretty-printed
 Result<Plan> plan_from_json(std::string const& text);  // checks version and consistency
 Status write_plan_file(Plan const& plan, std::string const& path);  // atomic (temp + rename)
 Result<Plan> read_plan_file(std::string const& path);
+// Sets every stage's update_s to its weight bytes times `seconds_per_weight_byte` (the optimizer
+// update the simulator then prices at STEP).
+void price_updates(Plan& plan, double seconds_per_weight_byte);
 // Consistency: ids, every edge between existing stages, acyclic, depths, replicas == devices.size().
 Status validate_plan(Plan const& plan);
 

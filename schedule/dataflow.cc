@@ -223,8 +223,11 @@ class Engine {
             return false;
           }
         double const start = std::max({free[0], free[1], free[2]});
-        free[0] = start;
-        record(d, Stream::kCompute, in, start, start);
+        // The optimizer updates every stage the device hosts (priced when the plan says how long).
+        double update = 0;
+        for (int stage : view_.stages_on(d)) update += view_.stage(stage).update_s;
+        free[0] = start + update;
+        record(d, Stream::kCompute, in, start, start + update);
         advance(d, st);
         return true;
       }

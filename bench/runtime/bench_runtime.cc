@@ -99,7 +99,8 @@ std::shared_ptr<graph::CostModel const> measured_cost(graph::OpGraph const& g, i
 
 partition::Plan plan_for(std::shared_ptr<graph::OpGraph const> g,
                          std::shared_ptr<graph::CostModel const> cost, std::string const& planner,
-                         int devices, exec::TrainConfig const& c, bool replication = true) {
+                         int devices, exec::TrainConfig const& c, int threads,
+                         bool replication = true) {
   partition::Cluster cluster = partition::Cluster::uniform(devices, int64_t{8} << 30);
   static double const bandwidth = exec::measure_in_process_bandwidth();  // worker threads' "links"
   cluster.intra_node.bandwidth = bandwidth;
@@ -108,7 +109,11 @@ partition::Plan plan_for(std::shared_ptr<graph::OpGraph const> g,
   p.optimizer_bytes_per_weight_byte = exec::state_bytes_per_weight_byte(c.optimizer);
   p.allow_replication = replication;
   check(p.finalize(), "problem");
-  return check(partition::plan_with(planner, p), planner);
+  auto plan = check(partition::plan_with(planner, p), planner);
+  exec::set_thread_budget(threads);  // the optimizer's update, measured under a worker's budget
+  exec::CpuBackend be;
+  partition::price_updates(plan, check(exec::measure_update_seconds_per_byte(be, c.optimizer), "update"));
+  return plan;
 }
 
 Row run_pipeline(std::string const& model, std::string const& what, graph::OpGraph const& g,
@@ -210,17 +215,17 @@ int main(int argc, char** argv) {
     std::cerr << model << ": profiling with 1 and " << cores << " threads..." << std::endl;
     auto cost1 = measured_cost(*g, 1, c.micro_batch_size());
     auto cost_all = measured_cost(*g, cores, c.micro_batch_size());
-    auto gpp = plan_for(g, cost1, "gpp", 2, c);
-    partition::Plan seq = plan_for(g, cost1, "pipedream", 2, c);
-    auto bal = plan_for(g, cost1, "balanced", 2, c);
+    auto gpp = plan_for(g, cost1, "gpp", 2, c, 1);
+    partition::Plan seq = plan_for(g, cost1, "pipedream", 2, c, 1);
+    auto bal = plan_for(g, cost1, "balanced", 2, c, 1);
     if (bal.samples_per_s > seq.samples_per_s) seq = bal;
     // Stages only (no data-parallel replicas): graph of stages against chain of stages.
-    auto gpp_stages = plan_for(g, cost1, "gpp", 2, c, false);
-    partition::Plan seq_stages = plan_for(g, cost1, "pipedream", 2, c, false);
-    auto bal_stages = plan_for(g, cost1, "balanced", 2, c, false);
+    auto gpp_stages = plan_for(g, cost1, "gpp", 2, c, 1, false);
+    partition::Plan seq_stages = plan_for(g, cost1, "pipedream", 2, c, 1, false);
+    auto bal_stages = plan_for(g, cost1, "balanced", 2, c, 1, false);
     if (bal_stages.samples_per_s > seq_stages.samples_per_s) seq_stages = bal_stages;
-    auto one = plan_for(g, cost_all, "gpp", 1, c);
-    auto one1 = plan_for(g, cost1, "gpp", 1, c);
+    auto one = plan_for(g, cost_all, "gpp", 1, c, cores);
+    auto one1 = plan_for(g, cost1, "gpp", 1, c, 1);
     std::cerr << model << ": training..." << std::endl;
     Row const rg = run_pipeline(model, "GPP, 2 workers x 1 thread", *g, c, gpp);
     Row const rs = run_pipeline(model, seq.planner + ", 2 workers x 1 thread", *g, c, seq);
