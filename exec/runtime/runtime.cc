@@ -230,7 +230,8 @@ Status Runtime::run_threads(int64_t steps, std::ostream* progress) {
     std::unique_lock lock(mu);
     while (finished < n) {
       cv.wait_for(lock, std::chrono::milliseconds(50));
-      if (stop_requested() && !endpoints_[0]->aborted()) endpoints_[0]->abort(aborted_error(kInterrupted));
+      if (stop_requested() && !endpoints_[0]->aborted())
+        endpoints_[0]->abort(aborted_error(kInterrupted));
       if (!aborted_at && endpoints_[0]->aborted()) {
         aborted_at = Clock::now();
         stall_snapshot_ = stall_report();  // where everyone was when the first error happened

@@ -269,6 +269,66 @@ int Worker::pieces_out(int stage, bool gradient) const {
   return n;
 }
 
+Result<std::vector<Tensor>> Worker::gather_edge(int e, int mb, bool gradient) {
+  // Activations flow src -> dst and arrive at the consumer; gradients flow back and arrive at the
+  // producer. "from" is the sending stage, "to" this device's stage.
+  auto const& edge = plan_.plan().edges[e];
+  int const from = gradient ? edge.dst : edge.src, to = gradient ? edge.src : edge.dst;
+  auto const& ids = gradient ? plan_.edge_grad_tensors(e) : plan_.edge_tensors(e);
+  auto& store = gradient ? input_grads_ : outputs_;
+  int const r_from = plan_.replicas(from), r_to = plan_.replicas(to);
+  int const mine = plan_.replica_of(to, device_);
+  graph::OpGraph const& graph = plan_.graph();
+  std::vector<Tensor> assembled(ids.size());
+  for (auto const& piece : plan_.view().pieces(e)) {
+    if ((gradient ? piece.src_device : piece.dst_device) != device_) continue;
+    int const sender = gradient ? piece.dst_device : piece.src_device;
+    int const theirs = plan_.replica_of(from, sender);
+    std::vector<int> const chunks =
+        gradient ? plan_.piece_chunks(e, mine, theirs) : plan_.piece_chunks(e, theirs, mine);
+    std::vector<Tensor> parts;
+    if (piece.local()) {  // a co-located stage: straight from its store, no message
+      auto it = store.find({from, mb});
+      if (it == store.end())
+        return internal_error("stage " + std::to_string(from) + " has not run " +
+                              (gradient ? "B" : "F") + " m" + std::to_string(mb) +
+                              " on this device before stage " + std::to_string(to) + " needs it");
+      for (graph::TensorId t : ids) {
+        auto found = it->second.tensors.find(t);
+        if (found == it->second.tensors.end())
+          return internal_error("stage " + std::to_string(from) + " kept no '" +
+                                graph.tensor(t).name + "'");
+        ASSIGN_OR_RETURN(Tensor part, piece_of(found->second, t, r_from, chunks));
+        parts.push_back(std::move(part));
+      }
+      if (--it->second.pending <= 0) store.erase(it);
+    } else {
+      auto it = received_.find({e, mb, sender, gradient});
+      if (it == received_.end())
+        return internal_error(std::string("no RECV ") + (gradient ? "g" : "e") + std::to_string(e) +
+                              " m" + std::to_string(mb) + " <-d" + std::to_string(sender) +
+                              " ran before this " + (gradient ? "B" : "F"));
+      parts = std::move(it->second.tensors);
+      received_.erase(it);
+    }
+    // Place the piece's chunks in this replica's tensor (or take it whole).
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      graph::TensorId const t = ids[k];
+      if (!plan_.batched(t) || static_cast<int>(chunks.size()) == plan_.chunks() / r_to) {
+        assembled[k] = std::move(parts[k]);
+        continue;
+      }
+      if (!assembled[k].defined())
+        assembled[k] = backend_.empty(plan_.replica_shape(t, r_to), graph.tensor(t).dtype);
+      int const axis = graph.tensor(t).shape.batch_axis();
+      int64_t const chunk_extent = parts[k].dim(axis) / static_cast<int64_t>(chunks.size());
+      RETURN_IF_ERROR(put_chunks(parts[k], axis, chunk_extent, RuntimePlan::positions(chunks, r_to),
+                                 assembled[k]));
+    }
+  }
+  return assembled;
+}
+
 Status Worker::forward(int stage, int mb, int64_t step, int line) {
   StageRunner& runner = *runners_.at(stage);
   graph::OpGraph const& graph = plan_.graph();
@@ -300,48 +360,9 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
   }
   // Pieces from every producer, in edge order.
   for (int e : plan_.view().in_edges(stage)) {
-    auto const& edge = plan_.plan().edges[e];
+    ASSIGN_OR_RETURN(std::vector<Tensor> tensors, gather_edge(e, mb, /*gradient=*/false));
     auto const& ids = plan_.edge_tensors(e);
-    int const rp = plan_.replicas(edge.src);
-    std::vector<Tensor> assembled(ids.size());
-    for (auto const& piece : plan_.view().pieces(e)) {
-      if (piece.dst_device != device_) continue;
-      int const p = plan_.replica_of(edge.src, piece.src_device);
-      std::vector<int> const chunks = plan_.piece_chunks(e, p, j);
-      std::vector<Tensor> parts;
-      if (piece.local()) {
-        auto it = outputs_.find({edge.src, mb});
-        if (it == outputs_.end())
-          return internal_error("stage " + std::to_string(edge.src) + " has not run F m" +
-                                std::to_string(mb) + " on this device before its consumer");
-        for (graph::TensorId t : ids) {
-          ASSIGN_OR_RETURN(Tensor part, piece_of(it->second.tensors.at(t), t, rp, chunks));
-          parts.push_back(std::move(part));
-        }
-        if (--it->second.pending <= 0) outputs_.erase(it);
-      } else {
-        auto it = received_.find({e, mb, piece.src_device, false});
-        if (it == received_.end())
-          return internal_error("no RECV e" + std::to_string(e) + " m" + std::to_string(mb) +
-                                " <-d" + std::to_string(piece.src_device) + " ran before this F");
-        parts = std::move(it->second.tensors);
-        received_.erase(it);
-      }
-      for (std::size_t k = 0; k < ids.size(); ++k) {
-        graph::TensorId const t = ids[k];
-        if (!plan_.batched(t) || chunks.size() == my_chunks.size()) {
-          assembled[k] = std::move(parts[k]);
-          continue;
-        }
-        if (!assembled[k].defined())
-          assembled[k] = backend_.empty(plan_.replica_shape(t, r), graph.tensor(t).dtype);
-        int const axis = graph.tensor(t).shape.batch_axis();
-        int64_t const chunk_extent = parts[k].dim(axis) / static_cast<int64_t>(chunks.size());
-        RETURN_IF_ERROR(put_chunks(parts[k], axis, chunk_extent, RuntimePlan::positions(chunks, r),
-                                   assembled[k]));
-      }
-    }
-    for (std::size_t k = 0; k < ids.size(); ++k) inputs[ids[k]] = std::move(assembled[k]);
+    for (std::size_t k = 0; k < ids.size(); ++k) inputs[ids[k]] = std::move(tensors[k]);
   }
 
   TensorMap outputs;
@@ -383,9 +404,7 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
 Status Worker::backward(int stage, int mb, bool split) {
   StageRunner& runner = *runners_.at(stage);
   graph::OpGraph const& graph = plan_.graph();
-  AutodiffPlan const& ad = plan_.autodiff(stage);
-  int const r = plan_.replicas(stage), p = plan_.replica_of(stage, device_);
-  int const my_chunks = plan_.chunks() / r;
+  int const r = plan_.replicas(stage);
 
   TensorMap grads;
   std::map<graph::TensorId, bool> owned;
@@ -395,8 +414,7 @@ Status Worker::backward(int stage, int mb, bool split) {
       grads.emplace(t, std::move(g));
       return Status::ok();
     }
-    if (!owned[t]) {  // the first gradient may be a sender's or a consumer's tensor: add into a
-                      // copy
+    if (!owned[t]) {  // the first may be a sender's or a consumer's tensor: add into a copy
       ASSIGN_OR_RETURN(it->second, backend_.clone(it->second));
       owned[t] = true;
     }
@@ -407,54 +425,10 @@ Status Worker::backward(int stage, int mb, bool split) {
     loss_grads_.erase(it);
   }
   for (int e : plan_.view().out_edges(stage)) {
-    auto const& edge = plan_.plan().edges[e];
+    ASSIGN_OR_RETURN(std::vector<Tensor> tensors, gather_edge(e, mb, /*gradient=*/true));
     auto const& ids = plan_.edge_grad_tensors(e);
-    int const rq = plan_.replicas(edge.dst);
-    std::vector<Tensor> assembled(ids.size());
-    for (auto const& piece : plan_.view().pieces(e)) {
-      if (piece.src_device != device_) continue;
-      int const q = plan_.replica_of(edge.dst, piece.dst_device);
-      std::vector<int> const chunks = plan_.piece_chunks(e, p, q);
-      std::vector<Tensor> parts;
-      if (piece.local()) {
-        auto it = input_grads_.find({edge.dst, mb});
-        if (it == input_grads_.end())
-          return internal_error("stage " + std::to_string(edge.dst) + " has not run B m" +
-                                std::to_string(mb) + " on this device before its producer");
-        for (graph::TensorId t : ids) {
-          auto g = it->second.tensors.find(t);
-          Tensor const full =
-              g != it->second.tensors.end()
-                  ? g->second
-                  : backend_.zeros(plan_.replica_shape(t, rq), graph.tensor(t).dtype);
-          ASSIGN_OR_RETURN(Tensor part, piece_of(full, t, rq, chunks));
-          parts.push_back(std::move(part));
-        }
-        if (--it->second.pending <= 0) input_grads_.erase(it);
-      } else {
-        auto it = received_.find({e, mb, piece.dst_device, true});
-        if (it == received_.end())
-          return internal_error("no RECV g" + std::to_string(e) + " m" + std::to_string(mb) +
-                                " <-d" + std::to_string(piece.dst_device) + " ran before this B");
-        parts = std::move(it->second.tensors);
-        received_.erase(it);
-      }
-      for (std::size_t k = 0; k < ids.size(); ++k) {
-        graph::TensorId const t = ids[k];
-        if (static_cast<int>(chunks.size()) == my_chunks) {
-          assembled[k] = std::move(parts[k]);
-          continue;
-        }
-        if (!assembled[k].defined())
-          assembled[k] = backend_.zeros(plan_.replica_shape(t, r), graph.tensor(t).dtype);
-        int const axis = graph.tensor(t).shape.batch_axis();
-        int64_t const chunk_extent = parts[k].dim(axis) / static_cast<int64_t>(chunks.size());
-        RETURN_IF_ERROR(put_chunks(parts[k], axis, chunk_extent, RuntimePlan::positions(chunks, r),
-                                   assembled[k]));
-      }
-    }
     for (std::size_t k = 0; k < ids.size(); ++k)
-      if (assembled[k].defined()) RETURN_IF_ERROR(add(ids[k], std::move(assembled[k])));
+      RETURN_IF_ERROR(add(ids[k], std::move(tensors[k])));
   }
 
   TensorMap input_grads;
@@ -471,7 +445,6 @@ Status Worker::backward(int stage, int mb, bool split) {
           input_grads[t] = backend_.zeros(plan_.replica_shape(t, r), graph.tensor(t).dtype);
     input_grads_[{stage, mb}] = Stored{std::move(input_grads), pending};
   }
-  (void)ad;
   return Status::ok();
 }
 
@@ -508,21 +481,8 @@ Status Worker::send(Instruction const& in, int64_t step, int line) {
   return comm_.send(key_of(in, step), std::move(tensors));
 }
 
-Status Worker::post(Instruction const& in, int64_t step) {
-  auto const& edge = plan_.plan().edges[in.edge];
-  int const stage = in.gradient ? edge.dst : edge.src;
-  int const peer_stage = in.gradient ? edge.src : edge.dst;
-  int const theirs = plan_.replica_of(stage, in.peer), mine = plan_.replica_of(peer_stage, device_);
-  if (theirs < 0)
-    return internal_error("device " + std::to_string(in.peer) + " does not run stage " +
-                          std::to_string(stage));
-  std::vector<int> const chunks = in.gradient ? plan_.piece_chunks(in.edge, mine, theirs)
-                                              : plan_.piece_chunks(in.edge, theirs, mine);
-  return comm_.post_recv(key_of(in, step),
-                         piece_metas(in.edge, in.gradient, static_cast<int>(chunks.size())));
-}
-
-Status Worker::recv(Instruction const& in, int64_t step) {
+// What a RECV expects: the header of its piece (the chunks both replicas hold).
+Result<std::vector<TensorMeta>> Worker::expected_for(Instruction const& in) const {
   auto const& edge = plan_.plan().edges[in.edge];
   int const stage = in.gradient ? edge.dst : edge.src;  // the sender's stage
   int const peer_stage = in.gradient ? edge.src : edge.dst;
@@ -532,7 +492,16 @@ Status Worker::recv(Instruction const& in, int64_t step) {
                           std::to_string(stage));
   std::vector<int> const chunks = in.gradient ? plan_.piece_chunks(in.edge, mine, theirs)
                                               : plan_.piece_chunks(in.edge, theirs, mine);
-  auto const expected = piece_metas(in.edge, in.gradient, static_cast<int>(chunks.size()));
+  return piece_metas(in.edge, in.gradient, static_cast<int>(chunks.size()));
+}
+
+Status Worker::post(Instruction const& in, int64_t step) {
+  ASSIGN_OR_RETURN(std::vector<TensorMeta> expected, expected_for(in));
+  return comm_.post_recv(key_of(in, step), expected);
+}
+
+Status Worker::recv(Instruction const& in, int64_t step) {
+  ASSIGN_OR_RETURN(std::vector<TensorMeta> expected, expected_for(in));
   ASSIGN_OR_RETURN(std::vector<Tensor> tensors,
                    comm_.recv(key_of(in, step), expected, deadline_after(options_.timeout_s)));
   auto [it, fresh] = received_.emplace(

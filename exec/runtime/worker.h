@@ -88,9 +88,13 @@ class Worker {
   Status execute(schedule::Instruction const& in, int64_t step);
   Status forward(int stage, int mb, int64_t step, int line);
   Status backward(int stage, int mb, bool split);
+  // This replica's share of edge e's tensors (activations arriving at the consumer, or gradients
+  // arriving back at the producer), assembled from every piece: received or co-located.
+  Result<std::vector<Tensor>> gather_edge(int e, int mb, bool gradient);
   Status send(schedule::Instruction const& in, int64_t step, int line);
   Status recv(schedule::Instruction const& in, int64_t step);
   Status post(schedule::Instruction const& in, int64_t step);
+  Result<std::vector<TensorMeta>> expected_for(schedule::Instruction const& in) const;
   Status finish_step(int64_t step);
   Result<Batch const*> micro_batch_data(int64_t step, int mb);
   void release_data(int mb);
