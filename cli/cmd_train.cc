@@ -127,15 +127,15 @@ Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::stri
   PartitionFlags flags;
   flags.no_replication = !config.pipeline.replication;
   cost_name = config.pipeline.cost;
+  int const cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  int const threads = config.pipeline.threads_per_worker > 0 ? static_cast<int>(config.pipeline.threads_per_worker)
+                                                             : std::max(1, cores / devices);  // per worker
   if (config.pipeline.cost == "profile") {
     if (mpi) {
       // Ranks profiling apart would measure different costs and plan differently.
       flags.cost = "analytic";
       cost_name = "analytic (under MPI; give pipeline.cost a profile JSON to plan with measured costs)";
     } else {
-      int const cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-      int const threads = config.pipeline.threads_per_worker > 0 ? static_cast<int>(config.pipeline.threads_per_worker)
-                                                                 : std::max(1, cores / devices);
       ASSIGN_OR_RETURN(flags.cost, cached_profile(model_path, graph, threads, config.micro_batch_size()));
       // Worker threads exchange tensors through memory: price links at what it delivers here.
       char bw[32];
@@ -161,9 +161,7 @@ Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::stri
   if (config.pipeline.cost == "profile" && !mpi) {
     // The optimizer's update, measured under a worker's thread budget, priced at STEP.
     int const before = exec::thread_budget();
-    int const cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    exec::set_thread_budget(config.pipeline.threads_per_worker > 0 ? static_cast<int>(config.pipeline.threads_per_worker)
-                                                                   : std::max(1, cores / devices));
+    exec::set_thread_budget(threads);
     exec::CpuBackend backend;
     auto rate = exec::measure_update_seconds_per_byte(backend, config.optimizer);
     exec::set_thread_budget(before);
@@ -185,7 +183,6 @@ Result<schedule::Schedule> pipeline_schedule(exec::TrainConfig const& config, pa
 Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std::string const& model_path,
                     graph::OpGraph const& graph, std::unique_ptr<exec::Communicator>& comm);
 
-// MPI ranks: an error on this rank is sent to every other rank (they stop instead of waiting).
 // The first Ctrl-C asks every worker to stop; another one more than 2 s later ends the process at
 // once (repeats within 2 s are the same signal sent to the whole process group, as timeout does).
 std::atomic<int64_t> g_first_interrupt_ns{0};
@@ -201,6 +198,7 @@ void on_interrupt(int) {
   }
 }
 
+// MPI ranks: an error on this rank is sent to every other rank (they stop instead of waiting).
 Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std::string const& model_path,
                     graph::OpGraph const& graph) {
   std::signal(SIGINT, on_interrupt);

@@ -4,7 +4,6 @@
 #include <set>
 #include <unordered_set>
 
-
 namespace gp::exec {
 
 namespace {
