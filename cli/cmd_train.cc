@@ -270,7 +270,21 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
   } else {
     ASSIGN_OR_RETURN(runtime, exec::Runtime::create_threads(config, graph, plan, sched, options));
   }
-  if (config.checkpoint.resume && !config.checkpoint.path.empty() && std::filesystem::exists(config.checkpoint.path)) {
+  bool const resume =
+      config.checkpoint.resume && !config.checkpoint.path.empty() && std::filesystem::exists(config.checkpoint.path);
+  if (comm) {
+    // Every rank reads the checkpoint itself: all of them must see it, or none.
+    std::vector<exec::Tensor> seen{exec::Tensor::from_floats({1}, {resume ? 1.f : 0.f})};
+    std::vector<int> all(ranks);
+    for (int r = 0; r < ranks; ++r) all[r] = r;
+    RETURN_IF_ERROR(comm->all_reduce_sum({-2, -1}, all, seen, exec::deadline_after(options.worker.timeout_s)));
+    float const n = seen[0].to_vector()[0];
+    if (n > 0 && n < static_cast<float>(ranks))
+      return invalid_argument("checkpoint '" + config.checkpoint.path + "' exists on " + std::to_string(int(n)) +
+                              " of " + std::to_string(ranks) +
+                              " ranks: put it where every rank reads it (a shared folder), or remove it");
+  }
+  if (resume) {
     ASSIGN_OR_RETURN(exec::CheckpointState state, exec::load_checkpoint(config.checkpoint.path));
     RETURN_IF_ERROR(runtime->restore(state, config.checkpoint.path));
     if (lead) spdlog::info("resumed from {} at step {}", config.checkpoint.path, runtime->steps_done());
@@ -278,13 +292,24 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
   if (lead) spdlog::info("training on {} {}: {} steps, batch {} in {} micro-batches, {} lr {}, loss {}", devices,
       mpi ? "MPI ranks" : "worker threads", config.steps, config.batch, config.micro_batches,
       exec::optimizer_kind_name(config.optimizer.kind), config.optimizer.lr, exec::loss_kind_name(config.loss));
-  Status s = runtime->run(-1, rank == 0 ? &std::cerr : nullptr);
-  if (!s.is_ok()) {
-    if (runtime->has_stuck_workers()) {
-      std::cerr << "graphpipe: error: " << s.message() << '\n';
-      std::_Exit(1);  // a worker is stuck in compute: its thread cannot be joined
+  auto save_checkpoint = [&]() -> Status {
+    ASSIGN_OR_RETURN(exec::CheckpointState state, runtime->checkpoint_state());  // collective under MPI
+    if (lead) RETURN_IF_ERROR(exec::save_checkpoint(config.checkpoint.path, state));
+    return Status::ok();
+  };
+  // Steps in chunks of checkpoint.every (a checkpoint after each), or all at once.
+  int64_t const chunk = config.checkpoint.path.empty() || config.checkpoint.every <= 0 ? config.steps
+                                                                                       : config.checkpoint.every;
+  while (runtime->steps_done() < config.steps) {
+    Status s = runtime->run(std::min(chunk, config.steps - runtime->steps_done()), rank == 0 ? &std::cerr : nullptr);
+    if (!s.is_ok()) {
+      if (runtime->has_stuck_workers()) {
+        std::cerr << "graphpipe: error: " << s.message() << '\n';
+        std::_Exit(1);  // a worker is stuck in compute: its thread cannot be joined
+      }
+      return s;
     }
-    return s;
+    if (!config.checkpoint.path.empty() && runtime->steps_done() < config.steps) RETURN_IF_ERROR(save_checkpoint());
   }
   auto const ms = runtime->measurements();
   if (lead)
@@ -307,8 +332,7 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
     }
   }
   if (!config.checkpoint.path.empty()) {
-    ASSIGN_OR_RETURN(exec::CheckpointState state, runtime->checkpoint_state());
-    RETURN_IF_ERROR(exec::save_checkpoint(config.checkpoint.path, state));
+    RETURN_IF_ERROR(save_checkpoint());
     if (lead) spdlog::info("checkpoint: {}", config.checkpoint.path);
   }
   if (!config.export_path.empty()) {

@@ -29,7 +29,7 @@ inline Deadline deadline_after(double seconds) {
 
 struct MessageKey {
   int64_t step = 0;
-  int edge = 0;           // index into Plan::edges
+  int edge = 0;           // index into Plan::edges; -1000 - g: gather g of whole stages to device 0
   bool gradient = false;  // the gradient flowing back along the edge, else the activation
   int micro_batch = 0;
   int src = 0;  // source device

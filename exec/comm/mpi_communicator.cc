@@ -352,7 +352,11 @@ class MpiCommunicator final : public Communicator {
   }
 
   Result<int> tag_of(MessageKey const& key) const {
-    if (key.edge <= -1000) return coll_base_ + 4 * (layout_.num_stages + 1) + (-1000 - key.edge);
+    if (key.edge <= -1000) {  // gathers of whole stages to device 0 (weights, checkpoints)
+      int const g = -1000 - key.edge;
+      if (g >= 2 * layout_.num_stages) return internal_error("gather " + key.to_string() + " out of range");
+      return coll_base_ + 4 * (layout_.num_stages + 1) + g;
+    }
     if (key.edge < 0 || key.edge >= layout_.num_edges || key.micro_batch < 0 ||
         key.micro_batch >= layout_.num_micro_batches)
       return internal_error("message " + key.to_string() +
@@ -448,7 +452,7 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator(MpiLayout const& lay
   MPI_Comm_get_attr(comm, MPI_TAG_UB, &ub, &flag);
   int64_t const tag_ub = flag && ub ? *ub : 32767;
   int const coll_base = 1;
-  int const p2p_base = coll_base + 4 * (layout.num_stages + 1) + layout.num_stages + 1;
+  int const p2p_base = coll_base + 4 * (layout.num_stages + 1) + 2 * layout.num_stages;
   int64_t const top = p2p_base + int64_t{2} * layout.num_edges * 2 * layout.num_micro_batches;
   if (top > tag_ub)
     return unsupported("the plan needs MPI tags up to " + std::to_string(top) +

@@ -359,70 +359,119 @@ schedule::Timeline Runtime::timeline() const {
   return t;
 }
 
+Status Runtime::gather_stages(
+    int gather, std::map<std::string, Tensor>& out,
+    std::function<std::vector<std::pair<std::string, TensorMeta>>(int)> const& names_of) {
+  int const me = rank_comm_->device();
+  double const timeout = options_.worker.timeout_s;
+  int const n = rplan_->num_stages();
+  for (int s = 0; s < n; ++s) {
+    int const owner = plan_.stages[s].devices[0];
+    if (owner == 0) continue;
+    MessageKey key{-1, -1000 - (gather * n + s), false, 0, owner, 0};
+    auto const names = names_of(s);
+    if (me == owner) {
+      std::vector<Tensor> tensors;
+      for (auto const& [name, meta] : names) {
+        auto it = out.find(name);
+        if (it == out.end()) return internal_error("stage " + std::to_string(s) + " has no '" + name + "'");
+        tensors.push_back(it->second);
+      }
+      RETURN_IF_ERROR(rank_comm_->send(key, std::move(tensors)));
+    } else if (me == 0) {
+      std::vector<TensorMeta> metas;
+      for (auto const& [name, meta] : names) metas.push_back(meta);
+      ASSIGN_OR_RETURN(auto tensors, rank_comm_->recv(key, metas, deadline_after(timeout)));
+      for (std::size_t i = 0; i < names.size(); ++i) out.emplace(names[i].first, std::move(tensors[i]));
+    }
+  }
+  return rank_comm_->flush(deadline_after(timeout));
+}
+
+namespace {
+std::vector<std::pair<std::string, TensorMeta>> state_metas(RuntimePlan const& rp, int s) {
+  std::vector<std::pair<std::string, TensorMeta>> out;
+  for (auto const& [name, t] : stage_state(rp, s))
+    out.push_back({name, {rp.graph().tensor(t).dtype, rp.graph().tensor(t).data->dims}});
+  return out;
+}
+}  // namespace
+
 Result<std::map<std::string, Tensor>> Runtime::trained_tensors() {
   std::map<std::string, Tensor> out;
-  auto add_local = [&](Worker& w) {
-    for (auto& [s, runner] : w.runners())
-      if (plan_.stages[s].devices[0] == w.device()) {
+  for (auto& w : workers_)
+    for (auto& [s, runner] : w->runners())
+      if (plan_.stages[s].devices[0] == w->device()) {
         for (auto const& [name, t] : runner->executor().parameters())
           out.emplace(name, t.clone_to(cpu_allocator()));
         for (auto const& [name, t] : runner->executor().buffers())
           out.emplace(name, t.clone_to(cpu_allocator()));
       }
-  };
-  for (auto& w : workers_) add_local(*w);
   if (hub_) return out;
   // Ranks: device 0 collects every other stage's state from its replica 0.
-  int const me = rank_comm_->device();
-  double const timeout = options_.worker.timeout_s;
-  for (int s = 0; s < rplan_->num_stages(); ++s) {
-    int const owner = plan_.stages[s].devices[0];
-    if (owner == 0) continue;
-    MessageKey key{-1, -1000 - s, false, 0, owner, 0};
-    auto const names = stage_state(*rplan_, s);
-    if (me == owner) {
-      std::vector<Tensor> tensors;
-      for (auto const& [name, t] : names) tensors.push_back(out.at(name));
-      RETURN_IF_ERROR(rank_comm_->send(key, std::move(tensors)));
-    } else if (me == 0) {
-      std::vector<TensorMeta> metas;
-      for (auto const& [name, t] : names)
-        metas.push_back({graph_->tensor(t).dtype, graph_->tensor(t).data->dims});
-      ASSIGN_OR_RETURN(auto tensors, rank_comm_->recv(key, metas, deadline_after(timeout)));
-      for (std::size_t i = 0; i < names.size(); ++i)
-        out.emplace(names[i].first, std::move(tensors[i]));
-    }
-  }
-  RETURN_IF_ERROR(rank_comm_->flush(deadline_after(timeout)));
+  RETURN_IF_ERROR(gather_stages(0, out, [&](int s) { return state_metas(*rplan_, s); }));
   return out;
 }
 
-Result<CheckpointState> Runtime::checkpoint_state() const {
-  if (!hub_)
-    return unsupported(
-        "checkpoints under --launcher mpi are not implemented yet: train with worker threads "
-        "(no --launcher) to write or resume checkpoints");
+std::vector<std::string> Runtime::moment_suffixes() const {
+  if (config_.optimizer.kind != OptimizerKind::kSgd) return {"#m", "#v"};
+  if (config_.optimizer.momentum != 0.f) return {"#momentum"};
+  return {};
+}
+
+Result<CheckpointState> Runtime::checkpoint_state() {
   CheckpointState s;
   s.step = step_;
   s.seed = config_.seed;
   s.optimizer = optimizer_kind_name(config_.optimizer.kind);
+  s.optimizer_steps = 0;
+  std::map<std::string, Tensor> weights, moments;
   for (auto const& w : workers_)
     for (auto& [st, runner] : w->runners()) {
-      if (plan_.stages[st].devices[0] != w->device()) continue;
       s.optimizer_steps = runner->optimizer().step_count();
+      if (plan_.stages[st].devices[0] != w->device()) continue;
       for (auto const& [name, t] : runner->executor().parameters())
-        s.weights.emplace(name, t.clone_to(cpu_allocator()));
+        weights.emplace(name, t.clone_to(cpu_allocator()));
       for (auto const& [name, t] : runner->executor().buffers())
-        s.weights.emplace(name, t.clone_to(cpu_allocator()));
+        weights.emplace(name, t.clone_to(cpu_allocator()));
       for (auto const& [name, t] : runner->optimizer().state())
-        s.optimizer_state.emplace(name, t.clone_to(cpu_allocator()));
+        moments.emplace(name, t.clone_to(cpu_allocator()));
     }
+  if (!hub_) {
+    // Ranks: device 0 gathers the other stages' weights and optimizer moments (the moments exist
+    // once the optimizer has stepped: every rank's optimizers step together).
+    RETURN_IF_ERROR(gather_stages(0, weights, [&](int st) { return state_metas(*rplan_, st); }));
+    auto const suffixes = s.optimizer_steps > 0 ? moment_suffixes() : std::vector<std::string>{};
+    RETURN_IF_ERROR(gather_stages(1, moments, [&](int st) {
+      std::vector<std::pair<std::string, TensorMeta>> out;
+      for (graph::TensorId t : rplan_->autodiff(st).weights)
+        for (auto const& suffix : suffixes)
+          out.push_back({graph_->tensor(t).name + suffix, {DType::kFloat32, graph_->tensor(t).data->dims}});
+      std::sort(out.begin(), out.end(), [](auto const& a, auto const& b) { return a.first < b.first; });
+      return out;
+    }));
+  }
+  s.weights = std::move(weights);
+  s.optimizer_state = std::move(moments);
   return s;
 }
 
 Status Runtime::restore(CheckpointState const& state, std::string const& source) {
-  ASSIGN_OR_RETURN(CheckpointState mine, checkpoint_state());
-  RETURN_IF_ERROR(check_checkpoint_matches(state, mine.weights, source));
+  // The whole model's names and shapes, from the graph (a rank holds only its own stages).
+  std::map<std::string, Tensor> model;
+  for (int s = 0; s < rplan_->num_stages(); ++s)
+    for (auto const& [name, meta] : state_metas(*rplan_, s)) {
+      auto it = state.weights.find(name);
+      if (it == state.weights.end())
+        return invalid_argument("checkpoint '" + source + "' does not match the model: it has no parameter '" +
+                                name + "' (was it written for another model?)");
+      if (it->second.shape() != meta.shape || it->second.dtype() != meta.dtype)
+        return invalid_argument("checkpoint '" + source + "' does not match the model: parameter '" + name +
+                                "' is " + it->second.shape_string() + " in the checkpoint, " +
+                                meta.to_string() + " in the model");
+      model.emplace(name, it->second);
+    }
+  RETURN_IF_ERROR(check_checkpoint_matches(state, model, source));
   if (state.optimizer != optimizer_kind_name(config_.optimizer.kind))
     return invalid_argument("checkpoint '" + source + "' was written with optimizer '" +
                             state.optimizer + "' but the config uses '" +
@@ -432,9 +481,9 @@ Status Runtime::restore(CheckpointState const& state, std::string const& source)
                             std::to_string(state.seed) + " but the config has seed " +
                             std::to_string(config_.seed) +
                             ": resuming would not reproduce the run");
-  for (auto const& w : workers_)
-    for (auto& [st, runner] : w->runners()) {
-      ScopedThreadAllocator scoped(*memory_[&w - &workers_[0]]);
+  for (std::size_t w = 0; w < workers_.size(); ++w)
+    for (auto& [st, runner] : workers_[w]->runners()) {
+      ScopedThreadAllocator scoped(*memory_[w]);
       std::set<std::string> names;
       for (auto const& [name, t] : runner->executor().parameters()) names.insert(name);
       for (auto const& [name, t] : runner->executor().buffers()) names.insert(name);

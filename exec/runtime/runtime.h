@@ -77,9 +77,10 @@ class Runtime {
   // the caller's allocator (they outlive the runtime). Ranks: every rank must call it; device 0
   // gets the whole map, the others their own stages.
   Result<std::map<std::string, Tensor>> trained_tensors();
-  // Threads only: a checkpoint in the single-device format (interchangeable with it), copied
-  // into the caller's allocator.
-  Result<CheckpointState> checkpoint_state() const;
+  // A checkpoint in the single-device format (interchangeable with it), copied into the caller's
+  // allocator. Ranks: every rank must call it; device 0 gets the whole state.
+  Result<CheckpointState> checkpoint_state();
+  // Every device restores its own stages (ranks: each reads the same checkpoint file).
   Status restore(CheckpointState const& state, std::string const& source);
 
  private:
@@ -92,6 +93,11 @@ class Runtime {
   Status run_rank(int64_t steps, std::ostream* progress);
   void after_step(int64_t step, double loss, std::ostream* progress);
   Status first_cause(std::vector<Status> const& statuses) const;
+  // Ranks: device 0 receives, for every stage it does not own, the tensors `names_of(s)` lists
+  // from the stage's replica 0 (gather number `gather` * stages + s).
+  Status gather_stages(int gather, std::map<std::string, Tensor>& out,
+                       std::function<std::vector<std::pair<std::string, TensorMeta>>(int)> const& names_of);
+  std::vector<std::string> moment_suffixes() const;
   std::string stall_report() const;
 
   TrainConfig config_;
