@@ -73,28 +73,36 @@ std::string mib(double bytes) {
   return b;
 }
 
-// The measured profile the planner uses by default: made once per model file, thread budget and
-// micro-batch size, and cached under $GP_CACHE_DIR (default ~/.cache/graphpipe).
+// $GP_CACHE_DIR, or ~/.cache/graphpipe, created if needed.
+Result<std::string> cache_dir() {
+  char const* env = std::getenv("GP_CACHE_DIR");
+  char const* home = std::getenv("HOME");
+  std::filesystem::path const dir = env ? std::filesystem::path(env)
+                                        : std::filesystem::path(home ? home : "/tmp") / ".cache" / "graphpipe";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return io_error("cannot create the cache folder " + dir.string() + ": " + ec.message() + " (set GP_CACHE_DIR)");
+  return dir.string();
+}
+
+// The measured profile the planner uses by default: made once per model file, thread budget,
+// calibration concurrency and micro-batch size, and cached under $GP_CACHE_DIR (default ~/.cache/graphpipe).
 Result<std::string> cached_profile(std::string const& model_path, graph::OpGraph const& graph, int threads,
                                    int64_t micro_batch) {
   ASSIGN_OR_RETURN(std::string bytes, gp::read_whole_file(model_path, "model"));
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
-  char const* env = std::getenv("GP_CACHE_DIR");
-  char const* home = std::getenv("HOME");
-  std::filesystem::path dir = env ? std::filesystem::path(env)
-                                  : std::filesystem::path(home ? home : "/tmp") / ".cache" / "graphpipe";
+  ASSIGN_OR_RETURN(std::string const cache, cache_dir());
+  std::filesystem::path const dir = cache;
   char name[96];
-  std::snprintf(name, sizeof name, "%016llx-t%d-b%lld-v2.profile.json", static_cast<unsigned long long>(h), threads,
-                static_cast<long long>(micro_batch));
+  int const concurrency = std::max(1, exec::available_cores() / threads);  // executors calibrated at once
+  std::snprintf(name, sizeof name, "%016llx-t%d-c%d-b%lld.profile.json", static_cast<unsigned long long>(h), threads,
+                concurrency, static_cast<long long>(micro_batch));
   std::string const path = (dir / name).string();
   if (std::filesystem::exists(path)) {
     spdlog::info("cost model: measured profile {} (cached)", path);
     return path;
   }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return io_error("cannot create the profile cache " + dir.string() + ": " + ec.message() + " (set GP_CACHE_DIR)");
   spdlog::info("cost model: profiling {} with {} threads per worker (once; cached in {})", graph.name(), threads,
                dir.string());
   int const before = exec::thread_budget();
@@ -106,7 +114,8 @@ Result<std::string> cached_profile(std::string const& model_path, graph::OpGraph
   options.samples.push_back(micro_batch);
   options.model_name = graph.name();
   options.threads = threads;
-  options.calibrate_concurrency = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / threads);
+  // As many executors at once as workers will share this process's cores (an MPI rank: its own).
+  options.calibrate_concurrency = concurrency;
   options.thread_setup = [threads] { exec::set_thread_budget(threads); };
   auto profile = exec::profile_graph(graph, backend, options);
   exec::set_thread_budget(before);
@@ -118,7 +127,9 @@ Result<std::string> cached_profile(std::string const& model_path, graph::OpGraph
 // The plan: from the config's file, or made here by the configured planner for this batch and
 // micro-batch size.
 Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::string const& model_path,
-                                      graph::OpGraph const& graph, int devices, bool mpi, std::string& cost_name) {
+                                      graph::OpGraph const& graph, int devices, bool mpi, int rank,
+                                      std::string& cost_name, std::string& temp_profile) {
+  (void)rank;  // used under MPI only
   if (!config.pipeline.plan.empty()) {
     ASSIGN_OR_RETURN(partition::Plan plan, partition::read_plan_file(config.pipeline.plan));
     cost_name = "the plan's";
@@ -127,14 +138,27 @@ Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::stri
   PartitionFlags flags;
   flags.no_replication = !config.pipeline.replication;
   cost_name = config.pipeline.cost;
-  int const cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   int const threads = config.pipeline.threads_per_worker > 0 ? static_cast<int>(config.pipeline.threads_per_worker)
-                                                             : std::max(1, cores / devices);  // per worker
+                      : mpi                                  ? exec::rank_thread_budget()
+                                                             : std::max(1, exec::available_cores() / devices);
   if (config.pipeline.cost == "profile") {
     if (mpi) {
-      // Ranks profiling apart would measure different costs and plan differently.
-      flags.cost = "analytic";
-      cost_name = "analytic (under MPI; give pipeline.cost a profile JSON to plan with measured costs)";
+#ifdef GP_HAVE_MPI
+      // Ranks profiling apart would plan apart: rank 0 profiles (or finds its cached profile), the
+      // others plan with its text, and with its measured optimizer update rate.
+      std::string text;
+      if (rank == 0) {
+        ASSIGN_OR_RETURN(std::string path, cached_profile(model_path, graph, threads, config.micro_batch_size()));
+        ASSIGN_OR_RETURN(text, gp::read_whole_file(path, "profile"));
+      }
+      ASSIGN_OR_RETURN(text, exec::broadcast_from_rank0(text, config.pipeline.timeout_s * 10));
+      ASSIGN_OR_RETURN(std::string dir, cache_dir());
+      flags.cost = dir + "/rank0-" + std::to_string(::getpid()) + ".profile.json";
+      RETURN_IF_ERROR(gp::write_file_atomic(flags.cost, text));
+      temp_profile = flags.cost;
+      cost_name = "measured on rank 0, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
+                  " per rank";
+#endif
     } else {
       ASSIGN_OR_RETURN(flags.cost, cached_profile(model_path, graph, threads, config.micro_batch_size()));
       // Worker threads exchange tensors through memory: price links at what it delivers here.
@@ -158,7 +182,7 @@ Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::stri
   RETURN_IF_ERROR(problem.finalize());
   partition::PlannerOptions options;
   ASSIGN_OR_RETURN(partition::Plan plan, partition::plan_with(config.pipeline.planner, problem, options));
-  if (config.pipeline.cost == "profile" && !mpi) {
+  if (config.pipeline.cost == "profile") {
     // The optimizer's update, measured under a worker's thread budget, priced at STEP.
     int const before = exec::thread_budget();
     exec::set_thread_budget(threads);
@@ -166,7 +190,16 @@ Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::stri
     auto rate = exec::measure_update_seconds_per_byte(backend, config.optimizer);
     exec::set_thread_budget(before);
     if (!rate.is_ok()) return rate.status();
-    partition::price_updates(plan, *rate);
+    double seconds_per_byte = *rate;
+#ifdef GP_HAVE_MPI
+    if (mpi) {  // rank 0's measurement, so that every rank prices the plan alike
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.17g", seconds_per_byte);
+      ASSIGN_OR_RETURN(std::string shared, exec::broadcast_from_rank0(buf, config.pipeline.timeout_s * 10));
+      seconds_per_byte = std::strtod(shared.c_str(), nullptr);
+    }
+#endif
+    partition::price_updates(plan, seconds_per_byte);
   }
   return plan;
 }
@@ -246,8 +279,11 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
   if (devices == 0) devices = 2;
   bool const lead = rank == 0;  // the one process that reports
 
-  std::string cost_name;
-  ASSIGN_OR_RETURN(partition::Plan plan, pipeline_plan(config, model_path, graph, devices, mpi, cost_name));
+  std::string cost_name, temp_profile;
+  auto planned = pipeline_plan(config, model_path, graph, devices, mpi, rank, cost_name, temp_profile);
+  if (!temp_profile.empty()) std::filesystem::remove(temp_profile);
+  if (!planned.is_ok()) return planned.status();
+  partition::Plan plan = std::move(planned).value();
   if (plan.num_devices != devices)
     return invalid_argument("the plan is for " + std::to_string(plan.num_devices) + " devices, not " +
                             std::to_string(devices) + (mpi ? " ranks" : "") + ": use --devices " +

@@ -354,7 +354,8 @@ class MpiCommunicator final : public Communicator {
   Result<int> tag_of(MessageKey const& key) const {
     if (key.edge <= -1000) {  // gathers of whole stages to device 0 (weights, checkpoints)
       int const g = -1000 - key.edge;
-      if (g >= 2 * layout_.num_stages) return internal_error("gather " + key.to_string() + " out of range");
+      if (g >= 2 * layout_.num_stages)
+        return internal_error("gather " + key.to_string() + " out of range");
       return coll_base_ + 4 * (layout_.num_stages + 1) + g;
     }
     if (key.edge < 0 || key.edge >= layout_.num_edges || key.micro_batch < 0 ||
@@ -460,6 +461,30 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator(MpiLayout const& lay
                        " (fewer micro-batches or edges)");
   return std::unique_ptr<Communicator>(
       new MpiCommunicator(comm, rank, size, layout, p2p_base, coll_base));
+}
+
+Result<std::string> broadcast_from_rank0(std::string const& text, double timeout_s) {
+  auto wait = [&](MPI_Request& r, char const* what) -> Status {
+    Deadline const deadline = deadline_after(timeout_s);
+    for (;;) {
+      int done = 0;
+      GP_MPI(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+      if (done) return Status::ok();
+      if (stop_requested()) return aborted_error(kInterrupted);
+      if (Clock::now() > deadline)
+        return timeout_error(std::string(what) + " did not complete before the deadline");
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  };
+  int64_t n = static_cast<int64_t>(text.size());
+  MPI_Request r;
+  GP_MPI(MPI_Ibcast(&n, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, &r));
+  RETURN_IF_ERROR(wait(r, "broadcasting rank 0's profile size"));
+  std::string out = text;
+  out.resize(static_cast<std::size_t>(n));
+  GP_MPI(MPI_Ibcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD, &r));
+  RETURN_IF_ERROR(wait(r, "broadcasting rank 0's profile"));
+  return out;
 }
 
 Status check_same_run(Communicator& comm, uint64_t fingerprint, double timeout_s) {

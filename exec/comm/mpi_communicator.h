@@ -35,6 +35,10 @@ struct MpiLayout {
 // The endpoint of this rank (device = rank). Fails if the key space does not fit MPI_TAG_UB.
 Result<std::unique_ptr<Communicator>> make_mpi_communicator(MpiLayout const& layout);
 
+// Rank 0's `text` on every rank (before any communicator exists: what the ranks must agree on to
+// plan alike, such as rank 0's measured profile).
+Result<std::string> broadcast_from_rank0(std::string const& text, double timeout_s);
+
 // Every rank passes its fingerprint of plan + schedule + config; a rank whose value differs from
 // rank 0's makes every rank fail with a message naming it.
 Status check_same_run(Communicator& comm, uint64_t fingerprint, double timeout_s);

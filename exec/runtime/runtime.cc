@@ -45,12 +45,18 @@ std::vector<std::pair<std::string, graph::TensorId>> stage_state(RuntimePlan con
   return {out.begin(), out.end()};
 }
 
+// Pins the calling thread to `count` of the cores this process may use, starting at the `first`.
 void pin_to_cores(int first, int count) {
-  int const cores = static_cast<int>(std::thread::hardware_concurrency());
-  if (cores <= 0) return;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  std::vector<int> cores;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cores.push_back(c);
+  if (cores.empty()) return;
   cpu_set_t set;
   CPU_ZERO(&set);
-  for (int c = first; c < first + count; ++c) CPU_SET(c % cores, &set);
+  for (int k = first; k < first + count; ++k) CPU_SET(cores[k % cores.size()], &set);
   pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
@@ -184,7 +190,7 @@ void Runtime::after_step(int64_t step, double loss, std::ostream* progress) {
 
 Status Runtime::run_threads(int64_t steps, std::ostream* progress) {
   int const n = static_cast<int>(workers_.size());
-  int const cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  int const cores = available_cores();
   int const budget =
       options_.threads_per_worker > 0 ? options_.threads_per_worker : std::max(1, cores / n);
   bool const pin = options_.pin_cores && budget * n <= cores;
@@ -254,13 +260,8 @@ Status Runtime::run_threads(int64_t steps, std::ostream* progress) {
 
 Status Runtime::run_rank(int64_t steps, std::ostream* progress) {
   ScopedThreadAllocator scoped(*memory_[0]);
-  int budget = options_.threads_per_worker;
-  if (budget <= 0) {
-    int local = 1;
-    if (char const* env = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
-      local = std::max(1, std::atoi(env));
-    budget = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local);
-  }
+  int const budget =
+      options_.threads_per_worker > 0 ? options_.threads_per_worker : rank_thread_budget();
   set_thread_budget(budget);
   RETURN_IF_ERROR(rank_comm_->barrier(-1, deadline_after(options_.worker.timeout_s)));
   auto const origin = Clock::now();
@@ -374,7 +375,8 @@ Status Runtime::gather_stages(
       std::vector<Tensor> tensors;
       for (auto const& [name, meta] : names) {
         auto it = out.find(name);
-        if (it == out.end()) return internal_error("stage " + std::to_string(s) + " has no '" + name + "'");
+        if (it == out.end())
+          return internal_error("stage " + std::to_string(s) + " has no '" + name + "'");
         tensors.push_back(it->second);
       }
       RETURN_IF_ERROR(rank_comm_->send(key, std::move(tensors)));
@@ -382,7 +384,8 @@ Status Runtime::gather_stages(
       std::vector<TensorMeta> metas;
       for (auto const& [name, meta] : names) metas.push_back(meta);
       ASSIGN_OR_RETURN(auto tensors, rank_comm_->recv(key, metas, deadline_after(timeout)));
-      for (std::size_t i = 0; i < names.size(); ++i) out.emplace(names[i].first, std::move(tensors[i]));
+      for (std::size_t i = 0; i < names.size(); ++i)
+        out.emplace(names[i].first, std::move(tensors[i]));
     }
   }
   return rank_comm_->flush(deadline_after(timeout));
@@ -446,8 +449,10 @@ Result<CheckpointState> Runtime::checkpoint_state() {
       std::vector<std::pair<std::string, TensorMeta>> out;
       for (graph::TensorId t : rplan_->autodiff(st).weights)
         for (auto const& suffix : suffixes)
-          out.push_back({graph_->tensor(t).name + suffix, {DType::kFloat32, graph_->tensor(t).data->dims}});
-      std::sort(out.begin(), out.end(), [](auto const& a, auto const& b) { return a.first < b.first; });
+          out.push_back(
+              {graph_->tensor(t).name + suffix, {DType::kFloat32, graph_->tensor(t).data->dims}});
+      std::sort(out.begin(), out.end(),
+                [](auto const& a, auto const& b) { return a.first < b.first; });
       return out;
     }));
   }
@@ -463,11 +468,13 @@ Status Runtime::restore(CheckpointState const& state, std::string const& source)
     for (auto const& [name, meta] : state_metas(*rplan_, s)) {
       auto it = state.weights.find(name);
       if (it == state.weights.end())
-        return invalid_argument("checkpoint '" + source + "' does not match the model: it has no parameter '" +
-                                name + "' (was it written for another model?)");
+        return invalid_argument("checkpoint '" + source +
+                                "' does not match the model: it has no parameter '" + name +
+                                "' (was it written for another model?)");
       if (it->second.shape() != meta.shape || it->second.dtype() != meta.dtype)
-        return invalid_argument("checkpoint '" + source + "' does not match the model: parameter '" + name +
-                                "' is " + it->second.shape_string() + " in the checkpoint, " +
+        return invalid_argument("checkpoint '" + source +
+                                "' does not match the model: parameter '" + name + "' is " +
+                                it->second.shape_string() + " in the checkpoint, " +
                                 meta.to_string() + " in the model");
       model.emplace(name, it->second);
     }

@@ -95,8 +95,9 @@ class Runtime {
   Status first_cause(std::vector<Status> const& statuses) const;
   // Ranks: device 0 receives, for every stage it does not own, the tensors `names_of(s)` lists
   // from the stage's replica 0 (gather number `gather` * stages + s).
-  Status gather_stages(int gather, std::map<std::string, Tensor>& out,
-                       std::function<std::vector<std::pair<std::string, TensorMeta>>(int)> const& names_of);
+  Status gather_stages(
+      int gather, std::map<std::string, Tensor>& out,
+      std::function<std::vector<std::pair<std::string, TensorMeta>>(int)> const& names_of);
   std::vector<std::string> moment_suffixes() const;
   std::string stall_report() const;
 

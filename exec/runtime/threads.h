@@ -7,5 +7,10 @@ namespace gp::exec {
 
 void set_thread_budget(int threads);  // for parallel regions started by the calling thread
 int thread_budget();
+// Cores this process may run on (its affinity mask: under mpirun, a rank's binding).
+int available_cores();
+// One MPI rank's compute threads: its bound cores, or, when unbound, the machine's cores shared by
+// the ranks on this node (OMPI_COMM_WORLD_LOCAL_SIZE).
+int rank_thread_budget();
 
 }  // namespace gp::exec

@@ -81,9 +81,10 @@ TEST(TrainCli, CtrlCStopsEveryWorkerCleanly) {
   Files f;
   std::string const out = f.dir.file("int.onnx");
   // timeout sends SIGINT (Ctrl-C) after 2 s to a run that would take minutes.
-  auto r = run("timeout -s INT 2 " + graphpipe() + " train --devices 2 --steps 1000000 --config " +
-                   f.config("pipeline: {plan: " + f.plan + ", schedule: " + f.schedule + "}\n", out),
-               60);
+  auto r =
+      run("timeout -s INT 2 " + graphpipe() + " train --devices 2 --steps 1000000 --config " +
+              f.config("pipeline: {plan: " + f.plan + ", schedule: " + f.schedule + "}\n", out),
+          60);
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_LT(r.seconds, 10.0);
   EXPECT_NE(r.output.find("interrupted (Ctrl-C)"), std::string::npos) << r.output;

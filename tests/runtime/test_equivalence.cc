@@ -3,10 +3,10 @@
 // batches. Tolerance: float32 sums in another order (gradients summed per micro-batch, per
 // consumer edge, per replica) differ in the last bits, and 3 momentum steps carry that along;
 // measured worst relative differences are around 1e-6, the bound is 1e-4 relative + 1e-6.
+#include <gtest/gtest-spi.h>
+
 #include <cstdlib>
 #include <filesystem>
-
-#include <gtest/gtest-spi.h>
 
 #include "graph/onnx_import.h"
 #include "schedule/plan_view.h"
