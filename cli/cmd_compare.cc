@@ -51,13 +51,10 @@ exec::TrainConfig train_config(Options const& o, int64_t batch, int64_t micro_ba
 // measures samples/s over the steps after the first.
 // The optimizer's update under a worker's thread budget, priced at STEP by the simulator.
 Status price_updates(partition::Plan& plan, exec::TrainConfig const& c, int threads) {
-  int const before = exec::thread_budget();
-  exec::set_thread_budget(threads);
+  exec::ScopedThreadBudget budget(threads);
   exec::CpuBackend backend;
-  auto rate = exec::measure_update_seconds_per_byte(backend, c.optimizer);
-  exec::set_thread_budget(before);
-  if (!rate.is_ok()) return rate.status();
-  partition::price_updates(plan, *rate);
+  ASSIGN_OR_RETURN(double rate, exec::measure_update_seconds_per_byte(backend, c.optimizer));
+  partition::price_updates(plan, rate);
   return Status::ok();
 }
 

@@ -20,6 +20,7 @@
 #include "exec/runtime/runtime.h"
 #include "exec/runtime/threads.h"
 #include "core/file_io.h"
+#include "core/hash.h"
 #include "partition/cluster.h"
 #include "partition/plan.h"
 #include "schedule/build.h"
@@ -90,8 +91,7 @@ Result<std::string> cache_dir() {
 Result<std::string> cached_profile(std::string const& model_path, graph::OpGraph const& graph, int threads,
                                    int64_t micro_batch) {
   ASSIGN_OR_RETURN(std::string bytes, gp::read_whole_file(model_path, "model"));
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  uint64_t const h = gp::fnv1a(bytes);
   ASSIGN_OR_RETURN(std::string const cache, cache_dir());
   std::filesystem::path const dir = cache;
   char name[96];
@@ -105,8 +105,7 @@ Result<std::string> cached_profile(std::string const& model_path, graph::OpGraph
   }
   spdlog::info("cost model: profiling {} with {} threads per worker (once; cached in {})", graph.name(), threads,
                dir.string());
-  int const before = exec::thread_budget();
-  exec::set_thread_budget(threads);
+  exec::ScopedThreadBudget budget(threads);
   exec::CpuBackend backend;
   exec::ProfileOptions options;
   options.samples.clear();
@@ -118,7 +117,6 @@ Result<std::string> cached_profile(std::string const& model_path, graph::OpGraph
   options.calibrate_concurrency = concurrency;
   options.thread_setup = [threads] { exec::set_thread_budget(threads); };
   auto profile = exec::profile_graph(graph, backend, options);
-  exec::set_thread_budget(before);
   if (!profile.is_ok()) return profile.status().with_context("profiling for the planner (use pipeline.cost: analytic)");
   RETURN_IF_ERROR(graph::write_profile_file(*profile, path));
   return path;
@@ -184,13 +182,12 @@ Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::stri
   ASSIGN_OR_RETURN(partition::Plan plan, partition::plan_with(config.pipeline.planner, problem, options));
   if (config.pipeline.cost == "profile") {
     // The optimizer's update, measured under a worker's thread budget, priced at STEP.
-    int const before = exec::thread_budget();
-    exec::set_thread_budget(threads);
-    exec::CpuBackend backend;
-    auto rate = exec::measure_update_seconds_per_byte(backend, config.optimizer);
-    exec::set_thread_budget(before);
-    if (!rate.is_ok()) return rate.status();
-    double seconds_per_byte = *rate;
+    double seconds_per_byte = 0;
+    {
+      exec::ScopedThreadBudget budget(threads);
+      exec::CpuBackend backend;
+      ASSIGN_OR_RETURN(seconds_per_byte, exec::measure_update_seconds_per_byte(backend, config.optimizer));
+    }
 #ifdef GP_HAVE_MPI
     if (mpi) {  // rank 0's measurement, so that every rank prices the plan alike
       char buf[64];

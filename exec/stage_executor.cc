@@ -21,6 +21,20 @@ uint64_t op_seed(uint64_t seed, graph::OpId id) {
 }
 }  // namespace
 
+std::vector<graph::TensorId> running_stat_tensors(graph::OpGraph const& graph, std::vector<graph::OpId> const& ops) {
+  std::vector<graph::TensorId> out;
+  auto visit = [&](graph::Op const& op) {
+    if (op.type != "BatchNormalization" || op.inputs.size() < 5) return;
+    for (std::size_t i : {3u, 4u})
+      if (op.inputs[i] != graph::kNoTensor && graph.tensor(op.inputs[i]).data) out.push_back(op.inputs[i]);
+  };
+  if (ops.empty())
+    for (graph::Op const& op : graph.ops()) visit(op);
+  else
+    for (graph::OpId id : ops) visit(graph.op(id));
+  return out;
+}
+
 StageExecutor::StageExecutor(graph::OpGraph const& graph, Backend& backend, AutodiffPlan plan)
     : graph_(graph), backend_(backend), plan_(std::move(plan)) {}
 
@@ -43,13 +57,8 @@ Result<std::unique_ptr<StageExecutor>> StageExecutor::create(graph::OpGraph cons
     }
   }
   for (graph::TensorId t : ex->plan_.weights) ex->params_.emplace(graph.tensor(t).name, ex->static_values_[t]);
-  for (graph::OpId id : ex->plan_.forward_order) {
-    auto const& op = graph.op(id);
-    if (op.type != "BatchNormalization" || op.inputs.size() < 5) continue;
-    for (std::size_t i : {3u, 4u})
-      if (op.inputs[i] != graph::kNoTensor && ex->static_values_[op.inputs[i]].defined())
-        ex->buffers_.emplace(graph.tensor(op.inputs[i]).name, ex->static_values_[op.inputs[i]]);
-  }
+  for (graph::TensorId t : running_stat_tensors(graph, ex->plan_.forward_order))
+    if (ex->static_values_[t].defined()) ex->buffers_.emplace(graph.tensor(t).name, ex->static_values_[t]);
   ex->zero_grads();
   return ex;
 }

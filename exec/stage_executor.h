@@ -22,6 +22,10 @@ namespace gp::exec {
 
 using TensorMap = std::unordered_map<graph::TensorId, Tensor>;
 
+// BatchNorm running statistics (mean, variance) read by `ops` (empty: the whole graph) and given
+// as initializers: the buffers training updates, which checkpoints and export carry.
+std::vector<graph::TensorId> running_stat_tensors(graph::OpGraph const& graph, std::vector<graph::OpId> const& ops);
+
 class StageExecutor {
  public:
   // Checks that the backend supports every op and loads weights and constants from the graph.

@@ -23,8 +23,6 @@
 
 namespace gp::exec {
 
-struct TensorMeta;
-
 class RuntimePlan {
  public:
   // `micro_batch`: samples per micro-batch (the plan's b). The plan must outlive the result.

@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "core/hash.h"
 #include "exec/comm/in_process.h"
 #include "exec/data.h"
 #include "exec/runtime/threads.h"
@@ -25,23 +26,13 @@ namespace gp::exec {
 
 namespace {
 
-uint64_t fnv1a(std::string const& text, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // Parameters and BatchNorm statistics of one stage, by name (the order every rank agrees on).
 std::vector<std::pair<std::string, graph::TensorId>> stage_state(RuntimePlan const& rp, int s) {
   graph::OpGraph const& graph = rp.graph();
   std::map<std::string, graph::TensorId> out;
   for (graph::TensorId t : rp.autodiff(s).weights) out.emplace(graph.tensor(t).name, t);
-  for (graph::OpId id : rp.stage_ops(s)) {
-    auto const& op = graph.op(id);
-    if (op.type != "BatchNormalization" || op.inputs.size() < 5) continue;
-    for (std::size_t i : {3u, 4u})
-      if (op.inputs[i] != graph::kNoTensor && graph.tensor(op.inputs[i]).data)
-        out.emplace(graph.tensor(op.inputs[i]).name, op.inputs[i]);
-  }
+  for (graph::TensorId t : running_stat_tensors(graph, rp.stage_ops(s)))
+    out.emplace(graph.tensor(t).name, t);
   return {out.begin(), out.end()};
 }
 
@@ -144,7 +135,6 @@ Result<std::unique_ptr<Runtime>> Runtime::create_threads(TrainConfig const& conf
   rt->hub_ = std::make_unique<InProcessHub>(plan.num_devices);
   for (int d = 0; d < plan.num_devices; ++d) {
     rt->endpoints_.push_back(rt->hub_->endpoint(d));
-    rt->local_.push_back(d);
     RETURN_IF_ERROR(rt->build_worker(d, *rt->endpoints_.back()));
   }
   return rt;
@@ -161,7 +151,6 @@ Result<std::unique_ptr<Runtime>> Runtime::create_rank(
                             " ranks were started: run mpirun -np " +
                             std::to_string(plan.num_devices));
   rt->rank_comm_ = &comm;
-  rt->local_.push_back(comm.device());
   RETURN_IF_ERROR(rt->build_worker(comm.device(), comm));
   return rt;
 }

@@ -71,7 +71,6 @@ class Runtime {
   std::vector<DeviceMeasurement> measurements() const;  // this process's devices
   schedule::Timeline timeline()
       const;  // measured intervals of the last step, this process's devices
-  std::vector<int> const& local_devices() const { return local_; }
 
   // Weights and BatchNorm statistics of the whole model (replica 0 of each stage), copied into
   // the caller's allocator (they outlive the runtime). Ranks: every rank must call it; device 0
@@ -108,7 +107,6 @@ class Runtime {
   RuntimeOptions options_;
   std::unique_ptr<RuntimePlan> rplan_;
   std::vector<int64_t> predicted_peak_;
-  std::vector<int> local_;
   // Declared first, destroyed last: every tensor below was allocated by one of these.
   std::vector<std::unique_ptr<CountingAllocator>> memory_;
   std::unique_ptr<class InProcessHub> hub_;

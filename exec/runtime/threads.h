@@ -7,6 +7,20 @@ namespace gp::exec {
 
 void set_thread_budget(int threads);  // for parallel regions started by the calling thread
 int thread_budget();
+
+// Sets the calling thread's budget for the scope's lifetime (measuring under a worker's budget).
+class ScopedThreadBudget {
+ public:
+  explicit ScopedThreadBudget(int threads) : previous_(thread_budget()) {
+    set_thread_budget(threads);
+  }
+  ~ScopedThreadBudget() { set_thread_budget(previous_); }
+  ScopedThreadBudget(ScopedThreadBudget const&) = delete;
+  ScopedThreadBudget& operator=(ScopedThreadBudget const&) = delete;
+
+ private:
+  int previous_;
+};
 // Cores this process may run on (its affinity mask: under mpirun, a rank's binding).
 int available_cores();
 // One MPI rank's compute threads: its bound cores, or, when unbound, the machine's cores shared by

@@ -156,7 +156,6 @@ Status Worker::run_step(int64_t step, Clock::time_point origin) {
     iv.start_s = std::chrono::duration<double>(start - origin).count();
     iv.end_s = std::chrono::duration<double>(end - origin).count();
     iv.label = schedule::to_string(in);
-    if (iv.stream == schedule::Stream::kCompute) compute_busy_s_ += iv.end_s - iv.start_s;
     intervals_.push_back(std::move(iv));
     if (!s.is_ok()) {
       if (s.code() == StatusCode::kAborted) return s;

@@ -70,7 +70,6 @@ class Worker {
   int current() const { return current_.load(); }
   // Stage replicas this device hosts, by stage id.
   std::map<int, std::unique_ptr<StageRunner>>& runners() { return runners_; }
-  double compute_busy_s() const { return compute_busy_s_; }
 
  private:
   using Key = std::pair<int, int>;  // (stage or edge, micro-batch)
@@ -131,7 +130,6 @@ class Worker {
   double loss_sum_ = 0, step_loss_ = 0;
   std::vector<schedule::Interval> intervals_;
   std::atomic<int> current_{-1};
-  double compute_busy_s_ = 0;
 };
 
 }  // namespace gp::exec
