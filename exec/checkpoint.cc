@@ -1,8 +1,5 @@
 #include "exec/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,32 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/file_io.h"
+#include "core/hash.h"
+
 namespace gp::exec {
 
 namespace {
 
 constexpr char kMagic[8] = {'G', 'P', 'C', 'K', 'P', 'T', '\x01', '\n'};
-
-uint64_t fnv1a(uint64_t h, void const* data, std::size_t n) {
-  auto const* p = static_cast<unsigned char const*>(data);
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
-
-Status write_all(int fd, void const* data, std::size_t n, std::string const& path) {
-  auto const* p = static_cast<char const*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) return io_error("writing checkpoint '" + path + "': " + std::strerror(errno));
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return Status::ok();
-}
 
 std::optional<graph::DType> dtype_from_name(std::string const& name) {
   for (auto d : {graph::DType::kFloat32, graph::DType::kFloat64, graph::DType::kInt64, graph::DType::kInt32})
@@ -78,40 +57,26 @@ Status save_checkpoint(std::string const& path, CheckpointState const& state) {
     std::filesystem::create_directories(dir, ec);
     if (ec) return io_error("cannot create checkpoint folder '" + dir.string() + "': " + ec.message());
   }
-  std::string const tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return io_error("cannot write checkpoint '" + tmp + "': " + std::strerror(errno));
+  ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::open(path, "checkpoint"));
   uint64_t h = kFnvOffset;
   auto put = [&](void const* data, std::size_t n) {
-    h = fnv1a(h, data, n);
-    return write_all(fd, data, n, tmp);
+    h = fnv1a(std::string_view(static_cast<char const*>(data), n), h);
+    return file.write(data, n);
   };
-  Status s = put(kMagic, 8);
-  if (s.is_ok()) s = put(&len, 8);
-  if (s.is_ok()) s = put(text.data(), text.size());
-  for (Tensor const* t : order)
-    if (s.is_ok()) s = put(t->raw(), t->nbytes());
-  if (s.is_ok()) s = write_all(fd, &h, 8, tmp);
-  if (s.is_ok() && ::fsync(fd) != 0) s = io_error("fsync of '" + tmp + "' failed: " + std::strerror(errno));
-  ::close(fd);
-  if (s.is_ok() && std::rename(tmp.c_str(), path.c_str()) != 0)
-    s = io_error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
-  if (!s.is_ok()) {
-    std::remove(tmp.c_str());
-    return s;
-  }
-  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::ok();
+  RETURN_IF_ERROR(put(kMagic, 8));
+  RETURN_IF_ERROR(put(&len, 8));
+  RETURN_IF_ERROR(put(text.data(), text.size()));
+  for (Tensor const* t : order) RETURN_IF_ERROR(put(t->raw(), t->nbytes()));
+  RETURN_IF_ERROR(file.write(&h, 8));
+  return file.commit();
 }
 
 Result<CheckpointState> load_checkpoint(std::string const& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open checkpoint '" + path + "'");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSIGN_OR_RETURN(std::string bytes, read_whole_file(path, "checkpoint", int64_t{1} << 40));
+  return parse_checkpoint(bytes, path);
+}
+
+Result<CheckpointState> parse_checkpoint(std::string_view bytes, std::string const& path) {
   auto corrupt = [&](std::string const& why) {
     return parse_error("checkpoint '" + path + "' is corrupt or truncated (" + why +
                        "): delete it or point checkpoint.path elsewhere");
@@ -122,17 +87,19 @@ Result<CheckpointState> load_checkpoint(std::string const& path) {
                                                 std::to_string(static_cast<int>(bytes[6])) + ", this build reads 1");
   uint64_t stored = 0;
   std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
-  if (fnv1a(kFnvOffset, bytes.data(), bytes.size() - 8) != stored) return corrupt("checksum mismatch");
+  if (fnv1a(bytes.substr(0, bytes.size() - 8)) != stored)
+    return corrupt("checksum mismatch: the file was cut short or changed after it was written");
   uint64_t len = 0;
   std::memcpy(&len, bytes.data() + 8, 8);
-  if (16 + len > bytes.size() - 8) return corrupt("header length past the end");
+  if (len > bytes.size() - 24) return corrupt("header length past the end");
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(bytes.begin() + 16, bytes.begin() + 16 + static_cast<std::ptrdiff_t>(len));
   } catch (nlohmann::json::exception const& e) {
     return corrupt(std::string("bad header: ") + e.what());
   }
-  std::size_t const data_start = 16 + len, data_end = bytes.size() - 8;
+  uint64_t const data_size = bytes.size() - 24 - len;
+  char const* const data = bytes.data() + 16 + len;
   CheckpointState st;
   try {
     st.step = header.at("step").get<int64_t>();
@@ -142,10 +109,17 @@ Result<CheckpointState> load_checkpoint(std::string const& path) {
     for (auto const& e : header.at("tensors")) {
       auto dtype = dtype_from_name(e.at("dtype").get<std::string>());
       if (!dtype) return corrupt("unknown dtype " + e.at("dtype").get<std::string>());
-      Tensor t(e.at("shape").get<std::vector<int64_t>>(), *dtype);
+      auto const shape = e.at("shape").get<std::vector<int64_t>>();
       uint64_t const off = e.at("offset").get<uint64_t>(), n = e.at("bytes").get<uint64_t>();
-      if (n != t.nbytes() || data_start + off + n > data_end) return corrupt("tensor table out of range");
-      std::memcpy(t.raw(), bytes.data() + data_start + off, n);
+      // The declared size must fit the file before the tensor is allocated.
+      uint64_t expected = graph::dtype_size(*dtype);
+      for (int64_t d : shape) {
+        if (d < 0 || (d > 0 && expected > data_size / static_cast<uint64_t>(d))) return corrupt("tensor table out of range");
+        expected *= static_cast<uint64_t>(d);
+      }
+      if (n != expected || off > data_size || n > data_size - off) return corrupt("tensor table out of range");
+      Tensor t(shape, *dtype);
+      std::memcpy(t.raw(), data + off, n);
       auto& section = e.at("section").get<std::string>() == "weights" ? st.weights : st.optimizer_state;
       section.emplace(e.at("name").get<std::string>(), std::move(t));
     }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "exec/tensor.h"
 #include "core/status.h"
@@ -27,6 +28,8 @@ struct CheckpointState {
 
 Status save_checkpoint(std::string const& path, CheckpointState const& state);
 Result<CheckpointState> load_checkpoint(std::string const& path);
+// The same from the file's bytes (`path` names it in errors); sizes are checked before allocation.
+Result<CheckpointState> parse_checkpoint(std::string_view bytes, std::string const& path);
 
 // Checks that a checkpoint fits these parameters (same names, shapes, dtypes); the error names the
 // first difference.

@@ -1,6 +1,7 @@
 #include "exec/data.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -8,6 +9,9 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <string_view>
+
+#include "core/file_io.h"
 
 namespace gp::exec {
 
@@ -337,23 +341,29 @@ Result<std::unique_ptr<DataSource>> make_data_source(DataConfig const& config, g
 // ---- .npy files -------------------------------------------------------------------------------
 
 Result<NpyArray> read_npy(std::string const& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open '" + path + "'");
-  char magic[8];
-  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
-    return parse_error(path + ": not a .npy file (bad magic)");
-  uint32_t header_len = 0;
-  if (magic[6] == 1) {
-    unsigned char b[2];
-    if (!in.read(reinterpret_cast<char*>(b), 2)) return parse_error(path + ": truncated header");
-    header_len = b[0] | (b[1] << 8);
+  ASSIGN_OR_RETURN(std::string bytes, read_whole_file(path, ".npy file", int64_t{1} << 40));
+  return parse_npy(bytes, path);
+}
+
+Result<NpyArray> parse_npy(std::string_view bytes, std::string const& source) {
+  auto bad = [&](std::string const& why) { return parse_error(source + ": " + why); };
+  if (bytes.size() < 10 || bytes.substr(0, 6) != std::string_view("\x93NUMPY", 6))
+    return bad("not a .npy file (bad magic)");
+  auto const* u = reinterpret_cast<unsigned char const*>(bytes.data());
+  int const major = u[6];
+  if (major < 1 || major > 3) return unsupported(source + ": .npy format version " + std::to_string(major) + " (1-3 are read)");
+  std::size_t header_len = 0, pos = 0;
+  if (major == 1) {
+    header_len = u[8] | (u[9] << 8);
+    pos = 10;
   } else {
-    unsigned char b[4];
-    if (!in.read(reinterpret_cast<char*>(b), 4)) return parse_error(path + ": truncated header");
-    header_len = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<uint32_t>(b[3]) << 24);
+    if (bytes.size() < 12) return bad("truncated header");
+    header_len = u[8] | (u[9] << 8) | (u[10] << 16) | (static_cast<std::size_t>(u[11]) << 24);
+    pos = 12;
   }
-  std::string header(header_len, '\0');
-  if (!in.read(header.data(), header_len)) return parse_error(path + ": truncated header");
+  if (header_len > bytes.size() - pos) return bad("truncated header");
+  std::string const header(bytes.substr(pos, header_len));
+  pos += header_len;
   auto field = [&](std::string const& key) -> std::string {
     auto p = header.find("'" + key + "'");
     if (p == std::string::npos) return {};
@@ -361,45 +371,60 @@ Result<NpyArray> read_npy(std::string const& path) {
     return p == std::string::npos ? std::string{} : header.substr(p + 1);
   };
   std::string descr = field("descr");
-  auto q1 = descr.find('\''), q2 = descr.find('\'', q1 + 1);
-  if (q1 == std::string::npos || q2 == std::string::npos) return parse_error(path + ": no 'descr' in the header");
+  auto q1 = descr.find('\''), q2 = q1 == std::string::npos ? q1 : descr.find('\'', q1 + 1);
+  if (q1 == std::string::npos || q2 == std::string::npos) return bad("no 'descr' in the header");
   descr = descr.substr(q1 + 1, q2 - q1 - 1);
   std::string fortran = field("fortran_order");
   if (fortran.find("True") < fortran.find(','))
-    return unsupported(path + ": Fortran-ordered arrays are not supported (save with np.ascontiguousarray)");
+    return unsupported(source + ": Fortran-ordered arrays are not supported (save with np.ascontiguousarray)");
   std::string shape_text = field("shape");
   auto o = shape_text.find('('), c = shape_text.find(')');
-  if (o == std::string::npos || c == std::string::npos) return parse_error(path + ": no 'shape' in the header");
+  if (o == std::string::npos || c == std::string::npos || c < o) return bad("no 'shape' in the header");
+  std::size_t elem = 0;
+  if (descr == "<f4" || descr == "<i4") elem = 4;
+  else if (descr == "<f8" || descr == "<i8") elem = 8;
+  else return unsupported(source + ": dtype '" + descr + "' is not supported (use float32 '<f4' or int64 '<i8')");
   NpyArray a;
+  std::size_t const data_bytes = bytes.size() - pos;
+  uint64_t const cap = data_bytes / elem + 1;  // element counts above this cannot match the data
+  uint64_t n = 1;
   std::stringstream ss(shape_text.substr(o + 1, c - o - 1));
   std::string item;
   while (std::getline(ss, item, ',')) {
-    if (item.find_first_not_of(' ') == std::string::npos) continue;
-    a.shape.push_back(std::stoll(item));
+    auto const first = item.find_first_not_of(' ');
+    if (first == std::string::npos) continue;
+    int64_t d = -1;
+    auto const [end, ec] = std::from_chars(item.data() + first, item.data() + item.size(), d);
+    if (ec != std::errc{} || std::string_view(end, item.data() + item.size()).find_first_not_of(' ') !=
+                                 std::string_view::npos || d < 0)
+      return bad("bad dimension '" + item + "' in the shape");
+    a.shape.push_back(d);
+    uint64_t const ud = static_cast<uint64_t>(d);
+    n = ud != 0 && n > cap / ud ? cap : n * ud;  // saturates at cap: more than the data holds
+    if (a.shape.size() > 32) return bad("more than 32 dimensions");
   }
-  int64_t const n = product(a.shape);
-  std::size_t elem = 0;
-  if (descr == "<f4" || descr == "<i8") elem = descr == "<f4" ? 4 : 8;
-  else if (descr == "<f8") elem = 8;
-  else if (descr == "<i4") elem = 4;
-  else return unsupported(path + ": dtype '" + descr + "' is not supported (use float32 '<f4' or int64 '<i8')");
-  std::vector<std::byte> raw(static_cast<std::size_t>(n) * elem);
-  if (!in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size())))
-    return parse_error(path + ": truncated data (expected " + std::to_string(raw.size()) + " bytes for shape " +
-                       dims_string(a.shape) + ")");
+  if (n * elem != data_bytes)
+    return bad("the data holds " + std::to_string(data_bytes) + " bytes but shape " + dims_string(a.shape) + " needs " +
+               (n * elem > data_bytes ? "more" : std::to_string(n * elem)) + " (truncated or not this shape)");
+  char const* raw = bytes.data() + pos;
+  a.dtype = descr[1] == 'f' ? DType::kFloat32 : DType::kInt64;
+  a.bytes.resize(static_cast<std::size_t>(n) * dtype_size(a.dtype));
   if (descr == "<f4" || descr == "<i8") {
-    a.dtype = descr == "<f4" ? DType::kFloat32 : DType::kInt64;
-    a.bytes = std::move(raw);
+    std::memcpy(a.bytes.data(), raw, a.bytes.size());
   } else if (descr == "<f8") {
-    a.dtype = DType::kFloat32;
-    a.bytes.resize(static_cast<std::size_t>(n) * 4);
-    for (int64_t i = 0; i < n; ++i)
-      reinterpret_cast<float*>(a.bytes.data())[i] = static_cast<float>(reinterpret_cast<double const*>(raw.data())[i]);
+    for (uint64_t i = 0; i < n; ++i) {
+      double v;
+      std::memcpy(&v, raw + i * 8, 8);
+      float const f = static_cast<float>(v);
+      std::memcpy(a.bytes.data() + i * 4, &f, 4);
+    }
   } else {
-    a.dtype = DType::kInt64;
-    a.bytes.resize(static_cast<std::size_t>(n) * 8);
-    for (int64_t i = 0; i < n; ++i)
-      reinterpret_cast<int64_t*>(a.bytes.data())[i] = reinterpret_cast<int32_t const*>(raw.data())[i];
+    for (uint64_t i = 0; i < n; ++i) {
+      int32_t v;
+      std::memcpy(&v, raw + i * 4, 4);
+      int64_t const w = v;
+      std::memcpy(a.bytes.data() + i * 8, &w, 8);
+    }
   }
   return a;
 }
@@ -417,16 +442,14 @@ Status write_npy(std::string const& path, NpyArray const& array) {
   std::size_t const total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  if (!out) return io_error("cannot write '" + path + "'");
-  out.write("\x93NUMPY\x01\x00", 8);
-  unsigned char len[2] = {static_cast<unsigned char>(header.size() & 0xff),
-                          static_cast<unsigned char>(header.size() >> 8)};
-  out.write(reinterpret_cast<char const*>(len), 2);
-  out << header;
-  out.write(reinterpret_cast<char const*>(array.bytes.data()), static_cast<std::streamsize>(array.bytes.size()));
-  if (!out) return io_error("writing '" + path + "' failed");
-  return Status::ok();
+  ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::open(path, ".npy file"));
+  unsigned char const len[2] = {static_cast<unsigned char>(header.size() & 0xff),
+                                static_cast<unsigned char>(header.size() >> 8)};
+  RETURN_IF_ERROR(out.write("\x93NUMPY\x01\x00", 8));
+  RETURN_IF_ERROR(out.write(len, 2));
+  RETURN_IF_ERROR(out.write(header));
+  RETURN_IF_ERROR(out.write(array.bytes.data(), array.bytes.size()));
+  return out.commit();
 }
 
 }  // namespace gp::exec

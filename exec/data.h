@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "exec/tensor.h"
@@ -47,6 +48,8 @@ struct NpyArray {
   std::vector<std::byte> bytes;
 };
 Result<NpyArray> read_npy(std::string const& path);
+// The same from the file's bytes; `source` names it in errors. Sizes are checked before anything is allocated.
+Result<NpyArray> parse_npy(std::string_view bytes, std::string const& source);
 Status write_npy(std::string const& path, NpyArray const& array);
 
 }  // namespace gp::exec

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/file_io.h"
+
 namespace gp::graph {
 namespace {
 
@@ -56,11 +58,7 @@ std::string to_dot(OpGraph const& graph) {
 }
 
 Status write_dot(OpGraph const& graph, std::string const& path) {
-  std::ofstream out(path);
-  if (!out) return io_error("cannot write the DOT file '" + path + "' (check the folder exists and is writable)");
-  out << to_dot(graph);
-  if (!out) return io_error("writing the DOT file '" + path + "' failed");
-  return Status::ok();
+  return write_file_atomic(path, to_dot(graph), "DOT file");
 }
 
 }  // namespace gp::graph

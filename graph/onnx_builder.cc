@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <numbers>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -17,6 +18,8 @@
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
+
+#include "core/file_io.h"
 
 namespace gp::graph {
 namespace {
@@ -498,26 +501,18 @@ Status OnnxModelBuilder::save(std::string const& path, SaveOptions const& option
   if (target.has_parent_path() && !fs::is_directory(target.parent_path(), ec)) {
     return not_found("cannot write '" + path + "': folder '" + target.parent_path().string() + "' does not exist");
   }
-  std::string const suffix = temp_suffix();
   std::string const data_name = target.filename().string() + ".data";
   fs::path const data_path = target.parent_path() / data_name;
-  fs::path const tmp_model = path + suffix;
-  fs::path const tmp_data = data_path.string() + suffix;
-  auto cleanup = [&] {
-    std::error_code ignored;
-    fs::remove(tmp_model, ignored);
-    fs::remove(tmp_data, ignored);
-  };
 
   std::vector<std::pair<std::size_t, onnx::TensorProto*>> deferred;
   WeightMode const mode =
       options.shape_only ? WeightMode::kShapeOnly : (external ? WeightMode::kExternal : WeightMode::kInline);
   auto model = impl_->build(mode, data_name, &deferred);
 
-  std::ofstream data_out;
+  std::optional<AtomicFile> data_out;
   if (external) {
-    data_out.open(tmp_data, std::ios::binary | std::ios::trunc);
-    if (!data_out) return io_error("cannot write '" + tmp_data.string() + "'");
+    ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::open(data_path.string(), "external data file"));
+    data_out.emplace(std::move(f));
   }
   int64_t offset = 0;
   std::string chunk;
@@ -540,52 +535,21 @@ Status OnnxModelBuilder::save(std::string const& path, SaveOptions const& option
     while (!values.done()) {
       chunk.clear();
       values.next_chunk(chunk);
-      data_out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    }
-    if (!data_out) {
-      data_out.close();
-      cleanup();
-      return io_error("writing '" + data_path.string() + "' failed (disk full?)");
+      RETURN_IF_ERROR(data_out->write(chunk));
     }
   }
-  if (external) {
-    data_out.close();
-    if (options.shape_only) fs::resize_file(tmp_data, static_cast<uintmax_t>(offset), ec);
-    if (!data_out || ec) {
-      cleanup();
-      return io_error("writing '" + data_path.string() + "' failed");
-    }
-  }
+  if (external && options.shape_only) RETURN_IF_ERROR(data_out->resize(offset));  // sparse: sizes without weights
   bool const has_data_file = external && offset > 0;  // every tensor may have been small enough to inline
-  {
-    std::ofstream model_out(tmp_model, std::ios::binary | std::ios::trunc);
-    if (!model_out || !model.SerializeToOstream(&model_out)) {
-      model_out.close();
-      cleanup();
-      return io_error("writing '" + path + "' failed");
-    }
-    model_out.close();
-    if (!model_out) {
-      cleanup();
-      return io_error("writing '" + path + "' failed (disk full?)");
-    }
-  }
-  if (has_data_file) {
-    fs::rename(tmp_data, data_path, ec);
-    if (ec) {
-      cleanup();
-      return io_error("cannot rename to '" + data_path.string() + "': " + ec.message());
-    }
-  } else {
-    fs::remove(tmp_data, ec);
-    fs::remove(data_path, ec);  // a stale data file of an earlier external save would mislead
-  }
-  fs::rename(tmp_model, target, ec);
-  if (ec) {
-    cleanup();
-    return io_error("cannot rename to '" + path + "': " + ec.message());
-  }
-  return Status::ok();
+  std::string model_bytes;
+  if (!model.SerializeToString(&model_bytes))
+    return internal_error("model '" + impl_->name + "' could not be serialized");
+  ASSIGN_OR_RETURN(AtomicFile model_out, AtomicFile::open(path, "ONNX model"));
+  RETURN_IF_ERROR(model_out.write(model_bytes));
+  // The data file lands first: a model never points at data that is not there.
+  if (has_data_file) RETURN_IF_ERROR(data_out->commit());
+  data_out.reset();
+  if (!has_data_file) fs::remove(data_path, ec);  // a stale data file of an earlier external save would mislead
+  return model_out.commit();
 }
 
 Status OnnxModelBuilder::check() const {

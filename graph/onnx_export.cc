@@ -10,6 +10,8 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "core/file_io.h"
+
 namespace gp::graph {
 
 namespace {
@@ -92,19 +94,9 @@ Status export_trained_onnx(std::string const& src_path, std::map<std::string, Te
     if (!was_used) return invalid_argument("export: the model '" + src_path + "' has no initializer '" + name + "'");
   if (model.ByteSizeLong() > (std::size_t{2} << 30) - 1)
     return unsupported("export: the trained model exceeds protobuf's 2 GiB limit");
-  std::string const tmp = out_path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return io_error("cannot write '" + tmp + "'");
-    if (!model.SerializeToOstream(&out)) return io_error("writing '" + tmp + "' failed");
-    out.flush();
-    if (!out) return io_error("writing '" + tmp + "' failed");
-  }
-  if (std::rename(tmp.c_str(), out_path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return io_error("cannot rename '" + tmp + "' to '" + out_path + "'");
-  }
-  return Status::ok();
+  std::string bytes;
+  if (!model.SerializeToString(&bytes)) return internal_error("export: the trained model does not serialize");
+  return write_file_atomic(out_path, bytes, "trained ONNX model");
 }
 
 }  // namespace gp::graph

@@ -1,12 +1,11 @@
-// Human-readable numbers for messages and tables.
+// Human-readable numbers for messages and tables (defined in core/units.h).
 #pragma once
 
-#include <cstdint>
-#include <string>
+#include "core/units.h"
 
 namespace gp::schedule {
 
-std::string format_bytes(int64_t bytes);   // "1.50 GiB", "512.0 MiB", "100 B"
-std::string format_seconds(double s);      // "1.234 s", "12.3 ms", "45.0 us"
+using gp::format_bytes;
+using gp::format_seconds;
 
 }  // namespace gp::schedule

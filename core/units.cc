@@ -1,9 +1,9 @@
-#include "schedule/units.h"
+#include "core/units.h"
 
 #include <cmath>
 #include <cstdio>
 
-namespace gp::schedule {
+namespace gp {
 
 std::string format_bytes(int64_t bytes) {
   char buf[64];
@@ -25,4 +25,4 @@ std::string format_seconds(double s) {
   return buf;
 }
 
-}  // namespace gp::schedule
+}  // namespace gp

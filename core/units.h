@@ -1,0 +1,12 @@
+// Human-readable numbers for messages and tables.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gp {
+
+std::string format_bytes(int64_t bytes);  // "1.50 GiB", "512.0 MiB", "100 B"
+std::string format_seconds(double s);     // "1.234 s", "12.3 ms", "45.0 us"
+
+}  // namespace gp
