@@ -99,7 +99,8 @@ Result<Trained> train_one_worker(Options const& o, graph::OpGraph const& graph, 
 Status train_and_report(Options const& o, partition::Problem const& p, std::optional<partition::Plan> const* plans) {
   if (o.steps < 2) return invalid_argument("--steps must be >= 2 (the first step is not timed)");
   if (o.loss != "cross_entropy" && o.loss != "mse") return invalid_argument("--loss must be cross_entropy or mse");
-  ASSIGN_OR_RETURN(graph::OpGraph graph, graph::load_onnx(o.flags.model));
+  ASSIGN_OR_RETURN(graph::ImportOptions import, import_options());
+  ASSIGN_OR_RETURN(graph::OpGraph graph, graph::load_onnx(o.flags.model, import));
   for (auto const& t : graph.tensors())
     if (t.role == graph::TensorRole::kWeight && !t.data)
       return invalid_argument("--train needs a model with weights: '" + o.flags.model +

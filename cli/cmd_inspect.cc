@@ -91,7 +91,7 @@ void print_text(graph::GraphSummary const& s, InspectOptions const& o) {
 }
 
 Status run_inspect(InspectOptions const& o) {
-  graph::ImportOptions import;
+  ASSIGN_OR_RETURN(graph::ImportOptions import, import_options());
   import.load_weights = !o.no_weights;
   ASSIGN_OR_RETURN(graph::OpGraph g, graph::load_onnx(o.model, import));
   graph::GraphSummary const s = graph::summarize(g);

@@ -50,7 +50,8 @@ Status run_profile(ProfileArgs const& args) {
   if (args.backend != "cpu")
     return unsupported("--backend " + args.backend + ": only the cpu backend can be profiled in this build");
   ASSIGN_OR_RETURN(auto sizes, parse_sizes(args.batch_sizes));
-  ASSIGN_OR_RETURN(graph::OpGraph graph, graph::load_onnx(args.model));
+  ASSIGN_OR_RETURN(graph::ImportOptions import, import_options());
+  ASSIGN_OR_RETURN(graph::OpGraph graph, graph::load_onnx(args.model, import));
   if (args.threads < 0) return invalid_argument("--threads must be >= 1 (or 0 for every core)");
   if (args.threads > 0) exec::set_thread_budget(args.threads);
   exec::CpuBackend backend;

@@ -408,7 +408,21 @@ Status run_train(TrainArgs const& args) {
     }
   } cleanup{temp};
   if (!path.is_ok()) return path.status();
-  ASSIGN_OR_RETURN(graph::OpGraph graph, graph::load_onnx(*path));
+  ASSIGN_OR_RETURN(graph::ImportOptions import, import_options());
+  ASSIGN_OR_RETURN(graph::OpGraph graph, graph::load_onnx(*path, import));
+  if (import.max_memory_bytes > 0) {
+    // Weights, gradients, optimizer state and one micro-batch's activations: what one device holding
+    // the whole model needs. A pipeline splits it, so there the schedule's per-device limit decides.
+    double const weights = static_cast<double>(graph.param_bytes());
+    double const need = weights * (2 + exec::state_bytes_per_weight_byte(config.optimizer)) +
+                        static_cast<double>(graph.activation_bytes_per_sample()) * config.micro_batch_size();
+    if (!pipeline && need > static_cast<double>(import.max_memory_bytes))
+      return infeasible("training " + *path + " at micro-batch " + std::to_string(config.micro_batch_size()) +
+                        " needs about " + format_bytes(static_cast<int64_t>(need)) + ", more than the memory limit of " +
+                        format_bytes(import.max_memory_bytes) +
+                        " (--max-memory, by default the machine's available memory): lower batch or micro_batches, "
+                        "or train a pipeline over more devices");
+  }
   if (pipeline) return run_pipeline(args, config, *path, graph);
 
   exec::CpuBackend backend;

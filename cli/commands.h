@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/status.h"
+#include "graph/onnx_import.h"
 
 namespace gp::cli {
 
@@ -18,6 +19,11 @@ struct Command {
   std::function<Status()> run;
 };
 using CommandList = std::vector<Command>;
+
+// The root's --max-memory ("16GiB"; empty: the machine's available memory), set by main().
+void set_max_memory_flag(std::string text);
+// ImportOptions for a model a command loads, its memory limit from --max-memory.
+Result<graph::ImportOptions> import_options();
 
 void add_inspect_command(CLI::App& root, CommandList& commands);
 void add_models_command(CLI::App& root, CommandList& commands);

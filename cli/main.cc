@@ -30,6 +30,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Debug logging");
+  std::string max_memory;
+  app.add_option("--max-memory", max_memory,
+                 "Refuse models whose weights (and one sample's activations) need more memory than this, "
+                 "e.g. 8GiB (default: the machine's available memory)");
+  app.fallthrough();  // root options may follow the subcommand
 
   gp::cli::CommandList commands;
   gp::cli::add_inspect_command(app, commands);
@@ -48,6 +53,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "graphpipe: error: %s (see --help)\n", e.what());  // one line, like every other error
     return 2;
   }
+  gp::cli::set_max_memory_flag(max_memory);
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
   spdlog::set_pattern("%v");
 

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "cli/commands.h"
 #include "graph/cost_model.h"
 #include "graph/onnx_import.h"
 #include "partition/cluster.h"
@@ -87,7 +88,7 @@ Result<partition::Problem> build_problem(PartitionFlags const& f) {
     p.cluster = std::move(cluster);
     p.batch = f.batch;
   } else {
-    graph::ImportOptions import;
+    ASSIGN_OR_RETURN(graph::ImportOptions import, import_options());
     import.load_weights = false;
     auto loaded = graph::load_onnx(f.model, import);
     if (!loaded) return loaded.status().with_context("loading " + f.model);

@@ -3,6 +3,9 @@
 #include "graph/onnx_import.h"
 
 #include <algorithm>
+#include <charconv>
+#include <limits>
+#include <optional>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +17,7 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include "core/units.h"
 #include "graph/onnx_import_raw.h"
 
 namespace gp::graph {
@@ -69,31 +73,90 @@ void copy_field(google::protobuf::RepeatedField<Src> const& field, std::vector<s
   for (int i = 0; i < field.size(); ++i) out[i] = static_cast<Dst>(field.Get(i));
 }
 
+// Elements of `dims`, or nullopt when a dimension is negative or the count overflows.
+std::optional<int64_t> checked_numel(google::protobuf::RepeatedField<int64_t> const& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0 || (d > 0 && n > std::numeric_limits<int64_t>::max() / d)) return std::nullopt;
+    n *= d;
+  }
+  return n;
+}
+
+struct ExternalData {
+  fs::path file;
+  int64_t offset = 0, length = -1, file_size = 0;
+};
+
+// Where `t`'s external data lies, refused unless it is a file inside `model_dir`.
+Result<ExternalData> external_data(onnx::TensorProto const& t, std::string const& model_dir, std::string const& what) {
+  if (model_dir.empty())
+    return unsupported(what + " stores its data in an external file, which a model read from memory cannot use: "
+                              "load the model from its file");
+  ExternalData ext;
+  std::string location;
+  for (auto const& e : t.external_data()) {
+    if (e.key() == "location") {
+      location = e.value();
+    } else if (e.key() == "offset" || e.key() == "length") {
+      int64_t v = -1;
+      auto const& text = e.value();
+      auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec != std::errc{} || end != text.data() + text.size() || v < 0)
+        return parse_error(what + " has external data " + e.key() + " '" + text + "', not a byte count");
+      (e.key() == "offset" ? ext.offset : ext.length) = v;
+    }
+  }
+  fs::path const loc(location);
+  bool escapes = location.empty() || loc.is_absolute() || location.find('\0') != std::string::npos;
+  for (auto const& part : loc)
+    if (part == "..") escapes = true;
+  if (escapes)
+    return invalid_argument(what + " stores its data at '" + location + "', outside the model's folder: external "
+                            "data must be a relative path inside the folder (refused for safety)");
+  std::error_code ec;
+  fs::path const dir = fs::canonical(model_dir, ec);
+  fs::path const file = ec ? fs::path() : fs::canonical(fs::path(model_dir) / loc, ec);
+  if (ec) return not_found(what + " stores its data in '" + (fs::path(model_dir) / loc).string() +
+                           "', which cannot be opened: keep the external data file next to the model");
+  auto [d, f] = std::mismatch(dir.begin(), dir.end(), file.begin(), file.end());
+  if (d != dir.end())
+    return invalid_argument(what + " stores its data at '" + location + "', a link that leads outside the model's "
+                            "folder to '" + file.string() + "' (refused for safety)");
+  if (!fs::is_regular_file(file, ec))
+    return invalid_argument(what + " stores its data at '" + location + "', which is not a regular file");
+  ext.file = file;
+  ext.file_size = static_cast<int64_t>(fs::file_size(file, ec));
+  if (ec) return io_error(what + ": cannot read the size of '" + file.string() + "': " + ec.message());
+  return ext;
+}
+
 // The data of `t`; `model_dir` resolves external files.
 Result<TensorData> read_tensor(onnx::TensorProto const& t, std::string const& model_dir, std::string const& what) {
   TensorData out;
   ASSIGN_OR_RETURN(out.dtype, to_dtype(t.data_type(), what));
   out.dims.assign(t.dims().begin(), t.dims().end());
-  std::size_t const expected = static_cast<std::size_t>(out.numel()) * dtype_size(out.dtype);
+  auto const numel = checked_numel(t.dims());
+  if (!numel || *numel > std::numeric_limits<int64_t>::max() / 8)
+    return parse_error(what + " has impossible dims (negative or too large)");
+  std::size_t const expected = static_cast<std::size_t>(*numel) * dtype_size(out.dtype);
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string location;
-    int64_t offset = 0, length = -1;
-    for (auto const& e : t.external_data()) {
-      if (e.key() == "location") location = e.value();
-      else if (e.key() == "offset") offset = std::stoll(e.value());
-      else if (e.key() == "length") length = std::stoll(e.value());
-    }
-    fs::path const file = fs::path(model_dir) / location;
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return not_found(what + " stores its data in '" + file.string() + "', which cannot be opened: keep the "
-                              "external data file next to the model");
-    if (length < 0) length = static_cast<int64_t>(expected);
-    out.bytes.resize(static_cast<std::size_t>(length));
-    in.seekg(offset);
-    in.read(reinterpret_cast<char*>(out.bytes.data()), length);
-    if (in.gcount() != length)
-      return io_error(what + ": external data file '" + file.string() + "' is shorter than offset+length (" +
-                      std::to_string(offset + length) + " bytes)");
+    ASSIGN_OR_RETURN(ExternalData ext, external_data(t, model_dir, what));
+    if (ext.length < 0) ext.length = static_cast<int64_t>(expected);
+    if (static_cast<std::size_t>(ext.length) != expected)
+      return parse_error(what + " declares " + std::to_string(ext.length) + " bytes of external data but its dims need " +
+                         std::to_string(expected));
+    if (ext.offset > ext.file_size || ext.length > ext.file_size - ext.offset)
+      return io_error(what + ": external data file '" + ext.file.string() + "' holds " +
+                      std::to_string(ext.file_size) + " bytes, fewer than offset+length (" +
+                      std::to_string(ext.offset) + "+" + std::to_string(ext.length) + "): is it the right file?");
+    std::ifstream in(ext.file, std::ios::binary);
+    if (!in) return not_found(what + " stores its data in '" + ext.file.string() + "', which cannot be opened");
+    out.bytes.resize(static_cast<std::size_t>(ext.length));
+    in.seekg(ext.offset);
+    in.read(reinterpret_cast<char*>(out.bytes.data()), ext.length);
+    if (in.gcount() != ext.length)
+      return io_error(what + ": reading external data file '" + ext.file.string() + "' failed");
   } else if (t.has_raw_data()) {
     out.bytes.resize(t.raw_data().size());
     std::memcpy(out.bytes.data(), t.raw_data().data(), t.raw_data().size());
@@ -165,19 +228,38 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
                        std::to_string(kMinOpset) + "-" + std::to_string(kMaxOpset) +
                        " (re-export with opset_version in that range)");
 
+  // Which initializers get their data read, and what that costs, decided before anything is read.
+  std::vector<bool> read(static_cast<std::size_t>(g.initializer_size()));
+  int64_t read_bytes = 0;
+  for (int i = 0; i < g.initializer_size(); ++i) {
+    auto const& t = g.initializer(i);
+    std::string const what = "initializer '" + t.name() + "'";
+    ASSIGN_OR_RETURN(DType dtype, to_dtype(t.data_type(), what));
+    auto const numel = checked_numel(t.dims());
+    if (!numel || *numel > std::numeric_limits<int64_t>::max() / 16)
+      return parse_error(what + " has impossible dims (negative or too large)");
+    bool const is_float =
+        dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 || dtype == DType::kBFloat16;
+    bool const external = t.data_location() == onnx::TensorProto::EXTERNAL;
+    read[i] = options.load_weights || (!external && (!is_float || *numel <= kSmallTensor));
+    if (read[i]) read_bytes = std::min(read_bytes + *numel * static_cast<int64_t>(dtype_size(dtype)),
+                                       std::numeric_limits<int64_t>::max() / 2);
+  }
+  if (options.max_memory_bytes > 0 && read_bytes > options.max_memory_bytes)
+    return infeasible("the model's weights need " + format_bytes(read_bytes) + ", more than the memory limit of " +
+                              format_bytes(options.max_memory_bytes) +
+                              " (--max-memory, by default the machine's available memory): use a machine with more "
+                              "memory, or raise --max-memory if the memory is there");
+
   std::set<std::string> init_names;
-  for (auto const& t : g.initializer()) {
+  for (int i = 0; i < g.initializer_size(); ++i) {
+    auto const& t = g.initializer(i);
     RawInitializer init;
     init.name = t.name();
     std::string const what = "initializer '" + t.name() + "'";
     ASSIGN_OR_RETURN(init.dtype, to_dtype(t.data_type(), what));
     init.dims.assign(t.dims().begin(), t.dims().end());
-    int64_t numel = 1;
-    for (int64_t d : init.dims) numel *= d;
-    bool const is_float = init.dtype == DType::kFloat32 || init.dtype == DType::kFloat64 ||
-                          init.dtype == DType::kFloat16 || init.dtype == DType::kBFloat16;
-    bool const external = t.data_location() == onnx::TensorProto::EXTERNAL;
-    if (options.load_weights || (!external && (!is_float || numel <= kSmallTensor))) {
+    if (read[i]) {
       ASSIGN_OR_RETURN(TensorData data, read_tensor(t, model_dir, what));
       init.data = std::make_shared<TensorData const>(std::move(data));
     }
@@ -214,6 +296,30 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
   return raw;
 }
 
+// Nodes in the graph and every If/Loop/Scan body, walked without recursion: a model nested past
+// `max_depth` or larger than `max_nodes` is refused before ONNX's recursive checker sees it.
+Status check_graph_size(onnx::GraphProto const& root, ImportOptions const& options) {
+  std::vector<std::pair<onnx::GraphProto const*, int>> todo{{&root, 0}};
+  int64_t nodes = 0;
+  while (!todo.empty()) {
+    auto [g, depth] = todo.back();
+    todo.pop_back();
+    if (depth > options.max_subgraph_depth)
+      return unsupported("the model nests subgraphs (If/Loop/Scan bodies) more than " +
+                         std::to_string(options.max_subgraph_depth) + " deep; graphpipe refuses it");
+    nodes += g->node_size();
+    if (nodes > options.max_nodes)
+      return unsupported("the model has more than " + std::to_string(options.max_nodes) +
+                         " nodes (subgraphs included), graphpipe's limit: is it the right file?");
+    for (auto const& n : g->node())
+      for (auto const& a : n.attribute()) {
+        if (a.has_g()) todo.emplace_back(&a.g(), depth + 1);
+        for (auto const& sub : a.graphs()) todo.emplace_back(&sub, depth + 1);
+      }
+  }
+  return Status::ok();
+}
+
 // Unsupported node types (after fusion), every type once with all its node names.
 Status check_supported(RawModel const& raw) {
   auto const& supported = onnx_import::supported_op_types();
@@ -247,6 +353,7 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   std::string const model_dir = model_path.empty() ? std::string{} : fs::path(model_path).parent_path().string();
   if (!model.has_graph() || model.ir_version() <= 0)
     return parse_error(source + ": not an ONNX model (the protobuf has no ir_version or graph)");
+  RETURN_IF_ERROR(check_graph_size(model.graph(), options).with_context(source));
   if (options.run_checker) {
     try {
       if (!model_path.empty()) onnx::checker::check_model(model_path);
@@ -266,6 +373,14 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   RETURN_IF_ERROR(check_supported(*raw).with_context(source));
   auto graph = onnx_import::lower(std::move(*raw), options.first_dim_is_batch);
   if (!graph.is_ok()) return graph.status().with_context(source);
+  if (options.max_memory_bytes > 0 && options.load_weights) {
+    // The least any training step needs: the weights and one sample's activations.
+    int64_t const need = graph->param_bytes() + graph->activation_bytes_per_sample();
+    if (need > options.max_memory_bytes)
+      return infeasible(source + ": the weights and one sample's activations need " + format_bytes(need) +
+                        ", more than the memory limit of " + format_bytes(options.max_memory_bytes) +
+                        " (--max-memory, by default the machine's available memory)");
+  }
   return graph;
 }
 

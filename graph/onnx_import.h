@@ -19,11 +19,22 @@ struct ImportOptions {
   // Name for the graph's batch dimension when the model's inputs have a fixed first dimension:
   // the first dimension of every graph input is treated as the batch.
   bool first_dim_is_batch = true;
+  // Untrusted models: the memory the import may allocate for weights (and that the weights plus one
+  // sample's activations may need), 0 for no limit; the CLI's --max-memory, by default the machine's
+  // available memory. Over it, the import fails with the figure before anything is allocated.
+  int64_t max_memory_bytes = 0;
+  // Graphs with more nodes (If/Loop bodies included) or deeper subgraph nesting are refused before
+  // ONNX's checker and shape inference walk them.
+  int64_t max_nodes = 200'000;
+  int max_subgraph_depth = 8;
 };
 
-// From a .onnx file (external data resolved relative to the file's folder).
+// From a .onnx file. External data must lie inside the file's folder: absolute locations, "..",
+// and symlinks that lead out are refused, and every declared size is checked against the data
+// file's real size before anything is read.
 Result<OpGraph> load_onnx(std::string const& path, ImportOptions const& options = {});
-// From serialized ModelProto bytes; `source_name` is used in error messages.
+// From serialized ModelProto bytes; `source_name` is used in error messages. External data is refused
+// (there is no folder to resolve it against).
 Result<OpGraph> load_onnx_bytes(std::string const& bytes, std::string const& source_name,
                                 ImportOptions const& options = {});
 // From ONNX text format (onnx/defs/parser.h), as used inline by tests.
