@@ -83,6 +83,28 @@ TEST_F(CliTest, CorruptOnnxFile) {
   expect_one_line_error(r, "garbage.onnx");
 }
 
+TEST_F(CliTest, ModelOverMaxMemoryIsRefusedWithTheFigure) {
+  fs::path const model = dir_ / "mlp.onnx";
+  ASSERT_EQ(run("models export mlp --size small --out " + model.string()).exit_code, 0);
+  expect_one_line_error(run("inspect " + model.string() + " --max-memory 1MiB"),
+                        "more than the memory limit of 1.0 MiB (--max-memory");
+  EXPECT_EQ(run("inspect " + model.string() + " --max-memory 1GiB").exit_code, 0);
+  expect_one_line_error(run("inspect " + model.string() + " --max-memory lots"), "--max-memory 'lots' is not a size");
+  fs::path const config = write("train.yaml", "model: " + model.string() + "\nbatch: 64\nsteps: 1\n");
+  expect_one_line_error(run("train --config " + config.string() + " --max-memory 8MiB"),
+                        "needs about");  // weights load, but training them needs more
+}
+
+TEST_F(CliTest, DotOutputIsAtomic) {
+  fs::path const model = dir_ / "mlp.onnx";
+  ASSERT_EQ(run("models export mlp --size tiny --out " + model.string()).exit_code, 0);
+  expect_one_line_error(run("inspect " + model.string() + " --dot " + (dir_ / "no" / "g.dot").string()),
+                        "the folder '" + (dir_ / "no").string() + "' does not exist");
+  fs::path const dot = dir_ / "g.dot";
+  EXPECT_EQ(run("inspect " + model.string() + " --dot " + dot.string()).exit_code, 0);
+  EXPECT_NE(slurp(dot).find("digraph"), std::string::npos);
+}
+
 TEST_F(CliTest, PartitionImpossibleMemoryWritesNothing) {
   fs::path const model = dir_ / "mlp.onnx";
   ASSERT_EQ(run("models export mlp --size small --out " + model.string()).exit_code, 0);
