@@ -4,12 +4,14 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
 #include "core/hash.h"
+#include "core/json_checked.h"
 
 namespace gp::exec {
 
@@ -102,15 +104,15 @@ Result<CheckpointState> parse_checkpoint(std::string_view bytes, std::string con
   char const* const data = bytes.data() + 16 + len;
   CheckpointState st;
   try {
-    st.step = header.at("step").get<int64_t>();
-    st.seed = header.at("seed").get<uint64_t>();
+    st.step = json_get<int64_t>(header.at("step"));
+    st.seed = json_get<uint64_t>(header.at("seed"));
     st.optimizer = header.at("optimizer").get<std::string>();
-    st.optimizer_steps = header.at("optimizer_steps").get<int64_t>();
+    st.optimizer_steps = json_get<int64_t>(header.at("optimizer_steps"));
     for (auto const& e : header.at("tensors")) {
       auto dtype = dtype_from_name(e.at("dtype").get<std::string>());
       if (!dtype) return corrupt("unknown dtype " + e.at("dtype").get<std::string>());
-      auto const shape = e.at("shape").get<std::vector<int64_t>>();
-      uint64_t const off = e.at("offset").get<uint64_t>(), n = e.at("bytes").get<uint64_t>();
+      auto const shape = json_get<std::vector<int64_t>>(e.at("shape"));
+      uint64_t const off = json_get<uint64_t>(e.at("offset")), n = json_get<uint64_t>(e.at("bytes"));
       // The declared size must fit the file before the tensor is allocated.
       uint64_t expected = graph::dtype_size(*dtype);
       for (int64_t d : shape) {
@@ -124,6 +126,8 @@ Result<CheckpointState> parse_checkpoint(std::string_view bytes, std::string con
       section.emplace(e.at("name").get<std::string>(), std::move(t));
     }
   } catch (nlohmann::json::exception const& e) {
+    return corrupt(std::string("bad header: ") + e.what());
+  } catch (std::range_error const& e) {
     return corrupt(std::string("bad header: ") + e.what());
   }
   return st;

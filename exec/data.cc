@@ -388,6 +388,7 @@ Result<NpyArray> parse_npy(std::string_view bytes, std::string const& source) {
   std::size_t const data_bytes = bytes.size() - pos;
   uint64_t const cap = data_bytes / elem + 1;  // element counts above this cannot match the data
   uint64_t n = 1;
+  int64_t nonzero = 1;  // the product of the non-zero dimensions must fit, even when a zero makes n 0
   std::stringstream ss(shape_text.substr(o + 1, c - o - 1));
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -399,6 +400,8 @@ Result<NpyArray> parse_npy(std::string_view bytes, std::string const& source) {
                                  std::string_view::npos || d < 0)
       return bad("bad dimension '" + item + "' in the shape");
     a.shape.push_back(d);
+    if (d > 0 && __builtin_mul_overflow(nonzero, d, &nonzero))
+      return bad("shape " + dims_string(a.shape) + "... has more elements than fit in 64 bits");
     uint64_t const ud = static_cast<uint64_t>(d);
     n = ud != 0 && n > cap / ud ? cap : n * ud;  // saturates at cap: more than the data holds
     if (a.shape.size() > 32) return bad("more than 32 dimensions");
@@ -409,6 +412,7 @@ Result<NpyArray> parse_npy(std::string_view bytes, std::string const& source) {
   char const* raw = bytes.data() + pos;
   a.dtype = descr[1] == 'f' ? DType::kFloat32 : DType::kInt64;
   a.bytes.resize(static_cast<std::size_t>(n) * dtype_size(a.dtype));
+  if (n == 0) return a;  // an empty array: nothing to copy (and no pointer to copy from)
   if (descr == "<f4" || descr == "<i8") {
     std::memcpy(a.bytes.data(), raw, a.bytes.size());
   } else if (descr == "<f8") {

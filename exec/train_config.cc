@@ -130,8 +130,10 @@ Status parse_checkpoint(YAML::Node const& node, std::string const& where, std::s
 
 }  // namespace
 
-Result<TrainConfig> parse_train_config(std::string const& yaml_text, std::string const& source,
-                                       std::string const& base_dir) {
+namespace {
+
+Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, std::string const& source,
+                                                 std::string const& base_dir) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -221,6 +223,17 @@ Result<TrainConfig> parse_train_config(std::string const& yaml_text, std::string
   if (c.steps < 0) return invalid_argument(source + ": 'steps' must be >= 0");
   if (c.log_interval < 1) return invalid_argument(source + ": 'log_interval' must be >= 1");
   return c;
+}
+
+}  // namespace
+
+Result<TrainConfig> parse_train_config(std::string const& yaml_text, std::string const& source,
+                                       std::string const& base_dir) {
+  try {  // yaml-cpp throws where a node is not what a key expects (a map used as a key, ...)
+    return parse_train_config_unchecked(yaml_text, source, base_dir);
+  } catch (YAML::Exception const& e) {
+    return parse_error(source + ": malformed YAML: " + e.what());
+  }
 }
 
 Result<TrainConfig> load_train_config(std::string const& path) {

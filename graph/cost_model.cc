@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include "core/file_io.h"
+#include "core/json_checked.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -87,20 +88,20 @@ Result<MeasuredProfile> profile_from_json(std::string const& text) {
   try {
     if (!j.is_object() || j.value("format", std::string()) != "graphpipe-profile")
       return parse_error("profile JSON: not a graphpipe profile (\"format\": \"graphpipe-profile\" is missing)");
-    profile.version = j.at("version").get<int>();
+    profile.version = json_get<int>(j.at("version"));
     if (profile.version != MeasuredProfile::kFormatVersion)
       return parse_error("profile JSON: version " + std::to_string(profile.version) + " is not supported (expected " +
                          std::to_string(MeasuredProfile::kFormatVersion) + "); re-run 'graphpipe profile'");
     profile.model = j.value("model", std::string());
     profile.device = j.value("device", std::string());
-    profile.threads = j.value("threads", 0);
+    profile.threads = json_value<int>(j, "threads", 0);
     if (j.contains("calibration")) {
       json const& c = j.at("calibration");
       Calibration& cal = profile.calibration;
-      cal.samples = c.at("samples").get<std::vector<int64_t>>();
-      cal.fwd_scale = c.at("fwd_scale").get<std::vector<double>>();
-      cal.bwd_scale = c.at("bwd_scale").get<std::vector<double>>();
-      cal.concurrency = c.value("concurrency", 1);
+      cal.samples = json_get<std::vector<int64_t>>(c.at("samples"));
+      cal.fwd_scale = json_get<std::vector<double>>(c.at("fwd_scale"));
+      cal.bwd_scale = json_get<std::vector<double>>(c.at("bwd_scale"));
+      cal.concurrency = json_value<int>(c, "concurrency", 1);
       if (cal.fwd_scale.size() != cal.samples.size() || cal.bwd_scale.size() != cal.samples.size())
         return parse_error("profile JSON: calibration needs one fwd_scale and bwd_scale per sample count");
       for (std::size_t k = 0; k < cal.samples.size(); ++k)
@@ -114,10 +115,10 @@ Result<MeasuredProfile> profile_from_json(std::string const& text) {
       OpProfile op;
       op.name = ops[i].at("name").get<std::string>();
       op.type = ops[i].value("type", std::string());
-      op.samples = ops[i].at("samples").get<std::vector<int64_t>>();
-      op.fwd_s = ops[i].at("fwd_s").get<std::vector<double>>();
-      op.bwd_input_s = ops[i].at("bwd_input_s").get<std::vector<double>>();
-      op.bwd_weight_s = ops[i].at("bwd_weight_s").get<std::vector<double>>();
+      op.samples = json_get<std::vector<int64_t>>(ops[i].at("samples"));
+      op.fwd_s = json_get<std::vector<double>>(ops[i].at("fwd_s"));
+      op.bwd_input_s = json_get<std::vector<double>>(ops[i].at("bwd_input_s"));
+      op.bwd_weight_s = json_get<std::vector<double>>(ops[i].at("bwd_weight_s"));
       std::size_t const n = op.samples.size();
       if (n == 0) return parse_error(where + " ('" + op.name + "') has no samples");
       if (op.fwd_s.size() != n || op.bwd_input_s.size() != n || op.bwd_weight_s.size() != n)
@@ -131,6 +132,8 @@ Result<MeasuredProfile> profile_from_json(std::string const& text) {
       profile.ops.push_back(std::move(op));
     }
   } catch (json::exception const& e) {
+    return parse_error(std::string("profile JSON: ") + e.what());
+  } catch (std::range_error const& e) {
     return parse_error(std::string("profile JSON: ") + e.what());
   }
   return profile;

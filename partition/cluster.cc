@@ -40,6 +40,9 @@ Cluster Cluster::uniform(int n, int64_t memory_bytes) {
 
 namespace {
 
+// A cluster YAML may describe at most this many devices (a typo like 8e12 is refused, not allocated).
+constexpr int kMaxDevices = 1 << 20;
+
 std::string lower(std::string s) {
   for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return s;
@@ -138,7 +141,8 @@ Status read_device_keys(YAML::Node const& node, Device& device, std::string cons
       ASSIGN_OR_RETURN(device.memory_bandwidth, parse_bandwidth(value));
     } else if (key == "count" && count != nullptr) {
       ASSIGN_OR_RETURN(double c, parse_number(value, where + "count"));
-      if (c < 1 || c != std::floor(c)) return invalid_argument("'" + where + "count' must be a positive integer");
+      if (c < 1 || c != std::floor(c) || c > kMaxDevices)
+        return invalid_argument("'" + where + "count' must be a positive integer up to " + std::to_string(kMaxDevices));
       *count = static_cast<int>(c);
     } else if (count != nullptr) {
       return invalid_argument("unknown key '" + where + key + "' (expected count, memory, speed, peak_flops, memory_bandwidth)");
@@ -165,7 +169,8 @@ Result<Cluster> cluster_from_yaml(YAML::Node const& root) {
   RETURN_IF_ERROR(read_device_keys(root, defaults, "", nullptr));
   if (root["devices_per_node"]) {
     ASSIGN_OR_RETURN(double d, parse_number(scalar(root["devices_per_node"]), "devices_per_node"));
-    if (d < 1 || d != std::floor(d)) return invalid_argument("'devices_per_node' must be a positive integer");
+    if (d < 1 || d != std::floor(d) || d > kMaxDevices)
+      return invalid_argument("'devices_per_node' must be a positive integer up to " + std::to_string(kMaxDevices));
     c.devices_per_node = static_cast<int>(d);
   }
   RETURN_IF_ERROR(read_link(root["intra_node"], "intra_node", c.intra_node));
@@ -174,7 +179,8 @@ Result<Cluster> cluster_from_yaml(YAML::Node const& root) {
   if (!devices) return invalid_argument("missing key 'devices' (a count, e.g. 'devices: 8', or a list of groups)");
   if (devices.IsScalar()) {
     ASSIGN_OR_RETURN(double n, parse_number(scalar(devices), "devices"));
-    if (n < 1 || n != std::floor(n)) return invalid_argument("'devices' must be a positive integer");
+    if (n < 1 || n != std::floor(n) || n > kMaxDevices)
+      return invalid_argument("'devices' must be a positive integer up to " + std::to_string(kMaxDevices));
     c.devices.assign(static_cast<int>(n), defaults);
   } else if (devices.IsSequence()) {
     for (std::size_t g = 0; g < devices.size(); ++g) {
@@ -183,6 +189,8 @@ Result<Cluster> cluster_from_yaml(YAML::Node const& root) {
       Device device = defaults;
       int count = 1;
       RETURN_IF_ERROR(read_device_keys(devices[g], device, where, &count));
+      if (count > kMaxDevices - c.size())
+        return invalid_argument("'devices' lists more than " + std::to_string(kMaxDevices) + " devices");
       c.devices.insert(c.devices.end(), count, device);
     }
     if (c.devices.empty()) return invalid_argument("'devices' lists no devices");

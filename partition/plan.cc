@@ -1,5 +1,6 @@
 #include "partition/plan.h"
 #include "core/file_io.h"
+#include "core/json_checked.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -49,6 +50,9 @@ template <typename T>
 Status get(json const& j, char const* key, T& out, std::string const& where) {
   auto it = j.find(key);
   if (it == j.end()) return parse_error("plan JSON: " + where + " has no '" + key + "'");
+  if (!json_fits<T>(*it))
+    return parse_error("plan JSON: " + where + "'s '" + key + "' has the wrong type or is out of range: " +
+                       it->dump().substr(0, 60));
   try {
     out = it->template get<T>();
   } catch (json::exception const& e) {

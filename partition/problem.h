@@ -47,6 +47,8 @@ class NodeTimer {
 };
 
 struct Problem {
+  // Larger graphs are refused by finalize(): a 150,000-operator chain exhausts 24 GiB in the search.
+  static constexpr int kMaxNodes = 50'000;
   std::string model;
   std::vector<Node> nodes;  // indexed by node id; ids are a topological order
   std::vector<Edge> edges;  // a DAG over node ids

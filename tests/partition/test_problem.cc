@@ -28,6 +28,17 @@ TEST(Problem, FinalizeRejectsEdgesAgainstTheNodeOrder) {
   EXPECT_NE(s.message().find("topological"), std::string::npos) << s.message();
 }
 
+TEST(Problem, FinalizeRefusesGraphsTooLargeToPlan) {
+  std::vector<TableNode> rows(Problem::kMaxNodes + 1, TableNode{1.0, 1.0, 0.0, 0, 4});
+  std::vector<std::array<int64_t, 3>> chain;
+  for (int i = 0; i < Problem::kMaxNodes; ++i) chain.push_back({i, i + 1, 4});
+  Problem p = table_problem(rows, chain, 4, 1 << 30, 8);
+  Status s = p.finalize();
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.message().find("has 50001 operators; the planners handle up to 50000"), std::string::npos)
+      << s.message();
+}
+
 TEST(Problem, FinalizeRejectsMissingTimerAndBadMicroBatch) {
   Problem p = diamond();
   p.timer.reset();
