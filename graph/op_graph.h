@@ -79,8 +79,8 @@ struct TensorInfo {
   Shape shape;
   TensorRole role = TensorRole::kActivation;
   OpId producer = kNoOp;
-  std::vector<OpId> consumers;               // in op-id order, one entry per consuming op
-  std::shared_ptr<TensorData const> data;    // weights and constants; may be null for shape-only graphs
+  std::vector<OpId> consumers{};             // in op-id order, one entry per consuming op
+  std::shared_ptr<TensorData const> data{};  // weights and constants; may be null for shape-only graphs
 
   // Bytes per sample of a batched tensor; for a tensor without batch dim, 0.
   int64_t bytes_per_sample() const;

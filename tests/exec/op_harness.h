@@ -114,7 +114,7 @@ struct GradCheckOptions {
   double eps = 1e-3;
   double rtol = 1e-2;
   bool training = true;
-  std::vector<int> skip_inputs;  // float inputs not to differentiate (e.g. BN running stats)
+  std::vector<int> skip_inputs{};  // float inputs not to differentiate (e.g. BN running stats)
 };
 
 struct GradCheckResult {

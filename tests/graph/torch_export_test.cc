@@ -151,7 +151,9 @@ TEST_P(TorchExport, InceptionV3) {
                                                    {"Conv", 94}, {"Dropout", 1}, {"Flatten", 1}, {"Gemm", 1},
                                                    {"GlobalAveragePool", 1}, {"MaxPool", 4}, {"Relu", 94}}));
   for (auto const& op : g.ops())
-    if (op.type == "AveragePool") EXPECT_TRUE(std::get<PoolAttrs>(op.typed).count_include_pad) << op.name;
+    if (op.type == "AveragePool") {
+      EXPECT_TRUE(std::get<PoolAttrs>(op.typed).count_include_pad) << op.name;
+    }
   EXPECT_NEAR(g.fwd_flops_per_sample(), 11.53e9, 0.05e9);  // 5.7 GMACs
 }
 
@@ -173,7 +175,9 @@ TEST_P(TorchExport, TransformerEncoderWithGelu) {
   for (auto const& t : g.tensors()) heads |= t.shape == Shape{{-4, 10, 10}};
   EXPECT_TRUE(heads);
   for (auto const& op : g.ops())
-    if (op.type == "Dropout") EXPECT_TRUE(std::get<DropoutAttrs>(op.typed).training);
+    if (op.type == "Dropout") {
+      EXPECT_TRUE(std::get<DropoutAttrs>(op.typed).training);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Opsets, TorchExport, ::testing::Values(13, 17),
