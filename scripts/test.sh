@@ -1,9 +1,48 @@
 #!/usr/bin/env bash
-# Sets up, builds, and runs the whole test suite with ctest (GPU tests skip without a GPU).
+# Sets up, builds and runs the test suite with ctest (GPU tests skip without a GPU).
+#
+#   scripts/test.sh [ctest args]                       the whole suite, in ./build
+#   scripts/test.sh --sanitize=address,undefined ...   the whole suite under ASan+UBSan (clang), ./build-asan
+#   scripts/test.sh --sanitize=thread ...              the multi-threaded tests under TSan (clang), ./build-tsan
+#   scripts/test.sh --fast ...                         skip the tests labelled slow (torch parity, conformance)
+#
+# GP_CMAKE_ARGS adds configure flags (CI: -DGP_WERROR=ON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
+sanitize=""
+ctest_args=()
+for arg in "$@"; do
+  case "$arg" in
+    --sanitize=*) sanitize="${arg#--sanitize=}" ;;
+    --fast) ctest_args+=(-LE slow) ;;
+    *) ctest_args+=("$arg") ;;
+  esac
+done
 scripts/setup.sh
-scripts/build.sh
-ctest --test-dir "${GP_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" "$@"
-echo "test.sh: finished in $(( $(date +%s) - start )) s"
+
+# The suppressions cover leaks and races inside libraries we do not build (OpenMPI, oneDNN's OpenMP
+# runtime); findings in graphpipe's own code are never suppressed.
+supp="$PWD/tests/sanitizers"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1"
+export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export TSAN_OPTIONS="suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
+
+build_dir=${GP_BUILD_DIR:-build}
+case "$sanitize" in
+  "") scripts/build.sh ;;
+  thread)
+    build_dir=build-tsan
+    scripts/build.sh --sanitize=thread --target runtime_tests sanitizer_canaries
+    # The in-process pipeline runtime (workers, communicator, routing, faults) and the thread-safety
+    # tests of what workers share (oneDNN, the allocator): all of runtime_tests.
+    ctest_args+=(-R "^(Runtime|InProcessCommunicator|Routing|CpuBackend\.Concurrent|Tensor\.AllocatorIsThreadSafe|SanitizerCanary)")
+    ;;
+  *)
+    build_dir=build-asan
+    scripts/build.sh --sanitize="$sanitize"
+    ;;
+esac
+ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" ${ctest_args[@]+"${ctest_args[@]}"}
+echo "test.sh${sanitize:+ --sanitize=$sanitize}: finished in $(( $(date +%s) - start )) s"

@@ -1,6 +1,5 @@
 // Forward outputs of the CPU backend against plain float64 reference loops, one test per op family.
 #include <cmath>
-#include <thread>
 
 #include "tests/exec/op_harness.h"
 
@@ -320,26 +319,6 @@ TEST(CpuBackend, MissesNameOpNodeDtypeAndBackend) {
   OneOp relu = make_op("Relu", {}, {{"x", ints, kIn}});
   EXPECT_NE(be.supports(relu.the_op(), relu.graph).message().find("int64"), std::string::npos);
   EXPECT_FALSE(CpuBackend::op_types().empty());
-}
-
-TEST(CpuBackend, ConcurrentWorkersGetIdenticalResults) {
-  Tensor x = random_tensor({2, 3, 8, 8}, 29), w = random_tensor({4, 3, 3, 3}, 30);
-  OneOp o = make_op("Conv", graph::ConvAttrs{{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, false}, {{"x", x, kIn}, {"w", w, kW}});
-  CpuBackend be;
-  std::vector<float> const want = run_forward(be, o)[0].to_vector();
-  std::vector<int> mismatches(2, 0);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 2; ++t)
-    threads.emplace_back([&, t] {
-      CpuBackend mine;
-      for (int i = 0; i < 20; ++i) {
-        OpCall call{o.the_op(), o.graph, true, 0};
-        std::vector<Tensor> out;
-        if (!mine.forward(call, o.inputs, out, nullptr).is_ok() || out[0].to_vector() != want) ++mismatches[t];
-      }
-    });
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(mismatches, (std::vector<int>{0, 0}));
 }
 
 TEST(CpuBackend, BadShapesAreErrorsNotCrashes) {

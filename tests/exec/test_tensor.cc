@@ -1,5 +1,4 @@
 #include <cstdint>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -30,21 +29,6 @@ TEST(Tensor, PeakIsAHighWaterMark) {
   { Tensor big({1 << 20}); }
   EXPECT_GE(a.peak_bytes(), base + (4 << 20));
   EXPECT_EQ(a.bytes_in_use(), base);
-}
-
-TEST(Tensor, AllocatorIsThreadSafe) {
-  Allocator& a = cpu_allocator();
-  int64_t const before = a.bytes_in_use();
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([] {
-      for (int i = 0; i < 2000; ++i) {
-        Tensor x({static_cast<int64_t>(1 + i % 17)});
-        x.fill(1.f);
-      }
-    });
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(a.bytes_in_use(), before);
 }
 
 TEST(Tensor, ReshapeSharesStorageCloneCopies) {
