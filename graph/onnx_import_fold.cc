@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <numeric>
 
 namespace gp::graph::onnx_import {
@@ -11,9 +12,12 @@ namespace {
 // Folding makes copies element by element; past this, leave the work to the executor.
 constexpr int64_t kMaxFoldElements = int64_t{1} << 20;
 
+// Elements of a constant of these dims; INT64_MAX (never folded) for a negative dimension or a
+// count that overflows, so every "too big to fold" check also catches malformed shapes.
 int64_t product(std::vector<int64_t> const& dims) {
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
   return n;
 }
 
