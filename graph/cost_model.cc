@@ -140,7 +140,7 @@ Result<MeasuredProfile> profile_from_json(std::string const& text) {
 }
 
 Status write_profile_file(MeasuredProfile const& profile, std::string const& path) {
-  return write_file_atomic(path, profile_to_json(profile));
+  return write_file_atomic(path, profile_to_json(profile), "profile");
 }
 
 Result<MeasuredProfile> read_profile_file(std::string const& path) {

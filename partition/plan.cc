@@ -174,7 +174,7 @@ void price_updates(Plan& plan, double seconds_per_weight_byte) {
 }
 
 Status write_plan_file(Plan const& plan, std::string const& path) {
-  return write_file_atomic(path, plan_to_json(plan));
+  return write_file_atomic(path, plan_to_json(plan), "plan file");
 }
 
 Result<Plan> read_plan_file(std::string const& path) {

@@ -185,7 +185,7 @@ Result<Schedule> read_schedule_file(std::string const& path) {
 }
 
 Status write_schedule_file(Schedule const& schedule, std::string const& path) {
-  return write_file_atomic(path, print_schedule(schedule));
+  return write_file_atomic(path, print_schedule(schedule), "schedule file");
 }
 
 }  // namespace gp::schedule
