@@ -27,7 +27,7 @@ supp="$PWD/tests/sanitizers"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-export TSAN_OPTIONS="suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
+export TSAN_OPTIONS="suppressions=$supp/tsan.supp:ignore_noninstrumented_modules=1:halt_on_error=1:second_deadlock_stack=1"
 
 build_dir=${GP_BUILD_DIR:-build}
 case "$sanitize" in
@@ -44,5 +44,14 @@ case "$sanitize" in
     scripts/build.sh --sanitize="$sanitize"
     ;;
 esac
-ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" ${ctest_args[@]+"${ctest_args[@]}"}
+run_ctest() { ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "$@"; }
+if [[ "$sanitize" == *address* ]]; then
+  # OpenMPI's plugins (dlopen'ed, unloaded at exit) leave allocations LeakSanitizer can neither
+  # symbolize nor suppress, so the ranks that mpirun starts run without leak checking; every other
+  # ASan and UBSan check stays on, and the same code paths run with leak checking in-process.
+  run_ctest -LE mpi ${ctest_args[@]+"${ctest_args[@]}"}
+  ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" run_ctest -L mpi ${ctest_args[@]+"${ctest_args[@]}"}
+else
+  run_ctest ${ctest_args[@]+"${ctest_args[@]}"}
+fi
 echo "test.sh${sanitize:+ --sanitize=$sanitize}: finished in $(( $(date +%s) - start )) s"
