@@ -68,7 +68,7 @@ Result<Trained> train_plan(Options const& o, graph::OpGraph const& graph, partit
   ASSIGN_OR_RETURN(auto rt, exec::Runtime::create_threads(c, graph, plan, sched, ro));
   RETURN_IF_ERROR(rt->run(-1, nullptr));
   return Trained{plan.planner + " (" + std::to_string(plan.num_devices) + " workers, " + sched.policy + ")",
-                sim.samples_per_s, rt->samples_per_s()};
+                 sim.samples_per_s, rt->samples_per_s()};
 }
 
 Result<Trained> train_one_worker(Options const& o, graph::OpGraph const& graph, partition::Problem const& p) {
@@ -118,8 +118,10 @@ Status train_and_report(Options const& o, partition::Problem const& p, std::opti
   std::fprintf(stderr, "training on 1 worker for %lld steps...\n", (long long)o.steps);
   ASSIGN_OR_RETURN(Trained one, train_one_worker(o, graph, p));
   rows.push_back(one);
-  std::printf("\nmeasured on this machine (%lld steps, the first not timed), predicted by the simulator from the "
-              "%s cost model:\n", (long long)o.steps, o.flags.cost.c_str());
+  std::printf(
+      "\nmeasured on this machine (%lld steps, the first not timed), predicted by the simulator from the "
+      "%s cost model:\n",
+      (long long)o.steps, o.flags.cost.c_str());
   std::printf("%-36s %14s %14s %10s %10s\n", "run", "predicted/s", "measured/s", "meas/pred", "GPP/this");
   for (auto const& r : rows)
     std::printf("%-36s %14.1f %14.1f %10.2f %10.2f\n", r.what.c_str(), r.predicted, r.measured,
@@ -135,8 +137,10 @@ Status run(Options const& o) {
   for (int k = 0; k < 4; ++k) {
     std::fprintf(stderr, "running %s...\n", planners[k]);
     auto plan = partition::plan_with(planners[k], p, planner_options(o.flags));
-    if (plan) plans[k] = std::move(plan).value();
-    else errors[k] = plan.status().message();
+    if (plan)
+      plans[k] = std::move(plan).value();
+    else
+      errors[k] = plan.status().message();
   }
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
@@ -145,16 +149,25 @@ Status run(Options const& o) {
       if (plans[k]) {
         double peak = 0;
         for (auto const& s : plans[k]->stages) peak = std::max(peak, double(s.peak_memory_bytes));
-        row.update({{"search_time_s", plans[k]->search_time_s}, {"states_explored", plans[k]->states_explored},
-                    {"depth", plans[k]->depth}, {"stages", plans[k]->stages.size()}, {"micro_batch", plans[k]->micro_batch},
-                    {"samples_per_s", plans[k]->samples_per_s}, {"peak_memory_bytes", peak}, {"notes", plans[k]->notes}});
+        row.update({{"search_time_s", plans[k]->search_time_s},
+                    {"states_explored", plans[k]->states_explored},
+                    {"depth", plans[k]->depth},
+                    {"stages", plans[k]->stages.size()},
+                    {"micro_batch", plans[k]->micro_batch},
+                    {"samples_per_s", plans[k]->samples_per_s},
+                    {"peak_memory_bytes", peak},
+                    {"notes", plans[k]->notes}});
         if (plans[0]) row["gpp_ratio"] = plans[0]->samples_per_s / plans[k]->samples_per_s;
       } else {
         row["error"] = errors[k];
       }
       rows.push_back(row);
     }
-    std::printf("%s\n", nlohmann::json{{"model", p.model}, {"devices", p.cluster.size()}, {"batch", p.batch}, {"planners", rows}}.dump(2).c_str());
+    std::printf(
+        "%s\n",
+        nlohmann::json{{"model", p.model}, {"devices", p.cluster.size()}, {"batch", p.batch}, {"planners", rows}}
+            .dump(2)
+            .c_str());
     return Status::ok();
   }
   std::printf("%s on %d devices of %s, batch %lld\n", p.model.c_str(), p.cluster.size(),
@@ -171,9 +184,10 @@ Status run(Options const& o) {
     for (auto const& s : pl.stages) peak = std::max(peak, double(s.peak_memory_bytes));
     char ratio[32] = "-";
     if (plans[0]) std::snprintf(ratio, sizeof ratio, "%.2f", plans[0]->samples_per_s / pl.samples_per_s);
-    std::printf("%-10s %12s %12lld %6d %7zu %5lld %12.1f %14s %9s%s\n", planners[k], format_seconds(pl.search_time_s).c_str(),
-                (long long)pl.states_explored, pl.depth, pl.stages.size(), (long long)pl.micro_batch, pl.samples_per_s,
-                format_bytes(peak).c_str(), ratio, pl.notes.empty() ? "" : "  (linearised)");
+    std::printf("%-10s %12s %12lld %6d %7zu %5lld %12.1f %14s %9s%s\n", planners[k],
+                format_seconds(pl.search_time_s).c_str(), (long long)pl.states_explored, pl.depth, pl.stages.size(),
+                (long long)pl.micro_batch, pl.samples_per_s, format_bytes(peak).c_str(), ratio,
+                pl.notes.empty() ? "" : "  (linearised)");
   }
   if (o.train) return train_and_report(o, p, plans);
   return Status::ok();
@@ -183,18 +197,21 @@ Status run(Options const& o) {
 
 void add_compare_command(CLI::App& root, CommandList& commands) {
   auto opts = std::make_shared<Options>();
-  auto* app = root.add_subcommand("compare", "Run every planner (gpp, pipedream, piper, balanced) and compare their plans");
+  auto* app =
+      root.add_subcommand("compare", "Run every planner (gpp, pipedream, piper, balanced) and compare their plans");
   add_partition_flags(*app, opts->flags);
   app->add_flag("--json", opts->json, "Print JSON instead of the table");
   app->add_flag("--train", opts->train,
                 "Also train the GPP plan, the best sequential plan and one worker here (worker threads) and print "
                 "measured samples/s next to predicted");
-  app->add_option("--steps", opts->steps, "Steps per trained plan with --train (the first is not timed)")->default_val(5);
+  app->add_option("--steps", opts->steps, "Steps per trained plan with --train (the first is not timed)")
+      ->default_val(5);
   app->add_option("--loss", opts->loss, "Loss for --train: cross_entropy or mse")->default_val("cross_entropy");
-  app->footer("Examples:\n  graphpipe compare mmt.onnx --devices 16 --memory 16GiB --batch 128 --time-limit 60\n"
-              "  graphpipe profile mmt_small.onnx --threads 1 --batch-sizes 1,2,4,8 -o p1.json\n"
-              "  graphpipe compare mmt_small.onnx --devices 2 --memory 1GiB --batch 32 --micro-batch 8 --cost p1.json "
-              "--train --steps 6");
+  app->footer(
+      "Examples:\n  graphpipe compare mmt.onnx --devices 16 --memory 16GiB --batch 128 --time-limit 60\n"
+      "  graphpipe profile mmt_small.onnx --threads 1 --batch-sizes 1,2,4,8 -o p1.json\n"
+      "  graphpipe compare mmt_small.onnx --devices 2 --memory 1GiB --batch 32 --micro-batch 8 --cost p1.json "
+      "--train --steps 6");
   commands.push_back({app, [opts] { return run(*opts); }});
 }
 

@@ -27,8 +27,10 @@ std::string human(double v, char const* const* units, double base) {
     ++u;
   }
   char buf[48];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%.0f%s%s", v, units[0][0] ? " " : "", units[0]);
-  else std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%.0f%s%s", v, units[0][0] ? " " : "", units[0]);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
   return buf;
 }
 
@@ -70,8 +72,10 @@ nlohmann::json to_json(graph::GraphSummary const& s) {
 
 void print_text(graph::GraphSummary const& s, InspectOptions const& o) {
   std::printf("model        %s (%s)\n", s.name.c_str(), o.model.c_str());
-  for (auto const& t : s.inputs) std::printf("input        %s %s %s\n", t.name.c_str(), t.dtype.c_str(), t.shape.c_str());
-  for (auto const& t : s.outputs) std::printf("output       %s %s %s\n", t.name.c_str(), t.dtype.c_str(), t.shape.c_str());
+  for (auto const& t : s.inputs)
+    std::printf("input        %s %s %s\n", t.name.c_str(), t.dtype.c_str(), t.shape.c_str());
+  for (auto const& t : s.outputs)
+    std::printf("output       %s %s %s\n", t.name.c_str(), t.dtype.c_str(), t.shape.c_str());
   std::printf("operators    %ld\n", static_cast<long>(s.num_ops));
   for (auto const& [type, count] : s.ops_by_type) std::printf("  %-22s %6ld\n", type.c_str(), static_cast<long>(count));
   std::printf("parameters   %s (%ld) in %ld tensors, %s\n", human_count(static_cast<double>(s.param_count)).c_str(),
@@ -96,8 +100,10 @@ Status run_inspect(InspectOptions const& o) {
   ASSIGN_OR_RETURN(graph::OpGraph g, graph::load_onnx(o.model, import));
   graph::GraphSummary const s = graph::summarize(g);
   if (!o.dot.empty()) RETURN_IF_ERROR(graph::write_dot(g, o.dot));
-  if (o.json) std::printf("%s\n", to_json(s).dump(2).c_str());
-  else print_text(s, o);
+  if (o.json)
+    std::printf("%s\n", to_json(s).dump(2).c_str());
+  else
+    print_text(s, o);
   return Status::ok();
 }
 

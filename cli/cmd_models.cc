@@ -60,8 +60,9 @@ Status run_list(ModelsOptions const& options) {
   if (options.json) {
     std::printf("%s\n", json.dump(2).c_str());
   } else {
-    std::printf("\nparams: trainable parameters per size. Export one with\n"
-                "  graphpipe models export NAME --size tiny|small|paper --out NAME.onnx\n");
+    std::printf(
+        "\nparams: trainable parameters per size. Export one with\n"
+        "  graphpipe models export NAME --size tiny|small|paper --out NAME.onnx\n");
   }
   return Status::ok();
 }

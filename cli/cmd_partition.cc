@@ -25,8 +25,8 @@ std::string plan_dot(partition::Plan const& plan) {
   std::string s = "digraph plan {\n  rankdir=LR;\n  node [shape=box];\n";
   for (auto const& st : plan.stages) {
     char buf[512];
-    std::snprintf(buf, sizeof buf, "  s%d [label=\"stage %d\\n%zu ops: %s .. %s\\nx%d  depth %d\\nT=%s\"];\n", st.id, st.id,
-                  st.nodes.size(), st.nodes.front().c_str(), st.nodes.back().c_str(), st.replicas, st.depth,
+    std::snprintf(buf, sizeof buf, "  s%d [label=\"stage %d\\n%zu ops: %s .. %s\\nx%d  depth %d\\nT=%s\"];\n", st.id,
+                  st.id, st.nodes.size(), st.nodes.front().c_str(), st.nodes.back().c_str(), st.replicas, st.depth,
                   format_seconds(st.time_s).c_str());
     s += buf;
   }
@@ -40,9 +40,14 @@ std::string plan_dot(partition::Plan const& plan) {
 Status write_text_atomic(std::string const& text, std::string const& path) { return write_file_atomic(path, text); }
 
 void print_plan(partition::Plan const& plan, int64_t device_memory) {
-  std::printf("%s: %zu stages on %d of %d devices (planner %s)\n", plan.model.c_str(), plan.stages.size(),
-              [&] { int d = 0; for (auto const& s : plan.stages) d += s.replicas; return d; }(), plan.num_devices,
-              plan.planner.c_str());
+  std::printf(
+      "%s: %zu stages on %d of %d devices (planner %s)\n", plan.model.c_str(), plan.stages.size(),
+      [&] {
+        int d = 0;
+        for (auto const& s : plan.stages) d += s.replicas;
+        return d;
+      }(),
+      plan.num_devices, plan.planner.c_str());
   std::printf("%5s %6s  %-28s %-28s %-9s %4s %5s %11s %21s\n", "stage", "ops", "first op", "last op", "devices", "x",
               "depth", "T_s", "memory/device");
   auto clip = [](std::string const& s) { return s.size() > 28 ? s.substr(0, 25) + "..." : s; };
@@ -55,9 +60,11 @@ void print_plan(partition::Plan const& plan, int64_t device_memory) {
                 mem.c_str(), s.peak_memory_bytes > device_memory ? "  OVER" : "");
   }
   std::printf("\nprediction: %s per sample, %.1f samples/s, step %s (B=%lld, b=%lld, m=%lld, depth %d)\n",
-              format_seconds(plan.time_per_sample_s).c_str(), plan.samples_per_s, format_seconds(plan.step_time_s).c_str(),
-              (long long)plan.batch, (long long)plan.micro_batch, (long long)plan.num_micro_batches, plan.depth);
-  std::printf("search: %s, %lld states explored\n", format_seconds(plan.search_time_s).c_str(), (long long)plan.states_explored);
+              format_seconds(plan.time_per_sample_s).c_str(), plan.samples_per_s,
+              format_seconds(plan.step_time_s).c_str(), (long long)plan.batch, (long long)plan.micro_batch,
+              (long long)plan.num_micro_batches, plan.depth);
+  std::printf("search: %s, %lld states explored\n", format_seconds(plan.search_time_s).c_str(),
+              (long long)plan.states_explored);
   if (!plan.notes.empty()) std::printf("note: %s\n", plan.notes.c_str());
 }
 
@@ -90,7 +97,8 @@ void add_partition_command(CLI::App& root, CommandList& commands) {
   app->footer(
       "Examples:\n"
       "  graphpipe partition mmt.onnx --devices 8 --memory 16GiB --batch 128 -o plan.json\n"
-      "  graphpipe partition --profile graph.txt --devices 4 --batch 1 --no-replication --no-communication --planner piper");
+      "  graphpipe partition --profile graph.txt --devices 4 --batch 1 --no-replication --no-communication --planner "
+      "piper");
   commands.push_back({app, [opts] { return run(*opts); }});
 }
 

@@ -71,11 +71,12 @@ Status run_profile(ProfileArgs const& args) {
     fwd += op.fwd_s.back();
     bwd += op.bwd_input_s.back() + op.bwd_weight_s.back();
   }
-  spdlog::info("profiled with {} compute threads; executor calibration ({} at once): forward x{:.2f}, backward "
-               "x{:.2f} at {} samples",
-               exec::thread_budget(), options.calibrate_concurrency,
-               profile.calibration.fwd_scale.empty() ? 1.0 : profile.calibration.fwd_scale.back(),
-               profile.calibration.bwd_scale.empty() ? 1.0 : profile.calibration.bwd_scale.back(), sizes.back());
+  spdlog::info(
+      "profiled with {} compute threads; executor calibration ({} at once): forward x{:.2f}, backward "
+      "x{:.2f} at {} samples",
+      exec::thread_budget(), options.calibrate_concurrency,
+      profile.calibration.fwd_scale.empty() ? 1.0 : profile.calibration.fwd_scale.back(),
+      profile.calibration.bwd_scale.empty() ? 1.0 : profile.calibration.bwd_scale.back(), sizes.back());
   spdlog::info("{} ops profiled at sizes {}; at {} samples: forward {:.3f} ms, backward {:.3f} ms", profile.ops.size(),
                args.batch_sizes, sizes.back(), fwd * 1e3, bwd * 1e3);
   if (args.out.empty()) {
@@ -98,10 +99,12 @@ void add_profile_command(CLI::App& root, CommandList& commands) {
   app->add_option("--repeats", args->repeats, "Timed calls per op and size (minimum kept)")->default_val(3);
   app->add_option("--threads", args->threads,
                   "Compute threads (0: every core); match a pipeline worker's budget, e.g. --threads 1 for 2 "
-                  "workers on 2 cores")->default_val(0);
+                  "workers on 2 cores")
+      ->default_val(0);
   app->add_option("--concurrent", args->concurrent,
                   "Executors run at once when calibrating against the whole executor (default: cores / threads, "
-                  "as many workers as will share the machine)")->default_val(0);
+                  "as many workers as will share the machine)")
+      ->default_val(0);
   app->add_option("-o,--out", args->out, "Write the profile JSON here (default: stdout)");
   app->footer(R"(Example:
   graphpipe models export mmt --size tiny --out mmt.onnx

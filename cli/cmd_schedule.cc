@@ -34,7 +34,8 @@ Result<int64_t> memory_limit(std::string const& text) {
   return *bytes;
 }
 
-Status write_pictures(schedule::Simulation const& sim, std::string const& title, std::string const& trace, std::string const& svg) {
+Status write_pictures(schedule::Simulation const& sim, std::string const& title, std::string const& trace,
+                      std::string const& svg) {
   if (!trace.empty()) {
     RETURN_IF_ERROR(schedule::write_text_file(schedule::timeline_to_chrome_trace(sim.timeline, title), trace));
     std::fprintf(stderr, "wrote %s (Chrome trace: open in https://ui.perfetto.dev)\n", trace.c_str());
@@ -53,7 +54,8 @@ Status run_check(ScheduleArgs const& a) {
   ASSIGN_OR_RETURN(int64_t limit, memory_limit(a.memory));
   auto violations = schedule::validate_schedule(plan, sched, schedule::CheckOptions{limit});
   if (!violations.empty()) {
-    std::string msg = a.check + ": " + std::to_string(violations.size()) + " problem" + (violations.size() == 1 ? "" : "s");
+    std::string msg =
+        a.check + ": " + std::to_string(violations.size()) + " problem" + (violations.size() == 1 ? "" : "s");
     for (size_t i = 0; i < violations.size() && i < 50; ++i) msg += "\n  " + violations[i].to_string();
     if (violations.size() > 50) msg += "\n  ... and " + std::to_string(violations.size() - 50) + " more";
     return invalid_argument(msg);
@@ -62,19 +64,21 @@ Status run_check(ScheduleArgs const& a) {
   if (a.json) {
     std::fputs(schedule::simulation_json(plan, sched, sim).c_str(), stdout);
   } else {
-    std::printf("%s: valid for %s (every rule holds: order, once, matched transfers, no deadlock, memory)\n", a.check.c_str(),
-                a.check_plan.c_str());
+    std::printf("%s: valid for %s (every rule holds: order, once, matched transfers, no deadlock, memory)\n",
+                a.check.c_str(), a.check_plan.c_str());
     std::fputs(schedule::simulation_table(plan, sched, sim).c_str(), stdout);
   }
   return write_pictures(sim, a.check, a.trace, a.svg);
 }
 
 Status run_build(ScheduleArgs const& a) {
-  if (a.plan_path.empty()) return invalid_argument("give a plan: graphpipe schedule plan.json --policy 1f1b -o sched.txt");
+  if (a.plan_path.empty())
+    return invalid_argument("give a plan: graphpipe schedule plan.json --policy 1f1b -o sched.txt");
   ASSIGN_OR_RETURN(partition::Plan plan, partition::read_plan_file(a.plan_path));
   ASSIGN_OR_RETURN(schedule::Policy policy, schedule::parse_policy(a.policy));
   ASSIGN_OR_RETURN(int64_t limit, memory_limit(a.memory));
-  ASSIGN_OR_RETURN(schedule::Schedule sched, schedule::build_schedule(plan, policy, schedule::BuildOptions{a.micro_batches, limit}));
+  ASSIGN_OR_RETURN(schedule::Schedule sched,
+                   schedule::build_schedule(plan, policy, schedule::BuildOptions{a.micro_batches, limit}));
   ASSIGN_OR_RETURN(schedule::Simulation sim, schedule::simulate(plan, sched));
   if (a.output.empty() || a.output == "-") {
     std::fputs(schedule::print_schedule(sched).c_str(), stdout);

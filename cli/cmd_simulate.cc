@@ -27,7 +27,8 @@ Status run_simulate(SimulateArgs const& a) {
   schedule::Schedule sched;
   if (!a.schedule_path.empty()) {
     if (a.micro_batches > 0)
-      return invalid_argument("--micro-batches applies when building a schedule; a given --schedule fixes its own count");
+      return invalid_argument(
+          "--micro-batches applies when building a schedule; a given --schedule fixes its own count");
     ASSIGN_OR_RETURN(sched, schedule::read_schedule_file(a.schedule_path));
   } else {
     ASSIGN_OR_RETURN(schedule::Policy policy, schedule::parse_policy(a.policy));
@@ -38,7 +39,9 @@ Status run_simulate(SimulateArgs const& a) {
     return simulated.status().with_context(a.schedule_path.empty() ? std::string("simulating") : a.schedule_path);
   }
   auto const& sim = *simulated;
-  std::fputs((a.json ? schedule::simulation_json(plan, sched, sim) : schedule::simulation_table(plan, sched, sim)).c_str(), stdout);
+  std::fputs(
+      (a.json ? schedule::simulation_json(plan, sched, sim) : schedule::simulation_table(plan, sched, sim)).c_str(),
+      stdout);
   std::string const title = a.plan_path + " (" + sched.policy + ")";
   if (!a.trace.empty()) {
     RETURN_IF_ERROR(schedule::write_text_file(schedule::timeline_to_chrome_trace(sim.timeline, title), a.trace));
@@ -55,7 +58,8 @@ Status run_simulate(SimulateArgs const& a) {
 
 void add_simulate_command(CLI::App& root, CommandList& commands) {
   auto args = std::make_shared<SimulateArgs>();
-  auto* app = root.add_subcommand("simulate", "Predict a plan's step time, bubbles and memory by simulating its schedule");
+  auto* app =
+      root.add_subcommand("simulate", "Predict a plan's step time, bubbles and memory by simulating its schedule");
   app->footer(R"(Examples:
   graphpipe simulate plan.json
   graphpipe simulate plan.json --policy 1f1b --micro-batches 16 --svg timeline.svg

@@ -78,11 +78,12 @@ std::string mib(double bytes) {
 Result<std::string> cache_dir() {
   char const* env = std::getenv("GP_CACHE_DIR");
   char const* home = std::getenv("HOME");
-  std::filesystem::path const dir = env ? std::filesystem::path(env)
-                                        : std::filesystem::path(home ? home : "/tmp") / ".cache" / "graphpipe";
+  std::filesystem::path const dir =
+      env ? std::filesystem::path(env) : std::filesystem::path(home ? home : "/tmp") / ".cache" / "graphpipe";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return io_error("cannot create the cache folder " + dir.string() + ": " + ec.message() + " (set GP_CACHE_DIR)");
+  if (ec)
+    return io_error("cannot create the cache folder " + dir.string() + ": " + ec.message() + " (set GP_CACHE_DIR)");
   return dir.string();
 }
 
@@ -154,8 +155,8 @@ Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::stri
       flags.cost = dir + "/rank0-" + std::to_string(::getpid()) + ".profile.json";
       RETURN_IF_ERROR(gp::write_file_atomic(flags.cost, text));
       temp_profile = flags.cost;
-      cost_name = "measured on rank 0, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
-                  " per rank";
+      cost_name =
+          "measured on rank 0, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " per rank";
 #endif
     } else {
       ASSIGN_OR_RETURN(flags.cost, cached_profile(model_path, graph, threads, config.micro_batch_size()));
@@ -163,8 +164,8 @@ Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::stri
       char bw[32];
       std::snprintf(bw, sizeof bw, "%.3fGB/s", exec::measure_in_process_bandwidth() / 1e9);
       flags.bandwidth = bw;
-      cost_name = "measured, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
-                  " per worker, links " + bw;
+      cost_name =
+          "measured, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " per worker, links " + bw;
     }
   } else {
     flags.cost = config.pipeline.cost;
@@ -264,8 +265,9 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
   int const rank = session ? session->rank() : 0;
 #else
   if (mpi)
-    return unsupported("--launcher mpi: this graphpipe was built without MPI (apt-get install libopenmpi-dev "
-                       "openmpi-bin, then rebuild)");
+    return unsupported(
+        "--launcher mpi: this graphpipe was built without MPI (apt-get install libopenmpi-dev "
+        "openmpi-bin, then rebuild)");
   int const ranks = 1, rank = 0;
 #endif
   int devices = args.devices;
@@ -286,8 +288,9 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
                             std::to_string(devices) + (mpi ? " ranks" : "") + ": use --devices " +
                             std::to_string(plan.num_devices) + " or replan");
   ASSIGN_OR_RETURN(schedule::Schedule sched, pipeline_schedule(config, plan));
-  if (lead) spdlog::info("plan: {} stages on {} devices ({}), micro-batch {} x {}; schedule: {}", plan.stages.size(), plan.num_devices,
-      plan.planner, plan.micro_batch, plan.num_micro_batches, sched.policy);
+  if (lead)
+    spdlog::info("plan: {} stages on {} devices ({}), micro-batch {} x {}; schedule: {}", plan.stages.size(),
+                 plan.num_devices, plan.planner, plan.micro_batch, plan.num_micro_batches, sched.policy);
   auto sim = schedule::simulate(plan, sched);
   if (!sim.is_ok()) return sim.status().with_context("the schedule does not fit the plan");
 
@@ -295,8 +298,7 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
   if (mpi) {
 #ifdef GP_HAVE_MPI
     ASSIGN_OR_RETURN(comm, exec::make_mpi_communicator({static_cast<int>(plan.stages.size()),
-                                                        static_cast<int>(plan.edges.size()),
-                                                        sched.num_micro_batches}));
+                                                        static_cast<int>(plan.edges.size()), sched.num_micro_batches}));
     RETURN_IF_ERROR(exec::check_same_run(*comm, exec::run_fingerprint(plan, sched, config), options.worker.timeout_s));
     ASSIGN_OR_RETURN(runtime, exec::Runtime::create_rank(config, graph, plan, sched, *comm, options));
 #endif
@@ -322,17 +324,19 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
     RETURN_IF_ERROR(runtime->restore(state, config.checkpoint.path));
     if (lead) spdlog::info("resumed from {} at step {}", config.checkpoint.path, runtime->steps_done());
   }
-  if (lead) spdlog::info("training on {} {}: {} steps, batch {} in {} micro-batches, {} lr {}, loss {}", devices,
-      mpi ? "MPI ranks" : "worker threads", config.steps, config.batch, config.micro_batches,
-      exec::optimizer_kind_name(config.optimizer.kind), config.optimizer.lr, exec::loss_kind_name(config.loss));
+  if (lead)
+    spdlog::info("training on {} {}: {} steps, batch {} in {} micro-batches, {} lr {}, loss {}", devices,
+                 mpi ? "MPI ranks" : "worker threads", config.steps, config.batch, config.micro_batches,
+                 exec::optimizer_kind_name(config.optimizer.kind), config.optimizer.lr,
+                 exec::loss_kind_name(config.loss));
   auto save_checkpoint = [&]() -> Status {
     ASSIGN_OR_RETURN(exec::CheckpointState state, runtime->checkpoint_state());  // collective under MPI
     if (lead) RETURN_IF_ERROR(exec::save_checkpoint(config.checkpoint.path, state));
     return Status::ok();
   };
   // Steps in chunks of checkpoint.every (a checkpoint after each), or all at once.
-  int64_t const chunk = config.checkpoint.path.empty() || config.checkpoint.every <= 0 ? config.steps
-                                                                                       : config.checkpoint.every;
+  int64_t const chunk =
+      config.checkpoint.path.empty() || config.checkpoint.every <= 0 ? config.steps : config.checkpoint.every;
   while (runtime->steps_done() < config.steps) {
     Status s = runtime->run(std::min(chunk, config.steps - runtime->steps_done()), rank == 0 ? &std::cerr : nullptr);
     if (!s.is_ok()) {
@@ -346,17 +350,19 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
   }
   auto const ms = runtime->measurements();
   if (lead)
-    spdlog::info("done: {} steps, final loss {:.4f}; measured {:.1f} samples/s, predicted {:.1f} (simulated "
-                 "schedule, {} costs)",
-                 runtime->steps_done(), runtime->losses().empty() ? 0.0 : runtime->losses().back(),
-                 runtime->samples_per_s(), sim->samples_per_s, cost_name);
+    spdlog::info(
+        "done: {} steps, final loss {:.4f}; measured {:.1f} samples/s, predicted {:.1f} (simulated "
+        "schedule, {} costs)",
+        runtime->steps_done(), runtime->losses().empty() ? 0.0 : runtime->losses().back(), runtime->samples_per_s(),
+        sim->samples_per_s, cost_name);
   for (auto const& m : ms)
     spdlog::info("  device {}: busy {:.0f}%, peak memory {} measured, {} predicted", m.device, 100 * m.busy_fraction,
                  mib(double(m.peak_bytes)), mib(double(m.predicted_peak_bytes)));
   if (!args.trace.empty()) {
     if (mpi) {
       std::string const path = args.trace + (ranks > 1 ? ".rank" + std::to_string(rank) : "");
-      RETURN_IF_ERROR(schedule::write_text_file(schedule::timeline_to_chrome_trace(runtime->timeline(), "measured"), path));
+      RETURN_IF_ERROR(
+          schedule::write_text_file(schedule::timeline_to_chrome_trace(runtime->timeline(), "measured"), path));
       if (lead) spdlog::info("measured timeline of the last step: {}.rankN (one per rank)", args.trace);
     } else {
       RETURN_IF_ERROR(
@@ -418,8 +424,8 @@ Status run_train(TrainArgs const& args) {
                         static_cast<double>(graph.activation_bytes_per_sample()) * config.micro_batch_size();
     if (!pipeline && need > static_cast<double>(import.max_memory_bytes))
       return infeasible("training " + *path + " at micro-batch " + std::to_string(config.micro_batch_size()) +
-                        " needs about " + format_bytes(static_cast<int64_t>(need)) + ", more than the memory limit of " +
-                        format_bytes(import.max_memory_bytes) +
+                        " needs about " + format_bytes(static_cast<int64_t>(need)) +
+                        ", more than the memory limit of " + format_bytes(import.max_memory_bytes) +
                         " (--max-memory, by default the machine's available memory): lower batch or micro_batches, "
                         "or train a pipeline over more devices");
   }
@@ -429,13 +435,12 @@ Status run_train(TrainArgs const& args) {
   ASSIGN_OR_RETURN(auto data, exec::make_data_source(config.data, graph, config.loss, config.seed));
   std::string const data_desc = data->describe();
   ASSIGN_OR_RETURN(auto trainer, exec::Trainer::create(config, graph, backend, std::move(data)));
-  if (config.checkpoint.resume && !config.checkpoint.path.empty() &&
-      std::filesystem::exists(config.checkpoint.path)) {
+  if (config.checkpoint.resume && !config.checkpoint.path.empty() && std::filesystem::exists(config.checkpoint.path)) {
     RETURN_IF_ERROR(trainer->load_checkpoint(config.checkpoint.path));
     spdlog::info("resumed from {} at step {}", config.checkpoint.path, trainer->steps_done());
   }
-  spdlog::info("model {}: {}", config.model.path.empty() ? config.model.zoo + " (" + config.model.size + ")"
-                                                         : config.model.path,
+  spdlog::info("model {}: {}",
+               config.model.path.empty() ? config.model.zoo + " (" + config.model.size + ")" : config.model.path,
                exec::describe(trainer->executor().plan(), graph));
   spdlog::info("training on {}: {} steps, batch {} in {} micro-batches, {} lr {}, loss {}, data {}", backend.name(),
                config.steps, config.batch, config.micro_batches, exec::optimizer_kind_name(config.optimizer.kind),
@@ -444,7 +449,8 @@ Status run_train(TrainArgs const& args) {
   spdlog::info("done: {} steps, final loss {:.4f}, peak saved activations {:.2f} MiB per step", trainer->steps_done(),
                trainer->last_loss(), static_cast<double>(trainer->executor().peak_saved_bytes()) / (1 << 20));
   if (!config.checkpoint.path.empty()) spdlog::info("checkpoint: {}", config.checkpoint.path);
-  if (!config.export_path.empty()) RETURN_IF_ERROR(export_tensors(trainer->trained_tensors(), *path, config.export_path));
+  if (!config.export_path.empty())
+    RETURN_IF_ERROR(export_tensors(trainer->trained_tensors(), *path, config.export_path));
   return Status::ok();
 }
 
@@ -457,13 +463,18 @@ void add_train_command(CLI::App& root, CommandList& commands) {
   app->add_option("--devices", args->devices,
                   "Devices (pipeline workers): 1 trains on one device; N > 1 partitions, schedules and trains on N "
                   "worker threads (default: 1, or the MPI ranks)");
-  app->add_option("--launcher", args->launcher, "threads (workers in this process) or mpi (one rank per device, "
-                                                "under mpirun)")->default_val("threads");
+  app->add_option("--launcher", args->launcher,
+                  "threads (workers in this process) or mpi (one rank per device, "
+                  "under mpirun)")
+      ->default_val("threads");
   app->add_option("--trace", args->trace, "Write the measured timeline of the last step (Chrome trace JSON)");
-  app->add_option("--timeout", args->timeout_s, "Seconds any worker waits before the run fails (overrides "
-                                                "pipeline.timeout)");
-  app->add_option("--inject-fault", args->fault, "Testing: DEVICE:LINE:KIND (throw|nan|header|exit|stall) at a "
-                                                 "schedule line")->group("");
+  app->add_option("--timeout", args->timeout_s,
+                  "Seconds any worker waits before the run fails (overrides "
+                  "pipeline.timeout)");
+  app->add_option("--inject-fault", args->fault,
+                  "Testing: DEVICE:LINE:KIND (throw|nan|header|exit|stall) at a "
+                  "schedule line")
+      ->group("");
   app->add_option("--export-onnx", args->export_onnx, "Write the trained model here (overrides 'export')");
   app->add_option("--steps", args->steps, "Number of steps (overrides 'steps')");
   app->footer(R"(Example:

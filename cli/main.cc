@@ -23,8 +23,7 @@ Run 'graphpipe <command> --help' for the options of a command.)";
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"graphpipe: graph pipeline parallel training (partition, schedule, simulate, train)",
-               "graphpipe"};
+  CLI::App app{"graphpipe: graph pipeline parallel training (partition, schedule, simulate, train)", "graphpipe"};
   app.set_version_flag("--version", std::string("graphpipe ") + GP_VERSION);
   app.footer(kFooter);
   app.require_subcommand(1);
@@ -49,7 +48,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (CLI::ParseError const& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    if (e.get_exit_code() == 0) return app.exit(e);                         // --help, --version
     std::fprintf(stderr, "graphpipe: error: %s (see --help)\n", e.what());  // one line, like every other error
     return 2;
   }

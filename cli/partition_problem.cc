@@ -15,7 +15,8 @@ namespace gp::cli {
 void add_partition_flags(CLI::App& app, PartitionFlags& f) {
   app.add_option("model", f.model, "ONNX model file");
   app.add_option("--profile", f.profile, "PipeDream profile graph.txt to plan instead of an ONNX model");
-  app.add_option("--profile-batch", f.profile_batch, "Samples the PipeDream profile was measured at (default 1: a sample is one profiled batch)");
+  app.add_option("--profile-batch", f.profile_batch,
+                 "Samples the PipeDream profile was measured at (default 1: a sample is one profiled batch)");
   app.add_option("--devices,-n", f.devices, "Number of devices (uniform cluster)");
   app.add_option("--memory,-m", f.memory, "Memory per device, e.g. 16GiB");
   app.add_option("--cluster", f.cluster, "Cluster YAML (devices, memory, speeds, links) instead of --devices/--memory");
@@ -27,8 +28,9 @@ void add_partition_flags(CLI::App& app, PartitionFlags& f) {
   app.add_flag("--no-communication", f.no_communication, "Ignore transfer and all-reduce time");
   app.add_option("--max-downsets", f.max_downsets, "Downset limit of the pipedream/piper planners");
   app.add_option("--time-limit", f.time_limit_s, "Stop a planner after this many seconds (0: none)");
-  app.add_option("--chain-objective", f.chain_objective,
-                 "What pipedream/piper minimise: 'step' (step time, as gpp) or 'bottleneck' (their own: max stage time)")
+  app.add_option(
+         "--chain-objective", f.chain_objective,
+         "What pipedream/piper minimise: 'step' (step time, as gpp) or 'bottleneck' (their own: max stage time)")
       ->check(CLI::IsMember({"step", "bottleneck"}))
       ->capture_default_str();
 }
@@ -57,8 +59,8 @@ Result<partition::Problem> build_problem(PartitionFlags const& f) {
   if (!f.cluster.empty()) {
     ASSIGN_OR_RETURN(cluster, partition::Cluster::from_yaml_file(f.cluster));
     if (f.devices > 0 && f.devices != cluster.size())
-      return invalid_argument("--devices " + std::to_string(f.devices) + " disagrees with the " + std::to_string(cluster.size()) +
-                              " devices of " + f.cluster + "; drop one of them");
+      return invalid_argument("--devices " + std::to_string(f.devices) + " disagrees with the " +
+                              std::to_string(cluster.size()) + " devices of " + f.cluster + "; drop one of them");
   } else {
     if (f.devices <= 0) return invalid_argument("give --devices N (a positive count) or --cluster c.yaml");
     ASSIGN_OR_RETURN(int64_t memory, partition::parse_bytes(f.memory));
@@ -77,13 +79,14 @@ Result<partition::Problem> build_problem(PartitionFlags const& f) {
     for (int64_t d = 1; d <= f.batch && divisors.size() < 40; ++d) {
       if (f.batch % d == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(d);
     }
-    return invalid_argument("batch " + std::to_string(f.batch) + " is not divisible by micro-batch " + std::to_string(f.micro_batch) +
-                            "; use a divisor of the batch (" + divisors + ")");
+    return invalid_argument("batch " + std::to_string(f.batch) + " is not divisible by micro-batch " +
+                            std::to_string(f.micro_batch) + "; use a divisor of the batch (" + divisors + ")");
   }
 
   partition::Problem p;
   if (!f.profile.empty()) {
-    if (f.cost != "analytic") return invalid_argument("--cost applies to ONNX models; a PipeDream profile carries its own times");
+    if (f.cost != "analytic")
+      return invalid_argument("--cost applies to ONNX models; a PipeDream profile carries its own times");
     ASSIGN_OR_RETURN(p, partition::read_pipedream_profile(f.profile, {.profile_batch = f.profile_batch}));
     p.cluster = std::move(cluster);
     p.batch = f.batch;
@@ -99,8 +102,8 @@ Result<partition::Problem> build_problem(PartitionFlags const& f) {
       auto measured = std::make_shared<graph::MeasuredCostModel>(std::move(profile), cost);
       auto missing = measured->missing_ops(*g);
       if (!missing.empty())
-        std::fprintf(stderr, "warning: %zu of %zu ops are not in %s (first: %s); they use the analytic model\n", missing.size(),
-                     g->num_ops(), f.cost.c_str(), missing.front().c_str());
+        std::fprintf(stderr, "warning: %zu of %zu ops are not in %s (first: %s); they use the analytic model\n",
+                     missing.size(), g->num_ops(), f.cost.c_str(), missing.front().c_str());
       cost = measured;
     }
     ASSIGN_OR_RETURN(p, partition::problem_from_graph(g, cost, std::move(cluster), f.batch));
@@ -114,16 +117,21 @@ Result<partition::Problem> build_problem(PartitionFlags const& f) {
 
 std::string format_bytes(double bytes) {
   char buf[32];
-  if (bytes >= double(1 << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1 << 30));
-  else std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / double(1 << 20));
+  if (bytes >= double(1 << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1 << 30));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / double(1 << 20));
   return buf;
 }
 
 std::string format_seconds(double s) {
   char buf[32];
-  if (s >= 1) std::snprintf(buf, sizeof buf, "%.3f s", s);
-  else if (s >= 1e-3) std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
-  else std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
+  if (s >= 1)
+    std::snprintf(buf, sizeof buf, "%.3f s", s);
+  else if (s >= 1e-3)
+    std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
   return buf;
 }
 

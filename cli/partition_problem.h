@@ -16,15 +16,15 @@
 namespace gp::cli {
 
 struct PartitionFlags {
-  std::string model;          // ONNX file
-  std::string profile;        // PipeDream graph.txt instead of ONNX
+  std::string model;    // ONNX file
+  std::string profile;  // PipeDream graph.txt instead of ONNX
   int64_t profile_batch = 1;
   int devices = 0;
   std::string memory = "16GiB";
-  std::string cluster;        // YAML
-  std::string bandwidth;      // overrides the intra-node link
+  std::string cluster;    // YAML
+  std::string bandwidth;  // overrides the intra-node link
   int64_t batch = 64;
-  int64_t micro_batch = 0;    // 0: try the powers of two dividing the batch
+  int64_t micro_batch = 0;  // 0: try the powers of two dividing the batch
   std::string cost = "analytic";
   bool no_replication = false;
   bool no_communication = false;
@@ -37,7 +37,7 @@ void add_partition_flags(CLI::App& app, PartitionFlags& flags);
 Result<partition::Problem> build_problem(PartitionFlags const& flags);
 partition::PlannerOptions planner_options(PartitionFlags const& flags);  // progress on stderr
 
-std::string format_bytes(double bytes);   // "15.20 GiB"
-std::string format_seconds(double s);     // "12.3 ms"
+std::string format_bytes(double bytes);  // "15.20 GiB"
+std::string format_seconds(double s);    // "12.3 ms"
 
 }  // namespace gp::cli

@@ -84,8 +84,7 @@ Status AtomicFile::write(void const* data, std::size_t bytes) {
     if (w <= 0) {
       int const err = w < 0 ? errno : ENOSPC;
       discard();
-      return io_error("writing the " + what_ + " '" + path_ + "' failed: " + errno_text(err) +
-                      "; nothing was written");
+      return io_error("writing the " + what_ + " '" + path_ + "' failed: " + errno_text(err) + "; nothing was written");
     }
     p += w;
     bytes -= static_cast<std::size_t>(w);

@@ -25,13 +25,14 @@ bool json_fits(nlohmann::json const& j) {
   if constexpr (std::is_same_v<T, bool>) {
     return j.is_boolean();
   } else if constexpr (std::is_integral_v<T>) {
-    if (j.is_number_unsigned())
-      return j.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+    if (j.is_number_unsigned()) return j.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
     if (!j.is_number_integer()) return false;
     int64_t const v = j.get<int64_t>();
-    if constexpr (std::is_unsigned_v<T>) return v >= 0;
-    else return v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
-                v <= static_cast<int64_t>(std::numeric_limits<T>::max());
+    if constexpr (std::is_unsigned_v<T>)
+      return v >= 0;
+    else
+      return v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+             v <= static_cast<int64_t>(std::numeric_limits<T>::max());
   } else if constexpr (std::is_floating_point_v<T>) {
     return j.is_number();
   } else if constexpr (IsStdVector<T>::value) {

@@ -63,16 +63,25 @@ inline Status aborted_error(std::string msg) { return {StatusCode::kAborted, std
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}                          // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) { assert(!std::get<Status>(v_).is_ok()); }  // NOLINT
 
   bool is_ok() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return is_ok(); }
   Status status() const { return is_ok() ? Status::ok() : std::get<Status>(v_); }
 
-  T& value() & { assert(is_ok()); return std::get<T>(v_); }
-  T const& value() const& { assert(is_ok()); return std::get<T>(v_); }
-  T&& value() && { assert(is_ok()); return std::get<T>(std::move(v_)); }
+  T& value() & {
+    assert(is_ok());
+    return std::get<T>(v_);
+  }
+  T const& value() const& {
+    assert(is_ok());
+    return std::get<T>(v_);
+  }
+  T&& value() && {
+    assert(is_ok());
+    return std::get<T>(std::move(v_));
+  }
   T& operator*() & { return value(); }
   T const& operator*() const& { return value(); }
   T* operator->() { return &value(); }
@@ -85,7 +94,9 @@ class [[nodiscard]] Result {
 namespace detail {
 inline Status to_status(Status const& s) { return s; }
 template <typename T>
-Status to_status(Result<T> const& r) { return r.status(); }
+Status to_status(Result<T> const& r) {
+  return r.status();
+}
 }  // namespace detail
 
 }  // namespace gp

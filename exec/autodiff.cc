@@ -54,7 +54,8 @@ Result<AutodiffPlan> plan_autodiff(graph::OpGraph const& graph, std::vector<grap
           p.requires_grad[t] = true;
           p.weights.push_back(t);
         }
-      } else if (!produced_inside && (info.role == graph::TensorRole::kInput || info.role == graph::TensorRole::kActivation)) {
+      } else if (!produced_inside &&
+                 (info.role == graph::TensorRole::kInput || info.role == graph::TensorRole::kActivation)) {
         if (!seen_input[t]) {
           seen_input[t] = true;
           p.stage_inputs.push_back(t);
@@ -122,8 +123,8 @@ std::string describe(AutodiffPlan const& plan, graph::OpGraph const& graph) {
   for (graph::TensorId t : plan.weights) params += graph.tensor(t).shape.elements_per_sample();
   std::ostringstream os;
   os << plan.forward_order.size() << " ops (" << plan.backward_order.size() << " with backward), "
-     << plan.weights.size() << " trainable weights (" << params << " parameters), "
-     << plan.saved_bytes_per_sample << " saved activation bytes per sample";
+     << plan.weights.size() << " trainable weights (" << params << " parameters), " << plan.saved_bytes_per_sample
+     << " saved activation bytes per sample";
   return os.str();
 }
 

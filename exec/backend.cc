@@ -21,8 +21,10 @@ Status Backend::backward(OpCall const& call, Saved const& saved, std::vector<Ten
                          std::vector<Tensor>& weight_grads) {
   bool any_in = false;
   for (bool b : needs_grad) any_in = any_in || b;
-  if (any_in) RETURN_IF_ERROR(backward_input(call, saved, grad_outputs, needs_grad, grad_inputs));
-  else grad_inputs.assign(call.op.inputs.size(), Tensor());
+  if (any_in)
+    RETURN_IF_ERROR(backward_input(call, saved, grad_outputs, needs_grad, grad_inputs));
+  else
+    grad_inputs.assign(call.op.inputs.size(), Tensor());
   return backward_weight(call, saved, grad_outputs, weight_grads);
 }
 

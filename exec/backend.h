@@ -24,8 +24,8 @@ struct Saved {
 struct OpCall {
   graph::Op const& op;
   graph::OpGraph const& graph;
-  bool training = true;      // Dropout/BatchNorm behave as in training
-  uint64_t rng_seed = 0;     // per (step, micro-batch, op): Dropout masks are reproducible
+  bool training = true;   // Dropout/BatchNorm behave as in training
+  uint64_t rng_seed = 0;  // per (step, micro-batch, op): Dropout masks are reproducible
 };
 
 class Backend {

@@ -85,8 +85,9 @@ Result<CheckpointState> parse_checkpoint(std::string_view bytes, std::string con
   };
   if (bytes.size() < 24 || std::memcmp(bytes.data(), kMagic, 6) != 0)
     return parse_error("'" + path + "' is not a graphpipe checkpoint (bad magic)");
-  if (bytes[6] != kMagic[6]) return unsupported("checkpoint '" + path + "' has format version " +
-                                                std::to_string(static_cast<int>(bytes[6])) + ", this build reads 1");
+  if (bytes[6] != kMagic[6])
+    return unsupported("checkpoint '" + path + "' has format version " + std::to_string(static_cast<int>(bytes[6])) +
+                       ", this build reads 1");
   uint64_t stored = 0;
   std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
   if (fnv1a(bytes.substr(0, bytes.size() - 8)) != stored)
@@ -116,7 +117,8 @@ Result<CheckpointState> parse_checkpoint(std::string_view bytes, std::string con
       // The declared size must fit the file before the tensor is allocated.
       uint64_t expected = graph::dtype_size(*dtype);
       for (int64_t d : shape) {
-        if (d < 0 || (d > 0 && expected > data_size / static_cast<uint64_t>(d))) return corrupt("tensor table out of range");
+        if (d < 0 || (d > 0 && expected > data_size / static_cast<uint64_t>(d)))
+          return corrupt("tensor table out of range");
         expected *= static_cast<uint64_t>(d);
       }
       if (n != expected || off > data_size || n > data_size - off) return corrupt("tensor table out of range");

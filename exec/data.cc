@@ -87,8 +87,10 @@ class SyntheticData final : public DataSource {
   SyntheticData(std::vector<InputSpec> inputs, LabelSpec labels, uint64_t seed, int64_t samples)
       : inputs_(std::move(inputs)), labels_(std::move(labels)), seed_(seed), samples_(samples) {
     for (auto const& s : inputs_) {
-      if (s.dtype == DType::kFloat32) float_elems_ += product(s.dims);
-      else tokens_ += product(s.dims);
+      if (s.dtype == DType::kFloat32)
+        float_elems_ += product(s.dims);
+      else
+        tokens_ += product(s.dims);
     }
     label_elems_ = product(labels_.label_dims);
     std::mt19937_64 rng(mix(seed_, 0x7EAC4E5ull));
@@ -297,7 +299,8 @@ Result<std::unique_ptr<DataSource>> make_npy(DataConfig const& config, std::vect
     return invalid_argument(config.labels + ": cross-entropy needs integer class labels, the file holds " +
                             graph::dtype_name(lab.dtype));
   if (!ce && lab.dtype != DType::kFloat32)
-    return invalid_argument(config.labels + ": mse needs float targets, the file holds " + graph::dtype_name(lab.dtype));
+    return invalid_argument(config.labels + ": mse needs float targets, the file holds " +
+                            graph::dtype_name(lab.dtype));
   if (ce) {
     auto const* v = reinterpret_cast<int64_t const*>(lab.bytes.data());
     for (int64_t i = 0; i < static_cast<int64_t>(lab.bytes.size() / 8); ++i)
@@ -315,7 +318,8 @@ Result<LabelSpec> label_spec(graph::OpGraph const& graph, LossKind loss) {
   if (graph.outputs().empty()) return invalid_argument("the model has no output to attach the loss to");
   auto const& out = graph.tensor(graph.outputs()[0]);
   if (out.dtype != DType::kFloat32)
-    return unsupported("model output '" + out.name + "' is " + graph::dtype_name(out.dtype) + ", the loss needs float32");
+    return unsupported("model output '" + out.name + "' is " + graph::dtype_name(out.dtype) +
+                       ", the loss needs float32");
   ASSIGN_OR_RETURN(std::vector<int64_t> dims, sample_dims(out));
   LabelSpec s;
   s.loss = loss;
@@ -351,7 +355,8 @@ Result<NpyArray> parse_npy(std::string_view bytes, std::string const& source) {
     return bad("not a .npy file (bad magic)");
   auto const* u = reinterpret_cast<unsigned char const*>(bytes.data());
   int const major = u[6];
-  if (major < 1 || major > 3) return unsupported(source + ": .npy format version " + std::to_string(major) + " (1-3 are read)");
+  if (major < 1 || major > 3)
+    return unsupported(source + ": .npy format version " + std::to_string(major) + " (1-3 are read)");
   std::size_t header_len = 0, pos = 0;
   if (major == 1) {
     header_len = u[8] | (u[9] << 8);
@@ -381,9 +386,12 @@ Result<NpyArray> parse_npy(std::string_view bytes, std::string const& source) {
   auto o = shape_text.find('('), c = shape_text.find(')');
   if (o == std::string::npos || c == std::string::npos || c < o) return bad("no 'shape' in the header");
   std::size_t elem = 0;
-  if (descr == "<f4" || descr == "<i4") elem = 4;
-  else if (descr == "<f8" || descr == "<i8") elem = 8;
-  else return unsupported(source + ": dtype '" + descr + "' is not supported (use float32 '<f4' or int64 '<i8')");
+  if (descr == "<f4" || descr == "<i4")
+    elem = 4;
+  else if (descr == "<f8" || descr == "<i8")
+    elem = 8;
+  else
+    return unsupported(source + ": dtype '" + descr + "' is not supported (use float32 '<f4' or int64 '<i8')");
   NpyArray a;
   std::size_t const data_bytes = bytes.size() - pos;
   uint64_t const cap = data_bytes / elem + 1;  // element counts above this cannot match the data
@@ -396,8 +404,8 @@ Result<NpyArray> parse_npy(std::string_view bytes, std::string const& source) {
     if (first == std::string::npos) continue;
     int64_t d = -1;
     auto const [end, ec] = std::from_chars(item.data() + first, item.data() + item.size(), d);
-    if (ec != std::errc{} || std::string_view(end, item.data() + item.size()).find_first_not_of(' ') !=
-                                 std::string_view::npos || d < 0)
+    if (ec != std::errc{} ||
+        std::string_view(end, item.data() + item.size()).find_first_not_of(' ') != std::string_view::npos || d < 0)
       return bad("bad dimension '" + item + "' in the shape");
     a.shape.push_back(d);
     if (d > 0 && __builtin_mul_overflow(nonzero, d, &nonzero))
@@ -435,9 +443,12 @@ Result<NpyArray> parse_npy(std::string_view bytes, std::string const& source) {
 
 Status write_npy(std::string const& path, NpyArray const& array) {
   std::string descr;
-  if (array.dtype == DType::kFloat32) descr = "<f4";
-  else if (array.dtype == DType::kInt64) descr = "<i8";
-  else return unsupported(std::string("write_npy: dtype ") + graph::dtype_name(array.dtype));
+  if (array.dtype == DType::kFloat32)
+    descr = "<f4";
+  else if (array.dtype == DType::kInt64)
+    descr = "<i8";
+  else
+    return unsupported(std::string("write_npy: dtype ") + graph::dtype_name(array.dtype));
   std::string shape = "(";
   for (int64_t d : array.shape) shape += std::to_string(d) + ",";
   if (array.shape.size() > 1) shape.pop_back();

@@ -2,7 +2,6 @@
 
 #include <chrono>
 
-
 namespace gp::exec {
 
 namespace {
@@ -22,8 +21,10 @@ Result<double> measure_update_seconds_per_byte(Backend& backend, OptimizerConfig
   int64_t const n = int64_t{4} << 20;
   Tensor w = backend.zeros({n}), g = backend.zeros({n}), m = backend.zeros({n}), v = backend.zeros({n});
   std::vector<Tensor*> state;
-  if (config.kind != OptimizerKind::kSgd) state = {&m, &v};
-  else if (config.momentum != 0.f) state = {&m};
+  if (config.kind != OptimizerKind::kSgd)
+    state = {&m, &v};
+  else if (config.momentum != 0.f)
+    state = {&m};
   int const repeats = 3;
   double total = 0;
   for (int r = 0; r <= repeats; ++r) {  // r == 0 warms up (page faults)

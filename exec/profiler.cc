@@ -125,8 +125,10 @@ Result<graph::MeasuredProfile> profile_graph(graph::OpGraph const& graph, Backen
     for (graph::TensorId t : graph.inputs()) {
       auto const& info = graph.tensor(t);
       auto const shape = info.shape.concrete(n);
-      if (info.dtype == DType::kFloat32) values[t] = random_like(shape, rng);
-      else values[t] = Tensor::zeros(shape, info.dtype);  // index 0 is valid for every table
+      if (info.dtype == DType::kFloat32)
+        values[t] = random_like(shape, rng);
+      else
+        values[t] = Tensor::zeros(shape, info.dtype);  // index 0 is valid for every table
     }
     for (std::size_t k = 0; k < plan.forward_order.size(); ++k) {
       graph::OpId const id = plan.forward_order[k];
@@ -179,8 +181,7 @@ Result<graph::MeasuredProfile> profile_graph(graph::OpGraph const& graph, Backen
   profile.ops = std::move(ops);
   profile.threads = options.threads;
   bool has_weights = !graph.outputs().empty();
-  for (auto const& t : graph.tensors())
-    has_weights = has_weights && (t.role != graph::TensorRole::kWeight || t.data);
+  for (auto const& t : graph.tensors()) has_weights = has_weights && (t.role != graph::TensorRole::kWeight || t.data);
   if (options.calibrate_concurrency > 0 && has_weights) {
     graph::Calibration& cal = profile.calibration;
     cal.concurrency = options.calibrate_concurrency;

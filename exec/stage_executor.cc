@@ -66,8 +66,10 @@ Result<std::unique_ptr<StageExecutor>> StageExecutor::create(graph::OpGraph cons
 void StageExecutor::zero_grads() {
   for (auto const& [name, w] : params_) {
     auto it = grads_.find(name);
-    if (it == grads_.end()) grads_.emplace(name, backend_.zeros(w.shape(), w.dtype()));
-    else (void)backend_.fill(it->second, 0.f);
+    if (it == grads_.end())
+      grads_.emplace(name, backend_.zeros(w.shape(), w.dtype()));
+    else
+      (void)backend_.fill(it->second, 0.f);
   }
 }
 
@@ -148,8 +150,10 @@ Status StageExecutor::backward_input(int64_t mb, TensorMap const& output_grads, 
     return internal_error("backward_input: micro-batch " + std::to_string(mb) + " has no forward in flight");
   if (it->second.b_done) return internal_error("backward_input: micro-batch " + std::to_string(mb) + " ran B twice");
   Status s = run_b(mb, it->second, output_grads, input_grads, /*split=*/true);
-  if (!s.is_ok()) micro_batches_.erase(it);
-  else it->second.b_done = true;
+  if (!s.is_ok())
+    micro_batches_.erase(it);
+  else
+    it->second.b_done = true;
   return s;
 }
 
@@ -183,7 +187,8 @@ void StageExecutor::update_running_stats(graph::Op const& op, std::vector<Tensor
   for (std::size_t k : {1u, 2u}) {
     if (k >= outs.size() || !outs[k].defined() || op.inputs.size() <= k + 2) continue;
     graph::TensorId const t = op.inputs[k + 2];
-    if (t == graph::kNoTensor || !static_values_[t].defined() || static_values_[t].nbytes() != outs[k].nbytes()) continue;
+    if (t == graph::kNoTensor || !static_values_[t].defined() || static_values_[t].nbytes() != outs[k].nbytes())
+      continue;
     (void)backend_.copy(outs[k], static_values_[t]);
   }
 }
@@ -275,8 +280,10 @@ Status StageExecutor::run_b(int64_t mb, MicroBatch& state, TensorMap const& outp
         if (needs[i] && gin[i].defined()) RETURN_IF_ERROR(add_grad(op.inputs[i], std::move(gin[i])));
     }
     if (plan_.has_weight_grad[id] && !both) {
-      if (split) state.w_grad_outputs.emplace(id, gout);
-      else RETURN_IF_ERROR(run_w(id, state, gout));
+      if (split)
+        state.w_grad_outputs.emplace(id, gout);
+      else
+        RETURN_IF_ERROR(run_w(id, state, gout));
     } else {
       state.saved.erase(saved);
     }

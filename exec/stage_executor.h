@@ -40,8 +40,7 @@ class StageExecutor {
   // Forward of micro-batch `mb`: `inputs` holds every stage input (plan().stage_inputs), `outputs`
   // gets every stage output. training=false keeps nothing for backward (and Dropout is identity).
   // rng_seed makes Dropout masks reproducible: pass a value derived from (step, mb).
-  Status forward(int64_t mb, TensorMap const& inputs, TensorMap& outputs, bool training = true,
-                 uint64_t rng_seed = 0);
+  Status forward(int64_t mb, TensorMap const& inputs, TensorMap& outputs, bool training = true, uint64_t rng_seed = 0);
   // Whole backward of `mb`: `output_grads` for the stage outputs that get gradients (missing ones
   // count as zero); `input_grads` gets plan().input_grads. Weight grads accumulate; `mb` is freed.
   Status backward(int64_t mb, TensorMap const& output_grads, TensorMap& input_grads);

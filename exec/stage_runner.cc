@@ -2,8 +2,7 @@
 
 namespace gp::exec {
 
-Result<std::unique_ptr<StageRunner>> StageRunner::create(graph::OpGraph const& graph,
-                                                         Backend& backend,
+Result<std::unique_ptr<StageRunner>> StageRunner::create(graph::OpGraph const& graph, Backend& backend,
                                                          std::vector<graph::OpId> const& ops,
                                                          OptimizerConfig const& optimizer) {
   ASSIGN_OR_RETURN(auto executor, StageExecutor::create(graph, backend, ops));

@@ -71,8 +71,7 @@ class Tensor {
  public:
   Tensor() = default;  // empty (no storage): an absent optional input or gradient
   Tensor(std::vector<int64_t> shape, DType dtype = DType::kFloat32, Allocator& alloc = cpu_allocator());
-  static Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::kFloat32,
-                      Allocator& alloc = cpu_allocator());
+  static Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::kFloat32, Allocator& alloc = cpu_allocator());
   static Tensor from_data(graph::TensorData const& data);  // CPU copy of an initializer/constant
   static Tensor from_floats(std::vector<int64_t> shape, std::vector<float> const& values);
 
@@ -87,15 +86,21 @@ class Tensor {
 
   void* raw() { return data_; }
   void const* raw() const { return data_; }
-  template <typename T> T* data() { return static_cast<T*>(data_); }
-  template <typename T> T const* data() const { return static_cast<T const*>(data_); }
+  template <typename T>
+  T* data() {
+    return static_cast<T*>(data_);
+  }
+  template <typename T>
+  T const* data() const {
+    return static_cast<T const*>(data_);
+  }
 
   // Same storage, new shape (numel must match).
   Tensor reshaped(std::vector<int64_t> shape) const;
-  Tensor clone() const;                  // deep copy on the same device
+  Tensor clone() const;                     // deep copy on the same device
   Tensor clone_to(Allocator& alloc) const;  // deep copy into `alloc`'s memory (a device's own copy)
-  void fill(float value);                // float32 only
-  std::vector<float> to_vector() const;  // float32 → host vector (copies from a device)
+  void fill(float value);                   // float32 only
+  std::vector<float> to_vector() const;     // float32 → host vector (copies from a device)
   std::string shape_string() const;
 
  private:

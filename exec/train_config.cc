@@ -11,17 +11,22 @@ namespace gp::exec {
 
 char const* loss_kind_name(LossKind kind) {
   switch (kind) {
-    case LossKind::kCrossEntropy: return "cross_entropy";
-    case LossKind::kMse: return "mse";
+    case LossKind::kCrossEntropy:
+      return "cross_entropy";
+    case LossKind::kMse:
+      return "mse";
   }
   return "?";
 }
 
 char const* optimizer_kind_name(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::kSgd: return "sgd";
-    case OptimizerKind::kAdam: return "adam";
-    case OptimizerKind::kAdamW: return "adamw";
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kAdamW:
+      return "adamw";
   }
   return "?";
 }
@@ -141,10 +146,9 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
     return parse_error(source + ": invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
   if (!root.IsMap()) return parse_error(source + ": a training config must be a YAML map (model: ..., steps: ...)");
-  std::vector<std::string> const keys = {"model", "loss",  "optimizer", "lr",         "momentum",  "weight_decay",
-                                         "beta1", "beta2", "eps",       "batch",      "micro_batches", "steps",
-                                         "data",  "seed",  "log_interval", "checkpoint", "export",
-                                         "pipeline"};
+  std::vector<std::string> const keys = {
+      "model", "loss",          "optimizer", "lr",   "momentum", "weight_decay", "beta1",      "beta2",  "eps",
+      "batch", "micro_batches", "steps",     "data", "seed",     "log_interval", "checkpoint", "export", "pipeline"};
   RETURN_IF_ERROR(check_keys(root, keys, source));
 
   TrainConfig c;
@@ -154,24 +158,37 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
   if (root["loss"]) {
     std::string loss;
     RETURN_IF_ERROR(read_scalar(root["loss"], "loss", source, loss));
-    if (loss == "cross_entropy") c.loss = LossKind::kCrossEntropy;
-    else if (loss == "mse") c.loss = LossKind::kMse;
-    else return invalid_argument(source + ": 'loss' must be cross_entropy or mse, not '" + loss + "'");
+    if (loss == "cross_entropy")
+      c.loss = LossKind::kCrossEntropy;
+    else if (loss == "mse")
+      c.loss = LossKind::kMse;
+    else
+      return invalid_argument(source + ": 'loss' must be cross_entropy or mse, not '" + loss + "'");
   }
   if (root["optimizer"]) {
     std::string opt;
     RETURN_IF_ERROR(read_scalar(root["optimizer"], "optimizer", source, opt));
-    if (opt == "sgd") c.optimizer.kind = OptimizerKind::kSgd;
-    else if (opt == "adam") c.optimizer.kind = OptimizerKind::kAdam;
-    else if (opt == "adamw") c.optimizer.kind = OptimizerKind::kAdamW;
-    else return invalid_argument(source + ": 'optimizer' must be sgd, adam or adamw, not '" + opt + "'");
+    if (opt == "sgd")
+      c.optimizer.kind = OptimizerKind::kSgd;
+    else if (opt == "adam")
+      c.optimizer.kind = OptimizerKind::kAdam;
+    else if (opt == "adamw")
+      c.optimizer.kind = OptimizerKind::kAdamW;
+    else
+      return invalid_argument(source + ": 'optimizer' must be sgd, adam or adamw, not '" + opt + "'");
   }
-  struct FloatKey { char const* key; float* out; };
+  struct FloatKey {
+    char const* key;
+    float* out;
+  };
   for (auto [key, out] : {FloatKey{"lr", &c.optimizer.lr}, FloatKey{"momentum", &c.optimizer.momentum},
                           FloatKey{"weight_decay", &c.optimizer.weight_decay}, FloatKey{"beta1", &c.optimizer.beta1},
                           FloatKey{"beta2", &c.optimizer.beta2}, FloatKey{"eps", &c.optimizer.eps}})
     if (root[key]) RETURN_IF_ERROR(read_scalar(root[key], key, source, *out));
-  struct IntKey { char const* key; int64_t* out; };
+  struct IntKey {
+    char const* key;
+    int64_t* out;
+  };
   for (auto [key, out] : {IntKey{"batch", &c.batch}, IntKey{"micro_batches", &c.micro_batches},
                           IntKey{"steps", &c.steps}, IntKey{"log_interval", &c.log_interval}})
     if (root[key]) RETURN_IF_ERROR(read_scalar(root[key], key, source, *out));
@@ -179,10 +196,11 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
   if (root["data"]) RETURN_IF_ERROR(parse_data(root["data"], source, base_dir, c.data));
   if (root["checkpoint"]) RETURN_IF_ERROR(parse_checkpoint(root["checkpoint"], source, base_dir, c.checkpoint));
   if (auto p = root["pipeline"]) {
-    if (!p.IsMap()) return invalid_argument(source + ": 'pipeline' must be a map {planner, plan, policy, schedule, ...}");
-    RETURN_IF_ERROR(check_keys(p, {"planner", "plan", "policy", "schedule", "memory", "timeout", "threads_per_worker",
-                                   "cost", "replication"},
-                               source + ": pipeline"));
+    if (!p.IsMap())
+      return invalid_argument(source + ": 'pipeline' must be a map {planner, plan, policy, schedule, ...}");
+    RETURN_IF_ERROR(check_keys(
+        p, {"planner", "plan", "policy", "schedule", "memory", "timeout", "threads_per_worker", "cost", "replication"},
+        source + ": pipeline"));
     PipelineConfig& q = c.pipeline;
     if (p["planner"]) RETURN_IF_ERROR(read_scalar(p["planner"], "pipeline.planner", source, q.planner));
     if (p["plan"]) {
@@ -202,7 +220,8 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
     }
     if (p["replication"]) RETURN_IF_ERROR(read_scalar(p["replication"], "pipeline.replication", source, q.replication));
     if (p["threads_per_worker"])
-      RETURN_IF_ERROR(read_scalar(p["threads_per_worker"], "pipeline.threads_per_worker", source, q.threads_per_worker));
+      RETURN_IF_ERROR(
+          read_scalar(p["threads_per_worker"], "pipeline.threads_per_worker", source, q.threads_per_worker));
     if (q.timeout_s <= 0) return invalid_argument(source + ": 'pipeline.timeout' must be > 0 seconds");
     if (q.threads_per_worker < 0) return invalid_argument(source + ": 'pipeline.threads_per_worker' must be >= 0");
   }
@@ -218,8 +237,8 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
   if (c.batch < 1) return invalid_argument(source + ": 'batch' must be >= 1");
   if (c.micro_batches < 1) return invalid_argument(source + ": 'micro_batches' must be >= 1");
   if (c.batch % c.micro_batches != 0)
-    return invalid_argument(source + ": 'batch' (" + std::to_string(c.batch) + ") must be divisible by 'micro_batches' (" +
-                            std::to_string(c.micro_batches) + ")");
+    return invalid_argument(source + ": 'batch' (" + std::to_string(c.batch) +
+                            ") must be divisible by 'micro_batches' (" + std::to_string(c.micro_batches) + ")");
   if (c.steps < 0) return invalid_argument(source + ": 'steps' must be >= 0");
   if (c.log_interval < 1) return invalid_argument(source + ": 'log_interval' must be >= 1");
   return c;

@@ -40,25 +40,25 @@ struct DataConfig {
 };
 
 struct CheckpointConfig {
-  std::string path;    // empty: no checkpoints
-  int64_t every = 0;   // steps between checkpoints (0: only at the end)
-  bool resume = false; // resume from `path` when it exists
+  std::string path;     // empty: no checkpoints
+  int64_t every = 0;    // steps between checkpoints (0: only at the end)
+  bool resume = false;  // resume from `path` when it exists
 };
 
 // Multi-device training (graphpipe train --devices N): how the plan and schedule are made, and the
 // runtime's limits. Ignored on one device.
 struct PipelineConfig {
-  std::string planner = "gpp";    // gpp | pipedream | piper | balanced (when no 'plan')
-  std::string plan;               // a plan JSON instead of planning
-  std::string policy = "auto";    // schedule policy (when no 'schedule')
-  std::string schedule;           // a schedule text file instead of building one
-  std::string memory = "16GiB";   // per device: the planner's limit and the runtime's
+  std::string planner = "gpp";   // gpp | pipedream | piper | balanced (when no 'plan')
+  std::string plan;              // a plan JSON instead of planning
+  std::string policy = "auto";   // schedule policy (when no 'schedule')
+  std::string schedule;          // a schedule text file instead of building one
+  std::string memory = "16GiB";  // per device: the planner's limit and the runtime's
   // The planner's cost model: "profile" (measured here under each worker's thread budget, cached
   // per model and budget; threads only), "analytic", or a profile JSON from graphpipe profile.
   std::string cost = "profile";
-  bool replication = true;        // the planner may make data-parallel stages
-  double timeout_s = 60;          // every blocking wait of a worker
-  int64_t threads_per_worker = 0; // 0: cores / workers
+  bool replication = true;         // the planner may make data-parallel stages
+  double timeout_s = 60;           // every blocking wait of a worker
+  int64_t threads_per_worker = 0;  // 0: cores / workers
 };
 
 struct TrainConfig {

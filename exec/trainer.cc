@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <numeric>
 
-
 namespace gp::exec {
 
 uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t mb) {
@@ -19,9 +18,12 @@ namespace {
 
 std::string format_seconds(double s) {
   char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%.1fs", s);
-  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
-  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) % 3600 / 60);
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.1fs", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) % 3600 / 60);
   return buf;
 }
 
@@ -123,7 +125,9 @@ CheckpointState Trainer::checkpoint_state() const {
   return s;
 }
 
-Status Trainer::save_checkpoint(std::string const& path) const { return exec::save_checkpoint(path, checkpoint_state()); }
+Status Trainer::save_checkpoint(std::string const& path) const {
+  return exec::save_checkpoint(path, checkpoint_state());
+}
 
 Status Trainer::restore(CheckpointState const& state, std::string const& source) {
   RETURN_IF_ERROR(check_checkpoint_matches(state, trained_tensors(), source));

@@ -36,7 +36,7 @@
 namespace gp::graph {
 
 struct SavedForBackward {
-  std::vector<TensorId> tensors;      // batched tensors the VJP reads
+  std::vector<TensorId> tensors;       // batched tensors the VJP reads
   int64_t extra_bytes_per_sample = 0;  // state that is not a graph tensor (masks, statistics)
 };
 

@@ -66,7 +66,8 @@ class Matching {
       for_each_bit(r_.row(static_cast<OpId>(u)), seen, [&](std::size_t v) {
         set(seen, v);
         int const w = mr_[v];
-        if (w < 0) found = true;
+        if (w < 0)
+          found = true;
         else if (dist_[static_cast<std::size_t>(w)] == kInf) {
           dist_[static_cast<std::size_t>(w)] = dist_[u] + 1;
           queue.push_back(static_cast<std::size_t>(w));

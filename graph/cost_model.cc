@@ -41,9 +41,11 @@ OpTime AnalyticCostModel::op_time(OpGraph const& graph, OpId id, int64_t samples
   t.fwd_s = (options_.fwd_overhead_s + std::max(fwd_compute, fwd_memory)) / device.speed;
   double const bwd_flops = op.bwd_flops_per_sample * s;
   if (bwd_flops <= 0 && op.bwd_flops_per_sample <= 0 && bytes <= 0) return t;
-  double const bwd_total = options_.bwd_overhead_s + std::max(bwd_flops / flops_rate, 2.0 * bytes / device.memory_bandwidth);
+  double const bwd_total =
+      options_.bwd_overhead_s + std::max(bwd_flops / flops_rate, 2.0 * bytes / device.memory_bandwidth);
   // Split by FLOPs between the input-gradient and the weight-gradient parts.
-  double const weight_share = op.bwd_flops_per_sample > 0 ? op.bwd_weight_flops_per_sample / op.bwd_flops_per_sample : 0.0;
+  double const weight_share =
+      op.bwd_flops_per_sample > 0 ? op.bwd_weight_flops_per_sample / op.bwd_flops_per_sample : 0.0;
   t.bwd_weight_s = bwd_total * weight_share / device.speed;
   t.bwd_input_s = bwd_total * (1.0 - weight_share) / device.speed;
   return t;
@@ -63,12 +65,8 @@ std::string profile_to_json(MeasuredProfile const& profile) {
                        {"bwd_input_s", op.bwd_input_s},
                        {"bwd_weight_s", op.bwd_weight_s}});
   }
-  json j{{"format", "graphpipe-profile"},
-         {"version", profile.version},
-         {"model", profile.model},
-         {"device", profile.device},
-         {"threads", profile.threads},
-         {"ops", ops}};
+  json j{{"format", "graphpipe-profile"}, {"version", profile.version}, {"model", profile.model},
+         {"device", profile.device},      {"threads", profile.threads}, {"ops", ops}};
   if (!profile.calibration.samples.empty())
     j["calibration"] = json{{"samples", profile.calibration.samples},
                             {"fwd_scale", profile.calibration.fwd_scale},
@@ -122,7 +120,8 @@ Result<MeasuredProfile> profile_from_json(std::string const& text) {
       std::size_t const n = op.samples.size();
       if (n == 0) return parse_error(where + " ('" + op.name + "') has no samples");
       if (op.fwd_s.size() != n || op.bwd_input_s.size() != n || op.bwd_weight_s.size() != n)
-        return parse_error(where + " ('" + op.name + "'): fwd_s, bwd_input_s and bwd_weight_s need one value per sample count");
+        return parse_error(where + " ('" + op.name +
+                           "'): fwd_s, bwd_input_s and bwd_weight_s need one value per sample count");
       for (std::size_t k = 0; k < n; ++k) {
         if (op.samples[k] <= 0 || (k > 0 && op.samples[k] <= op.samples[k - 1]))
           return parse_error(where + " ('" + op.name + "'): samples must be positive and ascending");

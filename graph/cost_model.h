@@ -64,9 +64,9 @@ class CostModel {
 };
 
 struct AnalyticOptions {
-  double efficiency = 0.6;         // fraction of peak FLOP/s reached by large kernels
-  double fwd_overhead_s = 5e-6;    // per op and forward (kernel launch and setup)
-  double bwd_overhead_s = 10e-6;   // per op and backward
+  double efficiency = 0.6;        // fraction of peak FLOP/s reached by large kernels
+  double fwd_overhead_s = 5e-6;   // per op and forward (kernel launch and setup)
+  double bwd_overhead_s = 10e-6;  // per op and backward
 };
 
 class AnalyticCostModel : public CostModel {
@@ -105,7 +105,7 @@ struct MeasuredProfile {
 };
 
 std::string profile_to_json(MeasuredProfile const& profile);
-Result<MeasuredProfile> profile_from_json(std::string const& text);  // checks version and lists
+Result<MeasuredProfile> profile_from_json(std::string const& text);                  // checks version and lists
 Status write_profile_file(MeasuredProfile const& profile, std::string const& path);  // atomic
 Result<MeasuredProfile> read_profile_file(std::string const& path);
 

@@ -34,7 +34,8 @@ std::string to_dot(OpGraph const& graph) {
     os << "  in" << t << " [shape=ellipse, label=" << quoted(graph.tensor(t).name + "\n" + edge_label(graph.tensor(t)))
        << "];\n";
   for (Op const& op : graph.ops()) os << "  op" << op.id << " [label=" << quoted(op.type + "\n" + op.name) << "];\n";
-  for (TensorId t : graph.outputs()) os << "  out" << t << " [shape=ellipse, label=" << quoted(graph.tensor(t).name) << "];\n";
+  for (TensorId t : graph.outputs())
+    os << "  out" << t << " [shape=ellipse, label=" << quoted(graph.tensor(t).name) << "];\n";
   for (Op const& op : graph.ops()) {
     for (std::size_t k = 0; k < op.inputs.size(); ++k) {
       TensorId const t = op.inputs[k];

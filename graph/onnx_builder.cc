@@ -35,15 +35,24 @@ constexpr int64_t kChunkElements = int64_t{1} << 20;
 
 int32_t onnx_dtype(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return onnx::TensorProto::FLOAT;
-    case DType::kFloat16: return onnx::TensorProto::FLOAT16;
-    case DType::kBFloat16: return onnx::TensorProto::BFLOAT16;
-    case DType::kFloat64: return onnx::TensorProto::DOUBLE;
-    case DType::kInt64: return onnx::TensorProto::INT64;
-    case DType::kInt32: return onnx::TensorProto::INT32;
-    case DType::kInt8: return onnx::TensorProto::INT8;
-    case DType::kUInt8: return onnx::TensorProto::UINT8;
-    case DType::kBool: return onnx::TensorProto::BOOL;
+    case DType::kFloat32:
+      return onnx::TensorProto::FLOAT;
+    case DType::kFloat16:
+      return onnx::TensorProto::FLOAT16;
+    case DType::kBFloat16:
+      return onnx::TensorProto::BFLOAT16;
+    case DType::kFloat64:
+      return onnx::TensorProto::DOUBLE;
+    case DType::kInt64:
+      return onnx::TensorProto::INT64;
+    case DType::kInt32:
+      return onnx::TensorProto::INT32;
+    case DType::kInt8:
+      return onnx::TensorProto::INT8;
+    case DType::kUInt8:
+      return onnx::TensorProto::UINT8;
+    case DType::kBool:
+      return onnx::TensorProto::BOOL;
   }
   return onnx::TensorProto::UNDEFINED;
 }
@@ -108,9 +117,12 @@ class ValueStream {
  private:
   float draw() {
     switch (rule_.kind) {
-      case InitRule::Kind::kZeros: return 0.f;
-      case InitRule::Kind::kOnes: return 1.f;
-      case InitRule::Kind::kUniform: return static_cast<float>((2 * rng_.unit() - 1) * rule_.scale);
+      case InitRule::Kind::kZeros:
+        return 0.f;
+      case InitRule::Kind::kOnes:
+        return 1.f;
+      case InitRule::Kind::kUniform:
+        return static_cast<float>((2 * rng_.unit() - 1) * rule_.scale);
       case InitRule::Kind::kNormal: {
         if (has_spare_) {
           has_spare_ = false;
@@ -218,7 +230,7 @@ struct OnnxModelBuilder::Impl {
   std::vector<ValueDecl> inputs, outputs;
   std::vector<InitDecl> inits;
   std::vector<NodeDecl> nodes;
-  std::set<std::string> defined;     // every tensor name produced so far
+  std::set<std::string> defined;  // every tensor name produced so far
   std::set<std::string> node_names;
   std::map<std::string, int> name_counters;
   Status first_error;
@@ -238,8 +250,7 @@ struct OnnxModelBuilder::Impl {
   Status validate() const {
     RETURN_IF_ERROR(first_error);
     if (opset < kMinOpset || opset > kMaxOpset) {
-      return invalid_argument("model '" + name + "': opset " + std::to_string(opset) +
-                              " is not supported; use 13..17");
+      return invalid_argument("model '" + name + "': opset " + std::to_string(opset) + " is not supported; use 13..17");
     }
     if (outputs.empty()) return invalid_argument("model '" + name + "' has no output");
     for (auto const& out : outputs) {
@@ -362,7 +373,8 @@ std::string OnnxModelBuilder::add_input(std::string name, std::vector<int64_t> d
 
 std::string OnnxModelBuilder::add_output(std::string name, std::vector<int64_t> dims, DType dtype) {
   for (auto const& out : impl_->outputs) {
-    if (out.name == name) impl_->fail(invalid_argument("model '" + impl_->name + "': output '" + name + "' declared twice"));
+    if (out.name == name)
+      impl_->fail(invalid_argument("model '" + impl_->name + "': output '" + name + "' declared twice"));
   }
   impl_->outputs.push_back({name, std::move(dims), dtype});
   return name;
@@ -403,8 +415,8 @@ std::string OnnxModelBuilder::add_constant(std::string name, TensorData data) {
   return name;
 }
 
-void OnnxModelBuilder::add_node(std::string op_type, std::vector<std::string> inputs,
-                                std::vector<std::string> outputs, Attributes attrs, std::string name) {
+void OnnxModelBuilder::add_node(std::string op_type, std::vector<std::string> inputs, std::vector<std::string> outputs,
+                                Attributes attrs, std::string name) {
   for (auto const& in : inputs) {
     if (!in.empty() && !impl_->defined.contains(in)) {
       impl_->fail(invalid_argument("model '" + impl_->name + "': " + op_type + " node '" + name + "' reads '" + in +
@@ -421,7 +433,8 @@ void OnnxModelBuilder::add_node(std::string op_type, std::vector<std::string> in
   if (!impl_->node_names.insert(name).second) {
     impl_->fail(invalid_argument("model '" + impl_->name + "': node name '" + name + "' is used twice"));
   }
-  impl_->nodes.push_back({std::move(op_type), std::move(inputs), std::move(outputs), std::move(attrs), std::move(name)});
+  impl_->nodes.push_back(
+      {std::move(op_type), std::move(inputs), std::move(outputs), std::move(attrs), std::move(name)});
 }
 
 std::string OnnxModelBuilder::fresh_name(std::string_view prefix) {
@@ -459,8 +472,8 @@ Result<std::string> OnnxModelBuilder::serialize(SaveOptions const& options) cons
                             "serialize it shape-only");
   }
   std::vector<std::pair<std::size_t, onnx::TensorProto*>> deferred;
-  auto model = impl_->build(options.shape_only ? WeightMode::kShapeOnly : WeightMode::kInline,
-                            impl_->name + ".data", &deferred);
+  auto model =
+      impl_->build(options.shape_only ? WeightMode::kShapeOnly : WeightMode::kInline, impl_->name + ".data", &deferred);
   int64_t offset = 0;
   for (auto [index, proto] : deferred) {
     InitDecl const& init = impl_->inits[index];
@@ -585,7 +598,8 @@ Result<OpGraph> OnnxModelBuilder::to_graph(ImportOptions const& options) const {
   // Over protobuf's limit: only a file with external data can hold it.
   std::error_code ec;
   fs::path const dir = fs::temp_directory_path(ec) / ("graphpipe_" + impl_->name + temp_suffix());
-  if (ec || !fs::create_directories(dir, ec)) return io_error("cannot create a temporary folder for '" + impl_->name + "'");
+  if (ec || !fs::create_directories(dir, ec))
+    return io_error("cannot create a temporary folder for '" + impl_->name + "'");
   fs::path const file = dir / (impl_->name + ".onnx");
   Status saved = save(file.string(), SaveOptions{.external_data = SaveOptions::ExternalData::kAlways});
   Result<OpGraph> graph = saved.is_ok() ? load_onnx(file.string(), options) : Result<OpGraph>(saved);

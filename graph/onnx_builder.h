@@ -74,7 +74,7 @@ class OnnxModelBuilder {
   std::string fresh_name(std::string_view prefix);
 
   Status status() const;
-  int64_t param_count() const;       // elements of trainable initializers
+  int64_t param_count() const;        // elements of trainable initializers
   int64_t initializer_bytes() const;  // bytes of all initializers
 
   // The ModelProto bytes with every weight inline (or, shape_only, external references to

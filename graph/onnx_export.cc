@@ -18,11 +18,16 @@ namespace {
 
 std::optional<DType> dtype_of(int32_t onnx_type) {
   switch (onnx_type) {
-    case onnx::TensorProto::FLOAT: return DType::kFloat32;
-    case onnx::TensorProto::DOUBLE: return DType::kFloat64;
-    case onnx::TensorProto::INT64: return DType::kInt64;
-    case onnx::TensorProto::INT32: return DType::kInt32;
-    default: return std::nullopt;
+    case onnx::TensorProto::FLOAT:
+      return DType::kFloat32;
+    case onnx::TensorProto::DOUBLE:
+      return DType::kFloat64;
+    case onnx::TensorProto::INT64:
+      return DType::kInt64;
+    case onnx::TensorProto::INT32:
+      return DType::kInt32;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -37,9 +42,12 @@ Status inline_external(onnx::TensorProto& t, std::filesystem::path const& base) 
   std::string location;
   int64_t offset = 0, length = -1;
   for (auto const& kv : t.external_data()) {
-    if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset")
+      offset = std::stoll(kv.value());
+    else if (kv.key() == "length")
+      length = std::stoll(kv.value());
   }
   if (location.empty()) return parse_error("initializer '" + t.name() + "' has external data without a location");
   auto const file = base / location;

@@ -50,16 +50,26 @@ std::string one_line(std::string s) {
 
 Result<DType> to_dtype(int32_t elem_type, std::string const& what) {
   switch (elem_type) {
-    case onnx::TensorProto::FLOAT: return DType::kFloat32;
-    case onnx::TensorProto::FLOAT16: return DType::kFloat16;
-    case onnx::TensorProto::BFLOAT16: return DType::kBFloat16;
-    case onnx::TensorProto::DOUBLE: return DType::kFloat64;
-    case onnx::TensorProto::INT64: return DType::kInt64;
-    case onnx::TensorProto::INT32: return DType::kInt32;
-    case onnx::TensorProto::INT8: return DType::kInt8;
-    case onnx::TensorProto::UINT8: return DType::kUInt8;
-    case onnx::TensorProto::BOOL: return DType::kBool;
-    default: break;
+    case onnx::TensorProto::FLOAT:
+      return DType::kFloat32;
+    case onnx::TensorProto::FLOAT16:
+      return DType::kFloat16;
+    case onnx::TensorProto::BFLOAT16:
+      return DType::kBFloat16;
+    case onnx::TensorProto::DOUBLE:
+      return DType::kFloat64;
+    case onnx::TensorProto::INT64:
+      return DType::kInt64;
+    case onnx::TensorProto::INT32:
+      return DType::kInt32;
+    case onnx::TensorProto::INT8:
+      return DType::kInt8;
+    case onnx::TensorProto::UINT8:
+      return DType::kUInt8;
+    case onnx::TensorProto::BOOL:
+      return DType::kBool;
+    default:
+      break;
   }
   return unsupported(what + " has ONNX element type " + std::to_string(elem_type) +
                      ", which graphpipe does not support (use float, double, float16, bfloat16, int64, int32, "
@@ -91,8 +101,9 @@ struct ExternalData {
 // Where `t`'s external data lies, refused unless it is a file inside `model_dir`.
 Result<ExternalData> external_data(onnx::TensorProto const& t, std::string const& model_dir, std::string const& what) {
   if (model_dir.empty())
-    return unsupported(what + " stores its data in an external file, which a model read from memory cannot use: "
-                              "load the model from its file");
+    return unsupported(what +
+                       " stores its data in an external file, which a model read from memory cannot use: "
+                       "load the model from its file");
   ExternalData ext;
   std::string location;
   for (auto const& e : t.external_data()) {
@@ -112,17 +123,21 @@ Result<ExternalData> external_data(onnx::TensorProto const& t, std::string const
   for (auto const& part : loc)
     if (part == "..") escapes = true;
   if (escapes)
-    return invalid_argument(what + " stores its data at '" + location + "', outside the model's folder: external "
+    return invalid_argument(what + " stores its data at '" + location +
+                            "', outside the model's folder: external "
                             "data must be a relative path inside the folder (refused for safety)");
   std::error_code ec;
   fs::path const dir = fs::canonical(model_dir, ec);
   fs::path const file = ec ? fs::path() : fs::canonical(fs::path(model_dir) / loc, ec);
-  if (ec) return not_found(what + " stores its data in '" + (fs::path(model_dir) / loc).string() +
-                           "', which cannot be opened: keep the external data file next to the model");
+  if (ec)
+    return not_found(what + " stores its data in '" + (fs::path(model_dir) / loc).string() +
+                     "', which cannot be opened: keep the external data file next to the model");
   auto [d, f] = std::mismatch(dir.begin(), dir.end(), file.begin(), file.end());
   if (d != dir.end())
-    return invalid_argument(what + " stores its data at '" + location + "', a link that leads outside the model's "
-                            "folder to '" + file.string() + "' (refused for safety)");
+    return invalid_argument(what + " stores its data at '" + location +
+                            "', a link that leads outside the model's "
+                            "folder to '" +
+                            file.string() + "' (refused for safety)");
   if (!fs::is_regular_file(file, ec))
     return invalid_argument(what + " stores its data at '" + location + "', which is not a regular file");
   ext.file = file;
@@ -144,12 +159,12 @@ Result<TensorData> read_tensor(onnx::TensorProto const& t, std::string const& mo
     ASSIGN_OR_RETURN(ExternalData ext, external_data(t, model_dir, what));
     if (ext.length < 0) ext.length = static_cast<int64_t>(expected);
     if (static_cast<std::size_t>(ext.length) != expected)
-      return parse_error(what + " declares " + std::to_string(ext.length) + " bytes of external data but its dims need " +
-                         std::to_string(expected));
+      return parse_error(what + " declares " + std::to_string(ext.length) +
+                         " bytes of external data but its dims need " + std::to_string(expected));
     if (ext.offset > ext.file_size || ext.length > ext.file_size - ext.offset)
-      return io_error(what + ": external data file '" + ext.file.string() + "' holds " +
-                      std::to_string(ext.file_size) + " bytes, fewer than offset+length (" +
-                      std::to_string(ext.offset) + "+" + std::to_string(ext.length) + "): is it the right file?");
+      return io_error(what + ": external data file '" + ext.file.string() + "' holds " + std::to_string(ext.file_size) +
+                      " bytes, fewer than offset+length (" + std::to_string(ext.offset) + "+" +
+                      std::to_string(ext.length) + "): is it the right file?");
     std::ifstream in(ext.file, std::ios::binary);
     if (!in) return not_found(what + " stores its data in '" + ext.file.string() + "', which cannot be opened");
     out.bytes.resize(static_cast<std::size_t>(ext.length));
@@ -162,15 +177,29 @@ Result<TensorData> read_tensor(onnx::TensorProto const& t, std::string const& mo
     std::memcpy(out.bytes.data(), t.raw_data().data(), t.raw_data().size());
   } else {
     switch (out.dtype) {
-      case DType::kFloat32: copy_field<float, float>(t.float_data(), out.bytes); break;
-      case DType::kFloat64: copy_field<double, double>(t.double_data(), out.bytes); break;
-      case DType::kInt64: copy_field<int64_t, int64_t>(t.int64_data(), out.bytes); break;
-      case DType::kInt32: copy_field<int32_t, int32_t>(t.int32_data(), out.bytes); break;
-      case DType::kInt8: copy_field<int32_t, int8_t>(t.int32_data(), out.bytes); break;
+      case DType::kFloat32:
+        copy_field<float, float>(t.float_data(), out.bytes);
+        break;
+      case DType::kFloat64:
+        copy_field<double, double>(t.double_data(), out.bytes);
+        break;
+      case DType::kInt64:
+        copy_field<int64_t, int64_t>(t.int64_data(), out.bytes);
+        break;
+      case DType::kInt32:
+        copy_field<int32_t, int32_t>(t.int32_data(), out.bytes);
+        break;
+      case DType::kInt8:
+        copy_field<int32_t, int8_t>(t.int32_data(), out.bytes);
+        break;
       case DType::kUInt8:
-      case DType::kBool: copy_field<int32_t, uint8_t>(t.int32_data(), out.bytes); break;
+      case DType::kBool:
+        copy_field<int32_t, uint8_t>(t.int32_data(), out.bytes);
+        break;
       case DType::kFloat16:
-      case DType::kBFloat16: copy_field<int32_t, uint16_t>(t.int32_data(), out.bytes); break;
+      case DType::kBFloat16:
+        copy_field<int32_t, uint16_t>(t.int32_data(), out.bytes);
+        break;
     }
   }
   if (out.bytes.size() != expected)
@@ -181,20 +210,27 @@ Result<TensorData> read_tensor(onnx::TensorProto const& t, std::string const& mo
 
 Result<AttrValue> to_attr(onnx::AttributeProto const& a, std::string const& model_dir, std::string const& what) {
   switch (a.type()) {
-    case onnx::AttributeProto::INT: return AttrValue{a.i()};
-    case onnx::AttributeProto::FLOAT: return AttrValue{static_cast<double>(a.f())};
-    case onnx::AttributeProto::STRING: return AttrValue{a.s()};
-    case onnx::AttributeProto::INTS: return AttrValue{std::vector<int64_t>(a.ints().begin(), a.ints().end())};
-    case onnx::AttributeProto::FLOATS: return AttrValue{std::vector<double>(a.floats().begin(), a.floats().end())};
+    case onnx::AttributeProto::INT:
+      return AttrValue{a.i()};
+    case onnx::AttributeProto::FLOAT:
+      return AttrValue{static_cast<double>(a.f())};
+    case onnx::AttributeProto::STRING:
+      return AttrValue{a.s()};
+    case onnx::AttributeProto::INTS:
+      return AttrValue{std::vector<int64_t>(a.ints().begin(), a.ints().end())};
+    case onnx::AttributeProto::FLOATS:
+      return AttrValue{std::vector<double>(a.floats().begin(), a.floats().end())};
     case onnx::AttributeProto::STRINGS:
       return AttrValue{std::vector<std::string>(a.strings().begin(), a.strings().end())};
     case onnx::AttributeProto::TENSOR: {
       ASSIGN_OR_RETURN(TensorData t, read_tensor(a.t(), model_dir, what + " attribute '" + a.name() + "'"));
       return AttrValue{std::move(t)};
     }
-    default: break;
+    default:
+      break;
   }
-  return unsupported(what + " has attribute '" + a.name() + "' of a kind graphpipe does not read (graphs, sparse "
+  return unsupported(what + " has attribute '" + a.name() +
+                     "' of a kind graphpipe does not read (graphs, sparse "
                      "tensors and type protos are not supported)");
 }
 
@@ -208,8 +244,10 @@ Result<RawValueInfo> to_value_info(onnx::ValueInfoProto const& v) {
   out.has_shape = tt.has_shape();
   for (auto const& d : tt.shape().dim()) {
     RawDim rd;
-    if (d.has_dim_value()) rd.value = d.dim_value();
-    else if (d.has_dim_param()) rd.param = d.dim_param();
+    if (d.has_dim_value())
+      rd.value = d.dim_value();
+    else if (d.has_dim_param())
+      rd.param = d.dim_param();
     out.dims.push_back(rd);
   }
   return out;
@@ -242,14 +280,15 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
         dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 || dtype == DType::kBFloat16;
     bool const external = t.data_location() == onnx::TensorProto::EXTERNAL;
     read[i] = options.load_weights || (!external && (!is_float || *numel <= kSmallTensor));
-    if (read[i]) read_bytes = std::min(read_bytes + *numel * static_cast<int64_t>(dtype_size(dtype)),
-                                       std::numeric_limits<int64_t>::max() / 2);
+    if (read[i])
+      read_bytes = std::min(read_bytes + *numel * static_cast<int64_t>(dtype_size(dtype)),
+                            std::numeric_limits<int64_t>::max() / 2);
   }
   if (options.max_memory_bytes > 0 && read_bytes > options.max_memory_bytes)
     return infeasible("the model's weights need " + format_bytes(read_bytes) + ", more than the memory limit of " +
-                              format_bytes(options.max_memory_bytes) +
-                              " (--max-memory, by default the machine's available memory): use a machine with more "
-                              "memory, or raise --max-memory if the memory is there");
+                      format_bytes(options.max_memory_bytes) +
+                      " (--max-memory, by default the machine's available memory): use a machine with more "
+                      "memory, or raise --max-memory if the memory is there");
 
   std::set<std::string> init_names;
   for (int i = 0; i < g.initializer_size(); ++i) {
@@ -328,8 +367,8 @@ Status check_supported(RawModel const& raw) {
     auto const& n = raw.nodes[i];
     bool const ok = n.domain.empty() && std::binary_search(supported.begin(), supported.end(), n.type);
     if (!ok)
-      missing[n.domain.empty() ? n.type : n.domain + "::" + n.type].push_back(
-          n.name.empty() ? "#" + std::to_string(i) : n.name);
+      missing[n.domain.empty() ? n.type : n.domain + "::" + n.type].push_back(n.name.empty() ? "#" + std::to_string(i)
+                                                                                             : n.name);
   }
   if (missing.empty()) return Status::ok();
   std::string msg = "unsupported operator";
@@ -356,8 +395,10 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   RETURN_IF_ERROR(check_graph_size(model.graph(), options).with_context(source));
   if (options.run_checker) {
     try {
-      if (!model_path.empty()) onnx::checker::check_model(model_path);
-      else onnx::checker::check_model(model);
+      if (!model_path.empty())
+        onnx::checker::check_model(model_path);
+      else
+        onnx::checker::check_model(model);
     } catch (std::exception const& e) {
       return invalid_argument(source + ": the ONNX checker rejects the model: " + one_line(e.what()));
     }

@@ -103,14 +103,22 @@ SymArray cast_to(SymArray const& a, DType to) {
 
 Result<std::optional<DType>> onnx_dtype(int64_t t) {
   switch (t) {
-    case 1: return std::optional<DType>(DType::kFloat32);
-    case 11: return std::optional<DType>(DType::kFloat64);
-    case 7: return std::optional<DType>(DType::kInt64);
-    case 6: return std::optional<DType>(DType::kInt32);
-    case 3: return std::optional<DType>(DType::kInt8);
-    case 2: return std::optional<DType>(DType::kUInt8);
-    case 9: return std::optional<DType>(DType::kBool);
-    default: return std::optional<DType>{};
+    case 1:
+      return std::optional<DType>(DType::kFloat32);
+    case 11:
+      return std::optional<DType>(DType::kFloat64);
+    case 7:
+      return std::optional<DType>(DType::kInt64);
+    case 6:
+      return std::optional<DType>(DType::kInt32);
+    case 3:
+      return std::optional<DType>(DType::kInt8);
+    case 2:
+      return std::optional<DType>(DType::kUInt8);
+    case 9:
+      return std::optional<DType>(DType::kBool);
+    default:
+      return std::optional<DType>{};
   }
 }
 
@@ -169,15 +177,24 @@ Result<SymArray> elementwise(RawNode const& n, std::vector<SymArray const*> cons
   out.dtype = ins[0]->dtype;
   if (out.is_float()) {
     std::function<double(double, double)> fn;
-    if (t == "Add") fn = [](double a, double b) { return a + b; };
-    else if (t == "Sub") fn = [](double a, double b) { return a - b; };
-    else if (t == "Mul") fn = [](double a, double b) { return a * b; };
-    else if (t == "Div") fn = [](double a, double b) { return a / b; };
-    else if (t == "Pow") fn = [](double a, double b) { return std::pow(a, b); };
-    else if (t == "Sqrt") fn = [](double a, double) { return std::sqrt(a); };
-    else if (t == "Neg") fn = [](double a, double) { return -a; };
-    else if (t == "Relu") fn = [](double a, double) { return a > 0 ? a : 0; };
-    else return invalid_argument("not an elementwise op");
+    if (t == "Add")
+      fn = [](double a, double b) { return a + b; };
+    else if (t == "Sub")
+      fn = [](double a, double b) { return a - b; };
+    else if (t == "Mul")
+      fn = [](double a, double b) { return a * b; };
+    else if (t == "Div")
+      fn = [](double a, double b) { return a / b; };
+    else if (t == "Pow")
+      fn = [](double a, double b) { return std::pow(a, b); };
+    else if (t == "Sqrt")
+      fn = [](double a, double) { return std::sqrt(a); };
+    else if (t == "Neg")
+      fn = [](double a, double) { return -a; };
+    else if (t == "Relu")
+      fn = [](double a, double) { return a > 0 ? a : 0; };
+    else
+      return invalid_argument("not an elementwise op");
     for (auto const* in : ins)
       if (in->has_batch()) return unsupported("float arithmetic on the batch size");
     for (int64_t k = 0; k < count; ++k) {
@@ -255,7 +272,8 @@ bool SymArray::has_batch() const {
 
 Result<TensorData> SymArray::to_data(std::string const& name) const {
   if (has_batch())
-    return unsupported("value '" + name + "' depends on the batch size and is used as data; graphpipe can only "
+    return unsupported("value '" + name +
+                       "' depends on the batch size and is used as data; graphpipe can only "
                        "use such values as shapes");
   TensorData t;
   t.dtype = dtype;
@@ -264,15 +282,28 @@ Result<TensorData> SymArray::to_data(std::string const& name) const {
   t.bytes.resize(n * dtype_size(dtype));
   for (std::size_t k = 0; k < n; ++k) {
     switch (dtype) {
-      case DType::kFloat32: t.as_mut<float>()[k] = static_cast<float>(f[k]); break;
-      case DType::kFloat64: t.as_mut<double>()[k] = f[k]; break;
-      case DType::kInt64: t.as_mut<int64_t>()[k] = i[k]; break;
-      case DType::kInt32: t.as_mut<int32_t>()[k] = static_cast<int32_t>(i[k]); break;
-      case DType::kInt8: t.as_mut<int8_t>()[k] = static_cast<int8_t>(i[k]); break;
+      case DType::kFloat32:
+        t.as_mut<float>()[k] = static_cast<float>(f[k]);
+        break;
+      case DType::kFloat64:
+        t.as_mut<double>()[k] = f[k];
+        break;
+      case DType::kInt64:
+        t.as_mut<int64_t>()[k] = i[k];
+        break;
+      case DType::kInt32:
+        t.as_mut<int32_t>()[k] = static_cast<int32_t>(i[k]);
+        break;
+      case DType::kInt8:
+        t.as_mut<int8_t>()[k] = static_cast<int8_t>(i[k]);
+        break;
       case DType::kUInt8:
-      case DType::kBool: t.as_mut<uint8_t>()[k] = static_cast<uint8_t>(i[k]); break;
+      case DType::kBool:
+        t.as_mut<uint8_t>()[k] = static_cast<uint8_t>(i[k]);
+        break;
       case DType::kFloat16:
-      case DType::kBFloat16: return unsupported("folding float16/bfloat16 values");
+      case DType::kBFloat16:
+        return unsupported("folding float16/bfloat16 values");
     }
   }
   return t;
@@ -284,8 +315,10 @@ Result<SymArray> SymArray::from_data(TensorData const& data, std::vector<int64_t
   SymArray a;
   a.dtype = data.dtype;
   a.dims = data.dims;
-  if (a.is_float()) a.f = data.to_doubles();
-  else a.i = data.to_int64s();
+  if (a.is_float())
+    a.f = data.to_doubles();
+  else
+    a.i = data.to_int64s();
   a.b = batch_coef;
   return a;
 }
@@ -345,10 +378,14 @@ Result<std::vector<int64_t>> broadcast_dims(std::vector<int64_t> const& a, std::
   for (std::size_t k = 0; k < r; ++k) {
     int64_t const x = k + a.size() >= r ? a[k + a.size() - r] : 1;
     int64_t const y = k + b.size() >= r ? b[k + b.size() - r] : 1;
-    if (x == y || y == 1) out[k] = x;
-    else if (x == 1) out[k] = y;
+    if (x == y || y == 1)
+      out[k] = x;
+    else if (x == 1)
+      out[k] = y;
     else {
-      auto const s = [](int64_t d) { return d < 0 ? (d == -1 ? std::string("N") : std::to_string(-d) + "N") : std::to_string(d); };
+      auto const s = [](int64_t d) {
+        return d < 0 ? (d == -1 ? std::string("N") : std::to_string(-d) + "N") : std::to_string(d);
+      };
       return invalid_argument("shapes do not broadcast: dimension " + s(x) + " against " + s(y));
     }
   }
@@ -404,8 +441,8 @@ Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::ve
     if (is_float_dtype(*to) && in(0)->has_batch()) return unsupported("casting the batch size to a float");
     return one(cast_to(*in(0), *to));
   }
-  if (t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Pow" || t == "Sqrt" || t == "Neg" ||
-      t == "Equal" || t == "Where" || t == "Relu") {
+  if (t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Pow" || t == "Sqrt" || t == "Neg" || t == "Equal" ||
+      t == "Where" || t == "Relu") {
     ASSIGN_OR_RETURN(SymArray r, elementwise(n, ins));
     return one(std::move(r));
   }
@@ -474,8 +511,10 @@ Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::ve
       for (auto const* p : parts) {
         int64_t const chunk = product({p->dims.begin() + axis, p->dims.end()});
         for (int64_t k = o * chunk; k < (o + 1) * chunk; ++k) {
-          if (out.is_float()) out.f.push_back(p->is_float() ? p->f[k] : static_cast<double>(p->i[k]));
-          else out.i.push_back(p->i[k]);
+          if (out.is_float())
+            out.f.push_back(p->is_float() ? p->f[k] : static_cast<double>(p->i[k]));
+          else
+            out.i.push_back(p->i[k]);
           if (anyb) out.b.push_back(p->has_batch() ? p->b[k] : 0);
         }
       }
@@ -514,8 +553,10 @@ Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::ve
     out.dims = {count};
     for (int64_t k = 0; k < count; ++k) {
       double const v = start + static_cast<double>(k) * delta;
-      if (out.is_float()) out.f.push_back(v);
-      else out.i.push_back(static_cast<int64_t>(v));
+      if (out.is_float())
+        out.f.push_back(v);
+      else
+        out.i.push_back(static_cast<int64_t>(v));
     }
     return one(std::move(out));
   }
@@ -526,14 +567,17 @@ Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::ve
     if (t == "Flatten") {
       int64_t const r = static_cast<int64_t>(out.dims.size());
       int64_t const axis = norm_axis(attr_int(n, "axis", 1), r);
-      shape = {product({out.dims.begin(), out.dims.begin() + axis}), product({out.dims.begin() + axis, out.dims.end()})};
+      shape = {product({out.dims.begin(), out.dims.begin() + axis}),
+               product({out.dims.begin() + axis, out.dims.end()})};
     } else {
       ASSIGN_OR_RETURN(shape, plain_ints(in(1), "Reshape shape"));
       int64_t known = 1, infer = -1;
       for (std::size_t k = 0; k < shape.size(); ++k) {
         if (shape[k] == 0 && attr_int(n, "allowzero", 0) == 0) shape[k] = out.dims.at(k);
-        if (shape[k] == -1) infer = static_cast<int64_t>(k);
-        else known *= shape[k];
+        if (shape[k] == -1)
+          infer = static_cast<int64_t>(k);
+        else
+          known *= shape[k];
       }
       if (infer >= 0) shape[infer] = known ? total / known : 0;
     }
@@ -580,8 +624,12 @@ Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::ve
     } else {
       ASSIGN_OR_RETURN(starts, plain_ints(in(1), "Slice starts"));
       ASSIGN_OR_RETURN(ends, plain_ints(in(2), "Slice ends"));
-      if (in(3)) { ASSIGN_OR_RETURN(axes, plain_ints(in(3), "Slice axes")); }
-      if (in(4)) { ASSIGN_OR_RETURN(steps, plain_ints(in(4), "Slice steps")); }
+      if (in(3)) {
+        ASSIGN_OR_RETURN(axes, plain_ints(in(3), "Slice axes"));
+      }
+      if (in(4)) {
+        ASSIGN_OR_RETURN(steps, plain_ints(in(4), "Slice steps"));
+      }
     }
     if (axes.empty())
       for (std::size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));

@@ -54,8 +54,10 @@ class Matcher {
     if (auto it = initializers_.find(name); it != initializers_.end()) {
       data = it->second->data.get();
     } else if (RawNode const* p = producer(name); p && p->type == "Constant") {
-      if (auto a = p->attrs.find("value"); a != p->attrs.end()) data = std::get_if<TensorData>(&a->second);
-      else if (auto f = p->attrs.find("value_float"); f != p->attrs.end()) return std::get<double>(f->second);
+      if (auto a = p->attrs.find("value"); a != p->attrs.end())
+        data = std::get_if<TensorData>(&a->second);
+      else if (auto f = p->attrs.find("value_float"); f != p->attrs.end())
+        return std::get<double>(f->second);
     }
     if (!data || data->numel() != 1) return std::nullopt;
     if (data->dtype == DType::kFloat16 || data->dtype == DType::kBFloat16) return std::nullopt;
@@ -65,7 +67,8 @@ class Matcher {
   // An integer constant vector (Constant node or initializer with data).
   std::optional<std::vector<int64_t>> ints(std::string const& name) const {
     TensorData const* data = nullptr;
-    if (auto it = initializers_.find(name); it != initializers_.end()) data = it->second->data.get();
+    if (auto it = initializers_.find(name); it != initializers_.end())
+      data = it->second->data.get();
     else if (RawNode const* p = producer(name); p && p->type == "Constant") {
       if (auto a = p->attrs.find("value"); a != p->attrs.end()) data = std::get_if<TensorData>(&a->second);
     }
@@ -117,9 +120,12 @@ std::optional<Replacement> match_gelu(Matcher const& m, RawNode const& erf) {
   if (scale->type == "Div") {
     if (!near(m.scalar(scale->inputs[1]), std::sqrt(2.0))) return std::nullopt;
   } else if (scale->type == "Mul") {
-    if (near(m.scalar(scale->inputs[1]), 1 / std::sqrt(2.0))) x = scale->inputs[0];
-    else if (near(m.scalar(scale->inputs[0]), 1 / std::sqrt(2.0))) x = scale->inputs[1];
-    else return std::nullopt;
+    if (near(m.scalar(scale->inputs[1]), 1 / std::sqrt(2.0)))
+      x = scale->inputs[0];
+    else if (near(m.scalar(scale->inputs[0]), 1 / std::sqrt(2.0)))
+      x = scale->inputs[1];
+    else
+      return std::nullopt;
   } else {
     return std::nullopt;
   }
@@ -213,7 +219,7 @@ std::optional<Replacement> match_layernorm(Matcher const& m, RawModel const& mod
   std::string const scale = Matcher::other_input(*mul, div->outputs[0]);
   if (!m.is_initializer(scale)) return std::nullopt;
   Replacement r;
-  r.removed = {m.index_of(&mean), m.index_of(sub), m.index_of(pow), m.index_of(var),
+  r.removed = {m.index_of(&mean),   m.index_of(sub),  m.index_of(pow), m.index_of(var),
                m.index_of(add_eps), m.index_of(sqrt), m.index_of(div), m.index_of(mul)};
   r.fused.inputs = {x, scale};
   std::string out = mul->outputs[0];
@@ -288,9 +294,12 @@ void fuse_patterns(RawModel& model) {
     };
     for (auto const& n : model.nodes) {
       if (!n.domain.empty()) continue;
-      if (n.type == "Erf") accept(match_gelu(m, n));
-      else if (n.type == "Pad") accept(match_pad_pool(m, n));
-      else if (n.type == "ReduceMean" && model.opset < 18) accept(match_layernorm(m, model, n));
+      if (n.type == "Erf")
+        accept(match_gelu(m, n));
+      else if (n.type == "Pad")
+        accept(match_pad_pool(m, n));
+      else if (n.type == "ReduceMean" && model.opset < 18)
+        accept(match_layernorm(m, model, n));
     }
   }
   if (reps.empty()) return;

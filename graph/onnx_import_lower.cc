@@ -33,7 +33,9 @@ Result<int64_t> mul_dims(int64_t a, int64_t b) {
 
 Result<int64_t> prod_dims(Dims const& d, std::size_t from, std::size_t to) {
   int64_t p = 1;
-  for (std::size_t k = from; k < to; ++k) { ASSIGN_OR_RETURN(p, mul_dims(p, d[k])); }
+  for (std::size_t k = from; k < to; ++k) {
+    ASSIGN_OR_RETURN(p, mul_dims(p, d[k]));
+  }
   return p;
 }
 
@@ -41,23 +43,33 @@ int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : 
 
 Result<DType> dtype_of_onnx(int64_t t) {
   switch (t) {
-    case 1: return DType::kFloat32;
-    case 10: return DType::kFloat16;
-    case 16: return DType::kBFloat16;
-    case 11: return DType::kFloat64;
-    case 7: return DType::kInt64;
-    case 6: return DType::kInt32;
-    case 3: return DType::kInt8;
-    case 2: return DType::kUInt8;
-    case 9: return DType::kBool;
-    default: break;
+    case 1:
+      return DType::kFloat32;
+    case 10:
+      return DType::kFloat16;
+    case 16:
+      return DType::kBFloat16;
+    case 11:
+      return DType::kFloat64;
+    case 7:
+      return DType::kInt64;
+    case 6:
+      return DType::kInt32;
+    case 3:
+      return DType::kInt8;
+    case 2:
+      return DType::kUInt8;
+    case 9:
+      return DType::kBool;
+    default:
+      break;
   }
   return unsupported("Cast to ONNX element type " + std::to_string(t) + " is not supported");
 }
 
 bool is_view_op(std::string const& t) {
-  return t == "Transpose" || t == "Identity" || t == "Cast" || t == "Reshape" || t == "Unsqueeze" ||
-         t == "Squeeze" || t == "Flatten";
+  return t == "Transpose" || t == "Identity" || t == "Cast" || t == "Reshape" || t == "Unsqueeze" || t == "Squeeze" ||
+         t == "Flatten";
 }
 
 // Float initializers that feed a trainable slot, directly or through a view (Transpose of a
@@ -102,8 +114,8 @@ std::set<std::string> trainable_initializers(RawModel const& m) {
 struct Val {
   DType dtype = DType::kFloat32;
   Dims dims;
-  std::optional<SymArray> folded;           // a static value (folded, Constant, or read from an initializer)
-  std::shared_ptr<TensorData const> data;   // an initializer's data
+  std::optional<SymArray> folded;          // a static value (folded, Constant, or read from an initializer)
+  std::shared_ptr<TensorData const> data;  // an initializer's data
   bool initializer = false;
   bool trainable = false;
   TensorId tensor = kNoTensor;  // set once it is a graph tensor
@@ -120,8 +132,7 @@ struct Kept {
 
 class Lowering {
  public:
-  Lowering(RawModel model, bool first_dim_is_batch)
-      : m_(std::move(model)), first_dim_is_batch_(first_dim_is_batch) {}
+  Lowering(RawModel model, bool first_dim_is_batch) : m_(std::move(model)), first_dim_is_batch_(first_dim_is_batch) {}
 
   Result<OpGraph> run();
 
@@ -144,8 +155,8 @@ class Lowering {
   int64_t fixed_batch_ = 0;  // the inputs' first dimension when the file fixes it
   std::unordered_map<std::string, Val> vals_;
   std::set<std::string> trainable_;
-  std::set<std::string> used_;  // names read by some node or listed as graph outputs
-  std::set<std::string> op_names_;       // claimed so far
+  std::set<std::string> used_;            // names read by some node or listed as graph outputs
+  std::set<std::string> op_names_;        // claimed so far
   std::set<std::string> reserved_names_;  // every explicit node name: generated names avoid them
   std::map<std::string, int> unnamed_count_;
   std::vector<TensorInfo> tensors_;
@@ -170,7 +181,8 @@ std::string Lowering::op_name(RawNode const& n) {
 Result<SymArray const*> Lowering::sym(Val& v, std::string const& name) {
   if (v.folded) return &*v.folded;
   if (!v.data)
-    return unsupported("value '" + name + "' is needed at import time but its data was not loaded (load the "
+    return unsupported("value '" + name +
+                       "' is needed at import time but its data was not loaded (load the "
                        "weights, or keep shape constants inside the model file)");
   ASSIGN_OR_RETURN(SymArray a, SymArray::from_data(*v.data));
   v.folded = std::move(a);
@@ -249,8 +261,7 @@ Status Lowering::add_inputs() {
     vals_[init.name] = std::move(v);
   }
   for (auto const& in : m_.inputs) {
-    if (!in.has_shape)
-      return unsupported("input '" + in.name + "' has no shape; export the model with input shapes");
+    if (!in.has_shape) return unsupported("input '" + in.name + "' has no shape; export the model with input shapes");
     Val v;
     v.dtype = in.dtype;
     for (std::size_t k = 0; k < in.dims.size(); ++k) {
@@ -348,7 +359,8 @@ Status Lowering::lower_node(RawNode const& n) {
         return unsupported(n.type + " '" + n.name + "': its input '" + n.inputs[k] +
                            "' is computed at run time, so its output shape is dynamic; only the first (batch) "
                            "dimension of the inputs may be dynamic");
-    return unsupported(n.type + " '" + n.name + "' cannot be folded (its value is too large or of an unsupported type)");
+    return unsupported(n.type + " '" + n.name +
+                       "' cannot be folded (its value is too large or of an unsupported type)");
   }
   return keep(n, ins);
 }
@@ -450,7 +462,8 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
   if (t == "Conv") {
     Dims const& x = in_dims(0);
     Dims const& wd = in_dims(1);
-    if (x.size() < 3 || wd.size() != x.size()) return invalid_argument("Conv needs N,C,spatial input and a matching weight");
+    if (x.size() < 3 || wd.size() != x.size())
+      return invalid_argument("Conv needs N,C,spatial input and a matching weight");
     std::size_t const sp = x.size() - 2;
     ConvAttrs a;
     a.kernel = attr_ints(n, "kernel_shape").value_or(Dims(wd.begin() + 2, wd.end()));
@@ -561,7 +574,8 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
         if (v != 0) return unsupported("a reshape dimension is the batch size plus a number");
         out.push_back(-b);
       } else if (v == 0 && !allowzero) {
-        if (i >= x.size()) return invalid_argument("shape copies dimension " + std::to_string(i) + " that the input lacks");
+        if (i >= x.size())
+          return invalid_argument("shape copies dimension " + std::to_string(i) + " that the input lacks");
         out.push_back(x[i]);
       } else if (v == -1) {
         infer = static_cast<int>(i);
@@ -573,14 +587,16 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
     // A model exported with a fixed batch size B spells the batch as the number B (or a
     // multiple of it) in its first reshape dimension.
     bool const out_has_batch = std::any_of(out.begin(), out.end(), [](int64_t d) { return d < 0; });
-    if (!out_has_batch && fixed_batch_ > 0 && !out.empty() && infer != 0 && out[0] > 0 &&
-        out[0] % fixed_batch_ == 0 && std::any_of(x.begin(), x.end(), [](int64_t d) { return d < 0; }))
+    if (!out_has_batch && fixed_batch_ > 0 && !out.empty() && infer != 0 && out[0] > 0 && out[0] % fixed_batch_ == 0 &&
+        std::any_of(x.begin(), x.end(), [](int64_t d) { return d < 0; }))
       out[0] = -(out[0] / fixed_batch_);
     auto split = [](Dims const& d) {  // (batch coefficient, static product)
       int64_t b = 0, p = 1;
       for (int64_t v : d) {
-        if (v < 0) b = -v;
-        else p *= v;
+        if (v < 0)
+          b = -v;
+        else
+          p *= v;
       }
       return std::pair{b, p};
     };
@@ -645,8 +661,9 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
     if (d < 0) return unsupported("splitting the batch dimension");
     if (sizes.empty()) {
       int64_t const parts = static_cast<int64_t>(n.outputs.size());
-      if (d % parts) return invalid_argument("dimension " + std::to_string(d) + " does not split into " +
-                                             std::to_string(parts) + " equal parts");
+      if (d % parts)
+        return invalid_argument("dimension " + std::to_string(d) + " does not split into " + std::to_string(parts) +
+                                " equal parts");
       sizes.assign(static_cast<std::size_t>(parts), d / parts);
     }
     if (sizes.size() != n.outputs.size() || std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) != d)
@@ -754,7 +771,9 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
     k.outs.push_back({ins[0]->dtype, out});
   } else if (t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Pow" || t == "Equal" || t == "Where") {
     Dims out;
-    for (std::size_t i = 0; i < ins.size(); ++i) { ASSIGN_OR_RETURN(out, broadcast_dims(out, in_dims(i))); }
+    for (std::size_t i = 0; i < ins.size(); ++i) {
+      ASSIGN_OR_RETURN(out, broadcast_dims(out, in_dims(i)));
+    }
     DType const dt = t == "Equal" ? DType::kBool : t == "Where" ? ins[1]->dtype : ins[0]->dtype;
     all_inputs();
     k.outs.push_back({dt, out});
@@ -762,8 +781,11 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
     ReduceAttrs a;
     a.keepdims = attr_int(n, "keepdims", 1) != 0;
     Dims axes;
-    if (auto v = attr_ints(n, "axes")) axes = *v;
-    else { ASSIGN_OR_RETURN(axes, static_ints(n, ins, 1, "axes")); }
+    if (auto v = attr_ints(n, "axes"))
+      axes = *v;
+    else {
+      ASSIGN_OR_RETURN(axes, static_ints(n, ins, 1, "axes"));
+    }
     if (axes.empty()) {
       if (attr_int(n, "noop_with_empty_axes", 0) != 0) return unsupported("noop_with_empty_axes=1");
       axes.resize(static_cast<std::size_t>(r0));
@@ -774,8 +796,10 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
     Dims out;
     for (int64_t i = 0; i < r0; ++i) {
       bool const reduced = std::binary_search(axes.begin(), axes.end(), i);
-      if (!reduced) out.push_back(in_dims(0)[i]);
-      else if (a.keepdims) out.push_back(1);
+      if (!reduced)
+        out.push_back(in_dims(0)[i]);
+      else if (a.keepdims)
+        out.push_back(1);
     }
     a.axes = axes;
     k.typed = a;
@@ -797,8 +821,11 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
     same_as_input();
   } else if (t == "Unsqueeze" || t == "Squeeze") {
     Dims axes;
-    if (auto v = attr_ints(n, "axes")) axes = *v;
-    else { ASSIGN_OR_RETURN(axes, static_ints(n, ins, 1, "axes")); }
+    if (auto v = attr_ints(n, "axes"))
+      axes = *v;
+    else {
+      ASSIGN_OR_RETURN(axes, static_ints(n, ins, 1, "axes"));
+    }
     Dims out;
     if (t == "Unsqueeze") {
       int64_t const r = r0 + static_cast<int64_t>(axes.size());
@@ -814,8 +841,10 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
           if (in_dims(0)[i] == 1) axes.push_back(i);
       std::sort(axes.begin(), axes.end());
       for (int64_t i = 0; i < r0; ++i) {
-        if (!std::binary_search(axes.begin(), axes.end(), i)) out.push_back(in_dims(0)[i]);
-        else if (in_dims(0)[i] != 1) return invalid_argument("squeezing dimension " + std::to_string(i) + " of size " + dim_str(in_dims(0)[i]));
+        if (!std::binary_search(axes.begin(), axes.end(), i))
+          out.push_back(in_dims(0)[i]);
+        else if (in_dims(0)[i] != 1)
+          return invalid_argument("squeezing dimension " + std::to_string(i) + " of size " + dim_str(in_dims(0)[i]));
       }
       k.typed = SqueezeAttrs{axes};
     }
@@ -879,12 +908,47 @@ Result<OpGraph> Lowering::run() {
 
 std::vector<std::string> const& supported_op_types() {
   static std::vector<std::string> const types = [] {
-    std::vector<std::string> v = {
-        "Add", "AveragePool", "BatchNormalization", "Cast", "Concat", "Constant", "ConstantOfShape", "Conv",
-        "Div", "Dropout", "Equal", "Expand", "Flatten", "Gather", "Gelu", "Gemm", "GlobalAveragePool",
-        "Identity", "LayerNormalization", "LeakyRelu", "MatMul", "MaxPool", "Mul", "Pow", "Range",
-        "ReduceMean", "ReduceSum", "Relu", "Reshape", "Shape", "Sigmoid", "Slice", "Softmax", "Split", "Sqrt",
-        "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze", "Where"};
+    std::vector<std::string> v = {"Add",
+                                  "AveragePool",
+                                  "BatchNormalization",
+                                  "Cast",
+                                  "Concat",
+                                  "Constant",
+                                  "ConstantOfShape",
+                                  "Conv",
+                                  "Div",
+                                  "Dropout",
+                                  "Equal",
+                                  "Expand",
+                                  "Flatten",
+                                  "Gather",
+                                  "Gelu",
+                                  "Gemm",
+                                  "GlobalAveragePool",
+                                  "Identity",
+                                  "LayerNormalization",
+                                  "LeakyRelu",
+                                  "MatMul",
+                                  "MaxPool",
+                                  "Mul",
+                                  "Pow",
+                                  "Range",
+                                  "ReduceMean",
+                                  "ReduceSum",
+                                  "Relu",
+                                  "Reshape",
+                                  "Shape",
+                                  "Sigmoid",
+                                  "Slice",
+                                  "Softmax",
+                                  "Split",
+                                  "Sqrt",
+                                  "Squeeze",
+                                  "Sub",
+                                  "Tanh",
+                                  "Transpose",
+                                  "Unsqueeze",
+                                  "Where"};
     std::sort(v.begin(), v.end());
     return v;
   }();

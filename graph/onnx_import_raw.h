@@ -44,7 +44,7 @@ struct RawModel {
   int64_t opset = 0;  // of the default domain
   std::vector<RawNode> nodes;
   std::vector<RawInitializer> initializers;
-  std::vector<RawValueInfo> inputs, outputs;  // graph inputs exclude initializers
+  std::vector<RawValueInfo> inputs, outputs;       // graph inputs exclude initializers
   std::map<std::string, RawValueInfo> value_info;  // from ONNX shape inference
 };
 

@@ -52,28 +52,62 @@ struct LayerNormAttrs {
   bool has_bias = true;
 };
 
-struct SoftmaxAttrs { int64_t axis = 1; };  // non-negative after import
-struct LeakyReluAttrs { float alpha = 0.01f; };
-struct GeluAttrs { bool tanh_approx = false; };  // fused from the Erf pattern of torch exports
-struct FlattenAttrs { int64_t axis = 1; };
-struct ReshapeAttrs { std::vector<int64_t> shape; bool allowzero = false; };  // folded from the input
-struct TransposeAttrs { std::vector<int64_t> perm; };
-struct ConcatAttrs { int64_t axis = 0; };
-struct SplitAttrs { int64_t axis = 0; std::vector<int64_t> sizes; };
+struct SoftmaxAttrs {
+  int64_t axis = 1;
+};  // non-negative after import
+struct LeakyReluAttrs {
+  float alpha = 0.01f;
+};
+struct GeluAttrs {
+  bool tanh_approx = false;
+};  // fused from the Erf pattern of torch exports
+struct FlattenAttrs {
+  int64_t axis = 1;
+};
+struct ReshapeAttrs {
+  std::vector<int64_t> shape;
+  bool allowzero = false;
+};  // folded from the input
+struct TransposeAttrs {
+  std::vector<int64_t> perm;
+};
+struct ConcatAttrs {
+  int64_t axis = 0;
+};
+struct SplitAttrs {
+  int64_t axis = 0;
+  std::vector<int64_t> sizes;
+};
 struct SliceAttrs {
   std::vector<int64_t> starts, ends, axes, steps;  // folded from inputs, axes non-negative
 };
-struct GatherAttrs { int64_t axis = 0; };
-struct ReduceAttrs { std::vector<int64_t> axes; bool keepdims = true; };  // ReduceMean / ReduceSum
-struct DropoutAttrs { float ratio = 0.5f; bool training = false; };
-struct CastAttrs { int32_t to = 1; };  // ONNX TensorProto data type
-struct SqueezeAttrs { std::vector<int64_t> axes; };
-struct UnsqueezeAttrs { std::vector<int64_t> axes; };
-struct ExpandAttrs { std::vector<int64_t> shape; };
+struct GatherAttrs {
+  int64_t axis = 0;
+};
+struct ReduceAttrs {
+  std::vector<int64_t> axes;
+  bool keepdims = true;
+};  // ReduceMean / ReduceSum
+struct DropoutAttrs {
+  float ratio = 0.5f;
+  bool training = false;
+};
+struct CastAttrs {
+  int32_t to = 1;
+};  // ONNX TensorProto data type
+struct SqueezeAttrs {
+  std::vector<int64_t> axes;
+};
+struct UnsqueezeAttrs {
+  std::vector<int64_t> axes;
+};
+struct ExpandAttrs {
+  std::vector<int64_t> shape;
+};
 
 using OpAttrs = std::variant<std::monostate, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs, BatchNormAttrs,
-                             LayerNormAttrs, SoftmaxAttrs, LeakyReluAttrs, GeluAttrs, FlattenAttrs,
-                             ReshapeAttrs, TransposeAttrs, ConcatAttrs, SplitAttrs, SliceAttrs, GatherAttrs,
-                             ReduceAttrs, DropoutAttrs, CastAttrs, SqueezeAttrs, UnsqueezeAttrs, ExpandAttrs>;
+                             LayerNormAttrs, SoftmaxAttrs, LeakyReluAttrs, GeluAttrs, FlattenAttrs, ReshapeAttrs,
+                             TransposeAttrs, ConcatAttrs, SplitAttrs, SliceAttrs, GatherAttrs, ReduceAttrs,
+                             DropoutAttrs, CastAttrs, SqueezeAttrs, UnsqueezeAttrs, ExpandAttrs>;
 
 }  // namespace gp::graph

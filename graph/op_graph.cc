@@ -10,40 +10,62 @@ namespace gp::graph {
 
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return 4;
-    case DType::kFloat16: return 2;
-    case DType::kBFloat16: return 2;
-    case DType::kFloat64: return 8;
-    case DType::kInt64: return 8;
-    case DType::kInt32: return 4;
-    case DType::kInt8: return 1;
-    case DType::kUInt8: return 1;
-    case DType::kBool: return 1;
+    case DType::kFloat32:
+      return 4;
+    case DType::kFloat16:
+      return 2;
+    case DType::kBFloat16:
+      return 2;
+    case DType::kFloat64:
+      return 8;
+    case DType::kInt64:
+      return 8;
+    case DType::kInt32:
+      return 4;
+    case DType::kInt8:
+      return 1;
+    case DType::kUInt8:
+      return 1;
+    case DType::kBool:
+      return 1;
   }
   return 0;
 }
 
 char const* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat16: return "float16";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kFloat64: return "float64";
-    case DType::kInt64: return "int64";
-    case DType::kInt32: return "int32";
-    case DType::kInt8: return "int8";
-    case DType::kUInt8: return "uint8";
-    case DType::kBool: return "bool";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kInt64:
+      return "int64";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt8:
+      return "int8";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kBool:
+      return "bool";
   }
   return "?";
 }
 
 char const* tensor_role_name(TensorRole role) {
   switch (role) {
-    case TensorRole::kActivation: return "activation";
-    case TensorRole::kInput: return "input";
-    case TensorRole::kWeight: return "weight";
-    case TensorRole::kConstant: return "constant";
+    case TensorRole::kActivation:
+      return "activation";
+    case TensorRole::kInput:
+      return "input";
+    case TensorRole::kWeight:
+      return "weight";
+    case TensorRole::kConstant:
+      return "constant";
   }
   return "?";
 }
@@ -76,9 +98,12 @@ std::string Shape::to_string() const {
   os << '[';
   for (std::size_t i = 0; i < dims.size(); ++i) {
     if (i) os << ',';
-    if (dims[i] == kBatch) os << 'N';
-    else if (dims[i] < 0) os << -dims[i] << 'N';
-    else os << dims[i];
+    if (dims[i] == kBatch)
+      os << 'N';
+    else if (dims[i] < 0)
+      os << -dims[i] << 'N';
+    else
+      os << dims[i];
   }
   os << ']';
   return os.str();
@@ -117,15 +142,31 @@ std::vector<Out> convert_all(TensorData const& t) {
   std::vector<Out> out(static_cast<std::size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     switch (t.dtype) {
-      case DType::kFloat32: out[i] = static_cast<Out>(t.as<float>()[i]); break;
-      case DType::kFloat64: out[i] = static_cast<Out>(t.as<double>()[i]); break;
-      case DType::kInt64: out[i] = static_cast<Out>(t.as<int64_t>()[i]); break;
-      case DType::kInt32: out[i] = static_cast<Out>(t.as<int32_t>()[i]); break;
-      case DType::kInt8: out[i] = static_cast<Out>(t.as<int8_t>()[i]); break;
-      case DType::kUInt8: out[i] = static_cast<Out>(t.as<uint8_t>()[i]); break;
-      case DType::kBool: out[i] = static_cast<Out>(t.as<uint8_t>()[i] != 0); break;
+      case DType::kFloat32:
+        out[i] = static_cast<Out>(t.as<float>()[i]);
+        break;
+      case DType::kFloat64:
+        out[i] = static_cast<Out>(t.as<double>()[i]);
+        break;
+      case DType::kInt64:
+        out[i] = static_cast<Out>(t.as<int64_t>()[i]);
+        break;
+      case DType::kInt32:
+        out[i] = static_cast<Out>(t.as<int32_t>()[i]);
+        break;
+      case DType::kInt8:
+        out[i] = static_cast<Out>(t.as<int8_t>()[i]);
+        break;
+      case DType::kUInt8:
+        out[i] = static_cast<Out>(t.as<uint8_t>()[i]);
+        break;
+      case DType::kBool:
+        out[i] = static_cast<Out>(t.as<uint8_t>()[i] != 0);
+        break;
       case DType::kFloat16:
-      case DType::kBFloat16: out[i] = Out{}; break;  // not converted: callers reject these dtypes
+      case DType::kBFloat16:
+        out[i] = Out{};
+        break;  // not converted: callers reject these dtypes
     }
   }
   return out;

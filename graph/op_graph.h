@@ -54,9 +54,13 @@ struct TensorData {
 
   int64_t numel() const;
   template <typename T>
-  T const* as() const { return reinterpret_cast<T const*>(bytes.data()); }
+  T const* as() const {
+    return reinterpret_cast<T const*>(bytes.data());
+  }
   template <typename T>
-  T* as_mut() { return reinterpret_cast<T*>(bytes.data()); }
+  T* as_mut() {
+    return reinterpret_cast<T*>(bytes.data());
+  }
   static TensorData from_floats(std::vector<int64_t> dims, std::vector<float> const& values);
   static TensorData from_int64s(std::vector<int64_t> dims, std::vector<int64_t> const& values);
   // Values converted to double / int64 whatever the stored dtype (for attributes and folding).
@@ -95,12 +99,12 @@ using Attributes = std::map<std::string, AttrValue>;
 
 struct Op {
   OpId id = kNoOp;
-  std::string name;    // unique in the graph (the importer names unnamed nodes "<Type>_<k>")
-  std::string type;    // ONNX op type, e.g. "Conv"
-  std::string domain;  // "" for the default ONNX domain
-  Attributes attrs;    // every attribute as given (for export and for ops without typed attrs)
-  OpAttrs typed;       // the typed attribute struct of this op type (see op_attrs.h)
-  std::vector<TensorId> inputs;   // kNoTensor for an omitted optional input
+  std::string name;              // unique in the graph (the importer names unnamed nodes "<Type>_<k>")
+  std::string type;              // ONNX op type, e.g. "Conv"
+  std::string domain;            // "" for the default ONNX domain
+  Attributes attrs;              // every attribute as given (for export and for ops without typed attrs)
+  OpAttrs typed;                 // the typed attribute struct of this op type (see op_attrs.h)
+  std::vector<TensorId> inputs;  // kNoTensor for an omitted optional input
   std::vector<TensorId> outputs;
 
   // Accounting, filled by the importer (graph/accounting.h).
@@ -111,8 +115,12 @@ struct Op {
   int64_t activation_bytes_per_sample = 0;  // bytes this op saves for its backward, per sample
 };
 
-struct OpVertex { OpId op = kNoOp; };
-struct TensorEdge { TensorId tensor = kNoTensor; };
+struct OpVertex {
+  OpId op = kNoOp;
+};
+struct TensorEdge {
+  TensorId tensor = kNoTensor;
+};
 using BoostGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, OpVertex, TensorEdge>;
 
 class OpGraph {
@@ -137,9 +145,9 @@ class OpGraph {
   TensorInfo const& tensor(TensorId id) const { return tensors_.at(id); }
   std::optional<OpId> find_op(std::string const& name) const;
   std::optional<TensorId> find_tensor(std::string const& name) const;
-  std::vector<TensorId> const& inputs() const { return inputs_; }    // data inputs (no weights)
+  std::vector<TensorId> const& inputs() const { return inputs_; }  // data inputs (no weights)
   std::vector<TensorId> const& outputs() const { return outputs_; }
-  std::vector<TensorId> weights() const;                              // role kWeight
+  std::vector<TensorId> weights() const;  // role kWeight
   std::size_t num_ops() const { return ops_.size(); }
 
   std::vector<OpId> const& topo_order() const { return topo_; }  // deterministic (Kahn, smallest id first)

@@ -132,7 +132,8 @@ std::vector<int64_t> broadcast_strides(std::vector<int64_t> const& small, std::v
 }
 }  // namespace
 
-void expand(float const* src, std::vector<int64_t> const& src_shape, float* dst, std::vector<int64_t> const& out_shape) {
+void expand(float const* src, std::vector<int64_t> const& src_shape, float* dst,
+            std::vector<int64_t> const& out_shape) {
   strided_copy(src, broadcast_strides(src_shape, out_shape), dst, contiguous_strides(out_shape), out_shape);
 }
 

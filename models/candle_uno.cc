@@ -14,9 +14,12 @@ struct CandleConfig {
 
 CandleConfig candle_config(Size size) {
   switch (size) {
-    case Size::kTiny: return {7, 16, 4, 32, {64, 64, 64}};
-    case Size::kSmall: return {7, 128, 4, 256, {512, 256, 128}};
-    case Size::kPaper: return {7, 4096, 4, 4096, {4096, 4096, 4096, 4096}};
+    case Size::kTiny:
+      return {7, 16, 4, 32, {64, 64, 64}};
+    case Size::kSmall:
+      return {7, 128, 4, 256, {512, 256, 128}};
+    case Size::kPaper:
+      return {7, 4096, 4, 4096, {4096, 4096, 4096, 4096}};
   }
   return {};
 }

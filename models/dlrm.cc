@@ -11,17 +11,20 @@ struct DlrmConfig {
   int64_t dense_dim = 0;      // input width of each dense branch
   int64_t bottom_hidden = 0;  // bottom MLP: dense_dim -> hidden x3 -> emb_dim (4 FC layers)
   int64_t sparse_branches = 0;
-  int64_t rows = 0;           // embedding table rows
+  int64_t rows = 0;  // embedding table rows
   int64_t emb_dim = 0;
-  int64_t bag = 0;            // indices per sample, summed (EmbeddingBag mode="sum")
-  std::vector<int64_t> top;   // top MLP hidden widths, then 2 logits
+  int64_t bag = 0;           // indices per sample, summed (EmbeddingBag mode="sum")
+  std::vector<int64_t> top;  // top MLP hidden widths, then 2 logits
 };
 
 DlrmConfig dlrm_config(Size size) {
   switch (size) {
-    case Size::kTiny: return {7, 8, 32, 7, 256, 8, 4, {64, 32}};
-    case Size::kSmall: return {7, 64, 256, 7, 4096, 32, 8, {512, 256}};
-    case Size::kPaper: return {7, 1024, 4096, 7, 1000000, 64, 100, {4096, 4096, 4096}};
+    case Size::kTiny:
+      return {7, 8, 32, 7, 256, 8, 4, {64, 32}};
+    case Size::kSmall:
+      return {7, 64, 256, 7, 4096, 32, 8, {512, 256}};
+    case Size::kPaper:
+      return {7, 1024, 4096, 7, 1000000, 64, 100, {4096, 4096, 4096}};
   }
   return {};
 }
@@ -53,14 +56,14 @@ ZooModel build_dlrm(Size size, BuildOptions const& options) {
   }
   for (int64_t i = 0; i < c.sparse_branches; ++i) {
     std::string const prefix = "embedding" + std::to_string(i);
-    std::string const idx = add_model_input(model, "sparse" + std::to_string(i), {graph::kBatch, c.bag},
-                                            graph::DType::kInt64, c.rows);
-    std::string const table =
-        b.add_initializer(prefix + ".weight", {c.rows, c.emb_dim}, graph::InitRule::uniform(1.0 / std::sqrt(c.bag * 1.0)));
+    std::string const idx =
+        add_model_input(model, "sparse" + std::to_string(i), {graph::kBatch, c.bag}, graph::DType::kInt64, c.rows);
+    std::string const table = b.add_initializer(prefix + ".weight", {c.rows, c.emb_dim},
+                                                graph::InitRule::uniform(1.0 / std::sqrt(c.bag * 1.0)));
     std::string const gathered = layers.node("Gather", {table, idx}, prefix + ".lookup", {{"axis", int64_t{0}}});
     // [N, bag, emb] summed over the bag, keeping the axis as the row of the interaction matrix.
-    vectors.push_back(layers.node("ReduceSum", {gathered, layers.ints({1})}, prefix + ".bag_sum",
-                                  {{"keepdims", int64_t{1}}}));
+    vectors.push_back(
+        layers.node("ReduceSum", {gathered, layers.ints({1})}, prefix + ".bag_sum", {{"keepdims", int64_t{1}}}));
   }
 
   int64_t const n = c.dense_branches + c.sparse_branches;
@@ -73,8 +76,8 @@ ZooModel build_dlrm(Size size, BuildOptions const& options) {
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t col = 0; col < r; ++col) lower.push_back(r * n + col);
   }
-  std::string const pairs = layers.node("Gather", {flat, layers.ints(lower)}, "interaction.pairs",
-                                        {{"axis", int64_t{1}}});
+  std::string const pairs =
+      layers.node("Gather", {flat, layers.ints(lower)}, "interaction.pairs", {{"axis", int64_t{1}}});
   std::vector<std::string> top_in = dense_out;
   top_in.push_back(pairs);
   std::string h = layers.node("Concat", top_in, "top.in", {{"axis", int64_t{1}}});

@@ -4,9 +4,12 @@ namespace gp::models {
 
 EncoderConfig encoder_config(Size size) {
   switch (size) {
-    case Size::kTiny: return {4, 2, 32, 4, 64, 8, {16, 12, 8, 4}, 10};
-    case Size::kSmall: return {4, 2, 128, 4, 512, 32, {128, 96, 64, 32}, 10};
-    case Size::kPaper: return {4, 8, 1024, 16, 4096, 256, {1024, 768, 512, 256}, 1000};
+    case Size::kTiny:
+      return {4, 2, 32, 4, 64, 8, {16, 12, 8, 4}, 10};
+    case Size::kSmall:
+      return {4, 2, 128, 4, 512, 32, {128, 96, 64, 32}, 10};
+    case Size::kPaper:
+      return {4, 8, 1024, 16, 4096, 256, {1024, 768, 512, 256}, 1000};
   }
   return {};
 }

@@ -12,7 +12,7 @@
 namespace gp::models {
 
 struct EncoderConfig {
-  int64_t branches = 0;            // MMT modalities; the sequential control stacks branches × layers
+  int64_t branches = 0;  // MMT modalities; the sequential control stacks branches × layers
   int64_t layers_per_branch = 0;
   int64_t hidden = 0;
   int64_t heads = 0;

@@ -31,9 +31,12 @@ std::string Layers::ints(std::vector<int64_t> const& values) {
 
 std::string Layers::activation(std::string const& x, Act act, std::string const& prefix) {
   switch (act) {
-    case Act::kNone: return x;
-    case Act::kRelu: return node("Relu", {x}, prefix + ".relu");
-    case Act::kGelu: return gelu(x, prefix);
+    case Act::kNone:
+      return x;
+    case Act::kRelu:
+      return node("Relu", {x}, prefix + ".relu");
+    case Act::kGelu:
+      return gelu(x, prefix);
   }
   return x;
 }
@@ -51,8 +54,8 @@ std::string Layers::linear(std::string const& x, int64_t in, int64_t out, std::s
                            std::string const& out_name) {
   std::string const w = b_.add_initializer(prefix + ".weight", {out, in}, InitRule::uniform(init_bound(in, act)));
   std::string const bias = b_.add_initializer(prefix + ".bias", {out}, InitRule::zeros());
-  std::string const y = node("Gemm", {x, w, bias}, out_name.empty() ? prefix + ".out" : out_name,
-                             {{"transB", int64_t{1}}});
+  std::string const y =
+      node("Gemm", {x, w, bias}, out_name.empty() ? prefix + ".out" : out_name, {{"transB", int64_t{1}}});
   return activation(y, act, prefix);
 }
 
@@ -68,8 +71,7 @@ std::string Layers::layer_norm(std::string const& x, int64_t width, std::string 
   std::string const scale = b_.add_initializer(prefix + ".weight", {width}, InitRule::ones());
   std::string const bias = b_.add_initializer(prefix + ".bias", {width}, InitRule::zeros());
   if (b_.opset() >= 17) {
-    return node("LayerNormalization", {x, scale, bias}, prefix + ".out",
-                {{"axis", int64_t{-1}}, {"epsilon", 1e-5}});
+    return node("LayerNormalization", {x, scale, bias}, prefix + ".out", {{"axis", int64_t{-1}}, {"epsilon", 1e-5}});
   }
   // torch 1.13's decomposition below opset 17.
   Attributes const last_axis{{"axes", std::vector<int64_t>{-1}}};
@@ -101,7 +103,8 @@ std::string Layers::encoder_layer(std::string const& x, int64_t seq, int64_t hid
       node("Div", {scores, scalar(std::sqrt(static_cast<float>(head_dim)))}, prefix + ".attn.scaled");
   std::string const probs = node("Softmax", {scaled}, prefix + ".attn.probs", {{"axis", int64_t{-1}}});
   std::string const ctx = node("MatMul", {probs, v}, prefix + ".attn.ctx");
-  std::string const ctx_t = node("Transpose", {ctx}, prefix + ".attn.ctx_t", {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  std::string const ctx_t =
+      node("Transpose", {ctx}, prefix + ".attn.ctx_t", {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
   std::string const merged = node("Reshape", {ctx_t, ints({0, 0, hidden})}, prefix + ".attn.merged");
   std::string const attn = linear3d(merged, hidden, hidden, prefix + ".attn.out", Act::kNone);
   std::string const x1 = node("Add", {x, attn}, prefix + ".res1");

@@ -19,8 +19,8 @@ class Layers {
   explicit Layers(graph::OnnxModelBuilder& builder) : b_(builder) {}
   graph::OnnxModelBuilder& builder() { return b_; }
 
-  std::string scalar(float value);                        // Constant of rank 0
-  std::string ints(std::vector<int64_t> const& values);   // Constant int64 vector
+  std::string scalar(float value);                       // Constant of rank 0
+  std::string ints(std::vector<int64_t> const& values);  // Constant int64 vector
 
   // y = act(x W^T + b), x [N, in]; weights "<prefix>.weight" [out, in], "<prefix>.bias" [out].
   // `out_name` names the result (for a graph output); empty: derived from the prefix.

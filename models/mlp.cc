@@ -12,9 +12,12 @@ struct MlpConfig {
 
 MlpConfig mlp_config(Size size) {
   switch (size) {
-    case Size::kTiny: return {32, {64, 64}, 10};
-    case Size::kSmall: return {784, {1024, 1024}, 10};
-    case Size::kPaper: return {4096, std::vector<int64_t>(8, 4096), 1000};
+    case Size::kTiny:
+      return {32, {64, 64}, 10};
+    case Size::kSmall:
+      return {784, {1024, 1024}, 10};
+    case Size::kPaper:
+      return {4096, std::vector<int64_t>(8, 4096), 1000};
   }
   return {};
 }

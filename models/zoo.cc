@@ -16,20 +16,15 @@ struct Entry {
 
 std::vector<Entry> const& registry() {
   static std::vector<Entry> const entries = {
-      {{"mmt", "multi-modal transformer: 4 encoder branches (one input each), concat, MLP head",
-        Task::kClassification},
+      {{"mmt", "multi-modal transformer: 4 encoder branches (one input each), concat, MLP head", Task::kClassification},
        build_mmt},
-      {{"dlrm", "DLRM: 7 bottom MLPs + 7 embedding bags, pairwise-dot interaction, top MLP",
-        Task::kClassification},
+      {{"dlrm", "DLRM: 7 bottom MLPs + 7 embedding bags, pairwise-dot interaction, top MLP", Task::kClassification},
        build_dlrm},
-      {{"candle_uno", "CANDLE-Uno: 7 feature-encoder MLP towers, concat, deep MLP regressor",
-        Task::kRegression},
+      {{"candle_uno", "CANDLE-Uno: 7 feature-encoder MLP towers, concat, deep MLP regressor", Task::kRegression},
        build_candle_uno},
-      {{"inception", "Inception CNN (GoogLeNet blocks: 1x1, 3x3, 5x5, pool branches + concat)",
-        Task::kClassification},
+      {{"inception", "Inception CNN (GoogLeNet blocks: 1x1, 3x3, 5x5, pool branches + concat)", Task::kClassification},
        build_inception},
-      {{"transformer", "sequential transformer stack with MMT's layer config (the control)",
-        Task::kClassification},
+      {{"transformer", "sequential transformer stack with MMT's layer config (the control)", Task::kClassification},
        build_transformer},
       {{"mlp", "small multi-layer perceptron", Task::kClassification}, build_mlp},
   };
@@ -46,9 +41,12 @@ std::string valid_names() {
 
 char const* size_name(Size size) {
   switch (size) {
-    case Size::kTiny: return "tiny";
-    case Size::kSmall: return "small";
-    case Size::kPaper: return "paper";
+    case Size::kTiny:
+      return "tiny";
+    case Size::kSmall:
+      return "small";
+    case Size::kPaper:
+      return "paper";
   }
   return "?";
 }
@@ -87,8 +85,8 @@ ZooModel new_model(std::string const& name, Size size, Task task, BuildOptions c
   return model;
 }
 
-std::string add_model_input(ZooModel& model, std::string const& name, std::vector<int64_t> dims,
-                            graph::DType dtype, int64_t index_limit) {
+std::string add_model_input(ZooModel& model, std::string const& name, std::vector<int64_t> dims, graph::DType dtype,
+                            int64_t index_limit) {
   model.builder.add_input(name, dims, dtype);
   if (index_limit > 0) model.builder.add_metadata("graphpipe.index_limit." + name, std::to_string(index_limit));
   model.inputs.push_back({name, std::move(dims), dtype, index_limit});

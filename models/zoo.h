@@ -33,7 +33,7 @@ struct InputSpec {
   std::string name;
   std::vector<int64_t> dims;  // graph::kBatch first
   graph::DType dtype = graph::DType::kFloat32;
-  int64_t index_limit = 0;    // int64 index inputs: values must lie in [0, index_limit)
+  int64_t index_limit = 0;  // int64 index inputs: values must lie in [0, index_limit)
 };
 
 struct ZooModel {

@@ -98,7 +98,9 @@ Result<Plan> plan_balanced(Problem const& p, PlannerOptions const& options) {
     if (!fits) continue;
     if (!best || plan.step_time_s < best->step_time_s) best = std::move(plan);
   }
-  if (!best) return infeasible("balanced: no split into " + std::to_string(k) + " pieces fits in memory; " + infeasibility_hint(p));
+  if (!best)
+    return infeasible("balanced: no split into " + std::to_string(k) + " pieces fits in memory; " +
+                      infeasibility_hint(p));
   best->search_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   best->states_explored = states;
   return std::move(*best);

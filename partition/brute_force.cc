@@ -28,8 +28,14 @@ class Enumerator {
  public:
   Enumerator(Problem const& p, BruteForceSpace space, std::unordered_set<uint32_t> pieces,
              std::unordered_map<uint32_t, int> merges)
-      : p_(p), space_(space), pieces_(std::move(pieces)), merges_(std::move(merges)), n_(static_cast<int>(p.nodes.size())),
-        devices_(p.cluster.size()), sizes_(p.micro_batch_sizes()), best_(sizes_.size()) {
+      : p_(p),
+        space_(space),
+        pieces_(std::move(pieces)),
+        merges_(std::move(merges)),
+        n_(static_cast<int>(p.nodes.size())),
+        devices_(p.cluster.size()),
+        sizes_(p.micro_batch_sizes()),
+        best_(sizes_.size()) {
     // reach[v]: nodes reachable from v (v included); used for convexity.
     reach_.assign(n_, 0);
     for (int v = n_ - 1; v >= 0; --v) {
@@ -67,8 +73,10 @@ class Enumerator {
   bool convex(uint32_t s) const {
     uint32_t down = 0, up = 0;
     for (int v = 0; v < n_; ++v) {
-      if (s >> v & 1u) down |= reach_[v];
-      else continue;
+      if (s >> v & 1u)
+        down |= reach_[v];
+      else
+        continue;
     }
     for (int v = 0; v < n_; ++v) {
       if (reach_[v] & s) up |= 1u << v;
@@ -269,7 +277,8 @@ std::pair<std::unordered_set<uint32_t>, std::unordered_map<uint32_t, int>> sp_pi
 
 Result<BruteForceResult> brute_force(Problem const& p, BruteForceSpace space, SpTree const* tree) {
   int const n = static_cast<int>(p.nodes.size());
-  if (static_cast<int>(p.out_edges.size()) != n) return internal_error("brute_force: Problem::finalize() was not called");
+  if (static_cast<int>(p.out_edges.size()) != n)
+    return internal_error("brute_force: Problem::finalize() was not called");
   if (n > kMaxNodes || p.cluster.size() > kMaxDevices) {
     return invalid_argument("brute force handles at most " + std::to_string(kMaxNodes) + " nodes and " +
                             std::to_string(kMaxDevices) + " devices, got " + std::to_string(n) + " nodes and " +
@@ -314,9 +323,9 @@ Result<BruteForceResult> brute_force(Problem const& p, BruteForceSpace space, Sp
     }
     stages.push_back(std::move(a));
   }
-  ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, stages, chosen_b, "brute_force",
-                                            space == BruteForceSpace::kChains ? StageGraphShape::kChain
-                                                                             : StageGraphShape::kGraph));
+  ASSIGN_OR_RETURN(
+      Plan plan, assemble_plan(p, stages, chosen_b, "brute_force",
+                               space == BruteForceSpace::kChains ? StageGraphShape::kChain : StageGraphShape::kGraph));
   BruteForceResult out;
   out.plan = std::move(plan);
   out.min_step_time_s = en.min_step();

@@ -26,10 +26,10 @@ enum class BruteForceSpace {
 };
 
 struct BruteForceResult {
-  Plan plan;                       // by the GPP rule above
-  double min_step_time_s = 0;      // least step time over all valid plans
-  int64_t partitions = 0;          // node partitions with an acyclic stage graph
-  int64_t plans = 0;               // valid (partition, replicas, b) combinations
+  Plan plan;                   // by the GPP rule above
+  double min_step_time_s = 0;  // least step time over all valid plans
+  int64_t partitions = 0;      // node partitions with an acyclic stage graph
+  int64_t plans = 0;           // valid (partition, replicas, b) combinations
 };
 
 // `tree` is needed for kSpPieces (it may come from sp_decompose(p)); it is ignored otherwise.

@@ -38,8 +38,14 @@ class ChainDp {
  public:
   ChainDp(Problem const& p, Downsets const& ds, int64_t micro_batch, std::string const& planner,
           PlannerOptions const& options, std::chrono::steady_clock::time_point start)
-      : p_(p), ds_(ds), b_(micro_batch), m_(p.batch / micro_batch), n_devices_(p.cluster.size()),
-        planner_(planner), options_(options), start_(start) {
+      : p_(p),
+        ds_(ds),
+        b_(micro_batch),
+        m_(p.batch / micro_batch),
+        n_devices_(p.cluster.size()),
+        planner_(planner),
+        options_(options),
+        start_(start) {
     for (int r = 1; r <= n_devices_ && r <= b_; ++r) {
       if (b_ % r == 0 && (r == 1 || p_.allow_replication)) replicas_.push_back(r);
     }
@@ -233,8 +239,8 @@ class ChainDp {
   template <typename F>
   void for_each_candidate(int i, double bound, int most, F&& f) {
     double const low = key_[i] - bound;
-    auto first = std::isinf(bound) ? sorted_keys_.begin()
-                                   : std::lower_bound(sorted_keys_.begin(), sorted_keys_.end(), low);
+    auto first =
+        std::isinf(bound) ? sorted_keys_.begin() : std::lower_bound(sorted_keys_.begin(), sorted_keys_.end(), low);
     if (first != sorted_keys_.begin()) cut_ = true;
     auto last = std::upper_bound(sorted_keys_.begin(), sorted_keys_.end(), key_[i]);
     for (auto it = first; it != last; ++it) {
@@ -324,7 +330,10 @@ class ChainDp {
             int lo = 1, hi = most + 1;  // first e with row[e - 1] <= t
             while (lo < hi) {
               int const mid = (lo + hi) / 2;
-              if (row[mid - 1] <= t) hi = mid; else lo = mid + 1;
+              if (row[mid - 1] <= t)
+                hi = mid;
+              else
+                lo = mid + 1;
             }
             double* const out = cell + offset_[q] + r - 1;  // out[e] = f(i, q, e + r)
             if (lo <= most) {
@@ -437,7 +446,8 @@ Result<Plan> plan_chain(Problem const& p, Downsets const& downsets, std::string 
   // Every chain at micro-batch b of two or more stages takes at least (m + 1) times the DP's lower
   // bound per step: the most promising sizes go first, so that the caps below skip the rest.
   std::vector<std::unique_ptr<ChainDp>> dps;
-  for (int64_t b : p.micro_batch_sizes()) dps.push_back(std::make_unique<ChainDp>(p, downsets, b, planner, options, start));
+  for (int64_t b : p.micro_batch_sizes())
+    dps.push_back(std::make_unique<ChainDp>(p, downsets, b, planner, options, start));
   std::stable_sort(dps.begin(), dps.end(), [&](auto const& x, auto const& y) {
     return static_cast<double>(p.batch / x->micro_batch() + 1) * x->lower_bound() <
            static_cast<double>(p.batch / y->micro_batch() + 1) * y->lower_bound();

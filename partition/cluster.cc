@@ -70,9 +70,20 @@ bool split_number(std::string const& text, double& value, std::string& unit) {
 
 bool byte_multiplier(std::string const& unit, double& mult) {
   static std::pair<char const*, double> const kUnits[] = {
-      {"", 1},          {"b", 1},          {"k", 1e3},       {"kb", 1e3},        {"m", 1e6},
-      {"mb", 1e6},      {"g", 1e9},        {"gb", 1e9},      {"t", 1e12},        {"tb", 1e12},
-      {"kib", 1024.0},  {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
+      {"", 1},
+      {"b", 1},
+      {"k", 1e3},
+      {"kb", 1e3},
+      {"m", 1e6},
+      {"mb", 1e6},
+      {"g", 1e9},
+      {"gb", 1e9},
+      {"t", 1e12},
+      {"tb", 1e12},
+      {"kib", 1024.0},
+      {"mib", 1048576.0},
+      {"gib", 1073741824.0},
+      {"tib", 1099511627776.0},
   };
   for (auto const& [name, m] : kUnits) {
     if (unit == name) {
@@ -86,7 +97,8 @@ bool byte_multiplier(std::string const& unit, double& mult) {
 Result<double> parse_seconds(std::string const& text) {
   double value = 0;
   std::string unit;
-  if (!split_number(text, value, unit)) return invalid_argument("cannot read a time from '" + text + "' (e.g. 5us, 1e-5)");
+  if (!split_number(text, value, unit))
+    return invalid_argument("cannot read a time from '" + text + "' (e.g. 5us, 1e-5)");
   if (unit.empty() || unit == "s") return value;
   if (unit == "ms") return value * 1e-3;
   if (unit == "us") return value * 1e-6;
@@ -145,7 +157,8 @@ Status read_device_keys(YAML::Node const& node, Device& device, std::string cons
         return invalid_argument("'" + where + "count' must be a positive integer up to " + std::to_string(kMaxDevices));
       *count = static_cast<int>(c);
     } else if (count != nullptr) {
-      return invalid_argument("unknown key '" + where + key + "' (expected count, memory, speed, peak_flops, memory_bandwidth)");
+      return invalid_argument("unknown key '" + where + key +
+                              "' (expected count, memory, speed, peak_flops, memory_bandwidth)");
     }
   }
   return Status::ok();
@@ -153,8 +166,8 @@ Status read_device_keys(YAML::Node const& node, Device& device, std::string cons
 
 Result<Cluster> cluster_from_yaml(YAML::Node const& root) {
   if (!root.IsMap()) return invalid_argument("the cluster must be a YAML map with at least 'devices'");
-  static char const* const kKeys[] = {"devices", "memory", "speed", "peak_flops", "memory_bandwidth",
-                                      "devices_per_node", "intra_node", "inter_node"};
+  static char const* const kKeys[] = {"devices",          "memory",           "speed",      "peak_flops",
+                                      "memory_bandwidth", "devices_per_node", "intra_node", "inter_node"};
   for (auto const& kv : root) {
     std::string const key = kv.first.as<std::string>();
     bool known = false;

@@ -12,10 +12,10 @@ namespace gp::partition {
 
 struct Device {
   int64_t memory_bytes = 16LL << 30;
-  double speed = 1.0;                 // relative compute speed (1.0 = the reference device)
-  double peak_flops = 15.7e12;        // for the analytic cost model (V100 fp32 by default)
-  double memory_bandwidth = 900e9;    // bytes/s, for the roofline
-  int node = 0;                       // which machine it sits in
+  double speed = 1.0;               // relative compute speed (1.0 = the reference device)
+  double peak_flops = 15.7e12;      // for the analytic cost model (V100 fp32 by default)
+  double memory_bandwidth = 900e9;  // bytes/s, for the roofline
+  int node = 0;                     // which machine it sits in
 };
 
 struct Link {

@@ -13,16 +13,16 @@ namespace gp::partition {
 
 struct Downsets {
   int num_nodes = 0;
-  int words = 0;                 // 64-bit words per set
-  std::vector<uint64_t> bits;    // count() sets of `words` words
-  std::vector<int> size;         // nodes per set; nondecreasing (∅ first, V last)
-  std::vector<int> parent;       // the set this one extends by one node (-1 for ∅)
-  std::vector<int> added;        // that node (-1 for ∅)
+  int words = 0;               // 64-bit words per set
+  std::vector<uint64_t> bits;  // count() sets of `words` words
+  std::vector<int> size;       // nodes per set; nondecreasing (∅ first, V last)
+  std::vector<int> parent;     // the set this one extends by one node (-1 for ∅)
+  std::vector<int> added;      // that node (-1 for ∅)
 
   int count() const { return static_cast<int>(size.size()); }
   uint64_t const* set(int i) const { return bits.data() + static_cast<std::size_t>(i) * words; }
   bool contains(int i, int node) const { return (set(i)[node >> 6] >> (node & 63)) & 1u; }
-  bool subset(int a, int b) const;  // set a ⊆ set b
+  bool subset(int a, int b) const;                  // set a ⊆ set b
   std::vector<int> difference(int b, int a) const;  // nodes of b not in a, ascending
 };
 

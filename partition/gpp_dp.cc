@@ -135,7 +135,8 @@ RangeCost::RangeCost(Problem const& p, std::vector<int> const& order, int64_t mi
   // Compute time prefix sums interleaved by level: a run's fewest-replicas check reads two cache lines.
   compute_.assign(static_cast<std::size_t>(n + 1) * levels(), 0.0);
   for (int i = 0; i <= n; ++i) {
-    for (int l = 0; l < levels(); ++l) compute_[static_cast<std::size_t>(i) * levels() + l] = fwd_[l][i] + bwd_i_[l][i] + bwd_w_[l][i];
+    for (int l = 0; l < levels(); ++l)
+      compute_[static_cast<std::size_t>(i) * levels() + l] = fwd_[l][i] + bwd_i_[l][i] + bwd_w_[l][i];
   }
   weight_.assign(n + 1, 0);
   act_.assign(n + 1, 0);
@@ -170,8 +171,7 @@ double RangeCost::compute_s(int lo, int hi, int level) const {
 
 int RangeCost::max_in_flight(StageSums const& sums, int level) const {
   int64_t const samples = samples_per_replica(micro_batch_, replicas_[level]);
-  int64_t const optimizer =
-      static_cast<int64_t>(std::llround(p_->optimizer_bytes_per_weight_byte * sums.weight_bytes));
+  int64_t const optimizer = static_cast<int64_t>(std::llround(p_->optimizer_bytes_per_weight_byte * sums.weight_bytes));
   int64_t const avail = memory_ - sums.weight_bytes - optimizer;
   if (avail < 0) return 0;
   int64_t const per = sums.activation_bytes_per_sample * samples;
@@ -254,8 +254,15 @@ enum class Part : int { kNode, kSeriesSuffix, kParallelPrefix, kParallelSuffix }
 class Engine {
  public:
   Engine(Problem const& p, SpTree const& tree, LeafOrder const& leaves, int64_t micro_batch, BoundaryRows& boundaries)
-      : p_(p), tree_(tree), leaves_(leaves), b_(micro_batch), m_(p.batch / micro_batch),
-        devices_(p.cluster.size()), cost_(p, leaves.order, micro_batch), tracker_(p), boundaries_(boundaries) {
+      : p_(p),
+        tree_(tree),
+        leaves_(leaves),
+        b_(micro_batch),
+        m_(p.batch / micro_batch),
+        devices_(p.cluster.size()),
+        cost_(p, leaves.order, micro_batch),
+        tracker_(p),
+        boundaries_(boundaries) {
     boundaries_.single.resize(leaves.order.size());
     single_.resize(leaves.order.size());
     // Longest path of per-node least per-replica times: a stage meeting tau holds at most tau * b of
@@ -932,8 +939,8 @@ class Engine {
   std::vector<BoundaryRows::Cell>* merged_brow_ = nullptr;
   BoundaryRows& boundaries_;
   uint64_t merged_key_ = 0;
-  std::vector<double> work_;               // prefix over positions of per-node device-seconds
-  double path_work_ = 0;                   // longest path of per-node least per-replica times
+  std::vector<double> work_;                         // prefix over positions of per-node device-seconds
+  double path_work_ = 0;                             // longest path of per-node least per-replica times
   std::vector<std::vector<int>> parallel_children_;  // per Series node: its Parallel children's indices
   double tau_ = 0, tau_next_ = 0;
   std::unordered_map<StateKey, int, StateKeyHash> memo_;
@@ -941,7 +948,6 @@ class Engine {
   std::vector<ChosenStage> chosen_;
   int64_t states_ = 0;
 };
-
 
 std::string seconds_text(double s) {
   char buf[64];
@@ -990,18 +996,20 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
   bool const exact_depth = tree.added_edges.empty();
   int64_t model_bytes = 0;
   for (Node const& node : p.nodes) model_bytes += node.weight_bytes;
-  model_bytes += static_cast<int64_t>(std::llround(p.optimizer_bytes_per_weight_byte * static_cast<double>(model_bytes)));
+  model_bytes +=
+      static_cast<int64_t>(std::llround(p.optimizer_bytes_per_weight_byte * static_cast<double>(model_bytes)));
   bool const connected = tree.nodes[tree.root].kind != SpKind::kParallel;
   int const d_min = exact_depth && connected && model_bytes > p.device_memory() ? 2 : 1;
   auto step_floor = [&](std::size_t bi) {
     double const m = static_cast<double>(p.batch / sizes[bi]);
     return (m + d_min - 1) * static_cast<double>(sizes[bi]) * floors[bi];
   };
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t c) { return step_floor(a) < step_floor(c); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t c) { return step_floor(a) < step_floor(c); });
   auto beats_best = [&](double tau, int64_t b, int depth) {
     double const d = exact_depth ? depth : 1;
-    return !best || (static_cast<double>(p.batch / b) + d - 1) * tau * static_cast<double>(b) <=
-                        best->step_time_s * (1 + 1e-9);
+    return !best ||
+           (static_cast<double>(p.batch / b) + d - 1) * tau * static_cast<double>(b) <= best->step_time_s * (1 + 1e-9);
   };
   auto check_time = [&]() -> Status {
     if (options.time_limit_s > 0 && elapsed() > options.time_limit_s) {
@@ -1048,41 +1056,41 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
       if (target < d_min || (!exact_depth && !beats_best(lo, b, 1))) break;
       if (found && found->depth > target) restart();
       if (!found || lo < hi) {
-      double tau;
-      if (std::isinf(hi) && best) {
-        // The largest tau at which a plan of depth `target` still beats the best plan: one probe
-        // there either starts the bisection or shows the target hopeless (lo moves past the cap).
-        double const d = exact_depth ? target : 1;
-        tau = best->step_time_s * (1 + 1e-9) / ((static_cast<double>(p.batch / b) + d - 1) * static_cast<double>(b));
-        tau = std::max(tau, lo);
-      } else if (std::isinf(hi)) {
-        // Grow from the lower end until feasible (cheap while tau is small): small steps first, as
-        // evaluations far above the optimum prune little and cost the most.
-        double const factor = grow == 0 ? 1.0 : grow < 4 ? 1.1 : 4.0;
-        tau = grow < 16 ? std::max(lo, 1e-300) * factor : std::numeric_limits<double>::infinity();
-        ++grow;
-      } else if (below_hi) {
-        // One probe below the plan just found either ends the search (lo jumps to hi) or finds a
-        // plan at a smaller tau; bisection takes many probes to close the last gap.
-        tau = std::max(lo, std::nextafter(hi, 0.0));
-      } else {
-        tau = lo + (hi - lo) / 2;
-        if (!(tau < hi)) tau = lo;
-      }
-      bool const probed_below = below_hi;
-      below_hi = false;
-      Engine::Eval ev = engine.evaluate(tau);
-      if (!std::isinf(tau)) history.push_back(ev);
-      if (ev.feasible && ev.depth <= target) {
-        hi = ev.tau_used;
-        found = std::move(ev);
-        below_hi = !probed_below;
-      } else if (std::isinf(tau)) {
-        break;
-      } else {
-        lo = std::min(ev.tau_next, hi);
-      }
-      if (!found || lo < hi) continue;
+        double tau;
+        if (std::isinf(hi) && best) {
+          // The largest tau at which a plan of depth `target` still beats the best plan: one probe
+          // there either starts the bisection or shows the target hopeless (lo moves past the cap).
+          double const d = exact_depth ? target : 1;
+          tau = best->step_time_s * (1 + 1e-9) / ((static_cast<double>(p.batch / b) + d - 1) * static_cast<double>(b));
+          tau = std::max(tau, lo);
+        } else if (std::isinf(hi)) {
+          // Grow from the lower end until feasible (cheap while tau is small): small steps first, as
+          // evaluations far above the optimum prune little and cost the most.
+          double const factor = grow == 0 ? 1.0 : grow < 4 ? 1.1 : 4.0;
+          tau = grow < 16 ? std::max(lo, 1e-300) * factor : std::numeric_limits<double>::infinity();
+          ++grow;
+        } else if (below_hi) {
+          // One probe below the plan just found either ends the search (lo jumps to hi) or finds a
+          // plan at a smaller tau; bisection takes many probes to close the last gap.
+          tau = std::max(lo, std::nextafter(hi, 0.0));
+        } else {
+          tau = lo + (hi - lo) / 2;
+          if (!(tau < hi)) tau = lo;
+        }
+        bool const probed_below = below_hi;
+        below_hi = false;
+        Engine::Eval ev = engine.evaluate(tau);
+        if (!std::isinf(tau)) history.push_back(ev);
+        if (ev.feasible && ev.depth <= target) {
+          hi = ev.tau_used;
+          found = std::move(ev);
+          below_hi = !probed_below;
+        } else if (std::isinf(tau)) {
+          break;
+        } else {
+          lo = std::min(ev.tau_next, hi);
+        }
+        if (!found || lo < hi) continue;
       }
       // found is the shallowest plan at the least tau reaching its depth: price it, then look for
       // a shallower plan at a larger tau.
@@ -1096,8 +1104,8 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
       }
       ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, std::move(stages), b, "gpp"));
       if (options.progress) {
-        options.progress("gpp: b=" + std::to_string(b) + " tau=" + seconds_text(hi) + "/sample depth=" +
-                         std::to_string(plan.depth) + " step=" + seconds_text(plan.step_time_s) +
+        options.progress("gpp: b=" + std::to_string(b) + " tau=" + seconds_text(hi) +
+                         "/sample depth=" + std::to_string(plan.depth) + " step=" + seconds_text(plan.step_time_s) +
                          " states=" + std::to_string(states + engine.states()));
       }
       if (!best || plan.step_time_s < best->step_time_s ||

@@ -83,7 +83,7 @@ class BoundaryTracker {
   Problem const* p_;
   std::vector<int> group_of_edge_;
   std::vector<int64_t> group_bytes_;
-  std::vector<int> group_edges_;          // edges per group
+  std::vector<int> group_edges_;  // edges per group
   std::vector<int> epoch_, src_in_, dst_in_;
   std::vector<int> out_groups_flat_, out_groups_begin_;
   std::vector<int> touched_;
@@ -113,7 +113,7 @@ class RangeCost {
   int64_t memory_;  // the smallest device memory
   std::vector<int> replicas_;
   std::vector<std::vector<double>> fwd_, bwd_i_, bwd_w_;  // per level, prefix over positions
-  std::vector<double> compute_;  // prefix of fwd + bwd per position, levels interleaved
+  std::vector<double> compute_;                           // prefix of fwd + bwd per position, levels interleaved
   std::vector<int64_t> weight_, act_;
 };
 

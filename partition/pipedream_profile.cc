@@ -137,7 +137,8 @@ Result<Problem> parse_pipedream_profile(std::string const& text, std::string con
   for (auto const& [a, b] : raw_edges) {
     auto ia = index.find(a), ib = index.find(b);
     if (ia == index.end() || ib == index.end())
-      return parse_error(model + ": edge " + a + " -- " + b + " names an undefined node '" + (ia == index.end() ? a : b) + "'");
+      return parse_error(model + ": edge " + a + " -- " + b + " names an undefined node '" +
+                         (ia == index.end() ? a : b) + "'");
     if (ia->second == ib->second) return parse_error(model + ": self-loop on '" + a + "'");
     if (succ[ia->second].insert(ib->second).second) ++indegree[ib->second];
   }
@@ -184,9 +185,8 @@ Result<Problem> parse_pipedream_profile(std::string const& text, std::string con
       p.edges.push_back(e);
     }
   }
-  std::sort(p.edges.begin(), p.edges.end(), [](Edge const& a, Edge const& b) {
-    return std::pair(a.src, a.dst) < std::pair(b.src, b.dst);
-  });
+  std::sort(p.edges.begin(), p.edges.end(),
+            [](Edge const& a, Edge const& b) { return std::pair(a.src, a.dst) < std::pair(b.src, b.dst); });
   p.timer = std::make_shared<ProfileTimer>(std::move(fwd), std::move(bwd), options.profile_batch);
   return p;
 }

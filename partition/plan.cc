@@ -51,8 +51,8 @@ Status get(json const& j, char const* key, T& out, std::string const& where) {
   auto it = j.find(key);
   if (it == j.end()) return parse_error("plan JSON: " + where + " has no '" + key + "'");
   if (!json_fits<T>(*it))
-    return parse_error("plan JSON: " + where + "'s '" + key + "' has the wrong type or is out of range: " +
-                       it->dump().substr(0, 60));
+    return parse_error("plan JSON: " + where + "'s '" + key +
+                       "' has the wrong type or is out of range: " + it->dump().substr(0, 60));
   try {
     out = it->template get<T>();
   } catch (json::exception const& e) {
@@ -134,8 +134,9 @@ Result<Plan> plan_from_json(std::string const& text) {
   std::string const top = "the plan";
   RETURN_IF_ERROR(get(j, "version", plan.version, top));
   if (plan.version != kPlanFormatVersion)
-    return parse_error("plan JSON: format version " + std::to_string(plan.version) + " is not supported (this graphpipe reads version " +
-                       std::to_string(kPlanFormatVersion) + "); re-run 'graphpipe partition'");
+    return parse_error("plan JSON: format version " + std::to_string(plan.version) +
+                       " is not supported (this graphpipe reads version " + std::to_string(kPlanFormatVersion) +
+                       "); re-run 'graphpipe partition'");
   RETURN_IF_ERROR(get(j, "model", plan.model, top));
   RETURN_IF_ERROR(get(j, "planner", plan.planner, top));
   RETURN_IF_ERROR(get(j, "num_devices", plan.num_devices, top));
@@ -186,55 +187,66 @@ Result<Plan> read_plan_file(std::string const& path) {
 
 Status validate_plan(Plan const& plan) {
   if (plan.version != kPlanFormatVersion)
-    return invalid_argument("plan: format version " + std::to_string(plan.version) + ", expected " + std::to_string(kPlanFormatVersion));
+    return invalid_argument("plan: format version " + std::to_string(plan.version) + ", expected " +
+                            std::to_string(kPlanFormatVersion));
   if (plan.stages.empty()) return invalid_argument("plan: no stages");
-  if (plan.micro_batch <= 0) return invalid_argument("plan: micro_batch must be positive, got " + std::to_string(plan.micro_batch));
+  if (plan.micro_batch <= 0)
+    return invalid_argument("plan: micro_batch must be positive, got " + std::to_string(plan.micro_batch));
   if (plan.num_micro_batches <= 0 || plan.batch != plan.micro_batch * plan.num_micro_batches)
-    return invalid_argument("plan: batch " + std::to_string(plan.batch) + " != micro_batch " + std::to_string(plan.micro_batch) +
-                            " x num_micro_batches " + std::to_string(plan.num_micro_batches));
+    return invalid_argument("plan: batch " + std::to_string(plan.batch) + " != micro_batch " +
+                            std::to_string(plan.micro_batch) + " x num_micro_batches " +
+                            std::to_string(plan.num_micro_batches));
   int const k = static_cast<int>(plan.stages.size());
   std::set<std::string> nodes;
   std::set<int> devices;
   for (int i = 0; i < k; ++i) {
     PlanStage const& s = plan.stages[i];
     std::string const name = "stage " + std::to_string(i);
-    if (s.id != i) return invalid_argument("plan: stages[" + std::to_string(i) + "] has id " + std::to_string(s.id) + "; ids must be 0..n-1 in order");
+    if (s.id != i)
+      return invalid_argument("plan: stages[" + std::to_string(i) + "] has id " + std::to_string(s.id) +
+                              "; ids must be 0..n-1 in order");
     if (s.nodes.empty()) return invalid_argument("plan: " + name + " has no nodes");
     for (auto const& n : s.nodes) {
-      if (!nodes.insert(n).second) return invalid_argument("plan: node '" + n + "' is in more than one stage (again in " + name + ")");
+      if (!nodes.insert(n).second)
+        return invalid_argument("plan: node '" + n + "' is in more than one stage (again in " + name + ")");
     }
     if (s.replicas < 1 || s.replicas != static_cast<int>(s.devices.size()))
       return invalid_argument("plan: " + name + " has replicas " + std::to_string(s.replicas) + " but " +
                               std::to_string(s.devices.size()) + " devices");
     for (int d : s.devices) {
       if (d < 0 || (plan.num_devices > 0 && d >= plan.num_devices))
-        return invalid_argument("plan: " + name + " uses device " + std::to_string(d) + " outside 0.." + std::to_string(plan.num_devices - 1));
-      if (!devices.insert(d).second) return invalid_argument("plan: device " + std::to_string(d) + " is used by two stages (again by " + name + ")");
+        return invalid_argument("plan: " + name + " uses device " + std::to_string(d) + " outside 0.." +
+                                std::to_string(plan.num_devices - 1));
+      if (!devices.insert(d).second)
+        return invalid_argument("plan: device " + std::to_string(d) + " is used by two stages (again by " + name + ")");
     }
   }
   std::vector<std::set<int>> succ(k);
   for (std::size_t e = 0; e < plan.edges.size(); ++e) {
     PlanEdge const& edge = plan.edges[e];
     if (edge.src < 0 || edge.src >= k || edge.dst < 0 || edge.dst >= k)
-      return invalid_argument("plan: edge " + std::to_string(e) + " (" + std::to_string(edge.src) + " -> " + std::to_string(edge.dst) +
-                              ") names a stage that does not exist");
+      return invalid_argument("plan: edge " + std::to_string(e) + " (" + std::to_string(edge.src) + " -> " +
+                              std::to_string(edge.dst) + ") names a stage that does not exist");
     if (edge.src >= edge.dst)
       return invalid_argument("plan: edge " + std::to_string(edge.src) + " -> " + std::to_string(edge.dst) +
                               " goes backwards; stage ids must be a topological order (no cycles)");
     if (!succ[edge.src].insert(edge.dst).second)
-      return invalid_argument("plan: edge " + std::to_string(edge.src) + " -> " + std::to_string(edge.dst) + " appears twice");
+      return invalid_argument("plan: edge " + std::to_string(edge.src) + " -> " + std::to_string(edge.dst) +
+                              " appears twice");
   }
   int depth = 0;
   std::vector<int> expect(k, 1);
   for (int i = k - 1; i >= 0; --i) {
     for (int t : succ[i]) expect[i] = std::max(expect[i], expect[t] + 1);
     if (plan.stages[i].depth != expect[i])
-      return invalid_argument("plan: stage " + std::to_string(i) + " has depth " + std::to_string(plan.stages[i].depth) +
-                              " but its longest path to a sink has " + std::to_string(expect[i]) + " stages");
+      return invalid_argument("plan: stage " + std::to_string(i) + " has depth " +
+                              std::to_string(plan.stages[i].depth) + " but its longest path to a sink has " +
+                              std::to_string(expect[i]) + " stages");
     depth = std::max(depth, expect[i]);
   }
   if (plan.depth != depth)
-    return invalid_argument("plan: depth " + std::to_string(plan.depth) + " but the stage graph's depth is " + std::to_string(depth));
+    return invalid_argument("plan: depth " + std::to_string(plan.depth) + " but the stage graph's depth is " +
+                            std::to_string(depth));
   return Status::ok();
 }
 

@@ -15,18 +15,18 @@ inline constexpr int kPlanFormatVersion = 1;
 
 struct PlanStage {
   int id = 0;
-  std::vector<std::string> nodes;   // operator (or profile layer) names, in topological order
-  std::vector<int> devices;         // device ids; devices.size() == replicas
+  std::vector<std::string> nodes;  // operator (or profile layer) names, in topological order
+  std::vector<int> devices;        // device ids; devices.size() == replicas
   int replicas = 1;
-  int depth = 1;                    // longest path (in stages) to a sink, counting this stage
+  int depth = 1;  // longest path (in stages) to a sink, counting this stage
   // Costs per micro-batch on one replica (b / replicas samples), seconds:
   double fwd_s = 0;
   double bwd_input_s = 0;
   double bwd_weight_s = 0;
-  double comm_s = 0;                // send+receive of boundary tensors
-  double allreduce_s = 0;           // per step
-  double update_s = 0;              // per step: the optimizer update of the stage's weights (0: not priced)
-  double time_s = 0;                // T_s as in ../shared/GRAPHPIPE.md
+  double comm_s = 0;       // send+receive of boundary tensors
+  double allreduce_s = 0;  // per step
+  double update_s = 0;     // per step: the optimizer update of the stage's weights (0: not priced)
+  double time_s = 0;       // T_s as in ../shared/GRAPHPIPE.md
   // Memory per device, bytes:
   int64_t weight_bytes = 0;
   int64_t optimizer_bytes = 0;
@@ -36,36 +36,36 @@ struct PlanStage {
 };
 
 struct PlanEdge {
-  int src = 0;                       // stage ids
+  int src = 0;  // stage ids
   int dst = 0;
-  std::vector<std::string> tensors;  // tensor names crossing (or "nodeA->nodeB" for profiles)
-  int64_t bytes_per_micro_batch = 0; // forward activations (the gradient going back is the same size)
-  double transfer_s = 0;             // one direction, one micro-batch
+  std::vector<std::string> tensors;   // tensor names crossing (or "nodeA->nodeB" for profiles)
+  int64_t bytes_per_micro_batch = 0;  // forward activations (the gradient going back is the same size)
+  double transfer_s = 0;              // one direction, one micro-batch
 };
 
 struct Plan {
   int version = kPlanFormatVersion;
   std::string model;
-  std::string planner;               // "gpp", "pipedream", "piper", "balanced"
-  int num_devices = 0;               // devices in the cluster
-  int64_t device_memory_bytes = 0;   // per device (the smallest, if heterogeneous)
-  int64_t batch = 0;                 // B
-  int64_t micro_batch = 0;           // b
-  int64_t num_micro_batches = 0;     // m = B / b
-  std::vector<PlanStage> stages;     // ids 0..n-1, topological order of the stage graph
+  std::string planner;              // "gpp", "pipedream", "piper", "balanced"
+  int num_devices = 0;              // devices in the cluster
+  int64_t device_memory_bytes = 0;  // per device (the smallest, if heterogeneous)
+  int64_t batch = 0;                // B
+  int64_t micro_batch = 0;          // b
+  int64_t num_micro_batches = 0;    // m = B / b
+  std::vector<PlanStage> stages;    // ids 0..n-1, topological order of the stage graph
   std::vector<PlanEdge> edges;
-  int depth = 0;                     // D = max stage depth
-  double tau_s = 0;                  // the bound on stage time per sample the search settled on
-  double time_per_sample_s = 0;      // max_s T_s / b
-  double step_time_s = 0;            // (m + D - 1) * max_s T_s
-  double samples_per_s = 0;          // B / step_time_s
+  int depth = 0;                 // D = max stage depth
+  double tau_s = 0;              // the bound on stage time per sample the search settled on
+  double time_per_sample_s = 0;  // max_s T_s / b
+  double step_time_s = 0;        // (m + D - 1) * max_s T_s
+  double samples_per_s = 0;      // B / step_time_s
   double search_time_s = 0;
   int64_t states_explored = 0;
-  std::string notes;                 // planner remarks, e.g. "linearised: more than 50000 downsets"
+  std::string notes;  // planner remarks, e.g. "linearised: more than 50000 downsets"
 };
 
-std::string plan_to_json(Plan const& plan);       // pretty-printed
-Result<Plan> plan_from_json(std::string const& text);  // checks version and consistency
+std::string plan_to_json(Plan const& plan);                         // pretty-printed
+Result<Plan> plan_from_json(std::string const& text);               // checks version and consistency
 Status write_plan_file(Plan const& plan, std::string const& path);  // atomic (temp + rename)
 Result<Plan> read_plan_file(std::string const& path);
 // Sets every stage's update_s to its weight bytes times `seconds_per_weight_byte` (the optimizer

@@ -42,12 +42,14 @@ std::string infeasibility_hint(Problem const& p) {
            "; devices need at least " + bytes_text(largest);
   if (total_static > memory * n) {
     int const needed = static_cast<int>(std::ceil(total_static / memory));
-    return "weights and optimizer state take " + bytes_text(total_static) + " but " + std::to_string(n) + " devices of " +
-           bytes_text(memory) + " hold " + bytes_text(memory * n) + "; it needs at least " + std::to_string(needed) +
-           " devices of this size, or " + bytes_text(total_static / n) + " per device, before activations";
+    return "weights and optimizer state take " + bytes_text(total_static) + " but " + std::to_string(n) +
+           " devices of " + bytes_text(memory) + " hold " + bytes_text(memory * n) + "; it needs at least " +
+           std::to_string(needed) + " devices of this size, or " + bytes_text(total_static / n) +
+           " per device, before activations";
   }
   return "weights and optimizer state take " + bytes_text(total_static) + " of the " + std::to_string(n) + " x " +
-         bytes_text(memory) + " available, but the activations of the micro-batches in flight do not fit; try a "
+         bytes_text(memory) +
+         " available, but the activations of the micro-batches in flight do not fit; try a "
          "smaller --micro-batch or --batch, more devices, or more memory per device";
 }
 

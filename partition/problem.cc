@@ -25,7 +25,8 @@ Status Problem::finalize() {
   if (n == 0) return invalid_argument("problem '" + model + "' has no nodes");
   if (n > kMaxNodes)
     return unsupported("problem '" + model + "' has " + std::to_string(n) + " operators; the planners handle up to " +
-                       std::to_string(kMaxNodes) + " (a 150,000-operator chain ran out of 24 GiB in the search, "
+                       std::to_string(kMaxNodes) +
+                       " (a 150,000-operator chain ran out of 24 GiB in the search, "
                        "a 20,000-operator one took 160 s): export a coarser model");
   if (!timer) return invalid_argument("problem '" + model + "' has no node timer (cost model)");
   if (cluster.size() == 0) return invalid_argument("problem '" + model + "': the cluster has no devices");
@@ -177,7 +178,8 @@ StageCost stage_cost_from_sums(Problem const& p, StageSums const& sums, int repl
     double const bytes = static_cast<double>(sums.boundary_bytes_per_sample) * samples;
     // Each boundary tensor goes once each way (activation forward, gradient backward).
     cost.comm_s = 2.0 * (sums.boundary_tensors * link.latency + bytes / link.bandwidth);
-    cost.allreduce_s = allreduce_time(static_cast<double>(sums.weight_bytes), replicas, p.cluster.link_for_group(replicas));
+    cost.allreduce_s =
+        allreduce_time(static_cast<double>(sums.weight_bytes), replicas, p.cluster.link_for_group(replicas));
   }
   double const m = static_cast<double>(std::max<int64_t>(1, num_micro_batches));
   cost.time_s = cost.fwd_s + cost.bwd_input_s + cost.bwd_weight_s + cost.comm_s + cost.allreduce_s / m;
@@ -185,17 +187,17 @@ StageCost stage_cost_from_sums(Problem const& p, StageSums const& sums, int repl
   return cost;
 }
 
-StageCost stage_cost(Problem const& p, std::vector<int> const& nodes, int replicas, int64_t micro_batch,
-                     int in_flight, int64_t num_micro_batches) {
+StageCost stage_cost(Problem const& p, std::vector<int> const& nodes, int replicas, int64_t micro_batch, int in_flight,
+                     int64_t num_micro_batches) {
   int64_t const samples = samples_per_replica(micro_batch, replicas);
-  return stage_cost_from_sums(p, stage_sums(p, nodes, samples), replicas, micro_batch, in_flight,
-                              num_micro_batches);
+  return stage_cost_from_sums(p, stage_sums(p, nodes, samples), replicas, micro_batch, in_flight, num_micro_batches);
 }
 
 Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages, int64_t micro_batch,
                            std::string planner, StageGraphShape shape) {
   int const n = static_cast<int>(p.nodes.size());
-  if (static_cast<int>(p.out_edges.size()) != n) return internal_error("assemble_plan: Problem::finalize() was not called");
+  if (static_cast<int>(p.out_edges.size()) != n)
+    return internal_error("assemble_plan: Problem::finalize() was not called");
   if (micro_batch <= 0 || p.batch % micro_batch != 0)
     return invalid_argument("micro-batch size " + std::to_string(micro_batch) + " does not divide the batch " +
                             std::to_string(p.batch));
@@ -205,9 +207,10 @@ Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages
     if (stages[s].nodes.empty()) return internal_error(planner + ": stage " + std::to_string(s) + " has no nodes");
     if (stages[s].replicas < 1) return internal_error(planner + ": stage " + std::to_string(s) + " has no replicas");
     for (int v : stages[s].nodes) {
-      if (v < 0 || v >= n) return internal_error(planner + ": stage " + std::to_string(s) + " names node " + std::to_string(v) + " out of range");
-      if (stage_of[v] != -1)
-        return internal_error(planner + ": node " + p.nodes[v].name + " is in two stages");
+      if (v < 0 || v >= n)
+        return internal_error(planner + ": stage " + std::to_string(s) + " names node " + std::to_string(v) +
+                              " out of range");
+      if (stage_of[v] != -1) return internal_error(planner + ": node " + p.nodes[v].name + " is in two stages");
       stage_of[v] = s;
     }
     std::sort(stages[s].nodes.begin(), stages[s].nodes.end());
@@ -330,7 +333,8 @@ Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages
     }
   }
   for (auto& [key, pe] : plan_edges) {
-    pe.transfer_s = p.count_communication ? p.pipeline_link().transfer_time(static_cast<double>(pe.bytes_per_micro_batch)) : 0.0;
+    pe.transfer_s =
+        p.count_communication ? p.pipeline_link().transfer_time(static_cast<double>(pe.bytes_per_micro_batch)) : 0.0;
     plan.edges.push_back(std::move(pe));
   }
   plan.time_per_sample_s = max_time / static_cast<double>(micro_batch);

@@ -25,17 +25,17 @@ struct NodeTime {
 };
 
 struct Node {
-  std::string name;                 // op name or profile layer name ("node4")
-  std::string kind;                 // op type or layer description
-  int64_t weight_bytes = 0;         // trainable parameters
+  std::string name;                         // op name or profile layer name ("node4")
+  std::string kind;                         // op type or layer description
+  int64_t weight_bytes = 0;                 // trainable parameters
   int64_t activation_bytes_per_sample = 0;  // saved for backward, per sample
 };
 
 struct Edge {
   int src = 0;
   int dst = 0;
-  int64_t bytes_per_sample = 0;     // activation bytes sent forward (and gradient bytes sent back)
-  std::vector<std::string> tensors; // tensor names carried (empty for profiles)
+  int64_t bytes_per_sample = 0;      // activation bytes sent forward (and gradient bytes sent back)
+  std::vector<std::string> tensors;  // tensor names carried (empty for profiles)
 };
 
 // Node times as a function of the per-replica micro-batch size. Implementations: the analytic
@@ -54,11 +54,11 @@ struct Problem {
   std::vector<Edge> edges;  // a DAG over node ids
   std::shared_ptr<NodeTimer const> timer;
   Cluster cluster;
-  int64_t batch = 1;                              // global (mini-)batch B
-  std::vector<int64_t> micro_batch_candidates;    // b; each divides batch; empty = powers of two dividing B
-  double optimizer_bytes_per_weight_byte = 3.0;   // Adam: gradient + 2 moments (weights x4 in all)
-  bool allow_replication = true;                  // data-parallel stages
-  bool count_communication = true;                // transfer + all-reduce times in T_s
+  int64_t batch = 1;                             // global (mini-)batch B
+  std::vector<int64_t> micro_batch_candidates;   // b; each divides batch; empty = powers of two dividing B
+  double optimizer_bytes_per_weight_byte = 3.0;  // Adam: gradient + 2 moments (weights x4 in all)
+  bool allow_replication = true;                 // data-parallel stages
+  bool count_communication = true;               // transfer + all-reduce times in T_s
 
   // Derived adjacency (filled by finalize()).
   std::vector<std::vector<int>> out_edges, in_edges;  // edge ids per node
@@ -86,26 +86,26 @@ struct Problem {
 // holds (its depth in the stage graph under stage-graph 1F1B), `num_micro_batches` m = B / b.
 struct StageCost {
   double fwd_s = 0, bwd_input_s = 0, bwd_weight_s = 0;  // compute, per micro-batch per replica
-  double comm_s = 0;        // send+receive of boundary tensors, per micro-batch per replica
-  double allreduce_s = 0;   // gradient all-reduce, per step (0 when replicas == 1)
-  double time_s = 0;        // T_s = compute + comm + allreduce / m
+  double comm_s = 0;                                    // send+receive of boundary tensors, per micro-batch per replica
+  double allreduce_s = 0;                               // gradient all-reduce, per step (0 when replicas == 1)
+  double time_s = 0;                                    // T_s = compute + comm + allreduce / m
   int64_t weight_bytes = 0, optimizer_bytes = 0, activation_bytes = 0;  // per device
   int64_t memory_bytes() const { return weight_bytes + optimizer_bytes + activation_bytes; }
-  bool fits = true;         // memory_bytes() <= device memory
+  bool fits = true;  // memory_bytes() <= device memory
 };
 
-StageCost stage_cost(Problem const& p, std::vector<int> const& nodes, int replicas, int64_t micro_batch,
-                     int in_flight, int64_t num_micro_batches);
+StageCost stage_cost(Problem const& p, std::vector<int> const& nodes, int replicas, int64_t micro_batch, int in_flight,
+                     int64_t num_micro_batches);
 
 // The additive parts of a stage, for planners that keep their own (prefix) sums and call
 // stage_cost_from_sums instead of stage_cost. Boundary tensors are the distinct (producer node,
 // tensors) groups with one end inside the stage; each is sent once forward and once backward.
 struct StageSums {
-  NodeTime time;                           // Σ node times at the per-replica sample count
-  int64_t weight_bytes = 0;                // Σ w(o)
-  int64_t activation_bytes_per_sample = 0; // Σ a(o)
-  int64_t boundary_bytes_per_sample = 0;   // Σ bytes per sample of the boundary tensors
-  int boundary_tensors = 0;                // how many boundary tensor groups (each pays the latency)
+  NodeTime time;                            // Σ node times at the per-replica sample count
+  int64_t weight_bytes = 0;                 // Σ w(o)
+  int64_t activation_bytes_per_sample = 0;  // Σ a(o)
+  int64_t boundary_bytes_per_sample = 0;    // Σ bytes per sample of the boundary tensors
+  int boundary_tensors = 0;                 // how many boundary tensor groups (each pays the latency)
 };
 // Sums over `nodes` for `samples` samples per replica (no caching beyond node_times).
 StageSums stage_sums(Problem const& p, std::vector<int> const& nodes, int64_t samples);

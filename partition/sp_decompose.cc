@@ -237,12 +237,12 @@ Result<SpTree> sp_decompose(int num_nodes, std::vector<std::pair<int, int>> cons
   std::vector<std::vector<int>> succ(num_nodes), pred(num_nodes);
   for (auto [u, v] : edges) {
     if (u < 0 || v < 0 || u >= num_nodes || v >= num_nodes) {
-      return invalid_argument("series-parallel decomposition: edge " + std::to_string(u) + "->" +
-                              std::to_string(v) + " names a node outside 0.." + std::to_string(num_nodes - 1));
+      return invalid_argument("series-parallel decomposition: edge " + std::to_string(u) + "->" + std::to_string(v) +
+                              " names a node outside 0.." + std::to_string(num_nodes - 1));
     }
     if (u >= v) {
-      return invalid_argument("series-parallel decomposition: edge " + std::to_string(u) + "->" +
-                              std::to_string(v) + " goes backwards; node ids must be a topological order");
+      return invalid_argument("series-parallel decomposition: edge " + std::to_string(u) + "->" + std::to_string(v) +
+                              " goes backwards; node ids must be a topological order");
     }
     succ[u].push_back(v);
     pred[v].push_back(u);

@@ -65,7 +65,8 @@ Result<Interleaving> interleaving(PlanView const& view, int m) {
   }
   int const p = static_cast<int>(groups.size()), n = view.num_stages();
   if (p == n)
-    return unsupported("interleaved 1F1B needs several stages per device, but this plan runs one stage per device: use --policy 1f1b");
+    return unsupported(
+        "interleaved 1F1B needs several stages per device, but this plan runs one stage per device: use --policy 1f1b");
   for (int a = 0; a < p; ++a)
     for (int b = a + 1; b < p; ++b)
       for (int d : groups[a])
@@ -79,7 +80,8 @@ Result<Interleaving> interleaving(PlanView const& view, int m) {
                        " (the looping placement); this plan places them otherwise: use --policy graph-1f1b");
   if (m % p != 0)
     return unsupported("interleaved 1F1B needs the micro-batch count to be a multiple of the " + std::to_string(p) +
-                       " device groups, but it is " + std::to_string(m) + ": use --micro-batches " + std::to_string((m / p + 1) * p));
+                       " device groups, but it is " + std::to_string(m) + ": use --micro-batches " +
+                       std::to_string((m / p + 1) * p));
   return Interleaving{p, n / p};
 }
 
@@ -137,7 +139,8 @@ Result<Schedule> build_concrete(partition::Plan const& plan, PlanView const& vie
     if (!orders.is_ok()) return orders.status().with_context(std::string("policy ") + policy_name(policy));
     Schedule s = emit_schedule(view, m, policy_name(policy), *orders);
     if (Status st = check_schedule(plan, s, CheckOptions{0}); !st.is_ok())
-      return internal_error(std::string("policy ") + policy_name(policy) + " built an invalid schedule: " + st.message());
+      return internal_error(std::string("policy ") + policy_name(policy) +
+                            " built an invalid schedule: " + st.message());
     return s;
   };
   ASSIGN_OR_RETURN(Schedule s, make(req));
@@ -154,20 +157,28 @@ Result<Schedule> build_concrete(partition::Plan const& plan, PlanView const& vie
 
 char const* policy_name(Policy policy) {
   switch (policy) {
-    case Policy::kGpipe: return "gpipe";
-    case Policy::k1F1B: return "1f1b";
-    case Policy::kInterleaved: return "interleaved";
-    case Policy::kGraph1F1B: return "graph-1f1b";
-    case Policy::kZeroBubble: return "zb";
-    case Policy::kAuto: return "auto";
+    case Policy::kGpipe:
+      return "gpipe";
+    case Policy::k1F1B:
+      return "1f1b";
+    case Policy::kInterleaved:
+      return "interleaved";
+    case Policy::kGraph1F1B:
+      return "graph-1f1b";
+    case Policy::kZeroBubble:
+      return "zb";
+    case Policy::kAuto:
+      return "auto";
   }
   return "?";
 }
 
 Result<Policy> parse_policy(std::string const& name) {
-  for (Policy p : {Policy::kGpipe, Policy::k1F1B, Policy::kInterleaved, Policy::kGraph1F1B, Policy::kZeroBubble, Policy::kAuto})
+  for (Policy p :
+       {Policy::kGpipe, Policy::k1F1B, Policy::kInterleaved, Policy::kGraph1F1B, Policy::kZeroBubble, Policy::kAuto})
     if (name == policy_name(p)) return p;
-  return invalid_argument("unknown schedule policy '" + name + "' (expected gpipe, 1f1b, interleaved, graph-1f1b, zb or auto)");
+  return invalid_argument("unknown schedule policy '" + name +
+                          "' (expected gpipe, 1f1b, interleaved, graph-1f1b, zb or auto)");
 }
 
 std::vector<Policy> concrete_policies() {
@@ -176,7 +187,8 @@ std::vector<Policy> concrete_policies() {
 
 Status policy_applies(partition::Plan const& plan, Policy policy, int micro_batches) {
   ASSIGN_OR_RETURN(PlanView view, PlanView::make(plan));
-  if (micro_batches < 1) return invalid_argument("a schedule needs at least one micro-batch (got " + std::to_string(micro_batches) + ")");
+  if (micro_batches < 1)
+    return invalid_argument("a schedule needs at least one micro-batch (got " + std::to_string(micro_batches) + ")");
   if (policy == Policy::k1F1B && !view.is_chain())
     return unsupported("1f1b needs a chain of stages, but stage " + std::to_string(view.branching_stage()) +
                        " of this plan has several inputs or outputs: use --policy graph-1f1b");

@@ -14,7 +14,8 @@ constexpr double kNever = std::numeric_limits<double>::infinity();
 
 class Greedy {
  public:
-  Greedy(PlanView const& view, OrderRequest const& req) : view_(view), req_(req), D_(view.num_devices()), M_(req.micro_batches) {
+  Greedy(PlanView const& view, OrderRequest const& req)
+      : view_(view), req_(req), D_(view.num_devices()), M_(req.micro_batches) {
     free_.assign(D_, 0.0);
     forwards_left_.assign(D_, 0);
     for (int d = 0; d < D_; ++d)
@@ -24,7 +25,8 @@ class Greedy {
     pending_.assign(view.num_stages(), std::vector<std::deque<int>>(D_));
     for (int d = 0; d < D_; ++d) {
       pos_[d].assign(req.sequences[d].size(), 0);
-      for (auto const& seq : req.sequences[d]) remaining_ += static_cast<int64_t>(seq.size()) * (req.defer_weight ? 2 : 1);
+      for (auto const& seq : req.sequences[d])
+        remaining_ += static_cast<int64_t>(seq.size()) * (req.defer_weight ? 2 : 1);
     }
     // Only B ops spawn a W; F ops counted twice above are corrected here.
     if (req.defer_weight) {
@@ -46,7 +48,9 @@ class Greedy {
         Choice c = decide(d);
         if (c.time < best_t) best_t = c.time, best_d = d, best_c = c;
       }
-      if (best_d < 0) return internal_error("the policy's compute order cannot run on this plan (a dependency cycle between devices)");
+      if (best_d < 0)
+        return internal_error(
+            "the policy's compute order cannot run on this plan (a dependency cycle between devices)");
       commit(best_d, best_c);
     }
     return std::move(orders_);
@@ -54,12 +58,14 @@ class Greedy {
 
  private:
   struct Choice {
-    double time = kNever;   // when the op starts
+    double time = kNever;  // when the op starts
     ComputeOp op;
-    int seq = -1;           // the sequence it heads, or -1 for a queued W
+    int seq = -1;  // the sequence it heads, or -1 for a queued W
   };
 
-  uint64_t key(int s, int d, int kind, int m) const { return ((static_cast<uint64_t>(s) * 3 + kind) * D_ + d) * M_ + m; }
+  uint64_t key(int s, int d, int kind, int m) const {
+    return ((static_cast<uint64_t>(s) * 3 + kind) * D_ + d) * M_ + m;
+  }
   std::optional<double> end(int s, int d, int kind, int m) const {
     auto it = end_.find(key(s, d, kind, m));
     if (it == end_.end()) return std::nullopt;
@@ -126,8 +132,10 @@ class Greedy {
       if (pos_[d][i] >= static_cast<int>(seqs[i].size())) continue;
       ComputeOp const& op = seqs[i][pos_[d][i]];
       if (blocked[op.stage]) continue;
-      if (auto r = ready(d, op)) heads.push_back({std::max(now, *r), op, i});
-      else heads.push_back({kNever, op, i});
+      if (auto r = ready(d, op))
+        heads.push_back({std::max(now, *r), op, i});
+      else
+        heads.push_back({kNever, op, i});
     }
     auto pick = [&](std::vector<Choice> const& cands, double by) {
       Choice best;

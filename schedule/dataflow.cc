@@ -17,7 +17,10 @@ Op op_of_kind(int k) { return k == 0 ? Op::kForward : k == 1 ? Op::kBackward : O
 class Engine {
  public:
   Engine(PlanView const& view, Schedule const& schedule)
-      : view_(view), sched_(schedule), D_(schedule.num_devices()), M_(schedule.num_micro_batches),
+      : view_(view),
+        sched_(schedule),
+        D_(schedule.num_devices()),
+        M_(schedule.num_micro_batches),
         split_(split_backward(view, schedule)) {
     next_.assign(D_, {0, 0, 0});
     free_.assign(D_, {0.0, 0.0, 0.0});
@@ -27,7 +30,8 @@ class Engine {
       for (int st = 0; st < kNumStreams; ++st) skip_to_stream(d, st);
       for (auto const& in : sched_.devices[d]) {
         bool const last_kind = split_[in.stage < 0 ? 0 : in.stage][d] ? in.op == Op::kWeight : in.op == Op::kBackward;
-        if (in.stage >= 0 && (in.op == Op::kBackward || in.op == Op::kWeight) && last_kind) ++remaining_bw_[in.stage][d];
+        if (in.stage >= 0 && (in.op == Op::kBackward || in.op == Op::kWeight) && last_kind)
+          ++remaining_bw_[in.stage][d];
       }
     }
   }
@@ -75,7 +79,9 @@ class Engine {
   std::optional<double> compute_end(int stage, int device, int kind, int mb, std::string* why) const {
     auto it = compute_.find(compute_key(stage, device, kind, mb));
     if (it != compute_.end()) return it->second;
-    if (why) *why = std::string(op_name(op_of_kind(kind))) + " s" + std::to_string(stage) + " m" + std::to_string(mb) + " on device " + std::to_string(device);
+    if (why)
+      *why = std::string(op_name(op_of_kind(kind))) + " s" + std::to_string(stage) + " m" + std::to_string(mb) +
+             " on device " + std::to_string(device);
     return std::nullopt;
   }
   std::optional<double> recv_end(bool grad, int edge, int mb, int src, int dst, int self, std::string* why) const {
@@ -101,7 +107,8 @@ class Engine {
       for (int e : view_.in_edges(s))
         for (auto const& p : view_.pieces(e)) {
           if (p.dst_device != d) continue;
-          if (!need(p.local() ? compute_end(p.src_stage, d, 0, m, why) : recv_end(false, e, m, p.src_device, d, d, why)))
+          if (!need(p.local() ? compute_end(p.src_stage, d, 0, m, why)
+                              : recv_end(false, e, m, p.src_device, d, d, why)))
             return std::nullopt;
         }
     } else if (in.op == Op::kBackward) {
@@ -121,10 +128,14 @@ class Engine {
   double duration(int d, Instruction const& in) const {
     auto const& st = view_.stage(in.stage);
     switch (in.op) {
-      case Op::kForward: return st.fwd_s;
-      case Op::kBackward: return split_[in.stage][d] ? st.bwd_input_s : st.bwd_input_s + st.bwd_weight_s;
-      case Op::kWeight: return st.bwd_weight_s;
-      default: return 0;
+      case Op::kForward:
+        return st.fwd_s;
+      case Op::kBackward:
+        return split_[in.stage][d] ? st.bwd_input_s : st.bwd_input_s + st.bwd_weight_s;
+      case Op::kWeight:
+        return st.bwd_weight_s;
+      default:
+        return 0;
     }
   }
 
@@ -203,7 +214,8 @@ class Engine {
             return false;
           }
           if (remaining_bw_[in.stage][r] > 0) {
-            if (why) *why = "the last backward of stage " + std::to_string(in.stage) + " on device " + std::to_string(r);
+            if (why)
+              *why = "the last backward of stage " + std::to_string(in.stage) + " on device " + std::to_string(r);
             return false;
           }
           start = std::max({start, free_[r][1], last_bw_end_[in.stage][r]});
@@ -258,8 +270,6 @@ std::vector<std::vector<bool>> split_backward(PlanView const& view, Schedule con
   return split;
 }
 
-DataflowResult run_dataflow(PlanView const& view, Schedule const& schedule) {
-  return Engine(view, schedule).run();
-}
+DataflowResult run_dataflow(PlanView const& view, Schedule const& schedule) { return Engine(view, schedule).run(); }
 
 }  // namespace gp::schedule

@@ -14,7 +14,7 @@ namespace gp::schedule {
 
 struct Blocked {
   int device = 0;
-  int index = 0;        // into schedule.devices[device]
+  int index = 0;  // into schedule.devices[device]
   std::string waits_for;
 };
 

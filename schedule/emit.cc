@@ -42,7 +42,8 @@ Schedule emit_schedule(PlanView const& view, int micro_batches, std::string cons
       } else {
         out.push_back(Instruction{Op::kWeight, st, m, -1, false, -1, 0});
       }
-      if (i == last[st] && view.stage(st).devices.size() > 1) out.push_back(Instruction{Op::kAllReduce, st, -1, -1, false, -1, 0});
+      if (i == last[st] && view.stage(st).devices.size() > 1)
+        out.push_back(Instruction{Op::kAllReduce, st, -1, -1, false, -1, 0});
     }
     out.push_back(Instruction{Op::kStep, -1, -1, -1, false, -1, 0});
   }

@@ -18,13 +18,20 @@ Stream stream_of(Op op) {
 
 char const* op_name(Op op) {
   switch (op) {
-    case Op::kForward: return "F";
-    case Op::kBackward: return "B";
-    case Op::kWeight: return "W";
-    case Op::kSend: return "SEND";
-    case Op::kRecv: return "RECV";
-    case Op::kAllReduce: return "ALLREDUCE";
-    case Op::kStep: return "STEP";
+    case Op::kForward:
+      return "F";
+    case Op::kBackward:
+      return "B";
+    case Op::kWeight:
+      return "W";
+    case Op::kSend:
+      return "SEND";
+    case Op::kRecv:
+      return "RECV";
+    case Op::kAllReduce:
+      return "ALLREDUCE";
+    case Op::kStep:
+      return "STEP";
   }
   return "?";
 }
@@ -38,8 +45,8 @@ std::string to_string(Instruction const& in) {
       return s + " s" + std::to_string(in.stage) + " m" + std::to_string(in.micro_batch);
     case Op::kSend:
     case Op::kRecv:
-      return s + " " + (in.gradient ? "g" : "e") + std::to_string(in.edge) + " m" +
-             std::to_string(in.micro_batch) + (in.op == Op::kSend ? " ->d" : " <-d") + std::to_string(in.peer);
+      return s + " " + (in.gradient ? "g" : "e") + std::to_string(in.edge) + " m" + std::to_string(in.micro_batch) +
+             (in.op == Op::kSend ? " ->d" : " <-d") + std::to_string(in.peer);
     case Op::kAllReduce:
       return s + " s" + std::to_string(in.stage);
     case Op::kStep:

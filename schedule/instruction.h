@@ -28,21 +28,22 @@ struct Instruction {
   int stage = -1;        // F, B, W, ALLREDUCE
   int micro_batch = -1;  // F, B, W, SEND, RECV
   int edge = -1;         // SEND, RECV: index into Plan::edges
-  bool gradient = false; // SEND, RECV: the gradient flowing back along the edge (token g<k>), else the activation (e<k>)
-  int peer = -1;         // SEND: destination device; RECV: source device
-  int line = 0;          // line in the schedule text (set by the parser and by number_lines)
+  bool gradient =
+      false;      // SEND, RECV: the gradient flowing back along the edge (token g<k>), else the activation (e<k>)
+  int peer = -1;  // SEND: destination device; RECV: source device
+  int line = 0;   // line in the schedule text (set by the parser and by number_lines)
 
   bool operator==(Instruction const& o) const {
-    return op == o.op && stage == o.stage && micro_batch == o.micro_batch && edge == o.edge &&
-           gradient == o.gradient && peer == o.peer;
+    return op == o.op && stage == o.stage && micro_batch == o.micro_batch && edge == o.edge && gradient == o.gradient &&
+           peer == o.peer;
   }
 };
 
 struct Schedule {
   int version = kScheduleFormatVersion;
-  std::string policy;            // the builder that made it ("gpipe", "1f1b", ..., "hand-written")
-  std::string model;             // the plan's model name, for the reader
-  int num_stages = 0;            // of the plan it was built for
+  std::string policy;  // the builder that made it ("gpipe", "1f1b", ..., "hand-written")
+  std::string model;   // the plan's model name, for the reader
+  int num_stages = 0;  // of the plan it was built for
   int num_micro_batches = 0;
   std::vector<std::vector<Instruction>> devices;  // devices[d] = d's instructions in order
 

@@ -48,7 +48,8 @@ std::vector<DeviceMemory> account_memory(PlanView const& view, Schedule const& s
         mem.peak_bytes = bytes;
         mem.peak_index = i;
       }
-      if (stage >= 0 && stage < view.num_stages()) mem.peak_in_flight[stage] = std::max(mem.peak_in_flight[stage], live[stage]);
+      if (stage >= 0 && stage < view.num_stages())
+        mem.peak_in_flight[stage] = std::max(mem.peak_in_flight[stage], live[stage]);
     });
   }
   return out;

@@ -12,9 +12,9 @@
 namespace gp::schedule {
 
 struct DeviceMemory {
-  int64_t static_bytes = 0;       // weights + optimizer state
-  int64_t peak_bytes = 0;         // static + the most activations held at once
-  int peak_index = -1;            // instruction at which the peak is first reached
+  int64_t static_bytes = 0;         // weights + optimizer state
+  int64_t peak_bytes = 0;           // static + the most activations held at once
+  int peak_index = -1;              // instruction at which the peak is first reached
   std::vector<int> peak_in_flight;  // per stage (plan ids): the most micro-batches held at once
 };
 

@@ -13,7 +13,9 @@ Result<PlanView> PlanView::make(partition::Plan const& plan) {
   int max_device = plan.num_devices - 1;
   for (int s = 0; s < n; ++s) {
     auto const& st = plan.stages[s];
-    if (st.id != s) return invalid_argument("plan stage " + std::to_string(s) + " has id " + std::to_string(st.id) + " (ids must be 0..n-1 in order)");
+    if (st.id != s)
+      return invalid_argument("plan stage " + std::to_string(s) + " has id " + std::to_string(st.id) +
+                              " (ids must be 0..n-1 in order)");
     if (st.devices.empty()) return invalid_argument("plan stage " + std::to_string(s) + " has no devices");
     std::vector<int> sorted = st.devices;
     std::sort(sorted.begin(), sorted.end());
@@ -45,7 +47,8 @@ Result<PlanView> PlanView::make(partition::Plan const& plan) {
     auto const& b = plan.stages[edge.dst].devices;
     int const k = static_cast<int>(std::max(a.size(), b.size()));
     for (int i = 0; i < k; ++i)
-      v.pieces_[e].push_back({static_cast<int>(e), edge.src, edge.dst, a[i % a.size()], b[i % b.size()], edge.transfer_s / k});
+      v.pieces_[e].push_back(
+          {static_cast<int>(e), edge.src, edge.dst, a[i % a.size()], b[i % b.size()], edge.transfer_s / k});
   }
   v.depth_.assign(n, 1);
   for (int s = n - 1; s >= 0; --s)

@@ -27,20 +27,23 @@ std::string simulation_table(partition::Plan const& plan, Schedule const& schedu
                 schedule.policy.c_str(), schedule.num_stages, schedule.num_devices(), schedule.num_micro_batches,
                 static_cast<long long>(std::max<int64_t>(1, plan.micro_batch)));
   out += buf;
-  std::snprintf(buf, sizeof buf, "%-7s %-14s %12s %8s %12s %12s\n", "device", "stages", "compute", "bubble", "static mem", "peak mem");
+  std::snprintf(buf, sizeof buf, "%-7s %-14s %12s %8s %12s %12s\n", "device", "stages", "compute", "bubble",
+                "static mem", "peak mem");
   out += buf;
   for (int d = 0; d < schedule.num_devices(); ++d) {
     auto const& r = sim.devices[d];
     std::snprintf(buf, sizeof buf, "%-7d %-14s %12s %7.1f%% %12s %12s\n", d, stages_of(plan, d).c_str(),
-                  format_seconds(r.compute_busy_s).c_str(), 100 * r.bubble_fraction, format_bytes(r.static_bytes).c_str(),
-                  format_bytes(r.peak_memory_bytes).c_str());
+                  format_seconds(r.compute_busy_s).c_str(), 100 * r.bubble_fraction,
+                  format_bytes(r.static_bytes).c_str(), format_bytes(r.peak_memory_bytes).c_str());
     out += buf;
   }
-  std::snprintf(buf, sizeof buf, "step %s, %.2f samples/s, mean bubble %.1f%%, peak memory %s", format_seconds(sim.step_time_s).c_str(),
-                sim.samples_per_s, 100 * sim.mean_bubble_fraction, format_bytes(sim.peak_memory_bytes).c_str());
+  std::snprintf(buf, sizeof buf, "step %s, %.2f samples/s, mean bubble %.1f%%, peak memory %s",
+                format_seconds(sim.step_time_s).c_str(), sim.samples_per_s, 100 * sim.mean_bubble_fraction,
+                format_bytes(sim.peak_memory_bytes).c_str());
   out += buf;
   if (plan.device_memory_bytes > 0) {
-    out += " (limit " + format_bytes(plan.device_memory_bytes) + (sim.peak_memory_bytes > plan.device_memory_bytes ? ", OVER" : "") + ")";
+    out += " (limit " + format_bytes(plan.device_memory_bytes) +
+           (sim.peak_memory_bytes > plan.device_memory_bytes ? ", OVER" : "") + ")";
   }
   out += "\n";
   return out;
@@ -51,8 +54,11 @@ std::string simulation_json(partition::Plan const& plan, Schedule const& schedul
   json devices = json::array();
   for (int d = 0; d < schedule.num_devices(); ++d) {
     auto const& r = sim.devices[d];
-    devices.push_back({{"device", d}, {"stages", stages_of(plan, d)}, {"compute_busy_s", r.compute_busy_s},
-                       {"bubble_fraction", r.bubble_fraction}, {"static_bytes", r.static_bytes},
+    devices.push_back({{"device", d},
+                       {"stages", stages_of(plan, d)},
+                       {"compute_busy_s", r.compute_busy_s},
+                       {"bubble_fraction", r.bubble_fraction},
+                       {"static_bytes", r.static_bytes},
                        {"peak_memory_bytes", r.peak_memory_bytes}});
   }
   json doc = {{"policy", schedule.policy},

@@ -42,9 +42,7 @@ bool parse_tagged(std::string const& word, std::string_view prefix, int& out) {
   return parse_int(std::string_view(word).substr(prefix.size()), out);
 }
 
-Status line_error(int line, std::string const& msg) {
-  return parse_error("line " + std::to_string(line) + ": " + msg);
-}
+Status line_error(int line, std::string const& msg) { return parse_error("line " + std::to_string(line) + ": " + msg); }
 
 Result<Instruction> parse_instruction(std::vector<std::string> const& w, int line) {
   Instruction in;
@@ -58,7 +56,8 @@ Result<Instruction> parse_instruction(std::vector<std::string> const& w, int lin
   if (name == "F" || name == "B" || name == "W") {
     in.op = name == "F" ? Op::kForward : name == "B" ? Op::kBackward : Op::kWeight;
     if (w.size() != 3 || !parse_tagged(w[1], "s", in.stage) || !parse_tagged(w[2], "m", in.micro_batch))
-      return line_error(line, "malformed '" + text + "' (expected '" + name + " s<stage> m<micro-batch>', e.g. '" + name + " s2 m0')");
+      return line_error(line, "malformed '" + text + "' (expected '" + name + " s<stage> m<micro-batch>', e.g. '" +
+                                  name + " s2 m0')");
     return in;
   }
   if (name == "SEND" || name == "RECV") {
@@ -70,8 +69,8 @@ Result<Instruction> parse_instruction(std::vector<std::string> const& w, int lin
               parse_int(std::string_view(w[1]).substr(1), in.edge) && parse_tagged(w[2], "m", in.micro_batch) &&
               parse_tagged(w[3], arrow, in.peer);
     if (!ok)
-      return line_error(line, "malformed '" + text + "' (expected '" + name + " e<edge>|g<edge> m<micro-batch> " + arrow +
-                                  "<device>', e.g. '" + example + "')");
+      return line_error(line, "malformed '" + text + "' (expected '" + name + " e<edge>|g<edge> m<micro-batch> " +
+                                  arrow + "<device>', e.g. '" + example + "')");
     in.gradient = w[1][0] == 'g';
     return in;
   }
@@ -125,7 +124,8 @@ Result<Schedule> parse_schedule(std::string const& text) {
         return line_error(line, "expected the header 'graphpipe-schedule " + std::to_string(kScheduleFormatVersion) +
                                     "' before anything else");
       if (v != kScheduleFormatVersion)
-        return line_error(line, "schedule format version " + std::to_string(v) + " is not supported (this graphpipe reads " +
+        return line_error(line, "schedule format version " + std::to_string(v) +
+                                    " is not supported (this graphpipe reads " +
                                     std::to_string(kScheduleFormatVersion) + "); rebuild it with 'graphpipe schedule'");
       s.version = v;
       continue;
@@ -154,14 +154,18 @@ Result<Schedule> parse_schedule(std::string const& text) {
       } else if (w[0] == "stages" || w[0] == "micro-batches" || w[0] == "devices") {
         if (w.size() != 2 || !parse_int(w[1], value))
           return line_error(line, "'" + w[0] + "' takes one non-negative integer");
-        if (w[0] == "stages") s.num_stages = value, have_stages = true;
-        else if (w[0] == "micro-batches") s.num_micro_batches = value, have_mb = true;
-        else declared_devices = value;
-      } else if (w[0] == "F" || w[0] == "B" || w[0] == "W" || w[0] == "SEND" || w[0] == "RECV" ||
-                 w[0] == "ALLREDUCE" || w[0] == "STEP") {
+        if (w[0] == "stages")
+          s.num_stages = value, have_stages = true;
+        else if (w[0] == "micro-batches")
+          s.num_micro_batches = value, have_mb = true;
+        else
+          declared_devices = value;
+      } else if (w[0] == "F" || w[0] == "B" || w[0] == "W" || w[0] == "SEND" || w[0] == "RECV" || w[0] == "ALLREDUCE" ||
+                 w[0] == "STEP") {
         return line_error(line, "instruction before the first 'device <n>:' line");
       } else {
-        return line_error(line, "unknown header key '" + w[0] + "' (expected policy, model, stages, micro-batches, devices or 'device <n>:')");
+        return line_error(line, "unknown header key '" + w[0] +
+                                    "' (expected policy, model, stages, micro-batches, devices or 'device <n>:')");
       }
       continue;
     }

@@ -22,7 +22,7 @@ struct DeviceReport {
 struct Simulation {
   Timeline timeline;
   double step_time_s = 0;
-  int64_t samples_per_step = 0;   // micro-batches * the plan's micro-batch size
+  int64_t samples_per_step = 0;  // micro-batches * the plan's micro-batch size
   double samples_per_s = 0;
   double mean_bubble_fraction = 0;
   int64_t peak_memory_bytes = 0;  // the largest over devices

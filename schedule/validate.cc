@@ -58,35 +58,42 @@ class Checker {
       auto const& list = s_.devices[d];
       for (int i = 0; i < static_cast<int>(list.size()); ++i) {
         auto const& in = list[i];
-        bool const has_stage = in.op == Op::kForward || in.op == Op::kBackward || in.op == Op::kWeight || in.op == Op::kAllReduce;
+        bool const has_stage =
+            in.op == Op::kForward || in.op == Op::kBackward || in.op == Op::kWeight || in.op == Op::kAllReduce;
         bool const has_mb = in.op != Op::kAllReduce && in.op != Op::kStep;
         if (has_stage && in.stage >= n) {
-          add(d, i, "reference", quoted(in) + " names stage " + str(in.stage) + " but the plan has stages 0.." + str(n - 1));
+          add(d, i, "reference",
+              quoted(in) + " names stage " + str(in.stage) + " but the plan has stages 0.." + str(n - 1));
           continue;
         }
         if (has_mb && in.micro_batch >= M_) {
-          add(d, i, "reference", quoted(in) + " names micro-batch " + str(in.micro_batch) + " but the schedule has " + str(M_) +
-                                     " (m0..m" + str(M_ - 1) + ")");
+          add(d, i, "reference",
+              quoted(in) + " names micro-batch " + str(in.micro_batch) + " but the schedule has " + str(M_) +
+                  " (m0..m" + str(M_ - 1) + ")");
           continue;
         }
         if (has_stage && !view_.runs_on(in.stage, d)) {
           std::string devs;
           for (int x : view_.stage(in.stage).devices) devs += (devs.empty() ? "" : ",") + str(x);
-          add(d, i, "placement", quoted(in) + ": stage " + str(in.stage) + " does not run on device " + str(d) +
-                                     " in the plan (its devices: " + devs + ")",
+          add(d, i, "placement",
+              quoted(in) + ": stage " + str(in.stage) + " does not run on device " + str(d) +
+                  " in the plan (its devices: " + devs + ")",
               "move it to one of the stage's devices");
           continue;
         }
         if (in.op == Op::kAllReduce && view_.stage(in.stage).devices.size() < 2)
-          add(d, i, "allreduce", quoted(in) + ": stage " + str(in.stage) + " has one replica, there is nothing to all-reduce",
+          add(d, i, "allreduce",
+              quoted(in) + ": stage " + str(in.stage) + " has one replica, there is nothing to all-reduce",
               "remove the line");
         if (in.op == Op::kSend || in.op == Op::kRecv) {
           if (in.edge >= E) {
-            add(d, i, "reference", quoted(in) + " names plan edge " + str(in.edge) + " but the plan has " + str(E) + " edges");
+            add(d, i, "reference",
+                quoted(in) + " names plan edge " + str(in.edge) + " but the plan has " + str(E) + " edges");
             continue;
           }
           if (in.peer >= D_) {
-            add(d, i, "reference", quoted(in) + " names device " + str(in.peer) + " but the schedule has " + str(D_) + " devices");
+            add(d, i, "reference",
+                quoted(in) + " names device " + str(in.peer) + " but the schedule has " + str(D_) + " devices");
             continue;
           }
           bool const outgoing_data = (in.op == Op::kSend) != in.gradient;  // data flowing along the edge
@@ -99,17 +106,21 @@ class Checker {
               if (outgoing_data && p.src_device == d) expect += (expect.empty() ? "d" : ", d") + str(p.dst_device);
               if (!outgoing_data && p.dst_device == d) expect += (expect.empty() ? "d" : ", d") + str(p.src_device);
             }
-            add(d, i, "route", quoted(in) + ": plan edge " + str(in.edge) + " (stage " + str(edge.src) + " -> " + str(edge.dst) +
-                                   ") moves no data between device " + str(src) + " and device " + str(dst),
+            add(d, i, "route",
+                quoted(in) + ": plan edge " + str(in.edge) + " (stage " + str(edge.src) + " -> " + str(edge.dst) +
+                    ") moves no data between device " + str(src) + " and device " + str(dst),
                 expect.empty() ? "remove the line (device " + str(d) + " takes no part in this edge's transfers)"
-                               : "use peer " + expect + " (replica routing: piece i goes from replica i mod r to replica i mod r')");
+                               : "use peer " + expect +
+                                     " (replica routing: piece i goes from replica i mod r to replica i mod r')");
           }
         }
       }
     }
   }
 
-  uint64_t ckey(int kind, int s, int d, int m) const { return ((static_cast<uint64_t>(s) * 3 + kind) * D_ + d) * M_ + m; }
+  uint64_t ckey(int kind, int s, int d, int m) const {
+    return ((static_cast<uint64_t>(s) * 3 + kind) * D_ + d) * M_ + m;
+  }
   uint64_t tkey(bool grad, int e, int m, int src, int dst) const {
     return (((static_cast<uint64_t>(e) * 2 + grad) * M_ + m) * D_ + src) * D_ + dst;
   }
@@ -159,21 +170,25 @@ class Checker {
             auto it = compute_.find(ckey(k, s, d, m));
             std::string const what = std::string(names[k]) + " s" + str(s) + " m" + str(m);
             if (it == compute_.end()) {
-              std::string const hint = k == 2 ? " (other micro-batches of this stage split B and W, so every one must)" : "";
+              std::string const hint =
+                  k == 2 ? " (other micro-batches of this stage split B and W, so every one must)" : "";
               add(d, -1, "once", "device " + str(d) + " never runs '" + what + "'" + hint,
                   "add '" + what + "' to device " + str(d) + "'s block");
             } else if (it->second.size() > 1) {
-              add(d, it->second[1], "once", "'" + what + "' runs twice on device " + str(d) + " (lines " +
-                                                 str(line_of(d, it->second[0])) + " and " + str(line_of(d, it->second[1])) + ")",
+              add(d, it->second[1], "once",
+                  "'" + what + "' runs twice on device " + str(d) + " (lines " + str(line_of(d, it->second[0])) +
+                      " and " + str(line_of(d, it->second[1])) + ")",
                   "remove one of them");
             }
           }
           int const f = first(0, s, d, m), b = first(1, s, d, m), w = first(2, s, d, m);
           if (f >= 0 && b >= 0 && b < f)
-            add(d, b, "order", "'B s" + str(s) + " m" + str(m) + "' comes before its forward (line " + str(line_of(d, f)) + ")",
+            add(d, b, "order",
+                "'B s" + str(s) + " m" + str(m) + "' comes before its forward (line " + str(line_of(d, f)) + ")",
                 "move it after line " + str(line_of(d, f)));
           if (b >= 0 && w >= 0 && w < b)
-            add(d, w, "order", "'W s" + str(s) + " m" + str(m) + "' comes before its B (line " + str(line_of(d, b)) + ")",
+            add(d, w, "order",
+                "'W s" + str(s) + " m" + str(m) + "' comes before its B (line " + str(line_of(d, b)) + ")",
                 "move it after line " + str(line_of(d, b)));
         }
       }
@@ -202,9 +217,10 @@ class Checker {
     int const prod = first(kind(producer.op), producer.stage, sender, m);
     int const cons = first(kind(consumer.op), consumer.stage, receiver, m);
     if (!sends && !recvs) {
-      add(receiver, cons, "match", quoted(consumer) + " on device " + str(receiver) + " needs " + (grad ? "gradient" : "activation") +
-                                       " '" + (grad ? "g" : "e") + str(p.edge) + " m" + str(m) + "' from device " + str(sender) +
-                                       ", but no SEND/RECV moves it",
+      add(receiver, cons, "match",
+          quoted(consumer) + " on device " + str(receiver) + " needs " + (grad ? "gradient" : "activation") + " '" +
+              (grad ? "g" : "e") + str(p.edge) + " m" + str(m) + "' from device " + str(sender) +
+              ", but no SEND/RECV moves it",
           "add " + quoted(send) + " to device " + str(sender) + " after " + quoted(producer) + ", and " + quoted(recv) +
               " to device " + str(receiver) + " before " + quoted(consumer));
       return;
@@ -223,11 +239,13 @@ class Checker {
     }
     if (sends && prod >= 0 && sends->front() < prod)
       add(sender, sends->front(), "send-after-produce",
-          quoted(send) + " comes before " + quoted(producer) + " (line " + str(line_of(sender, prod)) + "), which produces it",
+          quoted(send) + " comes before " + quoted(producer) + " (line " + str(line_of(sender, prod)) +
+              "), which produces it",
           "move it after line " + str(line_of(sender, prod)));
     if (recvs && cons >= 0 && recvs->front() > cons)
       add(receiver, recvs->front(), "recv-before-use",
-          quoted(recv) + " comes after " + quoted(consumer) + " (line " + str(line_of(receiver, cons)) + "), which needs it",
+          quoted(recv) + " comes after " + quoted(consumer) + " (line " + str(line_of(receiver, cons)) +
+              "), which needs it",
           "move it before line " + str(line_of(receiver, cons)));
   }
 
@@ -246,13 +264,15 @@ class Checker {
         auto const* ar = find(allreduce_, static_cast<uint64_t>(s) * D_ + d);
         std::string const ins = "'ALLREDUCE s" + str(s) + "'";
         if (!ar) {
-          add(d, last, "allreduce", "stage " + str(s) + " has " + str(static_cast<int>(view_.stage(s).devices.size())) +
-                                        " replicas but device " + str(d) + " never all-reduces its gradients",
+          add(d, last, "allreduce",
+              "stage " + str(s) + " has " + str(static_cast<int>(view_.stage(s).devices.size())) +
+                  " replicas but device " + str(d) + " never all-reduces its gradients",
               "add " + ins + " after line " + str(line_of(d, last)));
         } else if (ar->size() > 1) {
           add(d, (*ar)[1], "allreduce", ins + " appears twice on device " + str(d), "remove one");
         } else if (ar->front() < last) {
-          add(d, ar->front(), "allreduce", ins + " comes before the stage's last backward (line " + str(line_of(d, last)) + ")",
+          add(d, ar->front(), "allreduce",
+              ins + " comes before the stage's last backward (line " + str(line_of(d, last)) + ")",
               "move it after line " + str(line_of(d, last)));
         }
       }
@@ -263,10 +283,13 @@ class Checker {
       if (it == step_.end()) {
         add(d, -1, "step", "device " + str(d) + " has no STEP", "end device " + str(d) + "'s block with 'STEP'");
       } else if (it->second.size() > 1) {
-        add(d, it->second[0], "step", "STEP appears twice on device " + str(d) + " (lines " + str(line_of(d, it->second[0])) + " and " +
-                                           str(line_of(d, it->second[1])) + ")", "keep only the last one");
+        add(d, it->second[0], "step",
+            "STEP appears twice on device " + str(d) + " (lines " + str(line_of(d, it->second[0])) + " and " +
+                str(line_of(d, it->second[1])) + ")",
+            "keep only the last one");
       } else if (it->second.front() != n - 1) {
-        add(d, it->second.front(), "step", "STEP must be the last instruction of device " + str(d), "move it to the end of the block");
+        add(d, it->second.front(), "step", "STEP must be the last instruction of device " + str(d),
+            "move it to the end of the block");
       }
     }
   }
@@ -277,8 +300,10 @@ class Checker {
     std::string const count = str(static_cast<int>(result.blocked.size()));
     for (auto const& b : result.blocked)
       add(b.device, b.index, "deadlock",
-          quoted(s_.devices[b.device][b.index]) + " never runs (one of " + count + " blocked): it waits for " + b.waits_for,
-          "order each device's instructions so that what they wait for can happen first (or build the schedule with 'graphpipe schedule --policy graph-1f1b')");
+          quoted(s_.devices[b.device][b.index]) + " never runs (one of " + count + " blocked): it waits for " +
+              b.waits_for,
+          "order each device's instructions so that what they wait for can happen first (or build the schedule with "
+          "'graphpipe schedule --policy graph-1f1b')");
   }
 
   void check_memory() {
@@ -291,10 +316,12 @@ class Checker {
       std::string held;
       for (int s : view_.stages_on(d))
         held += (held.empty() ? "" : ", ") + str(mem[d].peak_in_flight[s]) + " micro-batches of stage " + str(s);
-      add(d, at, "memory", "device " + str(d) + " goes over its memory limit " + format_bytes(limit) + ": peak " +
-                               format_bytes(mem[d].peak_bytes) + " (weights and optimizer " + format_bytes(mem[d].static_bytes) +
-                               ", activations of at most " + held + ")",
-          "keep fewer micro-batches in flight (policy 1f1b or graph-1f1b instead of gpipe), or partition onto more devices");
+      add(d, at, "memory",
+          "device " + str(d) + " goes over its memory limit " + format_bytes(limit) + ": peak " +
+              format_bytes(mem[d].peak_bytes) + " (weights and optimizer " + format_bytes(mem[d].static_bytes) +
+              ", activations of at most " + held + ")",
+          "keep fewer micro-batches in flight (policy 1f1b or graph-1f1b instead of gpipe), or partition onto more "
+          "devices");
     }
   }
 
@@ -319,18 +346,23 @@ std::string Violation::to_string() const {
   return out;
 }
 
-std::vector<Violation> validate_schedule(partition::Plan const& plan, Schedule const& schedule, CheckOptions const& options) {
+std::vector<Violation> validate_schedule(partition::Plan const& plan, Schedule const& schedule,
+                                         CheckOptions const& options) {
   auto view = PlanView::make(plan);
   if (!view.is_ok()) return {{-1, 0, "header", "the plan is not usable: " + view.status().message(), ""}};
   std::vector<Violation> v;
   if (schedule.num_stages != view->num_stages())
-    v.push_back({-1, 0, "header", "the schedule was built for " + std::to_string(schedule.num_stages) + " stages but the plan has " +
-                                      std::to_string(view->num_stages()), "rebuild it from this plan with 'graphpipe schedule'"});
+    v.push_back({-1, 0, "header",
+                 "the schedule was built for " + std::to_string(schedule.num_stages) + " stages but the plan has " +
+                     std::to_string(view->num_stages()),
+                 "rebuild it from this plan with 'graphpipe schedule'"});
   if (schedule.num_micro_batches < 1)
     v.push_back({-1, 0, "header", "the schedule has no micro-batches", "set 'micro-batches' in the header"});
   if (schedule.num_devices() != view->num_devices())
-    v.push_back({-1, 0, "header", "the schedule has " + std::to_string(schedule.num_devices()) + " device blocks but the plan uses " +
-                                      std::to_string(view->num_devices()) + " devices", "one 'device <n>:' block per plan device"});
+    v.push_back({-1, 0, "header",
+                 "the schedule has " + std::to_string(schedule.num_devices()) + " device blocks but the plan uses " +
+                     std::to_string(view->num_devices()) + " devices",
+                 "one 'device <n>:' block per plan device"});
   if (!v.empty()) return v;
   return Checker(plan, *view, schedule, options).run();
 }

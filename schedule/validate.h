@@ -26,7 +26,7 @@ struct Violation {
   int line = 0;     // 0: no single line
   std::string rule;
   std::string message;
-  std::string fix;  // may be empty
+  std::string fix;                // may be empty
   std::string to_string() const;  // "device 2, line 17: [order] ...; fix: ..."
 };
 

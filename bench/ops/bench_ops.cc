@@ -97,9 +97,9 @@ int main(int argc, char** argv) {
     char const* label;
     int64_t m, k, n;
   };
-  for (MmCase const& c : {MmCase{"matmul 4096x768 · 768x768", 4096, 768, 768},
-                          MmCase{"matmul 4096x768 · 768x3072", 4096, 768, 3072},
-                          MmCase{"matmul 256x1024 · 1024x1024", 256, 1024, 1024}}) {
+  for (MmCase const& c :
+       {MmCase{"matmul 4096x768 · 768x768", 4096, 768, 768}, MmCase{"matmul 4096x768 · 768x3072", 4096, 768, 3072},
+        MmCase{"matmul 256x1024 · 1024x1024", 256, 1024, 1024}}) {
     Bench b = make("MatMul", graph::MatMulAttrs{}, {{c.m, c.k}, {c.k, c.n}});
     run(c.label, b, 2.0 * c.m * c.k * c.n, iters);
   }

@@ -37,10 +37,8 @@ struct Setting {
 // Zoo models: batch and memory chosen so the sequential plans are memory-bound (README.md).
 std::vector<Setting> zoo_settings() {
   return {
-      {"mmt", false, 128, int64_t{6} << 30},
-      {"dlrm", false, 2048, int64_t{8} << 30},
-      {"candle_uno", false, 2048, int64_t{8} << 30},
-      {"inception", false, 256, int64_t{4} << 30},
+      {"mmt", false, 128, int64_t{6} << 30},         {"dlrm", false, 2048, int64_t{8} << 30},
+      {"candle_uno", false, 2048, int64_t{8} << 30}, {"inception", false, 256, int64_t{4} << 30},
       {"transformer", false, 128, int64_t{6} << 30},
   };
 }
@@ -48,7 +46,7 @@ std::vector<Setting> zoo_settings() {
 std::vector<Setting> profile_settings() {
   // B = 4x the batch each profile was measured at (inferred from its activation sizes).
   return {
-      {"alexnet", true, 1024, int64_t{16} << 30, 256}, {"vgg16", true, 512, int64_t{16} << 30, 128},
+      {"alexnet", true, 1024, int64_t{16} << 30, 256},  {"vgg16", true, 512, int64_t{16} << 30, 128},
       {"resnet18", true, 1024, int64_t{16} << 30, 256}, {"resnet50", true, 512, int64_t{16} << 30, 128},
       {"gnmt", true, 256, int64_t{16} << 30, 64},
   };
@@ -121,7 +119,8 @@ double ideal_samples_per_s(Problem const& p) {
     for (int64_t s = 1; s <= b; s *= 2) {
       if (b % s != 0) continue;
       std::vector<NodeTime> const& t = p.node_times(s);
-      for (std::size_t v = 0; v < best.size(); ++v) best[v] = std::min(best[v], t[v].total_s() / static_cast<double>(s));
+      for (std::size_t v = 0; v < best.size(); ++v)
+        best[v] = std::min(best[v], t[v].total_s() / static_cast<double>(s));
     }
   }
   double work = 0;
@@ -141,7 +140,8 @@ struct Outcome {
   double seconds = 0;
 };
 
-Result<Problem> make_problem(Setting const& s, int devices, std::map<std::string, std::shared_ptr<graph::OpGraph const>>& graphs) {
+Result<Problem> make_problem(Setting const& s, int devices,
+                             std::map<std::string, std::shared_ptr<graph::OpGraph const>>& graphs) {
   Cluster cluster = Cluster::uniform(devices, s.memory);
   if (s.profile && s.profile_batch == 0) {
     ASSIGN_OR_RETURN(Problem p, synthetic_problem(s.model));
@@ -151,7 +151,8 @@ Result<Problem> make_problem(Setting const& s, int devices, std::map<std::string
     return p;
   }
   if (s.profile) {
-    std::string const path = std::string(GP_SOURCE_DIR) + "/../shared/data/pipedream-profiles/" + s.model + "/graph.txt";
+    std::string const path =
+        std::string(GP_SOURCE_DIR) + "/../shared/data/pipedream-profiles/" + s.model + "/graph.txt";
     ASSIGN_OR_RETURN(Problem p, read_pipedream_profile(path, {.profile_batch = s.profile_batch}));
     p.cluster = cluster;
     p.batch = s.batch;
@@ -185,30 +186,42 @@ int main(int argc, char** argv) {
   };
   for (int i = 1; i < argc; ++i) {
     std::string const a = argv[i];
-    if (a == "--quick") quick = true;
-    else if (a == "--info") info = true;
-    else if (a == "--time-limit" && i + 1 < argc) time_limit = std::stod(argv[++i]);
-    else if (a == "--models" && i + 1 < argc) only_models = split(argv[++i]);
-    else if (a == "--devices" && i + 1 < argc) for (auto const& d : split(argv[++i])) only_devices.push_back(std::stoi(d));
+    if (a == "--quick")
+      quick = true;
+    else if (a == "--info")
+      info = true;
+    else if (a == "--time-limit" && i + 1 < argc)
+      time_limit = std::stod(argv[++i]);
+    else if (a == "--models" && i + 1 < argc)
+      only_models = split(argv[++i]);
+    else if (a == "--devices" && i + 1 < argc)
+      for (auto const& d : split(argv[++i])) only_devices.push_back(std::stoi(d));
     else if (a == "--chain-objective" && i + 1 < argc &&
-             (std::strcmp(argv[i + 1], "both") == 0 || std::strcmp(argv[i + 1], "step") == 0 || std::strcmp(argv[i + 1], "bottleneck") == 0))
+             (std::strcmp(argv[i + 1], "both") == 0 || std::strcmp(argv[i + 1], "step") == 0 ||
+              std::strcmp(argv[i + 1], "bottleneck") == 0))
       objectives = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_partition [--quick] [--info] [--time-limit S] [--models a,b] [--devices 4,8] [--chain-objective both|step|bottleneck]\n");
+      std::fprintf(stderr,
+                   "usage: bench_partition [--quick] [--info] [--time-limit S] [--models a,b] [--devices 4,8] "
+                   "[--chain-objective both|step|bottleneck]\n");
       return 2;
     }
   }
   std::map<std::string, std::shared_ptr<gp::graph::OpGraph const>> graphs;
   std::vector<std::pair<Setting, std::vector<int>>> rows;
-  for (auto const& s : zoo_settings()) rows.push_back({s, quick ? std::vector<int>{4, 16} : std::vector<int>{4, 8, 16, 32}});
-  for (auto const& s : profile_settings()) rows.push_back({s, quick ? std::vector<int>{4} : std::vector<int>{2, 4, 8, 16}});
-  for (auto const& s : synthetic_settings()) rows.push_back({s, quick ? std::vector<int>{16} : std::vector<int>{8, 32}});
+  for (auto const& s : zoo_settings())
+    rows.push_back({s, quick ? std::vector<int>{4, 16} : std::vector<int>{4, 8, 16, 32}});
+  for (auto const& s : profile_settings())
+    rows.push_back({s, quick ? std::vector<int>{4} : std::vector<int>{2, 4, 8, 16}});
+  for (auto const& s : synthetic_settings())
+    rows.push_back({s, quick ? std::vector<int>{16} : std::vector<int>{8, 32}});
 
   if (info) {
     std::printf("%-12s %6s %6s %10s %12s %12s %12s %10s\n", "model", "nodes", "edges", "downsets", "weights_GiB",
                 "act/sample_MiB", "fwd_ms@b=1", "B");
     for (auto const& [s, devs] : rows) {
-      if (!only_models.empty() && std::find(only_models.begin(), only_models.end(), s.model) == only_models.end()) continue;
+      if (!only_models.empty() && std::find(only_models.begin(), only_models.end(), s.model) == only_models.end())
+        continue;
       auto p = make_problem(s, 1, graphs);
       if (!p) {
         std::printf("%-12s error: %s\n", s.model.c_str(), p.status().message().c_str());
@@ -250,16 +263,18 @@ int main(int argc, char** argv) {
     int devices;
     std::vector<double> ratio;
     std::vector<char> have;
-    double bound = 0;          // perfect-scaling samples/s (see ideal_samples_per_s)
+    double bound = 0;              // perfect-scaling samples/s (see ideal_samples_per_s)
     double gpp = 0, best_seq = 0;  // samples/s; 0 when none
   };
   std::vector<Summary> summaries;
   std::printf("%-11s %4s %5s %-10s %10s %10s %11s %5s %5s %6s %9s %8s\n", "model", "dev", "B", "planner", "search_s",
               "states", "samples/s", "depth", "b", "stages", "peak_GiB", "GPP/x");
   for (auto const& [s, devs] : rows) {
-    if (!only_models.empty() && std::find(only_models.begin(), only_models.end(), s.model) == only_models.end()) continue;
+    if (!only_models.empty() && std::find(only_models.begin(), only_models.end(), s.model) == only_models.end())
+      continue;
     for (int n : devs) {
-      if (!only_devices.empty() && std::find(only_devices.begin(), only_devices.end(), n) == only_devices.end()) continue;
+      if (!only_devices.empty() && std::find(only_devices.begin(), only_devices.end(), n) == only_devices.end())
+        continue;
       auto p = make_problem(s, n, graphs);
       if (!p) {
         std::printf("%-11s %4d error: %s\n", s.model.c_str(), n, p.status().message().c_str());
@@ -273,8 +288,10 @@ int main(int argc, char** argv) {
         auto const start = std::chrono::steady_clock::now();
         auto plan = plan_with(entries[k].planner, *p, options);
         out[k].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (plan) out[k].plan = std::move(plan).value();
-        else out[k].error = plan.status().message();
+        if (plan)
+          out[k].plan = std::move(plan).value();
+        else
+          out[k].error = plan.status().message();
       }
       Summary sum{s.model, n, std::vector<double>(count - 1, 0.0), std::vector<char>(count - 1, 0)};
       sum.bound = ideal_samples_per_s(*p);
@@ -293,8 +310,8 @@ int main(int argc, char** argv) {
           double peak = 0;
           for (auto const& st : pl.stages) peak = std::max(peak, double(st.peak_memory_bytes));
           std::printf("%-11s %4d %5lld %-10s %10.4f %10lld %11.1f %5d %5lld %6zu %9s %8s%s\n", s.model.c_str(), n,
-                      (long long)s.batch, entries[k].label, out[k].seconds, (long long)pl.states_explored, pl.samples_per_s,
-                      pl.depth, (long long)pl.micro_batch, pl.stages.size(), gib(peak).c_str(), ratio,
+                      (long long)s.batch, entries[k].label, out[k].seconds, (long long)pl.states_explored,
+                      pl.samples_per_s, pl.depth, (long long)pl.micro_batch, pl.stages.size(), gib(peak).c_str(), ratio,
                       pl.notes.empty() ? "" : "  (linearised)");
         } else {
           std::printf("%-11s %4d %5lld %-10s %10.4f %10s %11s  n/a (%s)\n", s.model.c_str(), n, (long long)s.batch,
@@ -305,23 +322,30 @@ int main(int argc, char** argv) {
       summaries.push_back(sum);
     }
   }
-  std::printf("\nSummary: GPP throughput over (a) PipeDream-style, (b) Piper-style, (c) balanced, (a') and (b') the\n"
-              "same planners with their own objective (least max stage time); and GPP and the best sequential\n"
-              "plan as a fraction of the perfect-scaling bound (no plan of any shape can exceed 1)\n");
+  std::printf(
+      "\nSummary: GPP throughput over (a) PipeDream-style, (b) Piper-style, (c) balanced, (a') and (b') the\n"
+      "same planners with their own objective (least max stage time); and GPP and the best sequential\n"
+      "plan as a fraction of the perfect-scaling bound (no plan of any shape can exceed 1)\n");
   std::printf("%-11s %4s", "model", "dev");
   for (int k = 1; k < count; ++k) std::printf(" %8s", entries[k].column);
   std::printf(" %9s %9s\n", "GPP/bnd", "seq/bnd");
   for (auto const& s : summaries) {
     std::printf("%-11s %4d", s.model.c_str(), s.devices);
     for (int k = 0; k < count - 1; ++k) {
-      if (s.have[k]) std::printf(" %8.2f", s.ratio[k]);
-      else std::printf(" %8s", "n/a");
+      if (s.have[k])
+        std::printf(" %8.2f", s.ratio[k]);
+      else
+        std::printf(" %8s", "n/a");
     }
     auto frac = [&](double x) { return x > 0 && s.bound > 0 ? x / s.bound : -1.0; };
-    if (frac(s.gpp) >= 0) std::printf(" %9.2f", frac(s.gpp));
-    else std::printf(" %9s", "n/a");
-    if (frac(s.best_seq) >= 0) std::printf(" %9.2f", frac(s.best_seq));
-    else std::printf(" %9s", "n/a");
+    if (frac(s.gpp) >= 0)
+      std::printf(" %9.2f", frac(s.gpp));
+    else
+      std::printf(" %9s", "n/a");
+    if (frac(s.best_seq) >= 0)
+      std::printf(" %9.2f", frac(s.best_seq));
+    else
+      std::printf(" %9s", "n/a");
     std::printf("\n");
   }
   return 0;

@@ -71,15 +71,13 @@ exec::TrainConfig config_for(Options const& o) {
   c.steps = o.steps;
   c.seed = 1;
   c.optimizer.lr = 0.01f;
-  c.data.samples =
-      o.batch;  // one fixed batch, as bench_train: no data generation in the timed loop
+  c.data.samples = o.batch;  // one fixed batch, as bench_train: no data generation in the timed loop
   c.log_interval = 1 << 30;
   return c;
 }
 
 // A profile measured under `threads` compute threads, at the sizes a replica can see.
-std::shared_ptr<graph::CostModel const> measured_cost(graph::OpGraph const& g, int threads,
-                                                      int64_t b) {
+std::shared_ptr<graph::CostModel const> measured_cost(graph::OpGraph const& g, int threads, int64_t b) {
   exec::set_thread_budget(threads);
   exec::CpuBackend be;
   exec::ProfileOptions po;
@@ -93,13 +91,11 @@ std::shared_ptr<graph::CostModel const> measured_cost(graph::OpGraph const& g, i
   po.thread_setup = [threads] { exec::set_thread_budget(threads); };
   po.model_name = g.name();
   auto profile = check(exec::profile_graph(g, be, po), "profile");
-  return std::make_shared<graph::MeasuredCostModel>(profile,
-                                                    std::make_shared<graph::AnalyticCostModel>());
+  return std::make_shared<graph::MeasuredCostModel>(profile, std::make_shared<graph::AnalyticCostModel>());
 }
 
-partition::Plan plan_for(std::shared_ptr<graph::OpGraph const> g,
-                         std::shared_ptr<graph::CostModel const> cost, std::string const& planner,
-                         int devices, exec::TrainConfig const& c, int threads,
+partition::Plan plan_for(std::shared_ptr<graph::OpGraph const> g, std::shared_ptr<graph::CostModel const> cost,
+                         std::string const& planner, int devices, exec::TrainConfig const& c, int threads,
                          bool replication = true) {
   partition::Cluster cluster = partition::Cluster::uniform(devices, int64_t{8} << 30);
   static double const bandwidth = exec::measure_in_process_bandwidth();  // worker threads' "links"
@@ -116,8 +112,8 @@ partition::Plan plan_for(std::shared_ptr<graph::OpGraph const> g,
   return plan;
 }
 
-Row run_pipeline(std::string const& model, std::string const& what, graph::OpGraph const& g,
-                 exec::TrainConfig const& c, partition::Plan const& plan) {
+Row run_pipeline(std::string const& model, std::string const& what, graph::OpGraph const& g, exec::TrainConfig const& c,
+                 partition::Plan const& plan) {
   schedule::BuildOptions bo;
   bo.micro_batches = static_cast<int>(c.micro_batches);
   bo.memory_limit_bytes = 0;
@@ -128,13 +124,7 @@ Row run_pipeline(std::string const& model, std::string const& what, graph::OpGra
   ro.worker.timeout_s = 120;
   auto rt = check(exec::Runtime::create_threads(c, g, plan, sched, ro), "runtime");
   check(rt->run(-1, nullptr), "train");
-  Row r{model,
-        what + " (" + sched.policy + ")",
-        plan.num_devices,
-        sim.samples_per_s,
-        rt->samples_per_s(),
-        {},
-        {}};
+  Row r{model, what + " (" + sched.policy + ")", plan.num_devices, sim.samples_per_s, rt->samples_per_s(), {}, {}};
   for (auto const& m : rt->measurements()) {
     r.mem_measured.push_back(m.peak_bytes);
     r.mem_predicted.push_back(sim.devices[m.device].peak_memory_bytes);
@@ -142,8 +132,8 @@ Row run_pipeline(std::string const& model, std::string const& what, graph::OpGra
   return r;
 }
 
-Row run_single(std::string const& model, graph::OpGraph const& g, exec::TrainConfig const& c,
-               int threads, schedule::Simulation const& sim) {
+Row run_single(std::string const& model, graph::OpGraph const& g, exec::TrainConfig const& c, int threads,
+               schedule::Simulation const& sim) {
   exec::set_thread_budget(threads);
   exec::CountingAllocator memory;  // outlives every tensor below
   exec::ScopedThreadAllocator scoped(memory);
@@ -202,15 +192,13 @@ int main(int argc, char** argv) {
   std::printf(
       "bench_runtime: %d cores, batch %lld in %lld micro-batches, %d steps (first not timed), size "
       "%s\n",
-      cores, static_cast<long long>(o.batch), static_cast<long long>(o.micro_batches), o.steps,
-      o.size.c_str());
+      cores, static_cast<long long>(o.batch), static_cast<long long>(o.micro_batches), o.steps, o.size.c_str());
   std::vector<Row> rows;
   std::vector<std::string> summary;
   for (std::string model : {"mmt", "transformer"}) {
     if (!o.only.empty() && o.only != model) continue;
     auto size = check(models::parse_size(o.size), "size");
-    auto g =
-        std::make_shared<graph::OpGraph const>(check(models::build_graph(model, size, 1), model));
+    auto g = std::make_shared<graph::OpGraph const>(check(models::build_graph(model, size, 1), model));
     exec::TrainConfig const c = config_for(o);
     std::cerr << model << ": profiling with 1 and " << cores << " threads..." << std::endl;
     auto cost1 = measured_cost(*g, 1, c.micro_batch_size());
@@ -233,14 +221,12 @@ int main(int argc, char** argv) {
     Row const rss = run_pipeline(model, seq_stages.planner + " stages only, 2 x 1", *g, c, seq_stages);
     // One device runs F and B of each micro-batch in turn (the Trainer's order): 1F1B on one stage.
     schedule::BuildOptions const bo{static_cast<int>(c.micro_batches), 0};
-    auto sim1 = check(
-        schedule::simulate(
-            one, check(schedule::build_schedule(one, schedule::Policy::k1F1B, bo), "schedule")),
-        "simulate");
-    auto sim11 = check(
-        schedule::simulate(
-            one1, check(schedule::build_schedule(one1, schedule::Policy::k1F1B, bo), "schedule")),
-        "simulate");
+    auto sim1 =
+        check(schedule::simulate(one, check(schedule::build_schedule(one, schedule::Policy::k1F1B, bo), "schedule")),
+              "simulate");
+    auto sim11 =
+        check(schedule::simulate(one1, check(schedule::build_schedule(one1, schedule::Policy::k1F1B, bo), "schedule")),
+              "simulate");
     Row const r1 = run_single(model, *g, c, cores, sim1);
     Row const r11 = run_single(model, *g, c, 1, sim11);
     rows.insert(rows.end(), {rg, rs, rgs, rss, r1, r11});
@@ -248,16 +234,15 @@ int main(int argc, char** argv) {
     std::snprintf(line, sizeof line,
                   "%-12s GPP/sequential measured %.2f (predicted %.2f), stages only %.2f (predicted "
                   "%.2f); GPP 2 workers / (2 x 1-thread) %.2f",
-                  model.c_str(), rg.measured / rs.measured, rg.predicted / rs.predicted,
-                  rgs.measured / rss.measured, rgs.predicted / rss.predicted,
-                  rg.measured / (2 * r11.measured));
+                  model.c_str(), rg.measured / rs.measured, rg.predicted / rs.predicted, rgs.measured / rss.measured,
+                  rgs.predicted / rss.predicted, rg.measured / (2 * r11.measured));
     summary.push_back(line);
   }
-  std::printf("\n%-12s %-38s %12s %12s %9s   %s\n", "model", "run", "predicted/s", "measured/s",
-              "meas/pred", "peak MiB per device: measured / predicted");
+  std::printf("\n%-12s %-38s %12s %12s %9s   %s\n", "model", "run", "predicted/s", "measured/s", "meas/pred",
+              "peak MiB per device: measured / predicted");
   for (auto const& r : rows) {
-    std::printf("%-12s %-38s %12.1f %12.1f %9.2f  ", r.model.c_str(), r.what.c_str(), r.predicted,
-                r.measured, r.predicted > 0 ? r.measured / r.predicted : 0.0);
+    std::printf("%-12s %-38s %12.1f %12.1f %9.2f  ", r.model.c_str(), r.what.c_str(), r.predicted, r.measured,
+                r.predicted > 0 ? r.measured / r.predicted : 0.0);
     for (std::size_t d = 0; d < r.mem_measured.size(); ++d)
       std::printf(" d%zu %s / %s", d, mib(r.mem_measured[d]).c_str(),
                   d < r.mem_predicted.size() ? mib(r.mem_predicted[d]).c_str() : "-");

@@ -79,11 +79,11 @@ void print_row(std::string const& model, int devices, std::string const& label, 
   }
   char ratio[32] = "-";
   if (baseline > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", o.sim.samples_per_s / baseline);
-  std::printf("%-12s %4d  %-10s %-11s %3zu %3d %4lld %4lld %11.1f %11.1f %7.1f%% %11s %11s %7s %7.1fs\n", model.c_str(), devices,
-              label.c_str(), o.schedule.policy.c_str(), o.plan.stages.size(), o.plan.depth,
-              static_cast<long long>(o.plan.micro_batch), static_cast<long long>(o.plan.num_micro_batches), o.plan.samples_per_s,
-              o.sim.samples_per_s,
-              100 * o.sim.mean_bubble_fraction, schedule::format_bytes(o.sim.peak_memory_bytes).c_str(),
+  std::printf("%-12s %4d  %-10s %-11s %3zu %3d %4lld %4lld %11.1f %11.1f %7.1f%% %11s %11s %7s %7.1fs\n", model.c_str(),
+              devices, label.c_str(), o.schedule.policy.c_str(), o.plan.stages.size(), o.plan.depth,
+              static_cast<long long>(o.plan.micro_batch), static_cast<long long>(o.plan.num_micro_batches),
+              o.plan.samples_per_s, o.sim.samples_per_s, 100 * o.sim.mean_bubble_fraction,
+              schedule::format_bytes(o.sim.peak_memory_bytes).c_str(),
               schedule::format_bytes(o.plan.device_memory_bytes).c_str(), ratio, o.plan_s);
 }
 
@@ -95,14 +95,21 @@ int main(int argc, char** argv) {
   int64_t batch = 256;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string const k = argv[i], v = argv[i + 1];
-    if (k == "--size") size_name = v;
-    else if (k == "--devices") devices_arg = v;
-    else if (k == "--batch") batch = std::stoll(v);
-    else if (k == "--memory") memory = v;
-    else if (k == "--models") models_arg = v;
-    else if (k == "--svg-dir") svg_dir = v;
+    if (k == "--size")
+      size_name = v;
+    else if (k == "--devices")
+      devices_arg = v;
+    else if (k == "--batch")
+      batch = std::stoll(v);
+    else if (k == "--memory")
+      memory = v;
+    else if (k == "--models")
+      models_arg = v;
+    else if (k == "--svg-dir")
+      svg_dir = v;
     else {
-      std::fprintf(stderr, "bench_schedule: unknown option %s (see the comment at the top of bench_schedule.cc)\n", k.c_str());
+      std::fprintf(stderr, "bench_schedule: unknown option %s (see the comment at the top of bench_schedule.cc)\n",
+                   k.c_str());
       return 2;
     }
   }
@@ -113,12 +120,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::printf("GPP plan + best schedule vs best sequential plan (pipedream, piper, balanced) + best schedule\n");
-  std::printf("size %s, batch %lld, %s per device, analytic cost model; schedule = auto (fastest fitting memory)\n"
-              "planner s/s: the planner's own estimate B / ((m + D - 1) max T_s); samples/s, bubble, peak mem: simulated;\n"
-              "vs seq: simulated samples/s over the best sequential plan's\n\n",
-              size_name.c_str(), static_cast<long long>(batch), memory.c_str());
-  std::printf("%-12s %4s  %-10s %-11s %3s %3s %4s %4s %11s %11s %8s %11s %11s %7s %8s\n", "model", "dev", "plan", "schedule", "st",
-              "D", "b", "m", "planner s/s", "samples/s", "bubble", "peak mem", "limit", "vs seq", "plan t");
+  std::printf(
+      "size %s, batch %lld, %s per device, analytic cost model; schedule = auto (fastest fitting memory)\n"
+      "planner s/s: the planner's own estimate B / ((m + D - 1) max T_s); samples/s, bubble, peak mem: simulated;\n"
+      "vs seq: simulated samples/s over the best sequential plan's\n\n",
+      size_name.c_str(), static_cast<long long>(batch), memory.c_str());
+  std::printf("%-12s %4s  %-10s %-11s %3s %3s %4s %4s %11s %11s %8s %11s %11s %7s %8s\n", "model", "dev", "plan",
+              "schedule", "st", "D", "b", "m", "planner s/s", "samples/s", "bubble", "peak mem", "limit", "vs seq",
+              "plan t");
   auto cost = std::make_shared<graph::AnalyticCostModel const>();
   for (auto const& name : split(models_arg)) {
     auto g = models::build_graph(name, *size, 0, false);
@@ -141,7 +150,8 @@ int main(int argc, char** argv) {
       for (std::string planner : {"pipedream", "piper", "balanced"}) {
         seqs.emplace_back(planner, plan_and_schedule(planner, *problem));
         auto const& o = seqs.back().second;
-        if (o.ok && (!best_seq.ok || o.sim.samples_per_s > best_seq.sim.samples_per_s)) best_seq = o, seq_name = planner;
+        if (o.ok && (!best_seq.ok || o.sim.samples_per_s > best_seq.sim.samples_per_s))
+          best_seq = o, seq_name = planner;
       }
       double const base = best_seq.ok ? best_seq.sim.samples_per_s : 0;
       for (auto const& [planner, o] : seqs) print_row(name, n, planner, o, base);
@@ -150,14 +160,15 @@ int main(int argc, char** argv) {
         std::string const path = svg_dir + "/" + name + "_" + std::to_string(n) + "_gpp.svg";
         (void)partition::write_plan_file(gpp.plan, svg_dir + "/" + name + "_" + std::to_string(n) + "_gpp.json");
         (void)schedule::write_text_file(
-            schedule::timeline_to_svg(gpp.sim.timeline, name + ", " + std::to_string(n) + " devices, GPP plan, " + gpp.schedule.policy),
+            schedule::timeline_to_svg(gpp.sim.timeline,
+                                      name + ", " + std::to_string(n) + " devices, GPP plan, " + gpp.schedule.policy),
             path);
         if (best_seq.ok) {
           std::string const spath = svg_dir + "/" + name + "_" + std::to_string(n) + "_" + seq_name + ".svg";
-          (void)schedule::write_text_file(schedule::timeline_to_svg(best_seq.sim.timeline, name + ", " + std::to_string(n) +
-                                                                                               " devices, " + seq_name + " plan, " +
-                                                                                               best_seq.schedule.policy),
-                                          spath);
+          (void)schedule::write_text_file(
+              schedule::timeline_to_svg(best_seq.sim.timeline, name + ", " + std::to_string(n) + " devices, " +
+                                                                   seq_name + " plan, " + best_seq.schedule.policy),
+              spath);
         }
       }
       std::fflush(stdout);

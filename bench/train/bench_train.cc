@@ -123,12 +123,15 @@ int main(int argc, char** argv) {
     Row row{"resnet18", std::min<int64_t>(batch, 16), "cross_entropy", "resnet18", (dir / "resnet18.onnx").string()};
     std::string const cmd = torch_env + "/usr/bin/python3 " + script + " export-resnet18 --out " + row.onnx + " 2>&1";
     run_capture(cmd);
-    if (std::filesystem::exists(row.onnx)) rows.push_back(row);
-    else std::cerr << "bench_train: resnet18 export failed (" << cmd << "); skipped\n";
+    if (std::filesystem::exists(row.onnx))
+      rows.push_back(row);
+    else
+      std::cerr << "bench_train: resnet18 export failed (" << cmd << "); skipped\n";
   }
 
-  std::string const blas_maps = run_capture(
-      torch_env + "/usr/bin/python3 -c \"import torch; torch.ones(2,2)@torch.ones(2,2); "
+  std::string const blas_maps =
+      run_capture(torch_env +
+                  "/usr/bin/python3 -c \"import torch; torch.ones(2,2)@torch.ones(2,2); "
                   "print('openblas' if 'libopenblas' in open('/proc/self/maps').read() else 'other')\" 2>/dev/null");
   std::printf("torch: /usr/bin/python3, %s, 2 threads; BLAS mapped in torch process: %s", torch_env.c_str(),
               blas_maps.empty() ? "?\n" : blas_maps.c_str());
@@ -137,9 +140,9 @@ int main(int argc, char** argv) {
               "torch blas_build");
   for (auto const& row : rows) {
     auto gp_rate = graphpipe_samples_per_s(row, warmup, steps);
-    std::string cmd = torch_env + "/usr/bin/python3 " + script + " bench --onnx " + row.onnx +
-                      " --batch " + std::to_string(row.batch) + " --steps " + std::to_string(steps) +
-                      " --warmup " + std::to_string(warmup) + " --threads 2 --loss " + row.loss;
+    std::string cmd = torch_env + "/usr/bin/python3 " + script + " bench --onnx " + row.onnx + " --batch " +
+                      std::to_string(row.batch) + " --steps " + std::to_string(steps) + " --warmup " +
+                      std::to_string(warmup) + " --threads 2 --loss " + row.loss;
     if (!row.torchvision.empty()) cmd += " --torchvision " + row.torchvision;
     std::string const out = with_torch ? run_capture(cmd + " 2>&1") : std::string();
     double const torch_rate = json_number(out, "samples_per_s");
@@ -147,7 +150,8 @@ int main(int argc, char** argv) {
     std::printf("%-12s %6lld %16.1f %16.1f %8.2f  %s\n", row.model.c_str(), static_cast<long long>(row.batch), g,
                 torch_rate, torch_rate > 0 ? g / torch_rate : 0.0, json_string(out, "blas_build").c_str());
     if (!gp_rate.is_ok()) std::printf("  graphpipe error: %s\n", gp_rate.status().message().c_str());
-    if (torch_rate <= 0 && with_torch) std::printf("  torch error: %s\n", out.substr(out.size() > 300 ? out.size() - 300 : 0).c_str());
+    if (torch_rate <= 0 && with_torch)
+      std::printf("  torch error: %s\n", out.substr(out.size() > 300 ? out.size() - 300 : 0).c_str());
     std::fflush(stdout);
   }
   std::filesystem::remove_all(dir);

@@ -15,8 +15,7 @@ bool stop_requested() { return g_stop.load(); }
 
 std::string MessageKey::to_string() const {
   std::ostringstream os;
-  os << "step " << step << ' ' << (gradient ? 'g' : 'e') << edge << " m" << micro_batch << " d"
-     << src << "->d" << dst;
+  os << "step " << step << ' ' << (gradient ? 'g' : 'e') << edge << " m" << micro_batch << " d" << src << "->d" << dst;
   return os.str();
 }
 
@@ -33,16 +32,14 @@ TensorMeta meta_of(Tensor const& t) { return {t.dtype(), t.shape()}; }
 Status check_header(MessageKey const& key, std::vector<TensorMeta> const& expected,
                     std::vector<TensorMeta> const& got) {
   if (expected.size() != got.size())
-    return invalid_argument("message " + key.to_string() + ": the receiver expects " +
-                            std::to_string(expected.size()) + " tensors, the sender sent " +
-                            std::to_string(got.size()) +
+    return invalid_argument("message " + key.to_string() + ": the receiver expects " + std::to_string(expected.size()) +
+                            " tensors, the sender sent " + std::to_string(got.size()) +
                             " (plan or schedule differs between the two devices?)");
   for (std::size_t i = 0; i < expected.size(); ++i)
     if (!(expected[i] == got[i]))
-      return invalid_argument("message " + key.to_string() + ": tensor " + std::to_string(i) +
-                              " is " + got[i].to_string() + " from d" + std::to_string(key.src) +
-                              " but d" + std::to_string(key.dst) + " expects " +
-                              expected[i].to_string() +
+      return invalid_argument("message " + key.to_string() + ": tensor " + std::to_string(i) + " is " +
+                              got[i].to_string() + " from d" + std::to_string(key.src) + " but d" +
+                              std::to_string(key.dst) + " expects " + expected[i].to_string() +
                               " (a plan or model mismatch between the two devices)");
   return Status::ok();
 }

@@ -23,8 +23,7 @@ namespace gp::exec {
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 inline Deadline deadline_after(double seconds) {
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 struct MessageKey {
@@ -47,8 +46,7 @@ struct TensorMeta {
 };
 TensorMeta meta_of(Tensor const& t);
 // Ok, or kInvalidArgument naming the key, the tensor's position and both sides' dtype and shape.
-Status check_header(MessageKey const& key, std::vector<TensorMeta> const& expected,
-                    std::vector<TensorMeta> const& got);
+Status check_header(MessageKey const& key, std::vector<TensorMeta> const& expected, std::vector<TensorMeta> const& got);
 
 // A replica group's collective: the step and the stage whose gradients are summed.
 struct CollectiveKey {
@@ -83,13 +81,12 @@ class Communicator {
   }
   // Waits for `key` until the deadline; the header must match `expected` exactly. The tensors
   // returned live in this device's memory.
-  virtual Result<std::vector<Tensor>> recv(MessageKey const& key,
-                                           std::vector<TensorMeta> const& expected,
+  virtual Result<std::vector<Tensor>> recv(MessageKey const& key, std::vector<TensorMeta> const& expected,
                                            Deadline deadline) = 0;
   // In place: every member ends with the sum over `group` (devices in replica order), added in
   // that order whatever order the members arrive in, so every replica gets identical bits.
-  virtual Status all_reduce_sum(CollectiveKey const& key, std::vector<int> const& group,
-                                std::vector<Tensor>& tensors, Deadline deadline) = 0;
+  virtual Status all_reduce_sum(CollectiveKey const& key, std::vector<int> const& group, std::vector<Tensor>& tensors,
+                                Deadline deadline) = 0;
   // Every device reaches the barrier (the step's end), or an error.
   virtual Status barrier(int64_t step, Deadline deadline) = 0;
   // Waits until every send this device made has been handed over (MPI: completed).

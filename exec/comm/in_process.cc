@@ -24,17 +24,14 @@ class InProcessCommunicator final : public Communicator {
 
   Result<std::vector<Tensor>> recv(MessageKey const& key, std::vector<TensorMeta> const& expected,
                                    Deadline deadline) override {
-    if (key.dst != device_)
-      return internal_error("recv " + key.to_string() + " on device " + std::to_string(device_));
+    if (key.dst != device_) return internal_error("recv " + key.to_string() + " on device " + std::to_string(device_));
     std::vector<Tensor> got;
     {
       std::unique_lock lock(hub_.mu_);
       auto& box = hub_.mailbox_[device_];
-      bool const ok =
-          hub_.cv_.wait_until(lock, deadline, [&] { return hub_.abort_ || box.count(key); });
+      bool const ok = hub_.cv_.wait_until(lock, deadline, [&] { return hub_.abort_ || box.count(key); });
       if (hub_.abort_) return aborted(*hub_.abort_);
-      if (!ok)
-        return timeout_error("no message " + key.to_string() + " arrived before the deadline");
+      if (!ok) return timeout_error("no message " + key.to_string() + " arrived before the deadline");
       auto it = box.find(key);
       got = std::move(it->second);
       box.erase(it);
@@ -46,22 +43,20 @@ class InProcessCommunicator final : public Communicator {
     return got;
   }
 
-  Status all_reduce_sum(CollectiveKey const& key, std::vector<int> const& group,
-                        std::vector<Tensor>& tensors, Deadline deadline) override {
+  Status all_reduce_sum(CollectiveKey const& key, std::vector<int> const& group, std::vector<Tensor>& tensors,
+                        Deadline deadline) override {
     if (group.size() <= 1) return Status::ok();
     std::unique_lock lock(hub_.mu_);
     if (hub_.abort_) return aborted(*hub_.abort_);
     auto& c = hub_.collectives_[key];
     if (c.members.count(device_))
-      return internal_error(key.to_string() + " entered twice by device " +
-                            std::to_string(device_));
+      return internal_error(key.to_string() + " entered twice by device " + std::to_string(device_));
     c.members.emplace(device_, &tensors);
     if (c.members.size() == group.size()) {
       // The last to arrive sums in replica order and writes the sum into every member's tensors.
       for (int d : group)
         if (!c.members.count(d))
-          return internal_error(key.to_string() + ": device " + std::to_string(d) +
-                                " is not in the group");
+          return internal_error(key.to_string() + ": device " + std::to_string(d) + " is not in the group");
       std::vector<Tensor> sum;
       for (Tensor const& t : *c.members.at(group[0])) sum.push_back(t.clone());
       for (std::size_t g = 1; g < group.size(); ++g) {
@@ -71,9 +66,8 @@ class InProcessCommunicator final : public Communicator {
         for (std::size_t i = 0; i < sum.size(); ++i) {
           if (other[i].numel() != sum[i].numel())
             return invalid_argument(key.to_string() + ": gradient " + std::to_string(i) + " is " +
-                                    other[i].shape_string() + " on device " +
-                                    std::to_string(group[g]) + " but " + sum[i].shape_string() +
-                                    " on device " + std::to_string(group[0]));
+                                    other[i].shape_string() + " on device " + std::to_string(group[g]) + " but " +
+                                    sum[i].shape_string() + " on device " + std::to_string(group[0]));
           kernels::add_inplace(sum[i].data<float>(), other[i].data<float>(), sum[i].numel());
         }
       }
@@ -92,10 +86,8 @@ class InProcessCommunicator final : public Communicator {
         if (!ok) {
           std::string missing;
           for (int d : group)
-            if (!c.members.count(d) && d != device_)
-              missing += (missing.empty() ? "d" : ", d") + std::to_string(d);
-          return timeout_error(key.to_string() + ": replicas " + missing +
-                               " did not arrive before the deadline");
+            if (!c.members.count(d) && d != device_) missing += (missing.empty() ? "d" : ", d") + std::to_string(d);
+          return timeout_error(key.to_string() + ": replicas " + missing + " did not arrive before the deadline");
         }
       }
     }
@@ -108,13 +100,12 @@ class InProcessCommunicator final : public Communicator {
     int const n = hub_.num_devices_;
     ++hub_.barrier_arrived_[step];
     hub_.cv_.notify_all();
-    bool const ok = hub_.cv_.wait_until(
-        lock, deadline, [&] { return hub_.abort_ || hub_.barrier_arrived_[step] == n; });
+    bool const ok =
+        hub_.cv_.wait_until(lock, deadline, [&] { return hub_.abort_ || hub_.barrier_arrived_[step] == n; });
     if (hub_.abort_) return aborted(*hub_.abort_);
     if (!ok)
       return timeout_error("step " + std::to_string(step) +
-                           " barrier: " + std::to_string(n - hub_.barrier_arrived_[step]) +
-                           " devices did not arrive");
+                           " barrier: " + std::to_string(n - hub_.barrier_arrived_[step]) + " devices did not arrive");
     if (++hub_.barrier_left_[step] == n) {
       hub_.barrier_arrived_.erase(step);
       hub_.barrier_left_.erase(step);

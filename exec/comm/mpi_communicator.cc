@@ -46,8 +46,7 @@ struct Header {
 uint64_t hash_metas(std::vector<TensorMeta> const& metas) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](int64_t v) {
-    for (int i = 0; i < 8; ++i)
-      h = (h ^ ((static_cast<uint64_t>(v) >> (8 * i)) & 0xff)) * 1099511628211ull;
+    for (int i = 0; i < 8; ++i) h = (h ^ ((static_cast<uint64_t>(v) >> (8 * i)) & 0xff)) * 1099511628211ull;
   };
   for (auto const& m : metas) {
     mix(static_cast<int64_t>(m.dtype));
@@ -90,12 +89,7 @@ MpiSession::~MpiSession() {
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, int rank, int size, MpiLayout layout, int p2p_base, int coll_base)
-      : comm_(comm),
-        rank_(rank),
-        size_(size),
-        layout_(layout),
-        p2p_base_(p2p_base),
-        coll_base_(coll_base) {}
+      : comm_(comm), rank_(rank), size_(size), layout_(layout), p2p_base_(p2p_base), coll_base_(coll_base) {}
   ~MpiCommunicator() override {
     // Posted receives are cancelled and completed before their buffers go. Sends still in flight
     // (only after an error) keep their buffers: MPI may still read them, and the process is ending.
@@ -132,8 +126,7 @@ class MpiCommunicator final : public Communicator {
     for (Pending* p : {&head, &body}) {
       sends_.push_back(std::move(*p));
       auto& s = sends_.back();
-      GP_MPI(MPI_Isend(s.buffer.data(), static_cast<int>(s.buffer.size()), MPI_BYTE, key.dst, tag,
-                       comm_, &s.request));
+      GP_MPI(MPI_Isend(s.buffer.data(), static_cast<int>(s.buffer.size()), MPI_BYTE, key.dst, tag, comm_, &s.request));
     }
     reap_sends();
     return Status::ok();
@@ -147,8 +140,8 @@ class MpiCommunicator final : public Communicator {
     p.buffer.resize(sizeof(Header));
     p.tag = tag;
     auto& slot = posted_[key] = std::move(p);
-    GP_MPI(MPI_Irecv(slot.buffer.data(), static_cast<int>(slot.buffer.size()), MPI_BYTE, key.src,
-                     tag, comm_, &slot.request));
+    GP_MPI(MPI_Irecv(slot.buffer.data(), static_cast<int>(slot.buffer.size()), MPI_BYTE, key.src, tag, comm_,
+                     &slot.request));
     return Status::ok();
   }
 
@@ -176,26 +169,21 @@ class MpiCommunicator final : public Communicator {
       for (int64_t i = 0; i < std::min<int64_t>(h.count, kShownTensors); ++i) {
         auto const& rec = h.shown[i];
         if (rec.rank < 0 || rec.rank > kMaxRank) break;
-        shown.push_back(
-            {static_cast<DType>(rec.dtype), std::vector<int64_t>(rec.dims, rec.dims + rec.rank)});
+        shown.push_back({static_cast<DType>(rec.dtype), std::vector<int64_t>(rec.dims, rec.dims + rec.rank)});
       }
-      std::vector<TensorMeta> want(
-          expected.begin(),
-          expected.begin() + std::min<std::size_t>(expected.size(), shown.size()));
+      std::vector<TensorMeta> want(expected.begin(),
+                                   expected.begin() + std::min<std::size_t>(expected.size(), shown.size()));
       Status s = check_header(key, want, shown);
       if (s.is_ok() || h.count != static_cast<int64_t>(expected.size()))
-        s = check_header(
-            key, expected,
-            std::vector<TensorMeta>(static_cast<std::size_t>(std::max<int64_t>(h.count, 0))));
+        s = check_header(key, expected,
+                         std::vector<TensorMeta>(static_cast<std::size_t>(std::max<int64_t>(h.count, 0))));
       if (s.is_ok())
-        s = invalid_argument("message " + key.to_string() +
-                             ": a tensor past the 8th differs from the plan");
+        s = invalid_argument("message " + key.to_string() + ": a tensor past the 8th differs from the plan");
       return s;
     }
     std::vector<std::byte> payload(static_cast<std::size_t>(h.payload_bytes));
     MPI_Request r;
-    GP_MPI(MPI_Irecv(payload.data(), static_cast<int>(payload.size()), MPI_BYTE, key.src, slot.tag,
-                     comm_, &r));
+    GP_MPI(MPI_Irecv(payload.data(), static_cast<int>(payload.size()), MPI_BYTE, key.src, slot.tag, comm_, &r));
     RETURN_IF_ERROR(wait(r, nullptr, deadline, "the payload of message " + key.to_string()));
     std::vector<Tensor> out;
     std::size_t off = 0;
@@ -208,8 +196,8 @@ class MpiCommunicator final : public Communicator {
     return out;
   }
 
-  Status all_reduce_sum(CollectiveKey const& key, std::vector<int> const& group,
-                        std::vector<Tensor>& tensors, Deadline deadline) override {
+  Status all_reduce_sum(CollectiveKey const& key, std::vector<int> const& group, std::vector<Tensor>& tensors,
+                        Deadline deadline) override {
     if (group.size() <= 1) return Status::ok();
     int const root = group[0];
     int const up = coll_tag(key, 0), down = coll_tag(key, 1);
@@ -220,13 +208,11 @@ class MpiCommunicator final : public Communicator {
       std::vector<MPI_Request> reqs(group.size(), MPI_REQUEST_NULL);
       for (std::size_t g = 1; g < group.size(); ++g) {
         parts[g].resize(bytes / sizeof(float));
-        GP_MPI(MPI_Irecv(parts[g].data(), static_cast<int>(bytes), MPI_BYTE, group[g], up, comm_,
-                         &reqs[g]));
+        GP_MPI(MPI_Irecv(parts[g].data(), static_cast<int>(bytes), MPI_BYTE, group[g], up, comm_, &reqs[g]));
       }
       for (std::size_t g = 1; g < group.size(); ++g)
-        RETURN_IF_ERROR(
-            wait(reqs[g], nullptr, deadline,
-                 key.to_string() + " (from replica on device " + std::to_string(group[g]) + ")"));
+        RETURN_IF_ERROR(wait(reqs[g], nullptr, deadline,
+                             key.to_string() + " (from replica on device " + std::to_string(group[g]) + ")"));
       // Replica order: ((r0 + r1) + r2) ...
       std::vector<float> sum(bytes / sizeof(float));
       std::size_t off = 0;
@@ -243,10 +229,8 @@ class MpiCommunicator final : public Communicator {
       }
       std::vector<MPI_Request> out(group.size(), MPI_REQUEST_NULL);
       for (std::size_t g = 1; g < group.size(); ++g)
-        GP_MPI(MPI_Isend(sum.data(), static_cast<int>(bytes), MPI_BYTE, group[g], down, comm_,
-                         &out[g]));
-      for (std::size_t g = 1; g < group.size(); ++g)
-        RETURN_IF_ERROR(wait(out[g], nullptr, deadline, key.to_string()));
+        GP_MPI(MPI_Isend(sum.data(), static_cast<int>(bytes), MPI_BYTE, group[g], down, comm_, &out[g]));
+      for (std::size_t g = 1; g < group.size(); ++g) RETURN_IF_ERROR(wait(out[g], nullptr, deadline, key.to_string()));
       return Status::ok();
     }
     std::vector<float> mine(bytes / sizeof(float)), sum(bytes / sizeof(float));
@@ -258,10 +242,8 @@ class MpiCommunicator final : public Communicator {
     MPI_Request rs = MPI_REQUEST_NULL, rr = MPI_REQUEST_NULL;
     GP_MPI(MPI_Irecv(sum.data(), static_cast<int>(bytes), MPI_BYTE, root, down, comm_, &rr));
     GP_MPI(MPI_Isend(mine.data(), static_cast<int>(bytes), MPI_BYTE, root, up, comm_, &rs));
-    RETURN_IF_ERROR(
-        wait(rs, nullptr, deadline, key.to_string() + " (to device " + std::to_string(root) + ")"));
-    RETURN_IF_ERROR(wait(rr, nullptr, deadline,
-                         key.to_string() + " (from device " + std::to_string(root) + ")"));
+    RETURN_IF_ERROR(wait(rs, nullptr, deadline, key.to_string() + " (to device " + std::to_string(root) + ")"));
+    RETURN_IF_ERROR(wait(rr, nullptr, deadline, key.to_string() + " (from device " + std::to_string(root) + ")"));
     off = 0;
     for (Tensor& t : tensors) {
       std::memcpy(t.raw(), sum.data() + off, t.nbytes());
@@ -291,8 +273,8 @@ class MpiCommunicator final : public Communicator {
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       MPI_Request req;
-      if (MPI_Isend(abort_text_.data(), static_cast<int>(abort_text_.size()), MPI_CHAR, r,
-                    kAbortTag, comm_, &req) == MPI_SUCCESS)
+      if (MPI_Isend(abort_text_.data(), static_cast<int>(abort_text_.size()), MPI_CHAR, r, kAbortTag, comm_, &req) ==
+          MPI_SUCCESS)
         MPI_Request_free(&req);
     }
   }
@@ -306,8 +288,7 @@ class MpiCommunicator final : public Communicator {
       MPI_Get_count(&st, MPI_CHAR, &n);
       std::string text(static_cast<std::size_t>(n), '\0');
       MPI_Recv(text.data(), n, MPI_CHAR, st.MPI_SOURCE, kAbortTag, comm_, MPI_STATUS_IGNORE);
-      abort_ = Status(StatusCode::kAborted,
-                      "rank " + std::to_string(st.MPI_SOURCE) + " failed: " + text);
+      abort_ = Status(StatusCode::kAborted, "rank " + std::to_string(st.MPI_SOURCE) + " failed: " + text);
     }
     return abort_;
   }
@@ -322,14 +303,12 @@ class MpiCommunicator final : public Communicator {
     std::vector<uint64_t> all(static_cast<std::size_t>(size_));
     MPI_Request r;
     GP_MPI(MPI_Iallgather(&fp, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_, &r));
-    RETURN_IF_ERROR(
-        wait(r, nullptr, deadline_after(timeout_s), "the start-up check of plan and schedule"));
+    RETURN_IF_ERROR(wait(r, nullptr, deadline_after(timeout_s), "the start-up check of plan and schedule"));
     std::string bad;
     for (int i = 1; i < size_; ++i)
       if (all[i] != all[0]) bad += (bad.empty() ? "" : ", ") + std::to_string(i);
     if (!bad.empty())
-      return invalid_argument("ranks " + bad +
-                              " run a different plan, schedule or config than rank 0: give every " +
+      return invalid_argument("ranks " + bad + " run a different plan, schedule or config than rank 0: give every " +
                               "rank the same files (a shared folder, or copy them to every host)");
     return Status::ok();
   }
@@ -354,24 +333,19 @@ class MpiCommunicator final : public Communicator {
   Result<int> tag_of(MessageKey const& key) const {
     if (key.edge <= -1000) {  // gathers of whole stages to device 0 (weights, checkpoints)
       int const g = -1000 - key.edge;
-      if (g >= 2 * layout_.num_stages)
-        return internal_error("gather " + key.to_string() + " out of range");
+      if (g >= 2 * layout_.num_stages) return internal_error("gather " + key.to_string() + " out of range");
       return coll_base_ + 4 * (layout_.num_stages + 1) + g;
     }
     if (key.edge < 0 || key.edge >= layout_.num_edges || key.micro_batch < 0 ||
         key.micro_batch >= layout_.num_micro_batches)
-      return internal_error("message " + key.to_string() +
-                            " is outside the plan's edges and micro-batches");
+      return internal_error("message " + key.to_string() + " is outside the plan's edges and micro-batches");
     int64_t const m = layout_.num_micro_batches;
-    int64_t const t =
-        p2p_base_ +
-        ((key.step & 1) * layout_.num_edges * 2 + key.edge * 2 + (key.gradient ? 1 : 0)) * m +
-        key.micro_batch;
+    int64_t const t = p2p_base_ + ((key.step & 1) * layout_.num_edges * 2 + key.edge * 2 + (key.gradient ? 1 : 0)) * m +
+                      key.micro_batch;
     return static_cast<int>(t);
   }
   int coll_tag(CollectiveKey const& key, int dir) const {
-    return coll_base_ +
-           ((static_cast<int>(key.step & 1) * (layout_.num_stages + 1) + key.stage + 1) * 2) + dir;
+    return coll_base_ + ((static_cast<int>(key.step & 1) * (layout_.num_stages + 1) + key.stage + 1) * 2) + dir;
   }
 
   void reap_sends() {
@@ -401,14 +375,12 @@ class MpiCommunicator final : public Communicator {
       if (done) return Status::ok();
       if (auto a = aborted()) return aborted_status(*a);
       if (stop_requested()) return aborted_error(kInterrupted);
-      if (Clock::now() > deadline)
-        return timeout_error(what + " did not complete before the deadline");
+      if (Clock::now() > deadline) return timeout_error(what + " did not complete before the deadline");
       if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 
-  static Status pack_header(MessageKey const& key, std::vector<TensorMeta> const& metas,
-                            std::vector<std::byte>& buf) {
+  static Status pack_header(MessageKey const& key, std::vector<TensorMeta> const& metas, std::vector<std::byte>& buf) {
     Header h{};
     h.step = key.step;
     h.edge = key.edge;
@@ -420,12 +392,10 @@ class MpiCommunicator final : public Communicator {
     h.payload_bytes = static_cast<int64_t>(payload_bytes(metas));
     h.metas_hash = hash_metas(metas);
     for (std::size_t i = 0; i < metas.size() && i < kShownTensors; ++i) {
-      if (metas[i].shape.size() > kMaxRank)
-        return unsupported("a tensor of rank > 8 crosses devices");
+      if (metas[i].shape.size() > kMaxRank) return unsupported("a tensor of rank > 8 crosses devices");
       h.shown[i].dtype = static_cast<int64_t>(metas[i].dtype);
       h.shown[i].rank = static_cast<int64_t>(metas[i].shape.size());
-      for (std::size_t d = 0; d < metas[i].shape.size(); ++d)
-        h.shown[i].dims[d] = metas[i].shape[d];
+      for (std::size_t d = 0; d < metas[i].shape.size(); ++d) h.shown[i].dims[d] = metas[i].shape[d];
     }
     std::memcpy(buf.data(), &h, sizeof h);
     return Status::ok();
@@ -456,11 +426,9 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator(MpiLayout const& lay
   int const p2p_base = coll_base + 4 * (layout.num_stages + 1) + 2 * layout.num_stages;
   int64_t const top = p2p_base + int64_t{2} * layout.num_edges * 2 * layout.num_micro_batches;
   if (top > tag_ub)
-    return unsupported("the plan needs MPI tags up to " + std::to_string(top) +
-                       " but this MPI allows " + std::to_string(tag_ub) +
-                       " (fewer micro-batches or edges)");
-  return std::unique_ptr<Communicator>(
-      new MpiCommunicator(comm, rank, size, layout, p2p_base, coll_base));
+    return unsupported("the plan needs MPI tags up to " + std::to_string(top) + " but this MPI allows " +
+                       std::to_string(tag_ub) + " (fewer micro-batches or edges)");
+  return std::unique_ptr<Communicator>(new MpiCommunicator(comm, rank, size, layout, p2p_base, coll_base));
 }
 
 Result<std::string> broadcast_from_rank0(std::string const& text, double timeout_s) {
@@ -471,8 +439,7 @@ Result<std::string> broadcast_from_rank0(std::string const& text, double timeout
       GP_MPI(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
       if (done) return Status::ok();
       if (stop_requested()) return aborted_error(kInterrupted);
-      if (Clock::now() > deadline)
-        return timeout_error(std::string(what) + " did not complete before the deadline");
+      if (Clock::now() > deadline) return timeout_error(std::string(what) + " did not complete before the deadline");
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   };

@@ -55,14 +55,12 @@ std::map<std::string, Entry> const& kernel_table() {
     t["GlobalAveragePool"] = {pool, 1};
     t["Gemm"] = {{gemm_forward, gemm_backward, gemm_backward, require_attrs<graph::GemmAttrs>}, 2};
     t["MatMul"] = {{matmul_forward, matmul_backward, matmul_backward, no_check}, 2};
-    t["BatchNormalization"] = {
-        {batchnorm_forward, batchnorm_backward, batchnorm_backward, require_attrs<graph::BatchNormAttrs>,
-         fresh_then_add<batchnorm_backward>},
-        5};
-    t["LayerNormalization"] = {
-        {layernorm_forward, layernorm_backward, layernorm_backward, require_attrs<graph::LayerNormAttrs>,
-         fresh_then_add<layernorm_backward>},
-        2};
+    t["BatchNormalization"] = {{batchnorm_forward, batchnorm_backward, batchnorm_backward,
+                                require_attrs<graph::BatchNormAttrs>, fresh_then_add<batchnorm_backward>},
+                               5};
+    t["LayerNormalization"] = {{layernorm_forward, layernorm_backward, layernorm_backward,
+                                require_attrs<graph::LayerNormAttrs>, fresh_then_add<layernorm_backward>},
+                               2};
     t["Softmax"] = {{softmax_forward, softmax_backward, softmax_backward, no_check}, 1};
     for (char const* u : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Gelu", "Sqrt", "Erf", "Exp", "Log", "Abs", "Neg"})
       t[u] = {unary, 1};
@@ -72,7 +70,8 @@ std::map<std::string, Entry> const& kernel_table() {
     for (char const* v : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) t[v] = {view, 1};
     t["Cast"] = {{reshape_forward, reshape_backward, reshape_backward, cast_check}, 1};
     t["Expand"] = {{expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>}, 1};
-    t["Transpose"] = {{transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>}, 1};
+    t["Transpose"] = {{transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>},
+                      1};
     t["Concat"] = {{concat_forward, concat_backward, concat_backward, require_attrs<graph::ConcatAttrs>}, 1};
     t["Split"] = {{split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>}, 1};
     t["Slice"] = {{slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>}, 1};
@@ -86,7 +85,8 @@ std::map<std::string, Entry> const& kernel_table() {
 
 std::string describe(graph::Op const& op, graph::OpGraph const& graph) {
   std::string dtype = "?";
-  if (!op.inputs.empty() && op.inputs[0] != graph::kNoTensor) dtype = graph::dtype_name(graph.tensor(op.inputs[0]).dtype);
+  if (!op.inputs.empty() && op.inputs[0] != graph::kNoTensor)
+    dtype = graph::dtype_name(graph.tensor(op.inputs[0]).dtype);
   return "op type '" + op.type + "' (node '" + op.name + "', dtype " + dtype + ")";
 }
 

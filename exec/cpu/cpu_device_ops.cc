@@ -8,16 +8,11 @@
 
 namespace gp::exec {
 
-Tensor CpuBackend::empty(std::vector<int64_t> shape, DType dtype) {
-  return Tensor(std::move(shape), dtype);
-}
-Tensor CpuBackend::zeros(std::vector<int64_t> shape, DType dtype) {
-  return Tensor::zeros(std::move(shape), dtype);
-}
+Tensor CpuBackend::empty(std::vector<int64_t> shape, DType dtype) { return Tensor(std::move(shape), dtype); }
+Tensor CpuBackend::zeros(std::vector<int64_t> shape, DType dtype) { return Tensor::zeros(std::move(shape), dtype); }
 
 Status CpuBackend::fill(Tensor& t, float value) {
-  if (t.dtype() != DType::kFloat32)
-    return unsupported("cpu fill: " + std::string(graph::dtype_name(t.dtype())));
+  if (t.dtype() != DType::kFloat32) return unsupported("cpu fill: " + std::string(graph::dtype_name(t.dtype())));
   kernels::fill(t.data<float>(), value, t.numel());
   return Status::ok();
 }
@@ -30,8 +25,7 @@ Status CpuBackend::copy(Tensor const& src, Tensor& dst) {
 }
 
 Status CpuBackend::add_into(Tensor& dst, Tensor const& src) {
-  if (dst.dtype() != DType::kFloat32 || src.dtype() != DType::kFloat32 ||
-      dst.numel() != src.numel())
+  if (dst.dtype() != DType::kFloat32 || src.dtype() != DType::kFloat32 || dst.numel() != src.numel())
     return internal_error("add_into " + src.shape_string() + " into " + dst.shape_string());
   kernels::add_inplace(dst.data<float>(), src.data<float>(), dst.numel());
   return Status::ok();
@@ -39,8 +33,8 @@ Status CpuBackend::add_into(Tensor& dst, Tensor const& src) {
 
 Status CpuBackend::copy_chunks(Tensor const& src, std::vector<int> const& src_chunks, Tensor& dst,
                                std::vector<int> const& dst_chunks, int axis, int64_t chunk) {
-  if (src.dtype() != dst.dtype() || src_chunks.size() != dst_chunks.size() || axis < 0 ||
-      axis >= src.rank() || src.rank() != dst.rank())
+  if (src.dtype() != dst.dtype() || src_chunks.size() != dst_chunks.size() || axis < 0 || axis >= src.rank() ||
+      src.rank() != dst.rank())
     return internal_error("copy_chunks " + src.shape_string() + " -> " + dst.shape_string());
   int64_t outer = 1, inner = static_cast<int64_t>(graph::dtype_size(src.dtype()));
   for (int i = 0; i < axis; ++i) outer *= src.dim(i);
@@ -50,15 +44,14 @@ Status CpuBackend::copy_chunks(Tensor const& src, std::vector<int> const& src_ch
   auto* d = static_cast<std::byte*>(dst.raw());
   for (int64_t o = 0; o < outer; ++o)
     for (std::size_t k = 0; k < src_chunks.size(); ++k)
-      std::memcpy(d + (o * de + dst_chunks[k] * chunk) * inner,
-                  s + (o * se + src_chunks[k] * chunk) * inner, static_cast<std::size_t>(bytes));
+      std::memcpy(d + (o * de + dst_chunks[k] * chunk) * inner, s + (o * se + src_chunks[k] * chunk) * inner,
+                  static_cast<std::size_t>(bytes));
   return Status::ok();
 }
 
-Result<double> CpuBackend::loss(LossKind kind, Tensor const& output, Tensor const& labels,
-                                int64_t total_rows, Tensor& grad) {
-  if (output.dtype() != DType::kFloat32)
-    return unsupported("the loss needs a float32 model output");
+Result<double> CpuBackend::loss(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows,
+                                Tensor& grad) {
+  if (output.dtype() != DType::kFloat32) return unsupported("the loss needs a float32 model output");
   grad = empty(output.shape(), DType::kFloat32);
   float const scale = 1.f / static_cast<float>(total_rows);
   if (kind == LossKind::kCrossEntropy) {
@@ -66,39 +59,35 @@ Result<double> CpuBackend::loss(LossKind kind, Tensor const& output, Tensor cons
     int64_t const rows = output.numel() / classes;
     if (labels.dtype() != DType::kInt64 || labels.numel() != rows)
       return invalid_argument("cross-entropy: the model output " + output.shape_string() + " has " +
-                              std::to_string(rows) + " rows but the labels are " +
-                              labels.shape_string() + " " + graph::dtype_name(labels.dtype()) +
-                              " (need one int64 class id per row)");
+                              std::to_string(rows) + " rows but the labels are " + labels.shape_string() + " " +
+                              graph::dtype_name(labels.dtype()) + " (need one int64 class id per row)");
     int64_t bad = -1;
-    double const sum = kernels::softmax_cross_entropy_forward(
-        output.data<float>(), labels.data<int64_t>(), rows, classes, &bad);
+    double const sum =
+        kernels::softmax_cross_entropy_forward(output.data<float>(), labels.data<int64_t>(), rows, classes, &bad);
     if (bad >= 0)
-      return invalid_argument("label " + std::to_string(labels.data<int64_t>()[bad]) + " (row " +
-                              std::to_string(bad) + ") is outside [0, " + std::to_string(classes) +
-                              ") for a model with " + std::to_string(classes) + " classes");
-    kernels::softmax_cross_entropy_backward(output.data<float>(), labels.data<int64_t>(), rows,
-                                            classes, scale, grad.data<float>());
+      return invalid_argument("label " + std::to_string(labels.data<int64_t>()[bad]) + " (row " + std::to_string(bad) +
+                              ") is outside [0, " + std::to_string(classes) + ") for a model with " +
+                              std::to_string(classes) + " classes");
+    kernels::softmax_cross_entropy_backward(output.data<float>(), labels.data<int64_t>(), rows, classes, scale,
+                                            grad.data<float>());
     return sum / static_cast<double>(total_rows);
   }
   if (labels.dtype() != DType::kFloat32 || labels.numel() != output.numel())
-    return invalid_argument("mse: the model output is " + output.shape_string() +
-                            " but the targets are " + labels.shape_string() + " " +
-                            graph::dtype_name(labels.dtype()));
-  double const sum =
-      kernels::mse_forward(output.data<float>(), labels.data<float>(), output.numel());
-  kernels::mse_backward(output.data<float>(), labels.data<float>(), output.numel(), scale,
-                        grad.data<float>());
+    return invalid_argument("mse: the model output is " + output.shape_string() + " but the targets are " +
+                            labels.shape_string() + " " + graph::dtype_name(labels.dtype()));
+  double const sum = kernels::mse_forward(output.data<float>(), labels.data<float>(), output.numel());
+  kernels::mse_backward(output.data<float>(), labels.data<float>(), output.numel(), scale, grad.data<float>());
   return sum / static_cast<double>(total_rows);
 }
 
-Status CpuBackend::optimizer_update(OptimizerConfig const& config, int64_t step, Tensor& param,
-                                    Tensor const& grad, std::vector<Tensor*> const& state) {
+Status CpuBackend::optimizer_update(OptimizerConfig const& config, int64_t step, Tensor& param, Tensor const& grad,
+                                    std::vector<Tensor*> const& state) {
   int64_t const n = param.numel();
   switch (config.kind) {
     case OptimizerKind::kSgd: {
       float* buf = state.empty() ? nullptr : state[0]->data<float>();
-      kernels::sgd_update(param.data<float>(), grad.data<float>(), buf, n, config.lr,
-                          config.momentum, config.weight_decay);
+      kernels::sgd_update(param.data<float>(), grad.data<float>(), buf, n, config.lr, config.momentum,
+                          config.weight_decay);
       return Status::ok();
     }
     case OptimizerKind::kAdam:
@@ -112,8 +101,8 @@ Status CpuBackend::optimizer_update(OptimizerConfig const& config, int64_t step,
       p.weight_decay = config.weight_decay;
       p.decoupled = config.kind == OptimizerKind::kAdamW;
       p.step = step;
-      kernels::adam_update(param.data<float>(), grad.data<float>(), state[0]->data<float>(),
-                           state[1]->data<float>(), n, p);
+      kernels::adam_update(param.data<float>(), grad.data<float>(), state[0]->data<float>(), state[1]->data<float>(), n,
+                           p);
       return Status::ok();
     }
   }

@@ -23,8 +23,8 @@ Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, 
   }
   Tensor& dst = grads[i];
   if (!dst.defined() || dst.numel() != g.numel())
-    return op_error(call, "gradient accumulator for input " + std::to_string(i) + " has shape " +
-                              dst.shape_string() + ", expected " + g.shape_string());
+    return op_error(call, "gradient accumulator for input " + std::to_string(i) + " has shape " + dst.shape_string() +
+                              ", expected " + g.shape_string());
   add_into(dst, g);
   return Status::ok();
 }

@@ -95,7 +95,8 @@ Status conv_check(graph::Op const& op, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(require_attrs<graph::ConvAttrs>(op, graph));
   auto const& w = graph.tensor(op.inputs.at(1)).shape;
   if (w.rank() < 3 || w.rank() > 5)
-    return unsupported("Conv '" + op.name + "' has " + std::to_string(w.rank() - 2) + " spatial dims (1 to 3 supported)");
+    return unsupported("Conv '" + op.name + "' has " + std::to_string(w.rank() - 2) +
+                       " spatial dims (1 to 3 supported)");
   return Status::ok();
 }
 
@@ -111,7 +112,8 @@ Status conv_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
   dnnl_ctx::InLayout const wei =
       dnnl_ctx::to_layout(w.raw(), dnnl_ctx::plain_md(g.weights_grouped), e->pd.weights_desc());
   dnnl_ctx::InLayout const dst = dnnl_ctx::output_layout(y.raw(), dnnl_ctx::plain_md(g.dst), e->pd.dst_desc());
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src.mem}, {DNNL_ARG_WEIGHTS, wei.mem}, {DNNL_ARG_DST, dst.mem}};
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, src.mem}, {DNNL_ARG_WEIGHTS, wei.mem}, {DNNL_ARG_DST, dst.mem}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl_ctx::mem(e->pd.bias_desc(), in[2].raw()));
   dnnl_ctx::run(e->prim, args);
   dnnl_ctx::finish_layout(dst, y.raw(), dnnl_ctx::plain_md(g.dst));
@@ -193,14 +195,17 @@ Status weight_grads(OpCall const& call, Saved const& saved, Tensor const& gout, 
   dnnl_ctx::InLayout const src = dnnl_ctx::to_layout(x.raw(), dnnl_ctx::plain_md(g.src), e->pd.src_desc());
   dnnl::memory const& ddst = diff_dst_in(gout, g, e->pd.diff_dst_desc(), memo);
   dnnl::memory::desc const w_plain = dnnl_ctx::plain_md(g.weights_grouped);
-  dnnl_ctx::InLayout const dwei = add_w || !want_w ? dnnl_ctx::scratch_layout(e->pd.diff_weights_desc())
-                                                   : dnnl_ctx::output_layout(dw.raw(), w_plain, e->pd.diff_weights_desc());
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src.mem}, {DNNL_ARG_DIFF_DST, ddst},
-                                             {DNNL_ARG_DIFF_WEIGHTS, dwei.mem}};
+  dnnl_ctx::InLayout const dwei = add_w || !want_w
+                                      ? dnnl_ctx::scratch_layout(e->pd.diff_weights_desc())
+                                      : dnnl_ctx::output_layout(dw.raw(), w_plain, e->pd.diff_weights_desc());
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, src.mem}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dwei.mem}};
   if (want_b) args.emplace(DNNL_ARG_DIFF_BIAS, dnnl_ctx::mem(e->pd.diff_bias_desc(), db.raw()));
   dnnl_ctx::run(e->prim, args);
-  if (add_w) dnnl_ctx::finish_accumulate(dwei, grads[1].raw(), w_plain);
-  else if (want_w) dnnl_ctx::finish_layout(dwei, dw.raw(), w_plain);
+  if (add_w)
+    dnnl_ctx::finish_accumulate(dwei, grads[1].raw(), w_plain);
+  else if (want_w)
+    dnnl_ctx::finish_layout(dwei, dw.raw(), w_plain);
   if (want_w && !accumulate) RETURN_IF_ERROR(emit_grad(call, grads, 1, dw, false));
   if (want_b) RETURN_IF_ERROR(emit_grad(call, grads, 2, db, accumulate));
   return Status::ok();

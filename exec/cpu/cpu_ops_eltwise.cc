@@ -112,8 +112,8 @@ Status unary_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
       kernels::erf_backward(kept.data<float>(), gout[0].data<float>(), n, dx.data<float>());
     } else {
       auto f = eltwise_fwd(s, n);
-      auto b = dnnl_ctx::cached<EltwiseBwd>(
-          dnnl_ctx::key("eltwise_bwd", static_cast<int>(s.alg), s.alpha, s.beta, n), [&] {
+      auto b =
+          dnnl_ctx::cached<EltwiseBwd>(dnnl_ctx::key("eltwise_bwd", static_cast<int>(s.alg), s.alpha, s.beta, n), [&] {
             dnnl::eltwise_backward::desc d(s.alg, dnnl_ctx::plain_md({n}), dnnl_ctx::plain_md({n}), s.alpha, s.beta);
             dnnl::eltwise_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
             return EltwiseBwd{pd, dnnl::eltwise_backward(pd)};

@@ -34,10 +34,10 @@ struct MatmulPrim {
 
 // c (=, or += when accumulate) alpha · a · b (+ bias broadcast over rows when given).
 void matmul(View const& a, View const& b, View const& c, float alpha, bool accumulate, View const* bias = nullptr) {
-  std::string const k = dnnl_ctx::key("matmul", dnnl_ctx::key_dims(a.dims), dnnl_ctx::key_dims(a.strides),
-                                      dnnl_ctx::key_dims(b.dims), dnnl_ctx::key_dims(b.strides),
-                                      dnnl_ctx::key_dims(c.dims), alpha, accumulate,
-                                      bias ? dnnl_ctx::key_dims(bias->dims) : std::string("-"));
+  std::string const k =
+      dnnl_ctx::key("matmul", dnnl_ctx::key_dims(a.dims), dnnl_ctx::key_dims(a.strides), dnnl_ctx::key_dims(b.dims),
+                    dnnl_ctx::key_dims(b.strides), dnnl_ctx::key_dims(c.dims), alpha, accumulate,
+                    bias ? dnnl_ctx::key_dims(bias->dims) : std::string("-"));
   auto e = dnnl_ctx::cached<MatmulPrim>(k, [&] {
     dnnl::primitive_attr attr;
     if (alpha != 1.f) attr.set_output_scales(0, {alpha});
@@ -47,11 +47,11 @@ void matmul(View const& a, View const& b, View const& c, float alpha, bool accum
       attr.set_post_ops(po);
     }
     dnnl::memory::desc const c_md = dnnl_ctx::strided_md(c.dims, c.strides);
-    dnnl::matmul::desc d = bias ? dnnl::matmul::desc(dnnl_ctx::strided_md(a.dims, a.strides),
-                                                     dnnl_ctx::strided_md(b.dims, b.strides),
-                                                     dnnl_ctx::strided_md(bias->dims, bias->strides), c_md)
-                                : dnnl::matmul::desc(dnnl_ctx::strided_md(a.dims, a.strides),
-                                                     dnnl_ctx::strided_md(b.dims, b.strides), c_md);
+    dnnl::matmul::desc d =
+        bias ? dnnl::matmul::desc(dnnl_ctx::strided_md(a.dims, a.strides), dnnl_ctx::strided_md(b.dims, b.strides),
+                                  dnnl_ctx::strided_md(bias->dims, bias->strides), c_md)
+             : dnnl::matmul::desc(dnnl_ctx::strided_md(a.dims, a.strides), dnnl_ctx::strided_md(b.dims, b.strides),
+                                  c_md);
     dnnl::matmul::primitive_desc pd(d, attr, dnnl_ctx::engine());
     return MatmulPrim{pd, dnnl::matmul(pd)};
   });
@@ -69,7 +69,8 @@ struct GemmDims {
 
 Status gemm_dims(OpCall const& call, Tensor const& a, Tensor const& b, GemmDims& d) {
   auto const& at = *attrs_of<graph::GemmAttrs>(call.op);
-  if (a.rank() != 2 || b.rank() != 2) return op_error(call, "A and B must be 2-D, got " + a.shape_string() + " and " + b.shape_string());
+  if (a.rank() != 2 || b.rank() != 2)
+    return op_error(call, "A and B must be 2-D, got " + a.shape_string() + " and " + b.shape_string());
   d.m = at.trans_a ? a.dim(1) : a.dim(0);
   d.k = at.trans_a ? a.dim(0) : a.dim(1);
   int64_t const kb = at.trans_b ? b.dim(1) : b.dim(0);
@@ -91,8 +92,8 @@ Status gemm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
   View const av = view(a.raw(), a.shape(), at.trans_a);
   View const bv = view(b.raw(), b.shape(), at.trans_b);
   View const yv = view(y.raw(), y.shape(), false);
-  bool const bias_fast = has_c && at.alpha == 1.f && at.beta == 1.f && in[2].numel() == d.n &&
-                         (in[2].rank() == 1 || in[2].dim(0) == 1);
+  bool const bias_fast =
+      has_c && at.alpha == 1.f && at.beta == 1.f && in[2].numel() == d.n && (in[2].rank() == 1 || in[2].dim(0) == 1);
   if (bias_fast) {
     View const bias{{1, d.n}, {d.n, 1}, in[2].raw()};
     matmul(av, bv, yv, 1.f, false, &bias);

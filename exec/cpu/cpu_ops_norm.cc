@@ -261,7 +261,8 @@ int softmax_axis(OpCall const& call, int64_t rank) {
 Status softmax_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   Tensor const& x = in[0];
   int const axis = softmax_axis(call, x.rank());
-  if (axis < 0 || axis >= std::max<int64_t>(x.rank(), 1)) return op_error(call, "axis out of range for " + x.shape_string());
+  if (axis < 0 || axis >= std::max<int64_t>(x.rank(), 1))
+    return op_error(call, "axis out of range for " + x.shape_string());
   Tensor y(x.shape());
   if (x.numel() > 0) {
     auto e = softmax_fwd_prim(x.shape(), axis);

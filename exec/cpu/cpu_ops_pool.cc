@@ -24,7 +24,7 @@ Status pool_geometry(OpCall const& call, std::vector<int64_t> const& x, PoolGeom
   g.pad_l.clear();
   g.pad_r.clear();
   bool const global = a.kind == graph::PoolKind::kGlobalAverage;
-  g.alg = a.kind == graph::PoolKind::kMax ? dnnl::algorithm::pooling_max
+  g.alg = a.kind == graph::PoolKind::kMax    ? dnnl::algorithm::pooling_max
           : (a.count_include_pad && !global) ? dnnl::algorithm::pooling_avg_include_padding
                                              : dnnl::algorithm::pooling_avg_exclude_padding;
   for (std::size_t i = 0; i < sp; ++i) {
@@ -75,7 +75,8 @@ Status pool_check(graph::Op const& op, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(require_attrs<graph::PoolAttrs>(op, graph));
   int64_t const rank = graph.tensor(op.inputs.at(0)).shape.rank();
   if (rank < 3 || rank > 5)
-    return unsupported(op.type + " '" + op.name + "' has " + std::to_string(rank - 2) + " spatial dims (1 to 3 supported)");
+    return unsupported(op.type + " '" + op.name + "' has " + std::to_string(rank - 2) +
+                       " spatial dims (1 to 3 supported)");
   if (op.type == "MaxPool") {
     auto it = op.attrs.find("dilations");
     if (it != op.attrs.end())

@@ -48,7 +48,8 @@ Status view_shape(OpCall const& call, Tensor const& in, std::vector<int64_t>& ou
     for (int64_t i = 0; i < in.rank(); ++i) {
       bool const listed = std::find(axes.begin(), axes.end(), i) != axes.end() ||
                           std::find(axes.begin(), axes.end(), i - in.rank()) != axes.end();
-      if (listed && s[i] != 1) return op_error(call, "cannot squeeze axis " + std::to_string(i) + " of " + in.shape_string());
+      if (listed && s[i] != 1)
+        return op_error(call, "cannot squeeze axis " + std::to_string(i) + " of " + in.shape_string());
       if (!(listed || (axes.empty() && s[i] == 1))) out.push_back(s[i]);
     }
   } else if (type == "Unsqueeze") {
@@ -240,7 +241,8 @@ Status concat_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
       return Entry{pd, dnnl::concat(pd)};
     });
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, dnnl_ctx::mem(y)}};
-    for (std::size_t i = 0; i < in.size(); ++i) args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), dnnl_ctx::mem(in[i]));
+    for (std::size_t i = 0; i < in.size(); ++i)
+      args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), dnnl_ctx::mem(in[i]));
     dnnl_ctx::run(e->prim, args);
   } else {
     int64_t off = 0;
@@ -268,8 +270,8 @@ Status concat_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
     std::vector<int64_t> const s = shape_of(saved.tensors[i]);
     if (wants(wanted, i)) {
       Tensor& g = grad_slot(grads, i, s, accumulate);
-      copy_along_axis(const_cast<float*>(gout[0].data<float>()), gout[0].shape(), g.data<float>(), s, axis, off,
-                      false, accumulate);
+      copy_along_axis(const_cast<float*>(gout[0].data<float>()), gout[0].shape(), g.data<float>(), s, axis, off, false,
+                      accumulate);
     }
     off += s[axis];
   }
@@ -295,7 +297,8 @@ Status split_forward(OpCall const& call, std::vector<Tensor> const& in, std::vec
   int64_t total = 0;
   for (int64_t s : sizes) total += s;
   if (total != in[0].dim(static_cast<int>(axis)) || sizes.size() != call.op.outputs.size())
-    return op_error(call, "split sizes do not add up to dimension " + std::to_string(axis) + " of " + in[0].shape_string());
+    return op_error(call,
+                    "split sizes do not add up to dimension " + std::to_string(axis) + " of " + in[0].shape_string());
   out.assign(call.op.outputs.size(), Tensor());
   int64_t off = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) {

@@ -13,8 +13,7 @@ Result<RuntimePlan> RuntimePlan::make(graph::OpGraph const& graph, partition::Pl
   rp.micro_batch_ = plan.micro_batch;
   if (plan.micro_batch <= 0) return invalid_argument("the plan has no micro-batch size");
   std::map<std::string, graph::OpId> by_name;
-  for (graph::OpId id = 0; id < static_cast<graph::OpId>(graph.num_ops()); ++id)
-    by_name.emplace(graph.op(id).name, id);
+  for (graph::OpId id = 0; id < static_cast<graph::OpId>(graph.num_ops()); ++id) by_name.emplace(graph.op(id).name, id);
   int const n = rp.view_.num_stages();
   std::vector<int> stage_of(graph.num_ops(), -1);
   rp.stage_ops_.resize(n);
@@ -22,36 +21,31 @@ Result<RuntimePlan> RuntimePlan::make(graph::OpGraph const& graph, partition::Pl
     for (std::string const& name : plan.stages[s].nodes) {
       auto it = by_name.find(name);
       if (it == by_name.end())
-        return invalid_argument(
-            "the plan's stage " + std::to_string(s) + " names operator '" + name +
-            "', which model '" + graph.name() +
-            "' does not have: the plan was made for another model (partition this one)");
+        return invalid_argument("the plan's stage " + std::to_string(s) + " names operator '" + name +
+                                "', which model '" + graph.name() +
+                                "' does not have: the plan was made for another model (partition this one)");
       if (stage_of[it->second] >= 0)
-        return invalid_argument("operator '" + name + "' is in stages " +
-                                std::to_string(stage_of[it->second]) + " and " + std::to_string(s) +
-                                " of the plan");
+        return invalid_argument("operator '" + name + "' is in stages " + std::to_string(stage_of[it->second]) +
+                                " and " + std::to_string(s) + " of the plan");
       stage_of[it->second] = s;
     }
     rp.chunks_ = std::lcm(rp.chunks_, plan.stages[s].replicas);
   }
   for (graph::OpId id = 0; id < static_cast<graph::OpId>(graph.num_ops()); ++id)
     if (stage_of[id] < 0)
-      return invalid_argument(
-          "operator '" + graph.op(id).name + "' of model '" + graph.name() +
-          "' is in no stage of the plan: the plan was made for another model (partition this one)");
+      return invalid_argument("operator '" + graph.op(id).name + "' of model '" + graph.name() +
+                              "' is in no stage of the plan: the plan was made for another model (partition this one)");
   for (graph::OpId id : graph.topo_order()) rp.stage_ops_[stage_of[id]].push_back(id);
   for (int s = 0; s < n; ++s) {
     ASSIGN_OR_RETURN(AutodiffPlan ad, plan_autodiff(graph, rp.stage_ops_[s]));
     rp.autodiff_.push_back(std::move(ad));
   }
-  if (graph.outputs().empty())
-    return invalid_argument("model '" + graph.name() + "' has no output for the loss");
+  if (graph.outputs().empty()) return invalid_argument("model '" + graph.name() + "' has no output for the loss");
   rp.loss_stage_ = stage_of[graph.tensor(graph.outputs()[0]).producer];
 
   // Edge tensors, and every stage input accounted for.
   std::map<std::pair<int, int>, int> edge_of;
-  for (int e = 0; e < static_cast<int>(plan.edges.size()); ++e)
-    edge_of[{plan.edges[e].src, plan.edges[e].dst}] = e;
+  for (int e = 0; e < static_cast<int>(plan.edges.size()); ++e) edge_of[{plan.edges[e].src, plan.edges[e].dst}] = e;
   rp.edge_tensors_.assign(plan.edges.size(), {});
   rp.edge_grad_tensors_.assign(plan.edges.size(), {});
   for (int s = 0; s < n; ++s) {
@@ -62,18 +56,15 @@ Result<RuntimePlan> RuntimePlan::make(graph::OpGraph const& graph, partition::Pl
       int const src = stage_of[info.producer];
       auto it = edge_of.find({src, s});
       if (it == edge_of.end())
-        return invalid_argument("tensor '" + info.name + "' flows from stage " +
-                                std::to_string(src) + " to stage " + std::to_string(s) +
-                                " but the plan has no edge between them (a damaged plan?)");
+        return invalid_argument("tensor '" + info.name + "' flows from stage " + std::to_string(src) + " to stage " +
+                                std::to_string(s) + " but the plan has no edge between them (a damaged plan?)");
       rp.edge_tensors_[it->second].push_back(t);
-      bool const wants_grad =
-          std::find(ad.input_grads.begin(), ad.input_grads.end(), t) != ad.input_grads.end();
+      bool const wants_grad = std::find(ad.input_grads.begin(), ad.input_grads.end(), t) != ad.input_grads.end();
       if (wants_grad) {
         if (!info.shape.has_batch())
-          return unsupported(
-              "tensor '" + info.name + "' crosses from stage " + std::to_string(src) + " to " +
-              std::to_string(s) + " without a batch dimension and needs a gradient: the runtime " +
-              "cannot split it between replicas; keep its producer and consumers in one stage");
+          return unsupported("tensor '" + info.name + "' crosses from stage " + std::to_string(src) + " to " +
+                             std::to_string(s) + " without a batch dimension and needs a gradient: the runtime " +
+                             "cannot split it between replicas; keep its producer and consumers in one stage");
         rp.edge_grad_tensors_[it->second].push_back(t);
       }
     }
@@ -84,25 +75,22 @@ Result<RuntimePlan> RuntimePlan::make(graph::OpGraph const& graph, partition::Pl
     for (graph::TensorId w : rp.autodiff_[s].weights) {
       auto [it, fresh] = weight_stage.emplace(w, s);
       if (!fresh)
-        return unsupported("weight '" + graph.tensor(w).name + "' is used by stages " +
-                           std::to_string(it->second) + " and " + std::to_string(s) +
-                           ": tied weights across stages are not supported by the " +
+        return unsupported("weight '" + graph.tensor(w).name + "' is used by stages " + std::to_string(it->second) +
+                           " and " + std::to_string(s) + ": tied weights across stages are not supported by the " +
                            "pipeline runtime yet (plan with both users in one stage)");
     }
   // Replica counts along each edge must divide one another, and batched tensors must split evenly.
   for (auto const& e : plan.edges) {
     int const r = plan.stages[e.src].replicas, r2 = plan.stages[e.dst].replicas;
     if (r % r2 != 0 && r2 % r != 0)
-      return unsupported(
-          "stages " + std::to_string(e.src) + " (" + std::to_string(r) + " replicas) and " +
-          std::to_string(e.dst) + " (" + std::to_string(r2) +
-          " replicas) are connected but neither replica count divides the other: the runtime " +
-          "cannot route their pieces (replan, e.g. with --no-replication)");
+      return unsupported("stages " + std::to_string(e.src) + " (" + std::to_string(r) + " replicas) and " +
+                         std::to_string(e.dst) + " (" + std::to_string(r2) +
+                         " replicas) are connected but neither replica count divides the other: the runtime " +
+                         "cannot route their pieces (replan, e.g. with --no-replication)");
   }
   if (rp.micro_batch_ % rp.chunks_ != 0)
     return unsupported("micro-batch " + std::to_string(rp.micro_batch_) + " does not split into " +
-                       std::to_string(rp.chunks_) +
-                       " equal replica slices (least common multiple of the replica " +
+                       std::to_string(rp.chunks_) + " equal replica slices (least common multiple of the replica " +
                        "counts): choose a micro-batch size divisible by it");
   return rp;
 }
@@ -137,9 +125,7 @@ int64_t full_extent(graph::Shape const& shape, int64_t micro_batch) {
 }
 }  // namespace
 
-std::vector<int64_t> RuntimePlan::replica_shape(graph::TensorId t, int r) const {
-  return piece_shape(t, chunks_ / r);
-}
+std::vector<int64_t> RuntimePlan::replica_shape(graph::TensorId t, int r) const { return piece_shape(t, chunks_ / r); }
 
 std::vector<int64_t> RuntimePlan::piece_shape(graph::TensorId t, int n_chunks) const {
   graph::Shape const& shape = graph_->tensor(t).shape;

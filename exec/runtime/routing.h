@@ -40,9 +40,7 @@ class RuntimePlan {
   // Graph tensors produced in the edge's source stage and read in its destination, by id.
   std::vector<graph::TensorId> const& edge_tensors(int e) const { return edge_tensors_[e]; }
   // Those of them that get a gradient back (the destination stage's input gradients).
-  std::vector<graph::TensorId> const& edge_grad_tensors(int e) const {
-    return edge_grad_tensors_[e];
-  }
+  std::vector<graph::TensorId> const& edge_grad_tensors(int e) const { return edge_grad_tensors_[e]; }
   int loss_stage() const { return loss_stage_; }  // holds the op producing graph.outputs()[0]
   int replica_of(int stage, int device) const;    // -1 when the stage does not run there
   int replicas(int stage) const { return view_.stage(stage).replicas; }

@@ -31,8 +31,7 @@ std::vector<std::pair<std::string, graph::TensorId>> stage_state(RuntimePlan con
   graph::OpGraph const& graph = rp.graph();
   std::map<std::string, graph::TensorId> out;
   for (graph::TensorId t : rp.autodiff(s).weights) out.emplace(graph.tensor(t).name, t);
-  for (graph::TensorId t : running_stat_tensors(graph, rp.stage_ops(s)))
-    out.emplace(graph.tensor(t).name, t);
+  for (graph::TensorId t : running_stat_tensors(graph, rp.stage_ops(s))) out.emplace(graph.tensor(t).name, t);
   return {out.begin(), out.end()};
 }
 
@@ -53,59 +52,50 @@ void pin_to_cores(int first, int count) {
 
 }  // namespace
 
-uint64_t run_fingerprint(partition::Plan const& plan, schedule::Schedule const& schedule,
-                         TrainConfig const& config) {
+uint64_t run_fingerprint(partition::Plan const& plan, schedule::Schedule const& schedule, TrainConfig const& config) {
   partition::Plan p = plan;
   p.search_time_s = 0;  // the one field that differs between ranks that planned alike
   uint64_t h = fnv1a(partition::plan_to_json(p));
   h = fnv1a(schedule::print_schedule(schedule), h);
   h = fnv1a(std::to_string(config.batch) + "/" + std::to_string(config.micro_batches) + "/" +
                 std::to_string(config.seed) + "/" + loss_kind_name(config.loss) + "/" +
-                optimizer_kind_name(config.optimizer.kind) + "/" +
-                std::to_string(config.optimizer.lr),
+                optimizer_kind_name(config.optimizer.kind) + "/" + std::to_string(config.optimizer.lr),
             h);
   return h;
 }
 
 Runtime::~Runtime() = default;
 
-Status Runtime::prepare(TrainConfig const& config, graph::OpGraph const& graph,
-                        partition::Plan const& plan, schedule::Schedule const& schedule,
-                        RuntimeOptions const& options) {
+Status Runtime::prepare(TrainConfig const& config, graph::OpGraph const& graph, partition::Plan const& plan,
+                        schedule::Schedule const& schedule, RuntimeOptions const& options) {
   config_ = config;
   graph_ = &graph;
   plan_ = plan;
   schedule_ = schedule;
   options_ = options;
-  if (schedule_.num_stages != static_cast<int>(plan_.stages.size()) ||
-      schedule_.num_devices() != plan_.num_devices)
-    return invalid_argument(
-        "the schedule is for " + std::to_string(schedule_.num_stages) + " stages on " +
-        std::to_string(schedule_.num_devices()) + " devices but the plan has " +
-        std::to_string(plan_.stages.size()) + " stages on " + std::to_string(plan_.num_devices) +
-        ": the schedule was built for another plan (rebuild it with graphpipe schedule)");
+  if (schedule_.num_stages != static_cast<int>(plan_.stages.size()) || schedule_.num_devices() != plan_.num_devices)
+    return invalid_argument("the schedule is for " + std::to_string(schedule_.num_stages) + " stages on " +
+                            std::to_string(schedule_.num_devices()) + " devices but the plan has " +
+                            std::to_string(plan_.stages.size()) + " stages on " + std::to_string(plan_.num_devices) +
+                            ": the schedule was built for another plan (rebuild it with graphpipe schedule)");
   schedule::CheckOptions check;
   check.memory_limit_bytes = 0;  // memory is enforced while running, per device
-  RETURN_IF_ERROR(schedule::check_schedule(plan_, schedule_, check)
-                      .with_context("the schedule does not fit the plan"));
+  RETURN_IF_ERROR(schedule::check_schedule(plan_, schedule_, check).with_context("the schedule does not fit the plan"));
   if (config_.batch != plan_.batch)
-    return invalid_argument("the config's batch is " + std::to_string(config_.batch) +
-                            " but the plan was made for " + std::to_string(plan_.batch) +
-                            " (partition with --batch " + std::to_string(config_.batch) +
+    return invalid_argument("the config's batch is " + std::to_string(config_.batch) + " but the plan was made for " +
+                            std::to_string(plan_.batch) + " (partition with --batch " + std::to_string(config_.batch) +
                             ", or set batch: " + std::to_string(plan_.batch) + ")");
   if (config_.micro_batches != schedule_.num_micro_batches ||
       plan_.micro_batch * schedule_.num_micro_batches != config_.batch)
-    return invalid_argument(
-        "the config asks for " + std::to_string(config_.micro_batches) +
-        " micro-batches but the plan/schedule run " + std::to_string(schedule_.num_micro_batches) +
-        " of " + std::to_string(plan_.micro_batch) +
-        " samples (set micro_batches: " + std::to_string(schedule_.num_micro_batches) +
-        ", or replan with --micro-batch " + std::to_string(config_.micro_batch_size()) + ")");
+    return invalid_argument("the config asks for " + std::to_string(config_.micro_batches) +
+                            " micro-batches but the plan/schedule run " + std::to_string(schedule_.num_micro_batches) +
+                            " of " + std::to_string(plan_.micro_batch) +
+                            " samples (set micro_batches: " + std::to_string(schedule_.num_micro_batches) +
+                            ", or replan with --micro-batch " + std::to_string(config_.micro_batch_size()) + ")");
   ASSIGN_OR_RETURN(RuntimePlan rp, RuntimePlan::make(graph, plan_));
   rplan_ = std::make_unique<RuntimePlan>(std::move(rp));
   ASSIGN_OR_RETURN(schedule::PlanView view, schedule::PlanView::make(plan_));
-  for (auto const& m : schedule::account_memory(view, schedule_))
-    predicted_peak_.push_back(m.peak_bytes);
+  for (auto const& m : schedule::account_memory(view, schedule_)) predicted_peak_.push_back(m.peak_bytes);
   return Status::ok();
 }
 
@@ -118,15 +108,13 @@ Status Runtime::build_worker(int device, Communicator& comm) {
   if (!backends_.back()) return internal_error("no backend for device " + std::to_string(device));
   ScopedThreadAllocator scoped(*memory_.back());
   ASSIGN_OR_RETURN(auto data, make_data_source(config_.data, *graph_, config_.loss, config_.seed));
-  ASSIGN_OR_RETURN(auto worker,
-                   Worker::create(*rplan_, schedule_, device, config_, *backends_.back(), comm,
-                                  std::move(data), options_.worker, *memory_.back()));
+  ASSIGN_OR_RETURN(auto worker, Worker::create(*rplan_, schedule_, device, config_, *backends_.back(), comm,
+                                               std::move(data), options_.worker, *memory_.back()));
   workers_.push_back(std::move(worker));
   return Status::ok();
 }
 
-Result<std::unique_ptr<Runtime>> Runtime::create_threads(TrainConfig const& config,
-                                                         graph::OpGraph const& graph,
+Result<std::unique_ptr<Runtime>> Runtime::create_threads(TrainConfig const& config, graph::OpGraph const& graph,
                                                          partition::Plan const& plan,
                                                          schedule::Schedule const& schedule,
                                                          RuntimeOptions const& options) {
@@ -140,15 +128,14 @@ Result<std::unique_ptr<Runtime>> Runtime::create_threads(TrainConfig const& conf
   return rt;
 }
 
-Result<std::unique_ptr<Runtime>> Runtime::create_rank(
-    TrainConfig const& config, graph::OpGraph const& graph, partition::Plan const& plan,
-    schedule::Schedule const& schedule, Communicator& comm, RuntimeOptions const& options) {
+Result<std::unique_ptr<Runtime>> Runtime::create_rank(TrainConfig const& config, graph::OpGraph const& graph,
+                                                      partition::Plan const& plan, schedule::Schedule const& schedule,
+                                                      Communicator& comm, RuntimeOptions const& options) {
   std::unique_ptr<Runtime> rt(new Runtime());
   RETURN_IF_ERROR(rt->prepare(config, graph, plan, schedule, options));
   if (comm.num_devices() != plan.num_devices)
     return invalid_argument("the plan has " + std::to_string(plan.num_devices) + " devices but " +
-                            std::to_string(comm.num_devices()) +
-                            " ranks were started: run mpirun -np " +
+                            std::to_string(comm.num_devices()) + " ranks were started: run mpirun -np " +
                             std::to_string(plan.num_devices));
   rt->rank_comm_ = &comm;
   RETURN_IF_ERROR(rt->build_worker(comm.device(), comm));
@@ -167,12 +154,10 @@ Status Runtime::run(int64_t steps, std::ostream* progress) {
 void Runtime::after_step(int64_t step, double loss, std::ostream* progress) {
   losses_.push_back(loss);
   step_ = step + 1;
-  if (progress &&
-      (step_ % std::max<int64_t>(1, config_.log_interval) == 0 || step_ == config_.steps)) {
+  if (progress && (step_ % std::max<int64_t>(1, config_.log_interval) == 0 || step_ == config_.steps)) {
     char line[200];
-    std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  %.1f samples/s",
-                  static_cast<long long>(step_), static_cast<long long>(config_.steps), loss,
-                  samples_per_s());
+    std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  %.1f samples/s", static_cast<long long>(step_),
+                  static_cast<long long>(config_.steps), loss, samples_per_s());
     *progress << line << std::endl;
   }
 }
@@ -180,8 +165,7 @@ void Runtime::after_step(int64_t step, double loss, std::ostream* progress) {
 Status Runtime::run_threads(int64_t steps, std::ostream* progress) {
   int const n = static_cast<int>(workers_.size());
   int const cores = available_cores();
-  int const budget =
-      options_.threads_per_worker > 0 ? options_.threads_per_worker : std::max(1, cores / n);
+  int const budget = options_.threads_per_worker > 0 ? options_.threads_per_worker : std::max(1, cores / n);
   bool const pin = options_.pin_cores && budget * n <= cores;
   std::vector<Status> status(n);
   std::mutex mu;
@@ -225,14 +209,12 @@ Status Runtime::run_threads(int64_t steps, std::ostream* progress) {
     std::unique_lock lock(mu);
     while (finished < n) {
       cv.wait_for(lock, std::chrono::milliseconds(50));
-      if (stop_requested() && !endpoints_[0]->aborted())
-        endpoints_[0]->abort(aborted_error(kInterrupted));
+      if (stop_requested() && !endpoints_[0]->aborted()) endpoints_[0]->abort(aborted_error(kInterrupted));
       if (!aborted_at && endpoints_[0]->aborted()) {
         aborted_at = Clock::now();
         stall_snapshot_ = stall_report();  // where everyone was when the first error happened
       }
-      if (aborted_at && Clock::now() - *aborted_at >
-                            std::chrono::duration<double>(options_.worker.timeout_s + 1)) {
+      if (aborted_at && Clock::now() - *aborted_at > std::chrono::duration<double>(options_.worker.timeout_s + 1)) {
         stuck_ = true;
         break;
       }
@@ -249,8 +231,7 @@ Status Runtime::run_threads(int64_t steps, std::ostream* progress) {
 
 Status Runtime::run_rank(int64_t steps, std::ostream* progress) {
   ScopedThreadAllocator scoped(*memory_[0]);
-  int const budget =
-      options_.threads_per_worker > 0 ? options_.threads_per_worker : rank_thread_budget();
+  int const budget = options_.threads_per_worker > 0 ? options_.threads_per_worker : rank_thread_budget();
   set_thread_budget(budget);
   RETURN_IF_ERROR(rank_comm_->barrier(-1, deadline_after(options_.worker.timeout_s)));
   auto const origin = Clock::now();
@@ -282,8 +263,7 @@ Status Runtime::first_cause(std::vector<Status> const& statuses) const {
       if (!st.is_ok() && (s.is_ok() || s.code() == StatusCode::kAborted)) s = st;
   if (s.is_ok()) return s;
   if (s.code() == StatusCode::kTimeout && hub_)
-    return Status(s.code(), s.message() + "; " +
-                                (stall_snapshot_.empty() ? stall_report() : stall_snapshot_));
+    return Status(s.code(), s.message() + "; " + (stall_snapshot_.empty() ? stall_report() : stall_snapshot_));
   return s;
 }
 
@@ -309,9 +289,7 @@ std::string Runtime::stall_report() const {
 }
 
 double Runtime::samples_per_s() const {
-  return timed_steps_ > 0 && timed_s_ > 0
-             ? static_cast<double>(timed_steps_ * config_.batch) / timed_s_
-             : 0.0;
+  return timed_steps_ > 0 && timed_s_ > 0 ? static_cast<double>(timed_steps_ * config_.batch) / timed_s_ : 0.0;
 }
 
 std::vector<DeviceMeasurement> Runtime::measurements() const {
@@ -349,9 +327,8 @@ schedule::Timeline Runtime::timeline() const {
   return t;
 }
 
-Status Runtime::gather_stages(
-    int gather, std::map<std::string, Tensor>& out,
-    std::function<std::vector<std::pair<std::string, TensorMeta>>(int)> const& names_of) {
+Status Runtime::gather_stages(int gather, std::map<std::string, Tensor>& out,
+                              std::function<std::vector<std::pair<std::string, TensorMeta>>(int)> const& names_of) {
   int const me = rank_comm_->device();
   double const timeout = options_.worker.timeout_s;
   int const n = rplan_->num_stages();
@@ -364,8 +341,7 @@ Status Runtime::gather_stages(
       std::vector<Tensor> tensors;
       for (auto const& [name, meta] : names) {
         auto it = out.find(name);
-        if (it == out.end())
-          return internal_error("stage " + std::to_string(s) + " has no '" + name + "'");
+        if (it == out.end()) return internal_error("stage " + std::to_string(s) + " has no '" + name + "'");
         tensors.push_back(it->second);
       }
       RETURN_IF_ERROR(rank_comm_->send(key, std::move(tensors)));
@@ -373,8 +349,7 @@ Status Runtime::gather_stages(
       std::vector<TensorMeta> metas;
       for (auto const& [name, meta] : names) metas.push_back(meta);
       ASSIGN_OR_RETURN(auto tensors, rank_comm_->recv(key, metas, deadline_after(timeout)));
-      for (std::size_t i = 0; i < names.size(); ++i)
-        out.emplace(names[i].first, std::move(tensors[i]));
+      for (std::size_t i = 0; i < names.size(); ++i) out.emplace(names[i].first, std::move(tensors[i]));
     }
   }
   return rank_comm_->flush(deadline_after(timeout));
@@ -394,10 +369,8 @@ Result<std::map<std::string, Tensor>> Runtime::trained_tensors() {
   for (auto& w : workers_)
     for (auto& [s, runner] : w->runners())
       if (plan_.stages[s].devices[0] == w->device()) {
-        for (auto const& [name, t] : runner->executor().parameters())
-          out.emplace(name, t.clone_to(cpu_allocator()));
-        for (auto const& [name, t] : runner->executor().buffers())
-          out.emplace(name, t.clone_to(cpu_allocator()));
+        for (auto const& [name, t] : runner->executor().parameters()) out.emplace(name, t.clone_to(cpu_allocator()));
+        for (auto const& [name, t] : runner->executor().buffers()) out.emplace(name, t.clone_to(cpu_allocator()));
       }
   if (hub_) return out;
   // Ranks: device 0 collects every other stage's state from its replica 0.
@@ -422,12 +395,9 @@ Result<CheckpointState> Runtime::checkpoint_state() {
     for (auto& [st, runner] : w->runners()) {
       s.optimizer_steps = runner->optimizer().step_count();
       if (plan_.stages[st].devices[0] != w->device()) continue;
-      for (auto const& [name, t] : runner->executor().parameters())
-        weights.emplace(name, t.clone_to(cpu_allocator()));
-      for (auto const& [name, t] : runner->executor().buffers())
-        weights.emplace(name, t.clone_to(cpu_allocator()));
-      for (auto const& [name, t] : runner->optimizer().state())
-        moments.emplace(name, t.clone_to(cpu_allocator()));
+      for (auto const& [name, t] : runner->executor().parameters()) weights.emplace(name, t.clone_to(cpu_allocator()));
+      for (auto const& [name, t] : runner->executor().buffers()) weights.emplace(name, t.clone_to(cpu_allocator()));
+      for (auto const& [name, t] : runner->optimizer().state()) moments.emplace(name, t.clone_to(cpu_allocator()));
     }
   if (!hub_) {
     // Ranks: device 0 gathers the other stages' weights and optimizer moments (the moments exist
@@ -438,10 +408,8 @@ Result<CheckpointState> Runtime::checkpoint_state() {
       std::vector<std::pair<std::string, TensorMeta>> out;
       for (graph::TensorId t : rplan_->autodiff(st).weights)
         for (auto const& suffix : suffixes)
-          out.push_back(
-              {graph_->tensor(t).name + suffix, {DType::kFloat32, graph_->tensor(t).data->dims}});
-      std::sort(out.begin(), out.end(),
-                [](auto const& a, auto const& b) { return a.first < b.first; });
+          out.push_back({graph_->tensor(t).name + suffix, {DType::kFloat32, graph_->tensor(t).data->dims}});
+      std::sort(out.begin(), out.end(), [](auto const& a, auto const& b) { return a.first < b.first; });
       return out;
     }));
   }
@@ -457,25 +425,21 @@ Status Runtime::restore(CheckpointState const& state, std::string const& source)
     for (auto const& [name, meta] : state_metas(*rplan_, s)) {
       auto it = state.weights.find(name);
       if (it == state.weights.end())
-        return invalid_argument("checkpoint '" + source +
-                                "' does not match the model: it has no parameter '" + name +
+        return invalid_argument("checkpoint '" + source + "' does not match the model: it has no parameter '" + name +
                                 "' (was it written for another model?)");
       if (it->second.shape() != meta.shape || it->second.dtype() != meta.dtype)
-        return invalid_argument("checkpoint '" + source +
-                                "' does not match the model: parameter '" + name + "' is " +
-                                it->second.shape_string() + " in the checkpoint, " +
-                                meta.to_string() + " in the model");
+        return invalid_argument("checkpoint '" + source + "' does not match the model: parameter '" + name + "' is " +
+                                it->second.shape_string() + " in the checkpoint, " + meta.to_string() +
+                                " in the model");
       model.emplace(name, it->second);
     }
   RETURN_IF_ERROR(check_checkpoint_matches(state, model, source));
   if (state.optimizer != optimizer_kind_name(config_.optimizer.kind))
-    return invalid_argument("checkpoint '" + source + "' was written with optimizer '" +
-                            state.optimizer + "' but the config uses '" +
-                            optimizer_kind_name(config_.optimizer.kind) + "'");
+    return invalid_argument("checkpoint '" + source + "' was written with optimizer '" + state.optimizer +
+                            "' but the config uses '" + optimizer_kind_name(config_.optimizer.kind) + "'");
   if (state.seed != config_.seed)
-    return invalid_argument("checkpoint '" + source + "' was written with seed " +
-                            std::to_string(state.seed) + " but the config has seed " +
-                            std::to_string(config_.seed) +
+    return invalid_argument("checkpoint '" + source + "' was written with seed " + std::to_string(state.seed) +
+                            " but the config has seed " + std::to_string(config_.seed) +
                             ": resuming would not reproduce the run");
   for (std::size_t w = 0; w < workers_.size(); ++w)
     for (auto& [st, runner] : workers_[w]->runners()) {
@@ -483,12 +447,10 @@ Status Runtime::restore(CheckpointState const& state, std::string const& source)
       std::set<std::string> names;
       for (auto const& [name, t] : runner->executor().parameters()) names.insert(name);
       for (auto const& [name, t] : runner->executor().buffers()) names.insert(name);
-      for (auto const& name : names)
-        RETURN_IF_ERROR(runner->executor().set_parameter(name, state.weights.at(name)));
+      for (auto const& name : names) RETURN_IF_ERROR(runner->executor().set_parameter(name, state.weights.at(name)));
       std::map<std::string, Tensor> moments;
       for (auto const& [name, t] : state.optimizer_state)
-        if (names.count(name.substr(0, name.find('#'))))
-          moments.emplace(name, t.clone_to(cpu_allocator()));
+        if (names.count(name.substr(0, name.find('#')))) moments.emplace(name, t.clone_to(cpu_allocator()));
       runner->optimizer().load_state(std::move(moments), state.optimizer_steps);
     }
   step_ = state.step;

@@ -33,9 +33,8 @@ struct RuntimeOptions {
   WorkerOptions worker;
   // The backend of each device's worker; empty: the CPU backend. (A CUDA backend plugs in here.)
   std::function<std::unique_ptr<Backend>(int device)> make_backend;
-  int threads_per_worker =
-      0;                  // oneDNN/OpenMP threads per worker; 0: cores / workers in this process
-  bool pin_cores = true;  // threads mode: workers on disjoint cores when they fit
+  int threads_per_worker = 0;  // oneDNN/OpenMP threads per worker; 0: cores / workers in this process
+  bool pin_cores = true;       // threads mode: workers on disjoint cores when they fit
 };
 
 struct DeviceMeasurement {
@@ -48,14 +47,13 @@ struct DeviceMeasurement {
 class Runtime {
  public:
   // Checks plan, schedule and config against each other and the model before anything runs.
-  static Result<std::unique_ptr<Runtime>> create_threads(TrainConfig const& config,
-                                                         graph::OpGraph const& graph,
+  static Result<std::unique_ptr<Runtime>> create_threads(TrainConfig const& config, graph::OpGraph const& graph,
                                                          partition::Plan const& plan,
                                                          schedule::Schedule const& schedule,
                                                          RuntimeOptions const& options);
-  static Result<std::unique_ptr<Runtime>> create_rank(
-      TrainConfig const& config, graph::OpGraph const& graph, partition::Plan const& plan,
-      schedule::Schedule const& schedule, Communicator& comm, RuntimeOptions const& options);
+  static Result<std::unique_ptr<Runtime>> create_rank(TrainConfig const& config, graph::OpGraph const& graph,
+                                                      partition::Plan const& plan, schedule::Schedule const& schedule,
+                                                      Communicator& comm, RuntimeOptions const& options);
   ~Runtime();
 
   // Runs `steps` steps (config.steps - done when < 0), printing a progress line every
@@ -67,10 +65,9 @@ class Runtime {
 
   int64_t steps_done() const { return step_; }
   std::vector<double> const& losses() const { return losses_; }
-  double samples_per_s() const;  // over the steps of the last run() after the first
+  double samples_per_s() const;                         // over the steps of the last run() after the first
   std::vector<DeviceMeasurement> measurements() const;  // this process's devices
-  schedule::Timeline timeline()
-      const;  // measured intervals of the last step, this process's devices
+  schedule::Timeline timeline() const;                  // measured intervals of the last step, this process's devices
 
   // Weights and BatchNorm statistics of the whole model (replica 0 of each stage), copied into
   // the caller's allocator (they outlive the runtime). Ranks: every rank must call it; device 0
@@ -84,9 +81,8 @@ class Runtime {
 
  private:
   Runtime() = default;
-  Status prepare(TrainConfig const& config, graph::OpGraph const& graph,
-                 partition::Plan const& plan, schedule::Schedule const& schedule,
-                 RuntimeOptions const& options);
+  Status prepare(TrainConfig const& config, graph::OpGraph const& graph, partition::Plan const& plan,
+                 schedule::Schedule const& schedule, RuntimeOptions const& options);
   Status build_worker(int device, Communicator& comm);
   Status run_threads(int64_t steps, std::ostream* progress);
   Status run_rank(int64_t steps, std::ostream* progress);
@@ -94,9 +90,8 @@ class Runtime {
   Status first_cause(std::vector<Status> const& statuses) const;
   // Ranks: device 0 receives, for every stage it does not own, the tensors `names_of(s)` lists
   // from the stage's replica 0 (gather number `gather` * stages + s).
-  Status gather_stages(
-      int gather, std::map<std::string, Tensor>& out,
-      std::function<std::vector<std::pair<std::string, TensorMeta>>(int)> const& names_of);
+  Status gather_stages(int gather, std::map<std::string, Tensor>& out,
+                       std::function<std::vector<std::pair<std::string, TensorMeta>>(int)> const& names_of);
   std::vector<std::string> moment_suffixes() const;
   std::string stall_report() const;
 
@@ -124,7 +119,6 @@ class Runtime {
 };
 
 // A hash of what every rank must agree on (plan, schedule, config), for the MPI start check.
-uint64_t run_fingerprint(partition::Plan const& plan, schedule::Schedule const& schedule,
-                         TrainConfig const& config);
+uint64_t run_fingerprint(partition::Plan const& plan, schedule::Schedule const& schedule, TrainConfig const& config);
 
 }  // namespace gp::exec

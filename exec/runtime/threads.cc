@@ -21,11 +21,9 @@ int available_cores() {
 
 int rank_thread_budget() {
   int const cores = available_cores();
-  if (cores < static_cast<int>(std::thread::hardware_concurrency()))
-    return cores;  // bound by mpirun
+  if (cores < static_cast<int>(std::thread::hardware_concurrency())) return cores;  // bound by mpirun
   int local = 1;
-  if (char const* env = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
-    local = std::max(1, std::atoi(env));
+  if (char const* env = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(env));
   return std::max(1, cores / local);
 }
 

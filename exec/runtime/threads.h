@@ -11,9 +11,7 @@ int thread_budget();
 // Sets the calling thread's budget for the scope's lifetime (measuring under a worker's budget).
 class ScopedThreadBudget {
  public:
-  explicit ScopedThreadBudget(int threads) : previous_(thread_budget()) {
-    set_thread_budget(threads);
-  }
+  explicit ScopedThreadBudget(int threads) : previous_(thread_budget()) { set_thread_budget(threads); }
   ~ScopedThreadBudget() { set_thread_budget(previous_); }
   ScopedThreadBudget(ScopedThreadBudget const&) = delete;
   ScopedThreadBudget& operator=(ScopedThreadBudget const&) = delete;

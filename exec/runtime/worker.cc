@@ -19,8 +19,7 @@ Result<FaultInjection> parse_fault(std::string const& text) {
   FaultInjection f;
   auto const a = text.find(':'), b = text.find(':', a == std::string::npos ? a : a + 1);
   if (a == std::string::npos || b == std::string::npos)
-    return invalid_argument("--inject-fault '" + text +
-                            "': expected DEVICE:LINE:KIND, e.g. 1:7:throw");
+    return invalid_argument("--inject-fault '" + text + "': expected DEVICE:LINE:KIND, e.g. 1:7:throw");
   try {
     f.device = std::stoi(text.substr(0, a));
     f.line = std::stoi(text.substr(a + 1, b - a - 1));
@@ -39,14 +38,12 @@ Result<FaultInjection> parse_fault(std::string const& text) {
   else if (kind == "stall")
     f.kind = FaultInjection::Kind::kStall;
   else
-    return invalid_argument("--inject-fault '" + text +
-                            "': KIND must be throw, nan, header, exit or stall");
+    return invalid_argument("--inject-fault '" + text + "': KIND must be throw, nan, header, exit or stall");
   return f;
 }
 
-Worker::Worker(RuntimePlan const& plan, schedule::Schedule const& schedule, int device,
-               TrainConfig const& config, Backend& backend, Communicator& comm,
-               std::unique_ptr<DataSource> data, WorkerOptions const& options,
+Worker::Worker(RuntimePlan const& plan, schedule::Schedule const& schedule, int device, TrainConfig const& config,
+               Backend& backend, Communicator& comm, std::unique_ptr<DataSource> data, WorkerOptions const& options,
                Allocator const& memory)
     : plan_(plan),
       schedule_(schedule),
@@ -58,18 +55,15 @@ Worker::Worker(RuntimePlan const& plan, schedule::Schedule const& schedule, int 
       options_(options),
       memory_(memory) {}
 
-Result<std::unique_ptr<Worker>> Worker::create(RuntimePlan const& plan,
-                                               schedule::Schedule const& schedule, int device,
-                                               TrainConfig const& config, Backend& backend,
-                                               Communicator& comm, std::unique_ptr<DataSource> data,
-                                               WorkerOptions const& options,
+Result<std::unique_ptr<Worker>> Worker::create(RuntimePlan const& plan, schedule::Schedule const& schedule, int device,
+                                               TrainConfig const& config, Backend& backend, Communicator& comm,
+                                               std::unique_ptr<DataSource> data, WorkerOptions const& options,
                                                Allocator const& memory) {
   std::unique_ptr<Worker> w(
       new Worker(plan, schedule, device, config, backend, comm, std::move(data), options, memory));
   graph::OpGraph const& graph = plan.graph();
   for (int s : plan.view().stages_on(device)) {
-    ASSIGN_OR_RETURN(auto runner,
-                     StageRunner::create(graph, backend, plan.stage_ops(s), config.optimizer));
+    ASSIGN_OR_RETURN(auto runner, StageRunner::create(graph, backend, plan.stage_ops(s), config.optimizer));
     w->runners_.emplace(s, std::move(runner));
     bool reads_data = s == plan.loss_stage();
     for (graph::TensorId t : plan.autodiff(s).stage_inputs)
@@ -80,8 +74,8 @@ Result<std::unique_ptr<Worker>> Worker::create(RuntimePlan const& plan,
   w->split_.resize(plan.num_stages());
   for (int s = 0; s < plan.num_stages(); ++s) w->split_[s] = split[s][device];
   ASSIGN_OR_RETURN(LabelSpec spec, label_spec(graph, config.loss));
-  w->rows_per_sample_ = std::accumulate(spec.label_dims.begin(), spec.label_dims.end(), int64_t{1},
-                                        std::multiplies<>());
+  w->rows_per_sample_ =
+      std::accumulate(spec.label_dims.begin(), spec.label_dims.end(), int64_t{1}, std::multiplies<>());
   return w;
 }
 
@@ -139,10 +133,8 @@ Status Worker::run_step(int64_t step, Clock::time_point origin) {
     } catch (std::exception const& e) {
       s = internal_error(std::string("exception: ") + e.what());
     }
-    if (s.is_ok() && options_.memory_limit_bytes > 0 &&
-        memory_.bytes_in_use() > options_.memory_limit_bytes)
-      s = infeasible("holds " + std::to_string(memory_.bytes_in_use() >> 10) +
-                     " KiB, over its memory limit of " +
+    if (s.is_ok() && options_.memory_limit_bytes > 0 && memory_.bytes_in_use() > options_.memory_limit_bytes)
+      s = infeasible("holds " + std::to_string(memory_.bytes_in_use() >> 10) + " KiB, over its memory limit of " +
                      std::to_string(options_.memory_limit_bytes >> 10) +
                      " KiB (raise 'memory' in the config, or plan with more devices or smaller "
                      "micro-batches)");
@@ -159,9 +151,8 @@ Status Worker::run_step(int64_t step, Clock::time_point origin) {
     intervals_.push_back(std::move(iv));
     if (!s.is_ok()) {
       if (s.code() == StatusCode::kAborted) return s;
-      Status cause =
-          s.with_context("device " + std::to_string(device_) + ", line " + std::to_string(in.line) +
-                         " (" + schedule::to_string(in) + "), step " + std::to_string(step + 1));
+      Status cause = s.with_context("device " + std::to_string(device_) + ", line " + std::to_string(in.line) + " (" +
+                                    schedule::to_string(in) + "), step " + std::to_string(step + 1));
       comm_.abort(cause);
       return cause;
     }
@@ -169,8 +160,7 @@ Status Worker::run_step(int64_t step, Clock::time_point origin) {
   current_.store(-1);
   Status s = finish_step(step);
   if (!s.is_ok() && s.code() != StatusCode::kAborted) {
-    s = s.with_context("device " + std::to_string(device_) + ", end of step " +
-                       std::to_string(step + 1));
+    s = s.with_context("device " + std::to_string(device_) + ", end of step " + std::to_string(step + 1));
     comm_.abort(s);
   }
   return s;
@@ -195,8 +185,7 @@ Status Worker::execute(Instruction const& in, int64_t step) {
     }
     case Op::kStep: {
       RETURN_IF_ERROR(comm_.flush(deadline_after(options_.timeout_s)));
-      for (auto& [s, runner] : runners_)
-        RETURN_IF_ERROR(runner->update().with_context("stage " + std::to_string(s)));
+      for (auto& [s, runner] : runners_) RETURN_IF_ERROR(runner->update().with_context("stage " + std::to_string(s)));
       return Status::ok();
     }
   }
@@ -218,11 +207,9 @@ void Worker::release_data(int mb) {
   if (it != data_cache_.end() && --it->second.second <= 0) data_cache_.erase(it);
 }
 
-Result<Tensor> Worker::take_chunks(Tensor const& t, int axis, int64_t chunk_extent,
-                                   std::vector<int> const& positions) {
+Result<Tensor> Worker::take_chunks(Tensor const& t, int axis, int64_t chunk_extent, std::vector<int> const& positions) {
   bool whole = static_cast<int64_t>(positions.size()) * chunk_extent == t.dim(axis);
-  for (std::size_t i = 0; whole && i < positions.size(); ++i)
-    whole = positions[i] == static_cast<int>(i);
+  for (std::size_t i = 0; whole && i < positions.size(); ++i) whole = positions[i] == static_cast<int>(i);
   if (whole) return t;  // all of it, in order: no copy
   std::vector<int64_t> shape = t.shape();
   shape[axis] = chunk_extent * static_cast<int64_t>(positions.size());
@@ -233,8 +220,8 @@ Result<Tensor> Worker::take_chunks(Tensor const& t, int axis, int64_t chunk_exte
   return out;
 }
 
-Status Worker::put_chunks(Tensor const& piece, int axis, int64_t chunk_extent,
-                          std::vector<int> const& positions, Tensor& dst) {
+Status Worker::put_chunks(Tensor const& piece, int axis, int64_t chunk_extent, std::vector<int> const& positions,
+                          Tensor& dst) {
   std::vector<int> src(positions.size());
   std::iota(src.begin(), src.end(), 0);
   return backend_.copy_chunks(piece, src, dst, positions, axis, chunk_extent);
@@ -242,8 +229,7 @@ Status Worker::put_chunks(Tensor const& piece, int axis, int64_t chunk_extent,
 
 Result<Tensor> Worker::on_device(Tensor const& host) { return backend_.to_device(host); }
 
-Result<Tensor> Worker::piece_of(Tensor const& t, graph::TensorId id, int replicas,
-                                std::vector<int> const& chunks) {
+Result<Tensor> Worker::piece_of(Tensor const& t, graph::TensorId id, int replicas, std::vector<int> const& chunks) {
   if (!plan_.batched(id)) return t;
   int const axis = plan_.graph().tensor(id).shape.batch_axis();
   int64_t const chunk_extent = t.dim(axis) / (plan_.chunks() / replicas);
@@ -253,8 +239,7 @@ Result<Tensor> Worker::piece_of(Tensor const& t, graph::TensorId id, int replica
 std::vector<TensorMeta> Worker::piece_metas(int edge, bool gradient, int n_chunks) const {
   std::vector<TensorMeta> out;
   auto const& ids = gradient ? plan_.edge_grad_tensors(edge) : plan_.edge_tensors(edge);
-  for (graph::TensorId t : ids)
-    out.push_back({plan_.graph().tensor(t).dtype, plan_.piece_shape(t, n_chunks)});
+  for (graph::TensorId t : ids) out.push_back({plan_.graph().tensor(t).dtype, plan_.piece_shape(t, n_chunks)});
   return out;
 }
 
@@ -289,14 +274,12 @@ Result<std::vector<Tensor>> Worker::gather_edge(int e, int mb, bool gradient) {
     if (piece.local()) {  // a co-located stage: straight from its store, no message
       auto it = store.find({from, mb});
       if (it == store.end())
-        return internal_error("stage " + std::to_string(from) + " has not run " +
-                              (gradient ? "B" : "F") + " m" + std::to_string(mb) +
-                              " on this device before stage " + std::to_string(to) + " needs it");
+        return internal_error("stage " + std::to_string(from) + " has not run " + (gradient ? "B" : "F") + " m" +
+                              std::to_string(mb) + " on this device before stage " + std::to_string(to) + " needs it");
       for (graph::TensorId t : ids) {
         auto found = it->second.tensors.find(t);
         if (found == it->second.tensors.end())
-          return internal_error("stage " + std::to_string(from) + " kept no '" +
-                                graph.tensor(t).name + "'");
+          return internal_error("stage " + std::to_string(from) + " kept no '" + graph.tensor(t).name + "'");
         ASSIGN_OR_RETURN(Tensor part, piece_of(found->second, t, r_from, chunks));
         parts.push_back(std::move(part));
       }
@@ -304,9 +287,9 @@ Result<std::vector<Tensor>> Worker::gather_edge(int e, int mb, bool gradient) {
     } else {
       auto it = received_.find({e, mb, sender, gradient});
       if (it == received_.end())
-        return internal_error(std::string("no RECV ") + (gradient ? "g" : "e") + std::to_string(e) +
-                              " m" + std::to_string(mb) + " <-d" + std::to_string(sender) +
-                              " ran before this " + (gradient ? "B" : "F"));
+        return internal_error(std::string("no RECV ") + (gradient ? "g" : "e") + std::to_string(e) + " m" +
+                              std::to_string(mb) + " <-d" + std::to_string(sender) + " ran before this " +
+                              (gradient ? "B" : "F"));
       parts = std::move(it->second.tensors);
       received_.erase(it);
     }
@@ -317,12 +300,10 @@ Result<std::vector<Tensor>> Worker::gather_edge(int e, int mb, bool gradient) {
         assembled[k] = std::move(parts[k]);
         continue;
       }
-      if (!assembled[k].defined())
-        assembled[k] = backend_.empty(plan_.replica_shape(t, r_to), graph.tensor(t).dtype);
+      if (!assembled[k].defined()) assembled[k] = backend_.empty(plan_.replica_shape(t, r_to), graph.tensor(t).dtype);
       int const axis = graph.tensor(t).shape.batch_axis();
       int64_t const chunk_extent = parts[k].dim(axis) / static_cast<int64_t>(chunks.size());
-      RETURN_IF_ERROR(put_chunks(parts[k], axis, chunk_extent, RuntimePlan::positions(chunks, r_to),
-                                 assembled[k]));
+      RETURN_IF_ERROR(put_chunks(parts[k], axis, chunk_extent, RuntimePlan::positions(chunks, r_to), assembled[k]));
     }
   }
   return assembled;
@@ -348,8 +329,7 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
     if (info.producer != graph::kNoOp) continue;
     ASSIGN_OR_RETURN(Batch const* batch, micro_batch_data(step, mb));
     used_data = true;
-    auto const pos =
-        std::find(graph.inputs().begin(), graph.inputs().end(), t) - graph.inputs().begin();
+    auto const pos = std::find(graph.inputs().begin(), graph.inputs().end(), t) - graph.inputs().begin();
     Tensor const& full = batch->inputs.at(pos);
     if (info.shape.has_batch()) {
       ASSIGN_OR_RETURN(inputs[t], data_slice(full, info.shape.batch_axis()));
@@ -365,8 +345,7 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
   }
 
   TensorMap outputs;
-  RETURN_IF_ERROR(runner.executor().forward(mb, inputs, outputs, true,
-                                            micro_batch_seed(config_.seed, step, mb)));
+  RETURN_IF_ERROR(runner.executor().forward(mb, inputs, outputs, true, micro_batch_seed(config_.seed, step, mb)));
   inputs.clear();
   if (stage == plan_.loss_stage()) {
     ASSIGN_OR_RETURN(Batch const* batch, micro_batch_data(step, mb));
@@ -374,8 +353,7 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
     graph::TensorId const out = graph.outputs()[0];
     ASSIGN_OR_RETURN(Tensor const labels, data_slice(batch->labels, 0));
     Tensor grad;
-    auto loss = backend_.loss(config_.loss, outputs.at(out), labels,
-                              config_.batch * rows_per_sample_, grad);
+    auto loss = backend_.loss(config_.loss, outputs.at(out), labels, config_.batch * rows_per_sample_, grad);
     if (!loss.is_ok()) {
       runner.executor().discard(mb);
       return loss.status();
@@ -386,10 +364,9 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
       l = std::nan("");
     if (!std::isfinite(l)) {
       runner.executor().discard(mb);
-      return numerical_error(
-          "loss is " + std::string(std::isnan(l) ? "NaN" : "Inf") + " at step " +
-          std::to_string(step + 1) + ", micro-batch " + std::to_string(mb) +
-          ": training stopped before that update (lower 'lr' or check the data)");
+      return numerical_error("loss is " + std::string(std::isnan(l) ? "NaN" : "Inf") + " at step " +
+                             std::to_string(step + 1) + ", micro-batch " + std::to_string(mb) +
+                             ": training stopped before that update (lower 'lr' or check the data)");
     }
     loss_sum_ += l;
     loss_grads_[{stage, mb}] = std::move(grad);
@@ -426,8 +403,7 @@ Status Worker::backward(int stage, int mb, bool split) {
   for (int e : plan_.view().out_edges(stage)) {
     ASSIGN_OR_RETURN(std::vector<Tensor> tensors, gather_edge(e, mb, /*gradient=*/true));
     auto const& ids = plan_.edge_grad_tensors(e);
-    for (std::size_t k = 0; k < ids.size(); ++k)
-      RETURN_IF_ERROR(add(ids[k], std::move(tensors[k])));
+    for (std::size_t k = 0; k < ids.size(); ++k) RETURN_IF_ERROR(add(ids[k], std::move(tensors[k])));
   }
 
   TensorMap input_grads;
@@ -440,8 +416,7 @@ Status Worker::backward(int stage, int mb, bool split) {
     // Every gradient the consumers' messages carry, zero where none flowed.
     for (int e : plan_.view().in_edges(stage))
       for (graph::TensorId t : plan_.edge_grad_tensors(e))
-        if (!input_grads.count(t))
-          input_grads[t] = backend_.zeros(plan_.replica_shape(t, r), graph.tensor(t).dtype);
+        if (!input_grads.count(t)) input_grads[t] = backend_.zeros(plan_.replica_shape(t, r), graph.tensor(t).dtype);
     input_grads_[{stage, mb}] = Stored{std::move(input_grads), pending};
   }
   return Status::ok();
@@ -454,25 +429,21 @@ Status Worker::send(Instruction const& in, int64_t step, int line) {
   auto& store = in.gradient ? input_grads_ : outputs_;
   auto it = store.find({stage, in.micro_batch});
   if (it == store.end())
-    return internal_error("nothing to send: " + std::string(in.gradient ? "B" : "F") + " s" +
-                          std::to_string(stage) + " m" + std::to_string(in.micro_batch) +
-                          " has not run on this device");
+    return internal_error("nothing to send: " + std::string(in.gradient ? "B" : "F") + " s" + std::to_string(stage) +
+                          " m" + std::to_string(in.micro_batch) + " has not run on this device");
   int const mine = plan_.replica_of(stage, device_), theirs = plan_.replica_of(peer_stage, in.peer);
   if (theirs < 0)
-    return internal_error("device " + std::to_string(in.peer) + " does not run stage " +
-                          std::to_string(peer_stage));
-  std::vector<int> const chunks = in.gradient ? plan_.piece_chunks(in.edge, theirs, mine)
-                                              : plan_.piece_chunks(in.edge, mine, theirs);
+    return internal_error("device " + std::to_string(in.peer) + " does not run stage " + std::to_string(peer_stage));
+  std::vector<int> const chunks =
+      in.gradient ? plan_.piece_chunks(in.edge, theirs, mine) : plan_.piece_chunks(in.edge, mine, theirs);
   int const r = plan_.replicas(stage);
   std::vector<Tensor> tensors;
-  for (graph::TensorId t :
-       in.gradient ? plan_.edge_grad_tensors(in.edge) : plan_.edge_tensors(in.edge)) {
+  for (graph::TensorId t : in.gradient ? plan_.edge_grad_tensors(in.edge) : plan_.edge_tensors(in.edge)) {
     ASSIGN_OR_RETURN(Tensor part, piece_of(it->second.tensors.at(t), t, r, chunks));
     tensors.push_back(std::move(part));
   }
   // The communication stream sends once the compute that produced the piece is done.
-  RETURN_IF_ERROR(backend_.wait(Backend::StreamKind::kCommunication,
-                                backend_.record(Backend::StreamKind::kCompute)));
+  RETURN_IF_ERROR(backend_.wait(Backend::StreamKind::kCommunication, backend_.record(Backend::StreamKind::kCompute)));
   if (options_.fault.kind == FaultInjection::Kind::kHeader && options_.fault.device == device_ &&
       options_.fault.line == line && !tensors.empty())
     tensors[0] = backend_.zeros({tensors[0].numel() + 1}, tensors[0].dtype());
@@ -487,10 +458,9 @@ Result<std::vector<TensorMeta>> Worker::expected_for(Instruction const& in) cons
   int const peer_stage = in.gradient ? edge.src : edge.dst;
   int const theirs = plan_.replica_of(stage, in.peer), mine = plan_.replica_of(peer_stage, device_);
   if (theirs < 0)
-    return internal_error("device " + std::to_string(in.peer) + " does not run stage " +
-                          std::to_string(stage));
-  std::vector<int> const chunks = in.gradient ? plan_.piece_chunks(in.edge, mine, theirs)
-                                              : plan_.piece_chunks(in.edge, theirs, mine);
+    return internal_error("device " + std::to_string(in.peer) + " does not run stage " + std::to_string(stage));
+  std::vector<int> const chunks =
+      in.gradient ? plan_.piece_chunks(in.edge, mine, theirs) : plan_.piece_chunks(in.edge, theirs, mine);
   return piece_metas(in.edge, in.gradient, static_cast<int>(chunks.size()));
 }
 
@@ -503,8 +473,8 @@ Status Worker::recv(Instruction const& in, int64_t step) {
   ASSIGN_OR_RETURN(std::vector<TensorMeta> expected, expected_for(in));
   ASSIGN_OR_RETURN(std::vector<Tensor> tensors,
                    comm_.recv(key_of(in, step), expected, deadline_after(options_.timeout_s)));
-  auto [it, fresh] = received_.emplace(
-      std::make_tuple(in.edge, in.micro_batch, in.peer, in.gradient), Received{std::move(tensors)});
+  auto [it, fresh] =
+      received_.emplace(std::make_tuple(in.edge, in.micro_batch, in.peer, in.gradient), Received{std::move(tensors)});
   if (!fresh) return internal_error("received the same piece twice");
   return Status::ok();
 }
@@ -519,16 +489,13 @@ Status Worker::finish_step(int64_t step) {
     note("input gradients of s" + std::to_string(k.first) + " m" + std::to_string(k.second));
   for (auto const& [k, v] : loss_grads_)
     note("loss gradient of s" + std::to_string(k.first) + " m" + std::to_string(k.second));
-  for (auto const& [k, v] : received_)
-    note("a received piece of edge " + std::to_string(std::get<0>(k)));
+  for (auto const& [k, v] : received_) note("a received piece of edge " + std::to_string(std::get<0>(k)));
   for (auto const& [s, runner] : runners_)
     if (runner->executor().in_flight() > 0)
-      note(std::to_string(runner->executor().in_flight()) + " micro-batches in flight on s" +
-           std::to_string(s));
+      note(std::to_string(runner->executor().in_flight()) + " micro-batches in flight on s" + std::to_string(s));
   for (MessageKey const& k : comm_.undelivered())
     if (k.step <= step) note("undelivered message " + k.to_string());
-  if (!data_cache_.empty())
-    note("input data of " + std::to_string(data_cache_.size()) + " micro-batches");
+  if (!data_cache_.empty()) note("input data of " + std::to_string(data_cache_.size()) + " micro-batches");
   if (!leaks.empty()) {
     outputs_.clear();
     input_grads_.clear();

@@ -53,10 +53,10 @@ struct WorkerOptions {
 class Worker {
  public:
   // Creates the runners of the device's stages; weights go to the calling thread's allocator.
-  static Result<std::unique_ptr<Worker>> create(
-      RuntimePlan const& plan, schedule::Schedule const& schedule, int device,
-      TrainConfig const& config, Backend& backend, Communicator& comm,
-      std::unique_ptr<DataSource> data, WorkerOptions const& options, Allocator const& memory);
+  static Result<std::unique_ptr<Worker>> create(RuntimePlan const& plan, schedule::Schedule const& schedule, int device,
+                                                TrainConfig const& config, Backend& backend, Communicator& comm,
+                                                std::unique_ptr<DataSource> data, WorkerOptions const& options,
+                                                Allocator const& memory);
 
   // Runs the device's list for `step` (intervals measured from `origin`), then all-reduces the
   // step's loss over every device. Errors carry "device d, line L (<instruction>)".
@@ -81,9 +81,9 @@ class Worker {
     std::vector<Tensor> tensors;
   };
 
-  Worker(RuntimePlan const& plan, schedule::Schedule const& schedule, int device,
-         TrainConfig const& config, Backend& backend, Communicator& comm,
-         std::unique_ptr<DataSource> data, WorkerOptions const& options, Allocator const& memory);
+  Worker(RuntimePlan const& plan, schedule::Schedule const& schedule, int device, TrainConfig const& config,
+         Backend& backend, Communicator& comm, std::unique_ptr<DataSource> data, WorkerOptions const& options,
+         Allocator const& memory);
   Status execute(schedule::Instruction const& in, int64_t step);
   Status forward(int stage, int mb, int64_t step, int line);
   Status backward(int stage, int mb, bool split);
@@ -98,12 +98,10 @@ class Worker {
   Result<Batch const*> micro_batch_data(int64_t step, int mb);
   void release_data(int mb);
   // Replica pieces through the backend's device operations.
-  Result<Tensor> piece_of(Tensor const& t, graph::TensorId id, int replicas,
-                          std::vector<int> const& chunks);
-  Result<Tensor> take_chunks(Tensor const& t, int axis, int64_t chunk_extent,
-                             std::vector<int> const& positions);
-  Status put_chunks(Tensor const& piece, int axis, int64_t chunk_extent,
-                    std::vector<int> const& positions, Tensor& dst);
+  Result<Tensor> piece_of(Tensor const& t, graph::TensorId id, int replicas, std::vector<int> const& chunks);
+  Result<Tensor> take_chunks(Tensor const& t, int axis, int64_t chunk_extent, std::vector<int> const& positions);
+  Status put_chunks(Tensor const& piece, int axis, int64_t chunk_extent, std::vector<int> const& positions,
+                    Tensor& dst);
   Result<Tensor> on_device(Tensor const& host);  // an edge copy (data in), none when already there
   std::vector<TensorMeta> piece_metas(int edge, bool gradient, int n_chunks) const;
   int pieces_out(int stage, bool gradient) const;  // pieces this replica hands over per micro-batch

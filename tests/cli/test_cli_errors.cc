@@ -145,7 +145,8 @@ TEST_F(CliTest, MalformedSchedule) {
   fs::path const model = dir_ / "mlp.onnx";
   ASSERT_EQ(run("models export mlp --size tiny --out " + model.string()).exit_code, 0);
   fs::path const plan = dir_ / "plan.json";
-  ASSERT_EQ(run("partition " + model.string() + " --devices 2 --memory 16GiB --batch 8 -o " + plan.string()).exit_code, 0);
+  ASSERT_EQ(run("partition " + model.string() + " --devices 2 --memory 16GiB --batch 8 -o " + plan.string()).exit_code,
+            0);
   fs::path const sched = write("bad.txt", "this is not a schedule\n");
   expect_one_line_error(run("schedule --check " + sched.string() + " --plan " + plan.string()), "bad.txt");
 }

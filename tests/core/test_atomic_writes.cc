@@ -198,8 +198,8 @@ TEST(AtomicWrites, AReadOnlyFolderIsAClearErrorAndLeavesNothing) {
   for (auto const& w : writers(scratch)) {
     SCOPED_TRACE(w.name);
     fs::path const dir = fresh_dir("ro-" + w.name);
-    fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
-                             fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+    fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read | fs::perms::group_exec |
+                             fs::perms::others_read | fs::perms::others_exec);
     fs::path const target = dir / (w.name + ".out");
     fs::path const report = scratch / (w.name + ".report");
     fs::permissions(scratch, fs::perms::all);

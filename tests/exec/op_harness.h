@@ -18,8 +18,8 @@ namespace gp::exec::testing {
 
 struct In {
   std::string name;
-  Tensor value;                                         // undefined: an omitted optional input
-  graph::TensorRole role = graph::TensorRole::kInput;   // kWeight: gradient via backward_weight
+  Tensor value;                                        // undefined: an omitted optional input
+  graph::TensorRole role = graph::TensorRole::kInput;  // kWeight: gradient via backward_weight
 };
 
 struct OneOp {
@@ -89,7 +89,8 @@ inline Tensor random_tensor(std::vector<int64_t> shape, uint32_t seed, float lo 
 inline Tensor distinct_tensor(std::vector<int64_t> shape, uint32_t seed, float gap = 0.02f) {
   Tensor t(std::move(shape));
   std::vector<float> v(static_cast<std::size_t>(t.numel()));
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = gap * static_cast<float>(i) - gap * static_cast<float>(v.size()) / 2;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = gap * static_cast<float>(i) - gap * static_cast<float>(v.size()) / 2;
   std::shuffle(v.begin(), v.end(), std::mt19937(seed));
   for (std::size_t i = 0; i < v.size(); ++i) t.data<float>()[i] = v[i];
   return t;
@@ -118,9 +119,9 @@ struct GradCheckOptions {
 };
 
 struct GradCheckResult {
-  std::vector<double> rel_error;         // per input; -1 where not checked
-  std::vector<double> rel_error_scaled;  // the analytic gradient ×1.1
-  std::vector<double> rel_error_flipped; // the analytic gradient with its sign flipped
+  std::vector<double> rel_error;          // per input; -1 where not checked
+  std::vector<double> rel_error_scaled;   // the analytic gradient ×1.1
+  std::vector<double> rel_error_flipped;  // the analytic gradient with its sign flipped
 };
 
 // Projection weights for the scalar loss L = Σ_k Σ_i R_k[i] · out_k[i].
@@ -177,7 +178,8 @@ inline GradCheckResult grad_check(Backend& be, OneOp& o, GradCheckOptions const&
   std::vector<Tensor> wgrads(n);
   for (std::size_t i = 0; i < n; ++i) {
     if (!o.inputs[i].defined() || o.inputs[i].dtype() != DType::kFloat32) continue;
-    if (std::find(opt.skip_inputs.begin(), opt.skip_inputs.end(), static_cast<int>(i)) != opt.skip_inputs.end()) continue;
+    if (std::find(opt.skip_inputs.begin(), opt.skip_inputs.end(), static_cast<int>(i)) != opt.skip_inputs.end())
+      continue;
     if (o.roles[i] == graph::TensorRole::kWeight) {
       wgrads[i] = Tensor(o.inputs[i].shape());
       wgrads[i].fill(0.25f);

@@ -213,7 +213,8 @@ TEST(Autodiff, TwoStagesEqualTheWholeGraph) {
 
 TEST(Autodiff, UnsupportedOpIsNamed) {
   graph::OpGraph g;
-  auto x = g.add_tensor(graph::TensorInfo{.name = "x", .shape = {{graph::kBatch, 4}}, .role = graph::TensorRole::kInput});
+  auto x =
+      g.add_tensor(graph::TensorInfo{.name = "x", .shape = {{graph::kBatch, 4}}, .role = graph::TensorRole::kInput});
   auto y = g.add_tensor(graph::TensorInfo{.name = "y", .shape = {{graph::kBatch, 4}}});
   graph::Op op;
   op.name = "the_hardmax";

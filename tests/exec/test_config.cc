@@ -24,7 +24,8 @@ seed: 42
 log_interval: 2
 checkpoint: {path: ckpt/run.gpck, every: 3, resume: true}
 export: out.onnx
-)", "t.yaml", "/base");
+)",
+                              "t.yaml", "/base");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_EQ(c->model.zoo, "mlp");
   EXPECT_EQ(c->loss, LossKind::kMse);
@@ -69,17 +70,17 @@ TEST(TrainConfig, UnknownNestedKeyIsNamed) {
 }
 
 TEST(TrainConfig, BadValuesAreClearErrors) {
-  struct Case { char const* yaml; char const* needle; };
-  for (auto [yaml, needle] : {Case{"steps: 3\n", "missing 'model'"},
-                              Case{"model: m.onnx\nbatch: 10\nmicro_batches: 4\n", "divisible"},
-                              Case{"model: m.onnx\nloss: hinge\n", "'loss'"},
-                              Case{"model: m.onnx\noptimizer: lamb\n", "'optimizer'"},
-                              Case{"model: m.onnx\nlr: fast\n", "'lr'"},
-                              Case{"model: m.onnx\nlr: -1\n", "'lr'"},
-                              Case{"model: {zoo: mlp, path: a.onnx}\n", "exactly one"},
-                              Case{"model: m.onnx\ndata: {kind: npy}\n", "'inputs'"},
-                              Case{"model: [unclosed\n", "invalid YAML"},
-                              Case{"- a\n- b\n", "YAML map"}}) {
+  struct Case {
+    char const* yaml;
+    char const* needle;
+  };
+  for (auto [yaml, needle] :
+       {Case{"steps: 3\n", "missing 'model'"}, Case{"model: m.onnx\nbatch: 10\nmicro_batches: 4\n", "divisible"},
+        Case{"model: m.onnx\nloss: hinge\n", "'loss'"}, Case{"model: m.onnx\noptimizer: lamb\n", "'optimizer'"},
+        Case{"model: m.onnx\nlr: fast\n", "'lr'"}, Case{"model: m.onnx\nlr: -1\n", "'lr'"},
+        Case{"model: {zoo: mlp, path: a.onnx}\n", "exactly one"},
+        Case{"model: m.onnx\ndata: {kind: npy}\n", "'inputs'"}, Case{"model: [unclosed\n", "invalid YAML"},
+        Case{"- a\n- b\n", "YAML map"}}) {
     auto c = parse_train_config(yaml, "t.yaml", "");
     ASSERT_FALSE(c.is_ok()) << yaml;
     EXPECT_NE(c.status().message().find(needle), std::string::npos) << yaml << " -> " << c.status().message();

@@ -39,7 +39,8 @@ graph::OpGraph tiny_classifier() {
 }
 
 std::string temp_path(std::string const& name) {
-  return (std::filesystem::temp_directory_path() / ("gp_test_data_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("gp_test_data_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 TEST(Data, LabelSpecFromTheModelOutput) {
@@ -68,7 +69,8 @@ TEST(Data, SyntheticIsDeterministicPerSampleAndUsesEveryClass) {
   ASSERT_TRUE(part.is_ok());
   for (int j = 0; j < 4; ++j) {
     EXPECT_EQ(part->labels.data<int64_t>()[j], big->labels.data<int64_t>()[10 + j]);
-    for (int k = 0; k < 4; ++k) EXPECT_EQ(part->inputs[0].data<float>()[j * 4 + k], big->inputs[0].data<float>()[(10 + j) * 4 + k]);
+    for (int k = 0; k < 4; ++k)
+      EXPECT_EQ(part->inputs[0].data<float>()[j * 4 + k], big->inputs[0].data<float>()[(10 + j) * 4 + k]);
   }
   int counts[3] = {0, 0, 0};
   for (int j = 0; j < 64; ++j) {

@@ -19,7 +19,8 @@ void check(OneOp o, GradCheckOptions const& opt = {}) {
 
 TEST(GradCheck, ConvWithBias) {
   check(make_op("Conv", graph::ConvAttrs{{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, true},
-                {{"x", random_tensor({2, 3, 5, 5}, 1), kIn}, {"w", random_tensor({4, 3, 3, 3}, 2), kW},
+                {{"x", random_tensor({2, 3, 5, 5}, 1), kIn},
+                 {"w", random_tensor({4, 3, 3, 3}, 2), kW},
                  {"b", random_tensor({4}, 3), kW}}));
 }
 
@@ -34,20 +35,22 @@ TEST(GradCheck, ConvWeightIsAnActivation) {
 }
 
 TEST(GradCheck, GemmTransBAlphaBeta) {
-  check(make_op("Gemm", graph::GemmAttrs{0.7f, 1.3f, false, true, true},
-                {{"a", random_tensor({3, 4}, 8), kIn}, {"b", random_tensor({5, 4}, 9), kW},
-                 {"c", random_tensor({5}, 10), kW}}));
+  check(make_op(
+      "Gemm", graph::GemmAttrs{0.7f, 1.3f, false, true, true},
+      {{"a", random_tensor({3, 4}, 8), kIn}, {"b", random_tensor({5, 4}, 9), kW}, {"c", random_tensor({5}, 10), kW}}));
 }
 
 TEST(GradCheck, GemmTransABiasMatrix) {
   check(make_op("Gemm", graph::GemmAttrs{1.f, 1.f, true, false, true},
-                {{"a", random_tensor({4, 3}, 11), kIn}, {"b", random_tensor({4, 5}, 12), kIn},
+                {{"a", random_tensor({4, 3}, 11), kIn},
+                 {"b", random_tensor({4, 5}, 12), kIn},
                  {"c", random_tensor({3, 5}, 13), kIn}}));
 }
 
 TEST(GradCheck, GemmBiasFastPath) {
   check(make_op("Gemm", graph::GemmAttrs{1.f, 1.f, false, true, true},
-                {{"a", random_tensor({3, 4}, 14), kIn}, {"b", random_tensor({2, 4}, 15), kW},
+                {{"a", random_tensor({3, 4}, 14), kIn},
+                 {"b", random_tensor({2, 4}, 15), kW},
                  {"c", random_tensor({2}, 16), kW}}));
 }
 
@@ -92,23 +95,28 @@ TEST(GradCheck, GlobalAveragePool) {
 
 TEST(GradCheck, BatchNormTraining) {
   check(make_op("BatchNormalization", graph::BatchNormAttrs{1e-5f, 0.9f, true},
-                {{"x", random_tensor({3, 2, 2, 3}, 30), kIn}, {"s", random_tensor({2}, 31), kW},
-                 {"b", random_tensor({2}, 32), kW}, {"m", random_tensor({2}, 33), kConst},
+                {{"x", random_tensor({3, 2, 2, 3}, 30), kIn},
+                 {"s", random_tensor({2}, 31), kW},
+                 {"b", random_tensor({2}, 32), kW},
+                 {"m", random_tensor({2}, 33), kConst},
                  {"v", random_tensor({2}, 34, 0.5f, 1.f, true), kConst}}),
         {.skip_inputs = {3, 4}});
 }
 
 TEST(GradCheck, BatchNormInference) {
   check(make_op("BatchNormalization", graph::BatchNormAttrs{1e-5f, 0.9f, false},
-                {{"x", random_tensor({2, 3, 2, 2}, 35), kIn}, {"s", random_tensor({3}, 36), kW},
-                 {"b", random_tensor({3}, 37), kW}, {"m", random_tensor({3}, 38), kConst},
+                {{"x", random_tensor({2, 3, 2, 2}, 35), kIn},
+                 {"s", random_tensor({3}, 36), kW},
+                 {"b", random_tensor({3}, 37), kW},
+                 {"m", random_tensor({3}, 38), kConst},
                  {"v", random_tensor({3}, 39, 0.5f, 1.f, true), kConst}}),
         {.training = false, .skip_inputs = {3, 4}});
 }
 
 TEST(GradCheck, LayerNorm) {
   check(make_op("LayerNormalization", graph::LayerNormAttrs{2, 1e-5f, true},
-                {{"x", random_tensor({2, 3, 5}, 40), kIn}, {"s", random_tensor({5}, 41), kW},
+                {{"x", random_tensor({2, 3, 5}, 40), kIn},
+                 {"s", random_tensor({5}, 41), kW},
                  {"b", random_tensor({5}, 42), kW}}));
   check(make_op("LayerNormalization", graph::LayerNormAttrs{1, 1e-5f, false},
                 {{"x", random_tensor({2, 3, 2}, 43), kIn}, {"s", random_tensor({3, 2}, 44), kW}}));
@@ -130,13 +138,16 @@ TEST(GradCheck, Activations) {
 
 TEST(GradCheck, PowConstantExponent) {
   for (float e : {2.f, 3.f, 0.5f})
-    check(make_op("Pow", {}, {{"x", random_tensor({2, 5}, 52, 0.5f, 2.f, true), kIn},
-                              {"e", Tensor::from_floats({}, {e}), kConst}}));
+    check(
+        make_op("Pow", {},
+                {{"x", random_tensor({2, 5}, 52, 0.5f, 2.f, true), kIn}, {"e", Tensor::from_floats({}, {e}), kConst}}));
 }
 
 TEST(GradCheck, PowTensorExponent) {
-  check(make_op("Pow", {}, {{"x", random_tensor({2, 3}, 79, 0.5f, 2.f, true), kIn}, {"e", random_tensor({3}, 80), kIn}}));
-  check(make_op("Pow", {}, {{"x", random_tensor({3}, 81, 0.5f, 2.f, true), kW}, {"e", random_tensor({2, 3}, 82), kIn}}));
+  check(
+      make_op("Pow", {}, {{"x", random_tensor({2, 3}, 79, 0.5f, 2.f, true), kIn}, {"e", random_tensor({3}, 80), kIn}}));
+  check(
+      make_op("Pow", {}, {{"x", random_tensor({3}, 81, 0.5f, 2.f, true), kW}, {"e", random_tensor({2, 3}, 82), kIn}}));
 }
 
 TEST(GradCheck, BinaryBroadcast) {
@@ -169,13 +180,15 @@ TEST(GradCheck, ExpandTranspose) {
 
 TEST(GradCheck, ConcatSplit) {
   check(make_op("Concat", graph::ConcatAttrs{1},
-                {{"a", random_tensor({2, 1, 3}, 69), kIn}, {"b", random_tensor({2, 3, 3}, 70), kW},
+                {{"a", random_tensor({2, 1, 3}, 69), kIn},
+                 {"b", random_tensor({2, 3, 3}, 70), kW},
                  {"c", random_tensor({2, 2, 3}, 71), kIn}}));
   check(make_op("Split", graph::SplitAttrs{1, {1, 3, 2}}, {{"x", random_tensor({2, 6, 2}, 72), kIn}}, 3));
 }
 
 TEST(GradCheck, SliceWithSteps) {
-  check(make_op("Slice", graph::SliceAttrs{{1, -1}, {100, 0}, {0, 2}, {2, -2}}, {{"x", random_tensor({5, 2, 6}, 73), kIn}}));
+  check(make_op("Slice", graph::SliceAttrs{{1, -1}, {100, 0}, {0, 2}, {2, -2}},
+                {{"x", random_tensor({5, 2, 6}, 73), kIn}}));
 }
 
 TEST(GradCheck, GatherEmbeddingAndAxis) {

@@ -108,7 +108,8 @@ Outcome run_one(CpuBackend& be, fs::path const& dir) {
   std::vector<fs::path> const ins = pb_files(data, "input_"), outs = pb_files(data, "output_");
   std::map<graph::TensorId, Tensor> env;
   if (ins.size() != graph.inputs().size()) {
-    o.detail = "model has " + std::to_string(graph.inputs().size()) + " inputs, test data " + std::to_string(ins.size());
+    o.detail =
+        "model has " + std::to_string(graph.inputs().size()) + " inputs, test data " + std::to_string(ins.size());
     o.ran = true;
     return o;
   }
@@ -139,7 +140,8 @@ Outcome run_one(CpuBackend& be, fs::path const& dir) {
     for (std::size_t k = 0; k < op.outputs.size() && k < out.size(); ++k) env[op.outputs[k]] = out[k];
   }
   if (outs.size() != graph.outputs().size()) {
-    o.detail = "model has " + std::to_string(graph.outputs().size()) + " outputs, test data " + std::to_string(outs.size());
+    o.detail =
+        "model has " + std::to_string(graph.outputs().size()) + " outputs, test data " + std::to_string(outs.size());
     return o;
   }
   for (std::size_t i = 0; i < outs.size(); ++i) {

@@ -26,7 +26,8 @@ TEST(OpsForward, ConvMatchesDirectLoops) {
   CpuBackend be;
   Tensor y = run_forward(be, o)[0];
   int64_t const N = 2, C = 4, H = 6, W = 5, O = 6, KH = 3, KW = 2;
-  int64_t const OH = (H + ph0 + ph1 - (dh * (KH - 1) + 1)) / sh + 1, OW = (W + pw0 + pw1 - (dw * (KW - 1) + 1)) / sw + 1;
+  int64_t const OH = (H + ph0 + ph1 - (dh * (KH - 1) + 1)) / sh + 1,
+                OW = (W + pw0 + pw1 - (dw * (KW - 1) + 1)) / sw + 1;
   ASSERT_EQ(y.shape(), (std::vector<int64_t>{N, O, OH, OW}));
   std::vector<double> ref;
   int64_t const cg = C / group, og = O / group;
@@ -84,8 +85,12 @@ TEST(OpsForward, PoolingMatchesLoops) {
   for (bool is_max : {true, false}) {
     for (bool include_pad : {false, true}) {
       OneOp o = make_op(is_max ? "MaxPool" : "AveragePool",
-                        graph::PoolAttrs{is_max ? graph::PoolKind::kMax : graph::PoolKind::kAverage, {3, 3}, {2, 2},
-                                         {1, 1, 1, 1}, include_pad, false},
+                        graph::PoolAttrs{is_max ? graph::PoolKind::kMax : graph::PoolKind::kAverage,
+                                         {3, 3},
+                                         {2, 2},
+                                         {1, 1, 1, 1},
+                                         include_pad,
+                                         false},
                         {{"x", x, kIn}});
       Tensor y = run_forward(be, o)[0];
       std::vector<double> ref;
@@ -115,7 +120,10 @@ TEST(OpsForward, NormsAndSoftmaxMatchFormulas) {
   Tensor x = random_tensor({3, 2, 4}, 10), s = random_tensor({2}, 11), b = random_tensor({2}, 12);
   Tensor m = Tensor::from_floats({2}, {0.1f, -0.2f}), v = Tensor::from_floats({2}, {1.f, 2.f});
   OneOp bn = make_op("BatchNormalization", graph::BatchNormAttrs{1e-5f, 0.9f, true},
-                     {{"x", x, kIn}, {"s", s, kW}, {"b", b, kW}, {"m", m, graph::TensorRole::kConstant},
+                     {{"x", x, kIn},
+                      {"s", s, kW},
+                      {"b", b, kW},
+                      {"m", m, graph::TensorRole::kConstant},
                       {"v", v, graph::TensorRole::kConstant}},
                      3);
   std::vector<Tensor> out = run_forward(be, bn, true);
@@ -138,7 +146,10 @@ TEST(OpsForward, NormsAndSoftmaxMatchFormulas) {
   // The updated running statistics come back even when the graph names only output 0 (as the
   // importer builds it), so the executor can store them.
   OneOp bn1 = make_op("BatchNormalization", graph::BatchNormAttrs{1e-5f, 0.9f, true},
-                      {{"x", x, kIn}, {"s", s, kW}, {"b", b, kW}, {"m", m, graph::TensorRole::kConstant},
+                      {{"x", x, kIn},
+                       {"s", s, kW},
+                       {"b", b, kW},
+                       {"m", m, graph::TensorRole::kConstant},
                        {"v", v, graph::TensorRole::kConstant}});
   out = run_forward(be, bn1, true);
   ASSERT_EQ(out.size(), 3u);
@@ -154,13 +165,15 @@ TEST(OpsForward, NormsAndSoftmaxMatchFormulas) {
   expect_near(out[0], ref, 1e-4);
 
   Tensor g = random_tensor({4}, 13), h = random_tensor({4}, 14);
-  OneOp ln = make_op("LayerNormalization", graph::LayerNormAttrs{2, 1e-5f, true}, {{"x", x, kIn}, {"g", g, kW}, {"h", h, kW}});
+  OneOp ln =
+      make_op("LayerNormalization", graph::LayerNormAttrs{2, 1e-5f, true}, {{"x", x, kIn}, {"g", g, kW}, {"h", h, kW}});
   Tensor y = run_forward(be, ln)[0];
   for (int64_t r = 0; r < 6; ++r) {
     double mean = 0, var = 0;
     for (int64_t i = 0; i < 4; ++i) mean += at(x, r * 4 + i) / 4;
     for (int64_t i = 0; i < 4; ++i) var += std::pow(at(x, r * 4 + i) - mean, 2) / 4;
-    for (int64_t i = 0; i < 4; ++i) ref[r * 4 + i] = (at(x, r * 4 + i) - mean) / std::sqrt(var + 1e-5) * at(g, i) + at(h, i);
+    for (int64_t i = 0; i < 4; ++i)
+      ref[r * 4 + i] = (at(x, r * 4 + i) - mean) / std::sqrt(var + 1e-5) * at(g, i) + at(h, i);
   }
   expect_near(y, ref, 1e-4);
 
@@ -205,8 +218,9 @@ TEST(OpsForward, ElementwiseMatchesStdMath) {
     for (int64_t i = 0; i < c.in->numel(); ++i) ref.push_back(c.f(at(*c.in, i)));
     expect_near(y, ref);
   }
-  Tensor y = run_forward(be, make_op("Pow", {}, {{"x", pos, kIn}, {"e", Tensor::from_floats({1}, {1.5f}),
-                                                                     graph::TensorRole::kConstant}}))[0];
+  Tensor y = run_forward(
+      be,
+      make_op("Pow", {}, {{"x", pos, kIn}, {"e", Tensor::from_floats({1}, {1.5f}), graph::TensorRole::kConstant}}))[0];
   std::vector<double> ref;
   for (int64_t i = 0; i < pos.numel(); ++i) ref.push_back(std::pow(at(pos, i), 1.5));
   expect_near(y, ref);
@@ -242,7 +256,8 @@ TEST(OpsForward, DataMovementMatchesIndexing) {
       for (int64_t j = 0; j < 3; ++j) ref.push_back(at(x, (i * 3 + j) * 4 + k));
   expect_near(t, ref);
 
-  Tensor s = run_forward(be, make_op("Slice", graph::SliceAttrs{{-1, 1}, {-100, 4}, {2, 1}, {-2, 1}}, {{"x", x, kIn}}))[0];
+  Tensor s =
+      run_forward(be, make_op("Slice", graph::SliceAttrs{{-1, 1}, {-100, 4}, {2, 1}, {-2, 1}}, {{"x", x, kIn}}))[0];
   ASSERT_EQ(s.shape(), (std::vector<int64_t>{2, 2, 2}));
   ref.clear();
   for (int64_t i = 0; i < 2; ++i)
@@ -308,11 +323,13 @@ TEST(CpuBackend, MissesNameOpNodeDtypeAndBackend) {
   Status const s = be.supports(o.the_op(), o.graph);
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  for (char const* part : {"Einsum", "Einsum_0", "float32", "cpu"}) EXPECT_NE(s.message().find(part), std::string::npos) << s.message();
+  for (char const* part : {"Einsum", "Einsum_0", "float32", "cpu"})
+    EXPECT_NE(s.message().find(part), std::string::npos) << s.message();
 
   OneOp pow = make_op("Pow", {}, {{"x", random_tensor({2}, 22), kIn}, {"e", int_tensor({2}, {1, 2}), kIn}});
   EXPECT_FALSE(be.supports(pow.the_op(), pow.graph).is_ok());
-  OneOp conv = make_op("Conv", {}, {{"x", random_tensor({1, 1, 3, 3}, 24), kIn}, {"w", random_tensor({1, 1, 1, 1}, 25), kW}});
+  OneOp conv =
+      make_op("Conv", {}, {{"x", random_tensor({1, 1, 3, 3}, 24), kIn}, {"w", random_tensor({1, 1, 1, 1}, 25), kW}});
   Status const missing = be.supports(conv.the_op(), conv.graph);
   EXPECT_NE(missing.message().find("typed attributes"), std::string::npos) << missing.message();
   Tensor ints = int_tensor({2}, {1, 2});
@@ -329,7 +346,8 @@ TEST(CpuBackend, BadShapesAreErrorsNotCrashes) {
   Status const s = be.forward(call, o.inputs, out, nullptr);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("broadcast"), std::string::npos) << s.message();
-  OneOp g = make_op("Gather", graph::GatherAttrs{0}, {{"t", random_tensor({3, 2}, 28), kW}, {"i", int_tensor({1}, {5}), kIn}});
+  OneOp g = make_op("Gather", graph::GatherAttrs{0},
+                    {{"t", random_tensor({3, 2}, 28), kW}, {"i", int_tensor({1}, {5}), kIn}});
   OpCall gc{g.the_op(), g.graph, true, 0};
   EXPECT_FALSE(be.forward(gc, g.inputs, out, nullptr).is_ok());
 }

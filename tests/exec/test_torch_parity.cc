@@ -35,7 +35,8 @@ bool torch_available(std::string& why) {
     return false;
   }
   if (std::system((kPython + " -c 'import torch, torchvision, onnx' >/dev/null 2>&1").c_str()) != 0) {
-    why = "torch/torchvision/onnx are not importable by " + kPython + " (apt-get install python3-torch python3-torchvision python3-onnx)";
+    why = "torch/torchvision/onnx are not importable by " + kPython +
+          " (apt-get install python3-torch python3-torchvision python3-onnx)";
     return false;
   }
   return true;
@@ -178,9 +179,10 @@ void check_parity(ParityCase const& pc, fs::path const& dir) {
     fs::create_directories(dst);
     fs::copy(dir, dst, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   }
-  std::printf("[parity] %-12s max-rel: forward %.2e, step-1 grads %.2e (%d), weights after 3 steps %.2e (%d), "
-              "running stats %.2e (%d)\n",
-              pc.name.c_str(), fwd, grads, n_grads, weights, n_weights, buffers, n_buffers);
+  std::printf(
+      "[parity] %-12s max-rel: forward %.2e, step-1 grads %.2e (%d), weights after 3 steps %.2e (%d), "
+      "running stats %.2e (%d)\n",
+      pc.name.c_str(), fwd, grads, n_grads, weights, n_weights, buffers, n_buffers);
 }
 
 class TorchParity : public ::testing::Test {

@@ -44,7 +44,8 @@ void expect_close(std::map<std::string, Tensor> const& a, std::map<std::string, 
   for (auto const& [n, t] : a) {
     auto x = t.to_vector(), y = b.at(n).to_vector();
     ASSERT_EQ(x.size(), y.size()) << n;
-    for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], atol + rtol * std::abs(y[i])) << n << "[" << i << "]";
+    for (std::size_t i = 0; i < x.size(); ++i)
+      ASSERT_NEAR(x[i], y[i], atol + rtol * std::abs(y[i])) << n << "[" << i << "]";
   }
 }
 

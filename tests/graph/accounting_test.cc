@@ -25,10 +25,10 @@ Op const& op_named(OpGraph const& g, std::string const& type) {
 
 TEST(Accounting, ConvOnModelInput) {
   // x [N,3,32,32] * w [16,3,3,3] + b, pads 1: out [N,16,32,32] = 16384 elements per sample.
-  auto g = must_load(model_text("float[N,3,32,32] x", "float[N,16,32,32] y", {zeros("w", {16, 3, 3, 3}), zeros("b", {16})},
-                                "y = Conv<pads = [1,1,1,1]>(x, w, b)"));
+  auto g = must_load(model_text("float[N,3,32,32] x", "float[N,16,32,32] y",
+                                {zeros("w", {16, 3, 3, 3}), zeros("b", {16})}, "y = Conv<pads = [1,1,1,1]>(x, w, b)"));
   Op const& c = op_named(g, "Conv");
-  double const macs = 16384.0 * 27;                           // 442,368
+  double const macs = 16384.0 * 27;                            // 442,368
   EXPECT_DOUBLE_EQ(c.fwd_flops_per_sample, 2 * macs + 16384);  // 901,120
   // No input gradient for the model's input: weight-grad 2*MACs + bias grad only.
   EXPECT_DOUBLE_EQ(c.bwd_flops_per_sample, 2 * macs + 16384);
@@ -130,7 +130,8 @@ TEST(Accounting, NormsDropoutAndShapeOps) {
       t = Constant<value = bool {1}>()
       d = Dropout(l, r, t)
       y = Flatten(d)
-  )", 17));
+  )",
+                                17));
   Op const& ln = op_named(g, "LayerNormalization");
   EXPECT_DOUBLE_EQ(ln.fwd_flops_per_sample, 8 * 40);
   EXPECT_EQ(ln.activation_bytes_per_sample, 40 * 4 + 5 * 8);  // input + mean, 1/std per row

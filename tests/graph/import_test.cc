@@ -65,8 +65,8 @@ TEST(Import, ConvSameUpperPadsAndDilation) {
   // out = ceil(10/3) = 4: total pad = 3*3+3-10 = 2 -> 1,1; ceil(7/3) = 3: total = 6+3-7 = 2 -> 1,1
   EXPECT_EQ(a.pads, (std::vector<int64_t>{1, 1, 1, 1}));
   EXPECT_FALSE(a.has_bias);
-  auto g2 = one_op("float[N,1,10,10] x", "float[N,2,6,6] y", {zeros("w", {2, 1, 3, 3})},
-                   "y = Conv<dilations = [2,2]>(x, w)");
+  auto g2 =
+      one_op("float[N,1,10,10] x", "float[N,2,6,6] y", {zeros("w", {2, 1, 3, 3})}, "y = Conv<dilations = [2,2]>(x, w)");
   EXPECT_EQ(out_shape(g2, "Conv"), S({N, 2, 6, 6}));
 }
 
@@ -134,7 +134,7 @@ TEST(Import, ShapeOps) {
   Op const& r = op_of_type(g2, "Reshape");
   EXPECT_EQ(std::get<ReshapeAttrs>(r.typed).shape, (std::vector<int64_t>{N, 4, 6}));
   EXPECT_EQ(r.inputs.size(), 1u);  // the folded shape is an attribute, not an input
-  EXPECT_EQ(g2.num_ops(), 3u);    // the Constant was folded
+  EXPECT_EQ(g2.num_ops(), 3u);     // the Constant was folded
 }
 
 TEST(Import, ConcatSplitSlice) {
@@ -174,7 +174,8 @@ TEST(Import, GatherEmbeddingIsTrainable) {
   EXPECT_EQ(out_shape(g, "Gather"), S({N, 7, 4}));
   EXPECT_EQ(g.param_count(), 40);
   // Gather of an activation with a constant index keeps the op; the index becomes a constant.
-  auto g2 = one_op("float[N,5,3] x", "float[N,3] y", {}, "i = Constant<value = int64 {2}>()\n y = Gather<axis = -2>(x, i)");
+  auto g2 =
+      one_op("float[N,5,3] x", "float[N,3] y", {}, "i = Constant<value = int64 {2}>()\n y = Gather<axis = -2>(x, i)");
   Op const& op2 = op_of_type(g2, "Gather");
   EXPECT_EQ(std::get<GatherAttrs>(op2.typed).axis, 1);
   EXPECT_EQ(g2.tensor(op2.inputs[1]).role, TensorRole::kConstant);
@@ -263,7 +264,8 @@ TEST(Import, UnsqueezeSqueezeCastExpandWhereEqualOnActivations) {
 }
 
 TEST(Import, IdentityIsRemovedAndRewired) {
-  auto g = one_op("float[N,4] x", "float[N,4] y", {}, "a = Relu(x)\n b = Identity(a)\n c = Identity(b)\n y = Sigmoid(c)");
+  auto g =
+      one_op("float[N,4] x", "float[N,4] y", {}, "a = Relu(x)\n b = Identity(a)\n c = Identity(b)\n y = Sigmoid(c)");
   ASSERT_EQ(g.num_ops(), 2u);
   Op const& relu = op_of_type(g, "Relu");
   Op const& sig = op_of_type(g, "Sigmoid");
@@ -446,8 +448,7 @@ TEST(ImportErrors, ListsEveryUnsupportedOpOnce) {
   ASSERT_FALSE(g.is_ok());
   EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
   std::string const msg = g.status().message();
-  EXPECT_NE(msg.find("unsupported operators: Cos (2 nodes: #0, #2); Sin (2 nodes: #1, #4)."), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("unsupported operators: Cos (2 nodes: #0, #2); Sin (2 nodes: #1, #4)."), std::string::npos) << msg;
   EXPECT_EQ(msg.find("Cos", msg.find("Cos") + 1), std::string::npos) << msg;  // once
   EXPECT_NE(msg.find("Supported: Add AveragePool"), std::string::npos) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos);

@@ -28,8 +28,7 @@ inline std::string zeros(std::string const& name, std::vector<int64_t> const& di
 
 // A whole model: opset, graph inputs and outputs (comma separated), initializers, node lines.
 inline std::string model_text(std::string const& inputs, std::string const& outputs,
-                              std::vector<std::string> const& initializers, std::string const& body,
-                              int opset = 13) {
+                              std::vector<std::string> const& initializers, std::string const& body, int opset = 13) {
   std::string s = "<ir_version: 8, opset_import: [\"\" : " + std::to_string(opset) + "]>\nnet (" + inputs + ") => (" +
                   outputs + ")";
   if (!initializers.empty()) {

@@ -27,8 +27,8 @@ fs::path const kScript = fs::path(GP_SOURCE_DIR) / "scripts" / "export_torch.py"
 
 struct Exported {
   bool available = false;
-  std::string why;                          // reason to skip
-  std::map<std::string, int64_t> params;    // file name -> torch's parameter count
+  std::string why;                        // reason to skip
+  std::map<std::string, int64_t> params;  // file name -> torch's parameter count
 };
 
 int run(std::string const& cmd, std::string* out) {
@@ -44,13 +44,12 @@ Exported const& exported() {
   static Exported const e = [] {
     Exported r;
     fs::path const listing = kDir / "exported.txt";
-    auto fresh = [&] {
-      return fs::exists(listing) && fs::last_write_time(listing) >= fs::last_write_time(kScript);
-    };
+    auto fresh = [&] { return fs::exists(listing) && fs::last_write_time(listing) >= fs::last_write_time(kScript); };
     // Importing torch takes seconds: only ask when the files are not there yet.
     if (!fresh() && run("/usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null", nullptr) != 0) {
-      r.why = "/usr/bin/python3 cannot import torch and torchvision (apt-get install python3-torch "
-              "python3-torchvision; scripts/setup.sh does)";
+      r.why =
+          "/usr/bin/python3 cannot import torch and torchvision (apt-get install python3-torch "
+          "python3-torchvision; scripts/setup.sh does)";
       return r;
     }
     fs::create_directories(kDir);
@@ -110,9 +109,14 @@ TEST_P(TorchExport, ResNet18) {
   EXPECT_EQ(g.param_count(), torch_params_);
   EXPECT_EQ(g.param_count(), 11689512);
   auto const types = count_types(g);
-  EXPECT_EQ(types, (std::map<std::string, int64_t>{{"Add", 8}, {"BatchNormalization", 20}, {"Conv", 20},
-                                                   {"Flatten", 1}, {"Gemm", 1}, {"GlobalAveragePool", 1},
-                                                   {"MaxPool", 1}, {"Relu", 17}}));
+  EXPECT_EQ(types, (std::map<std::string, int64_t>{{"Add", 8},
+                                                   {"BatchNormalization", 20},
+                                                   {"Conv", 20},
+                                                   {"Flatten", 1},
+                                                   {"Gemm", 1},
+                                                   {"GlobalAveragePool", 1},
+                                                   {"MaxPool", 1},
+                                                   {"Relu", 17}}));
   EXPECT_EQ(g.tensor(g.inputs()[0]).shape, (Shape{{kBatch, 3, 224, 224}}));
   EXPECT_EQ(g.tensor(g.outputs()[0]).shape, (Shape{{kBatch, 1000}}));
   // 1.814 GMACs of convolution and linear layers: about 3.64 GFLOPs forward.
@@ -147,9 +151,16 @@ TEST_P(TorchExport, InceptionV3) {
   EXPECT_EQ(g.param_count(), torch_params_);
   EXPECT_EQ(g.param_count(), 23834568);
   auto const types = count_types(g);
-  EXPECT_EQ(types, (std::map<std::string, int64_t>{{"AveragePool", 9}, {"BatchNormalization", 94}, {"Concat", 11},
-                                                   {"Conv", 94}, {"Dropout", 1}, {"Flatten", 1}, {"Gemm", 1},
-                                                   {"GlobalAveragePool", 1}, {"MaxPool", 4}, {"Relu", 94}}));
+  EXPECT_EQ(types, (std::map<std::string, int64_t>{{"AveragePool", 9},
+                                                   {"BatchNormalization", 94},
+                                                   {"Concat", 11},
+                                                   {"Conv", 94},
+                                                   {"Dropout", 1},
+                                                   {"Flatten", 1},
+                                                   {"Gemm", 1},
+                                                   {"GlobalAveragePool", 1},
+                                                   {"MaxPool", 4},
+                                                   {"Relu", 94}}));
   for (auto const& op : g.ops())
     if (op.type == "AveragePool") {
       EXPECT_TRUE(std::get<PoolAttrs>(op.typed).count_include_pad) << op.name;

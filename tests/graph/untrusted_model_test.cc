@@ -78,9 +78,11 @@ TEST(UntrustedModels, ExternalDataOutsideTheModelFolderIsRefused) {
   expect_refused(load_onnx(write_model(model, root / "models" / "up.onnx"), unchecked()), "outside the model's folder");
   expect_refused(load_onnx(write_model(model, root / "models" / "up.onnx")), "outside the model's folder");
   set_external(model, "location", (root / "secret.bin").string());
-  expect_refused(load_onnx(write_model(model, root / "models" / "abs.onnx"), unchecked()), "outside the model's folder");
+  expect_refused(load_onnx(write_model(model, root / "models" / "abs.onnx"), unchecked()),
+                 "outside the model's folder");
   set_external(model, "location", "sub/../../secret.bin");
-  expect_refused(load_onnx(write_model(model, root / "models" / "mid.onnx"), unchecked()), "outside the model's folder");
+  expect_refused(load_onnx(write_model(model, root / "models" / "mid.onnx"), unchecked()),
+                 "outside the model's folder");
 }
 
 TEST(UntrustedModels, ASymlinkThatLeadsOutIsRefused) {

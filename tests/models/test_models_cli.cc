@@ -65,7 +65,8 @@ TEST(ModelsCli, ListShowsEveryModelWithParameters) {
 TEST(ModelsCli, ExportWritesAnImportableModel) {
   fs::path const dir = temp_dir();
   fs::path const out = dir / "mmt.onnx";
-  CliRun r = graphpipe({"models", "export", "mmt", "--size", "tiny", "--opset", "13", "--seed", "4", "--out", out.string()});
+  CliRun r =
+      graphpipe({"models", "export", "mmt", "--size", "tiny", "--opset", "13", "--seed", "4", "--out", out.string()});
   ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
   EXPECT_NE(r.output.find("wrote"), std::string::npos);
   auto g = gp::graph::load_onnx(out.string());

@@ -94,12 +94,9 @@ TEST_P(ZooSizes, Opset13ImportsToTheSameGraphCosts) {
   EXPECT_EQ(types13, types17);
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, ZooSizes,
-                         ::testing::Combine(::testing::ValuesIn(model_names()),
-                                            ::testing::Values(Size::kTiny, Size::kSmall)),
-                         [](auto const& info) {
-                           return std::get<0>(info.param) + "_" + size_name(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Zoo, ZooSizes, ::testing::Combine(::testing::ValuesIn(model_names()), ::testing::Values(Size::kTiny, Size::kSmall)),
+    [](auto const& info) { return std::get<0>(info.param) + "_" + size_name(std::get<1>(info.param)); });
 
 // Paper sizes: the documented parameter counts (models/README.md), imported shape-only.
 class ZooPaper : public ::testing::TestWithParam<std::pair<std::string, int64_t>> {};
@@ -128,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(Zoo, ZooPaper,
 // q/k/v projections side by side) against the one chain of its sequential control; DLRM's 7 + 7
 // branches, CANDLE-Uno's 7 towers, Inception's 4 block branches, and an MLP chain.
 TEST(Zoo, WidestAntichainReflectsTheBranches) {
-  std::map<std::string, std::size_t> const expected{{"mmt", 12},     {"transformer", 3}, {"dlrm", 14},
+  std::map<std::string, std::size_t> const expected{{"mmt", 12},       {"transformer", 3}, {"dlrm", 14},
                                                     {"candle_uno", 7}, {"inception", 4},   {"mlp", 1}};
   for (auto const& [name, width] : expected) {
     for (Size size : {Size::kTiny, Size::kPaper}) {

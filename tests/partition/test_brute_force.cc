@@ -10,8 +10,8 @@
 namespace gp::partition {
 namespace {
 
-using testing::TableNode;
 using testing::table_problem;
+using testing::TableNode;
 
 TEST(BruteForce, CountsPartitionsOfADiamond) {
   std::vector<TableNode> rows(4, TableNode{1.0, 1.0, 0.0, 0, 1});

@@ -13,8 +13,8 @@
 namespace gp::partition {
 namespace {
 
-using testing::TableNode;
 using testing::table_problem;
+using testing::TableNode;
 
 double max_time(Plan const& plan) {
   double t = 0;
@@ -177,7 +177,8 @@ TEST(ChainPlanners, EqualBruteForceOnRandomDags) {
 
 TEST(ChainPlanners, ReplicateAHeavyStage) {
   // One node 10x heavier than the rest: with 4 devices the best chain replicates it.
-  Problem p = table_problem({{1, 1, 0, 0, 1}, {10, 10, 0, 0, 1}, {1, 1, 0, 0, 1}}, {{0, 1, 0}, {1, 2, 0}}, 4, 1 << 30, 8);
+  Problem p =
+      table_problem({{1, 1, 0, 0, 1}, {10, 10, 0, 0, 1}, {1, 1, 0, 0, 1}}, {{0, 1, 0}, {1, 2, 0}}, 4, 1 << 30, 8);
   p.micro_batch_candidates = {8};
   ASSERT_TRUE(p.finalize().is_ok());
   auto plan = plan_pipedream(p, bottleneck_objective());
@@ -275,7 +276,8 @@ TEST(Balanced, SplitsTheOrderIntoEqualPieces) {
   expect_chain_and_fits(*plan, p);
   EXPECT_EQ(plan->planner, "balanced");
   // Uneven nodes: the heaviest piece is as light as possible.
-  std::vector<TableNode> uneven = {{5, 0, 0, 0, 1}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 1}};
+  std::vector<TableNode> uneven = {{5, 0, 0, 0, 1}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 1},
+                                   {1, 0, 0, 0, 1}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 1}};
   Problem q = table_problem(uneven, {{0, 1, 0}, {1, 2, 0}, {2, 3, 0}, {3, 4, 0}, {4, 5, 0}}, 2, 1 << 30, 1);
   q.count_communication = false;
   ASSERT_TRUE(q.finalize().is_ok());

@@ -14,7 +14,9 @@ std::string two_branches_text() {
   std::string zeros = "0.0";
   for (int i = 1; i < 8 * 16; ++i) zeros += ",0.0";
   return "<ir_version: 8, opset_import: [\"\" : 13]>\n"
-         "net (float[N,8] X) => (float[N,16] Y) <float[8,16] W1 = {" + zeros + "}, float[8,16] W2 = {" + zeros + "}> {\n"
+         "net (float[N,8] X) => (float[N,16] Y) <float[8,16] W1 = {" +
+         zeros + "}, float[8,16] W2 = {" + zeros +
+         "}> {\n"
          "  A = MatMul(X, W1)\n  B = MatMul(X, W2)\n  C = Add(A, B)\n  Y = Relu(C)\n}\n";
 }
 
@@ -58,9 +60,9 @@ TEST(MeasuredCostModel, InterpolatesExtrapolatesAndFallsBack) {
   graph::MeasuredCostModel model(profile, fallback);
   graph::DeviceSpec d{};
   graph::OpId const id = *g->find_op(mm);
-  EXPECT_DOUBLE_EQ(model.op_time(*g, id, 3, d).fwd_s, 2.0);   // between 2 and 4
-  EXPECT_DOUBLE_EQ(model.op_time(*g, id, 8, d).fwd_s, 6.0);   // proportional above 4
-  EXPECT_DOUBLE_EQ(model.op_time(*g, id, 1, d).fwd_s, 1.0);   // flat below 2
+  EXPECT_DOUBLE_EQ(model.op_time(*g, id, 3, d).fwd_s, 2.0);  // between 2 and 4
+  EXPECT_DOUBLE_EQ(model.op_time(*g, id, 8, d).fwd_s, 6.0);  // proportional above 4
+  EXPECT_DOUBLE_EQ(model.op_time(*g, id, 1, d).fwd_s, 1.0);  // flat below 2
   EXPECT_DOUBLE_EQ(model.op_time(*g, id, 4, {.speed = 2.0}).bwd_weight_s, 0.75);
   EXPECT_EQ(model.missing_ops(*g).size(), 3u);
   graph::OpId const other = *g->find_op(g->ops()[1].name);
@@ -104,7 +106,8 @@ TEST(ProblemFromGraph, OneNodePerOpAndEdgesCarryBatchedTensors) {
     EXPECT_EQ(e.tensors.size(), 1u);
   }
   auto const& t = p->node_times(4);
-  graph::OpTime direct = graph::AnalyticCostModel().op_time(*g, g->topo_order()[0], 4, device_spec(p->cluster.devices[0]));
+  graph::OpTime direct =
+      graph::AnalyticCostModel().op_time(*g, g->topo_order()[0], 4, device_spec(p->cluster.devices[0]));
   EXPECT_DOUBLE_EQ(t[0].fwd_s, direct.fwd_s);
 }
 

@@ -19,8 +19,8 @@ namespace {
 using testing::random_dag;
 using testing::random_problem;
 using testing::random_sp_dag;
-using testing::TableNode;
 using testing::table_problem;
+using testing::TableNode;
 
 // Every node in exactly one stage, devices within the cluster, memory within every device.
 void expect_valid_plan(Problem const& p, Plan const& plan) {
@@ -55,8 +55,8 @@ TEST(Gpp, EqualsBruteForceOverSpPiecesOnRandomSeriesParallelDags) {
     ASSERT_TRUE(tree->added_edges.empty());
     auto brute = brute_force(p, BruteForceSpace::kSpPieces, &*tree);
     auto gpp = plan_gpp(p);
-    ASSERT_EQ(brute.is_ok(), gpp.is_ok()) << "trial " << trial << ": " << brute.status().message() << " / "
-                                          << gpp.status().message();
+    ASSERT_EQ(brute.is_ok(), gpp.is_ok())
+        << "trial " << trial << ": " << brute.status().message() << " / " << gpp.status().message();
     if (!gpp.is_ok()) {
       EXPECT_EQ(gpp.status().code(), StatusCode::kInfeasible) << gpp.status().message();
       ++infeasible;

@@ -8,8 +8,8 @@
 namespace gp::partition {
 namespace {
 
-using testing::TableNode;
 using testing::table_problem;
+using testing::TableNode;
 
 // 0 -> 1 -> 3, 0 -> 2 -> 3 (a diamond); per-sample times in seconds.
 Problem diamond(int devices = 4, int64_t memory = 1 << 30) {
@@ -35,8 +35,7 @@ TEST(Problem, FinalizeRefusesGraphsTooLargeToPlan) {
   Problem p = table_problem(rows, chain, 4, 1 << 30, 8);
   Status s = p.finalize();
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_NE(s.message().find("has 50001 operators; the planners handle up to 50000"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("has 50001 operators; the planners handle up to 50000"), std::string::npos) << s.message();
 }
 
 TEST(Problem, FinalizeRejectsMissingTimerAndBadMicroBatch) {

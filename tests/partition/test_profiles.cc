@@ -75,9 +75,12 @@ INSTANTIATE_TEST_SUITE_P(Readme, ProfileOptimum,
 
 TEST(PipeDreamProfile, ReadsNodesEdgesListsAndInputTime) {
   std::string const text =
-      "node1 -- Input0 -- forward_compute_time=5.000, backward_compute_time=0.000, activation_size=64.0, parameter_size=0.000\n"
-      "node3 -- LSTM(2, 2) -- forward_compute_time=1.500, backward_compute_time=2.500, activation_size=[8.0; 4.0; 4.0], parameter_size=96.000\n"
-      "node2 -- Linear(a=1, b=2) -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=32.0, parameter_size=16.000\n"
+      "node1 -- Input0 -- forward_compute_time=5.000, backward_compute_time=0.000, activation_size=64.0, "
+      "parameter_size=0.000\n"
+      "node3 -- LSTM(2, 2) -- forward_compute_time=1.500, backward_compute_time=2.500, activation_size=[8.0; 4.0; "
+      "4.0], parameter_size=96.000\n"
+      "node2 -- Linear(a=1, b=2) -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=32.0, "
+      "parameter_size=16.000\n"
       "\tnode1 -- node2\n"
       "\tnode2 -- node3\n";
   auto parsed = parse_pipedream_profile(text, "toy", {.profile_batch = 4});
@@ -91,7 +94,7 @@ TEST(PipeDreamProfile, ReadsNodesEdgesListsAndInputTime) {
   EXPECT_EQ(p.nodes[1].kind, "Linear(a=1, b=2)");
   EXPECT_EQ(p.nodes[2].activation_bytes_per_sample, 4);  // (8 + 4 + 4) / profile batch 4
   EXPECT_EQ(p.nodes[2].weight_bytes, 96);
-  auto const& t = p.node_times(8);  // twice the profiled batch
+  auto const& t = p.node_times(8);    // twice the profiled batch
   EXPECT_DOUBLE_EQ(t[0].fwd_s, 0.0);  // Input: data loading is not model time
   EXPECT_DOUBLE_EQ(t[1].fwd_s, 2e-3);
   EXPECT_DOUBLE_EQ(t[2].bwd_s(), 5e-3);
@@ -100,11 +103,14 @@ TEST(PipeDreamProfile, ReadsNodesEdgesListsAndInputTime) {
 }
 
 TEST(PipeDreamProfile, ErrorsNameTheLine) {
-  auto bad = parse_pipedream_profile("node1 -- X -- forward_compute_time=abc, backward_compute_time=0, activation_size=1, parameter_size=0\n", "toy");
+  auto bad = parse_pipedream_profile(
+      "node1 -- X -- forward_compute_time=abc, backward_compute_time=0, activation_size=1, parameter_size=0\n", "toy");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("toy:1"), std::string::npos) << bad.status().message();
   auto undefined = parse_pipedream_profile(
-      "node1 -- X -- forward_compute_time=1, backward_compute_time=0, activation_size=1, parameter_size=0\n\tnode1 -- node9\n", "toy");
+      "node1 -- X -- forward_compute_time=1, backward_compute_time=0, activation_size=1, parameter_size=0\n\tnode1 -- "
+      "node9\n",
+      "toy");
   ASSERT_FALSE(undefined.is_ok());
   EXPECT_NE(undefined.status().message().find("node9"), std::string::npos);
   EXPECT_EQ(read_pipedream_profile("/nonexistent/graph.txt").status().code(), StatusCode::kNotFound);

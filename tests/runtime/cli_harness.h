@@ -46,8 +46,7 @@ inline Run run(std::string const& cmd, int limit_s = 120) {
 class TempDir {
  public:
   explicit TempDir(std::string const& tag)
-      : path_(std::filesystem::temp_directory_path() /
-              ("gp_" + tag + "_" + std::to_string(::getpid()))) {
+      : path_(std::filesystem::temp_directory_path() / ("gp_" + tag + "_" + std::to_string(::getpid()))) {
     std::filesystem::create_directories(path_);
   }
   ~TempDir() { std::filesystem::remove_all(path_); }

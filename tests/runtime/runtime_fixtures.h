@@ -21,8 +21,7 @@
 
 namespace gp::exec::testing {
 
-inline TrainConfig config_for(models::Task task, int64_t batch, int64_t micro_batches,
-                              int64_t steps = 3) {
+inline TrainConfig config_for(models::Task task, int64_t batch, int64_t micro_batches, int64_t steps = 3) {
   TrainConfig c;
   c.loss = task == models::Task::kRegression ? LossKind::kMse : LossKind::kCrossEntropy;
   c.batch = batch;
@@ -52,13 +51,11 @@ inline std::map<std::string, Tensor> train_single(graph::OpGraph const& g, Train
   return out;
 }
 
-inline Result<partition::Plan> make_plan(std::shared_ptr<graph::OpGraph const> g,
-                                         std::string const& planner, int devices,
-                                         TrainConfig const& c, bool replication) {
+inline Result<partition::Plan> make_plan(std::shared_ptr<graph::OpGraph const> g, std::string const& planner,
+                                         int devices, TrainConfig const& c, bool replication) {
   auto cost = std::make_shared<graph::AnalyticCostModel>();
-  ASSIGN_OR_RETURN(partition::Problem p,
-                   partition::problem_from_graph(
-                       g, cost, partition::Cluster::uniform(devices, int64_t{1} << 34), c.batch));
+  ASSIGN_OR_RETURN(partition::Problem p, partition::problem_from_graph(
+                                             g, cost, partition::Cluster::uniform(devices, int64_t{1} << 34), c.batch));
   p.micro_batch_candidates = {c.micro_batch_size()};
   p.allow_replication = replication;
   RETURN_IF_ERROR(p.finalize());
@@ -66,9 +63,8 @@ inline Result<partition::Plan> make_plan(std::shared_ptr<graph::OpGraph const> g
 }
 
 // |a - b| <= atol + rtol |b| for every element of every tensor; returns the largest relative error.
-inline double expect_close(std::map<std::string, Tensor> const& got,
-                           std::map<std::string, Tensor> const& want, double rtol, double atol,
-                           std::string const& what) {
+inline double expect_close(std::map<std::string, Tensor> const& got, std::map<std::string, Tensor> const& want,
+                           double rtol, double atol, std::string const& what) {
   EXPECT_EQ(got.size(), want.size()) << what;
   double worst = 0;
   for (auto const& [n, t] : want) {
@@ -86,8 +82,7 @@ inline double expect_close(std::map<std::string, Tensor> const& got,
       double const err = std::abs(double(x[i]) - double(y[i]));
       worst = std::max(worst, err / (std::abs(double(y[i])) + 1e-6));
       if (err > atol + rtol * std::abs(double(y[i]))) {
-        ADD_FAILURE() << what << ": " << n << "[" << i << "] = " << x[i] << ", single device "
-                      << y[i];
+        ADD_FAILURE() << what << ": " << n << "[" << i << "] = " << x[i] << ", single device " << y[i];
         return worst;
       }
     }

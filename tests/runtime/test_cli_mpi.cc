@@ -13,35 +13,30 @@ std::string mpirun(int np) { return "mpirun --oversubscribe -np " + std::to_stri
 class Mpi : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::system("command -v mpirun >/dev/null 2>&1") != 0)
-      GTEST_SKIP() << "mpirun is not installed";
+    if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun is not installed";
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
   }
   TempDir dir{"rtmpi"};
-  std::string config(std::string const& model, std::string const& extra,
-                     std::string const& out = "") {
+  std::string config(std::string const& model, std::string const& extra, std::string const& out = "") {
     return dir.write("c" + std::to_string(n_++) + ".yaml",
                      "model: {zoo: " + model +
                          ", size: tiny}\nbatch: 16\nmicro_batches: 4\nsteps: 3\nlr: 0.05\n"
                          "seed: 2\n" +
-                         (model == "candle_uno" ? "loss: mse\n" : "") +
-                         "pipeline: {memory: 1GiB, timeout: 20" + extra + "}\n" +
-                         (out.empty() ? "" : "export: " + out + "\n"));
+                         (model == "candle_uno" ? "loss: mse\n" : "") + "pipeline: {memory: 1GiB, timeout: 20" + extra +
+                         "}\n" + (out.empty() ? "" : "export: " + out + "\n"));
   }
   void write_plan() {
     ASSERT_EQ(run(graphpipe() + " models export mmt --size tiny --out " + model).code, 0);
-    ASSERT_EQ(run(graphpipe() + " partition " + model +
-                  " --devices 2 --batch 16 --micro-batch 4 --memory 1GiB " +
+    ASSERT_EQ(run(graphpipe() + " partition " + model + " --devices 2 --batch 16 --micro-batch 4 --memory 1GiB " +
                   "--planner balanced -o " + plan)
                   .code,
               0);
     ASSERT_EQ(run(graphpipe() + " schedule " + plan + " --policy gpipe -o " + sched).code, 0);
   }
   int n_ = 0;
-  std::string const plan = dir.file("p.json"), sched = dir.file("s.txt"),
-                    model = dir.file("m.onnx");
+  std::string const plan = dir.file("p.json"), sched = dir.file("s.txt"), model = dir.file("m.onnx");
 };
 
 // Every zoo model on 2 ranks; the multi-branch MMT and the sequential transformer also on 4.
@@ -49,21 +44,15 @@ TEST_F(Mpi, TwoAndFourRanksTrainTheSameModelAsOneDevice) {
   for (std::string model : {"mmt", "transformer", "dlrm", "candle_uno", "inception", "mlp"}) {
     // Replicas run BatchNorm on their slice (as data parallelism does): stages only for Inception.
     std::string const extra = model == "inception" ? ", replication: false" : "";
-    auto one =
-        run(graphpipe() + " train --config " + config(model, extra, dir.file(model + "1.onnx")));
+    auto one = run(graphpipe() + " train --config " + config(model, extra, dir.file(model + "1.onnx")));
     ASSERT_EQ(one.code, 0) << one.output;
     for (int np : {2, 4}) {
       if (np == 4 && model != "mmt" && model != "transformer") continue;
       std::string const out = dir.file(model + std::to_string(np) + ".onnx");
-      auto r = run(
-          mpirun(np) + graphpipe() + " train --launcher mpi --config " + config(model, extra, out),
-          180);
+      auto r = run(mpirun(np) + graphpipe() + " train --launcher mpi --config " + config(model, extra, out), 180);
       ASSERT_EQ(r.code, 0) << r.output;
-      EXPECT_NE(r.output.find("training on " + std::to_string(np) + " MPI ranks"),
-                std::string::npos)
-          << r.output;
-      EXPECT_GT(compare_weights(out, dir.file(model + "1.onnx"), 1e-4, 1e-6), 5)
-          << model << " np " << np;
+      EXPECT_NE(r.output.find("training on " + std::to_string(np) + " MPI ranks"), std::string::npos) << r.output;
+      EXPECT_GT(compare_weights(out, dir.file(model + "1.onnx"), 1e-4, 1e-6), 5) << model << " np " << np;
     }
   }
 }
@@ -74,18 +63,15 @@ TEST_F(Mpi, TwoAndFourRanksTrainTheSameModelAsOneDevice) {
 TEST_F(Mpi, CheckpointsGatherToRankZeroAndResumeOnOneDevice) {
   std::string const ck = dir.file("ck.gpck");
   auto cfg = [&](int steps, std::string const& out, bool with_ck) {
-    return dir.write(
-        "ck" + std::to_string(n_++) + ".yaml",
-        "model: {zoo: mmt, size: tiny}\nbatch: 16\nmicro_batches: 4\nsteps: " +
-            std::to_string(steps) +
-            "\nlr: 0.05\nmomentum: 0.9\nseed: 2\npipeline: {memory: 1GiB, timeout: 20}\n" +
-            (with_ck ? "checkpoint: {path: " + ck + ", resume: true}\n" : "") +
-            (out.empty() ? "" : "export: " + out + "\n"));
+    return dir.write("ck" + std::to_string(n_++) + ".yaml",
+                     "model: {zoo: mmt, size: tiny}\nbatch: 16\nmicro_batches: 4\nsteps: " + std::to_string(steps) +
+                         "\nlr: 0.05\nmomentum: 0.9\nseed: 2\npipeline: {memory: 1GiB, timeout: 20}\n" +
+                         (with_ck ? "checkpoint: {path: " + ck + ", resume: true}\n" : "") +
+                         (out.empty() ? "" : "export: " + out + "\n"));
   };
   auto whole = run(graphpipe() + " train --config " + cfg(4, dir.file("whole.onnx"), false));
   ASSERT_EQ(whole.code, 0) << whole.output;
-  auto first =
-      run(mpirun(2) + graphpipe() + " train --launcher mpi --config " + cfg(2, "", true), 120);
+  auto first = run(mpirun(2) + graphpipe() + " train --launcher mpi --config " + cfg(2, "", true), 120);
   ASSERT_EQ(first.code, 0) << first.output;
   ASSERT_TRUE(std::filesystem::exists(ck));
   auto rest = run(graphpipe() + " train --config " + cfg(4, dir.file("resumed.onnx"), true));
@@ -97,22 +83,19 @@ TEST_F(Mpi, CheckpointsGatherToRankZeroAndResumeOnOneDevice) {
 TEST_F(Mpi, AKilledRankEndsTheJob) {
   write_plan();
   int const line = schedule_line(sched, 1, schedule::Op::kBackward, 1);
-  auto r = run(mpirun(2) + graphpipe() + " train --launcher mpi --inject-fault 1:" +
-                   std::to_string(line) + ":exit --config " +
-                   config("mmt", ", timeout: 10, plan: " + plan + ", schedule: " + sched),
+  auto r = run(mpirun(2) + graphpipe() + " train --launcher mpi --inject-fault 1:" + std::to_string(line) +
+                   ":exit --config " + config("mmt", ", timeout: 10, plan: " + plan + ", schedule: " + sched),
                90);
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_LT(r.seconds, 60.0);
-  EXPECT_NE(r.output.find("rank 1"), std::string::npos)
-      << r.output;  // mpirun names the killed rank
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;  // mpirun names the killed rank
   EXPECT_NE(r.output.find("signal 9"), std::string::npos) << r.output;
 }
 
 TEST_F(Mpi, AWrongHeaderNamesBothSides) {
   write_plan();
   int const line = schedule_line(sched, 0, schedule::Op::kSend, 0);
-  auto r = run(mpirun(2) + graphpipe() +
-                   " train --launcher mpi --inject-fault 0:" + std::to_string(line) +
+  auto r = run(mpirun(2) + graphpipe() + " train --launcher mpi --inject-fault 0:" + std::to_string(line) +
                    ":header --config " + config("mmt", ", plan: " + plan + ", schedule: " + sched),
                90);
   EXPECT_NE(r.code, 0) << r.output;
@@ -121,21 +104,17 @@ TEST_F(Mpi, AWrongHeaderNamesBothSides) {
 
 TEST_F(Mpi, RanksThatDisagreeOnTheRunAreRefused) {
   std::string const a = config("mmt", ""), b = config("mmt", ", policy: gpipe");
-  auto r = run("mpirun --oversubscribe -np 1 " + graphpipe() +
-                   " train --launcher mpi --devices 2 --config " + a + " : -np 1 " + graphpipe() +
-                   " train --launcher mpi --devices 2 --config " + b,
+  auto r = run("mpirun --oversubscribe -np 1 " + graphpipe() + " train --launcher mpi --devices 2 --config " + a +
+                   " : -np 1 " + graphpipe() + " train --launcher mpi --devices 2 --config " + b,
                90);
   EXPECT_NE(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("ranks 1 run a different plan, schedule or config than rank 0"),
-            std::string::npos)
+  EXPECT_NE(r.output.find("ranks 1 run a different plan, schedule or config than rank 0"), std::string::npos)
       << r.output;
 }
 
 TEST_F(Mpi, MoreRanksThanThePlanHasDevices) {
   write_plan();
-  auto r = run(mpirun(3) + graphpipe() + " train --launcher mpi --config " +
-                   config("mmt", ", plan: " + plan),
-               90);
+  auto r = run(mpirun(3) + graphpipe() + " train --launcher mpi --config " + config("mmt", ", plan: " + plan), 90);
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("the plan is for 2 devices, not 3 ranks"), std::string::npos) << r.output;
 }

@@ -26,8 +26,7 @@ TEST(InProcessCommunicator, SendThenReceiveChecksTheHeader) {
   ASSERT_TRUE(a->send(key(1), {Tensor::from_floats({3, 2}, {1, 2, 3, 4, 5, 6})}).is_ok());
   auto bad = b->recv(key(1), {{DType::kFloat32, {2, 3}}}, deadline_after(1));
   ASSERT_FALSE(bad.is_ok());
-  EXPECT_NE(bad.status().message().find("float32[3,2] from d0 but d1 expects float32[2,3]"),
-            std::string::npos)
+  EXPECT_NE(bad.status().message().find("float32[3,2] from d0 but d1 expects float32[2,3]"), std::string::npos)
       << bad.status().message();
 }
 
@@ -39,8 +38,7 @@ TEST(InProcessCommunicator, DuplicateSendAndMissingMessage) {
   auto const t0 = std::chrono::steady_clock::now();
   auto r = b->recv(key(3), {}, deadline_after(0.2));
   EXPECT_EQ(r.status().code(), StatusCode::kTimeout);
-  EXPECT_NE(r.status().message().find("step 0 e1 m3 d0->d1"), std::string::npos)
-      << r.status().message();
+  EXPECT_NE(r.status().message().find("step 0 e1 m3 d0->d1"), std::string::npos) << r.status().message();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
 }
 
@@ -79,9 +77,7 @@ TEST(InProcessCommunicator, AllReduceSumsInReplicaOrder) {
     std::vector<std::thread> th;
     for (int d : {2, 0, 1}) {
       t[d] = {Tensor::from_floats({1}, vals[d])};
-      th.emplace_back([&, d] {
-        st[d] = ep[d]->all_reduce_sum({0, 4}, {1, 0, 2}, t[d], deadline_after(5));
-      });
+      th.emplace_back([&, d] { st[d] = ep[d]->all_reduce_sum({0, 4}, {1, 0, 2}, t[d], deadline_after(5)); });
       std::this_thread::sleep_for(std::chrono::milliseconds(10 * ((trial + d) % 3)));
     }
     for (auto& x : th) x.join();

@@ -25,10 +25,8 @@ struct Coverage {
   std::set<std::string> policies;
 };
 
-std::map<std::string, Tensor> train_pipeline(graph::OpGraph const& g, TrainConfig const& c,
-                                             partition::Plan const& plan,
-                                             schedule::Schedule const& sched,
-                                             std::vector<double>* losses = nullptr) {
+std::map<std::string, Tensor> train_pipeline(graph::OpGraph const& g, TrainConfig const& c, partition::Plan const& plan,
+                                             schedule::Schedule const& sched, std::vector<double>* losses = nullptr) {
   RuntimeOptions o;
   o.worker.timeout_s = 30;
   o.threads_per_worker = 1;
@@ -47,19 +45,16 @@ std::map<std::string, Tensor> train_pipeline(graph::OpGraph const& g, TrainConfi
 
 // Every schedule policy that applies to the plan.
 void check_all_policies(graph::OpGraph const& g, TrainConfig const& c, partition::Plan const& plan,
-                        std::map<std::string, Tensor> const& want, std::string const& what,
-                        Coverage& cov) {
+                        std::map<std::string, Tensor> const& want, std::string const& what, Coverage& cov) {
   ASSERT_TRUE(schedule::PlanView::make(plan).is_ok());
   auto view = schedule::PlanView::make(plan);
   for (schedule::Policy policy : schedule::concrete_policies()) {
-    if (!schedule::policy_applies(plan, policy, static_cast<int>(c.micro_batches)).is_ok())
-      continue;
+    if (!schedule::policy_applies(plan, policy, static_cast<int>(c.micro_batches)).is_ok()) continue;
     schedule::BuildOptions bo;
     bo.micro_batches = static_cast<int>(c.micro_batches);
     bo.memory_limit_bytes = 0;
     auto sched = schedule::build_schedule(plan, policy, bo);
-    ASSERT_TRUE(sched.is_ok()) << what << " " << schedule::policy_name(policy) << ": "
-                               << sched.status().message();
+    ASSERT_TRUE(sched.is_ok()) << what << " " << schedule::policy_name(policy) << ": " << sched.status().message();
     std::string const label = what + " " + schedule::policy_name(policy);
     auto got = train_pipeline(g, c, plan, *sched);
     expect_close(got, want, kRtol, kAtol, label);
@@ -93,12 +88,10 @@ TEST(RuntimeEquivalence, EveryZooModelPlannerPolicyAndWorkerCount) {
       for (int n : {2, 3, 4}) {
         auto plan = testing::make_plan(g, planner, n, c, replication);
         if (!plan.is_ok()) {
-          ADD_FAILURE() << info.name << " " << planner << " on " << n << ": "
-                        << plan.status().message();
+          ADD_FAILURE() << info.name << " " << planner << " on " << n << ": " << plan.status().message();
           continue;
         }
-        check_all_policies(*g, c, *plan, want, info.name + " " + planner + " x" + std::to_string(n),
-                           cov);
+        check_all_policies(*g, c, *plan, want, info.name + " " + planner + " x" + std::to_string(n), cov);
       }
   }
   // The sweep must have exercised what the runtime is for.
@@ -106,8 +99,8 @@ TEST(RuntimeEquivalence, EveryZooModelPlannerPolicyAndWorkerCount) {
   EXPECT_GT(cov.branching, 0) << "no plan with a stage of several producers or consumers";
   EXPECT_GT(cov.split, 0) << "no B/W split schedule";
   EXPECT_GE(cov.policies.size(), 4u);
-  std::cout << "runs " << cov.runs << ", branching " << cov.branching << ", replicated stages "
-            << cov.replicated << ", policies " << cov.policies.size() << std::endl;
+  std::cout << "runs " << cov.runs << ", branching " << cov.branching << ", replicated stages " << cov.replicated
+            << ", policies " << cov.policies.size() << std::endl;
 }
 
 // The comparison can fail: an update 25% off (what losing one micro-batch of four does to the
@@ -159,12 +152,10 @@ TEST(RuntimeEquivalence, TorchvisionResNet18) {
   std::string const python = "/usr/bin/python3";
   if (std::system((python + " -c 'import torch, torchvision, onnx' >/dev/null 2>&1").c_str()) != 0)
     GTEST_SKIP() << "torch/torchvision/onnx are not importable by " << python;
-  auto const dir =
-      std::filesystem::temp_directory_path() / ("gp_rt_resnet_" + std::to_string(::getpid()));
+  auto const dir = std::filesystem::temp_directory_path() / ("gp_rt_resnet_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::string const path = (dir / "resnet18.onnx").string();
-  std::string const cmd = python + " " + GP_SOURCE_DIR +
-                          "/scripts/torch_reference.py export-resnet18 --out " + path +
+  std::string const cmd = python + " " + GP_SOURCE_DIR + "/scripts/torch_reference.py export-resnet18 --out " + path +
                           " --image 32 --classes 10 >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   auto built = graph::load_onnx(path);
@@ -205,8 +196,7 @@ TEST(RuntimeEquivalence, LossesAndCheckpointsMatchOneDevice) {
   ASSERT_TRUE(rt.is_ok()) << rt.status().message();
   ASSERT_TRUE((*rt)->run(-1, nullptr).is_ok());
   ASSERT_EQ((*rt)->losses().size(), 2u);
-  for (int i = 0; i < 2; ++i)
-    EXPECT_NEAR((*rt)->losses()[i], single_losses[i], 1e-5 * std::abs(single_losses[i]));
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR((*rt)->losses()[i], single_losses[i], 1e-5 * std::abs(single_losses[i]));
   auto state = (*rt)->checkpoint_state();
   ASSERT_TRUE(state.is_ok());
 

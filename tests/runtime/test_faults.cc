@@ -38,8 +38,8 @@ int line_of(schedule::Schedule const& sched, int device, Op op, int nth = 0) {
   return -1;
 }
 
-Status run_with(FaultCase const& s, FaultInjection fault, int64_t memory_limit = 0,
-                double timeout = 5, double* seconds = nullptr) {
+Status run_with(FaultCase const& s, FaultInjection fault, int64_t memory_limit = 0, double timeout = 5,
+                double* seconds = nullptr) {
   RuntimeOptions o;
   o.worker.timeout_s = timeout;
   o.worker.fault = fault;
@@ -49,8 +49,7 @@ Status run_with(FaultCase const& s, FaultInjection fault, int64_t memory_limit =
   if (!rt.is_ok()) return rt.status();
   auto const t0 = std::chrono::steady_clock::now();
   Status st = (*rt)->run(-1, nullptr);
-  if (seconds)
-    *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (seconds) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_FALSE((*rt)->has_stuck_workers());
   return st;
 }
@@ -62,12 +61,9 @@ TEST(RuntimeFaults, AWorkerThatThrowsStopsEveryone) {
   Status st = run_with(s, {1, line, FaultInjection::Kind::kThrow}, 0, 5, &secs);
   ASSERT_FALSE(st.is_ok());
   EXPECT_EQ(st.code(), StatusCode::kInternal);
-  EXPECT_NE(st.message().find("device 1, line " + std::to_string(line) + " (B s1"),
-            std::string::npos)
-      << st.message();
+  EXPECT_NE(st.message().find("device 1, line " + std::to_string(line) + " (B s1"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("injected fault"), std::string::npos);
-  EXPECT_EQ(st.message().find("another device failed"), std::string::npos)
-      << "a secondary error was reported";
+  EXPECT_EQ(st.message().find("another device failed"), std::string::npos) << "a secondary error was reported";
   EXPECT_LT(secs, 5.0);
 }
 
@@ -78,19 +74,16 @@ TEST(RuntimeFaults, NaNLoss) {
   int const line = line_of(s.schedule, device, Op::kForward, 1);
   Status st = run_with(s, {device, line, FaultInjection::Kind::kNaN});
   ASSERT_EQ(st.code(), StatusCode::kNumerical) << st.message();
-  EXPECT_NE(st.message().find("loss is NaN at step 1, micro-batch 1"), std::string::npos)
-      << st.message();
-  EXPECT_NE(
-      st.message().find("device " + std::to_string(device) + ", line " + std::to_string(line)),
-      std::string::npos);
+  EXPECT_NE(st.message().find("loss is NaN at step 1, micro-batch 1"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("device " + std::to_string(device) + ", line " + std::to_string(line)),
+            std::string::npos);
 }
 
 TEST(RuntimeFaults, MemoryOverTheDeviceLimit) {
   FaultCase const s = make_setup();
   Status st = run_with(s, {}, 64 << 10);
   ASSERT_EQ(st.code(), StatusCode::kInfeasible) << st.message();
-  EXPECT_NE(st.message().find("over its memory limit of 64 KiB"), std::string::npos)
-      << st.message();
+  EXPECT_NE(st.message().find("over its memory limit of 64 KiB"), std::string::npos) << st.message();
 }
 
 TEST(RuntimeFaults, WrongTensorHeader) {
@@ -114,8 +107,7 @@ TEST(RuntimeFaults, AStalledPeerTimesOutWithAReport) {
   ASSERT_TRUE(rt.is_ok());
   Status st = (*rt)->run(-1, nullptr);
   ASSERT_EQ(st.code(), StatusCode::kTimeout) << st.message();
-  EXPECT_NE(st.message().find("where each device was: d0 at line " + std::to_string(line)),
-            std::string::npos)
+  EXPECT_NE(st.message().find("where each device was: d0 at line " + std::to_string(line)), std::string::npos)
       << st.message();
 }
 
@@ -126,28 +118,24 @@ TEST(RuntimeFaults, BadCombinationsAreRefusedBeforeTraining) {
   c.micro_batches = 2;
   auto r = Runtime::create_threads(c, *s.graph, s.plan, s.schedule, o);
   ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.status().message().find("set micro_batches: 4"), std::string::npos)
-      << r.status().message();
+  EXPECT_NE(r.status().message().find("set micro_batches: 4"), std::string::npos) << r.status().message();
 
   c = s.config;
   c.batch = 32;
   r = Runtime::create_threads(c, *s.graph, s.plan, s.schedule, o);
   ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.status().message().find("partition with --batch 32"), std::string::npos)
-      << r.status().message();
+  EXPECT_NE(r.status().message().find("partition with --batch 32"), std::string::npos) << r.status().message();
 
   FaultCase const other = make_setup("dlrm");
   r = Runtime::create_threads(s.config, *other.graph, s.plan, s.schedule, o);
   ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.status().message().find("made for another model"), std::string::npos)
-      << r.status().message();
+  EXPECT_NE(r.status().message().find("made for another model"), std::string::npos) << r.status().message();
 
   auto two = testing::make_plan(s.graph, "balanced", 2, s.config, false);
   ASSERT_TRUE(two.is_ok());
   r = Runtime::create_threads(s.config, *s.graph, *two, s.schedule, o);
   ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.status().message().find("built for another plan"), std::string::npos)
-      << r.status().message();
+  EXPECT_NE(r.status().message().find("built for another plan"), std::string::npos) << r.status().message();
 
   // Fewer micro-batches than 1F1B's warm-up on 3 stages needs still train correctly (gpipe-like),
   // but a schedule missing a micro-batch's backward is refused by the validator first.
@@ -160,8 +148,7 @@ TEST(RuntimeFaults, BadCombinationsAreRefusedBeforeTraining) {
     }
   r = Runtime::create_threads(s.config, *s.graph, s.plan, broken, o);
   ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.status().message().find("the schedule does not fit the plan"), std::string::npos)
-      << r.status().message();
+  EXPECT_NE(r.status().message().find("the schedule does not fit the plan"), std::string::npos) << r.status().message();
 }
 
 }  // namespace

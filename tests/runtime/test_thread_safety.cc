@@ -18,7 +18,8 @@ constexpr auto kW = TensorRole::kWeight;
 
 TEST(CpuBackend, ConcurrentWorkersGetIdenticalResults) {
   Tensor x = random_tensor({2, 3, 8, 8}, 29), w = random_tensor({4, 3, 3, 3}, 30);
-  OneOp o = make_op("Conv", graph::ConvAttrs{{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, false}, {{"x", x, kIn}, {"w", w, kW}});
+  OneOp o =
+      make_op("Conv", graph::ConvAttrs{{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, false}, {{"x", x, kIn}, {"w", w, kW}});
   CpuBackend be;
   std::vector<float> const want = run_forward(be, o)[0].to_vector();
   std::vector<int> mismatches(2, 0);

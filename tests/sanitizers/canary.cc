@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <thread>
 
-volatile int sink;
+int volatile sink;
 
 int main(int argc, char**) {
 #if defined(GP_CANARY_HEAP_OVERFLOW)

@@ -101,7 +101,8 @@ TEST(Builders, PoliciesThatDoNotApplySaySoAndNameAnAlternative) {
   auto s = build_schedule(testing::chain(4, 8), Policy::kInterleaved);
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(s.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(s.status().message().find("one stage per device: use --policy 1f1b"), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find("one stage per device: use --policy 1f1b"), std::string::npos)
+      << s.status().message();
   s = build_schedule(testing::two_branch(8), Policy::k1F1B);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.status().message().find("use --policy graph-1f1b"), std::string::npos) << s.status().message();

@@ -71,12 +71,16 @@ TEST(ScheduleText, ErrorsNameTheLine) {
   EXPECT_NE(error_of(head + "  F s0\n").find("line 6: malformed 'F s0'"), std::string::npos);
   EXPECT_NE(error_of(head + "  SEND e0 m0 <-d1\n").find("line 6: malformed"), std::string::npos);
   EXPECT_NE(error_of(head + "  F s0 m0\ndevice 2:\n").find("line 7: device 2 out of order"), std::string::npos);
-  EXPECT_NE(error_of("graphpipe-schedule 2\n").find("line 1: schedule format version 2 is not supported"), std::string::npos);
-  EXPECT_NE(error_of("# nothing\nstages 1\n").find("line 2: expected the header 'graphpipe-schedule 1'"), std::string::npos);
-  EXPECT_NE(error_of("graphpipe-schedule 1\nstages 1\nmicro-batches 1\ndevices 2\ndevice 0:\n").find("says 'devices 2' but 1 device blocks follow"),
+  EXPECT_NE(error_of("graphpipe-schedule 2\n").find("line 1: schedule format version 2 is not supported"),
+            std::string::npos);
+  EXPECT_NE(error_of("# nothing\nstages 1\n").find("line 2: expected the header 'graphpipe-schedule 1'"),
+            std::string::npos);
+  EXPECT_NE(error_of("graphpipe-schedule 1\nstages 1\nmicro-batches 1\ndevices 2\ndevice 0:\n")
+                .find("says 'devices 2' but 1 device blocks follow"),
             std::string::npos)
       << "the device count must match";
-  EXPECT_NE(error_of("graphpipe-schedule 1\ncolour red\n").find("line 2: unknown header key 'colour'"), std::string::npos);
+  EXPECT_NE(error_of("graphpipe-schedule 1\ncolour red\n").find("line 2: unknown header key 'colour'"),
+            std::string::npos);
 }
 
 }  // namespace

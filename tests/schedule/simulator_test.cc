@@ -59,7 +59,8 @@ TEST(Simulator, AllReduceEndsTheStep) {
 
 TEST(Simulator, RejectsAnInvalidSchedule) {
   auto const plan = testing::chain(2, 1);
-  auto s = parse_schedule("graphpipe-schedule 1\nstages 2\nmicro-batches 1\ndevices 2\ndevice 0:\n  STEP\ndevice 1:\n  STEP\n");
+  auto s = parse_schedule(
+      "graphpipe-schedule 1\nstages 2\nmicro-batches 1\ndevices 2\ndevice 0:\n  STEP\ndevice 1:\n  STEP\n");
   ASSERT_TRUE(s.is_ok());
   auto sim = simulate(plan, *s);
   ASSERT_FALSE(sim.is_ok());

@@ -50,13 +50,17 @@ std::vector<Violation> check(std::string const& text, CheckOptions options = {0}
 }
 
 // The violations include one of `rule` on `device` at `line` whose text contains `text`.
-void expect_violation(std::vector<Violation> const& v, std::string const& rule, int device, int line, std::string const& text) {
+void expect_violation(std::vector<Violation> const& v, std::string const& rule, int device, int line,
+                      std::string const& text) {
   std::string all;
   for (auto const& x : v) {
     all += "\n  " + x.to_string();
-    if (x.rule == rule && x.device == device && (line == 0 || x.line == line) && x.to_string().find(text) != std::string::npos) return;
+    if (x.rule == rule && x.device == device && (line == 0 || x.line == line) &&
+        x.to_string().find(text) != std::string::npos)
+      return;
   }
-  ADD_FAILURE() << "expected [" << rule << "] on device " << device << " line " << line << " containing '" << text << "'; got:" << all;
+  ADD_FAILURE() << "expected [" << rule << "] on device " << device << " line " << line << " containing '" << text
+                << "'; got:" << all;
 }
 
 TEST(Validate, TheHandWrittenScheduleIsValid) {
@@ -77,26 +81,30 @@ TEST(Validate, WeightGradientAfterBackward) {
 
 TEST(Validate, EveryMicroBatchExactlyOnce) {
   expect_violation(check(replace(kGood, "  F s0 m1\n", "")), "once", 0, 0, "never runs 'F s0 m1'");
-  expect_violation(check(replace(kGood, "  B s0 m1\n", "  B s0 m1\n  B s0 m1\n")), "once", 0, 14, "'B s0 m1' runs twice on device 0 (lines 13 and 14)");
+  expect_violation(check(replace(kGood, "  B s0 m1\n", "  B s0 m1\n  B s0 m1\n")), "once", 0, 14,
+                   "'B s0 m1' runs twice on device 0 (lines 13 and 14)");
 }
 
 TEST(Validate, EverySendHasItsReceive) {
-  expect_violation(check(replace(kGood, "  RECV g0 m1 <-d1\n", "")), "match", 1, 22,
-                   "'SEND g0 m1 ->d0' has no matching receive on device 0; fix: add 'RECV g0 m1 <-d1' to device 0 before 'B s0 m1'");
-  expect_violation(check(replace(kGood, "  SEND e0 m1 ->d1\n", "")), "match", 1, 0, "'RECV e0 m1 <-d0' has no matching send on device 0");
+  expect_violation(
+      check(replace(kGood, "  RECV g0 m1 <-d1\n", "")), "match", 1, 22,
+      "'SEND g0 m1 ->d0' has no matching receive on device 0; fix: add 'RECV g0 m1 <-d1' to device 0 before 'B s0 m1'");
+  expect_violation(check(replace(kGood, "  SEND e0 m1 ->d1\n", "")), "match", 1, 0,
+                   "'RECV e0 m1 <-d0' has no matching send on device 0");
   std::string text = replace(kGood, "  SEND e0 m1 ->d1\n", "");
   text = replace(text, "  RECV e0 m1 <-d0\n", "");
-  expect_violation(check(text), "match", 1, 0, "'F s1 m1' on device 1 needs activation 'e0 m1' from device 0, but no SEND/RECV moves it");
+  expect_violation(check(text), "match", 1, 0,
+                   "'F s1 m1' on device 1 needs activation 'e0 m1' from device 0, but no SEND/RECV moves it");
 }
 
 TEST(Validate, SendAfterTheDataExists) {
-  expect_violation(check(replace(kGood, "  F s0 m0\n  SEND e0 m0 ->d1\n", "  SEND e0 m0 ->d1\n  F s0 m0\n")), "send-after-produce", 0, 6,
-                   "'SEND e0 m0 ->d1' comes before 'F s0 m0' (line 7), which produces it");
+  expect_violation(check(replace(kGood, "  F s0 m0\n  SEND e0 m0 ->d1\n", "  SEND e0 m0 ->d1\n  F s0 m0\n")),
+                   "send-after-produce", 0, 6, "'SEND e0 m0 ->d1' comes before 'F s0 m0' (line 7), which produces it");
 }
 
 TEST(Validate, ReceiveBeforeUse) {
-  expect_violation(check(replace(kGood, "  RECV e0 m0 <-d0\n  F s1 m0\n", "  F s1 m0\n  RECV e0 m0 <-d0\n")), "recv-before-use", 1, 17,
-                   "comes after 'F s1 m0' (line 16)");
+  expect_violation(check(replace(kGood, "  RECV e0 m0 <-d0\n  F s1 m0\n", "  F s1 m0\n  RECV e0 m0 <-d0\n")),
+                   "recv-before-use", 1, 17, "comes after 'F s1 m0' (line 16)");
 }
 
 TEST(Validate, NoDeadlock) {
@@ -140,17 +148,20 @@ TEST(Validate, MemoryWithinTheLimit) {
 }
 
 TEST(Validate, OneStepLast) {
-  expect_violation(check(replace(kGood, "  SEND g0 m1 ->d0\n  STEP\n", "  SEND g0 m1 ->d0\n")), "step", 1, 0, "device 1 has no STEP");
+  expect_violation(check(replace(kGood, "  SEND g0 m1 ->d0\n  STEP\n", "  SEND g0 m1 ->d0\n")), "step", 1, 0,
+                   "device 1 has no STEP");
   expect_violation(check(replace(kGood, "  F s0 m0\n", "  STEP\n  F s0 m0\n")), "step", 0, 6, "STEP appears twice");
 }
 
 TEST(Validate, ReferencesPlacementAndRoutes) {
-  expect_violation(check(replace(kGood, "  F s0 m1\n", "  F s0 m5\n")), "reference", 0, 8, "names micro-batch 5 but the schedule has 2");
+  expect_violation(check(replace(kGood, "  F s0 m1\n", "  F s0 m5\n")), "reference", 0, 8,
+                   "names micro-batch 5 but the schedule has 2");
   expect_violation(check(replace(kGood, "  B s1 m1\n", "  B s1 m1\n  W s0 m1\n")), "placement", 1, 23,
                    "stage 0 does not run on device 1 in the plan (its devices: 0)");
   expect_violation(check(replace(kGood, "  SEND e0 m0 ->d1\n", "  SEND e0 m0 ->d0\n")), "route", 0, 7,
                    "moves no data between device 0 and device 0");
-  expect_violation(check(replace(kGood, "stages 2\n", "stages 3\n")), "header", -1, 0, "built for 3 stages but the plan has 2");
+  expect_violation(check(replace(kGood, "stages 2\n", "stages 3\n")), "header", -1, 0,
+                   "built for 3 stages but the plan has 2");
 }
 
 TEST(Validate, ReplicatedStagesAllReduce) {
@@ -158,9 +169,11 @@ TEST(Validate, ReplicatedStagesAllReduce) {
   auto s = build_schedule(plan, Policy::kGraph1F1B);
   ASSERT_TRUE(s.is_ok()) << s.status().message();
   auto& d2 = s->devices[2];
-  d2.erase(std::remove_if(d2.begin(), d2.end(), [](Instruction const& in) { return in.op == Op::kAllReduce; }), d2.end());
+  d2.erase(std::remove_if(d2.begin(), d2.end(), [](Instruction const& in) { return in.op == Op::kAllReduce; }),
+           d2.end());
   auto v = validate_schedule(plan, *s, CheckOptions{0});
-  expect_violation(v, "allreduce", 2, 0, "stage 1 has 2 replicas but device 2 never all-reduces its gradients; fix: add 'ALLREDUCE s1'");
+  expect_violation(v, "allreduce", 2, 0,
+                   "stage 1 has 2 replicas but device 2 never all-reduces its gradients; fix: add 'ALLREDUCE s1'");
   auto st = check_schedule(plan, *s);
   ASSERT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("1 problem in the schedule"), std::string::npos) << st.message();
