@@ -98,11 +98,13 @@ TEST(Checkpoint, CorruptOrTruncatedFilesAreClearErrors) {
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), StatusCode::kParseError);
   EXPECT_NE(r.status().message().find("corrupt"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("checksum mismatch"), std::string::npos) << r.status().message();
   ASSERT_TRUE(save_checkpoint(path, s).is_ok());
   std::filesystem::resize_file(path, size / 2);
   r = load_checkpoint(path);
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("truncated"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("checksum mismatch"), std::string::npos) << r.status().message();
   {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f << "not a checkpoint at all, just text";
