@@ -336,7 +336,8 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
 }
 
 // Nodes in the graph and every If/Loop/Scan body, walked without recursion: a model nested past
-// `max_depth` or larger than `max_nodes` is refused before ONNX's recursive checker sees it.
+// `max_depth` or larger than `max_nodes`, or with attributes ONNX's shape inference would divide by
+// zero with, is refused before ONNX's checker and shape inference see it.
 Status check_graph_size(onnx::GraphProto const& root, ImportOptions const& options) {
   std::vector<std::pair<onnx::GraphProto const*, int>> todo{{&root, 0}};
   int64_t nodes = 0;
@@ -354,6 +355,12 @@ Status check_graph_size(onnx::GraphProto const& root, ImportOptions const& optio
       for (auto const& a : n.attribute()) {
         if (a.has_g()) todo.emplace_back(&a.g(), depth + 1);
         for (auto const& sub : a.graphs()) todo.emplace_back(&sub, depth + 1);
+        // ONNX's own shape inference divides by these (a zero stride is a SIGFPE inside libonnx).
+        if (a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape")
+          for (int64_t v : a.ints())
+            if (v <= 0)
+              return invalid_argument("node '" + n.name() + "' (" + n.op_type() + "): every entry of '" + a.name() +
+                                      "' must be positive, got " + std::to_string(v));
       }
   }
   return Status::ok();

@@ -69,6 +69,17 @@ std::vector<int64_t> broadcast_index(std::vector<int64_t> const& in, std::vector
 
 int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
+}  // namespace
+
+Result<int64_t> checked_axis(int64_t axis, int64_t rank, bool split_point) {
+  int64_t const limit = split_point ? rank + 1 : rank;
+  if (axis < -limit || axis >= limit)
+    return invalid_argument("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + limit : axis;
+}
+
+namespace {
+
 Result<std::vector<int64_t>> plain_ints(SymArray const* a, std::string const& what) {
   if (!a) return invalid_argument(what + " is missing");
   if (a->has_batch()) return unsupported(what + " depends on the batch size");
@@ -453,7 +464,9 @@ Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::ve
       if (!axes) return invalid_argument("Unsqueeze '" + n.name + "' has no axes");
       int64_t const r = static_cast<int64_t>(out.dims.size() + axes->size());
       std::vector<int64_t> a = *axes;
-      for (int64_t& x : a) x = norm_axis(x, r);
+      for (int64_t& x : a) {
+        ASSIGN_OR_RETURN(x, checked_axis(x, r));
+      }
       std::sort(a.begin(), a.end());
       for (int64_t x : a) out.dims.insert(out.dims.begin() + std::min<int64_t>(x, out.dims.size()), 1);
     } else {
@@ -496,7 +509,7 @@ Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::ve
       if (x) parts.push_back(x);
     if (parts.empty()) return invalid_argument("Concat '" + n.name + "' has no inputs");
     int64_t const r = static_cast<int64_t>(parts[0]->dims.size());
-    int64_t const axis = norm_axis(attr_int(n, "axis", 0), r);
+    ASSIGN_OR_RETURN(int64_t const axis, checked_axis(attr_int(n, "axis", 0), r));
     SymArray out;
     out.dtype = parts[0]->dtype;
     out.dims = parts[0]->dims;
@@ -529,6 +542,7 @@ Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::ve
     SymArray value;
     if (v) {
       ASSIGN_OR_RETURN(value, SymArray::from_data(*v));
+      if (value.f.size() + value.i.size() != 1) return invalid_argument("'value' must hold exactly one element");
     } else {
       value.dtype = DType::kFloat32;
       value.f = {0.0};
@@ -541,15 +555,18 @@ Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::ve
   }
   if (t == "Range") {
     if (!in(0) || !in(1) || !in(2)) return invalid_argument("Range '" + n.name + "' needs three inputs");
-    for (auto const* x : ins)
+    for (auto const* x : ins) {
       if (x->has_batch()) return unsupported("Range over the batch size");
+      if (x->f.size() + x->i.size() != 1) return invalid_argument("start, limit and delta must be scalars");
+    }
     SymArray out;
     out.dtype = in(0)->dtype;
     auto val = [](SymArray const* a) { return a->is_float() ? a->f[0] : static_cast<double>(a->i[0]); };
     double const start = val(in(0)), limit = val(in(1)), delta = val(in(2));
     if (delta == 0) return invalid_argument("Range '" + n.name + "' has delta 0");
-    int64_t const count = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
-    if (count > kMaxFoldElements) return Out{};
+    double const steps = std::ceil((limit - start) / delta);
+    if (!(steps <= static_cast<double>(kMaxFoldElements))) return Out{};  // also NaN and infinities
+    int64_t const count = steps <= 0 ? 0 : static_cast<int64_t>(steps);
     out.dims = {count};
     for (int64_t k = 0; k < count; ++k) {
       double const v = start + static_cast<double>(k) * delta;
@@ -566,7 +583,7 @@ Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::ve
     std::vector<int64_t> shape;
     if (t == "Flatten") {
       int64_t const r = static_cast<int64_t>(out.dims.size());
-      int64_t const axis = norm_axis(attr_int(n, "axis", 1), r);
+      ASSIGN_OR_RETURN(int64_t const axis, checked_axis(attr_int(n, "axis", 1), r, /*split_point=*/true));
       shape = {product({out.dims.begin(), out.dims.begin() + axis}),
                product({out.dims.begin() + axis, out.dims.end()})};
     } else {
@@ -635,8 +652,10 @@ Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::ve
       for (std::size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
     if (steps.empty()) steps.assign(starts.size(), 1);
     std::vector<int64_t> lo(r, 0), step(r, 1), dims = a.dims;
+    if (starts.size() != axes.size() || ends.size() != axes.size() || steps.size() != axes.size())
+      return invalid_argument("starts, ends, axes and steps differ in length");
     for (std::size_t k = 0; k < axes.size(); ++k) {
-      int64_t const ax = norm_axis(axes[k], r);
+      ASSIGN_OR_RETURN(int64_t const ax, checked_axis(axes[k], r));
       int64_t const d = a.dims[ax];
       int64_t s = starts[k], e = ends[k];
       int64_t const st = steps[k];

@@ -44,6 +44,11 @@ std::string attr_string(RawNode const& n, std::string const& key, std::string co
 std::optional<std::vector<int64_t>> attr_ints(RawNode const& n, std::string const& key);
 TensorData const* attr_tensor(RawNode const& n, std::string const& key);
 
+// `axis` (negative: from the end) as an index into `rank` dimensions, or an error (the caller names the node)
+// when it lies outside [-rank, rank); `split_point` allows rank itself (Flatten's axis, Unsqueeze's
+// position in the output).
+Result<int64_t> checked_axis(int64_t axis, int64_t rank, bool split_point = false);
+
 // Numpy broadcasting of two shapes in Shape's encoding (negative = multiple of the batch).
 Result<std::vector<int64_t>> broadcast_dims(std::vector<int64_t> const& a, std::vector<int64_t> const& b);
 

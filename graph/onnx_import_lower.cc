@@ -536,7 +536,7 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
     k.data_inputs = {0};
     same_as_input();
   } else if (t == "Softmax") {
-    int64_t const axis = norm_axis(attr_int(n, "axis", m_.opset < 13 ? 1 : -1), r0);
+    ASSIGN_OR_RETURN(int64_t const axis, checked_axis(attr_int(n, "axis", m_.opset < 13 ? 1 : -1), r0));
     if (m_.opset < 13 && axis != r0 - 1)
       return unsupported("Softmax before opset 13 normalises over all axes from " + std::to_string(axis) +
                          " together; graphpipe supports one axis: re-export with opset 13 or later");
@@ -545,7 +545,7 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
     same_as_input();
   } else if (t == "LayerNormalization") {
     LayerNormAttrs a;
-    a.axis = norm_axis(attr_int(n, "axis", -1), r0);
+    ASSIGN_OR_RETURN(a.axis, checked_axis(attr_int(n, "axis", -1), r0));
     a.epsilon = static_cast<float>(attr_float(n, "epsilon", 1e-5));
     a.has_bias = n.inputs.size() > 2 && !n.inputs[2].empty();
     for (int64_t d = a.axis; d < r0; ++d)
@@ -554,7 +554,7 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
     all_inputs();
     same_as_input();
   } else if (t == "Flatten") {
-    int64_t const axis = norm_axis(attr_int(n, "axis", 1), r0);
+    ASSIGN_OR_RETURN(int64_t const axis, checked_axis(attr_int(n, "axis", 1), r0, /*split_point=*/true));
     ASSIGN_OR_RETURN(int64_t a, prod_dims(in_dims(0), 0, static_cast<std::size_t>(axis)));
     ASSIGN_OR_RETURN(int64_t b, prod_dims(in_dims(0), static_cast<std::size_t>(axis), in_dims(0).size()));
     k.typed = FlattenAttrs{axis};
@@ -590,18 +590,22 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
     if (!out_has_batch && fixed_batch_ > 0 && !out.empty() && infer != 0 && out[0] > 0 && out[0] % fixed_batch_ == 0 &&
         std::any_of(x.begin(), x.end(), [](int64_t d) { return d < 0; }))
       out[0] = -(out[0] / fixed_batch_);
-    auto split = [](Dims const& d) {  // (batch coefficient, static product)
+    static constexpr int64_t kTooLarge = int64_t{1}
+                                         << 50;  // elements no real tensor has; keeps the products below exact
+    auto split = [](Dims const& d) {             // (batch coefficient, static product), each capped at kTooLarge
       int64_t b = 0, p = 1;
       for (int64_t v : d) {
         if (v < 0)
-          b = -v;
-        else
-          p *= v;
+          b = v < -kTooLarge ? kTooLarge : -v;
+        else if (__builtin_mul_overflow(p, v, &p) || p > kTooLarge)
+          p = kTooLarge;
       }
       return std::pair{b, p};
     };
     auto [ib, ip] = split(x);
     auto [ob, op] = split(out);
+    if (ib == kTooLarge || ip == kTooLarge || ob == kTooLarge || op == kTooLarge)
+      return invalid_argument("cannot reshape " + dims_str(x) + " to " + dims_str(out) + ": too many elements");
     if (infer >= 0) {
       int64_t const in_total = ip * std::max<int64_t>(ib, 1), out_total = op * std::max<int64_t>(ob, 1);
       if (ib > 0 && ob == 0) {
@@ -627,13 +631,15 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
     if (auto p = attr_ints(n, "perm")) perm = *p;
     if (static_cast<int64_t>(perm.size()) != r0) return invalid_argument("perm does not match the input rank");
     Dims out;
-    for (int64_t p : perm) out.push_back(in_dims(0).at(static_cast<std::size_t>(norm_axis(p, r0))));
-    for (int64_t& p : perm) p = norm_axis(p, r0);
+    for (int64_t& p : perm) {
+      ASSIGN_OR_RETURN(p, checked_axis(p, r0));
+    }
+    for (int64_t p : perm) out.push_back(in_dims(0)[static_cast<std::size_t>(p)]);
     k.typed = TransposeAttrs{perm};
     k.data_inputs = {0};
     k.outs.push_back({ins[0]->dtype, out});
   } else if (t == "Concat") {
-    int64_t const axis = norm_axis(attr_int(n, "axis", 0), r0);
+    ASSIGN_OR_RETURN(int64_t const axis, checked_axis(attr_int(n, "axis", 0), r0));
     Dims out = in_dims(0);
     for (std::size_t i = 0; i < ins.size(); ++i) {
       if (!ins[i]) continue;
@@ -650,7 +656,7 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
     all_inputs();
     k.outs.push_back({ins[0]->dtype, out});
   } else if (t == "Split") {
-    int64_t const axis = norm_axis(attr_int(n, "axis", 0), r0);
+    ASSIGN_OR_RETURN(int64_t const axis, checked_axis(attr_int(n, "axis", 0), r0));
     Dims sizes;
     if (m_.opset >= 13) {
       ASSIGN_OR_RETURN(sizes, static_ints(n, ins, 1, "split sizes"));
@@ -695,7 +701,7 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
       return invalid_argument("starts, ends, axes and steps differ in length");
     Dims out = in_dims(0);
     for (std::size_t i = 0; i < starts.size(); ++i) {
-      int64_t const ax = norm_axis(axes[i], r0);
+      ASSIGN_OR_RETURN(int64_t const ax, checked_axis(axes[i], r0));
       int64_t const d = out.at(static_cast<std::size_t>(ax));
       int64_t s = starts[i], e = ends[i], st = steps[i];
       if (st == 0) return invalid_argument("a step is 0");
@@ -731,7 +737,7 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
     k.data_inputs = {0};
     k.outs.push_back({ins[0]->dtype, out});
   } else if (t == "Gather") {
-    int64_t const axis = norm_axis(attr_int(n, "axis", 0), r0);
+    ASSIGN_OR_RETURN(int64_t const axis, checked_axis(attr_int(n, "axis", 0), r0));
     Dims const& x = in_dims(0);
     if (x.at(static_cast<std::size_t>(axis)) < 0) return unsupported("gathering along the batch dimension");
     Dims out(x.begin(), x.begin() + axis);
@@ -791,7 +797,9 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
       axes.resize(static_cast<std::size_t>(r0));
       std::iota(axes.begin(), axes.end(), 0);
     }
-    for (int64_t& ax : axes) ax = norm_axis(ax, r0);
+    for (int64_t& ax : axes) {
+      ASSIGN_OR_RETURN(ax, checked_axis(ax, r0));
+    }
     std::sort(axes.begin(), axes.end());
     Dims out;
     for (int64_t i = 0; i < r0; ++i) {
@@ -829,13 +837,17 @@ Result<Kept> Lowering::rule(RawNode const& n, std::vector<Val*> const& ins) {
     Dims out;
     if (t == "Unsqueeze") {
       int64_t const r = r0 + static_cast<int64_t>(axes.size());
-      for (int64_t& ax : axes) ax = norm_axis(ax, r);
+      for (int64_t& ax : axes) {
+        ASSIGN_OR_RETURN(ax, checked_axis(ax, r));
+      }
       std::sort(axes.begin(), axes.end());
       out = in_dims(0);
       for (int64_t ax : axes) out.insert(out.begin() + std::min<int64_t>(ax, static_cast<int64_t>(out.size())), 1);
       k.typed = UnsqueezeAttrs{axes};
     } else {
-      for (int64_t& ax : axes) ax = norm_axis(ax, r0);
+      for (int64_t& ax : axes) {
+        ASSIGN_OR_RETURN(ax, checked_axis(ax, r0));
+      }
       if (axes.empty())
         for (int64_t i = 0; i < r0; ++i)
           if (in_dims(0)[i] == 1) axes.push_back(i);
