@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -42,18 +43,31 @@ Status inline_external(onnx::TensorProto& t, std::filesystem::path const& base) 
   std::string location;
   int64_t offset = 0, length = -1;
   for (auto const& kv : t.external_data()) {
-    if (kv.key() == "location")
+    if (kv.key() == "location") {
       location = kv.value();
-    else if (kv.key() == "offset")
-      offset = std::stoll(kv.value());
-    else if (kv.key() == "length")
-      length = std::stoll(kv.value());
+    } else if (kv.key() == "offset" || kv.key() == "length") {
+      int64_t v = -1;
+      auto const [end, ec] = std::from_chars(kv.value().data(), kv.value().data() + kv.value().size(), v);
+      if (ec != std::errc{} || end != kv.value().data() + kv.value().size() || v < 0)
+        return parse_error("initializer '" + t.name() + "' has external data " + kv.key() + " '" + kv.value() +
+                           "', not a byte count");
+      (kv.key() == "offset" ? offset : length) = v;
+    }
   }
   if (location.empty()) return parse_error("initializer '" + t.name() + "' has external data without a location");
+  bool escapes = std::filesystem::path(location).is_absolute();
+  for (auto const& part : std::filesystem::path(location)) escapes = escapes || part == "..";
+  if (escapes)
+    return invalid_argument("initializer '" + t.name() + "' stores its data at '" + location +
+                            "', outside the model's folder (refused for safety)");
   auto const file = base / location;
   std::ifstream in(file, std::ios::binary);
   if (!in) return not_found("external data '" + file.string() + "' of initializer '" + t.name() + "' is missing");
-  if (length < 0) length = static_cast<int64_t>(std::filesystem::file_size(file)) - offset;
+  std::error_code ec;
+  auto const size = static_cast<int64_t>(std::filesystem::file_size(file, ec));
+  if (ec || offset > size) return parse_error("external data '" + file.string() + "' is shorter than its offset");
+  if (length < 0) length = size - offset;
+  if (length > size - offset) return parse_error("external data '" + file.string() + "' is truncated");
   std::string bytes(static_cast<std::size_t>(length), '\0');
   in.seekg(offset);
   if (!in.read(bytes.data(), length)) return parse_error("external data '" + file.string() + "' is truncated");

@@ -422,12 +422,17 @@ struct Window {
 Result<Window> window(RawNode const& n, Dims const& in, Dims const& kernel, Dims const& strides, Dims const& dil,
                       bool ceil_mode) {
   std::size_t const sp = in.size();
+  if (kernel.size() != sp || strides.size() != sp || dil.size() != sp)
+    return invalid_argument("kernel_shape, strides and dilations need one value per spatial dimension (" +
+                            std::to_string(sp) + ")");
   Window w;
   w.pads = attr_ints(n, "pads").value_or(Dims(2 * sp, 0));
   if (w.pads.size() != 2 * sp) return invalid_argument("pads has " + std::to_string(w.pads.size()) + " values");
   std::string const auto_pad = attr_string(n, "auto_pad", "NOTSET");
   for (std::size_t i = 0; i < sp; ++i) {
     if (in[i] < 0) return unsupported("a sliding window over the batch dimension");
+    if (kernel[i] <= 0 || strides[i] <= 0 || dil[i] <= 0)
+      return invalid_argument("kernel_shape, strides and dilations must be positive");
     int64_t const eff = (kernel[i] - 1) * dil[i] + 1;
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       int64_t const out = (in[i] + strides[i] - 1) / strides[i];

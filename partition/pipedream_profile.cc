@@ -1,5 +1,6 @@
 #include "partition/pipedream_profile.h"
 
+#include <charconv>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -95,7 +96,11 @@ Status parse_attributes(std::string const& text, RawNode& node, std::string cons
 std::pair<long, std::string> order_key(std::string const& name) {
   std::size_t i = name.size();
   while (i > 0 && std::isdigit(static_cast<unsigned char>(name[i - 1]))) --i;
-  long number = i < name.size() ? std::stol(name.substr(i)) : -1;
+  long number = -1;  // no digits, or too many for a long: sorted after, by name
+  if (i < name.size()) {
+    auto const [end, ec] = std::from_chars(name.data() + i, name.data() + name.size(), number);
+    if (ec != std::errc{} || end != name.data() + name.size()) number = -1;
+  }
   return {number < 0 ? std::numeric_limits<long>::max() : number, name};
 }
 
