@@ -80,12 +80,20 @@ Result<int64_t> checked_axis(int64_t axis, int64_t rank, bool split_point) {
 
 namespace {
 
+// A float as an integer, saturating at the int64 range and NaN as 0 (a plain cast of those is UB).
+int64_t to_int_saturating(double x) {
+  if (std::isnan(x)) return 0;
+  if (x >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
+  if (x <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(x);
+}
+
 Result<std::vector<int64_t>> plain_ints(SymArray const* a, std::string const& what) {
   if (!a) return invalid_argument(what + " is missing");
   if (a->has_batch()) return unsupported(what + " depends on the batch size");
   if (a->is_float()) {
     std::vector<int64_t> v;
-    for (double x : a->f) v.push_back(static_cast<int64_t>(x));
+    for (double x : a->f) v.push_back(to_int_saturating(x));
     return v;
   }
   return a->i;
@@ -99,7 +107,7 @@ SymArray cast_to(SymArray const& a, DType to) {
   if (a.is_float() && to_float) {
     out.f = a.f;
   } else if (a.is_float()) {
-    for (double x : a.f) out.i.push_back(to == DType::kBool ? (x != 0) : static_cast<int64_t>(x));
+    for (double x : a.f) out.i.push_back(to == DType::kBool ? (x != 0) : to_int_saturating(x));
   } else if (to_float) {
     for (int64_t x : a.i) out.f.push_back(static_cast<double>(x));
   } else {
@@ -225,20 +233,27 @@ Result<SymArray> elementwise(RawNode const& n, std::vector<SymArray const*> cons
     int64_t const ab = ins[0]->has_batch() ? ins[0]->b[idx[0][k]] : 0;
     int64_t c = 0, cb = 0;
     if (ins.size() > 1) {
-      c = ins[1]->is_float() ? static_cast<int64_t>(ins[1]->f[idx[1][k]]) : ins[1]->i[idx[1][k]];
+      c = ins[1]->is_float() ? to_int_saturating(ins[1]->f[idx[1][k]]) : ins[1]->i[idx[1][k]];
       cb = ins[1]->has_batch() ? ins[1]->b[idx[1][k]] : 0;
     }
     int64_t v = 0, vb = 0;
+    auto const overflow = [] { return invalid_argument("integer overflow in a shape computation"); };
+    int64_t constexpr kMin = std::numeric_limits<int64_t>::min();
     if (t == "Add" || t == "Sub") {
       int64_t const s = t == "Add" ? 1 : -1;
-      v = a + s * c;
-      vb = ab + s * cb;
+      int64_t sc = 0, scb = 0;
+      if (__builtin_mul_overflow(s, c, &sc) || __builtin_add_overflow(a, sc, &v) ||
+          __builtin_mul_overflow(s, cb, &scb) || __builtin_add_overflow(ab, scb, &vb))
+        return overflow();
       if (vb != 0 && v != 0) return unsupported("a shape computation adds a number to the batch size");
     } else if (t == "Mul") {
       if (ab != 0 && cb != 0) return unsupported("a shape computation multiplies the batch size by itself");
-      v = a * c;
-      vb = ab * c + cb * a;
+      int64_t x = 0, y = 0;
+      if (__builtin_mul_overflow(a, c, &v) || __builtin_mul_overflow(ab, c, &x) || __builtin_mul_overflow(cb, a, &y) ||
+          __builtin_add_overflow(x, y, &vb))
+        return overflow();
     } else if (t == "Div") {
+      if ((c == -1 && (a == kMin || ab == kMin)) || (cb == -1 && ab == kMin)) return overflow();
       if (cb != 0 && ab != 0 && c == 0 && a == 0 && ab % cb == 0) {
         v = ab / cb;
       } else if (cb != 0) {
@@ -253,10 +268,11 @@ Result<SymArray> elementwise(RawNode const& n, std::vector<SymArray const*> cons
         if ((a % c != 0) && ((a < 0) != (c < 0))) --v;  // ONNX integer Div floors like numpy
       }
     } else if (t == "Neg") {
+      if (a == kMin || ab == kMin) return overflow();
       v = -a;
       vb = -ab;
     } else if (t == "Pow" && !anyb) {
-      v = static_cast<int64_t>(std::pow(static_cast<double>(a), static_cast<double>(c)));
+      v = to_int_saturating(std::pow(static_cast<double>(a), static_cast<double>(c)));
     } else if (t == "Relu" && !anyb) {
       v = a > 0 ? a : 0;
     } else {
@@ -573,7 +589,7 @@ Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::ve
       if (out.is_float())
         out.f.push_back(v);
       else
-        out.i.push_back(static_cast<int64_t>(v));
+        out.i.push_back(to_int_saturating(v));
     }
     return one(std::move(out));
   }
