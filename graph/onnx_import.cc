@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -335,6 +336,46 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
   return raw;
 }
 
+// Convolution and pooling nodes whose input rank is known before inference (graph inputs,
+// initializers, value_info) must have a spatial input and one kernel/stride/dilation value per
+// spatial dimension (two pads): ONNX 1.14's convPoolShapeInference dereferences null on a 2-D input.
+Status check_conv_pool_ranks(onnx::GraphProto const& g) {
+  std::map<std::string, int> rank;
+  for (auto const& t : g.initializer()) rank[t.name()] = t.dims_size();
+  for (auto const* list : {&g.input(), &g.value_info()})
+    for (auto const& v : *list)
+      if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+        rank[v.name()] = v.type().tensor_type().shape().dim_size();
+  static std::set<std::string> const kSliding = {"Conv",        "ConvTranspose", "MaxPool",           "AveragePool",
+                                                 "LpPool",      "GlobalMaxPool", "GlobalAveragePool", "GlobalLpPool",
+                                                 "ConvInteger", "QLinearConv",   "MaxUnpool",         "MaxRoiPool"};
+  for (auto const& n : g.node()) {
+    if (!kSliding.count(n.op_type()) || n.input_size() == 0) continue;
+    auto const it = rank.find(n.input(0));
+    if (it == rank.end()) continue;
+    int const spatial = it->second - 2;
+    std::string const what = "node '" + n.name() + "' (" + n.op_type() + ")";
+    if (spatial < 1)
+      return invalid_argument(what + ": input '" + n.input(0) + "' has rank " + std::to_string(it->second) +
+                              ", but it needs a batch, a channel and at least one spatial dimension");
+    if (n.input_size() > 1 && n.op_type().find("Conv") != std::string::npos) {
+      auto const w = rank.find(n.input(1));
+      if (w != rank.end() && w->second != it->second)
+        return invalid_argument(what + ": weight rank " + std::to_string(w->second) + " differs from input rank " +
+                                std::to_string(it->second));
+    }
+    for (auto const& a : n.attribute()) {
+      int const want = a.name() == "pads" ? 2 * spatial : spatial;
+      bool const per_dim = a.name() == "pads" || a.name() == "strides" || a.name() == "dilations" ||
+                           a.name() == "kernel_shape" || a.name() == "output_padding" || a.name() == "output_shape";
+      if (per_dim && a.ints_size() != want)
+        return invalid_argument(what + ": '" + a.name() + "' has " + std::to_string(a.ints_size()) + " values for " +
+                                std::to_string(spatial) + " spatial dimensions");
+    }
+  }
+  return Status::ok();
+}
+
 // Nodes in the graph and every If/Loop/Scan body, walked without recursion: a model nested past
 // `max_depth` or larger than `max_nodes`, or with attributes ONNX's shape inference would divide by
 // zero with, is refused before ONNX's checker and shape inference see it.
@@ -400,6 +441,7 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   if (!model.has_graph() || model.ir_version() <= 0)
     return parse_error(source + ": not an ONNX model (the protobuf has no ir_version or graph)");
   RETURN_IF_ERROR(check_graph_size(model.graph(), options).with_context(source));
+  RETURN_IF_ERROR(check_conv_pool_ranks(model.graph()).with_context(source));
   if (options.run_checker) {
     try {
       if (!model_path.empty())
