@@ -5,6 +5,7 @@
 #   scripts/fuzz.sh                          every target, 60 s each
 #   scripts/fuzz.sh npy plan_json --seconds 600
 #   scripts/fuzz.sh --runs 1000000 onnx_import   stop after N executions instead
+#   scripts/fuzz.sh --runs 50000 --seed 1        reproducible: the same inputs on every machine (CI)
 #
 # Corpora grow in build-asan/fuzz/<target>/corpus across runs; a crash is saved as
 # build-asan/fuzz/<target>/crash-* : fix it, then copy the input into tests/fuzz/regressions/<target>/
@@ -14,6 +15,7 @@ cd "$(dirname "$0")/.."
 ALL=(onnx_import plan_json schedule_text cluster_yaml train_config pipedream_graph checkpoint npy)
 seconds=60
 runs=-1
+seed=0
 targets=()
 while (($#)); do
   case "$1" in
@@ -21,7 +23,9 @@ while (($#)); do
     --seconds=*) seconds="${1#*=}"; shift ;;
     --runs) runs="$2"; shift 2 ;;
     --runs=*) runs="${1#*=}"; shift ;;
-    -h|--help) sed -n 2,12p "$0"; exit 0 ;;
+    --seed) seed="$2"; shift 2 ;;
+    --seed=*) seed="${1#*=}"; shift ;;
+    -h|--help) sed -n 2,13p "$0"; exit 0 ;;
     *)
       if [[ " ${ALL[*]} " != *" $1 "* ]]; then echo "fuzz.sh: unknown target '$1' (targets: ${ALL[*]})" >&2; exit 2; fi
       targets+=("$1"); shift ;;
@@ -106,7 +110,7 @@ for t in "${targets[@]}"; do
   limit=(-max_total_time="$seconds")
   ((runs > 0)) && limit=(-runs="$runs")
   if "$B/tests/fuzz/fuzz_$t" "$dir/corpus" "$seeds/$t" ${dict[@]+"${dict[@]}"} "${limit[@]}" \
-      -rss_limit_mb=3072 -malloc_limit_mb=1024 -timeout=20 -max_len=65536 -print_final_stats=1 \
+      -seed="$seed" -rss_limit_mb=3072 -malloc_limit_mb=1024 -timeout=20 -max_len=65536 -print_final_stats=1 \
       -artifact_prefix="$dir/" >"$log" 2>&1; then
     result=ok
   else
