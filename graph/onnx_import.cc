@@ -338,7 +338,7 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
 
 // Convolution and pooling nodes whose input rank is known before inference (graph inputs,
 // initializers, value_info) must have a spatial input and one kernel/stride/dilation value per
-// spatial dimension (two pads): ONNX 1.14's convPoolShapeInference dereferences null on a 2-D input.
+// spatial dimension (two pads): ONNX 1.12's convPoolShapeInference dereferences null on a 2-D input.
 Status check_conv_pool_ranks(onnx::GraphProto const& g) {
   std::map<std::string, int> rank;
   for (auto const& t : g.initializer()) rank[t.name()] = t.dims_size();
