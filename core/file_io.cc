@@ -47,7 +47,8 @@ AtomicFile::AtomicFile(AtomicFile&& other) noexcept
     : path_(std::move(other.path_)),
       tmp_(std::move(other.tmp_)),
       what_(std::move(other.what_)),
-      fd_(std::exchange(other.fd_, -1)) {}
+      fd_(std::exchange(other.fd_, -1)),
+      written_(other.written_) {}
 
 AtomicFile::~AtomicFile() { discard(); }
 
@@ -87,6 +88,7 @@ Status AtomicFile::write(void const* data, std::size_t bytes) {
     }
     p += w;
     bytes -= static_cast<std::size_t>(w);
+    written_ += w;
   }
   return Status::ok();
 }

@@ -31,12 +31,15 @@ class AtomicFile {
   Status resize(int64_t bytes);
   // fsync, close and rename onto the target; afterwards the object is spent.
   Status commit();
+  int64_t bytes_written() const { return written_; }
+  std::string const& temp_path() const { return tmp_; }
 
  private:
   AtomicFile(std::string path, std::string tmp, std::string what, int fd);
   void discard();
   std::string path_, tmp_, what_;
   int fd_ = -1;
+  int64_t written_ = 0;
 };
 
 // Writes `contents` to `path` atomically; on failure nothing is left behind.

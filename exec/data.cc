@@ -394,8 +394,9 @@ Result<NpyArray> parse_npy(std::string_view bytes, std::string const& source) {
     return unsupported(source + ": dtype '" + descr + "' is not supported (use float32 '<f4' or int64 '<i8')");
   NpyArray a;
   std::size_t const data_bytes = bytes.size() - pos;
-  int64_t nonzero = 1;  // the product of the non-zero dimensions must fit, even when a zero makes it moot
-  bool has_zero = false;
+  uint64_t const cap = data_bytes / elem + 1;  // element counts above this cannot match the data
+  uint64_t n = 1;
+  int64_t nonzero = 1;  // the product of the non-zero dimensions must fit, even when a zero makes n 0
   std::stringstream ss(shape_text.substr(o + 1, c - o - 1));
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -407,17 +408,15 @@ Result<NpyArray> parse_npy(std::string_view bytes, std::string const& source) {
         std::string_view(end, item.data() + item.size()).find_first_not_of(' ') != std::string_view::npos || d < 0)
       return bad("bad dimension '" + item + "' in the shape");
     a.shape.push_back(d);
-    if (d == 0)
-      has_zero = true;
-    else if (__builtin_mul_overflow(nonzero, d, &nonzero))
+    if (d > 0 && __builtin_mul_overflow(nonzero, d, &nonzero))
       return bad("shape " + dims_string(a.shape) + "... has more elements than fit in 64 bits");
+    uint64_t const ud = static_cast<uint64_t>(d);
+    n = ud != 0 && n > cap / ud ? cap : n * ud;  // saturates at cap: more than the data holds
     if (a.shape.size() > 32) return bad("more than 32 dimensions");
   }
-  uint64_t const n = has_zero ? 0 : static_cast<uint64_t>(nonzero);
-  bool const too_many = n > data_bytes / elem;  // n * elem could overflow
-  if (too_many || n * elem != data_bytes)
+  if (n * elem != data_bytes)
     return bad("the data holds " + std::to_string(data_bytes) + " bytes but shape " + dims_string(a.shape) + " needs " +
-               (too_many ? "more" : std::to_string(n * elem)) + " (truncated or not this shape)");
+               (n * elem > data_bytes ? "more" : std::to_string(n * elem)) + " (truncated or not this shape)");
   char const* raw = bytes.data() + pos;
   a.dtype = descr[1] == 'f' ? DType::kFloat32 : DType::kInt64;
   a.bytes.resize(static_cast<std::size_t>(n) * dtype_size(a.dtype));

@@ -502,7 +502,8 @@ Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::ve
     SymArray const& data = *in(0);
     ASSIGN_OR_RETURN(auto indices, plain_ints(in(1), "Gather indices"));
     int64_t const r = static_cast<int64_t>(data.dims.size());
-    ASSIGN_OR_RETURN(int64_t const axis, checked_axis(attr_int(n, "axis", 0), r));
+    int64_t const axis = norm_axis(attr_int(n, "axis", 0), r);
+    if (axis < 0 || axis >= r) return invalid_argument("Gather '" + n.name + "': axis out of range");
     int64_t const outer = product({data.dims.begin(), data.dims.begin() + axis});
     int64_t const inner = product({data.dims.begin() + axis + 1, data.dims.end()});
     int64_t const len = data.dims[axis];
