@@ -2,7 +2,7 @@
 
 #include <unistd.h>
 
-#include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +12,6 @@
 #include <onnx/onnx_pb.h>
 
 #include "core/file_io.h"
-#include "graph/onnx_external_data.h"
 
 namespace gp::graph {
 
@@ -39,13 +38,39 @@ std::string dims_string(std::vector<int64_t> const& dims) {
   return s + "]";
 }
 
-// Reads an external-data initializer's bytes into raw_data (the importer's checks and reader).
-Status inline_external(onnx::TensorProto& t, std::string const& model_dir) {
-  std::string const what = "initializer '" + t.name() + "'";
-  ASSIGN_OR_RETURN(ExternalData ext, resolve_external_data(t, model_dir, what));
-  if (ext.length < 0) ext.length = std::max<int64_t>(0, ext.file_size - ext.offset);
-  std::string bytes(static_cast<std::size_t>(ext.length), '\0');
-  RETURN_IF_ERROR(read_external_data(ext, bytes.data(), what));
+// Reads an external-data initializer's bytes into raw_data.
+Status inline_external(onnx::TensorProto& t, std::filesystem::path const& base) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (auto const& kv : t.external_data()) {
+    if (kv.key() == "location") {
+      location = kv.value();
+    } else if (kv.key() == "offset" || kv.key() == "length") {
+      int64_t v = -1;
+      auto const [end, ec] = std::from_chars(kv.value().data(), kv.value().data() + kv.value().size(), v);
+      if (ec != std::errc{} || end != kv.value().data() + kv.value().size() || v < 0)
+        return parse_error("initializer '" + t.name() + "' has external data " + kv.key() + " '" + kv.value() +
+                           "', not a byte count");
+      (kv.key() == "offset" ? offset : length) = v;
+    }
+  }
+  if (location.empty()) return parse_error("initializer '" + t.name() + "' has external data without a location");
+  bool escapes = std::filesystem::path(location).is_absolute();
+  for (auto const& part : std::filesystem::path(location)) escapes = escapes || part == "..";
+  if (escapes)
+    return invalid_argument("initializer '" + t.name() + "' stores its data at '" + location +
+                            "', outside the model's folder (refused for safety)");
+  auto const file = base / location;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return not_found("external data '" + file.string() + "' of initializer '" + t.name() + "' is missing");
+  std::error_code ec;
+  auto const size = static_cast<int64_t>(std::filesystem::file_size(file, ec));
+  if (ec || offset > size) return parse_error("external data '" + file.string() + "' is shorter than its offset");
+  if (length < 0) length = size - offset;
+  if (length > size - offset) return parse_error("external data '" + file.string() + "' is truncated");
+  std::string bytes(static_cast<std::size_t>(length), '\0');
+  in.seekg(offset);
+  if (!in.read(bytes.data(), length)) return parse_error("external data '" + file.string() + "' is truncated");
   t.clear_external_data();
   t.set_data_location(onnx::TensorProto::DEFAULT);
   t.set_raw_data(std::move(bytes));
@@ -60,8 +85,7 @@ Status export_trained_onnx(std::string const& src_path, std::map<std::string, Te
   if (!in) return not_found("cannot open model '" + src_path + "'");
   onnx::ModelProto model;
   if (!model.ParseFromIstream(&in)) return parse_error("'" + src_path + "' is not a valid ONNX model");
-  std::filesystem::path const src(src_path);
-  std::string const base = src.has_parent_path() ? src.parent_path().string() : ".";
+  auto const base = std::filesystem::path(src_path).parent_path();
   std::map<std::string, bool> used;
   for (auto const& [name, v] : values) used[name] = false;
   for (auto& init : *model.mutable_graph()->mutable_initializer()) {

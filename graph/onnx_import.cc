@@ -3,6 +3,7 @@
 #include "graph/onnx_import.h"
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
 #include <optional>
 #include <cstring>
@@ -18,7 +19,6 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include "core/units.h"
-#include "graph/onnx_external_data.h"
 #include "graph/onnx_import_raw.h"
 
 namespace gp::graph {
@@ -94,6 +94,59 @@ std::optional<int64_t> checked_numel(google::protobuf::RepeatedField<int64_t> co
   return n;
 }
 
+struct ExternalData {
+  fs::path file;
+  int64_t offset = 0, length = -1, file_size = 0;
+};
+
+// Where `t`'s external data lies, refused unless it is a file inside `model_dir`.
+Result<ExternalData> external_data(onnx::TensorProto const& t, std::string const& model_dir, std::string const& what) {
+  if (model_dir.empty())
+    return unsupported(what +
+                       " stores its data in an external file, which a model read from memory cannot use: "
+                       "load the model from its file");
+  ExternalData ext;
+  std::string location;
+  for (auto const& e : t.external_data()) {
+    if (e.key() == "location") {
+      location = e.value();
+    } else if (e.key() == "offset" || e.key() == "length") {
+      int64_t v = -1;
+      auto const& text = e.value();
+      auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec != std::errc{} || end != text.data() + text.size() || v < 0)
+        return parse_error(what + " has external data " + e.key() + " '" + text + "', not a byte count");
+      (e.key() == "offset" ? ext.offset : ext.length) = v;
+    }
+  }
+  fs::path const loc(location);
+  bool escapes = location.empty() || loc.is_absolute() || location.find('\0') != std::string::npos;
+  for (auto const& part : loc)
+    if (part == "..") escapes = true;
+  if (escapes)
+    return invalid_argument(what + " stores its data at '" + location +
+                            "', outside the model's folder: external "
+                            "data must be a relative path inside the folder (refused for safety)");
+  std::error_code ec;
+  fs::path const dir = fs::canonical(model_dir, ec);
+  fs::path const file = ec ? fs::path() : fs::canonical(fs::path(model_dir) / loc, ec);
+  if (ec)
+    return not_found(what + " stores its data in '" + (fs::path(model_dir) / loc).string() +
+                     "', which cannot be opened: keep the external data file next to the model");
+  auto [d, f] = std::mismatch(dir.begin(), dir.end(), file.begin(), file.end());
+  if (d != dir.end())
+    return invalid_argument(what + " stores its data at '" + location +
+                            "', a link that leads outside the model's "
+                            "folder to '" +
+                            file.string() + "' (refused for safety)");
+  if (!fs::is_regular_file(file, ec))
+    return invalid_argument(what + " stores its data at '" + location + "', which is not a regular file");
+  ext.file = file;
+  ext.file_size = static_cast<int64_t>(fs::file_size(file, ec));
+  if (ec) return io_error(what + ": cannot read the size of '" + file.string() + "': " + ec.message());
+  return ext;
+}
+
 // The data of `t`; `model_dir` resolves external files.
 Result<TensorData> read_tensor(onnx::TensorProto const& t, std::string const& model_dir, std::string const& what) {
   TensorData out;
@@ -104,13 +157,22 @@ Result<TensorData> read_tensor(onnx::TensorProto const& t, std::string const& mo
     return parse_error(what + " has impossible dims (negative or too large)");
   std::size_t const expected = static_cast<std::size_t>(*numel) * dtype_size(out.dtype);
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    ASSIGN_OR_RETURN(ExternalData ext, resolve_external_data(t, model_dir, what));
+    ASSIGN_OR_RETURN(ExternalData ext, external_data(t, model_dir, what));
     if (ext.length < 0) ext.length = static_cast<int64_t>(expected);
     if (static_cast<std::size_t>(ext.length) != expected)
       return parse_error(what + " declares " + std::to_string(ext.length) +
                          " bytes of external data but its dims need " + std::to_string(expected));
-    out.bytes.resize(expected);
-    RETURN_IF_ERROR(read_external_data(ext, out.bytes.data(), what));
+    if (ext.offset > ext.file_size || ext.length > ext.file_size - ext.offset)
+      return io_error(what + ": external data file '" + ext.file.string() + "' holds " + std::to_string(ext.file_size) +
+                      " bytes, fewer than offset+length (" + std::to_string(ext.offset) + "+" +
+                      std::to_string(ext.length) + "): is it the right file?");
+    std::ifstream in(ext.file, std::ios::binary);
+    if (!in) return not_found(what + " stores its data in '" + ext.file.string() + "', which cannot be opened");
+    out.bytes.resize(static_cast<std::size_t>(ext.length));
+    in.seekg(ext.offset);
+    in.read(reinterpret_cast<char*>(out.bytes.data()), ext.length);
+    if (in.gcount() != ext.length)
+      return io_error(what + ": reading external data file '" + ext.file.string() + "' failed");
   } else if (t.has_raw_data()) {
     out.bytes.resize(t.raw_data().size());
     std::memcpy(out.bytes.data(), t.raw_data().data(), t.raw_data().size());
@@ -375,10 +437,7 @@ Status check_supported(RawModel const& raw) {
 
 Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source, std::string const& model_path,
                              ImportOptions const& options) {
-  // A model file in the current folder ("m.onnx") has no parent path: its folder is ".".
-  std::string model_dir;
-  if (!model_path.empty())
-    model_dir = fs::path(model_path).has_parent_path() ? fs::path(model_path).parent_path().string() : ".";
+  std::string const model_dir = model_path.empty() ? std::string{} : fs::path(model_path).parent_path().string();
   if (!model.has_graph() || model.ir_version() <= 0)
     return parse_error(source + ": not an ONNX model (the protobuf has no ir_version or graph)");
   RETURN_IF_ERROR(check_graph_size(model.graph(), options).with_context(source));
