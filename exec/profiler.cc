@@ -54,7 +54,16 @@ Status executor_times(graph::OpGraph const& graph, Backend& backend, int64_t n, 
     for (graph::TensorId t : graph.inputs()) {
       auto const& info = graph.tensor(t);
       auto const shape = info.shape.concrete(n);
-      inputs[t] = info.dtype == DType::kFloat32 ? random_like(shape, rng) : Tensor::zeros(shape, info.dtype);
+      if (info.dtype == DType::kFloat32) {
+        auto d = backend.to_device(random_like(shape, rng));
+        if (!d.is_ok()) {
+          status[c] = d.status();
+          return;
+        }
+        inputs[t] = std::move(d).value();
+      } else {
+        inputs[t] = backend.zeros(shape, info.dtype);
+      }
     }
     for (int r = 0; r <= options.calibrate_repeats; ++r) {  // r == 0 warms up
       TensorMap outputs, input_grads;
@@ -64,8 +73,12 @@ Status executor_times(graph::OpGraph const& graph, Backend& backend, int64_t n, 
       TensorMap grads;
       if (s.is_ok()) {
         graph::TensorId const out = graph.outputs()[0];
-        grads[out] = random_like(outputs.at(out).shape(), rng);
-        s = (*ex)->backward(r, grads, input_grads);
+        auto g = backend.to_device(random_like(outputs.at(out).shape(), rng));
+        s = g.status();
+        if (s.is_ok()) {
+          grads[out] = std::move(g).value();
+          s = (*ex)->backward(r, grads, input_grads);
+        }
       }
       if (s.is_ok()) s = backend.synchronize();
       auto const t2 = Clock::now();
@@ -106,8 +119,9 @@ Result<graph::MeasuredProfile> profile_graph(graph::OpGraph const& graph, Backen
 
   std::vector<Tensor> statics(graph.tensors().size());
   for (auto const& t : graph.tensors())
-    if ((t.role == graph::TensorRole::kWeight || t.role == graph::TensorRole::kConstant) && t.data)
-      statics[t.id] = Tensor::from_data(*t.data);
+    if ((t.role == graph::TensorRole::kWeight || t.role == graph::TensorRole::kConstant) && t.data) {
+      ASSIGN_OR_RETURN(statics[t.id], backend.to_device(Tensor::from_data(*t.data)));
+    }
 
   graph::MeasuredProfile profile;
   profile.model = options.model_name.empty() ? graph.name() : options.model_name;
@@ -125,10 +139,11 @@ Result<graph::MeasuredProfile> profile_graph(graph::OpGraph const& graph, Backen
     for (graph::TensorId t : graph.inputs()) {
       auto const& info = graph.tensor(t);
       auto const shape = info.shape.concrete(n);
-      if (info.dtype == DType::kFloat32)
-        values[t] = random_like(shape, rng);
-      else
-        values[t] = Tensor::zeros(shape, info.dtype);  // index 0 is valid for every table
+      if (info.dtype == DType::kFloat32) {
+        ASSIGN_OR_RETURN(values[t], backend.to_device(random_like(shape, rng)));
+      } else {
+        values[t] = backend.zeros(shape, info.dtype);  // index 0 is valid for every table
+      }
     }
     for (std::size_t k = 0; k < plan.forward_order.size(); ++k) {
       graph::OpId const id = plan.forward_order[k];
@@ -148,9 +163,11 @@ Result<graph::MeasuredProfile> profile_graph(graph::OpGraph const& graph, Backen
       double bwd_in = 0, bwd_w = 0;
       if (plan.runs_backward[id]) {
         std::vector<Tensor> gout(op.outputs.size());
-        for (std::size_t j = 0; j < op.outputs.size() && j < outs.size(); ++j)
-          if (op.outputs[j] != graph::kNoTensor && plan.requires_grad[op.outputs[j]] && outs[j].defined())
-            gout[j] = random_like(outs[j].shape(), rng);
+        for (std::size_t j = 0; j < op.outputs.size() && j < outs.size(); ++j) {
+          if (op.outputs[j] != graph::kNoTensor && plan.requires_grad[op.outputs[j]] && outs[j].defined()) {
+            ASSIGN_OR_RETURN(gout[j], backend.to_device(random_like(outs[j].shape(), rng)));
+          }
+        }
         std::vector<bool> needs(op.inputs.size(), false);
         bool any = false;
         for (std::size_t i = 0; i < op.inputs.size(); ++i) {
@@ -167,7 +184,7 @@ Result<graph::MeasuredProfile> profile_graph(graph::OpGraph const& graph, Backen
           std::vector<Tensor> wg(op.inputs.size());
           for (std::size_t i = 0; i < op.inputs.size(); ++i)
             if (op.inputs[i] != graph::kNoTensor && plan.trainable[op.inputs[i]])
-              wg[i] = Tensor::zeros(statics[op.inputs[i]].shape());
+              wg[i] = backend.zeros(statics[op.inputs[i]].shape());
           ASSIGN_OR_RETURN(bwd_w, time_min(backend, options.repeats,
                                            [&] { return backend.backward_weight(call, saved, gout, wg); }));
         }

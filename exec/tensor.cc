@@ -106,7 +106,7 @@ Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Allocator& alloc) : shap
 
 Tensor Tensor::zeros(std::vector<int64_t> shape, DType dtype, Allocator& alloc) {
   Tensor t(std::move(shape), dtype, alloc);
-  std::memset(t.raw(), 0, t.nbytes());
+  if (t.nbytes() > 0) alloc.zero_bytes(t.raw(), t.nbytes());
   return t;
 }
 
@@ -137,26 +137,48 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
 
 Tensor Tensor::clone() const {
   if (!defined()) return {};
-  Tensor t(shape_, dtype_, *storage_->alloc);
-  if (nbytes() > 0) std::memcpy(t.raw(), raw(), nbytes());
-  return t;
+  return clone_to(*storage_->alloc);
 }
 
 Tensor Tensor::clone_to(Allocator& alloc) const {
   if (!defined()) return {};
   Tensor t(shape_, dtype_, alloc);
-  if (nbytes() > 0) std::memcpy(t.raw(), raw(), nbytes());
+  std::size_t const n = nbytes();
+  if (n == 0) return t;
+  Allocator& from = *storage_->alloc;
+  bool const from_host = from.device().kind == DeviceKind::kCpu;
+  bool const to_host = alloc.device().kind == DeviceKind::kCpu;
+  if (from_host && to_host) {
+    std::memcpy(t.raw(), raw(), n);
+  } else if (from_host) {
+    alloc.copy_from_host(t.raw(), raw(), n);
+  } else if (to_host) {
+    from.copy_to_host(t.raw(), raw(), n);
+  } else if (from.device() == alloc.device()) {
+    alloc.copy_within(t.raw(), raw(), n);
+  } else {  // device to another device: through the host (an edge copy, not the pipeline's path)
+    std::vector<std::byte> staging(n);
+    from.copy_to_host(staging.data(), raw(), n);
+    alloc.copy_from_host(t.raw(), staging.data(), n);
+  }
   return t;
+}
+
+Allocator& Tensor::allocator() const {
+  assert(defined());
+  return *storage_->alloc;
 }
 
 void Tensor::fill(float value) {
   assert(dtype_ == DType::kFloat32);
+  assert(device().kind == DeviceKind::kCpu && "Tensor::fill is host-only: use Backend::fill");
   kernels::fill(data<float>(), value, numel());
 }
 
 std::vector<float> Tensor::to_vector() const {
-  std::vector<float> out(static_cast<std::size_t>(numel()));
   if (!defined()) return {};
+  if (device().kind != DeviceKind::kCpu) return clone_to(process_cpu_allocator()).to_vector();
+  std::vector<float> out(static_cast<std::size_t>(numel()));
   if (dtype_ == DType::kFloat32) {
     if (!out.empty()) std::memcpy(out.data(), raw(), nbytes());
   } else if (dtype_ == DType::kFloat64) {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,15 @@ class Allocator {
   virtual void deallocate(void* ptr, std::size_t bytes) = 0;
   virtual int64_t bytes_in_use() const = 0;
   virtual int64_t peak_bytes() const = 0;
+
+  // Byte moves on memory this allocator made, the other side being host memory where named. The
+  // CPU allocator uses memcpy/memset; a device allocator its runtime, synchronously, so that
+  // Tensor's edge copies (zeros, clone, to_vector) work on any device without a vendor header
+  // here. A device allocator throws std::runtime_error naming the call when its runtime fails.
+  virtual void zero_bytes(void* ptr, std::size_t n) { std::memset(ptr, 0, n); }
+  virtual void copy_to_host(void* host_dst, void const* src, std::size_t n) { std::memcpy(host_dst, src, n); }
+  virtual void copy_from_host(void* dst, void const* host_src, std::size_t n) { std::memcpy(dst, host_src, n); }
+  virtual void copy_within(void* dst, void const* src, std::size_t n) { std::memcpy(dst, src, n); }
 };
 // The allocator new CPU tensors of the calling thread come from: the process-wide one, unless the
 // thread installed its own (a pipeline worker does, so that each device's memory is counted and
@@ -47,6 +57,12 @@ class CountingAllocator final : public Allocator {
   void deallocate(void* ptr, std::size_t bytes) override;
   int64_t bytes_in_use() const override { return in_use_.load(); }
   int64_t peak_bytes() const override { return peak_.load(); }
+  void zero_bytes(void* ptr, std::size_t n) override { parent_.zero_bytes(ptr, n); }
+  void copy_to_host(void* host_dst, void const* src, std::size_t n) override { parent_.copy_to_host(host_dst, src, n); }
+  void copy_from_host(void* dst, void const* host_src, std::size_t n) override {
+    parent_.copy_from_host(dst, host_src, n);
+  }
+  void copy_within(void* dst, void const* src, std::size_t n) override { parent_.copy_within(dst, src, n); }
   void reset_peak() { peak_.store(in_use_.load()); }
 
  private:
@@ -98,9 +114,10 @@ class Tensor {
   // Same storage, new shape (numel must match).
   Tensor reshaped(std::vector<int64_t> shape) const;
   Tensor clone() const;                     // deep copy on the same device
-  Tensor clone_to(Allocator& alloc) const;  // deep copy into `alloc`'s memory (a device's own copy)
-  void fill(float value);                   // float32 only
-  std::vector<float> to_vector() const;     // float32 → host vector (copies from a device)
+  Tensor clone_to(Allocator& alloc) const;  // deep copy into `alloc`'s memory (any device to any device)
+  void fill(float value);                   // float32, host memory only (devices: Backend::fill)
+  std::vector<float> to_vector() const;     // → host floats (copies from a device)
+  Allocator& allocator() const;             // the allocator that made the storage (defined() only)
   std::string shape_string() const;
 
  private:

@@ -108,9 +108,17 @@ Status Trainer::run(std::ostream* progress, int64_t max_steps) {
   return Status::ok();
 }
 
+namespace {
+// The tensor itself on the host, a host copy of a device tensor (checkpoints and export read bytes).
+Tensor on_host(Tensor const& t) {
+  return t.defined() && t.device().kind != DeviceKind::kCpu ? t.clone_to(process_cpu_allocator()) : t;
+}
+}  // namespace
+
 std::map<std::string, Tensor> Trainer::trained_tensors() const {
-  std::map<std::string, Tensor> out = runner_->executor().parameters();
-  for (auto const& [name, t] : runner_->executor().buffers()) out.emplace(name, t);
+  std::map<std::string, Tensor> out;
+  for (auto const& [name, t] : runner_->executor().parameters()) out.emplace(name, on_host(t));
+  for (auto const& [name, t] : runner_->executor().buffers()) out.emplace(name, on_host(t));
   return out;
 }
 
@@ -121,7 +129,7 @@ CheckpointState Trainer::checkpoint_state() const {
   s.optimizer = optimizer_kind_name(config_.optimizer.kind);
   s.optimizer_steps = runner_->optimizer().step_count();
   s.weights = trained_tensors();
-  s.optimizer_state = runner_->optimizer().state();
+  for (auto const& [name, t] : runner_->optimizer().state()) s.optimizer_state.emplace(name, on_host(t));
   return s;
 }
 
@@ -140,7 +148,8 @@ Status Trainer::restore(CheckpointState const& state, std::string const& source)
                             ": resuming would not reproduce the run");
   for (auto const& [name, t] : state.weights) RETURN_IF_ERROR(runner_->executor().set_parameter(name, t));
   std::map<std::string, Tensor> moments;
-  for (auto const& [name, t] : state.optimizer_state) moments.emplace(name, t.clone());
+  for (auto const& [name, t] : state.optimizer_state)
+    moments.emplace(name, t.clone_to(runner_->executor().backend().allocator()));
   runner_->optimizer().load_state(std::move(moments), state.optimizer_steps);
   step_ = state.step;
   return Status::ok();

@@ -39,7 +39,8 @@ class InProcessCommunicator final : public Communicator {
     std::vector<TensorMeta> metas;
     for (Tensor const& t : got) metas.push_back(meta_of(t));
     RETURN_IF_ERROR(check_header(key, expected, metas));
-    for (Tensor& t : got) t = t.clone_to(cpu_allocator());
+    Allocator* const alloc = hub_.device_alloc_[device_];
+    for (Tensor& t : got) t = t.clone_to(alloc ? *alloc : cpu_allocator());
     return got;
   }
 
@@ -57,8 +58,9 @@ class InProcessCommunicator final : public Communicator {
       for (int d : group)
         if (!c.members.count(d))
           return internal_error(key.to_string() + ": device " + std::to_string(d) + " is not in the group");
+      // Summed in host memory (device tensors are staged through it), written back to each member.
       std::vector<Tensor> sum;
-      for (Tensor const& t : *c.members.at(group[0])) sum.push_back(t.clone());
+      for (Tensor const& t : *c.members.at(group[0])) sum.push_back(t.clone_to(process_cpu_allocator()));
       for (std::size_t g = 1; g < group.size(); ++g) {
         std::vector<Tensor> const& other = *c.members.at(group[g]);
         if (other.size() != sum.size())
@@ -68,13 +70,22 @@ class InProcessCommunicator final : public Communicator {
             return invalid_argument(key.to_string() + ": gradient " + std::to_string(i) + " is " +
                                     other[i].shape_string() + " on device " + std::to_string(group[g]) + " but " +
                                     sum[i].shape_string() + " on device " + std::to_string(group[0]));
-          kernels::add_inplace(sum[i].data<float>(), other[i].data<float>(), sum[i].numel());
+          if (other[i].device().kind == DeviceKind::kCpu) {
+            kernels::add_inplace(sum[i].data<float>(), other[i].data<float>(), sum[i].numel());
+          } else {
+            Tensor const staged = other[i].clone_to(process_cpu_allocator());
+            kernels::add_inplace(sum[i].data<float>(), staged.data<float>(), sum[i].numel());
+          }
         }
       }
       for (int d : group) {
         std::vector<Tensor>& dst = *c.members.at(d);
-        for (std::size_t i = 0; i < sum.size(); ++i)
-          std::copy_n(sum[i].data<float>(), sum[i].numel(), dst[i].data<float>());
+        for (std::size_t i = 0; i < sum.size(); ++i) {
+          if (dst[i].device().kind == DeviceKind::kCpu)
+            std::copy_n(sum[i].data<float>(), sum[i].numel(), dst[i].data<float>());
+          else
+            dst[i].allocator().copy_from_host(dst[i].raw(), sum[i].raw(), sum[i].nbytes());
+        }
       }
       c.done = true;
       hub_.cv_.notify_all();
@@ -142,7 +153,13 @@ class InProcessCommunicator final : public Communicator {
   int device_;
 };
 
-InProcessHub::InProcessHub(int num_devices) : num_devices_(num_devices), mailbox_(num_devices) {}
+InProcessHub::InProcessHub(int num_devices)
+    : num_devices_(num_devices), mailbox_(num_devices), device_alloc_(static_cast<std::size_t>(num_devices), nullptr) {}
+
+void InProcessHub::set_device_allocator(int device, Allocator* alloc) {
+  std::lock_guard lock(mu_);
+  device_alloc_.at(static_cast<std::size_t>(device)) = alloc;
+}
 
 std::unique_ptr<Communicator> InProcessHub::endpoint(int device) {
   return std::make_unique<InProcessCommunicator>(*this, device);

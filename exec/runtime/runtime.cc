@@ -101,11 +101,14 @@ Status Runtime::prepare(TrainConfig const& config, graph::OpGraph const& graph, 
 
 Status Runtime::build_worker(int device, Communicator& comm) {
   memory_.push_back(std::make_unique<CountingAllocator>());
-  if (options_.make_backend)
-    backends_.push_back(options_.make_backend(device));
-  else
+  if (options_.make_backend) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, options_.make_backend(device));
+    backends_.push_back(std::move(backend));
+  } else
     backends_.push_back(std::make_unique<CpuBackend>());
   if (!backends_.back()) return internal_error("no backend for device " + std::to_string(device));
+  if (hub_ && backends_.back()->device().kind != DeviceKind::kCpu)
+    hub_->set_device_allocator(device, &backends_.back()->allocator());
   ScopedThreadAllocator scoped(*memory_.back());
   ASSIGN_OR_RETURN(auto data, make_data_source(config_.data, *graph_, config_.loss, config_.seed));
   ASSIGN_OR_RETURN(auto worker, Worker::create(*rplan_, schedule_, device, config_, *backends_.back(), comm,
@@ -450,7 +453,8 @@ Status Runtime::restore(CheckpointState const& state, std::string const& source)
       for (auto const& name : names) RETURN_IF_ERROR(runner->executor().set_parameter(name, state.weights.at(name)));
       std::map<std::string, Tensor> moments;
       for (auto const& [name, t] : state.optimizer_state)
-        if (names.count(name.substr(0, name.find('#')))) moments.emplace(name, t.clone_to(cpu_allocator()));
+        if (names.count(name.substr(0, name.find('#'))))
+          moments.emplace(name, t.clone_to(runner->executor().backend().allocator()));
       runner->optimizer().load_state(std::move(moments), state.optimizer_steps);
     }
   step_ = state.step;

@@ -31,8 +31,8 @@ namespace gp::exec {
 
 struct RuntimeOptions {
   WorkerOptions worker;
-  // The backend of each device's worker; empty: the CPU backend. (A CUDA backend plugs in here.)
-  std::function<std::unique_ptr<Backend>(int device)> make_backend;
+  // The backend of each device's worker (e.g. CudaBackend::create on GPU d); empty: the CPU backend.
+  std::function<Result<std::unique_ptr<Backend>>(int device)> make_backend;
   int threads_per_worker = 0;  // oneDNN/OpenMP threads per worker; 0: cores / workers in this process
   bool pin_cores = true;       // threads mode: workers on disjoint cores when they fit
 };

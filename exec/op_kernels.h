@@ -1,0 +1,35 @@
+// The shape of one backend's kernel-table entry: the per-op functions every backend (CPU, CUDA)
+// lists in its own explicit table. Device-agnostic: no vendor header.
+#pragma once
+
+#include <vector>
+
+#include "exec/backend.h"
+
+namespace gp::exec {
+
+using ForwardFn = Status (*)(OpCall const& call, std::vector<Tensor> const& inputs, std::vector<Tensor>& outputs,
+                             Saved* saved);
+// Gradients for the inputs i with wanted[i]. accumulate == false: grads[i] is set to a new tensor.
+// accumulate == true: the gradient is added into the existing grads[i].
+using BackwardFn = Status (*)(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                              std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate);
+// B and W in one call (Backend::backward): input gradients set in grad_inputs, weight gradients
+// added into the accumulators weight_grads[i] that are defined.
+using BothFn = Status (*)(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                          std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                          std::vector<Tensor>& weight_grads);
+// Op-specific checks beyond "the type is in the table" (attributes, constant inputs, ranks).
+using CheckFn = Status (*)(graph::Op const& op, graph::OpGraph const& graph);
+
+struct OpKernels {
+  ForwardFn forward = nullptr;
+  BackwardFn backward_input = nullptr;
+  BackwardFn backward_weight = nullptr;
+  CheckFn check = nullptr;
+  // Set where B and W share work (a normalisation's one pass, a conv's reordered output
+  // gradient): an unsplit backward calls it instead of backward_input and backward_weight.
+  BothFn backward_both = nullptr;
+};
+
+}  // namespace gp::exec
