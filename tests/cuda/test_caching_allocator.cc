@@ -1,0 +1,622 @@
+// The caching allocator's bookkeeping on a fake heap: host memory stands in for the device, events
+// complete when the test says so, and counters show every raw malloc/free.
+#include "exec/cuda/caching_allocator.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace gp::exec::cuda {
+namespace {
+
+constexpr std::size_t KiB = 1024;
+constexpr std::size_t MiB = 1024 * 1024;
+constexpr StreamId kCompute = 1;
+constexpr StreamId kComm = 2;
+constexpr StreamId kOther = 3;
+
+class FakeDeviceMemory final : public RawDeviceMemory {
+ public:
+  explicit FakeDeviceMemory(std::size_t capacity = 0) : capacity_(capacity) {}
+  ~FakeDeviceMemory() override {
+    for (auto const& [ptr, size] : live_) std::free(ptr);
+  }
+
+  Result<void*> malloc(std::size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (capacity_ != 0 && used_ + bytes > capacity_) {
+      ++failed_mallocs_;
+      return infeasible("fake cudaMalloc: out of memory");
+    }
+    void* p = std::malloc(bytes);
+    if (p == nullptr) return internal_error("fake cudaMalloc: host malloc failed");
+    live_[p] = bytes;
+    used_ += bytes;
+    ++mallocs_;
+    malloc_sizes_.push_back(bytes);
+    return p;
+  }
+  Status free(void* ptr) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(ptr);
+    if (it == live_.end()) return internal_error("fake cudaFree of an unknown pointer");
+    used_ -= it->second;
+    live_.erase(it);
+    std::free(ptr);
+    ++frees_;
+    return Status::ok();
+  }
+  Result<EventId> record_event(StreamId stream) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fail_record_) return internal_error("fake cudaEventRecord failed");
+    EventId const id = next_event_++;
+    events_[id] = Event{stream, false};
+    return id;
+  }
+  Result<bool> event_done(EventId event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = events_.find(event);
+    if (it == events_.end()) return internal_error("fake cudaEventQuery of an unknown event");
+    return it->second.done;
+  }
+  Status destroy_event(EventId event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (events_.erase(event) == 0) return internal_error("fake cudaEventDestroy of an unknown event");
+    return Status::ok();
+  }
+  Status synchronize_device() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++syncs_;
+    for (auto& [id, e] : events_) e.done = true;
+    return Status::ok();
+  }
+  Status zero(void* ptr, std::size_t n, StreamId) override {
+    RETURN_IF_ERROR(check_device(ptr, n));
+    std::memset(ptr, 0, n);
+    return Status::ok();
+  }
+  Status copy_to_host(void* host_dst, void const* src, std::size_t n, StreamId) override {
+    RETURN_IF_ERROR(check_device(src, n));
+    std::memcpy(host_dst, src, n);
+    return Status::ok();
+  }
+  Status copy_from_host(void* dst, void const* host_src, std::size_t n, StreamId) override {
+    RETURN_IF_ERROR(check_device(dst, n));
+    std::memcpy(dst, host_src, n);
+    return Status::ok();
+  }
+  Status copy_within(void* dst, void const* src, std::size_t n, StreamId) override {
+    RETURN_IF_ERROR(check_device(dst, n));
+    RETURN_IF_ERROR(check_device(src, n));
+    std::memcpy(dst, src, n);
+    return Status::ok();
+  }
+
+  // Completes every event recorded on `stream` so far, as when the stream has run past them.
+  void complete_stream(StreamId stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, e] : events_) {
+      if (e.stream == stream) e.done = true;
+    }
+  }
+  void complete_all() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, e] : events_) e.done = true;
+  }
+  void set_fail_record(bool fail) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_record_ = fail;
+  }
+
+  int64_t mallocs() const { return locked(mallocs_); }
+  int64_t frees() const { return locked(frees_); }
+  int64_t failed_mallocs() const { return locked(failed_mallocs_); }
+  int64_t syncs() const { return locked(syncs_); }
+  std::size_t used() const { return locked(used_); }
+  std::size_t live_segments() const { return locked(live_.size()); }
+  std::size_t live_events() const { return locked(events_.size()); }
+  std::vector<std::size_t> malloc_sizes() const { return locked(malloc_sizes_); }
+
+ private:
+  struct Event {
+    StreamId stream = 0;
+    bool done = false;
+  };
+  template <typename T>
+  T locked(T const& v) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return v;
+  }
+  Status check_device(void const* p, std::size_t n) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto const* c = static_cast<char const*>(p);
+    auto it = live_.upper_bound(const_cast<void*>(p));
+    if (it != live_.begin()) {
+      --it;
+      auto const* base = static_cast<char const*>(it->first);
+      if (c >= base && c + n <= base + it->second) return Status::ok();
+    }
+    return internal_error("fake byte move outside device memory");
+  }
+
+  std::size_t capacity_;
+  mutable std::mutex mu_;
+  std::map<void*, std::size_t> live_;
+  std::size_t used_ = 0;
+  int64_t mallocs_ = 0, frees_ = 0, failed_mallocs_ = 0, syncs_ = 0;
+  std::vector<std::size_t> malloc_sizes_;
+  std::map<EventId, Event> events_;
+  EventId next_event_ = 1;
+  bool fail_record_ = false;
+};
+
+void* must(Result<void*> r) {
+  EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+  return r.is_ok() ? *r : nullptr;
+}
+
+TEST(CachingAllocator, RoundsRequestsTo512BytesAndChoosesPoolAndSegmentSize) {
+  EXPECT_EQ(CachingAllocator::round_size(0), 512u);
+  EXPECT_EQ(CachingAllocator::round_size(1), 512u);
+  EXPECT_EQ(CachingAllocator::round_size(512), 512u);
+  EXPECT_EQ(CachingAllocator::round_size(513), 1024u);
+  EXPECT_TRUE(CachingAllocator::is_small(1 * MiB));
+  EXPECT_FALSE(CachingAllocator::is_small(1 * MiB + 512));
+  EXPECT_EQ(CachingAllocator::segment_size(512), 2 * MiB);
+  EXPECT_EQ(CachingAllocator::segment_size(1 * MiB), 2 * MiB);
+  EXPECT_EQ(CachingAllocator::segment_size(1 * MiB + 512), 20 * MiB);
+  EXPECT_EQ(CachingAllocator::segment_size(10 * MiB - 512), 20 * MiB);
+  EXPECT_EQ(CachingAllocator::segment_size(10 * MiB), 10 * MiB);
+  EXPECT_EQ(CachingAllocator::segment_size(10 * MiB + 512), 12 * MiB);
+
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  must(a.malloc(1000, kCompute));  // one stream each, so that no request fits another's segment
+  must(a.malloc(3 * MiB, kComm));
+  must(a.malloc(11 * MiB, kOther));
+  EXPECT_EQ(fake.malloc_sizes(), (std::vector<std::size_t>{2 * MiB, 20 * MiB, 12 * MiB}));
+  EXPECT_EQ(a.stats().bytes_in_use, static_cast<int64_t>(1000 + 3 * MiB + 11 * MiB));
+  // The 11 MiB block keeps its segment's last 1 MiB: too small a rest to split off in the large pool.
+  EXPECT_EQ(a.stats().bytes_allocated, static_cast<int64_t>(1024 + 3 * MiB + 12 * MiB));
+}
+
+TEST(CachingAllocator, SmallRequestsAreCarvedFromOneSegmentBackToBack) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  auto* p0 = static_cast<char*>(must(a.malloc(100, kCompute)));
+  auto* p1 = static_cast<char*>(must(a.malloc(600, kCompute)));
+  auto* p2 = static_cast<char*>(must(a.malloc(1 * MiB, kCompute)));
+  EXPECT_EQ(p1, p0 + 512);
+  EXPECT_EQ(p2, p1 + 1024);
+  EXPECT_EQ(fake.mallocs(), 1);
+  EXPECT_EQ(a.stats().cache_hits, 2);
+}
+
+TEST(CachingAllocator, LargeBlocksAreSplitOnlyWhenTheRestExceedsOneMiB) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  must(a.malloc(10 * MiB + 512 * KiB, kCompute));  // 12 MiB segment, 1.5 MiB rest: split
+  EXPECT_EQ(a.stats().bytes_allocated, static_cast<int64_t>(10 * MiB + 512 * KiB));
+  must(a.malloc(11 * MiB + 512 * KiB, kCompute));  // 12 MiB segment, 0.5 MiB rest: kept whole
+  EXPECT_EQ(a.stats().bytes_allocated, static_cast<int64_t>(10 * MiB + 512 * KiB + 12 * MiB));
+  // The kept 1.5 MiB rest serves a fitting request without a new segment.
+  must(a.malloc(1 * MiB + 512 * KiB, kCompute));
+  EXPECT_EQ(fake.mallocs(), 2);
+}
+
+TEST(CachingAllocator, BestFitPicksTheSmallestFittingBlockThenTheLowestAddress) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  void* b4 = must(a.malloc(4 * KiB, kCompute));
+  must(a.malloc(512, kCompute));
+  void* b16 = must(a.malloc(16 * KiB, kCompute));
+  must(a.malloc(512, kCompute));
+  void* b8 = must(a.malloc(8 * KiB, kCompute));
+  must(a.malloc(512, kCompute));
+  void* b8b = must(a.malloc(8 * KiB, kCompute));
+  must(a.malloc(512, kCompute));
+  for (void* p : {b8b, b16, b4, b8}) ASSERT_TRUE(a.free(p).is_ok());
+
+  EXPECT_EQ(must(a.malloc(6 * KiB, kCompute)), b8);  // 8 KiB beats 16 KiB and the segment's tail
+  EXPECT_EQ(must(a.malloc(8 * KiB, kCompute)), b8b);
+  EXPECT_EQ(must(a.malloc(3 * KiB, kCompute)), b4);
+  EXPECT_EQ(must(a.malloc(12 * KiB, kCompute)), b16);
+  EXPECT_EQ(fake.mallocs(), 1);
+}
+
+TEST(CachingAllocator, FreedNeighboursMergeBackIntoOneWholeSegment) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  std::vector<void*> small, large;
+  for (std::size_t s : {700u, 3000u, 64000u, 512u, 300000u}) small.push_back(must(a.malloc(s, kCompute)));
+  for (std::size_t s : {3 * MiB, 5 * MiB, 2 * MiB}) large.push_back(must(a.malloc(s, kCompute)));
+  ASSERT_EQ(fake.mallocs(), 2);
+  for (int i : {3, 0, 4, 1, 2}) ASSERT_TRUE(a.free(small[i]).is_ok());
+  for (int i : {1, 2, 0}) ASSERT_TRUE(a.free(large[i]).is_ok());
+
+  // Each segment is one free block again: a request of its whole size fits without a raw malloc.
+  void* whole_small = must(a.malloc(1 * MiB, kCompute));
+  void* second_half = must(a.malloc(1 * MiB, kCompute));
+  EXPECT_EQ(whole_small, small[0]);
+  EXPECT_EQ(static_cast<char*>(second_half), static_cast<char*>(small[0]) + 1 * MiB);
+  EXPECT_EQ(must(a.malloc(10 * MiB - 512, kCompute)), large[0]);
+  EXPECT_EQ(fake.mallocs(), 2);
+  for (void* p : {whole_small, second_half, static_cast<void*>(large[0])}) ASSERT_TRUE(a.free(p).is_ok());
+
+  ASSERT_TRUE(a.empty_cache().is_ok());
+  EXPECT_EQ(fake.frees(), 2);  // one per segment: nothing was left split
+  EXPECT_EQ(a.stats().bytes_reserved, 0);
+  EXPECT_EQ(fake.live_segments(), 0u);
+}
+
+TEST(CachingAllocator, EmptyCacheKeepsSegmentsThatHoldALiveBlock) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  void* keep = must(a.malloc(4 * KiB, kCompute));
+  void* drop = must(a.malloc(3 * MiB, kCompute));
+  ASSERT_TRUE(a.free(drop).is_ok());
+  ASSERT_TRUE(a.empty_cache().is_ok());
+  EXPECT_EQ(fake.frees(), 1);
+  EXPECT_EQ(a.stats().bytes_reserved, static_cast<int64_t>(2 * MiB));
+  ASSERT_TRUE(a.free(keep).is_ok());
+}
+
+TEST(CachingAllocator, BlocksAreReusedOnlyByTheStreamTheyWereAllocatedOn) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  void* p = must(a.malloc(64 * KiB, kCompute));
+  ASSERT_TRUE(a.free(p).is_ok());
+  void* q = must(a.malloc(64 * KiB, kOther));
+  EXPECT_NE(q, p);
+  EXPECT_EQ(fake.mallocs(), 2);
+  EXPECT_EQ(must(a.malloc(64 * KiB, kCompute)), p);
+  EXPECT_EQ(fake.mallocs(), 2);
+}
+
+TEST(CachingAllocator, ABlockUsedOnAnotherStreamWaitsForItsEventBeforeReuse) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  void* p = must(a.malloc(64 * KiB, kCompute));
+  ASSERT_TRUE(a.record_stream(p, kComm).is_ok());
+  ASSERT_TRUE(a.record_stream(p, kOther).is_ok());
+  ASSERT_TRUE(a.record_stream(p, kComm).is_ok());     // once per stream
+  ASSERT_TRUE(a.record_stream(p, kCompute).is_ok());  // its own stream needs no event
+  ASSERT_TRUE(a.free(p).is_ok());
+  EXPECT_EQ(fake.live_events(), 2u);
+  EXPECT_EQ(a.stats().pending_events, 2);
+  EXPECT_EQ(a.stats().bytes_in_use, 0);
+
+  void* q = must(a.malloc(64 * KiB, kCompute));
+  EXPECT_NE(q, p);
+  ASSERT_TRUE(a.free(q).is_ok());
+
+  fake.complete_stream(kComm);
+  ASSERT_TRUE(a.process_events().is_ok());
+  EXPECT_EQ(a.stats().pending_events, 1);
+  void* r = must(a.malloc(64 * KiB, kCompute));
+  EXPECT_NE(r, p);  // the event on kOther still guards it
+  ASSERT_TRUE(a.free(r).is_ok());
+
+  fake.complete_stream(kOther);  // polled by the next allocation
+  void* s = must(a.malloc(64 * KiB, kCompute));
+  EXPECT_EQ(s, p);
+  EXPECT_EQ(fake.live_events(), 0u);
+  EXPECT_EQ(fake.mallocs(), 1);
+}
+
+TEST(CachingAllocator, AFailedEventRecordKeepsTheBlockOutOfThePool) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  void* p = must(a.malloc(64 * KiB, kCompute));
+  ASSERT_TRUE(a.record_stream(p, kComm).is_ok());
+  fake.set_fail_record(true);
+  Status const s = a.free(p);
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_NE(s.message().find("recording an event on stream 0x2"), std::string::npos) << s.message();
+  fake.set_fail_record(false);
+  EXPECT_NE(must(a.malloc(64 * KiB, kCompute)), p);
+}
+
+TEST(CachingAllocator, OutOfMemoryFreesCachedSegmentsAndRetriesOnce) {
+  FakeDeviceMemory fake(24 * MiB);
+  CachingAllocator a(fake, 0);
+  ASSERT_TRUE(a.free(must(a.malloc(3 * MiB, kCompute))).is_ok());
+  void* p = must(a.malloc(3 * MiB, kOther));  // 20 + 20 > 24: the kCompute segment must go first
+  EXPECT_NE(p, nullptr);
+  EXPECT_EQ(fake.failed_mallocs(), 1);
+  EXPECT_EQ(fake.frees(), 1);
+  EXPECT_EQ(a.stats().raw_mallocs, 2);
+  EXPECT_EQ(a.stats().bytes_reserved, static_cast<int64_t>(20 * MiB));
+}
+
+TEST(CachingAllocator, OutOfMemoryWaitsForPendingEventsBeforeReservingMore) {
+  FakeDeviceMemory fake(20 * MiB);
+  CachingAllocator a(fake, 0);
+  void* p = must(a.malloc(12 * MiB, kCompute));  // a 12 MiB segment, all of it in use
+  ASSERT_TRUE(a.record_stream(p, kComm).is_ok());
+  ASSERT_TRUE(a.free(p).is_ok());
+  EXPECT_EQ(must(a.malloc(12 * MiB, kCompute)), p);
+  EXPECT_EQ(fake.syncs(), 1);
+  EXPECT_EQ(fake.mallocs(), 1);
+  EXPECT_EQ(fake.live_events(), 0u);
+}
+
+TEST(CachingAllocator, ARequestTooLargeFailsWithAMessageNamingTheSizes) {
+  FakeDeviceMemory fake(24 * MiB);
+  CachingAllocator a(fake, 3);
+  void* held = must(a.malloc(3 * MiB, kCompute));
+  Result<void*> r = a.malloc(30 * MiB, kCompute);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInfeasible);
+  std::string const m = r.status().message();
+  for (char const* part : {"cuda:3", "30.00 MiB (31457280 B)", "3.00 MiB in use", "20.00 MiB reserved",
+                           "device limit none", "fake cudaMalloc: out of memory"}) {
+    EXPECT_NE(m.find(part), std::string::npos) << "missing '" << part << "' in: " << m;
+  }
+  EXPECT_EQ(m.find("4.00 MiB in use"), std::string::npos);  // the figures are the real ones
+  EXPECT_EQ(a.stats().out_of_memory, 1);
+  EXPECT_EQ(fake.failed_mallocs(), 2);  // the first try and the one retry
+  ASSERT_TRUE(a.free(held).is_ok());
+}
+
+TEST(CachingAllocator, AMemoryLimitTurnsReservationsBeyondItIntoOutOfMemory) {
+  FakeDeviceMemory fake;  // unlimited: only the allocator's limit applies
+  CachingAllocator a(fake, 0);
+  a.set_memory_limit(40 * MiB);
+  EXPECT_EQ(a.memory_limit(), 40 * MiB);
+  must(a.malloc(3 * MiB, kCompute));
+  must(a.malloc(3 * MiB, kOther));
+  Result<void*> r = a.malloc(3 * MiB, kComm);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInfeasible);
+  EXPECT_NE(r.status().message().find("device limit 40.00 MiB"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("would exceed the device's memory limit"), std::string::npos);
+  EXPECT_EQ(fake.mallocs(), 2);  // the runtime was never asked
+  EXPECT_EQ(fake.failed_mallocs(), 0);
+  a.set_memory_limit(0);
+  EXPECT_TRUE(a.malloc(3 * MiB, kComm).is_ok());
+}
+
+TEST(CachingAllocator, PeaksAreHighWaterMarksUntilReset) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  void* x = must(a.malloc(1000, kCompute));
+  void* y = must(a.malloc(3 * MiB, kCompute));
+  ASSERT_TRUE(a.free(y).is_ok());
+  ASSERT_TRUE(a.empty_cache().is_ok());
+  CachingAllocatorStats s = a.stats();
+  EXPECT_EQ(s.bytes_in_use, 1000);
+  EXPECT_EQ(s.peak_bytes_in_use, static_cast<int64_t>(1000 + 3 * MiB));
+  EXPECT_EQ(s.bytes_reserved, static_cast<int64_t>(2 * MiB));
+  EXPECT_EQ(s.peak_bytes_reserved, static_cast<int64_t>(22 * MiB));
+  EXPECT_EQ(a.peak_bytes(), s.peak_bytes_in_use);
+  a.reset_peak();
+  s = a.stats();
+  EXPECT_EQ(s.peak_bytes_in_use, 1000);
+  EXPECT_EQ(s.peak_bytes_reserved, static_cast<int64_t>(2 * MiB));
+  ASSERT_TRUE(a.free(x).is_ok());
+  EXPECT_EQ(a.stats().peak_bytes_in_use, 1000);
+}
+
+// One step of a pipeline worker: forward activations kept for backward, temporaries, a send
+// buffer used by the comm stream, a receive buffer on it, gradients all-reduced there; the step
+// ends with the device synchronised, as STEP does.
+void training_step(CachingAllocator& a, FakeDeviceMemory& fake, std::size_t scale = 1) {
+  std::vector<std::size_t> const sizes = {256,         4 * KiB + 100, 600 * KiB,    1 * MiB,
+                                          1 * MiB + 1, 3 * MiB,       12 * MiB + 7, 700,
+                                          64 * KiB,    9 * MiB,       300 * KiB,    40 * MiB * scale};
+  std::vector<void*> acts;
+  for (std::size_t s : sizes) {
+    acts.push_back(must(a.malloc(s, kCompute)));
+    void* tmp = must(a.malloc(s / 2 + 1, kCompute));
+    ASSERT_TRUE(a.free(tmp).is_ok());
+  }
+  void* send = must(a.malloc(2 * MiB, kCompute));
+  ASSERT_TRUE(a.record_stream(send, kComm).is_ok());
+  ASSERT_TRUE(a.free(send).is_ok());
+  void* recv = must(a.malloc(2 * MiB, kComm));
+  std::vector<void*> grads;
+  for (std::size_t i = sizes.size(); i-- > 0;) {
+    grads.push_back(must(a.malloc(sizes[i], kCompute)));
+    ASSERT_TRUE(a.free(acts[i]).is_ok());
+  }
+  for (void* g : grads) ASSERT_TRUE(a.record_stream(g, kComm).is_ok());  // all-reduce on the comm stream
+  fake.complete_stream(kComm);
+  for (void* g : grads) ASSERT_TRUE(a.free(g).is_ok());
+  ASSERT_TRUE(a.free(recv).is_ok());
+  fake.complete_all();
+  ASSERT_TRUE(a.process_events().is_ok());
+}
+
+TEST(CachingAllocator, ASecondTrainingStepMakesNoRawMallocOrFree) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  training_step(a, fake);
+  int64_t const mallocs = fake.mallocs();
+  int64_t const frees = fake.frees();
+  CachingAllocatorStats const first = a.stats();
+  EXPECT_GT(mallocs, 0);
+  EXPECT_EQ(first.bytes_in_use, 0);
+  EXPECT_EQ(first.pending_events, 0);
+
+  training_step(a, fake);
+  EXPECT_EQ(fake.mallocs(), mallocs);
+  EXPECT_EQ(fake.frees(), frees);
+  CachingAllocatorStats const second = a.stats();
+  EXPECT_EQ(second.cache_hits - first.cache_hits, second.allocations - first.allocations);
+  EXPECT_EQ(second.bytes_reserved, first.bytes_reserved);
+  EXPECT_EQ(second.peak_bytes_in_use, first.peak_bytes_in_use);
+
+  training_step(a, fake, 2);  // a bigger step does reach the runtime: the counter can move
+  EXPECT_GT(fake.mallocs(), mallocs);
+}
+
+TEST(CachingAllocator, ConcurrentAllocationsAndCrossThreadFreesKeepTheBooksBalanced) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  std::mutex handoff_mu;
+  std::vector<void*> handoff;
+  auto worker = [&](StreamId stream, unsigned seed, bool hand_over) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<std::size_t> size(1, 3 * MiB);
+    std::vector<void*> mine;
+    for (int i = 0; i < 2000; ++i) {
+      void* p = must(a.malloc(size(rng), stream));
+      if (hand_over && i % 3 == 0) {
+        std::lock_guard<std::mutex> lock(handoff_mu);
+        handoff.push_back(p);
+      } else {
+        mine.push_back(p);
+      }
+      if (mine.size() > 8) {
+        ASSERT_TRUE(a.free(mine.front()).is_ok());
+        mine.erase(mine.begin());
+      }
+    }
+    for (void* p : mine) ASSERT_TRUE(a.free(p).is_ok());
+  };
+  std::atomic<bool> done{false};
+  std::thread freer([&] {
+    while (true) {
+      bool const last = done.load();
+      std::vector<void*> batch;
+      {
+        std::lock_guard<std::mutex> lock(handoff_mu);
+        batch.swap(handoff);
+      }
+      for (void* p : batch) ASSERT_TRUE(a.free(p).is_ok());
+      if (last) break;
+      std::this_thread::yield();
+    }
+  });
+  std::thread t1(worker, kCompute, 1u, true);
+  std::thread t2(worker, kOther, 2u, false);
+  t1.join();
+  t2.join();
+  done.store(true);
+  freer.join();
+  EXPECT_EQ(a.stats().bytes_in_use, 0);
+  EXPECT_EQ(a.stats().allocations, 4000);
+  ASSERT_TRUE(a.empty_cache().is_ok());
+  EXPECT_EQ(a.stats().bytes_reserved, 0);
+  EXPECT_EQ(fake.live_segments(), 0u);
+}
+
+TEST(CachingAllocator, FreeingAForeignOrFreedPointerIsAnError) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  int local = 0;
+  EXPECT_EQ(a.free(&local).code(), StatusCode::kInvalidArgument);
+  void* p = must(a.malloc(100, kCompute));
+  ASSERT_TRUE(a.free(p).is_ok());
+  Status const twice = a.free(p);
+  EXPECT_EQ(twice.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(twice.message().find("already freed"), std::string::npos) << twice.message();
+  EXPECT_EQ(a.record_stream(p, kComm).code(), StatusCode::kInvalidArgument);
+  a.deallocate(p, 100);  // the adapter cannot throw from a destructor: it records the error
+  EXPECT_NE(a.last_error().find("already freed"), std::string::npos) << a.last_error();
+}
+
+TEST(CachingAllocator, DestructionReturnsEverySegmentAndEvent) {
+  FakeDeviceMemory fake;
+  {
+    CachingAllocator a(fake, 0);
+    must(a.malloc(100, kCompute));  // still live
+    void* p = must(a.malloc(5 * MiB, kCompute));
+    ASSERT_TRUE(a.record_stream(p, kComm).is_ok());
+    ASSERT_TRUE(a.free(p).is_ok());                                 // pending
+    ASSERT_TRUE(a.free(must(a.malloc(12 * MiB, kOther))).is_ok());  // cached
+    EXPECT_EQ(fake.live_segments(), 3u);
+    EXPECT_EQ(fake.live_events(), 1u);
+  }
+  EXPECT_EQ(fake.live_segments(), 0u);
+  EXPECT_EQ(fake.live_events(), 0u);
+  EXPECT_EQ(fake.used(), 0u);
+}
+
+TEST(CachingAllocatorAdapter, TensorsAreCudaTensorsCountedByRequestedBytes) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 1);
+  EXPECT_EQ(a.device(), (DeviceRef{DeviceKind::kCuda, 1}));
+  {
+    Tensor t({3, 5}, DType::kFloat32, a);
+    EXPECT_EQ(t.device(), (DeviceRef{DeviceKind::kCuda, 1}));
+    EXPECT_EQ(&t.allocator(), &a);
+    EXPECT_EQ(a.bytes_in_use(), 60);
+    Tensor empty({0, 4}, DType::kFloat32, a);
+    EXPECT_NE(empty.raw(), nullptr);
+    EXPECT_NE(empty.raw(), t.raw());
+    EXPECT_EQ(a.bytes_in_use(), 60);
+  }
+  EXPECT_EQ(a.bytes_in_use(), 0);
+  EXPECT_EQ(a.peak_bytes(), 60);
+}
+
+TEST(CachingAllocatorAdapter, AllocationsUseTheDefaultStream) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  a.set_default_stream(kComm);
+  EXPECT_EQ(a.default_stream(), kComm);
+  void* p = a.allocate(4096);
+  a.deallocate(p, 4096);
+  EXPECT_NE(must(a.malloc(4096, kCompute)), p);
+  EXPECT_EQ(must(a.malloc(4096, kComm)), p);
+}
+
+TEST(CachingAllocatorAdapter, ByteMovesRoundTripThroughDeviceMemory) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  std::vector<float> const values = {1.5f, -2.f, 3.25f, 4.f, 0.5f, -6.f};
+  Tensor host = Tensor::from_floats({2, 3}, values);
+  void* reused = nullptr;
+  {
+    Tensor dev = host.clone_to(a);
+    EXPECT_EQ(dev.device().kind, DeviceKind::kCuda);
+    EXPECT_EQ(dev.to_vector(), values);
+    Tensor dev2 = dev.clone();  // device to device: copy_within
+    EXPECT_NE(dev2.raw(), dev.raw());
+    EXPECT_EQ(dev2.to_vector(), values);
+    std::vector<float> changed = values;
+    changed[4] = 9.f;
+    a.copy_from_host(dev2.raw(), changed.data(), dev2.nbytes());
+    EXPECT_NE(dev2.to_vector(), values);  // the comparison sees a change
+    EXPECT_EQ(dev.to_vector(), values);
+    reused = dev.raw();
+  }
+  Tensor z = Tensor::zeros({2, 3}, DType::kFloat32, a);  // reuses a block that held data
+  EXPECT_EQ(z.raw(), reused);
+  EXPECT_EQ(z.to_vector(), std::vector<float>(6, 0.f));
+}
+
+TEST(CachingAllocatorAdapter, OutOfMemoryThrowsBadAllocAndKeepsTheMessage) {
+  FakeDeviceMemory fake(4 * MiB);
+  CachingAllocator a(fake, 2);
+  EXPECT_THROW(Tensor({1024, 1024, 4}, DType::kFloat32, a), std::bad_alloc);
+  EXPECT_NE(a.last_error().find("infeasible"), std::string::npos) << a.last_error();
+  EXPECT_NE(a.last_error().find("16.00 MiB (16777216 B)"), std::string::npos) << a.last_error();
+  EXPECT_NE(a.last_error().find("cuda:2"), std::string::npos) << a.last_error();
+  EXPECT_EQ(a.bytes_in_use(), 0);
+}
+
+TEST(CachingAllocatorAdapter, AFailedByteMoveThrowsRuntimeErrorWithTheRuntimeMessage) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  float host[4] = {};
+  try {
+    a.copy_to_host(host, host, sizeof host);  // not device memory: the fake refuses
+    FAIL() << "expected std::runtime_error";
+  } catch (std::runtime_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("copy_to_host"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fake byte move outside device memory"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gp::exec::cuda
