@@ -1,0 +1,83 @@
+#include "exec/cuda/cuda_check.h"
+
+#include <cublas_api.h>
+#include <cuda_runtime_api.h>
+#include <cudnn_graph.h>
+#include <nccl.h>
+
+#include <string>
+
+namespace gp::exec::cuda {
+namespace {
+
+std::string where(char const* call, char const* file, int line) {
+  std::string f = file;
+  if (auto slash = f.find_last_of('/'); slash != std::string::npos) f = f.substr(slash + 1);
+  return std::string(call) + " (" + f + ":" + std::to_string(line) + ")";
+}
+
+Status make(StatusCode code, std::string const& library, std::string const& name, std::string const& message,
+            char const* call, char const* file, int line) {
+  return Status(code, library + " error " + name + ": " + message + " in " + where(call, file, line));
+}
+
+}  // namespace
+
+Status cuda_error(int code, char const* call, char const* file, int line) {
+  auto const e = static_cast<cudaError_t>(code);
+  StatusCode sc = StatusCode::kInternal;
+  std::string hint;
+  if (e == cudaErrorMemoryAllocation) {
+    sc = StatusCode::kInfeasible;
+    hint = " (out of GPU memory: use a smaller micro-batch, more devices, or a tighter --memory for the planner)";
+  } else if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) {
+    sc = StatusCode::kUnsupported;
+    hint = " (no usable CUDA GPU here: run with --backend cpu)";
+  }
+  return make(sc, "CUDA", cudaGetErrorName(e), cudaGetErrorString(e) + hint, call, file, line);
+}
+
+Status cublas_error(int code, char const* call, char const* file, int line) {
+  auto const e = static_cast<cublasStatus_t>(code);
+  StatusCode sc = StatusCode::kInternal;
+  if (e == CUBLAS_STATUS_ALLOC_FAILED) sc = StatusCode::kInfeasible;
+  if (e == CUBLAS_STATUS_NOT_SUPPORTED) sc = StatusCode::kUnsupported;
+  return make(sc, "cuBLAS", cublasGetStatusName(e), cublasGetStatusString(e), call, file, line);
+}
+
+Status cudnn_error(int code, char const* call, char const* file, int line) {
+  auto const e = static_cast<cudnnStatus_t>(code);
+  // cuDNN 9 codes are grouped by thousands: 3xxx "not supported", 4xxx internal (allocation
+  // among them), 2xxx bad parameters, 5xxx execution failures.
+  StatusCode sc = StatusCode::kInternal;
+  if (code / 1000 == 3) sc = StatusCode::kUnsupported;
+  return make(sc, "cuDNN", std::to_string(code), cudnnGetErrorString(e), call, file, line);
+}
+
+Status nccl_error(int code, char const* call, char const* file, int line) {
+  auto const e = static_cast<ncclResult_t>(code);
+  StatusCode sc = StatusCode::kInternal;
+  if (e == ncclRemoteError || e == ncclSystemError) sc = StatusCode::kAborted;
+  if (e == ncclInvalidUsage || e == ncclInvalidArgument) sc = StatusCode::kInvalidArgument;
+  return make(sc, "NCCL", std::to_string(code), ncclGetErrorString(e), call, file, line);
+}
+
+Status device_available() {
+  int n = 0;
+  cudaError_t const e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky-free error so later calls report their own
+    return unsupported(std::string("no usable CUDA GPU: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e) +
+                       " (use --backend cpu, or a machine with an NVIDIA GPU and driver)");
+  }
+  if (n == 0) return unsupported("no usable CUDA GPU: the runtime reports 0 devices (use --backend cpu)");
+  return Status::ok();
+}
+
+int device_count() {
+  if (!device_available()) return 0;
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+}  // namespace gp::exec::cuda
