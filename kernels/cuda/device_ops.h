@@ -1,0 +1,37 @@
+// Launchers for the CUDA backend's device operations (exec/backend.h): fill, add-into, losses
+// and optimizer updates (block copies are cudaMemcpy2DAsync). Each enqueues on `stream` and returns cudaGetLastError()
+// (the launch's own error), never synchronising. The per-element math is in kernels/hd/*.h,
+// shared with the host tests. Templates are instantiated for float; the dtype is a parameter so
+// bf16/fp16 add instantiations, not signatures.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/optim.h"
+
+namespace gp::kernels::cuda {
+
+template <typename T>
+cudaError_t fill(T* dst, float value, int64_t n, cudaStream_t stream);
+template <typename T>
+cudaError_t add_inplace(T* dst, T const* src, int64_t n, cudaStream_t stream);  // dst += src
+
+// Losses: per-row values into row_loss[rows] (the host sums them after one copy), gradients
+// scaled by `scale`. Labels out of [0, classes) set *bad_row (device int64, initialised to -1
+// by the caller) to the smallest such row and give that row loss 0.
+template <typename T>
+cudaError_t softmax_cross_entropy(T const* logits, int64_t const* labels, int64_t rows, int64_t classes, float scale,
+                                  float* row_loss, T* grad, int64_t* bad_row, cudaStream_t stream);
+template <typename T>
+cudaError_t mse(T const* pred, T const* target, int64_t n, float scale, float* elem_loss, T* grad, cudaStream_t stream);
+
+// Optimizer updates with kernels/optim.h's semantics (PyTorch 1.13).
+template <typename T>
+cudaError_t sgd_update(T* w, T const* g, T* buf, int64_t n, float lr, float momentum, float weight_decay,
+                       cudaStream_t stream);
+template <typename T>
+cudaError_t adam_update(T* w, T const* g, T* m, T* v, int64_t n, AdamParams const& p, cudaStream_t stream);
+
+}  // namespace gp::kernels::cuda

@@ -1,0 +1,66 @@
+// Launchers of the CUDA math kernels behind exec/cuda/ops_math.cc: elementwise activations,
+// broadcasting arithmetic, sums down to a shape, Softmax, LayerNormalization, Dropout. Each
+// enqueues on `stream` and returns cudaGetLastError() (the launch's own error), never
+// synchronising; n == 0 launches nothing. The per-element and per-row math is in kernels/hd/
+// (eltwise.h, broadcast.h, norm.h, dropout.h), shared with tests/cuda/test_hd_math.cc. Every
+// result is deterministic: no atomics, fixed reduction trees. Templates are instantiated for float.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/hd/broadcast.h"
+#include "kernels/hd/eltwise.h"
+
+namespace gp::kernels::cuda {
+
+// y = f(x); dx = f'(kept)·dy with kept = y where hd::unary_backward_uses_output(kind), else x.
+template <typename T>
+cudaError_t unary_forward(hd::UnaryKind kind, float alpha, T const* x, T* y, int64_t n, cudaStream_t stream);
+template <typename T>
+cudaError_t unary_backward(hd::UnaryKind kind, float alpha, T const* kept, T const* dy, T* dx, int64_t n,
+                           cudaStream_t stream);
+
+// y[i] = a[offset_a(i)] ∘ b[offset_b(i)] over the index's output (hd::make_binary_index).
+template <typename T>
+cudaError_t binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a, T const* b, T* y,
+                   cudaStream_t stream);
+// y[i] = scale · x[offset_a(i)]: x broadcast to the index's output (b strides unused).
+template <typename T>
+cudaError_t broadcast_scaled(hd::BinaryIndex const& index, T const* x, float scale, T* y, cudaStream_t stream);
+// y[o] = scale · Σ_r x[kept(o) + summed(r)] (hd::make_sum_index): ReduceSum/ReduceMean, and the
+// gradient of a broadcast input. One thread per output for short sums, one block otherwise.
+template <typename T>
+cudaError_t sum_to(hd::SumIndex const& index, T const* x, float scale, T* y, cudaStream_t stream);
+
+// Softmax over the middle axis of x seen as [outer, axis, inner].
+template <typename T>
+cudaError_t softmax_forward(T const* x, int64_t outer, int64_t axis, int64_t inner, T* y, cudaStream_t stream);
+template <typename T>
+cudaError_t softmax_backward(T const* y, T const* dy, int64_t outer, int64_t axis, int64_t inner, T* dx,
+                             cudaStream_t stream);
+
+// LayerNormalization of [rows, cols] rows: y, and per row the mean and 1/√(var + eps) (float).
+// bias may be null.
+template <typename T>
+cudaError_t layernorm_forward(T const* x, T const* scale, T const* bias, int64_t rows, int64_t cols, float eps, T* y,
+                              float* mean, float* rstd, cudaStream_t stream);
+template <typename T>
+cudaError_t layernorm_backward_input(T const* x, T const* scale, float const* mean, float const* rstd, T const* dy,
+                                     int64_t rows, int64_t cols, T* dx, cudaStream_t stream);
+// Floats of scratch layernorm_backward_params needs (partial column sums over row chunks).
+int64_t layernorm_params_scratch(int64_t rows, int64_t cols);
+// dscale[c] = Σ_r dy·x̂, dbias[c] = Σ_r dy (dbias may be null): fresh values, two passes.
+template <typename T>
+cudaError_t layernorm_backward_params(T const* x, float const* mean, float const* rstd, T const* dy, int64_t rows,
+                                      int64_t cols, float* scratch, T* dscale, T* dbias, cudaStream_t stream);
+
+// Training dropout with hd::dropout_keep's mask (the CPU's): y = x·keep/(1 − ratio), mask = keep.
+template <typename T>
+cudaError_t dropout_forward(T const* x, int64_t n, float ratio, uint64_t seed, T* y, uint8_t* mask,
+                            cudaStream_t stream);
+template <typename T>
+cudaError_t dropout_backward(T const* dy, uint8_t const* mask, int64_t n, float ratio, T* dx, cudaStream_t stream);
+
+}  // namespace gp::kernels::cuda

@@ -1,0 +1,223 @@
+// Softmax and LayerNormalization kernels (launchers in kernels/cuda/math.h). A contiguous row runs
+// on one block (max and sums by block_reduce: deterministic); Softmax over a strided axis runs one
+// thread per column with hd::softmax_row, adjacent threads on adjacent columns (coalesced).
+#include "kernels/cuda/math.h"
+#include "kernels/cuda/math_block.cuh"
+#include "kernels/hd/norm.h"
+
+namespace gp::kernels::cuda {
+namespace {
+
+using detail::block_max;
+using detail::block_sum;
+using detail::global_thread;
+using detail::grid_for;
+using detail::grid_threads;
+using detail::kBlock;
+
+template <typename T>
+__global__ void __launch_bounds__(detail::kMaxRowBlock)
+    softmax_rows_kernel(T const* __restrict__ x, int64_t rows, int64_t cols, T* __restrict__ y) {
+  __shared__ float smem[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    T const* xr = x + r * cols;
+    T* yr = y + r * cols;
+    float mx = -INFINITY;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) mx = fmaxf(mx, static_cast<float>(xr[c]));
+    mx = block_max(mx, smem);
+    float sum = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += hd::softmax_exp(xr[c], mx);
+    float const inv = 1.f / block_sum(sum, smem);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = hd::softmax_value(xr[c], mx, inv);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(detail::kMaxRowBlock)
+    softmax_rows_backward_kernel(T const* __restrict__ y, T const* __restrict__ dy, int64_t rows, int64_t cols,
+                                 T* __restrict__ dx) {
+  __shared__ float smem[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t const base = r * cols;
+    float dot = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+      dot += static_cast<float>(y[base + c]) * static_cast<float>(dy[base + c]);
+    dot = block_sum(dot, smem);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+      dx[base + c] = hd::softmax_grad(y[base + c], dy[base + c], dot);
+  }
+}
+
+template <typename T>
+__global__ void softmax_columns_kernel(T const* __restrict__ x, int64_t outer, int64_t axis, int64_t inner,
+                                       T* __restrict__ y) {
+  int64_t const n = outer * inner;
+  for (int64_t t = global_thread(); t < n; t += grid_threads()) {
+    int64_t const base = (t / inner) * axis * inner + t % inner;
+    hd::softmax_row(x + base, axis, inner, y + base);
+  }
+}
+
+template <typename T>
+__global__ void softmax_columns_backward_kernel(T const* __restrict__ y, T const* __restrict__ dy, int64_t outer,
+                                                int64_t axis, int64_t inner, T* __restrict__ dx) {
+  int64_t const n = outer * inner;
+  for (int64_t t = global_thread(); t < n; t += grid_threads()) {
+    int64_t const base = (t / inner) * axis * inner + t % inner;
+    hd::softmax_backward_row(y + base, dy + base, axis, inner, dx + base);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(detail::kMaxRowBlock)
+    layernorm_forward_kernel(T const* __restrict__ x, T const* __restrict__ scale, T const* __restrict__ bias,
+                             int64_t rows, int64_t cols, float eps, T* __restrict__ y, float* __restrict__ mean,
+                             float* __restrict__ rstd) {
+  __shared__ float smem[32];
+  float const n = static_cast<float>(cols);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    T const* xr = x + r * cols;
+    float sum = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += static_cast<float>(xr[c]);
+    float const mu = block_sum(sum, smem) / n;
+    float sq = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      float const d = static_cast<float>(xr[c]) - mu;
+      sq += d * d;
+    }
+    float const rs = hd::layernorm_rstd(block_sum(sq, smem) / n, eps);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+      y[r * cols + c] = hd::layernorm_value(xr[c], mu, rs, scale[c], bias, c);
+    if (threadIdx.x == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(detail::kMaxRowBlock)
+    layernorm_backward_input_kernel(T const* __restrict__ x, T const* __restrict__ scale,
+                                    float const* __restrict__ mean, float const* __restrict__ rstd,
+                                    T const* __restrict__ dy, int64_t rows, int64_t cols, T* __restrict__ dx) {
+  __shared__ float smem[32];
+  float const n = static_cast<float>(cols);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t const base = r * cols;
+    float const mu = mean[r], rs = rstd[r];
+    float sg = 0.f, sgx = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      float const g = static_cast<float>(dy[base + c]) * static_cast<float>(scale[c]);
+      sg += g;
+      sgx += g * hd::layernorm_xhat(static_cast<float>(x[base + c]), mu, rs);
+    }
+    float const mean_g = block_sum(sg, smem) / n;
+    float const mean_gx = block_sum(sgx, smem) / n;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      float const g = static_cast<float>(dy[base + c]) * static_cast<float>(scale[c]);
+      dx[base + c] =
+          hd::layernorm_grad<T>(hd::layernorm_xhat(static_cast<float>(x[base + c]), mu, rs), g, mean_g, mean_gx, rs);
+    }
+  }
+}
+
+// scratch[chunk][0 | 1][c]: Σ dy·x̂ and Σ dy over the chunk's rows (grid.y = chunk).
+template <typename T>
+__global__ void layernorm_params_partial_kernel(T const* __restrict__ x, float const* __restrict__ mean,
+                                                float const* __restrict__ rstd, T const* __restrict__ dy, int64_t rows,
+                                                int64_t cols, float* __restrict__ scratch) {
+  int64_t const per = hd::layernorm_chunk_rows(rows);
+  int64_t const k = blockIdx.y;
+  int64_t const r0 = k * per, r1 = r0 + per < rows ? r0 + per : rows;
+  for (int64_t c = global_thread(); c < cols; c += grid_threads()) {
+    float ds = 0.f, db = 0.f;
+    hd::layernorm_param_sums(x, dy, mean, rstd, cols, c, r0, r1, ds, db);
+    scratch[(2 * k) * cols + c] = ds;
+    scratch[(2 * k + 1) * cols + c] = db;
+  }
+}
+
+template <typename T>
+__global__ void layernorm_params_final_kernel(float const* __restrict__ scratch, int64_t chunks, int64_t cols,
+                                              T* __restrict__ dscale, T* __restrict__ dbias) {
+  for (int64_t c = global_thread(); c < cols; c += grid_threads()) {
+    float ds = 0.f, db = 0.f;
+    for (int64_t k = 0; k < chunks; ++k) {
+      ds += scratch[(2 * k) * cols + c];
+      db += scratch[(2 * k + 1) * cols + c];
+    }
+    dscale[c] = static_cast<T>(ds);
+    if (dbias != nullptr) dbias[c] = static_cast<T>(db);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t softmax_forward(T const* x, int64_t outer, int64_t axis, int64_t inner, T* y, cudaStream_t stream) {
+  if (outer <= 0 || axis <= 0 || inner <= 0) return cudaGetLastError();
+  if (inner == 1) {
+    softmax_rows_kernel<T><<<detail::grid_rows(outer), detail::row_block(axis), 0, stream>>>(x, outer, axis, y);
+  } else {
+    softmax_columns_kernel<T><<<grid_for(outer * inner), kBlock, 0, stream>>>(x, outer, axis, inner, y);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t softmax_backward(T const* y, T const* dy, int64_t outer, int64_t axis, int64_t inner, T* dx,
+                             cudaStream_t stream) {
+  if (outer <= 0 || axis <= 0 || inner <= 0) return cudaGetLastError();
+  if (inner == 1) {
+    softmax_rows_backward_kernel<T>
+        <<<detail::grid_rows(outer), detail::row_block(axis), 0, stream>>>(y, dy, outer, axis, dx);
+  } else {
+    softmax_columns_backward_kernel<T><<<grid_for(outer * inner), kBlock, 0, stream>>>(y, dy, outer, axis, inner, dx);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t layernorm_forward(T const* x, T const* scale, T const* bias, int64_t rows, int64_t cols, float eps, T* y,
+                              float* mean, float* rstd, cudaStream_t stream) {
+  if (rows > 0 && cols > 0)
+    layernorm_forward_kernel<T><<<detail::grid_rows(rows), detail::row_block(cols), 0, stream>>>(
+        x, scale, bias, rows, cols, eps, y, mean, rstd);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t layernorm_backward_input(T const* x, T const* scale, float const* mean, float const* rstd, T const* dy,
+                                     int64_t rows, int64_t cols, T* dx, cudaStream_t stream) {
+  if (rows > 0 && cols > 0)
+    layernorm_backward_input_kernel<T>
+        <<<detail::grid_rows(rows), detail::row_block(cols), 0, stream>>>(x, scale, mean, rstd, dy, rows, cols, dx);
+  return cudaGetLastError();
+}
+
+int64_t layernorm_params_scratch(int64_t rows, int64_t cols) { return 2 * hd::layernorm_chunks(rows) * cols; }
+
+template <typename T>
+cudaError_t layernorm_backward_params(T const* x, float const* mean, float const* rstd, T const* dy, int64_t rows,
+                                      int64_t cols, float* scratch, T* dscale, T* dbias, cudaStream_t stream) {
+  if (cols <= 0) return cudaGetLastError();
+  int64_t const chunks = rows > 0 ? hd::layernorm_chunks(rows) : 0;
+  if (chunks > 0) {
+    dim3 const grid(grid_for(cols), static_cast<unsigned>(chunks));
+    layernorm_params_partial_kernel<T><<<grid, kBlock, 0, stream>>>(x, mean, rstd, dy, rows, cols, scratch);
+  }
+  layernorm_params_final_kernel<T><<<grid_for(cols), kBlock, 0, stream>>>(scratch, chunks, cols, dscale, dbias);
+  return cudaGetLastError();
+}
+
+template cudaError_t softmax_forward<float>(float const*, int64_t, int64_t, int64_t, float*, cudaStream_t);
+template cudaError_t softmax_backward<float>(float const*, float const*, int64_t, int64_t, int64_t, float*,
+                                             cudaStream_t);
+template cudaError_t layernorm_forward<float>(float const*, float const*, float const*, int64_t, int64_t, float, float*,
+                                              float*, float*, cudaStream_t);
+template cudaError_t layernorm_backward_input<float>(float const*, float const*, float const*, float const*,
+                                                     float const*, int64_t, int64_t, float*, cudaStream_t);
+template cudaError_t layernorm_backward_params<float>(float const*, float const*, float const*, float const*, int64_t,
+                                                      int64_t, float*, float*, float*, cudaStream_t);
+
+}  // namespace gp::kernels::cuda

@@ -1,0 +1,122 @@
+// Per-element and per-row math of Softmax and LayerNormalization (kernels/cuda/math_norm.cu).
+// Numerically stable: softmax subtracts the row maximum, layer norm takes the mean first and the
+// variance of the centred values second; statistics accumulate in float whatever T is.
+//
+// The row kernels split a row over a block and combine partial sums with warp shuffles; the
+// serial *_row functions below run one row with the same per-element functions (the kernels for
+// a strided axis, and the host twin).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/hd/hd.h"
+
+namespace gp::kernels::hd {
+
+template <typename T>
+GP_HD float softmax_exp(T x, float row_max) {
+  return expf(static_cast<float>(x) - row_max);
+}
+template <typename T>
+GP_HD T softmax_value(T x, float row_max, float inv_sum) {
+  return static_cast<T>(softmax_exp(x, row_max) * inv_sum);
+}
+// dx = y · (dy − Σ y·dy)
+template <typename T>
+GP_HD T softmax_grad(T y, T dy, float dot) {
+  return static_cast<T>(static_cast<float>(y) * (static_cast<float>(dy) - dot));
+}
+
+// One softmax row of n elements `stride` apart.
+template <typename T>
+GP_HD void softmax_row(T const* x, int64_t n, int64_t stride, T* y) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = fmaxf(mx, static_cast<float>(x[i * stride]));
+  float sum = 0.f;
+  for (int64_t i = 0; i < n; ++i) sum += softmax_exp(x[i * stride], mx);
+  float const inv = 1.f / sum;
+  for (int64_t i = 0; i < n; ++i) y[i * stride] = softmax_value(x[i * stride], mx, inv);
+}
+template <typename T>
+GP_HD void softmax_backward_row(T const* y, T const* dy, int64_t n, int64_t stride, T* dx) {
+  float dot = 0.f;
+  for (int64_t i = 0; i < n; ++i) dot += static_cast<float>(y[i * stride]) * static_cast<float>(dy[i * stride]);
+  for (int64_t i = 0; i < n; ++i) dx[i * stride] = softmax_grad(y[i * stride], dy[i * stride], dot);
+}
+
+// ---- LayerNormalization over rows of `cols` elements ----
+
+GP_HD float layernorm_rstd(float var, float eps) { return 1.f / sqrtf(var + eps); }
+
+// y = (x − mean) · rstd · scale (+ bias, where there is one).
+template <typename T>
+GP_HD T layernorm_value(T x, float mean, float rstd, T scale, T const* bias, int64_t c) {
+  float const v = (static_cast<float>(x) - mean) * rstd * static_cast<float>(scale);
+  return static_cast<T>(bias != nullptr ? v + static_cast<float>(bias[c]) : v);
+}
+
+// With x̂ = (x − mean)·rstd and g = dy·scale: dx = rstd · (g − mean(g) − x̂ · mean(g·x̂)).
+GP_HD float layernorm_xhat(float x, float mean, float rstd) { return (x - mean) * rstd; }
+template <typename T>
+GP_HD T layernorm_grad(float xhat, float g, float mean_g, float mean_gx, float rstd) {
+  return static_cast<T>(rstd * (g - mean_g - xhat * mean_gx));
+}
+
+// One row: y, and its mean and rstd.
+template <typename T>
+GP_HD void layernorm_row(T const* x, T const* scale, T const* bias, int64_t cols, float eps, T* y, float& mean,
+                         float& rstd) {
+  float sum = 0.f;
+  for (int64_t c = 0; c < cols; ++c) sum += static_cast<float>(x[c]);
+  mean = sum / static_cast<float>(cols);
+  float sq = 0.f;
+  for (int64_t c = 0; c < cols; ++c) {
+    float const d = static_cast<float>(x[c]) - mean;
+    sq += d * d;
+  }
+  rstd = layernorm_rstd(sq / static_cast<float>(cols), eps);
+  for (int64_t c = 0; c < cols; ++c) y[c] = layernorm_value(x[c], mean, rstd, scale[c], bias, c);
+}
+template <typename T>
+GP_HD void layernorm_backward_row(T const* x, T const* scale, T const* dy, int64_t cols, float mean, float rstd,
+                                  T* dx) {
+  float sg = 0.f, sgx = 0.f;
+  for (int64_t c = 0; c < cols; ++c) {
+    float const g = static_cast<float>(dy[c]) * static_cast<float>(scale[c]);
+    sg += g;
+    sgx += g * layernorm_xhat(static_cast<float>(x[c]), mean, rstd);
+  }
+  float const n = static_cast<float>(cols);
+  for (int64_t c = 0; c < cols; ++c) {
+    float const g = static_cast<float>(dy[c]) * static_cast<float>(scale[c]);
+    dx[c] = layernorm_grad<T>(layernorm_xhat(static_cast<float>(x[c]), mean, rstd), g, sg / n, sgx / n, rstd);
+  }
+}
+
+// The scale and bias gradients sum over chunks of rows (in parallel), then over the chunks in
+// order: at most 128 chunks of at least 32 rows.
+GP_HD int64_t layernorm_chunk_rows(int64_t rows) {
+  int64_t const per = (rows + 127) / 128;
+  return per < 32 ? 32 : per;
+}
+GP_HD int64_t layernorm_chunks(int64_t rows) {
+  int64_t const per = layernorm_chunk_rows(rows);
+  return (rows + per - 1) / per;
+}
+
+// The scale and bias gradients of column c summed over rows [r0, r1): Σ dy·x̂ and Σ dy.
+template <typename T>
+GP_HD void layernorm_param_sums(T const* x, T const* dy, float const* mean, float const* rstd, int64_t cols, int64_t c,
+                                int64_t r0, int64_t r1, float& dscale, float& dbias) {
+  float ds = 0.f, db = 0.f;
+  for (int64_t r = r0; r < r1; ++r) {
+    float const g = static_cast<float>(dy[r * cols + c]);
+    ds += g * layernorm_xhat(static_cast<float>(x[r * cols + c]), mean[r], rstd[r]);
+    db += g;
+  }
+  dscale = ds;
+  dbias = db;
+}
+
+}  // namespace gp::kernels::hd
