@@ -1,0 +1,56 @@
+// Launchers of the CUDA backend's data-movement and pooling kernels (exec/cuda/ops_move.cc). Each
+// enqueues on `stream` and returns cudaGetLastError() (the launch's own error), never
+// synchronising; a call with nothing to do launches nothing. The per-element math is in
+// kernels/hd/index.h and pool.h, shared with tests/cuda/test_hd_move.cc; the parameter structs are
+// built by kernels/hd/move_geometry.h. Templates are instantiated for float (index types: int64_t
+// and int32_t).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/hd/index.h"
+#include "kernels/hd/pool.h"
+
+namespace gp::kernels::cuda {
+
+// dst[element i] = src[element i] (+= when accumulating) for the p.shape elements; see
+// hd::strided_copy_at. Destination positions must be distinct.
+template <typename T>
+cudaError_t strided_copy(T const* src, T* dst, hd::StridedParams const& p, bool accumulate, cudaStream_t stream);
+
+// dst = (dst +) the sum of src down to the target of p (hd::reduce_at): one thread per target
+// element, a fixed summation order, so the result is deterministic.
+template <typename T>
+cudaError_t reduce_to(T const* src, T* dst, hd::ReduceParams const& p, int64_t target_numel, bool accumulate,
+                      cudaStream_t stream);
+
+// Gather (hd::gather_at): data [outer, axis_dim, inner] → out [outer, num_indices, inner].
+// *first_bad (device memory) is set to the smallest position j whose index is out of range, or
+// to UINT64_MAX when all are in range; the caller reads it back (the one synchronising step).
+template <typename T, typename I>
+cudaError_t gather(T const* data, int64_t outer, int64_t axis_dim, int64_t inner, I const* indices, int64_t num_indices,
+                   T* out, unsigned long long* first_bad, cudaStream_t stream);
+
+// Scratch bytes gather_backward needs (the device's radix-sort temporary storage included).
+cudaError_t gather_backward_workspace(int64_t num_indices, int64_t axis_dim, std::size_t* bytes);
+// grad_data[o, idx[j], :] += grad_out[o, j, :], deterministically: the indices are sorted stably
+// (CUB radix sort) and each distinct index sums its gradients in ascending j (hd::
+// gather_backward_at). grad_data is added into: zero it first for a fresh gradient. Out-of-range
+// indices are skipped (forward already rejected them). num_indices and axis_dim below 2^31.
+template <typename T, typename I>
+cudaError_t gather_backward(T const* grad_out, int64_t outer, int64_t axis_dim, int64_t inner, I const* indices,
+                            int64_t num_indices, T* grad_data, void* workspace, std::size_t workspace_bytes,
+                            cudaStream_t stream);
+
+// Pooling (hd::pool_forward_at / pool_backward_at). Max pooling writes the arg-max of each output
+// (an index into the input plane) that its backward reads; average pooling takes none.
+template <typename T>
+cudaError_t pool_forward(T const* x, T* y, int32_t* argmax, hd::PoolParams const& p, cudaStream_t stream);
+template <typename T>
+cudaError_t pool_backward(T const* dy, int32_t const* argmax, T* dx, hd::PoolParams const& p, bool accumulate,
+                          cudaStream_t stream);
+
+}  // namespace gp::kernels::cuda

@@ -1,0 +1,131 @@
+// Gather with an index check, and its backward as a deterministic scatter-add: the indices are
+// sorted stably by CUB's radix sort and each distinct index sums its gradients in ascending order
+// (no atomics, so the result is bit-identical run to run). Index math: kernels/hd/index.h.
+#include <cub/device/device_radix_sort.cuh>
+
+#include <cstdint>
+
+#include "kernels/cuda/move.h"
+
+namespace gp::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) {
+  int64_t const b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 ? b : 65535);
+}
+
+__device__ int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+template <typename I>
+__global__ void check_indices_kernel(I const* indices, int64_t num_indices, int64_t axis_dim,
+                                     unsigned long long* first_bad) {
+  for (int64_t j = first_index(); j < num_indices; j += grid_stride()) {
+    int64_t k = 0;
+    if (!hd::resolve_index(static_cast<int64_t>(indices[j]), axis_dim, k))
+      atomicMin(first_bad, static_cast<unsigned long long>(j));
+  }
+}
+
+template <typename T, typename I>
+__global__ void gather_kernel(T const* data, int64_t axis_dim, int64_t inner, I const* indices, int64_t num_indices,
+                              T* out, int64_t n) {
+  for (int64_t e = first_index(); e < n; e += grid_stride())
+    hd::gather_at(data, axis_dim, inner, indices, num_indices, out, e);
+}
+
+template <typename I>
+__global__ void keys_kernel(I const* indices, int64_t num_indices, int64_t axis_dim, int32_t* keys,
+                            int32_t* positions) {
+  for (int64_t j = first_index(); j < num_indices; j += grid_stride()) {
+    keys[j] = hd::gather_key(indices, j, axis_dim);
+    positions[j] = static_cast<int32_t>(j);
+  }
+}
+
+template <typename T>
+__global__ void segment_sum_kernel(T const* grad_out, int64_t axis_dim, int64_t inner, int32_t const* keys,
+                                   int32_t const* positions, int64_t num_indices, T* grad_data, int64_t n) {
+  for (int64_t e = first_index(); e < n; e += grid_stride())
+    hd::gather_backward_at(grad_out, axis_dim, inner, keys, positions, num_indices, grad_data, e);
+}
+
+std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Bits of the largest key, axis_dim (the out-of-range marker): the radix sort looks at no more.
+int key_bits(int64_t axis_dim) {
+  int bits = 1;
+  while ((int64_t{1} << bits) <= axis_dim) ++bits;
+  return bits;
+}
+
+cudaError_t sort_pairs(void* temp, std::size_t& temp_bytes, int32_t const* keys_in, int32_t* keys_out,
+                       int32_t const* values_in, int32_t* values_out, int64_t n, int64_t axis_dim,
+                       cudaStream_t stream) {
+  return cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, values_in, values_out,
+                                         static_cast<int>(n), 0, key_bits(axis_dim), stream);
+}
+
+}  // namespace
+
+template <typename T, typename I>
+cudaError_t gather(T const* data, int64_t outer, int64_t axis_dim, int64_t inner, I const* indices, int64_t num_indices,
+                   T* out, unsigned long long* first_bad, cudaStream_t stream) {
+  if (cudaError_t e = cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned long long), stream); e != cudaSuccess) return e;
+  if (num_indices == 0) return cudaSuccess;
+  check_indices_kernel<I><<<blocks_for(num_indices), kThreads, 0, stream>>>(indices, num_indices, axis_dim, first_bad);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  int64_t const n = outer * num_indices * inner;
+  if (n == 0) return cudaSuccess;
+  gather_kernel<T, I><<<blocks_for(n), kThreads, 0, stream>>>(data, axis_dim, inner, indices, num_indices, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t gather_backward_workspace(int64_t num_indices, int64_t axis_dim, std::size_t* bytes) {
+  std::size_t temp = 0;
+  if (num_indices > 0) {
+    cudaError_t const e = sort_pairs(nullptr, temp, nullptr, nullptr, nullptr, nullptr, num_indices, axis_dim, nullptr);
+    if (e != cudaSuccess) return e;
+  }
+  *bytes = 4 * aligned(static_cast<std::size_t>(num_indices) * sizeof(int32_t)) + temp;
+  return cudaSuccess;
+}
+
+template <typename T, typename I>
+cudaError_t gather_backward(T const* grad_out, int64_t outer, int64_t axis_dim, int64_t inner, I const* indices,
+                            int64_t num_indices, T* grad_data, void* workspace, std::size_t workspace_bytes,
+                            cudaStream_t stream) {
+  int64_t const n = outer * num_indices * inner;
+  if (n == 0) return cudaSuccess;
+  std::size_t const array = aligned(static_cast<std::size_t>(num_indices) * sizeof(int32_t));
+  if (workspace_bytes < 4 * array) return cudaErrorInvalidValue;
+  auto* base = static_cast<unsigned char*>(workspace);
+  auto* keys_in = reinterpret_cast<int32_t*>(base);
+  auto* keys_out = reinterpret_cast<int32_t*>(base + array);
+  auto* pos_in = reinterpret_cast<int32_t*>(base + 2 * array);
+  auto* pos_out = reinterpret_cast<int32_t*>(base + 3 * array);
+  std::size_t temp_bytes = workspace_bytes - 4 * array;
+  keys_kernel<I><<<blocks_for(num_indices), kThreads, 0, stream>>>(indices, num_indices, axis_dim, keys_in, pos_in);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (cudaError_t e =
+          sort_pairs(base + 4 * array, temp_bytes, keys_in, keys_out, pos_in, pos_out, num_indices, axis_dim, stream);
+      e != cudaSuccess)
+    return e;
+  segment_sum_kernel<T>
+      <<<blocks_for(n), kThreads, 0, stream>>>(grad_out, axis_dim, inner, keys_out, pos_out, num_indices, grad_data, n);
+  return cudaGetLastError();
+}
+
+#define GP_GATHER_INSTANTIATE(T, I)                                                                                  \
+  template cudaError_t gather<T, I>(T const*, int64_t, int64_t, int64_t, I const*, int64_t, T*, unsigned long long*, \
+                                    cudaStream_t);                                                                   \
+  template cudaError_t gather_backward<T, I>(T const*, int64_t, int64_t, int64_t, I const*, int64_t, T*, void*,      \
+                                             std::size_t, cudaStream_t);
+GP_GATHER_INSTANTIATE(float, int64_t)
+GP_GATHER_INSTANTIATE(float, int32_t)
+#undef GP_GATHER_INSTANTIATE
+
+}  // namespace gp::kernels::cuda

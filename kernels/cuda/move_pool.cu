@@ -1,0 +1,60 @@
+// MaxPool, AveragePool, GlobalAveragePool forward and backward: one thread per output (forward)
+// or per input element (backward, a gather over the windows holding it: deterministic, no
+// atomics). Window math: kernels/hd/pool.h.
+#include <cstdint>
+#include <limits>
+
+#include "kernels/cuda/move.h"
+
+namespace gp::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) {
+  int64_t const b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 ? b : 65535);
+}
+
+__device__ int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+template <typename T>
+__global__ void pool_forward_kernel(T const* x, T* y, int32_t* argmax, hd::PoolParams const p, int64_t n, T lowest) {
+  for (int64_t e = first_index(); e < n; e += grid_stride()) {
+    int32_t arg = -1;
+    y[e] = hd::pool_forward_at(x, p, e, arg, lowest);
+    if (argmax != nullptr) argmax[e] = arg;
+  }
+}
+
+template <typename T>
+__global__ void pool_backward_kernel(T const* dy, int32_t const* argmax, T* dx, hd::PoolParams const p, int64_t n,
+                                     bool accumulate) {
+  for (int64_t e = first_index(); e < n; e += grid_stride()) hd::pool_backward_at(dy, argmax, p, e, dx, accumulate);
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t pool_forward(T const* x, T* y, int32_t* argmax, hd::PoolParams const& p, cudaStream_t stream) {
+  int64_t const n = p.planes * hd::pool_out_plane(p);
+  if (n == 0) return cudaSuccess;
+  pool_forward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(x, y, argmax, p, n, std::numeric_limits<T>::lowest());
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t pool_backward(T const* dy, int32_t const* argmax, T* dx, hd::PoolParams const& p, bool accumulate,
+                          cudaStream_t stream) {
+  int64_t const n = p.planes * hd::pool_in_plane(p);
+  if (n == 0) return cudaSuccess;
+  pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(dy, argmax, dx, p, n, accumulate);
+  return cudaGetLastError();
+}
+
+template cudaError_t pool_forward<float>(float const*, float*, int32_t*, hd::PoolParams const&, cudaStream_t);
+template cudaError_t pool_backward<float>(float const*, int32_t const*, float*, hd::PoolParams const&, bool,
+                                          cudaStream_t);
+
+}  // namespace gp::kernels::cuda

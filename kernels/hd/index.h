@@ -1,0 +1,140 @@
+// Index math of the data-movement kernels (kernels/cuda/move_copy.cu): strided copies (Transpose,
+// Slice, Expand, Concat, Split and their backward passes), the broadcast reduction of Expand's
+// backward, Gather and its deterministic scatter-add. GP_HD: the kernels and
+// tests/cuda/test_hd_move.cc run these very functions.
+//
+// Shapes and strides travel by value in fixed arrays of kMaxRank. Every loop over them runs over
+// all kMaxRank slots with a constant index (unrolled under nvcc), so the arrays stay in parameter
+// space: indexing them with a runtime value would move them to local memory.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/hd/hd.h"
+
+#if defined(__CUDA_ARCH__)  // the device pass only: g++ (host pass) rejects the pragma
+#define GP_HD_UNROLL _Pragma("unroll")
+#else
+#define GP_HD_UNROLL
+#endif
+
+namespace gp::kernels::hd {
+
+inline constexpr int kMaxRank = 8;
+
+// An iteration shape and, per dimension, the element strides of a source and a destination (any
+// sign; 0 broadcasts). Dimensions [0, rank) are used.
+struct StridedParams {
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t src[kMaxRank] = {};
+  int64_t dst[kMaxRank] = {};
+};
+
+// Source and destination offsets of element i (row-major over p.shape).
+GP_HD void strided_offsets(int64_t i, StridedParams const& p, int64_t& src, int64_t& dst) {
+  int64_t s = 0, d = 0;
+  GP_HD_UNROLL
+  for (int k = kMaxRank - 1; k >= 0; --k) {
+    if (k < p.rank) {
+      int64_t const q = i / p.shape[k];
+      int64_t const r = i - q * p.shape[k];
+      s += r * p.src[k];
+      d += r * p.dst[k];
+      i = q;
+    }
+  }
+  src = s;
+  dst = d;
+}
+
+// dst[element i] = src[element i], or += when accumulating (the destination positions of distinct
+// elements must be distinct: no two threads write one place).
+template <typename T>
+GP_HD void strided_copy_at(T const* src, T* dst, StridedParams const& p, int64_t i, bool accumulate) {
+  int64_t s = 0, d = 0;
+  strided_offsets(i, p, s, d);
+  if (accumulate) {
+    dst[d] += src[s];
+  } else {
+    dst[d] = src[s];
+  }
+}
+
+// A sum down to a smaller (broadcastable) shape: `out` runs over the target's elements (src: the
+// offset of the element's first contribution in the full tensor, dst: its offset in the target),
+// `reduced` over the positions summed into one element (src strides of the full tensor).
+struct ReduceParams {
+  StridedParams out;
+  StridedParams reduced;
+  int64_t reduced_count = 1;
+};
+
+// Target element i: the sum of its contributions in row-major order of `reduced`, one thread per
+// element, so the result does not depend on scheduling.
+template <typename T, typename Acc = float>
+GP_HD void reduce_at(T const* src, T* dst, ReduceParams const& p, int64_t i, bool accumulate) {
+  int64_t base = 0, d = 0;
+  strided_offsets(i, p.out, base, d);
+  Acc acc = 0;
+  for (int64_t j = 0; j < p.reduced_count; ++j) {
+    int64_t s = 0, unused = 0;
+    strided_offsets(j, p.reduced, s, unused);
+    acc += static_cast<Acc>(src[base + s]);
+  }
+  dst[d] = static_cast<T>(accumulate ? static_cast<Acc>(dst[d]) + acc : acc);
+}
+
+// An index counted from the end when negative; false when outside [0, axis_dim).
+GP_HD bool resolve_index(int64_t idx, int64_t axis_dim, int64_t& k) {
+  k = idx < 0 ? idx + axis_dim : idx;
+  return k >= 0 && k < axis_dim;
+}
+
+// Gather: data seen as [outer, axis_dim, inner], out as [outer, num_indices, inner]. Output
+// element e; an index out of range writes 0 and returns false (never reads outside data).
+template <typename T, typename I>
+GP_HD bool gather_at(T const* data, int64_t axis_dim, int64_t inner, I const* indices, int64_t num_indices, T* out,
+                     int64_t e) {
+  int64_t const w = e % inner;
+  int64_t const rest = e / inner;
+  int64_t const j = rest % num_indices;
+  int64_t const o = rest / num_indices;
+  int64_t k = 0;
+  if (!resolve_index(static_cast<int64_t>(indices[j]), axis_dim, k)) {
+    out[e] = T(0);
+    return false;
+  }
+  out[e] = data[(o * axis_dim + k) * inner + w];
+  return true;
+}
+
+// The sort key of index j for Gather's backward: the resolved index, or axis_dim (sorted last,
+// then skipped) when out of range.
+template <typename I>
+GP_HD int32_t gather_key(I const* indices, int64_t j, int64_t axis_dim) {
+  int64_t k = 0;
+  return static_cast<int32_t>(resolve_index(static_cast<int64_t>(indices[j]), axis_dim, k) ? k : axis_dim);
+}
+
+// Gather's backward as a segmented sum, deterministic: keys/positions are the gather keys of all
+// indices and their positions j, sorted stably by key. Element e of [outer, num_indices, inner]
+// belongs to sorted slot p; the first slot of each run of equal keys sums the run's gradients in
+// ascending j (the CPU's order) and adds the sum into grad_data; the other slots do nothing.
+template <typename T, typename Acc = float>
+GP_HD void gather_backward_at(T const* grad_out, int64_t axis_dim, int64_t inner, int32_t const* keys,
+                              int32_t const* positions, int64_t num_indices, T* grad_data, int64_t e) {
+  int64_t const w = e % inner;
+  int64_t const rest = e / inner;
+  int64_t const p = rest % num_indices;
+  int64_t const o = rest / num_indices;
+  int32_t const key = keys[p];
+  if (key >= axis_dim || (p > 0 && keys[p - 1] == key)) return;
+  Acc acc = 0;
+  for (int64_t q = p; q < num_indices && keys[q] == key; ++q)
+    acc += static_cast<Acc>(grad_out[(o * num_indices + positions[q]) * inner + w]);
+  T& dst = grad_data[(o * axis_dim + key) * inner + w];
+  dst = static_cast<T>(static_cast<Acc>(dst) + acc);
+}
+
+}  // namespace gp::kernels::hd

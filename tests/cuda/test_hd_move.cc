@@ -1,0 +1,332 @@
+// Host twins of the CUDA data-movement and pooling kernels: the parameters that exec/cuda/
+// ops_move.cc builds (kernels/hd/move_geometry.h) and the per-element GP_HD functions the kernels
+// run (kernels/hd/index.h, pool.h), looped over every element on the host and compared with the
+// CPU backend's operator, forward and backward. Pure copies must match exactly; sums (pooling
+// averages, Expand's backward, overlapping max-pool windows) within a relative tolerance.
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include "kernels/hd/move_geometry.h"
+#include "tests/exec/op_harness.h"
+
+namespace gp::exec::testing {
+namespace {
+
+namespace hd = kernels::hd;
+constexpr graph::TensorRole kIn = graph::TensorRole::kInput;
+
+std::vector<float> values(Tensor const& t) { return t.to_vector(); }
+
+// The first element where got and want differ by more than tol · (1 + |want|) (0: exactly).
+std::optional<std::string> mismatch(std::vector<float> const& got, std::vector<float> const& want, double tol = 0) {
+  if (got.size() != want.size()) return std::to_string(got.size()) + " elements, want " + std::to_string(want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    double const d = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (tol == 0 ? got[i] != want[i] : d > tol * (1 + std::fabs(want[i])))
+      return "element " + std::to_string(i) + ": " + std::to_string(got[i]) + " vs " + std::to_string(want[i]);
+  }
+  return std::nullopt;
+}
+#define EXPECT_MATCH(got, want, ...)                        \
+  do {                                                      \
+    auto const m_ = mismatch((got), (want), ##__VA_ARGS__); \
+    EXPECT_FALSE(m_.has_value()) << *m_;                    \
+  } while (0)
+
+// The strided-copy kernel's loop on the host.
+void strided_copy(float const* src, float* dst, std::vector<int64_t> const& shape, std::vector<int64_t> const& ss,
+                  std::vector<int64_t> const& ds, bool accumulate) {
+  hd::StridedParams p;
+  ASSERT_TRUE(hd::make_strided(shape, ss, ds, p));
+  for (int64_t i = 0; i < hd::numel_of(shape); ++i) hd::strided_copy_at(src, dst, p, i, accumulate);
+}
+
+struct CpuRun {
+  std::vector<Tensor> out;
+  std::vector<Tensor> grads;
+};
+
+// The CPU backend's forward, then its backward for the inputs in `needs` with gradients gouts.
+CpuRun cpu_run(OneOp const& o, std::vector<Tensor> const& gouts, std::vector<bool> const& needs) {
+  CpuBackend be;
+  CpuRun r;
+  Saved saved;
+  r.out = run_forward(be, o, true, 7, &saved);
+  OpCall call{o.the_op(), o.graph, true, 7};
+  Status const s = be.backward_input(call, saved, gouts, needs, r.grads);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  return r;
+}
+
+TEST(HdMove, TheComparisonRejectsAPerturbedResult) {
+  std::vector<float> const want{1.f, -2.f, 3.5f};
+  std::vector<float> got = want;
+  EXPECT_FALSE(mismatch(got, want).has_value());
+  got[1] = std::nextafter(got[1], 0.f);
+  EXPECT_TRUE(mismatch(got, want).has_value());
+  EXPECT_FALSE(mismatch(got, want, 1e-6).has_value());
+  got[2] *= 1.001f;
+  EXPECT_TRUE(mismatch(got, want, 1e-5).has_value());
+  EXPECT_TRUE(mismatch({1.f}, want).has_value());
+}
+
+TEST(HdMove, MakeStridedMergesContiguousDimsAndRefusesTooManyLeft) {
+  std::vector<int64_t> const shape{2, 1, 3, 4};
+  hd::StridedParams p;
+  ASSERT_TRUE(hd::make_strided(shape, hd::row_major_strides(shape), hd::row_major_strides(shape), p));
+  EXPECT_EQ(p.rank, 1);
+  EXPECT_EQ(p.shape[0], 24);
+  std::vector<int64_t> big(9, 2);  // a rank-9 reversal merges nothing
+  std::vector<int64_t> rev = hd::row_major_strides(big);
+  std::reverse(rev.begin(), rev.end());
+  EXPECT_FALSE(hd::make_strided(big, rev, hd::row_major_strides(big), p));
+  EXPECT_TRUE(hd::make_strided(big, hd::row_major_strides(big), hd::row_major_strides(big), p));
+}
+
+TEST(HdMove, TransposeMatchesTheCpuBackendExactly) {
+  Tensor x = random_tensor({2, 3, 4, 5}, 1);
+  std::vector<int64_t> const perm{2, 0, 3, 1};
+  OneOp o = make_op("Transpose", graph::TransposeAttrs{perm}, {{"x", x, kIn}});
+  Tensor gy = random_tensor({4, 2, 5, 3}, 2);
+  CpuRun cpu = cpu_run(o, {gy}, {true});
+  std::vector<int64_t> const xs = hd::row_major_strides(x.shape());
+  std::vector<int64_t> shape, strides;
+  for (int64_t a : perm) {
+    shape.push_back(x.dim(static_cast<int>(a)));
+    strides.push_back(xs[a]);
+  }
+  std::vector<float> y(x.numel());
+  strided_copy(x.data<float>(), y.data(), shape, strides, hd::row_major_strides(shape), false);
+  EXPECT_MATCH(y, values(cpu.out[0]));
+  // Backward: the inverse permutation of the gradient.
+  std::vector<int64_t> const gs = hd::row_major_strides(gy.shape());
+  std::vector<int64_t> inv_shape(4), inv_strides(4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    inv_shape[perm[i]] = gy.dim(static_cast<int>(i));
+    inv_strides[perm[i]] = gs[i];
+  }
+  std::vector<float> dx(x.numel());
+  strided_copy(gy.data<float>(), dx.data(), inv_shape, inv_strides, hd::row_major_strides(inv_shape), false);
+  EXPECT_MATCH(dx, values(cpu.grads[0]));
+}
+
+struct SliceCase {
+  std::vector<int64_t> starts, ends, axes, steps;
+};
+
+TEST(HdMove, SliceWithNegativeStepsAndClampingMatchesTheCpuBackendExactly) {
+  std::vector<SliceCase> const cases{{{1, -1}, {4, 100}, {1, 2}, {1, 2}},
+                                     {{-1, 3}, {-100, 0}, {0, 2}, {-1, -2}},
+                                     {{5, 0}, {0, 2}, {1, 0}, {-2, 1}},
+                                     {{2}, {2}, {2}, {1}}};  // empty
+  for (SliceCase const& c : cases) {
+    Tensor x = random_tensor({3, 6, 5}, 3);
+    OneOp o = make_op("Slice", graph::SliceAttrs{c.starts, c.ends, c.axes, c.steps}, {{"x", x, kIn}});
+    hd::SliceGeometry g;
+    ASSERT_EQ(hd::slice_geometry(x.shape(), c.starts, c.ends, c.axes, c.steps, g), "");
+    Tensor gy = random_tensor(g.out_shape, 4);
+    CpuRun cpu = cpu_run(o, {gy}, {true});
+    ASSERT_EQ(cpu.out[0].shape(), g.out_shape);
+    std::vector<float> y(hd::numel_of(g.out_shape));
+    strided_copy(x.data<float>() + g.offset, y.data(), g.out_shape, g.src_strides, hd::row_major_strides(g.out_shape),
+                 false);
+    EXPECT_MATCH(y, values(cpu.out[0]));
+    // Backward, accumulating into an existing gradient of 0.5: the CPU's fresh gradient + 0.5.
+    std::vector<float> dx(x.numel(), 0.5f), want = values(cpu.grads[0]);
+    for (float& v : want) v += 0.5f;
+    strided_copy(gy.data<float>(), dx.data() + g.offset, g.out_shape, hd::row_major_strides(g.out_shape), g.src_strides,
+                 true);
+    EXPECT_MATCH(dx, want);
+  }
+}
+
+TEST(HdMove, ExpandMatchesTheCpuBackendAndItsBackwardSumsBroadcastDims) {
+  Tensor x = random_tensor({3, 1, 4, 1}, 5);
+  std::vector<int64_t> const target{2, 3, 5, 4, 6};
+  OneOp o = make_op("Expand", graph::ExpandAttrs{target}, {{"x", x, kIn}});
+  std::vector<int64_t> shape;
+  ASSERT_TRUE(hd::broadcast_shapes(x.shape(), target, shape));
+  ASSERT_EQ(shape, target);
+  Tensor gy = random_tensor(shape, 6);
+  CpuRun cpu = cpu_run(o, {gy}, {true});
+  std::vector<float> y(hd::numel_of(shape));
+  strided_copy(x.data<float>(), y.data(), shape, hd::broadcast_strides(x.shape(), shape), hd::row_major_strides(shape),
+               false);
+  EXPECT_MATCH(y, values(cpu.out[0]));
+  hd::ReduceParams p;
+  ASSERT_TRUE(hd::make_reduce(shape, x.shape(), p));
+  EXPECT_EQ(p.reduced_count, 2 * 5 * 6);
+  std::vector<float> dx(x.numel());
+  for (int64_t i = 0; i < x.numel(); ++i) hd::reduce_at(gy.data<float>(), dx.data(), p, i, false);
+  EXPECT_MATCH(dx, values(cpu.grads[0]), 1e-5);
+  std::vector<int64_t> bad;
+  EXPECT_FALSE(hd::broadcast_shapes({3, 2}, {4, 3}, bad));
+}
+
+TEST(HdMove, ConcatAndItsBackwardMatchTheCpuBackendExactly) {
+  Tensor a = random_tensor({2, 3, 4}, 7), b = random_tensor({2, 1, 4}, 8), c = random_tensor({2, 5, 4}, 9);
+  OneOp o = make_op("Concat", graph::ConcatAttrs{-2}, {{"a", a, kIn}, {"b", b, kIn}, {"c", c, kIn}});
+  std::vector<int64_t> const whole{2, 9, 4};
+  Tensor gy = random_tensor(whole, 10);
+  CpuRun cpu = cpu_run(o, {gy}, {true, true, true});
+  std::vector<int64_t> const ws = hd::row_major_strides(whole);
+  std::vector<float> y(hd::numel_of(whole));
+  int64_t off = 0;
+  for (Tensor const* t : {&a, &b, &c}) {
+    strided_copy(t->data<float>(), y.data() + off * ws[1], t->shape(), hd::row_major_strides(t->shape()), ws, false);
+    std::vector<float> g(t->numel());
+    strided_copy(gy.data<float>() + off * ws[1], g.data(), t->shape(), ws, hd::row_major_strides(t->shape()), false);
+    EXPECT_MATCH(g, values(cpu.grads[t == &a ? 0 : t == &b ? 1 : 2]));
+    off += t->dim(1);
+  }
+  EXPECT_MATCH(y, values(cpu.out[0]));
+}
+
+TEST(HdMove, SplitAndItsBackwardMatchTheCpuBackendExactly) {
+  Tensor x = random_tensor({3, 4, 7}, 11);
+  std::vector<int64_t> const sizes{2, 0, 5};
+  OneOp o = make_op("Split", graph::SplitAttrs{2, sizes}, {{"x", x, kIn}}, 3);
+  std::vector<Tensor> gys{random_tensor({3, 4, 2}, 12), Tensor(), random_tensor({3, 4, 5}, 13)};
+  CpuRun cpu = cpu_run(o, gys, {true});
+  std::vector<int64_t> const ws = hd::row_major_strides(x.shape());
+  std::vector<float> dx(x.numel(), 0.f);  // the op zeroes the gradient (an output may have none)
+  int64_t off = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    std::vector<int64_t> s = x.shape();
+    s[2] = sizes[i];
+    std::vector<float> y(hd::numel_of(s));
+    strided_copy(x.data<float>() + off, y.data(), s, ws, hd::row_major_strides(s), false);
+    EXPECT_MATCH(y, values(cpu.out[i]));
+    if (gys[i].defined()) strided_copy(gys[i].data<float>(), dx.data() + off, s, hd::row_major_strides(s), ws, false);
+    off += sizes[i];
+  }
+  EXPECT_MATCH(dx, values(cpu.grads[0]));
+}
+
+// Gather's backward as the kernels run it: keys sorted stably (the CUB radix sort), then one
+// segmented sum per distinct index.
+std::vector<float> gather_backward_twin(Tensor const& gy, int64_t outer, int64_t axis_dim, int64_t inner,
+                                        std::vector<int64_t> const& idx) {
+  int64_t const n = static_cast<int64_t>(idx.size());
+  std::vector<int32_t> keys(n), pos(n);
+  for (int64_t j = 0; j < n; ++j) keys[j] = hd::gather_key(idx.data(), j, axis_dim);
+  std::iota(pos.begin(), pos.end(), 0);
+  std::stable_sort(pos.begin(), pos.end(), [&](int32_t a, int32_t b) { return keys[a] < keys[b]; });
+  std::vector<int32_t> sorted(n);
+  for (int64_t p = 0; p < n; ++p) sorted[p] = keys[pos[p]];
+  std::vector<float> dx(outer * axis_dim * inner, 0.f);
+  for (int64_t e = 0; e < outer * n * inner; ++e)
+    hd::gather_backward_at(gy.data<float>(), axis_dim, inner, sorted.data(), pos.data(), n, dx.data(), e);
+  return dx;
+}
+
+TEST(HdMove, GatherAndItsDeterministicScatterAddMatchTheCpuBackendExactly) {
+  for (int64_t axis : {0, 1, 2}) {
+    Tensor data = random_tensor({4, 5, 3}, 14);
+    std::vector<int64_t> const idx{1, -1, 2, 1, 0, 1, -2};  // repeats: the backward sums them
+    OneOp o = make_op("Gather", graph::GatherAttrs{axis}, {{"data", data, kIn}, {"idx", int_tensor({7}, idx), kIn}});
+    std::vector<int64_t> shape = data.shape();
+    shape[axis] = 7;
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= shape[i];
+    for (int64_t i = axis + 1; i < 3; ++i) inner *= shape[i];
+    int64_t const axis_dim = data.dim(static_cast<int>(axis));
+    Tensor gy = random_tensor(shape, 15);
+    CpuRun cpu = cpu_run(o, {gy}, {true, false});
+    std::vector<float> y(hd::numel_of(shape));
+    for (int64_t e = 0; e < static_cast<int64_t>(y.size()); ++e)
+      EXPECT_TRUE(hd::gather_at(data.data<float>(), axis_dim, inner, idx.data(), 7, y.data(), e));
+    EXPECT_MATCH(y, values(cpu.out[0]));
+    EXPECT_MATCH(gather_backward_twin(gy, outer, axis_dim, inner, idx), values(cpu.grads[0]));
+  }
+}
+
+TEST(HdMove, AnOutOfRangeGatherIndexIsFlaggedAndNeverReadLikeTheCpuError) {
+  Tensor data = random_tensor({4, 3}, 16);
+  std::vector<int64_t> const idx{0, 4, -5, 3};
+  OneOp o = make_op("Gather", graph::GatherAttrs{0}, {{"data", data, kIn}, {"idx", int_tensor({4}, idx), kIn}});
+  CpuBackend be;
+  std::vector<Tensor> out;
+  Status const s = be.forward(OpCall{o.the_op(), o.graph, true, 7}, o.inputs, out, nullptr);
+  EXPECT_FALSE(s.is_ok());
+  std::vector<float> y(12, 9.f);
+  std::vector<bool> ok;
+  for (int64_t e = 0; e < 12; ++e) ok.push_back(hd::gather_at(data.data<float>(), 4, 3, idx.data(), 4, y.data(), e));
+  EXPECT_TRUE(ok[0] && ok[9]);
+  EXPECT_FALSE(ok[3] || ok[6]);  // positions 1 and 2: the kernel's flag takes the smallest, 1
+  EXPECT_EQ(y[3], 0.f);
+  // The backward skips them (key axis_dim sorts last).
+  EXPECT_EQ(hd::gather_key(idx.data(), 1, 4), 4);
+  EXPECT_EQ(hd::gather_key(idx.data(), 2, 4), 4);
+  Tensor gy = random_tensor({4, 3}, 17);
+  std::vector<float> dx = gather_backward_twin(gy, 1, 4, 3, idx);
+  std::vector<float> want(12, 0.f);
+  for (int64_t w = 0; w < 3; ++w) {
+    want[0 * 3 + w] = gy.data<float>()[0 * 3 + w];
+    want[3 * 3 + w] = gy.data<float>()[3 * 3 + w];
+  }
+  EXPECT_MATCH(dx, want);
+}
+
+struct PoolCase {
+  std::string type;
+  graph::PoolAttrs attrs;
+  std::vector<int64_t> x_shape;
+  double tol;  // 0: exact (max pooling without overlapping windows)
+};
+
+hd::PoolMode mode_of(graph::PoolAttrs const& a) {
+  if (a.kind == graph::PoolKind::kMax) return hd::PoolMode::kMax;
+  return a.count_include_pad && a.kind != graph::PoolKind::kGlobalAverage ? hd::PoolMode::kAverageIncludePad
+                                                                          : hd::PoolMode::kAverageExcludePad;
+}
+
+TEST(HdMove, PoolingForwardAndBackwardMatchTheCpuBackend) {
+  using K = graph::PoolKind;
+  std::vector<PoolCase> const cases{
+      {"MaxPool", {K::kMax, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, false}, {2, 3, 6, 8}, 0},
+      {"MaxPool", {K::kMax, {3, 3}, {2, 1}, {1, 1, 1, 0}, false, true}, {2, 2, 7, 6}, 1e-6},
+      {"MaxPool", {K::kMax, {3}, {2}, {1, 1}, false, true}, {2, 3, 10}, 1e-6},
+      {"AveragePool", {K::kAverage, {3, 2}, {2, 2}, {1, 0, 1, 1}, false, true}, {2, 3, 7, 6}, 1e-5},
+      {"AveragePool", {K::kAverage, {3, 2}, {2, 2}, {1, 0, 1, 1}, true, true}, {2, 3, 7, 6}, 1e-5},
+      {"AveragePool", {K::kAverage, {2, 3, 2}, {1, 2, 2}, {0, 1, 1, 1, 0, 0}, true, false}, {1, 2, 4, 5, 5}, 1e-5},
+      {"AveragePool", {K::kAverage, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, false}, {1, 2, 5, 5}, 1e-5},
+      {"GlobalAveragePool", {K::kGlobalAverage, {}, {}, {}, false, false}, {2, 4, 5, 3}, 1e-5},
+  };
+  for (PoolCase const& c : cases) {
+    SCOPED_TRACE(c.type + " on " + Tensor(c.x_shape).shape_string());
+    Tensor x = distinct_tensor(c.x_shape, 18);
+    hd::PoolParams p;
+    std::vector<int64_t> y_shape;
+    bool const global = c.attrs.kind == K::kGlobalAverage;
+    ASSERT_EQ(hd::pool_params(c.x_shape, mode_of(c.attrs), global, c.attrs.kernel, c.attrs.strides, c.attrs.pads,
+                              c.attrs.ceil_mode, p, y_shape),
+              "");
+    OneOp o = make_op(c.type, c.attrs, {{"x", x, kIn}});
+    Tensor gy = random_tensor(y_shape, 19);
+    CpuRun cpu = cpu_run(o, {gy}, {true});
+    ASSERT_EQ(cpu.out[0].shape(), y_shape);
+    std::vector<float> y(hd::numel_of(y_shape));
+    std::vector<int32_t> argmax(y.size());
+    for (int64_t e = 0; e < static_cast<int64_t>(y.size()); ++e)
+      y[e] = hd::pool_forward_at(x.data<float>(), p, e, argmax[e], std::numeric_limits<float>::lowest());
+    EXPECT_MATCH(y, values(cpu.out[0]), p.mode == hd::PoolMode::kMax ? 0 : c.tol);
+    std::vector<float> dx(x.numel());
+    for (int64_t e = 0; e < x.numel(); ++e)
+      hd::pool_backward_at(gy.data<float>(), argmax.data(), p, e, dx.data(), false);
+    EXPECT_MATCH(dx, values(cpu.grads[0]), c.tol);
+  }
+}
+
+TEST(HdMove, PoolParamsRejectWhatTheCpuBackendRejects) {
+  hd::PoolParams p;
+  std::vector<int64_t> y;
+  EXPECT_NE(hd::pool_params({1, 2, 3, 3}, hd::PoolMode::kMax, false, {5, 5}, {1, 1}, {0, 0, 0, 0}, false, p, y), "");
+  EXPECT_NE(hd::pool_params({1, 2}, hd::PoolMode::kMax, false, {1}, {1}, {}, false, p, y), "");
+  EXPECT_EQ(hd::pool_params({1, 2, 3, 3}, hd::PoolMode::kMax, false, {5, 5}, {1, 1}, {1, 1, 1, 1}, false, p, y), "");
+  EXPECT_EQ(y, (std::vector<int64_t>{1, 2, 1, 1}));
+}
+
+}  // namespace
+}  // namespace gp::exec::testing
