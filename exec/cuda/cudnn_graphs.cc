@@ -1,0 +1,331 @@
+#include "exec/cuda/cudnn_graphs.h"
+
+#include <cudnn_frontend.h>
+
+#include <memory>
+#include <unordered_map>
+
+#include "exec/cuda/cuda_check.h"
+#include "exec/cuda/device_context.h"
+
+namespace gp::exec::cuda {
+namespace {
+
+namespace fe = cudnn_frontend;
+using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+std::string dims_string(std::vector<int64_t> const& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::vector<int64_t> contiguous(std::vector<int64_t> const& d) {
+  std::vector<int64_t> s(d.size(), 1);
+  for (std::size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
+  return s;
+}
+
+// cuDNN wants at least two spatial dims: a trailing unit dim makes 1-D (and BN's 0-D) ones 2-D.
+std::vector<int64_t> at_least_4d(std::vector<int64_t> v) {
+  while (v.size() < 4) v.push_back(1);
+  return v;
+}
+
+template <typename T>
+constexpr fe::DataType_t fe_type();
+template <>
+constexpr fe::DataType_t fe_type<float>() {
+  return fe::DataType_t::FLOAT;
+}
+
+void configure(fe::graph::Graph& g, fe::DataType_t io) {
+  g.set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
+}
+
+TensorPtr input(fe::graph::Graph& g, char const* name, std::vector<int64_t> const& dims, fe::DataType_t type) {
+  return g.tensor(
+      fe::graph::Tensor_attributes().set_name(name).set_dim(dims).set_stride(contiguous(dims)).set_data_type(type));
+}
+
+void output(TensorPtr const& t, std::vector<int64_t> const& dims, fe::DataType_t type) {
+  t->set_output(true).set_data_type(type).set_dim(dims).set_stride(contiguous(dims));
+}
+
+// The conv parameters lifted to ≥ 2 spatial dims.
+struct Conv4 {
+  std::vector<int64_t> x, w, y, stride, dilation, pre, post;
+};
+
+Conv4 lift(ConvShape const& s) {
+  Conv4 c{at_least_4d(s.x), at_least_4d(s.w), at_least_4d(s.y), s.stride, s.dilation, s.pad_begin, s.pad_end};
+  while (c.stride.size() < 2) {
+    c.stride.push_back(1), c.dilation.push_back(1), c.pre.push_back(0), c.post.push_back(0);
+  }
+  return c;
+}
+
+template <typename A>
+A conv_attrs(Conv4 const& c, char const* name) {
+  return A().set_name(name).set_pre_padding(c.pre).set_post_padding(c.post).set_stride(c.stride).set_dilation(
+      c.dilation);
+}
+
+Status fe_check(fe::error_t e, std::string const& what, char const* step, bool support) {
+  if (e.is_good()) return Status::ok();
+  std::string const msg = "cuDNN " + what + ": " + step + " failed: " + e.get_message();
+  return support ? unsupported(msg + " (cuDNN cannot run this graph on this device; no fallback)")
+                 : internal_error(msg);
+}
+
+struct Entry {
+  std::unique_ptr<fe::graph::Graph> graph;
+  std::vector<TensorPtr> io;  // bound in this order by run()
+  int64_t workspace = 0;
+};
+
+// Lowers, plans and sizes a graph whose tensors are in e.io.
+Status finish(Entry& e, cudnnHandle_t handle, std::string const& what) {
+  fe::graph::Graph& g = *e.graph;
+  RETURN_IF_ERROR(fe_check(g.validate(), what, "validate", false));
+  RETURN_IF_ERROR(fe_check(g.build_operation_graph(handle), what, "build_operation_graph", true));
+  RETURN_IF_ERROR(fe_check(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), what,
+                           "create_execution_plans", true));
+  RETURN_IF_ERROR(fe_check(g.check_support(), what, "check_support", true));
+  RETURN_IF_ERROR(fe_check(g.build_plans(), what, "build_plans", true));
+  RETURN_IF_ERROR(fe_check(g.get_workspace_size(e.workspace), what, "get_workspace_size", false));
+  return Status::ok();
+}
+
+// The cached entry for `key`, built by `build` on a miss.
+template <typename F>
+Result<Entry*> cached(DeviceContext const& ctx, std::string const& key, std::string const& what, F&& build) {
+  thread_local std::unordered_map<std::string, std::unique_ptr<Entry>> cache;
+  std::string const full = std::to_string(ctx.device) + "|" + key;
+  auto it = cache.find(full);
+  if (it != cache.end()) return it->second.get();
+  auto e = std::make_unique<Entry>();
+  e->graph = std::make_unique<fe::graph::Graph>();
+  build(*e->graph, e->io);
+  RETURN_IF_ERROR(finish(*e, ctx.cudnn, what));
+  return cache.emplace(full, std::move(e)).first->second.get();
+}
+
+Status run(DeviceContext const& ctx, Entry const& e, std::vector<void*> const& ptrs, std::string const& what) {
+  if (ptrs.size() != e.io.size()) return internal_error("cuDNN " + what + ": wrong number of bound tensors");
+  std::unordered_map<TensorPtr, void*> pack;
+  for (std::size_t i = 0; i < ptrs.size(); ++i) {
+    if (ptrs[i] == nullptr) return internal_error("cuDNN " + what + ": tensor " + std::to_string(i) + " is unbound");
+    pack.emplace(e.io[i], ptrs[i]);
+  }
+  Tensor ws;
+  if (e.workspace > 0) {
+    ASSIGN_OR_RETURN(ws, empty({e.workspace}, DType::kUInt8));
+  }
+  return fe_check(e.graph->execute(ctx.cudnn, pack, ws.defined() ? ws.raw() : nullptr), what, "execute", false);
+}
+
+std::string conv_key(char const* kind, ConvShape const& s, fe::DataType_t t) {
+  return std::string(kind) + s.describe() + " t" + std::to_string(static_cast<int>(t));
+}
+
+}  // namespace
+
+std::string ConvShape::describe() const {
+  return "x " + dims_string(x) + " w " + dims_string(w) + " y " + dims_string(y) + " stride " + dims_string(stride) +
+         " dilation " + dims_string(dilation) + " pads " + dims_string(pad_begin) + dims_string(pad_end) + " group " +
+         std::to_string(group);
+}
+
+Result<ConvShape> conv_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& w, graph::ConvAttrs const& a) {
+  if (x.size() < 3 || x.size() > 5 || w.size() != x.size())
+    return invalid_argument("input " + dims_string(x) + " and weight " + dims_string(w) +
+                            " must have the same rank, 3 to 5");
+  int64_t const group = a.group;
+  if (group < 1 || x[1] != w[1] * group || w[0] % group != 0)
+    return invalid_argument("input channels " + std::to_string(x[1]) + " do not match weight " + dims_string(w) +
+                            " with group " + std::to_string(group));
+  ConvShape s;
+  s.x = x, s.w = w, s.group = group;
+  s.y = {x[0], w[0]};
+  std::size_t const sp = x.size() - 2, half = a.pads.size() / 2;
+  for (std::size_t i = 0; i < sp; ++i) {
+    int64_t const st = i < a.strides.size() ? a.strides[i] : 1;
+    int64_t const d = i < a.dilations.size() ? a.dilations[i] : 1;
+    int64_t const pb = i < half ? a.pads[i] : 0, pe = i < half ? a.pads[i + half] : 0;
+    int64_t const out = (x[2 + i] + pb + pe - ((w[2 + i] - 1) * d + 1)) / st + 1;
+    if (st < 1 || d < 1 || out <= 0) return invalid_argument("kernel larger than the padded input " + dims_string(x));
+    s.y.push_back(out);
+    s.stride.push_back(st), s.dilation.push_back(d), s.pad_begin.push_back(pb), s.pad_end.push_back(pe);
+  }
+  return s;
+}
+
+Result<std::vector<int64_t>> cudnn_conv_output_dims(ConvShape const& s) {
+  Conv4 const c = lift(s);
+  fe::graph::Graph g;
+  configure(g, fe::DataType_t::FLOAT);
+  TensorPtr const x = input(g, "X", c.x, fe::DataType_t::FLOAT);
+  TensorPtr const w = input(g, "W", c.w, fe::DataType_t::FLOAT);
+  TensorPtr const y = g.conv_fprop(x, w, conv_attrs<fe::graph::Conv_fprop_attributes>(c, "fprop"));
+  y->set_output(true);
+  RETURN_IF_ERROR(fe_check(g.validate(), "conv fprop " + s.describe(), "validate", false));
+  std::vector<int64_t> dims = y->get_dim();
+  dims.resize(s.x.size());  // drop the unit dim lift() added
+  return dims;
+}
+
+template <typename T>
+Status conv_fprop(ConvShape const& s, T const* x, T const* w, T* y) {
+  ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
+  fe::DataType_t const t = fe_type<T>();
+  std::string const what = "conv fprop " + s.describe();
+  ASSIGN_OR_RETURN(Entry * e,
+                   cached(*ctx, conv_key("fprop", s, t), what, [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
+                     Conv4 const c = lift(s);
+                     configure(g, t);
+                     TensorPtr const X = input(g, "X", c.x, t), W = input(g, "W", c.w, t);
+                     TensorPtr const Y = g.conv_fprop(X, W, conv_attrs<fe::graph::Conv_fprop_attributes>(c, "fprop"));
+                     output(Y, c.y, t);
+                     io = {X, W, Y};
+                   }));
+  return run(*ctx, *e, {const_cast<T*>(x), const_cast<T*>(w), y}, what);
+}
+
+template <typename T>
+Status conv_dgrad(ConvShape const& s, T const* dy, T const* w, T* dx) {
+  ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
+  fe::DataType_t const t = fe_type<T>();
+  std::string const what = "conv dgrad " + s.describe();
+  ASSIGN_OR_RETURN(Entry * e,
+                   cached(*ctx, conv_key("dgrad", s, t), what, [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
+                     Conv4 const c = lift(s);
+                     configure(g, t);
+                     TensorPtr const DY = input(g, "DY", c.y, t), W = input(g, "W", c.w, t);
+                     TensorPtr const DX = g.conv_dgrad(DY, W, conv_attrs<fe::graph::Conv_dgrad_attributes>(c, "dgrad"));
+                     output(DX, c.x, t);
+                     io = {DY, W, DX};
+                   }));
+  return run(*ctx, *e, {const_cast<T*>(dy), const_cast<T*>(w), dx}, what);
+}
+
+template <typename T>
+Status conv_wgrad(ConvShape const& s, T const* x, T const* dy, T* dw) {
+  ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
+  fe::DataType_t const t = fe_type<T>();
+  std::string const what = "conv wgrad " + s.describe();
+  ASSIGN_OR_RETURN(Entry * e,
+                   cached(*ctx, conv_key("wgrad", s, t), what, [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
+                     Conv4 const c = lift(s);
+                     configure(g, t);
+                     TensorPtr const X = input(g, "X", c.x, t), DY = input(g, "DY", c.y, t);
+                     TensorPtr const DW = g.conv_wgrad(DY, X, conv_attrs<fe::graph::Conv_wgrad_attributes>(c, "wgrad"));
+                     output(DW, c.w, t);
+                     io = {X, DY, DW};
+                   }));
+  return run(*ctx, *e, {const_cast<T*>(x), const_cast<T*>(dy), dw}, what);
+}
+
+namespace {
+
+std::vector<int64_t> channel_dims(std::vector<int64_t> const& x4) { return {1, x4[1], 1, 1}; }
+
+TensorPtr scalar_by_value(fe::graph::Graph& g, char const* name) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_dim({1, 1, 1, 1})
+                      .set_stride({1, 1, 1, 1})
+                      .set_is_pass_by_value(true)
+                      .set_data_type(fe::DataType_t::FLOAT));
+}
+
+std::string bn_key(char const* kind, std::vector<int64_t> const& x, fe::DataType_t t) {
+  return std::string(kind) + dims_string(x) + " t" + std::to_string(static_cast<int>(t));
+}
+
+}  // namespace
+
+template <typename T>
+Status batchnorm_train(std::vector<int64_t> const& x_shape, float epsilon, float exp_avg_factor, BnTrainPtrs const& p) {
+  ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
+  fe::DataType_t const t = fe_type<T>();
+  std::string const what = "batchnorm training forward x " + dims_string(x_shape);
+  ASSIGN_OR_RETURN(
+      Entry * e,
+      cached(*ctx, bn_key("bn_train", x_shape, t), what, [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
+        std::vector<int64_t> const x4 = at_least_4d(x_shape), c4 = channel_dims(x4);
+        fe::DataType_t const f = fe::DataType_t::FLOAT;
+        configure(g, t);
+        TensorPtr X = input(g, "X", x4, t), S = input(g, "scale", c4, f), B = input(g, "bias", c4, f);
+        TensorPtr RM = input(g, "running_mean", c4, f), RV = input(g, "running_var", c4, f);
+        TensorPtr EPS = scalar_by_value(g, "epsilon"), MOM = scalar_by_value(g, "momentum");
+        auto attrs = fe::graph::Batchnorm_attributes().set_epsilon(EPS).set_previous_running_stats(RM, RV, MOM);
+        auto [Y, MEAN, INV, NM, NV] = g.batchnorm(X, S, B, attrs);
+        output(Y, x4, t);
+        for (TensorPtr const& stat : {MEAN, INV, NM, NV}) output(stat, c4, f);
+        io = {X, S, B, RM, RV, Y, MEAN, INV, NM, NV, EPS, MOM};
+      }));
+  float eps = epsilon, factor = exp_avg_factor;  // pass-by-value scalars: host pointers
+  return run(*ctx, *e,
+             {const_cast<void*>(p.x), const_cast<void*>(p.scale), const_cast<void*>(p.bias),
+              const_cast<void*>(p.running_mean), const_cast<void*>(p.running_var), p.y, p.mean, p.inv_variance,
+              p.next_running_mean, p.next_running_var, &eps, &factor},
+             what);
+}
+
+template <typename T>
+Status batchnorm_infer(std::vector<int64_t> const& x_shape, BnInferPtrs const& p) {
+  ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
+  fe::DataType_t const t = fe_type<T>();
+  std::string const what = "batchnorm inference forward x " + dims_string(x_shape);
+  ASSIGN_OR_RETURN(
+      Entry * e,
+      cached(*ctx, bn_key("bn_infer", x_shape, t), what, [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
+        std::vector<int64_t> const x4 = at_least_4d(x_shape), c4 = channel_dims(x4);
+        fe::DataType_t const f = fe::DataType_t::FLOAT;
+        configure(g, t);
+        TensorPtr X = input(g, "X", x4, t), S = input(g, "scale", c4, f), B = input(g, "bias", c4, f);
+        TensorPtr M = input(g, "mean", c4, f), IV = input(g, "inv_variance", c4, f);
+        TensorPtr Y = g.batchnorm_inference(X, M, IV, S, B, fe::graph::Batchnorm_inference_attributes());
+        output(Y, x4, t);
+        io = {X, S, B, M, IV, Y};
+      }));
+  return run(*ctx, *e,
+             {const_cast<void*>(p.x), const_cast<void*>(p.scale), const_cast<void*>(p.bias), const_cast<void*>(p.mean),
+              const_cast<void*>(p.inv_variance), p.y},
+             what);
+}
+
+template <typename T>
+Status batchnorm_backward(std::vector<int64_t> const& x_shape, BnBackwardPtrs const& p) {
+  ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
+  fe::DataType_t const t = fe_type<T>();
+  std::string const what = "batchnorm backward x " + dims_string(x_shape);
+  ASSIGN_OR_RETURN(
+      Entry * e, cached(*ctx, bn_key("bn_bwd", x_shape, t), what, [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
+        std::vector<int64_t> const x4 = at_least_4d(x_shape), c4 = channel_dims(x4);
+        fe::DataType_t const f = fe::DataType_t::FLOAT;
+        configure(g, t);
+        TensorPtr DY = input(g, "DY", x4, t), X = input(g, "X", x4, t), S = input(g, "scale", c4, f);
+        TensorPtr M = input(g, "mean", c4, f), IV = input(g, "inv_variance", c4, f);
+        auto attrs = fe::graph::Batchnorm_backward_attributes().set_saved_mean_and_inv_variance(M, IV);
+        auto [DX, DS, DB] = g.batchnorm_backward(DY, X, S, attrs);
+        output(DX, x4, t);
+        output(DS, c4, f);
+        output(DB, c4, f);
+        io = {DY, X, S, M, IV, DX, DS, DB};
+      }));
+  return run(*ctx, *e,
+             {const_cast<void*>(p.dy), const_cast<void*>(p.x), const_cast<void*>(p.scale), const_cast<void*>(p.mean),
+              const_cast<void*>(p.inv_variance), p.dx, p.dscale, p.dbias},
+             what);
+}
+
+template Status conv_fprop<float>(ConvShape const&, float const*, float const*, float*);
+template Status conv_dgrad<float>(ConvShape const&, float const*, float const*, float*);
+template Status conv_wgrad<float>(ConvShape const&, float const*, float const*, float*);
+template Status batchnorm_train<float>(std::vector<int64_t> const&, float, float, BnTrainPtrs const&);
+template Status batchnorm_infer<float>(std::vector<int64_t> const&, BnInferPtrs const&);
+template Status batchnorm_backward<float>(std::vector<int64_t> const&, BnBackwardPtrs const&);
+
+}  // namespace gp::exec::cuda

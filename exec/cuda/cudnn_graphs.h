@@ -1,0 +1,68 @@
+// cuDNN graphs (through cudnn-frontend) for Conv fprop/dgrad/wgrad and BatchNormalization, fp32
+// NCHW-contiguous. cudnn_graphs.cc is the only translation unit that includes cudnn_frontend.h
+// (~30 s to compile): this header holds our own types only.
+//
+// Each graph is validated, lowered, given plans from heuristics A then FALLBACK, checked, built
+// and its workspace sized once per key (op, dims, strides, dtype, conv parameters, epsilon and
+// momentum, device), in a thread_local cache (plans are not promised to be thread-safe).
+//
+// When cuDNN cannot run a graph (build_operation_graph, check_support or build_plans fails) the
+// call returns kUnsupported naming the graph and cuDNN's message. There is no silent fallback:
+// the backend reports the op as unsupported at its first run, with that reason.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "graph/op_attrs.h"
+
+namespace gp::exec::cuda {
+
+// A convolution's geometry: x [N,C,spatial...], w [K,C/group,kernel...], y [N,K,out...];
+// 1 to 3 spatial dims.
+struct ConvShape {
+  std::vector<int64_t> x, w, y;
+  std::vector<int64_t> stride, dilation, pad_begin, pad_end;
+  int64_t group = 1;
+  std::string describe() const;
+};
+
+// ONNX's Conv output-shape rule (out = (in + pad_b + pad_e - ((k-1)·d + 1)) / s + 1) and checks.
+Result<ConvShape> conv_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& w, graph::ConvAttrs const& a);
+
+// Builds the conv fprop graph for `s` (its y is ignored) and runs validate() only: cuDNN's
+// inferred output dims. Works without a GPU (no handle is made).
+Result<std::vector<int64_t>> cudnn_conv_output_dims(ConvShape const& s);
+
+// Enqueued on the current context's compute stream; outputs are overwritten.
+template <typename T>
+Status conv_fprop(ConvShape const& s, T const* x, T const* w, T* y);
+template <typename T>
+Status conv_dgrad(ConvShape const& s, T const* dy, T const* w, T* dx);
+template <typename T>
+Status conv_wgrad(ConvShape const& s, T const* x, T const* dy, T* dw);
+
+// BatchNormalization on x [N,C,...] (rank 2 to 5); per-channel vectors have C elements.
+struct BnTrainPtrs {
+  void const *x, *scale, *bias, *running_mean, *running_var;
+  void *y, *mean, *inv_variance, *next_running_mean, *next_running_var;
+};
+struct BnInferPtrs {
+  void const *x, *scale, *bias, *mean, *inv_variance;
+  void* y;
+};
+struct BnBackwardPtrs {
+  void const *dy, *x, *scale, *mean, *inv_variance;
+  void *dx, *dscale, *dbias;
+};
+// exp_avg_factor is cuDNN's: next = (1 - f)·running + f·batch statistic (ONNX momentum = 1 - f).
+template <typename T>
+Status batchnorm_train(std::vector<int64_t> const& x_shape, float epsilon, float exp_avg_factor, BnTrainPtrs const& p);
+template <typename T>
+Status batchnorm_infer(std::vector<int64_t> const& x_shape, BnInferPtrs const& p);
+template <typename T>
+Status batchnorm_backward(std::vector<int64_t> const& x_shape, BnBackwardPtrs const& p);
+
+}  // namespace gp::exec::cuda

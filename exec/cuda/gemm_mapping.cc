@@ -1,0 +1,371 @@
+#include "exec/cuda/gemm_mapping.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace gp::exec::cuda {
+namespace {
+
+char const* buf_name(Buf b) {
+  switch (b) {
+    case Buf::kNone:
+      return "-";
+    case Buf::kA:
+      return "A";
+    case Buf::kB:
+      return "B";
+    case Buf::kC:
+      return "C";
+    case Buf::kY:
+      return "Y";
+    case Buf::kDY:
+      return "dY";
+    case Buf::kDA:
+      return "dA";
+    case Buf::kDB:
+      return "dB";
+    case Buf::kDC:
+      return "dC";
+    case Buf::kOnes:
+      return "ones";
+    case Buf::kTmp:
+      return "tmp";
+  }
+  return "?";
+}
+
+std::string dims_string(std::vector<int64_t> const& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+int64_t prod(std::vector<int64_t> const& v, std::size_t from, std::size_t to) {
+  int64_t p = 1;
+  for (std::size_t i = from; i < to; ++i) p *= v[i];
+  return p;
+}
+
+std::vector<int64_t> pad_front(std::vector<int64_t> v, std::size_t rank) {
+  v.insert(v.begin(), rank - v.size(), 1);
+  return v;
+}
+
+// Element strides of an operand's batch dims within the full batch (0 where it is broadcast).
+std::vector<int64_t> batch_strides(std::vector<int64_t> const& shape, std::vector<int64_t> const& full_batch) {
+  std::size_t const nb = full_batch.size();
+  std::vector<int64_t> s(nb, 0);
+  int64_t step = shape[nb] * shape[nb + 1];
+  for (std::size_t i = nb; i-- > 0;) {
+    s[i] = shape[i] == 1 ? 0 : step;
+    step *= shape[i];
+  }
+  return s;
+}
+
+// Splits a batched row-major product over `dims` into strided-batched calls. x and y are the
+// operands in base.b and base.a (rowmajor_call's swap), d the output, whose stride is 0 on the
+// dims it is summed over. Summed dims are looped outermost, so the first call to touch a slice
+// of D uses first_beta and every later one adds (beta 1); one call never writes a slice twice.
+void add_batched(GemmPlan& plan, LtCall const& base, std::vector<int64_t> const& dims, std::vector<int64_t> const& sx,
+                 std::vector<int64_t> const& sy, std::vector<int64_t> const& sd, float first_beta) {
+  std::vector<std::size_t> reduced, kept;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 1) continue;
+    (sd[i] == 0 ? reduced : kept).push_back(i);
+  }
+  std::vector<std::size_t> order = reduced;
+  order.insert(order.end(), kept.begin(), kept.end());
+  int64_t count = 1, rx = 0, ry = 0, rd = 0;
+  std::size_t run_start = order.size();
+  if (!kept.empty()) {
+    std::size_t const last = order.back();
+    count = dims[last];
+    rx = sx[last], ry = sy[last], rd = sd[last];
+    run_start = order.size() - 1;
+    while (run_start > reduced.size()) {
+      std::size_t const j = order[run_start - 1];
+      if (sx[j] != rx * count || sy[j] != ry * count || sd[j] != rd * count) break;
+      count *= dims[j];
+      --run_start;
+    }
+  }
+  std::vector<std::size_t> const outer(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(run_start));
+  std::vector<int64_t> idx(outer.size(), 0);
+  while (true) {
+    LtCall c = base;
+    bool first = true;
+    for (std::size_t i = 0; i < outer.size(); ++i) {
+      std::size_t const dim = outer[i];
+      c.offset_b += idx[i] * sx[dim];
+      c.offset_a += idx[i] * sy[dim];
+      c.offset_c += idx[i] * sd[dim];
+      if (i < reduced.size() && idx[i] != 0) first = false;
+    }
+    c.beta = first ? first_beta : 1.f;
+    c.batch = count;
+    if (count > 1) c.stride_b = rx, c.stride_a = ry, c.stride_c = rd;
+    plan.calls.push_back(c);
+    std::size_t i = outer.size();
+    for (; i > 0; --i) {
+      if (++idx[i - 1] < dims[outer[i - 1]]) break;
+      idx[i - 1] = 0;
+    }
+    if (i == 0) break;
+  }
+}
+
+}  // namespace
+
+std::string describe(LtCall const& c) {
+  std::ostringstream o;
+  if (c.kind == LtKind::kAxpby) {
+    o << "axpby " << buf_name(c.d) << "[" << c.m << "x" << c.n << " ld " << c.ldc << "] = " << c.alpha << "*"
+      << buf_name(c.a) << "(ld " << c.lda << ") + " << c.beta << "*" << buf_name(c.c);
+    return o.str();
+  }
+  o << "matmul m=" << c.m << " n=" << c.n << " k=" << c.k << " " << buf_name(c.d) << " = " << c.alpha << "*"
+    << buf_name(c.a) << (c.op_a == LtOp::kT ? "^T" : "") << "(ld " << c.lda << ")*" << buf_name(c.b)
+    << (c.op_b == LtOp::kT ? "^T" : "") << "(ld " << c.ldb << ") + " << c.beta << "*" << buf_name(c.c) << " (ld "
+    << c.ldc << ")";
+  if (c.epilogue != LtEpilogue::kNone)
+    o << " epilogue "
+      << (c.epilogue == LtEpilogue::kBias     ? "BIAS"
+          : c.epilogue == LtEpilogue::kBgradA ? "BGRADA"
+                                              : "BGRADB")
+      << " " << buf_name(c.bias);
+  if (c.batch > 1) o << " batch " << c.batch << " strides " << c.stride_a << "/" << c.stride_b << "/" << c.stride_c;
+  if (c.offset_a || c.offset_b || c.offset_c) o << " offsets " << c.offset_a << "/" << c.offset_b << "/" << c.offset_c;
+  return o.str();
+}
+
+LtCall rowmajor_call(Buf x, bool tx, Buf y, bool ty, Buf d, int64_t m, int64_t n, int64_t k, float alpha, float beta) {
+  LtCall c;
+  c.a = y;
+  c.op_a = ty ? LtOp::kT : LtOp::kN;
+  c.lda = std::max<int64_t>(1, ty ? k : n);
+  c.b = x;
+  c.op_b = tx ? LtOp::kT : LtOp::kN;
+  c.ldb = std::max<int64_t>(1, tx ? m : k);
+  c.m = n;
+  c.n = m;
+  c.k = k;
+  c.c = d;
+  c.d = d;
+  c.ldc = std::max<int64_t>(1, n);
+  c.alpha = alpha;
+  c.beta = beta;
+  return c;
+}
+
+LtCall bgrad_as_matmul(LtCall const& c) {
+  LtCall r;
+  r.d = r.c = c.bias;
+  r.k = c.k;
+  if (c.epilogue == LtEpilogue::kBgradA) {  // bias[m,1] = op_a(A)[m,k] · ones[k,1]
+    r.a = c.a, r.op_a = c.op_a, r.lda = c.lda, r.offset_a = c.offset_a;
+    r.b = Buf::kOnes, r.ldb = std::max<int64_t>(1, c.k);
+    r.m = c.m, r.n = 1, r.ldc = std::max<int64_t>(1, c.m);
+  } else {  // bias[1,n] = ones[1,k] · op_b(B)[k,n]
+    r.a = Buf::kOnes, r.lda = 1;
+    r.b = c.b, r.op_b = c.op_b, r.ldb = c.ldb, r.offset_b = c.offset_b;
+    r.m = 1, r.n = c.n, r.ldc = 1;
+  }
+  return r;
+}
+
+Result<BiasKind> gemm_bias_kind(std::vector<int64_t> const& c, int64_t m, int64_t n) {
+  int64_t numel = 1;
+  for (int64_t v : c) numel *= v;
+  if (numel == 1) return BiasKind::kScalar;
+  if (c.size() == 1 && c[0] == n) return BiasKind::kPerColumn;
+  if (c.size() == 2 && c[0] == 1 && c[1] == n) return BiasKind::kPerColumn;
+  if (c.size() == 2 && c[0] == m && c[1] == 1) return BiasKind::kPerRow;
+  if (c.size() == 2 && c[0] == m && c[1] == n) return BiasKind::kFull;
+  return invalid_argument("C " + dims_string(c) + " does not broadcast to [" + std::to_string(m) + "," +
+                          std::to_string(n) + "]");
+}
+
+Result<GemmProblem> gemm_problem(std::vector<int64_t> const& a, std::vector<int64_t> const& b, bool trans_a,
+                                 bool trans_b, float alpha, float beta) {
+  if (a.size() != 2 || b.size() != 2)
+    return invalid_argument("A and B must be 2-D, got " + dims_string(a) + " and " + dims_string(b));
+  GemmProblem p;
+  p.m = trans_a ? a[1] : a[0];
+  p.k = trans_a ? a[0] : a[1];
+  p.n = trans_b ? b[0] : b[1];
+  if ((trans_b ? b[1] : b[0]) != p.k)
+    return invalid_argument("inner dimensions differ: A " + dims_string(a) + ", B " + dims_string(b));
+  p.trans_a = trans_a;
+  p.trans_b = trans_b;
+  p.alpha = alpha;
+  p.beta = beta;
+  return p;
+}
+
+GemmPlan gemm_forward_plan(GemmProblem const& p) {
+  GemmPlan plan;
+  LtCall main = rowmajor_call(Buf::kA, p.trans_a, Buf::kB, p.trans_b, Buf::kY, p.m, p.n, p.k, p.alpha, 0.f);
+  if (p.bias == BiasKind::kNone || p.beta == 0.f) {
+    plan.calls.push_back(main);
+    return plan;
+  }
+  if (p.bias == BiasKind::kFull) {
+    main.c = Buf::kC;
+    main.beta = p.beta;
+    plan.calls.push_back(main);
+    return plan;
+  }
+  if (p.bias == BiasKind::kPerColumn && p.beta == 1.f) {
+    main.epilogue = LtEpilogue::kBias;  // bias[i] per column-major row = per row-major column
+    main.bias = Buf::kC;
+    plan.calls.push_back(main);
+    return plan;
+  }
+  // Y = beta·C broadcast, written as rank-1 products with a ones vector; then the product adds.
+  if (p.bias == BiasKind::kPerColumn) {
+    plan.calls.push_back(rowmajor_call(Buf::kOnes, false, Buf::kC, false, Buf::kY, p.m, p.n, 1, p.beta, 0.f));
+    plan.ones = p.m;
+  } else if (p.bias == BiasKind::kPerRow) {
+    plan.calls.push_back(rowmajor_call(Buf::kC, false, Buf::kOnes, false, Buf::kY, p.m, p.n, 1, p.beta, 0.f));
+    plan.ones = p.n;
+  } else {  // scalar: tmp[1,N] = c·ones, Y = beta·ones[M,1]·tmp
+    plan.calls.push_back(rowmajor_call(Buf::kC, false, Buf::kOnes, false, Buf::kTmp, 1, p.n, 1, 1.f, 0.f));
+    plan.calls.push_back(rowmajor_call(Buf::kOnes, false, Buf::kTmp, false, Buf::kY, p.m, p.n, 1, p.beta, 0.f));
+    plan.ones = std::max(p.m, p.n);
+    plan.tmp = p.n;
+  }
+  main.beta = 1.f;
+  plan.calls.push_back(main);
+  return plan;
+}
+
+GemmPlan gemm_backward_plan(GemmProblem const& p, bool want_a, bool want_b, bool want_c, bool accumulate) {
+  GemmPlan plan;
+  float const acc = accumulate ? 1.f : 0.f;
+  if (want_a) {
+    plan.calls.push_back(
+        p.trans_a ? rowmajor_call(Buf::kB, p.trans_b, Buf::kDY, true, Buf::kDA, p.k, p.m, p.n, p.alpha, acc)
+                  : rowmajor_call(Buf::kDY, false, Buf::kB, !p.trans_b, Buf::kDA, p.m, p.k, p.n, p.alpha, acc));
+  }
+  want_c = want_c && p.bias != BiasKind::kNone;
+  // The bias gradient Σ_m dY[m,n] rides on the dB product when nothing scales or accumulates it.
+  bool const fuse_c =
+      want_c && want_b && p.bias == BiasKind::kPerColumn && p.alpha == 1.f && p.beta == 1.f && !accumulate;
+  if (want_b) {
+    LtCall c = p.trans_b ? rowmajor_call(Buf::kDY, true, Buf::kA, p.trans_a, Buf::kDB, p.n, p.k, p.m, p.alpha, acc)
+                         : rowmajor_call(Buf::kA, !p.trans_a, Buf::kDY, false, Buf::kDB, p.k, p.n, p.m, p.alpha, acc);
+    if (fuse_c) {
+      c.epilogue = p.trans_b ? LtEpilogue::kBgradB : LtEpilogue::kBgradA;
+      c.bias = Buf::kDC;
+    }
+    plan.calls.push_back(c);
+  }
+  if (!want_c || fuse_c) return plan;
+  switch (p.bias) {
+    case BiasKind::kPerColumn:
+      plan.calls.push_back(rowmajor_call(Buf::kOnes, false, Buf::kDY, false, Buf::kDC, 1, p.n, p.m, p.beta, acc));
+      plan.ones = p.m;
+      break;
+    case BiasKind::kPerRow:
+      plan.calls.push_back(rowmajor_call(Buf::kDY, false, Buf::kOnes, false, Buf::kDC, p.m, 1, p.n, p.beta, acc));
+      plan.ones = p.n;
+      break;
+    case BiasKind::kScalar:
+      plan.calls.push_back(rowmajor_call(Buf::kOnes, false, Buf::kDY, false, Buf::kTmp, 1, p.n, p.m, 1.f, 0.f));
+      plan.calls.push_back(rowmajor_call(Buf::kTmp, false, Buf::kOnes, false, Buf::kDC, 1, 1, p.n, p.beta, acc));
+      plan.ones = std::max(p.m, p.n);
+      plan.tmp = p.n;
+      break;
+    case BiasKind::kFull: {
+      LtCall c;
+      c.kind = LtKind::kAxpby;
+      c.a = Buf::kDY;
+      c.d = accumulate ? Buf::kTmp : Buf::kDC;
+      c.m = p.n;
+      c.n = p.m;
+      c.lda = c.ldc = std::max<int64_t>(1, p.n);
+      c.alpha = p.beta;
+      c.beta = 0.f;
+      plan.calls.push_back(c);
+      if (accumulate) {
+        plan.tmp = p.m * p.n;
+        plan.add_tmp_into_dc = true;
+      }
+      break;
+    }
+    case BiasKind::kNone:
+      break;
+  }
+  return plan;
+}
+
+Result<MatMulShapes> matmul_shapes(std::vector<int64_t> a, std::vector<int64_t> b) {
+  if (a.empty() || b.empty()) return invalid_argument("MatMul operands must have rank >= 1");
+  bool const a1 = a.size() == 1, b1 = b.size() == 1;
+  if (a1) a.insert(a.begin(), 1);
+  if (b1) b.push_back(1);
+  if (a.back() != b[b.size() - 2])
+    return invalid_argument("inner dimensions differ: " + dims_string(a) + " · " + dims_string(b));
+  MatMulShapes s;
+  s.fold = b.size() == 2 && !b1;
+  std::size_t const rank = std::max(a.size(), b.size());
+  a = pad_front(a, rank);
+  b = pad_front(b, rank);
+  std::vector<int64_t> batch(rank - 2);
+  for (std::size_t i = 0; i + 2 < rank; ++i) {
+    if (a[i] != b[i] && a[i] != 1 && b[i] != 1)
+      return invalid_argument("batch dims do not broadcast: " + dims_string(a) + " · " + dims_string(b));
+    batch[i] = a[i] == 1 ? b[i] : a[i];
+  }
+  s.a = a;
+  s.b = b;
+  s.y = batch;
+  s.y.push_back(a[rank - 2]);
+  s.y.push_back(b[rank - 1]);
+  s.out = batch;
+  if (!a1) s.out.push_back(a[rank - 2]);
+  if (!b1) s.out.push_back(b[rank - 1]);
+  return s;
+}
+
+GemmPlan matmul_forward_plan(MatMulShapes const& s) {
+  GemmPlan plan;
+  std::size_t const r = s.y.size();
+  int64_t const m = s.a[r - 2], k = s.a[r - 1], n = s.b[r - 1];
+  if (s.fold) {
+    plan.calls.push_back(rowmajor_call(Buf::kA, false, Buf::kB, false, Buf::kY, prod(s.a, 0, r - 1), n, k, 1.f, 0.f));
+    return plan;
+  }
+  std::vector<int64_t> const batch(s.y.begin(), s.y.end() - 2);
+  add_batched(plan, rowmajor_call(Buf::kA, false, Buf::kB, false, Buf::kY, m, n, k, 1.f, 0.f), batch,
+              batch_strides(s.a, batch), batch_strides(s.b, batch), batch_strides(s.y, batch), 0.f);
+  return plan;
+}
+
+GemmPlan matmul_backward_plan(MatMulShapes const& s, bool want_a, bool want_b, bool accumulate) {
+  GemmPlan plan;
+  float const acc = accumulate ? 1.f : 0.f;
+  std::size_t const r = s.y.size();
+  int64_t const m = s.a[r - 2], k = s.a[r - 1], n = s.b[r - 1];
+  if (s.fold) {
+    int64_t const rows = prod(s.a, 0, r - 1);
+    if (want_a)  // dA = dY · Bᵀ
+      plan.calls.push_back(rowmajor_call(Buf::kDY, false, Buf::kB, true, Buf::kDA, rows, k, n, 1.f, acc));
+    if (want_b)  // dB = Aᵀ · dY over all rows
+      plan.calls.push_back(rowmajor_call(Buf::kA, true, Buf::kDY, false, Buf::kDB, k, n, rows, 1.f, acc));
+    return plan;
+  }
+  std::vector<int64_t> const batch(s.y.begin(), s.y.end() - 2);
+  std::vector<int64_t> const sa = batch_strides(s.a, batch), sb = batch_strides(s.b, batch),
+                             sy = batch_strides(s.y, batch);
+  if (want_a)
+    add_batched(plan, rowmajor_call(Buf::kDY, false, Buf::kB, true, Buf::kDA, m, k, n, 1.f, 0.f), batch, sy, sb, sa,
+                acc);
+  if (want_b)
+    add_batched(plan, rowmajor_call(Buf::kA, true, Buf::kDY, false, Buf::kDB, k, n, m, 1.f, 0.f), batch, sa, sy, sb,
+                acc);
+  return plan;
+}
+
+}  // namespace gp::exec::cuda

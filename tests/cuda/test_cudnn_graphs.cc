@@ -1,0 +1,83 @@
+// cuDNN graph construction on the host: validate() alone infers a convolution's output dims (no
+// handle, no GPU), and they must equal ONNX's output-shape rule as conv_shape() computes it.
+#include "exec/cuda/cudnn_graphs.h"
+
+#include <gtest/gtest.h>
+
+namespace gp::exec::cuda {
+namespace {
+
+struct Case {
+  std::vector<int64_t> x, w, stride, dilation, pads;
+  int64_t group = 1;
+};
+
+graph::ConvAttrs attrs_of(Case const& c) {
+  graph::ConvAttrs a;
+  a.kernel.assign(c.w.begin() + 2, c.w.end());
+  a.strides = c.stride;
+  a.dilations = c.dilation;
+  a.pads = c.pads;
+  a.group = c.group;
+  return a;
+}
+
+std::vector<Case> cases() {
+  return {
+      {{8, 3, 56, 56}, {32, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1},  // same padding
+      {{2, 4, 17, 19}, {6, 4, 3, 5}, {2, 3}, {1, 1}, {0, 1, 2, 0}, 1},   // strides, asymmetric pads
+      {{2, 4, 20, 20}, {8, 1, 3, 3}, {1, 1}, {2, 3}, {2, 3, 2, 3}, 4},   // depthwise-style groups, dilation
+      {{1, 6, 9, 11}, {4, 3, 2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}, 2},    // grouped, stride 2
+      {{3, 2, 31}, {5, 2, 4}, {3}, {2}, {1, 2}, 1},                      // 1-D
+      {{1, 2, 5, 6, 7}, {3, 2, 3, 2, 3}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1, 1, 0, 2}, 1},  // 3-D
+  };
+}
+
+std::string dims(std::vector<int64_t> const& v) {
+  std::string s;
+  for (int64_t d : v) s += std::to_string(d) + " ";
+  return s;
+}
+
+TEST(CudnnGraphs, ValidateInfersOnnxConvOutputDims) {
+  for (Case const& c : cases()) {
+    auto s = conv_shape(c.x, c.w, attrs_of(c));
+    ASSERT_TRUE(s.is_ok()) << s.status().message();
+    SCOPED_TRACE(s->describe());
+    auto got = cudnn_conv_output_dims(*s);
+    ASSERT_TRUE(got.is_ok()) << got.status().message();
+    EXPECT_EQ(dims(*got), dims(s->y));
+  }
+}
+
+TEST(CudnnGraphs, OnnxRuleGivesTheKnownResNetStemShape) {
+  graph::ConvAttrs a;
+  a.strides = {2, 2}, a.dilations = {1, 1}, a.pads = {3, 3, 3, 3};
+  auto s = conv_shape({8, 3, 224, 224}, {64, 3, 7, 7}, a);
+  ASSERT_TRUE(s.is_ok());
+  EXPECT_EQ(s->y, (std::vector<int64_t>{8, 64, 112, 112}));
+}
+
+// The comparison can fail: the same conv with one pad changed has different cuDNN dims.
+TEST(CudnnGraphs, ADifferentPadGivesDifferentDims) {
+  Case c = cases()[1];
+  auto s = conv_shape(c.x, c.w, attrs_of(c));
+  ASSERT_TRUE(s.is_ok());
+  ConvShape other = *s;
+  other.pad_end[0] += 3;
+  auto got = cudnn_conv_output_dims(other);
+  ASSERT_TRUE(got.is_ok()) << got.status().message();
+  EXPECT_NE(dims(*got), dims(s->y));
+}
+
+TEST(CudnnGraphs, MismatchedChannelsOrGroupsAreRejectedBeforeCudnn) {
+  graph::ConvAttrs a;
+  a.group = 2;
+  EXPECT_FALSE(conv_shape({1, 6, 8, 8}, {4, 2, 3, 3}, a).is_ok());  // 6 != 2·2
+  a.group = 1;
+  EXPECT_FALSE(conv_shape({1, 3, 2, 2}, {4, 3, 5, 5}, a).is_ok());  // kernel larger than input
+  EXPECT_FALSE(conv_shape({1, 3, 8}, {4, 3, 3, 3}, a).is_ok());     // ranks differ
+}
+
+}  // namespace
+}  // namespace gp::exec::cuda
