@@ -1,0 +1,293 @@
+#include "exec/cuda/cuda_backend.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <cudnn_graph.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <new>
+#include <stdexcept>
+
+#include "exec/cuda/caching_allocator.h"
+#include "exec/cuda/cuda_check.h"
+#include "exec/cuda/cuda_ops.h"
+#include "exec/cuda/device_context.h"
+#include "exec/cuda/device_memory.h"
+#include "exec/cuda/ops_common.h"
+
+namespace gp::exec {
+namespace {
+
+using cuda::KernelEntry;
+
+// CPU ops the CUDA backend does not run yet, and why (supports() names the reason; the
+// kernel-parity test fails if a CPU op is neither here nor in a family's table).
+std::map<std::string, std::string> const& unsupported_table() {
+  static std::map<std::string, std::string> const table = {};
+  return table;
+}
+
+struct Table {
+  std::map<std::pair<std::string, DType>, KernelEntry> entries;
+};
+
+Table const& kernel_table() {
+  static Table const table = [] {
+    Table t;
+    for (auto family : {cuda::math_kernels, cuda::move_kernels, cuda::dnn_kernels})
+      for (KernelEntry& e : family()) {
+        auto key = std::make_pair(e.op_type, e.dtype);
+        t.entries.emplace(std::move(key), std::move(e));
+      }
+    return t;
+  }();
+  return table;
+}
+
+DType data_dtype(graph::Op const& op, graph::OpGraph const& graph) {
+  if (op.inputs.empty() || op.inputs[0] == graph::kNoTensor) return DType::kFloat32;
+  return graph.tensor(op.inputs[0]).dtype;
+}
+
+KernelEntry const* find(graph::Op const& op, graph::OpGraph const& graph) {
+  auto it = kernel_table().entries.find({op.type, data_dtype(op, graph)});
+  return it == kernel_table().entries.end() ? nullptr : &it->second;
+}
+
+std::string describe(graph::Op const& op, graph::OpGraph const& graph) {
+  return "op type '" + op.type + "' (node '" + op.name + "', dtype " + graph::dtype_name(data_dtype(op, graph)) + ")";
+}
+
+Status with_op(Status s, OpCall const& call) {
+  if (s.is_ok()) return s;
+  return s.with_context(call.op.type + " '" + call.op.name + "'");
+}
+
+// Runs one kernel-table function: a device allocation that fails inside it (exec::Allocator
+// throws, as it cannot return a Status) becomes the allocator's out-of-memory Status.
+template <typename F>
+Status guarded(cuda::CachingAllocator& alloc, OpCall const& call, F&& f) {
+  try {
+    return with_op(f(), call);
+  } catch (std::bad_alloc const&) {
+    return with_op(infeasible(alloc.last_error()), call);
+  } catch (std::runtime_error const& e) {
+    return with_op(internal_error(e.what()), call);
+  }
+}
+
+}  // namespace
+
+struct CudaBackend::Events {
+  std::mutex mu;
+  std::vector<cudaEvent_t> free;
+  std::map<uint64_t, cudaEvent_t> live;
+  uint64_t next = 1;
+};
+
+std::vector<std::string> CudaBackend::op_types() {
+  std::vector<std::string> out;
+  for (auto const& [key, entry] : kernel_table().entries) out.push_back(key.first);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::map<std::string, std::string> CudaBackend::unsupported_ops() { return unsupported_table(); }
+
+std::map<std::string, CudaBackend::Coverage> CudaBackend::coverage() {
+  std::map<std::string, Coverage> out;
+  for (auto const& [key, e] : kernel_table().entries)
+    if (key.second == DType::kFloat32)
+      out[key.first] = {e.kernels.forward != nullptr, e.kernels.backward_input != nullptr,
+                        e.kernels.backward_weight != nullptr};
+  return out;
+}
+
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, CudaBackendOptions const& options) {
+  RETURN_IF_ERROR(cuda::device_available());
+  std::unique_ptr<CudaBackend> b(new CudaBackend());
+  RETURN_IF_ERROR(b->init(device, options));
+  return b;
+}
+
+Status CudaBackend::init(int device, CudaBackendOptions const& options) {
+  int count = 0;
+  GP_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count)
+    return invalid_argument("CUDA device " + std::to_string(device) + " does not exist: this machine has " +
+                            std::to_string(count) + " (use --devices " + std::to_string(count) + " or fewer)");
+  device_ = device;
+  GP_CUDA_CHECK(cudaSetDevice(device));
+  ctx_ = std::make_unique<cuda::DeviceContext>();
+  ctx_->device = device;
+  GP_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_->compute, cudaStreamNonBlocking));
+  GP_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_->comm, cudaStreamNonBlocking));
+  raw_ = std::make_unique<cuda::CudaDeviceMemory>(device);
+  alloc_ = std::make_unique<cuda::CachingAllocator>(*raw_, device);
+  alloc_->set_default_stream(cuda::stream_id(ctx_->compute));
+  if (options.memory_limit_bytes > 0) alloc_->set_memory_limit(static_cast<std::size_t>(options.memory_limit_bytes));
+  ctx_->allocator = alloc_.get();
+  cublasLtHandle_t lt = nullptr;
+  GP_CUBLAS_CHECK(cublasLtCreate(&lt));
+  ctx_->cublaslt = lt;
+  ctx_->cublaslt_workspace_bytes = options.cublaslt_workspace_bytes;
+  GP_CUDA_CHECK(cudaMalloc(&ctx_->cublaslt_workspace, ctx_->cublaslt_workspace_bytes));
+  cudnnHandle_t dnn = nullptr;
+  GP_CUDNN_CHECK(cudnnCreate(&dnn));
+  ctx_->cudnn = dnn;
+  GP_CUDNN_CHECK(cudnnSetStream(dnn, ctx_->compute));
+  events_ = std::make_unique<Events>();
+  return Status::ok();
+}
+
+CudaBackend::~CudaBackend() {
+  if (!ctx_) return;
+  (void)cudaSetDevice(device_);
+  (void)synchronize();
+  if (events_) {
+    for (cudaEvent_t e : events_->free) (void)cudaEventDestroy(e);
+    for (auto& [id, e] : events_->live) (void)cudaEventDestroy(e);
+  }
+  if (ctx_->cudnn) (void)cudnnDestroy(ctx_->cudnn);
+  if (ctx_->cublaslt) (void)cublasLtDestroy(ctx_->cublaslt);
+  if (ctx_->cublaslt_workspace) (void)cudaFree(ctx_->cublaslt_workspace);
+  alloc_.reset();  // returns the cached segments before the streams go
+  if (ctx_->compute) (void)cudaStreamDestroy(ctx_->compute);
+  if (ctx_->comm) (void)cudaStreamDestroy(ctx_->comm);
+}
+
+std::string CudaBackend::name() const { return "cuda:" + std::to_string(device_); }
+
+Allocator& CudaBackend::allocator() { return *alloc_; }
+
+void* CudaBackend::stream(StreamKind kind) const {
+  return kind == StreamKind::kCompute ? static_cast<void*>(ctx_->compute) : static_cast<void*>(ctx_->comm);
+}
+
+Status CudaBackend::supports(graph::Op const& op, graph::OpGraph const& graph) const { return supports_op(op, graph); }
+
+Status CudaBackend::supports_op(graph::Op const& op, graph::OpGraph const& graph) {
+  auto miss = [&](std::string const& why) {
+    return unsupported(describe(op, graph) + " is not supported by the CUDA backend: " + why);
+  };
+  if (auto u = unsupported_table().find(op.type); u != unsupported_table().end()) return miss(u->second);
+  KernelEntry const* e = find(op, graph);
+  if (e == nullptr) return miss("no CUDA kernel for this op type and dtype");
+  if (op.inputs.size() < e->min_inputs)
+    return miss("needs at least " + std::to_string(e->min_inputs) + " inputs, has " + std::to_string(op.inputs.size()));
+  for (std::size_t i = 0; i < e->min_inputs; ++i)
+    if (op.inputs[i] == graph::kNoTensor) return miss("input " + std::to_string(i) + " is missing");
+  if (e->kernels.check)
+    if (Status s = e->kernels.check(op, graph); !s) return miss(s.message());
+  return Status::ok();
+}
+
+Status CudaBackend::forward(OpCall const& call, std::vector<Tensor> const& inputs, std::vector<Tensor>& outputs,
+                            Saved* saved) {
+  KernelEntry const* e = find(call.op, call.graph);
+  if (e == nullptr) return supports(call.op, call.graph);
+  if (inputs.size() < e->min_inputs)
+    return invalid_argument(call.op.type + " '" + call.op.name + "': given " + std::to_string(inputs.size()) +
+                            " inputs, needs " + std::to_string(e->min_inputs));
+  for (std::size_t i = 0; i < e->min_inputs; ++i)
+    if (!inputs[i].defined())
+      return invalid_argument(call.op.type + " '" + call.op.name + "': input " + std::to_string(i) + " is undefined");
+  cuda::ScopedContext scope(*ctx_);
+  if (saved) saved->tensors.clear();
+  return guarded(*alloc_, call, [&] { return e->kernels.forward(call, inputs, outputs, saved); });
+}
+
+Status CudaBackend::backward_input(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                                   std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs) {
+  KernelEntry const* e = find(call.op, call.graph);
+  if (e == nullptr) return supports(call.op, call.graph);
+  cuda::ScopedContext scope(*ctx_);
+  grad_inputs.assign(call.op.inputs.size(), Tensor());
+  return guarded(*alloc_, call,
+                 [&] { return e->kernels.backward_input(call, saved, grad_outputs, needs_grad, grad_inputs, false); });
+}
+
+Status CudaBackend::backward_weight(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                                    std::vector<Tensor>& weight_grads) {
+  KernelEntry const* e = find(call.op, call.graph);
+  if (e == nullptr) return supports(call.op, call.graph);
+  std::vector<bool> wanted(weight_grads.size(), false);
+  bool any = false;
+  for (std::size_t i = 0; i < weight_grads.size(); ++i) {
+    wanted[i] = weight_grads[i].defined();
+    any = any || wanted[i];
+  }
+  if (!any) return Status::ok();
+  cuda::ScopedContext scope(*ctx_);
+  return guarded(*alloc_, call,
+                 [&] { return e->kernels.backward_weight(call, saved, grad_outputs, wanted, weight_grads, true); });
+}
+
+Status CudaBackend::backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                             std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                             std::vector<Tensor>& weight_grads) {
+  KernelEntry const* e = find(call.op, call.graph);
+  if (e == nullptr) return supports(call.op, call.graph);
+  if (e->kernels.backward_both == nullptr)
+    return Backend::backward(call, saved, grad_outputs, needs_grad, grad_inputs, weight_grads);
+  cuda::ScopedContext scope(*ctx_);
+  return guarded(*alloc_, call, [&] {
+    return e->kernels.backward_both(call, saved, grad_outputs, needs_grad, grad_inputs, weight_grads);
+  });
+}
+
+Backend::Event CudaBackend::record(StreamKind stream) {
+  cuda::ScopedContext scope(*ctx_);
+  std::lock_guard lock(events_->mu);
+  cudaEvent_t e = nullptr;
+  if (!events_->free.empty()) {
+    e = events_->free.back();
+    events_->free.pop_back();
+  } else if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
+    (void)cudaGetLastError();
+    // No event: make the next wait a full synchronisation instead (correct, slower).
+    return {~uint64_t{0}};
+  }
+  if (cudaEventRecord(e, stream == StreamKind::kCompute ? ctx_->compute : ctx_->comm) != cudaSuccess) {
+    (void)cudaGetLastError();
+    events_->free.push_back(e);
+    return {~uint64_t{0}};
+  }
+  uint64_t const id = events_->next++;
+  events_->live.emplace(id, e);
+  return {id};
+}
+
+Status CudaBackend::wait(StreamKind stream, Event event) {
+  if (event.id == 0) return Status::ok();
+  if (event.id == ~uint64_t{0}) return synchronize();
+  cudaEvent_t e = nullptr;
+  {
+    std::lock_guard lock(events_->mu);
+    auto it = events_->live.find(event.id);
+    if (it == events_->live.end()) return internal_error("wait for an unknown event " + std::to_string(event.id));
+    e = it->second;
+    events_->live.erase(it);
+  }
+  // The event is recycled after the wait is enqueued: a later record re-arms it, and CUDA
+  // resolves cudaStreamWaitEvent against the record that preceded the call.
+  Status s = Status::ok();
+  if (cudaError_t rc = cudaStreamWaitEvent(stream == StreamKind::kCompute ? ctx_->compute : ctx_->comm, e, 0);
+      rc != cudaSuccess)
+    s = cuda::cuda_error(rc, "cudaStreamWaitEvent", __FILE__, __LINE__);
+  std::lock_guard lock(events_->mu);
+  events_->free.push_back(e);
+  return s;
+}
+
+Status CudaBackend::synchronize() {
+  cuda::ScopedContext scope(*ctx_);
+  GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
+  GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->comm));
+  return Status::ok();
+}
+
+}  // namespace gp::exec

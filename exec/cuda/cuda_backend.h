@@ -1,0 +1,98 @@
+// The CUDA backend: one device, its compute and communication streams, a stream-aware caching
+// allocator, cuBLASLt for Gemm/MatMul, cuDNN (graph API) for Conv and BatchNormalization, and
+// kernels/cuda for everything else. Same interface and conventions as the CPU backend
+// (exec/cpu/cpu_backend.h), which is its reference: tests/cuda compares every op with it.
+//
+// Kernel table: the families of exec/cuda/ops_*.cc plus the CPU ops this backend does not run,
+// each with the reason (supports() reports it, so a plan is refused before anything runs).
+// fp32 only for now; entries are keyed by op type and dtype so bf16/fp16 add entries.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exec/backend.h"
+
+namespace gp::exec::cuda {
+struct DeviceContext;
+class CachingAllocator;
+class CudaDeviceMemory;
+}  // namespace gp::exec::cuda
+
+namespace gp::exec {
+
+struct CudaBackendOptions {
+  std::size_t cublaslt_workspace_bytes = std::size_t{32} << 20;  // Hopper wants 32 MiB (llm.c)
+  int64_t memory_limit_bytes = 0;  // 0: the device's own; else the plan's per-device limit
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // The backend of CUDA device `device`: kUnsupported "no usable CUDA GPU ..." without one.
+  static Result<std::unique_ptr<CudaBackend>> create(int device, CudaBackendOptions const& options = {});
+  ~CudaBackend() override;
+
+  std::string name() const override;  // "cuda:<index>"
+  DeviceRef device() const override { return {DeviceKind::kCuda, device_}; }
+  Allocator& allocator() override;
+
+  Status supports(graph::Op const& op, graph::OpGraph const& graph) const override;
+  Status forward(OpCall const& call, std::vector<Tensor> const& inputs, std::vector<Tensor>& outputs,
+                 Saved* saved) override;
+  Status backward_input(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                        std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs) override;
+  Status backward_weight(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                         std::vector<Tensor>& weight_grads) override;
+  Status backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                  std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                  std::vector<Tensor>& weight_grads) override;
+
+  Tensor empty(std::vector<int64_t> shape, DType dtype = DType::kFloat32) override;
+  Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::kFloat32) override;
+  Status fill(Tensor& t, float value) override;
+  Status copy(Tensor const& src, Tensor& dst) override;
+  Status add_into(Tensor& dst, Tensor const& src) override;
+  Status copy_chunks(Tensor const& src, std::vector<int> const& src_chunks, Tensor& dst,
+                     std::vector<int> const& dst_chunks, int axis, int64_t chunk) override;
+  Result<double> loss(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows,
+                      Tensor& grad) override;
+  Status optimizer_update(OptimizerConfig const& config, int64_t step, Tensor& param, Tensor const& grad,
+                          std::vector<Tensor*> const& state) override;
+
+  Event record(StreamKind stream) override;
+  Status wait(StreamKind stream, Event event) override;
+  Status synchronize() override;
+
+  // The raw streams (cudaStream_t) for transports that enqueue on them (NCCL).
+  void* stream(StreamKind kind) const;
+  // The device's caching allocator (statistics: raw mallocs, peaks).
+  cuda::CachingAllocator& caching_allocator() { return *alloc_; }
+
+  // The op types this backend runs (sorted), and those it does not with the reason. Static
+  // tables: they need no GPU (the kernel-parity test reads them, and a run is checked against
+  // them before any device is touched).
+  static std::vector<std::string> op_types();
+  static std::map<std::string, std::string> unsupported_ops();
+  struct Coverage {
+    bool forward = false, backward_input = false, backward_weight = false;
+  };
+  static std::map<std::string, Coverage> coverage();  // per op type (float32 entries)
+  // What supports() answers, without a device: Ok or kUnsupported naming op, dtype and reason.
+  static Status supports_op(graph::Op const& op, graph::OpGraph const& graph);
+
+ private:
+  CudaBackend() = default;
+  Status init(int device, CudaBackendOptions const& options);
+  Status device_op_error(std::string const& what) const;
+
+  int device_ = 0;
+  std::unique_ptr<cuda::DeviceContext> ctx_;
+  std::unique_ptr<cuda::CudaDeviceMemory> raw_;  // declared before alloc_: outlives it
+  std::unique_ptr<cuda::CachingAllocator> alloc_;
+  struct Events;
+  std::unique_ptr<Events> events_;
+};
+
+}  // namespace gp::exec

@@ -1,0 +1,167 @@
+// The CUDA backend's device operations (exec/backend.h): everything is enqueued on the compute
+// stream; only loss() synchronises, for the scalar it returns (and the label check).
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <numeric>
+
+#include "exec/cuda/caching_allocator.h"
+#include "exec/cuda/cuda_backend.h"
+#include "exec/cuda/cuda_check.h"
+#include "exec/cuda/device_context.h"
+#include "kernels/cuda/device_ops.h"
+
+namespace gp::exec {
+namespace {
+
+bool on_host(Tensor const& t) { return t.device().kind == DeviceKind::kCpu; }
+
+}  // namespace
+
+Status CudaBackend::device_op_error(std::string const& what) const { return internal_error(name() + ": " + what); }
+
+Tensor CudaBackend::empty(std::vector<int64_t> shape, DType dtype) { return Tensor(std::move(shape), dtype, *alloc_); }
+
+Tensor CudaBackend::zeros(std::vector<int64_t> shape, DType dtype) {
+  cuda::ScopedContext scope(*ctx_);
+  Tensor t(std::move(shape), dtype, *alloc_);
+  // Backend::zeros cannot return a Status: a failed memset surfaces at the next checked call on
+  // this stream (every later op checks its launch and the step ends with a checked sync).
+  if (t.nbytes() > 0) (void)cudaMemsetAsync(t.raw(), 0, t.nbytes(), ctx_->compute);
+  return t;
+}
+
+Status CudaBackend::fill(Tensor& t, float value) {
+  cuda::ScopedContext scope(*ctx_);
+  if (t.dtype() != DType::kFloat32) return unsupported(name() + " fill: " + graph::dtype_name(t.dtype()));
+  if (on_host(t)) {
+    t.fill(value);
+    return Status::ok();
+  }
+  GP_CUDA_CHECK(kernels::cuda::fill(t.data<float>(), value, t.numel(), ctx_->compute));
+  return Status::ok();
+}
+
+Status CudaBackend::copy(Tensor const& src, Tensor& dst) {
+  cuda::ScopedContext scope(*ctx_);
+  if (src.dtype() != dst.dtype() || src.numel() != dst.numel())
+    return device_op_error("copy " + src.shape_string() + " into " + dst.shape_string());
+  if (src.nbytes() == 0 || src.raw() == dst.raw()) return Status::ok();
+  if (on_host(src) && on_host(dst)) {
+    std::memcpy(dst.raw(), src.raw(), src.nbytes());
+    return Status::ok();
+  }
+  // cudaMemcpyDefault: unified addressing tells host, this device and a peer apart. A host side
+  // is pageable memory, so the copy is synchronous with respect to the host: the host buffer may
+  // be reused as soon as this returns (edge copies only: data in, checkpoints, tests).
+  GP_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDefault, ctx_->compute));
+  if (on_host(src) || on_host(dst)) GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
+  return Status::ok();
+}
+
+Status CudaBackend::add_into(Tensor& dst, Tensor const& src) {
+  cuda::ScopedContext scope(*ctx_);
+  if (dst.dtype() != DType::kFloat32 || src.dtype() != DType::kFloat32 || dst.numel() != src.numel())
+    return device_op_error("add_into " + src.shape_string() + " into " + dst.shape_string());
+  GP_CUDA_CHECK(kernels::cuda::add_inplace(dst.data<float>(), src.data<float>(), dst.numel(), ctx_->compute));
+  return Status::ok();
+}
+
+Status CudaBackend::copy_chunks(Tensor const& src, std::vector<int> const& src_chunks, Tensor& dst,
+                                std::vector<int> const& dst_chunks, int axis, int64_t chunk) {
+  cuda::ScopedContext scope(*ctx_);
+  if (src.dtype() != dst.dtype() || src_chunks.size() != dst_chunks.size() || axis < 0 || axis >= src.rank() ||
+      src.rank() != dst.rank())
+    return device_op_error("copy_chunks " + src.shape_string() + " -> " + dst.shape_string());
+  int64_t outer = 1, inner = static_cast<int64_t>(graph::dtype_size(src.dtype()));
+  for (int i = 0; i < axis; ++i) outer *= src.dim(i);
+  for (int64_t i = axis + 1; i < src.rank(); ++i) inner *= src.dim(static_cast<int>(i));
+  auto const se = static_cast<std::size_t>(src.dim(axis) * inner), de = static_cast<std::size_t>(dst.dim(axis) * inner);
+  auto const bytes = static_cast<std::size_t>(chunk * inner);
+  if (bytes == 0 || outer == 0) return Status::ok();
+  auto const* s = static_cast<std::byte const*>(src.raw());
+  auto* d = static_cast<std::byte*>(dst.raw());
+  // One strided 2-D copy per chunk: `outer` rows of `bytes`, pitched by each side's axis extent.
+  for (std::size_t k = 0; k < src_chunks.size(); ++k)
+    GP_CUDA_CHECK(cudaMemcpy2DAsync(d + static_cast<std::size_t>(dst_chunks[k]) * bytes, de,
+                                    s + static_cast<std::size_t>(src_chunks[k]) * bytes, se, bytes,
+                                    static_cast<std::size_t>(outer), cudaMemcpyDefault, ctx_->compute));
+  return Status::ok();
+}
+
+Result<double> CudaBackend::loss(LossKind kind, Tensor const& output, Tensor const& labels_in, int64_t total_rows,
+                                 Tensor& grad) {
+  cuda::ScopedContext scope(*ctx_);
+  if (output.dtype() != DType::kFloat32) return unsupported("the loss needs a float32 model output");
+  ASSIGN_OR_RETURN(Tensor labels, to_device(labels_in));
+  grad = empty(output.shape(), DType::kFloat32);
+  float const scale = 1.f / static_cast<float>(total_rows);
+  if (kind == LossKind::kCrossEntropy) {
+    int64_t const classes = output.shape().back();
+    int64_t const rows = classes > 0 ? output.numel() / classes : 0;
+    if (labels.dtype() != DType::kInt64 || labels.numel() != rows)
+      return invalid_argument("cross-entropy: the model output " + output.shape_string() + " has " +
+                              std::to_string(rows) + " rows but the labels are " + labels.shape_string() + " " +
+                              graph::dtype_name(labels.dtype()) + " (need one int64 class id per row)");
+    Tensor row_loss = empty({rows}, DType::kFloat32);
+    Tensor bad = empty({1}, DType::kInt64);
+    int64_t bad_row = -1;
+    GP_CUDA_CHECK(cudaMemcpyAsync(bad.raw(), &bad_row, sizeof bad_row, cudaMemcpyHostToDevice, ctx_->compute));
+    GP_CUDA_CHECK(kernels::cuda::softmax_cross_entropy(output.data<float>(), labels.data<int64_t>(), rows, classes,
+                                                       scale, row_loss.data<float>(), grad.data<float>(),
+                                                       bad.data<int64_t>(), ctx_->compute));
+    GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
+    std::vector<float> const host = row_loss.to_vector();
+    GP_CUDA_CHECK(cudaMemcpy(&bad_row, bad.raw(), sizeof bad_row, cudaMemcpyDeviceToHost));
+    if (bad_row >= 0) {
+      int64_t label = 0;
+      GP_CUDA_CHECK(cudaMemcpy(&label, labels.data<int64_t>() + bad_row, sizeof label, cudaMemcpyDeviceToHost));
+      return invalid_argument("label " + std::to_string(label) + " (row " + std::to_string(bad_row) +
+                              ") is outside [0, " + std::to_string(classes) + ") for a model with " +
+                              std::to_string(classes) + " classes");
+    }
+    double const sum = std::accumulate(host.begin(), host.end(), 0.0);
+    return sum / static_cast<double>(total_rows);
+  }
+  if (labels.dtype() != DType::kFloat32 || labels.numel() != output.numel())
+    return invalid_argument("mse: the model output is " + output.shape_string() + " but the targets are " +
+                            labels.shape_string() + " " + graph::dtype_name(labels.dtype()));
+  Tensor elem_loss = empty({output.numel()}, DType::kFloat32);
+  GP_CUDA_CHECK(kernels::cuda::mse(output.data<float>(), labels.data<float>(), output.numel(), scale,
+                                   elem_loss.data<float>(), grad.data<float>(), ctx_->compute));
+  GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
+  std::vector<float> const host = elem_loss.to_vector();
+  return std::accumulate(host.begin(), host.end(), 0.0) / static_cast<double>(total_rows);
+}
+
+Status CudaBackend::optimizer_update(OptimizerConfig const& config, int64_t step, Tensor& param, Tensor const& grad,
+                                     std::vector<Tensor*> const& state) {
+  cuda::ScopedContext scope(*ctx_);
+  int64_t const n = param.numel();
+  switch (config.kind) {
+    case OptimizerKind::kSgd: {
+      float* buf = state.empty() ? nullptr : state[0]->data<float>();
+      GP_CUDA_CHECK(kernels::cuda::sgd_update(param.data<float>(), grad.data<float>(), buf, n, config.lr,
+                                              config.momentum, config.weight_decay, ctx_->compute));
+      return Status::ok();
+    }
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kAdamW: {
+      if (state.size() != 2) return device_op_error("adam needs two moments");
+      kernels::AdamParams p;
+      p.lr = config.lr;
+      p.beta1 = config.beta1;
+      p.beta2 = config.beta2;
+      p.eps = config.eps;
+      p.weight_decay = config.weight_decay;
+      p.decoupled = config.kind == OptimizerKind::kAdamW;
+      p.step = step;
+      GP_CUDA_CHECK(kernels::cuda::adam_update(param.data<float>(), grad.data<float>(), state[0]->data<float>(),
+                                               state[1]->data<float>(), n, p, ctx_->compute));
+      return Status::ok();
+    }
+  }
+  return device_op_error("unknown optimizer");
+}
+
+}  // namespace gp::exec

@@ -1,0 +1,47 @@
+// Internal to the CUDA backend: helpers every op family (exec/cuda/ops_*.cc) shares. The per-op
+// functions have the CPU backend's signatures (exec/op_kernels.h) and conventions
+// (exec/cpu/cpu_backend.h): views share storage, an undefined gradient means zero, weight
+// gradients are accumulated. Work is enqueued on the current context's compute stream.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "exec/cuda/cuda_check.h"
+#include "exec/cuda/cuda_ops.h"
+#include "exec/cuda/device_context.h"
+
+namespace gp::exec::cuda {
+
+Status op_error(OpCall const& call, std::string const& what);  // "<type> '<name>': what" (kInvalidArgument)
+bool wants(std::vector<bool> const& wanted, std::size_t i);
+// The current context's compute stream; internal_error outside CudaBackend.
+Result<cudaStream_t> compute_stream();
+// dst += src on the compute stream (float32, same element count, both on this device).
+Status add_into(Tensor& dst, Tensor const& src);
+// Stores gradient g into grads[i], or adds it into the existing grads[i] when accumulating.
+Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, Tensor g, bool accumulate);
+// grad_outputs[i], or device zeros of `shape` when no gradient flowed into that output.
+Result<Tensor> grad_or_zeros(std::vector<Tensor> const& grad_outputs, std::size_t i, std::vector<int64_t> const& shape);
+// Small host int64 tensors that carry shapes through Saved (metadata, never read by a kernel).
+Tensor shape_tensor(std::vector<int64_t> const& shape);
+std::vector<int64_t> shape_of(Tensor const& t);
+// The constant data of input i (a folded constant or initializer), or null.
+graph::TensorData const* constant_input(graph::Op const& op, graph::OpGraph const& graph, std::size_t i);
+
+template <typename A>
+A const* attrs_of(graph::Op const& op) {
+  return std::get_if<A>(&op.typed);
+}
+template <typename A>
+Status require_attrs(graph::Op const& op, graph::OpGraph const&) {
+  if (attrs_of<A>(op) == nullptr)
+    return unsupported(op.type + " '" + op.name + "' has no typed attributes (the importer must fill Op::typed)");
+  return Status::ok();
+}
+inline Status no_check(graph::Op const&, graph::OpGraph const&) { return Status::ok(); }
+
+}  // namespace gp::exec::cuda

@@ -1,0 +1,469 @@
+// The CUDA backend against the CPU backend (label cuda). Every op of the CUDA kernel table runs
+// forward, B and W on both backends with the same inputs (the cases of tests/exec/test_gradcheck.cc);
+// device operations, the allocator's steady state and pipeline training follow. Without a usable
+// GPU every GPU test reports SKIPPED (never passed); the host tests here (the comparison can fail,
+// the case list covers the table) run everywhere.
+//
+// Tolerances: fp32 on both sides, TF32 disabled (NVIDIA_TF32_OVERRIDE=0), sums in another order:
+// 1e-4 relative + 1e-5 absolute per element for ops, 1e-3 relative after 3 training steps.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <functional>
+#include <optional>
+#include <set>
+
+#include "exec/cuda/caching_allocator.h"
+#include "exec/cuda/cuda_backend.h"
+#include "exec/cuda/cuda_check.h"
+#include "tests/exec/op_harness.h"
+#include "tests/runtime/runtime_fixtures.h"
+
+namespace gp::exec::testing {
+namespace {
+
+using graph::TensorRole;
+constexpr TensorRole kIn = TensorRole::kInput;
+constexpr TensorRole kW = TensorRole::kWeight;
+constexpr TensorRole kConst = TensorRole::kConstant;
+
+// The first element where |got - want| > atol + rtol |want|, described; nullopt when all agree.
+std::optional<std::string> first_mismatch(std::vector<float> const& got, std::vector<float> const& want, double rtol,
+                                          double atol) {
+  if (got.size() != want.size())
+    return "sizes differ: " + std::to_string(got.size()) + " vs " + std::to_string(want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    double const d = std::abs(static_cast<double>(got[i]) - want[i]);
+    if (!(d <= atol + rtol * std::abs(static_cast<double>(want[i]))))
+      return "element " + std::to_string(i) + ": " + std::to_string(got[i]) + " vs " + std::to_string(want[i]);
+  }
+  return std::nullopt;
+}
+
+TEST(CudaCompare, TheComparisonRejectsAPerturbedResult) {
+  std::vector<float> const want{1.f, -2.f, 3e-6f, 100.f};
+  EXPECT_FALSE(first_mismatch(want, want, 1e-4, 1e-5).has_value());
+  std::vector<float> off = want;
+  off[3] *= 1.001f;  // 1e-3 relative: above the op tolerance
+  EXPECT_TRUE(first_mismatch(off, want, 1e-4, 1e-5).has_value());
+  off = want;
+  off[1] = -off[1];
+  EXPECT_TRUE(first_mismatch(off, want, 1e-4, 1e-5).has_value());
+  EXPECT_TRUE(first_mismatch({1.f}, want, 1e-4, 1e-5).has_value());
+}
+
+struct Case {
+  std::string label;
+  std::function<OneOp()> make;
+  bool training = true;
+  std::vector<int> skip_inputs{};  // not differentiated (BatchNorm running statistics)
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  auto add = [&](std::string label, std::function<OneOp()> make, bool training = true, std::vector<int> skip = {}) {
+    c.push_back({std::move(label), std::move(make), training, std::move(skip)});
+  };
+  add("Conv bias", [] {
+    return make_op("Conv", graph::ConvAttrs{{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1, true},
+                   {{"x", random_tensor({2, 3, 5, 5}, 1), kIn},
+                    {"w", random_tensor({4, 3, 3, 3}, 2), kW},
+                    {"b", random_tensor({4}, 3), kW}});
+  });
+  add("Conv grouped strided dilated", [] {
+    return make_op("Conv", graph::ConvAttrs{{3, 3}, {2, 2}, {2, 1}, {2, 1, 1, 0}, 2, false},
+                   {{"x", random_tensor({1, 4, 7, 6}, 4), kIn}, {"w", random_tensor({4, 2, 3, 3}, 5), kW}});
+  });
+  add("Gemm transB alpha beta", [] {
+    return make_op(
+        "Gemm", graph::GemmAttrs{0.7f, 1.3f, false, true, true},
+        {{"a", random_tensor({3, 4}, 8), kIn}, {"b", random_tensor({5, 4}, 9), kW}, {"c", random_tensor({5}, 10), kW}});
+  });
+  add("Gemm transA bias matrix", [] {
+    return make_op("Gemm", graph::GemmAttrs{1.f, 1.f, true, false, true},
+                   {{"a", random_tensor({4, 3}, 11), kIn},
+                    {"b", random_tensor({4, 5}, 12), kIn},
+                    {"c", random_tensor({3, 5}, 13), kIn}});
+  });
+  add("MatMul weight", [] {
+    return make_op("MatMul", graph::MatMulAttrs{},
+                   {{"a", random_tensor({2, 3, 4}, 17), kIn}, {"b", random_tensor({4, 5}, 18), kW}});
+  });
+  add("MatMul batched broadcast", [] {
+    return make_op("MatMul", graph::MatMulAttrs{},
+                   {{"a", random_tensor({2, 1, 3, 4}, 19), kIn}, {"b", random_tensor({3, 4, 2}, 20), kIn}});
+  });
+  add("MatMul vector", [] {
+    return make_op("MatMul", graph::MatMulAttrs{},
+                   {{"a", random_tensor({4}, 21), kIn}, {"b", random_tensor({2, 4, 3}, 22), kIn}});
+  });
+  add("MaxPool", [] {
+    return make_op("MaxPool", graph::PoolAttrs{graph::PoolKind::kMax, {3, 3}, {2, 2}, {1, 1, 1, 1}, false, false},
+                   {{"x", distinct_tensor({1, 2, 5, 5}, 25), kIn}});
+  });
+  add("MaxPool ceil", [] {
+    return make_op("MaxPool", graph::PoolAttrs{graph::PoolKind::kMax, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, true},
+                   {{"x", distinct_tensor({1, 2, 5, 5}, 26), kIn}});
+  });
+  add("AveragePool include pad", [] {
+    return make_op("AveragePool",
+                   graph::PoolAttrs{graph::PoolKind::kAverage, {3, 3}, {2, 2}, {1, 1, 1, 1}, true, false},
+                   {{"x", random_tensor({2, 2, 5, 5}, 28), kIn}});
+  });
+  add("GlobalAveragePool", [] {
+    return make_op("GlobalAveragePool", graph::PoolAttrs{graph::PoolKind::kGlobalAverage, {}, {}, {}, false, false},
+                   {{"x", random_tensor({2, 3, 4, 3}, 29), kIn}});
+  });
+  add("BatchNormalization training",
+      [] {
+        return make_op("BatchNormalization", graph::BatchNormAttrs{1e-5f, 0.9f, true},
+                       {{"x", random_tensor({3, 2, 2, 3}, 30), kIn},
+                        {"s", random_tensor({2}, 31), kW},
+                        {"b", random_tensor({2}, 32), kW},
+                        {"m", random_tensor({2}, 33), kConst},
+                        {"v", random_tensor({2}, 34, 0.5f, 1.f, true), kConst}});
+      },
+      true, {3, 4});
+  add("BatchNormalization inference",
+      [] {
+        return make_op("BatchNormalization", graph::BatchNormAttrs{1e-5f, 0.9f, false},
+                       {{"x", random_tensor({2, 3, 2, 2}, 35), kIn},
+                        {"s", random_tensor({3}, 36), kW},
+                        {"b", random_tensor({3}, 37), kW},
+                        {"m", random_tensor({3}, 38), kConst},
+                        {"v", random_tensor({3}, 39, 0.5f, 1.f, true), kConst}});
+      },
+      false, {3, 4});
+  add("LayerNormalization", [] {
+    return make_op("LayerNormalization", graph::LayerNormAttrs{2, 1e-5f, true},
+                   {{"x", random_tensor({2, 3, 5}, 40), kIn},
+                    {"s", random_tensor({5}, 41), kW},
+                    {"b", random_tensor({5}, 42), kW}});
+  });
+  add("LayerNormalization two axes no bias", [] {
+    return make_op("LayerNormalization", graph::LayerNormAttrs{1, 1e-5f, false},
+                   {{"x", random_tensor({2, 3, 2}, 43), kIn}, {"s", random_tensor({3, 2}, 44), kW}});
+  });
+  add("Softmax axis 1", [] {
+    return make_op("Softmax", graph::SoftmaxAttrs{1}, {{"x", random_tensor({2, 4, 3}, 45), kIn}});
+  });
+  add("Softmax last axis", [] {
+    return make_op("Softmax", graph::SoftmaxAttrs{2}, {{"x", random_tensor({2, 4, 3}, 46), kIn}});
+  });
+  for (char const* t : {"Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Abs", "Neg"})
+    add(t, [t] { return make_op(t, {}, {{"x", random_tensor({3, 7}, 47), kIn}}); });
+  add("LeakyRelu", [] {
+    return make_op("LeakyRelu", graph::LeakyReluAttrs{0.2f}, {{"x", random_tensor({3, 7}, 48), kIn}});
+  });
+  add("Gelu erf", [] { return make_op("Gelu", graph::GeluAttrs{false}, {{"x", random_tensor({3, 7}, 49), kIn}}); });
+  add("Gelu tanh", [] { return make_op("Gelu", graph::GeluAttrs{true}, {{"x", random_tensor({3, 7}, 50), kIn}}); });
+  for (char const* t : {"Sqrt", "Log"})
+    add(t, [t] { return make_op(t, {}, {{"x", random_tensor({3, 7}, 51, 0.5f, 2.f, true), kIn}}); });
+  add("Pow constant", [] {
+    return make_op(
+        "Pow", {},
+        {{"x", random_tensor({2, 5}, 52, 0.5f, 2.f, true), kIn}, {"e", Tensor::from_floats({}, {3.f}), kConst}});
+  });
+  for (char const* t : {"Add", "Sub", "Mul", "Div"}) {
+    add(std::string(t) + " broadcast", [t] {
+      return make_op(t, {},
+                     {{"a", random_tensor({2, 3, 4}, 53), kIn}, {"b", random_tensor({3, 1}, 54, 0.5f, 1.f), kIn}});
+    });
+    add(std::string(t) + " weight", [t] {
+      return make_op(t, {},
+                     {{"a", random_tensor({2, 1, 4}, 57), kIn}, {"b", random_tensor({3, 1}, 58, 0.5f, 1.f), kW}});
+    });
+  }
+  add("Dropout training", [] {
+    return make_op("Dropout", graph::DropoutAttrs{0.3f, true}, {{"x", random_tensor({4, 6}, 59), kIn}}, 2);
+  });
+  add(
+      "Dropout inference",
+      [] {
+        return make_op("Dropout", graph::DropoutAttrs{0.3f, false}, {{"x", random_tensor({4, 6}, 60), kIn}});
+      },
+      false);
+  add("Reshape", [] {
+    return make_op("Reshape", graph::ReshapeAttrs{{0, -1}, false}, {{"x", random_tensor({2, 3, 2}, 61), kIn}});
+  });
+  add("Flatten", [] { return make_op("Flatten", graph::FlattenAttrs{2}, {{"x", random_tensor({2, 3, 2}, 62), kIn}}); });
+  add("Squeeze", [] {
+    return make_op("Squeeze", graph::SqueezeAttrs{{1}}, {{"x", random_tensor({2, 1, 3}, 63), kIn}});
+  });
+  add("Unsqueeze", [] {
+    return make_op("Unsqueeze", graph::UnsqueezeAttrs{{0, 3}}, {{"x", random_tensor({2, 3}, 64), kIn}});
+  });
+  add("Identity", [] { return make_op("Identity", {}, {{"x", random_tensor({2, 3}, 65), kIn}}); });
+  add("Cast", [] { return make_op("Cast", graph::CastAttrs{1}, {{"x", random_tensor({2, 3}, 66), kIn}}); });
+  add("Expand", [] {
+    return make_op("Expand", graph::ExpandAttrs{{2, 3, 4}}, {{"x", random_tensor({3, 1}, 67), kIn}});
+  });
+  add("Transpose", [] {
+    return make_op("Transpose", graph::TransposeAttrs{{2, 0, 1}}, {{"x", random_tensor({2, 3, 4}, 68), kIn}});
+  });
+  add("Concat", [] {
+    return make_op("Concat", graph::ConcatAttrs{1},
+                   {{"a", random_tensor({2, 1, 3}, 69), kIn},
+                    {"b", random_tensor({2, 3, 3}, 70), kW},
+                    {"c", random_tensor({2, 2, 3}, 71), kIn}});
+  });
+  add("Split", [] {
+    return make_op("Split", graph::SplitAttrs{1, {1, 3, 2}}, {{"x", random_tensor({2, 6, 2}, 72), kIn}}, 3);
+  });
+  add("Slice with steps", [] {
+    return make_op("Slice", graph::SliceAttrs{{1, -1}, {100, 0}, {0, 2}, {2, -2}},
+                   {{"x", random_tensor({5, 2, 6}, 73), kIn}});
+  });
+  add("Gather embedding", [] {
+    return make_op("Gather", graph::GatherAttrs{0},
+                   {{"t", random_tensor({5, 3}, 74), kW}, {"i", int_tensor({2, 3}, {4, 0, 4, 1, -1, 2}), kIn}});
+  });
+  add("Gather axis 1", [] {
+    return make_op("Gather", graph::GatherAttrs{1},
+                   {{"x", random_tensor({2, 4, 3}, 75), kIn}, {"i", int_tensor({2}, {3, 1}), kIn}});
+  });
+  add("ReduceMean keepdims", [] {
+    return make_op("ReduceMean", graph::ReduceAttrs{{1}, true}, {{"x", random_tensor({2, 3, 4}, 76), kIn}});
+  });
+  add("ReduceSum two axes", [] {
+    return make_op("ReduceSum", graph::ReduceAttrs{{0, 2}, false}, {{"x", random_tensor({2, 3, 4}, 77), kIn}});
+  });
+  return c;
+}
+
+// What the CUDA backend does not run is refused by name before any device is touched.
+TEST(CudaOpCases, PowWithATensorExponentIsRefusedClearly) {
+  OneOp o =
+      make_op("Pow", {}, {{"x", random_tensor({2, 3}, 79, 0.5f, 2.f, true), kIn}, {"e", random_tensor({3}, 80), kIn}});
+  Status const s = CudaBackend::supports_op(o.the_op(), o.graph);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.message().find("Pow"), std::string::npos) << s.message();
+}
+
+TEST(CudaOpCases, TheCaseListCoversEveryOpOfTheCudaKernelTable) {
+  std::set<std::string> covered;
+  for (Case const& c : cases()) covered.insert(c.make().the_op().type);
+  for (std::string const& op : CudaBackend::op_types())
+    EXPECT_TRUE(covered.count(op)) << op << " is in the CUDA kernel table but has no differential case here";
+}
+
+class CudaGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("NVIDIA_TF32_OVERRIDE", "0", 1);  // fp32 means fp32 in the comparison
+    if (Status s = cuda::device_available(); !s) GTEST_SKIP() << s.message();
+    auto b = CudaBackend::create(0);
+    ASSERT_TRUE(b.is_ok()) << b.status().message();
+    gpu_ = std::move(b).value();
+  }
+  std::unique_ptr<CudaBackend> gpu_;
+  CpuBackend cpu_;
+};
+
+struct CaseRun {
+  std::vector<Tensor> outputs, grad_inputs, weight_grads;
+  Status status = Status::ok();
+};
+
+// Forward, then B and W with the same output gradients; weight accumulators start at 0.25.
+CaseRun run_case(Backend& be, OneOp const& o, Case const& c, std::vector<Tensor> const& gouts_host) {
+  CaseRun r;
+  OpCall call{o.the_op(), o.graph, c.training, 7};
+  std::vector<Tensor> inputs;
+  for (Tensor const& t : o.inputs) {
+    if (!t.defined()) {
+      inputs.emplace_back();
+      continue;
+    }
+    auto d = be.to_device(t);
+    if (!d.is_ok()) {
+      r.status = d.status();
+      return r;
+    }
+    inputs.push_back(std::move(d).value());
+  }
+  Saved saved;
+  if (r.status = be.forward(call, inputs, r.outputs, &saved); !r.status) return r;
+  std::size_t const n = o.inputs.size();
+  std::vector<Tensor> gouts;
+  for (Tensor const& g : gouts_host) gouts.push_back(g.defined() ? be.to_device(g).value() : Tensor());
+  std::vector<bool> needs(n, false);
+  r.weight_grads.assign(n, Tensor());
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!o.inputs[i].defined() || o.inputs[i].dtype() != DType::kFloat32) continue;
+    if (std::find(c.skip_inputs.begin(), c.skip_inputs.end(), static_cast<int>(i)) != c.skip_inputs.end()) continue;
+    if (o.roles[i] == kW) {
+      r.weight_grads[i] = be.empty(o.inputs[i].shape());
+      if (r.status = be.fill(r.weight_grads[i], 0.25f); !r.status) return r;
+    } else if (o.roles[i] == kIn) {
+      needs[i] = true;
+    }
+  }
+  if (r.status = be.backward_input(call, saved, gouts, needs, r.grad_inputs); !r.status) return r;
+  if (r.status = be.backward_weight(call, saved, gouts, r.weight_grads); !r.status) return r;
+  r.status = be.synchronize();
+  return r;
+}
+
+void expect_same(std::vector<Tensor> const& got, std::vector<Tensor> const& want, std::string const& what,
+                 std::size_t limit = ~std::size_t{0}) {
+  for (std::size_t k = 0; k < want.size() && k < limit; ++k) {
+    if (!want[k].defined()) continue;
+    ASSERT_LT(k, got.size()) << what << " " << k << " missing";
+    ASSERT_TRUE(got[k].defined()) << what << " " << k << " undefined on CUDA";
+    EXPECT_EQ(got[k].shape(), want[k].shape()) << what << " " << k;
+    if (auto m = first_mismatch(got[k].to_vector(), want[k].to_vector(), 1e-4, 1e-5))
+      ADD_FAILURE() << what << " " << k << ": " << *m;
+  }
+}
+
+TEST_F(CudaGpu, EveryOpMatchesTheCpuBackendForwardAndBackward) {
+  int unsupported_count = 0;
+  for (Case const& c : cases()) {
+    SCOPED_TRACE(c.label);
+    OneOp o = c.make();
+    if (Status s = gpu_->supports(o.the_op(), o.graph); !s) {
+      ADD_FAILURE() << "unsupported (not a mismatch): " << s.message();
+      ++unsupported_count;
+      continue;
+    }
+    Saved probe;
+    std::vector<Tensor> outs = run_forward(cpu_, o, c.training, 7, &probe);
+    std::vector<Tensor> gouts = loss_weights(outs);
+    gouts.resize(std::min(gouts.size(), o.the_op().outputs.size()));
+    CaseRun const want = run_case(cpu_, o, c, gouts);
+    ASSERT_TRUE(want.status.is_ok()) << want.status.message();
+    CaseRun const got = run_case(*gpu_, o, c, gouts);
+    ASSERT_TRUE(got.status.is_ok()) << "mismatch: the CUDA run failed: " << got.status.message();
+    expect_same(got.outputs, want.outputs, "output");
+    expect_same(got.grad_inputs, want.grad_inputs, "input gradient");
+    expect_same(got.weight_grads, want.weight_grads, "weight gradient");
+  }
+  EXPECT_EQ(unsupported_count, 0);
+}
+
+TEST_F(CudaGpu, DeviceOperationsMatchTheCpuBackend) {
+  Tensor const a = random_tensor({3, 4, 5}, 90), b = random_tensor({3, 4, 5}, 91);
+  for (Backend* be : std::initializer_list<Backend*>{&cpu_, gpu_.get()}) ASSERT_TRUE(be->synchronize().is_ok());
+  auto on = [&](Backend& be, Tensor const& t) { return be.to_device(t).value(); };
+  // add_into, fill, copy
+  Tensor ga = gpu_->clone(a).value(), ca = a.clone();
+  ASSERT_TRUE(gpu_->add_into(ga, on(*gpu_, b)).is_ok());
+  ASSERT_TRUE(cpu_.add_into(ca, b).is_ok());
+  EXPECT_FALSE(first_mismatch(ga.to_vector(), ca.to_vector(), 0, 0).has_value());
+  Tensor f = gpu_->empty({7});
+  ASSERT_TRUE(gpu_->fill(f, 1.5f).is_ok());
+  ASSERT_TRUE(gpu_->synchronize().is_ok());
+  EXPECT_EQ(f.to_vector(), std::vector<float>(7, 1.5f));
+  // copy_chunks: chunks 2 and 0 of axis 1 (chunk 2 rows) into chunks 0 and 1
+  Tensor const src = random_tensor({2, 6, 3}, 92);
+  Tensor gdst = gpu_->zeros({2, 4, 3}), cdst = Tensor::zeros({2, 4, 3});
+  ASSERT_TRUE(gpu_->copy_chunks(on(*gpu_, src), {2, 0}, gdst, {0, 1}, 1, 2).is_ok());
+  ASSERT_TRUE(cpu_.copy_chunks(src, {2, 0}, cdst, {0, 1}, 1, 2).is_ok());
+  ASSERT_TRUE(gpu_->synchronize().is_ok());
+  EXPECT_FALSE(first_mismatch(gdst.to_vector(), cdst.to_vector(), 0, 0).has_value());
+  // losses
+  Tensor const logits = random_tensor({4, 5}, 93, 0.1f, 3.f);
+  Tensor const labels = int_tensor({4}, {0, 4, 2, 1});
+  Tensor cg, gg;
+  double const cl = cpu_.loss(LossKind::kCrossEntropy, logits, labels, 8, cg).value();
+  auto gl = gpu_->loss(LossKind::kCrossEntropy, on(*gpu_, logits), labels, 8, gg);
+  ASSERT_TRUE(gl.is_ok()) << gl.status().message();
+  EXPECT_NEAR(*gl, cl, 1e-5 * std::abs(cl) + 1e-6);
+  EXPECT_FALSE(first_mismatch(gg.to_vector(), cg.to_vector(), 1e-4, 1e-6).has_value());
+  Tensor bad = int_tensor({4}, {0, 5, 2, 1});
+  auto badl = gpu_->loss(LossKind::kCrossEntropy, on(*gpu_, logits), bad, 8, gg);
+  ASSERT_FALSE(badl.is_ok());
+  EXPECT_NE(badl.status().message().find("label 5 (row 1)"), std::string::npos) << badl.status().message();
+  double const cm = cpu_.loss(LossKind::kMse, a, b, 3, cg).value();
+  auto gm = gpu_->loss(LossKind::kMse, on(*gpu_, a), b, 3, gg);
+  ASSERT_TRUE(gm.is_ok());
+  EXPECT_NEAR(*gm, cm, 1e-5 * std::abs(cm));
+  EXPECT_FALSE(first_mismatch(gg.to_vector(), cg.to_vector(), 1e-4, 1e-6).has_value());
+  // optimizers: three steps each
+  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW}) {
+    OptimizerConfig oc;
+    oc.kind = kind;
+    oc.lr = 0.01f;
+    oc.momentum = 0.9f;
+    oc.weight_decay = 0.01f;
+    int const moments = kind == OptimizerKind::kSgd ? 1 : 2;
+    Tensor cw = a.clone(), gw = gpu_->clone(a).value();
+    std::vector<Tensor> cs, gs;
+    for (int m = 0; m < moments; ++m) {
+      cs.push_back(Tensor::zeros(a.shape()));
+      gs.push_back(gpu_->zeros(a.shape()));
+    }
+    std::vector<Tensor*> cp, gp_;
+    for (auto& t : cs) cp.push_back(&t);
+    for (auto& t : gs) gp_.push_back(&t);
+    Tensor const gb = on(*gpu_, b);
+    for (int64_t step = 1; step <= 3; ++step) {
+      ASSERT_TRUE(cpu_.optimizer_update(oc, step, cw, b, cp).is_ok());
+      ASSERT_TRUE(gpu_->optimizer_update(oc, step, gw, gb, gp_).is_ok());
+    }
+    ASSERT_TRUE(gpu_->synchronize().is_ok());
+    EXPECT_FALSE(first_mismatch(gw.to_vector(), cw.to_vector(), 1e-5, 1e-7).has_value()) << static_cast<int>(kind);
+  }
+}
+
+// The caching allocator's steady state on a real device: after the first training step, the next
+// ones make no cudaMalloc or cudaFree (both would synchronise the device).
+TEST_F(CudaGpu, TrainingStepsAfterTheFirstMakeNoRawAllocations) {
+  auto built = models::build_graph("resnet", models::Size::kTiny, 1);
+  ASSERT_TRUE(built.is_ok()) << built.status().message();
+  graph::OpGraph const& g = *built;
+  TrainConfig const c = config_for(models::Task::kClassification, 16, 2, 3);
+  auto data = make_data_source(c.data, g, c.loss, c.seed);
+  ASSERT_TRUE(data.is_ok()) << data.status().message();
+  auto trainer = Trainer::create(c, g, *gpu_, std::move(data).value());
+  ASSERT_TRUE(trainer.is_ok()) << trainer.status().message();
+  ASSERT_TRUE((*trainer)->step().is_ok());
+  ASSERT_TRUE(gpu_->synchronize().is_ok());
+  auto const after_first = gpu_->caching_allocator().stats();
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE((*trainer)->step().is_ok());
+  ASSERT_TRUE(gpu_->synchronize().is_ok());
+  auto const after_more = gpu_->caching_allocator().stats();
+  EXPECT_EQ(after_more.raw_mallocs, after_first.raw_mallocs);
+  EXPECT_EQ(after_more.raw_frees, after_first.raw_frees);
+  EXPECT_GT(after_more.cache_hits, after_first.cache_hits);
+  std::cout << "segments " << after_more.segments << ", reserved " << after_more.bytes_reserved << " B, peak in use "
+            << after_more.peak_bytes_in_use << " B" << std::endl;
+}
+
+// Synchronous semantics on GPUs: two CUDA workers (on GPUs 0 and 1, or both on GPU 0) training a
+// 2-stage plan end with the weights the CPU reaches on one device.
+TEST_F(CudaGpu, PipelineTrainingEqualsSingleDeviceCpuTraining) {
+  int const gpus = cuda::device_count();
+  for (std::string const model : {"mlp", "resnet"}) {
+    SCOPED_TRACE(model);
+    auto built = models::build_graph(model, models::Size::kTiny, 1);
+    ASSERT_TRUE(built.is_ok()) << built.status().message();
+    auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
+    TrainConfig const c = config_for(models::Task::kClassification, 16, 4);
+    auto const want = train_single(*g, c);
+    auto plan = make_plan(g, "balanced", 2, c, false);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    auto sched = schedule::build_schedule(*plan, schedule::Policy::k1F1B, {4, 0});
+    ASSERT_TRUE(sched.is_ok()) << sched.status().message();
+    RuntimeOptions o;
+    o.worker.timeout_s = 60;
+    o.threads_per_worker = 1;
+    o.make_backend = [gpus](int device) -> Result<std::unique_ptr<Backend>> {
+      ASSIGN_OR_RETURN(auto b, CudaBackend::create(device % gpus));
+      return std::unique_ptr<Backend>(std::move(b));
+    };
+    auto rt = Runtime::create_threads(c, *g, *plan, *sched, o);
+    ASSERT_TRUE(rt.is_ok()) << rt.status().message();
+    Status const s = (*rt)->run(-1, nullptr);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    auto got = (*rt)->trained_tensors();
+    ASSERT_TRUE(got.is_ok()) << got.status().message();
+    double const worst = expect_close(*got, want, 1e-3, 1e-5, model + " on CUDA");
+    std::cout << model << ": worst relative difference to CPU " << worst << std::endl;
+  }
+}
+
+}  // namespace
+}  // namespace gp::exec::testing

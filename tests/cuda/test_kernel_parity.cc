@@ -1,0 +1,82 @@
+// Kernel-table parity (no GPU needed): every operator the CPU backend runs has a CUDA entry with
+// forward, B and W, or an explicit unsupported mark with its reason, and supports() refuses the
+// marked ones by name before any device is touched.
+#include <gtest/gtest.h>
+
+#include "exec/cpu/cpu_backend.h"
+#include "exec/cuda/cuda_backend.h"
+
+namespace gp::exec {
+namespace {
+
+TEST(CudaKernelParity, EveryCpuOpHasACudaEntryOrAnExplicitUnsupportedMark) {
+  auto const coverage = CudaBackend::coverage();
+  auto const marked = CudaBackend::unsupported_ops();
+  std::vector<std::string> missing;
+  for (std::string const& op : CpuBackend::op_types()) {
+    auto it = coverage.find(op);
+    bool const complete =
+        it != coverage.end() && it->second.forward && it->second.backward_input && it->second.backward_weight;
+    if (!complete && !marked.count(op)) missing.push_back(op);
+  }
+  EXPECT_TRUE(missing.empty()) << "CPU ops with neither a complete CUDA entry (forward, B, W) nor an unsupported mark: "
+                               << ::testing::PrintToString(missing);
+}
+
+TEST(CudaKernelParity, UnsupportedMarksGiveAReasonAndAreNotStale) {
+  auto const coverage = CudaBackend::coverage();
+  for (auto const& [op, reason] : CudaBackend::unsupported_ops()) {
+    EXPECT_FALSE(reason.empty()) << op;
+    EXPECT_EQ(coverage.count(op), 0u) << op << " is marked unsupported but has a CUDA entry";
+  }
+}
+
+TEST(CudaKernelParity, TheCudaTableRunsNoOpTheCpuReferenceLacks) {
+  // The CPU backend is the reference every CUDA op is tested against.
+  auto const cpu = CpuBackend::op_types();
+  for (std::string const& op : CudaBackend::op_types())
+    EXPECT_TRUE(std::find(cpu.begin(), cpu.end(), op) != cpu.end()) << op << " has no CPU reference";
+}
+
+graph::OpGraph one_op(std::string const& type, graph::Op& op) {
+  graph::OpGraph g;
+  graph::TensorInfo in;
+  in.name = "x";
+  in.shape.dims = {2, 3};
+  graph::TensorId const x = g.add_tensor(in);
+  g.mark_input(x);
+  graph::TensorInfo out;
+  out.name = "y";
+  graph::TensorId const y = g.add_tensor(out);
+  g.mark_output(y);
+  op.name = "n0";
+  op.type = type;
+  op.inputs = {x};
+  op.outputs = {y};
+  g.add_op(op);
+  return g;
+}
+
+TEST(CudaKernelParity, SupportsNamesTheOpAndTheReasonWithoutADevice) {
+  graph::Op op;
+  graph::OpGraph const g = one_op("NoSuchOp", op);
+  Status const s = CudaBackend::supports_op(op, g);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.message().find("'NoSuchOp'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("CUDA backend"), std::string::npos) << s.message();
+
+  graph::Op relu;
+  graph::OpGraph const g2 = one_op("Relu", relu);
+  EXPECT_TRUE(CudaBackend::supports_op(relu, g2).is_ok()) << CudaBackend::supports_op(relu, g2).to_string();
+  for (auto const& [type, reason] : CudaBackend::unsupported_ops()) {
+    graph::Op m;
+    graph::OpGraph const gm = one_op(type, m);
+    Status const sm = CudaBackend::supports_op(m, gm);
+    EXPECT_FALSE(sm.is_ok()) << type;
+    EXPECT_NE(sm.message().find(reason), std::string::npos) << sm.message();
+  }
+}
+
+}  // namespace
+}  // namespace gp::exec
