@@ -431,18 +431,34 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator(MpiLayout const& lay
   return std::unique_ptr<Communicator>(new MpiCommunicator(comm, rank, size, layout, p2p_base, coll_base));
 }
 
+namespace {
+// A test loop with a deadline over one request of MPI_COMM_WORLD (no communicator exists yet, or
+// the run's communicator is not MPI's).
+Status wait_world(MPI_Request& r, double timeout_s, char const* what) {
+  Deadline const deadline = deadline_after(timeout_s);
+  for (;;) {
+    int done = 0;
+    GP_MPI(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+    if (done) return Status::ok();
+    if (stop_requested()) return aborted_error(kInterrupted);
+    if (Clock::now() > deadline) return timeout_error(std::string(what) + " did not complete before the deadline");
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+}  // namespace
+
+Result<std::vector<uint64_t>> allgather_from_ranks(uint64_t value, double timeout_s, char const* what) {
+  int size = 1;
+  GP_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  std::vector<uint64_t> all(static_cast<std::size_t>(size));
+  MPI_Request r;
+  GP_MPI(MPI_Iallgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD, &r));
+  RETURN_IF_ERROR(wait_world(r, timeout_s, what));
+  return all;
+}
+
 Result<std::string> broadcast_from_rank0(std::string const& text, double timeout_s) {
-  auto wait = [&](MPI_Request& r, char const* what) -> Status {
-    Deadline const deadline = deadline_after(timeout_s);
-    for (;;) {
-      int done = 0;
-      GP_MPI(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
-      if (done) return Status::ok();
-      if (stop_requested()) return aborted_error(kInterrupted);
-      if (Clock::now() > deadline) return timeout_error(std::string(what) + " did not complete before the deadline");
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-  };
+  auto wait = [&](MPI_Request& r, char const* what) { return wait_world(r, timeout_s, what); };
   int64_t n = static_cast<int64_t>(text.size());
   MPI_Request r;
   GP_MPI(MPI_Ibcast(&n, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, &r));
@@ -455,9 +471,17 @@ Result<std::string> broadcast_from_rank0(std::string const& text, double timeout
 }
 
 Status check_same_run(Communicator& comm, uint64_t fingerprint, double timeout_s) {
-  auto* mpi = dynamic_cast<MpiCommunicator*>(&comm);
-  if (!mpi) return Status::ok();
-  return mpi->exchange_fingerprint(fingerprint, timeout_s);
+  if (auto* mpi = dynamic_cast<MpiCommunicator*>(&comm)) return mpi->exchange_fingerprint(fingerprint, timeout_s);
+  // Another transport under mpirun (NCCL): the same check over MPI_COMM_WORLD.
+  ASSIGN_OR_RETURN(std::vector<uint64_t> all,
+                   allgather_from_ranks(fingerprint, timeout_s, "the start-up check of plan and schedule"));
+  std::string bad;
+  for (std::size_t i = 1; i < all.size(); ++i)
+    if (all[i] != all[0]) bad += (bad.empty() ? "" : ", ") + std::to_string(i);
+  if (!bad.empty())
+    return invalid_argument("ranks " + bad + " run a different plan, schedule or config than rank 0: give every " +
+                            "rank the same files (a shared folder, or copy them to every host)");
+  return Status::ok();
 }
 
 }  // namespace gp::exec

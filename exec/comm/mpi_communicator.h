@@ -8,6 +8,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "exec/comm/communicator.h"
 
@@ -38,6 +40,9 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator(MpiLayout const& lay
 // Rank 0's `text` on every rank (before any communicator exists: what the ranks must agree on to
 // plan alike, such as rank 0's measured profile).
 Result<std::string> broadcast_from_rank0(std::string const& text, double timeout_s);
+
+// Every rank's `value`, in rank order, over MPI_COMM_WORLD (whatever the run's transport).
+Result<std::vector<uint64_t>> allgather_from_ranks(uint64_t value, double timeout_s, char const* what);
 
 // Every rank passes its fingerprint of plan + schedule + config; a rank whose value differs from
 // rank 0's makes every rank fail with a message naming it.

@@ -1,0 +1,642 @@
+#include "exec/comm/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "exec/cuda/cuda_check.h"
+
+namespace gp::exec {
+
+namespace {
+
+using cuda::cuda_error;
+using cuda::nccl_error;
+
+std::string mpi_error(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  return std::string(text, len);
+}
+
+#define GP_MPI(call)                                                                           \
+  do {                                                                                         \
+    int gp_rc_ = (call);                                                                       \
+    if (gp_rc_ != MPI_SUCCESS) return io_error(std::string(#call) + ": " + mpi_error(gp_rc_)); \
+  } while (0)
+
+// A non-blocking communicator may answer ncclInProgress: the call goes on in the background.
+#define GP_NCCL_ASYNC(expr)                                                                \
+  do {                                                                                     \
+    ncclResult_t const gp_nccl_rc_ = (expr);                                               \
+    if (gp_nccl_rc_ != ncclSuccess && gp_nccl_rc_ != ncclInProgress)                       \
+      return with_last_error(nccl_error(gp_nccl_rc_, #expr, __FILE__, __LINE__), nullptr); \
+  } while (0)
+
+Status with_last_error(Status s, ncclComm_t comm) {
+  char const* last = ncclGetLastError(comm);
+  if (last && *last) return Status(s.code(), s.message() + " (NCCL: " + last + ")");
+  return s;
+}
+
+constexpr int kAbortTag = 0;
+constexpr int kMaxTensors = 16;
+constexpr int kMaxRank = 8;
+constexpr int64_t kMagic = 0x67704e43434c3031;  // "gpNCCL01"
+
+struct Header {
+  int64_t magic, step, edge, gradient, micro_batch, src, dst, count;
+  struct Record {
+    int64_t dtype, rank, dims[kMaxRank];
+  } tensors[kMaxTensors];
+};
+
+Status wait_mpi(MPI_Request& r, Deadline deadline, std::string const& what) {
+  for (int spins = 0;; ++spins) {
+    int done = 0;
+    GP_MPI(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+    if (done) return Status::ok();
+    if (stop_requested()) return aborted_error(kInterrupted);
+    if (Clock::now() > deadline) return timeout_error(what + " did not complete before the deadline");
+    if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+// Polls a non-blocking communicator until its pending call (init, split, group) is done.
+Status wait_comm(ncclComm_t comm, Deadline deadline, std::string const& what) {
+  for (int spins = 0;; ++spins) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t const rc = ncclCommGetAsyncError(comm, &state);
+    if (rc != ncclSuccess) return with_last_error(nccl_error(rc, "ncclCommGetAsyncError", __FILE__, __LINE__), comm);
+    if (state == ncclSuccess) return Status::ok();
+    if (state != ncclInProgress) return with_last_error(nccl_error(state, what.c_str(), __FILE__, __LINE__), comm);
+    if (stop_requested()) return aborted_error(kInterrupted);
+    if (Clock::now() > deadline) return timeout_error(what + " did not complete before the deadline");
+    if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+// Every rank passes its outcome; every rank returns the first failure (by rank) or ok. A rank
+// that failed keeps its own status; the others report the failing rank's.
+Status agree(MPI_Comm comm, Status const& mine, double timeout_s, std::string const& phase) {
+  constexpr int kText = 480;
+  struct Outcome {
+    int32_t code;
+    char text[kText];
+  } out{};
+  out.code = static_cast<int32_t>(mine.code());
+  std::memcpy(out.text, mine.message().data(), std::min<std::size_t>(mine.message().size(), kText - 1));
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  std::vector<Outcome> all(static_cast<std::size_t>(size));
+  MPI_Request r;
+  GP_MPI(MPI_Iallgather(&out, sizeof out, MPI_BYTE, all.data(), sizeof out, MPI_BYTE, comm, &r));
+  Status const s = wait_mpi(r, deadline_after(timeout_s), "agreeing on " + phase + " over MPI");
+  if (!s.is_ok()) return mine.is_ok() ? s : mine;
+  if (!mine.is_ok()) return mine;
+  for (int i = 0; i < size; ++i)
+    if (all[i].code != static_cast<int32_t>(StatusCode::kOk))
+      return Status(static_cast<StatusCode>(all[i].code), "rank " + std::to_string(i) + " failed " + phase + ": " +
+                                                              std::string(all[i].text, strnlen(all[i].text, kText)));
+  return Status::ok();
+}
+
+Status local_gpu(MPI_Comm world, int* device) {
+  MPI_Comm node;
+  GP_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int local = 0;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  RETURN_IF_ERROR(cuda::device_available());  // before anything touches NCCL
+  int const n = cuda::device_count();
+  if (local >= n)
+    return invalid_argument("local rank " + std::to_string(local) + " needs GPU " + std::to_string(local) +
+                            " but this node has " + std::to_string(n) +
+                            " (start at most one rank per GPU: mpirun -np <GPUs per node>; one GPU as two NCCL ranks "
+                            "is unsupported)");
+  GP_CUDA_CHECK(cudaSetDevice(local));
+  *device = local;
+  return Status::ok();
+}
+
+Result<ncclDataType_t> nccl_type(DType d) {
+  switch (d) {
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat16:
+      return ncclFloat16;
+    case DType::kBFloat16:
+      return ncclBfloat16;
+    case DType::kFloat64:
+      return ncclFloat64;
+    default:
+      return unsupported(std::string("all-reduce of ") + graph::dtype_name(d) + " tensors over NCCL");
+  }
+}
+
+Status device_tensor(Tensor const& t, std::string const& what) {
+  if (t.defined() && t.device().kind != DeviceKind::kCuda)
+    return invalid_argument(what +
+                            " is in host memory: the NCCL transport moves GPU tensors (run with the CUDA "
+                            "backend, or use the MPI transport for CPU tensors)");
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<int> select_local_gpu(double timeout_s) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) return internal_error("the NCCL transport needs MPI started first (MpiSession::start)");
+  int device = -1;
+  Status const mine = local_gpu(MPI_COMM_WORLD, &device);
+  RETURN_IF_ERROR(agree(MPI_COMM_WORLD, mine, timeout_s, "selecting its GPU"));
+  return device;
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(MPI_Comm mpi, int rank, int size, int device)
+      : mpi_(mpi), rank_(rank), size_(size), device_(device) {}
+
+  ~NcclCommunicator() override {
+    // Finalize flushes and can wait for peers; a stalled one is aborted instead of hanging.
+    if (!abort_) {
+      bool clean = true;
+      for (ncclComm_t c : comms_newest_first()) {
+        ncclResult_t const rc = ncclCommFinalize(c);
+        if (rc != ncclSuccess && rc != ncclInProgress) clean = false;
+        if (clean && !wait_comm(c, deadline_after(10), "ncclCommFinalize").is_ok()) clean = false;
+      }
+      if (clean)
+        for (ncclComm_t c : comms_newest_first()) ncclCommDestroy(c);
+      else
+        abort_nccl();
+    } else {
+      abort_nccl();
+    }
+    if (done_) cudaEventDestroy(done_);
+    if (compute_ready_) cudaEventDestroy(compute_ready_);
+    if (dev_headers_) cudaFree(dev_headers_);
+    if (host_headers_) cudaFreeHost(host_headers_);
+    if (own_stream_) cudaStreamDestroy(stream_);
+    MPI_Comm_free(&mpi_);
+  }
+
+  void set_options(NcclOptions const& options) {
+    memory_ = options.memory;
+    compute_ = static_cast<cudaStream_t>(options.compute_stream);
+    stream_ = static_cast<cudaStream_t>(options.comm_stream);
+  }
+
+  Status create_id() {
+    if (rank_ == 0) GP_NCCL_CHECK(ncclGetUniqueId(&id_));
+    return Status::ok();
+  }
+
+  Status share_id(double timeout_s) {
+    Deadline const deadline = deadline_after(timeout_s);
+    MPI_Request r;
+    GP_MPI(MPI_Ibcast(&id_, sizeof id_, MPI_BYTE, 0, mpi_, &r));
+    RETURN_IF_ERROR(wait_mpi(r, deadline, "broadcasting the NCCL id"));
+    GP_MPI(MPI_Ibarrier(mpi_, &r));
+    return wait_mpi(r, deadline, "the barrier after the NCCL id");
+  }
+
+  Status init(double timeout_s) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t world = nullptr;
+    ncclResult_t const rc = ncclCommInitRankConfig(&world, size_, id_, rank_, &config);
+    world_ = world;
+    if (rc != ncclSuccess && rc != ncclInProgress)
+      return with_last_error(nccl_error(rc, "ncclCommInitRankConfig", __FILE__, __LINE__), world);
+    if (!world_) return internal_error("ncclCommInitRankConfig returned no communicator");
+    return wait_comm(world_, deadline_after(timeout_s), "ncclCommInitRankConfig");
+  }
+
+  // A start-up phase failed on some rank (every rank knows): drop the communicators, no messages.
+  void discard(Status const& cause) {
+    abort_ = cause;
+    abort_nccl();
+  }
+
+  // One split per round of disjoint groups, the same rounds on every rank.
+  Status split_groups(std::vector<std::vector<int>> const& groups, double timeout_s) {
+    std::vector<std::vector<int>> todo;
+    for (auto const& g : groups)
+      if (g.size() > 1 && !is_world(g) && std::find(todo.begin(), todo.end(), g) == todo.end()) todo.push_back(g);
+    while (!todo.empty()) {
+      std::vector<std::vector<int>> round, rest;
+      std::set<int> used;
+      for (auto const& g : todo) {
+        bool const free = std::none_of(g.begin(), g.end(), [&](int d) { return used.count(d); });
+        (free ? round : rest).push_back(g);
+        if (free) used.insert(g.begin(), g.end());
+      }
+      int color = NCCL_SPLIT_NOCOLOR, key = 0;
+      for (std::size_t i = 0; i < round.size(); ++i) {
+        auto const pos = std::find(round[i].begin(), round[i].end(), rank_);
+        if (pos != round[i].end()) color = static_cast<int>(i), key = static_cast<int>(pos - round[i].begin());
+      }
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      ncclComm_t sub = nullptr;
+      GP_NCCL_ASYNC(ncclCommSplit(world_, color, key, &sub, &config));
+      RETURN_IF_ERROR(wait_comm(world_, deadline_after(timeout_s), "ncclCommSplit"));
+      if (sub) RETURN_IF_ERROR(wait_comm(sub, deadline_after(timeout_s), "ncclCommSplit"));
+      if (color != NCCL_SPLIT_NOCOLOR) {
+        groups_[round[static_cast<std::size_t>(color)]] = sub;
+        order_.push_back(sub);
+      }
+      todo = std::move(rest);
+    }
+    return Status::ok();
+  }
+
+  Status make_streams() {
+    if (!stream_) {
+      GP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      own_stream_ = true;
+    }
+    GP_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+    GP_CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
+    return Status::ok();
+  }
+
+  std::string name() const override { return "nccl"; }
+  int device() const override { return rank_; }
+  int num_devices() const override { return size_; }
+
+  Status send(MessageKey const& key, std::vector<Tensor> tensors) override {
+    if (auto a = aborted()) return aborted_status(*a);
+    if (!sent_.insert(key).second) return internal_error("message " + key.to_string() + " sent twice");
+    if (key.dst < 0 || key.dst >= size_ || key.dst == rank_)
+      return internal_error("message " + key.to_string() + ": no such peer among " + std::to_string(size_) + " ranks");
+    if (tensors.size() > kMaxTensors)
+      return unsupported("message " + key.to_string() + " has " + std::to_string(tensors.size()) +
+                         " tensors; the NCCL header describes at most " + std::to_string(kMaxTensors));
+    Outgoing out{key, std::move(tensors), {}};
+    Header& h = out.header;
+    h = Header{};
+    h.magic = kMagic;
+    h.step = key.step, h.edge = key.edge, h.gradient = key.gradient, h.micro_batch = key.micro_batch;
+    h.src = key.src, h.dst = key.dst, h.count = static_cast<int64_t>(out.tensors.size());
+    for (std::size_t i = 0; i < out.tensors.size(); ++i) {
+      Tensor const& t = out.tensors[i];
+      RETURN_IF_ERROR(device_tensor(t, "tensor " + std::to_string(i) + " of message " + key.to_string()));
+      if (t.rank() > kMaxRank) return unsupported("a tensor of rank > 8 crosses devices");
+      h.tensors[i].dtype = static_cast<int64_t>(t.dtype());
+      h.tensors[i].rank = t.rank();
+      for (int64_t d = 0; d < t.rank(); ++d) h.tensors[i].dims[d] = t.dim(static_cast<int>(d));
+    }
+    queued_.push_back(std::move(out));
+    return Status::ok();
+  }
+
+  Status post_recv(MessageKey const& key, std::vector<TensorMeta> const& expected) override {
+    posted_[key] = expected;  // NCCL pairs by order: nothing to post ahead, only to account for
+    return Status::ok();
+  }
+
+  Result<std::vector<Tensor>> recv(MessageKey const& key, std::vector<TensorMeta> const& expected,
+                                   Deadline deadline) override {
+    if (auto a = aborted()) return aborted_status(*a);
+    if (!memory_ || memory_->device().kind != DeviceKind::kCuda)
+      return internal_error("the NCCL transport needs a GPU allocator for received tensors (NcclOptions::memory)");
+    std::string const what = "message " + key.to_string() + " from device " + std::to_string(key.src);
+    RETURN_IF_ERROR(issue(&key, deadline));
+    RETURN_IF_ERROR(wait(deadline, what));
+    Header h;
+    std::memcpy(&h, static_cast<char*>(host_headers_) + recv_slot_ * sizeof(Header), sizeof h);
+    MessageKey const got{h.step,
+                         static_cast<int>(h.edge),
+                         h.gradient != 0,
+                         static_cast<int>(h.micro_batch),
+                         static_cast<int>(h.src),
+                         static_cast<int>(h.dst)};
+    Status bad;
+    if (h.magic != kMagic || h.count < 0 || h.count > kMaxTensors)
+      bad = internal_error(what + ": the header is not graphpipe's (a different build on the other rank?)");
+    else if (!(got == key))
+      bad = invalid_argument("expected message " + key.to_string() + " but " + got.to_string() +
+                             " came first from device " + std::to_string(key.src) +
+                             ": NCCL pairs messages by order and the two devices' schedules order this pair "
+                             "differently (check_ordered_transport names the lines)");
+    std::vector<TensorMeta> metas;
+    for (int64_t i = 0; bad.is_ok() && i < h.count; ++i) {
+      auto const& rec = h.tensors[i];
+      if (rec.rank < 0 || rec.rank > kMaxRank) {
+        bad = internal_error(what + ": a malformed header");
+        break;
+      }
+      metas.push_back({static_cast<DType>(rec.dtype), std::vector<int64_t>(rec.dims, rec.dims + rec.rank)});
+    }
+    if (bad.is_ok()) bad = check_header(key, expected, metas);
+    if (!bad.is_ok()) {
+      abort(bad);  // the sender's payload is still waiting for a receive that will not come
+      return bad;
+    }
+    std::vector<Tensor> out;
+    for (auto const& m : expected) out.emplace_back(m.shape, m.dtype, *memory_);
+    RETURN_IF_ERROR(ordered_after_compute());
+    GP_NCCL_CHECK(ncclGroupStart());
+    Status s;
+    for (Tensor& t : out)
+      if (t.nbytes() && s.is_ok())
+        s = nccl_call(ncclRecv(t.raw(), t.nbytes(), ncclUint8, key.src, world_, stream_), "ncclRecv");
+    RETURN_IF_ERROR(end_group(s, deadline));
+    GP_CUDA_CHECK(cudaEventRecord(done_, stream_));
+    RETURN_IF_ERROR(wait(deadline, "the payload of " + what));
+    posted_.erase(key);
+    return out;
+  }
+
+  Status all_reduce_sum(CollectiveKey const& key, std::vector<int> const& group, std::vector<Tensor>& tensors,
+                        Deadline deadline) override {
+    RETURN_IF_ERROR(send_queued(deadline));  // as check_ordered_transport models ALLREDUCE
+    if (group.size() <= 1) return Status::ok();
+    ncclComm_t comm = world_;
+    if (!is_world(group)) {
+      auto it = groups_.find(group);
+      if (it == groups_.end())
+        return internal_error(key.to_string() +
+                              ": its replica group was not given to make_nccl_communicator "
+                              "(NcclOptions::groups)");
+      comm = it->second;
+    }
+    RETURN_IF_ERROR(ordered_after_compute());
+    GP_NCCL_CHECK(ncclGroupStart());
+    Status s;
+    for (std::size_t i = 0; i < tensors.size() && s.is_ok(); ++i) {
+      Tensor& t = tensors[i];
+      s = device_tensor(t, "gradient " + std::to_string(i) + " of " + key.to_string());
+      auto type = nccl_type(t.dtype());
+      if (s.is_ok() && !type.is_ok()) s = type.status();
+      if (s.is_ok() && t.numel())
+        s = nccl_call(
+            ncclAllReduce(t.raw(), t.raw(), static_cast<std::size_t>(t.numel()), *type, ncclSum, comm, stream_),
+            "ncclAllReduce");
+    }
+    RETURN_IF_ERROR(end_group(s, deadline, comm));
+    GP_CUDA_CHECK(cudaEventRecord(done_, stream_));
+    return wait(deadline, key.to_string() + " over devices " + list(group));
+  }
+
+  Status barrier(int64_t step, Deadline deadline) override {
+    RETURN_IF_ERROR(send_queued(deadline));
+    MPI_Request r;
+    GP_MPI(MPI_Ibarrier(mpi_, &r));
+    for (int spins = 0;; ++spins) {
+      int done = 0;
+      GP_MPI(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+      if (done) return Status::ok();
+      if (auto a = aborted()) {
+        abort_nccl();
+        return aborted_status(*a);
+      }
+      if (stop_requested()) return aborted_error(kInterrupted);
+      if (Clock::now() > deadline)
+        return timeout_error("the barrier of step " + std::to_string(step + 1) +
+                             " did not complete before the deadline");
+      if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  Status flush(Deadline deadline) override {
+    RETURN_IF_ERROR(send_queued(deadline));
+    sent_.clear();
+    return Status::ok();
+  }
+
+  void abort(Status const& cause) override {
+    if (abort_) return;
+    abort_ = cause;
+    abort_text_ = cause.message();
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      MPI_Request req;
+      if (MPI_Isend(abort_text_.data(), static_cast<int>(abort_text_.size()), MPI_CHAR, r, kAbortTag, mpi_, &req) ==
+          MPI_SUCCESS)
+        MPI_Request_free(&req);
+    }
+    abort_nccl();
+  }
+
+  std::optional<Status> aborted() const override {
+    if (abort_) return abort_;
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kAbortTag, mpi_, &flag, &st) == MPI_SUCCESS && flag) {
+      int n = 0;
+      MPI_Get_count(&st, MPI_CHAR, &n);
+      std::string text(static_cast<std::size_t>(n), '\0');
+      MPI_Recv(text.data(), n, MPI_CHAR, st.MPI_SOURCE, kAbortTag, mpi_, MPI_STATUS_IGNORE);
+      abort_ = Status(StatusCode::kAborted, "rank " + std::to_string(st.MPI_SOURCE) + " failed: " + text);
+    }
+    return abort_;
+  }
+
+  std::vector<MessageKey> undelivered() const override {
+    std::vector<MessageKey> keys;
+    for (auto const& [k, m] : posted_) keys.push_back(k);
+    return keys;
+  }
+
+ private:
+  struct Outgoing {
+    MessageKey key;
+    std::vector<Tensor> tensors;
+    Header header;
+  };
+
+  static Status aborted_status(Status const& cause) {
+    if (cause.code() == StatusCode::kAborted) return cause;
+    return aborted_error("stopped because another device failed: " + cause.message());
+  }
+  static Status nccl_call(ncclResult_t rc, char const* call) {
+    if (rc == ncclSuccess || rc == ncclInProgress) return Status::ok();
+    return with_last_error(nccl_error(rc, call, __FILE__, __LINE__), nullptr);
+  }
+  static std::string list(std::vector<int> const& g) {
+    std::string s = "{";
+    for (std::size_t i = 0; i < g.size(); ++i) s += (i ? "," : "") + std::to_string(g[i]);
+    return s + "}";
+  }
+  bool is_world(std::vector<int> const& g) const {
+    if (static_cast<int>(g.size()) != size_) return false;
+    for (int i = 0; i < size_; ++i)
+      if (g[i] != i) return false;
+    return true;
+  }
+  std::vector<ncclComm_t> comms_newest_first() const {
+    std::vector<ncclComm_t> all(order_.rbegin(), order_.rend());
+    if (world_) all.push_back(world_);
+    return all;
+  }
+  // Replica groups first, then the world communicator; the handles are dead afterwards.
+  void abort_nccl() {
+    for (ncclComm_t c : comms_newest_first()) ncclCommAbort(c);
+    order_.clear();
+    groups_.clear();
+    world_ = nullptr;
+  }
+
+  // The communication stream waits for the compute queued so far (the tensors to send, the
+  // memory a receive reuses).
+  Status ordered_after_compute() {
+    GP_CUDA_CHECK(cudaEventRecord(compute_ready_, compute_));
+    GP_CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_ready_, 0));
+    return Status::ok();
+  }
+
+  Status end_group(Status const& during, Deadline deadline, ncclComm_t comm = nullptr) {
+    ncclResult_t const rc = ncclGroupEnd();
+    RETURN_IF_ERROR(during);
+    if (rc == ncclInProgress) return wait_comm(comm ? comm : world_, deadline, "ncclGroupEnd");
+    return nccl_call(rc, "ncclGroupEnd");
+  }
+
+  Status reserve_headers(std::size_t n) {
+    if (n <= header_slots_) return Status::ok();
+    std::size_t const slots = std::max<std::size_t>(n, 2 * header_slots_);
+    // Only between groups (nothing of this device in flight), so the implicit sync is harmless.
+    if (dev_headers_) GP_CUDA_CHECK(cudaFree(dev_headers_));
+    if (host_headers_) GP_CUDA_CHECK(cudaFreeHost(host_headers_));
+    dev_headers_ = host_headers_ = nullptr;
+    GP_CUDA_CHECK(cudaMalloc(&dev_headers_, slots * sizeof(Header)));
+    GP_CUDA_CHECK(cudaMallocHost(&host_headers_, slots * sizeof(Header)));
+    header_slots_ = slots;
+    return Status::ok();
+  }
+
+  // One group: every queued send (header, then each tensor) and, if given, the header of `recv`.
+  Status issue(MessageKey const* recv, Deadline deadline) {
+    if (!world_) return aborted_error("the NCCL communicator was aborted");
+    std::size_t const n = queued_.size() + (recv ? 1 : 0);
+    RETURN_IF_ERROR(reserve_headers(n));
+    auto* host = static_cast<char*>(host_headers_);
+    auto* dev = static_cast<char*>(dev_headers_);
+    for (std::size_t i = 0; i < queued_.size(); ++i)
+      std::memcpy(host + i * sizeof(Header), &queued_[i].header, sizeof(Header));
+    RETURN_IF_ERROR(ordered_after_compute());
+    if (!queued_.empty())
+      GP_CUDA_CHECK(cudaMemcpyAsync(dev, host, queued_.size() * sizeof(Header), cudaMemcpyHostToDevice, stream_));
+    GP_NCCL_CHECK(ncclGroupStart());
+    Status s;
+    for (std::size_t i = 0; i < queued_.size() && s.is_ok(); ++i) {
+      int const peer = queued_[i].key.dst;
+      s = nccl_call(ncclSend(dev + i * sizeof(Header), sizeof(Header), ncclUint8, peer, world_, stream_), "ncclSend");
+      for (Tensor const& t : queued_[i].tensors)
+        if (s.is_ok() && t.nbytes())
+          s = nccl_call(ncclSend(t.raw(), t.nbytes(), ncclUint8, peer, world_, stream_), "ncclSend");
+    }
+    recv_slot_ = queued_.size();
+    if (recv && s.is_ok())
+      s = nccl_call(ncclRecv(dev + recv_slot_ * sizeof(Header), sizeof(Header), ncclUint8, recv->src, world_, stream_),
+                    "ncclRecv");
+    RETURN_IF_ERROR(end_group(s, deadline));
+    if (recv)
+      GP_CUDA_CHECK(cudaMemcpyAsync(host + recv_slot_ * sizeof(Header), dev + recv_slot_ * sizeof(Header),
+                                    sizeof(Header), cudaMemcpyDeviceToHost, stream_));
+    GP_CUDA_CHECK(cudaEventRecord(done_, stream_));
+    in_flight_ = std::move(queued_);  // alive until the group is done
+    queued_.clear();
+    return Status::ok();
+  }
+
+  // The queued sends as one group, waited for: each is done when its receiver reaches the RECV.
+  Status send_queued(Deadline deadline) {
+    if (auto a = aborted()) return aborted_status(*a);
+    if (queued_.empty()) return Status::ok();
+    std::string what = "sending";
+    for (auto const& q : queued_) what += " " + q.key.to_string() + ",";
+    what.back() = ' ';
+    RETURN_IF_ERROR(issue(nullptr, deadline));
+    return wait(deadline, what + "(each is done when its receiver reaches its RECV)");
+  }
+
+  // Until the last issued work is done; a timeout or failure aborts every rank.
+  Status wait(Deadline deadline, std::string const& what) {
+    auto fail = [&](Status s) {
+      abort(s);
+      return s;
+    };
+    for (int spins = 0;; ++spins) {
+      cudaError_t const q = cudaEventQuery(done_);
+      if (q == cudaSuccess) {
+        in_flight_.clear();
+        return Status::ok();
+      }
+      if (q != cudaErrorNotReady) return fail(cuda_error(q, "cudaEventQuery", __FILE__, __LINE__).with_context(what));
+      for (ncclComm_t c : comms_newest_first()) {
+        ncclResult_t state = ncclSuccess;
+        if (ncclCommGetAsyncError(c, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress)
+          return fail(
+              with_last_error(nccl_error(state, "ncclCommGetAsyncError", __FILE__, __LINE__), c).with_context(what));
+      }
+      if (auto a = aborted()) {
+        abort_nccl();
+        return aborted_status(*a);
+      }
+      if (stop_requested()) return fail(aborted_error(kInterrupted));
+      if (Clock::now() > deadline)
+        return fail(timeout_error(what + " did not complete before the deadline on device " + std::to_string(rank_) +
+                                  " (GPU " + std::to_string(device_) +
+                                  "; is the peer stuck, or does its schedule differ?)"));
+      if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  MPI_Comm mpi_;
+  int rank_, size_, device_;
+  ncclUniqueId id_{};
+  ncclComm_t world_ = nullptr;
+  std::map<std::vector<int>, ncclComm_t> groups_;
+  std::vector<ncclComm_t> order_;  // replica-group communicators, oldest first
+  cudaStream_t stream_ = nullptr, compute_ = nullptr;
+  bool own_stream_ = false;
+  cudaEvent_t done_ = nullptr, compute_ready_ = nullptr;
+  Allocator* memory_ = nullptr;
+  void* dev_headers_ = nullptr;
+  void* host_headers_ = nullptr;  // pinned: the header copy back is asynchronous
+  std::size_t header_slots_ = 0, recv_slot_ = 0;
+  std::vector<Outgoing> queued_, in_flight_;
+  std::map<MessageKey, std::vector<TensorMeta>> posted_;
+  std::set<MessageKey> sent_;
+  mutable std::optional<Status> abort_;
+  std::string abort_text_;
+};
+
+Result<std::unique_ptr<Communicator>> make_nccl_communicator(NcclOptions const& options) {
+  ASSIGN_OR_RETURN(int device, select_local_gpu(options.init_timeout_s));
+  MPI_Comm comm;
+  GP_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  auto nccl = std::make_unique<NcclCommunicator>(comm, rank, size, device);
+  nccl->set_options(options);
+  double const t = options.init_timeout_s;
+  auto phase = [&](Status const& mine, std::string const& what) {
+    Status s = agree(comm, mine, t, what);
+    if (!s.is_ok()) nccl->discard(s);
+    return s;
+  };
+  RETURN_IF_ERROR(phase(nccl->create_id(), "creating the NCCL id"));
+  RETURN_IF_ERROR(phase(nccl->share_id(t), "receiving the NCCL id"));
+  RETURN_IF_ERROR(phase(nccl->init(t), "creating the NCCL communicator"));
+  RETURN_IF_ERROR(phase(nccl->split_groups(options.groups, t), "creating the replica groups' NCCL communicators"));
+  RETURN_IF_ERROR(phase(nccl->make_streams(), "creating the NCCL stream"));
+  return std::unique_ptr<Communicator>(std::move(nccl));
+}
+
+}  // namespace gp::exec
