@@ -5,8 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/backend_choice.h"
 #include "cli/commands.h"
-#include "exec/cpu/cpu_backend.h"
 #include "exec/profiler.h"
 #include "exec/runtime/threads.h"
 #include "graph/cost_model.h"
@@ -47,14 +47,15 @@ Result<std::vector<int64_t>> parse_sizes(std::string const& text) {
 }
 
 Status run_profile(ProfileArgs const& args) {
-  if (args.backend != "cpu")
-    return unsupported("--backend " + args.backend + ": only the cpu backend can be profiled in this build");
+  RETURN_IF_ERROR(check_backend_name(args.backend));
+  bool const gpu = args.backend == "cuda";
   ASSIGN_OR_RETURN(auto sizes, parse_sizes(args.batch_sizes));
   ASSIGN_OR_RETURN(graph::ImportOptions import, import_options());
   ASSIGN_OR_RETURN(graph::OpGraph graph, graph::load_onnx(args.model, import));
   if (args.threads < 0) return invalid_argument("--threads must be >= 1 (or 0 for every core)");
   if (args.threads > 0) exec::set_thread_budget(args.threads);
-  exec::CpuBackend backend;
+  RETURN_IF_ERROR(check_graph_supported(args.backend, graph));
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend, make_backend(args.backend, 0));
   exec::ProfileOptions options;
   options.samples = sizes;
   options.repeats = args.repeats;
@@ -63,18 +64,19 @@ Status run_profile(ProfileArgs const& args) {
   int const cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   int const budget = exec::thread_budget();
   options.threads = budget;
-  options.calibrate_concurrency = args.concurrent > 0 ? args.concurrent : std::max(1, cores / budget);
+  // A GPU runs one worker: calibrate one executor at a time on it.
+  options.calibrate_concurrency = args.concurrent > 0 ? args.concurrent : gpu ? 1 : std::max(1, cores / budget);
   options.thread_setup = [budget] { exec::set_thread_budget(budget); };
-  ASSIGN_OR_RETURN(graph::MeasuredProfile profile, exec::profile_graph(graph, backend, options));
+  ASSIGN_OR_RETURN(graph::MeasuredProfile profile, exec::profile_graph(graph, *backend, options));
   double fwd = 0, bwd = 0;
   for (auto const& op : profile.ops) {
     fwd += op.fwd_s.back();
     bwd += op.bwd_input_s.back() + op.bwd_weight_s.back();
   }
   spdlog::info(
-      "profiled with {} compute threads; executor calibration ({} at once): forward x{:.2f}, backward "
+      "profiled on {} with {} compute threads; executor calibration ({} at once): forward x{:.2f}, backward "
       "x{:.2f} at {} samples",
-      exec::thread_budget(), options.calibrate_concurrency,
+      backend->name(), exec::thread_budget(), options.calibrate_concurrency,
       profile.calibration.fwd_scale.empty() ? 1.0 : profile.calibration.fwd_scale.back(),
       profile.calibration.bwd_scale.empty() ? 1.0 : profile.calibration.bwd_scale.back(), sizes.back());
   spdlog::info("{} ops profiled at sizes {}; at {} samples: forward {:.3f} ms, backward {:.3f} ms", profile.ops.size(),
@@ -94,7 +96,7 @@ void add_profile_command(CLI::App& root, CommandList& commands) {
   auto args = std::make_shared<ProfileArgs>();
   auto* app = root.add_subcommand("profile", "Measure per-op forward/backward time -> profile JSON for the cost model");
   app->add_option("model", args->model, "ONNX model")->required()->check(CLI::ExistingFile);
-  app->add_option("--backend", args->backend, "Backend to measure (cpu)")->default_val("cpu");
+  app->add_option("--backend", args->backend, std::string("Backend to measure: ") + kBackendHelp)->default_val("cpu");
   app->add_option("--batch-sizes", args->batch_sizes, "Micro-batch sizes, comma-separated")->default_val("1,2,4,8");
   app->add_option("--repeats", args->repeats, "Timed calls per op and size (minimum kept)")->default_val(3);
   app->add_option("--threads", args->threads,
@@ -109,7 +111,8 @@ void add_profile_command(CLI::App& root, CommandList& commands) {
   app->footer(R"(Example:
   graphpipe models export mmt --size tiny --out mmt.onnx
   graphpipe profile mmt.onnx --batch-sizes 1,2,4,8 -o mmt.profile.json
-  graphpipe profile mmt.onnx --threads 1 -o mmt.1thread.json   # the cost of one worker of two on 2 cores)");
+  graphpipe profile mmt.onnx --threads 1 -o mmt.1thread.json   # the cost of one worker of two on 2 cores
+  graphpipe profile mmt.onnx --backend cuda -o mmt.gpu.json     # per-op GPU costs for the planners)");
   commands.push_back({app, [args] { return run_profile(*args); }});
 }
 

@@ -10,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/backend_choice.h"
 #include "cli/commands.h"
 #include "cli/partition_problem.h"
 #include "exec/comm/communicator.h"
@@ -30,6 +31,11 @@
 #ifdef GP_HAVE_MPI
 #include "exec/comm/mpi_communicator.h"
 #endif
+#ifdef GP_HAVE_NCCL
+#include "exec/comm/nccl_communicator.h"
+#include "exec/cuda/cuda_backend.h"
+#include "schedule/p2p_order.h"
+#endif
 #include "exec/data.h"
 #include "exec/train_config.h"
 #include "exec/trainer.h"
@@ -47,6 +53,7 @@ struct TrainArgs {
   std::string export_onnx;
   int64_t steps = -1;
   std::string launcher = "threads";
+  std::string backend = "cpu";
   std::string trace;
   std::string fault;
   double timeout_s = 0;
@@ -90,24 +97,25 @@ Result<std::string> cache_dir() {
 // The measured profile the planner uses by default: made once per model file, thread budget,
 // calibration concurrency and micro-batch size, and cached under $GP_CACHE_DIR (default ~/.cache/graphpipe).
 Result<std::string> cached_profile(std::string const& model_path, graph::OpGraph const& graph, int threads,
-                                   int64_t micro_batch) {
+                                   int64_t micro_batch, std::string const& backend_name) {
   ASSIGN_OR_RETURN(std::string bytes, gp::read_whole_file(model_path, "model"));
   uint64_t const h = gp::fnv1a(bytes);
   ASSIGN_OR_RETURN(std::string const cache, cache_dir());
   std::filesystem::path const dir = cache;
   char name[96];
   int const concurrency = std::max(1, exec::available_cores() / threads);  // executors calibrated at once
-  std::snprintf(name, sizeof name, "%016llx-t%d-c%d-b%lld.profile.json", static_cast<unsigned long long>(h), threads,
-                concurrency, static_cast<long long>(micro_batch));
+  bool const gpu = backend_name != "cpu";
+  std::snprintf(name, sizeof name, "%016llx-%s-t%d-c%d-b%lld.profile.json", static_cast<unsigned long long>(h),
+                backend_name.c_str(), gpu ? 0 : threads, gpu ? 1 : concurrency, static_cast<long long>(micro_batch));
   std::string const path = (dir / name).string();
   if (std::filesystem::exists(path)) {
     spdlog::info("cost model: measured profile {} (cached)", path);
     return path;
   }
-  spdlog::info("cost model: profiling {} with {} threads per worker (once; cached in {})", graph.name(), threads,
-               dir.string());
+  spdlog::info("cost model: profiling {} on {} with {} threads per worker (once; cached in {})", graph.name(),
+               backend_name, threads, dir.string());
   exec::ScopedThreadBudget budget(threads);
-  exec::CpuBackend backend;
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend, make_backend(backend_name, 0));
   exec::ProfileOptions options;
   options.samples.clear();
   for (int64_t s = 1; s < micro_batch; s *= 2) options.samples.push_back(s);
@@ -115,9 +123,9 @@ Result<std::string> cached_profile(std::string const& model_path, graph::OpGraph
   options.model_name = graph.name();
   options.threads = threads;
   // As many executors at once as workers will share this process's cores (an MPI rank: its own).
-  options.calibrate_concurrency = concurrency;
+  options.calibrate_concurrency = gpu ? 1 : concurrency;  // one worker per GPU
   options.thread_setup = [threads] { exec::set_thread_budget(threads); };
-  auto profile = exec::profile_graph(graph, backend, options);
+  auto profile = exec::profile_graph(graph, *backend, options);
   if (!profile.is_ok()) return profile.status().with_context("profiling for the planner (use pipeline.cost: analytic)");
   RETURN_IF_ERROR(graph::write_profile_file(*profile, path));
   return path;
@@ -127,7 +135,8 @@ Result<std::string> cached_profile(std::string const& model_path, graph::OpGraph
 // micro-batch size.
 Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::string const& model_path,
                                       graph::OpGraph const& graph, int devices, bool mpi, int rank,
-                                      std::string& cost_name, std::string& temp_profile) {
+                                      std::string const& backend_name, std::string& cost_name,
+                                      std::string& temp_profile) {
   (void)rank;  // used under MPI only
   if (!config.pipeline.plan.empty()) {
     ASSIGN_OR_RETURN(partition::Plan plan, partition::read_plan_file(config.pipeline.plan));
@@ -147,7 +156,8 @@ Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::stri
       // others plan with its text, and with its measured optimizer update rate.
       std::string text;
       if (rank == 0) {
-        ASSIGN_OR_RETURN(std::string path, cached_profile(model_path, graph, threads, config.micro_batch_size()));
+        ASSIGN_OR_RETURN(std::string path,
+                         cached_profile(model_path, graph, threads, config.micro_batch_size(), backend_name));
         ASSIGN_OR_RETURN(text, gp::read_whole_file(path, "profile"));
       }
       ASSIGN_OR_RETURN(text, exec::broadcast_from_rank0(text, config.pipeline.timeout_s * 10));
@@ -159,7 +169,7 @@ Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::stri
           "measured on rank 0, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " per rank";
 #endif
     } else {
-      ASSIGN_OR_RETURN(flags.cost, cached_profile(model_path, graph, threads, config.micro_batch_size()));
+      ASSIGN_OR_RETURN(flags.cost, cached_profile(model_path, graph, threads, config.micro_batch_size(), backend_name));
       // Worker threads exchange tensors through memory: price links at what it delivers here.
       char bw[32];
       std::snprintf(bw, sizeof bw, "%.3fGB/s", exec::measure_in_process_bandwidth() / 1e9);
@@ -186,8 +196,8 @@ Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::stri
     double seconds_per_byte = 0;
     {
       exec::ScopedThreadBudget budget(threads);
-      exec::CpuBackend backend;
-      ASSIGN_OR_RETURN(seconds_per_byte, exec::measure_update_seconds_per_byte(backend, config.optimizer));
+      ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend, make_backend(backend_name, 0));
+      ASSIGN_OR_RETURN(seconds_per_byte, exec::measure_update_seconds_per_byte(*backend, config.optimizer));
     }
 #ifdef GP_HAVE_MPI
     if (mpi) {  // rank 0's measurement, so that every rank prices the plan alike
@@ -212,7 +222,41 @@ Result<schedule::Schedule> pipeline_schedule(exec::TrainConfig const& config, pa
 }
 
 Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std::string const& model_path,
-                    graph::OpGraph const& graph, std::unique_ptr<exec::Communicator>& comm);
+                    graph::OpGraph const& graph, std::unique_ptr<exec::Runtime>& runtime,
+                    std::unique_ptr<exec::Communicator>& comm);
+
+#ifdef GP_HAVE_MPI
+// --launcher mpi --backend cuda: this rank's GPU (its local rank), its CUDA backend (handed to the
+// runtime through options.make_backend) and the NCCL communicator over it. NCCL is ordered per
+// device pair, so the schedule must pass check_ordered_transport first.
+Status start_nccl(partition::Plan const& plan, schedule::Schedule const& sched, exec::RuntimeOptions& options,
+                  std::unique_ptr<exec::Communicator>& comm) {
+#ifdef GP_HAVE_NCCL
+  RETURN_IF_ERROR(schedule::check_ordered_transport(sched).with_context("the NCCL transport (--backend cuda)"));
+  double const timeout = options.worker.timeout_s;
+  ASSIGN_OR_RETURN(int gpu, exec::select_local_gpu(timeout));
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::CudaBackend> backend, exec::CudaBackend::create(gpu));
+  exec::NcclOptions nccl;
+  for (auto const& stage : plan.stages)
+    if (stage.devices.size() > 1) nccl.groups.push_back(stage.devices);
+  nccl.init_timeout_s = timeout;
+  nccl.compute_stream = backend->stream(exec::Backend::StreamKind::kCompute);
+  nccl.memory = &backend->allocator();
+  ASSIGN_OR_RETURN(comm, exec::make_nccl_communicator(nccl));
+  auto owned = std::make_shared<std::unique_ptr<exec::Backend>>(std::move(backend));
+  options.make_backend = [owned](int) -> Result<std::unique_ptr<exec::Backend>> {
+    if (!*owned) return internal_error("the rank's CUDA backend was handed out twice");
+    return std::move(*owned);
+  };
+  return Status::ok();
+#else
+  (void)plan, (void)sched, (void)options, (void)comm;
+  return unsupported(
+      "--launcher mpi --backend cuda: this graphpipe was built without the NCCL communicator (it needs the "
+      "CUDA backend, NCCL and MPI)");
+#endif
+}
+#endif
 
 // The first Ctrl-C asks every worker to stop; another one more than 2 s later ends the process at
 // once (repeats within 2 s are the same signal sent to the whole process group, as timeout does).
@@ -234,8 +278,11 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
                     graph::OpGraph const& graph) {
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
+  // The runtime outlives the communicator: an NCCL communicator may still hold tensors of the
+  // runtime's CUDA allocator when it is destroyed (after an error).
+  std::unique_ptr<exec::Runtime> runtime;
   std::unique_ptr<exec::Communicator> comm;
-  Status s = run_pipeline(args, config, model_path, graph, comm);
+  Status s = run_pipeline(args, config, model_path, graph, runtime, comm);
   if (!s.is_ok() && comm) {
     if (s.code() != StatusCode::kAborted) comm->abort(s);
     if (comm->num_devices() > 1 && s.code() != StatusCode::kAborted)
@@ -245,7 +292,8 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
 }
 
 Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std::string const& model_path,
-                    graph::OpGraph const& graph, std::unique_ptr<exec::Communicator>& comm) {
+                    graph::OpGraph const& graph, std::unique_ptr<exec::Runtime>& runtime,
+                    std::unique_ptr<exec::Communicator>& comm) {
   bool const mpi = args.launcher == "mpi";
   exec::RuntimeOptions options;
   options.worker.timeout_s = args.timeout_s > 0 ? args.timeout_s : config.pipeline.timeout_s;
@@ -279,7 +327,7 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
   bool const lead = rank == 0;  // the one process that reports
 
   std::string cost_name, temp_profile;
-  auto planned = pipeline_plan(config, model_path, graph, devices, mpi, rank, cost_name, temp_profile);
+  auto planned = pipeline_plan(config, model_path, graph, devices, mpi, rank, args.backend, cost_name, temp_profile);
   if (!temp_profile.empty()) std::filesystem::remove(temp_profile);
   if (!planned.is_ok()) return planned.status();
   partition::Plan plan = std::move(planned).value();
@@ -294,11 +342,25 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
   auto sim = schedule::simulate(plan, sched);
   if (!sim.is_ok()) return sim.status().with_context("the schedule does not fit the plan");
 
-  std::unique_ptr<exec::Runtime> runtime;
+  if (args.backend != "cpu" && !mpi) {
+    // Worker threads on the GPUs of this machine, round robin (several workers may share one).
+    std::string why;
+    int const gpus = gpu_count(&why);
+    if (gpus == 0) return unsupported(why);
+    if (lead && gpus < devices)
+      spdlog::warn("{} workers share {} GPUs (worker d runs on GPU d mod {})", devices, gpus, gpus);
+    std::string const backend_name = args.backend;
+    options.make_backend = [backend_name, gpus](int device) { return make_backend(backend_name, device % gpus); };
+  }
   if (mpi) {
 #ifdef GP_HAVE_MPI
-    ASSIGN_OR_RETURN(comm, exec::make_mpi_communicator({static_cast<int>(plan.stages.size()),
-                                                        static_cast<int>(plan.edges.size()), sched.num_micro_batches}));
+    if (args.backend == "cuda") {
+      RETURN_IF_ERROR(start_nccl(plan, sched, options, comm));
+    } else {
+      ASSIGN_OR_RETURN(
+          comm, exec::make_mpi_communicator({static_cast<int>(plan.stages.size()), static_cast<int>(plan.edges.size()),
+                                             sched.num_micro_batches}));
+    }
     RETURN_IF_ERROR(exec::check_same_run(*comm, exec::run_fingerprint(plan, sched, config), options.worker.timeout_s));
     ASSIGN_OR_RETURN(runtime, exec::Runtime::create_rank(config, graph, plan, sched, *comm, options));
 #endif
@@ -308,16 +370,17 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
   bool const resume =
       config.checkpoint.resume && !config.checkpoint.path.empty() && std::filesystem::exists(config.checkpoint.path);
   if (comm) {
+#ifdef GP_HAVE_MPI
     // Every rank reads the checkpoint itself: all of them must see it, or none.
-    std::vector<exec::Tensor> seen{exec::Tensor::from_floats({1}, {resume ? 1.f : 0.f})};
-    std::vector<int> all(ranks);
-    for (int r = 0; r < ranks; ++r) all[r] = r;
-    RETURN_IF_ERROR(comm->all_reduce_sum({-2, -1}, all, seen, exec::deadline_after(options.worker.timeout_s)));
-    float const n = seen[0].to_vector()[0];
-    if (n > 0 && n < static_cast<float>(ranks))
+    ASSIGN_OR_RETURN(std::vector<uint64_t> seen,
+                     exec::allgather_from_ranks(resume ? 1 : 0, options.worker.timeout_s, "the checkpoint check"));
+    uint64_t n = 0;
+    for (uint64_t v : seen) n += v;
+    if (n > 0 && n < static_cast<uint64_t>(ranks))
       return invalid_argument("checkpoint '" + config.checkpoint.path + "' exists on " + std::to_string(int(n)) +
                               " of " + std::to_string(ranks) +
                               " ranks: put it where every rank reads it (a shared folder), or remove it");
+#endif
   }
   if (resume) {
     ASSIGN_OR_RETURN(exec::CheckpointState state, exec::load_checkpoint(config.checkpoint.path));
@@ -398,6 +461,7 @@ Result<std::string> model_file(exec::ModelConfig const& m, uint64_t seed, std::s
 
 Status run_train(TrainArgs const& args) {
   ASSIGN_OR_RETURN(exec::TrainConfig config, exec::load_train_config(args.config));
+  RETURN_IF_ERROR(check_backend_name(args.backend));
   if (args.devices < 0) return invalid_argument("--devices must be >= 1");
   if (args.launcher != "threads" && args.launcher != "mpi")
     return invalid_argument("--launcher " + args.launcher + ": must be threads or mpi");
@@ -429,9 +493,15 @@ Status run_train(TrainArgs const& args) {
                         " (--max-memory, by default the machine's available memory): lower batch or micro_batches, "
                         "or train a pipeline over more devices");
   }
+  if (args.backend != "cpu") {
+    RETURN_IF_ERROR(check_graph_supported(args.backend, graph));
+    std::string why;
+    if (gpu_count(&why) == 0) return unsupported(why);  // before any profiling or planning
+  }
   if (pipeline) return run_pipeline(args, config, *path, graph);
 
-  exec::CpuBackend backend;
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> owned_backend, make_backend(args.backend, 0));
+  exec::Backend& backend = *owned_backend;
   ASSIGN_OR_RETURN(auto data, exec::make_data_source(config.data, graph, config.loss, config.seed));
   std::string const data_desc = data->describe();
   ASSIGN_OR_RETURN(auto trainer, exec::Trainer::create(config, graph, backend, std::move(data)));
@@ -467,6 +537,7 @@ void add_train_command(CLI::App& root, CommandList& commands) {
                   "threads (workers in this process) or mpi (one rank per device, "
                   "under mpirun)")
       ->default_val("threads");
+  app->add_option("--backend", args->backend, kBackendHelp)->default_val("cpu");
   app->add_option("--trace", args->trace, "Write the measured timeline of the last step (Chrome trace JSON)");
   app->add_option("--timeout", args->timeout_s,
                   "Seconds any worker waits before the run fails (overrides "
@@ -481,6 +552,8 @@ void add_train_command(CLI::App& root, CommandList& commands) {
   graphpipe train --config examples/train_mlp.yaml --export-onnx mlp.trained.onnx
   graphpipe train --config examples/train_mmt_pipeline.yaml --devices 2 --trace measured.json
   mpirun -np 2 graphpipe train --config examples/train_mmt_pipeline.yaml --launcher mpi
+  graphpipe train --config examples/train_mmt_pipeline.yaml --devices 2 --backend cuda
+  mpirun -np 8 graphpipe train --config train.yaml --launcher mpi --backend cuda   # one rank per GPU
 
 Config keys: model (path or {zoo, size}), loss (cross_entropy|mse), optimizer (sgd|adam|adamw), lr,
 momentum, weight_decay, beta1, beta2, eps, batch, micro_batches, steps, data (synthetic or
