@@ -26,6 +26,31 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+# cudnn-frontend (MIT, header-only C++ over cuDNN's graph API) is not a Debian package: its PyPI
+# wheel carries the headers. Pinned, unpacked into .deps/ (ignored by git), only where the CUDA
+# toolkit is present (the CUDA backend is the only user).
+CUDNN_FRONTEND_VERSION=1.32.0
+install_cudnn_frontend() {
+  local dest=.deps/cudnn-frontend-$CUDNN_FRONTEND_VERSION
+  [[ -f "$dest/include/cudnn_frontend.h" ]] && return 0
+  [[ -x /usr/local/cuda/bin/nvcc ]] || return 0
+  echo "setup: fetching cudnn-frontend $CUDNN_FRONTEND_VERSION headers from PyPI"
+  local tmp
+  tmp=$(mktemp -d)
+  python3 -m pip download -q "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION" --no-deps --only-binary=:all: \
+    --python-version 3.11 --platform manylinux_2_28_x86_64 -d "$tmp"
+  mkdir -p .deps
+  python3 - "$tmp"/nvidia_cudnn_frontend-*.whl "$dest.partial" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    names = [n for n in z.namelist() if n.startswith("include/") or n.endswith("LICENSE.txt")]
+    z.extractall(sys.argv[2], names)
+PY
+  rm -rf "$dest" && mv "$dest.partial" "$dest" && rm -rf "$tmp"
+}
+cd "$(dirname "$0")/.."
+install_cudnn_frontend
+
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#PACKAGES[@]} packages present"
   exit 0
