@@ -2,6 +2,8 @@
 // lists in its own explicit table. Device-agnostic: no vendor header.
 #pragma once
 
+#include <string>
+#include <variant>
 #include <vector>
 
 #include "exec/backend.h"
@@ -31,5 +33,23 @@ struct OpKernels {
   // gradient): an unsplit backward calls it instead of backward_input and backward_weight.
   BothFn backward_both = nullptr;
 };
+
+// ---- helpers every backend's per-op functions share (exec/op_kernels.cc) ----
+Status op_error(OpCall const& call, std::string const& what);  // "<type> '<name>': what" (kInvalidArgument)
+bool wants(std::vector<bool> const& wanted, std::size_t i);
+// The constant data of input i (a folded constant or initializer), or null.
+graph::TensorData const* constant_input(graph::Op const& op, graph::OpGraph const& graph, std::size_t i);
+
+template <typename A>
+A const* attrs_of(graph::Op const& op) {
+  return std::get_if<A>(&op.typed);
+}
+template <typename A>
+Status require_attrs(graph::Op const& op, graph::OpGraph const&) {
+  if (attrs_of<A>(op) == nullptr)
+    return unsupported(op.type + " '" + op.name + "' has no typed attributes (the importer must fill Op::typed)");
+  return Status::ok();
+}
+inline Status no_check(graph::Op const&, graph::OpGraph const&) { return Status::ok(); }
 
 }  // namespace gp::exec

@@ -11,6 +11,7 @@
 #include "exec/tensor.h"
 #include "exec/train_config.h"
 #include "core/status.h"
+#include "kernels/optim.h"
 
 namespace gp::exec {
 
@@ -21,6 +22,20 @@ double state_bytes_per_weight_byte(OptimizerConfig const& config);
 // Seconds one update of this optimizer takes per weight byte on `backend`, measured on a 16 MiB
 // parameter under the calling thread's thread budget (what a plan's per-stage update_s needs).
 Result<double> measure_update_seconds_per_byte(Backend& backend, OptimizerConfig const& config);
+
+// The Adam/AdamW update's parameters for step `step` (from 1) of `config`: what every backend's
+// optimizer_update passes to its kernel.
+inline kernels::AdamParams adam_params(OptimizerConfig const& config, int64_t step) {
+  kernels::AdamParams p;
+  p.lr = config.lr;
+  p.beta1 = config.beta1;
+  p.beta2 = config.beta2;
+  p.eps = config.eps;
+  p.weight_decay = config.weight_decay;
+  p.decoupled = config.kind == OptimizerKind::kAdamW;
+  p.step = step;
+  return p;
+}
 
 class Optimizer {
  public:

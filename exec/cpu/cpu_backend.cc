@@ -14,8 +14,6 @@ struct Entry {
   std::size_t min_inputs = 1;
 };
 
-Status no_check(graph::Op const&, graph::OpGraph const&) { return Status::ok(); }
-
 // B and W of a kernel that computes every gradient in one pass: all of them fresh, then the
 // weights' (small: normalisation scales and biases) added into their accumulators.
 template <BackwardFn F>

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "exec/cpu/cpu_backend.h"
+#include "exec/optimizer.h"
 #include "kernels/loss.h"
 #include "kernels/optim.h"
 #include "kernels/vector_ops.h"
@@ -93,14 +94,7 @@ Status CpuBackend::optimizer_update(OptimizerConfig const& config, int64_t step,
     case OptimizerKind::kAdam:
     case OptimizerKind::kAdamW: {
       if (state.size() != 2) return internal_error("adam needs two moments");
-      kernels::AdamParams p;
-      p.lr = config.lr;
-      p.beta1 = config.beta1;
-      p.beta2 = config.beta2;
-      p.eps = config.eps;
-      p.weight_decay = config.weight_decay;
-      p.decoupled = config.kind == OptimizerKind::kAdamW;
-      p.step = step;
+      kernels::AdamParams const p = adam_params(config, step);
       kernels::adam_update(param.data<float>(), grad.data<float>(), state[0]->data<float>(), state[1]->data<float>(), n,
                            p);
       return Status::ok();

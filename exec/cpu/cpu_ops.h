@@ -11,15 +11,18 @@
 
 namespace gp::exec::cpu {
 
+using exec::attrs_of;
 using exec::BackwardFn;
 using exec::BothFn;
 using exec::CheckFn;
+using exec::constant_input;
 using exec::ForwardFn;
+using exec::op_error;
 using exec::OpKernels;
+using exec::require_attrs;
+using exec::wants;
 
 // ---- helpers (cpu_ops_common.cc) ----
-Status op_error(OpCall const& call, std::string const& what);  // "<type> '<name>': what"
-bool wants(std::vector<bool> const& wanted, std::size_t i);
 // Stores gradient g into grads[i] (or adds it when accumulating).
 Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, Tensor g, bool accumulate);
 // A gradient slot ready to be written in place: the existing tensor when accumulating (then
@@ -30,20 +33,7 @@ Tensor shape_tensor(std::vector<int64_t> const& shape);
 std::vector<int64_t> shape_of(Tensor const& t);
 // grad_outputs[i], or zeros of `shape` when no gradient flowed into that output.
 Tensor grad_or_zeros(std::vector<Tensor> const& grad_outputs, std::size_t i, std::vector<int64_t> const& shape);
-// The constant data of input i (a folded constant or initializer), or null.
-graph::TensorData const* constant_input(graph::Op const& op, graph::OpGraph const& graph, std::size_t i);
 void add_into(Tensor& dst, Tensor const& src);  // dst += src (same numel)
-
-template <typename A>
-A const* attrs_of(graph::Op const& op) {
-  return std::get_if<A>(&op.typed);
-}
-template <typename A>
-Status require_attrs(graph::Op const& op, graph::OpGraph const&) {
-  if (attrs_of<A>(op) == nullptr)
-    return unsupported(op.type + " '" + op.name + "' has no typed attributes (the importer must fill Op::typed)");
-  return Status::ok();
-}
 
 // ---- convolution, pooling (cpu_ops_conv.cc, cpu_ops_pool.cc) ----
 Status conv_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);

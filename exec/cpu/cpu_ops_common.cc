@@ -5,12 +5,6 @@
 
 namespace gp::exec::cpu {
 
-Status op_error(OpCall const& call, std::string const& what) {
-  return invalid_argument(call.op.type + " '" + call.op.name + "': " + what);
-}
-
-bool wants(std::vector<bool> const& wanted, std::size_t i) { return i < wanted.size() && wanted[i]; }
-
 void add_into(Tensor& dst, Tensor const& src) {
   kernels::add_inplace(dst.data<float>(), src.data<float>(), dst.numel());
 }
@@ -48,13 +42,6 @@ std::vector<int64_t> shape_of(Tensor const& t) {
 Tensor grad_or_zeros(std::vector<Tensor> const& grad_outputs, std::size_t i, std::vector<int64_t> const& shape) {
   if (i < grad_outputs.size() && grad_outputs[i].defined()) return grad_outputs[i];
   return Tensor::zeros(shape);
-}
-
-graph::TensorData const* constant_input(graph::Op const& op, graph::OpGraph const& graph, std::size_t i) {
-  if (i >= op.inputs.size() || op.inputs[i] == graph::kNoTensor) return nullptr;
-  graph::TensorInfo const& info = graph.tensor(op.inputs[i]);
-  if (info.role != graph::TensorRole::kConstant && info.role != graph::TensorRole::kWeight) return nullptr;
-  return info.data.get();
 }
 
 }  // namespace gp::exec::cpu

@@ -9,6 +9,7 @@
 #include "exec/cuda/cuda_backend.h"
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/device_context.h"
+#include "exec/optimizer.h"
 #include "kernels/cuda/device_ops.h"
 
 namespace gp::exec {
@@ -148,14 +149,7 @@ Status CudaBackend::optimizer_update(OptimizerConfig const& config, int64_t step
     case OptimizerKind::kAdam:
     case OptimizerKind::kAdamW: {
       if (state.size() != 2) return device_op_error("adam needs two moments");
-      kernels::AdamParams p;
-      p.lr = config.lr;
-      p.beta1 = config.beta1;
-      p.beta2 = config.beta2;
-      p.eps = config.eps;
-      p.weight_decay = config.weight_decay;
-      p.decoupled = config.kind == OptimizerKind::kAdamW;
-      p.step = step;
+      kernels::AdamParams const p = adam_params(config, step);
       GP_CUDA_CHECK(kernels::cuda::adam_update(param.data<float>(), grad.data<float>(), state[0]->data<float>(),
                                                state[1]->data<float>(), n, p, ctx_->compute));
       return Status::ok();

@@ -6,12 +6,6 @@
 
 namespace gp::exec::cuda {
 
-Status op_error(OpCall const& call, std::string const& what) {
-  return invalid_argument(call.op.type + " '" + call.op.name + "': " + what);
-}
-
-bool wants(std::vector<bool> const& wanted, std::size_t i) { return i < wanted.size() && wanted[i]; }
-
 Result<cudaStream_t> compute_stream() {
   ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
   return ctx->compute;
@@ -52,13 +46,6 @@ Tensor shape_tensor(std::vector<int64_t> const& shape) {
 
 std::vector<int64_t> shape_of(Tensor const& t) {
   return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
-}
-
-graph::TensorData const* constant_input(graph::Op const& op, graph::OpGraph const& graph, std::size_t i) {
-  if (i >= op.inputs.size() || op.inputs[i] == graph::kNoTensor) return nullptr;
-  graph::TensorInfo const& info = graph.tensor(op.inputs[i]);
-  if (info.role != graph::TensorRole::kConstant && info.role != graph::TensorRole::kWeight) return nullptr;
-  return info.data.get();
 }
 
 }  // namespace gp::exec::cuda

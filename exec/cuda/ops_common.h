@@ -16,8 +16,14 @@
 
 namespace gp::exec::cuda {
 
-Status op_error(OpCall const& call, std::string const& what);  // "<type> '<name>': what" (kInvalidArgument)
-bool wants(std::vector<bool> const& wanted, std::size_t i);
+// Shared with the CPU backend (exec/op_kernels.h).
+using exec::attrs_of;
+using exec::constant_input;
+using exec::no_check;
+using exec::op_error;
+using exec::require_attrs;
+using exec::wants;
+
 // The current context's compute stream; internal_error outside CudaBackend.
 Result<cudaStream_t> compute_stream();
 // dst += src on the compute stream (float32, same element count, both on this device).
@@ -29,19 +35,5 @@ Result<Tensor> grad_or_zeros(std::vector<Tensor> const& grad_outputs, std::size_
 // Small host int64 tensors that carry shapes through Saved (metadata, never read by a kernel).
 Tensor shape_tensor(std::vector<int64_t> const& shape);
 std::vector<int64_t> shape_of(Tensor const& t);
-// The constant data of input i (a folded constant or initializer), or null.
-graph::TensorData const* constant_input(graph::Op const& op, graph::OpGraph const& graph, std::size_t i);
-
-template <typename A>
-A const* attrs_of(graph::Op const& op) {
-  return std::get_if<A>(&op.typed);
-}
-template <typename A>
-Status require_attrs(graph::Op const& op, graph::OpGraph const&) {
-  if (attrs_of<A>(op) == nullptr)
-    return unsupported(op.type + " '" + op.name + "' has no typed attributes (the importer must fill Op::typed)");
-  return Status::ok();
-}
-inline Status no_check(graph::Op const&, graph::OpGraph const&) { return Status::ok(); }
 
 }  // namespace gp::exec::cuda
