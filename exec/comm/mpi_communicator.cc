@@ -7,6 +7,7 @@
 #include <map>
 #include <thread>
 
+#include "exec/comm/mpi_abort.h"
 #include "kernels/vector_ops.h"
 
 namespace gp::exec {
@@ -26,7 +27,6 @@ std::string mpi_error(int code) {
     if (gp_rc_ != MPI_SUCCESS) return io_error(std::string(#call) + ": " + mpi_error(gp_rc_)); \
   } while (0)
 
-constexpr int kAbortTag = 0;
 constexpr int kMaxRank = 8;  // dimensions a message header can describe
 
 // A point-to-point message is two MPI messages with the same tag (MPI keeps their order): a
@@ -89,7 +89,13 @@ MpiSession::~MpiSession() {
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, int rank, int size, MpiLayout layout, int p2p_base, int coll_base)
-      : comm_(comm), rank_(rank), size_(size), layout_(layout), p2p_base_(p2p_base), coll_base_(coll_base) {}
+      : comm_(comm),
+        rank_(rank),
+        size_(size),
+        layout_(layout),
+        p2p_base_(p2p_base),
+        coll_base_(coll_base),
+        notice_(comm, rank, size) {}
   ~MpiCommunicator() override {
     // Posted receives are cancelled and completed before their buffers go. Sends still in flight
     // (only after an error) keep their buffers: MPI may still read them, and the process is ending.
@@ -269,27 +275,11 @@ class MpiCommunicator final : public Communicator {
   void abort(Status const& cause) override {
     if (abort_) return;
     abort_ = cause;
-    abort_text_ = cause.message();
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      MPI_Request req;
-      if (MPI_Isend(abort_text_.data(), static_cast<int>(abort_text_.size()), MPI_CHAR, r, kAbortTag, comm_, &req) ==
-          MPI_SUCCESS)
-        MPI_Request_free(&req);
-    }
+    notice_.send(cause.message());
   }
 
   std::optional<Status> aborted() const override {
-    if (abort_) return abort_;
-    int flag = 0;
-    MPI_Status st;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, kAbortTag, comm_, &flag, &st) == MPI_SUCCESS && flag) {
-      int n = 0;
-      MPI_Get_count(&st, MPI_CHAR, &n);
-      std::string text(static_cast<std::size_t>(n), '\0');
-      MPI_Recv(text.data(), n, MPI_CHAR, st.MPI_SOURCE, kAbortTag, comm_, MPI_STATUS_IGNORE);
-      abort_ = Status(StatusCode::kAborted, "rank " + std::to_string(st.MPI_SOURCE) + " failed: " + text);
-    }
+    if (!abort_) abort_ = notice_.poll();
     return abort_;
   }
 
@@ -408,7 +398,7 @@ class MpiCommunicator final : public Communicator {
   std::deque<Pending> sends_;
   std::map<MessageKey, Posted> posted_;
   mutable std::optional<Status> abort_;
-  std::string abort_text_;
+  MpiAbortNotice notice_;
 };
 
 Result<std::unique_ptr<Communicator>> make_mpi_communicator(MpiLayout const& layout) {

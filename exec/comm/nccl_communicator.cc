@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "exec/comm/mpi_abort.h"
 #include "exec/cuda/cuda_check.h"
 
 namespace gp::exec {
@@ -46,7 +47,6 @@ Status with_last_error(Status s, ncclComm_t comm) {
   return s;
 }
 
-constexpr int kAbortTag = 0;
 constexpr int kMaxTensors = 16;
 constexpr int kMaxRank = 8;
 constexpr int64_t kMagic = 0x67704e43434c3031;  // "gpNCCL01"
@@ -164,7 +164,7 @@ Result<int> select_local_gpu(double timeout_s) {
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(MPI_Comm mpi, int rank, int size, int device)
-      : mpi_(mpi), rank_(rank), size_(size), device_(device) {}
+      : mpi_(mpi), rank_(rank), size_(size), device_(device), notice_(mpi, rank, size) {}
 
   ~NcclCommunicator() override {
     // Finalize flushes and can wait for peers; a stalled one is aborted instead of hanging.
@@ -419,28 +419,12 @@ class NcclCommunicator final : public Communicator {
   void abort(Status const& cause) override {
     if (abort_) return;
     abort_ = cause;
-    abort_text_ = cause.message();
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      MPI_Request req;
-      if (MPI_Isend(abort_text_.data(), static_cast<int>(abort_text_.size()), MPI_CHAR, r, kAbortTag, mpi_, &req) ==
-          MPI_SUCCESS)
-        MPI_Request_free(&req);
-    }
+    notice_.send(cause.message());
     abort_nccl();
   }
 
   std::optional<Status> aborted() const override {
-    if (abort_) return abort_;
-    int flag = 0;
-    MPI_Status st;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, kAbortTag, mpi_, &flag, &st) == MPI_SUCCESS && flag) {
-      int n = 0;
-      MPI_Get_count(&st, MPI_CHAR, &n);
-      std::string text(static_cast<std::size_t>(n), '\0');
-      MPI_Recv(text.data(), n, MPI_CHAR, st.MPI_SOURCE, kAbortTag, mpi_, MPI_STATUS_IGNORE);
-      abort_ = Status(StatusCode::kAborted, "rank " + std::to_string(st.MPI_SOURCE) + " failed: " + text);
-    }
+    if (!abort_) abort_ = notice_.poll();
     return abort_;
   }
 
@@ -612,7 +596,7 @@ class NcclCommunicator final : public Communicator {
   std::map<MessageKey, std::vector<TensorMeta>> posted_;
   std::set<MessageKey> sent_;
   mutable std::optional<Status> abort_;
-  std::string abort_text_;
+  MpiAbortNotice notice_;
 };
 
 Result<std::unique_ptr<Communicator>> make_nccl_communicator(NcclOptions const& options) {
