@@ -3,6 +3,8 @@
 // marked ones by name before any device is touched.
 #include <gtest/gtest.h>
 
+#include <iostream>
+
 #include "exec/cpu/cpu_backend.h"
 #include "exec/cuda/cuda_backend.h"
 
@@ -21,6 +23,8 @@ TEST(CudaKernelParity, EveryCpuOpHasACudaEntryOrAnExplicitUnsupportedMark) {
   }
   EXPECT_TRUE(missing.empty()) << "CPU ops with neither a complete CUDA entry (forward, B, W) nor an unsupported mark: "
                                << ::testing::PrintToString(missing);
+  std::cout << CpuBackend::op_types().size() << " CPU op types: " << coverage.size() << " with CUDA entries, "
+            << marked.size() << " marked unsupported" << std::endl;
 }
 
 TEST(CudaKernelParity, UnsupportedMarksGiveAReasonAndAreNotStale) {
