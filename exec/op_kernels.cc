@@ -2,9 +2,7 @@
 
 namespace gp::exec {
 
-Status op_error(OpCall const& call, std::string const& what) {
-  return invalid_argument(call.op.type + " '" + call.op.name + "': " + what);
-}
+Status op_error(OpCall const& call, std::string const& what) { return graph::ops::op_error(call.op, what); }
 
 bool wants(std::vector<bool> const& wanted, std::size_t i) { return i < wanted.size() && wanted[i]; }
 

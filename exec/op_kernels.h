@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "exec/backend.h"
+#include "graph/ops/common.h"
 
 namespace gp::exec {
 
@@ -46,9 +47,7 @@ A const* attrs_of(graph::Op const& op) {
 }
 template <typename A>
 Status require_attrs(graph::Op const& op, graph::OpGraph const&) {
-  if (attrs_of<A>(op) == nullptr)
-    return unsupported(op.type + " '" + op.name + "' has no typed attributes (the importer must fill Op::typed)");
-  return Status::ok();
+  return graph::ops::require_typed<A>(op);
 }
 inline Status no_check(graph::Op const&, graph::OpGraph const&) { return Status::ok(); }
 

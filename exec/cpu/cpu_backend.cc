@@ -3,6 +3,8 @@
 #include <map>
 
 #include "exec/cpu/cpu_ops.h"
+#include "graph/ops/pool.h"
+#include "graph/ops/view.h"
 
 namespace gp::exec {
 namespace {
@@ -43,8 +45,8 @@ std::map<std::string, Entry> const& kernel_table() {
   static std::map<std::string, Entry> const table = [] {
     OpKernels const unary{unary_forward, unary_backward, unary_backward, no_check};
     OpKernels const binary{binary_forward, binary_backward, binary_backward, binary_check};
-    OpKernels const view{reshape_forward, reshape_backward, reshape_backward, reshape_check};
-    OpKernels const pool{pool_forward, pool_backward, pool_backward, pool_check};
+    OpKernels const view{reshape_forward, reshape_backward, reshape_backward, graph::ops::view_check};
+    OpKernels const pool{pool_forward, pool_backward, pool_backward, graph::ops::pool_check};
     OpKernels const reduce{reduce_forward, reduce_backward, reduce_backward, require_attrs<graph::ReduceAttrs>};
     std::map<std::string, Entry> t;
     t["Conv"] = {{conv_forward, conv_backward_data, conv_backward_weights, conv_check, conv_backward_both}, 2};
@@ -66,7 +68,7 @@ std::map<std::string, Entry> const& kernel_table() {
     for (char const* b : {"Add", "Sub", "Mul", "Div"}) t[b] = {binary, 2};
     t["Dropout"] = {{dropout_forward, dropout_backward, dropout_backward, no_check}, 1};
     for (char const* v : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) t[v] = {view, 1};
-    t["Cast"] = {{reshape_forward, reshape_backward, reshape_backward, cast_check}, 1};
+    t["Cast"] = {{reshape_forward, reshape_backward, reshape_backward, graph::ops::cast_check}, 1};
     t["Expand"] = {{expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>}, 1};
     t["Transpose"] = {{transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>},
                       1};

@@ -47,7 +47,6 @@ Status conv_check(graph::Op const&, graph::OpGraph const&);
 Status pool_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status pool_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                      std::vector<Tensor>&, bool);
-Status pool_check(graph::Op const&, graph::OpGraph const&);
 
 // ---- Gemm, MatMul (cpu_ops_matmul.cc) ----
 Status gemm_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
@@ -88,7 +87,6 @@ Status dropout_backward(OpCall const&, Saved const&, std::vector<Tensor> const&,
 Status reshape_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status reshape_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                         std::vector<Tensor>&, bool);
-Status reshape_check(graph::Op const&, graph::OpGraph const&);
 Status expand_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status expand_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                        std::vector<Tensor>&, bool);
@@ -110,6 +108,5 @@ Status gather_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, 
 Status reduce_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status reduce_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                        std::vector<Tensor>&, bool);
-Status cast_check(graph::Op const&, graph::OpGraph const&);
 
 }  // namespace gp::exec::cpu

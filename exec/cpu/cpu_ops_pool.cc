@@ -2,6 +2,7 @@
 // workspace (argmax) for backward.
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
+#include "graph/ops/pool.h"
 
 namespace gp::exec::cpu {
 namespace {
@@ -15,37 +16,17 @@ struct PoolGeometry {
 
 Status pool_geometry(OpCall const& call, std::vector<int64_t> const& x, PoolGeometry& g) {
   auto const& a = *attrs_of<graph::PoolAttrs>(call.op);
-  if (x.size() < 3) return op_error(call, "input " + dnnl_ctx::key_dims(x) + " needs a channel and spatial dims");
-  std::size_t const sp = x.size() - 2;
-  g.src = x;
-  g.dst = {x[0], x[1]};
-  g.kernel.clear();
-  g.strides.clear();
-  g.pad_l.clear();
-  g.pad_r.clear();
+  ASSIGN_OR_RETURN(graph::ops::PoolWindow const w, graph::ops::pool_window(call.op, x));
   bool const global = a.kind == graph::PoolKind::kGlobalAverage;
   g.alg = a.kind == graph::PoolKind::kMax    ? dnnl::algorithm::pooling_max
           : (a.count_include_pad && !global) ? dnnl::algorithm::pooling_avg_include_padding
                                              : dnnl::algorithm::pooling_avg_exclude_padding;
-  for (std::size_t i = 0; i < sp; ++i) {
-    int64_t const in = x[2 + i];
-    int64_t const k = global ? in : a.kernel.at(i);
-    int64_t const s = global ? 1 : (i < a.strides.size() ? a.strides[i] : 1);
-    int64_t const pl = !global && i < a.pads.size() / 2 ? a.pads[i] : 0;
-    int64_t const pr = !global && i < a.pads.size() / 2 ? a.pads[i + a.pads.size() / 2] : 0;
-    int64_t const span = in + pl + pr - k;
-    if (span < 0) return op_error(call, "kernel larger than padded input " + dnnl_ctx::key_dims(x));
-    int64_t out = span / s + 1;
-    if (a.ceil_mode && !global) {
-      out = (span + s - 1) / s + 1;
-      if ((out - 1) * s >= in + pl) --out;  // the last window must start inside the input
-    }
-    g.dst.push_back(out);
-    g.kernel.push_back(k);
-    g.strides.push_back(s);
-    g.pad_l.push_back(pl);
-    g.pad_r.push_back((out - 1) * s + k - in - pl);  // oneDNN wants the padding that yields `out` exactly
-  }
+  g.src = x;
+  g.dst = w.out_shape;
+  g.kernel = w.kernel;
+  g.strides = w.strides;
+  g.pad_l = w.pads_begin;
+  g.pad_r = w.pads_end;  // oneDNN wants the padding that yields the output size exactly
   g.key = dnnl_ctx::key(static_cast<int>(g.alg), dnnl_ctx::key_dims(x), dnnl_ctx::key_dims(g.kernel),
                         dnnl_ctx::key_dims(g.strides), dnnl_ctx::key_dims(g.pad_l), dnnl_ctx::key_dims(g.pad_r));
   return Status::ok();
@@ -70,22 +51,6 @@ std::shared_ptr<PoolFwd const> pool_fwd_prim(PoolGeometry const& g) {
 }
 
 }  // namespace
-
-Status pool_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<graph::PoolAttrs>(op, graph));
-  int64_t const rank = graph.tensor(op.inputs.at(0)).shape.rank();
-  if (rank < 3 || rank > 5)
-    return unsupported(op.type + " '" + op.name + "' has " + std::to_string(rank - 2) +
-                       " spatial dims (1 to 3 supported)");
-  if (op.type == "MaxPool") {
-    auto it = op.attrs.find("dilations");
-    if (it != op.attrs.end())
-      for (int64_t d : std::get<std::vector<int64_t>>(it->second))
-        if (d != 1) return unsupported("MaxPool '" + op.name + "' with dilations is not supported");
-    if (op.outputs.size() > 1) return unsupported("MaxPool '" + op.name + "' with an Indices output is not supported");
-  }
-  return Status::ok();
-}
 
 Status pool_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   PoolGeometry g;

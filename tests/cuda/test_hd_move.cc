@@ -7,6 +7,8 @@
 #include <numeric>
 #include <optional>
 
+#include "graph/ops/move.h"
+#include "graph/ops/pool.h"
 #include "kernels/hd/move_geometry.h"
 #include "tests/exec/op_harness.h"
 
@@ -123,8 +125,9 @@ TEST(HdMove, SliceWithNegativeStepsAndClampingMatchesTheCpuBackendExactly) {
   for (SliceCase const& c : cases) {
     Tensor x = random_tensor({3, 6, 5}, 3);
     OneOp o = make_op("Slice", graph::SliceAttrs{c.starts, c.ends, c.axes, c.steps}, {{"x", x, kIn}});
-    hd::SliceGeometry g;
-    ASSERT_EQ(hd::slice_geometry(x.shape(), c.starts, c.ends, c.axes, c.steps, g), "");
+    Result<graph::ops::SliceGeometry> const r = graph::ops::slice_geometry(o.the_op(), x.shape());
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    graph::ops::SliceGeometry const& g = *r;
     Tensor gy = random_tensor(g.out_shape, 4);
     CpuRun cpu = cpu_run(o, {gy}, {true});
     ASSERT_EQ(cpu.out[0].shape(), g.out_shape);
@@ -297,13 +300,12 @@ TEST(HdMove, PoolingForwardAndBackwardMatchTheCpuBackend) {
   for (PoolCase const& c : cases) {
     SCOPED_TRACE(c.type + " on " + Tensor(c.x_shape).shape_string());
     Tensor x = distinct_tensor(c.x_shape, 18);
-    hd::PoolParams p;
-    std::vector<int64_t> y_shape;
-    bool const global = c.attrs.kind == K::kGlobalAverage;
-    ASSERT_EQ(hd::pool_params(c.x_shape, mode_of(c.attrs), global, c.attrs.kernel, c.attrs.strides, c.attrs.pads,
-                              c.attrs.ceil_mode, p, y_shape),
-              "");
     OneOp o = make_op(c.type, c.attrs, {{"x", x, kIn}});
+    Result<graph::ops::PoolWindow> const w = graph::ops::pool_window(o.the_op(), c.x_shape);
+    ASSERT_TRUE(w.is_ok()) << w.status().message();
+    hd::PoolParams p;
+    hd::pool_params(c.x_shape, w->out_shape, w->kernel, w->strides, w->pads_begin, mode_of(c.attrs), p);
+    std::vector<int64_t> const& y_shape = w->out_shape;
     Tensor gy = random_tensor(y_shape, 19);
     CpuRun cpu = cpu_run(o, {gy}, {true});
     ASSERT_EQ(cpu.out[0].shape(), y_shape);
@@ -319,13 +321,18 @@ TEST(HdMove, PoolingForwardAndBackwardMatchTheCpuBackend) {
   }
 }
 
-TEST(HdMove, PoolParamsRejectWhatTheCpuBackendRejects) {
-  hd::PoolParams p;
-  std::vector<int64_t> y;
-  EXPECT_NE(hd::pool_params({1, 2, 3, 3}, hd::PoolMode::kMax, false, {5, 5}, {1, 1}, {0, 0, 0, 0}, false, p, y), "");
-  EXPECT_NE(hd::pool_params({1, 2}, hd::PoolMode::kMax, false, {1}, {1}, {}, false, p, y), "");
-  EXPECT_EQ(hd::pool_params({1, 2, 3, 3}, hd::PoolMode::kMax, false, {5, 5}, {1, 1}, {1, 1, 1, 1}, false, p, y), "");
-  EXPECT_EQ(y, (std::vector<int64_t>{1, 2, 1, 1}));
+TEST(HdMove, PoolWindowRejectsWhatTheCpuBackendRejects) {
+  auto const window = [](std::vector<int64_t> const& x_shape, std::vector<int64_t> const& kernel,
+                         std::vector<int64_t> const& pads) {
+    graph::PoolAttrs a{graph::PoolKind::kMax, kernel, {1, 1}, pads, false, false};
+    OneOp o = make_op("MaxPool", a, {{"x", Tensor(x_shape), kIn}});
+    return graph::ops::pool_window(o.the_op(), x_shape);
+  };
+  EXPECT_FALSE(window({1, 2, 3, 3}, {5, 5}, {0, 0, 0, 0}).is_ok());
+  EXPECT_FALSE(window({1, 2}, {1}, {}).is_ok());
+  Result<graph::ops::PoolWindow> const w = window({1, 2, 3, 3}, {5, 5}, {1, 1, 1, 1});
+  ASSERT_TRUE(w.is_ok()) << w.status().message();
+  EXPECT_EQ(w->out_shape, (std::vector<int64_t>{1, 2, 1, 1}));
 }
 
 }  // namespace
