@@ -31,6 +31,7 @@ class Allocator {
   virtual void deallocate(void* ptr, std::size_t bytes) = 0;
   virtual int64_t bytes_in_use() const = 0;
   virtual int64_t peak_bytes() const = 0;
+  virtual void reset_peak() {}  // peak := bytes in use now (where the allocator tracks one)
 
   // Byte moves on memory this allocator made, the other side being host memory where named. The
   // CPU allocator uses memcpy/memset; a device allocator its runtime, synchronously, so that
@@ -63,7 +64,7 @@ class CountingAllocator final : public Allocator {
     parent_.copy_from_host(dst, host_src, n);
   }
   void copy_within(void* dst, void const* src, std::size_t n) override { parent_.copy_within(dst, src, n); }
-  void reset_peak() { peak_.store(in_use_.load()); }
+  void reset_peak() override { peak_.store(in_use_.load()); }
 
  private:
   Allocator& parent_;

@@ -106,7 +106,7 @@ class CachingAllocator final : public Allocator {
   void set_memory_limit(std::size_t bytes);  // reserved bytes may not exceed it; 0 = no limit
   std::size_t memory_limit() const;
   CachingAllocatorStats stats() const;
-  void reset_peak();  // peaks := current values
+  void reset_peak() override;  // peaks := current values
 
   // exec::Allocator. allocate() cannot return a Status (Tensor's constructor calls it, and the
   // CPU allocator reports failure the same way), so an out-of-memory throws std::bad_alloc after

@@ -107,12 +107,13 @@ Status Runtime::build_worker(int device, Communicator& comm) {
   } else
     backends_.push_back(std::make_unique<CpuBackend>());
   if (!backends_.back()) return internal_error("no backend for device " + std::to_string(device));
-  if (hub_ && backends_.back()->device().kind != DeviceKind::kCpu)
-    hub_->set_device_allocator(device, &backends_.back()->allocator());
+  bool const on_gpu = backends_.back()->device().kind != DeviceKind::kCpu;
+  if (hub_ && on_gpu) hub_->set_device_allocator(device, &backends_.back()->allocator());
+  device_memory_.push_back(on_gpu ? &backends_.back()->allocator() : memory_.back().get());
   ScopedThreadAllocator scoped(*memory_.back());
   ASSIGN_OR_RETURN(auto data, make_data_source(config_.data, *graph_, config_.loss, config_.seed));
   ASSIGN_OR_RETURN(auto worker, Worker::create(*rplan_, schedule_, device, config_, *backends_.back(), comm,
-                                               std::move(data), options_.worker, *memory_.back()));
+                                               std::move(data), options_.worker, *device_memory_.back()));
   workers_.push_back(std::move(worker));
   return Status::ok();
 }
@@ -150,7 +151,7 @@ Status Runtime::run(int64_t steps, std::ostream* progress) {
   if (n == 0) return Status::ok();
   timed_s_ = 0;
   timed_steps_ = 0;
-  for (auto& m : memory_) m->reset_peak();
+  for (Allocator* m : device_memory_) m->reset_peak();
   return hub_ ? run_threads(n, progress) : run_rank(n, progress);
 }
 
@@ -308,7 +309,7 @@ std::vector<DeviceMeasurement> Runtime::measurements() const {
       double const wall = iv.back().end_s - iv.front().start_s;
       m.busy_fraction = wall > 0 ? busy / wall : 0;
     }
-    m.peak_bytes = memory_[w]->peak_bytes();
+    m.peak_bytes = device_memory_[w]->peak_bytes();
     m.predicted_peak_bytes = predicted_peak_[m.device];
     out.push_back(m);
   }

@@ -103,7 +103,10 @@ class Runtime {
   std::unique_ptr<RuntimePlan> rplan_;
   std::vector<int64_t> predicted_peak_;
   // Declared first, destroyed last: every tensor below was allocated by one of these.
-  std::vector<std::unique_ptr<CountingAllocator>> memory_;
+  std::vector<std::unique_ptr<CountingAllocator>> memory_;  // each worker thread's host memory
+  // What each worker's device holds: its host CountingAllocator on CPU, its backend's allocator on
+  // a GPU (the memory limit, the measured peak).
+  std::vector<Allocator*> device_memory_;
   std::unique_ptr<class InProcessHub> hub_;
   std::vector<std::unique_ptr<Communicator>> endpoints_;
   Communicator* rank_comm_ = nullptr;
