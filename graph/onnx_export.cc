@@ -85,7 +85,8 @@ Status export_trained_onnx(std::string const& src_path, std::map<std::string, Te
   if (!in) return not_found("cannot open model '" + src_path + "'");
   onnx::ModelProto model;
   if (!model.ParseFromIstream(&in)) return parse_error("'" + src_path + "' is not a valid ONNX model");
-  auto const base = std::filesystem::path(src_path).parent_path();
+  auto base = std::filesystem::path(src_path).parent_path();
+  if (base.empty()) base = ".";  // "m.onnx": the current folder
   std::map<std::string, bool> used;
   for (auto const& [name, v] : values) used[name] = false;
   for (auto& init : *model.mutable_graph()->mutable_initializer()) {

@@ -437,7 +437,12 @@ Status check_supported(RawModel const& raw) {
 
 Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source, std::string const& model_path,
                              ImportOptions const& options) {
-  std::string const model_dir = model_path.empty() ? std::string{} : fs::path(model_path).parent_path().string();
+  // "m.onnx" (no parent path) lives in the current folder; only a model read from memory has none.
+  std::string model_dir;
+  if (!model_path.empty()) {
+    model_dir = fs::path(model_path).parent_path().string();
+    if (model_dir.empty()) model_dir = ".";
+  }
   if (!model.has_graph() || model.ir_version() <= 0)
     return parse_error(source + ": not an ONNX model (the protobuf has no ir_version or graph)");
   RETURN_IF_ERROR(check_graph_size(model.graph(), options).with_context(source));

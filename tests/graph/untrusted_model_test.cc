@@ -9,6 +9,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "graph/onnx_builder.h"
+#include "graph/onnx_export.h"
 #include "graph/onnx_import.h"
 
 namespace gp::graph {
@@ -83,6 +84,25 @@ TEST(UntrustedModels, ExternalDataOutsideTheModelFolderIsRefused) {
   set_external(model, "location", "sub/../../secret.bin");
   expect_refused(load_onnx(write_model(model, root / "models" / "mid.onnx"), unchecked()),
                  "outside the model's folder");
+}
+
+// "m.onnx" has no parent path; its folder is the current one, not "a model read from memory".
+TEST(UntrustedModels, AModelInTheCurrentFolderFindsItsExternalData) {
+  fs::path const dir = fresh_dir("relative");
+  external_model(dir);
+  fs::path const saved = fs::current_path();
+  fs::current_path(dir);
+  auto g = load_onnx("m.onnx");
+  Status const exported = export_trained_onnx("m.onnx", {}, "inlined.onnx");
+  fs::current_path(saved);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  ASSERT_NE(g->tensor(*g->find_tensor("w")).data, nullptr);
+  EXPECT_EQ(g->tensor(*g->find_tensor("w")).data->numel(), 60000);
+  ASSERT_TRUE(exported.is_ok()) << exported.to_string();
+  fs::remove(dir / "m.onnx.data");  // the export inlined the weights: it needs no data file
+  auto inlined = load_onnx((dir / "inlined.onnx").string());
+  ASSERT_TRUE(inlined.is_ok()) << inlined.status().to_string();
+  EXPECT_FLOAT_EQ(inlined->tensor(*inlined->find_tensor("w")).data->as<float>()[59999], 1.0f);
 }
 
 TEST(UntrustedModels, ASymlinkThatLeadsOutIsRefused) {
