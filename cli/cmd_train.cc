@@ -212,12 +212,15 @@ Result<partition::Plan> pipeline_plan(exec::TrainConfig const& config, std::stri
   return plan;
 }
 
-Result<schedule::Schedule> pipeline_schedule(exec::TrainConfig const& config, partition::Plan const& plan) {
+// ordered_transport: the run's transport is NCCL, so auto picks among schedules it can run.
+Result<schedule::Schedule> pipeline_schedule(exec::TrainConfig const& config, partition::Plan const& plan,
+                                             bool ordered_transport) {
   if (!config.pipeline.schedule.empty()) return schedule::read_schedule_file(config.pipeline.schedule);
   ASSIGN_OR_RETURN(schedule::Policy policy, schedule::parse_policy(config.pipeline.policy));
   schedule::BuildOptions options;
   options.micro_batches = static_cast<int>(config.micro_batches);
   options.memory_limit_bytes = plan.device_memory_bytes;
+  options.ordered_transport = ordered_transport;
   return schedule::build_schedule(plan, policy, options);
 }
 
@@ -335,7 +338,7 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
     return invalid_argument("the plan is for " + std::to_string(plan.num_devices) + " devices, not " +
                             std::to_string(devices) + (mpi ? " ranks" : "") + ": use --devices " +
                             std::to_string(plan.num_devices) + " or replan");
-  ASSIGN_OR_RETURN(schedule::Schedule sched, pipeline_schedule(config, plan));
+  ASSIGN_OR_RETURN(schedule::Schedule sched, pipeline_schedule(config, plan, mpi && args.backend == "cuda"));
   if (lead)
     spdlog::info("plan: {} stages on {} devices ({}), micro-batch {} x {}; schedule: {}", plan.stages.size(),
                  plan.num_devices, plan.planner, plan.micro_batch, plan.num_micro_batches, sched.policy);

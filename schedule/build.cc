@@ -6,6 +6,7 @@
 
 #include "schedule/compute_order.h"
 #include "schedule/emit.h"
+#include "schedule/p2p_order.h"
 #include "schedule/plan_view.h"
 #include "schedule/simulator.h"
 #include "schedule/units.h"
@@ -210,6 +211,10 @@ Result<Schedule> build_schedule(partition::Plan const& plan, Policy policy, Buil
   for (Policy p : concrete_policies()) {
     if (!policy_applies(plan, p, m).is_ok()) continue;
     ASSIGN_OR_RETURN(Schedule s, build_concrete(plan, view, p, m));
+    if (options.ordered_transport && !check_ordered_transport(s).is_ok()) {
+      tried += std::string(tried.empty() ? "" : ", ") + policy_name(p) + " orders a device pair's messages apart";
+      continue;
+    }
     ASSIGN_OR_RETURN(Simulation sim, simulate(plan, s));
     tried += std::string(tried.empty() ? "" : ", ") + policy_name(p) + " needs " + format_bytes(sim.peak_memory_bytes);
     if (limit > 0 && sim.peak_memory_bytes > limit) continue;
@@ -219,7 +224,8 @@ Result<Schedule> build_schedule(partition::Plan const& plan, Policy policy, Buil
     }
   }
   if (!best)
-    return infeasible("no schedule policy fits the memory limit of " + format_bytes(limit) + " per device (" + tried +
+    return infeasible("no schedule policy fits the memory limit of " + format_bytes(limit) + " per device" +
+                      (options.ordered_transport ? " and the ordered (NCCL) transport" : "") + " (" + tried +
                       "): use fewer micro-batches, or partition onto more devices");
   return *best;
 }

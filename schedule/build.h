@@ -34,6 +34,9 @@ std::vector<Policy> concrete_policies();               // all but kAuto
 struct BuildOptions {
   int micro_batches = 0;            // 0: the plan's num_micro_batches
   int64_t memory_limit_bytes = -1;  // for auto; -1: the plan's device_memory_bytes, 0: no limit
+  // For auto: only schedules an ordered transport (NCCL) can run, i.e. that pass
+  // check_ordered_transport (schedule/p2p_order.h).
+  bool ordered_transport = false;
 };
 
 // kUnsupported naming why, and what to use instead, when the policy does not apply to the plan.

@@ -67,6 +67,26 @@ TEST(OrderedTransport, EveryBuiltScheduleOfTheTestPlansPassesOrGetsTheDocumented
   EXPECT_GT(rejected, 0) << "the looping chain's builders order a shared device pair differently";
 }
 
+// Auto for an ordered transport skips the policies whose channels it cannot run: on the looping
+// chain (whose 1F1B orders a device pair's messages apart) it still finds a schedule, and that
+// schedule passes the check.
+TEST(OrderedTransport, AutoPicksOnlySchedulesTheOrderedTransportCanRun) {
+  int rejected_by_plain_auto = 0;
+  for (int m : {3, 4, 8}) {
+    partition::Plan const plan = testing::looping_chain(2, m);
+    BuildOptions options;
+    options.memory_limit_bytes = 0;
+    auto plain = build_schedule(plan, Policy::kAuto, options);
+    ASSERT_TRUE(plain.is_ok()) << plain.status().message();
+    rejected_by_plain_auto += !check_ordered_transport(*plain).is_ok();
+    options.ordered_transport = true;
+    auto ordered = build_schedule(plan, Policy::kAuto, options);
+    ASSERT_TRUE(ordered.is_ok()) << "m=" << m << ": " << ordered.status().message();
+    EXPECT_TRUE(check_ordered_transport(*ordered).is_ok()) << "m=" << m << " " << ordered->policy;
+  }
+  EXPECT_GT(rejected_by_plain_auto, 0) << "the case no longer shows the difference";
+}
+
 std::string const kHeader = "graphpipe-schedule 1\nstages 2\nmicro-batches 2\ndevices 2\n";
 
 // NVIDIA/nccl#479: both devices send, then both receive, on one device pair (1F1B's steady
