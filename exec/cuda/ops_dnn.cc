@@ -1,5 +1,6 @@
 // Gemm and MatMul through cuBLASLt (plans from gemm_mapping.h), Conv and BatchNormalization
-// through cuDNN graphs (cudnn_graphs.h). Inputs, outputs and gradients follow the CPU ops
+// through cuDNN graphs (cudnn_graphs.h), BatchNormalization's inference-mode backward through our
+// kernels (kernels/cuda/math.h). Inputs, outputs and gradients follow the CPU ops
 // (exec/cpu/cpu_ops_matmul.cc, cpu_ops_conv.cc, cpu_ops_norm.cc); weight gradients of the GEMMs
 // accumulate in place (beta = 1), cuDNN's are computed fresh and added.
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "exec/cuda/cudnn_graphs.h"
 #include "exec/cuda/gemm_mapping.h"
 #include "exec/cuda/ops_common.h"
+#include "kernels/cuda/math.h"
 
 namespace gp::exec::cuda {
 namespace {
@@ -295,14 +297,39 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
   return Status::ok();
 }
 
+// Inference mode: the running statistics are constants (the CPU's use_global_stats), so the
+// gradients are elementwise and per-channel sums (our kernels, kernels/cuda/math.h), not a cuDNN
+// graph. Only the gradients wanted are computed.
+Status batchnorm_infer_backward(OpCall const& call, Saved const& saved, Tensor const& dy,
+                                std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  Tensor const& x = saved.tensors.at(0);
+  Tensor const& scale = saved.tensors.at(1);
+  float const* mean = saved.tensors.at(2).data<float>();
+  float const* inv = saved.tensors.at(3).data<float>();
+  int64_t const n = x.dim(0), c = x.dim(1), sp = spatial(x.shape());
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  if (wants(wanted, 0)) {
+    ASSIGN_OR_RETURN(Tensor dx, empty(x.shape()));
+    GP_CUDA_CHECK(kernels::cuda::batchnorm_infer_backward_input<float>(dy.data<float>(), scale.data<float>(), inv, n, c,
+                                                                       sp, dx.data<float>(), stream));
+    RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
+  }
+  if (!(wants(wanted, 1) || wants(wanted, 2))) return Status::ok();
+  ASSIGN_OR_RETURN(Tensor dscale, empty({c}));
+  ASSIGN_OR_RETURN(Tensor dbias, empty({c}));
+  GP_CUDA_CHECK(kernels::cuda::batchnorm_infer_backward_params<float>(
+      x.data<float>(), dy.data<float>(), mean, inv, n, c, sp, dscale.data<float>(), dbias.data<float>(), stream));
+  if (wants(wanted, 1)) RETURN_IF_ERROR(emit_grad(call, grads, 1, dscale, accumulate));
+  if (wants(wanted, 2)) RETURN_IF_ERROR(emit_grad(call, grads, 2, dbias, accumulate));
+  return Status::ok();
+}
+
 Status batchnorm_backward_op(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                              std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!(wants(wanted, 0) || wants(wanted, 1) || wants(wanted, 2)) || !gout.at(0).defined()) return Status::ok();
   Tensor const& x = saved.tensors.at(0);
   bool const training = shape_of(saved.tensors.at(4)).at(0) != 0;
-  if (!training)
-    return unsupported("BatchNormalization '" + call.op.name +
-                       "': backward in inference mode (running statistics) is not implemented by backend cuda");
+  if (!training) return batchnorm_infer_backward(call, saved, gout[0], wanted, grads, accumulate);
   int64_t const c = x.dim(1);
   ASSIGN_OR_RETURN(Tensor dx, empty(x.shape()));
   ASSIGN_OR_RETURN(Tensor dscale, empty({c}));

@@ -1,7 +1,8 @@
-// The CUDA backend's math operators: activations, Pow with a constant scalar exponent, broadcasting
-// arithmetic (backward summed down to each input's shape), Softmax, LayerNormalization, Dropout,
-// ReduceSum/ReduceMean. Same inputs, outputs and conventions as the CPU ops (exec/cpu/
-// cpu_ops_eltwise.cc, cpu_ops_norm.cc, cpu_ops_shape.cc); kernels in kernels/cuda/math.h.
+// The CUDA backend's math operators: activations, Pow (a constant scalar exponent as an
+// activation, a tensor exponent broadcast), broadcasting arithmetic (backward summed down to each
+// input's shape), Softmax, LayerNormalization, Dropout, ReduceSum/ReduceMean. Same inputs, outputs
+// and conventions as the CPU ops (exec/cpu/cpu_ops_eltwise.cc, cpu_ops_norm.cc, cpu_ops_shape.cc);
+// kernels in kernels/cuda/math.h.
 #include <algorithm>
 
 #include "exec/cuda/ops_common.h"
@@ -19,7 +20,7 @@ int64_t numel_of(std::vector<int64_t> const& shape) {
   return n;
 }
 
-// ---- activations, Pow ----
+// ---- activations (and Pow with a constant scalar exponent) ----
 
 struct UnarySpec {
   hd::UnaryKind kind = hd::UnaryKind::kRelu;
@@ -51,14 +52,6 @@ Result<UnarySpec> unary_spec(OpCall const& call) {
     return UnarySpec{hd::UnaryKind::kPow, static_cast<float>(e->to_doubles().at(0))};
   }
   return op_error(call, "not an elementwise activation");
-}
-
-Status pow_check(graph::Op const& op, graph::OpGraph const& graph) {
-  if (op.inputs.size() < 2 || op.inputs[1] == graph::kNoTensor) return unsupported("Pow needs an exponent");
-  graph::TensorData const* e = constant_input(op, graph, 1);
-  if (e == nullptr || e->numel() != 1)
-    return unsupported("Pow '" + op.name + "' has a tensor exponent (the CUDA backend runs constant scalar exponents)");
-  return Status::ok();
 }
 
 template <typename T>
@@ -186,6 +179,81 @@ Status binary_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
       ASSIGN_OR_RETURN(Tensor full, apply_binary<T>(call, hd::BinaryKind::kMul, dy_b, y, shape));
       RETURN_IF_ERROR(grad(1, full, b.shape(), -1.f));
     }
+  }
+  return Status::ok();
+}
+
+// ---- Pow ----
+
+// A constant scalar exponent runs as an activation (UnaryKind::kPow); any other exponent (a
+// tensor, a weight, a constant of several elements) broadcasts with the base like the binary
+// operators, as on the CPU (exec/cpu/cpu_ops_eltwise.cc).
+bool scalar_exponent(graph::Op const& op, graph::OpGraph const& graph) {
+  graph::TensorData const* e = constant_input(op, graph, 1);
+  return e != nullptr && e->numel() == 1;
+}
+
+Status pow_check(graph::Op const& op, graph::OpGraph const& graph) {
+  if (op.inputs.size() < 2 || op.inputs[1] == graph::kNoTensor) return unsupported("Pow needs an exponent");
+  DType const d = graph.tensor(op.inputs[1]).dtype;
+  if (!scalar_exponent(op, graph) && d != DType::kFloat32)
+    return unsupported("Pow '" + op.name + "' has a " + graph::dtype_name(d) + " exponent tensor (float32 only)");
+  return Status::ok();
+}
+
+Result<hd::BinaryIndex> pow_index(OpCall const& call, std::vector<int64_t> const& shape, Tensor const& a,
+                                  Tensor const& b) {
+  hd::BinaryIndex index;
+  if (!hd::make_binary_index(shape, a.shape(), b.shape(), index))
+    return op_error(call, "shapes " + a.shape_string() + " and " + b.shape_string() + " need more than " +
+                              std::to_string(hd::kMaxBroadcastDims) + " dimensions after merging");
+  return index;
+}
+
+template <typename T>
+Status pow_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  if (scalar_exponent(call.op, call.graph)) return unary_forward<T>(call, in, out, saved);
+  if (in.size() < 2 || !in[1].defined()) return op_error(call, "the exponent input is missing");
+  Tensor const& a = in[0];
+  Tensor const& b = in[1];
+  std::vector<int64_t> shape;
+  if (!hd::broadcast_shape(a.shape(), b.shape(), shape))
+    return op_error(call, "shapes " + a.shape_string() + " and " + b.shape_string() + " do not broadcast");
+  ASSIGN_OR_RETURN(hd::BinaryIndex const index, pow_index(call, shape, a, b));
+  ASSIGN_OR_RETURN(Tensor y, empty(shape, a.dtype()));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::pow_forward<T>(index, a.data<T>(), b.data<T>(), y.data<T>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {a, b, y};
+  return Status::ok();
+}
+
+// da = Σ dy·b·a^(b−1) and db = Σ dy·a^b·ln a, each summed down to its operand's shape.
+template <typename T>
+Status pow_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                    std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (scalar_exponent(call.op, call.graph)) return unary_backward<T>(call, saved, gout, wanted, grads, accumulate);
+  if (!gout.at(0).defined() || !(wants(wanted, 0) || wants(wanted, 1))) return Status::ok();
+  Tensor const& a = saved.tensors.at(0);
+  Tensor const& b = saved.tensors.at(1);
+  Tensor const& y = saved.tensors.at(2);
+  ASSIGN_OR_RETURN(hd::BinaryIndex const index, pow_index(call, y.shape(), a, b));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (!wants(wanted, i)) continue;
+    hd::PowOperand const wrt = i == 0 ? hd::PowOperand::kBase : hd::PowOperand::kExponent;
+    ASSIGN_OR_RETURN(Tensor full, empty(y.shape(), y.dtype()));
+    GP_CUDA_CHECK(kc::pow_backward<T>(wrt, index, a.data<T>(), b.data<T>(), y.data<T>(), gout[0].data<T>(),
+                                      full.data<T>(), stream));
+    Tensor const& operand = i == 0 ? a : b;
+    Tensor g;
+    if (operand.numel() == full.numel()) {
+      g = full.reshaped(operand.shape());  // not broadcast: nothing to sum
+    } else {
+      ASSIGN_OR_RETURN(g, sum_down<T>(call, full, operand.shape(), 1.f));
+    }
+    RETURN_IF_ERROR(emit_grad(call, grads, i, g, accumulate));
   }
   return Status::ok();
 }
@@ -432,7 +500,7 @@ std::vector<KernelEntry> math_kernels() {
   std::vector<KernelEntry> t;
   for (char const* u : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Gelu", "Sqrt", "Erf", "Exp", "Log", "Abs", "Neg"})
     t.push_back({u, f32, unary, 1});
-  t.push_back({"Pow", f32, {unary_forward<float>, unary_backward<float>, unary_backward<float>, pow_check}, 1});
+  t.push_back({"Pow", f32, {pow_forward<float>, pow_backward<float>, pow_backward<float>, pow_check}, 1});
   for (char const* b : {"Add", "Sub", "Mul", "Div"}) t.push_back({b, f32, binary, 2});
   t.push_back(
       {"Softmax", f32, {softmax_forward<float>, softmax_backward<float>, softmax_backward<float>, no_check}, 1});

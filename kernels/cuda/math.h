@@ -1,17 +1,21 @@
-// Launchers of the CUDA math kernels behind exec/cuda/ops_math.cc: elementwise activations,
-// broadcasting arithmetic, sums down to a shape, Softmax, LayerNormalization, Dropout. Each
-// enqueues on `stream` and returns cudaGetLastError() (the launch's own error), never
+// Launchers of the CUDA math kernels behind exec/cuda/ops_math.cc (and BatchNormalization's
+// inference-mode backward in exec/cuda/ops_dnn.cc): elementwise activations, broadcasting
+// arithmetic, Pow with a tensor exponent, sums down to a shape, Softmax, LayerNormalization,
+// Dropout. Each enqueues on `stream` and returns cudaGetLastError() (the launch's own error), never
 // synchronising; n == 0 launches nothing. The per-element and per-row math is in kernels/hd/
-// (eltwise.h, broadcast.h, norm.h, dropout.h), shared with tests/cuda/test_hd_math.cc. Every
-// result is deterministic: no atomics, fixed reduction trees. Templates are instantiated for float.
+// (eltwise.h, broadcast.h, pow.h, norm.h, batchnorm.h, dropout.h), shared with the host twins in
+// tests/cuda/test_hd_*.cc. Every result is deterministic: no atomics, fixed reduction trees.
+// Templates are instantiated for float.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
+#include "kernels/hd/batchnorm.h"
 #include "kernels/hd/broadcast.h"
 #include "kernels/hd/eltwise.h"
+#include "kernels/hd/pow.h"
 
 namespace gp::kernels::cuda {
 
@@ -29,6 +33,13 @@ cudaError_t binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a
 // y[i] = scale · x[offset_a(i)]: x broadcast to the index's output (b strides unused).
 template <typename T>
 cudaError_t broadcast_scaled(hd::BinaryIndex const& index, T const* x, float scale, T* y, cudaStream_t stream);
+// Pow with a tensor exponent: y[i] = a[offset_a(i)]^b[offset_b(i)]; backward writes the
+// full-shape gradient of one operand, full[i] = hd::pow_grad(wrt, ...), for sum_to to sum down.
+template <typename T>
+cudaError_t pow_forward(hd::BinaryIndex const& index, T const* a, T const* b, T* y, cudaStream_t stream);
+template <typename T>
+cudaError_t pow_backward(hd::PowOperand wrt, hd::BinaryIndex const& index, T const* a, T const* b, T const* y,
+                         T const* dy, T* full, cudaStream_t stream);
 // y[o] = scale · Σ_r x[kept(o) + summed(r)] (hd::make_sum_index): ReduceSum/ReduceMean, and the
 // gradient of a broadcast input. One thread per output for short sums, one block otherwise.
 template <typename T>
@@ -55,6 +66,18 @@ int64_t layernorm_params_scratch(int64_t rows, int64_t cols);
 template <typename T>
 cudaError_t layernorm_backward_params(T const* x, float const* mean, float const* rstd, T const* dy, int64_t rows,
                                       int64_t cols, float* scratch, T* dscale, T* dbias, cudaStream_t stream);
+
+// BatchNormalization's inference-mode backward over x seen as [batch, channels, spatial], with the
+// running mean and inv_std = 1/√(var + eps) per channel: dx = dy·scale·inv_std; dscale[c] =
+// Σ dy·(x − mean)·inv_std and dbias[c] = Σ dy over batch and spatial (fresh values, one block per
+// channel).
+template <typename T>
+cudaError_t batchnorm_infer_backward_input(T const* dy, T const* scale, float const* inv_std, int64_t batch,
+                                           int64_t channels, int64_t spatial, T* dx, cudaStream_t stream);
+template <typename T>
+cudaError_t batchnorm_infer_backward_params(T const* x, T const* dy, float const* mean, float const* inv_std,
+                                            int64_t batch, int64_t channels, int64_t spatial, T* dscale, T* dbias,
+                                            cudaStream_t stream);
 
 // Training dropout with hd::dropout_keep's mask (the CPU's): y = x·keep/(1 − ratio), mask = keep.
 template <typename T>

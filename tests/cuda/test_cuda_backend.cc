@@ -164,6 +164,14 @@ std::vector<Case> cases() {
         "Pow", {},
         {{"x", random_tensor({2, 5}, 52, 0.5f, 2.f, true), kIn}, {"e", Tensor::from_floats({}, {3.f}), kConst}});
   });
+  add("Pow tensor exponent", [] {
+    return make_op("Pow", {},
+                   {{"x", random_tensor({2, 3}, 79, 0.5f, 2.f, true), kIn}, {"e", random_tensor({3}, 80), kIn}});
+  });
+  add("Pow weight exponent", [] {
+    return make_op("Pow", {},
+                   {{"x", random_tensor({3}, 81, 0.5f, 2.f, true), kIn}, {"e", random_tensor({2, 3}, 82), kW}});
+  });
   for (char const* t : {"Add", "Sub", "Mul", "Div"}) {
     add(std::string(t) + " broadcast", [t] {
       return make_op(t, {},
@@ -231,14 +239,25 @@ std::vector<Case> cases() {
   return c;
 }
 
-// What the CUDA backend does not run is refused by name before any device is touched.
-TEST(CudaOpCases, PowWithATensorExponentIsRefusedClearly) {
-  OneOp o =
-      make_op("Pow", {}, {{"x", random_tensor({2, 3}, 79, 0.5f, 2.f, true), kIn}, {"e", random_tensor({3}, 80), kIn}});
+// Pow takes what the CPU takes (a float32 exponent tensor, input or weight) and refuses, by name and
+// before any device is touched, what the CPU refuses (an exponent tensor of another dtype).
+TEST(CudaOpCases, PowAcceptsAndRefusesTheExponentsTheCpuDoes) {
+  CpuBackend const cpu;
+  for (TensorRole role : {kIn, kW}) {
+    OneOp o = make_op("Pow", {},
+                      {{"x", random_tensor({2, 3}, 79, 0.5f, 2.f, true), kIn}, {"e", random_tensor({3}, 80), role}});
+    EXPECT_TRUE(cpu.supports(o.the_op(), o.graph).is_ok());
+    Status const s = CudaBackend::supports_op(o.the_op(), o.graph);
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+  }
+  OneOp o = make_op("Pow", {},
+                    {{"x", random_tensor({2, 3}, 79, 0.5f, 2.f, true), kIn}, {"e", int_tensor({3}, {1, 2, 3}), kIn}});
+  EXPECT_FALSE(cpu.supports(o.the_op(), o.graph).is_ok());
   Status const s = CudaBackend::supports_op(o.the_op(), o.graph);
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
   EXPECT_NE(s.message().find("Pow"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("exponent"), std::string::npos) << s.message();
 }
 
 TEST(CudaOpCases, TheCaseListCoversEveryOpOfTheCudaKernelTable) {
