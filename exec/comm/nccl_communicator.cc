@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "exec/comm/mpi_abort.h"
+#include "exec/comm/nccl_bootstrap.h"
 #include "exec/cuda/cuda_check.h"
 
 namespace gp::exec {
@@ -19,33 +20,9 @@ namespace {
 
 using cuda::cuda_error;
 using cuda::nccl_error;
-
-std::string mpi_error(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(code, text, &len);
-  return std::string(text, len);
-}
-
-#define GP_MPI(call)                                                                           \
-  do {                                                                                         \
-    int gp_rc_ = (call);                                                                       \
-    if (gp_rc_ != MPI_SUCCESS) return io_error(std::string(#call) + ": " + mpi_error(gp_rc_)); \
-  } while (0)
-
-// A non-blocking communicator may answer ncclInProgress: the call goes on in the background.
-#define GP_NCCL_ASYNC(expr)                                                                \
-  do {                                                                                     \
-    ncclResult_t const gp_nccl_rc_ = (expr);                                               \
-    if (gp_nccl_rc_ != ncclSuccess && gp_nccl_rc_ != ncclInProgress)                       \
-      return with_last_error(nccl_error(gp_nccl_rc_, #expr, __FILE__, __LINE__), nullptr); \
-  } while (0)
-
-Status with_last_error(Status s, ncclComm_t comm) {
-  char const* last = ncclGetLastError(comm);
-  if (last && *last) return Status(s.code(), s.message() + " (NCCL: " + last + ")");
-  return s;
-}
+using nccl_bootstrap::agree;
+using nccl_bootstrap::wait_comm;
+using nccl_bootstrap::with_last_error;
 
 constexpr int kMaxTensors = 16;
 constexpr int kMaxRank = 8;
@@ -57,74 +34,6 @@ struct Header {
     int64_t dtype, rank, dims[kMaxRank];
   } tensors[kMaxTensors];
 };
-
-Status wait_mpi(MPI_Request& r, Deadline deadline, std::string const& what) {
-  for (int spins = 0;; ++spins) {
-    int done = 0;
-    GP_MPI(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
-    if (done) return Status::ok();
-    if (stop_requested()) return aborted_error(kInterrupted);
-    if (Clock::now() > deadline) return timeout_error(what + " did not complete before the deadline");
-    if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
-
-// Polls a non-blocking communicator until its pending call (init, split, group) is done.
-Status wait_comm(ncclComm_t comm, Deadline deadline, std::string const& what) {
-  for (int spins = 0;; ++spins) {
-    ncclResult_t state = ncclSuccess;
-    ncclResult_t const rc = ncclCommGetAsyncError(comm, &state);
-    if (rc != ncclSuccess) return with_last_error(nccl_error(rc, "ncclCommGetAsyncError", __FILE__, __LINE__), comm);
-    if (state == ncclSuccess) return Status::ok();
-    if (state != ncclInProgress) return with_last_error(nccl_error(state, what.c_str(), __FILE__, __LINE__), comm);
-    if (stop_requested()) return aborted_error(kInterrupted);
-    if (Clock::now() > deadline) return timeout_error(what + " did not complete before the deadline");
-    if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
-
-// Every rank passes its outcome; every rank returns the first failure (by rank) or ok. A rank
-// that failed keeps its own status; the others report the failing rank's.
-Status agree(MPI_Comm comm, Status const& mine, double timeout_s, std::string const& phase) {
-  constexpr int kText = 480;
-  struct Outcome {
-    int32_t code;
-    char text[kText];
-  } out{};
-  out.code = static_cast<int32_t>(mine.code());
-  std::memcpy(out.text, mine.message().data(), std::min<std::size_t>(mine.message().size(), kText - 1));
-  int size = 1;
-  MPI_Comm_size(comm, &size);
-  std::vector<Outcome> all(static_cast<std::size_t>(size));
-  MPI_Request r;
-  GP_MPI(MPI_Iallgather(&out, sizeof out, MPI_BYTE, all.data(), sizeof out, MPI_BYTE, comm, &r));
-  Status const s = wait_mpi(r, deadline_after(timeout_s), "agreeing on " + phase + " over MPI");
-  if (!s.is_ok()) return mine.is_ok() ? s : mine;
-  if (!mine.is_ok()) return mine;
-  for (int i = 0; i < size; ++i)
-    if (all[i].code != static_cast<int32_t>(StatusCode::kOk))
-      return Status(static_cast<StatusCode>(all[i].code), "rank " + std::to_string(i) + " failed " + phase + ": " +
-                                                              std::string(all[i].text, strnlen(all[i].text, kText)));
-  return Status::ok();
-}
-
-Status local_gpu(MPI_Comm world, int* device) {
-  MPI_Comm node;
-  GP_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int local = 0;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_free(&node);
-  RETURN_IF_ERROR(cuda::device_available());  // before anything touches NCCL
-  int const n = cuda::device_count();
-  if (local >= n)
-    return invalid_argument("local rank " + std::to_string(local) + " needs GPU " + std::to_string(local) +
-                            " but this node has " + std::to_string(n) +
-                            " (start at most one rank per GPU: mpirun -np <GPUs per node>; one GPU as two NCCL ranks "
-                            "is unsupported)");
-  GP_CUDA_CHECK(cudaSetDevice(local));
-  *device = local;
-  return Status::ok();
-}
 
 Result<ncclDataType_t> nccl_type(DType d) {
   switch (d) {
@@ -150,16 +59,6 @@ Status device_tensor(Tensor const& t, std::string const& what) {
 }
 
 }  // namespace
-
-Result<int> select_local_gpu(double timeout_s) {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) return internal_error("the NCCL transport needs MPI started first (MpiSession::start)");
-  int device = -1;
-  Status const mine = local_gpu(MPI_COMM_WORLD, &device);
-  RETURN_IF_ERROR(agree(MPI_COMM_WORLD, mine, timeout_s, "selecting its GPU"));
-  return device;
-}
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -196,69 +95,18 @@ class NcclCommunicator final : public Communicator {
     stream_ = static_cast<cudaStream_t>(options.comm_stream);
   }
 
-  Status create_id() {
-    if (rank_ == 0) GP_NCCL_CHECK(ncclGetUniqueId(&id_));
-    return Status::ok();
-  }
-
-  Status share_id(double timeout_s) {
-    Deadline const deadline = deadline_after(timeout_s);
-    MPI_Request r;
-    GP_MPI(MPI_Ibcast(&id_, sizeof id_, MPI_BYTE, 0, mpi_, &r));
-    RETURN_IF_ERROR(wait_mpi(r, deadline, "broadcasting the NCCL id"));
-    GP_MPI(MPI_Ibarrier(mpi_, &r));
-    return wait_mpi(r, deadline, "the barrier after the NCCL id");
-  }
-
-  Status init(double timeout_s) {
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    ncclComm_t world = nullptr;
-    ncclResult_t const rc = ncclCommInitRankConfig(&world, size_, id_, rank_, &config);
-    world_ = world;
-    if (rc != ncclSuccess && rc != ncclInProgress)
-      return with_last_error(nccl_error(rc, "ncclCommInitRankConfig", __FILE__, __LINE__), world);
-    if (!world_) return internal_error("ncclCommInitRankConfig returned no communicator");
-    return wait_comm(world_, deadline_after(timeout_s), "ncclCommInitRankConfig");
+  // The start-up phases (exec/comm/nccl_bootstrap.h), in make_nccl_communicator's order.
+  Status create_id() { return nccl_bootstrap::create_id(rank_, &id_); }
+  Status share_id(double timeout_s) { return nccl_bootstrap::share_id(mpi_, &id_, timeout_s); }
+  Status init(double timeout_s) { return nccl_bootstrap::init_world(&world_, size_, id_, rank_, timeout_s); }
+  Status split_groups(std::vector<std::vector<int>> const& groups, double timeout_s) {
+    return nccl_bootstrap::split_groups(world_, rank_, size_, groups, timeout_s, &groups_, &order_);
   }
 
   // A start-up phase failed on some rank (every rank knows): drop the communicators, no messages.
   void discard(Status const& cause) {
     abort_ = cause;
     abort_nccl();
-  }
-
-  // One split per round of disjoint groups, the same rounds on every rank.
-  Status split_groups(std::vector<std::vector<int>> const& groups, double timeout_s) {
-    std::vector<std::vector<int>> todo;
-    for (auto const& g : groups)
-      if (g.size() > 1 && !is_world(g) && std::find(todo.begin(), todo.end(), g) == todo.end()) todo.push_back(g);
-    while (!todo.empty()) {
-      std::vector<std::vector<int>> round, rest;
-      std::set<int> used;
-      for (auto const& g : todo) {
-        bool const free = std::none_of(g.begin(), g.end(), [&](int d) { return used.count(d); });
-        (free ? round : rest).push_back(g);
-        if (free) used.insert(g.begin(), g.end());
-      }
-      int color = NCCL_SPLIT_NOCOLOR, key = 0;
-      for (std::size_t i = 0; i < round.size(); ++i) {
-        auto const pos = std::find(round[i].begin(), round[i].end(), rank_);
-        if (pos != round[i].end()) color = static_cast<int>(i), key = static_cast<int>(pos - round[i].begin());
-      }
-      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-      config.blocking = 0;
-      ncclComm_t sub = nullptr;
-      GP_NCCL_ASYNC(ncclCommSplit(world_, color, key, &sub, &config));
-      RETURN_IF_ERROR(wait_comm(world_, deadline_after(timeout_s), "ncclCommSplit"));
-      if (sub) RETURN_IF_ERROR(wait_comm(sub, deadline_after(timeout_s), "ncclCommSplit"));
-      if (color != NCCL_SPLIT_NOCOLOR) {
-        groups_[round[static_cast<std::size_t>(color)]] = sub;
-        order_.push_back(sub);
-      }
-      todo = std::move(rest);
-    }
-    return Status::ok();
   }
 
   Status make_streams() {
@@ -454,12 +302,7 @@ class NcclCommunicator final : public Communicator {
     for (std::size_t i = 0; i < g.size(); ++i) s += (i ? "," : "") + std::to_string(g[i]);
     return s + "}";
   }
-  bool is_world(std::vector<int> const& g) const {
-    if (static_cast<int>(g.size()) != size_) return false;
-    for (int i = 0; i < size_; ++i)
-      if (g[i] != i) return false;
-    return true;
-  }
+  bool is_world(std::vector<int> const& g) const { return nccl_bootstrap::is_world(g, size_); }
   std::vector<ncclComm_t> comms_newest_first() const {
     std::vector<ncclComm_t> all(order_.rbegin(), order_.rend());
     if (world_) all.push_back(world_);
