@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <queue>
-#include <set>
 #include <sstream>
+#include <stdexcept>
+
+#include <boost/range/iterator_range.hpp>
 
 namespace gp::graph {
 
@@ -243,8 +245,6 @@ Status OpGraph::finalize() {
 
   std::size_t const n = ops_.size();
   bgl_ = BoostGraph(n);
-  preds_.assign(n, {});
-  succs_.assign(n, {});
   for (std::size_t v = 0; v < n; ++v) bgl_[v].op = static_cast<OpId>(v);
   for (auto const& t : tensors_) {
     if (t.producer == kNoOp) continue;
@@ -252,36 +252,52 @@ Status OpGraph::finalize() {
       if (c == t.producer) return invalid_argument("operator '" + ops_[c].name + "' consumes its own output");
       auto e = boost::add_edge(t.producer, c, bgl_).first;
       bgl_[e].tensor = t.id;
-      succs_[t.producer].push_back(c);
-      preds_[c].push_back(t.producer);
     }
   }
-  for (std::size_t v = 0; v < n; ++v) {
-    for (auto* list : {&preds_[v], &succs_[v]}) {
-      std::sort(list->begin(), list->end());
-      list->erase(std::unique(list->begin(), list->end()), list->end());
-    }
-  }
-  // Kahn's algorithm, smallest id first: deterministic and close to the file's node order.
-  std::vector<int> indeg(n);
-  for (std::size_t v = 0; v < n; ++v) indeg[v] = static_cast<int>(preds_[v].size());
-  std::priority_queue<OpId, std::vector<OpId>, std::greater<>> ready;
+  // Kahn's algorithm, smallest ready id first, counting every edge (parallel ones included).
+  std::vector<std::size_t> indeg(n);
+  for (std::size_t v = 0; v < n; ++v) indeg[v] = boost::in_degree(v, bgl_);
+  std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready;
   for (std::size_t v = 0; v < n; ++v)
-    if (indeg[v] == 0) ready.push(static_cast<OpId>(v));
+    if (indeg[v] == 0) ready.push(v);
   topo_.clear();
   while (!ready.empty()) {
-    OpId v = ready.top();
+    std::size_t const v = ready.top();
     ready.pop();
-    topo_.push_back(v);
-    for (OpId s : succs_[v])
+    topo_.push_back(static_cast<OpId>(v));
+    for (std::size_t s : boost::make_iterator_range(boost::adjacent_vertices(v, bgl_)))
       if (--indeg[s] == 0) ready.push(s);
   }
-  if (topo_.size() != n) {
-    for (std::size_t v = 0; v < n; ++v)
-      if (indeg[v] > 0) return invalid_argument("the operator graph has a cycle through '" + ops_[v].name + "'");
-  }
+  // What is left lies on a cycle or behind one; name the smallest id still waiting.
+  for (std::size_t v = 0; v < n; ++v)
+    if (indeg[v] > 0) return invalid_argument("the operator graph has a cycle through '" + ops_[v].name + "'");
   finalized_ = true;
   return Status::ok();
+}
+
+namespace {
+template <typename Range>
+std::vector<OpId> sorted_distinct(Range range) {
+  std::vector<OpId> out;
+  for (auto v : range) out.push_back(static_cast<OpId>(v));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::size_t checked_vertex(OpId id, BoostGraph const& g) {
+  if (id < 0 || static_cast<std::size_t>(id) >= boost::num_vertices(g))
+    throw std::out_of_range("op id " + std::to_string(id) + " is not in the finalized graph");
+  return static_cast<std::size_t>(id);
+}
+}  // namespace
+
+std::vector<OpId> OpGraph::predecessors(OpId id) const {
+  return sorted_distinct(boost::make_iterator_range(boost::inv_adjacent_vertices(checked_vertex(id, bgl_), bgl_)));
+}
+
+std::vector<OpId> OpGraph::successors(OpId id) const {
+  return sorted_distinct(boost::make_iterator_range(boost::adjacent_vertices(checked_vertex(id, bgl_), bgl_)));
 }
 
 std::optional<OpId> OpGraph::find_op(std::string const& name) const {

@@ -150,9 +150,13 @@ class OpGraph {
   std::vector<TensorId> weights() const;  // role kWeight
   std::size_t num_ops() const { return ops_.size(); }
 
-  std::vector<OpId> const& topo_order() const { return topo_; }  // deterministic (Kahn, smallest id first)
-  std::vector<OpId> const& predecessors(OpId id) const { return preds_.at(id); }  // distinct, sorted
-  std::vector<OpId> const& successors(OpId id) const { return succs_.at(id); }    // distinct, sorted
+  // Kahn's algorithm over the Boost graph, smallest ready id first: deterministic, close to the
+  // file's node order, and relied on by plans (boost::topological_sort's DFS order is not this).
+  std::vector<OpId> const& topo_order() const { return topo_; }
+  // Read from the Boost graph (one edge per tensor read), as distinct, sorted op ids.
+  std::vector<OpId> predecessors(OpId id) const;
+  std::vector<OpId> successors(OpId id) const;
+  // Vertex i is op i; edge bundles name the tensor (parallel edges when an op reads several).
   BoostGraph const& boost_graph() const { return bgl_; }
 
   // Totals over all ops.
@@ -170,7 +174,6 @@ class OpGraph {
   std::unordered_map<std::string, TensorId> tensor_by_name_;
   std::vector<TensorId> inputs_, outputs_;
   std::vector<OpId> topo_;
-  std::vector<std::vector<OpId>> preds_, succs_;
   BoostGraph bgl_;
   bool finalized_ = false;
 };
