@@ -1,7 +1,7 @@
 // The CUDA backend's device operations: fill,
 // add-into, losses and optimizer updates. Per-element math in kernels/hd/loss.h and optim.h.
 #include "kernels/cuda/device_ops.h"
-#include "kernels/cuda/math_block.cuh"
+#include "kernels/cuda/block.cuh"
 #include "kernels/hd/loss.h"
 #include "kernels/hd/optim.h"
 

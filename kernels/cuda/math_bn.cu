@@ -1,9 +1,9 @@
 // BatchNormalization's inference-mode backward (launchers in kernels/cuda/math.h; per-element math
 // in kernels/hd/batchnorm.h). The input gradient is elementwise; the scale and bias gradients are
-// per-channel sums, one block per channel combined by the fixed shuffle tree of math_block.cuh (no
+// per-channel sums, one block per channel combined by the fixed shuffle tree of block.cuh (no
 // atomics: the result does not depend on scheduling).
 #include "kernels/cuda/math.h"
-#include "kernels/cuda/math_block.cuh"
+#include "kernels/cuda/block.cuh"
 
 namespace gp::kernels::cuda {
 namespace {

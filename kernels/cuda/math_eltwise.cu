@@ -1,7 +1,7 @@
 // Elementwise, broadcasting, sum-to-shape and dropout kernels (launchers in kernels/cuda/math.h).
 // Grid-stride loops; int32 indices where every offset fits (cheaper division), int64 beyond.
 #include "kernels/cuda/math.h"
-#include "kernels/cuda/math_block.cuh"
+#include "kernels/cuda/block.cuh"
 #include "kernels/hd/dropout.h"
 
 namespace gp::kernels::cuda {

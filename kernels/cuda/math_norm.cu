@@ -2,7 +2,7 @@
 // on one block (max and sums by block_reduce: deterministic); Softmax over a strided axis runs one
 // thread per column with hd::softmax_row, adjacent threads on adjacent columns (coalesced).
 #include "kernels/cuda/math.h"
-#include "kernels/cuda/math_block.cuh"
+#include "kernels/cuda/block.cuh"
 #include "kernels/hd/norm.h"
 
 namespace gp::kernels::cuda {

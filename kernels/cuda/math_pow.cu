@@ -2,7 +2,7 @@
 // exponent through hd::BinaryIndex, per-element math in kernels/hd/pow.h. The backward kernel
 // writes one operand's full-shape gradient; sum_to sums it down to that operand's shape.
 #include "kernels/cuda/math.h"
-#include "kernels/cuda/math_block.cuh"
+#include "kernels/cuda/block.cuh"
 
 namespace gp::kernels::cuda {
 namespace {

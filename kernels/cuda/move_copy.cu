@@ -3,30 +3,25 @@
 #include <cstdint>
 
 #include "kernels/cuda/device_ops.h"
+#include "kernels/cuda/block.cuh"
 #include "kernels/cuda/move.h"
 
 namespace gp::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-// Grid-stride loops cover the rest: a capped grid keeps the launch cheap for huge tensors.
-unsigned blocks_for(int64_t n) {
-  int64_t const b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 ? b : 65535);
-}
-
-__device__ int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+using detail::global_thread;
+using detail::grid_for;
+using detail::grid_threads;
+using detail::kBlock;
 
 template <typename T>
 __global__ void strided_copy_kernel(T const* src, T* dst, hd::StridedParams const p, int64_t n, bool accumulate) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) hd::strided_copy_at(src, dst, p, i, accumulate);
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) hd::strided_copy_at(src, dst, p, i, accumulate);
 }
 
 template <typename T>
 __global__ void reduce_kernel(T const* src, T* dst, hd::ReduceParams const p, int64_t n, bool accumulate) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) hd::reduce_at(src, dst, p, i, accumulate);
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) hd::reduce_at(src, dst, p, i, accumulate);
 }
 
 }  // namespace
@@ -36,7 +31,7 @@ cudaError_t strided_copy(T const* src, T* dst, hd::StridedParams const& p, bool 
   int64_t n = 1;
   for (int k = 0; k < p.rank; ++k) n *= p.shape[k];
   if (n == 0) return cudaSuccess;
-  strided_copy_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(src, dst, p, n, accumulate);
+  strided_copy_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(src, dst, p, n, accumulate);
   return cudaGetLastError();
 }
 
@@ -44,7 +39,7 @@ template <typename T>
 cudaError_t reduce_to(T const* src, T* dst, hd::ReduceParams const& p, int64_t target_numel, bool accumulate,
                       cudaStream_t stream) {
   if (target_numel == 0) return cudaSuccess;
-  reduce_kernel<T><<<blocks_for(target_numel), kThreads, 0, stream>>>(src, dst, p, target_numel, accumulate);
+  reduce_kernel<T><<<grid_for(target_numel), kBlock, 0, stream>>>(src, dst, p, target_numel, accumulate);
   return cudaGetLastError();
 }
 

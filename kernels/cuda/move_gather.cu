@@ -5,25 +5,21 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/block.cuh"
 #include "kernels/cuda/move.h"
 
 namespace gp::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  int64_t const b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 ? b : 65535);
-}
-
-__device__ int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+using detail::global_thread;
+using detail::grid_for;
+using detail::grid_threads;
+using detail::kBlock;
 
 template <typename I>
 __global__ void check_indices_kernel(I const* indices, int64_t num_indices, int64_t axis_dim,
                                      unsigned long long* first_bad) {
-  for (int64_t j = first_index(); j < num_indices; j += grid_stride()) {
+  for (int64_t j = global_thread(); j < num_indices; j += grid_threads()) {
     int64_t k = 0;
     if (!hd::resolve_index(static_cast<int64_t>(indices[j]), axis_dim, k))
       atomicMin(first_bad, static_cast<unsigned long long>(j));
@@ -33,14 +29,14 @@ __global__ void check_indices_kernel(I const* indices, int64_t num_indices, int6
 template <typename T, typename I>
 __global__ void gather_kernel(T const* data, int64_t axis_dim, int64_t inner, I const* indices, int64_t num_indices,
                               T* out, int64_t n) {
-  for (int64_t e = first_index(); e < n; e += grid_stride())
+  for (int64_t e = global_thread(); e < n; e += grid_threads())
     hd::gather_at(data, axis_dim, inner, indices, num_indices, out, e);
 }
 
 template <typename I>
 __global__ void keys_kernel(I const* indices, int64_t num_indices, int64_t axis_dim, int32_t* keys,
                             int32_t* positions) {
-  for (int64_t j = first_index(); j < num_indices; j += grid_stride()) {
+  for (int64_t j = global_thread(); j < num_indices; j += grid_threads()) {
     keys[j] = hd::gather_key(indices, j, axis_dim);
     positions[j] = static_cast<int32_t>(j);
   }
@@ -49,7 +45,7 @@ __global__ void keys_kernel(I const* indices, int64_t num_indices, int64_t axis_
 template <typename T>
 __global__ void segment_sum_kernel(T const* grad_out, int64_t axis_dim, int64_t inner, int32_t const* keys,
                                    int32_t const* positions, int64_t num_indices, T* grad_data, int64_t n) {
-  for (int64_t e = first_index(); e < n; e += grid_stride())
+  for (int64_t e = global_thread(); e < n; e += grid_threads())
     hd::gather_backward_at(grad_out, axis_dim, inner, keys, positions, num_indices, grad_data, e);
 }
 
@@ -76,11 +72,11 @@ cudaError_t gather(T const* data, int64_t outer, int64_t axis_dim, int64_t inner
                    T* out, unsigned long long* first_bad, cudaStream_t stream) {
   if (cudaError_t e = cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned long long), stream); e != cudaSuccess) return e;
   if (num_indices == 0) return cudaSuccess;
-  check_indices_kernel<I><<<blocks_for(num_indices), kThreads, 0, stream>>>(indices, num_indices, axis_dim, first_bad);
+  check_indices_kernel<I><<<grid_for(num_indices), kBlock, 0, stream>>>(indices, num_indices, axis_dim, first_bad);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   int64_t const n = outer * num_indices * inner;
   if (n == 0) return cudaSuccess;
-  gather_kernel<T, I><<<blocks_for(n), kThreads, 0, stream>>>(data, axis_dim, inner, indices, num_indices, out, n);
+  gather_kernel<T, I><<<grid_for(n), kBlock, 0, stream>>>(data, axis_dim, inner, indices, num_indices, out, n);
   return cudaGetLastError();
 }
 
@@ -108,14 +104,14 @@ cudaError_t gather_backward(T const* grad_out, int64_t outer, int64_t axis_dim, 
   auto* pos_in = reinterpret_cast<int32_t*>(base + 2 * array);
   auto* pos_out = reinterpret_cast<int32_t*>(base + 3 * array);
   std::size_t temp_bytes = workspace_bytes - 4 * array;
-  keys_kernel<I><<<blocks_for(num_indices), kThreads, 0, stream>>>(indices, num_indices, axis_dim, keys_in, pos_in);
+  keys_kernel<I><<<grid_for(num_indices), kBlock, 0, stream>>>(indices, num_indices, axis_dim, keys_in, pos_in);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   if (cudaError_t e =
           sort_pairs(base + 4 * array, temp_bytes, keys_in, keys_out, pos_in, pos_out, num_indices, axis_dim, stream);
       e != cudaSuccess)
     return e;
   segment_sum_kernel<T>
-      <<<blocks_for(n), kThreads, 0, stream>>>(grad_out, axis_dim, inner, keys_out, pos_out, num_indices, grad_data, n);
+      <<<grid_for(n), kBlock, 0, stream>>>(grad_out, axis_dim, inner, keys_out, pos_out, num_indices, grad_data, n);
   return cudaGetLastError();
 }
 

@@ -4,24 +4,20 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/cuda/block.cuh"
 #include "kernels/cuda/move.h"
 
 namespace gp::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  int64_t const b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 ? b : 65535);
-}
-
-__device__ int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+using detail::global_thread;
+using detail::grid_for;
+using detail::grid_threads;
+using detail::kBlock;
 
 template <typename T>
 __global__ void pool_forward_kernel(T const* x, T* y, int32_t* argmax, hd::PoolParams const p, int64_t n, T lowest) {
-  for (int64_t e = first_index(); e < n; e += grid_stride()) {
+  for (int64_t e = global_thread(); e < n; e += grid_threads()) {
     int32_t arg = -1;
     y[e] = hd::pool_forward_at(x, p, e, arg, lowest);
     if (argmax != nullptr) argmax[e] = arg;
@@ -31,7 +27,7 @@ __global__ void pool_forward_kernel(T const* x, T* y, int32_t* argmax, hd::PoolP
 template <typename T>
 __global__ void pool_backward_kernel(T const* dy, int32_t const* argmax, T* dx, hd::PoolParams const p, int64_t n,
                                      bool accumulate) {
-  for (int64_t e = first_index(); e < n; e += grid_stride()) hd::pool_backward_at(dy, argmax, p, e, dx, accumulate);
+  for (int64_t e = global_thread(); e < n; e += grid_threads()) hd::pool_backward_at(dy, argmax, p, e, dx, accumulate);
 }
 
 }  // namespace
@@ -40,7 +36,7 @@ template <typename T>
 cudaError_t pool_forward(T const* x, T* y, int32_t* argmax, hd::PoolParams const& p, cudaStream_t stream) {
   int64_t const n = p.planes * hd::pool_out_plane(p);
   if (n == 0) return cudaSuccess;
-  pool_forward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(x, y, argmax, p, n, std::numeric_limits<T>::lowest());
+  pool_forward_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(x, y, argmax, p, n, std::numeric_limits<T>::lowest());
   return cudaGetLastError();
 }
 
@@ -49,7 +45,7 @@ cudaError_t pool_backward(T const* dy, int32_t const* argmax, T* dx, hd::PoolPar
                           cudaStream_t stream) {
   int64_t const n = p.planes * hd::pool_in_plane(p);
   if (n == 0) return cudaSuccess;
-  pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(dy, argmax, dx, p, n, accumulate);
+  pool_backward_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(dy, argmax, dx, p, n, accumulate);
   return cudaGetLastError();
 }
 
