@@ -3,40 +3,22 @@
 // with one GPU the second rank names its local rank and the device count; with two, a send/recv
 // exchange in NVIDIA/nccl#479's order, an all-reduce, and a header mismatch caught on both ranks.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "exec/cuda/cuda_check.h"
+#include "tests/runtime/cli_harness.h"
 
 namespace gp::exec {
 namespace {
 
-struct MpiRun {
-  int code = -1;
-  std::string output;
-  double seconds = 0;
-};
-
 constexpr int kLimit = 60;
 
-MpiRun mpirun(std::string const& mode) {
-  std::string const cmd = "timeout -k 5 " + std::to_string(kLimit) + " mpirun --oversubscribe -np 2 " +
-                          std::string(GP_BINARY_DIR) + "/tests/cuda/nccl_bootstrap_main " + mode + " 2>&1";
-  MpiRun r;
-  auto const t0 = std::chrono::steady_clock::now();
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  int const st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
+// `timeout -k 5 kLimit mpirun ...` through the runtime tests' command runner.
+gp::testing::Run mpirun(std::string const& mode) {
+  return gp::testing::run(
+      "mpirun --oversubscribe -np 2 " + std::string(GP_BINARY_DIR) + "/tests/cuda/nccl_bootstrap_main " + mode, kLimit);
 }
 
 class NcclBootstrap : public ::testing::Test {
@@ -56,7 +38,7 @@ bool has(std::string const& text, std::string const& part) { return text.find(pa
 
 TEST_F(NcclBootstrap, WithoutAGpuEveryRankFailsFastWithTheNoGpuError) {
   if (cuda::device_available().is_ok()) GTEST_SKIP() << "this machine has a GPU";
-  MpiRun const r = mpirun("roundtrip");
+  gp::testing::Run const r = mpirun("roundtrip");
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.code, 124) << "timed out after " << kLimit << " s: a hang\n" << r.output;
   EXPECT_LT(r.seconds, kLimit - 5) << r.output;
@@ -67,7 +49,7 @@ TEST_F(NcclBootstrap, WithoutAGpuEveryRankFailsFastWithTheNoGpuError) {
 
 TEST_F(NcclBootstrap, WithOneGpuTheSecondRankNamesItsLocalRankAndTheDeviceCount) {
   if (cuda::device_count() != 1) GTEST_SKIP() << "needs exactly one GPU (has " << cuda::device_count() << ")";
-  MpiRun const r = mpirun("roundtrip");
+  gp::testing::Run const r = mpirun("roundtrip");
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.code, 124) << "a hang\n" << r.output;
   EXPECT_TRUE(has(r.output, "rank 1: error: local rank 1 needs GPU 1 but this node has 1")) << r.output;
@@ -76,7 +58,7 @@ TEST_F(NcclBootstrap, WithOneGpuTheSecondRankNamesItsLocalRankAndTheDeviceCount)
 
 TEST_F(NcclBootstrap, WithTwoGpusBothRanksExchangeAndAllReduce) {
   if (cuda::device_count() < 2) GTEST_SKIP() << "needs two GPUs (has " << cuda::device_count() << ")";
-  MpiRun const r = mpirun("roundtrip");
+  gp::testing::Run const r = mpirun("roundtrip");
   EXPECT_EQ(r.code, 0) << r.output;
   for (std::string rank : {"rank 0", "rank 1"}) {
     EXPECT_TRUE(has(r.output, rank + ": send/recv ok")) << r.output;
@@ -86,7 +68,7 @@ TEST_F(NcclBootstrap, WithTwoGpusBothRanksExchangeAndAllReduce) {
 
 TEST_F(NcclBootstrap, WithTwoGpusAHeaderMismatchStopsBothRanks) {
   if (cuda::device_count() < 2) GTEST_SKIP() << "needs two GPUs (has " << cuda::device_count() << ")";
-  MpiRun const r = mpirun("mismatch");
+  gp::testing::Run const r = mpirun("mismatch");
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.code, 124) << "a hang\n" << r.output;
   EXPECT_TRUE(has(r.output,
