@@ -71,13 +71,6 @@ int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : 
 
 }  // namespace
 
-Result<int64_t> checked_axis(int64_t axis, int64_t rank, bool split_point) {
-  int64_t const limit = split_point ? rank + 1 : rank;
-  if (axis < -limit || axis >= limit)
-    return invalid_argument("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  return axis < 0 ? axis + limit : axis;
-}
-
 namespace {
 
 // A float as an integer, saturating at the int64 range and NaN as 0 (a plain cast of those is UB).
@@ -287,83 +280,6 @@ Result<SymArray> elementwise(RawNode const& n, std::vector<SymArray const*> cons
 
 }  // namespace
 
-bool is_float_dtype(DType d) {
-  return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kFloat16 || d == DType::kBFloat16;
-}
-
-bool SymArray::is_float() const { return is_float_dtype(dtype); }
-int64_t SymArray::numel() const { return product(dims); }
-bool SymArray::has_batch() const {
-  return std::any_of(b.begin(), b.end(), [](int64_t x) { return x != 0; });
-}
-
-Result<TensorData> SymArray::to_data(std::string const& name) const {
-  if (has_batch())
-    return unsupported("value '" + name +
-                       "' depends on the batch size and is used as data; graphpipe can only "
-                       "use such values as shapes");
-  TensorData t;
-  t.dtype = dtype;
-  t.dims = dims;
-  std::size_t const n = static_cast<std::size_t>(numel());
-  t.bytes.resize(n * dtype_size(dtype));
-  for (std::size_t k = 0; k < n; ++k) {
-    switch (dtype) {
-      case DType::kFloat32:
-        t.as_mut<float>()[k] = static_cast<float>(f[k]);
-        break;
-      case DType::kFloat64:
-        t.as_mut<double>()[k] = f[k];
-        break;
-      case DType::kInt64:
-        t.as_mut<int64_t>()[k] = i[k];
-        break;
-      case DType::kInt32:
-        t.as_mut<int32_t>()[k] = static_cast<int32_t>(i[k]);
-        break;
-      case DType::kInt8:
-        t.as_mut<int8_t>()[k] = static_cast<int8_t>(i[k]);
-        break;
-      case DType::kUInt8:
-      case DType::kBool:
-        t.as_mut<uint8_t>()[k] = static_cast<uint8_t>(i[k]);
-        break;
-      case DType::kFloat16:
-      case DType::kBFloat16:
-        return unsupported("folding float16/bfloat16 values");
-    }
-  }
-  return t;
-}
-
-Result<SymArray> SymArray::from_data(TensorData const& data, std::vector<int64_t> const& batch_coef) {
-  if (data.dtype == DType::kFloat16 || data.dtype == DType::kBFloat16)
-    return unsupported("folding float16/bfloat16 values");
-  SymArray a;
-  a.dtype = data.dtype;
-  a.dims = data.dims;
-  if (a.is_float())
-    a.f = data.to_doubles();
-  else
-    a.i = data.to_int64s();
-  a.b = batch_coef;
-  return a;
-}
-
-SymArray SymArray::from_dims(std::vector<int64_t> const& dims) {
-  SymArray a;
-  a.dtype = DType::kInt64;
-  a.dims = {static_cast<int64_t>(dims.size())};
-  bool anyb = false;
-  for (int64_t d : dims) {
-    a.i.push_back(d < 0 ? 0 : d);
-    a.b.push_back(d < 0 ? -d : 0);
-    anyb |= d < 0;
-  }
-  if (!anyb) a.b.clear();
-  return a;
-}
-
 int64_t attr_int(RawNode const& n, std::string const& key, int64_t dflt) {
   auto it = n.attrs.find(key);
   if (it == n.attrs.end()) return dflt;
@@ -397,26 +313,6 @@ TensorData const* attr_tensor(RawNode const& n, std::string const& key) {
   auto it = n.attrs.find(key);
   if (it == n.attrs.end()) return nullptr;
   return std::get_if<TensorData>(&it->second);
-}
-
-Result<std::vector<int64_t>> broadcast_dims(std::vector<int64_t> const& a, std::vector<int64_t> const& b) {
-  std::size_t const r = std::max(a.size(), b.size());
-  std::vector<int64_t> out(r);
-  for (std::size_t k = 0; k < r; ++k) {
-    int64_t const x = k + a.size() >= r ? a[k + a.size() - r] : 1;
-    int64_t const y = k + b.size() >= r ? b[k + b.size() - r] : 1;
-    if (x == y || y == 1)
-      out[k] = x;
-    else if (x == 1)
-      out[k] = y;
-    else {
-      auto const s = [](int64_t d) {
-        return d < 0 ? (d == -1 ? std::string("N") : std::to_string(-d) + "N") : std::to_string(d);
-      };
-      return invalid_argument("shapes do not broadcast: dimension " + s(x) + " against " + s(y));
-    }
-  }
-  return out;
 }
 
 Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::vector<SymArray const*> const& ins,

@@ -9,27 +9,14 @@
 #include <vector>
 
 #include "graph/onnx_import_raw.h"
+#include "graph/ops/infer.h"
 
 namespace gp::graph::onnx_import {
 
-struct SymArray {
-  DType dtype = DType::kInt64;
-  std::vector<int64_t> dims;
-  std::vector<double> f;   // values of float dtypes
-  std::vector<int64_t> i;  // values of integer and bool dtypes
-  std::vector<int64_t> b;  // batch coefficient per element of i; empty when none is symbolic
-
-  bool is_float() const;
-  int64_t numel() const;
-  bool has_batch() const;
-  // The value as concrete data; fails when it depends on the batch size.
-  Result<TensorData> to_data(std::string const& name) const;
-  static Result<SymArray> from_data(TensorData const& data, std::vector<int64_t> const& batch_coef = {});
-  // Shape dims (negative: multiple of the batch, as in Shape) as an int64 vector with batch coefficients.
-  static SymArray from_dims(std::vector<int64_t> const& dims);
-};
-
-bool is_float_dtype(DType d);
+using SymArray = ops::StaticValue;
+using ops::broadcast_dims;
+using ops::checked_axis;
+using ops::is_float_dtype;
 
 // Folds `node` over its static inputs (null for omitted ones). Returns nullopt when the node type
 // is not foldable or the inputs are too large to be worth it; an error when it cannot be folded
@@ -43,13 +30,5 @@ double attr_float(RawNode const& n, std::string const& key, double dflt);
 std::string attr_string(RawNode const& n, std::string const& key, std::string const& dflt);
 std::optional<std::vector<int64_t>> attr_ints(RawNode const& n, std::string const& key);
 TensorData const* attr_tensor(RawNode const& n, std::string const& key);
-
-// `axis` (negative: from the end) as an index into `rank` dimensions, or an error (the caller names the node)
-// when it lies outside [-rank, rank); `split_point` allows rank itself (Flatten's axis, Unsqueeze's
-// position in the output).
-Result<int64_t> checked_axis(int64_t axis, int64_t rank, bool split_point = false);
-
-// Numpy broadcasting of two shapes in Shape's encoding (negative = multiple of the batch).
-Result<std::vector<int64_t>> broadcast_dims(std::vector<int64_t> const& a, std::vector<int64_t> const& b);
 
 }  // namespace gp::graph::onnx_import

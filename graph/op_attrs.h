@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <variant>
 #include <vector>
@@ -85,9 +86,10 @@ struct GatherAttrs {
   int64_t axis = 0;
 };
 struct ReduceAttrs {
-  std::vector<int64_t> axes;
+  std::vector<int64_t> axes;  // sorted, non-negative; every axis when the node names none
   bool keepdims = true;
-};  // ReduceMean / ReduceSum
+  bool noop = false;  // noop_with_empty_axes=1 and no axes: the op is the identity
+};                    // every Reduce* op (the op type says which reduction)
 struct DropoutAttrs {
   float ratio = 0.5f;
   bool training = false;
@@ -105,9 +107,118 @@ struct ExpandAttrs {
   std::vector<int64_t> shape;
 };
 
-using OpAttrs = std::variant<std::monostate, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs, BatchNormAttrs,
-                             LayerNormAttrs, SoftmaxAttrs, LeakyReluAttrs, GeluAttrs, FlattenAttrs, ReshapeAttrs,
-                             TransposeAttrs, ConcatAttrs, SplitAttrs, SliceAttrs, GatherAttrs, ReduceAttrs,
-                             DropoutAttrs, CastAttrs, SqueezeAttrs, UnsqueezeAttrs, ExpandAttrs>;
+// ---- elementwise activations with parameters (graph/ops/eltwise.h) ----
+// Clip's bounds (folded from its inputs, +-inf when absent); Elu/Celu/ThresholdedRelu alpha;
+// Selu alpha and gamma; HardSigmoid alpha and beta.
+struct ClipAttrs {
+  float min = -std::numeric_limits<float>::infinity();
+  float max = std::numeric_limits<float>::infinity();
+};
+struct ActivationAttrs {
+  float alpha = 0.f;
+  float beta = 0.f;
+  float gamma = 0.f;
+};
+struct ModAttrs {
+  bool fmod = false;
+};
+
+// ---- reductions along one axis (graph/ops/reduce.h) ----
+struct CumSumAttrs {
+  int64_t axis = 0;  // folded from the input, non-negative
+  bool exclusive = false;
+  bool reverse = false;
+};
+struct ArgReduceAttrs {  // ArgMax, ArgMin
+  int64_t axis = 0;
+  bool keepdims = true;
+  bool select_last_index = false;
+};
+
+// ---- data movement (graph/ops/move.h) ----
+enum class PadMode : uint8_t { kConstant, kReflect, kEdge, kWrap };
+struct PadAttrs {
+  PadMode mode = PadMode::kConstant;
+  std::vector<int64_t> pads;  // begin then end, one pair per input axis (axes input folded in)
+  float value = 0.f;          // constant_value (folded)
+};
+struct TileAttrs {
+  std::vector<int64_t> repeats;  // one per axis (folded)
+};
+struct TriluAttrs {
+  bool upper = true;
+  int64_t k = 0;  // diagonal offset (folded)
+};
+struct GatherElementsAttrs {
+  int64_t axis = 0;
+};
+enum class ScatterReduction : uint8_t { kNone, kAdd, kMul, kMax, kMin };
+struct ScatterElementsAttrs {
+  int64_t axis = 0;
+  ScatterReduction reduction = ScatterReduction::kNone;
+};
+enum class ResizeMode : uint8_t { kNearest, kLinear, kCubic };
+enum class ResizeCoord : uint8_t { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfCropAndResize };
+enum class ResizeNearest : uint8_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
+struct ResizeAttrs {
+  ResizeMode mode = ResizeMode::kNearest;
+  ResizeCoord coord = ResizeCoord::kHalfPixel;
+  ResizeNearest nearest = ResizeNearest::kRoundPreferFloor;
+  std::vector<float> scales;   // one per axis (output / input), from the scales input or sizes
+  std::vector<int64_t> sizes;  // output dims (the batch axis keeps the input's)
+  float cubic_coeff_a = -0.75f;
+  bool exclude_outside = false;
+  float extrapolation_value = 0.f;
+};
+
+// ---- convolution family (graph/ops/conv.h) ----
+struct ConvTransposeAttrs {
+  std::vector<int64_t> kernel, strides, dilations;
+  std::vector<int64_t> pads;            // begin then end, explicit
+  std::vector<int64_t> output_padding;  // per spatial dim
+  int64_t group = 1;
+  bool has_bias = false;
+};
+struct InstanceNormAttrs {
+  float epsilon = 1e-5f;
+};
+struct EinsumAttrs {
+  std::string equation;  // as given, spaces removed
+};
+
+// ---- recurrent layers (graph/ops/rnn.h) ----
+enum class RnnKind : uint8_t { kLstm, kGru };
+enum class RnnDirection : uint8_t { kForward, kReverse, kBidirectional };
+struct RnnAttrs {
+  RnnKind kind = RnnKind::kLstm;
+  int64_t hidden_size = 0;
+  RnnDirection direction = RnnDirection::kForward;
+  bool linear_before_reset = false;  // GRU
+  int64_t layout = 0;                // 0: [seq, batch, ...]; 1: [batch, seq, ...]
+  float clip = 0.f;                  // 0: none
+};
+
+// ---- losses as graph ops (graph/ops/loss.h) ----
+enum class LossReduction : uint8_t { kNone, kSum, kMean };
+struct LossAttrs {  // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+  LossReduction reduction = LossReduction::kMean;
+  bool has_ignore_index = false;
+  int64_t ignore_index = -100;
+};
+
+// ---- values built from a shape (graph/ops/logic.h) ----
+struct ConstantOfShapeAttrs {
+  std::vector<int64_t> shape;  // may hold the batch (negative entries)
+  double value = 0;
+  int32_t dtype = 1;  // ONNX TensorProto data type of the output
+};
+
+using OpAttrs =
+    std::variant<std::monostate, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs, BatchNormAttrs, LayerNormAttrs,
+                 SoftmaxAttrs, LeakyReluAttrs, GeluAttrs, FlattenAttrs, ReshapeAttrs, TransposeAttrs, ConcatAttrs,
+                 SplitAttrs, SliceAttrs, GatherAttrs, ReduceAttrs, DropoutAttrs, CastAttrs, SqueezeAttrs,
+                 UnsqueezeAttrs, ExpandAttrs, ClipAttrs, ActivationAttrs, ModAttrs, CumSumAttrs, ArgReduceAttrs,
+                 PadAttrs, TileAttrs, TriluAttrs, GatherElementsAttrs, ScatterElementsAttrs, ResizeAttrs,
+                 ConvTransposeAttrs, InstanceNormAttrs, EinsumAttrs, RnnAttrs, LossAttrs, ConstantOfShapeAttrs>;
 
 }  // namespace gp::graph

@@ -1,6 +1,7 @@
 #include "exec/cpu/cpu_backend.h"
 
 #include <map>
+#include <stdexcept>
 
 #include "exec/cpu/cpu_ops.h"
 #include "graph/ops/pool.h"
@@ -11,10 +12,7 @@ namespace {
 
 using namespace cpu;
 
-struct Entry {
-  OpKernels kernels;
-  std::size_t min_inputs = 1;
-};
+using Entry = CpuKernelEntry;
 
 // B and W of a kernel that computes every gradient in one pass: all of them fresh, then the
 // weights' (small: normalisation scales and biases) added into their accumulators.
@@ -78,6 +76,10 @@ std::map<std::string, Entry> const& kernel_table() {
     t["Gather"] = {{gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2};
     t["ReduceMean"] = {reduce, 1};
     t["ReduceSum"] = {reduce, 1};
+    for (auto family :
+         {activation_kernels, reduce_kernels, index_kernels, rnn_kernels, loss_kernels, logic_kernels, deconv_kernels})
+      for (auto& [type, entry] : family())
+        if (!t.emplace(type, entry).second) throw std::logic_error("CPU kernel for '" + type + "' listed twice");
     return t;
   }();
   return table;
@@ -126,7 +128,8 @@ Status CpuBackend::supports(graph::Op const& op, graph::OpGraph const& graph) co
     return miss("needs at least " + std::to_string(e->min_inputs) + " inputs, has " + std::to_string(op.inputs.size()));
   for (std::size_t i = 0; i < e->min_inputs; ++i)
     if (op.inputs[i] == graph::kNoTensor) return miss("input " + std::to_string(i) + " is missing");
-  if (Status s = check_dtypes(op, graph, e->min_inputs); !s) return miss(s.message());
+  if (e->float_inputs)
+    if (Status s = check_dtypes(op, graph, e->min_inputs); !s) return miss(s.message());
   if (Status s = e->kernels.check(op, graph); !s) return miss(s.message());
   return Status::ok();
 }

@@ -22,6 +22,25 @@ using exec::OpKernels;
 using exec::require_attrs;
 using exec::wants;
 
+// One kernel-table entry. float_inputs: the backend refuses an op whose first min_inputs inputs
+// are not all float32 before its check runs (false: the entry's check handles dtypes itself).
+struct CpuKernelEntry {
+  OpKernels kernels;
+  std::size_t min_inputs = 1;
+  bool float_inputs = true;
+};
+using CpuKernelFamily = std::vector<std::pair<std::string, CpuKernelEntry>>;
+
+// Op families each file lists (cpu_backend.cc joins them into the kernel table; a type listed
+// twice is a programming error).
+CpuKernelFamily activation_kernels();  // cpu_ops_eltwise.cc: Clip, Elu, Selu, Softplus, ..., Min, Max
+CpuKernelFamily reduce_kernels();      // cpu_ops_reduce.cc: Reduce*, LogSoftmax, CumSum, ArgMax, ArgMin
+CpuKernelFamily index_kernels();       // cpu_ops_index.cc: Pad, Tile, Trilu, GatherElements, ScatterElements, Resize
+CpuKernelFamily rnn_kernels();         // cpu_ops_rnn.cc: LSTM, GRU, Einsum
+CpuKernelFamily loss_kernels();        // cpu_ops_loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+CpuKernelFamily logic_kernels();       // cpu_ops_logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape
+CpuKernelFamily deconv_kernels();      // cpu_ops_deconv.cc: ConvTranspose, InstanceNormalization
+
 // ---- helpers (cpu_ops_common.cc) ----
 // Stores gradient g into grads[i] (or adds it when accumulating).
 Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, Tensor g, bool accumulate);

@@ -314,4 +314,6 @@ Status pow_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> 
   return Status::ok();
 }
 
+CpuKernelFamily activation_kernels() { return {}; }
+
 }  // namespace gp::exec::cpu

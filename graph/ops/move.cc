@@ -1,6 +1,12 @@
 #include "graph/ops/move.h"
 
 #include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "graph/ops/registry.h"
+
+#include <algorithm>
 
 namespace gp::graph::ops {
 
@@ -112,6 +118,183 @@ Result<GatherShape> gather_shape(Op const& op, std::vector<int64_t> const& data_
   g.out_shape.insert(g.out_shape.end(), indices_shape.begin(), indices_shape.end());
   g.out_shape.insert(g.out_shape.end(), data_shape.begin() + g.axis + 1, data_shape.end());
   return g;
+}
+
+// ---- import-time inference ----
+namespace {
+
+Result<Inferred> infer_transpose(InferContext const& c) {
+  Inferred k;
+  int64_t const r0 = c.rank(0);
+  Dims perm(static_cast<std::size_t>(r0));
+  std::iota(perm.rbegin(), perm.rend(), 0);
+  if (auto p = c.attr_ints("perm")) perm = *p;
+  if (static_cast<int64_t>(perm.size()) != r0) return invalid_argument("perm does not match the input rank");
+  Dims out;
+  for (int64_t& p : perm) {
+    ASSIGN_OR_RETURN(p, checked_axis(p, r0));
+  }
+  for (int64_t p : perm) out.push_back(c.dims(0)[static_cast<std::size_t>(p)]);
+  k.typed = TransposeAttrs{perm};
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), out});
+  return k;
+}
+
+Result<Inferred> infer_concat(InferContext const& c) {
+  Inferred k;
+  int64_t const r0 = c.rank(0);
+  ASSIGN_OR_RETURN(int64_t const axis, checked_axis(c.attr_int("axis", 0), r0));
+  Dims out = c.dims(0);
+  for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+    if (!c.has(i)) continue;
+    Dims const& d = c.dims(i);
+    if (d.size() != out.size()) return invalid_argument("inputs have different ranks");
+    if (d[axis] < 0) return unsupported("concatenation along the batch dimension");
+    for (std::size_t j = 0; j < d.size(); ++j)
+      if (static_cast<int64_t>(j) != axis && d[j] != out[j])
+        return invalid_argument("input " + std::to_string(i) + " has shape " + dims_str(d) + ", not matching " +
+                                dims_str(out));
+    if (i > 0) out[axis] += d[axis];
+  }
+  k.typed = ConcatAttrs{axis};
+  k.data_inputs = all_slots(c);
+  k.outs.push_back({c.dtype(0), out});
+  return k;
+}
+
+Result<Inferred> infer_split(InferContext const& c) {
+  Inferred k;
+  int64_t const r0 = c.rank(0);
+  ASSIGN_OR_RETURN(int64_t const axis, checked_axis(c.attr_int("axis", 0), r0));
+  Dims sizes;
+  if (c.opset >= 13) {
+    ASSIGN_OR_RETURN(sizes, c.static_ints(1, "split sizes"));
+  } else {
+    sizes = c.attr_ints("split").value_or(Dims{});
+  }
+  int64_t const d = c.dims(0)[axis];
+  if (d < 0) return unsupported("splitting the batch dimension");
+  if (sizes.empty()) {
+    int64_t const parts = static_cast<int64_t>(c.outputs.size());
+    if (d % parts)
+      return invalid_argument("dimension " + std::to_string(d) + " does not split into " + std::to_string(parts) +
+                              " equal parts");
+    sizes.assign(static_cast<std::size_t>(parts), d / parts);
+  }
+  if (sizes.size() != c.outputs.size() || std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) != d)
+    return invalid_argument("split sizes do not add up to dimension " + std::to_string(d));
+  k.typed = SplitAttrs{axis, sizes};
+  k.data_inputs = {0};
+  for (int64_t s : sizes) {
+    Dims out = c.dims(0);
+    out[axis] = s;
+    k.outs.push_back({c.dtype(0), out});
+  }
+  return k;
+}
+
+Result<Inferred> infer_slice(InferContext const& c) {
+  Inferred k;
+  int64_t const r0 = c.rank(0);
+  SliceAttrs a;
+  Dims starts, ends, axes, steps;
+  if (c.opset < 10) {
+    starts = c.attr_ints("starts").value_or(Dims{});
+    ends = c.attr_ints("ends").value_or(Dims{});
+    axes = c.attr_ints("axes").value_or(Dims{});
+  } else {
+    ASSIGN_OR_RETURN(starts, c.static_ints(1, "starts"));
+    ASSIGN_OR_RETURN(ends, c.static_ints(2, "ends"));
+    ASSIGN_OR_RETURN(axes, c.static_ints(3, "axes"));
+    ASSIGN_OR_RETURN(steps, c.static_ints(4, "steps"));
+  }
+  if (axes.empty())
+    for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    return invalid_argument("starts, ends, axes and steps differ in length");
+  Dims out = c.dims(0);
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    ASSIGN_OR_RETURN(int64_t const ax, checked_axis(axes[i], r0));
+    int64_t const d = out.at(static_cast<std::size_t>(ax));
+    int64_t s = starts[i], e = ends[i], st = steps[i];
+    if (st == 0) return invalid_argument("a step is 0");
+    if (d < 0) {
+      if (s == 0 && st == 1 && e >= std::numeric_limits<int32_t>::max()) {
+        a.starts.push_back(0);
+        a.ends.push_back(std::numeric_limits<int64_t>::max());
+        a.axes.push_back(ax);
+        a.steps.push_back(1);
+        continue;
+      }
+      return unsupported("slicing the batch dimension");
+    }
+    if (s < 0) s += d;
+    if (e < 0) e += d;
+    int64_t len;
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      len = std::max<int64_t>(0, (e - s + st - 1) / st);
+    } else {
+      s = std::clamp<int64_t>(s, 0, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+      len = std::max<int64_t>(0, (s - e - st - 1) / (-st));
+    }
+    out[static_cast<std::size_t>(ax)] = len;
+    a.starts.push_back(s);
+    a.ends.push_back(e);
+    a.axes.push_back(ax);
+    a.steps.push_back(st);
+  }
+  k.typed = a;
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), out});
+  return k;
+}
+
+Result<Inferred> infer_gather(InferContext const& c) {
+  Inferred k;
+  int64_t const r0 = c.rank(0);
+  ASSIGN_OR_RETURN(int64_t const axis, checked_axis(c.attr_int("axis", 0), r0));
+  Dims const& x = c.dims(0);
+  if (x.at(static_cast<std::size_t>(axis)) < 0) return unsupported("gathering along the batch dimension");
+  Dims out(x.begin(), x.begin() + axis);
+  out.insert(out.end(), c.dims(1).begin(), c.dims(1).end());
+  out.insert(out.end(), x.begin() + axis + 1, x.end());
+  k.typed = GatherAttrs{axis};
+  k.data_inputs = {0, 1};
+  k.outs.push_back({c.dtype(0), out});
+  return k;
+}
+
+Result<Inferred> infer_expand(InferContext const& c) {
+  Inferred k;
+  ASSIGN_OR_RETURN(StaticValue const* s, c.static_input(1, "shape"));
+  if (!s) return invalid_argument("the shape input is missing");
+  Dims shape;
+  for (std::size_t i = 0; i < s->i.size(); ++i) {
+    int64_t const b = s->has_batch() ? s->b[i] : 0;
+    if (b != 0 && s->i[i] != 0) return unsupported("an Expand dimension is the batch size plus a number");
+    shape.push_back(b != 0 ? -b : s->i[i]);
+  }
+  ASSIGN_OR_RETURN(Dims out, broadcast_dims(c.dims(0), shape));
+  k.typed = ExpandAttrs{out};
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), out});
+  return k;
+}
+
+}  // namespace
+
+void register_move_ops(OpTable& t) {
+  define(t, "Transpose", infer_transpose);
+  define(t, "Concat", infer_concat);
+  define(t, "Split", infer_split);
+  define(t, "Slice", infer_slice);
+  define(t, "Gather", infer_gather);
+  define(t, "Expand", infer_expand);
 }
 
 }  // namespace gp::graph::ops

@@ -1,5 +1,11 @@
 #include "graph/ops/pool.h"
 
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "graph/ops/registry.h"
+
 namespace gp::graph::ops {
 
 Status pool_check(Op const& op, OpGraph const& graph) {
@@ -49,6 +55,58 @@ Result<PoolWindow> pool_window(Op const& op, std::vector<int64_t> const& x_shape
     w.pads_end.push_back((out - 1) * s + k - in - pl);
   }
   return w;
+}
+
+// ---- import-time inference ----
+namespace {
+
+Result<Inferred> infer_pool(InferContext const& c) {
+  Inferred k;
+  Dims const& x = c.dims(0);
+  std::size_t const sp = x.size() - 2;
+  PoolAttrs a;
+  a.kind = c.type == "MaxPool" ? PoolKind::kMax : PoolKind::kAverage;
+  auto kernel = c.attr_ints("kernel_shape");
+  if (!kernel) return invalid_argument("kernel_shape is missing");
+  a.kernel = *kernel;
+  a.strides = c.attr_ints("strides").value_or(Dims(sp, 1));
+  Dims const dil = c.attr_ints("dilations").value_or(Dims(sp, 1));
+  if (std::any_of(dil.begin(), dil.end(), [](int64_t d) { return d != 1; }))
+    return unsupported("dilated pooling is not supported");
+  a.ceil_mode = c.attr_int("ceil_mode", 0) != 0;
+  a.count_include_pad = c.attr_int("count_include_pad", 0) != 0;
+  ASSIGN_OR_RETURN(Window w, sliding_window(c, Dims(x.begin() + 2, x.end()), a.kernel, a.strides, dil, a.ceil_mode));
+  a.pads = w.pads;
+  Dims out = {x[0], x[1]};
+  out.insert(out.end(), w.out.begin(), w.out.end());
+  k.typed = a;
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), out});
+  return k;
+}
+
+Result<Inferred> infer_global_pool(InferContext const& c) {
+  Inferred k;
+  Dims const& x = c.dims(0);
+  PoolAttrs a;
+  a.kind = PoolKind::kGlobalAverage;
+  a.kernel.assign(x.begin() + 2, x.end());
+  a.strides.assign(x.size() - 2, 1);
+  a.pads.assign(2 * (x.size() - 2), 0);
+  Dims out = {x[0], x[1]};
+  out.resize(x.size(), 1);
+  k.typed = a;
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), out});
+  return k;
+}
+
+}  // namespace
+
+void register_pool_ops(OpTable& t) {
+  define(t, "MaxPool", infer_pool);
+  define(t, "AveragePool", infer_pool);
+  define(t, "GlobalAveragePool", infer_global_pool);
 }
 
 }  // namespace gp::graph::ops

@@ -1,6 +1,12 @@
 #include "graph/ops/view.h"
 
 #include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "graph/ops/registry.h"
+
+#include <algorithm>
 
 namespace gp::graph::ops {
 
@@ -103,6 +109,177 @@ Status cast_check(Op const& op, OpGraph const& graph) {
     return unsupported("only float32 → float32 casts are supported (got " + std::string(dtype_name(from)) +
                        " → ONNX type " + std::to_string(to) + ")");
   return Status::ok();
+}
+
+// ---- import-time inference ----
+namespace {
+
+// The importer rewires Identity's readers to its input; the rule exists for the table.
+Result<Inferred> infer_identity(InferContext const& c) {
+  Inferred k;
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), c.dims(0)});
+  return k;
+}
+
+Result<Inferred> infer_flatten(InferContext const& c) {
+  Inferred k;
+  int64_t const r0 = c.rank(0);
+  ASSIGN_OR_RETURN(int64_t const axis, checked_axis(c.attr_int("axis", 1), r0, /*split_point=*/true));
+  ASSIGN_OR_RETURN(int64_t a, prod_dims(c.dims(0), 0, static_cast<std::size_t>(axis)));
+  ASSIGN_OR_RETURN(int64_t b, prod_dims(c.dims(0), static_cast<std::size_t>(axis), c.dims(0).size()));
+  k.typed = FlattenAttrs{axis};
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), {a, b}});
+  return k;
+}
+
+Result<Inferred> infer_reshape(InferContext const& c) {
+  Inferred k;
+  ASSIGN_OR_RETURN(StaticValue const* s, c.static_input(1, "shape"));
+  if (!s) return invalid_argument("the shape input is missing");
+  bool const allowzero = c.attr_int("allowzero", 0) != 0;
+  Dims const& x = c.dims(0);
+  Dims out;
+  int infer = -1;
+  for (std::size_t i = 0; i < s->i.size(); ++i) {
+    int64_t const b = s->has_batch() ? s->b[i] : 0;
+    int64_t const v = s->i[i];
+    if (b != 0) {
+      if (v != 0) return unsupported("a reshape dimension is the batch size plus a number");
+      out.push_back(-b);
+    } else if (v == 0 && !allowzero) {
+      if (i >= x.size())
+        return invalid_argument("shape copies dimension " + std::to_string(i) + " that the input lacks");
+      out.push_back(x[i]);
+    } else if (v == -1) {
+      infer = static_cast<int>(i);
+      out.push_back(1);
+    } else {
+      out.push_back(v);
+    }
+  }
+  // A model exported with a fixed batch size B spells the batch as the number B (or a
+  // multiple of it) in its first reshape dimension.
+  bool const out_has_batch = std::any_of(out.begin(), out.end(), [](int64_t d) { return d < 0; });
+  if (!out_has_batch && c.fixed_batch > 0 && !out.empty() && infer != 0 && out[0] > 0 && out[0] % c.fixed_batch == 0 &&
+      std::any_of(x.begin(), x.end(), [](int64_t d) { return d < 0; }))
+    out[0] = -(out[0] / c.fixed_batch);
+  static constexpr int64_t kTooLarge = int64_t{1} << 50;  // elements no real tensor has; keeps the products below exact
+  auto split = [](Dims const& d) {  // (batch coefficient, static product), each capped at kTooLarge
+    int64_t b = 0, p = 1;
+    for (int64_t v : d) {
+      if (v < 0)
+        b = v < -kTooLarge ? kTooLarge : -v;
+      else if (__builtin_mul_overflow(p, v, &p) || p > kTooLarge)
+        p = kTooLarge;
+    }
+    return std::pair{b, p};
+  };
+  auto [ib, ip] = split(x);
+  auto [ob, op] = split(out);
+  if (ib == kTooLarge || ip == kTooLarge || ob == kTooLarge || op == kTooLarge)
+    return invalid_argument("cannot reshape " + dims_str(x) + " to " + dims_str(out) + ": too many elements");
+  if (infer >= 0) {
+    int64_t const in_total = ip * std::max<int64_t>(ib, 1), out_total = op * std::max<int64_t>(ob, 1);
+    if (ib > 0 && ob == 0) {
+      if (op == 0 || in_total % op) return invalid_argument("cannot infer the -1 dimension of " + dims_str(out));
+      out[infer] = -(in_total / op);
+    } else if (ib == 0 && ob > 0) {
+      return invalid_argument("the shape puts the batch size into a tensor that has none");
+    } else {
+      if (out_total == 0 || in_total % out_total)
+        return invalid_argument("cannot infer the -1 dimension of " + dims_str(out) + " from " + dims_str(x));
+      out[infer] = in_total / out_total;
+    }
+    std::tie(ob, op) = split(out);
+  }
+  if ((ib > 0) != (ob > 0) || ip * std::max<int64_t>(ib, 1) != op * std::max<int64_t>(ob, 1))
+    return invalid_argument("cannot reshape " + dims_str(x) + " to " + dims_str(out));
+  k.typed = ReshapeAttrs{out, allowzero};
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), out});
+  return k;
+}
+
+Result<Inferred> infer_dropout(InferContext const& c) {
+  Inferred k;
+  DropoutAttrs a;
+  a.ratio = static_cast<float>(c.attr_float("ratio", 0.5));
+  if (c.opset >= 12) {
+    ASSIGN_OR_RETURN(StaticValue const* ratio, c.static_input(1, "ratio"));
+    if (ratio) a.ratio = static_cast<float>(ratio->is_float() ? ratio->f.at(0) : static_cast<double>(ratio->i.at(0)));
+    ASSIGN_OR_RETURN(StaticValue const* mode, c.static_input(2, "training_mode"));
+    if (mode) a.training = (mode->is_float() ? mode->f.at(0) != 0 : mode->i.at(0) != 0);
+  } else {
+    a.training = c.outputs.size() > 1 && !c.outputs[1].empty();
+  }
+  k.typed = a;
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), c.dims(0)});
+  return k;
+}
+
+Result<Inferred> infer_squeeze_unsqueeze(InferContext const& c) {
+  Inferred k;
+  int64_t const r0 = c.rank(0);
+  Dims axes;
+  if (auto v = c.attr_ints("axes"))
+    axes = *v;
+  else {
+    ASSIGN_OR_RETURN(axes, c.static_ints(1, "axes"));
+  }
+  Dims out;
+  if (c.type == "Unsqueeze") {
+    int64_t const r = r0 + static_cast<int64_t>(axes.size());
+    for (int64_t& ax : axes) {
+      ASSIGN_OR_RETURN(ax, checked_axis(ax, r));
+    }
+    std::sort(axes.begin(), axes.end());
+    out = c.dims(0);
+    for (int64_t ax : axes) out.insert(out.begin() + std::min<int64_t>(ax, static_cast<int64_t>(out.size())), 1);
+    k.typed = UnsqueezeAttrs{axes};
+  } else {
+    for (int64_t& ax : axes) {
+      ASSIGN_OR_RETURN(ax, checked_axis(ax, r0));
+    }
+    if (axes.empty())
+      for (int64_t i = 0; i < r0; ++i)
+        if (c.dims(0)[i] == 1) axes.push_back(i);
+    std::sort(axes.begin(), axes.end());
+    for (int64_t i = 0; i < r0; ++i) {
+      if (!std::binary_search(axes.begin(), axes.end(), i))
+        out.push_back(c.dims(0)[i]);
+      else if (c.dims(0)[i] != 1)
+        return invalid_argument("squeezing dimension " + std::to_string(i) + " of size " + dim_str(c.dims(0)[i]));
+    }
+    k.typed = SqueezeAttrs{axes};
+  }
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), out});
+  return k;
+}
+
+Result<Inferred> infer_cast(InferContext const& c) {
+  Inferred k;
+  int64_t const to = c.attr_int("to", 1);
+  ASSIGN_OR_RETURN(DType dt, dtype_of_onnx(to));
+  k.typed = CastAttrs{static_cast<int32_t>(to)};
+  k.data_inputs = {0};
+  k.outs.push_back({dt, c.dims(0)});
+  return k;
+}
+
+}  // namespace
+
+void register_view_ops(OpTable& t) {
+  define(t, "Flatten", infer_flatten);
+  define(t, "Identity", infer_identity);
+  define(t, "Reshape", infer_reshape);
+  define(t, "Dropout", infer_dropout);
+  define(t, "Squeeze", infer_squeeze_unsqueeze);
+  define(t, "Unsqueeze", infer_squeeze_unsqueeze);
+  define(t, "Cast", infer_cast);
 }
 
 }  // namespace gp::graph::ops

@@ -1,0 +1,11 @@
+// Pad, Tile, Trilu, GatherElements, ScatterElements, Resize: import-time inference (graph/ops/infer.h).
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "graph/ops/registry.h"
+
+namespace gp::graph::ops {
+void register_index_ops(OpTable& t) { (void)t; }
+
+}  // namespace gp::graph::ops

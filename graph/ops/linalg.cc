@@ -1,0 +1,55 @@
+// Gemm, MatMul, Einsum: import-time inference (graph/ops/infer.h).
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "graph/ops/registry.h"
+
+namespace gp::graph::ops {
+namespace {
+
+Result<Inferred> infer_gemm(InferContext const& c) {
+  Inferred k;
+  GemmAttrs a;
+  a.alpha = static_cast<float>(c.attr_float("alpha", 1.0));
+  a.beta = static_cast<float>(c.attr_float("beta", 1.0));
+  a.trans_a = c.attr_int("transA", 0) != 0;
+  a.trans_b = c.attr_int("transB", 0) != 0;
+  a.has_bias = c.has(2);
+  Dims const& A = c.dims(0);
+  Dims const& B = c.dims(1);
+  if (A.size() != 2 || B.size() != 2) return invalid_argument("Gemm needs 2-D inputs");
+  int64_t const m = a.trans_a ? A[1] : A[0], ka = a.trans_a ? A[0] : A[1];
+  int64_t const kb = a.trans_b ? B[1] : B[0], nn = a.trans_b ? B[0] : B[1];
+  if (ka != kb) return invalid_argument("inner dimensions differ: " + dims_str(A) + " x " + dims_str(B));
+  k.typed = a;
+  k.data_inputs = all_slots(c);
+  k.outs.push_back({c.dtype(0), {m, nn}});
+  return k;
+}
+
+Result<Inferred> infer_matmul(InferContext const& c) {
+  Inferred k;
+  Dims a = c.dims(0), b = c.dims(1);
+  bool const a1 = a.size() == 1, b1 = b.size() == 1;
+  if (a1) a.insert(a.begin(), 1);
+  if (b1) b.push_back(1);
+  if (a.back() != b[b.size() - 2])
+    return invalid_argument("inner dimensions differ: " + dims_str(c.dims(0)) + " x " + dims_str(c.dims(1)));
+  ASSIGN_OR_RETURN(Dims out, broadcast_dims(Dims(a.begin(), a.end() - 2), Dims(b.begin(), b.end() - 2)));
+  if (!a1) out.push_back(a[a.size() - 2]);
+  if (!b1) out.push_back(b.back());
+  k.typed = MatMulAttrs{};
+  k.data_inputs = all_slots(c);
+  k.outs.push_back({c.dtype(0), out});
+  return k;
+}
+
+}  // namespace
+
+void register_linalg_ops(OpTable& t) {
+  define(t, "Gemm", infer_gemm);
+  define(t, "MatMul", infer_matmul);
+}
+
+}  // namespace gp::graph::ops

@@ -1,0 +1,30 @@
+// Comparisons, boolean ops, Where and shape-built values: import-time inference (graph/ops/infer.h).
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "graph/ops/registry.h"
+
+namespace gp::graph::ops {
+namespace {
+
+Result<Inferred> infer_broadcast_logic(InferContext const& c) {
+  Inferred k;
+  Dims out;
+  for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+    ASSIGN_OR_RETURN(out, broadcast_dims(out, c.dims(i)));
+  }
+  DType const dt = c.type == "Equal" ? DType::kBool : c.type == "Where" ? c.dtype(1) : c.dtype(0);
+  k.data_inputs = all_slots(c);
+  k.outs.push_back({dt, out});
+  return k;
+}
+
+}  // namespace
+
+void register_logic_ops(OpTable& t) {
+  define(t, "Equal", infer_broadcast_logic);
+  define(t, "Where", infer_broadcast_logic);
+}
+
+}  // namespace gp::graph::ops

@@ -1,0 +1,43 @@
+// The op table: every operator type the importer lowers, each with its family's inference function
+// (graph/ops/infer.h). The list of supported ops comes from here, not from a hand-kept list; a test
+// checks that every type in it has CPU kernels.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "graph/ops/infer.h"
+
+namespace gp::graph::ops {
+
+struct OpDef {
+  InferFn infer = nullptr;  // null: the op is only ever folded at import time (Shape, Constant, ...)
+};
+
+using OpTable = std::map<std::string, OpDef, std::less<>>;
+
+// Adds `type` to the table; a type defined twice is a programming error (std::logic_error).
+void define(OpTable& t, std::string const& type, InferFn infer);
+
+// One per family file: adds that family's op types (duplicates are a programming error).
+void register_linalg_ops(OpTable& t);      // linalg.cc: Gemm, MatMul, Einsum
+void register_conv_ops(OpTable& t);        // conv.cc: Conv, ConvTranspose
+void register_pool_ops(OpTable& t);        // pool.cc
+void register_norm_ops(OpTable& t);        // norm.cc: BatchNormalization, LayerNormalization, InstanceNormalization
+void register_activation_ops(OpTable& t);  // activation.cc: unary and n-ary elementwise math
+void register_binary_ops(OpTable& t);      // binary.cc: Add, Sub, Mul, Div, Pow
+void register_reduce_ops(OpTable& t);      // reduce.cc: Reduce*, Softmax, LogSoftmax, CumSum, ArgMax, ArgMin
+void register_view_ops(OpTable& t);        // view.cc: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Cast, Dropout
+void register_move_ops(OpTable& t);        // move.cc: Transpose, Concat, Split, Slice, Gather, Expand
+void register_index_ops(OpTable& t);       // index.cc: Pad, Tile, Trilu, GatherElements, ScatterElements, Resize
+void register_rnn_ops(OpTable& t);         // rnn.cc: LSTM, GRU
+void register_loss_ops(OpTable& t);        // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+void register_logic_ops(OpTable& t);       // logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape, ...
+
+OpTable const& op_table();
+OpDef const* find_op(std::string_view type);
+std::vector<std::string> op_types();  // sorted
+
+}  // namespace gp::graph::ops
