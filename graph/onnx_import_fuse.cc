@@ -1,9 +1,11 @@
-// Pattern fusion on the raw model: torch 1.13 exports GELU as x*0.5*(1+erf(x/sqrt2)) and, below
+// Pattern fusion on the raw model: torch 1.13 exports GELU as x*0.5*(1+erf(x/sqrt2)) (its tanh
+// approximation as 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))) and, below
 // opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add. Executors and the
 // cost model want one operator for each, so the chains are replaced here, before anything else
 // looks at the node types.
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -110,6 +112,27 @@ struct Replacement {
   RawNode fused;
 };
 
+// The tail both GELU forms share, from `plus` = Add(1, f): Mul(x, plus) -> Mul(0.5), or
+// Mul(Mul(x, 0.5), plus). Adds its nodes to r.removed and returns the output's name.
+std::optional<std::string> match_gelu_tail(Matcher const& m, std::string const& x, RawNode const& plus,
+                                           Replacement& r) {
+  RawNode const* mul1 = m.sole_consumer(plus.outputs[0], "Mul");
+  if (!mul1) return std::nullopt;
+  std::string const other = Matcher::other_input(*mul1, plus.outputs[0]);
+  if (other == x) {
+    RawNode const* mul2 = m.sole_consumer(mul1->outputs[0], "Mul");
+    if (!mul2 || !near(m.scalar(Matcher::other_input(*mul2, mul1->outputs[0])), 0.5)) return std::nullopt;
+    r.removed.insert(r.removed.end(), {m.index_of(&plus), m.index_of(mul1), m.index_of(mul2)});
+    return mul2->outputs[0];
+  }
+  RawNode const* half = m.producer(other);
+  if (!half || half->type != "Mul" || !m.sole_consumer(other, "Mul")) return std::nullopt;
+  std::string const hx = Matcher::other_input(*half, x);
+  if (hx.empty() || !near(m.scalar(hx), 0.5)) return std::nullopt;
+  r.removed.insert(r.removed.end(), {m.index_of(&plus), m.index_of(mul1), m.index_of(half)});
+  return mul1->outputs[0];
+}
+
 // Erf GELU: Div(x, sqrt2) | Mul(x, 1/sqrt2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5), or with the
 // 0.5 applied to x first: Mul(x, 0.5) -> Mul(., 1+erf).
 std::optional<Replacement> match_gelu(Matcher const& m, RawNode const& erf) {
@@ -131,31 +154,79 @@ std::optional<Replacement> match_gelu(Matcher const& m, RawNode const& erf) {
   }
   RawNode const* add = m.sole_consumer(erf.outputs[0], "Add");
   if (!add || !near(m.scalar(Matcher::other_input(*add, erf.outputs[0])), 1.0)) return std::nullopt;
-  RawNode const* mul1 = m.sole_consumer(add->outputs[0], "Mul");
-  if (!mul1) return std::nullopt;
-  std::string const other = Matcher::other_input(*mul1, add->outputs[0]);
   Replacement r;
-  r.removed = {m.index_of(scale), m.index_of(&erf), m.index_of(add), m.index_of(mul1)};
-  std::string out;
-  if (other == x) {
-    RawNode const* mul2 = m.sole_consumer(mul1->outputs[0], "Mul");
-    if (!mul2 || !near(m.scalar(Matcher::other_input(*mul2, mul1->outputs[0])), 0.5)) return std::nullopt;
-    r.removed.push_back(m.index_of(mul2));
-    out = mul2->outputs[0];
-  } else {
-    RawNode const* half = m.producer(other);
-    if (!half || half->type != "Mul" || !m.sole_consumer(other, "Mul")) return std::nullopt;
-    std::string const hx = Matcher::other_input(*half, x);
-    if (hx.empty() || !near(m.scalar(hx), 0.5)) return std::nullopt;
-    r.removed.push_back(m.index_of(half));
-    out = mul1->outputs[0];
-  }
+  r.removed = {m.index_of(scale), m.index_of(&erf)};
+  std::optional<std::string> const out = match_gelu_tail(m, x, *add, r);
+  if (!out) return std::nullopt;
   r.anchor = *std::max_element(r.removed.begin(), r.removed.end());
   r.fused.type = "Gelu";
   r.fused.name = fused_name(erf.name, "Erf", "Gelu");
   r.fused.inputs = {x};
-  r.fused.outputs = {out};
+  r.fused.outputs = {*out};
   return r;
+}
+
+// The value `name` is x³: Mul(x, Mul(x, x)) with either operand order, or Pow(x, 3), used only
+// here. Adds the nodes that compute it to `nodes`.
+bool match_cube(Matcher const& m, std::string const& name, std::string const& x, std::vector<int>& nodes) {
+  RawNode const* p = m.producer(name);
+  if (!p || !p->domain.empty() || p->inputs.size() != 2 || m.consumers(name).size() != 1 || !m.internal(name))
+    return false;
+  if (p->type == "Pow") {
+    if (p->inputs[0] != x || !near(m.scalar(p->inputs[1]), 3.0)) return false;
+    nodes.push_back(m.index_of(p));
+    return true;
+  }
+  if (p->type != "Mul") return false;
+  std::string const sq = Matcher::other_input(*p, x);
+  RawNode const* q = sq.empty() || sq == x ? nullptr : m.producer(sq);
+  if (!q || q->type != "Mul" || !q->domain.empty() || q->inputs.size() != 2 || q->inputs[0] != x || q->inputs[1] != x ||
+      m.consumers(sq).size() != 1 || !m.internal(sq))
+    return false;
+  nodes.insert(nodes.end(), {m.index_of(p), m.index_of(q)});
+  return true;
+}
+
+// The scalar operand of Mul `n` when it is near `c`: the other operand's name, else "".
+std::string times_constant(Matcher const& m, RawNode const& n, double c) {
+  if (n.type != "Mul" || n.inputs.size() != 2) return {};
+  if (near(m.scalar(n.inputs[0]), c)) return n.inputs[1];
+  if (near(m.scalar(n.inputs[1]), c)) return n.inputs[0];
+  return {};
+}
+
+// tanh GELU, anchored at the Tanh (torch 1.13 exports nn.GELU(approximate='tanh') this way):
+// x³ -> Mul(0.044715) -> Add(x) -> Mul(√(2/π)) -> Tanh -> Add(1), then the shared tail.
+std::optional<Replacement> match_tanh_gelu(Matcher const& m, RawNode const& tanh) {
+  if (tanh.inputs.size() != 1 || tanh.outputs.size() != 1) return std::nullopt;
+  RawNode const* scale = m.producer(tanh.inputs[0]);
+  if (!scale || m.sole_consumer(scale->outputs[0], "Tanh") != &tanh) return std::nullopt;
+  std::string const inner = times_constant(m, *scale, std::sqrt(2.0 / std::numbers::pi));
+  RawNode const* add = inner.empty() ? nullptr : m.producer(inner);
+  if (!add || add->type != "Add" || add->inputs.size() != 2 || m.sole_consumer(inner, "Mul") != scale)
+    return std::nullopt;
+  for (std::size_t i = 0; i < 2; ++i) {
+    std::string const& x = add->inputs[i];
+    std::string const& cubic = add->inputs[1 - i];
+    RawNode const* coef = m.producer(cubic);
+    if (!coef || m.sole_consumer(cubic, "Add") != add) continue;
+    std::string const cube = times_constant(m, *coef, 0.044715);
+    Replacement r;
+    if (cube.empty() || !match_cube(m, cube, x, r.removed)) continue;
+    RawNode const* plus = m.sole_consumer(tanh.outputs[0], "Add");
+    if (!plus || !near(m.scalar(Matcher::other_input(*plus, tanh.outputs[0])), 1.0)) return std::nullopt;
+    r.removed.insert(r.removed.end(), {m.index_of(coef), m.index_of(add), m.index_of(scale), m.index_of(&tanh)});
+    std::optional<std::string> const out = match_gelu_tail(m, x, *plus, r);
+    if (!out) return std::nullopt;
+    r.anchor = *std::max_element(r.removed.begin(), r.removed.end());
+    r.fused.type = "Gelu";
+    r.fused.name = fused_name(tanh.name, "Tanh", "Gelu");
+    r.fused.inputs = {x};
+    r.fused.outputs = {*out};
+    r.fused.attrs["approximate"] = AttrValue{std::string("tanh")};
+    return r;
+  }
+  return std::nullopt;
 }
 
 std::optional<std::vector<int64_t>> ints_attr(RawNode const& n, std::string const& key) {
@@ -296,6 +367,8 @@ void fuse_patterns(RawModel& model) {
       if (!n.domain.empty()) continue;
       if (n.type == "Erf")
         accept(match_gelu(m, n));
+      else if (n.type == "Tanh")
+        accept(match_tanh_gelu(m, n));
       else if (n.type == "Pad")
         accept(match_pad_pool(m, n));
       else if (n.type == "ReduceMean" && model.opset < 18)

@@ -1,12 +1,18 @@
-// Elementwise operators: unary activations through oneDNN eltwise (Erf through kernels/), binary
-// arithmetic with numpy broadcasting through oneDNN binary (backward by reductions), Dropout.
+// Elementwise operators: unary activations and math through oneDNN eltwise (where it has no
+// algorithm with ONNX's formula, through kernels/activation), binary arithmetic with numpy
+// broadcasting through oneDNN binary (backward by reductions), Dropout, and the activation family's
+// table: Clip, PRelu, variadic Min/Max/Sum/Mean.
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <map>
 
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
 #include "kernels/dropout.h"
-#include "kernels/erf.h"
+#include "kernels/activation.h"
 #include "kernels/strided.h"
 
 namespace gp::exec::cpu {
@@ -15,11 +21,41 @@ namespace {
 using dnnl::algorithm;
 
 struct UnarySpec {
-  algorithm alg = algorithm::undef;  // undef: computed by kernels/ (Erf)
+  algorithm alg = algorithm::undef;  // undef: a plain loop of kernels/activation (`loop`)
   float alpha = 0.f;
   float beta = 0.f;
   bool save_output = false;  // backward reads the output (the *_use_dst_for_bwd algorithms)
+  kernels::Pointwise loop = kernels::Pointwise::kErf;
+  kernels::PointwiseParams params{};
 };
+
+std::map<std::string, kernels::Pointwise, std::less<>> const& pointwise_ops() {
+  using P = kernels::Pointwise;
+  static std::map<std::string, P, std::less<>> const m = {
+      {"Erf", P::kErf},
+      {"Selu", P::kSelu},
+      {"Celu", P::kCelu},
+      {"Softsign", P::kSoftsign},
+      {"HardSigmoid", P::kHardSigmoid},
+      {"ThresholdedRelu", P::kThresholdedRelu},
+      {"Sin", P::kSin},
+      {"Cos", P::kCos},
+      {"Tan", P::kTan},
+      {"Asin", P::kAsin},
+      {"Acos", P::kAcos},
+      {"Atan", P::kAtan},
+      {"Sinh", P::kSinh},
+      {"Cosh", P::kCosh},
+      {"Asinh", P::kAsinh},
+      {"Acosh", P::kAcosh},
+      {"Atanh", P::kAtanh},
+      {"Sign", P::kSign},
+      {"Floor", P::kFloor},
+      {"Ceil", P::kCeil},
+      {"Round", P::kRound},
+  };
+  return m;
+}
 
 UnarySpec unary_spec(OpCall const& call) {
   std::string const& t = call.op.type;
@@ -39,12 +75,30 @@ UnarySpec unary_spec(OpCall const& call) {
   if (t == "Log") return {algorithm::eltwise_log, 0.f, 0.f, false};
   if (t == "Abs") return {algorithm::eltwise_abs, 0.f, 0.f, false};
   if (t == "Neg") return {algorithm::eltwise_linear, -1.f, 0.f, false};
+  if (t == "Reciprocal") return {algorithm::eltwise_pow, 1.f, -1.f, false};
+  if (t == "Softplus") return {algorithm::eltwise_soft_relu, 0.f, 0.f, false};
+  if (t == "HardSwish") return {algorithm::eltwise_hardswish, 0.f, 0.f, false};
+  if (t == "Clip") {
+    auto const* c = attrs_of<graph::ClipAttrs>(call.op);
+    graph::ClipAttrs const bounds = c ? *c : graph::ClipAttrs{};
+    return {algorithm::eltwise_clip_v2, bounds.min, bounds.max, false};
+  }
   if (t == "Pow") {
     graph::TensorData const* e = constant_input(call.op, call.graph, 1);
     return {algorithm::eltwise_pow, 1.f, static_cast<float>(e->to_doubles().at(0)), false};
   }
-  return {};  // Erf
+  auto const* p = attrs_of<graph::ActivationAttrs>(call.op);
+  graph::ActivationAttrs const a = p ? *p : graph::ActivationAttrs{};
+  if (t == "Elu") return {algorithm::eltwise_elu, a.alpha, 0.f, false};
+  UnarySpec s;
+  auto it = pointwise_ops().find(t);
+  if (it != pointwise_ops().end()) s.loop = it->second;
+  s.params = {a.alpha, a.beta, a.gamma};
+  return s;
 }
+
+// Cache keys hold the float parameters' bits: printed floats would round nearby values together.
+uint32_t bits(float v) { return std::bit_cast<uint32_t>(v); }
 
 struct EltwiseFwd {
   dnnl::eltwise_forward::primitive_desc pd;
@@ -56,11 +110,13 @@ struct EltwiseBwd {
 };
 
 std::shared_ptr<EltwiseFwd const> eltwise_fwd(UnarySpec const& s, int64_t n) {
-  return dnnl_ctx::cached<EltwiseFwd>(dnnl_ctx::key("eltwise_fwd", static_cast<int>(s.alg), s.alpha, s.beta, n), [&] {
-    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, s.alg, dnnl_ctx::plain_md({n}), s.alpha, s.beta);
-    dnnl::eltwise_forward::primitive_desc pd(d, dnnl_ctx::engine());
-    return EltwiseFwd{pd, dnnl::eltwise_forward(pd)};
-  });
+  return dnnl_ctx::cached<EltwiseFwd>(
+      dnnl_ctx::key("eltwise_fwd", static_cast<int>(s.alg), bits(s.alpha), bits(s.beta), n), [&] {
+        dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, s.alg, dnnl_ctx::plain_md({n}), s.alpha,
+                                      s.beta);
+        dnnl::eltwise_forward::primitive_desc pd(d, dnnl_ctx::engine());
+        return EltwiseFwd{pd, dnnl::eltwise_forward(pd)};
+      });
 }
 
 }  // namespace
@@ -87,7 +143,7 @@ Status unary_forward(OpCall const& call, std::vector<Tensor> const& in, std::vec
   int64_t const n = x.numel();
   if (n > 0) {
     if (s.alg == algorithm::undef) {
-      kernels::erf_forward(x.data<float>(), n, y.data<float>());
+      kernels::pointwise_forward(s.loop, s.params, x.data<float>(), n, y.data<float>());
     } else {
       auto e = eltwise_fwd(s, n);
       dnnl_ctx::run(e->prim, {{DNNL_ARG_SRC, dnnl_ctx::mem(e->pd.src_desc(), x.raw())},
@@ -109,11 +165,11 @@ Status unary_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
   Tensor dx(kept.shape());
   if (n > 0) {
     if (s.alg == algorithm::undef) {
-      kernels::erf_backward(kept.data<float>(), gout[0].data<float>(), n, dx.data<float>());
+      kernels::pointwise_backward(s.loop, s.params, kept.data<float>(), gout[0].data<float>(), n, dx.data<float>());
     } else {
       auto f = eltwise_fwd(s, n);
-      auto b =
-          dnnl_ctx::cached<EltwiseBwd>(dnnl_ctx::key("eltwise_bwd", static_cast<int>(s.alg), s.alpha, s.beta, n), [&] {
+      auto b = dnnl_ctx::cached<EltwiseBwd>(
+          dnnl_ctx::key("eltwise_bwd", static_cast<int>(s.alg), bits(s.alpha), bits(s.beta), n), [&] {
             dnnl::eltwise_backward::desc d(s.alg, dnnl_ctx::plain_md({n}), dnnl_ctx::plain_md({n}), s.alpha, s.beta);
             dnnl::eltwise_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
             return EltwiseBwd{pd, dnnl::eltwise_backward(pd)};
@@ -314,6 +370,196 @@ Status pow_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> 
   return Status::ok();
 }
 
-CpuKernelFamily activation_kernels() { return {}; }
+namespace {
+
+// ---- Clip: static bounds (ClipAttrs) run as oneDNN's clip; a bound computed at run time (then
+// the bound slots stay inputs) runs as a loop that also differentiates the bounds ----
+
+bool has_input(graph::Op const& op, std::size_t k) { return k < op.inputs.size() && op.inputs[k] != graph::kNoTensor; }
+
+Status clip_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::ClipAttrs>(op, graph));
+  for (std::size_t k = 1; k < op.inputs.size(); ++k) {
+    if (!has_input(op, k)) continue;
+    graph::TensorInfo const& t = graph.tensor(op.inputs[k]);
+    if (t.dtype != DType::kFloat32)
+      return unsupported("Clip '" + op.name + "' has a " + graph::dtype_name(t.dtype) + " bound (float32 only)");
+    if (std::any_of(t.shape.dims.begin(), t.shape.dims.end(), [](int64_t d) { return d != 1; }))
+      return unsupported("Clip '" + op.name + "' has a bound that is not a scalar");
+  }
+  return Status::ok();
+}
+
+Status clip_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  if (in.size() < 2) return unary_forward(call, in, out, saved);
+  graph::ClipAttrs const* a = attrs_of<graph::ClipAttrs>(call.op);
+  Tensor bounds({2});
+  bounds.data<float>()[0] = a ? a->min : -std::numeric_limits<float>::infinity();
+  bounds.data<float>()[1] = a ? a->max : std::numeric_limits<float>::infinity();
+  for (std::size_t k = 1; k < 3 && k < in.size(); ++k) {
+    if (!in[k].defined()) continue;
+    if (in[k].numel() != 1) return op_error(call, "bound input " + std::to_string(k) + " is not a scalar");
+    bounds.data<float>()[k - 1] = in[k].data<float>()[0];
+  }
+  Tensor const& x = in[0];
+  Tensor y(x.shape());
+  kernels::clip_forward(x.data<float>(), x.numel(), bounds.data<float>()[0], bounds.data<float>()[1], y.data<float>());
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {x, bounds};
+  return Status::ok();
+}
+
+Status clip_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                     std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (saved.tensors.size() < 2) return unary_backward(call, saved, gout, wanted, grads, accumulate);
+  if (!gout.at(0).defined()) return Status::ok();
+  Tensor const& x = saved.tensors[0];
+  float const lo = saved.tensors[1].data<float>()[0], hi = saved.tensors[1].data<float>()[1];
+  Tensor dx;
+  if (wants(wanted, 0)) dx = Tensor(x.shape());
+  double dlo = 0, dhi = 0;
+  kernels::clip_backward(x.data<float>(), gout[0].data<float>(), x.numel(), lo, hi,
+                         dx.defined() ? dx.data<float>() : nullptr, &dlo, &dhi);
+  for (std::size_t k : {std::size_t{1}, std::size_t{2}}) {
+    if (!wants(wanted, k) || !has_input(call.op, k)) continue;
+    Tensor& g = grad_slot(grads, k, call.graph.tensor(call.op.inputs[k]).shape.dims, accumulate);
+    g.data<float>()[0] = (accumulate ? g.data<float>()[0] : 0.f) + static_cast<float>(k == 1 ? dlo : dhi);
+  }
+  if (dx.defined()) return emit_grad(call, grads, 0, dx, accumulate);
+  return Status::ok();
+}
+
+// ---- PRelu: the slope (usually a weight) broadcasts to x ----
+
+Status prelu_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  Tensor const& slope = in[1];
+  std::vector<int64_t> shape;
+  if (!kernels::broadcast_shapes(x.shape(), slope.shape(), shape) || shape != x.shape())
+    return op_error(call, "slope " + slope.shape_string() + " does not broadcast to x " + x.shape_string());
+  Tensor const s = expanded(slope, x.shape());
+  Tensor y(x.shape());
+  kernels::prelu_forward(x.data<float>(), s.data<float>(), x.numel(), y.data<float>());
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {x, slope};
+  return Status::ok();
+}
+
+Status prelu_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                      std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!gout.at(0).defined() || (!wants(wanted, 0) && !wants(wanted, 1))) return Status::ok();
+  Tensor const& x = saved.tensors.at(0);
+  Tensor const& slope = saved.tensors.at(1);
+  Tensor const s = expanded(slope, x.shape());
+  Tensor dx, dslope_full;
+  if (wants(wanted, 0)) dx = Tensor(x.shape());
+  if (wants(wanted, 1)) dslope_full = Tensor(x.shape());
+  kernels::prelu_backward(x.data<float>(), s.data<float>(), gout[0].data<float>(), x.numel(),
+                          dx.defined() ? dx.data<float>() : nullptr,
+                          dslope_full.defined() ? dslope_full.data<float>() : nullptr);
+  if (dslope_full.defined()) {
+    Tensor& g = grad_slot(grads, 1, slope.shape(), accumulate);
+    kernels::reduce_sum_to(dslope_full.data<float>(), x.shape(), g.data<float>(), slope.shape(), accumulate);
+  }
+  if (dx.defined()) return emit_grad(call, grads, 0, dx, accumulate);
+  return Status::ok();
+}
+
+// ---- Min, Max, Sum, Mean over one or more inputs with numpy broadcasting ----
+
+Status variadic_check(graph::Op const& op, graph::OpGraph const& graph) {
+  for (std::size_t k = 0; k < op.inputs.size(); ++k) {
+    if (!has_input(op, k)) return unsupported(op.type + " '" + op.name + "' has an empty input " + std::to_string(k));
+    DType const d = graph.tensor(op.inputs[k]).dtype;
+    if (d != DType::kFloat32)
+      return unsupported(op.type + " '" + op.name + "' has a " + graph::dtype_name(d) + " input " + std::to_string(k) +
+                         " (float32 only)");
+  }
+  return Status::ok();
+}
+
+Status variadic_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  std::vector<int64_t> shape = in[0].shape();
+  for (std::size_t k = 1; k < in.size(); ++k) {
+    std::vector<int64_t> next;
+    if (!kernels::broadcast_shapes(shape, in[k].shape(), next))
+      return op_error(call, "input " + std::to_string(k) + " " + in[k].shape_string() +
+                                " does not broadcast with the inputs before it");
+    shape = std::move(next);
+  }
+  std::string const& t = call.op.type;
+  std::vector<Tensor> keep;
+  Tensor y;
+  if (t == "Sum" || t == "Mean") {
+    y = expanded(in[0], shape);
+    for (std::size_t k = 1; k < in.size(); ++k) y = binary_full(algorithm::binary_add, y, in[k]);
+    if (t == "Mean" && in.size() > 1) {
+      float const inv = 1.f / static_cast<float>(in.size());
+      float* p = y.data<float>();
+      for (int64_t i = 0; i < y.numel(); ++i) p[i] *= inv;
+    }
+  } else {
+    y = expanded(in[0], shape).clone();
+    Tensor which = Tensor::zeros(shape, DType::kInt32);
+    for (std::size_t k = 1; k < in.size(); ++k) {
+      Tensor const xk = expanded(in[k], shape);
+      kernels::select_step(xk.data<float>(), y.numel(), t == "Max", static_cast<int32_t>(k), y.data<float>(),
+                           which.data<int32_t>());
+    }
+    keep.push_back(which);
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) {
+    for (Tensor const& x : in) keep.push_back(shape_tensor(x.shape()));
+    saved->tensors = std::move(keep);
+  }
+  return Status::ok();
+}
+
+Status variadic_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                         std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!gout.at(0).defined()) return Status::ok();
+  Tensor const& dy = gout[0];
+  std::string const& t = call.op.type;
+  bool const select = t == "Min" || t == "Max";
+  std::size_t const n = saved.tensors.size() - (select ? 1 : 0);
+  Tensor full = dy;
+  if (t == "Mean" && n > 1) {
+    full = Tensor(dy.shape());
+    for (int64_t i = 0; i < dy.numel(); ++i) full.data<float>()[i] = dy.data<float>()[i] / static_cast<float>(n);
+  } else if (select) {
+    full = Tensor(dy.shape());
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    if (!wants(wanted, k)) continue;
+    if (select)
+      kernels::selected_grad(dy.data<float>(), saved.tensors[0].data<int32_t>(), static_cast<int32_t>(k), dy.numel(),
+                             full.data<float>());
+    std::vector<int64_t> const target = shape_of(saved.tensors[k + (select ? 1 : 0)]);
+    Tensor& g = grad_slot(grads, k, target, accumulate);
+    kernels::reduce_sum_to(full.data<float>(), dy.shape(), g.data<float>(), target, accumulate);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+CpuKernelFamily activation_kernels() {
+  OpKernels const plain{unary_forward, unary_backward, unary_backward, no_check};
+  OpKernels const parametric{unary_forward, unary_backward, unary_backward, require_attrs<graph::ActivationAttrs>};
+  OpKernels const variadic{variadic_forward, variadic_backward, variadic_backward, variadic_check};
+  CpuKernelFamily f;
+  for (char const* u : {"Reciprocal", "Softplus", "Softsign", "HardSwish", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
+                        "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Sign", "Floor", "Ceil", "Round"})
+    f.push_back({u, {plain, 1}});
+  for (char const* p : {"Elu", "Selu", "Celu", "HardSigmoid", "ThresholdedRelu"}) f.push_back({p, {parametric, 1}});
+  f.push_back({"Clip", {{clip_forward, clip_backward, clip_backward, clip_check}, 1}});
+  f.push_back({"PRelu", {{prelu_forward, prelu_backward, prelu_backward, no_check}, 2}});
+  for (char const* v : {"Min", "Max", "Sum", "Mean"}) f.push_back({v, {variadic, 1, false}});
+  return f;
+}
 
 }  // namespace gp::exec::cpu

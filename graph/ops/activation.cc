@@ -1,4 +1,4 @@
-// Elementwise activations and unary math: import-time inference (graph/ops/infer.h).
+// Elementwise activations and math: import-time inference (graph/ops/infer.h).
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -31,15 +31,100 @@ Result<Inferred> infer_gelu(InferContext const& c) {
   return k;
 }
 
+// Elu, Selu, Celu, HardSigmoid, ThresholdedRelu: the attributes with ONNX's defaults.
+Result<Inferred> infer_parametric(InferContext const& c) {
+  ActivationAttrs a;
+  if (c.type == "Selu") {
+    a.alpha = static_cast<float>(c.attr_float("alpha", 1.67326319217681884765625));
+    a.gamma = static_cast<float>(c.attr_float("gamma", 1.05070102214813232421875));
+  } else if (c.type == "HardSigmoid") {
+    a.alpha = static_cast<float>(c.attr_float("alpha", 0.2));
+    a.beta = static_cast<float>(c.attr_float("beta", 0.5));
+  } else {  // Elu, Celu, ThresholdedRelu
+    a.alpha = static_cast<float>(c.attr_float("alpha", 1.0));
+    if (c.type == "Celu" && a.alpha == 0.f) return invalid_argument("Celu's alpha must not be 0");
+  }
+  Inferred k;
+  k.typed = a;
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), c.dims(0)});
+  return k;
+}
+
+// Clip: opset 6 bounds are attributes; from opset 11 they are optional scalar inputs. Static bounds
+// are folded into ClipAttrs; a bound computed at run time keeps both bound slots as inputs.
+Result<Inferred> infer_clip(InferContext const& c) {
+  ClipAttrs a;
+  Inferred k;
+  k.data_inputs = {0};
+  if (c.opset < 11) {
+    a.min = static_cast<float>(c.attr_float("min", -std::numeric_limits<float>::infinity()));
+    a.max = static_cast<float>(c.attr_float("max", std::numeric_limits<float>::infinity()));
+  } else {
+    bool runtime = false;
+    for (std::size_t s : {std::size_t{1}, std::size_t{2}}) {
+      if (!c.has(s)) continue;
+      char const* what = s == 1 ? "min" : "max";
+      Dims const& d = c.dims(s);
+      if (std::any_of(d.begin(), d.end(), [](int64_t v) { return v != 1; }))
+        return invalid_argument(std::string("its ") + what + " input has shape " + dims_str(d) +
+                                "; Clip's bounds must be scalars");
+      auto v = c.static_input(s, what);
+      if (!v.is_ok()) {
+        runtime = true;
+        continue;
+      }
+      ASSIGN_OR_RETURN(double const bound, c.static_scalar(s, what, 0.0));
+      (s == 1 ? a.min : a.max) = static_cast<float>(bound);
+    }
+    if (runtime) k.data_inputs = all_slots(c);
+  }
+  k.typed = a;
+  k.outs.push_back({c.dtype(0), c.dims(0)});
+  return k;
+}
+
+// PRelu: the slope broadcasts to x (unidirectionally); the output has x's shape.
+Result<Inferred> infer_prelu(InferContext const& c) {
+  if (!c.has(1)) return invalid_argument("PRelu needs its slope input");
+  auto out = broadcast_dims(c.dims(0), c.dims(1));
+  if (!out.is_ok() || *out != c.dims(0))
+    return invalid_argument("its slope of shape " + dims_str(c.dims(1)) + " does not broadcast to x of shape " +
+                            dims_str(c.dims(0)) + " (the slope may only have x's trailing dims or 1s)");
+  Inferred k;
+  k.data_inputs = {0, 1};
+  k.outs.push_back({c.dtype(0), c.dims(0)});
+  return k;
+}
+
+// Min, Max, Sum, Mean: one or more inputs, numpy broadcasting.
+Result<Inferred> infer_variadic(InferContext const& c) {
+  Dims out;
+  for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+    if (!c.has(i))
+      return invalid_argument("input " + std::to_string(i) + " is empty; " + c.type + " needs every input");
+    ASSIGN_OR_RETURN(out, broadcast_dims(out, c.dims(i)));
+  }
+  Inferred k;
+  k.data_inputs = all_slots(c);
+  k.outs.push_back({c.dtype(0), out});
+  return k;
+}
+
 }  // namespace
 
 void register_activation_ops(OpTable& t) {
-  define(t, "Relu", infer_plain_unary);
-  define(t, "Sigmoid", infer_plain_unary);
-  define(t, "Tanh", infer_plain_unary);
-  define(t, "Sqrt", infer_plain_unary);
+  for (char const* u :
+       {"Relu",     "Sigmoid",  "Tanh",      "Sqrt",  "Exp",  "Log",   "Neg",  "Abs",  "Erf",  "Reciprocal",
+        "Softplus", "Softsign", "HardSwish", "Sin",   "Cos",  "Tan",   "Asin", "Acos", "Atan", "Sinh",
+        "Cosh",     "Asinh",    "Acosh",     "Atanh", "Sign", "Floor", "Ceil", "Round"})
+    define(t, u, infer_plain_unary);
   define(t, "LeakyRelu", infer_leaky_relu);
   define(t, "Gelu", infer_gelu);
+  for (char const* p : {"Elu", "Selu", "Celu", "HardSigmoid", "ThresholdedRelu"}) define(t, p, infer_parametric);
+  define(t, "Clip", infer_clip);
+  define(t, "PRelu", infer_prelu);
+  for (char const* v : {"Min", "Max", "Sum", "Mean"}) define(t, v, infer_variadic);
 }
 
 }  // namespace gp::graph::ops

@@ -1,0 +1,62 @@
+// Elementwise activations and math that oneDNN's eltwise does not offer with ONNX's exact formula,
+// as plain loops: forward y = f(x) and backward grad_x = grad_y · f'(x) from the saved input. Also
+// the loops of PRelu, Clip with run-time bounds, and the selection of variadic Min/Max.
+#pragma once
+
+#include <cstdint>
+
+namespace gp::kernels {
+
+enum class Pointwise : uint8_t {
+  kErf,
+  kSelu,             // gamma · (x > 0 ? x : alpha · (e^x − 1))
+  kCelu,             // max(0, x) + min(0, alpha · (e^(x/alpha) − 1))
+  kSoftsign,         // x / (1 + |x|)
+  kHardSigmoid,      // max(0, min(1, alpha · x + beta))
+  kThresholdedRelu,  // x > alpha ? x : 0
+  kSin,
+  kCos,
+  kTan,
+  kAsin,
+  kAcos,
+  kAtan,
+  kSinh,
+  kCosh,
+  kAsinh,
+  kAcosh,
+  kAtanh,
+  kSign,  // zero gradient from here on
+  kFloor,
+  kCeil,
+  kRound,  // half to even
+};
+struct PointwiseParams {
+  float alpha = 0.f;
+  float beta = 0.f;
+  float gamma = 0.f;
+};
+
+void pointwise_forward(Pointwise f, PointwiseParams const& p, float const* x, int64_t n, float* y);
+void pointwise_backward(Pointwise f, PointwiseParams const& p, float const* x, float const* grad_y, int64_t n,
+                        float* grad_x);
+
+// PRelu with the slope already broadcast to x: y = x < 0 ? slope · x : x.
+void prelu_forward(float const* x, float const* slope, int64_t n, float* y);
+// grad_x = grad_y · (x < 0 ? slope : 1); grad_slope_full = grad_y · (x < 0 ? x : 0), per element of
+// x (the caller sums it over the broadcast axes). Either output may be null.
+void prelu_backward(float const* x, float const* slope, float const* grad_y, int64_t n, float* grad_x,
+                    float* grad_slope_full);
+
+// y = min(max(x, lo), hi). Every grad_y element goes to exactly one of x (lo < x ≤ hi), lo (x ≤ lo)
+// and hi (x > hi), as oneDNN's clip does; grad_lo and grad_hi (nullable) receive sums.
+void clip_forward(float const* x, int64_t n, float lo, float hi, float* y);
+void clip_backward(float const* x, float const* grad_y, int64_t n, float lo, float hi, float* grad_x, double* grad_lo,
+                   double* grad_hi);
+
+// One step of a running Min/Max over inputs: where x beats acc (strictly, so ties keep the earlier
+// input; a NaN always wins, as numpy's maximum propagates it), acc takes x and which takes k.
+void select_step(float const* x, int64_t n, bool take_max, int32_t k, float* acc, int32_t* which);
+// out = grad_y where which == k, else 0.
+void selected_grad(float const* grad_y, int32_t const* which, int32_t k, int64_t n, float* out);
+
+}  // namespace gp::kernels
