@@ -45,7 +45,6 @@ std::map<std::string, Entry> const& kernel_table() {
     OpKernels const binary{binary_forward, binary_backward, binary_backward, binary_check};
     OpKernels const view{reshape_forward, reshape_backward, reshape_backward, graph::ops::view_check};
     OpKernels const pool{pool_forward, pool_backward, pool_backward, graph::ops::pool_check};
-    OpKernels const reduce{reduce_forward, reduce_backward, reduce_backward, require_attrs<graph::ReduceAttrs>};
     std::map<std::string, Entry> t;
     t["Conv"] = {{conv_forward, conv_backward_data, conv_backward_weights, conv_check, conv_backward_both}, 2};
     t["MaxPool"] = {pool, 1};
@@ -65,7 +64,8 @@ std::map<std::string, Entry> const& kernel_table() {
     t["Pow"] = {{pow_forward, pow_backward, pow_backward, pow_check}, 1};
     for (char const* b : {"Add", "Sub", "Mul", "Div"}) t[b] = {binary, 2};
     t["Dropout"] = {{dropout_forward, dropout_backward, dropout_backward, no_check}, 1};
-    for (char const* v : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) t[v] = {view, 1};
+    // Views only reinterpret the bytes: any dtype (an int64 target unsqueezed for a loss).
+    for (char const* v : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) t[v] = {view, 1, false};
     t["Cast"] = {{reshape_forward, reshape_backward, reshape_backward, graph::ops::cast_check}, 1};
     t["Expand"] = {{expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>}, 1};
     t["Transpose"] = {{transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>},
@@ -74,8 +74,6 @@ std::map<std::string, Entry> const& kernel_table() {
     t["Split"] = {{split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>}, 1};
     t["Slice"] = {{slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>}, 1};
     t["Gather"] = {{gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2};
-    t["ReduceMean"] = {reduce, 1};
-    t["ReduceSum"] = {reduce, 1};
     for (auto family :
          {activation_kernels, reduce_kernels, index_kernels, rnn_kernels, loss_kernels, logic_kernels, deconv_kernels})
       for (auto& [type, entry] : family())

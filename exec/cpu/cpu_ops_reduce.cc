@@ -1,8 +1,412 @@
-// CPU kernels: Reduce*, LogSoftmax, CumSum, ArgMax, ArgMin.
+// CPU kernels: Reduce*, LogSoftmax, Hardmax, CumSum, ArgMax, ArgMin. Plain loops: a reduction
+// sees its input as [rows, cols] (the reduced axes permuted last, copied only when they are not
+// already trailing); the ops along one axis see it as [outer, dim, inner] and run over `inner`
+// contiguously.
+#include <cmath>
+#include <limits>
+
 #include "exec/cpu/cpu_ops.h"
+#include "graph/ops/reduce.h"
+#include "kernels/strided.h"
 
 namespace gp::exec::cpu {
+namespace {
 
-CpuKernelFamily reduce_kernels() { return {}; }
+using graph::ops::AxisSplit;
+using graph::ops::ReduceShape;
+
+enum class Reduction { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
+
+Result<Reduction> reduction_of(OpCall const& call) {
+  static std::pair<char const*, Reduction> const kinds[] = {
+      {"ReduceSum", Reduction::kSum},       {"ReduceMean", Reduction::kMean},
+      {"ReduceMax", Reduction::kMax},       {"ReduceMin", Reduction::kMin},
+      {"ReduceProd", Reduction::kProd},     {"ReduceL1", Reduction::kL1},
+      {"ReduceL2", Reduction::kL2},         {"ReduceSumSquare", Reduction::kSumSquare},
+      {"ReduceLogSum", Reduction::kLogSum}, {"ReduceLogSumExp", Reduction::kLogSumExp}};
+  for (auto const& [type, r] : kinds)
+    if (call.op.type == type) return r;
+  return op_error(call, "is not a reduction this backend knows");
+}
+
+// The shape and strides of the input's dims in the order `perm`.
+struct Permuted {
+  std::vector<int64_t> shape, strides;
+  bool identity = true;
+};
+Permuted permuted(std::vector<int64_t> const& in_shape, std::vector<int64_t> const& perm) {
+  std::vector<int64_t> const strides = kernels::contiguous_strides(in_shape);
+  Permuted p;
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    p.shape.push_back(in_shape[perm[i]]);
+    p.strides.push_back(strides[perm[i]]);
+    p.identity = p.identity && perm[i] == static_cast<int64_t>(i);
+  }
+  return p;
+}
+
+// x as a contiguous [rows, cols] matrix.
+Tensor as_rows(Tensor const& x, ReduceShape const& s) {
+  Permuted const p = permuted(x.shape(), s.perm);
+  if (p.identity) return x.reshaped({s.rows, s.cols});
+  Tensor m({s.rows, s.cols});
+  kernels::strided_copy(x.data<float>(), p.strides, m.data<float>(), kernels::contiguous_strides(p.shape), p.shape);
+  return m;
+}
+
+// A [rows, cols] gradient back in the input's layout.
+Tensor from_rows(Tensor const& m, ReduceShape const& s, std::vector<int64_t> const& in_shape) {
+  Permuted const p = permuted(in_shape, s.perm);
+  if (p.identity) return m.reshaped(in_shape);
+  Tensor dx(in_shape);
+  kernels::strided_copy(m.data<float>(), kernels::contiguous_strides(p.shape), dx.data<float>(), p.strides, p.shape);
+  return dx;
+}
+
+bool reads_x(Reduction r) {
+  return r == Reduction::kProd || r == Reduction::kL1 || r == Reduction::kL2 || r == Reduction::kSumSquare ||
+         r == Reduction::kLogSumExp;
+}
+bool reads_y(Reduction r) { return r == Reduction::kL2 || r == Reduction::kLogSum || r == Reduction::kLogSumExp; }
+bool is_extremum(Reduction r) { return r == Reduction::kMax || r == Reduction::kMin; }
+
+// One row's reduction; `arg` gets the extremum's index (the first one on ties) for Max/Min.
+double reduce_row(Reduction r, float const* x, int64_t n, int64_t& arg) {
+  double acc = 0;
+  switch (r) {
+    case Reduction::kSum:
+    case Reduction::kMean:
+      for (int64_t j = 0; j < n; ++j) acc += x[j];
+      return r == Reduction::kMean ? acc / static_cast<double>(n) : acc;
+    case Reduction::kMax:
+    case Reduction::kMin: {
+      bool const max = r == Reduction::kMax;
+      arg = -1;
+      double best = max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < n; ++j) {
+        double const v = x[j];
+        if (std::isnan(v)) {
+          arg = j;
+          return v;
+        }
+        if (arg < 0 || (max ? v > best : v < best)) {
+          best = v;
+          arg = j;
+        }
+      }
+      return best;
+    }
+    case Reduction::kProd:
+      acc = 1;
+      for (int64_t j = 0; j < n; ++j) acc *= x[j];
+      return acc;
+    case Reduction::kL1:
+      for (int64_t j = 0; j < n; ++j) acc += std::fabs(static_cast<double>(x[j]));
+      return acc;
+    case Reduction::kL2:
+    case Reduction::kSumSquare:
+      for (int64_t j = 0; j < n; ++j) acc += static_cast<double>(x[j]) * x[j];
+      return r == Reduction::kL2 ? std::sqrt(acc) : acc;
+    case Reduction::kLogSum:
+      for (int64_t j = 0; j < n; ++j) acc += x[j];
+      return std::log(acc);
+    case Reduction::kLogSumExp: {
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < n; ++j) m = std::max(m, static_cast<double>(x[j]));
+      if (std::isinf(m)) return m;  // empty, all -inf, or a +inf element
+      for (int64_t j = 0; j < n; ++j) acc += std::exp(static_cast<double>(x[j]) - m);
+      return m + std::log(acc);
+    }
+  }
+  return acc;
+}
+
+// d(reduction)/dx of one row, times the output gradient g.
+void reduce_row_backward(Reduction r, float const* x, double y, int64_t arg, double g, int64_t n, float* dx,
+                         std::vector<double>& scratch) {
+  switch (r) {
+    case Reduction::kSum:
+    case Reduction::kMean: {
+      float const v = static_cast<float>(r == Reduction::kMean ? g / static_cast<double>(n) : g);
+      for (int64_t j = 0; j < n; ++j) dx[j] = v;
+      return;
+    }
+    case Reduction::kMax:
+    case Reduction::kMin:
+      for (int64_t j = 0; j < n; ++j) dx[j] = 0.f;
+      if (arg >= 0) dx[arg] = static_cast<float>(g);
+      return;
+    case Reduction::kProd: {
+      // The product of every other element, from prefix and suffix products: exact at zeros.
+      scratch.resize(static_cast<std::size_t>(n));
+      double prefix = 1;
+      for (int64_t j = 0; j < n; ++j) {
+        scratch[j] = prefix;
+        prefix *= x[j];
+      }
+      double suffix = 1;
+      for (int64_t j = n - 1; j >= 0; --j) {
+        dx[j] = static_cast<float>(g * scratch[j] * suffix);
+        suffix *= x[j];
+      }
+      return;
+    }
+    case Reduction::kL1:
+      for (int64_t j = 0; j < n; ++j)
+        dx[j] = x[j] > 0 ? static_cast<float>(g) : x[j] < 0 ? static_cast<float>(-g) : 0.f;
+      return;
+    case Reduction::kL2:
+      for (int64_t j = 0; j < n; ++j) dx[j] = y > 0 ? static_cast<float>(g * x[j] / y) : 0.f;
+      return;
+    case Reduction::kSumSquare:
+      for (int64_t j = 0; j < n; ++j) dx[j] = static_cast<float>(2 * g * x[j]);
+      return;
+    case Reduction::kLogSum: {
+      float const v = static_cast<float>(g / std::exp(y));
+      for (int64_t j = 0; j < n; ++j) dx[j] = v;
+      return;
+    }
+    case Reduction::kLogSumExp:
+      for (int64_t j = 0; j < n; ++j)
+        dx[j] = std::isinf(y) ? 0.f : static_cast<float>(g * std::exp(static_cast<double>(x[j]) - y));
+      return;
+  }
+}
+
+// Saved: {input shape, x as rows (when the gradient reads it), y (when it reads it), arg-extrema}.
+Status reduce_forward_any(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  ASSIGN_OR_RETURN(ReduceShape const s, graph::ops::reduce_shape(call.op, in[0].shape()));
+  ASSIGN_OR_RETURN(Reduction const r, reduction_of(call));
+  out.assign(call.op.outputs.size(), Tensor());
+  if (s.noop) {
+    out[0] = in[0];
+    if (saved) saved->tensors = {shape_tensor(in[0].shape())};
+    return Status::ok();
+  }
+  Tensor const x = as_rows(in[0], s);
+  Tensor y(s.out_shape);
+  Tensor arg = is_extremum(r) ? Tensor({s.rows}, DType::kInt64) : Tensor();
+  for (int64_t i = 0; i < s.rows; ++i) {
+    int64_t a = -1;
+    y.data<float>()[i] = static_cast<float>(reduce_row(r, x.data<float>() + i * s.cols, s.cols, a));
+    if (arg.defined()) arg.data<int64_t>()[i] = a;
+  }
+  out[0] = y;
+  if (saved) saved->tensors = {shape_tensor(in[0].shape()), reads_x(r) ? x : Tensor(), reads_y(r) ? y : Tensor(), arg};
+  return Status::ok();
+}
+
+Status reduce_backward_any(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                           std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
+  ASSIGN_OR_RETURN(ReduceShape const s, graph::ops::reduce_shape(call.op, in_shape));
+  ASSIGN_OR_RETURN(Reduction const r, reduction_of(call));
+  if (s.noop) return emit_grad(call, grads, 0, gout[0].reshaped(in_shape), accumulate);
+  Tensor const& x = saved.tensors.at(1);
+  Tensor const& y = saved.tensors.at(2);
+  Tensor const& arg = saved.tensors.at(3);
+  if ((reads_x(r) && !x.defined()) || (reads_y(r) && !y.defined()) || (is_extremum(r) && !arg.defined()))
+    return op_error(call, "backward without the forward pass's saved tensors");
+  Tensor dm({s.rows, s.cols});
+  std::vector<double> scratch;
+  float const* g = gout[0].data<float>();
+  for (int64_t i = 0; i < s.rows; ++i)
+    reduce_row_backward(r, x.defined() ? x.data<float>() + i * s.cols : nullptr, y.defined() ? y.data<float>()[i] : 0.0,
+                        arg.defined() ? arg.data<int64_t>()[i] : -1, g[i], s.cols, dm.data<float>() + i * s.cols,
+                        scratch);
+  return emit_grad(call, grads, 0, from_rows(dm, s, in_shape), accumulate);
+}
+
+// ReduceSum/ReduceMean keep their kernels (cpu_ops_shape.cc) except for the noop case.
+Status sum_mean_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  ASSIGN_OR_RETURN(ReduceShape const s, graph::ops::reduce_shape(call.op, in[0].shape()));
+  if (s.noop) return reduce_forward_any(call, in, out, saved);
+  return reduce_forward(call, in, out, saved);
+}
+
+Status sum_mean_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                         std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  auto const* a = attrs_of<graph::ReduceAttrs>(call.op);
+  if (a != nullptr && a->noop) return reduce_backward_any(call, saved, gout, wanted, grads, accumulate);
+  return reduce_backward(call, saved, gout, wanted, grads, accumulate);
+}
+
+Result<AxisSplit> softmax_split(OpCall const& call, std::vector<int64_t> const& shape) {
+  auto const* a = attrs_of<graph::SoftmaxAttrs>(call.op);
+  return graph::ops::axis_split(call.op, a ? a->axis : -1, shape);
+}
+
+// y = x - max - log(sum(exp(x - max))) along the axis; saved: y.
+Status log_softmax_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(AxisSplit const s, softmax_split(call, x.shape()));
+  Tensor y(x.shape());
+  std::vector<double> m(static_cast<std::size_t>(s.inner)), sum(m.size());
+  for (int64_t o = 0; o < s.outer; ++o) {
+    float const* xo = x.data<float>() + o * s.dim * s.inner;
+    float* yo = y.data<float>() + o * s.dim * s.inner;
+    std::fill(m.begin(), m.end(), -std::numeric_limits<double>::infinity());
+    std::fill(sum.begin(), sum.end(), 0.0);
+    for (int64_t k = 0; k < s.dim; ++k)
+      for (int64_t j = 0; j < s.inner; ++j) m[j] = std::max(m[j], static_cast<double>(xo[k * s.inner + j]));
+    for (int64_t k = 0; k < s.dim; ++k)
+      for (int64_t j = 0; j < s.inner; ++j) sum[j] += std::exp(xo[k * s.inner + j] - m[j]);
+    for (int64_t j = 0; j < s.inner; ++j) sum[j] = m[j] + std::log(sum[j]);
+    for (int64_t k = 0; k < s.dim; ++k)
+      for (int64_t j = 0; j < s.inner; ++j) yo[k * s.inner + j] = static_cast<float>(xo[k * s.inner + j] - sum[j]);
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {y};
+  return Status::ok();
+}
+
+// dx = g - softmax(x) * sum(g) along the axis.
+Status log_softmax_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                            std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  Tensor const& y = saved.tensors.at(0);
+  ASSIGN_OR_RETURN(AxisSplit const s, softmax_split(call, y.shape()));
+  Tensor dx(y.shape());
+  std::vector<double> gsum(static_cast<std::size_t>(s.inner));
+  for (int64_t o = 0; o < s.outer; ++o) {
+    int64_t const base = o * s.dim * s.inner;
+    float const* yo = y.data<float>() + base;
+    float const* go = gout[0].data<float>() + base;
+    float* d = dx.data<float>() + base;
+    std::fill(gsum.begin(), gsum.end(), 0.0);
+    for (int64_t k = 0; k < s.dim; ++k)
+      for (int64_t j = 0; j < s.inner; ++j) gsum[j] += go[k * s.inner + j];
+    for (int64_t k = 0; k < s.dim; ++k)
+      for (int64_t j = 0; j < s.inner; ++j) {
+        int64_t const e = k * s.inner + j;
+        d[e] = static_cast<float>(go[e] - std::exp(static_cast<double>(yo[e])) * gsum[j]);
+      }
+  }
+  return emit_grad(call, grads, 0, dx, accumulate);
+}
+
+// The index along the axis of each [outer, inner] position's extremum; ties: the first (or last).
+void arg_extremum(Tensor const& x, AxisSplit const& s, bool max, bool last, int64_t* idx) {
+  for (int64_t o = 0; o < s.outer; ++o) {
+    float const* xo = x.data<float>() + o * s.dim * s.inner;
+    int64_t* io = idx + o * s.inner;
+    for (int64_t j = 0; j < s.inner; ++j) io[j] = 0;
+    for (int64_t k = 1; k < s.dim; ++k)
+      for (int64_t j = 0; j < s.inner; ++j) {
+        float const v = xo[k * s.inner + j], best = xo[io[j] * s.inner + j];
+        bool const better = max ? (v > best || (last && v == best)) : (v < best || (last && v == best));
+        if (better) io[j] = k;
+      }
+  }
+}
+
+// 1 at the first maximum along the axis, 0 elsewhere.
+Status hardmax_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(AxisSplit const s, softmax_split(call, x.shape()));
+  Tensor y = Tensor::zeros(x.shape());
+  if (s.dim > 0) {
+    std::vector<int64_t> idx(static_cast<std::size_t>(s.outer * s.inner));
+    arg_extremum(x, s, true, false, idx.data());
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t j = 0; j < s.inner; ++j) y.data<float>()[(o * s.dim + idx[o * s.inner + j]) * s.inner + j] = 1.f;
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {shape_tensor(x.shape())};
+  return Status::ok();
+}
+
+// Hardmax is piecewise constant: its gradient is zero wherever it is defined.
+Status hardmax_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const&,
+                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0)) return Status::ok();
+  if (accumulate) return Status::ok();
+  return emit_grad(call, grads, 0, Tensor::zeros(shape_of(saved.tensors.at(0))), false);
+}
+
+// Running sums along the axis (from the end when reverse; exclusive: without the element itself).
+void cumsum(float const* x, float* y, AxisSplit const& s, bool exclusive, bool reverse) {
+  std::vector<double> run(static_cast<std::size_t>(s.inner));
+  for (int64_t o = 0; o < s.outer; ++o) {
+    std::fill(run.begin(), run.end(), 0.0);
+    for (int64_t step = 0; step < s.dim; ++step) {
+      int64_t const k = reverse ? s.dim - 1 - step : step;
+      int64_t const base = (o * s.dim + k) * s.inner;
+      for (int64_t j = 0; j < s.inner; ++j) {
+        double const before = run[j];
+        run[j] += x[base + j];
+        y[base + j] = static_cast<float>(exclusive ? before : run[j]);
+      }
+    }
+  }
+}
+
+Status cumsum_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::CumSumAttrs>(call.op);
+  ASSIGN_OR_RETURN(AxisSplit const s, graph::ops::axis_split(call.op, a.axis, in[0].shape()));
+  Tensor y(in[0].shape());
+  cumsum(in[0].data<float>(), y.data<float>(), s, a.exclusive, a.reverse);
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors.clear();
+  return Status::ok();
+}
+
+// The adjoint of a running sum is the running sum in the other direction.
+Status cumsum_backward(OpCall const& call, Saved const&, std::vector<Tensor> const& gout,
+                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  auto const& a = *attrs_of<graph::CumSumAttrs>(call.op);
+  ASSIGN_OR_RETURN(AxisSplit const s, graph::ops::axis_split(call.op, a.axis, gout[0].shape()));
+  Tensor dx(gout[0].shape());
+  cumsum(gout[0].data<float>(), dx.data<float>(), s, a.exclusive, !a.reverse);
+  return emit_grad(call, grads, 0, dx, accumulate);
+}
+
+Status arg_reduce_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::ArgReduceAttrs>(call.op);
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(AxisSplit const s, graph::ops::axis_split(call.op, a.axis, x.shape()));
+  if (s.dim == 0 && s.outer * s.inner > 0)
+    return op_error(call, "cannot take the index of an extremum along axis " + std::to_string(s.axis) +
+                              " of size 0 (input " + x.shape_string() + ")");
+  Tensor y(graph::ops::arg_reduce_shape(s, x.shape(), a.keepdims), DType::kInt64);
+  arg_extremum(x, s, call.op.type == "ArgMax", a.select_last_index, y.data<int64_t>());
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors.clear();
+  return Status::ok();
+}
+
+// Never called by autodiff (the output is int64, so nothing asks for its gradient).
+Status arg_reduce_backward(OpCall const& call, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                           std::vector<Tensor>&, bool) {
+  return op_error(call, "has no gradient (its output is int64 indices)");
+}
+
+}  // namespace
+
+CpuKernelFamily reduce_kernels() {
+  using graph::ArgReduceAttrs, graph::CumSumAttrs, graph::ReduceAttrs, graph::SoftmaxAttrs;
+  OpKernels const sum_mean{sum_mean_forward, sum_mean_backward, sum_mean_backward, require_attrs<ReduceAttrs>};
+  OpKernels const reduce{reduce_forward_any, reduce_backward_any, reduce_backward_any, require_attrs<ReduceAttrs>};
+  OpKernels const arg{arg_reduce_forward, arg_reduce_backward, arg_reduce_backward, require_attrs<ArgReduceAttrs>};
+  CpuKernelFamily f;
+  f.push_back({"ReduceMean", {sum_mean, 1}});
+  f.push_back({"ReduceSum", {sum_mean, 1}});
+  for (char const* r : {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+                        "ReduceLogSum", "ReduceLogSumExp"})
+    f.push_back({r, {reduce, 1}});
+  f.push_back({"LogSoftmax",
+               {{log_softmax_forward, log_softmax_backward, log_softmax_backward, require_attrs<SoftmaxAttrs>}, 1}});
+  f.push_back({"Hardmax", {{hardmax_forward, hardmax_backward, hardmax_backward, require_attrs<SoftmaxAttrs>}, 1}});
+  f.push_back({"CumSum", {{cumsum_forward, cumsum_backward, cumsum_backward, require_attrs<CumSumAttrs>}, 1}});
+  f.push_back({"ArgMax", {arg, 1}});
+  f.push_back({"ArgMin", {arg, 1}});
+  return f;
+}
 
 }  // namespace gp::exec::cpu

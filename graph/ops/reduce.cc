@@ -1,26 +1,98 @@
-// Reductions and softmax: import-time inference (graph/ops/infer.h).
+// Reductions, the softmax family, CumSum, ArgMax/ArgMin: import-time inference (graph/ops/infer.h)
+// and the shape functions the backends share (graph/ops/reduce.h).
+#include "graph/ops/reduce.h"
+
 #include <algorithm>
-#include <limits>
 #include <numeric>
 
 #include "graph/ops/registry.h"
 
 namespace gp::graph::ops {
+
+Result<ReduceShape> reduce_shape(Op const& op, std::vector<int64_t> const& input_shape) {
+  RETURN_IF_ERROR(require_typed<ReduceAttrs>(op));
+  auto const& a = std::get<ReduceAttrs>(op.typed);
+  int64_t const rank = static_cast<int64_t>(input_shape.size());
+  ReduceShape s;
+  if (a.noop) {
+    s.noop = true;
+    s.perm.resize(static_cast<std::size_t>(rank));
+    std::iota(s.perm.begin(), s.perm.end(), 0);
+    s.out_shape = input_shape;
+    s.rows = numel_of(input_shape);
+    return s;
+  }
+  // No axes (a hand-built op): every axis, as ONNX's default.
+  std::vector<bool> reduced(static_cast<std::size_t>(rank), a.axes.empty());
+  for (int64_t ax : a.axes) {
+    int64_t const n = normalised_axis(ax, rank);
+    if (n < 0 || n >= rank)
+      return op_error(op, "axis " + std::to_string(ax) + " is out of range for input " + dims_string(input_shape));
+    reduced[n] = true;
+  }
+  for (int64_t i = 0; i < rank; ++i) {
+    if (reduced[i]) {
+      if (a.keepdims) s.out_shape.push_back(1);
+      continue;
+    }
+    s.perm.push_back(i);
+    s.rows *= input_shape[i];
+    s.out_shape.push_back(input_shape[i]);
+  }
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!reduced[i]) continue;
+    s.perm.push_back(i);
+    s.axes.push_back(i);
+    s.cols *= input_shape[i];
+  }
+  return s;
+}
+
+Result<AxisSplit> axis_split(Op const& op, int64_t axis, std::vector<int64_t> const& input_shape) {
+  int64_t const rank = static_cast<int64_t>(input_shape.size());
+  AxisSplit s;
+  s.axis = normalised_axis(axis, rank);
+  if (s.axis < 0 || s.axis >= rank)
+    return op_error(op, "axis " + std::to_string(axis) + " is out of range for input " + dims_string(input_shape));
+  for (int64_t i = 0; i < s.axis; ++i) s.outer *= input_shape[i];
+  s.dim = input_shape[s.axis];
+  for (int64_t i = s.axis + 1; i < rank; ++i) s.inner *= input_shape[i];
+  return s;
+}
+
+std::vector<int64_t> arg_reduce_shape(AxisSplit const& s, std::vector<int64_t> const& input_shape, bool keepdims) {
+  std::vector<int64_t> out = input_shape;
+  if (keepdims)
+    out[s.axis] = 1;
+  else
+    out.erase(out.begin() + s.axis);
+  return out;
+}
+
 namespace {
 
+// Every Reduce*: axes from the attribute (before opset 18; ReduceSum before 13) or the second input.
 Result<Inferred> infer_reduce(InferContext const& c) {
   Inferred k;
   int64_t const r0 = c.rank(0);
   ReduceAttrs a;
   a.keepdims = c.attr_int("keepdims", 1) != 0;
   Dims axes;
-  if (auto v = c.attr_ints("axes"))
+  if (auto v = c.attr_ints("axes")) {
     axes = *v;
-  else {
+  } else if (c.has(1) && std::find(c.dims(1).begin(), c.dims(1).end(), 0) != c.dims(1).end()) {
+    // An empty axes tensor: its value is known even when the model feeds it at run time.
+  } else {
     ASSIGN_OR_RETURN(axes, c.static_ints(1, "axes"));
   }
+  k.data_inputs = {0};
+  if (axes.empty() && c.attr_int("noop_with_empty_axes", 0) != 0) {
+    a.noop = true;
+    k.typed = a;
+    k.outs.push_back({c.dtype(0), c.dims(0)});
+    return k;
+  }
   if (axes.empty()) {
-    if (c.attr_int("noop_with_empty_axes", 0) != 0) return unsupported("noop_with_empty_axes=1");
     axes.resize(static_cast<std::size_t>(r0));
     std::iota(axes.begin(), axes.end(), 0);
   }
@@ -28,6 +100,8 @@ Result<Inferred> infer_reduce(InferContext const& c) {
     ASSIGN_OR_RETURN(ax, checked_axis(ax, r0));
   }
   std::sort(axes.begin(), axes.end());
+  if (auto dup = std::adjacent_find(axes.begin(), axes.end()); dup != axes.end())
+    return invalid_argument("axes name axis " + std::to_string(*dup) + " twice; list each axis once");
   Dims out;
   for (int64_t i = 0; i < r0; ++i) {
     bool const reduced = std::binary_search(axes.begin(), axes.end(), i);
@@ -38,17 +112,17 @@ Result<Inferred> infer_reduce(InferContext const& c) {
   }
   a.axes = axes;
   k.typed = a;
-  k.data_inputs = {0};
   k.outs.push_back({c.dtype(0), out});
   return k;
 }
 
+// Softmax, LogSoftmax, Hardmax.
 Result<Inferred> infer_softmax(InferContext const& c) {
   Inferred k;
   int64_t const r0 = c.rank(0);
   ASSIGN_OR_RETURN(int64_t const axis, checked_axis(c.attr_int("axis", c.opset < 13 ? 1 : -1), r0));
   if (c.opset < 13 && axis != r0 - 1)
-    return unsupported("Softmax before opset 13 normalises over all axes from " + std::to_string(axis) +
+    return unsupported(c.type + " before opset 13 normalises over all axes from " + std::to_string(axis) +
                        " together; graphpipe supports one axis: re-export with opset 13 or later");
   k.typed = SoftmaxAttrs{axis};
   k.data_inputs = {0};
@@ -56,12 +130,50 @@ Result<Inferred> infer_softmax(InferContext const& c) {
   return k;
 }
 
+Result<Inferred> infer_cumsum(InferContext const& c) {
+  Inferred k;
+  ASSIGN_OR_RETURN(Dims const axis, c.static_ints(1, "axis"));
+  if (axis.size() != 1)
+    return invalid_argument("the axis input holds " + std::to_string(axis.size()) +
+                            " values; CumSum needs exactly one (a scalar)");
+  CumSumAttrs a;
+  ASSIGN_OR_RETURN(a.axis, checked_axis(axis[0], c.rank(0)));
+  a.exclusive = c.attr_int("exclusive", 0) != 0;
+  a.reverse = c.attr_int("reverse", 0) != 0;
+  k.typed = a;
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), c.dims(0)});
+  return k;
+}
+
+// ArgMax, ArgMin: int64 indices.
+Result<Inferred> infer_arg_reduce(InferContext const& c) {
+  Inferred k;
+  ArgReduceAttrs a;
+  ASSIGN_OR_RETURN(a.axis, checked_axis(c.attr_int("axis", 0), c.rank(0)));
+  a.keepdims = c.attr_int("keepdims", 1) != 0;
+  a.select_last_index = c.attr_int("select_last_index", 0) != 0;
+  Dims out = c.dims(0);
+  if (a.keepdims)
+    out[a.axis] = 1;
+  else
+    out.erase(out.begin() + a.axis);
+  k.typed = a;
+  k.data_inputs = {0};
+  k.outs.push_back({DType::kInt64, out});
+  return k;
+}
+
 }  // namespace
 
 void register_reduce_ops(OpTable& t) {
-  define(t, "ReduceMean", infer_reduce);
-  define(t, "ReduceSum", infer_reduce);
-  define(t, "Softmax", infer_softmax);
+  for (char const* r : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                        "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"})
+    define(t, r, infer_reduce);
+  for (char const* s : {"Softmax", "LogSoftmax", "Hardmax"}) define(t, s, infer_softmax);
+  define(t, "CumSum", infer_cumsum);
+  define(t, "ArgMax", infer_arg_reduce);
+  define(t, "ArgMin", infer_arg_reduce);
 }
 
 }  // namespace gp::graph::ops
