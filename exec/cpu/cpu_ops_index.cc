@@ -1,8 +1,596 @@
 // CPU kernels: Pad, Tile, Trilu, GatherElements, ScatterElements, Resize.
+//
+// Pad, Tile and Resize are separable: along each axis an output position reads a few input
+// positions with fixed weights. They share one pass per axis (forward) and its adjoint, applied in
+// reverse order (backward), so every gradient is the exact transpose of its forward.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <numeric>
+
 #include "exec/cpu/cpu_ops.h"
+#include "graph/ops/index.h"
 
 namespace gp::exec::cpu {
+namespace {
 
-CpuKernelFamily index_kernels() { return {}; }
+using graph::ops::dims_string;
+
+// Along one axis, output position o reads input positions index[o * taps + t] with weights
+// weight[o * taps + t]; an index of -1 (one tap only) writes the fill value instead.
+struct AxisMap {
+  int64_t in = 0, out = 0, taps = 1;
+  std::vector<int64_t> index;
+  std::vector<float> weight;
+
+  static AxisMap copying(int64_t in, int64_t out) {
+    AxisMap m{in, out, 1, std::vector<int64_t>(static_cast<std::size_t>(out)),
+              std::vector<float>(static_cast<std::size_t>(out), 1.f)};
+    return m;
+  }
+  static AxisMap identity_of(int64_t n) {
+    AxisMap m = copying(n, n);
+    std::iota(m.index.begin(), m.index.end(), int64_t{0});
+    return m;
+  }
+  bool identity() const {
+    if (in != out || taps != 1) return false;
+    for (int64_t o = 0; o < out; ++o)
+      if (index[o] != o || weight[o] != 1.f) return false;
+    return true;
+  }
+};
+
+int64_t product(std::vector<int64_t> const& s, std::size_t from, std::size_t to) {
+  int64_t p = 1;
+  for (std::size_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+// The bytes of `value` in a dtype that Pad and Tile copy (copy_dtype_check).
+std::vector<std::byte> element_bytes(DType dtype, float value) {
+  std::vector<std::byte> b(graph::dtype_size(dtype));
+  auto put = [&b](auto v) { std::memcpy(b.data(), &v, sizeof v); };
+  if (dtype == DType::kInt64)
+    put(static_cast<int64_t>(value));
+  else if (dtype == DType::kInt32)
+    put(static_cast<int32_t>(value));
+  else if (dtype == DType::kBool)
+    put(static_cast<uint8_t>(value != 0.f));
+  else
+    put(value);
+  return b;
+}
+
+// A one-tap, unit-weight pass (Pad, Tile) on any dtype: whole rows of `inner` elements are copied.
+void copy_axis(Tensor const& x, Tensor& y, std::size_t axis, AxisMap const& m, float fill) {
+  std::vector<int64_t> const& shape = y.shape();
+  int64_t const outer = product(shape, 0, axis), inner = product(shape, axis + 1, shape.size());
+  std::size_t const row = static_cast<std::size_t>(inner) * graph::dtype_size(x.dtype());
+  std::vector<std::byte> const f = element_bytes(x.dtype(), fill);
+  auto const* src = static_cast<std::byte const*>(x.raw());
+  auto* dst = static_cast<std::byte*>(y.raw());
+  for (int64_t b = 0; b < outer; ++b)
+    for (int64_t o = 0; o < m.out; ++o) {
+      std::byte* d = dst + static_cast<std::size_t>(b * m.out + o) * row;
+      int64_t const idx = m.index[o];
+      if (idx >= 0) {
+        std::memcpy(d, src + static_cast<std::size_t>(b * m.in + idx) * row, row);
+      } else {
+        for (std::size_t i = 0; i < row; i += f.size()) std::memcpy(d + i, f.data(), f.size());
+      }
+    }
+}
+
+// x resampled along `axis` by m.
+Tensor apply_axis(Tensor const& x, std::size_t axis, AxisMap const& m, float fill) {
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] = m.out;
+  Tensor y(shape, x.dtype());
+  if (x.dtype() != DType::kFloat32) {
+    copy_axis(x, y, axis, m, fill);
+    return y;
+  }
+  int64_t const outer = product(shape, 0, axis), inner = product(shape, axis + 1, shape.size());
+  float const* src = x.data<float>();
+  float* dst = y.data<float>();
+  for (int64_t b = 0; b < outer; ++b) {
+    float const* sb = src + b * m.in * inner;
+    for (int64_t o = 0; o < m.out; ++o) {
+      float* d = dst + (b * m.out + o) * inner;
+      int64_t const* idx = m.index.data() + o * m.taps;
+      float const* w = m.weight.data() + o * m.taps;
+      if (idx[0] < 0) {
+        std::fill(d, d + inner, fill);
+        continue;
+      }
+      float const* s0 = sb + idx[0] * inner;
+      for (int64_t i = 0; i < inner; ++i) d[i] = w[0] * s0[i];
+      for (int64_t t = 1; t < m.taps; ++t) {
+        float const* s = sb + idx[t] * inner;
+        for (int64_t i = 0; i < inner; ++i) d[i] += w[t] * s[i];
+      }
+    }
+  }
+  return y;
+}
+
+// gx (shape of the pass's input, zeroed) += the transpose of the pass applied to gy.
+void adjoint_axis(Tensor const& gy, std::size_t axis, AxisMap const& m, Tensor& gx) {
+  std::vector<int64_t> const& shape = gy.shape();
+  int64_t const outer = product(shape, 0, axis), inner = product(shape, axis + 1, shape.size());
+  float const* src = gy.data<float>();
+  float* dst = gx.data<float>();
+  for (int64_t b = 0; b < outer; ++b) {
+    float* db = dst + b * m.in * inner;
+    for (int64_t o = 0; o < m.out; ++o) {
+      float const* s = src + (b * m.out + o) * inner;
+      for (int64_t t = 0; t < m.taps; ++t) {
+        int64_t const idx = m.index[o * m.taps + t];
+        if (idx < 0) continue;
+        float const w = m.weight[o * m.taps + t];
+        float* d = db + idx * inner;
+        for (int64_t i = 0; i < inner; ++i) d[i] += w * s[i];
+      }
+    }
+  }
+}
+
+Tensor resample(Tensor const& x, std::vector<AxisMap> const& maps, float fill) {
+  Tensor y = x;
+  for (std::size_t a = 0; a < maps.size(); ++a)
+    if (!maps[a].identity()) y = apply_axis(y, a, maps[a], fill);
+  return y;
+}
+
+Tensor resample_adjoint(Tensor const& gy, std::vector<AxisMap> const& maps) {
+  Tensor g = gy;
+  for (std::size_t a = maps.size(); a-- > 0;) {
+    if (maps[a].identity()) continue;
+    std::vector<int64_t> shape = g.shape();
+    shape[a] = maps[a].in;
+    Tensor gx = Tensor::zeros(shape);
+    adjoint_axis(g, a, maps[a], gx);
+    g = gx;
+  }
+  return g;
+}
+
+// The forward and backward of a separable op whose per-axis maps come from `Maps(call, in_shape)`.
+using MapsFn = Result<std::vector<AxisMap>> (*)(OpCall const& call, std::vector<int64_t> const& in_shape);
+
+template <MapsFn Maps>
+Status separable_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  ASSIGN_OR_RETURN(std::vector<AxisMap> const maps, Maps(call, in[0].shape()));
+  float const fill = call.op.type == "Pad" ? attrs_of<graph::PadAttrs>(call.op)->value : 0.f;
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = resample(in[0], maps, fill);
+  if (saved) saved->tensors = {shape_tensor(in[0].shape())};
+  return Status::ok();
+}
+
+template <MapsFn Maps>
+Status separable_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                          std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0)) return Status::ok();
+  std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
+  ASSIGN_OR_RETURN(std::vector<AxisMap> const maps, Maps(call, in_shape));
+  std::vector<int64_t> out_shape = in_shape;
+  for (std::size_t a = 0; a < maps.size(); ++a) out_shape[a] = maps[a].out;
+  Tensor const g = grad_or_zeros(gout, 0, out_shape);
+  if (g.shape() != out_shape)
+    return op_error(call, "output gradient has shape " + g.shape_string() + ", expected " + dims_string(out_shape));
+  return emit_grad(call, grads, 0, resample_adjoint(g, maps), accumulate);
+}
+
+// ---- Pad ----
+Result<AxisMap> pad_map(OpCall const& call, int64_t in, int64_t begin, int64_t end, graph::PadMode mode) {
+  AxisMap m = AxisMap::copying(in, in + begin + end);
+  for (int64_t o = 0; o < m.out; ++o) {
+    int64_t i = o - begin;
+    if (i < 0 || i >= in) {
+      if (mode == graph::PadMode::kConstant) {
+        i = -1;
+      } else if (in == 0) {
+        return op_error(call, "cannot pad an axis of size 0 in a mode other than constant");
+      } else if (mode == graph::PadMode::kEdge) {
+        i = std::clamp<int64_t>(i, 0, in - 1);
+      } else if (mode == graph::PadMode::kWrap) {
+        i = ((i % in) + in) % in;
+      } else if (in == 1) {  // reflect of one element repeats it
+        i = 0;
+      } else {  // reflect: period 2 (in - 1), as numpy reflects pads longer than the axis
+        int64_t const p = 2 * (in - 1);
+        i = ((i % p) + p) % p;
+        if (i >= in) i = p - i;
+      }
+    }
+    m.index[o] = i;
+  }
+  return m;
+}
+
+Result<std::vector<AxisMap>> pad_maps(OpCall const& call, std::vector<int64_t> const& in_shape) {
+  auto const& a = *attrs_of<graph::PadAttrs>(call.op);
+  auto shape = graph::ops::pad_output_shape(a, in_shape);
+  if (!shape.is_ok()) return op_error(call, shape.status().message());
+  std::size_t const r = in_shape.size();
+  std::vector<AxisMap> maps;
+  for (std::size_t d = 0; d < r; ++d) {
+    ASSIGN_OR_RETURN(AxisMap m, pad_map(call, in_shape[d], a.pads[d], a.pads[d + r], a.mode));
+    maps.push_back(std::move(m));
+  }
+  return maps;
+}
+
+// ---- Tile ----
+Result<std::vector<AxisMap>> tile_maps(OpCall const& call, std::vector<int64_t> const& in_shape) {
+  auto const& a = *attrs_of<graph::TileAttrs>(call.op);
+  auto shape = graph::ops::tile_output_shape(a, in_shape);
+  if (!shape.is_ok()) return op_error(call, shape.status().message());
+  std::vector<AxisMap> maps;
+  for (std::size_t d = 0; d < in_shape.size(); ++d) {
+    AxisMap m = AxisMap::copying(in_shape[d], (*shape)[d]);
+    for (int64_t o = 0; o < m.out; ++o) m.index[o] = o % m.in;
+    maps.push_back(std::move(m));
+  }
+  return maps;
+}
+
+// Pad and Tile copy elements of any of these dtypes (token ids, masks); gradients flow for float32.
+template <typename A>
+Status copy_dtype_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<A>(op, graph));
+  DType const d = graph.tensor(op.inputs.at(0)).dtype;
+  if (d != DType::kFloat32 && d != DType::kInt64 && d != DType::kInt32 && d != DType::kBool)
+    return unsupported("input 0 has dtype " + std::string(graph::dtype_name(d)) +
+                       " (float32, int64, int32 or bool only)");
+  return Status::ok();
+}
+
+// ---- Resize (the ONNX reference's coordinates and coefficients) ----
+// The input coordinate of output position x; `length` is the output length as a real number
+// (scale times the input length), as the reference uses it.
+double source_coord(graph::ResizeCoord coord, double x, double scale, int64_t in, double length) {
+  switch (coord) {
+    case graph::ResizeCoord::kPytorchHalfPixel:
+      return length == 1.0 ? -0.5 : (x + 0.5) / scale - 0.5;
+    case graph::ResizeCoord::kAlignCorners:
+      return length == 1.0 ? 0.0 : x * static_cast<double>(in - 1) / (length - 1.0);
+    case graph::ResizeCoord::kAsymmetric:
+      return x / scale;
+    default:
+      return (x + 0.5) / scale - 0.5;
+  }
+}
+
+Result<AxisMap> resize_map(OpCall const& call, graph::ResizeAttrs const& a, int64_t in, int64_t out, double scale) {
+  if (in == out && (scale == 1.0 || in == 1)) return AxisMap::identity_of(in);
+  if (in == 0) return op_error(call, "cannot resize an axis of size 0 to " + std::to_string(out));
+  int64_t const taps = a.mode == graph::ResizeMode::kNearest ? 1 : a.mode == graph::ResizeMode::kLinear ? 2 : 4;
+  AxisMap m{in, out, taps, std::vector<int64_t>(static_cast<std::size_t>(out * taps)),
+            std::vector<float>(static_cast<std::size_t>(out * taps))};
+  double const length = scale * static_cast<double>(in);
+  auto clamp = [in](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
+  for (int64_t o = 0; o < out; ++o) {
+    double const x = source_coord(a.coord, static_cast<double>(o), scale, in, length);
+    double const fl = std::floor(x);
+    double const t = x - fl;
+    auto const i0 = static_cast<int64_t>(fl);
+    int64_t* idx = m.index.data() + o * taps;
+    float* w = m.weight.data() + o * taps;
+    if (a.mode == graph::ResizeMode::kNearest) {
+      bool up = t > 0.5;
+      if (t == 0.0)
+        up = false;
+      else if (a.nearest == graph::ResizeNearest::kRoundPreferCeil)
+        up = t >= 0.5;
+      else if (a.nearest == graph::ResizeNearest::kFloor)
+        up = false;
+      else if (a.nearest == graph::ResizeNearest::kCeil)
+        up = true;
+      idx[0] = clamp(i0 + (up ? 1 : 0));
+      w[0] = 1.f;
+    } else if (a.mode == graph::ResizeMode::kLinear) {
+      idx[0] = clamp(i0);
+      idx[1] = clamp(i0 + 1);
+      w[0] = static_cast<float>(1.0 - t);
+      w[1] = static_cast<float>(t);
+    } else {
+      double const A = a.cubic_coeff_a, u = 1.0 - t;
+      double c[4] = {((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A, ((A + 2) * t - (A + 3)) * t * t + 1,
+                     ((A + 2) * u - (A + 3)) * u * u + 1, ((A * (u + 1) - 5 * A) * (u + 1) + 8 * A) * (u + 1) - 4 * A};
+      if (a.exclude_outside) {
+        double sum = 0;
+        for (int64_t k = 0; k < 4; ++k) {
+          int64_t const i = i0 - 1 + k;
+          if (i < 0 || i >= in) c[k] = 0;
+          sum += c[k];
+        }
+        for (double& v : c) v /= sum;
+      }
+      for (int64_t k = 0; k < 4; ++k) {
+        idx[k] = clamp(i0 - 1 + k);
+        w[k] = static_cast<float>(c[k]);
+      }
+    }
+  }
+  return m;
+}
+
+Result<std::vector<AxisMap>> resize_maps(OpCall const& call, std::vector<int64_t> const& in_shape) {
+  auto const& a = *attrs_of<graph::ResizeAttrs>(call.op);
+  if (a.coord == graph::ResizeCoord::kTfCropAndResize)
+    return op_error(call, "coordinate_transformation_mode tf_crop_and_resize is not supported");
+  auto shape = graph::ops::resize_output_shape(a, in_shape);
+  if (!shape.is_ok()) return op_error(call, shape.status().message());
+  std::vector<AxisMap> maps;
+  for (std::size_t d = 0; d < in_shape.size(); ++d) {
+    int64_t const in = in_shape[d], out = (*shape)[d];
+    double scale = static_cast<double>(a.scales.at(d));
+    if (!a.sizes.empty()) scale = in > 0 ? static_cast<double>(out) / static_cast<double>(in) : 1.0;
+    ASSIGN_OR_RETURN(AxisMap m, resize_map(call, a, in, out, scale));
+    maps.push_back(std::move(m));
+  }
+  return maps;
+}
+
+// ---- Trilu ----
+// Zeroes the masked elements' bytes: a mask for every dtype (zero bytes are 0, 0.0 and false).
+Tensor trilu_mask(OpCall const& call, Tensor const& x) {
+  auto const& a = *attrs_of<graph::TriluAttrs>(call.op);
+  Tensor y = x.clone();
+  int64_t const r = x.rank();
+  int64_t const rows = x.dim(static_cast<int>(r - 2)), cols = x.dim(static_cast<int>(r - 1));
+  int64_t const mats = rows * cols == 0 ? 0 : x.numel() / (rows * cols);
+  std::size_t const size = graph::dtype_size(x.dtype());
+  auto* p = static_cast<std::byte*>(y.raw());
+  for (int64_t b = 0; b < mats; ++b)
+    for (int64_t i = 0; i < rows; ++i) {
+      // Row i keeps columns [i + k, cols) (upper) or [0, i + k] (lower).
+      int64_t const lo = a.upper ? 0 : std::clamp<int64_t>(i + a.k + 1, 0, cols);
+      int64_t const hi = a.upper ? std::clamp<int64_t>(i + a.k, 0, cols) : cols;
+      std::byte* row = p + static_cast<std::size_t>((b * rows + i) * cols) * size;
+      std::fill(row + static_cast<std::size_t>(lo) * size, row + static_cast<std::size_t>(hi) * size, std::byte{0});
+    }
+  return y;
+}
+
+Status trilu_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::TriluAttrs>(op, graph));
+  if (graph.tensor(op.inputs.at(0)).shape.dims.size() < 2)
+    return invalid_argument("input " + graph.tensor(op.inputs.at(0)).shape.to_string() + " has rank below 2");
+  return Status::ok();
+}
+
+Status trilu_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  if (in[0].rank() < 2) return op_error(call, "input " + in[0].shape_string() + " has rank below 2");
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = trilu_mask(call, in[0]);
+  if (saved) saved->tensors = {shape_tensor(in[0].shape())};
+  return Status::ok();
+}
+
+Status trilu_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                      std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0)) return Status::ok();
+  std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
+  return emit_grad(call, grads, 0, trilu_mask(call, grad_or_zeros(gout, 0, in_shape)), accumulate);
+}
+
+// ---- GatherElements, ScatterElements ----
+// For every element of `indices` (row-major), the flat position in data it addresses: its own
+// coordinates with the one along `axis` replaced by the index (negative: from the end).
+Result<std::vector<int64_t>> element_positions(OpCall const& call, std::vector<int64_t> const& data_shape,
+                                               Tensor const& indices, int64_t axis) {
+  std::vector<int64_t> const& ishape = indices.shape();
+  std::size_t const r = data_shape.size();
+  if (ishape.size() != r || axis < 0 || axis >= static_cast<int64_t>(r))
+    return op_error(call, "indices " + indices.shape_string() + " do not fit data " + dims_string(data_shape) +
+                              " along axis " + std::to_string(axis));
+  for (std::size_t d = 0; d < r; ++d)
+    if (static_cast<int64_t>(d) != axis && ishape[d] > data_shape[d])
+      return op_error(call, "indices " + indices.shape_string() + " exceed data " + dims_string(data_shape) +
+                                " along axis " + std::to_string(d));
+  std::vector<int64_t> strides(r, 1);
+  for (std::size_t d = r; d-- > 1;) strides[d - 1] = strides[d] * data_shape[d];
+  int64_t const dim = data_shape[axis], axis_stride = strides[axis];
+  std::vector<int64_t> walk = strides;  // the other coordinates' contribution
+  walk[axis] = 0;
+  int64_t const n = indices.numel();
+  std::vector<int64_t> pos(static_cast<std::size_t>(n));
+  std::vector<int64_t> coord(r, 0);
+  int64_t base = 0;
+  bool const i64 = indices.dtype() == DType::kInt64;
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t v = i64 ? indices.data<int64_t>()[j] : indices.data<int32_t>()[j];
+    if (v < -dim || v >= dim)
+      return op_error(call, "index " + std::to_string(v) + " is out of range for axis " + std::to_string(axis) +
+                                " of size " + std::to_string(dim));
+    if (v < 0) v += dim;
+    pos[j] = base + v * axis_stride;
+    for (std::size_t d = r; d-- > 0;) {
+      base += walk[d];
+      if (++coord[d] < ishape[d]) break;
+      base -= walk[d] * ishape[d];
+      coord[d] = 0;
+    }
+  }
+  return pos;
+}
+
+Status element_check(graph::Op const& op, graph::OpGraph const& graph, std::vector<std::size_t> const& floats) {
+  for (std::size_t i : floats) {
+    DType const d = graph.tensor(op.inputs.at(i)).dtype;
+    if (d != DType::kFloat32)
+      return unsupported("input " + std::to_string(i) + " has dtype " + graph::dtype_name(d) + " (only float32)");
+  }
+  DType const d = graph.tensor(op.inputs.at(1)).dtype;
+  if (d != DType::kInt64 && d != DType::kInt32)
+    return unsupported("indices have dtype " + std::string(graph::dtype_name(d)) + " (int64 or int32 only)");
+  return Status::ok();
+}
+
+Status gather_elements_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::GatherElementsAttrs>(op, graph));
+  return element_check(op, graph, {0});
+}
+
+Status scatter_elements_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::ScatterElementsAttrs>(op, graph));
+  auto const red = attrs_of<graph::ScatterElementsAttrs>(op)->reduction;
+  if (red == graph::ScatterReduction::kMax || red == graph::ScatterReduction::kMin)
+    return unsupported("reduction max/min (none, add and mul only)");
+  return element_check(op, graph, {0, 2});
+}
+
+Status gather_elements_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out,
+                               Saved* saved) {
+  int64_t const axis = attrs_of<graph::GatherElementsAttrs>(call.op)->axis;
+  ASSIGN_OR_RETURN(std::vector<int64_t> const pos, element_positions(call, in[0].shape(), in[1], axis));
+  Tensor y(in[1].shape());
+  float const* x = in[0].data<float>();
+  float* p = y.data<float>();
+  for (std::size_t j = 0; j < pos.size(); ++j) p[j] = x[pos[j]];
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {in[1], shape_tensor(in[0].shape())};
+  return Status::ok();
+}
+
+Status gather_elements_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                                std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0)) return Status::ok();
+  Tensor const& indices = saved.tensors.at(0);
+  std::vector<int64_t> const data_shape = shape_of(saved.tensors.at(1));
+  int64_t const axis = attrs_of<graph::GatherElementsAttrs>(call.op)->axis;
+  ASSIGN_OR_RETURN(std::vector<int64_t> const pos, element_positions(call, data_shape, indices, axis));
+  Tensor gx = Tensor::zeros(data_shape);
+  if (gout.size() > 0 && gout[0].defined()) {
+    float const* g = gout[0].data<float>();
+    float* d = gx.data<float>();
+    for (std::size_t j = 0; j < pos.size(); ++j) d[pos[j]] += g[j];
+  }
+  return emit_grad(call, grads, 0, gx, accumulate);
+}
+
+Status scatter_elements_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out,
+                                Saved* saved) {
+  auto const& a = *attrs_of<graph::ScatterElementsAttrs>(call.op);
+  if (in[2].shape() != in[1].shape())
+    return op_error(call,
+                    "updates " + in[2].shape_string() + " and indices " + in[1].shape_string() + " differ in shape");
+  ASSIGN_OR_RETURN(std::vector<int64_t> const pos, element_positions(call, in[0].shape(), in[1], a.axis));
+  Tensor y = in[0].clone();
+  float* p = y.data<float>();
+  float const* u = in[2].data<float>();
+  for (std::size_t j = 0; j < pos.size(); ++j) {
+    if (a.reduction == graph::ScatterReduction::kAdd)
+      p[pos[j]] += u[j];
+    else if (a.reduction == graph::ScatterReduction::kMul)
+      p[pos[j]] *= u[j];
+    else
+      p[pos[j]] = u[j];
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) {
+    saved->tensors = {in[1], shape_tensor(in[0].shape())};
+    if (a.reduction == graph::ScatterReduction::kMul) {
+      saved->tensors.push_back(in[0]);
+      saved->tensors.push_back(in[2]);
+    }
+  }
+  return Status::ok();
+}
+
+// reduction mul: out[p] = data[p] * prod of the updates at p. Each gradient is the product of the
+// other factors (prefix and suffix products per position: no division, exact with zeros).
+void scatter_mul_grads(std::vector<int64_t> const& pos, Tensor const& data, Tensor const& upd, Tensor const& g,
+                       Tensor* gdata, Tensor* gupd) {
+  std::vector<std::size_t> order(pos.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t l, std::size_t r) { return pos[l] < pos[r]; });
+  float const* x = data.data<float>();
+  float const* u = upd.data<float>();
+  float const* gy = g.data<float>();
+  if (gdata) std::copy(gy, gy + g.numel(), gdata->data<float>());
+  std::vector<float> prefix;
+  for (std::size_t s = 0; s < order.size();) {
+    std::size_t e = s;
+    int64_t const p = pos[order[s]];
+    while (e < order.size() && pos[order[e]] == p) ++e;
+    prefix.assign(e - s + 1, 1.f);
+    for (std::size_t k = s; k < e; ++k) prefix[k - s + 1] = prefix[k - s] * u[order[k]];
+    if (gdata) gdata->data<float>()[p] = gy[p] * prefix[e - s];
+    if (gupd) {
+      float suffix = 1.f;
+      for (std::size_t k = e; k-- > s;) {
+        gupd->data<float>()[order[k]] = gy[p] * x[p] * prefix[k - s] * suffix;
+        suffix *= u[order[k]];
+      }
+    }
+    s = e;
+  }
+}
+
+Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                                 std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  bool const want_data = wants(wanted, 0), want_upd = wants(wanted, 2);
+  if (!want_data && !want_upd) return Status::ok();
+  auto const& a = *attrs_of<graph::ScatterElementsAttrs>(call.op);
+  Tensor const& indices = saved.tensors.at(0);
+  std::vector<int64_t> const data_shape = shape_of(saved.tensors.at(1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> const pos, element_positions(call, data_shape, indices, a.axis));
+  Tensor const g = grad_or_zeros(gout, 0, data_shape);
+  float const* gy = g.data<float>();
+  Tensor gdata = Tensor(data_shape), gupd = Tensor(indices.shape());
+  if (a.reduction == graph::ScatterReduction::kMul) {
+    scatter_mul_grads(pos, saved.tensors.at(2), saved.tensors.at(3), g, &gdata, &gupd);
+  } else {
+    std::copy(gy, gy + g.numel(), gdata.data<float>());
+    float* gu = gupd.data<float>();
+    for (std::size_t j = 0; j < pos.size(); ++j) gu[j] = gy[pos[j]];
+    if (a.reduction == graph::ScatterReduction::kNone) {
+      // The last update written to a position wins: only it receives that position's gradient,
+      // and data's element there was overwritten.
+      std::vector<int64_t> winner(static_cast<std::size_t>(g.numel()), -1);
+      for (std::size_t j = 0; j < pos.size(); ++j) winner[pos[j]] = static_cast<int64_t>(j);
+      for (std::size_t j = 0; j < pos.size(); ++j)
+        if (winner[pos[j]] != static_cast<int64_t>(j)) gu[j] = 0.f;
+      for (int64_t p : pos) gdata.data<float>()[p] = 0.f;
+    }
+  }
+  if (want_data) RETURN_IF_ERROR(emit_grad(call, grads, 0, gdata, accumulate));
+  if (want_upd) RETURN_IF_ERROR(emit_grad(call, grads, 2, gupd, accumulate));
+  return Status::ok();
+}
+
+}  // namespace
+
+CpuKernelFamily index_kernels() {
+  OpKernels const pad{separable_forward<pad_maps>, separable_backward<pad_maps>, separable_backward<pad_maps>,
+                      copy_dtype_check<graph::PadAttrs>};
+  OpKernels const tile{separable_forward<tile_maps>, separable_backward<tile_maps>, separable_backward<tile_maps>,
+                       copy_dtype_check<graph::TileAttrs>};
+  OpKernels const resize{separable_forward<resize_maps>, separable_backward<resize_maps>,
+                         separable_backward<resize_maps>, require_attrs<graph::ResizeAttrs>};
+  OpKernels const scatter{scatter_elements_forward, scatter_elements_backward, scatter_elements_backward,
+                          scatter_elements_check};
+  return {
+      {"Pad", {pad, 1, false}},
+      {"Tile", {tile, 1, false}},
+      {"Resize", {resize, 1}},
+      // Trilu masks any dtype (ONNX's tests use int64); gradients flow for float32.
+      {"Trilu", {{trilu_forward, trilu_backward, trilu_backward, trilu_check}, 1, false}},
+      {"GatherElements",
+       {{gather_elements_forward, gather_elements_backward, gather_elements_backward, gather_elements_check},
+        2,
+        false}},
+      {"ScatterElements", {scatter, 3, false}},
+      {"Scatter", {scatter, 3, false}},
+  };
+}
 
 }  // namespace gp::exec::cpu

@@ -1,11 +1,343 @@
-// Pad, Tile, Trilu, GatherElements, ScatterElements, Resize: import-time inference (graph/ops/infer.h).
+// Pad, Tile, Trilu, GatherElements, ScatterElements, Resize: import-time inference (graph/ops/infer.h)
+// and the output shapes every backend shares (graph/ops/index.h).
+#include "graph/ops/index.h"
+
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
 #include "graph/ops/registry.h"
 
 namespace gp::graph::ops {
-void register_index_ops(OpTable& t) { (void)t; }
+
+Result<std::vector<int64_t>> pad_output_shape(PadAttrs const& a, std::vector<int64_t> const& in) {
+  std::size_t const r = in.size();
+  if (a.pads.size() != 2 * r)
+    return invalid_argument("pads has " + std::to_string(a.pads.size()) + " entries for an input of rank " +
+                            std::to_string(r) + " (expected " + std::to_string(2 * r) + ")");
+  std::vector<int64_t> out = in;
+  for (std::size_t d = 0; d < r; ++d) {
+    int64_t const b = a.pads[d], e = a.pads[d + r];
+    if (in[d] < 0) {
+      if (b != 0 || e != 0) return unsupported("padding the batch dimension (axis " + std::to_string(d) + ")");
+      continue;
+    }
+    out[d] = in[d] + b + e;
+    if (out[d] < 0)
+      return invalid_argument("pads " + std::to_string(b) + ", " + std::to_string(e) + " crop axis " +
+                              std::to_string(d) + " of size " + std::to_string(in[d]) + " below zero");
+  }
+  return out;
+}
+
+Result<std::vector<int64_t>> tile_output_shape(TileAttrs const& a, std::vector<int64_t> const& in) {
+  if (a.repeats.size() != in.size())
+    return invalid_argument("repeats has " + std::to_string(a.repeats.size()) + " entries for an input of rank " +
+                            std::to_string(in.size()));
+  std::vector<int64_t> out = in;
+  for (std::size_t d = 0; d < in.size(); ++d) {
+    if (a.repeats[d] < 0) return invalid_argument("repeat " + std::to_string(a.repeats[d]) + " is negative");
+    if (in[d] < 0 && a.repeats[d] != 1)
+      return unsupported("tiling the batch dimension (axis " + std::to_string(d) + ") " + std::to_string(a.repeats[d]) +
+                         " times: tile only the other axes (repeat 1 on the batch)");
+    out[d] = in[d] * a.repeats[d];
+  }
+  return out;
+}
+
+Result<std::vector<int64_t>> resize_output_shape(ResizeAttrs const& a, std::vector<int64_t> const& in) {
+  bool const by_sizes = !a.sizes.empty();
+  std::size_t const n = by_sizes ? a.sizes.size() : a.scales.size();
+  if (n != in.size())
+    return invalid_argument(std::string(by_sizes ? "sizes" : "scales") + " has " + std::to_string(n) +
+                            " entries for an input of rank " + std::to_string(in.size()));
+  std::vector<int64_t> out = in;
+  for (std::size_t d = 0; d < in.size(); ++d) {
+    if (in[d] < 0) continue;  // the batch keeps its size (the importer checked scale 1)
+    if (by_sizes) {
+      if (a.sizes[d] >= 0) out[d] = a.sizes[d];
+    } else {
+      out[d] = static_cast<int64_t>(std::floor(static_cast<double>(in[d]) * static_cast<double>(a.scales[d])));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+Status missing(std::string const& what) { return invalid_argument("the " + what + " input is missing"); }
+
+Result<Inferred> infer_pad(InferContext const& c) {
+  PadAttrs a;
+  std::string const mode = c.attr_string("mode", "constant");
+  if (mode == "constant")
+    a.mode = PadMode::kConstant;
+  else if (mode == "reflect")
+    a.mode = PadMode::kReflect;
+  else if (mode == "edge")
+    a.mode = PadMode::kEdge;
+  else if (mode == "wrap")
+    a.mode = PadMode::kWrap;
+  else
+    return invalid_argument("mode '" + mode + "' is not one of constant, reflect, edge, wrap");
+  int64_t const r = c.rank(0);
+  Dims pads, axes;
+  double value = 0;
+  if (c.opset < 11) {
+    pads = c.attr_ints("pads").value_or(Dims{});
+    value = c.attr_float("value", 0.0);
+  } else {
+    if (!c.has(1)) return missing("pads");
+    ASSIGN_OR_RETURN(pads, c.static_ints(1, "pads"));
+    ASSIGN_OR_RETURN(value, c.static_scalar(2, "constant_value", 0.0));
+    ASSIGN_OR_RETURN(axes, c.static_ints(3, "axes"));
+  }
+  if (axes.empty()) {
+    axes.resize(static_cast<std::size_t>(r));
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  if (pads.size() != 2 * axes.size())
+    return invalid_argument("pads has " + std::to_string(pads.size()) + " entries, expected " +
+                            std::to_string(2 * axes.size()) + " (begin and end for each of " +
+                            std::to_string(axes.size()) + " axes)");
+  a.pads.assign(static_cast<std::size_t>(2 * r), 0);
+  std::vector<bool> seen(static_cast<std::size_t>(r), false);
+  for (std::size_t k = 0; k < axes.size(); ++k) {
+    ASSIGN_OR_RETURN(int64_t const ax, checked_axis(axes[k], r));
+    if (seen[ax]) return invalid_argument("axis " + std::to_string(ax) + " is listed twice in axes");
+    seen[ax] = true;
+    a.pads[ax] = pads[k];
+    a.pads[ax + r] = pads[k + axes.size()];
+  }
+  a.value = static_cast<float>(value);
+  for (int64_t d = 0; d < r; ++d) {
+    bool const grows = a.pads[d] > 0 || a.pads[d + r] > 0;
+    if (a.mode != PadMode::kConstant && grows && c.dims(0)[d] == 0)
+      return invalid_argument("mode '" + mode + "' cannot pad axis " + std::to_string(d) + " of size 0");
+  }
+  ASSIGN_OR_RETURN(Dims out, pad_output_shape(a, c.dims(0)));
+  Inferred k;
+  k.typed = a;
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), out});
+  return k;
+}
+
+Result<Inferred> infer_tile(InferContext const& c) {
+  if (!c.has(1)) return missing("repeats");
+  TileAttrs a;
+  ASSIGN_OR_RETURN(a.repeats, c.static_ints(1, "repeats"));
+  ASSIGN_OR_RETURN(Dims out, tile_output_shape(a, c.dims(0)));
+  Inferred k;
+  k.typed = a;
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), out});
+  return k;
+}
+
+Result<Inferred> infer_trilu(InferContext const& c) {
+  int64_t const r = c.rank(0);
+  if (r < 2) return invalid_argument("the input has rank " + std::to_string(r) + "; Trilu needs rank 2 or more");
+  Dims const& x = c.dims(0);
+  if (x[r - 2] < 0 || x[r - 1] < 0)
+    return unsupported("the batch is one of the matrix dimensions " + dims_str(x) +
+                       "; the mask would depend on the row index, which micro-batching changes");
+  TriluAttrs a;
+  a.upper = c.attr_int("upper", 1) != 0;
+  ASSIGN_OR_RETURN(Dims const kv, c.static_ints(1, "k"));
+  if (kv.size() > 1) return invalid_argument("k must hold one value, has " + std::to_string(kv.size()));
+  a.k = kv.empty() ? 0 : kv[0];
+  Inferred k;
+  k.typed = a;
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), x});
+  return k;
+}
+
+Status check_index_dtype(InferContext const& c, std::size_t i) {
+  if (c.dtype(i) != DType::kInt64 && c.dtype(i) != DType::kInt32)
+    return unsupported("indices have dtype " + std::string(dtype_name(c.dtype(i))) + "; use int64 or int32");
+  return Status::ok();
+}
+
+// GatherElements and ScatterElements: indices of data's rank; `axis` (normalised) may not be the
+// batch; along the other axes an index dim may not exceed data's, and the batch must sit in the
+// same place in both (`batch_in_axis`: indices may carry the batch along `axis` alone).
+Status check_element_indices(InferContext const& c, int64_t axis, bool batch_in_axis) {
+  Dims const& x = c.dims(0);
+  Dims const& i = c.dims(1);
+  if (i.size() != x.size())
+    return invalid_argument("indices " + dims_str(i) + " and data " + dims_str(x) + " differ in rank");
+  if (x[axis] < 0)
+    return unsupported("indexing along the batch dimension (axis " + std::to_string(axis) +
+                       "): micro-batching would change the indices' meaning");
+  for (std::size_t d = 0; d < x.size(); ++d) {
+    if (static_cast<int64_t>(d) == axis) {
+      if (i[d] < 0 && !batch_in_axis)
+        return unsupported("indices " + dims_str(i) + " carry the batch along the scatter axis but data " +
+                           dims_str(x) + " does not");
+      continue;
+    }
+    if ((x[d] < 0) != (i[d] < 0) || (x[d] < 0 && x[d] != i[d]))
+      return unsupported("indices " + dims_str(i) + " and data " + dims_str(x) +
+                         " do not hold the batch in the same dimension");
+    if (i[d] > x[d])
+      return invalid_argument("indices " + dims_str(i) + " exceed data " + dims_str(x) + " along axis " +
+                              std::to_string(d));
+  }
+  return Status::ok();
+}
+
+Result<Inferred> infer_gather_elements(InferContext const& c) {
+  if (!c.has(1)) return missing("indices");
+  RETURN_IF_ERROR(check_index_dtype(c, 1));
+  ASSIGN_OR_RETURN(int64_t const axis, checked_axis(c.attr_int("axis", 0), c.rank(0)));
+  RETURN_IF_ERROR(check_element_indices(c, axis, true));
+  Inferred k;
+  k.typed = GatherElementsAttrs{axis};
+  k.data_inputs = {0, 1};
+  k.outs.push_back({c.dtype(0), c.dims(1)});
+  return k;
+}
+
+Result<Inferred> infer_scatter_elements(InferContext const& c) {
+  if (!c.has(1)) return missing("indices");
+  if (!c.has(2)) return missing("updates");
+  RETURN_IF_ERROR(check_index_dtype(c, 1));
+  ASSIGN_OR_RETURN(int64_t const axis, checked_axis(c.attr_int("axis", 0), c.rank(0)));
+  RETURN_IF_ERROR(check_element_indices(c, axis, false));
+  if (c.dims(2) != c.dims(1))
+    return invalid_argument("updates " + dims_str(c.dims(2)) + " and indices " + dims_str(c.dims(1)) +
+                            " differ in shape");
+  ScatterElementsAttrs a{axis, ScatterReduction::kNone};
+  std::string const red = c.attr_string("reduction", "none");
+  if (red == "add")
+    a.reduction = ScatterReduction::kAdd;
+  else if (red == "mul")
+    a.reduction = ScatterReduction::kMul;
+  else if (red == "max" || red == "min")
+    return unsupported("reduction '" + red + "' (use none, add or mul)");
+  else if (red != "none")
+    return invalid_argument("reduction '" + red + "' is not one of none, add, mul, max, min");
+  Inferred k;
+  k.typed = a;
+  k.data_inputs = {0, 1, 2};
+  k.outs.push_back({c.dtype(0), c.dims(0)});
+  return k;
+}
+
+Result<Inferred> infer_resize(InferContext const& c) {
+  if (c.opset < 11)
+    return unsupported("Resize before opset 11 (fixed asymmetric coordinates): re-export with opset 11 or later");
+  ResizeAttrs a;
+  std::string const mode = c.attr_string("mode", "nearest");
+  if (mode == "nearest")
+    a.mode = ResizeMode::kNearest;
+  else if (mode == "linear")
+    a.mode = ResizeMode::kLinear;
+  else if (mode == "cubic")
+    a.mode = ResizeMode::kCubic;
+  else
+    return invalid_argument("mode '" + mode + "' is not one of nearest, linear, cubic");
+  std::string const coord = c.attr_string("coordinate_transformation_mode", "half_pixel");
+  if (coord == "half_pixel")
+    a.coord = ResizeCoord::kHalfPixel;
+  else if (coord == "pytorch_half_pixel")
+    a.coord = ResizeCoord::kPytorchHalfPixel;
+  else if (coord == "align_corners")
+    a.coord = ResizeCoord::kAlignCorners;
+  else if (coord == "asymmetric")
+    a.coord = ResizeCoord::kAsymmetric;
+  else if (coord == "tf_crop_and_resize" || coord == "tf_half_pixel_for_nn")
+    return unsupported("coordinate_transformation_mode '" + coord +
+                       "' (use half_pixel, pytorch_half_pixel, align_corners or asymmetric)");
+  else
+    return invalid_argument("coordinate_transformation_mode '" + coord + "' is unknown");
+  std::string const nearest = c.attr_string("nearest_mode", "round_prefer_floor");
+  if (nearest == "round_prefer_floor")
+    a.nearest = ResizeNearest::kRoundPreferFloor;
+  else if (nearest == "round_prefer_ceil")
+    a.nearest = ResizeNearest::kRoundPreferCeil;
+  else if (nearest == "floor")
+    a.nearest = ResizeNearest::kFloor;
+  else if (nearest == "ceil")
+    a.nearest = ResizeNearest::kCeil;
+  else
+    return invalid_argument("nearest_mode '" + nearest +
+                            "' is not one of round_prefer_floor, round_prefer_ceil, "
+                            "floor, ceil");
+  a.cubic_coeff_a = static_cast<float>(c.attr_float("cubic_coeff_a", -0.75));
+  a.exclude_outside = c.attr_int("exclude_outside", 0) != 0;
+  a.extrapolation_value = static_cast<float>(c.attr_float("extrapolation_value", 0.0));
+
+  Dims const& x = c.dims(0);
+  std::size_t const r = x.size();
+  ASSIGN_OR_RETURN(StaticValue const* scales, c.static_input(2, "scales"));
+  ASSIGN_OR_RETURN(StaticValue const* sizes, c.static_input(3, "sizes"));
+  bool const has_scales = scales && scales->numel() > 0, has_sizes = sizes && sizes->numel() > 0;
+  if (has_scales == has_sizes)
+    return invalid_argument(has_scales ? "both scales and sizes are given; give one of them"
+                                       : "neither scales nor sizes is given; give one of them");
+  if (has_scales) {
+    if (static_cast<std::size_t>(scales->numel()) != r)
+      return invalid_argument("scales has " + std::to_string(scales->numel()) + " entries for an input of rank " +
+                              std::to_string(r));
+    for (std::size_t d = 0; d < r; ++d) {
+      double const s = scales->is_float() ? scales->f[d] : static_cast<double>(scales->i[d]);
+      if (!(s > 0))
+        return invalid_argument("scale " + std::to_string(s) + " of axis " + std::to_string(d) + " is not positive");
+      if (x[d] < 0 && s != 1.0)
+        return unsupported("resizing the batch dimension (axis " + std::to_string(d) + ", scale " + std::to_string(s) +
+                           "): its scale must be 1");
+      a.scales.push_back(static_cast<float>(s));
+    }
+  } else {
+    if (static_cast<std::size_t>(sizes->numel()) != r)
+      return invalid_argument("sizes has " + std::to_string(sizes->numel()) + " entries for an input of rank " +
+                              std::to_string(r));
+    if (sizes->is_float()) return invalid_argument("sizes must be int64");
+    for (std::size_t d = 0; d < r; ++d) {
+      int64_t const b = sizes->has_batch() ? sizes->b[d] : 0;
+      int64_t const v = sizes->i[d];
+      if (x[d] < 0) {
+        bool const same = (b == -x[d] && v == 0) || (b == 0 && c.fixed_batch > 0 && v == -x[d] * c.fixed_batch);
+        if (!same)
+          return unsupported("resizing the batch dimension (axis " + std::to_string(d) +
+                             "): sizes must keep the batch size");
+        a.sizes.push_back(-1);
+        a.scales.push_back(1.f);
+        continue;
+      }
+      if (b != 0) return unsupported("sizes of axis " + std::to_string(d) + " depends on the batch size");
+      if (v <= 0)
+        return invalid_argument("size " + std::to_string(v) + " of axis " + std::to_string(d) + " is not positive");
+      a.sizes.push_back(v);
+      a.scales.push_back(static_cast<float>(static_cast<double>(v) / static_cast<double>(x[d])));
+    }
+  }
+  ASSIGN_OR_RETURN(Dims out, resize_output_shape(a, x));
+  for (std::size_t d = 0; d < r; ++d)
+    if (x[d] == 0 && out[d] > 0)
+      return invalid_argument("axis " + std::to_string(d) + " of size 0 cannot be resized to " +
+                              std::to_string(out[d]));
+  Inferred k;
+  k.typed = a;
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), out});
+  return k;
+}
+
+}  // namespace
+
+void register_index_ops(OpTable& t) {
+  define(t, "Pad", infer_pad);
+  define(t, "Tile", infer_tile);
+  define(t, "Trilu", infer_trilu);
+  define(t, "GatherElements", infer_gather_elements);
+  define(t, "ScatterElements", infer_scatter_elements);
+  define(t, "Scatter", infer_scatter_elements);  // opset 9-10 name of ScatterElements without reduction
+  define(t, "Resize", infer_resize);
+}
 
 }  // namespace gp::graph::ops

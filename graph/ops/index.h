@@ -1,0 +1,22 @@
+// Output shapes of the index family (Pad, Tile, Resize): one rule for the importer (symbolic dims,
+// the batch as a negative dim) and every backend (the actual dims of a run).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "graph/op_attrs.h"
+
+namespace gp::graph::ops {
+
+// in[d] + begin pad + end pad; an error when a dim would become negative. A batch dim (negative)
+// must have zero pads (the importer refuses others).
+Result<std::vector<int64_t>> pad_output_shape(PadAttrs const& a, std::vector<int64_t> const& in);
+// in[d] * repeats[d]; a batch dim must have repeat 1.
+Result<std::vector<int64_t>> tile_output_shape(TileAttrs const& a, std::vector<int64_t> const& in);
+// sizes[d] where given (a negative entry keeps the input's dim), else floor(in[d] * scales[d]) as
+// ONNX computes it; a batch dim keeps its size.
+Result<std::vector<int64_t>> resize_output_shape(ResizeAttrs const& a, std::vector<int64_t> const& in);
+
+}  // namespace gp::graph::ops

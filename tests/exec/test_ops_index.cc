@@ -1,0 +1,546 @@
+// Pad, Tile, Trilu, GatherElements, ScatterElements, Resize: forward values worked out by hand or
+// with plain loops, finite-difference gradients, import (shapes, folded attributes, the errors for
+// what graphpipe refuses), and ONNX's reference outputs for the node tests whose static inputs the
+// importer cannot fold (they are graph inputs there): those run through the op table's inference.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "graph/onnx_import.h"
+#include "graph/onnx_tensor_io.h"
+#include "graph/ops/registry.h"
+#include "tests/exec/op_harness.h"
+#include "tests/graph/onnx_text.h"
+
+namespace gp::exec::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using graph::TensorRole;
+constexpr TensorRole kIn = TensorRole::kInput;
+constexpr TensorRole kW = TensorRole::kWeight;
+constexpr char const* kNodeTests = "/usr/share/libonnx-testdata/data/node";
+
+Tensor floats(std::vector<int64_t> shape, std::vector<float> const& v) { return Tensor::from_floats(shape, v); }
+
+Tensor iota_tensor(std::vector<int64_t> shape, float start = 1.f) {
+  Tensor t(std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = start + static_cast<float>(i);
+  return t;
+}
+
+std::vector<float> forward1(OneOp const& o) {
+  CpuBackend be;
+  Status const s = be.supports(o.the_op(), o.graph);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  std::vector<Tensor> out = run_forward(be, o);
+  if (out.empty() || !out[0].defined()) return {};
+  return out[0].to_vector();
+}
+
+void expect_values(std::vector<float> const& got, std::vector<float> const& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "element " << i;
+}
+
+void check_grads(OneOp o) {
+  CpuBackend be;
+  ASSERT_TRUE(be.supports(o.the_op(), o.graph).is_ok()) << be.supports(o.the_op(), o.graph).to_string();
+  expect_grads_ok(grad_check(be, o));
+}
+
+OneOp pad_op(Tensor x, graph::PadMode mode, std::vector<int64_t> pads, float value = 0.f, TensorRole role = kIn) {
+  return make_op("Pad", graph::PadAttrs{mode, std::move(pads), value}, {{"x", std::move(x), role}});
+}
+
+// ---- Pad ----
+TEST(IndexOps, PadModesMatchNumpy) {
+  Tensor const x = floats({1, 4}, {1, 2, 3, 4});
+  std::vector<int64_t> const pads{0, 2, 0, 3};
+  expect_values(forward1(pad_op(x, graph::PadMode::kReflect, pads)), {3, 2, 1, 2, 3, 4, 3, 2, 1});
+  expect_values(forward1(pad_op(x, graph::PadMode::kEdge, pads)), {1, 1, 1, 2, 3, 4, 4, 4, 4});
+  expect_values(forward1(pad_op(x, graph::PadMode::kWrap, pads)), {3, 4, 1, 2, 3, 4, 1, 2, 3});
+  expect_values(forward1(pad_op(x, graph::PadMode::kConstant, pads, 7.5f)), {7.5, 7.5, 1, 2, 3, 4, 7.5, 7.5, 7.5});
+  // Pads longer than the axis: numpy reflects again (period 2 (n - 1)) and wraps around.
+  Tensor const y = floats({1, 3}, {1, 2, 3});
+  expect_values(forward1(pad_op(y, graph::PadMode::kReflect, {0, 5, 0, 0})), {2, 1, 2, 3, 2, 1, 2, 3});
+  expect_values(forward1(pad_op(y, graph::PadMode::kWrap, {0, 4, 0, 1})), {3, 1, 2, 3, 1, 2, 3, 1});
+}
+
+TEST(IndexOps, PadConstantCropsWithNegativePads) {
+  // Rows: one padded before; columns: the first cropped, one padded after.
+  Tensor const x = floats({2, 3}, {1, 2, 3, 4, 5, 6});
+  OneOp o = pad_op(x, graph::PadMode::kConstant, {1, -1, 0, 1}, 9.f);
+  expect_values(forward1(o), {9, 9, 9, 2, 3, 9, 5, 6, 9});
+  CpuBackend be;
+  std::vector<Tensor> out = run_forward(be, o);
+  EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{3, 3}));
+}
+
+TEST(IndexOps, PadComposesAxesLikeAPerElementLoop) {
+  Tensor const x = random_tensor({2, 3, 4}, 1);
+  std::vector<int64_t> const pads{0, 2, -1, 0, 3, 2};
+  for (graph::PadMode mode : {graph::PadMode::kConstant, graph::PadMode::kEdge, graph::PadMode::kWrap}) {
+    std::vector<float> const got = forward1(pad_op(x, mode, pads, -3.f));
+    std::vector<float> want;
+    for (int64_t a = 0; a < 2; ++a)
+      for (int64_t b = 0; b < 8; ++b)
+        for (int64_t c = 0; c < 5; ++c) {
+          int64_t i = b - 2, j = c + 1;
+          bool const out = i < 0 || i >= 3 || j < 0 || j >= 4;
+          if (mode == graph::PadMode::kConstant && out) {
+            want.push_back(-3.f);
+            continue;
+          }
+          if (mode == graph::PadMode::kEdge) i = std::clamp<int64_t>(i, 0, 2), j = std::clamp<int64_t>(j, 0, 3);
+          if (mode == graph::PadMode::kWrap) i = (i + 3) % 3, j = j % 4;
+          want.push_back(x.data<float>()[(a * 3 + i) * 4 + j]);
+        }
+    expect_values(got, want);
+  }
+}
+
+TEST(IndexOps, PadGradients) {
+  check_grads(pad_op(random_tensor({2, 3, 4}, 2), graph::PadMode::kConstant, {0, 1, -1, 0, 2, 1}, 0.5f));
+  check_grads(pad_op(random_tensor({2, 3, 4}, 3), graph::PadMode::kReflect, {0, 4, 2, 0, 3, 5}));
+  check_grads(pad_op(random_tensor({2, 3, 4}, 4), graph::PadMode::kEdge, {1, 2, 0, 0, 1, 3}));
+  check_grads(pad_op(random_tensor({2, 3, 4}, 5), graph::PadMode::kWrap, {0, 5, -2, 0, 1, 6}));
+  // A weight's gradient accumulates (the harness starts it at 0.25).
+  check_grads(pad_op(random_tensor({3, 4}, 6), graph::PadMode::kReflect, {2, 1, 1, 3}, 0.f, kW));
+}
+
+TEST(IndexOps, PadAndTileCopyIntegers) {
+  CpuBackend be;
+  OneOp p = pad_op(int_tensor({2, 2}, {5, 6, 7, 8}), graph::PadMode::kConstant, {0, 1, 0, 2}, 3.f);
+  std::vector<Tensor> out = run_forward(be, p);
+  ASSERT_EQ(out[0].dtype(), DType::kInt64);
+  EXPECT_EQ(std::vector<int64_t>(out[0].data<int64_t>(), out[0].data<int64_t>() + out[0].numel()),
+            (std::vector<int64_t>{3, 5, 6, 3, 3, 3, 7, 8, 3, 3}));
+  OneOp t = make_op("Tile", graph::TileAttrs{{2, 1}}, {{"x", int_tensor({1, 3}, {1, 2, 3})}});
+  out = run_forward(be, t);
+  EXPECT_EQ(std::vector<int64_t>(out[0].data<int64_t>(), out[0].data<int64_t>() + out[0].numel()),
+            (std::vector<int64_t>{1, 2, 3, 1, 2, 3}));
+  OneOp d = pad_op(Tensor({2}, DType::kFloat64), graph::PadMode::kEdge, {1, 1});
+  EXPECT_NE(be.supports(d.the_op(), d.graph).message().find("float32, int64, int32 or bool only"), std::string::npos);
+}
+
+// ---- Tile ----
+TEST(IndexOps, TileForward) {
+  Tensor const x = floats({2, 2}, {1, 2, 3, 4});
+  expect_values(forward1(make_op("Tile", graph::TileAttrs{{1, 2}}, {{"x", x}})), {1, 2, 1, 2, 3, 4, 3, 4});
+  Tensor const y = random_tensor({2, 1, 3}, 7);
+  std::vector<float> want;
+  for (int64_t a = 0; a < 4; ++a)
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t c = 0; c < 6; ++c) want.push_back(y.data<float>()[(a % 2) * 3 + c % 3]);
+  expect_values(forward1(make_op("Tile", graph::TileAttrs{{2, 3, 2}}, {{"x", y}})), want);
+}
+
+TEST(IndexOps, TileGradients) {
+  check_grads(make_op("Tile", graph::TileAttrs{{2, 1, 3}}, {{"x", random_tensor({2, 3, 2}, 8)}}));
+  check_grads(make_op("Tile", graph::TileAttrs{{3, 2}}, {{"x", random_tensor({1, 4}, 9), kW}}));
+}
+
+// ---- Trilu ----
+TEST(IndexOps, TriluForward) {
+  Tensor const x = iota_tensor({3, 4});
+  expect_values(forward1(make_op("Trilu", graph::TriluAttrs{true, 0}, {{"x", x}})),
+                {1, 2, 3, 4, 0, 6, 7, 8, 0, 0, 11, 12});
+  expect_values(forward1(make_op("Trilu", graph::TriluAttrs{false, -1}, {{"x", x}})),
+                {0, 0, 0, 0, 5, 0, 0, 0, 9, 10, 0, 0});
+  expect_values(forward1(make_op("Trilu", graph::TriluAttrs{true, 2}, {{"x", x}})),
+                {0, 0, 3, 4, 0, 0, 0, 8, 0, 0, 0, 0});
+  Tensor const b = random_tensor({2, 3, 4, 5}, 10);
+  std::vector<float> want(b.to_vector());
+  for (int64_t m = 0; m < 6; ++m)
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 5; ++j)
+        if (j - i > 1) want[(m * 4 + i) * 5 + j] = 0.f;
+  expect_values(forward1(make_op("Trilu", graph::TriluAttrs{false, 1}, {{"x", b}})), want);
+}
+
+TEST(IndexOps, TriluGradients) {
+  check_grads(make_op("Trilu", graph::TriluAttrs{true, -1}, {{"x", random_tensor({2, 4, 3}, 11)}}));
+  check_grads(make_op("Trilu", graph::TriluAttrs{false, 1}, {{"x", random_tensor({3, 5}, 12)}}));
+}
+
+// ---- GatherElements, ScatterElements ----
+Tensor int32_tensor(std::vector<int64_t> shape, std::vector<int32_t> const& v) {
+  Tensor t(std::move(shape), DType::kInt32);
+  for (std::size_t i = 0; i < v.size(); ++i) t.data<int32_t>()[i] = v[i];
+  return t;
+}
+
+TEST(IndexOps, GatherElementsOnnxExamples) {
+  expect_values(forward1(make_op("GatherElements", graph::GatherElementsAttrs{1},
+                                 {{"x", floats({2, 2}, {1, 2, 3, 4})}, {"i", int_tensor({2, 2}, {0, 0, 1, 0})}})),
+                {1, 1, 4, 3});
+  Tensor const x = iota_tensor({3, 3});
+  expect_values(forward1(make_op("GatherElements", graph::GatherElementsAttrs{0},
+                                 {{"x", x}, {"i", int32_tensor({2, 3}, {1, 2, 0, 2, 0, 0})}})),
+                {4, 8, 3, 7, 2, 3});
+  expect_values(forward1(make_op("GatherElements", graph::GatherElementsAttrs{0},
+                                 {{"x", x}, {"i", int_tensor({2, 3}, {-1, -2, 0, -3, 0, 2})}})),
+                {7, 5, 3, 1, 2, 9});
+}
+
+TEST(IndexOps, GatherElementsRejectsOutOfRangeAndBadDtypes) {
+  CpuBackend be;
+  OneOp o = make_op("GatherElements", graph::GatherElementsAttrs{1},
+                    {{"x", floats({2, 2}, {1, 2, 3, 4})}, {"i", int_tensor({2, 1}, {0, 2})}});
+  std::vector<Tensor> out;
+  Status const s = be.forward(OpCall{o.the_op(), o.graph}, o.inputs, out, nullptr);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("index 2 is out of range for axis 1 of size 2"), std::string::npos) << s.message();
+  OneOp f = make_op("GatherElements", graph::GatherElementsAttrs{1},
+                    {{"x", floats({2, 2}, {1, 2, 3, 4})}, {"i", floats({2, 1}, {0, 1})}});
+  Status const d = be.supports(f.the_op(), f.graph);
+  EXPECT_NE(d.message().find("indices have dtype float32"), std::string::npos) << d.message();
+}
+
+TEST(IndexOps, GatherElementsGradients) {
+  // Duplicate and negative indices: their gradients add up.
+  check_grads(make_op("GatherElements", graph::GatherElementsAttrs{1},
+                      {{"x", random_tensor({2, 4, 3}, 13)},
+                       {"i", int_tensor({2, 3, 3}, {0, 1, 3, -1, 0, 0, 2, 2, 2, 1, 1, 1, 3, -4, 0, 0, 1, 2})}}));
+  check_grads(make_op("GatherElements", graph::GatherElementsAttrs{0},
+                      {{"x", random_tensor({3, 2}, 14), kW}, {"i", int32_tensor({4, 2}, {0, 1, 2, 2, 1, 0, 0, 0})}}));
+}
+
+OneOp scatter_op(graph::ScatterReduction red, int64_t axis, Tensor data, Tensor idx, Tensor upd) {
+  return make_op("ScatterElements", graph::ScatterElementsAttrs{axis, red},
+                 {{"data", std::move(data)}, {"i", std::move(idx)}, {"u", std::move(upd)}});
+}
+
+TEST(IndexOps, ScatterElementsOnnxExamples) {
+  using R = graph::ScatterReduction;
+  expect_values(forward1(scatter_op(R::kNone, 0, Tensor::zeros({3, 3}), int_tensor({2, 3}, {1, 0, 2, 0, 2, 1}),
+                                    floats({2, 3}, {1.0f, 1.1f, 1.2f, 2.0f, 2.1f, 2.2f}))),
+                {2.0f, 1.1f, 0.0f, 1.0f, 0.0f, 2.2f, 0.0f, 2.1f, 1.2f});
+  Tensor const row = floats({1, 5}, {1, 2, 3, 4, 5});
+  expect_values(forward1(scatter_op(R::kNone, 1, row, int_tensor({1, 2}, {1, -2}), floats({1, 2}, {1.1f, 2.1f}))),
+                {1, 1.1f, 3, 2.1f, 5});
+  expect_values(forward1(scatter_op(R::kAdd, 1, row, int_tensor({1, 2}, {1, 1}), floats({1, 2}, {1.1f, 2.1f}))),
+                {1, 5.2f, 3, 4, 5});
+  expect_values(forward1(scatter_op(R::kMul, 1, row, int_tensor({1, 3}, {1, 1, 4}), floats({1, 3}, {3, -2, 0.5f}))),
+                {1, -12, 3, 4, 2.5f});
+}
+
+TEST(IndexOps, ScatterElementsGradients) {
+  using R = graph::ScatterReduction;
+  // Duplicates: with none the last update wins (only it gets a gradient); add and mul combine them.
+  Tensor const idx = int_tensor({2, 3}, {1, 0, 3, 1, -4, 2});
+  for (R red : {R::kNone, R::kAdd, R::kMul})
+    check_grads(scatter_op(red, 1, random_tensor({2, 4}, 15), idx, random_tensor({2, 3}, 16)));
+  check_grads(scatter_op(R::kNone, 0, random_tensor({3, 2, 2}, 17), int_tensor({2, 2, 1}, {2, 0, 2, 2}),
+                         random_tensor({2, 2, 1}, 18)));
+}
+
+TEST(IndexOps, ScatterNoneGradientGoesToTheLastWriter) {
+  CpuBackend be;
+  OneOp o = scatter_op(graph::ScatterReduction::kNone, 1, floats({1, 3}, {1, 2, 3}), int_tensor({1, 2}, {1, 1}),
+                       floats({1, 2}, {5, 6}));
+  Saved saved;
+  std::vector<Tensor> out = run_forward(be, o, true, 7, &saved);
+  expect_values(out[0].to_vector(), {1, 6, 3});
+  std::vector<Tensor> grads;
+  OpCall call{o.the_op(), o.graph};
+  ASSERT_TRUE(be.backward_input(call, saved, {floats({1, 3}, {10, 20, 30})}, {true, false, true}, grads).is_ok());
+  expect_values(grads[0].to_vector(), {10, 0, 30});
+  expect_values(grads[2].to_vector(), {0, 20});
+}
+
+// ---- Resize ----
+graph::ResizeAttrs resize_attrs(graph::ResizeMode mode, graph::ResizeCoord coord, std::vector<float> scales,
+                                std::vector<int64_t> sizes = {}) {
+  graph::ResizeAttrs a;
+  a.mode = mode;
+  a.coord = coord;
+  a.scales = std::move(scales);
+  a.sizes = std::move(sizes);
+  return a;
+}
+
+TEST(IndexOps, ResizeByHand) {
+  using M = graph::ResizeMode;
+  using C = graph::ResizeCoord;
+  Tensor const x = floats({1, 1, 2, 2}, {1, 2, 3, 4});
+  // Bilinear, half pixel: output pixel centres at input coordinates -0.25, 0.25, 0.75, 1.25.
+  expect_values(forward1(make_op("Resize", resize_attrs(M::kLinear, C::kHalfPixel, {1, 1, 2, 2}), {{"x", x}})),
+                {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4});
+  // Nearest, asymmetric, sizes: the batch entry -1 keeps the input's.
+  expect_values(
+      forward1(make_op("Resize", resize_attrs(M::kNearest, C::kAsymmetric, {1, 1, 1.5, 1}, {-1, 1, 3, 2}), {{"x", x}})),
+      {1, 2, 3, 4, 3, 4});
+}
+
+TEST(IndexOps, ResizeGradients) {
+  using M = graph::ResizeMode;
+  using C = graph::ResizeCoord;
+  Tensor const x = random_tensor({1, 2, 3, 4}, 19);
+  check_grads(make_op("Resize", resize_attrs(M::kLinear, C::kHalfPixel, {1, 1, 2, 1.5f}), {{"x", x}}));
+  check_grads(make_op("Resize", resize_attrs(M::kLinear, C::kAlignCorners, {1, 1, 0.7f, 2}), {{"x", x}}));
+  check_grads(
+      make_op("Resize", resize_attrs(M::kLinear, C::kPytorchHalfPixel, {1, 1, 1, 1}, {1, 2, 5, 3}), {{"x", x}}));
+  check_grads(make_op("Resize", resize_attrs(M::kNearest, C::kAsymmetric, {1, 1, 2.5f, 0.5f}), {{"x", x}}));
+  graph::ResizeAttrs cubic = resize_attrs(M::kCubic, C::kHalfPixel, {1, 1, 1.7f, 2});
+  check_grads(make_op("Resize", cubic, {{"x", x}}));
+  cubic.exclude_outside = true;
+  cubic.cubic_coeff_a = -0.5f;
+  check_grads(make_op("Resize", cubic, {{"x", x, kW}}));
+}
+
+// ---- import ----
+graph::OpGraph must_import(std::string const& text) {
+  auto g = graph::load_onnx_text(text);
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string() << "\n" << text;
+  return g.is_ok() ? std::move(g).value() : graph::OpGraph{};
+}
+
+graph::Op const& only_op(graph::OpGraph const& g) {
+  static graph::Op const none;
+  return g.ops().empty() ? none : g.ops().back();
+}
+
+void expect_import_error(std::string const& text, std::string const& fragment) {
+  auto g = graph::load_onnx_text(text);
+  ASSERT_FALSE(g.is_ok()) << "imported: " << text;
+  EXPECT_NE(g.status().message().find(fragment), std::string::npos) << g.status().message();
+}
+
+std::string one_node(std::string const& in, std::string const& out, std::string const& body, int opset = 13) {
+  return graph::model_text(in, out, {}, body, opset);
+}
+
+constexpr int64_t N = graph::kBatch;
+
+TEST(IndexImport, PadFoldsPadsAndValue) {
+  auto g = must_import(one_node("float[N,3,4] x", "float[N,4,7] y", R"(
+      p = Constant<value = int64[6] {0, 1, 2, 0, 0, 1}>()
+      v = Constant<value = float {2.5}>()
+      y = Pad<mode = "reflect">(x, p, v))"));
+  graph::Op const& op = only_op(g);
+  ASSERT_EQ(op.type, "Pad");
+  auto const& a = std::get<graph::PadAttrs>(op.typed);
+  EXPECT_EQ(a.mode, graph::PadMode::kReflect);
+  EXPECT_EQ(a.pads, (std::vector<int64_t>{0, 1, 2, 0, 0, 1}));
+  EXPECT_FLOAT_EQ(a.value, 2.5f);
+  EXPECT_EQ(op.inputs.size(), 1u);
+  EXPECT_EQ(g.tensor(op.outputs[0]).shape.dims, (std::vector<int64_t>{N, 4, 7}));
+  // Before opset 11 the pads and the value are attributes.
+  auto g10 = must_import(
+      one_node("float[N,3] x", "float[N,6] y", "y = Pad<pads = [0, 1, 0, 2], mode = \"edge\", value = 1.0>(x)", 10));
+  EXPECT_EQ(std::get<graph::PadAttrs>(only_op(g10).typed).pads, (std::vector<int64_t>{0, 1, 0, 2}));
+  EXPECT_EQ(std::get<graph::PadAttrs>(only_op(g10).typed).mode, graph::PadMode::kEdge);
+  expect_import_error(one_node("float[N,3] x", "float[M,3] y", R"(
+      p = Constant<value = int64[4] {1, 0, 0, 0}>()
+      y = Pad(x, p))"),
+                      "padding the batch dimension (axis 0)");
+  expect_import_error(one_node("float[N,3] x, int64[4] p", "float[N,M] y", "y = Pad(x, p)"),
+                      "pads ('p') is computed at run time");
+  expect_import_error(one_node("float[N,3] x", "float[N,M] y", R"(
+      p = Constant<value = int64[4] {0, 1, 0, 0}>()
+      y = Pad<mode = "mirror">(x, p))"),
+                      "mode 'mirror' is not one of constant, reflect, edge, wrap");
+}
+
+TEST(IndexImport, TileTriluResize) {
+  auto t = must_import(one_node("float[N,2,3] x", "float[N,4,9] y", R"(
+      r = Constant<value = int64[3] {1, 2, 3}>()
+      y = Tile(x, r))"));
+  EXPECT_EQ(std::get<graph::TileAttrs>(only_op(t).typed).repeats, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(t.tensor(only_op(t).outputs[0]).shape.dims, (std::vector<int64_t>{N, 4, 9}));
+  expect_import_error(one_node("float[N,2] x", "float[M,2] y", R"(
+      r = Constant<value = int64[2] {2, 1}>()
+      y = Tile(x, r))"),
+                      "tiling the batch dimension (axis 0) 2 times");
+
+  auto u = must_import(one_node("float[N,3,4] x", "float[N,3,4] y", R"(
+      k = Constant<value = int64 {-1}>()
+      y = Trilu<upper = 0>(x, k))",
+                                14));
+  auto const& tr = std::get<graph::TriluAttrs>(only_op(u).typed);
+  EXPECT_FALSE(tr.upper);
+  EXPECT_EQ(tr.k, -1);
+  expect_import_error(one_node("float[N,4] x", "float[N,4] y", "y = Trilu(x)", 14),
+                      "the batch is one of the matrix dimensions");
+
+  auto r = must_import(one_node("float[N,3,4,5] x", "float[N,3,8,10] y", R"(
+      s = Constant<value = float[4] {1.0, 1.0, 2.0, 2.0}>()
+      y = Resize<mode = "linear", coordinate_transformation_mode = "align_corners">(x, , s))"));
+  auto const& ra = std::get<graph::ResizeAttrs>(only_op(r).typed);
+  EXPECT_EQ(ra.mode, graph::ResizeMode::kLinear);
+  EXPECT_EQ(ra.coord, graph::ResizeCoord::kAlignCorners);
+  EXPECT_EQ(ra.scales, (std::vector<float>{1, 1, 2, 2}));
+  EXPECT_EQ(r.tensor(only_op(r).outputs[0]).shape.dims, (std::vector<int64_t>{N, 3, 8, 10}));
+  expect_import_error(one_node("float[N,3,4,5] x", "float[M,3,8,10] y", R"(
+      s = Constant<value = float[4] {2.0, 1.0, 2.0, 2.0}>()
+      y = Resize(x, , s))"),
+                      "resizing the batch dimension (axis 0");
+  expect_import_error(one_node("float[N,3,4,5] x", "float[N,3,8,10] y", R"(
+      s = Constant<value = float[4] {1.0, 1.0, 2.0, 2.0}>()
+      y = Resize<coordinate_transformation_mode = "tf_crop_and_resize">(x, , s))"),
+                      "coordinate_transformation_mode 'tf_crop_and_resize'");
+}
+
+TEST(IndexImport, GatherAndScatterElements) {
+  auto g =
+      must_import(one_node("float[N,4,3] x, int64[N,2,3] i", "float[N,2,3] y", "y = GatherElements<axis = -2>(x, i)"));
+  EXPECT_EQ(std::get<graph::GatherElementsAttrs>(only_op(g).typed).axis, 1);
+  EXPECT_EQ(g.tensor(only_op(g).outputs[0]).shape.dims, (std::vector<int64_t>{N, 2, 3}));
+  expect_import_error(one_node("float[N,4] x, int64[N,4] i", "float[N,4] y", "y = GatherElements(x, i)"),
+                      "indexing along the batch dimension (axis 0)");
+  auto s = must_import(one_node("float[N,5] x, int64[N,2] i, float[N,2] u", "float[N,5] y",
+                                "y = ScatterElements<axis = 1, reduction = \"add\">(x, i, u)", 16));
+  auto const& sa = std::get<graph::ScatterElementsAttrs>(only_op(s).typed);
+  EXPECT_EQ(sa.axis, 1);
+  EXPECT_EQ(sa.reduction, graph::ScatterReduction::kAdd);
+  EXPECT_EQ(only_op(s).inputs.size(), 3u);
+  expect_import_error(
+      one_node("float[N,5] x, int64[N,2] i, float[N,3] u", "float[N,5] y", "y = ScatterElements<axis = 1>(x, i, u)"),
+      "differ in shape");
+}
+
+// ---- ONNX reference outputs through the op table's inference and the CPU kernels ----
+struct Replay {
+  std::string test;
+  std::string type;
+  graph::Attributes attrs;
+  std::vector<std::size_t> slots;  // the node input slot of each input_<k>.pb
+  std::size_t static_from = 1;     // slots from here on are import-time constants
+  int64_t opset = 13;
+};
+
+void replay(Replay const& r, std::string const& expect_error = {}) {
+  SCOPED_TRACE(r.test);
+  fs::path const data = fs::path(kNodeTests) / r.test / "test_data_set_0";
+  ASSERT_TRUE(fs::exists(data)) << data;
+  std::size_t const n_slots = *std::max_element(r.slots.begin(), r.slots.end()) + 1;
+  graph::ops::InferContext c;
+  c.type = r.type;
+  c.name = r.test;
+  c.opset = r.opset;
+  c.attrs = r.attrs;
+  c.inputs.resize(n_slots);
+  c.outputs = {"y"};
+  std::vector<graph::ops::StaticValue> statics(n_slots);
+  std::vector<Tensor> values(n_slots);
+  for (std::size_t k = 0; k < r.slots.size(); ++k) {
+    auto t = graph::load_tensor_pb((data / ("input_" + std::to_string(k) + ".pb")).string());
+    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+    std::size_t const s = r.slots[k];
+    c.inputs[s] = {true, t->data.dtype, t->data.dims};
+    values[s] = Tensor::from_data(t->data);
+    if (s >= r.static_from) {
+      auto v = graph::ops::StaticValue::from_data(t->data);
+      ASSERT_TRUE(v.is_ok()) << v.status().to_string();
+      statics[s] = *v;
+    }
+  }
+  c.value_of = [&](std::size_t k, std::string const& what) -> Result<graph::ops::StaticValue const*> {
+    if (k >= r.static_from) return &statics[k];
+    return unsupported(what + " is a run-time value");
+  };
+  graph::ops::OpDef const* def = graph::ops::find_op(r.type);
+  ASSERT_NE(def, nullptr);
+  auto inferred = def->infer(c);
+  if (!expect_error.empty()) {
+    ASSERT_FALSE(inferred.is_ok());
+    EXPECT_NE(inferred.status().message().find(expect_error), std::string::npos) << inferred.status().message();
+    return;
+  }
+  ASSERT_TRUE(inferred.is_ok()) << inferred.status().to_string();
+  std::vector<In> ins;
+  for (std::size_t s : inferred->data_inputs) ins.push_back({"in" + std::to_string(s), values.at(s), kIn});
+  OneOp o = make_op(r.type, inferred->typed, ins);
+  CpuBackend be;
+  ASSERT_TRUE(be.supports(o.the_op(), o.graph).is_ok()) << be.supports(o.the_op(), o.graph).to_string();
+  std::vector<Tensor> out = run_forward(be, o);
+  auto want = graph::load_tensor_pb((data / "output_0.pb").string());
+  ASSERT_TRUE(want.is_ok()) << want.status().to_string();
+  ASSERT_EQ(out.at(0).shape(), want->data.dims);
+  EXPECT_EQ(inferred->outs.at(0).second, want->data.dims);
+  ASSERT_EQ(out[0].dtype(), want->data.dtype);
+  if (want->data.dtype != DType::kFloat32) {  // integer data (Trilu's and Pad's tests): exact
+    std::size_t const size = graph::dtype_size(want->data.dtype);
+    auto const* g = static_cast<std::byte const*>(out[0].raw());
+    for (int64_t i = 0; i < out[0].numel(); ++i)
+      EXPECT_EQ(std::memcmp(g + i * size, want->data.bytes.data() + i * size, size), 0) << "element " << i;
+    return;
+  }
+  float const* e = want->data.as<float>();
+  std::vector<float> const got = out[0].to_vector();
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], e[i], 1e-5 + 1e-4 * std::fabs(e[i])) << "element " << i;
+}
+
+bool have_node_tests() { return fs::exists(kNodeTests); }
+
+TEST(IndexReference, ResizeNodeTests) {
+  if (!have_node_tests()) GTEST_SKIP() << "libonnx-testdata is not installed (" << kNodeTests << ")";
+  auto attrs = [](std::string mode, std::string coord = "", std::string nearest = "") {
+    graph::Attributes a{{"mode", mode}};
+    if (!coord.empty()) a["coordinate_transformation_mode"] = coord;
+    if (!nearest.empty()) a["nearest_mode"] = nearest;
+    return a;
+  };
+  graph::Attributes a_n0p5 = attrs("cubic");
+  a_n0p5["cubic_coeff_a"] = -0.5;
+  a_n0p5["exclude_outside"] = int64_t{1};
+  std::vector<std::size_t> const scales{0, 2}, sizes{0, 3};
+  std::vector<Replay> const tests = {
+      {"test_resize_downsample_scales_cubic", "Resize", attrs("cubic"), scales},
+      {"test_resize_downsample_scales_cubic_A_n0p5_exclude_outside", "Resize", a_n0p5, scales},
+      {"test_resize_downsample_scales_cubic_align_corners", "Resize", attrs("cubic", "align_corners"), scales},
+      {"test_resize_downsample_scales_linear", "Resize", attrs("linear"), scales},
+      {"test_resize_downsample_scales_linear_align_corners", "Resize", attrs("linear", "align_corners"), scales},
+      {"test_resize_downsample_scales_nearest", "Resize", attrs("nearest"), scales},
+      {"test_resize_downsample_sizes_cubic", "Resize", attrs("cubic"), sizes},
+      {"test_resize_downsample_sizes_linear_pytorch_half_pixel", "Resize", attrs("linear", "pytorch_half_pixel"),
+       sizes},
+      {"test_resize_downsample_sizes_nearest", "Resize", attrs("nearest"), sizes},
+      {"test_resize_upsample_scales_cubic", "Resize", attrs("cubic"), scales},
+      {"test_resize_upsample_scales_cubic_A_n0p5_exclude_outside", "Resize", a_n0p5, scales},
+      {"test_resize_upsample_scales_cubic_align_corners", "Resize", attrs("cubic", "align_corners"), scales},
+      {"test_resize_upsample_scales_cubic_asymmetric", "Resize", attrs("cubic", "asymmetric"), scales},
+      {"test_resize_upsample_scales_linear", "Resize", attrs("linear"), scales},
+      {"test_resize_upsample_scales_linear_align_corners", "Resize", attrs("linear", "align_corners"), scales},
+      {"test_resize_upsample_scales_nearest", "Resize", attrs("nearest"), scales},
+      {"test_resize_upsample_sizes_cubic", "Resize", attrs("cubic"), sizes},
+      {"test_resize_upsample_sizes_nearest", "Resize", attrs("nearest"), sizes},
+      {"test_resize_upsample_sizes_nearest_ceil_half_pixel", "Resize", attrs("nearest", "half_pixel", "ceil"), sizes},
+      {"test_resize_upsample_sizes_nearest_floor_align_corners", "Resize", attrs("nearest", "align_corners", "floor"),
+       sizes},
+      {"test_resize_upsample_sizes_nearest_round_prefer_ceil_asymmetric", "Resize",
+       attrs("nearest", "asymmetric", "round_prefer_ceil"), sizes},
+  };
+  for (Replay const& r : tests) replay(r);
+  replay({"test_resize_tf_crop_and_resize", "Resize", attrs("linear", "tf_crop_and_resize"), {0, 1, 3}},
+         "coordinate_transformation_mode 'tf_crop_and_resize'");
+  replay({"test_resize_downsample_sizes_nearest_tf_half_pixel_for_nn", "Resize",
+          attrs("nearest", "tf_half_pixel_for_nn"), sizes},
+         "coordinate_transformation_mode 'tf_half_pixel_for_nn'");
+}
+
+TEST(IndexReference, PadTileTriluNodeTests) {
+  if (!have_node_tests()) GTEST_SKIP() << "libonnx-testdata is not installed (" << kNodeTests << ")";
+  replay({"test_constant_pad", "Pad", {{"mode", std::string("constant")}}, {0, 1, 2}});
+  replay({"test_edge_pad", "Pad", {{"mode", std::string("edge")}}, {0, 1}});
+  replay({"test_reflect_pad", "Pad", {{"mode", std::string("reflect")}}, {0, 1}});
+  replay({"test_tile", "Tile", {}, {0, 1}});
+  replay({"test_tile_precomputed", "Tile", {}, {0, 1}});
+  int ran = 0;
+  for (auto const& e : fs::directory_iterator(kNodeTests)) {
+    std::string const name = e.path().filename().string();
+    if (name.rfind("test_tril", 0) != 0 && name.rfind("test_triu", 0) != 0) continue;
+    graph::Attributes a;
+    if (name.rfind("test_tril", 0) == 0) a["upper"] = int64_t{0};
+    bool const has_k = fs::exists(e.path() / "test_data_set_0" / "input_1.pb");
+    replay({name, "Trilu", a, has_k ? std::vector<std::size_t>{0, 1} : std::vector<std::size_t>{0}, 1, 14});
+    ++ran;
+  }
+  EXPECT_EQ(ran, 18);
+}
+
+}  // namespace
+}  // namespace gp::exec::testing
