@@ -1,8 +1,531 @@
-// CPU kernels: LSTM, GRU, Einsum.
+// CPU kernels: LSTM and GRU (ONNX semantics, gate orders iofc and zrh), forward and backward
+// through time. The input products of all time steps are one matmul; each step adds its
+// recurrent product (oneDNN matmul) and runs the gates in a plain loop. Internally every tensor
+// is in layout 0 ([seq, batch, ...]); layout 1 is permuted at the edges.
+#include <cmath>
+
+#include "exec/cpu/cpu_gemm.h"
 #include "exec/cpu/cpu_ops.h"
+#include "exec/cpu/cpu_ops_einsum.h"
+#include "kernels/strided.h"
 
 namespace gp::exec::cpu {
+namespace {
 
-CpuKernelFamily rnn_kernels() { return {}; }
+using graph::RnnAttrs;
+using graph::RnnDirection;
+using graph::RnnKind;
+
+enum Slot : std::size_t { kX = 0, kW = 1, kR = 2, kB = 3, kLens = 4, kH0 = 5, kC0 = 6, kP = 7 };
+// What forward saves (Saved::tensors).
+enum SavedSlot : std::size_t { sX = 0, sW, sR, sB, sP, sH0, sC0, sY, sActs, sState, sMask, sCount };
+
+struct Shape {
+  bool lstm = true, lbr = false;
+  int64_t T = 0, N = 0, I = 0, H = 0, D = 1, G = 4;  // G: gates
+  float clip = 0.f;
+  RnnDirection dir = RnnDirection::kForward;
+  int64_t GH() const { return G * H; }
+  bool reversed(int64_t d) const { return dir == RnnDirection::kReverse || d == 1; }
+  int64_t time(int64_t d, int64_t step) const { return reversed(d) ? T - 1 - step : step; }
+  int64_t prev(int64_t d, int64_t t) const { return reversed(d) ? (t + 1 < T ? t + 1 : -1) : t - 1; }
+};
+
+Shape shape_of_call(OpCall const& call, std::vector<int64_t> const& x_internal) {
+  auto const& a = *attrs_of<RnnAttrs>(call.op);
+  Shape s;
+  s.lstm = a.kind == RnnKind::kLstm;
+  s.lbr = a.linear_before_reset;
+  s.G = s.lstm ? 4 : 3;
+  s.T = x_internal[0];
+  s.N = x_internal[1];
+  s.I = x_internal[2];
+  s.H = a.hidden_size;
+  s.dir = a.direction;
+  s.D = a.direction == RnnDirection::kBidirectional ? 2 : 1;
+  s.clip = a.clip;
+  return s;
+}
+
+// out[i...] = in[perm applied]: out dim i is input dim perm[i].
+Tensor permuted(Tensor const& in, std::vector<int64_t> const& perm) {
+  std::vector<int64_t> const in_strides = kernels::contiguous_strides(in.shape());
+  std::vector<int64_t> shape, strides;
+  for (int64_t p : perm) {
+    shape.push_back(in.shape()[static_cast<std::size_t>(p)]);
+    strides.push_back(in_strides[static_cast<std::size_t>(p)]);
+  }
+  Tensor out(shape);
+  kernels::strided_copy(in.data<float>(), strides, out.data<float>(), kernels::contiguous_strides(shape), shape);
+  return out;
+}
+Tensor swap01(Tensor const& t) {
+  std::vector<int64_t> perm(t.shape().size());
+  for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
+  std::swap(perm[0], perm[1]);
+  return permuted(t, perm);
+}
+Tensor defined_or(std::vector<Tensor> const& v, std::size_t i) { return i < v.size() ? v[i] : Tensor(); }
+
+float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+// Clips a gate's pre-activation; the mask (when kept) records whether the gradient passes.
+float clipped(float x, float clip, float* mask) {
+  if (clip <= 0.f) return x;
+  bool const pass = x >= -clip && x <= clip;
+  if (mask) *mask = pass ? 1.f : 0.f;
+  return pass ? x : (x > 0 ? clip : -clip);
+}
+float mask_at(float const* m, int64_t i) { return m ? m[i] : 1.f; }
+
+// The tensors of one forward pass, in layout 0.
+struct Fwd {
+  Tensor x, w, r, b, p, h0, c0;
+  Tensor y, acts, state, mask;  // y [T,D,N,H]; acts [D,T,N,GH]; state: LSTM c / GRU hh [D,T,N,H]
+};
+
+// h_{t'} of direction d where t' = prev(t): Y, the initial state, or zeros.
+float const* h_before(Shape const& s, Fwd const& f, std::vector<float> const& zeros, int64_t d, int64_t t) {
+  int64_t const tp = s.prev(d, t);
+  if (tp >= 0) return f.y.data<float>() + (tp * s.D + d) * s.N * s.H;
+  return f.h0.defined() ? f.h0.data<float>() + d * s.N * s.H : zeros.data();
+}
+float const* c_before(Shape const& s, Fwd const& f, std::vector<float> const& zeros, int64_t d, int64_t t) {
+  int64_t const tp = s.prev(d, t);
+  if (tp >= 0) return f.state.data<float>() + (d * s.T + tp) * s.N * s.H;
+  return f.c0.defined() ? f.c0.data<float>() + d * s.N * s.H : zeros.data();
+}
+bool has_h_before(Shape const& s, Fwd const& f, int64_t d, int64_t t) { return s.prev(d, t) >= 0 || f.h0.defined(); }
+
+void lstm_forward_dir(Shape const& s, Fwd& f, int64_t d) {
+  int64_t const N = s.N, H = s.H, GH = s.GH();
+  std::vector<float> const zeros(static_cast<std::size_t>(N * H), 0.f);
+  float const* rd = f.r.data<float>() + d * GH * H;
+  float const* bw = f.b.defined() ? f.b.data<float>() + d * 2 * GH : nullptr;
+  float const* pd = f.p.defined() ? f.p.data<float>() + d * 3 * H : nullptr;
+  float* acts = f.acts.data<float>() + d * s.T * N * GH;
+  float* mask = f.mask.defined() ? f.mask.data<float>() + d * s.T * N * GH : nullptr;
+  gemm(mat(f.x.raw(), s.T * N, s.I, s.I), transposed(mat(f.w.data<float>() + d * GH * s.I, GH, s.I, s.I)),
+       mat(acts, s.T * N, GH, GH), false);
+  for (int64_t step = 0; step < s.T; ++step) {
+    int64_t const t = s.time(d, step);
+    float const* hp = h_before(s, f, zeros, d, t);
+    float const* cp = c_before(s, f, zeros, d, t);
+    float* a = acts + t * N * GH;
+    float* m = mask ? mask + t * N * GH : nullptr;
+    if (has_h_before(s, f, d, t)) gemm(mat(hp, N, H, H), transposed(mat(rd, GH, H, H)), mat(a, N, GH, GH), true);
+    float* c = f.state.data<float>() + (d * s.T + t) * N * H;
+    float* h = f.y.data<float>() + (t * s.D + d) * N * H;
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t j = 0; j < H; ++j) {
+        int64_t const row = n * GH, k = n * H + j;
+        auto pre = [&](int64_t gate) {
+          float v = a[row + gate * H + j];
+          if (bw) v += bw[gate * H + j] + bw[GH + gate * H + j];
+          return v;
+        };
+        float gi = pre(0), go = pre(1), gf = pre(2), gc = pre(3);
+        if (pd) {
+          gi += pd[j] * cp[k];
+          gf += pd[2 * H + j] * cp[k];
+        }
+        float* mr = m ? m + row + j : nullptr;
+        float const i = sigmoid(clipped(gi, s.clip, mr));
+        float const fg = sigmoid(clipped(gf, s.clip, mr ? mr + 2 * H : nullptr));
+        float const cc = std::tanh(clipped(gc, s.clip, mr ? mr + 3 * H : nullptr));
+        c[k] = fg * cp[k] + i * cc;
+        if (pd) go += pd[H + j] * c[k];
+        float const o = sigmoid(clipped(go, s.clip, mr ? mr + H : nullptr));
+        h[k] = o * std::tanh(c[k]);
+        a[row + j] = i;
+        a[row + H + j] = o;
+        a[row + 2 * H + j] = fg;
+        a[row + 3 * H + j] = cc;
+      }
+    }
+  }
+}
+
+void gru_forward_dir(Shape const& s, Fwd& f, int64_t d) {
+  int64_t const N = s.N, H = s.H, GH = s.GH();
+  std::vector<float> const zeros(static_cast<std::size_t>(N * H), 0.f);
+  float const* rd = f.r.data<float>() + d * GH * H;
+  float const* bw = f.b.defined() ? f.b.data<float>() + d * 2 * GH : nullptr;
+  float* acts = f.acts.data<float>() + d * s.T * N * GH;
+  float* mask = f.mask.defined() ? f.mask.data<float>() + d * s.T * N * GH : nullptr;
+  std::vector<float> tmp(static_cast<std::size_t>(N * GH), 0.f);
+  gemm(mat(f.x.raw(), s.T * N, s.I, s.I), transposed(mat(f.w.data<float>() + d * GH * s.I, GH, s.I, s.I)),
+       mat(acts, s.T * N, GH, GH), false);
+  auto bias = [&](int64_t gate, int64_t j, bool rec) {
+    return bw ? bw[gate * H + j] + (rec ? bw[GH + gate * H + j] : 0.f) : 0.f;
+  };
+  for (int64_t step = 0; step < s.T; ++step) {
+    int64_t const t = s.time(d, step);
+    float const* hp = h_before(s, f, zeros, d, t);
+    bool const rec = has_h_before(s, f, d, t);
+    float* a = acts + t * N * GH;
+    float* m = mask ? mask + t * N * GH : nullptr;
+    float* hh = f.state.data<float>() + (d * s.T + t) * N * H;
+    float* h = f.y.data<float>() + (t * s.D + d) * N * H;
+    std::fill(tmp.begin(), tmp.end(), 0.f);
+    if (rec) {  // lbr: all three recurrent products; else z and r only (h needs r first)
+      int64_t const rows = s.lbr ? GH : 2 * H;
+      gemm(mat(hp, N, H, H), transposed(mat(rd, rows, H, H)), mat(tmp.data(), N, rows, GH), false);
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t j = 0; j < H; ++j) {
+        int64_t const row = n * GH, k = n * H + j;
+        float* mr = m ? m + row + j : nullptr;
+        float const z = sigmoid(clipped(a[row + j] + tmp[row + j] + bias(0, j, true), s.clip, mr));
+        float const r =
+            sigmoid(clipped(a[row + H + j] + tmp[row + H + j] + bias(1, j, true), s.clip, mr ? mr + H : nullptr));
+        a[row + j] = z;
+        a[row + H + j] = r;
+        hh[k] = s.lbr ? tmp[row + 2 * H + j] + (bw ? bw[GH + 2 * H + j] : 0.f) : r * hp[k];
+      }
+    }
+    if (!s.lbr && rec)
+      gemm(mat(hh, N, H, H), transposed(mat(rd + 2 * H * H, H, H, H)), mat(tmp.data() + 2 * H, N, H, GH), false);
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t j = 0; j < H; ++j) {
+        int64_t const row = n * GH, k = n * H + j;
+        float const r = a[row + H + j];
+        float const pre = s.lbr ? a[row + 2 * H + j] + bias(2, j, false) + r * hh[k]
+                                : a[row + 2 * H + j] + tmp[row + 2 * H + j] + bias(2, j, true);
+        float const hc = std::tanh(clipped(pre, s.clip, m ? m + row + 2 * H + j : nullptr));
+        float const z = a[row + j];
+        a[row + 2 * H + j] = hc;
+        h[k] = (1.f - z) * hc + z * hp[k];
+      }
+    }
+  }
+}
+
+Status check_lens(OpCall const& call, Tensor const& lens, int64_t T) {
+  for (int64_t i = 0; i < lens.numel(); ++i) {
+    int64_t const v = lens.dtype() == DType::kInt32 ? lens.data<int32_t>()[i] : lens.data<int64_t>()[i];
+    if (v != T)
+      return op_error(call, "sequence_lens holds " + std::to_string(v) + ", the sequence length is " +
+                                std::to_string(T) + "; variable lengths are not supported: pad the sequences");
+  }
+  return Status::ok();
+}
+
+Status rnn_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<RnnAttrs>(call.op);
+  bool const l1 = a.layout == 1;
+  Fwd f;
+  if (in[kX].rank() != 3) return op_error(call, "X must be 3-D, got " + in[kX].shape_string());
+  f.x = l1 ? swap01(in[kX]) : in[kX];
+  Shape const s = shape_of_call(call, f.x.shape());
+  if (s.T == 0) return op_error(call, "X " + in[kX].shape_string() + " has an empty sequence");
+  f.w = in[kW];
+  f.r = in[kR];
+  f.b = defined_or(in, kB);
+  if (Tensor lens = defined_or(in, kLens); lens.defined()) RETURN_IF_ERROR(check_lens(call, lens, s.T));
+  Tensor const h0 = defined_or(in, kH0), c0 = s.lstm ? defined_or(in, kC0) : Tensor();
+  f.h0 = h0.defined() && l1 ? swap01(h0) : h0;
+  f.c0 = c0.defined() && l1 ? swap01(c0) : c0;
+  f.p = s.lstm ? defined_or(in, kP) : Tensor();
+  std::vector<int64_t> const state{s.D, s.N, s.H};
+  if (f.w.shape() != std::vector<int64_t>{s.D, s.GH(), s.I} || f.r.shape() != std::vector<int64_t>{s.D, s.GH(), s.H} ||
+      (f.b.defined() && f.b.shape() != std::vector<int64_t>{s.D, 2 * s.GH()}) ||
+      (f.h0.defined() && f.h0.shape() != state) || (f.c0.defined() && f.c0.shape() != state) ||
+      (f.p.defined() && f.p.shape() != std::vector<int64_t>{s.D, 3 * s.H}))
+    return op_error(call,
+                    "input shapes do not match X " + in[kX].shape_string() + " and hidden_size " + std::to_string(s.H));
+  f.y = Tensor({s.T, s.D, s.N, s.H});
+  f.acts = Tensor({s.D, s.T, s.N, s.GH()});
+  f.state = Tensor({s.D, s.T, s.N, s.H});
+  if (s.clip > 0.f) f.mask = Tensor::zeros({s.D, s.T, s.N, s.GH()});
+  for (int64_t d = 0; d < s.D; ++d) {
+    if (s.lstm)
+      lstm_forward_dir(s, f, d);
+    else
+      gru_forward_dir(s, f, d);
+  }
+
+  out.assign(call.op.outputs.size(), Tensor());
+  if (!out.empty()) out[0] = l1 ? permuted(f.y, {2, 0, 1, 3}) : f.y;
+  for (std::size_t k = 1; k < out.size() && k < (s.lstm ? 3u : 2u); ++k) {
+    Tensor last(state);
+    Tensor const& src = k == 1 ? f.y : f.state;
+    for (int64_t d = 0; d < s.D; ++d) {
+      int64_t const t = s.reversed(d) ? 0 : s.T - 1;
+      float const* p = src.data<float>() + (k == 1 ? (t * s.D + d) : (d * s.T + t)) * s.N * s.H;
+      std::copy(p, p + s.N * s.H, last.data<float>() + d * s.N * s.H);
+    }
+    out[k] = l1 ? swap01(last) : last;
+  }
+  if (saved) saved->tensors = {f.x, f.w, f.r, f.b, f.p, f.h0, f.c0, f.y, f.acts, f.state, f.mask};
+  return Status::ok();
+}
+
+// Gradients in layout 0; only the wanted ones are defined.
+struct Grads {
+  Tensor x, w, r, b, h0, c0, p;
+};
+
+void col_sums(float const* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[j] += src[i * ld + j];
+}
+
+// The previous hidden state of every time step, [T, N, H] (the right operand of dR).
+std::vector<float> h_before_all(Shape const& s, Fwd const& f, int64_t d) {
+  std::vector<float> const zeros(static_cast<std::size_t>(s.N * s.H), 0.f);
+  std::vector<float> out(static_cast<std::size_t>(s.T * s.N * s.H));
+  for (int64_t t = 0; t < s.T; ++t) {
+    float const* p = h_before(s, f, zeros, d, t);
+    std::copy(p, p + s.N * s.H, out.begin() + t * s.N * s.H);
+  }
+  return out;
+}
+
+// Adds the input-side gradients of direction d (X, W, the W half of B) from dG [T, N, GH].
+void input_side_grads(Shape const& s, Fwd const& f, int64_t d, float const* dg, Grads& g) {
+  int64_t const GH = s.GH(), TN = s.T * s.N;
+  if (g.x.defined())
+    gemm(mat(dg, TN, GH, GH), mat(f.w.data<float>() + d * GH * s.I, GH, s.I, s.I), mat(g.x.raw(), TN, s.I, s.I), d > 0);
+  if (g.w.defined())
+    gemm(transposed(mat(dg, TN, GH, GH)), mat(f.x.raw(), TN, s.I, s.I),
+         mat(g.w.data<float>() + d * GH * s.I, GH, s.I, s.I), false);
+  if (g.b.defined()) col_sums(dg, TN, GH, GH, g.b.data<float>() + d * 2 * GH);
+}
+
+void lstm_backward_dir(Shape const& s, Fwd const& f, float const* dy, float const* dyh, float const* dyc, int64_t d,
+                       Grads& g) {
+  int64_t const N = s.N, H = s.H, GH = s.GH(), NH = N * H;
+  std::vector<float> const zeros(static_cast<std::size_t>(NH), 0.f);
+  float const* rd = f.r.data<float>() + d * GH * H;
+  float const* pd = f.p.defined() ? f.p.data<float>() + d * 3 * H : nullptr;
+  float const* acts = f.acts.data<float>() + d * s.T * N * GH;
+  float const* mask = f.mask.defined() ? f.mask.data<float>() + d * s.T * N * GH : nullptr;
+  std::vector<float> dg(static_cast<std::size_t>(s.T * N * GH));
+  std::vector<float> dh(static_cast<std::size_t>(NH), 0.f), dc(dh);
+  if (dyh) std::copy(dyh + d * NH, dyh + (d + 1) * NH, dh.begin());
+  if (dyc) std::copy(dyc + d * NH, dyc + (d + 1) * NH, dc.begin());
+  std::vector<float> dp(static_cast<std::size_t>(3 * H), 0.f);
+  for (int64_t step = s.T - 1; step >= 0; --step) {
+    int64_t const t = s.time(d, step);
+    float const* a = acts + t * N * GH;
+    float const* m = mask ? mask + t * N * GH : nullptr;
+    float const* c = f.state.data<float>() + (d * s.T + t) * NH;
+    float const* cp = c_before(s, f, zeros, d, t);
+    float* gt = dg.data() + t * N * GH;
+    if (dy)
+      for (int64_t k = 0; k < NH; ++k) dh[k] += dy[(t * s.D + d) * NH + k];
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t j = 0; j < H; ++j) {
+        int64_t const row = n * GH, k = n * H + j;
+        float const i = a[row + j], o = a[row + H + j], fg = a[row + 2 * H + j], cc = a[row + 3 * H + j];
+        float const tc = std::tanh(c[k]);
+        float dcv = dc[k] + dh[k] * o * (1.f - tc * tc);
+        float const go = dh[k] * tc * o * (1.f - o) * mask_at(m, row + H + j);
+        if (pd) dcv += go * pd[H + j];
+        float const gi = dcv * cc * i * (1.f - i) * mask_at(m, row + j);
+        float const gf = dcv * cp[k] * fg * (1.f - fg) * mask_at(m, row + 2 * H + j);
+        float const gc = dcv * i * (1.f - cc * cc) * mask_at(m, row + 3 * H + j);
+        dc[k] = dcv * fg + (pd ? gi * pd[j] + gf * pd[2 * H + j] : 0.f);
+        if (pd) {
+          dp[j] += gi * cp[k];
+          dp[H + j] += go * c[k];
+          dp[2 * H + j] += gf * cp[k];
+        }
+        gt[row + j] = gi;
+        gt[row + H + j] = go;
+        gt[row + 2 * H + j] = gf;
+        gt[row + 3 * H + j] = gc;
+      }
+    }
+    gemm(mat(gt, N, GH, GH), mat(rd, GH, H, H), mat(dh.data(), N, H, H), false);
+  }
+  if (g.h0.defined()) std::copy(dh.begin(), dh.end(), g.h0.data<float>() + d * NH);
+  if (g.c0.defined()) std::copy(dc.begin(), dc.end(), g.c0.data<float>() + d * NH);
+  if (g.p.defined()) std::copy(dp.begin(), dp.end(), g.p.data<float>() + d * 3 * H);
+  input_side_grads(s, f, d, dg.data(), g);
+  if (g.r.defined()) {
+    std::vector<float> const hb = h_before_all(s, f, d);
+    gemm(transposed(mat(dg.data(), s.T * N, GH, GH)), mat(hb.data(), s.T * N, H, H),
+         mat(g.r.data<float>() + d * GH * H, GH, H, H), false);
+  }
+  if (g.b.defined()) col_sums(dg.data(), s.T * N, GH, GH, g.b.data<float>() + d * 2 * GH + GH);
+}
+
+void gru_backward_dir(Shape const& s, Fwd const& f, float const* dy, float const* dyh, int64_t d, Grads& g) {
+  int64_t const N = s.N, H = s.H, GH = s.GH(), NH = N * H, TN = s.T * N;
+  std::vector<float> const zeros(static_cast<std::size_t>(NH), 0.f);
+  float const* rd = f.r.data<float>() + d * GH * H;
+  float const* acts = f.acts.data<float>() + d * s.T * N * GH;
+  float const* mask = f.mask.defined() ? f.mask.data<float>() + d * s.T * N * GH : nullptr;
+  float const* hh_all = f.state.data<float>() + d * s.T * NH;
+  std::vector<float> dg(static_cast<std::size_t>(TN * GH));
+  std::vector<float> dhh(s.lbr ? static_cast<std::size_t>(TN * H) : 0u);  // lbr: gradient of hh
+  std::vector<float> dh(static_cast<std::size_t>(NH), 0.f), dhn(dh), drh(dh);
+  if (dyh) std::copy(dyh + d * NH, dyh + (d + 1) * NH, dh.begin());
+  for (int64_t step = s.T - 1; step >= 0; --step) {
+    int64_t const t = s.time(d, step);
+    float const* a = acts + t * N * GH;
+    float const* m = mask ? mask + t * N * GH : nullptr;
+    float const* hp = h_before(s, f, zeros, d, t);
+    float const* hh = hh_all + t * NH;
+    float* gt = dg.data() + t * N * GH;
+    if (dy)
+      for (int64_t k = 0; k < NH; ++k) dh[k] += dy[(t * s.D + d) * NH + k];
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t j = 0; j < H; ++j) {
+        int64_t const row = n * GH, k = n * H + j;
+        float const z = a[row + j], r = a[row + H + j], hc = a[row + 2 * H + j];
+        float const gh = dh[k] * (1.f - z) * (1.f - hc * hc) * mask_at(m, row + 2 * H + j);
+        gt[row + j] = dh[k] * (hp[k] - hc) * z * (1.f - z) * mask_at(m, row + j);
+        gt[row + 2 * H + j] = gh;
+        dhn[k] = dh[k] * z;
+        if (s.lbr) {
+          gt[row + H + j] = gh * hh[k] * r * (1.f - r) * mask_at(m, row + H + j);
+          dhh[static_cast<std::size_t>(t * NH + k)] = gh * r;
+        }
+      }
+    }
+    if (s.lbr) {
+      gemm(mat(dhh.data() + t * NH, N, H, H), mat(rd + 2 * H * H, H, H, H), mat(dhn.data(), N, H, H), true);
+    } else {  // d(r ∘ h_prev) through Rh
+      gemm(mat(gt + 2 * H, N, H, GH), mat(rd + 2 * H * H, H, H, H), mat(drh.data(), N, H, H), false);
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t j = 0; j < H; ++j) {
+          int64_t const row = n * GH, k = n * H + j;
+          float const r = a[row + H + j];
+          gt[row + H + j] = drh[k] * hp[k] * r * (1.f - r) * mask_at(m, row + H + j);
+          dhn[k] += drh[k] * r;
+        }
+      }
+    }
+    gemm(mat(gt, N, 2 * H, GH), mat(rd, 2 * H, H, H), mat(dhn.data(), N, H, H), true);
+    std::swap(dh, dhn);
+  }
+  if (g.h0.defined()) std::copy(dh.begin(), dh.end(), g.h0.data<float>() + d * NH);
+  input_side_grads(s, f, d, dg.data(), g);
+  float const* dgh = s.lbr ? dhh.data() : dg.data() + 2 * H;  // the h gate's recurrent gradient
+  int64_t const ldh = s.lbr ? H : GH;
+  if (g.r.defined()) {
+    std::vector<float> const hb = h_before_all(s, f, d);
+    float* dr = g.r.data<float>() + d * GH * H;
+    gemm(transposed(mat(dg.data(), TN, 2 * H, GH)), mat(hb.data(), TN, H, H), mat(dr, 2 * H, H, H), false);
+    // lbr: Rh multiplies h_prev; else it multiplies r ∘ h_prev (saved as hh).
+    gemm(transposed(mat(dgh, TN, H, ldh)), mat(s.lbr ? hb.data() : hh_all, TN, H, H), mat(dr + 2 * H * H, H, H, H),
+         false);
+  }
+  if (g.b.defined()) {
+    float* rb = g.b.data<float>() + d * 2 * GH + GH;
+    col_sums(dg.data(), TN, 2 * H, GH, rb);
+    col_sums(dgh, TN, H, ldh, rb + 2 * H);
+  }
+}
+
+// Every gradient `want` asks for (slots of the op's inputs), in the op's layout.
+Status rnn_grads(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout, std::vector<bool> const& want,
+                 std::vector<Tensor>& result) {
+  if (saved.tensors.size() != sCount) return op_error(call, "backward without a saved forward pass");
+  auto const& a = *attrs_of<RnnAttrs>(call.op);
+  bool const l1 = a.layout == 1;
+  Fwd f;
+  f.x = saved.tensors[sX];
+  f.w = saved.tensors[sW];
+  f.r = saved.tensors[sR];
+  f.b = saved.tensors[sB];
+  f.p = saved.tensors[sP];
+  f.h0 = saved.tensors[sH0];
+  f.c0 = saved.tensors[sC0];
+  f.y = saved.tensors[sY];
+  f.acts = saved.tensors[sActs];
+  f.state = saved.tensors[sState];
+  f.mask = saved.tensors[sMask];
+  Shape const s = shape_of_call(call, f.x.shape());
+  Tensor dy = defined_or(gout, 0), dyh = defined_or(gout, 1), dyc = s.lstm ? defined_or(gout, 2) : Tensor();
+  if (l1) {
+    if (dy.defined()) dy = permuted(dy, {1, 2, 0, 3});
+    if (dyh.defined()) dyh = swap01(dyh);
+    if (dyc.defined()) dyc = swap01(dyc);
+  }
+  auto make = [&](std::size_t slot, Tensor const& like) {
+    return wants(want, slot) && like.defined() ? Tensor::zeros(like.shape()) : Tensor();
+  };
+  Grads g;
+  g.x = make(kX, f.x);
+  g.w = make(kW, f.w);
+  g.r = make(kR, f.r);
+  g.b = make(kB, f.b);
+  g.h0 = make(kH0, f.h0);
+  g.c0 = s.lstm ? make(kC0, f.c0) : Tensor();
+  g.p = s.lstm ? make(kP, f.p) : Tensor();
+  float const* dyp = dy.defined() ? dy.data<float>() : nullptr;
+  float const* dyhp = dyh.defined() ? dyh.data<float>() : nullptr;
+  for (int64_t d = 0; d < s.D; ++d) {
+    if (s.lstm)
+      lstm_backward_dir(s, f, dyp, dyhp, dyc.defined() ? dyc.data<float>() : nullptr, d, g);
+    else
+      gru_backward_dir(s, f, dyp, dyhp, d, g);
+  }
+  result.assign(call.op.inputs.size(), Tensor());
+  auto put = [&](std::size_t slot, Tensor const& t) {
+    if (slot < result.size()) result[slot] = t;
+  };
+  put(kX, g.x.defined() && l1 ? swap01(g.x) : g.x);
+  put(kW, g.w);
+  put(kR, g.r);
+  put(kB, g.b);
+  put(kH0, g.h0.defined() && l1 ? swap01(g.h0) : g.h0);
+  put(kC0, g.c0.defined() && l1 ? swap01(g.c0) : g.c0);
+  put(kP, g.p);
+  return Status::ok();
+}
+
+Status rnn_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                    std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  std::vector<Tensor> g;
+  RETURN_IF_ERROR(rnn_grads(call, saved, gout, wanted, g));
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (g[i].defined()) RETURN_IF_ERROR(emit_grad(call, grads, i, g[i], accumulate));
+  return Status::ok();
+}
+
+// One pass through time for the input gradients (set) and the weight gradients (accumulated).
+Status rnn_backward_both(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                         std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                         std::vector<Tensor>& weight_grads) {
+  std::size_t const n = call.op.inputs.size();
+  std::vector<bool> want(n, false);
+  for (std::size_t i = 0; i < n; ++i)
+    want[i] = wants(needs_grad, i) || (i < weight_grads.size() && weight_grads[i].defined());
+  std::vector<Tensor> g;
+  RETURN_IF_ERROR(rnn_grads(call, saved, gout, want, g));
+  grad_inputs.assign(n, Tensor());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (!g[i].defined()) continue;
+    if (i < weight_grads.size() && weight_grads[i].defined())
+      RETURN_IF_ERROR(emit_grad(call, weight_grads, i, g[i], true));
+    else
+      grad_inputs[i] = g[i];
+  }
+  return Status::ok();
+}
+
+Status rnn_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<RnnAttrs>(op, graph));
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    if (op.inputs[i] == graph::kNoTensor) continue;
+    DType const d = graph.tensor(op.inputs[i]).dtype;
+    bool const ok = i == kLens ? (d == DType::kInt32 || d == DType::kInt64) : d == DType::kFloat32;
+    if (!ok) return unsupported("input " + std::to_string(i) + " has dtype " + graph::dtype_name(d));
+  }
+  std::size_t const max_inputs = attrs_of<RnnAttrs>(op)->kind == RnnKind::kLstm ? 8 : 6;
+  if (op.inputs.size() > max_inputs) return unsupported("more than " + std::to_string(max_inputs) + " inputs");
+  return Status::ok();
+}
+
+}  // namespace
+
+CpuKernelFamily rnn_kernels() {
+  OpKernels const rnn{rnn_forward, rnn_backward, rnn_backward, rnn_check, rnn_backward_both};
+  return {{"LSTM", {rnn, 3}}, {"GRU", {rnn, 3}}, {"Einsum", einsum_kernel_entry()}};
+}
 
 }  // namespace gp::exec::cpu

@@ -3,6 +3,7 @@
 #include <limits>
 #include <numeric>
 
+#include "graph/ops/einsum.h"
 #include "graph/ops/registry.h"
 
 namespace gp::graph::ops {
@@ -45,11 +46,41 @@ Result<Inferred> infer_matmul(InferContext const& c) {
   return k;
 }
 
+Result<Inferred> infer_einsum(InferContext const& c) {
+  EinsumAttrs a;
+  for (char ch : c.attr_string("equation", ""))
+    if (ch != ' ') a.equation += ch;
+  if (a.equation.empty()) return invalid_argument("Einsum needs an 'equation' attribute");
+  std::vector<int64_t> ranks;
+  std::vector<Dims> dims;
+  for (std::size_t k = 0; k < c.inputs.size(); ++k) {
+    if (!c.has(k)) return invalid_argument("Einsum: operand " + std::to_string(k) + " is missing");
+    if (!is_float_dtype(c.dtype(k))) return unsupported("Einsum: only float operands are supported");
+    ranks.push_back(c.rank(k));
+    dims.push_back(c.dims(k));
+  }
+  ASSIGN_OR_RETURN(EinsumSpec spec, parse_einsum(a.equation, ranks));
+  ASSIGN_OR_RETURN(std::vector<int64_t> size, einsum_label_sizes(spec, dims));
+  Dims out;
+  for (int l : spec.output) out.push_back(size[static_cast<std::size_t>(l)]);
+  for (int l = 0; l < spec.num_labels; ++l)
+    if (size[static_cast<std::size_t>(l)] < 0 &&
+        std::find(spec.output.begin(), spec.output.end(), l) == spec.output.end())
+      return unsupported("Einsum '" + a.equation +
+                         "' sums over the batch dimension; keep the batch label in the output and reduce afterwards");
+  Inferred k;
+  k.typed = a;
+  k.data_inputs = all_slots(c);
+  k.outs.push_back({c.dtype(0), out});
+  return k;
+}
+
 }  // namespace
 
 void register_linalg_ops(OpTable& t) {
   define(t, "Gemm", infer_gemm);
   define(t, "MatMul", infer_matmul);
+  define(t, "Einsum", infer_einsum);
 }
 
 }  // namespace gp::graph::ops
