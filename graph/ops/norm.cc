@@ -37,11 +37,32 @@ Result<Inferred> infer_layer_norm(InferContext const& c) {
   return k;
 }
 
+// InstanceNormalization: x [N, C, spatial...] normalised per (sample, channel) over the spatial
+// dims, then scale [C] and B [C] per channel.
+Result<Inferred> infer_instance_norm(InferContext const& c) {
+  Inferred k;
+  Dims const& x = c.dims(0);
+  if (x.size() < 3) return invalid_argument("InstanceNormalization needs an N,C,spatial input, got " + dims_str(x));
+  if (x[1] < 0) return unsupported("InstanceNormalization with the batch size in the channel dimension");
+  for (std::size_t d = 2; d < x.size(); ++d)
+    if (x[d] < 0) return unsupported("normalising over the batch dimension");
+  for (std::size_t k_in = 1; k_in < 3; ++k_in)
+    if (!c.has(k_in) || c.rank(k_in) != 1 || c.dims(k_in)[0] != x[1])
+      return invalid_argument(std::string(k_in == 1 ? "scale" : "B") + " must have shape [" + dim_str(x[1]) + "]");
+  InstanceNormAttrs a;
+  a.epsilon = static_cast<float>(c.attr_float("epsilon", 1e-5));
+  k.typed = a;
+  k.data_inputs = all_slots(c);
+  k.outs.push_back({c.dtype(0), x});
+  return k;
+}
+
 }  // namespace
 
 void register_norm_ops(OpTable& t) {
   define(t, "BatchNormalization", infer_batch_norm);
   define(t, "LayerNormalization", infer_layer_norm);
+  define(t, "InstanceNormalization", infer_instance_norm);
 }
 
 }  // namespace gp::graph::ops

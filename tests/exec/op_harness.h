@@ -236,4 +236,50 @@ inline void expect_grads_ok(GradCheckResult const& r, double rtol = 1e-2) {
   EXPECT_GT(checked, 0) << "no input was checked";
 }
 
+inline double max_abs_diff(Tensor const& a, Tensor const& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  if (a.shape() != b.shape()) return 1e30;
+  double m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    m = std::max(m, std::fabs(static_cast<double>(a.data<float>()[i]) - b.data<float>()[i]));
+  return m;
+}
+
+// Backend::backward (one pass for B and W) equals backward_input followed by backward_weight.
+inline void expect_one_pass_equals_split(OneOp& o) {
+  CpuBackend be;
+  Saved saved;
+  std::vector<Tensor> const outs = run_forward(be, o, true, 7, &saved);
+  std::vector<Tensor> const gouts = {random_tensor(outs[0].shape(), 77)};
+  OpCall call{o.the_op(), o.graph, true, 7};
+  std::size_t const n = o.inputs.size();
+  std::vector<bool> needs(n, false);
+  std::vector<Tensor> split_w(n), both_w(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    needs[i] = o.roles[i] == graph::TensorRole::kInput;
+    if (o.roles[i] == graph::TensorRole::kWeight) {
+      split_w[i] = Tensor(o.inputs[i].shape());
+      split_w[i].fill(0.5f);
+      both_w[i] = split_w[i].clone();
+    }
+  }
+  std::vector<Tensor> split_in, both_in;
+  ASSERT_TRUE(be.backward_input(call, saved, gouts, needs, split_in).is_ok());
+  ASSERT_TRUE(be.backward_weight(call, saved, gouts, split_w).is_ok());
+  Status const s = be.backward(call, saved, gouts, needs, both_in, both_w);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (needs[i]) {
+      ASSERT_TRUE(both_in[i].defined()) << "input " << i;
+      EXPECT_LT(max_abs_diff(both_in[i], split_in[i]), 1e-5) << "input " << i;
+    }
+    if (split_w[i].defined()) {
+      EXPECT_LT(max_abs_diff(both_w[i], split_w[i]), 1e-5) << "weight " << i;
+      double moved = 0;
+      for (int64_t j = 0; j < both_w[i].numel(); ++j) moved += std::fabs(both_w[i].data<float>()[j] - 0.5f);
+      EXPECT_GT(moved, 0.0) << "weight " << i << " got no gradient";
+    }
+  }
+}
+
 }  // namespace gp::exec::testing

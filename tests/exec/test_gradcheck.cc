@@ -29,6 +29,19 @@ TEST(GradCheck, ConvGroupedStridedDilated) {
                 {{"x", random_tensor({1, 4, 7, 6}, 4), kIn}, {"w", random_tensor({4, 2, 3, 3}, 5), kW}}));
 }
 
+// MobileNetV2's depthwise convolutions: one channel per group, stride 1 and 2, padded.
+TEST(GradCheck, ConvDepthwise) {
+  for (int64_t stride : {1, 2})
+    check(make_op("Conv", graph::ConvAttrs{{3, 3}, {stride, stride}, {1, 1}, {1, 1, 1, 1}, 6, false},
+                  {{"x", random_tensor({2, 6, 4, 4}, 90 + static_cast<uint32_t>(stride)), kIn},
+                   {"w", random_tensor({6, 1, 3, 3}, 92), kW}}));
+  for (int64_t stride : {1, 2}) {
+    OneOp o = make_op("Conv", graph::ConvAttrs{{3, 3}, {stride, stride}, {1, 1}, {1, 1, 1, 1}, 6, false},
+                      {{"x", random_tensor({2, 6, 4, 4}, 93), kIn}, {"w", random_tensor({6, 1, 3, 3}, 94), kW}});
+    expect_one_pass_equals_split(o);
+  }
+}
+
 TEST(GradCheck, ConvWeightIsAnActivation) {
   check(make_op("Conv", graph::ConvAttrs{{3}, {1}, {1}, {0, 0}, 1, false},
                 {{"x", random_tensor({2, 2, 6}, 6), kIn}, {"w", random_tensor({3, 2, 3}, 7), kIn}}));
