@@ -26,6 +26,7 @@ struct OpCall {
   graph::OpGraph const& graph;
   bool training = true;   // Dropout/BatchNorm behave as in training
   uint64_t rng_seed = 0;  // per (step, micro-batch, op): Dropout masks are reproducible
+  int64_t batch = 0;      // samples in this micro-batch (0: unknown); ops that expand to the batch need it
 };
 
 class Backend {

@@ -151,7 +151,7 @@ Result<graph::MeasuredProfile> profile_graph(graph::OpGraph const& graph, Backen
       std::vector<Tensor> args(op.inputs.size()), outs;
       for (std::size_t i = 0; i < op.inputs.size(); ++i)
         if (op.inputs[i] != graph::kNoTensor) args[i] = values[op.inputs[i]];
-      OpCall call{op, graph, true, 1};
+      OpCall call{op, graph, true, 1, n};
       Saved saved;
       ASSIGN_OR_RETURN(double fwd, time_min(backend, options.repeats, [&] {
                          outs.clear();

@@ -4,6 +4,8 @@
 #include <set>
 #include <unordered_set>
 
+#include "graph/ops/common.h"
+
 namespace gp::exec {
 
 namespace {
@@ -95,6 +97,7 @@ Status StageExecutor::forward(int64_t mb, TensorMap const& inputs, TensorMap& ou
     if (it == inputs.end() || !it->second.defined())
       return invalid_argument("forward: missing stage input '" + graph_.tensor(t).name + "'");
     values.emplace(t, it->second);
+    if (state.batch == 0) state.batch = graph::ops::batch_of(graph_.tensor(t).shape.dims, it->second.shape());
   }
   std::vector<Tensor> args, outs;
   for (int pos = 0; pos < static_cast<int>(plan_.forward_order.size()); ++pos) {
@@ -113,7 +116,7 @@ Status StageExecutor::forward(int64_t mb, TensorMap const& inputs, TensorMap& ou
       args[i] = it->second;
     }
     outs.assign(op.outputs.size(), Tensor());
-    OpCall call{op, graph_, training, op_seed(rng_seed, id)};
+    OpCall call{op, graph_, training, op_seed(rng_seed, id), state.batch};
     Saved* saved = training && plan_.runs_backward[id] ? &state.saved[id] : nullptr;
     RETURN_IF_ERROR(backend_.forward(call, args, outs, saved));
     if (training && op.type == "BatchNormalization") update_running_stats(op, outs);
@@ -207,7 +210,7 @@ std::vector<Tensor> StageExecutor::weight_grad_slots(graph::Op const& op) const 
 Status StageExecutor::run_w(graph::OpId id, MicroBatch& state, std::vector<Tensor> const& grad_outputs) {
   auto const& op = graph_.op(id);
   std::vector<Tensor> wgrads = weight_grad_slots(op);
-  OpCall call{op, graph_, true, op_seed(state.rng_seed, id)};
+  OpCall call{op, graph_, true, op_seed(state.rng_seed, id), state.batch};
   RETURN_IF_ERROR(backend_.backward_weight(call, state.saved.at(id), grad_outputs, wgrads));
   state.saved.erase(id);
   return Status::ok();
@@ -260,7 +263,7 @@ Status StageExecutor::run_b(int64_t mb, MicroBatch& state, TensorMap const& outp
       needs[i] = t != graph::kNoTensor && plan_.requires_grad[t] && !plan_.trainable[t];
       any_in = any_in || needs[i];
     }
-    OpCall call{op, graph_, true, op_seed(state.rng_seed, id)};
+    OpCall call{op, graph_, true, op_seed(state.rng_seed, id), state.batch};
     // One call for B and W where nothing is split, or where W comes with B anyway (then kept for W).
     bool const early_w = split && weight_grads_come_with_b(op);
     bool const both = (!split || early_w) && any_in && plan_.has_weight_grad[id];

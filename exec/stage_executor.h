@@ -71,6 +71,7 @@ class StageExecutor {
     std::unordered_map<graph::OpId, std::vector<Tensor>> w_grad_outputs;  // kept between B and W
     std::unordered_map<graph::OpId, std::vector<Tensor>> w_computed;      // weight grads B made, W adds
     uint64_t rng_seed = 0;
+    int64_t batch = 0;  // samples, from the stage inputs (0 when none carries the batch)
     bool b_done = false;
   };
 

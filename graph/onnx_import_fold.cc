@@ -447,6 +447,7 @@ Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::ve
   }
   if (t == "Shape") return Out{};  // folded by the lowering from the input's shape
   if (t == "ConstantOfShape") {
+    if (in(0) && in(0)->has_batch()) return Out{};  // kept: a per-micro-batch op (graph/ops/logic.cc)
     ASSIGN_OR_RETURN(auto dims, plain_ints(in(0), "ConstantOfShape shape"));
     SymArray out;
     out.dims = dims;
@@ -537,6 +538,7 @@ Result<std::optional<std::vector<SymArray>>> fold_node(RawNode const& n, std::ve
     return one(take(a, dims, idx));
   }
   if (t == "Expand") {
+    if (in(1) && in(1)->has_batch()) return Out{};  // kept: expands to the batch at run time
     ASSIGN_OR_RETURN(auto shape, plain_ints(in(1), "Expand shape"));
     ASSIGN_OR_RETURN(auto dims, broadcast_dims(in(0)->dims, shape));
     if (product(dims) > kMaxFoldElements) return Out{};

@@ -28,18 +28,38 @@ bool is_view_op(std::string const& t) {
          t == "Flatten";
 }
 
-// Float initializers that feed a trainable slot, directly or through a view (Transpose of a
-// weight, as torch exports nn.Linear on 3-D inputs).
+// Float initializers that are trained: those feeding a weight slot (Conv/Gemm/MatMul weights,
+// normalisation scales and biases, embedding tables, recurrent weights), directly or through a view
+// (Transpose of a weight, as torch exports nn.Linear on 3-D inputs); the bias added to a linear
+// op's output; and the learned tensors torch modules add, multiply, concatenate or expand into the
+// activations (position embeddings, class tokens, GroupNorm's affine): an initializer of more than
+// one element feeding Add/Sub/Mul/Concat/Expand. Single numbers there (scales, epsilons) stay constants.
 std::set<std::string> trainable_initializers(RawModel const& m) {
-  std::unordered_map<std::string, std::string> root;
+  // The initializers each value is made of: through views, and through the Slice/Split/Concat
+  // chains torch wraps around recurrent weights (gates re-ordered).
+  std::unordered_map<std::string, std::set<std::string>> roots;
+  std::unordered_map<std::string, int64_t> elements;
   for (auto const& init : m.initializers)
-    if (is_float_dtype(init.dtype)) root[init.name] = init.name;
+    if (is_float_dtype(init.dtype)) {
+      roots[init.name] = {init.name};
+      int64_t n = 1;
+      for (int64_t d : init.dims) n *= d;
+      elements[init.name] = n;
+    }
   std::unordered_map<std::string, std::string> producer_type;
   std::set<std::string> out;
+  auto roots_of = [&](RawNode const& n, std::size_t k) -> std::set<std::string> const* {
+    if (k >= n.inputs.size()) return nullptr;
+    auto it = roots.find(n.inputs[k]);
+    return it == roots.end() ? nullptr : &it->second;
+  };
   auto mark = [&](RawNode const& n, std::size_t k) {
-    if (k >= n.inputs.size()) return;
-    auto it = root.find(n.inputs[k]);
-    if (it != root.end()) out.insert(it->second);
+    if (auto const* r = roots_of(n, k)) out.insert(r->begin(), r->end());
+  };
+  auto mark_tensor = [&](RawNode const& n, std::size_t k) {  // a learned tensor, not a single number
+    if (auto const* r = roots_of(n, k))
+      for (auto const& name : *r)
+        if (elements[name] > 1) out.insert(name);
   };
   auto produced_by_linear = [&](std::string const& name) {
     auto it = producer_type.find(name);
@@ -47,20 +67,38 @@ std::set<std::string> trainable_initializers(RawModel const& m) {
   };
   for (auto const& n : m.nodes) {
     std::string const& t = n.type;
-    if (is_view_op(t) && !n.inputs.empty() && root.count(n.inputs[0]))
-      for (auto const& o : n.outputs) root[o] = root[n.inputs[0]];
-    if (t == "Conv" || t == "BatchNormalization" || t == "LayerNormalization") {
+    if ((is_view_op(t) || t == "Slice" || t == "Split") && !n.inputs.empty())
+      if (auto const* r = roots_of(n, 0))
+        for (auto const& o : n.outputs) roots[o] = *r;
+    if (t == "Concat") {
+      std::set<std::string> all;
+      for (std::size_t k = 0; k < n.inputs.size(); ++k)
+        if (auto const* r = roots_of(n, k)) all.insert(r->begin(), r->end());
+      if (!all.empty() && !n.outputs.empty()) roots[n.outputs[0]] = all;
+    }
+    if (t == "Conv" || t == "ConvTranspose" || t == "BatchNormalization" || t == "LayerNormalization" ||
+        t == "InstanceNormalization") {
       mark(n, 1);
       mark(n, 2);
     } else if (t == "Gemm" || t == "MatMul") {
       mark(n, 0);
       mark(n, 1);
       mark(n, 2);
+    } else if (t == "LSTM" || t == "GRU") {  // W, R, B and LSTM's peepholes P
+      for (std::size_t k : {1, 2, 3, 7}) mark(n, k);
     } else if (t == "Gather") {
       mark(n, 0);
+    } else if (t == "PRelu") {
+      mark(n, 1);
     } else if ((t == "Add" || t == "Sub") && n.inputs.size() == 2) {
       if (produced_by_linear(n.inputs[0])) mark(n, 1);
       if (produced_by_linear(n.inputs[1])) mark(n, 0);
+      mark_tensor(n, 0);
+      mark_tensor(n, 1);
+    } else if (t == "Mul" || t == "Concat") {
+      for (std::size_t k = 0; k < n.inputs.size(); ++k) mark_tensor(n, k);
+    } else if (t == "Expand") {
+      mark_tensor(n, 0);
     }
     for (auto const& o : n.outputs) producer_type[o] = t;
   }
@@ -139,7 +177,7 @@ Result<SymArray const*> Lowering::static_input(RawNode const& n, std::vector<Val
                                                std::string const& what) {
   if (k >= ins.size() || !ins[k]) return static_cast<SymArray const*>(nullptr);
   if (!ins[k]->is_static())
-    return unsupported(n.type + " '" + n.name + "': its " + what + " ('" + n.inputs[k] +
+    return unsupported("its " + what + " ('" + n.inputs[k] +
                        "') is computed at run time; graphpipe needs static shapes and attributes (only the first, "
                        "batch dimension of the inputs may be dynamic)");
   return sym(*ins[k], n.inputs[k]);
@@ -286,7 +324,8 @@ Status Lowering::lower_node(RawNode const& n) {
       }
     }
   }
-  if (n.type == "Constant" || n.type == "ConstantOfShape" || n.type == "Range") {
+  ops::OpDef const* def = ops::find_op(n.type);
+  if (def == nullptr || def->infer == nullptr) {  // folded-only ops (Constant, Range, ...)
     for (std::size_t k = 0; k < ins.size(); ++k)
       if (ins[k] && !ins[k]->is_static())
         return unsupported(n.type + " '" + n.name + "': its input '" + n.inputs[k] +

@@ -29,14 +29,8 @@ Status reshape_backward(OpCall const& call, Saved const& saved, std::vector<Tens
 }
 
 Status expand_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  auto const* attrs = attrs_of<graph::ExpandAttrs>(call.op);
-  std::vector<int64_t> shape;
-  if (!kernels::broadcast_shapes(in[0].shape(), attrs->shape, shape))
-    return op_error(call, "cannot broadcast " + in[0].shape_string() + " to " + dnnl_ctx::key_dims(attrs->shape));
-  if (auto from_graph = graph::ops::graph_output_shape(call.graph, call.op, in[0].shape())) {
-    std::vector<int64_t> check;
-    if (kernels::broadcast_shapes(in[0].shape(), *from_graph, check) && check == *from_graph) shape = *from_graph;
-  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> shape,
+                   graph::ops::expand_output_shape(call.graph, call.op, in[0].shape(), call.batch));
   Tensor y(shape);
   kernels::expand(in[0].data<float>(), in[0].shape(), y.data<float>(), shape);
   out.assign(call.op.outputs.size(), Tensor());

@@ -81,14 +81,8 @@ Status reshape_backward(OpCall const& call, Saved const& saved, std::vector<Tens
 
 Status expand_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   RETURN_IF_ERROR(need_float(call, in[0]));
-  auto const* attrs = attrs_of<graph::ExpandAttrs>(call.op);
-  std::vector<int64_t> shape;
-  if (!hd::broadcast_shapes(in[0].shape(), attrs->shape, shape))
-    return op_error(call, "cannot broadcast " + in[0].shape_string() + " to " + dims_string(attrs->shape));
-  if (auto from_graph = graph::ops::graph_output_shape(call.graph, call.op, in[0].shape())) {
-    std::vector<int64_t> check;
-    if (hd::broadcast_shapes(in[0].shape(), *from_graph, check) && check == *from_graph) shape = *from_graph;
-  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> shape,
+                   graph::ops::expand_output_shape(call.graph, call.op, in[0].shape(), call.batch));
   ASSIGN_OR_RETURN(Tensor y, empty(shape));
   RETURN_IF_ERROR(copy_strided(call, in[0].data<float>(), hd::broadcast_strides(in[0].shape(), shape), y.data<float>(),
                                hd::row_major_strides(shape), shape, false));

@@ -18,4 +18,21 @@ int64_t numel_of(std::vector<int64_t> const& shape) {
   return n;
 }
 
+std::optional<std::vector<int64_t>> concrete_shape(std::vector<int64_t> const& symbolic, int64_t batch) {
+  std::vector<int64_t> out = symbolic;
+  for (int64_t& d : out) {
+    if (d >= 0) continue;
+    if (batch <= 0) return std::nullopt;
+    d = -d * batch;
+  }
+  return out;
+}
+
+int64_t batch_of(std::vector<int64_t> const& symbolic, std::vector<int64_t> const& concrete) {
+  if (symbolic.size() != concrete.size()) return 0;
+  for (std::size_t i = 0; i < symbolic.size(); ++i)
+    if (symbolic[i] < 0) return concrete[i] % -symbolic[i] == 0 ? concrete[i] / -symbolic[i] : 0;
+  return 0;
+}
+
 }  // namespace gp::graph::ops

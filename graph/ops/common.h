@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -25,6 +26,12 @@ Status require_typed(Op const& op) {
 
 std::string dims_string(std::vector<int64_t> const& dims);  // "[2,3]"
 int64_t numel_of(std::vector<int64_t> const& shape);
+// The concrete shape of a symbolic one (a negative dim -k is k times the batch) for `batch` samples;
+// nullopt when it has batch dims and batch <= 0.
+std::optional<std::vector<int64_t>> concrete_shape(std::vector<int64_t> const& symbolic, int64_t batch);
+// The batch size a concrete shape implies for its symbolic shape (concrete[axis] / k at the batch
+// dim -k); 0 when the symbolic shape has no batch dim or the two do not match.
+int64_t batch_of(std::vector<int64_t> const& symbolic, std::vector<int64_t> const& concrete);
 inline int64_t normalised_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
 }  // namespace gp::graph::ops

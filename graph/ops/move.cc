@@ -6,8 +6,6 @@
 
 #include "graph/ops/registry.h"
 
-#include <algorithm>
-
 namespace gp::graph::ops {
 
 Result<std::vector<int64_t>> transpose_perm(Op const& op, std::vector<int64_t> const& shape, std::string_view role) {
@@ -118,6 +116,22 @@ Result<GatherShape> gather_shape(Op const& op, std::vector<int64_t> const& data_
   g.out_shape.insert(g.out_shape.end(), indices_shape.begin(), indices_shape.end());
   g.out_shape.insert(g.out_shape.end(), data_shape.begin() + g.axis + 1, data_shape.end());
   return g;
+}
+
+Result<std::vector<int64_t>> expand_output_shape(OpGraph const& graph, Op const& op,
+                                                 std::vector<int64_t> const& input_shape, int64_t batch) {
+  RETURN_IF_ERROR(require_typed<ExpandAttrs>(op));
+  std::vector<int64_t> const& target = std::get<ExpandAttrs>(op.typed).shape;
+  int64_t const from_input = batch_of(graph.tensor(op.inputs[0]).shape.dims, input_shape);
+  auto concrete = concrete_shape(target, from_input > 0 ? from_input : batch);
+  if (!concrete)
+    return op_error(op,
+                    "expands to the batch, but the micro-batch size is unknown here (a stage whose inputs carry "
+                    "no batch); put this op in a stage with a batched input");
+  Result<std::vector<int64_t>> out = broadcast_dims(input_shape, *concrete);
+  if (!out.is_ok())
+    return op_error(op, "cannot broadcast " + dims_string(input_shape) + " to " + dims_string(*concrete));
+  return out;
 }
 
 // ---- import-time inference ----

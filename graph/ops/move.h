@@ -47,4 +47,10 @@ struct GatherShape {
 Result<GatherShape> gather_shape(Op const& op, std::vector<int64_t> const& data_shape,
                                  std::vector<int64_t> const& indices_shape);
 
+// Expand's output: the input broadcast against the target shape, whose batch dims (negative: a
+// multiple of the batch) are made concrete from the input's batch or, when the input has none (a
+// class token expanded to the batch), from `batch` (the micro-batch size, OpCall::batch).
+Result<std::vector<int64_t>> expand_output_shape(OpGraph const& graph, Op const& op,
+                                                 std::vector<int64_t> const& input_shape, int64_t batch);
+
 }  // namespace gp::graph::ops

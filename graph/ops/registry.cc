@@ -5,18 +5,37 @@
 namespace gp::graph::ops {
 
 void define(OpTable& t, std::string const& type, InferFn infer) {
-  if (!t.emplace(type, OpDef{infer}).second) throw std::logic_error("op type '" + type + "' is defined twice");
+  if (!t.emplace(type, OpDef{infer, {}}).second) throw std::logic_error("op type '" + type + "' is defined twice");
 }
 
 OpTable const& op_table() {
   static OpTable const table = [] {
+    using Register = void (*)(OpTable&);
+    std::pair<char const*, Register> const families[] = {{"linalg", register_linalg_ops},
+                                                         {"conv", register_conv_ops},
+                                                         {"pool", register_pool_ops},
+                                                         {"norm", register_norm_ops},
+                                                         {"activation", register_activation_ops},
+                                                         {"binary", register_binary_ops},
+                                                         {"reduce", register_reduce_ops},
+                                                         {"view", register_view_ops},
+                                                         {"move", register_move_ops},
+                                                         {"index", register_index_ops},
+                                                         {"rnn", register_rnn_ops},
+                                                         {"loss", register_loss_ops},
+                                                         {"logic", register_logic_ops}};
     OpTable t;
-    for (auto family : {register_linalg_ops, register_conv_ops, register_pool_ops, register_norm_ops,
-                        register_activation_ops, register_binary_ops, register_reduce_ops, register_view_ops,
-                        register_move_ops, register_index_ops, register_rnn_ops, register_loss_ops, register_logic_ops})
-      family(t);
+    for (auto const& [family, add] : families) {
+      add(t);
+      for (auto& [type, def] : t)
+        if (def.family.empty()) def.family = family;
+    }
     // Ops that exist only at import time: folded from static inputs (an error names them otherwise).
-    for (char const* folded : {"Constant", "ConstantOfShape", "Range", "Shape"}) define(t, folded, nullptr);
+    for (char const* folded : {"Constant", "ConstantOfShape", "Range", "Shape"})
+      if (!t.count(folded)) {
+        define(t, folded, nullptr);
+        t.find(folded)->second.family = "folded";
+      }
     return t;
   }();
   return table;

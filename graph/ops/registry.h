@@ -14,6 +14,7 @@ namespace gp::graph::ops {
 
 struct OpDef {
   InferFn infer = nullptr;  // null: the op is only ever folded at import time (Shape, Constant, ...)
+  std::string family;       // the file that defines it: "linalg", "conv", ..., "folded"
 };
 
 using OpTable = std::map<std::string, OpDef, std::less<>>;

@@ -12,14 +12,10 @@ namespace gp::graph::ops {
 
 std::optional<std::vector<int64_t>> graph_output_shape(OpGraph const& graph, Op const& op,
                                                        std::vector<int64_t> const& input_shape) {
-  TensorInfo const& in_info = graph.tensor(op.inputs[0]);
-  TensorInfo const& out_info = graph.tensor(op.outputs[0]);
-  int const ib = in_info.shape.batch_axis();
-  if (ib < 0 || !out_info.shape.has_batch() || ib >= static_cast<int64_t>(input_shape.size())) return std::nullopt;
-  for (int64_t d : out_info.shape.dims)
-    if (d < 0 && d != kBatch) return std::nullopt;
-  std::vector<int64_t> out = out_info.shape.concrete(input_shape[ib]);
-  if (numel_of(out) != numel_of(input_shape)) return std::nullopt;
+  int64_t const n = batch_of(graph.tensor(op.inputs[0]).shape.dims, input_shape);
+  if (n <= 0) return std::nullopt;
+  auto out = concrete_shape(graph.tensor(op.outputs[0]).shape.dims, n);
+  if (!out || numel_of(*out) != numel_of(input_shape)) return std::nullopt;
   return out;
 }
 
