@@ -33,5 +33,6 @@ void add_schedule_command(CLI::App& root, CommandList& commands);
 void add_simulate_command(CLI::App& root, CommandList& commands);
 void add_train_command(CLI::App& root, CommandList& commands);
 void add_profile_command(CLI::App& root, CommandList& commands);
+void add_ops_command(CLI::App& root, CommandList& commands);
 
 }  // namespace gp::cli

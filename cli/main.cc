@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   gp::cli::add_simulate_command(app, commands);
   gp::cli::add_train_command(app, commands);
   gp::cli::add_profile_command(app, commands);
+  gp::cli::add_ops_command(app, commands);
 
   try {
     app.parse(argc, argv);

@@ -4,7 +4,10 @@
   export-resnet18 --out m.onnx [--classes 10 --seed 0]
       torchvision ResNet-18 with seeded weights, exported for training (BatchNorm kept,
       do_constant_folding=False, every weight an initializer).
-  reference --onnx m.onnx --data DIR [--torchvision resnet18] --steps 3 --lr 0.1 --momentum 0.9
+  export-model --name mobilenet_v2|vit|lstm_tagger|gpt --out m.onnx [--seed 0]
+      The architectures users bring (issue 14), small and seeded, exported the same way; the
+      `reference --model NAME --seed S` side rebuilds the identical module from the seed.
+  reference --onnx m.onnx --data DIR [--torchvision resnet18 | --model NAME] --steps 3 --lr 0.1 --momentum 0.9
             --loss cross_entropy|mse [--float64]
       Reads DIR/input_<k>.npy, DIR/labels.npy and DIR/params.txt (the names graphpipe trains),
       runs the model in torch (the torchvision module with the ONNX's weights, or an ONNX
@@ -215,8 +218,65 @@ def resnet18(classes, seed):
     return torchvision.models.resnet18(num_classes=classes)
 
 
+class TokenTagger(torch.nn.Module):
+    """Embedding -> LSTM -> Linear: one class per token (a POS tagger)."""
+
+    def __init__(self, vocab=50, dim=16, hidden=24, tags=5):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.lstm = torch.nn.LSTM(dim, hidden, batch_first=True)
+        self.out = torch.nn.Linear(hidden, tags)
+
+    def forward(self, tokens):
+        y, _ = self.lstm(self.embed(tokens))
+        return self.out(y)
+
+
+class TinyGpt(torch.nn.Module):
+    """A GPT-style causal decoder: token + learned position embeddings, pre-norm blocks with a causal
+    mask (nn.TransformerEncoder, norm_first=True, batch_first=True), a final LayerNorm, a vocabulary head."""
+
+    def __init__(self, vocab=40, seq=8, dim=32, heads=2, layers=2):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.pos = torch.nn.Parameter(0.02 * torch.randn(1, seq, dim))
+        layer = torch.nn.TransformerEncoderLayer(dim, heads, dim_feedforward=2 * dim, dropout=0.0, activation="gelu",
+                                                 batch_first=True, norm_first=True)
+        self.blocks = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = torch.nn.LayerNorm(dim)
+        self.head = torch.nn.Linear(dim, vocab)
+        self.seq = seq
+
+    def forward(self, tokens):
+        mask = torch.triu(torch.full((self.seq, self.seq), float("-inf")), diagonal=1)
+        return self.head(self.norm(self.blocks(self.embed(tokens) + self.pos, mask=mask)))
+
+
+def user_model(name, seed):
+    """(module, example input) of an architecture from issue 14, weights drawn from `seed`."""
+    import torchvision
+    torch.manual_seed(seed)
+    if name == "mobilenet_v2":
+        return torchvision.models.mobilenet_v2(num_classes=10, width_mult=0.25, dropout=0.0), torch.randn(2, 3, 64, 64)
+    if name == "vit":
+        return torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                                    hidden_dim=32, mlp_dim=64, num_classes=10), torch.randn(2, 3, 32, 32)
+    if name == "lstm_tagger":
+        return TokenTagger(), torch.randint(0, 50, (2, 7))
+    if name == "gpt":
+        return TinyGpt(), torch.randint(0, 40, (2, 8))
+    sys.exit(f"torch_reference: unknown model '{name}' (mobilenet_v2, vit, lstm_tagger, gpt)")
+
+
 def load_module(args, model, trainable, dtype=torch.float32):
     """(callable(list of inputs) -> output, list of (name, Parameter), list of (name, running-stat buffer))."""
+    if getattr(args, "model", ""):
+        m, _ = user_model(args.model, args.seed)
+        m.train()
+        m.to(dtype)
+        named = [(n, p) for n, p in m.named_parameters()]
+        buffers = [(n, b) for n, b in m.named_buffers() if not n.endswith("num_batches_tracked")]
+        return (lambda xs: m(xs[0] if xs[0].dtype == torch.int64 else xs[0].to(dtype))), named, buffers
     if args.torchvision:
         m = resnet18(args.classes, 0)
         inits = {i.name: torch.from_numpy(onnx.numpy_helper.to_array(i).copy()) for i in model.graph.initializer}
@@ -249,6 +309,14 @@ def cmd_export_resnet18(args):
     m = resnet18(args.classes, args.seed)
     m.train()
     x = torch.randn(2, 3, args.image, args.image)
+    torch.onnx.export(m, x, args.out, opset_version=17, do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.TRAINING, input_names=["input"], output_names=["logits"],
+                      dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})
+
+
+def cmd_export_model(args):
+    m, x = user_model(args.name, args.seed)
+    m.train()
     torch.onnx.export(m, x, args.out, opset_version=17, do_constant_folding=False,
                       training=torch.onnx.TrainingMode.TRAINING, input_names=["input"], output_names=["logits"],
                       dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})
@@ -336,10 +404,16 @@ def main():
     e.add_argument("--classes", type=int, default=10)
     e.add_argument("--image", type=int, default=64)
     e.add_argument("--seed", type=int, default=0)
+    e = sub.add_parser("export-model")
+    e.add_argument("--name", required=True)
+    e.add_argument("--out", required=True)
+    e.add_argument("--seed", type=int, default=0)
     for name in ("reference", "bench"):
         r = sub.add_parser(name)
         r.add_argument("--onnx", required=True)
         r.add_argument("--torchvision", default="")
+        r.add_argument("--model", default="")
+        r.add_argument("--seed", type=int, default=0)
         r.add_argument("--classes", type=int, default=10)
         r.add_argument("--loss", default="cross_entropy")
         r.add_argument("--threads", type=int, default=1)
@@ -354,7 +428,7 @@ def main():
             r.add_argument("--steps", type=int, default=10)
             r.add_argument("--warmup", type=int, default=2)
     args = p.parse_args()
-    {"export-resnet18": cmd_export_resnet18, "reference": cmd_reference, "bench": cmd_bench}[args.cmd](args)
+    {"export-resnet18": cmd_export_resnet18, "export-model": cmd_export_model, "reference": cmd_reference, "bench": cmd_bench}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -163,4 +163,17 @@ TEST_F(CliTest, UnknownModelName) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// The README's operator table is `graphpipe ops --markdown` (regenerate it with that command).
+TEST_F(CliTest, ReadmeListsTheOpTable) {
+  CliRun r = run("ops --markdown");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string const readme = slurp(fs::path(GP_SOURCE_DIR) / "README.md");
+  std::string const begin = "<!-- ops:begin (graphpipe ops --markdown) -->\n", end = "<!-- ops:end -->";
+  auto const b = readme.find(begin), e = readme.find(end);
+  ASSERT_NE(b, std::string::npos) << "README.md lacks the marker " << begin;
+  ASSERT_NE(e, std::string::npos) << "README.md lacks the marker " << end;
+  EXPECT_EQ(readme.substr(b + begin.size(), e - b - begin.size()), r.out)
+      << "README.md's operator table is stale: paste the output of 'graphpipe ops --markdown' between the markers";
+}
+
 }  // namespace

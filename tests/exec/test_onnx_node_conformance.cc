@@ -44,6 +44,39 @@ struct Outcome {
   std::set<std::string> unsupported_ops;
 };
 
+// Why a test did not run, keyed by operator: "LpNormalization: not supported", "Trilu: an input
+// graphpipe needs static is a graph input", "Max: dtype (the backend runs float32)".
+std::vector<std::string> not_run_reasons(Outcome const& o) {
+  std::vector<std::string> keys;
+  for (std::string const& op : o.unsupported_ops) keys.push_back(op + ": dtype or attribute the CPU backend refuses");
+  if (!keys.empty()) return keys;
+  std::string const& m = o.detail;
+  auto const u = m.find("unsupported operator");
+  if (u != std::string::npos) {
+    // "unsupported operators: A (2 nodes: ...); B (1 node: ...). Supported: ..."
+    std::string list = m.substr(m.find(':', u) + 2);
+    list = list.substr(0, list.find(". Supported"));
+    std::size_t p = 0;
+    while (p < list.size()) {
+      std::size_t const e = list.find(" (", p);
+      keys.push_back(list.substr(p, e - p) + ": not supported");
+      std::size_t const next = list.find("; ", e);
+      if (next == std::string::npos) break;
+      p = next + 2;
+    }
+    return keys;
+  }
+  std::string const file = "model.onnx: ";
+  std::string rest = m.find(file) != std::string::npos ? m.substr(m.find(file) + file.size()) : m;
+  std::string const op = rest.substr(0, rest.find(' '));
+  if (rest.find("computed at run time") != std::string::npos) return {op + ": a constant input is a graph input"};
+  if (rest.find("opset") != std::string::npos) return {op + ": opset outside 7..17"};
+  if (rest.find("dtype") != std::string::npos || rest.find("element type") != std::string::npos ||
+      rest.find("float16") != std::string::npos)
+    return {op + ": dtype"};
+  return {op + ": " + rest.substr(rest.find(": ") == std::string::npos ? 0 : rest.find(": ") + 2, 70)};
+}
+
 bool close(graph::TensorData const& expected, Tensor const& got, std::string& why) {
   if (static_cast<int64_t>(expected.numel()) != got.numel()) {
     why = "has " + std::to_string(got.numel()) + " elements, expected " + std::to_string(expected.numel());
@@ -169,7 +202,7 @@ TEST(OnnxNodeConformance, SupportedOpsMatchExpectedOutputs) {
   bool const verbose = std::getenv("GP_CONFORMANCE_VERBOSE") != nullptr;  // every test's outcome
   CpuBackend be;
   int ran = 0, passed = 0, import_failed = 0, allowed = 0;
-  std::map<std::string, int> skipped_ops;
+  std::map<std::string, int> skipped_ops, not_run;
   std::vector<std::string> failures;
   for (fs::path const& dir : dirs) {
     std::string const name = dir.filename().string();
@@ -178,6 +211,7 @@ TEST(OnnxNodeConformance, SupportedOpsMatchExpectedOutputs) {
     for (std::string const& op : o.unsupported_ops) ++skipped_ops[op];
     if (!o.ran) {
       if (o.unsupported_ops.empty()) ++import_failed;
+      for (std::string const& k : not_run_reasons(o)) ++not_run[k];
       continue;
     }
     ++ran;
@@ -194,9 +228,11 @@ TEST(OnnxNodeConformance, SupportedOpsMatchExpectedOutputs) {
             << ", allowed deviations " << allowed << ", failed " << failures.size() << ", not importable "
             << import_failed << "\n  skipped op types (tests):";
   for (auto const& [op, n] : skipped_ops) std::cout << ' ' << op << '(' << n << ')';
-  std::cout << "\n";
+  std::cout << "\n  not run, by operator and reason (tests):\n";
+  for (auto const& [why, n] : not_run) std::cout << "    " << why << " (" << n << ")\n";
   for (std::string const& f : failures) ADD_FAILURE() << f;
-  EXPECT_GT(passed, 0);
+  // Issue 14's bar: at least 400 of ONNX's 932 node tests run and pass.
+  EXPECT_GE(passed, 400);
 }
 
 }  // namespace
