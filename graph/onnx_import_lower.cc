@@ -291,6 +291,24 @@ Status Lowering::lower_node(RawNode const& n) {
     vals_[n.outputs[0]] = std::move(v);
     return Status::ok();
   }
+  if (n.type == "Size") {  // a number, or a multiple of the batch size: folded like Shape
+    int64_t elements = 1, batch = 0;
+    for (int64_t d : ins[0]->dims) {
+      if (d < 0)
+        batch = -d;
+      else
+        elements *= d;
+    }
+    Val v;
+    v.dtype = DType::kInt64;
+    SymArray a;
+    a.dtype = DType::kInt64;
+    a.i = {batch ? 0 : elements};
+    if (batch) a.b = {batch * elements};
+    v.folded = std::move(a);
+    vals_[n.outputs[0]] = std::move(v);
+    return Status::ok();
+  }
   bool all_static = true;
   for (Val* v : ins) all_static &= !v || v->is_static();
   if (all_static) {

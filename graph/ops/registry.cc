@@ -31,7 +31,7 @@ OpTable const& op_table() {
         if (def.family.empty()) def.family = family;
     }
     // Ops that exist only at import time: folded from static inputs (an error names them otherwise).
-    for (char const* folded : {"Constant", "ConstantOfShape", "Range", "Shape"})
+    for (char const* folded : {"Constant", "ConstantOfShape", "Range", "Shape", "Size"})
       if (!t.count(folded)) {
         define(t, folded, nullptr);
         t.find(folded)->second.family = "folded";

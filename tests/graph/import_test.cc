@@ -212,6 +212,22 @@ TEST(Import, ElementwiseBroadcast) {
   EXPECT_EQ(g2.tensor(op_of_type(g2, "Add").inputs[1]).role, TensorRole::kWeight);
 }
 
+// Size folds like Shape: here 12N, divided back to N and used as a reshape dimension.
+TEST(Import, SizeFoldsWithTheBatch) {
+  auto g = load_onnx_text(model_text("float[N,3,4] x", "float[N,12] y", {}, R"(
+      s = Size(x)
+      twelve = Constant<value = int64 {12}>()
+      n = Div(s, twelve)
+      axes = Constant<value = int64[1] {0}>()
+      n1 = Unsqueeze(n, axes)
+      t = Constant<value = int64[1] {12}>()
+      shape = Concat<axis = 0>(n1, t)
+      y = Reshape(x, shape)
+  )"));
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  EXPECT_EQ(out_shape(*g, "Reshape"), S({N, 12}));
+}
+
 TEST(Import, ReduceDropoutLayerNorm) {
   auto g = must_load(R"(<ir_version: 8, opset_import: ["" : 17]>
     net (float[N,5,8] x) => (float[N,5,1] a, float[N,8] b, float[N,5,8] c, float[N,5,8] d)
