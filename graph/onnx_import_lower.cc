@@ -31,9 +31,9 @@ bool is_view_op(std::string const& t) {
 // Float initializers that are trained: those feeding a weight slot (Conv/Gemm/MatMul weights,
 // normalisation scales and biases, embedding tables, recurrent weights), directly or through a view
 // (Transpose of a weight, as torch exports nn.Linear on 3-D inputs); the bias added to a linear
-// op's output; and the learned tensors torch modules add, multiply, concatenate or expand into the
+// op's output; and the learned tensors torch modules add, multiply, concatenate, expand or tile into the
 // activations (position embeddings, class tokens, GroupNorm's affine): an initializer of more than
-// one element feeding Add/Sub/Mul/Concat/Expand. Single numbers there (scales, epsilons) stay constants.
+// one element feeding Add/Sub/Mul/Concat/Expand/Tile. Single numbers there (scales, epsilons) stay constants.
 std::set<std::string> trainable_initializers(RawModel const& m) {
   // The initializers each value is made of: through views, and through the Slice/Split/Concat
   // chains torch wraps around recurrent weights (gates re-ordered).
@@ -97,7 +97,7 @@ std::set<std::string> trainable_initializers(RawModel const& m) {
       mark_tensor(n, 1);
     } else if (t == "Mul" || t == "Concat") {
       for (std::size_t k = 0; k < n.inputs.size(); ++k) mark_tensor(n, k);
-    } else if (t == "Expand") {
+    } else if (t == "Expand" || t == "Tile") {
       mark_tensor(n, 0);
     }
     for (auto const& o : n.outputs) producer_type[o] = t;

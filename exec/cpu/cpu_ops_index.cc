@@ -227,7 +227,7 @@ Result<std::vector<AxisMap>> pad_maps(OpCall const& call, std::vector<int64_t> c
 // ---- Tile ----
 Result<std::vector<AxisMap>> tile_maps(OpCall const& call, std::vector<int64_t> const& in_shape) {
   auto const& a = *attrs_of<graph::TileAttrs>(call.op);
-  auto shape = graph::ops::tile_output_shape(a, in_shape);
+  auto shape = graph::ops::tile_output_shape(a, in_shape, call.batch);
   if (!shape.is_ok()) return op_error(call, shape.status().message());
   std::vector<AxisMap> maps;
   for (std::size_t d = 0; d < in_shape.size(); ++d) {

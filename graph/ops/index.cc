@@ -31,18 +31,27 @@ Result<std::vector<int64_t>> pad_output_shape(PadAttrs const& a, std::vector<int
   return out;
 }
 
-Result<std::vector<int64_t>> tile_output_shape(TileAttrs const& a, std::vector<int64_t> const& in) {
+Result<std::vector<int64_t>> tile_output_shape(TileAttrs const& a, std::vector<int64_t> const& in, int64_t batch) {
   if (a.repeats.size() != in.size())
     return invalid_argument("repeats has " + std::to_string(a.repeats.size()) + " entries for an input of rank " +
                             std::to_string(in.size()));
   std::vector<int64_t> out = in;
   for (std::size_t d = 0; d < in.size(); ++d) {
-    if (a.repeats[d] < 0) return invalid_argument("repeat " + std::to_string(a.repeats[d]) + " is negative");
     if (in[d] < 0 && a.repeats[d] != 1)
       return unsupported("tiling the batch dimension (axis " + std::to_string(d) + ") " + std::to_string(a.repeats[d]) +
                          " times: tile only the other axes (repeat 1 on the batch)");
+    if (a.repeats[d] < 0) {  // k times the batch size: a static dim tiled to the batch
+      if (batch > 0)
+        out[d] = in[d] * -a.repeats[d] * batch;
+      else
+        out[d] = -(in[d] * -a.repeats[d]);
+      continue;
+    }
     out[d] = in[d] * a.repeats[d];
   }
+  int batch_dims = 0;
+  for (int64_t d : out) batch_dims += d < 0;
+  if (batch_dims > 1) return unsupported("the tiled shape would hold the batch size in two dimensions");
   return out;
 }
 
@@ -127,8 +136,15 @@ Result<Inferred> infer_pad(InferContext const& c) {
 Result<Inferred> infer_tile(InferContext const& c) {
   if (!c.has(1)) return missing("repeats");
   TileAttrs a;
-  ASSIGN_OR_RETURN(a.repeats, c.static_ints(1, "repeats"));
-  ASSIGN_OR_RETURN(Dims out, tile_output_shape(a, c.dims(0)));
+  ASSIGN_OR_RETURN(StaticValue const* r, c.static_input(1, "repeats"));
+  for (std::size_t i = 0; i < r->i.size(); ++i) {  // a repeat may be k times the batch size (encoded -k)
+    int64_t const b = r->has_batch() ? r->b[i] : 0;
+    if (b != 0 && r->i[i] != 0) return unsupported("a Tile repeat is the batch size plus a number");
+    int64_t const v = r->is_float() ? static_cast<int64_t>(r->f.at(i)) : r->i[i];
+    if (b == 0 && v < 0) return invalid_argument("repeat " + std::to_string(v) + " is negative");
+    a.repeats.push_back(b != 0 ? -b : v);
+  }
+  ASSIGN_OR_RETURN(Dims out, tile_output_shape(a, c.dims(0), 0));
   Inferred k;
   k.typed = a;
   k.data_inputs = {0};

@@ -13,8 +13,9 @@ namespace gp::graph::ops {
 // in[d] + begin pad + end pad; an error when a dim would become negative. A batch dim (negative)
 // must have zero pads (the importer refuses others).
 Result<std::vector<int64_t>> pad_output_shape(PadAttrs const& a, std::vector<int64_t> const& in);
-// in[d] * repeats[d]; a batch dim must have repeat 1.
-Result<std::vector<int64_t>> tile_output_shape(TileAttrs const& a, std::vector<int64_t> const& in);
+// in[d] * repeats[d]; a batch dim must have repeat 1. A repeat -k is k times the batch size (a
+// static dim tiled to the batch): symbolic at import (batch 0), `batch` samples at run time.
+Result<std::vector<int64_t>> tile_output_shape(TileAttrs const& a, std::vector<int64_t> const& in, int64_t batch);
 // sizes[d] where given (a negative entry keeps the input's dim), else floor(in[d] * scales[d]) as
 // ONNX computes it; a batch dim keeps its size.
 Result<std::vector<int64_t>> resize_output_shape(ResizeAttrs const& a, std::vector<int64_t> const& in);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "exec/stage_executor.h"
 #include "graph/onnx_import.h"
 #include "graph/onnx_tensor_io.h"
 #include "graph/ops/registry.h"
@@ -540,6 +541,50 @@ TEST(IndexReference, PadTileTriluNodeTests) {
     ++ran;
   }
   EXPECT_EQ(ran, 18);
+}
+
+// A learned row tiled to the batch (repeats [N, 1] from Shape): symbolic at import, N rows at run
+// time for every micro-batch size, and its gradient is the sum over the rows.
+TEST(IndexTile, RepeatsThatHoldTheBatch) {
+  auto g = graph::load_onnx_text(R"(<ir_version: 8, opset_import: ["" : 17]>
+net (float[N,3] x) => (float[N,3] y)
+<float[1,3] row = {1.0, 2.0, 3.0}> {
+  s = Shape(x)
+  zero = Constant<value = int64[1] {0}>()
+  one = Constant<value = int64[1] {1}>()
+  end = Constant<value = int64[1] {1}>()
+  n = Slice(s, zero, end)
+  reps = Concat<axis = 0>(n, one)
+  t = Tile(row, reps)
+  y = Add(x, t)
+})");
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  graph::Op const* tile = nullptr;
+  for (graph::Op const& op : g->ops())
+    if (op.type == "Tile") tile = &op;
+  ASSERT_NE(tile, nullptr);
+  EXPECT_EQ(g->tensor(tile->outputs[0]).shape.dims, (std::vector<int64_t>{graph::kBatch, 3}));
+  CpuBackend be;
+  auto ex = StageExecutor::create(*g, be);
+  ASSERT_TRUE(ex.is_ok()) << ex.status().to_string();
+  for (int64_t batch : {2, 5}) {
+    TensorMap inputs, outputs;
+    inputs.emplace(g->inputs()[0], Tensor({batch, 3}));
+    inputs.at(g->inputs()[0]).fill(0.5f);
+    ASSERT_TRUE((*ex)->forward(batch, inputs, outputs, true, 1).is_ok());
+    Tensor const& y = outputs.at(g->outputs()[0]);
+    ASSERT_EQ(y.shape(), (std::vector<int64_t>{batch, 3}));
+    for (int64_t r = 0; r < batch; ++r)
+      for (int64_t c = 0; c < 3; ++c) EXPECT_FLOAT_EQ(y.data<float>()[r * 3 + c], 0.5f + static_cast<float>(c + 1));
+    Tensor gy({batch, 3});
+    gy.fill(1.f);
+    TensorMap grads;
+    (*ex)->zero_grads();
+    ASSERT_TRUE((*ex)->backward(batch, {{g->outputs()[0], gy}}, grads).is_ok());
+    auto it = (*ex)->gradients().find("row");
+    ASSERT_NE(it, (*ex)->gradients().end()) << "the tiled row is trained";
+    for (int64_t c = 0; c < 3; ++c) EXPECT_FLOAT_EQ(it->second.data<float>()[c], static_cast<float>(batch));
+  }
 }
 
 }  // namespace
