@@ -175,7 +175,7 @@ Result<TensorData> read_tensor(onnx::TensorProto const& t, std::string const& mo
       return io_error(what + ": reading external data file '" + ext.file.string() + "' failed");
   } else if (t.has_raw_data()) {
     out.bytes.resize(t.raw_data().size());
-    std::memcpy(out.bytes.data(), t.raw_data().data(), t.raw_data().size());
+    if (!out.bytes.empty()) std::memcpy(out.bytes.data(), t.raw_data().data(), t.raw_data().size());
   } else {
     switch (out.dtype) {
       case DType::kFloat32:

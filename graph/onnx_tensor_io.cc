@@ -63,7 +63,7 @@ Result<NamedTensor> load_tensor_pb(std::string const& path) {
   d.dims.assign(t.dims().begin(), t.dims().end());
   if (t.has_raw_data()) {
     d.bytes.resize(t.raw_data().size());
-    std::memcpy(d.bytes.data(), t.raw_data().data(), t.raw_data().size());
+    if (!d.bytes.empty()) std::memcpy(d.bytes.data(), t.raw_data().data(), t.raw_data().size());  // an empty tensor
   } else {
     switch (d.dtype) {
       case DType::kFloat32:
