@@ -170,9 +170,10 @@ OpCost op_cost(Op const& op, std::vector<TensorInfo> const& ts) {
   double const out_e = elems(ts, out0);
   double const in_e = elems(ts, in0);
 
-  if (t == "Conv") {
-    auto const& w = ts[in1].shape.dims;
-    double const macs = out_e * static_cast<double>(product(w, 1));
+  if (t == "Conv" || t == "ConvTranspose") {
+    // A Conv output element gathers, a ConvTranspose input element scatters, a (channels / group) x
+    // kernel window: the weight's dims after the first.
+    double const macs = (t == "Conv" ? out_e : in_e) * static_cast<double>(product(ts[in1].shape.dims, 1));
     bool const bias = input(op, 2) != kNoTensor;
     c.fwd_flops_per_sample = 2 * macs + (bias ? out_e : 0);
     double const in_grad = needs_input_grad(ts, in0) ? 2 * macs : 0;
@@ -222,15 +223,6 @@ OpCost op_cost(Op const& op, std::vector<TensorInfo> const& ts) {
                              : t == "ReduceL2" || t == "ReduceSumSquare" ? 2 * in_e
                                                                          : in_e;
     c.bwd_flops_per_sample = t == "ArgMax" || t == "ArgMin" ? 0 : c.fwd_flops_per_sample;
-  } else if (t == "ConvTranspose") {
-    // Each input element scatters into (out channels / group) x kernel outputs.
-    double const macs = in_e * static_cast<double>(product(ts[in1].shape.dims, 1));
-    bool const bias = input(op, 2) != kNoTensor;
-    c.fwd_flops_per_sample = 2 * macs + (bias ? out_e : 0);
-    double const in_grad = needs_input_grad(ts, in0) ? 2 * macs : 0;
-    double const w_grad = needs_weight_grad(ts, in1) ? 2 * macs + (bias ? out_e : 0) : 0;
-    c.bwd_flops_per_sample = in_grad + w_grad;
-    c.bwd_weight_flops_per_sample = w_grad;
   } else if (t == "LSTM" || t == "GRU") {
     // Per time step and direction: the gates' products with the input and the previous state.
     auto const* a = std::get_if<RnnAttrs>(&op.typed);
