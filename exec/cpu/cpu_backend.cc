@@ -14,30 +14,6 @@ using namespace cpu;
 
 using Entry = CpuKernelEntry;
 
-// B and W of a kernel that computes every gradient in one pass: all of them fresh, then the
-// weights' (small: normalisation scales and biases) added into their accumulators.
-template <BackwardFn F>
-Status fresh_then_add(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
-                      std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
-                      std::vector<Tensor>& weight_grads) {
-  std::size_t const n = call.op.inputs.size();
-  std::vector<bool> wanted(n, false);
-  for (std::size_t i = 0; i < n; ++i)
-    wanted[i] = (i < needs_grad.size() && needs_grad[i]) || (i < weight_grads.size() && weight_grads[i].defined());
-  grad_inputs.assign(n, Tensor());
-  RETURN_IF_ERROR(F(call, saved, grad_outputs, wanted, grad_inputs, false));
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i >= weight_grads.size() || !weight_grads[i].defined() || !grad_inputs[i].defined()) continue;
-    if (weight_grads[i].numel() != grad_inputs[i].numel())
-      return internal_error(call.op.type + " '" + call.op.name + "': weight gradient " + std::to_string(i) +
-                            " has shape " + grad_inputs[i].shape_string() + ", its accumulator " +
-                            weight_grads[i].shape_string());
-    add_into(weight_grads[i], grad_inputs[i]);
-    grad_inputs[i] = Tensor();
-  }
-  return Status::ok();
-}
-
 // The kernel table: every operator the CPU backend runs, in one place.
 std::map<std::string, Entry> const& kernel_table() {
   static std::map<std::string, Entry> const table = [] {
@@ -74,8 +50,8 @@ std::map<std::string, Entry> const& kernel_table() {
     t["Split"] = {{split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>}, 1};
     t["Slice"] = {{slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>}, 1};
     t["Gather"] = {{gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2};
-    for (auto family :
-         {activation_kernels, reduce_kernels, index_kernels, rnn_kernels, loss_kernels, logic_kernels, deconv_kernels})
+    for (auto family : {activation_kernels, reduce_kernels, index_kernels, rnn_kernels, loss_kernels, logic_kernels,
+                        deconv_kernels, instnorm_kernels})
       for (auto& [type, entry] : family())
         if (!t.emplace(type, entry).second) throw std::logic_error("CPU kernel for '" + type + "' listed twice");
     return t;

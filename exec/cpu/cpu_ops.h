@@ -39,7 +39,8 @@ CpuKernelFamily index_kernels();       // cpu_ops_index.cc: Pad, Tile, Trilu, Ga
 CpuKernelFamily rnn_kernels();         // cpu_ops_rnn.cc: LSTM, GRU, Einsum
 CpuKernelFamily loss_kernels();        // cpu_ops_loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 CpuKernelFamily logic_kernels();       // cpu_ops_logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape
-CpuKernelFamily deconv_kernels();      // cpu_ops_deconv.cc: ConvTranspose, InstanceNormalization
+CpuKernelFamily deconv_kernels();      // cpu_ops_deconv.cc: ConvTranspose
+CpuKernelFamily instnorm_kernels();    // cpu_ops_instnorm.cc: InstanceNormalization
 
 // ---- helpers (cpu_ops_common.cc) ----
 // Stores gradient g into grads[i] (or adds it when accumulating).
@@ -53,6 +54,30 @@ std::vector<int64_t> shape_of(Tensor const& t);
 // grad_outputs[i], or zeros of `shape` when no gradient flowed into that output.
 Tensor grad_or_zeros(std::vector<Tensor> const& grad_outputs, std::size_t i, std::vector<int64_t> const& shape);
 void add_into(Tensor& dst, Tensor const& src);  // dst += src (same numel)
+
+// B and W of a kernel that computes every gradient in one pass: all of them fresh, then the
+// weights' (small: normalisation scales and biases) added into their accumulators.
+template <BackwardFn F>
+Status fresh_then_add(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                      std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                      std::vector<Tensor>& weight_grads) {
+  std::size_t const n = call.op.inputs.size();
+  std::vector<bool> wanted(n, false);
+  for (std::size_t i = 0; i < n; ++i)
+    wanted[i] = (i < needs_grad.size() && needs_grad[i]) || (i < weight_grads.size() && weight_grads[i].defined());
+  grad_inputs.assign(n, Tensor());
+  RETURN_IF_ERROR(F(call, saved, grad_outputs, wanted, grad_inputs, false));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i >= weight_grads.size() || !weight_grads[i].defined() || !grad_inputs[i].defined()) continue;
+    if (weight_grads[i].numel() != grad_inputs[i].numel())
+      return internal_error(call.op.type + " '" + call.op.name + "': weight gradient " + std::to_string(i) +
+                            " has shape " + grad_inputs[i].shape_string() + ", its accumulator " +
+                            weight_grads[i].shape_string());
+    add_into(weight_grads[i], grad_inputs[i]);
+    grad_inputs[i] = Tensor();
+  }
+  return Status::ok();
+}
 
 // ---- convolution, pooling (cpu_ops_conv.cc, cpu_ops_pool.cc) ----
 Status conv_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
