@@ -174,10 +174,14 @@ Result<Inferred> infer_reshape(InferContext const& c) {
   };
   auto [ib, ip] = split(x);
   auto [ob, op] = split(out);
-  if (ib == kTooLarge || ip == kTooLarge || ob == kTooLarge || op == kTooLarge)
+  // Elements per sample-batch unit: the static product times the batch coefficient (each below
+  // 2^50, so their product is checked too).
+  int64_t in_total = 0, out_total = 0;
+  if (ib == kTooLarge || ip == kTooLarge || ob == kTooLarge || op == kTooLarge ||
+      __builtin_mul_overflow(ip, std::max<int64_t>(ib, 1), &in_total) ||
+      __builtin_mul_overflow(op, std::max<int64_t>(ob, 1), &out_total))
     return invalid_argument("cannot reshape " + dims_str(x) + " to " + dims_str(out) + ": too many elements");
   if (infer >= 0) {
-    int64_t const in_total = ip * std::max<int64_t>(ib, 1), out_total = op * std::max<int64_t>(ob, 1);
     if (ib > 0 && ob == 0) {
       if (op == 0 || in_total % op) return invalid_argument("cannot infer the -1 dimension of " + dims_str(out));
       out[infer] = -(in_total / op);
@@ -189,8 +193,10 @@ Result<Inferred> infer_reshape(InferContext const& c) {
       out[infer] = in_total / out_total;
     }
     std::tie(ob, op) = split(out);
+    if (__builtin_mul_overflow(op, std::max<int64_t>(ob, 1), &out_total))
+      return invalid_argument("cannot reshape " + dims_str(x) + " to " + dims_str(out) + ": too many elements");
   }
-  if ((ib > 0) != (ob > 0) || ip * std::max<int64_t>(ib, 1) != op * std::max<int64_t>(ob, 1))
+  if ((ib > 0) != (ob > 0) || in_total != out_total)
     return invalid_argument("cannot reshape " + dims_str(x) + " to " + dims_str(out));
   k.typed = ReshapeAttrs{out, allowzero};
   k.data_inputs = {0};
