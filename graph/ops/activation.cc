@@ -8,27 +8,14 @@
 namespace gp::graph::ops {
 namespace {
 
-Result<Inferred> infer_plain_unary(InferContext const& c) {
-  Inferred k;
-  k.data_inputs = {0};
-  k.outs.push_back({c.dtype(0), c.dims(0)});
-  return k;
-}
+Result<Inferred> infer_plain_unary(InferContext const& c) { return like_input(c); }
 
 Result<Inferred> infer_leaky_relu(InferContext const& c) {
-  Inferred k;
-  k.typed = LeakyReluAttrs{static_cast<float>(c.attr_float("alpha", 0.01))};
-  k.data_inputs = {0};
-  k.outs.push_back({c.dtype(0), c.dims(0)});
-  return k;
+  return like_input(c, LeakyReluAttrs{static_cast<float>(c.attr_float("alpha", 0.01))});
 }
 
 Result<Inferred> infer_gelu(InferContext const& c) {
-  Inferred k;
-  k.typed = GeluAttrs{c.attr_string("approximate", "none") == "tanh"};
-  k.data_inputs = {0};
-  k.outs.push_back({c.dtype(0), c.dims(0)});
-  return k;
+  return like_input(c, GeluAttrs{c.attr_string("approximate", "none") == "tanh"});
 }
 
 // Elu, Selu, Celu, HardSigmoid, ThresholdedRelu: the attributes with ONNX's defaults.
@@ -44,11 +31,7 @@ Result<Inferred> infer_parametric(InferContext const& c) {
     a.alpha = static_cast<float>(c.attr_float("alpha", 1.0));
     if (c.type == "Celu" && a.alpha == 0.f) return invalid_argument("Celu's alpha must not be 0");
   }
-  Inferred k;
-  k.typed = a;
-  k.data_inputs = {0};
-  k.outs.push_back({c.dtype(0), c.dims(0)});
-  return k;
+  return like_input(c, a);
 }
 
 // Clip: opset 6 bounds are attributes; from opset 11 they are optional scalar inputs. Static bounds

@@ -267,6 +267,14 @@ Result<DType> dtype_of_onnx(int64_t t) {
   return unsupported("Cast to ONNX element type " + std::to_string(t) + " is not supported");
 }
 
+Inferred like_input(InferContext const& c, OpAttrs typed) {
+  Inferred k;
+  k.typed = std::move(typed);
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), c.dims(0)});
+  return k;
+}
+
 std::vector<std::size_t> all_slots(InferContext const& c) {
   std::vector<std::size_t> v(c.inputs.size());
   for (std::size_t k = 0; k < v.size(); ++k) v[k] = k;

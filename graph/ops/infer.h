@@ -109,6 +109,9 @@ Result<Window> sliding_window(InferContext const& c, Dims const& in, Dims const&
                               Dims const& dil, bool ceil_mode);
 // An ONNX TensorProto element type as ours.
 Result<DType> dtype_of_onnx(int64_t t);
+// The most common rule: one output with input 0's dtype and shape, input 0 the only data input
+// (the other slots, if any, were folded into `typed`).
+Inferred like_input(InferContext const& c, OpAttrs typed = {});
 // Every input slot, in order (the common data_inputs; an empty slot becomes an omitted input).
 std::vector<std::size_t> all_slots(InferContext const& c);
 

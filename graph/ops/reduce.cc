@@ -118,20 +118,15 @@ Result<Inferred> infer_reduce(InferContext const& c) {
 
 // Softmax, LogSoftmax, Hardmax.
 Result<Inferred> infer_softmax(InferContext const& c) {
-  Inferred k;
   int64_t const r0 = c.rank(0);
   ASSIGN_OR_RETURN(int64_t const axis, checked_axis(c.attr_int("axis", c.opset < 13 ? 1 : -1), r0));
   if (c.opset < 13 && axis != r0 - 1)
     return unsupported(c.type + " before opset 13 normalises over all axes from " + std::to_string(axis) +
                        " together; graphpipe supports one axis: re-export with opset 13 or later");
-  k.typed = SoftmaxAttrs{axis};
-  k.data_inputs = {0};
-  k.outs.push_back({c.dtype(0), c.dims(0)});
-  return k;
+  return like_input(c, SoftmaxAttrs{axis});
 }
 
 Result<Inferred> infer_cumsum(InferContext const& c) {
-  Inferred k;
   ASSIGN_OR_RETURN(Dims const axis, c.static_ints(1, "axis"));
   if (axis.size() != 1)
     return invalid_argument("the axis input holds " + std::to_string(axis.size()) +
@@ -140,10 +135,7 @@ Result<Inferred> infer_cumsum(InferContext const& c) {
   ASSIGN_OR_RETURN(a.axis, checked_axis(axis[0], c.rank(0)));
   a.exclusive = c.attr_int("exclusive", 0) != 0;
   a.reverse = c.attr_int("reverse", 0) != 0;
-  k.typed = a;
-  k.data_inputs = {0};
-  k.outs.push_back({c.dtype(0), c.dims(0)});
-  return k;
+  return like_input(c, a);
 }
 
 // ArgMax, ArgMin: int64 indices.

@@ -111,12 +111,7 @@ Status cast_check(Op const& op, OpGraph const& graph) {
 namespace {
 
 // The importer rewires Identity's readers to its input; the rule exists for the table.
-Result<Inferred> infer_identity(InferContext const& c) {
-  Inferred k;
-  k.data_inputs = {0};
-  k.outs.push_back({c.dtype(0), c.dims(0)});
-  return k;
-}
+Result<Inferred> infer_identity(InferContext const& c) { return like_input(c); }
 
 Result<Inferred> infer_flatten(InferContext const& c) {
   Inferred k;
@@ -205,7 +200,6 @@ Result<Inferred> infer_reshape(InferContext const& c) {
 }
 
 Result<Inferred> infer_dropout(InferContext const& c) {
-  Inferred k;
   DropoutAttrs a;
   a.ratio = static_cast<float>(c.attr_float("ratio", 0.5));
   if (c.opset >= 12) {
@@ -216,10 +210,7 @@ Result<Inferred> infer_dropout(InferContext const& c) {
   } else {
     a.training = c.outputs.size() > 1 && !c.outputs[1].empty();
   }
-  k.typed = a;
-  k.data_inputs = {0};
-  k.outs.push_back({c.dtype(0), c.dims(0)});
-  return k;
+  return like_input(c, a);
 }
 
 Result<Inferred> infer_squeeze_unsqueeze(InferContext const& c) {
