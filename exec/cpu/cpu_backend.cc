@@ -34,6 +34,9 @@ std::map<std::string, Entry> const& kernel_table() {
     t["LayerNormalization"] = {{layernorm_forward, layernorm_backward, layernorm_backward,
                                 require_attrs<graph::LayerNormAttrs>, fresh_then_add<layernorm_backward>},
                                2};
+    t["InstanceNormalization"] = {{instnorm_forward, instnorm_backward, instnorm_backward,
+                                   require_attrs<graph::InstanceNormAttrs>, fresh_then_add<instnorm_backward>},
+                                  3};
     t["Softmax"] = {{softmax_forward, softmax_backward, softmax_backward, no_check}, 1};
     for (char const* u : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Gelu", "Sqrt", "Erf", "Exp", "Log", "Abs", "Neg"})
       t[u] = {unary, 1};
@@ -50,8 +53,8 @@ std::map<std::string, Entry> const& kernel_table() {
     t["Split"] = {{split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>}, 1};
     t["Slice"] = {{slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>}, 1};
     t["Gather"] = {{gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2};
-    for (auto family : {activation_kernels, reduce_kernels, index_kernels, rnn_kernels, loss_kernels, logic_kernels,
-                        deconv_kernels, instnorm_kernels})
+    for (auto family :
+         {activation_kernels, reduce_kernels, index_kernels, rnn_kernels, loss_kernels, logic_kernels, deconv_kernels})
       for (auto& [type, entry] : family())
         if (!t.emplace(type, entry).second) throw std::logic_error("CPU kernel for '" + type + "' listed twice");
     return t;

@@ -40,7 +40,6 @@ CpuKernelFamily rnn_kernels();         // cpu_ops_rnn.cc: LSTM, GRU, Einsum
 CpuKernelFamily loss_kernels();        // cpu_ops_loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 CpuKernelFamily logic_kernels();       // cpu_ops_logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape
 CpuKernelFamily deconv_kernels();      // cpu_ops_deconv.cc: ConvTranspose
-CpuKernelFamily instnorm_kernels();    // cpu_ops_instnorm.cc: InstanceNormalization
 
 // ---- helpers (cpu_ops_common.cc) ----
 // Stores gradient g into grads[i] (or adds it when accumulating).
@@ -107,6 +106,9 @@ Status batchnorm_backward(OpCall const&, Saved const&, std::vector<Tensor> const
 Status layernorm_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status layernorm_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                           std::vector<Tensor>&, bool);
+Status instnorm_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status instnorm_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                         std::vector<Tensor>&, bool);
 Status softmax_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status softmax_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                         std::vector<Tensor>&, bool);

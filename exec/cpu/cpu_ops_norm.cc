@@ -1,4 +1,5 @@
-// BatchNormalization, LayerNormalization and Softmax through oneDNN, forward and backward.
+// BatchNormalization, InstanceNormalization, LayerNormalization and Softmax through oneDNN, forward
+// and backward.
 // BatchNormalization in training (OpCall::training) normalises with batch statistics and returns
 // the updated running statistics as outputs 1 and 2, whether or not the graph names them (the
 // executor stores them as the model's state): new = old · momentum + batch · (1 − momentum), with
@@ -38,6 +39,16 @@ std::shared_ptr<BnFwd const> bn_fwd_prim(std::vector<int64_t> const& shape, floa
         eps, bn_flags(training));
     dnnl::batch_normalization_forward::primitive_desc pd(d, dnnl_ctx::engine());
     return BnFwd{pd, dnnl::batch_normalization_forward(pd)};
+  });
+}
+
+std::shared_ptr<BnBwd const> bn_bwd_prim(std::vector<int64_t> const& shape, float eps, bool training) {
+  auto f = bn_fwd_prim(shape, eps, training);
+  return dnnl_ctx::cached<BnBwd>(dnnl_ctx::key("bn_bwd", dnnl_ctx::key_dims(shape), eps, training), [&] {
+    dnnl::batch_normalization_backward::desc d(dnnl::prop_kind::backward, dnnl_ctx::plain_md(shape),
+                                               dnnl_ctx::plain_md(shape), eps, bn_flags(training));
+    dnnl::batch_normalization_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
+    return BnBwd{pd, dnnl::batch_normalization_backward(pd)};
   });
 }
 
@@ -96,13 +107,7 @@ Status batchnorm_backward(OpCall const& call, Saved const& saved, std::vector<Te
   Tensor const& var = saved.tensors.at(3);
   bool const training = saved.tensors.at(4).data<int64_t>()[0] != 0;
   int64_t const c = x.dim(1);
-  auto f = bn_fwd_prim(x.shape(), a.epsilon, training);
-  auto e = dnnl_ctx::cached<BnBwd>(dnnl_ctx::key("bn_bwd", dnnl_ctx::key_dims(x.shape()), a.epsilon, training), [&] {
-    dnnl::batch_normalization_backward::desc d(dnnl::prop_kind::backward, dnnl_ctx::plain_md(x.shape()),
-                                               dnnl_ctx::plain_md(x.shape()), a.epsilon, bn_flags(training));
-    dnnl::batch_normalization_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
-    return BnBwd{pd, dnnl::batch_normalization_backward(pd)};
-  });
+  auto e = bn_bwd_prim(x.shape(), a.epsilon, training);
   Tensor dx(x.shape()), dscale({c}), dshift({c});
   // oneDNN 2.6 checks that every argument of the flags is present, though backward ignores the shift.
   Tensor const zero_shift = Tensor::zeros({c});
@@ -292,6 +297,110 @@ Status softmax_backward(OpCall const& call, Saved const& saved, std::vector<Tens
                             {DNNL_ARG_DIFF_SRC, dnnl_ctx::mem(dx)}});
   }
   return emit_grad(call, grads, 0, dx, accumulate);
+}
+
+// ---- InstanceNormalization: oneDNN's batch normalisation over a [1, N*C, spatial] view of the
+// input (its channels are the (sample, channel) pairs), sharing BatchNormalization's primitives ----
+
+namespace {
+
+// x [N, C, spatial...] as oneDNN's [1, N*C, S]: one batch-norm channel per (sample, channel).
+std::vector<int64_t> instance_view(std::vector<int64_t> const& x) {
+  int64_t s = 1;
+  for (std::size_t i = 2; i < x.size(); ++i) s *= x[i];
+  return {1, x[0] * x[1], s};
+}
+
+// A per-channel [C] vector repeated for each of n samples: [n*C].
+Tensor tiled(Tensor const& v, int64_t n) {
+  int64_t const c = v.numel();
+  Tensor t({n * c});
+  for (int64_t i = 0; i < n; ++i) std::copy(v.data<float>(), v.data<float>() + c, t.data<float>() + i * c);
+  return t;
+}
+
+// [n*C] -> [C] summed over the samples.
+Tensor summed(Tensor const& t, int64_t n, int64_t c) {
+  Tensor s = Tensor::zeros({c});
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < c; ++j) s.data<float>()[j] += t.data<float>()[i * c + j];
+  return s;
+}
+
+// Every gradient in one pass (dx, and dscale, dB summed over the samples).
+Status instnorm_grads(OpCall const& call, Saved const& saved, Tensor const& gout, Tensor& dx, Tensor& dscale,
+                      Tensor& dshift) {
+  auto const& a = *attrs_of<graph::InstanceNormAttrs>(call.op);
+  Tensor const& x = saved.tensors.at(0);
+  if (gout.shape() != x.shape()) return op_error(call, "output gradient has shape " + gout.shape_string());
+  int64_t const n = x.dim(0), c = x.dim(1);
+  std::vector<int64_t> const view = instance_view(x.shape());
+  dx = Tensor(x.shape());
+  Tensor ds({n * c}), db({n * c});
+  if (x.numel() > 0) {
+    auto e = bn_bwd_prim(view, a.epsilon, /*training=*/true);
+    Tensor const scale = tiled(saved.tensors.at(1), n);
+    // oneDNN 2.6 checks that every argument of the flags is present, though backward ignores the shift.
+    Tensor const zero_shift = Tensor::zeros({n * c});
+    dnnl::memory::desc const data = dnnl_ctx::plain_md(view);
+    dnnl::memory::desc const stat = dnnl_ctx::plain_md({n * c});
+    dnnl_ctx::run(e->prim, {{DNNL_ARG_SRC, dnnl_ctx::mem(data, x.raw())},
+                            {DNNL_ARG_DIFF_DST, dnnl_ctx::mem(data, gout.raw())},
+                            {DNNL_ARG_MEAN, dnnl_ctx::mem(stat, saved.tensors.at(2).raw())},
+                            {DNNL_ARG_VARIANCE, dnnl_ctx::mem(stat, saved.tensors.at(3).raw())},
+                            {DNNL_ARG_SCALE, dnnl_ctx::mem(stat, scale.raw())},
+                            {DNNL_ARG_SHIFT, dnnl_ctx::mem(stat, zero_shift.raw())},
+                            {DNNL_ARG_DIFF_SRC, dnnl_ctx::mem(data, dx.raw())},
+                            {DNNL_ARG_DIFF_SCALE, dnnl_ctx::mem(stat, ds.raw())},
+                            {DNNL_ARG_DIFF_SHIFT, dnnl_ctx::mem(stat, db.raw())}});
+  } else {
+    ds = Tensor::zeros({n * c});
+    db = Tensor::zeros({n * c});
+  }
+  dscale = summed(ds, n, c);
+  dshift = summed(db, n, c);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status instnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::InstanceNormAttrs>(call.op);
+  Tensor const& x = in[0];
+  if (x.rank() < 3) return op_error(call, "input " + x.shape_string() + " needs N, C and spatial dims");
+  int64_t const n = x.dim(0), c = x.dim(1);
+  for (std::size_t i = 1; i < 3; ++i)
+    if (in[i].numel() != c)
+      return op_error(call, "input " + std::to_string(i) + " must have " + std::to_string(c) + " elements, has " +
+                                std::to_string(in[i].numel()));
+  std::vector<int64_t> const view = instance_view(x.shape());
+  Tensor y(x.shape()), mean({n * c}), var({n * c});
+  if (x.numel() > 0) {
+    auto e = bn_fwd_prim(view, a.epsilon, /*training=*/true);
+    Tensor const scale = tiled(in[1], n), shift = tiled(in[2], n);
+    dnnl::memory::desc const data = dnnl_ctx::plain_md(view);
+    dnnl::memory::desc const stat = dnnl_ctx::plain_md({n * c});
+    dnnl_ctx::run(e->prim, {{DNNL_ARG_SRC, dnnl_ctx::mem(data, x.raw())},
+                            {DNNL_ARG_DST, dnnl_ctx::mem(data, y.raw())},
+                            {DNNL_ARG_SCALE, dnnl_ctx::mem(stat, scale.raw())},
+                            {DNNL_ARG_SHIFT, dnnl_ctx::mem(stat, shift.raw())},
+                            {DNNL_ARG_MEAN, dnnl_ctx::mem(stat, mean.raw())},
+                            {DNNL_ARG_VARIANCE, dnnl_ctx::mem(stat, var.raw())}});
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {x, in[1], mean, var};
+  return Status::ok();
+}
+
+Status instnorm_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                         std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!(wants(wanted, 0) || wants(wanted, 1) || wants(wanted, 2)) || !gout.at(0).defined()) return Status::ok();
+  Tensor d[3];
+  RETURN_IF_ERROR(instnorm_grads(call, saved, gout[0], d[0], d[1], d[2]));
+  for (std::size_t i = 0; i < 3; ++i)
+    if (wants(wanted, i)) RETURN_IF_ERROR(emit_grad(call, grads, i, d[i], accumulate));
+  return Status::ok();
 }
 
 }  // namespace gp::exec::cpu
