@@ -55,9 +55,10 @@ void print_plan(partition::Plan const& plan, int64_t device_memory) {
     std::string devices = std::to_string(s.devices.front());
     if (s.devices.size() > 1) devices += "-" + std::to_string(s.devices.back());
     std::string const mem = format_bytes(double(s.peak_memory_bytes)) + " / " + format_bytes(double(device_memory));
-    std::printf("%5d %6zu  %-28s %-28s %-9s %4d %5d %11s %21s%s\n", s.id, s.nodes.size(), clip(s.nodes.front()).c_str(),
-                clip(s.nodes.back()).c_str(), devices.c_str(), s.replicas, s.depth, format_seconds(s.time_s).c_str(),
-                mem.c_str(), s.peak_memory_bytes > device_memory ? "  OVER" : "");
+    std::printf("%5d %6zu  %-28s %-28s %-9s %4d %5d %11s %21s%s%s\n", s.id, s.nodes.size(),
+                clip(s.nodes.front()).c_str(), clip(s.nodes.back()).c_str(), devices.c_str(), s.replicas, s.depth,
+                format_seconds(s.time_s).c_str(), mem.c_str(), s.recompute ? "  recompute" : "",
+                s.peak_memory_bytes > device_memory ? "  OVER" : "");
   }
   std::printf("\nprediction: %s per sample, %.1f samples/s, step %s (B=%lld, b=%lld, m=%lld, depth %d)\n",
               format_seconds(plan.time_per_sample_s).c_str(), plan.samples_per_s,

@@ -339,9 +339,13 @@ Status run_pipeline(TrainArgs const& args, exec::TrainConfig const& config, std:
                             std::to_string(devices) + (mpi ? " ranks" : "") + ": use --devices " +
                             std::to_string(plan.num_devices) + " or replan");
   ASSIGN_OR_RETURN(schedule::Schedule sched, pipeline_schedule(config, plan, mpi && args.backend == "cuda"));
-  if (lead)
-    spdlog::info("plan: {} stages on {} devices ({}), micro-batch {} x {}; schedule: {}", plan.stages.size(),
-                 plan.num_devices, plan.planner, plan.micro_batch, plan.num_micro_batches, sched.policy);
+  if (lead) {
+    std::string recompute;
+    for (auto const& stage : plan.stages)
+      if (stage.recompute) recompute += (recompute.empty() ? "; recompute: s" : ",s") + std::to_string(stage.id);
+    spdlog::info("plan: {} stages on {} devices ({}), micro-batch {} x {}; schedule: {}{}", plan.stages.size(),
+                 plan.num_devices, plan.planner, plan.micro_batch, plan.num_micro_batches, sched.policy, recompute);
+  }
   auto sim = schedule::simulate(plan, sched);
   if (!sim.is_ok()) return sim.status().with_context("the schedule does not fit the plan");
 

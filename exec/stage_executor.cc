@@ -99,7 +99,24 @@ Status StageExecutor::forward(int64_t mb, TensorMap const& inputs, TensorMap& ou
     values.emplace(t, it->second);
     if (state.batch == 0) state.batch = graph::ops::batch_of(graph_.tensor(t).shape.dims, it->second.shape());
   }
+  bool const stash = training && recompute_;
+  if (stash) {
+    state.stash = values;
+    state.stashed = true;
+  }
+  RETURN_IF_ERROR(
+      run_forward(std::move(values), state, training, /*keep_saved=*/!stash, /*update_stats=*/training, &outputs));
+  if (training) {
+    micro_batches_.emplace(mb, std::move(state));
+    note_saved();
+  }
+  return Status::ok();
+}
+
+Status StageExecutor::run_forward(TensorMap values, MicroBatch& state, bool training, bool keep_saved,
+                                  bool update_stats, TensorMap* outputs) {
   std::vector<Tensor> args, outs;
+  Saved scratch;
   for (int pos = 0; pos < static_cast<int>(plan_.forward_order.size()); ++pos) {
     graph::OpId const id = plan_.forward_order[pos];
     auto const& op = graph_.op(id);
@@ -116,10 +133,14 @@ Status StageExecutor::forward(int64_t mb, TensorMap const& inputs, TensorMap& ou
       args[i] = it->second;
     }
     outs.assign(op.outputs.size(), Tensor());
-    OpCall call{op, graph_, training, op_seed(rng_seed, id), state.batch};
-    Saved* saved = training && plan_.runs_backward[id] ? &state.saved[id] : nullptr;
+    OpCall call{op, graph_, training, op_seed(state.rng_seed, id), state.batch};
+    // Without keep_saved the op still gets a Saved to fill (so it runs exactly as it would for
+    // backward), which is dropped right after.
+    Saved* saved = nullptr;
+    if (training && plan_.runs_backward[id]) saved = keep_saved ? &state.saved[id] : &scratch;
     RETURN_IF_ERROR(backend_.forward(call, args, outs, saved));
-    if (training && op.type == "BatchNormalization") update_running_stats(op, outs);
+    scratch = Saved{};
+    if (update_stats && op.type == "BatchNormalization") update_running_stats(op, outs);
     for (std::size_t k = 0; k < op.outputs.size(); ++k) {
       graph::TensorId t = op.outputs[k];
       if (t == graph::kNoTensor) continue;
@@ -130,11 +151,20 @@ Status StageExecutor::forward(int64_t mb, TensorMap const& inputs, TensorMap& ou
     for (graph::TensorId t : op.inputs)
       if (t != graph::kNoTensor && plan_.last_forward_use[t] == pos && !plan_.is_stage_output(t)) values.erase(t);
   }
-  for (graph::TensorId t : plan_.stage_outputs) outputs[t] = values.at(t);
-  if (training) {
-    micro_batches_.emplace(mb, std::move(state));
-    note_saved();
-  }
+  if (outputs)
+    for (graph::TensorId t : plan_.stage_outputs) (*outputs)[t] = values.at(t);
+  return Status::ok();
+}
+
+Status StageExecutor::rebuild_saved(MicroBatch& state) {
+  if (!state.stashed) return Status::ok();
+  state.saved.clear();
+  RETURN_IF_ERROR(
+      run_forward(state.stash, state, /*training=*/true, /*keep_saved=*/true, /*update_stats=*/false, nullptr)
+          .with_context("recomputing the forward before backward"));
+  state.stash.clear();  // what backward needs of the inputs, Saved now holds
+  state.stashed = false;
+  note_saved();
   return Status::ok();
 }
 
@@ -142,7 +172,8 @@ Status StageExecutor::backward(int64_t mb, TensorMap const& output_grads, Tensor
   auto it = micro_batches_.find(mb);
   if (it == micro_batches_.end())
     return internal_error("backward: micro-batch " + std::to_string(mb) + " has no forward in flight");
-  Status s = run_b(mb, it->second, output_grads, input_grads, /*split=*/false);
+  Status s = rebuild_saved(it->second);
+  if (s.is_ok()) s = run_b(mb, it->second, output_grads, input_grads, /*split=*/false);
   micro_batches_.erase(it);
   return s;
 }
@@ -152,7 +183,8 @@ Status StageExecutor::backward_input(int64_t mb, TensorMap const& output_grads, 
   if (it == micro_batches_.end())
     return internal_error("backward_input: micro-batch " + std::to_string(mb) + " has no forward in flight");
   if (it->second.b_done) return internal_error("backward_input: micro-batch " + std::to_string(mb) + " ran B twice");
-  Status s = run_b(mb, it->second, output_grads, input_grads, /*split=*/true);
+  Status s = rebuild_saved(it->second);
+  if (s.is_ok()) s = run_b(mb, it->second, output_grads, input_grads, /*split=*/true);
   if (!s.is_ok())
     micro_batches_.erase(it);
   else
@@ -308,6 +340,8 @@ int64_t StageExecutor::saved_bytes(int64_t mb) const {
   for (Tensor const& t : static_values_)
     if (t.defined()) seen.insert(t.raw());
   int64_t total = 0;
+  for (auto const& [t, value] : it->second.stash)
+    if (value.defined() && seen.insert(value.raw()).second) total += static_cast<int64_t>(value.nbytes());
   for (auto const& [id, saved] : it->second.saved)
     for (Tensor const& t : saved.tensors)
       if (t.defined() && seen.insert(t.raw()).second) total += static_cast<int64_t>(t.nbytes());

@@ -3,6 +3,13 @@
 // what backward needs (the ops' Saved state, nothing else); backward can run whole (B and W per
 // op) or split into an input-gradient pass (B) and a later weight-gradient pass (W). Weight
 // gradients accumulate over micro-batches until zero_grads().
+//
+// Recompute mode (activation checkpointing, a per-stage choice of the plan): a training forward
+// keeps only the micro-batch's stage inputs (references, not copies), its rng seed and batch; the
+// ops' Saved state is dropped as soon as each op has run. B (or the whole backward) first reruns the
+// forward on those inputs with the same seed, so Dropout masks are identical, and without updating
+// BatchNorm's running statistics a second time, then proceeds as usual: gradients are bitwise those
+// of the normal mode, for one extra forward.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +44,11 @@ class StageExecutor {
   graph::OpGraph const& graph() const { return graph_; }
   Backend& backend() const { return backend_; }
 
+  // Forwards from now on run in recompute mode (or not); micro-batches already in flight keep the
+  // mode their forward ran in.
+  void set_recompute(bool on) { recompute_ = on; }
+  bool recompute() const { return recompute_; }
+
   // Forward of micro-batch `mb`: `inputs` holds every stage input (plan().stage_inputs), `outputs`
   // gets every stage output. training=false keeps nothing for backward (and Dropout is identity).
   // rng_seed makes Dropout masks reproducible: pass a value derived from (step, mb).
@@ -51,7 +63,8 @@ class StageExecutor {
   void discard(int64_t mb);  // drops a micro-batch's state (e.g. after an error)
 
   int64_t in_flight() const { return static_cast<int64_t>(micro_batches_.size()); }
-  // Bytes the in-flight micro-batches keep for backward (tensors shared by ops counted once).
+  // Bytes the in-flight micro-batches keep for backward (tensors shared by ops counted once): in
+  // recompute mode, between forward and backward, the stashed stage inputs.
   int64_t saved_bytes(int64_t mb) const;
   int64_t saved_bytes() const;
   int64_t peak_saved_bytes() const { return peak_saved_bytes_; }
@@ -70,12 +83,21 @@ class StageExecutor {
     std::unordered_map<graph::OpId, Saved> saved;
     std::unordered_map<graph::OpId, std::vector<Tensor>> w_grad_outputs;  // kept between B and W
     std::unordered_map<graph::OpId, std::vector<Tensor>> w_computed;      // weight grads B made, W adds
+    TensorMap stash;       // recompute mode: the stage inputs, until backward has rebuilt `saved`
+    bool stashed = false;  // `saved` is still to be rebuilt from `stash`
     uint64_t rng_seed = 0;
     int64_t batch = 0;  // samples, from the stage inputs (0 when none carries the batch)
     bool b_done = false;
   };
 
   StageExecutor(graph::OpGraph const& graph, Backend& backend, AutodiffPlan plan);
+  // Runs the stage's ops on `values` (the stage inputs). keep_saved: the ops' Saved state goes into
+  // state.saved, else it is dropped after each op. update_stats: BatchNorm running statistics are
+  // written back (the first training forward of a micro-batch, never its recomputation).
+  Status run_forward(TensorMap values, MicroBatch& state, bool training, bool keep_saved, bool update_stats,
+                     TensorMap* outputs);
+  // Recompute mode: rebuilds state.saved from the stash before B, then drops the stash.
+  Status rebuild_saved(MicroBatch& state);
   Status run_b(int64_t mb, MicroBatch& state, TensorMap const& output_grads, TensorMap& input_grads, bool split);
   Status run_w(graph::OpId id, MicroBatch& state, std::vector<Tensor> const& grad_outputs);
   std::vector<Tensor> weight_grad_slots(graph::Op const& op) const;  // accumulators of op's trainable inputs
@@ -89,6 +111,7 @@ class StageExecutor {
   std::map<std::string, Tensor> params_, grads_, buffers_;
   std::map<int64_t, MicroBatch> micro_batches_;
   int64_t peak_saved_bytes_ = 0;
+  bool recompute_ = false;
 };
 
 }  // namespace gp::exec

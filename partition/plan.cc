@@ -34,6 +34,8 @@ json stage_to_json(PlanStage const& s) {
               {"optimizer_bytes", s.optimizer_bytes},
               {"activation_bytes_per_micro_batch", s.activation_bytes_per_micro_batch},
               {"in_flight", s.in_flight},
+              {"recompute", s.recompute},
+              {"stash_bytes_per_micro_batch", s.stash_bytes_per_micro_batch},
               {"peak_memory_bytes", s.peak_memory_bytes}};
 }
 
@@ -79,6 +81,10 @@ Status stage_from_json(json const& j, PlanStage& s, std::string const& where) {
   RETURN_IF_ERROR(get(j, "optimizer_bytes", s.optimizer_bytes, where));
   RETURN_IF_ERROR(get(j, "activation_bytes_per_micro_batch", s.activation_bytes_per_micro_batch, where));
   RETURN_IF_ERROR(get(j, "in_flight", s.in_flight, where));
+  // Optional (plans written before recomputation existed keep every activation).
+  if (j.contains("recompute")) RETURN_IF_ERROR(get(j, "recompute", s.recompute, where));
+  if (j.contains("stash_bytes_per_micro_batch"))
+    RETURN_IF_ERROR(get(j, "stash_bytes_per_micro_batch", s.stash_bytes_per_micro_batch, where));
   RETURN_IF_ERROR(get(j, "peak_memory_bytes", s.peak_memory_bytes, where));
   return Status::ok();
 }

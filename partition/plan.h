@@ -32,7 +32,15 @@ struct PlanStage {
   int64_t optimizer_bytes = 0;
   int64_t activation_bytes_per_micro_batch = 0;  // saved activations of ONE micro-batch
   int64_t in_flight = 1;                         // micro-batches held (depth under 1F1B)
-  int64_t peak_memory_bytes = 0;                 // weights + optimizer + in_flight * activations
+  // Activation recomputation (PipeDream-2BW's choice per stage): the stage keeps only its input
+  // tensors for each micro-batch in flight (stash_bytes_per_micro_batch each) and reruns its
+  // forward just before that micro-batch's backward, so backward costs fwd_s more and at most one
+  // micro-batch's full activations are live at a time.
+  bool recompute = false;
+  int64_t stash_bytes_per_micro_batch = 0;  // the stage's input bytes of one micro-batch (set either way)
+  // weights + optimizer + in_flight * activations, or with recompute
+  // weights + optimizer + in_flight * stash + activations
+  int64_t peak_memory_bytes = 0;
 };
 
 struct PlanEdge {

@@ -100,7 +100,7 @@ class Greedy {
     auto const& st = view_.stage(op.stage);
     if (op.op == Op::kForward) return st.fwd_s;
     if (op.op == Op::kWeight) return st.bwd_weight_s;
-    return req_.defer_weight ? st.bwd_input_s : st.bwd_input_s + st.bwd_weight_s;
+    return view_.backward_s(op.stage, req_.defer_weight);
   }
 
   // B before F; older micro-batch first; for B the later stage (its gradient unblocks the earlier).

@@ -131,7 +131,7 @@ class Engine {
       case Op::kForward:
         return st.fwd_s;
       case Op::kBackward:
-        return split_[in.stage][d] ? st.bwd_input_s : st.bwd_input_s + st.bwd_weight_s;
+        return view_.backward_s(in.stage, split_[in.stage][d]);
       case Op::kWeight:
         return st.bwd_weight_s;
       default:

@@ -7,7 +7,8 @@
 namespace gp::schedule {
 namespace {
 
-// Walks a device's list, calling visit(index, bytes) after every instruction.
+// Walks a device's list, calling visit(index, bytes, stage) after every instruction, `bytes` being
+// the most the device holds while the instruction runs.
 template <typename Visit>
 void walk(PlanView const& view, Schedule const& schedule, std::vector<std::vector<bool>> const& split, int d,
           std::vector<int>& live, Visit&& visit) {
@@ -16,18 +17,26 @@ void walk(PlanView const& view, Schedule const& schedule, std::vector<std::vecto
   auto const& list = schedule.devices[d];
   for (int i = 0; i < static_cast<int>(list.size()); ++i) {
     auto const& in = list[i];
+    int64_t during = 0;  // a peak inside the instruction, above what it leaves
     if (in.stage >= 0 && in.stage < view.num_stages()) {
-      int64_t const act = view.stage(in.stage).activation_bytes_per_micro_batch;
-      bool const frees = split[in.stage][d] ? in.op == Op::kWeight : in.op == Op::kBackward;
+      auto const& st = view.stage(in.stage);
+      int64_t const act = st.activation_bytes_per_micro_batch, held = view.held_bytes(in.stage);
+      bool const is_split = split[in.stage][d];
       if (in.op == Op::kForward) {
         ++live[in.stage];
-        bytes += act;
-      } else if (frees) {
+        bytes += held;
+      } else if (in.op == Op::kBackward && st.recompute) {
+        // The rerun forward rebuilds the activations next to the stash; after B the stash goes,
+        // and under a split what W needs (at most the activations) stays until W.
+        during = bytes + act;
+        bytes += is_split ? act - held : -held;
+        if (!is_split) --live[in.stage];
+      } else if (is_split ? in.op == Op::kWeight : in.op == Op::kBackward) {
         --live[in.stage];
-        bytes -= act;
+        bytes -= act;  // with recompute, B traded the stash for the activations
       }
     }
-    visit(i, bytes, in.stage);
+    visit(i, std::max(during, bytes), in.stage);
   }
 }
 

@@ -1,6 +1,10 @@
 // Memory accounting of a schedule, device by device in list order: weights and optimizer state of
 // the device's stages, plus the saved activations of every micro-batch whose F has run and whose
 // backward has not finished (its W when the backward is split, else its B).
+//
+// A stage that recomputes (PlanStage::recompute) holds only its inputs (stash bytes) from F to B;
+// B needs the micro-batch's full activations on top for its duration (the rerun forward), then
+// drops the stash; under a B/W split what W needs (counted as the full activations) stays until W.
 #pragma once
 
 #include <cstdint>

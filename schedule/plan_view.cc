@@ -77,4 +77,14 @@ int64_t PlanView::static_bytes(int device) const {
   return bytes;
 }
 
+double PlanView::backward_s(int s, bool split) const {
+  auto const& st = stage(s);
+  return st.bwd_input_s + (split ? 0 : st.bwd_weight_s) + (st.recompute ? st.fwd_s : 0);
+}
+
+int64_t PlanView::held_bytes(int s) const {
+  auto const& st = stage(s);
+  return st.recompute ? st.stash_bytes_per_micro_batch : st.activation_bytes_per_micro_batch;
+}
+
 }  // namespace gp::schedule

@@ -47,6 +47,12 @@ class PlanView {
   int branching_stage() const { return branching_stage_; }  // a stage with >1 in- or out-edges, or -1
   // Static memory of a device: weights + optimizer state of all its stages.
   int64_t static_bytes(int device) const;
+  // Duration of B of stage s: the input part, plus the weight part unless W runs apart (`split`),
+  // plus a forward when the stage recomputes its activations.
+  double backward_s(int s, bool split) const;
+  // Bytes stage s holds for one micro-batch between its F and its backward: the saved activations,
+  // or with recompute only the stage inputs (the backward then needs the activations on top).
+  int64_t held_bytes(int s) const;
 
  private:
   partition::Plan const* plan_ = nullptr;

@@ -1,6 +1,7 @@
 #include "schedule/report.h"
 
 #include <cstdio>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -10,12 +11,20 @@
 namespace gp::schedule {
 namespace {
 
-std::string stages_of(partition::Plan const& plan, int device) {
+// "s0,s2"; `mark`: stages that recompute their activations as "s2(rc)".
+std::string stages_of(partition::Plan const& plan, int device, bool mark) {
   std::string out;
   for (auto const& s : plan.stages)
     for (int d : s.devices)
-      if (d == device) out += (out.empty() ? "s" : ",s") + std::to_string(s.id);
+      if (d == device) out += (out.empty() ? "s" : ",s") + std::to_string(s.id) + (mark && s.recompute ? "(rc)" : "");
   return out.empty() ? "-" : out;
+}
+
+std::vector<int> recompute_stages(partition::Plan const& plan) {
+  std::vector<int> out;
+  for (auto const& s : plan.stages)
+    if (s.recompute) out.push_back(s.id);
+  return out;
 }
 
 }  // namespace
@@ -32,11 +41,15 @@ std::string simulation_table(partition::Plan const& plan, Schedule const& schedu
   out += buf;
   for (int d = 0; d < schedule.num_devices(); ++d) {
     auto const& r = sim.devices[d];
-    std::snprintf(buf, sizeof buf, "%-7d %-14s %12s %7.1f%% %12s %12s\n", d, stages_of(plan, d).c_str(),
+    std::snprintf(buf, sizeof buf, "%-7d %-14s %12s %7.1f%% %12s %12s\n", d, stages_of(plan, d, true).c_str(),
                   format_seconds(r.compute_busy_s).c_str(), 100 * r.bubble_fraction,
                   format_bytes(r.static_bytes).c_str(), format_bytes(r.peak_memory_bytes).c_str());
     out += buf;
   }
+  if (!recompute_stages(plan).empty())
+    out +=
+        "(rc): the stage recomputes, keeping only its inputs for each micro-batch in flight and rerunning its "
+        "forward before each backward\n";
   std::snprintf(buf, sizeof buf, "step %s, %.2f samples/s, mean bubble %.1f%%, peak memory %s",
                 format_seconds(sim.step_time_s).c_str(), sim.samples_per_s, 100 * sim.mean_bubble_fraction,
                 format_bytes(sim.peak_memory_bytes).c_str());
@@ -55,7 +68,7 @@ std::string simulation_json(partition::Plan const& plan, Schedule const& schedul
   for (int d = 0; d < schedule.num_devices(); ++d) {
     auto const& r = sim.devices[d];
     devices.push_back({{"device", d},
-                       {"stages", stages_of(plan, d)},
+                       {"stages", stages_of(plan, d, false)},
                        {"compute_busy_s", r.compute_busy_s},
                        {"bubble_fraction", r.bubble_fraction},
                        {"static_bytes", r.static_bytes},
@@ -72,6 +85,7 @@ std::string simulation_json(partition::Plan const& plan, Schedule const& schedul
               {"peak_memory_bytes", sim.peak_memory_bytes},
               {"device_memory_bytes", plan.device_memory_bytes},
               {"peak_in_flight", sim.peak_in_flight},
+              {"recompute_stages", recompute_stages(plan)},
               {"per_device", devices}};
   return doc.dump(2) + "\n";
 }

@@ -315,13 +315,14 @@ class Checker {
       int const at = first_over_limit(view_, s_, d, limit);
       std::string held;
       for (int s : view_.stages_on(d))
-        held += (held.empty() ? "" : ", ") + str(mem[d].peak_in_flight[s]) + " micro-batches of stage " + str(s);
+        held += (held.empty() ? "" : ", ") + str(mem[d].peak_in_flight[s]) + " micro-batches of stage " + str(s) +
+                (view_.stage(s).recompute ? " (inputs only: it recomputes)" : "");
       add(d, at, "memory",
           "device " + str(d) + " goes over its memory limit " + format_bytes(limit) + ": peak " +
               format_bytes(mem[d].peak_bytes) + " (weights and optimizer " + format_bytes(mem[d].static_bytes) +
               ", activations of at most " + held + ")",
-          "keep fewer micro-batches in flight (policy 1f1b or graph-1f1b instead of gpipe), or partition onto more "
-          "devices");
+          "keep fewer micro-batches in flight (policy 1f1b or graph-1f1b instead of gpipe), recompute activations in "
+          "more stages (a plan stage's \"recompute\": true), or partition onto more devices");
     }
   }
 

@@ -64,6 +64,7 @@ Result<std::unique_ptr<Worker>> Worker::create(RuntimePlan const& plan, schedule
   graph::OpGraph const& graph = plan.graph();
   for (int s : plan.view().stages_on(device)) {
     ASSIGN_OR_RETURN(auto runner, StageRunner::create(graph, backend, plan.stage_ops(s), config.optimizer));
+    runner->executor().set_recompute(plan.view().stage(s).recompute);
     w->runners_.emplace(s, std::move(runner));
     bool reads_data = s == plan.loss_stage();
     for (graph::TensorId t : plan.autodiff(s).stage_inputs)

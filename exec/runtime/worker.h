@@ -5,7 +5,8 @@
 //   F s m      gathers every stage input (graph inputs from the data, pieces from RECVs or from a
 //              co-located producer without a copy), runs forward; the loss stage adds the loss.
 //   B s m      sums each output's gradient over its consumer edges in edge-id order (the loss
-//              first), runs backward (only the input part when the stage has W's on this device).
+//              first), runs backward (only the input part when the stage has W's on this device);
+//              a stage the plan marks `recompute` reruns its forward first (StageExecutor).
 //   W s m      the weight part.
 //   SEND/RECV  one message per piece, keyed (step, edge, direction, micro-batch, devices); a sent
 //              activation or gradient is released as soon as its last piece is out.

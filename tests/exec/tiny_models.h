@@ -1,6 +1,6 @@
-// Tiny models built inline for the executor's tests: an MLP with a fanned-out hidden layer, a CNN
-// with BatchNorm and pooling, and a single-head self-attention block with LayerNorm and a
-// residual connection.
+// Tiny models built inline for the executor's tests: an MLP with a fanned-out hidden layer, an MLP
+// with Dropout, a CNN with BatchNorm and pooling, and a single-head self-attention block with
+// LayerNorm and a residual connection.
 #pragma once
 
 #include <cmath>
@@ -27,6 +27,27 @@ inline graph::OnnxModelBuilder tiny_mlp(uint64_t seed = 1) {
   b.add_node("Gemm", {"a", w2, b2}, {"y1"}, {{"transB", int64_t{1}}});
   b.add_node("MatMul", {"a", w3}, {"y2"});  // `a` fans out: its gradient is a sum
   b.add_node("Add", {"y1", "y2"}, {"y"});
+  b.add_output("y", {kBatch, 4});
+  return b;
+}
+
+// Two Dropouts (ratios as opset-12+ inputs) between Gemms: masks depend on the forward's seed.
+inline graph::OnnxModelBuilder tiny_dropout_mlp(uint64_t seed = 5) {
+  graph::OnnxModelBuilder b("tiny_dropout_mlp", 17, seed);
+  auto x = b.add_input("x", {kBatch, 8});
+  auto w1 = b.add_initializer("w1", {16, 8}, InitRule::uniform(0.5));
+  auto b1 = b.add_initializer("b1", {16}, InitRule::uniform(0.1));
+  auto w2 = b.add_initializer("w2", {12, 16}, InitRule::uniform(0.4));
+  auto w3 = b.add_initializer("w3", {12, 4}, InitRule::uniform(0.4));
+  auto r1 = b.add_initializer("ratio1", graph::TensorData::from_floats({}, {0.3f}), false);
+  auto r2 = b.add_initializer("ratio2", graph::TensorData::from_floats({}, {0.5f}), false);
+  b.add_node("Gemm", {x, w1, b1}, {"h"}, {{"transB", int64_t{1}}});
+  b.add_node("Relu", {"h"}, {"a"});
+  b.add_node("Dropout", {"a", r1}, {"d1"});
+  b.add_node("Gemm", {"d1", w2}, {"h2"}, {{"transB", int64_t{1}}});
+  b.add_node("Tanh", {"h2"}, {"a2"});
+  b.add_node("Dropout", {"a2", r2}, {"d2"});
+  b.add_node("MatMul", {"d2", w3}, {"y"});
   b.add_output("y", {kBatch, 4});
   return b;
 }
