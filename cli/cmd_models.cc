@@ -19,6 +19,10 @@ struct ModelsOptions {
   uint64_t seed = 0;
   int64_t opset = 17;
   bool shape_only = false;
+  int64_t layers = 0;  // resizes transformer / mmt (0: the size's)
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t ffn = 0;
 };
 
 std::string human_count(int64_t n) {
@@ -71,7 +75,12 @@ Status run_export(ModelsOptions const& options) {
   ASSIGN_OR_RETURN(models::ModelInfo info, models::find_model(options.name));
   ASSIGN_OR_RETURN(models::Size size, models::parse_size(options.size));
   models::ExportOptions export_options;
-  export_options.build = {.seed = options.seed, .opset = options.opset};
+  export_options.build = {.seed = options.seed,
+                          .opset = options.opset,
+                          .layers = options.layers,
+                          .hidden = options.hidden,
+                          .heads = options.heads,
+                          .ffn = options.ffn};
   export_options.shape_only = options.shape_only;
   ASSIGN_OR_RETURN(models::ZooModel model, models::build(info.name, size, export_options.build));
   int64_t const bytes = model.builder.initializer_bytes();
@@ -82,8 +91,16 @@ Status run_export(ModelsOptions const& options) {
   RETURN_IF_ERROR(models::export_model(info.name, size, options.out, export_options));
   std::error_code ec;
   bool const external = std::filesystem::exists(options.out + ".data", ec);
-  std::printf("wrote %s: %s %s, %s parameters, opset %ld, seed %lu%s\n", options.out.c_str(), info.name.c_str(),
-              models::size_name(size), human_count(model.builder.param_count()).c_str(),
+  std::string resized;
+  if (export_options.build.resizes()) {
+    for (auto [flag, value] : {std::pair{"layers", options.layers}, std::pair{"hidden", options.hidden},
+                               std::pair{"heads", options.heads}, std::pair{"ffn", options.ffn}}) {
+      if (value != 0) resized += std::string(" ") + flag + " " + std::to_string(value);
+    }
+    resized = " (" + resized.substr(1) + ")";
+  }
+  std::printf("wrote %s: %s %s%s, %s parameters, opset %ld, seed %lu%s\n", options.out.c_str(), info.name.c_str(),
+              models::size_name(size), resized.c_str(), human_count(model.builder.param_count()).c_str(),
               static_cast<long>(options.opset), static_cast<unsigned long>(options.seed),
               options.shape_only ? ", shape only (weights not written; for planning and simulation)"
               : external         ? (", weights in " + options.out + ".data").c_str()
@@ -101,7 +118,8 @@ void add_models_command(CLI::App& root, CommandList& commands) {
       "Examples:\n"
       "  graphpipe models list\n"
       "  graphpipe models export mmt --size tiny --out mmt.onnx\n"
-      "  graphpipe models export dlrm --size paper --shape-only --out dlrm_paper.onnx");
+      "  graphpipe models export dlrm --size paper --shape-only --out dlrm_paper.onnx\n"
+      "  graphpipe models export transformer --size paper --layers 96 --hidden 4096 --shape-only --out t.onnx");
 
   auto* list = app->add_subcommand("list", "Table of the models: task, parameters per size, description");
   list->add_flag("--json", options->json, "Print JSON instead of a table");
@@ -113,6 +131,16 @@ void add_models_command(CLI::App& root, CommandList& commands) {
   exp->add_option("-o,--out", options->out, "Output .onnx file (weights over 1 GiB go to <out>.data)")->required();
   exp->add_option("--seed", options->seed, "Seed of the weights")->capture_default_str();
   exp->add_option("--opset", options->opset, "ONNX opset, 13..17 (below 17 LayerNorm is decomposed)")
+      ->capture_default_str();
+  exp->add_option("--layers", options->layers,
+                  "transformer: layers in the chain; mmt: layers per branch (0: the size's)")
+      ->capture_default_str();
+  exp->add_option("--hidden", options->hidden,
+                  "transformer/mmt width (0: the size's); heads keep the size's head width unless --heads")
+      ->capture_default_str();
+  exp->add_option("--heads", options->heads, "transformer/mmt attention heads, dividing --hidden (0: derived)")
+      ->capture_default_str();
+  exp->add_option("--ffn", options->ffn, "transformer/mmt feed-forward width (0: the size's ratio to hidden)")
       ->capture_default_str();
   exp->add_flag("--shape-only", options->shape_only,
                 "Declare the weights without writing them (planning/simulation of paper sizes)");

@@ -14,6 +14,42 @@ EncoderConfig encoder_config(Size size) {
   return {};
 }
 
+Result<EncoderConfig> encoder_config(Size size, BuildOptions const& options) {
+  EncoderConfig config = encoder_config(size);
+  auto const range = [](char const* what, int64_t value, int64_t max) -> Status {
+    if (value >= 0 && value <= max) return Status::ok();
+    return invalid_argument(std::string(what) + " " + std::to_string(value) + " is out of range: use 1.." +
+                            std::to_string(max) + " (0 keeps the size's value)");
+  };
+  RETURN_IF_ERROR(range("layers", options.layers, kMaxLayers));
+  RETURN_IF_ERROR(range("hidden", options.hidden, kMaxHidden));
+  RETURN_IF_ERROR(range("heads", options.heads, kMaxHidden));
+  RETURN_IF_ERROR(range("ffn", options.ffn, 4 * kMaxHidden));
+  int64_t const head_dim = config.hidden / config.heads;
+  int64_t const ffn_ratio = config.ffn / config.hidden;
+  if (options.hidden > 0) config.hidden = options.hidden;
+  if (options.heads > 0) {
+    config.heads = options.heads;
+  } else if (options.hidden > 0) {
+    if (options.hidden % head_dim != 0) {
+      return invalid_argument("hidden " + std::to_string(options.hidden) + " is not a multiple of the " +
+                              size_name(size) + " head width " + std::to_string(head_dim) +
+                              ": pick a multiple of it or give heads explicitly");
+    }
+    config.heads = options.hidden / head_dim;
+  }
+  if (config.hidden % config.heads != 0) {
+    return invalid_argument("hidden " + std::to_string(config.hidden) + " is not divisible by " +
+                            std::to_string(config.heads) + " heads: pick heads dividing hidden");
+  }
+  config.ffn = options.ffn > 0 ? options.ffn : config.hidden * ffn_ratio;
+  if (config.ffn > 4 * kMaxHidden) {
+    return invalid_argument("ffn " + std::to_string(config.ffn) + " (hidden x " + std::to_string(ffn_ratio) +
+                            ") exceeds " + std::to_string(4 * kMaxHidden) + ": give a smaller hidden or ffn");
+  }
+  return config;
+}
+
 std::string encoder_stack(Layers& layers, std::string const& x, int64_t in_dim, int64_t num_layers,
                           EncoderConfig const& config, std::string const& prefix) {
   std::string h = layers.linear3d(x, in_dim, config.hidden, prefix + ".proj", Act::kNone);

@@ -22,6 +22,10 @@ struct EncoderConfig {
   int64_t classes = 0;
 };
 EncoderConfig encoder_config(Size size);
+// The size's config with BuildOptions' hidden/heads/ffn applied (layers is checked here, applied by
+// the generator: the transformer's chain length or MMT's layers per branch). Errors name the
+// option to change.
+Result<EncoderConfig> encoder_config(Size size, BuildOptions const& options);
 
 // Input projection, `layers` encoder layers, final LayerNorm and mean over the sequence:
 // x [N, seq, in_dim] -> [N, hidden].

@@ -4,9 +4,11 @@
 namespace gp::models {
 
 // One transformer-encoder branch per modality, each with its own input; the pooled branch
-// outputs are concatenated and classified by a two-layer head.
+// outputs are concatenated and classified by a two-layer head. BuildOptions' layers sets the
+// layers per branch; build() has validated the options.
 ZooModel build_mmt(Size size, BuildOptions const& options) {
-  EncoderConfig const config = encoder_config(size);
+  EncoderConfig config = encoder_config(size, options).value();
+  if (options.layers > 0) config.layers_per_branch = options.layers;
   ZooModel model = new_model("mmt", size, Task::kClassification, options);
   Layers layers(model.builder);
   std::vector<std::string> pooled;

@@ -2,6 +2,7 @@
 
 #include <functional>
 
+#include "models/encoder_stack.h"
 #include "models/generators.h"
 
 namespace gp::models {
@@ -16,7 +17,8 @@ struct Entry {
 
 std::vector<Entry> const& registry() {
   static std::vector<Entry> const entries = {
-      {{"mmt", "multi-modal transformer: 4 encoder branches (one input each), concat, MLP head", Task::kClassification},
+      {{"mmt", "multi-modal transformer: 4 encoder branches (one input each), concat, MLP head", Task::kClassification,
+        true},
        build_mmt},
       {{"dlrm", "DLRM: 7 bottom MLPs + 7 embedding bags, pairwise-dot interaction, top MLP", Task::kClassification},
        build_dlrm},
@@ -24,16 +26,19 @@ std::vector<Entry> const& registry() {
        build_candle_uno},
       {{"inception", "Inception CNN (GoogLeNet blocks: 1x1, 3x3, 5x5, pool branches + concat)", Task::kClassification},
        build_inception},
-      {{"transformer", "sequential transformer stack with MMT's layer config (the control)", Task::kClassification},
+      {{"transformer", "sequential transformer stack with MMT's layer config (the control)", Task::kClassification,
+        true},
        build_transformer},
       {{"mlp", "small multi-layer perceptron", Task::kClassification}, build_mlp},
   };
   return entries;
 }
 
-std::string valid_names() {
+std::string valid_names(bool resizable_only = false) {
   std::string names;
-  for (auto const& e : registry()) names += (names.empty() ? "" : ", ") + e.info.name;
+  for (auto const& e : registry()) {
+    if (!resizable_only || e.info.resizable) names += (names.empty() ? "" : ", ") + e.info.name;
+  }
   return names;
 }
 
@@ -82,6 +87,12 @@ ZooModel new_model(std::string const& name, Size size, Task task, BuildOptions c
   model.builder.add_metadata("graphpipe.size", size_name(size));
   model.builder.add_metadata("graphpipe.seed", std::to_string(options.seed));
   model.builder.add_metadata("graphpipe.task", task == Task::kClassification ? "classification" : "regression");
+  if (options.resizes()) {
+    std::string const dims = "layers " + std::to_string(options.layers) + ", hidden " + std::to_string(options.hidden) +
+                             ", heads " + std::to_string(options.heads) + ", ffn " + std::to_string(options.ffn) +
+                             " (0: the size's)";
+    model.builder.add_metadata("graphpipe.resize", dims);
+  }
   return model;
 }
 
@@ -104,6 +115,13 @@ Result<ZooModel> build(std::string_view name, Size size, BuildOptions const& opt
   }
   for (auto const& e : registry()) {
     if (e.info.name != name) continue;
+    if (options.resizes()) {
+      if (!e.info.resizable) {
+        return invalid_argument("model '" + e.info.name + "' has a fixed shape: layers/hidden/heads/ffn apply to " +
+                                valid_names(true) + " only");
+      }
+      RETURN_IF_ERROR(encoder_config(size, options).status());
+    }
     ZooModel model = e.generate(size, options);
     RETURN_IF_ERROR(model.builder.status());
     return model;
@@ -117,7 +135,11 @@ Status export_model(std::string_view name, Size size, std::string const& path, E
 }
 
 Result<graph::OpGraph> build_graph(std::string_view name, Size size, uint64_t seed, bool load_weights) {
-  ASSIGN_OR_RETURN(ZooModel model, build(name, size, BuildOptions{.seed = seed}));
+  return build_graph(name, size, BuildOptions{.seed = seed}, load_weights);
+}
+
+Result<graph::OpGraph> build_graph(std::string_view name, Size size, BuildOptions const& options, bool load_weights) {
+  ASSIGN_OR_RETURN(ZooModel model, build(name, size, options));
   return model.builder.to_graph(graph::ImportOptions{.load_weights = load_weights});
 }
 

@@ -25,6 +25,7 @@ struct ModelInfo {
   std::string name;         // "mmt", "dlrm", ...
   std::string description;  // one line
   Task task = Task::kClassification;
+  bool resizable = false;  // accepts BuildOptions' layers / hidden / heads / ffn
 };
 std::vector<ModelInfo> const& model_list();
 Result<ModelInfo> find_model(std::string_view name);  // error lists the valid names
@@ -46,7 +47,19 @@ struct ZooModel {
 struct BuildOptions {
   uint64_t seed = 0;
   int64_t opset = 17;  // 13..17 (LayerNormalization is decomposed below 17)
+  // Depth and width of the transformer models ("transformer", "mmt"); 0 keeps the size's value.
+  // layers: encoder layers of the transformer's chain, or of each MMT branch (1..kMaxLayers).
+  // hidden: model width (1..kMaxHidden). heads: attention heads, dividing hidden; 0 keeps the
+  // size's head width (hidden / heads) when hidden is set. ffn: feed-forward width; 0 keeps the
+  // size's ratio ffn / hidden.
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t ffn = 0;
+  bool resizes() const { return layers != 0 || hidden != 0 || heads != 0 || ffn != 0; }
 };
+inline constexpr int64_t kMaxLayers = 2048;
+inline constexpr int64_t kMaxHidden = 65536;
 
 // Declares the model; nothing is materialised until it is serialized or saved.
 Result<ZooModel> build(std::string_view name, Size size, BuildOptions const& options = {});
@@ -60,5 +73,7 @@ Status export_model(std::string_view name, Size size, std::string const& path, E
 
 // The model as an OpGraph through the ONNX importer; load_weights=false never materialises weights.
 Result<graph::OpGraph> build_graph(std::string_view name, Size size, uint64_t seed = 0, bool load_weights = true);
+Result<graph::OpGraph> build_graph(std::string_view name, Size size, BuildOptions const& options,
+                                   bool load_weights = true);
 
 }  // namespace gp::models

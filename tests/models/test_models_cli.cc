@@ -83,6 +83,31 @@ TEST(ModelsCli, ExportWritesAnImportableModel) {
   fs::remove_all(dir);
 }
 
+TEST(ModelsCli, ExportResizesTheTransformer) {
+  fs::path const dir = temp_dir();
+  fs::path const out = dir / "t.onnx";
+  CliRun r = graphpipe({"models", "export", "transformer", "--size", "paper", "--layers", "96", "--hidden", "4096",
+                        "--shape-only", "--out", out.string()});
+  ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+  EXPECT_NE(r.output.find("transformer paper (layers 96 hidden 4096)"), std::string::npos) << r.output;
+  auto g = gp::graph::load_onnx(out.string(), {.load_weights = false});
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  // 96 layers of width 4096 (64 heads of 64, FFN 16384): input projection, layers, final LN, head.
+  int64_t const d = 4096, f = 4 * d;
+  int64_t const layer = 4 * d + 4 * (d * d + d) + (d * f + f) + (f * d + d);
+  EXPECT_EQ(g->param_count(), (1024 * d + d) + 96 * layer + 2 * d + (d * d + d) + (d * 1000 + 1000));
+
+  CliRun bad = graphpipe(
+      {"models", "export", "transformer", "--hidden", "100", "--heads", "3", "--out", (dir / "x.onnx").string()});
+  EXPECT_EQ(bad.status.code(), gp::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status.message().find("hidden 100 is not divisible by 3 heads"), std::string::npos)
+      << bad.status.message();
+  CliRun fixed = graphpipe({"models", "export", "mlp", "--layers", "4", "--out", (dir / "y.onnx").string()});
+  EXPECT_NE(fixed.status.message().find("model 'mlp' has a fixed shape"), std::string::npos) << fixed.status.message();
+  EXPECT_FALSE(fs::exists(dir / "x.onnx") || fs::exists(dir / "y.onnx"));
+  fs::remove_all(dir);
+}
+
 TEST(ModelsCli, BadNameSizeOrFolderFailsCleanly) {
   fs::path const dir = temp_dir();
   CliRun name = graphpipe({"models", "export", "resnet", "--out", (dir / "x.onnx").string()});

@@ -217,5 +217,86 @@ TEST(Zoo, UnknownNamesAndSizesListTheValidOnes) {
   EXPECT_NE(o.status().message().find("use 13..17"), std::string::npos);
 }
 
+// Trainable parameters of the transformer by hand: input projection, `layers` pre-norm encoder
+// layers (2 LayerNorms, q/k/v/o, FFN), final LayerNorm, two-layer head.
+int64_t transformer_params(int64_t in, int64_t layers, int64_t d, int64_t f, int64_t classes) {
+  int64_t const layer = 2 * 2 * d + 4 * (d * d + d) + (d * f + f) + (f * d + d);
+  return (in * d + d) + layers * layer + 2 * d + (d * d + d) + (d * classes + classes);
+}
+
+TEST(ZooResize, LayerCountChangesTheOpCountLinearly) {
+  std::map<int64_t, std::size_t> ops;
+  std::map<int64_t, int64_t> params;
+  for (int64_t layers : {1, 2, 5, 96}) {
+    auto g = build_graph("transformer", Size::kTiny, {.layers = layers}, /*load_weights=*/false);
+    ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+    ops[layers] = g->num_ops();
+    params[layers] = g->param_count();
+    EXPECT_EQ(params[layers], transformer_params(16, layers, 32, 64, 10)) << layers << " layers";
+  }
+  std::size_t const per_layer = ops[2] - ops[1];
+  EXPECT_GT(per_layer, 10u);
+  EXPECT_EQ(ops[5] - ops[2], 3 * per_layer);
+  EXPECT_EQ(ops[96] - ops[2], 94 * per_layer);
+  // 0 keeps the size's depth (tiny: 4 branches x 2 layers = 8); an explicit 8 builds the same graph.
+  auto standard = build_graph("transformer", Size::kTiny, 0, false);
+  auto eight = build_graph("transformer", Size::kTiny, {.layers = 8}, false);
+  ASSERT_TRUE(standard.is_ok() && eight.is_ok());
+  EXPECT_EQ(standard->num_ops(), eight->num_ops());
+  EXPECT_EQ(standard->num_ops(), ops[1] + 7 * per_layer);
+  // MMT: layers per branch, in each of the 4 branches.
+  auto mmt1 = build_graph("mmt", Size::kTiny, {.layers = 1}, false);
+  auto mmt3 = build_graph("mmt", Size::kTiny, {.layers = 3}, false);
+  ASSERT_TRUE(mmt1.is_ok() && mmt3.is_ok());
+  EXPECT_EQ(mmt3->num_ops() - mmt1->num_ops(), 4 * 2 * per_layer);
+}
+
+TEST(ZooResize, WidthChangesTheWeightsAsCounted) {
+  // Paper: hidden 1024, 16 heads of 64, FFN 4 x hidden, input 1024, 1000 classes.
+  auto wide = build("transformer", Size::kPaper, {.layers = 4, .hidden = 2048});
+  ASSERT_TRUE(wide.is_ok()) << wide.status().to_string();
+  EXPECT_EQ(wide->builder.param_count(), transformer_params(1024, 4, 2048, 8192, 1000));
+  EXPECT_EQ(wide->builder.initializer_bytes(), 4 * wide->builder.param_count());  // fp32
+  auto g = wide->builder.to_graph(graph::ImportOptions{.load_weights = false});
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  expect_graph_matches(*wide, *g);
+  // An explicit FFN width and head count (96 / 3 = 32 per head).
+  auto narrow = build("transformer", Size::kPaper, {.layers = 2, .hidden = 96, .heads = 3, .ffn = 128});
+  ASSERT_TRUE(narrow.is_ok()) << narrow.status().to_string();
+  EXPECT_EQ(narrow->builder.param_count(), transformer_params(1024, 2, 96, 128, 1000));
+  auto checked = narrow->builder.to_graph(graph::ImportOptions{.run_checker = true, .load_weights = true});
+  ASSERT_TRUE(checked.is_ok()) << checked.status().to_string();
+  auto standard = build("transformer", Size::kPaper);
+  ASSERT_TRUE(standard.is_ok());
+  EXPECT_EQ(standard->builder.param_count(), 406'205'416);
+}
+
+TEST(ZooResize, BadValuesSayWhatToChange) {
+  auto message = [](std::string const& name, Size size, BuildOptions const& o) {
+    auto m = build(name, size, o);
+    EXPECT_FALSE(m.is_ok()) << name;
+    if (m.is_ok()) return std::string();
+    EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+    return m.status().message();
+  };
+  EXPECT_NE(message("transformer", Size::kPaper, {.layers = -1}).find("layers -1 is out of range: use 1..2048"),
+            std::string::npos);
+  EXPECT_NE(message("transformer", Size::kPaper, {.layers = 5000}).find("layers 5000 is out of range"),
+            std::string::npos);
+  EXPECT_NE(message("transformer", Size::kPaper, {.hidden = 1 << 20}).find("hidden 1048576 is out of range"),
+            std::string::npos);
+  EXPECT_NE(message("transformer", Size::kPaper, {.hidden = 100})
+                .find("hidden 100 is not a multiple of the paper head width 64: pick a multiple of it or give heads"),
+            std::string::npos);
+  EXPECT_NE(message("transformer", Size::kPaper, {.hidden = 100, .heads = 3})
+                .find("hidden 100 is not divisible by 3 heads: pick heads dividing hidden"),
+            std::string::npos);
+  EXPECT_NE(message("mmt", Size::kTiny, {.heads = 5}).find("hidden 32 is not divisible by 5 heads"), std::string::npos);
+  EXPECT_NE(message("dlrm", Size::kTiny, {.layers = 3})
+                .find("model 'dlrm' has a fixed shape: layers/hidden/heads/ffn apply to mmt, transformer only"),
+            std::string::npos);
+  EXPECT_NE(message("transformer", Size::kTiny, {.ffn = -4}).find("ffn -4 is out of range"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gp::models
