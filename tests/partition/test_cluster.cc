@@ -1,3 +1,5 @@
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "partition/cluster.h"
@@ -78,6 +80,28 @@ TEST(Cluster, YamlErrorsNameTheKey) {
   EXPECT_NE(bad_link.status().message().find("intra_node.jitter"), std::string::npos);
   EXPECT_EQ(Cluster::from_yaml_string("devices: [").status().code(), StatusCode::kParseError);
   EXPECT_EQ(Cluster::from_yaml_file("/nonexistent/c.yaml").status().code(), StatusCode::kNotFound);
+}
+
+// The bundled examples parse; the 1,024-device one is 128 nodes of 8 with a slow inter-node link.
+TEST(Cluster, ExampleFilesParse) {
+  std::string const dir = std::string(GP_SOURCE_DIR) + "/examples/clusters/";
+  for (char const* name : {"dgx_4x8.yaml", "mixed_a100_v100.yaml"}) {
+    auto c = Cluster::from_yaml_file(dir + name);
+    EXPECT_TRUE(c.is_ok()) << name << ": " << c.status().message();
+  }
+  auto c = Cluster::from_yaml_file(dir + "cluster_128x8.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  ASSERT_EQ(c->size(), 1024);
+  EXPECT_EQ(c->devices_per_node, 8);
+  EXPECT_EQ(c->devices[7].node, 0);
+  EXPECT_EQ(c->devices[8].node, 1);
+  EXPECT_EQ(c->devices[1023].node, 127);
+  EXPECT_EQ(c->devices[1023].memory_bytes, int64_t{16} << 30);
+  EXPECT_DOUBLE_EQ(c->devices[0].peak_flops, 15.7e12);
+  EXPECT_DOUBLE_EQ(c->intra_node.bandwidth, 150e9);
+  EXPECT_DOUBLE_EQ(c->inter_node.bandwidth, 12.5e9);
+  EXPECT_EQ(&c->link(0, 7), &c->intra_node);
+  EXPECT_EQ(&c->link(7, 8), &c->inter_node);
 }
 
 }  // namespace
