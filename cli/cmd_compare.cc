@@ -187,7 +187,9 @@ Status run(Options const& o) {
     std::printf("%-10s %12s %12lld %6d %7zu %5lld %12.1f %14s %9s%s\n", planners[k],
                 format_seconds(pl.search_time_s).c_str(), (long long)pl.states_explored, pl.depth, pl.stages.size(),
                 (long long)pl.micro_batch, pl.samples_per_s, format_bytes(peak).c_str(), ratio,
-                pl.notes.empty() ? "" : "  (linearised)");
+                pl.planner == "gpp" ? (pl.notes.rfind("a chain", 0) == 0 ? "  (a chain)" : "")
+                : pl.notes.empty()  ? ""
+                                    : "  (linearised)");
   }
   if (o.train) return train_and_report(o, p, plans);
   return Status::ok();

@@ -1,4 +1,5 @@
 #include "cli/partition_problem.h"
+#include "schedule/rank.h"
 
 #include <chrono>
 #include <cstdio>
@@ -26,6 +27,16 @@ void add_partition_flags(CLI::App& app, PartitionFlags& f) {
   app.add_option("--cost", f.cost, "Cost model: 'analytic' (roofline) or a profile JSON from 'graphpipe profile'");
   app.add_flag("--no-replication", f.no_replication, "No data-parallel stages (one device per stage)");
   app.add_flag("--no-communication", f.no_communication, "Ignore transfer and all-reduce time");
+  app.add_option("--recompute", f.recompute,
+                 "Activation recomputation: 'auto' (a stage that would not fit keeps only its inputs and "
+                 "reruns its forward before backward) or 'never'")
+      ->check(CLI::IsMember({"auto", "never"}))
+      ->capture_default_str();
+  app.add_option("--rank", f.rank,
+                 "How gpp picks among its best candidate plans: 'simulation' (the best schedule of each, "
+                 "simulated) or 'formula' ((m + D - 1) max T_s only)")
+      ->check(CLI::IsMember({"simulation", "formula"}))
+      ->capture_default_str();
   app.add_option("--max-downsets", f.max_downsets, "Downset limit of the pipedream/piper planners");
   app.add_option("--time-limit", f.time_limit_s, "Stop a planner after this many seconds (0: none)");
   app.add_option(
@@ -41,6 +52,7 @@ partition::PlannerOptions planner_options(PartitionFlags const& flags) {
   options.time_limit_s = flags.time_limit_s;
   options.chain_objective = flags.chain_objective == "bottleneck" ? partition::ChainObjective::kBottleneck
                                                                   : partition::ChainObjective::kStepTime;
+  if (flags.rank == "simulation") options.evaluate = schedule::simulation_evaluator();
   auto last = std::make_shared<std::chrono::steady_clock::time_point>();
   options.progress = [last](std::string const& line) {
     auto const now = std::chrono::steady_clock::now();
@@ -111,6 +123,7 @@ Result<partition::Problem> build_problem(PartitionFlags const& f) {
   if (f.micro_batch > 0) p.micro_batch_candidates = {f.micro_batch};
   p.allow_replication = !f.no_replication;
   p.count_communication = !f.no_communication;
+  p.allow_recompute = f.recompute == "auto";
   RETURN_IF_ERROR(p.finalize());
   return p;
 }

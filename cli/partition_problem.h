@@ -28,6 +28,8 @@ struct PartitionFlags {
   std::string cost = "analytic";
   bool no_replication = false;
   bool no_communication = false;
+  std::string recompute = "auto";   // auto: stages recompute activations where they would not fit; never
+  std::string rank = "simulation";  // gpp: judge the best candidates by simulation, or by the formula
   int64_t max_downsets = 50000;
   double time_limit_s = 0;
   std::string chain_objective = "step";

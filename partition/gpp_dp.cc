@@ -1,5 +1,7 @@
 // Objective and search: see partition/gpp_dp.h (least step time, not GRAPHPIPE.md's tau first).
 #include "partition/gpp_dp.h"
+#include "partition/chain_dp.h"
+#include "partition/downsets.h"
 
 #include <algorithm>
 #include <bit>
@@ -11,10 +13,17 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 
 namespace gp::partition {
+
+namespace {
+// plan_gpp also runs the sequential planners' DP over every chain between downsets when the graph
+// has at most this many downsets (it then takes milliseconds; gnmt's 7,874 take seconds).
+constexpr int64_t kChainDownsets = 1000;
+}  // namespace
 
 LeafOrder leaf_order(SpTree const& tree) {
   LeafOrder lo;
@@ -219,6 +228,11 @@ struct Ranges {
 struct Level {
   double t = 0;            // T_s / b
   int max_in_flight = -1;  // -1: not priced yet
+  // With recomputation (Problem::allow_recompute; else t_rc is infinite): T_s / b, and the in-flight
+  // count that fits when the stash is bounded by all the stage's boundary bytes (its inputs are
+  // among them), so a stage the DP fits with recompute also fits in assemble_plan.
+  double t_rc = std::numeric_limits<double>::infinity();
+  int max_in_flight_rc = 0;
 };
 
 // A candidate stage: its ranges, boundary and cached prices (lv[l] at replica level l, priced on
@@ -245,6 +259,7 @@ struct ChosenStage {
   Ranges ranges;
   int replicas = 1;
   double t = 0;
+  bool recompute = false;
 };
 
 // Memo kinds: a tree node's whole frontier, a Series node's suffix of children starting at index,
@@ -314,7 +329,7 @@ class Engine {
     Eval ev;
     Frontier const root = node_frontier(tree_.root, 0);
     ev.tau_next = tau_next_;
-    if (root.empty()) return ev;
+    if (root.empty() || expired_) return ev;
     ev.feasible = true;
     ev.depth = root.front().depth;
     ev.devices = root.front().devices;
@@ -415,6 +430,18 @@ class Engine {
       }
       StageCost const c = stage_cost_from_sums(p_, sum, cost_.replicas(l), b_, 1, m_);
       lv = {c.time_s / static_cast<double>(b_), cost_.max_in_flight(sum, l)};
+      if (p_.allow_recompute) {
+        sum.input_bytes_per_sample = bytes;
+        StageCost const rc = stage_cost_from_sums(p_, sum, cost_.replicas(l), b_, 1, m_, true);
+        int64_t const samples = samples_per_replica(b_, cost_.replicas(l));
+        int64_t const avail =
+            p_.device_memory() - rc.weight_bytes - rc.optimizer_bytes - sum.activation_bytes_per_sample * samples;
+        int64_t const per = bytes * samples;
+        lv.t_rc = rc.time_s / static_cast<double>(b_);
+        lv.max_in_flight_rc = avail < 0  ? 0
+                              : per <= 0 ? std::numeric_limits<int32_t>::max()
+                                         : static_cast<int>(std::min<int64_t>(avail / per, INT32_MAX));
+      }
     }
     return lv;
   }
@@ -425,15 +452,26 @@ class Engine {
 
   // Fewest replicas meeting tau with `in_flight` micro-batches held; 0 if none. Levels below
   // `first` are known too slow by their compute alone (fewest_replicas noted them in tau_next).
-  int min_replicas(StageRef const& s, int in_flight, int first = 0, double* t_out = nullptr) {
+  // Recomputation is chosen only where the stage does not fit without it (it only adds time).
+  int min_replicas(StageRef const& s, int in_flight, int first = 0, double* t_out = nullptr,
+                   bool* recompute_out = nullptr) {
     for (int l = first; l < cost_.levels(); ++l) {
       Level const& lv = level(s, l);
       if (lv.t > tau_) {
         tau_next_ = std::min(tau_next_, lv.t);
         continue;
       }
-      if (lv.max_in_flight < in_flight) continue;
-      if (t_out) *t_out = lv.t;
+      bool recompute = false;
+      if (lv.max_in_flight < in_flight) {
+        if (lv.max_in_flight_rc < in_flight) continue;
+        if (lv.t_rc > tau_) {
+          tau_next_ = std::min(tau_next_, lv.t_rc);
+          continue;
+        }
+        recompute = true;
+      }
+      if (t_out) *t_out = recompute ? lv.t_rc : lv.t;
+      if (recompute_out) *recompute_out = recompute;
       return cost_.replicas(l);
     }
     return 0;
@@ -460,9 +498,16 @@ class Engine {
   void store(Part part, int t, int index, int q, Frontier f) {
     memo_.emplace(StateKey{t, static_cast<int>(part), index, q}, static_cast<int>(frontiers_.size()));
     frontiers_.push_back(std::move(f));
-    ++states_;
+    if ((++states_ & 1023) == 0 && deadline_ && Clock::now() > *deadline_) expired_ = true;
   }
 
+ public:
+  // After the deadline an evaluation unwinds with empty frontiers and expired() says so: its result
+  // must then be dropped (the search reports the time limit).
+  void set_deadline(std::optional<Clock::time_point> deadline) { deadline_ = deadline; }
+  bool expired() const { return expired_; }
+
+ private:
   Frontier pareto(std::vector<int> const& best) const {
     Frontier f;
     int least = std::numeric_limits<int>::max();
@@ -475,8 +520,16 @@ class Engine {
     return f;
   }
 
+  // best[depth] = fewest devices; `best` starts at depth_cap() + 1 entries and grows if needed.
   void consider(std::vector<int>& best, int depth, int devices, int budget) const {
-    if (depth <= devices_ && devices <= budget && devices < best[depth]) best[depth] = devices;
+    if (depth > devices_ || devices > budget) return;
+    if (depth >= static_cast<int>(best.size())) best.resize(depth + 1, std::numeric_limits<int>::max());
+    if (devices < best[depth]) best[depth] = devices;
+  }
+  // A piece's own depth is at most its stage count, so at most its leaves: sizing `best` by that
+  // instead of by the cluster keeps a state O(piece), not O(devices), at 1,024 devices.
+  std::vector<int> depth_table(int t) const {
+    return std::vector<int>(std::min(devices_, hi_of(t) - lo_of(t)) + 1, std::numeric_limits<int>::max());
   }
 
   // Lower bound on the devices any plan gives to the nodes at positions [lo, hi).
@@ -503,6 +556,7 @@ class Engine {
   int hi_of(int t) const { return leaves_.range[t].second; }
 
   Frontier node_frontier(int t, int q) {
+    if (expired_) return {};
     if (Frontier const* f = find(Part::kNode, t, -1, q)) return *f;
     SpNode const& n = tree_.nodes[t];
     if (n.kind == SpKind::kSeries) {
@@ -510,7 +564,7 @@ class Engine {
     } else if (n.kind == SpKind::kParallel) {
       parallel_prefix(t, q);
     } else {
-      std::vector<int> best(devices_ + 1, std::numeric_limits<int>::max());
+      std::vector<int> best = depth_table(t);
       if (int r = min_replicas(priced_afresh({lo_of(t), hi_of(t), hi_of(t), hi_of(t)}), q + 1))
         consider(best, 1, r, budget(lo_of(t), hi_of(t)));
       store(Part::kNode, t, -1, q, pareto(best));
@@ -519,16 +573,21 @@ class Engine {
   }
 
   static Frontier combine_max(Frontier const& a, Frontier const& b, int devices) {
-    std::vector<int> best(devices + 1, std::numeric_limits<int>::max());
+    // Depths are those of a and b, so the table needs only their largest (not one per device).
+    int top = 0;
+    for (Point x : a) top = std::max(top, x.depth);
+    for (Point y : b) top = std::max(top, y.depth);
+    top = std::min(top, devices);
+    std::vector<int> best(top + 1, std::numeric_limits<int>::max());
     for (Point x : a) {
       for (Point y : b) {
         int const d = std::max(x.depth, y.depth), n = x.devices + y.devices;
-        if (d <= devices && n <= devices && n < best[d]) best[d] = n;
+        if (d <= top && n <= devices && n < best[d]) best[d] = n;
       }
     }
     Frontier f;
     int least = std::numeric_limits<int>::max();
-    for (int d = 0; d <= devices; ++d) {
+    for (int d = 0; d <= top; ++d) {
       if (best[d] < least) {
         least = best[d];
         f.push_back({d, best[d]});
@@ -549,7 +608,7 @@ class Engine {
     std::vector<Frontier> prefix(k + 1);
     prefix[0] = {{0, 0}};
     for (int c = 1; c <= k; ++c) {
-      std::vector<int> best(devices_ + 1, std::numeric_limits<int>::max());
+      std::vector<int> best = depth_table(t);
       int const hi = hi_of(n.children[c - 1]);
       int const cap = budget(lo_of(t), hi);
       for (Point a : prefix[c - 1]) {
@@ -588,7 +647,7 @@ class Engine {
     std::vector<Frontier> suffix(k + 1);
     suffix[k] = {{0, 0}};
     for (int c = k - 1; c >= 1; --c) {
-      std::vector<int> best(devices_ + 1, std::numeric_limits<int>::max());
+      std::vector<int> best = depth_table(t);
       int const lo = lo_of(n.children[c]);
       int const cap = budget(lo, hi_of(t));
       for (Point a : suffix[c + 1]) {
@@ -622,7 +681,7 @@ class Engine {
     std::vector<Frontier> suffix(k + 1);
     suffix[k] = {{0, 0}};
     for (int i = k - 1; i >= 0; --i) {
-      std::vector<int> best(devices_ + 1, std::numeric_limits<int>::max());
+      std::vector<int> best = depth_table(t);
       int const lo = lo_of(n.children[i]);
       int const cap = budget(lo, hi_of(t));
       int const child = n.children[i];
@@ -815,8 +874,9 @@ class Engine {
 
   void emit(StageRef const& s, int in_flight) {
     double t = 0;
-    int const r = min_replicas(s, in_flight, 0, &t);
-    chosen_.push_back({s.rg, r, t});
+    bool recompute = false;
+    int const r = min_replicas(s, in_flight, 0, &t, &recompute);
+    chosen_.push_back({s.rg, r, t, recompute});
   }
 
   void rebuild_node(int t, int q, Point target) {
@@ -947,6 +1007,8 @@ class Engine {
   std::deque<Frontier> frontiers_;  // a deque: references stay valid as states are added
   std::vector<ChosenStage> chosen_;
   int64_t states_ = 0;
+  std::optional<Clock::time_point> deadline_;
+  bool expired_ = false;
 };
 
 std::string seconds_text(double s) {
@@ -961,22 +1023,40 @@ std::string bytes_text(int64_t bytes) {
   return buf;
 }
 
-}  // namespace
+// The best plan over all the trees searched so far, shared by the searches so that each prunes
+// against the plans the others found.
+struct Incumbent {
+  std::optional<Plan> best;
+  double best_tau = 0;
+  int64_t states = 0;
+  double slack = 1;              // prune against best * slack (> 1 when candidates are judged later)
+  std::vector<Plan> candidates;  // every plan assembled within the slack (when judged later)
+  double bound() const { return best ? best->step_time_s * slack : std::numeric_limits<double>::infinity(); }
+  void offer(Plan plan, double tau) {
+    if (slack > 1 && plan.step_time_s <= bound()) candidates.push_back(plan);
+    if (!best || plan.step_time_s < best->step_time_s ||
+        (plan.step_time_s == best->step_time_s && plan.micro_batch < best->micro_batch)) {
+      best = std::move(plan);
+      best_tau = tau;
+    }
+  }
+};
 
-Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptions const& options) {
-  auto const start = Clock::now();
+// Searches one tree. `chain` non-empty (the order's name): the tree is a Series of single nodes in
+// a topological order that is not a chain of the graph's own edges (chain_tree); its stages are priced as the
+// sequential planners price a chain (stage i of k holds k - i micro-batches), which is exactly the depth the DP counts
+// on a Series node, and the plan found is then re-priced as the graph of the same stages (never deeper, so never slower
+// and never more memory).
+Status search_tree(Problem const& p, SpTree const& tree, std::string const& chain, PlannerOptions const& options,
+                   Clock::time_point start, Incumbent& inc) {
   int const n = static_cast<int>(p.nodes.size());
-  if (static_cast<int>(p.out_edges.size()) != n) return internal_error("plan_gpp: Problem::finalize() was not called");
-  if (p.cluster.size() <= 0) return invalid_argument("plan_gpp: the cluster has no devices");
   LeafOrder const leaves = leaf_order(tree);
   if (static_cast<int>(leaves.order.size()) != n)
     return internal_error("plan_gpp: the SP tree has " + std::to_string(leaves.order.size()) + " leaves for " +
                           std::to_string(n) + " nodes");
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-
-  std::optional<Plan> best;
-  double best_tau = 0;
-  int64_t states = 0;
+  std::optional<Plan>& best = inc.best;
+  int64_t& states = inc.states;
   // Every plan at micro-batch b takes at least (m + d_min - 1) * b * tau_floor per step: search the
   // most promising b first and skip those whose floor cannot beat the best plan found. A model whose
   // weights and optimizer state do not fit one device needs two stages, and on a connected graph
@@ -986,14 +1066,26 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
   BoundaryRows boundaries;
   std::vector<double> floors;
   std::vector<std::size_t> order;
+  auto check_time = [&]() -> Status {
+    if (options.time_limit_s > 0 && elapsed() > options.time_limit_s) {
+      return timeout_error("gpp: search exceeded the time limit of " + std::to_string(options.time_limit_s) +
+                           " s; raise --time-limit or use fewer micro-batch candidates");
+    }
+    return Status::ok();
+  };
+  std::optional<Clock::time_point> deadline;
+  if (options.time_limit_s > 0)
+    deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.time_limit_s));
   for (int64_t b : sizes) {
+    RETURN_IF_ERROR(check_time());
     engines.push_back(std::make_unique<Engine>(p, tree, leaves, b, boundaries));
+    engines.back()->set_deadline(deadline);
     floors.push_back(std::max(engines.back()->lower_bound(), engines.back()->tau_floor()));
     order.push_back(order.size());
   }
   // A plan of DP depth d at bound tau takes at least (m + d - 1) * tau * b per step. Ordering edges
   // can make the true depth smaller than the DP's, so there only depth 1 is assumed.
-  bool const exact_depth = tree.added_edges.empty();
+  bool const exact_depth = !chain.empty() || tree.added_edges.empty();
   int64_t model_bytes = 0;
   for (Node const& node : p.nodes) model_bytes += node.weight_bytes;
   model_bytes +=
@@ -1009,14 +1101,7 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
   auto beats_best = [&](double tau, int64_t b, int depth) {
     double const d = exact_depth ? depth : 1;
     return !best ||
-           (static_cast<double>(p.batch / b) + d - 1) * tau * static_cast<double>(b) <= best->step_time_s * (1 + 1e-9);
-  };
-  auto check_time = [&]() -> Status {
-    if (options.time_limit_s > 0 && elapsed() > options.time_limit_s) {
-      return timeout_error("gpp: search exceeded the time limit of " + std::to_string(options.time_limit_s) +
-                           " s; raise --time-limit or use fewer micro-batch candidates");
-    }
-    return Status::ok();
+           (static_cast<double>(p.batch / b) + d - 1) * tau * static_cast<double>(b) <= inc.bound() * (1 + 1e-9);
   };
   for (std::size_t bi : order) {
     int64_t const b = sizes[bi];
@@ -1061,7 +1146,7 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
           // The largest tau at which a plan of depth `target` still beats the best plan: one probe
           // there either starts the bisection or shows the target hopeless (lo moves past the cap).
           double const d = exact_depth ? target : 1;
-          tau = best->step_time_s * (1 + 1e-9) / ((static_cast<double>(p.batch / b) + d - 1) * static_cast<double>(b));
+          tau = inc.bound() * (1 + 1e-9) / ((static_cast<double>(p.batch / b) + d - 1) * static_cast<double>(b));
           tau = std::max(tau, lo);
         } else if (std::isinf(hi)) {
           // Grow from the lower end until feasible (cheap while tau is small): small steps first, as
@@ -1080,6 +1165,7 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
         bool const probed_below = below_hi;
         below_hi = false;
         Engine::Eval ev = engine.evaluate(tau);
+        if (engine.expired()) RETURN_IF_ERROR(check_time());
         if (!std::isinf(tau)) history.push_back(ev);
         if (ev.feasible && ev.depth <= target) {
           hi = ev.tau_used;
@@ -1094,31 +1180,48 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
       }
       // found is the shallowest plan at the least tau reaching its depth: price it, then look for
       // a shallower plan at a larger tau.
+      std::vector<ChosenStage> chosen = found->stages;
+      std::sort(chosen.begin(), chosen.end(),
+                [](ChosenStage const& x, ChosenStage const& y) { return x.ranges.lo1 < y.ranges.lo1; });
       std::vector<StageAssignment> stages;
-      for (ChosenStage const& s : found->stages) {
+      for (ChosenStage const& s : chosen) {
         StageAssignment a;
         a.replicas = s.replicas;
+        a.recompute = s.recompute;
         for (int i = s.ranges.lo1; i < s.ranges.hi1; ++i) a.nodes.push_back(leaves.order[i]);
         for (int i = s.ranges.lo2; i < s.ranges.hi2; ++i) a.nodes.push_back(leaves.order[i]);
         stages.push_back(std::move(a));
       }
-      ASSIGN_OR_RETURN(Plan plan, assemble_plan(p, std::move(stages), b, "gpp"));
+      Plan plan;
+      if (!chain.empty()) {
+        ASSIGN_OR_RETURN(plan, assemble_plan(p, stages, b, "gpp", StageGraphShape::kChain));
+        ASSIGN_OR_RETURN(Plan graph, assemble_plan(p, std::move(stages), b, "gpp"));
+        if (graph.step_time_s <= plan.step_time_s) plan = std::move(graph);
+        plan.notes = "a chain of contiguous ranges of the " + chain;
+      } else {
+        ASSIGN_OR_RETURN(plan, assemble_plan(p, std::move(stages), b, "gpp"));
+      }
       if (options.progress) {
         options.progress("gpp: b=" + std::to_string(b) + " tau=" + seconds_text(hi) +
                          "/sample depth=" + std::to_string(plan.depth) + " step=" + seconds_text(plan.step_time_s) +
                          " states=" + std::to_string(states + engine.states()));
       }
-      if (!best || plan.step_time_s < best->step_time_s ||
-          (plan.step_time_s == best->step_time_s && plan.micro_batch < best->micro_batch)) {
-        best = std::move(plan);
-        best_tau = hi;
-      }
+      inc.offer(std::move(plan), hi);
       target = found->depth - 1;  // the loop's head lowers it further while it cannot win
       restart();
     }
     states += engine.states();
     engine.release();
   }
+  if (options.progress && elapsed() > 0.2)  // long searches only: a failing short one prints one error line
+    options.progress("gpp: searched the " + (chain.empty() ? std::string("SP tree") : "chain of the " + chain) + " (" +
+                     std::to_string(n) + " nodes) by " + seconds_text(elapsed()));
+  return Status::ok();
+}
+
+Result<Plan> finish(Problem const& p, Incumbent& inc, Clock::time_point start) {
+  int const n = static_cast<int>(p.nodes.size());
+  std::optional<Plan>& best = inc.best;
   if (!best) {
     int64_t need = 0;
     std::string node;
@@ -1142,15 +1245,188 @@ Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptio
     }
     return infeasible(msg);
   }
-  best->tau_s = best_tau;
-  best->states_explored = states;
-  best->search_time_s = elapsed();
+  best->tau_s = inc.best_tau;
+  best->states_explored = inc.states;
+  best->search_time_s = std::chrono::duration<double>(Clock::now() - start).count();
   return std::move(*best);
 }
 
+Status check_problem(Problem const& p) {
+  if (static_cast<int>(p.out_edges.size()) != static_cast<int>(p.nodes.size()))
+    return internal_error("plan_gpp: Problem::finalize() was not called");
+  if (p.cluster.size() <= 0) return invalid_argument("plan_gpp: the cluster has no devices");
+  return Status::ok();
+}
+
+// True when the tree is one Series of leaves over the graph's own edges: its pieces are then
+// already every chain of contiguous ranges, and no chain tree adds anything.
+bool is_plain_chain(SpTree const& tree) {
+  if (!tree.added_edges.empty()) return false;
+  SpNode const& root = tree.nodes[tree.root];
+  if (root.kind == SpKind::kLeaf) return true;
+  if (root.kind != SpKind::kSeries) return false;
+  for (int c : root.children)
+    if (tree.nodes[c].kind != SpKind::kLeaf) return false;
+  return true;
+}
+
+// Judges up to options.evaluate_candidates of the plans found (best formula first, duplicates
+// dropped) with options.evaluate and makes the one judged fastest the best.
+Status judge(Problem const& p, PlannerOptions const& options, Incumbent& inc) {
+  std::vector<Plan>& cands = inc.candidates;
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](Plan const& a, Plan const& b) { return a.step_time_s < b.step_time_s; });
+  std::set<std::string> seen;
+  std::optional<Plan> best;
+  double best_rate = -1;
+  int judged = 0;
+  std::string why;
+  for (Plan& plan : cands) {
+    if (judged >= options.evaluate_candidates) break;
+    std::string key = std::to_string(plan.micro_batch);
+    for (PlanStage const& st : plan.stages) {
+      key += "|" + std::to_string(st.replicas);
+      for (std::string const& v : st.nodes) key += "," + v;
+    }
+    if (!seen.insert(key).second) continue;
+    ++judged;
+    Result<double> rate = options.evaluate(plan);
+    if (!rate.is_ok()) {
+      if (why.empty()) why = rate.status().message();
+      continue;
+    }
+    if (*rate > best_rate) {
+      best_rate = *rate;
+      best = std::move(plan);
+    }
+  }
+  if (options.progress && judged > 0)
+    options.progress("gpp: judged " + std::to_string(judged) + " candidate plans" +
+                     (best ? "" : " and none could be scheduled: " + why));
+  if (!best) return Status::ok();  // keep the formula's best; its own scheduling reports the problem
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "judged fastest of %d candidates: %.1f samples/s (formula %.1f)", judged, best_rate,
+                best->samples_per_s);
+  best->notes = best->notes.empty() ? buf : best->notes + "; " + buf;
+  best->samples_per_s = best_rate;
+  best->step_time_s = best_rate > 0 ? static_cast<double>(p.batch) / best_rate : best->step_time_s;
+  inc.best_tau = best->time_per_sample_s;
+  inc.best = std::move(best);
+  return Status::ok();
+}
+
+// The stages of `chain` (a plan with chain depths) priced as the graph of the same stages: never
+// deeper, so never slower and never more memory.
+Result<Plan> regraph(Problem const& p, Plan const& chain) {
+  std::unordered_map<std::string, int> id;
+  for (int v = 0; v < static_cast<int>(p.nodes.size()); ++v) id.emplace(p.nodes[v].name, v);
+  std::vector<StageAssignment> stages;
+  for (PlanStage const& s : chain.stages) {
+    StageAssignment a;
+    a.replicas = s.replicas;
+    for (std::string const& name : s.nodes) {
+      auto it = id.find(name);
+      if (it == id.end()) return internal_error("plan_gpp: the chain names an unknown node " + name);
+      a.nodes.push_back(it->second);
+    }
+    stages.push_back(std::move(a));
+  }
+  ASSIGN_OR_RETURN(Plan graph, assemble_plan(p, std::move(stages), chain.micro_batch, "gpp"));
+  return graph.step_time_s <= chain.step_time_s ? graph : chain;
+}
+
+}  // namespace
+
+SpTree chain_tree(Problem const& p, std::vector<int> const& order) {
+  SpTree tree;
+  SpNode root;
+  root.kind = SpKind::kSeries;
+  std::set<std::pair<int, int>> edges;
+  for (Edge const& e : p.edges) edges.emplace(e.src, e.dst);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    tree.nodes.push_back({SpKind::kLeaf, order[i], {}});
+    root.children.push_back(static_cast<int>(i));
+    if (i > 0 && !edges.count({order[i - 1], order[i]})) tree.added_edges.emplace_back(order[i - 1], order[i]);
+  }
+  tree.nodes.push_back(std::move(root));
+  tree.root = static_cast<int>(tree.nodes.size()) - 1;
+  return tree;
+}
+
+std::vector<ChainOrder> chain_orders(Problem const& p, SpTree const& tree) {
+  int const n = static_cast<int>(p.nodes.size());
+  std::vector<ChainOrder> out;
+  auto add = [&](std::string name, std::vector<int> order) {
+    for (ChainOrder const& o : out)
+      if (o.order == order) return;
+    out.push_back({std::move(name), std::move(order)});
+  };
+  std::vector<int> ids(n);
+  for (int v = 0; v < n; ++v) ids[v] = v;
+  add("node order", ids);
+  add("SP leaf order", leaf_order(tree).order);
+  // Levels: longest path (in nodes) from a source, and to a sink; ids are a topological order.
+  std::vector<int> from_source(n, 0), to_sink(n, 0);
+  for (int v = 0; v < n; ++v)
+    for (int e : p.out_edges[v])
+      from_source[p.edges[e].dst] = std::max(from_source[p.edges[e].dst], from_source[v] + 1);
+  for (int v = n - 1; v >= 0; --v)
+    for (int e : p.out_edges[v]) to_sink[v] = std::max(to_sink[v], to_sink[p.edges[e].dst] + 1);
+  // Sorting by either level keeps every edge forward (its head's level is strictly larger).
+  std::vector<int> asap = ids, alap = ids;
+  std::stable_sort(asap.begin(), asap.end(), [&](int a, int b) { return from_source[a] < from_source[b]; });
+  std::stable_sort(alap.begin(), alap.end(), [&](int a, int b) { return to_sink[a] > to_sink[b]; });
+  add("as soon as possible", std::move(asap));
+  add("as late as possible", std::move(alap));
+  return out;
+}
+
+Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptions const& options) {
+  auto const start = Clock::now();
+  RETURN_IF_ERROR(check_problem(p));
+  Incumbent inc;
+  RETURN_IF_ERROR(search_tree(p, tree, "", options, start, inc));
+  return finish(p, inc, start);
+}
+
 Result<Plan> plan_gpp(Problem const& p, PlannerOptions const& options) {
+  auto const start = Clock::now();
+  RETURN_IF_ERROR(check_problem(p));
   ASSIGN_OR_RETURN(SpTree tree, sp_decompose(p));
-  return plan_gpp_on_tree(p, tree, options);
+  Incumbent inc;
+  if (options.evaluate) inc.slack = std::max(1.0, options.evaluate_slack);
+  RETURN_IF_ERROR(search_tree(p, tree, "", options, start, inc));
+  if (is_plain_chain(tree)) {
+    if (options.evaluate) RETURN_IF_ERROR(judge(p, options, inc));
+    return finish(p, inc, start);
+  }
+  // A chain of stages is a graph of stages: search the chains of contiguous ranges of a few
+  // topological orders too, so that GPP never returns less than those chains (the node order is
+  // the one the sequential planners linearise a branchy graph along).
+  for (ChainOrder const& o : chain_orders(p, tree))
+    RETURN_IF_ERROR(search_tree(p, chain_tree(p, o.order), o.name, options, start, inc));
+  // Small graphs: every chain the sequential planners can build (stages between downsets), when
+  // there are few enough downsets for their DP to take milliseconds.
+  if (auto downsets = enumerate_downsets(p, kChainDownsets); downsets.is_ok()) {
+    PlannerOptions chain_options = options;
+    chain_options.chain_objective = ChainObjective::kStepTime;
+    if (options.time_limit_s > 0)
+      chain_options.time_limit_s =
+          std::max(1e-3, options.time_limit_s - std::chrono::duration<double>(Clock::now() - start).count());
+    auto chain = plan_chain(p, *downsets, "gpp", chain_options);
+    if (!chain.is_ok() && chain.status().code() != StatusCode::kInfeasible) return chain.status();
+    if (chain.is_ok()) {
+      inc.states += chain->states_explored;
+      ASSIGN_OR_RETURN(Plan graph, regraph(p, *chain));
+      graph.notes = "a chain between downsets";
+      double const tau = graph.time_per_sample_s;
+      inc.offer(std::move(graph), tau);
+    }
+  } else if (downsets.status().code() != StatusCode::kInfeasible) {
+    return downsets.status();
+  }
+  if (options.evaluate) RETURN_IF_ERROR(judge(p, options, inc));
+  return finish(p, inc, start);
 }
 
 }  // namespace gp::partition

@@ -48,6 +48,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -117,7 +118,20 @@ class RangeCost {
   std::vector<int64_t> weight_, act_;
 };
 
-// plan_gpp on a given SP tree (plan_gpp decomposes the problem's graph itself).
+// plan_gpp on a given SP tree only (plan_gpp decomposes the problem's graph itself and also
+// searches the chain trees of chain_orders).
 Result<Plan> plan_gpp_on_tree(Problem const& p, SpTree const& tree, PlannerOptions const& options = {});
+
+// One Series of single nodes in `order` (a topological order): its pieces are the contiguous ranges
+// of the order, so its plans are chains. added_edges lists the consecutive pairs that are not edges.
+SpTree chain_tree(Problem const& p, std::vector<int> const& order);
+struct ChainOrder {
+  std::string name;
+  std::vector<int> order;
+};
+// The topological orders plan_gpp also searches as chains: node order (the sequential planners'
+// linearisation), the SP tree's leaf order (branch after branch), as soon as possible and as late
+// as possible (branches interleaved level by level); duplicates removed.
+std::vector<ChainOrder> chain_orders(Problem const& p, SpTree const& tree);
 
 }  // namespace gp::partition

@@ -23,6 +23,15 @@ struct PlannerOptions {
   // naming the limit (piper), or a linearised graph (pipedream, as PipeDream on branchy models).
   int64_t max_downsets = 50000;
   ChainObjective chain_objective = ChainObjective::kStepTime;  // pipedream and piper
+  // GPP only: a finer judge of a plan than its formula (m + D - 1) max T_s, such as the simulated
+  // samples/s of the plan's best schedule (schedule/rank.h, simulation_evaluator). When set, GPP
+  // keeps every plan its searches assemble whose formula step time is within `evaluate_slack` of
+  // the best, judges up to `evaluate_candidates` of them (best formula first) and returns the one
+  // judged fastest, its samples_per_s and step_time_s replaced by the judged ones (the formula's
+  // value is kept in the plan's notes).
+  std::function<Result<double>(Plan const&)> evaluate;
+  double evaluate_slack = 1.5;
+  int evaluate_candidates = 24;
 };
 
 // What would fit, for the message of an infeasible request: total weight+optimizer bytes against

@@ -49,6 +49,8 @@ Status Problem::finalize() {
     in_edges[edge.dst].push_back(e);
   }
   time_cache = std::make_shared<TimeCache>();
+  smallest_memory = -1;
+  smallest_memory = device_memory();
   return Status::ok();
 }
 
@@ -62,6 +64,7 @@ Device Problem::reference_device() const {
 }
 
 int64_t Problem::device_memory() const {
+  if (smallest_memory >= 0) return smallest_memory;
   int64_t memory = std::numeric_limits<int64_t>::max();
   for (Device const& d : cluster.devices) memory = std::min(memory, d.memory_bytes);
   return cluster.devices.empty() ? 0 : memory;
@@ -129,7 +132,7 @@ StageSums stage_sums(Problem const& p, std::vector<int> const& nodes, int64_t sa
   for (int v : nodes) in_stage[v] = 1;
   // Distinct boundary groups: (producer, tensors). Small per stage, so a sorted vector is enough.
   std::vector<std::pair<int, std::vector<std::string> const*>> groups;
-  auto add_group = [&](Edge const& e) {
+  auto add_group = [&](Edge const& e, bool entering) {
     for (auto const& [src, tensors] : groups) {
       if (src == e.src && *tensors == e.tensors) return;
     }
@@ -137,6 +140,7 @@ StageSums stage_sums(Problem const& p, std::vector<int> const& nodes, int64_t sa
     if (e.bytes_per_sample > 0) {
       sums.boundary_bytes_per_sample += e.bytes_per_sample;
       ++sums.boundary_tensors;
+      if (entering) sums.input_bytes_per_sample += e.bytes_per_sample;
     }
   };
   for (int v : nodes) {
@@ -146,12 +150,11 @@ StageSums stage_sums(Problem const& p, std::vector<int> const& nodes, int64_t sa
     sums.time.bwd_weight_s += times[v].bwd_weight_s;
     sums.weight_bytes += node.weight_bytes;
     sums.activation_bytes_per_sample += node.activation_bytes_per_sample;
-    if (!p.count_communication) continue;
     for (int e : p.in_edges[v]) {
-      if (!in_stage[p.edges[e].src]) add_group(p.edges[e]);
+      if (!in_stage[p.edges[e].src]) add_group(p.edges[e], true);
     }
     for (int e : p.out_edges[v]) {
-      if (!in_stage[p.edges[e].dst]) add_group(p.edges[e]);
+      if (!in_stage[p.edges[e].dst]) add_group(p.edges[e], false);
     }
   }
   for (int v : nodes) in_stage[v] = 0;
@@ -159,19 +162,24 @@ StageSums stage_sums(Problem const& p, std::vector<int> const& nodes, int64_t sa
 }
 
 StageCost stage_cost_from_sums(Problem const& p, StageSums const& sums, int replicas, int64_t micro_batch,
-                               int in_flight, int64_t num_micro_batches) {
+                               int in_flight, int64_t num_micro_batches, bool recompute) {
   StageCost cost;
   int64_t const samples = samples_per_replica(micro_batch, replicas);
   cost.weight_bytes = sums.weight_bytes;
   cost.optimizer_bytes = static_cast<int64_t>(std::llround(p.optimizer_bytes_per_weight_byte * sums.weight_bytes));
-  cost.activation_bytes = static_cast<int64_t>(in_flight) * sums.activation_bytes_per_sample * samples;
+  cost.recompute = recompute;
+  cost.activation_bytes =
+      recompute
+          ? (static_cast<int64_t>(in_flight) * sums.input_bytes_per_sample + sums.activation_bytes_per_sample) * samples
+          : static_cast<int64_t>(in_flight) * sums.activation_bytes_per_sample * samples;
   if (samples == 0 || (!p.allow_replication && replicas != 1)) {
     cost.time_s = std::numeric_limits<double>::infinity();
     cost.fits = false;
     return cost;
   }
   cost.fwd_s = sums.time.fwd_s;
-  cost.bwd_input_s = sums.time.bwd_input_s;
+  // Recomputation reruns the forward before the input-gradient pass.
+  cost.bwd_input_s = sums.time.bwd_input_s + (recompute ? sums.time.fwd_s : 0.0);
   cost.bwd_weight_s = sums.time.bwd_weight_s;
   if (p.count_communication) {
     Link const& link = p.pipeline_link();
@@ -188,9 +196,10 @@ StageCost stage_cost_from_sums(Problem const& p, StageSums const& sums, int repl
 }
 
 StageCost stage_cost(Problem const& p, std::vector<int> const& nodes, int replicas, int64_t micro_batch, int in_flight,
-                     int64_t num_micro_batches) {
+                     int64_t num_micro_batches, bool recompute) {
   int64_t const samples = samples_per_replica(micro_batch, replicas);
-  return stage_cost_from_sums(p, stage_sums(p, nodes, samples), replicas, micro_batch, in_flight, num_micro_batches);
+  return stage_cost_from_sums(p, stage_sums(p, nodes, samples), replicas, micro_batch, in_flight, num_micro_batches,
+                              recompute);
 }
 
 Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages, int64_t micro_batch,
@@ -285,7 +294,12 @@ Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages
     ps.replicas = st.replicas;
     for (int r = 0; r < st.replicas; ++r) ps.devices.push_back(next_device++);
     ps.depth = depth[i];
-    StageCost const c = stage_cost(p, st.nodes, st.replicas, micro_batch, depth[i], plan.num_micro_batches);
+    StageCost c = stage_cost(p, st.nodes, st.replicas, micro_batch, depth[i], plan.num_micro_batches);
+    if (st.recompute || (!c.fits && p.allow_recompute)) {
+      StageCost const rc = stage_cost(p, st.nodes, st.replicas, micro_batch, depth[i], plan.num_micro_batches, true);
+      if (st.recompute || rc.fits) c = rc;
+    }
+    int64_t const samples = samples_per_replica(micro_batch, st.replicas);
     ps.fwd_s = c.fwd_s;
     ps.bwd_input_s = c.bwd_input_s;
     ps.bwd_weight_s = c.bwd_weight_s;
@@ -296,8 +310,10 @@ Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages
     ps.optimizer_bytes = c.optimizer_bytes;
     int64_t act_per_sample = 0;
     for (int v : st.nodes) act_per_sample += p.nodes[v].activation_bytes_per_sample;
-    ps.activation_bytes_per_micro_batch = act_per_sample * samples_per_replica(micro_batch, st.replicas);
+    ps.activation_bytes_per_micro_batch = act_per_sample * samples;
     ps.in_flight = depth[i];
+    ps.recompute = c.recompute;
+    ps.stash_bytes_per_micro_batch = stage_sums(p, st.nodes, samples).input_bytes_per_sample * samples;
     ps.peak_memory_bytes = c.memory_bytes();
     max_time = std::max(max_time, c.time_s);
     plan.depth = std::max(plan.depth, depth[i]);

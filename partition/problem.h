@@ -59,6 +59,11 @@ struct Problem {
   double optimizer_bytes_per_weight_byte = 3.0;  // Adam: gradient + 2 moments (weights x4 in all)
   bool allow_replication = true;                 // data-parallel stages
   bool count_communication = true;               // transfer + all-reduce times in T_s
+  // Activation recomputation per stage (PlanStage::recompute): a stage whose activations do not
+  // fit may keep only its inputs per micro-batch in flight and rerun its forward before backward
+  // (one more forward per micro-batch). GPP and assemble_plan choose it where the stage would not
+  // fit otherwise; off by default so that plans and brute-force references stay without it.
+  bool allow_recompute = false;
 
   // Derived adjacency (filled by finalize()).
   std::vector<std::vector<int>> out_edges, in_edges;  // edge ids per node
@@ -67,7 +72,7 @@ struct Problem {
   // Stage times and memory are taken on the reference device: the slowest device, with the
   // smallest memory of the cluster (uniform clusters: any device).
   Device reference_device() const;
-  int64_t device_memory() const;  // the smallest device memory
+  int64_t device_memory() const;  // the smallest device memory (taken by finalize(), as it is asked per stage)
   // The candidate micro-batch sizes: micro_batch_candidates, or the powers of two dividing batch.
   std::vector<int64_t> micro_batch_sizes() const;
   // Per-node times for `samples` samples on the reference device, cached per (samples, device);
@@ -78,6 +83,7 @@ struct Problem {
 
   struct TimeCache;
   mutable std::shared_ptr<TimeCache> time_cache;  // created by finalize() / on first use
+  int64_t smallest_memory = -1;                   // set by finalize(); -1: computed per call
 };
 
 // Cost of one stage under the shared model. `nodes` is the stage's node set (any order),
@@ -91,11 +97,14 @@ struct StageCost {
   double time_s = 0;                                    // T_s = compute + comm + allreduce / m
   int64_t weight_bytes = 0, optimizer_bytes = 0, activation_bytes = 0;  // per device
   int64_t memory_bytes() const { return weight_bytes + optimizer_bytes + activation_bytes; }
-  bool fits = true;  // memory_bytes() <= device memory
+  bool fits = true;        // memory_bytes() <= device memory
+  bool recompute = false;  // priced with recomputation: fwd_s counted twice, activations below
 };
 
+// With `recompute`, the stage holds in_flight micro-batches of its inputs and one micro-batch of
+// its own activations, and its time counts the forward twice.
 StageCost stage_cost(Problem const& p, std::vector<int> const& nodes, int replicas, int64_t micro_batch, int in_flight,
-                     int64_t num_micro_batches);
+                     int64_t num_micro_batches, bool recompute = false);
 
 // The additive parts of a stage, for planners that keep their own (prefix) sums and call
 // stage_cost_from_sums instead of stage_cost. Boundary tensors are the distinct (producer node,
@@ -106,6 +115,7 @@ struct StageSums {
   int64_t activation_bytes_per_sample = 0;  // Σ a(o)
   int64_t boundary_bytes_per_sample = 0;    // Σ bytes per sample of the boundary tensors
   int boundary_tensors = 0;                 // how many boundary tensor groups (each pays the latency)
+  int64_t input_bytes_per_sample = 0;       // Σ bytes per sample of the groups entering (what recompute keeps)
 };
 // Sums over `nodes` for `samples` samples per replica (no caching beyond node_times).
 StageSums stage_sums(Problem const& p, std::vector<int> const& nodes, int64_t samples);
@@ -113,7 +123,7 @@ StageSums stage_sums(Problem const& p, std::vector<int> const& nodes, int64_t sa
 int64_t samples_per_replica(int64_t micro_batch, int replicas);
 // stage_cost from sums taken at samples_per_replica(micro_batch, replicas) samples.
 StageCost stage_cost_from_sums(Problem const& p, StageSums const& sums, int replicas, int64_t micro_batch,
-                               int in_flight, int64_t num_micro_batches);
+                               int in_flight, int64_t num_micro_batches, bool recompute = false);
 
 }  // namespace gp::partition
 
@@ -123,6 +133,7 @@ namespace gp::partition {
 struct StageAssignment {
   std::vector<int> nodes;
   int replicas = 1;
+  bool recompute = false;  // also set by assemble_plan where the stage fits only with it (allow_recompute)
 };
 
 // The shape of the stage graph a planner builds.

@@ -54,7 +54,7 @@ TEST(Gpp, EqualsBruteForceOverSpPiecesOnRandomSeriesParallelDags) {
     ASSERT_TRUE(tree.is_ok());
     ASSERT_TRUE(tree->added_edges.empty());
     auto brute = brute_force(p, BruteForceSpace::kSpPieces, &*tree);
-    auto gpp = plan_gpp(p);
+    auto gpp = plan_gpp_on_tree(p, *tree);
     ASSERT_EQ(brute.is_ok(), gpp.is_ok())
         << "trial " << trial << ": " << brute.status().message() << " / " << gpp.status().message();
     if (!gpp.is_ok()) {
@@ -77,6 +77,81 @@ TEST(Gpp, EqualsBruteForceOverSpPiecesOnRandomSeriesParallelDags) {
   EXPECT_GE(infeasible, 1);  // the memory range makes some problems impossible; they must say so
   // The tau-first objective of GRAPHPIPE.md step 4 (brute->plan) is beaten on some of them.
   EXPECT_GE(better, 1);
+}
+
+// plan_gpp searches the SP pieces and every chain (few downsets here), then prices each chain
+// found as the graph of its stages: it is at least as fast as the best of both spaces, and no
+// faster than the best convex plan of any shape.
+TEST(Gpp, NeverBelowTheBestChainOnRandomDags) {
+  std::mt19937 rng(77);
+  int compared = 0, chain_won = 0, sp_won = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    int const n = 2 + static_cast<int>(rng() % 8);
+    int const devices = 1 + static_cast<int>(rng() % 4);
+    bool const sp = trial % 2 == 0;
+    Problem p = random_problem(sp ? random_sp_dag(n, rng) : random_dag(n, rng), devices, 8, rng);
+    if (trial % 5 == 0) p.count_communication = false;
+    ASSERT_TRUE(p.finalize().is_ok());
+    auto tree = sp_decompose(p);
+    ASSERT_TRUE(tree.is_ok());
+    auto gpp = plan_gpp(p);
+    auto chains = brute_force(p, BruteForceSpace::kChains);
+    auto all = brute_force(p, BruteForceSpace::kAllConvex);
+    auto pieces = plan_gpp_on_tree(p, *tree);
+    ASSERT_EQ(gpp.is_ok(), pieces.is_ok() || chains.is_ok()) << "trial " << trial;
+    if (!gpp.is_ok()) continue;
+    ASSERT_TRUE(all.is_ok());
+    ++compared;
+    expect_valid_plan(p, *gpp);
+    EXPECT_GE(gpp->step_time_s, all->min_step_time_s * (1 - 1e-12)) << "trial " << trial;
+    if (chains.is_ok()) {
+      EXPECT_LE(gpp->step_time_s, chains->min_step_time_s * (1 + 1e-9)) << "trial " << trial << "\n"
+                                                                        << plan_to_json(*gpp);
+    }
+    if (pieces.is_ok()) {
+      EXPECT_LE(gpp->step_time_s, pieces->step_time_s * (1 + 1e-9)) << "trial " << trial;
+    }
+    chain_won += pieces.is_ok() && gpp->step_time_s < pieces->step_time_s * (1 - 1e-9);
+    sp_won += chains.is_ok() && gpp->step_time_s < chains->min_step_time_s * (1 - 1e-9);
+  }
+  EXPECT_GE(compared, 200);
+  EXPECT_GE(chain_won, 5);  // the widening matters: chains beat every plan of SP pieces on some DAGs
+  EXPECT_GE(sp_won, 5);     // and graphs of stages beat every chain on others
+}
+
+// Too many downsets for the chain DP inside GPP: the chains of a few topological orders, the node
+// order among them, still contain PipeDream-style's linearised plans (between 1,000 and 50,000
+// downsets PipeDream-style's full search can find a chain none of those orders holds).
+TEST(Gpp, NeverBelowTheLinearisedChainOnBranchyGraphs) {
+  std::mt19937 rng(31);
+  for (int trial = 0; trial < 6; ++trial) {
+    int const branches = 3 + trial % 3, length = 10;  // 11^3 and more downsets
+    testing::RandomDag dag{2 + branches * length, {}};
+    int const join = 1 + branches * length;
+    for (int b = 0; b < branches; ++b) {
+      int prev = 0;
+      for (int k = 0; k < length; ++k) {
+        dag.edges.emplace_back(prev, 1 + b * length + k);
+        prev = 1 + b * length + k;
+      }
+      dag.edges.emplace_back(prev, join);
+    }
+    Problem p = random_problem(dag, 3 + trial, 16, rng, 1 << 20, 1 << 21);
+    ASSERT_TRUE(p.finalize().is_ok());
+    auto gpp = plan_gpp(p);
+    ASSERT_TRUE(gpp.is_ok()) << gpp.status().message();
+    expect_valid_plan(p, *gpp);
+    PlannerOptions linearised;
+    linearised.max_downsets = 1000;
+    for (auto const* name : {"pipedream", "balanced"}) {
+      auto seq = plan_with(name, p, linearised);
+      ASSERT_TRUE(seq.is_ok()) << name << ": " << seq.status().message();
+      if (std::string(name) == "pipedream") {
+        EXPECT_NE(seq->notes.find("linearised"), std::string::npos);
+      }
+      EXPECT_LE(gpp->step_time_s, seq->step_time_s * (1 + 1e-9)) << name << " trial " << trial;
+    }
+  }
 }
 
 TEST(Gpp, ValidOnRandomNonSeriesParallelDags) {
@@ -228,6 +303,48 @@ TEST(Gpp, MemoryDecidesTheMicroBatchAndDepth) {
   auto seq = brute_force(p, BruteForceSpace::kChains);
   ASSERT_TRUE(seq.is_ok());
   EXPECT_LT(rel(gpp->step_time_s, seq->plan.step_time_s), 1e-12);
+}
+
+TEST(Gpp, RecomputesStagesOnlyWhereTheyWouldNotFitAndWhereItPays) {
+  // The chain of MemoryDecidesTheMicroBatchAndDepth: activations bind, inputs are small. With
+  // recomputation a stage keeps 1 byte per sample per micro-batch in flight instead of 1000. At
+  // 3,200 bytes per device the best plain plan is [0] [1] [2,3] at b = 1 (step 18 x 4 s); four
+  // stages need the first to recompute (step 19 x 3 s).
+  std::vector<TableNode> rows(4, TableNode{1.0, 1.0, 0.0, 0, 1000});
+  Problem p = table_problem(rows, {{0, 1, 1}, {1, 2, 1}, {2, 3, 1}}, 4, 3200, 16);
+  p.count_communication = false;
+  p.allow_replication = false;
+  ASSERT_TRUE(p.finalize().is_ok());
+  auto plain = plan_gpp(p);
+  ASSERT_TRUE(plain.is_ok()) << plain.status().message();
+  for (PlanStage const& s : plain->stages) EXPECT_FALSE(s.recompute);
+  p.allow_recompute = true;
+  auto rc = plan_gpp(p);
+  ASSERT_TRUE(rc.is_ok()) << rc.status().message();
+  expect_valid_plan(p, *rc);
+  EXPECT_LT(rc->step_time_s, plain->step_time_s * (1 - 1e-9)) << plan_to_json(*rc);
+  int recomputing = 0;
+  std::map<std::string, int> id;
+  for (int v = 0; v < static_cast<int>(p.nodes.size()); ++v) id[p.nodes[v].name] = v;
+  for (PlanStage const& s : rc->stages) {
+    std::vector<int> nodes;
+    for (auto const& name : s.nodes) nodes.push_back(id.at(name));
+    int const d = static_cast<int>(s.in_flight);
+    StageCost const without = stage_cost(p, nodes, s.replicas, rc->micro_batch, d, rc->num_micro_batches);
+    if (!s.recompute) {
+      EXPECT_TRUE(without.fits) << "stage " << s.id;
+      continue;
+    }
+    ++recomputing;
+    EXPECT_FALSE(without.fits) << "stage " << s.id << " recomputes although it fits without";
+    // The memory the plan states is the recomputing formula, and the backward pays one forward.
+    // 1 byte per sample enters every stage but the first (the model's own inputs are not edges).
+    EXPECT_EQ(s.stash_bytes_per_micro_batch, nodes.front() == 0 ? 0 : rc->micro_batch);
+    EXPECT_EQ(s.peak_memory_bytes, s.weight_bytes + s.optimizer_bytes + s.in_flight * s.stash_bytes_per_micro_batch +
+                                       s.activation_bytes_per_micro_batch);
+    EXPECT_NEAR(s.bwd_input_s, without.bwd_input_s + without.fwd_s, 1e-12);
+  }
+  EXPECT_GE(recomputing, 1);
 }
 
 TEST(Gpp, ImpossibleRequestsSayWhatWouldFit) {
