@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -54,11 +55,14 @@ void print_plan(partition::Plan const& plan, int64_t device_memory) {
   for (auto const& s : plan.stages) {
     std::string devices = std::to_string(s.devices.front());
     if (s.devices.size() > 1) devices += "-" + std::to_string(s.devices.back());
-    std::string const mem = format_bytes(double(s.peak_memory_bytes)) + " / " + format_bytes(double(device_memory));
+    // Heterogeneous plans list each device's memory: the stage must fit the smallest of its own.
+    int64_t own = plan.device_memory.empty() ? device_memory : partition::memory_of(plan, s.devices.front());
+    for (int d : s.devices) own = std::min(own, plan.device_memory.empty() ? own : partition::memory_of(plan, d));
+    std::string const mem = format_bytes(double(s.peak_memory_bytes)) + " / " + format_bytes(double(own));
     std::printf("%5d %6zu  %-28s %-28s %-9s %4d %5d %11s %21s%s%s\n", s.id, s.nodes.size(),
                 clip(s.nodes.front()).c_str(), clip(s.nodes.back()).c_str(), devices.c_str(), s.replicas, s.depth,
                 format_seconds(s.time_s).c_str(), mem.c_str(), s.recompute ? "  recompute" : "",
-                s.peak_memory_bytes > device_memory ? "  OVER" : "");
+                s.peak_memory_bytes > own ? "  OVER" : "");
   }
   std::printf("\nprediction: %s per sample, %.1f samples/s, step %s (B=%lld, b=%lld, m=%lld, depth %d)\n",
               format_seconds(plan.time_per_sample_s).c_str(), plan.samples_per_s,

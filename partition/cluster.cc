@@ -38,6 +38,16 @@ Cluster Cluster::uniform(int n, int64_t memory_bytes) {
   return c;
 }
 
+bool Cluster::heterogeneous() const {
+  for (Device const& d : devices) {
+    Device const& f = devices.front();
+    if (d.speed != f.speed || d.peak_flops != f.peak_flops || d.memory_bandwidth != f.memory_bandwidth ||
+        d.memory_bytes != f.memory_bytes)
+      return true;
+  }
+  return false;
+}
+
 namespace {
 
 // A cluster YAML may describe at most this many devices (a typo like 8e12 is refused, not allocated).

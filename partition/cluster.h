@@ -37,6 +37,8 @@ struct Cluster {
   Link const& link_for_group(int n) const { return n <= devices_per_node ? intra_node : inter_node; }
 
   static Cluster uniform(int n, int64_t memory_bytes);
+  // Devices differ in speed, peak FLOP/s, memory bandwidth or memory.
+  bool heterogeneous() const;
   // YAML: see docs in partition/cluster.cc; errors name the key and the file.
   static Result<Cluster> from_yaml_file(std::string const& path);
   static Result<Cluster> from_yaml_string(std::string const& text);

@@ -101,6 +101,11 @@ Status edge_from_json(json const& j, PlanEdge& e, std::string const& where) {
 
 }  // namespace
 
+int64_t memory_of(Plan const& plan, int d) {
+  if (d >= 0 && d < static_cast<int>(plan.device_memory.size())) return plan.device_memory[d];
+  return plan.device_memory_bytes;
+}
+
 std::string plan_to_json(Plan const& plan) {
   json stages = json::array();
   for (auto const& s : plan.stages) stages.push_back(stage_to_json(s));
@@ -112,6 +117,7 @@ std::string plan_to_json(Plan const& plan) {
          {"planner", plan.planner},
          {"num_devices", plan.num_devices},
          {"device_memory_bytes", plan.device_memory_bytes},
+         {"device_memory", plan.device_memory},
          {"batch", plan.batch},
          {"micro_batch", plan.micro_batch},
          {"num_micro_batches", plan.num_micro_batches},
@@ -147,6 +153,7 @@ Result<Plan> plan_from_json(std::string const& text) {
   RETURN_IF_ERROR(get(j, "planner", plan.planner, top));
   RETURN_IF_ERROR(get(j, "num_devices", plan.num_devices, top));
   RETURN_IF_ERROR(get(j, "device_memory_bytes", plan.device_memory_bytes, top));
+  if (j.contains("device_memory")) RETURN_IF_ERROR(get(j, "device_memory", plan.device_memory, top));  // optional
   RETURN_IF_ERROR(get(j, "batch", plan.batch, top));
   RETURN_IF_ERROR(get(j, "micro_batch", plan.micro_batch, top));
   RETURN_IF_ERROR(get(j, "num_micro_batches", plan.num_micro_batches, top));
@@ -202,6 +209,9 @@ Status validate_plan(Plan const& plan) {
     return invalid_argument("plan: batch " + std::to_string(plan.batch) + " != micro_batch " +
                             std::to_string(plan.micro_batch) + " x num_micro_batches " +
                             std::to_string(plan.num_micro_batches));
+  if (!plan.device_memory.empty() && static_cast<int>(plan.device_memory.size()) != plan.num_devices)
+    return invalid_argument("plan: device_memory lists " + std::to_string(plan.device_memory.size()) +
+                            " devices but num_devices is " + std::to_string(plan.num_devices));
   int const k = static_cast<int>(plan.stages.size());
   std::set<std::string> nodes;
   std::set<int> devices;

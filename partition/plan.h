@@ -54,13 +54,14 @@ struct PlanEdge {
 struct Plan {
   int version = kPlanFormatVersion;
   std::string model;
-  std::string planner;              // "gpp", "pipedream", "piper", "balanced"
-  int num_devices = 0;              // devices in the cluster
-  int64_t device_memory_bytes = 0;  // per device (the smallest, if heterogeneous)
-  int64_t batch = 0;                // B
-  int64_t micro_batch = 0;          // b
-  int64_t num_micro_batches = 0;    // m = B / b
-  std::vector<PlanStage> stages;    // ids 0..n-1, topological order of the stage graph
+  std::string planner;                 // "gpp", "pipedream", "piper", "balanced"
+  int num_devices = 0;                 // devices in the cluster
+  int64_t device_memory_bytes = 0;     // per device (the smallest, if heterogeneous)
+  std::vector<int64_t> device_memory;  // per device id when the cluster is heterogeneous; empty: all the above
+  int64_t batch = 0;                   // B
+  int64_t micro_batch = 0;             // b
+  int64_t num_micro_batches = 0;       // m = B / b
+  std::vector<PlanStage> stages;       // ids 0..n-1, topological order of the stage graph
   std::vector<PlanEdge> edges;
   int depth = 0;                 // D = max stage depth
   double tau_s = 0;              // the bound on stage time per sample the search settled on
@@ -71,6 +72,9 @@ struct Plan {
   int64_t states_explored = 0;
   std::string notes;  // planner remarks, e.g. "linearised: more than 50000 downsets"
 };
+
+// The memory of device `d`: device_memory[d] when the plan lists them, else device_memory_bytes.
+int64_t memory_of(Plan const& plan, int d);
 
 std::string plan_to_json(Plan const& plan);                         // pretty-printed
 Result<Plan> plan_from_json(std::string const& text);               // checks version and consistency

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 namespace gp::partition {
 
@@ -53,12 +54,49 @@ std::string infeasibility_hint(Problem const& p) {
          "smaller --micro-batch or --batch, more devices, or more memory per device";
 }
 
-Result<Plan> plan_with(std::string const& planner, Problem const& p, PlannerOptions const& options) {
+namespace {
+
+Result<Plan> plan_uniform(std::string const& planner, Problem const& p, PlannerOptions const& options) {
   if (planner == "gpp") return plan_gpp(p, options);
   if (planner == "pipedream") return plan_pipedream(p, options);
   if (planner == "piper") return plan_piper(p, options);
   if (planner == "balanced") return plan_balanced(p, options);
   return invalid_argument("unknown planner '" + planner + "' (use gpp, pipedream, piper or balanced)");
+}
+
+}  // namespace
+
+// A heterogeneous cluster is planned twice on uniform stand-ins, and each plan placed on the real
+// devices: once with one stand-in per device (the slowest, smallest one: every plan fits anywhere),
+// once with one stand-in per speed unit (a device twice the slowest counts twice, so faster devices
+// get proportionally more work). The faster placed plan wins.
+Result<Plan> plan_with(std::string const& planner, Problem const& p, PlannerOptions const& options) {
+  if (planner != "gpp" && planner != "pipedream" && planner != "piper" && planner != "balanced")
+    return invalid_argument("unknown planner '" + planner + "' (use gpp, pipedream, piper or balanced)");
+  if (!p.cluster.heterogeneous()) return plan_uniform(planner, p, options);
+  PlannerOptions inner = options;
+  inner.evaluate = nullptr;  // stand-in plans are judged after placement, by their real prices
+  std::optional<Plan> best;
+  Status first_error = Status::ok();
+  for (bool units : {false, true}) {
+    int const count = units ? speed_units(p.cluster) : p.cluster.size();
+    if (units && count == p.cluster.size()) continue;  // speeds differ by less than 2x: the same stand-in
+    Problem const stand_in = uniform_stand_in(p, count);
+    Result<Plan> plan = plan_uniform(planner, stand_in, inner);
+    if (plan.is_ok()) plan = place_on_cluster(p, *plan, units);
+    if (!plan.is_ok()) {
+      if (first_error.is_ok()) first_error = plan.status();
+      if (plan.status().code() != StatusCode::kInfeasible && plan.status().code() != StatusCode::kTimeout)
+        return plan.status();
+      continue;
+    }
+    if (options.progress)
+      options.progress(planner + ": " + (units ? "speed-unit" : "per-device") +
+                       " stand-in placed: " + std::to_string(plan->samples_per_s) + " samples/s");
+    if (!best || plan->samples_per_s > best->samples_per_s) best = std::move(*plan);
+  }
+  if (!best) return first_error;
+  return std::move(*best);
 }
 
 }  // namespace gp::partition

@@ -85,8 +85,11 @@ std::vector<int64_t> Problem::micro_batch_sizes() const {
 }
 
 std::vector<NodeTime> const& Problem::node_times(int64_t samples) const {
+  return node_times(samples, reference_device());
+}
+
+std::vector<NodeTime> const& Problem::node_times(int64_t samples, Device const& device) const {
   if (!time_cache) time_cache = std::make_shared<TimeCache>();
-  Device const device = reference_device();
   auto key = std::make_tuple(samples, device.speed, device.peak_flops, device.memory_bandwidth);
   std::lock_guard<std::mutex> lock(time_cache->mutex);
   auto it = time_cache->times.find(key);
@@ -125,9 +128,9 @@ double allreduce_time(double bytes, int replicas, Link const& link) {
 
 }  // namespace
 
-StageSums stage_sums(Problem const& p, std::vector<int> const& nodes, int64_t samples) {
+StageSums stage_sums(Problem const& p, std::vector<int> const& nodes, int64_t samples, Device const* device) {
   StageSums sums;
-  std::vector<NodeTime> const& times = p.node_times(samples);
+  std::vector<NodeTime> const& times = device ? p.node_times(samples, *device) : p.node_times(samples);
   std::vector<char>& in_stage = marks_for(p.nodes.size());
   for (int v : nodes) in_stage[v] = 1;
   // Distinct boundary groups: (producer, tensors). Small per stage, so a sorted vector is enough.
@@ -202,6 +205,33 @@ StageCost stage_cost(Problem const& p, std::vector<int> const& nodes, int replic
                               recompute);
 }
 
+StageCost stage_cost_on(Problem const& p, std::vector<int> const& nodes, std::vector<int> const& devices,
+                        int64_t micro_batch, int in_flight, int64_t num_micro_batches, bool recompute) {
+  int const replicas = static_cast<int>(devices.size());
+  // The slowest of the devices sets the pace; the smallest memory must hold the stage.
+  Device slow = p.cluster.devices[devices.front()];
+  int64_t memory = slow.memory_bytes;
+  bool one_node = true;
+  for (int d : devices) {
+    Device const& dev = p.cluster.devices[d];
+    if (dev.speed < slow.speed) slow = dev;
+    memory = std::min(memory, dev.memory_bytes);
+    one_node = one_node && dev.node == p.cluster.devices[devices.front()].node;
+  }
+  int64_t const samples = samples_per_replica(micro_batch, replicas);
+  StageCost c = stage_cost_from_sums(p, stage_sums(p, nodes, samples, &slow), replicas, micro_batch, in_flight,
+                                     num_micro_batches, recompute);
+  if (p.count_communication && replicas > 1) {
+    double const m = static_cast<double>(std::max<int64_t>(1, num_micro_batches));
+    c.time_s -= c.allreduce_s / m;
+    c.allreduce_s = allreduce_time(static_cast<double>(c.weight_bytes), replicas,
+                                   one_node ? p.cluster.intra_node : p.cluster.inter_node);
+    c.time_s += c.allreduce_s / m;
+  }
+  c.fits = c.memory_bytes() <= memory && std::isfinite(c.time_s);
+  return c;
+}
+
 Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages, int64_t micro_batch,
                            std::string planner, StageGraphShape shape) {
   int const n = static_cast<int>(p.nodes.size());
@@ -262,7 +292,17 @@ Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages
   for (int i = 0; i < k; ++i) new_id[order[i]] = i;
 
   int total_devices = 0;
-  for (auto const& st : stages) total_devices += st.replicas;
+  std::set<int> taken;
+  for (auto const& st : stages) {
+    total_devices += st.replicas;
+    if (!st.devices.empty() && static_cast<int>(st.devices.size()) != st.replicas)
+      return internal_error(planner + ": a stage lists " + std::to_string(st.devices.size()) + " devices for " +
+                            std::to_string(st.replicas) + " replicas");
+    for (int d : st.devices) {
+      if (d < 0 || d >= p.cluster.size() || !taken.insert(d).second)
+        return internal_error(planner + ": device " + std::to_string(d) + " is out of range or in two stages");
+    }
+  }
   if (total_devices > p.cluster.size())
     return infeasible(planner + ": the plan needs " + std::to_string(total_devices) + " devices but the cluster has " +
                       std::to_string(p.cluster.size()));
@@ -272,6 +312,8 @@ Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages
   plan.planner = std::move(planner);
   plan.num_devices = p.cluster.size();
   plan.device_memory_bytes = p.device_memory();
+  if (p.cluster.heterogeneous())
+    for (Device const& d : p.cluster.devices) plan.device_memory.push_back(d.memory_bytes);
   plan.batch = p.batch;
   plan.micro_batch = micro_batch;
   plan.num_micro_batches = p.batch / micro_batch;
@@ -292,11 +334,20 @@ Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages
     ps.id = i;
     for (int v : st.nodes) ps.nodes.push_back(p.nodes[v].name);
     ps.replicas = st.replicas;
-    for (int r = 0; r < st.replicas; ++r) ps.devices.push_back(next_device++);
+    if (!st.devices.empty()) {
+      ps.devices = st.devices;
+    } else {
+      for (int r = 0; r < st.replicas; ++r) ps.devices.push_back(next_device++);
+    }
     ps.depth = depth[i];
-    StageCost c = stage_cost(p, st.nodes, st.replicas, micro_batch, depth[i], plan.num_micro_batches);
+    auto price = [&](bool recompute) {
+      if (st.devices.empty())
+        return stage_cost(p, st.nodes, st.replicas, micro_batch, depth[i], plan.num_micro_batches, recompute);
+      return stage_cost_on(p, st.nodes, st.devices, micro_batch, depth[i], plan.num_micro_batches, recompute);
+    };
+    StageCost c = price(false);
     if (st.recompute || (!c.fits && p.allow_recompute)) {
-      StageCost const rc = stage_cost(p, st.nodes, st.replicas, micro_batch, depth[i], plan.num_micro_batches, true);
+      StageCost const rc = price(true);
       if (st.recompute || rc.fits) c = rc;
     }
     int64_t const samples = samples_per_replica(micro_batch, st.replicas);

@@ -78,6 +78,8 @@ struct Problem {
   // Per-node times for `samples` samples on the reference device, cached per (samples, device);
   // thread-safe; the reference stays valid for the Problem's lifetime.
   std::vector<NodeTime> const& node_times(int64_t samples) const;
+  // The same on a given device (heterogeneous clusters price each stage on its own devices).
+  std::vector<NodeTime> const& node_times(int64_t samples, Device const& device) const;
   // Link used between consecutive stages (the slowest link when the cluster spans nodes).
   Link const& pipeline_link() const;
 
@@ -118,7 +120,11 @@ struct StageSums {
   int64_t input_bytes_per_sample = 0;       // Σ bytes per sample of the groups entering (what recompute keeps)
 };
 // Sums over `nodes` for `samples` samples per replica (no caching beyond node_times).
-StageSums stage_sums(Problem const& p, std::vector<int> const& nodes, int64_t samples);
+StageSums stage_sums(Problem const& p, std::vector<int> const& nodes, int64_t samples, Device const* device = nullptr);
+// stage_cost on given devices of the cluster (replicas = devices.size()): node times of the slowest,
+// fits against the smallest memory, all-reduce over the link they share.
+StageCost stage_cost_on(Problem const& p, std::vector<int> const& nodes, std::vector<int> const& devices,
+                        int64_t micro_batch, int in_flight, int64_t num_micro_batches, bool recompute = false);
 // Samples each replica runs: ceil(micro_batch / replicas); 0 when replicas > micro_batch.
 int64_t samples_per_replica(int64_t micro_batch, int replicas);
 // stage_cost from sums taken at samples_per_replica(micro_batch, replicas) samples.
@@ -134,6 +140,10 @@ struct StageAssignment {
   std::vector<int> nodes;
   int replicas = 1;
   bool recompute = false;  // also set by assemble_plan where the stage fits only with it (allow_recompute)
+  // The cluster's device ids (replicas of them), chosen by place_on_cluster for heterogeneous
+  // clusters; empty: assemble_plan gives devices contiguously in stage order. When given, the stage
+  // is priced on the slowest of them, against the smallest memory among them.
+  std::vector<int> devices{};
 };
 
 // The shape of the stage graph a planner builds.
@@ -153,5 +163,18 @@ enum class StageGraphShape {
 // devices than the cluster has. Memory overflow does not fail here: check stage.peak_memory_bytes.
 Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages, int64_t micro_batch,
                            std::string planner, StageGraphShape shape = StageGraphShape::kGraph);
+
+// Heterogeneous clusters (EdgePipe-like). A planner plans on a uniform stand-in of the cluster;
+// place_on_cluster then puts each stage of that plan on real devices and prices it there.
+// `units`: with false, a stage of r replicas takes r real devices (heaviest stages on the fastest
+// devices first); with true, the plan was made for one stand-in device per speed unit (a device
+// twice the slowest counts as 2), and a stage of r replicas takes r / c devices of a class of
+// speed c (or one faster device). kInfeasible naming the stage when the devices run out or a
+// stage does not fit its devices' memory.
+Result<Plan> place_on_cluster(Problem const& p, Plan const& plan, bool units);
+// The uniform stand-in: `count` copies of the slowest device with the smallest memory.
+Problem uniform_stand_in(Problem const& p, int count);
+// Speed units of the cluster: sum over devices of floor(speed / slowest speed).
+int speed_units(Cluster const& c);
 
 }  // namespace gp::partition

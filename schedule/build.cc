@@ -217,7 +217,12 @@ Result<Schedule> build_schedule(partition::Plan const& plan, Policy policy, Buil
     }
     ASSIGN_OR_RETURN(Simulation sim, simulate(plan, s));
     tried += std::string(tried.empty() ? "" : ", ") + policy_name(p) + " needs " + format_bytes(sim.peak_memory_bytes);
-    if (limit > 0 && sim.peak_memory_bytes > limit) continue;
+    bool over = false;  // each device against its own memory (heterogeneous plans list them)
+    for (int d = 0; d < static_cast<int>(sim.devices.size()); ++d) {
+      int64_t const own = options.memory_limit_bytes < 0 ? partition::memory_of(plan, d) : limit;
+      over = over || (own > 0 && sim.devices[d].peak_memory_bytes > own);
+    }
+    if (over) continue;
     if (sim.step_time_s < best_time) {
       best_time = sim.step_time_s;
       best = std::move(s);

@@ -307,11 +307,10 @@ class Checker {
   }
 
   void check_memory() {
-    int64_t const limit = opt_.memory_limit_bytes < 0 ? plan_.device_memory_bytes : opt_.memory_limit_bytes;
-    if (limit <= 0) return;
     auto const mem = account_memory(view_, s_);
     for (int d = 0; d < D_; ++d) {
-      if (mem[d].peak_bytes <= limit) continue;
+      int64_t const limit = opt_.memory_limit_bytes < 0 ? partition::memory_of(plan_, d) : opt_.memory_limit_bytes;
+      if (limit <= 0 || mem[d].peak_bytes <= limit) continue;
       int const at = first_over_limit(view_, s_, d, limit);
       std::string held;
       for (int s : view_.stages_on(d))
