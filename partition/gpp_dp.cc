@@ -23,6 +23,8 @@ namespace {
 // plan_gpp also runs the sequential planners' DP over every chain between downsets when the graph
 // has at most this many downsets (it then takes milliseconds; gnmt's 7,874 take seconds).
 constexpr int64_t kChainDownsets = 1000;
+// Graphs up to this many nodes get chains of four topological orders, larger ones of the node order.
+constexpr int kAllChainOrdersUpTo = 300;
 }  // namespace
 
 LeafOrder leaf_order(SpTree const& tree) {
@@ -173,6 +175,8 @@ StageSums RangeCost::sums(int lo, int hi, int level, int64_t boundary_bytes, int
   return s;
 }
 
+double RangeCost::fwd_s(int lo, int hi, int level) const { return fwd_[level][hi] - fwd_[level][lo]; }
+
 double RangeCost::compute_s(int lo, int hi, int level) const {
   std::size_t const L = replicas_.size();
   return compute_[static_cast<std::size_t>(hi) * L + level] - compute_[static_cast<std::size_t>(lo) * L + level];
@@ -228,10 +232,10 @@ struct Ranges {
 struct Level {
   double t = 0;            // T_s / b
   int max_in_flight = -1;  // -1: not priced yet
-  // With recomputation (Problem::allow_recompute; else t_rc is infinite): T_s / b, and the in-flight
-  // count that fits when the stash is bounded by all the stage's boundary bytes (its inputs are
-  // among them), so a stage the DP fits with recompute also fits in assemble_plan.
-  double t_rc = std::numeric_limits<double>::infinity();
+  // With recomputation (Problem::allow_recompute; else 0): the in-flight count that fits when the
+  // stash is bounded by all the stage's boundary bytes (its inputs are among them), so a stage the
+  // DP fits with recompute also fits in assemble_plan. Its T_s / b is t + the forward time / b
+  // (recompute_t). 16 bytes in all: the price rows are the search's most read memory.
   int max_in_flight_rc = 0;
 };
 
@@ -431,19 +435,23 @@ class Engine {
       StageCost const c = stage_cost_from_sums(p_, sum, cost_.replicas(l), b_, 1, m_);
       lv = {c.time_s / static_cast<double>(b_), cost_.max_in_flight(sum, l)};
       if (p_.allow_recompute) {
-        sum.input_bytes_per_sample = bytes;
-        StageCost const rc = stage_cost_from_sums(p_, sum, cost_.replicas(l), b_, 1, m_, true);
         int64_t const samples = samples_per_replica(b_, cost_.replicas(l));
-        int64_t const avail =
-            p_.device_memory() - rc.weight_bytes - rc.optimizer_bytes - sum.activation_bytes_per_sample * samples;
+        int64_t const fixed = c.weight_bytes + c.optimizer_bytes;
+        int64_t const avail = p_.device_memory() - fixed - sum.activation_bytes_per_sample * samples;
         int64_t const per = bytes * samples;
-        lv.t_rc = rc.time_s / static_cast<double>(b_);
         lv.max_in_flight_rc = avail < 0  ? 0
                               : per <= 0 ? std::numeric_limits<int32_t>::max()
                                          : static_cast<int>(std::min<int64_t>(avail / per, INT32_MAX));
       }
     }
     return lv;
+  }
+
+  // T_s / b of the stage with recomputation: one more forward.
+  double recompute_t(StageRef const& s, int l) const {
+    Ranges const& rg = s.rg;
+    double fwd = cost_.fwd_s(rg.lo1, rg.hi1, l) + (rg.lo2 < rg.hi2 ? cost_.fwd_s(rg.lo2, rg.hi2, l) : 0.0);
+    return s.lv[l].t + fwd / static_cast<double>(b_);
   }
 
   double compute(Ranges const& rg, int l) const {
@@ -462,15 +470,17 @@ class Engine {
         continue;
       }
       bool recompute = false;
+      double t = lv.t;
       if (lv.max_in_flight < in_flight) {
         if (lv.max_in_flight_rc < in_flight) continue;
-        if (lv.t_rc > tau_) {
-          tau_next_ = std::min(tau_next_, lv.t_rc);
+        t = recompute_t(s, l);
+        if (t > tau_) {
+          tau_next_ = std::min(tau_next_, t);
           continue;
         }
         recompute = true;
       }
-      if (t_out) *t_out = recompute ? lv.t_rc : lv.t;
+      if (t_out) *t_out = t;
       if (recompute_out) *recompute_out = recompute;
       return cost_.replicas(l);
     }
@@ -1364,6 +1374,9 @@ std::vector<ChainOrder> chain_orders(Problem const& p, SpTree const& tree) {
   std::vector<int> ids(n);
   for (int v = 0; v < n; ++v) ids[v] = v;
   add("node order", ids);
+  // The other orders cost one search each (about 0.5 s at 1,000 nodes and 1,024 devices) and never
+  // beat the node order on a bench row above this size (bench/partition/README.md).
+  if (n > kAllChainOrdersUpTo) return out;
   add("SP leaf order", leaf_order(tree).order);
   // Levels: longest path (in nodes) from a source, and to a sink; ids are a topological order.
   std::vector<int> from_source(n, 0), to_sink(n, 0);

@@ -105,6 +105,7 @@ class RangeCost {
   StageSums sums(int lo, int hi, int level, int64_t boundary_bytes, int boundary_tensors) const;
   // Compute time of [lo, hi) at `level` (no communication): a lower bound of the stage time.
   double compute_s(int lo, int hi, int level) const;
+  double fwd_s(int lo, int hi, int level) const;  // forward time of [lo, hi) at `level`
   // The largest in-flight count whose memory fits (INT32_MAX when activations are 0; 0 if none).
   int max_in_flight(StageSums const& sums, int level) const;
 
@@ -130,8 +131,9 @@ struct ChainOrder {
   std::vector<int> order;
 };
 // The topological orders plan_gpp also searches as chains: node order (the sequential planners'
-// linearisation), the SP tree's leaf order (branch after branch), as soon as possible and as late
-// as possible (branches interleaved level by level); duplicates removed.
+// linearisation) and, on graphs of at most 300 nodes, the SP tree's leaf order (branch after
+// branch), as soon as possible and as late as possible (branches interleaved level by level);
+// duplicates removed.
 std::vector<ChainOrder> chain_orders(Problem const& p, SpTree const& tree);
 
 }  // namespace gp::partition

@@ -30,8 +30,8 @@ struct PlannerOptions {
   // judged fastest, its samples_per_s and step_time_s replaced by the judged ones (the formula's
   // value is kept in the plan's notes).
   std::function<Result<double>(Plan const&)> evaluate;
-  double evaluate_slack = 1.5;
-  int evaluate_candidates = 24;
+  double evaluate_slack = 1.2;
+  int evaluate_candidates = 12;
 };
 
 // What would fit, for the message of an infeasible request: total weight+optimizer bytes against

@@ -21,6 +21,7 @@
 #include "partition/downsets.h"
 #include "partition/from_graph.h"
 #include "partition/pipedream_profile.h"
+#include "partition/synthetic.h"
 #include "partition/planner.h"
 
 namespace gp::partition {
@@ -52,62 +53,11 @@ std::vector<Setting> profile_settings() {
   };
 }
 
-// Synthetic graphs of 1,000+ nodes, to time the planners at that size: "chain2000" (2,000 nodes in a
-// chain) and "branch16" (a source, 16 branches of 96 nodes, a join and a head of 8: 1,562 nodes).
-// Node cost: fwd = 20 us + c_v * samples with c_v uniform in [0.5, 1.5] ms (seeded), backward input
-// and weight parts each equal to fwd; 4 MiB of weights and 2 MiB of activations per sample per node;
-// 4 MiB per sample on every edge.
+// Synthetic graphs of 1,000+ nodes (partition/synthetic.h), to time the planners at that size:
+// "chain2000" (2,000 nodes in a chain) and "branch16" (a source, 16 branches of 96 nodes, a join and
+// a head of 8: 1,546 nodes), affine seeded node costs.
 std::vector<Setting> synthetic_settings() {
   return {{"chain2000", true, 256, int64_t{16} << 30, 0}, {"branch16", true, 256, int64_t{16} << 30, 0}};
-}
-
-class AffineTimer : public NodeTimer {
- public:
-  explicit AffineTimer(std::vector<double> per_sample) : per_sample_(std::move(per_sample)) {}
-  NodeTime time(int node, int64_t samples, Device const&) const override {
-    double const f = 20e-6 + per_sample_[static_cast<std::size_t>(node)] * static_cast<double>(samples);
-    return {f, f, f};
-  }
-
- private:
-  std::vector<double> per_sample_;
-};
-
-Result<Problem> synthetic_problem(std::string const& name) {
-  Problem p;
-  p.model = name;
-  std::vector<std::pair<int, int>> edges;
-  int n = 0;
-  if (name == "chain2000") {
-    n = 2000;
-    for (int v = 1; v < n; ++v) edges.emplace_back(v - 1, v);
-  } else if (name == "branch16") {
-    int const branches = 16, length = 96, head = 8;
-    n = 1 + branches * length + 1 + head;
-    int const join = 1 + branches * length;
-    for (int b = 0; b < branches; ++b) {
-      int prev = 0;
-      for (int k = 0; k < length; ++k) {
-        int const v = 1 + b * length + k;
-        edges.emplace_back(prev, v);
-        prev = v;
-      }
-      edges.emplace_back(prev, join);
-    }
-    for (int k = 0; k < head; ++k) edges.emplace_back(join + k, join + k + 1);
-  } else {
-    return invalid_argument("unknown synthetic graph " + name);
-  }
-  uint64_t state = 12345;
-  std::vector<double> per_sample(n);
-  for (int v = 0; v < n; ++v) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    per_sample[v] = (0.5 + static_cast<double>(state >> 11) / static_cast<double>(1ULL << 53)) * 1e-3;
-    p.nodes.push_back({"n" + std::to_string(v), "synthetic", int64_t{4} << 20, int64_t{2} << 20});
-  }
-  for (auto [a, b] : edges) p.edges.push_back({a, b, int64_t{4} << 20, {"t" + std::to_string(a)}});
-  p.timer = std::make_shared<AffineTimer>(std::move(per_sample));
-  return p;
 }
 
 // Perfect scaling: every device busy with compute all the time, nothing else. Each node's work per
@@ -132,6 +82,16 @@ std::string gib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", bytes / double(int64_t{1} << 30));
   return buf;
+}
+
+// "(linearised)" for a sequential planner that cut along one topological order; for GPP, which
+// kind of chain won when a chain beat every graph of SP pieces ("(chain: node order)").
+std::string mark(Plan const& pl) {
+  if (pl.planner != "gpp") return pl.notes.empty() ? "" : "  (linearised)";
+  if (pl.notes.rfind("a chain between", 0) == 0) return "  (chain: downsets)";
+  std::string const prefix = "a chain of contiguous ranges of the ";
+  if (pl.notes.rfind(prefix, 0) != 0) return "";
+  return "  (chain: " + pl.notes.substr(prefix.size(), pl.notes.find(';') - prefix.size()) + ")";
 }
 
 struct Outcome {
@@ -170,9 +130,69 @@ Result<Problem> make_problem(Setting const& s, int devices,
 }  // namespace
 }  // namespace gp::partition
 
+// The heterogeneous target: paper-size MMT, batch 256, on 4 devices twice as fast as the
+// reference plus 4 reference devices (16 GiB each, 4 per node as in the paper's cluster), against 8
+// reference devices. Each planner plans both; the mixed cluster is planned on uniform stand-ins
+// and placed (partition/problem.h, place_on_cluster).
+int heterogeneous_rows(double time_limit, bool progress) {
+  using namespace gp::partition;
+  auto g = gp::models::build_graph("mmt", gp::models::Size::kPaper, 0, false);
+  if (!g.is_ok()) {
+    std::fprintf(stderr, "bench_partition: %s\n", g.status().message().c_str());
+    return 1;
+  }
+  auto graph = std::make_shared<gp::graph::OpGraph const>(std::move(*g));
+  auto cost = std::make_shared<gp::graph::AnalyticCostModel>();
+  Cluster uniform = Cluster::uniform(8, int64_t{16} << 30);
+  uniform.devices_per_node = 4;
+  for (int d = 0; d < 8; ++d) uniform.devices[d].node = d / 4;
+  Cluster mixed = uniform;
+  for (int d = 0; d < 4; ++d) mixed.devices[d].speed = 2.0;
+  std::printf(
+      "Heterogeneous: paper-size MMT, B = 256, 16 GiB devices, 4 per node; mixed = 4 devices of speed 2 "
+      "+ 4 of speed 1 (12 speed units), against 8 of speed 1 (ideal ratio 1.5)\n");
+  std::printf("%-10s %13s %13s %7s  %s\n", "planner", "8 x ref s/s", "mixed s/s", "ratio", "mixed plan");
+  for (std::string planner : {"gpp", "pipedream", "balanced"}) {
+    PlannerOptions options;
+    options.time_limit_s = time_limit;
+    if (progress) options.progress = [](std::string const& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
+    double rate[2] = {0, 0};
+    std::string how;
+    for (int k = 0; k < 2; ++k) {
+      auto p = problem_from_graph(graph, cost, k == 0 ? uniform : mixed, 256);
+      if (!p.is_ok()) {
+        std::printf("%-10s problem: %s\n", planner.c_str(), p.status().message().c_str());
+        break;
+      }
+      auto const start = std::chrono::steady_clock::now();
+      auto plan = plan_with(planner, *p, options);
+      double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (!plan.is_ok()) {
+        how = "n/a (" + plan.status().message() + ")";
+        break;
+      }
+      rate[k] = plan->samples_per_s;
+      if (k == 1) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "%zu stages, depth %d, b=%lld, %.1fs; ", plan->stages.size(), plan->depth,
+                      static_cast<long long>(plan->micro_batch), secs);
+        how = buf;
+        for (PlanStage const& st : plan->stages) {
+          how += "[" + std::to_string(st.nodes.size()) + " ops on";
+          for (int d : st.devices) how += " " + std::to_string(d);
+          how += "]";
+        }
+      }
+    }
+    std::printf("%-10s %13.1f %13.1f %7.2f  %s\n", planner.c_str(), rate[0], rate[1],
+                rate[0] > 0 ? rate[1] / rate[0] : 0.0, how.c_str());
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   using namespace gp::partition;
-  bool quick = false, info = false;
+  bool quick = false, info = false, progress = false, hetero = false;
   double time_limit = 120;
   std::string objectives = "both";  // of the sequential DPs: step (GPP's), bottleneck (their own), or both
   std::vector<std::string> only_models;
@@ -190,6 +210,10 @@ int main(int argc, char** argv) {
       quick = true;
     else if (a == "--info")
       info = true;
+    else if (a == "--progress")
+      progress = true;
+    else if (a == "--hetero")
+      hetero = true;
     else if (a == "--time-limit" && i + 1 < argc)
       time_limit = std::stod(argv[++i]);
     else if (a == "--models" && i + 1 < argc)
@@ -201,9 +225,10 @@ int main(int argc, char** argv) {
               std::strcmp(argv[i + 1], "bottleneck") == 0))
       objectives = argv[++i];
     else {
-      std::fprintf(stderr,
-                   "usage: bench_partition [--quick] [--info] [--time-limit S] [--models a,b] [--devices 4,8] "
-                   "[--chain-objective both|step|bottleneck]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_partition [--quick] [--info] [--progress] [--time-limit S] [--models a,b] [--devices 4,8] "
+          "[--chain-objective both|step|bottleneck]\n");
       return 2;
     }
   }
@@ -216,6 +241,7 @@ int main(int argc, char** argv) {
   for (auto const& s : synthetic_settings())
     rows.push_back({s, quick ? std::vector<int>{16} : std::vector<int>{8, 32}});
 
+  if (hetero) return heterogeneous_rows(time_limit, progress);
   if (info) {
     std::printf("%-12s %6s %6s %10s %12s %12s %12s %10s\n", "model", "nodes", "edges", "downsets", "weights_GiB",
                 "act/sample_MiB", "fwd_ms@b=1", "B");
@@ -246,8 +272,12 @@ int main(int argc, char** argv) {
     char const* label;
     char const* column;
     ChainObjective objective;
+    bool recompute = false;  // Problem::allow_recompute
   };
   std::vector<Entry> entries = {{"gpp", "gpp", "", ChainObjective::kStepTime}};
+  // GPP again with per-stage activation recomputation allowed: its column is rc/GPP, what
+  // recomputation buys on top of GPP (1.00 where memory does not bind).
+  entries.push_back({"gpp", "gpp+rc", "rc/GPP", ChainObjective::kStepTime, true});
   if (objectives != "bottleneck") {
     entries.push_back({"pipedream", "pipedream", "GPP/(a)", ChainObjective::kStepTime});
     entries.push_back({"piper", "piper", "GPP/(b)", ChainObjective::kStepTime});
@@ -285,8 +315,11 @@ int main(int argc, char** argv) {
         PlannerOptions options;
         options.time_limit_s = time_limit;
         options.chain_objective = entries[k].objective;
+        if (progress) options.progress = [](std::string const& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
         auto const start = std::chrono::steady_clock::now();
-        auto plan = plan_with(entries[k].planner, *p, options);
+        Problem q = *p;
+        q.allow_recompute = entries[k].recompute;
+        auto plan = plan_with(entries[k].planner, q, options);
         out[k].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (plan)
           out[k].plan = std::move(plan).value();
@@ -297,11 +330,13 @@ int main(int argc, char** argv) {
       sum.bound = ideal_samples_per_s(*p);
       if (out[0].plan) sum.gpp = out[0].plan->samples_per_s;
       for (int k = 1; k < count; ++k)
-        if (out[k].plan) sum.best_seq = std::max(sum.best_seq, out[k].plan->samples_per_s);
+        if (out[k].plan && entries[k].planner != std::string("gpp"))
+          sum.best_seq = std::max(sum.best_seq, out[k].plan->samples_per_s);
       for (int k = 0; k < count; ++k) {
         char ratio[32] = "";
         if (k > 0 && out[0].plan && out[k].plan) {
-          sum.ratio[k - 1] = out[0].plan->samples_per_s / out[k].plan->samples_per_s;
+          sum.ratio[k - 1] = entries[k].recompute ? out[k].plan->samples_per_s / out[0].plan->samples_per_s
+                                                  : out[0].plan->samples_per_s / out[k].plan->samples_per_s;
           sum.have[k - 1] = true;
           std::snprintf(ratio, sizeof ratio, "%.2f", sum.ratio[k - 1]);
         }
@@ -312,7 +347,7 @@ int main(int argc, char** argv) {
           std::printf("%-11s %4d %5lld %-10s %10.4f %10lld %11.1f %5d %5lld %6zu %9s %8s%s\n", s.model.c_str(), n,
                       (long long)s.batch, entries[k].label, out[k].seconds, (long long)pl.states_explored,
                       pl.samples_per_s, pl.depth, (long long)pl.micro_batch, pl.stages.size(), gib(peak).c_str(), ratio,
-                      pl.notes.empty() ? "" : "  (linearised)");
+                      mark(pl).c_str());
         } else {
           std::printf("%-11s %4d %5lld %-10s %10.4f %10s %11s  n/a (%s)\n", s.model.c_str(), n, (long long)s.batch,
                       entries[k].label, out[k].seconds, "-", "n/a", out[k].error.c_str());
@@ -323,9 +358,10 @@ int main(int argc, char** argv) {
     }
   }
   std::printf(
-      "\nSummary: GPP throughput over (a) PipeDream-style, (b) Piper-style, (c) balanced, (a') and (b') the\n"
-      "same planners with their own objective (least max stage time); and GPP and the best sequential\n"
-      "plan as a fraction of the perfect-scaling bound (no plan of any shape can exceed 1)\n");
+      "\nSummary: rc/GPP, GPP with per-stage activation recomputation over GPP without; GPP throughput over\n"
+      "(a) PipeDream-style, (b) Piper-style, (c) balanced, (a') and (b') the same planners with their own\n"
+      "objective (least max stage time); and GPP and the best sequential plan as a fraction of the\n"
+      "perfect-scaling bound (no plan of any shape can exceed 1)\n");
   std::printf("%-11s %4s", "model", "dev");
   for (int k = 1; k < count; ++k) std::printf(" %8s", entries[k].column);
   std::printf(" %9s %9s\n", "GPP/bnd", "seq/bnd");
