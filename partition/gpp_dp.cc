@@ -314,6 +314,8 @@ class Engine {
       double w = std::numeric_limits<double>::infinity();
       for (int l = 0; l < cost_.levels(); ++l) w = std::min(w, cost_.replicas(l) * cost_.compute_s(i, i + 1, l));
       work_[i + 1] = work_[i] + w;
+      for (int l = 0; l + 1 < cost_.levels(); ++l)
+        monotone_ = monotone_ && cost_.compute_s(i, i + 1, l + 1) <= cost_.compute_s(i, i + 1, l);
     }
   }
 
@@ -491,7 +493,23 @@ class Engine {
   // The fewest replicas whose compute alone fits the ranges within tau; 0 when none does, and then
   // no larger stage does either (compute only grows with the stage).
   int fewest_replicas(Ranges const& rg) {
-    for (int l = 0; l < cost_.levels(); ++l) {
+    int const levels = cost_.levels();
+    if (monotone_ && levels > 4) {
+      // Compute falls as replicas grow (every node's does): bisect for the first level that fits;
+      // the largest level that does not fit has the least time of those that do not.
+      double const bound = tau_ * (1 + 1e-12), b = static_cast<double>(b_);
+      int lo = 0, hi = levels;
+      while (lo < hi) {
+        int const mid = (lo + hi) / 2;
+        if (compute(rg, mid) / b <= bound)
+          hi = mid;
+        else
+          lo = mid + 1;
+      }
+      if (lo > 0) tau_next_ = std::min(tau_next_, compute(rg, lo - 1) / b);
+      return lo < levels ? cost_.replicas(lo) : 0;
+    }
+    for (int l = 0; l < levels; ++l) {
       double const t = compute(rg, l) / static_cast<double>(b_);
       // The tolerance covers summation order: stage times add the same terms in another order.
       if (t <= tau_ * (1 + 1e-12)) return cost_.replicas(l);
@@ -1018,6 +1036,7 @@ class Engine {
   std::vector<ChosenStage> chosen_;
   int64_t states_ = 0;
   std::optional<Clock::time_point> deadline_;
+  bool monotone_ = true;  // every node's compute falls (or stays) as replicas grow
   bool expired_ = false;
 };
 
@@ -1145,6 +1164,8 @@ Status search_tree(Problem const& p, SpTree const& tree, std::string const& chai
       }
       below_hi = found.has_value();
     };
+    int evaluations = 0;
+    auto const b_start = Clock::now();
     for (int iter = 0; iter < 2000; ++iter) {
       RETURN_IF_ERROR(check_time());
       while (target >= d_min && !beats_best(std::max(lo, engine.tau_for_depth(target)), b, target)) --target;
@@ -1175,6 +1196,7 @@ Status search_tree(Problem const& p, SpTree const& tree, std::string const& chai
         bool const probed_below = below_hi;
         below_hi = false;
         Engine::Eval ev = engine.evaluate(tau);
+        ++evaluations;
         if (engine.expired()) RETURN_IF_ERROR(check_time());
         if (!std::isinf(tau)) history.push_back(ev);
         if (ev.feasible && ev.depth <= target) {
@@ -1221,6 +1243,10 @@ Status search_tree(Problem const& p, SpTree const& tree, std::string const& chai
       restart();
     }
     states += engine.states();
+    double const b_seconds = std::chrono::duration<double>(Clock::now() - b_start).count();
+    if (options.progress && b_seconds > 0.1)
+      options.progress("gpp: b=" + std::to_string(b) + ": " + std::to_string(evaluations) + " evaluations, " +
+                       std::to_string(engine.states()) + " states, " + seconds_text(b_seconds));
     engine.release();
   }
   if (options.progress && elapsed() > 0.2)  // long searches only: a failing short one prints one error line
@@ -1265,6 +1291,14 @@ Status check_problem(Problem const& p) {
   if (static_cast<int>(p.out_edges.size()) != static_cast<int>(p.nodes.size()))
     return internal_error("plan_gpp: Problem::finalize() was not called");
   if (p.cluster.size() <= 0) return invalid_argument("plan_gpp: the cluster has no devices");
+  // Every weight and its optimizer state live on some device: a bound that needs no search (a
+  // 10,000-node graph far too large for the cluster took a minute of search to be refused).
+  double static_bytes = 0, memory = 0;
+  for (Node const& node : p.nodes) static_bytes += (1.0 + p.optimizer_bytes_per_weight_byte) * node.weight_bytes;
+  for (Device const& d : p.cluster.devices) memory += static_cast<double>(d.memory_bytes);
+  if (static_bytes > memory)
+    return infeasible("gpp: no plan fits in memory: " + infeasibility_hint(p) +
+                      "; use more devices, or devices with more memory");
   return Status::ok();
 }
 

@@ -196,7 +196,9 @@ int main(int argc, char** argv) {
         options.time_limit_s = time_limit;
         auto last = Clock::now();
         options.progress = [&](std::string const& line) {  // at most one line every 5 s
-          if (since(last) < 5 && line.find("searched") == std::string::npos) return;
+          if (since(last) < 5 && line.find("searched") == std::string::npos &&
+              line.find("evaluations") == std::string::npos)
+            return;
           last = Clock::now();
           std::fprintf(stderr, "[%7.1fs]   %s\n", since(bench_start), line.c_str());
         };
