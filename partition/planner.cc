@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <optional>
 
 namespace gp::partition {
@@ -52,6 +53,21 @@ std::string infeasibility_hint(Problem const& p) {
          bytes_text(memory) +
          " available, but the activations of the micro-batches in flight do not fit; try a "
          "smaller --micro-batch or --batch, more devices, or more memory per device";
+}
+
+double ideal_samples_per_s(Problem const& p) {
+  std::vector<double> best(p.nodes.size(), std::numeric_limits<double>::infinity());
+  for (int64_t b : p.micro_batch_sizes()) {
+    for (int64_t s = 1; s <= b; s *= 2) {
+      if (b % s != 0) continue;
+      std::vector<NodeTime> const& t = p.node_times(s);
+      for (std::size_t v = 0; v < best.size(); ++v)
+        best[v] = std::min(best[v], t[v].total_s() / static_cast<double>(s));
+    }
+  }
+  double work = 0;
+  for (double w : best) work += w;
+  return work > 0 ? p.cluster.size() / work : 0.0;
 }
 
 namespace {

@@ -38,6 +38,12 @@ struct PlannerOptions {
 // the cluster's memory, the fewest devices that could hold them, the largest single node.
 std::string infeasibility_hint(Problem const& p);
 
+// Perfect scaling, an upper bound on any plan's samples/s: every device computing all the time and
+// nothing else (no memory limit, communication, all-reduce or pipeline fill); each node's work per
+// sample is at least min over per-replica sample counts s (powers of two up to a micro-batch size)
+// of t(s)/s on the reference device.
+double ideal_samples_per_s(Problem const& p);
+
 // GraphPipe: SP decomposition + DP with a bound, binary search on tau (partition/gpp_dp.cc).
 Result<Plan> plan_gpp(Problem const& p, PlannerOptions const& options = {});
 // PipeDream-style: DP over antichain cuts, chain of stages, replication (partition/pipedream_dp.cc).

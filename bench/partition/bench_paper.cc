@@ -72,24 +72,6 @@ std::optional<double> target_ratio(std::string const& model, int devices) {
   return devices == 4 ? 1.0 : *paper;
 }
 
-// Perfect scaling: every device busy with compute all the time, nothing else. Each node's work per
-// sample is at least min over per-replica sample counts s of t(s)/s, so no plan of any shape
-// exceeds devices / sum of those (it ignores memory, communication, all-reduce and pipeline fill).
-double ideal_samples_per_s(Problem const& p) {
-  std::vector<double> best(p.nodes.size(), INFINITY);
-  for (int64_t b : p.micro_batch_sizes()) {
-    for (int64_t s = 1; s <= b; s *= 2) {
-      if (b % s != 0) continue;
-      std::vector<NodeTime> const& t = p.node_times(s);
-      for (std::size_t v = 0; v < best.size(); ++v)
-        best[v] = std::min(best[v], t[v].total_s() / static_cast<double>(s));
-    }
-  }
-  double work = 0;
-  for (double w : best) work += w;
-  return work > 0 ? p.cluster.size() / work : 0.0;
-}
-
 struct Outcome {
   std::optional<Plan> plan;
   std::string error;

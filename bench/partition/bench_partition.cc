@@ -60,24 +60,6 @@ std::vector<Setting> synthetic_settings() {
   return {{"chain2000", true, 256, int64_t{16} << 30, 0}, {"branch16", true, 256, int64_t{16} << 30, 0}};
 }
 
-// Perfect scaling: every device busy with compute all the time, nothing else. Each node's work per
-// sample is at least min over per-replica sample counts s of t(s)/s, so no plan exceeds
-// devices / sum of those (it ignores memory, communication, all-reduce and pipeline fill).
-double ideal_samples_per_s(Problem const& p) {
-  std::vector<double> best(p.nodes.size(), INFINITY);
-  for (int64_t b : p.micro_batch_sizes()) {
-    for (int64_t s = 1; s <= b; s *= 2) {
-      if (b % s != 0) continue;
-      std::vector<NodeTime> const& t = p.node_times(s);
-      for (std::size_t v = 0; v < best.size(); ++v)
-        best[v] = std::min(best[v], t[v].total_s() / static_cast<double>(s));
-    }
-  }
-  double work = 0;
-  for (double w : best) work += w;
-  return work > 0 ? p.cluster.size() / work : 0.0;
-}
-
 std::string gib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", bytes / double(int64_t{1} << 30));

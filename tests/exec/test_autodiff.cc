@@ -12,14 +12,6 @@
 namespace gp::exec {
 namespace {
 
-Tensor random_tensor(std::vector<int64_t> shape, uint32_t seed) {
-  Tensor t(std::move(shape));
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
-
 double dot(Tensor const& a, Tensor const& b) {
   double s = 0;
   for (int64_t i = 0; i < a.numel(); ++i) s += static_cast<double>(a.data<float>()[i]) * b.data<float>()[i];
@@ -45,9 +37,9 @@ std::unique_ptr<Model> make_model(graph::OnnxModelBuilder const& builder, int64_
   m->ex = std::move(ex).value();
   uint32_t seed = 11;
   for (graph::TensorId t : m->graph.inputs())
-    m->inputs.emplace(t, random_tensor(m->graph.tensor(t).shape.concrete(batch), seed++));
+    m->inputs.emplace(t, testing::normal_tensor(m->graph.tensor(t).shape.concrete(batch), seed++));
   m->out = m->graph.outputs()[0];
-  m->probe = random_tensor(m->graph.tensor(m->out).shape.concrete(batch), 99);
+  m->probe = testing::normal_tensor(m->graph.tensor(m->out).shape.concrete(batch), 99);
   return m;
 }
 
@@ -145,7 +137,7 @@ TEST(Autodiff, SplitBackwardEqualsWholeBackward) {
 TEST(Autodiff, SeveralMicroBatchesInFlightAccumulate) {
   auto a = make_model(testing::tiny_mlp(), 2);
   auto second = a->inputs;
-  for (auto& [t, x] : second) x = random_tensor(x.shape(), 77);
+  for (auto& [t, x] : second) x = testing::normal_tensor(x.shape(), 77);
   TensorMap o0, o1, ig;
   ASSERT_TRUE(a->ex->forward(0, a->inputs, o0, true, 1).is_ok());
   ASSERT_TRUE(a->ex->forward(1, second, o1, true, 2).is_ok());

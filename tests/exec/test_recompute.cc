@@ -23,14 +23,6 @@ namespace {
 constexpr int kMicroBatches = 5;
 constexpr int64_t kBatch = 4;
 
-Tensor random_tensor(std::vector<int64_t> shape, uint32_t seed) {
-  Tensor t(std::move(shape));
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
-
 // 1F1B with at most 3 micro-batches in flight; W runs one forward after its B (split only).
 struct Event {
   char kind;  // 'F', 'B', 'W'
@@ -84,7 +76,7 @@ class TwoStages {
       if (e.kind == 'F') {
         TensorMap in0, out0, out1;
         for (graph::TensorId t : graph_.inputs())
-          in0.emplace(t, random_tensor(graph_.tensor(t).shape.concrete(kBatch), 7 + 13 * mb));
+          in0.emplace(t, testing::normal_tensor(graph_.tensor(t).shape.concrete(kBatch), 7 + 13 * mb));
         EXPECT_TRUE(ex[0]->forward(mb, in0, out0, true, seed).is_ok());
         TensorMap in1 = in0;
         for (auto const& [t, v] : out0) in1[t] = v;
@@ -101,7 +93,7 @@ class TwoStages {
         }
       } else if (e.kind == 'B') {
         TensorMap g1, g0;
-        Tensor const probe = random_tensor(graph_.tensor(y).shape.concrete(kBatch), 500 + mb);
+        Tensor const probe = testing::normal_tensor(graph_.tensor(y).shape.concrete(kBatch), 500 + mb);
         Status s1 = o.split ? ex[1]->backward_input(mb, {{y, probe}}, g1) : ex[1]->backward(mb, {{y, probe}}, g1);
         EXPECT_TRUE(s1.is_ok()) << s1.message();
         for (auto const& [t, g] : g1) record(out, "dx m" + std::to_string(mb) + " " + graph_.tensor(t).name, g);
@@ -213,7 +205,7 @@ TEST(Recompute, InferenceKeepsNothingAndBackwardNeedsAForward) {
   EXPECT_TRUE((*ex)->recompute());
   TensorMap in, out, grads;
   graph::TensorId const x = g->inputs()[0];
-  in.emplace(x, random_tensor(g->tensor(x).shape.concrete(kBatch), 3));
+  in.emplace(x, testing::normal_tensor(g->tensor(x).shape.concrete(kBatch), 3));
   ASSERT_TRUE((*ex)->forward(0, in, out, false).is_ok());
   EXPECT_EQ((*ex)->in_flight(), 0);
   EXPECT_EQ((*ex)->saved_bytes(), 0);
@@ -224,7 +216,7 @@ TEST(Recompute, InferenceKeepsNothingAndBackwardNeedsAForward) {
   ASSERT_TRUE((*ex)->forward(1, in, out, true, 9).is_ok());
   EXPECT_EQ((*ex)->saved_bytes(), static_cast<int64_t>(in.at(x).nbytes()));
   graph::TensorId const y = g->outputs()[0];
-  ASSERT_TRUE((*ex)->backward(1, {{y, random_tensor(g->tensor(y).shape.concrete(kBatch), 4)}}, grads).is_ok());
+  ASSERT_TRUE((*ex)->backward(1, {{y, testing::normal_tensor(g->tensor(y).shape.concrete(kBatch), 4)}}, grads).is_ok());
   EXPECT_EQ((*ex)->in_flight(), 0);
   EXPECT_GT((*ex)->peak_saved_bytes(), static_cast<int64_t>(in.at(x).nbytes()));  // the rebuilt activations
 }

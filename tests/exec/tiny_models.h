@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cmath>
+#include <random>
 #include <string>
+#include <vector>
 
+#include "exec/tensor.h"
 #include "graph/onnx_builder.h"
 
 namespace gp::exec::testing {
@@ -13,6 +16,15 @@ namespace gp::exec::testing {
 using graph::Attributes;
 using graph::InitRule;
 using graph::kBatch;
+
+// A float32 tensor of N(0, 1) values drawn from `seed`.
+inline Tensor normal_tensor(std::vector<int64_t> shape, uint32_t seed) {
+  Tensor t(std::move(shape));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
 
 inline graph::OnnxModelBuilder tiny_mlp(uint64_t seed = 1) {
   graph::OnnxModelBuilder b("tiny_mlp", 17, seed);
