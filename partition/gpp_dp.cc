@@ -1135,10 +1135,21 @@ Status search_tree(Problem const& p, SpTree const& tree, std::string const& chai
       static_cast<int64_t>(std::llround(p.optimizer_bytes_per_weight_byte * static_cast<double>(model_bytes)));
   bool const connected = tree.nodes[tree.root].kind != SpKind::kParallel;
   int const d_min = exact_depth && connected && model_bytes > p.device_memory() ? 2 : 1;
-  auto step_floor = [&](std::size_t bi) {
-    double const m = static_cast<double>(p.batch / sizes[bi]);
-    return (m + d_min - 1) * static_cast<double>(sizes[bi]) * floors[bi];
-  };
+  // A plan of true depth d at micro-batch b has tau >= the floor and tau >= path / (d * b) (the
+  // longest path's work is split among at most d stages on it), so its step is at least
+  // (m + d - 1) * b * max(floor, path / (d * b)); the least of that over d bounds every plan.
+  std::vector<double> step_floors(sizes.size());
+  for (std::size_t bi = 0; bi < sizes.size(); ++bi) {
+    double const m = static_cast<double>(p.batch / sizes[bi]), b = static_cast<double>(sizes[bi]);
+    double least = std::numeric_limits<double>::infinity();
+    for (int d = d_min; d <= std::max(d_min, p.cluster.size()); ++d) {
+      double const tau = std::max(floors[bi], engines[bi]->tau_for_depth(d));
+      least = std::min(least, (m + d - 1) * b * tau);
+      if ((m + d - 1) * b * floors[bi] >= least) break;  // larger d only grow the first term
+    }
+    step_floors[bi] = least;
+  }
+  auto step_floor = [&](std::size_t bi) { return step_floors[bi]; };
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t c) { return step_floor(a) < step_floor(c); });
   auto beats_best = [&](double tau, int64_t b, int depth) {
@@ -1149,6 +1160,7 @@ Status search_tree(Problem const& p, SpTree const& tree, std::string const& chai
   for (std::size_t bi : order) {
     int64_t const b = sizes[bi];
     Engine& engine = *engines[bi];
+    if (best && step_floor(bi) > inc.bound() * (1 + 1e-9)) continue;  // no plan at this b can win
     // D(tau), the least DP depth of a plan meeting tau, only falls as tau grows; the best step at
     // this b is min over depths d of (m + d - 1) * b * tau_d with tau_d the least tau reaching
     // depth <= d. So search tau_d for target = every depth (tau_min), then for one less than the
