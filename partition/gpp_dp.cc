@@ -561,7 +561,7 @@ class Engine {
     return f;
   }
 
-  // best[depth] = fewest devices; `best` starts at depth_cap() + 1 entries and grows if needed.
+  // best[depth] = fewest devices; `best` starts with depth_table()'s size and grows if needed.
   void consider(std::vector<int>& best, int depth, int devices, int budget) const {
     if (depth > devices_ || devices > budget) return;
     if (depth >= static_cast<int>(best.size())) best.resize(depth + 1, std::numeric_limits<int>::max());
@@ -1049,8 +1049,8 @@ class Engine {
   std::vector<ChosenStage> chosen_;
   int64_t states_ = 0;
   std::optional<Clock::time_point> deadline_;
-  bool monotone_ = true;
-  int64_t work_units_ = 0, next_check_ = 0;  // every node's compute falls (or stays) as replicas grow
+  bool monotone_ = true;                     // every node's compute falls (or stays) as replicas grow
+  int64_t work_units_ = 0, next_check_ = 0;  // tick(): work done, and when to look at the clock next
   bool expired_ = false;
 };
 
