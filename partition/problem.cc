@@ -181,8 +181,7 @@ StageCost stage_cost_from_sums(Problem const& p, StageSums const& sums, int repl
     return cost;
   }
   cost.fwd_s = sums.time.fwd_s;
-  // Recomputation reruns the forward before the input-gradient pass.
-  cost.bwd_input_s = sums.time.bwd_input_s + (recompute ? sums.time.fwd_s : 0.0);
+  cost.bwd_input_s = sums.time.bwd_input_s;
   cost.bwd_weight_s = sums.time.bwd_weight_s;
   if (p.count_communication) {
     Link const& link = p.pipeline_link();
@@ -193,7 +192,10 @@ StageCost stage_cost_from_sums(Problem const& p, StageSums const& sums, int repl
         allreduce_time(static_cast<double>(sums.weight_bytes), replicas, p.cluster.link_for_group(replicas));
   }
   double const m = static_cast<double>(std::max<int64_t>(1, num_micro_batches));
-  cost.time_s = cost.fwd_s + cost.bwd_input_s + cost.bwd_weight_s + cost.comm_s + cost.allreduce_s / m;
+  // Recomputation reruns the forward before B: T_s counts it, while bwd_input_s stays the
+  // input-gradient pass alone, as PlanStage keeps it (the simulator adds fwd_s to a recomputing B).
+  cost.time_s =
+      cost.fwd_s * (recompute ? 2 : 1) + cost.bwd_input_s + cost.bwd_weight_s + cost.comm_s + cost.allreduce_s / m;
   cost.fits = cost.memory_bytes() <= p.device_memory();
   return cost;
 }

@@ -100,7 +100,7 @@ struct StageCost {
   int64_t weight_bytes = 0, optimizer_bytes = 0, activation_bytes = 0;  // per device
   int64_t memory_bytes() const { return weight_bytes + optimizer_bytes + activation_bytes; }
   bool fits = true;        // memory_bytes() <= device memory
-  bool recompute = false;  // priced with recomputation: fwd_s counted twice, activations below
+  bool recompute = false;  // priced with recomputation: fwd_s counted twice in time_s, activations below
 };
 
 // With `recompute`, the stage holds in_flight micro-batches of its inputs and one micro-batch of

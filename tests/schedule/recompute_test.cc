@@ -3,6 +3,9 @@
 // needed on top while B runs (schedule/memory.h).
 #include <gtest/gtest.h>
 
+#include <memory>
+
+#include "partition/problem.h"
 #include "schedule/build.h"
 #include "schedule/memory.h"
 #include "schedule/plan_view.h"
@@ -154,6 +157,40 @@ TEST(Recompute, ValidatorAndReportSayWhichStagesRecompute) {
   EXPECT_NE(table.find("s0(rc)"), std::string::npos) << table;
   EXPECT_EQ(table.find("s1(rc)"), std::string::npos) << table;
   EXPECT_NE(simulation_json(plan, *s, *sim).find("\"recompute_stages\": [\n    0\n  ]"), std::string::npos);
+}
+
+// A planner's recomputing stage and the simulator price the rerun forward once: a one-stage plan
+// from partition::assemble_plan simulates at m * T_s, T_s as the plan states it.
+class FixedTimer : public partition::NodeTimer {
+ public:
+  partition::NodeTime time(int, int64_t samples, partition::Device const&) const override {
+    double const s = static_cast<double>(samples);
+    return {0.5 * s, 1.0 * s, 0.25 * s};
+  }
+};
+
+TEST(Recompute, APlannedRecomputingStageSimulatesAtItsOwnStageTime) {
+  partition::Problem p;
+  p.model = "one";
+  p.nodes = {{"a", "op", 10, 1000}, {"b", "op", 10, 1000}};
+  p.edges = {{0, 1, 100, {"t"}}};
+  p.timer = std::make_shared<FixedTimer>();
+  p.cluster = partition::Cluster::uniform(1, int64_t{1} << 30);
+  p.batch = 8;
+  p.count_communication = false;
+  ASSERT_TRUE(p.finalize().is_ok());
+  for (bool recompute : {false, true}) {
+    partition::StageAssignment stage;
+    stage.nodes = {0, 1};
+    stage.recompute = recompute;
+    auto plan = partition::assemble_plan(p, {stage}, 2, "test");
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    ASSERT_EQ(plan->stages[0].recompute, recompute);
+    // Per micro-batch of 2 samples: F 2 s, B 4 s, W 1 s, and with recompute one more F.
+    EXPECT_NEAR(plan->stages[0].time_s, recompute ? 9.0 : 7.0, 1e-12);
+    Simulation const sim = simulated(*plan, Policy::k1F1B);
+    EXPECT_NEAR(sim.step_time_s, plan->num_micro_batches * plan->stages[0].time_s, 1e-9) << "recompute " << recompute;
+  }
 }
 
 }  // namespace
