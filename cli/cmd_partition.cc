@@ -56,8 +56,7 @@ void print_plan(partition::Plan const& plan, int64_t device_memory) {
     std::string devices = std::to_string(s.devices.front());
     if (s.devices.size() > 1) devices += "-" + std::to_string(s.devices.back());
     // Heterogeneous plans list each device's memory: the stage must fit the smallest of its own.
-    int64_t own = plan.device_memory.empty() ? device_memory : partition::memory_of(plan, s.devices.front());
-    for (int d : s.devices) own = std::min(own, plan.device_memory.empty() ? own : partition::memory_of(plan, d));
+    int64_t const own = plan.device_memory.empty() ? device_memory : partition::stage_memory_limit(plan, s);
     std::string const mem = format_bytes(double(s.peak_memory_bytes)) + " / " + format_bytes(double(own));
     std::printf("%5d %6zu  %-28s %-28s %-9s %4d %5d %11s %21s%s%s\n", s.id, s.nodes.size(),
                 clip(s.nodes.front()).c_str(), clip(s.nodes.back()).c_str(), devices.c_str(), s.replicas, s.depth,

@@ -186,8 +186,7 @@ Result<Plan> place_on_cluster(Problem const& p, Plan const& plan, bool units) {
   ASSIGN_OR_RETURN(Plan placed, assemble_plan(p, std::move(stages), plan.micro_batch, plan.planner,
                                               chain ? StageGraphShape::kChain : StageGraphShape::kGraph));
   for (PlanStage const& st : placed.stages) {
-    int64_t memory = memory_of(placed, st.devices.front());
-    for (int d : st.devices) memory = std::min(memory, memory_of(placed, d));
+    int64_t const memory = stage_memory_limit(placed, st);
     if (st.peak_memory_bytes > memory)
       return infeasible("place_on_cluster: stage " + std::to_string(st.id) + " needs " +
                         std::to_string(st.peak_memory_bytes) + " bytes on devices of " + std::to_string(memory));

@@ -2,6 +2,7 @@
 #include "core/file_io.h"
 #include "core/json_checked.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -104,6 +105,13 @@ Status edge_from_json(json const& j, PlanEdge& e, std::string const& where) {
 int64_t memory_of(Plan const& plan, int d) {
   if (d >= 0 && d < static_cast<int>(plan.device_memory.size())) return plan.device_memory[d];
   return plan.device_memory_bytes;
+}
+
+int64_t stage_memory_limit(Plan const& plan, PlanStage const& stage) {
+  int64_t limit = plan.device_memory_bytes;
+  if (!stage.devices.empty()) limit = memory_of(plan, stage.devices.front());
+  for (int d : stage.devices) limit = std::min(limit, memory_of(plan, d));
+  return limit;
 }
 
 std::string plan_to_json(Plan const& plan) {

@@ -75,6 +75,8 @@ struct Plan {
 
 // The memory of device `d`: device_memory[d] when the plan lists them, else device_memory_bytes.
 int64_t memory_of(Plan const& plan, int d);
+// The memory a stage must fit: the smallest memory_of among its devices.
+int64_t stage_memory_limit(Plan const& plan, PlanStage const& stage);
 
 std::string plan_to_json(Plan const& plan);                         // pretty-printed
 Result<Plan> plan_from_json(std::string const& text);               // checks version and consistency
