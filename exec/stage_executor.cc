@@ -1,4 +1,5 @@
 #include "exec/stage_executor.h"
+#include "core/hash.h"
 
 #include <cstring>
 #include <set>
@@ -15,12 +16,7 @@ bool weight_grads_come_with_b(graph::Op const& op) {
   return op.type == "BatchNormalization" || op.type == "LayerNormalization";
 }
 
-uint64_t op_seed(uint64_t seed, graph::OpId id) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(id) + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+uint64_t op_seed(uint64_t seed, graph::OpId id) { return mix64(seed + kGoldenGamma * (static_cast<uint64_t>(id) + 1)); }
 }  // namespace
 
 std::vector<graph::TensorId> running_stat_tensors(graph::OpGraph const& graph, std::vector<graph::OpId> const& ops) {
@@ -61,18 +57,19 @@ Result<std::unique_ptr<StageExecutor>> StageExecutor::create(graph::OpGraph cons
   for (graph::TensorId t : ex->plan_.weights) ex->params_.emplace(graph.tensor(t).name, ex->static_values_[t]);
   for (graph::TensorId t : running_stat_tensors(graph, ex->plan_.forward_order))
     if (ex->static_values_[t].defined()) ex->buffers_.emplace(graph.tensor(t).name, ex->static_values_[t]);
-  ex->zero_grads();
+  RETURN_IF_ERROR(ex->zero_grads());
   return ex;
 }
 
-void StageExecutor::zero_grads() {
+Status StageExecutor::zero_grads() {
   for (auto const& [name, w] : params_) {
     auto it = grads_.find(name);
     if (it == grads_.end())
       grads_.emplace(name, backend_.zeros(w.shape(), w.dtype()));
     else
-      (void)backend_.fill(it->second, 0.f);
+      RETURN_IF_ERROR(backend_.fill(it->second, 0.f).with_context("zeroing the gradient of '" + name + "'"));
   }
+  return Status::ok();
 }
 
 Status StageExecutor::set_parameter(std::string const& name, Tensor const& value) {
@@ -140,7 +137,7 @@ Status StageExecutor::run_forward(TensorMap values, MicroBatch& state, bool trai
     if (training && plan_.runs_backward[id]) saved = keep_saved ? &state.saved[id] : &scratch;
     RETURN_IF_ERROR(backend_.forward(call, args, outs, saved));
     scratch = Saved{};
-    if (update_stats && op.type == "BatchNormalization") update_running_stats(op, outs);
+    if (update_stats && op.type == "BatchNormalization") RETURN_IF_ERROR(update_running_stats(op, outs));
     for (std::size_t k = 0; k < op.outputs.size(); ++k) {
       graph::TensorId t = op.outputs[k];
       if (t == graph::kNoTensor) continue;
@@ -218,14 +215,15 @@ Status StageExecutor::backward_weight(int64_t mb) {
 
 // Training BatchNorm returns the updated running statistics as outputs 1 and 2; they replace the
 // stored ones, as torch's module buffers do, so export and checkpoints carry them.
-void StageExecutor::update_running_stats(graph::Op const& op, std::vector<Tensor> const& outs) {
+Status StageExecutor::update_running_stats(graph::Op const& op, std::vector<Tensor> const& outs) {
   for (std::size_t k : {1u, 2u}) {
     if (k >= outs.size() || !outs[k].defined() || op.inputs.size() <= k + 2) continue;
     graph::TensorId const t = op.inputs[k + 2];
     if (t == graph::kNoTensor || !static_values_[t].defined() || static_values_[t].nbytes() != outs[k].nbytes())
       continue;
-    (void)backend_.copy(outs[k], static_values_[t]);
+    RETURN_IF_ERROR(backend_.copy(outs[k], static_values_[t]).with_context(op.name + "'s running statistics"));
   }
+  return Status::ok();
 }
 
 void StageExecutor::discard(int64_t mb) { micro_batches_.erase(mb); }

@@ -72,7 +72,7 @@ class StageExecutor {
   // Trainable weights of this stage and their accumulated gradients, by tensor name.
   std::map<std::string, Tensor>& parameters() { return params_; }
   std::map<std::string, Tensor> const& gradients() const { return grads_; }
-  void zero_grads();  // on the backend's device
+  Status zero_grads();  // on the backend's device
   // BatchNorm running statistics (updated by training forwards), by tensor name.
   std::map<std::string, Tensor>& buffers() { return buffers_; }
   // Copies values into a parameter or buffer (shape checked).
@@ -102,7 +102,7 @@ class StageExecutor {
   Status run_w(graph::OpId id, MicroBatch& state, std::vector<Tensor> const& grad_outputs);
   std::vector<Tensor> weight_grad_slots(graph::Op const& op) const;  // accumulators of op's trainable inputs
   void note_saved();
-  void update_running_stats(graph::Op const& op, std::vector<Tensor> const& outs);
+  Status update_running_stats(graph::Op const& op, std::vector<Tensor> const& outs);
 
   graph::OpGraph const& graph_;
   Backend& backend_;

@@ -7,13 +7,6 @@
 
 namespace gp::exec {
 
-uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t mb) {
-  uint64_t z = seed ^ (static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(mb) + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 namespace {
 
 std::string format_seconds(double s) {
@@ -53,7 +46,7 @@ Status Trainer::step() {
   int64_t const first = step_ * config_.batch;
   int64_t const total_rows = config_.batch * rows_per_sample_;
   graph::TensorId const out_id = graph_.outputs()[0];
-  runner_->executor().zero_grads();
+  RETURN_IF_ERROR(runner_->executor().zero_grads());
   double loss = 0;
   for (int64_t m = 0; m < config_.micro_batches; ++m) {
     ASSIGN_OR_RETURN(Batch batch, data_->batch(first + m * mbs, mbs));
@@ -88,10 +81,16 @@ Status Trainer::run(std::ostream* progress, int64_t max_steps) {
   int64_t const target = max_steps >= 0 ? std::min(config_.steps, step_ + max_steps) : config_.steps;
   int64_t const start_step = step_;
   auto const t0 = std::chrono::steady_clock::now();
+  auto t1 = t0;  // after the first step of this run
   while (step_ < target) {
     RETURN_IF_ERROR(step());
+    auto const now = std::chrono::steady_clock::now();
+    if (step_ == start_step + 1) t1 = now;
+    double const timed = std::chrono::duration<double>(now - t1).count();
+    if (step_ > start_step + 1 && timed > 0)
+      samples_per_s_ = static_cast<double>((step_ - start_step - 1) * config_.batch) / timed;
     if (progress && (step_ % config_.log_interval == 0 || step_ == target)) {
-      double const elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      double const elapsed = std::chrono::duration<double>(now - t0).count();
       double const done = static_cast<double>(step_ - start_step);
       double const sps = done * static_cast<double>(config_.batch) / std::max(elapsed, 1e-9);
       double const eta = elapsed / done * static_cast<double>(target - step_);
@@ -101,10 +100,7 @@ Status Trainer::run(std::ostream* progress, int64_t max_steps) {
                     format_seconds(elapsed).c_str(), format_seconds(eta).c_str());
       *progress << line << std::endl;
     }
-    if (!config_.checkpoint.path.empty() && config_.checkpoint.every > 0 && step_ % config_.checkpoint.every == 0)
-      RETURN_IF_ERROR(save_checkpoint(config_.checkpoint.path));
   }
-  if (!config_.checkpoint.path.empty()) RETURN_IF_ERROR(save_checkpoint(config_.checkpoint.path));
   return Status::ok();
 }
 
