@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "exec/tensor.h"
-#include "exec/train_config.h"
+#include "exec/train_kinds.h"
 #include "graph/op_graph.h"
 #include "core/status.h"
 

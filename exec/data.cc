@@ -1,4 +1,5 @@
 #include "exec/data.h"
+#include "core/hash.h"
 
 #include <algorithm>
 #include <charconv>
@@ -18,10 +19,7 @@ namespace gp::exec {
 namespace {
 
 uint64_t mix(uint64_t a, uint64_t b) {  // splitmix64 of a combination: independent streams per sample
-  uint64_t z = a * 0x9E3779B97F4A7C15ull + b + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return mix64(a * kGoldenGamma + b + 0x632BE59BD9B4E019ull);
 }
 
 std::string dims_string(std::vector<int64_t> const& dims) {

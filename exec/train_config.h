@@ -7,23 +7,9 @@
 #include <vector>
 
 #include "core/status.h"
+#include "exec/train_kinds.h"
 
 namespace gp::exec {
-
-enum class LossKind : uint8_t { kCrossEntropy, kMse };
-enum class OptimizerKind : uint8_t { kSgd, kAdam, kAdamW };
-char const* loss_kind_name(LossKind kind);
-char const* optimizer_kind_name(OptimizerKind kind);
-
-struct OptimizerConfig {
-  OptimizerKind kind = OptimizerKind::kSgd;
-  float lr = 0.01f;
-  float momentum = 0.f;
-  float weight_decay = 0.f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-};
 
 struct ModelConfig {
   std::string path;           // an ONNX file, or

@@ -14,6 +14,7 @@
 #include "exec/checkpoint.h"
 #include "exec/data.h"
 #include "exec/optimizer.h"
+#include "exec/seeds.h"
 #include "exec/stage_executor.h"
 #include "exec/stage_runner.h"
 #include "exec/train_config.h"
@@ -21,9 +22,6 @@
 #include "core/status.h"
 
 namespace gp::exec {
-
-// The seed of micro-batch `mb` of step `step` (Dropout masks): the same in every runtime.
-uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t mb);
 
 class Trainer {
  public:
@@ -35,11 +33,13 @@ class Trainer {
   // loss stops before the update with an error naming the step.
   Status step();
   // Steps until config.steps are done (or `max_steps` more, when >= 0), printing a progress line
-  // every log_interval steps to `progress` (may be null) and writing checkpoints as configured.
+  // every log_interval steps to `progress` (may be null). Checkpoints are the caller's (the
+  // training session writes them between runs).
   Status run(std::ostream* progress, int64_t max_steps = -1);
 
   int64_t steps_done() const { return step_; }
   double last_loss() const { return losses_.empty() ? 0.0 : losses_.back(); }
+  double samples_per_s() const { return samples_per_s_; }  // over the steps of the last run() after the first
   std::vector<double> const& losses() const { return losses_; }
   StageExecutor& executor() { return runner_->executor(); }
   Optimizer& optimizer() { return runner_->optimizer(); }
@@ -64,6 +64,7 @@ class Trainer {
   int64_t rows_per_sample_ = 1;
   int64_t step_ = 0;
   std::vector<double> losses_;
+  double samples_per_s_ = 0;
 };
 
 }  // namespace gp::exec

@@ -1,4 +1,5 @@
 #include "graph/onnx_builder.h"
+#include "core/hash.h"
 
 #include <unistd.h>
 
@@ -77,10 +78,8 @@ class Rng {
  public:
   explicit Rng(uint64_t state) : state_(state) {}
   uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    state_ += kGoldenGamma;
+    return mix64(state_);
   }
   double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
 

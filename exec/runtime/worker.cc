@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "exec/trainer.h"
+#include "exec/seeds.h"
 #include "schedule/dataflow.h"
 
 namespace gp::exec {
@@ -94,7 +94,7 @@ MessageKey Worker::key_of(Instruction const& in, int64_t step) const {
 Status Worker::run_step(int64_t step, Clock::time_point origin) {
   auto const& list = schedule_.devices[device_];
   loss_sum_ = 0;
-  for (auto& [s, runner] : runners_) runner->executor().zero_grads();
+  for (auto& [s, runner] : runners_) RETURN_IF_ERROR(runner->executor().zero_grads());
   // Every receive of the step is announced first, so no sender waits for a late receiver.
   for (Instruction const& in : list) {
     if (in.op != Op::kRecv) continue;
