@@ -81,10 +81,14 @@ Status inline_external(onnx::TensorProto& t, std::filesystem::path const& base) 
 
 Status export_trained_onnx(std::string const& src_path, std::map<std::string, TensorData> const& values,
                            std::string const& out_path) {
-  std::ifstream in(src_path, std::ios::binary);
-  if (!in) return not_found("cannot open model '" + src_path + "'");
+  ASSIGN_OR_RETURN(std::string bytes, read_whole_file(src_path, "model"));
+  return export_trained_onnx_bytes(bytes, src_path, src_path, values, out_path);
+}
+
+Status export_trained_onnx_bytes(std::string const& src_bytes, std::string const& src_name, std::string const& src_path,
+                                 std::map<std::string, TensorData> const& values, std::string const& out_path) {
   onnx::ModelProto model;
-  if (!model.ParseFromIstream(&in)) return parse_error("'" + src_path + "' is not a valid ONNX model");
+  if (!model.ParseFromString(src_bytes)) return parse_error("'" + src_name + "' is not a valid ONNX model");
   auto base = std::filesystem::path(src_path).parent_path();
   if (base.empty()) base = ".";  // "m.onnx": the current folder
   std::map<std::string, bool> used;
@@ -114,7 +118,7 @@ Status export_trained_onnx(std::string const& src_path, std::map<std::string, Te
     init.set_raw_data(reinterpret_cast<char const*>(v.bytes.data()), v.bytes.size());
   }
   for (auto const& [name, was_used] : used)
-    if (!was_used) return invalid_argument("export: the model '" + src_path + "' has no initializer '" + name + "'");
+    if (!was_used) return invalid_argument("export: the model '" + src_name + "' has no initializer '" + name + "'");
   if (model.ByteSizeLong() > (std::size_t{2} << 30) - 1)
     return unsupported("export: the trained model exceeds protobuf's 2 GiB limit");
   std::string bytes;

@@ -14,5 +14,9 @@ namespace gp::graph {
 // Initializers held as external data are inlined. Written atomically (temporary file, rename).
 Status export_trained_onnx(std::string const& src_path, std::map<std::string, TensorData> const& values,
                            std::string const& out_path);
+// The same from the model's bytes, already read: `src_name` names it in errors, `src_path` is the
+// file they came from (external data is resolved against its folder; empty: the current folder).
+Status export_trained_onnx_bytes(std::string const& src_bytes, std::string const& src_name, std::string const& src_path,
+                                 std::map<std::string, TensorData> const& values, std::string const& out_path);
 
 }  // namespace gp::graph

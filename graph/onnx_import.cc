@@ -493,12 +493,12 @@ Result<OpGraph> load_onnx(std::string const& path, ImportOptions const& options)
   return import_model(model, path, path, options);
 }
 
-Result<OpGraph> load_onnx_bytes(std::string const& bytes, std::string const& source_name,
-                                ImportOptions const& options) {
+Result<OpGraph> load_onnx_bytes(std::string const& bytes, std::string const& source_name, ImportOptions const& options,
+                                std::string const& file_path) {
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes))
     return parse_error(source_name + ": not an ONNX model (the bytes do not parse as an ONNX ModelProto protobuf)");
-  return import_model(model, source_name, "", options);
+  return import_model(model, source_name, file_path, options);
 }
 
 Result<OpGraph> load_onnx_text(std::string const& text, ImportOptions const& options) {

@@ -33,10 +33,11 @@ struct ImportOptions {
 // and symlinks that lead out are refused, and every declared size is checked against the data
 // file's real size before anything is read.
 Result<OpGraph> load_onnx(std::string const& path, ImportOptions const& options = {});
-// From serialized ModelProto bytes; `source_name` is used in error messages. External data is refused
-// (there is no folder to resolve it against).
+// From serialized ModelProto bytes; `source_name` is used in error messages. External data is
+// resolved against the folder of `file_path`, the file the bytes were read from (empty: the bytes
+// came from no file, and external data is refused).
 Result<OpGraph> load_onnx_bytes(std::string const& bytes, std::string const& source_name,
-                                ImportOptions const& options = {});
+                                ImportOptions const& options = {}, std::string const& file_path = {});
 // From ONNX text format (onnx/defs/parser.h), as used inline by tests.
 Result<OpGraph> load_onnx_text(std::string const& text, ImportOptions const& options = {});
 
