@@ -361,6 +361,7 @@ Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages
     ps.time_s = c.time_s;
     ps.weight_bytes = c.weight_bytes;
     ps.optimizer_bytes = c.optimizer_bytes;
+    ps.update_s = static_cast<double>(c.weight_bytes) * p.update_seconds_per_weight_byte;
     int64_t act_per_sample = 0;
     for (int v : st.nodes) act_per_sample += p.nodes[v].activation_bytes_per_sample;
     ps.activation_bytes_per_micro_batch = act_per_sample * samples;

@@ -57,8 +57,11 @@ struct Problem {
   int64_t batch = 1;                             // global (mini-)batch B
   std::vector<int64_t> micro_batch_candidates;   // b; each divides batch; empty = powers of two dividing B
   double optimizer_bytes_per_weight_byte = 3.0;  // Adam: gradient + 2 moments (weights x4 in all)
-  bool allow_replication = true;                 // data-parallel stages
-  bool count_communication = true;               // transfer + all-reduce times in T_s
+  // The optimizer's update per step, per weight byte (measured on the backend that trains; 0: not
+  // priced). Plans carry it as each stage's update_s, so ranking by simulation charges STEP.
+  double update_seconds_per_weight_byte = 0;
+  bool allow_replication = true;    // data-parallel stages
+  bool count_communication = true;  // transfer + all-reduce times in T_s
   // Activation recomputation per stage (PlanStage::recompute): a stage whose activations do not
   // fit may keep only its inputs per micro-batch in flight and rerun its forward before backward
   // (one more forward per micro-batch). GPP and assemble_plan choose it where the stage would not
