@@ -9,12 +9,11 @@
 
 #include "cli/commands.h"
 #include "cli/partition_problem.h"
-#include "exec/cpu/cpu_backend.h"
-#include "exec/data.h"
 #include "exec/optimizer.h"
-#include "exec/runtime/runtime.h"
 #include "exec/runtime/threads.h"
-#include "exec/trainer.h"
+#include "exec/session/model_file.h"
+#include "exec/session/registry.h"
+#include "exec/session/training.h"
 #include "graph/onnx_import.h"
 #include "partition/planner.h"
 #include "schedule/build.h"
@@ -39,6 +38,7 @@ struct Trained {
 
 exec::TrainConfig train_config(Options const& o, int64_t batch, int64_t micro_batches) {
   exec::TrainConfig c;
+  c.model.path = o.flags.model;
   c.loss = o.loss == "mse" ? exec::LossKind::kMse : exec::LossKind::kCrossEntropy;
   c.batch = batch;
   c.micro_batches = micro_batches;
@@ -48,64 +48,38 @@ exec::TrainConfig train_config(Options const& o, int64_t batch, int64_t micro_ba
   return c;
 }
 
-// Trains `plan` on its devices as worker threads (the best schedule that fits its memory) and
-// measures samples/s over the steps after the first.
-// The optimizer's update under a worker's thread budget, priced at STEP by the simulator.
-Status price_updates(partition::Plan& plan, exec::TrainConfig const& c, int threads) {
+// The model --train trains, read once and loaded with its weights; the planners plan this graph.
+struct TrainModel {
+  session::ModelFile file;
+  std::shared_ptr<graph::OpGraph const> graph;
+};
+
+// Trains `plan` (or, without one, the model on one worker) through a training session over the
+// steps and measures samples/s over the steps after the first.
+Result<Trained> train(Options const& o, TrainModel const& model, std::optional<partition::Plan> plan,
+                      int64_t micro_batches, double predicted) {
+  session::TrainOptions options;
+  options.model = model.file;
+  options.graph = model.graph;
+  options.devices = plan ? plan->num_devices : 1;
+  options.plan = plan;
+  ASSIGN_OR_RETURN(auto s, session::TrainingSession::create(train_config(o, o.flags.batch, micro_batches), options));
+  RETURN_IF_ERROR(s->run());
+  std::string const what =
+      plan ? plan->planner + " (" + std::to_string(plan->num_devices) + " workers, " + s->plan()->schedule.policy + ")"
+           : "1 worker (" + std::to_string(exec::thread_budget()) + " threads)";
+  return Trained{what, plan ? s->plan()->simulation.samples_per_s : predicted, s->samples_per_s()};
+}
+
+// The optimizer's update rate under one worker's thread budget, for the planners to price STEP.
+Result<double> update_rate(Options const& o, int threads) {
   exec::ScopedThreadBudget budget(threads);
-  exec::CpuBackend backend;
-  ASSIGN_OR_RETURN(double rate, exec::measure_update_seconds_per_byte(backend, c.optimizer));
-  partition::price_updates(plan, rate);
-  return Status::ok();
-}
-
-Result<Trained> train_plan(Options const& o, graph::OpGraph const& graph, partition::Plan plan) {
-  exec::TrainConfig const c = train_config(o, plan.batch, plan.num_micro_batches);
-  int const cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  RETURN_IF_ERROR(price_updates(plan, c, std::max(1, cores / plan.num_devices)));
-  ASSIGN_OR_RETURN(schedule::Schedule sched, schedule::build_schedule(plan, schedule::Policy::kAuto));
-  ASSIGN_OR_RETURN(schedule::Simulation sim, schedule::simulate(plan, sched));
-  exec::RuntimeOptions ro;
-  ASSIGN_OR_RETURN(auto rt, exec::Runtime::create_threads(c, graph, plan, sched, ro));
-  RETURN_IF_ERROR(rt->run(-1, nullptr));
-  return Trained{plan.planner + " (" + std::to_string(plan.num_devices) + " workers, " + sched.policy + ")",
-                 sim.samples_per_s, rt->samples_per_s()};
-}
-
-Result<Trained> train_one_worker(Options const& o, graph::OpGraph const& graph, partition::Problem const& p) {
-  ASSIGN_OR_RETURN(partition::Problem one, build_problem([&] {
-                     PartitionFlags f = o.flags;
-                     f.devices = 1;
-                     f.cluster.clear();
-                     return f;
-                   }()));
-  ASSIGN_OR_RETURN(partition::Plan plan, partition::plan_with("gpp", one, {}));
-  RETURN_IF_ERROR(price_updates(plan, train_config(o, p.batch, plan.num_micro_batches), exec::thread_budget()));
-  // One device runs F and B of each micro-batch in turn (the Trainer's order): 1F1B on one stage.
-  ASSIGN_OR_RETURN(schedule::Schedule sched, schedule::build_schedule(plan, schedule::Policy::k1F1B));
-  ASSIGN_OR_RETURN(schedule::Simulation sim, schedule::simulate(plan, sched));
-  exec::TrainConfig const c = train_config(o, p.batch, plan.num_micro_batches);
-  exec::CpuBackend backend;
-  ASSIGN_OR_RETURN(auto data, exec::make_data_source(c.data, graph, c.loss, c.seed));
-  ASSIGN_OR_RETURN(auto trainer, exec::Trainer::create(c, graph, backend, std::move(data)));
-  RETURN_IF_ERROR(trainer->step());
-  auto const t0 = std::chrono::steady_clock::now();
-  for (int64_t s = 1; s < c.steps; ++s) RETURN_IF_ERROR(trainer->step());
-  double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return Trained{"1 worker (" + std::to_string(exec::thread_budget()) + " threads)", sim.samples_per_s,
-                 static_cast<double>((c.steps - 1) * c.batch) / std::max(secs, 1e-9)};
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend, session::make_backend("cpu", 0));
+  return exec::measure_update_seconds_per_byte(*backend, train_config(o, 1, 1).optimizer);
 }
 
 // GPP's plan, the best sequential plan and one worker, trained here: measured next to predicted.
-Status train_and_report(Options const& o, partition::Problem const& p, std::optional<partition::Plan> const* plans) {
-  if (o.steps < 2) return invalid_argument("--steps must be >= 2 (the first step is not timed)");
-  if (o.loss != "cross_entropy" && o.loss != "mse") return invalid_argument("--loss must be cross_entropy or mse");
-  ASSIGN_OR_RETURN(graph::ImportOptions import, import_options());
-  ASSIGN_OR_RETURN(graph::OpGraph graph, graph::load_onnx(o.flags.model, import));
-  for (auto const& t : graph.tensors())
-    if (t.role == graph::TensorRole::kWeight && !t.data)
-      return invalid_argument("--train needs a model with weights: '" + o.flags.model +
-                              "' was exported shape-only (export it without --shape-only)");
+Status train_and_report(Options const& o, TrainModel const& model, std::optional<partition::Plan> const* plans) {
   int best_seq = -1;
   for (int k = 1; k < 4; ++k)
     if (plans[k] && (best_seq < 0 || plans[k]->samples_per_s > plans[best_seq]->samples_per_s)) best_seq = k;
@@ -113,12 +87,22 @@ Status train_and_report(Options const& o, partition::Problem const& p, std::opti
   for (int k : {0, best_seq}) {
     if (k < 0 || !plans[k]) continue;
     std::fprintf(stderr, "training the %s plan for %lld steps...\n", plans[k]->planner.c_str(), (long long)o.steps);
-    ASSIGN_OR_RETURN(Trained t, train_plan(o, graph, *plans[k]));
+    ASSIGN_OR_RETURN(Trained t, train(o, model, plans[k], plans[k]->num_micro_batches, 0));
     rows.push_back(t);
   }
+  // One device runs F and B of each micro-batch in turn (the Trainer's order): 1F1B on one stage.
+  PartitionFlags one_flags = o.flags;
+  one_flags.devices = 1;
+  one_flags.cluster.clear();
+  one_flags.graph = model.graph;
+  ASSIGN_OR_RETURN(one_flags.update_seconds_per_weight_byte, update_rate(o, exec::thread_budget()));
+  ASSIGN_OR_RETURN(partition::Problem one, build_problem(one_flags));
+  ASSIGN_OR_RETURN(partition::Plan one_plan, partition::plan_with("gpp", one, {}));
+  ASSIGN_OR_RETURN(schedule::Schedule sched, schedule::build_schedule(one_plan, schedule::Policy::k1F1B));
+  ASSIGN_OR_RETURN(schedule::Simulation sim, schedule::simulate(one_plan, sched));
   std::fprintf(stderr, "training on 1 worker for %lld steps...\n", (long long)o.steps);
-  ASSIGN_OR_RETURN(Trained one, train_one_worker(o, graph, p));
-  rows.push_back(one);
+  ASSIGN_OR_RETURN(Trained single, train(o, model, std::nullopt, one_plan.num_micro_batches, sim.samples_per_s));
+  rows.push_back(single);
   std::printf(
       "\nmeasured on this machine (%lld steps, the first not timed), predicted by the simulator from the "
       "%s cost model:\n",
@@ -131,7 +115,26 @@ Status train_and_report(Options const& o, partition::Problem const& p, std::opti
 }
 
 Status run(Options const& o) {
-  ASSIGN_OR_RETURN(partition::Problem p, build_problem(o.flags));
+  PartitionFlags flags = o.flags;
+  TrainModel model;
+  if (o.train) {
+    if (o.steps < 2) return invalid_argument("--steps must be >= 2 (the first step is not timed)");
+    if (o.loss != "cross_entropy" && o.loss != "mse") return invalid_argument("--loss must be cross_entropy or mse");
+    if (flags.model.empty()) return invalid_argument("--train needs an ONNX model (not --profile)");
+    ASSIGN_OR_RETURN(model.file, session::read_model_file(flags.model));
+    ASSIGN_OR_RETURN(graph::ImportOptions import, import_options());
+    ASSIGN_OR_RETURN(graph::OpGraph g, session::load_graph(model.file, import));
+    model.graph = std::make_shared<graph::OpGraph const>(std::move(g));
+    for (auto const& t : model.graph->tensors())
+      if (t.role == graph::TensorRole::kWeight && !t.data)
+        return invalid_argument("--train needs a model with weights: '" + flags.model +
+                                "' was exported shape-only (export it without --shape-only)");
+    flags.graph = model.graph;  // the planners plan the graph that trains
+    int const workers = flags.devices > 0 ? flags.devices : 1;
+    ASSIGN_OR_RETURN(flags.update_seconds_per_weight_byte,
+                     update_rate(o, std::max(1, exec::available_cores() / workers)));
+  }
+  ASSIGN_OR_RETURN(partition::Problem p, build_problem(flags));
   char const* const planners[] = {"gpp", "pipedream", "piper", "balanced"};
   std::optional<partition::Plan> plans[4];
   std::string errors[4];
@@ -203,7 +206,7 @@ Status run(Options const& o) {
                 : pl.notes.rfind("linearised", 0) == 0 ? "  (linearised)"
                                                        : "");
   }
-  if (o.train) return train_and_report(o, p, plans);
+  if (o.train) return train_and_report(o, model, plans);
   return Status::ok();
 }
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "exec/cpu/cpu_backend.h"
+#include "exec/session/registry.h"
 #include "graph/ops/registry.h"
 
 namespace gp::cli {
@@ -19,7 +19,7 @@ struct OpsOptions {
 };
 
 Status run_ops(OpsOptions const& options) {
-  std::vector<std::string> const cpu = exec::CpuBackend::op_types();
+  std::vector<std::string> const cpu = session::cpu_op_types();
   auto on_cpu = [&](std::string const& t) { return std::find(cpu.begin(), cpu.end(), t) != cpu.end(); };
   std::map<std::string, std::vector<std::string>> by_family;  // family -> op types, sorted
   std::vector<std::string> missing;

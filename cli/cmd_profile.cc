@@ -5,7 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "cli/backend_choice.h"
+#include "exec/session/registry.h"
 #include "cli/commands.h"
 #include "exec/profiler.h"
 #include "exec/runtime/threads.h"
@@ -47,15 +47,15 @@ Result<std::vector<int64_t>> parse_sizes(std::string const& text) {
 }
 
 Status run_profile(ProfileArgs const& args) {
-  RETURN_IF_ERROR(check_backend_name(args.backend));
+  RETURN_IF_ERROR(session::check_backend_name(args.backend));
   bool const gpu = args.backend == "cuda";
   ASSIGN_OR_RETURN(auto sizes, parse_sizes(args.batch_sizes));
   ASSIGN_OR_RETURN(graph::ImportOptions import, import_options());
   ASSIGN_OR_RETURN(graph::OpGraph graph, graph::load_onnx(args.model, import));
   if (args.threads < 0) return invalid_argument("--threads must be >= 1 (or 0 for every core)");
   if (args.threads > 0) exec::set_thread_budget(args.threads);
-  RETURN_IF_ERROR(check_graph_supported(args.backend, graph));
-  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend, make_backend(args.backend, 0));
+  RETURN_IF_ERROR(session::check_graph_supported(args.backend, graph));
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend, session::make_backend(args.backend, 0));
   exec::ProfileOptions options;
   options.samples = sizes;
   options.repeats = args.repeats;
@@ -96,7 +96,8 @@ void add_profile_command(CLI::App& root, CommandList& commands) {
   auto args = std::make_shared<ProfileArgs>();
   auto* app = root.add_subcommand("profile", "Measure per-op forward/backward time -> profile JSON for the cost model");
   app->add_option("model", args->model, "ONNX model")->required()->check(CLI::ExistingFile);
-  app->add_option("--backend", args->backend, std::string("Backend to measure: ") + kBackendHelp)->default_val("cpu");
+  app->add_option("--backend", args->backend, std::string("Backend to measure: ") + session::kBackendHelp)
+      ->default_val("cpu");
   app->add_option("--batch-sizes", args->batch_sizes, "Micro-batch sizes, comma-separated")->default_val("1,2,4,8");
   app->add_option("--repeats", args->repeats, "Timed calls per op and size (minimum kept)")->default_val(3);
   app->add_option("--threads", args->threads,

@@ -5,11 +5,6 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "graph/cost_model.h"
-#include "graph/onnx_import.h"
-#include "partition/cluster.h"
-#include "partition/from_graph.h"
-#include "partition/pipedream_profile.h"
 
 namespace gp::cli {
 
@@ -64,68 +59,11 @@ partition::PlannerOptions planner_options(PartitionFlags const& flags) {
 }
 
 Result<partition::Problem> build_problem(PartitionFlags const& f) {
-  if (f.model.empty() == f.profile.empty())
-    return invalid_argument(f.model.empty() ? "give a model.onnx or --profile graph.txt"
-                                            : "give either a model.onnx or --profile graph.txt, not both");
-  partition::Cluster cluster;
-  if (!f.cluster.empty()) {
-    ASSIGN_OR_RETURN(cluster, partition::Cluster::from_yaml_file(f.cluster));
-    if (f.devices > 0 && f.devices != cluster.size())
-      return invalid_argument("--devices " + std::to_string(f.devices) + " disagrees with the " +
-                              std::to_string(cluster.size()) + " devices of " + f.cluster + "; drop one of them");
-  } else {
-    if (f.devices <= 0) return invalid_argument("give --devices N (a positive count) or --cluster c.yaml");
-    ASSIGN_OR_RETURN(int64_t memory, partition::parse_bytes(f.memory));
-    if (memory <= 0) return invalid_argument("--memory must be positive");
-    cluster = partition::Cluster::uniform(f.devices, memory);
+  session::ProblemSpec spec = f;
+  if (!spec.model.empty()) {
+    ASSIGN_OR_RETURN(spec.import, import_options());
   }
-  if (!f.bandwidth.empty()) {
-    ASSIGN_OR_RETURN(double bw, partition::parse_bandwidth(f.bandwidth));
-    if (bw <= 0) return invalid_argument("--bandwidth must be positive");
-    cluster.intra_node.bandwidth = bw;
-  }
-  if (f.batch <= 0) return invalid_argument("--batch must be positive");
-  if (f.micro_batch < 0) return invalid_argument("--micro-batch must be positive");
-  if (f.micro_batch > 0 && f.batch % f.micro_batch != 0) {
-    std::string divisors;
-    for (int64_t d = 1; d <= f.batch && divisors.size() < 40; ++d) {
-      if (f.batch % d == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(d);
-    }
-    return invalid_argument("batch " + std::to_string(f.batch) + " is not divisible by micro-batch " +
-                            std::to_string(f.micro_batch) + "; use a divisor of the batch (" + divisors + ")");
-  }
-
-  partition::Problem p;
-  if (!f.profile.empty()) {
-    if (f.cost != "analytic")
-      return invalid_argument("--cost applies to ONNX models; a PipeDream profile carries its own times");
-    ASSIGN_OR_RETURN(p, partition::read_pipedream_profile(f.profile, {.profile_batch = f.profile_batch}));
-    p.cluster = std::move(cluster);
-    p.batch = f.batch;
-  } else {
-    ASSIGN_OR_RETURN(graph::ImportOptions import, import_options());
-    import.load_weights = false;
-    auto loaded = graph::load_onnx(f.model, import);
-    if (!loaded) return loaded.status().with_context("loading " + f.model);
-    auto g = std::make_shared<graph::OpGraph const>(std::move(loaded).value());
-    std::shared_ptr<graph::CostModel const> cost = std::make_shared<graph::AnalyticCostModel>();
-    if (f.cost != "analytic") {
-      ASSIGN_OR_RETURN(graph::MeasuredProfile profile, graph::read_profile_file(f.cost));
-      auto measured = std::make_shared<graph::MeasuredCostModel>(std::move(profile), cost);
-      auto missing = measured->missing_ops(*g);
-      if (!missing.empty())
-        std::fprintf(stderr, "warning: %zu of %zu ops are not in %s (first: %s); they use the analytic model\n",
-                     missing.size(), g->num_ops(), f.cost.c_str(), missing.front().c_str());
-      cost = measured;
-    }
-    ASSIGN_OR_RETURN(p, partition::problem_from_graph(g, cost, std::move(cluster), f.batch));
-  }
-  if (f.micro_batch > 0) p.micro_batch_candidates = {f.micro_batch};
-  p.allow_replication = !f.no_replication;
-  p.count_communication = !f.no_communication;
-  p.allow_recompute = f.recompute == "auto";
-  RETURN_IF_ERROR(p.finalize());
-  return p;
+  return session::build_problem(spec);
 }
 
 std::string format_bytes(double bytes) {

@@ -14,18 +14,18 @@
 #include <thread>
 #include <vector>
 
-#include "exec/cpu/cpu_backend.h"
-#include "exec/data.h"
+#include <spdlog/spdlog.h>
+
+#include <optional>
+
 #include "exec/optimizer.h"
-#include "exec/runtime/link_probe.h"
 #include "exec/profiler.h"
-#include "exec/runtime/runtime.h"
+#include "exec/runtime/link_probe.h"
 #include "exec/runtime/threads.h"
-#include "exec/trainer.h"
+#include "exec/session/planning.h"
+#include "exec/session/registry.h"
+#include "exec/session/training.h"
 #include "graph/cost_model.h"
-#include "models/zoo.h"
-#include "partition/cluster.h"
-#include "partition/from_graph.h"
 #include "partition/planner.h"
 #include "schedule/build.h"
 #include "schedule/simulator.h"
@@ -40,6 +40,12 @@ struct Options {
   int64_t micro_batches = 4;
   std::string only;
   std::string size = "small";
+};
+
+struct ModelInput {
+  std::string name;
+  session::ModelFile file;
+  std::shared_ptr<graph::OpGraph const> graph;
 };
 
 struct Row {
@@ -77,9 +83,9 @@ exec::TrainConfig config_for(Options const& o) {
 }
 
 // A profile measured under `threads` compute threads, at the sizes a replica can see.
-std::shared_ptr<graph::CostModel const> measured_cost(graph::OpGraph const& g, int threads, int64_t b) {
-  exec::set_thread_budget(threads);
-  exec::CpuBackend be;
+graph::MeasuredProfile measured_profile(graph::OpGraph const& g, int threads, int64_t b) {
+  exec::ScopedThreadBudget budget(threads);
+  auto be = check(session::make_backend("cpu", 0), "backend");
   exec::ProfileOptions po;
   po.samples.clear();
   for (int64_t s = 1; s <= b; s *= 2) po.samples.push_back(s);
@@ -90,69 +96,80 @@ std::shared_ptr<graph::CostModel const> measured_cost(graph::OpGraph const& g, i
   po.calibrate_concurrency = std::max(1, cores / threads);
   po.thread_setup = [threads] { exec::set_thread_budget(threads); };
   po.model_name = g.name();
-  auto profile = check(exec::profile_graph(g, be, po), "profile");
-  return std::make_shared<graph::MeasuredCostModel>(profile, std::make_shared<graph::AnalyticCostModel>());
+  return check(exec::profile_graph(g, *be, po), "profile");
 }
 
-partition::Plan plan_for(std::shared_ptr<graph::OpGraph const> g, std::shared_ptr<graph::CostModel const> cost,
+// The optimizer's update under a worker's thread budget, priced at STEP by the planners.
+double update_rate(exec::TrainConfig const& c, int threads) {
+  exec::ScopedThreadBudget budget(threads);
+  auto be = check(session::make_backend("cpu", 0), "backend");
+  return check(exec::measure_update_seconds_per_byte(*be, c.optimizer), "update");
+}
+
+partition::Plan plan_for(std::shared_ptr<graph::OpGraph const> g, graph::MeasuredProfile const& profile,
                          std::string const& planner, int devices, exec::TrainConfig const& c, int threads,
                          bool replication = true) {
-  partition::Cluster cluster = partition::Cluster::uniform(devices, int64_t{8} << 30);
+  session::ProblemSpec spec;
+  spec.graph = std::move(g);
+  spec.devices = devices;
+  spec.memory = "8GiB";
   static double const bandwidth = exec::measure_in_process_bandwidth();  // worker threads' "links"
-  cluster.intra_node.bandwidth = bandwidth;
-  auto p = check(partition::problem_from_graph(g, cost, cluster, c.batch), "problem");
-  p.micro_batch_candidates = {c.micro_batch_size()};
-  p.optimizer_bytes_per_weight_byte = exec::state_bytes_per_weight_byte(c.optimizer);
-  p.allow_replication = replication;
-  check(p.finalize(), "problem");
-  auto plan = check(partition::plan_with(planner, p), planner);
-  exec::set_thread_budget(threads);  // the optimizer's update, measured under a worker's budget
-  exec::CpuBackend be;
-  partition::price_updates(plan, check(exec::measure_update_seconds_per_byte(be, c.optimizer), "update"));
-  return plan;
+  spec.bandwidth_bytes_per_s = bandwidth;
+  spec.batch = c.batch;
+  spec.micro_batch = c.micro_batch_size();
+  spec.measured = profile;
+  spec.recompute = "never";
+  spec.no_replication = !replication;
+  spec.optimizer_bytes_per_weight_byte = exec::state_bytes_per_weight_byte(c.optimizer);
+  spec.update_seconds_per_weight_byte = update_rate(c, threads);
+  auto p = check(session::build_problem(spec), "problem");
+  return check(partition::plan_with(planner, p), planner);
 }
 
-Row run_pipeline(std::string const& model, std::string const& what, graph::OpGraph const& g, exec::TrainConfig const& c,
+// Trains `plan` (or, without one, one worker under `threads`) through a training session.
+std::unique_ptr<session::TrainingSession> train(ModelInput const& m, exec::TrainConfig c,
+                                                std::optional<partition::Plan> plan, int threads) {
+  c.pipeline.threads_per_worker = 1;
+  c.pipeline.timeout_s = 120;
+  session::TrainOptions options;
+  options.model = m.file;
+  options.graph = m.graph;
+  options.plan = std::move(plan);
+  options.devices = options.plan ? options.plan->num_devices : 1;
+  exec::ScopedThreadBudget budget(threads);  // one worker computes on the calling thread
+  auto s = check(session::TrainingSession::create(std::move(c), std::move(options)), "session");
+  check(s->run(), "train");
+  return s;
+}
+
+Row run_pipeline(ModelInput const& m, std::string const& what, exec::TrainConfig const& c,
                  partition::Plan const& plan) {
-  schedule::BuildOptions bo;
-  bo.micro_batches = static_cast<int>(c.micro_batches);
-  bo.memory_limit_bytes = 0;
-  auto sched = check(schedule::build_schedule(plan, schedule::Policy::kAuto, bo), "schedule");
-  auto sim = check(schedule::simulate(plan, sched), "simulate");
-  exec::RuntimeOptions ro;
-  ro.threads_per_worker = 1;
-  ro.worker.timeout_s = 120;
-  auto rt = check(exec::Runtime::create_threads(c, g, plan, sched, ro), "runtime");
-  check(rt->run(-1, nullptr), "train");
-  Row r{model, what + " (" + sched.policy + ")", plan.num_devices, sim.samples_per_s, rt->samples_per_s(), {}, {}};
-  for (auto const& m : rt->measurements()) {
-    r.mem_measured.push_back(m.peak_bytes);
-    r.mem_predicted.push_back(sim.devices[m.device].peak_memory_bytes);
+  auto s = train(m, c, plan, 1);
+  schedule::Simulation const& sim = s->plan()->simulation;
+  Row r{m.name,
+        what + " (" + s->plan()->schedule.policy + ")",
+        plan.num_devices,
+        sim.samples_per_s,
+        s->samples_per_s(),
+        {},
+        {}};
+  for (auto const& d : s->measurements()) {
+    r.mem_measured.push_back(d.peak_bytes);
+    r.mem_predicted.push_back(sim.devices[d.device].peak_memory_bytes);
   }
   return r;
 }
 
-Row run_single(std::string const& model, graph::OpGraph const& g, exec::TrainConfig const& c, int threads,
-               schedule::Simulation const& sim) {
-  exec::set_thread_budget(threads);
-  exec::CountingAllocator memory;  // outlives every tensor below
-  exec::ScopedThreadAllocator scoped(memory);
-  exec::CpuBackend be;
-  auto data = check(exec::make_data_source(c.data, g, c.loss, c.seed), "data");
-  auto t = check(exec::Trainer::create(c, g, be, std::move(data)), "trainer");
-  check(t->step(), "warm-up step");
-  auto const t0 = std::chrono::steady_clock::now();
-  for (int s = 1; s < c.steps; ++s) check(t->step(), "step");
-  double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  Row r{model,
+Row run_single(ModelInput const& m, exec::TrainConfig const& c, int threads, schedule::Simulation const& sim) {
+  auto s = train(m, c, std::nullopt, threads);
+  Row r{m.name,
         "1 worker, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads"),
         1,
         sim.samples_per_s,
-        static_cast<double>((c.steps - 1) * c.batch) / secs,
+        s->samples_per_s(),
         {},
         {}};
-  t.reset();
-  r.mem_measured.push_back(memory.peak_bytes());
+  r.mem_measured.push_back(s->measurements().front().peak_bytes);
   r.mem_predicted.push_back(sim.devices[0].peak_memory_bytes);
   return r;
 }
@@ -166,6 +183,7 @@ std::string mib(int64_t b) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);  // the table only: no session log lines
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string const a = argv[i];
@@ -197,12 +215,17 @@ int main(int argc, char** argv) {
   std::vector<std::string> summary;
   for (std::string model : {"mmt", "transformer"}) {
     if (!o.only.empty() && o.only != model) continue;
-    auto size = check(models::parse_size(o.size), "size");
-    auto g = std::make_shared<graph::OpGraph const>(check(models::build_graph(model, size, 1), model));
-    exec::TrainConfig const c = config_for(o);
+    exec::TrainConfig c = config_for(o);
+    c.model.zoo = model;
+    c.model.size = o.size;
+    ModelInput m;
+    m.name = model;
+    m.file = check(session::read_model(c.model, 1), model);
+    m.graph = std::make_shared<graph::OpGraph const>(check(session::load_graph(m.file, {}), model));
+    auto const& g = m.graph;
     std::cerr << model << ": profiling with 1 and " << cores << " threads..." << std::endl;
-    auto cost1 = measured_cost(*g, 1, c.micro_batch_size());
-    auto cost_all = measured_cost(*g, cores, c.micro_batch_size());
+    auto cost1 = measured_profile(*g, 1, c.micro_batch_size());
+    auto cost_all = measured_profile(*g, cores, c.micro_batch_size());
     auto gpp = plan_for(g, cost1, "gpp", 2, c, 1);
     partition::Plan seq = plan_for(g, cost1, "pipedream", 2, c, 1);
     auto bal = plan_for(g, cost1, "balanced", 2, c, 1);
@@ -215,10 +238,10 @@ int main(int argc, char** argv) {
     auto one = plan_for(g, cost_all, "gpp", 1, c, cores);
     auto one1 = plan_for(g, cost1, "gpp", 1, c, 1);
     std::cerr << model << ": training..." << std::endl;
-    Row const rg = run_pipeline(model, "GPP, 2 workers x 1 thread", *g, c, gpp);
-    Row const rs = run_pipeline(model, seq.planner + ", 2 workers x 1 thread", *g, c, seq);
-    Row const rgs = run_pipeline(model, "GPP stages only, 2 x 1", *g, c, gpp_stages);
-    Row const rss = run_pipeline(model, seq_stages.planner + " stages only, 2 x 1", *g, c, seq_stages);
+    Row const rg = run_pipeline(m, "GPP, 2 workers x 1 thread", c, gpp);
+    Row const rs = run_pipeline(m, seq.planner + ", 2 workers x 1 thread", c, seq);
+    Row const rgs = run_pipeline(m, "GPP stages only, 2 x 1", c, gpp_stages);
+    Row const rss = run_pipeline(m, seq_stages.planner + " stages only, 2 x 1", c, seq_stages);
     // One device runs F and B of each micro-batch in turn (the Trainer's order): 1F1B on one stage.
     schedule::BuildOptions const bo{static_cast<int>(c.micro_batches), 0};
     auto sim1 =
@@ -227,8 +250,8 @@ int main(int argc, char** argv) {
     auto sim11 =
         check(schedule::simulate(one1, check(schedule::build_schedule(one1, schedule::Policy::k1F1B, bo), "schedule")),
               "simulate");
-    Row const r1 = run_single(model, *g, c, cores, sim1);
-    Row const r11 = run_single(model, *g, c, 1, sim11);
+    Row const r1 = run_single(m, c, cores, sim1);
+    Row const r11 = run_single(m, c, 1, sim11);
     rows.insert(rows.end(), {rg, rs, rgs, rss, r1, r11});
     char line[320];
     std::snprintf(line, sizeof line,

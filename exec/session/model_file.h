@@ -1,0 +1,33 @@
+// The model a session works on, read once: an ONNX file's bytes, or a zoo model serialized in
+// memory. Its graph, the profile cache's key and the trained model's export all come from these
+// bytes, so the file is read once per process.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/status.h"
+#include "exec/tensor.h"
+#include "exec/train_config.h"
+#include "graph/onnx_import.h"
+#include "graph/op_graph.h"
+
+namespace gp::session {
+
+struct ModelFile {
+  std::string name;   // the path, or "zoo mlp (tiny)"
+  std::string path;   // the file the bytes came from ("" for a zoo model): external data is beside it
+  std::string bytes;  // the serialized ModelProto
+  uint64_t hash = 0;  // of the bytes (the profile cache's key)
+};
+
+Result<ModelFile> read_model_file(std::string const& path);
+// The configured model: model.path, or the zoo model built with `seed` in memory.
+Result<ModelFile> read_model(exec::ModelConfig const& config, uint64_t seed);
+Result<graph::OpGraph> load_graph(ModelFile const& model, graph::ImportOptions const& options);
+// The model with the named initializers replaced by `tensors` (host or device), written atomically.
+Status export_trained(ModelFile const& model, std::map<std::string, exec::Tensor> const& tensors,
+                      std::string const& out_path);
+
+}  // namespace gp::session

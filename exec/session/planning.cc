@@ -1,0 +1,270 @@
+#include "exec/session/planning.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "exec/optimizer.h"
+#include "exec/profiler.h"
+#include "exec/runtime/link_probe.h"
+#include "exec/runtime/threads.h"
+#include "exec/session/registry.h"
+#include "partition/cluster.h"
+#include "partition/from_graph.h"
+#include "partition/pipedream_profile.h"
+#include "partition/planner.h"
+#include "schedule/build.h"
+#include "schedule/schedule_text.h"
+
+namespace gp::session {
+
+Result<partition::Problem> build_problem(ProblemSpec const& f) {
+  bool const has_model = !f.model.empty() || f.graph;
+  if (has_model == !f.profile.empty())
+    return invalid_argument(has_model ? "give either a model.onnx or --profile graph.txt, not both"
+                                      : "give a model.onnx or --profile graph.txt");
+  partition::Cluster cluster;
+  if (!f.cluster.empty()) {
+    ASSIGN_OR_RETURN(cluster, partition::Cluster::from_yaml_file(f.cluster));
+    if (f.devices > 0 && f.devices != cluster.size())
+      return invalid_argument("--devices " + std::to_string(f.devices) + " disagrees with the " +
+                              std::to_string(cluster.size()) + " devices of " + f.cluster + "; drop one of them");
+  } else {
+    if (f.devices <= 0) return invalid_argument("give --devices N (a positive count) or --cluster c.yaml");
+    ASSIGN_OR_RETURN(int64_t memory, partition::parse_bytes(f.memory));
+    if (memory <= 0) return invalid_argument("--memory must be positive");
+    cluster = partition::Cluster::uniform(f.devices, memory);
+  }
+  if (!f.bandwidth.empty()) {
+    ASSIGN_OR_RETURN(double bw, partition::parse_bandwidth(f.bandwidth));
+    if (bw <= 0) return invalid_argument("--bandwidth must be positive");
+    cluster.intra_node.bandwidth = bw;
+  }
+  if (f.bandwidth_bytes_per_s > 0) cluster.intra_node.bandwidth = f.bandwidth_bytes_per_s;
+  if (f.batch <= 0) return invalid_argument("--batch must be positive");
+  if (f.micro_batch < 0) return invalid_argument("--micro-batch must be positive");
+  if (f.micro_batch > 0 && f.batch % f.micro_batch != 0) {
+    std::string divisors;
+    for (int64_t d = 1; d <= f.batch && divisors.size() < 40; ++d) {
+      if (f.batch % d == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(d);
+    }
+    return invalid_argument("batch " + std::to_string(f.batch) + " is not divisible by micro-batch " +
+                            std::to_string(f.micro_batch) + "; use a divisor of the batch (" + divisors + ")");
+  }
+
+  partition::Problem p;
+  if (!f.profile.empty()) {
+    if (f.cost != "analytic" || f.measured)
+      return invalid_argument("--cost applies to ONNX models; a PipeDream profile carries its own times");
+    ASSIGN_OR_RETURN(p, partition::read_pipedream_profile(f.profile, {.profile_batch = f.profile_batch}));
+    p.cluster = std::move(cluster);
+    p.batch = f.batch;
+  } else {
+    std::shared_ptr<graph::OpGraph const> g = f.graph;
+    if (!g) {
+      graph::ImportOptions import = f.import;
+      import.load_weights = false;
+      auto loaded = graph::load_onnx(f.model, import);
+      if (!loaded) return loaded.status().with_context("loading " + f.model);
+      g = std::make_shared<graph::OpGraph const>(std::move(loaded).value());
+    }
+    std::shared_ptr<graph::CostModel const> cost = std::make_shared<graph::AnalyticCostModel>();
+    std::optional<graph::MeasuredProfile> measured = f.measured;
+    if (!measured && f.cost != "analytic") {
+      ASSIGN_OR_RETURN(measured, graph::read_profile_file(f.cost));
+    }
+    if (measured) {
+      auto model = std::make_shared<graph::MeasuredCostModel>(std::move(*measured), cost);
+      auto missing = model->missing_ops(*g);
+      if (!missing.empty())
+        spdlog::warn("{} of {} ops are not in the profile {} (first: {}); they use the analytic model", missing.size(),
+                     g->num_ops(), f.measured ? "measured here" : f.cost, missing.front());
+      cost = model;
+    }
+    ASSIGN_OR_RETURN(p, partition::problem_from_graph(g, cost, std::move(cluster), f.batch));
+  }
+  if (f.micro_batch > 0) p.micro_batch_candidates = {f.micro_batch};
+  p.allow_replication = !f.no_replication;
+  p.count_communication = !f.no_communication;
+  p.allow_recompute = f.recompute == "auto";
+  p.optimizer_bytes_per_weight_byte = f.optimizer_bytes_per_weight_byte;
+  p.update_seconds_per_weight_byte = f.update_seconds_per_weight_byte;
+  RETURN_IF_ERROR(p.finalize());
+  return p;
+}
+
+Result<std::string> cache_dir() {
+  char const* env = std::getenv("GP_CACHE_DIR");
+  char const* home = std::getenv("HOME");
+  std::filesystem::path const dir =
+      env ? std::filesystem::path(env) : std::filesystem::path(home ? home : "/tmp") / ".cache" / "graphpipe";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return io_error("cannot create the cache folder " + dir.string() + ": " + ec.message() + " (set GP_CACHE_DIR)");
+  return dir.string();
+}
+
+int worker_threads(exec::TrainConfig const& config, int devices, bool mpi) {
+  if (config.pipeline.threads_per_worker > 0) return static_cast<int>(config.pipeline.threads_per_worker);
+  if (mpi) return exec::rank_thread_budget();
+  return std::max(1, exec::available_cores() / std::max(1, devices));
+}
+
+namespace {
+
+// What the planner is priced with when config.pipeline.cost is "profile": per-op times and the
+// optimizer's update rate, both measured on the training backend under one worker's thread budget.
+struct Measured {
+  graph::MeasuredProfile profile;
+  double update_seconds_per_weight_byte = 0;
+};
+
+// The per-op profile: made once per model, backend, thread budget, calibration concurrency and
+// micro-batch size, and kept in the cache folder for the next run.
+Result<graph::MeasuredProfile> measured_profile(ModelFile const& model, graph::OpGraph const& graph, int threads,
+                                                int64_t micro_batch, std::string const& backend_name) {
+  ASSIGN_OR_RETURN(std::string const cache, cache_dir());
+  int const concurrency = std::max(1, exec::available_cores() / threads);  // executors calibrated at once
+  bool const gpu = backend_name != "cpu";
+  char name[96];
+  std::snprintf(name, sizeof name, "%016llx-%s-t%d-c%d-b%lld.profile.json", static_cast<unsigned long long>(model.hash),
+                backend_name.c_str(), gpu ? 0 : threads, gpu ? 1 : concurrency, static_cast<long long>(micro_batch));
+  std::string const path = (std::filesystem::path(cache) / name).string();
+  if (std::filesystem::exists(path)) {
+    auto cached = graph::read_profile_file(path);
+    if (cached.is_ok()) {
+      spdlog::info("cost model: measured profile {} (cached)", path);
+      return cached;
+    }
+    spdlog::warn("cost model: ignoring the unreadable cached profile {} ({})", path, cached.status().message());
+  }
+  spdlog::info("cost model: profiling {} on {} with {} threads per worker (once; cached in {})", graph.name(),
+               backend_name, threads, cache);
+  exec::ScopedThreadBudget budget(threads);
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend, make_backend(backend_name, 0));
+  exec::ProfileOptions options;
+  options.samples.clear();
+  for (int64_t s = 1; s < micro_batch; s *= 2) options.samples.push_back(s);
+  options.samples.push_back(micro_batch);
+  options.model_name = graph.name();
+  options.threads = threads;
+  // As many executors at once as workers will share this process's cores (an MPI rank: its own).
+  options.calibrate_concurrency = gpu ? 1 : concurrency;  // one worker per GPU
+  options.thread_setup = [threads] { exec::set_thread_budget(threads); };
+  auto profile = exec::profile_graph(graph, *backend, options);
+  if (!profile.is_ok()) return profile.status().with_context("profiling for the planner (use pipeline.cost: analytic)");
+  Status const cached = graph::write_profile_file(*profile, path);
+  if (!cached) spdlog::warn("cost model: the profile was not cached ({})", cached.message());
+  return profile;
+}
+
+Result<Measured> measure(exec::TrainConfig const& config, ModelFile const& model, graph::OpGraph const& graph,
+                         int threads, std::string const& backend_name) {
+  Measured m;
+  ASSIGN_OR_RETURN(m.profile, measured_profile(model, graph, threads, config.micro_batch_size(), backend_name));
+  exec::ScopedThreadBudget budget(threads);
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend, make_backend(backend_name, 0));
+  ASSIGN_OR_RETURN(m.update_seconds_per_weight_byte, exec::measure_update_seconds_per_byte(*backend, config.optimizer));
+  return m;
+}
+
+// Rank 0's measurement on every rank: its update rate's 8 bytes, then its profile's JSON (numbers
+// written to round-trip exactly).
+Result<Measured> measure_on_rank0(exec::TrainConfig const& config, ModelFile const& model, graph::OpGraph const& graph,
+                                  int threads, std::string const& backend_name, double timeout_s) {
+  ASSIGN_OR_RETURN(RankInfo const me, start_mpi());
+  std::string message;
+  if (me.rank == 0) {
+    ASSIGN_OR_RETURN(Measured m, measure(config, model, graph, threads, backend_name));
+    message.resize(sizeof(double));
+    std::memcpy(message.data(), &m.update_seconds_per_weight_byte, sizeof(double));
+    message += graph::profile_to_json(m.profile);
+  }
+  ASSIGN_OR_RETURN(message, broadcast_from_rank0(message, timeout_s));
+  if (message.size() < sizeof(double)) return internal_error("rank 0's measured costs arrived truncated");
+  Measured m;
+  std::memcpy(&m.update_seconds_per_weight_byte, message.data(), sizeof(double));
+  ASSIGN_OR_RETURN(m.profile, graph::profile_from_json(message.substr(sizeof(double))));
+  return m;
+}
+
+std::string threads_text(int threads, char const* per) {
+  return std::to_string(threads) + (threads == 1 ? " thread per " : " threads per ") + per;
+}
+
+Result<partition::Plan> make_plan(exec::TrainConfig const& config, ModelFile const& model,
+                                  std::shared_ptr<graph::OpGraph const> const& graph,
+                                  TrainingPlanContext const& context, std::string& cost_name) {
+  if (context.plan) {
+    cost_name = "the given plan's";
+    return *context.plan;
+  }
+  if (!config.pipeline.plan.empty()) {
+    cost_name = "the plan's";
+    return partition::read_plan_file(config.pipeline.plan);
+  }
+  ProblemSpec spec;
+  spec.graph = graph;
+  spec.devices = context.devices;
+  spec.memory = config.pipeline.memory;
+  spec.batch = config.batch;
+  spec.micro_batch = config.micro_batch_size();
+  spec.no_replication = !config.pipeline.replication;
+  spec.optimizer_bytes_per_weight_byte = exec::state_bytes_per_weight_byte(config.optimizer);
+  cost_name = config.pipeline.cost;
+  if (config.pipeline.cost == "profile") {
+    int const threads = worker_threads(config, context.devices, context.mpi);
+    Measured m;
+    if (context.mpi) {
+      ASSIGN_OR_RETURN(m, measure_on_rank0(config, model, *graph, threads, context.backend, context.timeout_s * 10));
+      cost_name = "measured on rank 0, " + threads_text(threads, "rank");
+    } else {
+      ASSIGN_OR_RETURN(m, measure(config, model, *graph, threads, context.backend));
+      // Worker threads exchange tensors through memory: price links at what it delivers here.
+      spec.bandwidth_bytes_per_s = exec::measure_in_process_bandwidth();
+      char bw[32];
+      std::snprintf(bw, sizeof bw, "%.3fGB/s", spec.bandwidth_bytes_per_s / 1e9);
+      cost_name = "measured, " + threads_text(threads, "worker") + ", links " + bw;
+    }
+    spec.measured = std::move(m.profile);
+    spec.update_seconds_per_weight_byte = m.update_seconds_per_weight_byte;
+  } else {
+    spec.cost = config.pipeline.cost;
+  }
+  ASSIGN_OR_RETURN(partition::Problem problem, build_problem(spec));
+  return partition::plan_with(config.pipeline.planner, problem, partition::PlannerOptions{});
+}
+
+}  // namespace
+
+Result<TrainingPlan> plan_training(exec::TrainConfig const& config, ModelFile const& model,
+                                   std::shared_ptr<graph::OpGraph const> const& graph,
+                                   TrainingPlanContext const& context) {
+  TrainingPlan out;
+  ASSIGN_OR_RETURN(out.plan, make_plan(config, model, graph, context, out.cost_name));
+  if (out.plan.num_devices != context.devices)
+    return invalid_argument("the plan is for " + std::to_string(out.plan.num_devices) + " devices, not " +
+                            std::to_string(context.devices) + (context.mpi ? " ranks" : "") + ": use --devices " +
+                            std::to_string(out.plan.num_devices) + " or replan");
+  if (!config.pipeline.schedule.empty()) {
+    ASSIGN_OR_RETURN(out.schedule, schedule::read_schedule_file(config.pipeline.schedule));
+  } else {
+    ASSIGN_OR_RETURN(schedule::Policy policy, schedule::parse_policy(config.pipeline.policy));
+    schedule::BuildOptions options;
+    options.micro_batches = static_cast<int>(config.micro_batches);
+    options.memory_limit_bytes = out.plan.device_memory_bytes;
+    options.ordered_transport = context.ordered_transport;
+    ASSIGN_OR_RETURN(out.schedule, schedule::build_schedule(out.plan, policy, options));
+  }
+  auto sim = schedule::simulate(out.plan, out.schedule);
+  if (!sim.is_ok()) return sim.status().with_context("the schedule does not fit the plan");
+  out.simulation = std::move(sim).value();
+  return out;
+}
+
+}  // namespace gp::session

@@ -1,0 +1,80 @@
+// Planning in memory: the partitioning problem from a model (a file, or a graph already loaded)
+// and a cluster, with the cost model as an object (the analytic roofline, a profile measured here,
+// or a profile file the user gives); and, for training, the plan, schedule and simulation of a run,
+// with links and the optimizer's update priced before the planner searches. Under MPI, rank 0
+// measures and every rank plans from its numbers, so all ranks make the same plan.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "exec/session/model_file.h"
+#include "exec/train_config.h"
+#include "graph/cost_model.h"
+#include "graph/onnx_import.h"
+#include "graph/op_graph.h"
+#include "partition/plan.h"
+#include "partition/problem.h"
+#include "schedule/instruction.h"
+#include "schedule/simulator.h"
+
+namespace gp::session {
+
+// What `graphpipe partition` and `graphpipe compare` plan: a model (a file, or a graph already in
+// memory) or a PipeDream profile, a cluster, a batch and a cost model.
+struct ProblemSpec {
+  std::string model;                            // ONNX file (unless `graph` is given)
+  std::shared_ptr<graph::OpGraph const> graph;  // a model already loaded (its file is not read again)
+  graph::ImportOptions import;                  // how `model` is loaded (weights are never loaded)
+  std::string profile;                          // PipeDream graph.txt instead of ONNX
+  int64_t profile_batch = 1;
+  int devices = 0;
+  std::string memory = "16GiB";
+  std::string cluster;               // YAML
+  std::string bandwidth;             // overrides the intra-node link ("100GB/s")
+  double bandwidth_bytes_per_s = 0;  // the same as a number (a measured one); 0: none
+  int64_t batch = 64;
+  int64_t micro_batch = 0;                         // 0: the powers of two dividing the batch
+  std::string cost = "analytic";                   // "analytic" or a profile JSON file
+  std::optional<graph::MeasuredProfile> measured;  // a profile in memory (overrides `cost`)
+  bool no_replication = false;
+  bool no_communication = false;
+  std::string recompute = "auto";  // auto | never
+  double optimizer_bytes_per_weight_byte = 3.0;
+  double update_seconds_per_weight_byte = 0;
+};
+Result<partition::Problem> build_problem(ProblemSpec const& spec);
+
+// $GP_CACHE_DIR, or ~/.cache/graphpipe, created if needed.
+Result<std::string> cache_dir();
+
+// Where a training run's plan comes from and how it is priced.
+struct TrainingPlanContext {
+  int devices = 1;
+  std::string backend = "cpu";
+  bool mpi = false;                     // one rank per device: rank 0 measures, every rank plans alike
+  bool ordered_transport = false;       // NCCL: auto picks among schedules it can run
+  double timeout_s = 60;                // ranks agreeing
+  std::optional<partition::Plan> plan;  // a plan made elsewhere (instead of config.pipeline.plan or planning)
+};
+struct TrainingPlan {
+  partition::Plan plan;
+  schedule::Schedule schedule;
+  schedule::Simulation simulation;
+  std::string cost_name;  // how the plan was priced, for the report ("measured, 1 thread per worker, ...")
+};
+// The plan (the context's, config.pipeline.plan, or planned here by config.pipeline.planner with
+// config.pipeline.cost), the schedule (config.pipeline.schedule or built by its policy) and their
+// simulation. `graph` is the model being trained (the planner never reloads it).
+Result<TrainingPlan> plan_training(exec::TrainConfig const& config, ModelFile const& model,
+                                   std::shared_ptr<graph::OpGraph const> const& graph,
+                                   TrainingPlanContext const& context);
+
+// Compute threads of one worker of a run over `devices` (config's threads_per_worker, the rank's
+// cores under MPI, or this process's cores shared by its workers).
+int worker_threads(exec::TrainConfig const& config, int devices, bool mpi);
+
+}  // namespace gp::session

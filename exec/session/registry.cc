@@ -1,0 +1,176 @@
+#include "exec/session/registry.h"
+
+#include <set>
+
+#include "exec/cpu/cpu_backend.h"
+#ifdef GP_HAVE_CUDA
+#include "exec/cuda/cuda_backend.h"
+#include "exec/cuda/cuda_check.h"
+#endif
+#ifdef GP_HAVE_MPI
+#include "exec/comm/mpi_communicator.h"
+#endif
+#ifdef GP_HAVE_NCCL
+#include "exec/comm/nccl_communicator.h"
+#include "schedule/p2p_order.h"
+#endif
+
+namespace gp::session {
+
+namespace {
+[[maybe_unused]] constexpr char const* kNoCudaBuild =
+    "--backend cuda: this graphpipe was built without the CUDA backend (it needs the CUDA toolkit, cuDNN and NCCL "
+    "under /usr/local/cuda and scripts/setup.sh; configure with -DGP_WITH_CUDA=ON to make that an error)";
+[[maybe_unused]] constexpr char const* kNoMpiBuild =
+    "--launcher mpi: this graphpipe was built without MPI (apt-get install libopenmpi-dev openmpi-bin, then rebuild)";
+}  // namespace
+
+Status check_backend_name(std::string const& name) {
+  if (name == "cpu" || name == "cuda") return Status::ok();
+  return invalid_argument("--backend " + name + ": must be cpu or cuda");
+}
+
+Status check_graph_supported(std::string const& backend, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(check_backend_name(backend));
+  std::string missing;
+  std::set<std::string> seen;
+  for (graph::OpId id = 0; id < static_cast<graph::OpId>(graph.num_ops()); ++id) {
+    graph::Op const& op = graph.op(id);
+    if (!seen.insert(op.type).second) continue;
+    Status s = Status::ok();
+    if (backend == "cpu") {
+      s = exec::CpuBackend().supports(op, graph);
+    } else {
+#ifdef GP_HAVE_CUDA
+      s = exec::CudaBackend::supports_op(op, graph);
+#else
+      return unsupported(kNoCudaBuild);
+#endif
+    }
+    if (!s) missing += (missing.empty() ? "" : "; ") + s.message();
+  }
+  if (missing.empty()) return Status::ok();
+  return unsupported(graph.name() + " cannot run on the " + backend + " backend: " + missing +
+                     (backend == "cuda" ? " (train it with --backend cpu)" : ""));
+}
+
+int gpu_count(std::string* why) {
+#ifdef GP_HAVE_CUDA
+  Status const s = exec::cuda::device_available();
+  if (!s) {
+    if (why) *why = s.message();
+    return 0;
+  }
+  return exec::cuda::device_count();
+#else
+  if (why) *why = kNoCudaBuild;
+  return 0;
+#endif
+}
+
+std::vector<std::string> cpu_op_types() { return exec::CpuBackend::op_types(); }
+
+Result<std::unique_ptr<exec::Backend>> make_backend(std::string const& name, int index) {
+  RETURN_IF_ERROR(check_backend_name(name));
+  if (name == "cpu") return std::unique_ptr<exec::Backend>(std::make_unique<exec::CpuBackend>());
+#ifdef GP_HAVE_CUDA
+  ASSIGN_OR_RETURN(auto backend, exec::CudaBackend::create(index));
+  return std::unique_ptr<exec::Backend>(std::move(backend));
+#else
+  (void)index;
+  return unsupported(kNoCudaBuild);
+#endif
+}
+
+Result<RankInfo> start_mpi() {
+#ifdef GP_HAVE_MPI
+  static std::unique_ptr<exec::MpiSession> mpi;  // finalized at exit, after every communicator
+  if (!mpi) {
+    ASSIGN_OR_RETURN(mpi, exec::MpiSession::start(nullptr, nullptr));
+  }
+  return RankInfo{mpi->rank(), mpi->size()};
+#else
+  return unsupported(kNoMpiBuild);
+#endif
+}
+
+Result<std::string> broadcast_from_rank0(std::string const& bytes, double timeout_s) {
+#ifdef GP_HAVE_MPI
+  return exec::broadcast_from_rank0(bytes, timeout_s);
+#else
+  (void)bytes, (void)timeout_s;
+  return unsupported(kNoMpiBuild);
+#endif
+}
+
+Result<std::vector<uint64_t>> allgather_from_ranks(uint64_t value, double timeout_s, char const* what) {
+#ifdef GP_HAVE_MPI
+  return exec::allgather_from_ranks(value, timeout_s, what);
+#else
+  (void)value, (void)timeout_s, (void)what;
+  return unsupported(kNoMpiBuild);
+#endif
+}
+
+namespace {
+
+#ifdef GP_HAVE_MPI
+Result<std::unique_ptr<exec::Communicator>> nccl_communicator(partition::Plan const& plan,
+                                                              schedule::Schedule const& schedule,
+                                                              exec::RuntimeOptions& options) {
+#ifdef GP_HAVE_NCCL
+  RETURN_IF_ERROR(schedule::check_ordered_transport(schedule).with_context("the NCCL transport (--backend cuda)"));
+  double const timeout = options.worker.timeout_s;
+  ASSIGN_OR_RETURN(int gpu, exec::select_local_gpu(timeout));
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::CudaBackend> backend, exec::CudaBackend::create(gpu));
+  exec::NcclOptions nccl;
+  for (auto const& stage : plan.stages)
+    if (stage.devices.size() > 1) nccl.groups.push_back(stage.devices);
+  nccl.init_timeout_s = timeout;
+  nccl.compute_stream = backend->stream(exec::Backend::StreamKind::kCompute);
+  nccl.memory = &backend->allocator();
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::Communicator> comm, exec::make_nccl_communicator(nccl));
+  auto owned = std::make_shared<std::unique_ptr<exec::Backend>>(std::move(backend));
+  options.make_backend = [owned](int) -> Result<std::unique_ptr<exec::Backend>> {
+    if (!*owned) return internal_error("the rank's CUDA backend was handed out twice");
+    return std::move(*owned);
+  };
+  return comm;
+#else
+  (void)plan, (void)schedule, (void)options;
+  return unsupported(
+      "--launcher mpi --backend cuda: this graphpipe was built without the NCCL communicator (it needs the "
+      "CUDA backend, NCCL and MPI)");
+#endif
+}
+#endif
+
+}  // namespace
+
+Result<std::unique_ptr<exec::Communicator>> make_rank_communicator(std::string const& backend,
+                                                                   partition::Plan const& plan,
+                                                                   schedule::Schedule const& schedule,
+                                                                   uint64_t fingerprint,
+                                                                   exec::RuntimeOptions& options) {
+#ifdef GP_HAVE_MPI
+  std::unique_ptr<exec::Communicator> comm;
+  if (backend == "cuda") {
+    ASSIGN_OR_RETURN(comm, nccl_communicator(plan, schedule, options));
+  } else {
+    ASSIGN_OR_RETURN(
+        comm, exec::make_mpi_communicator({static_cast<int>(plan.stages.size()), static_cast<int>(plan.edges.size()),
+                                           schedule.num_micro_batches}));
+  }
+  Status const same = exec::check_same_run(*comm, fingerprint, options.worker.timeout_s);
+  if (!same) {
+    if (same.code() != StatusCode::kAborted) comm->abort(same);
+    return same;
+  }
+  return comm;
+#else
+  (void)backend, (void)plan, (void)schedule, (void)fingerprint, (void)options;
+  return unsupported(kNoMpiBuild);
+#endif
+}
+
+}  // namespace gp::session

@@ -1,0 +1,56 @@
+// The backends and transports this build has: the one place that knows which optional parts
+// (CUDA, MPI, NCCL) were compiled in. Asking for a missing one is a clear error naming the fix.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "exec/backend.h"
+#include "exec/comm/communicator.h"
+#include "exec/runtime/runtime.h"
+#include "graph/op_graph.h"
+#include "partition/plan.h"
+#include "schedule/instruction.h"
+
+namespace gp::session {
+
+inline constexpr char const* kBackendHelp = "cpu (oneDNN, default) or cuda (NVIDIA GPUs: cuDNN, cuBLASLt, NCCL)";
+
+// Ok for "cpu" and "cuda"; kInvalidArgument otherwise, naming both.
+Status check_backend_name(std::string const& name);
+// Every op of `graph` is in the backend's kernel table (the CUDA table is static: no GPU needed),
+// else kUnsupported naming each op type missing and why.
+Status check_graph_supported(std::string const& backend, graph::OpGraph const& graph);
+// Usable GPUs here (0 without the CUDA backend or without a GPU); `why` gets the reason for 0.
+int gpu_count(std::string* why = nullptr);
+// The op types the CPU backend's kernel table holds (the reference every backend is compared with).
+std::vector<std::string> cpu_op_types();
+// The backend of device `index` (for cuda: GPU `index`).
+Result<std::unique_ptr<exec::Backend>> make_backend(std::string const& name, int index);
+
+// ---- MPI ranks ----
+// This process's place among the ranks mpirun started.
+struct RankInfo {
+  int rank = 0;
+  int ranks = 1;
+};
+// Starts MPI once per process (finalized at exit, after every communicator); kUnsupported in a
+// build without MPI.
+Result<RankInfo> start_mpi();
+// Rank 0's `bytes` on every rank (ranks agreeing before any communicator exists).
+Result<std::string> broadcast_from_rank0(std::string const& bytes, double timeout_s);
+// Every rank's `value`, in rank order.
+Result<std::vector<uint64_t>> allgather_from_ranks(uint64_t value, double timeout_s, char const* what);
+// This rank's endpoint for `plan` and `schedule`: MPI for the cpu backend; NCCL for cuda, whose
+// CUDA backend on this rank's GPU is handed to the runtime through options.make_backend (NCCL is
+// ordered per device pair, so the schedule must pass check_ordered_transport). Then every rank
+// checks that all of them run the same plan, schedule and config (`fingerprint`).
+Result<std::unique_ptr<exec::Communicator>> make_rank_communicator(std::string const& backend,
+                                                                   partition::Plan const& plan,
+                                                                   schedule::Schedule const& schedule,
+                                                                   uint64_t fingerprint, exec::RuntimeOptions& options);
+
+}  // namespace gp::session

@@ -1,0 +1,290 @@
+#include "exec/session/training.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "exec/autodiff.h"
+#include "exec/data.h"
+#include "exec/optimizer.h"
+#include "exec/runtime/worker.h"
+#include "exec/session/registry.h"
+#include "partition/cluster.h"
+#include "schedule/schedule_text.h"
+#include "schedule/trace.h"
+
+namespace gp::session {
+
+namespace {
+
+std::string format_bytes(int64_t bytes) {
+  char b[32];
+  if (bytes >= int64_t{1} << 30)
+    std::snprintf(b, sizeof b, "%.2f GiB", static_cast<double>(bytes) / double(1 << 30));
+  else
+    std::snprintf(b, sizeof b, "%.1f MiB", static_cast<double>(bytes) / double(1 << 20));
+  return b;
+}
+
+}  // namespace
+
+TrainingSession::~TrainingSession() = default;
+
+Result<std::unique_ptr<TrainingSession>> TrainingSession::create(exec::TrainConfig config, TrainOptions options) {
+  RETURN_IF_ERROR(check_backend_name(options.backend));
+  if (options.devices < 0) return invalid_argument("--devices must be >= 1");
+  if (options.launcher != "threads" && options.launcher != "mpi")
+    return invalid_argument("--launcher " + options.launcher + ": must be threads or mpi");
+  std::unique_ptr<TrainingSession> s(new TrainingSession());
+  s->config_ = std::move(config);
+  s->backend_name_ = options.backend;
+  s->mpi_ = options.launcher == "mpi";
+  s->progress_ = options.progress;
+  Status const started = s->start(options);
+  if (!started) return s->on_rank_error(started);
+  return s;
+}
+
+Status TrainingSession::on_rank_error(Status s) {
+  if (s.is_ok() || !mpi_ || ranks_ <= 1 || s.code() == StatusCode::kAborted) return s;
+  if (comm_) comm_->abort(s);
+  return s.with_context("rank " + std::to_string(rank_));
+}
+
+Status TrainingSession::start(TrainOptions const& options) {
+  if (mpi_) {
+    ASSIGN_OR_RETURN(RankInfo const me, start_mpi());
+    rank_ = me.rank;
+    ranks_ = me.ranks;
+  }
+  bool const pipeline = options.devices > 1 || mpi_ || !config_.pipeline.plan.empty() || options.plan;
+  if (options.model && options.graph) {
+    model_ = *options.model;
+    graph_ = options.graph;
+  } else {
+    ASSIGN_OR_RETURN(model_, read_model(config_.model, config_.seed));
+    ASSIGN_OR_RETURN(graph::OpGraph loaded, load_graph(model_, options.import));
+    graph_ = std::make_shared<graph::OpGraph const>(std::move(loaded));
+  }
+  for (auto const& t : graph_->tensors())
+    if (t.role == graph::TensorRole::kWeight && !t.data)
+      return invalid_argument("training needs a model with weights: '" + model_.name +
+                              "' was exported shape-only (export it without --shape-only)");
+  if (options.import.max_memory_bytes > 0 && !pipeline) {
+    // Weights, gradients, optimizer state and one micro-batch's activations: what one device holding
+    // the whole model needs. A pipeline splits it, so there the schedule's per-device limit decides.
+    double const weights = static_cast<double>(graph_->param_bytes());
+    double const need =
+        weights * (2 + exec::state_bytes_per_weight_byte(config_.optimizer)) +
+        static_cast<double>(graph_->activation_bytes_per_sample()) * static_cast<double>(config_.micro_batch_size());
+    if (need > static_cast<double>(options.import.max_memory_bytes))
+      return infeasible("training " + model_.name + " at micro-batch " + std::to_string(config_.micro_batch_size()) +
+                        " needs about " + format_bytes(static_cast<int64_t>(need)) +
+                        ", more than the memory limit of " + format_bytes(options.import.max_memory_bytes) +
+                        " (--max-memory, by default the machine's available memory): lower batch or micro_batches, "
+                        "or train a pipeline over more devices");
+  }
+  if (backend_name_ != "cpu") {
+    RETURN_IF_ERROR(check_graph_supported(backend_name_, *graph_));
+    std::string why;
+    if (gpu_count(&why) == 0) return unsupported(why);  // before any profiling or planning
+  }
+  RETURN_IF_ERROR(pipeline ? start_pipeline(options) : start_single(options));
+  return resume();
+}
+
+Status TrainingSession::start_single(TrainOptions const&) {
+  memory_ = std::make_unique<exec::CountingAllocator>();
+  exec::ScopedThreadAllocator scoped(*memory_);
+  ASSIGN_OR_RETURN(backend_, make_backend(backend_name_, 0));
+  ASSIGN_OR_RETURN(auto data, exec::make_data_source(config_.data, *graph_, config_.loss, config_.seed));
+  std::string const data_desc = data->describe();
+  ASSIGN_OR_RETURN(trainer_, exec::Trainer::create(config_, *graph_, *backend_, std::move(data)));
+  spdlog::info("model {}: {}", model_.name, exec::describe(trainer_->executor().plan(), *graph_));
+  spdlog::info("training on {}: {} steps, batch {} in {} micro-batches, {} lr {}, loss {}, data {}", backend_->name(),
+               config_.steps, config_.batch, config_.micro_batches, exec::optimizer_kind_name(config_.optimizer.kind),
+               config_.optimizer.lr, exec::loss_kind_name(config_.loss), data_desc);
+  return Status::ok();
+}
+
+Status TrainingSession::start_pipeline(TrainOptions const& options) {
+  exec::RuntimeOptions ro;
+  ro.worker.timeout_s = options.timeout_s > 0 ? options.timeout_s : config_.pipeline.timeout_s;
+  ro.threads_per_worker = static_cast<int>(config_.pipeline.threads_per_worker);
+  if (!options.fault.empty()) {
+    ASSIGN_OR_RETURN(ro.worker.fault, exec::parse_fault(options.fault));
+  }
+  ASSIGN_OR_RETURN(int64_t memory, partition::parse_bytes(config_.pipeline.memory));
+  ro.worker.memory_limit_bytes = memory;
+
+  devices_ = options.devices;
+  if (devices_ == 0 && options.plan) devices_ = options.plan->num_devices;
+  if (mpi_ && devices_ == 0) devices_ = ranks_;
+  if (mpi_ && devices_ != ranks_)
+    return invalid_argument("--devices " + std::to_string(devices_) + " but mpirun started " + std::to_string(ranks_) +
+                            " ranks: one rank per device (mpirun -np " + std::to_string(devices_) + ")");
+  if (devices_ == 0) devices_ = 2;
+
+  TrainingPlanContext context;
+  context.devices = devices_;
+  context.backend = backend_name_;
+  context.mpi = mpi_;
+  context.ordered_transport = mpi_ && backend_name_ == "cuda";
+  context.timeout_s = config_.pipeline.timeout_s;
+  context.plan = options.plan;
+  ASSIGN_OR_RETURN(TrainingPlan planned, plan_training(config_, model_, graph_, context));
+  planned_ = std::move(planned);
+  partition::Plan const& plan = planned_->plan;
+  schedule::Schedule const& sched = planned_->schedule;
+  if (is_lead()) {
+    std::string recompute;
+    for (auto const& stage : plan.stages)
+      if (stage.recompute) recompute += (recompute.empty() ? "; recompute: s" : ",s") + std::to_string(stage.id);
+    spdlog::info("plan: {} stages on {} devices ({}), micro-batch {} x {}; schedule: {}{}", plan.stages.size(),
+                 plan.num_devices, plan.planner, plan.micro_batch, plan.num_micro_batches, sched.policy, recompute);
+  }
+  if (backend_name_ != "cpu" && !mpi_) {
+    // Worker threads on the GPUs of this machine, round robin (several workers may share one).
+    std::string why;
+    int const gpus = gpu_count(&why);
+    if (gpus == 0) return unsupported(why);
+    if (is_lead() && gpus < devices_)
+      spdlog::warn("{} workers share {} GPUs (worker d runs on GPU d mod {})", devices_, gpus, gpus);
+    std::string const name = backend_name_;
+    ro.make_backend = [name, gpus](int device) { return make_backend(name, device % gpus); };
+  } else if (!mpi_) {
+    ro.make_backend = [](int) { return make_backend("cpu", 0); };
+  }
+  if (mpi_) {
+    ASSIGN_OR_RETURN(
+        comm_, make_rank_communicator(backend_name_, plan, sched, exec::run_fingerprint(plan, sched, config_), ro));
+    if (!ro.make_backend) ro.make_backend = [](int) { return make_backend("cpu", 0); };
+    ASSIGN_OR_RETURN(runtime_, exec::Runtime::create_rank(config_, *graph_, plan, sched, *comm_, ro));
+  } else {
+    ASSIGN_OR_RETURN(runtime_, exec::Runtime::create_threads(config_, *graph_, plan, sched, ro));
+  }
+  if (is_lead())
+    spdlog::info("training on {} {}: {} steps, batch {} in {} micro-batches, {} lr {}, loss {}", devices_,
+                 mpi_ ? "MPI ranks" : "worker threads", config_.steps, config_.batch, config_.micro_batches,
+                 exec::optimizer_kind_name(config_.optimizer.kind), config_.optimizer.lr,
+                 exec::loss_kind_name(config_.loss));
+  return Status::ok();
+}
+
+Status TrainingSession::resume() {
+  exec::CheckpointConfig const& ck = config_.checkpoint;
+  bool const found = ck.resume && !ck.path.empty() && std::filesystem::exists(ck.path);
+  if (mpi_ && ranks_ > 1) {
+    // Every rank reads the checkpoint itself: all of them must see it, or none.
+    ASSIGN_OR_RETURN(std::vector<uint64_t> seen,
+                     allgather_from_ranks(found ? 1 : 0, config_.pipeline.timeout_s, "the checkpoint check"));
+    uint64_t n = 0;
+    for (uint64_t v : seen) n += v;
+    if (n > 0 && n < static_cast<uint64_t>(ranks_))
+      return invalid_argument("checkpoint '" + ck.path + "' exists on " + std::to_string(int(n)) + " of " +
+                              std::to_string(ranks_) +
+                              " ranks: put it where every rank reads it (a shared folder), or remove it");
+  }
+  if (!found) return Status::ok();
+  ASSIGN_OR_RETURN(exec::CheckpointState state, exec::load_checkpoint(ck.path));
+  if (runtime_) {
+    RETURN_IF_ERROR(runtime_->restore(state, ck.path));
+  } else {
+    exec::ScopedThreadAllocator scoped(*memory_);
+    RETURN_IF_ERROR(trainer_->restore(state, ck.path));
+  }
+  if (is_lead()) spdlog::info("resumed from {} at step {}", ck.path, steps_done());
+  return Status::ok();
+}
+
+Status TrainingSession::save_checkpoint() {
+  exec::CheckpointState state;
+  if (runtime_) {
+    ASSIGN_OR_RETURN(state, runtime_->checkpoint_state());  // collective under MPI
+  } else {
+    state = trainer_->checkpoint_state();
+  }
+  if (is_lead()) RETURN_IF_ERROR(exec::save_checkpoint(config_.checkpoint.path, state));
+  return Status::ok();
+}
+
+Status TrainingSession::run_steps(int64_t steps) {
+  std::ostream* progress = is_lead() ? progress_ : nullptr;
+  if (runtime_) return runtime_->run(steps, progress);
+  exec::ScopedThreadAllocator scoped(*memory_);
+  return trainer_->run(progress, steps);
+}
+
+Status TrainingSession::run(int64_t steps) {
+  int64_t const target = steps >= 0 ? std::min(config_.steps, steps_done() + steps) : config_.steps;
+  bool const checkpoints = !config_.checkpoint.path.empty();
+  // Steps in chunks of checkpoint.every (a checkpoint after each), or all at once.
+  int64_t const chunk = checkpoints && config_.checkpoint.every > 0 ? config_.checkpoint.every : target;
+  while (steps_done() < target) {
+    Status s = run_steps(std::min(chunk, target - steps_done()));
+    if (!s) return on_rank_error(s);
+    if (checkpoints && steps_done() < target) {
+      s = save_checkpoint();
+      if (!s) return on_rank_error(s);
+    }
+  }
+  if (checkpoints) return on_rank_error(save_checkpoint());
+  return Status::ok();
+}
+
+int64_t TrainingSession::steps_done() const { return runtime_ ? runtime_->steps_done() : trainer_->steps_done(); }
+
+std::vector<double> const& TrainingSession::losses() const {
+  return runtime_ ? runtime_->losses() : trainer_->losses();
+}
+
+double TrainingSession::samples_per_s() const {
+  return runtime_ ? runtime_->samples_per_s() : trainer_->samples_per_s();
+}
+
+std::vector<exec::DeviceMeasurement> TrainingSession::measurements() const {
+  if (runtime_) return runtime_->measurements();
+  exec::DeviceMeasurement m;
+  m.busy_fraction = 1;
+  m.peak_bytes = memory_->peak_bytes();
+  return {m};
+}
+
+int64_t TrainingSession::peak_saved_bytes() const { return trainer_ ? trainer_->executor().peak_saved_bytes() : 0; }
+
+Result<std::map<std::string, exec::Tensor>> TrainingSession::trained_tensors() {
+  if (runtime_) return runtime_->trained_tensors();
+  // Copies in the process's memory: they outlive the session and its allocator.
+  std::map<std::string, exec::Tensor> out;
+  for (auto const& [name, t] : trainer_->trained_tensors())
+    out.emplace(name, t.clone_to(exec::process_cpu_allocator()));
+  return out;
+}
+
+Status TrainingSession::export_onnx(std::string const& path) {
+  auto tensors = trained_tensors();  // collective under MPI
+  if (!tensors) return on_rank_error(tensors.status());
+  if (!is_lead()) return Status::ok();
+  RETURN_IF_ERROR(export_trained(model_, *tensors, path));
+  spdlog::info("trained model written to {}", path);
+  return Status::ok();
+}
+
+Status TrainingSession::write_trace(std::string const& path) {
+  if (!runtime_) return invalid_argument("--trace records a pipeline's workers: train on --devices 2 or more");
+  std::string const file = path + (mpi_ && ranks_ > 1 ? ".rank" + std::to_string(rank_) : "");
+  RETURN_IF_ERROR(
+      schedule::write_text_file(schedule::timeline_to_chrome_trace(runtime_->timeline(), "measured"), file));
+  if (is_lead())
+    spdlog::info("measured timeline of the last step: {}{}", path, mpi_ && ranks_ > 1 ? ".rankN (one per rank)" : "");
+  return Status::ok();
+}
+
+std::string TrainingSession::describe() const {
+  if (runtime_) return std::to_string(devices_) + (mpi_ ? " MPI ranks" : " worker threads") + " on " + backend_name_;
+  return backend_->name();
+}
+
+}  // namespace gp::session

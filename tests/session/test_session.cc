@@ -1,0 +1,228 @@
+// The training session is the flow the CLI, compare --train, the benches and the Python package
+// share: these tests pin what it must give (the single-device Trainer's result bit for bit on one
+// device, the single-device result on a pipeline, checkpoints that resume to the same weights, an
+// export that holds the trained weights) and that planning charges what it prices.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "exec/session/model_file.h"
+#include "exec/session/planning.h"
+#include "exec/session/registry.h"
+#include "exec/session/training.h"
+#include "graph/onnx_import.h"
+#include "partition/planner.h"
+#include "tests/runtime/runtime_fixtures.h"
+
+namespace gp::session {
+namespace {
+
+using exec::testing::config_for;
+using exec::testing::expect_close;
+using exec::testing::train_single;
+
+exec::TrainConfig zoo_config(std::string const& zoo, int64_t steps = 3) {
+  exec::TrainConfig c = config_for(models::Task::kClassification, 8, 2, steps);
+  c.model.zoo = zoo;
+  c.model.size = "tiny";
+  c.pipeline.cost = "analytic";
+  c.pipeline.planner = "balanced";
+  c.pipeline.memory = "1GiB";
+  return c;
+}
+
+std::string temp_path(std::string const& name) {
+  return (std::filesystem::temp_directory_path() / ("gp_session_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+std::unique_ptr<TrainingSession> make(exec::TrainConfig c, int devices) {
+  TrainOptions o;
+  o.devices = devices;
+  auto s = TrainingSession::create(std::move(c), o);
+  EXPECT_TRUE(s.is_ok()) << s.status().message();
+  return s.is_ok() ? std::move(s).value() : nullptr;
+}
+
+std::map<std::string, exec::Tensor> trained(TrainingSession& s) {
+  auto t = s.trained_tensors();
+  EXPECT_TRUE(t.is_ok()) << t.status().message();
+  return t.is_ok() ? *t : std::map<std::string, exec::Tensor>{};
+}
+
+TEST(TrainingSession, OneDeviceIsTheTrainerBitForBit) {
+  exec::TrainConfig const c = zoo_config("mlp");
+  auto s = make(c, 1);
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(s->pipeline());
+  ASSERT_TRUE(s->run().is_ok());
+  std::vector<double> losses;
+  auto const want = train_single(s->graph(), c, &losses);
+  EXPECT_EQ(s->losses(), losses);
+  EXPECT_EQ(expect_close(trained(*s), want, 0, 0, "one-device session"), 0.0);
+  ASSERT_EQ(s->measurements().size(), 1u);
+  EXPECT_GT(s->measurements()[0].peak_bytes, 0);
+}
+
+TEST(TrainingSession, APipelineTrainsTheSameModelAsOneDevice) {
+  exec::TrainConfig const c = zoo_config("inception");
+  auto s = make(c, 2);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->pipeline());
+  ASSERT_NE(s->plan(), nullptr);
+  EXPECT_EQ(s->plan()->plan.num_devices, 2);
+  ASSERT_TRUE(s->run().is_ok());
+  EXPECT_EQ(s->steps_done(), c.steps);
+  auto const want = train_single(s->graph(), c);
+  expect_close(trained(*s), want, 1e-4, 1e-6, "2-device session");
+  EXPECT_EQ(s->measurements().size(), 2u);
+}
+
+TEST(TrainingSession, AGivenPlanIsTrainedAsGiven) {
+  exec::TrainConfig const c = zoo_config("mlp", 2);
+  auto graph = std::make_shared<graph::OpGraph const>(*models::build_graph("mlp", models::Size::kTiny, c.seed));
+  auto plan = exec::testing::make_plan(graph, "pipedream", 2, c, false);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  TrainOptions o;
+  o.plan = *plan;
+  auto s = TrainingSession::create(c, o);
+  ASSERT_TRUE(s.is_ok()) << s.status().message();
+  EXPECT_EQ((*s)->devices(), 2);
+  EXPECT_EQ((*s)->plan()->plan.planner, plan->planner);
+  EXPECT_EQ((*s)->plan()->cost_name, "the given plan's");
+  ASSERT_TRUE((*s)->run().is_ok());
+}
+
+TEST(TrainingSession, ACheckpointResumesToTheSameWeights) {
+  for (int devices : {1, 2}) {
+    SCOPED_TRACE(devices);
+    exec::TrainConfig c = zoo_config("mlp", 4);
+    auto straight = make(c, devices);
+    ASSERT_TRUE(straight && straight->run().is_ok());
+    std::string const ck = temp_path("resume_" + std::to_string(devices) + ".gpck");
+    c.checkpoint.path = ck;
+    c.checkpoint.resume = true;
+    {
+      auto first = make(c, devices);
+      ASSERT_TRUE(first && first->run(2).is_ok());  // stops after 2 of 4 steps, checkpoint written
+      EXPECT_EQ(first->steps_done(), 2);
+    }
+    ASSERT_TRUE(std::filesystem::exists(ck));
+    auto resumed = make(c, devices);
+    ASSERT_TRUE(resumed);
+    EXPECT_EQ(resumed->steps_done(), 2);
+    ASSERT_TRUE(resumed->run().is_ok());
+    EXPECT_EQ(resumed->steps_done(), 4);
+    EXPECT_EQ(expect_close(trained(*resumed), trained(*straight), 0, 0, "resumed"), 0.0);
+    std::filesystem::remove(ck);
+  }
+}
+
+TEST(TrainingSession, TheExportHoldsTheTrainedWeights) {
+  exec::TrainConfig const c = zoo_config("mlp", 2);
+  auto s = make(c, 1);
+  ASSERT_TRUE(s && s->run().is_ok());
+  std::string const out = temp_path("export.onnx");
+  ASSERT_TRUE(s->export_onnx(out).is_ok());
+  auto back = graph::load_onnx(out);
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  auto const weights = trained(*s);
+  int checked = 0;
+  for (auto const& [name, t] : weights) {
+    auto id = back->find_tensor(name);
+    ASSERT_TRUE(id.has_value()) << name;
+    auto const& data = back->tensor(*id).data;
+    ASSERT_TRUE(data) << name;
+    ASSERT_EQ(data->bytes.size(), t.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(data->bytes.data(), t.raw(), t.nbytes()), 0) << name;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+  std::filesystem::remove(out);
+}
+
+TEST(TrainingSession, BadRequestsFailBeforeAnythingTrains) {
+  exec::TrainConfig c = zoo_config("mlp");
+  TrainOptions o;
+  o.backend = "tpu";
+  EXPECT_EQ(TrainingSession::create(c, o).status().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.launcher = "slurm";
+  EXPECT_EQ(TrainingSession::create(c, o).status().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.devices = 3;
+  c.pipeline.plan = "";
+  auto plan = exec::testing::make_plan(
+      std::make_shared<graph::OpGraph const>(*models::build_graph("mlp", models::Size::kTiny, c.seed)), "balanced", 2,
+      c, false);
+  ASSERT_TRUE(plan.is_ok());
+  o.plan = *plan;
+  auto s = TrainingSession::create(c, o);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.status().message().find("the plan is for 2 devices, not 3"), std::string::npos) << s.status().message();
+  c.model.zoo = "no-such-model";
+  EXPECT_FALSE(TrainingSession::create(c, {}).is_ok());
+}
+
+TEST(Planning, StagesCarryTheUpdateTheProblemPrices) {
+  ProblemSpec spec;
+  spec.graph = std::make_shared<graph::OpGraph const>(*models::build_graph("inception", models::Size::kTiny, 1));
+  spec.devices = 2;
+  spec.memory = "1GiB";
+  spec.batch = 8;
+  spec.micro_batch = 4;
+  spec.update_seconds_per_weight_byte = 1e-9;
+  auto p = build_problem(spec);
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  for (char const* planner : {"gpp", "pipedream", "balanced"}) {
+    auto plan = partition::plan_with(planner, *p);
+    ASSERT_TRUE(plan.is_ok()) << planner << ": " << plan.status().message();
+    for (auto const& s : plan->stages)
+      EXPECT_DOUBLE_EQ(s.update_s, static_cast<double>(s.weight_bytes) * 1e-9) << planner;
+  }
+}
+
+TEST(Planning, ProblemSpecErrorsNameTheFix) {
+  ProblemSpec spec;
+  EXPECT_NE(build_problem(spec).status().message().find("give a model.onnx"), std::string::npos);
+  spec.graph = std::make_shared<graph::OpGraph const>(*models::build_graph("mlp", models::Size::kTiny, 1));
+  EXPECT_NE(build_problem(spec).status().message().find("--devices"), std::string::npos);
+  spec.devices = 2;
+  spec.batch = 10;
+  spec.micro_batch = 4;
+  EXPECT_NE(build_problem(spec).status().message().find("not divisible"), std::string::npos);
+}
+
+TEST(ModelFile, AZooModelIsReadInMemoryAndLoadsLikeItsFile) {
+  exec::ModelConfig m;
+  m.zoo = "mlp";
+  auto file = read_model(m, 3);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  EXPECT_TRUE(file->path.empty());
+  EXPECT_NE(file->hash, 0u);
+  auto g = load_graph(*file, {});
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  auto want = models::build_graph("mlp", models::Size::kTiny, 3);
+  ASSERT_TRUE(want.is_ok());
+  EXPECT_EQ(g->num_ops(), want->num_ops());
+  EXPECT_EQ(g->param_bytes(), want->param_bytes());
+  EXPECT_EQ(read_model_file("/no/such/model.onnx").status().code(), StatusCode::kNotFound);
+}
+
+TEST(Registry, BackendsAreNamedAndCheckedBeforeUse) {
+  EXPECT_TRUE(check_backend_name("cpu").is_ok());
+  EXPECT_FALSE(check_backend_name("tpu").is_ok());
+  auto cpu = make_backend("cpu", 0);
+  ASSERT_TRUE(cpu.is_ok());
+  auto g = models::build_graph("mlp", models::Size::kTiny, 1);
+  ASSERT_TRUE(g.is_ok());
+  EXPECT_TRUE(check_graph_supported("cpu", *g).is_ok());
+  EXPECT_FALSE(cpu_op_types().empty());
+}
+
+}  // namespace
+}  // namespace gp::session
