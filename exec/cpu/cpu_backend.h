@@ -12,6 +12,8 @@
 // - Dropout masks are a pure function of (OpCall::rng_seed, element index).
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,5 +53,11 @@ class CpuBackend final : public Backend {
   // The op types in the kernel table, sorted.
   static std::vector<std::string> op_types();
 };
+
+// A RuntimeOptions::make_backend that gives every device of a run its own CPU backend.
+inline std::function<Result<std::unique_ptr<Backend>>(int device)> cpu_backend_factory() {
+  return
+      [](int) -> Result<std::unique_ptr<Backend>> { return std::unique_ptr<Backend>(std::make_unique<CpuBackend>()); };
+}
 
 }  // namespace gp::exec

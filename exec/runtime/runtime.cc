@@ -101,11 +101,12 @@ Status Runtime::prepare(TrainConfig const& config, graph::OpGraph const& graph, 
 
 Status Runtime::build_worker(int device, Communicator& comm) {
   memory_.push_back(std::make_unique<CountingAllocator>());
-  if (options_.make_backend) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, options_.make_backend(device));
-    backends_.push_back(std::move(backend));
-  } else
-    backends_.push_back(std::make_unique<CpuBackend>());
+  if (!options_.make_backend)
+    return invalid_argument(
+        "RuntimeOptions::make_backend is empty: the runtime needs each device's backend "
+        "(the session layer's make_backend, or exec::cpu_backend_factory())");
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, options_.make_backend(device));
+  backends_.push_back(std::move(backend));
   if (!backends_.back()) return internal_error("no backend for device " + std::to_string(device));
   bool const on_gpu = backends_.back()->device().kind != DeviceKind::kCpu;
   if (hub_ && on_gpu) hub_->set_device_allocator(device, &backends_.back()->allocator());

@@ -19,7 +19,6 @@
 
 #include "exec/checkpoint.h"
 #include "exec/comm/communicator.h"
-#include "exec/cpu/cpu_backend.h"
 #include "exec/runtime/routing.h"
 #include "exec/runtime/worker.h"
 #include "exec/train_config.h"
@@ -31,7 +30,7 @@ namespace gp::exec {
 
 struct RuntimeOptions {
   WorkerOptions worker;
-  // The backend of each device's worker (e.g. CudaBackend::create on GPU d); empty: the CPU backend.
+  // The backend of each device's worker (e.g. CudaBackend::create on GPU d); required.
   std::function<Result<std::unique_ptr<Backend>>(int device)> make_backend;
   int threads_per_worker = 0;  // oneDNN/OpenMP threads per worker; 0: cores / workers in this process
   bool pin_cores = true;       // threads mode: workers on disjoint cores when they fit

@@ -28,6 +28,7 @@ struct Coverage {
 std::map<std::string, Tensor> train_pipeline(graph::OpGraph const& g, TrainConfig const& c, partition::Plan const& plan,
                                              schedule::Schedule const& sched, std::vector<double>* losses = nullptr) {
   RuntimeOptions o;
+  o.make_backend = cpu_backend_factory();
   o.worker.timeout_s = 30;
   o.threads_per_worker = 1;
   auto rt = Runtime::create_threads(c, g, plan, sched, o);
@@ -191,6 +192,7 @@ TEST(RuntimeEquivalence, LossesAndCheckpointsMatchOneDevice) {
   auto sched = schedule::build_schedule(*plan, schedule::Policy::kGraph1F1B, {4, 0});
   ASSERT_TRUE(sched.is_ok());
   RuntimeOptions o;
+  o.make_backend = cpu_backend_factory();
   o.threads_per_worker = 1;
   auto rt = Runtime::create_threads(half, *g, *plan, *sched, o);
   ASSERT_TRUE(rt.is_ok()) << rt.status().message();

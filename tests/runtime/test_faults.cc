@@ -41,6 +41,7 @@ int line_of(schedule::Schedule const& sched, int device, Op op, int nth = 0) {
 Status run_with(FaultCase const& s, FaultInjection fault, int64_t memory_limit = 0, double timeout = 5,
                 double* seconds = nullptr) {
   RuntimeOptions o;
+  o.make_backend = cpu_backend_factory();
   o.worker.timeout_s = timeout;
   o.worker.fault = fault;
   o.worker.memory_limit_bytes = memory_limit;
@@ -100,6 +101,7 @@ TEST(RuntimeFaults, AStalledPeerTimesOutWithAReport) {
   FaultCase const s = make_setup();
   int const line = line_of(s.schedule, 0, Op::kSend, 1);
   RuntimeOptions o;
+  o.make_backend = cpu_backend_factory();
   o.worker.timeout_s = 0.5;
   o.worker.fault = {0, line, FaultInjection::Kind::kStall};  // sleeps 3 x timeout in compute
   o.threads_per_worker = 1;
@@ -114,6 +116,7 @@ TEST(RuntimeFaults, AStalledPeerTimesOutWithAReport) {
 TEST(RuntimeFaults, BadCombinationsAreRefusedBeforeTraining) {
   FaultCase const s = make_setup();
   RuntimeOptions o;
+  o.make_backend = cpu_backend_factory();
   TrainConfig c = s.config;
   c.micro_batches = 2;
   auto r = Runtime::create_threads(c, *s.graph, s.plan, s.schedule, o);

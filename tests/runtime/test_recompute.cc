@@ -23,6 +23,7 @@ Trained train(graph::OpGraph const& g, TrainConfig const& c, partition::Plan con
   EXPECT_TRUE(sched.is_ok()) << sched.status().message();
   if (!sched.is_ok()) return out;
   RuntimeOptions o;
+  o.make_backend = cpu_backend_factory();
   o.worker.timeout_s = 30;
   o.threads_per_worker = 1;
   auto rt = Runtime::create_threads(c, g, plan, *sched, o);
