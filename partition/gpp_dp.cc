@@ -613,30 +613,6 @@ class Engine {
     return stored(Part::kNode, t, -1, q);
   }
 
-  static Frontier combine_max(Frontier const& a, Frontier const& b, int devices) {
-    // Depths are those of a and b, so the table needs only their largest (not one per device).
-    int top = 0;
-    for (Point x : a) top = std::max(top, x.depth);
-    for (Point y : b) top = std::max(top, y.depth);
-    top = std::min(top, devices);
-    std::vector<int> best(top + 1, std::numeric_limits<int>::max());
-    for (Point x : a) {
-      for (Point y : b) {
-        int const d = std::max(x.depth, y.depth), n = x.devices + y.devices;
-        if (d <= top && n <= devices && n < best[d]) best[d] = n;
-      }
-    }
-    Frontier f;
-    int least = std::numeric_limits<int>::max();
-    for (int d = 0; d <= top; ++d) {
-      if (best[d] < least) {
-        least = best[d];
-        f.push_back({d, best[d]});
-      }
-    }
-    return f;
-  }
-
   // A Parallel node's children side by side at downstream depth q, as consecutive groups: a group
   // of one child is that child's own frontier, a group of several is one stage. Stores the prefix
   // frontiers [0, c) for c = 1..k and the node's frontier (c = k, which includes all children as one
