@@ -17,6 +17,87 @@ std::string seconds_text(double s) {
   return buf;
 }
 
+// Every search of a micro-batch size ends long before this many steps (each an evaluation or a plan
+// priced); the cap only stops a search that a bug would keep going forever.
+constexpr int kMaxSearchSteps = 2000;
+
+// The search on tau at one micro-batch size for a target depth that only falls: the least tau at
+// which the DP reaches depth <= target lies in [lo, hi], and `found` is the plan at hi.
+struct DepthSearch {
+  DepthSearch(int first_target, double floor) : target(first_target), lo(floor) {}
+
+  // Whether the least tau of the target is known: found at hi, nothing below it (lo == hi).
+  bool settled() const { return found && !(lo < hi); }
+
+  // The tau to evaluate next. `beating` is the largest tau at which a plan of the target depth still
+  // beats the best plan (infinite when there is none yet).
+  double next_probe(double beating) {
+    if (std::isinf(hi) && !std::isinf(beating)) {
+      // One probe there either starts the bisection or shows the target hopeless (lo moves past it).
+      return std::max(beating, lo);
+    }
+    if (std::isinf(hi)) {
+      // Grow from the lower end until feasible (cheap while tau is small): small steps first, as
+      // evaluations far above the optimum prune little and cost the most.
+      double const factor = grow == 0 ? 1.0 : grow < 4 ? 1.1 : 4.0;
+      double const tau = grow < 16 ? std::max(lo, 1e-300) * factor : std::numeric_limits<double>::infinity();
+      ++grow;
+      return tau;
+    }
+    if (below_hi) {
+      // One probe below the plan just found either ends the search (lo jumps to hi) or finds a
+      // plan at a smaller tau; bisection takes many probes to close the last gap.
+      return std::max(lo, std::nextafter(hi, 0.0));
+    }
+    double const tau = lo + (hi - lo) / 2;
+    return tau < hi ? tau : lo;
+  }
+
+  // Takes the evaluation at `tau`; false when even an infinite tau has no plan of the target depth.
+  bool record(double tau, Engine::Eval ev) {
+    bool const probed_below = below_hi;
+    below_hi = false;
+    if (!std::isinf(tau)) history.push_back(ev);
+    if (ev.feasible && ev.depth <= target) {
+      hi = ev.tau_used;
+      found = std::move(ev);
+      below_hi = !probed_below;
+    } else if (std::isinf(tau)) {
+      return false;
+    } else {
+      lo = std::min(ev.tau_next, hi);
+    }
+    return true;
+  }
+
+  // Starts on the current target from the bounds that the evaluations so far already give: a
+  // feasible one's depth holds on [tau_used, tau_next) (a smaller tau only removes options, and the
+  // plan found still meets it), and an infeasible or deeper result holds below tau_next.
+  void restart() {
+    found.reset();
+    hi = std::numeric_limits<double>::infinity();
+    grow = 1;
+    for (Engine::Eval const& e : history) {
+      if (e.feasible && e.depth <= target && e.tau_used < hi) {
+        hi = e.tau_used;
+        found = e;
+      }
+    }
+    for (Engine::Eval const& e : history) {
+      if (!(e.feasible && e.depth <= target)) lo = std::max(lo, std::min(e.tau_next, hi));
+    }
+    below_hi = found.has_value();
+  }
+
+  int target;
+  double lo;
+  double hi = std::numeric_limits<double>::infinity();
+  std::optional<Engine::Eval> found;  // depth <= target, tau_used == hi
+  int grow = 0;                       // probes so far that grew tau from lo without a plan
+  bool below_hi = false;              // probe just below hi next: the plan found there is often the least
+  std::vector<Engine::Eval> history;  // every evaluation at a finite tau
+};
+
 }  // namespace
 
 Status search_tree(Problem const& p, SpTree const& tree, std::string const& chain, PlannerOptions const& options,
@@ -94,80 +175,33 @@ Status search_tree(Problem const& p, SpTree const& tree, std::string const& chai
     // this b is min over depths d of (m + d - 1) * b * tau_d with tau_d the least tau reaching
     // depth <= d. So search tau_d for target = every depth (tau_min), then for one less than the
     // depth found each time, while some depth can still beat the best plan from tau_d's lower end.
-    int target = p.cluster.size();
-    double lo = floors[bi];
-    double hi = std::numeric_limits<double>::infinity();
-    std::optional<Engine::Eval> found;  // depth <= target, tau_used == hi
-    int grow = 0;
-    bool below_hi = false;  // probe just below hi next: the plan found there is often the least
-    // Every evaluation so far: its depth holds on [tau_used, tau_next) (a smaller tau only removes
-    // options, and the plan found still meets it), and an infeasible or deeper result holds below
-    // tau_next. A new target starts from the bounds they already give, not from scratch.
-    std::vector<Engine::Eval> history;
-    auto restart = [&] {
-      found.reset();
-      hi = std::numeric_limits<double>::infinity();
-      grow = 1;
-      for (Engine::Eval const& e : history) {
-        if (e.feasible && e.depth <= target && e.tau_used < hi) {
-          hi = e.tau_used;
-          found = e;
-        }
-      }
-      for (Engine::Eval const& e : history) {
-        if (!(e.feasible && e.depth <= target)) lo = std::max(lo, std::min(e.tau_next, hi));
-      }
-      below_hi = found.has_value();
+    DepthSearch search(p.cluster.size(), floors[bi]);
+    // The largest tau at which a plan of depth `target` still beats the best plan.
+    auto beating_tau = [&](int target) {
+      if (!best) return std::numeric_limits<double>::infinity();
+      double const d = exact_depth ? target : 1;
+      return inc.bound() * (1 + 1e-9) / ((static_cast<double>(p.batch / b) + d - 1) * static_cast<double>(b));
     };
     int evaluations = 0;
     auto const b_start = Clock::now();
-    for (int iter = 0; iter < 2000; ++iter) {
+    for (int step = 0; step < kMaxSearchSteps; ++step) {
       RETURN_IF_ERROR(check_time());
-      while (target >= d_min && !beats_best(std::max(lo, engine.tau_for_depth(target)), b, target)) --target;
-      if (target < d_min || (!exact_depth && !beats_best(lo, b, 1))) break;
-      if (found && found->depth > target) restart();
-      if (!found || lo < hi) {
-        double tau;
-        if (std::isinf(hi) && best) {
-          // The largest tau at which a plan of depth `target` still beats the best plan: one probe
-          // there either starts the bisection or shows the target hopeless (lo moves past the cap).
-          double const d = exact_depth ? target : 1;
-          tau = inc.bound() * (1 + 1e-9) / ((static_cast<double>(p.batch / b) + d - 1) * static_cast<double>(b));
-          tau = std::max(tau, lo);
-        } else if (std::isinf(hi)) {
-          // Grow from the lower end until feasible (cheap while tau is small): small steps first, as
-          // evaluations far above the optimum prune little and cost the most.
-          double const factor = grow == 0 ? 1.0 : grow < 4 ? 1.1 : 4.0;
-          tau = grow < 16 ? std::max(lo, 1e-300) * factor : std::numeric_limits<double>::infinity();
-          ++grow;
-        } else if (below_hi) {
-          // One probe below the plan just found either ends the search (lo jumps to hi) or finds a
-          // plan at a smaller tau; bisection takes many probes to close the last gap.
-          tau = std::max(lo, std::nextafter(hi, 0.0));
-        } else {
-          tau = lo + (hi - lo) / 2;
-          if (!(tau < hi)) tau = lo;
-        }
-        bool const probed_below = below_hi;
-        below_hi = false;
+      while (search.target >= d_min &&
+             !beats_best(std::max(search.lo, engine.tau_for_depth(search.target)), b, search.target))
+        --search.target;
+      if (search.target < d_min || (!exact_depth && !beats_best(search.lo, b, 1))) break;
+      if (search.found && search.found->depth > search.target) search.restart();
+      if (!search.settled()) {
+        double const tau = search.next_probe(beating_tau(search.target));
         Engine::Eval ev = engine.evaluate(tau);
         ++evaluations;
         if (engine.expired()) RETURN_IF_ERROR(check_time());
-        if (!std::isinf(tau)) history.push_back(ev);
-        if (ev.feasible && ev.depth <= target) {
-          hi = ev.tau_used;
-          found = std::move(ev);
-          below_hi = !probed_below;
-        } else if (std::isinf(tau)) {
-          break;
-        } else {
-          lo = std::min(ev.tau_next, hi);
-        }
-        if (!found || lo < hi) continue;
+        if (!search.record(tau, std::move(ev))) break;
+        if (!search.settled()) continue;
       }
       // found is the shallowest plan at the least tau reaching its depth: price it, then look for
       // a shallower plan at a larger tau.
-      std::vector<ChosenStage> chosen = found->stages;
+      std::vector<ChosenStage> chosen = search.found->stages;
       std::sort(chosen.begin(), chosen.end(),
                 [](ChosenStage const& x, ChosenStage const& y) { return x.ranges.lo1 < y.ranges.lo1; });
       std::vector<StageAssignment> stages;
@@ -189,13 +223,13 @@ Status search_tree(Problem const& p, SpTree const& tree, std::string const& chai
         ASSIGN_OR_RETURN(plan, assemble_plan(p, std::move(stages), b, "gpp"));
       }
       if (options.progress) {
-        options.progress("gpp: b=" + std::to_string(b) + " tau=" + seconds_text(hi) +
+        options.progress("gpp: b=" + std::to_string(b) + " tau=" + seconds_text(search.hi) +
                          "/sample depth=" + std::to_string(plan.depth) + " step=" + seconds_text(plan.step_time_s) +
                          " states=" + std::to_string(states + engine.states()));
       }
-      inc.offer(std::move(plan), hi);
-      target = found->depth - 1;  // the loop's head lowers it further while it cannot win
-      restart();
+      inc.offer(std::move(plan), search.hi);
+      search.target = search.found->depth - 1;  // the loop's head lowers it further while it cannot win
+      search.restart();
     }
     states += engine.states();
     double const b_seconds = std::chrono::duration<double>(Clock::now() - b_start).count();
