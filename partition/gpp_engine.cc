@@ -121,11 +121,10 @@ Level const& Engine::level(StageRef const& s, int l) const {
     if (p_.allow_recompute) {
       int64_t const samples = samples_per_replica(b_, cost_.replicas(l));
       int64_t const fixed = c.weight_bytes + c.optimizer_bytes;
-      int64_t const avail = p_.device_memory() - fixed - sum.activation_bytes_per_sample * samples;
-      int64_t const per = bytes * samples;
-      lv.max_in_flight_rc = avail < 0  ? 0
-                            : per <= 0 ? std::numeric_limits<int32_t>::max()
-                                       : static_cast<int>(std::min<int64_t>(avail / per, INT32_MAX));
+      // The stash holds every boundary byte per micro-batch in flight; one micro-batch's own
+      // activations are held once, while its forward is rerun.
+      lv.max_in_flight_rc = micro_batches_that_fit(p_.device_memory(),
+                                                   fixed + sum.activation_bytes_per_sample * samples, bytes * samples);
     }
   }
   return lv;

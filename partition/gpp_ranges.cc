@@ -166,11 +166,7 @@ double RangeCost::compute_s(int lo, int hi, int level) const {
 int RangeCost::max_in_flight(StageSums const& sums, int level) const {
   int64_t const samples = samples_per_replica(micro_batch_, replicas_[level]);
   int64_t const optimizer = static_cast<int64_t>(std::llround(p_->optimizer_bytes_per_weight_byte * sums.weight_bytes));
-  int64_t const avail = memory_ - sums.weight_bytes - optimizer;
-  if (avail < 0) return 0;
-  int64_t const per = sums.activation_bytes_per_sample * samples;
-  if (per <= 0) return std::numeric_limits<int32_t>::max();
-  return static_cast<int>(std::min<int64_t>(avail / per, std::numeric_limits<int32_t>::max()));
+  return micro_batches_that_fit(memory_, sums.weight_bytes + optimizer, sums.activation_bytes_per_sample * samples);
 }
 
 }  // namespace gp::partition
