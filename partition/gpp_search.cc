@@ -29,12 +29,16 @@ struct DepthSearch {
   // Whether the least tau of the target is known: found at hi, nothing below it (lo == hi).
   bool settled() const { return found && !(lo < hi); }
 
-  // The tau to evaluate next. `beating` is the largest tau at which a plan of the target depth still
-  // beats the best plan (infinite when there is none yet).
-  double next_probe(double beating) {
-    if (std::isinf(hi) && !std::isinf(beating)) {
+  // The tau to evaluate next. beating(d) is the largest tau at which a plan of depth d still beats
+  // the best plan (infinite when there is none yet); no depth below d_min can be reached.
+  template <typename Beating>
+  double next_probe(Beating const& beating, int d_min) {
+    if (std::isinf(hi) && !std::isinf(beating(target))) {
       // One probe there either starts the bisection or shows the target hopeless (lo moves past it).
-      return std::max(beating, lo);
+      // After probes that found no plan at all, the next leaps to a shallower depth's larger tau:
+      // the depths in between would each cost an evaluation only to be found hopeless one by one.
+      beating_probe = true;
+      return std::max(beating(std::max(d_min, target - leap + 1)), lo);
     }
     if (std::isinf(hi)) {
       // Grow from the lower end until feasible (cheap while tau is small): small steps first, as
@@ -57,6 +61,8 @@ struct DepthSearch {
   bool record(double tau, Engine::Eval ev) {
     bool const probed_below = below_hi;
     below_hi = false;
+    if (beating_probe) leap = ev.feasible ? 1 : 2 * leap;
+    beating_probe = false;
     if (!std::isinf(tau)) history.push_back(ev);
     if (ev.feasible && ev.depth <= target) {
       hi = ev.tau_used;
@@ -96,6 +102,8 @@ struct DepthSearch {
   int grow = 0;                       // probes so far that grew tau from lo without a plan
   bool below_hi = false;              // probe just below hi next: the plan found there is often the least
   std::vector<Engine::Eval> history;  // every evaluation at a finite tau
+  int leap = 1;                       // depths the next probe at a beating tau skips, plus one
+  bool beating_probe = false;         // the last probe was at a beating tau
 };
 
 }  // namespace
@@ -192,7 +200,7 @@ Status search_tree(Problem const& p, SpTree const& tree, std::string const& chai
       if (search.target < d_min || (!exact_depth && !beats_best(search.lo, b, 1))) break;
       if (search.found && search.found->depth > search.target) search.restart();
       if (!search.settled()) {
-        double const tau = search.next_probe(beating_tau(search.target));
+        double const tau = search.next_probe(beating_tau, d_min);
         Engine::Eval ev = engine.evaluate(tau);
         ++evaluations;
         if (engine.expired()) RETURN_IF_ERROR(check_time());
