@@ -190,7 +190,7 @@ class ChainDp {
     int64_t const w = wsum_[i] - wsum_[j];
     int64_t const fixed = w + static_cast<int64_t>(std::llround(p_.optimizer_bytes_per_weight_byte * w));
     int64_t const per_flight = (asum_[i] - asum_[j]) * samples_per_replica(b_, r);
-    return static_cast<double>(fixed) + static_cast<double>(per_flight) <= memory_;
+    return micro_batches_that_fit(static_cast<int64_t>(memory_), fixed, per_flight) >= 1;
   }
 
   // Stage D_i \ D_j on replicas_[ri] replicas; the same arithmetic as stage_cost.
@@ -221,16 +221,9 @@ class ChainDp {
     StageCost const cost = stage_cost_from_sums(p_, sums, replicas_[ri], b_, 1, m_);
     StageEval ev;
     ev.time_s = cost.time_s;
-    double const fixed = static_cast<double>(cost.weight_bytes + cost.optimizer_bytes);
-    double const per_flight = static_cast<double>(cost.activation_bytes);
-    double const memory = memory_;
-    if (fixed + per_flight > memory) {
-      ev.max_in_flight = 0;
-    } else if (per_flight <= 0) {
-      ev.max_in_flight = n_devices_;
-    } else {
-      ev.max_in_flight = static_cast<int>(std::min<double>(n_devices_, std::floor((memory - fixed) / per_flight)));
-    }
+    ev.max_in_flight =
+        std::min(n_devices_, micro_batches_that_fit(static_cast<int64_t>(memory_),
+                                                    cost.weight_bytes + cost.optimizer_bytes, cost.activation_bytes));
     return ev;
   }
 

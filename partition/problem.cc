@@ -110,6 +110,13 @@ int64_t samples_per_replica(int64_t micro_batch, int replicas) {
   return (micro_batch + replicas - 1) / replicas;
 }
 
+int micro_batches_that_fit(int64_t memory, int64_t fixed_bytes, int64_t per_micro_batch) {
+  int64_t const avail = memory - fixed_bytes;
+  if (avail < 0) return 0;
+  if (per_micro_batch <= 0) return std::numeric_limits<int32_t>::max();
+  return static_cast<int>(std::min<int64_t>(avail / per_micro_batch, std::numeric_limits<int32_t>::max()));
+}
+
 namespace {
 
 // Membership marks reused across calls (stage_cost is called very often).

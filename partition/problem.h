@@ -130,6 +130,11 @@ StageCost stage_cost_on(Problem const& p, std::vector<int> const& nodes, std::ve
                         int64_t micro_batch, int in_flight, int64_t num_micro_batches, bool recompute = false);
 // Samples each replica runs: ceil(micro_batch / replicas); 0 when replicas > micro_batch.
 int64_t samples_per_replica(int64_t micro_batch, int replicas);
+// How many micro-batches fit in `memory` on a device that also holds `fixed_bytes` once (weights,
+// optimizer state, anything not per micro-batch) when each micro-batch holds `per_micro_batch`
+// bytes: 0 when not even the fixed bytes fit, INT32_MAX when a micro-batch holds nothing. The one
+// memory rule of the planners' in-flight counts: a stage fits at in-flight q when this is >= q.
+int micro_batches_that_fit(int64_t memory, int64_t fixed_bytes, int64_t per_micro_batch);
 // stage_cost from sums taken at samples_per_replica(micro_batch, replicas) samples.
 StageCost stage_cost_from_sums(Problem const& p, StageSums const& sums, int replicas, int64_t micro_batch,
                                int in_flight, int64_t num_micro_batches, bool recompute = false);
