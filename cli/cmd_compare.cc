@@ -9,10 +9,9 @@
 
 #include "cli/commands.h"
 #include "cli/partition_problem.h"
-#include "exec/optimizer.h"
 #include "exec/runtime/threads.h"
 #include "exec/session/model_file.h"
-#include "exec/session/registry.h"
+#include "exec/session/planning.h"
 #include "exec/session/training.h"
 #include "graph/onnx_import.h"
 #include "partition/planner.h"
@@ -71,13 +70,6 @@ Result<Trained> train(Options const& o, TrainModel const& model, std::optional<p
   return Trained{what, plan ? s->plan()->simulation.samples_per_s : predicted, s->samples_per_s()};
 }
 
-// The optimizer's update rate under one worker's thread budget, for the planners to price STEP.
-Result<double> update_rate(Options const& o, int threads) {
-  exec::ScopedThreadBudget budget(threads);
-  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend, session::make_backend("cpu", 0));
-  return exec::measure_update_seconds_per_byte(*backend, train_config(o, 1, 1).optimizer);
-}
-
 // GPP's plan, the best sequential plan and one worker, trained here: measured next to predicted.
 Status train_and_report(Options const& o, TrainModel const& model, std::optional<partition::Plan> const* plans) {
   int best_seq = -1;
@@ -95,7 +87,8 @@ Status train_and_report(Options const& o, TrainModel const& model, std::optional
   one_flags.devices = 1;
   one_flags.cluster.clear();
   one_flags.graph = model.graph;
-  ASSIGN_OR_RETURN(one_flags.update_seconds_per_weight_byte, update_rate(o, exec::thread_budget()));
+  ASSIGN_OR_RETURN(one_flags.update_seconds_per_weight_byte,
+                   session::measure_update_rate("cpu", train_config(o, 1, 1).optimizer, exec::thread_budget()));
   ASSIGN_OR_RETURN(partition::Problem one, build_problem(one_flags));
   ASSIGN_OR_RETURN(partition::Plan one_plan, partition::plan_with("gpp", one, {}));
   ASSIGN_OR_RETURN(schedule::Schedule sched, schedule::build_schedule(one_plan, schedule::Policy::k1F1B));
@@ -125,14 +118,12 @@ Status run(Options const& o) {
     ASSIGN_OR_RETURN(graph::ImportOptions import, import_options());
     ASSIGN_OR_RETURN(graph::OpGraph g, session::load_graph(model.file, import));
     model.graph = std::make_shared<graph::OpGraph const>(std::move(g));
-    for (auto const& t : model.graph->tensors())
-      if (t.role == graph::TensorRole::kWeight && !t.data)
-        return invalid_argument("--train needs a model with weights: '" + flags.model +
-                                "' was exported shape-only (export it without --shape-only)");
+    RETURN_IF_ERROR(session::check_weights_loaded(*model.graph, flags.model).with_context("--train"));
     flags.graph = model.graph;  // the planners plan the graph that trains
     int const workers = flags.devices > 0 ? flags.devices : 1;
     ASSIGN_OR_RETURN(flags.update_seconds_per_weight_byte,
-                     update_rate(o, std::max(1, exec::available_cores() / workers)));
+                     session::measure_update_rate("cpu", train_config(o, 1, 1).optimizer,
+                                                  std::max(1, exec::available_cores() / workers)));
   }
   ASSIGN_OR_RETURN(partition::Problem p, build_problem(flags));
   char const* const planners[] = {"gpp", "pipedream", "piper", "balanced"};

@@ -99,13 +99,6 @@ graph::MeasuredProfile measured_profile(graph::OpGraph const& g, int threads, in
   return check(exec::profile_graph(g, *be, po), "profile");
 }
 
-// The optimizer's update under a worker's thread budget, priced at STEP by the planners.
-double update_rate(exec::TrainConfig const& c, int threads) {
-  exec::ScopedThreadBudget budget(threads);
-  auto be = check(session::make_backend("cpu", 0), "backend");
-  return check(exec::measure_update_seconds_per_byte(*be, c.optimizer), "update");
-}
-
 partition::Plan plan_for(std::shared_ptr<graph::OpGraph const> g, graph::MeasuredProfile const& profile,
                          std::string const& planner, int devices, exec::TrainConfig const& c, int threads,
                          bool replication = true) {
@@ -121,7 +114,7 @@ partition::Plan plan_for(std::shared_ptr<graph::OpGraph const> g, graph::Measure
   spec.recompute = "never";
   spec.no_replication = !replication;
   spec.optimizer_bytes_per_weight_byte = exec::state_bytes_per_weight_byte(c.optimizer);
-  spec.update_seconds_per_weight_byte = update_rate(c, threads);
+  spec.update_seconds_per_weight_byte = check(session::measure_update_rate("cpu", c.optimizer, threads), "update");
   auto p = check(session::build_problem(spec), "problem");
   return check(partition::plan_with(planner, p), planner);
 }

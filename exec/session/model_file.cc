@@ -36,6 +36,14 @@ Result<graph::OpGraph> load_graph(ModelFile const& model, graph::ImportOptions c
   return graph::load_onnx_bytes(model.bytes, model.name, options, model.path);
 }
 
+Status check_weights_loaded(graph::OpGraph const& graph, std::string const& name) {
+  for (auto const& t : graph.tensors())
+    if (t.role == graph::TensorRole::kWeight && !t.data)
+      return invalid_argument("training needs a model with weights: '" + name +
+                              "' was exported shape-only (export it without --shape-only)");
+  return Status::ok();
+}
+
 Status export_trained(ModelFile const& model, std::map<std::string, exec::Tensor> const& tensors,
                       std::string const& out_path) {
   std::map<std::string, graph::TensorData> values;

@@ -26,6 +26,8 @@ Result<ModelFile> read_model_file(std::string const& path);
 // The configured model: model.path, or the zoo model built with `seed` in memory.
 Result<ModelFile> read_model(exec::ModelConfig const& config, uint64_t seed);
 Result<graph::OpGraph> load_graph(ModelFile const& model, graph::ImportOptions const& options);
+// Ok when every weight of `graph` holds its values; a model exported shape-only cannot train.
+Status check_weights_loaded(graph::OpGraph const& graph, std::string const& name);
 // The model with the named initializers replaced by `tensors` (host or device), written atomically.
 Status export_trained(ModelFile const& model, std::map<std::string, exec::Tensor> const& tensors,
                       std::string const& out_path);

@@ -109,6 +109,12 @@ Result<std::string> cache_dir() {
   return dir.string();
 }
 
+Result<double> measure_update_rate(std::string const& backend, exec::OptimizerConfig const& optimizer, int threads) {
+  exec::ScopedThreadBudget budget(threads);
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> b, make_backend(backend, 0));
+  return exec::measure_update_seconds_per_byte(*b, optimizer);
+}
+
 int worker_threads(exec::TrainConfig const& config, int devices, bool mpi) {
   if (config.pipeline.threads_per_worker > 0) return static_cast<int>(config.pipeline.threads_per_worker);
   if (mpi) return exec::rank_thread_budget();
@@ -167,9 +173,7 @@ Result<Measured> measure(exec::TrainConfig const& config, ModelFile const& model
                          int threads, std::string const& backend_name) {
   Measured m;
   ASSIGN_OR_RETURN(m.profile, measured_profile(model, graph, threads, config.micro_batch_size(), backend_name));
-  exec::ScopedThreadBudget budget(threads);
-  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend, make_backend(backend_name, 0));
-  ASSIGN_OR_RETURN(m.update_seconds_per_weight_byte, exec::measure_update_seconds_per_byte(*backend, config.optimizer));
+  ASSIGN_OR_RETURN(m.update_seconds_per_weight_byte, measure_update_rate(backend_name, config.optimizer, threads));
   return m;
 }
 

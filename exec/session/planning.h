@@ -73,6 +73,10 @@ Result<TrainingPlan> plan_training(exec::TrainConfig const& config, ModelFile co
                                    std::shared_ptr<graph::OpGraph const> const& graph,
                                    TrainingPlanContext const& context);
 
+// The optimizer's update in seconds per weight byte, measured on `backend` under `threads` compute
+// threads (one worker's budget): what the planners price STEP at.
+Result<double> measure_update_rate(std::string const& backend, exec::OptimizerConfig const& optimizer, int threads);
+
 // Compute threads of one worker of a run over `devices` (config's threads_per_worker, the rank's
 // cores under MPI, or this process's cores shared by its workers).
 int worker_threads(exec::TrainConfig const& config, int devices, bool mpi);

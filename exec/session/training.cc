@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/units.h"
 #include "exec/autodiff.h"
 #include "exec/data.h"
 #include "exec/optimizer.h"
@@ -16,19 +17,6 @@
 #include "schedule/trace.h"
 
 namespace gp::session {
-
-namespace {
-
-std::string format_bytes(int64_t bytes) {
-  char b[32];
-  if (bytes >= int64_t{1} << 30)
-    std::snprintf(b, sizeof b, "%.2f GiB", static_cast<double>(bytes) / double(1 << 30));
-  else
-    std::snprintf(b, sizeof b, "%.1f MiB", static_cast<double>(bytes) / double(1 << 20));
-  return b;
-}
-
-}  // namespace
 
 TrainingSession::~TrainingSession() = default;
 
@@ -68,10 +56,7 @@ Status TrainingSession::start(TrainOptions const& options) {
     ASSIGN_OR_RETURN(graph::OpGraph loaded, load_graph(model_, options.import));
     graph_ = std::make_shared<graph::OpGraph const>(std::move(loaded));
   }
-  for (auto const& t : graph_->tensors())
-    if (t.role == graph::TensorRole::kWeight && !t.data)
-      return invalid_argument("training needs a model with weights: '" + model_.name +
-                              "' was exported shape-only (export it without --shape-only)");
+  RETURN_IF_ERROR(check_weights_loaded(*graph_, model_.name));
   if (options.import.max_memory_bytes > 0 && !pipeline) {
     // Weights, gradients, optimizer state and one micro-batch's activations: what one device holding
     // the whole model needs. A pipeline splits it, so there the schedule's per-device limit decides.
