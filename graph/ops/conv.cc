@@ -1,11 +1,25 @@
-// Convolutions: import-time inference (graph/ops/infer.h).
+// Convolutions: the check every backend runs (graph/ops/conv.h) and import-time inference
+// (graph/ops/infer.h).
+#include "graph/ops/conv.h"
+
 #include <algorithm>
 #include <limits>
 #include <numeric>
 
+#include "graph/ops/common.h"
 #include "graph/ops/registry.h"
 
 namespace gp::graph::ops {
+
+Status conv_check(Op const& op, OpGraph const& graph) {
+  RETURN_IF_ERROR(require_typed<ConvAttrs>(op));
+  auto const& w = graph.tensor(op.inputs.at(1)).shape;
+  if (w.rank() < 3 || w.rank() > 5)
+    return unsupported("Conv '" + op.name + "' has " + std::to_string(w.rank() - 2) +
+                       " spatial dims (1 to 3 supported)");
+  return Status::ok();
+}
+
 namespace {
 
 Result<Inferred> infer_conv(InferContext const& c) {
