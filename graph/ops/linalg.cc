@@ -1,4 +1,7 @@
-// Gemm, MatMul, Einsum: import-time inference (graph/ops/infer.h).
+// Gemm, MatMul, Einsum: MatMul's shape rule (graph/ops/linalg.h) and import-time inference
+// (graph/ops/infer.h).
+#include "graph/ops/linalg.h"
+
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -7,6 +10,36 @@
 #include "graph/ops/registry.h"
 
 namespace gp::graph::ops {
+
+Result<MatMulShapes> matmul_shapes(std::vector<int64_t> a, std::vector<int64_t> b) {
+  if (a.empty() || b.empty()) return invalid_argument("MatMul operands must have rank >= 1");
+  bool const a1 = a.size() == 1, b1 = b.size() == 1;
+  if (a1) a.insert(a.begin(), 1);
+  if (b1) b.push_back(1);
+  if (a.back() != b[b.size() - 2])
+    return invalid_argument("inner dimensions differ: " + dims_str(a) + " x " + dims_str(b));
+  MatMulShapes s;
+  s.fold = b.size() == 2 && !b1;
+  std::size_t const rank = std::max(a.size(), b.size());
+  a.insert(a.begin(), rank - a.size(), 1);
+  b.insert(b.begin(), rank - b.size(), 1);
+  std::vector<int64_t> batch(rank - 2);
+  for (std::size_t i = 0; i + 2 < rank; ++i) {
+    if (a[i] != b[i] && a[i] != 1 && b[i] != 1)
+      return invalid_argument("batch dims do not broadcast: " + dims_str(a) + " x " + dims_str(b));
+    batch[i] = a[i] == 1 ? b[i] : a[i];
+  }
+  s.a = a;
+  s.b = b;
+  s.y = batch;
+  s.y.push_back(a[rank - 2]);
+  s.y.push_back(b[rank - 1]);
+  s.out = batch;
+  if (!a1) s.out.push_back(a[rank - 2]);
+  if (!b1) s.out.push_back(b[rank - 1]);
+  return s;
+}
+
 namespace {
 
 Result<Inferred> infer_gemm(InferContext const& c) {
@@ -31,18 +64,10 @@ Result<Inferred> infer_gemm(InferContext const& c) {
 
 Result<Inferred> infer_matmul(InferContext const& c) {
   Inferred k;
-  Dims a = c.dims(0), b = c.dims(1);
-  bool const a1 = a.size() == 1, b1 = b.size() == 1;
-  if (a1) a.insert(a.begin(), 1);
-  if (b1) b.push_back(1);
-  if (a.back() != b[b.size() - 2])
-    return invalid_argument("inner dimensions differ: " + dims_str(c.dims(0)) + " x " + dims_str(c.dims(1)));
-  ASSIGN_OR_RETURN(Dims out, broadcast_dims(Dims(a.begin(), a.end() - 2), Dims(b.begin(), b.end() - 2)));
-  if (!a1) out.push_back(a[a.size() - 2]);
-  if (!b1) out.push_back(b.back());
+  ASSIGN_OR_RETURN(MatMulShapes const s, matmul_shapes(c.dims(0), c.dims(1)));
   k.typed = MatMulAttrs{};
   k.data_inputs = all_slots(c);
-  k.outs.push_back({c.dtype(0), out});
+  k.outs.push_back({c.dtype(0), s.out});
   return k;
 }
 
