@@ -387,6 +387,7 @@ Status Lowering::keep(RawNode const& n, std::vector<Val*> const& ins) {
   Op op;
   op.name = op_name(n);
   op.type = n.type;
+  op.def = def;
   op.domain = n.domain;
   op.attrs = n.attrs;
   op.typed = kept->typed;
