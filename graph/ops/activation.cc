@@ -1,5 +1,7 @@
-// Elementwise activations and math: import-time inference (graph/ops/infer.h).
+// Elementwise activations and math: import-time inference (graph/ops/infer.h) and constant
+// folding of Sqrt, Neg and Relu (graph/ops/fold.h).
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -94,14 +96,40 @@ Result<Inferred> infer_variadic(InferContext const& c) {
   return k;
 }
 
+Result<SymInt> neg_int(SymInt a, SymInt, bool, std::string_view) {
+  int64_t constexpr kMin = std::numeric_limits<int64_t>::min();
+  if (a.v == kMin || a.b == kMin) return shape_overflow();
+  return SymInt{-a.v, -a.b};
+}
+
+Result<SymInt> relu_int(SymInt a, SymInt c, bool any_batch, std::string_view type) {
+  if (any_batch) return no_int_fold(a, c, any_batch, type);
+  return SymInt{a.v > 0 ? a.v : 0, 0};
+}
+
+Result<Folded> fold_sqrt(FoldContext const& c) {
+  return fold_elementwise(
+      c, [](double a, double) { return std::sqrt(a); }, no_int_fold);
+}
+Result<Folded> fold_neg(FoldContext const& c) {
+  return fold_elementwise(
+      c, [](double a, double) { return -a; }, neg_int);
+}
+Result<Folded> fold_relu(FoldContext const& c) {
+  return fold_elementwise(
+      c, [](double a, double) { return a > 0 ? a : 0; }, relu_int);
+}
+
 }  // namespace
 
 void register_activation_ops(OpTable& t) {
-  for (char const* u :
-       {"Relu",     "Sigmoid",  "Tanh",      "Sqrt",  "Exp",  "Log",   "Neg",  "Abs",  "Erf",  "Reciprocal",
-        "Softplus", "Softsign", "HardSwish", "Sin",   "Cos",  "Tan",   "Asin", "Acos", "Atan", "Sinh",
-        "Cosh",     "Asinh",    "Acosh",     "Atanh", "Sign", "Floor", "Ceil", "Round"})
+  for (char const* u : {"Sigmoid",   "Tanh",  "Exp",   "Log",  "Abs",   "Erf",  "Reciprocal", "Softplus", "Softsign",
+                        "HardSwish", "Sin",   "Cos",   "Tan",  "Asin",  "Acos", "Atan",       "Sinh",     "Cosh",
+                        "Asinh",     "Acosh", "Atanh", "Sign", "Floor", "Ceil", "Round"})
     define(t, u, infer_plain_unary);
+  define(t, "Relu", {.infer = infer_plain_unary, .fold = fold_relu});
+  define(t, "Sqrt", {.infer = infer_plain_unary, .fold = fold_sqrt});
+  define(t, "Neg", {.infer = infer_plain_unary, .fold = fold_neg});
   define(t, "LeakyRelu", infer_leaky_relu);
   define(t, "Gelu", infer_gelu);
   for (char const* p : {"Elu", "Selu", "Celu", "HardSigmoid", "ThresholdedRelu"}) define(t, p, infer_parametric);
