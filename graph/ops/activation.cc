@@ -1,5 +1,5 @@
-// Elementwise activations and math: import-time inference (graph/ops/infer.h) and constant
-// folding of Sqrt, Neg and Relu (graph/ops/fold.h).
+// Elementwise activations and math: import-time inference (graph/ops/infer.h), constant folding
+// of Sqrt, Neg and Relu (graph/ops/fold.h) and cost (graph/ops/cost.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -123,19 +123,31 @@ Result<Folded> fold_relu(FoldContext const& c) {
 }  // namespace
 
 void register_activation_ops(OpTable& t) {
-  for (char const* u : {"Sigmoid",   "Tanh",  "Exp",   "Log",  "Abs",   "Erf",  "Reciprocal", "Softplus", "Softsign",
-                        "HardSwish", "Sin",   "Cos",   "Tan",  "Asin",  "Acos", "Atan",       "Sinh",     "Cosh",
-                        "Asinh",     "Acosh", "Atanh", "Sign", "Floor", "Ceil", "Round"})
-    define(t, u, infer_plain_unary);
-  define(t, "Relu", {.infer = infer_plain_unary, .fold = fold_relu});
-  define(t, "Sqrt", {.infer = infer_plain_unary, .fold = fold_sqrt});
-  define(t, "Neg", {.infer = infer_plain_unary, .fold = fold_neg});
-  define(t, "LeakyRelu", infer_leaky_relu);
-  define(t, "Gelu", infer_gelu);
-  for (char const* p : {"Elu", "Selu", "Celu", "HardSigmoid", "ThresholdedRelu"}) define(t, p, infer_parametric);
-  define(t, "Clip", infer_clip);
-  define(t, "PRelu", infer_prelu);
-  for (char const* v : {"Min", "Max", "Sum", "Mean"}) define(t, v, infer_variadic);
+  define(t, "Relu", elementwise_op(infer_plain_unary, {1, 1}, save_output0, fold_relu));
+  define(t, "Sigmoid", elementwise_op(infer_plain_unary, {4, 2}, save_output0));
+  define(t, "Tanh", elementwise_op(infer_plain_unary, {4, 2}, save_output0));
+  define(t, "Sqrt", elementwise_op(infer_plain_unary, {2, 2}, save_output0, fold_sqrt));
+  define(t, "Neg", elementwise_op(infer_plain_unary, {1, 1}, nullptr, fold_neg));
+  define(t, "Abs", elementwise_op(infer_plain_unary, {1, 1}));
+  for (char const* u : {"Sign", "Floor", "Ceil", "Round"}) define(t, u, elementwise_op(infer_plain_unary, {1, 0}));
+  // Transcendentals count 1.
+  for (char const* u : {"Exp", "Log", "Erf", "Reciprocal", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
+                        "Asinh", "Acosh", "Atanh"})
+    define(t, u, elementwise_op(infer_plain_unary, {1, 2}));
+  define(t, "Softplus", elementwise_op(infer_plain_unary, {3, 3}));
+  define(t, "Softsign", elementwise_op(infer_plain_unary, {3, 3}));
+  define(t, "HardSwish", elementwise_op(infer_plain_unary, {5, 5}));
+  define(t, "LeakyRelu", elementwise_op(infer_leaky_relu, {2, 2}, save_input0));
+  define(t, "Gelu", elementwise_op(infer_gelu, {8, 12}, save_input0));
+  define(t, "Elu", elementwise_op(infer_parametric, {3, 3}));
+  define(t, "Selu", elementwise_op(infer_parametric, {4, 4}));
+  define(t, "Celu", elementwise_op(infer_parametric, {5, 5}));
+  define(t, "HardSigmoid", elementwise_op(infer_parametric, {4, 2}));
+  define(t, "ThresholdedRelu", elementwise_op(infer_parametric, {1, 1}));
+  define(t, "Clip", elementwise_op(infer_clip, {2, 1}, save_input0));
+  define(t, "PRelu", elementwise_op(infer_prelu, {2, 4}, save_input0));
+  for (char const* v : {"Min", "Max", "Sum"}) define(t, v, elementwise_op(infer_variadic, {1, 1}));
+  define(t, "Mean", elementwise_op(infer_variadic, {2, 1}));
 }
 
 }  // namespace gp::graph::ops

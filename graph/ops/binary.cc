@@ -1,5 +1,5 @@
-// Broadcasting arithmetic: import-time inference (graph/ops/infer.h) and constant folding
-// (graph/ops/fold.h).
+// Broadcasting arithmetic: import-time inference (graph/ops/infer.h), constant folding
+// (graph/ops/fold.h) and cost (graph/ops/cost.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -95,11 +95,12 @@ Result<Folded> fold_pow(FoldContext const& c) {
 }  // namespace
 
 void register_binary_ops(OpTable& t) {
-  define(t, "Add", {.infer = infer_broadcast, .fold = fold_add});
-  define(t, "Sub", {.infer = infer_broadcast, .fold = fold_sub});
-  define(t, "Mul", {.infer = infer_broadcast, .fold = fold_mul});
-  define(t, "Div", {.infer = infer_broadcast, .fold = fold_div});
-  define(t, "Pow", {.infer = infer_broadcast, .fold = fold_pow});
+  // Add's gradient passes through unchanged (a sum where broadcast).
+  define(t, "Add", elementwise_op(infer_broadcast, {1, 0}, nullptr, fold_add));
+  define(t, "Sub", elementwise_op(infer_broadcast, {1, 1}, nullptr, fold_sub));
+  define(t, "Mul", elementwise_op(infer_broadcast, {1, 2}, save_inputs01, fold_mul));
+  define(t, "Div", elementwise_op(infer_broadcast, {1, 4}, save_inputs01, fold_div));
+  define(t, "Pow", elementwise_op(infer_broadcast, {2, 4}, save_inputs01, fold_pow));
 }
 
 }  // namespace gp::graph::ops

@@ -1,5 +1,5 @@
-// Pad, Tile, Trilu, GatherElements, ScatterElements, Resize: import-time inference (graph/ops/infer.h)
-// and the output shapes every backend shares (graph/ops/index.h).
+// Pad, Tile, Trilu, GatherElements, ScatterElements, Resize: import-time inference (graph/ops/infer.h),
+// the output shapes every backend shares (graph/ops/index.h) and cost (graph/ops/cost.h).
 #include "graph/ops/index.h"
 
 #include <algorithm>
@@ -347,13 +347,14 @@ Result<Inferred> infer_resize(InferContext const& c) {
 }  // namespace
 
 void register_index_ops(OpTable& t) {
-  define(t, "Pad", infer_pad);
-  define(t, "Tile", infer_tile);
-  define(t, "Trilu", infer_trilu);
-  define(t, "GatherElements", infer_gather_elements);
-  define(t, "ScatterElements", infer_scatter_elements);
-  define(t, "Scatter", infer_scatter_elements);  // opset 9-10 name of ScatterElements without reduction
-  define(t, "Resize", infer_resize);
+  define(t, "Pad", elementwise_op(infer_pad, {1, 1}));
+  define(t, "Tile", elementwise_op(infer_tile, {1, 1}));
+  define(t, "Trilu", elementwise_op(infer_trilu, {1, 1}));
+  define(t, "GatherElements", elementwise_op(infer_gather_elements, {1, 1}));
+  define(t, "ScatterElements", elementwise_op(infer_scatter_elements, {1, 1}));
+  // The opset 9-10 name of ScatterElements without reduction.
+  define(t, "Scatter", elementwise_op(infer_scatter_elements, {1, 1}));
+  define(t, "Resize", elementwise_op(infer_resize, {8, 8}));
 }
 
 }  // namespace gp::graph::ops

@@ -1,5 +1,5 @@
-// Gemm, MatMul, Einsum: MatMul's shape rule (graph/ops/linalg.h) and import-time inference
-// (graph/ops/infer.h).
+// Gemm, MatMul, Einsum: MatMul's shape rule (graph/ops/linalg.h), import-time inference
+// (graph/ops/infer.h) and cost (graph/ops/cost.h).
 #include "graph/ops/linalg.h"
 
 #include <algorithm>
@@ -100,12 +100,70 @@ Result<Inferred> infer_einsum(InferContext const& c) {
   return k;
 }
 
+// ---- cost: 2 * output elements * K forward; backward the same per operand that needs a gradient,
+// weight-grad for an operand without the batch dimension ----
+
+OpCost product_cost(CostContext const& c, int64_t k, double fwd_extra_per_output) {
+  OpCost r;
+  double const out_e = c.elems(c.output0());
+  if (k < 0) k = -k;
+  double const mm = 2 * out_e * static_cast<double>(k);
+  r.fwd_flops_per_sample = mm + fwd_extra_per_output * out_e;
+  for (TensorId operand : {c.input(0), c.input(1)}) {
+    if (c.needs_input_grad(operand)) {
+      r.bwd_flops_per_sample += mm;
+    } else if (c.needs_weight_grad(operand)) {
+      r.bwd_flops_per_sample += mm;
+      r.bwd_weight_flops_per_sample += mm;
+    }
+  }
+  return r;
+}
+
+// Plus the bias (or C scaled by beta): an addition per output element, and its gradient.
+OpCost gemm_cost(CostContext const& c) {
+  auto const& a = c.tensors[c.input(0)].shape.dims;
+  auto const* g = std::get_if<GemmAttrs>(&c.op.typed);
+  OpCost r = product_cost(c, (g && g->trans_a) ? a[0] : a[1], 1);
+  if (c.needs_weight_grad(c.input(2))) {
+    double const out_e = c.elems(c.output0());
+    r.bwd_flops_per_sample += out_e;
+    r.bwd_weight_flops_per_sample += out_e;
+  }
+  return r;
+}
+
+OpCost matmul_cost(CostContext const& c) { return product_cost(c, c.tensors[c.input(0)].shape.dims.back(), 0); }
+
+// 2 x the product of every label's size (the batch label counts once per sample); backward twice that.
+OpCost einsum_cost(CostContext const& c) {
+  OpCost r;
+  auto const* a = std::get_if<EinsumAttrs>(&c.op.typed);
+  std::vector<std::vector<int64_t>> dims;
+  std::vector<int64_t> ranks;
+  for (TensorId in : c.op.inputs)
+    if (in != kNoTensor) {
+      dims.push_back(c.tensors[in].shape.dims);
+      ranks.push_back(static_cast<int64_t>(dims.back().size()));
+    }
+  if (a == nullptr) return r;
+  auto spec = parse_einsum(a->equation, ranks);
+  auto sizes = spec.is_ok() ? einsum_label_sizes(*spec, dims) : Result<std::vector<int64_t>>(spec.status());
+  if (sizes.is_ok()) {
+    double p = 1;
+    for (int64_t d : *sizes) p *= d < 0 ? static_cast<double>(-d) : static_cast<double>(d);
+    r.fwd_flops_per_sample = (dims.size() > 1 ? 2 : 1) * p;
+    r.bwd_flops_per_sample = 2 * r.fwd_flops_per_sample;
+  }
+  return r;
+}
+
 }  // namespace
 
 void register_linalg_ops(OpTable& t) {
-  define(t, "Gemm", infer_gemm);
-  define(t, "MatMul", infer_matmul);
-  define(t, "Einsum", infer_einsum);
+  define(t, "Gemm", {.infer = infer_gemm, .cost = gemm_cost, .saved = save_inputs01});
+  define(t, "MatMul", {.infer = infer_matmul, .cost = matmul_cost, .saved = save_inputs01});
+  define(t, "Einsum", {.infer = infer_einsum, .cost = einsum_cost, .saved = save_input0});
 }
 
 }  // namespace gp::graph::ops

@@ -1,5 +1,5 @@
 // Comparisons, boolean ops, Where and Mod: import-time inference (graph/ops/infer.h), the folding of
-// Equal, Where and ConstantOfShape (graph/ops/fold.h). All broadcast
+// Equal, Where and ConstantOfShape (graph/ops/fold.h) and cost (graph/ops/cost.h). All broadcast
 // their inputs the numpy way; comparisons and boolean ops give bool, Where and Mod their data's dtype.
 #include <algorithm>
 #include <limits>
@@ -164,10 +164,11 @@ Result<Folded> fold_constant_of_shape(FoldContext const& c) {
 
 void register_logic_ops(OpTable& t) {
   define(t, "ConstantOfShape", {.infer = infer_constant_of_shape, .fold = fold_constant_of_shape});
-  define(t, "Equal", {.infer = infer_broadcast_logic, .fold = fold_equal});
-  define(t, "Where", {.infer = infer_broadcast_logic, .fold = fold_where});
-  for (char const* type : {"Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor", "Mod"})
-    define(t, type, infer_broadcast_logic);
+  define(t, "Equal", elementwise_op(infer_broadcast_logic, {1, 0}, nullptr, fold_equal));
+  define(t, "Where", elementwise_op(infer_broadcast_logic, {1, 1}, save_input0, fold_where));
+  for (char const* type : {"Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor"})
+    define(t, type, elementwise_op(infer_broadcast_logic, {1, 0}));
+  define(t, "Mod", elementwise_op(infer_broadcast_logic, {3, 3}));
 }
 
 }  // namespace gp::graph::ops

@@ -1,5 +1,5 @@
 // Data movement: the shape functions every backend shares (graph/ops/move.h), import-time inference
-// (graph/ops/infer.h) and constant folding (graph/ops/fold.h).
+// (graph/ops/infer.h), constant folding (graph/ops/fold.h) and what Gather keeps for its backward.
 #include "graph/ops/move.h"
 
 #include <algorithm>
@@ -448,6 +448,9 @@ Result<Folded> fold_slice(FoldContext const& c) {
   return folded_one(take(a, dims, idx));
 }
 
+// Gather's backward scatters into the data's shape at the saved indices.
+void gather_saved(CostContext const& c, SavedForBackward& s) { c.save(s, c.input(1)); }
+
 }  // namespace
 
 void register_move_ops(OpTable& t) {
@@ -455,7 +458,7 @@ void register_move_ops(OpTable& t) {
   define(t, "Concat", {.infer = infer_concat, .fold = fold_concat});
   define(t, "Split", {.infer = infer_split});
   define(t, "Slice", {.infer = infer_slice, .fold = fold_slice});
-  define(t, "Gather", {.infer = infer_gather, .fold = fold_gather});
+  define(t, "Gather", {.infer = infer_gather, .fold = fold_gather, .saved = gather_saved});
   define(t, "Expand", {.infer = infer_expand, .fold = fold_expand});
 }
 

@@ -1,7 +1,7 @@
 // The op table: every operator type the importer lowers, each with the rules its family's file
-// (graph/ops/<family>.cc) gives it: import-time inference (graph/ops/infer.h) and constant folding
-// (graph/ops/fold.h). The importer resolves each node's OpDef once (Op::def). The list
-// of supported ops comes from here, not from a hand-kept list; a test checks that every type in it
+// (graph/ops/<family>.cc) gives it: import-time inference (graph/ops/infer.h), constant folding
+// (graph/ops/fold.h) and FLOP and activation-byte cost (graph/ops/cost.h). The importer resolves each node's OpDef once
+// (Op::def). The list of supported ops comes from here, not from a hand-kept list; a test checks that every type in it
 // has CPU kernels.
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "graph/ops/cost.h"
 #include "graph/ops/fold.h"
 #include "graph/ops/infer.h"
 
@@ -19,8 +20,16 @@ struct OpDef {
   InferFn infer = nullptr;        // null: the op is only ever folded at import time (Shape, Constant, ...)
   FoldFn fold = nullptr;          // constant folding over static inputs; null: never folded
   bool folds_from_shape = false;  // `fold` reads only the inputs' dims, static or not (Shape, Size)
+  CostFn cost = nullptr;          // FLOPs per sample; null: none (shape movement)
+  ElemCost per_element{};         // the coefficients cost_per_output_element/cost_per_input_element read
+  SavedFn saved = nullptr;        // what the backward keeps; null: nothing
   std::string family{};           // the file that defines it: "linalg", "conv", ..., "folded"
 };
+
+// An op costing `per_element` FLOPs per output element, forward and backward.
+inline OpDef elementwise_op(InferFn infer, ElemCost per_element, SavedFn saved = nullptr, FoldFn fold = nullptr) {
+  return {.infer = infer, .fold = fold, .cost = cost_per_output_element, .per_element = per_element, .saved = saved};
+}
 
 using OpTable = std::map<std::string, OpDef, std::less<>>;
 

@@ -1,4 +1,5 @@
-// Views: import-time inference (graph/ops/infer.h) and constant folding (graph/ops/fold.h).
+// Views: import-time inference (graph/ops/infer.h), constant folding (graph/ops/fold.h) and Dropout's
+// cost (graph/ops/cost.h).
 #include "graph/ops/view.h"
 
 #include <algorithm>
@@ -389,13 +390,21 @@ Result<Folded> fold_reshape(FoldContext const& c) {
   return reshaped(c, in, shape);
 }
 
+// ---- cost ----
+
+// Dropout in training keeps its mask, one byte per element.
+void dropout_saved(CostContext const& c, SavedForBackward& s) {
+  auto const* a = std::get_if<DropoutAttrs>(&c.op.typed);
+  if (a && a->training && a->ratio > 0) s.extra_bytes_per_sample = static_cast<int64_t>(c.elems(c.output0()));
+}
+
 }  // namespace
 
 void register_view_ops(OpTable& t) {
   define(t, "Flatten", {.infer = infer_flatten, .fold = fold_flatten});
   define(t, "Identity", {.infer = infer_identity, .fold = fold_identity});
   define(t, "Reshape", {.infer = infer_reshape, .fold = fold_reshape});
-  define(t, "Dropout", infer_dropout);
+  define(t, "Dropout", elementwise_op(infer_dropout, {2, 1}, dropout_saved));
   define(t, "Squeeze", {.infer = infer_squeeze_unsqueeze, .fold = fold_squeeze});
   define(t, "Unsqueeze", {.infer = infer_squeeze_unsqueeze, .fold = fold_unsqueeze});
   define(t, "Cast", {.infer = infer_cast, .fold = fold_cast});
