@@ -100,6 +100,11 @@ Result<Inferred> infer_einsum(InferContext const& c) {
   return k;
 }
 
+Result<std::vector<Dims>> matmul_run_shape(OpGraph const&, Op const&, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(MatMulShapes s, matmul_shapes(in.at(0), in.at(1)));
+  return std::vector<Dims>{std::move(s.out)};
+}
+
 // ---- cost: 2 * output elements * K forward; backward the same per operand that needs a gradient,
 // weight-grad for an operand without the batch dimension ----
 
@@ -162,7 +167,8 @@ OpCost einsum_cost(CostContext const& c) {
 
 void register_linalg_ops(OpTable& t) {
   define(t, "Gemm", {.infer = infer_gemm, .cost = gemm_cost, .saved = save_inputs01});
-  define(t, "MatMul", {.infer = infer_matmul, .cost = matmul_cost, .saved = save_inputs01});
+  define(t, "MatMul",
+         {.infer = infer_matmul, .cost = matmul_cost, .saved = save_inputs01, .run_shape = matmul_run_shape});
   define(t, "Einsum", {.infer = infer_einsum, .cost = einsum_cost, .saved = save_input0});
 }
 

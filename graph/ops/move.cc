@@ -448,18 +448,59 @@ Result<Folded> fold_slice(FoldContext const& c) {
   return folded_one(take(a, dims, idx));
 }
 
+// ---- run shapes ----
+
+Result<std::vector<Dims>> transpose_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(Dims const perm, transpose_perm(op, in.at(0)));
+  Dims out;
+  for (int64_t p : perm) out.push_back(in[0][static_cast<std::size_t>(p)]);
+  return std::vector<Dims>{out};
+}
+
+Result<std::vector<Dims>> concat_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(ConcatShape s, concat_shape(op, in));
+  return std::vector<Dims>{std::move(s.out_shape)};
+}
+
+Result<std::vector<Dims>> split_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(SplitShape const s, split_shape(op, in.at(0)));
+  std::vector<Dims> outs;
+  for (int64_t size : s.sizes) {
+    outs.push_back(in[0]);
+    outs.back()[static_cast<std::size_t>(s.axis)] = size;
+  }
+  return outs;
+}
+
+Result<std::vector<Dims>> slice_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(SliceGeometry s, slice_geometry(op, in.at(0)));
+  return std::vector<Dims>{std::move(s.out_shape)};
+}
+
+Result<std::vector<Dims>> gather_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(GatherShape s, gather_shape(op, in.at(0), in.at(1)));
+  return std::vector<Dims>{std::move(s.out_shape)};
+}
+
+Result<std::vector<Dims>> expand_run_shape(OpGraph const& graph, Op const& op, std::vector<Dims> const& in,
+                                           int64_t batch) {
+  ASSIGN_OR_RETURN(Dims out, expand_output_shape(graph, op, in.at(0), batch));
+  return std::vector<Dims>{std::move(out)};
+}
+
 // Gather's backward scatters into the data's shape at the saved indices.
 void gather_saved(CostContext const& c, SavedForBackward& s) { c.save(s, c.input(1)); }
 
 }  // namespace
 
 void register_move_ops(OpTable& t) {
-  define(t, "Transpose", {.infer = infer_transpose, .fold = fold_transpose});
-  define(t, "Concat", {.infer = infer_concat, .fold = fold_concat});
-  define(t, "Split", {.infer = infer_split});
-  define(t, "Slice", {.infer = infer_slice, .fold = fold_slice});
-  define(t, "Gather", {.infer = infer_gather, .fold = fold_gather, .saved = gather_saved});
-  define(t, "Expand", {.infer = infer_expand, .fold = fold_expand});
+  define(t, "Transpose", {.infer = infer_transpose, .fold = fold_transpose, .run_shape = transpose_run_shape});
+  define(t, "Concat", {.infer = infer_concat, .fold = fold_concat, .run_shape = concat_run_shape});
+  define(t, "Split", {.infer = infer_split, .run_shape = split_run_shape});
+  define(t, "Slice", {.infer = infer_slice, .fold = fold_slice, .run_shape = slice_run_shape});
+  define(t, "Gather",
+         {.infer = infer_gather, .fold = fold_gather, .saved = gather_saved, .run_shape = gather_run_shape});
+  define(t, "Expand", {.infer = infer_expand, .fold = fold_expand, .run_shape = expand_run_shape});
 }
 
 }  // namespace gp::graph::ops

@@ -103,6 +103,11 @@ Result<Inferred> infer_global_pool(InferContext const& c) {
   return k;
 }
 
+Result<std::vector<Dims>> pool_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(PoolWindow w, pool_window(op, in.at(0)));
+  return std::vector<Dims>{std::move(w.out_shape)};
+}
+
 // The kernel volume per output element forward.
 double window_flops(CostContext const& c) {
   auto const* p = std::get_if<PoolAttrs>(&c.op.typed);
@@ -130,9 +135,11 @@ OpCost average_pool_cost(CostContext const& c) {
 }  // namespace
 
 void register_pool_ops(OpTable& t) {
-  define(t, "MaxPool", {.infer = infer_pool, .cost = max_pool_cost, .saved = save_input0});
-  define(t, "AveragePool", {.infer = infer_pool, .cost = average_pool_cost});
-  define(t, "GlobalAveragePool", {.infer = infer_global_pool, .cost = cost_per_input_element, .per_element = {1, 1}});
+  define(t, "MaxPool", {.infer = infer_pool, .cost = max_pool_cost, .saved = save_input0, .run_shape = pool_run_shape});
+  define(t, "AveragePool", {.infer = infer_pool, .cost = average_pool_cost, .run_shape = pool_run_shape});
+  define(
+      t, "GlobalAveragePool",
+      {.infer = infer_global_pool, .cost = cost_per_input_element, .per_element = {1, 1}, .run_shape = pool_run_shape});
 }
 
 }  // namespace gp::graph::ops

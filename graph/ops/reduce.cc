@@ -156,6 +156,11 @@ Result<Inferred> infer_arg_reduce(InferContext const& c) {
   return k;
 }
 
+Result<std::vector<Dims>> reduce_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(ReduceShape s, reduce_shape(op, in.at(0)));
+  return std::vector<Dims>{std::move(s.out_shape)};
+}
+
 }  // namespace
 
 void register_reduce_ops(OpTable& t) {
@@ -163,11 +168,16 @@ void register_reduce_ops(OpTable& t) {
   auto reduction = [](InferFn infer, ElemCost per_input_element) {
     return OpDef{.infer = infer, .cost = cost_per_input_element, .per_element = per_input_element};
   };
+  auto reduce = [&](ElemCost per_input_element) {
+    OpDef d = reduction(infer_reduce, per_input_element);
+    d.run_shape = reduce_run_shape;
+    return d;
+  };
   for (char const* r : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceLogSum"})
-    define(t, r, reduction(infer_reduce, {1, 1}));
-  define(t, "ReduceL2", reduction(infer_reduce, {2, 2}));
-  define(t, "ReduceSumSquare", reduction(infer_reduce, {2, 2}));
-  define(t, "ReduceLogSumExp", reduction(infer_reduce, {4, 4}));
+    define(t, r, reduce({1, 1}));
+  define(t, "ReduceL2", reduce({2, 2}));
+  define(t, "ReduceSumSquare", reduce({2, 2}));
+  define(t, "ReduceLogSumExp", reduce({4, 4}));
   define(t, "Softmax", elementwise_op(infer_softmax, {5, 4}, save_output0));
   define(t, "LogSoftmax", elementwise_op(infer_softmax, {5, 5}));
   define(t, "Hardmax", elementwise_op(infer_softmax, {1, 0}));

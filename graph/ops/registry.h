@@ -1,7 +1,8 @@
 // The op table: every operator type the importer lowers, each with the rules its family's file
 // (graph/ops/<family>.cc) gives it: import-time inference (graph/ops/infer.h), constant folding
-// (graph/ops/fold.h) and FLOP and activation-byte cost (graph/ops/cost.h). The importer resolves each node's OpDef once
-// (Op::def). The list of supported ops comes from here, not from a hand-kept list; a test checks that every type in it
+// (graph/ops/fold.h), FLOP and activation-byte cost (graph/ops/cost.h) and, where the backends share
+// one, the output shapes of a run. The importer resolves each node's OpDef once (Op::def). The list
+// of supported ops comes from here, not from a hand-kept list; a test checks that every type in it
 // has CPU kernels.
 #pragma once
 
@@ -16,14 +17,20 @@
 
 namespace gp::graph::ops {
 
+// Output shapes of one run (the concrete input shapes of a micro-batch of `batch` samples) from
+// the shape rule the importer and every backend share.
+using RunShapeFn = Result<std::vector<Dims>> (*)(OpGraph const& graph, Op const& op,
+                                                 std::vector<Dims> const& input_shapes, int64_t batch);
+
 struct OpDef {
-  InferFn infer = nullptr;        // null: the op is only ever folded at import time (Shape, Constant, ...)
-  FoldFn fold = nullptr;          // constant folding over static inputs; null: never folded
-  bool folds_from_shape = false;  // `fold` reads only the inputs' dims, static or not (Shape, Size)
-  CostFn cost = nullptr;          // FLOPs per sample; null: none (shape movement)
-  ElemCost per_element{};         // the coefficients cost_per_output_element/cost_per_input_element read
-  SavedFn saved = nullptr;        // what the backward keeps; null: nothing
-  std::string family{};           // the file that defines it: "linalg", "conv", ..., "folded"
+  InferFn infer = nullptr;         // null: the op is only ever folded at import time (Shape, Constant, ...)
+  FoldFn fold = nullptr;           // constant folding over static inputs; null: never folded
+  bool folds_from_shape = false;   // `fold` reads only the inputs' dims, static or not (Shape, Size)
+  CostFn cost = nullptr;           // FLOPs per sample; null: none (shape movement)
+  ElemCost per_element{};          // the coefficients cost_per_output_element/cost_per_input_element read
+  SavedFn saved = nullptr;         // what the backward keeps; null: nothing
+  RunShapeFn run_shape = nullptr;  // null: no shape rule the backends share
+  std::string family{};            // the file that defines it: "linalg", "conv", ..., "folded"
 };
 
 // An op costing `per_element` FLOPs per output element, forward and backward.

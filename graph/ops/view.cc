@@ -1,5 +1,5 @@
-// Views: import-time inference (graph/ops/infer.h), constant folding (graph/ops/fold.h) and Dropout's
-// cost (graph/ops/cost.h).
+// Views: import-time inference (graph/ops/infer.h), constant folding (graph/ops/fold.h), Dropout's
+// cost (graph/ops/cost.h) and the output shape of a run.
 #include "graph/ops/view.h"
 
 #include <algorithm>
@@ -390,6 +390,13 @@ Result<Folded> fold_reshape(FoldContext const& c) {
   return reshaped(c, in, shape);
 }
 
+// ---- run shape ----
+
+Result<std::vector<Dims>> view_run_shape(OpGraph const& graph, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(Dims out, view_output_shape(graph, op, in.at(0)));
+  return std::vector<Dims>{std::move(out)};
+}
+
 // ---- cost ----
 
 // Dropout in training keeps its mask, one byte per element.
@@ -401,13 +408,15 @@ void dropout_saved(CostContext const& c, SavedForBackward& s) {
 }  // namespace
 
 void register_view_ops(OpTable& t) {
-  define(t, "Flatten", {.infer = infer_flatten, .fold = fold_flatten});
-  define(t, "Identity", {.infer = infer_identity, .fold = fold_identity});
-  define(t, "Reshape", {.infer = infer_reshape, .fold = fold_reshape});
-  define(t, "Dropout", elementwise_op(infer_dropout, {2, 1}, dropout_saved));
-  define(t, "Squeeze", {.infer = infer_squeeze_unsqueeze, .fold = fold_squeeze});
-  define(t, "Unsqueeze", {.infer = infer_squeeze_unsqueeze, .fold = fold_unsqueeze});
-  define(t, "Cast", {.infer = infer_cast, .fold = fold_cast});
+  define(t, "Flatten", {.infer = infer_flatten, .fold = fold_flatten, .run_shape = view_run_shape});
+  define(t, "Identity", {.infer = infer_identity, .fold = fold_identity, .run_shape = view_run_shape});
+  define(t, "Reshape", {.infer = infer_reshape, .fold = fold_reshape, .run_shape = view_run_shape});
+  OpDef dropout = elementwise_op(infer_dropout, {2, 1}, dropout_saved);
+  dropout.run_shape = view_run_shape;
+  define(t, "Dropout", std::move(dropout));
+  define(t, "Squeeze", {.infer = infer_squeeze_unsqueeze, .fold = fold_squeeze, .run_shape = view_run_shape});
+  define(t, "Unsqueeze", {.infer = infer_squeeze_unsqueeze, .fold = fold_unsqueeze, .run_shape = view_run_shape});
+  define(t, "Cast", {.infer = infer_cast, .fold = fold_cast, .run_shape = view_run_shape});
 }
 
 }  // namespace gp::graph::ops
