@@ -13,7 +13,7 @@
 //    model inputs and constants get none.
 //  - Elementwise: fwd = out elements * c, with c = 1 (Add, Sub, Mul, Div, Relu, Equal, Where),
 //    2 (LeakyRelu, Pow, Sqrt, Dropout), 4 (Sigmoid, Tanh), 8 (Gelu); bwd per element
-//    from the table in accounting.cc (Add 0: the gradient passes through; Relu 1; Mul 2; Div 4).
+//    from each op's OpDef::per_element (Add 0: the gradient passes through; Relu 1; Mul 2; Div 4).
 //  - BatchNormalization ~ 8/elem fwd, 12/elem bwd; LayerNormalization ~ 8/elem fwd, 12 bwd;
 //    Softmax ~ 5/elem fwd, 4/elem bwd; pooling: out elements * kernel volume fwd, in elements
 //    bwd; reductions: in elements fwd and bwd.
@@ -27,25 +27,19 @@
 //    output; Gemm, MatMul, Mul, Div, Pow both (batched) inputs; Gather its indices; Add, Sub,
 //    pooling by averaging, reductions and shape ops nothing. A tensor saved by two ops counts in
 //    both ops' numbers; saved_activation_bytes_per_sample() counts each tensor once.
+// Each op's rule lives with its family (OpDef::cost and OpDef::saved, graph/ops/<family>.cc); an op
+// type the table lacks costs nothing.
 #pragma once
 
 #include <vector>
 
 #include "graph/op_graph.h"
+#include "graph/ops/cost.h"
 
 namespace gp::graph {
 
-struct SavedForBackward {
-  std::vector<TensorId> tensors;       // batched tensors the VJP reads
-  int64_t extra_bytes_per_sample = 0;  // state that is not a graph tensor (masks, statistics)
-};
-
-struct OpCost {
-  double fwd_flops_per_sample = 0;
-  double bwd_flops_per_sample = 0;  // input-grad + weight-grad
-  double bwd_weight_flops_per_sample = 0;
-  int64_t activation_bytes_per_sample = 0;
-};
+using ops::OpCost;
+using ops::SavedForBackward;
 
 // `tensors` is indexed by TensorId (OpGraph::tensors(), or the importer's list before finalize).
 SavedForBackward saved_for_backward(Op const& op, std::vector<TensorInfo> const& tensors);

@@ -30,6 +30,7 @@ using onnx_import::RawInitializer;
 using onnx_import::RawModel;
 using onnx_import::RawNode;
 using onnx_import::RawValueInfo;
+using onnx_import::read_tensor;
 
 constexpr int64_t kMinOpset = 7;
 constexpr int64_t kMaxOpset = 17;
@@ -147,8 +148,10 @@ Result<ExternalData> external_data(onnx::TensorProto const& t, std::string const
   return ext;
 }
 
-// The data of `t`; `model_dir` resolves external files.
-Result<TensorData> read_tensor(onnx::TensorProto const& t, std::string const& model_dir, std::string const& what) {
+}  // namespace
+
+Result<TensorData> onnx_import::read_tensor(onnx::TensorProto const& t, std::string const& model_dir,
+                                            std::string const& what) {
   TensorData out;
   ASSIGN_OR_RETURN(out.dtype, to_dtype(t.data_type(), what));
   out.dims.assign(t.dims().begin(), t.dims().end());
@@ -208,6 +211,8 @@ Result<TensorData> read_tensor(onnx::TensorProto const& t, std::string const& mo
                        std::to_string(expected));
   return out;
 }
+
+namespace {
 
 Result<AttrValue> to_attr(onnx::AttributeProto const& a, std::string const& model_dir, std::string const& what) {
   switch (a.type()) {

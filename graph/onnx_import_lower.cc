@@ -21,8 +21,6 @@ using Dims = std::vector<int64_t>;
 using ops::dim_str;
 using ops::dims_str;
 
-int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
-
 bool is_view_op(std::string const& t) {
   return t == "Transpose" || t == "Identity" || t == "Cast" || t == "Reshape" || t == "Unsqueeze" || t == "Squeeze" ||
          t == "Flatten";
@@ -279,39 +277,30 @@ Status Lowering::lower_node(RawNode const& n) {
     vals_[n.outputs[0]] = *ins[0];
     return Status::ok();
   }
-  if (n.type == "Shape") {
-    Dims d = ins[0]->dims;
-    int64_t const r = static_cast<int64_t>(d.size());
-    int64_t start = std::clamp<int64_t>(norm_axis(attr_int(n, "start", 0), r), 0, r);
-    int64_t end = std::clamp<int64_t>(norm_axis(attr_int(n, "end", r), r), 0, r);
-    Val v;
-    v.dtype = DType::kInt64;
-    v.folded = SymArray::from_dims(Dims(d.begin() + start, d.begin() + std::max(start, end)));
-    v.dims = v.folded->dims;
-    vals_[n.outputs[0]] = std::move(v);
-    return Status::ok();
-  }
-  if (n.type == "Size") {  // a number, or a multiple of the batch size: folded like Shape
-    int64_t elements = 1, batch = 0;
-    for (int64_t d : ins[0]->dims) {
-      if (d < 0)
-        batch = -d;
-      else
-        elements *= d;
+  ops::OpDef const* def = ops::find_op(n.type);
+  std::vector<ops::Dims> dims;
+  for (Val const* v : ins) dims.push_back(v ? v->dims : ops::Dims{});
+  auto store = [&](ops::Folded& folded) {
+    auto& outs = *folded;
+    for (std::size_t k = 0; k < outs.size() && k < n.outputs.size(); ++k) {
+      Val v;
+      v.dtype = outs[k].dtype;
+      v.dims = outs[k].dims;
+      v.folded = std::move(outs[k]);
+      vals_[n.outputs[k]] = std::move(v);
     }
-    Val v;
-    v.dtype = DType::kInt64;
-    SymArray a;
-    a.dtype = DType::kInt64;
-    a.i = {batch ? 0 : elements};
-    if (batch) a.b = {batch * elements};
-    v.folded = std::move(a);
-    vals_[n.outputs[0]] = std::move(v);
-    return Status::ok();
+  };
+  if (def != nullptr && def->folds_from_shape) {  // Shape, Size: whatever computes the input
+    auto folded = fold_node(n, *def, std::vector<SymArray const*>(ins.size(), nullptr), dims, m_.opset);
+    if (!folded.is_ok()) return folded.status().with_context(n.type + " '" + n.name + "'");
+    if (*folded) {
+      store(*folded);
+      return Status::ok();
+    }
   }
   bool all_static = true;
   for (Val* v : ins) all_static &= !v || v->is_static();
-  if (all_static) {
+  if (all_static && def != nullptr) {
     std::vector<SymArray const*> syms;
     bool have_data = true;
     for (std::size_t k = 0; k < ins.size(); ++k) {
@@ -327,22 +316,14 @@ Status Lowering::lower_node(RawNode const& n) {
       syms.push_back(s);
     }
     if (have_data) {
-      auto folded = fold_node(n, syms, m_.opset);
+      auto folded = fold_node(n, *def, syms, dims, m_.opset);
       if (!folded.is_ok()) return folded.status().with_context(n.type + " '" + n.name + "'");
       if (*folded) {
-        auto& outs = **folded;
-        for (std::size_t k = 0; k < outs.size() && k < n.outputs.size(); ++k) {
-          Val v;
-          v.dtype = outs[k].dtype;
-          v.dims = outs[k].dims;
-          v.folded = std::move(outs[k]);
-          vals_[n.outputs[k]] = std::move(v);
-        }
+        store(*folded);
         return Status::ok();
       }
     }
   }
-  ops::OpDef const* def = ops::find_op(n.type);
   if (def == nullptr || def->infer == nullptr) {  // folded-only ops (Constant, Range, ...)
     for (std::size_t k = 0; k < ins.size(); ++k)
       if (ins[k] && !ins[k]->is_static())
@@ -387,6 +368,7 @@ Status Lowering::keep(RawNode const& n, std::vector<Val*> const& ins) {
   Op op;
   op.name = op_name(n);
   op.type = n.type;
+  op.def = def;
   op.domain = n.domain;
   op.attrs = n.attrs;
   op.typed = kept->typed;

@@ -11,7 +11,16 @@
 #include "graph/op_graph.h"
 #include "core/status.h"
 
+namespace onnx {
+class TensorProto;
+}
+
 namespace gp::graph::onnx_import {
+
+// The data of an ONNX TensorProto (graph/onnx_import.cc), for the importer and for reading .pb
+// tensor files (graph/onnx_tensor_io.cc); `model_dir` resolves external data files, `what` names
+// the tensor in errors.
+Result<TensorData> read_tensor(onnx::TensorProto const& t, std::string const& model_dir, std::string const& what);
 
 struct RawDim {
   int64_t value = -1;  // < 0: not a fixed number

@@ -8,6 +8,8 @@
 
 #include <boost/range/iterator_range.hpp>
 
+#include "graph/ops/registry.h"
+
 namespace gp::graph {
 
 std::size_t dtype_size(DType dtype) {
@@ -206,6 +208,7 @@ TensorId OpGraph::add_tensor(TensorInfo info) {
 OpId OpGraph::add_op(Op op) {
   assert(!finalized_);
   op.id = static_cast<OpId>(ops_.size());
+  if (op.def == nullptr) op.def = ops::find_op(op.type);
   op_by_name_.emplace(op.name, op.id);
   ops_.push_back(std::move(op));
   return ops_.back().id;

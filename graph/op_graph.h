@@ -18,6 +18,10 @@
 
 namespace gp::graph {
 
+namespace ops {
+struct OpDef;  // graph/ops/registry.h
+}
+
 using OpId = int32_t;
 using TensorId = int32_t;
 inline constexpr TensorId kNoTensor = -1;  // an omitted optional input
@@ -99,9 +103,12 @@ using Attributes = std::map<std::string, AttrValue>;
 
 struct Op {
   OpId id = kNoOp;
-  std::string name;              // unique in the graph (the importer names unnamed nodes "<Type>_<k>")
-  std::string type;              // ONNX op type, e.g. "Conv"
-  std::string domain;            // "" for the default ONNX domain
+  std::string name;    // unique in the graph (the importer names unnamed nodes "<Type>_<k>")
+  std::string type;    // ONNX op type, e.g. "Conv"
+  std::string domain;  // "" for the default ONNX domain
+  // The op table's entry for `type`, resolved once (by the importer, else by OpGraph::add_op):
+  // its shape, fold and cost rules. Null for a type the table lacks (hand-built test graphs).
+  ops::OpDef const* def = nullptr;
   Attributes attrs;              // every attribute as given (for export and for ops without typed attrs)
   OpAttrs typed;                 // the typed attribute struct of this op type (see op_attrs.h)
   std::vector<TensorId> inputs;  // kNoTensor for an omitted optional input
@@ -129,7 +136,7 @@ class OpGraph {
 
   // ---- building (before finalize) ----
   TensorId add_tensor(TensorInfo info);  // id assigned; name must be unique
-  OpId add_op(Op op);                    // id assigned; inputs/outputs must exist
+  OpId add_op(Op op);                    // id assigned; inputs/outputs must exist; def resolved from type if unset
   void mark_input(TensorId t);
   void mark_output(TensorId t);
   void set_name(std::string name) { name_ = std::move(name); }

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "exec/cpu/cpu_ops.h"
+#include "graph/ops/conv.h"
 #include "graph/ops/pool.h"
 #include "graph/ops/view.h"
 
@@ -22,7 +23,8 @@ std::map<std::string, Entry> const& kernel_table() {
     OpKernels const view{reshape_forward, reshape_backward, reshape_backward, graph::ops::view_check};
     OpKernels const pool{pool_forward, pool_backward, pool_backward, graph::ops::pool_check};
     std::map<std::string, Entry> t;
-    t["Conv"] = {{conv_forward, conv_backward_data, conv_backward_weights, conv_check, conv_backward_both}, 2};
+    t["Conv"] = {{conv_forward, conv_backward_data, conv_backward_weights, graph::ops::conv_check, conv_backward_both},
+                 2};
     t["MaxPool"] = {pool, 1};
     t["AveragePool"] = {pool, 1};
     t["GlobalAveragePool"] = {pool, 1};

@@ -86,7 +86,6 @@ Status conv_backward_weights(OpCall const&, Saved const&, std::vector<Tensor> co
                              std::vector<Tensor>&, bool);
 Status conv_backward_both(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                           std::vector<Tensor>&, std::vector<Tensor>&);
-Status conv_check(graph::Op const&, graph::OpGraph const&);
 Status pool_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status pool_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                      std::vector<Tensor>&, bool);

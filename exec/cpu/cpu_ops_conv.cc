@@ -91,15 +91,6 @@ bool has_bias(OpCall const& call) { return call.op.inputs.size() > 2 && call.op.
 
 }  // namespace
 
-Status conv_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<graph::ConvAttrs>(op, graph));
-  auto const& w = graph.tensor(op.inputs.at(1)).shape;
-  if (w.rank() < 3 || w.rank() > 5)
-    return unsupported("Conv '" + op.name + "' has " + std::to_string(w.rank() - 2) +
-                       " spatial dims (1 to 3 supported)");
-  return Status::ok();
-}
-
 Status conv_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   Tensor const& x = in[0];
   Tensor const& w = in[1];

@@ -2,6 +2,7 @@
 // memory descriptors, never copies; weight gradients accumulate in place with a sum post-op.
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
+#include "graph/ops/linalg.h"
 #include "kernels/strided.h"
 
 namespace gp::exec::cpu {
@@ -160,36 +161,12 @@ Status gemm_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
 
 namespace {
 
-// MatMul operands promoted to rank ≥ 2 with equal ranks (numpy matmul rules).
-struct MatMulShapes {
-  std::vector<int64_t> a, b, y;  // promoted, padded to the same rank
-  std::vector<int64_t> out;      // the ONNX output shape (promoted 1-D dims removed)
-  bool fold = false;             // B is a plain matrix: fold A's batch dims into M
-};
+using graph::ops::MatMulShapes;
 
 Status matmul_shapes(OpCall const& call, std::vector<int64_t> a, std::vector<int64_t> b, MatMulShapes& s) {
-  if (a.empty() || b.empty()) return op_error(call, "operands must have rank ≥ 1");
-  bool const a1 = a.size() == 1, b1 = b.size() == 1;
-  if (a1) a.insert(a.begin(), 1);
-  if (b1) b.push_back(1);
-  if (a.back() != b[b.size() - 2])
-    return op_error(call, "inner dimensions differ: " + dnnl_ctx::key_dims(a) + " · " + dnnl_ctx::key_dims(b));
-  s.fold = b.size() == 2 && !b1;
-  std::size_t const rank = std::max(a.size(), b.size());
-  a = kernels::pad_shape(a, rank);
-  b = kernels::pad_shape(b, rank);
-  std::vector<int64_t> batch;
-  std::vector<int64_t> const ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
-  if (!kernels::broadcast_shapes(ab, bb, batch))
-    return op_error(call, "batch dims do not broadcast: " + dnnl_ctx::key_dims(a) + " · " + dnnl_ctx::key_dims(b));
-  s.a = a;
-  s.b = b;
-  s.y = batch;
-  s.y.push_back(a[rank - 2]);
-  s.y.push_back(b[rank - 1]);
-  s.out = batch;
-  if (!a1) s.out.push_back(a[rank - 2]);
-  if (!b1) s.out.push_back(b[rank - 1]);
+  Result<MatMulShapes> r = graph::ops::matmul_shapes(std::move(a), std::move(b));
+  if (!r.is_ok()) return op_error(call, r.status().message());
+  s = std::move(r).value();
   return Status::ok();
 }
 

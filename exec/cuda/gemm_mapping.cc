@@ -46,11 +46,6 @@ int64_t prod(std::vector<int64_t> const& v, std::size_t from, std::size_t to) {
   return p;
 }
 
-std::vector<int64_t> pad_front(std::vector<int64_t> v, std::size_t rank) {
-  v.insert(v.begin(), rank - v.size(), 1);
-  return v;
-}
-
 // Element strides of an operand's batch dims within the full batch (0 where it is broadcast).
 std::vector<int64_t> batch_strides(std::vector<int64_t> const& shape, std::vector<int64_t> const& full_batch) {
   std::size_t const nb = full_batch.size();
@@ -298,35 +293,6 @@ GemmPlan gemm_backward_plan(GemmProblem const& p, bool want_a, bool want_b, bool
       break;
   }
   return plan;
-}
-
-Result<MatMulShapes> matmul_shapes(std::vector<int64_t> a, std::vector<int64_t> b) {
-  if (a.empty() || b.empty()) return invalid_argument("MatMul operands must have rank >= 1");
-  bool const a1 = a.size() == 1, b1 = b.size() == 1;
-  if (a1) a.insert(a.begin(), 1);
-  if (b1) b.push_back(1);
-  if (a.back() != b[b.size() - 2])
-    return invalid_argument("inner dimensions differ: " + dims_string(a) + " · " + dims_string(b));
-  MatMulShapes s;
-  s.fold = b.size() == 2 && !b1;
-  std::size_t const rank = std::max(a.size(), b.size());
-  a = pad_front(a, rank);
-  b = pad_front(b, rank);
-  std::vector<int64_t> batch(rank - 2);
-  for (std::size_t i = 0; i + 2 < rank; ++i) {
-    if (a[i] != b[i] && a[i] != 1 && b[i] != 1)
-      return invalid_argument("batch dims do not broadcast: " + dims_string(a) + " · " + dims_string(b));
-    batch[i] = a[i] == 1 ? b[i] : a[i];
-  }
-  s.a = a;
-  s.b = b;
-  s.y = batch;
-  s.y.push_back(a[rank - 2]);
-  s.y.push_back(b[rank - 1]);
-  s.out = batch;
-  if (!a1) s.out.push_back(a[rank - 2]);
-  if (!b1) s.out.push_back(b[rank - 1]);
-  return s;
 }
 
 GemmPlan matmul_forward_plan(MatMulShapes const& s) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "graph/ops/linalg.h"
 
 namespace gp::exec::cuda {
 
@@ -71,13 +72,9 @@ GemmPlan gemm_forward_plan(GemmProblem const& p);
 // Gradients for A, B, C (those wanted) from kDY, each set or (accumulate) added into kDA/kDB/kDC.
 GemmPlan gemm_backward_plan(GemmProblem const& p, bool want_a, bool want_b, bool want_c, bool accumulate);
 
-// ---- MatMul: numpy matmul with batch broadcasting and 1-D operands ----
-struct MatMulShapes {
-  std::vector<int64_t> a, b, y;  // promoted to rank ≥ 2, padded to one rank
-  std::vector<int64_t> out;      // ONNX output shape (promoted 1-D dims removed)
-  bool fold = false;             // B is a plain matrix: A's batch dims fold into M
-};
-Result<MatMulShapes> matmul_shapes(std::vector<int64_t> a, std::vector<int64_t> b);
+// ---- MatMul: numpy matmul with batch broadcasting and 1-D operands (graph/ops/linalg.h) ----
+using graph::ops::matmul_shapes;
+using graph::ops::MatMulShapes;
 
 GemmPlan matmul_forward_plan(MatMulShapes const& s);
 // dA = dY·Bᵀ and dB = Aᵀ·dY, summed over the batch dims where the operand was broadcast.

@@ -10,6 +10,7 @@
 #include "exec/cuda/cudnn_graphs.h"
 #include "exec/cuda/gemm_mapping.h"
 #include "exec/cuda/ops_common.h"
+#include "graph/ops/conv.h"
 #include "kernels/cuda/math.h"
 
 namespace gp::exec::cuda {
@@ -138,15 +139,6 @@ Status matmul_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
 }
 
 // ---- Conv ----
-Status conv_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<graph::ConvAttrs>(op, graph));
-  auto const& w = graph.tensor(op.inputs.at(1)).shape;
-  if (w.rank() < 3 || w.rank() > 5)
-    return unsupported("Conv '" + op.name + "' has " + std::to_string(w.rank() - 2) +
-                       " spatial dims (1 to 3 supported)");
-  return Status::ok();
-}
-
 Result<ConvShape> conv_shape_of(OpCall const& call, Tensor const& x, Tensor const& w) {
   Result<ConvShape> s = conv_shape(x.shape(), w.shape(), *attrs_of<graph::ConvAttrs>(call.op));
   RETURN_IF_ERROR(value_or_op_error(call, s));
@@ -375,8 +367,10 @@ std::vector<KernelEntry> dnn_kernels() {
   t.push_back(
       {"Gemm", DType::kFloat32, {gemm_forward, gemm_backward, gemm_backward, require_attrs<graph::GemmAttrs>}, 2});
   t.push_back({"MatMul", DType::kFloat32, {matmul_forward, matmul_backward, matmul_backward, no_check}, 2});
-  t.push_back(
-      {"Conv", DType::kFloat32, {conv_forward, conv_backward, conv_backward, conv_check, conv_backward_both}, 2});
+  t.push_back({"Conv",
+               DType::kFloat32,
+               {conv_forward, conv_backward, conv_backward, graph::ops::conv_check, conv_backward_both},
+               2});
   t.push_back({"BatchNormalization",
                DType::kFloat32,
                {batchnorm_forward, batchnorm_backward_op, batchnorm_backward_op, require_attrs<graph::BatchNormAttrs>,

@@ -1,5 +1,7 @@
-// Elementwise activations and math: import-time inference (graph/ops/infer.h).
+// Elementwise activations and math: import-time inference (graph/ops/infer.h), constant folding
+// of Sqrt, Neg and Relu (graph/ops/fold.h) and cost (graph/ops/cost.h).
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -94,20 +96,58 @@ Result<Inferred> infer_variadic(InferContext const& c) {
   return k;
 }
 
+Result<SymInt> neg_int(SymInt a, SymInt, bool, std::string_view) {
+  int64_t constexpr kMin = std::numeric_limits<int64_t>::min();
+  if (a.v == kMin || a.b == kMin) return shape_overflow();
+  return SymInt{-a.v, -a.b};
+}
+
+Result<SymInt> relu_int(SymInt a, SymInt c, bool any_batch, std::string_view type) {
+  if (any_batch) return no_int_fold(a, c, any_batch, type);
+  return SymInt{a.v > 0 ? a.v : 0, 0};
+}
+
+Result<Folded> fold_sqrt(FoldContext const& c) {
+  return fold_elementwise(
+      c, [](double a, double) { return std::sqrt(a); }, no_int_fold);
+}
+Result<Folded> fold_neg(FoldContext const& c) {
+  return fold_elementwise(
+      c, [](double a, double) { return -a; }, neg_int);
+}
+Result<Folded> fold_relu(FoldContext const& c) {
+  return fold_elementwise(
+      c, [](double a, double) { return a > 0 ? a : 0; }, relu_int);
+}
+
 }  // namespace
 
 void register_activation_ops(OpTable& t) {
-  for (char const* u :
-       {"Relu",     "Sigmoid",  "Tanh",      "Sqrt",  "Exp",  "Log",   "Neg",  "Abs",  "Erf",  "Reciprocal",
-        "Softplus", "Softsign", "HardSwish", "Sin",   "Cos",  "Tan",   "Asin", "Acos", "Atan", "Sinh",
-        "Cosh",     "Asinh",    "Acosh",     "Atanh", "Sign", "Floor", "Ceil", "Round"})
-    define(t, u, infer_plain_unary);
-  define(t, "LeakyRelu", infer_leaky_relu);
-  define(t, "Gelu", infer_gelu);
-  for (char const* p : {"Elu", "Selu", "Celu", "HardSigmoid", "ThresholdedRelu"}) define(t, p, infer_parametric);
-  define(t, "Clip", infer_clip);
-  define(t, "PRelu", infer_prelu);
-  for (char const* v : {"Min", "Max", "Sum", "Mean"}) define(t, v, infer_variadic);
+  define(t, "Relu", elementwise_op(infer_plain_unary, {1, 1}, save_output0, fold_relu));
+  define(t, "Sigmoid", elementwise_op(infer_plain_unary, {4, 2}, save_output0));
+  define(t, "Tanh", elementwise_op(infer_plain_unary, {4, 2}, save_output0));
+  define(t, "Sqrt", elementwise_op(infer_plain_unary, {2, 2}, save_output0, fold_sqrt));
+  define(t, "Neg", elementwise_op(infer_plain_unary, {1, 1}, nullptr, fold_neg));
+  define(t, "Abs", elementwise_op(infer_plain_unary, {1, 1}));
+  for (char const* u : {"Sign", "Floor", "Ceil", "Round"}) define(t, u, elementwise_op(infer_plain_unary, {1, 0}));
+  // Transcendentals count 1.
+  for (char const* u : {"Exp", "Log", "Erf", "Reciprocal", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
+                        "Asinh", "Acosh", "Atanh"})
+    define(t, u, elementwise_op(infer_plain_unary, {1, 2}));
+  define(t, "Softplus", elementwise_op(infer_plain_unary, {3, 3}));
+  define(t, "Softsign", elementwise_op(infer_plain_unary, {3, 3}));
+  define(t, "HardSwish", elementwise_op(infer_plain_unary, {5, 5}));
+  define(t, "LeakyRelu", elementwise_op(infer_leaky_relu, {2, 2}, save_input0));
+  define(t, "Gelu", elementwise_op(infer_gelu, {8, 12}, save_input0));
+  define(t, "Elu", elementwise_op(infer_parametric, {3, 3}));
+  define(t, "Selu", elementwise_op(infer_parametric, {4, 4}));
+  define(t, "Celu", elementwise_op(infer_parametric, {5, 5}));
+  define(t, "HardSigmoid", elementwise_op(infer_parametric, {4, 2}));
+  define(t, "ThresholdedRelu", elementwise_op(infer_parametric, {1, 1}));
+  define(t, "Clip", elementwise_op(infer_clip, {2, 1}, save_input0));
+  define(t, "PRelu", elementwise_op(infer_prelu, {2, 4}, save_input0));
+  for (char const* v : {"Min", "Max", "Sum"}) define(t, v, elementwise_op(infer_variadic, {1, 1}));
+  define(t, "Mean", elementwise_op(infer_variadic, {2, 1}));
 }
 
 }  // namespace gp::graph::ops

@@ -1,11 +1,25 @@
-// Convolutions: import-time inference (graph/ops/infer.h).
+// Convolutions: the check every backend runs (graph/ops/conv.h), import-time inference
+// (graph/ops/infer.h) and cost (graph/ops/cost.h).
+#include "graph/ops/conv.h"
+
 #include <algorithm>
 #include <limits>
 #include <numeric>
 
+#include "graph/ops/common.h"
 #include "graph/ops/registry.h"
 
 namespace gp::graph::ops {
+
+Status conv_check(Op const& op, OpGraph const& graph) {
+  RETURN_IF_ERROR(require_typed<ConvAttrs>(op));
+  auto const& w = graph.tensor(op.inputs.at(1)).shape;
+  if (w.rank() < 3 || w.rank() > 5)
+    return unsupported("Conv '" + op.name + "' has " + std::to_string(w.rank() - 2) +
+                       " spatial dims (1 to 3 supported)");
+  return Status::ok();
+}
+
 namespace {
 
 Result<Inferred> infer_conv(InferContext const& c) {
@@ -108,11 +122,30 @@ Result<Inferred> infer_conv_transpose(InferContext const& c) {
   return k;
 }
 
+// A Conv output element gathers, a ConvTranspose input element scatters, a (channels / group) x
+// kernel window: the weight's dims after the first. `window_elems`: the elements that do.
+OpCost conv_cost_over(CostContext const& c, double window_elems) {
+  OpCost r;
+  TensorId const x = c.input(0), w = c.input(1);
+  double const out_e = c.elems(c.output0());
+  double const macs = window_elems * static_cast<double>(abs_product(c.tensors[w].shape.dims, 1));
+  bool const bias = c.input(2) != kNoTensor;
+  r.fwd_flops_per_sample = 2 * macs + (bias ? out_e : 0);
+  double const in_grad = c.needs_input_grad(x) ? 2 * macs : 0;
+  double const w_grad = c.needs_weight_grad(w) ? 2 * macs + (bias ? out_e : 0) : 0;
+  r.bwd_flops_per_sample = in_grad + w_grad;
+  r.bwd_weight_flops_per_sample = w_grad;
+  return r;
+}
+
+OpCost conv_cost(CostContext const& c) { return conv_cost_over(c, c.elems(c.output0())); }
+OpCost conv_transpose_cost(CostContext const& c) { return conv_cost_over(c, c.elems(c.input(0))); }
+
 }  // namespace
 
 void register_conv_ops(OpTable& t) {
-  define(t, "Conv", infer_conv);
-  define(t, "ConvTranspose", infer_conv_transpose);
+  define(t, "Conv", {.infer = infer_conv, .cost = conv_cost, .saved = save_input0});
+  define(t, "ConvTranspose", {.infer = infer_conv_transpose, .cost = conv_transpose_cost, .saved = save_input0});
 }
 
 }  // namespace gp::graph::ops

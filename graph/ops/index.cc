@@ -1,5 +1,5 @@
-// Pad, Tile, Trilu, GatherElements, ScatterElements, Resize: import-time inference (graph/ops/infer.h)
-// and the output shapes every backend shares (graph/ops/index.h).
+// Pad, Tile, Trilu, GatherElements, ScatterElements, Resize: import-time inference (graph/ops/infer.h),
+// the output shapes every backend shares (graph/ops/index.h) and cost (graph/ops/cost.h).
 #include "graph/ops/index.h"
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "graph/ops/common.h"
 #include "graph/ops/registry.h"
 
 namespace gp::graph::ops {
@@ -344,16 +345,46 @@ Result<Inferred> infer_resize(InferContext const& c) {
   return k;
 }
 
+template <typename A>
+A const* typed_attrs(Op const& op) {
+  return std::get_if<A>(&op.typed);
+}
+
+Result<std::vector<Dims>> pad_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  RETURN_IF_ERROR(require_typed<PadAttrs>(op));
+  ASSIGN_OR_RETURN(Dims out, pad_output_shape(*typed_attrs<PadAttrs>(op), in.at(0)));
+  return std::vector<Dims>{std::move(out)};
+}
+
+Result<std::vector<Dims>> tile_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t batch) {
+  RETURN_IF_ERROR(require_typed<TileAttrs>(op));
+  ASSIGN_OR_RETURN(Dims out, tile_output_shape(*typed_attrs<TileAttrs>(op), in.at(0), batch));
+  return std::vector<Dims>{std::move(out)};
+}
+
+Result<std::vector<Dims>> resize_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  RETURN_IF_ERROR(require_typed<ResizeAttrs>(op));
+  ASSIGN_OR_RETURN(Dims out, resize_output_shape(*typed_attrs<ResizeAttrs>(op), in.at(0)));
+  return std::vector<Dims>{std::move(out)};
+}
+
 }  // namespace
 
 void register_index_ops(OpTable& t) {
-  define(t, "Pad", infer_pad);
-  define(t, "Tile", infer_tile);
-  define(t, "Trilu", infer_trilu);
-  define(t, "GatherElements", infer_gather_elements);
-  define(t, "ScatterElements", infer_scatter_elements);
-  define(t, "Scatter", infer_scatter_elements);  // opset 9-10 name of ScatterElements without reduction
-  define(t, "Resize", infer_resize);
+  OpDef pad = elementwise_op(infer_pad, {1, 1});
+  pad.run_shape = pad_run_shape;
+  define(t, "Pad", std::move(pad));
+  OpDef tile = elementwise_op(infer_tile, {1, 1});
+  tile.run_shape = tile_run_shape;
+  define(t, "Tile", std::move(tile));
+  define(t, "Trilu", elementwise_op(infer_trilu, {1, 1}));
+  define(t, "GatherElements", elementwise_op(infer_gather_elements, {1, 1}));
+  define(t, "ScatterElements", elementwise_op(infer_scatter_elements, {1, 1}));
+  // The opset 9-10 name of ScatterElements without reduction.
+  define(t, "Scatter", elementwise_op(infer_scatter_elements, {1, 1}));
+  OpDef resize = elementwise_op(infer_resize, {8, 8});
+  resize.run_shape = resize_run_shape;
+  define(t, "Resize", std::move(resize));
 }
 
 }  // namespace gp::graph::ops

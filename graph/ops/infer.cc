@@ -97,30 +97,34 @@ StaticValue StaticValue::from_dims(Dims const& dims) {
   return a;
 }
 
-int64_t InferContext::attr_int(std::string const& key, int64_t dflt) const {
+int64_t attr_int(Attributes const& attrs, std::string const& key, int64_t dflt) {
   if (auto const* v = attr_get<int64_t>(attrs, key)) return *v;
   return dflt;
 }
 
-double InferContext::attr_float(std::string const& key, double dflt) const {
+double attr_float(Attributes const& attrs, std::string const& key, double dflt) {
   if (auto const* v = attr_get<double>(attrs, key)) return *v;
   if (auto const* v = attr_get<int64_t>(attrs, key)) return static_cast<double>(*v);
   return dflt;
 }
 
-std::string InferContext::attr_string(std::string const& key, std::string const& dflt) const {
+std::string attr_string(Attributes const& attrs, std::string const& key, std::string const& dflt) {
   if (auto const* v = attr_get<std::string>(attrs, key)) return *v;
   return dflt;
 }
 
-std::optional<Dims> InferContext::attr_ints(std::string const& key) const {
+std::optional<Dims> attr_ints(Attributes const& attrs, std::string const& key) {
   if (auto const* v = attr_get<std::vector<int64_t>>(attrs, key)) return *v;
   return std::nullopt;
 }
 
-std::optional<std::vector<double>> InferContext::attr_floats(std::string const& key) const {
+std::optional<std::vector<double>> attr_floats(Attributes const& attrs, std::string const& key) {
   if (auto const* v = attr_get<std::vector<double>>(attrs, key)) return *v;
   return std::nullopt;
+}
+
+TensorData const* attr_tensor(Attributes const& attrs, std::string const& key) {
+  return attr_get<TensorData>(attrs, key);
 }
 
 std::size_t InferContext::named_outputs() const {

@@ -22,6 +22,15 @@ using Dims = std::vector<int64_t>;
 
 bool is_float_dtype(DType d);
 
+// Attribute readers over a node's attributes (defaults when absent or of another kind; an integer
+// is read as a float too).
+int64_t attr_int(Attributes const& attrs, std::string const& key, int64_t dflt);
+double attr_float(Attributes const& attrs, std::string const& key, double dflt);
+std::string attr_string(Attributes const& attrs, std::string const& key, std::string const& dflt);
+std::optional<Dims> attr_ints(Attributes const& attrs, std::string const& key);
+std::optional<std::vector<double>> attr_floats(Attributes const& attrs, std::string const& key);
+TensorData const* attr_tensor(Attributes const& attrs, std::string const& key);
+
 // A value known at import time: a folded constant or an initializer's data. Integer elements may
 // hold the batch size: element k is i[k] + b[k] * N (b is empty when no element does).
 struct StaticValue {
@@ -60,11 +69,13 @@ struct InferContext {
   std::function<Result<StaticValue const*>(std::size_t, std::string const&)> value_of;
 
   // Attribute accessors (defaults when absent).
-  int64_t attr_int(std::string const& key, int64_t dflt) const;
-  double attr_float(std::string const& key, double dflt) const;
-  std::string attr_string(std::string const& key, std::string const& dflt) const;
-  std::optional<Dims> attr_ints(std::string const& key) const;
-  std::optional<std::vector<double>> attr_floats(std::string const& key) const;
+  int64_t attr_int(std::string const& key, int64_t dflt) const { return ops::attr_int(attrs, key, dflt); }
+  double attr_float(std::string const& key, double dflt) const { return ops::attr_float(attrs, key, dflt); }
+  std::string attr_string(std::string const& key, std::string const& dflt) const {
+    return ops::attr_string(attrs, key, dflt);
+  }
+  std::optional<Dims> attr_ints(std::string const& key) const { return ops::attr_ints(attrs, key); }
+  std::optional<std::vector<double>> attr_floats(std::string const& key) const { return ops::attr_floats(attrs, key); }
 
   bool has(std::size_t k) const { return k < inputs.size() && inputs[k].present; }
   Dims const& dims(std::size_t k) const { return inputs.at(k).dims; }

@@ -1,4 +1,7 @@
-// Gemm, MatMul, Einsum: import-time inference (graph/ops/infer.h).
+// Gemm, MatMul, Einsum: MatMul's shape rule (graph/ops/linalg.h), import-time inference
+// (graph/ops/infer.h) and cost (graph/ops/cost.h).
+#include "graph/ops/linalg.h"
+
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -7,6 +10,36 @@
 #include "graph/ops/registry.h"
 
 namespace gp::graph::ops {
+
+Result<MatMulShapes> matmul_shapes(std::vector<int64_t> a, std::vector<int64_t> b) {
+  if (a.empty() || b.empty()) return invalid_argument("MatMul operands must have rank >= 1");
+  bool const a1 = a.size() == 1, b1 = b.size() == 1;
+  if (a1) a.insert(a.begin(), 1);
+  if (b1) b.push_back(1);
+  if (a.back() != b[b.size() - 2])
+    return invalid_argument("inner dimensions differ: " + dims_str(a) + " x " + dims_str(b));
+  MatMulShapes s;
+  s.fold = b.size() == 2 && !b1;
+  std::size_t const rank = std::max(a.size(), b.size());
+  a.insert(a.begin(), rank - a.size(), 1);
+  b.insert(b.begin(), rank - b.size(), 1);
+  std::vector<int64_t> batch(rank - 2);
+  for (std::size_t i = 0; i + 2 < rank; ++i) {
+    if (a[i] != b[i] && a[i] != 1 && b[i] != 1)
+      return invalid_argument("batch dims do not broadcast: " + dims_str(a) + " x " + dims_str(b));
+    batch[i] = a[i] == 1 ? b[i] : a[i];
+  }
+  s.a = a;
+  s.b = b;
+  s.y = batch;
+  s.y.push_back(a[rank - 2]);
+  s.y.push_back(b[rank - 1]);
+  s.out = batch;
+  if (!a1) s.out.push_back(a[rank - 2]);
+  if (!b1) s.out.push_back(b[rank - 1]);
+  return s;
+}
+
 namespace {
 
 Result<Inferred> infer_gemm(InferContext const& c) {
@@ -31,18 +64,10 @@ Result<Inferred> infer_gemm(InferContext const& c) {
 
 Result<Inferred> infer_matmul(InferContext const& c) {
   Inferred k;
-  Dims a = c.dims(0), b = c.dims(1);
-  bool const a1 = a.size() == 1, b1 = b.size() == 1;
-  if (a1) a.insert(a.begin(), 1);
-  if (b1) b.push_back(1);
-  if (a.back() != b[b.size() - 2])
-    return invalid_argument("inner dimensions differ: " + dims_str(c.dims(0)) + " x " + dims_str(c.dims(1)));
-  ASSIGN_OR_RETURN(Dims out, broadcast_dims(Dims(a.begin(), a.end() - 2), Dims(b.begin(), b.end() - 2)));
-  if (!a1) out.push_back(a[a.size() - 2]);
-  if (!b1) out.push_back(b.back());
+  ASSIGN_OR_RETURN(MatMulShapes const s, matmul_shapes(c.dims(0), c.dims(1)));
   k.typed = MatMulAttrs{};
   k.data_inputs = all_slots(c);
-  k.outs.push_back({c.dtype(0), out});
+  k.outs.push_back({c.dtype(0), s.out});
   return k;
 }
 
@@ -75,12 +100,76 @@ Result<Inferred> infer_einsum(InferContext const& c) {
   return k;
 }
 
+Result<std::vector<Dims>> matmul_run_shape(OpGraph const&, Op const&, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(MatMulShapes s, matmul_shapes(in.at(0), in.at(1)));
+  return std::vector<Dims>{std::move(s.out)};
+}
+
+// ---- cost: 2 * output elements * K forward; backward the same per operand that needs a gradient,
+// weight-grad for an operand without the batch dimension ----
+
+OpCost product_cost(CostContext const& c, int64_t k, double fwd_extra_per_output) {
+  OpCost r;
+  double const out_e = c.elems(c.output0());
+  if (k < 0) k = -k;
+  double const mm = 2 * out_e * static_cast<double>(k);
+  r.fwd_flops_per_sample = mm + fwd_extra_per_output * out_e;
+  for (TensorId operand : {c.input(0), c.input(1)}) {
+    if (c.needs_input_grad(operand)) {
+      r.bwd_flops_per_sample += mm;
+    } else if (c.needs_weight_grad(operand)) {
+      r.bwd_flops_per_sample += mm;
+      r.bwd_weight_flops_per_sample += mm;
+    }
+  }
+  return r;
+}
+
+// Plus the bias (or C scaled by beta): an addition per output element, and its gradient.
+OpCost gemm_cost(CostContext const& c) {
+  auto const& a = c.tensors[c.input(0)].shape.dims;
+  auto const* g = std::get_if<GemmAttrs>(&c.op.typed);
+  OpCost r = product_cost(c, (g && g->trans_a) ? a[0] : a[1], 1);
+  if (c.needs_weight_grad(c.input(2))) {
+    double const out_e = c.elems(c.output0());
+    r.bwd_flops_per_sample += out_e;
+    r.bwd_weight_flops_per_sample += out_e;
+  }
+  return r;
+}
+
+OpCost matmul_cost(CostContext const& c) { return product_cost(c, c.tensors[c.input(0)].shape.dims.back(), 0); }
+
+// 2 x the product of every label's size (the batch label counts once per sample); backward twice that.
+OpCost einsum_cost(CostContext const& c) {
+  OpCost r;
+  auto const* a = std::get_if<EinsumAttrs>(&c.op.typed);
+  std::vector<std::vector<int64_t>> dims;
+  std::vector<int64_t> ranks;
+  for (TensorId in : c.op.inputs)
+    if (in != kNoTensor) {
+      dims.push_back(c.tensors[in].shape.dims);
+      ranks.push_back(static_cast<int64_t>(dims.back().size()));
+    }
+  if (a == nullptr) return r;
+  auto spec = parse_einsum(a->equation, ranks);
+  auto sizes = spec.is_ok() ? einsum_label_sizes(*spec, dims) : Result<std::vector<int64_t>>(spec.status());
+  if (sizes.is_ok()) {
+    double p = 1;
+    for (int64_t d : *sizes) p *= d < 0 ? static_cast<double>(-d) : static_cast<double>(d);
+    r.fwd_flops_per_sample = (dims.size() > 1 ? 2 : 1) * p;
+    r.bwd_flops_per_sample = 2 * r.fwd_flops_per_sample;
+  }
+  return r;
+}
+
 }  // namespace
 
 void register_linalg_ops(OpTable& t) {
-  define(t, "Gemm", infer_gemm);
-  define(t, "MatMul", infer_matmul);
-  define(t, "Einsum", infer_einsum);
+  define(t, "Gemm", {.infer = infer_gemm, .cost = gemm_cost, .saved = save_inputs01});
+  define(t, "MatMul",
+         {.infer = infer_matmul, .cost = matmul_cost, .saved = save_inputs01, .run_shape = matmul_run_shape});
+  define(t, "Einsum", {.infer = infer_einsum, .cost = einsum_cost, .saved = save_input0});
 }
 
 }  // namespace gp::graph::ops

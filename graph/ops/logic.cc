@@ -1,4 +1,5 @@
-// Comparisons, boolean ops, Where and Mod: import-time inference (graph/ops/infer.h). All broadcast
+// Comparisons, boolean ops, Where and Mod: import-time inference (graph/ops/infer.h), the folding of
+// Equal, Where and ConstantOfShape (graph/ops/fold.h) and cost (graph/ops/cost.h). All broadcast
 // their inputs the numpy way; comparisons and boolean ops give bool, Where and Mod their data's dtype.
 #include <algorithm>
 #include <limits>
@@ -88,13 +89,86 @@ Result<Inferred> infer_constant_of_shape(InferContext const& c) {
   return k;
 }
 
+Result<Folded> fold_where(FoldContext const& c) {
+  ASSIGN_OR_RETURN(BroadcastInputs const bc, broadcast_inputs(c));
+  SymArray const* cond = c.ins[0];
+  SymArray const* x = c.ins[1];
+  SymArray const* y = c.ins[2];
+  SymArray out;
+  out.dims = bc.dims;
+  out.dtype = x->dtype;
+  bool const anyb = x->has_batch() || y->has_batch();
+  for (int64_t k = 0; k < bc.count; ++k) {
+    auto const pick = cond->is_float() ? cond->f[bc.idx[0][k]] != 0 : cond->i[bc.idx[0][k]] != 0;
+    if (cond->has_batch() && cond->b[bc.idx[0][k]] != 0)
+      return unsupported("Where condition depends on the batch size");
+    SymArray const* src = pick ? x : y;
+    int64_t const s = pick ? bc.idx[1][k] : bc.idx[2][k];
+    if (out.is_float()) {
+      out.f.push_back(src->f[s]);
+    } else {
+      out.i.push_back(src->i[s]);
+      if (anyb) out.b.push_back(src->has_batch() ? src->b[s] : 0);
+    }
+  }
+  return folded_one(std::move(out));
+}
+
+Result<Folded> fold_equal(FoldContext const& c) {
+  ASSIGN_OR_RETURN(BroadcastInputs const bc, broadcast_inputs(c));
+  SymArray out;
+  out.dims = bc.dims;
+  out.dtype = DType::kBool;
+  SymArray const& a = *c.ins[0];
+  SymArray const& x = *c.ins[1];
+  for (int64_t k = 0; k < bc.count; ++k) {
+    bool eq;
+    if (a.is_float() || x.is_float()) {
+      double const av = a.is_float() ? a.f[bc.idx[0][k]] : static_cast<double>(a.i[bc.idx[0][k]]);
+      double const xv = x.is_float() ? x.f[bc.idx[1][k]] : static_cast<double>(x.i[bc.idx[1][k]]);
+      eq = av == xv;
+    } else {
+      int64_t const ab = a.has_batch() ? a.b[bc.idx[0][k]] : 0, xb = x.has_batch() ? x.b[bc.idx[1][k]] : 0;
+      // N is a free symbol: b*N equals a number only when it is the same symbolic expression.
+      eq = ab == xb && a.i[bc.idx[0][k]] == x.i[bc.idx[1][k]];
+    }
+    out.i.push_back(eq);
+  }
+  return folded_one(std::move(out));
+}
+
+// A static shape only: a shape with the batch stays an op (infer_constant_of_shape).
+Result<Folded> fold_constant_of_shape(FoldContext const& c) {
+  if (c.in(0) && c.in(0)->has_batch()) return Folded{};
+  ASSIGN_OR_RETURN(auto dims, plain_ints(c.in(0), "ConstantOfShape shape"));
+  SymArray out;
+  out.dims = dims;
+  TensorData const* v = c.attr_tensor("value");
+  SymArray value;
+  if (v) {
+    ASSIGN_OR_RETURN(value, SymArray::from_data(*v));
+    if (value.f.size() + value.i.size() != 1) return invalid_argument("'value' must hold exactly one element");
+  } else {
+    value.dtype = DType::kFloat32;
+    value.f = {0.0};
+  }
+  out.dtype = value.dtype;
+  int64_t const n = fold_numel(dims);
+  if (n > kMaxFoldElements) return Folded{};
+  out.f.assign(value.is_float() ? n : 0, value.is_float() ? value.f[0] : 0);
+  out.i.assign(value.is_float() ? 0 : n, value.is_float() ? 0 : value.i[0]);
+  return folded_one(std::move(out));
+}
+
 }  // namespace
 
 void register_logic_ops(OpTable& t) {
-  define(t, "ConstantOfShape", infer_constant_of_shape);
-  for (char const* type :
-       {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor", "Where", "Mod"})
-    define(t, type, infer_broadcast_logic);
+  define(t, "ConstantOfShape", {.infer = infer_constant_of_shape, .fold = fold_constant_of_shape});
+  define(t, "Equal", elementwise_op(infer_broadcast_logic, {1, 0}, nullptr, fold_equal));
+  define(t, "Where", elementwise_op(infer_broadcast_logic, {1, 1}, save_input0, fold_where));
+  for (char const* type : {"Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor"})
+    define(t, type, elementwise_op(infer_broadcast_logic, {1, 0}));
+  define(t, "Mod", elementwise_op(infer_broadcast_logic, {3, 3}));
 }
 
 }  // namespace gp::graph::ops

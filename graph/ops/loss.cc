@@ -1,4 +1,5 @@
-// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss: import-time inference (graph/ops/infer.h).
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss: import-time inference (graph/ops/infer.h)
+// and cost per score element (graph/ops/cost.h).
 // Both take scores [N, C, d1, ...], integer targets [N, d1, ...] and optional class weights [C];
 // the loss is [N, d1, ...] (reduction "none") or a scalar ("sum", "mean").
 #include <algorithm>
@@ -56,8 +57,9 @@ Result<Inferred> infer_loss(InferContext const& c) {
 }  // namespace
 
 void register_loss_ops(OpTable& t) {
-  define(t, "NegativeLogLikelihoodLoss", infer_loss);
-  define(t, "SoftmaxCrossEntropyLoss", infer_loss);
+  define(t, "NegativeLogLikelihoodLoss", {.infer = infer_loss, .cost = cost_per_input_element, .per_element = {2, 1}});
+  define(t, "SoftmaxCrossEntropyLoss",
+         {.infer = infer_loss, .cost = cost_per_input_element, .per_element = {5, 3}, .saved = save_input0});
 }
 
 }  // namespace gp::graph::ops

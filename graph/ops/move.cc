@@ -1,3 +1,5 @@
+// Data movement: the shape functions every backend shares (graph/ops/move.h), import-time inference
+// (graph/ops/infer.h), constant folding (graph/ops/fold.h) and what Gather keeps for its backward.
 #include "graph/ops/move.h"
 
 #include <algorithm>
@@ -300,15 +302,205 @@ Result<Inferred> infer_expand(InferContext const& c) {
   return k;
 }
 
+// ---- folding ----
+
+Result<Folded> fold_gather(FoldContext const& c) {
+  SymArray const& data = *c.in(0);
+  ASSIGN_OR_RETURN(auto indices, plain_ints(c.in(1), "Gather indices"));
+  int64_t const r = static_cast<int64_t>(data.dims.size());
+  int64_t const axis = normalised_axis(c.attr_int("axis", 0), r);
+  if (axis < 0 || axis >= r) return invalid_argument(c.where() + ": axis out of range");
+  int64_t const outer = fold_numel({data.dims.begin(), data.dims.begin() + axis});
+  int64_t const inner = fold_numel({data.dims.begin() + axis + 1, data.dims.end()});
+  int64_t const len = data.dims[axis];
+  Dims dims(data.dims.begin(), data.dims.begin() + axis);
+  dims.insert(dims.end(), c.in(1)->dims.begin(), c.in(1)->dims.end());
+  dims.insert(dims.end(), data.dims.begin() + axis + 1, data.dims.end());
+  Dims idx;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t g : indices) {
+      int64_t const gi = g < 0 ? g + len : g;
+      if (gi < 0 || gi >= len) return invalid_argument(c.where() + ": index out of range");
+      for (int64_t k = 0; k < inner; ++k) idx.push_back((o * len + gi) * inner + k);
+    }
+  return folded_one(take(data, dims, idx));
+}
+
+Result<Folded> fold_concat(FoldContext const& c) {
+  std::vector<SymArray const*> parts;
+  for (auto const* x : c.ins)
+    if (x) parts.push_back(x);
+  if (parts.empty()) return invalid_argument(c.where() + " has no inputs");
+  int64_t const r = static_cast<int64_t>(parts[0]->dims.size());
+  ASSIGN_OR_RETURN(int64_t const axis, checked_axis(c.attr_int("axis", 0), r));
+  SymArray out;
+  out.dtype = parts[0]->dtype;
+  out.dims = parts[0]->dims;
+  out.dims[axis] = 0;
+  bool anyb = false;
+  for (auto const* p : parts) {
+    out.dims[axis] += p->dims[axis];
+    anyb |= p->has_batch();
+  }
+  int64_t const outer = fold_numel({out.dims.begin(), out.dims.begin() + axis});
+  for (int64_t o = 0; o < outer; ++o)
+    for (auto const* p : parts) {
+      int64_t const chunk = fold_numel({p->dims.begin() + axis, p->dims.end()});
+      for (int64_t k = o * chunk; k < (o + 1) * chunk; ++k) {
+        if (out.is_float())
+          out.f.push_back(p->is_float() ? p->f[k] : static_cast<double>(p->i[k]));
+        else
+          out.i.push_back(p->i[k]);
+        if (anyb) out.b.push_back(p->has_batch() ? p->b[k] : 0);
+      }
+    }
+  return folded_one(std::move(out));
+}
+
+Result<Folded> fold_transpose(FoldContext const& c) {
+  SymArray const& a = *c.in(0);
+  int64_t const r = static_cast<int64_t>(a.dims.size());
+  Dims perm(r);
+  std::iota(perm.rbegin(), perm.rend(), 0);
+  if (auto p = c.attr_ints("perm")) perm = *p;
+  Dims dims(r);
+  for (int64_t k = 0; k < r; ++k) dims[k] = a.dims[perm[k]];
+  Dims const src_strides = row_major_strides(a.dims);
+  Dims idx;
+  Dims pos(r, 0);
+  for (int64_t e = 0; e < a.numel(); ++e) {
+    int64_t flat = 0;
+    for (int64_t k = 0; k < r; ++k) flat += pos[k] * src_strides[perm[k]];
+    idx.push_back(flat);
+    for (int64_t k = r - 1; k >= 0; --k) {
+      if (++pos[k] < dims[k]) break;
+      pos[k] = 0;
+    }
+  }
+  return folded_one(take(a, dims, idx));
+}
+
+Result<Folded> fold_expand(FoldContext const& c) {
+  if (c.in(1) && c.in(1)->has_batch()) return Folded{};  // kept: expands to the batch at run time
+  ASSIGN_OR_RETURN(auto shape, plain_ints(c.in(1), "Expand shape"));
+  ASSIGN_OR_RETURN(auto dims, broadcast_dims(c.in(0)->dims, shape));
+  if (fold_numel(dims) > kMaxFoldElements) return Folded{};
+  return folded_one(take(*c.in(0), dims, broadcast_index(c.in(0)->dims, dims)));
+}
+
+Result<Folded> fold_slice(FoldContext const& c) {
+  SymArray const& a = *c.in(0);
+  int64_t const r = static_cast<int64_t>(a.dims.size());
+  Dims starts, ends, axes, steps;
+  if (c.opset < 10) {
+    starts = c.attr_ints("starts").value_or(Dims{});
+    ends = c.attr_ints("ends").value_or(Dims{});
+    axes = c.attr_ints("axes").value_or(Dims{});
+  } else {
+    ASSIGN_OR_RETURN(starts, plain_ints(c.in(1), "Slice starts"));
+    ASSIGN_OR_RETURN(ends, plain_ints(c.in(2), "Slice ends"));
+    if (c.in(3)) {
+      ASSIGN_OR_RETURN(axes, plain_ints(c.in(3), "Slice axes"));
+    }
+    if (c.in(4)) {
+      ASSIGN_OR_RETURN(steps, plain_ints(c.in(4), "Slice steps"));
+    }
+  }
+  if (axes.empty())
+    for (std::size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  Dims lo(r, 0), step(r, 1), dims = a.dims;
+  if (starts.size() != axes.size() || ends.size() != axes.size() || steps.size() != axes.size())
+    return invalid_argument("starts, ends, axes and steps differ in length");
+  for (std::size_t k = 0; k < axes.size(); ++k) {
+    ASSIGN_OR_RETURN(int64_t const ax, checked_axis(axes[k], r));
+    int64_t const d = a.dims[ax];
+    int64_t s = starts[k], e = ends[k];
+    int64_t const st = steps[k];
+    if (st == 0) return invalid_argument(c.where() + " has step 0");
+    if (s < 0) s += d;
+    if (e < 0) e += d;
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      dims[ax] = std::max<int64_t>(0, (e - s + st - 1) / st);
+    } else {
+      s = std::clamp<int64_t>(s, 0, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+      dims[ax] = std::max<int64_t>(0, (s - e + (-st) - 1) / (-st));
+    }
+    lo[ax] = s;
+    step[ax] = st;
+  }
+  Dims const src_strides = row_major_strides(a.dims);
+  Dims idx;
+  Dims pos(r, 0);
+  int64_t const count = fold_numel(dims);
+  for (int64_t e = 0; e < count; ++e) {
+    int64_t flat = 0;
+    for (int64_t k = 0; k < r; ++k) flat += (lo[k] + pos[k] * step[k]) * src_strides[k];
+    idx.push_back(flat);
+    for (int64_t k = r - 1; k >= 0; --k) {
+      if (++pos[k] < dims[k]) break;
+      pos[k] = 0;
+    }
+  }
+  return folded_one(take(a, dims, idx));
+}
+
+// ---- run shapes ----
+
+Result<std::vector<Dims>> transpose_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(Dims const perm, transpose_perm(op, in.at(0)));
+  Dims out;
+  for (int64_t p : perm) out.push_back(in[0][static_cast<std::size_t>(p)]);
+  return std::vector<Dims>{out};
+}
+
+Result<std::vector<Dims>> concat_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(ConcatShape s, concat_shape(op, in));
+  return std::vector<Dims>{std::move(s.out_shape)};
+}
+
+Result<std::vector<Dims>> split_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(SplitShape const s, split_shape(op, in.at(0)));
+  std::vector<Dims> outs;
+  for (int64_t size : s.sizes) {
+    outs.push_back(in[0]);
+    outs.back()[static_cast<std::size_t>(s.axis)] = size;
+  }
+  return outs;
+}
+
+Result<std::vector<Dims>> slice_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(SliceGeometry s, slice_geometry(op, in.at(0)));
+  return std::vector<Dims>{std::move(s.out_shape)};
+}
+
+Result<std::vector<Dims>> gather_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(GatherShape s, gather_shape(op, in.at(0), in.at(1)));
+  return std::vector<Dims>{std::move(s.out_shape)};
+}
+
+Result<std::vector<Dims>> expand_run_shape(OpGraph const& graph, Op const& op, std::vector<Dims> const& in,
+                                           int64_t batch) {
+  ASSIGN_OR_RETURN(Dims out, expand_output_shape(graph, op, in.at(0), batch));
+  return std::vector<Dims>{std::move(out)};
+}
+
+// Gather's backward scatters into the data's shape at the saved indices.
+void gather_saved(CostContext const& c, SavedForBackward& s) { c.save(s, c.input(1)); }
+
 }  // namespace
 
 void register_move_ops(OpTable& t) {
-  define(t, "Transpose", infer_transpose);
-  define(t, "Concat", infer_concat);
-  define(t, "Split", infer_split);
-  define(t, "Slice", infer_slice);
-  define(t, "Gather", infer_gather);
-  define(t, "Expand", infer_expand);
+  define(t, "Transpose", {.infer = infer_transpose, .fold = fold_transpose, .run_shape = transpose_run_shape});
+  define(t, "Concat", {.infer = infer_concat, .fold = fold_concat, .run_shape = concat_run_shape});
+  define(t, "Split", {.infer = infer_split, .run_shape = split_run_shape});
+  define(t, "Slice", {.infer = infer_slice, .fold = fold_slice, .run_shape = slice_run_shape});
+  define(t, "Gather",
+         {.infer = infer_gather, .fold = fold_gather, .saved = gather_saved, .run_shape = gather_run_shape});
+  define(t, "Expand", {.infer = infer_expand, .fold = fold_expand, .run_shape = expand_run_shape});
 }
 
 }  // namespace gp::graph::ops

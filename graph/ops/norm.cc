@@ -1,4 +1,4 @@
-// Normalisations: import-time inference (graph/ops/infer.h).
+// Normalisations: import-time inference (graph/ops/infer.h) and cost (graph/ops/cost.h).
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -57,12 +57,34 @@ Result<Inferred> infer_instance_norm(InferContext const& c) {
   return k;
 }
 
+// Plus the scale and bias gradients: a multiply-add per element, reduced per channel.
+OpCost norm_with_affine_cost(CostContext const& c) {
+  OpCost r = cost_per_output_element(c);
+  if (c.needs_weight_grad(c.input(1))) r.bwd_weight_flops_per_sample = 2 * c.elems(c.output0());
+  return r;
+}
+
+// LayerNorm keeps its input and, per normalised row, the mean and 1/std (float32 each).
+void layer_norm_saved(CostContext const& c, SavedForBackward& s) {
+  TensorId const x = c.input(0);
+  c.save(s, x);
+  if (!c.batched(x)) return;
+  auto const& dims = c.tensors[x].shape.dims;
+  auto const* a = std::get_if<LayerNormAttrs>(&c.op.typed);
+  int64_t const axis = a ? a->axis : static_cast<int64_t>(dims.size()) - 1;
+  int64_t const norm = abs_product(dims, static_cast<std::size_t>(axis));
+  int64_t const rows = norm ? c.tensors[x].shape.elements_per_sample() / norm : 0;
+  s.extra_bytes_per_sample = rows * 2 * 4;
+}
+
 }  // namespace
 
 void register_norm_ops(OpTable& t) {
-  define(t, "BatchNormalization", infer_batch_norm);
-  define(t, "LayerNormalization", infer_layer_norm);
-  define(t, "InstanceNormalization", infer_instance_norm);
+  define(t, "BatchNormalization",
+         {.infer = infer_batch_norm, .cost = norm_with_affine_cost, .per_element = {8, 12}, .saved = save_input0});
+  define(t, "LayerNormalization",
+         {.infer = infer_layer_norm, .cost = norm_with_affine_cost, .per_element = {8, 12}, .saved = layer_norm_saved});
+  define(t, "InstanceNormalization", elementwise_op(infer_instance_norm, {8, 12}, save_input0));
 }
 
 }  // namespace gp::graph::ops

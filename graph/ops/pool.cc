@@ -1,3 +1,5 @@
+// Pooling: the window every backend shares (graph/ops/pool.h), import-time inference
+// (graph/ops/infer.h) and cost (graph/ops/cost.h).
 #include "graph/ops/pool.h"
 
 #include <algorithm>
@@ -101,12 +103,43 @@ Result<Inferred> infer_global_pool(InferContext const& c) {
   return k;
 }
 
+Result<std::vector<Dims>> pool_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(PoolWindow w, pool_window(op, in.at(0)));
+  return std::vector<Dims>{std::move(w.out_shape)};
+}
+
+// The kernel volume per output element forward.
+double window_flops(CostContext const& c) {
+  auto const* p = std::get_if<PoolAttrs>(&c.op.typed);
+  double kernel = 1;
+  if (p)
+    for (int64_t k : p->kernel) kernel *= static_cast<double>(k);
+  return c.elems(c.output0()) * kernel;
+}
+
+// Backward routes each output gradient to its window's maximum: once per input element.
+OpCost max_pool_cost(CostContext const& c) {
+  OpCost r;
+  r.fwd_flops_per_sample = window_flops(c);
+  r.bwd_flops_per_sample = c.elems(c.input(0));
+  return r;
+}
+
+OpCost average_pool_cost(CostContext const& c) {
+  OpCost r;
+  r.fwd_flops_per_sample = window_flops(c);
+  r.bwd_flops_per_sample = window_flops(c);
+  return r;
+}
+
 }  // namespace
 
 void register_pool_ops(OpTable& t) {
-  define(t, "MaxPool", infer_pool);
-  define(t, "AveragePool", infer_pool);
-  define(t, "GlobalAveragePool", infer_global_pool);
+  define(t, "MaxPool", {.infer = infer_pool, .cost = max_pool_cost, .saved = save_input0, .run_shape = pool_run_shape});
+  define(t, "AveragePool", {.infer = infer_pool, .cost = average_pool_cost, .run_shape = pool_run_shape});
+  define(
+      t, "GlobalAveragePool",
+      {.infer = infer_global_pool, .cost = cost_per_input_element, .per_element = {1, 1}, .run_shape = pool_run_shape});
 }
 
 }  // namespace gp::graph::ops

@@ -1,5 +1,5 @@
-// Reductions, the softmax family, CumSum, ArgMax/ArgMin: import-time inference (graph/ops/infer.h)
-// and the shape functions the backends share (graph/ops/reduce.h).
+// Reductions, the softmax family, CumSum, ArgMax/ArgMin: import-time inference (graph/ops/infer.h),
+// the shape functions the backends share (graph/ops/reduce.h) and cost (graph/ops/cost.h).
 #include "graph/ops/reduce.h"
 
 #include <algorithm>
@@ -156,16 +156,34 @@ Result<Inferred> infer_arg_reduce(InferContext const& c) {
   return k;
 }
 
+Result<std::vector<Dims>> reduce_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(ReduceShape s, reduce_shape(op, in.at(0)));
+  return std::vector<Dims>{std::move(s.out_shape)};
+}
+
 }  // namespace
 
 void register_reduce_ops(OpTable& t) {
-  for (char const* r : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-                        "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"})
-    define(t, r, infer_reduce);
-  for (char const* s : {"Softmax", "LogSoftmax", "Hardmax"}) define(t, s, infer_softmax);
-  define(t, "CumSum", infer_cumsum);
-  define(t, "ArgMax", infer_arg_reduce);
-  define(t, "ArgMin", infer_arg_reduce);
+  // Reductions cost per input element, forward and backward alike.
+  auto reduction = [](InferFn infer, ElemCost per_input_element) {
+    return OpDef{.infer = infer, .cost = cost_per_input_element, .per_element = per_input_element};
+  };
+  auto reduce = [&](ElemCost per_input_element) {
+    OpDef d = reduction(infer_reduce, per_input_element);
+    d.run_shape = reduce_run_shape;
+    return d;
+  };
+  for (char const* r : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceLogSum"})
+    define(t, r, reduce({1, 1}));
+  define(t, "ReduceL2", reduce({2, 2}));
+  define(t, "ReduceSumSquare", reduce({2, 2}));
+  define(t, "ReduceLogSumExp", reduce({4, 4}));
+  define(t, "Softmax", elementwise_op(infer_softmax, {5, 4}, save_output0));
+  define(t, "LogSoftmax", elementwise_op(infer_softmax, {5, 5}));
+  define(t, "Hardmax", elementwise_op(infer_softmax, {1, 0}));
+  define(t, "CumSum", elementwise_op(infer_cumsum, {1, 1}));
+  define(t, "ArgMax", reduction(infer_arg_reduce, {1, 0}));
+  define(t, "ArgMin", reduction(infer_arg_reduce, {1, 0}));
 }
 
 }  // namespace gp::graph::ops

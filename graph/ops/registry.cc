@@ -4,8 +4,8 @@
 
 namespace gp::graph::ops {
 
-void define(OpTable& t, std::string const& type, InferFn infer) {
-  if (!t.emplace(type, OpDef{infer, {}}).second) throw std::logic_error("op type '" + type + "' is defined twice");
+void define(OpTable& t, std::string const& type, OpDef def) {
+  if (!t.emplace(type, std::move(def)).second) throw std::logic_error("op type '" + type + "' is defined twice");
 }
 
 OpTable const& op_table() {
@@ -23,19 +23,14 @@ OpTable const& op_table() {
                                                          {"index", register_index_ops},
                                                          {"rnn", register_rnn_ops},
                                                          {"loss", register_loss_ops},
-                                                         {"logic", register_logic_ops}};
+                                                         {"logic", register_logic_ops},
+                                                         {"folded", register_folded_ops}};
     OpTable t;
     for (auto const& [family, add] : families) {
       add(t);
       for (auto& [type, def] : t)
         if (def.family.empty()) def.family = family;
     }
-    // Ops that exist only at import time: folded from static inputs (an error names them otherwise).
-    for (char const* folded : {"Constant", "ConstantOfShape", "Range", "Shape", "Size"})
-      if (!t.count(folded)) {
-        define(t, folded, nullptr);
-        t.find(folded)->second.family = "folded";
-      }
     return t;
   }();
   return table;

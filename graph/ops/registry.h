@@ -1,6 +1,9 @@
-// The op table: every operator type the importer lowers, each with its family's inference function
-// (graph/ops/infer.h). The list of supported ops comes from here, not from a hand-kept list; a test
-// checks that every type in it has CPU kernels.
+// The op table: every operator type the importer lowers, each with the rules its family's file
+// (graph/ops/<family>.cc) gives it: import-time inference (graph/ops/infer.h), constant folding
+// (graph/ops/fold.h), FLOP and activation-byte cost (graph/ops/cost.h) and, where the backends share
+// one, the output shapes of a run. The importer resolves each node's OpDef once (Op::def). The list
+// of supported ops comes from here, not from a hand-kept list; a test checks that every type in it
+// has CPU kernels.
 #pragma once
 
 #include <map>
@@ -8,19 +11,38 @@
 #include <string_view>
 #include <vector>
 
+#include "graph/ops/cost.h"
+#include "graph/ops/fold.h"
 #include "graph/ops/infer.h"
 
 namespace gp::graph::ops {
 
+// Output shapes of one run (the concrete input shapes of a micro-batch of `batch` samples) from
+// the shape rule the importer and every backend share.
+using RunShapeFn = Result<std::vector<Dims>> (*)(OpGraph const& graph, Op const& op,
+                                                 std::vector<Dims> const& input_shapes, int64_t batch);
+
 struct OpDef {
-  InferFn infer = nullptr;  // null: the op is only ever folded at import time (Shape, Constant, ...)
-  std::string family;       // the file that defines it: "linalg", "conv", ..., "folded"
+  InferFn infer = nullptr;         // null: the op is only ever folded at import time (Shape, Constant, ...)
+  FoldFn fold = nullptr;           // constant folding over static inputs; null: never folded
+  bool folds_from_shape = false;   // `fold` reads only the inputs' dims, static or not (Shape, Size)
+  CostFn cost = nullptr;           // FLOPs per sample; null: none (shape movement)
+  ElemCost per_element{};          // the coefficients cost_per_output_element/cost_per_input_element read
+  SavedFn saved = nullptr;         // what the backward keeps; null: nothing
+  RunShapeFn run_shape = nullptr;  // null: no shape rule the backends share
+  std::string family{};            // the file that defines it: "linalg", "conv", ..., "folded"
 };
+
+// An op costing `per_element` FLOPs per output element, forward and backward.
+inline OpDef elementwise_op(InferFn infer, ElemCost per_element, SavedFn saved = nullptr, FoldFn fold = nullptr) {
+  return {.infer = infer, .fold = fold, .cost = cost_per_output_element, .per_element = per_element, .saved = saved};
+}
 
 using OpTable = std::map<std::string, OpDef, std::less<>>;
 
 // Adds `type` to the table; a type defined twice is a programming error (std::logic_error).
-void define(OpTable& t, std::string const& type, InferFn infer);
+void define(OpTable& t, std::string const& type, OpDef def);
+inline void define(OpTable& t, std::string const& type, InferFn infer) { define(t, type, OpDef{.infer = infer}); }
 
 // One per family file: adds that family's op types (duplicates are a programming error).
 void register_linalg_ops(OpTable& t);      // linalg.cc: Gemm, MatMul, Einsum
@@ -36,6 +58,7 @@ void register_index_ops(OpTable& t);       // index.cc: Pad, Tile, Trilu, Gather
 void register_rnn_ops(OpTable& t);         // rnn.cc: LSTM, GRU
 void register_loss_ops(OpTable& t);        // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_logic_ops(OpTable& t);       // logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape, ...
+void register_folded_ops(OpTable& t);      // folded.cc: Constant, Range, Shape, Size (import time only)
 
 OpTable const& op_table();
 OpDef const* find_op(std::string_view type);

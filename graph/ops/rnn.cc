@@ -1,5 +1,6 @@
-// LSTM and GRU: import-time inference (graph/ops/infer.h).
+// LSTM and GRU: import-time inference (graph/ops/infer.h) and cost (graph/ops/cost.h).
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 
 #include "graph/ops/registry.h"
@@ -98,11 +99,29 @@ Result<Inferred> infer_rnn(InferContext const& c) {
   return k;
 }
 
+// Per time step and direction: the gates' products with the input and the previous state.
+OpCost rnn_cost(CostContext const& c, double gates) {
+  OpCost r;
+  auto const* a = std::get_if<RnnAttrs>(&c.op.typed);
+  double const h = a ? static_cast<double>(a->hidden_size) : 0;
+  auto const& x = c.tensors[c.input(0)].shape.dims;
+  double const inputs = x.empty() ? 0 : static_cast<double>(std::abs(x.back()));
+  double const steps_dirs = h > 0 ? c.elems(c.output0()) / h : 0;  // Y is [T, D, N, H]: T*D per sample
+  double const mm = steps_dirs * 2 * gates * h * (inputs + h);
+  r.fwd_flops_per_sample = mm + steps_dirs * 15 * gates * h;
+  r.bwd_weight_flops_per_sample = c.needs_weight_grad(c.input(1)) ? mm : 0;
+  r.bwd_flops_per_sample = mm + r.bwd_weight_flops_per_sample;
+  return r;
+}
+
+OpCost lstm_cost(CostContext const& c) { return rnn_cost(c, 4); }
+OpCost gru_cost(CostContext const& c) { return rnn_cost(c, 3); }
+
 }  // namespace
 
 void register_rnn_ops(OpTable& t) {
-  define(t, "LSTM", infer_rnn);
-  define(t, "GRU", infer_rnn);
+  define(t, "LSTM", {.infer = infer_rnn, .cost = lstm_cost, .saved = save_input0});
+  define(t, "GRU", {.infer = infer_rnn, .cost = gru_cost, .saved = save_input0});
 }
 
 }  // namespace gp::graph::ops

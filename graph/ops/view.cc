@@ -1,3 +1,5 @@
+// Views: import-time inference (graph/ops/infer.h), constant folding (graph/ops/fold.h), Dropout's
+// cost (graph/ops/cost.h) and the output shape of a run.
 #include "graph/ops/view.h"
 
 #include <algorithm>
@@ -263,16 +265,158 @@ Result<Inferred> infer_cast(InferContext const& c) {
   return k;
 }
 
+// ---- folding ----
+
+// ONNX element types folding handles; others (float16, ...) are left to run.
+std::optional<DType> foldable_dtype(int64_t onnx_type) {
+  switch (onnx_type) {
+    case 1:
+      return DType::kFloat32;
+    case 11:
+      return DType::kFloat64;
+    case 7:
+      return DType::kInt64;
+    case 6:
+      return DType::kInt32;
+    case 3:
+      return DType::kInt8;
+    case 2:
+      return DType::kUInt8;
+    case 9:
+      return DType::kBool;
+    default:
+      return std::nullopt;
+  }
+}
+
+SymArray cast_to(SymArray const& a, DType to) {
+  SymArray out;
+  out.dtype = to;
+  out.dims = a.dims;
+  bool const to_float = is_float_dtype(to);
+  if (a.is_float() && to_float) {
+    out.f = a.f;
+  } else if (a.is_float()) {
+    for (double x : a.f) out.i.push_back(to == DType::kBool ? (x != 0) : to_int_saturating(x));
+  } else if (to_float) {
+    for (int64_t x : a.i) out.f.push_back(static_cast<double>(x));
+  } else {
+    out.i = a.i;
+    if (to == DType::kBool)
+      for (std::size_t k = 0; k < out.i.size(); ++k) out.i[k] = (out.i[k] != 0 || (!a.b.empty() && a.b[k] != 0));
+    else
+      out.b = a.b;
+  }
+  return out;
+}
+
+Result<Folded> fold_identity(FoldContext const& c) { return folded_one(*c.in(0)); }
+
+Result<Folded> fold_cast(FoldContext const& c) {
+  std::optional<DType> const to = foldable_dtype(c.attr_int("to", 1));
+  if (!to) return Folded{};
+  if (is_float_dtype(*to) && c.in(0)->has_batch()) return unsupported("casting the batch size to a float");
+  return folded_one(cast_to(*c.in(0), *to));
+}
+
+// Axes from the attribute (older opsets) or the second input (newer ones).
+Result<std::optional<Dims>> fold_axes(FoldContext const& c) {
+  if (auto a = c.attr_ints("axes")) return std::optional<Dims>(*a);
+  if (c.in(1)) {
+    ASSIGN_OR_RETURN(auto v, plain_ints(c.in(1), "axes"));
+    return std::optional<Dims>(v);
+  }
+  return std::optional<Dims>{};
+}
+
+Result<Folded> fold_unsqueeze(FoldContext const& c) {
+  SymArray out = *c.in(0);
+  ASSIGN_OR_RETURN(auto axes, fold_axes(c));
+  if (!axes) return invalid_argument(c.where() + " has no axes");
+  int64_t const r = static_cast<int64_t>(out.dims.size() + axes->size());
+  Dims a = *axes;
+  for (int64_t& x : a) {
+    ASSIGN_OR_RETURN(x, checked_axis(x, r));
+  }
+  std::sort(a.begin(), a.end());
+  for (int64_t x : a) out.dims.insert(out.dims.begin() + std::min<int64_t>(x, out.dims.size()), 1);
+  return folded_one(std::move(out));
+}
+
+Result<Folded> fold_squeeze(FoldContext const& c) {
+  SymArray out = *c.in(0);
+  ASSIGN_OR_RETURN(auto axes, fold_axes(c));
+  int64_t const r = static_cast<int64_t>(out.dims.size());
+  Dims keep;
+  for (int64_t k = 0; k < r; ++k) {
+    bool drop = !axes && out.dims[k] == 1;
+    if (axes)
+      for (int64_t x : *axes) drop |= normalised_axis(x, r) == k;
+    if (!drop) keep.push_back(out.dims[k]);
+  }
+  out.dims = keep;
+  return folded_one(std::move(out));
+}
+
+Result<Folded> reshaped(FoldContext const& c, SymArray out, Dims const& shape) {
+  if (fold_numel(shape) != out.numel())
+    return invalid_argument("Reshape '" + std::string(c.name) + "': element counts differ");
+  out.dims = shape;
+  return folded_one(std::move(out));
+}
+
+Result<Folded> fold_flatten(FoldContext const& c) {
+  SymArray const& in = *c.in(0);
+  int64_t const r = static_cast<int64_t>(in.dims.size());
+  ASSIGN_OR_RETURN(int64_t const axis, checked_axis(c.attr_int("axis", 1), r, /*split_point=*/true));
+  Dims const shape = {fold_numel({in.dims.begin(), in.dims.begin() + axis}),
+                      fold_numel({in.dims.begin() + axis, in.dims.end()})};
+  return reshaped(c, in, shape);
+}
+
+Result<Folded> fold_reshape(FoldContext const& c) {
+  SymArray const& in = *c.in(0);
+  int64_t const total = in.numel();
+  ASSIGN_OR_RETURN(Dims shape, plain_ints(c.in(1), "Reshape shape"));
+  int64_t known = 1, infer = -1;
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    if (shape[k] == 0 && c.attr_int("allowzero", 0) == 0) shape[k] = in.dims.at(k);
+    if (shape[k] == -1)
+      infer = static_cast<int64_t>(k);
+    else
+      known *= shape[k];
+  }
+  if (infer >= 0) shape[infer] = known ? total / known : 0;
+  return reshaped(c, in, shape);
+}
+
+// ---- run shape ----
+
+Result<std::vector<Dims>> view_run_shape(OpGraph const& graph, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(Dims out, view_output_shape(graph, op, in.at(0)));
+  return std::vector<Dims>{std::move(out)};
+}
+
+// ---- cost ----
+
+// Dropout in training keeps its mask, one byte per element.
+void dropout_saved(CostContext const& c, SavedForBackward& s) {
+  auto const* a = std::get_if<DropoutAttrs>(&c.op.typed);
+  if (a && a->training && a->ratio > 0) s.extra_bytes_per_sample = static_cast<int64_t>(c.elems(c.output0()));
+}
+
 }  // namespace
 
 void register_view_ops(OpTable& t) {
-  define(t, "Flatten", infer_flatten);
-  define(t, "Identity", infer_identity);
-  define(t, "Reshape", infer_reshape);
-  define(t, "Dropout", infer_dropout);
-  define(t, "Squeeze", infer_squeeze_unsqueeze);
-  define(t, "Unsqueeze", infer_squeeze_unsqueeze);
-  define(t, "Cast", infer_cast);
+  define(t, "Flatten", {.infer = infer_flatten, .fold = fold_flatten, .run_shape = view_run_shape});
+  define(t, "Identity", {.infer = infer_identity, .fold = fold_identity, .run_shape = view_run_shape});
+  define(t, "Reshape", {.infer = infer_reshape, .fold = fold_reshape, .run_shape = view_run_shape});
+  OpDef dropout = elementwise_op(infer_dropout, {2, 1}, dropout_saved);
+  dropout.run_shape = view_run_shape;
+  define(t, "Dropout", std::move(dropout));
+  define(t, "Squeeze", {.infer = infer_squeeze_unsqueeze, .fold = fold_squeeze, .run_shape = view_run_shape});
+  define(t, "Unsqueeze", {.infer = infer_squeeze_unsqueeze, .fold = fold_unsqueeze, .run_shape = view_run_shape});
+  define(t, "Cast", {.infer = infer_cast, .fold = fold_cast, .run_shape = view_run_shape});
 }
 
 }  // namespace gp::graph::ops
