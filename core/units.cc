@@ -5,6 +5,12 @@
 
 namespace gp {
 
+std::string dims_string(std::vector<int64_t> const& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
 std::string format_bytes(int64_t bytes) {
   char buf[64];
   double const b = static_cast<double>(bytes);

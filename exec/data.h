@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "exec/tensor.h"
+#include "exec/npy.h"
 #include "exec/train_config.h"
 #include "graph/op_graph.h"
 #include "core/status.h"
@@ -39,17 +40,5 @@ class DataSource {
 
 Result<std::unique_ptr<DataSource>> make_data_source(DataConfig const& config, graph::OpGraph const& graph,
                                                      LossKind loss, uint64_t seed);
-
-// .npy arrays (little-endian float32/float64/int32/int64, C order); float64 is read as float32
-// and int32 as int64.
-struct NpyArray {
-  DType dtype = DType::kFloat32;
-  std::vector<int64_t> shape;
-  std::vector<std::byte> bytes;
-};
-Result<NpyArray> read_npy(std::string const& path);
-// The same from the file's bytes; `source` names it in errors. Sizes are checked before anything is allocated.
-Result<NpyArray> parse_npy(std::string_view bytes, std::string const& source);
-Status write_npy(std::string const& path, NpyArray const& array);
 
 }  // namespace gp::exec

@@ -6,14 +6,15 @@
 #include <unordered_set>
 
 #include "graph/ops/common.h"
+#include "graph/ops/registry.h"
 
 namespace gp::exec {
 
 namespace {
-// Normalisations get their weight gradients from the same pass as their input gradient, and
-// those are per-channel vectors: under a B/W split, B computes them too and W only adds them in.
-bool weight_grads_come_with_b(graph::Op const& op) {
-  return op.type == "BatchNormalization" || op.type == "LayerNormalization";
+bool weight_grads_come_with_b(graph::Op const& op) { return op.def && op.def->weight_grads_in_b; }
+std::vector<std::size_t> const& state_inputs(graph::Op const& op) {
+  static std::vector<std::size_t> const none;
+  return op.def ? op.def->state_inputs : none;
 }
 
 uint64_t op_seed(uint64_t seed, graph::OpId id) { return mix64(seed + kGoldenGamma * (static_cast<uint64_t>(id) + 1)); }
@@ -22,9 +23,9 @@ uint64_t op_seed(uint64_t seed, graph::OpId id) { return mix64(seed + kGoldenGam
 std::vector<graph::TensorId> running_stat_tensors(graph::OpGraph const& graph, std::vector<graph::OpId> const& ops) {
   std::vector<graph::TensorId> out;
   auto visit = [&](graph::Op const& op) {
-    if (op.type != "BatchNormalization" || op.inputs.size() < 5) return;
-    for (std::size_t i : {3u, 4u})
-      if (op.inputs[i] != graph::kNoTensor && graph.tensor(op.inputs[i]).data) out.push_back(op.inputs[i]);
+    for (std::size_t i : state_inputs(op))
+      if (i < op.inputs.size() && op.inputs[i] != graph::kNoTensor && graph.tensor(op.inputs[i]).data)
+        out.push_back(op.inputs[i]);
   };
   if (ops.empty())
     for (graph::Op const& op : graph.ops()) visit(op);
@@ -137,7 +138,7 @@ Status StageExecutor::run_forward(TensorMap values, MicroBatch& state, bool trai
     if (training && plan_.runs_backward[id]) saved = keep_saved ? &state.saved[id] : &scratch;
     RETURN_IF_ERROR(backend_.forward(call, args, outs, saved));
     scratch = Saved{};
-    if (update_stats && op.type == "BatchNormalization") RETURN_IF_ERROR(update_running_stats(op, outs));
+    if (update_stats) RETURN_IF_ERROR(update_running_stats(op, outs));
     for (std::size_t k = 0; k < op.outputs.size(); ++k) {
       graph::TensorId t = op.outputs[k];
       if (t == graph::kNoTensor) continue;
@@ -213,12 +214,14 @@ Status StageExecutor::backward_weight(int64_t mb) {
   return s;
 }
 
-// Training BatchNorm returns the updated running statistics as outputs 1 and 2; they replace the
-// stored ones, as torch's module buffers do, so export and checkpoints carry them.
+// An op with state (OpDef::state_inputs: training BatchNorm returns its updated running statistics
+// as outputs 1 and 2) replaces the stored values, as torch's module buffers do, so export and
+// checkpoints carry them.
 Status StageExecutor::update_running_stats(graph::Op const& op, std::vector<Tensor> const& outs) {
-  for (std::size_t k : {1u, 2u}) {
-    if (k >= outs.size() || !outs[k].defined() || op.inputs.size() <= k + 2) continue;
-    graph::TensorId const t = op.inputs[k + 2];
+  std::vector<std::size_t> const& state = state_inputs(op);
+  for (std::size_t k = 1; k <= state.size(); ++k) {
+    if (k >= outs.size() || !outs[k].defined() || op.inputs.size() <= state[k - 1]) continue;
+    graph::TensorId const t = op.inputs[state[k - 1]];
     if (t == graph::kNoTensor || !static_values_[t].defined() || static_values_[t].nbytes() != outs[k].nbytes())
       continue;
     RETURN_IF_ERROR(backend_.copy(outs[k], static_values_[t]).with_context(op.name + "'s running statistics"));

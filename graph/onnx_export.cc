@@ -1,4 +1,5 @@
 #include "graph/onnx_export.h"
+#include "core/units.h"
 
 #include <unistd.h>
 
@@ -30,12 +31,6 @@ std::optional<DType> dtype_of(int32_t onnx_type) {
     default:
       return std::nullopt;
   }
-}
-
-std::string dims_string(std::vector<int64_t> const& dims) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
-  return s + "]";
 }
 
 // Reads an external-data initializer's bytes into raw_data.

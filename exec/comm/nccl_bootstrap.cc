@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "exec/comm/nccl_communicator.h"
+#include "exec/comm/nccl_check.h"
 #include "exec/cuda/cuda_check.h"
 
 namespace gp::exec {
@@ -15,8 +16,6 @@ namespace gp::exec {
 namespace nccl_bootstrap {
 
 namespace {
-
-using cuda::nccl_error;
 
 // A non-blocking communicator may answer ncclInProgress: the call goes on in the background.
 #define GP_NCCL_ASYNC(expr)                                                                \

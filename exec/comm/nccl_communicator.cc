@@ -12,6 +12,7 @@
 
 #include "exec/comm/mpi_abort.h"
 #include "exec/comm/nccl_bootstrap.h"
+#include "exec/comm/nccl_check.h"
 #include "exec/cuda/cuda_check.h"
 
 namespace gp::exec {
@@ -19,7 +20,6 @@ namespace gp::exec {
 namespace {
 
 using cuda::cuda_error;
-using cuda::nccl_error;
 using nccl_bootstrap::agree;
 using nccl_bootstrap::wait_comm;
 using nccl_bootstrap::with_last_error;

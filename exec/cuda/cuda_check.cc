@@ -3,7 +3,6 @@
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 #include <cudnn_graph.h>
-#include <nccl.h>
 
 #include <string>
 
@@ -16,12 +15,12 @@ std::string where(char const* call, char const* file, int line) {
   return std::string(call) + " (" + f + ":" + std::to_string(line) + ")";
 }
 
-Status make(StatusCode code, std::string const& library, std::string const& name, std::string const& message,
-            char const* call, char const* file, int line) {
+}  // namespace
+
+Status vendor_error(StatusCode code, std::string const& library, std::string const& name, std::string const& message,
+                    char const* call, char const* file, int line) {
   return Status(code, library + " error " + name + ": " + message + " in " + where(call, file, line));
 }
-
-}  // namespace
 
 Status cuda_error(int code, char const* call, char const* file, int line) {
   auto const e = static_cast<cudaError_t>(code);
@@ -34,7 +33,7 @@ Status cuda_error(int code, char const* call, char const* file, int line) {
     sc = StatusCode::kUnsupported;
     hint = " (no usable CUDA GPU here: run with --backend cpu)";
   }
-  return make(sc, "CUDA", cudaGetErrorName(e), cudaGetErrorString(e) + hint, call, file, line);
+  return vendor_error(sc, "CUDA", cudaGetErrorName(e), cudaGetErrorString(e) + hint, call, file, line);
 }
 
 Status cublas_error(int code, char const* call, char const* file, int line) {
@@ -42,7 +41,7 @@ Status cublas_error(int code, char const* call, char const* file, int line) {
   StatusCode sc = StatusCode::kInternal;
   if (e == CUBLAS_STATUS_ALLOC_FAILED) sc = StatusCode::kInfeasible;
   if (e == CUBLAS_STATUS_NOT_SUPPORTED) sc = StatusCode::kUnsupported;
-  return make(sc, "cuBLAS", cublasGetStatusName(e), cublasGetStatusString(e), call, file, line);
+  return vendor_error(sc, "cuBLAS", cublasGetStatusName(e), cublasGetStatusString(e), call, file, line);
 }
 
 Status cudnn_error(int code, char const* call, char const* file, int line) {
@@ -51,15 +50,7 @@ Status cudnn_error(int code, char const* call, char const* file, int line) {
   // among them), 2xxx bad parameters, 5xxx execution failures.
   StatusCode sc = StatusCode::kInternal;
   if (code / 1000 == 3) sc = StatusCode::kUnsupported;
-  return make(sc, "cuDNN", std::to_string(code), cudnnGetErrorString(e), call, file, line);
-}
-
-Status nccl_error(int code, char const* call, char const* file, int line) {
-  auto const e = static_cast<ncclResult_t>(code);
-  StatusCode sc = StatusCode::kInternal;
-  if (e == ncclRemoteError || e == ncclSystemError) sc = StatusCode::kAborted;
-  if (e == ncclInvalidUsage || e == ncclInvalidArgument) sc = StatusCode::kInvalidArgument;
-  return make(sc, "NCCL", std::to_string(code), ncclGetErrorString(e), call, file, line);
+  return vendor_error(sc, "cuDNN", std::to_string(code), cudnnGetErrorString(e), call, file, line);
 }
 
 Status device_available() {

@@ -1,4 +1,5 @@
-// Checked calls into CUDA, cuBLAS(Lt), cuDNN and NCCL. A failed call becomes a Status naming the
+// Checked calls into CUDA, cuBLAS(Lt) and cuDNN (NCCL's are exec/comm/nccl_check.h, so that a
+// single-GPU build needs neither NCCL nor MPI). A failed call becomes a Status naming the
 // call as written, the library's own name and message for the code, and file:line; the backend
 // adds the op ("Conv 'conv1': ..."). Never exit, never throw: the worker returns the error, the
 // runtime aborts every communicator first and reports it once.
@@ -7,6 +8,8 @@
 // (the libraries' name/message lookups are host functions that work without a device).
 #pragma once
 
+#include <string>
+
 #include "core/status.h"
 
 namespace gp::exec::cuda {
@@ -14,7 +17,9 @@ namespace gp::exec::cuda {
 Status cuda_error(int code, char const* call, char const* file, int line);
 Status cublas_error(int code, char const* call, char const* file, int line);
 Status cudnn_error(int code, char const* call, char const* file, int line);
-Status nccl_error(int code, char const* call, char const* file, int line);
+// "<library> error <name>: <message> in <call> (<file>:<line>)": the form every vendor's error takes.
+Status vendor_error(StatusCode code, std::string const& library, std::string const& name, std::string const& message,
+                    char const* call, char const* file, int line);
 
 // Ok when a CUDA device can be used; else kUnsupported, "no usable CUDA GPU: ..." with the
 // runtime's reason. cudaErrorNoDevice and cudaErrorInsufficientDriver both mean "none here".
@@ -37,11 +42,4 @@ int device_count();  // 0 when device_available() fails
   do {                                                                                                    \
     int const gp_cudnn_rc_ = static_cast<int>(expr);                                                      \
     if (gp_cudnn_rc_ != 0) return ::gp::exec::cuda::cudnn_error(gp_cudnn_rc_, #expr, __FILE__, __LINE__); \
-  } while (0)
-// ncclInProgress (7) is not an error for a non-blocking communicator: callers that expect it
-// compare the code themselves and use this macro for the rest.
-#define GP_NCCL_CHECK(expr)                                                                            \
-  do {                                                                                                 \
-    int const gp_nccl_rc_ = static_cast<int>(expr);                                                    \
-    if (gp_nccl_rc_ != 0) return ::gp::exec::cuda::nccl_error(gp_nccl_rc_, #expr, __FILE__, __LINE__); \
   } while (0)

@@ -1,4 +1,5 @@
 #include "exec/cuda/cudnn_graphs.h"
+#include "core/units.h"
 
 #include <cudnn_frontend.h>
 
@@ -13,12 +14,6 @@ namespace {
 
 namespace fe = cudnn_frontend;
 using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
-
-std::string dims_string(std::vector<int64_t> const& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
 
 std::vector<int64_t> contiguous(std::vector<int64_t> const& d) {
   std::vector<int64_t> s(d.size(), 1);

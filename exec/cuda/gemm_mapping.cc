@@ -1,4 +1,5 @@
 #include "exec/cuda/gemm_mapping.h"
+#include "core/units.h"
 
 #include <algorithm>
 #include <sstream>
@@ -32,12 +33,6 @@ char const* buf_name(Buf b) {
       return "tmp";
   }
   return "?";
-}
-
-std::string dims_string(std::vector<int64_t> const& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
 }
 
 int64_t prod(std::vector<int64_t> const& v, std::size_t from, std::size_t to) {

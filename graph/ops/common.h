@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/units.h"
 #include "graph/op_graph.h"
 
 namespace gp::graph::ops {
@@ -24,7 +25,7 @@ Status require_typed(Op const& op) {
   return Status::ok();
 }
 
-std::string dims_string(std::vector<int64_t> const& dims);  // "[2,3]"
+using ::gp::dims_string;  // "[2,3]" (core/units.h)
 int64_t numel_of(std::vector<int64_t> const& shape);
 // The concrete shape of a symbolic one (a negative dim -k is k times the batch) for `batch` samples;
 // nullopt when it has batch dims and batch <= 0.

@@ -81,9 +81,18 @@ void layer_norm_saved(CostContext const& c, SavedForBackward& s) {
 
 void register_norm_ops(OpTable& t) {
   define(t, "BatchNormalization",
-         {.infer = infer_batch_norm, .cost = norm_with_affine_cost, .per_element = {8, 12}, .saved = save_input0});
+         {.infer = infer_batch_norm,
+          .cost = norm_with_affine_cost,
+          .per_element = {8, 12},
+          .saved = save_input0,
+          .weight_grads_in_b = true,
+          .state_inputs = {3, 4}});
   define(t, "LayerNormalization",
-         {.infer = infer_layer_norm, .cost = norm_with_affine_cost, .per_element = {8, 12}, .saved = layer_norm_saved});
+         {.infer = infer_layer_norm,
+          .cost = norm_with_affine_cost,
+          .per_element = {8, 12},
+          .saved = layer_norm_saved,
+          .weight_grads_in_b = true});
   define(t, "InstanceNormalization", elementwise_op(infer_instance_norm, {8, 12}, save_input0));
 }
 

@@ -30,7 +30,13 @@ struct OpDef {
   ElemCost per_element{};          // the coefficients cost_per_output_element/cost_per_input_element read
   SavedFn saved = nullptr;         // what the backward keeps; null: nothing
   RunShapeFn run_shape = nullptr;  // null: no shape rule the backends share
-  std::string family{};            // the file that defines it: "linalg", "conv", ..., "folded"
+  // The weight gradients come out of the input-gradient pass (the normalisations' per-channel
+  // vectors): under a B/W split, B computes them too and W only adds them in.
+  bool weight_grads_in_b = false;
+  // State the op updates when training: output k (k >= 1) is the new value of input
+  // state_inputs[k - 1] (BatchNormalization's running mean and variance).
+  std::vector<std::size_t> state_inputs{};
+  std::string family{};  // the file that defines it: "linalg", "conv", ..., "folded"
 };
 
 // An op costing `per_element` FLOPs per output element, forward and backward.

@@ -48,6 +48,19 @@ TEST(OpDef, AddOpResolvesHandBuiltOpsFromTheirType) {
   EXPECT_EQ(g.op(other).def, nullptr);
 }
 
+// What the executor asks of an op instead of its type name: which ops carry training state (the
+// running statistics that export and checkpoints keep) and which compute weight gradients in B.
+TEST(OpDef, StateAndWeightGradientPassesAreTheNormalisations) {
+  std::vector<std::string> with_state, grads_in_b;
+  for (auto const& [type, def] : ops::op_table()) {
+    if (!def.state_inputs.empty()) with_state.push_back(type);
+    if (def.weight_grads_in_b) grads_in_b.push_back(type);
+  }
+  EXPECT_EQ(with_state, std::vector<std::string>{"BatchNormalization"});
+  EXPECT_EQ(ops::find_op("BatchNormalization")->state_inputs, (std::vector<std::size_t>{3, 4}));
+  EXPECT_EQ(grads_in_b, (std::vector<std::string>{"BatchNormalization", "LayerNormalization"}));
+}
+
 TEST(OpDef, RunShapesMatchTheImportedShapesOnEveryZooModel) {
   int64_t const batch = 3;
   int checked = 0;
