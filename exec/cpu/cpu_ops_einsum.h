@@ -1,4 +1,4 @@
-// Einsum's CPU kernels (cpu_ops_einsum.cc), listed in the rnn family's table (cpu_ops_rnn.cc).
+// Einsum's CPU kernels (cpu_ops_einsum.cc), listed in the rnn family's table (rnn.cc).
 #pragma once
 
 #include "exec/cpu/cpu_ops.h"

@@ -218,7 +218,7 @@ Status reduce_backward_any(OpCall const& call, Saved const& saved, std::vector<T
   return emit_grad(call, grads, 0, from_rows(dm, s, in_shape), accumulate);
 }
 
-// ReduceSum/ReduceMean keep their kernels (cpu_ops_shape.cc) except for the noop case.
+// ReduceSum/ReduceMean keep their kernels (move.cc) except for the noop case.
 Status sum_mean_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(ReduceShape const s, graph::ops::reduce_shape(call.op, in[0].shape()));
   if (s.noop) return reduce_forward_any(call, in, out, saved);
