@@ -55,8 +55,8 @@ std::map<std::string, Entry> const& kernel_table() {
     t["Split"] = {{split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>}, 1};
     t["Slice"] = {{slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>}, 1};
     t["Gather"] = {{gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2};
-    for (auto family :
-         {activation_kernels, reduce_kernels, index_kernels, rnn_kernels, loss_kernels, logic_kernels, deconv_kernels})
+    for (auto family : {linalg_kernels, activation_kernels, reduce_kernels, index_kernels, rnn_kernels, loss_kernels,
+                        logic_kernels, deconv_kernels})
       for (auto& [type, entry] : family())
         if (!t.emplace(type, entry).second) throw std::logic_error("CPU kernel for '" + type + "' listed twice");
     return t;

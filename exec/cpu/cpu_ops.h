@@ -1,6 +1,6 @@
 // Internal to the CPU backend: the signatures of its per-op functions and the helpers they share.
-// Each cpu_ops_<family>.cc defines the functions of one operator family; cpu_backend.cc lists them
-// all in one explicit kernel table.
+// Each <family>.cc (a family of graph/ops/registry.h) defines the functions of that family's
+// operators; cpu_backend.cc lists them all in one explicit kernel table.
 #pragma once
 
 #include <string>
@@ -33,15 +33,16 @@ using CpuKernelFamily = std::vector<std::pair<std::string, CpuKernelEntry>>;
 
 // Op families each file lists (cpu_backend.cc joins them into the kernel table; a type listed
 // twice is a programming error).
-CpuKernelFamily activation_kernels();  // cpu_ops_eltwise.cc: Clip, Elu, Selu, Softplus, ..., Min, Max
-CpuKernelFamily reduce_kernels();      // cpu_ops_reduce.cc: Reduce*, LogSoftmax, CumSum, ArgMax, ArgMin
-CpuKernelFamily index_kernels();       // cpu_ops_index.cc: Pad, Tile, Trilu, GatherElements, ScatterElements, Resize
-CpuKernelFamily rnn_kernels();         // cpu_ops_rnn.cc: LSTM, GRU, Einsum
-CpuKernelFamily loss_kernels();        // cpu_ops_loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
-CpuKernelFamily logic_kernels();       // cpu_ops_logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape
-CpuKernelFamily deconv_kernels();      // cpu_ops_deconv.cc: ConvTranspose
+CpuKernelFamily linalg_kernels();      // linalg.cc: Einsum
+CpuKernelFamily activation_kernels();  // activation.cc: Clip, Elu, Selu, Softplus, ..., Min, Max
+CpuKernelFamily reduce_kernels();      // reduce.cc: Reduce*, LogSoftmax, CumSum, ArgMax, ArgMin
+CpuKernelFamily index_kernels();       // index.cc: Pad, Tile, Trilu, GatherElements, ScatterElements, Resize
+CpuKernelFamily rnn_kernels();         // rnn.cc: LSTM, GRU
+CpuKernelFamily loss_kernels();        // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+CpuKernelFamily logic_kernels();       // logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape
+CpuKernelFamily deconv_kernels();      // conv_transpose.cc: ConvTranspose
 
-// ---- helpers (cpu_ops_common.cc) ----
+// ---- helpers (common.cc) ----
 // Stores gradient g into grads[i] (or adds it when accumulating).
 Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, Tensor g, bool accumulate);
 // A gradient slot ready to be written in place: the existing tensor when accumulating (then
@@ -78,7 +79,7 @@ Status fresh_then_add(OpCall const& call, Saved const& saved, std::vector<Tensor
   return Status::ok();
 }
 
-// ---- convolution, pooling (cpu_ops_conv.cc, cpu_ops_pool.cc) ----
+// ---- conv family (conv.cc), pool family (pool.cc) ----
 Status conv_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status conv_backward_data(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                           std::vector<Tensor>&, bool);
@@ -90,7 +91,7 @@ Status pool_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tenso
 Status pool_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                      std::vector<Tensor>&, bool);
 
-// ---- Gemm, MatMul (cpu_ops_matmul.cc) ----
+// ---- linalg family: Gemm, MatMul (linalg.cc) ----
 Status gemm_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status gemm_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                      std::vector<Tensor>&, bool);
@@ -98,7 +99,7 @@ Status matmul_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Ten
 Status matmul_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                        std::vector<Tensor>&, bool);
 
-// ---- normalisation, softmax (cpu_ops_norm.cc) ----
+// ---- norm family (norm.cc); Softmax (reduce family, reduce.cc) ----
 Status batchnorm_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status batchnorm_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                           std::vector<Tensor>&, bool);
@@ -112,7 +113,8 @@ Status softmax_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Te
 Status softmax_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                         std::vector<Tensor>&, bool);
 
-// ---- elementwise (cpu_ops_eltwise.cc) ----
+// ---- activation family (activation.cc); Pow, Add, Sub, Mul, Div (binary family, binary.cc); Dropout
+// (view family, view.cc) ----
 Status unary_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status unary_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                       std::vector<Tensor>&, bool);
@@ -128,7 +130,7 @@ Status dropout_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Te
 Status dropout_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                         std::vector<Tensor>&, bool);
 
-// ---- shape and data movement (cpu_ops_shape.cc) ----
+// ---- views (view.cc), data movement (move.cc), ReduceSum/ReduceMean (reduce.cc) ----
 Status reshape_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status reshape_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                         std::vector<Tensor>&, bool);

@@ -1,7 +1,7 @@
 // Gemm and MatMul through cuBLASLt (plans from gemm_mapping.h), Conv and BatchNormalization
 // through cuDNN graphs (cudnn_graphs.h), BatchNormalization's inference-mode backward through our
 // kernels (kernels/cuda/math.h). Inputs, outputs and gradients follow the CPU ops
-// (exec/cpu/cpu_ops_matmul.cc, cpu_ops_conv.cc, cpu_ops_norm.cc); weight gradients of the GEMMs
+// (exec/cpu/linalg.cc, conv.cc, norm.cc); weight gradients of the GEMMs
 // accumulate in place (beta = 1), cuDNN's are computed fresh and added.
 #include <algorithm>
 #include <cmath>

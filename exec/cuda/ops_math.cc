@@ -1,7 +1,7 @@
 // The CUDA backend's math operators: activations, Pow (a constant scalar exponent as an
 // activation, a tensor exponent broadcast), broadcasting arithmetic (backward summed down to each
 // input's shape), Softmax, LayerNormalization, Dropout, ReduceSum/ReduceMean. Same inputs, outputs
-// and conventions as the CPU ops (exec/cpu/cpu_ops_eltwise.cc, cpu_ops_norm.cc, cpu_ops_shape.cc);
+// and conventions as the CPU ops (exec/cpu/activation.cc, binary.cc, reduce.cc, norm.cc, view.cc);
 // kernels in kernels/cuda/math.h.
 #include <algorithm>
 
@@ -187,7 +187,7 @@ Status binary_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
 
 // A constant scalar exponent runs as an activation (UnaryKind::kPow); any other exponent (a
 // tensor, a weight, a constant of several elements) broadcasts with the base like the binary
-// operators, as on the CPU (exec/cpu/cpu_ops_eltwise.cc).
+// operators, as on the CPU (exec/cpu/binary.cc).
 bool scalar_exponent(graph::Op const& op, graph::OpGraph const& graph) {
   graph::TensorData const* e = constant_input(op, graph, 1);
   return e != nullptr && e->numel() == 1;

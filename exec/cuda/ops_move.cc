@@ -1,5 +1,5 @@
 // The CUDA backend's shape, data-movement and pooling operators, with the CPU backend's semantics
-// (exec/cpu/cpu_ops_shape.cc, cpu_ops_pool.cc): views share storage (Reshape, Flatten, Squeeze,
+// (exec/cpu/view.cc, move.cc, pool.cc): views share storage (Reshape, Flatten, Squeeze,
 // Unsqueeze, Identity, same-type Cast); Expand, Transpose, Concat, Split and Slice are strided
 // copies; Gather checks its indices; pooling keeps its arg-max for backward. Shapes: graph/ops/;
 // kernels: kernels/cuda/move.h; their parameters: kernels/hd/move_geometry.h.

@@ -1,5 +1,5 @@
 // Per-element math of Pow with a tensor exponent (kernels/cuda/math_pow.cu), with the CPU
-// backend's formulas (exec/cpu/cpu_ops_eltwise.cc): y = a^b with a and b broadcast to y's shape
+// backend's formulas (exec/cpu/binary.cc): y = a^b with a and b broadcast to y's shape
 // (hd::BinaryIndex). The gradients are full-shape values that sum_to then sums down to each
 // operand's shape. Computed in float whatever T is.
 #pragma once

@@ -1,4 +1,4 @@
-// Elementwise activations and math (graph/ops/activation.cc, exec/cpu/cpu_ops_eltwise.cc): forward
+// Elementwise activations and math (graph/ops/activation.cc, exec/cpu/activation.cc): forward
 // against float64 reference loops, finite-difference gradients, import of the ONNX nodes, and the
 // fusion of torch's tanh-GELU decomposition.
 #include <cmath>

@@ -1,11 +1,14 @@
-// CPU kernels: Reduce*, LogSoftmax, Hardmax, CumSum, ArgMax, ArgMin. Plain loops: a reduction
+// Reduce family: ReduceSum and ReduceMean (kernels/strided's sums down to a shape), Softmax (oneDNN),
+// and plain loops for the other Reduce*, LogSoftmax, Hardmax, CumSum, ArgMax, ArgMin: a reduction
 // sees its input as [rows, cols] (the reduced axes permuted last, copied only when they are not
 // already trailing); the ops along one axis see it as [outer, dim, inner] and run over `inner`
 // contiguously.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "exec/cpu/cpu_ops.h"
+#include "exec/cpu/dnnl_context.h"
 #include "graph/ops/reduce.h"
 #include "kernels/strided.h"
 
@@ -218,7 +221,7 @@ Status reduce_backward_any(OpCall const& call, Saved const& saved, std::vector<T
   return emit_grad(call, grads, 0, from_rows(dm, s, in_shape), accumulate);
 }
 
-// ReduceSum/ReduceMean keep their kernels (cpu_ops_shape.cc) except for the noop case.
+// ReduceSum/ReduceMean keep their kernels (move.cc) except for the noop case.
 Status sum_mean_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(ReduceShape const s, graph::ops::reduce_shape(call.op, in[0].shape()));
   if (s.noop) return reduce_forward_any(call, in, out, saved);
@@ -388,6 +391,129 @@ Status arg_reduce_backward(OpCall const& call, Saved const&, std::vector<Tensor>
 }
 
 }  // namespace
+
+namespace {
+std::vector<int64_t> reduce_keep_shape(OpCall const& call, std::vector<int64_t> const& in_shape) {
+  auto const& axes = attrs_of<graph::ReduceAttrs>(call.op)->axes;
+  std::vector<int64_t> keep = in_shape;
+  int64_t const rank = static_cast<int64_t>(in_shape.size());
+  for (int64_t i = 0; i < rank; ++i) {
+    bool const listed = axes.empty() || std::find(axes.begin(), axes.end(), i) != axes.end() ||
+                        std::find(axes.begin(), axes.end(), i - rank) != axes.end();
+    if (listed) keep[i] = 1;
+  }
+  return keep;
+}
+}  // namespace
+
+Status reduce_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& attrs = *attrs_of<graph::ReduceAttrs>(call.op);
+  std::vector<int64_t> const keep = reduce_keep_shape(call, in[0].shape());
+  Tensor y(keep);
+  kernels::reduce_sum_to(in[0].data<float>(), in[0].shape(), y.data<float>(), keep, false);
+  if (call.op.type == "ReduceMean" && y.numel() > 0) {
+    float const scale = static_cast<float>(static_cast<double>(y.numel()) / static_cast<double>(in[0].numel()));
+    float* p = y.data<float>();
+    for (int64_t i = 0; i < y.numel(); ++i) p[i] *= scale;
+  }
+  if (!attrs.keepdims) {
+    // Drop exactly the listed axes (a size-1 axis may or may not be listed).
+    std::vector<int64_t> squeezed;
+    auto const& axes = attrs.axes;
+    int64_t const rank = in[0].rank();
+    for (int64_t i = 0; i < rank; ++i) {
+      bool const listed = axes.empty() || std::find(axes.begin(), axes.end(), i) != axes.end() ||
+                          std::find(axes.begin(), axes.end(), i - rank) != axes.end();
+      if (!listed) squeezed.push_back(keep[i]);
+    }
+    y = y.reshaped(squeezed);
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {shape_tensor(in[0].shape())};
+  return Status::ok();
+}
+
+Status reduce_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
+  std::vector<int64_t> const keep = reduce_keep_shape(call, in_shape);
+  Tensor g(in_shape);
+  kernels::expand(gout[0].data<float>(), keep, g.data<float>(), in_shape);
+  if (call.op.type == "ReduceMean" && g.numel() > 0) {
+    int64_t kept = 1;
+    for (int64_t d : keep) kept *= d;
+    float const scale = static_cast<float>(static_cast<double>(kept) / static_cast<double>(g.numel()));
+    float* p = g.data<float>();
+    for (int64_t i = 0; i < g.numel(); ++i) p[i] *= scale;
+  }
+  return emit_grad(call, grads, 0, g, accumulate);
+}
+
+// ---- Softmax through oneDNN ----
+
+namespace {
+struct SoftmaxFwd {
+  dnnl::softmax_forward::primitive_desc pd;
+  dnnl::softmax_forward prim;
+};
+struct SoftmaxBwd {
+  dnnl::softmax_backward::primitive_desc pd;
+  dnnl::softmax_backward prim;
+};
+
+std::shared_ptr<SoftmaxFwd const> softmax_fwd_prim(std::vector<int64_t> const& shape, int axis) {
+  return dnnl_ctx::cached<SoftmaxFwd>(dnnl_ctx::key("softmax_fwd", dnnl_ctx::key_dims(shape), axis), [&] {
+    dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_training, dnnl_ctx::plain_md(shape), axis);
+    dnnl::softmax_forward::primitive_desc pd(d, dnnl_ctx::engine());
+    return SoftmaxFwd{pd, dnnl::softmax_forward(pd)};
+  });
+}
+
+int softmax_axis(OpCall const& call, int64_t rank) {
+  auto const* a = attrs_of<graph::SoftmaxAttrs>(call.op);
+  int64_t axis = a ? a->axis : -1;
+  if (axis < 0) axis += rank;
+  return static_cast<int>(axis);
+}
+}  // namespace
+
+Status softmax_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  int const axis = softmax_axis(call, x.rank());
+  if (axis < 0 || axis >= std::max<int64_t>(x.rank(), 1))
+    return op_error(call, "axis out of range for " + x.shape_string());
+  Tensor y(x.shape());
+  if (x.numel() > 0) {
+    auto e = softmax_fwd_prim(x.shape(), axis);
+    dnnl_ctx::run(e->prim, {{DNNL_ARG_SRC, dnnl_ctx::mem(x)}, {DNNL_ARG_DST, dnnl_ctx::mem(y)}});
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {y};
+  return Status::ok();
+}
+
+Status softmax_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  Tensor const& y = saved.tensors.at(0);
+  int const axis = softmax_axis(call, y.rank());
+  Tensor dx(y.shape());
+  if (y.numel() > 0) {
+    auto f = softmax_fwd_prim(y.shape(), axis);
+    auto e = dnnl_ctx::cached<SoftmaxBwd>(dnnl_ctx::key("softmax_bwd", dnnl_ctx::key_dims(y.shape()), axis), [&] {
+      dnnl::softmax_backward::desc d(dnnl_ctx::plain_md(y.shape()), dnnl_ctx::plain_md(y.shape()), axis);
+      dnnl::softmax_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
+      return SoftmaxBwd{pd, dnnl::softmax_backward(pd)};
+    });
+    dnnl_ctx::run(e->prim, {{DNNL_ARG_DST, dnnl_ctx::mem(y)},
+                            {DNNL_ARG_DIFF_DST, dnnl_ctx::mem(gout[0])},
+                            {DNNL_ARG_DIFF_SRC, dnnl_ctx::mem(dx)}});
+  }
+  return emit_grad(call, grads, 0, dx, accumulate);
+}
 
 CpuKernelFamily reduce_kernels() {
   using graph::ArgReduceAttrs, graph::CumSumAttrs, graph::ReduceAttrs, graph::SoftmaxAttrs;

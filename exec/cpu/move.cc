@@ -1,32 +1,15 @@
-// Shape and data-movement operators: views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Cast
-// to the same type), Expand, Transpose, Concat, Split, Slice, Gather, ReduceSum/ReduceMean.
+// Move family: Expand, Transpose, Concat, Split, Slice, Gather (strided copies of kernels/strided,
+// Gather through kernels/gather).
 #include <algorithm>
 #include <cstring>
 
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
 #include "graph/ops/move.h"
-#include "graph/ops/view.h"
 #include "kernels/gather.h"
 #include "kernels/strided.h"
 
 namespace gp::exec::cpu {
-
-// Views share the input's storage: tensors are immutable once produced.
-Status reshape_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> shape, graph::ops::view_output_shape(call.graph, call.op, in[0].shape()));
-  out.assign(call.op.outputs.size(), Tensor());
-  out[0] = in[0].reshaped(shape);
-  if (saved) saved->tensors = {shape_tensor(in[0].shape())};
-  return Status::ok();
-}
-
-Status reshape_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  if (!wants(wanted, 0)) return Status::ok();
-  std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
-  return emit_grad(call, grads, 0, grad_or_zeros(gout, 0, in_shape).reshaped(in_shape), accumulate);
-}
 
 Status expand_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(std::vector<int64_t> shape,
@@ -263,65 +246,6 @@ Status gather_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
                                 static_cast<int64_t>(idx.size()), g.data<float>()))
     return op_error(call, "an index is out of range");
   return Status::ok();
-}
-
-namespace {
-std::vector<int64_t> reduce_keep_shape(OpCall const& call, std::vector<int64_t> const& in_shape) {
-  auto const& axes = attrs_of<graph::ReduceAttrs>(call.op)->axes;
-  std::vector<int64_t> keep = in_shape;
-  int64_t const rank = static_cast<int64_t>(in_shape.size());
-  for (int64_t i = 0; i < rank; ++i) {
-    bool const listed = axes.empty() || std::find(axes.begin(), axes.end(), i) != axes.end() ||
-                        std::find(axes.begin(), axes.end(), i - rank) != axes.end();
-    if (listed) keep[i] = 1;
-  }
-  return keep;
-}
-}  // namespace
-
-Status reduce_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  auto const& attrs = *attrs_of<graph::ReduceAttrs>(call.op);
-  std::vector<int64_t> const keep = reduce_keep_shape(call, in[0].shape());
-  Tensor y(keep);
-  kernels::reduce_sum_to(in[0].data<float>(), in[0].shape(), y.data<float>(), keep, false);
-  if (call.op.type == "ReduceMean" && y.numel() > 0) {
-    float const scale = static_cast<float>(static_cast<double>(y.numel()) / static_cast<double>(in[0].numel()));
-    float* p = y.data<float>();
-    for (int64_t i = 0; i < y.numel(); ++i) p[i] *= scale;
-  }
-  if (!attrs.keepdims) {
-    // Drop exactly the listed axes (a size-1 axis may or may not be listed).
-    std::vector<int64_t> squeezed;
-    auto const& axes = attrs.axes;
-    int64_t const rank = in[0].rank();
-    for (int64_t i = 0; i < rank; ++i) {
-      bool const listed = axes.empty() || std::find(axes.begin(), axes.end(), i) != axes.end() ||
-                          std::find(axes.begin(), axes.end(), i - rank) != axes.end();
-      if (!listed) squeezed.push_back(keep[i]);
-    }
-    y = y.reshaped(squeezed);
-  }
-  out.assign(call.op.outputs.size(), Tensor());
-  out[0] = y;
-  if (saved) saved->tensors = {shape_tensor(in[0].shape())};
-  return Status::ok();
-}
-
-Status reduce_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
-  std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
-  std::vector<int64_t> const keep = reduce_keep_shape(call, in_shape);
-  Tensor g(in_shape);
-  kernels::expand(gout[0].data<float>(), keep, g.data<float>(), in_shape);
-  if (call.op.type == "ReduceMean" && g.numel() > 0) {
-    int64_t kept = 1;
-    for (int64_t d : keep) kept *= d;
-    float const scale = static_cast<float>(static_cast<double>(kept) / static_cast<double>(g.numel()));
-    float* p = g.data<float>();
-    for (int64_t i = 0; i < g.numel(); ++i) p[i] *= scale;
-  }
-  return emit_grad(call, grads, 0, g, accumulate);
 }
 
 }  // namespace gp::exec::cpu

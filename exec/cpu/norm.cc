@@ -1,5 +1,5 @@
-// BatchNormalization, InstanceNormalization, LayerNormalization and Softmax through oneDNN, forward
-// and backward.
+// Norm family: BatchNormalization, InstanceNormalization and LayerNormalization through oneDNN,
+// forward and backward.
 // BatchNormalization in training (OpCall::training) normalises with batch statistics and returns
 // the updated running statistics as outputs 1 and 2, whether or not the graph names them (the
 // executor stores them as the model's state): new = old · momentum + batch · (1 − momentum), with
@@ -235,68 +235,6 @@ Status layernorm_backward(OpCall const& call, Saved const& saved, std::vector<Te
   if (wants(wanted, 1)) RETURN_IF_ERROR(emit_grad(call, grads, 1, dscale, accumulate));
   if (wants(wanted, 2) && bias) RETURN_IF_ERROR(emit_grad(call, grads, 2, dshift, accumulate));
   return Status::ok();
-}
-
-namespace {
-struct SoftmaxFwd {
-  dnnl::softmax_forward::primitive_desc pd;
-  dnnl::softmax_forward prim;
-};
-struct SoftmaxBwd {
-  dnnl::softmax_backward::primitive_desc pd;
-  dnnl::softmax_backward prim;
-};
-
-std::shared_ptr<SoftmaxFwd const> softmax_fwd_prim(std::vector<int64_t> const& shape, int axis) {
-  return dnnl_ctx::cached<SoftmaxFwd>(dnnl_ctx::key("softmax_fwd", dnnl_ctx::key_dims(shape), axis), [&] {
-    dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_training, dnnl_ctx::plain_md(shape), axis);
-    dnnl::softmax_forward::primitive_desc pd(d, dnnl_ctx::engine());
-    return SoftmaxFwd{pd, dnnl::softmax_forward(pd)};
-  });
-}
-
-int softmax_axis(OpCall const& call, int64_t rank) {
-  auto const* a = attrs_of<graph::SoftmaxAttrs>(call.op);
-  int64_t axis = a ? a->axis : -1;
-  if (axis < 0) axis += rank;
-  return static_cast<int>(axis);
-}
-}  // namespace
-
-Status softmax_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  Tensor const& x = in[0];
-  int const axis = softmax_axis(call, x.rank());
-  if (axis < 0 || axis >= std::max<int64_t>(x.rank(), 1))
-    return op_error(call, "axis out of range for " + x.shape_string());
-  Tensor y(x.shape());
-  if (x.numel() > 0) {
-    auto e = softmax_fwd_prim(x.shape(), axis);
-    dnnl_ctx::run(e->prim, {{DNNL_ARG_SRC, dnnl_ctx::mem(x)}, {DNNL_ARG_DST, dnnl_ctx::mem(y)}});
-  }
-  out.assign(call.op.outputs.size(), Tensor());
-  out[0] = y;
-  if (saved) saved->tensors = {y};
-  return Status::ok();
-}
-
-Status softmax_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
-  Tensor const& y = saved.tensors.at(0);
-  int const axis = softmax_axis(call, y.rank());
-  Tensor dx(y.shape());
-  if (y.numel() > 0) {
-    auto f = softmax_fwd_prim(y.shape(), axis);
-    auto e = dnnl_ctx::cached<SoftmaxBwd>(dnnl_ctx::key("softmax_bwd", dnnl_ctx::key_dims(y.shape()), axis), [&] {
-      dnnl::softmax_backward::desc d(dnnl_ctx::plain_md(y.shape()), dnnl_ctx::plain_md(y.shape()), axis);
-      dnnl::softmax_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
-      return SoftmaxBwd{pd, dnnl::softmax_backward(pd)};
-    });
-    dnnl_ctx::run(e->prim, {{DNNL_ARG_DST, dnnl_ctx::mem(y)},
-                            {DNNL_ARG_DIFF_DST, dnnl_ctx::mem(gout[0])},
-                            {DNNL_ARG_DIFF_SRC, dnnl_ctx::mem(dx)}});
-  }
-  return emit_grad(call, grads, 0, dx, accumulate);
 }
 
 // ---- InstanceNormalization: oneDNN's batch normalisation over a [1, N*C, spatial] view of the
