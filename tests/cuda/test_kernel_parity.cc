@@ -24,7 +24,9 @@ TEST(CudaKernelParity, EveryCpuOpHasACudaEntryOrAnExplicitUnsupportedMark) {
   EXPECT_TRUE(missing.empty()) << "CPU ops with neither a complete CUDA entry (forward, B, W) nor an unsupported mark: "
                                << ::testing::PrintToString(missing);
   std::cout << CpuBackend::op_types().size() << " CPU op types: " << coverage.size() << " with CUDA entries, "
-            << marked.size() << " marked unsupported" << std::endl;
+            << marked.size() << " marked unsupported:";
+  for (auto const& [op, reason] : marked) std::cout << ' ' << op;
+  std::cout << std::endl;
 }
 
 TEST(CudaKernelParity, UnsupportedMarksGiveAReasonAndAreNotStale) {
