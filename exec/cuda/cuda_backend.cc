@@ -31,7 +31,9 @@ struct Table {
 Table const& kernel_table() {
   static Table const table = [] {
     Table t;
-    for (auto family : {cuda::math_kernels, cuda::move_kernels, cuda::dnn_kernels})
+    for (auto family :
+         {cuda::activation_kernels, cuda::binary_kernels, cuda::reduce_kernels, cuda::view_kernels, cuda::move_kernels,
+          cuda::pool_kernels, cuda::linalg_kernels, cuda::conv_kernels, cuda::norm_kernels})
       for (KernelEntry& e : family()) {
         auto key = std::make_pair(e.op_type, e.dtype);
         t.entries.emplace(std::move(key), std::move(e));

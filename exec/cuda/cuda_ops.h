@@ -1,4 +1,4 @@
-// Internal to the CUDA backend: one family's kernel-table entries. Each exec/cuda/ops_<family>.cc
+// Internal to the CUDA backend: one family's kernel-table entries. Each exec/cuda/<family>.cc
 // lists its operators in one function; cuda_backend.cc concatenates the families into the one
 // explicit table (and marks what the CUDA backend does not run, with the reason).
 #pragma once
@@ -18,8 +18,15 @@ struct KernelEntry {
   std::size_t min_inputs = 1;
 };
 
-std::vector<KernelEntry> math_kernels();  // ops_math.cc: elementwise, softmax, norms, reductions, dropout
-std::vector<KernelEntry> move_kernels();  // ops_move.cc: views, transpose, slice, concat/split, expand, gather, pooling
-std::vector<KernelEntry> dnn_kernels();   // ops_dnn.cc: Gemm, MatMul (cuBLASLt), Conv, BatchNormalization (cuDNN)
+// One function per op family (graph/ops/registry.h), in exec/cuda/<family>.cc.
+std::vector<KernelEntry> activation_kernels();
+std::vector<KernelEntry> binary_kernels();
+std::vector<KernelEntry> reduce_kernels();
+std::vector<KernelEntry> view_kernels();
+std::vector<KernelEntry> move_kernels();
+std::vector<KernelEntry> pool_kernels();
+std::vector<KernelEntry> linalg_kernels();  // cuBLASLt
+std::vector<KernelEntry> conv_kernels();    // cuDNN
+std::vector<KernelEntry> norm_kernels();    // cuDNN (BatchNormalization) and our kernels (LayerNormalization)
 
 }  // namespace gp::exec::cuda

@@ -1,10 +1,11 @@
-// Launchers of the CUDA math kernels behind exec/cuda/ops_math.cc (and BatchNormalization's
-// inference-mode backward in exec/cuda/ops_dnn.cc): elementwise activations, broadcasting
-// arithmetic, Pow with a tensor exponent, sums down to a shape, Softmax, LayerNormalization,
-// Dropout. Each enqueues on `stream` and returns cudaGetLastError() (the launch's own error), never
-// synchronising; n == 0 launches nothing. The per-element and per-row math is in kernels/hd/
-// (eltwise.h, broadcast.h, pow.h, norm.h, batchnorm.h, dropout.h), shared with the host twins in
-// tests/cuda/test_hd_*.cc. Every result is deterministic: no atomics, fixed reduction trees.
+// Launchers of the CUDA math kernels behind exec/cuda/activation.cc, binary.cc, reduce.cc,
+// view.cc and norm.cc (LayerNormalization, and BatchNormalization's inference-mode backward):
+// elementwise activations, broadcasting arithmetic, Pow with a tensor exponent, sums down to a
+// shape, Softmax, LayerNormalization, Dropout. Each enqueues on `stream` and returns
+// cudaGetLastError() (the launch's own error), never synchronising; n == 0 launches nothing. The
+// per-element and per-row math is in kernels/hd/ (eltwise.h, broadcast.h, pow.h, norm.h,
+// batchnorm.h, dropout.h), shared with the host twins in tests/cuda/test_hd_*.cc. Every result is
+// deterministic: no atomics, fixed reduction trees.
 // Templates are instantiated for float.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Launchers of the CUDA backend's data-movement and pooling kernels (exec/cuda/ops_move.cc). Each
+// Launchers of the CUDA backend's data-movement and pooling kernels (exec/cuda/move.cc, pool.cc). Each
 // enqueues on `stream` and returns cudaGetLastError() (the launch's own error), never
 // synchronising; a call with nothing to do launches nothing. The per-element math is in
 // kernels/hd/index.h and pool.h, shared with tests/cuda/test_hd_move.cc; the parameter structs are

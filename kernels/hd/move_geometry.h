@@ -1,6 +1,6 @@
 // Host side of the data-movement and pooling kernels: the parameter structs of kernels/hd/index.h
 // and pool.h built from shapes that the op's shape function (graph/ops/) has already checked.
-// Shared by the CUDA ops (exec/cuda/ops_move.cc) and their host test.
+// Shared by the CUDA ops (exec/cuda/move.cc, view.cc, pool.cc) and their host test.
 #pragma once
 
 #include <algorithm>

@@ -1,50 +1,24 @@
-// The CUDA backend's shape, data-movement and pooling operators, with the CPU backend's semantics
-// (exec/cpu/view.cc, move.cc, pool.cc): views share storage (Reshape, Flatten, Squeeze,
-// Unsqueeze, Identity, same-type Cast); Expand, Transpose, Concat, Split and Slice are strided
-// copies; Gather checks its indices; pooling keeps its arg-max for backward. Shapes: graph/ops/;
-// kernels: kernels/cuda/move.h; their parameters: kernels/hd/move_geometry.h.
+// The CUDA backend's move family: Expand, Transpose, Concat, Split and Slice as strided copies, and
+// Gather (checked indices). Same inputs, outputs and conventions as the CPU's exec/cpu/move.cc;
+// kernels in kernels/cuda/move.h, their parameters in kernels/hd/move_geometry.h.
 #include <limits>
 
 #include "exec/cuda/ops_common.h"
+#include "exec/cuda/ops_shared.h"
 #include "graph/ops/move.h"
 #include "graph/ops/pool.h"
 #include "graph/ops/view.h"
 #include "kernels/cuda/move.h"
 #include "kernels/hd/move_geometry.h"
+#include "exec/cuda/cuda_ops.h"
 
 namespace gp::exec::cuda {
 namespace {
 
-namespace hd = kernels::hd;
 namespace kc = kernels::cuda;
+namespace hd = kernels::hd;
 
 using graph::ops::dims_string;
-
-Status need_float(OpCall const& call, Tensor const& t) {
-  if (t.dtype() != DType::kFloat32)
-    return unsupported(call.op.type + " '" + call.op.name + "' on cuda runs float32 data, got " +
-                       graph::dtype_name(t.dtype()));
-  return Status::ok();
-}
-
-// The gradient slot of input i written in place: the existing accumulator, or a new tensor (zeroed
-// where the kernel does not write every element).
-Result<Tensor*> grad_slot(OpCall const& call, std::vector<Tensor>& grads, std::size_t i,
-                          std::vector<int64_t> const& shape, bool accumulate, bool zeroed) {
-  if (grads.size() <= i) grads.resize(i + 1);
-  if (accumulate) {
-    if (!grads[i].defined() || grads[i].numel() != hd::numel_of(shape))
-      return op_error(call, "gradient accumulator for input " + std::to_string(i) + " has shape " +
-                                grads[i].shape_string() + ", expected " + dims_string(shape));
-    return &grads[i];
-  }
-  if (zeroed) {
-    ASSIGN_OR_RETURN(grads[i], zeros(shape));
-  } else {
-    ASSIGN_OR_RETURN(grads[i], empty(shape));
-  }
-  return &grads[i];
-}
 
 // dst[idx · dst_strides] (+)= src[idx · src_strides] over `shape`, on the compute stream.
 Status copy_strided(OpCall const& call, float const* src, std::vector<int64_t> const& src_strides, float* dst,
@@ -57,24 +31,6 @@ Status copy_strided(OpCall const& call, float const* src, std::vector<int64_t> c
   ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
   GP_CUDA_CHECK(kc::strided_copy(src, dst, p, accumulate, s));
   return Status::ok();
-}
-
-// ---- views ----
-
-Status reshape_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> shape, graph::ops::view_output_shape(call.graph, call.op, in[0].shape()));
-  out.assign(call.op.outputs.size(), Tensor());
-  out[0] = in[0].reshaped(shape);
-  if (saved) saved->tensors = {shape_tensor(in[0].shape())};
-  return Status::ok();
-}
-
-Status reshape_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  if (!wants(wanted, 0)) return Status::ok();
-  std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
-  ASSIGN_OR_RETURN(Tensor g, grad_or_zeros(gout, 0, in_shape));
-  return emit_grad(call, grads, 0, g.reshaped(in_shape), accumulate);
 }
 
 // ---- Expand ----
@@ -328,58 +284,6 @@ Status gather_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   return Status::ok();
 }
 
-// ---- MaxPool, AveragePool, GlobalAveragePool ----
-
-Status pool_params(OpCall const& call, std::vector<int64_t> const& x, hd::PoolParams& p, std::vector<int64_t>& y) {
-  auto const& a = *attrs_of<graph::PoolAttrs>(call.op);
-  bool const global = a.kind == graph::PoolKind::kGlobalAverage;
-  hd::PoolMode const mode = a.kind == graph::PoolKind::kMax    ? hd::PoolMode::kMax
-                            : (a.count_include_pad && !global) ? hd::PoolMode::kAverageIncludePad
-                                                               : hd::PoolMode::kAverageExcludePad;
-  ASSIGN_OR_RETURN(graph::ops::PoolWindow const w, graph::ops::pool_window(call.op, x));
-  hd::pool_params(x, w.out_shape, w.kernel, w.strides, w.pads_begin, mode, p);
-  y = w.out_shape;
-  if (mode == hd::PoolMode::kMax && hd::pool_in_plane(p) > std::numeric_limits<int32_t>::max())
-    return unsupported(call.op.type + " '" + call.op.name + "': the arg-max is int32, the input plane of " +
-                       dims_string(x) + " is larger");
-  return Status::ok();
-}
-
-Status pool_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  RETURN_IF_ERROR(need_float(call, in[0]));
-  hd::PoolParams p;
-  std::vector<int64_t> shape;
-  RETURN_IF_ERROR(pool_params(call, in[0].shape(), p, shape));
-  ASSIGN_OR_RETURN(Tensor y, empty(shape));
-  Tensor argmax;
-  if (p.mode == hd::PoolMode::kMax) {
-    ASSIGN_OR_RETURN(argmax, empty(shape, DType::kInt32));
-  }
-  ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
-  GP_CUDA_CHECK(kc::pool_forward(in[0].data<float>(), y.data<float>(),
-                                 argmax.defined() ? argmax.data<int32_t>() : nullptr, p, s));
-  out.assign(call.op.outputs.size(), Tensor());
-  out[0] = y;
-  if (saved) saved->tensors = {shape_tensor(in[0].shape()), argmax};
-  return Status::ok();
-}
-
-Status pool_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                     std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
-  std::vector<int64_t> const x_shape = shape_of(saved.tensors.at(0));
-  hd::PoolParams p;
-  std::vector<int64_t> shape;
-  RETURN_IF_ERROR(pool_params(call, x_shape, p, shape));
-  Tensor const& argmax = saved.tensors.at(1);
-  if (p.mode == hd::PoolMode::kMax && !argmax.defined()) return internal_error("MaxPool backward without its arg-max");
-  ASSIGN_OR_RETURN(Tensor * dx, grad_slot(call, grads, 0, x_shape, accumulate, false));
-  ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
-  GP_CUDA_CHECK(kc::pool_backward(gout[0].data<float>(), argmax.defined() ? argmax.data<int32_t>() : nullptr,
-                                  dx->data<float>(), p, accumulate, s));
-  return Status::ok();
-}
-
 }  // namespace
 
 std::vector<KernelEntry> move_kernels() {
@@ -387,17 +291,12 @@ std::vector<KernelEntry> move_kernels() {
   auto const add = [&t](char const* type, OpKernels const& k, std::size_t min_inputs = 1) {
     t.push_back({type, DType::kFloat32, k, min_inputs});
   };
-  OpKernels const view{reshape_forward, reshape_backward, reshape_backward, graph::ops::view_check};
-  for (char const* v : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) add(v, view);
-  add("Cast", {reshape_forward, reshape_backward, reshape_backward, graph::ops::cast_check});
   add("Expand", {expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>});
   add("Transpose", {transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>});
   add("Concat", {concat_forward, concat_backward, concat_backward, require_attrs<graph::ConcatAttrs>});
   add("Split", {split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>});
   add("Slice", {slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>});
   add("Gather", {gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2);
-  OpKernels const pool{pool_forward, pool_backward, pool_backward, graph::ops::pool_check};
-  for (char const* p : {"MaxPool", "AveragePool", "GlobalAveragePool"}) add(p, pool);
   return t;
 }
 

@@ -1,0 +1,71 @@
+// Inside the CUDA backend: the activation family's ops (elementwise unary math on our kernels,
+// kernels/cuda/math.h), in a header because Pow (binary.cc) runs a constant scalar exponent
+// through them. Same conventions as the CPU's exec/cpu/activation.cc.
+#pragma once
+
+#include "exec/cuda/ops_common.h"
+#include "kernels/cuda/math.h"
+
+namespace gp::exec::cuda {
+
+// ---- activations (and Pow with a constant scalar exponent) ----
+
+struct UnarySpec {
+  kernels::hd::UnaryKind kind = kernels::hd::UnaryKind::kRelu;
+  float alpha = 0.f;
+};
+
+inline Result<UnarySpec> unary_spec(OpCall const& call) {
+  std::string const& t = call.op.type;
+  if (t == "Relu") return UnarySpec{kernels::hd::UnaryKind::kRelu};
+  if (t == "LeakyRelu") {
+    auto const* a = attrs_of<graph::LeakyReluAttrs>(call.op);
+    return UnarySpec{kernels::hd::UnaryKind::kLeakyRelu, a ? a->alpha : 0.01f};
+  }
+  if (t == "Sigmoid") return UnarySpec{kernels::hd::UnaryKind::kSigmoid};
+  if (t == "Tanh") return UnarySpec{kernels::hd::UnaryKind::kTanh};
+  if (t == "Gelu") {
+    auto const* a = attrs_of<graph::GeluAttrs>(call.op);
+    return UnarySpec{a && a->tanh_approx ? kernels::hd::UnaryKind::kGeluTanh : kernels::hd::UnaryKind::kGeluErf};
+  }
+  if (t == "Sqrt") return UnarySpec{kernels::hd::UnaryKind::kSqrt};
+  if (t == "Erf") return UnarySpec{kernels::hd::UnaryKind::kErf};
+  if (t == "Exp") return UnarySpec{kernels::hd::UnaryKind::kExp};
+  if (t == "Log") return UnarySpec{kernels::hd::UnaryKind::kLog};
+  if (t == "Abs") return UnarySpec{kernels::hd::UnaryKind::kAbs};
+  if (t == "Neg") return UnarySpec{kernels::hd::UnaryKind::kNeg};
+  if (t == "Pow") {
+    graph::TensorData const* e = constant_input(call.op, call.graph, 1);
+    if (e == nullptr || e->numel() != 1) return op_error(call, "the exponent must be a constant scalar");
+    return UnarySpec{kernels::hd::UnaryKind::kPow, static_cast<float>(e->to_doubles().at(0))};
+  }
+  return op_error(call, "not an elementwise activation");
+}
+
+template <typename T>
+Status unary_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(UnarySpec const s, unary_spec(call));
+  ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), x.dtype()));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kernels::cuda::unary_forward<T>(s.kind, s.alpha, x.data<T>(), y.data<T>(), x.numel(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {kernels::hd::unary_backward_uses_output(s.kind) ? y : x};
+  return Status::ok();
+}
+
+template <typename T>
+Status unary_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                      std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  Tensor const& kept = saved.tensors.at(0);
+  ASSIGN_OR_RETURN(UnarySpec const s, unary_spec(call));
+  ASSIGN_OR_RETURN(Tensor dx, empty(kept.shape(), kept.dtype()));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kernels::cuda::unary_backward<T>(s.kind, s.alpha, kept.data<T>(), gout[0].data<T>(), dx.data<T>(),
+                                                 kept.numel(), stream));
+  return emit_grad(call, grads, 0, dx, accumulate);
+}
+
+}  // namespace gp::exec::cuda

@@ -1,0 +1,118 @@
+// The CUDA backend's conv family: Conv through cuDNN graphs (cudnn_graphs.h); cuDNN's weight
+// gradients are computed fresh and added. Same inputs, outputs and gradients as the CPU's
+// exec/cpu/conv.cc.
+#include <algorithm>
+#include <cmath>
+
+#include "exec/cuda/cublaslt_gemm.h"
+#include "exec/cuda/cudnn_graphs.h"
+#include "exec/cuda/gemm_mapping.h"
+#include "exec/cuda/ops_common.h"
+#include "exec/cuda/ops_shared.h"
+#include "graph/ops/conv.h"
+#include "kernels/cuda/math.h"
+#include "exec/cuda/cuda_ops.h"
+
+namespace gp::exec::cuda {
+namespace {
+
+namespace kc = kernels::cuda;
+namespace hd = kernels::hd;
+
+// ---- Conv ----
+Result<ConvShape> conv_shape_of(OpCall const& call, Tensor const& x, Tensor const& w) {
+  Result<ConvShape> s = conv_shape(x.shape(), w.shape(), *attrs_of<graph::ConvAttrs>(call.op));
+  RETURN_IF_ERROR(value_or_op_error(call, s));
+  return s;
+}
+
+Status conv_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  Tensor const& w = in[1];
+  ASSIGN_OR_RETURN(ConvShape s, conv_shape_of(call, x, w));
+  ASSIGN_OR_RETURN(Tensor y, empty(s.y));
+  RETURN_IF_ERROR(in_op(call, conv_fprop<float>(s, x.data<float>(), w.data<float>(), y.data<float>())));
+  if (has_input(call, 2) && in.size() > 2 && in[2].defined()) {
+    // y_n[K,S] += bias[K,1]·ones[1,S] for every n: one strided-batched rank-1 product.
+    int64_t const n = s.y[0], k = s.y[1], sp = spatial(s.y);
+    GemmPlan plan;
+    LtCall c = rowmajor_call(Buf::kC, false, Buf::kOnes, false, Buf::kY, k, sp, 1, 1.f, 1.f);
+    c.batch = n, c.stride_c = k * sp;  // bias and ones: stride 0, the same for every n
+    plan.calls.push_back(c);
+    plan.ones = sp;
+    GemmBuffers b{};
+    bind(b, Buf::kC, in[2].raw()), bind(b, Buf::kY, y.raw());
+    RETURN_IF_ERROR(in_op(call, run_gemm_plan<float>(plan, b)));
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {x, w};
+  return Status::ok();
+}
+
+// db[K] = Σ_{n,s} dy[n,K,s]: dy·ones over s into tmp[N,K], then ones·tmp over n (accumulating).
+Status conv_bias_grad(OpCall const& call, ConvShape const& s, Tensor const& dy, Tensor& db, bool accumulate) {
+  int64_t const n = s.y[0], k = s.y[1], sp = spatial(s.y);
+  GemmPlan plan;
+  plan.calls.push_back(rowmajor_call(Buf::kDY, false, Buf::kOnes, false, Buf::kTmp, n * k, 1, sp, 1.f, 0.f));
+  plan.calls.push_back(
+      rowmajor_call(Buf::kOnes, false, Buf::kTmp, false, Buf::kDC, 1, k, n, 1.f, accumulate ? 1.f : 0.f));
+  plan.ones = std::max(n, sp);
+  plan.tmp = n * k;
+  GemmBuffers b{};
+  bind(b, Buf::kDY, dy.raw()), bind(b, Buf::kDC, db.raw());
+  return in_op(call, run_gemm_plan<float>(plan, b));
+}
+
+// dx into dx_grads[0], dw and db into w_grads[1], w_grads[2] (each set, or added when accumulating).
+Status conv_grads(OpCall const& call, Saved const& saved, Tensor const& dy, bool want_x, bool want_w, bool want_b,
+                  std::vector<Tensor>& dx_grads, bool accumulate_x, std::vector<Tensor>& w_grads, bool accumulate_w) {
+  Tensor const& x = saved.tensors.at(0);
+  Tensor const& w = saved.tensors.at(1);
+  ASSIGN_OR_RETURN(ConvShape s, conv_shape_of(call, x, w));
+  if (want_x) {
+    ASSIGN_OR_RETURN(Tensor dx, empty(s.x));
+    RETURN_IF_ERROR(in_op(call, conv_dgrad<float>(s, dy.data<float>(), w.data<float>(), dx.data<float>())));
+    RETURN_IF_ERROR(emit_grad(call, dx_grads, 0, dx, accumulate_x));
+  }
+  if (want_w) {  // cuDNN's graph API has no output blend: fresh, then added
+    ASSIGN_OR_RETURN(Tensor dw, empty(s.w));
+    RETURN_IF_ERROR(in_op(call, conv_wgrad<float>(s, x.data<float>(), dy.data<float>(), dw.data<float>())));
+    RETURN_IF_ERROR(emit_grad(call, w_grads, 1, dw, accumulate_w));
+  }
+  if (want_b && has_input(call, 2)) {
+    ASSIGN_OR_RETURN(Tensor db, grad_target(call, w_grads, 2, {s.w[0]}, accumulate_w));
+    RETURN_IF_ERROR(conv_bias_grad(call, s, dy, db, accumulate_w));
+  }
+  return Status::ok();
+}
+
+Status conv_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                     std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!gout.at(0).defined()) return Status::ok();
+  return conv_grads(call, saved, gout[0], wants(wanted, 0), wants(wanted, 1), wants(wanted, 2), grads, accumulate,
+                    grads, accumulate);
+}
+
+Status conv_backward_both(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                          std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                          std::vector<Tensor>& weight_grads) {
+  grad_inputs.assign(call.op.inputs.size(), Tensor());
+  if (!gout.at(0).defined()) return Status::ok();
+  bool const want_w = weight_grads.size() > 1 && weight_grads[1].defined();
+  bool const want_b = weight_grads.size() > 2 && weight_grads[2].defined();
+  return conv_grads(call, saved, gout[0], wants(needs_grad, 0), want_w, want_b, grad_inputs, false, weight_grads, true);
+}
+
+}  // namespace
+
+std::vector<KernelEntry> conv_kernels() {
+  std::vector<KernelEntry> t;
+  t.push_back({"Conv",
+               DType::kFloat32,
+               {conv_forward, conv_backward, conv_backward, graph::ops::conv_check, conv_backward_both},
+               2});
+  return t;
+}
+
+}  // namespace gp::exec::cuda

@@ -1,0 +1,249 @@
+// The CUDA backend's norm family: BatchNormalization through cuDNN graphs (its inference-mode
+// backward through our kernels) and LayerNormalization on our kernels (kernels/cuda/math.h). Same
+// inputs, outputs and gradients as the CPU's exec/cpu/norm.cc.
+#include <algorithm>
+#include <cmath>
+
+#include "exec/cuda/cublaslt_gemm.h"
+#include "exec/cuda/cudnn_graphs.h"
+#include "exec/cuda/gemm_mapping.h"
+#include "exec/cuda/ops_common.h"
+#include "exec/cuda/ops_shared.h"
+#include "graph/ops/conv.h"
+#include "kernels/cuda/math.h"
+#include "exec/cuda/cuda_ops.h"
+
+namespace gp::exec::cuda {
+namespace {
+
+namespace kc = kernels::cuda;
+namespace hd = kernels::hd;
+
+// ---- BatchNormalization ----
+Result<Tensor> copy_of(Tensor const& src) {
+  ASSIGN_OR_RETURN(Tensor dst, empty(src.shape(), src.dtype()));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  if (src.nbytes() > 0)
+    GP_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, stream));
+  return dst;
+}
+
+// 1/sqrt(var + eps) for C channels, on the host: a C-float round trip (inference only), since no
+// library call of ours computes a reciprocal square root.
+Result<Tensor> inv_std(Tensor const& var, float eps) {
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  std::vector<float> h(static_cast<std::size_t>(var.numel()));
+  GP_CUDA_CHECK(cudaMemcpyAsync(h.data(), var.raw(), var.nbytes(), cudaMemcpyDeviceToHost, stream));
+  GP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (float& v : h) v = 1.f / std::sqrt(v + eps);
+  ASSIGN_OR_RETURN(Tensor out, empty(var.shape()));
+  GP_CUDA_CHECK(cudaMemcpyAsync(out.raw(), h.data(), out.nbytes(), cudaMemcpyHostToDevice, stream));
+  GP_CUDA_CHECK(cudaStreamSynchronize(stream));  // h is freed on return
+  return out;
+}
+
+Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::BatchNormAttrs>(call.op);
+  Tensor const& x = in[0];
+  if (x.rank() < 2 || x.rank() > 5) return op_error(call, "input " + x.shape_string() + " must have rank 2 to 5");
+  int64_t const c = x.dim(1);
+  for (std::size_t i = 1; i < 5; ++i)
+    if (in.size() <= i || !in[i].defined() || in[i].numel() != c)
+      return op_error(call, "input " + std::to_string(i) + " must have " + std::to_string(c) + " elements");
+  bool const training = call.training;
+  ASSIGN_OR_RETURN(Tensor y, empty(x.shape()));
+  Tensor mean, inv_var;
+  out.assign(std::max<std::size_t>(call.op.outputs.size(), training ? 3 : 1), Tensor());
+  if (training) {
+    ASSIGN_OR_RETURN(mean, empty({c}));
+    ASSIGN_OR_RETURN(inv_var, empty({c}));
+    ASSIGN_OR_RETURN(Tensor next_mean, empty({c}));
+    ASSIGN_OR_RETURN(Tensor next_var, empty({c}));
+    BnTrainPtrs const p{x.raw(), in[1].raw(), in[2].raw(),   in[3].raw(),     in[4].raw(),
+                        y.raw(), mean.raw(),  inv_var.raw(), next_mean.raw(), next_var.raw()};
+    RETURN_IF_ERROR(in_op(call, batchnorm_train<float>(x.shape(), a.epsilon, 1.f - a.momentum, p)));
+    out[1] = next_mean;
+    out[2] = next_var;
+  } else {
+    mean = in[3];
+    ASSIGN_OR_RETURN(inv_var, inv_std(in[4], a.epsilon));
+    BnInferPtrs const p{x.raw(), in[1].raw(), in[2].raw(), mean.raw(), inv_var.raw(), y.raw()};
+    RETURN_IF_ERROR(in_op(call, batchnorm_infer<float>(x.shape(), p)));
+    for (std::size_t k = 1; k < out.size() && k < 3; ++k) {
+      ASSIGN_OR_RETURN(out[k], copy_of(in[2 + k]));
+    }
+  }
+  out[0] = y;
+  // The CPU keeps the variance, this backend cuDNN's inverse standard deviation (same size).
+  if (saved) saved->tensors = {x, in[1], mean, inv_var, shape_tensor({training ? 1 : 0})};
+  return Status::ok();
+}
+
+// Inference mode: the running statistics are constants (the CPU's use_global_stats), so the
+// gradients are elementwise and per-channel sums (our kernels, kernels/cuda/math.h), not a cuDNN
+// graph. Only the gradients wanted are computed.
+Status batchnorm_infer_backward(OpCall const& call, Saved const& saved, Tensor const& dy,
+                                std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  Tensor const& x = saved.tensors.at(0);
+  Tensor const& scale = saved.tensors.at(1);
+  float const* mean = saved.tensors.at(2).data<float>();
+  float const* inv = saved.tensors.at(3).data<float>();
+  int64_t const n = x.dim(0), c = x.dim(1), sp = spatial(x.shape());
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  if (wants(wanted, 0)) {
+    ASSIGN_OR_RETURN(Tensor dx, empty(x.shape()));
+    GP_CUDA_CHECK(kernels::cuda::batchnorm_infer_backward_input<float>(dy.data<float>(), scale.data<float>(), inv, n, c,
+                                                                       sp, dx.data<float>(), stream));
+    RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
+  }
+  if (!(wants(wanted, 1) || wants(wanted, 2))) return Status::ok();
+  ASSIGN_OR_RETURN(Tensor dscale, empty({c}));
+  ASSIGN_OR_RETURN(Tensor dbias, empty({c}));
+  GP_CUDA_CHECK(kernels::cuda::batchnorm_infer_backward_params<float>(
+      x.data<float>(), dy.data<float>(), mean, inv, n, c, sp, dscale.data<float>(), dbias.data<float>(), stream));
+  if (wants(wanted, 1)) RETURN_IF_ERROR(emit_grad(call, grads, 1, dscale, accumulate));
+  if (wants(wanted, 2)) RETURN_IF_ERROR(emit_grad(call, grads, 2, dbias, accumulate));
+  return Status::ok();
+}
+
+Status batchnorm_backward_op(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                             std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!(wants(wanted, 0) || wants(wanted, 1) || wants(wanted, 2)) || !gout.at(0).defined()) return Status::ok();
+  Tensor const& x = saved.tensors.at(0);
+  bool const training = shape_of(saved.tensors.at(4)).at(0) != 0;
+  if (!training) return batchnorm_infer_backward(call, saved, gout[0], wanted, grads, accumulate);
+  int64_t const c = x.dim(1);
+  ASSIGN_OR_RETURN(Tensor dx, empty(x.shape()));
+  ASSIGN_OR_RETURN(Tensor dscale, empty({c}));
+  ASSIGN_OR_RETURN(Tensor dbias, empty({c}));
+  BnBackwardPtrs const p{gout[0].raw(),
+                         x.raw(),
+                         saved.tensors.at(1).raw(),
+                         saved.tensors.at(2).raw(),
+                         saved.tensors.at(3).raw(),
+                         dx.raw(),
+                         dscale.raw(),
+                         dbias.raw()};
+  RETURN_IF_ERROR(in_op(call, batchnorm_backward<float>(x.shape(), p)));
+  if (wants(wanted, 0)) RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
+  if (wants(wanted, 1)) RETURN_IF_ERROR(emit_grad(call, grads, 1, dscale, accumulate));
+  if (wants(wanted, 2)) RETURN_IF_ERROR(emit_grad(call, grads, 2, dbias, accumulate));
+  return Status::ok();
+}
+
+// The CPU's fresh_then_add (exec/cpu/cpu_backend.cc): one pass computes every gradient fresh,
+// then the weights' (scale and bias: C elements each) are added into their accumulators.
+Status batchnorm_backward_both(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                               std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                               std::vector<Tensor>& weight_grads) {
+  std::size_t const n = call.op.inputs.size();
+  std::vector<bool> wanted(n, false);
+  for (std::size_t i = 0; i < n; ++i)
+    wanted[i] = wants(needs_grad, i) || (i < weight_grads.size() && weight_grads[i].defined());
+  grad_inputs.assign(n, Tensor());
+  RETURN_IF_ERROR(batchnorm_backward_op(call, saved, gout, wanted, grad_inputs, false));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i >= weight_grads.size() || !weight_grads[i].defined() || !grad_inputs[i].defined()) continue;
+    RETURN_IF_ERROR(emit_grad(call, weight_grads, i, grad_inputs[i], true));
+    grad_inputs[i] = Tensor();
+  }
+  return Status::ok();
+}
+
+// ---- LayerNormalization ----
+
+struct RowView {
+  int64_t axis = 0, rows = 1, cols = 1;
+};
+
+RowView layernorm_view(OpCall const& call, std::vector<int64_t> const& shape) {
+  auto const& a = *attrs_of<graph::LayerNormAttrs>(call.op);
+  RowView v;
+  int64_t const rank = static_cast<int64_t>(shape.size());
+  v.axis = a.axis < 0 ? a.axis + rank : a.axis;
+  for (int64_t i = 0; i < rank; ++i) (i < v.axis ? v.rows : v.cols) *= shape[i];
+  return v;
+}
+
+bool layernorm_has_bias(OpCall const& call) {
+  return call.op.inputs.size() > 2 && call.op.inputs[2] != graph::kNoTensor;
+}
+
+template <typename T>
+Status layernorm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::LayerNormAttrs>(call.op);
+  Tensor const& x = in[0];
+  RowView const v = layernorm_view(call, x.shape());
+  bool const bias = layernorm_has_bias(call) && in.size() > 2 && in[2].defined();
+  if (in[1].numel() != v.cols || (bias && in[2].numel() != v.cols))
+    return op_error(call, "scale/bias must have " + std::to_string(v.cols) + " elements");
+  // ONNX's Mean and InvStdDev outputs have the input's shape with the normalised dims set to 1.
+  std::vector<int64_t> stat_shape = x.shape();
+  for (std::size_t i = static_cast<std::size_t>(v.axis); i < stat_shape.size(); ++i) stat_shape[i] = 1;
+  ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), x.dtype()));
+  ASSIGN_OR_RETURN(Tensor mean, empty(stat_shape, DType::kFloat32));
+  ASSIGN_OR_RETURN(Tensor rstd, empty(stat_shape, DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::layernorm_forward<T>(x.data<T>(), in[1].data<T>(), bias ? in[2].data<T>() : nullptr, v.rows, v.cols,
+                                         a.epsilon, y.data<T>(), mean.data<float>(), rstd.data<float>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (out.size() > 1) out[1] = mean;
+  if (out.size() > 2) out[2] = rstd;
+  if (saved) saved->tensors = {x, in[1], mean, rstd};
+  return Status::ok();
+}
+
+// Only the gradients wanted: B (input) and W (scale, bias) calls do not repeat each other's work.
+template <typename T>
+Status layernorm_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                          std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  bool const bias = layernorm_has_bias(call);
+  bool const want_params = wants(wanted, 1) || (bias && wants(wanted, 2));
+  if (!(wants(wanted, 0) || want_params) || !gout.at(0).defined()) return Status::ok();
+  Tensor const& x = saved.tensors.at(0);
+  Tensor const& scale = saved.tensors.at(1);
+  float const* mean = saved.tensors.at(2).data<float>();
+  float const* rstd = saved.tensors.at(3).data<float>();
+  RowView const v = layernorm_view(call, x.shape());
+  T const* dy = gout[0].data<T>();
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  if (wants(wanted, 0)) {
+    ASSIGN_OR_RETURN(Tensor dx, empty(x.shape(), x.dtype()));
+    GP_CUDA_CHECK(kc::layernorm_backward_input<T>(x.data<T>(), scale.data<T>(), mean, rstd, dy, v.rows, v.cols,
+                                                  dx.data<T>(), stream));
+    RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
+  }
+  if (!want_params) return Status::ok();
+  ASSIGN_OR_RETURN(Tensor scratch, empty({kc::layernorm_params_scratch(v.rows, v.cols)}, DType::kFloat32));
+  ASSIGN_OR_RETURN(Tensor dscale, empty(scale.shape(), scale.dtype()));
+  Tensor dbias;
+  if (bias) {
+    ASSIGN_OR_RETURN(dbias, empty(scale.shape(), scale.dtype()));
+  }
+  GP_CUDA_CHECK(kc::layernorm_backward_params<T>(x.data<T>(), mean, rstd, dy, v.rows, v.cols, scratch.data<float>(),
+                                                 dscale.data<T>(), bias ? dbias.data<T>() : nullptr, stream));
+  if (wants(wanted, 1)) RETURN_IF_ERROR(emit_grad(call, grads, 1, dscale, accumulate));
+  if (bias && wants(wanted, 2)) RETURN_IF_ERROR(emit_grad(call, grads, 2, dbias, accumulate));
+  return Status::ok();
+}
+
+}  // namespace
+
+std::vector<KernelEntry> norm_kernels() {
+  constexpr DType f32 = DType::kFloat32;
+  std::vector<KernelEntry> t;
+  t.push_back({"BatchNormalization",
+               f32,
+               {batchnorm_forward, batchnorm_backward_op, batchnorm_backward_op, require_attrs<graph::BatchNormAttrs>,
+                batchnorm_backward_both},
+               5});
+  t.push_back({"LayerNormalization",
+               f32,
+               {layernorm_forward<float>, layernorm_backward<float>, layernorm_backward<float>,
+                require_attrs<graph::LayerNormAttrs>},
+               2});
+  return t;
+}
+
+}  // namespace gp::exec::cuda

@@ -1,0 +1,82 @@
+// The CUDA backend's pool family: MaxPool (keeping its arg-max for backward), AveragePool and
+// GlobalAveragePool. Same inputs, outputs and conventions as the CPU's exec/cpu/pool.cc; kernels in
+// kernels/cuda/move.h.
+#include <limits>
+
+#include "exec/cuda/ops_common.h"
+#include "exec/cuda/ops_shared.h"
+#include "graph/ops/move.h"
+#include "graph/ops/pool.h"
+#include "graph/ops/view.h"
+#include "kernels/cuda/move.h"
+#include "kernels/hd/move_geometry.h"
+#include "exec/cuda/cuda_ops.h"
+
+namespace gp::exec::cuda {
+namespace {
+
+namespace kc = kernels::cuda;
+namespace hd = kernels::hd;
+
+// ---- MaxPool, AveragePool, GlobalAveragePool ----
+
+Status pool_params(OpCall const& call, std::vector<int64_t> const& x, hd::PoolParams& p, std::vector<int64_t>& y) {
+  auto const& a = *attrs_of<graph::PoolAttrs>(call.op);
+  bool const global = a.kind == graph::PoolKind::kGlobalAverage;
+  hd::PoolMode const mode = a.kind == graph::PoolKind::kMax    ? hd::PoolMode::kMax
+                            : (a.count_include_pad && !global) ? hd::PoolMode::kAverageIncludePad
+                                                               : hd::PoolMode::kAverageExcludePad;
+  ASSIGN_OR_RETURN(graph::ops::PoolWindow const w, graph::ops::pool_window(call.op, x));
+  hd::pool_params(x, w.out_shape, w.kernel, w.strides, w.pads_begin, mode, p);
+  y = w.out_shape;
+  if (mode == hd::PoolMode::kMax && hd::pool_in_plane(p) > std::numeric_limits<int32_t>::max())
+    return unsupported(call.op.type + " '" + call.op.name + "': the arg-max is int32, the input plane of " +
+                       dims_string(x) + " is larger");
+  return Status::ok();
+}
+
+Status pool_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  RETURN_IF_ERROR(need_float(call, in[0]));
+  hd::PoolParams p;
+  std::vector<int64_t> shape;
+  RETURN_IF_ERROR(pool_params(call, in[0].shape(), p, shape));
+  ASSIGN_OR_RETURN(Tensor y, empty(shape));
+  Tensor argmax;
+  if (p.mode == hd::PoolMode::kMax) {
+    ASSIGN_OR_RETURN(argmax, empty(shape, DType::kInt32));
+  }
+  ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
+  GP_CUDA_CHECK(kc::pool_forward(in[0].data<float>(), y.data<float>(),
+                                 argmax.defined() ? argmax.data<int32_t>() : nullptr, p, s));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {shape_tensor(in[0].shape()), argmax};
+  return Status::ok();
+}
+
+Status pool_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                     std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  std::vector<int64_t> const x_shape = shape_of(saved.tensors.at(0));
+  hd::PoolParams p;
+  std::vector<int64_t> shape;
+  RETURN_IF_ERROR(pool_params(call, x_shape, p, shape));
+  Tensor const& argmax = saved.tensors.at(1);
+  if (p.mode == hd::PoolMode::kMax && !argmax.defined()) return internal_error("MaxPool backward without its arg-max");
+  ASSIGN_OR_RETURN(Tensor * dx, grad_slot(call, grads, 0, x_shape, accumulate, false));
+  ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
+  GP_CUDA_CHECK(kc::pool_backward(gout[0].data<float>(), argmax.defined() ? argmax.data<int32_t>() : nullptr,
+                                  dx->data<float>(), p, accumulate, s));
+  return Status::ok();
+}
+
+}  // namespace
+
+std::vector<KernelEntry> pool_kernels() {
+  std::vector<KernelEntry> t;
+  OpKernels const pool{pool_forward, pool_backward, pool_backward, graph::ops::pool_check};
+  for (char const* p : {"MaxPool", "AveragePool", "GlobalAveragePool"}) t.push_back({p, DType::kFloat32, pool, 1});
+  return t;
+}
+
+}  // namespace gp::exec::cuda
