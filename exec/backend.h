@@ -21,12 +21,17 @@ struct Saved {
   int64_t bytes() const;
 };
 
+class Backend;
+
 struct OpCall {
   graph::Op const& op;
   graph::OpGraph const& graph;
   bool training = true;   // Dropout/BatchNorm behave as in training
   uint64_t rng_seed = 0;  // per (step, micro-batch, op): Dropout masks are reproducible
   int64_t batch = 0;      // samples in this micro-batch (0: unknown); ops that expand to the batch need it
+  // The backend running the op: set by the backend when it calls a kernel-table function, so that
+  // the backward glue every backend shares (exec/op_kernels.h) uses its device operations.
+  Backend* backend = nullptr;
 };
 
 class Backend {

@@ -1,5 +1,7 @@
 #include "exec/op_kernels.h"
 
+#include <cstring>
+
 namespace gp::exec {
 
 Status op_error(OpCall const& call, std::string const& what) { return graph::ops::op_error(call.op, what); }
@@ -11,6 +13,33 @@ graph::TensorData const* constant_input(graph::Op const& op, graph::OpGraph cons
   graph::TensorInfo const& info = graph.tensor(op.inputs[i]);
   if (info.role != graph::TensorRole::kConstant && info.role != graph::TensorRole::kWeight) return nullptr;
   return info.data.get();
+}
+
+Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, Tensor g, bool accumulate) {
+  if (grads.size() <= i) grads.resize(i + 1);
+  if (!accumulate) {
+    grads[i] = std::move(g);
+    return Status::ok();
+  }
+  Tensor& dst = grads[i];
+  if (!dst.defined() || dst.numel() != g.numel())
+    return op_error(call, "gradient accumulator for input " + std::to_string(i) + " has shape " + dst.shape_string() +
+                              ", expected " + g.shape_string());
+  if (call.backend == nullptr)
+    return internal_error(call.op.name +
+                          ": a gradient to accumulate, but the call names no backend "
+                          "(backends pass bound_to(call, *this) to their kernels)");
+  return call.backend->add_into(dst, g);
+}
+
+Tensor shape_tensor(std::vector<int64_t> const& shape, Allocator& alloc) {
+  Tensor t({static_cast<int64_t>(shape.size())}, DType::kInt64, alloc);
+  if (!shape.empty()) std::memcpy(t.raw(), shape.data(), shape.size() * sizeof(int64_t));
+  return t;
+}
+
+std::vector<int64_t> shape_of(Tensor const& t) {
+  return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
 }
 
 }  // namespace gp::exec

@@ -41,6 +41,19 @@ bool wants(std::vector<bool> const& wanted, std::size_t i);
 // The constant data of input i (a folded constant or initializer), or null.
 graph::TensorData const* constant_input(graph::Op const& op, graph::OpGraph const& graph, std::size_t i);
 
+// `call` as the kernel of `backend` sees it (OpCall::backend set): what a backend passes to its
+// kernel-table functions.
+inline OpCall bound_to(OpCall call, Backend& backend) {
+  call.backend = &backend;
+  return call;
+}
+// Stores gradient g into grads[i], or adds it into the existing grads[i] (through the call's
+// backend) when accumulating.
+Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, Tensor g, bool accumulate);
+// Small host int64 tensors that carry shapes through Saved (metadata, never read by a kernel).
+Tensor shape_tensor(std::vector<int64_t> const& shape, Allocator& alloc = cpu_allocator());
+std::vector<int64_t> shape_of(Tensor const& t);
+
 template <typename A>
 A const* attrs_of(graph::Op const& op) {
   return std::get_if<A>(&op.typed);

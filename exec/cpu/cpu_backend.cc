@@ -124,7 +124,7 @@ Status CpuBackend::forward(OpCall const& call, std::vector<Tensor> const& inputs
     if (!inputs[i].defined())
       return invalid_argument(call.op.type + " '" + call.op.name + "': input " + std::to_string(i) + " is undefined");
   if (saved) saved->tensors.clear();
-  return e->kernels.forward(call, inputs, outputs, saved);
+  return e->kernels.forward(bound_to(call, *this), inputs, outputs, saved);
 }
 
 Status CpuBackend::backward_input(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
@@ -132,7 +132,7 @@ Status CpuBackend::backward_input(OpCall const& call, Saved const& saved, std::v
   Entry const* e = find(call.op);
   if (e == nullptr) return supports(call.op, call.graph);
   grad_inputs.assign(call.op.inputs.size(), Tensor());
-  return e->kernels.backward_input(call, saved, grad_outputs, needs_grad, grad_inputs, false);
+  return e->kernels.backward_input(bound_to(call, *this), saved, grad_outputs, needs_grad, grad_inputs, false);
 }
 
 Status CpuBackend::backward_weight(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
@@ -146,7 +146,7 @@ Status CpuBackend::backward_weight(OpCall const& call, Saved const& saved, std::
     any = any || wanted[i];
   }
   if (!any) return Status::ok();
-  return e->kernels.backward_weight(call, saved, grad_outputs, wanted, weight_grads, true);
+  return e->kernels.backward_weight(bound_to(call, *this), saved, grad_outputs, wanted, weight_grads, true);
 }
 
 Status CpuBackend::backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
@@ -156,7 +156,7 @@ Status CpuBackend::backward(OpCall const& call, Saved const& saved, std::vector<
   if (e == nullptr) return supports(call.op, call.graph);
   if (e->kernels.backward_both == nullptr)
     return Backend::backward(call, saved, grad_outputs, needs_grad, grad_inputs, weight_grads);
-  return e->kernels.backward_both(call, saved, grad_outputs, needs_grad, grad_inputs, weight_grads);
+  return e->kernels.backward_both(bound_to(call, *this), saved, grad_outputs, needs_grad, grad_inputs, weight_grads);
 }
 
 }  // namespace gp::exec

@@ -43,14 +43,10 @@ CpuKernelFamily logic_kernels();       // logic.cc: comparisons, boolean ops, Wh
 CpuKernelFamily deconv_kernels();      // conv_transpose.cc: ConvTranspose
 
 // ---- helpers (common.cc) ----
-// Stores gradient g into grads[i] (or adds it when accumulating).
-Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, Tensor g, bool accumulate);
+// emit_grad, shape_tensor and shape_of: exec/op_kernels.h (shared with every backend).
 // A gradient slot ready to be written in place: the existing tensor when accumulating (then
 // `beta` is 1 for primitives that can add), else a new tensor of `shape` (beta 0).
 Tensor& grad_slot(std::vector<Tensor>& grads, std::size_t i, std::vector<int64_t> const& shape, bool accumulate);
-// Small int64 tensors that carry shapes through Saved.
-Tensor shape_tensor(std::vector<int64_t> const& shape);
-std::vector<int64_t> shape_of(Tensor const& t);
 // grad_outputs[i], or zeros of `shape` when no gradient flowed into that output.
 Tensor grad_or_zeros(std::vector<Tensor> const& grad_outputs, std::size_t i, std::vector<int64_t> const& shape);
 void add_into(Tensor& dst, Tensor const& src);  // dst += src (same numel)

@@ -210,7 +210,7 @@ Status CudaBackend::forward(OpCall const& call, std::vector<Tensor> const& input
       return invalid_argument(call.op.type + " '" + call.op.name + "': input " + std::to_string(i) + " is undefined");
   cuda::ScopedContext scope(*ctx_);
   if (saved) saved->tensors.clear();
-  return guarded(*alloc_, call, [&] { return e->kernels.forward(call, inputs, outputs, saved); });
+  return guarded(*alloc_, call, [&] { return e->kernels.forward(bound_to(call, *this), inputs, outputs, saved); });
 }
 
 Status CudaBackend::backward_input(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
@@ -219,8 +219,9 @@ Status CudaBackend::backward_input(OpCall const& call, Saved const& saved, std::
   if (e == nullptr) return supports(call.op, call.graph);
   cuda::ScopedContext scope(*ctx_);
   grad_inputs.assign(call.op.inputs.size(), Tensor());
-  return guarded(*alloc_, call,
-                 [&] { return e->kernels.backward_input(call, saved, grad_outputs, needs_grad, grad_inputs, false); });
+  return guarded(*alloc_, call, [&] {
+    return e->kernels.backward_input(bound_to(call, *this), saved, grad_outputs, needs_grad, grad_inputs, false);
+  });
 }
 
 Status CudaBackend::backward_weight(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
@@ -235,8 +236,9 @@ Status CudaBackend::backward_weight(OpCall const& call, Saved const& saved, std:
   }
   if (!any) return Status::ok();
   cuda::ScopedContext scope(*ctx_);
-  return guarded(*alloc_, call,
-                 [&] { return e->kernels.backward_weight(call, saved, grad_outputs, wanted, weight_grads, true); });
+  return guarded(*alloc_, call, [&] {
+    return e->kernels.backward_weight(bound_to(call, *this), saved, grad_outputs, wanted, weight_grads, true);
+  });
 }
 
 Status CudaBackend::backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
@@ -248,7 +250,7 @@ Status CudaBackend::backward(OpCall const& call, Saved const& saved, std::vector
     return Backend::backward(call, saved, grad_outputs, needs_grad, grad_inputs, weight_grads);
   cuda::ScopedContext scope(*ctx_);
   return guarded(*alloc_, call, [&] {
-    return e->kernels.backward_both(call, saved, grad_outputs, needs_grad, grad_inputs, weight_grads);
+    return e->kernels.backward_both(bound_to(call, *this), saved, grad_outputs, needs_grad, grad_inputs, weight_grads);
   });
 }
 

@@ -19,33 +19,10 @@ Status add_into(Tensor& dst, Tensor const& src) {
   return Status::ok();
 }
 
-Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, Tensor g, bool accumulate) {
-  if (grads.size() <= i) grads.resize(i + 1);
-  if (!accumulate) {
-    grads[i] = std::move(g);
-    return Status::ok();
-  }
-  Tensor& dst = grads[i];
-  if (!dst.defined() || dst.numel() != g.numel())
-    return op_error(call, "gradient accumulator for input " + std::to_string(i) + " has shape " + dst.shape_string() +
-                              ", expected " + g.shape_string());
-  return add_into(dst, g);
-}
-
 Result<Tensor> grad_or_zeros(std::vector<Tensor> const& grad_outputs, std::size_t i,
                              std::vector<int64_t> const& shape) {
   if (i < grad_outputs.size() && grad_outputs[i].defined()) return grad_outputs[i];
   return zeros(shape);
-}
-
-Tensor shape_tensor(std::vector<int64_t> const& shape) {
-  Tensor t({static_cast<int64_t>(shape.size())}, DType::kInt64, process_cpu_allocator());
-  if (!shape.empty()) std::memcpy(t.raw(), shape.data(), shape.size() * sizeof(int64_t));
-  return t;
-}
-
-std::vector<int64_t> shape_of(Tensor const& t) {
-  return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
 }
 
 }  // namespace gp::exec::cuda

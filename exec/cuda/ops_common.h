@@ -28,12 +28,12 @@ using exec::wants;
 Result<cudaStream_t> compute_stream();
 // dst += src on the compute stream (float32, same element count, both on this device).
 Status add_into(Tensor& dst, Tensor const& src);
-// Stores gradient g into grads[i], or adds it into the existing grads[i] when accumulating.
-Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, Tensor g, bool accumulate);
 // grad_outputs[i], or device zeros of `shape` when no gradient flowed into that output.
 Result<Tensor> grad_or_zeros(std::vector<Tensor> const& grad_outputs, std::size_t i, std::vector<int64_t> const& shape);
-// Small host int64 tensors that carry shapes through Saved (metadata, never read by a kernel).
-Tensor shape_tensor(std::vector<int64_t> const& shape);
-std::vector<int64_t> shape_of(Tensor const& t);
+// Small host int64 tensors that carry shapes through Saved, in the process's host memory (not
+// the worker's): exec::shape_tensor there.
+inline Tensor shape_tensor(std::vector<int64_t> const& shape) {
+  return exec::shape_tensor(shape, process_cpu_allocator());
+}
 
 }  // namespace gp::exec::cuda
