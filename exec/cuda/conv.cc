@@ -108,7 +108,7 @@ Status conv_backward_both(OpCall const& call, Saved const& saved, std::vector<Te
 
 std::vector<KernelEntry> conv_kernels() {
   std::vector<KernelEntry> t;
-  t.push_back({"Conv",
+  t.push_back({OpKind::kConv,
                DType::kFloat32,
                {conv_forward, conv_backward, conv_backward, graph::ops::conv_check, conv_backward_both},
                2});

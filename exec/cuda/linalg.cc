@@ -118,9 +118,11 @@ Status matmul_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
 
 std::vector<KernelEntry> linalg_kernels() {
   std::vector<KernelEntry> t;
-  t.push_back(
-      {"Gemm", DType::kFloat32, {gemm_forward, gemm_backward, gemm_backward, require_attrs<graph::GemmAttrs>}, 2});
-  t.push_back({"MatMul", DType::kFloat32, {matmul_forward, matmul_backward, matmul_backward, no_check}, 2});
+  t.push_back({OpKind::kGemm,
+               DType::kFloat32,
+               {gemm_forward, gemm_backward, gemm_backward, require_attrs<graph::GemmAttrs>},
+               2});
+  t.push_back({OpKind::kMatMul, DType::kFloat32, {matmul_forward, matmul_backward, matmul_backward, no_check}, 2});
   return t;
 }
 
