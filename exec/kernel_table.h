@@ -30,9 +30,7 @@ inline DType data_dtype(graph::Op const& op, graph::OpGraph const& graph) {
 }
 
 // The op's definition: resolved at import (Op::def), else looked up by type (an Op built by hand).
-inline graph::ops::OpDef const* def_of(graph::Op const& op) {
-  return op.def ? op.def : graph::ops::find_op(op.type);
-}
+inline graph::ops::OpDef const* def_of(graph::Op const& op) { return op.def ? op.def : graph::ops::find_op(op.type); }
 
 template <typename Entry>
 class KernelTable {
