@@ -1,6 +1,6 @@
 // FNV-1a over bytes: a cheap, stable fingerprint (cache keys, the MPI ranks' start-up check); and
 // splitmix64, the one integer mixer for seeds and reproducible random streams on the host (the
-// dropout kernels keep a __host__ __device__ twin in kernels/hd/dropout.h).
+// dropout kernels keep a __host__ __device__ twin in kernels/hd/view.h).
 #pragma once
 
 #include <cstdint>

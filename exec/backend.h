@@ -23,6 +23,15 @@ struct Saved {
 
 class Backend;
 
+// A backend's kernel-table entry for one op, found once by Backend::resolve (a StageExecutor
+// resolves every op of its stage when it is built) and carried by each OpCall of that op, so that
+// dispatch does not search the table on every call. Only the backend that resolved it reads
+// `entry`; any other backend (or an empty handle) looks the op up itself.
+struct ResolvedKernel {
+  Backend const* backend = nullptr;
+  void const* entry = nullptr;
+};
+
 struct OpCall {
   graph::Op const& op;
   graph::OpGraph const& graph;
@@ -32,6 +41,7 @@ struct OpCall {
   // The backend running the op: set by the backend when it calls a kernel-table function, so that
   // the backward glue every backend shares (exec/op_kernels.h) uses its device operations.
   Backend* backend = nullptr;
+  ResolvedKernel kernel{};  // from Backend::resolve; empty: the backend looks the op up
 };
 
 class Backend {
@@ -43,6 +53,9 @@ class Backend {
 
   // Ok, or kUnsupported naming the op type, node name, dtype and this backend.
   virtual Status supports(graph::Op const& op, graph::OpGraph const& graph) const = 0;
+  // The kernel this backend runs `op` with (its table entry for the op's definition and dtype),
+  // after the checks of supports(): an error exactly when supports() gives one.
+  virtual Result<ResolvedKernel> resolve(graph::Op const& op, graph::OpGraph const& graph) const = 0;
 
   // inputs[i] matches op.inputs[i] (an undefined Tensor for an omitted optional input).
   // Fills outputs (one per op.outputs) and, when `saved` is non-null, what backward needs.

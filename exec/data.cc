@@ -4,6 +4,8 @@
 
 namespace gp::exec {
 
+using graph::ops::OpKind;
+
 namespace {
 
 // Per-sample dims of a graph input or output (the batch dimension removed).
@@ -30,7 +32,7 @@ Result<std::vector<InputSpec>> input_specs(graph::OpGraph const& graph) {
       s.vocab = 16;
       for (graph::OpId c : t.consumers) {
         auto const& op = graph.op(c);
-        if (op.type == "Gather" && op.inputs.size() == 2 && op.inputs[1] == id) {
+        if (op.kind() == OpKind::kGather && op.inputs.size() == 2 && op.inputs[1] == id) {
           auto const& table = graph.tensor(op.inputs[0]);
           if (!table.shape.dims.empty() && table.shape.dims[0] > 0) s.vocab = table.shape.dims[0];
         }

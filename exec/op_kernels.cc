@@ -32,6 +32,12 @@ Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, 
   return call.backend->add_into(dst, g);
 }
 
+Tensor grad_or_zeros(OpCall const& call, std::vector<Tensor> const& grad_outputs, std::size_t i,
+                     std::vector<int64_t> const& shape) {
+  if (i < grad_outputs.size() && grad_outputs[i].defined()) return grad_outputs[i];
+  return call.backend ? call.backend->zeros(shape) : Tensor::zeros(shape);
+}
+
 Tensor shape_tensor(std::vector<int64_t> const& shape, Allocator& alloc) {
   Tensor t({static_cast<int64_t>(shape.size())}, DType::kInt64, alloc);
   if (!shape.empty()) std::memcpy(t.raw(), shape.data(), shape.size() * sizeof(int64_t));

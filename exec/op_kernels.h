@@ -11,6 +11,8 @@
 
 namespace gp::exec {
 
+using graph::ops::OpKind;
+
 using ForwardFn = Status (*)(OpCall const& call, std::vector<Tensor> const& inputs, std::vector<Tensor>& outputs,
                              Saved* saved);
 // Gradients for the inputs i with wanted[i]. accumulate == false: grads[i] is set to a new tensor.
@@ -51,6 +53,9 @@ inline OpCall bound_to(OpCall call, Backend& backend) {
 // backend) when accumulating.
 Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, Tensor g, bool accumulate);
 // Small host int64 tensors that carry shapes through Saved (metadata, never read by a kernel).
+// grad_outputs[i], or zeros of `shape` on the call's backend when no gradient flowed into that output.
+Tensor grad_or_zeros(OpCall const& call, std::vector<Tensor> const& grad_outputs, std::size_t i,
+                     std::vector<int64_t> const& shape);
 Tensor shape_tensor(std::vector<int64_t> const& shape, Allocator& alloc = cpu_allocator());
 std::vector<int64_t> shape_of(Tensor const& t);
 

@@ -40,8 +40,13 @@ StageExecutor::StageExecutor(graph::OpGraph const& graph, Backend& backend, Auto
 Result<std::unique_ptr<StageExecutor>> StageExecutor::create(graph::OpGraph const& graph, Backend& backend,
                                                              std::vector<graph::OpId> const& ops) {
   ASSIGN_OR_RETURN(AutodiffPlan plan, plan_autodiff(graph, ops));
-  for (graph::OpId id : plan.forward_order) RETURN_IF_ERROR(backend.supports(graph.op(id), graph));
+  // Every op's kernel is found once, here: the calls below carry it (OpCall::kernel).
+  std::vector<ResolvedKernel> kernels(graph.ops().size());
+  for (graph::OpId id : plan.forward_order) {
+    ASSIGN_OR_RETURN(kernels[id], backend.resolve(graph.op(id), graph));
+  }
   std::unique_ptr<StageExecutor> ex(new StageExecutor(graph, backend, std::move(plan)));
+  ex->kernels_ = std::move(kernels);
   ex->static_values_.resize(graph.tensors().size());
   for (graph::OpId id : ex->plan_.forward_order) {
     for (graph::TensorId t : graph.op(id).inputs) {
@@ -131,7 +136,7 @@ Status StageExecutor::run_forward(TensorMap values, MicroBatch& state, bool trai
       args[i] = it->second;
     }
     outs.assign(op.outputs.size(), Tensor());
-    OpCall call{op, graph_, training, op_seed(state.rng_seed, id), state.batch};
+    OpCall call{op, graph_, training, op_seed(state.rng_seed, id), state.batch, nullptr, kernels_[id]};
     // Without keep_saved the op still gets a Saved to fill (so it runs exactly as it would for
     // backward), which is dropped right after.
     Saved* saved = nullptr;
@@ -243,7 +248,7 @@ std::vector<Tensor> StageExecutor::weight_grad_slots(graph::Op const& op) const 
 Status StageExecutor::run_w(graph::OpId id, MicroBatch& state, std::vector<Tensor> const& grad_outputs) {
   auto const& op = graph_.op(id);
   std::vector<Tensor> wgrads = weight_grad_slots(op);
-  OpCall call{op, graph_, true, op_seed(state.rng_seed, id), state.batch};
+  OpCall call{op, graph_, true, op_seed(state.rng_seed, id), state.batch, nullptr, kernels_[id]};
   RETURN_IF_ERROR(backend_.backward_weight(call, state.saved.at(id), grad_outputs, wgrads));
   state.saved.erase(id);
   return Status::ok();
@@ -296,7 +301,7 @@ Status StageExecutor::run_b(int64_t mb, MicroBatch& state, TensorMap const& outp
       needs[i] = t != graph::kNoTensor && plan_.requires_grad[t] && !plan_.trainable[t];
       any_in = any_in || needs[i];
     }
-    OpCall call{op, graph_, true, op_seed(state.rng_seed, id), state.batch};
+    OpCall call{op, graph_, true, op_seed(state.rng_seed, id), state.batch, nullptr, kernels_[id]};
     // One call for B and W where nothing is split, or where W comes with B anyway (then kept for W).
     bool const early_w = split && weight_grads_come_with_b(op);
     bool const both = (!split || early_w) && any_in && plan_.has_weight_grad[id];

@@ -107,7 +107,8 @@ class StageExecutor {
   graph::OpGraph const& graph_;
   Backend& backend_;
   AutodiffPlan plan_;
-  std::vector<Tensor> static_values_;  // by tensor id: weights and constants
+  std::vector<ResolvedKernel> kernels_;  // per OpId: the backend's kernel for each op of the stage
+  std::vector<Tensor> static_values_;    // by tensor id: weights and constants
   std::map<std::string, Tensor> params_, grads_, buffers_;
   std::map<int64_t, MicroBatch> micro_batches_;
   int64_t peak_saved_bytes_ = 0;

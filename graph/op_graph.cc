@@ -303,6 +303,8 @@ std::vector<OpId> OpGraph::successors(OpId id) const {
   return sorted_distinct(boost::make_iterator_range(boost::adjacent_vertices(checked_vertex(id, bgl_), bgl_)));
 }
 
+ops::OpKind Op::kind() const { return def ? def->kind : ops::op_kind(type); }
+
 std::optional<OpId> OpGraph::find_op(std::string const& name) const {
   auto it = op_by_name_.find(name);
   if (it == op_by_name_.end()) return std::nullopt;

@@ -14,6 +14,7 @@
 #include <boost/graph/adjacency_list.hpp>
 
 #include "graph/op_attrs.h"
+#include "graph/ops/op_kind.h"
 #include "core/status.h"
 
 namespace gp::graph {
@@ -109,6 +110,10 @@ struct Op {
   // The op table's entry for `type`, resolved once (by the importer, else by OpGraph::add_op):
   // its shape, fold and cost rules. Null for a type the table lacks (hand-built test graphs).
   ops::OpDef const* def = nullptr;
+  // The op's identity as a value (def's kind; for an op built without a def, its type's kind,
+  // kUnknown when the table lacks it): what code outside the importer compares to pick behaviour,
+  // instead of `type`.
+  ops::OpKind kind() const;
   Attributes attrs;              // every attribute as given (for export and for ops without typed attrs)
   OpAttrs typed;                 // the typed attribute struct of this op type (see op_attrs.h)
   std::vector<TensorId> inputs;  // kNoTensor for an omitted optional input

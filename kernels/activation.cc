@@ -1,9 +1,8 @@
+//
 #include "kernels/activation.h"
 
 #include <algorithm>
 #include <cmath>
-
-#include "kernels/erf.h"
 
 namespace gp::kernels {
 namespace {
@@ -165,6 +164,19 @@ void select_step(float const* x, int64_t n, bool take_max, int32_t k, float* acc
 
 void selected_grad(float const* gy, int32_t const* which, int32_t k, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = which[i] == k ? gy[i] : 0.f;
+}
+
+}  // namespace gp::kernels
+
+namespace gp::kernels {
+
+void erf_forward(float const* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::erf(x[i]);
+}
+
+void erf_backward(float const* x, float const* grad_y, int64_t n, float* grad_x) {
+  float const k = 1.1283791670955126f;  // 2/sqrt(pi)
+  for (int64_t i = 0; i < n; ++i) grad_x[i] = grad_y[i] * k * std::exp(-x[i] * x[i]);
 }
 
 }  // namespace gp::kernels

@@ -1,6 +1,8 @@
 // Elementwise activations and math that oneDNN's eltwise does not offer with ONNX's exact formula,
 // as plain loops: forward y = f(x) and backward grad_x = grad_y · f'(x) from the saved input. Also
 // the loops of PRelu, Clip with run-time bounds, and the selection of variadic Min/Max.
+//
+// Elementwise erf, which oneDNN's eltwise does not offer, forward and backward.
 #pragma once
 
 #include <cstdint>
@@ -58,5 +60,13 @@ void clip_backward(float const* x, float const* grad_y, int64_t n, float lo, flo
 void select_step(float const* x, int64_t n, bool take_max, int32_t k, float* acc, int32_t* which);
 // out = grad_y where which == k, else 0.
 void selected_grad(float const* grad_y, int32_t const* which, int32_t k, int64_t n, float* out);
+
+}  // namespace gp::kernels
+
+namespace gp::kernels {
+
+void erf_forward(float const* x, int64_t n, float* y);
+// grad_x = grad_y · 2/√π · exp(−x²)
+void erf_backward(float const* x, float const* grad_y, int64_t n, float* grad_x);
 
 }  // namespace gp::kernels

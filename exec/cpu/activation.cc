@@ -12,7 +12,7 @@
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
 #include "kernels/activation.h"
-#include "kernels/strided.h"
+#include "kernels/move.h"
 
 namespace gp::exec::cpu {
 namespace {
@@ -28,67 +28,67 @@ struct UnarySpec {
   kernels::PointwiseParams params{};
 };
 
-std::map<std::string, kernels::Pointwise, std::less<>> const& pointwise_ops() {
+std::map<OpKind, kernels::Pointwise> const& pointwise_ops() {
   using P = kernels::Pointwise;
-  static std::map<std::string, P, std::less<>> const m = {
-      {"Erf", P::kErf},
-      {"Selu", P::kSelu},
-      {"Celu", P::kCelu},
-      {"Softsign", P::kSoftsign},
-      {"HardSigmoid", P::kHardSigmoid},
-      {"ThresholdedRelu", P::kThresholdedRelu},
-      {"Sin", P::kSin},
-      {"Cos", P::kCos},
-      {"Tan", P::kTan},
-      {"Asin", P::kAsin},
-      {"Acos", P::kAcos},
-      {"Atan", P::kAtan},
-      {"Sinh", P::kSinh},
-      {"Cosh", P::kCosh},
-      {"Asinh", P::kAsinh},
-      {"Acosh", P::kAcosh},
-      {"Atanh", P::kAtanh},
-      {"Sign", P::kSign},
-      {"Floor", P::kFloor},
-      {"Ceil", P::kCeil},
-      {"Round", P::kRound},
+  static std::map<OpKind, P> const m = {
+      {OpKind::kErf, P::kErf},
+      {OpKind::kSelu, P::kSelu},
+      {OpKind::kCelu, P::kCelu},
+      {OpKind::kSoftsign, P::kSoftsign},
+      {OpKind::kHardSigmoid, P::kHardSigmoid},
+      {OpKind::kThresholdedRelu, P::kThresholdedRelu},
+      {OpKind::kSin, P::kSin},
+      {OpKind::kCos, P::kCos},
+      {OpKind::kTan, P::kTan},
+      {OpKind::kAsin, P::kAsin},
+      {OpKind::kAcos, P::kAcos},
+      {OpKind::kAtan, P::kAtan},
+      {OpKind::kSinh, P::kSinh},
+      {OpKind::kCosh, P::kCosh},
+      {OpKind::kAsinh, P::kAsinh},
+      {OpKind::kAcosh, P::kAcosh},
+      {OpKind::kAtanh, P::kAtanh},
+      {OpKind::kSign, P::kSign},
+      {OpKind::kFloor, P::kFloor},
+      {OpKind::kCeil, P::kCeil},
+      {OpKind::kRound, P::kRound},
   };
   return m;
 }
 
 UnarySpec unary_spec(OpCall const& call) {
-  std::string const& t = call.op.type;
-  if (t == "Relu") return {algorithm::eltwise_relu_use_dst_for_bwd, 0.f, 0.f, true};
-  if (t == "LeakyRelu") {
+  OpKind const t = call.op.kind();
+  if (t == OpKind::kRelu) return {algorithm::eltwise_relu_use_dst_for_bwd, 0.f, 0.f, true};
+  if (t == OpKind::kLeakyRelu) {
     auto const* a = attrs_of<graph::LeakyReluAttrs>(call.op);
     return {algorithm::eltwise_relu, a ? a->alpha : 0.01f, 0.f, false};
   }
-  if (t == "Sigmoid") return {algorithm::eltwise_logistic_use_dst_for_bwd, 0.f, 0.f, true};
-  if (t == "Tanh") return {algorithm::eltwise_tanh_use_dst_for_bwd, 0.f, 0.f, true};
-  if (t == "Gelu") {
+  if (t == OpKind::kSigmoid) return {algorithm::eltwise_logistic_use_dst_for_bwd, 0.f, 0.f, true};
+  if (t == OpKind::kTanh) return {algorithm::eltwise_tanh_use_dst_for_bwd, 0.f, 0.f, true};
+  if (t == OpKind::kGelu) {
     auto const* a = attrs_of<graph::GeluAttrs>(call.op);
     return {a && a->tanh_approx ? algorithm::eltwise_gelu_tanh : algorithm::eltwise_gelu_erf, 0.f, 0.f, false};
   }
-  if (t == "Sqrt") return {algorithm::eltwise_sqrt_use_dst_for_bwd, 0.f, 0.f, true};
-  if (t == "Exp") return {algorithm::eltwise_exp_use_dst_for_bwd, 0.f, 0.f, true};
-  if (t == "Log") return {algorithm::eltwise_log, 0.f, 0.f, false};
-  if (t == "Abs") return {algorithm::eltwise_abs, 0.f, 0.f, false};
-  if (t == "Neg") return {algorithm::eltwise_linear, -1.f, 0.f, false};
-  if (t == "Reciprocal") return {algorithm::eltwise_pow, 1.f, -1.f, false};
-  if (t == "Softplus") return {algorithm::eltwise_soft_relu, 0.f, 0.f, false};
-  if (t == "HardSwish") return {algorithm::eltwise_hardswish, 0.f, 0.f, false};
-  if (t == "Clip") {
+  if (t == OpKind::kSqrt) return {algorithm::eltwise_sqrt_use_dst_for_bwd, 0.f, 0.f, true};
+  if (t == OpKind::kExp) return {algorithm::eltwise_exp_use_dst_for_bwd, 0.f, 0.f, true};
+  if (t == OpKind::kLog) return {algorithm::eltwise_log, 0.f, 0.f, false};
+  if (t == OpKind::kAbs) return {algorithm::eltwise_abs, 0.f, 0.f, false};
+  if (t == OpKind::kNeg) return {algorithm::eltwise_linear, -1.f, 0.f, false};
+  if (t == OpKind::kReciprocal) return {algorithm::eltwise_pow, 1.f, -1.f, false};
+  if (t == OpKind::kSoftplus) return {algorithm::eltwise_soft_relu, 0.f, 0.f, false};
+  if (t == OpKind::kHardSwish) return {algorithm::eltwise_hardswish, 0.f, 0.f, false};
+  if (t == OpKind::kClip) {
     auto const* c = attrs_of<graph::ClipAttrs>(call.op);
     graph::ClipAttrs const bounds = c ? *c : graph::ClipAttrs{};
     return {algorithm::eltwise_clip_v2, bounds.min, bounds.max, false};
   }
-  if (t == "Pow") {
+  if (t == OpKind::kPow) {
     graph::TensorData const* e = constant_input(call.op, call.graph, 1);
     return {algorithm::eltwise_pow, 1.f, static_cast<float>(e->to_doubles().at(0)), false};
   }
   auto const* p = attrs_of<graph::ActivationAttrs>(call.op);
   graph::ActivationAttrs const a = p ? *p : graph::ActivationAttrs{};
-  if (t == "Elu") return {algorithm::eltwise_elu, a.alpha, 0.f, false};
+  if (t == OpKind::kElu) return {algorithm::eltwise_elu, a.alpha, 0.f, false};
   UnarySpec s;
   auto it = pointwise_ops().find(t);
   if (it != pointwise_ops().end()) s.loop = it->second;
@@ -286,13 +286,13 @@ Status variadic_forward(OpCall const& call, std::vector<Tensor> const& in, std::
                                 " does not broadcast with the inputs before it");
     shape = std::move(next);
   }
-  std::string const& t = call.op.type;
+  OpKind const t = call.op.kind();
   std::vector<Tensor> keep;
   Tensor y;
-  if (t == "Sum" || t == "Mean") {
+  if (t == OpKind::kSum || t == OpKind::kMean) {
     y = expanded(in[0], shape);
     for (std::size_t k = 1; k < in.size(); ++k) y = binary_full(algorithm::binary_add, y, in[k]);
-    if (t == "Mean" && in.size() > 1) {
+    if (t == OpKind::kMean && in.size() > 1) {
       float const inv = 1.f / static_cast<float>(in.size());
       float* p = y.data<float>();
       for (int64_t i = 0; i < y.numel(); ++i) p[i] *= inv;
@@ -302,7 +302,7 @@ Status variadic_forward(OpCall const& call, std::vector<Tensor> const& in, std::
     Tensor which = Tensor::zeros(shape, DType::kInt32);
     for (std::size_t k = 1; k < in.size(); ++k) {
       Tensor const xk = expanded(in[k], shape);
-      kernels::select_step(xk.data<float>(), y.numel(), t == "Max", static_cast<int32_t>(k), y.data<float>(),
+      kernels::select_step(xk.data<float>(), y.numel(), t == OpKind::kMax, static_cast<int32_t>(k), y.data<float>(),
                            which.data<int32_t>());
     }
     keep.push_back(which);
@@ -320,11 +320,11 @@ Status variadic_backward(OpCall const& call, Saved const& saved, std::vector<Ten
                          std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!gout.at(0).defined()) return Status::ok();
   Tensor const& dy = gout[0];
-  std::string const& t = call.op.type;
-  bool const select = t == "Min" || t == "Max";
+  OpKind const t = call.op.kind();
+  bool const select = t == OpKind::kMin || t == OpKind::kMax;
   std::size_t const n = saved.tensors.size() - (select ? 1 : 0);
   Tensor full = dy;
-  if (t == "Mean" && n > 1) {
+  if (t == OpKind::kMean && n > 1) {
     full = Tensor(dy.shape());
     for (int64_t i = 0; i < dy.numel(); ++i) full.data<float>()[i] = dy.data<float>()[i] / static_cast<float>(n);
   } else if (select) {
@@ -349,13 +349,16 @@ CpuKernelFamily activation_kernels() {
   OpKernels const parametric{unary_forward, unary_backward, unary_backward, require_attrs<graph::ActivationAttrs>};
   OpKernels const variadic{variadic_forward, variadic_backward, variadic_backward, variadic_check};
   CpuKernelFamily f;
-  for (char const* u : {"Reciprocal", "Softplus", "Softsign", "HardSwish", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
-                        "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Sign", "Floor", "Ceil", "Round"})
+  for (OpKind u :
+       {OpKind::kReciprocal, OpKind::kSoftplus, OpKind::kSoftsign, OpKind::kHardSwish, OpKind::kSin, OpKind::kCos,
+        OpKind::kTan, OpKind::kAsin, OpKind::kAcos, OpKind::kAtan, OpKind::kSinh, OpKind::kCosh, OpKind::kAsinh,
+        OpKind::kAcosh, OpKind::kAtanh, OpKind::kSign, OpKind::kFloor, OpKind::kCeil, OpKind::kRound})
     f.push_back({u, {plain, 1}});
-  for (char const* p : {"Elu", "Selu", "Celu", "HardSigmoid", "ThresholdedRelu"}) f.push_back({p, {parametric, 1}});
-  f.push_back({"Clip", {{clip_forward, clip_backward, clip_backward, clip_check}, 1}});
-  f.push_back({"PRelu", {{prelu_forward, prelu_backward, prelu_backward, no_check}, 2}});
-  for (char const* v : {"Min", "Max", "Sum", "Mean"}) f.push_back({v, {variadic, 1, false}});
+  for (OpKind p : {OpKind::kElu, OpKind::kSelu, OpKind::kCelu, OpKind::kHardSigmoid, OpKind::kThresholdedRelu})
+    f.push_back({p, {parametric, 1}});
+  f.push_back({OpKind::kClip, {{clip_forward, clip_backward, clip_backward, clip_check}, 1}});
+  f.push_back({OpKind::kPRelu, {{prelu_forward, prelu_backward, prelu_backward, no_check}, 2}});
+  for (OpKind v : {OpKind::kMin, OpKind::kMax, OpKind::kSum, OpKind::kMean}) f.push_back({v, {variadic, 1, false}});
   return f;
 }
 

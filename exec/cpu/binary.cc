@@ -7,17 +7,17 @@
 #include "exec/cpu/cpu_broadcast.h"
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
-#include "kernels/strided.h"
+#include "kernels/move.h"
 
 namespace gp::exec::cpu {
 namespace {
 
 using dnnl::algorithm;
 
-algorithm binary_alg(std::string const& type) {
-  if (type == "Add") return algorithm::binary_add;
-  if (type == "Sub") return algorithm::binary_sub;
-  if (type == "Mul") return algorithm::binary_mul;
+algorithm binary_alg(OpKind type) {
+  if (type == OpKind::kAdd) return algorithm::binary_add;
+  if (type == OpKind::kSub) return algorithm::binary_sub;
+  if (type == OpKind::kMul) return algorithm::binary_mul;
   return algorithm::binary_div;
 }
 
@@ -48,7 +48,7 @@ Status binary_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   std::vector<int64_t> shape;
   if (!kernels::broadcast_shapes(a.shape(), b.shape(), shape))
     return op_error(call, "shapes " + a.shape_string() + " and " + b.shape_string() + " do not broadcast");
-  algorithm const alg = binary_alg(call.op.type);
+  algorithm const alg = binary_alg(call.op.kind());
   bool const commutative = alg == algorithm::binary_add || alg == algorithm::binary_mul;
   Tensor y;
   if (a.shape() == shape || kernels::pad_shape(a.shape(), shape.size()) == shape) {
@@ -76,7 +76,7 @@ Status binary_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!gout.at(0).defined()) return Status::ok();
   Tensor const& dy = gout[0];
-  algorithm const alg = binary_alg(call.op.type);
+  algorithm const alg = binary_alg(call.op.kind());
   auto reduce_into = [&](std::size_t i, Tensor const& full, std::vector<int64_t> const& shape, float sign) {
     Tensor& g = grad_slot(grads, i, shape, accumulate);
     if (sign > 0) {

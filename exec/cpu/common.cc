@@ -15,9 +15,4 @@ Tensor& grad_slot(std::vector<Tensor>& grads, std::size_t i, std::vector<int64_t
   return grads[i];
 }
 
-Tensor grad_or_zeros(std::vector<Tensor> const& grad_outputs, std::size_t i, std::vector<int64_t> const& shape) {
-  if (i < grad_outputs.size() && grad_outputs[i].defined()) return grad_outputs[i];
-  return Tensor::zeros(shape);
-}
-
 }  // namespace gp::exec::cpu

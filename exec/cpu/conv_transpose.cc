@@ -355,7 +355,8 @@ Status deconv_backward_both(OpCall const& call, Saved const& saved, std::vector<
 
 CpuKernelFamily deconv_kernels() {
   return {
-      {"ConvTranspose", {{deconv_forward, deconv_backward, deconv_backward, deconv_check, deconv_backward_both}, 2}},
+      {OpKind::kConvTranspose,
+       {{deconv_forward, deconv_backward, deconv_backward, deconv_check, deconv_backward_both}, 2}},
   };
 }
 

@@ -1,9 +1,9 @@
 #include "exec/cpu/cpu_backend.h"
 
-#include <map>
-#include <stdexcept>
+#include <algorithm>
 
 #include "exec/cpu/cpu_ops.h"
+#include "exec/kernel_table.h"
 #include "graph/ops/conv.h"
 #include "graph/ops/pool.h"
 #include "graph/ops/view.h"
@@ -14,52 +14,78 @@ namespace {
 using namespace cpu;
 
 using Entry = CpuKernelEntry;
+using Table = KernelTable<Entry>;
 
-// The kernel table: every operator the CPU backend runs, in one place.
-std::map<std::string, Entry> const& kernel_table() {
-  static std::map<std::string, Entry> const table = [] {
+constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt64,
+                                DType::kInt32,   DType::kInt8,    DType::kUInt8,    DType::kBool};
+
+// The kernel table: every operator the CPU backend runs, in one place. A float entry is keyed by
+// float32; an entry that handles dtypes itself by every dtype.
+Table const& kernel_table() {
+  static Table const table = [] {
     OpKernels const unary{unary_forward, unary_backward, unary_backward, no_check};
     OpKernels const binary{binary_forward, binary_backward, binary_backward, binary_check};
     OpKernels const view{reshape_forward, reshape_backward, reshape_backward, graph::ops::view_check};
     OpKernels const pool{pool_forward, pool_backward, pool_backward, graph::ops::pool_check};
-    std::map<std::string, Entry> t;
-    t["Conv"] = {{conv_forward, conv_backward_data, conv_backward_weights, graph::ops::conv_check, conv_backward_both},
-                 2};
-    t["MaxPool"] = {pool, 1};
-    t["AveragePool"] = {pool, 1};
-    t["GlobalAveragePool"] = {pool, 1};
-    t["Gemm"] = {{gemm_forward, gemm_backward, gemm_backward, require_attrs<graph::GemmAttrs>}, 2};
-    t["MatMul"] = {{matmul_forward, matmul_backward, matmul_backward, no_check}, 2};
-    t["BatchNormalization"] = {{batchnorm_forward, batchnorm_backward, batchnorm_backward,
-                                require_attrs<graph::BatchNormAttrs>, fresh_then_add<batchnorm_backward>},
-                               5};
-    t["LayerNormalization"] = {{layernorm_forward, layernorm_backward, layernorm_backward,
-                                require_attrs<graph::LayerNormAttrs>, fresh_then_add<layernorm_backward>},
-                               2};
-    t["InstanceNormalization"] = {{instnorm_forward, instnorm_backward, instnorm_backward,
-                                   require_attrs<graph::InstanceNormAttrs>, fresh_then_add<instnorm_backward>},
-                                  3};
-    t["Softmax"] = {{softmax_forward, softmax_backward, softmax_backward, no_check}, 1};
-    for (char const* u : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Gelu", "Sqrt", "Erf", "Exp", "Log", "Abs", "Neg"})
-      t[u] = {unary, 1};
-    t["Pow"] = {{pow_forward, pow_backward, pow_backward, pow_check}, 1};
-    for (char const* b : {"Add", "Sub", "Mul", "Div"}) t[b] = {binary, 2};
-    t["Dropout"] = {{dropout_forward, dropout_backward, dropout_backward, no_check}, 1};
+    CpuKernelFamily t;
+    t.push_back(
+        {OpKind::kConv,
+         {{conv_forward, conv_backward_data, conv_backward_weights, graph::ops::conv_check, conv_backward_both}, 2}});
+    for (OpKind p : {OpKind::kMaxPool, OpKind::kAveragePool, OpKind::kGlobalAveragePool}) t.push_back({p, {pool, 1}});
+    t.push_back({OpKind::kGemm, {{gemm_forward, gemm_backward, gemm_backward, require_attrs<graph::GemmAttrs>}, 2}});
+    t.push_back({OpKind::kMatMul, {{matmul_forward, matmul_backward, matmul_backward, no_check}, 2}});
+    t.push_back({OpKind::kBatchNormalization,
+                 {{batchnorm_forward, batchnorm_backward, batchnorm_backward, require_attrs<graph::BatchNormAttrs>,
+                   fresh_then_add<batchnorm_backward>},
+                  5}});
+    t.push_back({OpKind::kLayerNormalization,
+                 {{layernorm_forward, layernorm_backward, layernorm_backward, require_attrs<graph::LayerNormAttrs>,
+                   fresh_then_add<layernorm_backward>},
+                  2}});
+    t.push_back({OpKind::kInstanceNormalization,
+                 {{instnorm_forward, instnorm_backward, instnorm_backward, require_attrs<graph::InstanceNormAttrs>,
+                   fresh_then_add<instnorm_backward>},
+                  3}});
+    t.push_back({OpKind::kSoftmax, {{softmax_forward, softmax_backward, softmax_backward, no_check}, 1}});
+    for (OpKind u : {OpKind::kRelu, OpKind::kLeakyRelu, OpKind::kSigmoid, OpKind::kTanh, OpKind::kGelu, OpKind::kSqrt,
+                     OpKind::kErf, OpKind::kExp, OpKind::kLog, OpKind::kAbs, OpKind::kNeg})
+      t.push_back({u, {unary, 1}});
+    t.push_back({OpKind::kPow, {{pow_forward, pow_backward, pow_backward, pow_check}, 1}});
+    for (OpKind b : {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv}) t.push_back({b, {binary, 2}});
+    t.push_back({OpKind::kDropout, {{dropout_forward, dropout_backward, dropout_backward, no_check}, 1}});
     // Views only reinterpret the bytes: any dtype (an int64 target unsqueezed for a loss).
-    for (char const* v : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) t[v] = {view, 1, false};
-    t["Cast"] = {{reshape_forward, reshape_backward, reshape_backward, graph::ops::cast_check}, 1};
-    t["Expand"] = {{expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>}, 1};
-    t["Transpose"] = {{transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>},
-                      1};
-    t["Concat"] = {{concat_forward, concat_backward, concat_backward, require_attrs<graph::ConcatAttrs>}, 1};
-    t["Split"] = {{split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>}, 1};
-    t["Slice"] = {{slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>}, 1};
-    t["Gather"] = {{gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2};
+    for (OpKind v : {OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze, OpKind::kUnsqueeze, OpKind::kIdentity})
+      t.push_back({v, {view, 1, false}});
+    t.push_back({OpKind::kCast, {{reshape_forward, reshape_backward, reshape_backward, graph::ops::cast_check}, 1}});
+    t.push_back(
+        {OpKind::kExpand, {{expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>}, 1}});
+    t.push_back(
+        {OpKind::kTranspose,
+         {{transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>}, 1}});
+    // Concat reads every input as float data; Gather only its data (its indices are integers).
+    t.push_back({OpKind::kConcat,
+                 {{concat_forward, concat_backward, concat_backward, require_attrs<graph::ConcatAttrs>},
+                  1,
+                  true,
+                  kEveryInput}});
+    t.push_back(
+        {OpKind::kSplit, {{split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>}, 1}});
+    t.push_back(
+        {OpKind::kSlice, {{slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>}, 1}});
+    t.push_back({OpKind::kGather,
+                 {{gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2, true, 1}});
     for (auto family : {linalg_kernels, activation_kernels, reduce_kernels, index_kernels, rnn_kernels, loss_kernels,
                         logic_kernels, deconv_kernels})
-      for (auto& [type, entry] : family())
-        if (!t.emplace(type, entry).second) throw std::logic_error("CPU kernel for '" + type + "' listed twice");
-    return t;
+      for (auto& entry : family()) t.push_back(std::move(entry));
+    Table table;
+    for (auto const& [kind, entry] : t) {
+      if (entry.float_inputs) {
+        table.add(kind, DType::kFloat32, entry);
+      } else {
+        for (DType d : kAllDTypes) table.add(kind, d, entry);
+      }
+    }
+    return table;
   }();
   return table;
 }
@@ -71,15 +97,10 @@ std::string describe(graph::Op const& op, graph::OpGraph const& graph) {
   return "op type '" + op.type + "' (node '" + op.name + "', dtype " + dtype + ")";
 }
 
-Entry const* find(graph::Op const& op) {
-  auto it = kernel_table().find(op.type);
-  return it == kernel_table().end() ? nullptr : &it->second;
-}
-
-// Every input the kernels read as float data must be float32 (Gather's indices are integers).
-Status check_dtypes(graph::Op const& op, graph::OpGraph const& graph, std::size_t min_inputs) {
-  bool const all_float = op.type == "Concat";
-  std::size_t const n = all_float ? op.inputs.size() : std::min(op.inputs.size(), op.type == "Gather" ? 1 : min_inputs);
+// Every input the entry reads as float data must be float32.
+Status check_dtypes(graph::Op const& op, graph::OpGraph const& graph, Entry const& e) {
+  std::size_t const count = e.float_count == 0 ? e.min_inputs : e.float_count;
+  std::size_t const n = std::min(op.inputs.size(), count);
   for (std::size_t i = 0; i < n; ++i) {
     if (op.inputs[i] == graph::kNoTensor) continue;
     DType const d = graph.tensor(op.inputs[i]).dtype;
@@ -89,33 +110,47 @@ Status check_dtypes(graph::Op const& op, graph::OpGraph const& graph, std::size_
   return Status::ok();
 }
 
-}  // namespace
-
-std::vector<std::string> CpuBackend::op_types() {
-  std::vector<std::string> out;
-  for (auto const& [type, entry] : kernel_table()) out.push_back(type);
-  return out;
-}
-
-Status CpuBackend::supports(graph::Op const& op, graph::OpGraph const& graph) const {
+Result<Entry const*> checked_entry(graph::Op const& op, graph::OpGraph const& graph) {
   auto miss = [&](std::string const& why) {
     return unsupported(describe(op, graph) + " is not supported by backend 'cpu': " + why);
   };
-  Entry const* e = find(op);
-  if (e == nullptr) return miss("no kernel for this op type");
+  if (!kernel_table().runs(op)) return miss("no kernel for this op type");
+  Entry const* e = kernel_table().find(op, graph);
+  // The table has the op for float32 only: say which input is not.
+  if (e == nullptr) e = kernel_table().find(def_of(op), DType::kFloat32);
+  if (e == nullptr) return miss("no kernel for dtype " + std::string(graph::dtype_name(data_dtype(op, graph))));
   if (op.inputs.size() < e->min_inputs)
     return miss("needs at least " + std::to_string(e->min_inputs) + " inputs, has " + std::to_string(op.inputs.size()));
   for (std::size_t i = 0; i < e->min_inputs; ++i)
     if (op.inputs[i] == graph::kNoTensor) return miss("input " + std::to_string(i) + " is missing");
   if (e->float_inputs)
-    if (Status s = check_dtypes(op, graph, e->min_inputs); !s) return miss(s.message());
+    if (Status s = check_dtypes(op, graph, *e); !s) return miss(s.message());
   if (Status s = e->kernels.check(op, graph); !s) return miss(s.message());
-  return Status::ok();
+  return e;
+}
+
+}  // namespace
+
+std::vector<std::string> CpuBackend::op_types() { return kernel_table().op_types(); }
+
+Status CpuBackend::supports(graph::Op const& op, graph::OpGraph const& graph) const {
+  return checked_entry(op, graph).status();
+}
+
+Result<ResolvedKernel> CpuBackend::resolve(graph::Op const& op, graph::OpGraph const& graph) const {
+  ASSIGN_OR_RETURN(Entry const* e, checked_entry(op, graph));
+  return ResolvedKernel{this, e};
+}
+
+// The call's resolved entry when this backend resolved it, else the table's (null: unsupported).
+static Entry const* entry_for(CpuBackend const& backend, OpCall const& call) {
+  if (call.kernel.backend == &backend) return static_cast<Entry const*>(call.kernel.entry);
+  return kernel_table().find(call.op, call.graph);
 }
 
 Status CpuBackend::forward(OpCall const& call, std::vector<Tensor> const& inputs, std::vector<Tensor>& outputs,
                            Saved* saved) {
-  Entry const* e = find(call.op);
+  Entry const* e = entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   if (inputs.size() < e->min_inputs)
     return invalid_argument(call.op.type + " '" + call.op.name + "': given " + std::to_string(inputs.size()) +
@@ -129,7 +164,7 @@ Status CpuBackend::forward(OpCall const& call, std::vector<Tensor> const& inputs
 
 Status CpuBackend::backward_input(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                                   std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs) {
-  Entry const* e = find(call.op);
+  Entry const* e = entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   grad_inputs.assign(call.op.inputs.size(), Tensor());
   return e->kernels.backward_input(bound_to(call, *this), saved, grad_outputs, needs_grad, grad_inputs, false);
@@ -137,7 +172,7 @@ Status CpuBackend::backward_input(OpCall const& call, Saved const& saved, std::v
 
 Status CpuBackend::backward_weight(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                                    std::vector<Tensor>& weight_grads) {
-  Entry const* e = find(call.op);
+  Entry const* e = entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   std::vector<bool> wanted(weight_grads.size(), false);
   bool any = false;
@@ -152,7 +187,7 @@ Status CpuBackend::backward_weight(OpCall const& call, Saved const& saved, std::
 Status CpuBackend::backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                             std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
                             std::vector<Tensor>& weight_grads) {
-  Entry const* e = find(call.op);
+  Entry const* e = entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   if (e->kernels.backward_both == nullptr)
     return Backend::backward(call, saved, grad_outputs, needs_grad, grad_inputs, weight_grads);

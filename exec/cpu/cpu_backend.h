@@ -28,6 +28,7 @@ class CpuBackend final : public Backend {
   Allocator& allocator() override { return cpu_allocator(); }
 
   Status supports(graph::Op const& op, graph::OpGraph const& graph) const override;
+  Result<ResolvedKernel> resolve(graph::Op const& op, graph::OpGraph const& graph) const override;
   Status forward(OpCall const& call, std::vector<Tensor> const& inputs, std::vector<Tensor>& outputs,
                  Saved* saved) override;
   Status backward_input(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,

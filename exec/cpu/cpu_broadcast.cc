@@ -1,6 +1,6 @@
 #include "exec/cpu/cpu_broadcast.h"
 
-#include "kernels/strided.h"
+#include "kernels/move.h"
 
 namespace gp::exec::cpu {
 namespace {

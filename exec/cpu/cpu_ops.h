@@ -22,14 +22,19 @@ using exec::OpKernels;
 using exec::require_attrs;
 using exec::wants;
 
-// One kernel-table entry. float_inputs: the backend refuses an op whose first min_inputs inputs
-// are not all float32 before its check runs (false: the entry's check handles dtypes itself).
+inline constexpr std::size_t kEveryInput = static_cast<std::size_t>(-1);
+
+// One kernel-table entry. float_inputs: the entry runs float32 data (the table's key) and the
+// backend refuses an op whose first `float_count` inputs (0: the first min_inputs; kEveryInput:
+// all) are not all float32 before its check runs; false: the entry runs every dtype and its check
+// handles dtypes itself.
 struct CpuKernelEntry {
   OpKernels kernels;
   std::size_t min_inputs = 1;
   bool float_inputs = true;
+  std::size_t float_count = 0;
 };
-using CpuKernelFamily = std::vector<std::pair<std::string, CpuKernelEntry>>;
+using CpuKernelFamily = std::vector<std::pair<OpKind, CpuKernelEntry>>;
 
 // Op families each file lists (cpu_backend.cc joins them into the kernel table; a type listed
 // twice is a programming error).
@@ -43,12 +48,10 @@ CpuKernelFamily logic_kernels();       // logic.cc: comparisons, boolean ops, Wh
 CpuKernelFamily deconv_kernels();      // conv_transpose.cc: ConvTranspose
 
 // ---- helpers (common.cc) ----
-// emit_grad, shape_tensor and shape_of: exec/op_kernels.h (shared with every backend).
+// emit_grad, grad_or_zeros, shape_tensor and shape_of: exec/op_kernels.h (shared with every backend).
 // A gradient slot ready to be written in place: the existing tensor when accumulating (then
 // `beta` is 1 for primitives that can add), else a new tensor of `shape` (beta 0).
 Tensor& grad_slot(std::vector<Tensor>& grads, std::size_t i, std::vector<int64_t> const& shape, bool accumulate);
-// grad_outputs[i], or zeros of `shape` when no gradient flowed into that output.
-Tensor grad_or_zeros(std::vector<Tensor> const& grad_outputs, std::size_t i, std::vector<int64_t> const& shape);
 void add_into(Tensor& dst, Tensor const& src);  // dst += src (same numel)
 
 // B and W of a kernel that computes every gradient in one pass: all of them fresh, then the

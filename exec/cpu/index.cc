@@ -163,7 +163,7 @@ using MapsFn = Result<std::vector<AxisMap>> (*)(OpCall const& call, std::vector<
 template <MapsFn Maps>
 Status separable_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(std::vector<AxisMap> const maps, Maps(call, in[0].shape()));
-  float const fill = call.op.type == "Pad" ? attrs_of<graph::PadAttrs>(call.op)->value : 0.f;
+  float const fill = call.op.kind() == OpKind::kPad ? attrs_of<graph::PadAttrs>(call.op)->value : 0.f;
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = resample(in[0], maps, fill);
   if (saved) saved->tensors = {shape_tensor(in[0].shape())};
@@ -178,7 +178,7 @@ Status separable_backward(OpCall const& call, Saved const& saved, std::vector<Te
   ASSIGN_OR_RETURN(std::vector<AxisMap> const maps, Maps(call, in_shape));
   std::vector<int64_t> out_shape = in_shape;
   for (std::size_t a = 0; a < maps.size(); ++a) out_shape[a] = maps[a].out;
-  Tensor const g = grad_or_zeros(gout, 0, out_shape);
+  Tensor const g = grad_or_zeros(call, gout, 0, out_shape);
   if (g.shape() != out_shape)
     return op_error(call, "output gradient has shape " + g.shape_string() + ", expected " + dims_string(out_shape));
   return emit_grad(call, grads, 0, resample_adjoint(g, maps), accumulate);
@@ -376,7 +376,7 @@ Status trilu_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!wants(wanted, 0)) return Status::ok();
   std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
-  return emit_grad(call, grads, 0, trilu_mask(call, grad_or_zeros(gout, 0, in_shape)), accumulate);
+  return emit_grad(call, grads, 0, trilu_mask(call, grad_or_zeros(call, gout, 0, in_shape)), accumulate);
 }
 
 // ---- GatherElements, ScatterElements ----
@@ -543,7 +543,7 @@ Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::ve
   Tensor const& indices = saved.tensors.at(0);
   std::vector<int64_t> const data_shape = shape_of(saved.tensors.at(1));
   ASSIGN_OR_RETURN(std::vector<int64_t> const pos, element_positions(call, data_shape, indices, a.axis));
-  Tensor const g = grad_or_zeros(gout, 0, data_shape);
+  Tensor const g = grad_or_zeros(call, gout, 0, data_shape);
   float const* gy = g.data<float>();
   Tensor gdata = Tensor(data_shape), gupd = Tensor(indices.shape());
   if (a.reduction == graph::ScatterReduction::kMul) {
@@ -579,17 +579,17 @@ CpuKernelFamily index_kernels() {
   OpKernels const scatter{scatter_elements_forward, scatter_elements_backward, scatter_elements_backward,
                           scatter_elements_check};
   return {
-      {"Pad", {pad, 1, false}},
-      {"Tile", {tile, 1, false}},
-      {"Resize", {resize, 1}},
+      {OpKind::kPad, {pad, 1, false}},
+      {OpKind::kTile, {tile, 1, false}},
+      {OpKind::kResize, {resize, 1}},
       // Trilu masks any dtype (ONNX's tests use int64); gradients flow for float32.
-      {"Trilu", {{trilu_forward, trilu_backward, trilu_backward, trilu_check}, 1, false}},
-      {"GatherElements",
+      {OpKind::kTrilu, {{trilu_forward, trilu_backward, trilu_backward, trilu_check}, 1, false}},
+      {OpKind::kGatherElements,
        {{gather_elements_forward, gather_elements_backward, gather_elements_backward, gather_elements_check},
         2,
         false}},
-      {"ScatterElements", {scatter, 3, false}},
-      {"Scatter", {scatter, 3, false}},
+      {OpKind::kScatterElements, {scatter, 3, false}},
+      {OpKind::kScatter, {scatter, 3, false}},
   };
 }
 

@@ -13,7 +13,7 @@
 #include "exec/cpu/dnnl_context.h"
 #include "graph/ops/einsum.h"
 #include "graph/ops/linalg.h"
-#include "kernels/strided.h"
+#include "kernels/move.h"
 
 namespace gp::exec::cpu {
 namespace {
@@ -429,7 +429,7 @@ Status einsum_check(graph::Op const& op, graph::OpGraph const& graph) {
 }  // namespace
 
 CpuKernelFamily linalg_kernels() {
-  return {{"Einsum", {{einsum_forward, einsum_backward, einsum_backward, einsum_check}, 1}}};
+  return {{OpKind::kEinsum, {{einsum_forward, einsum_backward, einsum_backward, einsum_check}, 1}}};
 }
 
 }  // namespace gp::exec::cpu

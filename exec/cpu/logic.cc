@@ -9,15 +9,16 @@
 
 #include "exec/cpu/cpu_ops.h"
 #include "graph/ops/common.h"
-#include "kernels/strided.h"
+#include "kernels/move.h"
 
 namespace gp::exec::cpu {
 namespace {
 
 bool is_boolean(DType d) { return d == DType::kBool || d == DType::kUInt8; }
 
-bool is_comparison(std::string const& t) {
-  return t == "Equal" || t == "Less" || t == "Greater" || t == "LessOrEqual" || t == "GreaterOrEqual";
+bool is_comparison(OpKind t) {
+  return t == OpKind::kEqual || t == OpKind::kLess || t == OpKind::kGreater || t == OpKind::kLessOrEqual ||
+         t == OpKind::kGreaterOrEqual;
 }
 
 // Strides (in elements) that read `in` at every index of `out` (zero along broadcast axes).
@@ -98,37 +99,38 @@ Status dtype_error(graph::Op const& op, graph::OpGraph const& graph, std::size_t
 }
 
 Status logic_check(graph::Op const& op, graph::OpGraph const& graph) {
-  std::string const& t = op.type;
-  std::size_t const arity = t == "Not" ? 1 : t == "Where" ? 3 : 2;
+  OpKind const t = op.kind();
+  std::size_t const arity = t == OpKind::kNot ? 1 : t == OpKind::kWhere ? 3 : 2;
   if (op.inputs.size() != arity)
     return unsupported("has " + std::to_string(op.inputs.size()) + " inputs, takes " + std::to_string(arity));
-  if (t == "Not" || t == "And" || t == "Or" || t == "Xor") {
+  if (t == OpKind::kNot || t == OpKind::kAnd || t == OpKind::kOr || t == OpKind::kXor) {
     for (std::size_t i = 0; i < arity; ++i)
       if (!is_boolean(dtype_of(op, graph, i))) return dtype_error(op, graph, i, "bool only");
     return Status::ok();
   }
-  std::size_t const first = t == "Where" ? 1 : 0;
-  if (t == "Where" && !is_boolean(dtype_of(op, graph, 0))) return dtype_error(op, graph, 0, "the condition is bool");
+  std::size_t const first = t == OpKind::kWhere ? 1 : 0;
+  if (t == OpKind::kWhere && !is_boolean(dtype_of(op, graph, 0)))
+    return dtype_error(op, graph, 0, "the condition is bool");
   DType const d = dtype_of(op, graph, first);
-  bool const ok = supported_data(d) && (d != DType::kBool || t == "Equal" || t == "Where");
+  bool const ok = supported_data(d) && (d != DType::kBool || t == OpKind::kEqual || t == OpKind::kWhere);
   if (!ok) return dtype_error(op, graph, first, "float32, int64, int32, int8 or uint8; float64 is not supported");
   if (dtype_of(op, graph, first + 1) != d)
     return unsupported("inputs " + std::to_string(first) + " and " + std::to_string(first + 1) + " have dtypes " +
                        graph::dtype_name(d) + " and " + graph::dtype_name(dtype_of(op, graph, first + 1)) +
                        " (they must match)");
-  if (t == "Mod") return require_attrs<graph::ModAttrs>(op, graph);
+  if (t == OpKind::kMod) return require_attrs<graph::ModAttrs>(op, graph);
   return Status::ok();
 }
 
 // ---- comparisons and boolean ops ----
 
 Status predicate_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  std::string const& t = call.op.type;
-  std::size_t const arity = t == "Not" ? 1 : 2;
+  OpKind const t = call.op.kind();
+  std::size_t const arity = t == OpKind::kNot ? 1 : 2;
   ASSIGN_OR_RETURN(std::vector<int64_t> const shape, out_shape(call, in, arity));
   Tensor y(shape, DType::kBool);
   uint8_t* yp = y.data<uint8_t>();
-  if (t == "Not") {
+  if (t == OpKind::kNot) {
     uint8_t const* a = in[0].data<uint8_t>();
     for (int64_t k = 0; k < y.numel(); ++k) yp[k] = a[k] == 0;
   } else if (is_comparison(t)) {
@@ -140,17 +142,17 @@ Status predicate_forward(OpCall const& call, std::vector<Tensor> const& in, std:
         broadcast_each<2>(shape, {in[0].shape(), in[1].shape()},
                           [&](int64_t k, std::array<int64_t, 2> const& o) { yp[k] = cmp(a[o[0]], b[o[1]]); });
       };
-      if (t == "Equal") run(std::equal_to<T>());
-      if (t == "Less") run(std::less<T>());
-      if (t == "Greater") run(std::greater<T>());
-      if (t == "LessOrEqual") run(std::less_equal<T>());
-      if (t == "GreaterOrEqual") run(std::greater_equal<T>());
+      if (t == OpKind::kEqual) run(std::equal_to<T>());
+      if (t == OpKind::kLess) run(std::less<T>());
+      if (t == OpKind::kGreater) run(std::greater<T>());
+      if (t == OpKind::kLessOrEqual) run(std::less_equal<T>());
+      if (t == OpKind::kGreaterOrEqual) run(std::greater_equal<T>());
       return Status::ok();
     }));
   } else {
     uint8_t const* a = in[0].data<uint8_t>();
     uint8_t const* b = in[1].data<uint8_t>();
-    int const op = t == "And" ? 0 : t == "Or" ? 1 : 2;
+    int const op = t == OpKind::kAnd ? 0 : t == OpKind::kOr ? 1 : 2;
     broadcast_each<2>(shape, {in[0].shape(), in[1].shape()}, [&](int64_t k, std::array<int64_t, 2> const& o) {
       bool const x = a[o[0]] != 0, z = b[o[1]] != 0;
       yp[k] = op == 0 ? (x && z) : op == 1 ? (x || z) : (x != z);
@@ -342,13 +344,15 @@ Status constant_of_shape_backward(OpCall const&, Saved const&, std::vector<Tenso
 CpuKernelFamily logic_kernels() {
   CpuKernelEntry const predicate{{predicate_forward, predicate_backward, predicate_backward, logic_check}, 2, false};
   CpuKernelFamily f;
-  for (char const* t : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"})
+  for (OpKind t : {OpKind::kEqual, OpKind::kLess, OpKind::kGreater, OpKind::kLessOrEqual, OpKind::kGreaterOrEqual,
+                   OpKind::kAnd, OpKind::kOr, OpKind::kXor})
     f.emplace_back(t, predicate);
-  f.emplace_back("Not",
+  f.emplace_back(OpKind::kNot,
                  CpuKernelEntry{{predicate_forward, predicate_backward, predicate_backward, logic_check}, 1, false});
-  f.emplace_back("Where", CpuKernelEntry{{where_forward, where_backward, where_backward, logic_check}, 3, false});
-  f.emplace_back("Mod", CpuKernelEntry{{mod_forward, mod_backward, mod_backward, logic_check}, 2, false});
-  f.emplace_back("ConstantOfShape",
+  f.emplace_back(OpKind::kWhere,
+                 CpuKernelEntry{{where_forward, where_backward, where_backward, logic_check}, 3, false});
+  f.emplace_back(OpKind::kMod, CpuKernelEntry{{mod_forward, mod_backward, mod_backward, logic_check}, 2, false});
+  f.emplace_back(OpKind::kConstantOfShape,
                  CpuKernelEntry{{constant_of_shape_forward, constant_of_shape_backward, constant_of_shape_backward,
                                  require_attrs<graph::ConstantOfShapeAttrs>},
                                 0,

@@ -11,7 +11,7 @@
 namespace gp::exec::cpu {
 namespace {
 
-bool is_sce(graph::Op const& op) { return op.type == "SoftmaxCrossEntropyLoss"; }
+bool is_sce(graph::Op const& op) { return op.kind() == OpKind::kSoftmaxCrossEntropyLoss; }
 
 struct Layout {
   int64_t n = 0, c = 0, d = 1;
@@ -174,7 +174,7 @@ Status loss_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
 
 CpuKernelFamily loss_kernels() {
   CpuKernelEntry const loss{{loss_forward, loss_backward, loss_backward, loss_check}, 2, false};
-  return {{"NegativeLogLikelihoodLoss", loss}, {"SoftmaxCrossEntropyLoss", loss}};
+  return {{OpKind::kNegativeLogLikelihoodLoss, loss}, {OpKind::kSoftmaxCrossEntropyLoss, loss}};
 }
 
 }  // namespace gp::exec::cpu

@@ -6,8 +6,7 @@
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
 #include "graph/ops/move.h"
-#include "kernels/gather.h"
-#include "kernels/strided.h"
+#include "kernels/move.h"
 
 namespace gp::exec::cpu {
 

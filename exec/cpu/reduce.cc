@@ -10,7 +10,7 @@
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
 #include "graph/ops/reduce.h"
-#include "kernels/strided.h"
+#include "kernels/move.h"
 
 namespace gp::exec::cpu {
 namespace {
@@ -21,14 +21,14 @@ using graph::ops::ReduceShape;
 enum class Reduction { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
 
 Result<Reduction> reduction_of(OpCall const& call) {
-  static std::pair<char const*, Reduction> const kinds[] = {
-      {"ReduceSum", Reduction::kSum},       {"ReduceMean", Reduction::kMean},
-      {"ReduceMax", Reduction::kMax},       {"ReduceMin", Reduction::kMin},
-      {"ReduceProd", Reduction::kProd},     {"ReduceL1", Reduction::kL1},
-      {"ReduceL2", Reduction::kL2},         {"ReduceSumSquare", Reduction::kSumSquare},
-      {"ReduceLogSum", Reduction::kLogSum}, {"ReduceLogSumExp", Reduction::kLogSumExp}};
+  static std::pair<OpKind, Reduction> const kinds[] = {
+      {OpKind::kReduceSum, Reduction::kSum},       {OpKind::kReduceMean, Reduction::kMean},
+      {OpKind::kReduceMax, Reduction::kMax},       {OpKind::kReduceMin, Reduction::kMin},
+      {OpKind::kReduceProd, Reduction::kProd},     {OpKind::kReduceL1, Reduction::kL1},
+      {OpKind::kReduceL2, Reduction::kL2},         {OpKind::kReduceSumSquare, Reduction::kSumSquare},
+      {OpKind::kReduceLogSum, Reduction::kLogSum}, {OpKind::kReduceLogSumExp, Reduction::kLogSumExp}};
   for (auto const& [type, r] : kinds)
-    if (call.op.type == type) return r;
+    if (call.op.kind() == type) return r;
   return op_error(call, "is not a reduction this backend knows");
 }
 
@@ -377,7 +377,7 @@ Status arg_reduce_forward(OpCall const& call, std::vector<Tensor> const& in, std
     return op_error(call, "cannot take the index of an extremum along axis " + std::to_string(s.axis) +
                               " of size 0 (input " + x.shape_string() + ")");
   Tensor y(graph::ops::arg_reduce_shape(s, x.shape(), a.keepdims), DType::kInt64);
-  arg_extremum(x, s, call.op.type == "ArgMax", a.select_last_index, y.data<int64_t>());
+  arg_extremum(x, s, call.op.kind() == OpKind::kArgMax, a.select_last_index, y.data<int64_t>());
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   if (saved) saved->tensors.clear();
@@ -411,7 +411,7 @@ Status reduce_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   std::vector<int64_t> const keep = reduce_keep_shape(call, in[0].shape());
   Tensor y(keep);
   kernels::reduce_sum_to(in[0].data<float>(), in[0].shape(), y.data<float>(), keep, false);
-  if (call.op.type == "ReduceMean" && y.numel() > 0) {
+  if (call.op.kind() == OpKind::kReduceMean && y.numel() > 0) {
     float const scale = static_cast<float>(static_cast<double>(y.numel()) / static_cast<double>(in[0].numel()));
     float* p = y.data<float>();
     for (int64_t i = 0; i < y.numel(); ++i) p[i] *= scale;
@@ -441,7 +441,7 @@ Status reduce_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   std::vector<int64_t> const keep = reduce_keep_shape(call, in_shape);
   Tensor g(in_shape);
   kernels::expand(gout[0].data<float>(), keep, g.data<float>(), in_shape);
-  if (call.op.type == "ReduceMean" && g.numel() > 0) {
+  if (call.op.kind() == OpKind::kReduceMean && g.numel() > 0) {
     int64_t kept = 1;
     for (int64_t d : keep) kept *= d;
     float const scale = static_cast<float>(static_cast<double>(kept) / static_cast<double>(g.numel()));
@@ -521,17 +521,18 @@ CpuKernelFamily reduce_kernels() {
   OpKernels const reduce{reduce_forward_any, reduce_backward_any, reduce_backward_any, require_attrs<ReduceAttrs>};
   OpKernels const arg{arg_reduce_forward, arg_reduce_backward, arg_reduce_backward, require_attrs<ArgReduceAttrs>};
   CpuKernelFamily f;
-  f.push_back({"ReduceMean", {sum_mean, 1}});
-  f.push_back({"ReduceSum", {sum_mean, 1}});
-  for (char const* r : {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare",
-                        "ReduceLogSum", "ReduceLogSumExp"})
+  f.push_back({OpKind::kReduceMean, {sum_mean, 1}});
+  f.push_back({OpKind::kReduceSum, {sum_mean, 1}});
+  for (OpKind r : {OpKind::kReduceMax, OpKind::kReduceMin, OpKind::kReduceProd, OpKind::kReduceL1, OpKind::kReduceL2,
+                   OpKind::kReduceSumSquare, OpKind::kReduceLogSum, OpKind::kReduceLogSumExp})
     f.push_back({r, {reduce, 1}});
-  f.push_back({"LogSoftmax",
+  f.push_back({OpKind::kLogSoftmax,
                {{log_softmax_forward, log_softmax_backward, log_softmax_backward, require_attrs<SoftmaxAttrs>}, 1}});
-  f.push_back({"Hardmax", {{hardmax_forward, hardmax_backward, hardmax_backward, require_attrs<SoftmaxAttrs>}, 1}});
-  f.push_back({"CumSum", {{cumsum_forward, cumsum_backward, cumsum_backward, require_attrs<CumSumAttrs>}, 1}});
-  f.push_back({"ArgMax", {arg, 1}});
-  f.push_back({"ArgMin", {arg, 1}});
+  f.push_back(
+      {OpKind::kHardmax, {{hardmax_forward, hardmax_backward, hardmax_backward, require_attrs<SoftmaxAttrs>}, 1}});
+  f.push_back({OpKind::kCumSum, {{cumsum_forward, cumsum_backward, cumsum_backward, require_attrs<CumSumAttrs>}, 1}});
+  f.push_back({OpKind::kArgMax, {arg, 1}});
+  f.push_back({OpKind::kArgMin, {arg, 1}});
   return f;
 }
 

@@ -6,7 +6,7 @@
 
 #include "exec/cpu/cpu_gemm.h"
 #include "exec/cpu/cpu_ops.h"
-#include "kernels/strided.h"
+#include "kernels/move.h"
 
 namespace gp::exec::cpu {
 namespace {
@@ -524,7 +524,7 @@ Status rnn_check(graph::Op const& op, graph::OpGraph const& graph) {
 
 CpuKernelFamily rnn_kernels() {
   OpKernels const rnn{rnn_forward, rnn_backward, rnn_backward, rnn_check, rnn_backward_both};
-  return {{"LSTM", {rnn, 3}}, {"GRU", {rnn, 3}}};
+  return {{OpKind::kLSTM, {rnn, 3}}, {OpKind::kGRU, {rnn, 3}}};
 }
 
 }  // namespace gp::exec::cpu

@@ -5,7 +5,7 @@
 
 #include "exec/cpu/cpu_ops.h"
 #include "graph/ops/view.h"
-#include "kernels/dropout.h"
+#include "kernels/view.h"
 
 namespace gp::exec::cpu {
 
@@ -21,7 +21,7 @@ Status reshape_backward(OpCall const& call, Saved const& saved, std::vector<Tens
                         std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!wants(wanted, 0)) return Status::ok();
   std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
-  return emit_grad(call, grads, 0, grad_or_zeros(gout, 0, in_shape).reshaped(in_shape), accumulate);
+  return emit_grad(call, grads, 0, grad_or_zeros(call, gout, 0, in_shape).reshaped(in_shape), accumulate);
 }
 
 Status dropout_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {

@@ -14,7 +14,8 @@ std::vector<KernelEntry> activation_kernels() {
   constexpr DType f32 = DType::kFloat32;
   OpKernels const unary{unary_forward<float>, unary_backward<float>, unary_backward<float>, no_check};
   std::vector<KernelEntry> t;
-  for (char const* u : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Gelu", "Sqrt", "Erf", "Exp", "Log", "Abs", "Neg"})
+  for (OpKind u : {OpKind::kRelu, OpKind::kLeakyRelu, OpKind::kSigmoid, OpKind::kTanh, OpKind::kGelu, OpKind::kSqrt,
+                   OpKind::kErf, OpKind::kExp, OpKind::kLog, OpKind::kAbs, OpKind::kNeg})
     t.push_back({u, f32, unary, 1});
   return t;
 }

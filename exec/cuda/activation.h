@@ -16,25 +16,25 @@ struct UnarySpec {
 };
 
 inline Result<UnarySpec> unary_spec(OpCall const& call) {
-  std::string const& t = call.op.type;
-  if (t == "Relu") return UnarySpec{kernels::hd::UnaryKind::kRelu};
-  if (t == "LeakyRelu") {
+  OpKind const t = call.op.kind();
+  if (t == OpKind::kRelu) return UnarySpec{kernels::hd::UnaryKind::kRelu};
+  if (t == OpKind::kLeakyRelu) {
     auto const* a = attrs_of<graph::LeakyReluAttrs>(call.op);
     return UnarySpec{kernels::hd::UnaryKind::kLeakyRelu, a ? a->alpha : 0.01f};
   }
-  if (t == "Sigmoid") return UnarySpec{kernels::hd::UnaryKind::kSigmoid};
-  if (t == "Tanh") return UnarySpec{kernels::hd::UnaryKind::kTanh};
-  if (t == "Gelu") {
+  if (t == OpKind::kSigmoid) return UnarySpec{kernels::hd::UnaryKind::kSigmoid};
+  if (t == OpKind::kTanh) return UnarySpec{kernels::hd::UnaryKind::kTanh};
+  if (t == OpKind::kGelu) {
     auto const* a = attrs_of<graph::GeluAttrs>(call.op);
     return UnarySpec{a && a->tanh_approx ? kernels::hd::UnaryKind::kGeluTanh : kernels::hd::UnaryKind::kGeluErf};
   }
-  if (t == "Sqrt") return UnarySpec{kernels::hd::UnaryKind::kSqrt};
-  if (t == "Erf") return UnarySpec{kernels::hd::UnaryKind::kErf};
-  if (t == "Exp") return UnarySpec{kernels::hd::UnaryKind::kExp};
-  if (t == "Log") return UnarySpec{kernels::hd::UnaryKind::kLog};
-  if (t == "Abs") return UnarySpec{kernels::hd::UnaryKind::kAbs};
-  if (t == "Neg") return UnarySpec{kernels::hd::UnaryKind::kNeg};
-  if (t == "Pow") {
+  if (t == OpKind::kSqrt) return UnarySpec{kernels::hd::UnaryKind::kSqrt};
+  if (t == OpKind::kErf) return UnarySpec{kernels::hd::UnaryKind::kErf};
+  if (t == OpKind::kExp) return UnarySpec{kernels::hd::UnaryKind::kExp};
+  if (t == OpKind::kLog) return UnarySpec{kernels::hd::UnaryKind::kLog};
+  if (t == OpKind::kAbs) return UnarySpec{kernels::hd::UnaryKind::kAbs};
+  if (t == OpKind::kNeg) return UnarySpec{kernels::hd::UnaryKind::kNeg};
+  if (t == OpKind::kPow) {
     graph::TensorData const* e = constant_input(call.op, call.graph, 1);
     if (e == nullptr || e->numel() != 1) return op_error(call, "the exponent must be a constant scalar");
     return UnarySpec{kernels::hd::UnaryKind::kPow, static_cast<float>(e->to_doubles().at(0))};

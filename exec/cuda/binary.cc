@@ -18,10 +18,10 @@ namespace hd = kernels::hd;
 
 // ---- Add, Sub, Mul, Div ----
 
-hd::BinaryKind binary_kind(std::string const& type) {
-  if (type == "Add") return hd::BinaryKind::kAdd;
-  if (type == "Sub") return hd::BinaryKind::kSub;
-  if (type == "Mul") return hd::BinaryKind::kMul;
+hd::BinaryKind binary_kind(OpKind type) {
+  if (type == OpKind::kAdd) return hd::BinaryKind::kAdd;
+  if (type == OpKind::kSub) return hd::BinaryKind::kSub;
+  if (type == OpKind::kMul) return hd::BinaryKind::kMul;
   return hd::BinaryKind::kDiv;
 }
 
@@ -53,7 +53,7 @@ Status binary_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   std::vector<int64_t> shape;
   if (!hd::broadcast_shape(a.shape(), b.shape(), shape))
     return op_error(call, "shapes " + a.shape_string() + " and " + b.shape_string() + " do not broadcast");
-  hd::BinaryKind const kind = binary_kind(call.op.type);
+  hd::BinaryKind const kind = binary_kind(call.op.kind());
   ASSIGN_OR_RETURN(Tensor y, apply_binary<T>(call, kind, a, b, shape));
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
@@ -75,7 +75,7 @@ Status binary_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   if (!gout.at(0).defined() || !(wants(wanted, 0) || wants(wanted, 1))) return Status::ok();
   Tensor const& dy = gout[0];
   std::vector<int64_t> const& shape = dy.shape();
-  hd::BinaryKind const kind = binary_kind(call.op.type);
+  hd::BinaryKind const kind = binary_kind(call.op.kind());
   auto grad = [&](std::size_t i, Tensor const& full, std::vector<int64_t> const& target, float scale) -> Status {
     ASSIGN_OR_RETURN(Tensor g, sum_down<T>(call, full, target, scale));
     return emit_grad(call, grads, i, g, accumulate);
@@ -187,8 +187,8 @@ std::vector<KernelEntry> binary_kernels() {
   constexpr DType f32 = DType::kFloat32;
   OpKernels const binary{binary_forward<float>, binary_backward<float>, binary_backward<float>, binary_check};
   std::vector<KernelEntry> t;
-  t.push_back({"Pow", f32, {pow_forward<float>, pow_backward<float>, pow_backward<float>, pow_check}, 1});
-  for (char const* b : {"Add", "Sub", "Mul", "Div"}) t.push_back({b, f32, binary, 2});
+  t.push_back({OpKind::kPow, f32, {pow_forward<float>, pow_backward<float>, pow_backward<float>, pow_check}, 1});
+  for (OpKind b : {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv}) t.push_back({b, f32, binary, 2});
   return t;
 }
 

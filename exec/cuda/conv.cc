@@ -34,15 +34,8 @@ Status conv_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
   RETURN_IF_ERROR(in_op(call, conv_fprop<float>(s, x.data<float>(), w.data<float>(), y.data<float>())));
   if (has_input(call, 2) && in.size() > 2 && in[2].defined()) {
     // y_n[K,S] += bias[K,1]·ones[1,S] for every n: one strided-batched rank-1 product.
-    int64_t const n = s.y[0], k = s.y[1], sp = spatial(s.y);
-    GemmPlan plan;
-    LtCall c = rowmajor_call(Buf::kC, false, Buf::kOnes, false, Buf::kY, k, sp, 1, 1.f, 1.f);
-    c.batch = n, c.stride_c = k * sp;  // bias and ones: stride 0, the same for every n
-    plan.calls.push_back(c);
-    plan.ones = sp;
-    GemmBuffers b{};
-    bind(b, Buf::kC, in[2].raw()), bind(b, Buf::kY, y.raw());
-    RETURN_IF_ERROR(in_op(call, run_gemm_plan<float>(plan, b)));
+    GemmBuffers const b = forward_buffers(nullptr, nullptr, in[2].raw(), y.raw());
+    RETURN_IF_ERROR(in_op(call, run_gemm_plan<float>(conv_bias_forward_plan(s.y[0], s.y[1], spatial(s.y)), b)));
   }
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
@@ -52,16 +45,8 @@ Status conv_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
 
 // db[K] = Σ_{n,s} dy[n,K,s]: dy·ones over s into tmp[N,K], then ones·tmp over n (accumulating).
 Status conv_bias_grad(OpCall const& call, ConvShape const& s, Tensor const& dy, Tensor& db, bool accumulate) {
-  int64_t const n = s.y[0], k = s.y[1], sp = spatial(s.y);
-  GemmPlan plan;
-  plan.calls.push_back(rowmajor_call(Buf::kDY, false, Buf::kOnes, false, Buf::kTmp, n * k, 1, sp, 1.f, 0.f));
-  plan.calls.push_back(
-      rowmajor_call(Buf::kOnes, false, Buf::kTmp, false, Buf::kDC, 1, k, n, 1.f, accumulate ? 1.f : 0.f));
-  plan.ones = std::max(n, sp);
-  plan.tmp = n * k;
-  GemmBuffers b{};
-  bind(b, Buf::kDY, dy.raw()), bind(b, Buf::kDC, db.raw());
-  return in_op(call, run_gemm_plan<float>(plan, b));
+  GemmBuffers const b = backward_buffers(nullptr, nullptr, dy.raw(), nullptr, nullptr, db.raw());
+  return in_op(call, run_gemm_plan<float>(conv_bias_grad_plan(s.y[0], s.y[1], spatial(s.y), accumulate), b));
 }
 
 // dx into dx_grads[0], dw and db into w_grads[1], w_grads[2] (each set, or added when accumulating).
@@ -108,7 +93,7 @@ Status conv_backward_both(OpCall const& call, Saved const& saved, std::vector<Te
 
 std::vector<KernelEntry> conv_kernels() {
   std::vector<KernelEntry> t;
-  t.push_back({"Conv",
+  t.push_back({OpKind::kConv,
                DType::kFloat32,
                {conv_forward, conv_backward, conv_backward, graph::ops::conv_check, conv_backward_both},
                2});

@@ -143,7 +143,7 @@ Result<MatmulEntry*> matmul_entry(DeviceContext const& ctx, LtCall const& c, Ptr
 template <typename T>
 Status run_matmul(DeviceContext const& ctx, LtCall const& c, GemmBuffers const& buf) {
   auto at = [&](Buf b, int64_t offset) -> char* {
-    char* base = static_cast<char*>(buf[static_cast<std::size_t>(b)]);
+    char* base = static_cast<char*>(buf.get(b));
     return base ? base + offset * static_cast<int64_t>(sizeof(T)) : nullptr;
   };
   Ptrs p{at(c.a, c.offset_a), at(c.b, c.offset_b), nullptr, at(c.d, c.offset_c), nullptr};
@@ -177,7 +177,7 @@ template <typename T>
 Status run_axpby(DeviceContext const& ctx, LtCall const& c, GemmBuffers const& buf) {
   cudaDataType_t const type = LtType<T>::kData;
   auto at = [&](Buf b, int64_t offset) -> char* {
-    char* base = static_cast<char*>(buf[static_cast<std::size_t>(b)]);
+    char* base = static_cast<char*>(buf.get(b));
     return base ? base + offset * static_cast<int64_t>(sizeof(T)) : nullptr;
   };
   void const* a = at(c.a, c.offset_a);
@@ -211,16 +211,17 @@ Status run_gemm_plan(GemmPlan const& plan, GemmBuffers buffers) {
   if (ones_needed > 0) {
     ASSIGN_OR_RETURN(ones, empty({ones_needed}, LtType<T>::kDType));
     GP_CUDA_CHECK(kernels::cuda::fill<T>(ones.data<T>(), 1.f, ones_needed, ctx->compute));
-    bind(buffers, Buf::kOnes, ones.raw());
+    buffers.set(Buf::kOnes, ones.raw());
   }
   if (plan.tmp > 0) {
     ASSIGN_OR_RETURN(tmp, empty({plan.tmp}, LtType<T>::kDType));
-    bind(buffers, Buf::kTmp, tmp.raw());
+    buffers.set(Buf::kTmp, tmp.raw());
   }
+  RETURN_IF_ERROR(check_bound(plan, buffers));
   for (LtCall const& c : plan.calls)
     RETURN_IF_ERROR(c.kind == LtKind::kAxpby ? run_axpby<T>(*ctx, c, buffers) : run_matmul<T>(*ctx, c, buffers));
   if (plan.add_tmp_into_dc) {
-    T* dc = static_cast<T*>(buffers[static_cast<std::size_t>(Buf::kDC)]);
+    T* dc = static_cast<T*>(buffers.get(Buf::kDC));
     if (!dc) return internal_error("GEMM plan adds into an unbound dC");
     GP_CUDA_CHECK(kernels::cuda::add_inplace<T>(dc, tmp.data<T>(), plan.tmp, ctx->compute));
   }

@@ -3,20 +3,13 @@
 // key (thread_local: descriptors are not shared across workers).
 #pragma once
 
-#include <array>
-
 #include "core/status.h"
 #include "exec/cuda/gemm_mapping.h"
 
 namespace gp::exec::cuda {
 
-// Device pointers indexed by Buf; kOnes and kTmp are provided by run_gemm_plan itself.
-using GemmBuffers = std::array<void*, static_cast<std::size_t>(Buf::kTmp) + 1>;
-
-inline void bind(GemmBuffers& b, Buf name, void const* ptr) {
-  b[static_cast<std::size_t>(name)] = const_cast<void*>(ptr);  // read-only operands are never written
-}
-
+// `buffers` binds the plan's operands (GemmBuffers, gemm_mapping.h); kOnes and kTmp are provided
+// here. Every buffer is checked bound (check_bound) before cuBLASLt is reached.
 template <typename T>
 Status run_gemm_plan(GemmPlan const& plan, GemmBuffers buffers);
 

@@ -17,16 +17,14 @@
 #include "exec/cuda/device_context.h"
 #include "exec/cuda/device_memory.h"
 #include "exec/cuda/ops_common.h"
+#include "exec/kernel_table.h"
 #include "graph/ops/registry.h"
 
 namespace gp::exec {
 namespace {
 
 using cuda::KernelEntry;
-
-struct Table {
-  std::map<std::pair<std::string, DType>, KernelEntry> entries;
-};
+using Table = KernelTable<KernelEntry>;
 
 Table const& kernel_table() {
   static Table const table = [] {
@@ -35,8 +33,9 @@ Table const& kernel_table() {
          {cuda::activation_kernels, cuda::binary_kernels, cuda::reduce_kernels, cuda::view_kernels, cuda::move_kernels,
           cuda::pool_kernels, cuda::linalg_kernels, cuda::conv_kernels, cuda::norm_kernels})
       for (KernelEntry& e : family()) {
-        auto key = std::make_pair(e.op_type, e.dtype);
-        t.entries.emplace(std::move(key), std::move(e));
+        OpKind const op = e.op;
+        DType const dtype = e.dtype;
+        t.add(op, dtype, std::move(e));
       }
     return t;
   }();
@@ -48,26 +47,16 @@ Table const& kernel_table() {
 // kernel-parity test fails if an entry lacks B or W.
 std::map<std::string, std::string> const& unsupported_table() {
   static std::map<std::string, std::string> const table = [] {
-    std::set<std::string> runs;
-    for (auto const& [key, entry] : kernel_table().entries) runs.insert(key.first);
     std::map<std::string, std::string> t;
     for (auto const& [type, def] : graph::ops::op_table())
-      if (def.infer && !runs.count(type))
+      if (def.infer && !kernel_table().runs(&def))
         t[type] = "not implemented on CUDA yet (CPU backend only); run this model with --backend cpu";
     return t;
   }();
   return table;
 }
 
-DType data_dtype(graph::Op const& op, graph::OpGraph const& graph) {
-  if (op.inputs.empty() || op.inputs[0] == graph::kNoTensor) return DType::kFloat32;
-  return graph.tensor(op.inputs[0]).dtype;
-}
-
-KernelEntry const* find(graph::Op const& op, graph::OpGraph const& graph) {
-  auto it = kernel_table().entries.find({op.type, data_dtype(op, graph)});
-  return it == kernel_table().entries.end() ? nullptr : &it->second;
-}
+KernelEntry const* find(graph::Op const& op, graph::OpGraph const& graph) { return kernel_table().find(op, graph); }
 
 std::string describe(graph::Op const& op, graph::OpGraph const& graph) {
   return "op type '" + op.type + "' (node '" + op.name + "', dtype " + graph::dtype_name(data_dtype(op, graph)) + ")";
@@ -91,6 +80,22 @@ Status guarded(cuda::CachingAllocator& alloc, OpCall const& call, F&& f) {
   }
 }
 
+Result<KernelEntry const*> checked_entry(graph::Op const& op, graph::OpGraph const& graph) {
+  auto miss = [&](std::string const& why) {
+    return unsupported(describe(op, graph) + " is not supported by the CUDA backend: " + why);
+  };
+  if (auto u = unsupported_table().find(op.type); u != unsupported_table().end()) return miss(u->second);
+  KernelEntry const* e = find(op, graph);
+  if (e == nullptr) return miss("no CUDA kernel for this op type and dtype");
+  if (op.inputs.size() < e->min_inputs)
+    return miss("needs at least " + std::to_string(e->min_inputs) + " inputs, has " + std::to_string(op.inputs.size()));
+  for (std::size_t i = 0; i < e->min_inputs; ++i)
+    if (op.inputs[i] == graph::kNoTensor) return miss("input " + std::to_string(i) + " is missing");
+  if (e->kernels.check)
+    if (Status s = e->kernels.check(op, graph); !s) return miss(s.message());
+  return e;
+}
+
 }  // namespace
 
 struct CudaBackend::Events {
@@ -100,22 +105,16 @@ struct CudaBackend::Events {
   uint64_t next = 1;
 };
 
-std::vector<std::string> CudaBackend::op_types() {
-  std::vector<std::string> out;
-  for (auto const& [key, entry] : kernel_table().entries) out.push_back(key.first);
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
+std::vector<std::string> CudaBackend::op_types() { return kernel_table().op_types(); }
 
 std::map<std::string, std::string> CudaBackend::unsupported_ops() { return unsupported_table(); }
 
 std::map<std::string, CudaBackend::Coverage> CudaBackend::coverage() {
   std::map<std::string, Coverage> out;
-  for (auto const& [key, e] : kernel_table().entries)
+  for (auto const& [key, e] : kernel_table().entries())
     if (key.second == DType::kFloat32)
-      out[key.first] = {e.kernels.forward != nullptr, e.kernels.backward_input != nullptr,
-                        e.kernels.backward_weight != nullptr};
+      out[std::string(graph::ops::op_kind_name(key.first->kind))] = {
+          e.kernels.forward != nullptr, e.kernels.backward_input != nullptr, e.kernels.backward_weight != nullptr};
   return out;
 }
 
@@ -183,24 +182,23 @@ void* CudaBackend::stream(StreamKind kind) const {
 Status CudaBackend::supports(graph::Op const& op, graph::OpGraph const& graph) const { return supports_op(op, graph); }
 
 Status CudaBackend::supports_op(graph::Op const& op, graph::OpGraph const& graph) {
-  auto miss = [&](std::string const& why) {
-    return unsupported(describe(op, graph) + " is not supported by the CUDA backend: " + why);
-  };
-  if (auto u = unsupported_table().find(op.type); u != unsupported_table().end()) return miss(u->second);
-  KernelEntry const* e = find(op, graph);
-  if (e == nullptr) return miss("no CUDA kernel for this op type and dtype");
-  if (op.inputs.size() < e->min_inputs)
-    return miss("needs at least " + std::to_string(e->min_inputs) + " inputs, has " + std::to_string(op.inputs.size()));
-  for (std::size_t i = 0; i < e->min_inputs; ++i)
-    if (op.inputs[i] == graph::kNoTensor) return miss("input " + std::to_string(i) + " is missing");
-  if (e->kernels.check)
-    if (Status s = e->kernels.check(op, graph); !s) return miss(s.message());
-  return Status::ok();
+  return checked_entry(op, graph).status();
+}
+
+Result<ResolvedKernel> CudaBackend::resolve(graph::Op const& op, graph::OpGraph const& graph) const {
+  ASSIGN_OR_RETURN(KernelEntry const* e, checked_entry(op, graph));
+  return ResolvedKernel{this, e};
+}
+
+// The call's resolved entry when this backend resolved it, else the table's (null: unsupported).
+static KernelEntry const* entry_for(CudaBackend const& backend, OpCall const& call) {
+  if (call.kernel.backend == &backend) return static_cast<KernelEntry const*>(call.kernel.entry);
+  return find(call.op, call.graph);
 }
 
 Status CudaBackend::forward(OpCall const& call, std::vector<Tensor> const& inputs, std::vector<Tensor>& outputs,
                             Saved* saved) {
-  KernelEntry const* e = find(call.op, call.graph);
+  KernelEntry const* e = entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   if (inputs.size() < e->min_inputs)
     return invalid_argument(call.op.type + " '" + call.op.name + "': given " + std::to_string(inputs.size()) +
@@ -215,7 +213,7 @@ Status CudaBackend::forward(OpCall const& call, std::vector<Tensor> const& input
 
 Status CudaBackend::backward_input(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                                    std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs) {
-  KernelEntry const* e = find(call.op, call.graph);
+  KernelEntry const* e = entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   cuda::ScopedContext scope(*ctx_);
   grad_inputs.assign(call.op.inputs.size(), Tensor());
@@ -226,7 +224,7 @@ Status CudaBackend::backward_input(OpCall const& call, Saved const& saved, std::
 
 Status CudaBackend::backward_weight(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                                     std::vector<Tensor>& weight_grads) {
-  KernelEntry const* e = find(call.op, call.graph);
+  KernelEntry const* e = entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   std::vector<bool> wanted(weight_grads.size(), false);
   bool any = false;
@@ -244,7 +242,7 @@ Status CudaBackend::backward_weight(OpCall const& call, Saved const& saved, std:
 Status CudaBackend::backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                              std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
                              std::vector<Tensor>& weight_grads) {
-  KernelEntry const* e = find(call.op, call.graph);
+  KernelEntry const* e = entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   if (e->kernels.backward_both == nullptr)
     return Backend::backward(call, saved, grad_outputs, needs_grad, grad_inputs, weight_grads);

@@ -3,9 +3,11 @@
 // kernels/cuda for everything else. Same interface and conventions as the CPU backend
 // (exec/cpu/cpu_backend.h), which is its reference: tests/cuda compares every op with it.
 //
-// Kernel table: the families of exec/cuda/ops_*.cc plus the CPU ops this backend does not run,
-// each with the reason (supports() reports it, so a plan is refused before anything runs).
-// fp32 only for now; entries are keyed by op type and dtype so bf16/fp16 add entries.
+// Kernel table: the families of exec/cuda/<family>.cc; the CPU ops this backend does not run are
+// derived from the op table, each with the reason (supports() reports it, so a plan is refused
+// before anything runs).
+// fp32 only for now; entries are keyed by (op definition, dtype) (exec/kernel_table.h), so bf16/fp16
+// add entries.
 #pragma once
 
 #include <map>
@@ -39,6 +41,7 @@ class CudaBackend final : public Backend {
   Allocator& allocator() override;
 
   Status supports(graph::Op const& op, graph::OpGraph const& graph) const override;
+  Result<ResolvedKernel> resolve(graph::Op const& op, graph::OpGraph const& graph) const override;
   Status forward(OpCall const& call, std::vector<Tensor> const& inputs, std::vector<Tensor>& outputs,
                  Saved* saved) override;
   Status backward_input(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,

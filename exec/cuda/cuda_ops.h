@@ -12,7 +12,7 @@
 namespace gp::exec::cuda {
 
 struct KernelEntry {
-  std::string op_type;
+  OpKind op;
   DType dtype = DType::kFloat32;  // the dtype of the op's data inputs this entry runs
   OpKernels kernels;
   std::size_t min_inputs = 1;

@@ -7,34 +7,6 @@
 namespace gp::exec::cuda {
 namespace {
 
-char const* buf_name(Buf b) {
-  switch (b) {
-    case Buf::kNone:
-      return "-";
-    case Buf::kA:
-      return "A";
-    case Buf::kB:
-      return "B";
-    case Buf::kC:
-      return "C";
-    case Buf::kY:
-      return "Y";
-    case Buf::kDY:
-      return "dY";
-    case Buf::kDA:
-      return "dA";
-    case Buf::kDB:
-      return "dB";
-    case Buf::kDC:
-      return "dC";
-    case Buf::kOnes:
-      return "ones";
-    case Buf::kTmp:
-      return "tmp";
-  }
-  return "?";
-}
-
 int64_t prod(std::vector<int64_t> const& v, std::size_t from, std::size_t to) {
   int64_t p = 1;
   for (std::size_t i = from; i < to; ++i) p *= v[i];
@@ -106,6 +78,34 @@ void add_batched(GemmPlan& plan, LtCall const& base, std::vector<int64_t> const&
 }
 
 }  // namespace
+
+char const* buf_name(Buf b) {
+  switch (b) {
+    case Buf::kNone:
+      return "-";
+    case Buf::kA:
+      return "A";
+    case Buf::kB:
+      return "B";
+    case Buf::kC:
+      return "C";
+    case Buf::kY:
+      return "Y";
+    case Buf::kDY:
+      return "dY";
+    case Buf::kDA:
+      return "dA";
+    case Buf::kDB:
+      return "dB";
+    case Buf::kDC:
+      return "dC";
+    case Buf::kOnes:
+      return "ones";
+    case Buf::kTmp:
+      return "tmp";
+  }
+  return "?";
+}
 
 std::string describe(LtCall const& c) {
   std::ostringstream o;
@@ -326,6 +326,65 @@ GemmPlan matmul_backward_plan(MatMulShapes const& s, bool want_a, bool want_b, b
   if (want_b)
     add_batched(plan, rowmajor_call(Buf::kA, true, Buf::kDY, false, Buf::kDB, k, n, m, 1.f, 0.f), batch, sa, sy, sb,
                 acc);
+  return plan;
+}
+
+Status check_bound(GemmPlan const& plan, GemmBuffers const& buffers) {
+  auto need = [&](Buf b, LtCall const& c) -> Status {
+    if (b == Buf::kNone || buffers.get(b) != nullptr) return Status::ok();
+    return internal_error(std::string("GEMM plan reads or writes buffer ") + buf_name(b) +
+                          ", which is not bound: " + describe(c));
+  };
+  for (LtCall const& c : plan.calls) {
+    RETURN_IF_ERROR(need(c.a, c));
+    if (c.kind == LtKind::kMatmul) RETURN_IF_ERROR(need(c.b, c));
+    RETURN_IF_ERROR(need(c.c, c));
+    RETURN_IF_ERROR(need(c.d, c));
+    if (c.epilogue != LtEpilogue::kNone) RETURN_IF_ERROR(need(c.bias, c));
+  }
+  if (plan.add_tmp_into_dc) {
+    if (buffers.get(Buf::kDC) == nullptr) return internal_error("GEMM plan adds into an unbound dC");
+    if (buffers.get(Buf::kTmp) == nullptr) return internal_error("GEMM plan adds an unbound tmp into dC");
+  }
+  return Status::ok();
+}
+
+GemmBuffers forward_buffers(void const* a, void const* b, void const* c, void* y) {
+  GemmBuffers buf;
+  buf.set(Buf::kA, a);
+  buf.set(Buf::kB, b);
+  buf.set(Buf::kC, c);
+  buf.set(Buf::kY, y);
+  return buf;
+}
+
+GemmBuffers backward_buffers(void const* a, void const* b, void const* dy, void* da, void* db, void* dc) {
+  GemmBuffers buf;
+  buf.set(Buf::kA, a);
+  buf.set(Buf::kB, b);
+  buf.set(Buf::kDY, dy);
+  buf.set(Buf::kDA, da);
+  buf.set(Buf::kDB, db);
+  buf.set(Buf::kDC, dc);
+  return buf;
+}
+
+GemmPlan conv_bias_forward_plan(int64_t n, int64_t k, int64_t spatial) {
+  GemmPlan plan;
+  LtCall c = rowmajor_call(Buf::kC, false, Buf::kOnes, false, Buf::kY, k, spatial, 1, 1.f, 1.f);
+  c.batch = n, c.stride_c = k * spatial;  // bias and ones: stride 0, the same for every n
+  plan.calls.push_back(c);
+  plan.ones = spatial;
+  return plan;
+}
+
+GemmPlan conv_bias_grad_plan(int64_t n, int64_t k, int64_t spatial, bool accumulate) {
+  GemmPlan plan;
+  plan.calls.push_back(rowmajor_call(Buf::kDY, false, Buf::kOnes, false, Buf::kTmp, n * k, 1, spatial, 1.f, 0.f));
+  plan.calls.push_back(
+      rowmajor_call(Buf::kOnes, false, Buf::kTmp, false, Buf::kDC, 1, k, n, 1.f, accumulate ? 1.f : 0.f));
+  plan.ones = std::max(n, spatial);
+  plan.tmp = n * k;
   return plan;
 }
 

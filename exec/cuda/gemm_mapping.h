@@ -14,6 +14,7 @@
 //   kAxpby:   D = alpha·A + beta·C elementwise over an m×n matrix (lda, ldc = ldd); c may be kNone.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,7 +51,26 @@ struct GemmPlan {
   bool add_tmp_into_dc = false;
 };
 
-std::string describe(LtCall const& c);  // one line, for error messages and debugging
+std::string describe(LtCall const& c);
+char const* buf_name(Buf b);  // "A", "dY", "ones", ... ("-" for kNone)
+
+// The device pointers a plan's buffer names are bound to. A class with member functions, not an
+// array with a free `bind`: on a std::array, argument-dependent lookup also finds std::bind, which
+// for a non-const void* beat our function and bound nothing (the first H100 run: every output and
+// gradient buffer stayed null).
+class GemmBuffers {
+ public:
+  // Read-only operands are never written through the pointer.
+  void set(Buf name, void const* ptr) { ptrs_[static_cast<std::size_t>(name)] = const_cast<void*>(ptr); }
+  void* get(Buf name) const { return ptrs_[static_cast<std::size_t>(name)]; }
+
+ private:
+  std::array<void*, static_cast<std::size_t>(Buf::kTmp) + 1> ptrs_{};
+};
+
+// Ok when every buffer the plan's calls read or write is bound (kOnes and kTmp included: the
+// executor binds them before it checks); else kInternal naming the first unbound one and its call.
+Status check_bound(GemmPlan const& plan, GemmBuffers const& buffers);  // one line, for error messages and debugging
 
 // ---- Gemm: Y[M,N] = alpha·op(A)·op(B) + beta·C, C unidirectionally broadcast to [M,N] ----
 enum class BiasKind : uint8_t { kNone, kScalar, kPerColumn /* [N], [1,N] */, kPerRow /* [M,1] */, kFull };
@@ -72,6 +92,11 @@ GemmPlan gemm_forward_plan(GemmProblem const& p);
 // Gradients for A, B, C (those wanted) from kDY, each set or (accumulate) added into kDA/kDB/kDC.
 GemmPlan gemm_backward_plan(GemmProblem const& p, bool want_a, bool want_b, bool want_c, bool accumulate);
 
+// The buffers of the linalg and conv ops, bound exactly as those ops bind them (what a host test
+// runs on fake pointers). `c`, `da`, `db`, `dc` may be null (no C input, gradient not wanted).
+GemmBuffers forward_buffers(void const* a, void const* b, void const* c, void* y);
+GemmBuffers backward_buffers(void const* a, void const* b, void const* dy, void* da, void* db, void* dc);
+
 // ---- MatMul: numpy matmul with batch broadcasting and 1-D operands (graph/ops/linalg.h) ----
 using graph::ops::matmul_shapes;
 using graph::ops::MatMulShapes;
@@ -87,5 +112,11 @@ LtCall bgrad_as_matmul(LtCall const& c);
 // Row-major D[M,N] (ld N) = alpha·op(X)·op(Y) + beta·D, X stored [M,K] (or [K,M] when tx), Y stored
 // [K,N] (or [N,K] when ty): the one place the row-major → column-major swap is written.
 LtCall rowmajor_call(Buf x, bool tx, Buf y, bool ty, Buf d, int64_t m, int64_t n, int64_t k, float alpha, float beta);
+
+// ---- Conv's bias through GEMMs (y [N,K,S], bias [K]) ----
+// y_n[K,S] += bias[K,1]·ones[1,S] for every n: one strided-batched rank-1 product (kC: bias, kY: y).
+GemmPlan conv_bias_forward_plan(int64_t n, int64_t k, int64_t spatial);
+// db[K] (kDC) = Σ_{n,s} dy[n,K,s] (kDY): dy·ones over s into tmp[N,K], then ones·tmp over n.
+GemmPlan conv_bias_grad_plan(int64_t n, int64_t k, int64_t spatial, bool accumulate);
 
 }  // namespace gp::exec::cuda

@@ -39,9 +39,7 @@ Status gemm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
     return unsupported("Gemm '" + call.op.name + "': K = 0 with a C input is not supported by backend cuda");
   ASSIGN_OR_RETURN(Tensor y, zeros({p.m, p.n}));
   if (y.numel() > 0 && p.k > 0) {
-    GemmBuffers b{};
-    bind(b, Buf::kA, in[0].raw()), bind(b, Buf::kB, in[1].raw()), bind(b, Buf::kY, y.raw());
-    if (c_shape.defined()) bind(b, Buf::kC, in[2].raw());
+    GemmBuffers const b = forward_buffers(in[0].raw(), in[1].raw(), c_shape.defined() ? in[2].raw() : nullptr, y.raw());
     RETURN_IF_ERROR(in_op(call, run_gemm_plan<float>(gemm_forward_plan(p), b)));
   }
   out.assign(call.op.outputs.size(), Tensor());
@@ -58,21 +56,18 @@ Status gemm_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
   Tensor const& c_shape = saved.tensors.at(2);
   ASSIGN_OR_RETURN(GemmProblem p, problem_of(call, a, b, &c_shape));
   bool const want_a = wants(wanted, 0), want_b = wants(wanted, 1), want_c = wants(wanted, 2) && c_shape.defined();
-  GemmBuffers buf{};
-  bind(buf, Buf::kA, a.raw()), bind(buf, Buf::kB, b.raw()), bind(buf, Buf::kDY, gout[0].raw());
+  Tensor da, db, dc;  // undefined (null) where not wanted
   if (want_a) {
-    ASSIGN_OR_RETURN(Tensor da, grad_target(call, grads, 0, a.shape(), accumulate));
-    bind(buf, Buf::kDA, da.raw());
+    ASSIGN_OR_RETURN(da, grad_target(call, grads, 0, a.shape(), accumulate));
   }
   if (want_b) {
-    ASSIGN_OR_RETURN(Tensor db, grad_target(call, grads, 1, b.shape(), accumulate));
-    bind(buf, Buf::kDB, db.raw());
+    ASSIGN_OR_RETURN(db, grad_target(call, grads, 1, b.shape(), accumulate));
   }
   if (want_c) {
-    ASSIGN_OR_RETURN(Tensor dc, grad_target(call, grads, 2, shape_of(c_shape), accumulate));
-    bind(buf, Buf::kDC, dc.raw());
+    ASSIGN_OR_RETURN(dc, grad_target(call, grads, 2, shape_of(c_shape), accumulate));
   }
   if (p.m == 0 || p.n == 0 || p.k == 0) return Status::ok();  // every gradient is zero (or empty)
+  GemmBuffers const buf = backward_buffers(a.raw(), b.raw(), gout[0].raw(), da.raw(), db.raw(), dc.raw());
   return in_op(call, run_gemm_plan<float>(gemm_backward_plan(p, want_a, want_b, want_c, accumulate), buf));
 }
 
@@ -82,8 +77,7 @@ Status matmul_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   RETURN_IF_ERROR(value_or_op_error(call, s));
   ASSIGN_OR_RETURN(Tensor y, zeros(s->out));
   if (y.numel() > 0 && in[0].numel() > 0) {
-    GemmBuffers b{};
-    bind(b, Buf::kA, in[0].raw()), bind(b, Buf::kB, in[1].raw()), bind(b, Buf::kY, y.raw());
+    GemmBuffers const b = forward_buffers(in[0].raw(), in[1].raw(), nullptr, y.raw());
     RETURN_IF_ERROR(in_op(call, run_gemm_plan<float>(matmul_forward_plan(*s), b)));
   }
   out.assign(call.op.outputs.size(), Tensor());
@@ -100,17 +94,15 @@ Status matmul_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   Result<MatMulShapes> s = matmul_shapes(a.shape(), b.shape());
   RETURN_IF_ERROR(value_or_op_error(call, s));
   bool const want_a = wants(wanted, 0), want_b = wants(wanted, 1);
-  GemmBuffers buf{};
-  bind(buf, Buf::kA, a.raw()), bind(buf, Buf::kB, b.raw()), bind(buf, Buf::kDY, gout[0].raw());
+  Tensor da, db;  // undefined (null) where not wanted
   if (want_a) {
-    ASSIGN_OR_RETURN(Tensor da, grad_target(call, grads, 0, a.shape(), accumulate));
-    bind(buf, Buf::kDA, da.raw());
+    ASSIGN_OR_RETURN(da, grad_target(call, grads, 0, a.shape(), accumulate));
   }
   if (want_b) {
-    ASSIGN_OR_RETURN(Tensor db, grad_target(call, grads, 1, b.shape(), accumulate));
-    bind(buf, Buf::kDB, db.raw());
+    ASSIGN_OR_RETURN(db, grad_target(call, grads, 1, b.shape(), accumulate));
   }
   if (gout[0].numel() == 0 || a.numel() == 0 || b.numel() == 0) return Status::ok();
+  GemmBuffers const buf = backward_buffers(a.raw(), b.raw(), gout[0].raw(), da.raw(), db.raw(), nullptr);
   return in_op(call, run_gemm_plan<float>(matmul_backward_plan(*s, want_a, want_b, accumulate), buf));
 }
 
@@ -118,9 +110,11 @@ Status matmul_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
 
 std::vector<KernelEntry> linalg_kernels() {
   std::vector<KernelEntry> t;
-  t.push_back(
-      {"Gemm", DType::kFloat32, {gemm_forward, gemm_backward, gemm_backward, require_attrs<graph::GemmAttrs>}, 2});
-  t.push_back({"MatMul", DType::kFloat32, {matmul_forward, matmul_backward, matmul_backward, no_check}, 2});
+  t.push_back({OpKind::kGemm,
+               DType::kFloat32,
+               {gemm_forward, gemm_backward, gemm_backward, require_attrs<graph::GemmAttrs>},
+               2});
+  t.push_back({OpKind::kMatMul, DType::kFloat32, {matmul_forward, matmul_backward, matmul_backward, no_check}, 2});
   return t;
 }
 

@@ -1,6 +1,6 @@
 // The CUDA backend's move family: Expand, Transpose, Concat, Split and Slice as strided copies, and
 // Gather (checked indices). Same inputs, outputs and conventions as the CPU's exec/cpu/move.cc;
-// kernels in kernels/cuda/move.h, their parameters in kernels/hd/move_geometry.h.
+// kernels in kernels/cuda/move.h, their parameters in kernels/hd/move.h.
 #include <limits>
 
 #include "exec/cuda/ops_common.h"
@@ -9,7 +9,7 @@
 #include "graph/ops/pool.h"
 #include "graph/ops/view.h"
 #include "kernels/cuda/move.h"
-#include "kernels/hd/move_geometry.h"
+#include "kernels/hd/move.h"
 #include "exec/cuda/cuda_ops.h"
 
 namespace gp::exec::cuda {
@@ -288,15 +288,16 @@ Status gather_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
 
 std::vector<KernelEntry> move_kernels() {
   std::vector<KernelEntry> t;
-  auto const add = [&t](char const* type, OpKernels const& k, std::size_t min_inputs = 1) {
+  auto const add = [&t](OpKind type, OpKernels const& k, std::size_t min_inputs = 1) {
     t.push_back({type, DType::kFloat32, k, min_inputs});
   };
-  add("Expand", {expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>});
-  add("Transpose", {transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>});
-  add("Concat", {concat_forward, concat_backward, concat_backward, require_attrs<graph::ConcatAttrs>});
-  add("Split", {split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>});
-  add("Slice", {slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>});
-  add("Gather", {gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2);
+  add(OpKind::kExpand, {expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>});
+  add(OpKind::kTranspose,
+      {transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>});
+  add(OpKind::kConcat, {concat_forward, concat_backward, concat_backward, require_attrs<graph::ConcatAttrs>});
+  add(OpKind::kSplit, {split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>});
+  add(OpKind::kSlice, {slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>});
+  add(OpKind::kGather, {gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2);
   return t;
 }
 

@@ -233,12 +233,12 @@ Status layernorm_backward(OpCall const& call, Saved const& saved, std::vector<Te
 std::vector<KernelEntry> norm_kernels() {
   constexpr DType f32 = DType::kFloat32;
   std::vector<KernelEntry> t;
-  t.push_back({"BatchNormalization",
+  t.push_back({OpKind::kBatchNormalization,
                f32,
                {batchnorm_forward, batchnorm_backward_op, batchnorm_backward_op, require_attrs<graph::BatchNormAttrs>,
                 batchnorm_backward_both},
                5});
-  t.push_back({"LayerNormalization",
+  t.push_back({OpKind::kLayerNormalization,
                f32,
                {layernorm_forward<float>, layernorm_backward<float>, layernorm_backward<float>,
                 require_attrs<graph::LayerNormAttrs>},

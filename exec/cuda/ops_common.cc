@@ -19,10 +19,4 @@ Status add_into(Tensor& dst, Tensor const& src) {
   return Status::ok();
 }
 
-Result<Tensor> grad_or_zeros(std::vector<Tensor> const& grad_outputs, std::size_t i,
-                             std::vector<int64_t> const& shape) {
-  if (i < grad_outputs.size() && grad_outputs[i].defined()) return grad_outputs[i];
-  return zeros(shape);
-}
-
 }  // namespace gp::exec::cuda

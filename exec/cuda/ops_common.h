@@ -29,7 +29,6 @@ Result<cudaStream_t> compute_stream();
 // dst += src on the compute stream (float32, same element count, both on this device).
 Status add_into(Tensor& dst, Tensor const& src);
 // grad_outputs[i], or device zeros of `shape` when no gradient flowed into that output.
-Result<Tensor> grad_or_zeros(std::vector<Tensor> const& grad_outputs, std::size_t i, std::vector<int64_t> const& shape);
 // Small host int64 tensors that carry shapes through Saved, in the process's host memory (not
 // the worker's): exec::shape_tensor there.
 inline Tensor shape_tensor(std::vector<int64_t> const& shape) {

@@ -8,7 +8,7 @@
 
 #include "core/units.h"
 #include "exec/cuda/ops_common.h"
-#include "kernels/hd/move_geometry.h"
+#include "kernels/hd/move.h"
 
 namespace gp::exec::cuda {
 

@@ -9,7 +9,7 @@
 #include "graph/ops/pool.h"
 #include "graph/ops/view.h"
 #include "kernels/cuda/move.h"
-#include "kernels/hd/move_geometry.h"
+#include "kernels/hd/move.h"
 #include "exec/cuda/cuda_ops.h"
 
 namespace gp::exec::cuda {
@@ -75,7 +75,8 @@ Status pool_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
 std::vector<KernelEntry> pool_kernels() {
   std::vector<KernelEntry> t;
   OpKernels const pool{pool_forward, pool_backward, pool_backward, graph::ops::pool_check};
-  for (char const* p : {"MaxPool", "AveragePool", "GlobalAveragePool"}) t.push_back({p, DType::kFloat32, pool, 1});
+  for (OpKind p : {OpKind::kMaxPool, OpKind::kAveragePool, OpKind::kGlobalAveragePool})
+    t.push_back({p, DType::kFloat32, pool, 1});
   return t;
 }
 

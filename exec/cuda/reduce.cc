@@ -86,7 +86,7 @@ Status reduce_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   Tensor const& x = in[0];
   std::vector<int64_t> const keep = reduce_keep_shape(call, x.shape());
   int64_t const kept = numel_of(keep);
-  float const scale = call.op.type == "ReduceMean" && kept > 0
+  float const scale = call.op.kind() == OpKind::kReduceMean && kept > 0
                           ? static_cast<float>(static_cast<double>(kept) / static_cast<double>(x.numel()))
                           : 1.f;
   ASSIGN_OR_RETURN(Tensor y, sum_down<T>(call, x, keep, scale));
@@ -111,7 +111,7 @@ Status reduce_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
   std::vector<int64_t> const keep = reduce_keep_shape(call, in_shape);
   int64_t const n = numel_of(in_shape);
-  float const scale = call.op.type == "ReduceMean" && n > 0
+  float const scale = call.op.kind() == OpKind::kReduceMean && n > 0
                           ? static_cast<float>(static_cast<double>(numel_of(keep)) / static_cast<double>(n))
                           : 1.f;
   hd::BinaryIndex index;
@@ -139,9 +139,9 @@ std::vector<KernelEntry> reduce_kernels() {
   OpKernels const reduce{reduce_forward<float>, reduce_backward<float>, reduce_backward<float>, reduce_check};
   std::vector<KernelEntry> t;
   t.push_back(
-      {"Softmax", f32, {softmax_forward<float>, softmax_backward<float>, softmax_backward<float>, no_check}, 1});
-  t.push_back({"ReduceMean", f32, reduce, 1});
-  t.push_back({"ReduceSum", f32, reduce, 1});
+      {OpKind::kSoftmax, f32, {softmax_forward<float>, softmax_backward<float>, softmax_backward<float>, no_check}, 1});
+  t.push_back({OpKind::kReduceMean, f32, reduce, 1});
+  t.push_back({OpKind::kReduceSum, f32, reduce, 1});
   return t;
 }
 

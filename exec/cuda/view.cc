@@ -12,7 +12,7 @@
 #include "graph/ops/pool.h"
 #include "graph/ops/view.h"
 #include "kernels/cuda/move.h"
-#include "kernels/hd/move_geometry.h"
+#include "kernels/hd/move.h"
 #include "exec/cuda/cuda_ops.h"
 
 namespace gp::exec::cuda {
@@ -83,7 +83,7 @@ Status reshape_backward(OpCall const& call, Saved const& saved, std::vector<Tens
                         std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!wants(wanted, 0)) return Status::ok();
   std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
-  ASSIGN_OR_RETURN(Tensor g, grad_or_zeros(gout, 0, in_shape));
+  Tensor g = grad_or_zeros(call, gout, 0, in_shape);
   return emit_grad(call, grads, 0, g.reshaped(in_shape), accumulate);
 }
 
@@ -93,10 +93,11 @@ std::vector<KernelEntry> view_kernels() {
   constexpr DType f32 = DType::kFloat32;
   std::vector<KernelEntry> t;
   t.push_back(
-      {"Dropout", f32, {dropout_forward<float>, dropout_backward<float>, dropout_backward<float>, no_check}, 1});
+      {OpKind::kDropout, f32, {dropout_forward<float>, dropout_backward<float>, dropout_backward<float>, no_check}, 1});
   OpKernels const view{reshape_forward, reshape_backward, reshape_backward, graph::ops::view_check};
-  for (char const* v : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) t.push_back({v, f32, view, 1});
-  t.push_back({"Cast", f32, {reshape_forward, reshape_backward, reshape_backward, graph::ops::cast_check}, 1});
+  for (OpKind v : {OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze, OpKind::kUnsqueeze, OpKind::kIdentity})
+    t.push_back({v, f32, view, 1});
+  t.push_back({OpKind::kCast, f32, {reshape_forward, reshape_backward, reshape_backward, graph::ops::cast_check}, 1});
   return t;
 }
 

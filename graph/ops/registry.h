@@ -14,6 +14,7 @@
 #include "graph/ops/cost.h"
 #include "graph/ops/fold.h"
 #include "graph/ops/infer.h"
+#include "graph/ops/op_kind.h"
 
 namespace gp::graph::ops {
 
@@ -36,7 +37,8 @@ struct OpDef {
   // State the op updates when training: output k (k >= 1) is the new value of input
   // state_inputs[k - 1] (BatchNormalization's running mean and variance).
   std::vector<std::size_t> state_inputs{};
-  std::string family{};  // the file that defines it: "linalg", "conv", ..., "folded"
+  std::string family{};            // the file that defines it: "linalg", "conv", ..., "folded"
+  OpKind kind = OpKind::kUnknown;  // set by define() from the type
 };
 
 // An op costing `per_element` FLOPs per output element, forward and backward.
@@ -46,7 +48,8 @@ inline OpDef elementwise_op(InferFn infer, ElemCost per_element, SavedFn saved =
 
 using OpTable = std::map<std::string, OpDef, std::less<>>;
 
-// Adds `type` to the table; a type defined twice is a programming error (std::logic_error).
+// Adds `type` to the table with its OpKind; a type defined twice, or without a kind in op_kind.h,
+// is a programming error (std::logic_error).
 void define(OpTable& t, std::string const& type, OpDef def);
 inline void define(OpTable& t, std::string const& type, InferFn infer) { define(t, type, OpDef{.infer = infer}); }
 

@@ -1,4 +1,4 @@
-// Device helpers shared by every kernel file (math_*.cu, move_*.cu, device_ops.cu): launch geometry and
+// Device helpers shared by every kernel file (one per op family, and device_ops.cu): launch geometry and
 // deterministic warp/block sums (a fixed shuffle tree, so a row's result does not depend on
 // scheduling). Private to kernels/cuda.
 #pragma once

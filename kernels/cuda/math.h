@@ -3,20 +3,18 @@
 // elementwise activations, broadcasting arithmetic, Pow with a tensor exponent, sums down to a
 // shape, Softmax, LayerNormalization, Dropout. Each enqueues on `stream` and returns
 // cudaGetLastError() (the launch's own error), never synchronising; n == 0 launches nothing. The
-// per-element and per-row math is in kernels/hd/ (eltwise.h, broadcast.h, pow.h, norm.h,
-// batchnorm.h, dropout.h), shared with the host twins in tests/cuda/test_hd_*.cc. Every result is
-// deterministic: no atomics, fixed reduction trees.
-// Templates are instantiated for float.
+// per-element and per-row math is in kernels/hd/ (activation.h, binary.h, norm.h, view.h), shared with the host twins
+// in tests/cuda/test_hd_*.cc. Every result is deterministic: no atomics, fixed reduction trees. Templates are
+// instantiated for float.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
-#include "kernels/hd/batchnorm.h"
-#include "kernels/hd/broadcast.h"
-#include "kernels/hd/eltwise.h"
-#include "kernels/hd/pow.h"
+#include "kernels/hd/norm.h"
+#include "kernels/hd/binary.h"
+#include "kernels/hd/activation.h"
 
 namespace gp::kernels::cuda {
 

@@ -2,7 +2,7 @@
 // enqueues on `stream` and returns cudaGetLastError() (the launch's own error), never
 // synchronising; a call with nothing to do launches nothing. The per-element math is in
 // kernels/hd/index.h and pool.h, shared with tests/cuda/test_hd_move.cc; the parameter structs are
-// built by kernels/hd/move_geometry.h. Templates are instantiated for float (index types: int64_t
+// built by kernels/hd/move.h. Templates are instantiated for float (index types: int64_t
 // and int32_t).
 #pragma once
 

@@ -1,4 +1,4 @@
-// Index math of the data-movement kernels (kernels/cuda/move_copy.cu): strided copies (Transpose,
+// Index math of the data-movement kernels (kernels/cuda/move.cu): strided copies (Transpose,
 // Slice, Expand, Concat, Split and their backward passes), the broadcast reduction of Expand's
 // backward, Gather and its deterministic scatter-add. GP_HD: the kernels and
 // tests/cuda/test_hd_move.cc run these very functions.

@@ -1,10 +1,16 @@
-// Per-element and per-row math of Softmax and LayerNormalization (kernels/cuda/math_norm.cu).
+// Per-element and per-row math of Softmax and LayerNormalization (kernels/cuda/norm.cu).
 // Numerically stable: softmax subtracts the row maximum, layer norm takes the mean first and the
 // variance of the centred values second; statistics accumulate in float whatever T is.
 //
 // The row kernels split a row over a block and combine partial sums with warp shuffles; the
 // serial *_row functions below run one row with the same per-element functions (the kernels for
 // a strided axis, and the host twin).
+//
+// Per-element math of BatchNormalization's inference-mode backward (kernels/cuda/norm.cu), as
+// the CPU backend computes it (oneDNN with use_global_stats): the running statistics are
+// constants, so with inv_std = 1/√(var + eps) per channel, dx = dy·scale·inv_std, and per channel
+// dscale = Σ dy·(x − mean)·inv_std and dbias = Σ dy over N and the spatial dims. x is seen as
+// [N, C, S] (S: the spatial dims' product).
 #pragma once
 
 #include <cmath>
@@ -113,6 +119,41 @@ GP_HD void layernorm_param_sums(T const* x, T const* dy, float const* mean, floa
   for (int64_t r = r0; r < r1; ++r) {
     float const g = static_cast<float>(dy[r * cols + c]);
     ds += g * layernorm_xhat(static_cast<float>(x[r * cols + c]), mean[r], rstd[r]);
+    db += g;
+  }
+  dscale = ds;
+  dbias = db;
+}
+
+}  // namespace gp::kernels::hd
+
+namespace gp::kernels::hd {
+
+template <typename T>
+GP_HD T bn_infer_grad_input(T dy, T scale, float inv_std) {
+  return static_cast<T>(static_cast<float>(dy) * static_cast<float>(scale) * inv_std);
+}
+
+// The channel of element i of an [N, C, S] tensor.
+GP_HD int64_t bn_channel(int64_t i, int64_t channels, int64_t spatial) { return (i / spatial) % channels; }
+
+// Offset of the k-th element of channel c, k in [0, N·S): n = k / S, s = k mod S.
+GP_HD int64_t bn_channel_offset(int64_t k, int64_t c, int64_t channels, int64_t spatial) {
+  int64_t const n = k / spatial;
+  return (n * channels + c) * spatial + (k - n * spatial);
+}
+
+// One thread's share of channel c's sums over k = k0, k0 + step, ... < count (count = N·S):
+// Σ dy·(x − mean)·inv_std and Σ dy. One thread with step 1, or one block's threads (norm.cu).
+template <typename T>
+GP_HD void bn_infer_param_partial(T const* x, T const* dy, float mean, float inv_std, int64_t c, int64_t channels,
+                                  int64_t spatial, int64_t count, int64_t k0, int64_t step, float& dscale,
+                                  float& dbias) {
+  float ds = 0.f, db = 0.f;
+  for (int64_t k = k0; k < count; k += step) {
+    int64_t const o = bn_channel_offset(k, c, channels, spatial);
+    float const g = static_cast<float>(dy[o]);
+    ds += g * ((static_cast<float>(x[o]) - mean) * inv_std);
     db += g;
   }
   dscale = ds;

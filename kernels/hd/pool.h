@@ -1,4 +1,4 @@
-// Window math of the pooling kernels (kernels/cuda/move_pool.cu): MaxPool, AveragePool and
+// Window math of the pooling kernels (kernels/cuda/pool.cu): MaxPool, AveragePool and
 // GlobalAveragePool over 1 to 3 spatial dims, forward and backward, with oneDNN's semantics (the
 // CPU backend's): windows clipped to the input; max keeps the first largest element (its index in
 // the input plane, for backward); the average divides by the whole kernel volume with

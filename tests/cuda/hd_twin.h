@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/hd/broadcast.h"
+#include "kernels/hd/binary.h"
 #include "tests/exec/op_harness.h"
 
 namespace gp::exec::testing {

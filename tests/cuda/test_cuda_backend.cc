@@ -40,6 +40,18 @@ std::optional<std::string> first_mismatch(std::vector<float> const& got, std::ve
   return std::nullopt;
 }
 
+// The zoo's CNN (convolutions, BatchNorm, pooling, concat) the GPU training tests run. The first
+// GPU run found them asking for a "resnet" the zoo never had; the host test below keeps every name
+// they use buildable.
+constexpr char kCnnModel[] = "inception";
+
+TEST(CudaTestModels, TheZooModelsTheGpuTestsTrainExist) {
+  for (std::string const model : {"mlp", kCnnModel}) {
+    auto built = models::build_graph(model, models::Size::kTiny, 1);
+    EXPECT_TRUE(built.is_ok()) << model << ": " << built.status().message();
+  }
+}
+
 TEST(CudaCompare, TheComparisonRejectsAPerturbedResult) {
   std::vector<float> const want{1.f, -2.f, 3e-6f, 100.f};
   EXPECT_FALSE(first_mismatch(want, want, 1e-4, 1e-5).has_value());
@@ -352,9 +364,16 @@ TEST_F(CudaGpu, EveryOpMatchesTheCpuBackendForwardAndBackward) {
     std::vector<Tensor> gouts = loss_weights(outs);
     gouts.resize(std::min(gouts.size(), o.the_op().outputs.size()));
     CaseRun const want = run_case(cpu_, o, c, gouts);
-    ASSERT_TRUE(want.status.is_ok()) << want.status.message();
+    if (!want.status.is_ok()) {
+      ADD_FAILURE() << "the CPU reference failed: " << want.status.message();
+      continue;
+    }
+    // Every failing op is reported, not only the first: the sweep goes on.
     CaseRun const got = run_case(*gpu_, o, c, gouts);
-    ASSERT_TRUE(got.status.is_ok()) << "mismatch: the CUDA run failed: " << got.status.message();
+    if (!got.status.is_ok()) {
+      ADD_FAILURE() << "mismatch: the CUDA run failed: " << got.status.message();
+      continue;
+    }
     expect_same(got.outputs, want.outputs, "output");
     expect_same(got.grad_inputs, want.grad_inputs, "input gradient");
     expect_same(got.weight_grads, want.weight_grads, "weight gradient");
@@ -430,7 +449,7 @@ TEST_F(CudaGpu, DeviceOperationsMatchTheCpuBackend) {
 // The caching allocator's steady state on a real device: after the first training step, the next
 // ones make no cudaMalloc or cudaFree (both would synchronise the device).
 TEST_F(CudaGpu, TrainingStepsAfterTheFirstMakeNoRawAllocations) {
-  auto built = models::build_graph("resnet", models::Size::kTiny, 1);
+  auto built = models::build_graph(kCnnModel, models::Size::kTiny, 1);
   ASSERT_TRUE(built.is_ok()) << built.status().message();
   graph::OpGraph const& g = *built;
   TrainConfig const c = config_for(models::Task::kClassification, 16, 2, 3);
@@ -455,7 +474,7 @@ TEST_F(CudaGpu, TrainingStepsAfterTheFirstMakeNoRawAllocations) {
 // 2-stage plan end with the weights the CPU reaches on one device.
 TEST_F(CudaGpu, PipelineTrainingEqualsSingleDeviceCpuTraining) {
   int const gpus = cuda::device_count();
-  for (std::string const model : {"mlp", "resnet"}) {
+  for (std::string const model : {"mlp", kCnnModel}) {
     SCOPED_TRACE(model);
     auto built = models::build_graph(model, models::Size::kTiny, 1);
     ASSERT_TRUE(built.is_ok()) << built.status().message();

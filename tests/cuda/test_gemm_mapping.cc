@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <random>
@@ -436,6 +437,113 @@ TEST(GemmMapping, AWrongMappingIsDetected) {
   std::vector<float> perturbed = run(good);
   perturbed[5] += 1e-2f;
   EXPECT_FALSE(near(perturbed, want, "Y"));
+}
+
+// ---- Binding: the pointers the CUDA ops give each plan (gemm_mapping.h's forward_buffers and
+// backward_buffers, which exec/cuda/linalg.cc and conv.cc call) reach every buffer the plan's calls
+// read or write. The first H100 run found every output and gradient unbound (std::bind captured a
+// free `bind` through ADL); check_bound is what run_gemm_plan asks before cuBLASLt is reached.
+
+// Distinct fake device pointers: never dereferenced.
+void* fake(int i) { return reinterpret_cast<void*>(static_cast<uintptr_t>(0x1000 * (i + 1))); }
+
+// What run_gemm_plan adds before it runs a plan: its own ones and tmp buffers.
+GemmBuffers with_scratch(GemmBuffers b, GemmPlan const& plan) {
+  bool bgrad = false;
+  for (LtCall const& c : plan.calls)
+    bgrad = bgrad || c.epilogue == LtEpilogue::kBgradA || c.epilogue == LtEpilogue::kBgradB;
+  if (plan.ones > 0 || bgrad) b.set(Buf::kOnes, fake(20));
+  if (plan.tmp > 0) b.set(Buf::kTmp, fake(21));
+  return b;
+}
+
+TEST(GemmBinding, EveryGemmPlanHasEveryBufferItUsesBound) {
+  struct Case {
+    std::vector<int64_t> a, b, c;
+    bool ta, tb;
+  };
+  std::vector<Case> const cases = {{{3, 4}, {4, 5}, {}, false, false},     {{4, 3}, {4, 5}, {5}, true, false},
+                                   {{3, 4}, {5, 4}, {1}, false, true},     {{4, 3}, {5, 4}, {3, 1}, true, true},
+                                   {{3, 4}, {4, 5}, {3, 5}, false, false}, {{3, 4}, {4, 5}, {1, 5}, false, false}};
+  int plans = 0;
+  for (Case const& t : cases) {
+    auto p = gemm_problem(t.a, t.b, t.ta, t.tb, 1.f, 1.f);
+    ASSERT_TRUE(p.is_ok());
+    if (!t.c.empty()) {
+      auto kind = gemm_bias_kind(t.c, p->m, p->n);
+      ASSERT_TRUE(kind.is_ok());
+      p->bias = *kind;
+    }
+    void const* c = t.c.empty() ? nullptr : fake(2);
+    GemmPlan const fwd = gemm_forward_plan(*p);
+    Status s = check_bound(fwd, with_scratch(forward_buffers(fake(0), fake(1), c, fake(3)), fwd));
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    ++plans;
+    for (int mask = 1; mask < 8; ++mask)
+      for (bool accumulate : {false, true}) {
+        bool const wa = mask & 1, wb = mask & 2, wc = (mask & 4) && c;
+        GemmPlan const bwd = gemm_backward_plan(*p, wa, wb, wc, accumulate);
+        GemmBuffers const b = backward_buffers(fake(0), fake(1), fake(4), wa ? fake(5) : nullptr,
+                                               wb ? fake(6) : nullptr, wc ? fake(7) : nullptr);
+        s = check_bound(bwd, with_scratch(b, bwd));
+        EXPECT_TRUE(s.is_ok()) << s.message();
+        ++plans;
+      }
+  }
+  for (auto const& [a, b] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+           {{3, 4}, {4, 5}},
+           {{2, 3, 4}, {2, 4, 5}},
+           {{3, 4}, {2, 4, 5}},
+           {{2, 1, 3, 4}, {1, 3, 4, 5}},
+           {{4}, {4, 5}},
+           {{3, 4}, {4}}}) {
+    auto s = matmul_shapes(a, b);
+    ASSERT_TRUE(s.is_ok());
+    GemmPlan const fwd = matmul_forward_plan(*s);
+    Status st = check_bound(fwd, with_scratch(forward_buffers(fake(0), fake(1), nullptr, fake(3)), fwd));
+    EXPECT_TRUE(st.is_ok()) << st.message();
+    for (int mask = 1; mask < 4; ++mask)
+      for (bool accumulate : {false, true}) {
+        bool const wa = mask & 1, wb = mask & 2;
+        GemmPlan const bwd = matmul_backward_plan(*s, wa, wb, accumulate);
+        GemmBuffers const buf =
+            backward_buffers(fake(0), fake(1), fake(4), wa ? fake(5) : nullptr, wb ? fake(6) : nullptr, nullptr);
+        st = check_bound(bwd, with_scratch(buf, bwd));
+        EXPECT_TRUE(st.is_ok()) << st.message();
+        ++plans;
+      }
+  }
+  GemmPlan const bias = conv_bias_forward_plan(2, 3, 5);
+  Status st = check_bound(bias, with_scratch(forward_buffers(nullptr, nullptr, fake(2), fake(3)), bias));
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  for (bool accumulate : {false, true}) {
+    GemmPlan const grad = conv_bias_grad_plan(2, 3, 5, accumulate);
+    st = check_bound(grad, with_scratch(backward_buffers(nullptr, nullptr, fake(4), nullptr, nullptr, fake(7)), grad));
+    EXPECT_TRUE(st.is_ok()) << st.message();
+  }
+  EXPECT_GT(plans, 100);
+}
+
+// Each buffer a plan needs and does not get is named, before any device call: an output, a
+// gradient, the scratch buffers.
+TEST(GemmBinding, AnUnboundBufferIsNamed) {
+  auto p = gemm_problem({3, 4}, {4, 5}, false, false, 1.f, 1.f);
+  ASSERT_TRUE(p.is_ok());
+  GemmPlan const fwd = gemm_forward_plan(*p);
+  Status s = check_bound(fwd, forward_buffers(fake(0), fake(1), nullptr, nullptr));
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_NE(s.message().find("buffer Y"), std::string::npos) << s.message();
+  GemmPlan const bwd = gemm_backward_plan(*p, true, true, false, false);
+  s = check_bound(bwd, backward_buffers(fake(0), fake(1), fake(4), fake(5), nullptr, nullptr));
+  EXPECT_NE(s.message().find("buffer dB"), std::string::npos) << s.message();
+  GemmPlan const grad = conv_bias_grad_plan(2, 3, 5, false);
+  s = check_bound(grad, backward_buffers(nullptr, nullptr, fake(4), nullptr, nullptr, fake(7)));
+  EXPECT_NE(s.message().find("not bound"), std::string::npos) << s.message();
+  // A buffer set through a non-const pointer stays set (what the free-function bind lost).
+  GemmBuffers b;
+  void* y = fake(3);
+  b.set(Buf::kY, y);
+  EXPECT_EQ(b.get(Buf::kY), y);
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
-// Host twin of the CUDA BatchNormalization inference-mode backward (kernels/cuda/math_bn.cu):
+// Host twin of the CUDA BatchNormalization inference-mode backward (kernels/cuda/norm.cu):
 // hd::bn_infer_grad_input one thread per element, the per-channel sums split over a 256-thread
 // block as the kernel splits them and combined by its shuffle tree, against the CPU backend's
 // backward with training = false (oneDNN, use_global_stats). Tolerance 1e-6 + 1e-5·|ref| for dx,
 // 1e-5 + 1e-5·|ref| for the sums (another order).
 #include <cmath>
 
-#include "kernels/hd/batchnorm.h"
+#include "kernels/hd/norm.h"
 #include "tests/cuda/hd_twin.h"
 
 namespace gp::exec::testing {
@@ -15,7 +15,7 @@ namespace hd = kernels::hd;
 using graph::TensorRole;
 using Shape = std::vector<int64_t>;
 
-constexpr int kBlock = 256;  // math_bn.cu's block
+constexpr int kBlock = 256;  // norm.cu's BatchNorm block
 
 struct BnTwin {
   Vec dx, dscale, dbias;

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/dropout.h"
-#include "kernels/hd/broadcast.h"
-#include "kernels/hd/dropout.h"
-#include "kernels/hd/eltwise.h"
+#include "kernels/view.h"
+#include "kernels/hd/binary.h"
+#include "kernels/hd/view.h"
+#include "kernels/hd/activation.h"
 #include "kernels/hd/loss.h"
 #include "kernels/hd/norm.h"
 #include "kernels/hd/optim.h"
@@ -204,7 +204,7 @@ TEST(HdMath, ReduceTwinsMatchCpuForEveryAxisSetAndKeepdims) {
 
 // ---- Softmax (tolerance 1e-6 + 1e-5·|ref|) ----
 
-// As math_norm.cu: a contiguous row on one block of `block` threads; a strided axis one thread per
+// As norm.cu: a contiguous row on one block of `block` threads; a strided axis one thread per
 // column with hd::softmax_row.
 void softmax_twin(Vec const& x, Vec const& dy, int64_t outer, int64_t axis, int64_t inner, int block, Vec& y, Vec& dx) {
   y.assign(x.size(), 0.f);
@@ -348,8 +348,8 @@ TEST(HdMath, DropoutTwinMaskEqualsCpuKernelBitForBit) {
 }
 
 TEST(HdMath, DropoutMaskIsTheOneTheCpuDrewBeforeTheHashMoved) {
-  // Mask bits of 64 elements at ratio 0.5, computed with kernels/dropout.cc before the hash moved
-  // to kernels/hd/dropout.h.
+  // Mask bits of 64 elements at ratio 0.5, computed with kernels/view.cc before the hash moved
+  // to kernels/hd/view.h.
   for (auto [seed, golden] : {std::pair<uint64_t, uint64_t>{11, 0x2b9fd29cb8f7f2f3ULL},
                               std::pair<uint64_t, uint64_t>{0xdeadbeef, 0x8633176861dfa888ULL}}) {
     Vec x(64, 1.f), y(64);

@@ -1,5 +1,5 @@
 // Host twins of the CUDA data-movement and pooling kernels: the parameters that exec/cuda/
-// ops_move.cc builds (kernels/hd/move_geometry.h) and the per-element GP_HD functions the kernels
+// ops_move.cc builds (kernels/hd/move.h) and the per-element GP_HD functions the kernels
 // run (kernels/hd/index.h, pool.h), looped over every element on the host and compared with the
 // CPU backend's operator, forward and backward. Pure copies must match exactly; sums (pooling
 // averages, Expand's backward, overlapping max-pool windows) within a relative tolerance.
@@ -9,7 +9,7 @@
 
 #include "graph/ops/move.h"
 #include "graph/ops/pool.h"
-#include "kernels/hd/move_geometry.h"
+#include "kernels/hd/move.h"
 #include "tests/exec/op_harness.h"
 
 namespace gp::exec::testing {

@@ -1,10 +1,9 @@
-// Host twin of the CUDA Pow with a tensor exponent (kernels/cuda/math_pow.cu): hd::pow_value and
+// Host twin of the CUDA Pow with a tensor exponent (kernels/cuda/binary.cu): hd::pow_value and
 // hd::pow_grad over hd::BinaryIndex, one thread per output element as the kernels run, the
 // gradients summed down by sum_to's twin (thread and block form), against the CPU backend's Pow
 // on broadcast shape pairs, with the exponent an input or a weight. Tolerance 1e-6 + 1e-5·|ref|
 // (the same libm pow/log; sums in another order).
-#include "kernels/hd/broadcast.h"
-#include "kernels/hd/pow.h"
+#include "kernels/hd/binary.h"
 #include "tests/cuda/hd_twin.h"
 
 namespace gp::exec::testing {

@@ -338,6 +338,39 @@ TEST(CpuBackend, MissesNameOpNodeDtypeAndBackend) {
   EXPECT_FALSE(CpuBackend::op_types().empty());
 }
 
+// A kernel resolved once (as StageExecutor does) runs exactly as the per-call lookup; a handle
+// resolved by another backend is not trusted (that backend's table entry is not this one's), and
+// resolve refuses what supports() refuses, with the same message.
+TEST(CpuBackend, ResolvedKernelsRunAsLookedUpOnes) {
+  CpuBackend be, other;
+  OneOp o = make_op("Mul", {}, {{"a", random_tensor({2, 3}, 30), kIn}, {"b", random_tensor({3}, 31), kIn}});
+  auto resolved = be.resolve(o.the_op(), o.graph);
+  ASSERT_TRUE(resolved.is_ok()) << resolved.status().message();
+  EXPECT_EQ(resolved->backend, &be);
+  EXPECT_NE(resolved->entry, nullptr);
+  std::vector<Tensor> looked_up, with_handle, foreign;
+  ASSERT_TRUE(be.forward(OpCall{o.the_op(), o.graph}, o.inputs, looked_up, nullptr).is_ok());
+  OpCall call{o.the_op(), o.graph};
+  call.kernel = *resolved;
+  ASSERT_TRUE(be.forward(call, o.inputs, with_handle, nullptr).is_ok());
+  EXPECT_EQ(with_handle[0].to_vector(), looked_up[0].to_vector());
+  // The Add entry's handle given to a Mul call on another backend: the other backend looks Mul up.
+  OneOp add = make_op("Add", {}, {{"a", random_tensor({2, 3}, 30), kIn}, {"b", random_tensor({3}, 31), kIn}});
+  auto add_kernel = be.resolve(add.the_op(), add.graph);
+  ASSERT_TRUE(add_kernel.is_ok());
+  OpCall mul_call{o.the_op(), o.graph};
+  mul_call.kernel = *add_kernel;
+  ASSERT_TRUE(other.forward(mul_call, o.inputs, foreign, nullptr).is_ok());
+  EXPECT_EQ(foreign[0].to_vector(), looked_up[0].to_vector());
+
+  OneOp relu = make_op("Relu", {}, {{"x", int_tensor({2}, {1, 2}), kIn}});
+  auto refused = be.resolve(relu.the_op(), relu.graph);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().message(), be.supports(relu.the_op(), relu.graph).message());
+  EXPECT_NE(refused.status().message().find("input 0 has dtype int64 (only float32)"), std::string::npos)
+      << refused.status().message();
+}
+
 TEST(CpuBackend, BadShapesAreErrorsNotCrashes) {
   CpuBackend be;
   OneOp o = make_op("Add", {}, {{"a", random_tensor({2, 3}, 26), kIn}, {"b", random_tensor({4}, 27), kIn}});

@@ -46,6 +46,29 @@ TEST(OpDef, AddOpResolvesHandBuiltOpsFromTheirType) {
   OpId const other = g.add_op(unknown);
   EXPECT_EQ(g.op(id).def, ops::find_op("Relu"));
   EXPECT_EQ(g.op(other).def, nullptr);
+  EXPECT_EQ(g.op(id).kind(), ops::OpKind::kRelu);
+  EXPECT_EQ(g.op(other).kind(), ops::OpKind::kUnknown);
+}
+
+// Every type the op table defines has an OpKind and back: the enum is what exec compares.
+TEST(OpDef, EveryOpTypeHasAKindAndEveryKindADefinition) {
+  std::size_t kinds = 0;
+  for (auto const& [type, def] : ops::op_table()) {
+    EXPECT_NE(def.kind, ops::OpKind::kUnknown) << type;
+    EXPECT_EQ(ops::op_kind_name(def.kind), type);
+    EXPECT_EQ(ops::op_kind(type), def.kind);
+  }
+#define GP_COUNT_KIND(name)                        \
+  ++kinds;                                         \
+  if (ops::OpDef const* def = ops::find_op(#name)) \
+    EXPECT_EQ(def->kind, ops::OpKind::k##name);    \
+  else                                             \
+    ADD_FAILURE() << #name " has an OpKind but no OpDef";
+  GP_OP_KINDS(GP_COUNT_KIND)
+#undef GP_COUNT_KIND
+  EXPECT_EQ(kinds, ops::op_table().size());
+  EXPECT_EQ(ops::op_kind("NoSuchOp"), ops::OpKind::kUnknown);
+  EXPECT_EQ(ops::op_kind_name(ops::OpKind::kUnknown), "");
 }
 
 // What the executor asks of an op instead of its type name: which ops carry training state (the

@@ -1,15 +1,21 @@
 // Index math of the broadcasting arithmetic and the sums down to a shape (kernels/cuda/
-// math_eltwise.cu): numpy broadcasting of two operands, and ReduceSum/ReduceMean and the binary
+// binary.cu): numpy broadcasting of two operands, and ReduceSum/ReduceMean and the binary
 // operators' backward (a sum of the full gradient down to an input's shape). GP_HD index math and
 // the host planners that build it from shapes; tests/cuda/test_hd_math.cc runs the same code.
 //
 // Shapes and strides travel by value in fixed arrays; every loop over them runs over all slots
 // with a constant index (unrolled under nvcc) so that they stay in parameter space: a runtime
 // index would move them to local memory.
+//
+// Per-element math of Pow with a tensor exponent (kernels/cuda/binary.cu), with the CPU
+// backend's formulas (exec/cpu/binary.cc): y = a^b with a and b broadcast to y's shape
+// (hd::BinaryIndex). The gradients are full-shape values that sum_to then sums down to each
+// operand's shape. Computed in float whatever T is.
 #pragma once
 
 #include <cstdint>
 #include <vector>
+#include <cmath>
 
 #include "kernels/hd/hd.h"
 
@@ -206,6 +212,26 @@ inline bool make_sum_index(std::vector<int64_t> const& full, std::vector<int64_t
   detail::fill_list(kd, ks, p.kept);
   detail::fill_list(sd, ss, p.summed);
   return true;
+}
+
+}  // namespace gp::kernels::hd
+
+namespace gp::kernels::hd {
+
+enum class PowOperand : int32_t { kBase, kExponent };
+
+template <typename T>
+GP_HD T pow_value(T a, T b) {
+  return static_cast<T>(powf(static_cast<float>(a), static_cast<float>(b)));
+}
+
+// dy·∂(a^b)/∂a = dy·b·a^(b−1); dy·∂(a^b)/∂b = dy·a^b·ln a, with y = a^b from the forward pass. As
+// on the CPU, a ≤ 0 gives the exponent a NaN or infinite gradient (ln a), never a guess.
+template <typename T>
+GP_HD T pow_grad(PowOperand wrt, T a, T b, T y, T dy) {
+  float const av = static_cast<float>(a), bv = static_cast<float>(b), g = static_cast<float>(dy);
+  if (wrt == PowOperand::kBase) return static_cast<T>(g * (bv * powf(av, bv - 1.f)));
+  return static_cast<T>(g * (static_cast<float>(y) * logf(av)));
 }
 
 }  // namespace gp::kernels::hd

@@ -1,8 +1,13 @@
-// Elementwise, broadcasting, sum-to-shape and dropout kernels (launchers in kernels/cuda/math.h).
-// Grid-stride loops; int32 indices where every offset fits (cheaper division), int64 beyond.
+// Broadcasting arithmetic and the sums down to a shape that its backward needs (launchers in
+// kernels/cuda/math.h; index math in kernels/hd/binary.h). Grid-stride loops; int32 indices where
+// every offset fits (cheaper division), int64 beyond.
+//
+// Pow with a tensor exponent (launchers in kernels/cuda/math.h): numpy broadcasting of base and
+// exponent through hd::BinaryIndex, per-element math in kernels/hd/binary.h. The backward kernel
+// writes one operand's full-shape gradient; sum_to sums it down to that operand's shape.
+
 #include "kernels/cuda/math.h"
 #include "kernels/cuda/block.cuh"
-#include "kernels/hd/dropout.h"
 
 namespace gp::kernels::cuda {
 namespace {
@@ -11,18 +16,6 @@ using detail::global_thread;
 using detail::grid_for;
 using detail::grid_threads;
 using detail::kBlock;
-
-template <typename T>
-__global__ void unary_forward_kernel(hd::UnaryKind kind, float alpha, T const* __restrict__ x, T* __restrict__ y,
-                                     int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = hd::unary_forward(kind, alpha, x[i]);
-}
-
-template <typename T>
-__global__ void unary_backward_kernel(hd::UnaryKind kind, float alpha, T const* __restrict__ kept,
-                                      T const* __restrict__ dy, T* __restrict__ dx, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) dx[i] = hd::unary_backward(kind, alpha, kept[i], dy[i]);
-}
 
 template <typename T, typename I>
 __global__ void binary_kernel(hd::BinaryKind kind, hd::BinaryIndex const p, T const* __restrict__ a,
@@ -70,38 +63,7 @@ __global__ void sum_block_kernel(hd::SumIndex const p, T const* __restrict__ x, 
   }
 }
 
-template <typename T>
-__global__ void dropout_forward_kernel(T const* __restrict__ x, int64_t n, float ratio, uint64_t base,
-                                       T* __restrict__ y, uint8_t* __restrict__ mask) {
-  float const scale = hd::dropout_scale(ratio);
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    bool const keep = hd::dropout_keep(base, i, ratio);
-    mask[i] = keep ? 1 : 0;
-    y[i] = hd::dropout_apply(x[i], keep, scale);
-  }
-}
-
-template <typename T>
-__global__ void dropout_backward_kernel(T const* __restrict__ dy, uint8_t const* __restrict__ mask, int64_t n,
-                                        float ratio, T* __restrict__ dx) {
-  float const scale = hd::dropout_scale(ratio);
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) dx[i] = hd::dropout_apply(dy[i], mask[i] != 0, scale);
-}
-
 }  // namespace
-
-template <typename T>
-cudaError_t unary_forward(hd::UnaryKind kind, float alpha, T const* x, T* y, int64_t n, cudaStream_t stream) {
-  if (n > 0) unary_forward_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(kind, alpha, x, y, n);
-  return cudaGetLastError();
-}
-
-template <typename T>
-cudaError_t unary_backward(hd::UnaryKind kind, float alpha, T const* kept, T const* dy, T* dx, int64_t n,
-                           cudaStream_t stream) {
-  if (n > 0) unary_backward_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(kind, alpha, kept, dy, dx, n);
-  return cudaGetLastError();
-}
 
 template <typename T>
 cudaError_t binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a, T const* b, T* y,
@@ -148,28 +110,73 @@ cudaError_t sum_to(hd::SumIndex const& index, T const* x, float scale, T* y, cud
   return cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t dropout_forward(T const* x, int64_t n, float ratio, uint64_t seed, T* y, uint8_t* mask,
-                            cudaStream_t stream) {
-  if (n > 0)
-    dropout_forward_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(x, n, ratio, hd::dropout_base(seed), y, mask);
-  return cudaGetLastError();
-}
-
-template <typename T>
-cudaError_t dropout_backward(T const* dy, uint8_t const* mask, int64_t n, float ratio, T* dx, cudaStream_t stream) {
-  if (n > 0) dropout_backward_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(dy, mask, n, ratio, dx);
-  return cudaGetLastError();
-}
-
-template cudaError_t unary_forward<float>(hd::UnaryKind, float, float const*, float*, int64_t, cudaStream_t);
-template cudaError_t unary_backward<float>(hd::UnaryKind, float, float const*, float const*, float*, int64_t,
-                                           cudaStream_t);
 template cudaError_t binary<float>(hd::BinaryKind, hd::BinaryIndex const&, float const*, float const*, float*,
                                    cudaStream_t);
 template cudaError_t broadcast_scaled<float>(hd::BinaryIndex const&, float const*, float, float*, cudaStream_t);
 template cudaError_t sum_to<float>(hd::SumIndex const&, float const*, float, float*, cudaStream_t);
-template cudaError_t dropout_forward<float>(float const*, int64_t, float, uint64_t, float*, uint8_t*, cudaStream_t);
-template cudaError_t dropout_backward<float>(float const*, uint8_t const*, int64_t, float, float*, cudaStream_t);
+
+}  // namespace gp::kernels::cuda
+
+namespace gp::kernels::cuda {
+namespace {
+
+using detail::global_thread;
+using detail::grid_for;
+using detail::grid_threads;
+using detail::kBlock;
+
+template <typename T, typename I>
+__global__ void pow_forward_kernel(hd::BinaryIndex const p, T const* __restrict__ a, T const* __restrict__ b,
+                                   T* __restrict__ y) {
+  I const n = static_cast<I>(p.numel);
+  I const stride = static_cast<I>(grid_threads());
+  for (I i = static_cast<I>(global_thread()); i < n; i += stride) {
+    I oa = 0, ob = 0;
+    hd::binary_offsets(p, i, oa, ob);
+    y[i] = hd::pow_value(a[oa], b[ob]);
+  }
+}
+
+template <typename T, typename I>
+__global__ void pow_backward_kernel(hd::PowOperand wrt, hd::BinaryIndex const p, T const* __restrict__ a,
+                                    T const* __restrict__ b, T const* __restrict__ y, T const* __restrict__ dy,
+                                    T* __restrict__ full) {
+  I const n = static_cast<I>(p.numel);
+  I const stride = static_cast<I>(grid_threads());
+  for (I i = static_cast<I>(global_thread()); i < n; i += stride) {
+    I oa = 0, ob = 0;
+    hd::binary_offsets(p, i, oa, ob);
+    full[i] = hd::pow_grad(wrt, a[oa], b[ob], y[i], dy[i]);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t pow_forward(hd::BinaryIndex const& index, T const* a, T const* b, T* y, cudaStream_t stream) {
+  if (index.numel <= 0) return cudaGetLastError();
+  if (detail::fits_int32(index.numel)) {
+    pow_forward_kernel<T, int32_t><<<grid_for(index.numel), kBlock, 0, stream>>>(index, a, b, y);
+  } else {
+    pow_forward_kernel<T, int64_t><<<grid_for(index.numel), kBlock, 0, stream>>>(index, a, b, y);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t pow_backward(hd::PowOperand wrt, hd::BinaryIndex const& index, T const* a, T const* b, T const* y,
+                         T const* dy, T* full, cudaStream_t stream) {
+  if (index.numel <= 0) return cudaGetLastError();
+  if (detail::fits_int32(index.numel)) {
+    pow_backward_kernel<T, int32_t><<<grid_for(index.numel), kBlock, 0, stream>>>(wrt, index, a, b, y, dy, full);
+  } else {
+    pow_backward_kernel<T, int64_t><<<grid_for(index.numel), kBlock, 0, stream>>>(wrt, index, a, b, y, dy, full);
+  }
+  return cudaGetLastError();
+}
+
+template cudaError_t pow_forward<float>(hd::BinaryIndex const&, float const*, float const*, float*, cudaStream_t);
+template cudaError_t pow_backward<float>(hd::PowOperand, hd::BinaryIndex const&, float const*, float const*,
+                                         float const*, float const*, float*, cudaStream_t);
 
 }  // namespace gp::kernels::cuda

@@ -1,6 +1,8 @@
 // Strided copies and broadcast reductions over dense float tensors: one odometer loop that
 // serves Transpose (permuted strides), Expand (zero strides), Slice (offset and stepped strides)
 // and their backward passes.
+//
+// Gather along one axis (embedding lookup for axis 0) and its backward, a scatter-add.
 #pragma once
 
 #include <cstdint>
@@ -29,5 +31,17 @@ void expand(float const* src, std::vector<int64_t> const& src_shape, float* dst,
 // expand. accumulate: add into dst instead of overwriting it.
 void reduce_sum_to(float const* src, std::vector<int64_t> const& full_shape, float* dst,
                    std::vector<int64_t> const& target_shape, bool accumulate);
+
+}  // namespace gp::kernels
+
+namespace gp::kernels {
+
+// data viewed as [outer, axis_dim, inner]; out as [outer, num_indices, inner]. Indices may be
+// negative (counted from the end). Returns false when an index is out of range.
+bool gather(float const* data, int64_t outer, int64_t axis_dim, int64_t inner, int64_t const* indices,
+            int64_t num_indices, float* out);
+// grad_data[o, idx[j], :] += grad_out[o, j, :]  (grad_data is accumulated into, not cleared).
+bool gather_backward(float const* grad_out, int64_t outer, int64_t axis_dim, int64_t inner, int64_t const* indices,
+                     int64_t num_indices, float* grad_data);
 
 }  // namespace gp::kernels

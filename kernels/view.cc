@@ -1,6 +1,6 @@
-#include "kernels/dropout.h"
+#include "kernels/view.h"
 
-#include "kernels/hd/dropout.h"
+#include "kernels/hd/view.h"
 
 namespace gp::kernels {
 

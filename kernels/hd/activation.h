@@ -1,5 +1,5 @@
-// Per-element math of the elementwise operators (kernels/cuda/math_eltwise.cu) with the CPU
-// backend's formulas (oneDNN eltwise, kernels/erf.cc): activations, Pow with a scalar exponent,
+// Per-element math of the elementwise operators (kernels/cuda/activation.cu, binary.cu and view.cu) with the CPU
+// backend's formulas (oneDNN eltwise, kernels/activation.cc): activations, Pow with a scalar exponent,
 // and the four broadcasting arithmetic operators. Computed in float whatever T is.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Dropout's mask as a pure function of (seed, element index), shared by the CPU kernel
-// (kernels/dropout.cc) and the CUDA one (kernels/cuda/math_eltwise.cu), so both devices drop the
+// (kernels/view.cc) and the CUDA one (kernels/cuda/activation.cu, binary.cu and view.cu), so both devices drop the
 // same elements. 24 random bits give a uniform float in [0, 1) exactly (no rounding).
 #pragma once
 
