@@ -132,6 +132,7 @@ bool is_mask_slot(RawNode const& n, std::size_t k) {
 // it), so one reverse pass is enough.
 struct Reach {
   std::set<std::string> loss, mask;
+  std::map<std::string, std::string> running_stats;  // BatchNormalization's mean and variance -> its node
 };
 
 Reach reach(RawModel const& m) {
@@ -139,6 +140,9 @@ Reach reach(RawModel const& m) {
   for (auto const& o : m.outputs) r.loss.insert(o.name);
   for (auto it = m.nodes.rbegin(); it != m.nodes.rend(); ++it) {
     RawNode const& n = *it;
+    if (n.type == "BatchNormalization")
+      for (std::size_t k : {3, 4})
+        if (k < n.inputs.size()) r.running_stats[n.inputs[k]] = node_label(n);
     bool out_loss = false, out_mask = false;
     for (auto const& o : n.outputs) {
       out_loss = out_loss || r.loss.count(o);
@@ -211,17 +215,14 @@ std::string first_match(std::vector<std::string> const& patterns, std::string co
   return {};
 }
 
-// Why an initializer the weight-slot rules left out is a constant.
-std::string constant_reason(RawModel const& m, RawInitializer const& init, Reach const& r) {
+// Why a finite initializer the weight-slot rules left out is a constant.
+std::string constant_reason(RawInitializer const& init, Reach const& r) {
   if (!is_float_dtype(init.dtype)) return std::string("not a float tensor (") + dtype_name(init.dtype) + ")";
-  if (init.data && has_non_finite(*init.data)) return "non-finite values";
   int64_t elements = 1;
   for (int64_t d : init.dims) elements *= d;
   if (elements == 1) return "single number";
-  for (auto const& n : m.nodes)
-    if (n.type == "BatchNormalization")
-      for (std::size_t k : {3, 4})
-        if (k < n.inputs.size() && n.inputs[k] == init.name) return "running statistics of " + node_label(n);
+  if (auto it = r.running_stats.find(init.name); it != r.running_stats.end())
+    return "running statistics of " + it->second;
   if (!r.loss.count(init.name) && r.mask.count(init.name)) return "feeds only masks, comparisons or indices";
   if (!r.loss.count(init.name) && !r.mask.count(init.name)) return "reaches no output";
   return "not in a weight slot (a constant operand)";
@@ -269,7 +270,7 @@ Result<std::vector<WeightChoice>> choose_trainable(RawModel const& m, ImportOpti
       c.trainable = true;
       c.reason = rule->second;
     } else {
-      c.reason = constant_reason(m, init, r);
+      c.reason = constant_reason(init, r);
     }
     out.push_back(std::move(c));
   }
