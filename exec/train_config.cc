@@ -162,10 +162,10 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
     return parse_error(source + ": invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
   if (!root.IsMap()) return parse_error(source + ": a training config must be a YAML map (model: ..., steps: ...)");
-  std::vector<std::string> const keys = {
-      "model", "loss",          "optimizer", "lr",   "momentum", "weight_decay", "beta1",      "beta2",  "eps",
-      "batch", "micro_batches", "steps",     "data", "seed",     "log_interval", "checkpoint", "export", "pipeline",
-      "trainable", "frozen"};
+  std::vector<std::string> const keys = {"model",         "loss",   "optimizer", "lr",        "momentum",
+                                         "weight_decay",  "beta1",  "beta2",     "eps",       "batch",
+                                         "micro_batches", "steps",  "data",      "seed",      "log_interval",
+                                         "checkpoint",    "export", "pipeline",  "trainable", "frozen"};
   RETURN_IF_ERROR(check_keys(root, keys, source));
 
   TrainConfig c;
