@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -17,6 +19,7 @@ struct InspectOptions {
   bool json = false;
   std::string dot;
   bool no_weights = false;
+  bool weights = false;  // list every initializer and why it trains or not
   std::size_t antichain_names = 12;
 };
 
@@ -47,6 +50,58 @@ std::string human_count(double n) {
   return human(n, units, 1000);
 }
 
+std::string dims_text(std::vector<int64_t> const& dims) {
+  std::string out = "[";
+  for (std::size_t k = 0; k < dims.size(); ++k) out += (k ? "," : "") + std::to_string(dims[k]);
+  return out + "]";
+}
+
+// A reason without the node or pattern it names ("weight of MatMul 'fc'" -> "weight of MatMul"),
+// for the one-line count.
+std::string reason_kind(std::string const& reason) {
+  return reason.substr(0, std::min(reason.find(" '"), reason.find(" (")));
+}
+
+nlohmann::json choices_json(std::vector<graph::WeightChoice> const& choices) {
+  nlohmann::json a = nlohmann::json::array();
+  for (auto const& c : choices)
+    a.push_back({{"name", c.name},
+                 {"dtype", graph::dtype_name(c.dtype)},
+                 {"shape", c.dims},
+                 {"trainable", c.trainable},
+                 {"reason", c.reason}});
+  return a;
+}
+
+// One line: how many initializers train, and the counts of each reason the others do not.
+void print_choice_summary(std::vector<graph::WeightChoice> const& choices) {
+  std::map<std::string, int> why_not;
+  int trained = 0;
+  for (auto const& c : choices) {
+    if (c.trainable)
+      ++trained;
+    else
+      ++why_not[reason_kind(c.reason)];
+  }
+  std::string line;
+  for (auto const& [why, n] : why_not)
+    line += (line.empty() ? "; not trained: " : ", ") + std::to_string(n) + " " + why;
+  std::printf("trainable    %d of %zu initializers%s (--weights lists each)\n", trained, choices.size(), line.c_str());
+}
+
+void print_choices(std::vector<graph::WeightChoice> const& choices) {
+  std::size_t name_w = 4, shape_w = 5;
+  for (auto const& c : choices) {
+    name_w = std::max(name_w, c.name.size());
+    shape_w = std::max(shape_w, dims_text(c.dims).size());
+  }
+  int const nw = static_cast<int>(name_w), sw = static_cast<int>(shape_w);
+  std::printf("  %-*s  %-8s  %-*s  %-5s  %s\n", nw, "name", "dtype", sw, "shape", "train", "why");
+  for (auto const& c : choices)
+    std::printf("  %-*s  %-8s  %-*s  %-5s  %s\n", nw, c.name.c_str(), graph::dtype_name(c.dtype), sw,
+                dims_text(c.dims).c_str(), c.trainable ? "yes" : "no", c.reason.c_str());
+}
+
 nlohmann::json to_json(graph::GraphSummary const& s) {
   auto tensors = [](std::vector<graph::TensorSummary> const& list) {
     nlohmann::json a = nlohmann::json::array();
@@ -70,7 +125,8 @@ nlohmann::json to_json(graph::GraphSummary const& s) {
           {"widest_antichain", {{"size", s.widest_antichain.size()}, {"ops", s.widest_antichain}}}};
 }
 
-void print_text(graph::GraphSummary const& s, InspectOptions const& o) {
+void print_text(graph::GraphSummary const& s, std::vector<graph::WeightChoice> const& choices,
+                InspectOptions const& o) {
   std::printf("model        %s (%s)\n", s.name.c_str(), o.model.c_str());
   for (auto const& t : s.inputs)
     std::printf("input        %s %s %s\n", t.name.c_str(), t.dtype.c_str(), t.shape.c_str());
@@ -81,6 +137,10 @@ void print_text(graph::GraphSummary const& s, InspectOptions const& o) {
   std::printf("parameters   %s (%ld) in %ld tensors, %s\n", human_count(static_cast<double>(s.param_count)).c_str(),
               static_cast<long>(s.param_count), static_cast<long>(s.param_tensors),
               human_bytes(static_cast<double>(s.param_bytes)).c_str());
+  if (!choices.empty()) {
+    print_choice_summary(choices);
+    if (o.weights) print_choices(choices);
+  }
   std::printf("FLOPs/sample forward %s, backward %s (weight-grad %s)\n", human_flops(s.fwd_flops_per_sample).c_str(),
               human_flops(s.bwd_flops_per_sample).c_str(), human_flops(s.bwd_weight_flops_per_sample).c_str());
   std::printf("activations  %s per sample kept for backward\n",
@@ -100,10 +160,13 @@ Status run_inspect(InspectOptions const& o) {
   ASSIGN_OR_RETURN(graph::OpGraph g, graph::load_onnx(o.model, import));
   graph::GraphSummary const s = graph::summarize(g);
   if (!o.dot.empty()) RETURN_IF_ERROR(graph::write_dot(g, o.dot));
-  if (o.json)
-    std::printf("%s\n", to_json(s).dump(2).c_str());
-  else
-    print_text(s, o);
+  if (o.json) {
+    nlohmann::json j = to_json(s);
+    j["initializers"] = choices_json(g.weight_choices());
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    print_text(s, g.weight_choices(), o);
+  }
   return Status::ok();
 }
 
@@ -115,10 +178,14 @@ void add_inspect_command(CLI::App& root, CommandList& commands) {
   app->add_option("model", opts->model, "ONNX model file")->required();
   app->add_flag("--json", opts->json, "Print the summary as JSON");
   app->add_option("--dot", opts->dot, "Also write the operator graph as Graphviz DOT to this file");
-  app->add_flag("--no-weights", opts->no_weights, "Do not read weight data (faster for large models)");
+  app->add_flag("--no-weights", opts->no_weights,
+                "Do not read weight data (faster for large models; non-finite buffers then go unseen)");
+  app->add_flag("--weights", opts->weights,
+                "List every initializer: whether training updates it and why (--json always lists them)");
   app->footer(
       "Examples:\n"
       "  graphpipe inspect resnet18.onnx\n"
+      "  graphpipe inspect gpt.onnx --weights   # which initializers train, and the rule that decided\n"
       "  graphpipe inspect model.onnx --json --dot model.dot && dot -Tsvg model.dot -o model.svg");
   commands.push_back({app, [opts] { return run_inspect(*opts); }});
 }

@@ -139,7 +139,8 @@ momentum, weight_decay, beta1, beta2, eps, batch, micro_batches, steps, data (sy
 {kind: npy, inputs, labels} or {kind: synthetic, samples}), seed, log_interval,
 checkpoint {path, every, resume}, export, pipeline {planner, plan, policy, schedule, memory, cost
 (profile|analytic|profile.json), replication, timeout, threads_per_worker} (see
-examples/train_mmt_pipeline.yaml).)");
+examples/train_mmt_pipeline.yaml), trainable / frozen (initializer name patterns with * and ?,
+e.g. frozen: ["*.mask"]; `graphpipe inspect MODEL --weights` shows what trains and why).)");
   commands.push_back({app, [args] { return run_train(*args); }});
 }
 

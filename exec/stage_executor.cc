@@ -117,7 +117,7 @@ Status StageExecutor::forward(int64_t mb, TensorMap const& inputs, TensorMap& ou
 }
 
 Status StageExecutor::run_forward(TensorMap values, MicroBatch& state, bool training, bool keep_saved,
-                                  bool update_stats, TensorMap* outputs) {
+                                  bool update_stats, TensorMap* outputs, AfterOp const* after_op) {
   std::vector<Tensor> args, outs;
   Saved scratch;
   for (int pos = 0; pos < static_cast<int>(plan_.forward_order.size()); ++pos) {
@@ -143,6 +143,7 @@ Status StageExecutor::run_forward(TensorMap values, MicroBatch& state, bool trai
     if (training && plan_.runs_backward[id]) saved = keep_saved ? &state.saved[id] : &scratch;
     RETURN_IF_ERROR(backend_.forward(call, args, outs, saved));
     scratch = Saved{};
+    if (after_op && (*after_op)(op, outs)) return Status::ok();
     if (update_stats) RETURN_IF_ERROR(update_running_stats(op, outs));
     for (std::size_t k = 0; k < op.outputs.size(); ++k) {
       graph::TensorId t = op.outputs[k];

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -78,6 +79,14 @@ class StageExecutor {
   // Copies values into a parameter or buffer (shape checked).
   Status set_parameter(std::string const& name, Tensor const& value);
 
+  // Diagnostics after a non-finite loss, never on the normal path (exec/non_finite.cc). The first
+  // trainable weight, in forward order, holding inf/NaN ("" when none).
+  std::string first_non_finite_weight() const;
+  // Reruns the training forward of one micro-batch (the same inputs and seed) op by op, keeping
+  // nothing and leaving BatchNorm's statistics alone, and describes the first stage input or op
+  // output holding inf/NaN and the op that produced it ("" when every one is finite).
+  Result<std::string> first_non_finite_activation(TensorMap const& inputs, uint64_t rng_seed);
+
  private:
   struct MicroBatch {
     std::unordered_map<graph::OpId, Saved> saved;
@@ -94,8 +103,10 @@ class StageExecutor {
   // Runs the stage's ops on `values` (the stage inputs). keep_saved: the ops' Saved state goes into
   // state.saved, else it is dropped after each op. update_stats: BatchNorm running statistics are
   // written back (the first training forward of a micro-batch, never its recomputation).
+  // after_op (diagnostics): called with each op's outputs; returning true stops the forward there.
+  using AfterOp = std::function<bool(graph::Op const&, std::vector<Tensor> const&)>;
   Status run_forward(TensorMap values, MicroBatch& state, bool training, bool keep_saved, bool update_stats,
-                     TensorMap* outputs);
+                     TensorMap* outputs, AfterOp const* after_op = nullptr);
   // Recompute mode: rebuilds state.saved from the stash before B, then drops the stash.
   Status rebuild_saved(MicroBatch& state);
   Status run_b(int64_t mb, MicroBatch& state, TensorMap const& output_grads, TensorMap& input_grads, bool split);

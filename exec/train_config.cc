@@ -116,6 +116,22 @@ Status parse_data(YAML::Node const& node, std::string const& where, std::string 
   return Status::ok();
 }
 
+// A name pattern or a list of them.
+Status parse_patterns(YAML::Node const& node, std::string const& key, std::string const& where,
+                      std::vector<std::string>& out) {
+  auto add = [&](YAML::Node const& item) -> Status {
+    if (!item.IsScalar() || item.Scalar().empty())
+      return invalid_argument(where + ": '" + key + "' must be a name pattern or a list of them (e.g. [\"*.mask\"])");
+    out.push_back(item.Scalar());
+    return Status::ok();
+  };
+  if (node.IsSequence()) {
+    for (auto const& item : node) RETURN_IF_ERROR(add(item));
+    return Status::ok();
+  }
+  return add(node);
+}
+
 Status parse_checkpoint(YAML::Node const& node, std::string const& where, std::string const& base_dir,
                         CheckpointConfig& c) {
   if (node.IsScalar()) {
@@ -146,9 +162,10 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
     return parse_error(source + ": invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
   if (!root.IsMap()) return parse_error(source + ": a training config must be a YAML map (model: ..., steps: ...)");
-  std::vector<std::string> const keys = {
-      "model", "loss",          "optimizer", "lr",   "momentum", "weight_decay", "beta1",      "beta2",  "eps",
-      "batch", "micro_batches", "steps",     "data", "seed",     "log_interval", "checkpoint", "export", "pipeline"};
+  std::vector<std::string> const keys = {"model",         "loss",   "optimizer", "lr",        "momentum",
+                                         "weight_decay",  "beta1",  "beta2",     "eps",       "batch",
+                                         "micro_batches", "steps",  "data",      "seed",      "log_interval",
+                                         "checkpoint",    "export", "pipeline",  "trainable", "frozen"};
   RETURN_IF_ERROR(check_keys(root, keys, source));
 
   TrainConfig c;
@@ -225,6 +242,8 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
     if (q.timeout_s <= 0) return invalid_argument(source + ": 'pipeline.timeout' must be > 0 seconds");
     if (q.threads_per_worker < 0) return invalid_argument(source + ": 'pipeline.threads_per_worker' must be >= 0");
   }
+  if (root["trainable"]) RETURN_IF_ERROR(parse_patterns(root["trainable"], "trainable", source, c.trainable));
+  if (root["frozen"]) RETURN_IF_ERROR(parse_patterns(root["frozen"], "frozen", source, c.frozen));
   if (root["export"]) {
     RETURN_IF_ERROR(read_scalar(root["export"], "export", source, c.export_path));
     c.export_path = resolve(c.export_path, base_dir);

@@ -60,6 +60,10 @@ struct TrainConfig {
   CheckpointConfig checkpoint;
   std::string export_path;  // write the trained ONNX model here at the end (optional)
   PipelineConfig pipeline;
+  // Initializer name patterns (glob `*`, `?`) overriding the importer's choice of what trains
+  // (graph::ImportOptions::trainable / frozen): frozen wins; trainable forces float initializers.
+  std::vector<std::string> trainable;
+  std::vector<std::string> frozen;
 
   int64_t micro_batch_size() const { return batch / micro_batches; }
 };

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <numeric>
 
+#include "exec/non_finite.h"
+
 namespace gp::exec {
 
 namespace {
@@ -63,6 +65,14 @@ Status Trainer::step() {
     if (!l.is_ok()) {
       runner_->executor().discard(m);
       return l.status().with_context("step " + std::to_string(step_ + 1));
+    }
+    if (!std::isfinite(*l)) {
+      runner_->executor().discard(m);
+      std::string const where = config_.micro_batches > 1 ? ", micro-batch " + std::to_string(m) : "";
+      return numerical_error(
+          "loss is " + std::string(std::isnan(*l) ? "NaN" : "Inf") + " at step " + std::to_string(step_ + 1) + where +
+          ": " + explain_non_finite(runner_->executor(), &inputs, micro_batch_seed(config_.seed, step_, m), step_) +
+          " (training stopped before that update)");
     }
     loss += *l;
     RETURN_IF_ERROR(runner_->executor().backward(m, {{out_id, grad}}, input_grads));

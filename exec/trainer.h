@@ -30,7 +30,8 @@ class Trainer {
                                                  Backend& backend, std::unique_ptr<DataSource> data);
 
   // One optimizer step over config.batch samples in config.micro_batches micro-batches. A NaN/Inf
-  // loss stops before the update with an error naming the step.
+  // loss stops before the update with an error naming the step and the first non-finite tensor
+  // (exec/non_finite.h).
   Status step();
   // Steps until config.steps are done (or `max_steps` more, when >= 0), printing a progress line
   // every log_interval steps to `progress` (may be null). Checkpoints are the caller's (the

@@ -471,7 +471,9 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   if (!raw.is_ok()) return raw.status().with_context(source);
   onnx_import::fuse_patterns(*raw);
   RETURN_IF_ERROR(check_supported(*raw).with_context(source));
-  auto graph = onnx_import::lower(std::move(*raw), options.first_dim_is_batch);
+  auto choices = onnx_import::choose_trainable(*raw, options);
+  if (!choices.is_ok()) return choices.status().with_context(source);
+  auto graph = onnx_import::lower(std::move(*raw), options.first_dim_is_batch, std::move(*choices));
   if (!graph.is_ok()) return graph.status().with_context(source);
   if (options.max_memory_bytes > 0 && options.load_weights) {
     // The least any training step needs: the weights and one sample's activations.

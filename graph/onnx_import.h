@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "graph/op_graph.h"
 #include "core/status.h"
@@ -27,6 +28,13 @@ struct ImportOptions {
   // ONNX's checker and shape inference walk them.
   int64_t max_nodes = 200'000;
   int max_subgraph_depth = 8;
+  // Initializer name patterns (glob: `*` any run of characters, `?` one) that override the
+  // importer's choice of trainable weights, as the training config's `trainable:` and `frozen:`
+  // give them. frozen wins over everything; trainable makes a float initializer with finite
+  // values train. A pattern that matches no initializer, or trainable matching a non-float or
+  // non-finite one, fails the import with the pattern's name.
+  std::vector<std::string> trainable{};
+  std::vector<std::string> frozen{};
 };
 
 // From a .onnx file. External data must lie inside the file's folder: absolute locations, "..",

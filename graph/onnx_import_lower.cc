@@ -21,88 +21,6 @@ using Dims = std::vector<int64_t>;
 using ops::dim_str;
 using ops::dims_str;
 
-bool is_view_op(std::string const& t) {
-  return t == "Transpose" || t == "Identity" || t == "Cast" || t == "Reshape" || t == "Unsqueeze" || t == "Squeeze" ||
-         t == "Flatten";
-}
-
-// Float initializers that are trained: those feeding a weight slot (Conv/Gemm/MatMul weights,
-// normalisation scales and biases, embedding tables, recurrent weights), directly or through a view
-// (Transpose of a weight, as torch exports nn.Linear on 3-D inputs); the bias added to a linear
-// op's output; and the learned tensors torch modules add, multiply, concatenate, expand or tile into the
-// activations (position embeddings, class tokens, GroupNorm's affine): an initializer of more than
-// one element feeding Add/Sub/Mul/Concat/Expand/Tile. Single numbers there (scales, epsilons) stay constants.
-std::set<std::string> trainable_initializers(RawModel const& m) {
-  // The initializers each value is made of: through views, and through the Slice/Split/Concat
-  // chains torch wraps around recurrent weights (gates re-ordered).
-  std::unordered_map<std::string, std::set<std::string>> roots;
-  std::unordered_map<std::string, int64_t> elements;
-  for (auto const& init : m.initializers)
-    if (is_float_dtype(init.dtype)) {
-      roots[init.name] = {init.name};
-      int64_t n = 1;
-      for (int64_t d : init.dims) n *= d;
-      elements[init.name] = n;
-    }
-  std::unordered_map<std::string, std::string> producer_type;
-  std::set<std::string> out;
-  auto roots_of = [&](RawNode const& n, std::size_t k) -> std::set<std::string> const* {
-    if (k >= n.inputs.size()) return nullptr;
-    auto it = roots.find(n.inputs[k]);
-    return it == roots.end() ? nullptr : &it->second;
-  };
-  auto mark = [&](RawNode const& n, std::size_t k) {
-    if (auto const* r = roots_of(n, k)) out.insert(r->begin(), r->end());
-  };
-  auto mark_tensor = [&](RawNode const& n, std::size_t k) {  // a learned tensor, not a single number
-    if (auto const* r = roots_of(n, k))
-      for (auto const& name : *r)
-        if (elements[name] > 1) out.insert(name);
-  };
-  auto produced_by_linear = [&](std::string const& name) {
-    auto it = producer_type.find(name);
-    return it != producer_type.end() && (it->second == "MatMul" || it->second == "Gemm" || it->second == "Conv");
-  };
-  for (auto const& n : m.nodes) {
-    std::string const& t = n.type;
-    if ((is_view_op(t) || t == "Slice" || t == "Split") && !n.inputs.empty())
-      if (auto const* r = roots_of(n, 0))
-        for (auto const& o : n.outputs) roots[o] = *r;
-    if (t == "Concat") {
-      std::set<std::string> all;
-      for (std::size_t k = 0; k < n.inputs.size(); ++k)
-        if (auto const* r = roots_of(n, k)) all.insert(r->begin(), r->end());
-      if (!all.empty() && !n.outputs.empty()) roots[n.outputs[0]] = all;
-    }
-    if (t == "Conv" || t == "ConvTranspose" || t == "BatchNormalization" || t == "LayerNormalization" ||
-        t == "InstanceNormalization") {
-      mark(n, 1);
-      mark(n, 2);
-    } else if (t == "Gemm" || t == "MatMul") {
-      mark(n, 0);
-      mark(n, 1);
-      mark(n, 2);
-    } else if (t == "LSTM" || t == "GRU") {  // W, R, B and LSTM's peepholes P
-      for (std::size_t k : {1, 2, 3, 7}) mark(n, k);
-    } else if (t == "Gather") {
-      mark(n, 0);
-    } else if (t == "PRelu") {
-      mark(n, 1);
-    } else if ((t == "Add" || t == "Sub") && n.inputs.size() == 2) {
-      if (produced_by_linear(n.inputs[0])) mark(n, 1);
-      if (produced_by_linear(n.inputs[1])) mark(n, 0);
-      mark_tensor(n, 0);
-      mark_tensor(n, 1);
-    } else if (t == "Mul" || t == "Concat") {
-      for (std::size_t k = 0; k < n.inputs.size(); ++k) mark_tensor(n, k);
-    } else if (t == "Expand" || t == "Tile") {
-      mark_tensor(n, 0);
-    }
-    for (auto const& o : n.outputs) producer_type[o] = t;
-  }
-  return out;
-}
-
 struct Val {
   DType dtype = DType::kFloat32;
   Dims dims;
@@ -117,7 +35,8 @@ struct Val {
 
 class Lowering {
  public:
-  Lowering(RawModel model, bool first_dim_is_batch) : m_(std::move(model)), first_dim_is_batch_(first_dim_is_batch) {}
+  Lowering(RawModel model, bool first_dim_is_batch, std::vector<WeightChoice> choices)
+      : m_(std::move(model)), first_dim_is_batch_(first_dim_is_batch), choices_(std::move(choices)) {}
 
   Result<OpGraph> run();
 
@@ -134,6 +53,7 @@ class Lowering {
 
   RawModel m_;
   bool first_dim_is_batch_;
+  std::vector<WeightChoice> choices_;
   int64_t fixed_batch_ = 0;  // the inputs' first dimension when the file fixes it
   std::unordered_map<std::string, Val> vals_;
   std::set<std::string> trainable_;
@@ -408,7 +328,8 @@ Status Lowering::keep(RawNode const& n, std::vector<Val*> const& ins) {
 }
 
 Result<OpGraph> Lowering::run() {
-  trainable_ = trainable_initializers(m_);
+  for (auto const& c : choices_)
+    if (c.trainable) trainable_.insert(c.name);
   for (auto const& n : m_.nodes)
     for (auto const& in : n.inputs) used_.insert(in);
   for (auto const& o : m_.outputs) used_.insert(o.name);
@@ -428,6 +349,7 @@ Result<OpGraph> Lowering::run() {
 
   OpGraph g;
   g.set_name(m_.name);
+  g.set_weight_choices(std::move(choices_));
   for (auto& t : tensors_) g.add_tensor(std::move(t));
   for (auto& op : ops_) g.add_op(std::move(op));
   for (TensorId t : inputs_) g.mark_input(t);
@@ -443,8 +365,8 @@ std::vector<std::string> const& supported_op_types() {
   return types;
 }
 
-Result<OpGraph> lower(RawModel model, bool first_dim_is_batch) {
-  Lowering l(std::move(model), first_dim_is_batch);
+Result<OpGraph> lower(RawModel model, bool first_dim_is_batch, std::vector<WeightChoice> choices) {
+  Lowering l(std::move(model), first_dim_is_batch, std::move(choices));
   return l.run();
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/onnx_import.h"
 #include "graph/op_graph.h"
 #include "core/status.h"
 
@@ -65,8 +66,13 @@ void fuse_patterns(RawModel& model);
 // Op types the lowering understands (after fusion), sorted; for the unsupported-op message.
 std::vector<std::string> const& supported_op_types();
 
+// Which initializers train, one entry per initializer in file order, with the rule that decided:
+// the weight-slot rules, except buffers (non-finite values; feeding only masks, comparisons or
+// indices), then options.trainable / options.frozen. Errors name a pattern that matches nothing.
+Result<std::vector<WeightChoice>> choose_trainable(RawModel const& model, ImportOptions const& options);
+
 // Folds static computations, propagates shapes with the symbolic batch, fills typed attributes,
-// roles and accounting.
-Result<OpGraph> lower(RawModel model, bool first_dim_is_batch);
+// roles (kWeight for the trainable `choices`) and accounting.
+Result<OpGraph> lower(RawModel model, bool first_dim_is_batch, std::vector<WeightChoice> choices);
 
 }  // namespace gp::graph::onnx_import

@@ -127,6 +127,17 @@ struct Op {
   int64_t activation_bytes_per_sample = 0;  // bytes this op saves for its backward, per sample
 };
 
+// The importer's choice for one initializer: trained or not, and the rule that decided it (what
+// `graphpipe inspect` lists), e.g. "weight of MatMul 'fc1'", "non-finite values",
+// "feeds only masks, comparisons or indices", "single number", "frozen by pattern '*.mask'".
+struct WeightChoice {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> dims;
+  bool trainable = false;
+  std::string reason;
+};
+
 struct OpVertex {
   OpId op = kNoOp;
 };
@@ -145,6 +156,7 @@ class OpGraph {
   void mark_input(TensorId t);
   void mark_output(TensorId t);
   void set_name(std::string name) { name_ = std::move(name); }
+  void set_weight_choices(std::vector<WeightChoice> choices) { weight_choices_ = std::move(choices); }
   // Checks names, producers, acyclicity; builds the Boost graph and topological order.
   Status finalize();
   bool finalized() const { return finalized_; }
@@ -160,6 +172,9 @@ class OpGraph {
   std::vector<TensorId> const& inputs() const { return inputs_; }  // data inputs (no weights)
   std::vector<TensorId> const& outputs() const { return outputs_; }
   std::vector<TensorId> weights() const;  // role kWeight
+  // Every initializer of an imported model, in file order, with the importer's choice (empty for
+  // graphs built by hand).
+  std::vector<WeightChoice> const& weight_choices() const { return weight_choices_; }
   std::size_t num_ops() const { return ops_.size(); }
 
   // Kahn's algorithm over the Boost graph, smallest ready id first: deterministic, close to the
@@ -186,6 +201,7 @@ class OpGraph {
   std::unordered_map<std::string, TensorId> tensor_by_name_;
   std::vector<TensorId> inputs_, outputs_;
   std::vector<OpId> topo_;
+  std::vector<WeightChoice> weight_choices_;
   BoostGraph bgl_;
   bool finalized_ = false;
 };

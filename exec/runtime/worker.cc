@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "exec/non_finite.h"
 #include "exec/seeds.h"
 #include "schedule/dataflow.h"
 
@@ -347,7 +348,8 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
 
   TensorMap outputs;
   RETURN_IF_ERROR(runner.executor().forward(mb, inputs, outputs, true, micro_batch_seed(config_.seed, step, mb)));
-  inputs.clear();
+  // The loss stage keeps its inputs until the loss is known: a non-finite one reruns the forward.
+  if (stage != plan_.loss_stage()) inputs.clear();
   if (stage == plan_.loss_stage()) {
     ASSIGN_OR_RETURN(Batch const* batch, micro_batch_data(step, mb));
     used_data = true;
@@ -366,9 +368,10 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
     if (!std::isfinite(l)) {
       runner.executor().discard(mb);
       return numerical_error("loss is " + std::string(std::isnan(l) ? "NaN" : "Inf") + " at step " +
-                             std::to_string(step + 1) + ", micro-batch " + std::to_string(mb) +
-                             ": training stopped before that update (lower 'lr' or check the data)");
+                             std::to_string(step + 1) + ", micro-batch " + std::to_string(mb) + ": " +
+                             non_finite_cause(stage, &inputs, mb, step) + " (training stopped before that update)");
     }
+    inputs.clear();
     loss_sum_ += l;
     loss_grads_[{stage, mb}] = std::move(grad);
   }
@@ -376,6 +379,13 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
   int const pending = pieces_out(stage, false);
   if (pending > 0) outputs_[{stage, mb}] = Stored{std::move(outputs), pending};
   return Status::ok();
+}
+
+std::string Worker::non_finite_cause(int stage, TensorMap const* inputs, int mb, int64_t step) {
+  for (auto& [s, runner] : runners_)
+    if (s != stage && !runner->executor().first_non_finite_weight().empty())
+      return explain_non_finite(runner->executor(), nullptr, 0, step) + " (stage " + std::to_string(s) + ")";
+  return explain_non_finite(runners_.at(stage)->executor(), inputs, micro_batch_seed(config_.seed, step, mb), step);
 }
 
 Status Worker::backward(int stage, int mb, bool split) {

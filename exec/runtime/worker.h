@@ -88,6 +88,9 @@ class Worker {
   Status execute(schedule::Instruction const& in, int64_t step);
   Status forward(int stage, int mb, int64_t step, int line);
   Status backward(int stage, int mb, bool split);
+  // After a non-finite loss on `stage`: the first non-finite weight of this device's stages, else
+  // the first non-finite input or activation of the stage's forward of `mb`, rerun from `inputs`.
+  std::string non_finite_cause(int stage, TensorMap const* inputs, int mb, int64_t step);
   // This replica's share of edge e's tensors (activations arriving at the consumer, or gradients
   // arriving back at the producer), assembled from every piece: received or co-located.
   Result<std::vector<Tensor>> gather_edge(int e, int mb, bool gradient);

@@ -48,12 +48,21 @@ Status TrainingSession::start(TrainOptions const& options) {
     ranks_ = me.ranks;
   }
   bool const pipeline = options.devices > 1 || mpi_ || !config_.pipeline.plan.empty() || options.plan;
-  if (options.model && options.graph) {
+  // The config's trainable/frozen patterns decide what the importer trains.
+  graph::ImportOptions import = options.import;
+  import.trainable.insert(import.trainable.end(), config_.trainable.begin(), config_.trainable.end());
+  import.frozen.insert(import.frozen.end(), config_.frozen.begin(), config_.frozen.end());
+  bool const patterns = !config_.trainable.empty() || !config_.frozen.empty();
+  if (options.model && options.graph && !patterns) {
     model_ = *options.model;
     graph_ = options.graph;
   } else {
-    ASSIGN_OR_RETURN(model_, read_model(config_.model, config_.seed));
-    ASSIGN_OR_RETURN(graph::OpGraph loaded, load_graph(model_, options.import));
+    if (options.model) {
+      model_ = *options.model;
+    } else {
+      ASSIGN_OR_RETURN(model_, read_model(config_.model, config_.seed));
+    }
+    ASSIGN_OR_RETURN(graph::OpGraph loaded, load_graph(model_, import));
     graph_ = std::make_shared<graph::OpGraph const>(std::move(loaded));
   }
   RETURN_IF_ERROR(check_weights_loaded(*graph_, model_.name));

@@ -93,5 +93,16 @@ TEST(TrainConfig, MissingFileIsNotFound) {
   EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
 }
 
+TEST(TrainConfig, TrainableAndFrozenPatterns) {
+  auto c = parse_train_config("model: m.onnx\nfrozen: [\"*.mask\", bias_*]\ntrainable: head.w\n", "t.yaml", "");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->frozen, (std::vector<std::string>{"*.mask", "bias_*"}));
+  EXPECT_EQ(c->trainable, (std::vector<std::string>{"head.w"}));
+  auto bad = parse_train_config("model: m.onnx\nfrozen: {a: 1}\n", "t.yaml", "");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("'frozen' must be a name pattern or a list of them"), std::string::npos)
+      << bad.status().message();
+}
+
 }  // namespace
 }  // namespace gp::exec

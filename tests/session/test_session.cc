@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "exec/session/training.h"
 #include "graph/onnx_import.h"
 #include "partition/planner.h"
+#include "tests/graph/causal_attention_model.h"
 #include "tests/runtime/runtime_fixtures.h"
 
 namespace gp::session {
@@ -222,6 +224,61 @@ TEST(Registry, BackendsAreNamedAndCheckedBeforeUse) {
   ASSERT_TRUE(g.is_ok());
   EXPECT_TRUE(check_graph_supported("cpu", *g).is_ok());
   EXPECT_FALSE(cpu_op_types().empty());
+}
+
+// The config's trainable/frozen patterns reach the importer through the session.
+TEST(TrainingSession, ConfigPatternsDecideWhatTrains) {
+  std::string const path = temp_path("causal.onnx");
+  ASSERT_TRUE(gp::testing::causal_attention().save(path).is_ok());
+  exec::TrainConfig c = zoo_config("mlp");
+  c.model.zoo.clear();
+  c.model.path = path;
+  c.frozen = {"head.*"};
+  auto s = make(c, 1);
+  ASSERT_TRUE(s);
+  std::vector<std::string> weights;
+  for (graph::TensorId t : s->graph().weights()) weights.push_back(s->graph().tensor(t).name);
+  EXPECT_EQ(weights, (std::vector<std::string>{"attn.wq", "attn.wk", "attn.wv"}));
+  ASSERT_TRUE(s->run().is_ok());
+  for (double l : s->losses()) EXPECT_TRUE(std::isfinite(l)) << l;
+  EXPECT_EQ(trained(*s).count("head.w"), 0u);
+
+  c.frozen = {"decoder.*"};
+  auto bad = TrainingSession::create(c, TrainOptions{});
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("frozen pattern 'decoder.*' matches no initializer"), std::string::npos)
+      << bad.status().message();
+  std::filesystem::remove(path);
+}
+
+// A pipeline trains the -inf mask model with finite losses, and a NaN in its forward is named.
+TEST(TrainingSession, PipelineKeepsTheMaskOutOfTrainingAndNamesANaN) {
+  std::string const path = temp_path("causal2.onnx");
+  ASSERT_TRUE(gp::testing::causal_attention().save(path).is_ok());
+  exec::TrainConfig c = zoo_config("mlp");
+  c.model.zoo.clear();
+  c.model.path = path;
+  auto s = make(c, 2);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->pipeline());
+  Status const ran = s->run();
+  ASSERT_TRUE(ran.is_ok()) << ran.message();
+  ASSERT_EQ(s->losses().size(), 3u);
+  for (double l : s->losses()) EXPECT_TRUE(std::isfinite(l)) << l;
+
+  ASSERT_TRUE(gp::testing::causal_attention({.mask_first_row = true}).save(path).is_ok());
+  auto nan = make(c, 2);
+  ASSERT_TRUE(nan);
+  Status const failed = nan->run();
+  ASSERT_FALSE(failed.is_ok());
+  std::string const msg = failed.message();
+  EXPECT_NE(msg.find("loss is NaN at step 1"), std::string::npos) << msg;
+  // Softmax's NaN: seen on the loss stage as its own activation, or as an input from the stage before.
+  bool const named = msg.find("the first non-finite tensor is activation '") != std::string::npos ||
+                     msg.find("on another stage") != std::string::npos;
+  EXPECT_TRUE(named) << msg;
+  EXPECT_EQ(msg.find("add_mask"), std::string::npos) << msg;
+  std::filesystem::remove(path);
 }
 
 }  // namespace

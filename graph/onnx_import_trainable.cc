@@ -1,0 +1,280 @@
+// Which initializers train: the weight-slot rules (what torch modules export as parameters), then
+// the buffers that must not (non-finite values such as a -inf causal mask; tensors that only feed
+// masks, comparisons or indices), then the user's trainable/frozen name patterns.
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+
+#include "graph/onnx_import_fold.h"
+#include "graph/onnx_import_raw.h"
+#include "graph/ops/infer.h"
+
+namespace gp::graph::onnx_import {
+namespace {
+
+bool is_view_op(std::string const& t) {
+  return t == "Transpose" || t == "Identity" || t == "Cast" || t == "Reshape" || t == "Unsqueeze" || t == "Squeeze" ||
+         t == "Flatten";
+}
+
+std::string node_label(RawNode const& n) { return n.type + (n.name.empty() ? "" : " '" + n.name + "'"); }
+
+// Float initializers that are trained, with the rule that marked each: those feeding a weight slot
+// (Conv/Gemm/MatMul weights, normalisation scales and biases, embedding tables, recurrent weights),
+// directly or through a view (Transpose of a weight, as torch exports nn.Linear on 3-D inputs); the
+// bias added to a linear op's output; and the learned tensors torch modules add, multiply,
+// concatenate, expand or tile into the activations (position embeddings, class tokens, GroupNorm's
+// affine): an initializer of more than one element feeding Add/Sub/Mul/Concat/Expand/Tile. Single
+// numbers there (scales, epsilons) stay constants.
+std::map<std::string, std::string> weight_slot_rules(RawModel const& m) {
+  // The initializers each value is made of: through views, and through the Slice/Split/Concat
+  // chains torch wraps around recurrent weights (gates re-ordered).
+  std::unordered_map<std::string, std::set<std::string>> roots;
+  std::unordered_map<std::string, int64_t> elements;
+  for (auto const& init : m.initializers)
+    if (is_float_dtype(init.dtype)) {
+      roots[init.name] = {init.name};
+      int64_t n = 1;
+      for (int64_t d : init.dims) n *= d;
+      elements[init.name] = n;
+    }
+  std::unordered_map<std::string, std::string> producer_type;
+  std::map<std::string, std::string> out;
+  auto roots_of = [&](RawNode const& n, std::size_t k) -> std::set<std::string> const* {
+    if (k >= n.inputs.size()) return nullptr;
+    auto it = roots.find(n.inputs[k]);
+    return it == roots.end() ? nullptr : &it->second;
+  };
+  auto mark = [&](RawNode const& n, std::size_t k, char const* what) {
+    if (auto const* r = roots_of(n, k))
+      for (auto const& name : *r) out.emplace(name, what + node_label(n));
+  };
+  auto mark_tensor = [&](RawNode const& n, std::size_t k) {  // a learned tensor, not a single number
+    if (auto const* r = roots_of(n, k))
+      for (auto const& name : *r)
+        if (elements[name] > 1) out.emplace(name, "learned tensor in " + node_label(n));
+  };
+  auto produced_by_linear = [&](std::string const& name) {
+    auto it = producer_type.find(name);
+    return it != producer_type.end() && (it->second == "MatMul" || it->second == "Gemm" || it->second == "Conv");
+  };
+  for (auto const& n : m.nodes) {
+    std::string const& t = n.type;
+    if ((is_view_op(t) || t == "Slice" || t == "Split") && !n.inputs.empty())
+      if (auto const* r = roots_of(n, 0))
+        for (auto const& o : n.outputs) roots[o] = *r;
+    if (t == "Concat") {
+      std::set<std::string> all;
+      for (std::size_t k = 0; k < n.inputs.size(); ++k)
+        if (auto const* r = roots_of(n, k)) all.insert(r->begin(), r->end());
+      if (!all.empty() && !n.outputs.empty()) roots[n.outputs[0]] = all;
+    }
+    if (t == "Conv" || t == "ConvTranspose" || t == "BatchNormalization" || t == "LayerNormalization" ||
+        t == "InstanceNormalization") {
+      mark(n, 1, "weight of ");
+      mark(n, 2, "bias of ");
+    } else if (t == "Gemm" || t == "MatMul") {
+      mark(n, 0, "operand of ");
+      mark(n, 1, "weight of ");
+      mark(n, 2, "bias of ");
+    } else if (t == "LSTM" || t == "GRU") {  // W, R, B and LSTM's peepholes P
+      for (std::size_t k : {1, 2, 3, 7}) mark(n, k, "weight of ");
+    } else if (t == "Gather") {
+      mark(n, 0, "embedding table of ");
+    } else if (t == "PRelu") {
+      mark(n, 1, "slope of ");
+    } else if ((t == "Add" || t == "Sub") && n.inputs.size() == 2) {
+      if (produced_by_linear(n.inputs[0])) mark(n, 1, "bias in ");
+      if (produced_by_linear(n.inputs[1])) mark(n, 0, "bias in ");
+      mark_tensor(n, 0);
+      mark_tensor(n, 1);
+    } else if (t == "Mul" || t == "Concat") {
+      for (std::size_t k = 0; k < n.inputs.size(); ++k) mark_tensor(n, k);
+    } else if (t == "Expand" || t == "Tile") {
+      mark_tensor(n, 0);
+    }
+    for (auto const& o : n.outputs) producer_type[o] = t;
+  }
+  return out;
+}
+
+bool is_float_cast_target(int64_t onnx_type) {
+  return onnx_type == 1 || onnx_type == 10 || onnx_type == 11 || onnx_type == 16;  // FLOAT, FLOAT16, DOUBLE, BFLOAT16
+}
+
+// Input slots whose value never gets a gradient: conditions, comparisons, indices, shapes, axes.
+bool is_mask_slot(RawNode const& n, std::size_t k) {
+  static std::set<std::string> const whole = {
+      "Equal", "Less",    "LessOrEqual", "Greater",         "GreaterOrEqual", "Not",    "And",  "Or",    "Xor",
+      "IsNaN", "IsInf",   "ArgMax",      "ArgMin",          "Shape",          "Size",   "Sign", "Floor", "Ceil",
+      "Round", "NonZero", "Range",       "ConstantOfShape", "OneHot",         "EyeLike"};
+  // Ops whose inputs after the first are shapes, axes, indices or switches.
+  static std::set<std::string> const after_first = {
+      "Reshape",   "Expand",         "Tile",       "Unsqueeze",       "Squeeze",
+      "Split",     "Slice",          "Pad",        "Resize",          "TopK",
+      "Trilu",     "CumSum",         "Dropout",    "ReduceSum",       "ReduceMean",
+      "ReduceMax", "ReduceMin",      "ReduceProd", "ReduceL2",        "ReduceSumSquare",
+      "Gather",    "GatherElements", "GatherND",   "ScatterElements", "ScatterND"};
+  std::string const& t = n.type;
+  if (whole.count(t)) return true;
+  if (t == "Where") return k == 0;
+  if (t == "Cast") return !is_float_cast_target(ops::attr_int(n.attrs, "to", 1));
+  if (t == "ScatterElements" || t == "ScatterND") return k == 1;  // updates (slot 2) are data
+  if (t == "Pad") return k == 1 || k == 3;                        // pads, axes (slot 2 is a value)
+  return k >= 1 && after_first.count(t) > 0;
+}
+
+// Values that reach a graph output through slots that carry gradients (`loss`), and values that
+// reach a mask, comparison or index slot (`mask`). Nodes are in topological order (ONNX requires
+// it), so one reverse pass is enough.
+struct Reach {
+  std::set<std::string> loss, mask;
+  std::map<std::string, std::string> running_stats;  // BatchNormalization's mean and variance -> its node
+};
+
+Reach reach(RawModel const& m) {
+  Reach r;
+  for (auto const& o : m.outputs) r.loss.insert(o.name);
+  for (auto it = m.nodes.rbegin(); it != m.nodes.rend(); ++it) {
+    RawNode const& n = *it;
+    if (n.type == "BatchNormalization")
+      for (std::size_t k : {3, 4})
+        if (k < n.inputs.size()) r.running_stats[n.inputs[k]] = node_label(n);
+    bool out_loss = false, out_mask = false;
+    for (auto const& o : n.outputs) {
+      out_loss = out_loss || r.loss.count(o);
+      out_mask = out_mask || r.mask.count(o);
+    }
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      std::string const& x = n.inputs[k];
+      if (x.empty()) continue;
+      if (is_mask_slot(n, k)) {
+        r.mask.insert(x);
+        continue;
+      }
+      if (out_loss) r.loss.insert(x);
+      if (out_mask) r.mask.insert(x);
+    }
+  }
+  return r;
+}
+
+bool has_non_finite(TensorData const& d) {
+  std::size_t const n = d.bytes.size() / dtype_size(d.dtype);
+  switch (d.dtype) {
+    case DType::kFloat32:
+      for (std::size_t i = 0; i < n; ++i)
+        if (!std::isfinite(d.as<float>()[i])) return true;
+      return false;
+    case DType::kFloat64:
+      for (std::size_t i = 0; i < n; ++i)
+        if (!std::isfinite(d.as<double>()[i])) return true;
+      return false;
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      uint16_t const exponent = d.dtype == DType::kFloat16 ? 0x7C00 : 0x7F80;  // all ones: inf or NaN
+      for (std::size_t i = 0; i < n; ++i) {
+        uint16_t bits = 0;
+        std::memcpy(&bits, d.bytes.data() + 2 * i, 2);
+        if ((bits & exponent) == exponent) return true;
+      }
+      return false;
+    }
+    default:
+      return false;
+  }
+}
+
+// Glob matching: `*` any run of characters (also none), `?` exactly one.
+bool glob_match(std::string_view pattern, std::string_view name) {
+  std::size_t p = 0, s = 0, star = std::string_view::npos, mark = 0;
+  while (s < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[s])) {
+      ++p;
+      ++s;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = s;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      s = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+std::string first_match(std::vector<std::string> const& patterns, std::string const& name) {
+  for (auto const& p : patterns)
+    if (glob_match(p, name)) return p;
+  return {};
+}
+
+// Why a finite initializer the weight-slot rules left out is a constant.
+std::string constant_reason(RawInitializer const& init, Reach const& r) {
+  if (!is_float_dtype(init.dtype)) return std::string("not a float tensor (") + dtype_name(init.dtype) + ")";
+  int64_t elements = 1;
+  for (int64_t d : init.dims) elements *= d;
+  if (elements == 1) return "single number";
+  if (auto it = r.running_stats.find(init.name); it != r.running_stats.end())
+    return "running statistics of " + it->second;
+  if (!r.loss.count(init.name) && r.mask.count(init.name)) return "feeds only masks, comparisons or indices";
+  if (!r.loss.count(init.name) && !r.mask.count(init.name)) return "reaches no output";
+  return "not in a weight slot (a constant operand)";
+}
+
+}  // namespace
+
+Result<std::vector<WeightChoice>> choose_trainable(RawModel const& m, ImportOptions const& options) {
+  std::map<std::string, std::string> const rules = weight_slot_rules(m);
+  Reach const r = reach(m);
+  for (auto const* list : {&options.trainable, &options.frozen})
+    for (auto const& p : *list) {
+      bool any = false;
+      for (auto const& init : m.initializers) any = any || glob_match(p, init.name);
+      if (!any)
+        return invalid_argument(std::string(list == &options.trainable ? "trainable" : "frozen") + " pattern '" + p +
+                                "' matches no initializer of the model (run `graphpipe inspect MODEL --weights` for "
+                                "their names)");
+    }
+  std::vector<WeightChoice> out;
+  for (auto const& init : m.initializers) {
+    WeightChoice c;
+    c.name = init.name;
+    c.dtype = init.dtype;
+    c.dims = init.dims;
+    std::string const frozen = first_match(options.frozen, init.name);
+    std::string const forced = first_match(options.trainable, init.name);
+    bool const is_float = is_float_dtype(init.dtype);
+    bool const non_finite = is_float && init.data && has_non_finite(*init.data);
+    auto const rule = rules.find(init.name);
+    if (!frozen.empty()) {
+      c.reason = "frozen by pattern '" + frozen + "'";
+    } else if (!forced.empty()) {
+      if (!is_float || non_finite)
+        return invalid_argument("trainable pattern '" + forced + "' matches initializer '" + init.name + "', which " +
+                                (is_float ? "holds non-finite values (inf/NaN)" : "is not a float tensor") +
+                                " and cannot train: narrow the pattern or add the name to 'frozen'");
+      c.trainable = true;
+      c.reason = "trainable by pattern '" + forced + "'";
+    } else if (non_finite) {
+      c.reason = "non-finite values";
+    } else if (rule != rules.end() && !r.loss.count(init.name) && r.mask.count(init.name)) {
+      c.reason = "feeds only masks, comparisons or indices";
+    } else if (rule != rules.end()) {
+      c.trainable = true;
+      c.reason = rule->second;
+    } else {
+      c.reason = constant_reason(init, r);
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace gp::graph::onnx_import

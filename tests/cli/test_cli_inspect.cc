@@ -1,0 +1,88 @@
+// `graphpipe inspect` on the real binary: which initializers train and why, as one summary line,
+// as a table with --weights, and in --json.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/graph/causal_attention_model.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(fs::path const& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class InspectWeights : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("gp_cli_inspect_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    model_ = (dir_ / "causal.onnx").string();
+    ASSERT_TRUE(gp::testing::causal_attention().save(model_).is_ok());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string inspect(std::string const& flags) {
+    fs::path const out = dir_ / "out.txt";
+    std::string const cmd = std::string(GP_GRAPHPIPE_BIN) + " inspect " + model_ + " " + flags + " >" + out.string();
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    return slurp(out);
+  }
+
+  fs::path dir_;
+  std::string model_;
+};
+
+TEST_F(InspectWeights, OneLineByDefault) {
+  std::string const out = inspect("");
+  EXPECT_NE(out.find("trainable    4 of 6 initializers; not trained: 1 non-finite values, 1 single number"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("attn.mask"), std::string::npos) << out;  // no per-initializer lines
+}
+
+TEST_F(InspectWeights, WeightsFlagListsEachWithItsReason) {
+  std::string const out = inspect("--weights");
+  std::string mask_line, head_line;
+  std::size_t pos = 0;
+  while (pos < out.size()) {
+    std::size_t const end = out.find('\n', pos);
+    std::string const line = out.substr(pos, end - pos);
+    if (line.find("attn.mask ") != std::string::npos) mask_line = line;
+    if (line.find("head.w ") != std::string::npos) head_line = line;
+    pos = end == std::string::npos ? out.size() : end + 1;
+  }
+  EXPECT_NE(mask_line.find("[4,4]"), std::string::npos) << out;
+  EXPECT_NE(mask_line.find(" no "), std::string::npos) << mask_line;
+  EXPECT_NE(mask_line.find("non-finite values"), std::string::npos) << mask_line;
+  EXPECT_NE(head_line.find(" yes "), std::string::npos) << head_line;
+  EXPECT_NE(head_line.find("weight of MatMul 'head'"), std::string::npos) << head_line;
+}
+
+TEST_F(InspectWeights, JsonListsEveryInitializer) {
+  auto const j = nlohmann::json::parse(inspect("--json"));
+  ASSERT_TRUE(j.contains("initializers"));
+  ASSERT_EQ(j["initializers"].size(), 6u);
+  bool saw_mask = false;
+  for (auto const& c : j["initializers"]) {
+    if (c["name"] != "attn.mask") continue;
+    saw_mask = true;
+    EXPECT_EQ(c["trainable"], false);
+    EXPECT_EQ(c["reason"], "non-finite values");
+    EXPECT_EQ(c["dtype"], "float32");
+    EXPECT_EQ(c["shape"], nlohmann::json::array({4, 4}));
+  }
+  EXPECT_TRUE(saw_mask);
+}
+
+}  // namespace
