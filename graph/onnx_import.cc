@@ -452,6 +452,11 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
     return parse_error(source + ": not an ONNX model (the protobuf has no ir_version or graph)");
   RETURN_IF_ERROR(check_graph_size(model.graph(), options).with_context(source));
   RETURN_IF_ERROR(check_conv_pool_ranks(model.graph()).with_context(source));
+  // Our external-data rules (graph/onnx_import.h) before ONNX's checker, which words its own.
+  if (options.load_weights)
+    for (auto const& t : model.graph().initializer())
+      if (t.data_location() == onnx::TensorProto::EXTERNAL)
+        RETURN_IF_ERROR(external_data(t, model_dir, "initializer '" + t.name() + "'").status().with_context(source));
   if (options.run_checker) {
     try {
       if (!model_path.empty())
