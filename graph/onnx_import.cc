@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include <onnx/checker.h>
+#include <onnx/common/version.h>
 #include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
@@ -33,7 +34,7 @@ using onnx_import::RawValueInfo;
 using onnx_import::read_tensor;
 
 constexpr int64_t kMinOpset = 7;
-constexpr int64_t kMaxOpset = 17;
+constexpr int64_t kMaxOpset = 23;  // ONNX 1.18's newest; its IR version is onnx::IR_VERSION (11)
 // Without weights, float initializers this small still keep their data: they are constants
 // (scales, epsilons) that folding may need, not parameters.
 constexpr int64_t kSmallTensor = 64;
@@ -450,8 +451,11 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   }
   if (!model.has_graph() || model.ir_version() <= 0)
     return parse_error(source + ": not an ONNX model (the protobuf has no ir_version or graph)");
+  if (model.ir_version() > onnx::IR_VERSION)
+    return unsupported(source + ": the model has ONNX IR version " + std::to_string(model.ir_version()) +
+                       "; graphpipe's ONNX " + onnx::LAST_RELEASE_VERSION + " reads IR versions up to " +
+                       std::to_string(onnx::IR_VERSION) + " (re-export with an older exporter or opset)");
   RETURN_IF_ERROR(check_graph_size(model.graph(), options).with_context(source));
-  RETURN_IF_ERROR(check_conv_pool_ranks(model.graph()).with_context(source));
   // Our external-data rules (graph/onnx_import.h) before ONNX's checker, which words its own.
   if (options.load_weights)
     for (auto const& t : model.graph().initializer())
@@ -467,6 +471,12 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
       return invalid_argument(source + ": the ONNX checker rejects the model: " + one_line(e.what()));
     }
   }
+  RETURN_IF_ERROR(onnx_import::inline_local_functions(model, options.max_nodes).with_context(source));
+  if (model.graph().node_size() > options.max_nodes)
+    return unsupported(source + ": the model has more than " + std::to_string(options.max_nodes) +
+                       " nodes once its functions are inlined, graphpipe's limit: is it the right file?");
+  // Before shape inference, over the inlined function bodies too.
+  RETURN_IF_ERROR(check_conv_pool_ranks(model.graph()).with_context(source));
   try {
     onnx::shape_inference::InferShapes(model);
   } catch (std::exception const& e) {
@@ -475,6 +485,7 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   auto raw = to_raw(model, source, model_dir, options);
   if (!raw.is_ok()) return raw.status().with_context(source);
   onnx_import::fuse_patterns(*raw);
+  onnx_import::rewrite_cast_like(*raw);
   RETURN_IF_ERROR(check_supported(*raw).with_context(source));
   auto graph = onnx_import::lower(std::move(*raw), options.first_dim_is_batch);
   if (!graph.is_ok()) return graph.status().with_context(source);
