@@ -71,10 +71,9 @@ TEST_P(Torch2Fixture, ImportsAndTrainsLikeTorch) {
   for (std::size_t k = 0; k < want.size(); ++k) {
     double const rel = std::abs(got[k] - want[k]) / std::max(std::abs(want[k]), 1e-3);
     worst = std::max(worst, rel);
-    EXPECT_LE(rel, 1e-4)
-        << "loss of step " << k + 1 << ": graphpipe " << got[k] << ", torch " << want[k] << " ("
-        << ref.at("exporter").get<std::string>() << " exporter, opset " << ref.at("opset") << ", torch "
-        << ref.at("versions").at("torch").get<std::string>() << ")";
+    EXPECT_LE(rel, 1e-4) << "loss of step " << k + 1 << ": graphpipe " << got[k] << ", torch " << want[k] << " ("
+                         << ref.at("exporter").get<std::string>() << " exporter, opset " << ref.at("opset")
+                         << ", torch " << ref.at("versions").at("torch").get<std::string>() << ")";
   }
   std::printf("[torch2] %-20s %zu steps, worst loss difference from torch %.1e relative\n", GetParam().c_str(),
               want.size(), worst);

@@ -77,8 +77,9 @@ TEST(ImportCurrentOnnx, ReduceAxesAsInputOpset18) {
                            "y = ReduceMean<keepdims = 0>(x, axes2)",
                            18));
   EXPECT_EQ(out_shape(g, "ReduceMean"), S({N, 3}));
-  auto g2 = must_load(model("float[N,3,4] x", "float[N,1,4] y", {}, "a = Constant<value = int64[1] {1}>()\n"
-                                                                     "y = ReduceSumSquare<keepdims = 1>(x, a)",
+  auto g2 = must_load(model("float[N,3,4] x", "float[N,1,4] y", {},
+                            "a = Constant<value = int64[1] {1}>()\n"
+                            "y = ReduceSumSquare<keepdims = 1>(x, a)",
                             23));
   EXPECT_EQ(out_shape(g2, "ReduceSumSquare"), S({N, 1, 4}));
 }
@@ -179,8 +180,8 @@ TEST(ImportCurrentOnnx, RecursiveFunctionsAreRefused) {
       "Pong (a) => (b) {\n  b = local.Ping(a)\n}\n";
   ImportOptions unchecked;
   unchecked.run_checker = false;  // our check, not ONNX's checker, must refuse it
-  auto g = load_onnx_text(model("float[N,4] x", "float[N,4] y", {}, "y = local.Ping(x)", 20, 10, ", \"local\" : 1", loop),
-                          unchecked);
+  auto g = load_onnx_text(
+      model("float[N,4] x", "float[N,4] y", {}, "y = local.Ping(x)", 20, 10, ", \"local\" : 1", loop), unchecked);
   ASSERT_FALSE(g.is_ok());
   EXPECT_NE(g.status().message().find("calls itself"), std::string::npos) << g.status().message();
 }
@@ -195,9 +196,8 @@ TEST(ImportCurrentOnnx, FunctionsThatExpandPastTheNodeLimitAreRefused) {
   fns += "<domain: \"local\", opset_import: [\"\" : 20]>\nF20 (a) => (b) {\n  b = Relu(a)\n}\n";
   ImportOptions unchecked;
   unchecked.run_checker = false;
-  auto g =
-      load_onnx_text(model("float[N,4] x", "float[N,4] y", {}, "y = local.F0(x)", 20, 10, ", \"local\" : 1", fns),
-                     unchecked);
+  auto g = load_onnx_text(model("float[N,4] x", "float[N,4] y", {}, "y = local.F0(x)", 20, 10, ", \"local\" : 1", fns),
+                          unchecked);
   ASSERT_FALSE(g.is_ok());
   EXPECT_NE(g.status().message().find("inlining the model-local functions makes more than"), std::string::npos)
       << g.status().message();
