@@ -17,6 +17,8 @@ PACKAGES=(
   clang libclang-rt-14-dev clang-format
   # Reference models and checks: torch.onnx.export, ONNX's own conformance data.
   python3-torch python3-torchvision python3-onnx python3-numpy libonnx-testdata
+  # pip fetches the pinned ONNX source distribution (and cudnn-frontend's headers) from PyPI.
+  python3-pip
 )
 
 missing=()
