@@ -203,6 +203,20 @@ TEST(ImportCurrentOnnx, FunctionsThatExpandPastTheNodeLimitAreRefused) {
       << g.status().message();
 }
 
+TEST(ImportCurrentOnnx, ZeroStridesInsideAFunctionAreRefusedBeforeShapeInference) {
+  std::string const conv =
+      "<domain: \"local\", opset_import: [\"\" : 20]>\n"
+      "C (a, w) => (b) {\n  b = Conv<strides = [0, 0]>(a, w)\n}\n";
+  ImportOptions unchecked;
+  unchecked.run_checker = false;
+  auto g = load_onnx_text(model("float[N,1,4,4] x", "float[N,1,2,2] y", {zeros("w", {1, 1, 3, 3})}, "y = local.C(x, w)",
+                                20, 10, ", \"local\" : 1", conv),
+                          unchecked);
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_NE(g.status().message().find("every entry of 'strides' must be positive"), std::string::npos)
+      << g.status().message();
+}
+
 TEST(ImportCurrentOnnx, IrVersionNewerThanOurOnnxIsRefusedWithTheVersions) {
   auto const msg = must_fail(model("float[N,4] x", "float[N,4] y", {}, "y = Relu(x)", 20, 99));
   EXPECT_NE(msg.find("IR version 99"), std::string::npos) << msg;
