@@ -1,8 +1,8 @@
 // Models exported by a current PyTorch (tests/data/torch2, written by
 // scripts/export_torch2_fixtures.py with both exporters: dynamo, IR version 10 and opset 20, and
-// TorchScript, opset 17) import and train 3 SGD steps on the batch stored beside them with the
-// losses torch computed for the same steps, within 1e-4 relative. No Python runs here: the files
-// are the contract.
+// TorchScript, opset 17, also with every module a model-local function) import and train 3 SGD
+// steps on the batch stored beside them with the losses torch computed for the same steps, within
+// 1e-4 relative. No Python runs here: the files are the contract.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -81,7 +81,7 @@ TEST_P(Torch2Fixture, ImportsAndTrainsLikeTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Torch2, Torch2Fixture,
                          ::testing::Values("mlp_dynamo", "mlp_torchscript", "cnn_dynamo", "cnn_torchscript",
-                                           "encoder_dynamo", "encoder_torchscript"));
+                                           "encoder_dynamo", "encoder_torchscript", "mlp_functions", "cnn_functions"));
 
 }  // namespace
 }  // namespace gp::exec
