@@ -333,9 +333,9 @@ Result<Inferred> infer_resize(InferContext const& c) {
   std::string const policy = c.attr_string("keep_aspect_ratio_policy", "stretch");
   if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
     return invalid_argument("keep_aspect_ratio_policy '" + policy + "' is not one of stretch, not_larger, not_smaller");
+  std::optional<double> one;  // the one scale of every listed axis under a keep_aspect_ratio_policy
   if (has_sizes && policy != "stretch") {
-    // One scale for every listed axis, the smallest (not_larger) or largest (not_smaller) ratio.
-    std::optional<double> one;
+    // The smallest (not_larger) or largest (not_smaller) ratio; sizes round from it.
     for (int64_t d : axes) {
       if (x[d] <= 0 || size_b[d] != 0)
         return unsupported("keep_aspect_ratio_policy '" + policy + "' over the batch dimension");
@@ -371,7 +371,8 @@ Result<Inferred> infer_resize(InferContext const& c) {
       if (v <= 0)
         return invalid_argument("size " + std::to_string(v) + " of axis " + std::to_string(d) + " is not positive");
       a.sizes.push_back(v);
-      a.scales.push_back(static_cast<float>(static_cast<double>(v) / static_cast<double>(x[d])));
+      bool const listed = std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
+      a.scales.push_back(static_cast<float>(one && listed ? *one : static_cast<double>(v) / static_cast<double>(x[d])));
     }
   }
   ASSIGN_OR_RETURN(Dims out, resize_output_shape(a, x));

@@ -137,6 +137,16 @@ TEST(ImportCurrentOnnx, ResizeWithAxesOpset18) {
                             "\"not_larger\">(x, , , z)",
                             19));
   EXPECT_EQ(out_shape(g2, "Resize"), S({N, 2, 8, 12}));
+  // not_smaller with sizes 5, 9: the larger ratio 1.5 for both axes, sizes round(1.5 * 4) = 6, 9.
+  auto g3 = must_load(model("float[N,2,4,6] x", "float[N,2,6,9] y", {},
+                            "z = Constant<value = int64[2] {5, 9}>()\n"
+                            "y = Resize<mode = \"linear\", axes = [2, 3], keep_aspect_ratio_policy = "
+                            "\"not_smaller\">(x, , , z)",
+                            19));
+  EXPECT_EQ(out_shape(g3, "Resize"), S({N, 2, 6, 9}));
+  auto const resize3 = ops_of_type(g3, "Resize");
+  ASSERT_EQ(resize3.size(), 1u);
+  EXPECT_EQ(std::get<ResizeAttrs>(resize3[0]->typed).scales, (std::vector<float>{1, 1, 1.5f, 1.5f}));
   auto const msg = must_fail(model("float[N,2,4,6] x", "float[N,2,2,3] y", {},
                                    "s = Constant<value = float[2] {0.5, 0.5}>()\n"
                                    "y = Resize<mode = \"linear\", axes = [2, 3], antialias = 1>(x, , s)",
