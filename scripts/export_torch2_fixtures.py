@@ -7,9 +7,9 @@ Needs torch 2.x, onnx and onnxscript, e.g. in a venv outside the repository:
   python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch onnxscript onnx
   /work/venv-torch/bin/python scripts/export_torch2_fixtures.py [--out tests/data/torch2]
 
-For each model (mlp, cnn, encoder) and exporter (dynamo: torch.onnx.export(..., dynamo=True), the
+For each model (mlp, cnn, encoder, ops) and exporter (dynamo: torch.onnx.export(..., dynamo=True), the
 default since torch 2.9; torchscript: dynamo=False; functions: dynamo=False with
-export_modules_as_functions=True, every module a model-local function; not for the encoder) it
+export_modules_as_functions=True, every module a model-local function; mlp and cnn only) it
 writes <model>_<exporter>/ with
   model.onnx     the model in training mode, weights as initializers, a dynamic batch dimension
   input_0.npy    one batch of inputs (float32), labels.npy its class ids (int64)
@@ -69,10 +69,27 @@ class Encoder(nn.Module):
         return self.head(self.layer(x).mean(dim=1))
 
 
+class Ops(nn.Module):
+    """The opset 18+ forms of existing ops as the dynamo exporter writes them: Split with
+    num_outputs (chunk), Resize with its opset 18 attributes (interpolate), Pad (reflect), Slice,
+    ReduceMean with axes as an input."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(3, 4, 3, padding=1), nn.Linear(4 * 4 * 4, 10)
+
+    def forward(self, x):
+        a, b = torch.chunk(self.conv(x), 2, dim=1)
+        y = F.interpolate(torch.cat([F.relu(a), torch.sigmoid(b)], 1), scale_factor=0.5, mode="bilinear")
+        y = F.pad(y, (1, 1, 0, 0), mode="reflect")[..., 1:-1]
+        return self.fc(y.flatten(1)) + y.mean(dim=(1, 2, 3)).unsqueeze(1)
+
+
 MODELS = {
     "mlp": (Mlp, (16,), 10),
     "cnn": (Cnn, (3, 8, 8), 10),
     "encoder": (Encoder, (6, 16), 4),
+    "ops": (Ops, (3, 8, 8), 10),
 }
 
 
@@ -163,8 +180,8 @@ def main():
     torch.set_num_threads(1)
     for name in args.models.split(","):
         for exporter in args.exporters.split(","):
-            if exporter == "functions" and name == "encoder":
-                continue  # the TorchScript encoder's gap again (see tests/data/torch2/README.md)
+            if exporter == "functions" and name in ("encoder", "ops"):
+                continue  # the encoder's TorchScript gap again; ops has no modules worth a function
             model, x, y = make(name)
             d = os.path.join(args.out, f"{name}_{exporter}")
             shutil.rmtree(d, ignore_errors=True)

@@ -81,7 +81,8 @@ TEST_P(Torch2Fixture, ImportsAndTrainsLikeTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Torch2, Torch2Fixture,
                          ::testing::Values("mlp_dynamo", "mlp_torchscript", "cnn_dynamo", "cnn_torchscript",
-                                           "encoder_dynamo", "encoder_torchscript", "mlp_functions", "cnn_functions"));
+                                           "encoder_dynamo", "encoder_torchscript", "mlp_functions", "cnn_functions",
+                                           "ops_dynamo", "ops_torchscript"));
 
 }  // namespace
 }  // namespace gp::exec
