@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include <onnx/checker.h>
+#include <onnx/common/version.h>
 #include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
@@ -33,7 +34,7 @@ using onnx_import::RawValueInfo;
 using onnx_import::read_tensor;
 
 constexpr int64_t kMinOpset = 7;
-constexpr int64_t kMaxOpset = 17;
+constexpr int64_t kMaxOpset = 23;  // ONNX 1.18's newest; its IR version is onnx::IR_VERSION (11)
 // Without weights, float initializers this small still keep their data: they are constants
 // (scales, epsilons) that folding may need, not parameters.
 constexpr int64_t kSmallTensor = 64;
@@ -381,26 +382,29 @@ Status check_conv_pool_ranks(onnx::GraphProto const& g) {
   return Status::ok();
 }
 
-// Nodes in the graph and every If/Loop/Scan body, walked without recursion: a model nested past
-// `max_depth` or larger than `max_nodes`, or with attributes ONNX's shape inference would divide by
-// zero with, is refused before ONNX's checker and shape inference see it.
-Status check_graph_size(onnx::GraphProto const& root, ImportOptions const& options) {
-  std::vector<std::pair<onnx::GraphProto const*, int>> todo{{&root, 0}};
+// Nodes in the graph, the model-local functions and every If/Loop/Scan body, walked without
+// recursion: a model nested past `max_depth` or larger than `max_nodes`, or with attributes ONNX's
+// shape inference would divide by zero with, is refused before ONNX's checker and shape inference
+// see it (and again once the functions are inlined).
+Status check_graph_size(onnx::ModelProto const& model, ImportOptions const& options) {
+  using Nodes = google::protobuf::RepeatedPtrField<onnx::NodeProto>;
+  std::vector<std::pair<Nodes const*, int>> todo{{&model.graph().node(), 0}};
+  for (auto const& f : model.functions()) todo.emplace_back(&f.node(), 0);
   int64_t nodes = 0;
   while (!todo.empty()) {
-    auto [g, depth] = todo.back();
+    auto [list, depth] = todo.back();
     todo.pop_back();
     if (depth > options.max_subgraph_depth)
       return unsupported("the model nests subgraphs (If/Loop/Scan bodies) more than " +
                          std::to_string(options.max_subgraph_depth) + " deep; graphpipe refuses it");
-    nodes += g->node_size();
+    nodes += list->size();
     if (nodes > options.max_nodes)
       return unsupported("the model has more than " + std::to_string(options.max_nodes) +
-                         " nodes (subgraphs included), graphpipe's limit: is it the right file?");
-    for (auto const& n : g->node())
+                         " nodes (subgraphs and functions included), graphpipe's limit: is it the right file?");
+    for (auto const& n : *list)
       for (auto const& a : n.attribute()) {
-        if (a.has_g()) todo.emplace_back(&a.g(), depth + 1);
-        for (auto const& sub : a.graphs()) todo.emplace_back(&sub, depth + 1);
+        if (a.has_g()) todo.emplace_back(&a.g().node(), depth + 1);
+        for (auto const& sub : a.graphs()) todo.emplace_back(&sub.node(), depth + 1);
         // ONNX's own shape inference divides by these (a zero stride is a SIGFPE inside libonnx).
         if (a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape")
           for (int64_t v : a.ints())
@@ -450,8 +454,16 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   }
   if (!model.has_graph() || model.ir_version() <= 0)
     return parse_error(source + ": not an ONNX model (the protobuf has no ir_version or graph)");
-  RETURN_IF_ERROR(check_graph_size(model.graph(), options).with_context(source));
-  RETURN_IF_ERROR(check_conv_pool_ranks(model.graph()).with_context(source));
+  if (model.ir_version() > onnx::IR_VERSION)
+    return unsupported(source + ": the model has ONNX IR version " + std::to_string(model.ir_version()) +
+                       "; graphpipe's ONNX " + onnx::LAST_RELEASE_VERSION + " reads IR versions up to " +
+                       std::to_string(onnx::IR_VERSION) + " (re-export with an older exporter or opset)");
+  RETURN_IF_ERROR(check_graph_size(model, options).with_context(source));
+  // Our external-data rules (graph/onnx_import.h) before ONNX's checker, which words its own.
+  if (options.load_weights)
+    for (auto const& t : model.graph().initializer())
+      if (t.data_location() == onnx::TensorProto::EXTERNAL)
+        RETURN_IF_ERROR(external_data(t, model_dir, "initializer '" + t.name() + "'").status().with_context(source));
   if (options.run_checker) {
     try {
       if (!model_path.empty())
@@ -462,6 +474,10 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
       return invalid_argument(source + ": the ONNX checker rejects the model: " + one_line(e.what()));
     }
   }
+  RETURN_IF_ERROR(onnx_import::inline_local_functions(model, options.max_nodes).with_context(source));
+  RETURN_IF_ERROR(check_graph_size(model, options).with_context(source));
+  // Before shape inference, over the inlined function bodies too.
+  RETURN_IF_ERROR(check_conv_pool_ranks(model.graph()).with_context(source));
   try {
     onnx::shape_inference::InferShapes(model);
   } catch (std::exception const& e) {
@@ -470,6 +486,7 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   auto raw = to_raw(model, source, model_dir, options);
   if (!raw.is_ok()) return raw.status().with_context(source);
   onnx_import::fuse_patterns(*raw);
+  onnx_import::rewrite_cast_like(*raw);
   RETURN_IF_ERROR(check_supported(*raw).with_context(source));
   auto choices = onnx_import::choose_trainable(*raw, options);
   if (!choices.is_ok()) return choices.status().with_context(source);

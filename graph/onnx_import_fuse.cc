@@ -1,4 +1,5 @@
-// Pattern fusion on the raw model: torch 1.13 exports GELU as x*0.5*(1+erf(x/sqrt2)) (its tanh
+// Pattern fusion on the raw model, and CastLike (opset 15) turned into Cast to the type it is
+// like, which shape inference knows. Torch 1.13 exports GELU as x*0.5*(1+erf(x/sqrt2)) (its tanh
 // approximation as 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))) and, below
 // opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add. Executors and the
 // cost model want one operator for each, so the chains are replaced here, before anything else
@@ -11,6 +12,7 @@
 #include <unordered_map>
 
 #include "graph/onnx_import_raw.h"
+#include "graph/ops/infer.h"
 
 namespace gp::graph::onnx_import {
 namespace {
@@ -399,6 +401,23 @@ void fuse_patterns(RawModel& model) {
     }
   }
   model.nodes = std::move(nodes);
+}
+
+void rewrite_cast_like(RawModel& model) {
+  std::unordered_map<std::string, DType> dtype;
+  for (auto const& init : model.initializers) dtype[init.name] = init.dtype;
+  for (auto const* list : {&model.inputs, &model.outputs})
+    for (auto const& v : *list) dtype[v.name] = v.dtype;
+  for (auto const& [name, v] : model.value_info) dtype[name] = v.dtype;
+  for (auto& n : model.nodes) {
+    if (n.type != "CastLike" || !n.domain.empty() || n.inputs.size() != 2) continue;
+    auto const it = dtype.find(n.inputs[1]);
+    if (it == dtype.end()) continue;  // left for the unsupported-operator message
+    n.type = "Cast";
+    n.inputs.resize(1);
+    n.attrs.erase("saturate");
+    n.attrs["to"] = AttrValue{ops::onnx_of_dtype(it->second)};
+  }
 }
 
 }  // namespace gp::graph::onnx_import

@@ -13,8 +13,9 @@
 #include "core/status.h"
 
 namespace onnx {
+class ModelProto;
 class TensorProto;
-}
+}  // namespace onnx
 
 namespace gp::graph::onnx_import {
 
@@ -27,6 +28,10 @@ struct RawDim {
   int64_t value = -1;  // < 0: not a fixed number
   std::string param;   // the dim_param, when symbolic
 };
+
+// Inlines the model-local functions (graph/onnx_import_functions.cc), refusing recursion and an
+// expansion past `max_nodes` nodes before ONNX's inliner sees them.
+Status inline_local_functions(onnx::ModelProto& model, int64_t max_nodes);
 
 struct RawValueInfo {
   std::string name;
@@ -62,6 +67,9 @@ struct RawModel {
 // opset<17 LayerNorm chain "LayerNormalization", and a zero Pad before an AveragePool goes into
 // the pool's pads (count_include_pad=1).
 void fuse_patterns(RawModel& model);
+
+// CastLike nodes whose second input's type is known become Cast to that type.
+void rewrite_cast_like(RawModel& model);
 
 // Op types the lowering understands (after fusion), sorted; for the unsupported-op message.
 std::vector<std::string> const& supported_op_types();

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package graphpipe needs (idempotent; fast when all are present).
+# Installs every Debian package graphpipe needs and builds the pinned ONNX C++ library into .deps/
+# (idempotent; fast when all are present).
 # CUDA, cuDNN and NCCL are not Debian packages: they are used when found under /usr/local/cuda.
 set -euo pipefail
 
@@ -16,6 +17,8 @@ PACKAGES=(
   clang libclang-rt-14-dev clang-format
   # Reference models and checks: torch.onnx.export, ONNX's own conformance data.
   python3-torch python3-torchvision python3-onnx python3-numpy libonnx-testdata
+  # pip fetches the pinned ONNX source distribution (and cudnn-frontend's headers) from PyPI.
+  python3-pip
 )
 
 missing=()
@@ -48,18 +51,54 @@ with zipfile.ZipFile(sys.argv[1]) as z:
 PY
   rm -rf "$dest" && mv "$dest.partial" "$dest" && rm -rf "$tmp"
 }
+
+# ONNX: Debian's libonnx is 1.12 (IR <= 8, opsets <= 17), too old for models from a current
+# PyTorch. Pinned ONNX release built from its PyPI source distribution against the system
+# Protobuf: only the C++ libraries (static onnx and onnx_proto, ONNX_ML on), installed into
+# .deps/ (ignored by git); CMake links this one and never Debian's. python3-onnx stays installed
+# for the tests' Python side.
+ONNX_VERSION=1.18.0
+ONNX_SDIST_SHA256=3d8dbf9e996629131ba3aa1afd1d8239b660d1f830c6688dd7e03157cccd6b9c
+install_onnx() {
+  local dest=$PWD/.deps/onnx-$ONNX_VERSION
+  [[ -f "$dest/lib/cmake/ONNX/ONNXConfig.cmake" ]] && return 0
+  local tmp t0
+  tmp=$(mktemp -d)
+  t0=$(date +%s)
+  fail() { echo "setup: building ONNX $ONNX_VERSION failed: $* (log: $tmp/build.log)" >&2; exit 1; }
+  echo "setup: fetching the ONNX $ONNX_VERSION source distribution from PyPI"
+  python3 -m pip download -q "onnx==$ONNX_VERSION" --no-deps --no-binary :all: -d "$tmp" \
+    || fail "pip download onnx==$ONNX_VERSION --no-binary :all:"
+  echo "$ONNX_SDIST_SHA256  $tmp/onnx-$ONNX_VERSION.tar.gz" | sha256sum -c --quiet \
+    || fail "the sdist's sha256 is not the pinned $ONNX_SDIST_SHA256"
+  tar -xzf "$tmp/onnx-$ONNX_VERSION.tar.gz" -C "$tmp"
+  echo "setup: configuring ONNX $ONNX_VERSION (C++ libraries only, system Protobuf)"
+  cmake -S "$tmp/onnx-$ONNX_VERSION" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_INSTALL_PREFIX="$dest.partial" -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+    -DBUILD_SHARED_LIBS=OFF -DONNX_USE_PROTOBUF_SHARED_LIBS=ON -DONNX_ML=ON -DONNX_NAMESPACE=onnx \
+    -DONNX_BUILD_TESTS=OFF -DONNX_BUILD_PYTHON=OFF -DONNX_GEN_PB_TYPE_STUBS=OFF \
+    -DONNX_WERROR=OFF >"$tmp/build.log" 2>&1 || fail "cmake configure"
+  echo "setup: building ONNX $ONNX_VERSION with $(nproc) jobs (about 6 minutes on 2 cores)"
+  cmake --build "$tmp/build" -j "$(nproc)" >>"$tmp/build.log" 2>&1 || fail "cmake --build"
+  rm -rf "$dest.partial"
+  cmake --install "$tmp/build" >>"$tmp/build.log" 2>&1 || fail "cmake --install"
+  rm -rf "$dest" && mv "$dest.partial" "$dest" && rm -rf "$tmp"
+  echo "setup: ONNX $ONNX_VERSION installed into .deps/ in $(( $(date +%s) - t0 )) s"
+}
+
 cd "$(dirname "$0")/.."
 install_cudnn_frontend
 
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  echo "setup: installing ${#missing[@]} packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-echo "setup: installing ${#missing[@]} packages: ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# After the packages: the ONNX build needs cmake, ninja, protoc and libprotobuf-dev.
+install_onnx
 echo "setup: done"

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "graph/ops/common.h"
 #include "graph/ops/registry.h"
@@ -266,7 +267,7 @@ Result<Inferred> infer_resize(InferContext const& c) {
     a.coord = ResizeCoord::kAlignCorners;
   else if (coord == "asymmetric")
     a.coord = ResizeCoord::kAsymmetric;
-  else if (coord == "tf_crop_and_resize" || coord == "tf_half_pixel_for_nn")
+  else if (coord == "tf_crop_and_resize" || coord == "tf_half_pixel_for_nn" || coord == "half_pixel_symmetric")
     return unsupported("coordinate_transformation_mode '" + coord +
                        "' (use half_pixel, pytorch_half_pixel, align_corners or asymmetric)");
   else
@@ -288,6 +289,8 @@ Result<Inferred> infer_resize(InferContext const& c) {
   a.exclude_outside = c.attr_int("exclude_outside", 0) != 0;
   a.extrapolation_value = static_cast<float>(c.attr_float("extrapolation_value", 0.0));
 
+  if (c.attr_int("antialias", 0) != 0)
+    return unsupported("antialias=1 (an antialiasing filter when downsampling) is not supported");
   Dims const& x = c.dims(0);
   std::size_t const r = x.size();
   ASSIGN_OR_RETURN(StaticValue const* scales, c.static_input(2, "scales"));
@@ -296,12 +299,54 @@ Result<Inferred> infer_resize(InferContext const& c) {
   if (has_scales == has_sizes)
     return invalid_argument(has_scales ? "both scales and sizes are given; give one of them"
                                        : "neither scales nor sizes is given; give one of them");
+  // Opset 18: scales or sizes may cover only `axes`; the other axes keep their size.
+  Dims axes(r);
+  std::iota(axes.begin(), axes.end(), 0);
+  if (auto listed = c.attr_ints("axes")) {
+    axes.clear();
+    std::vector<bool> seen(r, false);
+    for (int64_t ax : *listed) {
+      ASSIGN_OR_RETURN(int64_t const d, checked_axis(ax, static_cast<int64_t>(r)));
+      if (seen[d]) return invalid_argument("axis " + std::to_string(d) + " is listed twice in axes");
+      seen[d] = true;
+      axes.push_back(d);
+    }
+  }
+  StaticValue const& given = has_scales ? *scales : *sizes;
+  if (static_cast<std::size_t>(given.numel()) != axes.size())
+    return invalid_argument(std::string(has_scales ? "scales" : "sizes") + " has " + std::to_string(given.numel()) +
+                            " entries for " + std::to_string(axes.size()) + " axes");
+  if (has_sizes && sizes->is_float()) return invalid_argument("sizes must be int64");
+  // Per axis: a scale, or a size as batch multiple `b` (of N) plus a fixed part `v`.
+  std::vector<double> scale(r, 1.0);
+  Dims size_v(r, 0), size_b(r, 0);
+  for (std::size_t d = 0; d < r; ++d) (x[d] < 0 ? size_b[d] : size_v[d]) = x[d] < 0 ? -x[d] : x[d];
+  for (std::size_t k = 0; k < axes.size(); ++k) {
+    auto const d = static_cast<std::size_t>(axes[k]);
+    if (has_scales) {
+      scale[d] = scales->is_float() ? scales->f[k] : static_cast<double>(scales->i[k]);
+    } else {
+      size_b[d] = sizes->has_batch() ? sizes->b[k] : 0;
+      size_v[d] = sizes->i[k];
+    }
+  }
+  std::string const policy = c.attr_string("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+    return invalid_argument("keep_aspect_ratio_policy '" + policy + "' is not one of stretch, not_larger, not_smaller");
+  std::optional<double> one;  // the one scale of every listed axis under a keep_aspect_ratio_policy
+  if (has_sizes && policy != "stretch") {
+    // The smallest (not_larger) or largest (not_smaller) ratio; sizes round from it.
+    for (int64_t d : axes) {
+      if (x[d] <= 0 || size_b[d] != 0)
+        return unsupported("keep_aspect_ratio_policy '" + policy + "' over the batch dimension");
+      double const ratio = static_cast<double>(size_v[d]) / static_cast<double>(x[d]);
+      one = !one ? ratio : policy == "not_larger" ? std::min(*one, ratio) : std::max(*one, ratio);
+    }
+    for (int64_t d : axes) size_v[d] = static_cast<int64_t>(std::round(*one * static_cast<double>(x[d])));
+  }
   if (has_scales) {
-    if (static_cast<std::size_t>(scales->numel()) != r)
-      return invalid_argument("scales has " + std::to_string(scales->numel()) + " entries for an input of rank " +
-                              std::to_string(r));
     for (std::size_t d = 0; d < r; ++d) {
-      double const s = scales->is_float() ? scales->f[d] : static_cast<double>(scales->i[d]);
+      double const s = scale[d];
       if (!(s > 0))
         return invalid_argument("scale " + std::to_string(s) + " of axis " + std::to_string(d) + " is not positive");
       if (x[d] < 0 && s != 1.0)
@@ -310,13 +355,9 @@ Result<Inferred> infer_resize(InferContext const& c) {
       a.scales.push_back(static_cast<float>(s));
     }
   } else {
-    if (static_cast<std::size_t>(sizes->numel()) != r)
-      return invalid_argument("sizes has " + std::to_string(sizes->numel()) + " entries for an input of rank " +
-                              std::to_string(r));
-    if (sizes->is_float()) return invalid_argument("sizes must be int64");
     for (std::size_t d = 0; d < r; ++d) {
-      int64_t const b = sizes->has_batch() ? sizes->b[d] : 0;
-      int64_t const v = sizes->i[d];
+      int64_t const b = size_b[d];
+      int64_t const v = size_v[d];
       if (x[d] < 0) {
         bool const same = (b == -x[d] && v == 0) || (b == 0 && c.fixed_batch > 0 && v == -x[d] * c.fixed_batch);
         if (!same)
@@ -330,7 +371,8 @@ Result<Inferred> infer_resize(InferContext const& c) {
       if (v <= 0)
         return invalid_argument("size " + std::to_string(v) + " of axis " + std::to_string(d) + " is not positive");
       a.sizes.push_back(v);
-      a.scales.push_back(static_cast<float>(static_cast<double>(v) / static_cast<double>(x[d])));
+      bool const listed = std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
+      a.scales.push_back(static_cast<float>(one && listed ? *one : static_cast<double>(v) / static_cast<double>(x[d])));
     }
   }
   ASSIGN_OR_RETURN(Dims out, resize_output_shape(a, x));

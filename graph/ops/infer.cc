@@ -271,6 +271,30 @@ Result<DType> dtype_of_onnx(int64_t t) {
   return unsupported("Cast to ONNX element type " + std::to_string(t) + " is not supported");
 }
 
+int64_t onnx_of_dtype(DType d) {
+  switch (d) {
+    case DType::kFloat32:
+      return 1;
+    case DType::kFloat16:
+      return 10;
+    case DType::kBFloat16:
+      return 16;
+    case DType::kFloat64:
+      return 11;
+    case DType::kInt64:
+      return 7;
+    case DType::kInt32:
+      return 6;
+    case DType::kInt8:
+      return 3;
+    case DType::kUInt8:
+      return 2;
+    case DType::kBool:
+      return 9;
+  }
+  return 0;
+}
+
 Inferred like_input(InferContext const& c, OpAttrs typed) {
   Inferred k;
   k.typed = std::move(typed);

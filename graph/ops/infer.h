@@ -120,6 +120,8 @@ Result<Window> sliding_window(InferContext const& c, Dims const& in, Dims const&
                               Dims const& dil, bool ceil_mode);
 // An ONNX TensorProto element type as ours.
 Result<DType> dtype_of_onnx(int64_t t);
+// Ours as an ONNX TensorProto element type (its inverse).
+int64_t onnx_of_dtype(DType d);
 // The most common rule: one output with input 0's dtype and shape, input 0 the only data input
 // (the other slots, if any, were folded into `typed`).
 Inferred like_input(InferContext const& c, OpAttrs typed = {});

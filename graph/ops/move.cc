@@ -191,6 +191,17 @@ Result<Inferred> infer_split(InferContext const& c) {
   }
   int64_t const d = c.dims(0)[axis];
   if (d < 0) return unsupported("splitting the batch dimension");
+  if (auto const n = c.attr_int("num_outputs", 0); sizes.empty() && n > 0) {
+    // Opset 18: n chunks of ceil(d / n), the last one smaller when d does not divide.
+    if (n != static_cast<int64_t>(c.outputs.size()))
+      return invalid_argument("num_outputs is " + std::to_string(n) + " but the node has " +
+                              std::to_string(c.outputs.size()) + " outputs");
+    if (n > d) return invalid_argument("dimension " + std::to_string(d) + " does not split into " + std::to_string(n));
+    int64_t const chunk = (d + n - 1) / n;
+    sizes.assign(static_cast<std::size_t>(n), chunk);
+    sizes.back() = d - chunk * (n - 1);
+    if (sizes.back() <= 0) return invalid_argument("dimension " + std::to_string(d) + " leaves an empty last chunk");
+  }
   if (sizes.empty()) {
     int64_t const parts = static_cast<int64_t>(c.outputs.size());
     if (d % parts)

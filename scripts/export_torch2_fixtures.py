@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Regenerates tests/data/torch2/: tiny models exported by a current PyTorch, with PyTorch's own
+losses for 3 SGD steps, for tests/exec/test_torch2_fixtures.cc. CI never runs this script: the
+fixtures it writes are committed and are the contract.
+
+Needs torch 2.x, onnx and onnxscript, e.g. in a venv outside the repository:
+  python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch onnxscript onnx
+  /work/venv-torch/bin/python scripts/export_torch2_fixtures.py [--out tests/data/torch2]
+
+For each model (mlp, cnn, encoder, ops) and exporter (dynamo: torch.onnx.export(..., dynamo=True), the
+default since torch 2.9; torchscript: dynamo=False; functions: dynamo=False with
+export_modules_as_functions=True, every module a model-local function; mlp and cnn only) it
+writes <model>_<exporter>/ with
+  model.onnx     the model in training mode, weights as initializers, a dynamic batch dimension
+  input_0.npy    one batch of inputs (float32), labels.npy its class ids (int64)
+  reference.json torch's cross-entropy losses for 3 SGD steps (lr, momentum below) on that batch,
+                 the exporter, opset and IR version, and the torch/onnx/onnxscript versions
+"""
+import argparse
+import json
+import os
+import shutil
+import warnings
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+BATCH, STEPS, LR, MOMENTUM = 4, 3, 0.1, 0.9
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(16, 32), nn.Linear(32, 32), nn.Linear(32, 10)
+        self.norm = nn.LayerNorm(32)
+
+    def forward(self, x):
+        x = F.relu(self.fc1(x))
+        x = F.gelu(self.norm(self.fc2(x)))
+        return self.fc3(x)
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.conv2, self.bn2 = nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        x = F.relu(self.bn2(self.conv2(x)))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class Encoder(nn.Module):
+    """One pre-norm transformer encoder layer over a fixed-length sequence, mean-pooled."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, dropout=0.0,
+                                                activation="gelu", batch_first=True, norm_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.head(self.layer(x).mean(dim=1))
+
+
+class Ops(nn.Module):
+    """The opset 18+ forms of existing ops as the dynamo exporter writes them: Split with
+    num_outputs (chunk), Resize with its opset 18 attributes (interpolate), Pad (reflect), Slice,
+    ReduceMean with axes as an input."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(3, 4, 3, padding=1), nn.Linear(4 * 4 * 4, 10)
+
+    def forward(self, x):
+        a, b = torch.chunk(self.conv(x), 2, dim=1)
+        y = F.interpolate(torch.cat([F.relu(a), torch.sigmoid(b)], 1), scale_factor=0.5, mode="bilinear")
+        y = F.pad(y, (1, 1, 0, 0), mode="reflect")[..., 1:-1]
+        return self.fc(y.flatten(1)) + y.mean(dim=(1, 2, 3)).unsqueeze(1)
+
+
+MODELS = {
+    "mlp": (Mlp, (16,), 10),
+    "cnn": (Cnn, (3, 8, 8), 10),
+    "encoder": (Encoder, (6, 16), 4),
+    "ops": (Ops, (3, 8, 8), 10),
+}
+
+
+def make(name, seed=0):
+    cls, shape, classes = MODELS[name]
+    torch.manual_seed(seed)
+    model = cls().train()
+    # No parameter starts constant (norm scales of ones, zero biases): the dynamo exporter's
+    # optimizer merges equal initializers (tying norm1 and norm2) and drops the addition of a zero
+    # bias (which torch then trains and the file no longer has).
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if p.numel() > 1 and bool((p == p.flatten()[0]).all()):
+                if pname.endswith("weight"):
+                    p.uniform_(0.5, 1.5)
+                else:
+                    p.uniform_(-0.5, 0.5)
+    g = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn((BATCH,) + shape, generator=g)
+    y = torch.randint(0, classes, (BATCH,), generator=g)
+    return model, x, y
+
+
+def export(model, x, path, exporter):
+    kwargs = dict(input_names=["input"], output_names=["logits"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if exporter == "dynamo":
+            batch = torch.export.Dim("batch", min=2, max=1024)
+            # The default optimizer folds BatchNormalization into the convolution before it with the
+            # running statistics (inference semantics), even for a model in training mode: models with
+            # BatchNorm are exported without it.
+            optimize = not any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
+            torch.onnx.export(model, (x,), path, dynamo=True, external_data=False, optimize=optimize,
+                              dynamic_shapes={"x": {0: batch}}, **kwargs)
+        else:  # torchscript, and functions: each torch.nn module a model-local ONNX function
+            torch.onnx.export(model, (x,), path, dynamo=False, opset_version=17, do_constant_folding=False,
+                              training=torch.onnx.TrainingMode.TRAINING,
+                              dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}},
+                              export_modules_as_functions=exporter == "functions", **kwargs)
+
+
+def check_forward(path, model, x, bn_eval):
+    """The exported file computes what the module computes (ONNX's reference evaluator)."""
+    import onnx.inliner
+    from onnx.reference import ReferenceEvaluator
+    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)] if bn_eval else []
+    for m in bns:
+        m.eval()
+    with torch.no_grad():
+        want = model(x).numpy()
+    for m in bns:
+        m.train()
+    got = ReferenceEvaluator(onnx.inliner.inline_local_functions(onnx.load(path))).run(None, {"input": x.numpy()})[0]
+    err = float(np.abs(got - want).max())
+    if err > 1e-4:
+        raise SystemExit(f"{path}: the ONNX forward differs from torch's by {err}")
+
+
+def torch_losses(model, x, y):
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    losses = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def versions():
+    out = {"torch": torch.__version__, "onnx": onnx.__version__}
+    try:
+        import onnxscript
+        out["onnxscript"] = onnxscript.__version__
+    except ImportError:
+        pass
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "tests", "data", "torch2")))
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--exporters", default="dynamo,torchscript,functions")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    for name in args.models.split(","):
+        for exporter in args.exporters.split(","):
+            if exporter == "functions" and name in ("encoder", "ops"):
+                continue  # the encoder's TorchScript gap again; ops has no modules worth a function
+            model, x, y = make(name)
+            d = os.path.join(args.out, f"{name}_{exporter}")
+            shutil.rmtree(d, ignore_errors=True)
+            os.makedirs(d)
+            path = os.path.join(d, "model.onnx")
+            export(model, x, path, exporter)
+            # Export must not have touched the weights or the BatchNorm statistics: rebuild to be sure.
+            model, x, y = make(name)
+            # The dynamo exporter writes BatchNormalization in inference form (running statistics, no
+            # training_mode) even for a model in training mode, so the file's forward is the eval-mode
+            # module's. graphpipe trains BatchNorm with batch statistics whatever the file says (as
+            # torch's train() does): torch's losses are the training-mode module's.
+            bn_inference_form = exporter == "dynamo" and any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
+            check_forward(path, model, x, bn_inference_form)
+            np.save(os.path.join(d, "input_0.npy"), x.numpy().astype(np.float32))
+            np.save(os.path.join(d, "labels.npy"), y.numpy().astype(np.int64))
+            m = onnx.load(path)
+            opset = next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
+            ref = {"model": name, "exporter": exporter, "ir_version": m.ir_version, "opset": opset,
+                   "functions": len(m.functions), "batch": BATCH, "steps": STEPS, "lr": LR, "momentum": MOMENTUM,
+                   "loss": "cross_entropy", "batchnorm_in_file": "inference" if bn_inference_form else "training", "losses": torch_losses(model, x, y), "versions": versions()}
+            with open(os.path.join(d, "reference.json"), "w") as f:
+                json.dump(ref, f, indent=1)
+                f.write("\n")
+            print(f"{d}: opset {opset}, IR {m.ir_version}, {len(m.graph.node)} nodes, "
+                  f"{len(m.functions)} functions, {os.path.getsize(path)} bytes, losses {ref['losses']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+// Models exported by a current PyTorch (tests/data/torch2, written by
+// scripts/export_torch2_fixtures.py with both exporters: dynamo, IR version 10 and opset 20, and
+// TorchScript, opset 17, also with every module a model-local function) import and train 3 SGD
+// steps on the batch stored beside them with the losses torch computed for the same steps, within
+// 1e-4 relative. No Python runs here: the files are the contract.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "exec/cpu/cpu_backend.h"
+#include "exec/data.h"
+#include "exec/trainer.h"
+#include "graph/onnx_import.h"
+
+namespace gp::exec {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path const kFixtures = fs::path(GP_SOURCE_DIR) / "tests" / "data" / "torch2";
+
+// Fixtures graphpipe cannot import yet, with the words of the refusal: the test fails once they
+// import, so the entry goes and the losses are checked. TorchScript's export of
+// nn.MultiheadAttention by torch 2.x slices with ends computed from the batch size (Shape, Gather,
+// Div, Reshape); folding that is issue 22's second part.
+std::map<std::string, std::string> const kKnownGaps = {
+    {"encoder_torchscript", "its ends ('/layer/self_attn/Reshape_output_0') is computed at run time"},
+};
+
+class Torch2Fixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Torch2Fixture, ImportsAndTrainsLikeTorch) {
+  fs::path const dir = kFixtures / GetParam();
+  std::ifstream in(dir / "reference.json");
+  ASSERT_TRUE(in.good()) << "missing " << dir / "reference.json";
+  auto const ref = nlohmann::json::parse(in);
+  auto g = graph::load_onnx((dir / "model.onnx").string());
+  if (auto gap = kKnownGaps.find(GetParam()); gap != kKnownGaps.end()) {
+    ASSERT_FALSE(g.is_ok()) << GetParam() << " imports now: remove it from kKnownGaps";
+    EXPECT_NE(g.status().message().find(gap->second), std::string::npos) << g.status().message();
+    GTEST_SKIP() << "known gap: " << g.status().message();
+  }
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+
+  TrainConfig c;
+  c.loss = LossKind::kCrossEntropy;
+  c.batch = ref.at("batch").get<int64_t>();
+  c.steps = ref.at("steps").get<int64_t>();
+  c.optimizer.kind = OptimizerKind::kSgd;
+  c.optimizer.lr = ref.at("lr").get<float>();
+  c.optimizer.momentum = ref.at("momentum").get<float>();
+  c.data.kind = DataConfig::Kind::kNpy;
+  c.data.inputs = {(dir / "input_0.npy").string()};
+  c.data.labels = (dir / "labels.npy").string();
+  auto data = make_data_source(c.data, *g, c.loss, c.seed);
+  ASSERT_TRUE(data.is_ok()) << data.status().message();
+  CpuBackend be;
+  auto t = Trainer::create(c, *g, be, std::move(data).value());
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  ASSERT_TRUE((*t)->run(nullptr).is_ok());
+
+  auto const want = ref.at("losses").get<std::vector<double>>();
+  auto const& got = (*t)->losses();
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    double const rel = std::abs(got[k] - want[k]) / std::max(std::abs(want[k]), 1e-3);
+    worst = std::max(worst, rel);
+    EXPECT_LE(rel, 1e-4) << "loss of step " << k + 1 << ": graphpipe " << got[k] << ", torch " << want[k] << " ("
+                         << ref.at("exporter").get<std::string>() << " exporter, opset " << ref.at("opset")
+                         << ", torch " << ref.at("versions").at("torch").get<std::string>() << ")";
+  }
+  std::printf("[torch2] %-20s %zu steps, worst loss difference from torch %.1e relative\n", GetParam().c_str(),
+              want.size(), worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch2, Torch2Fixture,
+                         ::testing::Values("mlp_dynamo", "mlp_torchscript", "cnn_dynamo", "cnn_torchscript",
+                                           "encoder_dynamo", "encoder_torchscript", "mlp_functions", "cnn_functions",
+                                           "ops_dynamo", "ops_torchscript"));
+
+}  // namespace
+}  // namespace gp::exec

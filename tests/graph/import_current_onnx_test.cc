@@ -1,0 +1,244 @@
+// The forms current exporters write (torch.onnx.export(..., dynamo=True): IR version 10, opsets
+// 18-20): axes as inputs, Split's num_outputs, Pad's axes, Resize's axes, LayerNormalization and
+// Gelu as single operators, CastLike, model-local functions, and symbolic batch names other than N.
+#include <gtest/gtest.h>
+
+#include "graph/onnx_import.h"
+#include "tests/graph/onnx_text.h"
+
+namespace gp::graph {
+namespace {
+
+constexpr int64_t N = kBatch;
+
+// A model in ONNX text with IR version `ir` and default-domain opset `opset`; `extra` follows the
+// graph (model-local functions) and `imports` adds opset imports (their domains).
+std::string model(std::string const& inputs, std::string const& outputs, std::vector<std::string> const& inits,
+                  std::string const& body, int opset = 20, int ir = 10, std::string const& imports = "",
+                  std::string const& extra = "") {
+  std::string s = model_text(inputs, outputs, inits, body, opset);
+  auto const header_end = s.find('>');
+  s = "<ir_version: " + std::to_string(ir) + ", opset_import: [\"\" : " + std::to_string(opset) + imports + "]" +
+      s.substr(header_end);
+  return s + extra;
+}
+
+OpGraph must_load(std::string const& text) {
+  auto g = load_onnx_text(text);
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string() << "\n" << text;
+  if (!g.is_ok()) return OpGraph{};
+  return std::move(g).value();
+}
+
+std::string must_fail(std::string const& text) {
+  auto g = load_onnx_text(text);
+  EXPECT_FALSE(g.is_ok()) << "imported:\n" << text;
+  return g.is_ok() ? std::string() : g.status().message();
+}
+
+std::vector<Op const*> ops_of_type(OpGraph const& g, std::string const& type) {
+  std::vector<Op const*> out;
+  for (auto const& op : g.ops())
+    if (op.type == type) out.push_back(&op);
+  return out;
+}
+
+Shape out_shape(OpGraph const& g, std::string const& type, std::size_t k = 0) {
+  auto const ops = ops_of_type(g, type);
+  if (ops.empty() || k >= ops[0]->outputs.size()) return {};
+  return g.tensor(ops[0]->outputs[k]).shape;
+}
+
+Shape S(std::vector<int64_t> d) { return Shape{std::move(d)}; }
+
+TEST(ImportCurrentOnnx, LayerNormAndGeluOfOpset20WithDynamoBatchName) {
+  auto g = must_load(model("float[batch,6,8] x", "float[batch,6,8] y", {zeros("s", {8}, 1), zeros("b", {8})},
+                           "n = LayerNormalization<axis = -1, epsilon = 0.00001, stash_type = 1>(x, s, b)\n"
+                           "y = Gelu<approximate = \"tanh\">(n)"));
+  ASSERT_EQ(ops_of_type(g, "LayerNormalization").size(), 1u);
+  auto const gelu = ops_of_type(g, "Gelu");
+  ASSERT_EQ(gelu.size(), 1u);
+  EXPECT_TRUE(std::get<GeluAttrs>(gelu[0]->typed).tanh_approx);
+  EXPECT_EQ(out_shape(g, "Gelu"), S({N, 6, 8}));
+  EXPECT_EQ(g.tensor(g.inputs()[0]).shape, S({N, 6, 8}));
+}
+
+TEST(ImportCurrentOnnx, SymbolicBatchNamedS0) {
+  auto g = must_load(model("float[s0,4] x", "float[s0,4] y", {}, "y = Relu(x)", 18, 9));
+  EXPECT_EQ(out_shape(g, "Relu"), S({N, 4}));
+  // Only the first dimension is the batch: a second symbolic one is refused by name.
+  auto const msg = must_fail(model("float[batch,seq] x", "float[batch,seq] y", {}, "y = Relu(x)"));
+  EXPECT_NE(msg.find("dynamic dimension 1 ('seq')"), std::string::npos) << msg;
+}
+
+TEST(ImportCurrentOnnx, ReduceAxesAsInputOpset18) {
+  auto g = must_load(model("float[N,3,4,5] x", "float[N,3] y", {},
+                           "axes2 = Constant<value = int64[2] {2, 3}>()\n"
+                           "y = ReduceMean<keepdims = 0>(x, axes2)",
+                           18));
+  EXPECT_EQ(out_shape(g, "ReduceMean"), S({N, 3}));
+  auto g2 = must_load(model("float[N,3,4] x", "float[N,1,4] y", {},
+                            "a = Constant<value = int64[1] {1}>()\n"
+                            "y = ReduceSumSquare<keepdims = 1>(x, a)",
+                            23));
+  EXPECT_EQ(out_shape(g2, "ReduceSumSquare"), S({N, 1, 4}));
+}
+
+TEST(ImportCurrentOnnx, SqueezeUnsqueezeAxesAsInputs) {
+  auto g = must_load(model("float[N,3] x", "float[N,3] y", {},
+                           "a = Constant<value = int64[1] {1}>()\n"
+                           "u = Unsqueeze(x, a)\n"
+                           "y = Squeeze(u, a)",
+                           21));
+  EXPECT_EQ(out_shape(g, "Unsqueeze"), S({N, 1, 3}));
+  EXPECT_EQ(out_shape(g, "Squeeze"), S({N, 3}));
+}
+
+TEST(ImportCurrentOnnx, SplitNumOutputsOpset18) {
+  auto g = must_load(model("float[N,8] x", "float[N,3] a, float[N,3] b, float[N,2] c", {},
+                           "a, b, c = Split<axis = 1, num_outputs = 3>(x)", 18));
+  auto const split = ops_of_type(g, "Split");
+  ASSERT_EQ(split.size(), 1u);
+  EXPECT_EQ(std::get<SplitAttrs>(split[0]->typed).sizes, (std::vector<int64_t>{3, 3, 2}));
+  EXPECT_EQ(out_shape(g, "Split", 2), S({N, 2}));
+  auto const msg =
+      must_fail(model("float[N,8] x", "float[N,4] a, float[N,4] b", {}, "a, b = Split<axis = 1, num_outputs = 3>(x)"));
+  EXPECT_NE(msg.find("Split"), std::string::npos) << msg;
+}
+
+TEST(ImportCurrentOnnx, PadWithAxesInputOpset19) {
+  auto g = must_load(model("float[N,3,4] x", "float[N,3,7] y", {},
+                           "p = Constant<value = int64[2] {1, 2}>()\n"
+                           "v = Constant<value = float {0.5}>()\n"
+                           "a = Constant<value = int64[1] {-1}>()\n"
+                           "y = Pad<mode = \"wrap\">(x, p, v, a)",
+                           19));
+  auto const pad = ops_of_type(g, "Pad");
+  ASSERT_EQ(pad.size(), 1u);
+  auto const& attrs = std::get<PadAttrs>(pad[0]->typed);
+  EXPECT_EQ(attrs.pads, (std::vector<int64_t>{0, 0, 1, 0, 0, 2}));
+  EXPECT_EQ(attrs.mode, PadMode::kWrap);
+  EXPECT_EQ(out_shape(g, "Pad"), S({N, 3, 7}));
+}
+
+TEST(ImportCurrentOnnx, ResizeWithAxesOpset18) {
+  auto g = must_load(model("float[N,2,4,6] x", "float[N,2,8,12] y", {},
+                           "s = Constant<value = float[2] {2.0, 2.0}>()\n"
+                           "y = Resize<mode = \"nearest\", axes = [2, 3]>(x, , s)",
+                           18));
+  auto const resize = ops_of_type(g, "Resize");
+  ASSERT_EQ(resize.size(), 1u);
+  EXPECT_EQ(std::get<ResizeAttrs>(resize[0]->typed).scales, (std::vector<float>{1, 1, 2, 2}));
+  EXPECT_EQ(out_shape(g, "Resize"), S({N, 2, 8, 12}));
+  // Sizes with keep_aspect_ratio_policy: one scale for both axes, the smaller ratio (2 of 2 and 3).
+  auto g2 = must_load(model("float[N,2,4,6] x", "float[N,2,8,12] y", {},
+                            "z = Constant<value = int64[2] {8, 18}>()\n"
+                            "y = Resize<mode = \"linear\", axes = [2, 3], keep_aspect_ratio_policy = "
+                            "\"not_larger\">(x, , , z)",
+                            19));
+  EXPECT_EQ(out_shape(g2, "Resize"), S({N, 2, 8, 12}));
+  // not_smaller with sizes 5, 9: the larger ratio 1.5 for both axes, sizes round(1.5 * 4) = 6, 9.
+  auto g3 = must_load(model("float[N,2,4,6] x", "float[N,2,6,9] y", {},
+                            "z = Constant<value = int64[2] {5, 9}>()\n"
+                            "y = Resize<mode = \"linear\", axes = [2, 3], keep_aspect_ratio_policy = "
+                            "\"not_smaller\">(x, , , z)",
+                            19));
+  EXPECT_EQ(out_shape(g3, "Resize"), S({N, 2, 6, 9}));
+  auto const resize3 = ops_of_type(g3, "Resize");
+  ASSERT_EQ(resize3.size(), 1u);
+  EXPECT_EQ(std::get<ResizeAttrs>(resize3[0]->typed).scales, (std::vector<float>{1, 1, 1.5f, 1.5f}));
+  auto const msg = must_fail(model("float[N,2,4,6] x", "float[N,2,2,3] y", {},
+                                   "s = Constant<value = float[2] {0.5, 0.5}>()\n"
+                                   "y = Resize<mode = \"linear\", axes = [2, 3], antialias = 1>(x, , s)",
+                                   18));
+  EXPECT_NE(msg.find("antialias"), std::string::npos) << msg;
+}
+
+TEST(ImportCurrentOnnx, CastLikeOfAConstantFolds) {
+  auto g = must_load(model("float[N,4] x", "float[N,4] y", {},
+                           "c = Constant<value = double {2.0}>()\n"
+                           "cf = CastLike(c, x)\n"
+                           "y = Mul(x, cf)",
+                           20));
+  auto const mul = ops_of_type(g, "Mul");
+  ASSERT_EQ(mul.size(), 1u);
+  EXPECT_EQ(g.tensor(mul[0]->inputs[1]).dtype, DType::kFloat32);
+  EXPECT_TRUE(ops_of_type(g, "CastLike").empty());
+}
+
+std::string const kDouble =
+    "<domain: \"local\", opset_import: [\"\" : 20]>\n"
+    "Double (a) => (b) {\n"
+    "  two = Constant<value = float {2.0}>()\n"
+    "  b = Mul(a, two)\n"
+    "}\n";
+
+TEST(ImportCurrentOnnx, ModelLocalFunctionsAreInlined) {
+  auto g = must_load(model("float[N,4] x", "float[N,4] y", {},
+                           "h = local.Double(x)\n"
+                           "y = local.Double(h)",
+                           20, 10, ", \"local\" : 1", kDouble));
+  EXPECT_EQ(ops_of_type(g, "Mul").size(), 2u);
+  EXPECT_EQ(out_shape(g, "Mul"), S({N, 4}));
+}
+
+TEST(ImportCurrentOnnx, RecursiveFunctionsAreRefused) {
+  std::string const loop =
+      "<domain: \"local\", opset_import: [\"\" : 20, \"local\" : 1]>\n"
+      "Ping (a) => (b) {\n  b = local.Pong(a)\n}\n"
+      "<domain: \"local\", opset_import: [\"\" : 20, \"local\" : 1]>\n"
+      "Pong (a) => (b) {\n  b = local.Ping(a)\n}\n";
+  ImportOptions unchecked;
+  unchecked.run_checker = false;  // our check, not ONNX's checker, must refuse it
+  auto g = load_onnx_text(
+      model("float[N,4] x", "float[N,4] y", {}, "y = local.Ping(x)", 20, 10, ", \"local\" : 1", loop), unchecked);
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_NE(g.status().message().find("calls itself"), std::string::npos) << g.status().message();
+}
+
+TEST(ImportCurrentOnnx, FunctionsThatExpandPastTheNodeLimitAreRefused) {
+  // Each level calls the next twice: 2^20 nodes from 20 functions.
+  std::string fns;
+  for (int k = 0; k < 20; ++k)
+    fns += "<domain: \"local\", opset_import: [\"\" : 20, \"local\" : 1]>\nF" + std::to_string(k) +
+           " (a) => (b) {\n  h = local.F" + std::to_string(k + 1) + "(a)\n  b = local.F" + std::to_string(k + 1) +
+           "(h)\n}\n";
+  fns += "<domain: \"local\", opset_import: [\"\" : 20]>\nF20 (a) => (b) {\n  b = Relu(a)\n}\n";
+  ImportOptions unchecked;
+  unchecked.run_checker = false;
+  auto g = load_onnx_text(model("float[N,4] x", "float[N,4] y", {}, "y = local.F0(x)", 20, 10, ", \"local\" : 1", fns),
+                          unchecked);
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_NE(g.status().message().find("inlining the model-local functions makes more than"), std::string::npos)
+      << g.status().message();
+}
+
+TEST(ImportCurrentOnnx, ZeroStridesInsideAFunctionAreRefusedBeforeShapeInference) {
+  std::string const conv =
+      "<domain: \"local\", opset_import: [\"\" : 20]>\n"
+      "C (a, w) => (b) {\n  b = Conv<strides = [0, 0]>(a, w)\n}\n";
+  ImportOptions unchecked;
+  unchecked.run_checker = false;
+  auto g = load_onnx_text(model("float[N,1,4,4] x", "float[N,1,2,2] y", {zeros("w", {1, 1, 3, 3})}, "y = local.C(x, w)",
+                                20, 10, ", \"local\" : 1", conv),
+                          unchecked);
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_NE(g.status().message().find("every entry of 'strides' must be positive"), std::string::npos)
+      << g.status().message();
+}
+
+TEST(ImportCurrentOnnx, IrVersionNewerThanOurOnnxIsRefusedWithTheVersions) {
+  auto const msg = must_fail(model("float[N,4] x", "float[N,4] y", {}, "y = Relu(x)", 20, 99));
+  EXPECT_NE(msg.find("IR version 99"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("ONNX 1.18.0 reads IR versions up to 11"), std::string::npos) << msg;
+}
+
+TEST(ImportCurrentOnnx, UnsupportedOperatorNamesTheNodes) {
+  auto const msg = must_fail(model("float[N,4] x", "float[N,4] y", {},
+                                   "r = RandomUniformLike <seed = 1.0> (x)\n"
+                                   "y = Add(x, r)"));
+  EXPECT_NE(msg.find("unsupported operator: RandomUniformLike (1 node: #0)"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace gp::graph
