@@ -13,6 +13,8 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
+  # The relocatable bundle (scripts/package.sh): run paths of the copied executables and libraries.
+  patchelf
   # Sanitizers, libFuzzer and the format check (scripts/test.sh --sanitize, scripts/fuzz.sh, scripts/format.sh).
   clang libclang-rt-14-dev clang-format
   # Reference models and checks: torch.onnx.export, ONNX's own conformance data.

@@ -15,10 +15,16 @@ namespace {
 
 constexpr int kLimit = 60;
 
+// GP_NCCL_BOOTSTRAP_MAIN names another build of the rank program (the bundle's bin/gpu-check).
+std::string bootstrap_main() {
+  char const* bundled = std::getenv("GP_NCCL_BOOTSTRAP_MAIN");
+  if (bundled != nullptr && *bundled != '\0') return bundled;
+  return std::string(GP_BINARY_DIR) + "/tests/cuda/nccl_bootstrap_main";
+}
+
 // `timeout -k 5 kLimit mpirun ...` through the runtime tests' command runner.
 gp::testing::Run mpirun(std::string const& mode) {
-  return gp::testing::run(
-      "mpirun --oversubscribe -np 2 " + std::string(GP_BINARY_DIR) + "/tests/cuda/nccl_bootstrap_main " + mode, kLimit);
+  return gp::testing::run("mpirun --oversubscribe -np 2 " + bootstrap_main() + " " + mode, kLimit);
 }
 
 class NcclBootstrap : public ::testing::Test {

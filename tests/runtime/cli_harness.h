@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -24,7 +25,11 @@ struct Run {
   double seconds = 0;
 };
 
-inline std::string graphpipe() { return std::string(GP_BINARY_DIR) + "/cli/graphpipe"; }
+// GP_GRAPHPIPE names another binary: the relocatable bundle's bin/gpu-check runs the tests there.
+inline std::string graphpipe() {
+  char const* bundled = std::getenv("GP_GRAPHPIPE");
+  return bundled != nullptr && *bundled != '\0' ? std::string(bundled) : std::string(GP_BINARY_DIR) + "/cli/graphpipe";
+}
 
 // `limit_s`: the command is killed past it (coreutils timeout), so a hang fails instead of
 // blocking.

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The relocatable bundle (scripts/package.sh) of this build, unpacked in a temporary folder: the
+# binary runs from there, ldd resolves every library of every bundled ELF inside the bundle (or
+# to glibc and libstdc++) except the CUDA family, none of which is bundled, and bin/gpu-check
+# writes its report and fails when a test fails.
+#   test_bundle.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+src=$1
+build=$2
+fail() {
+  echo "test_bundle: $*" >&2
+  exit 1
+}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gp_bundle_test.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+tarball=$("$src/scripts/package.sh" --build-dir "$build" --out "$tmp/dist" --fast | tail -1)
+[[ -f "$tarball" ]] || fail "package.sh printed '$tarball', which is not a file"
+[[ "$(basename "$tarball")" =~ ^graphpipe-[0-9]+\.[0-9]+\.[0-9]+-linux-x86_64\.tar\.gz$ ]] ||
+  fail "unexpected tarball name $(basename "$tarball")"
+mkdir "$tmp/elsewhere" "$tmp/cwd"
+tar -C "$tmp/elsewhere" -xzf "$tarball"
+rm -rf "$tmp/dist"
+root=$(echo "$tmp"/elsewhere/graphpipe-*)
+[[ -d "$root" ]] || fail "the tarball has no graphpipe-* folder"
+cd "$tmp/cwd"
+
+version=$("$root/bin/graphpipe" --version) || fail "bin/graphpipe --version failed in the unpacked bundle"
+[[ "$version" == "graphpipe "* ]] || fail "bin/graphpipe --version printed '$version'"
+"$root/bin/graphpipe" --help >/dev/null || fail "bin/graphpipe --help failed in the unpacked bundle"
+
+cuda_re='^(libcuda|libcudart|libcublas|libcublasLt|libcudnn[a-z_]*|libnccl|libnvrtc[a-z-]*|libnvJitLink)\.so'
+system_re='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libutil|libresolv|libmvec|libstdc\+\+|libgcc_s)\.so'
+elves=0
+problems=()
+while IFS= read -r f; do
+  [[ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" == '177ELF' ]] || continue
+  elves=$((elves + 1))
+  rel=${f#"$root"/}
+  [[ "$(basename "$f")" =~ $cuda_re ]] && problems+=("$rel: a CUDA-family library is bundled")
+  while read -r soname arrow path _; do
+    [[ "$arrow" == "=>" ]] || continue
+    if [[ "$soname" =~ $cuda_re ]]; then
+      [[ "$path" != "$root"/* ]] || problems+=("$rel: $soname resolves inside the bundle ($path)")
+    elif [[ "$path" == "not" ]]; then
+      problems+=("$rel: $soname not found")
+    elif [[ ! "$soname" =~ $system_re && "$(readlink -f "$path")" != "$root"/lib/* ]]; then
+      problems+=("$rel: $soname resolves outside the bundle ($path)")
+    fi
+  done < <(ldd "$f")
+done < <(find "$root/bin" "$root/lib" "$root/tests" "$root/bench" -type f)
+((${#problems[@]} == 0)) || fail "${problems[0]} (${#problems[@]} problems in all)"
+((elves >= 2)) || fail "only $elves ELF files in the bundle"
+
+# gpu-check from another folder: one host test, its report, the absent CUDA tests named as such.
+"$root/bin/gpu-check" --tests '^test_gemm_mapping$' --no-bench --no-memcheck --report "$tmp/report.txt" >/dev/null 2>&1 ||
+  fail "bin/gpu-check failed: $(head -1 "$tmp/report.txt" 2>/dev/null)"
+grep -q '^gpu-check: PASS' "$tmp/report.txt" || fail "the report has no PASS summary line"
+grep -q '^test_gemm_mapping  *ok  *passed' "$tmp/report.txt" || fail "the report has no test_gemm_mapping result"
+if [[ ! -x "$root/tests/test_cuda_backend" ]]; then
+  grep -q 'CUDA tests absent' "$tmp/report.txt" || fail "a bundle without CUDA tests must say they are absent"
+fi
+
+# gpu-check can fail: a test executable that reports a failing test makes it exit 1 and name it.
+cat >"$root/tests/test_zz_fails" <<'SH'
+#!/bin/sh
+echo "[  FAILED  ] Canary.Fails (0 ms)"
+echo "[  PASSED  ] 1 test."
+echo "[  FAILED  ] 1 test, listed below:"
+echo "[  FAILED  ] Canary.Fails"
+exit 1
+SH
+chmod +x "$root/tests/test_zz_fails"
+if "$root/bin/gpu-check" --tests 'test_zz_fails' --no-bench --no-memcheck --report "$tmp/fail.txt" >/dev/null 2>&1; then
+  fail "bin/gpu-check passed although a test failed"
+fi
+grep -q '^gpu-check: FAIL' "$tmp/fail.txt" || fail "the failing run's report has no FAIL summary"
+grep -q 'failed:  Canary.Fails' "$tmp/fail.txt" || fail "the failing run's report does not name Canary.Fails"
+echo "test_bundle: $elves ELF files resolve; $version; gpu-check passes and fails as it should"
