@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "exec/backend.h"
 #include "graph/op_graph.h"
 #include "graph/ops/registry.h"
 
@@ -52,6 +53,12 @@ class KernelTable {
   }
   Entry const* find(graph::Op const& op, graph::OpGraph const& graph) const {
     return find(def_of(op), data_dtype(op, graph));
+  }
+  // The entry a call runs: the one `owner` resolved for it (OpCall::kernel, made by
+  // Backend::resolve as ResolvedKernel{owner, entry}), else looked up here (null: not in the table).
+  Entry const* entry_for(Backend const& owner, OpCall const& call) const {
+    if (call.kernel.backend == &owner) return static_cast<Entry const*>(call.kernel.entry);
+    return find(call.op, call.graph);
   }
   // Whether some dtype of the op has an entry.
   bool runs(graph::ops::OpDef const* def) const { return defs_.count(def) > 0; }

@@ -142,15 +142,9 @@ Result<ResolvedKernel> CpuBackend::resolve(graph::Op const& op, graph::OpGraph c
   return ResolvedKernel{this, e};
 }
 
-// The call's resolved entry when this backend resolved it, else the table's (null: unsupported).
-static Entry const* entry_for(CpuBackend const& backend, OpCall const& call) {
-  if (call.kernel.backend == &backend) return static_cast<Entry const*>(call.kernel.entry);
-  return kernel_table().find(call.op, call.graph);
-}
-
 Status CpuBackend::forward(OpCall const& call, std::vector<Tensor> const& inputs, std::vector<Tensor>& outputs,
                            Saved* saved) {
-  Entry const* e = entry_for(*this, call);
+  Entry const* e = kernel_table().entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   if (inputs.size() < e->min_inputs)
     return invalid_argument(call.op.type + " '" + call.op.name + "': given " + std::to_string(inputs.size()) +
@@ -164,7 +158,7 @@ Status CpuBackend::forward(OpCall const& call, std::vector<Tensor> const& inputs
 
 Status CpuBackend::backward_input(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                                   std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs) {
-  Entry const* e = entry_for(*this, call);
+  Entry const* e = kernel_table().entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   grad_inputs.assign(call.op.inputs.size(), Tensor());
   return e->kernels.backward_input(bound_to(call, *this), saved, grad_outputs, needs_grad, grad_inputs, false);
@@ -172,7 +166,7 @@ Status CpuBackend::backward_input(OpCall const& call, Saved const& saved, std::v
 
 Status CpuBackend::backward_weight(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                                    std::vector<Tensor>& weight_grads) {
-  Entry const* e = entry_for(*this, call);
+  Entry const* e = kernel_table().entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   std::vector<bool> wanted(weight_grads.size(), false);
   bool any = false;
@@ -187,7 +181,7 @@ Status CpuBackend::backward_weight(OpCall const& call, Saved const& saved, std::
 Status CpuBackend::backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                             std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
                             std::vector<Tensor>& weight_grads) {
-  Entry const* e = entry_for(*this, call);
+  Entry const* e = kernel_table().entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   if (e->kernels.backward_both == nullptr)
     return Backend::backward(call, saved, grad_outputs, needs_grad, grad_inputs, weight_grads);

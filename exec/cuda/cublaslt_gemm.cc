@@ -148,9 +148,7 @@ Status run_matmul(DeviceContext const& ctx, LtCall const& c, GemmBuffers const& 
   };
   Ptrs p{at(c.a, c.offset_a), at(c.b, c.offset_b), nullptr, at(c.d, c.offset_c), nullptr};
   p.c = c.c == Buf::kNone ? p.d : at(c.c, c.offset_c);
-  if (c.epilogue != LtEpilogue::kNone) p.bias = at(c.bias, 0);
-  if (!p.a || !p.b || !p.d || (c.epilogue != LtEpilogue::kNone && !p.bias))
-    return internal_error("cuBLASLt call with an unbound buffer: " + describe(c));
+  if (c.epilogue != LtEpilogue::kNone) p.bias = at(c.bias, 0);  // every buffer bound: check_bound
   ASSIGN_OR_RETURN(MatmulEntry * e, matmul_entry<T>(ctx, c, p));
   if (!e->has_algo) {
     // No fp32 kernel for a bias-gradient epilogue: the plain product, then the reduction with ones.
@@ -182,8 +180,7 @@ Status run_axpby(DeviceContext const& ctx, LtCall const& c, GemmBuffers const& b
   };
   void const* a = at(c.a, c.offset_a);
   void const* other = c.c == Buf::kNone ? nullptr : at(c.c, c.offset_c);
-  void* d = at(c.d, c.offset_c);
-  if (!a || !d) return internal_error("cuBLASLt transform with an unbound buffer: " + describe(c));
+  void* d = at(c.d, c.offset_c);  // a and d bound: check_bound
   cublasLtMatrixTransformDesc_t desc = nullptr;
   GP_CUBLAS_CHECK(cublasLtMatrixTransformDescCreate(&desc, CUDA_R_32F));
   std::unique_ptr<cublasLtMatrixTransformDescOpaque_t, cublasStatus_t (*)(cublasLtMatrixTransformDesc_t)> guard(
@@ -221,8 +218,7 @@ Status run_gemm_plan(GemmPlan const& plan, GemmBuffers buffers) {
   for (LtCall const& c : plan.calls)
     RETURN_IF_ERROR(c.kind == LtKind::kAxpby ? run_axpby<T>(*ctx, c, buffers) : run_matmul<T>(*ctx, c, buffers));
   if (plan.add_tmp_into_dc) {
-    T* dc = static_cast<T*>(buffers.get(Buf::kDC));
-    if (!dc) return internal_error("GEMM plan adds into an unbound dC");
+    T* dc = static_cast<T*>(buffers.get(Buf::kDC));  // bound: check_bound
     GP_CUDA_CHECK(kernels::cuda::add_inplace<T>(dc, tmp.data<T>(), plan.tmp, ctx->compute));
   }
   return Status::ok();

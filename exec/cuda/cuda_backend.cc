@@ -190,15 +190,9 @@ Result<ResolvedKernel> CudaBackend::resolve(graph::Op const& op, graph::OpGraph 
   return ResolvedKernel{this, e};
 }
 
-// The call's resolved entry when this backend resolved it, else the table's (null: unsupported).
-static KernelEntry const* entry_for(CudaBackend const& backend, OpCall const& call) {
-  if (call.kernel.backend == &backend) return static_cast<KernelEntry const*>(call.kernel.entry);
-  return find(call.op, call.graph);
-}
-
 Status CudaBackend::forward(OpCall const& call, std::vector<Tensor> const& inputs, std::vector<Tensor>& outputs,
                             Saved* saved) {
-  KernelEntry const* e = entry_for(*this, call);
+  KernelEntry const* e = kernel_table().entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   if (inputs.size() < e->min_inputs)
     return invalid_argument(call.op.type + " '" + call.op.name + "': given " + std::to_string(inputs.size()) +
@@ -213,7 +207,7 @@ Status CudaBackend::forward(OpCall const& call, std::vector<Tensor> const& input
 
 Status CudaBackend::backward_input(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                                    std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs) {
-  KernelEntry const* e = entry_for(*this, call);
+  KernelEntry const* e = kernel_table().entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   cuda::ScopedContext scope(*ctx_);
   grad_inputs.assign(call.op.inputs.size(), Tensor());
@@ -224,7 +218,7 @@ Status CudaBackend::backward_input(OpCall const& call, Saved const& saved, std::
 
 Status CudaBackend::backward_weight(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                                     std::vector<Tensor>& weight_grads) {
-  KernelEntry const* e = entry_for(*this, call);
+  KernelEntry const* e = kernel_table().entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   std::vector<bool> wanted(weight_grads.size(), false);
   bool any = false;
@@ -242,7 +236,7 @@ Status CudaBackend::backward_weight(OpCall const& call, Saved const& saved, std:
 Status CudaBackend::backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                              std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
                              std::vector<Tensor>& weight_grads) {
-  KernelEntry const* e = entry_for(*this, call);
+  KernelEntry const* e = kernel_table().entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
   if (e->kernels.backward_both == nullptr)
     return Backend::backward(call, saved, grad_outputs, needs_grad, grad_inputs, weight_grads);
