@@ -19,6 +19,7 @@
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
+#include "graph/onnx_namespace.h"
 
 #include "core/file_io.h"
 

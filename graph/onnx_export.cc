@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include <onnx/onnx_pb.h>
+#include "graph/onnx_namespace.h"
 
 #include "core/file_io.h"
 

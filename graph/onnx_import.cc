@@ -18,6 +18,7 @@
 #include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
+#include "graph/onnx_namespace.h"
 
 #include "core/units.h"
 #include "graph/onnx_import_raw.h"

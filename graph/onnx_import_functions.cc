@@ -8,6 +8,7 @@
 
 #include <onnx/inliner/inliner.h>
 #include <onnx/onnx_pb.h>
+#include "graph/onnx_namespace.h"
 
 #include "graph/onnx_import_raw.h"
 

@@ -12,10 +12,12 @@
 #include "graph/op_graph.h"
 #include "core/status.h"
 
-namespace onnx {
+#include "graph/onnx_namespace.h"
+
+namespace ONNX_NAMESPACE {
 class ModelProto;
 class TensorProto;
-}  // namespace onnx
+}  // namespace ONNX_NAMESPACE
 
 namespace gp::graph::onnx_import {
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <onnx/onnx_pb.h>
+#include "graph/onnx_namespace.h"
 
 #include "graph/onnx_import_raw.h"
 

@@ -17,6 +17,10 @@ for arg in "$@"; do
   esac
 done
 config=(-DCMAKE_BUILD_TYPE=${GP_BUILD_TYPE:-RelWithDebInfo})
+# The Python package builds against Debian's interpreter (its numpy and torch are what the tests
+# use), not whichever python3 comes first on PATH; GP_PYTHON picks another.
+python=${GP_PYTHON:-/usr/bin/python3}
+if [[ -x "$python" ]]; then config+=(-DPython_EXECUTABLE="$python"); fi
 case "$sanitize" in
   "") BUILD_DIR=${GP_BUILD_DIR:-build} ;;
   address,undefined|undefined,address|address|thread)
@@ -27,7 +31,7 @@ case "$sanitize" in
     config+=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
              "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG"
              "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG"
-             -DGP_SANITIZE="$sanitize" -DGP_FUZZ=$fuzz -DGP_WITH_CUDA=OFF -DGP_BUILD_BENCH=OFF)
+             -DGP_SANITIZE="$sanitize" -DGP_FUZZ=$fuzz -DGP_WITH_CUDA=OFF -DGP_BUILD_BENCH=OFF -DGP_WITH_PYTHON=OFF)
     ;;
   *)
     echo "build.sh: unknown --sanitize=$sanitize (use address,undefined or thread)" >&2

@@ -21,6 +21,9 @@ PACKAGES=(
   python3-torch python3-torchvision python3-onnx python3-numpy libonnx-testdata
   # pip fetches the pinned ONNX source distribution (and cudnn-frontend's headers) from PyPI.
   python3-pip
+  # The Python package (python/): headers for the extension, pytest, a venv for the wheel's check,
+  # PyYAML for configs given as YAML paths.
+  python3-dev python3-venv python3-pytest python3-yaml
 )
 
 missing=()
@@ -60,9 +63,13 @@ PY
 # .deps/ (ignored by git); CMake links this one and never Debian's. python3-onnx stays installed
 # for the tests' Python side.
 ONNX_VERSION=1.18.0
+# Its own C++ namespace and proto package (as PyTorch's onnx_torch): Debian's libonnx (which libtorch
+# and python3-onnx load) registers package `onnx` in the shared Protobuf, and a second registration
+# of it in one process aborts it, so graphpipe's Python extension could not share a process with them.
+ONNX_NAMESPACE=onnx_gp
 ONNX_SDIST_SHA256=3d8dbf9e996629131ba3aa1afd1d8239b660d1f830c6688dd7e03157cccd6b9c
 install_onnx() {
-  local dest=$PWD/.deps/onnx-$ONNX_VERSION
+  local dest=$PWD/.deps/onnx-$ONNX_VERSION-$ONNX_NAMESPACE
   [[ -f "$dest/lib/cmake/ONNX/ONNXConfig.cmake" ]] && return 0
   local tmp t0
   tmp=$(mktemp -d)
@@ -77,7 +84,7 @@ install_onnx() {
   echo "setup: configuring ONNX $ONNX_VERSION (C++ libraries only, system Protobuf)"
   cmake -S "$tmp/onnx-$ONNX_VERSION" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_INSTALL_PREFIX="$dest.partial" -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
-    -DBUILD_SHARED_LIBS=OFF -DONNX_USE_PROTOBUF_SHARED_LIBS=ON -DONNX_ML=ON -DONNX_NAMESPACE=onnx \
+    -DBUILD_SHARED_LIBS=OFF -DONNX_USE_PROTOBUF_SHARED_LIBS=ON -DONNX_ML=ON -DONNX_NAMESPACE=$ONNX_NAMESPACE \
     -DONNX_BUILD_TESTS=OFF -DONNX_BUILD_PYTHON=OFF -DONNX_GEN_PB_TYPE_STUBS=OFF \
     -DONNX_WERROR=OFF >"$tmp/build.log" 2>&1 || fail "cmake configure"
   echo "setup: building ONNX $ONNX_VERSION with $(nproc) jobs (about 6 minutes on 2 cores)"
@@ -86,6 +93,27 @@ install_onnx() {
   cmake --install "$tmp/build" >>"$tmp/build.log" 2>&1 || fail "cmake --install"
   rm -rf "$dest" && mv "$dest.partial" "$dest" && rm -rf "$tmp"
   echo "setup: ONNX $ONNX_VERSION installed into .deps/ in $(( $(date +%s) - t0 )) s"
+}
+
+# nanobind (the Python extension's binding library) is not a Debian package: its pinned PyPI
+# wheel (pure Python: headers, sources and CMake files) is unpacked into .deps/.
+NANOBIND_VERSION=3.1.0
+NANOBIND_WHEEL_SHA256=96984dbe8154ffb86e653b1b60aaeed6985c710c5e75ad0279eb87943c66292d
+install_nanobind() {
+  local dest=.deps/nanobind-$NANOBIND_VERSION
+  [[ -f "$dest/nanobind/cmake/nanobind-config.cmake" ]] && return 0
+  echo "setup: fetching nanobind $NANOBIND_VERSION from PyPI"
+  local tmp
+  tmp=$(mktemp -d)
+  /usr/bin/python3 -m pip download -q "nanobind==$NANOBIND_VERSION" --no-deps --only-binary=:all: -d "$tmp"
+  echo "$NANOBIND_WHEEL_SHA256  $tmp/nanobind-$NANOBIND_VERSION-py3-none-any.whl" | sha256sum -c --quiet \
+    || { echo "setup: the nanobind wheel's sha256 is not the pinned $NANOBIND_WHEEL_SHA256" >&2; exit 1; }
+  mkdir -p .deps
+  /usr/bin/python3 - "$tmp/nanobind-$NANOBIND_VERSION-py3-none-any.whl" "$dest.partial" <<'PY'
+import sys, zipfile
+zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])
+PY
+  rm -rf "$dest" && mv "$dest.partial" "$dest" && rm -rf "$tmp"
 }
 
 cd "$(dirname "$0")/.."
@@ -103,4 +131,5 @@ else
 fi
 # After the packages: the ONNX build needs cmake, ninja, protoc and libprotobuf-dev.
 install_onnx
+install_nanobind
 echo "setup: done"

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include "graph/onnx_namespace.h"
 
 #include "graph/onnx_builder.h"
 #include "graph/onnx_export.h"
