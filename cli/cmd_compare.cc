@@ -16,7 +16,6 @@
 #include "graph/onnx_import.h"
 #include "partition/planner.h"
 #include "schedule/build.h"
-#include "schedule/rank.h"
 #include "schedule/simulator.h"
 
 namespace gp::cli {
@@ -126,27 +125,18 @@ Status run(Options const& o) {
                                                   std::max(1, exec::available_cores() / workers)));
   }
   ASSIGN_OR_RETURN(partition::Problem p, build_problem(flags));
-  char const* const planners[] = {"gpp", "pipedream", "piper", "balanced"};
+  auto results =
+      session::compare_planners(p, planner_options(o.flags), o.flags.rank == "simulation",
+                                [](std::string const& name) { std::fprintf(stderr, "running %s...\n", name.c_str()); });
+  char const* planners[4];
   std::optional<partition::Plan> plans[4];
   std::string errors[4];
   for (int k = 0; k < 4; ++k) {
-    std::fprintf(stderr, "running %s...\n", planners[k]);
-    auto plan = partition::plan_with(planners[k], p, planner_options(o.flags));
-    if (plan)
-      plans[k] = std::move(plan).value();
-    else
-      errors[k] = plan.status().message();
+    planners[k] = session::kPlanners[k];
+    plans[k] = std::move(results[k].plan);
+    errors[k] = std::move(results[k].error);
   }
-  // GPP judged its plan by simulation (--rank simulation): judge the others the same way, so that
-  // the ratios compare simulated throughput with simulated throughput.
   bool const simulated = o.flags.rank == "simulation";
-  for (int k = 1; k < 4 && simulated; ++k) {
-    if (!plans[k]) continue;
-    auto rate = schedule::simulated_samples_per_s(*plans[k]);
-    if (!rate.is_ok()) continue;  // no schedule fits: keep the formula, as the planner reported it
-    plans[k]->samples_per_s = *rate;
-    if (*rate > 0) plans[k]->step_time_s = static_cast<double>(plans[k]->batch) / *rate;
-  }
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (int k = 0; k < 4; ++k) {

@@ -1,10 +1,10 @@
 #include <algorithm>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
 #include <spdlog/spdlog.h>
 
+#include "exec/session/planning.h"
 #include "exec/session/registry.h"
 #include "cli/commands.h"
 #include "exec/profiler.h"
@@ -47,27 +47,18 @@ Result<std::vector<int64_t>> parse_sizes(std::string const& text) {
 }
 
 Status run_profile(ProfileArgs const& args) {
-  RETURN_IF_ERROR(session::check_backend_name(args.backend));
-  bool const gpu = args.backend == "cuda";
   ASSIGN_OR_RETURN(auto sizes, parse_sizes(args.batch_sizes));
   ASSIGN_OR_RETURN(graph::ImportOptions import, import_options());
   ASSIGN_OR_RETURN(graph::OpGraph graph, graph::load_onnx(args.model, import));
   if (args.threads < 0) return invalid_argument("--threads must be >= 1 (or 0 for every core)");
   if (args.threads > 0) exec::set_thread_budget(args.threads);
-  RETURN_IF_ERROR(session::check_graph_supported(args.backend, graph));
-  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend, session::make_backend(args.backend, 0));
-  exec::ProfileOptions options;
-  options.samples = sizes;
-  options.repeats = args.repeats;
-  options.model_name = graph.name();
-  options.on_size = [](int64_t n) { std::cerr << "profiling micro-batch size " << n << "..." << std::endl; };
-  int const cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  int const budget = exec::thread_budget();
-  options.threads = budget;
-  // A GPU runs one worker: calibrate one executor at a time on it.
-  options.calibrate_concurrency = args.concurrent > 0 ? args.concurrent : gpu ? 1 : std::max(1, cores / budget);
-  options.thread_setup = [budget] { exec::set_thread_budget(budget); };
-  ASSIGN_OR_RETURN(graph::MeasuredProfile profile, exec::profile_graph(graph, *backend, options));
+  session::ProfileRequest request;
+  request.backend = args.backend;
+  request.batch_sizes = sizes;
+  request.repeats = args.repeats;
+  request.concurrent = args.concurrent;
+  request.on_size = [](int64_t n) { std::cerr << "profiling micro-batch size " << n << "..." << std::endl; };
+  ASSIGN_OR_RETURN(graph::MeasuredProfile profile, session::profile_model(graph, request));
   double fwd = 0, bwd = 0;
   for (auto const& op : profile.ops) {
     fwd += op.fwd_s.back();
@@ -76,7 +67,7 @@ Status run_profile(ProfileArgs const& args) {
   spdlog::info(
       "profiled on {} with {} compute threads; executor calibration ({} at once): forward x{:.2f}, backward "
       "x{:.2f} at {} samples",
-      backend->name(), exec::thread_budget(), options.calibrate_concurrency,
+      profile.device, exec::thread_budget(), profile.calibration.concurrency,
       profile.calibration.fwd_scale.empty() ? 1.0 : profile.calibration.fwd_scale.back(),
       profile.calibration.bwd_scale.empty() ? 1.0 : profile.calibration.bwd_scale.back(), sizes.back());
   spdlog::info("{} ops profiled at sizes {}; at {} samples: forward {:.3f} ms, backward {:.3f} ms", profile.ops.size(),

@@ -74,6 +74,7 @@ Result<std::unique_ptr<DataSource>> make_data_source(DataConfig const& config, g
   ASSIGN_OR_RETURN(auto specs, input_specs(graph));
   ASSIGN_OR_RETURN(auto labels, label_spec(graph, loss));
   if (config.kind == DataConfig::Kind::kNpy) return make_npy_source(config, specs, labels);
+  if (config.kind == DataConfig::Kind::kArrays) return make_memory_source(config, specs, labels);
   return make_synthetic_source(std::move(specs), labels, seed, config.samples);
 }
 

@@ -25,5 +25,8 @@ std::unique_ptr<DataSource> make_synthetic_source(std::vector<InputSpec> inputs,
 // The configured .npy files, checked against the model's inputs and the loss's labels.
 Result<std::unique_ptr<DataSource>> make_npy_source(DataConfig const& config, std::vector<InputSpec> const& specs,
                                                     LabelSpec const& labels);
+// The configured in-memory arrays (DataConfig::Kind::kArrays), with the same checks.
+Result<std::unique_ptr<DataSource>> make_memory_source(DataConfig const& config, std::vector<InputSpec> const& specs,
+                                                       LabelSpec const& labels);
 
 }  // namespace gp::exec

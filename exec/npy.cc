@@ -132,4 +132,15 @@ Status write_npy(std::string const& path, NpyArray const& array) {
   return out.commit();
 }
 
+std::shared_ptr<ArrayRef const> own_array(NpyArray array) {
+  auto owned = std::make_shared<NpyArray const>(std::move(array));
+  auto ref = std::make_shared<ArrayRef>();
+  ref->dtype = owned->dtype;
+  ref->shape = owned->shape;
+  ref->data = owned->bytes.data();
+  ref->size = owned->bytes.size();
+  ref->owner = owned;
+  return ref;
+}
+
 }  // namespace gp::exec

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,12 +18,18 @@ struct ModelConfig {
   std::string size = "tiny";  // its size
 };
 
+struct ArrayRef;  // exec/npy.h
+
 struct DataConfig {
-  enum class Kind : uint8_t { kSynthetic, kNpy };
+  // kArrays: arrays in memory (the Python package's `data=`), checked and sampled as .npy files are;
+  // `inputs` and `labels` then only name them in errors. Not expressible in YAML.
+  enum class Kind : uint8_t { kSynthetic, kNpy, kArrays };
   Kind kind = Kind::kSynthetic;
   int64_t samples = 0;              // synthetic: dataset size (cycled); 0 = a fresh sample every time
   std::vector<std::string> inputs;  // npy: one file per graph input, in graph-input order
   std::string labels;               // npy: labels (int64 class ids, or float32 targets for mse)
+  std::vector<std::shared_ptr<ArrayRef const>> input_arrays;  // kArrays: one per graph input
+  std::shared_ptr<ArrayRef const> label_array;                // kArrays
 };
 
 struct CheckpointConfig {

@@ -21,6 +21,14 @@ Result<ModelFile> read_model_file(std::string const& path) {
   return m;
 }
 
+ModelFile model_from_bytes(std::string bytes, std::string name) {
+  ModelFile m;
+  m.name = std::move(name);
+  m.bytes = std::move(bytes);
+  m.hash = fnv1a(m.bytes);
+  return m;
+}
+
 Result<ModelFile> read_model(exec::ModelConfig const& config, uint64_t seed) {
   if (!config.path.empty()) return read_model_file(config.path);
   ASSIGN_OR_RETURN(models::Size size, models::parse_size(config.size));

@@ -23,6 +23,8 @@ struct ModelFile {
 };
 
 Result<ModelFile> read_model_file(std::string const& path);
+// A model given as serialized bytes (the Python package's `load(bytes)`), named `name` in messages.
+ModelFile model_from_bytes(std::string bytes, std::string name);
 // The configured model: model.path, or the zoo model built with `seed` in memory.
 Result<ModelFile> read_model(exec::ModelConfig const& config, uint64_t seed);
 Result<graph::OpGraph> load_graph(ModelFile const& model, graph::ImportOptions const& options);

@@ -18,6 +18,7 @@
 #include "partition/pipedream_profile.h"
 #include "partition/planner.h"
 #include "schedule/build.h"
+#include "schedule/rank.h"
 #include "schedule/schedule_text.h"
 
 namespace gp::session {
@@ -269,6 +270,57 @@ Result<TrainingPlan> plan_training(exec::TrainConfig const& config, ModelFile co
   if (!sim.is_ok()) return sim.status().with_context("the schedule does not fit the plan");
   out.simulation = std::move(sim).value();
   return out;
+}
+
+std::vector<PlannerResult> compare_planners(partition::Problem const& problem, partition::PlannerOptions const& options,
+                                            bool simulated, std::function<void(std::string const&)> const& on_planner) {
+  std::vector<PlannerResult> out;
+  for (char const* name : kPlanners) {
+    if (on_planner) on_planner(name);
+    PlannerResult r{name, std::nullopt, ""};
+    auto plan = partition::plan_with(name, problem, options);
+    if (plan)
+      r.plan = std::move(plan).value();
+    else
+      r.error = plan.status().message();
+    out.push_back(std::move(r));
+  }
+  for (auto& r : out) {
+    if (!simulated || !r.plan || r.planner == "gpp") continue;
+    auto rate = schedule::simulated_samples_per_s(*r.plan);
+    if (!rate.is_ok()) continue;  // no schedule fits: keep the formula, as the planner reported it
+    r.plan->samples_per_s = *rate;
+    if (*rate > 0) r.plan->step_time_s = static_cast<double>(r.plan->batch) / *rate;
+  }
+  return out;
+}
+
+Result<graph::MeasuredProfile> profile_model(graph::OpGraph const& graph, ProfileRequest const& request) {
+  RETURN_IF_ERROR(check_backend_name(request.backend));
+  if (request.batch_sizes.empty()) return invalid_argument("no micro-batch sizes to profile (e.g. 1,2,4,8)");
+  for (int64_t n : request.batch_sizes)
+    if (n < 1) return invalid_argument("micro-batch size " + std::to_string(n) + " is not positive");
+  if (request.repeats < 1) return invalid_argument("repeats must be >= 1");
+  if (request.threads < 0) return invalid_argument("threads must be >= 1 (or 0 for every core)");
+  std::vector<int64_t> sizes = request.batch_sizes;
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  exec::ScopedThreadBudget scoped(request.threads > 0 ? request.threads : exec::thread_budget());
+  RETURN_IF_ERROR(check_graph_supported(request.backend, graph));
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend, make_backend(request.backend, 0));
+  exec::ProfileOptions options;
+  options.samples = sizes;
+  options.repeats = request.repeats;
+  options.model_name = graph.name();
+  options.on_size = request.on_size;
+  int const budget = exec::thread_budget();
+  options.threads = budget;
+  // A GPU runs one worker: calibrate one executor at a time on it.
+  options.calibrate_concurrency = request.concurrent > 0      ? request.concurrent
+                                  : request.backend == "cuda" ? 1
+                                                              : std::max(1, exec::available_cores() / budget);
+  options.thread_setup = [budget] { exec::set_thread_budget(budget); };
+  return exec::profile_graph(graph, *backend, options);
 }
 
 }  // namespace gp::session

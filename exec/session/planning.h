@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "exec/session/model_file.h"
@@ -17,6 +19,7 @@
 #include "graph/onnx_import.h"
 #include "graph/op_graph.h"
 #include "partition/plan.h"
+#include "partition/planner.h"
 #include "partition/problem.h"
 #include "schedule/instruction.h"
 #include "schedule/simulator.h"
@@ -47,6 +50,34 @@ struct ProblemSpec {
   double update_seconds_per_weight_byte = 0;
 };
 Result<partition::Problem> build_problem(ProblemSpec const& spec);
+
+// `graphpipe compare`: every planner on one problem. A planner that finds no plan keeps its error.
+inline constexpr char const* kPlanners[] = {"gpp", "pipedream", "piper", "balanced"};
+struct PlannerResult {
+  std::string planner;
+  std::optional<partition::Plan> plan;
+  std::string error;  // when there is no plan
+};
+// With `simulated` (gpp ranks its candidates by simulation), the other planners' samples/s are
+// judged the same way, by simulating the best schedule of their plan, so that ratios compare
+// simulated throughput with simulated throughput. `on_planner` is told each planner as it starts.
+std::vector<PlannerResult> compare_planners(partition::Problem const& problem, partition::PlannerOptions const& options,
+                                            bool simulated,
+                                            std::function<void(std::string const&)> const& on_planner = {});
+
+// `graphpipe profile`: per-op forward/backward times of `graph` on `backend` at each micro-batch
+// size (ascending, distinct), each op timed `repeats` times (the minimum kept), under `threads`
+// compute threads (0: this thread's budget), calibrated against the whole executor with
+// `concurrent` executors at once (0: as many workers as share the machine; one on a GPU).
+struct ProfileRequest {
+  std::string backend = "cpu";
+  std::vector<int64_t> batch_sizes = {1, 2, 4, 8};
+  int repeats = 3;
+  int threads = 0;
+  int concurrent = 0;
+  std::function<void(int64_t)> on_size;  // progress: told each size as it starts
+};
+Result<graph::MeasuredProfile> profile_model(graph::OpGraph const& graph, ProfileRequest const& request);
 
 // $GP_CACHE_DIR, or ~/.cache/graphpipe, created if needed.
 Result<std::string> cache_dir();

@@ -211,21 +211,28 @@ Status TrainingSession::run_steps(int64_t steps) {
   return trainer_->run(progress, steps);
 }
 
-Status TrainingSession::run(int64_t steps) {
+Status TrainingSession::run(int64_t steps, bool checkpoint_at_stop) {
   int64_t const target = steps >= 0 ? std::min(config_.steps, steps_done() + steps) : config_.steps;
   bool const checkpoints = !config_.checkpoint.path.empty();
-  // Steps in chunks of checkpoint.every (a checkpoint after each), or all at once.
-  int64_t const chunk = checkpoints && config_.checkpoint.every > 0 ? config_.checkpoint.every : target;
+  int64_t const every = config_.checkpoint.every;
   while (steps_done() < target) {
-    Status s = run_steps(std::min(chunk, target - steps_done()));
+    // Up to the next multiple of checkpoint.every (a checkpoint there), or to the target.
+    int64_t const next = checkpoints && every > 0 ? std::min(target, (steps_done() / every + 1) * every) : target;
+    Status s = run_steps(next - steps_done());
     if (!s) return on_rank_error(s);
-    if (checkpoints && steps_done() < target) {
+    if (checkpoints && every > 0 && steps_done() % every == 0 && steps_done() < target) {
       s = save_checkpoint();
       if (!s) return on_rank_error(s);
     }
   }
-  if (checkpoints) return on_rank_error(save_checkpoint());
+  if (checkpoints && (checkpoint_at_stop || steps_done() == config_.steps || (every > 0 && steps_done() % every == 0)))
+    return on_rank_error(save_checkpoint());
   return Status::ok();
+}
+
+Status TrainingSession::checkpoint() {
+  if (config_.checkpoint.path.empty()) return Status::ok();
+  return on_rank_error(save_checkpoint());
 }
 
 int64_t TrainingSession::steps_done() const { return runtime_ ? runtime_->steps_done() : trainer_->steps_done(); }

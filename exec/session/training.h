@@ -49,8 +49,12 @@ class TrainingSession {
   ~TrainingSession();
 
   // Trains until config.steps are done (or `steps` more, when >= 0), saving a checkpoint every
-  // checkpoint.every steps and at the end. Under MPI an error here is sent to every rank.
-  Status run(int64_t steps = -1);
+  // checkpoint.every steps and where it stops (without `checkpoint_at_stop`: only at multiples of
+  // checkpoint.every and after the last step, for a caller that trains in chunks). Under MPI an
+  // error here is sent to every rank.
+  Status run(int64_t steps = -1, bool checkpoint_at_stop = true);
+  // Saves a checkpoint now (nothing without checkpoint.path).
+  Status checkpoint();
   // Writes the trained model (config.export_path or `path`); under MPI every rank must call it.
   Status export_onnx(std::string const& path);
   // Writes the measured timeline of the last step as a Chrome trace (pipelines; ranks: one file
