@@ -1,5 +1,9 @@
 #include "exec/session/registry.h"
 
+#include <array>
+#include <cstdlib>
+#include <optional>
+
 #include <set>
 
 #include "exec/cpu/cpu_backend.h"
@@ -86,12 +90,90 @@ Result<RankInfo> start_mpi() {
 #ifdef GP_HAVE_MPI
   static std::unique_ptr<exec::MpiSession> mpi;  // finalized at exit, after every communicator
   if (!mpi) {
+    ASSIGN_OR_RETURN(LaunchEnvironment const env,
+                     launch_environment([](char const* name) -> char const* { return std::getenv(name); }));
     ASSIGN_OR_RETURN(mpi, exec::MpiSession::start(nullptr, nullptr));
+    RETURN_IF_ERROR(check_launch(env, RankInfo{mpi->rank(), mpi->size()}));
   }
   return RankInfo{mpi->rank(), mpi->size()};
 #else
   return unsupported(kNoMpiBuild);
 #endif
+}
+
+namespace {
+
+// One launcher's variables: absent (nullopt) when its marker is not set.
+Result<std::optional<LaunchEnvironment>> read_launcher(Getenv getenv_fn, char const* name, char const* marker,
+                                                       char const* rank, char const* world, char const* local) {
+  if (!getenv_fn(marker)) return std::optional<LaunchEnvironment>();
+  LaunchEnvironment env;
+  env.launcher = name;
+  auto number = [&](char const* var, int& out, bool required) -> Status {
+    char const* text = getenv_fn(var);
+    if (!text) {
+      if (!required) return Status::ok();
+      return invalid_argument(std::string(name) + " started this process (" + marker + " is set) but " + var +
+                              " is missing: start graphpipe directly under " + name +
+                              ", not through a wrapper "
+                              "that clears its variables");
+    }
+    char* end = nullptr;
+    long const v = std::strtol(text, &end, 10);
+    if (end == text || *end != '\0' || v < 0)
+      return invalid_argument(std::string(var) + "='" + text + "' (set by " + name + ") is not a rank number");
+    out = static_cast<int>(v);
+    return Status::ok();
+  };
+  RETURN_IF_ERROR(number(rank, env.rank, true));
+  RETURN_IF_ERROR(number(world, env.world, true));
+  RETURN_IF_ERROR(number(local, env.local_rank, false));
+  if (env.world < 1 || env.rank >= env.world)
+    return invalid_argument(std::string(rank) + "=" + std::to_string(env.rank) + " is not below " + world + "=" +
+                            std::to_string(env.world) + " (set by " + name + ")");
+  return std::optional<LaunchEnvironment>(env);
+}
+
+}  // namespace
+
+Result<LaunchEnvironment> launch_environment(Getenv getenv_fn) {
+  std::vector<LaunchEnvironment> found;
+  for (auto const& [name, marker, rank, world, local] :
+       {std::array<char const*, 5>{"mpirun", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                                   "OMPI_COMM_WORLD_LOCAL_RANK"},
+        std::array<char const*, 5>{"srun", "SLURM_STEP_ID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+        std::array<char const*, 5>{"torchrun", "WORLD_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK"}}) {
+    ASSIGN_OR_RETURN(auto env, read_launcher(getenv_fn, name, marker, rank, world, local));
+    if (env) found.push_back(*env);
+  }
+  if (found.empty()) return LaunchEnvironment{};
+  // mpirun inside a SLURM allocation is how jobs run there: its own variables win over the
+  // allocation's. torchrun's are checked against whichever started the process.
+  if (found.size() > 1 && found[0].launcher == "mpirun" && found[1].launcher == "srun") found.erase(found.begin() + 1);
+  for (auto const& other : found) {
+    if (other.rank != found[0].rank || other.world != found[0].world)
+      return invalid_argument("started by both " + found[0].launcher + " (rank " + std::to_string(found[0].rank) +
+                              " of " + std::to_string(found[0].world) + ") and " + other.launcher + " (rank " +
+                              std::to_string(other.rank) + " of " + std::to_string(other.world) +
+                              "): launch graphpipe with one of them (mpirun -np N graphpipe train ... --launcher "
+                              "mpi, or srun --mpi=pmix -n N ...), not one inside the other");
+  }
+  return found[0];
+}
+
+Status check_launch(LaunchEnvironment const& env, RankInfo const& mpi) {
+  if (env.launcher.empty() || (env.rank == mpi.rank && env.world == mpi.ranks)) return Status::ok();
+  std::string const n = std::to_string(env.world);
+  std::string fix = "start the ranks with mpirun -np " + n + " graphpipe train ... --launcher mpi";
+  if (env.launcher == "srun") fix += ", or srun --mpi=pmix -n " + n + " (SLURM with PMIx, so MPI sees srun's tasks)";
+  if (env.launcher == "torchrun")
+    fix =
+        "torchrun's processes are not ranks of one MPI job, and graphpipe's ranks communicate over MPI (NCCL "
+        "bootstraps over it): " +
+        fix + " (or srun --mpi=pmix -n " + n + " under SLURM)";
+  return invalid_argument(env.launcher + " started this process as rank " + std::to_string(env.rank) + " of " + n +
+                          " but MPI sees rank " + std::to_string(mpi.rank) + " of " + std::to_string(mpi.ranks) + ": " +
+                          fix);
 }
 
 Result<std::string> broadcast_from_rank0(std::string const& bytes, double timeout_s) {

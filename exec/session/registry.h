@@ -37,9 +37,25 @@ struct RankInfo {
   int rank = 0;
   int ranks = 1;
 };
-// Starts MPI once per process (finalized at exit, after every communicator); kUnsupported in a
-// build without MPI.
+// Starts MPI once per process (finalized at exit, after every communicator), then checks it against
+// the launcher's variables (launch_environment): a process that mpirun, srun or torchrun started
+// as one of N must be one of N MPI ranks. kUnsupported in a build without MPI.
 Result<RankInfo> start_mpi();
+
+// Which launcher started this process, from the variables each one sets: Open MPI's mpirun
+// (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK), SLURM's srun (SLURM_STEP_ID with SLURM_PROCID,
+// SLURM_NTASKS, SLURM_LOCALID) and torchrun (RANK, WORLD_SIZE, LOCAL_RANK). Two launchers that
+// disagree on the rank or the world size are an error naming both and the fix.
+struct LaunchEnvironment {
+  std::string launcher;  // "mpirun", "srun", "torchrun", or "" (none: a single process)
+  int rank = 0;
+  int world = 1;
+  int local_rank = 0;
+};
+using Getenv = char const* (*)(char const*);
+Result<LaunchEnvironment> launch_environment(Getenv getenv_fn);
+// Ok when MPI's `ranks` agree with what the launcher started; else why not and how to launch.
+Status check_launch(LaunchEnvironment const& env, RankInfo const& mpi);
 // Rank 0's `bytes` on every rank (ranks agreeing before any communicator exists).
 Result<std::string> broadcast_from_rank0(std::string const& bytes, double timeout_s);
 // Every rank's `value`, in rank order.
