@@ -6,6 +6,10 @@
 #   scripts/test.sh --sanitize=thread ...              the multi-threaded tests under TSan (clang), ./build-tsan
 #   scripts/test.sh --fast ...                         skip the tests labelled slow (torch parity, conformance)
 #
+# Without --sanitize, the Python package's tests (pytest, python/tests) run after ctest against the
+# build's package, then scripts/wheel.sh installs it with `pip install .` into a fresh venv and runs
+# it from outside the tree (GP_SKIP_PYTHON=1 skips both).
+#
 # GP_CMAKE_ARGS adds configure flags (CI: -DGP_WERROR=ON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,5 +57,12 @@ if [[ "$sanitize" == *address* ]]; then
   ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" run_ctest -L mpi ${ctest_args[@]+"${ctest_args[@]}"}
 else
   run_ctest ${ctest_args[@]+"${ctest_args[@]}"}
+fi
+if [[ -z "$sanitize" && "${GP_SKIP_PYTHON:-0}" != 1 ]]; then
+  echo "test.sh: pytest python/tests (the package in $build_dir/python)"
+  # Fails when a test fails and when none is collected (exit code 5).
+  PYTHONPATH="$PWD/$build_dir/python" GP_BUILD_DIR="$build_dir" "${GP_PYTHON:-/usr/bin/python3}" -m pytest -q \
+    -p no:cacheprovider python/tests
+  scripts/wheel.sh --reuse-build "$build_dir"
 fi
 echo "test.sh${sanitize:+ --sanitize=$sanitize}: finished in $(( $(date +%s) - start )) s"
