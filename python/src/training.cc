@@ -101,13 +101,13 @@ class Training {
     }
     nb::dict out;
     for (auto& [name, t] : tensors) {
+      if (t.dtype() != graph::DType::kFloat32 && t.dtype() != graph::DType::kInt64)
+        throw Error("weight '" + name + "' has dtype " + graph::dtype_name(t.dtype()) + " (not float32/int64)");
+      nb::dlpack::dtype const dt = t.dtype() == graph::DType::kInt64 ? nb::dtype<int64_t>() : nb::dtype<float>();
+      std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
       // The array shares the tensor's host memory; the capsule keeps it alive.
       auto* owner = new exec::Tensor(std::move(t));
       nb::capsule keep(owner, [](void* p) noexcept { delete static_cast<exec::Tensor*>(p); });
-      std::vector<std::size_t> shape(owner->shape().begin(), owner->shape().end());
-      nb::dlpack::dtype const dt = owner->dtype() == graph::DType::kInt64 ? nb::dtype<int64_t>() : nb::dtype<float>();
-      if (owner->dtype() != graph::DType::kFloat32 && owner->dtype() != graph::DType::kInt64)
-        throw Error("weight '" + name + "' has dtype " + graph::dtype_name(owner->dtype()) + " (not float32/int64)");
       out[nb::str(name.c_str())] = nb::ndarray<nb::numpy>(owner->raw(), shape.size(), shape.data(), keep, nullptr, dt);
     }
     return out;
