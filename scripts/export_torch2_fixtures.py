@@ -8,9 +8,9 @@ outside the repository:
   python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch onnxscript onnx transformers
   /work/venv-torch/bin/python scripts/export_torch2_fixtures.py [--out tests/data/torch2]
 
-For each model (mlp, cnn, encoder, ops; Hugging Face gpt2, bert, llama, qwen2 from tiny random
-configs, which need transformers) and exporter (dynamo: torch.onnx.export(..., dynamo=True), the
-default since torch 2.9; torchscript: dynamo=False; functions: dynamo=False with
+For each model (mlp, cnn, encoder, ops; Hugging Face gpt2, bert, distilbert, vit, llama, qwen2 from
+tiny random configs, which need transformers) and exporter (dynamo: torch.onnx.export(...,
+dynamo=True), the default since torch 2.9; torchscript: dynamo=False; functions: dynamo=False with
 export_modules_as_functions=True, every module a model-local function; mlp and cnn only; llama and
 qwen2 dynamo only) it
 writes <model>_<exporter>/ with
@@ -132,6 +132,33 @@ def hf_bert():
     return HfClassifier(lambda: transformers.BertForSequenceClassification(cfg))
 
 
+def hf_distilbert():
+    import transformers
+    cfg = transformers.DistilBertConfig(vocab_size=VOCAB, dim=16, n_layers=2, n_heads=2, hidden_dim=32,
+                                        max_position_embeddings=16, dropout=0.0, attention_dropout=0.0,
+                                        seq_classif_dropout=0.0, num_labels=4)
+    return HfClassifier(lambda: transformers.DistilBertForSequenceClassification(cfg))
+
+
+class HfImageClassifier(nn.Module):
+    """A Hugging Face *ForImageClassification model (tiny random config, no dropout)."""
+
+    def __init__(self, make_model):
+        super().__init__()
+        self.m = make_model()
+
+    def forward(self, x):
+        return self.m(pixel_values=x).logits
+
+
+def hf_vit():
+    import transformers
+    cfg = transformers.ViTConfig(image_size=8, patch_size=4, num_channels=3, hidden_size=16, num_hidden_layers=2,
+                                 num_attention_heads=2, intermediate_size=32, hidden_dropout_prob=0.0,
+                                 attention_probs_dropout_prob=0.0, num_labels=4)
+    return HfImageClassifier(lambda: transformers.ViTForImageClassification(cfg))
+
+
 def hf_llama():
     import transformers
     cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
@@ -155,6 +182,8 @@ MODELS = {
     "ops": (Ops, (3, 8, 8), 10),
     "gpt2": (hf_gpt2, "ids", VOCAB),
     "bert": (hf_bert, "ids", 4),
+    "distilbert": (hf_distilbert, "ids", 4),
+    "vit": (hf_vit, (3, 8, 8), 4),
     "llama": (hf_llama, "ids", VOCAB),
     "qwen2": (hf_qwen2, "ids", VOCAB),
 }
@@ -259,7 +288,7 @@ def versions(name):
         out["onnxscript"] = onnxscript.__version__
     except ImportError:
         pass
-    if MODELS[name][1] == "ids":
+    if MODELS[name][0].__name__.startswith("hf_"):
         import transformers
         out["transformers"] = transformers.__version__
     return out
