@@ -1,9 +1,9 @@
-// Pattern fusion on the raw model, and CastLike (opset 15) turned into Cast to the type it is
-// like, which shape inference knows. Torch 1.13 exports GELU as x*0.5*(1+erf(x/sqrt2)) (its tanh
-// approximation as 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))) and, below
-// opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add. Executors and the
-// cost model want one operator for each, so the chains are replaced here, before anything else
-// looks at the node types.
+// Pattern fusion on the raw model, CastLike (opset 15) turned into Cast to the type it is like,
+// which shape inference knows, and IsNaN into Not(Equal(x, x)). Torch 1.13 exports GELU as
+// x*0.5*(1+erf(x/sqrt2)) (its tanh approximation as 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))))
+// and, below opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add. Executors
+// and the cost model want one operator for each, so the chains are replaced here, before anything
+// else looks at the node types.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -418,6 +418,32 @@ void rewrite_cast_like(RawModel& model) {
     n.attrs.erase("saturate");
     n.attrs["to"] = AttrValue{ops::onnx_of_dtype(it->second)};
   }
+}
+
+void rewrite_is_nan(RawModel& model) {
+  std::set<std::string> names;
+  for (auto const& n : model.nodes) names.insert(n.name);
+  std::vector<RawNode> nodes;
+  nodes.reserve(model.nodes.size());
+  for (auto& n : model.nodes) {
+    if (n.type != "IsNaN" || !n.domain.empty() || n.inputs.size() != 1 || n.outputs.size() != 1) {
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    RawNode eq;
+    eq.type = "Equal";
+    eq.name = n.name + "/self_equal";
+    for (int k = 1; names.count(eq.name); ++k) eq.name = n.name + "/self_equal_" + std::to_string(k);
+    names.insert(eq.name);
+    eq.inputs = {n.inputs[0], n.inputs[0]};
+    eq.outputs = {eq.name + "_output"};
+    n.type = "Not";
+    n.inputs = {eq.outputs[0]};
+    n.attrs.clear();
+    nodes.push_back(std::move(eq));
+    nodes.push_back(std::move(n));
+  }
+  model.nodes = std::move(nodes);
 }
 
 }  // namespace gp::graph::onnx_import

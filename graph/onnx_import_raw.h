@@ -73,6 +73,10 @@ void fuse_patterns(RawModel& model);
 // CastLike nodes whose second input's type is known become Cast to that type.
 void rewrite_cast_like(RawModel& model);
 
+// IsNaN(x) becomes Not(Equal(x, x)) (NaN is the one value unequal to itself): the dynamo exporter
+// guards attention's softmax with Where(IsNaN(p), 0, p).
+void rewrite_is_nan(RawModel& model);
+
 // Op types the lowering understands (after fusion), sorted; for the unsupported-op message.
 std::vector<std::string> const& supported_op_types();
 

@@ -3,16 +3,20 @@
 losses for 3 SGD steps, for tests/exec/test_torch2_fixtures.cc. CI never runs this script: the
 fixtures it writes are committed and are the contract.
 
-Needs torch 2.x, onnx and onnxscript, e.g. in a venv outside the repository:
-  python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch onnxscript onnx
+Needs torch 2.x, onnx and onnxscript (and transformers for the Hugging Face models), e.g. in a venv
+outside the repository:
+  python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch onnxscript onnx transformers
   /work/venv-torch/bin/python scripts/export_torch2_fixtures.py [--out tests/data/torch2]
 
-For each model (mlp, cnn, encoder, ops) and exporter (dynamo: torch.onnx.export(..., dynamo=True), the
-default since torch 2.9; torchscript: dynamo=False; functions: dynamo=False with
-export_modules_as_functions=True, every module a model-local function; mlp and cnn only) it
+For each model (mlp, cnn, encoder, ops; Hugging Face gpt2, bert, distilbert, vit, llama, qwen2 from
+tiny random configs, which need transformers) and exporter (dynamo: torch.onnx.export(...,
+dynamo=True), the default since torch 2.9; torchscript: dynamo=False; functions: dynamo=False with
+export_modules_as_functions=True, every module a model-local function; mlp and cnn only; llama and
+qwen2 dynamo only) it
 writes <model>_<exporter>/ with
   model.onnx     the model in training mode, weights as initializers, a dynamic batch dimension
-  input_0.npy    one batch of inputs (float32), labels.npy its class ids (int64)
+  input_0.npy    one batch of inputs (float32; token ids, int64, for the Hugging Face models),
+                 labels.npy its class ids (int64)
   reference.json torch's cross-entropy losses for 3 SGD steps (lr, momentum below) on that batch,
                  the exporter, opset and IR version, and the torch/onnx/onnxscript versions
 """
@@ -85,12 +89,107 @@ class Ops(nn.Module):
         return self.fc(y.flatten(1)) + y.mean(dim=(1, 2, 3)).unsqueeze(1)
 
 
+VOCAB, SEQ = 32, 8
+
+
+class HfLastToken(nn.Module):
+    """A Hugging Face causal LM (tiny random config, no dropout) trained on the next token after
+    the sequence: the logits of the last position, cross-entropy over the vocabulary."""
+
+    def __init__(self, make_model):
+        super().__init__()
+        self.m = make_model()
+
+    def forward(self, x):
+        return self.m(input_ids=x).logits[:, -1, :]
+
+
+class HfClassifier(nn.Module):
+    """A Hugging Face *ForSequenceClassification model (tiny random config, no dropout)."""
+
+    def __init__(self, make_model):
+        super().__init__()
+        self.m = make_model()
+
+    def forward(self, x):
+        return self.m(input_ids=x).logits
+
+
+def hf_gpt2():
+    import transformers
+    # Untied lm_head: the dynamo exporter's optimizer folds the tied head's Transpose into a new
+    # initializer, so the file holds two copies that train apart.
+    cfg = transformers.GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=16, n_layer=2, n_head=2,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=False)
+    return HfLastToken(lambda: transformers.GPT2LMHeadModel(cfg))
+
+
+def hf_bert():
+    import transformers
+    cfg = transformers.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=32, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                                  attention_probs_dropout_prob=0.0, num_labels=4)
+    return HfClassifier(lambda: transformers.BertForSequenceClassification(cfg))
+
+
+def hf_distilbert():
+    import transformers
+    cfg = transformers.DistilBertConfig(vocab_size=VOCAB, dim=16, n_layers=2, n_heads=2, hidden_dim=32,
+                                        max_position_embeddings=16, dropout=0.0, attention_dropout=0.0,
+                                        seq_classif_dropout=0.0, num_labels=4)
+    return HfClassifier(lambda: transformers.DistilBertForSequenceClassification(cfg))
+
+
+class HfImageClassifier(nn.Module):
+    """A Hugging Face *ForImageClassification model (tiny random config, no dropout)."""
+
+    def __init__(self, make_model):
+        super().__init__()
+        self.m = make_model()
+
+    def forward(self, x):
+        return self.m(pixel_values=x).logits
+
+
+def hf_vit():
+    import transformers
+    cfg = transformers.ViTConfig(image_size=8, patch_size=4, num_channels=3, hidden_size=16, num_hidden_layers=2,
+                                 num_attention_heads=2, intermediate_size=32, hidden_dropout_prob=0.0,
+                                 attention_probs_dropout_prob=0.0, num_labels=4)
+    return HfImageClassifier(lambda: transformers.ViTForImageClassification(cfg))
+
+
+def hf_llama():
+    import transformers
+    cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16)
+    return HfLastToken(lambda: transformers.LlamaForCausalLM(cfg))
+
+
+def hf_qwen2():
+    import transformers
+    cfg = transformers.Qwen2Config(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16)
+    return HfLastToken(lambda: transformers.Qwen2ForCausalLM(cfg))
+
+
+# name: (constructor, one sample's shape, classes; token ids in [0, VOCAB) where classes is VOCAB
+# for the language models and the input is a sequence of ids)
 MODELS = {
     "mlp": (Mlp, (16,), 10),
     "cnn": (Cnn, (3, 8, 8), 10),
     "encoder": (Encoder, (6, 16), 4),
     "ops": (Ops, (3, 8, 8), 10),
+    "gpt2": (hf_gpt2, "ids", VOCAB),
+    "bert": (hf_bert, "ids", 4),
+    "distilbert": (hf_distilbert, "ids", 4),
+    "vit": (hf_vit, (3, 8, 8), 4),
+    "llama": (hf_llama, "ids", VOCAB),
+    "qwen2": (hf_qwen2, "ids", VOCAB),
 }
+# The TorchScript exporter cannot export grouped-query attention (scaled_dot_product_attention
+# with enable_gqa): these are exported by dynamo only.
+DYNAMO_ONLY = {"llama", "qwen2"}
 
 
 def make(name, seed=0):
@@ -108,7 +207,10 @@ def make(name, seed=0):
                 else:
                     p.uniform_(-0.5, 0.5)
     g = torch.Generator().manual_seed(seed + 1)
-    x = torch.randn((BATCH,) + shape, generator=g)
+    if shape == "ids":
+        x = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+    else:
+        x = torch.randn((BATCH,) + shape, generator=g)
     y = torch.randint(0, classes, (BATCH,), generator=g)
     return model, x, y
 
@@ -161,13 +263,34 @@ def torch_losses(model, x, y):
     return losses
 
 
-def versions():
+def folded_buffers(path, model, x):
+    """Initializers of an optimized dynamo export that are a rotary embedding's cos/sin tables: the
+    optimizer folds them out of the inv_freq buffer into initializers that look like learned tensors
+    to an importer. reference.json lists them under "frozen" (the config's frozen: patterns)."""
+    rotary = [m for n, m in model.named_modules() if n.endswith("rotary_emb")]
+    if not rotary:
+        return []
+    pos = torch.arange(x.shape[1]).unsqueeze(0)
+    with torch.no_grad():
+        tables = [t.numpy().ravel() for t in rotary[0](torch.zeros(1, x.shape[1], 1), pos)]
+    out = []
+    for init in onnx.load(path).graph.initializer:
+        a = onnx.numpy_helper.to_array(init)
+        if a.dtype == np.float32 and any(a.size == t.size and np.allclose(a.ravel(), t) for t in tables):
+            out.append(init.name)
+    return out
+
+
+def versions(name):
     out = {"torch": torch.__version__, "onnx": onnx.__version__}
     try:
         import onnxscript
         out["onnxscript"] = onnxscript.__version__
     except ImportError:
         pass
+    if MODELS[name][0].__name__.startswith("hf_"):
+        import transformers
+        out["transformers"] = transformers.__version__
     return out
 
 
@@ -180,8 +303,10 @@ def main():
     torch.set_num_threads(1)
     for name in args.models.split(","):
         for exporter in args.exporters.split(","):
-            if exporter == "functions" and name in ("encoder", "ops"):
-                continue  # the encoder's TorchScript gap again; ops has no modules worth a function
+            if exporter == "functions" and name not in ("mlp", "cnn"):
+                continue  # the rest have no modules worth a function beyond what mlp and cnn check
+            if exporter != "dynamo" and name in DYNAMO_ONLY:
+                continue
             model, x, y = make(name)
             d = os.path.join(args.out, f"{name}_{exporter}")
             shutil.rmtree(d, ignore_errors=True)
@@ -196,13 +321,18 @@ def main():
             # torch's train() does): torch's losses are the training-mode module's.
             bn_inference_form = exporter == "dynamo" and any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
             check_forward(path, model, x, bn_inference_form)
-            np.save(os.path.join(d, "input_0.npy"), x.numpy().astype(np.float32))
+            np.save(os.path.join(d, "input_0.npy"), x.numpy().astype(np.int64 if MODELS[name][1] == "ids" else np.float32))
             np.save(os.path.join(d, "labels.npy"), y.numpy().astype(np.int64))
             m = onnx.load(path)
             opset = next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
             ref = {"model": name, "exporter": exporter, "ir_version": m.ir_version, "opset": opset,
                    "functions": len(m.functions), "batch": BATCH, "steps": STEPS, "lr": LR, "momentum": MOMENTUM,
-                   "loss": "cross_entropy", "batchnorm_in_file": "inference" if bn_inference_form else "training", "losses": torch_losses(model, x, y), "versions": versions()}
+                   "loss": "cross_entropy", "batchnorm_in_file": "inference" if bn_inference_form else "training"}
+            frozen = folded_buffers(path, model, x)
+            if frozen:
+                ref["frozen"] = frozen
+            ref["losses"] = torch_losses(model, x, y)
+            ref["versions"] = versions(name)
             with open(os.path.join(d, "reference.json"), "w") as f:
                 json.dump(ref, f, indent=1)
                 f.write("\n")

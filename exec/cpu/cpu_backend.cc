@@ -57,8 +57,9 @@ Table const& kernel_table() {
     for (OpKind v : {OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze, OpKind::kUnsqueeze, OpKind::kIdentity})
       t.push_back({v, {view, 1, false}});
     t.push_back({OpKind::kCast, {{reshape_forward, reshape_backward, reshape_backward, graph::ops::cast_check}, 1}});
-    t.push_back(
-        {OpKind::kExpand, {{expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>}, 1}});
+    // Expand also copies masks and indices (a causal mask broadcast over the micro-batch).
+    t.push_back({OpKind::kExpand,
+                 {{expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>}, 1, false}});
     t.push_back(
         {OpKind::kTranspose,
          {{transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>}, 1}});

@@ -13,8 +13,28 @@ namespace gp::exec::cpu {
 Status expand_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(std::vector<int64_t> shape,
                    graph::ops::expand_output_shape(call.graph, call.op, in[0].shape(), call.batch));
-  Tensor y(shape);
-  kernels::expand(in[0].data<float>(), in[0].shape(), y.data<float>(), shape);
+  Tensor y(shape, in[0].dtype());
+  if (in[0].dtype() == DType::kFloat32) {
+    kernels::expand(in[0].data<float>(), in[0].shape(), y.data<float>(), shape);
+  } else {  // masks and indices (bool, int64): copied element by element, never differentiated
+    std::size_t const es = graph::dtype_size(in[0].dtype());
+    std::vector<int64_t> const padded = kernels::pad_shape(in[0].shape(), shape.size());
+    std::vector<int64_t> st = kernels::contiguous_strides(padded);
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      if (padded[d] != shape[d]) st[d] = 0;
+    auto const* src = static_cast<char const*>(in[0].raw());
+    auto* dst = static_cast<char*>(y.raw());
+    std::vector<int64_t> pos(shape.size(), 0);
+    for (int64_t k = 0, n = y.numel(); k < n; ++k) {
+      int64_t off = 0;
+      for (std::size_t d = 0; d < shape.size(); ++d) off += pos[d] * st[d];
+      std::memcpy(dst + static_cast<std::size_t>(k) * es, src + static_cast<std::size_t>(off) * es, es);
+      for (std::size_t d = shape.size(); d-- > 0;) {
+        if (++pos[d] < shape[d]) break;
+        pos[d] = 0;
+      }
+    }
+  }
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   if (saved) saved->tensors = {shape_tensor(in[0].shape())};

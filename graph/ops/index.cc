@@ -1,5 +1,6 @@
 // Pad, Tile, Trilu, GatherElements, ScatterElements, Resize: import-time inference (graph/ops/infer.h),
-// the output shapes every backend shares (graph/ops/index.h) and cost (graph/ops/cost.h).
+// the output shapes every backend shares (graph/ops/index.h), cost (graph/ops/cost.h) and the
+// folding of GatherElements (graph/ops/fold.h).
 #include "graph/ops/index.h"
 
 #include <algorithm>
@@ -219,6 +220,38 @@ Result<Inferred> infer_gather_elements(InferContext const& c) {
   return k;
 }
 
+// GatherElements over values known at import time (HF BERT's token_type_ids buffer sliced to the
+// sequence length).
+Result<Folded> fold_gather_elements(FoldContext const& c) {
+  SymArray const* data = c.in(0);
+  if (!data || !c.in(1)) return invalid_argument(c.where() + ": an input is missing");
+  ASSIGN_OR_RETURN(Dims const indices, plain_ints(c.in(1), "GatherElements indices"));
+  Dims const& x = data->dims;
+  Dims const& i = c.in(1)->dims;
+  int64_t const r = static_cast<int64_t>(x.size());
+  if (static_cast<int64_t>(i.size()) != r) return invalid_argument(c.where() + ": indices and data differ in rank");
+  ASSIGN_OR_RETURN(int64_t const axis, checked_axis(c.attr_int("axis", 0), r));
+  for (int64_t d = 0; d < r; ++d)
+    if (d != axis && i[d] > x[d])
+      return invalid_argument(c.where() + ": indices exceed data along axis " + std::to_string(d));
+  Dims const xs = row_major_strides(x);
+  Dims pos(static_cast<std::size_t>(r), 0);
+  Dims idx;
+  idx.reserve(indices.size());
+  for (int64_t g : indices) {
+    int64_t const gi = g < 0 ? g + x[axis] : g;
+    if (gi < 0 || gi >= x[axis]) return invalid_argument(c.where() + ": index out of range");
+    int64_t flat = 0;
+    for (int64_t d = 0; d < r; ++d) flat += (d == axis ? gi : pos[d]) * xs[d];
+    idx.push_back(flat);
+    for (int64_t d = r - 1; d >= 0; --d) {
+      if (++pos[d] < i[d]) break;
+      pos[d] = 0;
+    }
+  }
+  return folded_one(take(*data, i, idx));
+}
+
 Result<Inferred> infer_scatter_elements(InferContext const& c) {
   if (!c.has(1)) return missing("indices");
   if (!c.has(2)) return missing("updates");
@@ -420,7 +453,7 @@ void register_index_ops(OpTable& t) {
   tile.run_shape = tile_run_shape;
   define(t, "Tile", std::move(tile));
   define(t, "Trilu", elementwise_op(infer_trilu, {1, 1}));
-  define(t, "GatherElements", elementwise_op(infer_gather_elements, {1, 1}));
+  define(t, "GatherElements", elementwise_op(infer_gather_elements, {1, 1}, nullptr, fold_gather_elements));
   define(t, "ScatterElements", elementwise_op(infer_scatter_elements, {1, 1}));
   // The opset 9-10 name of ScatterElements without reduction.
   define(t, "Scatter", elementwise_op(infer_scatter_elements, {1, 1}));

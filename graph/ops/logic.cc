@@ -1,9 +1,11 @@
-// Comparisons, boolean ops, Where and Mod: import-time inference (graph/ops/infer.h), the folding of
-// Equal, Where and ConstantOfShape (graph/ops/fold.h) and cost (graph/ops/cost.h). All broadcast
-// their inputs the numpy way; comparisons and boolean ops give bool, Where and Mod their data's dtype.
+// Comparisons, boolean ops, Where and Mod: import-time inference (graph/ops/infer.h), their folding
+// and ConstantOfShape's (graph/ops/fold.h) and cost (graph/ops/cost.h). All broadcast their inputs
+// the numpy way; comparisons and boolean ops give bool, Where and Mod their data's dtype.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
 
 #include "graph/ops/registry.h"
 
@@ -137,6 +139,69 @@ Result<Folded> fold_equal(FoldContext const& c) {
   return folded_one(std::move(out));
 }
 
+// Mod of shape values (torch 2.x's TorchScript export of nn.MultiheadAttention computes a
+// dimension index as (3 + -1) % 3). Integers take the divisor's sign unless fmod=1. The batch size
+// has no known remainder: a Mod of it is left to run.
+Result<SymInt> mod_int(SymInt a, SymInt c, bool, std::string_view) {
+  if (a.b != 0 || c.b != 0) return unsupported("Mod of the batch size");
+  if (c.v == 0) return invalid_argument("integer Mod by zero in a shape computation");
+  if (c.v == -1) return SymInt{0, 0};
+  int64_t r = a.v % c.v;
+  if (r != 0 && ((r < 0) != (c.v < 0))) r += c.v;
+  return SymInt{r, 0};
+}
+
+Result<SymInt> fmod_int(SymInt a, SymInt c, bool any_batch, std::string_view type) {
+  if (a.b != 0 || c.b != 0) return mod_int(a, c, any_batch, type);
+  if (c.v == 0) return invalid_argument("integer Mod by zero in a shape computation");
+  return SymInt{c.v == -1 ? 0 : a.v % c.v, 0};
+}
+
+Result<Folded> fold_mod(FoldContext const& c) {
+  for (auto const* in : c.ins)
+    if (in && in->has_batch()) return Folded{};  // left to run
+  if (c.attr_int("fmod", 0) != 0)
+    return fold_elementwise(
+        c, [](double a, double b) { return std::fmod(a, b); }, fmod_int);
+  return fold_elementwise(
+      c,
+      [](double a, double b) {
+        double const r = std::fmod(a, b);
+        return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+      },
+      mod_int);
+}
+
+// Comparisons and boolean ops over values known at import time (masks and index arithmetic built
+// from shapes), one fold per op through its predicate. A value that depends on the batch is left
+// to run. long double holds every int64 exactly.
+using Predicate = bool (*)(long double a, long double x);
+
+template <Predicate P>
+Result<Folded> fold_predicate(FoldContext const& c) {
+  for (auto const* in : c.ins)
+    if (!in || in->has_batch()) return Folded{};
+  ASSIGN_OR_RETURN(BroadcastInputs const bc, broadcast_inputs(c));
+  auto value = [&](std::size_t j, int64_t k) -> long double {
+    SymArray const& a = *c.ins[j];
+    return a.is_float() ? a.f[bc.idx[j][k]] : a.i[bc.idx[j][k]];
+  };
+  SymArray out;
+  out.dims = bc.dims;
+  out.dtype = DType::kBool;
+  for (int64_t k = 0; k < bc.count; ++k) out.i.push_back(P(value(0, k), c.ins.size() > 1 ? value(1, k) : 0));
+  return folded_one(std::move(out));
+}
+
+bool less(long double a, long double x) { return a < x; }
+bool greater(long double a, long double x) { return a > x; }
+bool less_equal(long double a, long double x) { return a <= x; }
+bool greater_equal(long double a, long double x) { return a >= x; }
+bool logical_not(long double a, long double) { return a == 0; }
+bool logical_and(long double a, long double x) { return a != 0 && x != 0; }
+bool logical_or(long double a, long double x) { return a != 0 || x != 0; }
+bool logical_xor(long double a, long double x) { return (a != 0) != (x != 0); }
+
 // A static shape only: a shape with the batch stays an op (infer_constant_of_shape).
 Result<Folded> fold_constant_of_shape(FoldContext const& c) {
   if (c.in(0) && c.in(0)->has_batch()) return Folded{};
@@ -166,9 +231,19 @@ void register_logic_ops(OpTable& t) {
   define(t, "ConstantOfShape", {.infer = infer_constant_of_shape, .fold = fold_constant_of_shape});
   define(t, "Equal", elementwise_op(infer_broadcast_logic, {1, 0}, nullptr, fold_equal));
   define(t, "Where", elementwise_op(infer_broadcast_logic, {1, 1}, save_input0, fold_where));
-  for (char const* type : {"Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor"})
-    define(t, type, elementwise_op(infer_broadcast_logic, {1, 0}));
-  define(t, "Mod", elementwise_op(infer_broadcast_logic, {3, 3}));
+  std::pair<char const*, FoldFn> const predicates[] = {
+      {"Less", fold_predicate<less>},
+      {"Greater", fold_predicate<greater>},
+      {"LessOrEqual", fold_predicate<less_equal>},
+      {"GreaterOrEqual", fold_predicate<greater_equal>},
+      {"Not", fold_predicate<logical_not>},
+      {"And", fold_predicate<logical_and>},
+      {"Or", fold_predicate<logical_or>},
+      {"Xor", fold_predicate<logical_xor>},
+  };
+  for (auto const& [type, fold] : predicates)
+    define(t, type, elementwise_op(infer_broadcast_logic, {1, 0}, nullptr, fold));
+  define(t, "Mod", elementwise_op(infer_broadcast_logic, {3, 3}, nullptr, fold_mod));
 }
 
 }  // namespace gp::graph::ops

@@ -301,6 +301,26 @@ TEST(OpsForward, DataMovementMatchesIndexing) {
   EXPECT_EQ(e.data<float>()[8 + 4 + 3], y.data<float>()[7]);
 }
 
+// Expand also broadcasts masks and indices (a bool causal mask and int64 token types over the
+// micro-batch): bytes copied per element, the dtype kept.
+TEST(OpsForward, ExpandCopiesBoolAndInt64) {
+  CpuBackend be;
+  Tensor mask({1, 2, 2}, DType::kBool);
+  uint8_t const m[] = {1, 0, 1, 1};
+  std::memcpy(mask.raw(), m, sizeof(m));
+  Tensor e = run_forward(be, make_op("Expand", graph::ExpandAttrs{{3, 2, 2}}, {{"m", mask, kIn}}))[0];
+  ASSERT_EQ(e.dtype(), DType::kBool);
+  ASSERT_EQ(e.shape(), (std::vector<int64_t>{3, 2, 2}));
+  for (int64_t k = 0; k < 12; ++k) EXPECT_EQ(e.data<uint8_t>()[k], m[k % 4]) << k;
+  Tensor ids({2, 1}, DType::kInt64);
+  ids.data<int64_t>()[0] = 7;
+  ids.data<int64_t>()[1] = -3000000000;
+  Tensor f = run_forward(be, make_op("Expand", graph::ExpandAttrs{{2, 3}}, {{"i", ids, kIn}}))[0];
+  ASSERT_EQ(f.dtype(), DType::kInt64);
+  std::vector<int64_t> const got(f.data<int64_t>(), f.data<int64_t>() + f.numel());
+  EXPECT_EQ(got, (std::vector<int64_t>{7, 7, 7, -3000000000, -3000000000, -3000000000}));
+}
+
 TEST(OpsForward, DropoutIsReproducibleAndScaled) {
   CpuBackend be;
   Tensor x = Tensor::from_floats({1000}, std::vector<float>(1000, 1.f));

@@ -240,5 +240,67 @@ TEST(ImportCurrentOnnx, UnsupportedOperatorNamesTheNodes) {
   EXPECT_NE(msg.find("unsupported operator: RandomUniformLike (1 node: #0)"), std::string::npos) << msg;
 }
 
+// torch 2.x's TorchScript export of nn.MultiheadAttention: a Slice end computed as
+// Reshape((3 + -1) % 3, [1]) beside Shape arithmetic on the batch. Mod and the comparisons fold, so
+// the Slice is static and the head split keeps the batch symbolic.
+TEST(ImportCurrentOnnx, ModAndComparisonsOfShapeValuesFold) {
+  auto g = must_load(model("float[N,6,16] x", "float[N,6,2,8] y", {},
+                           "s = Shape(x)\n"
+                           "three = Constant<value = int64[1] {3}>()\n"
+                           "minus = Constant<value = int64 {-1}>()\n"
+                           "two = Add(three, minus)\n"
+                           "m = Mod(two, three)\n"
+                           "one = Constant<value = int64[1] {1}>()\n"
+                           "end = Reshape(m, one)\n"
+                           "zero = Constant<value = int64[1] {0}>()\n"
+                           "b = Slice(s, zero, one)\n"
+                           "t = Slice(s, one, end)\n"
+                           "lt = Less(two, three)\n"
+                           "ge = Not(lt)\n"
+                           "k = Where(ge, three, two)\n"
+                           "four = Constant<value = int64[1] {4}>()\n"
+                           "d = Mul(k, four)\n"
+                           "shape4 = Concat<axis = 0>(b, k, t, d)\n"
+                           "r = Reshape(x, shape4)\n"
+                           "y = Transpose<perm = [0, 2, 1, 3]>(r)",
+                           17, 8));
+  EXPECT_TRUE(ops_of_type(g, "Mod").empty());
+  EXPECT_TRUE(ops_of_type(g, "Less").empty());
+  EXPECT_EQ(out_shape(g, "Reshape"), S({N, 2, 6, 8}));
+  EXPECT_EQ(out_shape(g, "Transpose"), S({N, 6, 2, 8}));
+}
+
+// HF BERT's token_type_ids buffer, GatherElements by position ids known at import time: folded.
+TEST(ImportCurrentOnnx, GatherElementsOfConstantsFolds) {
+  auto g = must_load(model("float[N,3] x", "float[N,3] y", {},
+                           "data = Constant<value = float[1,4] {10, 20, 30, 40}>()\n"
+                           "idx = Constant<value = int64[1,3] {3, 0, -1}>()\n"
+                           "v = GatherElements<axis = 1>(data, idx)\n"
+                           "y = Mul(x, v)",
+                           17, 8));
+  EXPECT_TRUE(ops_of_type(g, "GatherElements").empty());
+  auto const mul = ops_of_type(g, "Mul");
+  ASSERT_EQ(mul.size(), 1u);
+  TensorInfo const& v = g.tensor(mul[0]->inputs[1]);
+  ASSERT_NE(v.data, nullptr);
+  EXPECT_EQ(v.data->to_doubles(), (std::vector<double>{40, 10, 40}));
+}
+
+// The dynamo exporter guards attention's softmax with Where(IsNaN(p), 0, p): IsNaN becomes
+// Not(Equal(p, p)), which every backend runs.
+TEST(ImportCurrentOnnx, IsNaNBecomesNotEqualToItself) {
+  auto g = must_load(model("float[N,4] x", "float[N,4] y", {},
+                           "p = Softmax<axis = -1>(x)\n"
+                           "n = IsNaN(p)\n"
+                           "zero = Constant<value = float {0}>()\n"
+                           "y = Where(n, zero, p)"));
+  EXPECT_TRUE(ops_of_type(g, "IsNaN").empty());
+  auto const eq = ops_of_type(g, "Equal");
+  ASSERT_EQ(eq.size(), 1u);
+  EXPECT_EQ(eq[0]->inputs[0], eq[0]->inputs[1]);
+  EXPECT_EQ(ops_of_type(g, "Not").size(), 1u);
+  EXPECT_EQ(out_shape(g, "Where"), S({N, 4}));
+}
+
 }  // namespace
 }  // namespace gp::graph

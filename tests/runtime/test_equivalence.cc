@@ -175,6 +175,34 @@ TEST(RuntimeEquivalence, TorchvisionResNet18) {
   std::filesystem::remove_all(dir);
 }
 
+// A Hugging Face decoder as users export it (tests/data/torch2: GPT-2 from torch 2.15's dynamo and
+// TorchScript exporters, token ids in, a causal mask Expand-ed to each micro-batch), partitioned by
+// GPP into pipeline stages: every schedule ends with one device's weights and losses.
+TEST(RuntimeEquivalence, HuggingFaceGpt2PartitionedByGpp) {
+  Coverage cov;
+  for (std::string fixture : {"gpt2_dynamo", "gpt2_torchscript"}) {
+    auto const dir = std::filesystem::path(GP_SOURCE_DIR) / "tests" / "data" / "torch2" / fixture;
+    auto built = graph::load_onnx((dir / "model.onnx").string());
+    ASSERT_TRUE(built.is_ok()) << built.status().message();
+    auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
+    TrainConfig c = config_for(models::Task::kClassification, 4, 2);
+    c.data.kind = DataConfig::Kind::kNpy;
+    c.data.inputs = {(dir / "input_0.npy").string()};
+    c.data.labels = (dir / "labels.npy").string();
+    std::vector<double> want_losses;
+    auto const want = testing::train_single(*g, c, &want_losses);
+    for (int n : {2, 3}) {
+      auto plan = testing::make_plan(g, "gpp", n, c, false);
+      ASSERT_TRUE(plan.is_ok()) << fixture << " on " << n << ": " << plan.status().message();
+      EXPECT_GE(plan->stages.size(), 2u) << fixture << ": GPP kept the decoder on one stage";
+      check_all_policies(*g, c, *plan, want, fixture + " gpp x" + std::to_string(n), cov);
+      std::cout << fixture << " gpp x" << n << ": " << plan->stages.size() << " stages" << std::endl;
+    }
+  }
+  EXPECT_GE(cov.runs, 8);
+  std::cout << "runs " << cov.runs << ", policies " << cov.policies.size() << std::endl;
+}
+
 // The losses the runtime reports are the single device's, and a pipeline checkpoint resumes on
 // one device (same format) to the same weights as an uninterrupted run.
 TEST(RuntimeEquivalence, LossesAndCheckpointsMatchOneDevice) {
