@@ -9,7 +9,7 @@
 Every function calls graphpipe's C++ library in this process (never the CLI); errors arrive as
 graphpipe.Error carrying the one-line message the CLI prints.
 """
-from ._graphpipe import Error, __version__
+from ._graphpipe import Error, __version__, set_log_level
 from .model import Model, load
 from .planning import (Comparison, Plan, Profile, Schedule, Stage, Timeline, compare, partition, profile, schedule,
                        simulate)
@@ -17,5 +17,5 @@ from .training import TrainResult, train
 
 __all__ = [
     "Comparison", "Error", "Model", "Plan", "Profile", "Schedule", "Stage", "Timeline", "TrainResult", "__version__",
-    "compare", "load", "partition", "profile", "schedule", "simulate", "train",
+    "compare", "load", "partition", "profile", "schedule", "set_log_level", "simulate", "train",
 ]

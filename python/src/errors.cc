@@ -1,3 +1,7 @@
+#include <spdlog/spdlog.h>
+
+#include <nanobind/stl/string.h>
+
 #include "bindings.h"
 #include "partition/cluster.h"
 
@@ -10,6 +14,18 @@ int64_t parse_size(std::string const& text, char const* what) {
   return *bytes;
 }
 
-void bind_errors(nb::module_& m) { nb::exception<Error>(m, "Error", PyExc_RuntimeError); }
+void bind_errors(nb::module_& m) {
+  nb::exception<Error>(m, "Error", PyExc_RuntimeError);
+  // What the library logs on stderr (the CLI's info lines: plans, training setup, warnings).
+  m.def(
+      "set_log_level",
+      [](std::string const& level) {
+        spdlog::level::level_enum const l = spdlog::level::from_str(level);
+        if (l == spdlog::level::off && level != "off")
+          throw Error("log level '" + level + "' is not one of debug, info, warning, error, off");
+        spdlog::set_level(l);
+      },
+      nb::arg("level"));
+}
 
 }  // namespace gp::python

@@ -113,3 +113,10 @@ def test_torch_module_loads_with_its_branches():
     assert model.parameters == sum(p.numel() for p in net.parameters())
     assert model.branches >= 2
     assert model.inputs[0]["shape"].startswith("[")
+
+
+def test_log_level():
+    gp.set_log_level("warning")
+    gp.set_log_level("info")
+    with pytest.raises(gp.Error, match="not one of"):
+        gp.set_log_level("loud")
