@@ -71,4 +71,11 @@ int device_count() {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
+Result<int64_t> device_memory_bytes(int index) {
+  RETURN_IF_ERROR(device_available());
+  cudaDeviceProp prop{};
+  GP_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  return static_cast<int64_t>(prop.totalGlobalMem);
+}
+
 }  // namespace gp::exec::cuda

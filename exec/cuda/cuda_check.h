@@ -8,6 +8,7 @@
 // (the libraries' name/message lookups are host functions that work without a device).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "core/status.h"
@@ -25,6 +26,8 @@ Status vendor_error(StatusCode code, std::string const& library, std::string con
 // runtime's reason. cudaErrorNoDevice and cudaErrorInsufficientDriver both mean "none here".
 Status device_available();
 int device_count();  // 0 when device_available() fails
+// GPU `index`'s memory in bytes (its total, as cudaGetDeviceProperties reports it).
+Result<int64_t> device_memory_bytes(int index);
 
 }  // namespace gp::exec::cuda
 

@@ -1,11 +1,12 @@
 #include "exec/session/registry.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <optional>
-
 #include <set>
 
+#include "core/units.h"
 #include "exec/cpu/cpu_backend.h"
 #ifdef GP_HAVE_CUDA
 #include "exec/cuda/cuda_backend.h"
@@ -70,6 +71,50 @@ int gpu_count(std::string* why) {
   if (why) *why = kNoCudaBuild;
   return 0;
 #endif
+}
+
+Result<std::vector<int64_t>> gpu_memory_bytes() {
+  std::vector<int64_t> out;
+#ifdef GP_HAVE_CUDA
+  int const n = gpu_count();
+  for (int g = 0; g < n; ++g) {
+    ASSIGN_OR_RETURN(int64_t bytes, exec::cuda::device_memory_bytes(g));
+    out.push_back(bytes);
+  }
+#endif
+  return out;
+}
+
+Status check_device_memory(std::string const& backend, std::vector<int64_t> const& gpus, int64_t need_bytes,
+                           partition::Plan const* plan, int64_t limit_bytes) {
+  if (backend == "cpu") return Status::ok();
+  if (gpus.empty()) return unsupported("no GPU to check the run's memory against");
+  if (!plan) {
+    if (need_bytes > gpus[0])
+      return infeasible("training on GPU 0 needs about " + format_bytes(need_bytes) +
+                        " (weights, gradients, optimizer state and "
+                        "one micro-batch's activations) but it has " +
+                        format_bytes(gpus[0]) +
+                        ": lower batch or raise micro_batches, or train a pipeline over more GPUs (--devices N)");
+    return Status::ok();
+  }
+  int64_t const smallest = *std::min_element(gpus.begin(), gpus.end());
+  if (limit_bytes > smallest)
+    return infeasible("pipeline.memory " + format_bytes(limit_bytes) + " is more than a GPU here has (" +
+                      format_bytes(smallest) +
+                      "): the planner would fit stages into memory the device does not have; set pipeline.memory to "
+                      "at most " +
+                      format_bytes(smallest));
+  for (auto const& stage : plan->stages)
+    for (int d : stage.devices) {
+      int const g = d % static_cast<int>(gpus.size());
+      if (stage.peak_memory_bytes > gpus[g])
+        return infeasible("stage " + std::to_string(stage.id) + " needs about " +
+                          format_bytes(stage.peak_memory_bytes) + " on device " + std::to_string(d) + " but GPU " +
+                          std::to_string(g) + " has " + format_bytes(gpus[g]) + ": plan with pipeline.memory at most " +
+                          format_bytes(gpus[g]) + " or over more devices");
+    }
+  return Status::ok();
 }
 
 std::vector<std::string> cpu_op_types() { return exec::CpuBackend::op_types(); }

@@ -26,6 +26,17 @@ Status check_backend_name(std::string const& name);
 Status check_graph_supported(std::string const& backend, graph::OpGraph const& graph);
 // Usable GPUs here (0 without the CUDA backend or without a GPU); `why` gets the reason for 0.
 int gpu_count(std::string* why = nullptr);
+// The memory of each usable GPU here, in bytes (empty without the CUDA backend or a GPU).
+Result<std::vector<int64_t>> gpu_memory_bytes();
+// A run on `backend` against the memory its devices have, before anything is allocated (cpu:
+// nothing to check; its limits are --max-memory and pipeline.memory). One device: `need_bytes`
+// (weights, gradients, optimizer state, one micro-batch's activations) against GPU 0. A pipeline
+// (`plan` given): pipeline.memory (`limit_bytes`, what the planner fitted every stage to) and each
+// stage's predicted peak against the GPU each of its devices runs on (device d on GPU d mod the
+// GPU count, as worker threads are placed). `gpus` is gpu_memory_bytes()'s answer.
+Status check_device_memory(std::string const& backend, std::vector<int64_t> const& gpus, int64_t need_bytes,
+                           partition::Plan const* plan, int64_t limit_bytes);
+
 // The op types the CPU backend's kernel table holds (the reference every backend is compared with).
 std::vector<std::string> cpu_op_types();
 // The backend of device `index` (for cuda: GPU `index`).

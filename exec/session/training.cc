@@ -66,24 +66,25 @@ Status TrainingSession::start(TrainOptions const& options) {
     graph_ = std::make_shared<graph::OpGraph const>(std::move(loaded));
   }
   RETURN_IF_ERROR(check_weights_loaded(*graph_, model_.name));
-  if (options.import.max_memory_bytes > 0 && !pipeline) {
-    // Weights, gradients, optimizer state and one micro-batch's activations: what one device holding
-    // the whole model needs. A pipeline splits it, so there the schedule's per-device limit decides.
-    double const weights = static_cast<double>(graph_->param_bytes());
-    double const need =
-        weights * (2 + exec::state_bytes_per_weight_byte(config_.optimizer)) +
-        static_cast<double>(graph_->activation_bytes_per_sample()) * static_cast<double>(config_.micro_batch_size());
-    if (need > static_cast<double>(options.import.max_memory_bytes))
-      return infeasible("training " + model_.name + " at micro-batch " + std::to_string(config_.micro_batch_size()) +
-                        " needs about " + format_bytes(static_cast<int64_t>(need)) +
-                        ", more than the memory limit of " + format_bytes(options.import.max_memory_bytes) +
-                        " (--max-memory, by default the machine's available memory): lower batch or micro_batches, "
-                        "or train a pipeline over more devices");
-  }
+  // Weights, gradients, optimizer state and one micro-batch's activations: what one device holding
+  // the whole model needs. A pipeline splits it, so there the schedule's per-device limit decides.
+  double const need =
+      static_cast<double>(graph_->param_bytes()) * (2 + exec::state_bytes_per_weight_byte(config_.optimizer)) +
+      static_cast<double>(graph_->activation_bytes_per_sample()) * static_cast<double>(config_.micro_batch_size());
+  if (options.import.max_memory_bytes > 0 && !pipeline && need > static_cast<double>(options.import.max_memory_bytes))
+    return infeasible("training " + model_.name + " at micro-batch " + std::to_string(config_.micro_batch_size()) +
+                      " needs about " + format_bytes(static_cast<int64_t>(need)) + ", more than the memory limit of " +
+                      format_bytes(options.import.max_memory_bytes) +
+                      " (--max-memory, by default the machine's available memory): lower batch or micro_batches, "
+                      "or train a pipeline over more devices");
   if (backend_name_ != "cpu") {
     RETURN_IF_ERROR(check_graph_supported(backend_name_, *graph_));
     std::string why;
     if (gpu_count(&why) == 0) return unsupported(why);  // before any profiling or planning
+    if (!pipeline) {
+      ASSIGN_OR_RETURN(std::vector<int64_t> const gpus, gpu_memory_bytes());
+      RETURN_IF_ERROR(check_device_memory(backend_name_, gpus, static_cast<int64_t>(need), nullptr, 0));
+    }
   }
   RETURN_IF_ERROR(pipeline ? start_pipeline(options) : start_single(options));
   return resume();
@@ -140,6 +141,10 @@ Status TrainingSession::start_pipeline(TrainOptions const& options) {
                  plan.num_devices, plan.planner, plan.micro_batch, plan.num_micro_batches, sched.policy, recompute);
   }
   if (backend_name_ != "cpu" && !mpi_) {
+    // The plan and pipeline.memory against the GPUs the workers will run on, before anything is
+    // allocated (MPI ranks: each rank's GPU is chosen by the NCCL bootstrap).
+    ASSIGN_OR_RETURN(std::vector<int64_t> const gpu_memory, gpu_memory_bytes());
+    RETURN_IF_ERROR(check_device_memory(backend_name_, gpu_memory, 0, &plan, memory));
     // Worker threads on the GPUs of this machine, round robin (several workers may share one).
     std::string why;
     int const gpus = gpu_count(&why);
