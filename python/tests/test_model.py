@@ -120,3 +120,15 @@ def test_log_level():
     gp.set_log_level("info")
     with pytest.raises(gp.Error, match="not one of"):
         gp.set_log_level("loud")
+
+
+def test_torch_is_loaded_before_an_extension_that_links_nccl():
+    """PyTorch's wheels need their own libnccl.so.2, which must be the process's first: with NCCL linked,
+    `import graphpipe` imports an installed torch before its extension."""
+    from graphpipe import _build
+    if not _build.NCCL or importlib.util.find_spec("torch") is None:
+        pytest.skip("this build does not link NCCL, or torch is not installed")
+    done = subprocess.run([sys.executable, "-c", "import graphpipe, sys; print('torch' in sys.modules)"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout.strip() == "True"
