@@ -1,9 +1,11 @@
 // graphpipe ops: the operators graphpipe imports and trains, from the op table (graph/ops/registry)
-// and the CPU backend's kernel table. `--markdown` prints the README's table.
+// and each backend's kernel table (the CUDA one is static: no GPU needed). `--markdown` prints the
+// README's table.
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,11 +46,30 @@ Status run_ops(OpsOptions const& options) {
     std::printf("\n%zu operator types.\n", total);
     return Status::ok();
   }
-  std::printf("%-28s %-11s %s\n", "operator", "family", "runs");
-  for (auto const& [type, def] : graph::ops::op_table())
-    std::printf("%-28s %-11s %s\n", type.c_str(), def.family.c_str(),
-                def.infer == nullptr ? "folded at import time (static inputs only)" : "CPU forward and backward");
-  std::printf("%zu operator types\n", total);
+  std::optional<std::vector<std::string>> const cuda = session::cuda_op_types();
+  auto on_cuda = [&](std::string const& t) { return cuda && std::find(cuda->begin(), cuda->end(), t) != cuda->end(); };
+  std::printf("%-28s %-11s %s\n", "operator", "family", "runs (forward and backward)");
+  std::size_t cuda_count = 0;
+  for (auto const& [type, def] : graph::ops::op_table()) {
+    std::string runs = "folded at import time (static inputs only)";
+    if (def.infer != nullptr) {
+      runs = "CPU";
+      if (on_cuda(type)) {
+        runs += ", CUDA";
+        ++cuda_count;
+      } else if (cuda) {
+        runs += " (not on CUDA yet)";
+      }
+    }
+    std::printf("%-28s %-11s %s\n", type.c_str(), def.family.c_str(), runs.c_str());
+  }
+  std::printf("%zu operator types", total);
+  if (cuda)
+    std::printf("; %zu run on CUDA too (built, not verified here without a GPU: see the README's CUDA table)",
+                cuda_count);
+  else
+    std::printf("; this build has no CUDA backend");
+  std::printf("\n");
   return Status::ok();
 }
 

@@ -119,6 +119,14 @@ Status check_device_memory(std::string const& backend, std::vector<int64_t> cons
 
 std::vector<std::string> cpu_op_types() { return exec::CpuBackend::op_types(); }
 
+std::optional<std::vector<std::string>> cuda_op_types() {
+#ifdef GP_HAVE_CUDA
+  return exec::CudaBackend::op_types();
+#else
+  return std::nullopt;
+#endif
+}
+
 Result<std::unique_ptr<exec::Backend>> make_backend(std::string const& name, int index) {
   RETURN_IF_ERROR(check_backend_name(name));
   if (name == "cpu") return std::unique_ptr<exec::Backend>(std::make_unique<exec::CpuBackend>());

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ Status check_device_memory(std::string const& backend, std::vector<int64_t> cons
 
 // The op types the CPU backend's kernel table holds (the reference every backend is compared with).
 std::vector<std::string> cpu_op_types();
+// The op types the CUDA backend's kernel table holds (static: no GPU needed); nullopt in a build
+// without the CUDA backend.
+std::optional<std::vector<std::string>> cuda_op_types();
 // The backend of device `index` (for cuda: GPU `index`).
 Result<std::unique_ptr<exec::Backend>> make_backend(std::string const& name, int index);
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <sys/wait.h>
 
@@ -177,3 +178,28 @@ TEST_F(CliTest, ReadmeListsTheOpTable) {
 }
 
 }  // namespace
+
+// `graphpipe ops` says per operator which backends run it; the CUDA column comes from the CUDA
+// kernel table (static), so it is right without a GPU, and a build without CUDA says so.
+TEST_F(CliTest, OpsListsWhichBackendsRunEachOperator) {
+  CliRun r = run("ops");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  bool const cuda = r.out.find("run on CUDA too") != std::string::npos;
+  EXPECT_TRUE(cuda || r.out.find("this build has no CUDA backend") != std::string::npos) << r.out;
+  std::istringstream lines(r.out);
+  std::string line;
+  int both = 0, cpu_only = 0;
+  while (std::getline(lines, line)) {
+    if (line.find(" CPU, CUDA") != std::string::npos) ++both;
+    if (line.find(" CPU (not on CUDA yet)") != std::string::npos) ++cpu_only;
+    if (line.rfind("Conv ", 0) == 0) {
+      EXPECT_EQ(line.find("CUDA") != std::string::npos, cuda) << line;
+    }
+  }
+  if (cuda) {
+    EXPECT_GT(both, 0);
+    EXPECT_NE(r.out.find("; " + std::to_string(both) + " run on CUDA too"), std::string::npos) << r.out;
+  } else {
+    EXPECT_EQ(both + cpu_only, 0);
+  }
+}
