@@ -4,8 +4,6 @@
 #include <memory>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "cli/commands.h"
 #include "graph/dot.h"
 #include "graph/graph_summary.h"
@@ -62,17 +60,6 @@ std::string reason_kind(std::string const& reason) {
   return reason.substr(0, std::min(reason.find(" '"), reason.find(" (")));
 }
 
-nlohmann::json choices_json(std::vector<graph::WeightChoice> const& choices) {
-  nlohmann::json a = nlohmann::json::array();
-  for (auto const& c : choices)
-    a.push_back({{"name", c.name},
-                 {"dtype", graph::dtype_name(c.dtype)},
-                 {"shape", c.dims},
-                 {"trainable", c.trainable},
-                 {"reason", c.reason}});
-  return a;
-}
-
 // One line: how many initializers train, and the counts of each reason the others do not.
 void print_choice_summary(std::vector<graph::WeightChoice> const& choices) {
   std::map<std::string, int> why_not;
@@ -100,29 +87,6 @@ void print_choices(std::vector<graph::WeightChoice> const& choices) {
   for (auto const& c : choices)
     std::printf("  %-*s  %-8s  %-*s  %-5s  %s\n", nw, c.name.c_str(), graph::dtype_name(c.dtype), sw,
                 dims_text(c.dims).c_str(), c.trainable ? "yes" : "no", c.reason.c_str());
-}
-
-nlohmann::json to_json(graph::GraphSummary const& s) {
-  auto tensors = [](std::vector<graph::TensorSummary> const& list) {
-    nlohmann::json a = nlohmann::json::array();
-    for (auto const& t : list) a.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}});
-    return a;
-  };
-  return {{"name", s.name},
-          {"inputs", tensors(s.inputs)},
-          {"outputs", tensors(s.outputs)},
-          {"num_ops", s.num_ops},
-          {"ops_by_type", s.ops_by_type},
-          {"parameters", {{"tensors", s.param_tensors}, {"count", s.param_count}, {"bytes", s.param_bytes}}},
-          {"flops_per_sample",
-           {{"forward", s.fwd_flops_per_sample},
-            {"backward", s.bwd_flops_per_sample},
-            {"backward_weight", s.bwd_weight_flops_per_sample}}},
-          {"activation_bytes_per_sample", s.activation_bytes_per_sample},
-          {"fork_points", s.fork_points},
-          {"join_points", s.join_points},
-          {"branches", s.branches},
-          {"widest_antichain", {{"size", s.widest_antichain.size()}, {"ops", s.widest_antichain}}}};
 }
 
 void print_text(graph::GraphSummary const& s, std::vector<graph::WeightChoice> const& choices,
@@ -161,9 +125,7 @@ Status run_inspect(InspectOptions const& o) {
   graph::GraphSummary const s = graph::summarize(g);
   if (!o.dot.empty()) RETURN_IF_ERROR(graph::write_dot(g, o.dot));
   if (o.json) {
-    nlohmann::json j = to_json(s);
-    j["initializers"] = choices_json(g.weight_choices());
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", graph::inspect_json(s, g.weight_choices()).c_str());
   } else {
     print_text(s, g.weight_choices(), o);
   }

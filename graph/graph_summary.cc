@@ -1,5 +1,7 @@
 #include "graph/graph_summary.h"
 
+#include <nlohmann/json.hpp>
+
 #include "graph/accounting.h"
 #include "graph/analysis.h"
 
@@ -30,6 +32,39 @@ GraphSummary summarize(OpGraph const& graph) {
   s.branches = branch_count(graph);
   for (OpId v : widest_antichain(graph)) s.widest_antichain.push_back(graph.op(v).name);
   return s;
+}
+
+std::string inspect_json(GraphSummary const& s, std::vector<WeightChoice> const& choices) {
+  using nlohmann::json;
+  auto tensors = [](std::vector<TensorSummary> const& list) {
+    json a = json::array();
+    for (auto const& t : list) a.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}});
+    return a;
+  };
+  json initializers = json::array();
+  for (auto const& c : choices)
+    initializers.push_back({{"name", c.name},
+                            {"dtype", dtype_name(c.dtype)},
+                            {"shape", c.dims},
+                            {"trainable", c.trainable},
+                            {"reason", c.reason}});
+  json const j{{"name", s.name},
+               {"inputs", tensors(s.inputs)},
+               {"outputs", tensors(s.outputs)},
+               {"num_ops", s.num_ops},
+               {"ops_by_type", s.ops_by_type},
+               {"parameters", {{"tensors", s.param_tensors}, {"count", s.param_count}, {"bytes", s.param_bytes}}},
+               {"flops_per_sample",
+                {{"forward", s.fwd_flops_per_sample},
+                 {"backward", s.bwd_flops_per_sample},
+                 {"backward_weight", s.bwd_weight_flops_per_sample}}},
+               {"activation_bytes_per_sample", s.activation_bytes_per_sample},
+               {"fork_points", s.fork_points},
+               {"join_points", s.join_points},
+               {"branches", s.branches},
+               {"widest_antichain", {{"size", s.widest_antichain.size()}, {"ops", s.widest_antichain}}},
+               {"initializers", initializers}};
+  return j.dump(2);
 }
 
 }  // namespace gp::graph

@@ -36,4 +36,8 @@ struct GraphSummary {
 
 GraphSummary summarize(OpGraph const& graph);
 
+// `graphpipe inspect --json`: the summary and every initializer (whether it trains, and why), as
+// JSON text (2-space indent). The CLI prints it; the Python package's Model reads it.
+std::string inspect_json(GraphSummary const& summary, std::vector<WeightChoice> const& choices);
+
 }  // namespace gp::graph

@@ -1,6 +1,7 @@
 """graphpipe.load and graphpipe.Model: a model read and imported once, planned and trained as is."""
 import inspect
 import io
+import json
 import os
 
 from . import _graphpipe
@@ -15,7 +16,7 @@ class Model:
 
     def __init__(self, handle):
         self._handle = handle
-        self._summary = handle.summary()
+        self._summary = json.loads(handle.inspect_json())
 
     # -- what `graphpipe inspect` shows ------------------------------------------------------
     @property
@@ -29,11 +30,12 @@ class Model:
 
     @property
     def summary(self):
-        return dict(self._summary)
+        """`graphpipe inspect --json`'s dict (its `initializers` included)."""
+        return json.loads(json.dumps(self._summary))
 
     @property
     def ops(self):
-        return self._summary["ops"]
+        return self._summary["num_ops"]
 
     @property
     def ops_by_type(self):
@@ -41,16 +43,16 @@ class Model:
 
     @property
     def parameters(self):
-        return self._summary["parameters"]
+        return self._summary["parameters"]["count"]
 
     @property
     def parameter_bytes(self):
-        return self._summary["parameter_bytes"]
+        return self._summary["parameters"]["bytes"]
 
     @property
     def flops(self):
         """Forward FLOPs per sample."""
-        return self._summary["forward_flops_per_sample"]
+        return self._summary["flops_per_sample"]["forward"]
 
     @property
     def branches(self):
@@ -58,27 +60,28 @@ class Model:
 
     @property
     def inputs(self):
-        return list(self._summary["inputs"])
+        return [dict(t) for t in self._summary["inputs"]]
 
     @property
     def outputs(self):
-        return list(self._summary["outputs"])
+        return [dict(t) for t in self._summary["outputs"]]
 
     def initializers(self):
         """Every initializer: name, dtype, shape, whether it trains and why."""
-        return self._handle.initializers()
+        return [dict(i) for i in self._summary["initializers"]]
 
     def onnx_bytes(self):
         return self._handle.onnx_bytes
 
     def _rows(self):
         s = self._summary
+        flops = s["flops_per_sample"]
         return [
-            ("operators", f"{s['ops']} ({len(s['ops_by_type'])} types)"),
-            ("parameters", f"{fmt_count(s['parameters'])} in {s['parameter_tensors']} tensors "
-                           f"({fmt_bytes(s['parameter_bytes'])})"),
-            ("forward FLOPs/sample", fmt_count(s["forward_flops_per_sample"], "FLOP")),
-            ("backward FLOPs/sample", fmt_count(s["backward_flops_per_sample"], "FLOP")),
+            ("operators", f"{s['num_ops']} ({len(s['ops_by_type'])} types)"),
+            ("parameters", f"{fmt_count(s['parameters']['count'])} in {s['parameters']['tensors']} tensors "
+                           f"({fmt_bytes(s['parameters']['bytes'])})"),
+            ("forward FLOPs/sample", fmt_count(flops["forward"], "FLOP")),
+            ("backward FLOPs/sample", fmt_count(flops["backward"], "FLOP")),
             ("activations/sample", fmt_bytes(s["activation_bytes_per_sample"])),
             ("branches", f"{s['branches']} (forks {s['fork_points']}, joins {s['join_points']})"),
             ("inputs", ", ".join(f"{t['name']} {t['shape']} {t['dtype']}" for t in s["inputs"])),

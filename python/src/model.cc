@@ -1,7 +1,5 @@
 // graphpipe.Model's C++ side: a model read and imported once, and what `graphpipe inspect` says of it.
-#include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/vector.h>
 
 #include "bindings.h"
 #include "core/file_io.h"
@@ -21,53 +19,6 @@ graph::ImportOptions import_options(int64_t max_memory) {
 Model load(session::ModelFile file, int64_t max_memory) {
   auto graph = value_or_raise(session::load_graph(file, import_options(max_memory)));
   return Model{std::move(file), std::make_shared<graph::OpGraph const>(std::move(graph))};
-}
-
-nb::dict summary(Model const& m) {
-  graph::GraphSummary const s = graph::summarize(*m.graph);
-  auto tensors = [](std::vector<graph::TensorSummary> const& list) {
-    nb::list out;
-    for (auto const& t : list) {
-      nb::dict d;
-      d["name"] = t.name;
-      d["shape"] = t.shape;
-      d["dtype"] = t.dtype;
-      out.append(d);
-    }
-    return out;
-  };
-  nb::dict d;
-  d["name"] = s.name;
-  d["inputs"] = tensors(s.inputs);
-  d["outputs"] = tensors(s.outputs);
-  d["ops_by_type"] = s.ops_by_type;
-  d["ops"] = s.num_ops;
-  d["parameter_tensors"] = s.param_tensors;
-  d["parameters"] = s.param_count;
-  d["parameter_bytes"] = s.param_bytes;
-  d["forward_flops_per_sample"] = s.fwd_flops_per_sample;
-  d["backward_flops_per_sample"] = s.bwd_flops_per_sample;
-  d["backward_weight_flops_per_sample"] = s.bwd_weight_flops_per_sample;
-  d["activation_bytes_per_sample"] = s.activation_bytes_per_sample;
-  d["fork_points"] = s.fork_points;
-  d["join_points"] = s.join_points;
-  d["branches"] = s.branches;
-  d["widest_antichain"] = s.widest_antichain;
-  return d;
-}
-
-nb::list initializers(Model const& m) {
-  nb::list out;
-  for (auto const& c : m.graph->weight_choices()) {
-    nb::dict d;
-    d["name"] = c.name;
-    d["dtype"] = std::string(graph::dtype_name(c.dtype));
-    d["shape"] = c.dims;
-    d["trainable"] = c.trainable;
-    d["reason"] = c.reason;
-    out.append(d);
-  }
-  return out;
 }
 
 }  // namespace
@@ -100,8 +51,10 @@ void bind_model(nb::module_& m) {
       .def_prop_ro("name", [](Model const& m) { return m.file.name; })
       .def_prop_ro("path", [](Model const& m) { return m.file.path; })
       .def_prop_ro("onnx_bytes", [](Model const& m) { return nb::bytes(m.file.bytes.data(), m.file.bytes.size()); })
-      .def("summary", &summary, "What `graphpipe inspect` reports")
-      .def("initializers", &initializers, "Every initializer: whether it trains, and why");
+      .def(
+          "inspect_json",
+          [](Model const& m) { return graph::inspect_json(graph::summarize(*m.graph), m.graph->weight_choices()); },
+          "`graphpipe inspect --json`: the summary and every initializer (whether it trains, and why)");
   m.def("parse_size", &parse_size, nb::arg("text"), nb::arg("what") = "size");
 }
 
