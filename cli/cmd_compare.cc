@@ -125,9 +125,10 @@ Status run(Options const& o) {
                                                   std::max(1, exec::available_cores() / workers)));
   }
   ASSIGN_OR_RETURN(partition::Problem p, build_problem(flags));
-  auto results =
-      session::compare_planners(p, planner_options(o.flags), o.flags.rank == "simulation",
-                                [](std::string const& name) { std::fprintf(stderr, "running %s...\n", name.c_str()); });
+  ASSIGN_OR_RETURN(partition::PlannerOptions const search, planner_options(o.flags));
+  auto results = session::compare_planners(p, search, o.flags.search.rank == "simulation", [](std::string const& name) {
+    std::fprintf(stderr, "running %s...\n", name.c_str());
+  });
   char const* planners[4];
   std::optional<partition::Plan> plans[4];
   std::string errors[4];
@@ -136,7 +137,7 @@ Status run(Options const& o) {
     plans[k] = std::move(results[k].plan);
     errors[k] = std::move(results[k].error);
   }
-  bool const simulated = o.flags.rank == "simulation";
+  bool const simulated = o.flags.search.rank == "simulation";
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (int k = 0; k < 4; ++k) {

@@ -74,7 +74,8 @@ void print_plan(partition::Plan const& plan, int64_t device_memory) {
 
 Status run(Options const& o) {
   ASSIGN_OR_RETURN(partition::Problem p, build_problem(o.flags));
-  ASSIGN_OR_RETURN(partition::Plan plan, partition::plan_with(o.planner, p, planner_options(o.flags)));
+  ASSIGN_OR_RETURN(partition::PlannerOptions const search, planner_options(o.flags));
+  ASSIGN_OR_RETURN(partition::Plan plan, partition::plan_with(o.planner, p, search));
   RETURN_IF_ERROR(partition::validate_plan(plan));
   if (!o.out.empty()) RETURN_IF_ERROR(partition::write_plan_file(plan, o.out));
   if (!o.dot.empty()) RETURN_IF_ERROR(write_text_atomic(plan_dot(plan), o.dot));

@@ -1,7 +1,5 @@
 #include "cli/partition_problem.h"
-#include "schedule/rank.h"
 
-#include <chrono>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -27,35 +25,23 @@ void add_partition_flags(CLI::App& app, PartitionFlags& f) {
                  "reruns its forward before backward) or 'never'")
       ->check(CLI::IsMember({"auto", "never"}))
       ->capture_default_str();
-  app.add_option("--rank", f.rank,
+  app.add_option("--rank", f.search.rank,
                  "How gpp picks among its best candidate plans: 'simulation' (the best schedule of each, "
                  "simulated) or 'formula' ((m + D - 1) max T_s only)")
       ->check(CLI::IsMember({"simulation", "formula"}))
       ->capture_default_str();
-  app.add_option("--max-downsets", f.max_downsets, "Downset limit of the pipedream/piper planners");
-  app.add_option("--time-limit", f.time_limit_s, "Stop a planner after this many seconds (0: none)");
+  app.add_option("--max-downsets", f.search.max_downsets, "Downset limit of the pipedream/piper planners");
+  app.add_option("--time-limit", f.search.time_limit_s, "Stop a planner after this many seconds (0: none)");
   app.add_option(
-         "--chain-objective", f.chain_objective,
+         "--chain-objective", f.search.chain_objective,
          "What pipedream/piper minimise: 'step' (step time, as gpp) or 'bottleneck' (their own: max stage time)")
       ->check(CLI::IsMember({"step", "bottleneck"}))
       ->capture_default_str();
 }
 
-partition::PlannerOptions planner_options(PartitionFlags const& flags) {
-  partition::PlannerOptions options;
-  options.max_downsets = flags.max_downsets;
-  options.time_limit_s = flags.time_limit_s;
-  options.chain_objective = flags.chain_objective == "bottleneck" ? partition::ChainObjective::kBottleneck
-                                                                  : partition::ChainObjective::kStepTime;
-  if (flags.rank == "simulation") options.evaluate = schedule::simulation_evaluator();
-  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
-  options.progress = [last](std::string const& line) {
-    auto const now = std::chrono::steady_clock::now();
-    if (now - *last < std::chrono::milliseconds(500)) return;
-    *last = now;
-    std::fprintf(stderr, "%s\n", line.c_str());
-  };
-  return options;
+Result<partition::PlannerOptions> planner_options(PartitionFlags const& flags) {
+  return session::planner_options(flags.search,
+                                  [](std::string const& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
 }
 
 Result<partition::Problem> build_problem(PartitionFlags const& f) {

@@ -18,15 +18,12 @@ namespace gp::cli {
 
 // The session's ProblemSpec plus the planner's search settings.
 struct PartitionFlags : session::ProblemSpec {
-  std::string rank = "simulation";  // gpp: judge the best candidates by simulation, or by the formula
-  int64_t max_downsets = 50000;
-  double time_limit_s = 0;
-  std::string chain_objective = "step";
+  session::SearchSpec search;
 };
 
 void add_partition_flags(CLI::App& app, PartitionFlags& flags);
-Result<partition::Problem> build_problem(PartitionFlags const& flags);   // the model loaded with --max-memory
-partition::PlannerOptions planner_options(PartitionFlags const& flags);  // progress on stderr
+Result<partition::Problem> build_problem(PartitionFlags const& flags);           // the model loaded with --max-memory
+Result<partition::PlannerOptions> planner_options(PartitionFlags const& flags);  // progress on stderr
 
 std::string format_bytes(double bytes);  // "15.20 GiB"
 std::string format_seconds(double s);    // "12.3 ms"

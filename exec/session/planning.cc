@@ -1,10 +1,12 @@
 #include "exec/session/planning.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
 #include <spdlog/spdlog.h>
 
@@ -270,6 +272,30 @@ Result<TrainingPlan> plan_training(exec::TrainConfig const& config, ModelFile co
   if (!sim.is_ok()) return sim.status().with_context("the schedule does not fit the plan");
   out.simulation = std::move(sim).value();
   return out;
+}
+
+Result<partition::PlannerOptions> planner_options(SearchSpec const& search,
+                                                  std::function<void(std::string const&)> progress) {
+  if (search.rank != "simulation" && search.rank != "formula")
+    return invalid_argument("rank '" + search.rank + "' is not 'simulation' or 'formula'");
+  if (search.chain_objective != "step" && search.chain_objective != "bottleneck")
+    return invalid_argument("chain objective '" + search.chain_objective + "' is not 'step' or 'bottleneck'");
+  partition::PlannerOptions options;
+  options.max_downsets = search.max_downsets;
+  options.time_limit_s = search.time_limit_s;
+  options.chain_objective = search.chain_objective == "bottleneck" ? partition::ChainObjective::kBottleneck
+                                                                   : partition::ChainObjective::kStepTime;
+  if (search.rank == "simulation") options.evaluate = schedule::simulation_evaluator();
+  if (progress) {
+    auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+    options.progress = [last, progress = std::move(progress)](std::string const& line) {
+      auto const now = std::chrono::steady_clock::now();
+      if (now - *last < std::chrono::milliseconds(500)) return;
+      *last = now;
+      progress(line);
+    };
+  }
+  return options;
 }
 
 std::vector<PlannerResult> compare_planners(partition::Problem const& problem, partition::PlannerOptions const& options,

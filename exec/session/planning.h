@@ -51,6 +51,19 @@ struct ProblemSpec {
 };
 Result<partition::Problem> build_problem(ProblemSpec const& spec);
 
+// How the planners search (`partition`/`compare`'s --rank, --max-downsets, --time-limit and
+// --chain-objective, and the Python package's keywords of the same names).
+struct SearchSpec {
+  std::string rank = "simulation";  // gpp: judge its best candidates by simulation, or by the formula
+  int64_t max_downsets = 50000;
+  double time_limit_s = 0;
+  std::string chain_objective = "step";  // what pipedream/piper minimise: step | bottleneck
+};
+// The planner options of `search` (an unknown rank or objective is an error naming the choices).
+// `progress`, when given, is told at most one line every half second.
+Result<partition::PlannerOptions> planner_options(SearchSpec const& search,
+                                                  std::function<void(std::string const&)> progress = {});
+
 // `graphpipe compare`: every planner on one problem. A planner that finds no plan keeps its error.
 inline constexpr char const* kPlanners[] = {"gpp", "pipedream", "piper", "balanced"};
 struct PlannerResult {

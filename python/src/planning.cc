@@ -5,8 +5,6 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <chrono>
-
 #include "bindings.h"
 #include "exec/session/planning.h"
 #include "partition/planner.h"
@@ -25,10 +23,7 @@ using Progress = std::function<void(std::string const&)>;
 // The problem's settings, as graphpipe.partition's keyword arguments give them (python/graphpipe/).
 struct Request {
   session::ProblemSpec spec;
-  std::string rank = "simulation";
-  int64_t max_downsets = 50000;
-  double time_limit_s = 0;
-  std::string chain_objective = "step";
+  session::SearchSpec search;
 };
 
 Request request_from(std::optional<Model> const& model, nb::dict options) {
@@ -68,46 +63,32 @@ Request request_from(std::optional<Model> const& model, nb::dict options) {
     else if (k == "recompute")
       s.recompute = nb::cast<std::string>(value);
     else if (k == "rank")
-      r.rank = nb::cast<std::string>(value);
+      r.search.rank = nb::cast<std::string>(value);
     else if (k == "max_downsets")
-      r.max_downsets = nb::cast<int64_t>(value);
+      r.search.max_downsets = nb::cast<int64_t>(value);
     else if (k == "time_limit")
-      r.time_limit_s = nb::cast<double>(value);
+      r.search.time_limit_s = nb::cast<double>(value);
     else if (k == "chain_objective")
-      r.chain_objective = nb::cast<std::string>(value);
+      r.search.chain_objective = nb::cast<std::string>(value);
     else
       throw nb::type_error(("unknown planning option '" + k + "'").c_str());
   }
   if (!model && s.profile.empty())
     throw Error("no model: give a graphpipe.Model (graphpipe.load) or profile=graph.txt");
-  if (r.rank != "simulation" && r.rank != "formula")
-    throw Error("rank '" + r.rank + "' is not 'simulation' or 'formula'");
-  if (r.chain_objective != "step" && r.chain_objective != "bottleneck")
-    throw Error("chain_objective '" + r.chain_objective + "' is not 'step' or 'bottleneck'");
   if (s.recompute != "auto" && s.recompute != "never")
     throw Error("recompute '" + s.recompute + "' is not 'auto' or 'never'");
   return r;
 }
 
+// The search's options; `progress` is called with the GIL (the search runs without it).
 partition::PlannerOptions planner_options(Request const& r, Progress const& progress) {
-  partition::PlannerOptions options;
-  options.max_downsets = r.max_downsets;
-  options.time_limit_s = r.time_limit_s;
-  options.chain_objective =
-      r.chain_objective == "bottleneck" ? partition::ChainObjective::kBottleneck : partition::ChainObjective::kStepTime;
-  if (r.rank == "simulation") options.evaluate = schedule::simulation_evaluator();
-  if (progress) {
-    // The search runs without the GIL: a line at most every half second, handed over with it.
-    auto last = std::make_shared<std::chrono::steady_clock::time_point>();
-    options.progress = [last, progress](std::string const& line) {
-      auto const now = std::chrono::steady_clock::now();
-      if (now - *last < std::chrono::milliseconds(500)) return;
-      *last = now;
+  Progress with_gil;
+  if (progress)
+    with_gil = [progress](std::string const& line) {
       nb::gil_scoped_acquire gil;
       progress(line);
     };
-  }
-  return options;
+  return value_or_raise(session::planner_options(r.search, std::move(with_gil)));
 }
 
 partition::Plan partition_model(std::optional<Model> const& model, std::string const& planner, nb::dict options,
@@ -129,7 +110,7 @@ nb::list compare(std::optional<Model> const& model, nb::dict options, Progress c
   {
     nb::gil_scoped_release nogil;
     partition::Problem const problem = value_or_raise(session::build_problem(r.spec));
-    results = session::compare_planners(problem, planner_opts, r.rank == "simulation");
+    results = session::compare_planners(problem, planner_opts, r.search.rank == "simulation");
   }
   nb::list out;
   for (auto& res : results)
