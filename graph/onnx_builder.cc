@@ -22,6 +22,7 @@
 #include "graph/onnx_namespace.h"
 
 #include "core/file_io.h"
+#include "graph/ops/infer.h"
 
 namespace gp::graph {
 namespace {
@@ -35,29 +36,8 @@ constexpr int64_t kProtobufLimit = (int64_t{1} << 31) - (int64_t{64} << 20);  //
 constexpr int64_t kInlineBelowBytes = 1024;  // small tensors stay inline even with external data
 constexpr int64_t kChunkElements = int64_t{1} << 20;
 
-int32_t onnx_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return onnx::TensorProto::FLOAT;
-    case DType::kFloat16:
-      return onnx::TensorProto::FLOAT16;
-    case DType::kBFloat16:
-      return onnx::TensorProto::BFLOAT16;
-    case DType::kFloat64:
-      return onnx::TensorProto::DOUBLE;
-    case DType::kInt64:
-      return onnx::TensorProto::INT64;
-    case DType::kInt32:
-      return onnx::TensorProto::INT32;
-    case DType::kInt8:
-      return onnx::TensorProto::INT8;
-    case DType::kUInt8:
-      return onnx::TensorProto::UINT8;
-    case DType::kBool:
-      return onnx::TensorProto::BOOL;
-  }
-  return onnx::TensorProto::UNDEFINED;
-}
+// ONNX's element type numbers are stable protocol values; graph/ops keeps the one mapping.
+int32_t onnx_dtype(DType dtype) { return static_cast<int32_t>(ops::onnx_of_dtype(dtype)); }
 
 int64_t numel(std::vector<int64_t> const& dims) {
   int64_t n = 1;

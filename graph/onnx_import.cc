@@ -22,6 +22,7 @@
 
 #include "core/units.h"
 #include "graph/onnx_import_raw.h"
+#include "graph/ops/infer.h"
 
 namespace gp::graph {
 namespace {
@@ -53,28 +54,7 @@ std::string one_line(std::string s) {
 }
 
 Result<DType> to_dtype(int32_t elem_type, std::string const& what) {
-  switch (elem_type) {
-    case onnx::TensorProto::FLOAT:
-      return DType::kFloat32;
-    case onnx::TensorProto::FLOAT16:
-      return DType::kFloat16;
-    case onnx::TensorProto::BFLOAT16:
-      return DType::kBFloat16;
-    case onnx::TensorProto::DOUBLE:
-      return DType::kFloat64;
-    case onnx::TensorProto::INT64:
-      return DType::kInt64;
-    case onnx::TensorProto::INT32:
-      return DType::kInt32;
-    case onnx::TensorProto::INT8:
-      return DType::kInt8;
-    case onnx::TensorProto::UINT8:
-      return DType::kUInt8;
-    case onnx::TensorProto::BOOL:
-      return DType::kBool;
-    default:
-      break;
-  }
+  if (auto d = ops::dtype_of_onnx(elem_type); d.is_ok()) return d;
   return unsupported(what + " has ONNX element type " + std::to_string(elem_type) +
                      ", which graphpipe does not support (use float, double, float16, bfloat16, int64, int32, "
                      "int8, uint8 or bool)");
