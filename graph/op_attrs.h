@@ -94,6 +94,19 @@ struct DropoutAttrs {
   float ratio = 0.5f;
   bool training = false;
 };
+// RandomUniformLike (a = low, b = high), RandomNormalLike (a = mean, b = scale): input 0 gives only
+// the shape. Bernoulli: input 0 is each element's probability of 1. Draws are a pure function of
+// OpCall::rng_seed and the element index, as Dropout's mask is, so a pipeline draws what one device
+// draws. `seed` is the node's seed attribute, mixed into the draws when the node has one.
+enum class RandomKind : uint8_t { kUniform, kNormal, kBernoulli };
+struct RandomAttrs {
+  RandomKind kind = RandomKind::kUniform;
+  float a = 0.f;
+  float b = 1.f;
+  int32_t dtype = 1;  // ONNX TensorProto data type of the output
+  bool has_seed = false;
+  float seed = 0.f;
+};
 struct CastAttrs {
   int32_t to = 1;
 };  // ONNX TensorProto data type
@@ -151,6 +164,9 @@ struct TriluAttrs {
 };
 struct GatherElementsAttrs {
   int64_t axis = 0;
+};
+struct GatherNDAttrs {
+  int64_t batch_dims = 0;  // only 0 is supported (the importer refuses others)
 };
 enum class ScatterReduction : uint8_t { kNone, kAdd, kMul, kMax, kMin };
 struct ScatterElementsAttrs {
@@ -212,6 +228,14 @@ struct ConstantOfShapeAttrs {
   double value = 0;
   int32_t dtype = 1;  // ONNX TensorProto data type of the output
 };
+// Range whose limit holds the batch size (HF GPT-2's row index arange(batch)): start, start + delta,
+// ... below limit + limit_batch * N, computed per micro-batch. A static Range is folded at import.
+struct RangeAttrs {
+  double start = 0;
+  double limit = 0;
+  int64_t limit_batch = 0;
+  double delta = 1;
+};
 
 using OpAttrs =
     std::variant<std::monostate, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs, BatchNormAttrs, LayerNormAttrs,
@@ -219,6 +243,7 @@ using OpAttrs =
                  SplitAttrs, SliceAttrs, GatherAttrs, ReduceAttrs, DropoutAttrs, CastAttrs, SqueezeAttrs,
                  UnsqueezeAttrs, ExpandAttrs, ClipAttrs, ActivationAttrs, ModAttrs, CumSumAttrs, ArgReduceAttrs,
                  PadAttrs, TileAttrs, TriluAttrs, GatherElementsAttrs, ScatterElementsAttrs, ResizeAttrs,
-                 ConvTransposeAttrs, InstanceNormAttrs, EinsumAttrs, RnnAttrs, LossAttrs, ConstantOfShapeAttrs>;
+                 ConvTransposeAttrs, InstanceNormAttrs, EinsumAttrs, RnnAttrs, LossAttrs, ConstantOfShapeAttrs,
+                 RandomAttrs, GatherNDAttrs, RangeAttrs>;
 
 }  // namespace gp::graph

@@ -19,4 +19,25 @@ void dropout_backward(float const* grad_out, uint8_t const* mask, int64_t n, flo
   for (int64_t i = 0; i < n; ++i) grad_x[i] = hd::dropout_apply(grad_out[i], mask[i] != 0, scale);
 }
 
+void random_uniform(uint64_t seed, int64_t n, float low, float high, float* out) {
+  uint64_t const base = hd::dropout_base(seed);
+  for (int64_t i = 0; i < n; ++i) out[i] = hd::random_uniform_at(base, i, low, high);
+}
+
+void random_normal(uint64_t seed, int64_t n, float mean, float scale, float* out) {
+  uint64_t const base = hd::dropout_base(seed);
+  for (int64_t i = 0; i < n; ++i) out[i] = hd::random_normal_at(base, i, mean, scale);
+}
+
+void bernoulli(uint64_t seed, float const* p, int64_t n, float* float_out, uint8_t* byte_out) {
+  uint64_t const base = hd::dropout_base(seed);
+  for (int64_t i = 0; i < n; ++i) {
+    bool const one = hd::bernoulli_at(base, i, p[i]);
+    if (float_out)
+      float_out[i] = one ? 1.f : 0.f;
+    else
+      byte_out[i] = one ? 1 : 0;
+  }
+}
+
 }  // namespace gp::kernels

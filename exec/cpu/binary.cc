@@ -1,6 +1,7 @@
 // Binary family: Add, Sub, Mul, Div with numpy broadcasting through oneDNN binary (backward by
-// reductions), and Pow (a constant scalar exponent as activation.cc's eltwise, a tensor exponent as
-// broadcast loops).
+// reductions), their integer twins (index arithmetic: HF GPT-2's row · length + position, never
+// differentiated), and Pow (a constant scalar exponent as activation.cc's eltwise, a tensor exponent
+// as broadcast loops).
 #include <cmath>
 #include <string>
 
@@ -145,6 +146,83 @@ Status pow_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> 
     kernels::reduce_sum_to(full.data<float>(), full.shape(), g.data<float>(), target, accumulate);
   }
   return Status::ok();
+}
+
+// ---- integer Add, Sub, Mul, Div ----
+namespace {
+
+template <typename T>
+Status int_binary(OpCall const& call, Tensor const& a, Tensor const& b, std::vector<int64_t> const& shape, Tensor& y) {
+  std::size_t const r = shape.size();
+  std::vector<int64_t> const pa = kernels::pad_shape(a.shape(), r), pb = kernels::pad_shape(b.shape(), r);
+  std::vector<int64_t> sa = kernels::contiguous_strides(pa), sb = kernels::contiguous_strides(pb);
+  for (std::size_t d = 0; d < r; ++d) {
+    if (pa[d] != shape[d]) sa[d] = 0;
+    if (pb[d] != shape[d]) sb[d] = 0;
+  }
+  OpKind const kind = call.op.kind();
+  T const* av = a.data<T>();
+  T const* bv = b.data<T>();
+  T* yv = y.data<T>();
+  std::vector<int64_t> pos(r, 0);
+  for (int64_t k = 0, n = y.numel(); k < n; ++k) {
+    int64_t ia = 0, ib = 0;
+    for (std::size_t d = 0; d < r; ++d) {
+      ia += pos[d] * sa[d];
+      ib += pos[d] * sb[d];
+    }
+    T const x = av[ia], z = bv[ib];
+    if (kind == OpKind::kAdd) {
+      yv[k] = static_cast<T>(x + z);
+    } else if (kind == OpKind::kSub) {
+      yv[k] = static_cast<T>(x - z);
+    } else if (kind == OpKind::kMul) {
+      yv[k] = static_cast<T>(x * z);
+    } else {
+      if (z == 0) return op_error(call, "integer division by zero");
+      yv[k] = static_cast<T>(x / z);  // ONNX: truncation toward zero, as C++'s
+    }
+    for (std::size_t d = r; d-- > 0;) {
+      if (++pos[d] < shape[d]) break;
+      pos[d] = 0;
+    }
+  }
+  return Status::ok();
+}
+
+Status int_binary_check(graph::Op const& op, graph::OpGraph const& graph) {
+  if (op.inputs.size() != 2 || op.inputs[1] == graph::kNoTensor) return invalid_argument("needs two inputs");
+  DType const a = graph.tensor(op.inputs[0]).dtype, b = graph.tensor(op.inputs[1]).dtype;
+  if (a != b)
+    return invalid_argument("inputs have dtypes " + std::string(graph::dtype_name(a)) + " and " + graph::dtype_name(b) +
+                            "; they must match");
+  return Status::ok();
+}
+
+Status int_binary_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  Tensor const& a = in[0];
+  Tensor const& b = in[1];
+  std::vector<int64_t> shape;
+  if (!kernels::broadcast_shapes(a.shape(), b.shape(), shape))
+    return op_error(call, "shapes " + a.shape_string() + " and " + b.shape_string() + " do not broadcast");
+  Tensor y(shape, a.dtype());
+  if (a.dtype() == DType::kInt64) {
+    RETURN_IF_ERROR(int_binary<int64_t>(call, a, b, shape, y));
+  } else {
+    RETURN_IF_ERROR(int_binary<int32_t>(call, a, b, shape, y));
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  return Status::ok();
+}
+
+}  // namespace
+
+CpuKernelFamily binary_int_kernels() {
+  CpuKernelEntry const e{{int_binary_forward, no_gradient, no_gradient, int_binary_check}, 2, false, 0, kIndexDTypes};
+  CpuKernelFamily f;
+  for (OpKind k : {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv}) f.emplace_back(k, e);
+  return f;
 }
 
 }  // namespace gp::exec::cpu

@@ -56,7 +56,6 @@ Table const& kernel_table() {
     // Views only reinterpret the bytes: any dtype (an int64 target unsqueezed for a loss).
     for (OpKind v : {OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze, OpKind::kUnsqueeze, OpKind::kIdentity})
       t.push_back({v, {view, 1, false}});
-    t.push_back({OpKind::kCast, {{reshape_forward, reshape_backward, reshape_backward, graph::ops::cast_check}, 1}});
     // Expand also copies masks and indices (a causal mask broadcast over the micro-batch).
     t.push_back({OpKind::kExpand,
                  {{expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>}, 1, false}});
@@ -69,6 +68,13 @@ Table const& kernel_table() {
                   1,
                   true,
                   kEveryInput}});
+    // ... and integer and bool inputs (index pairs), copied as bytes.
+    t.push_back({OpKind::kConcat,
+                 {{concat_bytes_forward, no_gradient, no_gradient, concat_bytes_check},
+                  1,
+                  false,
+                  0,
+                  {DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8}}});
     t.push_back(
         {OpKind::kSplit, {{split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>}, 1}});
     t.push_back(
@@ -76,11 +82,13 @@ Table const& kernel_table() {
     t.push_back({OpKind::kGather,
                  {{gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2, true, 1}});
     for (auto family : {linalg_kernels, activation_kernels, reduce_kernels, index_kernels, rnn_kernels, loss_kernels,
-                        logic_kernels, deconv_kernels})
+                        logic_kernels, deconv_kernels, view_kernels, binary_int_kernels})
       for (auto& entry : family()) t.push_back(std::move(entry));
     Table table;
     for (auto const& [kind, entry] : t) {
-      if (entry.float_inputs) {
+      if (!entry.dtypes.empty()) {
+        for (DType d : entry.dtypes) table.add(kind, d, entry);
+      } else if (entry.float_inputs) {
         table.add(kind, DType::kFloat32, entry);
       } else {
         for (DType d : kAllDTypes) table.add(kind, d, entry);
@@ -117,9 +125,16 @@ Result<Entry const*> checked_entry(graph::Op const& op, graph::OpGraph const& gr
   };
   if (!kernel_table().runs(op)) return miss("no kernel for this op type");
   Entry const* e = kernel_table().find(op, graph);
-  // The table has the op for float32 only: say which input is not.
-  if (e == nullptr) e = kernel_table().find(def_of(op), DType::kFloat32);
-  if (e == nullptr) return miss("no kernel for dtype " + std::string(graph::dtype_name(data_dtype(op, graph))));
+  auto const no_dtype = [&] {
+    return miss("no kernel for dtype " + std::string(graph::dtype_name(data_dtype(op, graph))));
+  };
+  // The table has the op for float32 only: say which input is not. An entry keyed by a list of
+  // dtypes runs those alone.
+  if (e == nullptr) {
+    e = kernel_table().find(def_of(op), DType::kFloat32);
+    if (e != nullptr && !e->dtypes.empty()) return no_dtype();
+  }
+  if (e == nullptr) return no_dtype();
   if (op.inputs.size() < e->min_inputs)
     return miss("needs at least " + std::to_string(e->min_inputs) + " inputs, has " + std::to_string(op.inputs.size()));
   for (std::size_t i = 0; i < e->min_inputs; ++i)

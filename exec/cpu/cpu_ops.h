@@ -26,14 +26,18 @@ inline constexpr std::size_t kEveryInput = static_cast<std::size_t>(-1);
 
 // One kernel-table entry. float_inputs: the entry runs float32 data (the table's key) and the
 // backend refuses an op whose first `float_count` inputs (0: the first min_inputs; kEveryInput:
-// all) are not all float32 before its check runs; false: the entry runs every dtype and its check
-// handles dtypes itself.
+// all) are not all float32 before its check runs; false: the entry runs every dtype (or those in
+// `dtypes` when given: the integer twins of float ops) and its check handles dtypes itself.
 struct CpuKernelEntry {
   OpKernels kernels;
   std::size_t min_inputs = 1;
   bool float_inputs = true;
   std::size_t float_count = 0;
+  std::vector<DType> dtypes{};  // the table's keys for this entry; empty: as float_inputs says
 };
+
+// The integer dtypes index arithmetic runs in (positions, row numbers, token ids).
+inline std::vector<DType> const kIndexDTypes{DType::kInt64, DType::kInt32};
 using CpuKernelFamily = std::vector<std::pair<OpKind, CpuKernelEntry>>;
 
 // Op families each file lists (cpu_backend.cc joins them into the kernel table; a type listed
@@ -41,10 +45,12 @@ using CpuKernelFamily = std::vector<std::pair<OpKind, CpuKernelEntry>>;
 CpuKernelFamily linalg_kernels();      // linalg.cc: Einsum
 CpuKernelFamily activation_kernels();  // activation.cc: Clip, Elu, Selu, Softplus, ..., Min, Max
 CpuKernelFamily reduce_kernels();      // reduce.cc: Reduce*, LogSoftmax, CumSum, ArgMax, ArgMin
-CpuKernelFamily index_kernels();       // index.cc: Pad, Tile, Trilu, GatherElements, ScatterElements, Resize
+CpuKernelFamily index_kernels();       // index.cc: Pad, Tile, Trilu, GatherElements, GatherND, ScatterElements, Resize
 CpuKernelFamily rnn_kernels();         // rnn.cc: LSTM, GRU
 CpuKernelFamily loss_kernels();        // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
-CpuKernelFamily logic_kernels();       // logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape
+CpuKernelFamily logic_kernels();       // logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape, Range
+CpuKernelFamily view_kernels();        // view.cc: Cast, RandomUniformLike, RandomNormalLike, Bernoulli
+CpuKernelFamily binary_int_kernels();  // binary.cc: Add, Sub, Mul, Div over integers (index arithmetic)
 CpuKernelFamily deconv_kernels();      // conv_transpose.cc: ConvTranspose
 
 // ---- helpers (common.cc) ----
@@ -140,6 +146,11 @@ Status transpose_forward(OpCall const&, std::vector<Tensor> const&, std::vector<
 Status transpose_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                           std::vector<Tensor>&, bool);
 Status concat_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status concat_bytes_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status concat_bytes_check(graph::Op const&, graph::OpGraph const&);
+// The backward of an op whose inputs have no gradient (integers, masks): emits nothing.
+Status no_gradient(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                   std::vector<Tensor>&, bool);
 Status concat_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                        std::vector<Tensor>&, bool);
 Status split_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);

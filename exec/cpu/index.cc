@@ -1,4 +1,4 @@
-// CPU kernels: Pad, Tile, Trilu, GatherElements, ScatterElements, Resize.
+// CPU kernels: Pad, Tile, Trilu, GatherElements, GatherND, ScatterElements, Resize.
 //
 // Pad, Tile and Resize are separable: along each axis an output position reads a few input
 // positions with fixed weights. They share one pass per axis (forward) and its adjoint, applied in
@@ -420,6 +420,81 @@ Result<std::vector<int64_t>> element_positions(OpCall const& call, std::vector<i
   return pos;
 }
 
+// ---- GatherND (batch_dims 0) ----
+// For every index tuple (indices [..., K] row-major), the offset in data of the slice it addresses
+// (data's axes from K on, `slice` elements); each index may be negative (from the end).
+struct NdSlices {
+  std::vector<int64_t> offsets;
+  int64_t slice = 1;
+};
+
+Result<NdSlices> nd_slices(OpCall const& call, std::vector<int64_t> const& data_shape, Tensor const& indices) {
+  RETURN_IF_ERROR(graph::ops::gather_nd_output_shape(data_shape, indices.shape()).status());
+  std::size_t const k = static_cast<std::size_t>(indices.shape().back());
+  NdSlices r;
+  for (std::size_t d = k; d < data_shape.size(); ++d) r.slice *= data_shape[d];
+  std::vector<int64_t> strides(k, r.slice);
+  for (std::size_t d = k; d-- > 1;) strides[d - 1] = strides[d] * data_shape[d];
+  int64_t const tuples = k == 0 ? 0 : indices.numel() / static_cast<int64_t>(k);
+  bool const i64 = indices.dtype() == DType::kInt64;
+  r.offsets.resize(static_cast<std::size_t>(tuples));
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t off = 0;
+    for (std::size_t d = 0; d < k; ++d) {
+      int64_t const j = t * static_cast<int64_t>(k) + static_cast<int64_t>(d);
+      int64_t v = i64 ? indices.data<int64_t>()[j] : indices.data<int32_t>()[j];
+      if (v < -data_shape[d] || v >= data_shape[d])
+        return op_error(call, "index " + std::to_string(v) + " is out of range for axis " + std::to_string(d) +
+                                  " of size " + std::to_string(data_shape[d]));
+      if (v < 0) v += data_shape[d];
+      off += v * strides[d];
+    }
+    r.offsets[static_cast<std::size_t>(t)] = off;
+  }
+  return r;
+}
+
+Status gather_nd_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::GatherNDAttrs>(op, graph));
+  DType const d = graph.tensor(op.inputs.at(1)).dtype;
+  if (d != DType::kInt64 && d != DType::kInt32)
+    return unsupported("indices have dtype " + std::string(graph::dtype_name(d)) + " (int64 or int32 only)");
+  return Status::ok();
+}
+
+// Any data dtype is copied (bytes); float32 data is differentiated.
+Status gather_nd_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> const shape, graph::ops::gather_nd_output_shape(in[0].shape(), in[1].shape()));
+  ASSIGN_OR_RETURN(NdSlices const sl, nd_slices(call, in[0].shape(), in[1]));
+  Tensor y(shape, in[0].dtype());
+  std::size_t const es = graph::dtype_size(y.dtype());
+  std::size_t const bytes = static_cast<std::size_t>(sl.slice) * es;
+  for (std::size_t t = 0; t < sl.offsets.size(); ++t)
+    std::memcpy(static_cast<char*>(y.raw()) + t * bytes,
+                static_cast<char const*>(in[0].raw()) + static_cast<std::size_t>(sl.offsets[t]) * es, bytes);
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {in[1], shape_tensor(in[0].shape())};
+  return Status::ok();
+}
+
+// The output gradient's slices added into zeros of data's shape, in index order (an index tuple
+// given twice adds twice, as torch's index backward does).
+Status gather_nd_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                          std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0)) return Status::ok();
+  std::vector<int64_t> const data_shape = shape_of(saved.tensors.at(1));
+  ASSIGN_OR_RETURN(NdSlices const sl, nd_slices(call, data_shape, saved.tensors.at(0)));
+  Tensor gx = Tensor::zeros(data_shape);
+  if (!gout.empty() && gout[0].defined()) {
+    float const* g = gout[0].data<float>();
+    float* dst = gx.data<float>();
+    for (std::size_t t = 0; t < sl.offsets.size(); ++t)
+      for (int64_t e = 0; e < sl.slice; ++e) dst[sl.offsets[t] + e] += g[static_cast<int64_t>(t) * sl.slice + e];
+  }
+  return emit_grad(call, grads, 0, gx, accumulate);
+}
+
 Status element_check(graph::Op const& op, graph::OpGraph const& graph, std::vector<std::size_t> const& floats) {
   for (std::size_t i : floats) {
     DType const d = graph.tensor(op.inputs.at(i)).dtype;
@@ -588,6 +663,7 @@ CpuKernelFamily index_kernels() {
        {{gather_elements_forward, gather_elements_backward, gather_elements_backward, gather_elements_check},
         2,
         false}},
+      {OpKind::kGatherND, {{gather_nd_forward, gather_nd_backward, gather_nd_backward, gather_nd_check}, 2, false}},
       {OpKind::kScatterElements, {scatter, 3, false}},
       {OpKind::kScatter, {scatter, 3, false}},
   };

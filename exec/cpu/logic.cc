@@ -9,6 +9,7 @@
 
 #include "exec/cpu/cpu_ops.h"
 #include "graph/ops/common.h"
+#include "graph/ops/logic.h"
 #include "kernels/move.h"
 
 namespace gp::exec::cpu {
@@ -341,6 +342,27 @@ Status constant_of_shape_backward(OpCall const&, Saved const&, std::vector<Tenso
   return Status::ok();
 }
 
+// ---- Range over the batch size: filled per micro-batch (OpCall::batch) ----
+
+Status range_forward(OpCall const& call, std::vector<Tensor> const&, std::vector<Tensor>& out, Saved*) {
+  auto const* a = attrs_of<graph::RangeAttrs>(call.op);
+  if (a == nullptr) return op_error(call, "has no typed attributes");
+  auto const shape = graph::ops::range_output_shape(*a, call.batch);
+  if (!shape) return op_error(call, shape.status().message() + " (a stage whose inputs carry no batch)");
+  DType const dtype = call.graph.tensor(call.op.outputs[0]).dtype;
+  Tensor y(*shape, dtype);
+  for (int64_t k = 0; k < y.numel(); ++k) {
+    double const v = a->start + static_cast<double>(k) * a->delta;
+    if (dtype == DType::kInt32)
+      y.data<int32_t>()[k] = static_cast<int32_t>(v);
+    else
+      y.data<int64_t>()[k] = static_cast<int64_t>(v);
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = std::move(y);
+  return Status::ok();
+}
+
 CpuKernelFamily logic_kernels() {
   CpuKernelEntry const predicate{{predicate_forward, predicate_backward, predicate_backward, logic_check}, 2, false};
   CpuKernelFamily f;
@@ -357,6 +379,10 @@ CpuKernelFamily logic_kernels() {
                                  require_attrs<graph::ConstantOfShapeAttrs>},
                                 0,
                                 false});
+  f.emplace_back(OpKind::kRange, CpuKernelEntry{{range_forward, constant_of_shape_backward, constant_of_shape_backward,
+                                                 require_attrs<graph::RangeAttrs>},
+                                                0,
+                                                false});
   return f;
 }
 

@@ -162,6 +162,46 @@ Status concat_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   return Status::ok();
 }
 
+// Concat of integers and masks (HF GPT-2's (row, position) index pairs): the same layout copied byte
+// by byte; never differentiated.
+Status concat_bytes_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::ConcatAttrs>(op, graph));
+  DType const d = graph.tensor(op.inputs.at(0)).dtype;
+  for (std::size_t i = 1; i < op.inputs.size(); ++i)
+    if (op.inputs[i] != graph::kNoTensor && graph.tensor(op.inputs[i]).dtype != d)
+      return invalid_argument("input " + std::to_string(i) + " has dtype " +
+                              graph::dtype_name(graph.tensor(op.inputs[i]).dtype) + ", input 0 " +
+                              graph::dtype_name(d) + "; they must match");
+  return Status::ok();
+}
+
+Status concat_bytes_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (Tensor const& t : in) shapes.push_back(t.shape());
+  ASSIGN_OR_RETURN(graph::ops::ConcatShape const c, graph::ops::concat_shape(call.op, shapes));
+  Tensor y(c.out_shape, in.at(0).dtype());
+  std::size_t const es = graph::dtype_size(y.dtype());
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < c.axis; ++d) outer *= c.out_shape[d];
+  for (std::size_t d = static_cast<std::size_t>(c.axis) + 1; d < c.out_shape.size(); ++d) inner *= c.out_shape[d];
+  std::size_t const row = static_cast<std::size_t>(c.out_shape[c.axis] * inner) * es;
+  std::size_t off = 0;
+  for (Tensor const& t : in) {
+    std::size_t const chunk = static_cast<std::size_t>(t.dim(static_cast<int>(c.axis)) * inner) * es;
+    for (int64_t o = 0; o < outer && chunk > 0; ++o)
+      std::memcpy(static_cast<char*>(y.raw()) + o * row + off, static_cast<char const*>(t.raw()) + o * chunk, chunk);
+    off += chunk;
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  return Status::ok();
+}
+
+Status no_gradient(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                   std::vector<Tensor>&, bool) {
+  return Status::ok();
+}
+
 Status split_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(graph::ops::SplitShape const sp, graph::ops::split_shape(call.op, in[0].shape()));
   int64_t const axis = sp.axis;

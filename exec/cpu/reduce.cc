@@ -291,18 +291,29 @@ Status log_softmax_backward(OpCall const& call, Saved const& saved, std::vector<
 }
 
 // The index along the axis of each [outer, inner] position's extremum; ties: the first (or last).
-void arg_extremum(Tensor const& x, AxisSplit const& s, bool max, bool last, int64_t* idx) {
+template <typename T>
+void arg_extremum_of(Tensor const& x, AxisSplit const& s, bool max, bool last, int64_t* idx) {
   for (int64_t o = 0; o < s.outer; ++o) {
-    float const* xo = x.data<float>() + o * s.dim * s.inner;
+    T const* xo = x.data<T>() + o * s.dim * s.inner;
     int64_t* io = idx + o * s.inner;
     for (int64_t j = 0; j < s.inner; ++j) io[j] = 0;
     for (int64_t k = 1; k < s.dim; ++k)
       for (int64_t j = 0; j < s.inner; ++j) {
-        float const v = xo[k * s.inner + j], best = xo[io[j] * s.inner + j];
+        T const v = xo[k * s.inner + j], best = xo[io[j] * s.inner + j];
         bool const better = max ? (v > best || (last && v == best)) : (v < best || (last && v == best));
         if (better) io[j] = k;
       }
   }
+}
+
+// Float data, or integers (HF GPT-2's last non-padding position: ArgMax over position · mask).
+void arg_extremum(Tensor const& x, AxisSplit const& s, bool max, bool last, int64_t* idx) {
+  if (x.dtype() == DType::kInt64)
+    arg_extremum_of<int64_t>(x, s, max, last, idx);
+  else if (x.dtype() == DType::kInt32)
+    arg_extremum_of<int32_t>(x, s, max, last, idx);
+  else
+    arg_extremum_of<float>(x, s, max, last, idx);
 }
 
 // 1 at the first maximum along the axis, 0 elsewhere.
@@ -531,8 +542,9 @@ CpuKernelFamily reduce_kernels() {
   f.push_back(
       {OpKind::kHardmax, {{hardmax_forward, hardmax_backward, hardmax_backward, require_attrs<SoftmaxAttrs>}, 1}});
   f.push_back({OpKind::kCumSum, {{cumsum_forward, cumsum_backward, cumsum_backward, require_attrs<CumSumAttrs>}, 1}});
-  f.push_back({OpKind::kArgMax, {arg, 1}});
-  f.push_back({OpKind::kArgMin, {arg, 1}});
+  CpuKernelEntry const arg_any{arg, 1, false, 0, {DType::kFloat32, DType::kInt64, DType::kInt32}};
+  f.push_back({OpKind::kArgMax, arg_any});
+  f.push_back({OpKind::kArgMin, arg_any});
   return f;
 }
 

@@ -1,10 +1,13 @@
 // View family: views share the input's storage (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
-// Cast to the same type; tensors are immutable once produced), and Dropout (kernels/dropout: the
-// mask a pure function of seed and element index).
+// Cast to the same type; tensors are immutable once produced), Cast between types (masks and
+// indices to numbers), Dropout and the random ops (kernels/view: the mask and the draws pure
+// functions of seed and element index).
 #include <cstring>
+#include <type_traits>
 
 #include "exec/cpu/cpu_ops.h"
 #include "graph/ops/view.h"
+#include "kernels/hd/view.h"
 #include "kernels/view.h"
 
 namespace gp::exec::cpu {
@@ -56,6 +59,179 @@ Status dropout_backward(OpCall const& call, Saved const& saved, std::vector<Tens
   kernels::dropout_backward(gout[0].data<float>(), saved.tensors[0].data<uint8_t>(), dx.numel(),
                             attrs ? attrs->ratio : 0.5f, dx.data<float>());
   return emit_grad(call, grads, 0, dx, accumulate);
+}
+
+// ---- Cast ----
+namespace {
+
+bool castable(DType d) {
+  switch (d) {
+    case DType::kFloat32:
+    case DType::kFloat64:
+    case DType::kInt64:
+    case DType::kInt32:
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status cast_convert_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::CastAttrs>(op, graph));
+  DType const from = graph.tensor(op.inputs[0]).dtype;
+  DType const to = graph.tensor(op.outputs[0]).dtype;
+  if (!castable(from) || !castable(to))
+    return unsupported("Cast from " + std::string(graph::dtype_name(from)) + " to " + graph::dtype_name(to) +
+                       " (float32, float64, int64, int32, int8, uint8 and bool are supported)");
+  return Status::ok();
+}
+
+template <typename From, typename To>
+void convert(Tensor const& x, Tensor& y) {
+  From const* src = x.data<From>();
+  To* dst = y.data<To>();
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) {
+    if constexpr (std::is_same_v<To, bool>)
+      dst[i] = src[i] != From(0);
+    else
+      dst[i] = static_cast<To>(src[i]);  // float to integer truncates toward zero, as ONNX's Cast
+  }
+}
+
+template <typename From>
+void convert_from(Tensor const& x, Tensor& y) {
+  switch (y.dtype()) {
+    case DType::kFloat32:
+      return convert<From, float>(x, y);
+    case DType::kFloat64:
+      return convert<From, double>(x, y);
+    case DType::kInt64:
+      return convert<From, int64_t>(x, y);
+    case DType::kInt32:
+      return convert<From, int32_t>(x, y);
+    case DType::kInt8:
+      return convert<From, int8_t>(x, y);
+    case DType::kUInt8:
+      return convert<From, uint8_t>(x, y);
+    default:
+      return convert<From, bool>(x, y);
+  }
+}
+
+Status cast_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  DType const to = call.graph.tensor(call.op.outputs[0]).dtype;
+  if (x.dtype() == to) return reshape_forward(call, in, out, saved);
+  Tensor y(x.shape(), to);
+  switch (x.dtype()) {
+    case DType::kFloat32:
+      convert_from<float>(x, y);
+      break;
+    case DType::kFloat64:
+      convert_from<double>(x, y);
+      break;
+    case DType::kInt64:
+      convert_from<int64_t>(x, y);
+      break;
+    case DType::kInt32:
+      convert_from<int32_t>(x, y);
+      break;
+    case DType::kInt8:
+      convert_from<int8_t>(x, y);
+      break;
+    case DType::kUInt8:
+      convert_from<uint8_t>(x, y);
+      break;
+    default: {  // bool: a nonzero byte reads as 1
+      Tensor bytes(x.shape(), DType::kUInt8);
+      for (int64_t i = 0; i < x.numel(); ++i) bytes.data<uint8_t>()[i] = x.data<uint8_t>()[i] != 0 ? 1 : 0;
+      convert_from<uint8_t>(bytes, y);
+      break;
+    }
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {shape_tensor(x.shape())};
+  return Status::ok();
+}
+
+// A cast between types is a step for the gradient (to or from an integer) or not differentiated
+// (float64): zero for a float32 input that asks. The same type is a view.
+Status cast_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                     std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  DType const from = call.graph.tensor(call.op.inputs[0]).dtype;
+  DType const to = call.graph.tensor(call.op.outputs[0]).dtype;
+  if (from == to) return reshape_backward(call, saved, gout, wanted, grads, accumulate);
+  if (!wants(wanted, 0) || accumulate) return Status::ok();
+  return emit_grad(call, grads, 0, Tensor::zeros(shape_of(saved.tensors.at(0))), false);
+}
+
+// ---- RandomUniformLike, RandomNormalLike, Bernoulli ----
+
+uint64_t random_seed(OpCall const& call, graph::RandomAttrs const& a) {
+  if (!a.has_seed) return call.rng_seed;
+  uint32_t bits = 0;
+  static_assert(sizeof bits == sizeof a.seed);
+  std::memcpy(&bits, &a.seed, sizeof bits);
+  return call.rng_seed ^ kernels::hd::splitmix64(bits);
+}
+
+Status random_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::RandomAttrs>(call.op);
+  Tensor const& x = in[0];
+  DType const to = call.graph.tensor(call.op.outputs[0]).dtype;
+  Tensor y(x.shape(), to);
+  uint64_t const seed = random_seed(call, a);
+  switch (a.kind) {
+    case graph::RandomKind::kUniform:
+      kernels::random_uniform(seed, y.numel(), a.a, a.b, y.data<float>());
+      break;
+    case graph::RandomKind::kNormal:
+      kernels::random_normal(seed, y.numel(), a.a, a.b, y.data<float>());
+      break;
+    case graph::RandomKind::kBernoulli:
+      kernels::bernoulli(seed, x.data<float>(), y.numel(), to == DType::kFloat32 ? y.data<float>() : nullptr,
+                         to == DType::kFloat32 ? nullptr : y.data<uint8_t>());
+      break;
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {shape_tensor(x.shape())};
+  return Status::ok();
+}
+
+// A draw does not depend on its input's values (Bernoulli's on its probabilities only through a
+// step): zero gradient for a float32 input that asks.
+Status random_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const&,
+                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || accumulate) return Status::ok();
+  return emit_grad(call, grads, 0, Tensor::zeros(shape_of(saved.tensors.at(0))), false);
+}
+
+Status random_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::RandomAttrs>(op, graph));
+  DType const to = graph.tensor(op.outputs.at(0)).dtype;
+  bool const bernoulli = attrs_of<graph::RandomAttrs>(op)->kind == graph::RandomKind::kBernoulli;
+  if (bernoulli && graph.tensor(op.inputs.at(0)).dtype != DType::kFloat32)
+    return unsupported("Bernoulli probabilities must be float32");
+  if (to != DType::kFloat32 && !(bernoulli && (to == DType::kBool || to == DType::kUInt8)))
+    return unsupported("output dtype " + std::string(graph::dtype_name(to)) + " (float32 only)");
+  return Status::ok();
+}
+
+}  // namespace
+
+CpuKernelFamily view_kernels() {
+  CpuKernelEntry const random{{random_forward, random_backward, random_backward, random_check}, 1, false};
+  return {
+      {OpKind::kCast, {{cast_forward, cast_backward, cast_backward, cast_convert_check}, 1, false}},
+      {OpKind::kRandomUniformLike, random},
+      {OpKind::kRandomNormalLike, random},
+      {OpKind::kBernoulli, random},
+  };
 }
 
 }  // namespace gp::exec::cpu

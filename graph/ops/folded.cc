@@ -1,8 +1,9 @@
-// Ops that exist only at import time (the "folded" family): Constant and Range are folded from
-// static values, Shape and Size from their input's shape alone. None has an inference rule: one
-// that cannot be folded is an import error.
+// Ops that exist only at import time (the "folded" family): Constant is folded from its value,
+// ScatterND from static data, indices and updates (torchvision Swin's shifted-window mask), Shape
+// and Size from their input's shape alone. None has an inference rule: one that cannot be
+// folded is an import error. (Range, folded when static, lives with ConstantOfShape in logic.cc:
+// over the batch size it stays an op.)
 #include <algorithm>
-#include <cmath>
 
 #include "graph/ops/common.h"
 #include "graph/ops/fold.h"
@@ -33,31 +34,6 @@ Result<Folded> fold_constant(FoldContext const& c) {
   return folded_one(std::move(a));
 }
 
-Result<Folded> fold_range(FoldContext const& c) {
-  if (!c.in(0) || !c.in(1) || !c.in(2)) return invalid_argument(c.where() + " needs three inputs");
-  for (auto const* x : c.ins) {
-    if (x->has_batch()) return unsupported("Range over the batch size");
-    if (x->f.size() + x->i.size() != 1) return invalid_argument("start, limit and delta must be scalars");
-  }
-  SymArray out;
-  out.dtype = c.in(0)->dtype;
-  auto val = [](SymArray const* a) { return a->is_float() ? a->f[0] : static_cast<double>(a->i[0]); };
-  double const start = val(c.in(0)), limit = val(c.in(1)), delta = val(c.in(2));
-  if (delta == 0) return invalid_argument(c.where() + " has delta 0");
-  double const steps = std::ceil((limit - start) / delta);
-  if (!(steps <= static_cast<double>(kMaxFoldElements))) return Folded{};  // also NaN and infinities
-  int64_t const count = steps <= 0 ? 0 : static_cast<int64_t>(steps);
-  out.dims = {count};
-  for (int64_t k = 0; k < count; ++k) {
-    double const v = start + static_cast<double>(k) * delta;
-    if (out.is_float())
-      out.f.push_back(v);
-    else
-      out.i.push_back(to_int_saturating(v));
-  }
-  return folded_one(std::move(out));
-}
-
 // The input's dims [start, end) as int64 values; the batch dim becomes a multiple of N.
 Result<Folded> fold_shape(FoldContext const& c) {
   if (c.dims.empty()) return invalid_argument(c.where() + " has no input");
@@ -85,13 +61,58 @@ Result<Folded> fold_size(FoldContext const& c) {
   return folded_one(std::move(a));
 }
 
+// ScatterND over values known at import time (torchvision Swin's shifted-window mask, built by
+// slice assignments into zeros of the padded window size). Reductions none and add; indices
+// [..., K] address data's first K axes, updates hold one slice of data's axes from K on per tuple.
+Result<Folded> fold_scatter_nd(FoldContext const& c) {
+  SymArray const* data = c.in(0);
+  SymArray const* upd = c.in(2);
+  if (!data || !c.in(1) || !upd) return invalid_argument(c.where() + ": an input is missing");
+  if (data->has_batch() || upd->has_batch() || data->is_float() != upd->is_float())
+    return unsupported(c.where() + ": ScatterND over values that hold the batch size or mix dtypes");
+  std::string const reduction = attr_string(c.attrs, "reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    return unsupported(c.where() + ": ScatterND reduction '" + reduction + "' (none and add are supported)");
+  ASSIGN_OR_RETURN(Dims const indices, plain_ints(c.in(1), "ScatterND indices"));
+  Dims const& x = data->dims;
+  Dims const& i = c.in(1)->dims;
+  if (i.empty() || i.back() < 1 || i.back() > static_cast<int64_t>(x.size()))
+    return invalid_argument(c.where() + ": indices " + dims_str(i) + " do not address data " + dims_str(x));
+  std::size_t const k = static_cast<std::size_t>(i.back());
+  int64_t slice = 1;
+  for (std::size_t d = k; d < x.size(); ++d) slice *= x[d];
+  int64_t const tuples = static_cast<int64_t>(indices.size()) / static_cast<int64_t>(k);
+  if (upd->numel() != tuples * slice)
+    return invalid_argument(c.where() + ": updates " + dims_str(upd->dims) + " do not fit indices " + dims_str(i) +
+                            " into data " + dims_str(x));
+  Dims const xs = row_major_strides(x);
+  SymArray out = *data;
+  bool const add = reduction == "add";
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t off = 0;
+    for (std::size_t d = 0; d < k; ++d) {
+      int64_t v = indices[static_cast<std::size_t>(t) * k + d];
+      if (v < -x[d] || v >= x[d]) return invalid_argument(c.where() + ": index " + std::to_string(v) + " out of range");
+      off += (v < 0 ? v + x[d] : v) * xs[d];
+    }
+    for (int64_t e = 0; e < slice; ++e) {
+      auto const dst = static_cast<std::size_t>(off + e), src = static_cast<std::size_t>(t * slice + e);
+      if (out.is_float())
+        out.f[dst] = add ? out.f[dst] + upd->f[src] : upd->f[src];
+      else
+        out.i[dst] = add ? out.i[dst] + upd->i[src] : upd->i[src];
+    }
+  }
+  return folded_one(std::move(out));
+}
+
 }  // namespace
 
 void register_folded_ops(OpTable& t) {
   define(t, "Constant", {.fold = fold_constant});
-  define(t, "Range", {.fold = fold_range});
   define(t, "Shape", {.fold = fold_shape, .folds_from_shape = true});
   define(t, "Size", {.fold = fold_size, .folds_from_shape = true});
+  define(t, "ScatterND", {.fold = fold_scatter_nd});
 }
 
 }  // namespace gp::graph::ops

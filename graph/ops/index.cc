@@ -1,6 +1,6 @@
-// Pad, Tile, Trilu, GatherElements, ScatterElements, Resize: import-time inference (graph/ops/infer.h),
-// the output shapes every backend shares (graph/ops/index.h), cost (graph/ops/cost.h) and the
-// folding of GatherElements (graph/ops/fold.h).
+// Pad, Tile, Trilu, GatherElements, GatherND, ScatterElements, Resize: import-time inference
+// (graph/ops/infer.h), the output shapes every backend shares (graph/ops/index.h), cost
+// (graph/ops/cost.h) and the folding of GatherElements (graph/ops/fold.h).
 #include "graph/ops/index.h"
 
 #include <algorithm>
@@ -31,6 +31,18 @@ Result<std::vector<int64_t>> pad_output_shape(PadAttrs const& a, std::vector<int
       return invalid_argument("pads " + std::to_string(b) + ", " + std::to_string(e) + " crop axis " +
                               std::to_string(d) + " of size " + std::to_string(in[d]) + " below zero");
   }
+  return out;
+}
+
+Result<std::vector<int64_t>> gather_nd_output_shape(std::vector<int64_t> const& data,
+                                                    std::vector<int64_t> const& indices) {
+  if (indices.empty()) return invalid_argument("GatherND indices must have rank 1 or more");
+  int64_t const k = indices.back();
+  if (k < 1 || k > static_cast<int64_t>(data.size()))
+    return invalid_argument("GatherND indices " + dims_string(indices) + " address " + std::to_string(k) +
+                            " axes of data " + dims_string(data) + " (1 to its rank)");
+  std::vector<int64_t> out(indices.begin(), indices.end() - 1);
+  out.insert(out.end(), data.begin() + k, data.end());
   return out;
 }
 
@@ -217,6 +229,33 @@ Result<Inferred> infer_gather_elements(InferContext const& c) {
   k.typed = GatherElementsAttrs{axis};
   k.data_inputs = {0, 1};
   k.outs.push_back({c.dtype(0), c.dims(1)});
+  return k;
+}
+
+// GatherND with batch_dims 0 (HF GPT-2 sequence classification picks each row's last token: indices
+// [N, 2] of (row, position) into logits [N, T, C]). Indices that address the batch axis must carry the
+// batch themselves, computed per micro-batch (as Range over the batch is), so that they index the
+// micro-batch's own rows; the output may hold the batch in one dimension only.
+Result<Inferred> infer_gather_nd(InferContext const& c) {
+  if (!c.has(1)) return missing("indices");
+  RETURN_IF_ERROR(check_index_dtype(c, 1));
+  if (int64_t const b = c.attr_int("batch_dims", 0); b != 0)
+    return unsupported("GatherND with batch_dims " + std::to_string(b) + " (graphpipe supports 0)");
+  Dims const& x = c.dims(0);
+  Dims const& i = c.dims(1);
+  if (!i.empty() && i.back() < 0) return unsupported("GatherND indices whose last dimension is the batch size");
+  ASSIGN_OR_RETURN(Dims out, gather_nd_output_shape(x, i));
+  bool const indices_batched = std::any_of(i.begin(), i.end(), [](int64_t d) { return d < 0; });
+  for (int64_t d = 0; d < i.back(); ++d)
+    if (x[d] < 0 && !indices_batched)
+      return unsupported("GatherND indices " + dims_str(i) + " address the batch axis of data " + dims_str(x) +
+                         " but do not follow the micro-batch: micro-batching would change their meaning");
+  if (std::count_if(out.begin(), out.end(), [](int64_t d) { return d < 0; }) > 1)
+    return unsupported("GatherND output " + dims_str(out) + " would hold the batch size in two dimensions");
+  Inferred k;
+  k.typed = GatherNDAttrs{0};
+  k.data_inputs = {0, 1};
+  k.outs.push_back({c.dtype(0), out});
   return k;
 }
 
@@ -443,6 +482,14 @@ Result<std::vector<Dims>> resize_run_shape(OpGraph const&, Op const& op, std::ve
   return std::vector<Dims>{std::move(out)};
 }
 
+Result<std::vector<Dims>> gather_nd_run_shape(OpGraph const&, Op const&, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(Dims out, gather_nd_output_shape(in.at(0), in.at(1)));
+  return std::vector<Dims>{std::move(out)};
+}
+
+// The backward scatters into data's shape by the indices.
+void save_gather_nd(CostContext const& c, SavedForBackward& s) { c.save(s, c.input(1)); }
+
 }  // namespace
 
 void register_index_ops(OpTable& t) {
@@ -454,6 +501,9 @@ void register_index_ops(OpTable& t) {
   define(t, "Tile", std::move(tile));
   define(t, "Trilu", elementwise_op(infer_trilu, {1, 1}));
   define(t, "GatherElements", elementwise_op(infer_gather_elements, {1, 1}, nullptr, fold_gather_elements));
+  OpDef gather_nd = elementwise_op(infer_gather_nd, {1, 1}, save_gather_nd);
+  gather_nd.run_shape = gather_nd_run_shape;
+  define(t, "GatherND", std::move(gather_nd));
   define(t, "ScatterElements", elementwise_op(infer_scatter_elements, {1, 1}));
   // The opset 9-10 name of ScatterElements without reduction.
   define(t, "Scatter", elementwise_op(infer_scatter_elements, {1, 1}));

@@ -1,4 +1,4 @@
-// Output shapes of the index family (Pad, Tile, Resize): one rule for the importer (symbolic dims,
+// Output shapes of the index family (Pad, Tile, Resize, GatherND): one rule for the importer (symbolic dims,
 // the batch as a negative dim) and every backend (the actual dims of a run).
 #pragma once
 
@@ -19,5 +19,9 @@ Result<std::vector<int64_t>> tile_output_shape(TileAttrs const& a, std::vector<i
 // sizes[d] where given (a negative entry keeps the input's dim), else floor(in[d] * scales[d]) as
 // ONNX computes it; a batch dim keeps its size.
 Result<std::vector<int64_t>> resize_output_shape(ResizeAttrs const& a, std::vector<int64_t> const& in);
+// GatherND with batch_dims 0: indices [..., K] address data's first K axes, so the output is
+// indices' dims but the last, then data's from K on (symbolic or actual dims alike).
+Result<std::vector<int64_t>> gather_nd_output_shape(std::vector<int64_t> const& data,
+                                                    std::vector<int64_t> const& indices);
 
 }  // namespace gp::graph::ops

@@ -1,12 +1,17 @@
 // Comparisons, boolean ops, Where and Mod: import-time inference (graph/ops/infer.h), their folding
-// and ConstantOfShape's (graph/ops/fold.h) and cost (graph/ops/cost.h). All broadcast their inputs
-// the numpy way; comparisons and boolean ops give bool, Where and Mod their data's dtype.
+// and that of ConstantOfShape and Range (graph/ops/fold.h), and cost (graph/ops/cost.h). All broadcast
+// their inputs the numpy way; comparisons and boolean ops give bool, Where and Mod their data's
+// dtype. ConstantOfShape and Range build values from a shape: folded when static, kept as ops
+// without data inputs when the shape or the limit holds the batch size.
+#include "graph/ops/logic.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <utility>
 
+#include "graph/ops/common.h"
 #include "graph/ops/registry.h"
 
 namespace gp::graph::ops {
@@ -225,10 +230,85 @@ Result<Folded> fold_constant_of_shape(FoldContext const& c) {
   return folded_one(std::move(out));
 }
 
+// A static Range only: one whose limit holds the batch size stays an op (infer_range).
+Result<Folded> fold_range(FoldContext const& c) {
+  if (!c.in(0) || !c.in(1) || !c.in(2)) return invalid_argument(c.where() + " needs three inputs");
+  for (auto const* x : c.ins) {
+    if (x->f.size() + x->i.size() != 1) return invalid_argument("start, limit and delta must be scalars");
+    if (x->has_batch()) return Folded{};
+  }
+  SymArray out;
+  out.dtype = c.in(0)->dtype;
+  auto val = [](SymArray const* a) { return a->is_float() ? a->f[0] : static_cast<double>(a->i[0]); };
+  double const start = val(c.in(0)), limit = val(c.in(1)), delta = val(c.in(2));
+  if (delta == 0) return invalid_argument(c.where() + " has delta 0");
+  double const steps = std::ceil((limit - start) / delta);
+  if (!(steps <= static_cast<double>(kMaxFoldElements))) return Folded{};  // also NaN and infinities
+  int64_t const count = steps <= 0 ? 0 : static_cast<int64_t>(steps);
+  out.dims = {count};
+  for (int64_t k = 0; k < count; ++k) {
+    double const v = start + static_cast<double>(k) * delta;
+    if (out.is_float())
+      out.f.push_back(v);
+    else
+      out.i.push_back(to_int_saturating(v));
+  }
+  return folded_one(std::move(out));
+}
+
+// Range over the batch size (HF GPT-2's arange(batch) row index for the last token's logits): an
+// op without data inputs that fills [start, limit + b·N) per micro-batch. Its length must be a
+// multiple of N for every N, so start must equal the static part of the limit and delta divide b.
+Result<Inferred> infer_range(InferContext const& c) {
+  StaticValue const* v[3] = {};
+  char const* const names[3] = {"start", "limit", "delta"};
+  for (std::size_t k = 0; k < 3; ++k) {
+    ASSIGN_OR_RETURN(v[k], c.static_input(k, names[k]));
+    if (v[k] == nullptr) return invalid_argument(std::string("the ") + names[k] + " input is missing");
+    if (v[k]->numel() != 1) return invalid_argument(std::string(names[k]) + " must be a scalar");
+    if (k != 1 && v[k]->has_batch())
+      return unsupported(std::string("a Range whose ") + names[k] + " holds the batch size");
+  }
+  DType const dtype = v[0]->dtype;
+  if (dtype != DType::kInt64 && dtype != DType::kInt32)
+    return unsupported("a Range over the batch size of dtype " + std::string(dtype_name(dtype)) +
+                       " (int64 and int32 are supported)");
+  RangeAttrs a;
+  a.start = static_cast<double>(v[0]->i.at(0));
+  a.limit = static_cast<double>(v[1]->i.at(0));
+  a.limit_batch = v[1]->has_batch() ? v[1]->b.at(0) : 0;
+  a.delta = static_cast<double>(v[2]->i.at(0));
+  int64_t const delta = v[2]->i.at(0);
+  if (delta == 0) return invalid_argument("delta is 0");
+  if (a.limit_batch <= 0 || a.start != a.limit || delta < 0 || a.limit_batch % delta != 0)
+    return unsupported("Range(" + std::to_string(v[0]->i[0]) + ", " + std::to_string(v[1]->i[0]) + " + " +
+                       std::to_string(a.limit_batch) + "·N, " + std::to_string(delta) +
+                       "): graphpipe keeps Range(s, s + k·N, d) with d dividing k, whose length is a multiple of N");
+  Inferred k;
+  k.typed = a;
+  k.outs.push_back({dtype, {-(a.limit_batch / delta)}});
+  return k;
+}
+
+}  // namespace
+
+Result<std::vector<int64_t>> range_output_shape(RangeAttrs const& a, int64_t batch) {
+  if (batch <= 0) return invalid_argument("its length holds the batch size, which is unknown here");
+  double const steps = std::ceil((a.limit + static_cast<double>(a.limit_batch * batch) - a.start) / a.delta);
+  return std::vector<int64_t>{steps <= 0 ? 0 : static_cast<int64_t>(steps)};
+}
+
+namespace {
+Result<std::vector<Dims>> range_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const&, int64_t batch) {
+  RETURN_IF_ERROR(require_typed<RangeAttrs>(op));
+  ASSIGN_OR_RETURN(Dims out, range_output_shape(std::get<RangeAttrs>(op.typed), batch));
+  return std::vector<Dims>{std::move(out)};
+}
 }  // namespace
 
 void register_logic_ops(OpTable& t) {
   define(t, "ConstantOfShape", {.infer = infer_constant_of_shape, .fold = fold_constant_of_shape});
+  define(t, "Range", {.infer = infer_range, .fold = fold_range, .run_shape = range_run_shape});
   define(t, "Equal", elementwise_op(infer_broadcast_logic, {1, 0}, nullptr, fold_equal));
   define(t, "Where", elementwise_op(infer_broadcast_logic, {1, 1}, save_input0, fold_where));
   std::pair<char const*, FoldFn> const predicates[] = {

@@ -286,10 +286,18 @@ Result<Inferred> infer_gather(InferContext const& c) {
   int64_t const r0 = c.rank(0);
   ASSIGN_OR_RETURN(int64_t const axis, checked_axis(c.attr_int("axis", 0), r0));
   Dims const& x = c.dims(0);
-  if (x.at(static_cast<std::size_t>(axis)) < 0) return unsupported("gathering along the batch dimension");
+  Dims const& i = c.dims(1);
+  // Along the batch only with indices computed per micro-batch (they carry the batch themselves:
+  // HF GPT-2's row · length + last position into logits flattened to [T·N, C]); indices fixed at
+  // import would address other rows once the batch is split into micro-batches.
+  bool const indices_batched = std::any_of(i.begin(), i.end(), [](int64_t d) { return d < 0; });
+  if (x.at(static_cast<std::size_t>(axis)) < 0 && !indices_batched)
+    return unsupported("gathering along the batch dimension with indices that do not follow the micro-batch");
   Dims out(x.begin(), x.begin() + axis);
-  out.insert(out.end(), c.dims(1).begin(), c.dims(1).end());
+  out.insert(out.end(), i.begin(), i.end());
   out.insert(out.end(), x.begin() + axis + 1, x.end());
+  if (std::count_if(out.begin(), out.end(), [](int64_t d) { return d < 0; }) > 1)
+    return unsupported("the gathered shape " + dims_str(out) + " would hold the batch size in two dimensions");
   k.typed = GatherAttrs{axis};
   k.data_inputs = {0, 1};
   k.outs.push_back({c.dtype(0), out});

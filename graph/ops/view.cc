@@ -1,5 +1,6 @@
 // Views: import-time inference (graph/ops/infer.h), constant folding (graph/ops/fold.h), Dropout's
-// cost (graph/ops/cost.h) and the output shape of a run.
+// cost (graph/ops/cost.h) and the output shape of a run. Dropout's family also holds the other
+// random ops (RandomUniformLike, RandomNormalLike, Bernoulli), drawn from the same hash.
 #include "graph/ops/view.h"
 
 #include <algorithm>
@@ -53,7 +54,8 @@ Result<std::vector<int64_t>> view_output_shape(OpGraph const& graph, Op const& o
   std::vector<int64_t> const& s = input_shape;
   int64_t const rank = static_cast<int64_t>(s.size());
   std::vector<int64_t> out;
-  if (type == "Identity" || type == "Cast" || type == "Dropout") {
+  if (type == "Identity" || type == "Cast" || type == "Dropout" || type == "RandomUniformLike" ||
+      type == "RandomNormalLike" || type == "Bernoulli") {
     out = s;
   } else if (type == "Flatten") {
     int64_t const axis = normalised_axis(std::get<FlattenAttrs>(op.typed).axis, rank);
@@ -213,6 +215,44 @@ Result<Inferred> infer_dropout(InferContext const& c) {
     a.training = c.outputs.size() > 1 && !c.outputs[1].empty();
   }
   return like_input(c, a);
+}
+
+// RandomUniformLike, RandomNormalLike (input 0 gives the shape; its values are not read) and
+// Bernoulli (input 0 holds the probabilities): the draws of torchvision's stochastic depth. Output
+// float32 (Bernoulli also bool); never folded, since a draw is not a constant.
+Result<Inferred> infer_random(InferContext const& c) {
+  if (!c.has(0)) return invalid_argument("the input is missing");
+  RandomAttrs a;
+  if (c.type == "RandomUniformLike") {
+    a.kind = RandomKind::kUniform;
+    a.a = static_cast<float>(c.attr_float("low", 0.0));
+    a.b = static_cast<float>(c.attr_float("high", 1.0));
+    if (!(a.a <= a.b)) return invalid_argument("low " + std::to_string(a.a) + " exceeds high " + std::to_string(a.b));
+  } else if (c.type == "RandomNormalLike") {
+    a.kind = RandomKind::kNormal;
+    a.a = static_cast<float>(c.attr_float("mean", 0.0));
+    a.b = static_cast<float>(c.attr_float("scale", 1.0));
+  } else {
+    a.kind = RandomKind::kBernoulli;
+    if (c.dtype(0) != DType::kFloat32)
+      return unsupported("Bernoulli probabilities of dtype " + std::string(dtype_name(c.dtype(0))) + " (float32 only)");
+  }
+  int64_t const to = c.attr_int("dtype", onnx_of_dtype(c.dtype(0)));
+  ASSIGN_OR_RETURN(DType const dt, dtype_of_onnx(to));
+  bool const bool_ok = a.kind == RandomKind::kBernoulli && (dt == DType::kBool || dt == DType::kUInt8);
+  if (dt != DType::kFloat32 && !bool_ok)
+    return unsupported(c.type + " of dtype " + std::string(dtype_name(dt)) + " (float32" +
+                       (a.kind == RandomKind::kBernoulli ? " or bool" : "") + " only)");
+  a.dtype = static_cast<int32_t>(to);
+  if (c.attrs.count("seed")) {
+    a.has_seed = true;
+    a.seed = static_cast<float>(c.attr_float("seed", 0.0));
+  }
+  Inferred k;
+  k.typed = a;
+  k.data_inputs = {0};
+  k.outs.push_back({dt, c.dims(0)});
+  return k;
 }
 
 Result<Inferred> infer_squeeze_unsqueeze(InferContext const& c) {
@@ -414,6 +454,11 @@ void register_view_ops(OpTable& t) {
   OpDef dropout = elementwise_op(infer_dropout, {2, 1}, dropout_saved);
   dropout.run_shape = view_run_shape;
   define(t, "Dropout", std::move(dropout));
+  for (char const* random : {"RandomUniformLike", "RandomNormalLike", "Bernoulli"}) {
+    OpDef def = elementwise_op(infer_random, {4, 0});
+    def.run_shape = view_run_shape;
+    define(t, random, std::move(def));
+  }
   define(t, "Squeeze", {.infer = infer_squeeze_unsqueeze, .fold = fold_squeeze, .run_shape = view_run_shape});
   define(t, "Unsqueeze", {.infer = infer_squeeze_unsqueeze, .fold = fold_unsqueeze, .run_shape = view_run_shape});
   define(t, "Cast", {.infer = infer_cast, .fold = fold_cast, .run_shape = view_run_shape});

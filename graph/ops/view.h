@@ -19,7 +19,7 @@ Result<std::vector<int64_t>> view_output_shape(OpGraph const& graph, Op const& o
 
 // The typed attributes the view ops need.
 Status view_check(Op const& op, OpGraph const& graph);
-// Executors run Cast as a view, so only float32 → float32.
+// The CUDA backend runs Cast as a view, so only float32 → float32 (the CPU converts between types).
 Status cast_check(Op const& op, OpGraph const& graph);
 
 }  // namespace gp::graph::ops

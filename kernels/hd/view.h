@@ -1,8 +1,10 @@
-// Dropout's mask as a pure function of (seed, element index), shared by the CPU kernel
+// Dropout's mask, and the draws of RandomUniformLike, RandomNormalLike and Bernoulli, as pure
+// functions of (seed, element index), shared by the CPU kernel
 // (kernels/view.cc) and the CUDA one (kernels/cuda/activation.cu, binary.cu and view.cu), so both devices drop the
 // same elements. 24 random bits give a uniform float in [0, 1) exactly (no rounding).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/hd/hd.h"
@@ -18,11 +20,29 @@ GP_HD uint64_t splitmix64(uint64_t x) {
 
 GP_HD uint64_t dropout_base(uint64_t seed) { return splitmix64(seed); }
 
-// Element i is kept (probability 1 − ratio); `base` is dropout_base(seed).
-GP_HD bool dropout_keep(uint64_t base, int64_t i, float ratio) {
-  float const u = static_cast<float>(splitmix64(base + static_cast<uint64_t>(i)) >> 40) * (1.f / 16777216.f);
-  return u >= ratio;
+// Element i's uniform draw in [0, 1): 24 bits of its hash; `base` is dropout_base(seed).
+GP_HD float random_unit(uint64_t base, int64_t i) {
+  return static_cast<float>(splitmix64(base + static_cast<uint64_t>(i)) >> 40) * (1.f / 16777216.f);
 }
+
+// Element i is kept (probability 1 − ratio).
+GP_HD bool dropout_keep(uint64_t base, int64_t i, float ratio) { return random_unit(base, i) >= ratio; }
+
+// The random ops draw from the same hash. Uniform in [low, high).
+GP_HD float random_uniform_at(uint64_t base, int64_t i, float low, float high) {
+  return low + random_unit(base, i) * (high - low);
+}
+
+// Normal(mean, scale) by Box-Muller over the two draws 2i and 2i + 1 (u1 in (0, 1], so the log is
+// finite).
+GP_HD float random_normal_at(uint64_t base, int64_t i, float mean, float scale) {
+  float const u1 = 1.f - random_unit(base, 2 * i);
+  float const u2 = random_unit(base, 2 * i + 1);
+  return mean + scale * sqrtf(-2.f * logf(u1)) * cosf(6.28318530717958647692f * u2);
+}
+
+// 1 with probability p (p outside [0, 1] saturates).
+GP_HD bool bernoulli_at(uint64_t base, int64_t i, float p) { return random_unit(base, i) < p; }
 
 GP_HD float dropout_scale(float ratio) { return ratio < 1.f ? 1.f / (1.f - ratio) : 0.f; }
 

@@ -33,6 +33,12 @@ std::map<std::string, std::string> const& allow_list() {
       {"test_training_dropout_default", "random mask differs from the reference generator"},
       {"test_training_dropout_default_mask", "random mask differs from the reference generator"},
       {"test_training_dropout_mask", "random mask differs from the reference generator"},
+      // Bernoulli and its expansion (RandomUniformLike < p) draw from the same hash as Dropout.
+      {"test_bernoulli", "random draws differ from the reference generator"},
+      {"test_bernoulli_expanded", "random draws differ from the reference generator"},
+      {"test_bernoulli_seed", "random draws differ from the reference generator"},
+      {"test_bernoulli_seed_expanded", "random draws differ from the reference generator"},
+      {"test_bernoulli_double_expanded", "random draws differ from the reference generator"},
   };
   return list;
 }

@@ -587,5 +587,154 @@ net (float[N,3] x) => (float[N,3] y)
   }
 }
 
+// ---- GatherND ----
+
+TEST(IndexOps, GatherNdOnnxExamples) {
+  // ONNX's examples (batch_dims 0): whole rows, single elements, and a rank-3 index tensor.
+  expect_values(
+      forward1(make_op("GatherND", graph::GatherNDAttrs{},
+                       {{"d", floats({2, 2}, {0, 1, 2, 3}), kIn}, {"i", int_tensor({2, 2}, {0, 0, 1, 1}), kIn}})),
+      {0, 3});
+  expect_values(forward1(make_op("GatherND", graph::GatherNDAttrs{},
+                                 {{"d", floats({2, 2}, {0, 1, 2, 3}), kIn}, {"i", int_tensor({2, 1}, {1, 0}), kIn}})),
+                {2, 3, 0, 1});
+  expect_values(
+      forward1(make_op("GatherND", graph::GatherNDAttrs{},
+                       {{"d", iota_tensor({2, 2, 2}, 0.f), kIn}, {"i", int_tensor({2, 1, 2}, {0, 1, 1, 0}), kIn}})),
+      {2, 3, 4, 5});
+  // Negative indices count from the end.
+  expect_values(forward1(make_op("GatherND", graph::GatherNDAttrs{},
+                                 {{"d", floats({2, 2}, {0, 1, 2, 3}), kIn}, {"i", int_tensor({1, 2}, {-1, -2}), kIn}})),
+                {2});
+}
+
+TEST(IndexOps, GatherNdRejectsIndicesOutOfRange) {
+  OneOp o = make_op("GatherND", graph::GatherNDAttrs{},
+                    {{"d", floats({2, 2}, {0, 1, 2, 3}), kIn}, {"i", int_tensor({1, 2}, {0, 2}), kIn}});
+  CpuBackend be;
+  std::vector<Tensor> out;
+  OpCall call{o.the_op(), o.graph, true, 7};
+  Status const s = be.forward(call, o.inputs, out, nullptr);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("index 2 is out of range for axis 1 of size 2"), std::string::npos) << s.message();
+}
+
+TEST(IndexOps, GatherNdGradientsIncludingRepeatedIndices) {
+  check_grads(make_op("GatherND", graph::GatherNDAttrs{},
+                      {{"d", random_tensor({3, 4, 2}, 301), kW}, {"i", int_tensor({3, 2}, {2, 1, 0, 3, 2, 1}), kIn}}));
+  check_grads(make_op("GatherND", graph::GatherNDAttrs{},
+                      {{"d", random_tensor({3, 4}, 302), kW}, {"i", int_tensor({2, 1}, {1, 1}), kIn}}));
+}
+
+TEST(IndexImport, GatherNdShapesAndWhatIsRefused) {
+  auto g = must_import(one_node("float[N,8,4] x, int64[N,2] i", "float[N,4] y", "y = GatherND(x, i)", 13));
+  EXPECT_EQ(g.tensor(only_op(g).outputs[0]).shape.dims, (std::vector<int64_t>{N, 4}));
+  expect_import_error(
+      one_node("float[N,8,4] x, int64[N,2] i", "float[N,4] y", "y = GatherND<batch_dims = 1>(x, i)", 13),
+      "GatherND with batch_dims 1 (graphpipe supports 0)");
+  expect_import_error(one_node("float[N,8,4] x", "float[4] y", R"(
+      i = Constant<value = int64[1,2] {0, 3}>()
+      y = GatherND(x, i))",
+                               13),
+                      "do not follow the micro-batch");
+}
+
+// ---- indices computed per micro-batch: HF GPT2ForSequenceClassification's last token ----
+// The logits of each row's last non-padding position, as both exporters write it: the position
+// is ArgMax over (positions · int32 mask of ids != pad); the row comes from Range(0, N) (kept
+// as an op: N is the micro-batch's size). TorchScript flattens the logits to [T·N, C] and gathers
+// row · T + position; dynamo pairs (row, position) with Concat and uses GatherND.
+std::string last_token_model(bool dynamo) {
+  std::string const common = R"(<ir_version: 8, opset_import: ["" : 17]>
+net (int64[N,4] ids, float[N,4,2] x) => (float[N,3] y)
+<float[2,3] w = {0.5, -1.0, 2.0, 1.5, 0.25, -0.75}> {
+  logits = MatMul(x, w)
+  s = Shape(ids)
+  zero = Constant<value = int64 {0}>()
+  n = Gather<axis = 0>(s, zero)
+  pad = Constant<value = int64 {0}>()
+  is_pad = Equal(ids, pad)
+  real = Not(is_pad)
+  mask = Cast<to = 6>(real)
+  positions = Constant<value = int32[4] {0, 1, 2, 3}>()
+  scored = Mul(positions, mask)
+  last = ArgMax<axis = -1, keepdims = 0>(scored)
+  step = Constant<value = int64 {1}>()
+  rows = Range(zero, n, step)
+)";
+  if (dynamo)
+    return common + R"(  axis = Constant<value = int64[1] {-1}>()
+  r2 = Unsqueeze(rows, axis)
+  l2 = Unsqueeze(last, axis)
+  pairs = Concat<axis = -1>(r2, l2)
+  y = GatherND(logits, pairs)
+})";
+  return common + R"(  length = Constant<value = int64 {4}>()
+  base = Mul(rows, length)
+  flat_index = Add(last, base)
+  flat = Flatten<axis = 2>(logits)
+  y = Gather<axis = 0>(flat, flat_index)
+})";
+}
+
+TEST(BatchIndices, LastTokenLogitsForEveryMicroBatchSizeAndTheirGradient) {
+  float const w[2][3] = {{0.5f, -1.f, 2.f}, {1.5f, 0.25f, -0.75f}};
+  for (bool dynamo : {false, true}) {
+    SCOPED_TRACE(dynamo ? "dynamo form (GatherND)" : "TorchScript form (Gather over [T·N, C])");
+    auto g = graph::load_onnx_text(last_token_model(dynamo));
+    ASSERT_TRUE(g.is_ok()) << g.status().message();
+    bool range_kept = false;
+    for (graph::Op const& op : g->ops()) range_kept = range_kept || op.type == "Range";
+    EXPECT_TRUE(range_kept) << "Range over the batch runs per micro-batch";
+    CpuBackend be;
+    auto ex = StageExecutor::create(*g, be);
+    ASSERT_TRUE(ex.is_ok()) << ex.status().to_string();
+    for (int64_t batch : {2, 5}) {
+      Tensor ids({batch, 4}, DType::kInt64);
+      Tensor x({batch, 4, 2});
+      std::vector<int64_t> last(static_cast<std::size_t>(batch));
+      for (int64_t b = 0; b < batch; ++b) {
+        last[b] = 3 - b % 4;  // row b ends in b % 4 padding ids
+        for (int64_t t = 0; t < 4; ++t) ids.data<int64_t>()[b * 4 + t] = t <= last[b] ? 7 + t : 0;
+        for (int64_t k = 0; k < 8; ++k) x.data<float>()[b * 8 + k] = 0.1f * static_cast<float>(b + 1) + 0.01f * k;
+      }
+      TensorMap inputs{{g->inputs()[0], ids}, {g->inputs()[1], x}}, outputs;
+      ASSERT_TRUE((*ex)->forward(batch, inputs, outputs, true, 1).is_ok());
+      Tensor const& y = outputs.at(g->outputs()[0]);
+      ASSERT_EQ(y.shape(), (std::vector<int64_t>{batch, 3}));
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t c = 0; c < 3; ++c) {
+          float const* xr = x.data<float>() + (b * 4 + last[b]) * 2;
+          EXPECT_FLOAT_EQ(y.data<float>()[b * 3 + c], xr[0] * w[0][c] + xr[1] * w[1][c]) << "row " << b;
+        }
+      // d Σy / d w[k][c] = Σ_b x[b, last_b, k]: only the picked positions.
+      Tensor gy({batch, 3});
+      gy.fill(1.f);
+      TensorMap grads;
+      ASSERT_TRUE((*ex)->zero_grads().is_ok());
+      ASSERT_TRUE((*ex)->backward(batch, {{g->outputs()[0], gy}}, grads).is_ok());
+      auto it = (*ex)->gradients().find("w");
+      ASSERT_NE(it, (*ex)->gradients().end());
+      for (int64_t k = 0; k < 2; ++k) {
+        float want = 0;
+        for (int64_t b = 0; b < batch; ++b) want += x.data<float>()[(b * 4 + last[b]) * 2 + k];
+        for (int64_t c = 0; c < 3; ++c) EXPECT_FLOAT_EQ(it->second.data<float>()[k * 3 + c], want);
+      }
+    }
+  }
+}
+
+TEST(BatchIndices, RangeOverTheBatchThatIsNotAMultipleOfItIsRefused) {
+  expect_import_error(R"(<ir_version: 8, opset_import: ["" : 17]>
+net (float[N,3] x) => (int64[M] y) {
+  s = Shape(x)
+  zero = Constant<value = int64 {0}>()
+  one = Constant<value = int64 {1}>()
+  n = Gather<axis = 0>(s, zero)
+  y = Range(one, n, one)
+})",
+                      "graphpipe keeps Range(s, s + k·N, d) with d dividing k");
+}
+
 }  // namespace
 }  // namespace gp::exec::testing

@@ -298,12 +298,18 @@ TEST(ArgReduce, KeepdimsAxesAndTies) {
   EXPECT_EQ(run("ArgMax", {0, false, false}), std::make_pair(std::vector<int64_t>{3}, std::vector<int64_t>{0, 0, 0}));
 }
 
-TEST(ArgReduce, RefusesAnIntegerInputAndAnEmptyAxis) {
+// Integers run (HF GPT-2's last non-padding position: ArgMax over position · mask); bytes do not.
+TEST(ArgReduce, RunsIntegersAndRefusesBytesAndAnEmptyAxis) {
   CpuBackend be;
-  OneOp ints = make_op("ArgMax", graph::ArgReduceAttrs{0}, {{"x", int_tensor({3}, {1, 2, 3}), kIn}});
-  Status const s = be.supports(ints.the_op(), ints.graph);
+  OneOp ints = make_op("ArgMax", graph::ArgReduceAttrs{0, false}, {{"x", int_tensor({4}, {1, 7, 3, 7}), kIn}});
+  ASSERT_TRUE(be.supports(ints.the_op(), ints.graph).is_ok());
+  std::vector<Tensor> got = run_forward(be, ints);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].data<int64_t>()[0], 1);  // the first of the two maxima
+  OneOp bytes = make_op("ArgMax", graph::ArgReduceAttrs{0}, {{"x", Tensor({3}, DType::kUInt8), kIn}});
+  Status const s = be.supports(bytes.the_op(), bytes.graph);
   EXPECT_FALSE(s.is_ok());
-  EXPECT_NE(s.message().find("int64"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("uint8"), std::string::npos) << s.message();
   OneOp empty = make_op("ArgMax", graph::ArgReduceAttrs{1}, {{"x", Tensor({2, 0}), kIn}});
   std::vector<Tensor> out;
   OpCall call{empty.the_op(), empty.graph, false, 0};

@@ -1,0 +1,17 @@
+// Output shapes of the logic family's ops without data inputs: one rule for the importer and every
+// backend (the actual dims of a run).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "graph/op_attrs.h"
+
+namespace gp::graph::ops {
+
+// The length of a Range over the batch size for a micro-batch of `batch` samples: ceil((limit +
+// limit_batch · batch − start) / delta); an error when `batch` is unknown (0).
+Result<std::vector<int64_t>> range_output_shape(RangeAttrs const& a, int64_t batch);
+
+}  // namespace gp::graph::ops
