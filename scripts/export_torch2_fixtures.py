@@ -3,22 +3,23 @@
 losses for 3 SGD steps, for tests/exec/test_torch2_fixtures.cc. CI never runs this script: the
 fixtures it writes are committed and are the contract.
 
-Needs torch 2.x, onnx and onnxscript (and transformers for the Hugging Face models), e.g. in a venv
-outside the repository:
-  python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch onnxscript onnx transformers
+Needs torch 2.x, onnx and onnxscript (and transformers for the Hugging Face models, torchvision for
+ConvNeXt, EfficientNet and Swin), e.g. in a venv outside the repository:
+  python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch torchvision onnxscript onnx transformers
   /work/venv-torch/bin/python scripts/export_torch2_fixtures.py [--out tests/data/torch2]
 
-For each model (mlp, cnn, encoder, ops; Hugging Face gpt2, bert, distilbert, vit, llama, qwen2 from
-tiny random configs, which need transformers) and exporter (dynamo: torch.onnx.export(...,
+For each model (mlp, cnn, encoder, ops; Hugging Face gpt2, gpt2cls, bert, distilbert, vit, llama, qwen2
+from tiny random configs, which need transformers; torchvision convnext, convnext_sd, efficientnet
+and swin with stochastic depth) and exporter (dynamo: torch.onnx.export(...,
 dynamo=True), the default since torch 2.9; torchscript: dynamo=False; functions: dynamo=False with
 export_modules_as_functions=True, every module a model-local function; mlp and cnn only; llama and
-qwen2 dynamo only) it
-writes <model>_<exporter>/ with
+qwen2 dynamo only; convnext_sd TorchScript only) it writes <model>_<exporter>/ with
   model.onnx     the model in training mode, weights as initializers, a dynamic batch dimension
   input_0.npy    one batch of inputs (float32; token ids, int64, for the Hugging Face models),
                  labels.npy its class ids (int64)
-  reference.json torch's cross-entropy losses for 3 SGD steps (lr, momentum below) on that batch,
-                 the exporter, opset and IR version, and the torch/onnx/onnxscript versions
+  reference.json torch's cross-entropy losses for 3 SGD steps (lr, momentum below) on that batch
+                 (null for convnext_sd, whose random draws matter), the exporter, opset and IR
+                 version, and the torch/onnx/onnxscript (transformers, torchvision) versions
 """
 import argparse
 import json
@@ -89,7 +90,7 @@ class Ops(nn.Module):
         return self.fc(y.flatten(1)) + y.mean(dim=(1, 2, 3)).unsqueeze(1)
 
 
-VOCAB, SEQ = 32, 8
+VOCAB, SEQ, PAD = 32, 8, 0
 
 
 class HfLastToken(nn.Module):
@@ -173,6 +174,51 @@ def hf_qwen2():
     return HfLastToken(lambda: transformers.Qwen2ForCausalLM(cfg))
 
 
+def hf_gpt2_classifier():
+    import transformers
+    # GPT2ForSequenceClassification: the logits at each row's last non-padding token, found with
+    # argmax over positions · mask and picked with arange(batch) (Range over the batch, then Gather
+    # or GatherND). The batch (make) pads the rows' ends with different lengths.
+    cfg = transformers.GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=16, n_layer=2, n_head=2,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, num_labels=4,
+                                  pad_token_id=PAD, bos_token_id=1, eos_token_id=1)
+    return HfClassifier(lambda: transformers.GPT2ForSequenceClassification(cfg))
+
+
+# torchvision models with stochastic depth (RandomUniformLike < survival rate, divided by it). The
+# rate is 1e-9 per block, which float32 rounds to a survival of exactly 1: the random ops are in the
+# file and run, every draw survives, and torch's losses (whose draws cannot be replayed) stay
+# comparable. tests/exec/test_ops_random.cc checks the draws themselves and a pipeline with p = 0.5.
+SD_PROB = 1e-9
+
+
+def tv_convnext():
+    from torchvision.models.convnext import ConvNeXt, CNBlockConfig
+    return ConvNeXt([CNBlockConfig(8, 16, 2), CNBlockConfig(16, None, 2)], stochastic_depth_prob=SD_PROB, num_classes=4)
+
+
+def tv_convnext_sd():
+    """ConvNeXt with stochastic depth 0.5 (0.25 and 0.5 in the blocks that draw): the random ops
+    matter here, so torch's losses are not comparable (its draws cannot be replayed). For
+    RuntimeEquivalence: a pipeline's draws equal one device's."""
+    from torchvision.models.convnext import ConvNeXt, CNBlockConfig
+    return ConvNeXt([CNBlockConfig(8, 16, 2), CNBlockConfig(16, None, 2)], stochastic_depth_prob=0.5, num_classes=4)
+
+
+def tv_efficientnet():
+    from functools import partial
+    from torchvision.models.efficientnet import EfficientNet, MBConvConfig
+    block = partial(MBConvConfig, width_mult=1.0, depth_mult=1.0)
+    return EfficientNet([block(1, 3, 1, 8, 8, 1), block(2, 3, 2, 8, 16, 2)], dropout=0.0,
+                        stochastic_depth_prob=SD_PROB, num_classes=4, last_channel=32)
+
+
+def tv_swin():
+    from torchvision.models.swin_transformer import SwinTransformer
+    return SwinTransformer(patch_size=[2, 2], embed_dim=8, depths=[2, 2], num_heads=[1, 2], window_size=[2, 2],
+                           stochastic_depth_prob=SD_PROB, num_classes=4)
+
+
 # name: (constructor, one sample's shape, classes; token ids in [0, VOCAB) where classes is VOCAB
 # for the language models and the input is a sequence of ids)
 MODELS = {
@@ -186,10 +232,18 @@ MODELS = {
     "vit": (hf_vit, (3, 8, 8), 4),
     "llama": (hf_llama, "ids", VOCAB),
     "qwen2": (hf_qwen2, "ids", VOCAB),
+    "gpt2cls": (hf_gpt2_classifier, "padded ids", 4),
+    "convnext": (tv_convnext, (3, 16, 16), 4),
+    "convnext_sd": (tv_convnext_sd, (3, 16, 16), 4),
+    "efficientnet": (tv_efficientnet, (3, 16, 16), 4),
+    "swin": (tv_swin, (3, 16, 16), 4),
 }
 # The TorchScript exporter cannot export grouped-query attention (scaled_dot_product_attention
 # with enable_gqa): these are exported by dynamo only.
 DYNAMO_ONLY = {"llama", "qwen2"}
+# Models whose random ops change the result: no forward check against torch, no torch losses.
+RANDOM = {"convnext_sd"}
+TORCHSCRIPT_ONLY = {"convnext_sd"}
 
 
 def make(name, seed=0):
@@ -209,6 +263,11 @@ def make(name, seed=0):
     g = torch.Generator().manual_seed(seed + 1)
     if shape == "ids":
         x = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+    elif shape == "padded ids":  # no padding id inside a row; row b ends in b padding ids
+        x = torch.randint(PAD + 1, VOCAB, (BATCH, SEQ), generator=g)
+        for b in range(BATCH):
+            if b:
+                x[b, SEQ - b:] = PAD
     else:
         x = torch.randn((BATCH,) + shape, generator=g)
     y = torch.randint(0, classes, (BATCH,), generator=g)
@@ -291,6 +350,9 @@ def versions(name):
     if MODELS[name][0].__name__.startswith("hf_"):
         import transformers
         out["transformers"] = transformers.__version__
+    if MODELS[name][0].__name__.startswith("tv_"):
+        import torchvision
+        out["torchvision"] = torchvision.__version__
     return out
 
 
@@ -307,6 +369,8 @@ def main():
                 continue  # the rest have no modules worth a function beyond what mlp and cnn check
             if exporter != "dynamo" and name in DYNAMO_ONLY:
                 continue
+            if exporter != "torchscript" and name in TORCHSCRIPT_ONLY:
+                continue
             model, x, y = make(name)
             d = os.path.join(args.out, f"{name}_{exporter}")
             shutil.rmtree(d, ignore_errors=True)
@@ -320,8 +384,10 @@ def main():
             # module's. graphpipe trains BatchNorm with batch statistics whatever the file says (as
             # torch's train() does): torch's losses are the training-mode module's.
             bn_inference_form = exporter == "dynamo" and any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
-            check_forward(path, model, x, bn_inference_form)
-            np.save(os.path.join(d, "input_0.npy"), x.numpy().astype(np.int64 if MODELS[name][1] == "ids" else np.float32))
+            if name not in RANDOM:
+                check_forward(path, model, x, bn_inference_form)
+            ids = MODELS[name][1] in ("ids", "padded ids")
+            np.save(os.path.join(d, "input_0.npy"), x.numpy().astype(np.int64 if ids else np.float32))
             np.save(os.path.join(d, "labels.npy"), y.numpy().astype(np.int64))
             m = onnx.load(path)
             opset = next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
@@ -331,7 +397,11 @@ def main():
             frozen = folded_buffers(path, model, x)
             if frozen:
                 ref["frozen"] = frozen
-            ref["losses"] = torch_losses(model, x, y)
+            if name in RANDOM:
+                ref["losses"] = None
+                ref["note"] = "random ops with effect: torch's draws cannot be replayed, so no reference losses"
+            else:
+                ref["losses"] = torch_losses(model, x, y)
             ref["versions"] = versions(name)
             with open(os.path.join(d, "reference.json"), "w") as f:
                 json.dump(ref, f, indent=1)

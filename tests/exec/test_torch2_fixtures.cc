@@ -1,7 +1,8 @@
 // Models exported by a current PyTorch (tests/data/torch2, written by
 // scripts/export_torch2_fixtures.py with both exporters: dynamo, IR version 10 and opset 20, and
-// TorchScript, opset 17, also with every module a model-local function), torch.nn models and
-// Hugging Face GPT-2, BERT, DistilBERT, ViT, Llama and Qwen2 from tiny random configurations,
+// TorchScript, opset 17, also with every module a model-local function), torch.nn models,
+// Hugging Face GPT-2 (language model and sequence classifier), BERT, DistilBERT, ViT, Llama and
+// Qwen2, and torchvision ConvNeXt, EfficientNet and Swin with stochastic depth, from tiny configurations,
 // import and train 3 SGD steps on the batch stored beside them with the losses torch computed for
 // the same steps, within 1e-4 relative. No Python runs here: the files are the contract.
 #include <cmath>
@@ -86,7 +87,9 @@ INSTANTIATE_TEST_SUITE_P(Torch2, Torch2Fixture,
                                            "ops_dynamo", "ops_torchscript", "gpt2_dynamo", "gpt2_torchscript",
                                            "bert_dynamo", "bert_torchscript", "llama_dynamo", "qwen2_dynamo",
                                            "distilbert_dynamo", "distilbert_torchscript", "vit_dynamo",
-                                           "vit_torchscript"));
+                                           "vit_torchscript", "gpt2cls_dynamo", "gpt2cls_torchscript",
+                                           "convnext_dynamo", "convnext_torchscript", "efficientnet_dynamo",
+                                           "efficientnet_torchscript", "swin_dynamo", "swin_torchscript"));
 
 }  // namespace
 }  // namespace gp::exec

@@ -203,6 +203,30 @@ TEST(RuntimeEquivalence, HuggingFaceGpt2PartitionedByGpp) {
   std::cout << "runs " << cov.runs << ", policies " << cov.policies.size() << std::endl;
 }
 
+// torchvision ConvNeXt with stochastic depth 0.5 (tests/data/torch2/convnext_sd_torchscript): each
+// block's [N, 1, 1, 1] RandomUniformLike draw is a pure function of (step, micro-batch, op, row), so
+// pipeline stages draw what one device draws and every schedule ends with one device's weights.
+TEST(RuntimeEquivalence, StochasticDepthDrawsAsOneDevice) {
+  auto const dir = std::filesystem::path(GP_SOURCE_DIR) / "tests" / "data" / "torch2" / "convnext_sd_torchscript";
+  auto built = graph::load_onnx((dir / "model.onnx").string());
+  ASSERT_TRUE(built.is_ok()) << built.status().message();
+  int draws = 0;
+  for (graph::Op const& op : built->ops()) draws += op.type == "RandomUniformLike";
+  EXPECT_EQ(draws, 3);
+  auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
+  TrainConfig c = config_for(models::Task::kClassification, 4, 2, 2);
+  c.data.kind = DataConfig::Kind::kNpy;
+  c.data.inputs = {(dir / "input_0.npy").string()};
+  c.data.labels = (dir / "labels.npy").string();
+  auto const want = testing::train_single(*g, c);
+  Coverage cov;
+  auto plan = testing::make_plan(g, "gpp", 2, c, false);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  EXPECT_GE(plan->stages.size(), 2u);
+  check_all_policies(*g, c, *plan, want, "convnext stochastic depth gpp x2", cov);
+  EXPECT_GE(cov.runs, 2);
+}
+
 // The losses the runtime reports are the single device's, and a pipeline checkpoint resumes on
 // one device (same format) to the same weights as an uninterrupted run.
 TEST(RuntimeEquivalence, LossesAndCheckpointsMatchOneDevice) {
