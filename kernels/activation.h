@@ -7,36 +7,13 @@
 
 #include <cstdint>
 
+#include "kernels/hd/activation.h"
+
 namespace gp::kernels {
 
-enum class Pointwise : uint8_t {
-  kErf,
-  kSelu,             // gamma · (x > 0 ? x : alpha · (e^x − 1))
-  kCelu,             // max(0, x) + min(0, alpha · (e^(x/alpha) − 1))
-  kSoftsign,         // x / (1 + |x|)
-  kHardSigmoid,      // max(0, min(1, alpha · x + beta))
-  kThresholdedRelu,  // x > alpha ? x : 0
-  kSin,
-  kCos,
-  kTan,
-  kAsin,
-  kAcos,
-  kAtan,
-  kSinh,
-  kCosh,
-  kAsinh,
-  kAcosh,
-  kAtanh,
-  kSign,  // zero gradient from here on
-  kFloor,
-  kCeil,
-  kRound,  // half to even
-};
-struct PointwiseParams {
-  float alpha = 0.f;
-  float beta = 0.f;
-  float gamma = 0.f;
-};
+// The per-element formulas live in kernels/hd/activation.h, which the CUDA kernels share.
+using hd::Pointwise;
+using hd::PointwiseParams;
 
 void pointwise_forward(Pointwise f, PointwiseParams const& p, float const* x, int64_t n, float* y);
 void pointwise_backward(Pointwise f, PointwiseParams const& p, float const* x, float const* grad_y, int64_t n,

@@ -25,6 +25,13 @@ template <typename T>
 cudaError_t unary_backward(hd::UnaryKind kind, float alpha, T const* kept, T const* dy, T* dx, int64_t n,
                            cudaStream_t stream);
 
+// y = f(x) and dx = f'(x)·dy for the other activations (hd::Pointwise: the CPU's own formulas).
+template <typename T>
+cudaError_t pointwise_forward(hd::Pointwise f, hd::PointwiseParams p, T const* x, T* y, int64_t n, cudaStream_t stream);
+template <typename T>
+cudaError_t pointwise_backward(hd::Pointwise f, hd::PointwiseParams p, T const* x, T const* dy, T* dx, int64_t n,
+                               cudaStream_t stream);
+
 // y[i] = a[offset_a(i)] ∘ b[offset_b(i)] over the index's output (hd::make_binary_index).
 template <typename T>
 cudaError_t binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a, T const* b, T* y,

@@ -1,6 +1,7 @@
 // Per-element math of the elementwise operators (kernels/cuda/activation.cu, binary.cu and view.cu) with the CPU
-// backend's formulas (oneDNN eltwise, kernels/activation.cc): activations, Pow with a scalar exponent,
-// and the four broadcasting arithmetic operators. Computed in float whatever T is.
+// backend's formulas (oneDNN eltwise, kernels/activation.cc, which runs the Pointwise ones below):
+// activations, Pow with a scalar exponent, and the four broadcasting arithmetic operators. Computed
+// in float whatever T is.
 #pragma once
 
 #include <cmath>
@@ -115,6 +116,195 @@ GP_HD T unary_forward(UnaryKind k, float alpha, T x) {
 template <typename T>
 GP_HD T unary_backward(UnaryKind k, float alpha, T kept, T dy) {
   return static_cast<T>(unary_backward_f(k, alpha, static_cast<float>(kept), static_cast<float>(dy)));
+}
+
+// ---- the other elementwise activations and math ----
+// The CPU's plain loops (kernels/activation.cc) and the formulas of the oneDNN eltwise algorithms
+// it runs Clip, HardSwish, Softplus, Reciprocal and Elu through, as ONNX defines them: one
+// definition for the CPU loops and the CUDA kernels. Backward is dy · f'(x) from the saved input.
+enum class Pointwise : uint8_t {
+  kErf,
+  kSelu,             // gamma · (x > 0 ? x : alpha · (e^x − 1))
+  kCelu,             // max(0, x) + min(0, alpha · (e^(x/alpha) − 1))
+  kSoftsign,         // x / (1 + |x|)
+  kHardSigmoid,      // max(0, min(1, alpha · x + beta))
+  kThresholdedRelu,  // x > alpha ? x : 0
+  kSin,
+  kCos,
+  kTan,
+  kAsin,
+  kAcos,
+  kAtan,
+  kSinh,
+  kCosh,
+  kAsinh,
+  kAcosh,
+  kAtanh,
+  kSign,  // zero gradient from here to kRound
+  kFloor,
+  kCeil,
+  kRound,       // half to even
+  kClip,        // min(max(x, alpha), beta); the gradient flows where alpha < x <= beta (oneDNN's clip_v2)
+  kHardSwish,   // x · max(0, min(1, x / 6 + 1/2))
+  kSoftplus,    // log(1 + e^x), x itself past 20 (where the two agree in float)
+  kReciprocal,  // 1 / x
+  kElu,         // x > 0 ? x : alpha · (e^x − 1)
+};
+struct PointwiseParams {
+  float alpha = 0.f;
+  float beta = 0.f;
+  float gamma = 0.f;
+};
+
+// sin and cos. On the device, libm's sinf/cosf keep a Payne-Hanek reduction for huge arguments in
+// local memory (the ptxas gate refuses any): there the argument is reduced to [−π, π] in double
+// and the hardware's __sinf/__cosf finish (absolute error under 5e-7 there). The host uses libm.
+GP_HD float hd_sin(float v) {
+#if defined(__CUDA_ARCH__)
+  double const k = rint(static_cast<double>(v) * 0.15915494309189535);  // 1 / (2π)
+  return __sinf(static_cast<float>(fma(-k, 6.283185307179586, static_cast<double>(v))));
+#else
+  return sinf(v);
+#endif
+}
+GP_HD float hd_cos(float v) {
+#if defined(__CUDA_ARCH__)
+  double const k = rint(static_cast<double>(v) * 0.15915494309189535);
+  return __cosf(static_cast<float>(fma(-k, 6.283185307179586, static_cast<double>(v))));
+#else
+  return cosf(v);
+#endif
+}
+
+GP_HD float pointwise_forward_f(Pointwise f, PointwiseParams const& p, float v) {
+  float const a = p.alpha, b = p.beta, g = p.gamma;
+  switch (f) {
+    case Pointwise::kErf:
+      return erff(v);
+    case Pointwise::kSelu:
+      return g * (v > 0.f ? v : a * expm1f(v));
+    case Pointwise::kCelu:
+      return fmaxf(0.f, v) + fminf(0.f, a * expm1f(v / a));
+    case Pointwise::kSoftsign:
+      return v / (1.f + fabsf(v));
+    case Pointwise::kHardSigmoid:
+      return fmaxf(0.f, fminf(1.f, a * v + b));
+    case Pointwise::kThresholdedRelu:
+      return v > a ? v : 0.f;
+    case Pointwise::kSin:
+      return hd_sin(v);
+    case Pointwise::kCos:
+      return hd_cos(v);
+    case Pointwise::kTan:
+      return hd_sin(v) / hd_cos(v);
+    case Pointwise::kAsin:
+      return asinf(v);
+    case Pointwise::kAcos:
+      return acosf(v);
+    case Pointwise::kAtan:
+      return atanf(v);
+    case Pointwise::kSinh:
+      return sinhf(v);
+    case Pointwise::kCosh:
+      return coshf(v);
+    case Pointwise::kAsinh:
+      return asinhf(v);
+    case Pointwise::kAcosh:
+      return acoshf(v);
+    case Pointwise::kAtanh:
+      return atanhf(v);
+    case Pointwise::kSign:
+      return v > 0.f ? 1.f : v < 0.f ? -1.f : v;  // keeps ±0 and NaN
+    case Pointwise::kFloor:
+      return floorf(v);
+    case Pointwise::kCeil:
+      return ceilf(v);
+    case Pointwise::kRound:
+      return nearbyintf(v);
+    case Pointwise::kClip:
+      return fminf(fmaxf(v, a), b);
+    case Pointwise::kHardSwish:
+      return v * fmaxf(0.f, fminf(1.f, v * (1.f / 6.f) + 0.5f));
+    case Pointwise::kSoftplus:
+      return v > 20.f ? v : log1pf(expf(v));
+    case Pointwise::kReciprocal:
+      return 1.f / v;
+    case Pointwise::kElu:
+      return v > 0.f ? v : a * expm1f(v);
+  }
+  return v;
+}
+
+// f'(x).
+GP_HD float pointwise_derivative(Pointwise f, PointwiseParams const& p, float v) {
+  float const a = p.alpha, b = p.beta, g = p.gamma;
+  switch (f) {
+    case Pointwise::kErf:
+      return kTwoOverSqrtPi * expf(-v * v);
+    case Pointwise::kSelu:
+      return v > 0.f ? g : g * a * expf(v);
+    case Pointwise::kCelu:
+      return (v > 0.f ? 1.f : 0.f) + (a * expm1f(v / a) < 0.f ? expf(v / a) : 0.f);
+    case Pointwise::kSoftsign: {
+      float const d = 1.f + fabsf(v);
+      return 1.f / (d * d);
+    }
+    case Pointwise::kHardSigmoid: {
+      float const z = a * v + b;
+      return z > 0.f && z < 1.f ? a : 0.f;
+    }
+    case Pointwise::kThresholdedRelu:
+      return v > a ? 1.f : 0.f;
+    case Pointwise::kSin:
+      return hd_cos(v);
+    case Pointwise::kCos:
+      return -hd_sin(v);
+    case Pointwise::kTan: {
+      float const c = hd_cos(v);
+      return 1.f / (c * c);
+    }
+    case Pointwise::kAsin:
+      return 1.f / sqrtf(1.f - v * v);
+    case Pointwise::kAcos:
+      return -1.f / sqrtf(1.f - v * v);
+    case Pointwise::kAtan:
+      return 1.f / (1.f + v * v);
+    case Pointwise::kSinh:
+      return coshf(v);
+    case Pointwise::kCosh:
+      return sinhf(v);
+    case Pointwise::kAsinh:
+      return 1.f / sqrtf(v * v + 1.f);
+    case Pointwise::kAcosh:
+      return 1.f / sqrtf(v * v - 1.f);
+    case Pointwise::kAtanh:
+      return 1.f / (1.f - v * v);
+    case Pointwise::kSign:
+    case Pointwise::kFloor:
+    case Pointwise::kCeil:
+    case Pointwise::kRound:
+      return 0.f;
+    case Pointwise::kClip:
+      return v > a && v <= b ? 1.f : 0.f;
+    case Pointwise::kHardSwish:
+      return v < -3.f ? 0.f : v > 3.f ? 1.f : v * (1.f / 3.f) + 0.5f;
+    case Pointwise::kSoftplus:
+      return 1.f / (1.f + expf(-v));
+    case Pointwise::kReciprocal:
+      return -1.f / (v * v);
+    case Pointwise::kElu:
+      return v > 0.f ? 1.f : a * expf(v);
+  }
+  return 0.f;
+}
+
+template <typename T>
+GP_HD T pointwise_forward(Pointwise f, PointwiseParams const& p, T x) {
+  return static_cast<T>(pointwise_forward_f(f, p, static_cast<float>(x)));
+}
+template <typename T>
+GP_HD T pointwise_backward(Pointwise f, PointwiseParams const& p, T x, T dy) {
+  return static_cast<T>(static_cast<float>(dy) * pointwise_derivative(f, p, static_cast<float>(x)));
 }
 
 enum class BinaryKind : int32_t { kAdd, kSub, kMul, kDiv };

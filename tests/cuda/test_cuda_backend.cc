@@ -194,6 +194,41 @@ std::vector<Case> cases() {
                      {{"a", random_tensor({2, 1, 4}, 57), kIn}, {"b", random_tensor({3, 1}, 58, 0.5f, 1.f), kW}});
     });
   }
+  // The other activations (hd::Pointwise), each inside its domain.
+  struct Pw {
+    char const* type;
+    graph::OpAttrs attrs;
+    float lo, hi;
+    bool positive;
+  };
+  for (Pw const& p : std::vector<Pw>{{"Selu", graph::ActivationAttrs{1.6733f, 0.f, 1.0507f}, 0.1f, 1.f, false},
+                                     {"Celu", graph::ActivationAttrs{0.7f}, 0.1f, 1.f, false},
+                                     {"Softsign", {}, 0.1f, 1.f, false},
+                                     {"HardSigmoid", graph::ActivationAttrs{0.2f, 0.5f}, 0.1f, 1.f, false},
+                                     {"ThresholdedRelu", graph::ActivationAttrs{0.5f}, 0.1f, 1.f, false},
+                                     {"Sin", {}, 0.1f, 1.f, false},
+                                     {"Cos", {}, 0.1f, 1.f, false},
+                                     {"Tan", {}, 0.1f, 1.f, false},
+                                     {"Asin", {}, 0.05f, 0.9f, false},
+                                     {"Acos", {}, 0.05f, 0.9f, false},
+                                     {"Atan", {}, 0.1f, 1.f, false},
+                                     {"Sinh", {}, 0.1f, 1.f, false},
+                                     {"Cosh", {}, 0.1f, 1.f, false},
+                                     {"Asinh", {}, 0.1f, 1.f, false},
+                                     {"Acosh", {}, 1.1f, 3.f, true},
+                                     {"Atanh", {}, 0.05f, 0.9f, false},
+                                     {"Sign", {}, 0.1f, 1.f, false},
+                                     {"Floor", {}, 0.1f, 3.f, false},
+                                     {"Ceil", {}, 0.1f, 3.f, false},
+                                     {"Round", {}, 0.1f, 3.f, false},
+                                     {"Clip", graph::ClipAttrs{-0.5f, 0.5f}, 0.1f, 1.f, false},
+                                     {"HardSwish", {}, 0.1f, 4.5f, false},
+                                     {"Softplus", {}, 0.1f, 1.f, false},
+                                     {"Reciprocal", {}, 0.3f, 3.f, false},
+                                     {"Elu", graph::ActivationAttrs{0.8f}, 0.1f, 1.f, false}})
+    add(p.type, [p] {
+      return make_op(p.type, p.attrs, {{"x", random_tensor({3, 7}, 83, p.lo, p.hi, p.positive), kIn}});
+    });
   add("Dropout training", [] {
     return make_op("Dropout", graph::DropoutAttrs{0.3f, true}, {{"x", random_tensor({4, 6}, 59), kIn}}, 2);
   });

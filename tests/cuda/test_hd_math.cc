@@ -90,6 +90,64 @@ TEST(HdMath, UnaryTwinsMatchCpuForwardAndBackward) {
   }
 }
 
+// The other activations (hd::Pointwise). The CPU runs most of them through the same functions
+// (kernels/activation.cc's loops), so for those this checks the attributes reach them alike; Clip,
+// HardSwish, Softplus, Reciprocal and Elu run on the CPU through oneDNN eltwise, an independent
+// implementation. Inputs inside each function's domain; tolerance 1e-6 + 2e-5·|ref|.
+struct PointwiseCase {
+  std::string type;
+  graph::OpAttrs attrs;
+  hd::Pointwise f;
+  hd::PointwiseParams p{};
+  float lo = 0.05f, hi = 3.f;
+  bool positive = false;
+};
+
+TEST(HdMath, PointwiseTwinsMatchCpuForwardAndBackward) {
+  using P = hd::Pointwise;
+  std::vector<PointwiseCase> const cases{
+      {"Selu", graph::ActivationAttrs{1.6733f, 0.f, 1.0507f}, P::kSelu, {1.6733f, 0.f, 1.0507f}},
+      {"Celu", graph::ActivationAttrs{0.7f}, P::kCelu, {0.7f}},
+      {"Softsign", {}, P::kSoftsign},
+      {"HardSigmoid", graph::ActivationAttrs{0.2f, 0.5f}, P::kHardSigmoid, {0.2f, 0.5f}},
+      {"ThresholdedRelu", graph::ActivationAttrs{0.5f}, P::kThresholdedRelu, {0.5f}},
+      {"Sin", {}, P::kSin},
+      {"Cos", {}, P::kCos},
+      {"Tan", {}, P::kTan, {}, 0.05f, 1.2f},
+      {"Asin", {}, P::kAsin, {}, 0.05f, 0.9f},
+      {"Acos", {}, P::kAcos, {}, 0.05f, 0.9f},
+      {"Atan", {}, P::kAtan},
+      {"Sinh", {}, P::kSinh},
+      {"Cosh", {}, P::kCosh},
+      {"Asinh", {}, P::kAsinh},
+      {"Acosh", {}, P::kAcosh, {}, 1.1f, 3.f, true},
+      {"Atanh", {}, P::kAtanh, {}, 0.05f, 0.9f},
+      {"Sign", {}, P::kSign},
+      {"Floor", {}, P::kFloor},
+      {"Ceil", {}, P::kCeil},
+      {"Round", {}, P::kRound},
+      {"Clip", graph::ClipAttrs{-0.5f, 1.5f}, P::kClip, {-0.5f, 1.5f}},
+      {"HardSwish", {}, P::kHardSwish, {}, 0.05f, 4.5f},
+      {"Softplus", {}, P::kSoftplus},
+      {"Reciprocal", {}, P::kReciprocal, {}, 0.3f, 3.f},
+      {"Elu", graph::ActivationAttrs{0.8f}, P::kElu, {0.8f}},
+  };
+  Tol const tol{1e-6, 2e-5};
+  for (PointwiseCase const& c : cases) {
+    SCOPED_TRACE(c.type);
+    Tensor x = random_tensor({3, 37}, 12, c.lo, c.hi, c.positive);
+    CpuRun r = run_cpu(make_op(c.type, c.attrs, {{"x", x, TensorRole::kInput}}));
+    Vec const xv = values(x), dy = values(r.dy);
+    Vec y(xv.size()), dx(xv.size());
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      y[i] = hd::pointwise_forward(c.f, c.p, xv[i]);
+      dx[i] = hd::pointwise_backward(c.f, c.p, xv[i], dy[i]);
+    }
+    EXPECT_TRUE(close(y, values(r.out[0]), tol));
+    EXPECT_TRUE(close(dx, values(r.gin.at(0)), tol));
+  }
+}
+
 // ---- Add, Sub, Mul, Div with broadcasting (tolerance 1e-6 + 1e-5·|ref|: sum orders differ) ----
 
 Vec binary_twin(hd::BinaryKind k, Vec const& a, std::vector<int64_t> const& as, Vec const& b,
