@@ -187,6 +187,10 @@ std::vector<float> Tensor::to_vector() const {
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(data<int64_t>()[i]);
   } else if (dtype_ == DType::kInt32) {
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(data<int32_t>()[i]);
+  } else if (dtype_ == DType::kInt8) {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(data<int8_t>()[i]);
+  } else if (dtype_ == DType::kUInt8 || dtype_ == DType::kBool) {  // a bool is one byte, 0 or 1
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(data<uint8_t>()[i]);
   } else {
     assert(false && "to_vector: unsupported dtype");
   }

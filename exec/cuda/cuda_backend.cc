@@ -30,8 +30,8 @@ Table const& kernel_table() {
   static Table const table = [] {
     Table t;
     for (auto family :
-         {cuda::activation_kernels, cuda::binary_kernels, cuda::reduce_kernels, cuda::view_kernels, cuda::move_kernels,
-          cuda::pool_kernels, cuda::linalg_kernels, cuda::conv_kernels, cuda::norm_kernels})
+         {cuda::activation_kernels, cuda::binary_kernels, cuda::logic_kernels, cuda::reduce_kernels, cuda::view_kernels,
+          cuda::move_kernels, cuda::pool_kernels, cuda::linalg_kernels, cuda::conv_kernels, cuda::norm_kernels})
       for (KernelEntry& e : family()) {
         OpKind const op = e.op;
         DType const dtype = e.dtype;
@@ -111,10 +111,13 @@ std::map<std::string, std::string> CudaBackend::unsupported_ops() { return unsup
 
 std::map<std::string, CudaBackend::Coverage> CudaBackend::coverage() {
   std::map<std::string, Coverage> out;
-  for (auto const& [key, e] : kernel_table().entries())
-    if (key.second == DType::kFloat32)
-      out[std::string(graph::ops::op_kind_name(key.first->kind))] = {
-          e.kernels.forward != nullptr, e.kernels.backward_input != nullptr, e.kernels.backward_weight != nullptr};
+  // An op counts as covered by any of its dtypes' entries (the logic family's bool-only ones too).
+  for (auto const& [key, e] : kernel_table().entries()) {
+    Coverage& c = out[std::string(graph::ops::op_kind_name(key.first->kind))];
+    c.forward = c.forward || e.kernels.forward != nullptr;
+    c.backward_input = c.backward_input || e.kernels.backward_input != nullptr;
+    c.backward_weight = c.backward_weight || e.kernels.backward_weight != nullptr;
+  }
   return out;
 }
 

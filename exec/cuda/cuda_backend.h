@@ -81,7 +81,7 @@ class CudaBackend final : public Backend {
   struct Coverage {
     bool forward = false, backward_input = false, backward_weight = false;
   };
-  static std::map<std::string, Coverage> coverage();  // per op type (float32 entries)
+  static std::map<std::string, Coverage> coverage();  // per op type (any dtype's entry)
   // What supports() answers, without a device: Ok or kUnsupported naming op, dtype and reason.
   static Status supports_op(graph::Op const& op, graph::OpGraph const& graph);
 

@@ -21,6 +21,7 @@ struct KernelEntry {
 // One function per op family (graph/ops/registry.h), in exec/cuda/<family>.cc.
 std::vector<KernelEntry> activation_kernels();
 std::vector<KernelEntry> binary_kernels();
+std::vector<KernelEntry> logic_kernels();
 std::vector<KernelEntry> reduce_kernels();
 std::vector<KernelEntry> view_kernels();
 std::vector<KernelEntry> move_kernels();

@@ -48,6 +48,45 @@ Status expand_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   return Status::ok();
 }
 
+// Masks and indices (a causal mask broadcast over the micro-batch, int64 ids): copied by element
+// size, never differentiated.
+Status expand_bytes_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(std::vector<int64_t> shape,
+                   graph::ops::expand_output_shape(call.graph, call.op, x.shape(), call.batch));
+  ASSIGN_OR_RETURN(Tensor y, empty(shape, x.dtype()));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (y.numel() == 0) return Status::ok();
+  hd::StridedParams p;
+  if (!hd::make_strided(shape, hd::broadcast_strides(x.shape(), shape), hd::row_major_strides(shape), p))
+    return unsupported(call.op.type + " '" + call.op.name + "': a copy over " + dims_string(shape) +
+                       " keeps more than " + std::to_string(hd::kMaxRank) + " dims after merging contiguous ones");
+  ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
+  switch (graph::dtype_size(x.dtype())) {
+    case 8:
+      GP_CUDA_CHECK(
+          kc::strided_copy(static_cast<int64_t const*>(x.raw()), static_cast<int64_t*>(y.raw()), p, false, s));
+      break;
+    case 4:
+      GP_CUDA_CHECK(
+          kc::strided_copy(static_cast<int32_t const*>(x.raw()), static_cast<int32_t*>(y.raw()), p, false, s));
+      break;
+    case 1:
+      GP_CUDA_CHECK(
+          kc::strided_copy(static_cast<uint8_t const*>(x.raw()), static_cast<uint8_t*>(y.raw()), p, false, s));
+      break;
+    default:
+      return op_error(call, "cannot copy elements of " + std::to_string(graph::dtype_size(x.dtype())) + " bytes");
+  }
+  return Status::ok();
+}
+
+Status no_gradient(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                   std::vector<Tensor>&, bool) {
+  return Status::ok();
+}
+
 Status expand_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
@@ -292,6 +331,9 @@ std::vector<KernelEntry> move_kernels() {
     t.push_back({type, DType::kFloat32, k, min_inputs});
   };
   add(OpKind::kExpand, {expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>});
+  for (DType d : {DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8})
+    t.push_back(
+        {OpKind::kExpand, d, {expand_bytes_forward, no_gradient, no_gradient, require_attrs<graph::ExpandAttrs>}, 1});
   add(OpKind::kTranspose,
       {transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>});
   add(OpKind::kConcat, {concat_forward, concat_backward, concat_backward, require_attrs<graph::ConcatAttrs>});

@@ -1,7 +1,9 @@
 // The CUDA backend's view family: views that share storage (Reshape, Flatten, Squeeze, Unsqueeze,
-// Identity, same-type Cast) and Dropout (the CPU's mask bit for bit). Same inputs, outputs and
+// Identity, same-type Cast; any dtype), Cast between float32, int64, int32 and bool, Dropout (the
+// CPU's mask bit for bit) and the random ops (the CPU's draws). Same inputs, outputs and
 // conventions as the CPU's exec/cpu/view.cc; kernels in kernels/cuda/math.h.
 #include <algorithm>
+#include <cstring>
 
 #include "exec/cuda/ops_common.h"
 #include "kernels/cuda/math.h"
@@ -13,6 +15,7 @@
 #include "graph/ops/view.h"
 #include "kernels/cuda/move.h"
 #include "kernels/hd/move.h"
+#include "kernels/hd/view.h"
 #include "exec/cuda/cuda_ops.h"
 
 namespace gp::exec::cuda {
@@ -87,6 +90,129 @@ Status reshape_backward(OpCall const& call, Saved const& saved, std::vector<Tens
   return emit_grad(call, grads, 0, g.reshaped(in_shape), accumulate);
 }
 
+// ---- Cast between float32, int64, int32 and bool (the same type is a view) ----
+
+bool castable(DType d) {
+  return d == DType::kFloat32 || d == DType::kInt64 || d == DType::kInt32 || d == DType::kBool || d == DType::kUInt8;
+}
+
+Status cast_convert_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::CastAttrs>(op, graph));
+  DType const from = graph.tensor(op.inputs[0]).dtype, to = graph.tensor(op.outputs[0]).dtype;
+  if (!castable(from) || !castable(to))
+    return unsupported("Cast from " + std::string(graph::dtype_name(from)) + " to " + graph::dtype_name(to) +
+                       " (float32, int64, int32 and bool run on CUDA)");
+  return Status::ok();
+}
+
+template <typename From>
+Status cast_from(Tensor const& x, Tensor& y, cudaStream_t stream) {
+  From const* src = x.data<From>();
+  int64_t const n = x.numel();
+  switch (y.dtype()) {
+    case DType::kFloat32:
+      GP_CUDA_CHECK(kc::cast(src, y.data<float>(), n, false, stream));
+      break;
+    case DType::kInt64:
+      GP_CUDA_CHECK(kc::cast(src, y.data<int64_t>(), n, false, stream));
+      break;
+    case DType::kInt32:
+      GP_CUDA_CHECK(kc::cast(src, y.data<int32_t>(), n, false, stream));
+      break;
+    default:  // bool (nonzero) and uint8 (the value)
+      GP_CUDA_CHECK(kc::cast(src, y.data<uint8_t>(), n, y.dtype() == DType::kBool, stream));
+      break;
+  }
+  return Status::ok();
+}
+
+Status cast_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  DType const to = call.graph.tensor(call.op.outputs[0]).dtype;
+  if (x.dtype() == to) return reshape_forward(call, in, out, saved);
+  ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), to));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  switch (x.dtype()) {
+    case DType::kFloat32:
+      RETURN_IF_ERROR(cast_from<float>(x, y, stream));
+      break;
+    case DType::kInt64:
+      RETURN_IF_ERROR(cast_from<int64_t>(x, y, stream));
+      break;
+    case DType::kInt32:
+      RETURN_IF_ERROR(cast_from<int32_t>(x, y, stream));
+      break;
+    default:
+      RETURN_IF_ERROR(cast_from<uint8_t>(x, y, stream));
+      break;
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {shape_tensor(x.shape())};
+  return Status::ok();
+}
+
+// Between types a cast is a step (to or from an integer): zero gradient for a float32 input that
+// asks, as on the CPU; the same type is a view.
+Status cast_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                     std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (call.graph.tensor(call.op.inputs[0]).dtype == call.graph.tensor(call.op.outputs[0]).dtype)
+    return reshape_backward(call, saved, gout, wanted, grads, accumulate);
+  if (!wants(wanted, 0) || accumulate) return Status::ok();
+  ASSIGN_OR_RETURN(Tensor z, zeros(shape_of(saved.tensors.at(0))));
+  return emit_grad(call, grads, 0, z, false);
+}
+
+// ---- RandomUniformLike, RandomNormalLike, Bernoulli: the CPU's draws ----
+
+Status random_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::RandomAttrs>(op, graph));
+  DType const to = graph.tensor(op.outputs.at(0)).dtype;
+  bool const bernoulli = attrs_of<graph::RandomAttrs>(op)->kind == graph::RandomKind::kBernoulli;
+  if (bernoulli && graph.tensor(op.inputs.at(0)).dtype != DType::kFloat32)
+    return unsupported("Bernoulli probabilities must be float32");
+  if (to != DType::kFloat32 && !(bernoulli && (to == DType::kBool || to == DType::kUInt8)))
+    return unsupported("output dtype " + std::string(graph::dtype_name(to)) + " (float32 only)");
+  return Status::ok();
+}
+
+uint64_t random_seed(OpCall const& call, graph::RandomAttrs const& a) {
+  if (!a.has_seed) return call.rng_seed;
+  uint32_t bits = 0;
+  std::memcpy(&bits, &a.seed, sizeof bits);
+  return call.rng_seed ^ kernels::hd::splitmix64(bits);
+}
+
+Status random_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::RandomAttrs>(call.op);
+  Tensor const& x = in[0];
+  DType const to = call.graph.tensor(call.op.outputs[0]).dtype;
+  ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), to));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  uint64_t const seed = random_seed(call, a);
+  if (a.kind == graph::RandomKind::kBernoulli) {
+    if (to == DType::kFloat32)
+      GP_CUDA_CHECK(kc::bernoulli(seed, x.data<float>(), y.data<float>(), y.numel(), stream));
+    else
+      GP_CUDA_CHECK(kc::bernoulli(seed, x.data<float>(), y.data<uint8_t>(), y.numel(), stream));
+  } else {
+    GP_CUDA_CHECK(
+        kc::random_fill(a.kind == graph::RandomKind::kNormal, seed, a.a, a.b, y.data<float>(), y.numel(), stream));
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {shape_tensor(x.shape())};
+  return Status::ok();
+}
+
+// A draw does not depend on its input's values: zero gradient for a float32 input that asks.
+Status random_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const&,
+                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || accumulate) return Status::ok();
+  ASSIGN_OR_RETURN(Tensor z, zeros(shape_of(saved.tensors.at(0))));
+  return emit_grad(call, grads, 0, z, false);
+}
+
 }  // namespace
 
 std::vector<KernelEntry> view_kernels() {
@@ -95,9 +221,17 @@ std::vector<KernelEntry> view_kernels() {
   t.push_back(
       {OpKind::kDropout, f32, {dropout_forward<float>, dropout_backward<float>, dropout_backward<float>, no_check}, 1});
   OpKernels const view{reshape_forward, reshape_backward, reshape_backward, graph::ops::view_check};
-  for (OpKind v : {OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze, OpKind::kUnsqueeze, OpKind::kIdentity})
-    t.push_back({v, f32, view, 1});
-  t.push_back({OpKind::kCast, f32, {reshape_forward, reshape_backward, reshape_backward, graph::ops::cast_check}, 1});
+  OpKernels const cast{cast_forward, cast_backward, cast_backward, cast_convert_check};
+  // Views only reinterpret the bytes: masks and ids too (an int64 target unsqueezed for a loss).
+  for (DType d : {f32, DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8}) {
+    for (OpKind v : {OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze, OpKind::kUnsqueeze, OpKind::kIdentity})
+      t.push_back({v, d, view, 1});
+    t.push_back({OpKind::kCast, d, cast, 1});
+  }
+  OpKernels const random{random_forward, random_backward, random_backward, random_check};
+  for (OpKind r : {OpKind::kRandomUniformLike, OpKind::kRandomNormalLike, OpKind::kBernoulli})
+    for (DType d : {f32, DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8})
+      if (r != OpKind::kBernoulli || d == f32) t.push_back({r, d, random, 1});
   return t;
 }
 

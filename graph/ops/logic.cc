@@ -270,9 +270,10 @@ Result<Inferred> infer_range(InferContext const& c) {
       return unsupported(std::string("a Range whose ") + names[k] + " holds the batch size");
   }
   DType const dtype = v[0]->dtype;
-  if (dtype != DType::kInt64 && dtype != DType::kInt32)
-    return unsupported("a Range over the batch size of dtype " + std::string(dtype_name(dtype)) +
-                       " (int64 and int32 are supported)");
+  for (StaticValue const* x : v)
+    if (x->is_float() || (x->dtype != DType::kInt64 && x->dtype != DType::kInt32) || x->i.size() != 1)
+      return unsupported("a Range over the batch size of dtype " + std::string(dtype_name(x->dtype)) +
+                         " (int64 and int32 are supported)");
   RangeAttrs a;
   a.start = static_cast<double>(v[0]->i.at(0));
   a.limit = static_cast<double>(v[1]->i.at(0));
@@ -293,7 +294,8 @@ Result<Inferred> infer_range(InferContext const& c) {
 }  // namespace
 
 Result<std::vector<int64_t>> range_output_shape(RangeAttrs const& a, int64_t batch) {
-  if (batch <= 0) return invalid_argument("its length holds the batch size, which is unknown here");
+  if (a.limit_batch != 0 && batch <= 0)
+    return invalid_argument("its length holds the batch size, which is unknown here");
   double const steps = std::ceil((a.limit + static_cast<double>(a.limit_batch * batch) - a.start) / a.delta);
   return std::vector<int64_t>{steps <= 0 ? 0 : static_cast<int64_t>(steps)};
 }

@@ -11,7 +11,7 @@
 namespace gp::graph::ops {
 
 // The length of a Range over the batch size for a micro-batch of `batch` samples: ceil((limit +
-// limit_batch · batch − start) / delta); an error when `batch` is unknown (0).
+// limit_batch · batch − start) / delta); an error when it needs `batch` and that is unknown (0).
 Result<std::vector<int64_t>> range_output_shape(RangeAttrs const& a, int64_t batch);
 
 }  // namespace gp::graph::ops

@@ -15,6 +15,7 @@
 #include "kernels/hd/norm.h"
 #include "kernels/hd/binary.h"
 #include "kernels/hd/activation.h"
+#include "kernels/hd/logic.h"
 
 namespace gp::kernels::cuda {
 
@@ -31,6 +32,26 @@ cudaError_t pointwise_forward(hd::Pointwise f, hd::PointwiseParams p, T const* x
 template <typename T>
 cudaError_t pointwise_backward(hd::Pointwise f, hd::PointwiseParams p, T const* x, T const* dy, T* dx, int64_t n,
                                cudaStream_t stream);
+
+// The logic family (kernels/cuda/logic.cu): y[i] = a ∘ b as one byte (comparisons, And/Or/Xor),
+// Not, Where (cx maps an output element to the condition and x, yy to y), and the full-shape
+// gradient of Where's x (to_x) or y (cd maps an output element to the condition and dy).
+template <typename T>
+cudaError_t logic_binary(hd::LogicKind kind, hd::BinaryIndex const& index, T const* a, T const* b, uint8_t* y,
+                         cudaStream_t stream);
+cudaError_t logical_not(uint8_t const* x, uint8_t* y, int64_t n, cudaStream_t stream);
+template <typename T>
+cudaError_t where(hd::BinaryIndex const& cx, hd::BinaryIndex const& yy, uint8_t const* c, T const* x, T const* y,
+                  T* out, cudaStream_t stream);
+template <typename T>
+cudaError_t where_grad(hd::BinaryIndex const& cd, uint8_t const* c, T const* dy, bool to_x, T* full,
+                       cudaStream_t stream);
+
+// ConstantOfShape (y[i] = v) and Range (y[i] = start + i·delta, computed in double).
+template <typename T>
+cudaError_t fill_value(T* y, int64_t n, T v, cudaStream_t stream);
+template <typename T>
+cudaError_t iota(T* y, int64_t n, double start, double delta, cudaStream_t stream);
 
 // y[i] = a[offset_a(i)] ∘ b[offset_b(i)] over the index's output (hd::make_binary_index).
 template <typename T>
@@ -84,6 +105,15 @@ template <typename T>
 cudaError_t batchnorm_infer_backward_params(T const* x, T const* dy, float const* mean, float const* inv_std,
                                             int64_t batch, int64_t channels, int64_t spatial, T* dscale, T* dbias,
                                             cudaStream_t stream);
+
+// Cast: y = x converted (to_bool: x != 0, for ONNX's bool; float to integer truncates).
+template <typename From, typename To>
+cudaError_t cast(From const* x, To* y, int64_t n, bool to_bool, cudaStream_t stream);
+// RandomUniformLike (a = low, b = high) or RandomNormalLike (normal: a = mean, b = scale), and
+// Bernoulli: the CPU's draws (kernels/hd/view.h) for `seed`.
+cudaError_t random_fill(bool normal, uint64_t seed, float a, float b, float* y, int64_t n, cudaStream_t stream);
+template <typename To>
+cudaError_t bernoulli(uint64_t seed, float const* p, To* y, int64_t n, cudaStream_t stream);
 
 // Training dropout with hd::dropout_keep's mask (the CPU's): y = x·keep/(1 − ratio), mask = keep.
 template <typename T>

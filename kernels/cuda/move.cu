@@ -50,6 +50,10 @@ cudaError_t reduce_to(T const* src, T* dst, hd::ReduceParams const& p, int64_t t
 }
 
 template cudaError_t strided_copy<float>(float const*, float*, hd::StridedParams const&, bool, cudaStream_t);
+// Masks and indices (Expand of a bool mask or int64 ids), copied by element size.
+template cudaError_t strided_copy<int64_t>(int64_t const*, int64_t*, hd::StridedParams const&, bool, cudaStream_t);
+template cudaError_t strided_copy<int32_t>(int32_t const*, int32_t*, hd::StridedParams const&, bool, cudaStream_t);
+template cudaError_t strided_copy<uint8_t>(uint8_t const*, uint8_t*, hd::StridedParams const&, bool, cudaStream_t);
 template cudaError_t reduce_to<float>(float const*, float*, hd::ReduceParams const&, int64_t, bool, cudaStream_t);
 
 }  // namespace gp::kernels::cuda

@@ -1,5 +1,6 @@
-// Dropout's kernels (launchers in kernels/cuda/math.h): the mask bit for bit as the CPU's, from
-// the per-element hash of kernels/hd/view.h.
+// The view family's kernels (launchers in kernels/cuda/math.h): Dropout's mask bit for bit as the
+// CPU's, and the random ops' draws, from the per-element hash of kernels/hd/view.h; Cast between
+// float32, int64, int32 and bool.
 #include "kernels/cuda/math.h"
 #include "kernels/cuda/block.cuh"
 #include "kernels/hd/view.h"
@@ -30,7 +31,53 @@ __global__ void dropout_backward_kernel(T const* __restrict__ dy, uint8_t const*
   for (int64_t i = global_thread(); i < n; i += grid_threads()) dx[i] = hd::dropout_apply(dy[i], mask[i] != 0, scale);
 }
 
+template <typename From, typename To>
+__global__ void cast_kernel(From const* __restrict__ x, To* __restrict__ y, int64_t n, bool to_bool) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    y[i] = to_bool ? static_cast<To>(x[i] != From(0)) : static_cast<To>(x[i]);
+}
+
+__global__ void random_kernel(int kind, uint64_t base, float a, float b, float* __restrict__ y, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    y[i] = kind == 0 ? hd::random_uniform_at(base, i, a, b) : hd::random_normal_at(base, i, a, b);
+}
+
+template <typename To>
+__global__ void bernoulli_kernel(uint64_t base, float const* __restrict__ p, To* __restrict__ y, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = hd::bernoulli_at(base, i, p[i]) ? To(1) : To(0);
+}
+
 }  // namespace
+
+template <typename From, typename To>
+cudaError_t cast(From const* x, To* y, int64_t n, bool to_bool, cudaStream_t stream) {
+  if (n > 0) cast_kernel<From, To><<<grid_for(n), kBlock, 0, stream>>>(x, y, n, to_bool);
+  return cudaGetLastError();
+}
+
+#define GP_CAST_FROM(F)                                                                   \
+  template cudaError_t cast<F, float>(F const*, float*, int64_t, bool, cudaStream_t);     \
+  template cudaError_t cast<F, int64_t>(F const*, int64_t*, int64_t, bool, cudaStream_t); \
+  template cudaError_t cast<F, int32_t>(F const*, int32_t*, int64_t, bool, cudaStream_t); \
+  template cudaError_t cast<F, uint8_t>(F const*, uint8_t*, int64_t, bool, cudaStream_t);
+GP_CAST_FROM(float)
+GP_CAST_FROM(int64_t)
+GP_CAST_FROM(int32_t)
+GP_CAST_FROM(uint8_t)
+#undef GP_CAST_FROM
+
+cudaError_t random_fill(bool normal, uint64_t seed, float a, float b, float* y, int64_t n, cudaStream_t stream) {
+  if (n > 0) random_kernel<<<grid_for(n), kBlock, 0, stream>>>(normal ? 1 : 0, hd::dropout_base(seed), a, b, y, n);
+  return cudaGetLastError();
+}
+
+template <typename To>
+cudaError_t bernoulli(uint64_t seed, float const* p, To* y, int64_t n, cudaStream_t stream) {
+  if (n > 0) bernoulli_kernel<To><<<grid_for(n), kBlock, 0, stream>>>(hd::dropout_base(seed), p, y, n);
+  return cudaGetLastError();
+}
+template cudaError_t bernoulli<float>(uint64_t, float const*, float*, int64_t, cudaStream_t);
+template cudaError_t bernoulli<uint8_t>(uint64_t, float const*, uint8_t*, int64_t, cudaStream_t);
 
 template <typename T>
 cudaError_t dropout_forward(T const* x, int64_t n, float ratio, uint64_t seed, T* y, uint8_t* mask,

@@ -64,6 +64,12 @@ TEST(CudaCompare, TheComparisonRejectsAPerturbedResult) {
   EXPECT_TRUE(first_mismatch({1.f}, want, 1e-4, 1e-5).has_value());
 }
 
+Tensor bool_tensor(std::vector<int64_t> shape, std::vector<uint8_t> const& v) {
+  Tensor t(std::move(shape), DType::kBool);
+  for (std::size_t i = 0; i < v.size(); ++i) t.data<uint8_t>()[i] = v[i];
+  return t;
+}
+
 struct Case {
   std::string label;
   std::function<OneOp()> make;
@@ -229,6 +235,72 @@ std::vector<Case> cases() {
     add(p.type, [p] {
       return make_op(p.type, p.attrs, {{"x", random_tensor({3, 7}, 83, p.lo, p.hi, p.positive), kIn}});
     });
+  // The logic family: comparisons of floats and of int64 ids, the boolean operators on masks, and
+  // Where with a broadcast condition (its gradient to x and y summed down).
+  for (char const* t : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
+    add(std::string(t) + " broadcast", [t] {
+      Tensor a = random_tensor({2, 3, 4}, 84);
+      Tensor b = random_tensor({3, 1}, 85);
+      a.data<float>()[0] = b.data<float>()[0];  // one tie, where Equal and the *OrEqual ops differ
+      return make_op(t, {}, {{"a", a, kIn}, {"b", b, kIn}});
+    });
+  add("Equal int64 ids", [] {
+    return make_op("Equal", {},
+                   {{"a", int_tensor({2, 4}, {0, 3, 0, 5, 7, 0, 1, 0}), kIn}, {"b", int_tensor({}, {0}), kIn}});
+  });
+  for (char const* t : {"And", "Or", "Xor"})
+    add(t, [t] {
+      return make_op(t, {},
+                     {{"a", bool_tensor({2, 3}, {1, 0, 1, 0, 1, 1}), kIn}, {"b", bool_tensor({3}, {1, 1, 0}), kIn}});
+    });
+  add("Not", [] { return make_op("Not", {}, {{"a", bool_tensor({2, 3}, {1, 0, 1, 0, 0, 1}), kIn}}); });
+  add("Where broadcast", [] {
+    return make_op("Where", {},
+                   {{"c", bool_tensor({3, 1}, {1, 0, 1}), kIn},
+                    {"x", random_tensor({2, 3, 4}, 86), kIn},
+                    {"y", random_tensor({4}, 87), kW}});
+  });
+  // Casts between types (float to int truncates; to bool is nonzero), views and Expand of ids and
+  // masks, ConstantOfShape and Range (static here: the sweep has no micro-batch), and the random
+  // ops (the CPU's draws, bit for bit).
+  add("Cast float to int64", [] {
+    return make_op("Cast", graph::CastAttrs{7}, {{"x", random_tensor({2, 5}, 88, 0.1f, 3.f), kIn}}, 1, {DType::kInt64});
+  });
+  add("Cast bool to float", [] {
+    return make_op("Cast", graph::CastAttrs{1}, {{"m", bool_tensor({2, 3}, {1, 0, 0, 1, 1, 0}), kIn}}, 1,
+                   {DType::kFloat32});
+  });
+  add("Cast int64 to int32", [] {
+    return make_op("Cast", graph::CastAttrs{6}, {{"i", int_tensor({4}, {0, -3, 7, 1}), kIn}}, 1, {DType::kInt32});
+  });
+  add("Cast float to bool", [] {
+    Tensor x = random_tensor({2, 3}, 89);
+    x.data<float>()[2] = 0.f;
+    return make_op("Cast", graph::CastAttrs{9}, {{"x", x, kIn}}, 1, {DType::kBool});
+  });
+  add("Unsqueeze int64", [] {
+    return make_op("Unsqueeze", graph::UnsqueezeAttrs{{1}}, {{"i", int_tensor({3}, {4, 0, 2}), kIn}}, 1,
+                   {DType::kInt64});
+  });
+  add("Expand bool mask", [] {
+    return make_op("Expand", graph::ExpandAttrs{{2, 3, 3}},
+                   {{"m", bool_tensor({3, 3}, {1, 0, 0, 1, 1, 0, 1, 1, 1}), kIn}}, 1, {DType::kBool});
+  });
+  add("ConstantOfShape", [] { return make_op("ConstantOfShape", graph::ConstantOfShapeAttrs{{2, 3}, 1.5, 1}, {}); });
+  add("Range", [] { return make_op("Range", graph::RangeAttrs{2, 11, 0, 3}, {}, 1, {DType::kInt64}); });
+  for (auto kind : {graph::RandomKind::kUniform, graph::RandomKind::kNormal}) {
+    graph::RandomAttrs a;
+    a.kind = kind;
+    add(kind == graph::RandomKind::kUniform ? "RandomUniformLike" : "RandomNormalLike", [a] {
+      return make_op(a.kind == graph::RandomKind::kUniform ? "RandomUniformLike" : "RandomNormalLike", a,
+                     {{"x", random_tensor({4, 5}, 90), kIn}});
+    });
+  }
+  add("Bernoulli", [] {
+    graph::RandomAttrs a;
+    a.kind = graph::RandomKind::kBernoulli;
+    return make_op("Bernoulli", a, {{"p", random_tensor({4, 5}, 91, 0.1f, 0.9f, true), kIn}});
+  });
   add("Dropout training", [] {
     return make_op("Dropout", graph::DropoutAttrs{0.3f, true}, {{"x", random_tensor({4, 6}, 59), kIn}}, 2);
   });

@@ -10,6 +10,7 @@
 #include "kernels/hd/binary.h"
 #include "kernels/hd/view.h"
 #include "kernels/hd/activation.h"
+#include "kernels/hd/logic.h"
 #include "kernels/hd/loss.h"
 #include "kernels/hd/norm.h"
 #include "kernels/hd/optim.h"
@@ -146,6 +147,82 @@ TEST(HdMath, PointwiseTwinsMatchCpuForwardAndBackward) {
     EXPECT_TRUE(close(y, values(r.out[0]), tol));
     EXPECT_TRUE(close(dx, values(r.gin.at(0)), tol));
   }
+}
+
+// ---- the logic family: comparisons, boolean operators, Where (exact: bytes, and Where's picks) ----
+
+Vec logic_twin(hd::LogicKind k, Vec const& a, std::vector<int64_t> const& as, Vec const& b,
+               std::vector<int64_t> const& bs, std::vector<int64_t> const& out) {
+  hd::BinaryIndex p;
+  EXPECT_TRUE(hd::make_binary_index(out, as, bs, p));
+  Vec y(static_cast<std::size_t>(p.numel));
+  for (int64_t i = 0; i < p.numel; ++i) {
+    int64_t oa = 0, ob = 0;
+    hd::binary_offsets(p, i, oa, ob);
+    y[i] = hd::logic_op(k, a[oa], b[ob]);
+  }
+  return y;
+}
+
+TEST(HdMath, LogicTwinsMatchCpuComparisonsAndBooleanOps) {
+  using K = hd::LogicKind;
+  Tensor a = random_tensor({2, 3, 4}, 31), b = random_tensor({3, 1}, 32);
+  a.data<float>()[5] = b.data<float>()[1];  // a tie
+  std::pair<char const*, K> const cmp[] = {{"Equal", K::kEqual},
+                                           {"Less", K::kLess},
+                                           {"Greater", K::kGreater},
+                                           {"LessOrEqual", K::kLessOrEqual},
+                                           {"GreaterOrEqual", K::kGreaterOrEqual}};
+  for (auto const& [type, kind] : cmp) {
+    SCOPED_TRACE(type);
+    CpuBackend be;
+    auto out = run_forward(be, make_op(type, {}, {{"a", a, TensorRole::kInput}, {"b", b, TensorRole::kInput}}));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(close(logic_twin(kind, values(a), a.shape(), values(b), b.shape(), {2, 3, 4}), values(out[0]), {0, 0}));
+  }
+  Tensor m({2, 3}, DType::kBool), n({3}, DType::kBool);
+  uint8_t const mv[] = {1, 0, 1, 0, 1, 1}, nv[] = {1, 1, 0};
+  std::copy(mv, mv + 6, m.data<uint8_t>());
+  std::copy(nv, nv + 3, n.data<uint8_t>());
+  std::pair<char const*, K> const boolean[] = {{"And", K::kAnd}, {"Or", K::kOr}, {"Xor", K::kXor}};
+  for (auto const& [type, kind] : boolean) {
+    SCOPED_TRACE(type);
+    CpuBackend be;
+    auto out = run_forward(be, make_op(type, {}, {{"a", m, TensorRole::kInput}, {"b", n, TensorRole::kInput}}));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(close(logic_twin(kind, values(m), m.shape(), values(n), n.shape(), {2, 3}), values(out[0]), {0, 0}));
+  }
+}
+
+TEST(HdMath, WhereTwinPicksAndRoutesGradientsLikeCpu) {
+  Tensor c({3, 1}, DType::kBool);
+  uint8_t const cv[] = {1, 0, 1};
+  std::copy(cv, cv + 3, c.data<uint8_t>());
+  Tensor x = random_tensor({2, 3, 4}, 33), y = random_tensor({4}, 34);
+  CpuRun r = run_cpu(
+      make_op("Where", {}, {{"c", c, TensorRole::kInput}, {"x", x, TensorRole::kInput}, {"y", y, TensorRole::kInput}}));
+  std::vector<int64_t> const out{2, 3, 4};
+  hd::BinaryIndex cx, yy, cd;
+  ASSERT_TRUE(hd::make_binary_index(out, c.shape(), x.shape(), cx));
+  ASSERT_TRUE(hd::make_binary_index(out, y.shape(), y.shape(), yy));
+  ASSERT_TRUE(hd::make_binary_index(out, c.shape(), out, cd));
+  Vec const xv = values(x), yv = values(y), dy = values(r.dy);
+  std::vector<uint8_t> const cb(cv, cv + 3);
+  Vec got(24), gx(24), gy_full(24);
+  for (int64_t i = 0; i < 24; ++i) {
+    int64_t oc = 0, ox = 0, oy = 0, unused = 0, od = 0;
+    hd::binary_offsets(cx, i, oc, ox);
+    hd::binary_offsets(yy, i, oy, unused);
+    got[i] = hd::where_value(cb[oc], xv[ox], yv[oy]);
+    hd::binary_offsets(cd, i, oc, od);
+    gx[i] = hd::where_grad(cb[oc], dy[od], true);
+    gy_full[i] = hd::where_grad(cb[oc], dy[od], false);
+  }
+  EXPECT_TRUE(close(got, values(r.out[0]), {0, 0}));
+  EXPECT_TRUE(close(gx, values(r.gin.at(1)), {0, 0}));
+  Vec gy(4, 0.f);  // summed down to y's [4] (the kernel's sum_to; exact here: few terms)
+  for (int64_t i = 0; i < 24; ++i) gy[i % 4] += gy_full[i];
+  EXPECT_TRUE(close(gy, values(r.gin.at(2)), {1e-6, 1e-6}));
 }
 
 // ---- Add, Sub, Mul, Div with broadcasting (tolerance 1e-6 + 1e-5·|ref|: sum orders differ) ----

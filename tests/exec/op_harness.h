@@ -31,7 +31,9 @@ struct OneOp {
   graph::Op const& the_op() const { return graph.op(op); }
 };
 
-inline OneOp make_op(std::string const& type, graph::OpAttrs typed, std::vector<In> const& ins, int num_outputs = 1) {
+// out_dtypes: the outputs' dtypes where not float32 (a Cast to int64, a comparison's bool).
+inline OneOp make_op(std::string const& type, graph::OpAttrs typed, std::vector<In> const& ins, int num_outputs = 1,
+                     std::vector<DType> const& out_dtypes = {}) {
   OneOp o;
   graph::Op op;
   op.name = type + "_0";
@@ -64,6 +66,7 @@ inline OneOp make_op(std::string const& type, graph::OpAttrs typed, std::vector<
   for (int i = 0; i < num_outputs; ++i) {
     graph::TensorInfo info;
     info.name = "out" + std::to_string(i);
+    if (static_cast<std::size_t>(i) < out_dtypes.size()) info.dtype = out_dtypes[static_cast<std::size_t>(i)];
     graph::TensorId const t = o.graph.add_tensor(info);
     o.graph.mark_output(t);
     op.outputs.push_back(t);

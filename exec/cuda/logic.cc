@@ -1,0 +1,263 @@
+// The CUDA backend's logic family: comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual)
+// of float32, int64, int32 or bool operands and the boolean operators (Not, And, Or, Xor) into
+// bool bytes, and Where (any of those dtypes; the gradient to float32 x and y summed down to their
+// shapes), and ConstantOfShape and Range filled per micro-batch. Same inputs, outputs and
+// conventions as the CPU's exec/cpu/logic.cc; kernels in kernels/cuda/logic.cu.
+#include "exec/cuda/binary.h"
+#include "exec/cuda/cuda_ops.h"
+#include "exec/cuda/ops_common.h"
+#include "graph/ops/common.h"
+#include "graph/ops/logic.h"
+#include "kernels/cuda/math.h"
+
+namespace gp::exec::cuda {
+namespace {
+
+namespace kc = kernels::cuda;
+namespace hd = kernels::hd;
+
+bool is_boolean(DType d) { return d == DType::kBool || d == DType::kUInt8; }
+
+hd::LogicKind logic_kind(OpKind k) {
+  switch (k) {
+    case OpKind::kEqual:
+      return hd::LogicKind::kEqual;
+    case OpKind::kLess:
+      return hd::LogicKind::kLess;
+    case OpKind::kGreater:
+      return hd::LogicKind::kGreater;
+    case OpKind::kLessOrEqual:
+      return hd::LogicKind::kLessOrEqual;
+    case OpKind::kGreaterOrEqual:
+      return hd::LogicKind::kGreaterOrEqual;
+    case OpKind::kAnd:
+      return hd::LogicKind::kAnd;
+    case OpKind::kOr:
+      return hd::LogicKind::kOr;
+    default:
+      return hd::LogicKind::kXor;
+  }
+}
+
+Result<std::vector<int64_t>> broadcast(OpCall const& call, std::vector<Tensor> const& in, std::size_t arity) {
+  std::vector<int64_t> shape;
+  for (std::size_t i = 0; i < arity; ++i) {
+    std::vector<int64_t> next;
+    if (!hd::broadcast_shape(shape, in[i].shape(), next))
+      return op_error(call, "input " + std::to_string(i) + " of shape " + in[i].shape_string() +
+                                " does not broadcast to the others");
+    shape = std::move(next);
+  }
+  return shape;
+}
+
+Result<hd::BinaryIndex> index_of(OpCall const& call, std::vector<int64_t> const& out, std::vector<int64_t> const& a,
+                                 std::vector<int64_t> const& b) {
+  hd::BinaryIndex index;
+  if (!hd::make_binary_index(out, a, b, index))
+    return op_error(call, "broadcasting to " + graph::ops::dims_string(out) + " needs more than " +
+                              std::to_string(hd::kMaxBroadcastDims) + " dimensions after merging");
+  return index;
+}
+
+// Both operands of one dtype (bool for And/Or/Xor).
+Status predicate_check(graph::Op const& op, graph::OpGraph const& graph) {
+  DType const a = graph.tensor(op.inputs.at(0)).dtype;
+  bool const boolean_op = op.kind() == OpKind::kAnd || op.kind() == OpKind::kOr || op.kind() == OpKind::kXor;
+  if (boolean_op && !is_boolean(a)) return unsupported("And/Or/Xor take bool operands");
+  if (op.inputs.size() > 1 && graph.tensor(op.inputs[1]).dtype != a)
+    return unsupported("operands of dtypes " + std::string(graph::dtype_name(a)) + " and " +
+                       graph::dtype_name(graph.tensor(op.inputs[1]).dtype) + " (they must match)");
+  return Status::ok();
+}
+
+template <typename T>
+Status predicate_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> const shape, broadcast(call, in, 2));
+  ASSIGN_OR_RETURN(hd::BinaryIndex const index, index_of(call, shape, in[0].shape(), in[1].shape()));
+  ASSIGN_OR_RETURN(Tensor y, empty(shape, DType::kBool));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::logic_binary<T>(logic_kind(call.op.kind()), index, in[0].data<T>(), in[1].data<T>(),
+                                    y.data<uint8_t>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {shape_tensor(in[0].shape()), shape_tensor(in[1].shape())};
+  return Status::ok();
+}
+
+Status not_check(graph::Op const& op, graph::OpGraph const& graph) {
+  if (!is_boolean(graph.tensor(op.inputs.at(0)).dtype)) return unsupported("Not takes a bool operand");
+  return Status::ok();
+}
+
+Status not_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  ASSIGN_OR_RETURN(Tensor y, empty(in[0].shape(), DType::kBool));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::logical_not(in[0].data<uint8_t>(), y.data<uint8_t>(), y.numel(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {shape_tensor(in[0].shape())};
+  return Status::ok();
+}
+
+// A comparison is a step: zero gradient for a float32 operand that asks (as on the CPU).
+Status predicate_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const&,
+                          std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  for (std::size_t i = 0; i < wanted.size() && i < saved.tensors.size(); ++i) {
+    if (!wants(wanted, i) || accumulate) continue;
+    ASSIGN_OR_RETURN(Tensor z, zeros(shape_of(saved.tensors[i])));
+    RETURN_IF_ERROR(emit_grad(call, grads, i, z, false));
+  }
+  return Status::ok();
+}
+
+// ---- Where ----
+
+Status where_check(graph::Op const& op, graph::OpGraph const& graph) {
+  if (op.inputs.size() != 3) return invalid_argument("Where takes three inputs");
+  if (!is_boolean(graph.tensor(op.inputs[0]).dtype)) return unsupported("Where's condition must be bool");
+  if (graph.tensor(op.inputs[1]).dtype != graph.tensor(op.inputs[2]).dtype)
+    return unsupported("Where's x and y have different dtypes");
+  return Status::ok();
+}
+
+template <typename T>
+Status where_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> const shape, broadcast(call, in, 3));
+  ASSIGN_OR_RETURN(hd::BinaryIndex const cx, index_of(call, shape, in[0].shape(), in[1].shape()));
+  ASSIGN_OR_RETURN(hd::BinaryIndex const yy, index_of(call, shape, in[2].shape(), in[2].shape()));
+  ASSIGN_OR_RETURN(Tensor y, empty(shape, in[1].dtype()));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::where<T>(cx, yy, in[0].data<uint8_t>(), in[1].data<T>(), in[2].data<T>(), y.data<T>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {in[0], shape_tensor(in[1].shape()), shape_tensor(in[2].shape())};
+  return Status::ok();
+}
+
+Status where_dispatch(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  switch (in.at(1).dtype()) {
+    case DType::kFloat32:
+      return where_forward<float>(call, in, out, saved);
+    case DType::kInt64:
+      return where_forward<int64_t>(call, in, out, saved);
+    case DType::kInt32:
+      return where_forward<int32_t>(call, in, out, saved);
+    case DType::kBool:
+    case DType::kUInt8:
+      return where_forward<uint8_t>(call, in, out, saved);
+    default:
+      return op_error(call, "x and y of dtype " + std::string(graph::dtype_name(in[1].dtype())) +
+                                " (float32, int64, int32 and bool run on CUDA)");
+  }
+}
+
+// dy where the condition picked x (to x) or y (to y), summed down to that operand's shape.
+Status where_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                      std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!gout.at(0).defined()) return Status::ok();
+  Tensor const& cond = saved.tensors.at(0);
+  Tensor const& dy = gout[0];
+  ASSIGN_OR_RETURN(hd::BinaryIndex const cd, index_of(call, dy.shape(), cond.shape(), dy.shape()));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  for (std::size_t i : {std::size_t{1}, std::size_t{2}}) {
+    if (!wants(wanted, i)) continue;
+    ASSIGN_OR_RETURN(Tensor full, empty(dy.shape()));
+    GP_CUDA_CHECK(
+        kc::where_grad<float>(cd, cond.data<uint8_t>(), dy.data<float>(), i == 1, full.data<float>(), stream));
+    ASSIGN_OR_RETURN(Tensor g, sum_down<float>(call, full, shape_of(saved.tensors.at(i)), 1.f));
+    RETURN_IF_ERROR(emit_grad(call, grads, i, g, accumulate));
+  }
+  return Status::ok();
+}
+
+// ---- ConstantOfShape and Range whose shape or length holds the batch: filled per micro-batch ----
+
+Status constant_of_shape_forward(OpCall const& call, std::vector<Tensor> const&, std::vector<Tensor>& out, Saved*) {
+  auto const* a = attrs_of<graph::ConstantOfShapeAttrs>(call.op);
+  if (a == nullptr) return op_error(call, "has no typed attributes");
+  auto const shape = graph::ops::concrete_shape(a->shape, call.batch);
+  if (!shape)
+    return op_error(call,
+                    "its shape holds the batch size, which is unknown here (a stage whose inputs carry no batch)");
+  DType const dtype = call.graph.tensor(call.op.outputs[0]).dtype;
+  ASSIGN_OR_RETURN(Tensor y, empty(*shape, dtype));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  switch (dtype) {
+    case DType::kFloat32:
+      GP_CUDA_CHECK(kc::fill_value(y.data<float>(), y.numel(), static_cast<float>(a->value), stream));
+      break;
+    case DType::kInt64:
+      GP_CUDA_CHECK(kc::fill_value(y.data<int64_t>(), y.numel(), static_cast<int64_t>(a->value), stream));
+      break;
+    case DType::kInt32:
+      GP_CUDA_CHECK(kc::fill_value(y.data<int32_t>(), y.numel(), static_cast<int32_t>(a->value), stream));
+      break;
+    default:
+      GP_CUDA_CHECK(kc::fill_value(y.data<uint8_t>(), y.numel(), static_cast<uint8_t>(a->value != 0), stream));
+      break;
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  return Status::ok();
+}
+
+Status range_forward(OpCall const& call, std::vector<Tensor> const&, std::vector<Tensor>& out, Saved*) {
+  auto const* a = attrs_of<graph::RangeAttrs>(call.op);
+  if (a == nullptr) return op_error(call, "has no typed attributes");
+  auto const shape = graph::ops::range_output_shape(*a, call.batch);
+  if (!shape) return op_error(call, shape.status().message() + " (a stage whose inputs carry no batch)");
+  DType const dtype = call.graph.tensor(call.op.outputs[0]).dtype;
+  ASSIGN_OR_RETURN(Tensor y, empty(*shape, dtype));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  if (dtype == DType::kInt32)
+    GP_CUDA_CHECK(kc::iota(y.data<int32_t>(), y.numel(), a->start, a->delta, stream));
+  else
+    GP_CUDA_CHECK(kc::iota(y.data<int64_t>(), y.numel(), a->start, a->delta, stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  return Status::ok();
+}
+
+// No data inputs, so no gradient to give.
+Status no_inputs_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                          std::vector<Tensor>&, bool) {
+  return Status::ok();
+}
+
+}  // namespace
+
+std::vector<KernelEntry> logic_kernels() {
+  std::vector<KernelEntry> t;
+  auto add_typed = [&](OpKind k, DType d, OpKernels const& kernels, std::size_t min_inputs) {
+    t.push_back({k, d, kernels, min_inputs});
+  };
+  for (OpKind k : {OpKind::kEqual, OpKind::kLess, OpKind::kGreater, OpKind::kLessOrEqual, OpKind::kGreaterOrEqual}) {
+    add_typed(k, DType::kFloat32, {predicate_forward<float>, predicate_backward, predicate_backward, predicate_check},
+              2);
+    add_typed(k, DType::kInt64, {predicate_forward<int64_t>, predicate_backward, predicate_backward, predicate_check},
+              2);
+    add_typed(k, DType::kInt32, {predicate_forward<int32_t>, predicate_backward, predicate_backward, predicate_check},
+              2);
+    add_typed(k, DType::kBool, {predicate_forward<uint8_t>, predicate_backward, predicate_backward, predicate_check},
+              2);
+  }
+  // Bool tensors are one byte (kBool, or kUInt8 as Dropout's mask).
+  for (DType b : {DType::kBool, DType::kUInt8}) {
+    for (OpKind k : {OpKind::kAnd, OpKind::kOr, OpKind::kXor})
+      add_typed(k, b, {predicate_forward<uint8_t>, predicate_backward, predicate_backward, predicate_check}, 2);
+    add_typed(OpKind::kNot, b, {not_forward, predicate_backward, predicate_backward, not_check}, 1);
+    // Where's entry is keyed by its first input, the condition; x and y pick the kernel.
+    add_typed(OpKind::kWhere, b, {where_dispatch, where_backward, where_backward, where_check}, 3);
+  }
+  // Without data inputs an op's entry is found under float32.
+  add_typed(
+      OpKind::kConstantOfShape, DType::kFloat32,
+      {constant_of_shape_forward, no_inputs_backward, no_inputs_backward, require_attrs<graph::ConstantOfShapeAttrs>},
+      0);
+  add_typed(OpKind::kRange, DType::kFloat32,
+            {range_forward, no_inputs_backward, no_inputs_backward, require_attrs<graph::RangeAttrs>}, 0);
+  return t;
+}
+
+}  // namespace gp::exec::cuda
