@@ -34,6 +34,7 @@ Tensor CudaBackend::zeros(std::vector<int64_t> shape, DType dtype) {
 
 Status CudaBackend::fill(Tensor& t, float value) {
   cuda::ScopedContext scope(*ctx_);
+  if (!t.defined()) return device_op_error("fill: an undefined tensor");
   if (t.dtype() != DType::kFloat32) return unsupported(name() + " fill: " + graph::dtype_name(t.dtype()));
   if (on_host(t)) {
     t.fill(value);
@@ -47,6 +48,8 @@ Status CudaBackend::copy(Tensor const& src, Tensor& dst) {
   cuda::ScopedContext scope(*ctx_);
   if (src.dtype() != dst.dtype() || src.numel() != dst.numel())
     return device_op_error("copy " + src.shape_string() + " into " + dst.shape_string());
+  if (src.defined() != dst.defined())
+    return device_op_error(std::string("copy ") + (src.defined() ? "into" : "from") + " an undefined tensor");
   if (src.nbytes() == 0 || src.raw() == dst.raw()) return Status::ok();
   if (on_host(src) && on_host(dst)) {
     std::memcpy(dst.raw(), src.raw(), src.nbytes());
@@ -62,7 +65,8 @@ Status CudaBackend::copy(Tensor const& src, Tensor& dst) {
 
 Status CudaBackend::add_into(Tensor& dst, Tensor const& src) {
   cuda::ScopedContext scope(*ctx_);
-  if (dst.dtype() != DType::kFloat32 || src.dtype() != DType::kFloat32 || dst.numel() != src.numel())
+  if (!dst.defined() || !src.defined() || dst.dtype() != DType::kFloat32 || src.dtype() != DType::kFloat32 ||
+      dst.numel() != src.numel())
     return device_op_error("add_into " + src.shape_string() + " into " + dst.shape_string());
   GP_CUDA_CHECK(kernels::cuda::add_inplace(dst.data<float>(), src.data<float>(), dst.numel(), ctx_->compute));
   return Status::ok();
