@@ -26,9 +26,15 @@ Tensor CudaBackend::empty(std::vector<int64_t> shape, DType dtype) { return Tens
 Tensor CudaBackend::zeros(std::vector<int64_t> shape, DType dtype) {
   cuda::ScopedContext scope(*ctx_);
   Tensor t(std::move(shape), dtype, *alloc_);
-  // Backend::zeros cannot return a Status: a failed memset surfaces at the next checked call on
-  // this stream (every later op checks its launch and the step ends with a checked sync).
-  if (t.nbytes() > 0) (void)cudaMemsetAsync(t.raw(), 0, t.nbytes(), ctx_->compute);
+  // Backend::zeros cannot return a Status: a failed memset is kept for the next synchronize() (the
+  // step ends with one) and read off the runtime now, so that the next op's launch check does not
+  // report it as its own.
+  if (t.nbytes() == 0) return t;
+  if (cudaError_t const rc = cudaMemsetAsync(t.raw(), 0, t.nbytes(), ctx_->compute); rc != cudaSuccess) {
+    Status const s = cuda::cuda_error(rc, "cudaMemsetAsync in zeros", __FILE__, __LINE__);
+    std::lock_guard lock(ctx_->deferred_mu);
+    if (ctx_->deferred.is_ok()) ctx_->deferred = s;
+  }
   return t;
 }
 

@@ -68,6 +68,7 @@ A conv_attrs(Conv4 const& c, char const* name) {
 
 Status fe_check(fe::error_t e, std::string const& what, char const* step, bool support) {
   if (e.is_good()) return Status::ok();
+  clear_last_cuda_error();
   std::string const msg = "cuDNN " + what + ": " + step + " failed: " + e.get_message();
   return support ? unsupported(msg + " (cuDNN cannot run this graph on this device; no fallback)")
                  : internal_error(msg);
