@@ -100,7 +100,8 @@ int64_t product(std::vector<int64_t> const& shape) {
 
 Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Allocator& alloc) : shape_(std::move(shape)), dtype_(dtype) {
   for ([[maybe_unused]] int64_t d : shape_) assert(d >= 0 && "tensor dimensions must be concrete (kBatch resolved)");
-  storage_ = std::make_shared<Storage>(alloc, nbytes());
+  // Not nbytes(): that is 0 until the storage exists.
+  storage_ = std::make_shared<Storage>(alloc, static_cast<std::size_t>(numel()) * graph::dtype_size(dtype_));
   data_ = storage_->ptr;
 }
 

@@ -96,10 +96,12 @@ class Tensor {
   std::vector<int64_t> const& shape() const { return shape_; }
   int64_t dim(int i) const { return shape_.at(i); }
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
-  int64_t numel() const;
+  int64_t numel() const;  // the shape's product: 1 for an undefined tensor's empty shape
   DType dtype() const { return dtype_; }
   DeviceRef device() const;
-  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * graph::dtype_size(dtype_); }
+  // The storage's size: 0 for an undefined tensor, so that `if (t.nbytes() > 0) memset/copy` never
+  // touches the null pointer of an absent tensor.
+  std::size_t nbytes() const { return defined() ? static_cast<std::size_t>(numel()) * graph::dtype_size(dtype_) : 0; }
 
   void* raw() { return data_; }
   void const* raw() const { return data_; }

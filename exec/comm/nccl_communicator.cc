@@ -403,6 +403,7 @@ class NcclCommunicator final : public Communicator {
         return Status::ok();
       }
       if (q != cudaErrorNotReady) return fail(cuda_error(q, "cudaEventQuery", __FILE__, __LINE__).with_context(what));
+      (void)cudaGetLastError();  // "not ready" is an answer, not an error: keep it from the next launch's check
       for (ncclComm_t c : comms_newest_first()) {
         ncclResult_t state = ncclSuccess;
         if (ncclCommGetAsyncError(c, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress)

@@ -13,6 +13,7 @@ Tensor CpuBackend::empty(std::vector<int64_t> shape, DType dtype) { return Tenso
 Tensor CpuBackend::zeros(std::vector<int64_t> shape, DType dtype) { return Tensor::zeros(std::move(shape), dtype); }
 
 Status CpuBackend::fill(Tensor& t, float value) {
+  if (!t.defined()) return internal_error("cpu fill: an undefined tensor");
   if (t.dtype() != DType::kFloat32) return unsupported("cpu fill: " + std::string(graph::dtype_name(t.dtype())));
   kernels::fill(t.data<float>(), value, t.numel());
   return Status::ok();
@@ -21,12 +22,15 @@ Status CpuBackend::fill(Tensor& t, float value) {
 Status CpuBackend::copy(Tensor const& src, Tensor& dst) {
   if (src.dtype() != dst.dtype() || src.numel() != dst.numel())
     return internal_error("copy " + src.shape_string() + " into " + dst.shape_string());
+  if (src.defined() != dst.defined())
+    return internal_error(std::string("copy ") + (src.defined() ? "into" : "from") + " an undefined tensor");
   if (src.nbytes() && src.raw() != dst.raw()) std::memcpy(dst.raw(), src.raw(), src.nbytes());
   return Status::ok();
 }
 
 Status CpuBackend::add_into(Tensor& dst, Tensor const& src) {
-  if (dst.dtype() != DType::kFloat32 || src.dtype() != DType::kFloat32 || dst.numel() != src.numel())
+  if (!dst.defined() || !src.defined() || dst.dtype() != DType::kFloat32 || src.dtype() != DType::kFloat32 ||
+      dst.numel() != src.numel())
     return internal_error("add_into " + src.shape_string() + " into " + dst.shape_string());
   kernels::add_inplace(dst.data<float>(), src.data<float>(), dst.numel());
   return Status::ok();

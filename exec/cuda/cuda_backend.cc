@@ -10,6 +10,7 @@
 #include <new>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 #include "exec/cuda/caching_allocator.h"
 #include "exec/cuda/cuda_check.h"
@@ -172,6 +173,7 @@ CudaBackend::~CudaBackend() {
   alloc_.reset();  // returns the cached segments before the streams go
   if (ctx_->compute) (void)cudaStreamDestroy(ctx_->compute);
   if (ctx_->comm) (void)cudaStreamDestroy(ctx_->comm);
+  (void)cudaGetLastError();  // a teardown failure is nobody's to report: keep it from the next call's check
 }
 
 std::string CudaBackend::name() const { return "cuda:" + std::to_string(device_); }
@@ -295,6 +297,10 @@ Status CudaBackend::wait(StreamKind stream, Event event) {
 
 Status CudaBackend::synchronize() {
   cuda::ScopedContext scope(*ctx_);
+  {
+    std::lock_guard lock(ctx_->deferred_mu);
+    if (!ctx_->deferred.is_ok()) return std::exchange(ctx_->deferred, Status::ok());
+  }
   GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
   GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->comm));
   return Status::ok();

@@ -22,7 +22,15 @@ Status vendor_error(StatusCode code, std::string const& library, std::string con
   return Status(code, library + " error " + name + ": " + message + " in " + where(call, file, line));
 }
 
+// The runtime keeps a failed call's error as the thread's last error until someone reads it, and
+// the kernel launchers return cudaGetLastError(): left there, an error would be reported again by
+// the next launch as its own (a failed memset would be reported by the next op that launches).
+// Reading it ends that. A sticky error (a faulted context) is not cleared by this: every later
+// call returns it, as it should. cuBLAS and cuDNN launch kernels too, so their failures clear it.
+void clear_last_cuda_error() { (void)cudaGetLastError(); }
+
 Status cuda_error(int code, char const* call, char const* file, int line) {
+  clear_last_cuda_error();
   auto const e = static_cast<cudaError_t>(code);
   StatusCode sc = StatusCode::kInternal;
   std::string hint;
@@ -37,6 +45,7 @@ Status cuda_error(int code, char const* call, char const* file, int line) {
 }
 
 Status cublas_error(int code, char const* call, char const* file, int line) {
+  clear_last_cuda_error();
   auto const e = static_cast<cublasStatus_t>(code);
   StatusCode sc = StatusCode::kInternal;
   if (e == CUBLAS_STATUS_ALLOC_FAILED) sc = StatusCode::kInfeasible;
@@ -45,6 +54,7 @@ Status cublas_error(int code, char const* call, char const* file, int line) {
 }
 
 Status cudnn_error(int code, char const* call, char const* file, int line) {
+  clear_last_cuda_error();
   auto const e = static_cast<cudnnStatus_t>(code);
   // cuDNN 9 codes are grouped by thousands: 3xxx "not supported", 4xxx internal (allocation
   // among them), 2xxx bad parameters, 5xxx execution failures.
@@ -57,7 +67,7 @@ Status device_available() {
   int n = 0;
   cudaError_t const e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the sticky-free error so later calls report their own
+    clear_last_cuda_error();
     return unsupported(std::string("no usable CUDA GPU: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e) +
                        " (use --backend cpu, or a machine with an NVIDIA GPU and driver)");
   }

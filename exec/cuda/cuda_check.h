@@ -18,6 +18,10 @@ namespace gp::exec::cuda {
 Status cuda_error(int code, char const* call, char const* file, int line);
 Status cublas_error(int code, char const* call, char const* file, int line);
 Status cudnn_error(int code, char const* call, char const* file, int line);
+// Reads and drops the calling thread's last CUDA runtime error, so that a failure already reported
+// (or one that is an answer, like "not ready") is not reported again by the next kernel launch's
+// cudaGetLastError() as its own. Every *_error function below calls it.
+void clear_last_cuda_error();
 // "<library> error <name>: <message> in <call> (<file>:<line>)": the form every vendor's error takes.
 Status vendor_error(StatusCode code, std::string const& library, std::string const& name, std::string const& message,
                     char const* call, char const* file, int line);

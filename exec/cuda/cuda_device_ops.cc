@@ -26,14 +26,21 @@ Tensor CudaBackend::empty(std::vector<int64_t> shape, DType dtype) { return Tens
 Tensor CudaBackend::zeros(std::vector<int64_t> shape, DType dtype) {
   cuda::ScopedContext scope(*ctx_);
   Tensor t(std::move(shape), dtype, *alloc_);
-  // Backend::zeros cannot return a Status: a failed memset surfaces at the next checked call on
-  // this stream (every later op checks its launch and the step ends with a checked sync).
-  if (t.nbytes() > 0) (void)cudaMemsetAsync(t.raw(), 0, t.nbytes(), ctx_->compute);
+  // Backend::zeros cannot return a Status: a failed memset is kept for the next synchronize() (the
+  // step ends with one) and read off the runtime now, so that the next op's launch check does not
+  // report it as its own.
+  if (t.nbytes() == 0) return t;
+  if (cudaError_t const rc = cudaMemsetAsync(t.raw(), 0, t.nbytes(), ctx_->compute); rc != cudaSuccess) {
+    Status const s = cuda::cuda_error(rc, "cudaMemsetAsync in zeros", __FILE__, __LINE__);
+    std::lock_guard lock(ctx_->deferred_mu);
+    if (ctx_->deferred.is_ok()) ctx_->deferred = s;
+  }
   return t;
 }
 
 Status CudaBackend::fill(Tensor& t, float value) {
   cuda::ScopedContext scope(*ctx_);
+  if (!t.defined()) return device_op_error("fill: an undefined tensor");
   if (t.dtype() != DType::kFloat32) return unsupported(name() + " fill: " + graph::dtype_name(t.dtype()));
   if (on_host(t)) {
     t.fill(value);
@@ -47,6 +54,8 @@ Status CudaBackend::copy(Tensor const& src, Tensor& dst) {
   cuda::ScopedContext scope(*ctx_);
   if (src.dtype() != dst.dtype() || src.numel() != dst.numel())
     return device_op_error("copy " + src.shape_string() + " into " + dst.shape_string());
+  if (src.defined() != dst.defined())
+    return device_op_error(std::string("copy ") + (src.defined() ? "into" : "from") + " an undefined tensor");
   if (src.nbytes() == 0 || src.raw() == dst.raw()) return Status::ok();
   if (on_host(src) && on_host(dst)) {
     std::memcpy(dst.raw(), src.raw(), src.nbytes());
@@ -62,7 +71,8 @@ Status CudaBackend::copy(Tensor const& src, Tensor& dst) {
 
 Status CudaBackend::add_into(Tensor& dst, Tensor const& src) {
   cuda::ScopedContext scope(*ctx_);
-  if (dst.dtype() != DType::kFloat32 || src.dtype() != DType::kFloat32 || dst.numel() != src.numel())
+  if (!dst.defined() || !src.defined() || dst.dtype() != DType::kFloat32 || src.dtype() != DType::kFloat32 ||
+      dst.numel() != src.numel())
     return device_op_error("add_into " + src.shape_string() + " into " + dst.shape_string());
   GP_CUDA_CHECK(kernels::cuda::add_inplace(dst.data<float>(), src.data<float>(), dst.numel(), ctx_->compute));
   return Status::ok();

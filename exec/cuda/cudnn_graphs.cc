@@ -3,6 +3,9 @@
 
 #include <cudnn_frontend.h>
 
+#include <spdlog/spdlog.h>
+
+#include <atomic>
 #include <memory>
 #include <unordered_map>
 
@@ -68,15 +71,16 @@ A conv_attrs(Conv4 const& c, char const* name) {
 
 Status fe_check(fe::error_t e, std::string const& what, char const* step, bool support) {
   if (e.is_good()) return Status::ok();
+  clear_last_cuda_error();
   std::string const msg = "cuDNN " + what + ": " + step + " failed: " + e.get_message();
-  return support ? unsupported(msg + " (cuDNN cannot run this graph on this device; no fallback)")
-                 : internal_error(msg);
+  return support ? unsupported(msg + " (cuDNN cannot run this graph on this device)") : internal_error(msg);
 }
 
 struct Entry {
   std::unique_ptr<fe::graph::Graph> graph;
   std::vector<TensorPtr> io;  // bound in this order by run()
   int64_t workspace = 0;
+  Status refused = Status::ok();  // kUnsupported: cuDNN cannot run this graph (graph is then null)
 };
 
 // Lowers, plans and sizes a graph whose tensors are in e.io.
@@ -92,18 +96,36 @@ Status finish(Entry& e, cudnnHandle_t handle, std::string const& what) {
   return Status::ok();
 }
 
-// The cached entry for `key`, built by `build` on a miss.
+// The cached entry for `key`, built by `build` on a miss. A refusal (kUnsupported) is cached too:
+// building the plans of a shape cuDNN refuses costs as much as building them, every call.
 template <typename F>
 Result<Entry*> cached(DeviceContext const& ctx, std::string const& key, std::string const& what, F&& build) {
   thread_local std::unordered_map<std::string, std::unique_ptr<Entry>> cache;
   std::string const full = std::to_string(ctx.device) + "|" + key;
   auto it = cache.find(full);
-  if (it != cache.end()) return it->second.get();
+  if (it != cache.end()) {
+    if (!it->second->refused.is_ok()) return it->second->refused;
+    return it->second.get();
+  }
   auto e = std::make_unique<Entry>();
   e->graph = std::make_unique<fe::graph::Graph>();
   build(*e->graph, e->io);
-  RETURN_IF_ERROR(finish(*e, ctx.cudnn, what));
+  if (Status s = finish(*e, ctx.cudnn, what); !s.is_ok()) {
+    if (s.code() != StatusCode::kUnsupported) return s;
+    spdlog::debug("device {}: {}", ctx.device, s.message());
+    e->graph.reset();
+    e->io.clear();
+    e->refused = s;
+    cache.emplace(full, std::move(e));
+    return s;
+  }
   return cache.emplace(full, std::move(e)).first->second.get();
+}
+
+std::atomic<bool> g_refuse_batchnorm{false};
+
+Status refused_for_testing(std::string const& what) {
+  return unsupported("cuDNN " + what + ": refused for testing (refuse_cudnn_batchnorm_for_testing)");
 }
 
 Status run(DeviceContext const& ctx, Entry const& e, std::vector<void*> const& ptrs, std::string const& what) {
@@ -245,6 +267,7 @@ Status batchnorm_train(std::vector<int64_t> const& x_shape, float epsilon, float
   ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
   fe::DataType_t const t = fe_type<T>();
   std::string const what = "batchnorm training forward x " + dims_string(x_shape);
+  if (g_refuse_batchnorm.load()) return refused_for_testing(what);
   ASSIGN_OR_RETURN(
       Entry * e,
       cached(*ctx, bn_key("bn_train", x_shape, t), what, [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
@@ -273,6 +296,7 @@ Status batchnorm_infer(std::vector<int64_t> const& x_shape, BnInferPtrs const& p
   ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
   fe::DataType_t const t = fe_type<T>();
   std::string const what = "batchnorm inference forward x " + dims_string(x_shape);
+  if (g_refuse_batchnorm.load()) return refused_for_testing(what);
   ASSIGN_OR_RETURN(
       Entry * e,
       cached(*ctx, bn_key("bn_infer", x_shape, t), what, [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
@@ -296,6 +320,7 @@ Status batchnorm_backward(std::vector<int64_t> const& x_shape, BnBackwardPtrs co
   ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
   fe::DataType_t const t = fe_type<T>();
   std::string const what = "batchnorm backward x " + dims_string(x_shape);
+  if (g_refuse_batchnorm.load()) return refused_for_testing(what);
   ASSIGN_OR_RETURN(
       Entry * e, cached(*ctx, bn_key("bn_bwd", x_shape, t), what, [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
         std::vector<int64_t> const x4 = at_least_4d(x_shape), c4 = channel_dims(x4);
@@ -315,6 +340,8 @@ Status batchnorm_backward(std::vector<int64_t> const& x_shape, BnBackwardPtrs co
               const_cast<void*>(p.inv_variance), p.dx, p.dscale, p.dbias},
              what);
 }
+
+void refuse_cudnn_batchnorm_for_testing(bool refuse) { g_refuse_batchnorm.store(refuse); }
 
 template Status conv_fprop<float>(ConvShape const&, float const*, float const*, float*);
 template Status conv_dgrad<float>(ConvShape const&, float const*, float const*, float*);

@@ -6,9 +6,13 @@
 // and its workspace sized once per key (op, dims, strides, dtype, conv parameters, epsilon and
 // momentum, device), in a thread_local cache (plans are not promised to be thread-safe).
 //
-// When cuDNN cannot run a graph (build_operation_graph, check_support or build_plans fails) the
-// call returns kUnsupported naming the graph and cuDNN's message. There is no silent fallback:
-// the backend reports the op as unsupported at its first run, with that reason.
+// When cuDNN cannot run a graph (build_operation_graph, create_execution_plans, check_support or
+// build_plans fails: "not supported", no engine config for the shape) the call returns
+// kUnsupported naming the graph and cuDNN's message. That answer is cached like a plan, so cuDNN
+// is asked once per key and thread, and the refusal is logged then, at debug level. Conv has no
+// fallback (the backend reports the op as unsupported at its first run, with that reason);
+// BatchNormalization's caller (exec/cuda/norm.cc) runs our own kernels instead. Any other
+// failure (execute, workspace) is kInternal.
 #pragma once
 
 #include <cstdint>
@@ -64,5 +68,9 @@ template <typename T>
 Status batchnorm_infer(std::vector<int64_t> const& x_shape, BnInferPtrs const& p);
 template <typename T>
 Status batchnorm_backward(std::vector<int64_t> const& x_shape, BnBackwardPtrs const& p);
+
+// Tests only: while set, the three BatchNormalization calls above answer kUnsupported without
+// asking cuDNN, as cuDNN does for a shape it refuses, so that the fallback runs on any shape.
+void refuse_cudnn_batchnorm_for_testing(bool refuse);
 
 }  // namespace gp::exec::cuda

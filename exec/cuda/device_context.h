@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <mutex>
 #include <vector>
 
 #include "core/status.h"
@@ -26,9 +27,14 @@ struct DeviceContext {
   void* cublaslt_workspace = nullptr;
   std::size_t cublaslt_workspace_bytes = 0;
   cudnnContext* cudnn = nullptr;  // bound to `compute`
+  // The first failure of a runtime call that cannot return a Status (Backend::zeros' memset),
+  // reported by the backend's next synchronize().
+  std::mutex deferred_mu;
+  Status deferred = Status::ok();
 };
 
-// The calling thread's context; internal_error when none is installed.
+// The calling thread's context; internal_error when none is installed, the CUDA error when the
+// ScopedContext that installed it could not make its device current.
 Result<DeviceContext*> current_context();
 
 class ScopedContext {
@@ -40,6 +46,7 @@ class ScopedContext {
 
  private:
   DeviceContext* previous_;
+  int previous_set_device_rc_;
 };
 
 // New tensors in the current context's device memory (uninitialised / zeroed on its compute stream).

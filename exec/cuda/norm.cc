@@ -1,6 +1,6 @@
 // The CUDA backend's norm family: BatchNormalization through cuDNN graphs (its inference-mode
-// backward through our kernels) and LayerNormalization on our kernels (kernels/cuda/math.h). Same
-// inputs, outputs and gradients as the CPU's exec/cpu/norm.cc.
+// backward, and every shape cuDNN refuses, through our kernels) and LayerNormalization on our
+// kernels (kernels/cuda/math.h). Same inputs, outputs and gradients as the CPU's exec/cpu/norm.cc.
 #include <algorithm>
 #include <cmath>
 
@@ -42,6 +42,41 @@ Result<Tensor> inv_std(Tensor const& var, float eps) {
   return out;
 }
 
+// cuDNN refuses some shapes outright (no engine config for small channel counts, e.g. x [3,2,2,3]:
+// "tunable_params.c % elements_per_ldg != 0"), and says so when the plan is built, once per shape
+// (exec/cuda/cudnn_graphs.h). Those run on our kernels (kernels/cuda/norm.cu), which take and keep
+// the same tensors as cuDNN's graphs: the saved mean and inverse standard deviation.
+bool cudnn_refused(Status const& s) { return s.code() == StatusCode::kUnsupported; }
+
+Status own_batchnorm_train(Tensor const& x, std::vector<Tensor> const& in, float eps, float momentum,
+                           BnTrainPtrs const& p) {
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::batchnorm_train_forward<float>(
+      x.data<float>(), in[1].data<float>(), in[2].data<float>(), in[3].data<float>(), in[4].data<float>(), x.dim(0),
+      x.dim(1), spatial(x.shape()), eps, momentum, static_cast<float*>(p.y), static_cast<float*>(p.mean),
+      static_cast<float*>(p.inv_variance), static_cast<float*>(p.next_running_mean),
+      static_cast<float*>(p.next_running_var), stream));
+  return Status::ok();
+}
+
+Status own_batchnorm_infer(std::vector<int64_t> const& shape, BnInferPtrs const& p) {
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::batchnorm_infer_forward<float>(static_cast<float const*>(p.x), static_cast<float const*>(p.scale),
+                                                   static_cast<float const*>(p.bias), static_cast<float const*>(p.mean),
+                                                   static_cast<float const*>(p.inv_variance), shape.at(0), shape.at(1),
+                                                   spatial(shape), static_cast<float*>(p.y), stream));
+  return Status::ok();
+}
+
+Status own_batchnorm_backward(std::vector<int64_t> const& shape, BnBackwardPtrs const& p) {
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::batchnorm_train_backward<float>(
+      static_cast<float const*>(p.x), static_cast<float const*>(p.dy), static_cast<float const*>(p.scale),
+      static_cast<float const*>(p.mean), static_cast<float const*>(p.inv_variance), shape.at(0), shape.at(1),
+      spatial(shape), static_cast<float*>(p.dx), static_cast<float*>(p.dscale), static_cast<float*>(p.dbias), stream));
+  return Status::ok();
+}
+
 Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   auto const& a = *attrs_of<graph::BatchNormAttrs>(call.op);
   Tensor const& x = in[0];
@@ -61,14 +96,18 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
     ASSIGN_OR_RETURN(Tensor next_var, empty({c}));
     BnTrainPtrs const p{x.raw(), in[1].raw(), in[2].raw(),   in[3].raw(),     in[4].raw(),
                         y.raw(), mean.raw(),  inv_var.raw(), next_mean.raw(), next_var.raw()};
-    RETURN_IF_ERROR(in_op(call, batchnorm_train<float>(x.shape(), a.epsilon, 1.f - a.momentum, p)));
+    Status s = batchnorm_train<float>(x.shape(), a.epsilon, 1.f - a.momentum, p);
+    if (cudnn_refused(s)) s = own_batchnorm_train(x, in, a.epsilon, a.momentum, p);
+    RETURN_IF_ERROR(in_op(call, s));
     out[1] = next_mean;
     out[2] = next_var;
   } else {
     mean = in[3];
     ASSIGN_OR_RETURN(inv_var, inv_std(in[4], a.epsilon));
     BnInferPtrs const p{x.raw(), in[1].raw(), in[2].raw(), mean.raw(), inv_var.raw(), y.raw()};
-    RETURN_IF_ERROR(in_op(call, batchnorm_infer<float>(x.shape(), p)));
+    Status s = batchnorm_infer<float>(x.shape(), p);
+    if (cudnn_refused(s)) s = own_batchnorm_infer(x.shape(), p);
+    RETURN_IF_ERROR(in_op(call, s));
     for (std::size_t k = 1; k < out.size() && k < 3; ++k) {
       ASSIGN_OR_RETURN(out[k], copy_of(in[2 + k]));
     }
@@ -124,7 +163,9 @@ Status batchnorm_backward_op(OpCall const& call, Saved const& saved, std::vector
                          dx.raw(),
                          dscale.raw(),
                          dbias.raw()};
-  RETURN_IF_ERROR(in_op(call, batchnorm_backward<float>(x.shape(), p)));
+  Status s = batchnorm_backward<float>(x.shape(), p);
+  if (cudnn_refused(s)) s = own_batchnorm_backward(x.shape(), p);
+  RETURN_IF_ERROR(in_op(call, s));
   if (wants(wanted, 0)) RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
   if (wants(wanted, 1)) RETURN_IF_ERROR(emit_grad(call, grads, 1, dscale, accumulate));
   if (wants(wanted, 2)) RETURN_IF_ERROR(emit_grad(call, grads, 2, dbias, accumulate));

@@ -49,7 +49,7 @@ Status dropout_forward(OpCall const& call, std::vector<Tensor> const& in, std::v
     out[0] = y;
   } else {
     out[0] = x;
-    if (mask.nbytes() > 0) GP_CUDA_CHECK(cudaMemsetAsync(mask.raw(), 1, mask.nbytes(), stream));
+    if (mask.defined() && mask.nbytes() > 0) GP_CUDA_CHECK(cudaMemsetAsync(mask.raw(), 1, mask.nbytes(), stream));
   }
   if (out.size() > 1) out[1] = mask;
   if (saved) {

@@ -1,5 +1,6 @@
 // Launchers of the CUDA math kernels behind exec/cuda/activation.cc, binary.cc, reduce.cc,
-// view.cc and norm.cc (LayerNormalization, and BatchNormalization's inference-mode backward):
+// view.cc and norm.cc (LayerNormalization, BatchNormalization's inference-mode backward and its
+// kernels where cuDNN refuses a shape):
 // elementwise activations, broadcasting arithmetic, Pow with a tensor exponent, sums down to a
 // shape, Softmax, LayerNormalization, Dropout. Each enqueues on `stream` and returns
 // cudaGetLastError() (the launch's own error), never synchronising; n == 0 launches nothing. The
@@ -105,6 +106,25 @@ template <typename T>
 cudaError_t batchnorm_infer_backward_params(T const* x, T const* dy, float const* mean, float const* inv_std,
                                             int64_t batch, int64_t channels, int64_t spatial, T* dscale, T* dbias,
                                             cudaStream_t stream);
+
+// BatchNormalization where cuDNN refuses the shape (exec/cuda/norm.cc), x seen as [batch, channels,
+// spatial], one block per channel. Training forward: y with the batch's mean and biased variance,
+// the saved mean and inv_std = 1/√(var + eps), and the running statistics' update
+// next = running·momentum + batch·(1 − momentum) with ONNX's momentum and the unbiased variance
+// (exec/cpu/norm.cc's rule). Inference forward: y with the given mean and inv_std. Training
+// backward: dx, dscale and dbias from the saved mean and inv_std.
+template <typename T>
+cudaError_t batchnorm_train_forward(T const* x, T const* scale, T const* bias, T const* running_mean,
+                                    T const* running_var, int64_t batch, int64_t channels, int64_t spatial, float eps,
+                                    float momentum, T* y, float* mean, float* inv_std, T* next_mean, T* next_var,
+                                    cudaStream_t stream);
+template <typename T>
+cudaError_t batchnorm_infer_forward(T const* x, T const* scale, T const* bias, float const* mean, float const* inv_std,
+                                    int64_t batch, int64_t channels, int64_t spatial, T* y, cudaStream_t stream);
+template <typename T>
+cudaError_t batchnorm_train_backward(T const* x, T const* dy, T const* scale, float const* mean, float const* inv_std,
+                                     int64_t batch, int64_t channels, int64_t spatial, T* dx, T* dscale, T* dbias,
+                                     cudaStream_t stream);
 
 // Cast: y = x converted (to_bool: x != 0, for ONNX's bool; float to integer truncates).
 template <typename From, typename To>

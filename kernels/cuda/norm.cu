@@ -2,10 +2,11 @@
 // on one block (max and sums by block_reduce: deterministic); Softmax over a strided axis runs one
 // thread per column with hd::softmax_row, adjacent threads on adjacent columns (coalesced).
 //
-// BatchNormalization's inference-mode backward (launchers in kernels/cuda/math.h; per-element math
-// in kernels/hd/norm.h). The input gradient is elementwise; the scale and bias gradients are
-// per-channel sums, one block per channel combined by the fixed shuffle tree of block.cuh (no
-// atomics: the result does not depend on scheduling).
+// BatchNormalization's inference-mode backward, and the forward and backward that run where cuDNN
+// refuses a shape (launchers in kernels/cuda/math.h; per-element math in kernels/hd/norm.h).
+// Elementwise parts run one thread per element; per-channel sums run one block per channel,
+// combined by the fixed shuffle tree of block.cuh (no atomics: the result does not depend on
+// scheduling), and the training kernels then finish their channel in the same block.
 
 #include "kernels/cuda/math.h"
 #include "kernels/cuda/block.cuh"
@@ -267,7 +268,107 @@ __global__ void bn_infer_backward_params_kernel(T const* __restrict__ x, T const
   }
 }
 
+// Block c takes channel c: its mean, then the variance of the centred values (two block sums),
+// then y; thread 0 writes the saved statistics and the running statistics' update.
+template <typename T>
+__global__ void bn_train_forward_kernel(T const* __restrict__ x, T const* __restrict__ scale,
+                                        T const* __restrict__ bias, T const* __restrict__ running_mean,
+                                        T const* __restrict__ running_var, int64_t batch, int64_t channels,
+                                        int64_t spatial, float eps, float momentum, T* __restrict__ y,
+                                        float* __restrict__ mean, float* __restrict__ inv_std,
+                                        T* __restrict__ next_mean, T* __restrict__ next_var) {
+  __shared__ float smem[32];
+  int64_t const count = batch * spatial;
+  auto const k0 = static_cast<int64_t>(threadIdx.x), step = static_cast<int64_t>(blockDim.x);
+  for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
+    float const sum = detail::block_sum(hd::bn_sum_partial(x, c, channels, spatial, count, k0, step), smem);
+    float const mu = hd::bn_mean(sum, count);
+    float const sq = detail::block_sum(hd::bn_sq_partial(x, mu, c, channels, spatial, count, k0, step), smem);
+    float const var = hd::bn_variance(sq, count);
+    float const inv = hd::bn_inv_std(var, eps);
+    for (int64_t k = k0; k < count; k += step) {
+      int64_t const o = hd::bn_channel_offset(k, c, channels, spatial);
+      y[o] = hd::bn_value(x[o], mu, inv, scale[c], bias[c]);
+    }
+    if (threadIdx.x == 0) {
+      mean[c] = mu;
+      inv_std[c] = inv;
+      next_mean[c] = static_cast<T>(hd::bn_running_update(static_cast<float>(running_mean[c]), mu, 1.0, momentum));
+      next_var[c] = static_cast<T>(
+          hd::bn_running_update(static_cast<float>(running_var[c]), var, hd::bn_unbias(count), momentum));
+    }
+  }
+}
+
+template <typename T>
+__global__ void bn_infer_forward_kernel(T const* __restrict__ x, T const* __restrict__ scale,
+                                        T const* __restrict__ bias, float const* __restrict__ mean,
+                                        float const* __restrict__ inv_std, int64_t n, int64_t channels, int64_t spatial,
+                                        T* __restrict__ y) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    int64_t const c = hd::bn_channel(i, channels, spatial);
+    y[i] = hd::bn_value(x[i], mean[c], inv_std[c], scale[c], bias[c]);
+  }
+}
+
+// Block c takes channel c: dscale and dbias as the inference-mode backward sums them, then dx.
+template <typename T>
+__global__ void bn_train_backward_kernel(T const* __restrict__ x, T const* __restrict__ dy, T const* __restrict__ scale,
+                                         float const* __restrict__ mean, float const* __restrict__ inv_std,
+                                         int64_t batch, int64_t channels, int64_t spatial, T* __restrict__ dx,
+                                         T* __restrict__ dscale, T* __restrict__ dbias) {
+  __shared__ float smem[32];
+  int64_t const count = batch * spatial;
+  auto const k0 = static_cast<int64_t>(threadIdx.x), step = static_cast<int64_t>(blockDim.x);
+  for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
+    float ds = 0.f, db = 0.f;
+    hd::bn_infer_param_partial(x, dy, mean[c], inv_std[c], c, channels, spatial, count, k0, step, ds, db);
+    float const ds_total = detail::block_sum(ds, smem);
+    float const db_total = detail::block_sum(db, smem);
+    for (int64_t k = k0; k < count; k += step) {
+      int64_t const o = hd::bn_channel_offset(k, c, channels, spatial);
+      dx[o] = hd::bn_train_grad_input(dy[o], x[o], mean[c], inv_std[c], scale[c], ds_total, db_total, count);
+    }
+    if (threadIdx.x == 0) {
+      dscale[c] = static_cast<T>(ds_total);
+      dbias[c] = static_cast<T>(db_total);
+    }
+  }
+}
+
 }  // namespace
+
+template <typename T>
+cudaError_t batchnorm_train_forward(T const* x, T const* scale, T const* bias, T const* running_mean,
+                                    T const* running_var, int64_t batch, int64_t channels, int64_t spatial, float eps,
+                                    float momentum, T* y, float* mean, float* inv_std, T* next_mean, T* next_var,
+                                    cudaStream_t stream) {
+  if (channels > 0)
+    bn_train_forward_kernel<T><<<detail::grid_rows(channels), kBlock, 0, stream>>>(
+        x, scale, bias, running_mean, running_var, batch, channels, spatial, eps, momentum, y, mean, inv_std, next_mean,
+        next_var);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t batchnorm_infer_forward(T const* x, T const* scale, T const* bias, float const* mean, float const* inv_std,
+                                    int64_t batch, int64_t channels, int64_t spatial, T* y, cudaStream_t stream) {
+  int64_t const n = batch * channels * spatial;
+  if (n > 0)
+    bn_infer_forward_kernel<T>
+        <<<grid_for(n), kBlock, 0, stream>>>(x, scale, bias, mean, inv_std, n, channels, spatial, y);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t batchnorm_train_backward(T const* x, T const* dy, T const* scale, float const* mean, float const* inv_std,
+                                     int64_t batch, int64_t channels, int64_t spatial, T* dx, T* dscale, T* dbias,
+                                     cudaStream_t stream) {
+  if (channels > 0)
+    bn_train_backward_kernel<T><<<detail::grid_rows(channels), kBlock, 0, stream>>>(
+        x, dy, scale, mean, inv_std, batch, channels, spatial, dx, dscale, dbias);
+  return cudaGetLastError();
+}
 
 template <typename T>
 cudaError_t batchnorm_infer_backward_input(T const* dy, T const* scale, float const* inv_std, int64_t batch,
@@ -288,6 +389,14 @@ cudaError_t batchnorm_infer_backward_params(T const* x, T const* dy, float const
   return cudaGetLastError();
 }
 
+template cudaError_t batchnorm_train_forward<float>(float const*, float const*, float const*, float const*,
+                                                    float const*, int64_t, int64_t, int64_t, float, float, float*,
+                                                    float*, float*, float*, float*, cudaStream_t);
+template cudaError_t batchnorm_infer_forward<float>(float const*, float const*, float const*, float const*,
+                                                    float const*, int64_t, int64_t, int64_t, float*, cudaStream_t);
+template cudaError_t batchnorm_train_backward<float>(float const*, float const*, float const*, float const*,
+                                                     float const*, int64_t, int64_t, int64_t, float*, float*, float*,
+                                                     cudaStream_t);
 template cudaError_t batchnorm_infer_backward_input<float>(float const*, float const*, float const*, int64_t, int64_t,
                                                            int64_t, float*, cudaStream_t);
 template cudaError_t batchnorm_infer_backward_params<float>(float const*, float const*, float const*, float const*,

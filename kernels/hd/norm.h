@@ -6,11 +6,16 @@
 // serial *_row functions below run one row with the same per-element functions (the kernels for
 // a strided axis, and the host twin).
 //
-// Per-element math of BatchNormalization's inference-mode backward (kernels/cuda/norm.cu), as
-// the CPU backend computes it (oneDNN with use_global_stats): the running statistics are
-// constants, so with inv_std = 1/√(var + eps) per channel, dx = dy·scale·inv_std, and per channel
-// dscale = Σ dy·(x − mean)·inv_std and dbias = Σ dy over N and the spatial dims. x is seen as
-// [N, C, S] (S: the spatial dims' product).
+// Per-element math of BatchNormalization (kernels/cuda/norm.cu), as the CPU backend computes it
+// (oneDNN), with x seen as [N, C, S] (S: the spatial dims' product) and M = N·S per channel:
+// - inference-mode backward (use_global_stats): the running statistics are constants, so with
+//   inv_std = 1/√(var + eps) per channel, dx = dy·scale·inv_std, and per channel
+//   dscale = Σ dy·(x − mean)·inv_std and dbias = Σ dy over N and the spatial dims;
+// - the kernels that run the op where cuDNN refuses a shape: training forward with the batch's
+//   mean and biased variance (saving mean and inv_std, as cuDNN does), the running statistics
+//   updated as exec/cpu/norm.cc does (ONNX momentum, torch's unbiased variance), inference forward,
+//   and the training backward dx = scale·inv_std·(dy − dbias/M − x̂·dscale/M), x̂ = (x − mean)·inv_std,
+//   with dscale and dbias the same sums as the inference-mode backward.
 #pragma once
 
 #include <cmath>
@@ -158,6 +163,66 @@ GP_HD void bn_infer_param_partial(T const* x, T const* dy, float mean, float inv
   }
   dscale = ds;
   dbias = db;
+}
+
+}  // namespace gp::kernels::hd
+
+namespace gp::kernels::hd {
+
+// ---- BatchNormalization where cuDNN refuses the shape: one 256-thread block per channel ----
+
+// One thread's share of channel c's Σ x over k = k0, k0 + step, ... < count (count = N·S).
+template <typename T>
+GP_HD float bn_sum_partial(T const* x, int64_t c, int64_t channels, int64_t spatial, int64_t count, int64_t k0,
+                           int64_t step) {
+  float s = 0.f;
+  for (int64_t k = k0; k < count; k += step) s += static_cast<float>(x[bn_channel_offset(k, c, channels, spatial)]);
+  return s;
+}
+
+// One thread's share of channel c's Σ (x − mean)² (the variance of the centred values, as layer
+// norm takes it: no cancellation when |mean| is large).
+template <typename T>
+GP_HD float bn_sq_partial(T const* x, float mean, int64_t c, int64_t channels, int64_t spatial, int64_t count,
+                          int64_t k0, int64_t step) {
+  float s = 0.f;
+  for (int64_t k = k0; k < count; k += step) {
+    float const d = static_cast<float>(x[bn_channel_offset(k, c, channels, spatial)]) - mean;
+    s += d * d;
+  }
+  return s;
+}
+
+// From the channel's totals: the batch mean, the biased variance, and inv_std = 1/√(var + eps).
+GP_HD float bn_mean(float sum, int64_t count) { return sum / static_cast<float>(count); }
+GP_HD float bn_variance(float sq_sum, int64_t count) { return sq_sum / static_cast<float>(count); }
+GP_HD float bn_inv_std(float var, float eps) { return 1.f / sqrtf(var + eps); }
+
+// y = (x − mean)·inv_std·scale + bias (training with the batch's statistics, inference with the
+// running ones).
+template <typename T>
+GP_HD T bn_value(T x, float mean, float inv_std, T scale, T bias) {
+  return static_cast<T>((static_cast<float>(x) - mean) * inv_std * static_cast<float>(scale) +
+                        static_cast<float>(bias));
+}
+
+// The biased variance's correction to torch's unbiased one, M/(M − 1) (1 for M = 1), and the
+// running statistic's update new = old·momentum + batch·correction·(1 − momentum) in exec/cpu/norm.cc's
+// precision (float product, double sum); the mean's correction is 1.
+GP_HD double bn_unbias(int64_t count) {
+  return count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1.0;
+}
+GP_HD float bn_running_update(float running, float batch, double correction, float momentum) {
+  return static_cast<float>(running * momentum + batch * correction * (1.0 - momentum));
+}
+
+// Training backward's dx from the channel's dscale = Σ dy·x̂ and dbias = Σ dy.
+template <typename T>
+GP_HD T bn_train_grad_input(T dy, T x, float mean, float inv_std, T scale, float dscale, float dbias, int64_t count) {
+  float const m = static_cast<float>(count);
+  float const xhat = (static_cast<float>(x) - mean) * inv_std;
+  return static_cast<T>(static_cast<float>(scale) * inv_std *
+                        (static_cast<float>(dy) - dbias / m - xhat * (dscale / m)));
 }
 
 }  // namespace gp::kernels::hd

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "exec/backend.h"
+#include "exec/cpu/cpu_backend.h"
 #include "exec/tensor.h"
 
 namespace gp::exec {
@@ -21,6 +22,27 @@ TEST(Tensor, AllocationsAreAlignedAndTracked) {
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(odd.raw()) % 64, 0u);
   }
   EXPECT_EQ(a.bytes_in_use(), before);
+}
+
+// An absent tensor has no bytes: `if (t.nbytes() > 0) memset/copy` must not touch its null pointer
+// (its empty shape's product, numel(), is 1).
+TEST(Tensor, UndefinedTensorHasNoBytes) {
+  Tensor const absent;
+  EXPECT_FALSE(absent.defined());
+  EXPECT_EQ(absent.raw(), nullptr);
+  EXPECT_EQ(absent.nbytes(), 0u);
+  EXPECT_EQ(Tensor(std::vector<int64_t>{}).nbytes(), 4u);  // a defined scalar still has its element
+  EXPECT_EQ(Tensor({2, 0}).nbytes(), 0u);
+}
+
+TEST(Tensor, CopyRefusesAnUndefinedSide) {
+  CpuBackend cpu;
+  Tensor src = Tensor::from_floats({}, {1.f}), absent;
+  EXPECT_FALSE(cpu.copy(src, absent).is_ok());
+  EXPECT_FALSE(cpu.copy(absent, src).is_ok());
+  EXPECT_FALSE(cpu.add_into(absent, src).is_ok());
+  EXPECT_FALSE(cpu.fill(absent, 1.f).is_ok());
+  EXPECT_TRUE(cpu.copy(Tensor(), absent).is_ok());
 }
 
 TEST(Tensor, PeakIsAHighWaterMark) {
