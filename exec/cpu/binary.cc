@@ -4,6 +4,7 @@
 // as broadcast loops).
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "exec/cpu/cpu_broadcast.h"
 #include "exec/cpu/cpu_ops.h"
@@ -171,16 +172,19 @@ Status int_binary(OpCall const& call, Tensor const& a, Tensor const& b, std::vec
       ia += pos[d] * sa[d];
       ib += pos[d] * sb[d];
     }
+    // Two's-complement wrap-around on overflow (unsigned arithmetic), never undefined behaviour.
+    using U = std::make_unsigned_t<T>;
     T const x = av[ia], z = bv[ib];
     if (kind == OpKind::kAdd) {
-      yv[k] = static_cast<T>(x + z);
+      yv[k] = static_cast<T>(static_cast<U>(x) + static_cast<U>(z));
     } else if (kind == OpKind::kSub) {
-      yv[k] = static_cast<T>(x - z);
+      yv[k] = static_cast<T>(static_cast<U>(x) - static_cast<U>(z));
     } else if (kind == OpKind::kMul) {
-      yv[k] = static_cast<T>(x * z);
+      yv[k] = static_cast<T>(static_cast<U>(x) * static_cast<U>(z));
     } else {
       if (z == 0) return op_error(call, "integer division by zero");
-      yv[k] = static_cast<T>(x / z);  // ONNX: truncation toward zero, as C++'s
+      // ONNX's reference truncates toward zero, as C++ does; the lowest value over -1 wraps.
+      yv[k] = z == -1 ? static_cast<T>(U(0) - static_cast<U>(x)) : static_cast<T>(x / z);
     }
     for (std::size_t d = r; d-- > 0;) {
       if (++pos[d] < shape[d]) break;

@@ -3,6 +3,7 @@
 // indices to numbers), Dropout and the random ops (kernels/view: the mask and the draws pure
 // functions of seed and element index).
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "exec/cpu/cpu_ops.h"
@@ -94,10 +95,21 @@ void convert(Tensor const& x, Tensor& y) {
   From const* src = x.data<From>();
   To* dst = y.data<To>();
   for (int64_t i = 0, n = x.numel(); i < n; ++i) {
-    if constexpr (std::is_same_v<To, bool>)
+    if constexpr (std::is_same_v<To, bool>) {
       dst[i] = src[i] != From(0);
-    else
-      dst[i] = static_cast<To>(src[i]);  // float to integer truncates toward zero, as ONNX's Cast
+    } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+      // Truncation toward zero, as ONNX's Cast; out of range saturates and NaN becomes 0 (what
+      // the CUDA conversion instructions do), where a plain C++ conversion is undefined.
+      double const v = static_cast<double>(src[i]);
+      double const lo = static_cast<double>(std::numeric_limits<To>::lowest());
+      double const hi = static_cast<double>(std::numeric_limits<To>::max());
+      dst[i] = v != v    ? To(0)
+               : v <= lo ? std::numeric_limits<To>::lowest()
+               : v >= hi ? std::numeric_limits<To>::max()
+                         : static_cast<To>(v);
+    } else {
+      dst[i] = static_cast<To>(src[i]);
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 // Elementwise activations and math: import-time inference (graph/ops/infer.h), constant folding
-// of Sqrt, Neg and Relu (graph/ops/fold.h) and cost (graph/ops/cost.h).
+// of Sqrt, Neg, Relu and two-input Min and Max (graph/ops/fold.h) and cost (graph/ops/cost.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -120,6 +120,27 @@ Result<Folded> fold_relu(FoldContext const& c) {
       c, [](double a, double) { return a > 0 ? a : 0; }, relu_int);
 }
 
+// Min and Max of two values known at import time (the dynamo exporter's adaptive pooling windows
+// clamp static int64 indices with minimum/maximum); other input counts run.
+Result<SymInt> min_int(SymInt a, SymInt c, bool any_batch, std::string_view type) {
+  if (any_batch) return no_int_fold(a, c, any_batch, type);
+  return SymInt{std::min(a.v, c.v), 0};
+}
+Result<SymInt> max_int(SymInt a, SymInt c, bool any_batch, std::string_view type) {
+  if (any_batch) return no_int_fold(a, c, any_batch, type);
+  return SymInt{std::max(a.v, c.v), 0};
+}
+Result<Folded> fold_min(FoldContext const& c) {
+  if (c.ins.size() != 2) return Folded{};
+  return fold_elementwise(
+      c, [](double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }, min_int);
+}
+Result<Folded> fold_max(FoldContext const& c) {
+  if (c.ins.size() != 2) return Folded{};
+  return fold_elementwise(
+      c, [](double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }, max_int);
+}
+
 }  // namespace
 
 void register_activation_ops(OpTable& t) {
@@ -146,7 +167,9 @@ void register_activation_ops(OpTable& t) {
   define(t, "ThresholdedRelu", elementwise_op(infer_parametric, {1, 1}));
   define(t, "Clip", elementwise_op(infer_clip, {2, 1}, save_input0));
   define(t, "PRelu", elementwise_op(infer_prelu, {2, 4}, save_input0));
-  for (char const* v : {"Min", "Max", "Sum"}) define(t, v, elementwise_op(infer_variadic, {1, 1}));
+  define(t, "Min", elementwise_op(infer_variadic, {1, 1}, nullptr, fold_min));
+  define(t, "Max", elementwise_op(infer_variadic, {1, 1}, nullptr, fold_max));
+  define(t, "Sum", elementwise_op(infer_variadic, {1, 1}));
   define(t, "Mean", elementwise_op(infer_variadic, {2, 1}));
 }
 

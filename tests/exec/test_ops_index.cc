@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "exec/stage_executor.h"
 #include "graph/onnx_import.h"
@@ -734,6 +735,30 @@ net (float[N,3] x) => (int64[M] y) {
   y = Range(one, n, one)
 })",
                       "graphpipe keeps Range(s, s + k·N, d) with d dividing k");
+}
+
+// Index arithmetic never hits undefined behaviour: int64 overflow wraps (two's complement), the
+// lowest value divided by -1 wraps, division truncates toward zero (ONNX's reference), and a Cast
+// of NaN or an out-of-range float to an integer gives 0 or the nearest bound.
+TEST(BatchIndices, IntegerArithmeticWrapsAndCastsSaturate) {
+  CpuBackend be;
+  int64_t const big = std::numeric_limits<int64_t>::max(), low = std::numeric_limits<int64_t>::lowest();
+  auto run = [&](char const* type, std::vector<int64_t> a, std::vector<int64_t> b) {
+    OneOp o = make_op(type, {}, {{"a", int_tensor({static_cast<int64_t>(a.size())}, a), kIn},
+                                 {"b", int_tensor({static_cast<int64_t>(b.size())}, b), kIn}}, 1, {DType::kInt64});
+    EXPECT_TRUE(be.supports(o.the_op(), o.graph).is_ok());
+    std::vector<Tensor> out = run_forward(be, o);
+    return std::vector<int64_t>(out.at(0).data<int64_t>(), out.at(0).data<int64_t>() + out.at(0).numel());
+  };
+  EXPECT_EQ(run("Add", {big, 1}, {1, 2}), (std::vector<int64_t>{low, 3}));
+  EXPECT_EQ(run("Mul", {big, -3}, {2, 4}), (std::vector<int64_t>{-2, -12}));
+  EXPECT_EQ(run("Div", {low, -7, 7}, {-1, 2, -2}), (std::vector<int64_t>{low, -3, -3}));
+  Tensor x = Tensor::from_floats({4}, {std::nanf(""), 1e30f, -1e30f, -2.7f});
+  OneOp cast = make_op("Cast", graph::CastAttrs{7}, {{"x", x, kIn}}, 1, {DType::kInt64});
+  std::vector<Tensor> out = run_forward(be, cast);
+  ASSERT_EQ(out.at(0).dtype(), DType::kInt64);
+  EXPECT_EQ(std::vector<int64_t>(out[0].data<int64_t>(), out[0].data<int64_t>() + 4),
+            (std::vector<int64_t>{0, big, low, -2}));
 }
 
 }  // namespace

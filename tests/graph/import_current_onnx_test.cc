@@ -312,6 +312,26 @@ TEST(ImportCurrentOnnx, ScatterNDOfConstantsFolds) {
   EXPECT_NE(err.find("ScatterND"), std::string::npos) << err;
 }
 
+// The dynamo exporter's adaptive pooling (torchvision VGG at 64x64) clamps static int64 window
+// indices with Min and Max: folded, integers and floats alike.
+TEST(ImportCurrentOnnx, MinAndMaxOfConstantsFold) {
+  auto g = must_load(model("float[N,3] x", "float[N,3] y", {},
+                           "a = Constant<value = int64[3] {0, 5, 9}>()\n"
+                           "hi = Constant<value = int64 {6}>()\n"
+                           "lo = Constant<value = int64 {1}>()\n"
+                           "m = Min(a, hi)\n"
+                           "k = Max(m, lo)\n"
+                           "f = Cast<to = 1>(k)\n"
+                           "y = Mul(x, f)"));
+  EXPECT_TRUE(ops_of_type(g, "Min").empty());
+  EXPECT_TRUE(ops_of_type(g, "Max").empty());
+  auto const mul = ops_of_type(g, "Mul");
+  ASSERT_EQ(mul.size(), 1u);
+  TensorInfo const& f = g.tensor(mul[0]->inputs[1]);
+  ASSERT_NE(f.data, nullptr);
+  EXPECT_EQ(f.data->to_doubles(), (std::vector<double>{1, 5, 6}));
+}
+
 // Range over a static length folds; over the batch size it stays an op with a batch-long output.
 TEST(ImportCurrentOnnx, RangeOverTheBatchIsKeptAndStaticRangesFold) {
   auto g = must_load(model("float[N,3] x", "int64[N] y", {},
