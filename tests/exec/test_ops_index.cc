@@ -744,8 +744,10 @@ TEST(BatchIndices, IntegerArithmeticWrapsAndCastsSaturate) {
   CpuBackend be;
   int64_t const big = std::numeric_limits<int64_t>::max(), low = std::numeric_limits<int64_t>::lowest();
   auto run = [&](char const* type, std::vector<int64_t> a, std::vector<int64_t> b) {
-    OneOp o = make_op(type, {}, {{"a", int_tensor({static_cast<int64_t>(a.size())}, a), kIn},
-                                 {"b", int_tensor({static_cast<int64_t>(b.size())}, b), kIn}}, 1, {DType::kInt64});
+    OneOp o = make_op(type, {},
+                      {{"a", int_tensor({static_cast<int64_t>(a.size())}, a), kIn},
+                       {"b", int_tensor({static_cast<int64_t>(b.size())}, b), kIn}},
+                      1, {DType::kInt64});
     EXPECT_TRUE(be.supports(o.the_op(), o.graph).is_ok());
     std::vector<Tensor> out = run_forward(be, o);
     return std::vector<int64_t>(out.at(0).data<int64_t>(), out.at(0).data<int64_t>() + out.at(0).numel());
