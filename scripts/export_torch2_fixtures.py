@@ -90,6 +90,22 @@ class Ops(nn.Module):
         return self.fc(y.flatten(1)) + y.mean(dim=(1, 2, 3)).unsqueeze(1)
 
 
+class AdaptivePool(nn.Module):
+    """adaptive_avg_pool2d to an output size that does not divide the input (torchvision VGG and
+    AlexNet at small images): the dynamo exporter decomposes it into index arithmetic (Range,
+    Div, Floor, Sign, Min, Max over static windows, GatherND, Where, ReduceSum); the TorchScript
+    exporter cannot export it. The BatchNorm keeps the dynamo exporter's optimizer off (as for VGG),
+    so the index arithmetic reaches graphpipe unfolded."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 3 * 3, 10)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(F.relu(self.bn(self.conv(x))), (3, 3)), 1))
+
+
 VOCAB, SEQ, PAD = 32, 8, 0
 
 
@@ -226,6 +242,7 @@ MODELS = {
     "cnn": (Cnn, (3, 8, 8), 10),
     "encoder": (Encoder, (6, 16), 4),
     "ops": (Ops, (3, 8, 8), 10),
+    "adaptive": (AdaptivePool, (3, 8, 8), 10),
     "gpt2": (hf_gpt2, "ids", VOCAB),
     "bert": (hf_bert, "ids", 4),
     "distilbert": (hf_distilbert, "ids", 4),
@@ -239,8 +256,9 @@ MODELS = {
     "swin": (tv_swin, (3, 16, 16), 4),
 }
 # The TorchScript exporter cannot export grouped-query attention (scaled_dot_product_attention
-# with enable_gqa): these are exported by dynamo only.
-DYNAMO_ONLY = {"llama", "qwen2"}
+# with enable_gqa) nor adaptive pooling to a size that does not divide the input: these are
+# exported by dynamo only.
+DYNAMO_ONLY = {"llama", "qwen2", "adaptive"}
 # Models whose random ops change the result: no forward check against torch, no torch losses.
 RANDOM = {"convnext_sd"}
 TORCHSCRIPT_ONLY = {"convnext_sd"}

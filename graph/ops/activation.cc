@@ -1,5 +1,6 @@
 // Elementwise activations and math: import-time inference (graph/ops/infer.h), constant folding
-// of Sqrt, Neg, Relu and two-input Min and Max (graph/ops/fold.h) and cost (graph/ops/cost.h).
+// of Sqrt, Neg, Relu, Abs, Sign, Floor, Ceil, Round and two-input Min and Max (graph/ops/fold.h)
+// and cost (graph/ops/cost.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -130,6 +131,45 @@ Result<SymInt> max_int(SymInt a, SymInt c, bool any_batch, std::string_view type
   if (any_batch) return no_int_fold(a, c, any_batch, type);
   return SymInt{std::max(a.v, c.v), 0};
 }
+// Abs, Sign, Floor, Ceil and Round of import-time values (the same index computations: window
+// starts as Sign(x)·Floor(Abs(x)) of a float division). Integers keep their value (Floor, Ceil,
+// Round) or take their sign or magnitude; a value that holds the batch size is not folded.
+Result<SymInt> abs_int(SymInt a, SymInt c, bool any_batch, std::string_view type) {
+  if (any_batch) return no_int_fold(a, c, any_batch, type);
+  if (a.v == std::numeric_limits<int64_t>::min()) return shape_overflow();
+  return SymInt{a.v < 0 ? -a.v : a.v, 0};
+}
+Result<SymInt> sign_int(SymInt a, SymInt c, bool any_batch, std::string_view type) {
+  if (any_batch) return no_int_fold(a, c, any_batch, type);
+  return SymInt{a.v > 0 ? 1 : a.v < 0 ? -1 : 0, 0};
+}
+Result<SymInt> same_int(SymInt a, SymInt c, bool any_batch, std::string_view type) {
+  if (any_batch) return no_int_fold(a, c, any_batch, type);
+  return a;
+}
+Result<Folded> fold_abs(FoldContext const& c) {
+  return fold_elementwise(
+      c, [](double a, double) { return std::fabs(a); }, abs_int);
+}
+Result<Folded> fold_sign(FoldContext const& c) {
+  return fold_elementwise(
+      c, [](double a, double) { return a > 0   ? 1.0
+                                       : a < 0 ? -1.0
+                                               : a; }, sign_int);
+}
+Result<Folded> fold_floor(FoldContext const& c) {
+  return fold_elementwise(
+      c, [](double a, double) { return std::floor(a); }, same_int);
+}
+Result<Folded> fold_ceil(FoldContext const& c) {
+  return fold_elementwise(
+      c, [](double a, double) { return std::ceil(a); }, same_int);
+}
+Result<Folded> fold_round(FoldContext const& c) {
+  return fold_elementwise(
+      c, [](double a, double) { return std::nearbyint(a); }, same_int);
+}
+
 Result<Folded> fold_min(FoldContext const& c) {
   if (c.ins.size() != 2) return Folded{};
   return fold_elementwise(
@@ -149,8 +189,11 @@ void register_activation_ops(OpTable& t) {
   define(t, "Tanh", elementwise_op(infer_plain_unary, {4, 2}, save_output0));
   define(t, "Sqrt", elementwise_op(infer_plain_unary, {2, 2}, save_output0, fold_sqrt));
   define(t, "Neg", elementwise_op(infer_plain_unary, {1, 1}, nullptr, fold_neg));
-  define(t, "Abs", elementwise_op(infer_plain_unary, {1, 1}));
-  for (char const* u : {"Sign", "Floor", "Ceil", "Round"}) define(t, u, elementwise_op(infer_plain_unary, {1, 0}));
+  define(t, "Abs", elementwise_op(infer_plain_unary, {1, 1}, nullptr, fold_abs));
+  define(t, "Sign", elementwise_op(infer_plain_unary, {1, 0}, nullptr, fold_sign));
+  define(t, "Floor", elementwise_op(infer_plain_unary, {1, 0}, nullptr, fold_floor));
+  define(t, "Ceil", elementwise_op(infer_plain_unary, {1, 0}, nullptr, fold_ceil));
+  define(t, "Round", elementwise_op(infer_plain_unary, {1, 0}, nullptr, fold_round));
   // Transcendentals count 1.
   for (char const* u : {"Exp", "Log", "Erf", "Reciprocal", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
                         "Asinh", "Acosh", "Atanh"})

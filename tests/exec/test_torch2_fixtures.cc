@@ -89,7 +89,8 @@ INSTANTIATE_TEST_SUITE_P(Torch2, Torch2Fixture,
                                            "distilbert_dynamo", "distilbert_torchscript", "vit_dynamo",
                                            "vit_torchscript", "gpt2cls_dynamo", "gpt2cls_torchscript",
                                            "convnext_dynamo", "convnext_torchscript", "efficientnet_dynamo",
-                                           "efficientnet_torchscript", "swin_dynamo", "swin_torchscript"));
+                                           "efficientnet_torchscript", "swin_dynamo", "swin_torchscript",
+                                           "adaptive_dynamo"));
 
 }  // namespace
 }  // namespace gp::exec
