@@ -104,8 +104,8 @@ std::string Shape::to_string() const {
     if (i) os << ',';
     if (dims[i] == kBatch)
       os << 'N';
-    else if (dims[i] < 0)
-      os << -dims[i] << 'N';
+    else if (dims[i] < 0)  // negated as unsigned: a malformed file's INT64_MIN has no int64 negation
+      os << (uint64_t{0} - static_cast<uint64_t>(dims[i])) << 'N';
     else
       os << dims[i];
   }

@@ -358,6 +358,15 @@ Result<Folded> fold_concat(FoldContext const& c) {
   out.dims[axis] = 0;
   bool anyb = false;
   for (auto const* p : parts) {
+    // A malformed file may give parts of other ranks, shapes, kinds or element counts.
+    bool fits = p->dims.size() == out.dims.size() && p->is_float() == out.is_float() &&
+                fold_numel(p->dims) == static_cast<int64_t>(p->is_float() ? p->f.size() : p->i.size()) &&
+                (!p->has_batch() || p->b.size() == p->i.size());
+    for (std::size_t d = 0; fits && d < out.dims.size(); ++d)
+      fits = static_cast<int64_t>(d) == axis || p->dims[d] == out.dims[d];
+    if (!fits)
+      return invalid_argument(c.where() + ": inputs " + dims_str(parts[0]->dims) + " and " + dims_str(p->dims) +
+                              " cannot be concatenated along axis " + std::to_string(axis));
     out.dims[axis] += p->dims[axis];
     anyb |= p->has_batch();
   }
