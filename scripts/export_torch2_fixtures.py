@@ -149,6 +149,16 @@ def hf_bert():
     return HfClassifier(lambda: transformers.BertForSequenceClassification(cfg))
 
 
+def hf_roberta():
+    import transformers
+    # Position ids come from the ids at run time: cumsum(ids != pad) * (ids != pad) + pad (CumSum
+    # and GatherElements of the token_type_ids buffer over integers).
+    cfg = transformers.RobertaConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=20, pad_token_id=1,
+                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=4)
+    return HfClassifier(lambda: transformers.RobertaForSequenceClassification(cfg))
+
+
 def hf_distilbert():
     import transformers
     cfg = transformers.DistilBertConfig(vocab_size=VOCAB, dim=16, n_layers=2, n_heads=2, hidden_dim=32,
@@ -245,6 +255,7 @@ MODELS = {
     "adaptive": (AdaptivePool, (3, 8, 8), 10),
     "gpt2": (hf_gpt2, "ids", VOCAB),
     "bert": (hf_bert, "ids", 4),
+    "roberta": (hf_roberta, "ids", 4),
     "distilbert": (hf_distilbert, "ids", 4),
     "vit": (hf_vit, (3, 8, 8), 4),
     "llama": (hf_llama, "ids", VOCAB),

@@ -507,9 +507,11 @@ Status element_check(graph::Op const& op, graph::OpGraph const& graph, std::vect
   return Status::ok();
 }
 
+// Data of any dtype is gathered (HF RoBERTa's token_type_ids buffer by run-time position ids);
+// float32 data is differentiated.
 Status gather_elements_check(graph::Op const& op, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(require_attrs<graph::GatherElementsAttrs>(op, graph));
-  return element_check(op, graph, {0});
+  return element_check(op, graph, {});
 }
 
 Status scatter_elements_check(graph::Op const& op, graph::OpGraph const& graph) {
@@ -524,10 +526,11 @@ Status gather_elements_forward(OpCall const& call, std::vector<Tensor> const& in
                                Saved* saved) {
   int64_t const axis = attrs_of<graph::GatherElementsAttrs>(call.op)->axis;
   ASSIGN_OR_RETURN(std::vector<int64_t> const pos, element_positions(call, in[0].shape(), in[1], axis));
-  Tensor y(in[1].shape());
-  float const* x = in[0].data<float>();
-  float* p = y.data<float>();
-  for (std::size_t j = 0; j < pos.size(); ++j) p[j] = x[pos[j]];
+  Tensor y(in[1].shape(), in[0].dtype());
+  std::size_t const es = graph::dtype_size(y.dtype());
+  auto const* x = static_cast<char const*>(in[0].raw());
+  auto* p = static_cast<char*>(y.raw());
+  for (std::size_t j = 0; j < pos.size(); ++j) std::memcpy(p + j * es, x + static_cast<std::size_t>(pos[j]) * es, es);
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   if (saved) saved->tensors = {in[1], shape_tensor(in[0].shape())};

@@ -4,6 +4,7 @@
 // already trailing); the ops along one axis see it as [outer, dim, inner] and run over `inner`
 // contiguously.
 #include <algorithm>
+#include <type_traits>
 #include <cmath>
 #include <limits>
 
@@ -358,11 +359,36 @@ void cumsum(float const* x, float* y, AxisSplit const& s, bool exclusive, bool r
   }
 }
 
+// Running sums of integers (HF RoBERTa's position ids: the cumulative sum of the non-padding mask),
+// wrapping on overflow (unsigned arithmetic) instead of undefined behaviour.
+template <typename T>
+void cumsum_int(T const* x, T* y, AxisSplit const& s, bool exclusive, bool reverse) {
+  using U = std::make_unsigned_t<T>;
+  std::vector<U> run(static_cast<std::size_t>(s.inner));
+  for (int64_t o = 0; o < s.outer; ++o) {
+    std::fill(run.begin(), run.end(), U(0));
+    for (int64_t step = 0; step < s.dim; ++step) {
+      int64_t const k = reverse ? s.dim - 1 - step : step;
+      int64_t const base = (o * s.dim + k) * s.inner;
+      for (int64_t j = 0; j < s.inner; ++j) {
+        U const before = run[j];
+        run[j] += static_cast<U>(x[base + j]);
+        y[base + j] = static_cast<T>(exclusive ? before : run[j]);
+      }
+    }
+  }
+}
+
 Status cumsum_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   auto const& a = *attrs_of<graph::CumSumAttrs>(call.op);
   ASSIGN_OR_RETURN(AxisSplit const s, graph::ops::axis_split(call.op, a.axis, in[0].shape()));
-  Tensor y(in[0].shape());
-  cumsum(in[0].data<float>(), y.data<float>(), s, a.exclusive, a.reverse);
+  Tensor y(in[0].shape(), in[0].dtype());
+  if (in[0].dtype() == DType::kInt64)
+    cumsum_int(in[0].data<int64_t>(), y.data<int64_t>(), s, a.exclusive, a.reverse);
+  else if (in[0].dtype() == DType::kInt32)
+    cumsum_int(in[0].data<int32_t>(), y.data<int32_t>(), s, a.exclusive, a.reverse);
+  else
+    cumsum(in[0].data<float>(), y.data<float>(), s, a.exclusive, a.reverse);
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   if (saved) saved->tensors.clear();
@@ -541,7 +567,13 @@ CpuKernelFamily reduce_kernels() {
                {{log_softmax_forward, log_softmax_backward, log_softmax_backward, require_attrs<SoftmaxAttrs>}, 1}});
   f.push_back(
       {OpKind::kHardmax, {{hardmax_forward, hardmax_backward, hardmax_backward, require_attrs<SoftmaxAttrs>}, 1}});
-  f.push_back({OpKind::kCumSum, {{cumsum_forward, cumsum_backward, cumsum_backward, require_attrs<CumSumAttrs>}, 1}});
+  // Integers too (position ids), never differentiated.
+  f.push_back({OpKind::kCumSum,
+               {{cumsum_forward, cumsum_backward, cumsum_backward, require_attrs<CumSumAttrs>},
+                1,
+                false,
+                0,
+                {DType::kFloat32, DType::kInt64, DType::kInt32}}});
   CpuKernelEntry const arg_any{arg, 1, false, 0, {DType::kFloat32, DType::kInt64, DType::kInt32}};
   f.push_back({OpKind::kArgMax, arg_any});
   f.push_back({OpKind::kArgMin, arg_any});

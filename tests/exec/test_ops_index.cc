@@ -200,6 +200,18 @@ TEST(IndexOps, GatherElementsRejectsOutOfRangeAndBadDtypes) {
   EXPECT_NE(d.message().find("indices have dtype float32"), std::string::npos) << d.message();
 }
 
+// Integer data (HF RoBERTa's token_type_ids buffer) is gathered as it is.
+TEST(IndexOps, GatherElementsOfIntegerData) {
+  CpuBackend be;
+  OneOp o =
+      make_op("GatherElements", graph::GatherElementsAttrs{1},
+              {{"t", int_tensor({1, 4}, {7, 8, 9, 10})}, {"i", int_tensor({1, 3}, {3, 0, 3})}}, 1, {DType::kInt64});
+  ASSERT_TRUE(be.supports(o.the_op(), o.graph).is_ok());
+  Tensor y = run_forward(be, o).at(0);
+  ASSERT_EQ(y.dtype(), DType::kInt64);
+  EXPECT_EQ(std::vector<int64_t>(y.data<int64_t>(), y.data<int64_t>() + 3), (std::vector<int64_t>{10, 7, 10}));
+}
+
 TEST(IndexOps, GatherElementsGradients) {
   // Duplicate and negative indices: their gradients add up.
   check_grads(make_op("GatherElements", graph::GatherElementsAttrs{1},

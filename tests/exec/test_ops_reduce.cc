@@ -268,6 +268,26 @@ TEST(CumSum, ExclusiveAndReverseByHand) {
             (std::vector<float>{1, 3, 6, 4, 9, 15}));
 }
 
+// HF RoBERTa's position ids: cumsum(mask) · mask + padding_idx over int32/int64 ids, exact; a
+// bool input has no kernel.
+TEST(CumSum, IntegersSumExactlyAndBytesAreRefused) {
+  CpuBackend be;
+  Tensor m = int_tensor({2, 4}, {1, 1, 1, 0, 1, 0, 1, 1});
+  OneOp o = make_op("CumSum", graph::CumSumAttrs{1}, {{"m", m, kIn}}, 1, {DType::kInt64});
+  ASSERT_TRUE(be.supports(o.the_op(), o.graph).is_ok());
+  Tensor y = run_forward(be, o).at(0);
+  ASSERT_EQ(y.dtype(), DType::kInt64);
+  EXPECT_EQ(std::vector<int64_t>(y.data<int64_t>(), y.data<int64_t>() + 8),
+            (std::vector<int64_t>{1, 2, 3, 3, 1, 1, 2, 3}));
+  Tensor big = int_tensor({2}, {std::numeric_limits<int64_t>::max(), 1});
+  Tensor w = run_forward(be, make_op("CumSum", graph::CumSumAttrs{0}, {{"b", big, kIn}}, 1, {DType::kInt64})).at(0);
+  EXPECT_EQ(w.data<int64_t>()[1], std::numeric_limits<int64_t>::lowest()) << "wraps, as two's complement";
+  OneOp bytes = make_op("CumSum", graph::CumSumAttrs{0}, {{"b", Tensor({3}, DType::kUInt8), kIn}});
+  Status const s = be.supports(bytes.the_op(), bytes.graph);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("uint8"), std::string::npos) << s.message();
+}
+
 TEST(CumSum, GradientsMatchFiniteDifferences) {
   uint32_t seed = 60;
   for (int64_t axis : {0, 1, 2})
