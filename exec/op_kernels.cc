@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "kernels/hd/view.h"
+
 namespace gp::exec {
 
 Status op_error(OpCall const& call, std::string const& what) { return graph::ops::op_error(call.op, what); }
@@ -36,6 +38,20 @@ Tensor grad_or_zeros(OpCall const& call, std::vector<Tensor> const& grad_outputs
                      std::vector<int64_t> const& shape) {
   if (i < grad_outputs.size() && grad_outputs[i].defined()) return grad_outputs[i];
   return call.backend ? call.backend->zeros(shape) : Tensor::zeros(shape);
+}
+
+Status emit_zero_grad(OpCall const& call, std::vector<bool> const& wanted, std::vector<Tensor>& grads, std::size_t i,
+                      std::vector<int64_t> const& shape, bool accumulate) {
+  if (!wants(wanted, i) || accumulate) return Status::ok();
+  return emit_grad(call, grads, i, call.backend ? call.backend->zeros(shape) : Tensor::zeros(shape), false);
+}
+
+uint64_t random_seed(OpCall const& call, graph::RandomAttrs const& attrs) {
+  if (!attrs.has_seed) return call.rng_seed;
+  uint32_t bits = 0;
+  static_assert(sizeof bits == sizeof attrs.seed);
+  std::memcpy(&bits, &attrs.seed, sizeof bits);
+  return call.rng_seed ^ kernels::hd::splitmix64(bits);
 }
 
 Tensor shape_tensor(std::vector<int64_t> const& shape, Allocator& alloc) {

@@ -52,6 +52,13 @@ inline OpCall bound_to(OpCall call, Backend& backend) {
 // Stores gradient g into grads[i], or adds it into the existing grads[i] (through the call's
 // backend) when accumulating.
 Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, Tensor g, bool accumulate);
+// The gradient of a step (a comparison, a cast between types, a random draw) for input i of
+// `shape`: zeros on the call's backend when wanted; nothing to add when accumulating.
+Status emit_zero_grad(OpCall const& call, std::vector<bool> const& wanted, std::vector<Tensor>& grads, std::size_t i,
+                      std::vector<int64_t> const& shape, bool accumulate);
+// The seed of a random op's draws: the call's (step, micro-batch, op), with the node's seed
+// attribute mixed in when it has one.
+uint64_t random_seed(OpCall const& call, graph::RandomAttrs const& attrs);
 // Small host int64 tensors that carry shapes through Saved (metadata, never read by a kernel).
 // grad_outputs[i], or zeros of `shape` on the call's backend when no gradient flowed into that output.
 Tensor grad_or_zeros(OpCall const& call, std::vector<Tensor> const& grad_outputs, std::size_t i,
@@ -68,5 +75,10 @@ Status require_attrs(graph::Op const& op, graph::OpGraph const&) {
   return graph::ops::require_typed<A>(op);
 }
 inline Status no_check(graph::Op const&, graph::OpGraph const&) { return Status::ok(); }
+// The backward of an op whose inputs have no gradient (integers, masks, no data inputs at all).
+inline Status no_gradient(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                          std::vector<Tensor>&, bool) {
+  return Status::ok();
+}
 
 }  // namespace gp::exec

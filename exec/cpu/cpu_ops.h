@@ -17,6 +17,7 @@ using exec::BothFn;
 using exec::CheckFn;
 using exec::constant_input;
 using exec::ForwardFn;
+using exec::no_gradient;
 using exec::op_error;
 using exec::OpKernels;
 using exec::require_attrs;
@@ -148,9 +149,6 @@ Status transpose_backward(OpCall const&, Saved const&, std::vector<Tensor> const
 Status concat_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status concat_bytes_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status concat_bytes_check(graph::Op const&, graph::OpGraph const&);
-// The backward of an op whose inputs have no gradient (integers, masks): emits nothing.
-Status no_gradient(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
-                   std::vector<Tensor>&, bool);
 Status concat_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                        std::vector<Tensor>&, bool);
 Status split_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);

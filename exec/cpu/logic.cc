@@ -15,7 +15,7 @@
 namespace gp::exec::cpu {
 namespace {
 
-bool is_boolean(DType d) { return d == DType::kBool || d == DType::kUInt8; }
+using graph::ops::is_boolean;
 
 bool is_comparison(OpKind t) {
   return t == OpKind::kEqual || t == OpKind::kLess || t == OpKind::kGreater || t == OpKind::kLessOrEqual ||
@@ -309,10 +309,8 @@ Status mod_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> 
 Status constant_of_shape_forward(OpCall const& call, std::vector<Tensor> const&, std::vector<Tensor>& out, Saved*) {
   auto const* a = attrs_of<graph::ConstantOfShapeAttrs>(call.op);
   if (a == nullptr) return op_error(call, "has no typed attributes");
-  auto const shape = graph::ops::concrete_shape(a->shape, call.batch);
-  if (!shape)
-    return op_error(call,
-                    "its shape holds the batch size, which is unknown here (a stage whose inputs carry no batch)");
+  auto const shape = graph::ops::constant_of_shape_output_shape(*a, call.batch);
+  if (!shape) return op_error(call, shape.status().message());
   DType const dtype = call.graph.tensor(call.op.outputs[0]).dtype;
   Tensor y(*shape, dtype);
   for (int64_t i = 0; i < y.numel(); ++i) {
@@ -336,19 +334,13 @@ Status constant_of_shape_forward(OpCall const& call, std::vector<Tensor> const&,
   return Status::ok();
 }
 
-// No inputs, so nothing to differentiate.
-Status constant_of_shape_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
-                                  std::vector<Tensor>&, bool) {
-  return Status::ok();
-}
-
 // ---- Range over the batch size: filled per micro-batch (OpCall::batch) ----
 
 Status range_forward(OpCall const& call, std::vector<Tensor> const&, std::vector<Tensor>& out, Saved*) {
   auto const* a = attrs_of<graph::RangeAttrs>(call.op);
   if (a == nullptr) return op_error(call, "has no typed attributes");
   auto const shape = graph::ops::range_output_shape(*a, call.batch);
-  if (!shape) return op_error(call, shape.status().message() + " (a stage whose inputs carry no batch)");
+  if (!shape) return op_error(call, shape.status().message());
   DType const dtype = call.graph.tensor(call.op.outputs[0]).dtype;
   Tensor y(*shape, dtype);
   for (int64_t k = 0; k < y.numel(); ++k) {
@@ -374,15 +366,12 @@ CpuKernelFamily logic_kernels() {
   f.emplace_back(OpKind::kWhere,
                  CpuKernelEntry{{where_forward, where_backward, where_backward, logic_check}, 3, false});
   f.emplace_back(OpKind::kMod, CpuKernelEntry{{mod_forward, mod_backward, mod_backward, logic_check}, 2, false});
-  f.emplace_back(OpKind::kConstantOfShape,
-                 CpuKernelEntry{{constant_of_shape_forward, constant_of_shape_backward, constant_of_shape_backward,
-                                 require_attrs<graph::ConstantOfShapeAttrs>},
-                                0,
-                                false});
-  f.emplace_back(OpKind::kRange, CpuKernelEntry{{range_forward, constant_of_shape_backward, constant_of_shape_backward,
-                                                 require_attrs<graph::RangeAttrs>},
-                                                0,
-                                                false});
+  f.emplace_back(
+      OpKind::kConstantOfShape,
+      CpuKernelEntry{
+          {constant_of_shape_forward, no_gradient, no_gradient, require_attrs<graph::ConstantOfShapeAttrs>}, 0, false});
+  f.emplace_back(OpKind::kRange,
+                 CpuKernelEntry{{range_forward, no_gradient, no_gradient, require_attrs<graph::RangeAttrs>}, 0, false});
   return f;
 }
 

@@ -197,11 +197,6 @@ Status concat_bytes_forward(OpCall const& call, std::vector<Tensor> const& in, s
   return Status::ok();
 }
 
-Status no_gradient(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
-                   std::vector<Tensor>&, bool) {
-  return Status::ok();
-}
-
 Status split_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(graph::ops::SplitShape const sp, graph::ops::split_shape(call.op, in[0].shape()));
   int64_t const axis = sp.axis;

@@ -8,7 +8,6 @@
 
 #include "exec/cpu/cpu_ops.h"
 #include "graph/ops/view.h"
-#include "kernels/hd/view.h"
 #include "kernels/view.h"
 
 namespace gp::exec::cpu {
@@ -177,19 +176,10 @@ Status cast_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
   DType const from = call.graph.tensor(call.op.inputs[0]).dtype;
   DType const to = call.graph.tensor(call.op.outputs[0]).dtype;
   if (from == to) return reshape_backward(call, saved, gout, wanted, grads, accumulate);
-  if (!wants(wanted, 0) || accumulate) return Status::ok();
-  return emit_grad(call, grads, 0, Tensor::zeros(shape_of(saved.tensors.at(0))), false);
+  return emit_zero_grad(call, wanted, grads, 0, shape_of(saved.tensors.at(0)), accumulate);
 }
 
 // ---- RandomUniformLike, RandomNormalLike, Bernoulli ----
-
-uint64_t random_seed(OpCall const& call, graph::RandomAttrs const& a) {
-  if (!a.has_seed) return call.rng_seed;
-  uint32_t bits = 0;
-  static_assert(sizeof bits == sizeof a.seed);
-  std::memcpy(&bits, &a.seed, sizeof bits);
-  return call.rng_seed ^ kernels::hd::splitmix64(bits);
-}
 
 Status random_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   auto const& a = *attrs_of<graph::RandomAttrs>(call.op);
@@ -219,25 +209,13 @@ Status random_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
 // step): zero gradient for a float32 input that asks.
 Status random_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const&,
                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  if (!wants(wanted, 0) || accumulate) return Status::ok();
-  return emit_grad(call, grads, 0, Tensor::zeros(shape_of(saved.tensors.at(0))), false);
-}
-
-Status random_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<graph::RandomAttrs>(op, graph));
-  DType const to = graph.tensor(op.outputs.at(0)).dtype;
-  bool const bernoulli = attrs_of<graph::RandomAttrs>(op)->kind == graph::RandomKind::kBernoulli;
-  if (bernoulli && graph.tensor(op.inputs.at(0)).dtype != DType::kFloat32)
-    return unsupported("Bernoulli probabilities must be float32");
-  if (to != DType::kFloat32 && !(bernoulli && (to == DType::kBool || to == DType::kUInt8)))
-    return unsupported("output dtype " + std::string(graph::dtype_name(to)) + " (float32 only)");
-  return Status::ok();
+  return emit_zero_grad(call, wanted, grads, 0, shape_of(saved.tensors.at(0)), accumulate);
 }
 
 }  // namespace
 
 CpuKernelFamily view_kernels() {
-  CpuKernelEntry const random{{random_forward, random_backward, random_backward, random_check}, 1, false};
+  CpuKernelEntry const random{{random_forward, random_backward, random_backward, graph::ops::random_check}, 1, false};
   return {
       {OpKind::kCast, {{cast_forward, cast_backward, cast_backward, cast_convert_check}, 1, false}},
       {OpKind::kRandomUniformLike, random},

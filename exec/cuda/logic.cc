@@ -16,7 +16,7 @@ namespace {
 namespace kc = kernels::cuda;
 namespace hd = kernels::hd;
 
-bool is_boolean(DType d) { return d == DType::kBool || d == DType::kUInt8; }
+using graph::ops::is_boolean;
 
 hd::LogicKind logic_kind(OpKind k) {
   switch (k) {
@@ -103,11 +103,8 @@ Status not_forward(OpCall const& call, std::vector<Tensor> const& in, std::vecto
 // A comparison is a step: zero gradient for a float32 operand that asks (as on the CPU).
 Status predicate_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const&,
                           std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  for (std::size_t i = 0; i < wanted.size() && i < saved.tensors.size(); ++i) {
-    if (!wants(wanted, i) || accumulate) continue;
-    ASSIGN_OR_RETURN(Tensor z, zeros(shape_of(saved.tensors[i])));
-    RETURN_IF_ERROR(emit_grad(call, grads, i, z, false));
-  }
+  for (std::size_t i = 0; i < saved.tensors.size(); ++i)
+    RETURN_IF_ERROR(emit_zero_grad(call, wanted, grads, i, shape_of(saved.tensors[i]), accumulate));
   return Status::ok();
 }
 
@@ -176,10 +173,8 @@ Status where_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
 Status constant_of_shape_forward(OpCall const& call, std::vector<Tensor> const&, std::vector<Tensor>& out, Saved*) {
   auto const* a = attrs_of<graph::ConstantOfShapeAttrs>(call.op);
   if (a == nullptr) return op_error(call, "has no typed attributes");
-  auto const shape = graph::ops::concrete_shape(a->shape, call.batch);
-  if (!shape)
-    return op_error(call,
-                    "its shape holds the batch size, which is unknown here (a stage whose inputs carry no batch)");
+  auto const shape = graph::ops::constant_of_shape_output_shape(*a, call.batch);
+  if (!shape) return op_error(call, shape.status().message());
   DType const dtype = call.graph.tensor(call.op.outputs[0]).dtype;
   ASSIGN_OR_RETURN(Tensor y, empty(*shape, dtype));
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
@@ -206,7 +201,7 @@ Status range_forward(OpCall const& call, std::vector<Tensor> const&, std::vector
   auto const* a = attrs_of<graph::RangeAttrs>(call.op);
   if (a == nullptr) return op_error(call, "has no typed attributes");
   auto const shape = graph::ops::range_output_shape(*a, call.batch);
-  if (!shape) return op_error(call, shape.status().message() + " (a stage whose inputs carry no batch)");
+  if (!shape) return op_error(call, shape.status().message());
   DType const dtype = call.graph.tensor(call.op.outputs[0]).dtype;
   ASSIGN_OR_RETURN(Tensor y, empty(*shape, dtype));
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
@@ -216,12 +211,6 @@ Status range_forward(OpCall const& call, std::vector<Tensor> const&, std::vector
     GP_CUDA_CHECK(kc::iota(y.data<int64_t>(), y.numel(), a->start, a->delta, stream));
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
-  return Status::ok();
-}
-
-// No data inputs, so no gradient to give.
-Status no_inputs_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
-                          std::vector<Tensor>&, bool) {
   return Status::ok();
 }
 
@@ -251,12 +240,10 @@ std::vector<KernelEntry> logic_kernels() {
     add_typed(OpKind::kWhere, b, {where_dispatch, where_backward, where_backward, where_check}, 3);
   }
   // Without data inputs an op's entry is found under float32.
-  add_typed(
-      OpKind::kConstantOfShape, DType::kFloat32,
-      {constant_of_shape_forward, no_inputs_backward, no_inputs_backward, require_attrs<graph::ConstantOfShapeAttrs>},
-      0);
+  add_typed(OpKind::kConstantOfShape, DType::kFloat32,
+            {constant_of_shape_forward, no_gradient, no_gradient, require_attrs<graph::ConstantOfShapeAttrs>}, 0);
   add_typed(OpKind::kRange, DType::kFloat32,
-            {range_forward, no_inputs_backward, no_inputs_backward, require_attrs<graph::RangeAttrs>}, 0);
+            {range_forward, no_gradient, no_gradient, require_attrs<graph::RangeAttrs>}, 0);
   return t;
 }
 

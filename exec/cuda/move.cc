@@ -82,11 +82,6 @@ Status expand_bytes_forward(OpCall const& call, std::vector<Tensor> const& in, s
   return Status::ok();
 }
 
-Status no_gradient(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
-                   std::vector<Tensor>&, bool) {
-  return Status::ok();
-}
-
 Status expand_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();

@@ -3,7 +3,6 @@
 // CPU's mask bit for bit) and the random ops (the CPU's draws). Same inputs, outputs and
 // conventions as the CPU's exec/cpu/view.cc; kernels in kernels/cuda/math.h.
 #include <algorithm>
-#include <cstring>
 
 #include "exec/cuda/ops_common.h"
 #include "kernels/cuda/math.h"
@@ -15,7 +14,6 @@
 #include "graph/ops/view.h"
 #include "kernels/cuda/move.h"
 #include "kernels/hd/move.h"
-#include "kernels/hd/view.h"
 #include "exec/cuda/cuda_ops.h"
 
 namespace gp::exec::cuda {
@@ -158,30 +156,10 @@ Status cast_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
                      std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (call.graph.tensor(call.op.inputs[0]).dtype == call.graph.tensor(call.op.outputs[0]).dtype)
     return reshape_backward(call, saved, gout, wanted, grads, accumulate);
-  if (!wants(wanted, 0) || accumulate) return Status::ok();
-  ASSIGN_OR_RETURN(Tensor z, zeros(shape_of(saved.tensors.at(0))));
-  return emit_grad(call, grads, 0, z, false);
+  return emit_zero_grad(call, wanted, grads, 0, shape_of(saved.tensors.at(0)), accumulate);
 }
 
 // ---- RandomUniformLike, RandomNormalLike, Bernoulli: the CPU's draws ----
-
-Status random_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<graph::RandomAttrs>(op, graph));
-  DType const to = graph.tensor(op.outputs.at(0)).dtype;
-  bool const bernoulli = attrs_of<graph::RandomAttrs>(op)->kind == graph::RandomKind::kBernoulli;
-  if (bernoulli && graph.tensor(op.inputs.at(0)).dtype != DType::kFloat32)
-    return unsupported("Bernoulli probabilities must be float32");
-  if (to != DType::kFloat32 && !(bernoulli && (to == DType::kBool || to == DType::kUInt8)))
-    return unsupported("output dtype " + std::string(graph::dtype_name(to)) + " (float32 only)");
-  return Status::ok();
-}
-
-uint64_t random_seed(OpCall const& call, graph::RandomAttrs const& a) {
-  if (!a.has_seed) return call.rng_seed;
-  uint32_t bits = 0;
-  std::memcpy(&bits, &a.seed, sizeof bits);
-  return call.rng_seed ^ kernels::hd::splitmix64(bits);
-}
 
 Status random_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   auto const& a = *attrs_of<graph::RandomAttrs>(call.op);
@@ -208,9 +186,7 @@ Status random_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
 // A draw does not depend on its input's values: zero gradient for a float32 input that asks.
 Status random_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const&,
                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  if (!wants(wanted, 0) || accumulate) return Status::ok();
-  ASSIGN_OR_RETURN(Tensor z, zeros(shape_of(saved.tensors.at(0))));
-  return emit_grad(call, grads, 0, z, false);
+  return emit_zero_grad(call, wanted, grads, 0, shape_of(saved.tensors.at(0)), accumulate);
 }
 
 }  // namespace
@@ -228,7 +204,7 @@ std::vector<KernelEntry> view_kernels() {
       t.push_back({v, d, view, 1});
     t.push_back({OpKind::kCast, d, cast, 1});
   }
-  OpKernels const random{random_forward, random_backward, random_backward, random_check};
+  OpKernels const random{random_forward, random_backward, random_backward, graph::ops::random_check};
   for (OpKind r : {OpKind::kRandomUniformLike, OpKind::kRandomNormalLike, OpKind::kBernoulli})
     for (DType d : {f32, DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8})
       if (r != OpKind::kBernoulli || d == f32) t.push_back({r, d, random, 1});

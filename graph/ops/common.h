@@ -34,5 +34,7 @@ std::optional<std::vector<int64_t>> concrete_shape(std::vector<int64_t> const& s
 // dim -k); 0 when the symbolic shape has no batch dim or the two do not match.
 int64_t batch_of(std::vector<int64_t> const& symbolic, std::vector<int64_t> const& concrete);
 inline int64_t normalised_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+// A boolean tensor's dtype: kBool, or kUInt8 (one byte per element, as Dropout's mask).
+inline bool is_boolean(DType d) { return d == DType::kBool || d == DType::kUInt8; }
 
 }  // namespace gp::graph::ops

@@ -17,8 +17,6 @@
 namespace gp::graph::ops {
 namespace {
 
-bool is_boolean(DType d) { return d == DType::kBool || d == DType::kUInt8; }
-
 Status same_dtypes(InferContext const& c, std::size_t first, std::size_t last) {
   for (std::size_t i = first + 1; i <= last; ++i)
     if (c.dtype(i) != c.dtype(first))
@@ -295,9 +293,18 @@ Result<Inferred> infer_range(InferContext const& c) {
 
 Result<std::vector<int64_t>> range_output_shape(RangeAttrs const& a, int64_t batch) {
   if (a.limit_batch != 0 && batch <= 0)
-    return invalid_argument("its length holds the batch size, which is unknown here");
+    return invalid_argument(
+        "its length holds the batch size, which is unknown here (a stage whose inputs carry no batch)");
   double const steps = std::ceil((a.limit + static_cast<double>(a.limit_batch * batch) - a.start) / a.delta);
   return std::vector<int64_t>{steps <= 0 ? 0 : static_cast<int64_t>(steps)};
+}
+
+Result<std::vector<int64_t>> constant_of_shape_output_shape(ConstantOfShapeAttrs const& a, int64_t batch) {
+  auto shape = concrete_shape(a.shape, batch);
+  if (!shape)
+    return invalid_argument(
+        "its shape holds the batch size, which is unknown here (a stage whose inputs carry no batch)");
+  return *std::move(shape);
 }
 
 namespace {

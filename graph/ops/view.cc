@@ -111,6 +111,17 @@ Status cast_check(Op const& op, OpGraph const& graph) {
   return Status::ok();
 }
 
+Status random_check(Op const& op, OpGraph const& graph) {
+  RETURN_IF_ERROR(require_typed<RandomAttrs>(op));
+  DType const to = graph.tensor(op.outputs.at(0)).dtype;
+  bool const bernoulli = std::get<RandomAttrs>(op.typed).kind == RandomKind::kBernoulli;
+  if (bernoulli && graph.tensor(op.inputs.at(0)).dtype != DType::kFloat32)
+    return unsupported("Bernoulli probabilities must be float32");
+  if (to != DType::kFloat32 && !(bernoulli && (to == DType::kBool || to == DType::kUInt8)))
+    return unsupported("output dtype " + std::string(dtype_name(to)) + " (float32 only)");
+  return Status::ok();
+}
+
 // ---- import-time inference ----
 namespace {
 

@@ -21,5 +21,8 @@ Result<std::vector<int64_t>> view_output_shape(OpGraph const& graph, Op const& o
 Status view_check(Op const& op, OpGraph const& graph);
 // The CUDA backend runs Cast as a view, so only float32 → float32 (the CPU converts between types).
 Status cast_check(Op const& op, OpGraph const& graph);
+// What every backend's random ops (RandomUniformLike, RandomNormalLike, Bernoulli) run: float32
+// draws, Bernoulli of float32 probabilities also into bool.
+Status random_check(Op const& op, OpGraph const& graph);
 
 }  // namespace gp::graph::ops

@@ -151,17 +151,25 @@ TEST(HdMath, PointwiseTwinsMatchCpuForwardAndBackward) {
 
 // ---- the logic family: comparisons, boolean operators, Where (exact: bytes, and Where's picks) ----
 
-Vec logic_twin(hd::LogicKind k, Vec const& a, std::vector<int64_t> const& as, Vec const& b,
-               std::vector<int64_t> const& bs, std::vector<int64_t> const& out) {
+// op(a, b) over the broadcast of a and b into `out`, one thread per element as the broadcasting
+// kernels (binary.cu, logic.cu) index it.
+template <typename F>
+Vec broadcast_twin(Vec const& a, std::vector<int64_t> const& as, Vec const& b, std::vector<int64_t> const& bs,
+                   std::vector<int64_t> const& out, F op) {
   hd::BinaryIndex p;
   EXPECT_TRUE(hd::make_binary_index(out, as, bs, p));
   Vec y(static_cast<std::size_t>(p.numel));
   for (int64_t i = 0; i < p.numel; ++i) {
     int64_t oa = 0, ob = 0;
     hd::binary_offsets(p, i, oa, ob);
-    y[i] = hd::logic_op(k, a[oa], b[ob]);
+    y[i] = op(a[oa], b[ob]);
   }
   return y;
+}
+
+Vec logic_twin(hd::LogicKind k, Vec const& a, std::vector<int64_t> const& as, Vec const& b,
+               std::vector<int64_t> const& bs, std::vector<int64_t> const& out) {
+  return broadcast_twin(a, as, b, bs, out, [k](float x, float z) { return static_cast<float>(hd::logic_op(k, x, z)); });
 }
 
 TEST(HdMath, LogicTwinsMatchCpuComparisonsAndBooleanOps) {
@@ -229,15 +237,7 @@ TEST(HdMath, WhereTwinPicksAndRoutesGradientsLikeCpu) {
 
 Vec binary_twin(hd::BinaryKind k, Vec const& a, std::vector<int64_t> const& as, Vec const& b,
                 std::vector<int64_t> const& bs, std::vector<int64_t> const& out) {
-  hd::BinaryIndex p;
-  EXPECT_TRUE(hd::make_binary_index(out, as, bs, p));
-  Vec y(static_cast<std::size_t>(p.numel));
-  for (int64_t i = 0; i < p.numel; ++i) {
-    int64_t oa = 0, ob = 0;
-    hd::binary_offsets(p, i, oa, ob);
-    y[i] = hd::binary_op(k, a[oa], b[ob]);
-  }
-  return y;
+  return broadcast_twin(a, as, b, bs, out, [k](float x, float z) { return hd::binary_op(k, x, z); });
 }
 
 TEST(HdMath, BinaryTwinsBroadcastBothWaysAndSumGradientsLikeCpu) {
