@@ -104,6 +104,10 @@ root=$stage/$name
 mkdir -p "$root"/{bin,lib,tests,bench,share}
 for i in "${!dests[@]}"; do
   d=$root/${dests[$i]}
+  if [[ "$(head -c 4 "${srcs[$i]}")" != $'\x7fELF' ]]; then  # a script (bench_gpu.py): as it is
+    install -m 755 "${srcs[$i]}" "$d"
+    continue
+  fi
   if ((keep_debug)); then cp "${srcs[$i]}" "$d"; else objcopy --strip-debug "${srcs[$i]}" "$d"; fi
   patchelf --set-rpath '$ORIGIN/../lib' "$d"
 done
@@ -115,7 +119,7 @@ done
 install -m 755 "$repo/scripts/bundle/gpu-check" "$root/bin/gpu-check"
 install -m 644 "$repo/scripts/bundle/train-memcheck.yaml" "$root/share/train-memcheck.yaml"
 install -m 644 "$repo/scripts/bundle/README.txt" "$root/README.txt"
-glibc_needed=$(for i in "${!dests[@]}"; do objdump -T "$root/${dests[$i]}"; done 2>/dev/null |
+glibc_needed=$(for i in "${!dests[@]}"; do objdump -T "$root/${dests[$i]}" || true; done 2>/dev/null |
   grep -o 'GLIBC_2\.[0-9]*' | sort -V | tail -1)
 {
   echo "graphpipe $version"

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""bench_gpu: training throughput of graphpipe against PyTorch eager on the same GPU.
+
+For each model (torchvision ResNet-18 and ResNet-50 at 224x224, 1000 classes, and a GPT-style
+decoder), the model is built in PyTorch with random weights, exported once to ONNX (TorchScript
+exporter, training mode, no constant folding), and trained with SGD (lr 1e-3, momentum 0.9) on one
+fixed synthetic batch:
+
+- torch fp32 / tf32: the nn.Module in eager mode, with TF32 off / on for matmuls and convolutions;
+- graphpipe fp32 / tf32: `graphpipe train --backend cuda` on the exported ONNX, with `tf32: false`
+  and NVIDIA_TF32_OVERRIDE=0 (no TF32 anywhere) / `tf32: true` (TF32 matrix products, and cuDNN's
+  default math, which uses TF32 in convolutions).
+
+Samples/s are measured over the timed steps after the warm-up steps: for torch with CUDA events
+around the timed loop, for graphpipe from the arrival times of its per-step log lines (each line is
+printed after the step's loss has been read back, so a line marks the end of a step). Ratios are
+graphpipe / torch with the same math (> 1: graphpipe faster).
+
+    bench/gpu/bench_gpu.py [--graphpipe PATH] [--models resnet18,resnet50,gpt] [--batch N]
+                           [--warmup N] [--steps N] [--device cuda|cpu] [--tiny] [--out DIR]
+
+`--device cpu --tiny` runs the same comparison on the CPU with small shapes (a smoke test of the
+script on a machine without a GPU; the numbers mean nothing for the GPU).
+Needs torch and torchvision in the python that runs it.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+
+def die(msg):
+    sys.exit(f"bench_gpu: {msg}")
+
+
+try:
+    import torch
+    import torchvision
+except ImportError as e:  # the benchmark compares with torch: without it there is nothing to compare
+    die(f"needs torch and torchvision ({e}); run it with the python that has them")
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d, heads, seq):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = torch.nn.LayerNorm(d)
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.proj = torch.nn.Linear(d, d)
+        self.ln2 = torch.nn.LayerNorm(d)
+        self.fc1 = torch.nn.Linear(d, 4 * d)
+        self.fc2 = torch.nn.Linear(4 * d, d)
+        # A constant causal mask of 0 and -1e4 (a buffer, never trained; finite so it exports plainly).
+        mask = torch.triu(torch.full((seq, seq), -1e4), diagonal=1)
+        self.register_buffer("mask", mask, persistent=False)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q = q.reshape(b, t, h, d // h).transpose(1, 2)
+        k = k.reshape(b, t, h, d // h).transpose(1, 2)
+        v = v.reshape(b, t, h, d // h).transpose(1, 2)
+        att = torch.softmax(q @ k.transpose(2, 3) * (1.0 / (d // h) ** 0.5) + self.mask, dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+
+
+class Gpt(torch.nn.Module):
+    def __init__(self, vocab, d, heads, layers, seq):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, d)
+        self.pos = torch.nn.Parameter(torch.randn(1, seq, d) * 0.02)
+        self.blocks = torch.nn.Sequential(*[Block(d, heads, seq) for _ in range(layers)])
+        self.ln = torch.nn.LayerNorm(d)
+        self.head = torch.nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        return self.head(self.ln(self.blocks(self.tok(ids) + self.pos)))
+
+
+def models(tiny):
+    """name -> (constructor, example input maker(batch), classes, default batch)."""
+    img = 32 if tiny else 224
+    classes = 10 if tiny else 1000
+    gpt = dict(vocab=256, d=64, heads=4, layers=2, seq=32) if tiny else dict(vocab=8192, d=768, heads=12, layers=6,
+                                                                             seq=256)
+    return {
+        "resnet18": (lambda: torchvision.models.resnet18(weights=None, num_classes=classes),
+                     lambda b: torch.randn(b, 3, img, img), classes, 4 if tiny else 64),
+        "resnet50": (lambda: torchvision.models.resnet50(weights=None, num_classes=classes),
+                     lambda b: torch.randn(b, 3, img, img), classes, 4 if tiny else 64),
+        "gpt": (lambda: Gpt(**gpt), lambda b: torch.randint(0, gpt["vocab"], (b, gpt["seq"])), gpt["vocab"],
+                4 if tiny else 16),
+    }
+
+
+def export(model, example, path):
+    model.train()
+    kwargs = dict(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False, opset_version=17,
+                  input_names=["input"], output_names=["output"],
+                  dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    try:
+        torch.onnx.export(model, (example,), path, dynamo=False, **kwargs)
+    except TypeError:  # a torch without the dynamo argument exports with TorchScript anyway
+        torch.onnx.export(model, (example,), path, **kwargs)
+
+
+def torch_run(model, x, y, device, tf32, warmup, steps):
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    model = model.to(device).train()
+    x, y = x.to(device), y.to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        out = model(x)
+        loss = loss_fn(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(warmup):
+        step()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        loss = step()
+    float(loss)  # waits for the last step
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return steps * x.shape[0] / (time.perf_counter() - t0)
+
+
+STEP_LINE = re.compile(r"^step (\d+)/(\d+)\s+loss ([-0-9.naifNAIF]+)")
+
+
+def graphpipe_run(exe, onnx_path, batch, backend, tf32, warmup, steps, workdir, log):
+    cfg = os.path.join(workdir, "train.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"model: {onnx_path}\nloss: cross_entropy\noptimizer: sgd\nlr: 1.0e-3\nmomentum: 0.9\n"
+                f"batch: {batch}\nmicro_batches: 1\nsteps: {warmup + steps}\n"
+                f"data: {{kind: synthetic, samples: {batch}}}\nseed: 0\nlog_interval: 1\n"
+                f"tf32: {'true' if tf32 else 'false'}\n")
+    env = dict(os.environ)
+    if not tf32:
+        env["NVIDIA_TF32_OVERRIDE"] = "0"
+    stamps = {}
+    lines = []
+    start = time.perf_counter()
+    with subprocess.Popen([exe, "train", "--config", cfg, "--backend", backend], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, env=env, bufsize=1) as p:
+        for line in p.stdout:
+            now = time.perf_counter()
+            lines.append(line.rstrip())
+            m = STEP_LINE.match(line)
+            if m:
+                stamps[int(m.group(1))] = now
+        rc = p.wait()
+    log.write(f"$ {exe} train --config {cfg} --backend {backend}{'' if tf32 else '  (NVIDIA_TF32_OVERRIDE=0)'}\n")
+    log.write("\n".join(lines) + "\n")
+    if rc != 0:
+        tail = next((ln for ln in reversed(lines) if ln.strip()), "no output")
+        raise RuntimeError(f"graphpipe train exited {rc}: {tail}")
+    if warmup not in stamps or warmup + steps not in stamps:
+        raise RuntimeError("graphpipe printed no per-step lines")
+    first = stamps.get(1, start) - start
+    return steps * batch / (stamps[warmup + steps] - stamps[warmup]), first
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    here = os.path.dirname(os.path.abspath(__file__))
+    default_exe = next((c for c in (os.environ.get("GP_GRAPHPIPE", ""), os.path.join(here, "..", "bin", "graphpipe"),
+                                    os.path.join(here, "..", "..", "build", "cli", "graphpipe"))
+                        if c and os.access(c, os.X_OK)), "graphpipe")
+    p.add_argument("--graphpipe", default=default_exe, help="the graphpipe binary (default: %(default)s)")
+    p.add_argument("--models", default="resnet18,resnet50,gpt")
+    p.add_argument("--batch", type=int, default=0, help="batch size (default: 64 for ResNets, 16 for gpt)")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--tiny", action="store_true", help="small shapes (a smoke test on the CPU)")
+    p.add_argument("--math", default="fp32,tf32", help="fp32, tf32 or both (default: %(default)s)")
+    p.add_argument("--out", default="", help="keep the exported models and logs here (default: a temporary folder)")
+    args = p.parse_args()
+    warnings.filterwarnings("ignore")  # the exporter's notes on BatchNorm's step counters
+    if args.warmup < 1 or args.steps < 1:
+        die("--warmup and --steps must be at least 1")
+    if shutil.which(args.graphpipe) is None and not os.access(args.graphpipe, os.X_OK):
+        die(f"no graphpipe binary at '{args.graphpipe}' (pass --graphpipe PATH or set GP_GRAPHPIPE)")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        die("torch sees no CUDA GPU (use --device cpu --tiny for a smoke test)")
+    table = models(args.tiny)
+    names = [m for m in args.models.split(",") if m]
+    for m in names:
+        if m not in table:
+            die(f"unknown model '{m}'; choose from {', '.join(table)}")
+    maths = [m for m in args.math.split(",") if m]
+    if any(m not in ("fp32", "tf32") for m in maths) or not maths:
+        die("--math takes fp32, tf32 or fp32,tf32")
+    workdir = args.out or tempfile.mkdtemp(prefix="bench_gpu.")
+    os.makedirs(workdir, exist_ok=True)
+    log_path = os.path.join(workdir, "bench_gpu.log")
+    device_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    print(f"bench_gpu: {device_name}, torch {torch.__version__}, graphpipe {args.graphpipe}; "
+          f"SGD(lr 1e-3, momentum 0.9), one fixed synthetic batch, warm-up {args.warmup}, timed {args.steps} steps",
+          flush=True)
+    print("fp32: no TF32 (torch: allow_tf32 off; graphpipe: tf32: false, NVIDIA_TF32_OVERRIDE=0); tf32: TF32 in "
+          "matrix products and convolutions (torch: allow_tf32 on; graphpipe: tf32: true)", flush=True)
+    print(f"{'model':<10} {'batch':>5} {'math':<5} {'torch s/s':>10} {'graphpipe s/s':>14} {'ratio':>6} "
+          f"{'gp first step':>14}", flush=True)
+    failed = False
+    with open(log_path, "w") as log:
+        for name in names:
+            make, example, classes, default_batch = table[name]
+            batch = args.batch or default_batch
+            torch.manual_seed(0)
+            model = make()
+            onnx_path = os.path.join(workdir, f"{name}.onnx")
+            export(model, example(2), onnx_path)
+            x = example(batch)
+            out_shape = model.eval()(example(2)).shape
+            y = torch.randint(0, classes, (batch,) + tuple(out_shape[1:-1]))
+            for math in maths:
+                tf32 = math == "tf32"
+                try:
+                    ts = torch_run(model, x, y, args.device, tf32, args.warmup, args.steps)
+                except Exception as e:  # noqa: BLE001 (report and go on with the next row)
+                    ts, failed = float("nan"), True
+                    log.write(f"torch {name} {math}: {e}\n")
+                try:
+                    gs, first = graphpipe_run(args.graphpipe, onnx_path, batch, args.device, tf32, args.warmup,
+                                              args.steps, workdir, log)
+                except Exception as e:  # noqa: BLE001
+                    gs, first, failed = float("nan"), float("nan"), True
+                    print(f"  graphpipe {name} {math}: {e}", flush=True)
+                ratio = gs / ts if ts == ts and gs == gs and ts > 0 else float("nan")
+                print(f"{name:<10} {batch:>5} {math:<5} {ts:>10.1f} {gs:>14.1f} {ratio:>6.2f} {first:>13.1f}s",
+                      flush=True)
+                model = model.cpu()
+                if args.device == "cuda":
+                    torch.cuda.empty_cache()
+    print(f"bench_gpu: logs and models in {workdir}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
