@@ -18,6 +18,7 @@
 #include "exec/cuda/device_context.h"
 #include "exec/cuda/device_memory.h"
 #include "exec/cuda/ops_common.h"
+#include "exec/cuda/pinned_staging.h"
 #include "exec/kernel_table.h"
 #include "graph/ops/registry.h"
 
@@ -99,6 +100,38 @@ Result<KernelEntry const*> checked_entry(graph::Op const& op, graph::OpGraph con
 
 }  // namespace
 
+namespace {
+// The CUDA calls of the pinned staging ring: pinned host memory, copies and events on `stream`.
+cuda::StagingOps staging_ops(cudaStream_t stream) {
+  cuda::StagingOps o;
+  o.host_alloc = [](std::size_t n) -> Result<void*> {
+    void* p = nullptr;
+    GP_CUDA_CHECK(cudaHostAlloc(&p, n, cudaHostAllocDefault));
+    return p;
+  };
+  o.host_free = [](void* p) { (void)cudaFreeHost(p); };
+  o.copy_async = [stream](void* dst, void const* src, std::size_t n) -> Status {
+    GP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream));
+    return Status::ok();
+  };
+  o.event_create = []() -> Result<void*> {
+    cudaEvent_t e = nullptr;
+    GP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return static_cast<void*>(e);
+  };
+  o.event_record = [stream](void* e) -> Status {
+    GP_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(e), stream));
+    return Status::ok();
+  };
+  o.event_wait = [](void* e) -> Status {
+    GP_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e)));
+    return Status::ok();
+  };
+  o.event_destroy = [](void* e) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(e)); };
+  return o;
+}
+}  // namespace
+
 struct CudaBackend::Events {
   std::mutex mu;
   std::vector<cudaEvent_t> free;
@@ -150,12 +183,14 @@ Status CudaBackend::init(int device, CudaBackendOptions const& options) {
   GP_CUBLAS_CHECK(cublasLtCreate(&lt));
   ctx_->cublaslt = lt;
   ctx_->cublaslt_workspace_bytes = options.cublaslt_workspace_bytes;
+  ctx_->tf32_matmul = options.tf32_matmul;
   GP_CUDA_CHECK(cudaMalloc(&ctx_->cublaslt_workspace, ctx_->cublaslt_workspace_bytes));
   cudnnHandle_t dnn = nullptr;
   GP_CUDNN_CHECK(cudnnCreate(&dnn));
   ctx_->cudnn = dnn;
   GP_CUDNN_CHECK(cudnnSetStream(dnn, ctx_->compute));
   events_ = std::make_unique<Events>();
+  staging_ = std::make_unique<cuda::PinnedStaging>(staging_ops(ctx_->compute));
   return Status::ok();
 }
 
@@ -163,6 +198,7 @@ CudaBackend::~CudaBackend() {
   if (!ctx_) return;
   (void)cudaSetDevice(device_);
   (void)synchronize();
+  staging_.reset();  // its copies are done: the stream was synchronized
   if (events_) {
     for (cudaEvent_t e : events_->free) (void)cudaEventDestroy(e);
     for (auto& [id, e] : events_->live) (void)cudaEventDestroy(e);

@@ -21,6 +21,7 @@ namespace gp::exec::cuda {
 struct DeviceContext;
 class CachingAllocator;
 class CudaDeviceMemory;
+class PinnedStaging;
 }  // namespace gp::exec::cuda
 
 namespace gp::exec {
@@ -28,6 +29,11 @@ namespace gp::exec {
 struct CudaBackendOptions {
   std::size_t cublaslt_workspace_bytes = std::size_t{32} << 20;  // Hopper wants 32 MiB (llm.c)
   int64_t memory_limit_bytes = 0;  // 0: the device's own; else the plan's per-device limit
+  // TF32 tensor cores for float32 Gemm/MatMul (cuBLASLt CUBLAS_COMPUTE_32F_FAST_TF32), as PyTorch's
+  // torch.backends.cuda.matmul.allow_tf32; off: full float32 (PyTorch's default too). Convolutions
+  // follow cuDNN's default (TF32 allowed, as torch.backends.cudnn.allow_tf32) either way, unless the
+  // environment sets NVIDIA_TF32_OVERRIDE=0.
+  bool tf32_matmul = false;
 };
 
 class CudaBackend final : public Backend {
@@ -94,6 +100,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::DeviceContext> ctx_;
   std::unique_ptr<cuda::CudaDeviceMemory> raw_;  // declared before alloc_: outlives it
   std::unique_ptr<cuda::CachingAllocator> alloc_;
+  std::unique_ptr<cuda::PinnedStaging> staging_;  // asynchronous copies from pageable host memory
   struct Events;
   std::unique_ptr<Events> events_;
 };

@@ -1,5 +1,6 @@
 // The CUDA backend's device operations (exec/backend.h): everything is enqueued on the compute
-// stream; only loss() synchronises, for the scalar it returns (and the label check).
+// stream; only loss() synchronises, for the scalar it returns (and the label check), and copies
+// into host memory.
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -9,6 +10,7 @@
 #include "exec/cuda/cuda_backend.h"
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/device_context.h"
+#include "exec/cuda/pinned_staging.h"
 #include "exec/optimizer.h"
 #include "kernels/cuda/device_ops.h"
 
@@ -61,9 +63,15 @@ Status CudaBackend::copy(Tensor const& src, Tensor& dst) {
     std::memcpy(dst.raw(), src.raw(), src.nbytes());
     return Status::ok();
   }
-  // cudaMemcpyDefault: unified addressing tells host, this device and a peer apart. A host side
-  // is pageable memory, so the copy is synchronous with respect to the host: the host buffer may
-  // be reused as soon as this returns (edge copies only: data in, checkpoints, tests).
+  // Host to device (the data of every micro-batch, its labels): through the pinned staging ring,
+  // asynchronous, and the host buffer may be reused as soon as this returns. Without that (a copy
+  // over the ring's budget) and for every other direction: cudaMemcpyDefault (unified addressing
+  // tells host, this device and a peer apart); a host side is pageable memory, so the copy is made
+  // synchronous with respect to the host (checkpoints, tests).
+  if (on_host(src) && !on_host(dst) && staging_) {
+    ASSIGN_OR_RETURN(bool const staged, staging_->copy_to_device(dst.raw(), src.raw(), src.nbytes()));
+    if (staged) return Status::ok();
+  }
   GP_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDefault, ctx_->compute));
   if (on_host(src) || on_host(dst)) GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
   return Status::ok();
