@@ -23,6 +23,7 @@ struct ProfileArgs {
   int repeats = 3;
   int threads = 0;
   int concurrent = 0;
+  bool tf32 = false;
   std::string out;
 };
 
@@ -57,6 +58,7 @@ Status run_profile(ProfileArgs const& args) {
   request.batch_sizes = sizes;
   request.repeats = args.repeats;
   request.concurrent = args.concurrent;
+  request.tf32 = args.tf32;
   request.on_size = [](int64_t n) { std::cerr << "profiling micro-batch size " << n << "..." << std::endl; };
   ASSIGN_OR_RETURN(graph::MeasuredProfile profile, session::profile_model(graph, request));
   double fwd = 0, bwd = 0;
@@ -95,6 +97,9 @@ void add_profile_command(CLI::App& root, CommandList& commands) {
                   "Compute threads (0: every core); match a pipeline worker's budget, e.g. --threads 1 for 2 "
                   "workers on 2 cores")
       ->default_val(0);
+  app->add_flag("--tf32", args->tf32,
+                "cuda: TF32 tensor cores for float32 matrix products, as a training config's 'tf32: true' (match "
+                "the training run)");
   app->add_option("--concurrent", args->concurrent,
                   "Executors run at once when calibrating against the whole executor (default: cores / threads, "
                   "as many workers as will share the machine)")

@@ -72,8 +72,17 @@ Status train(session::TrainingSession& s, TrainArgs const& args) {
                    mib(double(m.peak_bytes)), mib(double(m.predicted_peak_bytes)));
     if (!args.trace.empty()) RETURN_IF_ERROR(s.write_trace(args.trace));
   } else {
-    spdlog::info("done: {} steps, final loss {:.4f}, peak saved activations {:.2f} MiB per step", s.steps_done(), last,
-                 static_cast<double>(s.peak_saved_bytes()) / (1 << 20));
+    spdlog::info(
+        "done: {} steps, final loss {:.4f}; measured {:.1f} samples/s after the first step; peak saved "
+        "activations {:.2f} MiB per step",
+        s.steps_done(), last, s.samples_per_s(), static_cast<double>(s.peak_saved_bytes()) / (1 << 20));
+    if (auto const p = s.phase_times(); p && p->steps > 0) {
+      double const ms = 1e3 / static_cast<double>(p->steps);
+      spdlog::info(
+          "host time per step after the first: data {:.2f} ms, forward + loss {:.2f} ms, backward {:.2f} ms, update "
+          "{:.2f} ms",
+          p->data * ms, p->forward_loss * ms, p->backward * ms, p->update * ms);
+    }
   }
   if (!config.checkpoint.path.empty() && s.is_lead()) spdlog::info("checkpoint: {}", config.checkpoint.path);
   if (!config.export_path.empty()) RETURN_IF_ERROR(s.export_onnx(config.export_path));
@@ -140,7 +149,8 @@ momentum, weight_decay, beta1, beta2, eps, batch, micro_batches, steps, data (sy
 checkpoint {path, every, resume}, export, pipeline {planner, plan, policy, schedule, memory, cost
 (profile|analytic|profile.json), replication, timeout, threads_per_worker} (see
 examples/train_mmt_pipeline.yaml), trainable / frozen (initializer name patterns with * and ?,
-e.g. frozen: ["*.mask"]; `graphpipe inspect MODEL --weights` shows what trains and why).)");
+e.g. frozen: ["*.mask"]; `graphpipe inspect MODEL --weights` shows what trains and why), tf32 (true:
+TF32 tensor cores for float32 matrix products on a GPU, as PyTorch's matmul.allow_tf32; default false).)");
   commands.push_back({app, [args] { return run_train(*args); }});
 }
 

@@ -162,10 +162,10 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
     return parse_error(source + ": invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
   if (!root.IsMap()) return parse_error(source + ": a training config must be a YAML map (model: ..., steps: ...)");
-  std::vector<std::string> const keys = {"model",         "loss",   "optimizer", "lr",        "momentum",
-                                         "weight_decay",  "beta1",  "beta2",     "eps",       "batch",
-                                         "micro_batches", "steps",  "data",      "seed",      "log_interval",
-                                         "checkpoint",    "export", "pipeline",  "trainable", "frozen"};
+  std::vector<std::string> const keys = {
+      "model",  "loss",     "optimizer",     "lr",     "momentum", "weight_decay", "beta1",        "beta2",
+      "eps",    "batch",    "micro_batches", "steps",  "data",     "seed",         "log_interval", "checkpoint",
+      "export", "pipeline", "trainable",     "frozen", "tf32"};
   RETURN_IF_ERROR(check_keys(root, keys, source));
 
   TrainConfig c;
@@ -210,6 +210,7 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
                           IntKey{"steps", &c.steps}, IntKey{"log_interval", &c.log_interval}})
     if (root[key]) RETURN_IF_ERROR(read_scalar(root[key], key, source, *out));
   if (root["seed"]) RETURN_IF_ERROR(read_scalar(root["seed"], "seed", source, c.seed));
+  if (root["tf32"]) RETURN_IF_ERROR(read_scalar(root["tf32"], "tf32", source, c.tf32));
   if (root["data"]) RETURN_IF_ERROR(parse_data(root["data"], source, base_dir, c.data));
   if (root["checkpoint"]) RETURN_IF_ERROR(parse_checkpoint(root["checkpoint"], source, base_dir, c.checkpoint));
   if (auto p = root["pipeline"]) {

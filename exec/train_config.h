@@ -71,6 +71,9 @@ struct TrainConfig {
   // (graph::ImportOptions::trainable / frozen): frozen wins; trainable forces float initializers.
   std::vector<std::string> trainable;
   std::vector<std::string> frozen;
+  // TF32 tensor cores for float32 matrix products on a GPU (`tf32: true`; PyTorch's
+  // torch.backends.cuda.matmul.allow_tf32). Off by default, as in PyTorch; the CPU has no TF32.
+  bool tf32 = false;
 
   int64_t micro_batch_size() const { return batch / micro_batches; }
 };

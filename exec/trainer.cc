@@ -48,9 +48,18 @@ Status Trainer::step() {
   int64_t const first = step_ * config_.batch;
   int64_t const total_rows = config_.batch * rows_per_sample_;
   graph::TensorId const out_id = graph_.outputs()[0];
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point& t) {  // seconds since t, and t moves to now
+    auto const now = Clock::now();
+    double const s = std::chrono::duration<double>(now - t).count();
+    t = now;
+    return s;
+  };
+  auto t = Clock::now();
   RETURN_IF_ERROR(runner_->executor().zero_grads());
   double loss = 0;
   for (int64_t m = 0; m < config_.micro_batches; ++m) {
+    phases_.backward += since(t);  // zeroing the gradients, or the previous micro-batch's backward
     ASSIGN_OR_RETURN(Batch batch, data_->batch(first + m * mbs, mbs));
     TensorMap inputs, outputs, input_grads;
     Backend& backend = runner_->executor().backend();
@@ -59,6 +68,7 @@ Status Trainer::step() {
       inputs.emplace(graph_.inputs()[k], std::move(input));
     }
     ASSIGN_OR_RETURN(Tensor const labels, backend.to_device(batch.labels));
+    phases_.data += since(t);
     RETURN_IF_ERROR(runner_->executor().forward(m, inputs, outputs, true, micro_batch_seed(config_.seed, step_, m)));
     Tensor grad;
     auto l = backend.loss(config_.loss, outputs.at(out_id), labels, total_rows, grad);
@@ -75,13 +85,17 @@ Status Trainer::step() {
           " (training stopped before that update)");
     }
     loss += *l;
+    phases_.forward_loss += since(t);
     RETURN_IF_ERROR(runner_->executor().backward(m, {{out_id, grad}}, input_grads));
   }
+  phases_.backward += since(t);
   if (!std::isfinite(loss))
     return numerical_error("loss is " + std::string(std::isnan(loss) ? "NaN" : "Inf") + " at step " +
                            std::to_string(step_ + 1) + ": training stopped before that update (lower 'lr' " +
                            "or check the data)");
   RETURN_IF_ERROR(runner_->update());
+  phases_.update += since(t);
+  ++phases_.steps;
   ++step_;
   losses_.push_back(loss);
   return Status::ok();
@@ -95,7 +109,10 @@ Status Trainer::run(std::ostream* progress, int64_t max_steps) {
   while (step_ < target) {
     RETURN_IF_ERROR(step());
     auto const now = std::chrono::steady_clock::now();
-    if (step_ == start_step + 1) t1 = now;
+    if (step_ == start_step + 1) {
+      t1 = now;
+      phases_ = {};
+    }
     double const timed = std::chrono::duration<double>(now - t1).count();
     if (step_ > start_step + 1 && timed > 0)
       samples_per_s_ = static_cast<double>((step_ - start_step - 1) * config_.batch) / timed;

@@ -42,6 +42,16 @@ class Trainer {
   double last_loss() const { return losses_.empty() ? 0.0 : losses_.back(); }
   double samples_per_s() const { return samples_per_s_; }  // over the steps of the last run() after the first
   std::vector<double> const& losses() const { return losses_; }
+  // Where the host's time went, summed over the steps of the last run() after its first (the first
+  // builds plans and caches): reading the data and copying it to the device, the forward with the
+  // loss (whose value is read back, so it waits for the device), the backward and the optimizer
+  // update (on a GPU these two only enqueue work, which the device may still run when the next
+  // step starts). Seconds.
+  struct PhaseTimes {
+    double data = 0, forward_loss = 0, backward = 0, update = 0;
+    int64_t steps = 0;
+  };
+  PhaseTimes const& phase_times() const { return phases_; }
   StageExecutor& executor() { return runner_->executor(); }
   Optimizer& optimizer() { return runner_->optimizer(); }
   TrainConfig const& config() const { return config_; }
@@ -66,6 +76,7 @@ class Trainer {
   int64_t step_ = 0;
   std::vector<double> losses_;
   double samples_per_s_ = 0;
+  PhaseTimes phases_;
 };
 
 }  // namespace gp::exec

@@ -91,7 +91,9 @@ template <typename T>
 Result<MatmulEntry*> matmul_entry(DeviceContext const& ctx, LtCall const& c, Ptrs const& p) {
   cudaDataType_t const type = LtType<T>::kData;
   uint32_t const al[4] = {alignment(p.a), alignment(p.b), alignment(p.c), alignment(p.d)};
-  std::string key = std::to_string(ctx.device) + ":" + std::to_string(static_cast<int>(type));
+  // TF32 applies to float32 operands only.
+  bool const tf32 = ctx.tf32_matmul && type == CUDA_R_32F;
+  std::string key = std::to_string(ctx.device) + ":" + std::to_string(static_cast<int>(type)) + (tf32 ? "t" : "");
   for (int64_t v : {c.m, c.n, c.k, c.lda, c.ldb, c.ldc, c.batch, c.stride_a, c.stride_b, c.stride_c,
                     static_cast<int64_t>(c.op_a), static_cast<int64_t>(c.op_b), static_cast<int64_t>(c.epilogue),
                     static_cast<int64_t>(std::min({al[0], al[1], al[2], al[3]})),
@@ -102,7 +104,8 @@ Result<MatmulEntry*> matmul_entry(DeviceContext const& ctx, LtCall const& c, Ptr
   if (it != cache.end()) return it->second.get();
 
   auto e = std::make_unique<MatmulEntry>();
-  GP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&e->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  GP_CUBLAS_CHECK(
+      cublasLtMatmulDescCreate(&e->desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t const ta = op_of(c.op_a), tb = op_of(c.op_b);
   cublasLtEpilogue_t const epi = epilogue_of(c.epilogue);
   GP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));

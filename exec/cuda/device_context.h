@@ -26,6 +26,7 @@ struct DeviceContext {
   cublasLtContext* cublaslt = nullptr;
   void* cublaslt_workspace = nullptr;
   std::size_t cublaslt_workspace_bytes = 0;
+  bool tf32_matmul = false;       // CudaBackendOptions::tf32_matmul
   cudnnContext* cudnn = nullptr;  // bound to `compute`
   // The first failure of a runtime call that cannot return a Status (Backend::zeros' memset),
   // reported by the backend's next synchronize().

@@ -333,7 +333,8 @@ Result<graph::MeasuredProfile> profile_model(graph::OpGraph const& graph, Profil
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   exec::ScopedThreadBudget scoped(request.threads > 0 ? request.threads : exec::thread_budget());
   RETURN_IF_ERROR(check_graph_supported(request.backend, graph));
-  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend, make_backend(request.backend, 0));
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend,
+                   make_backend(request.backend, 0, BackendSettings{request.tf32}));
   exec::ProfileOptions options;
   options.samples = sizes;
   options.repeats = request.repeats;

@@ -88,6 +88,7 @@ struct ProfileRequest {
   int repeats = 3;
   int threads = 0;
   int concurrent = 0;
+  bool tf32 = false;                     // cuda: TF32 matrix products (the training config's `tf32`)
   std::function<void(int64_t)> on_size;  // progress: told each size as it starts
 };
 Result<graph::MeasuredProfile> profile_model(graph::OpGraph const& graph, ProfileRequest const& request);

@@ -127,14 +127,17 @@ std::optional<std::vector<std::string>> cuda_op_types() {
 #endif
 }
 
-Result<std::unique_ptr<exec::Backend>> make_backend(std::string const& name, int index) {
+Result<std::unique_ptr<exec::Backend>> make_backend(std::string const& name, int index,
+                                                    BackendSettings const& settings) {
   RETURN_IF_ERROR(check_backend_name(name));
   if (name == "cpu") return std::unique_ptr<exec::Backend>(std::make_unique<exec::CpuBackend>());
 #ifdef GP_HAVE_CUDA
-  ASSIGN_OR_RETURN(auto backend, exec::CudaBackend::create(index));
+  exec::CudaBackendOptions options;
+  options.tf32_matmul = settings.tf32_matmul;
+  ASSIGN_OR_RETURN(auto backend, exec::CudaBackend::create(index, options));
   return std::unique_ptr<exec::Backend>(std::move(backend));
 #else
-  (void)index;
+  (void)index, (void)settings;
   return unsupported(kNoCudaBuild);
 #endif
 }
@@ -252,12 +255,15 @@ namespace {
 #ifdef GP_HAVE_MPI
 Result<std::unique_ptr<exec::Communicator>> nccl_communicator(partition::Plan const& plan,
                                                               schedule::Schedule const& schedule,
-                                                              exec::RuntimeOptions& options) {
+                                                              exec::RuntimeOptions& options,
+                                                              BackendSettings const& settings) {
 #ifdef GP_HAVE_NCCL
   RETURN_IF_ERROR(schedule::check_ordered_transport(schedule).with_context("the NCCL transport (--backend cuda)"));
   double const timeout = options.worker.timeout_s;
   ASSIGN_OR_RETURN(int gpu, exec::select_local_gpu(timeout));
-  ASSIGN_OR_RETURN(std::unique_ptr<exec::CudaBackend> backend, exec::CudaBackend::create(gpu));
+  exec::CudaBackendOptions backend_options;
+  backend_options.tf32_matmul = settings.tf32_matmul;
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::CudaBackend> backend, exec::CudaBackend::create(gpu, backend_options));
   exec::NcclOptions nccl;
   for (auto const& stage : plan.stages)
     if (stage.devices.size() > 1) nccl.groups.push_back(stage.devices);
@@ -272,7 +278,7 @@ Result<std::unique_ptr<exec::Communicator>> nccl_communicator(partition::Plan co
   };
   return comm;
 #else
-  (void)plan, (void)schedule, (void)options;
+  (void)plan, (void)schedule, (void)options, (void)settings;
   return unsupported(
       "--launcher mpi --backend cuda: this graphpipe was built without the NCCL communicator (it needs the "
       "CUDA backend, NCCL and MPI)");
@@ -285,12 +291,12 @@ Result<std::unique_ptr<exec::Communicator>> nccl_communicator(partition::Plan co
 Result<std::unique_ptr<exec::Communicator>> make_rank_communicator(std::string const& backend,
                                                                    partition::Plan const& plan,
                                                                    schedule::Schedule const& schedule,
-                                                                   uint64_t fingerprint,
-                                                                   exec::RuntimeOptions& options) {
+                                                                   uint64_t fingerprint, exec::RuntimeOptions& options,
+                                                                   BackendSettings const& settings) {
 #ifdef GP_HAVE_MPI
   std::unique_ptr<exec::Communicator> comm;
   if (backend == "cuda") {
-    ASSIGN_OR_RETURN(comm, nccl_communicator(plan, schedule, options));
+    ASSIGN_OR_RETURN(comm, nccl_communicator(plan, schedule, options, settings));
   } else {
     ASSIGN_OR_RETURN(
         comm, exec::make_mpi_communicator({static_cast<int>(plan.stages.size()), static_cast<int>(plan.edges.size()),

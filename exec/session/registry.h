@@ -43,8 +43,13 @@ std::vector<std::string> cpu_op_types();
 // The op types the CUDA backend's kernel table holds (static: no GPU needed); nullopt in a build
 // without the CUDA backend.
 std::optional<std::vector<std::string>> cuda_op_types();
+// How a backend computes, beyond its kind: the training config's `tf32` (exec::TrainConfig::tf32).
+struct BackendSettings {
+  bool tf32_matmul = false;  // cuda: TF32 tensor cores for float32 Gemm/MatMul; cpu: no TF32, ignored
+};
 // The backend of device `index` (for cuda: GPU `index`).
-Result<std::unique_ptr<exec::Backend>> make_backend(std::string const& name, int index);
+Result<std::unique_ptr<exec::Backend>> make_backend(std::string const& name, int index,
+                                                    BackendSettings const& settings = {});
 
 // ---- MPI ranks ----
 // This process's place among the ranks mpirun started.
@@ -82,6 +87,7 @@ Result<std::vector<uint64_t>> allgather_from_ranks(uint64_t value, double timeou
 Result<std::unique_ptr<exec::Communicator>> make_rank_communicator(std::string const& backend,
                                                                    partition::Plan const& plan,
                                                                    schedule::Schedule const& schedule,
-                                                                   uint64_t fingerprint, exec::RuntimeOptions& options);
+                                                                   uint64_t fingerprint, exec::RuntimeOptions& options,
+                                                                   BackendSettings const& settings = {});
 
 }  // namespace gp::session

@@ -93,7 +93,7 @@ Status TrainingSession::start(TrainOptions const& options) {
 Status TrainingSession::start_single(TrainOptions const&) {
   memory_ = std::make_unique<exec::CountingAllocator>();
   exec::ScopedThreadAllocator scoped(*memory_);
-  ASSIGN_OR_RETURN(backend_, make_backend(backend_name_, 0));
+  ASSIGN_OR_RETURN(backend_, make_backend(backend_name_, 0, BackendSettings{config_.tf32}));
   ASSIGN_OR_RETURN(auto data, exec::make_data_source(config_.data, *graph_, config_.loss, config_.seed));
   std::string const data_desc = data->describe();
   ASSIGN_OR_RETURN(trainer_, exec::Trainer::create(config_, *graph_, *backend_, std::move(data)));
@@ -152,13 +152,15 @@ Status TrainingSession::start_pipeline(TrainOptions const& options) {
     if (is_lead() && gpus < devices_)
       spdlog::warn("{} workers share {} GPUs (worker d runs on GPU d mod {})", devices_, gpus, gpus);
     std::string const name = backend_name_;
-    ro.make_backend = [name, gpus](int device) { return make_backend(name, device % gpus); };
+    BackendSettings const settings{config_.tf32};
+    ro.make_backend = [name, gpus, settings](int device) { return make_backend(name, device % gpus, settings); };
   } else if (!mpi_) {
     ro.make_backend = [](int) { return make_backend("cpu", 0); };
   }
   if (mpi_) {
-    ASSIGN_OR_RETURN(
-        comm_, make_rank_communicator(backend_name_, plan, sched, exec::run_fingerprint(plan, sched, config_), ro));
+    ASSIGN_OR_RETURN(comm_,
+                     make_rank_communicator(backend_name_, plan, sched, exec::run_fingerprint(plan, sched, config_), ro,
+                                            BackendSettings{config_.tf32}));
     if (!ro.make_backend) ro.make_backend = [](int) { return make_backend("cpu", 0); };
     ASSIGN_OR_RETURN(runtime_, exec::Runtime::create_rank(config_, *graph_, plan, sched, *comm_, ro));
   } else {
@@ -256,6 +258,11 @@ std::vector<exec::DeviceMeasurement> TrainingSession::measurements() const {
   m.busy_fraction = 1;
   m.peak_bytes = memory_->peak_bytes();
   return {m};
+}
+
+std::optional<exec::Trainer::PhaseTimes> TrainingSession::phase_times() const {
+  if (!trainer_) return std::nullopt;
+  return trainer_->phase_times();
 }
 
 int64_t TrainingSession::peak_saved_bytes() const { return trainer_ ? trainer_->executor().peak_saved_bytes() : 0; }

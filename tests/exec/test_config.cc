@@ -24,6 +24,7 @@ seed: 42
 log_interval: 2
 checkpoint: {path: ckpt/run.gpck, every: 3, resume: true}
 export: out.onnx
+tf32: true
 )",
                               "t.yaml", "/base");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
@@ -41,6 +42,8 @@ export: out.onnx
   EXPECT_EQ(c->checkpoint.every, 3);
   EXPECT_TRUE(c->checkpoint.resume);
   EXPECT_EQ(c->export_path, "/base/out.onnx");
+  EXPECT_TRUE(c->tf32);
+  EXPECT_FALSE(parse_train_config("model: m.onnx\n", "t.yaml", "")->tf32);  // off unless asked, as in PyTorch
 }
 
 TEST(TrainConfig, ModelPathAndNpyDataResolveAgainstTheConfigFolder) {
@@ -78,6 +81,7 @@ TEST(TrainConfig, BadValuesAreClearErrors) {
        {Case{"steps: 3\n", "missing 'model'"}, Case{"model: m.onnx\nbatch: 10\nmicro_batches: 4\n", "divisible"},
         Case{"model: m.onnx\nloss: hinge\n", "'loss'"}, Case{"model: m.onnx\noptimizer: lamb\n", "'optimizer'"},
         Case{"model: m.onnx\nlr: fast\n", "'lr'"}, Case{"model: m.onnx\nlr: -1\n", "'lr'"},
+        Case{"model: m.onnx\ntf32: sometimes\n", "'tf32' has an invalid value 'sometimes'"},
         Case{"model: {zoo: mlp, path: a.onnx}\n", "exactly one"},
         Case{"model: m.onnx\ndata: {kind: npy}\n", "'inputs'"}, Case{"model: [unclosed\n", "invalid YAML"},
         Case{"- a\n- b\n", "YAML map"}}) {
