@@ -1,26 +1,95 @@
 #include "exec/tensor.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
 #include <sstream>
 
+#include "exec/host_cache.h"
 #include "kernels/vector_ops.h"
 
 namespace gp::exec {
 namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCacheLargeBlocks = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kCacheLargeBlocks = false;
+#else
+constexpr bool kCacheLargeBlocks = true;
+#endif
+#else
+constexpr bool kCacheLargeBlocks = true;
+#endif
+
+// Freed blocks of kHostCacheMinBytes or more, by size class (exec/host_cache.h).
+class LargeBlockCache {
+ public:
+  static std::size_t size_class(std::size_t rounded) {
+    constexpr std::size_t kMiB = std::size_t{1} << 20;
+    return rounded >= kHostCacheMinBytes ? (rounded + kMiB - 1) / kMiB * kMiB : rounded;
+  }
+  void* take(std::size_t cls) {
+    if (!kCacheLargeBlocks || cls < kHostCacheMinBytes) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = blocks_.find(cls);
+    if (it == blocks_.end()) return nullptr;
+    void* p = it->second;
+    blocks_.erase(it);
+    held_ -= cls;
+    return p;
+  }
+  bool keep(void* p, std::size_t cls) {
+    if (!kCacheLargeBlocks || cls < kHostCacheMinBytes) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (held_ + cls > host_cache_limit_bytes()) return false;
+    blocks_.emplace(cls, p);
+    held_ += cls;
+    return true;
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [cls, p] : blocks_) std::free(p);
+    blocks_.clear();
+    held_ = 0;
+  }
+  int64_t held() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(held_);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::multimap<std::size_t, void*> blocks_;
+  std::size_t held_ = 0;
+};
+
+LargeBlockCache& large_blocks() {
+  // Never destroyed: tensors of other static objects may be freed after it would be.
+  static auto* cache = new LargeBlockCache;
+  return *cache;
+}
 
 class CpuAllocator final : public Allocator {
  public:
   DeviceRef device() const override { return {DeviceKind::kCpu, 0}; }
 
   void* allocate(std::size_t bytes) override {
-    // aligned_alloc needs a size that is a multiple of the alignment; never zero.
-    std::size_t const rounded = ((bytes == 0 ? 1 : bytes) + kAlign - 1) / kAlign * kAlign;
-    void* p = std::aligned_alloc(kAlign, rounded);
+    std::size_t const cls = block_size(bytes);
+    void* p = large_blocks().take(cls);
+    if (p == nullptr) p = std::aligned_alloc(kAlign, cls);
+    if (p == nullptr) {  // what the cache holds may be what is missing
+      large_blocks().release();
+      p = std::aligned_alloc(kAlign, cls);
+    }
     if (p == nullptr) throw std::bad_alloc();
     int64_t const now = in_use_.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
     int64_t peak = peak_.load();
@@ -31,7 +100,7 @@ class CpuAllocator final : public Allocator {
 
   void deallocate(void* ptr, std::size_t bytes) override {
     if (ptr == nullptr) return;
-    std::free(ptr);
+    if (!large_blocks().keep(ptr, block_size(bytes))) std::free(ptr);
     in_use_.fetch_sub(static_cast<int64_t>(bytes));
   }
 
@@ -40,11 +109,30 @@ class CpuAllocator final : public Allocator {
 
  private:
   static constexpr std::size_t kAlign = 64;
+  // aligned_alloc needs a size that is a multiple of the alignment; never zero. Large blocks are
+  // rounded up to their cache size class (whole MiB), so that a kept block fits its next use.
+  static std::size_t block_size(std::size_t bytes) {
+    return LargeBlockCache::size_class(((bytes == 0 ? 1 : bytes) + kAlign - 1) / kAlign * kAlign);
+  }
   std::atomic<int64_t> in_use_{0};
   std::atomic<int64_t> peak_{0};
 };
 
 }  // namespace
+
+std::size_t host_cache_limit_bytes() {
+  static std::size_t const limit = [] {
+    long const pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    std::size_t const quarter = pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * page / 4 : 0;
+    std::size_t const max = std::size_t{4} << 30;
+    return quarter > 0 ? std::min(quarter, max) : std::size_t{1} << 30;
+  }();
+  return limit;
+}
+
+int64_t host_cached_bytes() { return large_blocks().held(); }
+void release_host_cache() { large_blocks().release(); }
+bool host_cache_enabled() { return kCacheLargeBlocks; }
 
 namespace {
 thread_local Allocator* t_thread_allocator = nullptr;

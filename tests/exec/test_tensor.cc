@@ -5,6 +5,7 @@
 
 #include "exec/backend.h"
 #include "exec/cpu/cpu_backend.h"
+#include "exec/host_cache.h"
 #include "exec/tensor.h"
 
 namespace gp::exec {
@@ -22,6 +23,50 @@ TEST(Tensor, AllocationsAreAlignedAndTracked) {
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(odd.raw()) % 64, 0u);
   }
   EXPECT_EQ(a.bytes_in_use(), before);
+}
+
+// A large block is kept when freed and reused for the next tensor of its size class, so that the
+// pages of a step's batch and activations are not faulted in again every step (exec/host_cache.h);
+// small ones are not kept, the cache stays under its limit and can be emptied. Without the cache
+// (AddressSanitizer builds) nothing is kept.
+TEST(Tensor, LargeBlocksAreReusedWithinTheCacheLimit) {
+  release_host_cache();
+  std::vector<int64_t> const big = {int64_t{10} << 20};  // 40 MiB of float32
+  void* first = nullptr;
+  {
+    Tensor t(big);
+    first = t.raw();
+    t.fill(1.f);
+  }
+  if (!host_cache_enabled()) {
+    EXPECT_EQ(host_cached_bytes(), 0);
+    GTEST_SKIP() << "the large-block cache is off in this build (AddressSanitizer)";
+  }
+  EXPECT_EQ(host_cached_bytes(), int64_t{40} << 20);
+  {
+    Tensor same_class({(int64_t{10} << 20) - 1000});  // rounds up to the same 40 MiB
+    EXPECT_EQ(same_class.raw(), first);
+    EXPECT_EQ(host_cached_bytes(), 0);
+    Tensor other({int64_t{11} << 20});  // another class: a new block
+    EXPECT_NE(other.raw(), first);
+  }
+  EXPECT_EQ(host_cached_bytes(), int64_t{84} << 20);
+  { Tensor small({1000}); }  // 4 KB: never kept
+  EXPECT_EQ(host_cached_bytes(), int64_t{84} << 20);
+  {
+    // More 40 MiB blocks in use at once than the cache may hold (never touched: address space
+    // only), then freed: the cache fills up to its limit and frees the rest.
+    auto const limit = static_cast<int64_t>(host_cache_limit_bytes());
+    EXPECT_GE(limit, int64_t{256} << 20);
+    EXPECT_LE(limit, int64_t{4} << 30);
+    std::vector<Tensor> many;
+    for (int64_t i = 0; i < limit / (int64_t{40} << 20) + 2; ++i) many.emplace_back(big);
+    many.clear();
+    EXPECT_LE(host_cached_bytes(), limit);
+    EXPECT_GE(host_cached_bytes(), limit - (int64_t{44} << 20));
+  }
+  release_host_cache();
+  EXPECT_EQ(host_cached_bytes(), 0);
 }
 
 // An absent tensor has no bytes: `if (t.nbytes() > 0) memset/copy` must not touch its null pointer
