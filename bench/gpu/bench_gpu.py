@@ -11,13 +11,18 @@ fixed synthetic batch:
   and NVIDIA_TF32_OVERRIDE=0 (no TF32 anywhere) / `tf32: true` (TF32 matrix products, and cuDNN's
   default math, which uses TF32 in convolutions).
 
+Both sides copy the batch from host memory every step by default (torch: a pinned tensor copied with
+non_blocking=True, as a DataLoader with pin_memory=True gives it; graphpipe: its data path);
+`--torch-batch device` keeps torch's batch on the GPU (how the tables of 2026-11-27 were measured).
+
 Samples/s are measured over the timed steps after the warm-up steps: for torch with CUDA events
 around the timed loop, for graphpipe from the arrival times of its per-step log lines (each line is
 printed after the step's loss has been read back, so a line marks the end of a step). Ratios are
 graphpipe / torch with the same math (> 1: graphpipe faster).
 
     bench/gpu/bench_gpu.py [--graphpipe PATH] [--models resnet18,resnet50,gpt] [--batch N]
-                           [--warmup N] [--steps N] [--device cuda|cpu] [--tiny] [--out DIR]
+                           [--warmup N] [--steps N] [--device cuda|cpu] [--tiny] [--math fp32,tf32]
+                           [--torch-batch host|device] [--out DIR]
 
 `--device cpu --tiny` runs the same comparison on the CPU with small shapes (a smoke test of the
 script on a machine without a GPU; the numbers mean nothing for the GPU).
@@ -112,15 +117,20 @@ def export(model, example, path):
         torch.onnx.export(model, (example,), path, **kwargs)
 
 
-def torch_run(model, x, y, device, tf32, warmup, steps):
+def torch_run(model, x, y, device, tf32, warmup, steps, host_batch):
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     model = model.to(device).train()
+    if host_batch and device == "cuda":  # what a DataLoader with pin_memory=True hands the loop
+        x_host, y_host = x.pin_memory(), y.pin_memory()
     x, y = x.to(device), y.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def step():
+        nonlocal x, y
+        if host_batch and device == "cuda":
+            x, y = x_host.to(device, non_blocking=True), y_host.to(device, non_blocking=True)
         opt.zero_grad(set_to_none=True)
         out = model(x)
         loss = loss_fn(out.reshape(-1, out.shape[-1]), y.reshape(-1))
@@ -191,6 +201,9 @@ def main():
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--tiny", action="store_true", help="small shapes (a smoke test on the CPU)")
     p.add_argument("--math", default="fp32,tf32", help="fp32, tf32 or both (default: %(default)s)")
+    p.add_argument("--torch-batch", choices=["host", "device"], default="host",
+                   help="host: torch copies its batch from pinned host memory every step, as graphpipe copies "
+                        "its own (default); device: the batch stays on the GPU (the tables of 2026-11-27)")
     p.add_argument("--out", default="", help="keep the exported models and logs here (default: a temporary folder)")
     args = p.parse_args()
     warnings.filterwarnings("ignore")  # the exporter's notes on BatchNorm's step counters
@@ -213,8 +226,9 @@ def main():
     log_path = os.path.join(workdir, "bench_gpu.log")
     device_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     print(f"bench_gpu: {device_name}, torch {torch.__version__}, graphpipe {args.graphpipe}; "
-          f"SGD(lr 1e-3, momentum 0.9), one fixed synthetic batch, warm-up {args.warmup}, timed {args.steps} steps",
-          flush=True)
+          f"SGD(lr 1e-3, momentum 0.9), one fixed synthetic batch, warm-up {args.warmup}, timed {args.steps} steps; "
+          f"torch's batch {'copied from pinned host memory every step' if args.torch_batch == 'host' else 'on the GPU'}"
+          f", graphpipe's copied from host memory every step", flush=True)
     print("fp32: no TF32 (torch: allow_tf32 off; graphpipe: tf32: false, NVIDIA_TF32_OVERRIDE=0); tf32: TF32 in "
           "matrix products and convolutions (torch: allow_tf32 on; graphpipe: tf32: true)", flush=True)
     print(f"{'model':<10} {'batch':>5} {'math':<5} {'torch s/s':>10} {'graphpipe s/s':>14} {'ratio':>6} "
@@ -234,7 +248,8 @@ def main():
             for math in maths:
                 tf32 = math == "tf32"
                 try:
-                    ts = torch_run(model, x, y, args.device, tf32, args.warmup, args.steps)
+                    ts = torch_run(model, x, y, args.device, tf32, args.warmup, args.steps,
+                                   args.torch_batch == "host")
                 except Exception as e:  # noqa: BLE001 (report and go on with the next row)
                     ts, failed = float("nan"), True
                     log.write(f"torch {name} {math}: {e}\n")
