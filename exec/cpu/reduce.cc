@@ -11,6 +11,7 @@
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
 #include "graph/ops/reduce.h"
+#include "kernels/hd/reduce.h"
 #include "kernels/move.h"
 
 namespace gp::exec::cpu {
@@ -19,7 +20,8 @@ namespace {
 using graph::ops::AxisSplit;
 using graph::ops::ReduceShape;
 
-enum class Reduction { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
+// The per-row math is kernels/hd/reduce.h's, which the CUDA kernels run too.
+using kernels::hd::Reduction;
 
 Result<Reduction> reduction_of(OpCall const& call) {
   static std::pair<OpKind, Reduction> const kinds[] = {
@@ -67,115 +69,9 @@ Tensor from_rows(Tensor const& m, ReduceShape const& s, std::vector<int64_t> con
   return dx;
 }
 
-bool reads_x(Reduction r) {
-  return r == Reduction::kProd || r == Reduction::kL1 || r == Reduction::kL2 || r == Reduction::kSumSquare ||
-         r == Reduction::kLogSumExp;
-}
-bool reads_y(Reduction r) { return r == Reduction::kL2 || r == Reduction::kLogSum || r == Reduction::kLogSumExp; }
-bool is_extremum(Reduction r) { return r == Reduction::kMax || r == Reduction::kMin; }
-
-// One row's reduction; `arg` gets the extremum's index (the first one on ties) for Max/Min.
-double reduce_row(Reduction r, float const* x, int64_t n, int64_t& arg) {
-  double acc = 0;
-  switch (r) {
-    case Reduction::kSum:
-    case Reduction::kMean:
-      for (int64_t j = 0; j < n; ++j) acc += x[j];
-      return r == Reduction::kMean ? acc / static_cast<double>(n) : acc;
-    case Reduction::kMax:
-    case Reduction::kMin: {
-      bool const max = r == Reduction::kMax;
-      arg = -1;
-      double best = max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < n; ++j) {
-        double const v = x[j];
-        if (std::isnan(v)) {
-          arg = j;
-          return v;
-        }
-        if (arg < 0 || (max ? v > best : v < best)) {
-          best = v;
-          arg = j;
-        }
-      }
-      return best;
-    }
-    case Reduction::kProd:
-      acc = 1;
-      for (int64_t j = 0; j < n; ++j) acc *= x[j];
-      return acc;
-    case Reduction::kL1:
-      for (int64_t j = 0; j < n; ++j) acc += std::fabs(static_cast<double>(x[j]));
-      return acc;
-    case Reduction::kL2:
-    case Reduction::kSumSquare:
-      for (int64_t j = 0; j < n; ++j) acc += static_cast<double>(x[j]) * x[j];
-      return r == Reduction::kL2 ? std::sqrt(acc) : acc;
-    case Reduction::kLogSum:
-      for (int64_t j = 0; j < n; ++j) acc += x[j];
-      return std::log(acc);
-    case Reduction::kLogSumExp: {
-      double m = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < n; ++j) m = std::max(m, static_cast<double>(x[j]));
-      if (std::isinf(m)) return m;  // empty, all -inf, or a +inf element
-      for (int64_t j = 0; j < n; ++j) acc += std::exp(static_cast<double>(x[j]) - m);
-      return m + std::log(acc);
-    }
-  }
-  return acc;
-}
-
-// d(reduction)/dx of one row, times the output gradient g.
-void reduce_row_backward(Reduction r, float const* x, double y, int64_t arg, double g, int64_t n, float* dx,
-                         std::vector<double>& scratch) {
-  switch (r) {
-    case Reduction::kSum:
-    case Reduction::kMean: {
-      float const v = static_cast<float>(r == Reduction::kMean ? g / static_cast<double>(n) : g);
-      for (int64_t j = 0; j < n; ++j) dx[j] = v;
-      return;
-    }
-    case Reduction::kMax:
-    case Reduction::kMin:
-      for (int64_t j = 0; j < n; ++j) dx[j] = 0.f;
-      if (arg >= 0) dx[arg] = static_cast<float>(g);
-      return;
-    case Reduction::kProd: {
-      // The product of every other element, from prefix and suffix products: exact at zeros.
-      scratch.resize(static_cast<std::size_t>(n));
-      double prefix = 1;
-      for (int64_t j = 0; j < n; ++j) {
-        scratch[j] = prefix;
-        prefix *= x[j];
-      }
-      double suffix = 1;
-      for (int64_t j = n - 1; j >= 0; --j) {
-        dx[j] = static_cast<float>(g * scratch[j] * suffix);
-        suffix *= x[j];
-      }
-      return;
-    }
-    case Reduction::kL1:
-      for (int64_t j = 0; j < n; ++j)
-        dx[j] = x[j] > 0 ? static_cast<float>(g) : x[j] < 0 ? static_cast<float>(-g) : 0.f;
-      return;
-    case Reduction::kL2:
-      for (int64_t j = 0; j < n; ++j) dx[j] = y > 0 ? static_cast<float>(g * x[j] / y) : 0.f;
-      return;
-    case Reduction::kSumSquare:
-      for (int64_t j = 0; j < n; ++j) dx[j] = static_cast<float>(2 * g * x[j]);
-      return;
-    case Reduction::kLogSum: {
-      float const v = static_cast<float>(g / std::exp(y));
-      for (int64_t j = 0; j < n; ++j) dx[j] = v;
-      return;
-    }
-    case Reduction::kLogSumExp:
-      for (int64_t j = 0; j < n; ++j)
-        dx[j] = std::isinf(y) ? 0.f : static_cast<float>(g * std::exp(static_cast<double>(x[j]) - y));
-      return;
-  }
-}
+bool reads_x(Reduction r) { return kernels::hd::reduction_reads_x(r); }
+bool reads_y(Reduction r) { return kernels::hd::reduction_reads_y(r); }
+bool is_extremum(Reduction r) { return kernels::hd::reduction_is_extremum(r); }
 
 // Saved: {input shape, x as rows (when the gradient reads it), y (when it reads it), arg-extrema}.
 Status reduce_forward_any(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
@@ -192,7 +88,7 @@ Status reduce_forward_any(OpCall const& call, std::vector<Tensor> const& in, std
   Tensor arg = is_extremum(r) ? Tensor({s.rows}, DType::kInt64) : Tensor();
   for (int64_t i = 0; i < s.rows; ++i) {
     int64_t a = -1;
-    y.data<float>()[i] = static_cast<float>(reduce_row(r, x.data<float>() + i * s.cols, s.cols, a));
+    y.data<float>()[i] = static_cast<float>(kernels::hd::reduce_row(r, x.data<float>() + i * s.cols, s.cols, a));
     if (arg.defined()) arg.data<int64_t>()[i] = a;
   }
   out[0] = y;
@@ -213,12 +109,11 @@ Status reduce_backward_any(OpCall const& call, Saved const& saved, std::vector<T
   if ((reads_x(r) && !x.defined()) || (reads_y(r) && !y.defined()) || (is_extremum(r) && !arg.defined()))
     return op_error(call, "backward without the forward pass's saved tensors");
   Tensor dm({s.rows, s.cols});
-  std::vector<double> scratch;
   float const* g = gout[0].data<float>();
   for (int64_t i = 0; i < s.rows; ++i)
-    reduce_row_backward(r, x.defined() ? x.data<float>() + i * s.cols : nullptr, y.defined() ? y.data<float>()[i] : 0.0,
-                        arg.defined() ? arg.data<int64_t>()[i] : -1, g[i], s.cols, dm.data<float>() + i * s.cols,
-                        scratch);
+    kernels::hd::reduce_row_backward(
+        r, x.defined() ? x.data<float>() + i * s.cols : nullptr, y.defined() ? y.data<float>()[i] : 0.0,
+        arg.defined() ? arg.data<int64_t>()[i] : -1, g[i], s.cols, dm.data<float>() + i * s.cols);
   return emit_grad(call, grads, 0, from_rows(dm, s, in_shape), accumulate);
 }
 

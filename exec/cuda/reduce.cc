@@ -1,11 +1,17 @@
-// The CUDA backend's reduce family: Softmax (any axis), ReduceSum and ReduceMean. Same inputs,
-// outputs and conventions as the CPU's exec/cpu/reduce.cc; kernels in kernels/cuda/math.h.
+// The CUDA backend's reduce family: Softmax (any axis), ReduceSum and ReduceMean (sums down to the
+// kept shape), and ReduceMax/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp (the CPU's per-row
+// functions of kernels/hd/reduce.h, one thread per row). Same inputs, outputs, saved tensors and
+// conventions as the CPU's exec/cpu/reduce.cc; kernels in kernels/cuda/math.h.
 #include <algorithm>
 
 #include "exec/cuda/ops_common.h"
 #include "kernels/cuda/math.h"
+#include "kernels/cuda/move.h"
+#include "kernels/hd/move.h"
+#include "kernels/hd/reduce.h"
 #include "exec/cuda/binary.h"
 #include "exec/cuda/cuda_ops.h"
+#include "graph/ops/reduce.h"
 
 namespace gp::exec::cuda {
 namespace {
@@ -124,6 +130,93 @@ Status reduce_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   return emit_grad(call, grads, 0, g, accumulate);
 }
 
+// ---- ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp ----
+
+Result<hd::Reduction> reduction_of(OpCall const& call) {
+  static std::pair<OpKind, hd::Reduction> const kinds[] = {
+      {OpKind::kReduceMax, hd::Reduction::kMax},       {OpKind::kReduceMin, hd::Reduction::kMin},
+      {OpKind::kReduceProd, hd::Reduction::kProd},     {OpKind::kReduceL1, hd::Reduction::kL1},
+      {OpKind::kReduceL2, hd::Reduction::kL2},         {OpKind::kReduceSumSquare, hd::Reduction::kSumSquare},
+      {OpKind::kReduceLogSum, hd::Reduction::kLogSum}, {OpKind::kReduceLogSumExp, hd::Reduction::kLogSumExp}};
+  for (auto const& [kind, r] : kinds)
+    if (call.op.kind() == kind) return r;
+  return op_error(call, "is not a reduction this backend runs on our row kernels");
+}
+
+std::vector<int64_t> contiguous_strides(std::vector<int64_t> const& shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * shape[i + 1];
+  return st;
+}
+
+// A copy between the input's layout and [rows, cols] (the kept axes, then the reduced ones: the
+// CPU's as_rows/from_rows); `to_rows` picks the direction. Views where the order is the identity.
+Result<Tensor> rows_copy(OpCall const& call, Tensor const& src, graph::ops::ReduceShape const& s,
+                         std::vector<int64_t> const& in_shape, bool to_rows) {
+  bool identity = true;
+  for (std::size_t i = 0; i < s.perm.size(); ++i) identity = identity && s.perm[i] == static_cast<int64_t>(i);
+  if (identity) return to_rows ? src.reshaped({s.rows, s.cols}) : src.reshaped(in_shape);
+  std::vector<int64_t> const in_strides = contiguous_strides(in_shape);
+  std::vector<int64_t> shape, permuted_strides;  // the input's dims in the rows' order
+  for (int64_t a : s.perm) {
+    shape.push_back(in_shape[static_cast<std::size_t>(a)]);
+    permuted_strides.push_back(in_strides[static_cast<std::size_t>(a)]);
+  }
+  std::vector<int64_t> const row_strides = contiguous_strides(shape);
+  ASSIGN_OR_RETURN(Tensor dst, empty(to_rows ? std::vector<int64_t>{s.rows, s.cols} : in_shape, DType::kFloat32));
+  if (hd::numel_of(shape) == 0) return dst;
+  hd::StridedParams p;
+  if (!hd::make_strided(shape, to_rows ? permuted_strides : row_strides, to_rows ? row_strides : permuted_strides, p))
+    return op_error(call, "a copy over " + graph::ops::dims_string(shape) + " keeps more than " +
+                              std::to_string(hd::kMaxRank) + " dims after merging contiguous ones");
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::strided_copy(src.data<float>(), dst.data<float>(), p, false, stream));
+  return dst;
+}
+
+// Saved: {input shape, x as rows (when the gradient reads it), y (when it reads it), arg-extrema},
+// as the CPU saves them.
+Status rows_reduce_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  ASSIGN_OR_RETURN(graph::ops::ReduceShape const s, graph::ops::reduce_shape(call.op, in[0].shape()));
+  ASSIGN_OR_RETURN(hd::Reduction const r, reduction_of(call));
+  ASSIGN_OR_RETURN(Tensor const x, rows_copy(call, in[0], s, in[0].shape(), true));
+  ASSIGN_OR_RETURN(Tensor y, empty(s.out_shape, DType::kFloat32));
+  Tensor arg;
+  if (hd::reduction_is_extremum(r)) {
+    ASSIGN_OR_RETURN(arg, empty({s.rows}, DType::kInt64));
+  }
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::reduce_rows(r, x.data<float>(), s.rows, s.cols, y.data<float>(),
+                                arg.defined() ? arg.data<int64_t>() : nullptr, stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved)
+    saved->tensors = {shape_tensor(in[0].shape()), hd::reduction_reads_x(r) ? x : Tensor(),
+                      hd::reduction_reads_y(r) ? y : Tensor(), arg};
+  return Status::ok();
+}
+
+Status rows_reduce_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                            std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
+  ASSIGN_OR_RETURN(graph::ops::ReduceShape const s, graph::ops::reduce_shape(call.op, in_shape));
+  ASSIGN_OR_RETURN(hd::Reduction const r, reduction_of(call));
+  Tensor const& x = saved.tensors.at(1);
+  Tensor const& y = saved.tensors.at(2);
+  Tensor const& arg = saved.tensors.at(3);
+  if ((hd::reduction_reads_x(r) && !x.defined()) || (hd::reduction_reads_y(r) && !y.defined()) ||
+      (hd::reduction_is_extremum(r) && !arg.defined()))
+    return op_error(call, "backward without the forward pass's saved tensors");
+  ASSIGN_OR_RETURN(Tensor dm, empty({s.rows, s.cols}, DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::reduce_rows_backward(
+      r, x.defined() ? x.data<float>() : nullptr, y.defined() ? y.data<float>() : nullptr,
+      arg.defined() ? arg.data<int64_t>() : nullptr, gout[0].data<float>(), s.rows, s.cols, dm.data<float>(), stream));
+  ASSIGN_OR_RETURN(Tensor dx, rows_copy(call, dm, s, in_shape, false));
+  return emit_grad(call, grads, 0, dx, accumulate);
+}
+
 // noop_with_empty_axes=1 without axes (ReduceAttrs::noop) is the identity; the CUDA kernels reduce.
 Status reduce_check(graph::Op const& op, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(require_attrs<graph::ReduceAttrs>(op, graph));
@@ -142,6 +235,10 @@ std::vector<KernelEntry> reduce_kernels() {
       {OpKind::kSoftmax, f32, {softmax_forward<float>, softmax_backward<float>, softmax_backward<float>, no_check}, 1});
   t.push_back({OpKind::kReduceMean, f32, reduce, 1});
   t.push_back({OpKind::kReduceSum, f32, reduce, 1});
+  OpKernels const rows{rows_reduce_forward, rows_reduce_backward, rows_reduce_backward, reduce_check};
+  for (OpKind k : {OpKind::kReduceMax, OpKind::kReduceMin, OpKind::kReduceProd, OpKind::kReduceL1, OpKind::kReduceL2,
+                   OpKind::kReduceSumSquare, OpKind::kReduceLogSum, OpKind::kReduceLogSumExp})
+    t.push_back({k, f32, rows, 1});
   return t;
 }
 

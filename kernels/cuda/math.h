@@ -17,8 +17,17 @@
 #include "kernels/hd/binary.h"
 #include "kernels/hd/activation.h"
 #include "kernels/hd/logic.h"
+#include "kernels/hd/reduce.h"
 
 namespace gp::kernels::cuda {
+
+// The reductions of kernels/hd/reduce.h over x seen as [rows, cols], one thread per row (reduce.cu):
+// y[rows] and, for Max/Min, the extremum's column (arg may be null otherwise); the backward writes
+// dx [rows, cols] from dy[rows], reading x, y and arg where the reduction needs them (else null).
+cudaError_t reduce_rows(hd::Reduction r, float const* x, int64_t rows, int64_t cols, float* y, int64_t* arg,
+                        cudaStream_t stream);
+cudaError_t reduce_rows_backward(hd::Reduction r, float const* x, float const* y, int64_t const* arg, float const* dy,
+                                 int64_t rows, int64_t cols, float* dx, cudaStream_t stream);
 
 // y = f(x); dx = f'(kept)·dy with kept = y where hd::unary_backward_uses_output(kind), else x.
 template <typename T>

@@ -388,6 +388,25 @@ std::vector<Case> cases() {
   add("ReduceSum two axes", [] {
     return make_op("ReduceSum", graph::ReduceAttrs{{0, 2}, false}, {{"x", random_tensor({2, 3, 4}, 77), kIn}});
   });
+  // The row reductions: a middle axis kept (a strided copy into rows and back), two outer axes
+  // dropped, and the last axis (rows as they are); Max/Min with a tie, Prod with a zero.
+  uint32_t seed = 78;
+  for (char const* op : {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+                         "ReduceLogSum", "ReduceLogSumExp"}) {
+    std::string const name = op;
+    bool const positive = name == "ReduceLogSum";  // its log needs positive sums; the others see signs
+    uint32_t const s1 = seed++, s2 = seed++;
+    add(name + " keepdims middle axis", [op, positive, s1] {
+      Tensor x = random_tensor({2, 3, 4}, s1, positive ? 0.1f : -1.f, 1.f);
+      x.data<float>()[4] = x.data<float>()[0];  // a tie along axis 1 (elements 0 and 4 of the first row)
+      if (std::string(op) == "ReduceProd") x.data<float>()[9] = 0.f;
+      return make_op(op, graph::ReduceAttrs{{1}, true}, {{"x", x, kIn}});
+    });
+    add(name + " two axes and the last", [op, positive, s2] {
+      Tensor x = random_tensor({3, 2, 5}, s2, positive ? 0.1f : -1.f, 1.f);
+      return make_op(op, graph::ReduceAttrs{{0, -1}, false}, {{"x", x, kIn}});
+    });
+  }
   return c;
 }
 

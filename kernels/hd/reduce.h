@@ -1,0 +1,136 @@
+// Per-row math of the reductions ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp over
+// an input seen as [rows, cols] (the reduced axes last, graph::ops::ReduceShape): the CPU backend's
+// exec/cpu/reduce.cc runs these functions row by row, and the CUDA kernel (kernels/cuda/reduce.cu)
+// runs them one thread per row, so the two backends compute the same values. Sums accumulate in
+// double.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+
+#include "kernels/hd/hd.h"
+
+namespace gp::kernels::hd {
+
+enum class Reduction : int32_t { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
+
+GP_HD bool reduction_reads_x(Reduction r) {
+  return r == Reduction::kProd || r == Reduction::kL1 || r == Reduction::kL2 || r == Reduction::kSumSquare ||
+         r == Reduction::kLogSumExp;
+}
+GP_HD bool reduction_reads_y(Reduction r) {
+  return r == Reduction::kL2 || r == Reduction::kLogSum || r == Reduction::kLogSumExp;
+}
+GP_HD bool reduction_is_extremum(Reduction r) { return r == Reduction::kMax || r == Reduction::kMin; }
+
+// One row's reduction; `arg` gets the extremum's index for Max/Min (the first one on ties, a NaN
+// wins), -1 otherwise.
+GP_HD double reduce_row(Reduction r, float const* x, int64_t n, int64_t& arg) {
+  double acc = 0;
+  arg = -1;
+  switch (r) {
+    case Reduction::kSum:
+    case Reduction::kMean:
+      for (int64_t j = 0; j < n; ++j) acc += x[j];
+      return r == Reduction::kMean ? acc / static_cast<double>(n) : acc;
+    case Reduction::kMax:
+    case Reduction::kMin: {
+      bool const max = r == Reduction::kMax;
+      double best = max ? -HUGE_VAL : HUGE_VAL;
+      for (int64_t j = 0; j < n; ++j) {
+        double const v = x[j];
+        if (v != v) {  // NaN
+          arg = j;
+          return v;
+        }
+        if (arg < 0 || (max ? v > best : v < best)) {
+          best = v;
+          arg = j;
+        }
+      }
+      return best;
+    }
+    case Reduction::kProd:
+      acc = 1;
+      for (int64_t j = 0; j < n; ++j) acc *= x[j];
+      return acc;
+    case Reduction::kL1:
+      for (int64_t j = 0; j < n; ++j) acc += fabs(static_cast<double>(x[j]));
+      return acc;
+    case Reduction::kL2:
+    case Reduction::kSumSquare:
+      for (int64_t j = 0; j < n; ++j) acc += static_cast<double>(x[j]) * x[j];
+      return r == Reduction::kL2 ? sqrt(acc) : acc;
+    case Reduction::kLogSum:
+      for (int64_t j = 0; j < n; ++j) acc += x[j];
+      return log(acc);
+    case Reduction::kLogSumExp: {
+      double m = -HUGE_VAL;
+      for (int64_t j = 0; j < n; ++j) m = fmax(m, static_cast<double>(x[j]));
+      if (m == HUGE_VAL || m == -HUGE_VAL) return m;  // empty, all -inf, or a +inf element
+      for (int64_t j = 0; j < n; ++j) acc += exp(static_cast<double>(x[j]) - m);
+      return m + log(acc);
+    }
+  }
+  return acc;
+}
+
+// d(reduction)/dx of one row times the output gradient g, into dx[0..n). x is read where
+// reduction_reads_x(r), y (the forward's value) where reduction_reads_y(r), arg for Max/Min.
+GP_HD void reduce_row_backward(Reduction r, float const* x, double y, int64_t arg, double g, int64_t n, float* dx) {
+  switch (r) {
+    case Reduction::kSum:
+    case Reduction::kMean: {
+      float const v = static_cast<float>(r == Reduction::kMean ? g / static_cast<double>(n) : g);
+      for (int64_t j = 0; j < n; ++j) dx[j] = v;
+      return;
+    }
+    case Reduction::kMax:
+    case Reduction::kMin:
+      for (int64_t j = 0; j < n; ++j) dx[j] = 0.f;
+      if (arg >= 0 && arg < n) dx[arg] = static_cast<float>(g);
+      return;
+    case Reduction::kProd: {
+      // The product of every other element: of the non-zero ones divided by x_j when the row has
+      // no zero; at the one zero of a row with one, the others' product; else 0. Exact at zeros.
+      int64_t zeros = 0, zero_at = -1;
+      double others = 1;
+      for (int64_t j = 0; j < n; ++j) {
+        if (x[j] == 0.f) {
+          ++zeros;
+          zero_at = j;
+        } else {
+          others *= x[j];
+        }
+      }
+      for (int64_t j = 0; j < n; ++j)
+        dx[j] = zeros == 0   ? static_cast<float>(g * others / static_cast<double>(x[j]))
+                : zeros == 1 && j == zero_at ? static_cast<float>(g * others)
+                                             : 0.f;
+      return;
+    }
+    case Reduction::kL1:
+      for (int64_t j = 0; j < n; ++j)
+        dx[j] = x[j] > 0 ? static_cast<float>(g) : x[j] < 0 ? static_cast<float>(-g) : 0.f;
+      return;
+    case Reduction::kL2:
+      for (int64_t j = 0; j < n; ++j) dx[j] = y > 0 ? static_cast<float>(g * x[j] / y) : 0.f;
+      return;
+    case Reduction::kSumSquare:
+      for (int64_t j = 0; j < n; ++j) dx[j] = static_cast<float>(2 * g * x[j]);
+      return;
+    case Reduction::kLogSum: {
+      float const v = static_cast<float>(g / exp(y));
+      for (int64_t j = 0; j < n; ++j) dx[j] = v;
+      return;
+    }
+    case Reduction::kLogSumExp: {
+      bool const inf = y == HUGE_VAL || y == -HUGE_VAL;
+      for (int64_t j = 0; j < n; ++j) dx[j] = inf ? 0.f : static_cast<float>(g * exp(static_cast<double>(x[j]) - y));
+      return;
+    }
+  }
+}
+
+}  // namespace gp::kernels::hd
