@@ -24,8 +24,8 @@ __global__ void reduce_rows_kernel(hd::Reduction r, float const* __restrict__ x,
 }
 
 __global__ void reduce_rows_backward_kernel(hd::Reduction r, float const* __restrict__ x, float const* __restrict__ y,
-                                            int64_t const* __restrict__ arg, float const* __restrict__ dy,
-                                            int64_t rows, int64_t cols, float* __restrict__ dx) {
+                                            int64_t const* __restrict__ arg, float const* __restrict__ dy, int64_t rows,
+                                            int64_t cols, float* __restrict__ dx) {
   for (int64_t i = global_thread(); i < rows; i += grid_threads())
     hd::reduce_row_backward(r, x ? x + i * cols : nullptr, y ? static_cast<double>(y[i]) : 0.0, arg ? arg[i] : -1,
                             dy[i], cols, dx + i * cols);
@@ -39,8 +39,8 @@ cudaError_t reduce_rows(hd::Reduction r, float const* x, int64_t rows, int64_t c
   return cudaGetLastError();
 }
 
-cudaError_t reduce_rows_backward(hd::Reduction r, float const* x, float const* y, int64_t const* arg,
-                                 float const* dy, int64_t rows, int64_t cols, float* dx, cudaStream_t stream) {
+cudaError_t reduce_rows_backward(hd::Reduction r, float const* x, float const* y, int64_t const* arg, float const* dy,
+                                 int64_t rows, int64_t cols, float* dx, cudaStream_t stream) {
   if (rows > 0 && cols > 0)
     reduce_rows_backward_kernel<<<grid_for(rows), kBlock, 0, stream>>>(r, x, y, arg, dy, rows, cols, dx);
   return cudaGetLastError();

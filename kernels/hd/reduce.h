@@ -105,7 +105,7 @@ GP_HD void reduce_row_backward(Reduction r, float const* x, double y, int64_t ar
         }
       }
       for (int64_t j = 0; j < n; ++j)
-        dx[j] = zeros == 0   ? static_cast<float>(g * others / static_cast<double>(x[j]))
+        dx[j] = zeros == 0                   ? static_cast<float>(g * others / static_cast<double>(x[j]))
                 : zeros == 1 && j == zero_at ? static_cast<float>(g * others)
                                              : 0.f;
       return;

@@ -89,7 +89,8 @@ TEST(PinnedStaging, EveryCopyDeliversItsOwnBytesAlthoughTheHostBufferIsReusedAtO
     EXPECT_EQ(gpu.allocs, 3);  // one buffer per slot, reused
     EXPECT_EQ(ring.pinned_bytes(), 3 * 1000 * sizeof(float));
     EXPECT_GE(gpu.executed, 7u);  // a slot's earlier copy ran before the slot was written again
-  }                                // the destructor waits for the copies still queued
+    // Leaving the scope: the destructor waits for the copies still queued.
+  }
   EXPECT_EQ(gpu.executed, 10u);
   EXPECT_TRUE(gpu.pinned.empty());
   for (int k = 0; k < 10; ++k)
