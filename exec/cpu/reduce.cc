@@ -136,25 +136,20 @@ Result<AxisSplit> softmax_split(OpCall const& call, std::vector<int64_t> const& 
   return graph::ops::axis_split(call.op, a ? a->axis : -1, shape);
 }
 
-// y = x - max - log(sum(exp(x - max))) along the axis; saved: y.
+// The lines of an [outer, dim, inner] view: f(offset of element 0 of the line) for each.
+template <typename F>
+void for_each_line(AxisSplit const& s, F&& f) {
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t j = 0; j < s.inner; ++j) f(o * s.dim * s.inner + j);
+}
+
+// y = x - max - log(sum(exp(x - max))) along the axis (kernels/hd/reduce.h); saved: y.
 Status log_softmax_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   Tensor const& x = in[0];
   ASSIGN_OR_RETURN(AxisSplit const s, softmax_split(call, x.shape()));
   Tensor y(x.shape());
-  std::vector<double> m(static_cast<std::size_t>(s.inner)), sum(m.size());
-  for (int64_t o = 0; o < s.outer; ++o) {
-    float const* xo = x.data<float>() + o * s.dim * s.inner;
-    float* yo = y.data<float>() + o * s.dim * s.inner;
-    std::fill(m.begin(), m.end(), -std::numeric_limits<double>::infinity());
-    std::fill(sum.begin(), sum.end(), 0.0);
-    for (int64_t k = 0; k < s.dim; ++k)
-      for (int64_t j = 0; j < s.inner; ++j) m[j] = std::max(m[j], static_cast<double>(xo[k * s.inner + j]));
-    for (int64_t k = 0; k < s.dim; ++k)
-      for (int64_t j = 0; j < s.inner; ++j) sum[j] += std::exp(xo[k * s.inner + j] - m[j]);
-    for (int64_t j = 0; j < s.inner; ++j) sum[j] = m[j] + std::log(sum[j]);
-    for (int64_t k = 0; k < s.dim; ++k)
-      for (int64_t j = 0; j < s.inner; ++j) yo[k * s.inner + j] = static_cast<float>(xo[k * s.inner + j] - sum[j]);
-  }
+  for_each_line(
+      s, [&](int64_t e) { kernels::hd::log_softmax_line(x.data<float>() + e, s.dim, s.inner, y.data<float>() + e); });
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   if (saved) saved->tensors = {y};
@@ -168,38 +163,20 @@ Status log_softmax_backward(OpCall const& call, Saved const& saved, std::vector<
   Tensor const& y = saved.tensors.at(0);
   ASSIGN_OR_RETURN(AxisSplit const s, softmax_split(call, y.shape()));
   Tensor dx(y.shape());
-  std::vector<double> gsum(static_cast<std::size_t>(s.inner));
-  for (int64_t o = 0; o < s.outer; ++o) {
-    int64_t const base = o * s.dim * s.inner;
-    float const* yo = y.data<float>() + base;
-    float const* go = gout[0].data<float>() + base;
-    float* d = dx.data<float>() + base;
-    std::fill(gsum.begin(), gsum.end(), 0.0);
-    for (int64_t k = 0; k < s.dim; ++k)
-      for (int64_t j = 0; j < s.inner; ++j) gsum[j] += go[k * s.inner + j];
-    for (int64_t k = 0; k < s.dim; ++k)
-      for (int64_t j = 0; j < s.inner; ++j) {
-        int64_t const e = k * s.inner + j;
-        d[e] = static_cast<float>(go[e] - std::exp(static_cast<double>(yo[e])) * gsum[j]);
-      }
-  }
+  for_each_line(s, [&](int64_t e) {
+    kernels::hd::log_softmax_line_backward(y.data<float>() + e, gout[0].data<float>() + e, s.dim, s.inner,
+                                           dx.data<float>() + e);
+  });
   return emit_grad(call, grads, 0, dx, accumulate);
 }
 
 // The index along the axis of each [outer, inner] position's extremum; ties: the first (or last).
 template <typename T>
 void arg_extremum_of(Tensor const& x, AxisSplit const& s, bool max, bool last, int64_t* idx) {
-  for (int64_t o = 0; o < s.outer; ++o) {
-    T const* xo = x.data<T>() + o * s.dim * s.inner;
-    int64_t* io = idx + o * s.inner;
-    for (int64_t j = 0; j < s.inner; ++j) io[j] = 0;
-    for (int64_t k = 1; k < s.dim; ++k)
-      for (int64_t j = 0; j < s.inner; ++j) {
-        T const v = xo[k * s.inner + j], best = xo[io[j] * s.inner + j];
-        bool const better = max ? (v > best || (last && v == best)) : (v < best || (last && v == best));
-        if (better) io[j] = k;
-      }
-  }
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t j = 0; j < s.inner; ++j)
+      idx[o * s.inner + j] =
+          kernels::hd::arg_extremum_line(x.data<T>() + o * s.dim * s.inner + j, s.dim, s.inner, max, last);
 }
 
 // Float data, or integers (HF GPT-2's last non-padding position: ArgMax over position · mask).
@@ -237,53 +214,26 @@ Status hardmax_backward(OpCall const& call, Saved const& saved, std::vector<Tens
   return emit_grad(call, grads, 0, Tensor::zeros(shape_of(saved.tensors.at(0))), false);
 }
 
-// Running sums along the axis (from the end when reverse; exclusive: without the element itself).
-void cumsum(float const* x, float* y, AxisSplit const& s, bool exclusive, bool reverse) {
-  std::vector<double> run(static_cast<std::size_t>(s.inner));
-  for (int64_t o = 0; o < s.outer; ++o) {
-    std::fill(run.begin(), run.end(), 0.0);
-    for (int64_t step = 0; step < s.dim; ++step) {
-      int64_t const k = reverse ? s.dim - 1 - step : step;
-      int64_t const base = (o * s.dim + k) * s.inner;
-      for (int64_t j = 0; j < s.inner; ++j) {
-        double const before = run[j];
-        run[j] += x[base + j];
-        y[base + j] = static_cast<float>(exclusive ? before : run[j]);
-      }
-    }
-  }
-}
-
-// Running sums of integers (HF RoBERTa's position ids: the cumulative sum of the non-padding mask),
-// wrapping on overflow (unsigned arithmetic) instead of undefined behaviour.
-template <typename T>
-void cumsum_int(T const* x, T* y, AxisSplit const& s, bool exclusive, bool reverse) {
-  using U = std::make_unsigned_t<T>;
-  std::vector<U> run(static_cast<std::size_t>(s.inner));
-  for (int64_t o = 0; o < s.outer; ++o) {
-    std::fill(run.begin(), run.end(), U(0));
-    for (int64_t step = 0; step < s.dim; ++step) {
-      int64_t const k = reverse ? s.dim - 1 - step : step;
-      int64_t const base = (o * s.dim + k) * s.inner;
-      for (int64_t j = 0; j < s.inner; ++j) {
-        U const before = run[j];
-        run[j] += static_cast<U>(x[base + j]);
-        y[base + j] = static_cast<T>(exclusive ? before : run[j]);
-      }
-    }
-  }
+// Running sums along the axis (kernels/hd/reduce.h): floats, and integers (HF RoBERTa's position
+// ids: the cumulative sum of the non-padding mask), wrapping on overflow.
+void cumsum(Tensor const& x, Tensor& y, AxisSplit const& s, bool exclusive, bool reverse) {
+  for_each_line(s, [&](int64_t e) {
+    if (x.dtype() == DType::kInt64)
+      kernels::hd::cumsum_line_int<int64_t, uint64_t>(x.data<int64_t>() + e, s.dim, s.inner, exclusive, reverse,
+                                                      y.data<int64_t>() + e);
+    else if (x.dtype() == DType::kInt32)
+      kernels::hd::cumsum_line_int<int32_t, uint32_t>(x.data<int32_t>() + e, s.dim, s.inner, exclusive, reverse,
+                                                      y.data<int32_t>() + e);
+    else
+      kernels::hd::cumsum_line(x.data<float>() + e, s.dim, s.inner, exclusive, reverse, y.data<float>() + e);
+  });
 }
 
 Status cumsum_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   auto const& a = *attrs_of<graph::CumSumAttrs>(call.op);
   ASSIGN_OR_RETURN(AxisSplit const s, graph::ops::axis_split(call.op, a.axis, in[0].shape()));
   Tensor y(in[0].shape(), in[0].dtype());
-  if (in[0].dtype() == DType::kInt64)
-    cumsum_int(in[0].data<int64_t>(), y.data<int64_t>(), s, a.exclusive, a.reverse);
-  else if (in[0].dtype() == DType::kInt32)
-    cumsum_int(in[0].data<int32_t>(), y.data<int32_t>(), s, a.exclusive, a.reverse);
-  else
-    cumsum(in[0].data<float>(), y.data<float>(), s, a.exclusive, a.reverse);
+  cumsum(in[0], y, s, a.exclusive, a.reverse);
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   if (saved) saved->tensors.clear();
@@ -297,7 +247,7 @@ Status cumsum_backward(OpCall const& call, Saved const&, std::vector<Tensor> con
   auto const& a = *attrs_of<graph::CumSumAttrs>(call.op);
   ASSIGN_OR_RETURN(AxisSplit const s, graph::ops::axis_split(call.op, a.axis, gout[0].shape()));
   Tensor dx(gout[0].shape());
-  cumsum(gout[0].data<float>(), dx.data<float>(), s, a.exclusive, !a.reverse);
+  cumsum(gout[0], dx, s, a.exclusive, !a.reverse);
   return emit_grad(call, grads, 0, dx, accumulate);
 }
 

@@ -1,6 +1,7 @@
 // The CUDA backend's reduce family: Softmax (any axis), ReduceSum and ReduceMean (sums down to the
-// kept shape), and ReduceMax/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp (the CPU's per-row
-// functions of kernels/hd/reduce.h, one thread per row). Same inputs, outputs, saved tensors and
+// kept shape), and ReduceMax/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp, LogSoftmax, Hardmax,
+// CumSum, ArgMax and ArgMin (the CPU's per-row and per-line functions of kernels/hd/reduce.h, one
+// thread per row or line). Same inputs, outputs, saved tensors and
 // conventions as the CPU's exec/cpu/reduce.cc; kernels in kernels/cuda/math.h.
 #include <algorithm>
 
@@ -217,6 +218,103 @@ Status rows_reduce_backward(OpCall const& call, Saved const& saved, std::vector<
   return emit_grad(call, grads, 0, dx, accumulate);
 }
 
+// ---- LogSoftmax, Hardmax, CumSum, ArgMax, ArgMin: along one axis ----
+
+Result<graph::ops::AxisSplit> softmax_axis(OpCall const& call, std::vector<int64_t> const& shape) {
+  auto const* a = attrs_of<graph::SoftmaxAttrs>(call.op);
+  return graph::ops::axis_split(call.op, a ? a->axis : -1, shape);
+}
+
+// y = x - max - log(sum(exp(x - max))); saved: y.
+Status log_softmax_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(graph::ops::AxisSplit const s, softmax_axis(call, x.shape()));
+  ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::log_softmax(x.data<float>(), s.outer, s.dim, s.inner, y.data<float>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {y};
+  return Status::ok();
+}
+
+Status log_softmax_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                            std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  Tensor const& y = saved.tensors.at(0);
+  ASSIGN_OR_RETURN(graph::ops::AxisSplit const s, softmax_axis(call, y.shape()));
+  ASSIGN_OR_RETURN(Tensor dx, empty(y.shape(), DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::log_softmax_backward(y.data<float>(), gout[0].data<float>(), s.outer, s.dim, s.inner,
+                                         dx.data<float>(), stream));
+  return emit_grad(call, grads, 0, dx, accumulate);
+}
+
+// 1 at the first maximum along the axis, 0 elsewhere; piecewise constant, so a zero gradient.
+Status hardmax_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(graph::ops::AxisSplit const s, softmax_axis(call, x.shape()));
+  ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(
+      kc::arg_extremum(x.data<float>(), s.outer, s.dim, s.inner, true, false, nullptr, y.data<float>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {shape_tensor(x.shape())};
+  return Status::ok();
+}
+
+Status hardmax_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const&,
+                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  return emit_zero_grad(call, wanted, grads, 0, shape_of(saved.tensors.at(0)), accumulate);
+}
+
+// Running sums (floats, and int64/int32 position ids, wrapping); the gradient of a float CumSum is
+// the running sum of the output gradient in the other direction.
+template <typename T>
+Status cumsum_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::CumSumAttrs>(call.op);
+  ASSIGN_OR_RETURN(graph::ops::AxisSplit const s, graph::ops::axis_split(call.op, a.axis, in[0].shape()));
+  ASSIGN_OR_RETURN(Tensor y, empty(in[0].shape(), in[0].dtype()));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::cumsum(in[0].data<T>(), s.outer, s.dim, s.inner, a.exclusive, a.reverse, y.data<T>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors.clear();
+  return Status::ok();
+}
+
+Status cumsum_backward(OpCall const& call, Saved const&, std::vector<Tensor> const& gout,
+                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  auto const& a = *attrs_of<graph::CumSumAttrs>(call.op);
+  ASSIGN_OR_RETURN(graph::ops::AxisSplit const s, graph::ops::axis_split(call.op, a.axis, gout[0].shape()));
+  ASSIGN_OR_RETURN(Tensor dx, empty(gout[0].shape(), DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(
+      kc::cumsum(gout[0].data<float>(), s.outer, s.dim, s.inner, a.exclusive, !a.reverse, dx.data<float>(), stream));
+  return emit_grad(call, grads, 0, dx, accumulate);
+}
+
+// int64 indices of each line's extremum (ties: the first, or the last with select_last_index).
+template <typename T>
+Status arg_reduce_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::ArgReduceAttrs>(call.op);
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(graph::ops::AxisSplit const s, graph::ops::axis_split(call.op, a.axis, x.shape()));
+  if (s.dim == 0 && s.outer * s.inner > 0)
+    return op_error(call, "cannot take the index of an extremum along axis " + std::to_string(s.axis) +
+                              " of size 0 (input " + x.shape_string() + ")");
+  ASSIGN_OR_RETURN(Tensor y, empty(graph::ops::arg_reduce_shape(s, x.shape(), a.keepdims), DType::kInt64));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::arg_extremum(x.data<T>(), s.outer, s.dim, s.inner, call.op.kind() == OpKind::kArgMax,
+                                 a.select_last_index, y.data<int64_t>(), nullptr, stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors.clear();
+  return Status::ok();
+}
+
 // noop_with_empty_axes=1 without axes (ReduceAttrs::noop) is the identity; the CUDA kernels reduce.
 Status reduce_check(graph::Op const& op, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(require_attrs<graph::ReduceAttrs>(op, graph));
@@ -239,6 +337,31 @@ std::vector<KernelEntry> reduce_kernels() {
   for (OpKind k : {OpKind::kReduceMax, OpKind::kReduceMin, OpKind::kReduceProd, OpKind::kReduceL1, OpKind::kReduceL2,
                    OpKind::kReduceSumSquare, OpKind::kReduceLogSum, OpKind::kReduceLogSumExp})
     t.push_back({k, f32, rows, 1});
+  using graph::ArgReduceAttrs, graph::CumSumAttrs, graph::SoftmaxAttrs;
+  t.push_back({OpKind::kLogSoftmax,
+               f32,
+               {log_softmax_forward, log_softmax_backward, log_softmax_backward, require_attrs<SoftmaxAttrs>},
+               1});
+  t.push_back(
+      {OpKind::kHardmax, f32, {hardmax_forward, hardmax_backward, hardmax_backward, require_attrs<SoftmaxAttrs>}, 1});
+  t.push_back(
+      {OpKind::kCumSum, f32, {cumsum_forward<float>, cumsum_backward, cumsum_backward, require_attrs<CumSumAttrs>}, 1});
+  // Integers (position ids) and the indices of ArgMax/ArgMin are never differentiated.
+  t.push_back({OpKind::kCumSum,
+               DType::kInt64,
+               {cumsum_forward<int64_t>, no_gradient, no_gradient, require_attrs<CumSumAttrs>},
+               1});
+  t.push_back({OpKind::kCumSum,
+               DType::kInt32,
+               {cumsum_forward<int32_t>, no_gradient, no_gradient, require_attrs<CumSumAttrs>},
+               1});
+  for (OpKind k : {OpKind::kArgMax, OpKind::kArgMin}) {
+    t.push_back({k, f32, {arg_reduce_forward<float>, no_gradient, no_gradient, require_attrs<ArgReduceAttrs>}, 1});
+    t.push_back(
+        {k, DType::kInt64, {arg_reduce_forward<int64_t>, no_gradient, no_gradient, require_attrs<ArgReduceAttrs>}, 1});
+    t.push_back(
+        {k, DType::kInt32, {arg_reduce_forward<int32_t>, no_gradient, no_gradient, require_attrs<ArgReduceAttrs>}, 1});
+  }
   return t;
 }
 

@@ -29,6 +29,20 @@ cudaError_t reduce_rows(hd::Reduction r, float const* x, int64_t rows, int64_t c
 cudaError_t reduce_rows_backward(hd::Reduction r, float const* x, float const* y, int64_t const* arg, float const* dy,
                                  int64_t rows, int64_t cols, float* dx, cudaStream_t stream);
 
+// Along one axis of x seen as [outer, dim, inner], one thread per line (reduce.cu, the functions of
+// kernels/hd/reduce.h): LogSoftmax and its backward (from y); the index of each line's maximum or
+// minimum into idx[outer·inner] (may be null) and, with one_hot (Hardmax's float output, may be
+// null), 1 there and 0 elsewhere on the line; running sums (floats, or wrapping int64/int32).
+cudaError_t log_softmax(float const* x, int64_t outer, int64_t dim, int64_t inner, float* y, cudaStream_t stream);
+cudaError_t log_softmax_backward(float const* y, float const* dy, int64_t outer, int64_t dim, int64_t inner, float* dx,
+                                 cudaStream_t stream);
+template <typename T>
+cudaError_t arg_extremum(T const* x, int64_t outer, int64_t dim, int64_t inner, bool max, bool last, int64_t* idx,
+                         float* one_hot, cudaStream_t stream);
+template <typename T>
+cudaError_t cumsum(T const* x, int64_t outer, int64_t dim, int64_t inner, bool exclusive, bool reverse, T* y,
+                   cudaStream_t stream);
+
 // y = f(x); dx = f'(kept)·dy with kept = y where hd::unary_backward_uses_output(kind), else x.
 template <typename T>
 cudaError_t unary_forward(hd::UnaryKind kind, float alpha, T const* x, T* y, int64_t n, cudaStream_t stream);

@@ -1,8 +1,10 @@
 // Per-row math of the reductions ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp over
-// an input seen as [rows, cols] (the reduced axes last, graph::ops::ReduceShape): the CPU backend's
-// exec/cpu/reduce.cc runs these functions row by row, and the CUDA kernel (kernels/cuda/reduce.cu)
-// runs them one thread per row, so the two backends compute the same values. Sums accumulate in
-// double.
+// an input seen as [rows, cols] (the reduced axes last, graph::ops::ReduceShape), and per-line math
+// of the ops along one axis (LogSoftmax, Hardmax, CumSum, ArgMax/ArgMin) over an input seen as
+// [outer, dim, inner] (graph::ops::AxisSplit), a line being the dim elements of one (outer, inner)
+// position, `inner` apart. The CPU backend's exec/cpu/reduce.cc runs these functions row by row and
+// line by line, and the CUDA kernels (kernels/cuda/reduce.cu) run them one thread per row or line,
+// so the two backends compute the same values. Sums accumulate in double.
 #pragma once
 
 #include <math.h>
@@ -130,6 +132,58 @@ GP_HD void reduce_row_backward(Reduction r, float const* x, double y, int64_t ar
       for (int64_t j = 0; j < n; ++j) dx[j] = inf ? 0.f : static_cast<float>(g * exp(static_cast<double>(x[j]) - y));
       return;
     }
+  }
+}
+
+// ---- lines along one axis: element k of a line is x[k * stride] ----
+
+// y = x - max - log(sum(exp(x - max))).
+GP_HD void log_softmax_line(float const* x, int64_t dim, int64_t stride, float* y) {
+  double m = -HUGE_VAL, sum = 0;
+  for (int64_t k = 0; k < dim; ++k) m = fmax(m, static_cast<double>(x[k * stride]));
+  for (int64_t k = 0; k < dim; ++k) sum += exp(x[k * stride] - m);
+  double const lse = m + log(sum);
+  for (int64_t k = 0; k < dim; ++k) y[k * stride] = static_cast<float>(x[k * stride] - lse);
+}
+
+// dx = g - softmax(x) · Σ g, with softmax(x) = exp(y).
+GP_HD void log_softmax_line_backward(float const* y, float const* g, int64_t dim, int64_t stride, float* dx) {
+  double gsum = 0;
+  for (int64_t k = 0; k < dim; ++k) gsum += g[k * stride];
+  for (int64_t k = 0; k < dim; ++k)
+    dx[k * stride] = static_cast<float>(g[k * stride] - exp(static_cast<double>(y[k * stride])) * gsum);
+}
+
+// The index of the line's maximum (or minimum); ties: the first, or the last when `last`.
+template <typename T>
+GP_HD int64_t arg_extremum_line(T const* x, int64_t dim, int64_t stride, bool max, bool last) {
+  int64_t best = 0;
+  for (int64_t k = 1; k < dim; ++k) {
+    T const v = x[k * stride], b = x[best * stride];
+    if (max ? (v > b || (last && v == b)) : (v < b || (last && v == b))) best = k;
+  }
+  return best;
+}
+
+// Running sums along the line (from the end when reverse; exclusive: without the element itself):
+// floats accumulate in double; integers wrap on overflow (unsigned arithmetic, never undefined).
+GP_HD void cumsum_line(float const* x, int64_t dim, int64_t stride, bool exclusive, bool reverse, float* y) {
+  double run = 0;
+  for (int64_t step = 0; step < dim; ++step) {
+    int64_t const e = (reverse ? dim - 1 - step : step) * stride;
+    double const before = run;
+    run += x[e];
+    y[e] = static_cast<float>(exclusive ? before : run);
+  }
+}
+template <typename T, typename U>
+GP_HD void cumsum_line_int(T const* x, int64_t dim, int64_t stride, bool exclusive, bool reverse, T* y) {
+  U run = 0;
+  for (int64_t step = 0; step < dim; ++step) {
+    int64_t const e = (reverse ? dim - 1 - step : step) * stride;
+    U const before = run;
+    run += static_cast<U>(x[e]);
+    y[e] = static_cast<T>(exclusive ? before : run);
   }
 }
 

@@ -407,6 +407,40 @@ std::vector<Case> cases() {
       return make_op(op, graph::ReduceAttrs{{0, -1}, false}, {{"x", x, kIn}});
     });
   }
+  // Along one axis: a middle axis (lines `inner` apart) and the last one.
+  add("LogSoftmax axis 1", [] {
+    return make_op("LogSoftmax", graph::SoftmaxAttrs{1}, {{"x", random_tensor({2, 4, 3}, 100, -3.f, 3.f), kIn}});
+  });
+  add("LogSoftmax last axis", [] {
+    return make_op("LogSoftmax", graph::SoftmaxAttrs{2}, {{"x", random_tensor({2, 3, 5}, 101, -3.f, 3.f), kIn}});
+  });
+  add("Hardmax axis 1 with a tie", [] {
+    Tensor x = random_tensor({2, 3, 4}, 102, -1.f, 1.f);
+    x.data<float>()[4] = x.data<float>()[0] = 2.f;  // the first maximum wins
+    return make_op("Hardmax", graph::SoftmaxAttrs{1}, {{"x", x, kIn}});
+  });
+  add("CumSum axis 1", [] {
+    return make_op("CumSum", graph::CumSumAttrs{1, false, false},
+                   {{"x", random_tensor({2, 4, 3}, 103, -1.f, 1.f), kIn}});
+  });
+  add("CumSum exclusive reverse", [] {
+    return make_op("CumSum", graph::CumSumAttrs{2, true, true}, {{"x", random_tensor({2, 3, 5}, 104, -1.f, 1.f), kIn}});
+  });
+  add("CumSum int64 mask", [] {
+    return make_op("CumSum", graph::CumSumAttrs{1, false, false},
+                   {{"x", int_tensor({2, 4}, {1, 1, 0, 1, 0, 1, 1, 1}), kIn}}, 1, {DType::kInt64});
+  });
+  for (char const* op : {"ArgMax", "ArgMin"}) {
+    add(std::string(op) + " axis 1 first of ties", [op] {
+      Tensor x = random_tensor({2, 3, 4}, 105, -1.f, 1.f);
+      x.data<float>()[4] = x.data<float>()[0];
+      return make_op(op, graph::ArgReduceAttrs{1, false, false}, {{"x", x, kIn}}, 1, {DType::kInt64});
+    });
+    add(std::string(op) + " last axis last of ties, int64", [op] {
+      return make_op(op, graph::ArgReduceAttrs{1, true, true},
+                     {{"x", int_tensor({2, 4}, {3, 7, 7, 3, -2, -2, 5, 5}), kIn}}, 1, {DType::kInt64});
+    });
+  }
   return c;
 }
 
