@@ -16,14 +16,14 @@ void pointwise_backward(Pointwise f, PointwiseParams const& p, float const* x, f
 }
 
 void prelu_forward(float const* x, float const* slope, int64_t n, float* y) {
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0.f ? slope[i] * x[i] : x[i];
+  for (int64_t i = 0; i < n; ++i) y[i] = hd::prelu_at(x[i], slope[i]);
 }
 
 void prelu_backward(float const* x, float const* slope, float const* gy, int64_t n, float* gx, float* grad_slope_full) {
   if (gx)
-    for (int64_t i = 0; i < n; ++i) gx[i] = x[i] < 0.f ? gy[i] * slope[i] : gy[i];
+    for (int64_t i = 0; i < n; ++i) gx[i] = hd::prelu_dx_at(x[i], slope[i], gy[i]);
   if (grad_slope_full)
-    for (int64_t i = 0; i < n; ++i) grad_slope_full[i] = x[i] < 0.f ? gy[i] * x[i] : 0.f;
+    for (int64_t i = 0; i < n; ++i) grad_slope_full[i] = hd::prelu_dslope_at(x[i], gy[i]);
 }
 
 void clip_forward(float const* x, int64_t n, float lo, float hi, float* y) {
@@ -44,17 +44,11 @@ void clip_backward(float const* x, float const* gy, int64_t n, float lo, float h
 }
 
 void select_step(float const* x, int64_t n, bool take_max, int32_t k, float* acc, int32_t* which) {
-  for (int64_t i = 0; i < n; ++i) {
-    bool const wins = std::isnan(x[i]) || (take_max ? x[i] > acc[i] : x[i] < acc[i]);
-    if (wins && !std::isnan(acc[i])) {
-      acc[i] = x[i];
-      which[i] = k;
-    }
-  }
+  for (int64_t i = 0; i < n; ++i) hd::select_step_at(x[i], take_max, k, acc[i], which[i]);
 }
 
 void selected_grad(float const* gy, int32_t const* which, int32_t k, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = which[i] == k ? gy[i] : 0.f;
+  for (int64_t i = 0; i < n; ++i) out[i] = hd::selected_grad_at(gy[i], which[i], k);
 }
 
 }  // namespace gp::kernels

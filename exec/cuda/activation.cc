@@ -1,5 +1,8 @@
-// The CUDA backend's activation family (the ops themselves: exec/cuda/activation.h).
+// The CUDA backend's activation family (the elementwise ops themselves: exec/cuda/activation.h),
+// and here PRelu and the variadic Max/Min/Sum/Mean with numpy broadcasting, as the CPU's
+// exec/cpu/activation.cc computes them (the per-element functions of kernels/hd/activation.h).
 #include "exec/cuda/activation.h"
+#include "exec/cuda/binary.h"
 #include "exec/cuda/cuda_ops.h"
 
 namespace gp::exec::cuda {
@@ -13,6 +16,161 @@ Status clip_check(graph::Op const& op, graph::OpGraph const& graph) {
   for (std::size_t i = 1; i < op.inputs.size(); ++i)
     if (op.inputs[i] != graph::kNoTensor)
       return unsupported("Clip with a bound computed at run time (the CPU runs it; static bounds run here)");
+  return Status::ok();
+}
+
+namespace kc = kernels::cuda;
+
+// numpy broadcasting of two shapes; false when they do not broadcast.
+bool broadcast_shape(std::vector<int64_t> const& a, std::vector<int64_t> const& b, std::vector<int64_t>& out) {
+  std::size_t const r = std::max(a.size(), b.size());
+  out.assign(r, 1);
+  for (std::size_t i = 0; i < r; ++i) {
+    int64_t const da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t const db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da != db && da != 1 && db != 1) return false;
+    out[i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+// scale · x broadcast to `shape` (a new tensor).
+Result<Tensor> expanded(OpCall const& call, Tensor const& x, std::vector<int64_t> const& shape, float scale = 1.f) {
+  hd::BinaryIndex index;
+  if (!hd::make_binary_index(shape, x.shape(), x.shape(), index))
+    return op_error(call, "broadcasting " + x.shape_string() + " needs more than " +
+                              std::to_string(hd::kMaxBroadcastDims) + " dimensions after merging");
+  ASSIGN_OR_RETURN(Tensor y, empty(shape, DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::broadcast_scaled<float>(index, x.data<float>(), scale, y.data<float>(), stream));
+  return y;
+}
+
+// ---- PRelu: the slope (usually a weight) broadcasts to x ----
+
+Status prelu_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  Tensor const& slope = in[1];
+  std::vector<int64_t> shape;
+  if (!broadcast_shape(x.shape(), slope.shape(), shape) || shape != x.shape())
+    return op_error(call, "slope " + slope.shape_string() + " does not broadcast to x " + x.shape_string());
+  ASSIGN_OR_RETURN(Tensor const s, expanded(call, slope, x.shape()));
+  ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::prelu_forward(x.data<float>(), s.data<float>(), x.numel(), y.data<float>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {x, slope};
+  return Status::ok();
+}
+
+Status prelu_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                      std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!gout.at(0).defined() || (!wants(wanted, 0) && !wants(wanted, 1))) return Status::ok();
+  Tensor const& x = saved.tensors.at(0);
+  Tensor const& slope = saved.tensors.at(1);
+  ASSIGN_OR_RETURN(Tensor const s, expanded(call, slope, x.shape()));
+  Tensor dx, dslope_full;
+  if (wants(wanted, 0)) {
+    ASSIGN_OR_RETURN(dx, empty(x.shape(), DType::kFloat32));
+  }
+  if (wants(wanted, 1)) {
+    ASSIGN_OR_RETURN(dslope_full, empty(x.shape(), DType::kFloat32));
+  }
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::prelu_backward(x.data<float>(), s.data<float>(), gout[0].data<float>(), x.numel(),
+                                   dx.defined() ? dx.data<float>() : nullptr,
+                                   dslope_full.defined() ? dslope_full.data<float>() : nullptr, stream));
+  if (dslope_full.defined()) {
+    ASSIGN_OR_RETURN(Tensor g, sum_down<float>(call, dslope_full, slope.shape(), 1.f));
+    RETURN_IF_ERROR(emit_grad(call, grads, 1, g, accumulate));
+  }
+  if (dx.defined()) return emit_grad(call, grads, 0, dx, accumulate);
+  return Status::ok();
+}
+
+// ---- Min, Max, Sum, Mean over one or more inputs with numpy broadcasting ----
+
+Status variadic_check(graph::Op const& op, graph::OpGraph const& graph) {
+  for (std::size_t k = 0; k < op.inputs.size(); ++k) {
+    if (op.inputs[k] == graph::kNoTensor)
+      return unsupported(op.type + " '" + op.name + "' has an empty input " + std::to_string(k));
+    DType const d = graph.tensor(op.inputs[k]).dtype;
+    if (d != DType::kFloat32)
+      return unsupported(op.type + " '" + op.name + "' has a " + graph::dtype_name(d) + " input " + std::to_string(k) +
+                         " (float32 only)");
+  }
+  return Status::ok();
+}
+
+// Saved: {which input each element came from (Max/Min)}, then every input's shape.
+Status variadic_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  std::vector<int64_t> shape = in[0].shape();
+  for (std::size_t k = 1; k < in.size(); ++k) {
+    std::vector<int64_t> next;
+    if (!broadcast_shape(shape, in[k].shape(), next))
+      return op_error(call, "input " + std::to_string(k) + " " + in[k].shape_string() +
+                                " does not broadcast with the inputs before it");
+    shape = std::move(next);
+  }
+  OpKind const t = call.op.kind();
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  std::vector<Tensor> keep;
+  ASSIGN_OR_RETURN(Tensor y, expanded(call, in[0], shape));
+  if (t == OpKind::kSum || t == OpKind::kMean) {
+    for (std::size_t k = 1; k < in.size(); ++k) {
+      hd::BinaryIndex index;
+      if (!hd::make_binary_index(shape, shape, in[k].shape(), index))
+        return op_error(call, "adding input " + std::to_string(k) + " needs more than " +
+                                  std::to_string(hd::kMaxBroadcastDims) + " dimensions after merging");
+      ASSIGN_OR_RETURN(Tensor sum, empty(shape, DType::kFloat32));
+      GP_CUDA_CHECK(kc::binary<float>(hd::BinaryKind::kAdd, index, y.data<float>(), in[k].data<float>(),
+                                      sum.data<float>(), stream));
+      y = sum;
+    }
+    if (t == OpKind::kMean && in.size() > 1) {
+      ASSIGN_OR_RETURN(y, expanded(call, y, shape, 1.f / static_cast<float>(in.size())));
+    }
+  } else {
+    ASSIGN_OR_RETURN(Tensor which, empty(shape, DType::kInt32));
+    GP_CUDA_CHECK(kc::fill_value<int32_t>(which.data<int32_t>(), which.numel(), 0, stream));
+    for (std::size_t k = 1; k < in.size(); ++k) {
+      ASSIGN_OR_RETURN(Tensor const xk, expanded(call, in[k], shape));
+      GP_CUDA_CHECK(kc::select_step(xk.data<float>(), y.numel(), t == OpKind::kMax, static_cast<int32_t>(k),
+                                    y.data<float>(), which.data<int32_t>(), stream));
+    }
+    keep.push_back(which);
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) {
+    for (Tensor const& x : in) keep.push_back(shape_tensor(x.shape()));
+    saved->tensors = std::move(keep);
+  }
+  return Status::ok();
+}
+
+Status variadic_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                         std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!gout.at(0).defined()) return Status::ok();
+  Tensor const& dy = gout[0];
+  OpKind const t = call.op.kind();
+  bool const select = t == OpKind::kMin || t == OpKind::kMax;
+  std::size_t const n = saved.tensors.size() - (select ? 1 : 0);
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  float const scale = t == OpKind::kMean && n > 1 ? 1.f / static_cast<float>(n) : 1.f;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (!wants(wanted, k)) continue;
+    Tensor full = dy;
+    if (select) {
+      ASSIGN_OR_RETURN(full, empty(dy.shape(), DType::kFloat32));
+      GP_CUDA_CHECK(kc::selected_grad(dy.data<float>(), saved.tensors[0].data<int32_t>(), static_cast<int32_t>(k),
+                                      dy.numel(), full.data<float>(), stream));
+    }
+    std::vector<int64_t> const target = shape_of(saved.tensors[k + (select ? 1 : 0)]);
+    ASSIGN_OR_RETURN(Tensor g, sum_down<float>(call, full, target, scale));
+    RETURN_IF_ERROR(emit_grad(call, grads, k, g, accumulate));
+  }
   return Status::ok();
 }
 
@@ -95,6 +253,9 @@ std::vector<KernelEntry> activation_kernels() {
                f32,
                {pointwise_forward<float>, pointwise_backward<float>, pointwise_backward<float>, clip_check},
                1});
+  t.push_back({OpKind::kPRelu, f32, {prelu_forward, prelu_backward, prelu_backward, no_check}, 2});
+  OpKernels const variadic{variadic_forward, variadic_backward, variadic_backward, variadic_check};
+  for (OpKind v : {OpKind::kMin, OpKind::kMax, OpKind::kSum, OpKind::kMean}) t.push_back({v, f32, variadic, 1});
   return t;
 }
 

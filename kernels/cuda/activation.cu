@@ -35,7 +35,54 @@ __global__ void pointwise_backward_kernel(hd::Pointwise f, hd::PointwiseParams p
   for (int64_t i = global_thread(); i < n; i += grid_threads()) dx[i] = hd::pointwise_backward(f, p, x[i], dy[i]);
 }
 
+__global__ void select_step_kernel(float const* __restrict__ x, int64_t n, bool take_max, int32_t k,
+                                   float* __restrict__ acc, int32_t* __restrict__ which) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) hd::select_step_at(x[i], take_max, k, acc[i], which[i]);
+}
+
+__global__ void selected_grad_kernel(float const* __restrict__ gy, int32_t const* __restrict__ which, int32_t k,
+                                     int64_t n, float* __restrict__ out) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) out[i] = hd::selected_grad_at(gy[i], which[i], k);
+}
+
+__global__ void prelu_forward_kernel(float const* __restrict__ x, float const* __restrict__ slope, int64_t n,
+                                     float* __restrict__ y) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = hd::prelu_at(x[i], slope[i]);
+}
+
+__global__ void prelu_backward_kernel(float const* __restrict__ x, float const* __restrict__ slope,
+                                      float const* __restrict__ gy, int64_t n, float* __restrict__ gx,
+                                      float* __restrict__ gslope) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    if (gx) gx[i] = hd::prelu_dx_at(x[i], slope[i], gy[i]);
+    if (gslope) gslope[i] = hd::prelu_dslope_at(x[i], gy[i]);
+  }
+}
+
 }  // namespace
+
+cudaError_t select_step(float const* x, int64_t n, bool take_max, int32_t k, float* acc, int32_t* which,
+                        cudaStream_t stream) {
+  if (n > 0) select_step_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, n, take_max, k, acc, which);
+  return cudaGetLastError();
+}
+
+cudaError_t selected_grad(float const* gy, int32_t const* which, int32_t k, int64_t n, float* out,
+                          cudaStream_t stream) {
+  if (n > 0) selected_grad_kernel<<<grid_for(n), kBlock, 0, stream>>>(gy, which, k, n, out);
+  return cudaGetLastError();
+}
+
+cudaError_t prelu_forward(float const* x, float const* slope, int64_t n, float* y, cudaStream_t stream) {
+  if (n > 0) prelu_forward_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, slope, n, y);
+  return cudaGetLastError();
+}
+
+cudaError_t prelu_backward(float const* x, float const* slope, float const* gy, int64_t n, float* gx, float* gslope,
+                           cudaStream_t stream) {
+  if (n > 0) prelu_backward_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, slope, gy, n, gx, gslope);
+  return cudaGetLastError();
+}
 
 template <typename T>
 cudaError_t pointwise_forward(hd::Pointwise f, hd::PointwiseParams p, T const* x, T* y, int64_t n,

@@ -43,6 +43,16 @@ template <typename T>
 cudaError_t cumsum(T const* x, int64_t outer, int64_t dim, int64_t inner, bool exclusive, bool reverse, T* y,
                    cudaStream_t stream);
 
+// Variadic Max/Min (activation.cu): input k's step into the running extremum acc (which: the input
+// each element came from), and the gradient reaching input k. PRelu with the slope already
+// broadcast to x: y, and dx and the full-shape slope gradient (either may be null).
+cudaError_t select_step(float const* x, int64_t n, bool take_max, int32_t k, float* acc, int32_t* which,
+                        cudaStream_t stream);
+cudaError_t selected_grad(float const* gy, int32_t const* which, int32_t k, int64_t n, float* out, cudaStream_t stream);
+cudaError_t prelu_forward(float const* x, float const* slope, int64_t n, float* y, cudaStream_t stream);
+cudaError_t prelu_backward(float const* x, float const* slope, float const* gy, int64_t n, float* gx, float* gslope,
+                           cudaStream_t stream);
+
 // y = f(x); dx = f'(kept)·dy with kept = y where hd::unary_backward_uses_output(kind), else x.
 template <typename T>
 cudaError_t unary_forward(hd::UnaryKind kind, float alpha, T const* x, T* y, int64_t n, cudaStream_t stream);

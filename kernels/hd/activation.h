@@ -325,4 +325,22 @@ GP_HD T binary_op(BinaryKind k, T a, T b) {
   return a;
 }
 
+// ---- variadic Max/Min and PRelu (the CPU's kernels/activation.cc runs these too) ----
+
+// One input k's step into the running extremum acc, `which` recording the input it came from;
+// a NaN wins and stays.
+GP_HD void select_step_at(float x, bool take_max, int32_t k, float& acc, int32_t& which) {
+  bool const wins = x != x || (take_max ? x > acc : x < acc);
+  if (wins && acc == acc) {
+    acc = x;
+    which = k;
+  }
+}
+// The gradient reaching input k: the output's where k was selected, else 0.
+GP_HD float selected_grad_at(float gy, int32_t which, int32_t k) { return which == k ? gy : 0.f; }
+
+GP_HD float prelu_at(float x, float slope) { return x < 0.f ? slope * x : x; }
+GP_HD float prelu_dx_at(float x, float slope, float gy) { return x < 0.f ? gy * slope : gy; }
+GP_HD float prelu_dslope_at(float x, float gy) { return x < 0.f ? gy * x : 0.f; }
+
 }  // namespace gp::kernels::hd

@@ -407,6 +407,26 @@ std::vector<Case> cases() {
       return make_op(op, graph::ReduceAttrs{{0, -1}, false}, {{"x", x, kIn}});
     });
   }
+  // PRelu with a per-channel slope (a weight), and the variadic ops with numpy broadcasting.
+  add("PRelu per-channel slope", [] {
+    return make_op("PRelu", {},
+                   {{"x", random_tensor({2, 3, 4}, 110, -1.f, 1.f), kIn}, {"s", random_tensor({3, 1}, 111), kW}});
+  });
+  for (char const* op : {"Max", "Min"})
+    add(std::string(op) + " broadcast with a tie", [op] {
+      Tensor a = random_tensor({2, 3}, 112, -1.f, 1.f), b = random_tensor({3}, 113, -1.f, 1.f);
+      a.data<float>()[1] = b.data<float>()[1];  // the first input wins a tie
+      return make_op(op, {}, {{"a", a, kIn}, {"b", b, kIn}, {"c", random_tensor({2, 1}, 114, -1.f, 1.f), kW}});
+    });
+  add("Sum of three", [] {
+    return make_op("Sum", {},
+                   {{"a", random_tensor({2, 3}, 115), kIn},
+                    {"b", random_tensor({3}, 116), kW},
+                    {"c", random_tensor({2, 3}, 117), kIn}});
+  });
+  add("Mean broadcast", [] {
+    return make_op("Mean", {}, {{"a", random_tensor({2, 1, 4}, 118), kIn}, {"b", random_tensor({3, 1}, 119), kIn}});
+  });
   // Along one axis: a middle axis (lines `inner` apart) and the last one.
   add("LogSoftmax axis 1", [] {
     return make_op("LogSoftmax", graph::SoftmaxAttrs{1}, {{"x", random_tensor({2, 4, 3}, 100, -3.f, 3.f), kIn}});
