@@ -11,6 +11,7 @@
 
 #include "exec/cpu/cpu_ops.h"
 #include "graph/ops/index.h"
+#include "kernels/hd/index.h"
 
 namespace gp::exec::cpu {
 namespace {
@@ -348,11 +349,11 @@ Tensor trilu_mask(OpCall const& call, Tensor const& x) {
   auto* p = static_cast<std::byte*>(y.raw());
   for (int64_t b = 0; b < mats; ++b)
     for (int64_t i = 0; i < rows; ++i) {
-      // Row i keeps columns [i + k, cols) (upper) or [0, i + k] (lower).
-      int64_t const lo = a.upper ? 0 : std::clamp<int64_t>(i + a.k + 1, 0, cols);
-      int64_t const hi = a.upper ? std::clamp<int64_t>(i + a.k, 0, cols) : cols;
       std::byte* row = p + static_cast<std::size_t>((b * rows + i) * cols) * size;
-      std::fill(row + static_cast<std::size_t>(lo) * size, row + static_cast<std::size_t>(hi) * size, std::byte{0});
+      for (int64_t j = 0; j < cols; ++j)  // kernels/hd/index.h: what the CUDA kernel keeps too
+        if (!kernels::hd::trilu_keeps(i, j, a.k, a.upper))
+          std::fill(row + static_cast<std::size_t>(j) * size, row + static_cast<std::size_t>(j + 1) * size,
+                    std::byte{0});
     }
   return y;
 }

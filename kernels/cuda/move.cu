@@ -174,4 +174,27 @@ GP_GATHER_INSTANTIATE(float, int64_t)
 GP_GATHER_INSTANTIATE(float, int32_t)
 #undef GP_GATHER_INSTANTIATE
 
+namespace {
+template <typename T>
+__global__ void trilu_kernel(T const* __restrict__ x, int64_t n, int64_t rows, int64_t cols, int64_t k, bool upper,
+                             T* __restrict__ y) {
+  for (int64_t e = global_thread(); e < n; e += grid_threads()) {
+    int64_t const j = e % cols, i = (e / cols) % rows;
+    y[e] = hd::trilu_keeps(i, j, k, upper) ? x[e] : T(0);
+  }
+}
+}  // namespace
+
+template <typename T>
+cudaError_t trilu(T const* x, int64_t mats, int64_t rows, int64_t cols, int64_t k, bool upper, T* y,
+                  cudaStream_t stream) {
+  int64_t const n = mats * rows * cols;
+  if (n > 0) trilu_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(x, n, rows, cols, k, upper, y);
+  return cudaGetLastError();
+}
+template cudaError_t trilu<float>(float const*, int64_t, int64_t, int64_t, int64_t, bool, float*, cudaStream_t);
+template cudaError_t trilu<int64_t>(int64_t const*, int64_t, int64_t, int64_t, int64_t, bool, int64_t*, cudaStream_t);
+template cudaError_t trilu<int32_t>(int32_t const*, int64_t, int64_t, int64_t, int64_t, bool, int32_t*, cudaStream_t);
+template cudaError_t trilu<uint8_t>(uint8_t const*, int64_t, int64_t, int64_t, int64_t, bool, uint8_t*, cudaStream_t);
+
 }  // namespace gp::kernels::cuda

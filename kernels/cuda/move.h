@@ -16,6 +16,11 @@
 
 namespace gp::kernels::cuda {
 
+// Trilu over `mats` matrices of [rows, cols]: y = x where hd::trilu_keeps(i, j, k, upper), else 0.
+template <typename T>
+cudaError_t trilu(T const* x, int64_t mats, int64_t rows, int64_t cols, int64_t k, bool upper, T* y,
+                  cudaStream_t stream);
+
 // dst[element i] = src[element i] (+= when accumulating) for the p.shape elements; see
 // hd::strided_copy_at. Destination positions must be distinct.
 template <typename T>

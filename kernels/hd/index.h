@@ -137,4 +137,8 @@ GP_HD void gather_backward_at(T const* grad_out, int64_t axis_dim, int64_t inner
   dst = static_cast<T>(static_cast<Acc>(dst) + acc);
 }
 
+// Trilu: whether element (i, j) of a matrix is kept: row i keeps columns j >= i + k (upper) or
+// j <= i + k (lower); the others become zero. The CPU's exec/cpu/index.cc and the CUDA kernel ask this.
+GP_HD bool trilu_keeps(int64_t i, int64_t j, int64_t k, bool upper) { return upper ? j >= i + k : j <= i + k; }
+
 }  // namespace gp::kernels::hd

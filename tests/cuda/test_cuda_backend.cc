@@ -407,6 +407,18 @@ std::vector<Case> cases() {
       return make_op(op, graph::ReduceAttrs{{0, -1}, false}, {{"x", x, kIn}});
     });
   }
+  // Trilu: upper with a positive k and lower with a negative one (float, gradients masked alike),
+  // and a causal mask of bools.
+  add("Trilu upper k=1", [] {
+    return make_op("Trilu", graph::TriluAttrs{true, 1}, {{"x", random_tensor({2, 3, 4}, 120, -1.f, 1.f), kIn}});
+  });
+  add("Trilu lower k=-1", [] {
+    return make_op("Trilu", graph::TriluAttrs{false, -1}, {{"x", random_tensor({4, 3}, 121, -1.f, 1.f), kIn}});
+  });
+  add("Trilu bool mask", [] {
+    return make_op("Trilu", graph::TriluAttrs{false, 0}, {{"m", bool_tensor({3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}), kIn}},
+                   1, {DType::kBool});
+  });
   // PRelu with a per-channel slope (a weight), and the variadic ops with numpy broadcasting.
   add("PRelu per-channel slope", [] {
     return make_op("PRelu", {},
