@@ -1,9 +1,13 @@
-// The CUDA backend's index family: Trilu (any of float32, int64, int32, bool; its gradient is the
-// same mask on the output gradient), as the CPU's exec/cpu/index.cc computes it (the mask is
-// kernels/hd/index.h's trilu_keeps). Pad, Tile, Resize, GatherElements, GatherND, Scatter and
-// ScatterElements run on the CPU only for now.
+// The CUDA backend's index family, as the CPU's exec/cpu/index.cc computes it: Trilu (float32,
+// int64, int32, bool; its gradient is the same mask on the output gradient; the mask is
+// kernels/hd/index.h's trilu_keeps) and Tile of float32 (a broadcast of x seen as [1, d0, 1, d1, ...]
+// to [r0, d0, r1, d1, ...]; its gradient sums back down). Pad, Resize, GatherElements, GatherND,
+// Scatter, ScatterElements and Tile of other dtypes run on the CPU only for now.
+#include "exec/cuda/binary.h"
 #include "exec/cuda/cuda_ops.h"
 #include "exec/cuda/ops_common.h"
+#include "graph/ops/index.h"
+#include "kernels/cuda/math.h"
 #include "kernels/cuda/move.h"
 
 namespace gp::exec::cuda {
@@ -48,15 +52,63 @@ Status trilu_check(graph::Op const& op, graph::OpGraph const& graph) {
   return Status::ok();
 }
 
+// Tile's shapes: x as [1, d0, 1, d1, ...] and the output as [r0, d0, r1, d1, ...].
+struct TileView {
+  std::vector<int64_t> in, out, in_interleaved, out_interleaved;
+};
+
+Result<TileView> tile_view(OpCall const& call, std::vector<int64_t> const& in_shape) {
+  auto const& a = *attrs_of<graph::TileAttrs>(call.op);
+  auto shape = graph::ops::tile_output_shape(a, in_shape, call.batch);
+  if (!shape.is_ok()) return op_error(call, shape.status().message());
+  TileView v{in_shape, *shape, {}, {}};
+  for (std::size_t d = 0; d < in_shape.size(); ++d) {
+    int64_t const reps = in_shape[d] > 0 ? v.out[d] / in_shape[d] : 0;
+    v.in_interleaved.insert(v.in_interleaved.end(), {1, in_shape[d]});
+    v.out_interleaved.insert(v.out_interleaved.end(), {reps, in_shape[d]});
+  }
+  return v;
+}
+
+Status tile_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  ASSIGN_OR_RETURN(TileView const v, tile_view(call, in[0].shape()));
+  ASSIGN_OR_RETURN(Tensor y, empty(v.out, DType::kFloat32));
+  if (y.numel() > 0) {
+    kernels::hd::BinaryIndex index;
+    if (!kernels::hd::make_binary_index(v.out_interleaved, v.in_interleaved, v.in_interleaved, index))
+      return op_error(call, "tiling " + in[0].shape_string() + " needs more than " +
+                                std::to_string(kernels::hd::kMaxBroadcastDims) + " dimensions after merging");
+    ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+    GP_CUDA_CHECK(kc::broadcast_scaled<float>(index, in[0].data<float>(), 1.f, y.data<float>(), stream));
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {shape_tensor(in[0].shape())};
+  return Status::ok();
+}
+
+Status tile_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                     std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  ASSIGN_OR_RETURN(TileView const v, tile_view(call, shape_of(saved.tensors.at(0))));
+  ASSIGN_OR_RETURN(Tensor g, sum_down<float>(call, gout[0].reshaped(v.out_interleaved), v.in_interleaved, 1.f));
+  return emit_grad(call, grads, 0, g.reshaped(v.in), accumulate);
+}
+
 }  // namespace
 
 std::vector<KernelEntry> index_kernels() {
   std::vector<KernelEntry> t;
-  t.push_back({OpKind::kTrilu, DType::kFloat32, {trilu_forward<float>, trilu_backward, trilu_backward, trilu_check}, 1});
+  t.push_back(
+      {OpKind::kTrilu, DType::kFloat32, {trilu_forward<float>, trilu_backward, trilu_backward, trilu_check}, 1});
   // Masks and ids: never differentiated.
   t.push_back({OpKind::kTrilu, DType::kInt64, {trilu_forward<int64_t>, no_gradient, no_gradient, trilu_check}, 1});
   t.push_back({OpKind::kTrilu, DType::kInt32, {trilu_forward<int32_t>, no_gradient, no_gradient, trilu_check}, 1});
   t.push_back({OpKind::kTrilu, DType::kBool, {trilu_forward<uint8_t>, no_gradient, no_gradient, trilu_check}, 1});
+  t.push_back({OpKind::kTile,
+               DType::kFloat32,
+               {tile_forward, tile_backward, tile_backward, require_attrs<graph::TileAttrs>},
+               1});
   return t;
 }
 

@@ -419,6 +419,10 @@ std::vector<Case> cases() {
     return make_op("Trilu", graph::TriluAttrs{false, 0}, {{"m", bool_tensor({3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}), kIn}},
                    1, {DType::kBool});
   });
+  add("Tile 2-D", [] { return make_op("Tile", graph::TileAttrs{{2, 3}}, {{"x", random_tensor({2, 3}, 122), kIn}}); });
+  add("Tile 3-D with a unit axis", [] {
+    return make_op("Tile", graph::TileAttrs{{1, 2, 2}}, {{"x", random_tensor({2, 1, 3}, 123), kW}});
+  });
   // PRelu with a per-channel slope (a weight), and the variadic ops with numpy broadcasting.
   add("PRelu per-channel slope", [] {
     return make_op("PRelu", {},
