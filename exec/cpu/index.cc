@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "exec/cpu/cpu_ops.h"
+#include "exec/separable_maps.h"
 #include "graph/ops/index.h"
 #include "kernels/hd/index.h"
 
@@ -17,31 +18,6 @@ namespace gp::exec::cpu {
 namespace {
 
 using graph::ops::dims_string;
-
-// Along one axis, output position o reads input positions index[o * taps + t] with weights
-// weight[o * taps + t]; an index of -1 (one tap only) writes the fill value instead.
-struct AxisMap {
-  int64_t in = 0, out = 0, taps = 1;
-  std::vector<int64_t> index;
-  std::vector<float> weight;
-
-  static AxisMap copying(int64_t in, int64_t out) {
-    AxisMap m{in, out, 1, std::vector<int64_t>(static_cast<std::size_t>(out)),
-              std::vector<float>(static_cast<std::size_t>(out), 1.f)};
-    return m;
-  }
-  static AxisMap identity_of(int64_t n) {
-    AxisMap m = copying(n, n);
-    std::iota(m.index.begin(), m.index.end(), int64_t{0});
-    return m;
-  }
-  bool identity() const {
-    if (in != out || taps != 1) return false;
-    for (int64_t o = 0; o < out; ++o)
-      if (index[o] != o || weight[o] != 1.f) return false;
-    return true;
-  }
-};
 
 int64_t product(std::vector<int64_t> const& s, std::size_t from, std::size_t to) {
   int64_t p = 1;
@@ -185,60 +161,6 @@ Status separable_backward(OpCall const& call, Saved const& saved, std::vector<Te
   return emit_grad(call, grads, 0, resample_adjoint(g, maps), accumulate);
 }
 
-// ---- Pad ----
-Result<AxisMap> pad_map(OpCall const& call, int64_t in, int64_t begin, int64_t end, graph::PadMode mode) {
-  AxisMap m = AxisMap::copying(in, in + begin + end);
-  for (int64_t o = 0; o < m.out; ++o) {
-    int64_t i = o - begin;
-    if (i < 0 || i >= in) {
-      if (mode == graph::PadMode::kConstant) {
-        i = -1;
-      } else if (in == 0) {
-        return op_error(call, "cannot pad an axis of size 0 in a mode other than constant");
-      } else if (mode == graph::PadMode::kEdge) {
-        i = std::clamp<int64_t>(i, 0, in - 1);
-      } else if (mode == graph::PadMode::kWrap) {
-        i = ((i % in) + in) % in;
-      } else if (in == 1) {  // reflect of one element repeats it
-        i = 0;
-      } else {  // reflect: period 2 (in - 1), as numpy reflects pads longer than the axis
-        int64_t const p = 2 * (in - 1);
-        i = ((i % p) + p) % p;
-        if (i >= in) i = p - i;
-      }
-    }
-    m.index[o] = i;
-  }
-  return m;
-}
-
-Result<std::vector<AxisMap>> pad_maps(OpCall const& call, std::vector<int64_t> const& in_shape) {
-  auto const& a = *attrs_of<graph::PadAttrs>(call.op);
-  auto shape = graph::ops::pad_output_shape(a, in_shape);
-  if (!shape.is_ok()) return op_error(call, shape.status().message());
-  std::size_t const r = in_shape.size();
-  std::vector<AxisMap> maps;
-  for (std::size_t d = 0; d < r; ++d) {
-    ASSIGN_OR_RETURN(AxisMap m, pad_map(call, in_shape[d], a.pads[d], a.pads[d + r], a.mode));
-    maps.push_back(std::move(m));
-  }
-  return maps;
-}
-
-// ---- Tile ----
-Result<std::vector<AxisMap>> tile_maps(OpCall const& call, std::vector<int64_t> const& in_shape) {
-  auto const& a = *attrs_of<graph::TileAttrs>(call.op);
-  auto shape = graph::ops::tile_output_shape(a, in_shape, call.batch);
-  if (!shape.is_ok()) return op_error(call, shape.status().message());
-  std::vector<AxisMap> maps;
-  for (std::size_t d = 0; d < in_shape.size(); ++d) {
-    AxisMap m = AxisMap::copying(in_shape[d], (*shape)[d]);
-    for (int64_t o = 0; o < m.out; ++o) m.index[o] = o % m.in;
-    maps.push_back(std::move(m));
-  }
-  return maps;
-}
-
 // Pad and Tile copy elements of any of these dtypes (token ids, masks); gradients flow for float32.
 template <typename A>
 Status copy_dtype_check(graph::Op const& op, graph::OpGraph const& graph) {
@@ -248,93 +170,6 @@ Status copy_dtype_check(graph::Op const& op, graph::OpGraph const& graph) {
     return unsupported("input 0 has dtype " + std::string(graph::dtype_name(d)) +
                        " (float32, int64, int32 or bool only)");
   return Status::ok();
-}
-
-// ---- Resize (the ONNX reference's coordinates and coefficients) ----
-// The input coordinate of output position x; `length` is the output length as a real number
-// (scale times the input length), as the reference uses it.
-double source_coord(graph::ResizeCoord coord, double x, double scale, int64_t in, double length) {
-  switch (coord) {
-    case graph::ResizeCoord::kPytorchHalfPixel:
-      return length == 1.0 ? -0.5 : (x + 0.5) / scale - 0.5;
-    case graph::ResizeCoord::kAlignCorners:
-      return length == 1.0 ? 0.0 : x * static_cast<double>(in - 1) / (length - 1.0);
-    case graph::ResizeCoord::kAsymmetric:
-      return x / scale;
-    default:
-      return (x + 0.5) / scale - 0.5;
-  }
-}
-
-Result<AxisMap> resize_map(OpCall const& call, graph::ResizeAttrs const& a, int64_t in, int64_t out, double scale) {
-  if (in == out && (scale == 1.0 || in == 1)) return AxisMap::identity_of(in);
-  if (in == 0) return op_error(call, "cannot resize an axis of size 0 to " + std::to_string(out));
-  int64_t const taps = a.mode == graph::ResizeMode::kNearest ? 1 : a.mode == graph::ResizeMode::kLinear ? 2 : 4;
-  AxisMap m{in, out, taps, std::vector<int64_t>(static_cast<std::size_t>(out * taps)),
-            std::vector<float>(static_cast<std::size_t>(out * taps))};
-  double const length = scale * static_cast<double>(in);
-  auto clamp = [in](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
-  for (int64_t o = 0; o < out; ++o) {
-    double const x = source_coord(a.coord, static_cast<double>(o), scale, in, length);
-    double const fl = std::floor(x);
-    double const t = x - fl;
-    auto const i0 = static_cast<int64_t>(fl);
-    int64_t* idx = m.index.data() + o * taps;
-    float* w = m.weight.data() + o * taps;
-    if (a.mode == graph::ResizeMode::kNearest) {
-      bool up = t > 0.5;
-      if (t == 0.0)
-        up = false;
-      else if (a.nearest == graph::ResizeNearest::kRoundPreferCeil)
-        up = t >= 0.5;
-      else if (a.nearest == graph::ResizeNearest::kFloor)
-        up = false;
-      else if (a.nearest == graph::ResizeNearest::kCeil)
-        up = true;
-      idx[0] = clamp(i0 + (up ? 1 : 0));
-      w[0] = 1.f;
-    } else if (a.mode == graph::ResizeMode::kLinear) {
-      idx[0] = clamp(i0);
-      idx[1] = clamp(i0 + 1);
-      w[0] = static_cast<float>(1.0 - t);
-      w[1] = static_cast<float>(t);
-    } else {
-      double const A = a.cubic_coeff_a, u = 1.0 - t;
-      double c[4] = {((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A, ((A + 2) * t - (A + 3)) * t * t + 1,
-                     ((A + 2) * u - (A + 3)) * u * u + 1, ((A * (u + 1) - 5 * A) * (u + 1) + 8 * A) * (u + 1) - 4 * A};
-      if (a.exclude_outside) {
-        double sum = 0;
-        for (int64_t k = 0; k < 4; ++k) {
-          int64_t const i = i0 - 1 + k;
-          if (i < 0 || i >= in) c[k] = 0;
-          sum += c[k];
-        }
-        for (double& v : c) v /= sum;
-      }
-      for (int64_t k = 0; k < 4; ++k) {
-        idx[k] = clamp(i0 - 1 + k);
-        w[k] = static_cast<float>(c[k]);
-      }
-    }
-  }
-  return m;
-}
-
-Result<std::vector<AxisMap>> resize_maps(OpCall const& call, std::vector<int64_t> const& in_shape) {
-  auto const& a = *attrs_of<graph::ResizeAttrs>(call.op);
-  if (a.coord == graph::ResizeCoord::kTfCropAndResize)
-    return op_error(call, "coordinate_transformation_mode tf_crop_and_resize is not supported");
-  auto shape = graph::ops::resize_output_shape(a, in_shape);
-  if (!shape.is_ok()) return op_error(call, shape.status().message());
-  std::vector<AxisMap> maps;
-  for (std::size_t d = 0; d < in_shape.size(); ++d) {
-    int64_t const in = in_shape[d], out = (*shape)[d];
-    double scale = static_cast<double>(a.scales.at(d));
-    if (!a.sizes.empty()) scale = in > 0 ? static_cast<double>(out) / static_cast<double>(in) : 1.0;
-    ASSIGN_OR_RETURN(AxisMap m, resize_map(call, a, in, out, scale));
-    maps.push_back(std::move(m));
-  }
-  return maps;
 }
 
 // ---- Trilu ----

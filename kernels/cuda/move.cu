@@ -197,4 +197,58 @@ template cudaError_t trilu<int64_t>(int64_t const*, int64_t, int64_t, int64_t, i
 template cudaError_t trilu<int32_t>(int32_t const*, int64_t, int64_t, int64_t, int64_t, bool, int32_t*, cudaStream_t);
 template cudaError_t trilu<uint8_t>(uint8_t const*, int64_t, int64_t, int64_t, int64_t, bool, uint8_t*, cudaStream_t);
 
+namespace {
+// One pass of a separable op (Pad, Resize) along an axis: x [outer, in, inner] -> y [outer, out, inner],
+// output position o reading input positions idx[o * taps + t] with weights w[o * taps + t] (an
+// index of -1 writes `fill`), summed in the CPU's order (exec/cpu/index.cc's apply_axis).
+__global__ void separable_axis_kernel(float const* __restrict__ x, int64_t outer, int64_t in, int64_t out,
+                                      int64_t inner, int64_t taps, int64_t const* __restrict__ idx,
+                                      float const* __restrict__ w, float fill, float* __restrict__ y) {
+  int64_t const n = outer * out * inner;
+  for (int64_t e = global_thread(); e < n; e += grid_threads()) {
+    int64_t const i = e % inner, o = (e / inner) % out, b = e / (inner * out);
+    int64_t const* ix = idx + o * taps;
+    float const* wo = w + o * taps;
+    if (ix[0] < 0) {
+      y[e] = fill;
+      continue;
+    }
+    float acc = wo[0] * x[(b * in + ix[0]) * inner + i];
+    for (int64_t t = 1; t < taps; ++t) acc += wo[t] * x[(b * in + ix[t]) * inner + i];
+    y[e] = acc;
+  }
+}
+
+// Its adjoint: gx [outer, in, inner] = the sum over every (o, t) that reads input j, in ascending
+// (o, t) as the CPU adds them; one thread per input element, so no atomics.
+__global__ void separable_axis_adjoint_kernel(float const* __restrict__ gy, int64_t outer, int64_t in, int64_t out,
+                                              int64_t inner, int64_t taps, int64_t const* __restrict__ idx,
+                                              float const* __restrict__ w, float* __restrict__ gx) {
+  int64_t const n = outer * in * inner;
+  for (int64_t e = global_thread(); e < n; e += grid_threads()) {
+    int64_t const i = e % inner, j = (e / inner) % in, b = e / (inner * in);
+    float acc = 0.f;
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t t = 0; t < taps; ++t)
+        if (idx[o * taps + t] == j) acc += w[o * taps + t] * gy[(b * out + o) * inner + i];
+    gx[e] = acc;
+  }
+}
+}  // namespace
+
+cudaError_t separable_axis(float const* x, int64_t outer, int64_t in, int64_t out, int64_t inner, int64_t taps,
+                           int64_t const* idx, float const* w, float fill, float* y, cudaStream_t stream) {
+  int64_t const n = outer * out * inner;
+  if (n > 0) separable_axis_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, outer, in, out, inner, taps, idx, w, fill, y);
+  return cudaGetLastError();
+}
+
+cudaError_t separable_axis_adjoint(float const* gy, int64_t outer, int64_t in, int64_t out, int64_t inner, int64_t taps,
+                                   int64_t const* idx, float const* w, float* gx, cudaStream_t stream) {
+  int64_t const n = outer * in * inner;
+  if (n > 0)
+    separable_axis_adjoint_kernel<<<grid_for(n), kBlock, 0, stream>>>(gy, outer, in, out, inner, taps, idx, w, gx);
+  return cudaGetLastError();
+}
+
 }  // namespace gp::kernels::cuda

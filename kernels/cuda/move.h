@@ -16,6 +16,14 @@
 
 namespace gp::kernels::cuda {
 
+// One pass of a separable op (Pad, Resize; exec/separable_maps.h) along an axis, x [outer, in,
+// inner] -> y [outer, out, inner] (idx/w: the axis map on the device, out * taps each), and its
+// adjoint gy -> gx [outer, in, inner], deterministic (no atomics).
+cudaError_t separable_axis(float const* x, int64_t outer, int64_t in, int64_t out, int64_t inner, int64_t taps,
+                           int64_t const* idx, float const* w, float fill, float* y, cudaStream_t stream);
+cudaError_t separable_axis_adjoint(float const* gy, int64_t outer, int64_t in, int64_t out, int64_t inner, int64_t taps,
+                                   int64_t const* idx, float const* w, float* gx, cudaStream_t stream);
+
 // Trilu over `mats` matrices of [rows, cols]: y = x where hd::trilu_keeps(i, j, k, upper), else 0.
 template <typename T>
 cudaError_t trilu(T const* x, int64_t mats, int64_t rows, int64_t cols, int64_t k, bool upper, T* y,

@@ -423,6 +423,27 @@ std::vector<Case> cases() {
   add("Tile 3-D with a unit axis", [] {
     return make_op("Tile", graph::TileAttrs{{1, 2, 2}}, {{"x", random_tensor({2, 1, 3}, 123), kW}});
   });
+  // Pad in every mode (begin and end pads on two axes, reflect longer than an axis), Resize nearest,
+  // linear and cubic (the separable passes and their adjoints).
+  add("Pad constant", [] {
+    return make_op("Pad", graph::PadAttrs{graph::PadMode::kConstant, {0, 1, 2, 0, 2, 1}, 0.5f},
+                   {{"x", random_tensor({2, 3, 4}, 124), kIn}});
+  });
+  for (auto [name, mode] : {std::pair{"Pad reflect", graph::PadMode::kReflect},
+                            std::pair{"Pad edge", graph::PadMode::kEdge}, std::pair{"Pad wrap", graph::PadMode::kWrap}})
+    add(name, [mode] {
+      return make_op("Pad", graph::PadAttrs{mode, {0, 2, 1, 0, 3, 1}, 0.f},
+                     {{"x", random_tensor({2, 3, 4}, 125), kIn}});
+    });
+  for (auto [name, mode] : {std::pair{"Resize nearest x2", graph::ResizeMode::kNearest},
+                            std::pair{"Resize linear x2", graph::ResizeMode::kLinear},
+                            std::pair{"Resize cubic x2", graph::ResizeMode::kCubic}})
+    add(name, [mode] {
+      graph::ResizeAttrs a;
+      a.mode = mode;
+      a.scales = {1.f, 1.f, 2.f, 2.f};
+      return make_op("Resize", a, {{"x", random_tensor({1, 2, 3, 4}, 126), kIn}});
+    });
   // PRelu with a per-channel slope (a weight), and the variadic ops with numpy broadcasting.
   add("PRelu per-channel slope", [] {
     return make_op("PRelu", {},
