@@ -11,6 +11,7 @@
 #include "exec/cuda/ops_shared.h"
 #include "graph/ops/conv.h"
 #include "kernels/cuda/math.h"
+#include "exec/cuda/binary.h"
 #include "exec/cuda/cuda_ops.h"
 
 namespace gp::exec::cuda {
@@ -269,6 +270,82 @@ Status layernorm_backward(OpCall const& call, Saved const& saved, std::vector<Te
   return Status::ok();
 }
 
+// ---- InstanceNormalization: our BatchNorm kernels over x as [1, N*C, spatial] (one channel per
+// (sample, channel) pair), as the CPU runs oneDNN's batch normalisation over that view ----
+
+// scale or bias [C] repeated for each of n samples: [n*C].
+Result<Tensor> tiled(OpCall const& call, Tensor const& v, int64_t n) {
+  int64_t const c = v.numel();
+  hd::BinaryIndex index;
+  if (!hd::make_binary_index({n, c}, {1, c}, {1, c}, index)) return op_error(call, "cannot tile " + v.shape_string());
+  ASSIGN_OR_RETURN(Tensor t, empty({n * c}, DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::broadcast_scaled<float>(index, v.data<float>(), 1.f, t.data<float>(), stream));
+  return t;
+}
+
+// Saved: {x, scale, mean, inv_std} (per (sample, channel)).
+Status instnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::InstanceNormAttrs>(call.op);
+  Tensor const& x = in[0];
+  if (x.rank() < 3) return op_error(call, "input " + x.shape_string() + " needs N, C and spatial dims");
+  int64_t const n = x.dim(0), c = x.dim(1), s = spatial(x.shape());
+  for (std::size_t i = 1; i < 3; ++i)
+    if (in[i].numel() != c)
+      return op_error(call, "input " + std::to_string(i) + " must have " + std::to_string(c) + " elements, has " +
+                                std::to_string(in[i].numel()));
+  ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), DType::kFloat32));
+  ASSIGN_OR_RETURN(Tensor mean, empty({n * c}, DType::kFloat32));
+  ASSIGN_OR_RETURN(Tensor inv, empty({n * c}, DType::kFloat32));
+  if (x.numel() > 0) {
+    ASSIGN_OR_RETURN(Tensor const scale, tiled(call, in[1], n));
+    ASSIGN_OR_RETURN(Tensor const shift, tiled(call, in[2], n));
+    // The kernel also updates running statistics, which InstanceNormalization has none of: zeros
+    // in, the result unused.
+    ASSIGN_OR_RETURN(Tensor running, empty({2, n * c}, DType::kFloat32));
+    ASSIGN_OR_RETURN(Tensor next, empty({2, n * c}, DType::kFloat32));
+    ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+    GP_CUDA_CHECK(kc::fill_value<float>(running.data<float>(), running.numel(), 0.f, stream));
+    GP_CUDA_CHECK(kc::batchnorm_train_forward<float>(
+        x.data<float>(), scale.data<float>(), shift.data<float>(), running.data<float>(), running.data<float>() + n * c,
+        1, n * c, s, a.epsilon, 0.f, y.data<float>(), mean.data<float>(), inv.data<float>(), next.data<float>(),
+        next.data<float>() + n * c, stream));
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {x, in[1], mean, inv};
+  return Status::ok();
+}
+
+Status instnorm_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                         std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!(wants(wanted, 0) || wants(wanted, 1) || wants(wanted, 2)) || !gout.at(0).defined()) return Status::ok();
+  Tensor const& x = saved.tensors.at(0);
+  if (gout[0].shape() != x.shape()) return op_error(call, "output gradient has shape " + gout[0].shape_string());
+  int64_t const n = x.dim(0), c = x.dim(1), s = spatial(x.shape());
+  ASSIGN_OR_RETURN(Tensor dx, empty(x.shape(), DType::kFloat32));
+  ASSIGN_OR_RETURN(Tensor ds, empty({n, c}, DType::kFloat32));
+  ASSIGN_OR_RETURN(Tensor db, empty({n, c}, DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  if (x.numel() > 0) {
+    ASSIGN_OR_RETURN(Tensor const scale, tiled(call, saved.tensors.at(1), n));
+    GP_CUDA_CHECK(kc::batchnorm_train_backward<float>(
+        x.data<float>(), gout[0].data<float>(), scale.data<float>(), saved.tensors.at(2).data<float>(),
+        saved.tensors.at(3).data<float>(), 1, n * c, s, dx.data<float>(), ds.data<float>(), db.data<float>(), stream));
+  } else {
+    GP_CUDA_CHECK(kc::fill_value<float>(ds.data<float>(), ds.numel(), 0.f, stream));
+    GP_CUDA_CHECK(kc::fill_value<float>(db.data<float>(), db.numel(), 0.f, stream));
+  }
+  if (wants(wanted, 0)) RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
+  std::vector<int64_t> const param_shape = saved.tensors.at(1).shape();
+  for (std::size_t i : {std::size_t{1}, std::size_t{2}}) {
+    if (!wants(wanted, i)) continue;
+    ASSIGN_OR_RETURN(Tensor g, sum_down<float>(call, i == 1 ? ds : db, {1, c}, 1.f));
+    RETURN_IF_ERROR(emit_grad(call, grads, i, g.reshaped(param_shape), accumulate));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 std::vector<KernelEntry> norm_kernels() {
@@ -279,6 +356,10 @@ std::vector<KernelEntry> norm_kernels() {
                {batchnorm_forward, batchnorm_backward_op, batchnorm_backward_op, require_attrs<graph::BatchNormAttrs>,
                 batchnorm_backward_both},
                5});
+  t.push_back({OpKind::kInstanceNormalization,
+               f32,
+               {instnorm_forward, instnorm_backward, instnorm_backward, require_attrs<graph::InstanceNormAttrs>},
+               3});
   t.push_back({OpKind::kLayerNormalization,
                f32,
                {layernorm_forward<float>, layernorm_backward<float>, layernorm_backward<float>,

@@ -444,6 +444,12 @@ std::vector<Case> cases() {
       a.scales = {1.f, 1.f, 2.f, 2.f};
       return make_op("Resize", a, {{"x", random_tensor({1, 2, 3, 4}, 126), kIn}});
     });
+  add("InstanceNormalization", [] {
+    return make_op("InstanceNormalization", graph::InstanceNormAttrs{1e-5f},
+                   {{"x", random_tensor({2, 3, 4, 5}, 127, -1.f, 1.f), kIn},
+                    {"s", random_tensor({3}, 128), kW},
+                    {"b", random_tensor({3}, 129), kW}});
+  });
   // PRelu with a per-channel slope (a weight), and the variadic ops with numpy broadcasting.
   add("PRelu per-channel slope", [] {
     return make_op("PRelu", {},
