@@ -10,6 +10,7 @@
 #include "exec/cpu/cpu_ops.h"
 #include "graph/ops/common.h"
 #include "graph/ops/logic.h"
+#include "kernels/hd/binary.h"
 #include "kernels/move.h"
 
 namespace gp::exec::cpu {
@@ -229,7 +230,9 @@ Status where_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
 // fmod: the remainder of truncated division (the sign of a); else of floored division (the sign of b).
 template <typename T>
 T remainder(T a, T b, bool fmod) {
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (std::is_same_v<T, float>) {
+    return kernels::hd::mod_value(a, b, fmod);  // what the CUDA kernel computes too
+  } else if constexpr (std::is_floating_point_v<T>) {
     T r = std::fmod(a, b);
     if (!fmod && r != 0 && (r < 0) != (b < 0)) r += b;
     return r;
@@ -293,8 +296,7 @@ Status mod_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> 
     float const* ap = a.data<float>();
     float const* bp = b.data<float>();
     broadcast_each<2>(dy.shape(), {a.shape(), b.shape()}, [&](int64_t k, std::array<int64_t, 2> const& o) {
-      double const ratio = static_cast<double>(ap[o[0]]) / bp[o[1]];
-      fp[k] = -g[k] * static_cast<float>(fmod ? std::trunc(ratio) : std::floor(ratio));
+      fp[k] = kernels::hd::mod_b_grad(ap[o[0]], bp[o[1]], g[k], fmod);
     });
     Tensor& slot = grad_slot(grads, 1, b.shape(), accumulate);
     kernels::reduce_sum_to(fp, dy.shape(), slot.data<float>(), b.shape(), accumulate);

@@ -1,7 +1,8 @@
 // The CUDA backend's logic family: comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual)
 // of float32, int64, int32 or bool operands and the boolean operators (Not, And, Or, Xor) into
 // bool bytes, and Where (any of those dtypes; the gradient to float32 x and y summed down to their
-// shapes), and ConstantOfShape and Range filled per micro-batch. Same inputs, outputs and
+// shapes), Mod of float32 (its gradients summed down), and ConstantOfShape and Range filled per
+// micro-batch. Same inputs, outputs and
 // conventions as the CPU's exec/cpu/logic.cc; kernels in kernels/cuda/logic.cu.
 #include "exec/cuda/binary.h"
 #include "exec/cuda/cuda_ops.h"
@@ -214,6 +215,43 @@ Status range_forward(OpCall const& call, std::vector<Tensor> const&, std::vector
   return Status::ok();
 }
 
+// ---- Mod of float32 (hd::mod_value, the CPU's own); integer Mod runs on the CPU ----
+
+Status mod_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> const shape, broadcast(call, in, 2));
+  ASSIGN_OR_RETURN(hd::BinaryIndex const index, index_of(call, shape, in[0].shape(), in[1].shape()));
+  bool const fmod = attrs_of<graph::ModAttrs>(call.op)->fmod;
+  ASSIGN_OR_RETURN(Tensor y, empty(shape, DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::mod_forward(index, in[0].data<float>(), in[1].data<float>(), fmod, y.data<float>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {in[0], in[1]};
+  return Status::ok();
+}
+
+Status mod_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                    std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if ((!wants(wanted, 0) && !wants(wanted, 1)) || gout.empty() || !gout[0].defined()) return Status::ok();
+  Tensor const& a = saved.tensors.at(0);
+  Tensor const& b = saved.tensors.at(1);
+  Tensor const& dy = gout[0];
+  if (wants(wanted, 0)) {
+    ASSIGN_OR_RETURN(Tensor g, sum_down<float>(call, dy, a.shape(), 1.f));
+    RETURN_IF_ERROR(emit_grad(call, grads, 0, g, accumulate));
+  }
+  if (wants(wanted, 1)) {
+    ASSIGN_OR_RETURN(hd::BinaryIndex const index, index_of(call, dy.shape(), a.shape(), b.shape()));
+    ASSIGN_OR_RETURN(Tensor full, empty(dy.shape(), DType::kFloat32));
+    ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+    GP_CUDA_CHECK(kc::mod_b_grad(index, a.data<float>(), b.data<float>(), dy.data<float>(),
+                                 attrs_of<graph::ModAttrs>(call.op)->fmod, full.data<float>(), stream));
+    ASSIGN_OR_RETURN(Tensor g, sum_down<float>(call, full, b.shape(), 1.f));
+    RETURN_IF_ERROR(emit_grad(call, grads, 1, g, accumulate));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 std::vector<KernelEntry> logic_kernels() {
@@ -239,6 +277,8 @@ std::vector<KernelEntry> logic_kernels() {
     // Where's entry is keyed by its first input, the condition; x and y pick the kernel.
     add_typed(OpKind::kWhere, b, {where_dispatch, where_backward, where_backward, where_check}, 3);
   }
+  add_typed(OpKind::kMod, DType::kFloat32, {mod_forward, mod_backward, mod_backward, require_attrs<graph::ModAttrs>},
+            2);
   // Without data inputs an op's entry is found under float32.
   add_typed(OpKind::kConstantOfShape, DType::kFloat32,
             {constant_of_shape_forward, no_gradient, no_gradient, require_attrs<graph::ConstantOfShapeAttrs>}, 0);

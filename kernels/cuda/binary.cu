@@ -63,7 +63,51 @@ __global__ void sum_block_kernel(hd::SumIndex const p, T const* __restrict__ x, 
   }
 }
 
+template <typename I>
+__global__ void mod_kernel(hd::BinaryIndex const p, float const* __restrict__ a, float const* __restrict__ b, bool fmod,
+                           float* __restrict__ y) {
+  I const n = static_cast<I>(p.numel);
+  I const stride = static_cast<I>(grid_threads());
+  for (I i = static_cast<I>(global_thread()); i < n; i += stride) {
+    I oa = 0, ob = 0;
+    hd::binary_offsets(p, i, oa, ob);
+    y[i] = hd::mod_value(a[oa], b[ob], fmod);
+  }
+}
+
+template <typename I>
+__global__ void mod_b_grad_kernel(hd::BinaryIndex const p, float const* __restrict__ a, float const* __restrict__ b,
+                                  float const* __restrict__ dy, bool fmod, float* __restrict__ full) {
+  I const n = static_cast<I>(p.numel);
+  I const stride = static_cast<I>(grid_threads());
+  for (I i = static_cast<I>(global_thread()); i < n; i += stride) {
+    I oa = 0, ob = 0;
+    hd::binary_offsets(p, i, oa, ob);
+    full[i] = hd::mod_b_grad(a[oa], b[ob], dy[i], fmod);
+  }
+}
+
 }  // namespace
+
+cudaError_t mod_forward(hd::BinaryIndex const& index, float const* a, float const* b, bool fmod, float* y,
+                        cudaStream_t stream) {
+  if (index.numel <= 0) return cudaGetLastError();
+  if (detail::fits_int32(index.numel))
+    mod_kernel<int32_t><<<grid_for(index.numel), kBlock, 0, stream>>>(index, a, b, fmod, y);
+  else
+    mod_kernel<int64_t><<<grid_for(index.numel), kBlock, 0, stream>>>(index, a, b, fmod, y);
+  return cudaGetLastError();
+}
+
+cudaError_t mod_b_grad(hd::BinaryIndex const& index, float const* a, float const* b, float const* dy, bool fmod,
+                       float* full, cudaStream_t stream) {
+  if (index.numel <= 0) return cudaGetLastError();
+  if (detail::fits_int32(index.numel))
+    mod_b_grad_kernel<int32_t><<<grid_for(index.numel), kBlock, 0, stream>>>(index, a, b, dy, fmod, full);
+  else
+    mod_b_grad_kernel<int64_t><<<grid_for(index.numel), kBlock, 0, stream>>>(index, a, b, dy, fmod, full);
+  return cudaGetLastError();
+}
 
 template <typename T>
 cudaError_t binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a, T const* b, T* y,

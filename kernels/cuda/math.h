@@ -91,6 +91,12 @@ cudaError_t iota(T* y, int64_t n, double start, double delta, cudaStream_t strea
 template <typename T>
 cudaError_t binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a, T const* b, T* y,
                    cudaStream_t stream);
+// Mod of float32 (hd::mod_value) over the index's output, and the full-shape gradient to b
+// (hd::mod_b_grad, dy in the output's layout) for sum_to to sum down.
+cudaError_t mod_forward(hd::BinaryIndex const& index, float const* a, float const* b, bool fmod, float* y,
+                        cudaStream_t stream);
+cudaError_t mod_b_grad(hd::BinaryIndex const& index, float const* a, float const* b, float const* dy, bool fmod,
+                       float* full, cudaStream_t stream);
 // y[i] = scale · x[offset_a(i)]: x broadcast to the index's output (b strides unused).
 template <typename T>
 cudaError_t broadcast_scaled(hd::BinaryIndex const& index, T const* x, float scale, T* y, cudaStream_t stream);

@@ -234,4 +234,17 @@ GP_HD T pow_grad(PowOperand wrt, T a, T b, T y, T dy) {
   return static_cast<T>(g * (static_cast<float>(y) * logf(av)));
 }
 
+// Mod of floats as the CPU computes it (exec/cpu/logic.cc runs these): with fmod the remainder of
+// truncated division (the sign of a), else of floored division (the sign of b). r = a - b·q, so
+// dr/da = 1 and dr/db = -q, with the quotient q = trunc(a / b) or floor(a / b) taken in double.
+GP_HD float mod_value(float a, float b, bool fmod) {
+  float r = fmodf(a, b);
+  if (!fmod && r != 0 && (r < 0) != (b < 0)) r += b;
+  return r;
+}
+GP_HD float mod_b_grad(float a, float b, float dy, bool fmod) {
+  double const ratio = static_cast<double>(a) / b;
+  return -dy * static_cast<float>(fmod ? trunc(ratio) : floor(ratio));
+}
+
 }  // namespace gp::kernels::hd

@@ -444,6 +444,12 @@ std::vector<Case> cases() {
       a.scales = {1.f, 1.f, 2.f, 2.f};
       return make_op("Resize", a, {{"x", random_tensor({1, 2, 3, 4}, 126), kIn}});
     });
+  for (bool fmod : {false, true})
+    add(fmod ? "Mod fmod broadcast" : "Mod floored broadcast", [fmod] {
+      return make_op(
+          "Mod", graph::ModAttrs{fmod},
+          {{"a", random_tensor({2, 3}, 130, -5.f, 5.f), kIn}, {"b", random_tensor({3}, 131, 0.5f, 2.f, false), kW}});
+    });
   add("InstanceNormalization", [] {
     return make_op("InstanceNormalization", graph::InstanceNormAttrs{1e-5f},
                    {{"x", random_tensor({2, 3, 4, 5}, 127, -1.f, 1.f), kIn},
