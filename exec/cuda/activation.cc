@@ -21,19 +21,6 @@ Status clip_check(graph::Op const& op, graph::OpGraph const& graph) {
 
 namespace kc = kernels::cuda;
 
-// numpy broadcasting of two shapes; false when they do not broadcast.
-bool broadcast_shape(std::vector<int64_t> const& a, std::vector<int64_t> const& b, std::vector<int64_t>& out) {
-  std::size_t const r = std::max(a.size(), b.size());
-  out.assign(r, 1);
-  for (std::size_t i = 0; i < r; ++i) {
-    int64_t const da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    int64_t const db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (da != db && da != 1 && db != 1) return false;
-    out[i] = da == 1 ? db : da;
-  }
-  return true;
-}
-
 // scale · x broadcast to `shape` (a new tensor).
 Result<Tensor> expanded(OpCall const& call, Tensor const& x, std::vector<int64_t> const& shape, float scale = 1.f) {
   hd::BinaryIndex index;
@@ -52,7 +39,7 @@ Status prelu_forward(OpCall const& call, std::vector<Tensor> const& in, std::vec
   Tensor const& x = in[0];
   Tensor const& slope = in[1];
   std::vector<int64_t> shape;
-  if (!broadcast_shape(x.shape(), slope.shape(), shape) || shape != x.shape())
+  if (!hd::broadcast_shape(x.shape(), slope.shape(), shape) || shape != x.shape())
     return op_error(call, "slope " + slope.shape_string() + " does not broadcast to x " + x.shape_string());
   ASSIGN_OR_RETURN(Tensor const s, expanded(call, slope, x.shape()));
   ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), DType::kFloat32));
@@ -108,7 +95,7 @@ Status variadic_forward(OpCall const& call, std::vector<Tensor> const& in, std::
   std::vector<int64_t> shape = in[0].shape();
   for (std::size_t k = 1; k < in.size(); ++k) {
     std::vector<int64_t> next;
-    if (!broadcast_shape(shape, in[k].shape(), next))
+    if (!hd::broadcast_shape(shape, in[k].shape(), next))
       return op_error(call, "input " + std::to_string(k) + " " + in[k].shape_string() +
                                 " does not broadcast with the inputs before it");
     shape = std::move(next);
