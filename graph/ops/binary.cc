@@ -60,8 +60,7 @@ Result<SymInt> div_int(SymInt a, SymInt c, bool, std::string_view) {
     if (a.b % c.v != 0) return unsupported("a shape computation divides the batch size by " + std::to_string(c.v));
     v.b = a.b / c.v;
   } else {
-    v.v = a.v / c.v;
-    if ((a.v % c.v != 0) && ((a.v < 0) != (c.v < 0))) --v.v;  // ONNX integer Div floors like numpy
+    v.v = a.v / c.v;  // truncated toward zero, as ONNX's reference (and the runtime's kernels) divide
   }
   return v;
 }

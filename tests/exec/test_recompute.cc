@@ -20,7 +20,6 @@
 namespace gp::exec {
 namespace {
 
-constexpr int kMicroBatches = 5;
 constexpr int64_t kBatch = 4;
 
 // 1F1B with at most 3 micro-batches in flight; W runs one forward after its B (split only).

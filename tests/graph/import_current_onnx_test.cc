@@ -332,6 +332,23 @@ TEST(ImportCurrentOnnx, MinAndMaxOfConstantsFold) {
   EXPECT_EQ(f.data->to_doubles(), (std::vector<double>{1, 5, 6}));
 }
 
+// Integer Div of constants folds as the runtime divides (and ONNX's reference): truncated toward
+// zero, so -7 / 2 is -3 (floored division would give -4).
+TEST(ImportCurrentOnnx, IntegerDivOfConstantsFoldsTruncatedAsTheRuntimeDivides) {
+  auto g = must_load(model("float[N,3] x", "float[N,3] y", {},
+                           "a = Constant<value = int64[3] {-7, 7, 6}>()\n"
+                           "b = Constant<value = int64[3] {2, -2, 4}>()\n"
+                           "q = Div(a, b)\n"
+                           "f = Cast<to = 1>(q)\n"
+                           "y = Mul(x, f)"));
+  EXPECT_TRUE(ops_of_type(g, "Div").empty());
+  auto const mul = ops_of_type(g, "Mul");
+  ASSERT_EQ(mul.size(), 1u);
+  TensorInfo const& f = g.tensor(mul[0]->inputs[1]);
+  ASSERT_NE(f.data, nullptr);
+  EXPECT_EQ(f.data->to_doubles(), (std::vector<double>{-3, -3, 1}));
+}
+
 // Range over a static length folds; over the batch size it stays an op with a batch-long output.
 TEST(ImportCurrentOnnx, RangeOverTheBatchIsKeptAndStaticRangesFold) {
   auto g = must_load(model("float[N,3] x", "int64[N] y", {},
