@@ -150,4 +150,19 @@ Result<std::vector<AxisMap>> resize_maps(OpCall const& call, std::vector<int64_t
   return maps;
 }
 
+float separable_fill(OpCall const& call) {
+  return call.op.kind() == OpKind::kPad ? attrs_of<graph::PadAttrs>(call.op)->value : 0.f;
+}
+
+Result<Tensor> separable_output_grad(OpCall const& call, std::vector<Tensor> const& gout,
+                                     std::vector<AxisMap> const& maps, std::vector<int64_t> const& in_shape) {
+  std::vector<int64_t> out_shape = in_shape;
+  for (std::size_t a = 0; a < maps.size(); ++a) out_shape[a] = maps[a].out;
+  Tensor g = grad_or_zeros(call, gout, 0, out_shape);
+  if (g.shape() != out_shape)
+    return op_error(
+        call, "output gradient has shape " + g.shape_string() + ", expected " + graph::ops::dims_string(out_shape));
+  return g;
+}
+
 }  // namespace gp::exec

@@ -44,5 +44,13 @@ struct AxisMap {
 Result<std::vector<AxisMap>> pad_maps(OpCall const& call, std::vector<int64_t> const& in_shape);
 Result<std::vector<AxisMap>> tile_maps(OpCall const& call, std::vector<int64_t> const& in_shape);
 Result<std::vector<AxisMap>> resize_maps(OpCall const& call, std::vector<int64_t> const& in_shape);
+using MapsFn = Result<std::vector<AxisMap>> (*)(OpCall const& call, std::vector<int64_t> const& in_shape);
+
+// What an index of -1 writes: Pad's constant value, else 0.
+float separable_fill(OpCall const& call);
+// The gradient the backward passes start from: the output's (zeros where none flowed), checked to
+// have the shape the maps give the input's shape.
+Result<Tensor> separable_output_grad(OpCall const& call, std::vector<Tensor> const& gout,
+                                     std::vector<AxisMap> const& maps, std::vector<int64_t> const& in_shape);
 
 }  // namespace gp::exec

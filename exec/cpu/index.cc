@@ -135,12 +135,10 @@ Tensor resample_adjoint(Tensor const& gy, std::vector<AxisMap> const& maps) {
 }
 
 // The forward and backward of a separable op whose per-axis maps come from `Maps(call, in_shape)`.
-using MapsFn = Result<std::vector<AxisMap>> (*)(OpCall const& call, std::vector<int64_t> const& in_shape);
-
 template <MapsFn Maps>
 Status separable_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(std::vector<AxisMap> const maps, Maps(call, in[0].shape()));
-  float const fill = call.op.kind() == OpKind::kPad ? attrs_of<graph::PadAttrs>(call.op)->value : 0.f;
+  float const fill = separable_fill(call);
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = resample(in[0], maps, fill);
   if (saved) saved->tensors = {shape_tensor(in[0].shape())};
@@ -153,11 +151,7 @@ Status separable_backward(OpCall const& call, Saved const& saved, std::vector<Te
   if (!wants(wanted, 0)) return Status::ok();
   std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
   ASSIGN_OR_RETURN(std::vector<AxisMap> const maps, Maps(call, in_shape));
-  std::vector<int64_t> out_shape = in_shape;
-  for (std::size_t a = 0; a < maps.size(); ++a) out_shape[a] = maps[a].out;
-  Tensor const g = grad_or_zeros(call, gout, 0, out_shape);
-  if (g.shape() != out_shape)
-    return op_error(call, "output gradient has shape " + g.shape_string() + ", expected " + dims_string(out_shape));
+  ASSIGN_OR_RETURN(Tensor const g, separable_output_grad(call, gout, maps, in_shape));
   return emit_grad(call, grads, 0, resample_adjoint(g, maps), accumulate);
 }
 

@@ -21,18 +21,6 @@ Status clip_check(graph::Op const& op, graph::OpGraph const& graph) {
 
 namespace kc = kernels::cuda;
 
-// scale · x broadcast to `shape` (a new tensor).
-Result<Tensor> expanded(OpCall const& call, Tensor const& x, std::vector<int64_t> const& shape, float scale = 1.f) {
-  hd::BinaryIndex index;
-  if (!hd::make_binary_index(shape, x.shape(), x.shape(), index))
-    return op_error(call, "broadcasting " + x.shape_string() + " needs more than " +
-                              std::to_string(hd::kMaxBroadcastDims) + " dimensions after merging");
-  ASSIGN_OR_RETURN(Tensor y, empty(shape, DType::kFloat32));
-  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
-  GP_CUDA_CHECK(kc::broadcast_scaled<float>(index, x.data<float>(), scale, y.data<float>(), stream));
-  return y;
-}
-
 // ---- PRelu: the slope (usually a weight) broadcasts to x ----
 
 Status prelu_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
@@ -41,7 +29,7 @@ Status prelu_forward(OpCall const& call, std::vector<Tensor> const& in, std::vec
   std::vector<int64_t> shape;
   if (!hd::broadcast_shape(x.shape(), slope.shape(), shape) || shape != x.shape())
     return op_error(call, "slope " + slope.shape_string() + " does not broadcast to x " + x.shape_string());
-  ASSIGN_OR_RETURN(Tensor const s, expanded(call, slope, x.shape()));
+  ASSIGN_OR_RETURN(Tensor const s, broadcast_to<float>(call, slope, x.shape()));
   ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), DType::kFloat32));
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   GP_CUDA_CHECK(kc::prelu_forward(x.data<float>(), s.data<float>(), x.numel(), y.data<float>(), stream));
@@ -56,7 +44,7 @@ Status prelu_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
   if (!gout.at(0).defined() || (!wants(wanted, 0) && !wants(wanted, 1))) return Status::ok();
   Tensor const& x = saved.tensors.at(0);
   Tensor const& slope = saved.tensors.at(1);
-  ASSIGN_OR_RETURN(Tensor const s, expanded(call, slope, x.shape()));
+  ASSIGN_OR_RETURN(Tensor const s, broadcast_to<float>(call, slope, x.shape()));
   Tensor dx, dslope_full;
   if (wants(wanted, 0)) {
     ASSIGN_OR_RETURN(dx, empty(x.shape(), DType::kFloat32));
@@ -103,7 +91,7 @@ Status variadic_forward(OpCall const& call, std::vector<Tensor> const& in, std::
   OpKind const t = call.op.kind();
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   std::vector<Tensor> keep;
-  ASSIGN_OR_RETURN(Tensor y, expanded(call, in[0], shape));
+  ASSIGN_OR_RETURN(Tensor y, broadcast_to<float>(call, in[0], shape));
   if (t == OpKind::kSum || t == OpKind::kMean) {
     for (std::size_t k = 1; k < in.size(); ++k) {
       hd::BinaryIndex index;
@@ -116,13 +104,13 @@ Status variadic_forward(OpCall const& call, std::vector<Tensor> const& in, std::
       y = sum;
     }
     if (t == OpKind::kMean && in.size() > 1) {
-      ASSIGN_OR_RETURN(y, expanded(call, y, shape, 1.f / static_cast<float>(in.size())));
+      ASSIGN_OR_RETURN(y, broadcast_to<float>(call, y, shape, 1.f / static_cast<float>(in.size())));
     }
   } else {
     ASSIGN_OR_RETURN(Tensor which, empty(shape, DType::kInt32));
     GP_CUDA_CHECK(kc::fill_value<int32_t>(which.data<int32_t>(), which.numel(), 0, stream));
     for (std::size_t k = 1; k < in.size(); ++k) {
-      ASSIGN_OR_RETURN(Tensor const xk, expanded(call, in[k], shape));
+      ASSIGN_OR_RETURN(Tensor const xk, broadcast_to<float>(call, in[k], shape));
       GP_CUDA_CHECK(kc::select_step(xk.data<float>(), y.numel(), t == OpKind::kMax, static_cast<int32_t>(k),
                                     y.data<float>(), which.data<int32_t>(), stream));
     }

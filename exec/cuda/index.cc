@@ -75,17 +75,9 @@ Result<TileView> tile_view(OpCall const& call, std::vector<int64_t> const& in_sh
 
 Status tile_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(TileView const v, tile_view(call, in[0].shape()));
-  ASSIGN_OR_RETURN(Tensor y, empty(v.out, DType::kFloat32));
-  if (y.numel() > 0) {
-    kernels::hd::BinaryIndex index;
-    if (!kernels::hd::make_binary_index(v.out_interleaved, v.in_interleaved, v.in_interleaved, index))
-      return op_error(call, "tiling " + in[0].shape_string() + " needs more than " +
-                                std::to_string(kernels::hd::kMaxBroadcastDims) + " dimensions after merging");
-    ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
-    GP_CUDA_CHECK(kc::broadcast_scaled<float>(index, in[0].data<float>(), 1.f, y.data<float>(), stream));
-  }
+  ASSIGN_OR_RETURN(Tensor const y, broadcast_to<float>(call, in[0], v.out_interleaved, 1.f, v.in_interleaved));
   out.assign(call.op.outputs.size(), Tensor());
-  out[0] = y;
+  out[0] = y.reshaped(v.out);
   if (saved) saved->tensors = {shape_tensor(in[0].shape())};
   return Status::ok();
 }
@@ -134,12 +126,10 @@ Result<Tensor> pass(Tensor const& x, std::size_t axis, AxisMap const& m, float f
   return y;
 }
 
-using MapsFn = Result<std::vector<AxisMap>> (*)(OpCall const& call, std::vector<int64_t> const& in_shape);
-
 template <MapsFn Maps>
 Status separable_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(std::vector<AxisMap> const maps, Maps(call, in[0].shape()));
-  float const fill = call.op.kind() == OpKind::kPad ? attrs_of<graph::PadAttrs>(call.op)->value : 0.f;
+  float const fill = separable_fill(call);
   Tensor y = in[0];
   for (std::size_t a = 0; a < maps.size(); ++a) {
     if (maps[a].identity()) continue;
@@ -157,12 +147,7 @@ Status separable_backward(OpCall const& call, Saved const& saved, std::vector<Te
   if (!wants(wanted, 0)) return Status::ok();
   std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
   ASSIGN_OR_RETURN(std::vector<AxisMap> const maps, Maps(call, in_shape));
-  std::vector<int64_t> out_shape = in_shape;
-  for (std::size_t a = 0; a < maps.size(); ++a) out_shape[a] = maps[a].out;
-  Tensor g = grad_or_zeros(call, gout, 0, out_shape);
-  if (g.shape() != out_shape)
-    return op_error(
-        call, "output gradient has shape " + g.shape_string() + ", expected " + graph::ops::dims_string(out_shape));
+  ASSIGN_OR_RETURN(Tensor g, separable_output_grad(call, gout, maps, in_shape));
   for (std::size_t a = maps.size(); a-- > 0;) {
     if (maps[a].identity()) continue;
     ASSIGN_OR_RETURN(g, pass(g, a, maps[a], 0.f, true));

@@ -276,12 +276,8 @@ Status layernorm_backward(OpCall const& call, Saved const& saved, std::vector<Te
 // scale or bias [C] repeated for each of n samples: [n*C].
 Result<Tensor> tiled(OpCall const& call, Tensor const& v, int64_t n) {
   int64_t const c = v.numel();
-  hd::BinaryIndex index;
-  if (!hd::make_binary_index({n, c}, {1, c}, {1, c}, index)) return op_error(call, "cannot tile " + v.shape_string());
-  ASSIGN_OR_RETURN(Tensor t, empty({n * c}, DType::kFloat32));
-  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
-  GP_CUDA_CHECK(kc::broadcast_scaled<float>(index, v.data<float>(), 1.f, t.data<float>(), stream));
-  return t;
+  ASSIGN_OR_RETURN(Tensor t, broadcast_to<float>(call, v, {n, c}, 1.f, {1, c}));
+  return t.reshaped({n * c});
 }
 
 // Saved: {x, scale, mean, inv_std} (per (sample, channel)).

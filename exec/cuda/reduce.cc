@@ -121,13 +121,7 @@ Status reduce_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   float const scale = call.op.kind() == OpKind::kReduceMean && n > 0
                           ? static_cast<float>(static_cast<double>(numel_of(keep)) / static_cast<double>(n))
                           : 1.f;
-  hd::BinaryIndex index;
-  if (!hd::make_binary_index(in_shape, keep, keep, index))
-    return op_error(call, "the input's layout needs more than " + std::to_string(hd::kMaxBroadcastDims) +
-                              " dimensions after merging");
-  ASSIGN_OR_RETURN(Tensor g, empty(in_shape, gout[0].dtype()));
-  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
-  GP_CUDA_CHECK(kc::broadcast_scaled<T>(index, gout[0].data<T>(), scale, g.data<T>(), stream));
+  ASSIGN_OR_RETURN(Tensor g, broadcast_to<T>(call, gout[0], in_shape, scale, keep));
   return emit_grad(call, grads, 0, g, accumulate);
 }
 
@@ -144,12 +138,6 @@ Result<hd::Reduction> reduction_of(OpCall const& call) {
   return op_error(call, "is not a reduction this backend runs on our row kernels");
 }
 
-std::vector<int64_t> contiguous_strides(std::vector<int64_t> const& shape) {
-  std::vector<int64_t> st(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * shape[i + 1];
-  return st;
-}
-
 // A copy between the input's layout and [rows, cols] (the kept axes, then the reduced ones: the
 // CPU's as_rows/from_rows); `to_rows` picks the direction. Views where the order is the identity.
 Result<Tensor> rows_copy(OpCall const& call, Tensor const& src, graph::ops::ReduceShape const& s,
@@ -157,13 +145,13 @@ Result<Tensor> rows_copy(OpCall const& call, Tensor const& src, graph::ops::Redu
   bool identity = true;
   for (std::size_t i = 0; i < s.perm.size(); ++i) identity = identity && s.perm[i] == static_cast<int64_t>(i);
   if (identity) return to_rows ? src.reshaped({s.rows, s.cols}) : src.reshaped(in_shape);
-  std::vector<int64_t> const in_strides = contiguous_strides(in_shape);
+  std::vector<int64_t> const in_strides = hd::row_major_strides(in_shape);
   std::vector<int64_t> shape, permuted_strides;  // the input's dims in the rows' order
   for (int64_t a : s.perm) {
     shape.push_back(in_shape[static_cast<std::size_t>(a)]);
     permuted_strides.push_back(in_strides[static_cast<std::size_t>(a)]);
   }
-  std::vector<int64_t> const row_strides = contiguous_strides(shape);
+  std::vector<int64_t> const row_strides = hd::row_major_strides(shape);
   ASSIGN_OR_RETURN(Tensor dst, empty(to_rows ? std::vector<int64_t>{s.rows, s.cols} : in_shape, DType::kFloat32));
   if (hd::numel_of(shape) == 0) return dst;
   hd::StridedParams p;
