@@ -15,19 +15,21 @@ using detail::grid_for;
 using detail::grid_threads;
 using detail::kBlock;
 
-template <typename T>
+// I: the index type of the window math, int32_t where every index fits (hd::pool_fits_int32).
+template <typename T, typename I>
 __global__ void pool_forward_kernel(T const* x, T* y, int32_t* argmax, hd::PoolParams const p, int64_t n, T lowest) {
   for (int64_t e = global_thread(); e < n; e += grid_threads()) {
     int32_t arg = -1;
-    y[e] = hd::pool_forward_at(x, p, e, arg, lowest);
+    y[e] = hd::pool_forward_at<T, float, I>(x, p, static_cast<I>(e), arg, lowest);
     if (argmax != nullptr) argmax[e] = arg;
   }
 }
 
-template <typename T>
+template <typename T, typename I>
 __global__ void pool_backward_kernel(T const* dy, int32_t const* argmax, T* dx, hd::PoolParams const p, int64_t n,
                                      bool accumulate) {
-  for (int64_t e = global_thread(); e < n; e += grid_threads()) hd::pool_backward_at(dy, argmax, p, e, dx, accumulate);
+  for (int64_t e = global_thread(); e < n; e += grid_threads())
+    hd::pool_backward_at<T, float, I>(dy, argmax, p, static_cast<I>(e), dx, accumulate);
 }
 
 }  // namespace
@@ -36,7 +38,12 @@ template <typename T>
 cudaError_t pool_forward(T const* x, T* y, int32_t* argmax, hd::PoolParams const& p, cudaStream_t stream) {
   int64_t const n = p.planes * hd::pool_out_plane(p);
   if (n == 0) return cudaSuccess;
-  pool_forward_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(x, y, argmax, p, n, std::numeric_limits<T>::lowest());
+  if (hd::pool_fits_int32(p))
+    pool_forward_kernel<T, int32_t>
+        <<<grid_for(n), kBlock, 0, stream>>>(x, y, argmax, p, n, std::numeric_limits<T>::lowest());
+  else
+    pool_forward_kernel<T, int64_t>
+        <<<grid_for(n), kBlock, 0, stream>>>(x, y, argmax, p, n, std::numeric_limits<T>::lowest());
   return cudaGetLastError();
 }
 
@@ -45,7 +52,10 @@ cudaError_t pool_backward(T const* dy, int32_t const* argmax, T* dx, hd::PoolPar
                           cudaStream_t stream) {
   int64_t const n = p.planes * hd::pool_in_plane(p);
   if (n == 0) return cudaSuccess;
-  pool_backward_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(dy, argmax, dx, p, n, accumulate);
+  if (hd::pool_fits_int32(p))
+    pool_backward_kernel<T, int32_t><<<grid_for(n), kBlock, 0, stream>>>(dy, argmax, dx, p, n, accumulate);
+  else
+    pool_backward_kernel<T, int64_t><<<grid_for(n), kBlock, 0, stream>>>(dy, argmax, dx, p, n, accumulate);
   return cudaGetLastError();
 }
 

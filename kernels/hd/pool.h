@@ -30,51 +30,79 @@ GP_HD int64_t pool_in_plane(PoolParams const& p) { return p.in[0] * p.in[1] * p.
 GP_HD int64_t pool_out_plane(PoolParams const& p) { return p.out[0] * p.out[1] * p.out[2]; }
 
 // The window of output o along one dim, clipped to the input: [lo, hi).
-GP_HD void pool_window(int64_t o, int64_t stride, int64_t pad, int64_t kernel, int64_t in, int64_t& lo, int64_t& hi) {
+template <typename I>
+GP_HD void pool_window(I o, I stride, I pad, I kernel, I in, I& lo, I& hi) {
   lo = o * stride - pad;
   hi = lo + kernel < in ? lo + kernel : in;
   lo = lo < 0 ? 0 : lo;
 }
 
 // The outputs along one dim whose windows hold input position i: [lo, hi).
-GP_HD void pool_outputs_of(int64_t i, int64_t stride, int64_t pad, int64_t kernel, int64_t out, int64_t& lo,
-                           int64_t& hi) {
-  int64_t const first = i + pad - kernel + 1;  // o * stride >= first
+template <typename I>
+GP_HD void pool_outputs_of(I i, I stride, I pad, I kernel, I out, I& lo, I& hi) {
+  I const first = i + pad - kernel + 1;  // o * stride >= first
   lo = first <= 0 ? 0 : (first + stride - 1) / stride;
   hi = (i + pad) / stride + 1;
   hi = hi < out ? hi : out;
 }
 
-template <typename Acc>
-GP_HD Acc pool_divisor(PoolParams const& p, int64_t const lo[3], int64_t const hi[3]) {
+// The parameters in index type I: int64_t always works; a GPU kernel takes int32_t where every
+// index fits (pool_fits_int32), since 64-bit division is several times slower there.
+template <typename I>
+struct PoolDims {
+  I in[3], out[3], kernel[3], stride[3], pad[3];
+};
+
+template <typename I>
+GP_HD PoolDims<I> pool_dims(PoolParams const& p) {
+  PoolDims<I> d;
+  for (int k = 0; k < 3; ++k) {
+    d.in[k] = static_cast<I>(p.in[k]);
+    d.out[k] = static_cast<I>(p.out[k]);
+    d.kernel[k] = static_cast<I>(p.kernel[k]);
+    d.stride[k] = static_cast<I>(p.stride[k]);
+    d.pad[k] = static_cast<I>(p.pad[k]);
+  }
+  return d;
+}
+
+inline bool pool_fits_int32(PoolParams const& p) {
+  int64_t const lim = 0x7fffffff;
+  return p.planes * pool_in_plane(p) <= lim && p.planes * pool_out_plane(p) <= lim &&
+         p.in[0] + p.pad[0] + p.kernel[0] <= lim && p.in[1] + p.pad[1] + p.kernel[1] <= lim &&
+         p.in[2] + p.pad[2] + p.kernel[2] <= lim && p.out[0] * p.stride[0] <= lim && p.out[1] * p.stride[1] <= lim &&
+         p.out[2] * p.stride[2] <= lim;
+}
+
+template <typename Acc, typename I>
+GP_HD Acc pool_divisor(PoolParams const& p, I const lo[3], I const hi[3]) {
   if (p.mode == PoolMode::kAverageIncludePad) return static_cast<Acc>(p.kernel[0] * p.kernel[1] * p.kernel[2]);
   return static_cast<Acc>((hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]));
 }
 
 // Output element e of [planes, out...]. Max pooling also returns the arg-max's index in the input
 // plane (-1 for a window with no input element, whose output is then the lowest value T holds).
-template <typename T, typename Acc = float>
-GP_HD T pool_forward_at(T const* x, PoolParams const& p, int64_t e, int32_t& argmax, T lowest) {
-  int64_t o[3];
-  int64_t t = e;
-  o[2] = t % p.out[2];
-  t /= p.out[2];
-  o[1] = t % p.out[1];
-  t /= p.out[1];
-  o[0] = t % p.out[0];
-  int64_t const plane = t / p.out[0];
-  int64_t lo[3], hi[3];
-  pool_window(o[0], p.stride[0], p.pad[0], p.kernel[0], p.in[0], lo[0], hi[0]);
-  pool_window(o[1], p.stride[1], p.pad[1], p.kernel[1], p.in[1], lo[1], hi[1]);
-  pool_window(o[2], p.stride[2], p.pad[2], p.kernel[2], p.in[2], lo[2], hi[2]);
-  T const* xp = x + plane * pool_in_plane(p);
+template <typename T, typename Acc = float, typename I = int64_t>
+GP_HD T pool_forward_at(T const* x, PoolParams const& p, I e, int32_t& argmax, T lowest) {
+  PoolDims<I> const d = pool_dims<I>(p);
+  I o[3];
+  I t = e;
+  o[2] = t % d.out[2];
+  t /= d.out[2];
+  o[1] = t % d.out[1];
+  t /= d.out[1];
+  o[0] = t % d.out[0];
+  I const plane = t / d.out[0];
+  I lo[3], hi[3];
+  for (int k = 0; k < 3; ++k) pool_window<I>(o[k], d.stride[k], d.pad[k], d.kernel[k], d.in[k], lo[k], hi[k]);
+  T const* xp = x + plane * (d.in[0] * d.in[1] * d.in[2]);
   if (p.mode == PoolMode::kMax) {
     T best = lowest;
-    int64_t arg = -1;
-    for (int64_t a = lo[0]; a < hi[0]; ++a)
-      for (int64_t b = lo[1]; b < hi[1]; ++b)
-        for (int64_t c = lo[2]; c < hi[2]; ++c) {
-          int64_t const idx = (a * p.in[1] + b) * p.in[2] + c;
+    I arg = -1;
+    for (I a = lo[0]; a < hi[0]; ++a)
+      for (I b = lo[1]; b < hi[1]; ++b)
+        for (I c = lo[2]; c < hi[2]; ++c) {
+          I const idx = (a * d.in[1] + b) * d.in[2] + c;
           if (arg < 0 || xp[idx] > best) {
             best = xp[idx];
             arg = idx;
@@ -84,47 +112,45 @@ GP_HD T pool_forward_at(T const* x, PoolParams const& p, int64_t e, int32_t& arg
     return best;
   }
   Acc sum = 0;
-  for (int64_t a = lo[0]; a < hi[0]; ++a)
-    for (int64_t b = lo[1]; b < hi[1]; ++b)
-      for (int64_t c = lo[2]; c < hi[2]; ++c) sum += static_cast<Acc>(xp[(a * p.in[1] + b) * p.in[2] + c]);
-  Acc const div = pool_divisor<Acc>(p, lo, hi);
+  for (I a = lo[0]; a < hi[0]; ++a)
+    for (I b = lo[1]; b < hi[1]; ++b)
+      for (I c = lo[2]; c < hi[2]; ++c) sum += static_cast<Acc>(xp[(a * d.in[1] + b) * d.in[2] + c]);
+  Acc const div = pool_divisor<Acc, I>(p, lo, hi);
   argmax = -1;
   return static_cast<T>(div > Acc(0) ? sum / div : Acc(0));
 }
 
 // The gradient of input element e of [planes, in...] (added to *dx when accumulating): the output
 // gradients of the windows holding it, max pooling only those whose arg-max it is.
-template <typename T, typename Acc = float>
-GP_HD void pool_backward_at(T const* dy, int32_t const* argmax, PoolParams const& p, int64_t e, T* dx,
-                            bool accumulate) {
-  int64_t i[3];
-  int64_t t = e;
-  i[2] = t % p.in[2];
-  t /= p.in[2];
-  i[1] = t % p.in[1];
-  t /= p.in[1];
-  i[0] = t % p.in[0];
-  int64_t const plane = t / p.in[0];
-  int64_t const local = (i[0] * p.in[1] + i[1]) * p.in[2] + i[2];
-  int64_t olo[3], ohi[3];
-  pool_outputs_of(i[0], p.stride[0], p.pad[0], p.kernel[0], p.out[0], olo[0], ohi[0]);
-  pool_outputs_of(i[1], p.stride[1], p.pad[1], p.kernel[1], p.out[1], olo[1], ohi[1]);
-  pool_outputs_of(i[2], p.stride[2], p.pad[2], p.kernel[2], p.out[2], olo[2], ohi[2]);
-  int64_t const base = plane * pool_out_plane(p);
+template <typename T, typename Acc = float, typename I = int64_t>
+GP_HD void pool_backward_at(T const* dy, int32_t const* argmax, PoolParams const& p, I e, T* dx, bool accumulate) {
+  PoolDims<I> const d = pool_dims<I>(p);
+  I i[3];
+  I t = e;
+  i[2] = t % d.in[2];
+  t /= d.in[2];
+  i[1] = t % d.in[1];
+  t /= d.in[1];
+  i[0] = t % d.in[0];
+  I const plane = t / d.in[0];
+  I const local = (i[0] * d.in[1] + i[1]) * d.in[2] + i[2];
+  I olo[3], ohi[3];
+  for (int k = 0; k < 3; ++k) pool_outputs_of<I>(i[k], d.stride[k], d.pad[k], d.kernel[k], d.out[k], olo[k], ohi[k]);
+  I const base = plane * (d.out[0] * d.out[1] * d.out[2]);
   Acc acc = 0;
-  for (int64_t a = olo[0]; a < ohi[0]; ++a)
-    for (int64_t b = olo[1]; b < ohi[1]; ++b)
-      for (int64_t c = olo[2]; c < ohi[2]; ++c) {
-        int64_t const oi = base + (a * p.out[1] + b) * p.out[2] + c;
+  for (I a = olo[0]; a < ohi[0]; ++a)
+    for (I b = olo[1]; b < ohi[1]; ++b)
+      for (I c = olo[2]; c < ohi[2]; ++c) {
+        I const oi = base + (a * d.out[1] + b) * d.out[2] + c;
         if (p.mode == PoolMode::kMax) {
           if (argmax[oi] == local) acc += static_cast<Acc>(dy[oi]);
           continue;
         }
-        int64_t lo[3], hi[3];
-        pool_window(a, p.stride[0], p.pad[0], p.kernel[0], p.in[0], lo[0], hi[0]);
-        pool_window(b, p.stride[1], p.pad[1], p.kernel[1], p.in[1], lo[1], hi[1]);
-        pool_window(c, p.stride[2], p.pad[2], p.kernel[2], p.in[2], lo[2], hi[2]);
-        acc += static_cast<Acc>(dy[oi]) / pool_divisor<Acc>(p, lo, hi);
+        I lo[3], hi[3];
+        pool_window<I>(a, d.stride[0], d.pad[0], d.kernel[0], d.in[0], lo[0], hi[0]);
+        pool_window<I>(b, d.stride[1], d.pad[1], d.kernel[1], d.in[1], lo[1], hi[1]);
+        pool_window<I>(c, d.stride[2], d.pad[2], d.kernel[2], d.in[2], lo[2], hi[2]);
+        acc += static_cast<Acc>(dy[oi]) / pool_divisor<Acc, I>(p, lo, hi);
       }
   dx[e] = static_cast<T>(accumulate ? static_cast<Acc>(dx[e]) + acc : acc);
 }

@@ -318,6 +318,18 @@ TEST(HdMove, PoolingForwardAndBackwardMatchTheCpuBackend) {
     for (int64_t e = 0; e < x.numel(); ++e)
       hd::pool_backward_at(gy.data<float>(), argmax.data(), p, e, dx.data(), false);
     EXPECT_MATCH(dx, values(cpu.grads[0]), c.tol);
+    // The GPU's int32 index math (these shapes fit) gives the same bits.
+    ASSERT_TRUE(hd::pool_fits_int32(p));
+    std::vector<float> y32(y.size()), dx32(dx.size());
+    std::vector<int32_t> argmax32(y.size());
+    for (int32_t e = 0; e < static_cast<int32_t>(y.size()); ++e)
+      y32[e] = hd::pool_forward_at<float, float, int32_t>(x.data<float>(), p, e, argmax32[e],
+                                                          std::numeric_limits<float>::lowest());
+    for (int32_t e = 0; e < static_cast<int32_t>(dx.size()); ++e)
+      hd::pool_backward_at<float, float, int32_t>(gy.data<float>(), argmax32.data(), p, e, dx32.data(), false);
+    EXPECT_EQ(y32, y);
+    EXPECT_EQ(argmax32, argmax);
+    EXPECT_EQ(dx32, dx);
   }
 }
 
