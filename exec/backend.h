@@ -81,6 +81,11 @@ class Backend {
   // around a backend (executor, optimizer, loss, pipeline worker) goes through these, so it runs
   // unchanged on any device; host copies happen only at the edges (data in, checkpoints, export).
 
+  // Host memory this device copies from without staging or waiting (pinned memory on a GPU), for
+  // the data path to fill batches in; null where any host memory will do (the CPU). Tensors made
+  // from it must be freed before the backend is destroyed.
+  virtual Allocator* pinned_host_allocator() { return nullptr; }
+
   // New tensors in this device's memory (on CPU: the calling thread's allocator).
   virtual Tensor empty(std::vector<int64_t> shape, DType dtype = DType::kFloat32) = 0;
   virtual Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::kFloat32) = 0;

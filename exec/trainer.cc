@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "exec/non_finite.h"
+#include "exec/prefetch.h"
 
 namespace gp::exec {
 
@@ -37,6 +38,11 @@ Result<std::unique_ptr<Trainer>> Trainer::create(TrainConfig const& config, grap
   ASSIGN_OR_RETURN(auto runner, StageRunner::create(graph, backend, {}, config.optimizer));
   if (runner->executor().parameters().empty())
     return invalid_argument("the model has no trainable weights (float initializers feeding its operators)");
+  // On a device, each batch is made ahead on a thread while the device runs the one before, in
+  // host memory the device copies from directly (exec/prefetch.h): the host's data phase leaves
+  // the step's critical path. On the CPU the cores are the compute's: batches are made in line.
+  if (backend.device().kind != DeviceKind::kCpu)
+    data = std::make_unique<PrefetchingSource>(std::move(data), backend.pinned_host_allocator());
   std::unique_ptr<Trainer> t(new Trainer(config, graph, std::move(data), std::move(runner)));
   t->rows_per_sample_ =
       std::accumulate(spec.label_dims.begin(), spec.label_dims.end(), int64_t{1}, std::multiplies<>());

@@ -101,10 +101,14 @@ Result<KernelEntry const*> checked_entry(graph::Op const& op, graph::OpGraph con
 }  // namespace
 
 namespace {
-// The CUDA calls of the pinned staging ring: pinned host memory, copies and events on `stream`.
-cuda::StagingOps staging_ops(cudaStream_t stream) {
+// The CUDA calls of the pinned staging ring and pool: pinned host memory, copies and events on
+// the compute stream. Each makes the device current: the pool frees blocks on whichever thread
+// drops a batch.
+cuda::StagingOps staging_ops(cuda::DeviceContext* ctx) {
+  cudaStream_t const stream = ctx->compute;
   cuda::StagingOps o;
-  o.host_alloc = [](std::size_t n) -> Result<void*> {
+  o.host_alloc = [ctx](std::size_t n) -> Result<void*> {
+    cuda::ScopedContext scope(*ctx);
     void* p = nullptr;
     GP_CUDA_CHECK(cudaHostAlloc(&p, n, cudaHostAllocDefault));
     return p;
@@ -114,18 +118,29 @@ cuda::StagingOps staging_ops(cudaStream_t stream) {
     GP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream));
     return Status::ok();
   };
-  o.event_create = []() -> Result<void*> {
+  o.event_create = [ctx]() -> Result<void*> {
+    cuda::ScopedContext scope(*ctx);
     cudaEvent_t e = nullptr;
     GP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     return static_cast<void*>(e);
   };
-  o.event_record = [stream](void* e) -> Status {
+  o.event_record = [stream, ctx](void* e) -> Status {
+    cuda::ScopedContext scope(*ctx);
     GP_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(e), stream));
     return Status::ok();
   };
   o.event_wait = [](void* e) -> Status {
     GP_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e)));
     return Status::ok();
+  };
+  o.event_done = [](void* e) -> Result<bool> {
+    cudaError_t const r = cudaEventQuery(static_cast<cudaEvent_t>(e));
+    if (r == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // "not yet" is an answer, not an error for the next call's check
+      return false;
+    }
+    GP_CUDA_CHECK(r);
+    return true;
   };
   o.event_destroy = [](void* e) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(e)); };
   return o;
@@ -190,7 +205,8 @@ Status CudaBackend::init(int device, CudaBackendOptions const& options) {
   ctx_->cudnn = dnn;
   GP_CUDNN_CHECK(cudnnSetStream(dnn, ctx_->compute));
   events_ = std::make_unique<Events>();
-  staging_ = std::make_unique<cuda::PinnedStaging>(staging_ops(ctx_->compute));
+  staging_ = std::make_unique<cuda::PinnedStaging>(staging_ops(ctx_.get()));
+  host_pool_ = std::make_unique<cuda::PinnedHostPool>(staging_ops(ctx_.get()));
   return Status::ok();
 }
 
@@ -199,6 +215,7 @@ CudaBackend::~CudaBackend() {
   (void)cudaSetDevice(device_);
   (void)synchronize();
   staging_.reset();  // its copies are done: the stream was synchronized
+  host_pool_.reset();
   if (events_) {
     for (cudaEvent_t e : events_->free) (void)cudaEventDestroy(e);
     for (auto& [id, e] : events_->live) (void)cudaEventDestroy(e);

@@ -21,6 +21,7 @@ namespace gp::exec::cuda {
 struct DeviceContext;
 class CachingAllocator;
 class CudaDeviceMemory;
+class PinnedHostPool;
 class PinnedStaging;
 }  // namespace gp::exec::cuda
 
@@ -58,6 +59,7 @@ class CudaBackend final : public Backend {
                   std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
                   std::vector<Tensor>& weight_grads) override;
 
+  Allocator* pinned_host_allocator() override;
   Tensor empty(std::vector<int64_t> shape, DType dtype = DType::kFloat32) override;
   Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::kFloat32) override;
   Status fill(Tensor& t, float value) override;
@@ -100,7 +102,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::DeviceContext> ctx_;
   std::unique_ptr<cuda::CudaDeviceMemory> raw_;  // declared before alloc_: outlives it
   std::unique_ptr<cuda::CachingAllocator> alloc_;
-  std::unique_ptr<cuda::PinnedStaging> staging_;  // asynchronous copies from pageable host memory
+  std::unique_ptr<cuda::PinnedStaging> staging_;     // asynchronous copies from pageable host memory
+  std::unique_ptr<cuda::PinnedHostPool> host_pool_;  // pinned batches, copied without staging
   struct Events;
   std::unique_ptr<Events> events_;
 };

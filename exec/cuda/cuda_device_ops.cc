@@ -40,6 +40,8 @@ Tensor CudaBackend::zeros(std::vector<int64_t> shape, DType dtype) {
   return t;
 }
 
+Allocator* CudaBackend::pinned_host_allocator() { return host_pool_.get(); }
+
 Status CudaBackend::fill(Tensor& t, float value) {
   cuda::ScopedContext scope(*ctx_);
   if (!t.defined()) return device_op_error("fill: an undefined tensor");
@@ -68,6 +70,12 @@ Status CudaBackend::copy(Tensor const& src, Tensor& dst) {
   // over the ring's budget) and for every other direction: cudaMemcpyDefault (unified addressing
   // tells host, this device and a peer apart); a host side is pageable memory, so the copy is made
   // synchronous with respect to the host (checkpoints, tests).
+  if (on_host(src) && !on_host(dst) && host_pool_ && host_pool_->pinned(src.raw(), src.nbytes())) {
+    // A batch the data path made in pinned memory: the DMA reads it directly (the pool keeps the
+    // block from reuse until the stream has passed this copy).
+    GP_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyHostToDevice, ctx_->compute));
+    return Status::ok();
+  }
   if (on_host(src) && !on_host(dst) && staging_) {
     ASSIGN_OR_RETURN(bool const staged, staging_->copy_to_device(dst.raw(), src.raw(), src.nbytes()));
     if (staged) return Status::ok();
