@@ -1,4 +1,4 @@
-// The CUDA backend's conv family: Conv through cuDNN graphs (cudnn_graphs.h); cuDNN's weight
+// The CUDA backend's conv family: Conv and ConvTranspose through cuDNN graphs (cudnn_graphs.h); cuDNN's weight
 // gradients are computed fresh and added. Same inputs, outputs and gradients as the CPU's
 // exec/cpu/conv.cc.
 #include <algorithm>
@@ -89,6 +89,94 @@ Status conv_backward_both(OpCall const& call, Saved const& saved, std::vector<Te
   return conv_grads(call, saved, gout[0], wants(needs_grad, 0), want_w, want_b, grad_inputs, false, weight_grads, true);
 }
 
+// ---- ConvTranspose: the adjoint convolution's kernels (cudnn_graphs.h, conv_transpose_shape) ----
+
+Result<ConvShape> conv_transpose_shape_of(OpCall const& call, Tensor const& x, Tensor const& w) {
+  Result<ConvShape> s = conv_transpose_shape(x.shape(), w.shape(), *attrs_of<graph::ConvTransposeAttrs>(call.op));
+  RETURN_IF_ERROR(value_or_op_error(call, s));
+  return s;
+}
+
+// The transpose's output is the conv's x: [N, M, out...].
+Status conv_transpose_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out,
+                              Saved* saved) {
+  Tensor const& x = in[0];
+  Tensor const& w = in[1];
+  ASSIGN_OR_RETURN(ConvShape s, conv_transpose_shape_of(call, x, w));
+  ASSIGN_OR_RETURN(Tensor y, empty(s.x));
+  RETURN_IF_ERROR(in_op(call, conv_dgrad<float>(s, x.data<float>(), w.data<float>(), y.data<float>())));
+  if (has_input(call, 2) && in.size() > 2 && in[2].defined()) {
+    GemmBuffers const b = forward_buffers(nullptr, nullptr, in[2].raw(), y.raw());
+    RETURN_IF_ERROR(in_op(call, run_gemm_plan<float>(conv_bias_forward_plan(s.x[0], s.x[1], spatial(s.x)), b)));
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {x, w};
+  return Status::ok();
+}
+
+Status conv_transpose_grads(OpCall const& call, Saved const& saved, Tensor const& dy, bool want_x, bool want_w,
+                            bool want_b, std::vector<Tensor>& dx_grads, bool accumulate_x, std::vector<Tensor>& w_grads,
+                            bool accumulate_w) {
+  Tensor const& x = saved.tensors.at(0);
+  Tensor const& w = saved.tensors.at(1);
+  ASSIGN_OR_RETURN(ConvShape s, conv_transpose_shape_of(call, x, w));
+  if (want_x) {
+    ASSIGN_OR_RETURN(Tensor dx, empty(s.y));
+    RETURN_IF_ERROR(in_op(call, conv_fprop<float>(s, dy.data<float>(), w.data<float>(), dx.data<float>())));
+    RETURN_IF_ERROR(emit_grad(call, dx_grads, 0, dx, accumulate_x));
+  }
+  if (want_w) {
+    ASSIGN_OR_RETURN(Tensor dw, empty(s.w));
+    RETURN_IF_ERROR(in_op(call, conv_wgrad<float>(s, dy.data<float>(), x.data<float>(), dw.data<float>())));
+    RETURN_IF_ERROR(emit_grad(call, w_grads, 1, dw, accumulate_w));
+  }
+  if (want_b && has_input(call, 2)) {
+    ASSIGN_OR_RETURN(Tensor db, grad_target(call, w_grads, 2, {s.x[1]}, accumulate_w));
+    GemmBuffers const b = backward_buffers(nullptr, nullptr, dy.raw(), nullptr, nullptr, db.raw());
+    RETURN_IF_ERROR(
+        in_op(call, run_gemm_plan<float>(conv_bias_grad_plan(s.x[0], s.x[1], spatial(s.x), accumulate_w), b)));
+  }
+  return Status::ok();
+}
+
+Status conv_transpose_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                               std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!gout.at(0).defined()) return Status::ok();
+  return conv_transpose_grads(call, saved, gout[0], wants(wanted, 0), wants(wanted, 1), wants(wanted, 2), grads,
+                              accumulate, grads, accumulate);
+}
+
+Status conv_transpose_backward_both(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                                    std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                                    std::vector<Tensor>& weight_grads) {
+  grad_inputs.assign(call.op.inputs.size(), Tensor());
+  if (!gout.at(0).defined()) return Status::ok();
+  bool const want_w = weight_grads.size() > 1 && weight_grads[1].defined();
+  bool const want_b = weight_grads.size() > 2 && weight_grads[2].defined();
+  return conv_transpose_grads(call, saved, gout[0], wants(needs_grad, 0), want_w, want_b, grad_inputs, false,
+                              weight_grads, true);
+}
+
+// What runs here, decided from the attributes and the weight's shape before any device is touched.
+Status conv_transpose_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::ConvTransposeAttrs>(op, graph));
+  auto const& a = *attrs_of<graph::ConvTransposeAttrs>(op);
+  int const rank = graph.tensor(op.inputs.at(1)).shape.rank();
+  std::size_t const sp = rank > 2 ? static_cast<std::size_t>(rank - 2) : 0;
+  if (sp < 1 || sp > 3)
+    return unsupported("ConvTranspose '" + op.name + "' has " + std::to_string(sp) +
+                       " spatial dims (the CUDA backend runs 1 to 3)");
+  for (std::size_t i = 0; i < sp && 2 * sp == a.pads.size(); ++i) {
+    int64_t const st = i < a.strides.size() ? a.strides[i] : 1;
+    int64_t const op_pad = i < a.output_padding.size() ? a.output_padding[i] : 0;
+    if (a.pads[i] < 0 || a.pads[i + sp] < 0 || op_pad >= st)
+      return unsupported("ConvTranspose '" + op.name + "': negative pads (an output_shape past the full output) or " +
+                         "output_padding >= stride run on the CPU only (--backend cpu)");
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 std::vector<KernelEntry> conv_kernels() {
@@ -96,6 +184,11 @@ std::vector<KernelEntry> conv_kernels() {
   t.push_back({OpKind::kConv,
                DType::kFloat32,
                {conv_forward, conv_backward, conv_backward, graph::ops::conv_check, conv_backward_both},
+               2});
+  t.push_back({OpKind::kConvTranspose,
+               DType::kFloat32,
+               {conv_transpose_forward, conv_transpose_backward, conv_transpose_backward, conv_transpose_check,
+                conv_transpose_backward_both},
                2});
   return t;
 }

@@ -178,6 +178,38 @@ Result<ConvShape> conv_shape(std::vector<int64_t> const& x, std::vector<int64_t>
   return s;
 }
 
+Result<ConvShape> conv_transpose_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& w,
+                                       graph::ConvTransposeAttrs const& a) {
+  if (x.size() < 3 || x.size() > 5 || w.size() != x.size())
+    return invalid_argument("input " + dims_string(x) + " and weight " + dims_string(w) +
+                            " must have the same rank, 3 to 5");
+  int64_t const group = a.group;
+  if (group < 1 || x[1] != w[0] || w[0] % group != 0)
+    return invalid_argument("input channels " + std::to_string(x[1]) + " do not match weight " + dims_string(w) +
+                            " with group " + std::to_string(group));
+  std::size_t const sp = x.size() - 2;
+  if (a.pads.size() != 2 * sp)
+    return invalid_argument(std::to_string(a.pads.size()) + " pads for " + std::to_string(sp) + " spatial dims");
+  ConvShape s;
+  s.w = w, s.y = x, s.group = group;
+  s.x = {x[0], w[1] * group};
+  for (std::size_t i = 0; i < sp; ++i) {
+    int64_t const st = i < a.strides.size() ? a.strides[i] : 1;
+    int64_t const d = i < a.dilations.size() ? a.dilations[i] : 1;
+    int64_t const op = i < a.output_padding.size() ? a.output_padding[i] : 0;
+    int64_t const pb = a.pads[i], pe = a.pads[i + sp];
+    if (pb < 0 || pe < 0 || op >= st)
+      return unsupported("pads " + dims_string(a.pads) + " and output_padding " + dims_string(a.output_padding) +
+                         " with strides " + dims_string(a.strides) +
+                         ": negative pads or output_padding >= stride have no cuDNN convolution to run as");
+    int64_t const out = st * (x[2 + i] - 1) + op + (w[2 + i] - 1) * d + 1 - pb - pe;
+    if (st < 1 || d < 1 || out <= 0) return invalid_argument("pads " + dims_string(a.pads) + " leave no output");
+    s.x.push_back(out);
+    s.stride.push_back(st), s.dilation.push_back(d), s.pad_begin.push_back(pb), s.pad_end.push_back(pe);
+  }
+  return s;
+}
+
 Result<std::vector<int64_t>> cudnn_conv_output_dims(ConvShape const& s) {
   Conv4 const c = lift(s);
   fe::graph::Graph g;

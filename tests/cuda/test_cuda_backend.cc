@@ -451,6 +451,23 @@ std::vector<Case> cases() {
           "Mod", graph::ModAttrs{fmod},
           {{"a", random_tensor({2, 3}, 130, -5.f, 5.f), kIn}, {"b", random_tensor({3}, 131, 0.5f, 2.f, false), kW}});
     });
+  // ConvTranspose: as a cuDNN conv's dgrad/fprop/wgrad (1-D with output_padding, grouped strided
+  // dilated, 3-D, a U-Net up-sampling step).
+  auto deconv = [&](std::string const& label, std::vector<int64_t> x, std::vector<int64_t> w,
+                    graph::ConvTransposeAttrs a, uint32_t seed) {
+    add("ConvTranspose " + label, [=] {
+      std::vector<In> ins = {{"x", random_tensor(x, seed), kIn}, {"w", random_tensor(w, seed + 1), kW}};
+      if (a.has_bias) ins.push_back({"b", random_tensor({w[1] * a.group}, seed + 2), kW});
+      return make_op("ConvTranspose", a, ins);
+    });
+  };
+  deconv("1-D pads output_padding", {2, 3, 5}, {3, 2, 3}, {{3}, {2}, {1}, {1, 0}, {1}, 1, true}, 130);
+  deconv("grouped strided dilated", {2, 4, 4, 3}, {4, 3, 3, 2}, {{3, 2}, {2, 1}, {1, 2}, {1, 0, 0, 1}, {1, 0}, 2, true},
+         133);
+  deconv("3-D", {1, 2, 3, 2, 3}, {2, 2, 2, 3, 2},
+         {{2, 3, 2}, {1, 2, 1}, {1, 1, 1}, {0, 1, 0, 0, 0, 1}, {0, 1, 0}, 1, true}, 136);
+  deconv("U-Net up-sampling", {2, 8, 6, 6}, {8, 4, 2, 2}, {{2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, false},
+         139);
   add("InstanceNormalization", [] {
     return make_op("InstanceNormalization", graph::InstanceNormAttrs{1e-5f},
                    {{"x", random_tensor({2, 3, 4, 5}, 127, -1.f, 1.f), kIn},

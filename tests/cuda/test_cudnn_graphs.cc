@@ -79,5 +79,40 @@ TEST(CudnnGraphs, MismatchedChannelsOrGroupsAreRejectedBeforeCudnn) {
   EXPECT_FALSE(conv_shape({1, 3, 8}, {4, 3, 3, 3}, a).is_ok());     // ranks differ
 }
 
+// ConvTranspose runs as the adjoint conv: cuDNN, validating that conv over the transpose's output
+// shape, must infer exactly the transpose's input shape (else its dgrad could not produce the
+// output), and the output shape is ONNX's rule.
+TEST(CudnnGraphs, ConvTransposeIsTheAdjointOfAConvCudnnAccepts) {
+  struct Deconv {
+    std::vector<int64_t> x, w, want;
+    graph::ConvTransposeAttrs a;  // kernel, strides, dilations, pads, output_padding, group, has_bias
+  };
+  std::vector<Deconv> const cases = {
+      {{2, 3, 5}, {3, 2, 3}, {2, 2, 11}, {{3}, {2}, {1}, {1, 0}, {1}, 1, true}},
+      {{2, 4, 4, 3}, {4, 3, 3, 2}, {2, 6, 9, 4}, {{3, 2}, {2, 1}, {1, 2}, {1, 0, 0, 1}, {1, 0}, 2, true}},
+      {{1, 2, 3, 2, 3},
+       {2, 2, 2, 3, 2},
+       {1, 2, 4, 5, 3},
+       {{2, 3, 2}, {1, 2, 1}, {1, 1, 1}, {0, 1, 0, 0, 0, 1}, {0, 1, 0}, 1, true}},
+      {{2, 8, 6, 6}, {8, 4, 2, 2}, {2, 4, 12, 12}, {{2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, false}},
+  };
+  for (Deconv const& c : cases) {
+    auto s = conv_transpose_shape(c.x, c.w, c.a);
+    ASSERT_TRUE(s.is_ok()) << s.status().message();
+    SCOPED_TRACE(s->describe());
+    EXPECT_EQ(dims(s->x), dims(c.want));
+    EXPECT_EQ(dims(s->y), dims(c.x));
+    auto got = cudnn_conv_output_dims(*s);
+    ASSERT_TRUE(got.is_ok()) << got.status().message();
+    EXPECT_EQ(dims(*got), dims(c.x));
+  }
+  // What no conv maps back: negative pads, output_padding at the stride.
+  graph::ConvTransposeAttrs neg{{3, 3}, {2, 1}, {1, 1}, {-1, 0, 1, -2}, {0, 0}, 1, true};
+  EXPECT_EQ(conv_transpose_shape({1, 2, 3, 3}, {2, 3, 3, 3}, neg).status().code(), StatusCode::kUnsupported);
+  graph::ConvTransposeAttrs at_stride{{2}, {1}, {2}, {0, 0}, {1}, 2, true};
+  EXPECT_EQ(conv_transpose_shape({2, 2, 4}, {2, 4, 2}, at_stride).status().code(), StatusCode::kUnsupported);
+  EXPECT_FALSE(conv_transpose_shape({2, 3, 5}, {4, 2, 3}, cases[0].a).is_ok());  // channels 3 vs weight 4
+}
+
 }  // namespace
 }  // namespace gp::exec::cuda
