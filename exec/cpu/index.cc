@@ -219,33 +219,31 @@ Result<std::vector<int64_t>> element_positions(OpCall const& call, std::vector<i
   if (ishape.size() != r || axis < 0 || axis >= static_cast<int64_t>(r))
     return op_error(call, "indices " + indices.shape_string() + " do not fit data " + dims_string(data_shape) +
                               " along axis " + std::to_string(axis));
-  for (std::size_t d = 0; d < r; ++d)
+  if (r > static_cast<std::size_t>(kernels::hd::kMaxRank))
+    return unsupported(call.op.type + " '" + call.op.name + "': rank " + std::to_string(r) + " (at most " +
+                       std::to_string(kernels::hd::kMaxRank) + ")");
+  // The per-element math is kernels/hd/index.h's, which the CUDA kernels run too.
+  kernels::hd::ElementIndex p;
+  p.rank = static_cast<int>(r);
+  int64_t stride = 1;
+  for (std::size_t d = r; d-- > 0;) {
     if (static_cast<int64_t>(d) != axis && ishape[d] > data_shape[d])
       return op_error(call, "indices " + indices.shape_string() + " exceed data " + dims_string(data_shape) +
                                 " along axis " + std::to_string(d));
-  std::vector<int64_t> strides(r, 1);
-  for (std::size_t d = r; d-- > 1;) strides[d - 1] = strides[d] * data_shape[d];
-  int64_t const dim = data_shape[axis], axis_stride = strides[axis];
-  std::vector<int64_t> walk = strides;  // the other coordinates' contribution
-  walk[axis] = 0;
+    p.ishape[d] = ishape[d];
+    p.walk[d] = static_cast<int64_t>(d) == axis ? 0 : stride;
+    if (static_cast<int64_t>(d) == axis) p.axis_stride = stride;
+    stride *= data_shape[d];
+  }
+  p.dim = data_shape[static_cast<std::size_t>(axis)];
   int64_t const n = indices.numel();
   std::vector<int64_t> pos(static_cast<std::size_t>(n));
-  std::vector<int64_t> coord(r, 0);
-  int64_t base = 0;
   bool const i64 = indices.dtype() == DType::kInt64;
   for (int64_t j = 0; j < n; ++j) {
-    int64_t v = i64 ? indices.data<int64_t>()[j] : indices.data<int32_t>()[j];
-    if (v < -dim || v >= dim)
+    int64_t const v = i64 ? indices.data<int64_t>()[j] : indices.data<int32_t>()[j];
+    if (!kernels::hd::element_position(p, j, v, pos[static_cast<std::size_t>(j)]))
       return op_error(call, "index " + std::to_string(v) + " is out of range for axis " + std::to_string(axis) +
-                                " of size " + std::to_string(dim));
-    if (v < 0) v += dim;
-    pos[j] = base + v * axis_stride;
-    for (std::size_t d = r; d-- > 0;) {
-      base += walk[d];
-      if (++coord[d] < ishape[d]) break;
-      base -= walk[d] * ishape[d];
-      coord[d] = 0;
-    }
+                                " of size " + std::to_string(p.dim));
   }
   return pos;
 }
@@ -258,30 +256,42 @@ struct NdSlices {
   int64_t slice = 1;
 };
 
-Result<NdSlices> nd_slices(OpCall const& call, std::vector<int64_t> const& data_shape, Tensor const& indices) {
-  RETURN_IF_ERROR(graph::ops::gather_nd_output_shape(data_shape, indices.shape()).status());
-  std::size_t const k = static_cast<std::size_t>(indices.shape().back());
+template <typename I>
+Result<NdSlices> nd_slices_of(OpCall const& call, std::vector<int64_t> const& data_shape, I const* idx, int64_t k,
+                              int64_t tuples) {
+  kernels::hd::NdIndex p;  // the per-tuple math is kernels/hd/index.h's, which the CUDA kernels run too
+  p.k = static_cast<int>(k);
+  for (std::size_t d = static_cast<std::size_t>(k); d < data_shape.size(); ++d) p.slice *= data_shape[d];
+  int64_t stride = p.slice;
+  for (int64_t d = k; d-- > 0;) {
+    p.dims[d] = data_shape[static_cast<std::size_t>(d)];
+    p.strides[d] = stride;
+    stride *= data_shape[static_cast<std::size_t>(d)];
+  }
   NdSlices r;
-  for (std::size_t d = k; d < data_shape.size(); ++d) r.slice *= data_shape[d];
-  std::vector<int64_t> strides(k, r.slice);
-  for (std::size_t d = k; d-- > 1;) strides[d - 1] = strides[d] * data_shape[d];
-  int64_t const tuples = k == 0 ? 0 : indices.numel() / static_cast<int64_t>(k);
-  bool const i64 = indices.dtype() == DType::kInt64;
+  r.slice = p.slice;
   r.offsets.resize(static_cast<std::size_t>(tuples));
   for (int64_t t = 0; t < tuples; ++t) {
-    int64_t off = 0;
-    for (std::size_t d = 0; d < k; ++d) {
-      int64_t const j = t * static_cast<int64_t>(k) + static_cast<int64_t>(d);
-      int64_t v = i64 ? indices.data<int64_t>()[j] : indices.data<int32_t>()[j];
+    if (kernels::hd::nd_offset(p, idx, t, r.offsets[static_cast<std::size_t>(t)])) continue;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t const v = idx[t * k + d];
       if (v < -data_shape[d] || v >= data_shape[d])
         return op_error(call, "index " + std::to_string(v) + " is out of range for axis " + std::to_string(d) +
                                   " of size " + std::to_string(data_shape[d]));
-      if (v < 0) v += data_shape[d];
-      off += v * strides[d];
     }
-    r.offsets[static_cast<std::size_t>(t)] = off;
   }
   return r;
+}
+
+Result<NdSlices> nd_slices(OpCall const& call, std::vector<int64_t> const& data_shape, Tensor const& indices) {
+  RETURN_IF_ERROR(graph::ops::gather_nd_output_shape(data_shape, indices.shape()).status());
+  int64_t const k = indices.shape().back();
+  if (k > kernels::hd::kMaxRank)
+    return unsupported(call.op.type + " '" + call.op.name + "': index tuples of " + std::to_string(k) + " (at most " +
+                       std::to_string(kernels::hd::kMaxRank) + ")");
+  int64_t const tuples = k == 0 ? 0 : indices.numel() / k;
+  if (indices.dtype() == DType::kInt64) return nd_slices_of(call, data_shape, indices.data<int64_t>(), k, tuples);
+  return nd_slices_of(call, data_shape, indices.data<int32_t>(), k, tuples);
 }
 
 Status gather_nd_check(graph::Op const& op, graph::OpGraph const& graph) {

@@ -3,8 +3,11 @@
 // kernels/hd/index.h's trilu_keeps) and Tile of float32 (a broadcast of x seen as [1, d0, 1, d1, ...]
 // to [r0, d0, r1, d1, ...]; its gradient sums back down), and Pad and Resize of float32: the CPU's
 // per-axis maps (exec/separable_maps.h), one pass per axis and the adjoint passes in reverse order.
-// GatherElements, GatherND, Scatter, ScatterElements, and Pad, Tile and Resize of other dtypes run
-// on the CPU only for now.
+// GatherElements and GatherND (any dtype gathered, float32 differentiated), ScatterElements and
+// Scatter (float32; reductions none, add, mul) by flat positions (below). Pad, Tile and Resize of
+// other dtypes run on the CPU only for now.
+#include <limits>
+
 #include "exec/cuda/binary.h"
 #include "exec/cuda/cuda_ops.h"
 #include "exec/cuda/ops_common.h"
@@ -155,6 +158,277 @@ Status separable_backward(OpCall const& call, Saved const& saved, std::vector<Te
   return emit_grad(call, grads, 0, g, accumulate);
 }
 
+// ---- GatherElements, GatherND, ScatterElements (and Scatter): flat positions into data from the
+// indices (kernels/hd/index.h), then gathers by position, or combines in ascending j per position
+// after a stable sort by position (kernels/cuda/scatter.cu): the CPU's results in the CPU's order. ----
+
+// indices on this device (a host constant is copied once per call).
+Result<Tensor> device_indices(Tensor const& idx) {
+  if (idx.device().kind == DeviceKind::kCuda) return idx;
+  ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
+  return idx.clone_to(*ctx->allocator);
+}
+
+Result<kernels::hd::ElementIndex> element_index(OpCall const& call, std::vector<int64_t> const& data_shape,
+                                                std::vector<int64_t> const& ishape, int64_t axis) {
+  std::size_t const r = data_shape.size();
+  if (ishape.size() != r || axis < 0 || axis >= static_cast<int64_t>(r))
+    return op_error(call, "indices " + dims_string(ishape) + " do not fit data " + dims_string(data_shape) +
+                              " along axis " + std::to_string(axis));
+  if (r > static_cast<std::size_t>(kernels::hd::kMaxRank))
+    return unsupported(call.op.type + " '" + call.op.name + "': rank " + std::to_string(r) +
+                       " (the CUDA kernels take " + std::to_string(kernels::hd::kMaxRank) + " dims)");
+  kernels::hd::ElementIndex p;
+  p.rank = static_cast<int>(r);
+  int64_t stride = 1;
+  for (std::size_t d = r; d-- > 0;) {
+    if (static_cast<int64_t>(d) != axis && ishape[d] > data_shape[d])
+      return op_error(call, "indices " + dims_string(ishape) + " exceed data " + dims_string(data_shape) +
+                                " along axis " + std::to_string(d));
+    p.ishape[d] = ishape[d];
+    p.walk[d] = static_cast<int64_t>(d) == axis ? 0 : stride;
+    if (static_cast<int64_t>(d) == axis) p.axis_stride = stride;
+    stride *= data_shape[d];
+  }
+  p.dim = data_shape[static_cast<std::size_t>(axis)];
+  return p;
+}
+
+// The position in data of every element of idx; with `check`, an out-of-range index is an error
+// (one host round trip: forward only, backward reuses what forward checked).
+Result<Tensor> element_positions(OpCall const& call, std::vector<int64_t> const& data_shape, Tensor const& idx,
+                                 int64_t axis, bool check) {
+  ASSIGN_OR_RETURN(kernels::hd::ElementIndex const p, element_index(call, data_shape, idx.shape(), axis));
+  ASSIGN_OR_RETURN(Tensor pos, empty(idx.shape(), DType::kInt64));
+  Tensor flag;
+  if (check) {
+    ASSIGN_OR_RETURN(flag, empty({1}, DType::kInt64));
+  }
+  auto* bad = check ? static_cast<unsigned long long*>(flag.raw()) : nullptr;
+  ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
+  if (idx.dtype() == DType::kInt64) {
+    GP_CUDA_CHECK(kc::element_positions(p, idx.data<int64_t>(), idx.numel(), pos.data<int64_t>(), bad, s));
+  } else {
+    GP_CUDA_CHECK(kc::element_positions(p, idx.data<int32_t>(), idx.numel(), pos.data<int64_t>(), bad, s));
+  }
+  if (check)
+    RETURN_IF_ERROR(
+        check_index_flag(call, idx, flag, 1, "axis " + std::to_string(axis) + " of size " + std::to_string(p.dim)));
+  return pos;
+}
+
+// GatherND (batch_dims 0): the position of every output element (tuples x slice).
+Result<Tensor> nd_positions(OpCall const& call, std::vector<int64_t> const& data_shape, Tensor const& idx, bool check) {
+  RETURN_IF_ERROR(graph::ops::gather_nd_output_shape(data_shape, idx.shape()).status());
+  int64_t const k = idx.shape().empty() ? 0 : idx.shape().back();
+  if (k < 1 || k > kernels::hd::kMaxRank)
+    return unsupported(call.op.type + " '" + call.op.name + "': index tuples of " + std::to_string(k) +
+                       " (the CUDA kernels take 1 to " + std::to_string(kernels::hd::kMaxRank) + ")");
+  kernels::hd::NdIndex p;
+  p.k = static_cast<int>(k);
+  for (std::size_t d = static_cast<std::size_t>(k); d < data_shape.size(); ++d) p.slice *= data_shape[d];
+  int64_t stride = p.slice;
+  for (int64_t d = k; d-- > 0;) {
+    p.dims[d] = data_shape[static_cast<std::size_t>(d)];
+    p.strides[d] = stride;
+    stride *= data_shape[static_cast<std::size_t>(d)];
+  }
+  int64_t const tuples = idx.numel() / k;
+  ASSIGN_OR_RETURN(Tensor pos, empty({tuples * p.slice}, DType::kInt64));
+  Tensor flag;
+  if (check) {
+    ASSIGN_OR_RETURN(flag, empty({1}, DType::kInt64));
+  }
+  auto* bad = check ? static_cast<unsigned long long*>(flag.raw()) : nullptr;
+  ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
+  if (idx.dtype() == DType::kInt64) {
+    GP_CUDA_CHECK(kc::nd_positions(p, idx.data<int64_t>(), tuples, pos.data<int64_t>(), bad, s));
+  } else {
+    GP_CUDA_CHECK(kc::nd_positions(p, idx.data<int32_t>(), tuples, pos.data<int64_t>(), bad, s));
+  }
+  if (check) RETURN_IF_ERROR(check_index_flag(call, idx, flag, k, "data " + dims_string(data_shape)));
+  return pos;
+}
+
+// y[j] = x[pos[j]], any dtype (bytes).
+Result<Tensor> gather_by_position(Tensor const& x, Tensor const& pos, std::vector<int64_t> const& shape) {
+  ASSIGN_OR_RETURN(Tensor y, empty(shape, x.dtype()));
+  ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
+  GP_CUDA_CHECK(kc::gather_positions(x.raw(), pos.data<int64_t>(), pos.numel(),
+                                     static_cast<int>(graph::dtype_size(x.dtype())), y.raw(), s));
+  return y;
+}
+
+struct SortedPositions {
+  Tensor sorted, order;
+};
+
+Result<SortedPositions> sort_by_position(OpCall const& call, Tensor const& pos, int64_t limit) {
+  int64_t const n = pos.numel();
+  if (n >= std::numeric_limits<int32_t>::max())
+    return unsupported(call.op.type + " '" + call.op.name + "': " + std::to_string(n) +
+                       " positions (the sort takes fewer than 2^31)");
+  std::size_t bytes = 0;
+  GP_CUDA_CHECK(kc::sort_positions_workspace(n, limit, &bytes));
+  ASSIGN_OR_RETURN(Tensor ws, empty({static_cast<int64_t>(bytes)}, DType::kUInt8));
+  SortedPositions r;
+  ASSIGN_OR_RETURN(r.sorted, empty({n}, DType::kInt64));
+  ASSIGN_OR_RETURN(r.order, empty({n}, DType::kInt32));
+  ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
+  GP_CUDA_CHECK(kc::sort_positions(pos.data<int64_t>(), n, limit, r.sorted.data<int64_t>(), r.order.data<int32_t>(),
+                                   ws.raw(), bytes, s));
+  return r;
+}
+
+// gx = zeros(data_shape) with g's values summed at their positions (ascending j), then emitted.
+Status scatter_add_grad(OpCall const& call, Tensor const& pos, Tensor const& g, std::vector<int64_t> const& data_shape,
+                        std::vector<Tensor>& grads, bool accumulate) {
+  ASSIGN_OR_RETURN(Tensor gx, zeros(data_shape));
+  if (g.defined() && pos.numel() > 0) {
+    ASSIGN_OR_RETURN(SortedPositions const sp, sort_by_position(call, pos, gx.numel()));
+    ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
+    GP_CUDA_CHECK(kc::combine_at_positions(kc::Combine::kAdd, sp.sorted.data<int64_t>(), sp.order.data<int32_t>(),
+                                           pos.numel(), g.data<float>(), nullptr, gx.data<float>(), s));
+  }
+  return emit_grad(call, grads, 0, gx, accumulate);
+}
+
+Status gather_elements_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out,
+                               Saved* saved) {
+  int64_t const axis = attrs_of<graph::GatherElementsAttrs>(call.op)->axis;
+  ASSIGN_OR_RETURN(Tensor const idx, device_indices(in[1]));
+  ASSIGN_OR_RETURN(Tensor const pos, element_positions(call, in[0].shape(), idx, axis, true));
+  ASSIGN_OR_RETURN(Tensor y, gather_by_position(in[0], pos, idx.shape()));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {idx, shape_tensor(in[0].shape())};
+  return Status::ok();
+}
+
+Status gather_elements_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                                std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0)) return Status::ok();
+  std::vector<int64_t> const data_shape = shape_of(saved.tensors.at(1));
+  int64_t const axis = attrs_of<graph::GatherElementsAttrs>(call.op)->axis;
+  ASSIGN_OR_RETURN(Tensor const pos, element_positions(call, data_shape, saved.tensors.at(0), axis, false));
+  return scatter_add_grad(call, pos, gout.empty() ? Tensor() : gout[0], data_shape, grads, accumulate);
+}
+
+Status gather_nd_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> const shape, graph::ops::gather_nd_output_shape(in[0].shape(), in[1].shape()));
+  ASSIGN_OR_RETURN(Tensor const idx, device_indices(in[1]));
+  ASSIGN_OR_RETURN(Tensor const pos, nd_positions(call, in[0].shape(), idx, true));
+  ASSIGN_OR_RETURN(Tensor y, gather_by_position(in[0], pos, shape));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {idx, shape_tensor(in[0].shape())};
+  return Status::ok();
+}
+
+// The output gradient's slices added into zeros of data's shape, in index order (a tuple given
+// twice adds twice), as the CPU.
+Status gather_nd_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                          std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0)) return Status::ok();
+  std::vector<int64_t> const data_shape = shape_of(saved.tensors.at(1));
+  ASSIGN_OR_RETURN(Tensor const pos, nd_positions(call, data_shape, saved.tensors.at(0), false));
+  return scatter_add_grad(call, pos, gout.empty() ? Tensor() : gout[0], data_shape, grads, accumulate);
+}
+
+kc::Combine combine_of(graph::ScatterReduction r) {
+  return r == graph::ScatterReduction::kAdd   ? kc::Combine::kAdd
+         : r == graph::ScatterReduction::kMul ? kc::Combine::kMul
+                                              : kc::Combine::kLast;
+}
+
+Status scatter_elements_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out,
+                                Saved* saved) {
+  auto const& a = *attrs_of<graph::ScatterElementsAttrs>(call.op);
+  if (in[2].shape() != in[1].shape())
+    return op_error(call,
+                    "updates " + in[2].shape_string() + " and indices " + in[1].shape_string() + " differ in shape");
+  ASSIGN_OR_RETURN(Tensor const idx, device_indices(in[1]));
+  ASSIGN_OR_RETURN(Tensor const pos, element_positions(call, in[0].shape(), idx, a.axis, true));
+  ASSIGN_OR_RETURN(Tensor y, copy_of(in[0]));
+  if (pos.numel() > 0) {
+    ASSIGN_OR_RETURN(SortedPositions const sp, sort_by_position(call, pos, y.numel()));
+    ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
+    GP_CUDA_CHECK(kc::combine_at_positions(combine_of(a.reduction), sp.sorted.data<int64_t>(), sp.order.data<int32_t>(),
+                                           pos.numel(), in[2].data<float>(), in[0].data<float>(), y.data<float>(), s));
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) {
+    saved->tensors = {idx, shape_tensor(in[0].shape())};
+    if (a.reduction == graph::ScatterReduction::kMul) {
+      saved->tensors.push_back(in[0]);
+      saved->tensors.push_back(in[2]);
+    }
+  }
+  return Status::ok();
+}
+
+Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                                 std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  bool const want_data = wants(wanted, 0), want_upd = wants(wanted, 2);
+  if (!want_data && !want_upd) return Status::ok();
+  auto const& a = *attrs_of<graph::ScatterElementsAttrs>(call.op);
+  Tensor const& idx = saved.tensors.at(0);
+  std::vector<int64_t> const data_shape = shape_of(saved.tensors.at(1));
+  ASSIGN_OR_RETURN(Tensor const pos, element_positions(call, data_shape, idx, a.axis, false));
+  Tensor const g = grad_or_zeros(call, gout, 0, data_shape);
+  ASSIGN_OR_RETURN(Tensor gdata, copy_of(g));
+  Tensor gupd;
+  if (a.reduction == graph::ScatterReduction::kAdd) {
+    ASSIGN_OR_RETURN(gupd, gather_by_position(g, pos, idx.shape()));
+  } else {
+    ASSIGN_OR_RETURN(gupd, empty(idx.shape()));
+    if (pos.numel() > 0) {
+      ASSIGN_OR_RETURN(SortedPositions const sp, sort_by_position(call, pos, g.numel()));
+      ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
+      if (a.reduction == graph::ScatterReduction::kMul) {
+        GP_CUDA_CHECK(kc::scatter_mul_backward(sp.sorted.data<int64_t>(), sp.order.data<int32_t>(), pos.numel(),
+                                               saved.tensors.at(2).data<float>(), saved.tensors.at(3).data<float>(),
+                                               g.data<float>(), gdata.data<float>(), gupd.data<float>(), s));
+      } else {
+        GP_CUDA_CHECK(kc::scatter_assign_backward(sp.sorted.data<int64_t>(), sp.order.data<int32_t>(), pos.numel(),
+                                                  g.data<float>(), gdata.data<float>(), gupd.data<float>(), s));
+      }
+    }
+  }
+  if (want_data) RETURN_IF_ERROR(emit_grad(call, grads, 0, gdata, accumulate));
+  if (want_upd) RETURN_IF_ERROR(emit_grad(call, grads, 2, gupd, accumulate));
+  return Status::ok();
+}
+
+// Indices int64 or int32; gathered data of the entry's dtype; scattered data and updates float32.
+Status indices_check(graph::Op const& op, graph::OpGraph const& graph) {
+  DType const d = graph.tensor(op.inputs.at(1)).dtype;
+  if (d != DType::kInt64 && d != DType::kInt32)
+    return unsupported("indices have dtype " + std::string(graph::dtype_name(d)) + " (int64 or int32 only)");
+  return Status::ok();
+}
+
+Status gather_elements_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::GatherElementsAttrs>(op, graph));
+  return indices_check(op, graph);
+}
+
+Status gather_nd_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::GatherNDAttrs>(op, graph));
+  return indices_check(op, graph);
+}
+
+Status scatter_elements_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::ScatterElementsAttrs>(op, graph));
+  auto const red = attrs_of<graph::ScatterElementsAttrs>(op)->reduction;
+  if (red == graph::ScatterReduction::kMax || red == graph::ScatterReduction::kMin)
+    return unsupported("reduction max/min (none, add and mul only)");
+  if (DType const u = graph.tensor(op.inputs.at(2)).dtype; u != DType::kFloat32)
+    return unsupported("updates have dtype " + std::string(graph::dtype_name(u)) + " (only float32)");
+  return indices_check(op, graph);
+}
+
 }  // namespace
 
 std::vector<KernelEntry> index_kernels() {
@@ -179,6 +453,24 @@ std::vector<KernelEntry> index_kernels() {
                DType::kFloat32,
                {tile_forward, tile_backward, tile_backward, require_attrs<graph::TileAttrs>},
                1});
+  t.push_back({OpKind::kGatherElements,
+               DType::kFloat32,
+               {gather_elements_forward, gather_elements_backward, gather_elements_backward, gather_elements_check},
+               2});
+  t.push_back({OpKind::kGatherND,
+               DType::kFloat32,
+               {gather_nd_forward, gather_nd_backward, gather_nd_backward, gather_nd_check},
+               2});
+  // Ids and masks are gathered as bytes, never differentiated (HF RoBERTa's token_type_ids buffer).
+  for (DType d : {DType::kInt64, DType::kInt32, DType::kBool}) {
+    t.push_back(
+        {OpKind::kGatherElements, d, {gather_elements_forward, no_gradient, no_gradient, gather_elements_check}, 2});
+    t.push_back({OpKind::kGatherND, d, {gather_nd_forward, no_gradient, no_gradient, gather_nd_check}, 2});
+  }
+  OpKernels const scatter{scatter_elements_forward, scatter_elements_backward, scatter_elements_backward,
+                          scatter_elements_check};
+  t.push_back({OpKind::kScatterElements, DType::kFloat32, scatter, 3});
+  t.push_back({OpKind::kScatter, DType::kFloat32, scatter, 3});
   return t;
 }
 

@@ -271,21 +271,7 @@ Status gather_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
     GP_CUDA_CHECK(kc::gather(data.data<float>(), outer, axis_dim, inner, idx.data<int32_t>(), idx.numel(),
                              y.data<float>(), bad, s));
   }
-  unsigned long long first_bad = 0;
-  GP_CUDA_CHECK(cudaMemcpyAsync(&first_bad, bad, sizeof first_bad, cudaMemcpyDeviceToHost, s));
-  GP_CUDA_CHECK(cudaStreamSynchronize(s));
-  if (first_bad != std::numeric_limits<unsigned long long>::max()) {
-    int64_t value = 0;
-    std::size_t const width = graph::dtype_size(idx.dtype());
-    int32_t value32 = 0;
-    void* host = width == sizeof value ? static_cast<void*>(&value) : static_cast<void*>(&value32);
-    GP_CUDA_CHECK(cudaMemcpyAsync(host, static_cast<char const*>(idx.raw()) + first_bad * width, width,
-                                  cudaMemcpyDeviceToHost, s));
-    GP_CUDA_CHECK(cudaStreamSynchronize(s));
-    if (width != sizeof value) value = value32;
-    return op_error(call, "index " + std::to_string(value) + " (position " + std::to_string(first_bad) +
-                              ") is out of range for axis " + std::to_string(axis) + " of " + data.shape_string());
-  }
+  RETURN_IF_ERROR(check_index_flag(call, idx, flag, 1, "axis " + std::to_string(axis) + " of " + data.shape_string()));
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   if (saved) saved->tensors = {idx, shape_tensor(data.shape())};

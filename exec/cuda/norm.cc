@@ -21,13 +21,6 @@ namespace kc = kernels::cuda;
 namespace hd = kernels::hd;
 
 // ---- BatchNormalization ----
-Result<Tensor> copy_of(Tensor const& src) {
-  ASSIGN_OR_RETURN(Tensor dst, empty(src.shape(), src.dtype()));
-  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
-  if (src.nbytes() > 0)
-    GP_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, stream));
-  return dst;
-}
 
 // 1/sqrt(var + eps) for C channels, on the host: a C-float round trip (inference only), since no
 // library call of ours computes a reciprocal square root.

@@ -1,6 +1,7 @@
 #include "exec/cuda/ops_common.h"
 
 #include <cstring>
+#include <limits>
 
 #include "kernels/cuda/device_ops.h"
 
@@ -17,6 +18,34 @@ Status add_into(Tensor& dst, Tensor const& src) {
   ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
   GP_CUDA_CHECK(kernels::cuda::add_inplace(dst.data<float>(), src.data<float>(), dst.numel(), s));
   return Status::ok();
+}
+
+Result<Tensor> copy_of(Tensor const& src) {
+  ASSIGN_OR_RETURN(Tensor dst, empty(src.shape(), src.dtype()));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  if (src.nbytes() > 0)
+    GP_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, stream));
+  return dst;
+}
+
+Status check_index_flag(OpCall const& call, Tensor const& idx, Tensor const& flag, int64_t scale,
+                        std::string const& range) {
+  ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
+  unsigned long long first_bad = 0;
+  GP_CUDA_CHECK(cudaMemcpyAsync(&first_bad, flag.raw(), sizeof first_bad, cudaMemcpyDeviceToHost, s));
+  GP_CUDA_CHECK(cudaStreamSynchronize(s));
+  if (first_bad == std::numeric_limits<unsigned long long>::max()) return Status::ok();
+  uint64_t const at = first_bad * static_cast<uint64_t>(scale);
+  std::size_t const width = graph::dtype_size(idx.dtype());
+  int64_t value = 0;
+  int32_t value32 = 0;
+  void* host = width == sizeof value ? static_cast<void*>(&value) : static_cast<void*>(&value32);
+  GP_CUDA_CHECK(
+      cudaMemcpyAsync(host, static_cast<char const*>(idx.raw()) + at * width, width, cudaMemcpyDeviceToHost, s));
+  GP_CUDA_CHECK(cudaStreamSynchronize(s));
+  if (width != sizeof value) value = value32;
+  return op_error(
+      call, "index " + std::to_string(value) + " (position " + std::to_string(at) + ") is out of range for " + range);
 }
 
 }  // namespace gp::exec::cuda

@@ -28,6 +28,13 @@ using exec::wants;
 Result<cudaStream_t> compute_stream();
 // dst += src on the compute stream (float32, same element count, both on this device).
 Status add_into(Tensor& dst, Tensor const& src);
+// A device copy of src (same shape and dtype), enqueued on the compute stream.
+Result<Tensor> copy_of(Tensor const& src);
+// After a kernel flagged out-of-range indices (*flag: the smallest bad position, or all ones),
+// the error naming the first bad index and its position; ok when none. Synchronises (it reads the
+// flag back): the index ops' one host round trip. `scale`: flag value -> position in idx.
+Status check_index_flag(OpCall const& call, Tensor const& idx, Tensor const& flag, int64_t scale,
+                        std::string const& range);
 // grad_outputs[i], or device zeros of `shape` when no gradient flowed into that output.
 // Small host int64 tensors that carry shapes through Saved, in the process's host memory (not
 // the worker's): exec::shape_tensor there.

@@ -66,4 +66,44 @@ template <typename T>
 cudaError_t pool_backward(T const* dy, int32_t const* argmax, T* dx, hd::PoolParams const& p, bool accumulate,
                           cudaStream_t stream);
 
+// ---- Position-addressed index ops (kernels/cuda/scatter.cu): GatherElements, GatherND,
+// ScatterElements. Each is computed from the flat positions in data its indices address; a
+// scatter or a gradient combines the values landing on one position in ascending j (the indices
+// sorted stably by position, CUB radix sort), as the CPU does: deterministic, no atomics. ----
+
+// pos[j] (j < n) = hd::element_position of indices element j. first_bad (device memory, may be
+// null: no check): as gather's.
+template <typename I>
+cudaError_t element_positions(hd::ElementIndex const& p, I const* indices, int64_t n, int64_t* pos,
+                              unsigned long long* first_bad, cudaStream_t stream);
+// pos[t * slice + e] = the offset of tuple t (hd::nd_offset) + e, for every output element; a bad
+// tuple sets *first_bad to the smallest such t (the position of its first index is t * k).
+template <typename I>
+cudaError_t nd_positions(hd::NdIndex const& p, I const* indices, int64_t tuples, int64_t* pos,
+                         unsigned long long* first_bad, cudaStream_t stream);
+// y[j] = x[pos[j]] for j < n, elements of `width` bytes (1, 2, 4 or 8).
+cudaError_t gather_positions(void const* x, int64_t const* pos, int64_t n, int width, void* y, cudaStream_t stream);
+
+// The positions sorted (stably, keys below `limit`), with order[k] the j of the k-th: scratch
+// bytes, then the sort. n below 2^31.
+cudaError_t sort_positions_workspace(int64_t n, int64_t limit, std::size_t* bytes);
+cudaError_t sort_positions(int64_t const* pos, int64_t n, int64_t limit, int64_t* sorted, int32_t* order,
+                           void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+
+enum class Combine : int { kAdd, kLast, kMul };
+// For each distinct position q: y[q] = (init ? init[q] : 0) combined with v[order[k]] in ascending
+// k (kAdd: sum, kMul: product, kLast: the last value). Positions not addressed keep y's value.
+cudaError_t combine_at_positions(Combine op, int64_t const* sorted, int32_t const* order, int64_t n, float const* v,
+                                 float const* init, float* y, cudaStream_t stream);
+// ScatterElements (reduction none) backward, g the output gradient: gdata (holding a copy of g)
+// gets 0 at every written position; gupd[j] = g[pos[j]] for the last writer of each position, 0
+// for the others.
+cudaError_t scatter_assign_backward(int64_t const* sorted, int32_t const* order, int64_t n, float const* g,
+                                    float* gdata, float* gupd, cudaStream_t stream);
+// ScatterElements (reduction mul) backward: at each position q, gdata[q] = g[q] · Π u (gdata holds
+// a copy of g), gupd[j] = g[q] · data[q] · Π of the other updates at q (prefix and suffix products:
+// exact with zeros).
+cudaError_t scatter_mul_backward(int64_t const* sorted, int32_t const* order, int64_t n, float const* data,
+                                 float const* updates, float const* g, float* gdata, float* gupd, cudaStream_t stream);
+
 }  // namespace gp::kernels::cuda

@@ -141,4 +141,59 @@ GP_HD void gather_backward_at(T const* grad_out, int64_t axis_dim, int64_t inner
 // j <= i + k (lower); the others become zero. The CPU's exec/cpu/index.cc and the CUDA kernel ask this.
 GP_HD bool trilu_keeps(int64_t i, int64_t j, int64_t k, bool upper) { return upper ? j >= i + k : j <= i + k; }
 
+// ---- The position-addressed index ops: GatherElements, ScatterElements (and Scatter), GatherND ----
+
+// GatherElements/ScatterElements: indices has data's rank; element j of indices (row-major over
+// `ishape`) addresses data at its own coordinates with the one along the axis replaced by its
+// value. `walk`: data's strides with the axis' set to 0.
+struct ElementIndex {
+  int rank = 0;
+  int64_t ishape[kMaxRank] = {};
+  int64_t walk[kMaxRank] = {};
+  int64_t axis_stride = 0;
+  int64_t dim = 0;  // data's extent along the axis
+};
+
+// The flat position in data of indices element j holding value v (negative: from the end); false
+// when v is out of range.
+GP_HD bool element_position(ElementIndex const& p, int64_t j, int64_t v, int64_t& pos) {
+  int64_t base = 0;
+  GP_HD_UNROLL
+  for (int d = kMaxRank - 1; d >= 0; --d) {
+    if (d < p.rank) {
+      int64_t const q = j / p.ishape[d];
+      base += (j - q * p.ishape[d]) * p.walk[d];
+      j = q;
+    }
+  }
+  int64_t k = 0;
+  if (!resolve_index(v, p.dim, k)) return false;
+  pos = base + k * p.axis_stride;
+  return true;
+}
+
+// GatherND (batch_dims 0): indices [..., K]; tuple t addresses the slice of data's axes K.. at
+// the offset of its K coordinates (`strides`: in elements, `dims`: data's first K extents).
+struct NdIndex {
+  int k = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[kMaxRank] = {};
+  int64_t slice = 1;  // elements per slice
+};
+
+template <typename I>
+GP_HD bool nd_offset(NdIndex const& p, I const* indices, int64_t t, int64_t& off) {
+  off = 0;
+  bool ok = true;
+  GP_HD_UNROLL
+  for (int d = 0; d < kMaxRank; ++d) {
+    if (d < p.k) {
+      int64_t c = 0;
+      ok = resolve_index(static_cast<int64_t>(indices[t * p.k + d]), p.dims[d], c) && ok;
+      off += c * p.strides[d];
+    }
+  }
+  return ok;
+}
+
 }  // namespace gp::kernels::hd

@@ -468,6 +468,48 @@ std::vector<Case> cases() {
          {{2, 3, 2}, {1, 2, 1}, {1, 1, 1}, {0, 1, 0, 0, 0, 1}, {0, 1, 0}, 1, true}, 136);
   deconv("U-Net up-sampling", {2, 8, 6, 6}, {8, 4, 2, 2}, {{2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, false},
          139);
+  // The position-addressed index ops: duplicate and negative indices (gradients add up in index
+  // order), int32 indices, gathered ids, every scatter reduction with duplicates.
+  add("GatherElements duplicates negative", [] {
+    return make_op("GatherElements", graph::GatherElementsAttrs{1},
+                   {{"x", random_tensor({2, 4, 3}, 150), kIn},
+                    {"i", int_tensor({2, 3, 3}, {0, 1, 3, -1, 0, 0, 2, 2, 2, 1, 1, 1, 3, -4, 0, 0, 1, 2}), kIn}});
+  });
+  add("GatherElements int32 weight", [] {
+    return make_op("GatherElements", graph::GatherElementsAttrs{0},
+                   {{"x", random_tensor({3, 2}, 151), kW}, {"i", int32_tensor({4, 2}, {0, 1, 2, 2, 1, 0, 0, 0}), kIn}});
+  });
+  add("GatherElements int64 ids", [] {
+    return make_op(
+        "GatherElements", graph::GatherElementsAttrs{1},
+        {{"x", int_tensor({2, 3}, {7, 8, 9, 10, 11, 12}), kIn}, {"i", int_tensor({2, 2}, {2, 0, -1, 1}), kIn}}, 1,
+        {DType::kInt64});
+  });
+  add("GatherND repeated tuples", [] {
+    return make_op("GatherND", graph::GatherNDAttrs{},
+                   {{"d", random_tensor({3, 4, 2}, 152), kW}, {"i", int_tensor({3, 2}, {2, 1, 0, 3, 2, 1}), kIn}});
+  });
+  add("GatherND whole rows", [] {
+    return make_op("GatherND", graph::GatherNDAttrs{},
+                   {{"d", random_tensor({3, 4}, 153), kIn}, {"i", int_tensor({2, 1}, {1, -2}), kIn}});
+  });
+  using R = graph::ScatterReduction;
+  for (auto [red, name] : {std::pair{R::kNone, "none"}, std::pair{R::kAdd, "add"}, std::pair{R::kMul, "mul"}}) {
+    add(std::string("ScatterElements ") + name + " duplicates", [red] {
+      Tensor upd = random_tensor({2, 3}, 155);
+      upd.data<float>()[4] = 0.f;  // a zero factor (mul's gradient stays exact)
+      return make_op("ScatterElements", graph::ScatterElementsAttrs{1, red},
+                     {{"data", random_tensor({2, 4}, 154), kIn},
+                      {"i", int_tensor({2, 3}, {1, 3, 1, 0, -1, 3}), kIn},
+                      {"u", upd, kIn}});
+    });
+  }
+  add("Scatter", [] {
+    return make_op("Scatter", graph::ScatterElementsAttrs{0, R::kNone},
+                   {{"data", random_tensor({3, 2}, 156), kIn},
+                    {"i", int_tensor({2, 2}, {2, 0, 2, 1}), kIn},
+                    {"u", random_tensor({2, 2}, 157), kIn}});
+  });
   add("InstanceNormalization", [] {
     return make_op("InstanceNormalization", graph::InstanceNormAttrs{1e-5f},
                    {{"x", random_tensor({2, 3, 4, 5}, 127, -1.f, 1.f), kIn},

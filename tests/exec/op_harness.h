@@ -105,6 +105,12 @@ inline Tensor int_tensor(std::vector<int64_t> shape, std::vector<int64_t> const&
   return t;
 }
 
+inline Tensor int32_tensor(std::vector<int64_t> shape, std::vector<int32_t> const& v) {
+  Tensor t(std::move(shape), DType::kInt32);
+  for (std::size_t i = 0; i < v.size(); ++i) t.data<int32_t>()[i] = v[i];
+  return t;
+}
+
 inline std::vector<Tensor> run_forward(Backend& be, OneOp const& o, bool training = true, uint64_t seed = 7,
                                        Saved* saved = nullptr) {
   OpCall call{o.the_op(), o.graph, training, seed};

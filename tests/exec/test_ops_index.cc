@@ -167,11 +167,6 @@ TEST(IndexOps, TriluGradients) {
 }
 
 // ---- GatherElements, ScatterElements ----
-Tensor int32_tensor(std::vector<int64_t> shape, std::vector<int32_t> const& v) {
-  Tensor t(std::move(shape), DType::kInt32);
-  for (std::size_t i = 0; i < v.size(); ++i) t.data<int32_t>()[i] = v[i];
-  return t;
-}
 
 TEST(IndexOps, GatherElementsOnnxExamples) {
   expect_values(forward1(make_op("GatherElements", graph::GatherElementsAttrs{1},
