@@ -1,12 +1,13 @@
-// CPU kernels: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss as graph ops. Scores are
-// seen as [N, C, D] (D: the product of the trailing dims), targets as [N, D]. Each target position
-// weighs weight[target] (1 without weights, 0 where the target is the ignore_index); "mean"
-// divides the weighted sum by the sum of those weights. The gradient flows to the scores only.
+// CPU kernels: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss as graph ops; the
+// per-position math is kernels/hd/loss.h's (the CUDA backend runs the same). The gradient flows to
+// the scores only.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "exec/cpu/cpu_ops.h"
+#include "kernels/hd/loss.h"
+#include "kernels/hd/reduce.h"
 
 namespace gp::exec::cpu {
 namespace {
@@ -30,45 +31,37 @@ struct Picked {
   double total_w = 0;  // sum of the weights (the divisor of "mean")
 };
 
+kernels::hd::LossParams params_of(graph::LossAttrs const& a, Layout const& l) {
+  return {l.n, l.c, l.d, a.has_ignore_index, a.ignore_index};
+}
+
 Result<Picked> pick(OpCall const& call, graph::LossAttrs const& a, Tensor const& target, Tensor const& weight,
-                    int64_t classes) {
+                    Layout const& l) {
+  kernels::hd::LossParams const hp = params_of(a, l);
   Picked p;
   int64_t const m = target.numel();
   p.cls.resize(static_cast<std::size_t>(m));
   p.w.resize(static_cast<std::size_t>(m));
+  float const* wp = weight.defined() ? weight.data<float>() : nullptr;
   for (int64_t i = 0; i < m; ++i) {
     int64_t const t = target.dtype() == DType::kInt32 ? target.data<int32_t>()[i] : target.data<int64_t>()[i];
-    if (a.has_ignore_index && t == a.ignore_index) {
-      p.cls[i] = -1;
-      p.w[i] = 0.f;
-      continue;
-    }
-    if (t < 0 || t >= classes)
+    if (!kernels::hd::loss_pick(hp, t, wp, p.cls[i], p.w[i]))
       return op_error(call, "target " + std::to_string(t) + " at position " + std::to_string(i) + " is outside [0, " +
-                                std::to_string(classes) + ")" +
+                                std::to_string(l.c) + ")" +
                                 (a.has_ignore_index ? " and is not the ignore_index " + std::to_string(a.ignore_index)
                                                     : std::string(" (set ignore_index to skip such targets)")));
-    p.cls[i] = t;
-    p.w[i] = weight.defined() ? weight.data<float>()[t] : 1.f;
     p.total_w += p.w[i];
   }
   return p;
 }
 
-// log_softmax over the class axis of x viewed as [N, C, D].
+// log_softmax over the class axis of x viewed as [N, C, D] (hd::log_softmax_line per (n, d)).
 Tensor log_softmax(Tensor const& x, Layout const& l) {
   Tensor y(x.shape());
-  float const* xp = x.data<float>();
-  float* yp = y.data<float>();
   for (int64_t n = 0; n < l.n; ++n)
     for (int64_t d = 0; d < l.d; ++d) {
       int64_t const base = n * l.c * l.d + d;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t c = 0; c < l.c; ++c) mx = std::max(mx, xp[base + c * l.d]);
-      double s = 0;
-      for (int64_t c = 0; c < l.c; ++c) s += std::exp(static_cast<double>(xp[base + c * l.d] - mx));
-      float const lse = mx + static_cast<float>(std::log(s));
-      for (int64_t c = 0; c < l.c; ++c) yp[base + c * l.d] = xp[base + c * l.d] - lse;
+      kernels::hd::log_softmax_line(x.data<float>() + base, l.c, l.d, y.data<float>() + base);
     }
   return y;
 }
@@ -108,15 +101,15 @@ Status loss_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
     return op_error(call, "targets have shape " + target.shape_string() + ", scores " + x.shape_string());
   if (weight.defined() && weight.numel() != l.c)
     return op_error(call, "weights have shape " + weight.shape_string() + ", expected [" + std::to_string(l.c) + "]");
-  ASSIGN_OR_RETURN(Picked const p, pick(call, a, target, weight, l.c));
+  ASSIGN_OR_RETURN(Picked const p, pick(call, a, target, weight, l));
   Tensor const logp = is_sce(call.op) ? log_softmax(x, l) : Tensor();
   float const* src = is_sce(call.op) ? logp.data<float>() : x.data<float>();
 
   Tensor loss(a.reduction == graph::LossReduction::kNone ? target.shape() : std::vector<int64_t>{});
   double sum = 0;
+  kernels::hd::LossParams const hp = params_of(a, l);
   for (int64_t i = 0; i < target.numel(); ++i) {
-    int64_t const n = i / l.d, d = i % l.d;
-    float const li = p.cls[i] < 0 ? 0.f : -p.w[i] * src[(n * l.c + p.cls[i]) * l.d + d];
+    float const li = kernels::hd::loss_value(hp, src, i, p.cls[i], p.w[i]);
     if (a.reduction == graph::LossReduction::kNone) loss.data<float>()[i] = li;
     sum += li;
   }
@@ -142,30 +135,20 @@ Status loss_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
   Tensor const& weight = saved.tensors.at(2);
   std::vector<int64_t> const shape = sce ? logp.shape() : shape_of(logp);
   Layout const l = layout_of(shape);
-  ASSIGN_OR_RETURN(Picked const p, pick(call, a, target, weight, l.c));
+  ASSIGN_OR_RETURN(Picked const p, pick(call, a, target, weight, l));
   Tensor dx = Tensor::zeros(shape);
   float* dxp = dx.data<float>();
   bool const loss_grad = !gout.empty() && gout[0].defined();
   Tensor const logp_grad = sce && gout.size() > 1 ? gout[1] : Tensor();
+  kernels::hd::LossParams const hp = params_of(a, l);
   for (int64_t i = 0; i < target.numel(); ++i) {
-    int64_t const n = i / l.d, d = i % l.d, base = n * l.c * l.d + d;
     float const coef = loss_grad && p.cls[i] >= 0 ? p.w[i] * position_grad(a, gout[0], p, i) : 0.f;
     if (!sce) {
-      if (coef != 0.f) dxp[base + p.cls[i] * l.d] = -coef;
+      if (coef != 0.f) dxp[kernels::hd::loss_at(hp, i, p.cls[i])] = -coef;
       continue;
     }
-    // loss = -w log p[t]: d/dx_c = w (p_c - [c = t]); log p_c: d/dx_k = [k = c] - p_k.
-    float const* lp = logp.data<float>();
-    double gsum = 0;
-    if (logp_grad.defined())
-      for (int64_t c = 0; c < l.c; ++c) gsum += logp_grad.data<float>()[base + c * l.d];
-    for (int64_t c = 0; c < l.c; ++c) {
-      int64_t const k = base + c * l.d;
-      float const prob = std::exp(lp[k]);
-      float v = coef * (prob - (c == p.cls[i] ? 1.f : 0.f));
-      if (logp_grad.defined()) v += logp_grad.data<float>()[k] - prob * static_cast<float>(gsum);
-      dxp[k] = v;
-    }
+    kernels::hd::sce_position_backward(hp, logp.data<float>(), logp_grad.defined() ? logp_grad.data<float>() : nullptr,
+                                       i, p.cls[i], coef, dxp);
   }
   return emit_grad(call, grads, 0, dx, accumulate);
 }

@@ -26,6 +26,7 @@ std::vector<KernelEntry> reduce_kernels();
 std::vector<KernelEntry> view_kernels();
 std::vector<KernelEntry> move_kernels();
 std::vector<KernelEntry> index_kernels();
+std::vector<KernelEntry> loss_kernels();
 std::vector<KernelEntry> pool_kernels();
 std::vector<KernelEntry> linalg_kernels();  // cuBLASLt
 std::vector<KernelEntry> conv_kernels();    // cuDNN

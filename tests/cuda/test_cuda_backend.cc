@@ -510,6 +510,39 @@ std::vector<Case> cases() {
                     {"i", int_tensor({2, 2}, {2, 0, 2, 1}), kIn},
                     {"u", random_tensor({2, 2}, 157), kIn}});
   });
+  // The loss ops: [N, C] and [N, C, d1, d2] scores, every reduction, class weights, an
+  // ignore_index, and SCE's log-probability output (its gradient flows too).
+  using LR = graph::LossReduction;
+  struct LossCase {
+    char const* type;
+    std::vector<int64_t> shape;
+    LR reduction;
+    bool weighted, ignore;
+    int outputs;
+  };
+  for (LossCase const& lc : {LossCase{"NegativeLogLikelihoodLoss", {4, 5}, LR::kMean, true, true, 1},
+                             LossCase{"NegativeLogLikelihoodLoss", {2, 3, 4, 2}, LR::kNone, false, false, 1},
+                             LossCase{"SoftmaxCrossEntropyLoss", {4, 5}, LR::kSum, true, false, 1},
+                             LossCase{"SoftmaxCrossEntropyLoss", {2, 3, 4, 2}, LR::kMean, false, true, 2},
+                             LossCase{"SoftmaxCrossEntropyLoss", {3, 4}, LR::kNone, true, true, 2}}) {
+    std::string const label = std::string(lc.type) + " " + std::to_string(lc.shape.size()) + "-D reduction " +
+                              std::to_string(static_cast<int>(lc.reduction)) + (lc.weighted ? " weighted" : "") +
+                              (lc.ignore ? " ignore_index" : "") + (lc.outputs > 1 ? " log_prob" : "");
+    add(label, [lc] {
+      std::vector<int64_t> tshape = {lc.shape[0]};
+      tshape.insert(tshape.end(), lc.shape.begin() + 2, lc.shape.end());
+      Tensor t(tshape, DType::kInt64);
+      for (int64_t i = 0; i < t.numel(); ++i)
+        t.data<int64_t>()[i] = lc.ignore && i % 3 == 1 ? 1 : (i * 7 + 3) % lc.shape[1];
+      std::vector<In> ins = {{"scores", random_tensor(lc.shape, 160, 0.1f, 2.f), kIn}, {"target", t, kIn}};
+      if (lc.weighted) {
+        Tensor w({lc.shape[1]});
+        for (int64_t k = 0; k < lc.shape[1]; ++k) w.data<float>()[k] = 0.5f + 0.25f * static_cast<float>(k);
+        ins.push_back({"weight", w, graph::TensorRole::kConstant});
+      }
+      return make_op(lc.type, graph::LossAttrs{lc.reduction, lc.ignore, 1}, ins, lc.outputs);
+    });
+  }
   add("InstanceNormalization", [] {
     return make_op("InstanceNormalization", graph::InstanceNormAttrs{1e-5f},
                    {{"x", random_tensor({2, 3, 4, 5}, 127, -1.f, 1.f), kIn},
