@@ -1,10 +1,14 @@
-// The CUDA backend's linalg family: Gemm and MatMul through cuBLASLt (plans from gemm_mapping.h);
+// The CUDA backend's linalg family: Gemm and MatMul through cuBLASLt (plans from gemm_mapping.h),
+// Einsum as exec/einsum.h's plan on our strided-copy and reduction kernels and those GEMMs;
 // weight gradients accumulate in place (beta = 1). Same inputs, outputs and gradients as the
 // CPU's exec/cpu/linalg.cc.
 #include <algorithm>
 #include <cmath>
 
 #include "exec/cuda/cublaslt_gemm.h"
+#include "exec/einsum.h"
+#include "kernels/cuda/move.h"
+#include "kernels/hd/move.h"
 #include "exec/cuda/cudnn_graphs.h"
 #include "exec/cuda/gemm_mapping.h"
 #include "exec/cuda/ops_common.h"
@@ -106,6 +110,98 @@ Status matmul_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   return in_op(call, run_gemm_plan<float>(matmul_backward_plan(*s, want_a, want_b, accumulate), buf));
 }
 
+// ---- Einsum: exec/einsum.h's plan on our strided-copy and reduction kernels and cuBLASLt ----
+
+Result<Tensor> einsum_permute(Tensor const& x, std::vector<int64_t> const& x_strides,
+                              std::vector<int64_t> const& y_shape) {
+  hd::StridedParams p;
+  if (!hd::make_strided(y_shape, x_strides, hd::row_major_strides(y_shape), p))
+    return unsupported("Einsum: a permutation of more than " + std::to_string(hd::kMaxRank) + " dims");
+  ASSIGN_OR_RETURN(Tensor y, empty(y_shape));
+  ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
+  GP_CUDA_CHECK(kc::strided_copy(x.data<float>(), y.data<float>(), p, false, s));
+  return y;
+}
+
+// The label space splits into the dims `out` keeps (a nonzero out stride: distinct positions) and
+// those summed into them (stride 0): one thread per out element sums its contributions in order.
+Result<Tensor> einsum_strided_sum(Tensor const& src, std::vector<int64_t> const& src_strides,
+                                  std::vector<int64_t> const& out_strides, std::vector<int64_t> const& space,
+                                  std::vector<int64_t> const& out_shape) {
+  std::vector<int64_t> kept, kept_src, kept_out, summed, summed_src;
+  for (std::size_t i = 0; i < space.size(); ++i) {
+    if (out_strides[i] != 0) {
+      kept.push_back(space[i]), kept_src.push_back(src_strides[i]), kept_out.push_back(out_strides[i]);
+    } else {
+      summed.push_back(space[i]), summed_src.push_back(src_strides[i]);
+    }
+  }
+  ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
+  std::string const too_many = "Einsum: a reduction over more than " + std::to_string(hd::kMaxRank) + " dims";
+  if (summed.empty()) {  // distinct positions (a diagonal written or read): zeros, then a copy
+    ASSIGN_OR_RETURN(Tensor out, zeros(out_shape));
+    hd::StridedParams p;
+    if (!hd::make_strided(kept, kept_src, kept_out, p)) return unsupported(too_many);
+    GP_CUDA_CHECK(kc::strided_copy(src.data<float>(), out.data<float>(), p, false, s));
+    return out;
+  }
+  hd::ReduceParams p;
+  if (!hd::make_strided(kept, kept_src, kept_out, p.out) ||
+      !hd::make_strided(summed, summed_src, std::vector<int64_t>(summed.size(), 0), p.reduced))
+    return unsupported(too_many);
+  p.reduced_count = hd::numel_of(summed);
+  int64_t const targets = hd::numel_of(kept);
+  ASSIGN_OR_RETURN(Tensor out, empty(out_shape));
+  if (targets != out.numel()) return internal_error("Einsum: the kept labels do not cover the output");
+  GP_CUDA_CHECK(kc::reduce_to(src.data<float>(), out.data<float>(), p, targets, false, s));
+  return out;
+}
+
+Result<Tensor> einsum_batched_gemm(Tensor const& a, Tensor const& b, int64_t nb, int64_t nm, int64_t nk, int64_t nn) {
+  if (nk == 0 || nb * nm * nn == 0) return zeros({nb, nm, nn});
+  ASSIGN_OR_RETURN(MatMulShapes const s, matmul_shapes({nb, nm, nk}, {nb, nk, nn}));
+  ASSIGN_OR_RETURN(Tensor c, empty({nb, nm, nn}));
+  RETURN_IF_ERROR(run_gemm_plan<float>(matmul_forward_plan(s), forward_buffers(a.raw(), b.raw(), nullptr, c.raw())));
+  return c;
+}
+
+EinsumPrimitives const& cuda_einsum_primitives() {
+  static EinsumPrimitives const ops{einsum_permute, einsum_strided_sum, einsum_batched_gemm};
+  return ops;
+}
+
+Status einsum_forward_op(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  graph::ops::EinsumSpec spec;
+  std::vector<int64_t> size;
+  RETURN_IF_ERROR(einsum_setup(call, in, spec, size));
+  Result<Tensor> y = einsum_forward(in, spec, size, cuda_einsum_primitives());
+  RETURN_IF_ERROR(in_op(call, y.status()));
+  out.assign(call.op.outputs.size(), Tensor());
+  if (y->raw() == in[0].raw()) {  // the identity equation: a copy, never the input itself
+    ASSIGN_OR_RETURN(out[0], copy_of(*y));
+  } else {
+    out[0] = *y;
+  }
+  if (saved) saved->tensors = in;
+  return Status::ok();
+}
+
+Status einsum_backward_op(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                          std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (gout.empty() || !gout[0].defined()) return Status::ok();
+  std::vector<Tensor> const& in = saved.tensors;
+  graph::ops::EinsumSpec spec;
+  std::vector<int64_t> size;
+  RETURN_IF_ERROR(einsum_setup(call, in, spec, size));
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (!wants(wanted, i)) continue;
+    Result<Tensor> g = einsum_gradient(in, i, gout[0], spec, size, cuda_einsum_primitives());
+    RETURN_IF_ERROR(in_op(call, g.status()));
+    RETURN_IF_ERROR(emit_grad(call, grads, i, *g, accumulate));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 std::vector<KernelEntry> linalg_kernels() {
@@ -115,6 +211,8 @@ std::vector<KernelEntry> linalg_kernels() {
                {gemm_forward, gemm_backward, gemm_backward, require_attrs<graph::GemmAttrs>},
                2});
   t.push_back({OpKind::kMatMul, DType::kFloat32, {matmul_forward, matmul_backward, matmul_backward, no_check}, 2});
+  t.push_back(
+      {OpKind::kEinsum, DType::kFloat32, {einsum_forward_op, einsum_backward_op, einsum_backward_op, einsum_check}, 1});
   return t;
 }
 

@@ -41,19 +41,17 @@ Result<Picked> pick(OpCall const& call, hd::LossParams const& p, Tensor const& t
   auto* bad = static_cast<unsigned long long*>(flag.raw());
   float const* wp = weight.defined() ? weight.data<float>() : nullptr;
   if (target.dtype() == DType::kInt32) {
-    GP_CUDA_CHECK(
-        kc::loss_pick(p, target.data<int32_t>(), wp, r.cls.data<int64_t>(), r.w.data<float>(), bad, s));
+    GP_CUDA_CHECK(kc::loss_pick(p, target.data<int32_t>(), wp, r.cls.data<int64_t>(), r.w.data<float>(), bad, s));
   } else {
-    GP_CUDA_CHECK(
-        kc::loss_pick(p, target.data<int64_t>(), wp, r.cls.data<int64_t>(), r.w.data<float>(), bad, s));
+    GP_CUDA_CHECK(kc::loss_pick(p, target.data<int64_t>(), wp, r.cls.data<int64_t>(), r.w.data<float>(), bad, s));
   }
   if (check) {
     auto const& a = *attrs_of<graph::LossAttrs>(call.op);
-    RETURN_IF_ERROR(check_index_flag(
-        call, target, flag, 1,
-        "[0, " + std::to_string(p.c) + ")" +
-            (a.has_ignore_index ? " and is not the ignore_index " + std::to_string(a.ignore_index)
-                                : std::string(" (set ignore_index to skip such targets)"))));
+    RETURN_IF_ERROR(
+        check_index_flag(call, target, flag, 1,
+                         "[0, " + std::to_string(p.c) + ")" +
+                             (a.has_ignore_index ? " and is not the ignore_index " + std::to_string(a.ignore_index)
+                                                 : std::string(" (set ignore_index to skip such targets)"))));
   }
   return r;
 }

@@ -543,6 +543,27 @@ std::vector<Case> cases() {
       return make_op(lc.type, graph::LossAttrs{lc.reduction, lc.ignore, 1}, ins, lc.outputs);
     });
   }
+  // Einsum (exec/einsum.h's plan): batched products, attention scores, a transpose, a diagonal,
+  // a full sum, a contraction that also sums a label away, a mixture-of-experts dispatch.
+  struct EinsumCase {
+    char const* equation;
+    std::vector<std::vector<int64_t>> shapes;
+  };
+  uint32_t es = 170;
+  for (EinsumCase const& ec :
+       {EinsumCase{"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}}, EinsumCase{"bhqd,bhkd->bhqk", {{2, 2, 3, 4}, {2, 2, 5, 4}}},
+        EinsumCase{"ij->ji", {{3, 4}}}, EinsumCase{"ii->i", {{4, 4}}}, EinsumCase{"ij->", {{3, 4}}},
+        EinsumCase{"bij,bjk->bk", {{2, 3, 4}, {2, 4, 5}}}, EinsumCase{"sec,sm->ecm", {{6, 2, 3}, {6, 4}}}}) {
+    uint32_t const seed = es;
+    es += 2;
+    add(std::string("Einsum ") + ec.equation, [ec, seed] {
+      std::vector<In> ins;
+      for (std::size_t i = 0; i < ec.shapes.size(); ++i)
+        ins.push_back(
+            {std::string(1, static_cast<char>('a' + i)), random_tensor(ec.shapes[i], seed + i), i == 0 ? kIn : kW});
+      return make_op("Einsum", graph::EinsumAttrs{ec.equation}, ins);
+    });
+  }
   add("InstanceNormalization", [] {
     return make_op("InstanceNormalization", graph::InstanceNormAttrs{1e-5f},
                    {{"x", random_tensor({2, 3, 4, 5}, 127, -1.f, 1.f), kIn},
