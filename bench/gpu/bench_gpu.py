@@ -12,8 +12,10 @@ fixed synthetic batch:
   default math, which uses TF32 in convolutions).
 
 Both sides copy the batch from host memory every step by default (torch: a pinned tensor copied with
-non_blocking=True, as a DataLoader with pin_memory=True gives it; graphpipe: its data path);
-`--torch-batch device` keeps torch's batch on the GPU (how the tables of 2026-11-27 were measured).
+non_blocking=True, as a DataLoader with pin_memory=True gives it; graphpipe: its data path, which
+makes each batch ahead on a thread in pinned memory and copies it on the compute stream);
+`--torch-batch device` keeps torch's batch on the GPU (how the first tables of 2026-11-27 were
+measured).
 
 Samples/s are measured over the timed steps after the warm-up steps: for torch with CUDA events
 around the timed loop, for graphpipe from the arrival times of its per-step log lines (each line is
@@ -228,7 +230,7 @@ def main():
     print(f"bench_gpu: {device_name}, torch {torch.__version__}, graphpipe {args.graphpipe}; "
           f"SGD(lr 1e-3, momentum 0.9), one fixed synthetic batch, warm-up {args.warmup}, timed {args.steps} steps; "
           f"torch's batch {'copied from pinned host memory every step' if args.torch_batch == 'host' else 'on the GPU'}"
-          f", graphpipe's copied from host memory every step", flush=True)
+          f", graphpipe's made ahead in pinned host memory and copied every step", flush=True)
     print("fp32: no TF32 (torch: allow_tf32 off; graphpipe: tf32: false, NVIDIA_TF32_OVERRIDE=0); tf32: TF32 in "
           "matrix products and convolutions (torch: allow_tf32 on; graphpipe: tf32: true)", flush=True)
     print(f"{'model':<10} {'batch':>5} {'math':<5} {'torch s/s':>10} {'graphpipe s/s':>14} {'ratio':>6} "
