@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "exec/cpu/cpu_ops.h"
+#include "exec/index_positions.h"
 #include "exec/separable_maps.h"
 #include "graph/ops/index.h"
 #include "kernels/hd/index.h"
@@ -214,28 +215,8 @@ Status trilu_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
 // coordinates with the one along `axis` replaced by the index (negative: from the end).
 Result<std::vector<int64_t>> element_positions(OpCall const& call, std::vector<int64_t> const& data_shape,
                                                Tensor const& indices, int64_t axis) {
-  std::vector<int64_t> const& ishape = indices.shape();
-  std::size_t const r = data_shape.size();
-  if (ishape.size() != r || axis < 0 || axis >= static_cast<int64_t>(r))
-    return op_error(call, "indices " + indices.shape_string() + " do not fit data " + dims_string(data_shape) +
-                              " along axis " + std::to_string(axis));
-  if (r > static_cast<std::size_t>(kernels::hd::kMaxRank))
-    return unsupported(call.op.type + " '" + call.op.name + "': rank " + std::to_string(r) + " (at most " +
-                       std::to_string(kernels::hd::kMaxRank) + ")");
   // The per-element math is kernels/hd/index.h's, which the CUDA kernels run too.
-  kernels::hd::ElementIndex p;
-  p.rank = static_cast<int>(r);
-  int64_t stride = 1;
-  for (std::size_t d = r; d-- > 0;) {
-    if (static_cast<int64_t>(d) != axis && ishape[d] > data_shape[d])
-      return op_error(call, "indices " + indices.shape_string() + " exceed data " + dims_string(data_shape) +
-                                " along axis " + std::to_string(d));
-    p.ishape[d] = ishape[d];
-    p.walk[d] = static_cast<int64_t>(d) == axis ? 0 : stride;
-    if (static_cast<int64_t>(d) == axis) p.axis_stride = stride;
-    stride *= data_shape[d];
-  }
-  p.dim = data_shape[static_cast<std::size_t>(axis)];
+  ASSIGN_OR_RETURN(kernels::hd::ElementIndex const p, element_index(call, data_shape, indices.shape(), axis));
   int64_t const n = indices.numel();
   std::vector<int64_t> pos(static_cast<std::size_t>(n));
   bool const i64 = indices.dtype() == DType::kInt64;
@@ -257,24 +238,15 @@ struct NdSlices {
 };
 
 template <typename I>
-Result<NdSlices> nd_slices_of(OpCall const& call, std::vector<int64_t> const& data_shape, I const* idx, int64_t k,
-                              int64_t tuples) {
-  kernels::hd::NdIndex p;  // the per-tuple math is kernels/hd/index.h's, which the CUDA kernels run too
-  p.k = static_cast<int>(k);
-  for (std::size_t d = static_cast<std::size_t>(k); d < data_shape.size(); ++d) p.slice *= data_shape[d];
-  int64_t stride = p.slice;
-  for (int64_t d = k; d-- > 0;) {
-    p.dims[d] = data_shape[static_cast<std::size_t>(d)];
-    p.strides[d] = stride;
-    stride *= data_shape[static_cast<std::size_t>(d)];
-  }
+Result<NdSlices> nd_slices_of(OpCall const& call, std::vector<int64_t> const& data_shape, I const* idx,
+                              kernels::hd::NdIndex const& p, int64_t tuples) {
   NdSlices r;
   r.slice = p.slice;
   r.offsets.resize(static_cast<std::size_t>(tuples));
   for (int64_t t = 0; t < tuples; ++t) {
     if (kernels::hd::nd_offset(p, idx, t, r.offsets[static_cast<std::size_t>(t)])) continue;
-    for (int64_t d = 0; d < k; ++d) {
-      int64_t const v = idx[t * k + d];
+    for (int64_t d = 0; d < p.k; ++d) {
+      int64_t const v = idx[t * p.k + d];
       if (v < -data_shape[d] || v >= data_shape[d])
         return op_error(call, "index " + std::to_string(v) + " is out of range for axis " + std::to_string(d) +
                                   " of size " + std::to_string(data_shape[d]));
@@ -283,23 +255,12 @@ Result<NdSlices> nd_slices_of(OpCall const& call, std::vector<int64_t> const& da
   return r;
 }
 
+// The per-tuple math is kernels/hd/index.h's, which the CUDA kernels run too.
 Result<NdSlices> nd_slices(OpCall const& call, std::vector<int64_t> const& data_shape, Tensor const& indices) {
-  RETURN_IF_ERROR(graph::ops::gather_nd_output_shape(data_shape, indices.shape()).status());
-  int64_t const k = indices.shape().back();
-  if (k > kernels::hd::kMaxRank)
-    return unsupported(call.op.type + " '" + call.op.name + "': index tuples of " + std::to_string(k) + " (at most " +
-                       std::to_string(kernels::hd::kMaxRank) + ")");
-  int64_t const tuples = k == 0 ? 0 : indices.numel() / k;
-  if (indices.dtype() == DType::kInt64) return nd_slices_of(call, data_shape, indices.data<int64_t>(), k, tuples);
-  return nd_slices_of(call, data_shape, indices.data<int32_t>(), k, tuples);
-}
-
-Status gather_nd_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<graph::GatherNDAttrs>(op, graph));
-  DType const d = graph.tensor(op.inputs.at(1)).dtype;
-  if (d != DType::kInt64 && d != DType::kInt32)
-    return unsupported("indices have dtype " + std::string(graph::dtype_name(d)) + " (int64 or int32 only)");
-  return Status::ok();
+  ASSIGN_OR_RETURN(kernels::hd::NdIndex const p, nd_index(call, data_shape, indices.shape()));
+  int64_t const tuples = indices.numel() / p.k;
+  if (indices.dtype() == DType::kInt64) return nd_slices_of(call, data_shape, indices.data<int64_t>(), p, tuples);
+  return nd_slices_of(call, data_shape, indices.data<int32_t>(), p, tuples);
 }
 
 // Any data dtype is copied (bytes); float32 data is differentiated.
@@ -333,33 +294,6 @@ Status gather_nd_backward(OpCall const& call, Saved const& saved, std::vector<Te
       for (int64_t e = 0; e < sl.slice; ++e) dst[sl.offsets[t] + e] += g[static_cast<int64_t>(t) * sl.slice + e];
   }
   return emit_grad(call, grads, 0, gx, accumulate);
-}
-
-Status element_check(graph::Op const& op, graph::OpGraph const& graph, std::vector<std::size_t> const& floats) {
-  for (std::size_t i : floats) {
-    DType const d = graph.tensor(op.inputs.at(i)).dtype;
-    if (d != DType::kFloat32)
-      return unsupported("input " + std::to_string(i) + " has dtype " + graph::dtype_name(d) + " (only float32)");
-  }
-  DType const d = graph.tensor(op.inputs.at(1)).dtype;
-  if (d != DType::kInt64 && d != DType::kInt32)
-    return unsupported("indices have dtype " + std::string(graph::dtype_name(d)) + " (int64 or int32 only)");
-  return Status::ok();
-}
-
-// Data of any dtype is gathered (HF RoBERTa's token_type_ids buffer by run-time position ids);
-// float32 data is differentiated.
-Status gather_elements_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<graph::GatherElementsAttrs>(op, graph));
-  return element_check(op, graph, {});
-}
-
-Status scatter_elements_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<graph::ScatterElementsAttrs>(op, graph));
-  auto const red = attrs_of<graph::ScatterElementsAttrs>(op)->reduction;
-  if (red == graph::ScatterReduction::kMax || red == graph::ScatterReduction::kMin)
-    return unsupported("reduction max/min (none, add and mul only)");
-  return element_check(op, graph, {0, 2});
 }
 
 Status gather_elements_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out,

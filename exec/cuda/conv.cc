@@ -72,23 +72,6 @@ Status conv_grads(OpCall const& call, Saved const& saved, Tensor const& dy, bool
   return Status::ok();
 }
 
-Status conv_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                     std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  if (!gout.at(0).defined()) return Status::ok();
-  return conv_grads(call, saved, gout[0], wants(wanted, 0), wants(wanted, 1), wants(wanted, 2), grads, accumulate,
-                    grads, accumulate);
-}
-
-Status conv_backward_both(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                          std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
-                          std::vector<Tensor>& weight_grads) {
-  grad_inputs.assign(call.op.inputs.size(), Tensor());
-  if (!gout.at(0).defined()) return Status::ok();
-  bool const want_w = weight_grads.size() > 1 && weight_grads[1].defined();
-  bool const want_b = weight_grads.size() > 2 && weight_grads[2].defined();
-  return conv_grads(call, saved, gout[0], wants(needs_grad, 0), want_w, want_b, grad_inputs, false, weight_grads, true);
-}
-
 // ---- ConvTranspose: the adjoint convolution's kernels (cudnn_graphs.h, conv_transpose_shape) ----
 
 Result<ConvShape> conv_transpose_shape_of(OpCall const& call, Tensor const& x, Tensor const& w) {
@@ -140,24 +123,6 @@ Status conv_transpose_grads(OpCall const& call, Saved const& saved, Tensor const
   return Status::ok();
 }
 
-Status conv_transpose_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                               std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  if (!gout.at(0).defined()) return Status::ok();
-  return conv_transpose_grads(call, saved, gout[0], wants(wanted, 0), wants(wanted, 1), wants(wanted, 2), grads,
-                              accumulate, grads, accumulate);
-}
-
-Status conv_transpose_backward_both(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                                    std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
-                                    std::vector<Tensor>& weight_grads) {
-  grad_inputs.assign(call.op.inputs.size(), Tensor());
-  if (!gout.at(0).defined()) return Status::ok();
-  bool const want_w = weight_grads.size() > 1 && weight_grads[1].defined();
-  bool const want_b = weight_grads.size() > 2 && weight_grads[2].defined();
-  return conv_transpose_grads(call, saved, gout[0], wants(needs_grad, 0), want_w, want_b, grad_inputs, false,
-                              weight_grads, true);
-}
-
 // What runs here, decided from the attributes and the weight's shape before any device is touched.
 Status conv_transpose_check(graph::Op const& op, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(require_attrs<graph::ConvTransposeAttrs>(op, graph));
@@ -177,18 +142,43 @@ Status conv_transpose_check(graph::Op const& op, graph::OpGraph const& graph) {
   return Status::ok();
 }
 
+// The kernel-table wrappers of a grads function (conv_grads, conv_transpose_grads): backward with
+// one accumulate flag for every gradient, and both parts at once (the weights' added, B's fresh).
+using ConvGrads = Status (*)(OpCall const&, Saved const&, Tensor const&, bool, bool, bool, std::vector<Tensor>&, bool,
+                             std::vector<Tensor>&, bool);
+
+template <ConvGrads Grads>
+Status backward_of(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                   std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!gout.at(0).defined()) return Status::ok();
+  return Grads(call, saved, gout[0], wants(wanted, 0), wants(wanted, 1), wants(wanted, 2), grads, accumulate, grads,
+               accumulate);
+}
+
+template <ConvGrads Grads>
+Status backward_both_of(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                        std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                        std::vector<Tensor>& weight_grads) {
+  grad_inputs.assign(call.op.inputs.size(), Tensor());
+  if (!gout.at(0).defined()) return Status::ok();
+  bool const want_w = weight_grads.size() > 1 && weight_grads[1].defined();
+  bool const want_b = weight_grads.size() > 2 && weight_grads[2].defined();
+  return Grads(call, saved, gout[0], wants(needs_grad, 0), want_w, want_b, grad_inputs, false, weight_grads, true);
+}
+
 }  // namespace
 
 std::vector<KernelEntry> conv_kernels() {
   std::vector<KernelEntry> t;
   t.push_back({OpKind::kConv,
                DType::kFloat32,
-               {conv_forward, conv_backward, conv_backward, graph::ops::conv_check, conv_backward_both},
+               {conv_forward, backward_of<conv_grads>, backward_of<conv_grads>, graph::ops::conv_check,
+                backward_both_of<conv_grads>},
                2});
   t.push_back({OpKind::kConvTranspose,
                DType::kFloat32,
-               {conv_transpose_forward, conv_transpose_backward, conv_transpose_backward, conv_transpose_check,
-                conv_transpose_backward_both},
+               {conv_transpose_forward, backward_of<conv_transpose_grads>, backward_of<conv_transpose_grads>,
+                conv_transpose_check, backward_both_of<conv_transpose_grads>},
                2});
   return t;
 }

@@ -11,6 +11,7 @@
 #include "exec/cuda/binary.h"
 #include "exec/cuda/cuda_ops.h"
 #include "exec/cuda/ops_common.h"
+#include "exec/index_positions.h"
 #include "exec/separable_maps.h"
 #include "graph/ops/index.h"
 #include "kernels/cuda/math.h"
@@ -169,31 +170,6 @@ Result<Tensor> device_indices(Tensor const& idx) {
   return idx.clone_to(*ctx->allocator);
 }
 
-Result<kernels::hd::ElementIndex> element_index(OpCall const& call, std::vector<int64_t> const& data_shape,
-                                                std::vector<int64_t> const& ishape, int64_t axis) {
-  std::size_t const r = data_shape.size();
-  if (ishape.size() != r || axis < 0 || axis >= static_cast<int64_t>(r))
-    return op_error(call, "indices " + dims_string(ishape) + " do not fit data " + dims_string(data_shape) +
-                              " along axis " + std::to_string(axis));
-  if (r > static_cast<std::size_t>(kernels::hd::kMaxRank))
-    return unsupported(call.op.type + " '" + call.op.name + "': rank " + std::to_string(r) +
-                       " (the CUDA kernels take " + std::to_string(kernels::hd::kMaxRank) + " dims)");
-  kernels::hd::ElementIndex p;
-  p.rank = static_cast<int>(r);
-  int64_t stride = 1;
-  for (std::size_t d = r; d-- > 0;) {
-    if (static_cast<int64_t>(d) != axis && ishape[d] > data_shape[d])
-      return op_error(call, "indices " + dims_string(ishape) + " exceed data " + dims_string(data_shape) +
-                                " along axis " + std::to_string(d));
-    p.ishape[d] = ishape[d];
-    p.walk[d] = static_cast<int64_t>(d) == axis ? 0 : stride;
-    if (static_cast<int64_t>(d) == axis) p.axis_stride = stride;
-    stride *= data_shape[d];
-  }
-  p.dim = data_shape[static_cast<std::size_t>(axis)];
-  return p;
-}
-
 // The position in data of every element of idx; with `check`, an out-of-range index is an error
 // (one host round trip: forward only, backward reuses what forward checked).
 Result<Tensor> element_positions(OpCall const& call, std::vector<int64_t> const& data_shape, Tensor const& idx,
@@ -219,20 +195,8 @@ Result<Tensor> element_positions(OpCall const& call, std::vector<int64_t> const&
 
 // GatherND (batch_dims 0): the position of every output element (tuples x slice).
 Result<Tensor> nd_positions(OpCall const& call, std::vector<int64_t> const& data_shape, Tensor const& idx, bool check) {
-  RETURN_IF_ERROR(graph::ops::gather_nd_output_shape(data_shape, idx.shape()).status());
-  int64_t const k = idx.shape().empty() ? 0 : idx.shape().back();
-  if (k < 1 || k > kernels::hd::kMaxRank)
-    return unsupported(call.op.type + " '" + call.op.name + "': index tuples of " + std::to_string(k) +
-                       " (the CUDA kernels take 1 to " + std::to_string(kernels::hd::kMaxRank) + ")");
-  kernels::hd::NdIndex p;
-  p.k = static_cast<int>(k);
-  for (std::size_t d = static_cast<std::size_t>(k); d < data_shape.size(); ++d) p.slice *= data_shape[d];
-  int64_t stride = p.slice;
-  for (int64_t d = k; d-- > 0;) {
-    p.dims[d] = data_shape[static_cast<std::size_t>(d)];
-    p.strides[d] = stride;
-    stride *= data_shape[static_cast<std::size_t>(d)];
-  }
+  ASSIGN_OR_RETURN(kernels::hd::NdIndex const p, nd_index(call, data_shape, idx.shape()));
+  int64_t const k = p.k;
   int64_t const tuples = idx.numel() / k;
   ASSIGN_OR_RETURN(Tensor pos, empty({tuples * p.slice}, DType::kInt64));
   Tensor flag;
@@ -399,34 +363,6 @@ Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::ve
   if (want_data) RETURN_IF_ERROR(emit_grad(call, grads, 0, gdata, accumulate));
   if (want_upd) RETURN_IF_ERROR(emit_grad(call, grads, 2, gupd, accumulate));
   return Status::ok();
-}
-
-// Indices int64 or int32; gathered data of the entry's dtype; scattered data and updates float32.
-Status indices_check(graph::Op const& op, graph::OpGraph const& graph) {
-  DType const d = graph.tensor(op.inputs.at(1)).dtype;
-  if (d != DType::kInt64 && d != DType::kInt32)
-    return unsupported("indices have dtype " + std::string(graph::dtype_name(d)) + " (int64 or int32 only)");
-  return Status::ok();
-}
-
-Status gather_elements_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<graph::GatherElementsAttrs>(op, graph));
-  return indices_check(op, graph);
-}
-
-Status gather_nd_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<graph::GatherNDAttrs>(op, graph));
-  return indices_check(op, graph);
-}
-
-Status scatter_elements_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<graph::ScatterElementsAttrs>(op, graph));
-  auto const red = attrs_of<graph::ScatterElementsAttrs>(op)->reduction;
-  if (red == graph::ScatterReduction::kMax || red == graph::ScatterReduction::kMin)
-    return unsupported("reduction max/min (none, add and mul only)");
-  if (DType const u = graph.tensor(op.inputs.at(2)).dtype; u != DType::kFloat32)
-    return unsupported("updates have dtype " + std::string(graph::dtype_name(u)) + " (only float32)");
-  return indices_check(op, graph);
 }
 
 }  // namespace
