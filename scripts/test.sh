@@ -39,9 +39,10 @@ case "$sanitize" in
   thread)
     build_dir=build-tsan
     scripts/build.sh --sanitize=thread --target runtime_tests sanitizer_canaries
-    # The in-process pipeline runtime (workers, communicator, routing, faults) and the thread-safety
-    # tests of what workers share (oneDNN, the allocator): all of runtime_tests.
-    ctest_args+=(-R "^(Runtime|InProcessCommunicator|Routing|CpuBackend\.Concurrent|Tensor\.AllocatorIsThreadSafe|SanitizerCanary)")
+    # The in-process pipeline runtime (workers, communicator, routing, faults), the thread-safety
+    # tests of what workers share (oneDNN, the allocator) and the trainer's prefetching data
+    # source (a worker thread): all of runtime_tests.
+    ctest_args+=(-R "^(Runtime|InProcessCommunicator|Routing|CpuBackend\.Concurrent|Tensor\.AllocatorIsThreadSafe|Prefetch|SanitizerCanary)")
     ;;
   *)
     build_dir=build-asan
