@@ -45,8 +45,8 @@ Result<kernels::hd::ElementIndex> element_index(OpCall const& call, std::vector<
                                                 std::vector<int64_t> const& ishape, int64_t axis) {
   std::size_t const r = data_shape.size();
   if (ishape.size() != r || axis < 0 || axis >= static_cast<int64_t>(r))
-    return op_error(call, "indices " + dims_string(ishape) + " do not fit data " +
-                              dims_string(data_shape) + " along axis " + std::to_string(axis));
+    return op_error(call, "indices " + dims_string(ishape) + " do not fit data " + dims_string(data_shape) +
+                              " along axis " + std::to_string(axis));
   if (r > static_cast<std::size_t>(kernels::hd::kMaxRank))
     return unsupported(call.op.type + " '" + call.op.name + "': rank " + std::to_string(r) + " (at most " +
                        std::to_string(kernels::hd::kMaxRank) + ")");
@@ -55,8 +55,8 @@ Result<kernels::hd::ElementIndex> element_index(OpCall const& call, std::vector<
   int64_t stride = 1;
   for (std::size_t d = r; d-- > 0;) {
     if (static_cast<int64_t>(d) != axis && ishape[d] > data_shape[d])
-      return op_error(call, "indices " + dims_string(ishape) + " exceed data " +
-                                dims_string(data_shape) + " along axis " + std::to_string(d));
+      return op_error(call, "indices " + dims_string(ishape) + " exceed data " + dims_string(data_shape) +
+                                " along axis " + std::to_string(d));
     p.ishape[d] = ishape[d];
     p.walk[d] = static_cast<int64_t>(d) == axis ? 0 : stride;
     if (static_cast<int64_t>(d) == axis) p.axis_stride = stride;

@@ -65,7 +65,7 @@ Status executor_times(graph::OpGraph const& graph, Backend& backend, int64_t n, 
         inputs[t] = backend.zeros(shape, info.dtype);
       }
     }
-    Tensor output_grad;  // made once, outside the timed region (see below)
+    Tensor output_grad;                                     // made once, outside the timed region (see below)
     for (int r = 0; r <= options.calibrate_repeats; ++r) {  // r == 0 warms up
       TensorMap outputs, input_grads;
       auto const t0 = Clock::now();

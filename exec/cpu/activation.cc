@@ -11,6 +11,7 @@
 #include "exec/cpu/cpu_broadcast.h"
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
+#include "exec/op_shared.h"
 #include "kernels/activation.h"
 #include "kernels/move.h"
 
@@ -266,26 +267,8 @@ Status prelu_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
 
 // ---- Min, Max, Sum, Mean over one or more inputs with numpy broadcasting ----
 
-Status variadic_check(graph::Op const& op, graph::OpGraph const& graph) {
-  for (std::size_t k = 0; k < op.inputs.size(); ++k) {
-    if (!has_input(op, k)) return unsupported(op.type + " '" + op.name + "' has an empty input " + std::to_string(k));
-    DType const d = graph.tensor(op.inputs[k]).dtype;
-    if (d != DType::kFloat32)
-      return unsupported(op.type + " '" + op.name + "' has a " + graph::dtype_name(d) + " input " + std::to_string(k) +
-                         " (float32 only)");
-  }
-  return Status::ok();
-}
-
 Status variadic_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  std::vector<int64_t> shape = in[0].shape();
-  for (std::size_t k = 1; k < in.size(); ++k) {
-    std::vector<int64_t> next;
-    if (!kernels::broadcast_shapes(shape, in[k].shape(), next))
-      return op_error(call, "input " + std::to_string(k) + " " + in[k].shape_string() +
-                                " does not broadcast with the inputs before it");
-    shape = std::move(next);
-  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> const shape, variadic_shape(call, in));
   OpKind const t = call.op.kind();
   std::vector<Tensor> keep;
   Tensor y;

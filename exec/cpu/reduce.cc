@@ -10,6 +10,7 @@
 
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
+#include "exec/op_shared.h"
 #include "graph/ops/reduce.h"
 #include "kernels/hd/reduce.h"
 #include "kernels/move.h"
@@ -22,18 +23,6 @@ using graph::ops::ReduceShape;
 
 // The per-row math is kernels/hd/reduce.h's, which the CUDA kernels run too.
 using kernels::hd::Reduction;
-
-Result<Reduction> reduction_of(OpCall const& call) {
-  static std::pair<OpKind, Reduction> const kinds[] = {
-      {OpKind::kReduceSum, Reduction::kSum},       {OpKind::kReduceMean, Reduction::kMean},
-      {OpKind::kReduceMax, Reduction::kMax},       {OpKind::kReduceMin, Reduction::kMin},
-      {OpKind::kReduceProd, Reduction::kProd},     {OpKind::kReduceL1, Reduction::kL1},
-      {OpKind::kReduceL2, Reduction::kL2},         {OpKind::kReduceSumSquare, Reduction::kSumSquare},
-      {OpKind::kReduceLogSum, Reduction::kLogSum}, {OpKind::kReduceLogSumExp, Reduction::kLogSumExp}};
-  for (auto const& [type, r] : kinds)
-    if (call.op.kind() == type) return r;
-  return op_error(call, "is not a reduction this backend knows");
-}
 
 // The shape and strides of the input's dims in the order `perm`.
 struct Permuted {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "exec/cuda/ops_common.h"
+#include "exec/op_shared.h"
 #include "kernels/cuda/math.h"
 #include "kernels/cuda/move.h"
 #include "kernels/hd/move.h"
@@ -126,17 +127,6 @@ Status reduce_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
 }
 
 // ---- ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp ----
-
-Result<hd::Reduction> reduction_of(OpCall const& call) {
-  static std::pair<OpKind, hd::Reduction> const kinds[] = {
-      {OpKind::kReduceMax, hd::Reduction::kMax},       {OpKind::kReduceMin, hd::Reduction::kMin},
-      {OpKind::kReduceProd, hd::Reduction::kProd},     {OpKind::kReduceL1, hd::Reduction::kL1},
-      {OpKind::kReduceL2, hd::Reduction::kL2},         {OpKind::kReduceSumSquare, hd::Reduction::kSumSquare},
-      {OpKind::kReduceLogSum, hd::Reduction::kLogSum}, {OpKind::kReduceLogSumExp, hd::Reduction::kLogSumExp}};
-  for (auto const& [kind, r] : kinds)
-    if (call.op.kind() == kind) return r;
-  return op_error(call, "is not a reduction this backend runs on our row kernels");
-}
 
 // A copy between the input's layout and [rows, cols] (the kept axes, then the reduced ones: the
 // CPU's as_rows/from_rows); `to_rows` picks the direction. Views where the order is the identity.
