@@ -24,7 +24,10 @@ graphpipe / torch with the same math (> 1: graphpipe faster).
 
     bench/gpu/bench_gpu.py [--graphpipe PATH] [--models resnet18,resnet50,gpt] [--batch N]
                            [--warmup N] [--steps N] [--device cuda|cpu] [--tiny] [--math fp32,tf32]
-                           [--torch-batch host|device] [--out DIR]
+                           [--torch-batch host|device] [--predict] [--out DIR]
+
+`--predict` also profiles each model (`graphpipe profile --backend ...`) and prints what
+`graphpipe partition --devices 1` predicts from that profile next to the measured samples/s.
 
 `--device cpu --tiny` runs the same comparison on the CPU with small shapes (a smoke test of the
 script on a machine without a GPU; the numbers mean nothing for the GPU).
@@ -189,6 +192,30 @@ def graphpipe_run(exe, onnx_path, batch, backend, tf32, warmup, steps, workdir, 
     return steps * batch / (stamps[warmup + steps] - stamps[warmup]), first
 
 
+PREDICTION_LINE = re.compile(r"^prediction: .* ([0-9.]+) samples/s")
+
+
+def graphpipe_predict(exe, onnx_path, name, batch, backend, tf32, workdir, log):
+    """The cost model's samples/s for one device: `graphpipe profile` then `partition --devices 1`."""
+    prof = os.path.join(workdir, f"{name}.{'tf32' if tf32 else 'fp32'}.profile.json")
+    env = dict(os.environ)
+    if not tf32:
+        env["NVIDIA_TF32_OVERRIDE"] = "0"
+    for cmd in ([exe, "profile", onnx_path, "--backend", backend, "--batch-sizes", str(batch), "--repeats", "3",
+                 "-o", prof] + (["--tf32"] if tf32 else []),
+                [exe, "partition", onnx_path, "--devices", "1", "--batch", str(batch), "-b", str(batch), "--cost",
+                 prof]):
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        log.write("$ " + " ".join(cmd) + "\n" + r.stdout)
+        if r.returncode != 0:
+            tail = next((ln for ln in reversed(r.stdout.splitlines()) if ln.strip()), "no output")
+            raise RuntimeError(f"graphpipe {cmd[1]} exited {r.returncode}: {tail}")
+    m = next((PREDICTION_LINE.match(ln) for ln in r.stdout.splitlines() if PREDICTION_LINE.match(ln)), None)
+    if not m:
+        raise RuntimeError("graphpipe partition printed no prediction line")
+    return float(m.group(1))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     here = os.path.dirname(os.path.abspath(__file__))
@@ -206,6 +233,9 @@ def main():
     p.add_argument("--torch-batch", choices=["host", "device"], default="host",
                    help="host: torch copies its batch from pinned host memory every step, as graphpipe copies "
                         "its own (default); device: the batch stays on the GPU (the tables of 2026-11-27)")
+    p.add_argument("--predict", action="store_true",
+                   help="also profile each model with graphpipe and print the cost model's prediction for one "
+                        "device next to the measured samples/s (issue 23's cost-model check)")
     p.add_argument("--out", default="", help="keep the exported models and logs here (default: a temporary folder)")
     args = p.parse_args()
     warnings.filterwarnings("ignore")  # the exporter's notes on BatchNorm's step counters
@@ -234,7 +264,8 @@ def main():
     print("fp32: no TF32 (torch: allow_tf32 off; graphpipe: tf32: false, NVIDIA_TF32_OVERRIDE=0); tf32: TF32 in "
           "matrix products and convolutions (torch: allow_tf32 on; graphpipe: tf32: true)", flush=True)
     print(f"{'model':<10} {'batch':>5} {'math':<5} {'torch s/s':>10} {'graphpipe s/s':>14} {'ratio':>6} "
-          f"{'gp first step':>14}", flush=True)
+          f"{'gp first step':>14}" + (f" {'predicted s/s':>14} {'pred/meas':>9}" if args.predict else ""),
+          flush=True)
     failed = False
     with open(log_path, "w") as log:
         for name in names:
@@ -262,7 +293,16 @@ def main():
                     gs, first, failed = float("nan"), float("nan"), True
                     print(f"  graphpipe {name} {math}: {e}", flush=True)
                 ratio = gs / ts if ts == ts and gs == gs and ts > 0 else float("nan")
-                print(f"{name:<10} {batch:>5} {math:<5} {ts:>10.1f} {gs:>14.1f} {ratio:>6.2f} {first:>13.1f}s",
+                extra = ""
+                if args.predict:
+                    try:
+                        ps = graphpipe_predict(args.graphpipe, onnx_path, name, batch, args.device, tf32, workdir,
+                                               log)
+                    except Exception as e:  # noqa: BLE001
+                        ps, failed = float("nan"), True
+                        print(f"  graphpipe prediction {name} {math}: {e}", flush=True)
+                    extra = f" {ps:>14.1f} {ps / gs if gs == gs and gs > 0 else float('nan'):>9.2f}"
+                print(f"{name:<10} {batch:>5} {math:<5} {ts:>10.1f} {gs:>14.1f} {ratio:>6.2f} {first:>13.1f}s{extra}",
                       flush=True)
                 model = model.cpu()
                 if args.device == "cuda":
