@@ -293,25 +293,38 @@ Status arg_reduce_forward(OpCall const& call, std::vector<Tensor> const& in, std
   return Status::ok();
 }
 
-// noop_with_empty_axes=1 without axes (ReduceAttrs::noop) is the identity; the CUDA kernels reduce.
-Status reduce_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<graph::ReduceAttrs>(op, graph));
-  if (attrs_of<graph::ReduceAttrs>(op)->noop)
-    return unsupported("noop_with_empty_axes=1 without axes is not implemented on CUDA yet (run with --backend cpu)");
+// noop_with_empty_axes=1 without axes (ReduceAttrs::noop): the identity, as on the CPU (the
+// output is the input, a view; the gradient passes through); every other Reduce* runs `Fwd`/`Bwd`.
+template <ForwardFn Fwd>
+Status or_identity_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  if (!attrs_of<graph::ReduceAttrs>(call.op)->noop) return Fwd(call, in, out, saved);
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = in[0];
+  if (saved) saved->tensors = {shape_tensor(in[0].shape())};
   return Status::ok();
+}
+
+template <BackwardFn Bwd>
+Status or_identity_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                            std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!attrs_of<graph::ReduceAttrs>(call.op)->noop) return Bwd(call, saved, gout, wanted, grads, accumulate);
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  return emit_grad(call, grads, 0, gout[0].reshaped(shape_of(saved.tensors.at(0))), accumulate);
 }
 
 }  // namespace
 
 std::vector<KernelEntry> reduce_kernels() {
   constexpr DType f32 = DType::kFloat32;
-  OpKernels const reduce{reduce_forward<float>, reduce_backward<float>, reduce_backward<float>, reduce_check};
+  OpKernels const reduce{or_identity_forward<reduce_forward<float>>, or_identity_backward<reduce_backward<float>>,
+                         or_identity_backward<reduce_backward<float>>, require_attrs<graph::ReduceAttrs>};
   std::vector<KernelEntry> t;
   t.push_back(
       {OpKind::kSoftmax, f32, {softmax_forward<float>, softmax_backward<float>, softmax_backward<float>, no_check}, 1});
   t.push_back({OpKind::kReduceMean, f32, reduce, 1});
   t.push_back({OpKind::kReduceSum, f32, reduce, 1});
-  OpKernels const rows{rows_reduce_forward, rows_reduce_backward, rows_reduce_backward, reduce_check};
+  OpKernels const rows{or_identity_forward<rows_reduce_forward>, or_identity_backward<rows_reduce_backward>,
+                       or_identity_backward<rows_reduce_backward>, require_attrs<graph::ReduceAttrs>};
   for (OpKind k : {OpKind::kReduceMax, OpKind::kReduceMin, OpKind::kReduceProd, OpKind::kReduceL1, OpKind::kReduceL2,
                    OpKind::kReduceSumSquare, OpKind::kReduceLogSum, OpKind::kReduceLogSumExp})
     t.push_back({k, f32, rows, 1});

@@ -408,6 +408,11 @@ std::vector<Case> cases() {
       return make_op(op, graph::ReduceAttrs{{0, -1}, false}, {{"x", x, kIn}});
     });
   }
+  // noop_with_empty_axes=1 without axes: the identity (a view of x; the gradient passes through).
+  for (char const* op : {"ReduceSum", "ReduceMax"})
+    add(std::string(op) + " noop_with_empty_axes", [op] {
+      return make_op(op, graph::ReduceAttrs{{}, true, true}, {{"x", random_tensor({2, 3}, 99, -1.f, 1.f), kIn}});
+    });
   // Trilu: upper with a positive k and lower with a negative one (float, gradients masked alike),
   // and a causal mask of bools.
   add("Trilu upper k=1", [] {
