@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/hd/move.h"
+
 namespace gp::exec {
 namespace {
 
@@ -88,6 +90,25 @@ Result<Tensor> contract(Tensor const& a, Labels const& la, Tensor const& b, Labe
 }
 
 }  // namespace
+
+bool einsum_sum_plan(std::vector<int64_t> const& src_strides, std::vector<int64_t> const& out_strides,
+                     std::vector<int64_t> const& space, EinsumSumPlan& plan) {
+  std::vector<int64_t> kept, kept_src, kept_out, summed, summed_src;
+  for (std::size_t i = 0; i < space.size(); ++i) {
+    if (out_strides[i] != 0) {
+      kept.push_back(space[i]), kept_src.push_back(src_strides[i]), kept_out.push_back(out_strides[i]);
+    } else {
+      summed.push_back(space[i]), summed_src.push_back(src_strides[i]);
+    }
+  }
+  plan = EinsumSumPlan{};
+  plan.targets = kernels::hd::numel_of(kept);
+  plan.copy_only = summed.empty();
+  if (plan.copy_only) return kernels::hd::make_strided(kept, kept_src, kept_out, plan.copy);
+  plan.reduce.reduced_count = kernels::hd::numel_of(summed);
+  return kernels::hd::make_strided(kept, kept_src, kept_out, plan.reduce.out) &&
+         kernels::hd::make_strided(summed, summed_src, std::vector<int64_t>(summed.size(), 0), plan.reduce.reduced);
+}
 
 Status einsum_check(graph::Op const& op, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(require_attrs<graph::EinsumAttrs>(op, graph));

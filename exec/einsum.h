@@ -13,6 +13,7 @@
 #include "exec/op_kernels.h"
 #include "exec/tensor.h"
 #include "graph/ops/einsum.h"
+#include "kernels/hd/index.h"
 
 namespace gp::exec {
 
@@ -38,6 +39,20 @@ Status einsum_check(graph::Op const& op, graph::OpGraph const& graph);
 // The op's equation parsed for these operands, and every label's size.
 Status einsum_setup(OpCall const& call, std::vector<Tensor> const& in, graph::ops::EinsumSpec& spec,
                     std::vector<int64_t>& size);
+
+// How a device runs EinsumPrimitives::strided_sum on kernels/hd/index.h's per-element functions:
+// the label space splits into the dims `out` keeps (a nonzero out stride: distinct positions) and
+// those summed into them. Nothing summed: zero `out`, then hd::strided_copy_at over `copy`;
+// else one hd::reduce_at per out element over `reduce` (`targets` of them, out's numel). False
+// when a side needs more than kMaxRank dims after merging.
+struct EinsumSumPlan {
+  bool copy_only = false;
+  kernels::hd::StridedParams copy;
+  kernels::hd::ReduceParams reduce;
+  int64_t targets = 0;
+};
+bool einsum_sum_plan(std::vector<int64_t> const& src_strides, std::vector<int64_t> const& out_strides,
+                     std::vector<int64_t> const& space, EinsumSumPlan& plan);
 
 // The output of the Einsum `spec` (label sizes `size`) over one or two operands.
 Result<Tensor> einsum_forward(std::vector<Tensor> const& in, graph::ops::EinsumSpec const& spec,

@@ -123,37 +123,22 @@ Result<Tensor> einsum_permute(Tensor const& x, std::vector<int64_t> const& x_str
   return y;
 }
 
-// The label space splits into the dims `out` keeps (a nonzero out stride: distinct positions) and
-// those summed into them (stride 0): one thread per out element sums its contributions in order.
+// exec/einsum.h's EinsumSumPlan on our kernels: a copy into zeros, or one thread per out element.
 Result<Tensor> einsum_strided_sum(Tensor const& src, std::vector<int64_t> const& src_strides,
                                   std::vector<int64_t> const& out_strides, std::vector<int64_t> const& space,
                                   std::vector<int64_t> const& out_shape) {
-  std::vector<int64_t> kept, kept_src, kept_out, summed, summed_src;
-  for (std::size_t i = 0; i < space.size(); ++i) {
-    if (out_strides[i] != 0) {
-      kept.push_back(space[i]), kept_src.push_back(src_strides[i]), kept_out.push_back(out_strides[i]);
-    } else {
-      summed.push_back(space[i]), summed_src.push_back(src_strides[i]);
-    }
-  }
+  EinsumSumPlan plan;
+  if (!einsum_sum_plan(src_strides, out_strides, space, plan))
+    return unsupported("Einsum: a reduction over more than " + std::to_string(hd::kMaxRank) + " dims");
   ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
-  std::string const too_many = "Einsum: a reduction over more than " + std::to_string(hd::kMaxRank) + " dims";
-  if (summed.empty()) {  // distinct positions (a diagonal written or read): zeros, then a copy
+  if (plan.copy_only) {
     ASSIGN_OR_RETURN(Tensor out, zeros(out_shape));
-    hd::StridedParams p;
-    if (!hd::make_strided(kept, kept_src, kept_out, p)) return unsupported(too_many);
-    GP_CUDA_CHECK(kc::strided_copy(src.data<float>(), out.data<float>(), p, false, s));
+    GP_CUDA_CHECK(kc::strided_copy(src.data<float>(), out.data<float>(), plan.copy, false, s));
     return out;
   }
-  hd::ReduceParams p;
-  if (!hd::make_strided(kept, kept_src, kept_out, p.out) ||
-      !hd::make_strided(summed, summed_src, std::vector<int64_t>(summed.size(), 0), p.reduced))
-    return unsupported(too_many);
-  p.reduced_count = hd::numel_of(summed);
-  int64_t const targets = hd::numel_of(kept);
   ASSIGN_OR_RETURN(Tensor out, empty(out_shape));
-  if (targets != out.numel()) return internal_error("Einsum: the kept labels do not cover the output");
-  GP_CUDA_CHECK(kc::reduce_to(src.data<float>(), out.data<float>(), p, targets, false, s));
+  if (plan.targets != out.numel()) return internal_error("Einsum: the kept labels do not cover the output");
+  GP_CUDA_CHECK(kc::reduce_to(src.data<float>(), out.data<float>(), plan.reduce, plan.targets, false, s));
   return out;
 }
 

@@ -7,6 +7,8 @@
 #include <numeric>
 #include <optional>
 
+#include "exec/einsum.h"
+#include "graph/ops/einsum.h"
 #include "graph/ops/move.h"
 #include "graph/ops/pool.h"
 #include "kernels/hd/move.h"
@@ -345,6 +347,93 @@ TEST(HdMove, PoolWindowRejectsWhatTheCpuBackendRejects) {
   Result<graph::ops::PoolWindow> const w = window({1, 2, 3, 3}, {5, 5}, {1, 1, 1, 1});
   ASSERT_TRUE(w.is_ok()) << w.status().message();
   EXPECT_EQ(w->out_shape, (std::vector<int64_t>{1, 2, 1, 1}));
+}
+
+// Einsum as the CUDA backend runs it (exec/einsum.h's plan; its strided sums through
+// EinsumSumPlan on hd::strided_copy_at / hd::reduce_at, as kernels/cuda/move.cu runs them; a plain
+// GEMM) against the CPU backend: the output and every operand's gradient.
+TEST(HdMove, EinsumOnTheDevicePlanMatchesTheCpuBackend) {
+  EinsumPrimitives const device_like{
+      [](Tensor const& x, std::vector<int64_t> const& x_strides,
+         std::vector<int64_t> const& y_shape) -> Result<Tensor> {
+        hd::StridedParams p;
+        if (!hd::make_strided(y_shape, x_strides, hd::row_major_strides(y_shape), p))
+          return unsupported("too many dims");
+        Tensor y(y_shape);
+        for (int64_t e = 0; e < y.numel(); ++e) hd::strided_copy_at(x.data<float>(), y.data<float>(), p, e, false);
+        return y;
+      },
+      [](Tensor const& src, std::vector<int64_t> const& src_strides, std::vector<int64_t> const& out_strides,
+         std::vector<int64_t> const& space, std::vector<int64_t> const& out_shape) -> Result<Tensor> {
+        EinsumSumPlan plan;
+        if (!einsum_sum_plan(src_strides, out_strides, space, plan)) return unsupported("too many dims");
+        Tensor out = Tensor::zeros(out_shape);  // a copy writes only the kept positions (a diagonal)
+        if (!plan.copy_only && plan.targets != out.numel())
+          return internal_error("the kept labels do not cover the output");
+        for (int64_t i = 0; i < plan.targets; ++i) {
+          if (plan.copy_only)
+            hd::strided_copy_at(src.data<float>(), out.data<float>(), plan.copy, i, false);
+          else
+            hd::reduce_at(src.data<float>(), out.data<float>(), plan.reduce, i, false);
+        }
+        return out;
+      },
+      [](Tensor const& a, Tensor const& b, int64_t nb, int64_t nm, int64_t nk, int64_t nn) -> Result<Tensor> {
+        Tensor c = Tensor::zeros({nb, nm, nn});
+        for (int64_t q = 0; q < nb; ++q)
+          for (int64_t i = 0; i < nm; ++i)
+            for (int64_t j = 0; j < nn; ++j) {
+              double acc = 0;
+              for (int64_t k = 0; k < nk; ++k)
+                acc += static_cast<double>(a.data<float>()[(q * nm + i) * nk + k]) *
+                       b.data<float>()[(q * nk + k) * nn + j];
+              c.data<float>()[(q * nm + i) * nn + j] = static_cast<float>(acc);
+            }
+        return c;
+      }};
+  struct Case {
+    char const* eq;
+    std::vector<std::vector<int64_t>> dims;
+  };
+  uint32_t seed = 40;
+  for (Case const& c : std::vector<Case>{{"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}},
+                                         {"bhqd,bhkd->bhqk", {{2, 2, 3, 4}, {2, 2, 5, 4}}},
+                                         {"ij->ji", {{3, 4}}},
+                                         {"ij->i", {{3, 4}}},
+                                         {"ii->i", {{4, 4}}},
+                                         {"ii", {{4, 4}}},
+                                         {"i,j->ij", {{3}, {4}}},
+                                         {"...ii->...i", {{3, 4, 4}}},
+                                         {"bij,bjk->bk", {{2, 3, 4}, {2, 4, 5}}},
+                                         {"ijk,jl->lk", {{2, 3, 4}, {3, 5}}},
+                                         {"iij,j->i", {{3, 3, 2}, {2}}},
+                                         {"sec,sm->ecm", {{6, 2, 3}, {6, 4}}}}) {
+    SCOPED_TRACE(c.eq);
+    std::vector<In> ins;
+    std::vector<int64_t> ranks;
+    for (std::size_t k = 0; k < c.dims.size(); ++k) {
+      ins.push_back({"x" + std::to_string(k), random_tensor(c.dims[k], seed++, 0.2f, 1.f), kIn});
+      ranks.push_back(static_cast<int64_t>(c.dims[k].size()));
+    }
+    OneOp o = make_op("Einsum", graph::EinsumAttrs{c.eq}, ins);
+    CpuBackend cpu_be;
+    std::vector<Tensor> const want_y = run_forward(cpu_be, o);
+    Tensor const dy = random_tensor(want_y.at(0).shape(), seed++, 0.1f, 1.f);
+    CpuRun const cpu = cpu_run(o, {dy}, std::vector<bool>(o.inputs.size(), true));
+    auto spec = graph::ops::parse_einsum(c.eq, ranks);
+    ASSERT_TRUE(spec.is_ok()) << spec.status().message();
+    auto size = graph::ops::einsum_label_sizes(*spec, c.dims);
+    ASSERT_TRUE(size.is_ok()) << size.status().message();
+    auto y = einsum_forward(o.inputs, *spec, *size, device_like);
+    ASSERT_TRUE(y.is_ok()) << y.status().message();
+    EXPECT_MATCH(values(*y), values(cpu.out[0]), 1e-5);
+    for (std::size_t i = 0; i < o.inputs.size(); ++i) {
+      SCOPED_TRACE("operand " + std::to_string(i));
+      auto g = einsum_gradient(o.inputs, i, dy, *spec, *size, device_like);
+      ASSERT_TRUE(g.is_ok()) << g.status().message();
+      EXPECT_MATCH(values(*g), values(cpu.grads.at(i)), 1e-5);
+    }
+  }
 }
 
 }  // namespace
