@@ -25,15 +25,9 @@ std::vector<int64_t> shape_for(Labels const& l, std::vector<int64_t> const& size
   return s;
 }
 
-std::vector<int64_t> contiguous(std::vector<int64_t> const& shape) {
-  std::vector<int64_t> st(shape.size(), 1);
-  for (std::size_t i = shape.size(); i-- > 1;) st[i - 1] = st[i] * shape[i];
-  return st;
-}
-
 // Strides over label space: for each label the sum of the strides of the dims that carry it.
 std::vector<int64_t> label_strides(Labels const& dims, std::vector<int64_t> const& shape, Labels const& space) {
-  std::vector<int64_t> const st = contiguous(shape);
+  std::vector<int64_t> const st = kernels::hd::row_major_strides(shape);
   std::vector<int64_t> out(space.size(), 0);
   for (std::size_t i = 0; i < dims.size(); ++i)
     out[static_cast<std::size_t>(std::find(space.begin(), space.end(), dims[i]) - space.begin())] += st[i];
