@@ -20,6 +20,11 @@ Result<kernels::hd::Reduction> reduction_of(OpCall const& call) {
   return op_error(call, "is not a reduction");
 }
 
+Result<graph::ops::AxisSplit> softmax_axis_split(OpCall const& call, std::vector<int64_t> const& shape) {
+  auto const* a = attrs_of<graph::SoftmaxAttrs>(call.op);
+  return graph::ops::axis_split(call.op, a ? a->axis : -1, shape);
+}
+
 Status variadic_check(graph::Op const& op, graph::OpGraph const& graph) {
   for (std::size_t k = 0; k < op.inputs.size(); ++k) {
     if (op.inputs[k] == graph::kNoTensor)

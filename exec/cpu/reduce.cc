@@ -120,11 +120,6 @@ Status sum_mean_backward(OpCall const& call, Saved const& saved, std::vector<Ten
   return reduce_backward(call, saved, gout, wanted, grads, accumulate);
 }
 
-Result<AxisSplit> softmax_split(OpCall const& call, std::vector<int64_t> const& shape) {
-  auto const* a = attrs_of<graph::SoftmaxAttrs>(call.op);
-  return graph::ops::axis_split(call.op, a ? a->axis : -1, shape);
-}
-
 // The lines of an [outer, dim, inner] view: f(offset of element 0 of the line) for each.
 template <typename F>
 void for_each_line(AxisSplit const& s, F&& f) {
@@ -135,7 +130,7 @@ void for_each_line(AxisSplit const& s, F&& f) {
 // y = x - max - log(sum(exp(x - max))) along the axis (kernels/hd/reduce.h); saved: y.
 Status log_softmax_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   Tensor const& x = in[0];
-  ASSIGN_OR_RETURN(AxisSplit const s, softmax_split(call, x.shape()));
+  ASSIGN_OR_RETURN(AxisSplit const s, softmax_axis_split(call, x.shape()));
   Tensor y(x.shape());
   for_each_line(
       s, [&](int64_t e) { kernels::hd::log_softmax_line(x.data<float>() + e, s.dim, s.inner, y.data<float>() + e); });
@@ -150,7 +145,7 @@ Status log_softmax_backward(OpCall const& call, Saved const& saved, std::vector<
                             std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
   Tensor const& y = saved.tensors.at(0);
-  ASSIGN_OR_RETURN(AxisSplit const s, softmax_split(call, y.shape()));
+  ASSIGN_OR_RETURN(AxisSplit const s, softmax_axis_split(call, y.shape()));
   Tensor dx(y.shape());
   for_each_line(s, [&](int64_t e) {
     kernels::hd::log_softmax_line_backward(y.data<float>() + e, gout[0].data<float>() + e, s.dim, s.inner,
@@ -181,7 +176,7 @@ void arg_extremum(Tensor const& x, AxisSplit const& s, bool max, bool last, int6
 // 1 at the first maximum along the axis, 0 elsewhere.
 Status hardmax_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   Tensor const& x = in[0];
-  ASSIGN_OR_RETURN(AxisSplit const s, softmax_split(call, x.shape()));
+  ASSIGN_OR_RETURN(AxisSplit const s, softmax_axis_split(call, x.shape()));
   Tensor y = Tensor::zeros(x.shape());
   if (s.dim > 0) {
     std::vector<int64_t> idx(static_cast<std::size_t>(s.outer * s.inner));

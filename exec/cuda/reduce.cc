@@ -198,15 +198,10 @@ Status rows_reduce_backward(OpCall const& call, Saved const& saved, std::vector<
 
 // ---- LogSoftmax, Hardmax, CumSum, ArgMax, ArgMin: along one axis ----
 
-Result<graph::ops::AxisSplit> softmax_axis(OpCall const& call, std::vector<int64_t> const& shape) {
-  auto const* a = attrs_of<graph::SoftmaxAttrs>(call.op);
-  return graph::ops::axis_split(call.op, a ? a->axis : -1, shape);
-}
-
 // y = x - max - log(sum(exp(x - max))); saved: y.
 Status log_softmax_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   Tensor const& x = in[0];
-  ASSIGN_OR_RETURN(graph::ops::AxisSplit const s, softmax_axis(call, x.shape()));
+  ASSIGN_OR_RETURN(graph::ops::AxisSplit const s, softmax_axis_split(call, x.shape()));
   ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), DType::kFloat32));
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   GP_CUDA_CHECK(kc::log_softmax(x.data<float>(), s.outer, s.dim, s.inner, y.data<float>(), stream));
@@ -220,7 +215,7 @@ Status log_softmax_backward(OpCall const& call, Saved const& saved, std::vector<
                             std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
   Tensor const& y = saved.tensors.at(0);
-  ASSIGN_OR_RETURN(graph::ops::AxisSplit const s, softmax_axis(call, y.shape()));
+  ASSIGN_OR_RETURN(graph::ops::AxisSplit const s, softmax_axis_split(call, y.shape()));
   ASSIGN_OR_RETURN(Tensor dx, empty(y.shape(), DType::kFloat32));
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   GP_CUDA_CHECK(kc::log_softmax_backward(y.data<float>(), gout[0].data<float>(), s.outer, s.dim, s.inner,
@@ -231,7 +226,7 @@ Status log_softmax_backward(OpCall const& call, Saved const& saved, std::vector<
 // 1 at the first maximum along the axis, 0 elsewhere; piecewise constant, so a zero gradient.
 Status hardmax_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   Tensor const& x = in[0];
-  ASSIGN_OR_RETURN(graph::ops::AxisSplit const s, softmax_axis(call, x.shape()));
+  ASSIGN_OR_RETURN(graph::ops::AxisSplit const s, softmax_axis_split(call, x.shape()));
   ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), DType::kFloat32));
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   GP_CUDA_CHECK(
