@@ -7,18 +7,20 @@
 #include "kernels/cuda/move.h"
 
 #include <cstdint>
-#include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/cuda/device_ops.h"
 #include "kernels/cuda/block.cuh"
+#include "kernels/cuda/sort.cuh"
 
 namespace gp::kernels::cuda {
 namespace {
 
+using detail::aligned;
 using detail::global_thread;
 using detail::grid_for;
 using detail::grid_threads;
 using detail::kBlock;
+using detail::sort_pairs;
 
 template <typename T>
 __global__ void strided_copy_kernel(T const* src, T* dst, hd::StridedParams const p, int64_t n, bool accumulate) {
@@ -99,22 +101,6 @@ __global__ void segment_sum_kernel(T const* grad_out, int64_t axis_dim, int64_t 
     hd::gather_backward_at(grad_out, axis_dim, inner, keys, positions, num_indices, grad_data, e);
 }
 
-std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-// Bits of the largest key, axis_dim (the out-of-range marker): the radix sort looks at no more.
-int key_bits(int64_t axis_dim) {
-  int bits = 1;
-  while ((int64_t{1} << bits) <= axis_dim) ++bits;
-  return bits;
-}
-
-cudaError_t sort_pairs(void* temp, std::size_t& temp_bytes, int32_t const* keys_in, int32_t* keys_out,
-                       int32_t const* values_in, int32_t* values_out, int64_t n, int64_t axis_dim,
-                       cudaStream_t stream) {
-  return cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, values_in, values_out,
-                                         static_cast<int>(n), 0, key_bits(axis_dim), stream);
-}
-
 }  // namespace
 
 template <typename T, typename I>
@@ -133,7 +119,8 @@ cudaError_t gather(T const* data, int64_t outer, int64_t axis_dim, int64_t inner
 cudaError_t gather_backward_workspace(int64_t num_indices, int64_t axis_dim, std::size_t* bytes) {
   std::size_t temp = 0;
   if (num_indices > 0) {
-    cudaError_t const e = sort_pairs(nullptr, temp, nullptr, nullptr, nullptr, nullptr, num_indices, axis_dim, nullptr);
+    cudaError_t const e =
+        sort_pairs<int32_t>(nullptr, temp, nullptr, nullptr, nullptr, nullptr, num_indices, axis_dim, nullptr);
     if (e != cudaSuccess) return e;
   }
   *bytes = 4 * aligned(static_cast<std::size_t>(num_indices) * sizeof(int32_t)) + temp;

@@ -1,20 +1,22 @@
 // The position-addressed index ops (launchers declared in kernels/cuda/move.h): positions from
 // indices (kernels/hd/index.h), gathers by position, and the stable sort by position that lets
 // each position's values be combined in ascending j, as the CPU's loops do.
-#include <cub/device/device_radix_sort.cuh>
 
 #include <cstdint>
 
 #include "kernels/cuda/block.cuh"
+#include "kernels/cuda/sort.cuh"
 #include "kernels/cuda/move.h"
 
 namespace gp::kernels::cuda {
 namespace {
 
+using detail::aligned;
 using detail::global_thread;
 using detail::grid_for;
 using detail::grid_threads;
 using detail::kBlock;
+using detail::sort_pairs;
 
 template <typename I>
 __global__ void element_positions_kernel(hd::ElementIndex const p, I const* indices, int64_t n, int64_t* pos,
@@ -103,20 +105,6 @@ __global__ void scatter_mul_backward_kernel(int64_t const* sorted, int32_t const
   }
 }
 
-std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-int key_bits(int64_t limit) {
-  int bits = 1;
-  while (bits < 63 && (int64_t{1} << bits) <= limit) ++bits;
-  return bits;
-}
-
-cudaError_t sort_pairs(void* temp, std::size_t& temp_bytes, int64_t const* keys_in, int64_t* keys_out,
-                       int32_t const* values_in, int32_t* values_out, int64_t n, int64_t limit, cudaStream_t stream) {
-  return cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, values_in, values_out,
-                                         static_cast<int>(n), 0, key_bits(limit), stream);
-}
-
 cudaError_t reset_flag(unsigned long long* first_bad, cudaStream_t stream) {
   return first_bad ? cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned long long), stream) : cudaSuccess;
 }
@@ -170,7 +158,7 @@ cudaError_t gather_positions(void const* x, int64_t const* pos, int64_t n, int w
 cudaError_t sort_positions_workspace(int64_t n, int64_t limit, std::size_t* bytes) {
   std::size_t temp = 0;
   if (n > 0) {
-    cudaError_t const e = sort_pairs(nullptr, temp, nullptr, nullptr, nullptr, nullptr, n, limit, nullptr);
+    cudaError_t const e = sort_pairs<int64_t>(nullptr, temp, nullptr, nullptr, nullptr, nullptr, n, limit, nullptr);
     if (e != cudaSuccess) return e;
   }
   *bytes = aligned(static_cast<std::size_t>(n) * sizeof(int32_t)) + temp;
