@@ -24,8 +24,8 @@ int key_bits(int64_t limit) {
 
 // Stable: values of equal keys keep their input order. `temp` null: only `temp_bytes` is set.
 template <typename Key>
-cudaError_t sort_pairs(void* temp, std::size_t& temp_bytes, Key const* keys_in, Key* keys_out,
-                       int32_t const* values_in, int32_t* values_out, int64_t n, int64_t limit, cudaStream_t stream) {
+cudaError_t sort_pairs(void* temp, std::size_t& temp_bytes, Key const* keys_in, Key* keys_out, int32_t const* values_in,
+                       int32_t* values_out, int64_t n, int64_t limit, cudaStream_t stream) {
   return cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, values_in, values_out,
                                          static_cast<int>(n), 0, key_bits<Key>(limit), stream);
 }
