@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "exec/session/registry.h"
 #include "graph/ops/registry.h"
+#include "graph/precision.h"
 
 namespace gp::cli {
 namespace {
@@ -48,7 +49,9 @@ Status run_ops(OpsOptions const& options) {
   }
   std::optional<std::vector<std::string>> const cuda = session::cuda_op_types();
   auto on_cuda = [&](std::string const& t) { return cuda && std::find(cuda->begin(), cuda->end(), t) != cuda->end(); };
-  std::printf("%-28s %-11s %s\n", "operator", "family", "runs (forward and backward)");
+  // The mixed-precision policy (graph/precision.h): "low" ops compute in bf16, "follow" ops keep a
+  // bf16 input bf16, "fp32" ops get float32 inputs.
+  std::printf("%-28s %-11s %-7s %s\n", "operator", "family", "bf16", "runs (forward and backward)");
   std::size_t cuda_count = 0;
   for (auto const& [type, def] : graph::ops::op_table()) {
     std::string runs = "folded at import time (static inputs only)";
@@ -61,7 +64,8 @@ Status run_ops(OpsOptions const& options) {
         runs += " (not on CUDA yet)";
       }
     }
-    std::printf("%-28s %-11s %s\n", type.c_str(), def.family.c_str(), runs.c_str());
+    char const* amp = def.infer != nullptr ? graph::amp_policy_name(graph::amp_rule(def.kind).policy) : "-";
+    std::printf("%-28s %-11s %-7s %s\n", type.c_str(), def.family.c_str(), amp, runs.c_str());
   }
   std::printf("%zu operator types", total);
   if (cuda)
@@ -69,7 +73,10 @@ Status run_ops(OpsOptions const& options) {
                 cuda_count);
   else
     std::printf("; this build has no CUDA backend");
-  std::printf("\n");
+  std::printf(
+      "\nbf16 (--precision bf16, automatic mixed precision): low = computes in bf16 with float32 accumulation; "
+      "follow = stays bf16 when its inputs are; fp32 = bf16 inputs are cast to float32 first (CPU; CUDA runs "
+      "float32 only)\n");
   return Status::ok();
 }
 

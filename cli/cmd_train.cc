@@ -93,6 +93,8 @@ Status run_train(TrainArgs const& args) {
   ASSIGN_OR_RETURN(exec::TrainConfig config, exec::load_train_config(args.config));
   if (args.steps >= 0) config.steps = args.steps;
   if (!args.export_onnx.empty()) config.export_path = args.export_onnx;
+  ASSIGN_OR_RETURN(std::optional<graph::Precision> const precision, precision_flag());
+  if (precision) config.precision = *precision;  // --precision overrides the config's 'precision
   session::TrainOptions options;
   options.devices = args.devices;
   options.launcher = args.launcher;

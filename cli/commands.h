@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,11 @@ using CommandList = std::vector<Command>;
 
 // The root's --max-memory ("16GiB"; empty: the machine's available memory), set by main().
 void set_max_memory_flag(std::string text);
-// ImportOptions for a model a command loads, its memory limit from --max-memory.
+// The root's --precision ("bf16"; empty: not given), set by main().
+void set_precision_flag(std::string text);
+Result<std::optional<graph::Precision>> precision_flag();
+// ImportOptions for a model a command loads: its memory limit from --max-memory, its precision
+// from --precision (fp32 when not given).
 Result<graph::ImportOptions> import_options();
 
 void add_inspect_command(CLI::App& root, CommandList& commands);

@@ -1,4 +1,6 @@
-// --max-memory: the one memory limit every command that loads a model applies to it.
+// --max-memory and --precision: the memory limit and the mixed precision every command that loads
+// a model applies to it.
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
@@ -13,9 +15,22 @@ std::string& max_memory_text() {
   return text;
 }
 
+std::string& precision_text() {
+  static std::string text;
+  return text;
+}
+
 }  // namespace
 
 void set_max_memory_flag(std::string text) { max_memory_text() = std::move(text); }
+void set_precision_flag(std::string text) { precision_text() = std::move(text); }
+
+Result<std::optional<graph::Precision>> precision_flag() {
+  if (precision_text().empty()) return std::optional<graph::Precision>{};
+  auto p = graph::parse_precision(precision_text());
+  if (!p.is_ok()) return invalid_argument("--precision: " + p.status().message());
+  return std::optional<graph::Precision>{*p};
+}
 
 Result<graph::ImportOptions> import_options() {
   graph::ImportOptions options;
@@ -27,6 +42,8 @@ Result<graph::ImportOptions> import_options() {
       return invalid_argument("--max-memory '" + max_memory_text() + "' is not a size (write e.g. 8GiB or 512MiB)");
     options.max_memory_bytes = *bytes;
   }
+  ASSIGN_OR_RETURN(std::optional<graph::Precision> const precision, precision_flag());
+  if (precision) options.precision = *precision;
   return options;
 }
 

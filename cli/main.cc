@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-memory", max_memory,
                  "Refuse models whose weights (and one sample's activations) need more memory than this, "
                  "e.g. 8GiB (default: the machine's available memory)");
+  std::string precision;
+  app.add_option("--precision", precision,
+                 "Mixed precision of every model a command loads: fp32 (default) or bf16 (float32 master weights, "
+                 "matmuls and convolutions in bf16); train also reads it from the config's 'precision'");
   app.fallthrough();  // root options may follow the subcommand
 
   gp::cli::CommandList commands;
@@ -54,6 +58,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   gp::cli::set_max_memory_flag(max_memory);
+  gp::cli::set_precision_flag(precision);
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
   spdlog::set_pattern("%v");
 

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "exec/host_cache.h"
+#include "kernels/bf16.h"
 #include "kernels/vector_ops.h"
 
 namespace gp::exec {
@@ -259,8 +260,12 @@ Allocator& Tensor::allocator() const {
 }
 
 void Tensor::fill(float value) {
-  assert(dtype_ == DType::kFloat32);
+  assert(dtype_ == DType::kFloat32 || dtype_ == DType::kBFloat16);
   assert(device().kind == DeviceKind::kCpu && "Tensor::fill is host-only: use Backend::fill");
+  if (dtype_ == DType::kBFloat16) {
+    std::fill_n(data<uint16_t>(), numel(), kernels::float_to_bf16(value));
+    return;
+  }
   kernels::fill(data<float>(), value, numel());
 }
 
@@ -270,6 +275,8 @@ std::vector<float> Tensor::to_vector() const {
   std::vector<float> out(static_cast<std::size_t>(numel()));
   if (dtype_ == DType::kFloat32) {
     if (!out.empty()) std::memcpy(out.data(), raw(), nbytes());
+  } else if (dtype_ == DType::kBFloat16) {
+    kernels::bf16_to_float(data<uint16_t>(), numel(), out.data());
   } else if (dtype_ == DType::kFloat64) {
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(data<double>()[i]);
   } else if (dtype_ == DType::kInt64) {

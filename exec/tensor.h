@@ -1,5 +1,5 @@
 // Tensors of the executor: dense, row-major, owning (shared) storage on one device.
-// float32 now; the dtype field leaves room for bf16/fp16.
+// Any dtype of graph::DType; the float kernels run float32 and (mixed precision) bfloat16.
 #pragma once
 
 #include <atomic>
@@ -118,7 +118,7 @@ class Tensor {
   Tensor reshaped(std::vector<int64_t> shape) const;
   Tensor clone() const;                     // deep copy on the same device
   Tensor clone_to(Allocator& alloc) const;  // deep copy into `alloc`'s memory (any device to any device)
-  void fill(float value);                   // float32, host memory only (devices: Backend::fill)
+  void fill(float value);                   // float32 or bfloat16, host memory only (devices: Backend::fill)
   std::vector<float> to_vector() const;     // → host floats (copies from a device)
   Allocator& allocator() const;             // the allocator that made the storage (defined() only)
   std::string shape_string() const;

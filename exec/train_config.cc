@@ -165,7 +165,7 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
   std::vector<std::string> const keys = {
       "model",  "loss",     "optimizer",     "lr",     "momentum", "weight_decay", "beta1",        "beta2",
       "eps",    "batch",    "micro_batches", "steps",  "data",     "seed",         "log_interval", "checkpoint",
-      "export", "pipeline", "trainable",     "frozen", "tf32"};
+      "export", "pipeline", "trainable",     "frozen", "tf32",     "precision"};
   RETURN_IF_ERROR(check_keys(root, keys, source));
 
   TrainConfig c;
@@ -211,6 +211,13 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
     if (root[key]) RETURN_IF_ERROR(read_scalar(root[key], key, source, *out));
   if (root["seed"]) RETURN_IF_ERROR(read_scalar(root["seed"], "seed", source, c.seed));
   if (root["tf32"]) RETURN_IF_ERROR(read_scalar(root["tf32"], "tf32", source, c.tf32));
+  if (root["precision"]) {
+    std::string text;
+    RETURN_IF_ERROR(read_scalar(root["precision"], "precision", source, text));
+    auto precision = graph::parse_precision(text);
+    if (!precision.is_ok()) return invalid_argument(source + ": " + precision.status().message());
+    c.precision = *precision;
+  }
   if (root["data"]) RETURN_IF_ERROR(parse_data(root["data"], source, base_dir, c.data));
   if (root["checkpoint"]) RETURN_IF_ERROR(parse_checkpoint(root["checkpoint"], source, base_dir, c.checkpoint));
   if (auto p = root["pipeline"]) {

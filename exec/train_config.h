@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "exec/train_kinds.h"
+#include "graph/precision.h"
 
 namespace gp::exec {
 
@@ -74,6 +75,10 @@ struct TrainConfig {
   // TF32 tensor cores for float32 matrix products on a GPU (`tf32: true`; PyTorch's
   // torch.backends.cuda.matmul.allow_tf32). Off by default, as in PyTorch; the CPU has no TF32.
   bool tf32 = false;
+  // Automatic mixed precision (`precision: fp32 | bf16`; graph/precision.h): float32 master
+  // weights and optimizer state, matmuls and convolutions in bf16. fp16 is refused (no loss
+  // scaling yet).
+  graph::Precision precision = graph::Precision::kFloat32;
 
   int64_t micro_batch_size() const { return batch / micro_batches; }
 };

@@ -482,7 +482,10 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
                         ", more than the memory limit of " + format_bytes(options.max_memory_bytes) +
                         " (--max-memory, by default the machine's available memory)");
   }
-  return graph;
+  if (options.precision == Precision::kFloat32) return graph;
+  auto rewritten = apply_precision(*graph, options.precision);
+  if (!rewritten.is_ok()) return rewritten.status().with_context(source);
+  return rewritten;
 }
 
 }  // namespace

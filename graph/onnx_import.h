@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "graph/op_graph.h"
+#include "graph/precision.h"
 #include "core/status.h"
 
 namespace gp::graph {
@@ -35,6 +36,9 @@ struct ImportOptions {
   // non-finite one, fails the import with the pattern's name.
   std::vector<std::string> trainable{};
   std::vector<std::string> frozen{};
+  // Automatic mixed precision (graph/precision.h): the graph after import is rewritten so matmuls and
+  // convolutions compute in bf16 with explicit Casts; fp32 leaves it as imported.
+  Precision precision = Precision::kFloat32;
 };
 
 // From a .onnx file. External data must lie inside the file's folder: absolute locations, "..",

@@ -109,10 +109,11 @@ struct EltwiseBwd {
   dnnl::eltwise_backward prim;
 };
 
-std::shared_ptr<EltwiseFwd const> eltwise_fwd(UnarySpec const& s, int64_t n) {
+std::shared_ptr<EltwiseFwd const> eltwise_fwd(UnarySpec const& s, int64_t n, DType dtype) {
   return dnnl_ctx::cached<EltwiseFwd>(
-      dnnl_ctx::key("eltwise_fwd", static_cast<int>(s.alg), bits(s.alpha), bits(s.beta), n), [&] {
-        dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, s.alg, dnnl_ctx::plain_md({n}), s.alpha,
+      dnnl_ctx::key("eltwise_fwd", static_cast<int>(s.alg), bits(s.alpha), bits(s.beta), n, static_cast<int>(dtype)),
+      [&] {
+        dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, s.alg, dnnl_ctx::plain_md({n}, dtype), s.alpha,
                                       s.beta);
         dnnl::eltwise_forward::primitive_desc pd(d, dnnl_ctx::engine());
         return EltwiseFwd{pd, dnnl::eltwise_forward(pd)};
@@ -124,13 +125,13 @@ std::shared_ptr<EltwiseFwd const> eltwise_fwd(UnarySpec const& s, int64_t n) {
 Status unary_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   Tensor const& x = in[0];
   UnarySpec const s = unary_spec(call);
-  Tensor y(x.shape());
+  Tensor y(x.shape(), x.dtype());
   int64_t const n = x.numel();
   if (n > 0) {
     if (s.alg == algorithm::undef) {
       kernels::pointwise_forward(s.loop, s.params, x.data<float>(), n, y.data<float>());
     } else {
-      auto e = eltwise_fwd(s, n);
+      auto e = eltwise_fwd(s, n, x.dtype());
       dnnl_ctx::run(e->prim, {{DNNL_ARG_SRC, dnnl_ctx::mem(e->pd.src_desc(), x.raw())},
                               {DNNL_ARG_DST, dnnl_ctx::mem(e->pd.dst_desc(), y.raw())}});
     }
@@ -147,19 +148,22 @@ Status unary_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
   Tensor const& kept = saved.tensors.at(0);
   UnarySpec const s = unary_spec(call);
   int64_t const n = kept.numel();
-  Tensor dx(kept.shape());
+  DType const dt = kept.dtype();
+  Tensor dx(kept.shape(), dt);
   if (n > 0) {
     if (s.alg == algorithm::undef) {
       kernels::pointwise_backward(s.loop, s.params, kept.data<float>(), gout[0].data<float>(), n, dx.data<float>());
     } else {
-      auto f = eltwise_fwd(s, n);
+      auto f = eltwise_fwd(s, n, dt);
       auto b = dnnl_ctx::cached<EltwiseBwd>(
-          dnnl_ctx::key("eltwise_bwd", static_cast<int>(s.alg), bits(s.alpha), bits(s.beta), n), [&] {
-            dnnl::eltwise_backward::desc d(s.alg, dnnl_ctx::plain_md({n}), dnnl_ctx::plain_md({n}), s.alpha, s.beta);
+          dnnl_ctx::key("eltwise_bwd", static_cast<int>(s.alg), bits(s.alpha), bits(s.beta), n, static_cast<int>(dt)),
+          [&] {
+            dnnl::eltwise_backward::desc d(s.alg, dnnl_ctx::plain_md({n}, dt), dnnl_ctx::plain_md({n}, dt), s.alpha,
+                                           s.beta);
             dnnl::eltwise_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
             return EltwiseBwd{pd, dnnl::eltwise_backward(pd)};
           });
-      dnnl::memory::desc const md = dnnl_ctx::plain_md({n});
+      dnnl::memory::desc const md = dnnl_ctx::plain_md({n}, dt);
       dnnl_ctx::run(b->prim, {{s.save_output ? DNNL_ARG_DST : DNNL_ARG_SRC, dnnl_ctx::mem(md, kept.raw())},
                               {DNNL_ARG_DIFF_DST, dnnl_ctx::mem(md, gout[0].raw())},
                               {DNNL_ARG_DIFF_SRC, dnnl_ctx::mem(md, dx.raw())}});

@@ -9,6 +9,7 @@
 #include "exec/cpu/cpu_broadcast.h"
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
+#include "kernels/bf16.h"
 #include "kernels/move.h"
 
 namespace gp::exec::cpu {
@@ -222,10 +223,72 @@ Status int_binary_forward(OpCall const& call, std::vector<Tensor> const& in, std
 
 }  // namespace
 
+namespace {
+
+// Add under mixed precision: two bfloat16 tensors (a residual connection after bfloat16
+// convolutions). Equal shapes add in one pass, each float32 sum rounded once, and the gradient
+// passes through unchanged; broadcasting runs the float32 kernel on widened copies.
+Status add_bf16_check(graph::Op const& op, graph::OpGraph const& graph) {
+  for (graph::TensorId t : op.inputs)
+    if (t == graph::kNoTensor || graph.tensor(t).dtype != DType::kBFloat16)
+      return unsupported(op.type + " '" + op.name +
+                         "' mixes bfloat16 with another dtype (mixed precision casts both "
+                         "inputs to one dtype first)");
+  return Status::ok();
+}
+
+Status add_bf16_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& a = in[0];
+  Tensor const& b = in[1];
+  if (a.shape() == b.shape()) {
+    Tensor y(a.shape(), DType::kBFloat16);
+    uint16_t const* ap = a.data<uint16_t>();
+    uint16_t const* bp = b.data<uint16_t>();
+    uint16_t* yp = y.data<uint16_t>();
+    for (int64_t i = 0, n = y.numel(); i < n; ++i)
+      yp[i] = kernels::float_to_bf16(kernels::bf16_to_float(ap[i]) + kernels::bf16_to_float(bp[i]));
+    out.assign(call.op.outputs.size(), Tensor());
+    out[0] = y;
+    if (saved) saved->tensors = {shape_tensor(a.shape()), shape_tensor(b.shape())};
+    return Status::ok();
+  }
+  RETURN_IF_ERROR(
+      binary_forward(call, {convert_float(a, DType::kFloat32), convert_float(b, DType::kFloat32)}, out, saved));
+  out[0] = convert_float(out[0], DType::kBFloat16);
+  return Status::ok();
+}
+
+Status add_bf16_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                         std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!gout.at(0).defined()) return Status::ok();
+  std::vector<Tensor> wide;
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (!wants(wanted, i)) continue;
+    if (shape_of(saved.tensors.at(i)) == gout[0].shape()) {
+      RETURN_IF_ERROR(emit_grad(call, grads, i, gout[0], accumulate));
+      continue;
+    }
+    if (wide.empty()) {
+      std::vector<bool> only(2, false);
+      for (std::size_t k = 0; k < 2; ++k)
+        only[k] = wants(wanted, k) && shape_of(saved.tensors.at(k)) != gout[0].shape();
+      RETURN_IF_ERROR(binary_backward(call, saved, {convert_float(gout[0], DType::kFloat32)}, only, wide, false));
+    }
+    RETURN_IF_ERROR(emit_grad(call, grads, i, convert_float(wide.at(i), DType::kBFloat16), accumulate));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 CpuKernelFamily binary_int_kernels() {
   CpuKernelEntry const e{{int_binary_forward, no_gradient, no_gradient, int_binary_check}, 2, false, 0, kIndexDTypes};
   CpuKernelFamily f;
   for (OpKind k : {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv}) f.emplace_back(k, e);
+  f.emplace_back(
+      OpKind::kAdd,
+      CpuKernelEntry{
+          {add_bf16_forward, add_bf16_backward, add_bf16_backward, add_bf16_check}, 2, false, 0, {DType::kBFloat16}});
   return f;
 }
 

@@ -11,6 +11,8 @@ namespace {
 struct ConvGeometry {
   std::vector<int64_t> src, weights, weights_grouped, bias, dst;
   dnnl_ctx::dims strides, dilates, pad_l, pad_r;
+  // Every operand's dtype: float32, or bfloat16 under mixed precision (oneDNN accumulates in float32).
+  DType dtype = DType::kFloat32;
   std::string key;
 };
 
@@ -51,13 +53,15 @@ Status conv_geometry(OpCall const& call, std::vector<int64_t> const& x, std::vec
     g.weights_grouped = {group, w[0] / group};
     g.weights_grouped.insert(g.weights_grouped.end(), w.begin() + 1, w.end());
   }
-  g.key = dnnl_ctx::key(dnnl_ctx::key_dims(x), dnnl_ctx::key_dims(w), group, dnnl_ctx::key_dims(g.strides),
-                        dnnl_ctx::key_dims(g.dilates), dnnl_ctx::key_dims(g.pad_l), dnnl_ctx::key_dims(g.pad_r));
+  g.dtype = call.graph.tensor(call.op.inputs[0]).dtype;
+  g.key = dnnl_ctx::key(static_cast<int>(g.dtype), dnnl_ctx::key_dims(x), dnnl_ctx::key_dims(w), group,
+                        dnnl_ctx::key_dims(g.strides), dnnl_ctx::key_dims(g.dilates), dnnl_ctx::key_dims(g.pad_l),
+                        dnnl_ctx::key_dims(g.pad_r));
   return Status::ok();
 }
 
-dnnl::memory::desc any_md(std::vector<int64_t> const& shape) {
-  return dnnl::memory::desc(dnnl_ctx::to_dims(shape), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+dnnl::memory::desc any_md(std::vector<int64_t> const& shape, DType dtype) {
+  return dnnl::memory::desc(dnnl_ctx::to_dims(shape), dnnl_ctx::dnnl_type(dtype), dnnl::memory::format_tag::any);
 }
 
 struct ConvFwd {
@@ -77,11 +81,12 @@ std::shared_ptr<ConvFwd const> conv_fwd_prim(ConvGeometry const& g, bool bias) {
   return dnnl_ctx::cached<ConvFwd>(dnnl_ctx::key("conv_fwd", g.key, bias), [&] {
     dnnl::convolution_forward::desc d =
         bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                               any_md(g.src), any_md(g.weights_grouped), dnnl_ctx::plain_md(g.bias),
-                                               any_md(g.dst), g.strides, g.dilates, g.pad_l, g.pad_r)
+                                               any_md(g.src, g.dtype), any_md(g.weights_grouped, g.dtype),
+                                               dnnl_ctx::plain_md(g.bias, g.dtype), any_md(g.dst, g.dtype), g.strides,
+                                               g.dilates, g.pad_l, g.pad_r)
              : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                               any_md(g.src), any_md(g.weights_grouped), any_md(g.dst), g.strides,
-                                               g.dilates, g.pad_l, g.pad_r);
+                                               any_md(g.src, g.dtype), any_md(g.weights_grouped, g.dtype),
+                                               any_md(g.dst, g.dtype), g.strides, g.dilates, g.pad_l, g.pad_r);
     dnnl::convolution_forward::primitive_desc pd(d, dnnl_ctx::engine());
     return ConvFwd{pd, dnnl::convolution_forward(pd)};
   });
@@ -97,17 +102,17 @@ Status conv_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
   ConvGeometry g;
   RETURN_IF_ERROR(conv_geometry(call, x.shape(), w.shape(), g));
   bool const bias = has_bias(call) && in.size() > 2 && in[2].defined();
-  Tensor y(g.dst);
+  Tensor y(g.dst, g.dtype);
   auto e = conv_fwd_prim(g, bias);
-  dnnl_ctx::InLayout const src = dnnl_ctx::to_layout(x.raw(), dnnl_ctx::plain_md(g.src), e->pd.src_desc());
+  dnnl_ctx::InLayout const src = dnnl_ctx::to_layout(x.raw(), dnnl_ctx::plain_md(g.src, g.dtype), e->pd.src_desc());
   dnnl_ctx::InLayout const wei =
-      dnnl_ctx::to_layout(w.raw(), dnnl_ctx::plain_md(g.weights_grouped), e->pd.weights_desc());
-  dnnl_ctx::InLayout const dst = dnnl_ctx::output_layout(y.raw(), dnnl_ctx::plain_md(g.dst), e->pd.dst_desc());
+      dnnl_ctx::to_layout(w.raw(), dnnl_ctx::plain_md(g.weights_grouped, g.dtype), e->pd.weights_desc());
+  dnnl_ctx::InLayout const dst = dnnl_ctx::output_layout(y.raw(), dnnl_ctx::plain_md(g.dst, g.dtype), e->pd.dst_desc());
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, src.mem}, {DNNL_ARG_WEIGHTS, wei.mem}, {DNNL_ARG_DST, dst.mem}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl_ctx::mem(e->pd.bias_desc(), in[2].raw()));
   dnnl_ctx::run(e->prim, args);
-  dnnl_ctx::finish_layout(dst, y.raw(), dnnl_ctx::plain_md(g.dst));
+  dnnl_ctx::finish_layout(dst, y.raw(), dnnl_ctx::plain_md(g.dst, g.dtype));
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   if (saved) saved->tensors = {x, w};
@@ -127,7 +132,7 @@ struct DiffDst {
 dnnl::memory const& diff_dst_in(Tensor const& gout, ConvGeometry const& g, dnnl::memory::desc const& want,
                                 DiffDst& memo) {
   if (!memo.set || memo.desc != want) {
-    memo.layout = dnnl_ctx::to_layout(gout.raw(), dnnl_ctx::plain_md(g.dst), want);
+    memo.layout = dnnl_ctx::to_layout(gout.raw(), dnnl_ctx::plain_md(g.dst, g.dtype), want);
     memo.desc = want;
     memo.set = true;
   }
@@ -141,19 +146,20 @@ Status data_grad(OpCall const& call, Saved const& saved, Tensor const& gout, Ten
   RETURN_IF_ERROR(conv_geometry(call, x.shape(), w.shape(), g));
   auto f = conv_fwd_prim(g, false);
   auto e = dnnl_ctx::cached<ConvBwdData>(dnnl_ctx::key("conv_bwd_data", g.key), [&] {
-    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any_md(g.src),
-                                            any_md(g.weights_grouped), any_md(g.dst), g.strides, g.dilates, g.pad_l,
-                                            g.pad_r);
+    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any_md(g.src, g.dtype),
+                                            any_md(g.weights_grouped, g.dtype), any_md(g.dst, g.dtype), g.strides,
+                                            g.dilates, g.pad_l, g.pad_r);
     dnnl::convolution_backward_data::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
     return ConvBwdData{pd, dnnl::convolution_backward_data(pd)};
   });
-  dx = Tensor(g.src);
+  dx = Tensor(g.src, g.dtype);
   dnnl::memory const& ddst = diff_dst_in(gout, g, e->pd.diff_dst_desc(), memo);
   dnnl_ctx::InLayout const wei =
-      dnnl_ctx::to_layout(w.raw(), dnnl_ctx::plain_md(g.weights_grouped), e->pd.weights_desc());
-  dnnl_ctx::InLayout const dsrc = dnnl_ctx::output_layout(dx.raw(), dnnl_ctx::plain_md(g.src), e->pd.diff_src_desc());
+      dnnl_ctx::to_layout(w.raw(), dnnl_ctx::plain_md(g.weights_grouped, g.dtype), e->pd.weights_desc());
+  dnnl_ctx::InLayout const dsrc =
+      dnnl_ctx::output_layout(dx.raw(), dnnl_ctx::plain_md(g.src, g.dtype), e->pd.diff_src_desc());
   dnnl_ctx::run(e->prim, {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, wei.mem}, {DNNL_ARG_DIFF_SRC, dsrc.mem}});
-  dnnl_ctx::finish_layout(dsrc, dx.raw(), dnnl_ctx::plain_md(g.src));
+  dnnl_ctx::finish_layout(dsrc, dx.raw(), dnnl_ctx::plain_md(g.src, g.dtype));
   return Status::ok();
 }
 
@@ -167,12 +173,13 @@ Status weight_grads(OpCall const& call, Saved const& saved, Tensor const& gout, 
   auto f = conv_fwd_prim(g, want_b);
   auto e = dnnl_ctx::cached<ConvBwdWeights>(dnnl_ctx::key("conv_bwd_weights", g.key, want_b), [&] {
     dnnl::convolution_backward_weights::desc d =
-        want_b ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any_md(g.src),
-                                                          any_md(g.weights_grouped), dnnl_ctx::plain_md(g.bias),
-                                                          any_md(g.dst), g.strides, g.dilates, g.pad_l, g.pad_r)
-               : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any_md(g.src),
-                                                          any_md(g.weights_grouped), any_md(g.dst), g.strides,
-                                                          g.dilates, g.pad_l, g.pad_r);
+        want_b
+            ? dnnl::convolution_backward_weights::desc(
+                  dnnl::algorithm::convolution_direct, any_md(g.src, g.dtype), any_md(g.weights_grouped, g.dtype),
+                  dnnl_ctx::plain_md(g.bias, g.dtype), any_md(g.dst, g.dtype), g.strides, g.dilates, g.pad_l, g.pad_r)
+            : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any_md(g.src, g.dtype),
+                                                       any_md(g.weights_grouped, g.dtype), any_md(g.dst, g.dtype),
+                                                       g.strides, g.dilates, g.pad_l, g.pad_r);
     dnnl::convolution_backward_weights::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
     return ConvBwdWeights{pd, dnnl::convolution_backward_weights(pd)};
   });
@@ -181,11 +188,11 @@ Status weight_grads(OpCall const& call, Saved const& saved, Tensor const& gout, 
   bool const add_w = want_w && accumulate;
   if (add_w && (grads.size() <= 1 || grads[1].numel() != w.numel()))
     return op_error(call, "weight gradient accumulator does not have " + std::to_string(w.numel()) + " elements");
-  Tensor dw = want_w && !accumulate ? Tensor(g.weights) : Tensor();
-  Tensor db(g.bias);
-  dnnl_ctx::InLayout const src = dnnl_ctx::to_layout(x.raw(), dnnl_ctx::plain_md(g.src), e->pd.src_desc());
+  Tensor dw = want_w && !accumulate ? Tensor(g.weights, g.dtype) : Tensor();
+  Tensor db(g.bias, g.dtype);
+  dnnl_ctx::InLayout const src = dnnl_ctx::to_layout(x.raw(), dnnl_ctx::plain_md(g.src, g.dtype), e->pd.src_desc());
   dnnl::memory const& ddst = diff_dst_in(gout, g, e->pd.diff_dst_desc(), memo);
-  dnnl::memory::desc const w_plain = dnnl_ctx::plain_md(g.weights_grouped);
+  dnnl::memory::desc const w_plain = dnnl_ctx::plain_md(g.weights_grouped, g.dtype);
   dnnl_ctx::InLayout const dwei = add_w || !want_w
                                       ? dnnl_ctx::scratch_layout(e->pd.diff_weights_desc())
                                       : dnnl_ctx::output_layout(dw.raw(), w_plain, e->pd.diff_weights_desc());

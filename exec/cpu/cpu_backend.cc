@@ -84,6 +84,33 @@ Table const& kernel_table() {
     for (auto family : {linalg_kernels, activation_kernels, reduce_kernels, index_kernels, rnn_kernels, loss_kernels,
                         logic_kernels, deconv_kernels, view_kernels, binary_int_kernels})
       for (auto& entry : family()) t.push_back(std::move(entry));
+    // The float kernels that also run bfloat16 (mixed precision, graph/precision.h): oneDNN's
+    // bf16 eltwise, pooling and batch normalisation. Add's bf16 kernel is its own entry
+    // (binary.cc); views run any dtype.
+    for (auto& [kind, entry] : t) {
+      if (!entry.float_inputs || !entry.dtypes.empty()) continue;
+      switch (kind) {
+        case OpKind::kRelu:
+        case OpKind::kMaxPool:
+        case OpKind::kAveragePool:
+        case OpKind::kGlobalAveragePool:
+          entry.dtypes = {DType::kFloat32, DType::kBFloat16};
+          break;
+        case OpKind::kBatchNormalization:
+          entry.dtypes = {DType::kFloat32, DType::kBFloat16};
+          entry.low_inputs = 1;
+          break;
+        default:
+          break;
+      }
+    }
+    // Convolution and matrix products in bf16 with float32 weights (the low_precision_entry
+    // wrapper rounds them per call and widens their gradients).
+    t.push_back({OpKind::kConv, low_precision_entry<conv_forward, conv_backward_data, conv_backward_weights>(
+                                    graph::ops::conv_check, 2)});
+    t.push_back({OpKind::kGemm,
+                 low_precision_entry<gemm_forward, gemm_backward, gemm_backward>(require_attrs<graph::GemmAttrs>, 2)});
+    t.push_back({OpKind::kMatMul, low_precision_entry<matmul_forward, matmul_backward, matmul_backward>(no_check, 2)});
     Table table;
     for (auto const& [kind, entry] : t) {
       if (!entry.dtypes.empty()) {
@@ -106,15 +133,19 @@ std::string describe(graph::Op const& op, graph::OpGraph const& graph) {
   return "op type '" + op.type + "' (node '" + op.name + "', dtype " + dtype + ")";
 }
 
-// Every input the entry reads as float data must be float32.
+// Every input the entry reads as float data must have the key's dtype (float32, or bfloat16 and,
+// past the entry's low_inputs, float32).
 Status check_dtypes(graph::Op const& op, graph::OpGraph const& graph, Entry const& e) {
   std::size_t const count = e.float_count == 0 ? e.min_inputs : e.float_count;
-  std::size_t const n = std::min(op.inputs.size(), count);
+  std::size_t const n = std::min(op.inputs.size(), std::max(count, e.low_inputs > 0 ? op.inputs.size() : 0));
+  DType const key = data_dtype(op, graph) == DType::kBFloat16 ? DType::kBFloat16 : DType::kFloat32;
   for (std::size_t i = 0; i < n; ++i) {
     if (op.inputs[i] == graph::kNoTensor) continue;
+    DType const want = key == DType::kBFloat16 && e.low_inputs > 0 && i >= e.low_inputs ? DType::kFloat32 : key;
     DType const d = graph.tensor(op.inputs[i]).dtype;
-    if (d != DType::kFloat32)
-      return unsupported("input " + std::to_string(i) + " has dtype " + graph::dtype_name(d) + " (only float32)");
+    if (d != want && !(e.converts && i >= e.low_inputs && d == DType::kBFloat16))
+      return unsupported("input " + std::to_string(i) + " has dtype " + graph::dtype_name(d) + " (expected " +
+                         graph::dtype_name(want) + ")");
   }
   return Status::ok();
 }
@@ -148,6 +179,10 @@ Result<Entry const*> checked_entry(graph::Op const& op, graph::OpGraph const& gr
 }  // namespace
 
 std::vector<std::string> CpuBackend::op_types() { return kernel_table().op_types(); }
+
+bool CpuBackend::runs(graph::ops::OpKind kind, DType dtype) {
+  return kernel_table().find(&op_def(kind), dtype) != nullptr;
+}
 
 Status CpuBackend::supports(graph::Op const& op, graph::OpGraph const& graph) const {
   return checked_entry(op, graph).status();

@@ -53,6 +53,8 @@ class CpuBackend final : public Backend {
 
   // The op types in the kernel table, sorted.
   static std::vector<std::string> op_types();
+  // Whether the kernel table has an entry for `kind` keyed by `dtype` (float32, bfloat16, ...).
+  static bool runs(graph::ops::OpKind kind, DType dtype);
 };
 
 // A RuntimeOptions::make_backend that gives every device of a run its own CPU backend.

@@ -3,6 +3,7 @@
 
 #include "exec/cpu/cpu_backend.h"
 #include "exec/optimizer.h"
+#include "kernels/bf16.h"
 #include "kernels/loss.h"
 #include "kernels/optim.h"
 #include "kernels/vector_ops.h"
@@ -29,9 +30,14 @@ Status CpuBackend::copy(Tensor const& src, Tensor& dst) {
 }
 
 Status CpuBackend::add_into(Tensor& dst, Tensor const& src) {
-  if (!dst.defined() || !src.defined() || dst.dtype() != DType::kFloat32 || src.dtype() != DType::kFloat32 ||
-      dst.numel() != src.numel())
-    return internal_error("add_into " + src.shape_string() + " into " + dst.shape_string());
+  if (!dst.defined() || !src.defined() || dst.dtype() != src.dtype() ||
+      (dst.dtype() != DType::kFloat32 && dst.dtype() != DType::kBFloat16) || dst.numel() != src.numel())
+    return internal_error("add_into " + src.shape_string() + " (" + graph::dtype_name(src.dtype()) + ") into " +
+                          dst.shape_string() + " (" + graph::dtype_name(dst.dtype()) + ")");
+  if (dst.dtype() == DType::kBFloat16) {
+    kernels::add_inplace_bf16(dst.data<uint16_t>(), src.data<uint16_t>(), dst.numel());
+    return Status::ok();
+  }
   kernels::add_inplace(dst.data<float>(), src.data<float>(), dst.numel());
   return Status::ok();
 }

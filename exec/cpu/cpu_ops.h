@@ -35,6 +35,11 @@ struct CpuKernelEntry {
   bool float_inputs = true;
   std::size_t float_count = 0;
   std::vector<DType> dtypes{};  // the table's keys for this entry; empty: as float_inputs says
+  // Under a bfloat16 key, the float inputs past the first `low_inputs` are float32 (BatchNorm's
+  // scale, bias and statistics), or either dtype when `converts`; 0: every float input has the
+  // key's dtype.
+  std::size_t low_inputs = 0;
+  bool converts = false;
 };
 
 // The integer dtypes index arithmetic runs in (positions, row numbers, token ids).
@@ -51,15 +56,56 @@ CpuKernelFamily rnn_kernels();         // rnn.cc: LSTM, GRU
 CpuKernelFamily loss_kernels();        // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 CpuKernelFamily logic_kernels();       // logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape, Range
 CpuKernelFamily view_kernels();        // view.cc: Cast, RandomUniformLike, RandomNormalLike, Bernoulli
-CpuKernelFamily binary_int_kernels();  // binary.cc: Add, Sub, Mul, Div over integers (index arithmetic)
+CpuKernelFamily binary_int_kernels();  // binary.cc: Add, Sub, Mul, Div over integers (index arithmetic), bf16 Add
 CpuKernelFamily deconv_kernels();      // conv_transpose.cc: ConvTranspose
 
 // ---- helpers (common.cc) ----
 // emit_grad, grad_or_zeros, shape_tensor and shape_of: exec/op_kernels.h (shared with every backend).
 // A gradient slot ready to be written in place: the existing tensor when accumulating (then
 // `beta` is 1 for primitives that can add), else a new tensor of `shape` (beta 0).
-Tensor& grad_slot(std::vector<Tensor>& grads, std::size_t i, std::vector<int64_t> const& shape, bool accumulate);
+Tensor& grad_slot(std::vector<Tensor>& grads, std::size_t i, std::vector<int64_t> const& shape, bool accumulate,
+                  DType dtype = DType::kFloat32);
 void add_into(Tensor& dst, Tensor const& src);  // dst += src (same numel)
+// float32 <-> bfloat16 (rounded to nearest even); `x` itself when it has dtype `to` already.
+Tensor convert_float(Tensor const& x, DType to);
+
+// A float32 kernel's bfloat16 twin for ops whose float32 weights stay float32 (mixed precision's
+// master weights): float32 inputs are rounded to bfloat16 per call (the Cast autocast makes for a
+// weight, kept in the op's saved state), the bf16 kernel runs, and the gradients of float32 inputs
+// are widened back and set or added in float32.
+template <ForwardFn F>
+Status low_precision_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out,
+                             Saved* saved) {
+  std::vector<Tensor> low(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i)
+    low[i] = in[i].defined() && in[i].dtype() == DType::kFloat32 ? convert_float(in[i], DType::kBFloat16) : in[i];
+  return F(call, low, out, saved);
+}
+
+template <BackwardFn B>
+Status low_precision_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                              std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  std::vector<Tensor> low;
+  RETURN_IF_ERROR(B(call, saved, gout, wanted, low, false));
+  for (std::size_t i = 0; i < low.size() && i < call.op.inputs.size(); ++i) {
+    if (!wants(wanted, i) || !low[i].defined()) continue;
+    DType const d = call.graph.tensor(call.op.inputs[i]).dtype;
+    RETURN_IF_ERROR(emit_grad(call, grads, i, convert_float(low[i], d), accumulate));
+  }
+  return Status::ok();
+}
+
+template <ForwardFn F, BackwardFn B, BackwardFn W>
+CpuKernelEntry low_precision_entry(CheckFn check, std::size_t min_inputs) {
+  CpuKernelEntry e{{low_precision_forward<F>, low_precision_backward<B>, low_precision_backward<W>, check},
+                   min_inputs,
+                   true,
+                   0,
+                   {DType::kBFloat16}};
+  e.low_inputs = 1;
+  e.converts = true;
+  return e;
+}
 
 // B and W of a kernel that computes every gradient in one pass: all of them fresh, then the
 // weights' (small: normalisation scales and biases) added into their accumulators.

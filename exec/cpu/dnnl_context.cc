@@ -1,5 +1,7 @@
 #include "exec/cpu/dnnl_context.h"
 
+#include <stdexcept>
+
 namespace gp::exec::dnnl_ctx {
 
 dnnl::engine const& engine() {
@@ -17,7 +19,18 @@ dims to_dims(std::vector<int64_t> const& shape) {
   return dims(shape.begin(), shape.end());
 }
 
-dnnl::memory::desc plain_md(std::vector<int64_t> const& shape) {
+dnnl::memory::data_type dnnl_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return dnnl::memory::data_type::f32;
+    case DType::kBFloat16:
+      return dnnl::memory::data_type::bf16;
+    default:
+      throw std::logic_error(std::string("no oneDNN float type for ") + graph::dtype_name(dtype));
+  }
+}
+
+dnnl::memory::desc plain_md(std::vector<int64_t> const& shape, DType dtype) {
   dims d = to_dims(shape);
   dims strides(d.size());
   int64_t s = 1;
@@ -25,11 +38,11 @@ dnnl::memory::desc plain_md(std::vector<int64_t> const& shape) {
     strides[i] = s;
     s *= std::max<int64_t>(d[i], 1);
   }
-  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, strides);
+  return dnnl::memory::desc(d, dnnl_type(dtype), strides);
 }
 
-dnnl::memory::desc strided_md(std::vector<int64_t> const& shape, std::vector<int64_t> const& strides) {
-  return dnnl::memory::desc(to_dims(shape), dnnl::memory::data_type::f32, dims(strides.begin(), strides.end()));
+dnnl::memory::desc strided_md(std::vector<int64_t> const& shape, std::vector<int64_t> const& strides, DType dtype) {
+  return dnnl::memory::desc(to_dims(shape), dnnl_type(dtype), dims(strides.begin(), strides.end()));
 }
 
 dnnl::memory mem(dnnl::memory::desc const& md, void const* data) {

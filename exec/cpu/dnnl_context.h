@@ -23,12 +23,15 @@ dnnl::stream& stream();  // one per calling thread
 
 using dims = dnnl::memory::dims;
 dims to_dims(std::vector<int64_t> const& shape);
-// f32, row-major (a rank-0 shape becomes {1}).
-dnnl::memory::desc plain_md(std::vector<int64_t> const& shape);
-// f32 with explicit strides (transposed views for matmul).
-dnnl::memory::desc strided_md(std::vector<int64_t> const& shape, std::vector<int64_t> const& strides);
+// oneDNN's data type for a float dtype (f32 or bf16; anything else is a programming error).
+dnnl::memory::data_type dnnl_type(DType dtype);
+// Row-major (a rank-0 shape becomes {1}), f32 unless told.
+dnnl::memory::desc plain_md(std::vector<int64_t> const& shape, DType dtype = DType::kFloat32);
+// With explicit strides (transposed views for matmul).
+dnnl::memory::desc strided_md(std::vector<int64_t> const& shape, std::vector<int64_t> const& strides,
+                              DType dtype = DType::kFloat32);
 dnnl::memory mem(dnnl::memory::desc const& md, void const* data);
-inline dnnl::memory mem(Tensor const& t) { return mem(plain_md(t.shape()), t.raw()); }
+inline dnnl::memory mem(Tensor const& t) { return mem(plain_md(t.shape(), t.dtype()), t.raw()); }
 
 // A tensor's data in the layout a primitive asked for: the tensor itself when that layout is the
 // plain one, else a reordered copy (kept alive by `storage`).

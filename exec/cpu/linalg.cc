@@ -5,6 +5,7 @@
 // Einsum for one or two operands: exec/einsum.h's plan (shared with the CUDA backend) on host
 // strided loops and oneDNN matmul.
 #include <algorithm>
+#include <cstring>
 
 #include "exec/cpu/cpu_gemm.h"
 #include "exec/cpu/cpu_ops.h"
@@ -12,6 +13,7 @@
 #include "exec/einsum.h"
 #include "graph/ops/einsum.h"
 #include "graph/ops/linalg.h"
+#include "kernels/bf16.h"
 #include "kernels/move.h"
 
 namespace gp::exec::cpu {
@@ -21,10 +23,11 @@ namespace {
 struct View {
   std::vector<int64_t> dims, strides;
   void const* data = nullptr;
+  DType dtype = DType::kFloat32;  // float32, or bfloat16 under mixed precision (float32 accumulation)
 };
 
 // Row-major [batch..., r, c] tensor memory viewed as itself, or as its last-two-dims transpose.
-View view(void const* data, std::vector<int64_t> shape, bool transpose) {
+View view(Tensor const& t, std::vector<int64_t> shape, bool transpose) {
   std::vector<int64_t> strides = kernels::contiguous_strides(shape);
   std::size_t const n = shape.size();
   if (transpose) {
@@ -34,7 +37,7 @@ View view(void const* data, std::vector<int64_t> shape, bool transpose) {
   // oneDNN wants a non-zero stride on size-1 dims; any value is valid there.
   for (std::size_t i = 0; i < n; ++i)
     if (shape[i] == 1 && strides[i] == 0) strides[i] = 1;
-  return {shape, strides, data};
+  return {shape, strides, t.raw(), t.dtype()};
 }
 
 struct MatmulPrim {
@@ -44,10 +47,11 @@ struct MatmulPrim {
 
 // c (=, or += when accumulate) alpha · a · b (+ bias broadcast over rows when given).
 void matmul(View const& a, View const& b, View const& c, float alpha, bool accumulate, View const* bias = nullptr) {
-  std::string const k =
-      dnnl_ctx::key("matmul", dnnl_ctx::key_dims(a.dims), dnnl_ctx::key_dims(a.strides), dnnl_ctx::key_dims(b.dims),
-                    dnnl_ctx::key_dims(b.strides), dnnl_ctx::key_dims(c.dims), alpha, accumulate,
-                    bias ? dnnl_ctx::key_dims(bias->dims) : std::string("-"));
+  std::string const k = dnnl_ctx::key(
+      "matmul", static_cast<int>(a.dtype), static_cast<int>(b.dtype), static_cast<int>(c.dtype),
+      bias ? static_cast<int>(bias->dtype) : -1, dnnl_ctx::key_dims(a.dims), dnnl_ctx::key_dims(a.strides),
+      dnnl_ctx::key_dims(b.dims), dnnl_ctx::key_dims(b.strides), dnnl_ctx::key_dims(c.dims), alpha, accumulate,
+      bias ? dnnl_ctx::key_dims(bias->dims) : std::string("-"));
   auto e = dnnl_ctx::cached<MatmulPrim>(k, [&] {
     dnnl::primitive_attr attr;
     if (alpha != 1.f) attr.set_output_scales(0, {alpha});
@@ -56,12 +60,12 @@ void matmul(View const& a, View const& b, View const& c, float alpha, bool accum
       po.append_sum(1.f);
       attr.set_post_ops(po);
     }
-    dnnl::memory::desc const c_md = dnnl_ctx::strided_md(c.dims, c.strides);
-    dnnl::matmul::desc d =
-        bias ? dnnl::matmul::desc(dnnl_ctx::strided_md(a.dims, a.strides), dnnl_ctx::strided_md(b.dims, b.strides),
-                                  dnnl_ctx::strided_md(bias->dims, bias->strides), c_md)
-             : dnnl::matmul::desc(dnnl_ctx::strided_md(a.dims, a.strides), dnnl_ctx::strided_md(b.dims, b.strides),
-                                  c_md);
+    dnnl::memory::desc const c_md = dnnl_ctx::strided_md(c.dims, c.strides, c.dtype);
+    dnnl::matmul::desc d = bias ? dnnl::matmul::desc(dnnl_ctx::strided_md(a.dims, a.strides, a.dtype),
+                                                     dnnl_ctx::strided_md(b.dims, b.strides, b.dtype),
+                                                     dnnl_ctx::strided_md(bias->dims, bias->strides, bias->dtype), c_md)
+                                : dnnl::matmul::desc(dnnl_ctx::strided_md(a.dims, a.strides, a.dtype),
+                                                     dnnl_ctx::strided_md(b.dims, b.strides, b.dtype), c_md);
     dnnl::matmul::primitive_desc pd(d, attr, dnnl_ctx::engine());
     return MatmulPrim{pd, dnnl::matmul(pd)};
   });
@@ -97,20 +101,24 @@ Status gemm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
   Tensor const& b = in[1];
   GemmDims d;
   RETURN_IF_ERROR(gemm_dims(call, a, b, d));
-  Tensor y({d.m, d.n});
+  Tensor y({d.m, d.n}, a.dtype());
   bool const has_c = in.size() > 2 && in[2].defined() && at.beta != 0.f;
-  View const av = view(a.raw(), a.shape(), at.trans_a);
-  View const bv = view(b.raw(), b.shape(), at.trans_b);
-  View const yv = view(y.raw(), y.shape(), false);
+  View const av = view(a, a.shape(), at.trans_a);
+  View const bv = view(b, b.shape(), at.trans_b);
+  View const yv = view(y, y.shape(), false);
   bool const bias_fast =
       has_c && at.alpha == 1.f && at.beta == 1.f && in[2].numel() == d.n && (in[2].rank() == 1 || in[2].dim(0) == 1);
   if (bias_fast) {
-    View const bias{{1, d.n}, {d.n, 1}, in[2].raw()};
+    View const bias{{1, d.n}, {d.n, 1}, in[2].raw(), in[2].dtype()};
     matmul(av, bv, yv, 1.f, false, &bias);
   } else {
     matmul(av, bv, yv, at.alpha, false);
   }
   if (has_c && !bias_fast) {
+    if (y.dtype() != DType::kFloat32)
+      return op_error(call, "in " + std::string(graph::dtype_name(y.dtype())) +
+                                " Gemm takes C only as a bias row with alpha = beta = 1 (train this model with "
+                                "precision fp32)");
     std::vector<int64_t> shape;
     if (!kernels::broadcast_shapes(in[2].shape(), y.shape(), shape) || shape != y.shape())
       return op_error(call, "C " + in[2].shape_string() + " does not broadcast to " + y.shape_string());
@@ -136,34 +144,36 @@ Status gemm_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
   GemmDims d;
   RETURN_IF_ERROR(gemm_dims(call, a, b, d));
   if (wants(wanted, 0)) {
-    Tensor& da = grad_slot(grads, 0, a.shape(), accumulate);
+    Tensor& da = grad_slot(grads, 0, a.shape(), accumulate, a.dtype());
     if (!at.trans_a) {  // dA[M,K] = α dY · op(B)ᵀ
-      matmul(view(dy.raw(), dy.shape(), false), view(b.raw(), b.shape(), !at.trans_b), view(da.raw(), a.shape(), false),
-             at.alpha, accumulate);
+      matmul(view(dy, dy.shape(), false), view(b, b.shape(), !at.trans_b), view(da, a.shape(), false), at.alpha,
+             accumulate);
     } else {  // dA[K,M] = α op(B) · dYᵀ
-      matmul(view(b.raw(), b.shape(), at.trans_b), view(dy.raw(), dy.shape(), true), view(da.raw(), a.shape(), false),
-             at.alpha, accumulate);
+      matmul(view(b, b.shape(), at.trans_b), view(dy, dy.shape(), true), view(da, a.shape(), false), at.alpha,
+             accumulate);
     }
   }
   if (wants(wanted, 1)) {
-    Tensor& db = grad_slot(grads, 1, b.shape(), accumulate);
+    Tensor& db = grad_slot(grads, 1, b.shape(), accumulate, b.dtype());
     if (!at.trans_b) {  // dB[K,N] = α op(A)ᵀ · dY
-      matmul(view(a.raw(), a.shape(), !at.trans_a), view(dy.raw(), dy.shape(), false), view(db.raw(), b.shape(), false),
-             at.alpha, accumulate);
+      matmul(view(a, a.shape(), !at.trans_a), view(dy, dy.shape(), false), view(db, b.shape(), false), at.alpha,
+             accumulate);
     } else {  // dB[N,K] = α dYᵀ · op(A)
-      matmul(view(dy.raw(), dy.shape(), true), view(a.raw(), a.shape(), at.trans_a), view(db.raw(), b.shape(), false),
-             at.alpha, accumulate);
+      matmul(view(dy, dy.shape(), true), view(a, a.shape(), at.trans_a), view(db, b.shape(), false), at.alpha,
+             accumulate);
     }
   }
   if (wants(wanted, 2) && saved.tensors.size() > 2 && saved.tensors[2].defined()) {
     std::vector<int64_t> const c_shape = shape_of(saved.tensors[2]);
     Tensor dc(c_shape);
-    kernels::reduce_sum_to(dy.data<float>(), dy.shape(), dc.data<float>(), c_shape, false);
+    kernels::reduce_sum_to(convert_float(dy, DType::kFloat32).data<float>(), dy.shape(), dc.data<float>(), c_shape,
+                           false);
     if (at.beta != 1.f) {
       float* p = dc.data<float>();
       for (int64_t i = 0; i < dc.numel(); ++i) p[i] *= at.beta;
     }
-    RETURN_IF_ERROR(emit_grad(call, grads, 2, dc, accumulate));
+    RETURN_IF_ERROR(
+        emit_grad(call, grads, 2, convert_float(dc, call.graph.tensor(call.op.inputs[2]).dtype), accumulate));
   }
   return Status::ok();
 }
@@ -189,12 +199,23 @@ int64_t prod(std::vector<int64_t> const& v, std::size_t from, std::size_t to) {
 void matmul_reduce(View const& x, View const& w, std::vector<int64_t> const& full, Tensor& dst,
                    std::vector<int64_t> const& target, bool accumulate) {
   if (full == target) {
-    matmul(x, w, view(dst.raw(), full, false), 1.f, accumulate);
+    matmul(x, w, view(dst, full, false), 1.f, accumulate);
     return;
   }
-  Tensor tmp(full);
-  matmul(x, w, view(tmp.raw(), full, false), 1.f, false);
-  kernels::reduce_sum_to(tmp.data<float>(), full, dst.data<float>(), target, accumulate);
+  // The sum runs in float32 (a bfloat16 product is widened first, and the result rounded once).
+  Tensor tmp(full, dst.dtype());
+  matmul(x, w, view(tmp, full, false), 1.f, false);
+  if (dst.dtype() == DType::kFloat32) {
+    kernels::reduce_sum_to(tmp.data<float>(), full, dst.data<float>(), target, accumulate);
+    return;
+  }
+  Tensor sum(target);
+  kernels::reduce_sum_to(convert_float(tmp, DType::kFloat32).data<float>(), full, sum.data<float>(), target, false);
+  Tensor const narrow = convert_float(sum, dst.dtype());
+  if (accumulate)
+    kernels::add_inplace_bf16(dst.data<uint16_t>(), narrow.data<uint16_t>(), dst.numel());
+  else
+    std::memcpy(dst.raw(), narrow.raw(), dst.nbytes());
 }
 
 }  // namespace
@@ -204,14 +225,14 @@ Status matmul_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   Tensor const& b = in[1];
   MatMulShapes s;
   RETURN_IF_ERROR(matmul_shapes(call, a.shape(), b.shape(), s));
-  Tensor y(s.out);
+  Tensor y(s.out, a.dtype());
   if (y.numel() > 0) {
     if (s.fold) {
       int64_t const rows = prod(s.a, 0, s.a.size() - 1);
-      matmul(view(a.raw(), {rows, s.a.back()}, false), view(b.raw(), b.shape(), false),
-             view(y.raw(), {rows, s.b.back()}, false), 1.f, false);
+      matmul(view(a, {rows, s.a.back()}, false), view(b, b.shape(), false), view(y, {rows, s.b.back()}, false), 1.f,
+             false);
     } else {
-      matmul(view(a.raw(), s.a, false), view(b.raw(), s.b, false), view(y.raw(), s.y, false), 1.f, false);
+      matmul(view(a, s.a, false), view(b, s.b, false), view(y, s.y, false), 1.f, false);
     }
   }
   out.assign(call.op.outputs.size(), Tensor());
@@ -232,14 +253,12 @@ Status matmul_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
     int64_t const rows = prod(s.a, 0, s.a.size() - 1);
     int64_t const k = s.a.back(), n = s.b.back();
     if (wants(wanted, 0)) {  // dA = dY · Bᵀ
-      Tensor& da = grad_slot(grads, 0, a.shape(), accumulate);
-      matmul(view(dy.raw(), {rows, n}, false), view(b.raw(), {k, n}, true), view(da.raw(), {rows, k}, false), 1.f,
-             accumulate);
+      Tensor& da = grad_slot(grads, 0, a.shape(), accumulate, a.dtype());
+      matmul(view(dy, {rows, n}, false), view(b, {k, n}, true), view(da, {rows, k}, false), 1.f, accumulate);
     }
     if (wants(wanted, 1)) {  // dB = Aᵀ · dY over all rows
-      Tensor& db = grad_slot(grads, 1, b.shape(), accumulate);
-      matmul(view(a.raw(), {rows, k}, true), view(dy.raw(), {rows, n}, false), view(db.raw(), {k, n}, false), 1.f,
-             accumulate);
+      Tensor& db = grad_slot(grads, 1, b.shape(), accumulate, b.dtype());
+      matmul(view(a, {rows, k}, true), view(dy, {rows, n}, false), view(db, {k, n}, false), 1.f, accumulate);
     }
     return Status::ok();
   }
@@ -249,15 +268,15 @@ Status matmul_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
     std::vector<int64_t> full = batch;
     full.push_back(s.a[r - 2]);
     full.push_back(s.a[r - 1]);
-    Tensor& da = grad_slot(grads, 0, a.shape(), accumulate);
-    matmul_reduce(view(dy.raw(), s.y, false), view(b.raw(), s.b, true), full, da, s.a, accumulate);
+    Tensor& da = grad_slot(grads, 0, a.shape(), accumulate, a.dtype());
+    matmul_reduce(view(dy, s.y, false), view(b, s.b, true), full, da, s.a, accumulate);
   }
   if (wants(wanted, 1)) {
     std::vector<int64_t> full = batch;
     full.push_back(s.b[r - 2]);
     full.push_back(s.b[r - 1]);
-    Tensor& db = grad_slot(grads, 1, b.shape(), accumulate);
-    matmul_reduce(view(a.raw(), s.a, true), view(dy.raw(), s.y, false), full, db, s.b, accumulate);
+    Tensor& db = grad_slot(grads, 1, b.shape(), accumulate, b.dtype());
+    matmul_reduce(view(a, s.a, true), view(dy, s.y, false), full, db, s.b, accumulate);
   }
   return Status::ok();
 }

@@ -32,24 +32,28 @@ normalization_flags bn_flags(bool training) {
   return f;
 }
 
-std::shared_ptr<BnFwd const> bn_fwd_prim(std::vector<int64_t> const& shape, float eps, bool training) {
-  return dnnl_ctx::cached<BnFwd>(dnnl_ctx::key("bn_fwd", dnnl_ctx::key_dims(shape), eps, training), [&] {
-    dnnl::batch_normalization_forward::desc d(
-        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, dnnl_ctx::plain_md(shape),
-        eps, bn_flags(training));
-    dnnl::batch_normalization_forward::primitive_desc pd(d, dnnl_ctx::engine());
-    return BnFwd{pd, dnnl::batch_normalization_forward(pd)};
-  });
+// The data in `dtype` (float32, or bfloat16 under mixed precision); statistics, scale and shift
+// are float32 either way.
+std::shared_ptr<BnFwd const> bn_fwd_prim(std::vector<int64_t> const& shape, float eps, bool training, DType dtype) {
+  return dnnl_ctx::cached<BnFwd>(
+      dnnl_ctx::key("bn_fwd", dnnl_ctx::key_dims(shape), eps, training, static_cast<int>(dtype)), [&] {
+        dnnl::batch_normalization_forward::desc d(
+            training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
+            dnnl_ctx::plain_md(shape, dtype), eps, bn_flags(training));
+        dnnl::batch_normalization_forward::primitive_desc pd(d, dnnl_ctx::engine());
+        return BnFwd{pd, dnnl::batch_normalization_forward(pd)};
+      });
 }
 
-std::shared_ptr<BnBwd const> bn_bwd_prim(std::vector<int64_t> const& shape, float eps, bool training) {
-  auto f = bn_fwd_prim(shape, eps, training);
-  return dnnl_ctx::cached<BnBwd>(dnnl_ctx::key("bn_bwd", dnnl_ctx::key_dims(shape), eps, training), [&] {
-    dnnl::batch_normalization_backward::desc d(dnnl::prop_kind::backward, dnnl_ctx::plain_md(shape),
-                                               dnnl_ctx::plain_md(shape), eps, bn_flags(training));
-    dnnl::batch_normalization_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
-    return BnBwd{pd, dnnl::batch_normalization_backward(pd)};
-  });
+std::shared_ptr<BnBwd const> bn_bwd_prim(std::vector<int64_t> const& shape, float eps, bool training, DType dtype) {
+  auto f = bn_fwd_prim(shape, eps, training, dtype);
+  return dnnl_ctx::cached<BnBwd>(
+      dnnl_ctx::key("bn_bwd", dnnl_ctx::key_dims(shape), eps, training, static_cast<int>(dtype)), [&] {
+        dnnl::batch_normalization_backward::desc d(dnnl::prop_kind::backward, dnnl_ctx::plain_md(shape, dtype),
+                                                   dnnl_ctx::plain_md(shape, dtype), eps, bn_flags(training));
+        dnnl::batch_normalization_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
+        return BnBwd{pd, dnnl::batch_normalization_backward(pd)};
+      });
 }
 
 }  // namespace
@@ -63,8 +67,8 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
     if (in.size() <= i || !in[i].defined() || in[i].numel() != c)
       return op_error(call, "input " + std::to_string(i) + " must have " + std::to_string(c) + " elements");
   bool const training = call.training;
-  auto e = bn_fwd_prim(x.shape(), a.epsilon, training);
-  Tensor y(x.shape());
+  auto e = bn_fwd_prim(x.shape(), a.epsilon, training, x.dtype());
+  Tensor y(x.shape(), x.dtype());
   Tensor mean = training ? Tensor({c}) : in[3];
   Tensor var = training ? Tensor({c}) : in[4];
   dnnl::memory::desc const stat = dnnl_ctx::plain_md({c});
@@ -107,8 +111,8 @@ Status batchnorm_backward(OpCall const& call, Saved const& saved, std::vector<Te
   Tensor const& var = saved.tensors.at(3);
   bool const training = saved.tensors.at(4).data<int64_t>()[0] != 0;
   int64_t const c = x.dim(1);
-  auto e = bn_bwd_prim(x.shape(), a.epsilon, training);
-  Tensor dx(x.shape()), dscale({c}), dshift({c});
+  auto e = bn_bwd_prim(x.shape(), a.epsilon, training, x.dtype());
+  Tensor dx(x.shape(), x.dtype()), dscale({c}), dshift({c});
   // oneDNN 2.6 checks that every argument of the flags is present, though backward ignores the shift.
   Tensor const zero_shift = Tensor::zeros({c});
   dnnl::memory::desc const stat = dnnl_ctx::plain_md({c});
@@ -276,7 +280,7 @@ Status instnorm_grads(OpCall const& call, Saved const& saved, Tensor const& gout
   dx = Tensor(x.shape());
   Tensor ds({n * c}), db({n * c});
   if (x.numel() > 0) {
-    auto e = bn_bwd_prim(view, a.epsilon, /*training=*/true);
+    auto e = bn_bwd_prim(view, a.epsilon, /*training=*/true, DType::kFloat32);
     Tensor const scale = tiled(saved.tensors.at(1), n);
     // oneDNN 2.6 checks that every argument of the flags is present, though backward ignores the shift.
     Tensor const zero_shift = Tensor::zeros({n * c});
@@ -314,7 +318,7 @@ Status instnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std::
   std::vector<int64_t> const view = instance_view(x.shape());
   Tensor y(x.shape()), mean({n * c}), var({n * c});
   if (x.numel() > 0) {
-    auto e = bn_fwd_prim(view, a.epsilon, /*training=*/true);
+    auto e = bn_fwd_prim(view, a.epsilon, /*training=*/true, DType::kFloat32);
     Tensor const scale = tiled(in[1], n), shift = tiled(in[2], n);
     dnnl::memory::desc const data = dnnl_ctx::plain_md(view);
     dnnl::memory::desc const stat = dnnl_ctx::plain_md({n * c});

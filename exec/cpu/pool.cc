@@ -11,6 +11,7 @@ struct PoolGeometry {
   std::vector<int64_t> src, dst;
   dnnl_ctx::dims kernel, strides, pad_l, pad_r;
   dnnl::algorithm alg = dnnl::algorithm::pooling_max;
+  DType dtype = DType::kFloat32;  // of the data (float32, or bfloat16 under mixed precision)
   std::string key;
 };
 
@@ -27,8 +28,10 @@ Status pool_geometry(OpCall const& call, std::vector<int64_t> const& x, PoolGeom
   g.strides = w.strides;
   g.pad_l = w.pads_begin;
   g.pad_r = w.pads_end;  // oneDNN wants the padding that yields the output size exactly
-  g.key = dnnl_ctx::key(static_cast<int>(g.alg), dnnl_ctx::key_dims(x), dnnl_ctx::key_dims(g.kernel),
-                        dnnl_ctx::key_dims(g.strides), dnnl_ctx::key_dims(g.pad_l), dnnl_ctx::key_dims(g.pad_r));
+  g.dtype = call.graph.tensor(call.op.inputs[0]).dtype;
+  g.key = dnnl_ctx::key(static_cast<int>(g.alg), static_cast<int>(g.dtype), dnnl_ctx::key_dims(x),
+                        dnnl_ctx::key_dims(g.kernel), dnnl_ctx::key_dims(g.strides), dnnl_ctx::key_dims(g.pad_l),
+                        dnnl_ctx::key_dims(g.pad_r));
   return Status::ok();
 }
 
@@ -43,8 +46,8 @@ struct PoolBwd {
 
 std::shared_ptr<PoolFwd const> pool_fwd_prim(PoolGeometry const& g) {
   return dnnl_ctx::cached<PoolFwd>(dnnl_ctx::key("pool_fwd", g.key), [&] {
-    dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_training, g.alg, dnnl_ctx::plain_md(g.src),
-                                  dnnl_ctx::plain_md(g.dst), g.strides, g.kernel, g.pad_l, g.pad_r);
+    dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_training, g.alg, dnnl_ctx::plain_md(g.src, g.dtype),
+                                  dnnl_ctx::plain_md(g.dst, g.dtype), g.strides, g.kernel, g.pad_l, g.pad_r);
     dnnl::pooling_forward::primitive_desc pd(d, dnnl_ctx::engine());
     return PoolFwd{pd, dnnl::pooling_forward(pd)};
   });
@@ -56,7 +59,7 @@ Status pool_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
   PoolGeometry g;
   RETURN_IF_ERROR(pool_geometry(call, in[0].shape(), g));
   auto e = pool_fwd_prim(g);
-  Tensor y(g.dst);
+  Tensor y(g.dst, g.dtype);
   Tensor ws;
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl_ctx::mem(e->pd.src_desc(), in[0].raw())},
                                              {DNNL_ARG_DST, dnnl_ctx::mem(e->pd.dst_desc(), y.raw())}};
@@ -79,12 +82,12 @@ Status pool_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
   RETURN_IF_ERROR(pool_geometry(call, shape_of(saved.tensors.at(0)), g));
   auto f = pool_fwd_prim(g);
   auto e = dnnl_ctx::cached<PoolBwd>(dnnl_ctx::key("pool_bwd", g.key), [&] {
-    dnnl::pooling_backward::desc d(g.alg, dnnl_ctx::plain_md(g.src), dnnl_ctx::plain_md(g.dst), g.strides, g.kernel,
-                                   g.pad_l, g.pad_r);
+    dnnl::pooling_backward::desc d(g.alg, dnnl_ctx::plain_md(g.src, g.dtype), dnnl_ctx::plain_md(g.dst, g.dtype),
+                                   g.strides, g.kernel, g.pad_l, g.pad_r);
     dnnl::pooling_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
     return PoolBwd{pd, dnnl::pooling_backward(pd)};
   });
-  Tensor dx(g.src);
+  Tensor dx(g.src, g.dtype);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, dnnl_ctx::mem(e->pd.diff_dst_desc(), gout[0].raw())},
                                              {DNNL_ARG_DIFF_SRC, dnnl_ctx::mem(e->pd.diff_src_desc(), dx.raw())}};
   Tensor const& ws = saved.tensors.at(1);

@@ -8,6 +8,7 @@
 
 #include "exec/cpu/cpu_ops.h"
 #include "graph/ops/view.h"
+#include "kernels/bf16.h"
 #include "kernels/view.h"
 
 namespace gp::exec::cpu {
@@ -67,6 +68,7 @@ namespace {
 bool castable(DType d) {
   switch (d) {
     case DType::kFloat32:
+    case DType::kBFloat16:
     case DType::kFloat64:
     case DType::kInt64:
     case DType::kInt32:
@@ -85,7 +87,7 @@ Status cast_convert_check(graph::Op const& op, graph::OpGraph const& graph) {
   DType const to = graph.tensor(op.outputs[0]).dtype;
   if (!castable(from) || !castable(to))
     return unsupported("Cast from " + std::string(graph::dtype_name(from)) + " to " + graph::dtype_name(to) +
-                       " (float32, float64, int64, int32, int8, uint8 and bool are supported)");
+                       " (float32, bfloat16, float64, int64, int32, int8, uint8 and bool are supported)");
   return Status::ok();
 }
 
@@ -132,10 +134,12 @@ void convert_from(Tensor const& x, Tensor& y) {
   }
 }
 
-Status cast_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  Tensor const& x = in[0];
-  DType const to = call.graph.tensor(call.op.outputs[0]).dtype;
-  if (x.dtype() == to) return reshape_forward(call, in, out, saved);
+bool float_pair(DType a, DType b) {
+  return (a == DType::kFloat32 && b == DType::kBFloat16) || (a == DType::kBFloat16 && b == DType::kFloat32);
+}
+
+// `x` converted to `to` (neither bfloat16).
+Tensor convert_any(Tensor const& x, DType to) {
   Tensor y(x.shape(), to);
   switch (x.dtype()) {
     case DType::kFloat32:
@@ -163,8 +167,17 @@ Status cast_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
       break;
     }
   }
+  return y;
+}
+
+Status cast_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  DType const to = call.graph.tensor(call.op.outputs[0]).dtype;
+  if (in[0].dtype() == to) return reshape_forward(call, in, out, saved);
+  // bfloat16 to or from anything but float32 goes through float32.
+  Tensor x = in[0].dtype() == DType::kBFloat16 ? convert_float(in[0], DType::kFloat32) : in[0];
+  if (to == DType::kBFloat16 && x.dtype() != DType::kFloat32) x = convert_any(x, DType::kFloat32);
   out.assign(call.op.outputs.size(), Tensor());
-  out[0] = y;
+  out[0] = x.dtype() == to ? x : float_pair(x.dtype(), to) ? convert_float(x, to) : convert_any(x, to);
   if (saved) saved->tensors = {shape_tensor(x.shape())};
   return Status::ok();
 }
@@ -176,6 +189,11 @@ Status cast_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
   DType const from = call.graph.tensor(call.op.inputs[0]).dtype;
   DType const to = call.graph.tensor(call.op.outputs[0]).dtype;
   if (from == to) return reshape_backward(call, saved, gout, wanted, grads, accumulate);
+  // Mixed precision's casts: the gradient is cast back to the input's dtype.
+  if (float_pair(from, to)) {
+    if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+    return emit_grad(call, grads, 0, convert_float(gout[0], from), accumulate);
+  }
   return emit_zero_grad(call, wanted, grads, 0, shape_of(saved.tensors.at(0)), accumulate);
 }
 

@@ -140,9 +140,12 @@ Result<graph::MeasuredProfile> measured_profile(ModelFile const& model, graph::O
   ASSIGN_OR_RETURN(std::string const cache, cache_dir());
   int const concurrency = std::max(1, exec::available_cores() / threads);  // executors calibrated at once
   bool const gpu = backend_name != "cpu";
-  char name[96];
-  std::snprintf(name, sizeof name, "%016llx-%s-t%d-c%d-b%lld.profile.json", static_cast<unsigned long long>(model.hash),
-                backend_name.c_str(), gpu ? 0 : threads, gpu ? 1 : concurrency, static_cast<long long>(micro_batch));
+  char name[128];
+  // Per precision too: a bf16 graph has other ops (its casts) and other times.
+  std::snprintf(name, sizeof name, "%016llx-%s-%s-t%d-c%d-b%lld.profile.json",
+                static_cast<unsigned long long>(model.hash), backend_name.c_str(),
+                graph::precision_name(graph::graph_precision(graph)), gpu ? 0 : threads, gpu ? 1 : concurrency,
+                static_cast<long long>(micro_batch));
   std::string const path = (std::filesystem::path(cache) / name).string();
   if (std::filesystem::exists(path)) {
     auto cached = graph::read_profile_file(path);

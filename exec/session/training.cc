@@ -50,12 +50,21 @@ Status TrainingSession::start(TrainOptions const& options) {
   bool const pipeline = options.devices > 1 || mpi_ || !config_.pipeline.plan.empty() || options.plan;
   // The config's trainable/frozen patterns decide what the importer trains.
   graph::ImportOptions import = options.import;
+  import.precision = config_.precision;
   import.trainable.insert(import.trainable.end(), config_.trainable.begin(), config_.trainable.end());
   import.frozen.insert(import.frozen.end(), config_.frozen.begin(), config_.frozen.end());
   bool const patterns = !config_.trainable.empty() || !config_.frozen.empty();
   if (options.model && options.graph && !patterns) {
     model_ = *options.model;
     graph_ = options.graph;
+    if (graph::graph_precision(*graph_) != config_.precision) {
+      if (graph::graph_precision(*graph_) != graph::Precision::kFloat32)
+        return invalid_argument(
+            "the model was loaded in " + std::string(graph::precision_name(graph::graph_precision(*graph_))) +
+            " but the config asks for " + graph::precision_name(config_.precision) + ": load it in float32");
+      ASSIGN_OR_RETURN(graph::OpGraph rewritten, graph::apply_precision(*graph_, config_.precision));
+      graph_ = std::make_shared<graph::OpGraph const>(std::move(rewritten));
+    }
   } else {
     if (options.model) {
       model_ = *options.model;

@@ -387,7 +387,7 @@ TEST(CpuBackend, ResolvedKernelsRunAsLookedUpOnes) {
   auto refused = be.resolve(relu.the_op(), relu.graph);
   ASSERT_FALSE(refused.is_ok());
   EXPECT_EQ(refused.status().message(), be.supports(relu.the_op(), relu.graph).message());
-  EXPECT_NE(refused.status().message().find("input 0 has dtype int64 (only float32)"), std::string::npos)
+  EXPECT_NE(refused.status().message().find("no kernel for dtype int64"), std::string::npos)
       << refused.status().message();
 }
 

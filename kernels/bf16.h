@@ -1,0 +1,37 @@
+// bfloat16 <-> float32: the top 16 bits of an IEEE float32, rounded to nearest even (as oneDNN,
+// PyTorch and the CUDA intrinsics round), NaN kept a quiet NaN. Host and device alike (no state).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#ifdef __CUDACC__
+#define GP_BF16_HD __host__ __device__
+#else
+#define GP_BF16_HD
+#endif
+
+namespace gp::kernels {
+
+GP_BF16_HD inline uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+GP_BF16_HD inline float bf16_to_float(uint16_t b) {
+  uint32_t const u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Whole arrays (vectorised by the compiler).
+void float_to_bf16(float const* src, int64_t n, uint16_t* dst);
+void bf16_to_float(uint16_t const* src, int64_t n, float* dst);
+// dst += src, the sum rounded once to bfloat16.
+void add_inplace_bf16(uint16_t* dst, uint16_t const* src, int64_t n);
+
+}  // namespace gp::kernels

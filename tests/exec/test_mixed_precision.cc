@@ -1,0 +1,266 @@
+// Mixed precision (graph/precision.h) on the CPU backend: the rewrite puts a Cast wherever a dtype
+// changes and nowhere else; every op the policy runs in bf16 has a bf16 kernel; one bf16 training
+// step agrees with float32 within what the format allows (and the check is tight enough to see a
+// 3% error); and bf16 training follows float32 training's loss.
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "exec/cpu/cpu_backend.h"
+#include "exec/stage_executor.h"
+#include "exec/trainer.h"
+#include "graph/ops/registry.h"
+#include "graph/precision.h"
+#include "models/zoo.h"
+#include "tests/exec/tiny_models.h"
+
+namespace gp::exec {
+namespace {
+
+using graph::DType;
+using graph::kBatch;  // the symbolic batch dimension of the models
+using graph::Precision;
+constexpr int64_t kSamples = 4;  // the batch a step runs
+
+// bfloat16 keeps 8 significant bits: a rounding's relative error is at most 2^-8 (unit roundoff,
+// round to nearest even). A step through a handful of ops that each round once (Conv, BatchNorm,
+// ReLU, pooling, Gemm; their sums accumulate in float32) and the same in backward, with errors
+// that add up in quadrature, stays well inside 6 units in relative L2.
+constexpr double kUnit = 1.0 / 256;
+constexpr double kTolerance = 6 * kUnit;
+
+double rel_l2(std::vector<float> const& got, std::vector<float> const& want) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// A gradient that vanishes in exact arithmetic (a convolution's bias in front of BatchNorm, which
+// removes the mean: float32 gives rounding noise of 1e-8, bf16 of 1e-4) has no relative error to
+// check; the models' other values are O(1) (N(0, 1) inputs, weights of 0.1-1).
+bool vanishes(std::vector<float> const& v) {
+  double sq = 0;
+  for (float x : v) sq += double(x) * x;
+  return std::sqrt(sq / std::max<double>(1.0, double(v.size()))) < 1e-5;
+}
+
+// Conv, BatchNorm, ReLU, max pooling, a residual Add of two bf16 tensors, a broadcasting bf16 Add,
+// average and global pooling, Flatten and Gemm: every op the CPU runs in bf16.
+graph::OnnxModelBuilder tiny_resnet_block(uint64_t seed = 6) {
+  using graph::InitRule;
+  graph::OnnxModelBuilder b("tiny_resnet_block", 17, seed);
+  auto x = b.add_input("x", {kBatch, 3, 8, 8});
+  auto w1 = b.add_initializer("conv1.w", {8, 3, 3, 3}, InitRule::uniform(0.4));
+  auto b1 = b.add_initializer("conv1.b", {8}, InitRule::uniform(0.1));
+  auto w2 = b.add_initializer("conv2.w", {8, 8, 3, 3}, InitRule::uniform(0.2));
+  std::vector<std::string> bn[2];
+  for (int i = 0; i < 2; ++i) {
+    std::string const p = "bn" + std::to_string(i + 1);
+    bn[i] = {b.add_initializer(p + ".scale", {8}, InitRule::uniform(1.0)),
+             b.add_initializer(p + ".bias", {8}, InitRule::uniform(0.2)),
+             b.add_initializer(p + ".mean", {8}, InitRule::zeros(), false),
+             b.add_initializer(p + ".var", {8}, InitRule::ones(), false)};
+  }
+  auto fw = b.add_initializer("fc.w", {5, 8}, InitRule::uniform(0.5));
+  auto fb = b.add_initializer("fc.b", {5}, InitRule::uniform(0.1));
+  graph::Attributes const same{{"kernel_shape", std::vector<int64_t>{3, 3}},
+                               {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  graph::Attributes const half{{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}};
+  graph::Attributes const bn_attrs{{"epsilon", 1e-5}, {"momentum", 0.9}, {"training_mode", int64_t{1}}};
+  b.add_node("Conv", {x, w1, b1}, {"c1"}, same);
+  b.add_node("BatchNormalization", {"c1", bn[0][0], bn[0][1], bn[0][2], bn[0][3]}, {"n1"}, bn_attrs);
+  b.add_node("Relu", {"n1"}, {"r1"});
+  b.add_node("MaxPool", {"r1"}, {"p1"}, half);
+  b.add_node("Conv", {"p1", w2}, {"c2"}, same);
+  b.add_node("BatchNormalization", {"c2", bn[1][0], bn[1][1], bn[1][2], bn[1][3]}, {"n2"}, bn_attrs);
+  b.add_node("Add", {"n2", "p1"}, {"s"});  // the residual: both bf16
+  b.add_node("Relu", {"s"}, {"r2"});
+  b.add_node("GlobalAveragePool", {"r2"}, {"g"});
+  b.add_node("Add", {"r2", "g"}, {"bc"});  // bf16 + bf16, broadcast over H and W
+  b.add_node("AveragePool", {"bc"}, {"ap"}, half);
+  b.add_node("GlobalAveragePool", {"ap"}, {"g2"});
+  b.add_node("Flatten", {"g2"}, {"f"}, {{"axis", int64_t{1}}});
+  b.add_node("Gemm", {"f", fw, fb}, {"y"}, {{"transB", int64_t{1}}});
+  b.add_output("y", {kBatch, 5});
+  return b;
+}
+
+graph::OpGraph graph_in(graph::OnnxModelBuilder const& b, Precision p) {
+  graph::ImportOptions o;
+  o.precision = p;
+  auto g = b.to_graph(o);
+  EXPECT_TRUE(g.is_ok()) << g.status().message();
+  return std::move(g).value();
+}
+
+TEST(MixedPrecision, TheRewriteCastsWhereTheDtypeChanges) {
+  graph::OpGraph const g = graph_in(tiny_resnet_block(), Precision::kBFloat16);
+  auto dtype = [&](std::string const& name) { return g.tensor(*g.find_tensor(name)).dtype; };
+  auto producer = [&](std::string const& name) { return g.op(g.tensor(*g.find_tensor(name)).producer); };
+  // The first Conv reads a bf16 copy of the float32 input; weights are read as they are (float32
+  // master weights, rounded inside the kernel), never through a Cast.
+  ASSERT_TRUE(g.find_tensor("x.to_bf16"));
+  EXPECT_EQ(producer("x.to_bf16").type, "Cast");
+  for (std::string const t : {"conv1.w", "conv1.b", "conv2.w", "fc.w", "fc.b"}) {
+    EXPECT_FALSE(g.find_tensor(t + ".to_bf16")) << t;
+    EXPECT_EQ(dtype(t), DType::kFloat32) << t;
+  }
+  // What follows a bf16 input stays bf16 (BatchNorm's statistics stay float32).
+  for (std::string const t : {"c1", "n1", "r1", "p1", "c2", "n2", "s", "r2", "g", "bc", "ap", "g2", "f"})
+    EXPECT_EQ(dtype(t), DType::kBFloat16) << t;
+  auto const& bn1 = producer("n1");
+  for (std::size_t i = 1; i < 5; ++i) EXPECT_EQ(g.tensor(bn1.inputs[i]).dtype, DType::kFloat32);
+  // The graph output keeps its name and float32: Gemm writes y.bf16, a Cast writes y.
+  EXPECT_EQ(dtype("y"), DType::kFloat32);
+  EXPECT_EQ(producer("y").type, "Cast");
+  EXPECT_EQ(dtype("y.bf16"), DType::kBFloat16);
+  EXPECT_EQ(producer("y.bf16").type, "Gemm");
+  // One cast down and one up; nothing else was added.
+  int casts = 0;
+  for (auto const& op : g.ops()) casts += op.type == "Cast";
+  EXPECT_EQ(casts, 2);
+  EXPECT_EQ(g.num_ops(), graph_in(tiny_resnet_block(), Precision::kFloat32).num_ops() + 2);
+  // Each low tensor is cast up once however many float32 ops read it: the attention block's
+  // residual Add reads a bf16 MatMul output and the float32 input, so it promotes.
+  graph::OpGraph const a = graph_in(testing::tiny_attention(), Precision::kBFloat16);
+  auto const& add = a.op(a.tensor(*a.find_tensor("r")).producer);
+  EXPECT_EQ(a.tensor(add.inputs[0]).name, "o.to_fp32");
+  EXPECT_EQ(a.tensor(add.inputs[1]).name, "x");
+  EXPECT_EQ(a.tensor(*a.find_tensor("r")).dtype, DType::kFloat32);
+  std::map<std::string, int> made;
+  for (auto const& op : a.ops())
+    if (op.type == "Cast") ++made[a.tensor(op.outputs[0]).name];
+  for (auto const& [name, n] : made) EXPECT_EQ(n, 1) << name;
+  // The accounting counts the bf16 tensors at 2 bytes an element.
+  EXPECT_EQ(g.tensor(*g.find_tensor("c1")).bytes_per_sample(), 8 * 8 * 8 * 2);
+}
+
+TEST(MixedPrecision, Fp32LeavesTheGraphAndFp16IsRefusedByName) {
+  graph::OpGraph const g = graph_in(tiny_resnet_block(), Precision::kFloat32);
+  for (auto const& t : g.tensors())
+    if (t.dtype != DType::kFloat32) ADD_FAILURE() << t.name;
+  EXPECT_EQ(graph::graph_precision(g), Precision::kFloat32);
+  EXPECT_EQ(graph::graph_precision(graph_in(tiny_resnet_block(), Precision::kBFloat16)), Precision::kBFloat16);
+  graph::ImportOptions o;
+  o.precision = Precision::kFloat16;
+  auto r = tiny_resnet_block().to_graph(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("fp16 is not implemented yet"), std::string::npos) << r.status().message();
+  auto bad = graph::parse_precision("half");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("fp32, bf16, fp16"), std::string::npos);
+}
+
+TEST(MixedPrecision, EveryOpThePolicyRunsInBf16HasABf16CpuKernel) {
+  int low = 0;
+  for (auto const& [type, def] : graph::ops::op_table()) {
+    graph::AmpPolicy const p = graph::amp_rule(def.kind).policy;
+    if (p == graph::AmpPolicy::kFloat32) continue;
+    ++low;
+    EXPECT_TRUE(CpuBackend::runs(def.kind, DType::kBFloat16))
+        << type << " is '" << graph::amp_policy_name(p) << "' but the CPU has no bfloat16 kernel";
+  }
+  EXPECT_GE(low, 12);
+  EXPECT_TRUE(CpuBackend::runs(graph::ops::OpKind::kCast, DType::kBFloat16));
+  EXPECT_FALSE(CpuBackend::runs(graph::ops::OpKind::kSoftmax, DType::kBFloat16));
+}
+
+// One training forward and backward of `g` on fixed inputs and output gradient: the output, the
+// input gradients and every weight gradient, by name.
+std::map<std::string, std::vector<float>> one_step(graph::OpGraph const& g) {
+  CpuBackend be;
+  auto ex = StageExecutor::create(g, be);
+  EXPECT_TRUE(ex.is_ok()) << ex.status().message();
+  if (!ex.is_ok()) return {};
+  TensorMap in, out, gin, gout;
+  for (graph::TensorId t : g.inputs())
+    in.emplace(t, testing::normal_tensor(g.tensor(t).shape.concrete(kSamples), 11 + t));
+  EXPECT_TRUE((*ex)->forward(0, in, out, true, 1).is_ok());
+  graph::TensorId const y = g.outputs()[0];
+  gout.emplace(y, testing::normal_tensor(out.at(y).shape(), 99));
+  Status const s = (*ex)->backward(0, gout, gin);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  std::map<std::string, std::vector<float>> r;
+  r["output"] = out.at(y).to_vector();
+  for (auto const& [t, grad] : gin) r["d" + g.tensor(t).name] = grad.to_vector();
+  for (auto const& [name, grad] : (*ex)->gradients()) r["d" + name] = grad.to_vector();
+  return r;
+}
+
+TEST(MixedPrecision, ABf16StepMatchesFloat32WithinTheFormatsTolerance) {
+  for (auto const& model : {tiny_resnet_block(), testing::tiny_attention(), testing::tiny_conv_stack()}) {
+    auto const want = one_step(graph_in(model, Precision::kFloat32));
+    auto const got = one_step(graph_in(model, Precision::kBFloat16));
+    ASSERT_EQ(got.size(), want.size());
+    double worst = 0;
+    int vanishing = 0;
+    for (auto const& [name, w] : want) {
+      ASSERT_TRUE(got.count(name)) << name;
+      ASSERT_EQ(got.at(name).size(), w.size()) << name;
+      if (vanishes(w)) {
+        ++vanishing;
+        continue;
+      }
+      double const e = rel_l2(got.at(name), w);
+      worst = std::max(worst, e);
+      EXPECT_LE(e, kTolerance) << model.name() << ": " << name;
+      // Not bitwise float32: the step did run in bf16.
+      if (name == "output") {
+        EXPECT_GT(e, 0.0) << model.name();
+      }
+    }
+    // The check sees an error of 3% in any of them.
+    EXPECT_LE(vanishing, 1) << model.name();  // at most the bias in front of BatchNorm
+    for (auto const& [name, w] : want) {
+      if (vanishes(w)) continue;
+      std::vector<float> off = w;
+      for (float& v : off) v *= 1.03f;
+      EXPECT_GT(rel_l2(off, w), kTolerance) << name;
+    }
+    std::printf("%s: worst relative L2 difference to float32 %.2e (%.1f bf16 units)\n", model.name().c_str(), worst,
+                worst / kUnit);
+  }
+}
+
+// 60 steps of the zoo transformer (AdamW) in bf16 and in float32 from the same weights and
+// batches: the mean loss of the last 10 steps within 2%.
+TEST(MixedPrecision, Bf16TrainingFollowsFloat32) {
+  auto built = models::build_graph("transformer", models::Size::kTiny, 1);
+  ASSERT_TRUE(built.is_ok()) << built.status().message();
+  graph::OpGraph const fp32 = std::move(built).value();
+  auto low = graph::apply_precision(fp32, Precision::kBFloat16);
+  ASSERT_TRUE(low.is_ok()) << low.status().message();
+  TrainConfig c;
+  c.batch = 16;
+  c.micro_batches = 2;
+  c.steps = 60;
+  c.seed = 1;
+  c.optimizer.kind = OptimizerKind::kAdamW;
+  c.optimizer.lr = 3e-3f;
+  c.data.samples = 256;
+  double tail[2] = {0, 0};
+  graph::OpGraph const* graphs[2] = {&fp32, &*low};
+  for (int i = 0; i < 2; ++i) {
+    CpuBackend be;
+    auto data = make_data_source(c.data, *graphs[i], c.loss, c.seed);
+    ASSERT_TRUE(data.is_ok());
+    auto t = Trainer::create(c, *graphs[i], be, std::move(data).value());
+    ASSERT_TRUE(t.is_ok()) << t.status().message();
+    ASSERT_TRUE((*t)->run(nullptr).is_ok());
+    auto const& losses = (*t)->losses();
+    ASSERT_EQ(losses.size(), 60u);
+    for (std::size_t s = 50; s < 60; ++s) tail[i] += losses[s] / 10;
+    EXPECT_LT(tail[i], losses[0]) << "no learning";
+  }
+  EXPECT_NEAR(tail[1], tail[0], 0.02 * tail[0]);
+  std::printf("last-10 mean loss: fp32 %.4f, bf16 %.4f\n", tail[0], tail[1]);
+}
+
+}  // namespace
+}  // namespace gp::exec
