@@ -381,7 +381,12 @@ def cmd_bench(args):
 
     def step():
         opt.zero_grad()
-        loss_fn(args.loss, fwd(xs), labels).backward()
+        if args.bf16:  # automatic mixed precision as PyTorch users know it on a CPU
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = loss_fn(args.loss, fwd(xs).float(), labels)
+        else:
+            loss = loss_fn(args.loss, fwd(xs), labels)
+        loss.backward()
         opt.step()
 
     for _ in range(args.warmup):
@@ -427,6 +432,7 @@ def main():
             r.add_argument("--batch", type=int, default=32)
             r.add_argument("--steps", type=int, default=10)
             r.add_argument("--warmup", type=int, default=2)
+            r.add_argument("--bf16", action="store_true", help="train under torch.autocast('cpu', bfloat16)")
     args = p.parse_args()
     {"export-resnet18": cmd_export_resnet18, "export-model": cmd_export_model, "reference": cmd_reference, "bench": cmd_bench}[args.cmd](args)
 

@@ -1,5 +1,6 @@
 // Single-device training throughput of graphpipe's CPU executor against PyTorch (CPU, same model,
-// batch and SGD optimizer) in the same run. Torch runs as a subprocess with OpenBLAS preloaded
+// batch and SGD optimizer) in the same run; with --bf16 also bf16 mixed precision against torch's
+// CPU autocast, and graphpipe bf16 against its own float32. Torch runs as a subprocess with OpenBLAS preloaded
 // through LD_LIBRARY_PATH so that neither side is handicapped by the reference BLAS.
 #include <chrono>
 #include <cstdio>
@@ -52,8 +53,9 @@ std::string json_string(std::string const& json, std::string const& key) {
   return json.substr(at, json.find('"', at) - at);
 }
 
-Result<double> graphpipe_samples_per_s(Row const& row, int warmup, int steps) {
+Result<double> graphpipe_samples_per_s(Row const& row, int warmup, int steps, graph::Precision precision) {
   exec::TrainConfig config;
+  config.precision = precision;
   config.model.path = row.onnx;
   config.batch = row.batch;
   config.steps = warmup + steps;
@@ -80,6 +82,7 @@ int main(int argc, char** argv) {
   bool with_resnet = true;
   std::string only;
   bool with_torch = true;  // --no-torch: graphpipe alone (for profiling it)
+  bool bf16 = false;       // --bf16: bf16 rows too (graphpipe's precision bf16, torch's CPU autocast)
   for (int i = 1; i < argc; ++i) {
     std::string const arg = argv[i];
     if (arg == "--quick") {
@@ -89,6 +92,8 @@ int main(int argc, char** argv) {
       with_resnet = false;
     } else if (arg == "--batch" && i + 1 < argc) {
       batch = std::atoll(argv[++i]);
+    } else if (arg == "--bf16") {
+      bf16 = true;
     } else if (arg == "--no-torch") {
       with_torch = false;
     } else if (arg == "--only" && i + 1 < argc) {
@@ -97,7 +102,7 @@ int main(int argc, char** argv) {
       steps = std::atoi(argv[++i]);
     } else {
       std::cerr << "bench_train: unknown argument '" << arg
-                << "'; use --quick, --no-resnet, --batch N, --steps N, --only MODEL, --no-torch\n";
+                << "'; use --quick, --no-resnet, --batch N, --steps N, --only MODEL, --no-torch, --bf16\n";
       return 2;
     }
   }
@@ -135,23 +140,32 @@ int main(int argc, char** argv) {
   std::printf("torch: /usr/bin/python3, %s, 2 threads; BLAS mapped in torch process: %s", torch_env.c_str(),
               blas_maps.empty() ? "?\n" : blas_maps.c_str());
   std::printf("warm-up %d steps, timed %d steps, SGD(lr=1e-3, momentum=0.9), size small\n\n", warmup, steps);
-  std::printf("%-12s %6s %16s %16s %8s  %s\n", "model", "batch", "graphpipe s/s", "torch s/s", "ratio",
-              "torch blas_build");
+  std::printf("%-12s %6s %-5s %16s %16s %8s %10s  %s\n", "model", "batch", "math", "graphpipe s/s", "torch s/s",
+              "ratio", "vs fp32", "torch blas_build");
   for (auto const& row : rows) {
-    auto gp_rate = graphpipe_samples_per_s(row, warmup, steps);
-    std::string cmd = torch_env + "/usr/bin/python3 " + script + " bench --onnx " + row.onnx + " --batch " +
-                      std::to_string(row.batch) + " --steps " + std::to_string(steps) + " --warmup " +
-                      std::to_string(warmup) + " --threads 2 --loss " + row.loss;
-    if (!row.torchvision.empty()) cmd += " --torchvision " + row.torchvision;
-    std::string const out = with_torch ? run_capture(cmd + " 2>&1") : std::string();
-    double const torch_rate = json_number(out, "samples_per_s");
-    double const g = gp_rate.is_ok() ? *gp_rate : 0.0;
-    std::printf("%-12s %6lld %16.1f %16.1f %8.2f  %s\n", row.model.c_str(), static_cast<long long>(row.batch), g,
-                torch_rate, torch_rate > 0 ? g / torch_rate : 0.0, json_string(out, "blas_build").c_str());
-    if (!gp_rate.is_ok()) std::printf("  graphpipe error: %s\n", gp_rate.status().message().c_str());
-    if (torch_rate <= 0 && with_torch)
-      std::printf("  torch error: %s\n", out.substr(out.size() > 300 ? out.size() - 300 : 0).c_str());
-    std::fflush(stdout);
+    double fp32_rate = 0;
+    for (graph::Precision precision : {graph::Precision::kFloat32, graph::Precision::kBFloat16}) {
+      bool const low = precision == graph::Precision::kBFloat16;
+      if (low && !bf16) continue;
+      auto gp_rate = graphpipe_samples_per_s(row, warmup, steps, precision);
+      std::string cmd = torch_env + "/usr/bin/python3 " + script + " bench --onnx " + row.onnx + " --batch " +
+                        std::to_string(row.batch) + " --steps " + std::to_string(steps) + " --warmup " +
+                        std::to_string(warmup) + " --threads 2 --loss " + row.loss + (low ? " --bf16" : "");
+      if (!row.torchvision.empty()) cmd += " --torchvision " + row.torchvision;
+      std::string const out = with_torch ? run_capture(cmd + " 2>&1") : std::string();
+      double const torch_rate = json_number(out, "samples_per_s");
+      double const g = gp_rate.is_ok() ? *gp_rate : 0.0;
+      if (!low) fp32_rate = g;
+      std::printf("%-12s %6lld %-5s %16.1f %16.1f %8.2f %10s  %s\n", row.model.c_str(),
+                  static_cast<long long>(row.batch), graph::precision_name(precision), g, torch_rate,
+                  torch_rate > 0 ? g / torch_rate : 0.0,
+                  low && fp32_rate > 0 ? std::to_string(g / fp32_rate).substr(0, 4).c_str() : "",
+                  json_string(out, "blas_build").c_str());
+      if (!gp_rate.is_ok()) std::printf("  graphpipe error: %s\n", gp_rate.status().message().c_str());
+      if (torch_rate <= 0 && with_torch)
+        std::printf("  torch error: %s\n", out.substr(out.size() > 300 ? out.size() - 300 : 0).c_str());
+      std::fflush(stdout);
+    }
   }
   std::filesystem::remove_all(dir);
   return 0;
