@@ -133,7 +133,7 @@ void add_train_command(CLI::App& root, CommandList& commands) {
                   "Seconds any worker waits before the run fails (overrides "
                   "pipeline.timeout)");
   app->add_option("--inject-fault", args->fault,
-                  "Testing: DEVICE:LINE:KIND (throw|nan|header|exit|stall) at a "
+                  "Testing: DEVICE:LINE:KIND (throw|nan|header|exit|stall|overflow) at a "
                   "schedule line")
       ->group("");
   app->add_option("--export-onnx", args->export_onnx, "Write the trained model here (overrides 'export')");

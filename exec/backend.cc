@@ -2,7 +2,29 @@
 
 #include <set>
 
+#include "kernels/vector_ops.h"
+
 namespace gp::exec {
+
+Status Backend::scale(Tensor& t, double factor) {
+  if (!t.defined()) return Status::ok();
+  if (t.dtype() != DType::kFloat32)
+    return internal_error("scale: a " + std::string(graph::dtype_name(t.dtype())) + " tensor");
+  Tensor host = t.clone_to(process_cpu_allocator());
+  kernels::scale_inplace(host.data<float>(), static_cast<float>(factor), host.numel());
+  return copy(host, t);
+}
+
+Result<bool> Backend::all_finite(std::vector<Tensor> const& tensors) {
+  for (Tensor const& t : tensors) {
+    if (!t.defined()) continue;
+    if (t.dtype() != DType::kFloat32)
+      return internal_error("all_finite: a " + std::string(graph::dtype_name(t.dtype())) + " tensor");
+    Tensor const host = t.device().kind == DeviceKind::kCpu ? t : t.clone_to(process_cpu_allocator());
+    if (!kernels::all_finite(host.data<float>(), host.numel())) return false;
+  }
+  return true;
+}
 
 // Tensors that share storage (a view and its base) are counted once.
 int64_t Saved::bytes() const {

@@ -105,6 +105,11 @@ class Backend {
   }
   // dst += src (float32, same element count).
   virtual Status add_into(Tensor& dst, Tensor const& src) = 0;
+  // Loss scaling (exec/loss_scale.h). t *= factor (float32), and whether no element of `tensors`
+  // (float32) is inf or NaN. The defaults go through host copies: correct on any device, one
+  // round trip per call; a backend overrides them with its own loops.
+  virtual Status scale(Tensor& t, double factor);
+  virtual Result<bool> all_finite(std::vector<Tensor> const& tensors);
   // Block copy along one axis: the tensor seen as [outer, extent, inner] with the axis cut into
   // chunks of `chunk` rows; chunk src_chunks[i] of src goes to chunk dst_chunks[i] of dst. What
   // the pipeline runtime slices and assembles replica pieces with.

@@ -1,5 +1,7 @@
 #include "exec/checkpoint.h"
 
+#include <cmath>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +36,10 @@ Status save_checkpoint(std::string const& path, CheckpointState const& state) {
   header["seed"] = state.seed;
   header["optimizer"] = state.optimizer;
   header["optimizer_steps"] = state.optimizer_steps;
+  if (state.loss_scale.scale > 0)
+    header["loss_scale"] = {{"scale", state.loss_scale.scale},
+                            {"good_steps", state.loss_scale.good_steps},
+                            {"skipped_steps", state.loss_scale.skipped_steps}};
   std::vector<Tensor const*> order;
   uint64_t offset = 0;
   auto table = nlohmann::json::array();
@@ -109,6 +115,14 @@ Result<CheckpointState> parse_checkpoint(std::string_view bytes, std::string con
     st.seed = json_get<uint64_t>(header.at("seed"));
     st.optimizer = header.at("optimizer").get<std::string>();
     st.optimizer_steps = json_get<int64_t>(header.at("optimizer_steps"));
+    if (header.contains("loss_scale")) {
+      auto const& ls = header.at("loss_scale");
+      st.loss_scale.scale = json_get<double>(ls.at("scale"));
+      st.loss_scale.good_steps = json_get<int64_t>(ls.at("good_steps"));
+      st.loss_scale.skipped_steps = json_get<int64_t>(ls.at("skipped_steps"));
+      if (!(st.loss_scale.scale > 0) || !std::isfinite(st.loss_scale.scale))
+        return parse_error(path + ": the loss scale in the checkpoint is not a positive number");
+    }
     for (auto const& e : header.at("tensors")) {
       auto dtype = dtype_from_name(e.at("dtype").get<std::string>());
       if (!dtype) return corrupt("unknown dtype " + e.at("dtype").get<std::string>());

@@ -17,11 +17,19 @@
 
 namespace gp::exec {
 
+// Dynamic loss scaling's state (exec/loss_scale.h); scale 0: the run did not scale.
+struct LossScaleState {
+  double scale = 0;
+  int64_t good_steps = 0;
+  int64_t skipped_steps = 0;
+};
+
 struct CheckpointState {
   int64_t step = 0;             // training steps completed
   uint64_t seed = 0;            // the run's seed: data and dropout are pure functions of (seed, step)
   std::string optimizer;        // optimizer kind name
   int64_t optimizer_steps = 0;  // the optimizer's own step count (Adam bias correction)
+  LossScaleState loss_scale;    // absent from files of runs without scaling
   std::map<std::string, Tensor> weights;
   std::map<std::string, Tensor> optimizer_state;
 };

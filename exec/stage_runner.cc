@@ -19,4 +19,15 @@ Status StageRunner::update() {
   return optimizer_.step(executor_->backend(), executor_->parameters(), executor_->gradients());
 }
 
+Result<bool> StageRunner::finite_gradients() const { return executor_->backend().all_finite(gradient_list()); }
+
+Status StageRunner::unscale_gradients(double scale) {
+  double const inverse = 1.0 / scale;
+  for (auto& [name, grad] : executor_->gradients()) {
+    Tensor g = grad;  // shares storage: scaled in place
+    RETURN_IF_ERROR(executor_->backend().scale(g, inverse));
+  }
+  return Status::ok();
+}
+
 }  // namespace gp::exec

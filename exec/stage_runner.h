@@ -29,6 +29,10 @@ class StageRunner {
   // One optimizer update with the accumulated gradients. They stay readable until the next step
   // zeroes them (executor().zero_grads()), as the single-device Trainer does at a step's start.
   Status update();
+  // Loss scaling (exec/loss_scale.h): whether every accumulated gradient is finite, and dividing
+  // them all by the step's scale before update().
+  Result<bool> finite_gradients() const;
+  Status unscale_gradients(double scale);
 
  private:
   StageRunner(std::unique_ptr<StageExecutor> executor, OptimizerConfig const& optimizer)

@@ -1,5 +1,6 @@
 #include "exec/train_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -132,6 +133,35 @@ Status parse_patterns(YAML::Node const& node, std::string const& key, std::strin
   return add(node);
 }
 
+// `loss_scale: dynamic | none` or {init, growth_factor, backoff_factor, growth_interval}.
+Status parse_loss_scale(YAML::Node const& node, std::string const& where, LossScaleConfig& c) {
+  std::string const what =
+      "'loss_scale' must be dynamic, none or a map {init, growth_factor, backoff_factor, growth_interval}";
+  if (node.IsScalar()) {
+    std::string const v = node.Scalar();
+    if (v != "dynamic" && v != "none") return invalid_argument(where + ": " + what + ", got '" + v + "'");
+    c.dynamic = v == "dynamic";
+    return Status::ok();
+  }
+  if (!node.IsMap()) return invalid_argument(where + ": " + what);
+  RETURN_IF_ERROR(
+      check_keys(node, {"init", "growth_factor", "backoff_factor", "growth_interval"}, where + ": loss_scale"));
+  c.dynamic = true;
+  if (node["init"]) RETURN_IF_ERROR(read_scalar(node["init"], "loss_scale.init", where, c.init));
+  if (node["growth_factor"])
+    RETURN_IF_ERROR(read_scalar(node["growth_factor"], "loss_scale.growth_factor", where, c.growth_factor));
+  if (node["backoff_factor"])
+    RETURN_IF_ERROR(read_scalar(node["backoff_factor"], "loss_scale.backoff_factor", where, c.backoff_factor));
+  if (node["growth_interval"])
+    RETURN_IF_ERROR(read_scalar(node["growth_interval"], "loss_scale.growth_interval", where, c.growth_interval));
+  if (!(c.init > 0) || !std::isfinite(c.init) || !(c.growth_factor >= 1) || !std::isfinite(c.growth_factor) ||
+      !(c.backoff_factor > 0 && c.backoff_factor < 1) || c.growth_interval < 1)
+    return invalid_argument(where +
+                            ": 'loss_scale' needs init > 0, growth_factor >= 1, 0 < backoff_factor < 1 and "
+                            "growth_interval >= 1");
+  return Status::ok();
+}
+
 Status parse_checkpoint(YAML::Node const& node, std::string const& where, std::string const& base_dir,
                         CheckpointConfig& c) {
   if (node.IsScalar()) {
@@ -165,7 +195,7 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
   std::vector<std::string> const keys = {
       "model",  "loss",     "optimizer",     "lr",     "momentum", "weight_decay", "beta1",        "beta2",
       "eps",    "batch",    "micro_batches", "steps",  "data",     "seed",         "log_interval", "checkpoint",
-      "export", "pipeline", "trainable",     "frozen", "tf32",     "precision"};
+      "export", "pipeline", "trainable",     "frozen", "tf32",     "precision",    "loss_scale"};
   RETURN_IF_ERROR(check_keys(root, keys, source));
 
   TrainConfig c;
@@ -211,6 +241,7 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
     if (root[key]) RETURN_IF_ERROR(read_scalar(root[key], key, source, *out));
   if (root["seed"]) RETURN_IF_ERROR(read_scalar(root["seed"], "seed", source, c.seed));
   if (root["tf32"]) RETURN_IF_ERROR(read_scalar(root["tf32"], "tf32", source, c.tf32));
+  if (root["loss_scale"]) RETURN_IF_ERROR(parse_loss_scale(root["loss_scale"], source, c.loss_scale));
   if (root["precision"]) {
     std::string text;
     RETURN_IF_ERROR(read_scalar(root["precision"], "precision", source, text));

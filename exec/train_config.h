@@ -55,6 +55,16 @@ struct PipelineConfig {
   int64_t threads_per_worker = 0;  // 0: cores / workers
 };
 
+// `loss_scale: dynamic` (PyTorch GradScaler's defaults) or a map of these fields; absent or
+// `none`: no scaling. exec/loss_scale.h has the rules.
+struct LossScaleConfig {
+  bool dynamic = false;
+  double init = 65536.0;  // 2^16
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
 struct TrainConfig {
   ModelConfig model;
   LossKind loss = LossKind::kCrossEntropy;
@@ -79,6 +89,7 @@ struct TrainConfig {
   // weights and optimizer state, matmuls and convolutions in bf16. fp16 is refused (no loss
   // scaling yet).
   graph::Precision precision = graph::Precision::kFloat32;
+  LossScaleConfig loss_scale;
 
   int64_t micro_batch_size() const { return batch / micro_batches; }
 };

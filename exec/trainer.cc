@@ -27,7 +27,11 @@ std::string format_seconds(double s) {
 
 Trainer::Trainer(TrainConfig config, graph::OpGraph const& graph, std::unique_ptr<DataSource> data,
                  std::unique_ptr<StageRunner> runner)
-    : config_(std::move(config)), graph_(graph), data_(std::move(data)), runner_(std::move(runner)) {}
+    : config_(std::move(config)),
+      graph_(graph),
+      data_(std::move(data)),
+      runner_(std::move(runner)),
+      scaler_(config_.loss_scale) {}
 
 Result<std::unique_ptr<Trainer>> Trainer::create(TrainConfig const& config, graph::OpGraph const& graph,
                                                  Backend& backend, std::unique_ptr<DataSource> data) {
@@ -91,6 +95,7 @@ Status Trainer::step() {
           " (training stopped before that update)");
     }
     loss += *l;
+    if (scaler_.enabled()) RETURN_IF_ERROR(backend.scale(grad, scaler_.scale()));
     phases_.forward_loss += since(t);
     RETURN_IF_ERROR(runner_->executor().backward(m, {{out_id, grad}}, input_grads));
   }
@@ -99,7 +104,17 @@ Status Trainer::step() {
     return numerical_error("loss is " + std::string(std::isnan(loss) ? "NaN" : "Inf") + " at step " +
                            std::to_string(step_ + 1) + ": training stopped before that update (lower 'lr' " +
                            "or check the data)");
-  RETURN_IF_ERROR(runner_->update());
+  if (scaler_.enabled()) {
+    // A gradient that overflowed under the scale skips the step and halves the scale.
+    ASSIGN_OR_RETURN(bool const finite, runner_->finite_gradients());
+    double const scale = scaler_.scale();
+    if (scaler_.update(!finite)) {
+      RETURN_IF_ERROR(runner_->unscale_gradients(scale));
+      RETURN_IF_ERROR(runner_->update());
+    }
+  } else {
+    RETURN_IF_ERROR(runner_->update());
+  }
   phases_.update += since(t);
   ++phases_.steps;
   ++step_;
@@ -131,7 +146,7 @@ Status Trainer::run(std::ostream* progress, int64_t max_steps) {
       std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  %.1f samples/s  elapsed %s  ETA %s",
                     static_cast<long long>(step_), static_cast<long long>(config_.steps), last_loss(), sps,
                     format_seconds(elapsed).c_str(), format_seconds(eta).c_str());
-      *progress << line << std::endl;
+      *progress << line << loss_scale_note(scaler_) << std::endl;
     }
   }
   return Status::ok();
@@ -157,6 +172,7 @@ CheckpointState Trainer::checkpoint_state() const {
   s.seed = config_.seed;
   s.optimizer = optimizer_kind_name(config_.optimizer.kind);
   s.optimizer_steps = runner_->optimizer().step_count();
+  s.loss_scale = loss_scale_state(scaler_);
   s.weights = trained_tensors();
   for (auto const& [name, t] : runner_->optimizer().state()) s.optimizer_state.emplace(name, on_host(t));
   return s;
@@ -180,6 +196,7 @@ Status Trainer::restore(CheckpointState const& state, std::string const& source)
   for (auto const& [name, t] : state.optimizer_state)
     moments.emplace(name, t.clone_to(runner_->executor().backend().allocator()));
   runner_->optimizer().load_state(std::move(moments), state.optimizer_steps);
+  restore_loss_scale(scaler_, state.loss_scale);
   step_ = state.step;
   return Status::ok();
 }

@@ -13,6 +13,7 @@
 #include "exec/backend.h"
 #include "exec/checkpoint.h"
 #include "exec/data.h"
+#include "exec/loss_scale.h"
 #include "exec/optimizer.h"
 #include "exec/seeds.h"
 #include "exec/stage_executor.h"
@@ -42,6 +43,7 @@ class Trainer {
   double last_loss() const { return losses_.empty() ? 0.0 : losses_.back(); }
   double samples_per_s() const { return samples_per_s_; }  // over the steps of the last run() after the first
   std::vector<double> const& losses() const { return losses_; }
+  LossScaler const& loss_scaler() const { return scaler_; }
   // Where the host's time went, summed over the steps of the last run() after its first (the first
   // builds plans and caches): reading the data and copying it to the device, the forward with the
   // loss (whose value is read back, so it waits for the device), the backward and the optimizer
@@ -77,6 +79,7 @@ class Trainer {
   std::vector<double> losses_;
   double samples_per_s_ = 0;
   PhaseTimes phases_;
+  LossScaler scaler_;
 };
 
 }  // namespace gp::exec

@@ -43,6 +43,7 @@ class CpuBackend final : public Backend {
   Status fill(Tensor& t, float value) override;
   Status copy(Tensor const& src, Tensor& dst) override;
   Status add_into(Tensor& dst, Tensor const& src) override;
+  Status scale(Tensor& t, double factor) override;
   Status copy_chunks(Tensor const& src, std::vector<int> const& src_chunks, Tensor& dst,
                      std::vector<int> const& dst_chunks, int axis, int64_t chunk) override;
   Result<double> loss(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows,

@@ -42,6 +42,14 @@ Status CpuBackend::add_into(Tensor& dst, Tensor const& src) {
   return Status::ok();
 }
 
+Status CpuBackend::scale(Tensor& t, double factor) {
+  if (!t.defined()) return Status::ok();
+  if (t.dtype() != DType::kFloat32)
+    return internal_error("scale: a " + std::string(graph::dtype_name(t.dtype())) + " tensor");
+  kernels::scale_inplace(t.data<float>(), static_cast<float>(factor), t.numel());
+  return Status::ok();
+}
+
 Status CpuBackend::copy_chunks(Tensor const& src, std::vector<int> const& src_chunks, Tensor& dst,
                                std::vector<int> const& dst_chunks, int axis, int64_t chunk) {
   if (src.dtype() != dst.dtype() || src_chunks.size() != dst_chunks.size() || axis < 0 || axis >= src.rank() ||

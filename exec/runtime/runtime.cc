@@ -163,7 +163,8 @@ void Runtime::after_step(int64_t step, double loss, std::ostream* progress) {
     char line[200];
     std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  %.1f samples/s", static_cast<long long>(step_),
                   static_cast<long long>(config_.steps), loss, samples_per_s());
-    *progress << line << std::endl;
+    *progress << line << (workers_.empty() ? std::string() : loss_scale_note(workers_.front()->loss_scaler()))
+              << std::endl;
   }
 }
 
@@ -420,6 +421,7 @@ Result<CheckpointState> Runtime::checkpoint_state() {
   }
   s.weights = std::move(weights);
   s.optimizer_state = std::move(moments);
+  if (!workers_.empty()) s.loss_scale = loss_scale_state(workers_.front()->loss_scaler());  // identical everywhere
   return s;
 }
 
@@ -459,6 +461,7 @@ Status Runtime::restore(CheckpointState const& state, std::string const& source)
           moments.emplace(name, t.clone_to(runner->executor().backend().allocator()));
       runner->optimizer().load_state(std::move(moments), state.optimizer_steps);
     }
+  for (auto& w : workers_) restore_loss_scale(w->loss_scaler(), state.loss_scale);
   step_ = state.step;
   return Status::ok();
 }

@@ -64,6 +64,8 @@ class Runtime {
 
   int64_t steps_done() const { return step_; }
   std::vector<double> const& losses() const { return losses_; }
+  // Loss scaling's state, the same on every worker (null without workers).
+  LossScaler const* loss_scaler() const { return workers_.empty() ? nullptr : &workers_.front()->loss_scaler(); }
   double samples_per_s() const;                         // over the steps of the last run() after the first
   std::vector<DeviceMeasurement> measurements() const;  // this process's devices
   schedule::Timeline timeline() const;                  // measured intervals of the last step, this process's devices

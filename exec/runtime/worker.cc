@@ -3,6 +3,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <thread>
@@ -38,8 +39,10 @@ Result<FaultInjection> parse_fault(std::string const& text) {
     f.kind = FaultInjection::Kind::kExit;
   else if (kind == "stall")
     f.kind = FaultInjection::Kind::kStall;
+  else if (kind == "overflow")
+    f.kind = FaultInjection::Kind::kOverflow;
   else
-    return invalid_argument("--inject-fault '" + text + "': KIND must be throw, nan, header, exit or stall");
+    return invalid_argument("--inject-fault '" + text + "': KIND must be throw, nan, header, exit, stall or overflow");
   return f;
 }
 
@@ -54,7 +57,8 @@ Worker::Worker(RuntimePlan const& plan, schedule::Schedule const& schedule, int 
       comm_(comm),
       data_(std::move(data)),
       options_(options),
-      memory_(memory) {}
+      memory_(memory),
+      scaler_(config.loss_scale) {}
 
 Result<std::unique_ptr<Worker>> Worker::create(RuntimePlan const& plan, schedule::Schedule const& schedule, int device,
                                                TrainConfig const& config, Backend& backend, Communicator& comm,
@@ -132,6 +136,14 @@ Status Worker::run_step(int64_t step, Clock::time_point origin) {
         }
       }
       s = execute(in, step);
+      if (s.is_ok() && options_.fault.kind == FaultInjection::Kind::kOverflow && options_.fault.device == device_ &&
+          options_.fault.line == in.line && !overflow_injected_ && runners_.count(in.stage) > 0) {
+        overflow_injected_ = true;
+        for (auto& [name, grad] : runners_.at(in.stage)->executor().gradients()) {
+          Tensor g = grad;
+          if (s.is_ok()) s = backend_.scale(g, std::numeric_limits<double>::infinity());
+        }
+      }
     } catch (std::exception const& e) {
       s = internal_error(std::string("exception: ") + e.what());
     }
@@ -187,6 +199,22 @@ Status Worker::execute(Instruction const& in, int64_t step) {
     }
     case Op::kStep: {
       RETURN_IF_ERROR(comm_.flush(deadline_after(options_.timeout_s)));
+      if (scaler_.enabled()) {
+        // Every device's verdict, reduced over all of them: all skip together or none does.
+        bool finite = true;
+        for (auto& [s, runner] : runners_) {
+          ASSIGN_OR_RETURN(bool const f, runner->finite_gradients());
+          finite = finite && f;
+        }
+        std::vector<int> all(comm_.num_devices());
+        std::iota(all.begin(), all.end(), 0);
+        ASSIGN_OR_RETURN(Tensor flag, on_device(Tensor::from_floats({1}, {finite ? 0.f : 1.f})));
+        std::vector<Tensor> flags{flag};
+        RETURN_IF_ERROR(comm_.all_reduce_sum({step, -2}, all, flags, deadline_after(options_.timeout_s)));
+        double const scale = scaler_.scale();
+        if (!scaler_.update(flags[0].to_vector()[0] > 0)) return Status::ok();  // skipped everywhere
+        for (auto& [s, runner] : runners_) RETURN_IF_ERROR(runner->unscale_gradients(scale));
+      }
       for (auto& [s, runner] : runners_) RETURN_IF_ERROR(runner->update().with_context("stage " + std::to_string(s)));
       return Status::ok();
     }
@@ -373,6 +401,7 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
     }
     inputs.clear();
     loss_sum_ += l;
+    if (scaler_.enabled()) RETURN_IF_ERROR(backend_.scale(grad, scaler_.scale()));
     loss_grads_[{stage, mb}] = std::move(grad);
   }
   if (used_data) release_data(mb);

@@ -27,6 +27,7 @@
 #include "exec/comm/communicator.h"
 #include "exec/data.h"
 #include "exec/runtime/routing.h"
+#include "exec/loss_scale.h"
 #include "exec/stage_runner.h"
 #include "exec/train_config.h"
 #include "schedule/instruction.h"
@@ -38,7 +39,9 @@ namespace gp::exec {
 // a NaN loss, a message with a wrong header, a killed process (SIGKILL), a stall in compute of
 // three times the timeout.
 struct FaultInjection {
-  enum class Kind { kNone, kThrow, kNaN, kHeader, kExit, kStall };
+  // kOverflow: after the line's instruction in the first step that reaches it, the stage's weight
+  // gradients are made non-finite (what an fp16 overflow does), for loss scaling to catch.
+  enum class Kind { kNone, kThrow, kNaN, kHeader, kExit, kStall, kOverflow };
   int device = -1;
   int line = -1;
   Kind kind = Kind::kNone;
@@ -60,11 +63,14 @@ class Worker {
                                                 Allocator const& memory);
 
   // Runs the device's list for `step` (intervals measured from `origin`), then all-reduces the
-  // step's loss over every device. Errors carry "device d, line L (<instruction>)".
+  // step's loss over every device. Errors carry "device d, line L (<instruction>)". With loss
+  // scaling, STEP first reduces the found-inf flag over every device, and all skip or none does.
   Status run_step(int64_t step, Clock::time_point origin);
 
   int device() const { return device_; }
   double step_loss() const { return step_loss_; }  // the whole batch's loss of the last step
+  LossScaler const& loss_scaler() const { return scaler_; }
+  LossScaler& loss_scaler() { return scaler_; }
   std::vector<schedule::Interval> const& intervals() const { return intervals_; }
   void clear_intervals() { intervals_.clear(); }
   // The instruction index being run (-1 between steps), for stall reports.
@@ -130,6 +136,8 @@ class Worker {
   std::map<std::tuple<int, int, int, bool>, Received> received_;  // (edge, mb, peer, gradient)
   std::map<int, std::pair<Batch, int>> data_cache_;               // mb -> (batch, uses left)
   double loss_sum_ = 0, step_loss_ = 0;
+  LossScaler scaler_;               // the same on every device: they see the same found-inf flags
+  bool overflow_injected_ = false;  // FaultInjection::kOverflow fires once
   std::vector<schedule::Interval> intervals_;
   std::atomic<int> current_{-1};
 };

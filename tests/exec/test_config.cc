@@ -46,6 +46,34 @@ tf32: true
   EXPECT_FALSE(parse_train_config("model: m.onnx\n", "t.yaml", "")->tf32);  // off unless asked, as in PyTorch
 }
 
+TEST(TrainConfig, PrecisionAndLossScale) {
+  auto c = parse_train_config("model: m.onnx\nprecision: bf16\nloss_scale: dynamic\n", "t.yaml", "");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->precision, graph::Precision::kBFloat16);
+  EXPECT_TRUE(c->loss_scale.dynamic);
+  EXPECT_EQ(c->loss_scale.init, 65536.0);  // GradScaler's defaults
+  EXPECT_EQ(c->loss_scale.growth_interval, 2000);
+  c = parse_train_config("model: m.onnx\nloss_scale: {init: 1024, growth_interval: 10}\n", "t.yaml", "");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->precision, graph::Precision::kFloat32);
+  EXPECT_TRUE(c->loss_scale.dynamic);
+  EXPECT_EQ(c->loss_scale.init, 1024.0);
+  EXPECT_EQ(c->loss_scale.growth_interval, 10);
+  EXPECT_FALSE(parse_train_config("model: m.onnx\nloss_scale: none\n", "t.yaml", "")->loss_scale.dynamic);
+  struct Bad {
+    char const* yaml;
+    char const* says;
+  };
+  for (Bad const& b :
+       {Bad{"precision: half", "not one of fp32, bf16, fp16"},
+        Bad{"loss_scale: sometimes", "must be dynamic, none or a map"}, Bad{"loss_scale: {init: -1}", "init > 0"},
+        Bad{"loss_scale: {backoff_factor: 2}", "backoff"}, Bad{"loss_scale: {growth: 2}", "unknown key 'growth'"}}) {
+    auto r = parse_train_config(std::string("model: m.onnx\n") + b.yaml + "\n", "t.yaml", "");
+    ASSERT_FALSE(r.is_ok()) << b.yaml;
+    EXPECT_NE(r.status().message().find(b.says), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(TrainConfig, ModelPathAndNpyDataResolveAgainstTheConfigFolder) {
   auto c = parse_train_config("model: m.onnx\ndata: {inputs: [x.npy], labels: /abs/y.npy}\n", "t.yaml", "/cfg");
   ASSERT_TRUE(c.is_ok()) << c.status().message();

@@ -112,6 +112,25 @@ TEST_F(Mpi, AKilledRankEndsTheJob) {
   EXPECT_NE(r.output.find("signal 9"), std::string::npos) << r.output;
 }
 
+// Loss scaling under MPI: an overflow injected on rank 1 skips the step on both ranks (the flag is
+// reduced over every rank before STEP), the scale halves, and training goes on.
+TEST_F(Mpi, AnInjectedOverflowSkipsTheStepOnEveryRank) {
+  write_plan();
+  int const line = schedule_line(sched, 1, schedule::Op::kBackward, 0);
+  std::string const cfg = dir.write("scaled.yaml",
+                                    "model: {zoo: mmt, size: tiny}\nbatch: 16\nmicro_batches: 4\nsteps: 3\nlr: 0.05\n"
+                                    "seed: 2\nlog_interval: 1\nloss_scale: {init: 1024}\npipeline: {memory: 1GiB, "
+                                    "timeout: 20, plan: " +
+                                        plan + ", schedule: " + sched + "}\n");
+  auto r = run(mpirun(2) + graphpipe() + " train --launcher mpi --inject-fault 1:" + std::to_string(line) +
+                   ":overflow --config " + cfg,
+               90);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("step 1/3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("scale 512 (1 step skipped)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("step 3/3"), std::string::npos) << r.output;
+}
+
 TEST_F(Mpi, AWrongHeaderNamesBothSides) {
   write_plan();
   int const line = schedule_line(sched, 0, schedule::Op::kSend, 0);

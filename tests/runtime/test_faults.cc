@@ -154,5 +154,59 @@ TEST(RuntimeFaults, BadCombinationsAreRefusedBeforeTraining) {
   EXPECT_NE(r.status().message().find("the schedule does not fit the plan"), std::string::npos) << r.status().message();
 }
 
+// Loss scaling across a pipeline: a gradient made non-finite on one device (what an fp16 overflow
+// does) skips the step on every device, halves the scale everywhere, and training goes on; with
+// no overflow a power-of-two scale trains as no scale.
+TEST(RuntimeFaults, AnInjectedOverflowSkipsTheStepOnEveryDevice) {
+  FaultCase s = make_setup();
+  s.config.loss_scale.dynamic = true;
+  s.config.loss_scale.init = 1024;
+  s.config.loss_scale.growth_interval = 1000;
+  auto run = [&](int64_t steps, bool inject) {
+    RuntimeOptions o;
+    o.make_backend = cpu_backend_factory();
+    o.worker.timeout_s = 20;
+    o.threads_per_worker = 1;
+    if (inject) o.worker.fault = {1, line_of(s.schedule, 1, Op::kBackward), FaultInjection::Kind::kOverflow};
+    TrainConfig c = s.config;
+    c.steps = steps;
+    auto rt = Runtime::create_threads(c, *s.graph, s.plan, s.schedule, o);
+    EXPECT_TRUE(rt.is_ok()) << rt.status().message();
+    Status const st = (*rt)->run(-1, nullptr);
+    EXPECT_TRUE(st.is_ok()) << st.message();
+    return std::move(rt).value();
+  };
+  std::map<std::string, std::vector<float>> initial;  // the initializers' values
+  for (auto const& t : s.graph->tensors())
+    if (t.role == graph::TensorRole::kWeight && t.data) initial[t.name] = Tensor::from_data(*t.data).to_vector();
+  // One step with the overflow on device 1: every stage on every device keeps its weights.
+  auto one = run(1, true);
+  EXPECT_EQ(one->loss_scaler()->skipped_steps(), 1);
+  EXPECT_EQ(one->loss_scaler()->scale(), 512);
+  auto const after = one->trained_tensors();
+  ASSERT_TRUE(after.is_ok());
+  for (auto const& [name, t] : *after) {
+    if (initial.count(name)) {
+      EXPECT_EQ(t.to_vector(), initial.at(name)) << name << " changed in a skipped step";
+    }
+  }
+  // Three steps: the first skipped everywhere, the others train.
+  auto three = run(3, true);
+  EXPECT_EQ(three->loss_scaler()->skipped_steps(), 1);
+  EXPECT_EQ(three->loss_scaler()->scale(), 512);
+  auto const trained = three->trained_tensors();
+  ASSERT_TRUE(trained.is_ok());
+  int changed = 0;
+  for (auto const& [name, t] : *trained) changed += initial.count(name) && t.to_vector() != initial.at(name);
+  EXPECT_GT(changed, 5);
+  // Without the overflow the scaled pipeline trains as an unscaled one device (powers of two).
+  TrainConfig plain = s.config;
+  plain.loss_scale = {};
+  auto const want = testing::train_single(*s.graph, plain);
+  auto const got = run(3, false)->trained_tensors();
+  ASSERT_TRUE(got.is_ok());
+  testing::expect_close(*got, want, 1e-4, 1e-6, "scaled pipeline");
+}
+
 }  // namespace
 }  // namespace gp::exec
