@@ -19,4 +19,9 @@ void add_inplace_bf16(uint16_t* dst, uint16_t const* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16(bf16_to_float(dst[i]) + bf16_to_float(src[i]));
 }
 
+void add_bf16(uint16_t const* a, uint16_t const* b, int64_t n, uint16_t* y) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+}
+
 }  // namespace gp::kernels

@@ -33,5 +33,7 @@ void float_to_bf16(float const* src, int64_t n, uint16_t* dst);
 void bf16_to_float(uint16_t const* src, int64_t n, float* dst);
 // dst += src, the sum rounded once to bfloat16.
 void add_inplace_bf16(uint16_t* dst, uint16_t const* src, int64_t n);
+// y = a + b, each float32 sum rounded once to bfloat16.
+void add_bf16(uint16_t const* a, uint16_t const* b, int64_t n, uint16_t* y);
 
 }  // namespace gp::kernels

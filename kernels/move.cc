@@ -55,8 +55,10 @@ std::vector<int64_t> contiguous_strides(std::vector<int64_t> const& shape) {
   return s;
 }
 
-void strided_copy(float const* src, std::vector<int64_t> const& src_strides, float* dst,
-                  std::vector<int64_t> const& dst_strides, std::vector<int64_t> const& shape) {
+namespace {
+template <typename T>
+void strided_copy_of(T const* src, std::vector<int64_t> const& src_strides, T* dst,
+                     std::vector<int64_t> const& dst_strides, std::vector<int64_t> const& shape) {
   if (numel(shape) == 0) return;
   if (shape.empty()) {
     dst[0] = src[0];
@@ -65,17 +67,28 @@ void strided_copy(float const* src, std::vector<int64_t> const& src_strides, flo
   int64_t const n = shape.back();
   int64_t const ss = src_strides.back(), ds = dst_strides.back();
   for_each_row(shape, src_strides, dst_strides, [&](int64_t so, int64_t doff) {
-    float const* s = src + so;
-    float* d = dst + doff;
+    T const* s = src + so;
+    T* d = dst + doff;
     if (ss == 1 && ds == 1) {
-      std::memcpy(d, s, static_cast<std::size_t>(n) * sizeof(float));
+      std::memcpy(d, s, static_cast<std::size_t>(n) * sizeof(T));
     } else if (ss == 0) {
-      float const v = s[0];
+      T const v = s[0];
       for (int64_t i = 0; i < n; ++i) d[i * ds] = v;
     } else {
       for (int64_t i = 0; i < n; ++i) d[i * ds] = s[i * ss];
     }
   });
+}
+}  // namespace
+
+void strided_copy(float const* src, std::vector<int64_t> const& src_strides, float* dst,
+                  std::vector<int64_t> const& dst_strides, std::vector<int64_t> const& shape) {
+  strided_copy_of(src, src_strides, dst, dst_strides, shape);
+}
+
+void strided_copy(uint16_t const* src, std::vector<int64_t> const& src_strides, uint16_t* dst,
+                  std::vector<int64_t> const& dst_strides, std::vector<int64_t> const& shape) {
+  strided_copy_of(src, src_strides, dst, dst_strides, shape);
 }
 
 void strided_add(float const* src, std::vector<int64_t> const& src_strides, float* dst,

@@ -16,6 +16,9 @@ std::vector<int64_t> contiguous_strides(std::vector<int64_t> const& shape);
 // dst[idx · dst_strides] = src[idx · src_strides] for every index idx of `shape`.
 void strided_copy(float const* src, std::vector<int64_t> const& src_strides, float* dst,
                   std::vector<int64_t> const& dst_strides, std::vector<int64_t> const& shape);
+// The same for 16-bit elements (bfloat16 moved as bits).
+void strided_copy(uint16_t const* src, std::vector<int64_t> const& src_strides, uint16_t* dst,
+                  std::vector<int64_t> const& dst_strides, std::vector<int64_t> const& shape);
 // dst[idx · dst_strides] += src[idx · src_strides]  (dst positions may repeat: scatter-add).
 void strided_add(float const* src, std::vector<int64_t> const& src_strides, float* dst,
                  std::vector<int64_t> const& dst_strides, std::vector<int64_t> const& shape);

@@ -242,11 +242,7 @@ Status add_bf16_forward(OpCall const& call, std::vector<Tensor> const& in, std::
   Tensor const& b = in[1];
   if (a.shape() == b.shape()) {
     Tensor y(a.shape(), DType::kBFloat16);
-    uint16_t const* ap = a.data<uint16_t>();
-    uint16_t const* bp = b.data<uint16_t>();
-    uint16_t* yp = y.data<uint16_t>();
-    for (int64_t i = 0, n = y.numel(); i < n; ++i)
-      yp[i] = kernels::float_to_bf16(kernels::bf16_to_float(ap[i]) + kernels::bf16_to_float(bp[i]));
+    kernels::add_bf16(a.data<uint16_t>(), b.data<uint16_t>(), y.numel(), y.data<uint16_t>());
     out.assign(call.op.outputs.size(), Tensor());
     out[0] = y;
     if (saved) saved->tensors = {shape_tensor(a.shape()), shape_tensor(b.shape())};

@@ -58,8 +58,11 @@ Tensor permute(Tensor const& x, std::vector<int64_t> const& perm) {
     shape[i] = x.dim(static_cast<int>(perm[i]));
     strides[i] = in_strides[perm[i]];
   }
-  Tensor y(shape);
-  kernels::strided_copy(x.data<float>(), strides, y.data<float>(), kernels::contiguous_strides(shape), shape);
+  Tensor y(shape, x.dtype());
+  if (x.dtype() == DType::kBFloat16)  // mixed precision: bf16 moved as its bits
+    kernels::strided_copy(x.data<uint16_t>(), strides, y.data<uint16_t>(), kernels::contiguous_strides(shape), shape);
+  else
+    kernels::strided_copy(x.data<float>(), strides, y.data<float>(), kernels::contiguous_strides(shape), shape);
   return y;
 }
 }  // namespace

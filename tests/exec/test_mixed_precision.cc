@@ -1,8 +1,9 @@
 // Mixed precision (graph/precision.h) on the CPU backend: the rewrite puts a Cast wherever a dtype
 // changes and nowhere else; every op the policy runs in bf16 has a bf16 kernel; one bf16 training
 // step agrees with float32 within what the format allows (and the check is tight enough to see a
-// 3% error); and bf16 training follows float32 training's loss.
+// 5% error); and bf16 training follows float32 training's loss.
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,11 +27,11 @@ using graph::Precision;
 constexpr int64_t kSamples = 4;  // the batch a step runs
 
 // bfloat16 keeps 8 significant bits: a rounding's relative error is at most 2^-8 (unit roundoff,
-// round to nearest even). A step through a handful of ops that each round once (Conv, BatchNorm,
-// ReLU, pooling, Gemm; their sums accumulate in float32) and the same in backward, with errors
-// that add up in quadrature, stays well inside 6 units in relative L2.
+// round to nearest even). The deepest gradient here (the first conv's weights in the block without
+// BatchNorm) passes through up to 16 ops that round to bf16, 8 forward and 8 backward (their sums
+// accumulate in float32): with errors adding in quadrature that is about 4 units; the bound is 8.
 constexpr double kUnit = 1.0 / 256;
-constexpr double kTolerance = 6 * kUnit;
+constexpr double kTolerance = 8 * kUnit;
 
 double rel_l2(std::vector<float> const& got, std::vector<float> const& want) {
   double num = 0, den = 0;
@@ -50,39 +51,43 @@ bool vanishes(std::vector<float> const& v) {
   return std::sqrt(sq / std::max<double>(1.0, double(v.size()))) < 1e-5;
 }
 
-// Conv, BatchNorm, ReLU, max pooling, a residual Add of two bf16 tensors, a broadcasting bf16 Add,
-// average and global pooling, Flatten and Gemm: every op the CPU runs in bf16.
-graph::OnnxModelBuilder tiny_resnet_block(uint64_t seed = 6) {
+// Conv, ReLU, max pooling, a residual Add of two bf16 tensors, a broadcasting bf16 Add, average and
+// global pooling, Flatten and Gemm: every op the CPU runs in bf16. With `bn`, BatchNorm after each
+// convolution (float32 under the policy: the conv's output is cast up for it).
+graph::OnnxModelBuilder tiny_resnet_block(bool bn, uint64_t seed = 6) {
   using graph::InitRule;
-  graph::OnnxModelBuilder b("tiny_resnet_block", 17, seed);
+  graph::OnnxModelBuilder b(bn ? "tiny_resnet_block_bn" : "tiny_resnet_block", 17, seed);
   auto x = b.add_input("x", {kBatch, 3, 8, 8});
   auto w1 = b.add_initializer("conv1.w", {8, 3, 3, 3}, InitRule::uniform(0.4));
   auto b1 = b.add_initializer("conv1.b", {8}, InitRule::uniform(0.1));
   auto w2 = b.add_initializer("conv2.w", {8, 8, 3, 3}, InitRule::uniform(0.2));
-  std::vector<std::string> bn[2];
-  for (int i = 0; i < 2; ++i) {
-    std::string const p = "bn" + std::to_string(i + 1);
-    bn[i] = {b.add_initializer(p + ".scale", {8}, InitRule::uniform(1.0)),
-             b.add_initializer(p + ".bias", {8}, InitRule::uniform(0.2)),
-             b.add_initializer(p + ".mean", {8}, InitRule::zeros(), false),
-             b.add_initializer(p + ".var", {8}, InitRule::ones(), false)};
-  }
   auto fw = b.add_initializer("fc.w", {5, 8}, InitRule::uniform(0.5));
   auto fb = b.add_initializer("fc.b", {5}, InitRule::uniform(0.1));
   graph::Attributes const same{{"kernel_shape", std::vector<int64_t>{3, 3}},
                                {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
   graph::Attributes const half{{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}};
   graph::Attributes const bn_attrs{{"epsilon", 1e-5}, {"momentum", 0.9}, {"training_mode", int64_t{1}}};
-  b.add_node("Conv", {x, w1, b1}, {"c1"}, same);
-  b.add_node("BatchNormalization", {"c1", bn[0][0], bn[0][1], bn[0][2], bn[0][3]}, {"n1"}, bn_attrs);
+  // conv -> (BatchNorm) -> `out`
+  auto conv_bn = [&](int i, std::vector<std::string> const& conv_inputs, std::string const& out) {
+    std::string const c = "c" + std::to_string(i);
+    b.add_node("Conv", conv_inputs, {bn ? c : out}, same);
+    if (!bn) return;
+    std::string const p = "bn" + std::to_string(i);
+    b.add_node("BatchNormalization",
+               {c, b.add_initializer(p + ".scale", {8}, InitRule::uniform(1.0)),
+                b.add_initializer(p + ".bias", {8}, InitRule::uniform(0.2)),
+                b.add_initializer(p + ".mean", {8}, InitRule::zeros(), false),
+                b.add_initializer(p + ".var", {8}, InitRule::ones(), false)},
+               {out}, bn_attrs);
+  };
+  conv_bn(1, {x, w1, b1}, "n1");
   b.add_node("Relu", {"n1"}, {"r1"});
   b.add_node("MaxPool", {"r1"}, {"p1"}, half);
-  b.add_node("Conv", {"p1", w2}, {"c2"}, same);
-  b.add_node("BatchNormalization", {"c2", bn[1][0], bn[1][1], bn[1][2], bn[1][3]}, {"n2"}, bn_attrs);
-  b.add_node("Add", {"n2", "p1"}, {"s"});  // the residual: both bf16
+  conv_bn(2, {"p1", w2}, "n2");
+  b.add_node("Add", {"n2", "p1"}, {"s"});  // the residual
   b.add_node("Relu", {"s"}, {"r2"});
   b.add_node("GlobalAveragePool", {"r2"}, {"g"});
-  b.add_node("Add", {"r2", "g"}, {"bc"});  // bf16 + bf16, broadcast over H and W
+  b.add_node("Add", {"r2", "g"}, {"bc"});  // broadcast over H and W
   b.add_node("AveragePool", {"bc"}, {"ap"}, half);
   b.add_node("GlobalAveragePool", {"ap"}, {"g2"});
   b.add_node("Flatten", {"g2"}, {"f"}, {{"axis", int64_t{1}}});
@@ -100,32 +105,44 @@ graph::OpGraph graph_in(graph::OnnxModelBuilder const& b, Precision p) {
 }
 
 TEST(MixedPrecision, TheRewriteCastsWhereTheDtypeChanges) {
-  graph::OpGraph const g = graph_in(tiny_resnet_block(), Precision::kBFloat16);
-  auto dtype = [&](std::string const& name) { return g.tensor(*g.find_tensor(name)).dtype; };
-  auto producer = [&](std::string const& name) { return g.op(g.tensor(*g.find_tensor(name)).producer); };
+  graph::OpGraph const g = graph_in(tiny_resnet_block(false), Precision::kBFloat16);
+  auto dtype = [](graph::OpGraph const& h, std::string const& name) { return h.tensor(*h.find_tensor(name)).dtype; };
+  auto producer = [](graph::OpGraph const& h, std::string const& name) {
+    return h.op(h.tensor(*h.find_tensor(name)).producer);
+  };
   // The first Conv reads a bf16 copy of the float32 input; weights are read as they are (float32
   // master weights, rounded inside the kernel), never through a Cast.
   ASSERT_TRUE(g.find_tensor("x.to_bf16"));
-  EXPECT_EQ(producer("x.to_bf16").type, "Cast");
+  EXPECT_EQ(producer(g, "x.to_bf16").type, "Cast");
   for (std::string const t : {"conv1.w", "conv1.b", "conv2.w", "fc.w", "fc.b"}) {
     EXPECT_FALSE(g.find_tensor(t + ".to_bf16")) << t;
-    EXPECT_EQ(dtype(t), DType::kFloat32) << t;
+    EXPECT_EQ(dtype(g, t), DType::kFloat32) << t;
   }
-  // What follows a bf16 input stays bf16 (BatchNorm's statistics stay float32).
-  for (std::string const t : {"c1", "n1", "r1", "p1", "c2", "n2", "s", "r2", "g", "bc", "ap", "g2", "f"})
-    EXPECT_EQ(dtype(t), DType::kBFloat16) << t;
-  auto const& bn1 = producer("n1");
-  for (std::size_t i = 1; i < 5; ++i) EXPECT_EQ(g.tensor(bn1.inputs[i]).dtype, DType::kFloat32);
+  // What follows a bf16 input stays bf16.
+  for (std::string const t : {"n1", "r1", "p1", "n2", "s", "r2", "g", "bc", "ap", "g2", "f"})
+    EXPECT_EQ(dtype(g, t), DType::kBFloat16) << t;
   // The graph output keeps its name and float32: Gemm writes y.bf16, a Cast writes y.
-  EXPECT_EQ(dtype("y"), DType::kFloat32);
-  EXPECT_EQ(producer("y").type, "Cast");
-  EXPECT_EQ(dtype("y.bf16"), DType::kBFloat16);
-  EXPECT_EQ(producer("y.bf16").type, "Gemm");
+  EXPECT_EQ(dtype(g, "y"), DType::kFloat32);
+  EXPECT_EQ(producer(g, "y").type, "Cast");
+  EXPECT_EQ(dtype(g, "y.bf16"), DType::kBFloat16);
+  EXPECT_EQ(producer(g, "y.bf16").type, "Gemm");
   // One cast down and one up; nothing else was added.
-  int casts = 0;
-  for (auto const& op : g.ops()) casts += op.type == "Cast";
-  EXPECT_EQ(casts, 2);
-  EXPECT_EQ(g.num_ops(), graph_in(tiny_resnet_block(), Precision::kFloat32).num_ops() + 2);
+  auto casts = [](graph::OpGraph const& h) {
+    int n = 0;
+    for (auto const& op : h.ops()) n += op.type == "Cast";
+    return n;
+  };
+  EXPECT_EQ(casts(g), 2);
+  EXPECT_EQ(g.num_ops(), graph_in(tiny_resnet_block(false), Precision::kFloat32).num_ops() + 2);
+  // BatchNorm runs in float32: each conv output is cast up for it, and what follows is float32
+  // until the next conv casts its input down.
+  graph::OpGraph const bn = graph_in(tiny_resnet_block(true), Precision::kBFloat16);
+  EXPECT_EQ(dtype(bn, "c1"), DType::kBFloat16);
+  EXPECT_EQ(producer(bn, "n1").inputs[0], *bn.find_tensor("c1.to_fp32"));
+  for (graph::TensorId t : producer(bn, "n1").inputs) EXPECT_EQ(bn.tensor(t).dtype, DType::kFloat32);
+  for (std::string const t : {"n1", "r1", "p1", "n2", "s", "r2", "f"}) EXPECT_EQ(dtype(bn, t), DType::kFloat32) << t;
+  EXPECT_EQ(producer(bn, "c2").inputs[0], *bn.find_tensor("p1.to_bf16"));
+  EXPECT_EQ(casts(bn), 6);  // x, c1, p1, c2, f down or up, and y
   // Each low tensor is cast up once however many float32 ops read it: the attention block's
   // residual Add reads a bf16 MatMul output and the float32 input, so it promotes.
   graph::OpGraph const a = graph_in(testing::tiny_attention(), Precision::kBFloat16);
@@ -138,18 +155,18 @@ TEST(MixedPrecision, TheRewriteCastsWhereTheDtypeChanges) {
     if (op.type == "Cast") ++made[a.tensor(op.outputs[0]).name];
   for (auto const& [name, n] : made) EXPECT_EQ(n, 1) << name;
   // The accounting counts the bf16 tensors at 2 bytes an element.
-  EXPECT_EQ(g.tensor(*g.find_tensor("c1")).bytes_per_sample(), 8 * 8 * 8 * 2);
+  EXPECT_EQ(g.tensor(*g.find_tensor("n1")).bytes_per_sample(), 8 * 8 * 8 * 2);
 }
 
 TEST(MixedPrecision, Fp32LeavesTheGraphAndFp16IsRefusedByName) {
-  graph::OpGraph const g = graph_in(tiny_resnet_block(), Precision::kFloat32);
+  graph::OpGraph const g = graph_in(tiny_resnet_block(true), Precision::kFloat32);
   for (auto const& t : g.tensors())
     if (t.dtype != DType::kFloat32) ADD_FAILURE() << t.name;
   EXPECT_EQ(graph::graph_precision(g), Precision::kFloat32);
-  EXPECT_EQ(graph::graph_precision(graph_in(tiny_resnet_block(), Precision::kBFloat16)), Precision::kBFloat16);
+  EXPECT_EQ(graph::graph_precision(graph_in(tiny_resnet_block(true), Precision::kBFloat16)), Precision::kBFloat16);
   graph::ImportOptions o;
   o.precision = Precision::kFloat16;
-  auto r = tiny_resnet_block().to_graph(o);
+  auto r = tiny_resnet_block(true).to_graph(o);
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("fp16 is not implemented yet"), std::string::npos) << r.status().message();
   auto bad = graph::parse_precision("half");
@@ -194,7 +211,8 @@ std::map<std::string, std::vector<float>> one_step(graph::OpGraph const& g) {
 }
 
 TEST(MixedPrecision, ABf16StepMatchesFloat32WithinTheFormatsTolerance) {
-  for (auto const& model : {tiny_resnet_block(), testing::tiny_attention(), testing::tiny_conv_stack()}) {
+  for (auto const& model :
+       {tiny_resnet_block(false), tiny_resnet_block(true), testing::tiny_attention(), testing::tiny_conv_stack()}) {
     auto const want = one_step(graph_in(model, Precision::kFloat32));
     auto const got = one_step(graph_in(model, Precision::kBFloat16));
     ASSERT_EQ(got.size(), want.size());
@@ -209,18 +227,19 @@ TEST(MixedPrecision, ABf16StepMatchesFloat32WithinTheFormatsTolerance) {
       }
       double const e = rel_l2(got.at(name), w);
       worst = std::max(worst, e);
+      if (std::getenv("GP_SHOW")) std::printf("  %s %s %.2f units\n", model.name().c_str(), name.c_str(), e / kUnit);
       EXPECT_LE(e, kTolerance) << model.name() << ": " << name;
       // Not bitwise float32: the step did run in bf16.
       if (name == "output") {
         EXPECT_GT(e, 0.0) << model.name();
       }
     }
-    // The check sees an error of 3% in any of them.
-    EXPECT_LE(vanishing, 1) << model.name();  // at most the bias in front of BatchNorm
+    EXPECT_LE(vanishing, 1) << model.name();  // at most a conv's bias in front of BatchNorm
+    // The check sees an error of 5% in any of them.
     for (auto const& [name, w] : want) {
       if (vanishes(w)) continue;
       std::vector<float> off = w;
-      for (float& v : off) v *= 1.03f;
+      for (float& v : off) v *= 1.05f;
       EXPECT_GT(rel_l2(off, w), kTolerance) << name;
     }
     std::printf("%s: worst relative L2 difference to float32 %.2e (%.1f bf16 units)\n", model.name().c_str(), worst,
