@@ -3,7 +3,10 @@
 // fraction, peak memory, for the zoo's branchy models and the sequential control.
 //
 //   bench_schedule [--size paper|small|tiny] [--devices 8,32] [--batch B] [--memory 16GiB]
-//                  [--models mmt,dlrm,candle_uno,transformer] [--svg-dir DIR]
+//                  [--models mmt,dlrm,candle_uno,transformer] [--svg-dir DIR] [--precision fp32,bf16]
+// --precision: plan each model's graph per precision (graph/precision.h: bf16 tensors count 2 bytes,
+// so activations that bind the memory limit allow about twice the micro-batch; the analytic cost
+// model prices bf16 compute like float32).
 // With --svg-dir, the GPP plan (JSON) and the timelines (SVG) of GPP and the best sequential plan
 // are written there.
 #include <chrono>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "graph/cost_model.h"
+#include "graph/precision.h"
 #include "models/zoo.h"
 #include "partition/cluster.h"
 #include "partition/from_graph.h"
@@ -97,7 +101,7 @@ void print_row(std::string const& model, int devices, std::string const& label, 
 
 int main(int argc, char** argv) {
   std::string size_name = "paper", devices_arg = "8,32", memory = "16GiB", svg_dir;
-  std::string models_arg = "mmt,dlrm,candle_uno,transformer";
+  std::string models_arg = "mmt,dlrm,candle_uno,transformer", precisions_arg = "fp32";
   int64_t batch = 256;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string const k = argv[i], v = argv[i + 1];
@@ -113,6 +117,8 @@ int main(int argc, char** argv) {
       models_arg = v;
     else if (k == "--svg-dir")
       svg_dir = v;
+    else if (k == "--precision")
+      precisions_arg = v;
     else {
       std::fprintf(stderr, "bench_schedule: unknown option %s (see the comment at the top of bench_schedule.cc)\n",
                    k.c_str());
@@ -136,50 +142,58 @@ int main(int argc, char** argv) {
               "schedule", "st", "D", "b", "m", "planner s/s", "samples/s", "est/sim", "bubble", "peak mem", "limit",
               "vs seq", "plan t");
   auto cost = std::make_shared<graph::AnalyticCostModel const>();
-  for (auto const& name : split(models_arg)) {
-    auto g = models::build_graph(name, *size, 0, false);
-    if (!g.is_ok()) {
-      std::printf("%-12s  cannot build: %s\n", name.c_str(), g.status().message().c_str());
-      continue;
-    }
-    auto graph = std::make_shared<graph::OpGraph const>(std::move(*g));
-    for (auto const& dev_text : split(devices_arg)) {
-      int const n = std::stoi(dev_text);
-      auto problem = partition::problem_from_graph(graph, cost, partition::Cluster::uniform(n, *mem), batch);
-      if (!problem.is_ok()) {
-        std::printf("%-12s %4d  problem: %s\n", name.c_str(), n, problem.status().message().c_str());
+  for (auto const& model_name : split(models_arg))
+    for (auto const& precision_name : split(precisions_arg)) {
+      auto precision = graph::parse_precision(precision_name);
+      if (!precision.is_ok()) {
+        std::fprintf(stderr, "bench_schedule: %s\n", precision.status().message().c_str());
+        return 2;
+      }
+      std::string const name = model_name + (*precision == graph::Precision::kFloat32 ? "" : " " + precision_name);
+      auto g = models::build_graph(model_name, *size, 0, false);
+      if (g.is_ok() && *precision != graph::Precision::kFloat32) g = graph::apply_precision(*g, *precision);
+      if (!g.is_ok()) {
+        std::printf("%-12s  cannot build: %s\n", name.c_str(), g.status().message().c_str());
         continue;
       }
-      Outcome gpp = plan_and_schedule("gpp", *problem);
-      Outcome best_seq;
-      std::string seq_name;
-      std::vector<std::pair<std::string, Outcome>> seqs;
-      for (std::string planner : {"pipedream", "piper", "balanced"}) {
-        seqs.emplace_back(planner, plan_and_schedule(planner, *problem));
-        auto const& o = seqs.back().second;
-        if (o.ok && (!best_seq.ok || o.sim.samples_per_s > best_seq.sim.samples_per_s))
-          best_seq = o, seq_name = planner;
-      }
-      double const base = best_seq.ok ? best_seq.sim.samples_per_s : 0;
-      for (auto const& [planner, o] : seqs) print_row(name, n, planner, o, base);
-      print_row(name, n, "gpp", gpp, base);
-      if (!svg_dir.empty() && gpp.ok) {
-        std::string const path = svg_dir + "/" + name + "_" + std::to_string(n) + "_gpp.svg";
-        (void)partition::write_plan_file(gpp.plan, svg_dir + "/" + name + "_" + std::to_string(n) + "_gpp.json");
-        (void)schedule::write_text_file(
-            schedule::timeline_to_svg(gpp.sim.timeline,
-                                      name + ", " + std::to_string(n) + " devices, GPP plan, " + gpp.schedule.policy),
-            path);
-        if (best_seq.ok) {
-          std::string const spath = svg_dir + "/" + name + "_" + std::to_string(n) + "_" + seq_name + ".svg";
-          (void)schedule::write_text_file(
-              schedule::timeline_to_svg(best_seq.sim.timeline, name + ", " + std::to_string(n) + " devices, " +
-                                                                   seq_name + " plan, " + best_seq.schedule.policy),
-              spath);
+      auto graph = std::make_shared<graph::OpGraph const>(std::move(*g));
+      for (auto const& dev_text : split(devices_arg)) {
+        int const n = std::stoi(dev_text);
+        auto problem = partition::problem_from_graph(graph, cost, partition::Cluster::uniform(n, *mem), batch);
+        if (!problem.is_ok()) {
+          std::printf("%-12s %4d  problem: %s\n", name.c_str(), n, problem.status().message().c_str());
+          continue;
         }
+        Outcome gpp = plan_and_schedule("gpp", *problem);
+        Outcome best_seq;
+        std::string seq_name;
+        std::vector<std::pair<std::string, Outcome>> seqs;
+        for (std::string planner : {"pipedream", "piper", "balanced"}) {
+          seqs.emplace_back(planner, plan_and_schedule(planner, *problem));
+          auto const& o = seqs.back().second;
+          if (o.ok && (!best_seq.ok || o.sim.samples_per_s > best_seq.sim.samples_per_s))
+            best_seq = o, seq_name = planner;
+        }
+        double const base = best_seq.ok ? best_seq.sim.samples_per_s : 0;
+        for (auto const& [planner, o] : seqs) print_row(name, n, planner, o, base);
+        print_row(name, n, "gpp", gpp, base);
+        if (!svg_dir.empty() && gpp.ok) {
+          std::string const path = svg_dir + "/" + name + "_" + std::to_string(n) + "_gpp.svg";
+          (void)partition::write_plan_file(gpp.plan, svg_dir + "/" + name + "_" + std::to_string(n) + "_gpp.json");
+          (void)schedule::write_text_file(
+              schedule::timeline_to_svg(gpp.sim.timeline,
+                                        name + ", " + std::to_string(n) + " devices, GPP plan, " + gpp.schedule.policy),
+              path);
+          if (best_seq.ok) {
+            std::string const spath = svg_dir + "/" + name + "_" + std::to_string(n) + "_" + seq_name + ".svg";
+            (void)schedule::write_text_file(
+                schedule::timeline_to_svg(best_seq.sim.timeline, name + ", " + std::to_string(n) + " devices, " +
+                                                                     seq_name + " plan, " + best_seq.schedule.policy),
+                spath);
+          }
+        }
+        std::fflush(stdout);
       }
-      std::fflush(stdout);
     }
-  }
   return 0;
 }
