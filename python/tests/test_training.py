@@ -130,3 +130,15 @@ def test_ctrl_c_stops_the_workers_cleanly(tmp_path):
     config["steps"] = 5
     resumed = gp.train(config, devices=2)
     assert resumed.steps == 5 and len(resumed.losses) >= 2
+
+
+def test_bf16_mixed_precision_and_loss_scaling(mmt):
+    """precision and loss_scale are config keys; a Graph loaded in float32 is rewritten for bf16."""
+    config = {"model": {"zoo": "mlp", "size": "tiny"}, "steps": 3, "batch": 8, "lr": 0.01,
+              "precision": "bf16", "loss_scale": {"init": 1024}}
+    result = gp.train(config)
+    assert len(result.losses) == 3 and all(np.isfinite(result.losses))
+    on_graph = gp.train({"batch": 16, "micro_batches": 2, "steps": 2, "lr": 0.01, "precision": "bf16"}, model=mmt)
+    assert len(on_graph.losses) == 2 and all(np.isfinite(on_graph.losses))
+    with pytest.raises(Exception, match="fp16 is not implemented yet"):
+        gp.train({**config, "precision": "fp16"})
