@@ -206,13 +206,9 @@ Status Worker::execute(Instruction const& in, int64_t step) {
           ASSIGN_OR_RETURN(bool const f, runner->finite_gradients());
           finite = finite && f;
         }
-        std::vector<int> all(comm_.num_devices());
-        std::iota(all.begin(), all.end(), 0);
-        ASSIGN_OR_RETURN(Tensor flag, on_device(Tensor::from_floats({1}, {finite ? 0.f : 1.f})));
-        std::vector<Tensor> flags{flag};
-        RETURN_IF_ERROR(comm_.all_reduce_sum({step, -2}, all, flags, deadline_after(options_.timeout_s)));
+        ASSIGN_OR_RETURN(double const found, sum_over_devices({step, -2}, finite ? 0.0 : 1.0));
         double const scale = scaler_.scale();
-        if (!scaler_.update(flags[0].to_vector()[0] > 0)) return Status::ok();  // skipped everywhere
+        if (!scaler_.update(found > 0)) return Status::ok();  // skipped everywhere
         for (auto& [s, runner] : runners_) RETURN_IF_ERROR(runner->unscale_gradients(scale));
       }
       for (auto& [s, runner] : runners_) RETURN_IF_ERROR(runner->update().with_context("stage " + std::to_string(s)));
@@ -546,14 +542,17 @@ Status Worker::finish_step(int64_t step) {
                           " (every F needs its B, every SEND its RECV)");
   }
   // The step's loss, summed over every device in device order.
+  ASSIGN_OR_RETURN(step_loss_, sum_over_devices({step, -1}, loss_sum_));
+  return Status::ok();
+}
+
+Result<double> Worker::sum_over_devices(CollectiveKey const& key, double value) {
   std::vector<int> all(comm_.num_devices());
   std::iota(all.begin(), all.end(), 0);
-  Tensor const host = Tensor::from_floats({1}, {static_cast<float>(loss_sum_)});
-  ASSIGN_OR_RETURN(Tensor device_loss, on_device(host));
-  std::vector<Tensor> loss{device_loss};
-  RETURN_IF_ERROR(comm_.all_reduce_sum({step, -1}, all, loss, deadline_after(options_.timeout_s)));
-  step_loss_ = loss[0].to_vector()[0];
-  return Status::ok();
+  ASSIGN_OR_RETURN(Tensor on_this, on_device(Tensor::from_floats({1}, {static_cast<float>(value)})));
+  std::vector<Tensor> sum{on_this};
+  RETURN_IF_ERROR(comm_.all_reduce_sum(key, all, sum, deadline_after(options_.timeout_s)));
+  return static_cast<double>(sum[0].to_vector()[0]);
 }
 
 }  // namespace gp::exec

@@ -105,6 +105,8 @@ class Worker {
   Status post(schedule::Instruction const& in, int64_t step);
   Result<std::vector<TensorMeta>> expected_for(schedule::Instruction const& in) const;
   Status finish_step(int64_t step);
+  // `value` summed over every device (a step-wide collective: the loss, loss scaling's found-inf flag).
+  Result<double> sum_over_devices(CollectiveKey const& key, double value);
   Result<Batch const*> micro_batch_data(int64_t step, int mb);
   void release_data(int mb);
   // Replica pieces through the backend's device operations.
