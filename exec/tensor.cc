@@ -277,6 +277,8 @@ std::vector<float> Tensor::to_vector() const {
     if (!out.empty()) std::memcpy(out.data(), raw(), nbytes());
   } else if (dtype_ == DType::kBFloat16) {
     kernels::bf16_to_float(data<uint16_t>(), numel(), out.data());
+  } else if (dtype_ == DType::kFloat16) {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = kernels::half_to_float(data<uint16_t>()[i]);
   } else if (dtype_ == DType::kFloat64) {
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(data<double>()[i]);
   } else if (dtype_ == DType::kInt64) {

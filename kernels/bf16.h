@@ -1,5 +1,5 @@
-// bfloat16 <-> float32: the top 16 bits of an IEEE float32, rounded to nearest even (as oneDNN,
-// PyTorch and the CUDA intrinsics round), NaN kept a quiet NaN. Host and device alike (no state).
+// bfloat16 <-> float32 (and float16 -> float32): the top 16 bits of an IEEE float32, rounded to nearest even (as
+// oneDNN, PyTorch and the CUDA intrinsics round), NaN kept a quiet NaN. Host and device alike (no state).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,30 @@ GP_BF16_HD inline uint16_t float_to_bf16(float f) {
 
 GP_BF16_HD inline float bf16_to_float(uint16_t b) {
   uint32_t const u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// IEEE half (float16) -> float32, exactly (subnormals, infinities and NaN included): for reading
+// fp16 tensors on the host (the CUDA backend computes in them).
+GP_BF16_HD inline float half_to_float(uint16_t h) {
+  uint32_t const sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t const exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  uint32_t u = sign;
+  if (exp == 31) {
+    u |= 0x7f800000u | (mant << 13);
+  } else if (exp != 0) {
+    u |= ((exp + 112u) << 23) | (mant << 13);
+  } else if (mant != 0) {  // subnormal: mant * 2^-24, normalised
+    int e = -1;
+    uint32_t m = mant;
+    while ((m & 0x400u) == 0) {
+      m <<= 1;
+      ++e;
+    }
+    u |= (static_cast<uint32_t>(112 - e) << 23) | ((m & 0x3ffu) << 13);
+  }
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;

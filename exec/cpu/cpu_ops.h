@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "exec/backend.h"
+#include "exec/low_precision_kernel.h"
 #include "exec/op_kernels.h"
 
 namespace gp::exec::cpu {
@@ -69,39 +70,14 @@ void add_into(Tensor& dst, Tensor const& src);  // dst += src (same numel)
 // float32 <-> bfloat16 (rounded to nearest even); `x` itself when it has dtype `to` already.
 Tensor convert_float(Tensor const& x, DType to);
 
+// convert_float as exec/low_precision_kernel.h's ConvertFn.
+inline Result<Tensor> convert_float_fn(Tensor const& x, DType to) { return convert_float(x, to); }
+
 // A float32 kernel's bfloat16 twin for ops whose float32 weights stay float32 (mixed precision's
-// master weights): float32 inputs are rounded to bfloat16 per call (the Cast autocast makes for a
-// weight, kept in the op's saved state), the bf16 kernel runs, and the gradients of float32 inputs
-// are widened back and set or added in float32.
-template <ForwardFn F>
-Status low_precision_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out,
-                             Saved* saved) {
-  std::vector<Tensor> low(in.size());
-  for (std::size_t i = 0; i < in.size(); ++i)
-    low[i] = in[i].defined() && in[i].dtype() == DType::kFloat32 ? convert_float(in[i], DType::kBFloat16) : in[i];
-  return F(call, low, out, saved);
-}
-
-template <BackwardFn B>
-Status low_precision_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                              std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  std::vector<Tensor> low;
-  RETURN_IF_ERROR(B(call, saved, gout, wanted, low, false));
-  for (std::size_t i = 0; i < low.size() && i < call.op.inputs.size(); ++i) {
-    if (!wants(wanted, i) || !low[i].defined()) continue;
-    DType const d = call.graph.tensor(call.op.inputs[i]).dtype;
-    RETURN_IF_ERROR(emit_grad(call, grads, i, convert_float(low[i], d), accumulate));
-  }
-  return Status::ok();
-}
-
+// master weights): exec/low_precision_kernel.h's wrapper around the bf16 kernel.
 template <ForwardFn F, BackwardFn B, BackwardFn W>
 CpuKernelEntry low_precision_entry(CheckFn check, std::size_t min_inputs) {
-  CpuKernelEntry e{{low_precision_forward<F>, low_precision_backward<B>, low_precision_backward<W>, check},
-                   min_inputs,
-                   true,
-                   0,
-                   {DType::kBFloat16}};
+  CpuKernelEntry e{low_precision_kernels<F, B, W, convert_float_fn>(check), min_inputs, true, 0, {DType::kBFloat16}};
   e.low_inputs = 1;
   e.converts = true;
   return e;

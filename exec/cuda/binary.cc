@@ -9,6 +9,7 @@
 #include "exec/cuda/activation.h"
 #include "exec/cuda/binary.h"
 #include "exec/cuda/cuda_ops.h"
+#include "exec/cuda/low_precision.h"
 
 namespace gp::exec::cuda {
 namespace {
@@ -29,6 +30,15 @@ Status binary_check(graph::Op const& op, graph::OpGraph const& graph) {
   for (graph::TensorId t : op.inputs)
     if (t == graph::kNoTensor || graph.tensor(t).dtype != DType::kFloat32)
       return unsupported(op.type + " '" + op.name + "' has a non-float32 input (only float32 arithmetic is supported)");
+  return Status::ok();
+}
+
+// Mixed precision's Add of two tensors of the entry's 16-bit dtype (graph/precision.h: an Add with
+// a float32 operand runs in float32 behind casts).
+Status same_low_dtype_check(graph::Op const& op, graph::OpGraph const& graph) {
+  if (op.inputs.size() != 2 || op.inputs[0] == graph::kNoTensor || op.inputs[1] == graph::kNoTensor ||
+      graph.tensor(op.inputs[0]).dtype != graph.tensor(op.inputs[1]).dtype)
+    return unsupported(op.type + " '" + op.name + "' mixes dtypes (16-bit arithmetic needs both inputs 16-bit)");
   return Status::ok();
 }
 
@@ -189,6 +199,15 @@ std::vector<KernelEntry> binary_kernels() {
   std::vector<KernelEntry> t;
   t.push_back({OpKind::kPow, f32, {pow_forward<float>, pow_backward<float>, pow_backward<float>, pow_check}, 1});
   for (OpKind b : {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv}) t.push_back({b, f32, binary, 2});
+  t.push_back({OpKind::kAdd,
+               DType::kBFloat16,
+               {binary_forward<__nv_bfloat16>, binary_backward<__nv_bfloat16>, binary_backward<__nv_bfloat16>,
+                same_low_dtype_check},
+               2});
+  t.push_back({OpKind::kAdd,
+               DType::kFloat16,
+               {binary_forward<__half>, binary_backward<__half>, binary_backward<__half>, same_low_dtype_check},
+               2});
   return t;
 }
 

@@ -12,6 +12,7 @@
 #include "graph/ops/conv.h"
 #include "kernels/cuda/math.h"
 #include "exec/cuda/cuda_ops.h"
+#include "exec/cuda/low_precision.h"
 
 namespace gp::exec::cuda {
 namespace {
@@ -26,16 +27,17 @@ Result<ConvShape> conv_shape_of(OpCall const& call, Tensor const& x, Tensor cons
   return s;
 }
 
+template <typename T>
 Status conv_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   Tensor const& x = in[0];
   Tensor const& w = in[1];
   ASSIGN_OR_RETURN(ConvShape s, conv_shape_of(call, x, w));
-  ASSIGN_OR_RETURN(Tensor y, empty(s.y));
-  RETURN_IF_ERROR(in_op(call, conv_fprop<float>(s, x.data<float>(), w.data<float>(), y.data<float>())));
+  ASSIGN_OR_RETURN(Tensor y, empty(s.y, dtype_of<T>()));
+  RETURN_IF_ERROR(in_op(call, conv_fprop<T>(s, x.data<T>(), w.data<T>(), y.data<T>())));
   if (has_input(call, 2) && in.size() > 2 && in[2].defined()) {
     // y_n[K,S] += bias[K,1]·ones[1,S] for every n: one strided-batched rank-1 product.
     GemmBuffers const b = forward_buffers(nullptr, nullptr, in[2].raw(), y.raw());
-    RETURN_IF_ERROR(in_op(call, run_gemm_plan<float>(conv_bias_forward_plan(s.y[0], s.y[1], spatial(s.y)), b)));
+    RETURN_IF_ERROR(in_op(call, run_gemm_plan<T>(conv_bias_forward_plan(s.y[0], s.y[1], spatial(s.y)), b)));
   }
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
@@ -44,30 +46,32 @@ Status conv_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
 }
 
 // db[K] = Σ_{n,s} dy[n,K,s]: dy·ones over s into tmp[N,K], then ones·tmp over n (accumulating).
+template <typename T>
 Status conv_bias_grad(OpCall const& call, ConvShape const& s, Tensor const& dy, Tensor& db, bool accumulate) {
   GemmBuffers const b = backward_buffers(nullptr, nullptr, dy.raw(), nullptr, nullptr, db.raw());
-  return in_op(call, run_gemm_plan<float>(conv_bias_grad_plan(s.y[0], s.y[1], spatial(s.y), accumulate), b));
+  return in_op(call, run_gemm_plan<T>(conv_bias_grad_plan(s.y[0], s.y[1], spatial(s.y), accumulate), b));
 }
 
 // dx into dx_grads[0], dw and db into w_grads[1], w_grads[2] (each set, or added when accumulating).
+template <typename T>
 Status conv_grads(OpCall const& call, Saved const& saved, Tensor const& dy, bool want_x, bool want_w, bool want_b,
                   std::vector<Tensor>& dx_grads, bool accumulate_x, std::vector<Tensor>& w_grads, bool accumulate_w) {
   Tensor const& x = saved.tensors.at(0);
   Tensor const& w = saved.tensors.at(1);
   ASSIGN_OR_RETURN(ConvShape s, conv_shape_of(call, x, w));
   if (want_x) {
-    ASSIGN_OR_RETURN(Tensor dx, empty(s.x));
-    RETURN_IF_ERROR(in_op(call, conv_dgrad<float>(s, dy.data<float>(), w.data<float>(), dx.data<float>())));
+    ASSIGN_OR_RETURN(Tensor dx, empty(s.x, dtype_of<T>()));
+    RETURN_IF_ERROR(in_op(call, conv_dgrad<T>(s, dy.data<T>(), w.data<T>(), dx.data<T>())));
     RETURN_IF_ERROR(emit_grad(call, dx_grads, 0, dx, accumulate_x));
   }
   if (want_w) {  // cuDNN's graph API has no output blend: fresh, then added
-    ASSIGN_OR_RETURN(Tensor dw, empty(s.w));
-    RETURN_IF_ERROR(in_op(call, conv_wgrad<float>(s, x.data<float>(), dy.data<float>(), dw.data<float>())));
+    ASSIGN_OR_RETURN(Tensor dw, empty(s.w, dtype_of<T>()));
+    RETURN_IF_ERROR(in_op(call, conv_wgrad<T>(s, x.data<T>(), dy.data<T>(), dw.data<T>())));
     RETURN_IF_ERROR(emit_grad(call, w_grads, 1, dw, accumulate_w));
   }
   if (want_b && has_input(call, 2)) {
-    ASSIGN_OR_RETURN(Tensor db, grad_target(call, w_grads, 2, {s.w[0]}, accumulate_w));
-    RETURN_IF_ERROR(conv_bias_grad(call, s, dy, db, accumulate_w));
+    ASSIGN_OR_RETURN(Tensor db, grad_target(call, w_grads, 2, {s.w[0]}, accumulate_w, dtype_of<T>()));
+    RETURN_IF_ERROR(conv_bias_grad<T>(call, s, dy, db, accumulate_w));
   }
   return Status::ok();
 }
@@ -172,9 +176,18 @@ std::vector<KernelEntry> conv_kernels() {
   std::vector<KernelEntry> t;
   t.push_back({OpKind::kConv,
                DType::kFloat32,
-               {conv_forward, backward_of<conv_grads>, backward_of<conv_grads>, graph::ops::conv_check,
-                backward_both_of<conv_grads>},
+               {conv_forward<float>, backward_of<conv_grads<float>>, backward_of<conv_grads<float>>,
+                graph::ops::conv_check, backward_both_of<conv_grads<float>>},
                2});
+  // Mixed precision: 16-bit cuDNN convolutions with float32 compute; float32 weights rounded per call.
+  auto low = [&t]<typename T>() {
+    t.push_back({OpKind::kConv, dtype_of<T>(),
+                 low_precision_kernels<conv_forward<T>, backward_of<conv_grads<T>>, backward_of<conv_grads<T>>>(
+                     graph::ops::conv_check),
+                 2});
+  };
+  low.operator()<__nv_bfloat16>();
+  low.operator()<__half>();
   t.push_back({OpKind::kConvTranspose,
                DType::kFloat32,
                {conv_transpose_forward, backward_of<conv_transpose_grads>, backward_of<conv_transpose_grads>,

@@ -23,6 +23,17 @@ struct LtType<float> {
   static constexpr cudaDataType_t kData = CUDA_R_32F;
   static constexpr DType kDType = DType::kFloat32;
 };
+// Mixed precision: 16-bit operands and results, float32 compute and scale (alpha, beta).
+template <>
+struct LtType<__nv_bfloat16> {
+  static constexpr cudaDataType_t kData = CUDA_R_16BF;
+  static constexpr DType kDType = DType::kBFloat16;
+};
+template <>
+struct LtType<__half> {
+  static constexpr cudaDataType_t kData = CUDA_R_16F;
+  static constexpr DType kDType = DType::kFloat16;
+};
 
 // Largest power of two (≤ 256, cuBLASLt's default assumption) dividing the address: the heuristic
 // must not pick a kernel that needs more alignment than a batch-split or offset operand has.
@@ -228,5 +239,7 @@ Status run_gemm_plan(GemmPlan const& plan, GemmBuffers buffers) {
 }
 
 template Status run_gemm_plan<float>(GemmPlan const& plan, GemmBuffers buffers);
+template Status run_gemm_plan<__nv_bfloat16>(GemmPlan const& plan, GemmBuffers buffers);
+template Status run_gemm_plan<__half>(GemmPlan const& plan, GemmBuffers buffers);
 
 }  // namespace gp::exec::cuda

@@ -1,6 +1,7 @@
 // Runs a GemmPlan (exec/cuda/gemm_mapping.h) with cuBLASLt on the current context's compute
-// stream: FP32 compute, the context's workspace, the heuristic's first algorithm cached per shape
-// key (thread_local: descriptors are not shared across workers).
+// stream: T (float, __nv_bfloat16 or __half) for every operand and result, FP32 compute always,
+// the context's workspace, the heuristic's first algorithm cached per shape key (thread_local:
+// descriptors are not shared across workers).
 #pragma once
 
 #include "core/status.h"

@@ -64,7 +64,9 @@ class CudaBackend final : public Backend {
   Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::kFloat32) override;
   Status fill(Tensor& t, float value) override;
   Status copy(Tensor const& src, Tensor& dst) override;
-  Status add_into(Tensor& dst, Tensor const& src) override;
+  Status add_into(Tensor& dst, Tensor const& src) override;              // float32, bfloat16 or half (same dtype)
+  Status scale(Tensor& t, double factor) override;                       // loss scaling, on the device
+  Result<bool> all_finite(std::vector<Tensor> const& tensors) override;  // one flag, one read back
   Status copy_chunks(Tensor const& src, std::vector<int> const& src_chunks, Tensor& dst,
                      std::vector<int> const& dst_chunks, int axis, int64_t chunk) override;
   Result<double> loss(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows,

@@ -10,6 +10,7 @@
 #include "exec/cuda/cuda_backend.h"
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/device_context.h"
+#include "exec/cuda/low_precision.h"
 #include "exec/cuda/pinned_staging.h"
 #include "exec/optimizer.h"
 #include "kernels/cuda/device_ops.h"
@@ -45,12 +46,19 @@ Allocator* CudaBackend::pinned_host_allocator() { return host_pool_.get(); }
 Status CudaBackend::fill(Tensor& t, float value) {
   cuda::ScopedContext scope(*ctx_);
   if (!t.defined()) return device_op_error("fill: an undefined tensor");
-  if (t.dtype() != DType::kFloat32) return unsupported(name() + " fill: " + graph::dtype_name(t.dtype()));
+  if (t.dtype() != DType::kFloat32 && !(cuda::low_float(t.dtype()) && !on_host(t)))
+    return unsupported(name() + " fill: " + graph::dtype_name(t.dtype()));
   if (on_host(t)) {
     t.fill(value);
     return Status::ok();
   }
-  GP_CUDA_CHECK(kernels::cuda::fill(t.data<float>(), value, t.numel(), ctx_->compute));
+  if (t.dtype() == DType::kBFloat16) {
+    GP_CUDA_CHECK(kernels::cuda::fill(t.data<__nv_bfloat16>(), value, t.numel(), ctx_->compute));
+  } else if (t.dtype() == DType::kFloat16) {
+    GP_CUDA_CHECK(kernels::cuda::fill(t.data<__half>(), value, t.numel(), ctx_->compute));
+  } else {
+    GP_CUDA_CHECK(kernels::cuda::fill(t.data<float>(), value, t.numel(), ctx_->compute));
+  }
   return Status::ok();
 }
 
@@ -87,11 +95,44 @@ Status CudaBackend::copy(Tensor const& src, Tensor& dst) {
 
 Status CudaBackend::add_into(Tensor& dst, Tensor const& src) {
   cuda::ScopedContext scope(*ctx_);
-  if (!dst.defined() || !src.defined() || dst.dtype() != DType::kFloat32 || src.dtype() != DType::kFloat32 ||
-      dst.numel() != src.numel())
-    return device_op_error("add_into " + src.shape_string() + " into " + dst.shape_string());
-  GP_CUDA_CHECK(kernels::cuda::add_inplace(dst.data<float>(), src.data<float>(), dst.numel(), ctx_->compute));
+  if (!dst.defined() || !src.defined() || dst.dtype() != src.dtype() ||
+      (dst.dtype() != DType::kFloat32 && !cuda::low_float(dst.dtype())) || dst.numel() != src.numel())
+    return device_op_error("add_into " + src.shape_string() + " " + graph::dtype_name(src.dtype()) + " into " +
+                           dst.shape_string() + " " + graph::dtype_name(dst.dtype()));
+  int64_t const n = dst.numel();
+  if (dst.dtype() == DType::kBFloat16) {
+    GP_CUDA_CHECK(kernels::cuda::add_inplace(dst.data<__nv_bfloat16>(), src.data<__nv_bfloat16>(), n, ctx_->compute));
+  } else if (dst.dtype() == DType::kFloat16) {
+    GP_CUDA_CHECK(kernels::cuda::add_inplace(dst.data<__half>(), src.data<__half>(), n, ctx_->compute));
+  } else {
+    GP_CUDA_CHECK(kernels::cuda::add_inplace(dst.data<float>(), src.data<float>(), n, ctx_->compute));
+  }
   return Status::ok();
+}
+
+Status CudaBackend::scale(Tensor& t, double factor) {
+  if (!t.defined() || t.dtype() != DType::kFloat32 || on_host(t)) return Backend::scale(t, factor);
+  cuda::ScopedContext scope(*ctx_);
+  GP_CUDA_CHECK(kernels::cuda::scale_inplace(t.data<float>(), static_cast<float>(factor), t.numel(), ctx_->compute));
+  return Status::ok();
+}
+
+// One device int set by every tensor's check, then one read back (the step's one synchronisation
+// for loss scaling; the found-inf flag decides whether the optimizer runs).
+Result<bool> CudaBackend::all_finite(std::vector<Tensor> const& tensors) {
+  cuda::ScopedContext scope(*ctx_);
+  Tensor flag = zeros({1}, DType::kInt32);
+  for (Tensor const& t : tensors) {
+    if (!t.defined() || t.numel() == 0) continue;
+    if (t.dtype() != DType::kFloat32 || on_host(t))
+      return device_op_error(std::string("all_finite: a ") + graph::dtype_name(t.dtype()) + " tensor" +
+                             (on_host(t) ? " in host memory" : ""));
+    GP_CUDA_CHECK(kernels::cuda::flag_nonfinite(t.data<float>(), t.numel(), flag.data<int>(), ctx_->compute));
+  }
+  int found = 0;
+  GP_CUDA_CHECK(cudaMemcpyAsync(&found, flag.raw(), sizeof found, cudaMemcpyDeviceToHost, ctx_->compute));
+  GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
+  return found == 0;
 }
 
 Status CudaBackend::copy_chunks(Tensor const& src, std::vector<int> const& src_chunks, Tensor& dst,

@@ -1,4 +1,6 @@
 #include "exec/cuda/cudnn_graphs.h"
+
+#include "kernels/cuda/low_types.h"
 #include "core/units.h"
 
 #include <cudnn_frontend.h>
@@ -35,6 +37,15 @@ constexpr fe::DataType_t fe_type();
 template <>
 constexpr fe::DataType_t fe_type<float>() {
   return fe::DataType_t::FLOAT;
+}
+// Mixed precision's convolutions: 16-bit tensors, float intermediates and compute (configure).
+template <>
+constexpr fe::DataType_t fe_type<__nv_bfloat16>() {
+  return fe::DataType_t::BFLOAT16;
+}
+template <>
+constexpr fe::DataType_t fe_type<__half>() {
+  return fe::DataType_t::HALF;
 }
 
 void configure(fe::graph::Graph& g, fe::DataType_t io) {
@@ -378,6 +389,12 @@ void refuse_cudnn_batchnorm_for_testing(bool refuse) { g_refuse_batchnorm.store(
 template Status conv_fprop<float>(ConvShape const&, float const*, float const*, float*);
 template Status conv_dgrad<float>(ConvShape const&, float const*, float const*, float*);
 template Status conv_wgrad<float>(ConvShape const&, float const*, float const*, float*);
+#define GP_LOW(T)                                                          \
+  template Status conv_fprop<T>(ConvShape const&, T const*, T const*, T*); \
+  template Status conv_dgrad<T>(ConvShape const&, T const*, T const*, T*); \
+  template Status conv_wgrad<T>(ConvShape const&, T const*, T const*, T*);
+GP_FOR_LOW_FLOAT_TYPES(GP_LOW)
+#undef GP_LOW
 template Status batchnorm_train<float>(std::vector<int64_t> const&, float, float, BnTrainPtrs const&);
 template Status batchnorm_infer<float>(std::vector<int64_t> const&, BnInferPtrs const&);
 template Status batchnorm_backward<float>(std::vector<int64_t> const&, BnBackwardPtrs const&);

@@ -16,6 +16,7 @@
 #include "graph/ops/conv.h"
 #include "kernels/cuda/math.h"
 #include "exec/cuda/cuda_ops.h"
+#include "exec/cuda/low_precision.h"
 
 namespace gp::exec::cuda {
 namespace {
@@ -36,15 +37,16 @@ Result<GemmProblem> problem_of(OpCall const& call, Tensor const& a, Tensor const
   return p;
 }
 
+template <typename T>
 Status gemm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   Tensor const c_shape = in.size() > 2 && in[2].defined() ? shape_tensor(in[2].shape()) : Tensor();
   ASSIGN_OR_RETURN(GemmProblem p, problem_of(call, in[0], in[1], &c_shape));
   if (p.k == 0 && p.bias != BiasKind::kNone && p.beta != 0.f)
     return unsupported("Gemm '" + call.op.name + "': K = 0 with a C input is not supported by backend cuda");
-  ASSIGN_OR_RETURN(Tensor y, zeros({p.m, p.n}));
+  ASSIGN_OR_RETURN(Tensor y, zeros({p.m, p.n}, dtype_of<T>()));
   if (y.numel() > 0 && p.k > 0) {
     GemmBuffers const b = forward_buffers(in[0].raw(), in[1].raw(), c_shape.defined() ? in[2].raw() : nullptr, y.raw());
-    RETURN_IF_ERROR(in_op(call, run_gemm_plan<float>(gemm_forward_plan(p), b)));
+    RETURN_IF_ERROR(in_op(call, run_gemm_plan<T>(gemm_forward_plan(p), b)));
   }
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
@@ -52,6 +54,7 @@ Status gemm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
   return Status::ok();
 }
 
+template <typename T>
 Status gemm_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                      std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!gout.at(0).defined()) return Status::ok();
@@ -62,27 +65,28 @@ Status gemm_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
   bool const want_a = wants(wanted, 0), want_b = wants(wanted, 1), want_c = wants(wanted, 2) && c_shape.defined();
   Tensor da, db, dc;  // undefined (null) where not wanted
   if (want_a) {
-    ASSIGN_OR_RETURN(da, grad_target(call, grads, 0, a.shape(), accumulate));
+    ASSIGN_OR_RETURN(da, grad_target(call, grads, 0, a.shape(), accumulate, dtype_of<T>()));
   }
   if (want_b) {
-    ASSIGN_OR_RETURN(db, grad_target(call, grads, 1, b.shape(), accumulate));
+    ASSIGN_OR_RETURN(db, grad_target(call, grads, 1, b.shape(), accumulate, dtype_of<T>()));
   }
   if (want_c) {
-    ASSIGN_OR_RETURN(dc, grad_target(call, grads, 2, shape_of(c_shape), accumulate));
+    ASSIGN_OR_RETURN(dc, grad_target(call, grads, 2, shape_of(c_shape), accumulate, dtype_of<T>()));
   }
   if (p.m == 0 || p.n == 0 || p.k == 0) return Status::ok();  // every gradient is zero (or empty)
   GemmBuffers const buf = backward_buffers(a.raw(), b.raw(), gout[0].raw(), da.raw(), db.raw(), dc.raw());
-  return in_op(call, run_gemm_plan<float>(gemm_backward_plan(p, want_a, want_b, want_c, accumulate), buf));
+  return in_op(call, run_gemm_plan<T>(gemm_backward_plan(p, want_a, want_b, want_c, accumulate), buf));
 }
 
 // ---- MatMul ----
+template <typename T>
 Status matmul_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   Result<MatMulShapes> s = matmul_shapes(in[0].shape(), in[1].shape());
   RETURN_IF_ERROR(value_or_op_error(call, s));
-  ASSIGN_OR_RETURN(Tensor y, zeros(s->out));
+  ASSIGN_OR_RETURN(Tensor y, zeros(s->out, dtype_of<T>()));
   if (y.numel() > 0 && in[0].numel() > 0) {
     GemmBuffers const b = forward_buffers(in[0].raw(), in[1].raw(), nullptr, y.raw());
-    RETURN_IF_ERROR(in_op(call, run_gemm_plan<float>(matmul_forward_plan(*s), b)));
+    RETURN_IF_ERROR(in_op(call, run_gemm_plan<T>(matmul_forward_plan(*s), b)));
   }
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
@@ -90,6 +94,7 @@ Status matmul_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   return Status::ok();
 }
 
+template <typename T>
 Status matmul_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!gout.at(0).defined()) return Status::ok();
@@ -100,14 +105,14 @@ Status matmul_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   bool const want_a = wants(wanted, 0), want_b = wants(wanted, 1);
   Tensor da, db;  // undefined (null) where not wanted
   if (want_a) {
-    ASSIGN_OR_RETURN(da, grad_target(call, grads, 0, a.shape(), accumulate));
+    ASSIGN_OR_RETURN(da, grad_target(call, grads, 0, a.shape(), accumulate, dtype_of<T>()));
   }
   if (want_b) {
-    ASSIGN_OR_RETURN(db, grad_target(call, grads, 1, b.shape(), accumulate));
+    ASSIGN_OR_RETURN(db, grad_target(call, grads, 1, b.shape(), accumulate, dtype_of<T>()));
   }
   if (gout[0].numel() == 0 || a.numel() == 0 || b.numel() == 0) return Status::ok();
   GemmBuffers const buf = backward_buffers(a.raw(), b.raw(), gout[0].raw(), da.raw(), db.raw(), nullptr);
-  return in_op(call, run_gemm_plan<float>(matmul_backward_plan(*s, want_a, want_b, accumulate), buf));
+  return in_op(call, run_gemm_plan<T>(matmul_backward_plan(*s, want_a, want_b, accumulate), buf));
 }
 
 // ---- Einsum: exec/einsum.h's plan on our strided-copy and reduction kernels and cuBLASLt ----
@@ -193,9 +198,23 @@ std::vector<KernelEntry> linalg_kernels() {
   std::vector<KernelEntry> t;
   t.push_back({OpKind::kGemm,
                DType::kFloat32,
-               {gemm_forward, gemm_backward, gemm_backward, require_attrs<graph::GemmAttrs>},
+               {gemm_forward<float>, gemm_backward<float>, gemm_backward<float>, require_attrs<graph::GemmAttrs>},
                2});
-  t.push_back({OpKind::kMatMul, DType::kFloat32, {matmul_forward, matmul_backward, matmul_backward, no_check}, 2});
+  t.push_back({OpKind::kMatMul,
+               DType::kFloat32,
+               {matmul_forward<float>, matmul_backward<float>, matmul_backward<float>, no_check},
+               2});
+  // Mixed precision: 16-bit products with float32 accumulation; float32 weights rounded per call.
+  auto low = [&t]<typename T>() {
+    t.push_back(
+        {OpKind::kGemm, dtype_of<T>(),
+         low_precision_kernels<gemm_forward<T>, gemm_backward<T>, gemm_backward<T>>(require_attrs<graph::GemmAttrs>),
+         2});
+    t.push_back({OpKind::kMatMul, dtype_of<T>(),
+                 low_precision_kernels<matmul_forward<T>, matmul_backward<T>, matmul_backward<T>>(no_check), 2});
+  };
+  low.operator()<__nv_bfloat16>();
+  low.operator()<__half>();
   t.push_back(
       {OpKind::kEinsum, DType::kFloat32, {einsum_forward_op, einsum_backward_op, einsum_backward_op, einsum_check}, 1});
   return t;

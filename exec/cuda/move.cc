@@ -11,6 +11,7 @@
 #include "kernels/cuda/move.h"
 #include "kernels/hd/move.h"
 #include "exec/cuda/cuda_ops.h"
+#include "exec/cuda/low_precision.h"
 
 namespace gp::exec::cuda {
 namespace {
@@ -21,7 +22,8 @@ namespace hd = kernels::hd;
 using graph::ops::dims_string;
 
 // dst[idx · dst_strides] (+)= src[idx · src_strides] over `shape`, on the compute stream.
-Status copy_strided(OpCall const& call, float const* src, std::vector<int64_t> const& src_strides, float* dst,
+template <typename T>
+Status copy_strided(OpCall const& call, T const* src, std::vector<int64_t> const& src_strides, T* dst,
                     std::vector<int64_t> const& dst_strides, std::vector<int64_t> const& shape, bool accumulate) {
   if (hd::numel_of(shape) == 0) return Status::ok();
   hd::StridedParams p;
@@ -99,21 +101,28 @@ Status expand_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
 // ---- Transpose ----
 
 // perm is checked (graph::ops::transpose_perm).
-Result<Tensor> permute(OpCall const& call, Tensor const& x, std::vector<int64_t> const& perm) {
+template <typename T>
+Result<Tensor> permute_as(OpCall const& call, Tensor const& x, std::vector<int64_t> const& perm) {
   std::vector<int64_t> const in_strides = hd::row_major_strides(x.shape());
   std::vector<int64_t> shape(perm.size()), strides(perm.size());
   for (std::size_t i = 0; i < perm.size(); ++i) {
     shape[i] = x.dim(static_cast<int>(perm[i]));
     strides[i] = in_strides[perm[i]];
   }
-  ASSIGN_OR_RETURN(Tensor y, empty(shape));
-  RETURN_IF_ERROR(
-      copy_strided(call, x.data<float>(), strides, y.data<float>(), hd::row_major_strides(shape), shape, false));
+  ASSIGN_OR_RETURN(Tensor y, empty(shape, x.dtype()));
+  RETURN_IF_ERROR(copy_strided(call, x.data<T>(), strides, y.data<T>(), hd::row_major_strides(shape), shape, false));
   return y;
 }
 
+// float32, or a 16-bit float (mixed precision's Transpose follows its input).
+Result<Tensor> permute(OpCall const& call, Tensor const& x, std::vector<int64_t> const& perm) {
+  if (x.dtype() == DType::kBFloat16) return permute_as<__nv_bfloat16>(call, x, perm);
+  if (x.dtype() == DType::kFloat16) return permute_as<__half>(call, x, perm);
+  return permute_as<float>(call, x, perm);
+}
+
 Status transpose_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  RETURN_IF_ERROR(need_float(call, in[0]));
+  RETURN_IF_ERROR(need_float(call, in[0], call.graph.tensor(call.op.inputs[0]).dtype));
   ASSIGN_OR_RETURN(std::vector<int64_t> const perm, graph::ops::transpose_perm(call.op, in[0].shape()));
   out.assign(call.op.outputs.size(), Tensor());
   ASSIGN_OR_RETURN(out[0], permute(call, in[0], perm));
@@ -317,6 +326,11 @@ std::vector<KernelEntry> move_kernels() {
         {OpKind::kExpand, d, {expand_bytes_forward, no_gradient, no_gradient, require_attrs<graph::ExpandAttrs>}, 1});
   add(OpKind::kTranspose,
       {transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>});
+  for (DType d : {DType::kBFloat16, DType::kFloat16})  // mixed precision: follows its 16-bit input
+    t.push_back({OpKind::kTranspose,
+                 d,
+                 {transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>},
+                 1});
   add(OpKind::kConcat, {concat_forward, concat_backward, concat_backward, require_attrs<graph::ConcatAttrs>});
   add(OpKind::kSplit, {split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>});
   add(OpKind::kSlice, {slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>});

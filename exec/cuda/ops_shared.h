@@ -12,17 +12,18 @@
 
 namespace gp::exec::cuda {
 
-inline Status need_float(OpCall const& call, Tensor const& t) {
-  if (t.dtype() != DType::kFloat32)
-    return unsupported(call.op.type + " '" + call.op.name + "' on cuda runs float32 data, got " +
-                       graph::dtype_name(t.dtype()));
+inline Status need_float(OpCall const& call, Tensor const& t, DType dtype = DType::kFloat32) {
+  if (t.dtype() != dtype)
+    return unsupported(call.op.type + " '" + call.op.name + "' on cuda runs " + graph::dtype_name(dtype) +
+                       " data, got " + graph::dtype_name(t.dtype()));
   return Status::ok();
 }
 
 // The gradient slot of input i written in place: the existing accumulator, or a new tensor (zeroed
 // where the kernel does not write every element).
 inline Result<Tensor*> grad_slot(OpCall const& call, std::vector<Tensor>& grads, std::size_t i,
-                                 std::vector<int64_t> const& shape, bool accumulate, bool zeroed) {
+                                 std::vector<int64_t> const& shape, bool accumulate, bool zeroed,
+                                 DType dtype = DType::kFloat32) {
   if (grads.size() <= i) grads.resize(i + 1);
   if (accumulate) {
     if (!grads[i].defined() || grads[i].numel() != kernels::hd::numel_of(shape))
@@ -31,9 +32,9 @@ inline Result<Tensor*> grad_slot(OpCall const& call, std::vector<Tensor>& grads,
     return &grads[i];
   }
   if (zeroed) {
-    ASSIGN_OR_RETURN(grads[i], zeros(shape));
+    ASSIGN_OR_RETURN(grads[i], zeros(shape, dtype));
   } else {
-    ASSIGN_OR_RETURN(grads[i], empty(shape));
+    ASSIGN_OR_RETURN(grads[i], empty(shape, dtype));
   }
   return &grads[i];
 }
@@ -47,7 +48,7 @@ Status value_or_op_error(OpCall const& call, Result<V> const& r) {
 
 // Where gradient i is written: the existing accumulator, or a new tensor placed in grads[i].
 inline Result<Tensor> grad_target(OpCall const& call, std::vector<Tensor>& grads, std::size_t i,
-                                  std::vector<int64_t> const& shape, bool accumulate) {
+                                  std::vector<int64_t> const& shape, bool accumulate, DType dtype = DType::kFloat32) {
   if (grads.size() <= i) grads.resize(i + 1);
   if (accumulate) {
     int64_t n = 1;
@@ -57,7 +58,7 @@ inline Result<Tensor> grad_target(OpCall const& call, std::vector<Tensor>& grads
                                 grads[i].shape_string() + ", expected " + std::to_string(n) + " elements");
     return grads[i];
   }
-  ASSIGN_OR_RETURN(grads[i], zeros(shape));  // zeros: an empty product (a 0 dim) still gives a defined gradient
+  ASSIGN_OR_RETURN(grads[i], zeros(shape, dtype));  // zeros: an empty product (a 0 dim) still gives a defined gradient
   return grads[i];
 }
 

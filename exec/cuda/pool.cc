@@ -11,6 +11,7 @@
 #include "kernels/cuda/move.h"
 #include "kernels/hd/move.h"
 #include "exec/cuda/cuda_ops.h"
+#include "exec/cuda/low_precision.h"
 
 namespace gp::exec::cuda {
 namespace {
@@ -35,25 +36,27 @@ Status pool_params(OpCall const& call, std::vector<int64_t> const& x, hd::PoolPa
   return Status::ok();
 }
 
+template <typename T>
 Status pool_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  RETURN_IF_ERROR(need_float(call, in[0]));
+  RETURN_IF_ERROR(need_float(call, in[0], dtype_of<T>()));
   hd::PoolParams p;
   std::vector<int64_t> shape;
   RETURN_IF_ERROR(pool_params(call, in[0].shape(), p, shape));
-  ASSIGN_OR_RETURN(Tensor y, empty(shape));
+  ASSIGN_OR_RETURN(Tensor y, empty(shape, dtype_of<T>()));
   Tensor argmax;
   if (p.mode == hd::PoolMode::kMax) {
     ASSIGN_OR_RETURN(argmax, empty(shape, DType::kInt32));
   }
   ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
-  GP_CUDA_CHECK(kc::pool_forward(in[0].data<float>(), y.data<float>(),
-                                 argmax.defined() ? argmax.data<int32_t>() : nullptr, p, s));
+  GP_CUDA_CHECK(
+      kc::pool_forward(in[0].data<T>(), y.data<T>(), argmax.defined() ? argmax.data<int32_t>() : nullptr, p, s));
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   if (saved) saved->tensors = {shape_tensor(in[0].shape()), argmax};
   return Status::ok();
 }
 
+template <typename T>
 Status pool_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                      std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
@@ -63,10 +66,10 @@ Status pool_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
   RETURN_IF_ERROR(pool_params(call, x_shape, p, shape));
   Tensor const& argmax = saved.tensors.at(1);
   if (p.mode == hd::PoolMode::kMax && !argmax.defined()) return internal_error("MaxPool backward without its arg-max");
-  ASSIGN_OR_RETURN(Tensor * dx, grad_slot(call, grads, 0, x_shape, accumulate, false));
+  ASSIGN_OR_RETURN(Tensor * dx, grad_slot(call, grads, 0, x_shape, accumulate, false, dtype_of<T>()));
   ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
-  GP_CUDA_CHECK(kc::pool_backward(gout[0].data<float>(), argmax.defined() ? argmax.data<int32_t>() : nullptr,
-                                  dx->data<float>(), p, accumulate, s));
+  GP_CUDA_CHECK(kc::pool_backward(gout[0].data<T>(), argmax.defined() ? argmax.data<int32_t>() : nullptr, dx->data<T>(),
+                                  p, accumulate, s));
   return Status::ok();
 }
 
@@ -74,9 +77,16 @@ Status pool_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
 
 std::vector<KernelEntry> pool_kernels() {
   std::vector<KernelEntry> t;
-  OpKernels const pool{pool_forward, pool_backward, pool_backward, graph::ops::pool_check};
-  for (OpKind p : {OpKind::kMaxPool, OpKind::kAveragePool, OpKind::kGlobalAveragePool})
+  OpKernels const pool{pool_forward<float>, pool_backward<float>, pool_backward<float>, graph::ops::pool_check};
+  // Mixed precision: pooling follows its 16-bit input (averages summed in float).
+  OpKernels const bf16{pool_forward<__nv_bfloat16>, pool_backward<__nv_bfloat16>, pool_backward<__nv_bfloat16>,
+                       graph::ops::pool_check};
+  OpKernels const f16{pool_forward<__half>, pool_backward<__half>, pool_backward<__half>, graph::ops::pool_check};
+  for (OpKind p : {OpKind::kMaxPool, OpKind::kAveragePool, OpKind::kGlobalAveragePool}) {
     t.push_back({p, DType::kFloat32, pool, 1});
+    t.push_back({p, DType::kBFloat16, bf16, 1});
+    t.push_back({p, DType::kFloat16, f16, 1});
+  }
   return t;
 }
 

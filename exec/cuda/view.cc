@@ -1,5 +1,6 @@
 // The CUDA backend's view family: views that share storage (Reshape, Flatten, Squeeze, Unsqueeze,
-// Identity, same-type Cast; any dtype), Cast between float32, int64, int32 and bool, Dropout (the
+// Identity, same-type Cast; any dtype), Cast between float32, int64, int32 and bool and between
+// float32 and bfloat16/half (mixed precision; exec/cuda/low_precision.h), Dropout (the
 // CPU's mask bit for bit) and the random ops (the CPU's draws). Same inputs, outputs and
 // conventions as the CPU's exec/cpu/view.cc; kernels in kernels/cuda/math.h.
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "kernels/cuda/move.h"
 #include "kernels/hd/move.h"
 #include "exec/cuda/cuda_ops.h"
+#include "exec/cuda/low_precision.h"
 
 namespace gp::exec::cuda {
 namespace {
@@ -88,18 +90,25 @@ Status reshape_backward(OpCall const& call, Saved const& saved, std::vector<Tens
   return emit_grad(call, grads, 0, g.reshaped(in_shape), accumulate);
 }
 
-// ---- Cast between float32, int64, int32 and bool (the same type is a view) ----
+// ---- Cast between float32, int64, int32 and bool, and float32 <-> bfloat16/half (the same type
+// is a view) ----
 
 bool castable(DType d) {
   return d == DType::kFloat32 || d == DType::kInt64 || d == DType::kInt32 || d == DType::kBool || d == DType::kUInt8;
 }
 
+// Mixed precision's casts (graph::apply_precision): between float32 and a 16-bit float.
+bool float_pair(DType from, DType to) {
+  return (from == DType::kFloat32 && low_float(to)) || (low_float(from) && to == DType::kFloat32);
+}
+
 Status cast_convert_check(graph::Op const& op, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(require_attrs<graph::CastAttrs>(op, graph));
   DType const from = graph.tensor(op.inputs[0]).dtype, to = graph.tensor(op.outputs[0]).dtype;
+  if (from == to || float_pair(from, to)) return Status::ok();
   if (!castable(from) || !castable(to))
     return unsupported("Cast from " + std::string(graph::dtype_name(from)) + " to " + graph::dtype_name(to) +
-                       " (float32, int64, int32 and bool run on CUDA)");
+                       " (float32, int64, int32 and bool, and float32 <-> bfloat16/float16, run on CUDA)");
   return Status::ok();
 }
 
@@ -128,6 +137,12 @@ Status cast_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
   Tensor const& x = in[0];
   DType const to = call.graph.tensor(call.op.outputs[0]).dtype;
   if (x.dtype() == to) return reshape_forward(call, in, out, saved);
+  out.assign(call.op.outputs.size(), Tensor());
+  if (saved) saved->tensors = {shape_tensor(x.shape())};
+  if (float_pair(x.dtype(), to)) {
+    ASSIGN_OR_RETURN(out[0], convert_float(x, to));
+    return Status::ok();
+  }
   ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), to));
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   switch (x.dtype()) {
@@ -144,18 +159,21 @@ Status cast_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
       RETURN_IF_ERROR(cast_from<uint8_t>(x, y, stream));
       break;
   }
-  out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
-  if (saved) saved->tensors = {shape_tensor(x.shape())};
   return Status::ok();
 }
 
 // Between types a cast is a step (to or from an integer): zero gradient for a float32 input that
-// asks, as on the CPU; the same type is a view.
+// asks, as on the CPU; the same type is a view; between float types the gradient is cast back.
 Status cast_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                      std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  if (call.graph.tensor(call.op.inputs[0]).dtype == call.graph.tensor(call.op.outputs[0]).dtype)
-    return reshape_backward(call, saved, gout, wanted, grads, accumulate);
+  DType const from = call.graph.tensor(call.op.inputs[0]).dtype, to = call.graph.tensor(call.op.outputs[0]).dtype;
+  if (from == to) return reshape_backward(call, saved, gout, wanted, grads, accumulate);
+  if (float_pair(from, to)) {
+    if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+    ASSIGN_OR_RETURN(Tensor g, convert_float(gout[0], from));
+    return emit_grad(call, grads, 0, std::move(g), accumulate);
+  }
   return emit_zero_grad(call, wanted, grads, 0, shape_of(saved.tensors.at(0)), accumulate);
 }
 
@@ -191,6 +209,26 @@ Status random_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
 
 }  // namespace
 
+Result<Tensor> convert_float(Tensor const& x, DType to) {
+  if (x.dtype() == to) return x;
+  if (!float_pair(x.dtype(), to))
+    return internal_error(std::string("convert_float from ") + graph::dtype_name(x.dtype()) + " to " +
+                          graph::dtype_name(to));
+  ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), to));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  int64_t const n = x.numel();
+  if (to == DType::kBFloat16) {
+    GP_CUDA_CHECK(kc::cast(x.data<float>(), y.data<__nv_bfloat16>(), n, false, stream));
+  } else if (to == DType::kFloat16) {
+    GP_CUDA_CHECK(kc::cast(x.data<float>(), y.data<__half>(), n, false, stream));
+  } else if (x.dtype() == DType::kBFloat16) {
+    GP_CUDA_CHECK(kc::cast(x.data<__nv_bfloat16>(), y.data<float>(), n, false, stream));
+  } else {
+    GP_CUDA_CHECK(kc::cast(x.data<__half>(), y.data<float>(), n, false, stream));
+  }
+  return y;
+}
+
 std::vector<KernelEntry> view_kernels() {
   constexpr DType f32 = DType::kFloat32;
   std::vector<KernelEntry> t;
@@ -198,8 +236,9 @@ std::vector<KernelEntry> view_kernels() {
       {OpKind::kDropout, f32, {dropout_forward<float>, dropout_backward<float>, dropout_backward<float>, no_check}, 1});
   OpKernels const view{reshape_forward, reshape_backward, reshape_backward, graph::ops::view_check};
   OpKernels const cast{cast_forward, cast_backward, cast_backward, cast_convert_check};
-  // Views only reinterpret the bytes: masks and ids too (an int64 target unsqueezed for a loss).
-  for (DType d : {f32, DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8}) {
+  // Views only reinterpret the bytes: masks and ids too (an int64 target unsqueezed for a loss), and
+  // mixed precision's 16-bit activations.
+  for (DType d : {f32, DType::kBFloat16, DType::kFloat16, DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8}) {
     for (OpKind v : {OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze, OpKind::kUnsqueeze, OpKind::kIdentity})
       t.push_back({v, d, view, 1});
     t.push_back({OpKind::kCast, d, cast, 1});

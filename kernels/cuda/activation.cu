@@ -119,5 +119,11 @@ cudaError_t unary_backward(hd::UnaryKind kind, float alpha, T const* kept, T con
 template cudaError_t unary_forward<float>(hd::UnaryKind, float, float const*, float*, int64_t, cudaStream_t);
 template cudaError_t unary_backward<float>(hd::UnaryKind, float, float const*, float const*, float*, int64_t,
                                            cudaStream_t);
+// Mixed precision's elementwise activations (Relu, ...) on bfloat16 and half tensors.
+#define GP_LOW(T)                                                                                   \
+  template cudaError_t unary_forward<T>(hd::UnaryKind, float, T const*, T*, int64_t, cudaStream_t); \
+  template cudaError_t unary_backward<T>(hd::UnaryKind, float, T const*, T const*, T*, int64_t, cudaStream_t);
+GP_FOR_LOW_FLOAT_TYPES(GP_LOW)
+#undef GP_LOW
 
 }  // namespace gp::kernels::cuda

@@ -158,6 +158,13 @@ template cudaError_t binary<float>(hd::BinaryKind, hd::BinaryIndex const&, float
                                    cudaStream_t);
 template cudaError_t broadcast_scaled<float>(hd::BinaryIndex const&, float const*, float, float*, cudaStream_t);
 template cudaError_t sum_to<float>(hd::SumIndex const&, float const*, float, float*, cudaStream_t);
+// Mixed precision's Add of two 16-bit tensors and its gradient sums (accumulated in float).
+#define GP_LOW(T)                                                                                               \
+  template cudaError_t binary<T>(hd::BinaryKind, hd::BinaryIndex const&, T const*, T const*, T*, cudaStream_t); \
+  template cudaError_t broadcast_scaled<T>(hd::BinaryIndex const&, T const*, float, T*, cudaStream_t);          \
+  template cudaError_t sum_to<T>(hd::SumIndex const&, T const*, float, T*, cudaStream_t);
+GP_FOR_LOW_FLOAT_TYPES(GP_LOW)
+#undef GP_LOW
 
 }  // namespace gp::kernels::cuda
 

@@ -90,6 +90,30 @@ cudaError_t add_inplace(T* dst, T const* src, int64_t n, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+namespace {
+
+__global__ void scale_kernel(float* __restrict__ x, float factor, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) x[i] *= factor;
+}
+
+__global__ void nonfinite_kernel(float const* __restrict__ x, int64_t n, int* __restrict__ flag) {
+  bool bad = false;
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) bad = bad || !isfinite(x[i]);
+  if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 1;  // a plain store: every writer writes 1
+}
+
+}  // namespace
+
+cudaError_t scale_inplace(float* x, float factor, int64_t n, cudaStream_t stream) {
+  if (n > 0) scale_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, factor, n);
+  return cudaGetLastError();
+}
+
+cudaError_t flag_nonfinite(float const* x, int64_t n, int* flag, cudaStream_t stream) {
+  if (n > 0) nonfinite_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, n, flag);
+  return cudaGetLastError();
+}
+
 template <typename T>
 cudaError_t softmax_cross_entropy(T const* logits, int64_t const* labels, int64_t rows, int64_t classes, float scale,
                                   float* row_loss, T* grad, int64_t* bad_row, cudaStream_t stream) {
@@ -123,6 +147,11 @@ cudaError_t adam_update(T* w, T const* g, T* m, T* v, int64_t n, AdamParams cons
 
 template cudaError_t fill<float>(float*, float, int64_t, cudaStream_t);
 template cudaError_t add_inplace<float>(float*, float const*, int64_t, cudaStream_t);
+#define GP_LOW(T)                                                 \
+  template cudaError_t fill<T>(T*, float, int64_t, cudaStream_t); \
+  template cudaError_t add_inplace<T>(T*, T const*, int64_t, cudaStream_t);
+GP_FOR_LOW_FLOAT_TYPES(GP_LOW)
+#undef GP_LOW
 template cudaError_t softmax_cross_entropy<float>(float const*, int64_t const*, int64_t, int64_t, float, float*, float*,
                                                   int64_t*, cudaStream_t);
 template cudaError_t mse<float>(float const*, float const*, int64_t, float, float*, float*, cudaStream_t);

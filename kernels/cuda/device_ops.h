@@ -1,14 +1,15 @@
 // Launchers for the CUDA backend's device operations (exec/backend.h): fill, add-into, losses
 // and optimizer updates (block copies are cudaMemcpy2DAsync). Each enqueues on `stream` and returns cudaGetLastError()
 // (the launch's own error), never synchronising. The per-element math is in kernels/hd/*.h,
-// shared with the host tests. Templates are instantiated for float; the dtype is a parameter so
-// bf16/fp16 add instantiations, not signatures.
+// shared with the host tests. fill and add_inplace are instantiated for float, bfloat16 and half
+// (kernels/cuda/low_types.h); the rest for float.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
+#include "kernels/cuda/low_types.h"
 #include "kernels/optim.h"
 
 namespace gp::kernels::cuda {
@@ -17,6 +18,11 @@ template <typename T>
 cudaError_t fill(T* dst, float value, int64_t n, cudaStream_t stream);
 template <typename T>
 cudaError_t add_inplace(T* dst, T const* src, int64_t n, cudaStream_t stream);  // dst += src
+
+// Loss scaling (exec/loss_scale.h): x *= factor; and *flag (an int the caller zeroed) set to 1 where
+// any of x[0, n) is inf or NaN. float32 only: the scaled gradients are the float32 master weights'.
+cudaError_t scale_inplace(float* x, float factor, int64_t n, cudaStream_t stream);
+cudaError_t flag_nonfinite(float const* x, int64_t n, int* flag, cudaStream_t stream);
 
 // Losses: per-row values into row_loss[rows] (the host sums them after one copy), gradients
 // scaled by `scale`. Labels out of [0, classes) set *bad_row (device int64, initialised to -1

@@ -11,6 +11,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/low_types.h"
+
 #include <cstdint>
 
 #include "kernels/hd/norm.h"

@@ -56,6 +56,10 @@ template cudaError_t strided_copy<float>(float const*, float*, hd::StridedParams
 template cudaError_t strided_copy<int64_t>(int64_t const*, int64_t*, hd::StridedParams const&, bool, cudaStream_t);
 template cudaError_t strided_copy<int32_t>(int32_t const*, int32_t*, hd::StridedParams const&, bool, cudaStream_t);
 template cudaError_t strided_copy<uint8_t>(uint8_t const*, uint8_t*, hd::StridedParams const&, bool, cudaStream_t);
+// bfloat16 and half activations (Transpose under mixed precision).
+#define GP_LOW(T) template cudaError_t strided_copy<T>(T const*, T*, hd::StridedParams const&, bool, cudaStream_t);
+GP_FOR_LOW_FLOAT_TYPES(GP_LOW)
+#undef GP_LOW
 template cudaError_t reduce_to<float>(float const*, float*, hd::ReduceParams const&, int64_t, bool, cudaStream_t);
 
 }  // namespace gp::kernels::cuda

@@ -8,6 +8,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/low_types.h"
+
 #include <cstddef>
 #include <cstdint>
 

@@ -3,6 +3,7 @@
 // atomics). Window math: kernels/hd/pool.h.
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/cuda/block.cuh"
 #include "kernels/cuda/move.h"
@@ -32,6 +33,14 @@ __global__ void pool_backward_kernel(T const* dy, int32_t const* argmax, T* dx, 
     hd::pool_backward_at<T, float, I>(dy, argmax, p, static_cast<I>(e), dx, accumulate);
 }
 
+// The max's starting value: float's lowest; -inf for the 16-bit types (whose conversion of float's
+// lowest would round to -inf anyway). A window always holds at least one element of x.
+template <typename T>
+T lowest_value() {
+  if constexpr (std::is_same_v<T, float>) return std::numeric_limits<float>::lowest();
+  return static_cast<T>(-std::numeric_limits<float>::infinity());
+}
+
 }  // namespace
 
 template <typename T>
@@ -39,11 +48,9 @@ cudaError_t pool_forward(T const* x, T* y, int32_t* argmax, hd::PoolParams const
   int64_t const n = p.planes * hd::pool_out_plane(p);
   if (n == 0) return cudaSuccess;
   if (hd::pool_fits_int32(p))
-    pool_forward_kernel<T, int32_t>
-        <<<grid_for(n), kBlock, 0, stream>>>(x, y, argmax, p, n, std::numeric_limits<T>::lowest());
+    pool_forward_kernel<T, int32_t><<<grid_for(n), kBlock, 0, stream>>>(x, y, argmax, p, n, lowest_value<T>());
   else
-    pool_forward_kernel<T, int64_t>
-        <<<grid_for(n), kBlock, 0, stream>>>(x, y, argmax, p, n, std::numeric_limits<T>::lowest());
+    pool_forward_kernel<T, int64_t><<<grid_for(n), kBlock, 0, stream>>>(x, y, argmax, p, n, lowest_value<T>());
   return cudaGetLastError();
 }
 
@@ -62,5 +69,10 @@ cudaError_t pool_backward(T const* dy, int32_t const* argmax, T* dx, hd::PoolPar
 template cudaError_t pool_forward<float>(float const*, float*, int32_t*, hd::PoolParams const&, cudaStream_t);
 template cudaError_t pool_backward<float>(float const*, int32_t const*, float*, hd::PoolParams const&, bool,
                                           cudaStream_t);
+#define GP_LOW(T)                                                                                    \
+  template cudaError_t pool_forward<T>(T const*, T*, int32_t*, hd::PoolParams const&, cudaStream_t); \
+  template cudaError_t pool_backward<T>(T const*, int32_t const*, T*, hd::PoolParams const&, bool, cudaStream_t);
+GP_FOR_LOW_FLOAT_TYPES(GP_LOW)
+#undef GP_LOW
 
 }  // namespace gp::kernels::cuda

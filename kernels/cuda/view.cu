@@ -65,6 +65,12 @@ GP_CAST_FROM(int64_t)
 GP_CAST_FROM(int32_t)
 GP_CAST_FROM(uint8_t)
 #undef GP_CAST_FROM
+// Mixed precision's casts: float32 <-> bfloat16 and half (round to nearest even, as the CPU).
+#define GP_LOW(T)                                                                     \
+  template cudaError_t cast<float, T>(float const*, T*, int64_t, bool, cudaStream_t); \
+  template cudaError_t cast<T, float>(T const*, float*, int64_t, bool, cudaStream_t);
+GP_FOR_LOW_FLOAT_TYPES(GP_LOW)
+#undef GP_LOW
 
 cudaError_t random_fill(bool normal, uint64_t seed, float a, float b, float* y, int64_t n, cudaStream_t stream) {
   if (n > 0) random_kernel<<<grid_for(n), kBlock, 0, stream>>>(normal ? 1 : 0, hd::dropout_base(seed), a, b, y, n);
