@@ -137,6 +137,7 @@ Status parse_patterns(YAML::Node const& node, std::string const& key, std::strin
 Status parse_loss_scale(YAML::Node const& node, std::string const& where, LossScaleConfig& c) {
   std::string const what =
       "'loss_scale' must be dynamic, none or a map {init, growth_factor, backoff_factor, growth_interval}";
+  c.configured = true;
   if (node.IsScalar()) {
     std::string const v = node.Scalar();
     if (v != "dynamic" && v != "none") return invalid_argument(where + ": " + what + ", got '" + v + "'");

@@ -59,6 +59,9 @@ struct PipelineConfig {
 // `none`: no scaling. exec/loss_scale.h has the rules.
 struct LossScaleConfig {
   bool dynamic = false;
+  // Set when the config has a loss_scale key; without one, fp16 training scales dynamically
+  // (GradScaler's defaults) and fp32/bf16 do not.
+  bool configured = false;
   double init = 65536.0;  // 2^16
   double growth_factor = 2.0;
   double backoff_factor = 0.5;

@@ -219,9 +219,6 @@ char const* amp_policy_name(AmpPolicy p) {
 
 Result<OpGraph> apply_precision(OpGraph const& graph, Precision precision) {
   if (!graph.finalized()) return internal_error("apply_precision: the graph is not finalized");
-  if (precision == Precision::kFloat16)
-    return unsupported(
-        "precision fp16 is not implemented yet (it needs dynamic loss scaling): train with precision bf16 or fp32");
   if (precision == Precision::kFloat32) return graph;
   for (TensorInfo const& t : graph.tensors())
     if (t.producer != kNoOp && (t.dtype == DType::kBFloat16 || t.dtype == DType::kFloat16))
@@ -232,8 +229,11 @@ Result<OpGraph> apply_precision(OpGraph const& graph, Precision precision) {
 }
 
 Precision graph_precision(OpGraph const& graph) {
-  for (TensorInfo const& t : graph.tensors())
-    if (t.producer != kNoOp && t.dtype == DType::kBFloat16) return Precision::kBFloat16;
+  for (TensorInfo const& t : graph.tensors()) {
+    if (t.producer == kNoOp) continue;
+    if (t.dtype == DType::kBFloat16) return Precision::kBFloat16;
+    if (t.dtype == DType::kFloat16) return Precision::kFloat16;
+  }
   return Precision::kFloat32;
 }
 

@@ -45,14 +45,17 @@ struct AmpRule {
 AmpRule amp_rule(ops::OpKind kind);
 char const* amp_policy_name(AmpPolicy p);  // "low", "fp32", "follow"
 
-// The graph with `precision` applied: for fp32, a copy of `graph`; for bf16, every op computes in
-// the dtype its rule gives and a Cast op (named "<tensor>.to_bf16" / "<tensor>.to_fp32", shared by
-// every consumer) sits wherever a tensor's dtype differs from the one its consumer computes in.
-// Op and tensor names of `graph` keep their meaning; graph outputs keep their names and stay
-// float32. fp16 is refused (it needs loss scaling, not built yet). `graph` must be finalized.
+// The graph with `precision` applied: for fp32, a copy of `graph`; for bf16 and fp16, every op
+// computes in the dtype its rule gives and a Cast op (named "<tensor>.to_bf16" / ".to_fp16" /
+// ".to_fp32", shared by every consumer) sits wherever a tensor's dtype differs from the one its
+// consumer computes in. Op and tensor names of `graph` keep their meaning; graph outputs keep their
+// names and stay float32. fp16 graphs run where a backend has float16 kernels (CUDA; the CPU's
+// oneDNN 2.6 has no float16 convolution or matmul and refuses them by name) and want loss scaling
+// (exec/loss_scale.h), which training turns on by default for fp16. `graph` must be finalized.
 Result<OpGraph> apply_precision(OpGraph const& graph, Precision precision);
 
-// The precision a graph was rewritten for: bf16 when any tensor computed by an op is bfloat16.
+// The precision a graph was rewritten for: bf16 (fp16) when a tensor computed by an op is bfloat16
+// (float16).
 Precision graph_precision(OpGraph const& graph);
 
 }  // namespace gp::graph

@@ -158,13 +158,17 @@ Result<Entry const*> checked_entry(graph::Op const& op, graph::OpGraph const& gr
   if (!kernel_table().runs(op)) return miss("no kernel for this op type");
   Entry const* e = kernel_table().find(op, graph);
   auto const no_dtype = [&] {
-    return miss("no kernel for dtype " + std::string(graph::dtype_name(data_dtype(op, graph))));
+    DType const d = data_dtype(op, graph);
+    if (d == DType::kFloat16)  // mixed precision fp16 (graph/precision.h)
+      return miss("no float16 kernel (precision fp16 runs on CUDA only; use --precision bf16 on the CPU)");
+    return miss("no kernel for dtype " + std::string(graph::dtype_name(d)));
   };
   // The table has the op for float32 only: say which input is not. An entry keyed by a list of
   // dtypes runs those alone.
   if (e == nullptr) {
     e = kernel_table().find(def_of(op), DType::kFloat32);
     if (e != nullptr && !e->dtypes.empty()) return no_dtype();
+    if (e != nullptr && e->float_inputs && data_dtype(op, graph) == DType::kFloat16) return no_dtype();
   }
   if (e == nullptr) return no_dtype();
   if (op.inputs.size() < e->min_inputs)

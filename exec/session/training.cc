@@ -48,6 +48,13 @@ Status TrainingSession::start(TrainOptions const& options) {
     ranks_ = me.ranks;
   }
   bool const pipeline = options.devices > 1 || mpi_ || !config_.pipeline.plan.empty() || options.plan;
+  if (config_.precision == graph::Precision::kFloat16) {
+    if (backend_name_ == "cpu")
+      return unsupported(
+          "precision fp16 runs on CUDA only (oneDNN 2.6 has no float16 convolution or matrix product on this CPU): "
+          "use --precision bf16 on the CPU, or --backend cuda");
+    if (!config_.loss_scale.configured) config_.loss_scale.dynamic = true;  // fp16 needs it (GradScaler's default)
+  }
   // The config's trainable/frozen patterns decide what the importer trains.
   graph::ImportOptions import = options.import;
   import.precision = config_.precision;
