@@ -9,7 +9,11 @@ fixed synthetic batch:
 - torch fp32 / tf32: the nn.Module in eager mode, with TF32 off / on for matmuls and convolutions;
 - graphpipe fp32 / tf32: `graphpipe train --backend cuda` on the exported ONNX, with `tf32: false`
   and NVIDIA_TF32_OVERRIDE=0 (no TF32 anywhere) / `tf32: true` (TF32 matrix products, and cuDNN's
-  default math, which uses TF32 in convolutions).
+  default math, which uses TF32 in convolutions);
+- bf16 / fp16 (mixed precision): torch under torch.autocast with that dtype (fp16 with
+  torch.amp.GradScaler), graphpipe with `precision: bf16` / `precision: fp16` (its policy table,
+  graph/precision.h; fp16 scales the loss dynamically by default); TF32 off on both sides for the
+  float32 rest.
 
 Both sides copy the batch from host memory every step by default (torch: a pinned tensor copied with
 non_blocking=True, as a DataLoader with pin_memory=True gives it; graphpipe: its data path, which
@@ -23,7 +27,8 @@ printed after the step's loss has been read back, so a line marks the end of a s
 graphpipe / torch with the same math (> 1: graphpipe faster).
 
     bench/gpu/bench_gpu.py [--graphpipe PATH] [--models resnet18,resnet50,gpt] [--batch N]
-                           [--warmup N] [--steps N] [--device cuda|cpu] [--tiny] [--math fp32,tf32]
+                           [--warmup N] [--steps N] [--device cuda|cpu] [--tiny]
+                           [--math fp32,tf32,bf16,fp16]
                            [--torch-batch host|device] [--predict] [--out DIR]
 
 `--predict` also profiles each model (`graphpipe profile --backend ...`) and prints what
@@ -122,9 +127,12 @@ def export(model, example, path):
         torch.onnx.export(model, (example,), path, **kwargs)
 
 
-def torch_run(model, x, y, device, tf32, warmup, steps, host_batch):
+def torch_run(model, x, y, device, math, warmup, steps, host_batch):
+    tf32 = math == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(math)
+    scaler = torch.amp.GradScaler(device) if math == "fp16" else None
     model = model.to(device).train()
     if host_batch and device == "cuda":  # what a DataLoader with pin_memory=True hands the loop
         x_host, y_host = x.pin_memory(), y.pin_memory()
@@ -137,10 +145,16 @@ def torch_run(model, x, y, device, tf32, warmup, steps, host_batch):
         if host_batch and device == "cuda":
             x, y = x_host.to(device, non_blocking=True), y_host.to(device, non_blocking=True)
         opt.zero_grad(set_to_none=True)
-        out = model(x)
-        loss = loss_fn(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-        loss.backward()
-        opt.step()
+        with torch.autocast(device_type=device, dtype=low, enabled=low is not None):
+            out = model(x)
+            loss = loss_fn(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
         return loss
 
     for _ in range(warmup):
@@ -159,13 +173,15 @@ def torch_run(model, x, y, device, tf32, warmup, steps, host_batch):
 STEP_LINE = re.compile(r"^step (\d+)/(\d+)\s+loss ([-0-9.naifNAIF]+)")
 
 
-def graphpipe_run(exe, onnx_path, batch, backend, tf32, warmup, steps, workdir, log):
+def graphpipe_run(exe, onnx_path, batch, backend, math, warmup, steps, workdir, log):
+    tf32 = math == "tf32"
+    precision = math if math in ("bf16", "fp16") else "fp32"
     cfg = os.path.join(workdir, "train.yaml")
     with open(cfg, "w") as f:
         f.write(f"model: {onnx_path}\nloss: cross_entropy\noptimizer: sgd\nlr: 1.0e-3\nmomentum: 0.9\n"
                 f"batch: {batch}\nmicro_batches: 1\nsteps: {warmup + steps}\n"
                 f"data: {{kind: synthetic, samples: {batch}}}\nseed: 0\nlog_interval: 1\n"
-                f"tf32: {'true' if tf32 else 'false'}\n")
+                f"tf32: {'true' if tf32 else 'false'}\nprecision: {precision}\n")
     env = dict(os.environ)
     if not tf32:
         env["NVIDIA_TF32_OVERRIDE"] = "0"
@@ -195,21 +211,24 @@ def graphpipe_run(exe, onnx_path, batch, backend, tf32, warmup, steps, workdir, 
 PREDICTION_LINE = re.compile(r"^prediction: .* ([0-9.]+) samples/s")
 
 
-def graphpipe_predict(exe, onnx_path, name, batch, backend, tf32, workdir, log):
+def graphpipe_predict(exe, onnx_path, name, batch, backend, math, workdir, log):
     """The cost model's samples/s for one device: `graphpipe profile` then `partition --devices 1`."""
-    prof = os.path.join(workdir, f"{name}.{'tf32' if tf32 else 'fp32'}.profile.json")
+    tf32 = math == "tf32"
+    precision = ["--precision", math] if math in ("bf16", "fp16") else []
+    prof = os.path.join(workdir, f"{name}.{math}.profile.json")
     env = dict(os.environ)
     if not tf32:
         env["NVIDIA_TF32_OVERRIDE"] = "0"
-    for cmd in ([exe, "profile", onnx_path, "--backend", backend, "--batch-sizes", str(batch), "--repeats", "3",
-                 "-o", prof] + (["--tf32"] if tf32 else []),
-                [exe, "partition", onnx_path, "--devices", "1", "--batch", str(batch), "-b", str(batch), "--cost",
-                 prof]):
+    profile = [exe] + precision + ["profile", onnx_path, "--backend", backend, "--batch-sizes", str(batch),
+                                   "--repeats", "3", "-o", prof] + (["--tf32"] if tf32 else [])
+    partition = [exe] + precision + ["partition", onnx_path, "--devices", "1", "--batch", str(batch), "-b",
+                                     str(batch), "--cost", prof]
+    for cmd in (profile, partition):
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         log.write("$ " + " ".join(cmd) + "\n" + r.stdout)
         if r.returncode != 0:
             tail = next((ln for ln in reversed(r.stdout.splitlines()) if ln.strip()), "no output")
-            raise RuntimeError(f"graphpipe {cmd[1]} exited {r.returncode}: {tail}")
+            raise RuntimeError(f"graphpipe {' '.join(cmd[1:len(precision) + 2])} exited {r.returncode}: {tail}")
     m = next((PREDICTION_LINE.match(ln) for ln in r.stdout.splitlines() if PREDICTION_LINE.match(ln)), None)
     if not m:
         raise RuntimeError("graphpipe partition printed no prediction line")
@@ -229,7 +248,8 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--tiny", action="store_true", help="small shapes (a smoke test on the CPU)")
-    p.add_argument("--math", default="fp32,tf32", help="fp32, tf32 or both (default: %(default)s)")
+    p.add_argument("--math", default="fp32,tf32",
+                   help="any of fp32, tf32, bf16, fp16, comma-separated (default: %(default)s)")
     p.add_argument("--torch-batch", choices=["host", "device"], default="host",
                    help="host: torch copies its batch from pinned host memory every step, as graphpipe copies "
                         "its own (default); device: the batch stays on the GPU (the tables of 2026-11-27)")
@@ -251,8 +271,8 @@ def main():
         if m not in table:
             die(f"unknown model '{m}'; choose from {', '.join(table)}")
     maths = [m for m in args.math.split(",") if m]
-    if any(m not in ("fp32", "tf32") for m in maths) or not maths:
-        die("--math takes fp32, tf32 or fp32,tf32")
+    if any(m not in ("fp32", "tf32", "bf16", "fp16") for m in maths) or not maths:
+        die("--math takes a comma-separated list of fp32, tf32, bf16, fp16")
     workdir = args.out or tempfile.mkdtemp(prefix="bench_gpu.")
     os.makedirs(workdir, exist_ok=True)
     log_path = os.path.join(workdir, "bench_gpu.log")
@@ -262,7 +282,8 @@ def main():
           f"torch's batch {'copied from pinned host memory every step' if args.torch_batch == 'host' else 'on the GPU'}"
           f", graphpipe's made ahead in pinned host memory and copied every step", flush=True)
     print("fp32: no TF32 (torch: allow_tf32 off; graphpipe: tf32: false, NVIDIA_TF32_OVERRIDE=0); tf32: TF32 in "
-          "matrix products and convolutions (torch: allow_tf32 on; graphpipe: tf32: true)", flush=True)
+          "matrix products and convolutions (torch: allow_tf32 on; graphpipe: tf32: true); bf16/fp16: torch.autocast "
+          "(fp16 with GradScaler) against graphpipe's precision: bf16/fp16 (fp16: dynamic loss scaling)", flush=True)
     print(f"{'model':<10} {'batch':>5} {'math':<5} {'torch s/s':>10} {'graphpipe s/s':>14} {'ratio':>6} "
           f"{'gp first step':>14}" + (f" {'predicted s/s':>14} {'pred/meas':>9}" if args.predict else ""),
           flush=True)
@@ -279,15 +300,14 @@ def main():
             out_shape = model.eval()(example(2)).shape
             y = torch.randint(0, classes, (batch,) + tuple(out_shape[1:-1]))
             for math in maths:
-                tf32 = math == "tf32"
                 try:
-                    ts = torch_run(model, x, y, args.device, tf32, args.warmup, args.steps,
+                    ts = torch_run(model, x, y, args.device, math, args.warmup, args.steps,
                                    args.torch_batch == "host")
                 except Exception as e:  # noqa: BLE001 (report and go on with the next row)
                     ts, failed = float("nan"), True
                     log.write(f"torch {name} {math}: {e}\n")
                 try:
-                    gs, first = graphpipe_run(args.graphpipe, onnx_path, batch, args.device, tf32, args.warmup,
+                    gs, first = graphpipe_run(args.graphpipe, onnx_path, batch, args.device, math, args.warmup,
                                               args.steps, workdir, log)
                 except Exception as e:  # noqa: BLE001
                     gs, first, failed = float("nan"), float("nan"), True
@@ -296,7 +316,7 @@ def main():
                 extra = ""
                 if args.predict:
                     try:
-                        ps = graphpipe_predict(args.graphpipe, onnx_path, name, batch, args.device, tf32, workdir,
+                        ps = graphpipe_predict(args.graphpipe, onnx_path, name, batch, args.device, math, workdir,
                                                log)
                     except Exception as e:  # noqa: BLE001
                         ps, failed = float("nan"), True

@@ -140,5 +140,5 @@ def test_bf16_mixed_precision_and_loss_scaling(mmt):
     assert len(result.losses) == 3 and all(np.isfinite(result.losses))
     on_graph = gp.train({"batch": 16, "micro_batches": 2, "steps": 2, "lr": 0.01, "precision": "bf16"}, model=mmt)
     assert len(on_graph.losses) == 2 and all(np.isfinite(on_graph.losses))
-    with pytest.raises(Exception, match="fp16 is not implemented yet"):
+    with pytest.raises(Exception, match="fp16 runs on CUDA only"):
         gp.train({**config, "precision": "fp16"})

@@ -4,6 +4,7 @@
 // 5% error); and bf16 training follows float32 training's loss.
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "graph/ops/registry.h"
 #include "graph/precision.h"
 #include "models/zoo.h"
+#include "tests/exec/mixed_precision_models.h"
 #include "tests/exec/tiny_models.h"
 
 namespace gp::exec {
@@ -24,7 +26,11 @@ namespace {
 using graph::DType;
 using graph::kBatch;  // the symbolic batch dimension of the models
 using graph::Precision;
-constexpr int64_t kSamples = 4;  // the batch a step runs
+using testing::graph_in;
+using testing::one_step;
+using testing::rel_l2;
+using testing::tiny_resnet_block;
+using testing::vanishes;
 
 // bfloat16 keeps 8 significant bits: a rounding's relative error is at most 2^-8 (unit roundoff,
 // round to nearest even). The deepest gradient here (the first conv's weights in the block without
@@ -32,77 +38,6 @@ constexpr int64_t kSamples = 4;  // the batch a step runs
 // accumulate in float32): with errors adding in quadrature that is about 4 units; the bound is 8.
 constexpr double kUnit = 1.0 / 256;
 constexpr double kTolerance = 8 * kUnit;
-
-double rel_l2(std::vector<float> const& got, std::vector<float> const& want) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    den += double(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
-
-// A gradient that vanishes in exact arithmetic (a convolution's bias in front of BatchNorm, which
-// removes the mean: float32 gives rounding noise of 1e-8, bf16 of 1e-4) has no relative error to
-// check; the models' other values are O(1) (N(0, 1) inputs, weights of 0.1-1).
-bool vanishes(std::vector<float> const& v) {
-  double sq = 0;
-  for (float x : v) sq += double(x) * x;
-  return std::sqrt(sq / std::max<double>(1.0, double(v.size()))) < 1e-5;
-}
-
-// Conv, ReLU, max pooling, a residual Add of two bf16 tensors, a broadcasting bf16 Add, average and
-// global pooling, Flatten and Gemm: every op the CPU runs in bf16. With `bn`, BatchNorm after each
-// convolution (float32 under the policy: the conv's output is cast up for it).
-graph::OnnxModelBuilder tiny_resnet_block(bool bn, uint64_t seed = 6) {
-  using graph::InitRule;
-  graph::OnnxModelBuilder b(bn ? "tiny_resnet_block_bn" : "tiny_resnet_block", 17, seed);
-  auto x = b.add_input("x", {kBatch, 3, 8, 8});
-  auto w1 = b.add_initializer("conv1.w", {8, 3, 3, 3}, InitRule::uniform(0.4));
-  auto b1 = b.add_initializer("conv1.b", {8}, InitRule::uniform(0.1));
-  auto w2 = b.add_initializer("conv2.w", {8, 8, 3, 3}, InitRule::uniform(0.2));
-  auto fw = b.add_initializer("fc.w", {5, 8}, InitRule::uniform(0.5));
-  auto fb = b.add_initializer("fc.b", {5}, InitRule::uniform(0.1));
-  graph::Attributes const same{{"kernel_shape", std::vector<int64_t>{3, 3}},
-                               {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
-  graph::Attributes const half{{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}};
-  graph::Attributes const bn_attrs{{"epsilon", 1e-5}, {"momentum", 0.9}, {"training_mode", int64_t{1}}};
-  // conv -> (BatchNorm) -> `out`
-  auto conv_bn = [&](int i, std::vector<std::string> const& conv_inputs, std::string const& out) {
-    std::string const c = "c" + std::to_string(i);
-    b.add_node("Conv", conv_inputs, {bn ? c : out}, same);
-    if (!bn) return;
-    std::string const p = "bn" + std::to_string(i);
-    b.add_node("BatchNormalization",
-               {c, b.add_initializer(p + ".scale", {8}, InitRule::uniform(1.0)),
-                b.add_initializer(p + ".bias", {8}, InitRule::uniform(0.2)),
-                b.add_initializer(p + ".mean", {8}, InitRule::zeros(), false),
-                b.add_initializer(p + ".var", {8}, InitRule::ones(), false)},
-               {out}, bn_attrs);
-  };
-  conv_bn(1, {x, w1, b1}, "n1");
-  b.add_node("Relu", {"n1"}, {"r1"});
-  b.add_node("MaxPool", {"r1"}, {"p1"}, half);
-  conv_bn(2, {"p1", w2}, "n2");
-  b.add_node("Add", {"n2", "p1"}, {"s"});  // the residual
-  b.add_node("Relu", {"s"}, {"r2"});
-  b.add_node("GlobalAveragePool", {"r2"}, {"g"});
-  b.add_node("Add", {"r2", "g"}, {"bc"});  // broadcast over H and W
-  b.add_node("AveragePool", {"bc"}, {"ap"}, half);
-  b.add_node("GlobalAveragePool", {"ap"}, {"g2"});
-  b.add_node("Flatten", {"g2"}, {"f"}, {{"axis", int64_t{1}}});
-  b.add_node("Gemm", {"f", fw, fb}, {"y"}, {{"transB", int64_t{1}}});
-  b.add_output("y", {kBatch, 5});
-  return b;
-}
-
-graph::OpGraph graph_in(graph::OnnxModelBuilder const& b, Precision p) {
-  graph::ImportOptions o;
-  o.precision = p;
-  auto g = b.to_graph(o);
-  EXPECT_TRUE(g.is_ok()) << g.status().message();
-  return std::move(g).value();
-}
 
 TEST(MixedPrecision, TheRewriteCastsWhereTheDtypeChanges) {
   graph::OpGraph const g = graph_in(tiny_resnet_block(false), Precision::kBFloat16);
@@ -158,20 +93,47 @@ TEST(MixedPrecision, TheRewriteCastsWhereTheDtypeChanges) {
   EXPECT_EQ(g.tensor(*g.find_tensor("n1")).bytes_per_sample(), 8 * 8 * 8 * 2);
 }
 
-TEST(MixedPrecision, Fp32LeavesTheGraphAndFp16IsRefusedByName) {
+TEST(MixedPrecision, Fp32LeavesTheGraphFp16RewritesItAndTheCpuRefusesFp16ByName) {
   graph::OpGraph const g = graph_in(tiny_resnet_block(true), Precision::kFloat32);
   for (auto const& t : g.tensors())
     if (t.dtype != DType::kFloat32) ADD_FAILURE() << t.name;
   EXPECT_EQ(graph::graph_precision(g), Precision::kFloat32);
   EXPECT_EQ(graph::graph_precision(graph_in(tiny_resnet_block(true), Precision::kBFloat16)), Precision::kBFloat16);
-  graph::ImportOptions o;
-  o.precision = Precision::kFloat16;
-  auto r = tiny_resnet_block(true).to_graph(o);
-  ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.status().message().find("fp16 is not implemented yet"), std::string::npos) << r.status().message();
+  // fp16 rewrites like bf16, with float16 tensors and ".to_fp16" casts; the CPU has no float16
+  // kernel for the convolution and says which precision it runs.
+  graph::OpGraph const h = graph_in(tiny_resnet_block(true), Precision::kFloat16);
+  EXPECT_EQ(graph::graph_precision(h), Precision::kFloat16);
+  EXPECT_TRUE(h.find_tensor("x.to_fp16").has_value());
+  bool conv_seen = false;
+  for (graph::Op const& op : h.ops()) {
+    if (op.type != "Conv") continue;
+    conv_seen = true;
+    Status const s = CpuBackend().supports(op, h);
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_NE(s.message().find("precision fp16 runs on CUDA only"), std::string::npos) << s.message();
+  }
+  EXPECT_TRUE(conv_seen);
   auto bad = graph::parse_precision("half");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("fp32, bf16, fp16"), std::string::npos);
+}
+
+// fp16 tensors (the CUDA backend computes in them) read back exactly: normal numbers, the largest
+// finite, subnormals, infinities and NaN.
+TEST(MixedPrecision, Float16TensorsReadBackExactly) {
+  Tensor t({9}, DType::kFloat16);
+  uint16_t const bits[9] = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x0200, 0x8400, 0x7c00, 0xfc00, 0x3555};
+  std::copy(bits, bits + 9, t.data<uint16_t>());
+  std::vector<float> const v = t.to_vector();
+  EXPECT_EQ(v[0], 1.f);
+  EXPECT_EQ(v[1], -2.f);
+  EXPECT_EQ(v[2], 65504.f);
+  EXPECT_EQ(v[3], std::ldexp(1.f, -24));
+  EXPECT_EQ(v[4], std::ldexp(1.f, -15));
+  EXPECT_EQ(v[5], -std::ldexp(1.f, -14));
+  EXPECT_EQ(v[6], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(v[7], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(v[8], 0.25f * (1.f + 0x155 / 1024.f));  // 0x3555: 2^-2 · (1 + 0x155/1024)
 }
 
 TEST(MixedPrecision, EveryOpThePolicyRunsInBf16HasABf16CpuKernel) {
@@ -188,33 +150,12 @@ TEST(MixedPrecision, EveryOpThePolicyRunsInBf16HasABf16CpuKernel) {
   EXPECT_FALSE(CpuBackend::runs(graph::ops::OpKind::kSoftmax, DType::kBFloat16));
 }
 
-// One training forward and backward of `g` on fixed inputs and output gradient: the output, the
-// input gradients and every weight gradient, by name.
-std::map<std::string, std::vector<float>> one_step(graph::OpGraph const& g) {
-  CpuBackend be;
-  auto ex = StageExecutor::create(g, be);
-  EXPECT_TRUE(ex.is_ok()) << ex.status().message();
-  if (!ex.is_ok()) return {};
-  TensorMap in, out, gin, gout;
-  for (graph::TensorId t : g.inputs())
-    in.emplace(t, testing::normal_tensor(g.tensor(t).shape.concrete(kSamples), 11 + t));
-  EXPECT_TRUE((*ex)->forward(0, in, out, true, 1).is_ok());
-  graph::TensorId const y = g.outputs()[0];
-  gout.emplace(y, testing::normal_tensor(out.at(y).shape(), 99));
-  Status const s = (*ex)->backward(0, gout, gin);
-  EXPECT_TRUE(s.is_ok()) << s.message();
-  std::map<std::string, std::vector<float>> r;
-  r["output"] = out.at(y).to_vector();
-  for (auto const& [t, grad] : gin) r["d" + g.tensor(t).name] = grad.to_vector();
-  for (auto const& [name, grad] : (*ex)->gradients()) r["d" + name] = grad.to_vector();
-  return r;
-}
-
 TEST(MixedPrecision, ABf16StepMatchesFloat32WithinTheFormatsTolerance) {
   for (auto const& model :
        {tiny_resnet_block(false), tiny_resnet_block(true), testing::tiny_attention(), testing::tiny_conv_stack()}) {
-    auto const want = one_step(graph_in(model, Precision::kFloat32));
-    auto const got = one_step(graph_in(model, Precision::kBFloat16));
+    CpuBackend be;
+    auto const want = one_step(graph_in(model, Precision::kFloat32), be);
+    auto const got = one_step(graph_in(model, Precision::kBFloat16), be);
     ASSERT_EQ(got.size(), want.size());
     double worst = 0;
     int vanishing = 0;

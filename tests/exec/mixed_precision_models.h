@@ -1,0 +1,129 @@
+// Small models and helpers for the mixed-precision tests of every backend (tests/exec and
+// tests/cuda): a ResNet-style block that exercises each op the policy runs in 16 bits, the
+// rewritten graph of a model, one training step's values by name on any backend, and the relative
+// difference the format's tolerance bounds.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "exec/backend.h"
+#include "exec/stage_executor.h"
+#include "graph/onnx_builder.h"
+#include "graph/precision.h"
+#include "tests/exec/tiny_models.h"
+
+namespace gp::exec::testing {
+
+inline constexpr int64_t kMixedSamples = 4;  // the batch a step runs
+
+inline double rel_l2(std::vector<float> const& got, std::vector<float> const& want) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// A gradient that vanishes in exact arithmetic (a convolution's bias in front of BatchNorm, which
+// removes the mean: float32 gives rounding noise of 1e-8, bf16 of 1e-4) has no relative error to
+// check; the models' other values are O(1) (N(0, 1) inputs, weights of 0.1-1).
+inline bool vanishes(std::vector<float> const& v) {
+  double sq = 0;
+  for (float x : v) sq += double(x) * x;
+  return std::sqrt(sq / std::max<double>(1.0, double(v.size()))) < 1e-5;
+}
+
+// Conv, ReLU, max pooling, a residual Add of two bf16 tensors, a broadcasting bf16 Add, average and
+// global pooling, Flatten and Gemm: every op the CPU runs in bf16. With `bn`, BatchNorm after each
+// convolution (float32 under the policy: the conv's output is cast up for it).
+inline graph::OnnxModelBuilder tiny_resnet_block(bool bn, uint64_t seed = 6) {
+  using graph::InitRule;
+  graph::OnnxModelBuilder b(bn ? "tiny_resnet_block_bn" : "tiny_resnet_block", 17, seed);
+  auto x = b.add_input("x", {kBatch, 3, 8, 8});
+  auto w1 = b.add_initializer("conv1.w", {8, 3, 3, 3}, InitRule::uniform(0.4));
+  auto b1 = b.add_initializer("conv1.b", {8}, InitRule::uniform(0.1));
+  auto w2 = b.add_initializer("conv2.w", {8, 8, 3, 3}, InitRule::uniform(0.2));
+  auto fw = b.add_initializer("fc.w", {5, 8}, InitRule::uniform(0.5));
+  auto fb = b.add_initializer("fc.b", {5}, InitRule::uniform(0.1));
+  graph::Attributes const same{{"kernel_shape", std::vector<int64_t>{3, 3}},
+                               {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  graph::Attributes const half{{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}};
+  graph::Attributes const bn_attrs{{"epsilon", 1e-5}, {"momentum", 0.9}, {"training_mode", int64_t{1}}};
+  // conv -> (BatchNorm) -> `out`
+  auto conv_bn = [&](int i, std::vector<std::string> const& conv_inputs, std::string const& out) {
+    std::string const c = "c" + std::to_string(i);
+    b.add_node("Conv", conv_inputs, {bn ? c : out}, same);
+    if (!bn) return;
+    std::string const p = "bn" + std::to_string(i);
+    b.add_node("BatchNormalization",
+               {c, b.add_initializer(p + ".scale", {8}, InitRule::uniform(1.0)),
+                b.add_initializer(p + ".bias", {8}, InitRule::uniform(0.2)),
+                b.add_initializer(p + ".mean", {8}, InitRule::zeros(), false),
+                b.add_initializer(p + ".var", {8}, InitRule::ones(), false)},
+               {out}, bn_attrs);
+  };
+  conv_bn(1, {x, w1, b1}, "n1");
+  b.add_node("Relu", {"n1"}, {"r1"});
+  b.add_node("MaxPool", {"r1"}, {"p1"}, half);
+  conv_bn(2, {"p1", w2}, "n2");
+  b.add_node("Add", {"n2", "p1"}, {"s"});  // the residual
+  b.add_node("Relu", {"s"}, {"r2"});
+  b.add_node("GlobalAveragePool", {"r2"}, {"g"});
+  b.add_node("Add", {"r2", "g"}, {"bc"});  // broadcast over H and W
+  b.add_node("AveragePool", {"bc"}, {"ap"}, half);
+  b.add_node("GlobalAveragePool", {"ap"}, {"g2"});
+  b.add_node("Flatten", {"g2"}, {"f"}, {{"axis", int64_t{1}}});
+  b.add_node("Gemm", {"f", fw, fb}, {"y"}, {{"transB", int64_t{1}}});
+  b.add_output("y", {kBatch, 5});
+  return b;
+}
+
+inline graph::OpGraph graph_in(graph::OnnxModelBuilder const& b, graph::Precision p) {
+  graph::ImportOptions o;
+  o.precision = p;
+  auto g = b.to_graph(o);
+  EXPECT_TRUE(g.is_ok()) << g.status().message();
+  return std::move(g).value();
+}
+
+// One training forward and backward of `g` on `be` with fixed inputs and output gradient (drawn on
+// the host, copied to the backend's device): the output, the input gradients and every weight
+// gradient, by name, read back as float32.
+inline std::map<std::string, std::vector<float>> one_step(graph::OpGraph const& g, Backend& be) {
+  auto ex = StageExecutor::create(g, be);
+  EXPECT_TRUE(ex.is_ok()) << ex.status().message();
+  if (!ex.is_ok()) return {};
+  TensorMap in, out, gin, gout;
+  for (graph::TensorId t : g.inputs()) {
+    auto d = be.to_device(normal_tensor(g.tensor(t).shape.concrete(kMixedSamples), 11 + t));
+    EXPECT_TRUE(d.is_ok()) << d.status().message();
+    if (!d.is_ok()) return {};
+    in.emplace(t, std::move(d).value());
+  }
+  Status s = (*ex)->forward(0, in, out, true, 1);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  if (!s.is_ok()) return {};
+  graph::TensorId const y = g.outputs()[0];
+  auto dy = be.to_device(normal_tensor(out.at(y).shape(), 99));
+  EXPECT_TRUE(dy.is_ok()) << dy.status().message();
+  if (!dy.is_ok()) return {};
+  gout.emplace(y, std::move(dy).value());
+  s = (*ex)->backward(0, gout, gin);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  s = be.synchronize();
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  std::map<std::string, std::vector<float>> r;
+  r["output"] = out.at(y).to_vector();
+  for (auto const& [t, grad] : gin) r["d" + g.tensor(t).name] = grad.to_vector();
+  for (auto const& [name, grad] : (*ex)->gradients()) r["d" + name] = grad.to_vector();
+  return r;
+}
+
+}  // namespace gp::exec::testing
