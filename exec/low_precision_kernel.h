@@ -47,6 +47,76 @@ Status low_precision_backward(OpCall const& call, Saved const& saved, std::vecto
   return Status::ok();
 }
 
+// 16-bit float dtypes (mixed precision's activations).
+inline bool is_low_float(DType d) { return d == DType::kBFloat16 || d == DType::kFloat16; }
+
+// The other direction, for an op that follows its 16-bit input (graph/precision.h) where a backend's
+// best kernel is float32's (the CPU's batch normalisation): 16-bit inputs widened, the float32 kernel
+// run, the outputs the graph gives a 16-bit dtype narrowed; backward likewise, the gradients of
+// 16-bit inputs narrowed. Float32 inputs (scales, statistics) are passed as they are.
+template <ForwardFn F, ConvertFn C>
+Status widened_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  std::vector<Tensor> wide(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i].defined() && is_low_float(in[i].dtype())) {
+      ASSIGN_OR_RETURN(wide[i], C(in[i], DType::kFloat32));
+    } else {
+      wide[i] = in[i];
+    }
+  }
+  RETURN_IF_ERROR(F(call, wide, out, saved));
+  for (std::size_t k = 0; k < out.size() && k < call.op.outputs.size(); ++k) {
+    DType const d = call.graph.tensor(call.op.outputs[k]).dtype;
+    if (out[k].defined() && is_low_float(d)) {
+      ASSIGN_OR_RETURN(out[k], C(out[k], d));
+    }
+  }
+  return Status::ok();
+}
+
+// The output gradients widened to float32 (those of 16-bit outputs).
+template <ConvertFn C>
+Result<std::vector<Tensor>> widened_grads(std::vector<Tensor> const& gout) {
+  std::vector<Tensor> g(gout.size());
+  for (std::size_t k = 0; k < gout.size(); ++k) {
+    if (gout[k].defined() && is_low_float(gout[k].dtype())) {
+      ASSIGN_OR_RETURN(g[k], C(gout[k], DType::kFloat32));
+    } else {
+      g[k] = gout[k];
+    }
+  }
+  return g;
+}
+
+template <BackwardFn B, ConvertFn C>
+Status widened_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  ASSIGN_OR_RETURN(std::vector<Tensor> const g, widened_grads<C>(gout));
+  std::vector<Tensor> fresh;
+  RETURN_IF_ERROR(B(call, saved, g, wanted, fresh, false));
+  for (std::size_t i = 0; i < fresh.size() && i < call.op.inputs.size(); ++i) {
+    if (!wants(wanted, i) || !fresh[i].defined()) continue;
+    ASSIGN_OR_RETURN(Tensor gi, C(fresh[i], call.graph.tensor(call.op.inputs[i]).dtype));
+    RETURN_IF_ERROR(emit_grad(call, grads, i, std::move(gi), accumulate));
+  }
+  return Status::ok();
+}
+
+// BothFn's twin: input gradients set (narrowed to their inputs' dtypes), weight gradients (float32)
+// added by the float32 kernel itself.
+template <BothFn Both, ConvertFn C>
+Status widened_both(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                    std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                    std::vector<Tensor>& weight_grads) {
+  ASSIGN_OR_RETURN(std::vector<Tensor> const g, widened_grads<C>(gout));
+  RETURN_IF_ERROR(Both(call, saved, g, needs_grad, grad_inputs, weight_grads));
+  for (std::size_t i = 0; i < grad_inputs.size() && i < call.op.inputs.size(); ++i) {
+    if (!grad_inputs[i].defined()) continue;
+    ASSIGN_OR_RETURN(grad_inputs[i], C(grad_inputs[i], call.graph.tensor(call.op.inputs[i]).dtype));
+  }
+  return Status::ok();
+}
+
 // The entry's functions: forward, B and W (a backward_both, if any, is not wrapped: left null so
 // the backend runs B and W).
 template <ForwardFn F, BackwardFn B, BackwardFn W, ConvertFn C>

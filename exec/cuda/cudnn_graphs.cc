@@ -389,10 +389,12 @@ void refuse_cudnn_batchnorm_for_testing(bool refuse) { g_refuse_batchnorm.store(
 template Status conv_fprop<float>(ConvShape const&, float const*, float const*, float*);
 template Status conv_dgrad<float>(ConvShape const&, float const*, float const*, float*);
 template Status conv_wgrad<float>(ConvShape const&, float const*, float const*, float*);
-#define GP_LOW(T)                                                          \
-  template Status conv_fprop<T>(ConvShape const&, T const*, T const*, T*); \
-  template Status conv_dgrad<T>(ConvShape const&, T const*, T const*, T*); \
-  template Status conv_wgrad<T>(ConvShape const&, T const*, T const*, T*);
+#define GP_LOW(T)                                                                                    \
+  template Status conv_fprop<T>(ConvShape const&, T const*, T const*, T*);                           \
+  template Status conv_dgrad<T>(ConvShape const&, T const*, T const*, T*);                           \
+  template Status conv_wgrad<T>(ConvShape const&, T const*, T const*, T*);                           \
+  template Status batchnorm_train<T>(std::vector<int64_t> const&, float, float, BnTrainPtrs const&); \
+  template Status batchnorm_backward<T>(std::vector<int64_t> const&, BnBackwardPtrs const&);
 GP_FOR_LOW_FLOAT_TYPES(GP_LOW)
 #undef GP_LOW
 template Status batchnorm_train<float>(std::vector<int64_t> const&, float, float, BnTrainPtrs const&);

@@ -13,6 +13,7 @@
 #include "kernels/cuda/math.h"
 #include "exec/cuda/binary.h"
 #include "exec/cuda/cuda_ops.h"
+#include "exec/cuda/low_precision.h"
 
 namespace gp::exec::cuda {
 namespace {
@@ -71,6 +72,7 @@ Status own_batchnorm_backward(std::vector<int64_t> const& shape, BnBackwardPtrs 
   return Status::ok();
 }
 
+template <typename T>
 Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   auto const& a = *attrs_of<graph::BatchNormAttrs>(call.op);
   Tensor const& x = in[0];
@@ -80,7 +82,14 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
     if (in.size() <= i || !in[i].defined() || in[i].numel() != c)
       return op_error(call, "input " + std::to_string(i) + " must have " + std::to_string(c) + " elements");
   bool const training = call.training;
-  ASSIGN_OR_RETURN(Tensor y, empty(x.shape()));
+  constexpr bool kLow = !std::is_same_v<T, float>;
+  // A 16-bit input outside cuDNN's 16-bit training graph (inference mode, or a shape cuDNN refuses)
+  // runs the float32 op widened; its saved x is then float32, which backward sees.
+  auto widened = [&] { return widened_forward<batchnorm_forward<float>, convert_float>(call, in, out, saved); };
+  if constexpr (kLow) {
+    if (!training) return widened();
+  }
+  ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), dtype_of<T>()));
   Tensor mean, inv_var;
   out.assign(std::max<std::size_t>(call.op.outputs.size(), training ? 3 : 1), Tensor());
   if (training) {
@@ -90,8 +99,11 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
     ASSIGN_OR_RETURN(Tensor next_var, empty({c}));
     BnTrainPtrs const p{x.raw(), in[1].raw(), in[2].raw(),   in[3].raw(),     in[4].raw(),
                         y.raw(), mean.raw(),  inv_var.raw(), next_mean.raw(), next_var.raw()};
-    Status s = batchnorm_train<float>(x.shape(), a.epsilon, 1.f - a.momentum, p);
-    if (cudnn_refused(s)) s = own_batchnorm_train(x, in, a.epsilon, a.momentum, p);
+    Status s = batchnorm_train<T>(x.shape(), a.epsilon, 1.f - a.momentum, p);
+    if (cudnn_refused(s)) {
+      if constexpr (kLow) return widened();
+      s = own_batchnorm_train(x, in, a.epsilon, a.momentum, p);
+    }
     RETURN_IF_ERROR(in_op(call, s));
     out[1] = next_mean;
     out[2] = next_var;
@@ -139,14 +151,21 @@ Status batchnorm_infer_backward(OpCall const& call, Saved const& saved, Tensor c
   return Status::ok();
 }
 
+template <typename T>
 Status batchnorm_backward_op(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                              std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!(wants(wanted, 0) || wants(wanted, 1) || wants(wanted, 2)) || !gout.at(0).defined()) return Status::ok();
   Tensor const& x = saved.tensors.at(0);
+  if constexpr (!std::is_same_v<T, float>) {
+    // The forward ran widened (inference mode, or a shape cuDNN refused): so does backward.
+    if (x.dtype() == DType::kFloat32)
+      return widened_backward<batchnorm_backward_op<float>, convert_float>(call, saved, gout, wanted, grads,
+                                                                           accumulate);
+  }
   bool const training = shape_of(saved.tensors.at(4)).at(0) != 0;
   if (!training) return batchnorm_infer_backward(call, saved, gout[0], wanted, grads, accumulate);
   int64_t const c = x.dim(1);
-  ASSIGN_OR_RETURN(Tensor dx, empty(x.shape()));
+  ASSIGN_OR_RETURN(Tensor dx, empty(x.shape(), x.dtype()));
   ASSIGN_OR_RETURN(Tensor dscale, empty({c}));
   ASSIGN_OR_RETURN(Tensor dbias, empty({c}));
   BnBackwardPtrs const p{gout[0].raw(),
@@ -157,8 +176,16 @@ Status batchnorm_backward_op(OpCall const& call, Saved const& saved, std::vector
                          dx.raw(),
                          dscale.raw(),
                          dbias.raw()};
-  Status s = batchnorm_backward<float>(x.shape(), p);
-  if (cudnn_refused(s)) s = own_batchnorm_backward(x.shape(), p);
+  Status s = batchnorm_backward<T>(x.shape(), p);
+  if (cudnn_refused(s)) {
+    if constexpr (std::is_same_v<T, float>) {
+      s = own_batchnorm_backward(x.shape(), p);
+    } else {  // cuDNN took the 16-bit forward but not its backward: our float32 kernels, widened
+      Saved wide = saved;
+      ASSIGN_OR_RETURN(wide.tensors[0], convert_float(x, DType::kFloat32));
+      return widened_backward<batchnorm_backward_op<float>, convert_float>(call, wide, gout, wanted, grads, accumulate);
+    }
+  }
   RETURN_IF_ERROR(in_op(call, s));
   if (wants(wanted, 0)) RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
   if (wants(wanted, 1)) RETURN_IF_ERROR(emit_grad(call, grads, 1, dscale, accumulate));
@@ -168,6 +195,7 @@ Status batchnorm_backward_op(OpCall const& call, Saved const& saved, std::vector
 
 // The CPU's fresh_then_add (exec/cpu/cpu_backend.cc): one pass computes every gradient fresh,
 // then the weights' (scale and bias: C elements each) are added into their accumulators.
+template <typename T>
 Status batchnorm_backward_both(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                                std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
                                std::vector<Tensor>& weight_grads) {
@@ -176,7 +204,7 @@ Status batchnorm_backward_both(OpCall const& call, Saved const& saved, std::vect
   for (std::size_t i = 0; i < n; ++i)
     wanted[i] = wants(needs_grad, i) || (i < weight_grads.size() && weight_grads[i].defined());
   grad_inputs.assign(n, Tensor());
-  RETURN_IF_ERROR(batchnorm_backward_op(call, saved, gout, wanted, grad_inputs, false));
+  RETURN_IF_ERROR(batchnorm_backward_op<T>(call, saved, gout, wanted, grad_inputs, false));
   for (std::size_t i = 0; i < n; ++i) {
     if (i >= weight_grads.size() || !weight_grads[i].defined() || !grad_inputs[i].defined()) continue;
     RETURN_IF_ERROR(emit_grad(call, weight_grads, i, grad_inputs[i], true));
@@ -342,8 +370,21 @@ std::vector<KernelEntry> norm_kernels() {
   std::vector<KernelEntry> t;
   t.push_back({OpKind::kBatchNormalization,
                f32,
-               {batchnorm_forward, batchnorm_backward_op, batchnorm_backward_op, require_attrs<graph::BatchNormAttrs>,
-                batchnorm_backward_both},
+               {batchnorm_forward<float>, batchnorm_backward_op<float>, batchnorm_backward_op<float>,
+                require_attrs<graph::BatchNormAttrs>, batchnorm_backward_both<float>},
+               5});
+  // Mixed precision: BatchNorm follows a 16-bit input (cuDNN's 16-bit graphs, float32 statistics and
+  // compute; scale, bias and running statistics float32).
+  t.push_back(
+      {OpKind::kBatchNormalization,
+       DType::kBFloat16,
+       {batchnorm_forward<__nv_bfloat16>, batchnorm_backward_op<__nv_bfloat16>, batchnorm_backward_op<__nv_bfloat16>,
+        require_attrs<graph::BatchNormAttrs>, batchnorm_backward_both<__nv_bfloat16>},
+       5});
+  t.push_back({OpKind::kBatchNormalization,
+               DType::kFloat16,
+               {batchnorm_forward<__half>, batchnorm_backward_op<__half>, batchnorm_backward_op<__half>,
+                require_attrs<graph::BatchNormAttrs>, batchnorm_backward_both<__half>},
                5});
   t.push_back({OpKind::kInstanceNormalization,
                f32,

@@ -13,6 +13,7 @@
 #include "exec/cpu/cpu_backend.h"
 #include "exec/cuda/cuda_backend.h"
 #include "exec/cuda/cuda_check.h"
+#include "exec/cuda/cudnn_graphs.h"
 #include "exec/data.h"
 #include "exec/trainer.h"
 #include "graph/precision.h"
@@ -111,6 +112,24 @@ TEST_F(CudaMixedPrecisionGpu, AStepMatchesCpuFloat32WithinTheFormatsTolerance) {
       }
       std::printf("%s %s: worst relative L2 difference to CPU float32 %.2e (%.1f units)\n", model.name().c_str(),
                   graph::precision_name(f.precision), worst, worst / f.unit);
+    }
+  }
+}
+
+// Where cuDNN refuses a 16-bit BatchNorm shape (forced here), the op runs widened on our float32
+// kernels and still matches.
+TEST_F(CudaMixedPrecisionGpu, A16BitBatchNormCudnnRefusesRunsWidened) {
+  CpuBackend cpu;
+  graph::OnnxModelBuilder const model = testing::tiny_resnet_block(true, 8);
+  auto const want = one_step(graph_in(model, Precision::kFloat32), cpu);
+  cuda::refuse_cudnn_batchnorm_for_testing(true);
+  auto const got = one_step(graph_in(model, Precision::kBFloat16), *gpu_);
+  cuda::refuse_cudnn_batchnorm_for_testing(false);
+  ASSERT_EQ(got.size(), want.size());
+  for (auto const& [name, w] : want) {
+    ASSERT_TRUE(got.count(name)) << name;
+    if (!vanishes(w)) {
+      EXPECT_LE(rel_l2(got.at(name), w), kUnits * kFormats[0].unit) << name;
     }
   }
 }
