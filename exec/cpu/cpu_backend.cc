@@ -120,8 +120,7 @@ Table const& kernel_table() {
     // wrapper rounds them per call and widens their gradients).
     t.push_back({OpKind::kConv, low_precision_entry<conv_forward, conv_backward_data, conv_backward_weights>(
                                     graph::ops::conv_check, 2)});
-    t.push_back({OpKind::kGemm,
-                 low_precision_entry<gemm_forward, gemm_backward, gemm_backward>(require_attrs<graph::GemmAttrs>, 2)});
+    t.push_back({OpKind::kGemm, low_precision_entry<gemm_forward, gemm_backward, gemm_backward>(gemm_bf16_check, 2)});
     t.push_back({OpKind::kMatMul, low_precision_entry<matmul_forward, matmul_backward, matmul_backward>(no_check, 2)});
     Table table;
     for (auto const& [kind, entry] : t) {

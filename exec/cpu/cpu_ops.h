@@ -121,6 +121,7 @@ Status pool_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, st
 
 // ---- linalg family: Gemm, MatMul (linalg.cc) ----
 Status gemm_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status gemm_bf16_check(graph::Op const& op, graph::OpGraph const& graph);  // C a bias row, alpha = beta = 1
 Status gemm_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                      std::vector<Tensor>&, bool);
 Status matmul_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);

@@ -95,6 +95,25 @@ Status gemm_dims(OpCall const& call, Tensor const& a, Tensor const& b, GemmDims&
 
 }  // namespace
 
+// The bf16 Gemm's C must be a bias row added with alpha = beta = 1 (oneDNN's matmul bias): said
+// before training starts, not at the first step.
+Status gemm_bf16_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::GemmAttrs>(op, graph));
+  if (op.inputs.size() < 3 || op.inputs[2] == graph::kNoTensor) return Status::ok();
+  auto const& at = *attrs_of<graph::GemmAttrs>(op);
+  std::vector<int64_t> const& b = graph.tensor(op.inputs[1]).shape.dims;
+  std::vector<int64_t> const& c = graph.tensor(op.inputs[2]).shape.dims;
+  int64_t const n = b.size() == 2 ? b[at.trans_b ? 0 : 1] : -1;
+  int64_t c_numel = 1;
+  for (int64_t d : c) c_numel *= d;
+  bool const row = c_numel == n && (c.size() == 1 || (c.size() == 2 && c[0] == 1));
+  if (at.alpha != 1.f || at.beta != 1.f || !row)
+    return unsupported("Gemm '" + op.name +
+                       "' in bfloat16 takes C only as a bias row with alpha = beta = 1 on the "
+                       "CPU (train this model with precision fp32, or with --backend cuda)");
+  return Status::ok();
+}
+
 Status gemm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   auto const& at = *attrs_of<graph::GemmAttrs>(call.op);
   Tensor const& a = in[0];

@@ -18,6 +18,8 @@
 #include "exec/cuda/cuda_backend.h"
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/cudnn_graphs.h"
+#include "graph/precision.h"
+#include "tests/exec/mixed_precision_models.h"
 #include "tests/exec/op_harness.h"
 #include "tests/runtime/runtime_fixtures.h"
 
@@ -794,6 +796,77 @@ TEST_F(CudaGpu, EveryOpMatchesTheCpuBackendForwardAndBackward) {
     expect_case_matches(*gpu_, cpu_, c, o);
   }
   EXPECT_EQ(unsupported_count, 0);
+}
+
+// The sweep in the 16-bit formats: every case whose op the mixed-precision policy runs low or lets
+// follow (graph/precision.h), rewritten for bf16 and for fp16 (Casts around the op, float32 weights
+// rounded per call), one training step on the GPU against the CPU's float32: output, input and
+// weight gradients within 8 units of the format (relative L2; bf16 2^-8, fp16 2^-11).
+std::vector<Case> low_precision_cases() {
+  std::vector<Case> low;
+  for (Case const& c : cases()) {
+    OneOp const o = c.make();
+    if (graph::amp_rule(o.the_op().kind()).policy == graph::AmpPolicy::kFloat32) continue;
+    if (std::any_of(o.inputs.begin(), o.inputs.end(),
+                    [](Tensor const& t) { return t.defined() && t.dtype() != DType::kFloat32; }))
+      continue;  // the rewrite casts float32 models
+    low.push_back(c);
+  }
+  return low;
+}
+
+// Without a GPU: the 16-bit sweep covers every op the policy runs low or lets follow, and its
+// harness runs each case in bf16 on the CPU (which has bf16 kernels) within the same bound.
+TEST(CudaOpCases, TheSixteenBitSweepCoversEveryOpThePolicyRunsLow) {
+  std::set<std::string> covered;
+  CpuBackend cpu;
+  for (Case const& c : low_precision_cases()) {
+    SCOPED_TRACE(c.label);
+    OneOp const o = c.make();
+    covered.insert(o.the_op().type);
+    if (!c.training) continue;
+    auto const want = testing::one_step(o.graph, cpu);
+    auto low = graph::apply_precision(o.graph, graph::Precision::kBFloat16);
+    ASSERT_TRUE(low.is_ok()) << low.status().message();
+    // The CPU refuses some (bf16 Gemm with alpha/beta != 1 or a 2-D C); the GPU sweep runs them.
+    if (std::any_of(low->ops().begin(), low->ops().end(),
+                    [&](graph::Op const& op) { return !cpu.supports(op, *low).is_ok(); }))
+      continue;
+    auto const got = testing::one_step(*low, cpu);
+    ASSERT_FALSE(want.empty());
+    for (auto const& [name, w] : want) {
+      ASSERT_TRUE(got.count(name)) << name;
+      if (!testing::vanishes(w)) {
+        EXPECT_LE(testing::rel_l2(got.at(name), w), 8.0 / 256) << name;
+      }
+    }
+  }
+  for (char const* op : {"Conv", "Gemm", "MatMul", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool",
+                         "BatchNormalization", "Add", "Transpose"})
+    EXPECT_TRUE(covered.count(op)) << op;
+}
+
+TEST_F(CudaGpu, EveryLowPrecisionOpMatchesCpuFloat32WithinTheFormatsTolerance) {
+  struct Format {
+    graph::Precision p;
+    double unit;
+  };
+  for (Format const f :
+       {Format{graph::Precision::kBFloat16, 1.0 / 256}, Format{graph::Precision::kFloat16, 1.0 / 2048}})
+    for (Case const& c : low_precision_cases()) {
+      if (!c.training) continue;  // one_step trains
+      SCOPED_TRACE(c.label + " " + graph::precision_name(f.p));
+      OneOp const o = c.make();
+      auto const want = testing::one_step(o.graph, cpu_);
+      auto low = graph::apply_precision(o.graph, f.p);
+      ASSERT_TRUE(low.is_ok()) << low.status().message();
+      auto const got = testing::one_step(*low, *gpu_);
+      for (auto const& [name, w] : want) {
+        ASSERT_TRUE(got.count(name)) << name;
+        if (testing::vanishes(w)) continue;
+        EXPECT_LE(testing::rel_l2(got.at(name), w), 8 * f.unit) << name;
+      }
+    }
 }
 
 // Where cuDNN refuses a BatchNormalization shape (an H100's cuDNN refused x [3,2,2,3] and
