@@ -12,27 +12,27 @@ using detail::kBlock;
 
 // What each kernel runs per index: a tag type per hd function, so one kernel template serves all.
 struct LstmForward {
-  static GP_HD void at(hd::LstmStep const& s, int64_t e) { hd::lstm_forward_at(s, e); }
+  static GP_HD void at(hd::LstmStep const& s, int64_t n, int64_t j) { hd::lstm_forward_at(s, n, j); }
 };
 struct LstmBackward {
-  static GP_HD void at(hd::LstmBackStep const& s, int64_t e) { hd::lstm_backward_at(s, e); }
+  static GP_HD void at(hd::LstmBackStep const& s, int64_t n, int64_t j) { hd::lstm_backward_at(s, n, j); }
 };
 struct GruGates {
-  static GP_HD void at(hd::GruStep const& s, int64_t e) { hd::gru_gates_at(s, e); }
+  static GP_HD void at(hd::GruStep const& s, int64_t n, int64_t j) { hd::gru_gates_at(s, n, j); }
 };
 struct GruOutput {
-  static GP_HD void at(hd::GruStep const& s, int64_t e) { hd::gru_output_at(s, e); }
+  static GP_HD void at(hd::GruStep const& s, int64_t n, int64_t j) { hd::gru_output_at(s, n, j); }
 };
 struct GruBackward {
-  static GP_HD void at(hd::GruBackStep const& s, int64_t e) { hd::gru_backward_at(s, e); }
+  static GP_HD void at(hd::GruBackStep const& s, int64_t n, int64_t j) { hd::gru_backward_at(s, n, j); }
 };
 struct GruResetGrad {
-  static GP_HD void at(hd::GruBackStep const& s, int64_t e) { hd::gru_reset_grad_at(s, e); }
+  static GP_HD void at(hd::GruBackStep const& s, int64_t n, int64_t j) { hd::gru_reset_grad_at(s, n, j); }
 };
 
 template <typename Op, typename Step>
 __global__ void step_kernel(Step const s, int64_t n) {
-  for (int64_t e = global_thread(); e < n; e += grid_threads()) Op::at(s, e);
+  for (int64_t e = global_thread(); e < n; e += grid_threads()) Op::at(s, e / s.h, e % s.h);
 }
 
 template <typename Op, typename Step>

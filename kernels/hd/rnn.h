@@ -1,15 +1,24 @@
 // Per-element math of one time step of LSTM (gates i o f c) and GRU (gates z r h), ONNX semantics
 // with the default activations, forward and backward: what the CUDA kernels (kernels/cuda/rnn.cu)
 // run per thread and the host twin (tests/cuda/test_hd_rnn.cc) per loop iteration. The step's
-// matrix products happen around these calls (exec/rnn_plan.cc). Element e of a step is (n, j) =
-// (e / H, e % H) over the [N, H] state; gate rows are [N, G·H]. A null pointer reads as zeros (no
-// bias, no peepholes, no dY, no recurrent product) or is not written (no clip mask).
+// matrix products happen around these calls (exec/rnn_plan.cc). Element (n, j) of a step is
+// e = n·H + j of the [N, H] state (a kernel's thread e runs (e / H, e % H); host loops run n and j
+// without dividing); gate rows are [N, G·H]. A null pointer reads as zeros (no bias, no
+// peepholes, no dY, no recurrent product) or is not written (no clip mask).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/hd/hd.h"
+
+// The step functions run once per element from the CPU backend's loops too: force them inline
+// there (as GP_HD does on the device), so the loops keep their per-step checks hoisted.
+#if defined(__CUDACC__)
+#define GP_HD_STEP GP_HD
+#else
+#define GP_HD_STEP [[gnu::always_inline]] inline
+#endif
 
 namespace gp::kernels::hd {
 
@@ -37,8 +46,8 @@ struct LstmStep {
   float* mask = nullptr;        // [N, 4H] clip pass-through, or null
 };
 
-GP_HD void lstm_forward_at(LstmStep const& s, int64_t e) {
-  int64_t const H = s.h, GH = 4 * H, j = e % H, row = (e / H) * GH;
+GP_HD_STEP void lstm_forward_at(LstmStep const& s, int64_t n, int64_t j) {
+  int64_t const H = s.h, GH = 4 * H, row = n * GH, e = n * H + j;
   float* a = s.a + row;
   auto pre = [&](int64_t gate) {
     float v = a[gate * H + j];
@@ -79,8 +88,8 @@ struct LstmBackStep {
   float* g = nullptr;           // [N, 4H] out: gradients of the gates' pre-activations
 };
 
-GP_HD void lstm_backward_at(LstmBackStep const& s, int64_t e) {
-  int64_t const H = s.h, GH = 4 * H, j = e % H, row = (e / H) * GH;
+GP_HD_STEP void lstm_backward_at(LstmBackStep const& s, int64_t n, int64_t j) {
+  int64_t const H = s.h, GH = 4 * H, row = n * GH, e = n * H + j;
   float const* a = s.a + row;
   float const* m = s.mask ? s.mask + row : nullptr;
   float const dh = s.dh[e] + (s.dy ? s.dy[e] : 0.f);
@@ -103,7 +112,7 @@ GP_HD void lstm_backward_at(LstmBackStep const& s, int64_t e) {
 
 // dp[j], dp[H + j], dp[2H + j] (peepholes i o f) += this step's contributions, summed over n in
 // order: one thread per j, after lstm_backward_at wrote s.g.
-GP_HD void lstm_peephole_grad_at(LstmBackStep const& s, float* dp, int64_t j) {
+GP_HD_STEP void lstm_peephole_grad_at(LstmBackStep const& s, float* dp, int64_t j) {
   int64_t const H = s.h, GH = 4 * H;
   float pi = dp[j], po = dp[H + j], pf = dp[2 * H + j];
   for (int64_t n = 0; n < s.n; ++n) {
@@ -137,8 +146,8 @@ GP_HD float gru_bias(GruStep const& s, int64_t gate, int64_t j, bool rec) {
 GP_HD float gru_rec(GruStep const& s, int64_t i) { return s.rec ? s.rec[i] : 0.f; }
 
 // First half of a step: z and r, then hh (which the h gate's product needs when not lbr).
-GP_HD void gru_gates_at(GruStep const& s, int64_t e) {
-  int64_t const H = s.h, GH = 3 * H, j = e % H, row = (e / H) * GH;
+GP_HD_STEP void gru_gates_at(GruStep const& s, int64_t n, int64_t j) {
+  int64_t const H = s.h, GH = 3 * H, row = n * GH, e = n * H + j;
   float* mr = s.mask ? s.mask + row + j : nullptr;
   float const z = rnn_sigmoid(rnn_clipped(s.a[row + j] + gru_rec(s, row + j) + gru_bias(s, 0, j, true), s.clip, mr));
   float const r = rnn_sigmoid(
@@ -149,8 +158,8 @@ GP_HD void gru_gates_at(GruStep const& s, int64_t e) {
 }
 
 // Second half: the h gate and the new hidden state.
-GP_HD void gru_output_at(GruStep const& s, int64_t e) {
-  int64_t const H = s.h, j = e % H, row = (e / H) * 3 * H;
+GP_HD_STEP void gru_output_at(GruStep const& s, int64_t n, int64_t j) {
+  int64_t const H = s.h, row = n * 3 * H, e = n * H + j;
   float const r = s.a[row + H + j];
   float const pre = s.lbr ? s.a[row + 2 * H + j] + gru_bias(s, 2, j, false) + r * s.hh[e]
                           : s.a[row + 2 * H + j] + gru_rec(s, row + 2 * H + j) + gru_bias(s, 2, j, true);
@@ -176,8 +185,8 @@ struct GruBackStep {
 };
 
 // z and h gates (and r when lbr); dhp = dh·z. Not lbr: gru_reset_grad_at after drh is known.
-GP_HD void gru_backward_at(GruBackStep const& s, int64_t e) {
-  int64_t const H = s.h, j = e % H, row = (e / H) * 3 * H;
+GP_HD_STEP void gru_backward_at(GruBackStep const& s, int64_t n, int64_t j) {
+  int64_t const H = s.h, row = n * 3 * H, e = n * H + j;
   float const* m = s.mask ? s.mask + row : nullptr;
   float const dh = s.dh[e] + (s.dy ? s.dy[e] : 0.f);
   float const z = s.a[row + j], r = s.a[row + H + j], hc = s.a[row + 2 * H + j];
@@ -192,15 +201,15 @@ GP_HD void gru_backward_at(GruBackStep const& s, int64_t e) {
 }
 
 // Not lbr: the r gate's gradient through r∘h_prev, and that product's share of dhp.
-GP_HD void gru_reset_grad_at(GruBackStep const& s, int64_t e) {
-  int64_t const H = s.h, j = e % H, row = (e / H) * 3 * H;
+GP_HD_STEP void gru_reset_grad_at(GruBackStep const& s, int64_t n, int64_t j) {
+  int64_t const H = s.h, row = n * 3 * H, e = n * H + j;
   float const r = s.a[row + H + j];
   s.g[row + H + j] = s.drh[e] * s.hp[e] * r * (1.f - r) * rnn_mask_at(s.mask ? s.mask + row : nullptr, H + j);
   s.dhp[e] += s.drh[e] * r;
 }
 
 // dst[col] += Σ_i src[i·ld + col] over `rows` rows in order (a bias gradient; one thread per column).
-GP_HD void rnn_col_sum_at(float const* src, int64_t rows, int64_t ld, float* dst, int64_t col) {
+GP_HD_STEP void rnn_col_sum_at(float const* src, int64_t rows, int64_t ld, float* dst, int64_t col) {
   float v = dst[col];
   for (int64_t i = 0; i < rows; ++i) v += src[i * ld + col];
   dst[col] = v;

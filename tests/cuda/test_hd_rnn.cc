@@ -63,22 +63,22 @@ RnnPrimitives host_primitives() {
       v.push_back(lens.dtype() == DType::kInt32 ? lens.data<int32_t>()[i] : lens.data<int64_t>()[i]);
     return v;
   };
-  auto each = [](auto fn) {
+  auto each = [](auto fn) {  // thread e of the kernel runs (e / h, e % h)
     return [fn](auto const& s) -> Status {
-      for (int64_t e = 0; e < s.n * s.h; ++e) fn(s, e);
+      for (int64_t e = 0; e < s.n * s.h; ++e) fn(s, e / s.h, e % s.h);
       return Status::ok();
     };
   };
-  p.lstm_forward = each([](hd::LstmStep const& s, int64_t e) { hd::lstm_forward_at(s, e); });
-  p.lstm_backward = each([](hd::LstmBackStep const& s, int64_t e) { hd::lstm_backward_at(s, e); });
+  p.lstm_forward = each([](hd::LstmStep const& s, int64_t n, int64_t j) { hd::lstm_forward_at(s, n, j); });
+  p.lstm_backward = each([](hd::LstmBackStep const& s, int64_t n, int64_t j) { hd::lstm_backward_at(s, n, j); });
   p.lstm_peephole_grad = [](hd::LstmBackStep const& s, float* dp) -> Status {
     for (int64_t j = 0; j < s.h; ++j) hd::lstm_peephole_grad_at(s, dp, j);
     return Status::ok();
   };
-  p.gru_gates = each([](hd::GruStep const& s, int64_t e) { hd::gru_gates_at(s, e); });
-  p.gru_output = each([](hd::GruStep const& s, int64_t e) { hd::gru_output_at(s, e); });
-  p.gru_backward = each([](hd::GruBackStep const& s, int64_t e) { hd::gru_backward_at(s, e); });
-  p.gru_reset_grad = each([](hd::GruBackStep const& s, int64_t e) { hd::gru_reset_grad_at(s, e); });
+  p.gru_gates = each([](hd::GruStep const& s, int64_t n, int64_t j) { hd::gru_gates_at(s, n, j); });
+  p.gru_output = each([](hd::GruStep const& s, int64_t n, int64_t j) { hd::gru_output_at(s, n, j); });
+  p.gru_backward = each([](hd::GruBackStep const& s, int64_t n, int64_t j) { hd::gru_backward_at(s, n, j); });
+  p.gru_reset_grad = each([](hd::GruBackStep const& s, int64_t n, int64_t j) { hd::gru_reset_grad_at(s, n, j); });
   p.col_sums = [](float const* src, int64_t rows, int64_t cols, int64_t ld, float* dst) -> Status {
     for (int64_t c = 0; c < cols; ++c) hd::rnn_col_sum_at(src, rows, ld, dst, c);
     return Status::ok();
@@ -197,7 +197,7 @@ TEST(HdRnn, ABrokenStepIsDetected) {
          p.lstm_forward = [](hd::LstmStep const& s) -> Status {
            hd::LstmStep t = s;
            t.clip = 0.f;
-           for (int64_t e = 0; e < s.n * s.h; ++e) hd::lstm_forward_at(t, e);
+           for (int64_t e = 0; e < s.n * s.h; ++e) hd::lstm_forward_at(t, e / s.h, e % s.h);
            return Status::ok();
          };
        }},
@@ -206,7 +206,7 @@ TEST(HdRnn, ABrokenStepIsDetected) {
          p.lstm_backward = [](hd::LstmBackStep const& s) -> Status {
            hd::LstmBackStep t = s;
            t.dy = nullptr;
-           for (int64_t e = 0; e < s.n * s.h; ++e) hd::lstm_backward_at(t, e);
+           for (int64_t e = 0; e < s.n * s.h; ++e) hd::lstm_backward_at(t, e / s.h, e % s.h);
            return Status::ok();
          };
        }},
@@ -219,7 +219,7 @@ TEST(HdRnn, ABrokenStepIsDetected) {
          p.gru_gates = [](hd::GruStep const& s) -> Status {
            hd::GruStep t = s;
            t.rec = nullptr;
-           for (int64_t e = 0; e < s.n * s.h; ++e) hd::gru_gates_at(t, e);
+           for (int64_t e = 0; e < s.n * s.h; ++e) hd::gru_gates_at(t, e / s.h, e % s.h);
            return Status::ok();
          };
        }},
