@@ -1,8 +1,9 @@
 // LSTM and GRU through time, device-agnostic: the sequencing of the per-step matrix products and
 // gate kernels here, the primitives in RnnPrimitives (the CUDA backend gives cuBLASLt and
 // kernels/cuda/rnn.cu; the host twin test gives plain loops over kernels/hd/rnn.h). Same inputs,
-// outputs, saved tensors and gradients as the CPU backend's exec/cpu/rnn.cc, which stays the
-// independent reference. Internally every tensor is in layout 0 ([seq, batch, ...]); layout 1 is
+// outputs, saved tensors and gradients as the CPU backend's exec/cpu/rnn.cc, which shares the
+// per-element math (kernels/hd/rnn.h) but sequences the steps in its own code, the reference the
+// twin test compares with. Internally every tensor is in layout 0 ([seq, batch, ...]); layout 1 is
 // permuted at the edges.
 #pragma once
 

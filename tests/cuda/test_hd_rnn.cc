@@ -1,9 +1,10 @@
 // Host twin of the CUDA LSTM and GRU (exec/cuda/rnn.cc): exec/rnn_plan.cc's sequencing, the very
 // code the CUDA backend runs, on host primitives (a plain float64 GEMM on the same strided views,
 // and one loop iteration per thread over kernels/hd/rnn.h's functions, the kernels' per-thread
-// math), against the CPU backend (exec/cpu/rnn.cc, its own loops and oneDNN): outputs Y, Y_h, Y_c
-// and the gradients of every float input from random gradients of every output. Tolerance
-// 1e-5 + 1e-4·|ref| (other summation orders).
+// math), against the CPU backend (exec/cpu/rnn.cc: the same per-element functions, its own step
+// sequencing and oneDNN products; tests/exec/test_ops_rnn.cc checks it against reference loops and
+// finite differences): outputs Y, Y_h, Y_c and the gradients of every float input from random
+// gradients of every output. Tolerance 1e-5 + 1e-4·|ref| (other summation orders).
 #include <algorithm>
 #include <string>
 
