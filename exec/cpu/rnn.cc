@@ -1,11 +1,13 @@
 // CPU kernels: LSTM and GRU (ONNX semantics, gate orders iofc and zrh), forward and backward
 // through time. The input products of all time steps are one matmul; each step adds its
-// recurrent product (oneDNN matmul) and runs the gates in a plain loop. Internally every tensor
-// is in layout 0 ([seq, batch, ...]); layout 1 is permuted at the edges.
+// recurrent product (oneDNN matmul) and runs the gates in a plain loop over kernels/hd/rnn.h's
+// per-element functions (the CUDA kernels run the same ones). Internally every tensor is in
+// layout 0 ([seq, batch, ...]); layout 1 is permuted at the edges.
 #include <cmath>
 
 #include "exec/cpu/cpu_gemm.h"
 #include "exec/cpu/cpu_ops.h"
+#include "kernels/hd/rnn.h"
 #include "kernels/move.h"
 
 namespace gp::exec::cpu {
@@ -66,15 +68,16 @@ Tensor swap01(Tensor const& t) {
 }
 Tensor defined_or(std::vector<Tensor> const& v, std::size_t i) { return i < v.size() ? v[i] : Tensor(); }
 
-float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
-// Clips a gate's pre-activation; the mask (when kept) records whether the gradient passes.
-float clipped(float x, float clip, float* mask) {
-  if (clip <= 0.f) return x;
-  bool const pass = x >= -clip && x <= clip;
-  if (mask) *mask = pass ? 1.f : 0.f;
-  return pass ? x : (x > 0 ? clip : -clip);
+namespace hd = kernels::hd;
+
+// Runs a step function for every element (n, j) of the [N, H] state. The step is copied so that
+// the compiler keeps its fields in registers (a float store could otherwise alias clip).
+template <typename Step, typename Fn>
+void each_element(Step const& step, Fn fn) {
+  Step const s = step;
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t j = 0; j < s.h; ++j) fn(s, n, j);
 }
-float mask_at(float const* m, int64_t i) { return m ? m[i] : 1.f; }
 
 // The tensors of one forward pass, in layout 0.
 struct Fwd {
@@ -99,48 +102,26 @@ void lstm_forward_dir(Shape const& s, Fwd& f, int64_t d) {
   int64_t const N = s.N, H = s.H, GH = s.GH();
   std::vector<float> const zeros(static_cast<std::size_t>(N * H), 0.f);
   float const* rd = f.r.data<float>() + d * GH * H;
-  float const* bw = f.b.defined() ? f.b.data<float>() + d * 2 * GH : nullptr;
-  float const* pd = f.p.defined() ? f.p.data<float>() + d * 3 * H : nullptr;
   float* acts = f.acts.data<float>() + d * s.T * N * GH;
   float* mask = f.mask.defined() ? f.mask.data<float>() + d * s.T * N * GH : nullptr;
   gemm(mat(f.x.raw(), s.T * N, s.I, s.I), transposed(mat(f.w.data<float>() + d * GH * s.I, GH, s.I, s.I)),
        mat(acts, s.T * N, GH, GH), false);
+  hd::LstmStep st;
+  st.n = N;
+  st.h = H;
+  st.clip = s.clip;
+  st.bias = f.b.defined() ? f.b.data<float>() + d * 2 * GH : nullptr;
+  st.p = f.p.defined() ? f.p.data<float>() + d * 3 * H : nullptr;
   for (int64_t step = 0; step < s.T; ++step) {
     int64_t const t = s.time(d, step);
     float const* hp = h_before(s, f, zeros, d, t);
-    float const* cp = c_before(s, f, zeros, d, t);
-    float* a = acts + t * N * GH;
-    float* m = mask ? mask + t * N * GH : nullptr;
-    if (has_h_before(s, f, d, t)) gemm(mat(hp, N, H, H), transposed(mat(rd, GH, H, H)), mat(a, N, GH, GH), true);
-    float* c = f.state.data<float>() + (d * s.T + t) * N * H;
-    float* h = f.y.data<float>() + (t * s.D + d) * N * H;
-    for (int64_t n = 0; n < N; ++n) {
-      for (int64_t j = 0; j < H; ++j) {
-        int64_t const row = n * GH, k = n * H + j;
-        auto pre = [&](int64_t gate) {
-          float v = a[row + gate * H + j];
-          if (bw) v += bw[gate * H + j] + bw[GH + gate * H + j];
-          return v;
-        };
-        float gi = pre(0), go = pre(1), gf = pre(2), gc = pre(3);
-        if (pd) {
-          gi += pd[j] * cp[k];
-          gf += pd[2 * H + j] * cp[k];
-        }
-        float* mr = m ? m + row + j : nullptr;
-        float const i = sigmoid(clipped(gi, s.clip, mr));
-        float const fg = sigmoid(clipped(gf, s.clip, mr ? mr + 2 * H : nullptr));
-        float const cc = std::tanh(clipped(gc, s.clip, mr ? mr + 3 * H : nullptr));
-        c[k] = fg * cp[k] + i * cc;
-        if (pd) go += pd[H + j] * c[k];
-        float const o = sigmoid(clipped(go, s.clip, mr ? mr + H : nullptr));
-        h[k] = o * std::tanh(c[k]);
-        a[row + j] = i;
-        a[row + H + j] = o;
-        a[row + 2 * H + j] = fg;
-        a[row + 3 * H + j] = cc;
-      }
-    }
+    st.a = acts + t * N * GH;
+    st.mask = mask ? mask + t * N * GH : nullptr;
+    if (has_h_before(s, f, d, t)) gemm(mat(hp, N, H, H), transposed(mat(rd, GH, H, H)), mat(st.a, N, GH, GH), true);
+    st.cp = c_before(s, f, zeros, d, t);
+    st.c = f.state.data<float>() + (d * s.T + t) * N * H;
+    st.y = f.y.data<float>() + (t * s.D + d) * N * H;
+    each_element(st, [](hd::LstmStep const& x, int64_t n, int64_t j) { hd::lstm_forward_at(x, n, j); });
   }
 }
 
@@ -148,54 +129,35 @@ void gru_forward_dir(Shape const& s, Fwd& f, int64_t d) {
   int64_t const N = s.N, H = s.H, GH = s.GH();
   std::vector<float> const zeros(static_cast<std::size_t>(N * H), 0.f);
   float const* rd = f.r.data<float>() + d * GH * H;
-  float const* bw = f.b.defined() ? f.b.data<float>() + d * 2 * GH : nullptr;
   float* acts = f.acts.data<float>() + d * s.T * N * GH;
   float* mask = f.mask.defined() ? f.mask.data<float>() + d * s.T * N * GH : nullptr;
   std::vector<float> tmp(static_cast<std::size_t>(N * GH), 0.f);
   gemm(mat(f.x.raw(), s.T * N, s.I, s.I), transposed(mat(f.w.data<float>() + d * GH * s.I, GH, s.I, s.I)),
        mat(acts, s.T * N, GH, GH), false);
-  auto bias = [&](int64_t gate, int64_t j, bool rec) {
-    return bw ? bw[gate * H + j] + (rec ? bw[GH + gate * H + j] : 0.f) : 0.f;
-  };
+  hd::GruStep st;
+  st.n = N;
+  st.h = H;
+  st.clip = s.clip;
+  st.lbr = s.lbr;
+  st.bias = f.b.defined() ? f.b.data<float>() + d * 2 * GH : nullptr;
   for (int64_t step = 0; step < s.T; ++step) {
     int64_t const t = s.time(d, step);
     float const* hp = h_before(s, f, zeros, d, t);
     bool const rec = has_h_before(s, f, d, t);
-    float* a = acts + t * N * GH;
-    float* m = mask ? mask + t * N * GH : nullptr;
-    float* hh = f.state.data<float>() + (d * s.T + t) * N * H;
-    float* h = f.y.data<float>() + (t * s.D + d) * N * H;
-    std::fill(tmp.begin(), tmp.end(), 0.f);
-    if (rec) {  // lbr: all three recurrent products; else z and r only (h needs r first)
+    st.a = acts + t * N * GH;
+    st.mask = mask ? mask + t * N * GH : nullptr;
+    st.hp = hp;
+    st.hh = f.state.data<float>() + (d * s.T + t) * N * H;
+    st.y = f.y.data<float>() + (t * s.D + d) * N * H;
+    st.rec = rec ? tmp.data() : nullptr;  // no recurrent product: zeros
+    if (rec) {                            // lbr: all three recurrent products; else z and r only (h needs r first)
       int64_t const rows = s.lbr ? GH : 2 * H;
       gemm(mat(hp, N, H, H), transposed(mat(rd, rows, H, H)), mat(tmp.data(), N, rows, GH), false);
     }
-    for (int64_t n = 0; n < N; ++n) {
-      for (int64_t j = 0; j < H; ++j) {
-        int64_t const row = n * GH, k = n * H + j;
-        float* mr = m ? m + row + j : nullptr;
-        float const z = sigmoid(clipped(a[row + j] + tmp[row + j] + bias(0, j, true), s.clip, mr));
-        float const r =
-            sigmoid(clipped(a[row + H + j] + tmp[row + H + j] + bias(1, j, true), s.clip, mr ? mr + H : nullptr));
-        a[row + j] = z;
-        a[row + H + j] = r;
-        hh[k] = s.lbr ? tmp[row + 2 * H + j] + (bw ? bw[GH + 2 * H + j] : 0.f) : r * hp[k];
-      }
-    }
+    each_element(st, [](hd::GruStep const& x, int64_t n, int64_t j) { hd::gru_gates_at(x, n, j); });
     if (!s.lbr && rec)
-      gemm(mat(hh, N, H, H), transposed(mat(rd + 2 * H * H, H, H, H)), mat(tmp.data() + 2 * H, N, H, GH), false);
-    for (int64_t n = 0; n < N; ++n) {
-      for (int64_t j = 0; j < H; ++j) {
-        int64_t const row = n * GH, k = n * H + j;
-        float const r = a[row + H + j];
-        float const pre = s.lbr ? a[row + 2 * H + j] + bias(2, j, false) + r * hh[k]
-                                : a[row + 2 * H + j] + tmp[row + 2 * H + j] + bias(2, j, true);
-        float const hc = std::tanh(clipped(pre, s.clip, m ? m + row + 2 * H + j : nullptr));
-        float const z = a[row + j];
-        a[row + 2 * H + j] = hc;
-        h[k] = (1.f - z) * hc + z * hp[k];
-      }
-    }
+      gemm(mat(st.hh, N, H, H), transposed(mat(rd + 2 * H * H, H, H, H)), mat(tmp.data() + 2 * H, N, H, GH), false);
+    each_element(st, [](hd::GruStep const& x, int64_t n, int64_t j) { hd::gru_output_at(x, n, j); });
   }
 }
 
@@ -296,7 +258,6 @@ void lstm_backward_dir(Shape const& s, Fwd const& f, float const* dy, float cons
   int64_t const N = s.N, H = s.H, GH = s.GH(), NH = N * H;
   std::vector<float> const zeros(static_cast<std::size_t>(NH), 0.f);
   float const* rd = f.r.data<float>() + d * GH * H;
-  float const* pd = f.p.defined() ? f.p.data<float>() + d * 3 * H : nullptr;
   float const* acts = f.acts.data<float>() + d * s.T * N * GH;
   float const* mask = f.mask.defined() ? f.mask.data<float>() + d * s.T * N * GH : nullptr;
   std::vector<float> dg(static_cast<std::size_t>(s.T * N * GH));
@@ -304,39 +265,24 @@ void lstm_backward_dir(Shape const& s, Fwd const& f, float const* dy, float cons
   if (dyh) std::copy(dyh + d * NH, dyh + (d + 1) * NH, dh.begin());
   if (dyc) std::copy(dyc + d * NH, dyc + (d + 1) * NH, dc.begin());
   std::vector<float> dp(static_cast<std::size_t>(3 * H), 0.f);
+  hd::LstmBackStep st;
+  st.n = N;
+  st.h = H;
+  st.p = f.p.defined() ? f.p.data<float>() + d * 3 * H : nullptr;
+  st.dh = dh.data();
+  st.dc = dc.data();
   for (int64_t step = s.T - 1; step >= 0; --step) {
     int64_t const t = s.time(d, step);
-    float const* a = acts + t * N * GH;
-    float const* m = mask ? mask + t * N * GH : nullptr;
-    float const* c = f.state.data<float>() + (d * s.T + t) * NH;
-    float const* cp = c_before(s, f, zeros, d, t);
-    float* gt = dg.data() + t * N * GH;
-    if (dy)
-      for (int64_t k = 0; k < NH; ++k) dh[k] += dy[(t * s.D + d) * NH + k];
-    for (int64_t n = 0; n < N; ++n) {
-      for (int64_t j = 0; j < H; ++j) {
-        int64_t const row = n * GH, k = n * H + j;
-        float const i = a[row + j], o = a[row + H + j], fg = a[row + 2 * H + j], cc = a[row + 3 * H + j];
-        float const tc = std::tanh(c[k]);
-        float dcv = dc[k] + dh[k] * o * (1.f - tc * tc);
-        float const go = dh[k] * tc * o * (1.f - o) * mask_at(m, row + H + j);
-        if (pd) dcv += go * pd[H + j];
-        float const gi = dcv * cc * i * (1.f - i) * mask_at(m, row + j);
-        float const gf = dcv * cp[k] * fg * (1.f - fg) * mask_at(m, row + 2 * H + j);
-        float const gc = dcv * i * (1.f - cc * cc) * mask_at(m, row + 3 * H + j);
-        dc[k] = dcv * fg + (pd ? gi * pd[j] + gf * pd[2 * H + j] : 0.f);
-        if (pd) {
-          dp[j] += gi * cp[k];
-          dp[H + j] += go * c[k];
-          dp[2 * H + j] += gf * cp[k];
-        }
-        gt[row + j] = gi;
-        gt[row + H + j] = go;
-        gt[row + 2 * H + j] = gf;
-        gt[row + 3 * H + j] = gc;
-      }
-    }
-    gemm(mat(gt, N, GH, GH), mat(rd, GH, H, H), mat(dh.data(), N, H, H), false);
+    st.a = acts + t * N * GH;
+    st.mask = mask ? mask + t * N * GH : nullptr;
+    st.c = f.state.data<float>() + (d * s.T + t) * NH;
+    st.cp = c_before(s, f, zeros, d, t);
+    st.dy = dy ? dy + (t * s.D + d) * NH : nullptr;
+    st.g = dg.data() + t * N * GH;
+    each_element(st, [](hd::LstmBackStep const& x, int64_t n, int64_t j) { hd::lstm_backward_at(x, n, j); });
+    if (st.p)
+      for (int64_t j = 0; j < H; ++j) hd::lstm_peephole_grad_at(st, dp.data(), j);
+    gemm(mat(st.g, N, GH, GH), mat(rd, GH, H, H), mat(dh.data(), N, H, H), false);
   }
   if (g.h0.defined()) std::copy(dh.begin(), dh.end(), g.h0.data<float>() + d * NH);
   if (g.c0.defined()) std::copy(dc.begin(), dc.end(), g.c0.data<float>() + d * NH);
@@ -361,43 +307,30 @@ void gru_backward_dir(Shape const& s, Fwd const& f, float const* dy, float const
   std::vector<float> dhh(s.lbr ? static_cast<std::size_t>(TN * H) : 0u);  // lbr: gradient of hh
   std::vector<float> dh(static_cast<std::size_t>(NH), 0.f), dhn(dh), drh(dh);
   if (dyh) std::copy(dyh + d * NH, dyh + (d + 1) * NH, dh.begin());
+  hd::GruBackStep st;
+  st.n = N;
+  st.h = H;
+  st.lbr = s.lbr;
+  st.drh = drh.data();
   for (int64_t step = s.T - 1; step >= 0; --step) {
     int64_t const t = s.time(d, step);
-    float const* a = acts + t * N * GH;
-    float const* m = mask ? mask + t * N * GH : nullptr;
-    float const* hp = h_before(s, f, zeros, d, t);
-    float const* hh = hh_all + t * NH;
-    float* gt = dg.data() + t * N * GH;
-    if (dy)
-      for (int64_t k = 0; k < NH; ++k) dh[k] += dy[(t * s.D + d) * NH + k];
-    for (int64_t n = 0; n < N; ++n) {
-      for (int64_t j = 0; j < H; ++j) {
-        int64_t const row = n * GH, k = n * H + j;
-        float const z = a[row + j], r = a[row + H + j], hc = a[row + 2 * H + j];
-        float const gh = dh[k] * (1.f - z) * (1.f - hc * hc) * mask_at(m, row + 2 * H + j);
-        gt[row + j] = dh[k] * (hp[k] - hc) * z * (1.f - z) * mask_at(m, row + j);
-        gt[row + 2 * H + j] = gh;
-        dhn[k] = dh[k] * z;
-        if (s.lbr) {
-          gt[row + H + j] = gh * hh[k] * r * (1.f - r) * mask_at(m, row + H + j);
-          dhh[static_cast<std::size_t>(t * NH + k)] = gh * r;
-        }
-      }
-    }
+    st.a = acts + t * N * GH;
+    st.mask = mask ? mask + t * N * GH : nullptr;
+    st.hp = h_before(s, f, zeros, d, t);
+    st.hh = hh_all + t * NH;
+    st.dh = dh.data();
+    st.dy = dy ? dy + (t * s.D + d) * NH : nullptr;
+    st.g = dg.data() + t * N * GH;
+    st.dhp = dhn.data();
+    st.dhh = s.lbr ? dhh.data() + t * NH : nullptr;
+    each_element(st, [](hd::GruBackStep const& x, int64_t n, int64_t j) { hd::gru_backward_at(x, n, j); });
     if (s.lbr) {
-      gemm(mat(dhh.data() + t * NH, N, H, H), mat(rd + 2 * H * H, H, H, H), mat(dhn.data(), N, H, H), true);
+      gemm(mat(st.dhh, N, H, H), mat(rd + 2 * H * H, H, H, H), mat(dhn.data(), N, H, H), true);
     } else {  // d(r ∘ h_prev) through Rh
-      gemm(mat(gt + 2 * H, N, H, GH), mat(rd + 2 * H * H, H, H, H), mat(drh.data(), N, H, H), false);
-      for (int64_t n = 0; n < N; ++n) {
-        for (int64_t j = 0; j < H; ++j) {
-          int64_t const row = n * GH, k = n * H + j;
-          float const r = a[row + H + j];
-          gt[row + H + j] = drh[k] * hp[k] * r * (1.f - r) * mask_at(m, row + H + j);
-          dhn[k] += drh[k] * r;
-        }
-      }
+      gemm(mat(st.g + 2 * H, N, H, GH), mat(rd + 2 * H * H, H, H, H), mat(drh.data(), N, H, H), false);
+      each_element(st, [](hd::GruBackStep const& x, int64_t n, int64_t j) { hd::gru_reset_grad_at(x, n, j); });
     }
-    gemm(mat(gt, N, 2 * H, GH), mat(rd, 2 * H, H, H), mat(dhn.data(), N, H, H), true);
+    gemm(mat(st.g, N, 2 * H, GH), mat(rd, 2 * H, H, H), mat(dhn.data(), N, H, H), true);
     std::swap(dh, dhn);
   }
   if (g.h0.defined()) std::copy(dh.begin(), dh.end(), g.h0.data<float>() + d * NH);

@@ -31,9 +31,10 @@ using Table = KernelTable<KernelEntry>;
 Table const& kernel_table() {
   static Table const table = [] {
     Table t;
-    for (auto family : {cuda::activation_kernels, cuda::binary_kernels, cuda::logic_kernels, cuda::reduce_kernels,
-                        cuda::view_kernels, cuda::move_kernels, cuda::index_kernels, cuda::loss_kernels,
-                        cuda::pool_kernels, cuda::linalg_kernels, cuda::conv_kernels, cuda::norm_kernels})
+    for (auto family :
+         {cuda::activation_kernels, cuda::binary_kernels, cuda::logic_kernels, cuda::reduce_kernels, cuda::view_kernels,
+          cuda::move_kernels, cuda::index_kernels, cuda::loss_kernels, cuda::pool_kernels, cuda::linalg_kernels,
+          cuda::conv_kernels, cuda::norm_kernels, cuda::rnn_kernels})
       for (KernelEntry& e : family()) {
         OpKind const op = e.op;
         DType const dtype = e.dtype;

@@ -31,5 +31,6 @@ std::vector<KernelEntry> pool_kernels();
 std::vector<KernelEntry> linalg_kernels();  // cuBLASLt
 std::vector<KernelEntry> conv_kernels();    // cuDNN
 std::vector<KernelEntry> norm_kernels();    // cuDNN (BatchNormalization) and our kernels (LayerNormalization)
+std::vector<KernelEntry> rnn_kernels();     // cuBLASLt per step and our gate kernels (exec/rnn_plan.h)
 
 }  // namespace gp::exec::cuda

@@ -148,6 +148,15 @@ LtCall rowmajor_call(Buf x, bool tx, Buf y, bool ty, Buf d, int64_t m, int64_t n
   return c;
 }
 
+LtCall strided_rowmajor_call(Buf x, bool tx, int64_t ldx, Buf y, bool ty, int64_t ldy, Buf d, int64_t ldd, int64_t m,
+                             int64_t n, int64_t k, bool accumulate) {
+  LtCall c = rowmajor_call(x, tx, y, ty, d, m, n, k, 1.f, accumulate ? 1.f : 0.f);
+  c.lda = ldy;
+  c.ldb = ldx;
+  c.ldc = ldd;
+  return c;
+}
+
 LtCall bgrad_as_matmul(LtCall const& c) {
   LtCall r;
   r.d = r.c = c.bias;

@@ -112,6 +112,11 @@ LtCall bgrad_as_matmul(LtCall const& c);
 // Row-major D[M,N] (ld N) = alpha·op(X)·op(Y) + beta·D, X stored [M,K] (or [K,M] when tx), Y stored
 // [K,N] (or [N,K] when ty): the one place the row-major → column-major swap is written.
 LtCall rowmajor_call(Buf x, bool tx, Buf y, bool ty, Buf d, int64_t m, int64_t n, int64_t k, float alpha, float beta);
+// The same product on strided views: stored X rows `ldx` apart, Y rows `ldy` apart, D rows `ldd`
+// apart (a block of gate columns inside a wider matrix: the recurrent layers' per-step products);
+// D += the product when accumulate.
+LtCall strided_rowmajor_call(Buf x, bool tx, int64_t ldx, Buf y, bool ty, int64_t ldy, Buf d, int64_t ldd, int64_t m,
+                             int64_t n, int64_t k, bool accumulate);
 
 // ---- Conv's bias through GEMMs (y [N,K,S], bias [K]) ----
 // y_n[K,S] += bias[K,1]·ones[1,S] for every n: one strided-batched rank-1 product (kC: bias, kY: y).

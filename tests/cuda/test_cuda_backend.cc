@@ -19,6 +19,7 @@
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/cudnn_graphs.h"
 #include "graph/precision.h"
+#include "tests/cuda/rnn_cases.h"
 #include "tests/exec/mixed_precision_models.h"
 #include "tests/exec/op_harness.h"
 #include "tests/runtime/runtime_fixtures.h"
@@ -570,6 +571,14 @@ std::vector<Case> cases() {
             {std::string(1, static_cast<char>('a' + i)), random_tensor(ec.shapes[i], seed + i), i == 0 ? kIn : kW});
       return make_op("Einsum", graph::EinsumAttrs{ec.equation}, ins);
     });
+  }
+  // LSTM and GRU (exec/rnn_plan.h on cuBLASLt and kernels/cuda/rnn.cu): every attribute and
+  // optional input, each output's gradient (rnn_cases.h).
+  uint32_t rs = 190;
+  for (RnnOpCase const& rc : rnn_op_cases()) {
+    uint32_t const seed = rs;
+    rs += 10;
+    add(rc.label, [rc, seed] { return rnn_case_op(rc, seed); });
   }
   add("InstanceNormalization", [] {
     return make_op("InstanceNormalization", graph::InstanceNormAttrs{1e-5f},

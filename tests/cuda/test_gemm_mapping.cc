@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 #include <stdexcept>
+#include <string>
 
 namespace gp::exec::cuda {
 namespace {
@@ -395,6 +396,34 @@ TEST(MatMulMapping, EvenlyBroadcastBatchesBecomeOneStridedCallAndMixedOnesSplit)
   EXPECT_EQ(matmul_forward_plan(*mixed).calls.size(), 2u);
   EXPECT_EQ(matmul_shapes({2, 3, 4}, {3, 4, 5}).is_ok(), false);
   EXPECT_EQ(matmul_shapes({3, 4}, {5, 6}).is_ok(), false);
+}
+
+// strided_rowmajor_call (the recurrent layers' per-step products): operands and result are
+// blocks of wider row-major matrices; the rest of the result matrix stays untouched.
+TEST(GemmMapping, StridedRowMajorCallReadsAndWritesBlocksOfWiderMatrices) {
+  int64_t const m = 3, n = 4, k = 5, pad = 3;
+  for (bool tx : {false, true})
+    for (bool ty : {false, true})
+      for (bool acc : {false, true}) {
+        SCOPED_TRACE(std::string(tx ? "Xᵀ" : "X") + (ty ? "·Yᵀ" : "·Y") + (acc ? " accumulated" : ""));
+        int64_t const x_rows = tx ? k : m, x_cols = tx ? m : k, y_rows = ty ? n : k, y_cols = ty ? k : n;
+        int64_t const ldx = x_cols + pad, ldy = y_cols + pad + 1, ldd = n + pad + 2;
+        std::vector<float> const x = random_vec(x_rows * ldx, 41), y = random_vec(y_rows * ldy, 42),
+                                 d0 = random_vec(m * ldd, 43);
+        std::vector<float> want = d0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double s = acc ? d0[i * ldd + j] : 0.0;
+            for (int64_t l = 0; l < k; ++l)
+              s += static_cast<double>(tx ? x[l * ldx + i] : x[i * ldx + l]) * (ty ? y[j * ldy + l] : y[l * ldy + j]);
+            want[i * ldd + j] = static_cast<float>(s);
+          }
+        GemmPlan plan;
+        plan.calls.push_back(strided_rowmajor_call(Buf::kA, tx, ldx, Buf::kB, ty, ldy, Buf::kY, ldd, m, n, k, acc));
+        Bufs bufs{{Buf::kA, x}, {Buf::kB, y}, {Buf::kY, d0}};
+        run_plan(plan, bufs);
+        EXPECT_TRUE(near(bufs[Buf::kY], want, "D"));
+      }
 }
 
 // The comparison can fail: a mapping with a wrong leading dimension, a dropped transpose or a
