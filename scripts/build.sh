@@ -5,7 +5,9 @@
 #   scripts/build.sh --sanitize=address,undefined  ./build-asan: clang, ASan+UBSan, libFuzzer targets
 #   scripts/build.sh --sanitize=thread             ./build-tsan: clang, TSan
 #
-# GP_CMAKE_ARGS adds configure flags (CI: -DGP_WERROR=ON). Prints the build folder's path last.
+# GP_CMAKE_ARGS adds configure flags (CI: -DGP_WERROR=ON). GP_DEBUG_INFO=0 builds ./build without
+# DWARF (-O2 -DNDEBUG, no -g: about 30% less compile time a file; CI sets it, since nothing there
+# reads debug info). Prints the build folder's path last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sanitize=""
@@ -22,7 +24,13 @@ config=(-DCMAKE_BUILD_TYPE=${GP_BUILD_TYPE:-RelWithDebInfo})
 python=${GP_PYTHON:-/usr/bin/python3}
 if [[ -x "$python" ]]; then config+=(-DPython_EXECUTABLE="$python"); fi
 case "$sanitize" in
-  "") BUILD_DIR=${GP_BUILD_DIR:-build} ;;
+  "")
+    BUILD_DIR=${GP_BUILD_DIR:-build}
+    if [[ "${GP_DEBUG_INFO:-1}" == 0 ]]; then
+      config+=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG"
+               "-DCMAKE_CUDA_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG")
+    fi
+    ;;
   address,undefined|undefined,address|address|thread)
     BUILD_DIR=build-asan
     fuzz=ON
