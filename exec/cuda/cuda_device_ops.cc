@@ -46,7 +46,7 @@ Allocator* CudaBackend::pinned_host_allocator() { return host_pool_.get(); }
 Status CudaBackend::fill(Tensor& t, float value) {
   cuda::ScopedContext scope(*ctx_);
   if (!t.defined()) return device_op_error("fill: an undefined tensor");
-  if (t.dtype() != DType::kFloat32 && !(cuda::low_float(t.dtype()) && !on_host(t)))
+  if (t.dtype() != DType::kFloat32 && !(is_low_float(t.dtype()) && !on_host(t)))
     return unsupported(name() + " fill: " + graph::dtype_name(t.dtype()));
   if (on_host(t)) {
     t.fill(value);
@@ -96,7 +96,7 @@ Status CudaBackend::copy(Tensor const& src, Tensor& dst) {
 Status CudaBackend::add_into(Tensor& dst, Tensor const& src) {
   cuda::ScopedContext scope(*ctx_);
   if (!dst.defined() || !src.defined() || dst.dtype() != src.dtype() ||
-      (dst.dtype() != DType::kFloat32 && !cuda::low_float(dst.dtype())) || dst.numel() != src.numel())
+      (dst.dtype() != DType::kFloat32 && !is_low_float(dst.dtype())) || dst.numel() != src.numel())
     return device_op_error("add_into " + src.shape_string() + " " + graph::dtype_name(src.dtype()) + " into " +
                            dst.shape_string() + " " + graph::dtype_name(dst.dtype()));
   int64_t const n = dst.numel();

@@ -19,13 +19,11 @@ constexpr DType dtype_of() {
   return DType::kFloat32;
 }
 
-inline bool low_float(DType d) { return d == DType::kBFloat16 || d == DType::kFloat16; }
-
 // x converted between float32 and bfloat16 or half on the compute stream (round to nearest even);
 // x itself when it has dtype `to`. Any other pair is kInternal.
 Result<Tensor> convert_float(Tensor const& x, DType to);
 
-// A 16-bit kernel (F, B, W instantiated for the 16-bit type) as an entry keyed by `dtype`:
+// The functions of a 16-bit entry from its kernel (F, B, W instantiated for the 16-bit type):
 // float32 inputs (weights) rounded per call, their gradients widened to float32.
 template <ForwardFn F, BackwardFn B, BackwardFn W>
 OpKernels low_precision_kernels(CheckFn check) {

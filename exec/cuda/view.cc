@@ -99,7 +99,7 @@ bool castable(DType d) {
 
 // Mixed precision's casts (graph::apply_precision): between float32 and a 16-bit float.
 bool float_pair(DType from, DType to) {
-  return (from == DType::kFloat32 && low_float(to)) || (low_float(from) && to == DType::kFloat32);
+  return (from == DType::kFloat32 && is_low_float(to)) || (is_low_float(from) && to == DType::kFloat32);
 }
 
 Status cast_convert_check(graph::Op const& op, graph::OpGraph const& graph) {
