@@ -56,6 +56,26 @@ Status emit_grad(OpCall const& call, std::vector<Tensor>& grads, std::size_t i, 
 // `shape`: zeros on the call's backend when wanted; nothing to add when accumulating.
 Status emit_zero_grad(OpCall const& call, std::vector<bool> const& wanted, std::vector<Tensor>& grads, std::size_t i,
                       std::vector<int64_t> const& shape, bool accumulate);
+// Backend::backward of a kernel that computes every gradient in one pass (a normalisation, an RNN
+// through time), from its BackwardFn: every gradient asked for computed fresh, the input gradients
+// set, the weights' added into their accumulators (through the call's backend, emit_grad).
+template <BackwardFn F>
+Status fresh_then_add(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                      std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
+                      std::vector<Tensor>& weight_grads) {
+  std::size_t const n = call.op.inputs.size();
+  std::vector<bool> wanted(n, false);
+  for (std::size_t i = 0; i < n; ++i)
+    wanted[i] = wants(needs_grad, i) || (i < weight_grads.size() && weight_grads[i].defined());
+  grad_inputs.assign(n, Tensor());
+  RETURN_IF_ERROR(F(call, saved, grad_outputs, wanted, grad_inputs, false));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i >= weight_grads.size() || !weight_grads[i].defined() || !grad_inputs[i].defined()) continue;
+    RETURN_IF_ERROR(emit_grad(call, weight_grads, i, std::move(grad_inputs[i]), true));
+    grad_inputs[i] = Tensor();
+  }
+  return Status::ok();
+}
 // The seed of a random op's draws: the call's (step, micro-batch, op), with the node's seed
 // attribute mixed in when it has one.
 uint64_t random_seed(OpCall const& call, graph::RandomAttrs const& attrs);

@@ -10,37 +10,10 @@ using graph::RnnAttrs;
 using graph::RnnDirection;
 using graph::RnnKind;
 
-enum Slot : std::size_t { kX = 0, kW = 1, kR = 2, kB = 3, kLens = 4, kH0 = 5, kC0 = 6, kP = 7 };
-// What forward saves (Saved::tensors), as exec/cpu/rnn.cc saves it.
-enum SavedSlot : std::size_t { sX = 0, sW, sR, sB, sP, sH0, sC0, sY, sActs, sState, sMask, sCount };
-
-struct Shape {
-  bool lstm = true, lbr = false;
-  int64_t T = 0, N = 0, I = 0, H = 0, D = 1, G = 4;
-  float clip = 0.f;
-  RnnDirection dir = RnnDirection::kForward;
-  int64_t GH() const { return G * H; }
-  int64_t NH() const { return N * H; }
-  bool reversed(int64_t d) const { return dir == RnnDirection::kReverse || d == 1; }
-  int64_t time(int64_t d, int64_t step) const { return reversed(d) ? T - 1 - step : step; }
-  int64_t prev(int64_t d, int64_t t) const { return reversed(d) ? (t + 1 < T ? t + 1 : -1) : t - 1; }
-};
-
-Shape shape_of_call(OpCall const& call, std::vector<int64_t> const& x_internal) {
-  auto const& a = *attrs_of<RnnAttrs>(call.op);
-  Shape s;
-  s.lstm = a.kind == RnnKind::kLstm;
-  s.lbr = a.linear_before_reset;
-  s.G = s.lstm ? 4 : 3;
-  s.T = x_internal[0];
-  s.N = x_internal[1];
-  s.I = x_internal[2];
-  s.H = a.hidden_size;
-  s.dir = a.direction;
-  s.D = a.direction == RnnDirection::kBidirectional ? 2 : 1;
-  s.clip = a.clip;
-  return s;
-}
+using rnn::Shape;
+using rnn::shape_of_call;
+using enum rnn::Slot;
+using enum rnn::SavedSlot;
 
 Tensor defined_or(std::vector<Tensor> const& v, std::size_t i) { return i < v.size() ? v[i] : Tensor(); }
 
@@ -450,5 +423,38 @@ Status rnn_plan_grads(OpCall const& call, Saved const& saved, std::vector<Tensor
   RETURN_IF_ERROR(put(kP, g.p, false));
   return Status::ok();
 }
+
+namespace rnn {
+
+Shape shape_of_call(OpCall const& call, std::vector<int64_t> const& x_internal) {
+  auto const& a = *attrs_of<graph::RnnAttrs>(call.op);
+  Shape s;
+  s.lstm = a.kind == graph::RnnKind::kLstm;
+  s.lbr = a.linear_before_reset;
+  s.G = s.lstm ? 4 : 3;
+  s.T = x_internal[0];
+  s.N = x_internal[1];
+  s.I = x_internal[2];
+  s.H = a.hidden_size;
+  s.dir = a.direction;
+  s.D = a.direction == graph::RnnDirection::kBidirectional ? 2 : 1;
+  s.clip = a.clip;
+  return s;
+}
+
+Status check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::RnnAttrs>(op, graph));
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    if (op.inputs[i] == graph::kNoTensor) continue;
+    DType const d = graph.tensor(op.inputs[i]).dtype;
+    bool const ok = i == kLens ? (d == DType::kInt32 || d == DType::kInt64) : d == DType::kFloat32;
+    if (!ok) return unsupported(op.type + ": input " + std::to_string(i) + " has dtype " + graph::dtype_name(d));
+  }
+  std::size_t const max_inputs = attrs_of<graph::RnnAttrs>(op)->kind == graph::RnnKind::kLstm ? 8 : 6;
+  if (op.inputs.size() > max_inputs) return unsupported("more than " + std::to_string(max_inputs) + " inputs");
+  return Status::ok();
+}
+
+}  // namespace rnn
 
 }  // namespace gp::exec

@@ -17,6 +17,33 @@
 
 namespace gp::exec {
 
+// What the CPU backend (exec/cpu/rnn.cc) and this plan share: the op's input slots, the saved
+// tensors' slots (the same Saved layout on both backends), one call's sizes, and the check of what
+// both run.
+namespace rnn {
+
+enum Slot : std::size_t { kX = 0, kW = 1, kR = 2, kB = 3, kLens = 4, kH0 = 5, kC0 = 6, kP = 7 };
+enum SavedSlot : std::size_t { sX = 0, sW, sR, sB, sP, sH0, sC0, sY, sActs, sState, sMask, sCount };
+
+struct Shape {
+  bool lstm = true, lbr = false;
+  int64_t T = 0, N = 0, I = 0, H = 0, D = 1, G = 4;  // G: gates
+  float clip = 0.f;
+  graph::RnnDirection dir = graph::RnnDirection::kForward;
+  int64_t GH() const { return G * H; }
+  int64_t NH() const { return N * H; }
+  bool reversed(int64_t d) const { return dir == graph::RnnDirection::kReverse || d == 1; }
+  int64_t time(int64_t d, int64_t step) const { return reversed(d) ? T - 1 - step : step; }
+  int64_t prev(int64_t d, int64_t t) const { return reversed(d) ? (t + 1 < T ? t + 1 : -1) : t - 1; }
+};
+
+// The sizes of a call whose x is [T, N, I] (layout 0).
+Shape shape_of_call(OpCall const& call, std::vector<int64_t> const& x_internal);
+// float32 data (sequence_lens int32 or int64), at most the ONNX inputs: what both backends run.
+Status check(graph::Op const& op, graph::OpGraph const& graph);
+
+}  // namespace rnn
+
 // A rows × cols operand as the product sees it: stored row-major at p with `ld` elements between
 // stored rows, and read transposed when t (then the stored matrix is cols × rows).
 struct RnnMat {

@@ -83,30 +83,6 @@ CpuKernelEntry low_precision_entry(CheckFn check, std::size_t min_inputs) {
   return e;
 }
 
-// B and W of a kernel that computes every gradient in one pass: all of them fresh, then the
-// weights' (small: normalisation scales and biases) added into their accumulators.
-template <BackwardFn F>
-Status fresh_then_add(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
-                      std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
-                      std::vector<Tensor>& weight_grads) {
-  std::size_t const n = call.op.inputs.size();
-  std::vector<bool> wanted(n, false);
-  for (std::size_t i = 0; i < n; ++i)
-    wanted[i] = (i < needs_grad.size() && needs_grad[i]) || (i < weight_grads.size() && weight_grads[i].defined());
-  grad_inputs.assign(n, Tensor());
-  RETURN_IF_ERROR(F(call, saved, grad_outputs, wanted, grad_inputs, false));
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i >= weight_grads.size() || !weight_grads[i].defined() || !grad_inputs[i].defined()) continue;
-    if (weight_grads[i].numel() != grad_inputs[i].numel())
-      return internal_error(call.op.type + " '" + call.op.name + "': weight gradient " + std::to_string(i) +
-                            " has shape " + grad_inputs[i].shape_string() + ", its accumulator " +
-                            weight_grads[i].shape_string());
-    add_into(weight_grads[i], grad_inputs[i]);
-    grad_inputs[i] = Tensor();
-  }
-  return Status::ok();
-}
-
 // ---- conv family (conv.cc), pool family (pool.cc) ----
 Status conv_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status conv_backward_data(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,

@@ -7,6 +7,7 @@
 
 #include "exec/cpu/cpu_gemm.h"
 #include "exec/cpu/cpu_ops.h"
+#include "exec/rnn_plan.h"
 #include "kernels/hd/rnn.h"
 #include "kernels/move.h"
 
@@ -17,36 +18,10 @@ using graph::RnnAttrs;
 using graph::RnnDirection;
 using graph::RnnKind;
 
-enum Slot : std::size_t { kX = 0, kW = 1, kR = 2, kB = 3, kLens = 4, kH0 = 5, kC0 = 6, kP = 7 };
-// What forward saves (Saved::tensors).
-enum SavedSlot : std::size_t { sX = 0, sW, sR, sB, sP, sH0, sC0, sY, sActs, sState, sMask, sCount };
-
-struct Shape {
-  bool lstm = true, lbr = false;
-  int64_t T = 0, N = 0, I = 0, H = 0, D = 1, G = 4;  // G: gates
-  float clip = 0.f;
-  RnnDirection dir = RnnDirection::kForward;
-  int64_t GH() const { return G * H; }
-  bool reversed(int64_t d) const { return dir == RnnDirection::kReverse || d == 1; }
-  int64_t time(int64_t d, int64_t step) const { return reversed(d) ? T - 1 - step : step; }
-  int64_t prev(int64_t d, int64_t t) const { return reversed(d) ? (t + 1 < T ? t + 1 : -1) : t - 1; }
-};
-
-Shape shape_of_call(OpCall const& call, std::vector<int64_t> const& x_internal) {
-  auto const& a = *attrs_of<RnnAttrs>(call.op);
-  Shape s;
-  s.lstm = a.kind == RnnKind::kLstm;
-  s.lbr = a.linear_before_reset;
-  s.G = s.lstm ? 4 : 3;
-  s.T = x_internal[0];
-  s.N = x_internal[1];
-  s.I = x_internal[2];
-  s.H = a.hidden_size;
-  s.dir = a.direction;
-  s.D = a.direction == RnnDirection::kBidirectional ? 2 : 1;
-  s.clip = a.clip;
-  return s;
-}
+using rnn::Shape;  // exec/rnn_plan.h: shared with the CUDA backend's plan
+using rnn::shape_of_call;
+using enum rnn::Slot;
+using enum rnn::SavedSlot;
 
 // out[i...] = in[perm applied]: out dim i is input dim perm[i].
 Tensor permuted(Tensor const& in, std::vector<int64_t> const& perm) {
@@ -419,44 +394,11 @@ Status rnn_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> 
   return Status::ok();
 }
 
-// One pass through time for the input gradients (set) and the weight gradients (accumulated).
-Status rnn_backward_both(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                         std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
-                         std::vector<Tensor>& weight_grads) {
-  std::size_t const n = call.op.inputs.size();
-  std::vector<bool> want(n, false);
-  for (std::size_t i = 0; i < n; ++i)
-    want[i] = wants(needs_grad, i) || (i < weight_grads.size() && weight_grads[i].defined());
-  std::vector<Tensor> g;
-  RETURN_IF_ERROR(rnn_grads(call, saved, gout, want, g));
-  grad_inputs.assign(n, Tensor());
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    if (!g[i].defined()) continue;
-    if (i < weight_grads.size() && weight_grads[i].defined())
-      RETURN_IF_ERROR(emit_grad(call, weight_grads, i, g[i], true));
-    else
-      grad_inputs[i] = g[i];
-  }
-  return Status::ok();
-}
-
-Status rnn_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<RnnAttrs>(op, graph));
-  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-    if (op.inputs[i] == graph::kNoTensor) continue;
-    DType const d = graph.tensor(op.inputs[i]).dtype;
-    bool const ok = i == kLens ? (d == DType::kInt32 || d == DType::kInt64) : d == DType::kFloat32;
-    if (!ok) return unsupported("input " + std::to_string(i) + " has dtype " + graph::dtype_name(d));
-  }
-  std::size_t const max_inputs = attrs_of<RnnAttrs>(op)->kind == RnnKind::kLstm ? 8 : 6;
-  if (op.inputs.size() > max_inputs) return unsupported("more than " + std::to_string(max_inputs) + " inputs");
-  return Status::ok();
-}
-
 }  // namespace
 
 CpuKernelFamily rnn_kernels() {
-  OpKernels const rnn{rnn_forward, rnn_backward, rnn_backward, rnn_check, rnn_backward_both};
+  // One pass through time computes every gradient: B's set, W's added (fresh_then_add).
+  OpKernels const rnn{rnn_forward, rnn_backward, rnn_backward, rnn::check, fresh_then_add<rnn_backward>};
   return {{OpKind::kLSTM, {rnn, 3}}, {OpKind::kGRU, {rnn, 3}}};
 }
 

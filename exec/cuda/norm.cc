@@ -193,26 +193,6 @@ Status batchnorm_backward_op(OpCall const& call, Saved const& saved, std::vector
   return Status::ok();
 }
 
-// The CPU's fresh_then_add (exec/cpu/cpu_backend.cc): one pass computes every gradient fresh,
-// then the weights' (scale and bias: C elements each) are added into their accumulators.
-template <typename T>
-Status batchnorm_backward_both(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                               std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
-                               std::vector<Tensor>& weight_grads) {
-  std::size_t const n = call.op.inputs.size();
-  std::vector<bool> wanted(n, false);
-  for (std::size_t i = 0; i < n; ++i)
-    wanted[i] = wants(needs_grad, i) || (i < weight_grads.size() && weight_grads[i].defined());
-  grad_inputs.assign(n, Tensor());
-  RETURN_IF_ERROR(batchnorm_backward_op<T>(call, saved, gout, wanted, grad_inputs, false));
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i >= weight_grads.size() || !weight_grads[i].defined() || !grad_inputs[i].defined()) continue;
-    RETURN_IF_ERROR(emit_grad(call, weight_grads, i, grad_inputs[i], true));
-    grad_inputs[i] = Tensor();
-  }
-  return Status::ok();
-}
-
 // ---- LayerNormalization ----
 
 struct RowView {
@@ -371,7 +351,7 @@ std::vector<KernelEntry> norm_kernels() {
   t.push_back({OpKind::kBatchNormalization,
                f32,
                {batchnorm_forward<float>, batchnorm_backward_op<float>, batchnorm_backward_op<float>,
-                require_attrs<graph::BatchNormAttrs>, batchnorm_backward_both<float>},
+                require_attrs<graph::BatchNormAttrs>, fresh_then_add<batchnorm_backward_op<float>>},
                5});
   // Mixed precision: BatchNorm follows a 16-bit input (cuDNN's 16-bit graphs, float32 statistics and
   // compute; scale, bias and running statistics float32).
@@ -379,12 +359,12 @@ std::vector<KernelEntry> norm_kernels() {
       {OpKind::kBatchNormalization,
        DType::kBFloat16,
        {batchnorm_forward<__nv_bfloat16>, batchnorm_backward_op<__nv_bfloat16>, batchnorm_backward_op<__nv_bfloat16>,
-        require_attrs<graph::BatchNormAttrs>, batchnorm_backward_both<__nv_bfloat16>},
+        require_attrs<graph::BatchNormAttrs>, fresh_then_add<batchnorm_backward_op<__nv_bfloat16>>},
        5});
   t.push_back({OpKind::kBatchNormalization,
                DType::kFloat16,
                {batchnorm_forward<__half>, batchnorm_backward_op<__half>, batchnorm_backward_op<__half>,
-                require_attrs<graph::BatchNormAttrs>, batchnorm_backward_both<__half>},
+                require_attrs<graph::BatchNormAttrs>, fresh_then_add<batchnorm_backward_op<__half>>},
                5});
   t.push_back({OpKind::kInstanceNormalization,
                f32,

@@ -23,8 +23,6 @@ namespace hd = kernels::hd;
 using graph::RnnAttrs;
 using graph::RnnKind;
 
-constexpr std::size_t kLens = 4;
-
 Status rnn_gemm(RnnMat const& a, RnnMat const& b, float* c, int64_t ldc, bool accumulate) {
   if (a.rows == 0 || b.cols == 0) return Status::ok();
   if (a.cols == 0) {  // an empty sum: c is zero, or unchanged when accumulating
@@ -138,46 +136,11 @@ Status rnn_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> 
   return Status::ok();
 }
 
-// One pass through time for the input gradients (set) and the weight gradients (accumulated).
-Status rnn_backward_both(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                         std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
-                         std::vector<Tensor>& weight_grads) {
-  std::size_t const n = call.op.inputs.size();
-  std::vector<bool> want(n, false);
-  for (std::size_t i = 0; i < n; ++i)
-    want[i] = wants(needs_grad, i) || (i < weight_grads.size() && weight_grads[i].defined());
-  std::vector<Tensor> g;
-  RETURN_IF_ERROR(rnn_plan_grads(call, saved, gout, want, g, cuda_rnn_primitives()));
-  grad_inputs.assign(n, Tensor());
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    if (!g[i].defined()) continue;
-    if (i < weight_grads.size() && weight_grads[i].defined())
-      RETURN_IF_ERROR(emit_grad(call, weight_grads, i, g[i], true));
-    else
-      grad_inputs[i] = g[i];
-  }
-  return Status::ok();
-}
-
-// As the CPU's check: float32 data (sequence_lens int32 or int64), at most the ONNX inputs.
-Status rnn_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<RnnAttrs>(op, graph));
-  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-    if (op.inputs[i] == graph::kNoTensor) continue;
-    DType const d = graph.tensor(op.inputs[i]).dtype;
-    bool const ok = i == kLens ? (d == DType::kInt32 || d == DType::kInt64) : d == DType::kFloat32;
-    if (!ok) return unsupported(op.type + ": input " + std::to_string(i) + " has dtype " + graph::dtype_name(d));
-  }
-  std::size_t const max_inputs = attrs_of<RnnAttrs>(op)->kind == RnnKind::kLstm ? 8 : 6;
-  if (op.inputs.size() > max_inputs)
-    return unsupported(op.type + ": more than " + std::to_string(max_inputs) + " inputs");
-  return Status::ok();
-}
-
 }  // namespace
 
 std::vector<KernelEntry> rnn_kernels() {
-  OpKernels const rnn{rnn_forward, rnn_backward, rnn_backward, rnn_check, rnn_backward_both};
+  // One pass through time computes every gradient: B's set, W's added (fresh_then_add).
+  OpKernels const rnn{rnn_forward, rnn_backward, rnn_backward, rnn::check, fresh_then_add<rnn_backward>};
   return {{OpKind::kLSTM, DType::kFloat32, rnn, 3}, {OpKind::kGRU, DType::kFloat32, rnn, 3}};
 }
 
