@@ -136,6 +136,31 @@ TEST(MixedPrecision, Float16TensorsReadBackExactly) {
   EXPECT_EQ(v[8], 0.25f * (1.f + 0x155 / 1024.f));  // 0x3555: 2^-2 · (1 + 0x155/1024)
 }
 
+// The CPU's bf16 Gemm adds C only as a bias row with alpha = beta = 1: any other Gemm is refused
+// when the model is checked, before training, with the way out.
+TEST(MixedPrecision, TheCpuRefusesABf16GemmWithAGeneralCBeforeTraining) {
+  for (double alpha : {1.0, 0.5}) {
+    graph::OnnxModelBuilder b("gemm_alpha", 17, 1);
+    auto x = b.add_input("x", {kBatch, 4});
+    auto w = b.add_initializer("w", {3, 4}, graph::InitRule::uniform(0.5));
+    auto c = b.add_initializer("c", {3}, graph::InitRule::uniform(0.1));
+    b.add_node("Gemm", {x, w, c}, {"y"}, {{"transB", int64_t{1}}, {"alpha", alpha}});
+    b.add_output("y", {kBatch, 3});
+    graph::OpGraph const g = graph_in(b, Precision::kBFloat16);
+    for (graph::Op const& op : g.ops()) {
+      if (op.type != "Gemm") continue;
+      Status const s = CpuBackend().supports(op, g);
+      if (alpha == 1.0) {
+        EXPECT_TRUE(s.is_ok()) << s.message();
+      } else {
+        ASSERT_FALSE(s.is_ok());
+        EXPECT_NE(s.message().find("bias row with alpha = beta = 1"), std::string::npos) << s.message();
+        EXPECT_NE(s.message().find("precision fp32"), std::string::npos) << s.message();
+      }
+    }
+  }
+}
+
 TEST(MixedPrecision, EveryOpThePolicyRunsInBf16HasABf16CpuKernel) {
   int low = 0;
   for (auto const& [type, def] : graph::ops::op_table()) {
