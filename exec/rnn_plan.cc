@@ -13,7 +13,6 @@ using graph::RnnKind;
 using rnn::Shape;
 using rnn::shape_of_call;
 using enum rnn::Slot;
-using enum rnn::SavedSlot;
 
 Tensor defined_or(std::vector<Tensor> const& v, std::size_t i) { return i < v.size() ? v[i] : Tensor(); }
 
@@ -35,10 +34,8 @@ RnnMat transposed(RnnMat m) {
 float const* fptr(Tensor const& t) { return t.defined() ? t.data<float>() : nullptr; }
 
 // The tensors of one forward pass, in layout 0.
-struct Fwd {
-  Tensor x, w, r, b, p, h0, c0;
-  Tensor y, acts, state, mask;  // y [T,D,N,H]; acts [D,T,N,GH]; state: LSTM c / GRU hh [D,T,N,H]
-  Tensor zeros;                 // [N, H]: the state before the first step without h0 / c0
+struct Fwd : rnn::Tensors {
+  Tensor zeros;  // [N, H]: the state before the first step without h0 / c0
 };
 
 // Fwd or Fwd const: a pointer to write through in the forward pass, to read in the backward one.
@@ -350,27 +347,16 @@ Status rnn_plan_forward(OpCall const& call, std::vector<Tensor> const& in, std::
       out[k] = last;
     }
   }
-  if (saved) saved->tensors = {f.x, f.w, f.r, f.b, f.p, f.h0, f.c0, f.y, f.acts, f.state, f.mask};
+  if (saved) saved->tensors = f.to_saved();
   return Status::ok();
 }
 
 Status rnn_plan_grads(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                       std::vector<bool> const& want, std::vector<Tensor>& result, RnnPrimitives const& prims) {
-  if (saved.tensors.size() != sCount) return op_error(call, "backward without a saved forward pass");
   auto const& a = *attrs_of<RnnAttrs>(call.op);
   bool const l1 = a.layout == 1;
   Fwd f;
-  f.x = saved.tensors[sX];
-  f.w = saved.tensors[sW];
-  f.r = saved.tensors[sR];
-  f.b = saved.tensors[sB];
-  f.p = saved.tensors[sP];
-  f.h0 = saved.tensors[sH0];
-  f.c0 = saved.tensors[sC0];
-  f.y = saved.tensors[sY];
-  f.acts = saved.tensors[sActs];
-  f.state = saved.tensors[sState];
-  f.mask = saved.tensors[sMask];
+  RETURN_IF_ERROR(rnn::from_saved(call, saved, f));
   Shape const s = shape_of_call(call, f.x.shape());
   ASSIGN_OR_RETURN(f.zeros, prims.zeros({s.N, s.H}));
   Tensor dy = defined_or(gout, 0), dyh = defined_or(gout, 1), dyc = s.lstm ? defined_or(gout, 2) : Tensor();
@@ -440,6 +426,24 @@ Shape shape_of_call(OpCall const& call, std::vector<int64_t> const& x_internal) 
   s.D = a.direction == graph::RnnDirection::kBidirectional ? 2 : 1;
   s.clip = a.clip;
   return s;
+}
+
+std::vector<Tensor> Tensors::to_saved() const { return {x, w, r, b, p, h0, c0, y, acts, state, mask}; }
+
+Status from_saved(OpCall const& call, Saved const& saved, Tensors& f) {
+  if (saved.tensors.size() != sCount) return op_error(call, "backward without a saved forward pass");
+  f.x = saved.tensors[sX];
+  f.w = saved.tensors[sW];
+  f.r = saved.tensors[sR];
+  f.b = saved.tensors[sB];
+  f.p = saved.tensors[sP];
+  f.h0 = saved.tensors[sH0];
+  f.c0 = saved.tensors[sC0];
+  f.y = saved.tensors[sY];
+  f.acts = saved.tensors[sActs];
+  f.state = saved.tensors[sState];
+  f.mask = saved.tensors[sMask];
+  return Status::ok();
 }
 
 Status check(graph::Op const& op, graph::OpGraph const& graph) {

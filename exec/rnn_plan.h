@@ -37,6 +37,15 @@ struct Shape {
   int64_t prev(int64_t d, int64_t t) const { return reversed(d) ? (t + 1 < T ? t + 1 : -1) : t - 1; }
 };
 
+// A forward pass's tensors (internally in layout 0), kept in Saved in SavedSlot order.
+struct Tensors {
+  Tensor x, w, r, b, p, h0, c0;
+  Tensor y, acts, state, mask;  // y [T,D,N,H]; acts [D,T,N,GH]; state: LSTM c / GRU hh [D,T,N,H]
+  std::vector<Tensor> to_saved() const;
+};
+// f from a forward's Saved; an error naming the op when it holds no forward pass.
+Status from_saved(OpCall const& call, Saved const& saved, Tensors& f);
+
 // The sizes of a call whose x is [T, N, I] (layout 0).
 Shape shape_of_call(OpCall const& call, std::vector<int64_t> const& x_internal);
 // float32 data (sequence_lens int32 or int64), at most the ONNX inputs: what both backends run.

@@ -21,7 +21,6 @@ using graph::RnnKind;
 using rnn::Shape;  // exec/rnn_plan.h: shared with the CUDA backend's plan
 using rnn::shape_of_call;
 using enum rnn::Slot;
-using enum rnn::SavedSlot;
 
 // out[i...] = in[perm applied]: out dim i is input dim perm[i].
 Tensor permuted(Tensor const& in, std::vector<int64_t> const& perm) {
@@ -55,10 +54,7 @@ void each_element(Step const& step, Fn fn) {
 }
 
 // The tensors of one forward pass, in layout 0.
-struct Fwd {
-  Tensor x, w, r, b, p, h0, c0;
-  Tensor y, acts, state, mask;  // y [T,D,N,H]; acts [D,T,N,GH]; state: LSTM c / GRU hh [D,T,N,H]
-};
+using Fwd = rnn::Tensors;
 
 // h_{t'} of direction d where t' = prev(t): Y, the initial state, or zeros.
 float const* h_before(Shape const& s, Fwd const& f, std::vector<float> const& zeros, int64_t d, int64_t t) {
@@ -192,7 +188,7 @@ Status rnn_forward(OpCall const& call, std::vector<Tensor> const& in, std::vecto
     }
     out[k] = l1 ? swap01(last) : last;
   }
-  if (saved) saved->tensors = {f.x, f.w, f.r, f.b, f.p, f.h0, f.c0, f.y, f.acts, f.state, f.mask};
+  if (saved) saved->tensors = f.to_saved();
   return Status::ok();
 }
 
@@ -330,21 +326,10 @@ void gru_backward_dir(Shape const& s, Fwd const& f, float const* dy, float const
 // Every gradient `want` asks for (slots of the op's inputs), in the op's layout.
 Status rnn_grads(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout, std::vector<bool> const& want,
                  std::vector<Tensor>& result) {
-  if (saved.tensors.size() != sCount) return op_error(call, "backward without a saved forward pass");
   auto const& a = *attrs_of<RnnAttrs>(call.op);
   bool const l1 = a.layout == 1;
   Fwd f;
-  f.x = saved.tensors[sX];
-  f.w = saved.tensors[sW];
-  f.r = saved.tensors[sR];
-  f.b = saved.tensors[sB];
-  f.p = saved.tensors[sP];
-  f.h0 = saved.tensors[sH0];
-  f.c0 = saved.tensors[sC0];
-  f.y = saved.tensors[sY];
-  f.acts = saved.tensors[sActs];
-  f.state = saved.tensors[sState];
-  f.mask = saved.tensors[sMask];
+  RETURN_IF_ERROR(rnn::from_saved(call, saved, f));
   Shape const s = shape_of_call(call, f.x.shape());
   Tensor dy = defined_or(gout, 0), dyh = defined_or(gout, 1), dyc = s.lstm ? defined_or(gout, 2) : Tensor();
   if (l1) {
