@@ -1,4 +1,4 @@
-// Mixed precision's wrapper around a kernel-table entry (graph/precision.h), shared by every
+// Mixed precision's wrappers around a kernel-table entry (graph/precision.h), shared by every
 // backend: an op the policy runs in a 16-bit dtype (Conv, Gemm, MatMul) keeps its float32 weights
 // float32 (the master weights), so its 16-bit kernel gets them rounded per call, as autocast's
 // cast of a weight, and the gradients of float32 inputs are widened back and set or added in
@@ -16,39 +16,56 @@ namespace gp::exec {
 // that dtype already. On the backend that owns x.
 using ConvertFn = Result<Tensor> (*)(Tensor const& x, DType to);
 
+// 16-bit float dtypes (mixed precision's activations).
+inline bool is_low_float(DType d) { return d == DType::kBFloat16 || d == DType::kFloat16; }
+
+inline bool is_float32(DType d) { return d == DType::kFloat32; }
+
 // The dtype the op computes in: its first input's (the rewrite casts that one, never a weight).
 inline DType compute_dtype(OpCall const& call) { return call.graph.tensor(call.op.inputs.at(0)).dtype; }
+
+// `ts` with every defined tensor whose dtype `from` accepts converted to `to`; the others as they are.
+template <ConvertFn C>
+Result<std::vector<Tensor>> converted(std::vector<Tensor> const& ts, bool (*from)(DType), DType to) {
+  std::vector<Tensor> out(ts.size());
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    if (ts[i].defined() && from(ts[i].dtype())) {
+      ASSIGN_OR_RETURN(out[i], C(ts[i], to));
+    } else {
+      out[i] = ts[i];
+    }
+  }
+  return out;
+}
+
+// B's gradients computed fresh, each converted to its input's dtype, then set or added.
+template <BackwardFn B, ConvertFn C>
+Status grads_in_input_dtypes(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                             std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  std::vector<Tensor> fresh;
+  RETURN_IF_ERROR(B(call, saved, gout, wanted, fresh, false));
+  for (std::size_t i = 0; i < fresh.size() && i < call.op.inputs.size(); ++i) {
+    if (!wants(wanted, i) || !fresh[i].defined()) continue;
+    ASSIGN_OR_RETURN(Tensor g, C(fresh[i], call.graph.tensor(call.op.inputs[i]).dtype));
+    RETURN_IF_ERROR(emit_grad(call, grads, i, std::move(g), accumulate));
+  }
+  return Status::ok();
+}
 
 template <ForwardFn F, ConvertFn C>
 Status low_precision_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out,
                              Saved* saved) {
   DType const low = compute_dtype(call);
-  std::vector<Tensor> cast(in.size());
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    if (in[i].defined() && in[i].dtype() == DType::kFloat32 && low != DType::kFloat32) {
-      ASSIGN_OR_RETURN(cast[i], C(in[i], low));
-    } else {
-      cast[i] = in[i];
-    }
-  }
+  if (low == DType::kFloat32) return F(call, in, out, saved);
+  ASSIGN_OR_RETURN(std::vector<Tensor> const cast, converted<C>(in, is_float32, low));
   return F(call, cast, out, saved);
 }
 
 template <BackwardFn B, ConvertFn C>
 Status low_precision_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                               std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  std::vector<Tensor> low;
-  RETURN_IF_ERROR(B(call, saved, gout, wanted, low, false));
-  for (std::size_t i = 0; i < low.size() && i < call.op.inputs.size(); ++i) {
-    if (!wants(wanted, i) || !low[i].defined()) continue;
-    ASSIGN_OR_RETURN(Tensor g, C(low[i], call.graph.tensor(call.op.inputs[i]).dtype));
-    RETURN_IF_ERROR(emit_grad(call, grads, i, std::move(g), accumulate));
-  }
-  return Status::ok();
+  return grads_in_input_dtypes<B, C>(call, saved, gout, wanted, grads, accumulate);
 }
-
-// 16-bit float dtypes (mixed precision's activations).
-inline bool is_low_float(DType d) { return d == DType::kBFloat16 || d == DType::kFloat16; }
 
 // The other direction, for an op that follows its 16-bit input (graph/precision.h) where a backend's
 // best kernel is float32's (the CPU's batch normalisation): 16-bit inputs widened, the float32 kernel
@@ -56,14 +73,7 @@ inline bool is_low_float(DType d) { return d == DType::kBFloat16 || d == DType::
 // 16-bit inputs narrowed. Float32 inputs (scales, statistics) are passed as they are.
 template <ForwardFn F, ConvertFn C>
 Status widened_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  std::vector<Tensor> wide(in.size());
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    if (in[i].defined() && is_low_float(in[i].dtype())) {
-      ASSIGN_OR_RETURN(wide[i], C(in[i], DType::kFloat32));
-    } else {
-      wide[i] = in[i];
-    }
-  }
+  ASSIGN_OR_RETURN(std::vector<Tensor> const wide, converted<C>(in, is_low_float, DType::kFloat32));
   RETURN_IF_ERROR(F(call, wide, out, saved));
   for (std::size_t k = 0; k < out.size() && k < call.op.outputs.size(); ++k) {
     DType const d = call.graph.tensor(call.op.outputs[k]).dtype;
@@ -74,32 +84,11 @@ Status widened_forward(OpCall const& call, std::vector<Tensor> const& in, std::v
   return Status::ok();
 }
 
-// The output gradients widened to float32 (those of 16-bit outputs).
-template <ConvertFn C>
-Result<std::vector<Tensor>> widened_grads(std::vector<Tensor> const& gout) {
-  std::vector<Tensor> g(gout.size());
-  for (std::size_t k = 0; k < gout.size(); ++k) {
-    if (gout[k].defined() && is_low_float(gout[k].dtype())) {
-      ASSIGN_OR_RETURN(g[k], C(gout[k], DType::kFloat32));
-    } else {
-      g[k] = gout[k];
-    }
-  }
-  return g;
-}
-
 template <BackwardFn B, ConvertFn C>
 Status widened_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                         std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  ASSIGN_OR_RETURN(std::vector<Tensor> const g, widened_grads<C>(gout));
-  std::vector<Tensor> fresh;
-  RETURN_IF_ERROR(B(call, saved, g, wanted, fresh, false));
-  for (std::size_t i = 0; i < fresh.size() && i < call.op.inputs.size(); ++i) {
-    if (!wants(wanted, i) || !fresh[i].defined()) continue;
-    ASSIGN_OR_RETURN(Tensor gi, C(fresh[i], call.graph.tensor(call.op.inputs[i]).dtype));
-    RETURN_IF_ERROR(emit_grad(call, grads, i, std::move(gi), accumulate));
-  }
-  return Status::ok();
+  ASSIGN_OR_RETURN(std::vector<Tensor> const g, converted<C>(gout, is_low_float, DType::kFloat32));
+  return grads_in_input_dtypes<B, C>(call, saved, g, wanted, grads, accumulate);
 }
 
 // BothFn's twin: input gradients set (narrowed to their inputs' dtypes), weight gradients (float32)
@@ -108,7 +97,7 @@ template <BothFn Both, ConvertFn C>
 Status widened_both(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                     std::vector<bool> const& needs_grad, std::vector<Tensor>& grad_inputs,
                     std::vector<Tensor>& weight_grads) {
-  ASSIGN_OR_RETURN(std::vector<Tensor> const g, widened_grads<C>(gout));
+  ASSIGN_OR_RETURN(std::vector<Tensor> const g, converted<C>(gout, is_low_float, DType::kFloat32));
   RETURN_IF_ERROR(Both(call, saved, g, needs_grad, grad_inputs, weight_grads));
   for (std::size_t i = 0; i < grad_inputs.size() && i < call.op.inputs.size(); ++i) {
     if (!grad_inputs[i].defined()) continue;
