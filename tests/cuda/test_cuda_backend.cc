@@ -843,12 +843,7 @@ TEST(CudaOpCases, TheSixteenBitSweepCoversEveryOpThePolicyRunsLow) {
       continue;
     auto const got = testing::one_step(*low, cpu);
     ASSERT_FALSE(want.empty());
-    for (auto const& [name, w] : want) {
-      ASSERT_TRUE(got.count(name)) << name;
-      if (!testing::vanishes(w)) {
-        EXPECT_LE(testing::rel_l2(got.at(name), w), 8.0 / 256) << name;
-      }
-    }
+    testing::expect_within(got, want, 8.0 / 256);
   }
   for (char const* op : {"Conv", "Gemm", "MatMul", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool",
                          "BatchNormalization", "Add", "Transpose"})
@@ -869,12 +864,7 @@ TEST_F(CudaGpu, EveryLowPrecisionOpMatchesCpuFloat32WithinTheFormatsTolerance) {
       auto const want = testing::one_step(o.graph, cpu_);
       auto low = graph::apply_precision(o.graph, f.p);
       ASSERT_TRUE(low.is_ok()) << low.status().message();
-      auto const got = testing::one_step(*low, *gpu_);
-      for (auto const& [name, w] : want) {
-        ASSERT_TRUE(got.count(name)) << name;
-        if (testing::vanishes(w)) continue;
-        EXPECT_LE(testing::rel_l2(got.at(name), w), 8 * f.unit) << name;
-      }
+      testing::expect_within(testing::one_step(*low, *gpu_), want, 8 * f.unit);
     }
 }
 

@@ -40,6 +40,27 @@ inline bool vanishes(std::vector<float> const& v) {
   return std::sqrt(sq / std::max<double>(1.0, double(v.size()))) < 1e-5;
 }
 
+using NamedValues = std::map<std::string, std::vector<float>>;
+
+// Every value of `want` is in `got` with its length and, unless it vanishes, within `bound` in
+// relative L2 (each failure names the value); returns the worst difference checked.
+inline double expect_within(NamedValues const& got, NamedValues const& want, double bound) {
+  double worst = 0;
+  for (auto const& [name, w] : want) {
+    auto const it = got.find(name);
+    if (it == got.end() || it->second.size() != w.size()) {
+      ADD_FAILURE() << name << ": missing, or " << (it == got.end() ? 0 : it->second.size()) << " values for "
+                    << w.size();
+      continue;
+    }
+    if (vanishes(w)) continue;
+    double const e = rel_l2(it->second, w);
+    worst = std::max(worst, e);
+    EXPECT_LE(e, bound) << name;
+  }
+  return worst;
+}
+
 // Conv, ReLU, max pooling, a residual Add of two bf16 tensors, a broadcasting bf16 Add, average and
 // global pooling, Flatten and Gemm: every op the CPU runs in bf16. With `bn`, BatchNorm after each
 // convolution (float32 under the policy: the conv's output is cast up for it).
@@ -96,7 +117,7 @@ inline graph::OpGraph graph_in(graph::OnnxModelBuilder const& b, graph::Precisio
 // One training forward and backward of `g` on `be` with fixed inputs and output gradient (drawn on
 // the host, copied to the backend's device): the output, the input gradients and every weight
 // gradient, by name, read back as float32.
-inline std::map<std::string, std::vector<float>> one_step(graph::OpGraph const& g, Backend& be) {
+inline NamedValues one_step(graph::OpGraph const& g, Backend& be) {
   auto ex = StageExecutor::create(g, be);
   EXPECT_TRUE(ex.is_ok()) << ex.status().message();
   if (!ex.is_ok()) return {};
