@@ -1,9 +1,10 @@
 // Pattern fusion on the raw model, CastLike (opset 15) turned into Cast to the type it is like,
 // which shape inference knows, and IsNaN into Not(Equal(x, x)). Torch 1.13 exports GELU as
 // x*0.5*(1+erf(x/sqrt2)) (its tanh approximation as 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))))
-// and, below opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add. Executors
-// and the cost model want one operator for each, so the chains are replaced here, before anything
-// else looks at the node types.
+// and, below opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add; a linear
+// layer on a rank >= 3 input as MatMul(x, Transpose(W)) + bias. Executors and the cost model want
+// one operator for each, so the chains are replaced here, before anything else looks at the node
+// types.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -51,6 +52,26 @@ class Matcher {
   }
   bool internal(std::string const& name) const { return !graph_outputs_.count(name); }
   bool is_initializer(std::string const& name) const { return initializers_.count(name) > 0; }
+  RawInitializer const* initializer(std::string const& name) const {
+    auto it = initializers_.find(name);
+    return it == initializers_.end() ? nullptr : it->second;
+  }
+  // The rank ONNX shape inference gave `name`, or -1 when it gave none.
+  int rank(std::string const& name) const {
+    if (RawInitializer const* init = initializer(name)) return static_cast<int>(init->dims.size());
+    auto it = model_.value_info.find(name);
+    if (it != model_.value_info.end() && it->second.has_shape) return static_cast<int>(it->second.dims.size());
+    for (auto const& v : model_.inputs)
+      if (v.name == name && v.has_shape) return static_cast<int>(v.dims.size());
+    return -1;
+  }
+  // A tensor name no node, initializer or graph input uses yet, from `base`.
+  std::string fresh_name(std::string const& base) const {
+    std::string name = base;
+    for (int k = 1; used(name); ++k) name = base + "_" + std::to_string(k);
+    claimed_.insert(name);
+    return name;
+  }
 
   // A scalar constant (Constant node or initializer with data).
   std::optional<double> scalar(std::string const& name) const {
@@ -97,6 +118,13 @@ class Matcher {
   std::unordered_map<std::string, std::vector<int>> consumers_;
   std::set<std::string> graph_outputs_;
   std::unordered_map<std::string, RawInitializer const*> initializers_;
+  mutable std::set<std::string> claimed_;  // names fresh_name handed out
+
+  bool used(std::string const& name) const {
+    if (producer_.count(name) || consumers_.count(name) || initializers_.count(name) || claimed_.count(name))
+      return true;
+    return std::any_of(model_.inputs.begin(), model_.inputs.end(), [&](auto const& v) { return v.name == name; });
+  }
 };
 
 bool near(std::optional<double> v, double want) { return v && std::abs(*v - want) < 1e-4 * std::abs(want); }
@@ -112,6 +140,7 @@ struct Replacement {
   std::vector<int> removed;  // node indices
   int anchor = -1;           // index where the fused node goes (the chain's last node)
   RawNode fused;
+  std::vector<RawNode> before, after;  // nodes the fused one needs, placed right before / after it
 };
 
 // The tail both GELU forms share, from `plus` = Add(1, f): Mul(x, plus) -> Mul(0.5), or
@@ -351,6 +380,95 @@ std::optional<Replacement> match_pad_pool(Matcher const& m, RawNode const& pad) 
   return r;
 }
 
+RawNode constant_node(std::string name, std::vector<int64_t> const& values) {
+  RawNode c;
+  c.type = "Constant";
+  c.outputs = {name};
+  c.name = std::move(name);
+  c.attrs["value"] = AttrValue{TensorData::from_int64s({static_cast<int64_t>(values.size())}, values)};
+  return c;
+}
+
+// A linear layer as torch exports it for inputs of rank >= 2: MatMul(x, Transpose(W)) (or a
+// MatMul by a 2-D weight W), then Add(bias) with a 1-D bias of the output width. It becomes one
+// Gemm over the rows of x flattened to 2-D (transB for the transposed weight, the bias as C), with
+// Reshapes around it for rank > 2, as ONNX Runtime's MatMulAddFusion does. The weight's
+// transpose and the bias addition were two kernels per call on every backend; Gemm's kernels fuse
+// both (cuBLASLt reads W transposed and adds the bias in its epilogue; oneDNN likewise), and
+// under mixed precision the bias is added before the product is rounded to 16 bits, as in
+// PyTorch's autocast Linear. Anchored at the MatMul.
+std::optional<Replacement> match_linear(Matcher const& m, RawModel const& model, RawNode const& mm) {
+  if (mm.inputs.size() != 2 || mm.outputs.size() != 1) return std::nullopt;
+  std::string const& x = mm.inputs[0];
+  int const x_rank = m.rank(x);
+  if (x_rank < 2 || (x_rank > 2 && model.opset < 10)) return std::nullopt;  // Slice's inputs are opset 10
+  Replacement r;
+  r.removed = {m.index_of(&mm)};
+  // The weight: a 2-D float initializer, or the only use of a 2-D Transpose of one.
+  std::string weight = mm.inputs[1];
+  bool trans_b = false;
+  if (RawNode const* t = m.producer(weight); t && t->type == "Transpose" && t->domain.empty()) {
+    auto perm = ints_attr(*t, "perm");
+    if (t->inputs.size() != 1 || (perm && *perm != std::vector<int64_t>{1, 0}) || m.consumers(weight).size() != 1 ||
+        !m.internal(weight))
+      return std::nullopt;
+    weight = t->inputs[0];
+    trans_b = true;
+    r.removed.push_back(m.index_of(t));
+  }
+  RawInitializer const* w = m.initializer(weight);
+  if (!w || w->dims.size() != 2 || (w->dtype != DType::kFloat32 && w->dtype != DType::kFloat64)) return std::nullopt;
+  int64_t const k = trans_b ? w->dims[1] : w->dims[0];
+  int64_t const n = trans_b ? w->dims[0] : w->dims[1];
+  // The bias: Add(y, b) or Add(b, y) with b a 1-D initializer of width n and the weight's dtype.
+  std::string bias, out = mm.outputs[0];
+  if (RawNode const* add = m.sole_consumer(out, "Add")) {
+    std::string const other = Matcher::other_input(*add, out);
+    RawInitializer const* b = m.initializer(other);
+    if (b && other != out && b->dims == std::vector<int64_t>{n} && b->dtype == w->dtype && add->outputs.size() == 1) {
+      bias = other;
+      out = add->outputs[0];
+      r.removed.push_back(m.index_of(add));
+    }
+  }
+  if (!trans_b && bias.empty()) return std::nullopt;  // nothing to fuse: MatMul by a weight is one kernel already
+  r.anchor = *std::max_element(r.removed.begin(), r.removed.end());
+  r.fused.type = "Gemm";
+  r.fused.name = fused_name(mm.name, "MatMul", "Gemm");
+  if (trans_b) r.fused.attrs["transB"] = AttrValue{int64_t{1}};
+  r.fused.inputs = {x, weight};
+  if (!bias.empty()) r.fused.inputs.push_back(bias);
+  r.fused.outputs = {out};
+  if (x_rank == 2) return r;
+  // Rank > 2: rows = Reshape(x, [-1, k]); out = Reshape(Gemm(rows), Concat(Shape(x)[:-1], [n])).
+  std::string const base = mm.name.empty() ? m.fresh_name("linear") : mm.name;
+  auto node = [&](std::string const& type, std::string const& suffix, std::vector<std::string> inputs) {
+    RawNode nd;
+    nd.type = type;
+    nd.name = m.fresh_name(base + "/" + suffix);
+    nd.inputs = std::move(inputs);
+    nd.outputs = {nd.name};
+    return nd;
+  };
+  r.before.push_back(constant_node(m.fresh_name(base + "/rows_shape"), {-1, k}));
+  r.before.push_back(node("Reshape", "rows", {x, r.before.back().outputs[0]}));
+  r.fused.inputs[0] = r.before.back().outputs[0];
+  r.before.push_back(node("Shape", "x_shape", {x}));
+  std::string const x_shape = r.before.back().outputs[0];
+  r.before.push_back(constant_node(m.fresh_name(base + "/lead_start"), {0}));
+  r.before.push_back(constant_node(m.fresh_name(base + "/lead_end"), {-1}));
+  r.before.push_back(node("Slice", "lead", {x_shape, r.before[3].outputs[0], r.before[4].outputs[0]}));
+  r.before.push_back(constant_node(m.fresh_name(base + "/width"), {n}));
+  r.before.push_back(node("Concat", "out_shape", {r.before[5].outputs[0], r.before[6].outputs[0]}));
+  r.before.back().attrs["axis"] = AttrValue{int64_t{0}};
+  std::string const rows_out = m.fresh_name(base + "/rows_out");
+  r.fused.outputs = {rows_out};
+  RawNode unflatten = node("Reshape", "unflatten", {rows_out, r.before.back().outputs[0]});
+  unflatten.outputs = {out};
+  r.after.push_back(std::move(unflatten));
+  return r;
+}
+
 }  // namespace
 
 void fuse_patterns(RawModel& model) {
@@ -373,16 +491,18 @@ void fuse_patterns(RawModel& model) {
         accept(match_tanh_gelu(m, n));
       else if (n.type == "Pad")
         accept(match_pad_pool(m, n));
+      else if (n.type == "MatMul")
+        accept(match_linear(m, model, n));
       else if (n.type == "ReduceMean" && model.opset < 18)
         accept(match_layernorm(m, model, n));
     }
   }
   if (reps.empty()) return;
   std::vector<bool> removed(model.nodes.size(), false);
-  std::unordered_map<int, RawNode*> at_anchor;
+  std::unordered_map<int, Replacement*> at_anchor;
   for (auto& r : reps) {
     for (int i : r.removed) removed[static_cast<std::size_t>(i)] = true;
-    at_anchor[r.anchor] = &r.fused;
+    at_anchor[r.anchor] = &r;
   }
   std::set<std::string> names;
   for (std::size_t i = 0; i < model.nodes.size(); ++i)
@@ -393,11 +513,16 @@ void fuse_patterns(RawModel& model) {
     if (!removed[i]) {
       nodes.push_back(std::move(model.nodes[i]));
     } else if (auto it = at_anchor.find(static_cast<int>(i)); it != at_anchor.end()) {
-      RawNode fused = std::move(*it->second);
-      std::string base = fused.name;
-      for (int k = 1; !base.empty() && names.count(fused.name); ++k) fused.name = base + "_" + std::to_string(k);
-      names.insert(fused.name);
-      nodes.push_back(std::move(fused));
+      Replacement& r = *it->second;
+      auto place = [&](RawNode n) {
+        std::string const base = n.name;
+        for (int k = 1; !base.empty() && names.count(n.name); ++k) n.name = base + "_" + std::to_string(k);
+        names.insert(n.name);
+        nodes.push_back(std::move(n));
+      };
+      for (RawNode& n : r.before) place(std::move(n));
+      place(std::move(r.fused));
+      for (RawNode& n : r.after) place(std::move(n));
     }
   }
   model.nodes = std::move(nodes);

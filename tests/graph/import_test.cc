@@ -191,12 +191,72 @@ TEST(Import, GemmAndMatMul) {
   EXPECT_FLOAT_EQ(a.alpha, 0.5f);
   EXPECT_TRUE(a.has_bias);
   EXPECT_EQ(out_shape(g, "Gemm"), S({N, 3}));
-  auto g2 = one_op("float[N,5,8] x", "float[N,5,3] y", {zeros("w", {8, 3}), zeros("b", {3})},
-                   "m = MatMul(x, w)\n y = Add(m, b)");
+  auto g2 = one_op("float[N,5,8] x", "float[N,5,3] y", {zeros("w", {8, 3}), zeros("b", {1, 3})},
+                   "m = MatMul(x, w)\n y = Add(m, b)");  // a bias of shape [1,3]: not fused
   EXPECT_EQ(out_shape(g2, "MatMul"), S({N, 5, 3}));
   EXPECT_EQ(g2.param_count(), 27);  // the bias after a MatMul is a parameter
   auto g3 = one_op("float[N,2,5,8] x, float[N,2,8,4] z", "float[N,2,5,4] y", {}, "y = MatMul(x, z)");
   EXPECT_EQ(out_shape(g3, "MatMul"), S({N, 2, 5, 4}));
+}
+
+std::vector<std::string> op_types(OpGraph const& g) {
+  std::vector<std::string> types;
+  for (OpId id : g.topo_order()) types.push_back(g.op(id).type);
+  return types;
+}
+
+TEST(Import, FusesALinearLayerIntoOneGemmOverTheRows) {
+  // torch's Linear on a [N,5,8] input: MatMul by the transposed weight, then the bias (first).
+  auto g = one_op("float[N,5,8] x", "float[N,5,3] y", {zeros("w", {3, 8}), zeros("b", {3})},
+                  "wt = Transpose<perm = [1,0]>(w)\n m = MatMul(x, wt)\n y = Add(b, m)");
+  EXPECT_EQ(op_types(g), (std::vector<std::string>{"Reshape", "Gemm", "Reshape"}));
+  Op const& gemm = op_of_type(g, "Gemm");
+  auto const& a = std::get<GemmAttrs>(gemm.typed);
+  EXPECT_TRUE(a.trans_b);
+  EXPECT_FALSE(a.trans_a);
+  EXPECT_TRUE(a.has_bias);
+  EXPECT_EQ(g.tensor(gemm.inputs[0]).shape, S({5 * N, 8}));  // the rows, 5 per sample
+  EXPECT_EQ(g.tensor(gemm.inputs[1]).name, "w");
+  EXPECT_EQ(g.tensor(gemm.inputs[2]).name, "b");
+  EXPECT_EQ(out_shape(g, "Gemm"), S({5 * N, 3}));
+  EXPECT_EQ(g.tensor(g.outputs().at(0)).name, "y");
+  EXPECT_EQ(g.tensor(g.outputs().at(0)).shape, S({N, 5, 3}));
+  EXPECT_EQ(g.param_count(), 27);
+  EXPECT_EQ(g.fwd_flops_per_sample(), 2.0 * 5 * 8 * 3 + 5 * 3);  // MatMul's and Add's, as before
+
+  // Rank 2: no reshapes. A weight not transposed, the bias second.
+  auto g2 = one_op("float[N,8] x", "float[N,3] y", {zeros("w", {8, 3}), zeros("b", {3})},
+                   "m = MatMul(x, w)\n y = Add(m, b)");
+  EXPECT_EQ(op_types(g2), (std::vector<std::string>{"Gemm"}));
+  EXPECT_FALSE(std::get<GemmAttrs>(g2.op(0).typed).trans_b);
+
+  // No bias (Linear(bias=False)): the transpose alone is worth a Gemm.
+  auto g3 = one_op("float[N,5,8] x", "float[N,5,3] y", {zeros("w", {3, 8})},
+                   "wt = Transpose(w)\n y = MatMul(x, wt)");
+  EXPECT_EQ(op_types(g3), (std::vector<std::string>{"Reshape", "Gemm", "Reshape"}));
+  EXPECT_FALSE(std::get<GemmAttrs>(op_of_type(g3, "Gemm").typed).has_bias);
+}
+
+TEST(Import, LeavesAMatMulThatIsNoLinearLayerAlone) {
+  // Nothing to fuse: a MatMul by a weight with no transpose and no bias.
+  EXPECT_EQ(op_types(one_op("float[N,5,8] x", "float[N,5,3] y", {zeros("w", {8, 3})}, "y = MatMul(x, w)")),
+            (std::vector<std::string>{"MatMul"}));
+  // The bias is an activation, not an initializer: the transpose is fused, the Add stays.
+  EXPECT_EQ(op_types(one_op("float[N,5,8] x, float[N,5,3] b", "float[N,5,3] y", {zeros("w", {3, 8})},
+                            "wt = Transpose(w)\n m = MatMul(x, wt)\n y = Add(m, b)")),
+            (std::vector<std::string>{"Reshape", "Gemm", "Reshape", "Add"}));
+  // The product is also a graph output: it stays a tensor of its own, so the Add stays.
+  auto r = load_onnx_text(model_text("float[N,5,8] x", "float[N,5,3] y, float[N,5,3] m",
+                                     {zeros("w", {3, 8}), zeros("b", {3})},
+                                     "wt = Transpose(w)\n m = MatMul(x, wt)\n y = Add(m, b)"));
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(op_types(*r), (std::vector<std::string>{"Reshape", "Gemm", "Reshape", "Add"}));
+  EXPECT_EQ(r->tensor(r->outputs().at(1)).name, "m");
+  // The transposed weight has a second use: the Transpose stays (and so does the MatMul).
+  auto t = load_onnx_text(model_text("float[N,5,8] x", "float[N,5,3] y, float[8,3] wt",
+                                     {zeros("w", {3, 8})}, "wt = Transpose(w)\n y = MatMul(x, wt)"));
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  EXPECT_EQ(op_types(*t), (std::vector<std::string>{"Transpose", "MatMul"}));
 }
 
 TEST(Import, ElementwiseBroadcast) {
