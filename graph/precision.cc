@@ -26,14 +26,15 @@ std::map<OpKind, AmpRule> const& policy_table() {
     std::map<OpKind, AmpRule> t;
     // Matrix products and convolutions: the low precision, float32 accumulation.
     for (OpKind k : {OpKind::kConv, OpKind::kGemm, OpKind::kMatMul}) t[k] = {AmpPolicy::kLow, 0};
-    // Ops that keep a low-precision activation low: ReLU, pooling, residual additions of two low
-    // tensors, views and transposes (attention's head permutations between matmuls), and batch
-    // normalisation of a low input (its scale, bias and statistics float32, as autocast runs it;
-    // cuDNN's 16-bit BatchNorm computes in float32; the CPU's bf16 entry widens around its float32
-    // kernel, oneDNN 2.6's bf16 one being 3.5x slower there).
-    for (OpKind k : {OpKind::kRelu, OpKind::kMaxPool, OpKind::kAveragePool, OpKind::kGlobalAveragePool,
+    // Ops that keep a low-precision activation low: ReLU and GELU (autocast runs both in their
+    // input's dtype; the kernels compute each element in float32), pooling, residual additions of
+    // two low tensors, views, transposes and splits (attention's q/k/v split and head permutations
+    // between matmuls), and batch normalisation of a low input (its scale, bias and statistics
+    // float32, as autocast runs it; cuDNN's 16-bit BatchNorm computes in float32; the CPU's bf16
+    // entry widens around its float32 kernel, oneDNN 2.6's bf16 one being 3.5x slower there).
+    for (OpKind k : {OpKind::kRelu, OpKind::kGelu, OpKind::kMaxPool, OpKind::kAveragePool, OpKind::kGlobalAveragePool,
                      OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze, OpKind::kUnsqueeze, OpKind::kIdentity,
-                     OpKind::kTranspose, OpKind::kBatchNormalization})
+                     OpKind::kTranspose, OpKind::kSplit, OpKind::kBatchNormalization})
       t[k] = {AmpPolicy::kFollow, 1};
     t[OpKind::kAdd] = {AmpPolicy::kFollow, 2};
     return t;

@@ -85,13 +85,15 @@ Table const& kernel_table() {
                         logic_kernels, deconv_kernels, view_kernels, binary_int_kernels})
       for (auto& entry : family()) t.push_back(std::move(entry));
     // The float kernels that also run bfloat16 (mixed precision, graph/precision.h): oneDNN's
-    // bf16 eltwise and pooling, and Transpose's bit moves. Add's bf16 kernel
+    // bf16 eltwise and pooling, and Transpose's and Split's bit moves. Add's bf16 kernel
     // is its own entry (binary.cc); views run any dtype.
     for (auto& [kind, entry] : t) {
       if (!entry.float_inputs || !entry.dtypes.empty()) continue;
       switch (kind) {
         case OpKind::kTranspose:
+        case OpKind::kSplit:
         case OpKind::kRelu:
+        case OpKind::kGelu:
         case OpKind::kMaxPool:
         case OpKind::kAveragePool:
         case OpKind::kGlobalAveragePool:

@@ -85,20 +85,27 @@ Status transpose_backward(OpCall const& call, Saved const&, std::vector<Tensor> 
 }
 
 namespace {
-// Copies `part` (shape part_shape) into / out of `whole` at `offset` along `axis`.
-void copy_along_axis(float* whole, std::vector<int64_t> const& whole_shape, float* part,
-                     std::vector<int64_t> const& part_shape, int64_t axis, int64_t offset, bool into_whole,
-                     bool accumulate = false) {
+// Copies `part` (shape part_shape) into / out of `whole` at `offset` along `axis` (out of it:
+// adds to `part` with `accumulate`, float32 only): float32, or bf16 moved as its bits (uint16_t;
+// Split follows a bf16 input under mixed precision).
+template <typename T>
+void copy_along_axis(T* whole, std::vector<int64_t> const& whole_shape, T* part, std::vector<int64_t> const& part_shape,
+                     int64_t axis, int64_t offset, bool into_whole) {
   std::vector<int64_t> const ws = kernels::contiguous_strides(whole_shape);
   std::vector<int64_t> const ps = kernels::contiguous_strides(part_shape);
-  float* w = whole + offset * ws[axis];
-  if (into_whole) {
+  T* w = whole + offset * ws[axis];
+  if (into_whole)
     kernels::strided_copy(part, ps, w, ws, part_shape);
-  } else if (accumulate) {
-    kernels::strided_add(w, ws, part, ps, part_shape);
-  } else {
+  else
     kernels::strided_copy(w, ws, part, ps, part_shape);
-  }
+}
+
+void copy_along_axis(float* whole, std::vector<int64_t> const& whole_shape, float* part,
+                     std::vector<int64_t> const& part_shape, int64_t axis, int64_t offset, bool into_whole,
+                     bool accumulate) {
+  if (!accumulate || into_whole) return copy_along_axis<float>(whole, whole_shape, part, part_shape, axis, offset, into_whole);
+  std::vector<int64_t> const ws = kernels::contiguous_strides(whole_shape);
+  kernels::strided_add(whole + offset * ws[axis], ws, part, kernels::contiguous_strides(part_shape), part_shape);
 }
 }  // namespace
 
@@ -200,19 +207,38 @@ Status concat_bytes_forward(OpCall const& call, std::vector<Tensor> const& in, s
   return Status::ok();
 }
 
+namespace {
+template <typename T>
+void split_parts(Tensor const& x, graph::ops::SplitShape const& sp, std::vector<Tensor>& out) {
+  int64_t off = 0;
+  for (std::size_t i = 0; i < sp.sizes.size(); ++i) {
+    std::vector<int64_t> s = x.shape();
+    s[sp.axis] = sp.sizes[i];
+    out[i] = Tensor(s, x.dtype());
+    copy_along_axis(const_cast<T*>(x.data<T>()), x.shape(), out[i].data<T>(), s, sp.axis, off, false);
+    off += sp.sizes[i];
+  }
+}
+
+template <typename T>
+void join_parts(std::vector<Tensor> const& parts, graph::ops::SplitShape const& sp, Tensor& whole) {
+  int64_t off = 0;
+  for (std::size_t i = 0; i < sp.sizes.size(); ++i) {
+    if (i < parts.size() && parts[i].defined())
+      copy_along_axis(whole.data<T>(), whole.shape(), const_cast<T*>(parts[i].data<T>()), parts[i].shape(), sp.axis,
+                      off, true);
+    off += sp.sizes[i];
+  }
+}
+}  // namespace
+
 Status split_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(graph::ops::SplitShape const sp, graph::ops::split_shape(call.op, in[0].shape()));
-  int64_t const axis = sp.axis;
-  std::vector<int64_t> const& sizes = sp.sizes;
   out.assign(call.op.outputs.size(), Tensor());
-  int64_t off = 0;
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    std::vector<int64_t> s = in[0].shape();
-    s[axis] = sizes[i];
-    out[i] = Tensor(s);
-    copy_along_axis(const_cast<float*>(in[0].data<float>()), in[0].shape(), out[i].data<float>(), s, axis, off, false);
-    off += sizes[i];
-  }
+  if (in[0].dtype() == DType::kBFloat16)
+    split_parts<uint16_t>(in[0], sp, out);
+  else
+    split_parts<float>(in[0], sp, out);
   if (saved) saved->tensors = {shape_tensor(in[0].shape())};
   return Status::ok();
 }
@@ -222,16 +248,13 @@ Status split_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
   if (!wants(wanted, 0)) return Status::ok();
   std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
   ASSIGN_OR_RETURN(graph::ops::SplitShape const sp, graph::ops::split_shape(call.op, in_shape));
-  int64_t const axis = sp.axis;
-  std::vector<int64_t> const& sizes = sp.sizes;
-  Tensor g = Tensor::zeros(in_shape);
-  int64_t off = 0;
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    if (i < gout.size() && gout[i].defined())
-      copy_along_axis(g.data<float>(), in_shape, const_cast<float*>(gout[i].data<float>()), gout[i].shape(), axis, off,
-                      true);
-    off += sizes[i];
-  }
+  // The gradient has the input's dtype (the graph's, as every part's gradient may be missing).
+  DType const dtype = call.graph.tensor(call.op.inputs[0]).dtype;
+  Tensor g = Tensor::zeros(in_shape, dtype);
+  if (dtype == DType::kBFloat16)
+    join_parts<uint16_t>(gout, sp, g);
+  else
+    join_parts<float>(gout, sp, g);
   return emit_grad(call, grads, 0, g, accumulate);
 }
 

@@ -214,15 +214,15 @@ std::vector<KernelEntry> activation_kernels() {
   t.push_back({OpKind::kPRelu, f32, {prelu_forward, prelu_backward, prelu_backward, no_check}, 2});
   OpKernels const variadic{variadic_forward, variadic_backward, variadic_backward, variadic_check};
   for (OpKind v : {OpKind::kMin, OpKind::kMax, OpKind::kSum, OpKind::kMean}) t.push_back({v, f32, variadic, 1});
-  // Mixed precision: Relu follows its 16-bit input (graph/precision.h's policy).
-  t.push_back({OpKind::kRelu,
-               DType::kBFloat16,
-               {unary_forward<__nv_bfloat16>, unary_backward<__nv_bfloat16>, unary_backward<__nv_bfloat16>, no_check},
-               1});
-  t.push_back({OpKind::kRelu,
-               DType::kFloat16,
-               {unary_forward<__half>, unary_backward<__half>, unary_backward<__half>, no_check},
-               1});
+  // Mixed precision: Relu and Gelu follow their 16-bit input (graph/precision.h's policy); the
+  // per-element math is float32.
+  for (OpKind u : {OpKind::kRelu, OpKind::kGelu}) {
+    t.push_back({u,
+                 DType::kBFloat16,
+                 {unary_forward<__nv_bfloat16>, unary_backward<__nv_bfloat16>, unary_backward<__nv_bfloat16>, no_check},
+                 1});
+    t.push_back({u, DType::kFloat16, {unary_forward<__half>, unary_backward<__half>, unary_backward<__half>, no_check}, 1});
+  }
   return t;
 }
 

@@ -142,14 +142,16 @@ Status transpose_backward(OpCall const& call, Saved const&, std::vector<Tensor> 
 
 // ---- Concat, Split: a part copied into / out of the whole at an offset along the axis ----
 
+// T: float, or a 16-bit float where the op follows a 16-bit input (Split under mixed precision).
+template <typename T = float>
 Status copy_part(OpCall const& call, Tensor const& whole_src, Tensor* whole_dst, std::vector<int64_t> const& whole,
                  Tensor const* part_src, Tensor* part_dst, std::vector<int64_t> const& part, int64_t axis,
                  int64_t offset, bool accumulate) {
   std::vector<int64_t> const ws = hd::row_major_strides(whole), ps = hd::row_major_strides(part);
   int64_t const at = offset * ws[axis];
   if (whole_dst != nullptr)
-    return copy_strided(call, part_src->data<float>(), ps, whole_dst->data<float>() + at, ws, part, accumulate);
-  return copy_strided(call, whole_src.data<float>() + at, ws, part_dst->data<float>(), ps, part, accumulate);
+    return copy_strided(call, part_src->data<T>(), ps, whole_dst->data<T>() + at, ws, part, accumulate);
+  return copy_strided(call, whole_src.data<T>() + at, ws, part_dst->data<T>(), ps, part, accumulate);
 }
 
 Status concat_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
@@ -192,40 +194,53 @@ Status concat_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   return Status::ok();
 }
 
-Status split_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  RETURN_IF_ERROR(need_float(call, in[0]));
+template <typename T>
+Status split_forward_as(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(graph::ops::SplitShape const sp, graph::ops::split_shape(call.op, in[0].shape()));
-  int64_t const axis = sp.axis;
-  std::vector<int64_t> const& sizes = sp.sizes;
   out.assign(call.op.outputs.size(), Tensor());
   int64_t off = 0;
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
+  for (std::size_t i = 0; i < sp.sizes.size(); ++i) {
     std::vector<int64_t> s = in[0].shape();
-    s[axis] = sizes[i];
-    ASSIGN_OR_RETURN(out[i], empty(s));
-    RETURN_IF_ERROR(copy_part(call, in[0], nullptr, in[0].shape(), nullptr, &out[i], s, axis, off, false));
-    off += sizes[i];
+    s[sp.axis] = sp.sizes[i];
+    ASSIGN_OR_RETURN(out[i], empty(s, in[0].dtype()));
+    RETURN_IF_ERROR(copy_part<T>(call, in[0], nullptr, in[0].shape(), nullptr, &out[i], s, sp.axis, off, false));
+    off += sp.sizes[i];
   }
   if (saved) saved->tensors = {shape_tensor(in[0].shape())};
+  return Status::ok();
+}
+
+Status split_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  DType const dtype = call.graph.tensor(call.op.inputs[0]).dtype;
+  RETURN_IF_ERROR(need_float(call, in[0], dtype));
+  if (dtype == DType::kBFloat16) return split_forward_as<__nv_bfloat16>(call, in, out, saved);
+  if (dtype == DType::kFloat16) return split_forward_as<__half>(call, in, out, saved);
+  return split_forward_as<float>(call, in, out, saved);
+}
+
+template <typename T>
+Status split_backward_as(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                         std::vector<Tensor>& grads, bool accumulate, DType dtype) {
+  std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
+  ASSIGN_OR_RETURN(graph::ops::SplitShape const sp, graph::ops::split_shape(call.op, in_shape));
+  ASSIGN_OR_RETURN(Tensor * g, grad_slot(call, grads, 0, in_shape, accumulate, true, dtype));
+  int64_t off = 0;
+  for (std::size_t i = 0; i < sp.sizes.size(); ++i) {
+    if (i < gout.size() && gout[i].defined())
+      RETURN_IF_ERROR(
+          copy_part<T>(call, Tensor(), g, in_shape, &gout[i], nullptr, gout[i].shape(), sp.axis, off, accumulate));
+    off += sp.sizes[i];
+  }
   return Status::ok();
 }
 
 Status split_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!wants(wanted, 0)) return Status::ok();
-  std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
-  ASSIGN_OR_RETURN(graph::ops::SplitShape const sp, graph::ops::split_shape(call.op, in_shape));
-  int64_t const axis = sp.axis;
-  std::vector<int64_t> const& sizes = sp.sizes;
-  ASSIGN_OR_RETURN(Tensor * g, grad_slot(call, grads, 0, in_shape, accumulate, true));
-  int64_t off = 0;
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    if (i < gout.size() && gout[i].defined())
-      RETURN_IF_ERROR(
-          copy_part(call, Tensor(), g, in_shape, &gout[i], nullptr, gout[i].shape(), axis, off, accumulate));
-    off += sizes[i];
-  }
-  return Status::ok();
+  DType const dtype = call.graph.tensor(call.op.inputs[0]).dtype;  // the gradient's, as the input's
+  if (dtype == DType::kBFloat16) return split_backward_as<__nv_bfloat16>(call, saved, gout, grads, accumulate, dtype);
+  if (dtype == DType::kFloat16) return split_backward_as<__half>(call, saved, gout, grads, accumulate, dtype);
+  return split_backward_as<float>(call, saved, gout, grads, accumulate, dtype);
 }
 
 // ---- Slice ----
@@ -332,7 +347,8 @@ std::vector<KernelEntry> move_kernels() {
                  {transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>},
                  1});
   add(OpKind::kConcat, {concat_forward, concat_backward, concat_backward, require_attrs<graph::ConcatAttrs>});
-  add(OpKind::kSplit, {split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>});
+  for (DType d : {DType::kFloat32, DType::kBFloat16, DType::kFloat16})  // 16-bit: follows its input
+    t.push_back({OpKind::kSplit, d, {split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>}, 1});
   add(OpKind::kSlice, {slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>});
   add(OpKind::kGather, {gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2);
   return t;
