@@ -142,6 +142,7 @@ Status StageExecutor::run_forward(TensorMap values, MicroBatch& state, bool trai
     Saved* saved = nullptr;
     if (training && plan_.runs_backward[id]) saved = keep_saved ? &state.saved[id] : &scratch;
     RETURN_IF_ERROR(backend_.forward(call, args, outs, saved));
+    RETURN_IF_ERROR(check_output_dtypes(op, outs));
     scratch = Saved{};
     if (after_op && (*after_op)(op, outs)) return Status::ok();
     if (update_stats) RETURN_IF_ERROR(update_running_stats(op, outs));
@@ -218,6 +219,18 @@ Status StageExecutor::backward_weight(int64_t mb) {
   }
   micro_batches_.erase(it);
   return s;
+}
+
+Status StageExecutor::check_output_dtypes(graph::Op const& op, std::vector<Tensor> const& outs) const {
+  for (std::size_t k = 0; k < op.outputs.size() && k < outs.size(); ++k) {
+    if (op.outputs[k] == graph::kNoTensor || !outs[k].defined()) continue;
+    graph::TensorInfo const& t = graph_.tensor(op.outputs[k]);
+    if (outs[k].dtype() != t.dtype)
+      return internal_error(op.type + " '" + op.name + "' wrote its output '" + t.name + "' as " +
+                            std::string(graph::dtype_name(outs[k].dtype())) + " where the graph has " +
+                            graph::dtype_name(t.dtype) + " (its kernel and the graph disagree: a bug to report)");
+  }
+  return Status::ok();
 }
 
 // An op with state (OpDef::state_inputs: training BatchNorm returns its updated running statistics

@@ -114,6 +114,9 @@ class StageExecutor {
   std::vector<Tensor> weight_grad_slots(graph::Op const& op) const;  // accumulators of op's trainable inputs
   void note_saved();
   Status update_running_stats(graph::Op const& op, std::vector<Tensor> const& outs);
+  // Every output a kernel wrote has the dtype the graph gives its tensor (the next op's kernel
+  // is chosen by that dtype): an internal error naming the op otherwise.
+  Status check_output_dtypes(graph::Op const& op, std::vector<Tensor> const& outs) const;
 
   graph::OpGraph const& graph_;
   Backend& backend_;

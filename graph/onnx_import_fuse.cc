@@ -441,7 +441,7 @@ std::optional<Replacement> match_linear(Matcher const& m, RawModel const& model,
   r.fused.outputs = {out};
   if (x_rank == 2) return r;
   // Rank > 2: rows = Reshape(x, [-1, k]); out = Reshape(Gemm(rows), Concat(Shape(x)[:-1], [n])).
-  std::string const base = mm.name.empty() ? m.fresh_name("linear") : mm.name;
+  std::string const base = r.fused.name.empty() ? m.fresh_name("linear") : r.fused.name;
   auto node = [&](std::string const& type, std::string const& suffix, std::vector<std::string> inputs) {
     RawNode nd;
     nd.type = type;

@@ -36,6 +36,7 @@ std::map<OpKind, AmpRule> const& policy_table() {
                      OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze, OpKind::kUnsqueeze, OpKind::kIdentity,
                      OpKind::kTranspose, OpKind::kSplit, OpKind::kBatchNormalization})
       t[k] = {AmpPolicy::kFollow, 1};
+    t[OpKind::kSplit].low_outputs = kAllOutputs;
     t[OpKind::kAdd] = {AmpPolicy::kFollow, 2};
     return t;
   }();
@@ -146,20 +147,23 @@ class Rewriter {
       op.inputs[i] = in_dtype(t, want);
     }
     op.id = static_cast<OpId>(ops_.size());
-    TensorId const y = op.outputs.empty() ? kNoTensor : op.outputs[0];
-    bool const low_out = low && y != kNoTensor && tensors_[y].dtype == DType::kFloat32;
-    TensorId low_y = y;
-    if (low_out && graph_outputs_.count(y) > 0) {
-      // A graph output keeps its name and float32: the op writes "<name>.<low>", a Cast the output.
-      low_y = add_tensor(tensors_[y], tensors_[y].name + "." + dtype_suffix(low_), low_);
-      op.outputs[0] = low_y;
-      current_[y] = low_y;
-      casts_.emplace(std::make_pair(y, DType::kFloat32), y);
-    } else if (low_out) {
-      tensors_[y].dtype = low_;
+    std::vector<std::pair<TensorId, TensorId>> restore;  // (low output, graph output it is cast to)
+    for (std::size_t k = 0; low && k < op.outputs.size() && static_cast<int>(k) < rule.low_outputs; ++k) {
+      TensorId const y = op.outputs[k];
+      if (y == kNoTensor || tensors_[y].dtype != DType::kFloat32) continue;
+      if (graph_outputs_.count(y) > 0) {
+        // A graph output keeps its name and float32: the op writes "<name>.<low>", a Cast the output.
+        TensorId const low_y = add_tensor(tensors_[y], tensors_[y].name + "." + dtype_suffix(low_), low_);
+        op.outputs[k] = low_y;
+        current_[y] = low_y;
+        casts_.emplace(std::make_pair(y, DType::kFloat32), y);
+        restore.emplace_back(low_y, y);
+      } else {
+        tensors_[y].dtype = low_;
+      }
     }
     ops_.push_back(std::move(op));
-    if (low_y != y) add_cast(low_y, y, tensors_[y].name + ".to_fp32");
+    for (auto const& [low_y, y] : restore) add_cast(low_y, y, tensors_[y].name + ".to_fp32");
   }
 
   OpGraph const& g_;

@@ -41,7 +41,11 @@ struct AmpRule {
   // kFollow: the leading inputs whose dtype decides (BatchNorm: 1, its scale, bias and statistics
   // stay float32; Add: 2). Inputs past them are passed as they are.
   int follow_inputs = 0;
+  // How many leading float32 outputs a low op writes in the low precision (Split: all its parts;
+  // BatchNorm: only y, its running statistics stay float32).
+  int low_outputs = 1;
 };
+inline constexpr int kAllOutputs = 1 << 20;
 AmpRule amp_rule(ops::OpKind kind);
 char const* amp_policy_name(AmpPolicy p);  // "low", "fp32", "follow"
 

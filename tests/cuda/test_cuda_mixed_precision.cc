@@ -44,6 +44,7 @@ std::vector<graph::OnnxModelBuilder> small_models() {
   m.push_back(testing::tiny_resnet_block(true));
   m.push_back(testing::tiny_attention());
   m.push_back(testing::tiny_conv_stack());
+  m.push_back(testing::tiny_gpt_block());
   return m;
 }
 

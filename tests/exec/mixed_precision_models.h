@@ -106,6 +106,52 @@ inline graph::OnnxModelBuilder tiny_resnet_block(bool bn, uint64_t seed = 6) {
   return b;
 }
 
+// A GPT block as torch exports it: LayerNorm, a fused q/k/v linear layer (Transpose(W) -> MatMul ->
+// Add(bias), which the importer turns into one Gemm over the rows), Split into q, k and v,
+// attention, an MLP with erf GELU (fused into Gelu on import), the residual and a head. Under the
+// policy the Gemms, the Split, the head transposes and the Gelu run in 16 bits.
+inline graph::OnnxModelBuilder tiny_gpt_block(uint64_t seed = 12) {
+  using graph::InitRule;
+  int64_t const t = 4, d = 8;
+  graph::OnnxModelBuilder b("tiny_gpt_block", 17, seed);
+  auto x = b.add_input("x", {kBatch, t, d});
+  auto constant = [&](std::string const& name, float v) {
+    return b.add_initializer(name, graph::TensorData::from_floats({}, {v}), false);
+  };
+  auto linear = [&](std::string const& name, std::string const& in, int64_t n_in, int64_t n_out,
+                    std::string const& out) {
+    auto w = b.add_initializer(name + ".weight", {n_out, n_in}, InitRule::uniform(0.5));
+    auto bias = b.add_initializer(name + ".bias", {n_out}, InitRule::uniform(0.2));
+    b.add_node("Transpose", {w}, {name + ".wt"}, {{"perm", std::vector<int64_t>{1, 0}}});
+    b.add_node("MatMul", {in, name + ".wt"}, {name + ".mm"});
+    b.add_node("Add", {bias, name + ".mm"}, {out});
+  };
+  b.add_node("LayerNormalization",
+             {x, b.add_initializer("ln.scale", {d}, InitRule::uniform(1.0)),
+              b.add_initializer("ln.bias", {d}, InitRule::uniform(0.1))},
+             {"ln"}, {{"axis", int64_t{-1}}, {"epsilon", 1e-5}});
+  linear("qkv", "ln", d, 3 * d, "qkv");
+  auto sizes = b.add_initializer("split", graph::TensorData::from_int64s({3}, {d, d, d}), false);
+  b.add_node("Split", {"qkv", sizes}, {"q", "k", "v"}, {{"axis", int64_t{-1}}});
+  b.add_node("Transpose", {"k"}, {"kt"}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+  b.add_node("MatMul", {"q", "kt"}, {"s"});
+  b.add_node("Mul", {"s", constant("scale", 1.f / std::sqrt(float(d)))}, {"ss"});
+  b.add_node("Softmax", {"ss"}, {"att"}, {{"axis", int64_t{-1}}});
+  b.add_node("MatMul", {"att", "v"}, {"o"});
+  linear("fc1", "o", d, 2 * d, "h");
+  // erf GELU as torch 1.13 writes it: h * 0.5 * (1 + erf(h / sqrt(2)))
+  b.add_node("Div", {"h", constant("sqrt2", std::sqrt(2.f))}, {"h_s"});
+  b.add_node("Erf", {"h_s"}, {"h_e"});
+  b.add_node("Add", {"h_e", constant("one", 1.f)}, {"h_1"});
+  b.add_node("Mul", {"h", "h_1"}, {"h_m"});
+  b.add_node("Mul", {"h_m", constant("half", 0.5f)}, {"a"});
+  linear("fc2", "a", 2 * d, d, "f");
+  b.add_node("Add", {"f", x}, {"r"});  // the residual: a 16-bit and a float32 input
+  b.add_node("MatMul", {"r", b.add_initializer("head", {d, 5}, InitRule::uniform(0.4))}, {"y"});
+  b.add_output("y", {kBatch, t, 5});
+  return b;
+}
+
 inline graph::OpGraph graph_in(graph::OnnxModelBuilder const& b, graph::Precision p) {
   graph::ImportOptions o;
   o.precision = p;

@@ -93,6 +93,33 @@ TEST(MixedPrecision, TheRewriteCastsWhereTheDtypeChanges) {
   EXPECT_EQ(g.tensor(*g.find_tensor("n1")).bytes_per_sample(), 8 * 8 * 8 * 2);
 }
 
+// A GPT block: the three linear layers are Gemms (import fuses the weight transpose and the bias),
+// and the q/k/v Split (every part: the rewrite once lowered only a multi-output op's first
+// output), the head transpose and the Gelu follow the Gemms in bf16; the casts are only where
+// float32 ops (LayerNorm, the scale Mul and Softmax, the residual with the float32 input) meet them.
+TEST(MixedPrecision, TheSplitAndGeluOfAGptBlockFollowItsBf16LinearLayers) {
+  graph::OpGraph const g = graph_in(testing::tiny_gpt_block(), Precision::kBFloat16);
+  auto dtype = [&](std::string const& name) { return g.tensor(*g.find_tensor(name)).dtype; };
+  std::map<std::string, int> ops;
+  for (auto const& op : g.ops()) ++ops[op.type];
+  EXPECT_EQ(ops["Gemm"], 3);
+  EXPECT_EQ(ops["Gelu"], 1);
+  EXPECT_EQ(ops["Add"], 1);  // the residual; the biases are in the Gemms
+  for (std::string const t : {"qkv", "q", "k", "v", "kt", "s", "o", "h", "a", "f"})
+    EXPECT_EQ(dtype(t), DType::kBFloat16) << t;
+  for (std::string const t : {"ln", "ss", "att", "r"}) EXPECT_EQ(dtype(t), DType::kFloat32) << t;
+  std::vector<std::string> casts;
+  for (auto const& op : g.ops())
+    if (op.type == "Cast") casts.push_back(g.tensor(op.outputs[0]).name);
+  std::sort(casts.begin(), casts.end());
+  // ln's rows (the Reshape in front of the first Gemm) and att down for the Gemm and MatMul that
+  // read them, s up for the scale, f up for the residual, r down for the head, and the head's
+  // output up to the graph's float32 y.
+  EXPECT_EQ(casts, (std::vector<std::string>{"Gemm_0/rows.to_bf16", "att.to_bf16", "f.to_fp32", "r.to_bf16",
+                                             "s.to_fp32", "y"}))
+      << ::testing::PrintToString(casts);
+}
+
 TEST(MixedPrecision, Fp32LeavesTheGraphFp16RewritesItAndTheCpuRefusesFp16ByName) {
   graph::OpGraph const g = graph_in(tiny_resnet_block(true), Precision::kFloat32);
   for (auto const& t : g.tensors())
@@ -177,7 +204,8 @@ TEST(MixedPrecision, EveryOpThePolicyRunsInBf16HasABf16CpuKernel) {
 
 TEST(MixedPrecision, ABf16StepMatchesFloat32WithinTheFormatsTolerance) {
   for (auto const& model :
-       {tiny_resnet_block(false), tiny_resnet_block(true), testing::tiny_attention(), testing::tiny_conv_stack()}) {
+       {tiny_resnet_block(false), tiny_resnet_block(true), testing::tiny_attention(), testing::tiny_conv_stack(),
+        testing::tiny_gpt_block()}) {
     CpuBackend be;
     auto const want = one_step(graph_in(model, Precision::kFloat32), be);
     auto const got = one_step(graph_in(model, Precision::kBFloat16), be);
