@@ -103,7 +103,8 @@ void copy_along_axis(T* whole, std::vector<int64_t> const& whole_shape, T* part,
 void copy_along_axis(float* whole, std::vector<int64_t> const& whole_shape, float* part,
                      std::vector<int64_t> const& part_shape, int64_t axis, int64_t offset, bool into_whole,
                      bool accumulate) {
-  if (!accumulate || into_whole) return copy_along_axis<float>(whole, whole_shape, part, part_shape, axis, offset, into_whole);
+  if (!accumulate || into_whole)
+    return copy_along_axis<float>(whole, whole_shape, part, part_shape, axis, offset, into_whole);
   std::vector<int64_t> const ws = kernels::contiguous_strides(whole_shape);
   kernels::strided_add(whole + offset * ws[axis], ws, part, kernels::contiguous_strides(part_shape), part_shape);
 }

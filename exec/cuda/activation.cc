@@ -221,7 +221,8 @@ std::vector<KernelEntry> activation_kernels() {
                  DType::kBFloat16,
                  {unary_forward<__nv_bfloat16>, unary_backward<__nv_bfloat16>, unary_backward<__nv_bfloat16>, no_check},
                  1});
-    t.push_back({u, DType::kFloat16, {unary_forward<__half>, unary_backward<__half>, unary_backward<__half>, no_check}, 1});
+    t.push_back(
+        {u, DType::kFloat16, {unary_forward<__half>, unary_backward<__half>, unary_backward<__half>, no_check}, 1});
   }
   return t;
 }

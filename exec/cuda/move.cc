@@ -348,7 +348,8 @@ std::vector<KernelEntry> move_kernels() {
                  1});
   add(OpKind::kConcat, {concat_forward, concat_backward, concat_backward, require_attrs<graph::ConcatAttrs>});
   for (DType d : {DType::kFloat32, DType::kBFloat16, DType::kFloat16})  // 16-bit: follows its input
-    t.push_back({OpKind::kSplit, d, {split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>}, 1});
+    t.push_back(
+        {OpKind::kSplit, d, {split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>}, 1});
   add(OpKind::kSlice, {slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>});
   add(OpKind::kGather, {gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2);
   return t;

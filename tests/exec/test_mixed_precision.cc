@@ -203,9 +203,8 @@ TEST(MixedPrecision, EveryOpThePolicyRunsInBf16HasABf16CpuKernel) {
 }
 
 TEST(MixedPrecision, ABf16StepMatchesFloat32WithinTheFormatsTolerance) {
-  for (auto const& model :
-       {tiny_resnet_block(false), tiny_resnet_block(true), testing::tiny_attention(), testing::tiny_conv_stack(),
-        testing::tiny_gpt_block()}) {
+  for (auto const& model : {tiny_resnet_block(false), tiny_resnet_block(true), testing::tiny_attention(),
+                            testing::tiny_conv_stack(), testing::tiny_gpt_block()}) {
     CpuBackend be;
     auto const want = one_step(graph_in(model, Precision::kFloat32), be);
     auto const got = one_step(graph_in(model, Precision::kBFloat16), be);

@@ -225,14 +225,13 @@ TEST(Import, FusesALinearLayerIntoOneGemmOverTheRows) {
   EXPECT_EQ(g.fwd_flops_per_sample(), 2.0 * 5 * 8 * 3 + 5 * 3);  // MatMul's and Add's, as before
 
   // Rank 2: no reshapes. A weight not transposed, the bias second.
-  auto g2 = one_op("float[N,8] x", "float[N,3] y", {zeros("w", {8, 3}), zeros("b", {3})},
-                   "m = MatMul(x, w)\n y = Add(m, b)");
+  auto g2 =
+      one_op("float[N,8] x", "float[N,3] y", {zeros("w", {8, 3}), zeros("b", {3})}, "m = MatMul(x, w)\n y = Add(m, b)");
   EXPECT_EQ(op_types(g2), (std::vector<std::string>{"Gemm"}));
   EXPECT_FALSE(std::get<GemmAttrs>(g2.op(0).typed).trans_b);
 
   // No bias (Linear(bias=False)): the transpose alone is worth a Gemm.
-  auto g3 = one_op("float[N,5,8] x", "float[N,5,3] y", {zeros("w", {3, 8})},
-                   "wt = Transpose(w)\n y = MatMul(x, wt)");
+  auto g3 = one_op("float[N,5,8] x", "float[N,5,3] y", {zeros("w", {3, 8})}, "wt = Transpose(w)\n y = MatMul(x, wt)");
   EXPECT_EQ(op_types(g3), (std::vector<std::string>{"Reshape", "Gemm", "Reshape"}));
   EXPECT_FALSE(std::get<GemmAttrs>(op_of_type(g3, "Gemm").typed).has_bias);
 }
@@ -253,8 +252,8 @@ TEST(Import, LeavesAMatMulThatIsNoLinearLayerAlone) {
   EXPECT_EQ(op_types(*r), (std::vector<std::string>{"Reshape", "Gemm", "Reshape", "Add"}));
   EXPECT_EQ(r->tensor(r->outputs().at(1)).name, "m");
   // The transposed weight has a second use: the Transpose stays (and so does the MatMul).
-  auto t = load_onnx_text(model_text("float[N,5,8] x", "float[N,5,3] y, float[8,3] wt",
-                                     {zeros("w", {3, 8})}, "wt = Transpose(w)\n y = MatMul(x, wt)"));
+  auto t = load_onnx_text(model_text("float[N,5,8] x", "float[N,5,3] y, float[8,3] wt", {zeros("w", {3, 8})},
+                                     "wt = Transpose(w)\n y = MatMul(x, wt)"));
   ASSERT_TRUE(t.is_ok()) << t.status().message();
   EXPECT_EQ(op_types(*t), (std::vector<std::string>{"Transpose", "MatMul"}));
 }
