@@ -280,7 +280,9 @@ def main():
     print(f"bench_gpu: {device_name}, torch {torch.__version__}, graphpipe {args.graphpipe}; "
           f"SGD(lr 1e-3, momentum 0.9), one fixed synthetic batch, warm-up {args.warmup}, timed {args.steps} steps; "
           f"torch's batch {'copied from pinned host memory every step' if args.torch_batch == 'host' else 'on the GPU'}"
-          f", graphpipe's made ahead in pinned host memory and copied every step", flush=True)
+          f", graphpipe's made ahead in pinned host memory and copied every step; graphpipe's BatchNorm training "
+          f"kernels: {'ours' if os.environ.get('GP_CUDA_BATCHNORM') == 'ours' else 'cuDNN graphs'} "
+          f"(GP_CUDA_BATCHNORM=ours picks ours)", flush=True)
     print("fp32: no TF32 (torch: allow_tf32 off; graphpipe: tf32: false, NVIDIA_TF32_OVERRIDE=0); tf32: TF32 in "
           "matrix products and convolutions (torch: allow_tf32 on; graphpipe: tf32: true); bf16/fp16: torch.autocast "
           "(fp16 with GradScaler) against graphpipe's precision: bf16/fp16 (fp16: dynamic loss scaling)", flush=True)

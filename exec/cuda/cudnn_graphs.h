@@ -83,4 +83,13 @@ Status batchnorm_backward(std::vector<int64_t> const& x_shape, BnBackwardPtrs co
 // asking cuDNN, as cuDNN does for a shape it refuses, so that the fallback runs on any shape.
 void refuse_cudnn_batchnorm_for_testing(bool refuse);
 
+// Which kernels train BatchNormalization (exec/cuda/norm.cc): cuDNN's graphs above (the default),
+// falling back to ours where cuDNN refuses a shape, or ours for every shape (kernels/cuda/norm.cu:
+// each channel split over blocks; host-tested, not yet run on a GPU). The environment variable
+// GP_CUDA_BATCHNORM=ours picks ours at start (bin/gpu-check and bench/gpu compare the two); tests
+// set it.
+enum class BatchNormKernels { kOurs, kCudnn };
+BatchNormKernels batchnorm_kernels();
+void set_batchnorm_kernels(BatchNormKernels k);
+
 }  // namespace gp::exec::cuda

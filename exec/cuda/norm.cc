@@ -1,8 +1,12 @@
-// The CUDA backend's norm family: BatchNormalization through cuDNN graphs (its inference-mode
-// backward, and every shape cuDNN refuses, through our kernels) and LayerNormalization on our
-// kernels (kernels/cuda/math.h). Same inputs, outputs and gradients as the CPU's exec/cpu/norm.cc.
+// The CUDA backend's norm family: BatchNormalization (training on cuDNN's graphs, or on our kernels
+// with GP_CUDA_BATCHNORM=ours; inference through cuDNN graphs, its backward on our kernels) and
+// LayerNormalization on our kernels (kernels/cuda/math.h). Same inputs, outputs and gradients as the CPU's
+// exec/cpu/norm.cc.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "exec/cuda/cublaslt_gemm.h"
 #include "exec/cuda/cudnn_graphs.h"
@@ -37,20 +41,38 @@ Result<Tensor> inv_std(Tensor const& var, float eps) {
   return out;
 }
 
-// cuDNN refuses some shapes outright (no engine config for small channel counts, e.g. x [3,2,2,3]:
-// "tunable_params.c % elements_per_ldg != 0"), and says so when the plan is built, once per shape
-// (exec/cuda/cudnn_graphs.h). Those run on our kernels (kernels/cuda/norm.cu), which take and keep
-// the same tensors as cuDNN's graphs: the saved mean and inverse standard deviation.
+// Training BatchNorm runs on cuDNN's graphs or on our kernels (kernels/cuda/norm.cu), which split
+// each channel over blocks (batchnorm_kernels(), exec/cuda/cudnn_graphs.h). cuDNN
+// refuses some shapes outright (no engine config for small channel counts, e.g. x [3,2,2,3]:
+// "tunable_params.c % elements_per_ldg != 0") and says so when the plan is built, once per shape
+// (exec/cuda/cudnn_graphs.h); those run on our kernels, which take and keep the same tensors as
+// cuDNN's graphs: the saved mean and inverse standard deviation.
+std::atomic<int>& batchnorm_choice() {
+  static std::atomic<int> choice{[] {
+    char const* v = std::getenv("GP_CUDA_BATCHNORM");
+    return static_cast<int>(v != nullptr && std::string_view(v) == "ours" ? BatchNormKernels::kOurs
+                                                                          : BatchNormKernels::kCudnn);
+  }()};
+  return choice;
+}
+bool cudnn_batchnorm() { return batchnorm_kernels() == BatchNormKernels::kCudnn; }
 bool cudnn_refused(Status const& s) { return s.code() == StatusCode::kUnsupported; }
 
+Result<Tensor> bn_scratch(int64_t batch, int64_t channels, int64_t spatial) {
+  return empty({std::max<int64_t>(1, kc::batchnorm_scratch_floats(batch, channels, spatial))});
+}
+
+template <typename T>
 Status own_batchnorm_train(Tensor const& x, std::vector<Tensor> const& in, float eps, float momentum,
                            BnTrainPtrs const& p) {
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
-  GP_CUDA_CHECK(kc::batchnorm_train_forward<float>(
-      x.data<float>(), in[1].data<float>(), in[2].data<float>(), in[3].data<float>(), in[4].data<float>(), x.dim(0),
-      x.dim(1), spatial(x.shape()), eps, momentum, static_cast<float*>(p.y), static_cast<float*>(p.mean),
+  int64_t const sp = spatial(x.shape());
+  ASSIGN_OR_RETURN(Tensor scratch, bn_scratch(x.dim(0), x.dim(1), sp));
+  GP_CUDA_CHECK(kc::batchnorm_train_forward<T>(
+      x.data<T>(), in[1].data<float>(), in[2].data<float>(), in[3].data<float>(), in[4].data<float>(), x.dim(0),
+      x.dim(1), sp, eps, momentum, static_cast<T*>(p.y), static_cast<float*>(p.mean),
       static_cast<float*>(p.inv_variance), static_cast<float*>(p.next_running_mean),
-      static_cast<float*>(p.next_running_var), stream));
+      static_cast<float*>(p.next_running_var), scratch.data<float>(), stream));
   return Status::ok();
 }
 
@@ -63,12 +85,16 @@ Status own_batchnorm_infer(std::vector<int64_t> const& shape, BnInferPtrs const&
   return Status::ok();
 }
 
+template <typename T>
 Status own_batchnorm_backward(std::vector<int64_t> const& shape, BnBackwardPtrs const& p) {
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
-  GP_CUDA_CHECK(kc::batchnorm_train_backward<float>(
-      static_cast<float const*>(p.x), static_cast<float const*>(p.dy), static_cast<float const*>(p.scale),
-      static_cast<float const*>(p.mean), static_cast<float const*>(p.inv_variance), shape.at(0), shape.at(1),
-      spatial(shape), static_cast<float*>(p.dx), static_cast<float*>(p.dscale), static_cast<float*>(p.dbias), stream));
+  int64_t const sp = spatial(shape);
+  ASSIGN_OR_RETURN(Tensor scratch, bn_scratch(shape.at(0), shape.at(1), sp));
+  GP_CUDA_CHECK(kc::batchnorm_train_backward<T>(static_cast<T const*>(p.x), static_cast<T const*>(p.dy),
+                                                static_cast<float const*>(p.scale), static_cast<float const*>(p.mean),
+                                                static_cast<float const*>(p.inv_variance), shape.at(0), shape.at(1), sp,
+                                                static_cast<T*>(p.dx), static_cast<float*>(p.dscale),
+                                                static_cast<float*>(p.dbias), scratch.data<float>(), stream));
   return Status::ok();
 }
 
@@ -82,12 +108,10 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
     if (in.size() <= i || !in[i].defined() || in[i].numel() != c)
       return op_error(call, "input " + std::to_string(i) + " must have " + std::to_string(c) + " elements");
   bool const training = call.training;
-  constexpr bool kLow = !std::is_same_v<T, float>;
-  // A 16-bit input outside cuDNN's 16-bit training graph (inference mode, or a shape cuDNN refuses)
-  // runs the float32 op widened; its saved x is then float32, which backward sees.
-  auto widened = [&] { return widened_forward<batchnorm_forward<float>, convert_float>(call, in, out, saved); };
-  if constexpr (kLow) {
-    if (!training) return widened();
+  // A 16-bit input in inference mode runs the float32 op widened; its saved x is then float32,
+  // which backward sees.
+  if constexpr (!std::is_same_v<T, float>) {
+    if (!training) return widened_forward<batchnorm_forward<float>, convert_float>(call, in, out, saved);
   }
   ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), dtype_of<T>()));
   Tensor mean, inv_var;
@@ -99,11 +123,9 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
     ASSIGN_OR_RETURN(Tensor next_var, empty({c}));
     BnTrainPtrs const p{x.raw(), in[1].raw(), in[2].raw(),   in[3].raw(),     in[4].raw(),
                         y.raw(), mean.raw(),  inv_var.raw(), next_mean.raw(), next_var.raw()};
-    Status s = batchnorm_train<T>(x.shape(), a.epsilon, 1.f - a.momentum, p);
-    if (cudnn_refused(s)) {
-      if constexpr (kLow) return widened();
-      s = own_batchnorm_train(x, in, a.epsilon, a.momentum, p);
-    }
+    Status s = cudnn_batchnorm() ? batchnorm_train<T>(x.shape(), a.epsilon, 1.f - a.momentum, p)
+                                 : own_batchnorm_train<T>(x, in, a.epsilon, a.momentum, p);
+    if (cudnn_batchnorm() && cudnn_refused(s)) s = own_batchnorm_train<T>(x, in, a.epsilon, a.momentum, p);
     RETURN_IF_ERROR(in_op(call, s));
     out[1] = next_mean;
     out[2] = next_var;
@@ -157,7 +179,7 @@ Status batchnorm_backward_op(OpCall const& call, Saved const& saved, std::vector
   if (!(wants(wanted, 0) || wants(wanted, 1) || wants(wanted, 2)) || !gout.at(0).defined()) return Status::ok();
   Tensor const& x = saved.tensors.at(0);
   if constexpr (!std::is_same_v<T, float>) {
-    // The forward ran widened (inference mode, or a shape cuDNN refused): so does backward.
+    // The forward ran widened (inference mode): so does backward.
     if (x.dtype() == DType::kFloat32)
       return widened_backward<batchnorm_backward_op<float>, convert_float>(call, saved, gout, wanted, grads,
                                                                            accumulate);
@@ -176,22 +198,21 @@ Status batchnorm_backward_op(OpCall const& call, Saved const& saved, std::vector
                          dx.raw(),
                          dscale.raw(),
                          dbias.raw()};
-  Status s = batchnorm_backward<T>(x.shape(), p);
-  if (cudnn_refused(s)) {
-    if constexpr (std::is_same_v<T, float>) {
-      s = own_batchnorm_backward(x.shape(), p);
-    } else {  // cuDNN took the 16-bit forward but not its backward: our float32 kernels, widened
-      Saved wide = saved;
-      ASSIGN_OR_RETURN(wide.tensors[0], convert_float(x, DType::kFloat32));
-      return widened_backward<batchnorm_backward_op<float>, convert_float>(call, wide, gout, wanted, grads, accumulate);
-    }
-  }
+  Status s = cudnn_batchnorm() ? batchnorm_backward<T>(x.shape(), p) : own_batchnorm_backward<T>(x.shape(), p);
+  if (cudnn_batchnorm() && cudnn_refused(s)) s = own_batchnorm_backward<T>(x.shape(), p);
   RETURN_IF_ERROR(in_op(call, s));
   if (wants(wanted, 0)) RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
   if (wants(wanted, 1)) RETURN_IF_ERROR(emit_grad(call, grads, 1, dscale, accumulate));
   if (wants(wanted, 2)) RETURN_IF_ERROR(emit_grad(call, grads, 2, dbias, accumulate));
   return Status::ok();
 }
+
+}  // namespace
+
+BatchNormKernels batchnorm_kernels() { return static_cast<BatchNormKernels>(batchnorm_choice().load()); }
+void set_batchnorm_kernels(BatchNormKernels k) { batchnorm_choice().store(static_cast<int>(k)); }
+
+namespace {
 
 // ---- LayerNormalization ----
 
@@ -303,10 +324,11 @@ Status instnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std::
     ASSIGN_OR_RETURN(Tensor next, empty({2, n * c}, DType::kFloat32));
     ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
     GP_CUDA_CHECK(kc::fill_value<float>(running.data<float>(), running.numel(), 0.f, stream));
+    ASSIGN_OR_RETURN(Tensor scratch, bn_scratch(1, n * c, s));
     GP_CUDA_CHECK(kc::batchnorm_train_forward<float>(
         x.data<float>(), scale.data<float>(), shift.data<float>(), running.data<float>(), running.data<float>() + n * c,
         1, n * c, s, a.epsilon, 0.f, y.data<float>(), mean.data<float>(), inv.data<float>(), next.data<float>(),
-        next.data<float>() + n * c, stream));
+        next.data<float>() + n * c, scratch.data<float>(), stream));
   }
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
@@ -326,9 +348,11 @@ Status instnorm_backward(OpCall const& call, Saved const& saved, std::vector<Ten
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   if (x.numel() > 0) {
     ASSIGN_OR_RETURN(Tensor const scale, tiled(call, saved.tensors.at(1), n));
+    ASSIGN_OR_RETURN(Tensor scratch, bn_scratch(1, n * c, s));
     GP_CUDA_CHECK(kc::batchnorm_train_backward<float>(
         x.data<float>(), gout[0].data<float>(), scale.data<float>(), saved.tensors.at(2).data<float>(),
-        saved.tensors.at(3).data<float>(), 1, n * c, s, dx.data<float>(), ds.data<float>(), db.data<float>(), stream));
+        saved.tensors.at(3).data<float>(), 1, n * c, s, dx.data<float>(), ds.data<float>(), db.data<float>(),
+        scratch.data<float>(), stream));
   } else {
     GP_CUDA_CHECK(kc::fill_value<float>(ds.data<float>(), ds.numel(), 0.f, stream));
     GP_CUDA_CHECK(kc::fill_value<float>(db.data<float>(), db.numel(), 0.f, stream));

@@ -148,24 +148,27 @@ cudaError_t batchnorm_infer_backward_params(T const* x, T const* dy, float const
                                             int64_t batch, int64_t channels, int64_t spatial, T* dscale, T* dbias,
                                             cudaStream_t stream);
 
-// BatchNormalization where cuDNN refuses the shape (exec/cuda/norm.cc), x seen as [batch, channels,
-// spatial], one block per channel. Training forward: y with the batch's mean and biased variance,
-// the saved mean and inv_std = 1/√(var + eps), and the running statistics' update
-// next = running·momentum + batch·(1 − momentum) with ONNX's momentum and the unbiased variance
-// (exec/cpu/norm.cc's rule). Inference forward: y with the given mean and inv_std. Training
-// backward: dx, dscale and dbias from the saved mean and inv_std.
+// BatchNormalization, x seen as [batch, channels, spatial]. Training runs on our kernels
+// (exec/cuda/norm.cc): T is float, or a 16-bit float whose scale, bias and statistics are float32.
+// Forward: y with the batch's mean and biased variance, the saved mean and inv_std = 1/√(var +
+// eps), and the running statistics' update next = running·momentum + batch·(1 − momentum) with
+// ONNX's momentum and the unbiased variance (exec/cpu/norm.cc's rule). Backward: dx, dscale and
+// dbias from the saved mean and inv_std. Each channel is split over blocks (hd::bn_split); their
+// partial sums go to `scratch`, batchnorm_scratch_floats() floats. Inference forward: y with the
+// given mean and inv_std, one thread per element.
+int64_t batchnorm_scratch_floats(int64_t batch, int64_t channels, int64_t spatial);
 template <typename T>
-cudaError_t batchnorm_train_forward(T const* x, T const* scale, T const* bias, T const* running_mean,
-                                    T const* running_var, int64_t batch, int64_t channels, int64_t spatial, float eps,
-                                    float momentum, T* y, float* mean, float* inv_std, T* next_mean, T* next_var,
-                                    cudaStream_t stream);
+cudaError_t batchnorm_train_forward(T const* x, float const* scale, float const* bias, float const* running_mean,
+                                    float const* running_var, int64_t batch, int64_t channels, int64_t spatial,
+                                    float eps, float momentum, T* y, float* mean, float* inv_std, float* next_mean,
+                                    float* next_var, float* scratch, cudaStream_t stream);
 template <typename T>
 cudaError_t batchnorm_infer_forward(T const* x, T const* scale, T const* bias, float const* mean, float const* inv_std,
                                     int64_t batch, int64_t channels, int64_t spatial, T* y, cudaStream_t stream);
 template <typename T>
-cudaError_t batchnorm_train_backward(T const* x, T const* dy, T const* scale, float const* mean, float const* inv_std,
-                                     int64_t batch, int64_t channels, int64_t spatial, T* dx, T* dscale, T* dbias,
-                                     cudaStream_t stream);
+cudaError_t batchnorm_train_backward(T const* x, T const* dy, float const* scale, float const* mean,
+                                     float const* inv_std, int64_t batch, int64_t channels, int64_t spatial, T* dx,
+                                     float* dscale, float* dbias, float* scratch, cudaStream_t stream);
 
 // Cast: y = x converted (to_bool: x != 0, for ONNX's bool; float to integer truncates).
 template <typename From, typename To>

@@ -2,11 +2,13 @@
 // on one block (max and sums by block_reduce: deterministic); Softmax over a strided axis runs one
 // thread per column with hd::softmax_row, adjacent threads on adjacent columns (coalesced).
 //
-// BatchNormalization's inference-mode backward, and the forward and backward that run where cuDNN
-// refuses a shape (launchers in kernels/cuda/math.h; per-element math in kernels/hd/norm.h).
-// Elementwise parts run one thread per element; per-channel sums run one block per channel,
-// combined by the fixed shuffle tree of block.cuh (no atomics: the result does not depend on
-// scheduling), and the training kernels then finish their channel in the same block.
+// BatchNormalization (launchers in kernels/cuda/math.h; per-element math and the split of a
+// channel over blocks in kernels/hd/norm.h). Training: each channel's sums are split over blocks
+// (hd::bn_split: a small channel count still fills the GPU), each block's total by the fixed
+// shuffle tree of block.cuh, the blocks' totals in block order by one thread per channel (no
+// atomics: the result does not depend on scheduling); the elementwise passes run by planes, so
+// the channel is known without a division per element. Inference: one thread per element; its
+// backward's per-channel sums one block per channel.
 
 #include "kernels/cuda/math.h"
 #include "kernels/cuda/block.cuh"
@@ -268,36 +270,120 @@ __global__ void bn_infer_backward_params_kernel(T const* __restrict__ x, T const
   }
 }
 
-// Block c takes channel c: its mean, then the variance of the centred values (two block sums),
-// then y; thread 0 writes the saved statistics and the running statistics' update.
+// Training statistics and gradient sums: block (c, b) = (blockIdx.x, blockIdx.y) sums its slice
+// of channel c (hd::bn_for_slice) and writes its two totals to scratch[(b·C + c)·2 + {0, 1}].
 template <typename T>
-__global__ void bn_train_forward_kernel(T const* __restrict__ x, T const* __restrict__ scale,
-                                        T const* __restrict__ bias, T const* __restrict__ running_mean,
-                                        T const* __restrict__ running_var, int64_t batch, int64_t channels,
-                                        int64_t spatial, float eps, float momentum, T* __restrict__ y,
-                                        float* __restrict__ mean, float* __restrict__ inv_std,
-                                        T* __restrict__ next_mean, T* __restrict__ next_var) {
+__global__ void bn_stats_kernel(T const* __restrict__ x, hd::BnSplit sp, int64_t batch, int64_t channels,
+                                int64_t spatial, float* __restrict__ scratch) {
   __shared__ float smem[32];
-  int64_t const count = batch * spatial;
-  auto const k0 = static_cast<int64_t>(threadIdx.x), step = static_cast<int64_t>(blockDim.x);
-  for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
-    float const sum = detail::block_sum(hd::bn_sum_partial(x, c, channels, spatial, count, k0, step), smem);
-    float const mu = hd::bn_mean(sum, count);
-    float const sq = detail::block_sum(hd::bn_sq_partial(x, mu, c, channels, spatial, count, k0, step), smem);
-    float const var = hd::bn_variance(sq, count);
-    float const inv = hd::bn_inv_std(var, eps);
-    for (int64_t k = k0; k < count; k += step) {
-      int64_t const o = hd::bn_channel_offset(k, c, channels, spatial);
-      y[o] = hd::bn_value(x[o], mu, inv, scale[c], bias[c]);
-    }
-    if (threadIdx.x == 0) {
-      mean[c] = mu;
-      inv_std[c] = inv;
-      next_mean[c] = static_cast<T>(hd::bn_running_update(static_cast<float>(running_mean[c]), mu, 1.0, momentum));
-      next_var[c] = static_cast<T>(
-          hd::bn_running_update(static_cast<float>(running_var[c]), var, hd::bn_unbias(count), momentum));
-    }
+  int64_t const c = blockIdx.x, b = blockIdx.y;
+  float const shift = static_cast<float>(x[c * spatial]);  // the channel's first value
+  float s = 0.f, q = 0.f;
+  hd::bn_stats_slice(x, sp, batch, channels, spatial, blockDim.x, c, b, threadIdx.x, shift, s, q);
+  s = detail::block_sum(s, smem);
+  q = detail::block_sum(q, smem);
+  if (threadIdx.x == 0) {
+    scratch[(b * channels + c) * 2] = s;
+    scratch[(b * channels + c) * 2 + 1] = q;
   }
+}
+
+// One thread per channel: the blocks' totals, in block order, to the mean, inv_std and running
+// statistics.
+template <typename T>
+__global__ void bn_stats_final_kernel(T const* __restrict__ x, float const* __restrict__ scratch, int64_t blocks,
+                                      int64_t channels, int64_t spatial, int64_t count, float eps, float momentum,
+                                      float const* __restrict__ running_mean, float const* __restrict__ running_var,
+                                      float* __restrict__ mean, float* __restrict__ inv_std,
+                                      float* __restrict__ next_mean, float* __restrict__ next_var) {
+  for (int64_t c = global_thread(); c < channels; c += grid_threads()) {
+    float s = 0.f, q = 0.f;
+    hd::bn_totals(scratch, blocks, channels, c, s, q);
+    float const mu = static_cast<float>(x[c * spatial]) + s / static_cast<float>(count);
+    float const var = hd::bn_shifted_variance(s, q, count);
+    mean[c] = mu;
+    inv_std[c] = hd::bn_inv_std(var, eps);
+    next_mean[c] = hd::bn_running_update(running_mean[c], mu, 1.0, momentum);
+    next_var[c] = hd::bn_running_update(running_var[c], var, hd::bn_unbias(count), momentum);
+  }
+}
+
+// Elementwise over [N, C, S] by planes: block (b, p) takes `rows` planes p·rows + t / lanes, each
+// thread the elements b·lanes + t % lanes + k·gridDim.x·lanes of its plane, so the channel is known
+// per plane (no division per element).
+template <typename T, typename F>
+__device__ __forceinline__ void for_planes(int64_t planes, int64_t channels, int64_t spatial, int lanes, F&& f) {
+  int const rows = blockDim.x / lanes;
+  int64_t const i0 = static_cast<int64_t>(blockIdx.x) * lanes + threadIdx.x % lanes;
+  int64_t const i_step = static_cast<int64_t>(gridDim.x) * lanes;
+  for (int64_t p = static_cast<int64_t>(blockIdx.y) * rows + threadIdx.x / lanes; p < planes;
+       p += static_cast<int64_t>(gridDim.y) * rows) {
+    int64_t const c = p % channels;
+    for (int64_t i = i0; i < spatial; i += i_step) f(p * spatial + i, c);
+  }
+}
+
+template <typename T>
+__global__ void bn_normalize_kernel(T const* __restrict__ x, float const* __restrict__ scale,
+                                    float const* __restrict__ bias, float const* __restrict__ mean,
+                                    float const* __restrict__ inv_std, int64_t planes, int64_t channels,
+                                    int64_t spatial, int lanes, T* __restrict__ y) {
+  for_planes<T>(planes, channels, spatial, lanes,
+                [&](int64_t o, int64_t c) { y[o] = hd::bn_value(x[o], mean[c], inv_std[c], scale[c], bias[c]); });
+}
+
+template <typename T>
+__global__ void bn_grad_kernel(T const* __restrict__ x, T const* __restrict__ dy, float const* __restrict__ mean,
+                               hd::BnSplit sp, int64_t batch, int64_t channels, int64_t spatial,
+                               float* __restrict__ scratch) {
+  __shared__ float smem[32];
+  int64_t const c = blockIdx.x, b = blockIdx.y;
+  float s = 0.f, q = 0.f;
+  hd::bn_grad_slice(x, dy, mean[c], sp, batch, channels, spatial, blockDim.x, c, b, threadIdx.x, s, q);
+  s = detail::block_sum(s, smem);
+  q = detail::block_sum(q, smem);
+  if (threadIdx.x == 0) {
+    scratch[(b * channels + c) * 2] = s;
+    scratch[(b * channels + c) * 2 + 1] = q;
+  }
+}
+
+// dbias = Σ dy, dscale = Σ dy·x̂ = inv_std·Σ dy·(x − mean).
+__global__ void bn_grad_final_kernel(float const* __restrict__ scratch, int64_t blocks, int64_t channels,
+                                     float const* __restrict__ inv_std, float* __restrict__ dscale,
+                                     float* __restrict__ dbias) {
+  for (int64_t c = global_thread(); c < channels; c += grid_threads()) {
+    float s = 0.f, q = 0.f;
+    hd::bn_totals(scratch, blocks, channels, c, s, q);
+    dbias[c] = s;
+    dscale[c] = q * inv_std[c];
+  }
+}
+
+template <typename T>
+__global__ void bn_grad_input_kernel(T const* __restrict__ x, T const* __restrict__ dy, float const* __restrict__ scale,
+                                     float const* __restrict__ mean, float const* __restrict__ inv_std,
+                                     float const* __restrict__ dscale, float const* __restrict__ dbias, int64_t count,
+                                     int64_t planes, int64_t channels, int64_t spatial, int lanes, T* __restrict__ dx) {
+  for_planes<T>(planes, channels, spatial, lanes, [&](int64_t o, int64_t c) {
+    dx[o] = hd::bn_train_grad_input(dy[o], x[o], mean[c], inv_std[c], scale[c], dscale[c], dbias[c], count);
+  });
+}
+
+// The elementwise kernels' grid: `lanes` threads along a plane (hd::bn_split's), a block's rows
+// over the planes.
+struct PlaneGrid {
+  dim3 grid;
+  int lanes;
+};
+PlaneGrid plane_grid(int64_t planes, int64_t spatial) {
+  int lanes = 32;
+  while (lanes < kBlock && lanes < spatial) lanes *= 2;
+  int64_t const rows = kBlock / lanes;
+  int64_t const along = (spatial + lanes - 1) / lanes;
+  int64_t const across = (planes + rows - 1) / rows;
+  auto cap = [](int64_t v, int64_t hi) { return static_cast<unsigned>(v < 1 ? 1 : (v > hi ? hi : v)); };
+  return {dim3(cap(along, 1 << 16), cap(across, 65535)), lanes};
 }
 
 template <typename T>
@@ -311,42 +397,27 @@ __global__ void bn_infer_forward_kernel(T const* __restrict__ x, T const* __rest
   }
 }
 
-// Block c takes channel c: dscale and dbias as the inference-mode backward sums them, then dx.
-template <typename T>
-__global__ void bn_train_backward_kernel(T const* __restrict__ x, T const* __restrict__ dy, T const* __restrict__ scale,
-                                         float const* __restrict__ mean, float const* __restrict__ inv_std,
-                                         int64_t batch, int64_t channels, int64_t spatial, T* __restrict__ dx,
-                                         T* __restrict__ dscale, T* __restrict__ dbias) {
-  __shared__ float smem[32];
-  int64_t const count = batch * spatial;
-  auto const k0 = static_cast<int64_t>(threadIdx.x), step = static_cast<int64_t>(blockDim.x);
-  for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
-    float ds = 0.f, db = 0.f;
-    hd::bn_infer_param_partial(x, dy, mean[c], inv_std[c], c, channels, spatial, count, k0, step, ds, db);
-    float const ds_total = detail::block_sum(ds, smem);
-    float const db_total = detail::block_sum(db, smem);
-    for (int64_t k = k0; k < count; k += step) {
-      int64_t const o = hd::bn_channel_offset(k, c, channels, spatial);
-      dx[o] = hd::bn_train_grad_input(dy[o], x[o], mean[c], inv_std[c], scale[c], ds_total, db_total, count);
-    }
-    if (threadIdx.x == 0) {
-      dscale[c] = static_cast<T>(ds_total);
-      dbias[c] = static_cast<T>(db_total);
-    }
-  }
-}
-
 }  // namespace
 
+int64_t batchnorm_scratch_floats(int64_t batch, int64_t channels, int64_t spatial) {
+  return 2 * channels * hd::bn_split(batch, channels, spatial, kBlock).blocks();
+}
+
 template <typename T>
-cudaError_t batchnorm_train_forward(T const* x, T const* scale, T const* bias, T const* running_mean,
-                                    T const* running_var, int64_t batch, int64_t channels, int64_t spatial, float eps,
-                                    float momentum, T* y, float* mean, float* inv_std, T* next_mean, T* next_var,
-                                    cudaStream_t stream) {
-  if (channels > 0)
-    bn_train_forward_kernel<T><<<detail::grid_rows(channels), kBlock, 0, stream>>>(
-        x, scale, bias, running_mean, running_var, batch, channels, spatial, eps, momentum, y, mean, inv_std, next_mean,
-        next_var);
+cudaError_t batchnorm_train_forward(T const* x, float const* scale, float const* bias, float const* running_mean,
+                                    float const* running_var, int64_t batch, int64_t channels, int64_t spatial,
+                                    float eps, float momentum, T* y, float* mean, float* inv_std, float* next_mean,
+                                    float* next_var, float* scratch, cudaStream_t stream) {
+  if (channels <= 0 || batch * spatial <= 0) return cudaGetLastError();
+  hd::BnSplit const sp = hd::bn_split(batch, channels, spatial, kBlock);
+  bn_stats_kernel<T><<<dim3(static_cast<unsigned>(channels), static_cast<unsigned>(sp.blocks())), kBlock, 0, stream>>>(
+      x, sp, batch, channels, spatial, scratch);
+  bn_stats_final_kernel<T><<<grid_for(channels), kBlock, 0, stream>>>(x, scratch, sp.blocks(), channels, spatial,
+                                                                      batch * spatial, eps, momentum, running_mean,
+                                                                      running_var, mean, inv_std, next_mean, next_var);
+  PlaneGrid const g = plane_grid(batch * channels, spatial);
+  bn_normalize_kernel<T>
+      <<<g.grid, kBlock, 0, stream>>>(x, scale, bias, mean, inv_std, batch * channels, channels, spatial, g.lanes, y);
   return cudaGetLastError();
 }
 
@@ -361,12 +432,18 @@ cudaError_t batchnorm_infer_forward(T const* x, T const* scale, T const* bias, f
 }
 
 template <typename T>
-cudaError_t batchnorm_train_backward(T const* x, T const* dy, T const* scale, float const* mean, float const* inv_std,
-                                     int64_t batch, int64_t channels, int64_t spatial, T* dx, T* dscale, T* dbias,
-                                     cudaStream_t stream) {
-  if (channels > 0)
-    bn_train_backward_kernel<T><<<detail::grid_rows(channels), kBlock, 0, stream>>>(
-        x, dy, scale, mean, inv_std, batch, channels, spatial, dx, dscale, dbias);
+cudaError_t batchnorm_train_backward(T const* x, T const* dy, float const* scale, float const* mean,
+                                     float const* inv_std, int64_t batch, int64_t channels, int64_t spatial, T* dx,
+                                     float* dscale, float* dbias, float* scratch, cudaStream_t stream) {
+  if (channels <= 0 || batch * spatial <= 0) return cudaGetLastError();
+  hd::BnSplit const sp = hd::bn_split(batch, channels, spatial, kBlock);
+  bn_grad_kernel<T><<<dim3(static_cast<unsigned>(channels), static_cast<unsigned>(sp.blocks())), kBlock, 0, stream>>>(
+      x, dy, mean, sp, batch, channels, spatial, scratch);
+  bn_grad_final_kernel<<<grid_for(channels), kBlock, 0, stream>>>(scratch, sp.blocks(), channels, inv_std, dscale,
+                                                                  dbias);
+  PlaneGrid const g = plane_grid(batch * channels, spatial);
+  bn_grad_input_kernel<T><<<g.grid, kBlock, 0, stream>>>(x, dy, scale, mean, inv_std, dscale, dbias, batch * spatial,
+                                                         batch * channels, channels, spatial, g.lanes, dx);
   return cudaGetLastError();
 }
 
@@ -389,14 +466,18 @@ cudaError_t batchnorm_infer_backward_params(T const* x, T const* dy, float const
   return cudaGetLastError();
 }
 
-template cudaError_t batchnorm_train_forward<float>(float const*, float const*, float const*, float const*,
-                                                    float const*, int64_t, int64_t, int64_t, float, float, float*,
-                                                    float*, float*, float*, float*, cudaStream_t);
+#define GP_BN_TRAIN(T)                                                                                                 \
+  template cudaError_t batchnorm_train_forward<T>(T const*, float const*, float const*, float const*, float const*,    \
+                                                  int64_t, int64_t, int64_t, float, float, T*, float*, float*, float*, \
+                                                  float*, float*, cudaStream_t);                                       \
+  template cudaError_t batchnorm_train_backward<T>(T const*, T const*, float const*, float const*, float const*,       \
+                                                   int64_t, int64_t, int64_t, T*, float*, float*, float*,              \
+                                                   cudaStream_t);
+GP_BN_TRAIN(float)
+GP_FOR_LOW_FLOAT_TYPES(GP_BN_TRAIN)
+#undef GP_BN_TRAIN
 template cudaError_t batchnorm_infer_forward<float>(float const*, float const*, float const*, float const*,
                                                     float const*, int64_t, int64_t, int64_t, float*, cudaStream_t);
-template cudaError_t batchnorm_train_backward<float>(float const*, float const*, float const*, float const*,
-                                                     float const*, int64_t, int64_t, int64_t, float*, float*, float*,
-                                                     cudaStream_t);
 template cudaError_t batchnorm_infer_backward_input<float>(float const*, float const*, float const*, int64_t, int64_t,
                                                            int64_t, float*, cudaStream_t);
 template cudaError_t batchnorm_infer_backward_params<float>(float const*, float const*, float const*, float const*,

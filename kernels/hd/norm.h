@@ -169,39 +169,107 @@ GP_HD void bn_infer_param_partial(T const* x, T const* dy, float mean, float inv
 
 namespace gp::kernels::hd {
 
-// ---- BatchNormalization where cuDNN refuses the shape: one 256-thread block per channel ----
+// ---- Training BatchNormalization on our kernels (kernels/cuda/norm.cu) ----
+//
+// x is [N, C, S] (S the spatial size). Each channel's N·S values are split over blocks so that a
+// small C still fills the GPU: block (c, b) of a channel's `BnSplit::blocks()` takes every
+// `planes`-th plane (sample) from b / spatial_blocks and, in each, every `spatial_blocks`-th run of
+// `lanes` elements from b % spatial_blocks. Its 256 threads form `256 / lanes` rows of `lanes`
+// (lanes a power of two, about S, so a short plane still keeps the threads busy): thread t reads
+// element (b % spatial_blocks)·lanes + t % lanes + k·spatial_blocks·lanes of planes
+// b / spatial_blocks + planes·(t / lanes + rows·j). The blocks' partial sums go to a scratch
+// array, finished per channel in a fixed order (deterministic, no atomics).
+struct BnSplit {
+  int64_t planes = 1;          // blocks across the samples
+  int64_t spatial_blocks = 1;  // blocks across each plane
+  int64_t lanes = 32;          // threads along a plane (a power of two dividing the block)
+  GP_HD int64_t blocks() const { return planes * spatial_blocks; }
+};
 
-// One thread's share of channel c's Σ x over k = k0, k0 + step, ... < count (count = N·S).
-template <typename T>
-GP_HD float bn_sum_partial(T const* x, int64_t c, int64_t channels, int64_t spatial, int64_t count, int64_t k0,
-                           int64_t step) {
-  float s = 0.f;
-  for (int64_t k = k0; k < count; k += step) s += static_cast<float>(x[bn_channel_offset(k, c, channels, spatial)]);
-  return s;
+// About 2048 blocks in all (a few per SM of the largest GPU), never more than the work has.
+GP_HD BnSplit bn_split(int64_t batch, int64_t channels, int64_t spatial, int64_t block) {
+  BnSplit sp;
+  while (sp.lanes < block && sp.lanes < spatial) sp.lanes *= 2;
+  int64_t const rows = block / sp.lanes;
+  int64_t const want = (2048 + channels - 1) / channels;  // blocks per channel
+  int64_t const by_planes = (batch + rows - 1) / rows;    // a block's rows each take >= 1 plane
+  sp.planes = want < by_planes ? want : by_planes;
+  if (sp.planes < 1) sp.planes = 1;
+  int64_t const more = (want + sp.planes - 1) / sp.planes;
+  int64_t const runs = (spatial + sp.lanes - 1) / sp.lanes;
+  sp.spatial_blocks = more < runs ? more : runs;
+  if (sp.spatial_blocks < 1) sp.spatial_blocks = 1;
+  return sp;
 }
 
-// One thread's share of channel c's Σ (x − mean)² (the variance of the centred values, as layer
-// norm takes it: no cancellation when |mean| is large).
-template <typename T>
-GP_HD float bn_sq_partial(T const* x, float mean, int64_t c, int64_t channels, int64_t spatial, int64_t count,
-                          int64_t k0, int64_t step) {
-  float s = 0.f;
-  for (int64_t k = k0; k < count; k += step) {
-    float const d = static_cast<float>(x[bn_channel_offset(k, c, channels, spatial)]) - mean;
-    s += d * d;
+// Thread t of block b: calls f(offset) for each of its elements of channel c.
+template <typename F>
+GP_HD void bn_for_slice(BnSplit const& sp, int64_t batch, int64_t channels, int64_t spatial, int64_t block, int64_t c,
+                        int64_t b, int64_t t, F&& f) {
+  int64_t const rows = block / sp.lanes;
+  int64_t const n_step = sp.planes * rows;
+  int64_t const i_step = sp.spatial_blocks * sp.lanes;
+  int64_t const i0 = (b % sp.spatial_blocks) * sp.lanes + t % sp.lanes;
+  for (int64_t n = b / sp.spatial_blocks + sp.planes * (t / sp.lanes); n < batch; n += n_step) {
+    int64_t const plane = (n * channels + c) * spatial;
+    for (int64_t i = i0; i < spatial; i += i_step) f(plane + i);
   }
-  return s;
 }
 
-// From the channel's totals: the batch mean, the biased variance, and inv_std = 1/√(var + eps).
-GP_HD float bn_mean(float sum, int64_t count) { return sum / static_cast<float>(count); }
-GP_HD float bn_variance(float sq_sum, int64_t count) { return sq_sum / static_cast<float>(count); }
+// The statistics' partial sums of one thread: Σ (x − shift) and Σ (x − shift)², shift a value of
+// the channel (its first), so that the variance E[d²] − E[d]² does not cancel when |mean| is large.
+template <typename T>
+GP_HD void bn_stats_slice(T const* x, BnSplit const& sp, int64_t batch, int64_t channels, int64_t spatial,
+                          int64_t block, int64_t c, int64_t b, int64_t t, float shift, float& sum, float& sq) {
+  float s = 0.f, q = 0.f;
+  bn_for_slice(sp, batch, channels, spatial, block, c, b, t, [&](int64_t o) {
+    float const d = static_cast<float>(x[o]) - shift;
+    s += d;
+    q += d * d;
+  });
+  sum = s;
+  sq = q;
+}
+
+// The gradient sums of one thread: Σ dy and Σ dy·(x − mean).
+template <typename T>
+GP_HD void bn_grad_slice(T const* x, T const* dy, float mean, BnSplit const& sp, int64_t batch, int64_t channels,
+                         int64_t spatial, int64_t block, int64_t c, int64_t b, int64_t t, float& sum_dy,
+                         float& sum_dyx) {
+  float s = 0.f, q = 0.f;
+  bn_for_slice(sp, batch, channels, spatial, block, c, b, t, [&](int64_t o) {
+    float const g = static_cast<float>(dy[o]);
+    s += g;
+    q += g * (static_cast<float>(x[o]) - mean);
+  });
+  sum_dy = s;
+  sum_dyx = q;
+}
+
+// scratch[(b·C + c)·2 + {0, 1}]: block b's two sums for channel c; their totals, in block order.
+GP_HD void bn_totals(float const* scratch, int64_t blocks, int64_t channels, int64_t c, float& first, float& second) {
+  float a = 0.f, q = 0.f;
+  for (int64_t b = 0; b < blocks; ++b) {
+    a += scratch[(b * channels + c) * 2];
+    q += scratch[(b * channels + c) * 2 + 1];
+  }
+  first = a;
+  second = q;
+}
+
+// The biased variance from the shifted totals (never below 0).
+GP_HD float bn_shifted_variance(float sum, float sq, int64_t count) {
+  float const m = sum / static_cast<float>(count);
+  float const v = sq / static_cast<float>(count) - m * m;
+  return v > 0.f ? v : 0.f;
+}
+
 GP_HD float bn_inv_std(float var, float eps) { return 1.f / sqrtf(var + eps); }
 
 // y = (x − mean)·inv_std·scale + bias (training with the batch's statistics, inference with the
 // running ones).
-template <typename T>
-GP_HD T bn_value(T x, float mean, float inv_std, T scale, T bias) {
+template <typename T, typename P = T>
+GP_HD T bn_value(T x, float mean, float inv_std, P scale, P bias) {
   return static_cast<T>((static_cast<float>(x) - mean) * inv_std * static_cast<float>(scale) +
                         static_cast<float>(bias));
 }
@@ -217,8 +285,8 @@ GP_HD float bn_running_update(float running, float batch, double correction, flo
 }
 
 // Training backward's dx from the channel's dscale = Σ dy·x̂ and dbias = Σ dy.
-template <typename T>
-GP_HD T bn_train_grad_input(T dy, T x, float mean, float inv_std, T scale, float dscale, float dbias, int64_t count) {
+template <typename T, typename P = T>
+GP_HD T bn_train_grad_input(T dy, T x, float mean, float inv_std, P scale, float dscale, float dbias, int64_t count) {
   float const m = static_cast<float>(count);
   float const xhat = (static_cast<float>(x) - mean) * inv_std;
   return static_cast<T>(static_cast<float>(scale) * inv_std *

@@ -871,20 +871,28 @@ TEST_F(CudaGpu, EveryLowPrecisionOpMatchesCpuFloat32WithinTheFormatsTolerance) {
 // Where cuDNN refuses a BatchNormalization shape (an H100's cuDNN refused x [3,2,2,3] and
 // [2,3,2,2]: no engine config) the backend runs its own kernels. Which shapes a device's cuDNN
 // refuses varies, so here every BatchNormalization case runs on those kernels.
-TEST_F(CudaGpu, BatchNormalizationOnOwnKernelsMatchesTheCpuBackend) {
-  struct Refuse {
-    Refuse() { cuda::refuse_cudnn_batchnorm_for_testing(true); }
-    ~Refuse() { cuda::refuse_cudnn_batchnorm_for_testing(false); }
-  } const refuse;
-  int ran = 0;
-  for (Case const& c : cases()) {
-    OneOp o = c.make();
-    if (o.the_op().type != "BatchNormalization") continue;
-    SCOPED_TRACE(c.label + ", own kernels");
-    expect_case_matches(*gpu_, cpu_, c, o);
-    ++ran;
+// The sweep runs BatchNormalization on cuDNN's graphs (the default); here on our kernels, chosen
+// (GP_CUDA_BATCHNORM=ours) and where cuDNN refuses a shape (forced: every shape).
+TEST_F(CudaGpu, BatchNormalizationOnOurKernelsMatchesTheCpuBackend) {
+  struct Restore {
+    ~Restore() {
+      cuda::set_batchnorm_kernels(cuda::BatchNormKernels::kCudnn);
+      cuda::refuse_cudnn_batchnorm_for_testing(false);
+    }
+  } const restore;
+  for (bool chosen : {true, false}) {
+    cuda::set_batchnorm_kernels(chosen ? cuda::BatchNormKernels::kOurs : cuda::BatchNormKernels::kCudnn);
+    cuda::refuse_cudnn_batchnorm_for_testing(!chosen);
+    int ran = 0;
+    for (Case const& c : cases()) {
+      OneOp o = c.make();
+      if (o.the_op().type != "BatchNormalization") continue;
+      SCOPED_TRACE(c.label + (chosen ? ", our kernels" : ", cuDNN refusing: our kernels"));
+      expect_case_matches(*gpu_, cpu_, c, o);
+      ++ran;
+    }
+    EXPECT_GE(ran, 4);
   }
-  EXPECT_GE(ran, 4);
 }
 
 TEST_F(CudaGpu, DeviceOperationsMatchTheCpuBackend) {

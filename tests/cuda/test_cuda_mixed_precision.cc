@@ -107,17 +107,22 @@ TEST_F(CudaMixedPrecisionGpu, AStepMatchesCpuFloat32WithinTheFormatsTolerance) {
   }
 }
 
-// Where cuDNN refuses a 16-bit BatchNorm shape (forced here), the op runs widened on our float32
-// kernels and still matches.
-TEST_F(CudaMixedPrecisionGpu, A16BitBatchNormCudnnRefusesRunsWidened) {
+// A 16-bit BatchNorm on cuDNN's 16-bit graphs (the default, in the step test above), on our
+// kernels (chosen), and where cuDNN refuses the shape (forced: our kernels) all match.
+TEST_F(CudaMixedPrecisionGpu, A16BitBatchNormOnOurKernelsMatches) {
   CpuBackend cpu;
   graph::OnnxModelBuilder const model = testing::tiny_resnet_block(true, 8);
   auto const want = one_step(graph_in(model, Precision::kFloat32), cpu);
-  cuda::refuse_cudnn_batchnorm_for_testing(true);
-  auto const got = one_step(graph_in(model, Precision::kBFloat16), *gpu_);
+  for (bool chosen : {true, false}) {
+    SCOPED_TRACE(chosen ? "our kernels" : "cuDNN refusing: our kernels");
+    cuda::set_batchnorm_kernels(chosen ? cuda::BatchNormKernels::kOurs : cuda::BatchNormKernels::kCudnn);
+    cuda::refuse_cudnn_batchnorm_for_testing(!chosen);
+    auto const got = one_step(graph_in(model, Precision::kBFloat16), *gpu_);
+    ASSERT_EQ(got.size(), want.size());
+    testing::expect_within(got, want, kUnits * kFormats[0].unit);
+  }
   cuda::refuse_cudnn_batchnorm_for_testing(false);
-  ASSERT_EQ(got.size(), want.size());
-  testing::expect_within(got, want, kUnits * kFormats[0].unit);
+  cuda::set_batchnorm_kernels(cuda::BatchNormKernels::kCudnn);
 }
 
 // fp16 with dynamic loss scaling on the GPU: a first scale far past half's range overflows the

@@ -4,9 +4,10 @@
 // - the inference-mode backward: hd::bn_infer_grad_input one thread per element, against the
 //   backward with training = false (use_global_stats). Tolerance 1e-6 + 1e-5·|ref| for dx,
 //   1e-5 + 1e-5·|ref| for the sums (another order);
-// - the kernels that run where cuDNN refuses a shape: training forward (y and the running
-//   statistics), inference forward, training backward (dx, dscale, dbias), on shapes including
-//   the two cuDNN refused on an H100 ([3,2,2,3] and [2,3,2,2]). Tolerances in the tests.
+// - the training kernels (each channel split over blocks, hd::bn_split): forward (y and the
+//   running statistics), training backward (dx, dscale, dbias), and the inference forward, on
+//   shapes including the two cuDNN refused on an H100 ([3,2,2,3] and [2,3,2,2]). Tolerances in
+//   the tests.
 #include <cmath>
 
 #include "core/units.h"
@@ -106,34 +107,46 @@ Dims dims_of(Shape const& shape) {
   return d;
 }
 
-// Channel ch's total of f(k0, step) split over a 256-thread block, combined by the shuffle tree.
+// The training kernels' per-channel sums: each block's threads' partials (f(b, t, first, second))
+// combined by the shuffle tree into scratch[(b·C + ch)·2 + {0, 1}], as bn_stats_kernel and
+// bn_grad_kernel write it.
 template <typename F>
-float block_total(F f) {
-  Vec part(kBlock);
-  for (int th = 0; th < kBlock; ++th) part[th] = f(th, kBlock);
-  return tree(part, false);
+Vec block_partials(hd::BnSplit const& sp, int64_t channels, F f) {
+  Vec scratch(static_cast<std::size_t>(2 * channels * sp.blocks()));
+  for (int64_t ch = 0; ch < channels; ++ch)
+    for (int64_t b = 0; b < sp.blocks(); ++b) {
+      Vec first(kBlock), second(kBlock);
+      for (int t = 0; t < kBlock; ++t) f(ch, b, t, first[t], second[t]);
+      scratch[(b * channels + ch) * 2] = tree(first, false);
+      scratch[(b * channels + ch) * 2 + 1] = tree(second, false);
+    }
+  return scratch;
 }
 
 struct BnTrainTwin {
   Vec y, mean, inv, next_mean, next_var;
 };
 
-// bn_train_forward_kernel in its order; `correction` replaces hd::bn_unbias where a test breaks it.
+// batchnorm_train_forward's kernels in their order (statistics, their totals, y); `shift_zero`
+// drops the shift (the unshifted sums a test shows to cancel), `correction` replaces
+// hd::bn_unbias where a test breaks it.
 BnTrainTwin bn_train_twin(Vec const& x, Vec const& scale, Vec const& bias, Vec const& rmean, Vec const& rvar, float eps,
-                          float momentum, Shape const& shape, double const* correction = nullptr) {
+                          float momentum, Shape const& shape, double const* correction = nullptr,
+                          bool shift_zero = false) {
   Dims const d = dims_of(shape);
   int64_t const count = d.n * d.sp;
+  hd::BnSplit const sp = hd::bn_split(d.n, d.c, d.sp, kBlock);
+  auto shift = [&](int64_t ch) { return shift_zero ? 0.f : x[ch * d.sp]; };
+  Vec const scratch = block_partials(sp, d.c, [&](int64_t ch, int64_t b, int t, float& s, float& q) {
+    hd::bn_stats_slice(x.data(), sp, d.n, d.c, d.sp, kBlock, ch, b, t, shift(ch), s, q);
+  });
   BnTrainTwin t;
   t.y.resize(x.size());
   for (int64_t ch = 0; ch < d.c; ++ch) {
-    float const mu = hd::bn_mean(block_total([&](int64_t k0, int64_t step) {
-                                   return hd::bn_sum_partial(x.data(), ch, d.c, d.sp, count, k0, step);
-                                 }),
-                                 count);
-    float const var = hd::bn_variance(block_total([&](int64_t k0, int64_t step) {
-                                        return hd::bn_sq_partial(x.data(), mu, ch, d.c, d.sp, count, k0, step);
-                                      }),
-                                      count);
+    float s = 0.f, q = 0.f;
+    hd::bn_totals(scratch.data(), sp.blocks(), d.c, ch, s, q);
+    float const mu = shift(ch) + s / static_cast<float>(count);
+    float const var = hd::bn_shifted_variance(s, q, count);
     float const inv = hd::bn_inv_std(var, eps);
     for (int64_t k = 0; k < count; ++k) {
       int64_t const o = hd::bn_channel_offset(k, ch, d.c, d.sp);
@@ -148,25 +161,27 @@ BnTrainTwin bn_train_twin(Vec const& x, Vec const& scale, Vec const& bias, Vec c
   return t;
 }
 
-// bn_train_backward_kernel in its order: dscale and dbias, then dx with them.
+// batchnorm_train_backward's kernels in their order: the sums, dscale and dbias, then dx.
 BnTwin bn_train_backward_twin(Vec const& x, Vec const& dy, Vec const& scale, Vec const& mean, Vec const& inv,
                               Shape const& shape) {
   Dims const d = dims_of(shape);
   int64_t const count = d.n * d.sp;
+  hd::BnSplit const sp = hd::bn_split(d.n, d.c, d.sp, kBlock);
+  Vec const scratch = block_partials(sp, d.c, [&](int64_t ch, int64_t b, int t, float& s, float& q) {
+    hd::bn_grad_slice(x.data(), dy.data(), mean[ch], sp, d.n, d.c, d.sp, kBlock, ch, b, t, s, q);
+  });
   BnTwin t;
   t.dx.resize(x.size());
   for (int64_t ch = 0; ch < d.c; ++ch) {
-    Vec ds(kBlock), db(kBlock);
-    for (int th = 0; th < kBlock; ++th)
-      hd::bn_infer_param_partial(x.data(), dy.data(), mean[ch], inv[ch], ch, d.c, d.sp, count, th, kBlock, ds[th],
-                                 db[th]);
-    float const ds_total = tree(ds, false), db_total = tree(db, false);
+    float db = 0.f, dyx = 0.f;
+    hd::bn_totals(scratch.data(), sp.blocks(), d.c, ch, db, dyx);
+    float const ds = dyx * inv[ch];
     for (int64_t k = 0; k < count; ++k) {
       int64_t const o = hd::bn_channel_offset(k, ch, d.c, d.sp);
-      t.dx[o] = hd::bn_train_grad_input(dy[o], x[o], mean[ch], inv[ch], scale[ch], ds_total, db_total, count);
+      t.dx[o] = hd::bn_train_grad_input(dy[o], x[o], mean[ch], inv[ch], scale[ch], ds, db, count);
     }
-    t.dscale.push_back(ds_total);
-    t.dbias.push_back(db_total);
+    t.dscale.push_back(ds);
+    t.dbias.push_back(db);
   }
   return t;
 }
@@ -201,9 +216,11 @@ OneOp bn_op(BnInputs const& in, float eps, float momentum) {
 }
 
 // [3,2,2,3] and [2,3,2,2]: the shapes cuDNN refused on an H100; then every rank, a single
-// element per channel (M = 1: no unbiasing), and channels longer than the block.
-std::vector<Shape> const kOwnKernelShapes{{3, 2, 2, 3},  {2, 3, 2, 2},   {4, 5},          {1, 3},
-                                          {2, 3, 7, 11}, {2, 4, 16, 20}, {2, 3, 2, 3, 4}, {5, 2, 9}};
+// element per channel (M = 1: no unbiasing), channels longer than the block, and channels split
+// over many blocks across the samples and across each plane ([8,2,40,40]: 8 x 7 blocks; [64,3,7,7]:
+// 16 blocks of 4 rows of 64 lanes).
+std::vector<Shape> const kOwnKernelShapes{{3, 2, 2, 3},   {2, 3, 2, 2},    {4, 5},    {1, 3},         {2, 3, 7, 11},
+                                          {2, 4, 16, 20}, {2, 3, 2, 3, 4}, {5, 2, 9}, {8, 2, 40, 40}, {64, 3, 7, 7}};
 
 // Training forward: y with the batch's statistics against the CPU's (oneDNN sums in another order:
 // 1e-5 + 1e-5·|ref|), the running statistics against exec/cpu/norm.cc's rule (1e-6 + 1e-5·|ref|).
@@ -286,6 +303,58 @@ TEST(HdBatchNorm, InferenceForwardTwinMatchesCpu) {
     Vec const no_bias = bn_infer_twin(values(in.x), values(in.scale), Vec(in.bias.numel(), 0.f), values(in.mean),
                                       values(in.var), eps, shape);
     EXPECT_FALSE(close(no_bias, want, tol));
+  }
+}
+
+// Every element of a channel is in exactly one block's thread's slice, for splits across the
+// samples, across each plane, both, and neither; and a large channel count gets one block each.
+TEST(HdBatchNorm, TheSplitVisitsEachChannelsElementsOnce) {
+  for (Shape const& s : std::vector<Shape>{
+           {64, 64, 3136}, {64, 2048, 49}, {1, 3, 12544}, {4, 64, 200}, {3, 5, 1}, {1, 1, 1}, {200, 1, 3}}) {
+    SCOPED_TRACE("x " + dims_string(s));
+    hd::BnSplit const sp = hd::bn_split(s[0], s[1], s[2], kBlock);
+    EXPECT_GE(sp.blocks(), 1);
+    EXPECT_EQ(kBlock % sp.lanes, 0);
+    int64_t const ch = s[1] - 1;  // the last channel
+    std::vector<int> seen(static_cast<std::size_t>(s[0] * s[1] * s[2]), 0);
+    for (int64_t b = 0; b < sp.blocks(); ++b)
+      for (int t = 0; t < kBlock; ++t)
+        hd::bn_for_slice(sp, s[0], s[1], s[2], kBlock, ch, b, t, [&](int64_t o) {
+          ASSERT_LT(o, static_cast<int64_t>(seen.size()));
+          EXPECT_EQ(hd::bn_channel(o, s[1], s[2]), ch);
+          ++seen[o];
+        });
+    for (int64_t k = 0; k < s[0] * s[2]; ++k) EXPECT_EQ(seen[hd::bn_channel_offset(k, ch, s[1], s[2])], 1) << k;
+  }
+  EXPECT_GE(hd::bn_split(64, 64, 3136, kBlock).blocks(), 16);  // a small C still fills the GPU
+  EXPECT_EQ(hd::bn_split(64, 2048, 49, kBlock).blocks(), 1);
+}
+
+// A channel whose mean is large against its spread (x = 1000 + U(-1, 1)): the shifted sums keep its
+// variance to float32's precision, where unshifted ones (E[x²] − E[x]² of 10^6-sized terms) lose it.
+TEST(HdBatchNorm, ShiftedSumsKeepTheVarianceOfALargeMean) {
+  Shape const shape{16, 2, 30, 30};
+  Tensor const x = random_tensor(shape, 5, 999.f, 1001.f, true);
+  Vec const xv = values(x);
+  Vec const ones(2, 1.f), zeros(2, 0.f);
+  Dims const d = dims_of(shape);
+  for (bool unshifted : {false, true}) {
+    BnTrainTwin const t = bn_train_twin(xv, ones, zeros, zeros, ones, 0.f, 0.9f, shape, nullptr, unshifted);
+    for (int64_t ch = 0; ch < d.c; ++ch) {
+      double sum = 0, sq = 0;
+      for (int64_t k = 0; k < d.n * d.sp; ++k) sum += xv[hd::bn_channel_offset(k, ch, d.c, d.sp)];
+      double const mean = sum / static_cast<double>(d.n * d.sp);
+      for (int64_t k = 0; k < d.n * d.sp; ++k) {
+        double const v = xv[hd::bn_channel_offset(k, ch, d.c, d.sp)] - mean;
+        sq += v * v;
+      }
+      double const var = sq / static_cast<double>(d.n * d.sp);
+      double const got = 1.0 / (static_cast<double>(t.inv[ch]) * t.inv[ch]);
+      if (unshifted)
+        EXPECT_GT(std::fabs(got - var) / var, 1e-2) << "channel " << ch;
+      else
+        EXPECT_LT(std::fabs(got - var) / var, 1e-4) << "channel " << ch;
+    }
   }
 }
 
