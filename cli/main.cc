@@ -35,8 +35,9 @@ int main(int argc, char** argv) {
                  "e.g. 8GiB (default: the machine's available memory)");
   std::string precision;
   app.add_option("--precision", precision,
-                 "Mixed precision of every model a command loads: fp32 (default) or bf16 (float32 master weights, "
-                 "matmuls and convolutions in bf16); train also reads it from the config's 'precision'");
+                 "Mixed precision of every model a command loads: fp32 (default), bf16 or fp16 (float32 master "
+                 "weights, matmuls and convolutions in 16 bits; fp16 trains on --backend cuda only, with dynamic "
+                 "loss scaling); train also reads it from the config's 'precision'");
   app.fallthrough();  // root options may follow the subcommand
 
   gp::cli::CommandList commands;

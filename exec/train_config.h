@@ -88,9 +88,9 @@ struct TrainConfig {
   // TF32 tensor cores for float32 matrix products on a GPU (`tf32: true`; PyTorch's
   // torch.backends.cuda.matmul.allow_tf32). Off by default, as in PyTorch; the CPU has no TF32.
   bool tf32 = false;
-  // Automatic mixed precision (`precision: fp32 | bf16`; graph/precision.h): float32 master
-  // weights and optimizer state, matmuls and convolutions in bf16. fp16 is refused (no loss
-  // scaling yet).
+  // Automatic mixed precision (`precision: fp32 | bf16 | fp16`; graph/precision.h): float32
+  // master weights and optimizer state, matmuls and convolutions in 16 bits. fp16 runs on CUDA
+  // only and scales the loss dynamically unless the config has a `loss_scale` key.
   graph::Precision precision = graph::Precision::kFloat32;
   LossScaleConfig loss_scale;
 
