@@ -396,7 +396,7 @@ RawNode constant_node(std::string name, std::vector<int64_t> const& values) {
 // transpose and the bias addition were two kernels per call on every backend; Gemm's kernels fuse
 // both (cuBLASLt reads W transposed and adds the bias in its epilogue; oneDNN likewise), and
 // under mixed precision the bias is added before the product is rounded to 16 bits, as in
-// PyTorch's autocast Linear. Anchored at the MatMul.
+// PyTorch's autocast Linear. Placed where the chain's last node was.
 std::optional<Replacement> match_linear(Matcher const& m, RawModel const& model, RawNode const& mm) {
   if (mm.inputs.size() != 2 || mm.outputs.size() != 1) return std::nullopt;
   std::string const& x = mm.inputs[0];
@@ -404,7 +404,7 @@ std::optional<Replacement> match_linear(Matcher const& m, RawModel const& model,
   if (x_rank < 2 || (x_rank > 2 && model.opset < 10)) return std::nullopt;  // Slice's inputs are opset 10
   Replacement r;
   r.removed = {m.index_of(&mm)};
-  // The weight: a 2-D float initializer, or the only use of a 2-D Transpose of one.
+  // The weight: a 2-D float32 initializer, or the only use of a 2-D Transpose of one.
   std::string weight = mm.inputs[1];
   bool trans_b = false;
   if (RawNode const* t = m.producer(weight); t && t->type == "Transpose" && t->domain.empty()) {
@@ -417,7 +417,7 @@ std::optional<Replacement> match_linear(Matcher const& m, RawModel const& model,
     r.removed.push_back(m.index_of(t));
   }
   RawInitializer const* w = m.initializer(weight);
-  if (!w || w->dims.size() != 2 || (w->dtype != DType::kFloat32 && w->dtype != DType::kFloat64)) return std::nullopt;
+  if (!w || w->dims.size() != 2 || w->dtype != DType::kFloat32) return std::nullopt;
   int64_t const k = trans_b ? w->dims[1] : w->dims[0];
   int64_t const n = trans_b ? w->dims[0] : w->dims[1];
   // The bias: Add(y, b) or Add(b, y) with b a 1-D initializer of width n and the weight's dtype.

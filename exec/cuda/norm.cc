@@ -1,7 +1,7 @@
-// The CUDA backend's norm family: BatchNormalization (training on cuDNN's graphs, or on our kernels
-// with GP_CUDA_BATCHNORM=ours; inference through cuDNN graphs, its backward on our kernels) and
-// LayerNormalization on our kernels (kernels/cuda/math.h). Same inputs, outputs and gradients as the CPU's
-// exec/cpu/norm.cc.
+// The CUDA backend's norm family: BatchNormalization (training on cuDNN's graphs, or on our
+// kernels with GP_CUDA_BATCHNORM=ours; inference through cuDNN graphs, its backward on our
+// kernels) and LayerNormalization on our kernels (kernels/cuda/math.h). Same inputs, outputs and
+// gradients as the CPU's exec/cpu/norm.cc.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -42,11 +42,11 @@ Result<Tensor> inv_std(Tensor const& var, float eps) {
 }
 
 // Training BatchNorm runs on cuDNN's graphs or on our kernels (kernels/cuda/norm.cu), which split
-// each channel over blocks (batchnorm_kernels(), exec/cuda/cudnn_graphs.h). cuDNN
-// refuses some shapes outright (no engine config for small channel counts, e.g. x [3,2,2,3]:
-// "tunable_params.c % elements_per_ldg != 0") and says so when the plan is built, once per shape
-// (exec/cuda/cudnn_graphs.h); those run on our kernels, which take and keep the same tensors as
-// cuDNN's graphs: the saved mean and inverse standard deviation.
+// each channel over blocks (batchnorm_kernels(), exec/cuda/cudnn_graphs.h). cuDNN refuses some
+// shapes outright (no engine config for small channel counts, e.g. x [3,2,2,3]:
+// "tunable_params.c % elements_per_ldg != 0") and says so when the plan is built, once per shape;
+// those run on our kernels, which take and keep the same tensors as cuDNN's graphs: the saved mean
+// and inverse standard deviation.
 std::atomic<int>& batchnorm_choice() {
   static std::atomic<int> choice{[] {
     char const* v = std::getenv("GP_CUDA_BATCHNORM");
