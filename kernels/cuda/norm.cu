@@ -308,28 +308,20 @@ __global__ void bn_stats_final_kernel(T const* __restrict__ x, float const* __re
   }
 }
 
-// Elementwise over [N, C, S] by planes: block (b, p) takes `rows` planes p·rows + t / lanes, each
-// thread the elements b·lanes + t % lanes + k·gridDim.x·lanes of its plane, so the channel is known
-// per plane (no division per element).
-template <typename T, typename F>
-__device__ __forceinline__ void for_planes(int64_t planes, int64_t channels, int64_t spatial, int lanes, F&& f) {
-  int const rows = blockDim.x / lanes;
-  int64_t const i0 = static_cast<int64_t>(blockIdx.x) * lanes + threadIdx.x % lanes;
-  int64_t const i_step = static_cast<int64_t>(gridDim.x) * lanes;
-  for (int64_t p = static_cast<int64_t>(blockIdx.y) * rows + threadIdx.x / lanes; p < planes;
-       p += static_cast<int64_t>(gridDim.y) * rows) {
-    int64_t const c = p % channels;
-    for (int64_t i = i0; i < spatial; i += i_step) f(p * spatial + i, c);
-  }
+// Elementwise over [N, C, S] by planes (hd::bn_for_planes over this block's threads).
+template <typename F>
+__device__ __forceinline__ void for_planes(hd::BnPlanes const& g, int64_t planes, int64_t channels, int64_t spatial,
+                                           F&& f) {
+  hd::bn_for_planes(g, planes, channels, spatial, blockDim.x, blockIdx.x, blockIdx.y, threadIdx.x, f);
 }
 
 template <typename T>
 __global__ void bn_normalize_kernel(T const* __restrict__ x, float const* __restrict__ scale,
                                     float const* __restrict__ bias, float const* __restrict__ mean,
-                                    float const* __restrict__ inv_std, int64_t planes, int64_t channels,
-                                    int64_t spatial, int lanes, T* __restrict__ y) {
-  for_planes<T>(planes, channels, spatial, lanes,
-                [&](int64_t o, int64_t c) { y[o] = hd::bn_value(x[o], mean[c], inv_std[c], scale[c], bias[c]); });
+                                    float const* __restrict__ inv_std, hd::BnPlanes g, int64_t planes, int64_t channels,
+                                    int64_t spatial, T* __restrict__ y) {
+  for_planes(g, planes, channels, spatial,
+             [&](int64_t o, int64_t c) { y[o] = hd::bn_value(x[o], mean[c], inv_std[c], scale[c], bias[c]); });
 }
 
 template <typename T>
@@ -364,26 +356,11 @@ template <typename T>
 __global__ void bn_grad_input_kernel(T const* __restrict__ x, T const* __restrict__ dy, float const* __restrict__ scale,
                                      float const* __restrict__ mean, float const* __restrict__ inv_std,
                                      float const* __restrict__ dscale, float const* __restrict__ dbias, int64_t count,
-                                     int64_t planes, int64_t channels, int64_t spatial, int lanes, T* __restrict__ dx) {
-  for_planes<T>(planes, channels, spatial, lanes, [&](int64_t o, int64_t c) {
+                                     hd::BnPlanes g, int64_t planes, int64_t channels, int64_t spatial,
+                                     T* __restrict__ dx) {
+  for_planes(g, planes, channels, spatial, [&](int64_t o, int64_t c) {
     dx[o] = hd::bn_train_grad_input(dy[o], x[o], mean[c], inv_std[c], scale[c], dscale[c], dbias[c], count);
   });
-}
-
-// The elementwise kernels' grid: `lanes` threads along a plane (hd::bn_split's), a block's rows
-// over the planes.
-struct PlaneGrid {
-  dim3 grid;
-  int lanes;
-};
-PlaneGrid plane_grid(int64_t planes, int64_t spatial) {
-  int lanes = 32;
-  while (lanes < kBlock && lanes < spatial) lanes *= 2;
-  int64_t const rows = kBlock / lanes;
-  int64_t const along = (spatial + lanes - 1) / lanes;
-  int64_t const across = (planes + rows - 1) / rows;
-  auto cap = [](int64_t v, int64_t hi) { return static_cast<unsigned>(v < 1 ? 1 : (v > hi ? hi : v)); };
-  return {dim3(cap(along, 1 << 16), cap(across, 65535)), lanes};
 }
 
 template <typename T>
@@ -415,9 +392,9 @@ cudaError_t batchnorm_train_forward(T const* x, float const* scale, float const*
   bn_stats_final_kernel<T><<<grid_for(channels), kBlock, 0, stream>>>(x, scratch, sp.blocks(), channels, spatial,
                                                                       batch * spatial, eps, momentum, running_mean,
                                                                       running_var, mean, inv_std, next_mean, next_var);
-  PlaneGrid const g = plane_grid(batch * channels, spatial);
-  bn_normalize_kernel<T>
-      <<<g.grid, kBlock, 0, stream>>>(x, scale, bias, mean, inv_std, batch * channels, channels, spatial, g.lanes, y);
+  hd::BnPlanes const g = hd::bn_planes(batch * channels, spatial, kBlock);
+  bn_normalize_kernel<T><<<dim3(static_cast<unsigned>(g.along), static_cast<unsigned>(g.across)), kBlock, 0, stream>>>(
+      x, scale, bias, mean, inv_std, g, batch * channels, channels, spatial, y);
   return cudaGetLastError();
 }
 
@@ -441,9 +418,9 @@ cudaError_t batchnorm_train_backward(T const* x, T const* dy, float const* scale
       x, dy, mean, sp, batch, channels, spatial, scratch);
   bn_grad_final_kernel<<<grid_for(channels), kBlock, 0, stream>>>(scratch, sp.blocks(), channels, inv_std, dscale,
                                                                   dbias);
-  PlaneGrid const g = plane_grid(batch * channels, spatial);
-  bn_grad_input_kernel<T><<<g.grid, kBlock, 0, stream>>>(x, dy, scale, mean, inv_std, dscale, dbias, batch * spatial,
-                                                         batch * channels, channels, spatial, g.lanes, dx);
+  hd::BnPlanes const g = hd::bn_planes(batch * channels, spatial, kBlock);
+  bn_grad_input_kernel<T><<<dim3(static_cast<unsigned>(g.along), static_cast<unsigned>(g.across)), kBlock, 0, stream>>>(
+      x, dy, scale, mean, inv_std, dscale, dbias, batch * spatial, g, batch * channels, channels, spatial, dx);
   return cudaGetLastError();
 }
 

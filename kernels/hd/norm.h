@@ -216,6 +216,35 @@ GP_HD void bn_for_slice(BnSplit const& sp, int64_t batch, int64_t channels, int6
   }
 }
 
+// The elementwise passes (y, dx) run by planes: `lanes` threads along a plane (a power of two,
+// about S), the block's other threads on the next planes, a grid of `along` x `across` blocks
+// (capped at CUDA's grid limits; the loops stride over the rest). Thread t of block (bx, by) calls
+// f(offset, channel) for its elements, so the channel is known per plane, not divided out per
+// element.
+struct BnPlanes {
+  int64_t lanes = 32, along = 1, across = 1;
+};
+GP_HD BnPlanes bn_planes(int64_t planes, int64_t spatial, int64_t block) {
+  BnPlanes g;
+  while (g.lanes < block && g.lanes < spatial) g.lanes *= 2;
+  int64_t const rows = block / g.lanes;
+  g.along = (spatial + g.lanes - 1) / g.lanes;
+  g.across = (planes + rows - 1) / rows;
+  g.along = g.along < 1 ? 1 : (g.along > (int64_t{1} << 16) ? (int64_t{1} << 16) : g.along);
+  g.across = g.across < 1 ? 1 : (g.across > 65535 ? 65535 : g.across);
+  return g;
+}
+template <typename F>
+GP_HD void bn_for_planes(BnPlanes const& g, int64_t planes, int64_t channels, int64_t spatial, int64_t block,
+                         int64_t bx, int64_t by, int64_t t, F&& f) {
+  int64_t const rows = block / g.lanes;
+  int64_t const i0 = bx * g.lanes + t % g.lanes, i_step = g.along * g.lanes;
+  for (int64_t p = by * rows + t / g.lanes; p < planes; p += g.across * rows) {
+    int64_t const c = p % channels;
+    for (int64_t i = i0; i < spatial; i += i_step) f(p * spatial + i, c);
+  }
+}
+
 // The statistics' partial sums of one thread: Σ (x − shift) and Σ (x − shift)², shift a value of
 // the channel (its first), so that the variance E[d²] − E[d]² does not cancel when |mean| is large.
 template <typename T>

@@ -330,6 +330,29 @@ TEST(HdBatchNorm, TheSplitVisitsEachChannelsElementsOnce) {
   EXPECT_EQ(hd::bn_split(64, 2048, 49, kBlock).blocks(), 1);
 }
 
+// The elementwise passes' grid (hd::bn_planes, as the launchers size it) reaches every element
+// exactly once, with its channel, for short planes (rows of 64 lanes), long ones, a batch of one,
+// and more planes than the grid's 65,535 rows hold (the loop strides over the rest).
+TEST(HdBatchNorm, ThePlaneGridVisitsEachElementOnceWithItsChannel) {
+  for (Shape const& s : std::vector<Shape>{{64, 64, 49}, {2, 3, 3136}, {1, 5, 1}, {3, 2, 300}, {1, 600000, 1}}) {
+    SCOPED_TRACE("x " + dims_string(s));
+    int64_t const planes = s[0] * s[1];
+    hd::BnPlanes const g = hd::bn_planes(planes, s[2], kBlock);
+    EXPECT_EQ(kBlock % g.lanes, 0);
+    std::vector<int> seen(static_cast<std::size_t>(planes * s[2]), 0);
+    for (int64_t by = 0; by < g.across; ++by)
+      for (int64_t bx = 0; bx < g.along; ++bx)
+        for (int t = 0; t < kBlock; ++t)
+          hd::bn_for_planes(g, planes, s[1], s[2], kBlock, bx, by, t, [&](int64_t o, int64_t c) {
+            ASSERT_LT(o, static_cast<int64_t>(seen.size()));
+            ASSERT_EQ(hd::bn_channel(o, s[1], s[2]), c);
+            ++seen[o];
+          });
+    EXPECT_EQ(seen, std::vector<int>(seen.size(), 1));
+  }
+  EXPECT_EQ(hd::bn_planes(600000, 1, kBlock).across, 65535);  // capped: the loop covers the rest
+}
+
 // A channel whose mean is large against its spread (x = 1000 + U(-1, 1)): the shifted sums keep its
 // variance to float32's precision, where unshifted ones (E[x²] − E[x]² of 10^6-sized terms) lose it.
 TEST(HdBatchNorm, ShiftedSumsKeepTheVarianceOfALargeMean) {
