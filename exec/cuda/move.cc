@@ -194,15 +194,18 @@ Status concat_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   return Status::ok();
 }
 
+// T: the graph's dtype of the input (the kernel table's key): float, or a 16-bit float that Split
+// follows under mixed precision.
 template <typename T>
-Status split_forward_as(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+Status split_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  RETURN_IF_ERROR(need_float(call, in[0], dtype_of<T>()));
   ASSIGN_OR_RETURN(graph::ops::SplitShape const sp, graph::ops::split_shape(call.op, in[0].shape()));
   out.assign(call.op.outputs.size(), Tensor());
   int64_t off = 0;
   for (std::size_t i = 0; i < sp.sizes.size(); ++i) {
     std::vector<int64_t> s = in[0].shape();
     s[sp.axis] = sp.sizes[i];
-    ASSIGN_OR_RETURN(out[i], empty(s, in[0].dtype()));
+    ASSIGN_OR_RETURN(out[i], empty(s, dtype_of<T>()));
     RETURN_IF_ERROR(copy_part<T>(call, in[0], nullptr, in[0].shape(), nullptr, &out[i], s, sp.axis, off, false));
     off += sp.sizes[i];
   }
@@ -210,20 +213,13 @@ Status split_forward_as(OpCall const& call, std::vector<Tensor> const& in, std::
   return Status::ok();
 }
 
-Status split_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  DType const dtype = call.graph.tensor(call.op.inputs[0]).dtype;
-  RETURN_IF_ERROR(need_float(call, in[0], dtype));
-  if (dtype == DType::kBFloat16) return split_forward_as<__nv_bfloat16>(call, in, out, saved);
-  if (dtype == DType::kFloat16) return split_forward_as<__half>(call, in, out, saved);
-  return split_forward_as<float>(call, in, out, saved);
-}
-
 template <typename T>
-Status split_backward_as(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                         std::vector<Tensor>& grads, bool accumulate, DType dtype) {
+Status split_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                      std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0)) return Status::ok();
   std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
   ASSIGN_OR_RETURN(graph::ops::SplitShape const sp, graph::ops::split_shape(call.op, in_shape));
-  ASSIGN_OR_RETURN(Tensor * g, grad_slot(call, grads, 0, in_shape, accumulate, true, dtype));
+  ASSIGN_OR_RETURN(Tensor * g, grad_slot(call, grads, 0, in_shape, accumulate, true, dtype_of<T>()));
   int64_t off = 0;
   for (std::size_t i = 0; i < sp.sizes.size(); ++i) {
     if (i < gout.size() && gout[i].defined())
@@ -232,15 +228,6 @@ Status split_backward_as(OpCall const& call, Saved const& saved, std::vector<Ten
     off += sp.sizes[i];
   }
   return Status::ok();
-}
-
-Status split_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                      std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  if (!wants(wanted, 0)) return Status::ok();
-  DType const dtype = call.graph.tensor(call.op.inputs[0]).dtype;  // the gradient's, as the input's
-  if (dtype == DType::kBFloat16) return split_backward_as<__nv_bfloat16>(call, saved, gout, grads, accumulate, dtype);
-  if (dtype == DType::kFloat16) return split_backward_as<__half>(call, saved, gout, grads, accumulate, dtype);
-  return split_backward_as<float>(call, saved, gout, grads, accumulate, dtype);
 }
 
 // ---- Slice ----
@@ -347,9 +334,19 @@ std::vector<KernelEntry> move_kernels() {
                  {transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>},
                  1});
   add(OpKind::kConcat, {concat_forward, concat_backward, concat_backward, require_attrs<graph::ConcatAttrs>});
-  for (DType d : {DType::kFloat32, DType::kBFloat16, DType::kFloat16})  // 16-bit: follows its input
-    t.push_back(
-        {OpKind::kSplit, d, {split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>}, 1});
+  add(OpKind::kSplit,
+      {split_forward<float>, split_backward<float>, split_backward<float>, require_attrs<graph::SplitAttrs>});
+  // Mixed precision: Split follows its 16-bit input.
+  t.push_back({OpKind::kSplit,
+               DType::kBFloat16,
+               {split_forward<__nv_bfloat16>, split_backward<__nv_bfloat16>, split_backward<__nv_bfloat16>,
+                require_attrs<graph::SplitAttrs>},
+               1});
+  t.push_back(
+      {OpKind::kSplit,
+       DType::kFloat16,
+       {split_forward<__half>, split_backward<__half>, split_backward<__half>, require_attrs<graph::SplitAttrs>},
+       1});
   add(OpKind::kSlice, {slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>});
   add(OpKind::kGather, {gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2);
   return t;
