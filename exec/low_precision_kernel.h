@@ -113,4 +113,10 @@ OpKernels low_precision_kernels(CheckFn check) {
   return {low_precision_forward<F, C>, low_precision_backward<B, C>, low_precision_backward<W, C>, check};
 }
 
+// The same for the widened wrappers (a BothFn, if any, is the caller's to wrap with widened_both).
+template <ForwardFn F, BackwardFn B, BackwardFn W, ConvertFn C>
+OpKernels widened_kernels(CheckFn check) {
+  return {widened_forward<F, C>, widened_backward<B, C>, widened_backward<W, C>, check};
+}
+
 }  // namespace gp::exec

@@ -106,27 +106,16 @@ Table const& kernel_table() {
     // oneDNN 2.6's bf16 batch normalisation on our plain layouts measured 3.5x float32's time on
     // ResNet-18, so the bf16 entry widens x and dy, runs the float32 kernel and narrows y and dx.
     {
-      CpuKernelEntry bn{
-          {widened_forward<batchnorm_forward, convert_float_fn>, widened_backward<batchnorm_backward, convert_float_fn>,
-           widened_backward<batchnorm_backward, convert_float_fn>, require_attrs<graph::BatchNormAttrs>,
-           widened_both<fresh_then_add<batchnorm_backward>, convert_float_fn>},
-          5,
-          true,
-          0,
-          {DType::kBFloat16}};
+      CpuKernelEntry bn = widened_entry<batchnorm_forward, batchnorm_backward, batchnorm_backward>(
+          require_attrs<graph::BatchNormAttrs>, 5);
+      bn.kernels.backward_both = widened_both<fresh_then_add<batchnorm_backward>, convert_float_fn>;
       bn.low_inputs = 1;
       t.push_back({OpKind::kBatchNormalization, std::move(bn)});
     }
-    // GELU follows a bf16 input too, and also computes in float32 here: with oneDNN 2.6's bf16 GELU
-    // the zoo transformer's bf16 step varied from 1.09x to 1.62x its float32 step over 7 runs
-    // (bench_train --bf16 --only transformer), widened 1.27-1.29x over 4.
-    t.push_back({OpKind::kGelu,
-                 {{widened_forward<unary_forward, convert_float_fn>, widened_backward<unary_backward, convert_float_fn>,
-                   widened_backward<unary_backward, convert_float_fn>, no_check},
-                  1,
-                  true,
-                  0,
-                  {DType::kBFloat16}}});
+    // GELU follows a bf16 input too, and also computes in float32 here. bench_train --bf16 --only
+    // transformer, bf16/fp32 per run on a noisy 2-core machine: oneDNN 2.6's bf16 GELU 1.09-1.62x
+    // over 7 runs (median 1.24); float32 GELU behind casts 0.91-1.29x over 6 (four at 1.27-1.29).
+    t.push_back({OpKind::kGelu, widened_entry<unary_forward, unary_backward, unary_backward>(no_check, 1)});
     // Convolution and matrix products in bf16 with float32 weights (the low_precision_entry
     // wrapper rounds them per call and widens their gradients).
     t.push_back({OpKind::kConv, low_precision_entry<conv_forward, conv_backward_data, conv_backward_weights>(

@@ -83,6 +83,13 @@ CpuKernelEntry low_precision_entry(CheckFn check, std::size_t min_inputs) {
   return e;
 }
 
+// The other direction: a bfloat16 entry for an op that follows its bf16 input but computes in
+// float32 here (exec/low_precision_kernel.h's widened wrappers around the float32 kernel).
+template <ForwardFn F, BackwardFn B, BackwardFn W>
+CpuKernelEntry widened_entry(CheckFn check, std::size_t min_inputs) {
+  return {widened_kernels<F, B, W, convert_float_fn>(check), min_inputs, true, 0, {DType::kBFloat16}};
+}
+
 // ---- conv family (conv.cc), pool family (pool.cc) ----
 Status conv_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status conv_backward_data(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
