@@ -17,8 +17,8 @@
 #include "exec/cuda/caching_allocator.h"
 #include "exec/cuda/cuda_backend.h"
 #include "exec/cuda/cuda_check.h"
-#include "exec/cuda/cudnn_graphs.h"
 #include "graph/precision.h"
+#include "tests/cuda/batchnorm_kernels.h"
 #include "tests/cuda/rnn_cases.h"
 #include "tests/exec/mixed_precision_models.h"
 #include "tests/exec/op_harness.h"
@@ -868,21 +868,13 @@ TEST_F(CudaGpu, EveryLowPrecisionOpMatchesCpuFloat32WithinTheFormatsTolerance) {
     }
 }
 
-// Where cuDNN refuses a BatchNormalization shape (an H100's cuDNN refused x [3,2,2,3] and
-// [2,3,2,2]: no engine config) the backend runs its own kernels. Which shapes a device's cuDNN
-// refuses varies, so here every BatchNormalization case runs on those kernels.
 // The sweep runs BatchNormalization on cuDNN's graphs (the default); here on our kernels, chosen
-// (GP_CUDA_BATCHNORM=ours) and where cuDNN refuses a shape (forced: every shape).
+// (GP_CUDA_BATCHNORM=ours) and where cuDNN refuses a shape (an H100's cuDNN refused x [3,2,2,3]
+// and [2,3,2,2]: no engine config; which shapes varies by device, so here cuDNN refuses every one).
 TEST_F(CudaGpu, BatchNormalizationOnOurKernelsMatchesTheCpuBackend) {
-  struct Restore {
-    ~Restore() {
-      cuda::set_batchnorm_kernels(cuda::BatchNormKernels::kCudnn);
-      cuda::refuse_cudnn_batchnorm_for_testing(false);
-    }
-  } const restore;
   for (bool chosen : {true, false}) {
-    cuda::set_batchnorm_kernels(chosen ? cuda::BatchNormKernels::kOurs : cuda::BatchNormKernels::kCudnn);
-    cuda::refuse_cudnn_batchnorm_for_testing(!chosen);
+    testing::BatchNormKernelsFor const use(chosen ? cuda::BatchNormKernels::kOurs : cuda::BatchNormKernels::kCudnn,
+                                           !chosen);
     int ran = 0;
     for (Case const& c : cases()) {
       OneOp o = c.make();

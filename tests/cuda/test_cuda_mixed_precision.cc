@@ -13,11 +13,11 @@
 #include "exec/cpu/cpu_backend.h"
 #include "exec/cuda/cuda_backend.h"
 #include "exec/cuda/cuda_check.h"
-#include "exec/cuda/cudnn_graphs.h"
 #include "exec/data.h"
 #include "exec/trainer.h"
 #include "graph/precision.h"
 #include "models/zoo.h"
+#include "tests/cuda/batchnorm_kernels.h"
 #include "tests/exec/mixed_precision_models.h"
 #include "tests/exec/tiny_models.h"
 
@@ -115,14 +115,12 @@ TEST_F(CudaMixedPrecisionGpu, A16BitBatchNormOnOurKernelsMatches) {
   auto const want = one_step(graph_in(model, Precision::kFloat32), cpu);
   for (bool chosen : {true, false}) {
     SCOPED_TRACE(chosen ? "our kernels" : "cuDNN refusing: our kernels");
-    cuda::set_batchnorm_kernels(chosen ? cuda::BatchNormKernels::kOurs : cuda::BatchNormKernels::kCudnn);
-    cuda::refuse_cudnn_batchnorm_for_testing(!chosen);
+    testing::BatchNormKernelsFor const use(chosen ? cuda::BatchNormKernels::kOurs : cuda::BatchNormKernels::kCudnn,
+                                           !chosen);
     auto const got = one_step(graph_in(model, Precision::kBFloat16), *gpu_);
     ASSERT_EQ(got.size(), want.size());
     testing::expect_within(got, want, kUnits * kFormats[0].unit);
   }
-  cuda::refuse_cudnn_batchnorm_for_testing(false);
-  cuda::set_batchnorm_kernels(cuda::BatchNormKernels::kCudnn);
 }
 
 // fp16 with dynamic loss scaling on the GPU: a first scale far past half's range overflows the
