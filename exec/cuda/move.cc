@@ -114,29 +114,27 @@ Result<Tensor> permute_as(OpCall const& call, Tensor const& x, std::vector<int64
   return y;
 }
 
-// float32, or a 16-bit float (mixed precision's Transpose follows its input).
-Result<Tensor> permute(OpCall const& call, Tensor const& x, std::vector<int64_t> const& perm) {
-  if (x.dtype() == DType::kBFloat16) return permute_as<__nv_bfloat16>(call, x, perm);
-  if (x.dtype() == DType::kFloat16) return permute_as<__half>(call, x, perm);
-  return permute_as<float>(call, x, perm);
-}
-
+// T: the graph's dtype of the input (the kernel table's key): float, or a 16-bit float that
+// Transpose follows under mixed precision.
+template <typename T>
 Status transpose_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  RETURN_IF_ERROR(need_float(call, in[0], call.graph.tensor(call.op.inputs[0]).dtype));
+  RETURN_IF_ERROR(need_float(call, in[0], dtype_of<T>()));
   ASSIGN_OR_RETURN(std::vector<int64_t> const perm, graph::ops::transpose_perm(call.op, in[0].shape()));
   out.assign(call.op.outputs.size(), Tensor());
-  ASSIGN_OR_RETURN(out[0], permute(call, in[0], perm));
+  ASSIGN_OR_RETURN(out[0], permute_as<T>(call, in[0], perm));
   if (saved) saved->tensors.clear();
   return Status::ok();
 }
 
+template <typename T>
 Status transpose_backward(OpCall const& call, Saved const&, std::vector<Tensor> const& gout,
                           std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  RETURN_IF_ERROR(need_float(call, gout[0], dtype_of<T>()));
   ASSIGN_OR_RETURN(std::vector<int64_t> const perm, graph::ops::transpose_perm(call.op, gout[0].shape(), "gradient"));
   std::vector<int64_t> inverse(perm.size());
   for (std::size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
-  ASSIGN_OR_RETURN(Tensor g, permute(call, gout[0], inverse));
+  ASSIGN_OR_RETURN(Tensor g, permute_as<T>(call, gout[0], inverse));
   return emit_grad(call, grads, 0, g, accumulate);
 }
 
@@ -315,6 +313,20 @@ Status gather_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   return Status::ok();
 }
 
+// The kernel table's entry of Transpose or Split for dtype T.
+template <typename T>
+KernelEntry moves_as(OpKind kind) {
+  if (kind == OpKind::kTranspose)
+    return {kind,
+            dtype_of<T>(),
+            {transpose_forward<T>, transpose_backward<T>, transpose_backward<T>, require_attrs<graph::TransposeAttrs>},
+            1};
+  return {kind,
+          dtype_of<T>(),
+          {split_forward<T>, split_backward<T>, split_backward<T>, require_attrs<graph::SplitAttrs>},
+          1};
+}
+
 }  // namespace
 
 std::vector<KernelEntry> move_kernels() {
@@ -326,27 +338,12 @@ std::vector<KernelEntry> move_kernels() {
   for (DType d : {DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8})
     t.push_back(
         {OpKind::kExpand, d, {expand_bytes_forward, no_gradient, no_gradient, require_attrs<graph::ExpandAttrs>}, 1});
-  add(OpKind::kTranspose,
-      {transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>});
-  for (DType d : {DType::kBFloat16, DType::kFloat16})  // mixed precision: follows its 16-bit input
-    t.push_back({OpKind::kTranspose,
-                 d,
-                 {transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>},
-                 1});
+  // Transpose and Split: float32, and the 16-bit dtypes they follow under mixed precision.
+  for (KernelEntry const& e : {moves_as<float>(OpKind::kTranspose), moves_as<__nv_bfloat16>(OpKind::kTranspose),
+                               moves_as<__half>(OpKind::kTranspose), moves_as<float>(OpKind::kSplit),
+                               moves_as<__nv_bfloat16>(OpKind::kSplit), moves_as<__half>(OpKind::kSplit)})
+    t.push_back(e);
   add(OpKind::kConcat, {concat_forward, concat_backward, concat_backward, require_attrs<graph::ConcatAttrs>});
-  add(OpKind::kSplit,
-      {split_forward<float>, split_backward<float>, split_backward<float>, require_attrs<graph::SplitAttrs>});
-  // Mixed precision: Split follows its 16-bit input.
-  t.push_back({OpKind::kSplit,
-               DType::kBFloat16,
-               {split_forward<__nv_bfloat16>, split_backward<__nv_bfloat16>, split_backward<__nv_bfloat16>,
-                require_attrs<graph::SplitAttrs>},
-               1});
-  t.push_back(
-      {OpKind::kSplit,
-       DType::kFloat16,
-       {split_forward<__half>, split_backward<__half>, split_backward<__half>, require_attrs<graph::SplitAttrs>},
-       1});
   add(OpKind::kSlice, {slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>});
   add(OpKind::kGather, {gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2);
   return t;
