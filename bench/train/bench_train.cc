@@ -2,6 +2,7 @@
 // batch and SGD optimizer) in the same run; with --bf16 also bf16 mixed precision against torch's
 // CPU autocast, and graphpipe bf16 against its own float32. Torch runs as a subprocess with OpenBLAS preloaded
 // through LD_LIBRARY_PATH so that neither side is handicapped by the reference BLAS.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -73,11 +74,20 @@ Result<double> graphpipe_samples_per_s(Row const& row, int warmup, int steps, gr
   return static_cast<double>(row.batch) * steps / dt;
 }
 
+// The median (the mean of the middle two for an even count); 0 for none.
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  std::size_t const n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);  // the table only: no session log lines
   int warmup = 2, steps = 5;
+  int repeat = 1;  // --repeat N: N interleaved rounds, medians printed (a noisy machine)
   int64_t batch = 32;
   bool with_resnet = true;
   std::string only;
@@ -100,9 +110,11 @@ int main(int argc, char** argv) {
       only = argv[++i];
     } else if (arg == "--steps" && i + 1 < argc) {
       steps = std::atoi(argv[++i]);
+    } else if (arg == "--repeat" && i + 1 < argc) {
+      repeat = std::max(1, std::atoi(argv[++i]));
     } else {
       std::cerr << "bench_train: unknown argument '" << arg
-                << "'; use --quick, --no-resnet, --batch N, --steps N, --only MODEL, --no-torch, --bf16\n";
+                << "'; use --quick, --no-resnet, --batch N, --steps N, --only MODEL, --no-torch, --bf16, --repeat N\n";
       return 2;
     }
   }
@@ -139,33 +151,65 @@ int main(int argc, char** argv) {
                   "print('openblas' if 'libopenblas' in open('/proc/self/maps').read() else 'other')\" 2>/dev/null");
   std::printf("torch: /usr/bin/python3, %s, 2 threads; BLAS mapped in torch process: %s", torch_env.c_str(),
               blas_maps.empty() ? "?\n" : blas_maps.c_str());
-  std::printf("warm-up %d steps, timed %d steps, SGD(lr=1e-3, momentum=0.9), size small\n\n", warmup, steps);
+  std::printf("warm-up %d steps, timed %d steps, SGD(lr=1e-3, momentum=0.9), size small; %d round%s (medians)\n\n",
+              warmup, steps, repeat, repeat == 1 ? "" : "s, precisions interleaved");
   std::printf("%-12s %6s %-5s %16s %16s %8s %10s  %s\n", "model", "batch", "math", "graphpipe s/s", "torch s/s",
               "ratio", "vs fp32", "torch blas_build");
+  std::vector<graph::Precision> precisions = {graph::Precision::kFloat32};
+  if (bf16) precisions.push_back(graph::Precision::kBFloat16);
   for (auto const& row : rows) {
-    double fp32_rate = 0;
-    for (graph::Precision precision : {graph::Precision::kFloat32, graph::Precision::kBFloat16}) {
-      bool const low = precision == graph::Precision::kBFloat16;
-      if (low && !bf16) continue;
-      auto gp_rate = graphpipe_samples_per_s(row, warmup, steps, precision);
-      std::string cmd = torch_env + "/usr/bin/python3 " + script + " bench --onnx " + row.onnx + " --batch " +
-                        std::to_string(row.batch) + " --steps " + std::to_string(steps) + " --warmup " +
-                        std::to_string(warmup) + " --threads 2 --loss " + row.loss + (low ? " --bf16" : "");
-      if (!row.torchvision.empty()) cmd += " --torchvision " + row.torchvision;
-      std::string const out = with_torch ? run_capture(cmd + " 2>&1") : std::string();
-      double const torch_rate = json_number(out, "samples_per_s");
-      double const g = gp_rate.is_ok() ? *gp_rate : 0.0;
-      if (!low) fp32_rate = g;
-      std::printf("%-12s %6lld %-5s %16.1f %16.1f %8.2f %10s  %s\n", row.model.c_str(),
-                  static_cast<long long>(row.batch), graph::precision_name(precision), g, torch_rate,
-                  torch_rate > 0 ? g / torch_rate : 0.0,
-                  low && fp32_rate > 0 ? std::to_string(g / fp32_rate).substr(0, 4).c_str() : "",
-                  json_string(out, "blas_build").c_str());
-      if (!gp_rate.is_ok()) std::printf("  graphpipe error: %s\n", gp_rate.status().message().c_str());
-      if (torch_rate <= 0 && with_torch)
-        std::printf("  torch error: %s\n", out.substr(out.size() > 300 ? out.size() - 300 : 0).c_str());
-      std::fflush(stdout);
+    // Per precision and round: graphpipe's and torch's rates, and (bf16) graphpipe's ratio to its
+    // own float32 of the same round; the rounds interleave the precisions, so a slow spell of the
+    // machine hits both sides of a ratio.
+    struct Samples {
+      std::vector<double> gp, torch, ratio, vs_fp32;
+      std::string blas, error;
+    };
+    std::vector<Samples> samples(precisions.size());
+    for (int round = 0; round < repeat; ++round) {
+      double fp32_rate = 0;
+      for (std::size_t k = 0; k < precisions.size(); ++k) {
+        bool const low = precisions[k] == graph::Precision::kBFloat16;
+        auto gp_rate = graphpipe_samples_per_s(row, warmup, steps, precisions[k]);
+        std::string cmd = torch_env + "/usr/bin/python3 " + script + " bench --onnx " + row.onnx + " --batch " +
+                          std::to_string(row.batch) + " --steps " + std::to_string(steps) + " --warmup " +
+                          std::to_string(warmup) + " --threads 2 --loss " + row.loss + (low ? " --bf16" : "");
+        if (!row.torchvision.empty()) cmd += " --torchvision " + row.torchvision;
+        std::string const out = with_torch ? run_capture(cmd + " 2>&1") : std::string();
+        double const torch_rate = json_number(out, "samples_per_s");
+        double const g = gp_rate.is_ok() ? *gp_rate : 0.0;
+        if (!low) fp32_rate = g;
+        Samples& s = samples[k];
+        s.gp.push_back(g);
+        s.blas = json_string(out, "blas_build");
+        if (torch_rate > 0) {
+          s.torch.push_back(torch_rate);
+          s.ratio.push_back(g / torch_rate);
+        } else if (with_torch) {
+          s.error = "torch error: " + out.substr(out.size() > 300 ? out.size() - 300 : 0);
+        }
+        if (low && fp32_rate > 0) s.vs_fp32.push_back(g / fp32_rate);
+        if (!gp_rate.is_ok()) s.error = "graphpipe error: " + gp_rate.status().message();
+      }
     }
+    for (std::size_t k = 0; k < precisions.size(); ++k) {
+      Samples const& s = samples[k];
+      std::string const vs = s.vs_fp32.empty() ? "" : std::to_string(median(s.vs_fp32)).substr(0, 4);
+      std::printf("%-12s %6lld %-5s %16.1f %16.1f %8.2f %10s  %s\n", row.model.c_str(),
+                  static_cast<long long>(row.batch), graph::precision_name(precisions[k]), median(s.gp),
+                  median(s.torch), median(s.ratio), vs.c_str(), s.blas.c_str());
+      if (repeat > 1) {
+        std::printf("%-12s %6s %-5s rounds: graphpipe", "", "", "");
+        for (double v : s.gp) std::printf(" %.1f", v);
+        if (!s.vs_fp32.empty()) {
+          std::printf(", vs fp32");
+          for (double v : s.vs_fp32) std::printf(" %.2f", v);
+        }
+        std::printf("\n");
+      }
+      if (!s.error.empty()) std::printf("  %s\n", s.error.c_str());
+    }
+    std::fflush(stdout);
   }
   std::filesystem::remove_all(dir);
   return 0;
