@@ -91,6 +91,26 @@ Status widened_backward(OpCall const& call, Saved const& saved, std::vector<Tens
   return grads_in_input_dtypes<B, C>(call, saved, g, wanted, grads, accumulate);
 }
 
+// A 16-bit kernel's backward emulated by the float32 one, inside low_precision_backward (a backend
+// without 16-bit primitives): the 16-bit output gradients widened, B run, and every gradient rounded
+// to the op's compute dtype, as the 16-bit kernel writes them (the wrapper around it then widens a
+// weight's; the CPU's native bf16 Gemm alone leaves its bias gradient float32). The forward twin is widened_forward,
+// whose float32 saved tensors B reads.
+template <BackwardFn B, ConvertFn C>
+Status emulated_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                         std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  DType const low = compute_dtype(call);
+  ASSIGN_OR_RETURN(std::vector<Tensor> const g, converted<C>(gout, is_low_float, DType::kFloat32));
+  std::vector<Tensor> fresh;
+  RETURN_IF_ERROR(B(call, saved, g, wanted, fresh, false));
+  for (std::size_t i = 0; i < fresh.size() && i < call.op.inputs.size(); ++i) {
+    if (!wants(wanted, i) || !fresh[i].defined()) continue;
+    ASSIGN_OR_RETURN(Tensor r, C(fresh[i], low));
+    RETURN_IF_ERROR(emit_grad(call, grads, i, std::move(r), accumulate));
+  }
+  return Status::ok();
+}
+
 // BothFn's twin: input gradients set (narrowed to their inputs' dtypes), weight gradients (float32)
 // added by the float32 kernel itself.
 template <BothFn Both, ConvertFn C>

@@ -16,7 +16,8 @@ struct ConvGeometry {
   std::string key;
 };
 
-Status conv_geometry(OpCall const& call, std::vector<int64_t> const& x, std::vector<int64_t> const& w,
+// `dtype`: the data's (a kernel's input tensors', which an emulated bf16 entry widened to float32).
+Status conv_geometry(OpCall const& call, std::vector<int64_t> const& x, std::vector<int64_t> const& w, DType dtype,
                      ConvGeometry& g) {
   auto const& a = *attrs_of<graph::ConvAttrs>(call.op);
   std::size_t const sp = x.size() - 2;
@@ -53,7 +54,7 @@ Status conv_geometry(OpCall const& call, std::vector<int64_t> const& x, std::vec
     g.weights_grouped = {group, w[0] / group};
     g.weights_grouped.insert(g.weights_grouped.end(), w.begin() + 1, w.end());
   }
-  g.dtype = call.graph.tensor(call.op.inputs[0]).dtype;
+  g.dtype = dtype;
   g.key = dnnl_ctx::key(static_cast<int>(g.dtype), dnnl_ctx::key_dims(x), dnnl_ctx::key_dims(w), group,
                         dnnl_ctx::key_dims(g.strides), dnnl_ctx::key_dims(g.dilates), dnnl_ctx::key_dims(g.pad_l),
                         dnnl_ctx::key_dims(g.pad_r));
@@ -100,7 +101,7 @@ Status conv_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
   Tensor const& x = in[0];
   Tensor const& w = in[1];
   ConvGeometry g;
-  RETURN_IF_ERROR(conv_geometry(call, x.shape(), w.shape(), g));
+  RETURN_IF_ERROR(conv_geometry(call, x.shape(), w.shape(), x.dtype(), g));
   bool const bias = has_bias(call) && in.size() > 2 && in[2].defined();
   Tensor y(g.dst, g.dtype);
   auto e = conv_fwd_prim(g, bias);
@@ -143,7 +144,7 @@ Status data_grad(OpCall const& call, Saved const& saved, Tensor const& gout, Ten
   Tensor const& x = saved.tensors.at(0);
   Tensor const& w = saved.tensors.at(1);
   ConvGeometry g;
-  RETURN_IF_ERROR(conv_geometry(call, x.shape(), w.shape(), g));
+  RETURN_IF_ERROR(conv_geometry(call, x.shape(), w.shape(), x.dtype(), g));
   auto f = conv_fwd_prim(g, false);
   auto e = dnnl_ctx::cached<ConvBwdData>(dnnl_ctx::key("conv_bwd_data", g.key), [&] {
     dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any_md(g.src, g.dtype),
@@ -169,7 +170,7 @@ Status weight_grads(OpCall const& call, Saved const& saved, Tensor const& gout, 
   Tensor const& x = saved.tensors.at(0);
   Tensor const& w = saved.tensors.at(1);
   ConvGeometry g;
-  RETURN_IF_ERROR(conv_geometry(call, x.shape(), w.shape(), g));
+  RETURN_IF_ERROR(conv_geometry(call, x.shape(), w.shape(), x.dtype(), g));
   auto f = conv_fwd_prim(g, want_b);
   auto e = dnnl_ctx::cached<ConvBwdWeights>(dnnl_ctx::key("conv_bwd_weights", g.key, want_b), [&] {
     dnnl::convolution_backward_weights::desc d =

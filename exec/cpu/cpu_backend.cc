@@ -1,8 +1,15 @@
 #include "exec/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
 
 #include "exec/cpu/cpu_ops.h"
+#include "exec/cpu/dnnl_context.h"
+#include "exec/low_precision_kernel.h"
 #include "exec/kernel_table.h"
 #include "graph/ops/conv.h"
 #include "graph/ops/pool.h"
@@ -20,121 +27,145 @@ constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat
                                 DType::kInt32,   DType::kInt8,    DType::kUInt8,    DType::kBool};
 
 // The kernel table: every operator the CPU backend runs, in one place. A float entry is keyed by
-// float32; an entry that handles dtypes itself by every dtype.
-Table const& kernel_table() {
-  static Table const table = [] {
-    OpKernels const unary{unary_forward, unary_backward, unary_backward, no_check};
-    OpKernels const binary{binary_forward, binary_backward, binary_backward, binary_check};
-    OpKernels const view{reshape_forward, reshape_backward, reshape_backward, graph::ops::view_check};
-    OpKernels const pool{pool_forward, pool_backward, pool_backward, graph::ops::pool_check};
-    CpuKernelFamily t;
-    t.push_back(
-        {OpKind::kConv,
-         {{conv_forward, conv_backward_data, conv_backward_weights, graph::ops::conv_check, conv_backward_both}, 2}});
-    for (OpKind p : {OpKind::kMaxPool, OpKind::kAveragePool, OpKind::kGlobalAveragePool}) t.push_back({p, {pool, 1}});
-    t.push_back({OpKind::kGemm, {{gemm_forward, gemm_backward, gemm_backward, require_attrs<graph::GemmAttrs>}, 2}});
-    t.push_back({OpKind::kMatMul, {{matmul_forward, matmul_backward, matmul_backward, no_check}, 2}});
-    t.push_back({OpKind::kBatchNormalization,
-                 {{batchnorm_forward, batchnorm_backward, batchnorm_backward, require_attrs<graph::BatchNormAttrs>,
-                   fresh_then_add<batchnorm_backward>},
-                  5}});
-    t.push_back({OpKind::kLayerNormalization,
-                 {{layernorm_forward, layernorm_backward, layernorm_backward, require_attrs<graph::LayerNormAttrs>,
-                   fresh_then_add<layernorm_backward>},
-                  2}});
-    t.push_back({OpKind::kInstanceNormalization,
-                 {{instnorm_forward, instnorm_backward, instnorm_backward, require_attrs<graph::InstanceNormAttrs>,
-                   fresh_then_add<instnorm_backward>},
-                  3}});
-    t.push_back({OpKind::kSoftmax, {{softmax_forward, softmax_backward, softmax_backward, no_check}, 1}});
-    for (OpKind u : {OpKind::kRelu, OpKind::kLeakyRelu, OpKind::kSigmoid, OpKind::kTanh, OpKind::kGelu, OpKind::kSqrt,
-                     OpKind::kErf, OpKind::kExp, OpKind::kLog, OpKind::kAbs, OpKind::kNeg})
-      t.push_back({u, {unary, 1}});
-    t.push_back({OpKind::kPow, {{pow_forward, pow_backward, pow_backward, pow_check}, 1}});
-    for (OpKind b : {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv}) t.push_back({b, {binary, 2}});
-    t.push_back({OpKind::kDropout, {{dropout_forward, dropout_backward, dropout_backward, no_check}, 1}});
-    // Views only reinterpret the bytes: any dtype (an int64 target unsqueezed for a loss).
-    for (OpKind v : {OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze, OpKind::kUnsqueeze, OpKind::kIdentity})
-      t.push_back({v, {view, 1, false}});
-    // Expand also copies masks and indices (a causal mask broadcast over the micro-batch).
-    t.push_back({OpKind::kExpand,
-                 {{expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>}, 1, false}});
-    t.push_back(
-        {OpKind::kTranspose,
-         {{transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>}, 1}});
-    // Concat reads every input as float data; Gather only its data (its indices are integers).
-    t.push_back({OpKind::kConcat,
-                 {{concat_forward, concat_backward, concat_backward, require_attrs<graph::ConcatAttrs>},
-                  1,
-                  true,
-                  kEveryInput}});
-    // ... and integer and bool inputs (index pairs), copied as bytes.
-    t.push_back({OpKind::kConcat,
-                 {{concat_bytes_forward, no_gradient, no_gradient, concat_bytes_check},
-                  1,
-                  false,
-                  0,
-                  {DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8}}});
-    t.push_back(
-        {OpKind::kSplit, {{split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>}, 1}});
-    t.push_back(
-        {OpKind::kSlice, {{slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>}, 1}});
-    t.push_back({OpKind::kGather,
-                 {{gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2, true, 1}});
-    for (auto family : {linalg_kernels, activation_kernels, reduce_kernels, index_kernels, rnn_kernels, loss_kernels,
-                        logic_kernels, deconv_kernels, view_kernels, binary_int_kernels})
-      for (auto& entry : family()) t.push_back(std::move(entry));
-    // The float kernels that also run bfloat16 (mixed precision, graph/precision.h): oneDNN's
-    // bf16 eltwise and pooling, and Transpose's and Split's bit moves. Add's bf16 kernel
-    // is its own entry (binary.cc); views run any dtype.
-    for (auto& [kind, entry] : t) {
-      if (!entry.float_inputs || !entry.dtypes.empty()) continue;
-      switch (kind) {
-        case OpKind::kTranspose:
-        case OpKind::kSplit:
-        case OpKind::kRelu:
-        case OpKind::kMaxPool:
-        case OpKind::kAveragePool:
-        case OpKind::kGlobalAveragePool:
-          entry.dtypes = {DType::kFloat32, DType::kBFloat16};
-          break;
-        default:
-          break;
-      }
+// float32; an entry that handles dtypes itself by every dtype. Built twice: with bf16 on oneDNN's
+// primitives (`native`) and with bf16 emulated around the float32 kernels (CpuBf16).
+Table build_table(bool native) {
+  OpKernels const unary{unary_forward, unary_backward, unary_backward, no_check};
+  OpKernels const binary{binary_forward, binary_backward, binary_backward, binary_check};
+  OpKernels const view{reshape_forward, reshape_backward, reshape_backward, graph::ops::view_check};
+  OpKernels const pool{pool_forward, pool_backward, pool_backward, graph::ops::pool_check};
+  CpuKernelFamily t;
+  t.push_back(
+      {OpKind::kConv,
+       {{conv_forward, conv_backward_data, conv_backward_weights, graph::ops::conv_check, conv_backward_both}, 2}});
+  for (OpKind p : {OpKind::kMaxPool, OpKind::kAveragePool, OpKind::kGlobalAveragePool}) t.push_back({p, {pool, 1}});
+  t.push_back({OpKind::kGemm, {{gemm_forward, gemm_backward, gemm_backward, require_attrs<graph::GemmAttrs>}, 2}});
+  t.push_back({OpKind::kMatMul, {{matmul_forward, matmul_backward, matmul_backward, no_check}, 2}});
+  t.push_back({OpKind::kBatchNormalization,
+               {{batchnorm_forward, batchnorm_backward, batchnorm_backward, require_attrs<graph::BatchNormAttrs>,
+                 fresh_then_add<batchnorm_backward>},
+                5}});
+  t.push_back({OpKind::kLayerNormalization,
+               {{layernorm_forward, layernorm_backward, layernorm_backward, require_attrs<graph::LayerNormAttrs>,
+                 fresh_then_add<layernorm_backward>},
+                2}});
+  t.push_back({OpKind::kInstanceNormalization,
+               {{instnorm_forward, instnorm_backward, instnorm_backward, require_attrs<graph::InstanceNormAttrs>,
+                 fresh_then_add<instnorm_backward>},
+                3}});
+  t.push_back({OpKind::kSoftmax, {{softmax_forward, softmax_backward, softmax_backward, no_check}, 1}});
+  for (OpKind u : {OpKind::kRelu, OpKind::kLeakyRelu, OpKind::kSigmoid, OpKind::kTanh, OpKind::kGelu, OpKind::kSqrt,
+                   OpKind::kErf, OpKind::kExp, OpKind::kLog, OpKind::kAbs, OpKind::kNeg})
+    t.push_back({u, {unary, 1}});
+  t.push_back({OpKind::kPow, {{pow_forward, pow_backward, pow_backward, pow_check}, 1}});
+  for (OpKind b : {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv}) t.push_back({b, {binary, 2}});
+  t.push_back({OpKind::kDropout, {{dropout_forward, dropout_backward, dropout_backward, no_check}, 1}});
+  // Views only reinterpret the bytes: any dtype (an int64 target unsqueezed for a loss).
+  for (OpKind v : {OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze, OpKind::kUnsqueeze, OpKind::kIdentity})
+    t.push_back({v, {view, 1, false}});
+  // Expand also copies masks and indices (a causal mask broadcast over the micro-batch).
+  t.push_back({OpKind::kExpand,
+               {{expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>}, 1, false}});
+  t.push_back({OpKind::kTranspose,
+               {{transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>}, 1}});
+  // Concat reads every input as float data; Gather only its data (its indices are integers).
+  t.push_back(
+      {OpKind::kConcat,
+       {{concat_forward, concat_backward, concat_backward, require_attrs<graph::ConcatAttrs>}, 1, true, kEveryInput}});
+  // ... and integer and bool inputs (index pairs), copied as bytes.
+  t.push_back({OpKind::kConcat,
+               {{concat_bytes_forward, no_gradient, no_gradient, concat_bytes_check},
+                1,
+                false,
+                0,
+                {DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8}}});
+  t.push_back({OpKind::kSplit, {{split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>}, 1}});
+  t.push_back({OpKind::kSlice, {{slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>}, 1}});
+  t.push_back({OpKind::kGather,
+               {{gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2, true, 1}});
+  for (auto family : {linalg_kernels, activation_kernels, reduce_kernels, index_kernels, rnn_kernels, loss_kernels,
+                      logic_kernels, deconv_kernels, view_kernels, binary_int_kernels})
+    for (auto& entry : family()) t.push_back(std::move(entry));
+  // The float kernels that also run bfloat16 (mixed precision, graph/precision.h): oneDNN's
+  // bf16 eltwise and pooling, and Transpose's and Split's bit moves. Add's bf16 kernel
+  // is its own entry (binary.cc); views run any dtype.
+  for (auto& [kind, entry] : t) {
+    if (!entry.float_inputs || !entry.dtypes.empty()) continue;
+    switch (kind) {
+      case OpKind::kRelu:
+      case OpKind::kMaxPool:
+      case OpKind::kAveragePool:
+      case OpKind::kGlobalAveragePool:
+        if (!native) break;  // emulated below
+        [[fallthrough]];
+      case OpKind::kTranspose:
+      case OpKind::kSplit:
+        entry.dtypes = {DType::kFloat32, DType::kBFloat16};
+        break;
+      default:
+        break;
     }
-    // Batch normalisation follows a bf16 input (graph/precision.h) but computes in float32 here:
-    // oneDNN 2.6's bf16 batch normalisation on our plain layouts measured 3.5x float32's time on
-    // ResNet-18, so the bf16 entry widens x and dy, runs the float32 kernel and narrows y and dx.
-    {
-      CpuKernelEntry bn = widened_entry<batchnorm_forward, batchnorm_backward, batchnorm_backward>(
-          require_attrs<graph::BatchNormAttrs>, 5);
-      bn.kernels.backward_both = widened_both<fresh_then_add<batchnorm_backward>, convert_float_fn>;
-      bn.low_inputs = 1;
-      t.push_back({OpKind::kBatchNormalization, std::move(bn)});
-    }
-    // GELU follows a bf16 input too, and also computes in float32 here. bench_train --bf16 --only
-    // transformer, bf16/fp32 per run on a noisy 2-core machine: oneDNN 2.6's bf16 GELU 1.09-1.62x
-    // over 7 runs (median 1.24); float32 GELU behind casts 0.91-1.29x over 6 (four at 1.27-1.29).
-    t.push_back({OpKind::kGelu, widened_entry<unary_forward, unary_backward, unary_backward>(no_check, 1)});
-    // Convolution and matrix products in bf16 with float32 weights (the low_precision_entry
-    // wrapper rounds them per call and widens their gradients).
+  }
+  if (!native) {  // without oneDNN's bf16: the float32 kernels between widening and rounding
+    t.push_back({OpKind::kRelu, widened_entry<unary_forward, unary_backward, unary_backward>(no_check, 1)});
+    for (OpKind p : {OpKind::kMaxPool, OpKind::kAveragePool, OpKind::kGlobalAveragePool})
+      t.push_back({p, widened_entry<pool_forward, pool_backward, pool_backward>(graph::ops::pool_check, 1)});
+  }
+  // Batch normalisation follows a bf16 input (graph/precision.h) but computes in float32 here:
+  // oneDNN 2.6's bf16 batch normalisation on our plain layouts measured 3.5x float32's time on
+  // ResNet-18, so the bf16 entry widens x and dy, runs the float32 kernel and narrows y and dx.
+  {
+    CpuKernelEntry bn = widened_entry<batchnorm_forward, batchnorm_backward, batchnorm_backward>(
+        require_attrs<graph::BatchNormAttrs>, 5);
+    bn.kernels.backward_both = widened_both<fresh_then_add<batchnorm_backward>, convert_float_fn>;
+    bn.low_inputs = 1;
+    t.push_back({OpKind::kBatchNormalization, std::move(bn)});
+  }
+  // GELU follows a bf16 input too, and also computes in float32 here. bench_train --bf16 --only
+  // transformer, bf16/fp32 per run on a noisy 2-core machine: oneDNN 2.6's bf16 GELU 1.09-1.62x
+  // over 7 runs (median 1.24); float32 GELU behind casts 0.91-1.29x over 6 (four at 1.27-1.29).
+  t.push_back({OpKind::kGelu, widened_entry<unary_forward, unary_backward, unary_backward>(no_check, 1)});
+  // Convolution and matrix products in bf16 with float32 weights (the low_precision_entry
+  // wrapper rounds them per call and widens their gradients). Emulated: the rounded weights and
+  // the bf16 activations widened again for the float32 kernel, its outputs and gradients rounded
+  // to bf16 (the values native bf16 gives at the op's boundary, summed in another order).
+  if (native) {
     t.push_back({OpKind::kConv, low_precision_entry<conv_forward, conv_backward_data, conv_backward_weights>(
                                     graph::ops::conv_check, 2)});
     t.push_back({OpKind::kGemm, low_precision_entry<gemm_forward, gemm_backward, gemm_backward>(gemm_bf16_check, 2)});
     t.push_back({OpKind::kMatMul, low_precision_entry<matmul_forward, matmul_backward, matmul_backward>(no_check, 2)});
-    Table table;
-    for (auto const& [kind, entry] : t) {
-      if (!entry.dtypes.empty()) {
-        for (DType d : entry.dtypes) table.add(kind, d, entry);
-      } else if (entry.float_inputs) {
-        table.add(kind, DType::kFloat32, entry);
-      } else {
-        for (DType d : kAllDTypes) table.add(kind, d, entry);
-      }
+  } else {
+    t.push_back({OpKind::kConv, low_precision_entry<widened_forward<conv_forward, convert_float_fn>,
+                                                    emulated_backward<conv_backward_data, convert_float_fn>,
+                                                    emulated_backward<conv_backward_weights, convert_float_fn>>(
+                                    graph::ops::conv_check, 2)});
+    t.push_back(
+        {OpKind::kGemm, low_precision_entry<widened_forward<gemm_forward, convert_float_fn>,
+                                            emulated_backward<gemm_backward, convert_float_fn>,
+                                            emulated_backward<gemm_backward, convert_float_fn>>(gemm_bf16_check, 2)});
+    t.push_back(
+        {OpKind::kMatMul, low_precision_entry<widened_forward<matmul_forward, convert_float_fn>,
+                                              emulated_backward<matmul_backward, convert_float_fn>,
+                                              emulated_backward<matmul_backward, convert_float_fn>>(no_check, 2)});
+  }
+  Table table;
+  for (auto const& [kind, entry] : t) {
+    if (!entry.dtypes.empty()) {
+      for (DType d : entry.dtypes) table.add(kind, d, entry);
+    } else if (entry.float_inputs) {
+      table.add(kind, DType::kFloat32, entry);
+    } else {
+      for (DType d : kAllDTypes) table.add(kind, d, entry);
     }
-    return table;
-  }();
+  }
   return table;
+}
+
+std::atomic<int> bf16_choice{-1};  // -1: not chosen yet (GP_CPU_BF16, else what oneDNN has)
+
+Table const& kernel_table() {
+  static Table const native = build_table(true), emulated = build_table(false);
+  return cpu_bf16() == CpuBf16::kNative ? native : emulated;
 }
 
 std::string describe(graph::Op const& op, graph::OpGraph const& graph) {
@@ -192,6 +223,36 @@ Result<Entry const*> checked_entry(graph::Op const& op, graph::OpGraph const& gr
 }
 
 }  // namespace
+
+CpuBf16 cpu_bf16() {
+  int c = bf16_choice.load();
+  if (c < 0) {
+    bool const native = dnnl_ctx::has_bf16_primitives();
+    c = native ? 0 : 1;
+    if (char const* env = std::getenv("GP_CPU_BF16"); env != nullptr && *env != '\0') {
+      if (std::strcmp(env, "emulated") == 0) {
+        c = 1;
+      } else if (std::strcmp(env, "native") != 0) {
+        spdlog::warn("GP_CPU_BF16={} is neither native nor emulated: ignored", env);
+      } else if (!native) {
+        spdlog::warn(
+            "GP_CPU_BF16=native: oneDNN has no bf16 primitives on this CPU (they need AVX512), so bf16 is "
+            "emulated");
+      }
+    }
+    int unset = -1;
+    bf16_choice.compare_exchange_strong(unset, c);
+    c = bf16_choice.load();
+  }
+  return c == 0 ? CpuBf16::kNative : CpuBf16::kEmulated;
+}
+
+CpuBf16 set_cpu_bf16(CpuBf16 mode) {
+  bf16_choice = mode == CpuBf16::kNative && dnnl_ctx::has_bf16_primitives() ? 0 : 1;
+  return cpu_bf16();
+}
+
+char const* cpu_bf16_name(CpuBf16 mode) { return mode == CpuBf16::kNative ? "native" : "emulated"; }
 
 std::vector<std::string> CpuBackend::op_types() { return kernel_table().op_types(); }
 

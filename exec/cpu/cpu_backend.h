@@ -12,6 +12,7 @@
 // - Dropout masks are a pure function of (OpCall::rng_seed, element index).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,6 +58,19 @@ class CpuBackend final : public Backend {
   // Whether the kernel table has an entry for `kind` keyed by `dtype` (float32, bfloat16, ...).
   static bool runs(graph::ops::OpKind kind, DType dtype);
 };
+
+// How the CPU runs bf16 (mixed precision). kNative: oneDNN's bf16 primitives for Conv, Gemm,
+// MatMul, ReLU and the poolings (CPUs with AVX512; AVX512-BF16 makes them fast). kEmulated: those
+// ops' float32 kernels between a widening of their bf16 inputs (weights rounded to bf16 first) and
+// a rounding of their outputs and gradients to bf16, so every op boundary sees the values native
+// bf16 gives (up to the order of float32 sums), on any x86-64 CPU and no faster than float32. The default: native where
+// oneDNN has bf16 (dnnl_ctx::has_bf16_primitives), else emulated; GP_CPU_BF16=emulated forces emulation.
+enum class CpuBf16 : uint8_t { kNative, kEmulated };
+CpuBf16 cpu_bf16();
+// Tests: the mode for kernels resolved after the call (native only where oneDNN has bf16); returns
+// the mode in effect.
+CpuBf16 set_cpu_bf16(CpuBf16 mode);
+char const* cpu_bf16_name(CpuBf16 mode);  // "native", "emulated"
 
 // A RuntimeOptions::make_backend that gives every device of a run its own CPU backend.
 inline std::function<Result<std::unique_ptr<Backend>>(int device)> cpu_backend_factory() {

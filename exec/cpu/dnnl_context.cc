@@ -14,6 +14,23 @@ dnnl::stream& stream() {
   return s;
 }
 
+bool has_bf16_primitives() {
+  static bool const yes = [] {
+    using dt = dnnl::memory::data_type;
+    try {
+      dnnl::memory::desc const md({2, 2}, dt::bf16, dnnl::memory::format_tag::ab);
+      dnnl::matmul::primitive_desc const mm(dnnl::matmul::desc(md, md, md), engine());
+      dnnl::eltwise_forward::primitive_desc const relu(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu, md, 0.f),
+          engine());
+      return true;
+    } catch (dnnl::error const&) {
+      return false;
+    }
+  }();
+  return yes;
+}
+
 dims to_dims(std::vector<int64_t> const& shape) {
   if (shape.empty()) return {1};
   return dims(shape.begin(), shape.end());

@@ -21,6 +21,11 @@ namespace gp::exec::dnnl_ctx {
 dnnl::engine const& engine();
 dnnl::stream& stream();  // one per calling thread
 
+// Whether oneDNN has bf16 primitives on this CPU: 2.6 builds them only where it finds AVX512
+// (its bf16 "data type support"), so an AVX2 machine has none and creating one throws. Probed
+// once, by making a bf16 matmul and a bf16 ReLU.
+bool has_bf16_primitives();
+
 using dims = dnnl::memory::dims;
 dims to_dims(std::vector<int64_t> const& shape);
 // oneDNN's data type for a float dtype (f32 or bf16; anything else is a programming error).

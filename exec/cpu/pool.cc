@@ -15,7 +15,8 @@ struct PoolGeometry {
   std::string key;
 };
 
-Status pool_geometry(OpCall const& call, std::vector<int64_t> const& x, PoolGeometry& g) {
+// `dtype`: the data's (the kernel's tensors', which an emulated bf16 entry widened to float32).
+Status pool_geometry(OpCall const& call, std::vector<int64_t> const& x, DType dtype, PoolGeometry& g) {
   auto const& a = *attrs_of<graph::PoolAttrs>(call.op);
   ASSIGN_OR_RETURN(graph::ops::PoolWindow const w, graph::ops::pool_window(call.op, x));
   bool const global = a.kind == graph::PoolKind::kGlobalAverage;
@@ -28,7 +29,7 @@ Status pool_geometry(OpCall const& call, std::vector<int64_t> const& x, PoolGeom
   g.strides = w.strides;
   g.pad_l = w.pads_begin;
   g.pad_r = w.pads_end;  // oneDNN wants the padding that yields the output size exactly
-  g.dtype = call.graph.tensor(call.op.inputs[0]).dtype;
+  g.dtype = dtype;
   g.key = dnnl_ctx::key(static_cast<int>(g.alg), static_cast<int>(g.dtype), dnnl_ctx::key_dims(x),
                         dnnl_ctx::key_dims(g.kernel), dnnl_ctx::key_dims(g.strides), dnnl_ctx::key_dims(g.pad_l),
                         dnnl_ctx::key_dims(g.pad_r));
@@ -57,7 +58,7 @@ std::shared_ptr<PoolFwd const> pool_fwd_prim(PoolGeometry const& g) {
 
 Status pool_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   PoolGeometry g;
-  RETURN_IF_ERROR(pool_geometry(call, in[0].shape(), g));
+  RETURN_IF_ERROR(pool_geometry(call, in[0].shape(), in[0].dtype(), g));
   auto e = pool_fwd_prim(g);
   Tensor y(g.dst, g.dtype);
   Tensor ws;
@@ -79,7 +80,7 @@ Status pool_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
                      std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
   PoolGeometry g;
-  RETURN_IF_ERROR(pool_geometry(call, shape_of(saved.tensors.at(0)), g));
+  RETURN_IF_ERROR(pool_geometry(call, shape_of(saved.tensors.at(0)), gout[0].dtype(), g));
   auto f = pool_fwd_prim(g);
   auto e = dnnl_ctx::cached<PoolBwd>(dnnl_ctx::key("pool_bwd", g.key), [&] {
     dnnl::pooling_backward::desc d(g.alg, dnnl_ctx::plain_md(g.src, g.dtype), dnnl_ctx::plain_md(g.dst, g.dtype),
