@@ -21,6 +21,7 @@ struct TrainArgs {
   std::string config;
   int devices = 0;  // 0: 1, or the plan's devices, or the MPI ranks
   std::string export_onnx;
+  std::string export_weights;  // fp32 | bf16 | fp16 (overrides 'export_weights')
   int64_t steps = -1;
   std::string launcher = "threads";
   std::string backend = "cpu";
@@ -93,6 +94,11 @@ Status run_train(TrainArgs const& args) {
   ASSIGN_OR_RETURN(exec::TrainConfig config, exec::load_train_config(args.config));
   if (args.steps >= 0) config.steps = args.steps;
   if (!args.export_onnx.empty()) config.export_path = args.export_onnx;
+  if (!args.export_weights.empty()) {
+    auto weights = graph::parse_precision(args.export_weights);
+    if (!weights.is_ok()) return invalid_argument("--export-weights: " + weights.status().message());
+    config.export_weights = *weights;
+  }
   ASSIGN_OR_RETURN(std::optional<graph::Precision> const precision, precision_flag());
   if (precision) config.precision = *precision;  // --precision overrides the config's 'precision
   session::TrainOptions options;
@@ -137,6 +143,10 @@ void add_train_command(CLI::App& root, CommandList& commands) {
                   "schedule line")
       ->group("");
   app->add_option("--export-onnx", args->export_onnx, "Write the trained model here (overrides 'export')");
+  app->add_option("--export-weights", args->export_weights,
+                  "fp32 (default): the exported weights are the float32 masters; bf16 or fp16: the weights of "
+                  "Conv, Gemm and MatMul are stored in that format behind a Cast to float32 (overrides "
+                  "'export_weights')");
   app->add_option("--steps", args->steps, "Number of steps (overrides 'steps')");
   app->footer(R"(Example:
   graphpipe train --config examples/train_mlp.yaml --export-onnx mlp.trained.onnx
@@ -152,7 +162,9 @@ checkpoint {path, every, resume}, export, pipeline {planner, plan, policy, sched
 (profile|analytic|profile.json), replication, timeout, threads_per_worker} (see
 examples/train_mmt_pipeline.yaml), trainable / frozen (initializer name patterns with * and ?,
 e.g. frozen: ["*.mask"]; `graphpipe inspect MODEL --weights` shows what trains and why), tf32 (true:
-TF32 tensor cores for float32 matrix products on a GPU, as PyTorch's matmul.allow_tf32; default false).)");
+TF32 tensor cores for float32 matrix products on a GPU, as PyTorch's matmul.allow_tf32; default false),
+precision (fp32|bf16|fp16), loss_scale (dynamic, none or {init, growth_factor, backoff_factor,
+growth_interval}), export_weights (fp32|bf16|fp16).)");
   commands.push_back({app, [args] { return run_train(*args); }});
 }
 

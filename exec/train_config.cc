@@ -196,7 +196,7 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
   std::vector<std::string> const keys = {
       "model",  "loss",     "optimizer",     "lr",     "momentum", "weight_decay", "beta1",        "beta2",
       "eps",    "batch",    "micro_batches", "steps",  "data",     "seed",         "log_interval", "checkpoint",
-      "export", "pipeline", "trainable",     "frozen", "tf32",     "precision",    "loss_scale"};
+      "export", "pipeline", "trainable",     "frozen", "tf32",     "precision",    "loss_scale",   "export_weights"};
   RETURN_IF_ERROR(check_keys(root, keys, source));
 
   TrainConfig c;
@@ -287,6 +287,13 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
   if (root["export"]) {
     RETURN_IF_ERROR(read_scalar(root["export"], "export", source, c.export_path));
     c.export_path = resolve(c.export_path, base_dir);
+  }
+  if (root["export_weights"]) {
+    std::string text;
+    RETURN_IF_ERROR(read_scalar(root["export_weights"], "export_weights", source, text));
+    auto weights = graph::parse_precision(text);
+    if (!weights.is_ok()) return invalid_argument(source + ": 'export_weights': " + weights.status().message());
+    c.export_weights = *weights;
   }
 
   if (c.optimizer.lr <= 0) return invalid_argument(source + ": 'lr' must be > 0");

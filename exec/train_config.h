@@ -80,6 +80,10 @@ struct TrainConfig {
   int64_t log_interval = 10;
   CheckpointConfig checkpoint;
   std::string export_path;  // write the trained ONNX model here at the end (optional)
+  // `export_weights: bf16 | fp16` stores the weights of the ops the precision policy runs low
+  // (Conv, Gemm, MatMul) in that format behind a Cast to float32; fp32 (the default): every
+  // weight as the float32 master (session::low_precision_weights).
+  graph::Precision export_weights = graph::Precision::kFloat32;
   PipelineConfig pipeline;
   // Initializer name patterns (glob `*`, `?`) overriding the importer's choice of what trains
   // (graph::ImportOptions::trainable / frozen): frozen wins; trainable forces float initializers.

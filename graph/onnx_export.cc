@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <onnx/onnx_pb.h>
@@ -29,6 +30,10 @@ std::optional<DType> dtype_of(int32_t onnx_type) {
       return DType::kInt64;
     case onnx::TensorProto::INT32:
       return DType::kInt32;
+    case onnx::TensorProto::BFLOAT16:
+      return DType::kBFloat16;
+    case onnx::TensorProto::FLOAT16:
+      return DType::kFloat16;
     default:
       return std::nullopt;
   }
@@ -73,6 +78,61 @@ Status inline_external(onnx::TensorProto& t, std::filesystem::path const& base) 
   return Status::ok();
 }
 
+int32_t onnx_type(DType d) { return d == DType::kBFloat16 ? onnx::TensorProto::BFLOAT16 : onnx::TensorProto::FLOAT16; }
+
+// Each float32 initializer given a 16-bit value (already written into it) becomes
+// "<name>.bf16" / ".fp16" of that type, and a Cast to float32 at the front of the graph writes
+// "<name>" again, so every consumer (nodes, subgraphs, graph outputs) reads what it read before,
+// as float32. A graph input of the same name (IR 3 lists initializers as inputs) is renamed with it.
+Status store_narrowed(onnx::GraphProto& graph, std::vector<std::pair<std::string, DType>> const& narrow) {
+  if (narrow.empty()) return Status::ok();
+  std::set<std::string> taken;
+  for (auto const& t : graph.initializer()) taken.insert(t.name());
+  for (auto const& v : graph.input()) taken.insert(v.name());
+  for (auto const& n : graph.node()) {
+    taken.insert(n.name());
+    for (auto const& o : n.output()) taken.insert(o);
+    for (auto const& i : n.input()) taken.insert(i);
+  }
+  auto fresh = [&](std::string const& base) {
+    std::string name = base;
+    for (int k = 1; taken.count(name); ++k) name = base + "_" + std::to_string(k);
+    taken.insert(name);
+    return name;
+  };
+  std::map<std::string, std::pair<std::string, DType>> renamed;  // old name -> (stored name, dtype)
+  for (auto const& [name, dtype] : narrow)
+    renamed.emplace(name, std::pair{fresh(name + (dtype == DType::kBFloat16 ? ".bf16" : ".fp16")), dtype});
+  for (auto& t : *graph.mutable_initializer()) {
+    auto it = renamed.find(t.name());
+    if (it == renamed.end()) continue;
+    t.set_name(it->second.first);
+    t.set_data_type(onnx_type(it->second.second));
+  }
+  for (auto& v : *graph.mutable_input()) {
+    auto it = renamed.find(v.name());
+    if (it == renamed.end()) continue;
+    v.set_name(it->second.first);
+    if (v.type().has_tensor_type())
+      v.mutable_type()->mutable_tensor_type()->set_elem_type(onnx_type(it->second.second));
+  }
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  for (auto const& [name, stored] : renamed) {
+    onnx::NodeProto& cast = *nodes.Add();
+    cast.set_op_type("Cast");
+    cast.set_name(fresh(name + ".to_fp32"));
+    cast.add_input(stored.first);
+    cast.add_output(name);
+    onnx::AttributeProto& to = *cast.add_attribute();
+    to.set_name("to");
+    to.set_type(onnx::AttributeProto::INT);
+    to.set_i(onnx::TensorProto::FLOAT);
+  }
+  for (auto& n : *graph.mutable_node()) *nodes.Add() = std::move(n);
+  graph.mutable_node()->Swap(&nodes);
+  return Status::ok();
+}
+
 }  // namespace
 
 Status export_trained_onnx(std::string const& src_path, std::map<std::string, TensorData> const& values,
@@ -89,6 +149,10 @@ Status export_trained_onnx_bytes(std::string const& src_bytes, std::string const
   if (base.empty()) base = ".";  // "m.onnx": the current folder
   std::map<std::string, bool> used;
   for (auto const& [name, v] : values) used[name] = false;
+  int64_t opset = 0;
+  for (auto const& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  std::vector<std::pair<std::string, DType>> narrow;  // float32 initializers given 16-bit values
   for (auto& init : *model.mutable_graph()->mutable_initializer()) {
     auto it = values.find(init.name());
     if (it == values.end()) {
@@ -99,6 +163,15 @@ Status export_trained_onnx_bytes(std::string const& src_bytes, std::string const
     used[init.name()] = true;
     std::vector<int64_t> dims(init.dims().begin(), init.dims().end());
     auto dt = dtype_of(init.data_type());
+    bool const narrowed = dt == DType::kFloat32 && (v.dtype == DType::kBFloat16 || v.dtype == DType::kFloat16);
+    if (narrowed) {
+      if (v.dtype == DType::kBFloat16 && opset < 13)
+        return unsupported("export: bfloat16 weights need ONNX opset 13 or later (Cast from bfloat16) and '" +
+                           src_name + "' has opset " + std::to_string(opset) +
+                           ": export float32 weights, or re-export the model at opset 13 or later");
+      narrow.emplace_back(init.name(), v.dtype);
+      dt = v.dtype;
+    }
     if (dims != v.dims || !dt || *dt != v.dtype)
       return invalid_argument("export: initializer '" + init.name() + "' is " + dims_string(dims) +
                               " in the model but the trained value is " + dims_string(v.dims) + " " +
@@ -115,6 +188,7 @@ Status export_trained_onnx_bytes(std::string const& src_bytes, std::string const
   }
   for (auto const& [name, was_used] : used)
     if (!was_used) return invalid_argument("export: the model '" + src_name + "' has no initializer '" + name + "'");
+  RETURN_IF_ERROR(store_narrowed(*model.mutable_graph(), narrow));
   if (model.ByteSizeLong() > (std::size_t{2} << 30) - 1)
     return unsupported("export: the trained model exceeds protobuf's 2 GiB limit");
   std::string bytes;

@@ -10,7 +10,11 @@
 
 namespace gp::graph {
 
-// `values` by initializer name; each must exist in the model with the same dims and dtype.
+// `values` by initializer name; each must exist in the model with the same dims and dtype, except
+// that a float32 initializer may be given a bfloat16 or float16 value (16-bit weights, rounded by the
+// caller): it is then stored in that type as "<name>.bf16" / "<name>.fp16", and a Cast to float32 at
+// the front of the graph gives "<name>" to its consumers, so any ONNX runtime computes as before from
+// the 16-bit values (bfloat16 needs opset 13 or later, Cast's first bfloat16 version).
 // Initializers held as external data are inlined. Written atomically (temporary file, rename).
 Status export_trained_onnx(std::string const& src_path, std::map<std::string, TensorData> const& values,
                            std::string const& out_path);

@@ -14,6 +14,11 @@ void bf16_to_float(uint16_t const* src, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]);
 }
 
+void float_to_half(float const* src, int64_t n, uint16_t* dst) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) dst[i] = float_to_half(src[i]);
+}
+
 void add_inplace_bf16(uint16_t* dst, uint16_t const* src, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16(bf16_to_float(dst[i]) + bf16_to_float(src[i]));

@@ -1,11 +1,14 @@
 #include "exec/session/model_file.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
 #include "core/file_io.h"
 #include "core/hash.h"
 #include "graph/onnx_export.h"
+#include "graph/precision.h"
+#include "kernels/bf16.h"
 #include "models/zoo.h"
 
 namespace gp::session {
@@ -52,16 +55,47 @@ Status check_weights_loaded(graph::OpGraph const& graph, std::string const& name
   return Status::ok();
 }
 
+std::set<std::string> low_precision_weights(graph::OpGraph const& graph,
+                                            std::map<std::string, exec::Tensor> const& tensors) {
+  std::set<std::string> out;
+  for (auto const& [name, t] : tensors) {
+    auto const id = graph.find_tensor(name);
+    if (!id || t.dtype() != graph::DType::kFloat32) continue;
+    auto const& consumers = graph.tensor(*id).consumers;
+    bool const low = !consumers.empty() && std::all_of(consumers.begin(), consumers.end(), [&](graph::OpId op) {
+      return graph::amp_rule(graph.op(op).kind()).policy == graph::AmpPolicy::kLow;
+    });
+    if (low) out.insert(name);
+  }
+  return out;
+}
+
 Status export_trained(ModelFile const& model, std::map<std::string, exec::Tensor> const& tensors,
-                      std::string const& out_path) {
+                      std::string const& out_path, std::set<std::string> const& narrow, graph::DType narrow_to) {
+  if (!narrow.empty() && narrow_to != graph::DType::kBFloat16 && narrow_to != graph::DType::kFloat16)
+    return internal_error("export: weights can be stored in bfloat16 or float16, not " +
+                          std::string(graph::dtype_name(narrow_to)));
   std::map<std::string, graph::TensorData> values;
   for (auto const& [name, t] : tensors) {
     exec::Tensor const host = t.device().kind == exec::DeviceKind::kCpu ? t : t.clone_to(exec::process_cpu_allocator());
     graph::TensorData d;
-    d.dtype = host.dtype();
     d.dims = host.shape();
-    d.bytes.resize(host.nbytes());
-    std::memcpy(d.bytes.data(), host.raw(), host.nbytes());
+    if (narrow.count(name)) {
+      if (host.dtype() != graph::DType::kFloat32)
+        return internal_error("export: weight '" + name + "' to store in 16 bits is not float32");
+      // Rounded to nearest even, as the 16-bit kernels round a master weight per call.
+      d.dtype = narrow_to;
+      d.bytes.resize(static_cast<std::size_t>(host.numel()) * sizeof(uint16_t));
+      auto* bits = reinterpret_cast<uint16_t*>(d.bytes.data());
+      float const* src = host.data<float>();
+      for (int64_t i = 0; i < host.numel(); ++i)
+        bits[i] =
+            narrow_to == graph::DType::kBFloat16 ? kernels::float_to_bf16(src[i]) : kernels::float_to_half(src[i]);
+    } else {
+      d.dtype = host.dtype();
+      d.bytes.resize(host.nbytes());
+      std::memcpy(d.bytes.data(), host.raw(), host.nbytes());
+    }
     values.emplace(name, std::move(d));
   }
   return graph::export_trained_onnx_bytes(model.bytes, model.name, model.path, values, out_path);

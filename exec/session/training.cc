@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include <spdlog/spdlog.h>
 
 #include "core/units.h"
 #include "exec/autodiff.h"
+#include "exec/cpu/cpu_backend.h"
 #include "exec/data.h"
 #include "exec/optimizer.h"
 #include "exec/runtime/worker.h"
@@ -55,6 +57,11 @@ Status TrainingSession::start(TrainOptions const& options) {
           "use --precision bf16 on the CPU, or --backend cuda");
     if (!config_.loss_scale.configured) config_.loss_scale.dynamic = true;  // fp16 needs it (GradScaler's default)
   }
+  if (config_.precision == graph::Precision::kBFloat16 && backend_name_ == "cpu" &&
+      exec::cpu_bf16() == exec::CpuBf16::kEmulated && is_lead())
+    spdlog::warn(
+        "bf16 on this CPU is emulated (oneDNN 2.6 has bf16 primitives only with AVX512): Conv, Gemm, MatMul, ReLU and "
+        "pooling compute in float32 between bf16 roundings, the values native bf16 gives, no faster than fp32");
   // The config's trainable/frozen patterns decide what the importer trains.
   graph::ImportOptions import = options.import;
   import.precision = config_.precision;
@@ -292,12 +299,20 @@ Result<std::map<std::string, exec::Tensor>> TrainingSession::trained_tensors() {
   return out;
 }
 
-Status TrainingSession::export_onnx(std::string const& path) {
+Status TrainingSession::export_onnx(std::string const& path, std::optional<graph::Precision> weights) {
+  graph::Precision const w = weights.value_or(config_.export_weights);
   auto tensors = trained_tensors();  // collective under MPI
   if (!tensors) return on_rank_error(tensors.status());
   if (!is_lead()) return Status::ok();
-  RETURN_IF_ERROR(export_trained(model_, *tensors, path));
-  spdlog::info("trained model written to {}", path);
+  std::set<std::string> const narrow =
+      w == graph::Precision::kFloat32 ? std::set<std::string>{} : low_precision_weights(*graph_, *tensors);
+  RETURN_IF_ERROR(export_trained(model_, *tensors, path, narrow, graph::low_dtype(w)));
+  if (narrow.empty()) {
+    spdlog::info("trained model written to {}", path);
+  } else {
+    spdlog::info("trained model written to {} ({} of {} weights stored in {})", path, narrow.size(), tensors->size(),
+                 graph::precision_name(w));
+  }
   return Status::ok();
 }
 

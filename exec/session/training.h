@@ -22,6 +22,7 @@
 #include "exec/train_config.h"
 #include "graph/onnx_import.h"
 #include "graph/op_graph.h"
+#include "graph/precision.h"
 #include "schedule/timeline.h"
 
 namespace gp::session {
@@ -55,8 +56,10 @@ class TrainingSession {
   Status run(int64_t steps = -1, bool checkpoint_at_stop = true);
   // Saves a checkpoint now (nothing without checkpoint.path).
   Status checkpoint();
-  // Writes the trained model (config.export_path or `path`); under MPI every rank must call it.
-  Status export_onnx(std::string const& path);
+  // Writes the trained model to `path`; under MPI every rank must call it. `weights` (default:
+  // config.export_weights) bf16 or fp16 stores the low ops' weights in that format
+  // (low_precision_weights), fp32 every weight as its float32 master.
+  Status export_onnx(std::string const& path, std::optional<graph::Precision> weights = std::nullopt);
   // Writes the measured timeline of the last step as a Chrome trace (pipelines; ranks: one file
   // each, "<path>.rankN").
   Status write_trace(std::string const& path);

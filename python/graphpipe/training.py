@@ -29,9 +29,10 @@ class TrainResult:
             self._weights = self._run.weights()
         return self._weights
 
-    def export_onnx(self, path):
-        """Writes the model with its trained weights (atomically)."""
-        self._run.export_onnx(os.fspath(path))
+    def export_onnx(self, path, weights="fp32"):
+        """Writes the model with its trained weights (atomically). weights="bf16" or "fp16" stores the
+        weights of Conv, Gemm and MatMul in that format (behind a Cast to float32): half their bytes."""
+        self._run.export_onnx(os.fspath(path), weights)
         return path
 
     def close(self):

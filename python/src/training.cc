@@ -113,9 +113,11 @@ class Training {
     return out;
   }
 
-  void export_onnx(std::string const& path) {
+  void export_onnx(std::string const& path, std::string const& weights) {
+    auto w = graph::parse_precision(weights);
+    if (!w.is_ok()) throw Error("export_onnx weights=: " + w.status().message());
     nb::gil_scoped_release nogil;
-    check(session().export_onnx(path));
+    check(session().export_onnx(path, *w));
   }
 
   nb::list measurements() const {
@@ -173,7 +175,7 @@ void bind_training(nb::module_& m) {
       .def("checkpoint", &Training::checkpoint)
       .def("close", &Training::close)
       .def("weights", &Training::weights)
-      .def("export_onnx", &Training::export_onnx, nb::arg("path"))
+      .def("export_onnx", &Training::export_onnx, nb::arg("path"), nb::arg("weights") = "fp32")
       .def("measurements", &Training::measurements)
       .def_prop_ro("plan", &Training::plan)
       .def_prop_ro("samples_per_s", &Training::samples_per_s)

@@ -55,6 +55,96 @@ def test_weights_are_numpy_views_and_export_round_trips(mlp_fixture, tmp_path):
         np.testing.assert_array_equal(saved[name], a)
 
 
+def run_onnx(model, feeds):
+    """The ops of the MLP fixture (and the export's Casts), evaluated in NumPy: a runtime independent of
+    graphpipe's importer (Debian's onnx 1.12 has no onnx.reference)."""
+    from math import erf
+    from onnx import helper, numpy_helper
+    env = dict(feeds)
+    env.update({t.name: numpy_helper.to_array(t) for t in model.graph.initializer})
+    for n in model.graph.node:
+        a = {x.name: helper.get_attribute_value(x) for x in n.attribute}
+        x = [env[i] for i in n.input]
+        if n.op_type == "Cast":
+            assert a["to"] == 1, "only casts to float32"
+            y = x[0].astype(np.float32)
+        elif n.op_type == "Gemm":
+            b = x[1].T if a.get("transB", 0) else x[1]
+            y = a.get("alpha", 1.0) * (x[0] @ b) + a.get("beta", 1.0) * x[2]
+        elif n.op_type == "Relu":
+            y = np.maximum(x[0], 0)
+        elif n.op_type == "LayerNormalization":
+            mean = x[0].mean(axis=-1, keepdims=True)
+            var = ((x[0] - mean) ** 2).mean(axis=-1, keepdims=True)
+            y = (x[0] - mean) / np.sqrt(var + a["epsilon"]) * x[1] + x[2]
+        elif n.op_type == "Constant":
+            y = numpy_helper.to_array(a["value"])
+        elif n.op_type in ("Div", "Add", "Mul"):
+            y = {"Div": np.divide, "Add": np.add, "Mul": np.multiply}[n.op_type](x[0], x[1])
+        elif n.op_type == "Erf":
+            y = np.vectorize(erf)(x[0]).astype(np.float32)
+        else:
+            raise AssertionError("run_onnx has no " + n.op_type)
+        env[n.output[0]] = np.asarray(y, dtype=np.float32)
+    return env[model.graph.output[0].name]
+
+
+def test_export_of_16_bit_weights_computes_from_the_rounded_weights(mlp_fixture, tmp_path):
+    """weights="fp16"/"bf16": the Gemm weights are stored in 16 bits behind a Cast; ONNX's own checker
+    accepts the file, and it computes what the float32 export computes from the same weights rounded to
+    nearest even."""
+    onnx = pytest.importorskip("onnx", reason="onnx (python3-onnx) is not installed")
+    from onnx import numpy_helper
+    ref = json.loads((mlp_fixture / "reference.json").read_text())
+    x = np.load(mlp_fixture / "input_0.npy")
+    result = gp.train(fixture_config(ref, mlp_fixture / "model.onnx"), data=(x, np.load(mlp_fixture / "labels.npy")))
+    full = onnx.load(str(result.export_onnx(tmp_path / "fp32.onnx")))
+    half = onnx.load(str(result.export_onnx(tmp_path / "fp16.onnx", weights="fp16")))
+    bf16 = onnx.load(str(result.export_onnx(tmp_path / "bf16.onnx", weights="bf16")))
+    for model in (half, bf16):
+        onnx.checker.check_model(model, full_check=True)
+    stored = {t.name: t for t in bf16.graph.initializer}
+    low = [n for n in stored if n.endswith(".bf16")]
+    assert {n[:-len(".bf16")] for n in low} == {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight",
+                                                "fc3.bias"}, "the Gemms' operands, not LayerNorm's"
+    for n in low:  # the master's top 16 bits, rounded to nearest even
+        assert stored[n].data_type == onnx.TensorProto.BFLOAT16
+        master = result.weights[n[:-len(".bf16")]].view(np.uint32).astype(np.uint64)
+        want = ((master + 0x7FFF + ((master >> 16) & 1)) >> 16).astype(np.uint16)
+        np.testing.assert_array_equal(np.frombuffer(stored[n].raw_data, dtype=np.uint16).reshape(want.shape), want)
+    feeds = {full.graph.input[0].name: x[:4]}
+    plain = run_onnx(full, feeds)
+    halved = {t.name[:-len(".fp16")] for t in half.graph.initializer if t.name.endswith(".fp16")}
+    for t in full.graph.initializer:
+        if t.name in halved:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16).astype(np.float32), t.name))
+    got = run_onnx(half, feeds)
+    np.testing.assert_array_equal(got, run_onnx(full, feeds))
+    assert not np.array_equal(plain, got)  # the rounding is there
+    np.testing.assert_allclose(got, plain, rtol=0.05, atol=0.05)
+
+
+def test_bf16_weights_of_an_opset_12_model_are_refused(tmp_path):
+    """Cast from bfloat16 came with opset 13: an opset-12 model's bf16 export is refused with the way
+    out and writes nothing; its fp16 export (Cast from float16 is older) is a valid model."""
+    onnx = pytest.importorskip("onnx", reason="onnx (python3-onnx) is not installed")
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)], "gemm12",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=7)
+    path = tmp_path / "gemm12.onnx"
+    onnx.save(model, str(path))
+    result = gp.train({"model": {"path": str(path)}, "batch": 4, "steps": 1, "optimizer": "sgd", "lr": 0.1})
+    with pytest.raises(gp.Error, match="opset 13 or later"):
+        result.export_onnx(tmp_path / "bf16.onnx", weights="bf16")
+    assert not (tmp_path / "bf16.onnx").exists()
+    onnx.checker.check_model(onnx.load(str(result.export_onnx(tmp_path / "fp16.onnx", weights="fp16"))), full_check=True)
+    with pytest.raises(gp.Error, match="fp32, bf16, fp16"):
+        result.export_onnx(tmp_path / "x.onnx", weights="int8")
+
+
 def test_pipeline_on_two_workers_equals_one_device():
     config = {"model": {"zoo": "mmt", "size": "tiny"}, "batch": 16, "micro_batches": 4, "steps": 4,
               "optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "seed": 3,

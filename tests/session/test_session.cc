@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include "exec/session/model_file.h"
@@ -17,6 +18,8 @@
 #include "exec/session/registry.h"
 #include "exec/session/training.h"
 #include "graph/onnx_import.h"
+#include "graph/precision.h"
+#include "kernels/bf16.h"
 #include "partition/planner.h"
 #include "tests/graph/causal_attention_model.h"
 #include "tests/runtime/runtime_fixtures.h"
@@ -145,6 +148,57 @@ TEST(TrainingSession, TheExportHoldsTheTrainedWeights) {
   }
   EXPECT_GT(checked, 0);
   std::filesystem::remove(out);
+}
+
+// An export of 16-bit weights (`--export-weights bf16|fp16`) stores each weight that only low ops
+// read (Conv, Gemm, MatMul) rounded to nearest even, as "<name>.bf16" behind a Cast to float32 that
+// gives its consumers "<name>" again; every other weight (LayerNorm's) stays its float32 master.
+TEST(TrainingSession, AnExportOf16BitWeightsStoresTheLowOpsWeightsRounded) {
+  exec::TrainConfig c = zoo_config("transformer", 2);
+  c.precision = graph::Precision::kBFloat16;
+  auto s = make(c, 1);
+  ASSERT_TRUE(s && s->run().is_ok());
+  auto const weights = trained(*s);
+  std::set<std::string> const low = low_precision_weights(s->graph(), weights);
+  ASSERT_FALSE(low.empty());
+  ASSERT_LT(low.size(), weights.size()) << "LayerNorm's weights are read by float32 ops";
+  std::string const out32 = temp_path("export32.onnx");
+  ASSERT_TRUE(s->export_onnx(out32, graph::Precision::kFloat32).is_ok());
+  for (graph::Precision p : {graph::Precision::kBFloat16, graph::Precision::kFloat16}) {
+    SCOPED_TRACE(graph::precision_name(p));
+    std::string const out = temp_path(std::string("export_") + graph::precision_name(p) + ".onnx");
+    ASSERT_TRUE(s->export_onnx(out, p).is_ok());
+    auto back = graph::load_onnx(out);
+    ASSERT_TRUE(back.is_ok()) << back.status().message();
+    for (auto const& [name, t] : weights) {
+      if (!low.count(name)) {
+        auto const id = back->find_tensor(name);
+        ASSERT_TRUE(id && back->tensor(*id).data) << name;
+        EXPECT_EQ(std::memcmp(back->tensor(*id).data->bytes.data(), t.raw(), t.nbytes()), 0) << name;
+        continue;
+      }
+      EXPECT_NE(graph::amp_rule(back->op(back->tensor(*back->find_tensor(name)).consumers.at(0)).kind()).policy,
+                graph::AmpPolicy::kFloat32)
+          << name << " is not read by its low op any more";
+      auto const id = back->find_tensor(name + "." + graph::precision_name(p));
+      ASSERT_TRUE(id && back->tensor(*id).data) << name << " is not stored in 16 bits";
+      auto const& data = *back->tensor(*id).data;
+      ASSERT_EQ(data.dtype, graph::low_dtype(p)) << name;
+      ASSERT_EQ(data.bytes.size(), static_cast<std::size_t>(t.numel()) * 2) << name;
+      auto const* bits = reinterpret_cast<uint16_t const*>(data.bytes.data());
+      float const* master = t.data<float>();
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        uint16_t const want =
+            p == graph::Precision::kBFloat16 ? kernels::float_to_bf16(master[i]) : kernels::float_to_half(master[i]);
+        wrong += bits[i] != want;
+      }
+      EXPECT_EQ(wrong, 0) << name << " is not its master rounded to nearest even";
+    }
+    EXPECT_LT(std::filesystem::file_size(out), std::filesystem::file_size(out32) * 7 / 10);
+    std::filesystem::remove(out);
+  }
+  std::filesystem::remove(out32);
 }
 
 TEST(TrainingSession, BadRequestsFailBeforeAnythingTrains) {
