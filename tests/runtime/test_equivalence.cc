@@ -47,7 +47,8 @@ std::map<std::string, Tensor> train_pipeline(graph::OpGraph const& g, TrainConfi
 
 // Every schedule policy that applies to the plan.
 void check_all_policies(graph::OpGraph const& g, TrainConfig const& c, partition::Plan const& plan,
-                        std::map<std::string, Tensor> const& want, std::string const& what, Coverage& cov) {
+                        std::map<std::string, Tensor> const& want, std::string const& what, Coverage& cov,
+                        double atol = kAtol) {
   ASSERT_TRUE(schedule::PlanView::make(plan).is_ok());
   auto view = schedule::PlanView::make(plan);
   for (schedule::Policy policy : schedule::concrete_policies()) {
@@ -59,7 +60,7 @@ void check_all_policies(graph::OpGraph const& g, TrainConfig const& c, partition
     ASSERT_TRUE(sched.is_ok()) << what << " " << schedule::policy_name(policy) << ": " << sched.status().message();
     std::string const label = what + " " + schedule::policy_name(policy);
     auto got = train_pipeline(g, c, plan, *sched);
-    expect_close(got, want, kRtol, kAtol, label);
+    expect_close(got, want, kRtol, atol, label);
     ++cov.runs;
     cov.policies.insert(schedule::policy_name(policy));
     if (!view->is_chain()) ++cov.branching;
@@ -170,7 +171,11 @@ TEST(RuntimeEquivalence, TorchvisionResNet18) {
   for (std::string planner : {"gpp", "balanced"}) {
     auto plan = testing::make_plan(g, planner, 2, c, false);
     ASSERT_TRUE(plan.is_ok()) << plan.status().message();
-    check_all_policies(*g, c, *plan, want, "resnet18 " + planner, cov);
+    // atol 1e-5: a 1-thread worker and the 2-thread single device sum conv1's weight gradient (4096
+    // products a weight per micro-batch, cancelling) in different orders; on an AVX2 CPU (AMD EPYC,
+    // oneDNN's avx2 kernels) that moved conv1.weight by 2.1e-6 of 6.6e-3 in 2 steps, while a 25%
+    // error in an update (lr 0.01) is ~1e-4 and more.
+    check_all_policies(*g, c, *plan, want, "resnet18 " + planner, cov, 1e-5);
   }
   EXPECT_GE(cov.runs, 2);
   std::filesystem::remove_all(dir);
