@@ -96,7 +96,10 @@ Table build_table(bool native) {
       case OpKind::kMaxPool:
       case OpKind::kAveragePool:
       case OpKind::kGlobalAveragePool:
-        if (!native) break;  // emulated below
+        if (!native) {  // keyed by float32 alone, as natively; the bf16 entries are emulated below
+          entry.dtypes = {DType::kFloat32};
+          break;
+        }
         [[fallthrough]];
       case OpKind::kTranspose:
       case OpKind::kSplit:
