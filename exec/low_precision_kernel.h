@@ -6,6 +6,7 @@
 // Device-agnostic: each backend passes its own conversion.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "exec/op_kernels.h"
@@ -38,15 +39,17 @@ Result<std::vector<Tensor>> converted(std::vector<Tensor> const& ts, bool (*from
   return out;
 }
 
-// B's gradients computed fresh, each converted to its input's dtype, then set or added.
+// B's gradients computed fresh, each converted to its input's dtype (or, given `to`, to that
+// dtype), then set or added.
 template <BackwardFn B, ConvertFn C>
 Status grads_in_input_dtypes(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                             std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+                             std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate,
+                             std::optional<DType> to = std::nullopt) {
   std::vector<Tensor> fresh;
   RETURN_IF_ERROR(B(call, saved, gout, wanted, fresh, false));
   for (std::size_t i = 0; i < fresh.size() && i < call.op.inputs.size(); ++i) {
     if (!wants(wanted, i) || !fresh[i].defined()) continue;
-    ASSIGN_OR_RETURN(Tensor g, C(fresh[i], call.graph.tensor(call.op.inputs[i]).dtype));
+    ASSIGN_OR_RETURN(Tensor g, C(fresh[i], to.value_or(call.graph.tensor(call.op.inputs[i]).dtype)));
     RETURN_IF_ERROR(emit_grad(call, grads, i, std::move(g), accumulate));
   }
   return Status::ok();
@@ -94,21 +97,13 @@ Status widened_backward(OpCall const& call, Saved const& saved, std::vector<Tens
 // A 16-bit kernel's backward emulated by the float32 one, inside low_precision_backward (a backend
 // without 16-bit primitives): the 16-bit output gradients widened, B run, and every gradient rounded
 // to the op's compute dtype, as the 16-bit kernel writes them (the wrapper around it then widens a
-// weight's; the CPU's native bf16 Gemm alone leaves its bias gradient float32). The forward twin is widened_forward,
-// whose float32 saved tensors B reads.
+// weight's; the CPU's native bf16 Gemm alone leaves its bias gradient float32). The forward twin is
+// widened_forward, whose float32 saved tensors B reads.
 template <BackwardFn B, ConvertFn C>
 Status emulated_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                          std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  DType const low = compute_dtype(call);
   ASSIGN_OR_RETURN(std::vector<Tensor> const g, converted<C>(gout, is_low_float, DType::kFloat32));
-  std::vector<Tensor> fresh;
-  RETURN_IF_ERROR(B(call, saved, g, wanted, fresh, false));
-  for (std::size_t i = 0; i < fresh.size() && i < call.op.inputs.size(); ++i) {
-    if (!wants(wanted, i) || !fresh[i].defined()) continue;
-    ASSIGN_OR_RETURN(Tensor r, C(fresh[i], low));
-    RETURN_IF_ERROR(emit_grad(call, grads, i, std::move(r), accumulate));
-  }
-  return Status::ok();
+  return grads_in_input_dtypes<B, C>(call, saved, g, wanted, grads, accumulate, compute_dtype(call));
 }
 
 // BothFn's twin: input gradients set (narrowed to their inputs' dtypes), weight gradients (float32)

@@ -166,9 +166,14 @@ Table build_table(bool native) {
 
 std::atomic<int> bf16_choice{-1};  // -1: not chosen yet (GP_CPU_BF16, else what oneDNN has)
 
+// Only the mode in use is built (a test that switches modes builds the other on its first lookup).
 Table const& kernel_table() {
-  static Table const native = build_table(true), emulated = build_table(false);
-  return cpu_bf16() == CpuBf16::kNative ? native : emulated;
+  if (cpu_bf16() == CpuBf16::kNative) {
+    static Table const native = build_table(true);
+    return native;
+  }
+  static Table const emulated = build_table(false);
+  return emulated;
 }
 
 std::string describe(graph::Op const& op, graph::OpGraph const& graph) {

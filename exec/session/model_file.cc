@@ -87,10 +87,10 @@ Status export_trained(ModelFile const& model, std::map<std::string, exec::Tensor
       d.dtype = narrow_to;
       d.bytes.resize(static_cast<std::size_t>(host.numel()) * sizeof(uint16_t));
       auto* bits = reinterpret_cast<uint16_t*>(d.bytes.data());
-      float const* src = host.data<float>();
-      for (int64_t i = 0; i < host.numel(); ++i)
-        bits[i] =
-            narrow_to == graph::DType::kBFloat16 ? kernels::float_to_bf16(src[i]) : kernels::float_to_half(src[i]);
+      if (narrow_to == graph::DType::kBFloat16)
+        kernels::float_to_bf16(host.data<float>(), host.numel(), bits);
+      else
+        kernels::float_to_half(host.data<float>(), host.numel(), bits);
     } else {
       d.dtype = host.dtype();
       d.bytes.resize(host.nbytes());
