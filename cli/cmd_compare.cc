@@ -21,7 +21,7 @@
 namespace gp::cli {
 namespace {
 
-struct Options {
+struct CompareOptions {
   PartitionFlags flags;
   bool json = false;
   bool train = false;
@@ -34,7 +34,7 @@ struct Trained {
   double predicted = 0, measured = 0;
 };
 
-exec::TrainConfig train_config(Options const& o, int64_t batch, int64_t micro_batches) {
+exec::TrainConfig train_config(CompareOptions const& o, int64_t batch, int64_t micro_batches) {
   exec::TrainConfig c;
   c.model.path = o.flags.model;
   c.loss = o.loss == "mse" ? exec::LossKind::kMse : exec::LossKind::kCrossEntropy;
@@ -54,8 +54,8 @@ struct TrainModel {
 
 // Trains `plan` (or, without one, the model on one worker) through a training session over the
 // steps and measures samples/s over the steps after the first.
-Result<Trained> train(Options const& o, TrainModel const& model, std::optional<partition::Plan> plan,
-                      int64_t micro_batches, double predicted) {
+Result<Trained> train_one(CompareOptions const& o, TrainModel const& model, std::optional<partition::Plan> plan,
+                          int64_t micro_batches, double predicted) {
   session::TrainOptions options;
   options.model = model.file;
   options.graph = model.graph;
@@ -70,7 +70,7 @@ Result<Trained> train(Options const& o, TrainModel const& model, std::optional<p
 }
 
 // GPP's plan, the best sequential plan and one worker, trained here: measured next to predicted.
-Status train_and_report(Options const& o, TrainModel const& model, std::optional<partition::Plan> const* plans) {
+Status train_and_report(CompareOptions const& o, TrainModel const& model, std::optional<partition::Plan> const* plans) {
   int best_seq = -1;
   for (int k = 1; k < 4; ++k)
     if (plans[k] && (best_seq < 0 || plans[k]->samples_per_s > plans[best_seq]->samples_per_s)) best_seq = k;
@@ -78,7 +78,7 @@ Status train_and_report(Options const& o, TrainModel const& model, std::optional
   for (int k : {0, best_seq}) {
     if (k < 0 || !plans[k]) continue;
     std::fprintf(stderr, "training the %s plan for %lld steps...\n", plans[k]->planner.c_str(), (long long)o.steps);
-    ASSIGN_OR_RETURN(Trained t, train(o, model, plans[k], plans[k]->num_micro_batches, 0));
+    ASSIGN_OR_RETURN(Trained t, train_one(o, model, plans[k], plans[k]->num_micro_batches, 0));
     rows.push_back(t);
   }
   // One device runs F and B of each micro-batch in turn (the Trainer's order): 1F1B on one stage.
@@ -93,7 +93,7 @@ Status train_and_report(Options const& o, TrainModel const& model, std::optional
   ASSIGN_OR_RETURN(schedule::Schedule sched, schedule::build_schedule(one_plan, schedule::Policy::k1F1B));
   ASSIGN_OR_RETURN(schedule::Simulation sim, schedule::simulate(one_plan, sched));
   std::fprintf(stderr, "training on 1 worker for %lld steps...\n", (long long)o.steps);
-  ASSIGN_OR_RETURN(Trained single, train(o, model, std::nullopt, one_plan.num_micro_batches, sim.samples_per_s));
+  ASSIGN_OR_RETURN(Trained single, train_one(o, model, std::nullopt, one_plan.num_micro_batches, sim.samples_per_s));
   rows.push_back(single);
   std::printf(
       "\nmeasured on this machine (%lld steps, the first not timed), predicted by the simulator from the "
@@ -106,7 +106,7 @@ Status train_and_report(Options const& o, TrainModel const& model, std::optional
   return Status::ok();
 }
 
-Status run(Options const& o) {
+Status run_compare(CompareOptions const& o) {
   PartitionFlags flags = o.flags;
   TrainModel model;
   if (o.train) {
@@ -195,7 +195,7 @@ Status run(Options const& o) {
 }  // namespace
 
 void add_compare_command(CLI::App& root, CommandList& commands) {
-  auto opts = std::make_shared<Options>();
+  auto opts = std::make_shared<CompareOptions>();
   auto* app =
       root.add_subcommand("compare", "Run every planner (gpp, pipedream, piper, balanced) and compare their plans");
   add_partition_flags(*app, opts->flags);
@@ -211,7 +211,7 @@ void add_compare_command(CLI::App& root, CommandList& commands) {
       "  graphpipe profile mmt_small.onnx --threads 1 --batch-sizes 1,2,4,8 -o p1.json\n"
       "  graphpipe compare mmt_small.onnx --devices 2 --memory 1GiB --batch 32 --micro-batch 8 --cost p1.json "
       "--train --steps 6");
-  commands.push_back({app, [opts] { return run(*opts); }});
+  commands.push_back({app, [opts] { return run_compare(*opts); }});
 }
 
 }  // namespace gp::cli

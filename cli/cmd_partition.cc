@@ -14,7 +14,7 @@
 namespace gp::cli {
 namespace {
 
-struct Options {
+struct PartitionOptions {
   PartitionFlags flags;
   std::string planner = "gpp";
   std::string out;
@@ -72,7 +72,7 @@ void print_plan(partition::Plan const& plan, int64_t device_memory) {
   if (!plan.notes.empty()) std::printf("note: %s\n", plan.notes.c_str());
 }
 
-Status run(Options const& o) {
+Status run_partition(PartitionOptions const& o) {
   ASSIGN_OR_RETURN(partition::Problem p, build_problem(o.flags));
   ASSIGN_OR_RETURN(partition::PlannerOptions const search, planner_options(o.flags));
   ASSIGN_OR_RETURN(partition::Plan plan, partition::plan_with(o.planner, p, search));
@@ -91,7 +91,7 @@ Status run(Options const& o) {
 }  // namespace
 
 void add_partition_command(CLI::App& root, CommandList& commands) {
-  auto opts = std::make_shared<Options>();
+  auto opts = std::make_shared<PartitionOptions>();
   auto* app = root.add_subcommand("partition", "Partition a model into a graph of pipeline stages");
   add_partition_flags(*app, opts->flags);
   app->add_option("--planner", opts->planner, "gpp | pipedream | piper | balanced")
@@ -104,7 +104,7 @@ void add_partition_command(CLI::App& root, CommandList& commands) {
       "  graphpipe partition mmt.onnx --devices 8 --memory 16GiB --batch 128 -o plan.json\n"
       "  graphpipe partition --profile graph.txt --devices 4 --batch 1 --no-replication --no-communication --planner "
       "piper");
-  commands.push_back({app, [opts] { return run(*opts); }});
+  commands.push_back({app, [opts] { return run_partition(*opts); }});
 }
 
 }  // namespace gp::cli

@@ -30,8 +30,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kIrVersion = 8;  // ONNX 1.12; opset 17 needs IR 8
-constexpr int64_t kMinOpset = 13;
-constexpr int64_t kMaxOpset = 17;
+constexpr int64_t kMinBuilderOpset = 13;
+constexpr int64_t kMaxBuilderOpset = 17;
 constexpr int64_t kProtobufLimit = (int64_t{1} << 31) - (int64_t{64} << 20);  // leave room for the graph
 constexpr int64_t kInlineBelowBytes = 1024;  // small tensors stay inline even with external data
 constexpr int64_t kChunkElements = int64_t{1} << 20;
@@ -229,7 +229,7 @@ struct OnnxModelBuilder::Impl {
 
   Status validate() const {
     RETURN_IF_ERROR(first_error);
-    if (opset < kMinOpset || opset > kMaxOpset) {
+    if (opset < kMinBuilderOpset || opset > kMaxBuilderOpset) {
       return invalid_argument("model '" + name + "': opset " + std::to_string(opset) + " is not supported; use 13..17");
     }
     if (outputs.empty()) return invalid_argument("model '" + name + "' has no output");

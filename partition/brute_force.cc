@@ -14,7 +14,7 @@ namespace gp::partition {
 namespace {
 
 constexpr int kMaxNodes = 12;
-constexpr int kMaxDevices = 8;
+constexpr int kMaxBruteForceDevices = 8;
 
 struct Candidate {
   std::vector<uint32_t> blocks;
@@ -279,10 +279,11 @@ Result<BruteForceResult> brute_force(Problem const& p, BruteForceSpace space, Sp
   int const n = static_cast<int>(p.nodes.size());
   if (static_cast<int>(p.out_edges.size()) != n)
     return internal_error("brute_force: Problem::finalize() was not called");
-  if (n > kMaxNodes || p.cluster.size() > kMaxDevices) {
+  if (n > kMaxNodes || p.cluster.size() > kMaxBruteForceDevices) {
     return invalid_argument("brute force handles at most " + std::to_string(kMaxNodes) + " nodes and " +
-                            std::to_string(kMaxDevices) + " devices, got " + std::to_string(n) + " nodes and " +
-                            std::to_string(p.cluster.size()) + " devices; use plan_gpp for larger problems");
+                            std::to_string(kMaxBruteForceDevices) + " devices, got " + std::to_string(n) +
+                            " nodes and " + std::to_string(p.cluster.size()) +
+                            " devices; use plan_gpp for larger problems");
   }
   std::unordered_set<uint32_t> pieces;
   std::unordered_map<uint32_t, int> merges;

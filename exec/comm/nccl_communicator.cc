@@ -58,8 +58,6 @@ Status device_tensor(Tensor const& t, std::string const& what) {
   return Status::ok();
 }
 
-}  // namespace
-
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(MPI_Comm mpi, int rank, int size, int device)
@@ -442,6 +440,8 @@ class NcclCommunicator final : public Communicator {
   mutable std::optional<Status> abort_;
   MpiAbortNotice notice_;
 };
+
+}  // namespace
 
 Result<std::unique_ptr<Communicator>> make_nccl_communicator(NcclOptions const& options) {
   ASSIGN_OR_RETURN(int device, select_local_gpu(options.init_timeout_s));

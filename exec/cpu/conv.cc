@@ -93,8 +93,6 @@ std::shared_ptr<ConvFwd const> conv_fwd_prim(ConvGeometry const& g, bool bias) {
   });
 }
 
-bool has_bias(OpCall const& call) { return call.op.inputs.size() > 2 && call.op.inputs[2] != graph::kNoTensor; }
-
 }  // namespace
 
 Status conv_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {

@@ -171,8 +171,6 @@ std::shared_ptr<DeconvFwd const> deconv_fwd_prim(DeconvGeometry const& g, bool b
   });
 }
 
-bool has_bias(OpCall const& call) { return call.op.inputs.size() > 2 && call.op.inputs[2] != graph::kNoTensor; }
-
 Status deconv_check(graph::Op const& op, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(require_attrs<graph::ConvTransposeAttrs>(op, graph));
   auto const& w = graph.tensor(op.inputs.at(1)).shape;
@@ -220,7 +218,7 @@ Status deconv_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
 
 // The output gradient as the primitives see it: cropped to prim_dst when embedded, then in the
 // blocked layout a primitive asked for (reordered once, shared by backward data and weights).
-struct DiffDst {
+struct DeconvDiffDst {
   Tensor cropped;
   dnnl::memory::desc desc;
   dnnl_ctx::InLayout layout;
@@ -228,7 +226,7 @@ struct DiffDst {
 };
 
 dnnl::memory const& diff_dst_in(Tensor const& gout, DeconvGeometry const& g, dnnl::memory::desc const& want,
-                                DiffDst& memo) {
+                                DeconvDiffDst& memo) {
   if (!memo.set || memo.desc != want) {
     void const* data = gout.raw();
     if (g.embedded) {
@@ -245,7 +243,7 @@ dnnl::memory const& diff_dst_in(Tensor const& gout, DeconvGeometry const& g, dnn
   return memo.layout.mem;
 }
 
-Status deconv_data_grad(OpCall const& call, Saved const& saved, Tensor const& gout, Tensor& dx, DiffDst& memo) {
+Status deconv_data_grad(OpCall const& call, Saved const& saved, Tensor const& gout, Tensor& dx, DeconvDiffDst& memo) {
   Tensor const& x = saved.tensors.at(0);
   Tensor const& w = saved.tensors.at(1);
   DeconvGeometry g;
@@ -269,7 +267,7 @@ Status deconv_data_grad(OpCall const& call, Saved const& saved, Tensor const& go
 
 // Weight and bias gradients into grads[1] and grads[2] (set, or added when accumulating).
 Status deconv_weight_grads(OpCall const& call, Saved const& saved, Tensor const& gout, bool want_w, bool want_b,
-                           std::vector<Tensor>& grads, bool accumulate, DiffDst& memo) {
+                           std::vector<Tensor>& grads, bool accumulate, DeconvDiffDst& memo) {
   Tensor const& x = saved.tensors.at(0);
   Tensor const& w = saved.tensors.at(1);
   DeconvGeometry g;
@@ -321,7 +319,7 @@ Status deconv_weight_grads(OpCall const& call, Saved const& saved, Tensor const&
 Status deconv_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!gout.at(0).defined()) return Status::ok();
-  DiffDst memo;
+  DeconvDiffDst memo;
   if (wants(wanted, 0)) {
     Tensor dx;
     RETURN_IF_ERROR(deconv_data_grad(call, saved, gout[0], dx, memo));
@@ -338,7 +336,7 @@ Status deconv_backward_both(OpCall const& call, Saved const& saved, std::vector<
                             std::vector<Tensor>& weight_grads) {
   grad_inputs.assign(call.op.inputs.size(), Tensor());
   if (!gout.at(0).defined()) return Status::ok();
-  DiffDst memo;
+  DeconvDiffDst memo;
   if (wants(needs_grad, 0)) RETURN_IF_ERROR(deconv_data_grad(call, saved, gout[0], grad_inputs[0], memo));
   bool const want_w = weight_grads.size() > 1 && weight_grads[1].defined();
   bool const want_b = weight_grads.size() > 2 && weight_grads[2].defined() && has_bias(call);

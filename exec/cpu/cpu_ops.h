@@ -91,6 +91,8 @@ CpuKernelEntry widened_entry(CheckFn check, std::size_t min_inputs) {
 }
 
 // ---- conv family (conv.cc), pool family (pool.cc) ----
+// Whether a Conv or ConvTranspose call has its optional bias input (input 2).
+inline bool has_bias(OpCall const& call) { return call.op.inputs.size() > 2 && call.op.inputs[2] != graph::kNoTensor; }
 Status conv_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status conv_backward_data(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                           std::vector<Tensor>&, bool);

@@ -28,8 +28,6 @@ namespace gp::exec::testing {
 namespace {
 
 using graph::TensorRole;
-constexpr TensorRole kIn = TensorRole::kInput;
-constexpr TensorRole kW = TensorRole::kWeight;
 constexpr TensorRole kConst = TensorRole::kConstant;
 
 // The first element where |got - want| > atol + rtol |want|, described; nullopt when all agree.

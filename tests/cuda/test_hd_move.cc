@@ -18,7 +18,6 @@ namespace gp::exec::testing {
 namespace {
 
 namespace hd = kernels::hd;
-constexpr graph::TensorRole kIn = graph::TensorRole::kInput;
 
 std::vector<float> values(Tensor const& t) { return t.to_vector(); }
 

@@ -12,9 +12,32 @@
 #include <gtest/gtest.h>
 
 #include "exec/cpu/cpu_backend.h"
+#include "graph/onnx_import.h"
 #include "graph/op_graph.h"
 
 namespace gp::exec::testing {
+
+inline constexpr graph::TensorRole kIn = graph::TensorRole::kInput;
+inline constexpr graph::TensorRole kW = graph::TensorRole::kWeight;
+inline constexpr int64_t N = graph::kBatch;  // the symbolic batch dimension of an imported shape
+
+// Element i of a float32 tensor.
+inline double at(Tensor const& t, int64_t i) { return t.data<float>()[i]; }
+
+// got equals want element by element, within tol relative to 1 + |want|.
+inline void expect_near(Tensor const& got, std::vector<double> const& want, double tol = 1e-5) {
+  ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << got.shape_string();
+  for (std::size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got.data<float>()[i], want[i], tol * (1 + std::fabs(want[i]))) << "element " << i;
+}
+
+// The graph of an ONNX text model; a failed import fails the test and gives an empty graph.
+inline graph::OpGraph must_load(std::string const& text) {
+  auto g = graph::load_onnx_text(text);
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string() << "\n" << text;
+  if (!g.is_ok()) return graph::OpGraph{};
+  return std::move(g).value();
+}
 
 struct In {
   std::string name;

@@ -38,7 +38,7 @@ graph::OpGraph tiny_classifier() {
   return g;
 }
 
-std::string temp_path(std::string const& name) {
+std::string data_temp_path(std::string const& name) {
   return (std::filesystem::temp_directory_path() / ("gp_test_data_" + std::to_string(::getpid()) + "_" + name))
       .string();
 }
@@ -108,7 +108,7 @@ TEST(Data, NpyRoundTripAndBatches) {
   std::vector<int64_t> yv = {0, 1, 2, 2, 1, 0};
   y.bytes.resize(48);
   std::memcpy(y.bytes.data(), yv.data(), 48);
-  auto xp = temp_path("x.npy"), yp = temp_path("y.npy");
+  auto xp = data_temp_path("x.npy"), yp = data_temp_path("y.npy");
   ASSERT_TRUE(write_npy(xp, x).is_ok());
   ASSERT_TRUE(write_npy(yp, y).is_ok());
   auto back = read_npy(xp);
@@ -135,7 +135,7 @@ TEST(Data, NpyShapeMismatchIsAClearError) {
   auto g = tiny_classifier();
   NpyArray x{DType::kFloat32, {2, 5}, std::vector<std::byte>(40)};
   NpyArray y{DType::kInt64, {2}, std::vector<std::byte>(16)};
-  auto xp = temp_path("bad_x.npy"), yp = temp_path("bad_y.npy");
+  auto xp = data_temp_path("bad_x.npy"), yp = data_temp_path("bad_y.npy");
   ASSERT_TRUE(write_npy(xp, x).is_ok());
   ASSERT_TRUE(write_npy(yp, y).is_ok());
   DataConfig c;
@@ -161,7 +161,7 @@ TEST(Data, NpyShapeMismatchIsAClearError) {
 }
 
 TEST(Data, TruncatedNpyIsAParseError) {
-  auto p = temp_path("trunc.npy");
+  auto p = data_temp_path("trunc.npy");
   NpyArray x{DType::kFloat32, {8, 4}, std::vector<std::byte>(128)};
   ASSERT_TRUE(write_npy(p, x).is_ok());
   std::filesystem::resize_file(p, std::filesystem::file_size(p) - 10);

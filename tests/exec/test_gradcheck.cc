@@ -7,8 +7,6 @@ namespace gp::exec::testing {
 namespace {
 
 using graph::TensorRole;
-constexpr TensorRole kIn = TensorRole::kInput;
-constexpr TensorRole kW = TensorRole::kWeight;
 constexpr TensorRole kConst = TensorRole::kConstant;
 
 void check(OneOp o, GradCheckOptions const& opt = {}) {

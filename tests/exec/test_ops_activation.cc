@@ -19,16 +19,6 @@ namespace gp::exec::testing {
 namespace {
 
 using graph::TensorRole;
-constexpr TensorRole kIn = TensorRole::kInput;
-constexpr TensorRole kW = TensorRole::kWeight;
-
-double at(Tensor const& t, int64_t i) { return t.data<float>()[i]; }
-
-void expect_near(Tensor const& got, std::vector<double> const& want, double tol = 1e-5) {
-  ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << got.shape_string();
-  for (std::size_t i = 0; i < want.size(); ++i)
-    ASSERT_NEAR(got.data<float>()[i], want[i], tol * (1 + std::fabs(want[i]))) << "element " << i;
-}
 
 // Values spread over [lo, hi], none within `gap` of a point where the function has a kink.
 Tensor spread(std::vector<int64_t> shape, uint32_t seed, float lo, float hi, std::vector<float> kinks = {},
@@ -342,13 +332,6 @@ TEST(OpsActivation, VariadicRefusesIntegerInputs) {
 }
 
 // ---- import ----
-
-graph::OpGraph must_load(std::string const& text) {
-  auto g = graph::load_onnx_text(text);
-  EXPECT_TRUE(g.is_ok()) << g.status().to_string() << "\n" << text;
-  if (!g.is_ok()) return graph::OpGraph{};
-  return std::move(g).value();
-}
 
 std::string load_error(std::string const& text) {
   auto g = graph::load_onnx_text(text);

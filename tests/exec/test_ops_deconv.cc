@@ -21,8 +21,6 @@ namespace gp::exec::testing {
 namespace {
 
 using graph::TensorRole;
-constexpr TensorRole kIn = TensorRole::kInput;
-constexpr TensorRole kW = TensorRole::kWeight;
 
 // ---- reference loops ------------------------------------------------------------------------
 
@@ -249,21 +247,12 @@ TEST(InstanceNorm, OnnxNodeTestData) {
 
 // ---- import-time inference ---------------------------------------------------------------------
 
-graph::OpGraph must_load(std::string const& text) {
-  auto g = graph::load_onnx_text(text);
-  EXPECT_TRUE(g.is_ok()) << g.status().to_string() << "\n" << text;
-  if (!g.is_ok()) return graph::OpGraph{};
-  return std::move(g).value();
-}
-
 graph::Op const* op_of(graph::OpGraph const& g, std::string const& type) {
   for (auto const& op : g.ops())
     if (op.type == type) return &op;
   ADD_FAILURE() << "no " << type;
   return nullptr;
 }
-
-constexpr int64_t N = graph::kBatch;
 
 TEST(ConvTransposeImport, PadsFromAttributesAutoPadAndOutputShape) {
   struct Case {

@@ -7,16 +7,6 @@ namespace gp::exec::testing {
 namespace {
 
 using graph::TensorRole;
-constexpr TensorRole kIn = TensorRole::kInput;
-constexpr TensorRole kW = TensorRole::kWeight;
-
-void expect_near(Tensor const& got, std::vector<double> const& want, double tol = 1e-5) {
-  ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << got.shape_string();
-  for (std::size_t i = 0; i < want.size(); ++i)
-    ASSERT_NEAR(got.data<float>()[i], want[i], tol * (1 + std::fabs(want[i]))) << "element " << i;
-}
-
-double at(Tensor const& t, int64_t i) { return t.data<float>()[i]; }
 
 TEST(OpsForward, ConvMatchesDirectLoops) {
   Tensor x = random_tensor({2, 4, 6, 5}, 1), w = random_tensor({6, 2, 3, 2}, 2), b = random_tensor({6}, 3);

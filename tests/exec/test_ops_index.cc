@@ -19,8 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using graph::TensorRole;
-constexpr TensorRole kIn = TensorRole::kInput;
-constexpr TensorRole kW = TensorRole::kWeight;
 constexpr char const* kNodeTests = "/usr/share/libonnx-testdata/data/node";
 
 Tensor floats(std::vector<int64_t> shape, std::vector<float> const& v) { return Tensor::from_floats(shape, v); }
@@ -306,7 +304,7 @@ graph::OpGraph must_import(std::string const& text) {
   return g.is_ok() ? std::move(g).value() : graph::OpGraph{};
 }
 
-graph::Op const& only_op(graph::OpGraph const& g) {
+graph::Op const& last_op(graph::OpGraph const& g) {
   static graph::Op const none;
   return g.ops().empty() ? none : g.ops().back();
 }
@@ -321,14 +319,12 @@ std::string one_node(std::string const& in, std::string const& out, std::string 
   return graph::model_text(in, out, {}, body, opset);
 }
 
-constexpr int64_t N = graph::kBatch;
-
 TEST(IndexImport, PadFoldsPadsAndValue) {
   auto g = must_import(one_node("float[N,3,4] x", "float[N,4,7] y", R"(
       p = Constant<value = int64[6] {0, 1, 2, 0, 0, 1}>()
       v = Constant<value = float {2.5}>()
       y = Pad<mode = "reflect">(x, p, v))"));
-  graph::Op const& op = only_op(g);
+  graph::Op const& op = last_op(g);
   ASSERT_EQ(op.type, "Pad");
   auto const& a = std::get<graph::PadAttrs>(op.typed);
   EXPECT_EQ(a.mode, graph::PadMode::kReflect);
@@ -339,8 +335,8 @@ TEST(IndexImport, PadFoldsPadsAndValue) {
   // Before opset 11 the pads and the value are attributes.
   auto g10 = must_import(
       one_node("float[N,3] x", "float[N,6] y", "y = Pad<pads = [0, 1, 0, 2], mode = \"edge\", value = 1.0>(x)", 10));
-  EXPECT_EQ(std::get<graph::PadAttrs>(only_op(g10).typed).pads, (std::vector<int64_t>{0, 1, 0, 2}));
-  EXPECT_EQ(std::get<graph::PadAttrs>(only_op(g10).typed).mode, graph::PadMode::kEdge);
+  EXPECT_EQ(std::get<graph::PadAttrs>(last_op(g10).typed).pads, (std::vector<int64_t>{0, 1, 0, 2}));
+  EXPECT_EQ(std::get<graph::PadAttrs>(last_op(g10).typed).mode, graph::PadMode::kEdge);
   expect_import_error(one_node("float[N,3] x", "float[M,3] y", R"(
       p = Constant<value = int64[4] {1, 0, 0, 0}>()
       y = Pad(x, p))"),
@@ -357,8 +353,8 @@ TEST(IndexImport, TileTriluResize) {
   auto t = must_import(one_node("float[N,2,3] x", "float[N,4,9] y", R"(
       r = Constant<value = int64[3] {1, 2, 3}>()
       y = Tile(x, r))"));
-  EXPECT_EQ(std::get<graph::TileAttrs>(only_op(t).typed).repeats, (std::vector<int64_t>{1, 2, 3}));
-  EXPECT_EQ(t.tensor(only_op(t).outputs[0]).shape.dims, (std::vector<int64_t>{N, 4, 9}));
+  EXPECT_EQ(std::get<graph::TileAttrs>(last_op(t).typed).repeats, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(t.tensor(last_op(t).outputs[0]).shape.dims, (std::vector<int64_t>{N, 4, 9}));
   expect_import_error(one_node("float[N,2] x", "float[M,2] y", R"(
       r = Constant<value = int64[2] {2, 1}>()
       y = Tile(x, r))"),
@@ -368,7 +364,7 @@ TEST(IndexImport, TileTriluResize) {
       k = Constant<value = int64 {-1}>()
       y = Trilu<upper = 0>(x, k))",
                                 14));
-  auto const& tr = std::get<graph::TriluAttrs>(only_op(u).typed);
+  auto const& tr = std::get<graph::TriluAttrs>(last_op(u).typed);
   EXPECT_FALSE(tr.upper);
   EXPECT_EQ(tr.k, -1);
   expect_import_error(one_node("float[N,4] x", "float[N,4] y", "y = Trilu(x)", 14),
@@ -377,11 +373,11 @@ TEST(IndexImport, TileTriluResize) {
   auto r = must_import(one_node("float[N,3,4,5] x", "float[N,3,8,10] y", R"(
       s = Constant<value = float[4] {1.0, 1.0, 2.0, 2.0}>()
       y = Resize<mode = "linear", coordinate_transformation_mode = "align_corners">(x, , s))"));
-  auto const& ra = std::get<graph::ResizeAttrs>(only_op(r).typed);
+  auto const& ra = std::get<graph::ResizeAttrs>(last_op(r).typed);
   EXPECT_EQ(ra.mode, graph::ResizeMode::kLinear);
   EXPECT_EQ(ra.coord, graph::ResizeCoord::kAlignCorners);
   EXPECT_EQ(ra.scales, (std::vector<float>{1, 1, 2, 2}));
-  EXPECT_EQ(r.tensor(only_op(r).outputs[0]).shape.dims, (std::vector<int64_t>{N, 3, 8, 10}));
+  EXPECT_EQ(r.tensor(last_op(r).outputs[0]).shape.dims, (std::vector<int64_t>{N, 3, 8, 10}));
   expect_import_error(one_node("float[N,3,4,5] x", "float[M,3,8,10] y", R"(
       s = Constant<value = float[4] {2.0, 1.0, 2.0, 2.0}>()
       y = Resize(x, , s))"),
@@ -395,16 +391,16 @@ TEST(IndexImport, TileTriluResize) {
 TEST(IndexImport, GatherAndScatterElements) {
   auto g =
       must_import(one_node("float[N,4,3] x, int64[N,2,3] i", "float[N,2,3] y", "y = GatherElements<axis = -2>(x, i)"));
-  EXPECT_EQ(std::get<graph::GatherElementsAttrs>(only_op(g).typed).axis, 1);
-  EXPECT_EQ(g.tensor(only_op(g).outputs[0]).shape.dims, (std::vector<int64_t>{N, 2, 3}));
+  EXPECT_EQ(std::get<graph::GatherElementsAttrs>(last_op(g).typed).axis, 1);
+  EXPECT_EQ(g.tensor(last_op(g).outputs[0]).shape.dims, (std::vector<int64_t>{N, 2, 3}));
   expect_import_error(one_node("float[N,4] x, int64[N,4] i", "float[N,4] y", "y = GatherElements(x, i)"),
                       "indexing along the batch dimension (axis 0)");
   auto s = must_import(one_node("float[N,5] x, int64[N,2] i, float[N,2] u", "float[N,5] y",
                                 "y = ScatterElements<axis = 1, reduction = \"add\">(x, i, u)", 16));
-  auto const& sa = std::get<graph::ScatterElementsAttrs>(only_op(s).typed);
+  auto const& sa = std::get<graph::ScatterElementsAttrs>(last_op(s).typed);
   EXPECT_EQ(sa.axis, 1);
   EXPECT_EQ(sa.reduction, graph::ScatterReduction::kAdd);
-  EXPECT_EQ(only_op(s).inputs.size(), 3u);
+  EXPECT_EQ(last_op(s).inputs.size(), 3u);
   expect_import_error(
       one_node("float[N,5] x, int64[N,2] i, float[N,3] u", "float[N,5] y", "y = ScatterElements<axis = 1>(x, i, u)"),
       "differ in shape");
@@ -636,7 +632,7 @@ TEST(IndexOps, GatherNdGradientsIncludingRepeatedIndices) {
 
 TEST(IndexImport, GatherNdShapesAndWhatIsRefused) {
   auto g = must_import(one_node("float[N,8,4] x, int64[N,2] i", "float[N,4] y", "y = GatherND(x, i)", 13));
-  EXPECT_EQ(g.tensor(only_op(g).outputs[0]).shape.dims, (std::vector<int64_t>{N, 4}));
+  EXPECT_EQ(g.tensor(last_op(g).outputs[0]).shape.dims, (std::vector<int64_t>{N, 4}));
   expect_import_error(
       one_node("float[N,8,4] x, int64[N,2] i", "float[N,4] y", "y = GatherND<batch_dims = 1>(x, i)", 13),
       "GatherND with batch_dims 1 (graphpipe supports 0)");

@@ -14,7 +14,6 @@ namespace gp::exec::testing {
 namespace {
 
 using graph::ReduceAttrs;
-constexpr graph::TensorRole kIn = graph::TensorRole::kInput;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::vector<float> values(Tensor const& t) { return t.to_vector(); }
@@ -340,12 +339,6 @@ TEST(ArgReduce, RunsIntegersAndRefusesBytesAndAnEmptyAxis) {
 
 // ---- import ----
 
-graph::OpGraph must_load(std::string const& text) {
-  auto g = graph::load_onnx_text(text);
-  EXPECT_TRUE(g.is_ok()) << g.status().to_string() << "\n" << text;
-  return g.is_ok() ? std::move(g).value() : graph::OpGraph{};
-}
-
 graph::Op const& op_named(graph::OpGraph const& g, std::string const& type) {
   for (auto const& op : g.ops())
     if (op.type == type) return op;
@@ -357,8 +350,6 @@ graph::Op const& op_named(graph::OpGraph const& g, std::string const& type) {
 std::vector<int64_t> out_dims(graph::OpGraph const& g, std::string const& type) {
   return g.tensor(op_named(g, type).outputs.at(0)).shape.dims;
 }
-
-constexpr int64_t N = graph::kBatch;
 
 TEST(ReduceImport, AttributesAxesInputsAndShapes) {
   auto g = must_load(R"(<ir_version: 8, opset_import: ["" : 13]>

@@ -15,8 +15,6 @@ using graph::RnnAttrs;
 using graph::RnnDirection;
 using graph::RnnKind;
 using graph::TensorRole;
-constexpr TensorRole kIn = TensorRole::kInput;
-constexpr TensorRole kW = TensorRole::kWeight;
 
 // ---- reference recurrences (layout 0, doubles, straight from the ONNX operator definitions) ----
 struct RnnCase {

@@ -137,12 +137,12 @@ std::string first_difference(Outcome const& got, Outcome const& want) {
   return "";
 }
 
-struct Case {
+struct RecomputeCase {
   std::string name;
   std::function<graph::OnnxModelBuilder()> builder;
 };
 
-std::vector<Case> cases() {
+std::vector<RecomputeCase> cases() {
   return {{"mlp", [] { return testing::tiny_mlp(); }},
           {"dropout_mlp", [] { return testing::tiny_dropout_mlp(); }},
           {"cnn_batchnorm", [] { return testing::tiny_cnn(); }},

@@ -13,8 +13,6 @@ namespace gp::exec::testing {
 namespace {
 
 using graph::TensorRole;
-constexpr auto kIn = TensorRole::kInput;
-constexpr auto kW = TensorRole::kWeight;
 
 TEST(CpuBackend, ConcurrentWorkersGetIdenticalResults) {
   Tensor x = random_tensor({2, 3, 8, 8}, 29), w = random_tensor({4, 3, 3, 3}, 30);
