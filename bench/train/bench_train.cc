@@ -93,6 +93,9 @@ int main(int argc, char** argv) {
   std::string only;
   bool with_torch = true;  // --no-torch: graphpipe alone (for profiling it)
   bool bf16 = false;       // --bf16: bf16 rows too (graphpipe's precision bf16, torch's CPU autocast)
+  // --torch-python PATH: the interpreter of the torch side (a venv's PyTorch 2.x); Debian's by
+  // default. The ResNet-18 ONNX file is always exported by Debian's, so both see the same model.
+  std::string torch_python = "/usr/bin/python3";
   for (int i = 1; i < argc; ++i) {
     std::string const arg = argv[i];
     if (arg == "--quick") {
@@ -112,9 +115,17 @@ int main(int argc, char** argv) {
       steps = std::atoi(argv[++i]);
     } else if (arg == "--repeat" && i + 1 < argc) {
       repeat = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--torch-python" && i + 1 < argc) {
+      torch_python = argv[++i];
+      if (!std::filesystem::exists(torch_python)) {
+        std::cerr << "bench_train: --torch-python " << torch_python
+                  << " does not exist (give a Python with torch, e.g. a venv's bin/python)\n";
+        return 2;
+      }
     } else {
       std::cerr << "bench_train: unknown argument '" << arg
-                << "'; use --quick, --no-resnet, --batch N, --steps N, --only MODEL, --no-torch, --bf16, --repeat N\n";
+                << "'; use --quick, --no-resnet, --batch N, --steps N, --only MODEL, --no-torch, --bf16, --repeat N, "
+                   "--torch-python PATH\n";
       return 2;
     }
   }
@@ -146,11 +157,12 @@ int main(int argc, char** argv) {
   }
 
   std::string const blas_maps =
-      run_capture(torch_env +
-                  "/usr/bin/python3 -c \"import torch; torch.ones(2,2)@torch.ones(2,2); "
-                  "print('openblas' if 'libopenblas' in open('/proc/self/maps').read() else 'other')\" 2>/dev/null");
-  std::printf("torch: /usr/bin/python3, %s, 2 threads; BLAS mapped in torch process: %s", torch_env.c_str(),
-              blas_maps.empty() ? "?\n" : blas_maps.c_str());
+      run_capture(torch_env + torch_python +
+                  " -c \"import torch; torch.ones(2,2)@torch.ones(2,2); "
+                  "print(torch.__version__, 'openblas' if 'libopenblas' in open('/proc/self/maps').read() else "
+                  "'other')\" 2>/dev/null");
+  std::printf("torch: %s, %s, 2 threads; torch version and BLAS mapped in its process: %s", torch_python.c_str(),
+              torch_env.c_str(), blas_maps.empty() ? "?\n" : blas_maps.c_str());
   std::printf("warm-up %d steps, timed %d steps, SGD(lr=1e-3, momentum=0.9), size small; %d round%s (medians)\n\n",
               warmup, steps, repeat, repeat == 1 ? "" : "s, precisions interleaved");
   std::printf("%-12s %6s %-5s %16s %16s %8s %10s  %s\n", "model", "batch", "math", "graphpipe s/s", "torch s/s",
@@ -171,7 +183,7 @@ int main(int argc, char** argv) {
       for (std::size_t k = 0; k < precisions.size(); ++k) {
         bool const low = precisions[k] == graph::Precision::kBFloat16;
         auto gp_rate = graphpipe_samples_per_s(row, warmup, steps, precisions[k]);
-        std::string cmd = torch_env + "/usr/bin/python3 " + script + " bench --onnx " + row.onnx + " --batch " +
+        std::string cmd = torch_env + torch_python + " " + script + " bench --onnx " + row.onnx + " --batch " +
                           std::to_string(row.batch) + " --steps " + std::to_string(steps) + " --warmup " +
                           std::to_string(warmup) + " --threads 2 --loss " + row.loss + (low ? " --bf16" : "");
         if (!row.torchvision.empty()) cmd += " --torchvision " + row.torchvision;
@@ -201,6 +213,10 @@ int main(int argc, char** argv) {
       if (repeat > 1) {
         std::printf("%-12s %6s %-5s rounds: graphpipe", "", "", "");
         for (double v : s.gp) std::printf(" %.1f", v);
+        if (!s.torch.empty()) {
+          std::printf(", torch");
+          for (double v : s.torch) std::printf(" %.1f", v);
+        }
         if (!s.vs_fp32.empty()) {
           std::printf(", vs fp32");
           for (double v : s.vs_fp32) std::printf(" %.2f", v);
