@@ -18,6 +18,13 @@ namespace gp::exec {
 // what the liveness analysis reports as saved activation memory.
 struct Saved {
   std::vector<Tensor> tensors;
+  // Positions in `tensors` that hold a float32 master weight where a 16-bit kernel saved the copy
+  // rounded for its call: exec/low_precision_kernel.h keeps the master (a weight, not activation
+  // memory) and rounds it again for the backward, to the same bits.
+  std::vector<std::size_t> masters;
+  // `tensors` with those masters rounded, made by the first backward call (B) and reused by the
+  // second (W) of the same micro-batch; empty until then.
+  mutable std::vector<Tensor> rounded;
   int64_t bytes() const;
 };
 

@@ -55,19 +55,52 @@ Status grads_in_input_dtypes(OpCall const& call, Saved const& saved, std::vector
   return Status::ok();
 }
 
+// A kernel saves the inputs it was given, so a 16-bit kernel saves the rounded copy of each float32
+// weight: a weight's worth of memory per micro-batch in flight, which the memory accounting (it
+// counts activations) does not see. Each saved tensor that is such a copy (the same storage, dtype
+// and shape) is replaced by its master (a static value: no activation memory), and its position
+// noted for low_precision_backward, which rounds it again (weights change only at STEP, so to the
+// same bits), once for both backward calls of a micro-batch.
+inline void keep_masters(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor> const& cast,
+                         Saved& saved) {
+  for (std::size_t j = 0; j < saved.tensors.size(); ++j) {
+    Tensor const& t = saved.tensors[j];
+    if (!t.defined()) continue;
+    for (std::size_t i = 0; i < in.size() && i < cast.size() && i < call.op.inputs.size(); ++i) {
+      if (!in[i].defined() || !cast[i].defined() || cast[i].raw() == in[i].raw()) continue;  // not rounded
+      if (t.raw() != cast[i].raw() || t.dtype() != cast[i].dtype() || t.shape() != cast[i].shape()) continue;
+      graph::TensorRole const role = call.graph.tensor(call.op.inputs[i]).role;
+      if (role != graph::TensorRole::kWeight && role != graph::TensorRole::kConstant) continue;
+      saved.tensors[j] = in[i];
+      saved.masters.push_back(j);
+      break;
+    }
+  }
+}
+
 template <ForwardFn F, ConvertFn C>
 Status low_precision_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out,
                              Saved* saved) {
   DType const low = compute_dtype(call);
   if (low == DType::kFloat32) return F(call, in, out, saved);
   ASSIGN_OR_RETURN(std::vector<Tensor> const cast, converted<C>(in, is_float32, low));
-  return F(call, cast, out, saved);
+  RETURN_IF_ERROR(F(call, cast, out, saved));
+  if (saved) keep_masters(call, in, cast, *saved);
+  return Status::ok();
 }
 
 template <BackwardFn B, ConvertFn C>
 Status low_precision_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                               std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  return grads_in_input_dtypes<B, C>(call, saved, gout, wanted, grads, accumulate);
+  if (saved.masters.empty()) return grads_in_input_dtypes<B, C>(call, saved, gout, wanted, grads, accumulate);
+  if (saved.rounded.empty()) {
+    std::vector<Tensor> rounded = saved.tensors;
+    for (std::size_t j : saved.masters) {
+      ASSIGN_OR_RETURN(rounded.at(j), C(saved.tensors.at(j), compute_dtype(call)));
+    }
+    saved.rounded = std::move(rounded);
+  }
+  return grads_in_input_dtypes<B, C>(call, Saved{saved.rounded, {}, {}}, gout, wanted, grads, accumulate);
 }
 
 // The other direction, for an op that follows its 16-bit input (graph/precision.h) where a backend's
