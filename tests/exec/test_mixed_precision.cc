@@ -2,6 +2,7 @@
 // changes and nowhere else; every op the policy runs in bf16 has a bf16 kernel; one bf16 training
 // step agrees with float32 within what the format allows (and the check is tight enough to see a
 // 5% error); and bf16 training follows float32 training's loss.
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -285,17 +286,38 @@ TEST(MixedPrecision, ABf16StepMatchesFloat32WithinTheFormatsTolerance) {
     }
 }
 
+// The zoo transformer in float32 and its bf16 rewrite (empty graphs, and a failed test, on error).
+std::array<graph::OpGraph, 2> transformer_fp32_and_bf16(models::Size size) {
+  auto built = models::build_graph("transformer", size, 1);
+  EXPECT_TRUE(built.is_ok()) << built.status().message();
+  if (!built.is_ok()) return {};
+  auto low = graph::apply_precision(*built, Precision::kBFloat16);
+  EXPECT_TRUE(low.is_ok()) << low.status().message();
+  if (!low.is_ok()) return {};
+  return {std::move(built).value(), std::move(low).value()};
+}
+
+// A trainer that has run `c` on `g` with `be` (which must outlive it); null, and a failed test, on error.
+std::unique_ptr<Trainer> trained(TrainConfig const& c, graph::OpGraph const& g, Backend& be) {
+  auto data = make_data_source(c.data, g, c.loss, c.seed);
+  EXPECT_TRUE(data.is_ok()) << data.status().message();
+  if (!data.is_ok()) return nullptr;
+  auto t = Trainer::create(c, g, be, std::move(data).value());
+  EXPECT_TRUE(t.is_ok()) << t.status().message();
+  if (!t.is_ok()) return nullptr;
+  Status const run = (*t)->run(nullptr);
+  EXPECT_TRUE(run.is_ok()) << run.message();
+  return run.is_ok() ? std::move(t).value() : nullptr;
+}
+
 // 60 steps of the zoo transformer (AdamW) in bf16 and in float32 from the same weights and
 // batches: the mean loss of the last 10 steps within 2%. Fresh samples of the synthetic teacher
 // task (the default data): on 256 cycled samples the runs memorise them, where bf16's per-step
 // differences grow (measured 1.4% native, 2.9% emulated, both with a lower bf16 loss); on fresh
 // samples the loss measures what was learnt (fp32 2.2903, bf16 emulated 2.2816, from 2.4546).
 TEST(MixedPrecision, Bf16TrainingFollowsFloat32) {
-  auto built = models::build_graph("transformer", models::Size::kTiny, 1);
-  ASSERT_TRUE(built.is_ok()) << built.status().message();
-  graph::OpGraph const fp32 = std::move(built).value();
-  auto low = graph::apply_precision(fp32, Precision::kBFloat16);
-  ASSERT_TRUE(low.is_ok()) << low.status().message();
+  auto const graphs = transformer_fp32_and_bf16(models::Size::kTiny);
+  ASSERT_GT(graphs[1].num_ops(), 0u);
   TrainConfig c;
   c.batch = 16;
   c.micro_batches = 2;
@@ -305,15 +327,11 @@ TEST(MixedPrecision, Bf16TrainingFollowsFloat32) {
   c.optimizer.lr = 3e-3f;
   c.data.samples = 0;
   double tail[2] = {0, 0};
-  graph::OpGraph const* graphs[2] = {&fp32, &*low};
   for (int i = 0; i < 2; ++i) {
     CpuBackend be;
-    auto data = make_data_source(c.data, *graphs[i], c.loss, c.seed);
-    ASSERT_TRUE(data.is_ok());
-    auto t = Trainer::create(c, *graphs[i], be, std::move(data).value());
-    ASSERT_TRUE(t.is_ok()) << t.status().message();
-    ASSERT_TRUE((*t)->run(nullptr).is_ok());
-    auto const& losses = (*t)->losses();
+    auto const t = trained(c, graphs[i], be);
+    ASSERT_NE(t, nullptr);
+    auto const& losses = t->losses();
     ASSERT_EQ(losses.size(), 60u);
     for (std::size_t s = 50; s < 60; ++s) tail[i] += losses[s] / 10;
     EXPECT_LT(tail[i], losses[0]) << "no learning";
@@ -330,26 +348,20 @@ TEST(MixedPrecision, Bf16TrainingFollowsFloat32) {
 // the accounting says 0.60x. Now bf16 saves less, and training is bitwise what it was (the same
 // rounding of the same master).
 TEST(MixedPrecision, Bf16SavesLessThanFloat32AndNoRoundedWeightCopies) {
-  auto built = models::build_graph("transformer", models::Size::kSmall, 1);
-  ASSERT_TRUE(built.is_ok()) << built.status().message();
-  graph::OpGraph const fp32 = std::move(built).value();
-  auto low = graph::apply_precision(fp32, Precision::kBFloat16);
-  ASSERT_TRUE(low.is_ok()) << low.status().message();
+  auto const graphs = transformer_fp32_and_bf16(models::Size::kSmall);
+  graph::OpGraph const* low = &graphs[1];
+  ASSERT_GT(low->num_ops(), 0u);
   TrainConfig c;
   c.batch = 4;
   c.micro_batches = 1;
   c.steps = 1;
   c.seed = 1;
-  graph::OpGraph const* graphs[2] = {&fp32, &*low};
   int64_t peak[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {
     CpuBackend be;
-    auto data = make_data_source(c.data, *graphs[i], c.loss, c.seed);
-    ASSERT_TRUE(data.is_ok());
-    auto t = Trainer::create(c, *graphs[i], be, std::move(data).value());
-    ASSERT_TRUE(t.is_ok()) << t.status().message();
-    ASSERT_TRUE((*t)->run(nullptr).is_ok());
-    peak[i] = (*t)->executor().peak_saved_bytes();
+    auto const t = trained(c, graphs[i], be);
+    ASSERT_NE(t, nullptr);
+    peak[i] = t->executor().peak_saved_bytes();
   }
   // The bf16 copies of the weights of the ops the policy runs low: what the saved state held on top.
   int64_t copies = 0;
