@@ -298,12 +298,6 @@ TEST(IndexOps, ResizeGradients) {
 }
 
 // ---- import ----
-graph::OpGraph must_import(std::string const& text) {
-  auto g = graph::load_onnx_text(text);
-  EXPECT_TRUE(g.is_ok()) << g.status().to_string() << "\n" << text;
-  return g.is_ok() ? std::move(g).value() : graph::OpGraph{};
-}
-
 graph::Op const& last_op(graph::OpGraph const& g) {
   static graph::Op const none;
   return g.ops().empty() ? none : g.ops().back();
@@ -320,7 +314,7 @@ std::string one_node(std::string const& in, std::string const& out, std::string 
 }
 
 TEST(IndexImport, PadFoldsPadsAndValue) {
-  auto g = must_import(one_node("float[N,3,4] x", "float[N,4,7] y", R"(
+  auto g = must_load(one_node("float[N,3,4] x", "float[N,4,7] y", R"(
       p = Constant<value = int64[6] {0, 1, 2, 0, 0, 1}>()
       v = Constant<value = float {2.5}>()
       y = Pad<mode = "reflect">(x, p, v))"));
@@ -333,7 +327,7 @@ TEST(IndexImport, PadFoldsPadsAndValue) {
   EXPECT_EQ(op.inputs.size(), 1u);
   EXPECT_EQ(g.tensor(op.outputs[0]).shape.dims, (std::vector<int64_t>{N, 4, 7}));
   // Before opset 11 the pads and the value are attributes.
-  auto g10 = must_import(
+  auto g10 = must_load(
       one_node("float[N,3] x", "float[N,6] y", "y = Pad<pads = [0, 1, 0, 2], mode = \"edge\", value = 1.0>(x)", 10));
   EXPECT_EQ(std::get<graph::PadAttrs>(last_op(g10).typed).pads, (std::vector<int64_t>{0, 1, 0, 2}));
   EXPECT_EQ(std::get<graph::PadAttrs>(last_op(g10).typed).mode, graph::PadMode::kEdge);
@@ -350,7 +344,7 @@ TEST(IndexImport, PadFoldsPadsAndValue) {
 }
 
 TEST(IndexImport, TileTriluResize) {
-  auto t = must_import(one_node("float[N,2,3] x", "float[N,4,9] y", R"(
+  auto t = must_load(one_node("float[N,2,3] x", "float[N,4,9] y", R"(
       r = Constant<value = int64[3] {1, 2, 3}>()
       y = Tile(x, r))"));
   EXPECT_EQ(std::get<graph::TileAttrs>(last_op(t).typed).repeats, (std::vector<int64_t>{1, 2, 3}));
@@ -360,17 +354,17 @@ TEST(IndexImport, TileTriluResize) {
       y = Tile(x, r))"),
                       "tiling the batch dimension (axis 0) 2 times");
 
-  auto u = must_import(one_node("float[N,3,4] x", "float[N,3,4] y", R"(
+  auto u = must_load(one_node("float[N,3,4] x", "float[N,3,4] y", R"(
       k = Constant<value = int64 {-1}>()
       y = Trilu<upper = 0>(x, k))",
-                                14));
+                              14));
   auto const& tr = std::get<graph::TriluAttrs>(last_op(u).typed);
   EXPECT_FALSE(tr.upper);
   EXPECT_EQ(tr.k, -1);
   expect_import_error(one_node("float[N,4] x", "float[N,4] y", "y = Trilu(x)", 14),
                       "the batch is one of the matrix dimensions");
 
-  auto r = must_import(one_node("float[N,3,4,5] x", "float[N,3,8,10] y", R"(
+  auto r = must_load(one_node("float[N,3,4,5] x", "float[N,3,8,10] y", R"(
       s = Constant<value = float[4] {1.0, 1.0, 2.0, 2.0}>()
       y = Resize<mode = "linear", coordinate_transformation_mode = "align_corners">(x, , s))"));
   auto const& ra = std::get<graph::ResizeAttrs>(last_op(r).typed);
@@ -390,13 +384,13 @@ TEST(IndexImport, TileTriluResize) {
 
 TEST(IndexImport, GatherAndScatterElements) {
   auto g =
-      must_import(one_node("float[N,4,3] x, int64[N,2,3] i", "float[N,2,3] y", "y = GatherElements<axis = -2>(x, i)"));
+      must_load(one_node("float[N,4,3] x, int64[N,2,3] i", "float[N,2,3] y", "y = GatherElements<axis = -2>(x, i)"));
   EXPECT_EQ(std::get<graph::GatherElementsAttrs>(last_op(g).typed).axis, 1);
   EXPECT_EQ(g.tensor(last_op(g).outputs[0]).shape.dims, (std::vector<int64_t>{N, 2, 3}));
   expect_import_error(one_node("float[N,4] x, int64[N,4] i", "float[N,4] y", "y = GatherElements(x, i)"),
                       "indexing along the batch dimension (axis 0)");
-  auto s = must_import(one_node("float[N,5] x, int64[N,2] i, float[N,2] u", "float[N,5] y",
-                                "y = ScatterElements<axis = 1, reduction = \"add\">(x, i, u)", 16));
+  auto s = must_load(one_node("float[N,5] x, int64[N,2] i, float[N,2] u", "float[N,5] y",
+                              "y = ScatterElements<axis = 1, reduction = \"add\">(x, i, u)", 16));
   auto const& sa = std::get<graph::ScatterElementsAttrs>(last_op(s).typed);
   EXPECT_EQ(sa.axis, 1);
   EXPECT_EQ(sa.reduction, graph::ScatterReduction::kAdd);
@@ -631,7 +625,7 @@ TEST(IndexOps, GatherNdGradientsIncludingRepeatedIndices) {
 }
 
 TEST(IndexImport, GatherNdShapesAndWhatIsRefused) {
-  auto g = must_import(one_node("float[N,8,4] x, int64[N,2] i", "float[N,4] y", "y = GatherND(x, i)", 13));
+  auto g = must_load(one_node("float[N,8,4] x, int64[N,2] i", "float[N,4] y", "y = GatherND(x, i)", 13));
   EXPECT_EQ(g.tensor(last_op(g).outputs[0]).shape.dims, (std::vector<int64_t>{N, 4}));
   expect_import_error(
       one_node("float[N,8,4] x, int64[N,2] i", "float[N,4] y", "y = GatherND<batch_dims = 1>(x, i)", 13),
