@@ -1,5 +1,8 @@
 // Strided copies (Transpose, Slice, Expand, Concat, Split and their backward passes) and Expand's
-// backward reduction. The index math is kernels/hd/index.h.
+// backward reduction. The index math is kernels/hd/index.h, in int32_t wherever every offset fits
+// (hd::strided_fits_int32: a 64-bit division costs several times a 32-bit one, and these copies
+// were bound by it), and a copy whose innermost axis is contiguous on both sides moves 4, 8 or 16
+// bytes a thread (hd::strided_vector_bytes).
 //
 // Gather with an index check, and its backward as a deterministic scatter-add: the indices are
 // sorted stably by CUB's radix sort and each distinct index sums its gradients in ascending order
@@ -11,6 +14,7 @@
 #include "kernels/cuda/device_ops.h"
 #include "kernels/cuda/block.cuh"
 #include "kernels/cuda/sort.cuh"
+#include "kernels/hd/move.h"
 
 namespace gp::kernels::cuda {
 namespace {
@@ -22,32 +26,85 @@ using detail::grid_threads;
 using detail::kBlock;
 using detail::sort_pairs;
 
-template <typename T>
-__global__ void strided_copy_kernel(T const* src, T* dst, hd::StridedParams const p, int64_t n, bool accumulate) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) hd::strided_copy_at(src, dst, p, i, accumulate);
+template <typename T, typename I>
+__global__ void strided_copy_kernel(T const* src, T* dst, hd::StridedParams const p, I n, bool accumulate) {
+  I const stride = static_cast<I>(grid_threads());
+  for (I i = static_cast<I>(global_thread()); i < n; i += stride) hd::strided_copy_at(src, dst, p, i, accumulate);
 }
 
-template <typename T>
-__global__ void reduce_kernel(T const* src, T* dst, hd::ReduceParams const p, int64_t n, bool accumulate) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) hd::reduce_at(src, dst, p, i, accumulate);
+// A copy in chunks of V (uint32_t, uint2 or uint4: hd::strided_vector_bytes).
+template <typename V, typename I>
+__global__ void strided_chunk_kernel(V const* src, V* dst, hd::StridedParams const p, I n) {
+  I const stride = static_cast<I>(grid_threads());
+  for (I i = static_cast<I>(global_thread()); i < n; i += stride) hd::strided_assign_at(src, dst, p, i);
+}
+
+template <typename T, typename I>
+__global__ void reduce_kernel(T const* src, T* dst, hd::ReduceParams const p, I n, bool accumulate) {
+  I const stride = static_cast<I>(grid_threads());
+  for (I i = static_cast<I>(global_thread()); i < n; i += stride) hd::reduce_at(src, dst, p, i, accumulate);
+}
+
+int64_t strided_numel(hd::StridedParams const& p) {
+  int64_t n = 1;
+  for (int k = 0; k < p.rank; ++k) n *= p.shape[k];
+  return n;
+}
+
+template <typename V>
+cudaError_t copy_as(void const* src, void* dst, hd::StridedCopyPlan const& plan, bool accumulate, cudaStream_t stream) {
+  int64_t const n = strided_numel(plan.p);
+  auto const* s = static_cast<V const*>(src);
+  auto* d = static_cast<V*>(dst);
+  if (plan.int32)
+    strided_copy_kernel<V, int32_t>
+        <<<grid_for(n), kBlock, 0, stream>>>(s, d, plan.p, static_cast<int32_t>(n), accumulate);
+  else
+    strided_copy_kernel<V, int64_t><<<grid_for(n), kBlock, 0, stream>>>(s, d, plan.p, n, accumulate);
+  return cudaGetLastError();
+}
+
+template <typename V>
+cudaError_t copy_chunks(void const* src, void* dst, hd::StridedCopyPlan const& plan, cudaStream_t stream) {
+  int64_t const n = strided_numel(plan.p);
+  auto const* s = static_cast<V const*>(src);
+  auto* d = static_cast<V*>(dst);
+  if (plan.int32)
+    strided_chunk_kernel<V, int32_t><<<grid_for(n), kBlock, 0, stream>>>(s, d, plan.p, static_cast<int32_t>(n));
+  else
+    strided_chunk_kernel<V, int64_t><<<grid_for(n), kBlock, 0, stream>>>(s, d, plan.p, n);
+  return cudaGetLastError();
 }
 
 }  // namespace
 
 template <typename T>
 cudaError_t strided_copy(T const* src, T* dst, hd::StridedParams const& p, bool accumulate, cudaStream_t stream) {
-  int64_t n = 1;
-  for (int k = 0; k < p.rank; ++k) n *= p.shape[k];
-  if (n == 0) return cudaSuccess;
-  strided_copy_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(src, dst, p, n, accumulate);
-  return cudaGetLastError();
+  if (strided_numel(p) == 0) return cudaSuccess;
+  hd::StridedCopyPlan const plan =
+      hd::plan_strided_copy(p, static_cast<int>(sizeof(T)), reinterpret_cast<std::uintptr_t>(src),
+                            reinterpret_cast<std::uintptr_t>(dst), accumulate);
+  switch (plan.chunk_bytes) {
+    case 16:
+      return copy_chunks<uint4>(src, dst, plan, stream);
+    case 8:
+      return copy_chunks<uint2>(src, dst, plan, stream);
+    case 4:
+      return copy_chunks<uint32_t>(src, dst, plan, stream);
+    default:
+      return copy_as<T>(src, dst, plan, accumulate, stream);
+  }
 }
 
 template <typename T>
 cudaError_t reduce_to(T const* src, T* dst, hd::ReduceParams const& p, int64_t target_numel, bool accumulate,
                       cudaStream_t stream) {
   if (target_numel == 0) return cudaSuccess;
-  reduce_kernel<T><<<grid_for(target_numel), kBlock, 0, stream>>>(src, dst, p, target_numel, accumulate);
+  if (hd::reduce_fits_int32(p))
+    reduce_kernel<T, int32_t>
+        <<<grid_for(target_numel), kBlock, 0, stream>>>(src, dst, p, static_cast<int32_t>(target_numel), accumulate);
+  else
+    reduce_kernel<T, int64_t><<<grid_for(target_numel), kBlock, 0, stream>>>(src, dst, p, target_numel, accumulate);
   return cudaGetLastError();
 }
 
@@ -82,10 +139,11 @@ __global__ void check_indices_kernel(I const* indices, int64_t num_indices, int6
   }
 }
 
-template <typename T, typename I>
+template <typename T, typename I, typename E>
 __global__ void gather_kernel(T const* data, int64_t axis_dim, int64_t inner, I const* indices, int64_t num_indices,
-                              T* out, int64_t n) {
-  for (int64_t e = global_thread(); e < n; e += grid_threads())
+                              T* out, E n) {
+  E const stride = static_cast<E>(grid_threads());
+  for (E e = static_cast<E>(global_thread()); e < n; e += stride)
     hd::gather_at(data, axis_dim, inner, indices, num_indices, out, e);
 }
 
@@ -98,10 +156,11 @@ __global__ void keys_kernel(I const* indices, int64_t num_indices, int64_t axis_
   }
 }
 
-template <typename T>
+template <typename T, typename E>
 __global__ void segment_sum_kernel(T const* grad_out, int64_t axis_dim, int64_t inner, int32_t const* keys,
-                                   int32_t const* positions, int64_t num_indices, T* grad_data, int64_t n) {
-  for (int64_t e = global_thread(); e < n; e += grid_threads())
+                                   int32_t const* positions, int64_t num_indices, T* grad_data, E n) {
+  E const stride = static_cast<E>(grid_threads());
+  for (E e = static_cast<E>(global_thread()); e < n; e += stride)
     hd::gather_backward_at(grad_out, axis_dim, inner, keys, positions, num_indices, grad_data, e);
 }
 
@@ -116,7 +175,12 @@ cudaError_t gather(T const* data, int64_t outer, int64_t axis_dim, int64_t inner
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   int64_t const n = outer * num_indices * inner;
   if (n == 0) return cudaSuccess;
-  gather_kernel<T, I><<<grid_for(n), kBlock, 0, stream>>>(data, axis_dim, inner, indices, num_indices, out, n);
+  if (hd::gather_fits_int32(outer, axis_dim, inner, num_indices))
+    gather_kernel<T, I, int32_t>
+        <<<grid_for(n), kBlock, 0, stream>>>(data, axis_dim, inner, indices, num_indices, out, static_cast<int32_t>(n));
+  else
+    gather_kernel<T, I, int64_t>
+        <<<grid_for(n), kBlock, 0, stream>>>(data, axis_dim, inner, indices, num_indices, out, n);
   return cudaGetLastError();
 }
 
@@ -151,8 +215,12 @@ cudaError_t gather_backward(T const* grad_out, int64_t outer, int64_t axis_dim, 
           sort_pairs(base + 4 * array, temp_bytes, keys_in, keys_out, pos_in, pos_out, num_indices, axis_dim, stream);
       e != cudaSuccess)
     return e;
-  segment_sum_kernel<T>
-      <<<grid_for(n), kBlock, 0, stream>>>(grad_out, axis_dim, inner, keys_out, pos_out, num_indices, grad_data, n);
+  if (hd::gather_fits_int32(outer, axis_dim, inner, num_indices))
+    segment_sum_kernel<T, int32_t><<<grid_for(n), kBlock, 0, stream>>>(grad_out, axis_dim, inner, keys_out, pos_out,
+                                                                       num_indices, grad_data, static_cast<int32_t>(n));
+  else
+    segment_sum_kernel<T, int64_t>
+        <<<grid_for(n), kBlock, 0, stream>>>(grad_out, axis_dim, inner, keys_out, pos_out, num_indices, grad_data, n);
   return cudaGetLastError();
 }
 

@@ -31,16 +31,20 @@ struct StridedParams {
   int64_t dst[kMaxRank] = {};
 };
 
-// Source and destination offsets of element i (row-major over p.shape).
-GP_HD void strided_offsets(int64_t i, StridedParams const& p, int64_t& src, int64_t& dst) {
-  int64_t s = 0, d = 0;
+// Source and destination offsets of element i (row-major over p.shape), in the index type I:
+// int32_t where strided_fits_int32(p) (a 32-bit division is a fraction of a 64-bit one's
+// instructions on a GPU, where these copies were bound by their index math), else int64_t.
+template <typename I>
+GP_HD void strided_offsets(I i, StridedParams const& p, I& src, I& dst) {
+  I s = 0, d = 0;
   GP_HD_UNROLL
   for (int k = kMaxRank - 1; k >= 0; --k) {
     if (k < p.rank) {
-      int64_t const q = i / p.shape[k];
-      int64_t const r = i - q * p.shape[k];
-      s += r * p.src[k];
-      d += r * p.dst[k];
+      I const n = static_cast<I>(p.shape[k]);
+      I const q = i / n;
+      I const r = i - q * n;
+      s += r * static_cast<I>(p.src[k]);
+      d += r * static_cast<I>(p.dst[k]);
       i = q;
     }
   }
@@ -48,17 +52,47 @@ GP_HD void strided_offsets(int64_t i, StridedParams const& p, int64_t& src, int6
   dst = d;
 }
 
+// The largest |offset| a walk over p's shape reaches with `strides` (the sum of (extent - 1) ·
+// |stride|): every partial sum of strided_offsets is bounded by it.
+GP_HD int64_t strided_reach(StridedParams const& p, int64_t const* strides) {
+  int64_t reach = 0;
+  GP_HD_UNROLL
+  for (int k = 0; k < kMaxRank; ++k)
+    if (k < p.rank) reach += (p.shape[k] - 1) * (strides[k] < 0 ? -strides[k] : strides[k]);
+  return reach;
+}
+
+// Whether int32_t indices suffice for p: fewer than 2^30 elements (so that i plus a grid-stride
+// step stays below 2^31) and every offset of both walks below 2^31.
+GP_HD bool strided_fits_int32(StridedParams const& p) {
+  int64_t n = 1;
+  GP_HD_UNROLL
+  for (int k = 0; k < kMaxRank; ++k)
+    if (k < p.rank) n *= p.shape[k];
+  int64_t constexpr kMax = 2147483647;
+  return n < (int64_t{1} << 30) && strided_reach(p, p.src) <= kMax && strided_reach(p, p.dst) <= kMax;
+}
+
 // dst[element i] = src[element i], or += when accumulating (the destination positions of distinct
 // elements must be distinct: no two threads write one place).
-template <typename T>
-GP_HD void strided_copy_at(T const* src, T* dst, StridedParams const& p, int64_t i, bool accumulate) {
-  int64_t s = 0, d = 0;
+template <typename T, typename I>
+GP_HD void strided_copy_at(T const* src, T* dst, StridedParams const& p, I i, bool accumulate) {
+  I s = 0, d = 0;
   strided_offsets(i, p, s, d);
   if (accumulate) {
     dst[d] += src[s];
   } else {
     dst[d] = src[s];
   }
+}
+
+// dst[element i] = src[element i] for any trivially copyable T (the widened copies of
+// kernels/hd/move.h's strided_vector_bytes move 4-, 8- or 16-byte chunks this way).
+template <typename T, typename I>
+GP_HD void strided_assign_at(T const* src, T* dst, StridedParams const& p, I i) {
+  I s = 0, d = 0;
+  strided_offsets(i, p, s, d);
+  dst[d] = src[s];
 }
 
 // A sum down to a smaller (broadcastable) shape: `out` runs over the target's elements (src: the
@@ -70,15 +104,24 @@ struct ReduceParams {
   int64_t reduced_count = 1;
 };
 
+// Whether int32_t indices suffice for reduce_at over p (as strided_fits_int32, for the target's
+// walk and the summed positions together).
+GP_HD bool reduce_fits_int32(ReduceParams const& p) {
+  int64_t constexpr kMax = 2147483647;
+  return strided_fits_int32(p.out) && p.reduced_count < (int64_t{1} << 30) &&
+         strided_reach(p.out, p.out.src) + strided_reach(p.reduced, p.reduced.src) <= kMax;
+}
+
 // Target element i: the sum of its contributions in row-major order of `reduced`, one thread per
-// element, so the result does not depend on scheduling.
-template <typename T, typename Acc = float>
-GP_HD void reduce_at(T const* src, T* dst, ReduceParams const& p, int64_t i, bool accumulate) {
-  int64_t base = 0, d = 0;
+// element, so the result does not depend on scheduling. I: int32_t where reduce_fits_int32(p).
+template <typename T, typename Acc = float, typename I = int64_t>
+GP_HD void reduce_at(T const* src, T* dst, ReduceParams const& p, I i, bool accumulate) {
+  I base = 0, d = 0;
   strided_offsets(i, p.out, base, d);
   Acc acc = 0;
-  for (int64_t j = 0; j < p.reduced_count; ++j) {
-    int64_t s = 0, unused = 0;
+  I const count = static_cast<I>(p.reduced_count);
+  for (I j = 0; j < count; ++j) {
+    I s = 0, unused = 0;
     strided_offsets(j, p.reduced, s, unused);
     acc += static_cast<Acc>(src[base + s]);
   }
@@ -92,21 +135,33 @@ GP_HD bool resolve_index(int64_t idx, int64_t axis_dim, int64_t& k) {
 }
 
 // Gather: data seen as [outer, axis_dim, inner], out as [outer, num_indices, inner]. Output
-// element e; an index out of range writes 0 and returns false (never reads outside data).
-template <typename T, typename I>
+// element e; an index out of range writes 0 and returns false (never reads outside data). E, the
+// element index type: int32_t where gather_fits_int32, else int64_t.
+template <typename T, typename I, typename E>
 GP_HD bool gather_at(T const* data, int64_t axis_dim, int64_t inner, I const* indices, int64_t num_indices, T* out,
-                     int64_t e) {
-  int64_t const w = e % inner;
-  int64_t const rest = e / inner;
-  int64_t const j = rest % num_indices;
-  int64_t const o = rest / num_indices;
+                     E e) {
+  E const in = static_cast<E>(inner);
+  E const w = e % in;
+  E const rest = e / in;
+  E const j = rest % static_cast<E>(num_indices);
+  E const o = rest / static_cast<E>(num_indices);
   int64_t k = 0;
   if (!resolve_index(static_cast<int64_t>(indices[j]), axis_dim, k)) {
     out[e] = T(0);
     return false;
   }
-  out[e] = data[(o * axis_dim + k) * inner + w];
+  out[e] = data[(o * static_cast<E>(axis_dim) + static_cast<E>(k)) * in + w];
   return true;
+}
+
+// Whether int32_t element indices suffice for Gather and its backward: both [outer, num_indices,
+// inner] and [outer, axis_dim, inner] below 2^30 elements.
+GP_HD bool gather_fits_int32(int64_t outer, int64_t axis_dim, int64_t inner, int64_t num_indices) {
+  int64_t constexpr kLimit = int64_t{1} << 30;
+  // Checked factor by factor so that the products cannot overflow int64 either.
+  if (outer >= kLimit || inner >= kLimit || axis_dim >= kLimit || num_indices >= kLimit) return false;
+  if (outer * inner >= kLimit) return false;
+  return outer * inner * num_indices < kLimit && outer * inner * axis_dim < kLimit;
 }
 
 // The sort key of index j for Gather's backward: the resolved index, or axis_dim (sorted last,
@@ -121,19 +176,21 @@ GP_HD int32_t gather_key(I const* indices, int64_t j, int64_t axis_dim) {
 // indices and their positions j, sorted stably by key. Element e of [outer, num_indices, inner]
 // belongs to sorted slot p; the first slot of each run of equal keys sums the run's gradients in
 // ascending j (the CPU's order) and adds the sum into grad_data; the other slots do nothing.
-template <typename T, typename Acc = float>
+template <typename T, typename Acc = float, typename E = int64_t>
 GP_HD void gather_backward_at(T const* grad_out, int64_t axis_dim, int64_t inner, int32_t const* keys,
-                              int32_t const* positions, int64_t num_indices, T* grad_data, int64_t e) {
-  int64_t const w = e % inner;
-  int64_t const rest = e / inner;
-  int64_t const p = rest % num_indices;
-  int64_t const o = rest / num_indices;
+                              int32_t const* positions, int64_t num_indices, T* grad_data, E e) {
+  E const in = static_cast<E>(inner);
+  E const n = static_cast<E>(num_indices);
+  E const w = e % in;
+  E const rest = e / in;
+  E const p = rest % n;
+  E const o = rest / n;
   int32_t const key = keys[p];
   if (key >= axis_dim || (p > 0 && keys[p - 1] == key)) return;
   Acc acc = 0;
-  for (int64_t q = p; q < num_indices && keys[q] == key; ++q)
-    acc += static_cast<Acc>(grad_out[(o * num_indices + positions[q]) * inner + w]);
-  T& dst = grad_data[(o * axis_dim + key) * inner + w];
+  for (E q = p; q < n && keys[q] == key; ++q)
+    acc += static_cast<Acc>(grad_out[(o * n + static_cast<E>(positions[q])) * in + w]);
+  T& dst = grad_data[(o * static_cast<E>(axis_dim) + static_cast<E>(key)) * in + w];
   dst = static_cast<T>(static_cast<Acc>(dst) + acc);
 }
 

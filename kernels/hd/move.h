@@ -57,6 +57,54 @@ inline bool make_strided(std::vector<int64_t> const& shape, std::vector<int64_t>
   return true;
 }
 
+// A copy (not an accumulation) of `elem`-byte elements as one of `vec`-byte chunks, the widest of
+// 16, 8 and 4 bytes that fits: the innermost dim must be contiguous in both tensors (stride 1), its
+// extent and every other stride multiples of vec / elem, and both base addresses vec-aligned.
+// Returns vec and p in chunks (`wide`), or 0 when no width fits (then copy element by element).
+// A Transpose that keeps the last axis (a GPT's head permutations), Split, Concat, Slice along an
+// outer axis and Expand of whole rows move up to 16 bytes a thread this way, for a fraction of the
+// index math.
+inline int strided_vector_bytes(StridedParams const& p, int elem, std::uintptr_t src, std::uintptr_t dst,
+                                StridedParams& wide) {
+  if (p.rank < 1 || elem < 1) return 0;
+  int const inner = p.rank - 1;
+  if (p.src[inner] != 1 || p.dst[inner] != 1) return 0;
+  for (int vec : {16, 8, 4}) {
+    if (vec <= elem || vec % elem != 0) continue;
+    int64_t const w = vec / elem;
+    if (src % static_cast<std::uintptr_t>(vec) != 0 || dst % static_cast<std::uintptr_t>(vec) != 0) continue;
+    if (p.shape[inner] % w != 0) continue;
+    bool strides_ok = true;
+    for (int k = 0; k < inner; ++k) strides_ok = strides_ok && p.src[k] % w == 0 && p.dst[k] % w == 0;
+    if (!strides_ok) continue;
+    wide = p;
+    wide.shape[inner] /= w;
+    for (int k = 0; k < inner; ++k) {
+      wide.src[k] /= w;
+      wide.dst[k] /= w;
+    }
+    return vec;
+  }
+  return 0;
+}
+
+// How kernels/cuda/move.cu's strided_copy runs a copy: in chunks of chunk_bytes (0: element by
+// element, always so when accumulating), over `p` (in chunks when chunked), with int32_t indices
+// where they fit. The host twins (tests/cuda/test_hd_move.cc) run the same plan.
+struct StridedCopyPlan {
+  int chunk_bytes = 0;
+  StridedParams p;
+  bool int32 = false;
+};
+inline StridedCopyPlan plan_strided_copy(StridedParams const& p, int elem, std::uintptr_t src, std::uintptr_t dst,
+                                         bool accumulate) {
+  StridedCopyPlan plan;
+  plan.p = p;
+  if (!accumulate) plan.chunk_bytes = strided_vector_bytes(p, elem, src, dst, plan.p);
+  plan.int32 = strided_fits_int32(plan.p);
+  return plan;
+}
+
 // Numpy broadcast of two shapes; false when they are incompatible.
 inline bool broadcast_shapes(std::vector<int64_t> const& a, std::vector<int64_t> const& b, std::vector<int64_t>& out) {
   std::size_t const rank = std::max(a.size(), b.size());

@@ -37,12 +37,60 @@ std::optional<std::string> mismatch(std::vector<float> const& got, std::vector<f
     EXPECT_FALSE(m_.has_value()) << *m_;                    \
   } while (0)
 
+// The chunks a widened copy moves (uint4, uint2, uint32_t on the device).
+template <int N>
+struct alignas(N) Chunk {
+  unsigned char bytes[N];
+};
+
+int64_t params_numel(hd::StridedParams const& p) {
+  int64_t n = 1;
+  for (int k = 0; k < p.rank; ++k) n *= p.shape[k];
+  return n;
+}
+
+template <typename V, typename I>
+void run_chunks(void const* src, void* dst, hd::StridedParams const& p) {
+  auto const n = static_cast<I>(params_numel(p));
+  for (I i = 0; i < n; ++i) hd::strided_assign_at(static_cast<V const*>(src), static_cast<V*>(dst), p, i);
+}
+
+template <typename T, typename I>
+void run_elements(T const* src, T* dst, hd::StridedParams const& p, bool accumulate) {
+  auto const n = static_cast<I>(params_numel(p));
+  for (I i = 0; i < n; ++i) hd::strided_copy_at(src, dst, p, i, accumulate);
+}
+
+// kernels/cuda/move.cu's strided_copy on the host: the same plan (chunk width, index type), one
+// loop iteration per device thread. Returns the plan it ran.
+template <typename T>
+hd::StridedCopyPlan run_strided_copy(T const* src, T* dst, hd::StridedParams const& p, bool accumulate) {
+  hd::StridedCopyPlan const plan =
+      hd::plan_strided_copy(p, static_cast<int>(sizeof(T)), reinterpret_cast<std::uintptr_t>(src),
+                            reinterpret_cast<std::uintptr_t>(dst), accumulate);
+  switch (plan.chunk_bytes) {
+    case 16:
+      plan.int32 ? run_chunks<Chunk<16>, int32_t>(src, dst, plan.p) : run_chunks<Chunk<16>, int64_t>(src, dst, plan.p);
+      break;
+    case 8:
+      plan.int32 ? run_chunks<Chunk<8>, int32_t>(src, dst, plan.p) : run_chunks<Chunk<8>, int64_t>(src, dst, plan.p);
+      break;
+    case 4:
+      plan.int32 ? run_chunks<Chunk<4>, int32_t>(src, dst, plan.p) : run_chunks<Chunk<4>, int64_t>(src, dst, plan.p);
+      break;
+    default:
+      plan.int32 ? run_elements<T, int32_t>(src, dst, plan.p, accumulate)
+                 : run_elements<T, int64_t>(src, dst, plan.p, accumulate);
+  }
+  return plan;
+}
+
 // The strided-copy kernel's loop on the host.
 void strided_copy(float const* src, float* dst, std::vector<int64_t> const& shape, std::vector<int64_t> const& ss,
                   std::vector<int64_t> const& ds, bool accumulate) {
   hd::StridedParams p;
   ASSERT_TRUE(hd::make_strided(shape, ss, ds, p));
-  for (int64_t i = 0; i < hd::numel_of(shape); ++i) hd::strided_copy_at(src, dst, p, i, accumulate);
+  run_strided_copy(src, dst, p, accumulate);
 }
 
 struct CpuRun {
@@ -85,6 +133,133 @@ TEST(HdMove, MakeStridedMergesContiguousDimsAndRefusesTooManyLeft) {
   std::reverse(rev.begin(), rev.end());
   EXPECT_FALSE(hd::make_strided(big, rev, hd::row_major_strides(big), p));
   EXPECT_TRUE(hd::make_strided(big, hd::row_major_strides(big), hd::row_major_strides(big), p));
+}
+
+// dst[c · ds] (+)= src[c · ss] for every coordinate c of shape, by coordinates (no hd code).
+template <typename T>
+void naive_copy(T const* src, T* dst, std::vector<int64_t> const& shape, std::vector<int64_t> const& ss,
+                std::vector<int64_t> const& ds, bool accumulate) {
+  std::vector<int64_t> c(shape.size(), 0);
+  for (int64_t i = 0; i < hd::numel_of(shape); ++i) {
+    int64_t s = 0, d = 0;
+    for (std::size_t k = 0; k < shape.size(); ++k) {
+      s += c[k] * ss[k];
+      d += c[k] * ds[k];
+    }
+    dst[d] = accumulate ? static_cast<T>(dst[d] + src[s]) : src[s];
+    for (std::size_t k = shape.size(); k-- > 0;) {
+      if (++c[k] < shape[k]) break;
+      c[k] = 0;
+    }
+  }
+}
+
+// One copy through the kernel's plan and through naive_copy; returns the plan.
+template <typename T>
+hd::StridedCopyPlan check_copy(T const* src, std::vector<int64_t> const& shape, std::vector<int64_t> const& ss,
+                               std::vector<int64_t> const& ds, int64_t dst_numel, bool accumulate = false) {
+  std::vector<T> got(dst_numel + 4), want(dst_numel + 4);
+  for (std::size_t i = 0; i < got.size(); ++i) got[i] = want[i] = static_cast<T>(i % 7);
+  hd::StridedParams p;
+  EXPECT_TRUE(hd::make_strided(shape, ss, ds, p));
+  hd::StridedCopyPlan const plan = run_strided_copy(src, got.data(), p, accumulate);
+  naive_copy(src, want.data(), shape, ss, ds, accumulate);
+  EXPECT_TRUE(got == want) << "copy over " << graph::ops::dims_string(shape) << " in chunks of " << plan.chunk_bytes;
+  return plan;
+}
+
+std::vector<int64_t> permuted_strides(std::vector<int64_t> const& shape, std::vector<int64_t> const& perm,
+                                      std::vector<int64_t>& out_shape) {
+  std::vector<int64_t> const in = hd::row_major_strides(shape);
+  std::vector<int64_t> s(perm.size());
+  out_shape.resize(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    out_shape[i] = shape[perm[i]];
+    s[i] = in[perm[i]];
+  }
+  return s;
+}
+
+TEST(HdMove, CopiesMoveWideChunksWhereTheLayoutAllowsAndTheSameBytes) {
+  std::vector<float> x(2 * 6 * 3 * 8 + 8);
+  std::iota(x.begin(), x.end(), 0.f);
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(x.data()) % 16, 0u);  // malloc's alignment on x86-64
+  std::vector<int64_t> y_shape;
+  // A GPT's head permutation [B, S, H, D] -> [B, H, S, D]: D stays innermost, 16-byte chunks.
+  auto ss = permuted_strides({2, 6, 3, 8}, {0, 2, 1, 3}, y_shape);
+  hd::StridedCopyPlan plan = check_copy(x.data(), y_shape, ss, hd::row_major_strides(y_shape), 2 * 6 * 3 * 8);
+  EXPECT_EQ(plan.chunk_bytes, 16);
+  EXPECT_TRUE(plan.int32);
+  EXPECT_EQ(plan.p.shape[plan.p.rank - 1], 2);  // 8 floats: 2 chunks
+  // D = 6: 8-byte chunks.
+  ss = permuted_strides({2, 6, 3, 6}, {0, 2, 1, 3}, y_shape);
+  EXPECT_EQ(check_copy(x.data(), y_shape, ss, hd::row_major_strides(y_shape), 2 * 6 * 3 * 6).chunk_bytes, 8);
+  // A source one float off 16 and 8 bytes: element by element.
+  ss = permuted_strides({2, 6, 3, 8}, {0, 2, 1, 3}, y_shape);
+  EXPECT_EQ(check_copy(x.data() + 1, y_shape, ss, hd::row_major_strides(y_shape), 2 * 6 * 3 * 8).chunk_bytes, 0);
+  // Swapping the last two axes: the innermost axis is strided in the source, element by element.
+  ss = permuted_strides({2, 6, 3, 8}, {0, 1, 3, 2}, y_shape);
+  EXPECT_EQ(check_copy(x.data(), y_shape, ss, hd::row_major_strides(y_shape), 2 * 6 * 3 * 8).chunk_bytes, 0);
+  // Accumulating (a gradient added into its slot) never moves raw chunks.
+  ss = permuted_strides({2, 6, 3, 8}, {0, 2, 1, 3}, y_shape);
+  EXPECT_EQ(check_copy(x.data(), y_shape, ss, hd::row_major_strides(y_shape), 2 * 6 * 3 * 8, true).chunk_bytes, 0);
+  // A Split's part: the part's rows are 4 of the 8 floats of a whole row, 16-byte chunks.
+  EXPECT_EQ(check_copy(x.data() + 4, {12, 4}, {8, 1}, {4, 1}, 48).chunk_bytes, 16);
+  // An odd row stride (a part of 3 of 7 floats): elements.
+  EXPECT_EQ(check_copy(x.data(), {6, 4}, {7, 1}, {4, 1}, 24).chunk_bytes, 0);
+  // A bool mask broadcast over the batch: rows of 12 bytes, 4-byte chunks.
+  std::vector<uint8_t> mask(4 * 3);
+  for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = static_cast<uint8_t>(i % 2);
+  std::vector<int64_t> const expanded{2, 3, 4, 3};
+  EXPECT_EQ(check_copy(mask.data(), expanded, hd::broadcast_strides({1, 1, 4, 3}, expanded),
+                       hd::row_major_strides(expanded), 72)
+                .chunk_bytes,
+            4);
+  // int64 ids: pairs in 16-byte chunks when the rows hold an even count, else elements.
+  std::vector<int64_t> ids(2 * 4);
+  std::iota(ids.begin(), ids.end(), int64_t{100});
+  EXPECT_EQ(check_copy(ids.data(), {3, 2, 4}, {0, 4, 1}, {8, 4, 1}, 24).chunk_bytes, 16);
+  EXPECT_EQ(check_copy(ids.data(), {3, 3}, {0, 1}, {3, 1}, 9).chunk_bytes, 0);
+}
+
+TEST(HdMove, Int32IndexMathOnlyWhereEveryOffsetFits) {
+  auto params = [](std::vector<int64_t> const& shape, std::vector<int64_t> const& src) {
+    hd::StridedParams p;
+    p.rank = static_cast<int>(shape.size());
+    for (int k = 0; k < p.rank; ++k) {
+      p.shape[k] = shape[k];
+      p.src[k] = src[k];
+      p.dst[k] = hd::row_major_strides(shape)[k];
+    }
+    return p;
+  };
+  int64_t const two31 = int64_t{1} << 31;
+  EXPECT_TRUE(hd::strided_fits_int32(params({1 << 15, (1 << 15) - 1}, {(1 << 15) - 1, 1})));
+  EXPECT_FALSE(hd::strided_fits_int32(params({1 << 15, 1 << 15}, {1 << 15, 1})));  // 2^30 elements
+  EXPECT_TRUE(hd::strided_fits_int32(params({2, 4}, {two31 / 2, 1})));
+  EXPECT_FALSE(hd::strided_fits_int32(params({2, 4}, {two31, 1})));          // an offset past 2^31
+  EXPECT_FALSE(hd::strided_fits_int32(params({2, 4}, {-two31, 1})));         // ... counted by magnitude
+  EXPECT_FALSE(hd::strided_fits_int32(params({3, 4}, {two31 / 2 + 1, 1})));  // reached by the last row only
+  // Where they fit, 32-bit offsets equal 64-bit ones for every element (negative strides too).
+  hd::StridedParams const p = params({5, 7, 3, 4}, {-84, 12, -4, 1});
+  ASSERT_TRUE(hd::strided_fits_int32(p));
+  for (int32_t i = 0; i < 5 * 7 * 3 * 4; ++i) {
+    int32_t s32 = 0, d32 = 0;
+    int64_t s64 = 0, d64 = 0;
+    hd::strided_offsets(i, p, s32, d32);
+    hd::strided_offsets(int64_t{i}, p, s64, d64);
+    ASSERT_EQ(s32, s64) << i;
+    ASSERT_EQ(d32, d64) << i;
+  }
+  hd::ReduceParams r;
+  ASSERT_TRUE(hd::make_reduce({1 << 16, 1 << 15}, {1, 1 << 15}, r));
+  EXPECT_TRUE(hd::reduce_fits_int32(r));  // the last summed element sits at 2^31 - 1
+  ASSERT_TRUE(hd::make_reduce({(1 << 16) + 1, 1 << 15}, {1, 1 << 15}, r));
+  EXPECT_FALSE(hd::reduce_fits_int32(r));
+  EXPECT_TRUE(hd::gather_fits_int32(1, 50257, 768, 16 * 256));  // a GPT's token embedding
+  EXPECT_FALSE(hd::gather_fits_int32(1, 1 << 20, 1 << 11, 4));  // the table is 2^31 elements
+  EXPECT_FALSE(hd::gather_fits_int32(4, 3, 1 << 20, 1 << 8));   // the output is 2^30
+  EXPECT_FALSE(hd::gather_fits_int32(int64_t{1} << 40, int64_t{1} << 40, 1, 1));
 }
 
 TEST(HdMove, TransposeMatchesTheCpuBackendExactly) {
@@ -162,7 +337,8 @@ TEST(HdMove, ExpandMatchesTheCpuBackendAndItsBackwardSumsBroadcastDims) {
   ASSERT_TRUE(hd::make_reduce(shape, x.shape(), p));
   EXPECT_EQ(p.reduced_count, 2 * 5 * 6);
   std::vector<float> dx(x.numel());
-  for (int64_t i = 0; i < x.numel(); ++i) hd::reduce_at(gy.data<float>(), dx.data(), p, i, false);
+  ASSERT_TRUE(hd::reduce_fits_int32(p));  // as the kernel runs it: int32 index math
+  for (int32_t i = 0; i < static_cast<int32_t>(x.numel()); ++i) hd::reduce_at(gy.data<float>(), dx.data(), p, i, false);
   EXPECT_MATCH(dx, values(cpu.grads[0]), 1e-5);
   std::vector<int64_t> bad;
   EXPECT_FALSE(hd::broadcast_shapes({3, 2}, {4, 3}, bad));
@@ -220,7 +396,8 @@ std::vector<float> gather_backward_twin(Tensor const& gy, int64_t outer, int64_t
   std::vector<int32_t> sorted(n);
   for (int64_t p = 0; p < n; ++p) sorted[p] = keys[pos[p]];
   std::vector<float> dx(outer * axis_dim * inner, 0.f);
-  for (int64_t e = 0; e < outer * n * inner; ++e)
+  EXPECT_TRUE(hd::gather_fits_int32(outer, axis_dim, inner, n));  // the kernel's int32 element index
+  for (int32_t e = 0; e < static_cast<int32_t>(outer * n * inner); ++e)
     hd::gather_backward_at(gy.data<float>(), axis_dim, inner, sorted.data(), pos.data(), n, dx.data(), e);
   return dx;
 }
@@ -239,7 +416,8 @@ TEST(HdMove, GatherAndItsDeterministicScatterAddMatchTheCpuBackendExactly) {
     Tensor gy = random_tensor(shape, 15);
     CpuRun cpu = cpu_run(o, {gy}, {true, false});
     std::vector<float> y(hd::numel_of(shape));
-    for (int64_t e = 0; e < static_cast<int64_t>(y.size()); ++e)
+    ASSERT_TRUE(hd::gather_fits_int32(outer, axis_dim, inner, 7));
+    for (int32_t e = 0; e < static_cast<int32_t>(y.size()); ++e)
       EXPECT_TRUE(hd::gather_at(data.data<float>(), axis_dim, inner, idx.data(), 7, y.data(), e));
     EXPECT_MATCH(y, values(cpu.out[0]));
     EXPECT_MATCH(gather_backward_twin(gy, outer, axis_dim, inner, idx), values(cpu.grads[0]));
