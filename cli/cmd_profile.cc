@@ -102,7 +102,8 @@ void add_profile_command(CLI::App& root, CommandList& commands) {
                 "the training run)");
   app->add_option("--concurrent", args->concurrent,
                   "Executors run at once when calibrating against the whole executor (default: cores / threads, "
-                  "as many workers as will share the machine)")
+                  "as many workers as will share the machine; on a GPU 1, or the number of workers that will "
+                  "share it, each executor on its own stream)")
       ->default_val(0);
   app->add_option("-o,--out", args->out, "Write the profile JSON here (default: stdout)");
   app->footer(R"(Example:

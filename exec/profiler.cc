@@ -43,14 +43,20 @@ Tensor random_like(std::vector<int64_t> const& shape, std::mt19937& rng, DType d
 bool float_data(DType d) { return d == DType::kFloat32 || d == DType::kBFloat16; }
 
 // Mean forward and backward time of the whole graph in `StageExecutor`, with `copies` executors
-// running at once on their own threads (what that many workers sharing the machine see).
-Status executor_times(graph::OpGraph const& graph, Backend& backend, int64_t n, ProfileOptions const& options,
+// running at once on their own threads (what that many workers sharing the machine, or a GPU,
+// see), each on its own backend where options.calibration_backend makes them.
+Status executor_times(graph::OpGraph const& graph, Backend& profiled, int64_t n, ProfileOptions const& options,
                       double& fwd_s, double& bwd_s) {
   int const copies = std::max(1, options.calibrate_concurrency);
   std::vector<Status> status(copies);
   std::vector<double> fwd(copies), bwd(copies);
+  std::vector<std::unique_ptr<Backend>> own(copies);
+  for (int c = 1; c < copies && options.calibration_backend; ++c) {
+    ASSIGN_OR_RETURN(own[c], options.calibration_backend());
+  }
   auto one = [&](int c) {
     if (options.thread_setup) options.thread_setup();
+    Backend& backend = own[c] ? *own[c] : profiled;
     auto ex = StageExecutor::create(graph, backend);
     if (!ex.is_ok()) {
       status[c] = ex.status();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,11 @@ struct ProfileOptions {
   int calibrate_concurrency = 1;
   int calibrate_repeats = 3;
   std::function<void()> thread_setup;  // run first on each calibration thread (its thread budget)
-  int threads = 0;                     // recorded in the profile (the calling thread's budget)
+  // When set, every calibration executor but the first runs on a backend of its own made by this
+  // (as each worker thread has its own: on a GPU, its own stream), so that executors sharing one
+  // GPU contend the way workers placed on it do. Unset: all of them share `backend` (the CPU's).
+  std::function<Result<std::unique_ptr<Backend>>()> calibration_backend;
+  int threads = 0;  // recorded in the profile (the calling thread's budget)
 };
 
 Result<graph::MeasuredProfile> profile_graph(graph::OpGraph const& graph, Backend& backend,

@@ -124,6 +124,13 @@ int worker_threads(exec::TrainConfig const& config, int devices, bool mpi) {
   return std::max(1, exec::available_cores() / std::max(1, devices));
 }
 
+int calibration_concurrency(std::string const& backend, int devices, bool mpi, int threads, int cores, int gpus) {
+  if (backend == "cpu") return std::max(1, cores / std::max(1, threads));
+  if (mpi) return 1;
+  int const g = std::max(1, gpus);
+  return std::max(1, (devices + g - 1) / g);
+}
+
 namespace {
 
 // What the planner is priced with when config.pipeline.cost is "profile": per-op times and the
@@ -133,19 +140,19 @@ struct Measured {
   double update_seconds_per_weight_byte = 0;
 };
 
-// The per-op profile: made once per model, backend, thread budget, calibration concurrency and
-// micro-batch size, and kept in the cache folder for the next run.
+// The per-op profile: made once per model, backend (and its TF32 setting), thread budget,
+// calibration concurrency and micro-batch size, and kept in the cache folder for the next run.
 Result<graph::MeasuredProfile> measured_profile(ModelFile const& model, graph::OpGraph const& graph, int threads,
-                                                int64_t micro_batch, std::string const& backend_name) {
+                                                int concurrency, int64_t micro_batch, std::string const& backend_name,
+                                                BackendSettings const& settings) {
   ASSIGN_OR_RETURN(std::string const cache, cache_dir());
-  int const concurrency = std::max(1, exec::available_cores() / threads);  // executors calibrated at once
   bool const gpu = backend_name != "cpu";
-  char name[128];
+  char name[160];
   // Per precision too: a bf16 graph has other ops (its casts) and other times.
-  std::snprintf(name, sizeof name, "%016llx-%s-%s-t%d-c%d-b%lld.profile.json",
+  std::snprintf(name, sizeof name, "%016llx-%s%s-%s-t%d-c%d-b%lld.profile.json",
                 static_cast<unsigned long long>(model.hash), backend_name.c_str(),
-                graph::precision_name(graph::graph_precision(graph)), gpu ? 0 : threads, gpu ? 1 : concurrency,
-                static_cast<long long>(micro_batch));
+                gpu && settings.tf32_matmul ? "-tf32" : "", graph::precision_name(graph::graph_precision(graph)),
+                gpu ? 0 : threads, concurrency, static_cast<long long>(micro_batch));
   std::string const path = (std::filesystem::path(cache) / name).string();
   if (std::filesystem::exists(path)) {
     auto cached = graph::read_profile_file(path);
@@ -155,18 +162,20 @@ Result<graph::MeasuredProfile> measured_profile(ModelFile const& model, graph::O
     }
     spdlog::warn("cost model: ignoring the unreadable cached profile {} ({})", path, cached.status().message());
   }
-  spdlog::info("cost model: profiling {} on {} with {} threads per worker (once; cached in {})", graph.name(),
-               backend_name, threads, cache);
+  spdlog::info("cost model: profiling {} on {} with {} threads per worker, {} executor{} at once (once; cached in {})",
+               graph.name(), backend_name, threads, concurrency, concurrency == 1 ? "" : "s", cache);
   exec::ScopedThreadBudget budget(threads);
-  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend, make_backend(backend_name, 0));
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> backend, make_backend(backend_name, 0, settings));
   exec::ProfileOptions options;
   options.samples.clear();
   for (int64_t s = 1; s < micro_batch; s *= 2) options.samples.push_back(s);
   options.samples.push_back(micro_batch);
   options.model_name = graph.name();
   options.threads = threads;
-  // As many executors at once as workers will share this process's cores (an MPI rank: its own).
-  options.calibrate_concurrency = gpu ? 1 : concurrency;  // one worker per GPU
+  // As many executors at once as workers will share this process's cores or one GPU.
+  options.calibrate_concurrency = concurrency;
+  if (gpu)  // each on a stream of its own, as the workers sharing the GPU are
+    options.calibration_backend = [backend_name, settings] { return make_backend(backend_name, 0, settings); };
   options.thread_setup = [threads] { exec::set_thread_budget(threads); };
   auto profile = exec::profile_graph(graph, *backend, options);
   if (!profile.is_ok()) return profile.status().with_context("profiling for the planner (use pipeline.cost: analytic)");
@@ -176,9 +185,10 @@ Result<graph::MeasuredProfile> measured_profile(ModelFile const& model, graph::O
 }
 
 Result<Measured> measure(exec::TrainConfig const& config, ModelFile const& model, graph::OpGraph const& graph,
-                         int threads, std::string const& backend_name) {
+                         int threads, int concurrency, std::string const& backend_name) {
   Measured m;
-  ASSIGN_OR_RETURN(m.profile, measured_profile(model, graph, threads, config.micro_batch_size(), backend_name));
+  ASSIGN_OR_RETURN(m.profile, measured_profile(model, graph, threads, concurrency, config.micro_batch_size(),
+                                               backend_name, BackendSettings{config.tf32}));
   ASSIGN_OR_RETURN(m.update_seconds_per_weight_byte, measure_update_rate(backend_name, config.optimizer, threads));
   return m;
 }
@@ -186,11 +196,11 @@ Result<Measured> measure(exec::TrainConfig const& config, ModelFile const& model
 // Rank 0's measurement on every rank: its update rate's 8 bytes, then its profile's JSON (numbers
 // written to round-trip exactly).
 Result<Measured> measure_on_rank0(exec::TrainConfig const& config, ModelFile const& model, graph::OpGraph const& graph,
-                                  int threads, std::string const& backend_name, double timeout_s) {
+                                  int threads, int concurrency, std::string const& backend_name, double timeout_s) {
   ASSIGN_OR_RETURN(RankInfo const me, start_mpi());
   std::string message;
   if (me.rank == 0) {
-    ASSIGN_OR_RETURN(Measured m, measure(config, model, graph, threads, backend_name));
+    ASSIGN_OR_RETURN(Measured m, measure(config, model, graph, threads, concurrency, backend_name));
     message.resize(sizeof(double));
     std::memcpy(message.data(), &m.update_seconds_per_weight_byte, sizeof(double));
     message += graph::profile_to_json(m.profile);
@@ -229,18 +239,24 @@ Result<partition::Plan> make_plan(exec::TrainConfig const& config, ModelFile con
   cost_name = config.pipeline.cost;
   if (config.pipeline.cost == "profile") {
     int const threads = worker_threads(config, context.devices, context.mpi);
+    int const concurrency =
+        calibration_concurrency(context.backend, context.devices, context.mpi, threads, exec::available_cores(),
+                                context.backend == "cpu" ? 0 : gpu_count());
     Measured m;
     if (context.mpi) {
-      ASSIGN_OR_RETURN(m, measure_on_rank0(config, model, *graph, threads, context.backend, context.timeout_s * 10));
+      ASSIGN_OR_RETURN(
+          m, measure_on_rank0(config, model, *graph, threads, concurrency, context.backend, context.timeout_s * 10));
       cost_name = "measured on rank 0, " + threads_text(threads, "rank");
     } else {
-      ASSIGN_OR_RETURN(m, measure(config, model, *graph, threads, context.backend));
+      ASSIGN_OR_RETURN(m, measure(config, model, *graph, threads, concurrency, context.backend));
       // Worker threads exchange tensors through memory: price links at what it delivers here.
       spec.bandwidth_bytes_per_s = exec::measure_in_process_bandwidth();
       char bw[32];
       std::snprintf(bw, sizeof bw, "%.3fGB/s", spec.bandwidth_bytes_per_s / 1e9);
       cost_name = "measured, " + threads_text(threads, "worker") + ", links " + bw;
     }
+    if (context.backend != "cpu" && concurrency > 1)
+      cost_name += ", " + std::to_string(concurrency) + " workers sharing a GPU calibrated together";
     spec.measured = std::move(m.profile);
     spec.update_seconds_per_weight_byte = m.update_seconds_per_weight_byte;
   } else {
@@ -345,10 +361,16 @@ Result<graph::MeasuredProfile> profile_model(graph::OpGraph const& graph, Profil
   options.on_size = request.on_size;
   int const budget = exec::thread_budget();
   options.threads = budget;
-  // A GPU runs one worker: calibrate one executor at a time on it.
+  // By default a GPU runs one worker: one executor at a time on it (--concurrent N: N workers
+  // sharing it, each executor on a stream of its own).
   options.calibrate_concurrency = request.concurrent > 0      ? request.concurrent
                                   : request.backend == "cuda" ? 1
                                                               : std::max(1, exec::available_cores() / budget);
+  if (request.backend != "cpu") {
+    BackendSettings const settings{request.tf32};
+    std::string const name = request.backend;
+    options.calibration_backend = [name, settings] { return make_backend(name, 0, settings); };
+  }
   options.thread_setup = [budget] { exec::set_thread_budget(budget); };
   return exec::profile_graph(graph, *backend, options);
 }

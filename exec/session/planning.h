@@ -126,4 +126,12 @@ Result<double> measure_update_rate(std::string const& backend, exec::OptimizerCo
 // cores under MPI, or this process's cores shared by its workers).
 int worker_threads(exec::TrainConfig const& config, int devices, bool mpi);
 
+// How many executors a training run's profile is calibrated with at once: as many as will share
+// one device's compute. On the CPU, workers (or the MPI ranks of a node) share its cores: cores /
+// threads per worker. On GPUs, worker threads are placed round robin and share a GPU when there
+// are more workers than GPUs: ceil(devices / gpus), each calibration executor on its own backend
+// (stream), as the workers are; an MPI rank has its GPU to itself (the NCCL bootstrap refuses two
+// ranks on one).
+int calibration_concurrency(std::string const& backend, int devices, bool mpi, int threads, int cores, int gpus);
+
 }  // namespace gp::session

@@ -12,10 +12,13 @@
 #include "graph/onnx_export.h"
 #include "graph/onnx_import.h"
 #include "models/zoo.h"
+#include "tests/exec/device_like_backend.h"
 #include "tests/exec/tiny_models.h"
 
 namespace gp::exec {
 namespace {
+
+using testing::DeviceLikeBackend;
 
 TrainConfig base_config() {
   TrainConfig c;
@@ -48,62 +51,6 @@ void expect_close(std::map<std::string, Tensor> const& a, std::map<std::string, 
       ASSERT_NEAR(x[i], y[i], atol + rtol * std::abs(y[i])) << n << "[" << i << "]";
   }
 }
-
-// The CPU backend dressed as a device (what the CUDA backend is to the trainer, without a GPU):
-// its device is not the CPU and it hands out "pinned" host memory, a counting allocator here.
-class DeviceLikeBackend final : public Backend {
- public:
-  std::string name() const override { return "device-like"; }
-  DeviceRef device() const override { return {DeviceKind::kCuda, 0}; }
-  Allocator& allocator() override { return cpu_.allocator(); }
-  Allocator* pinned_host_allocator() override { return &pinned; }
-  Status supports(graph::Op const& op, graph::OpGraph const& graph) const override { return cpu_.supports(op, graph); }
-  Result<ResolvedKernel> resolve(graph::Op const& op, graph::OpGraph const& graph) const override {
-    return cpu_.resolve(op, graph);
-  }
-  Status forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) override {
-    return cpu_.forward(call, in, out, saved);
-  }
-  Status backward_input(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                        std::vector<bool> const& needs, std::vector<Tensor>& grads) override {
-    return cpu_.backward_input(call, saved, gout, needs, grads);
-  }
-  Status backward_weight(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                         std::vector<Tensor>& grads) override {
-    return cpu_.backward_weight(call, saved, gout, grads);
-  }
-  Status backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                  std::vector<bool> const& needs, std::vector<Tensor>& grads, std::vector<Tensor>& wgrads) override {
-    return cpu_.backward(call, saved, gout, needs, grads, wgrads);
-  }
-  Tensor empty(std::vector<int64_t> shape, DType dtype) override { return cpu_.empty(std::move(shape), dtype); }
-  Tensor zeros(std::vector<int64_t> shape, DType dtype) override { return cpu_.zeros(std::move(shape), dtype); }
-  Status fill(Tensor& t, float value) override { return cpu_.fill(t, value); }
-  Status copy(Tensor const& src, Tensor& dst) override {
-    if (pinned_live(src)) ++pinned_copies;
-    return cpu_.copy(src, dst);
-  }
-  Status add_into(Tensor& dst, Tensor const& src) override { return cpu_.add_into(dst, src); }
-  Status copy_chunks(Tensor const& src, std::vector<int> const& sc, Tensor& dst, std::vector<int> const& dc, int axis,
-                     int64_t chunk) override {
-    return cpu_.copy_chunks(src, sc, dst, dc, axis, chunk);
-  }
-  Result<double> loss(LossKind kind, Tensor const& out, Tensor const& labels, int64_t rows, Tensor& grad) override {
-    return cpu_.loss(kind, out, labels, rows, grad);
-  }
-  Status optimizer_update(OptimizerConfig const& c, int64_t step, Tensor& p, Tensor const& g,
-                          std::vector<Tensor*> const& state) override {
-    return cpu_.optimizer_update(c, step, p, g, state);
-  }
-  Status synchronize() override { return cpu_.synchronize(); }
-
-  bool pinned_live(Tensor const& t) const { return t.defined() && &t.allocator() == &pinned; }
-  CountingAllocator pinned;
-  int pinned_copies = 0;
-
- private:
-  CpuBackend cpu_;
-};
 
 // On a device the trainer makes each batch ahead on a thread in the backend's pinned memory and
 // hands it to the device from there; the batches, and so the training, are the CPU trainer's.

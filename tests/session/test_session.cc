@@ -242,6 +242,22 @@ TEST(Planning, StagesCarryTheUpdateTheProblemPrices) {
   }
 }
 
+// The profile of a training run is calibrated with as many executors at once as will share one
+// device: CPU workers share the cores; GPU workers share a GPU when there are more of them than
+// GPUs (two workers on one H200 measured 1,515 samples/s where one executor's calibration
+// predicted 2,447); MPI ranks each have a GPU of their own.
+TEST(Planning, CalibrationConcurrencyCountsTheWorkersSharingADevice) {
+  EXPECT_EQ(calibration_concurrency("cpu", 2, false, 1, 2, 0), 2);
+  EXPECT_EQ(calibration_concurrency("cpu", 1, false, 2, 2, 0), 1);
+  EXPECT_EQ(calibration_concurrency("cpu", 4, true, 1, 2, 0), 2);  // ranks of one node share its cores
+  EXPECT_EQ(calibration_concurrency("cuda", 2, false, 1, 2, 1), 2);
+  EXPECT_EQ(calibration_concurrency("cuda", 3, false, 1, 16, 2), 2);  // GPU 0 runs workers 0 and 2
+  EXPECT_EQ(calibration_concurrency("cuda", 4, false, 4, 16, 4), 1);
+  EXPECT_EQ(calibration_concurrency("cuda", 8, false, 2, 16, 1), 8);
+  EXPECT_EQ(calibration_concurrency("cuda", 2, true, 1, 16, 1), 1);  // NCCL: one rank per GPU
+  EXPECT_EQ(calibration_concurrency("cuda", 2, false, 1, 2, 0), 2);  // no GPU found: counted as one
+}
+
 TEST(Planning, ProblemSpecErrorsNameTheFix) {
   ProblemSpec spec;
   EXPECT_NE(build_problem(spec).status().message().find("give a model.onnx"), std::string::npos);

@@ -1,0 +1,78 @@
+// The profiler's calibration against the whole executor: how many executors it runs at once and on
+// which backends (workers sharing one GPU each have a backend, and a stream, of their own).
+#include <atomic>
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "exec/cpu/cpu_backend.h"
+#include "exec/profiler.h"
+#include "tests/exec/device_like_backend.h"
+#include "tests/exec/tiny_models.h"
+
+namespace gp::exec {
+namespace {
+
+using testing::DeviceLikeBackend;
+
+ProfileOptions small_options(int concurrency) {
+  ProfileOptions o;
+  o.samples = {1, 2};
+  o.repeats = 1;
+  o.calibrate_concurrency = concurrency;
+  o.calibrate_repeats = 1;
+  return o;
+}
+
+TEST(Profiler, CalibrationExecutorsBeyondTheFirstRunOnBackendsOfTheirOwn) {
+  auto g = testing::tiny_mlp(1).to_graph();
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  CpuBackend cpu;
+  ProfileOptions o = small_options(3);
+  std::atomic<int> made{0}, forwards{0};
+  o.calibration_backend = [&]() -> Result<std::unique_ptr<Backend>> {
+    ++made;
+    auto b = std::make_unique<DeviceLikeBackend>();
+    b->forwards = &forwards;
+    return std::unique_ptr<Backend>(std::move(b));
+  };
+  auto profile = profile_graph(*g, cpu, o);
+  ASSERT_TRUE(profile.is_ok()) << profile.status().message();
+  EXPECT_EQ(profile->calibration.concurrency, 3);
+  ASSERT_EQ(profile->calibration.samples, (std::vector<int64_t>{1, 2}));
+  // Per micro-batch size, executors 1 and 2 each got a backend and ran the whole forward on it,
+  // once to warm up and once timed.
+  EXPECT_EQ(made.load(), 2 * 2);
+  int64_t const ops = static_cast<int64_t>(g->ops().size());
+  EXPECT_EQ(forwards.load(), 2 * 2 * 2 * ops);
+  for (std::size_t k = 0; k < 2; ++k) {
+    EXPECT_GT(profile->calibration.fwd_scale[k], 0);
+    EXPECT_GT(profile->calibration.bwd_scale[k], 0);
+  }
+}
+
+TEST(Profiler, WithoutABackendFactoryTheExecutorsShareTheProfiledOneAndAFailedFactoryIsNamed) {
+  auto g = testing::tiny_mlp(1).to_graph();
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  std::atomic<int> forwards{0};
+  DeviceLikeBackend shared;
+  shared.forwards = &forwards;
+  auto profile = profile_graph(*g, shared, small_options(2));
+  ASSERT_TRUE(profile.is_ok()) << profile.status().message();
+  EXPECT_EQ(profile->calibration.concurrency, 2);
+  EXPECT_GT(forwards.load(), 2 * 2 * 2 * static_cast<int64_t>(g->ops().size()));  // the per-op timings besides
+
+  ProfileOptions o = small_options(2);
+  o.calibration_backend = []() -> Result<std::unique_ptr<Backend>> {
+    return unsupported("no GPU 0 (a test's factory)");
+  };
+  CpuBackend cpu;
+  auto failed = profile_graph(*g, cpu, o);
+  ASSERT_FALSE(failed.is_ok());
+  EXPECT_NE(failed.status().message().find("no GPU 0 (a test's factory)"), std::string::npos)
+      << failed.status().message();
+  EXPECT_NE(failed.status().message().find("calibrating"), std::string::npos) << failed.status().message();
+}
+
+}  // namespace
+}  // namespace gp::exec
