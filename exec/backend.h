@@ -149,6 +149,13 @@ class Backend {
     (void)event;
     return Status::ok();
   }
+  // A host-waitable point at the end of what is queued on `stream` now (exec/tensor.h's HostFence):
+  // what a worker hands along with tensors another thread will copy, so that the copy waits for
+  // the kernels that wrote them and nothing later. Default (the CPU): none, the work is done.
+  virtual HostFence fence(StreamKind stream) {
+    (void)stream;
+    return {};
+  }
   // Completion of queued work (CPU: no-op; CUDA: stream sync).
   virtual Status synchronize() = 0;
 };

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,11 @@ struct DeviceRef {
   int index = 0;
   bool operator==(DeviceRef const&) const = default;
 };
+
+// A point in a device's queued work that another thread can wait for on the host: calling it
+// returns once everything enqueued before the point is done (its error, if that work failed). Made
+// by Backend::fence; empty where work runs as it is issued (the CPU).
+using HostFence = std::function<Status()>;
 
 // Owns raw bytes on one device. CPU allocations are 64-byte aligned.
 class Allocator {

@@ -70,8 +70,11 @@ class Communicator {
   virtual int num_devices() const = 0;
 
   // Non-blocking: the tensors are owned by the transport from here on (the caller must not
-  // change them). A key sent twice is an error.
-  virtual Status send(MessageKey const& key, std::vector<Tensor> tensors) = 0;
+  // change them). A key sent twice is an error. `ready`, when given, is the sender's fence after
+  // the work that wrote the tensors (device tensors): a transport that reads them on another
+  // thread waits for it first (in-process); one that orders its copies on the sender's stream
+  // (NCCL) or gets host tensors (MPI) has no use for it.
+  virtual Status send(MessageKey const& key, std::vector<Tensor> tensors, HostFence ready = {}) = 0;
   // Optional: announces a receive ahead of its recv() so the transport can post it early (MPI:
   // a rendezvous send then never waits for a late receiver). Default: nothing.
   virtual Status post_recv(MessageKey const& key, std::vector<TensorMeta> const& expected) {

@@ -11,12 +11,12 @@ class InProcessCommunicator final : public Communicator {
   int device() const override { return device_; }
   int num_devices() const override { return hub_.num_devices_; }
 
-  Status send(MessageKey const& key, std::vector<Tensor> tensors) override {
+  Status send(MessageKey const& key, std::vector<Tensor> tensors, HostFence ready = {}) override {
     if (key.src != device_ || key.dst < 0 || key.dst >= hub_.num_devices_)
       return internal_error("send " + key.to_string() + " from device " + std::to_string(device_));
     std::lock_guard lock(hub_.mu_);
     if (hub_.abort_) return aborted(*hub_.abort_);
-    auto [it, fresh] = hub_.mailbox_[key.dst].emplace(key, std::move(tensors));
+    auto [it, fresh] = hub_.mailbox_[key.dst].emplace(key, InProcessHub::Message{std::move(tensors), std::move(ready)});
     if (!fresh) return internal_error("message " + key.to_string() + " was sent twice");
     hub_.cv_.notify_all();
     return Status::ok();
@@ -26,6 +26,7 @@ class InProcessCommunicator final : public Communicator {
                                    Deadline deadline) override {
     if (key.dst != device_) return internal_error("recv " + key.to_string() + " on device " + std::to_string(device_));
     std::vector<Tensor> got;
+    HostFence ready;
     {
       std::unique_lock lock(hub_.mu_);
       auto& box = hub_.mailbox_[device_];
@@ -33,12 +34,16 @@ class InProcessCommunicator final : public Communicator {
       if (hub_.abort_) return aborted(*hub_.abort_);
       if (!ok) return timeout_error("no message " + key.to_string() + " arrived before the deadline");
       auto it = box.find(key);
-      got = std::move(it->second);
+      got = std::move(it->second.tensors);
+      ready = std::move(it->second.ready);
       box.erase(it);
     }
     std::vector<TensorMeta> metas;
     for (Tensor const& t : got) metas.push_back(meta_of(t));
     RETURN_IF_ERROR(check_header(key, expected, metas));
+    // A GPU sender's kernels that wrote the tensors may still be running: the copy below runs on
+    // this device's stream, which nothing orders after them, so wait for the sender's fence first.
+    if (ready) RETURN_IF_ERROR(ready().with_context("the sender's work on " + key.to_string()));
     Allocator* const alloc = hub_.device_alloc_[device_];
     for (Tensor& t : got) t = t.clone_to(alloc ? *alloc : cpu_allocator());
     return got;

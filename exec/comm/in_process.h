@@ -39,7 +39,11 @@ class InProcessHub {
   int num_devices_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::map<MessageKey, std::vector<Tensor>>> mailbox_;
+  struct Message {
+    std::vector<Tensor> tensors;
+    HostFence ready;  // the sender's fence (Communicator::send)
+  };
+  std::vector<std::map<MessageKey, Message>> mailbox_;
   std::vector<Allocator*> device_alloc_;  // per device; null: the receiving thread's CPU allocator
   std::map<CollectiveKey, Collective> collectives_;
   std::map<int64_t, int> barrier_arrived_, barrier_left_;

@@ -115,7 +115,7 @@ class MpiCommunicator final : public Communicator {
   int device() const override { return rank_; }
   int num_devices() const override { return size_; }
 
-  Status send(MessageKey const& key, std::vector<Tensor> tensors) override {
+  Status send(MessageKey const& key, std::vector<Tensor> tensors, HostFence /*ready*/ = {}) override {
     if (auto a = aborted()) return aborted_status(*a);
     ASSIGN_OR_RETURN(int tag, tag_of(key));
     std::vector<TensorMeta> metas;

@@ -121,7 +121,7 @@ class NcclCommunicator final : public Communicator {
   int device() const override { return rank_; }
   int num_devices() const override { return size_; }
 
-  Status send(MessageKey const& key, std::vector<Tensor> tensors) override {
+  Status send(MessageKey const& key, std::vector<Tensor> tensors, HostFence /*ready*/ = {}) override {
     if (auto a = aborted()) return aborted_status(*a);
     if (!sent_.insert(key).second) return internal_error("message " + key.to_string() + " sent twice");
     if (key.dst < 0 || key.dst >= size_ || key.dst == rank_)

@@ -349,6 +349,35 @@ Status CudaBackend::wait(StreamKind stream, Event event) {
   return s;
 }
 
+HostFence CudaBackend::fence(StreamKind stream) {
+  cuda::ScopedContext scope(*ctx_);
+  cudaStream_t const s = stream == StreamKind::kCompute ? ctx_->compute : ctx_->comm;
+  cudaEvent_t e = nullptr;
+  cudaError_t rc = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  if (rc == cudaSuccess) {
+    rc = cudaEventRecord(e, s);
+    if (rc != cudaSuccess) (void)cudaEventDestroy(e);
+  }
+  if (rc != cudaSuccess) {
+    // No event: wait for the stream here instead (correct, slower), as record() does.
+    (void)cudaGetLastError();
+    if (cudaError_t const r = cudaStreamSynchronize(s); r != cudaSuccess) {
+      Status const failed = cuda::cuda_error(r, "cudaStreamSynchronize (a fence)", __FILE__, __LINE__);
+      return [failed] { return failed; };
+    }
+    return {};
+  }
+  // Shared by the copies of the fence; the event is destroyed with the last of them.
+  std::shared_ptr<CUevent_st> const event(e, [](cudaEvent_t ev) { (void)cudaEventDestroy(ev); });
+  return [event]() -> Status {
+    if (cudaError_t const r = cudaEventSynchronize(event.get()); r != cudaSuccess) {
+      (void)cudaGetLastError();
+      return cuda::cuda_error(r, "cudaEventSynchronize (waiting for the sender's kernels)", __FILE__, __LINE__);
+    }
+    return Status::ok();
+  };
+}
+
 Status CudaBackend::synchronize() {
   cuda::ScopedContext scope(*ctx_);
   {

@@ -76,6 +76,7 @@ class CudaBackend final : public Backend {
 
   Event record(StreamKind stream) override;
   Status wait(StreamKind stream, Event event) override;
+  HostFence fence(StreamKind stream) override;
   Status synchronize() override;
 
   // The raw streams (cudaStream_t) for transports that enqueue on them (NCCL).

@@ -484,7 +484,9 @@ Status Worker::send(Instruction const& in, int64_t step, int line) {
       options_.fault.line == line && !tensors.empty())
     tensors[0] = backend_.zeros({tensors[0].numel() + 1}, tensors[0].dtype());
   if (--it->second.pending <= 0) store.erase(it);
-  return comm_.send(key_of(in, step), std::move(tensors));
+  // With it the fence of that point: a receiver on another thread copies the tensors once the
+  // kernels that wrote them are done (its own stream is not ordered after this device's).
+  return comm_.send(key_of(in, step), std::move(tensors), backend_.fence(Backend::StreamKind::kCommunication));
 }
 
 // What a RECV expects: the header of its piece (the chunks both replicas hold).

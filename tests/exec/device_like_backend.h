@@ -59,6 +59,21 @@ class DeviceLikeBackend final : public Backend {
     return cpu_.optimizer_update(c, step, p, g, state);
   }
   Status synchronize() override { return cpu_.synchronize(); }
+  // With `fences` set, every fence is counted when made and when waited for (a real device's
+  // fence waits for its stream; here the work is already done).
+  struct FenceCounts {
+    std::atomic<int> made{0}, waited{0};
+  };
+  HostFence fence(StreamKind) override {
+    if (!fences) return {};
+    ++fences->made;
+    FenceCounts* const f = fences;
+    return [f] {
+      ++f->waited;
+      return Status::ok();
+    };
+  }
+  FenceCounts* fences = nullptr;
 
   bool pinned_live(Tensor const& t) const { return t.defined() && &t.allocator() == &pinned; }
   CountingAllocator pinned;

@@ -30,6 +30,37 @@ TEST(InProcessCommunicator, SendThenReceiveChecksTheHeader) {
       << bad.status().message();
 }
 
+// A GPU sender's tensors may still be being written when they are posted; the receiver copies them
+// on its own stream, which nothing orders after the sender's kernels. So it waits for the sender's
+// fence first: here the "kernel" writes the values only when the fence is waited for, and a copy
+// made before that would hold zeros.
+TEST(InProcessCommunicator, ARecvCopiesOnlyAfterTheSendersFence) {
+  InProcessHub hub(2);
+  auto a = hub.endpoint(0), b = hub.endpoint(1);
+  Tensor pending = Tensor::from_floats({2, 2}, {0, 0, 0, 0});
+  int waited = 0;
+  HostFence const ready = [pending, &waited]() mutable {
+    ++waited;
+    for (int i = 0; i < 4; ++i) pending.data<float>()[i] = static_cast<float>(i + 1);
+    return Status::ok();
+  };
+  ASSERT_TRUE(a->send(key(), {pending}, ready).is_ok());
+  EXPECT_EQ(waited, 0);  // sending does not wait
+  auto got = b->recv(key(), {{DType::kFloat32, {2, 2}}}, deadline_after(1));
+  ASSERT_TRUE(got.is_ok()) << got.status().message();
+  EXPECT_EQ(waited, 1);
+  EXPECT_EQ((*got)[0].to_vector(), (std::vector<float>{1, 2, 3, 4}));
+
+  // A fence that reports the sender's failure fails the receive, naming the message.
+  HostFence const failed = [] { return internal_error("an illegal address in the sender's kernel"); };
+  ASSERT_TRUE(a->send(key(1), {Tensor::from_floats({1}, {5})}, failed).is_ok());
+  auto bad = b->recv(key(1), {{DType::kFloat32, {1}}}, deadline_after(1));
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("an illegal address in the sender's kernel"), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("m1 d0->d1"), std::string::npos) << bad.status().message();
+}
+
 TEST(InProcessCommunicator, DuplicateSendAndMissingMessage) {
   InProcessHub hub(2);
   auto a = hub.endpoint(0), b = hub.endpoint(1);

@@ -11,6 +11,7 @@
 #include "graph/onnx_import.h"
 #include "graph/precision.h"
 #include "schedule/plan_view.h"
+#include "tests/exec/device_like_backend.h"
 #include "tests/runtime/runtime_fixtures.h"
 
 namespace gp::exec {
@@ -125,6 +126,45 @@ TEST(RuntimeEquivalence, TheComparisonCatchesADifferentRun) {
 }
 
 // Replica routing by hand: 1 -> 2 -> 1 replicas, and 2 -> 4 (pieces split and merged).
+// On a device, each SEND hands the receiver the fence of the sender's stream (a receiver on
+// another thread copies on its own stream, which nothing orders after the sender's kernels: two
+// CUDA workers sharing a GPU raced there), and each receive waits for it. The CPU backend dressed
+// as a device counts the fences; the training is the CPU pipeline's.
+TEST(RuntimeEquivalence, EverySendCarriesTheSendersFenceAndEveryReceiveWaitsForIt) {
+  auto built = models::build_graph("mmt", models::Size::kTiny, 1);
+  ASSERT_TRUE(built.is_ok());
+  auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
+  TrainConfig const c = testing::config_for(models::Task::kClassification, 16, 4, 2);
+  auto plan = testing::make_plan(g, "balanced", 3, c, false);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  auto sched = schedule::build_schedule(*plan, schedule::Policy::kGraph1F1B, {4, 0});
+  ASSERT_TRUE(sched.is_ok()) << sched.status().message();
+  int sends = 0;
+  for (auto const& device : sched->devices)
+    for (auto const& in : device) sends += in.op == schedule::Op::kSend;
+  ASSERT_GT(sends, 0);
+
+  testing::DeviceLikeBackend::FenceCounts counts;
+  RuntimeOptions o;
+  o.make_backend = [&counts](int) -> Result<std::unique_ptr<Backend>> {
+    auto b = std::make_unique<testing::DeviceLikeBackend>();
+    b->fences = &counts;
+    return std::unique_ptr<Backend>(std::move(b));
+  };
+  o.worker.timeout_s = 30;
+  o.threads_per_worker = 1;
+  auto rt = Runtime::create_threads(c, *g, *plan, *sched, o);
+  ASSERT_TRUE(rt.is_ok()) << rt.status().message();
+  ASSERT_TRUE((*rt)->run(-1, nullptr).is_ok());
+  EXPECT_EQ(counts.made.load(), sends * 2);  // 2 steps
+  EXPECT_EQ(counts.waited.load(), counts.made.load());
+  auto got = (*rt)->trained_tensors();
+  ASSERT_TRUE(got.is_ok());
+  std::map<std::string, Tensor> trained;
+  for (auto const& [n, x] : *got) trained.emplace(n, x.clone());
+  expect_close(trained, train_pipeline(*g, c, *plan, *sched), 0, 0, "the fenced run against the CPU pipeline");
+}
+
 TEST(RuntimeEquivalence, ReplicatedStages) {
   auto built = models::build_graph("transformer", models::Size::kTiny, 1);
   ASSERT_TRUE(built.is_ok());
