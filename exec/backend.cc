@@ -15,6 +15,12 @@ Status Backend::scale(Tensor& t, double factor) {
   return copy(host, t);
 }
 
+Status Backend::optimizer_update_all(OptimizerConfig const& config, int64_t step,
+                                     std::vector<ParamUpdate> const& updates) {
+  for (ParamUpdate const& u : updates) RETURN_IF_ERROR(optimizer_update(config, step, *u.param, *u.grad, u.state));
+  return Status::ok();
+}
+
 Result<bool> Backend::all_finite(std::vector<Tensor> const& tensors) {
   for (Tensor const& t : tensors) {
     if (!t.defined()) continue;

@@ -132,6 +132,17 @@ class Backend {
   // `step` counts from 1.
   virtual Status optimizer_update(OptimizerConfig const& config, int64_t step, Tensor& param, Tensor const& grad,
                                   std::vector<Tensor*> const& state) = 0;
+  // The update of every parameter of a step (Optimizer::step): what optimizer_update does to each,
+  // in order. The default makes one call per parameter; a device overrides it with one launch for
+  // all of them (CUDA: a multi-tensor kernel, where a stage's 160 small parameters were 160
+  // launches).
+  struct ParamUpdate {
+    Tensor* param = nullptr;
+    Tensor const* grad = nullptr;
+    std::vector<Tensor*> state;
+  };
+  virtual Status optimizer_update_all(OptimizerConfig const& config, int64_t step,
+                                      std::vector<ParamUpdate> const& updates);
 
   // ---- Streams and events. Each worker orders its work on a compute stream and a communication
   // stream; an event recorded on one stream and waited for on the other orders them. The CPU

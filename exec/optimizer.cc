@@ -55,17 +55,19 @@ Status Optimizer::step(Backend& backend, std::map<std::string, Tensor>& params,
     }
   }
   ++step_;
+  std::vector<Backend::ParamUpdate> updates;
+  updates.reserve(params.size());
   for (auto& [name, w] : params) {
-    std::vector<Tensor*> state;
+    Backend::ParamUpdate u{&w, &grads.at(name), {}};
     if (config_.kind == OptimizerKind::kSgd) {
-      if (config_.momentum != 0.f) state.push_back(&moment(backend, state_, name + "#momentum", w));
+      if (config_.momentum != 0.f) u.state.push_back(&moment(backend, state_, name + "#momentum", w));
     } else {
-      state.push_back(&moment(backend, state_, name + "#m", w));
-      state.push_back(&moment(backend, state_, name + "#v", w));
+      u.state.push_back(&moment(backend, state_, name + "#m", w));
+      u.state.push_back(&moment(backend, state_, name + "#v", w));
     }
-    RETURN_IF_ERROR(backend.optimizer_update(config_, step_, w, grads.at(name), state));
+    updates.push_back(std::move(u));
   }
-  return Status::ok();
+  return backend.optimizer_update_all(config_, step_, updates);
 }
 
 void Optimizer::load_state(std::map<std::string, Tensor> state, int64_t step_count) {

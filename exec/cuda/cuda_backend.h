@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "exec/backend.h"
+#include "kernels/hd/optim.h"
 
 namespace gp::exec::cuda {
 struct DeviceContext;
@@ -73,6 +74,8 @@ class CudaBackend final : public Backend {
                       Tensor& grad) override;
   Status optimizer_update(OptimizerConfig const& config, int64_t step, Tensor& param, Tensor const& grad,
                           std::vector<Tensor*> const& state) override;
+  Status optimizer_update_all(OptimizerConfig const& config, int64_t step,
+                              std::vector<ParamUpdate> const& updates) override;
 
   Event record(StreamKind stream) override;
   Status wait(StreamKind stream, Event event) override;
@@ -109,6 +112,14 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::PinnedHostPool> host_pool_;  // pinned batches, copied without staging
   struct Events;
   std::unique_ptr<Events> events_;
+  // optimizer_update_all's parameter table and chunks on the device, uploaded again only when the
+  // parameters, gradients or moments move (they stay put from step to step).
+  struct MultiTensorTable {
+    std::vector<kernels::hd::MultiTensorEntry> entries;
+    int64_t chunks = 0;
+    Tensor table;  // the entries, then the chunks
+  };
+  MultiTensorTable multi_;
 };
 
 }  // namespace gp::exec

@@ -204,6 +204,9 @@ Result<double> CudaBackend::loss(LossKind kind, Tensor const& output, Tensor con
 
 Status CudaBackend::optimizer_update(OptimizerConfig const& config, int64_t step, Tensor& param, Tensor const& grad,
                                      std::vector<Tensor*> const& state) {
+  if (param.dtype() != DType::kFloat32 || grad.dtype() != DType::kFloat32)
+    return unsupported("optimizer: a " + std::string(graph::dtype_name(param.dtype())) +
+                       " parameter (the optimizer updates float32 master weights)");
   cuda::ScopedContext scope(*ctx_);
   int64_t const n = param.numel();
   switch (config.kind) {
@@ -223,6 +226,59 @@ Status CudaBackend::optimizer_update(OptimizerConfig const& config, int64_t step
     }
   }
   return device_op_error("unknown optimizer");
+}
+
+Status CudaBackend::optimizer_update_all(OptimizerConfig const& config, int64_t step,
+                                         std::vector<ParamUpdate> const& updates) {
+  std::size_t const moments =
+      config.kind == OptimizerKind::kSgd ? (config.momentum != 0.f ? 1 : 0) : 2;  // what Optimizer::step keeps
+  std::vector<kernels::hd::MultiTensorEntry> entries;
+  std::vector<int64_t> sizes;
+  entries.reserve(updates.size());
+  for (ParamUpdate const& u : updates) {
+    bool const plain = u.param->dtype() == DType::kFloat32 && u.grad->dtype() == DType::kFloat32 &&
+                       u.grad->numel() == u.param->numel() && u.state.size() == moments;
+    if (!plain) return Backend::optimizer_update_all(config, step, updates);  // one call each checks and names it
+    kernels::hd::MultiTensorEntry e;
+    e.w = u.param->data<float>();
+    e.g = u.grad->data<float>();
+    e.s0 = moments > 0 ? u.state[0]->data<float>() : nullptr;
+    e.s1 = moments > 1 ? u.state[1]->data<float>() : nullptr;
+    e.n = u.param->numel();
+    entries.push_back(e);
+    sizes.push_back(e.n);
+  }
+  cuda::ScopedContext scope(*ctx_);
+  if (entries != multi_.entries || !multi_.table.defined()) {
+    std::vector<kernels::hd::MultiTensorChunk> const chunks = kernels::hd::multi_tensor_chunks(sizes);
+    std::size_t const table_bytes = entries.size() * sizeof(kernels::hd::MultiTensorEntry);
+    std::size_t const bytes = table_bytes + chunks.size() * sizeof(kernels::hd::MultiTensorChunk);
+    multi_ = {};
+    if (bytes == 0) return Status::ok();
+    Tensor table = empty({static_cast<int64_t>(bytes)}, DType::kUInt8);
+    std::vector<std::byte> host(bytes);
+    std::memcpy(host.data(), entries.data(), table_bytes);
+    if (!chunks.empty()) std::memcpy(host.data() + table_bytes, chunks.data(), bytes - table_bytes);
+    // Once per set of parameters (the first step): a synchronous copy from pageable memory.
+    GP_CUDA_CHECK(cudaMemcpyAsync(table.raw(), host.data(), bytes, cudaMemcpyHostToDevice, ctx_->compute));
+    GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
+    multi_.entries = std::move(entries);
+    multi_.chunks = static_cast<int64_t>(chunks.size());
+    multi_.table = std::move(table);
+  }
+  if (multi_.chunks == 0) return Status::ok();
+  auto const* base = static_cast<std::byte const*>(multi_.table.raw());
+  auto const* table = reinterpret_cast<kernels::hd::MultiTensorEntry const*>(base);
+  auto const* chunks = reinterpret_cast<kernels::hd::MultiTensorChunk const*>(
+      base + multi_.entries.size() * sizeof(kernels::hd::MultiTensorEntry));
+  if (config.kind == OptimizerKind::kSgd) {
+    GP_CUDA_CHECK(kernels::cuda::multi_sgd_update(table, chunks, multi_.chunks, config.lr, config.momentum,
+                                                  config.weight_decay, ctx_->compute));
+  } else {
+    GP_CUDA_CHECK(
+        kernels::cuda::multi_adam_update(table, chunks, multi_.chunks, adam_params(config, step), ctx_->compute));
+  }
+  return Status::ok();
 }
 
 }  // namespace gp::exec

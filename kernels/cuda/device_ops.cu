@@ -76,6 +76,26 @@ __global__ void adam_kernel(T* __restrict__ w, T const* __restrict__ g, T* __res
   for (int64_t i = global_thread(); i < n; i += grid_threads()) hd::adam_step(w[i], g[i], m[i], v[i], c);
 }
 
+__global__ void multi_sgd_kernel(hd::MultiTensorEntry const* __restrict__ entries,
+                                 hd::MultiTensorChunk const* __restrict__ chunks, int64_t num_chunks, float lr,
+                                 float momentum, float weight_decay) {
+  for (int64_t c = blockIdx.x; c < num_chunks; c += gridDim.x) {
+    hd::MultiTensorChunk const chunk = chunks[c];
+    for (int64_t i = threadIdx.x; i < chunk.end - chunk.begin; i += blockDim.x)
+      hd::multi_sgd_at(entries, chunk, i, lr, momentum, weight_decay);
+  }
+}
+
+__global__ void multi_adam_kernel(hd::MultiTensorEntry const* __restrict__ entries,
+                                  hd::MultiTensorChunk const* __restrict__ chunks, int64_t num_chunks,
+                                  hd::AdamCoeffs const coeffs) {
+  for (int64_t c = blockIdx.x; c < num_chunks; c += gridDim.x) {
+    hd::MultiTensorChunk const chunk = chunks[c];
+    for (int64_t i = threadIdx.x; i < chunk.end - chunk.begin; i += blockDim.x)
+      hd::multi_adam_at(entries, chunk, i, coeffs);
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -155,6 +175,22 @@ GP_FOR_LOW_FLOAT_TYPES(GP_LOW)
 template cudaError_t softmax_cross_entropy<float>(float const*, int64_t const*, int64_t, int64_t, float, float*, float*,
                                                   int64_t*, cudaStream_t);
 template cudaError_t mse<float>(float const*, float const*, int64_t, float, float*, float*, cudaStream_t);
+cudaError_t multi_sgd_update(hd::MultiTensorEntry const* entries, hd::MultiTensorChunk const* chunks,
+                             int64_t num_chunks, float lr, float momentum, float weight_decay, cudaStream_t stream) {
+  if (num_chunks > 0)
+    multi_sgd_kernel<<<detail::grid_rows(num_chunks), kBlock, 0, stream>>>(entries, chunks, num_chunks, lr, momentum,
+                                                                           weight_decay);
+  return cudaGetLastError();
+}
+
+cudaError_t multi_adam_update(hd::MultiTensorEntry const* entries, hd::MultiTensorChunk const* chunks,
+                              int64_t num_chunks, AdamParams const& p, cudaStream_t stream) {
+  if (num_chunks > 0)
+    multi_adam_kernel<<<detail::grid_rows(num_chunks), kBlock, 0, stream>>>(entries, chunks, num_chunks,
+                                                                            hd::adam_coeffs(p));
+  return cudaGetLastError();
+}
+
 template cudaError_t sgd_update<float>(float*, float const*, float*, int64_t, float, float, float, cudaStream_t);
 template cudaError_t adam_update<float>(float*, float const*, float*, float*, int64_t, AdamParams const&, cudaStream_t);
 

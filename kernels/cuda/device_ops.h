@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/low_types.h"
+#include "kernels/hd/optim.h"
 #include "kernels/optim.h"
 
 namespace gp::kernels::cuda {
@@ -39,5 +40,11 @@ cudaError_t sgd_update(T* w, T const* g, T* buf, int64_t n, float lr, float mome
                        cudaStream_t stream);
 template <typename T>
 cudaError_t adam_update(T* w, T const* g, T* m, T* v, int64_t n, AdamParams const& p, cudaStream_t stream);
+// Every parameter of `entries` (device memory) in one launch, one block per chunk of `chunks`
+// (device memory; hd::multi_tensor_chunks): the per-parameter updates above, bit for bit.
+cudaError_t multi_sgd_update(hd::MultiTensorEntry const* entries, hd::MultiTensorChunk const* chunks,
+                             int64_t num_chunks, float lr, float momentum, float weight_decay, cudaStream_t stream);
+cudaError_t multi_adam_update(hd::MultiTensorEntry const* entries, hd::MultiTensorChunk const* chunks,
+                              int64_t num_chunks, AdamParams const& p, cudaStream_t stream);
 
 }  // namespace gp::kernels::cuda

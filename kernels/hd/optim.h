@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/hd/hd.h"
 #include "kernels/optim.h"
@@ -63,6 +64,56 @@ GP_HD void adam_step(T& w, T g, T& m, T& v, AdamCoeffs const& c) {
   v = static_cast<T>(vf);
   float const denom = sqrtf(vf) / c.sqrt_bc2 + c.eps;
   w = static_cast<T>(wf - c.step_size * mf / denom);
+}
+
+// ---- Multi-tensor updates: every parameter of a stage in one launch (PyTorch's foreach/fused
+// optimizers do the same): a table of the parameters and a list of chunks, one block per chunk. ----
+
+// One parameter: weights, gradient, the moments (s0: SGD's momentum or Adam's m; s1: Adam's v;
+// null where the optimizer keeps none) and its element count.
+struct MultiTensorEntry {
+  float* w = nullptr;
+  float const* g = nullptr;
+  float* s0 = nullptr;
+  float* s1 = nullptr;
+  int64_t n = 0;
+};
+inline bool operator==(MultiTensorEntry const& a, MultiTensorEntry const& b) {
+  return a.w == b.w && a.g == b.g && a.s0 == b.s0 && a.s1 == b.s1 && a.n == b.n;
+}
+
+// Elements [begin, end) of entry `tensor`.
+struct MultiTensorChunk {
+  int64_t tensor = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
+inline constexpr int64_t kMultiTensorChunk = 65536;
+
+// The chunks of entries of `sizes` elements: each entry cut into pieces of at most `chunk`, in
+// entry order; an empty entry has none.
+inline std::vector<MultiTensorChunk> multi_tensor_chunks(std::vector<int64_t> const& sizes,
+                                                         int64_t chunk = kMultiTensorChunk) {
+  std::vector<MultiTensorChunk> out;
+  for (std::size_t t = 0; t < sizes.size(); ++t)
+    for (int64_t b = 0; b < sizes[t]; b += chunk)
+      out.push_back({static_cast<int64_t>(t), b, b + chunk < sizes[t] ? b + chunk : sizes[t]});
+  return out;
+}
+
+// Element i of chunk c: the same per-element step as the one-parameter kernels, so a multi-tensor
+// update equals one update per parameter bit for bit.
+GP_HD void multi_sgd_at(MultiTensorEntry const* entries, MultiTensorChunk const& c, int64_t i, float lr, float momentum,
+                        float weight_decay) {
+  MultiTensorEntry const& e = entries[c.tensor];
+  int64_t const k = c.begin + i;
+  sgd_step(e.w[k], e.g[k], e.s0 != nullptr ? e.s0 + k : nullptr, lr, momentum, weight_decay);
+}
+GP_HD void multi_adam_at(MultiTensorEntry const* entries, MultiTensorChunk const& c, int64_t i, AdamCoeffs const& a) {
+  MultiTensorEntry const& e = entries[c.tensor];
+  int64_t const k = c.begin + i;
+  adam_step(e.w[k], e.g[k], e.s0[k], e.s1[k], a);
 }
 
 }  // namespace gp::kernels::hd

@@ -950,6 +950,55 @@ TEST_F(CudaGpu, DeviceOperationsMatchTheCpuBackend) {
   }
 }
 
+// The multi-tensor update (one launch for every parameter) equals the per-parameter kernels bit for
+// bit, over parameters spanning several chunks, an empty one, and a second set of tensors (the
+// device table is uploaded again when the parameters move); a float16 parameter falls back to the
+// per-parameter path and its error.
+TEST_F(CudaGpu, OneUpdateOfEveryParameterEqualsOneUpdateEach) {
+  std::vector<int64_t> const sizes{3, 0, 70000, 2 * kernels::hd::kMultiTensorChunk + 5};
+  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW}) {
+    OptimizerConfig oc;
+    oc.kind = kind;
+    oc.lr = 0.01f;
+    oc.momentum = 0.9f;
+    oc.weight_decay = 0.01f;
+    int const moments = kind == OptimizerKind::kSgd ? 1 : 2;
+    for (int set = 0; set < 2; ++set) {
+      std::vector<Tensor> w1, w2, g, s1, s2;
+      for (std::size_t k = 0; k < sizes.size(); ++k) {
+        Tensor const host = random_tensor({sizes[k]}, static_cast<uint32_t>(31 + k + 7 * set));
+        w1.push_back(gpu_->clone(host).value());
+        w2.push_back(gpu_->clone(host).value());
+        g.push_back(gpu_->clone(random_tensor({sizes[k]}, static_cast<uint32_t>(41 + k))).value());
+        for (int m = 0; m < moments; ++m) {
+          s1.push_back(gpu_->zeros({sizes[k]}));
+          s2.push_back(gpu_->zeros({sizes[k]}));
+        }
+      }
+      std::vector<Backend::ParamUpdate> all;
+      for (std::size_t k = 0; k < sizes.size(); ++k) {
+        Backend::ParamUpdate u{&w1[k], &g[k], {}};
+        for (int m = 0; m < moments; ++m) u.state.push_back(&s1[k * moments + m]);
+        all.push_back(u);
+      }
+      for (int64_t step = 1; step <= 3; ++step) {
+        ASSERT_TRUE(gpu_->optimizer_update_all(oc, step, all).is_ok());
+        for (std::size_t k = 0; k < sizes.size(); ++k) {
+          std::vector<Tensor*> st;
+          for (int m = 0; m < moments; ++m) st.push_back(&s2[k * moments + m]);
+          ASSERT_TRUE(gpu_->optimizer_update(oc, step, w2[k], g[k], st).is_ok());
+        }
+      }
+      ASSERT_TRUE(gpu_->synchronize().is_ok());
+      for (std::size_t k = 0; k < sizes.size(); ++k)
+        EXPECT_EQ(w1[k].to_vector(), w2[k].to_vector()) << static_cast<int>(kind) << " set " << set << " param " << k;
+    }
+  }
+  OptimizerConfig sgd;
+  Tensor half = gpu_->zeros({4}, DType::kFloat16), grad = gpu_->zeros({4}, DType::kFloat16);
+  EXPECT_FALSE(gpu_->optimizer_update_all(sgd, 1, {Backend::ParamUpdate{&half, &grad, {}}}).is_ok());
+}
+
 // The caching allocator's steady state on a real device: after the first training step, the next
 // ones make no cudaMalloc or cudaFree (both would synchronise the device).
 TEST_F(CudaGpu, TrainingStepsAfterTheFirstMakeNoRawAllocations) {

@@ -58,6 +58,13 @@ class DeviceLikeBackend final : public Backend {
                           std::vector<Tensor*> const& state) override {
     return cpu_.optimizer_update(c, step, p, g, state);
   }
+  Status optimizer_update_all(OptimizerConfig const& c, int64_t step,
+                              std::vector<ParamUpdate> const& updates) override {
+    ++update_all_calls;
+    updated_params += static_cast<int>(updates.size());
+    return Backend::optimizer_update_all(c, step, updates);  // one optimizer_update each, as the default does
+  }
+  int update_all_calls = 0, updated_params = 0;
   Status synchronize() override { return cpu_.synchronize(); }
   // With `fences` set, every fence is counted when made and when waited for (a real device's
   // fence waits for its stream; here the work is already done).

@@ -6,6 +6,7 @@
 #include "exec/cpu/cpu_backend.h"
 #include "exec/optimizer.h"
 #include "kernels/optim.h"
+#include "tests/exec/device_like_backend.h"
 
 namespace gp::exec {
 namespace {
@@ -89,6 +90,34 @@ TEST(Optimizer, KeepsMomentsPerParameterAndCountsSteps) {
   EXPECT_NEAR(params.at("b").to_vector()[0], -0.5f, 1e-6);
   EXPECT_EQ(opt.state().size(), 2u);
   EXPECT_NEAR(opt.state().at("a#momentum").to_vector()[0], 1.5f, 1e-6);
+}
+
+// A step hands the backend every parameter at once (a device updates them in one launch), and
+// the result is the per-parameter update's.
+TEST(Optimizer, AStepIsOneUpdateOfEveryParameter) {
+  OptimizerConfig c;
+  c.kind = OptimizerKind::kAdamW;
+  c.lr = 0.01f;
+  c.weight_decay = 0.1f;
+  auto params_of = [] {
+    return std::map<std::string, Tensor>{{"a", Tensor::from_floats({2}, {1.f, 2.f})},
+                                         {"b", Tensor::from_floats({3}, {0.f, -1.f, 4.f})},
+                                         {"c", Tensor::from_floats({1}, {3.f})}};
+  };
+  std::map<std::string, Tensor> const grads = {{"a", Tensor::from_floats({2}, {1.f, -1.f})},
+                                               {"b", Tensor::from_floats({3}, {2.f, 0.5f, -3.f})},
+                                               {"c", Tensor::from_floats({1}, {0.25f})}};
+  testing::DeviceLikeBackend device;
+  CpuBackend cpu;
+  Optimizer on_device(c), on_cpu(c);
+  auto pd = params_of(), pc = params_of();
+  for (int s = 0; s < 3; ++s) {
+    ASSERT_TRUE(on_device.step(device, pd, grads).is_ok());
+    ASSERT_TRUE(on_cpu.step(cpu, pc, grads).is_ok());
+  }
+  EXPECT_EQ(device.update_all_calls, 3);
+  EXPECT_EQ(device.updated_params, 3 * 3);
+  for (auto const& [name, w] : pc) EXPECT_EQ(pd.at(name).to_vector(), w.to_vector()) << name;
 }
 
 TEST(Optimizer, MissingOrMisshapenGradientIsAnError) {
