@@ -215,7 +215,7 @@ CudaBackend::~CudaBackend() {
   if (!ctx_) return;
   (void)cudaSetDevice(device_);
   (void)synchronize();
-  multi_ = {};       // its table lives in alloc_
+  multi_.clear();    // the tables live in alloc_
   staging_.reset();  // its copies are done: the stream was synchronized
   host_pool_.reset();
   if (events_) {

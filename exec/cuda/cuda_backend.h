@@ -112,14 +112,15 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::PinnedHostPool> host_pool_;  // pinned batches, copied without staging
   struct Events;
   std::unique_ptr<Events> events_;
-  // optimizer_update_all's parameter table and chunks on the device, uploaded again only when the
-  // parameters, gradients or moments move (they stay put from step to step).
+  // optimizer_update_all's parameter tables and chunks on the device, one per set of parameters (a
+  // worker may run several stages, each with its optimizer), uploaded once: the parameters,
+  // gradients and moments stay put from step to step. The most recently used first; at most 16.
   struct MultiTensorTable {
     std::vector<kernels::hd::MultiTensorEntry> entries;
     int64_t chunks = 0;
     Tensor table;  // the entries, then the chunks
   };
-  MultiTensorTable multi_;
+  std::vector<MultiTensorTable> multi_;
 };
 
 }  // namespace gp::exec

@@ -3,6 +3,7 @@
 // into host memory.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -249,34 +250,40 @@ Status CudaBackend::optimizer_update_all(OptimizerConfig const& config, int64_t 
     sizes.push_back(e.n);
   }
   cuda::ScopedContext scope(*ctx_);
-  if (entries != multi_.entries || !multi_.table.defined()) {
+  auto found =
+      std::find_if(multi_.begin(), multi_.end(), [&](MultiTensorTable const& t) { return t.entries == entries; });
+  if (found == multi_.end()) {
     std::vector<kernels::hd::MultiTensorChunk> const chunks = kernels::hd::multi_tensor_chunks(sizes);
     std::size_t const table_bytes = entries.size() * sizeof(kernels::hd::MultiTensorEntry);
     std::size_t const bytes = table_bytes + chunks.size() * sizeof(kernels::hd::MultiTensorChunk);
-    multi_ = {};
-    if (bytes == 0) return Status::ok();
-    Tensor table = empty({static_cast<int64_t>(bytes)}, DType::kUInt8);
+    if (chunks.empty()) return Status::ok();  // nothing to update
+    MultiTensorTable fresh;
+    fresh.table = empty({static_cast<int64_t>(bytes)}, DType::kUInt8);
     std::vector<std::byte> host(bytes);
     std::memcpy(host.data(), entries.data(), table_bytes);
-    if (!chunks.empty()) std::memcpy(host.data() + table_bytes, chunks.data(), bytes - table_bytes);
-    // Once per set of parameters (the first step): a synchronous copy from pageable memory.
-    GP_CUDA_CHECK(cudaMemcpyAsync(table.raw(), host.data(), bytes, cudaMemcpyHostToDevice, ctx_->compute));
+    std::memcpy(host.data() + table_bytes, chunks.data(), bytes - table_bytes);
+    // Once per set of parameters (its first step): a synchronous copy from pageable memory.
+    GP_CUDA_CHECK(cudaMemcpyAsync(fresh.table.raw(), host.data(), bytes, cudaMemcpyHostToDevice, ctx_->compute));
     GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
-    multi_.entries = std::move(entries);
-    multi_.chunks = static_cast<int64_t>(chunks.size());
-    multi_.table = std::move(table);
+    fresh.entries = std::move(entries);
+    fresh.chunks = static_cast<int64_t>(chunks.size());
+    if (multi_.size() >= 16) multi_.pop_back();
+    multi_.insert(multi_.begin(), std::move(fresh));
+    found = multi_.begin();
+  } else if (found != multi_.begin()) {
+    std::rotate(multi_.begin(), found, found + 1);  // the most recently used first
+    found = multi_.begin();
   }
-  if (multi_.chunks == 0) return Status::ok();
-  auto const* base = static_cast<std::byte const*>(multi_.table.raw());
+  MultiTensorTable const& t = *found;
+  auto const* base = static_cast<std::byte const*>(t.table.raw());
   auto const* table = reinterpret_cast<kernels::hd::MultiTensorEntry const*>(base);
   auto const* chunks = reinterpret_cast<kernels::hd::MultiTensorChunk const*>(
-      base + multi_.entries.size() * sizeof(kernels::hd::MultiTensorEntry));
+      base + t.entries.size() * sizeof(kernels::hd::MultiTensorEntry));
   if (config.kind == OptimizerKind::kSgd) {
-    GP_CUDA_CHECK(kernels::cuda::multi_sgd_update(table, chunks, multi_.chunks, config.lr, config.momentum,
+    GP_CUDA_CHECK(kernels::cuda::multi_sgd_update(table, chunks, t.chunks, config.lr, config.momentum,
                                                   config.weight_decay, ctx_->compute));
   } else {
-    GP_CUDA_CHECK(
-        kernels::cuda::multi_adam_update(table, chunks, multi_.chunks, adam_params(config, step), ctx_->compute));
+    GP_CUDA_CHECK(kernels::cuda::multi_adam_update(table, chunks, t.chunks, adam_params(config, step), ctx_->compute));
   }
   return Status::ok();
 }
