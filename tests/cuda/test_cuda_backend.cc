@@ -669,6 +669,16 @@ TEST(CudaOpCases, TheCaseListCoversEveryOpOfTheCudaKernelTable) {
     EXPECT_TRUE(covered.count(op)) << op << " is in the CUDA kernel table but has no differential case here";
 }
 
+// The optimizer the device-operation tests compare: lr 0.01, momentum 0.9, weight decay 0.01.
+OptimizerConfig test_optimizer(OptimizerKind kind) {
+  OptimizerConfig oc;
+  oc.kind = kind;
+  oc.lr = 0.01f;
+  oc.momentum = 0.9f;
+  oc.weight_decay = 0.01f;
+  return oc;
+}
+
 class CudaGpu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -925,11 +935,7 @@ TEST_F(CudaGpu, DeviceOperationsMatchTheCpuBackend) {
   EXPECT_FALSE(first_mismatch(gg.to_vector(), cg.to_vector(), 1e-4, 1e-6).has_value());
   // optimizers: three steps each
   for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW}) {
-    OptimizerConfig oc;
-    oc.kind = kind;
-    oc.lr = 0.01f;
-    oc.momentum = 0.9f;
-    oc.weight_decay = 0.01f;
+    OptimizerConfig const oc = test_optimizer(kind);
     int const moments = kind == OptimizerKind::kSgd ? 1 : 2;
     Tensor cw = a.clone(), gw = gpu_->clone(a).value();
     std::vector<Tensor> cs, gs;
@@ -957,11 +963,7 @@ TEST_F(CudaGpu, DeviceOperationsMatchTheCpuBackend) {
 TEST_F(CudaGpu, OneUpdateOfEveryParameterEqualsOneUpdateEach) {
   std::vector<int64_t> const sizes{3, 0, 70000, 2 * kernels::hd::kMultiTensorChunk + 5};
   for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW}) {
-    OptimizerConfig oc;
-    oc.kind = kind;
-    oc.lr = 0.01f;
-    oc.momentum = 0.9f;
-    oc.weight_decay = 0.01f;
+    OptimizerConfig const oc = test_optimizer(kind);
     int const moments = kind == OptimizerKind::kSgd ? 1 : 2;
     for (int set = 0; set < 2; ++set) {
       std::vector<Tensor> w1, w2, g, s1, s2;
