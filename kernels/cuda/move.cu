@@ -45,15 +45,9 @@ __global__ void reduce_kernel(T const* src, T* dst, hd::ReduceParams const p, I 
   for (I i = static_cast<I>(global_thread()); i < n; i += stride) hd::reduce_at(src, dst, p, i, accumulate);
 }
 
-int64_t strided_numel(hd::StridedParams const& p) {
-  int64_t n = 1;
-  for (int k = 0; k < p.rank; ++k) n *= p.shape[k];
-  return n;
-}
-
 template <typename V>
 cudaError_t copy_as(void const* src, void* dst, hd::StridedCopyPlan const& plan, bool accumulate, cudaStream_t stream) {
-  int64_t const n = strided_numel(plan.p);
+  int64_t const n = hd::strided_numel(plan.p);
   auto const* s = static_cast<V const*>(src);
   auto* d = static_cast<V*>(dst);
   if (plan.int32)
@@ -66,7 +60,7 @@ cudaError_t copy_as(void const* src, void* dst, hd::StridedCopyPlan const& plan,
 
 template <typename V>
 cudaError_t copy_chunks(void const* src, void* dst, hd::StridedCopyPlan const& plan, cudaStream_t stream) {
-  int64_t const n = strided_numel(plan.p);
+  int64_t const n = hd::strided_numel(plan.p);
   auto const* s = static_cast<V const*>(src);
   auto* d = static_cast<V*>(dst);
   if (plan.int32)
@@ -80,7 +74,7 @@ cudaError_t copy_chunks(void const* src, void* dst, hd::StridedCopyPlan const& p
 
 template <typename T>
 cudaError_t strided_copy(T const* src, T* dst, hd::StridedParams const& p, bool accumulate, cudaStream_t stream) {
-  if (strided_numel(p) == 0) return cudaSuccess;
+  if (hd::strided_numel(p) == 0) return cudaSuccess;
   hd::StridedCopyPlan const plan =
       hd::plan_strided_copy(p, static_cast<int>(sizeof(T)), reinterpret_cast<std::uintptr_t>(src),
                             reinterpret_cast<std::uintptr_t>(dst), accumulate);

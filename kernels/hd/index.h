@@ -52,6 +52,20 @@ GP_HD void strided_offsets(I i, StridedParams const& p, I& src, I& dst) {
   dst = d;
 }
 
+// Elements of p's iteration shape.
+GP_HD int64_t strided_numel(StridedParams const& p) {
+  int64_t n = 1;
+  GP_HD_UNROLL
+  for (int k = 0; k < kMaxRank; ++k)
+    if (k < p.rank) n *= p.shape[k];
+  return n;
+}
+
+// The int32_t index limits of the *_fits_int32 checks: element counts below 2^30 (so that an index
+// plus a grid-stride step stays below 2^31), offsets at most INT32_MAX.
+inline constexpr int64_t kInt32Elements = int64_t{1} << 30;
+inline constexpr int64_t kInt32Offset = 2147483647;
+
 // The largest |offset| a walk over p's shape reaches with `strides` (the sum of (extent - 1) ·
 // |stride|): every partial sum of strided_offsets is bounded by it.
 GP_HD int64_t strided_reach(StridedParams const& p, int64_t const* strides) {
@@ -65,12 +79,8 @@ GP_HD int64_t strided_reach(StridedParams const& p, int64_t const* strides) {
 // Whether int32_t indices suffice for p: fewer than 2^30 elements (so that i plus a grid-stride
 // step stays below 2^31) and every offset of both walks below 2^31.
 GP_HD bool strided_fits_int32(StridedParams const& p) {
-  int64_t n = 1;
-  GP_HD_UNROLL
-  for (int k = 0; k < kMaxRank; ++k)
-    if (k < p.rank) n *= p.shape[k];
-  int64_t constexpr kMax = 2147483647;
-  return n < (int64_t{1} << 30) && strided_reach(p, p.src) <= kMax && strided_reach(p, p.dst) <= kMax;
+  return strided_numel(p) < kInt32Elements && strided_reach(p, p.src) <= kInt32Offset &&
+         strided_reach(p, p.dst) <= kInt32Offset;
 }
 
 // dst[element i] = src[element i], or += when accumulating (the destination positions of distinct
@@ -107,9 +117,8 @@ struct ReduceParams {
 // Whether int32_t indices suffice for reduce_at over p (as strided_fits_int32, for the target's
 // walk and the summed positions together).
 GP_HD bool reduce_fits_int32(ReduceParams const& p) {
-  int64_t constexpr kMax = 2147483647;
-  return strided_fits_int32(p.out) && p.reduced_count < (int64_t{1} << 30) &&
-         strided_reach(p.out, p.out.src) + strided_reach(p.reduced, p.reduced.src) <= kMax;
+  return strided_fits_int32(p.out) && p.reduced_count < kInt32Elements &&
+         strided_reach(p.out, p.out.src) + strided_reach(p.reduced, p.reduced.src) <= kInt32Offset;
 }
 
 // Target element i: the sum of its contributions in row-major order of `reduced`, one thread per
@@ -157,11 +166,11 @@ GP_HD bool gather_at(T const* data, int64_t axis_dim, int64_t inner, I const* in
 // Whether int32_t element indices suffice for Gather and its backward: both [outer, num_indices,
 // inner] and [outer, axis_dim, inner] below 2^30 elements.
 GP_HD bool gather_fits_int32(int64_t outer, int64_t axis_dim, int64_t inner, int64_t num_indices) {
-  int64_t constexpr kLimit = int64_t{1} << 30;
+  int64_t constexpr kN = kInt32Elements;
   // Checked factor by factor so that the products cannot overflow int64 either.
-  if (outer >= kLimit || inner >= kLimit || axis_dim >= kLimit || num_indices >= kLimit) return false;
-  if (outer * inner >= kLimit) return false;
-  return outer * inner * num_indices < kLimit && outer * inner * axis_dim < kLimit;
+  if (outer >= kN || inner >= kN || axis_dim >= kN || num_indices >= kN) return false;
+  if (outer * inner >= kN) return false;
+  return outer * inner * num_indices < kN && outer * inner * axis_dim < kN;
 }
 
 // The sort key of index j for Gather's backward: the resolved index, or axis_dim (sorted last,

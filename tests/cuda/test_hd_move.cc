@@ -43,21 +43,15 @@ struct alignas(N) Chunk {
   unsigned char bytes[N];
 };
 
-int64_t params_numel(hd::StridedParams const& p) {
-  int64_t n = 1;
-  for (int k = 0; k < p.rank; ++k) n *= p.shape[k];
-  return n;
-}
-
 template <typename V, typename I>
 void run_chunks(void const* src, void* dst, hd::StridedParams const& p) {
-  auto const n = static_cast<I>(params_numel(p));
+  auto const n = static_cast<I>(hd::strided_numel(p));
   for (I i = 0; i < n; ++i) hd::strided_assign_at(static_cast<V const*>(src), static_cast<V*>(dst), p, i);
 }
 
 template <typename T, typename I>
 void run_elements(T const* src, T* dst, hd::StridedParams const& p, bool accumulate) {
-  auto const n = static_cast<I>(params_numel(p));
+  auto const n = static_cast<I>(hd::strided_numel(p));
   for (I i = 0; i < n; ++i) hd::strided_copy_at(src, dst, p, i, accumulate);
 }
 
