@@ -13,8 +13,7 @@ Tensor& moment(Backend& backend, std::map<std::string, Tensor>& state, std::stri
 }  // namespace
 
 double state_bytes_per_weight_byte(OptimizerConfig const& config) {
-  if (config.kind == OptimizerKind::kSgd) return config.momentum != 0.f ? 2.0 : 1.0;
-  return 3.0;
+  return 1.0 + moment_count(config);  // the gradient and the moments
 }
 
 Result<double> measure_update_seconds_per_byte(Backend& backend, OptimizerConfig const& config) {

@@ -15,6 +15,13 @@
 
 namespace gp::exec {
 
+// The moments this optimizer keeps per parameter: SGD 0, with momentum 1; Adam/AdamW 2 (the
+// `state` optimizer_update gets).
+inline int moment_count(OptimizerConfig const& config) {
+  if (config.kind == OptimizerKind::kSgd) return config.momentum != 0.f ? 1 : 0;
+  return 2;
+}
+
 // Bytes a parameter costs beyond its own, per weight byte: its gradient and the moments this
 // optimizer keeps (SGD: 1, with momentum 2; Adam/AdamW: 3). What the planner's memory model uses.
 double state_bytes_per_weight_byte(OptimizerConfig const& config);

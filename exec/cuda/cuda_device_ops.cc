@@ -231,8 +231,7 @@ Status CudaBackend::optimizer_update(OptimizerConfig const& config, int64_t step
 
 Status CudaBackend::optimizer_update_all(OptimizerConfig const& config, int64_t step,
                                          std::vector<ParamUpdate> const& updates) {
-  std::size_t const moments =
-      config.kind == OptimizerKind::kSgd ? (config.momentum != 0.f ? 1 : 0) : 2;  // what Optimizer::step keeps
+  auto const moments = static_cast<std::size_t>(moment_count(config));  // what Optimizer::step keeps
   std::vector<kernels::hd::MultiTensorEntry> entries;
   std::vector<int64_t> sizes;
   entries.reserve(updates.size());

@@ -936,7 +936,7 @@ TEST_F(CudaGpu, DeviceOperationsMatchTheCpuBackend) {
   // optimizers: three steps each
   for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW}) {
     OptimizerConfig const oc = test_optimizer(kind);
-    int const moments = kind == OptimizerKind::kSgd ? 1 : 2;
+    int const moments = moment_count(oc);
     Tensor cw = a.clone(), gw = gpu_->clone(a).value();
     std::vector<Tensor> cs, gs;
     for (int m = 0; m < moments; ++m) {
@@ -964,7 +964,7 @@ TEST_F(CudaGpu, OneUpdateOfEveryParameterEqualsOneUpdateEach) {
   std::vector<int64_t> const sizes{3, 0, 70000, 2 * kernels::hd::kMultiTensorChunk + 5};
   for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW}) {
     OptimizerConfig const oc = test_optimizer(kind);
-    int const moments = kind == OptimizerKind::kSgd ? 1 : 2;
+    int const moments = moment_count(oc);
     for (int set = 0; set < 2; ++set) {
       std::vector<Tensor> w1, w2, g, s1, s2;
       for (std::size_t k = 0; k < sizes.size(); ++k) {

@@ -44,7 +44,7 @@ Tensor random_vector(int64_t n, std::mt19937& rng) {
 // backend's optimizer_update, parameter by parameter.
 void expect_twin_equals_cpu(OptimizerConfig const& config, std::vector<int64_t> const& sizes) {
   std::mt19937 rng(11);
-  std::size_t const moments = config.kind == OptimizerKind::kSgd ? (config.momentum != 0.f ? 1 : 0) : 2;
+  auto const moments = static_cast<std::size_t>(moment_count(config));
   std::vector<Param> twin, cpu;
   for (int64_t n : sizes) {
     Param p{random_vector(n, rng), random_vector(n, rng), Tensor::zeros({n}), Tensor::zeros({n})};
