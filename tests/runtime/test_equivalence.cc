@@ -129,7 +129,7 @@ TEST(RuntimeEquivalence, TheComparisonCatchesADifferentRun) {
 // On a device, each SEND hands the receiver the fence of the sender's stream (a receiver on
 // another thread copies on its own stream, which nothing orders after the sender's kernels: two
 // CUDA workers sharing a GPU raced there), and each receive waits for it. The CPU backend dressed
-// as a device counts the fences; the training is the CPU pipeline's.
+// as a device counts the fences; the training is the CPU pipeline's, and one device's.
 TEST(RuntimeEquivalence, EverySendCarriesTheSendersFenceAndEveryReceiveWaitsForIt) {
   auto built = models::build_graph("mmt", models::Size::kTiny, 1);
   ASSERT_TRUE(built.is_ok());
@@ -163,6 +163,7 @@ TEST(RuntimeEquivalence, EverySendCarriesTheSendersFenceAndEveryReceiveWaitsForI
   std::map<std::string, Tensor> trained;
   for (auto const& [n, x] : *got) trained.emplace(n, x.clone());
   expect_close(trained, train_pipeline(*g, c, *plan, *sched), 0, 0, "the fenced run against the CPU pipeline");
+  expect_close(trained, testing::train_single(*g, c), kRtol, kAtol, "the fenced run against one device");
 }
 
 TEST(RuntimeEquivalence, ReplicatedStages) {
