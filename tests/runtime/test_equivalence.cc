@@ -125,7 +125,6 @@ TEST(RuntimeEquivalence, TheComparisonCatchesADifferentRun) {
   EXPECT_NONFATAL_FAILURE(expect_close(got, want, kRtol, kAtol, "lr x1.25"), "single device");
 }
 
-// Replica routing by hand: 1 -> 2 -> 1 replicas, and 2 -> 4 (pieces split and merged).
 // On a device, each SEND hands the receiver the fence of the sender's stream (a receiver on
 // another thread copies on its own stream, which nothing orders after the sender's kernels: two
 // CUDA workers sharing a GPU raced there), and each receive waits for it. The CPU backend dressed
@@ -166,6 +165,7 @@ TEST(RuntimeEquivalence, EverySendCarriesTheSendersFenceAndEveryReceiveWaitsForI
   expect_close(trained, testing::train_single(*g, c), kRtol, kAtol, "the fenced run against one device");
 }
 
+// Replica routing by hand: 1 -> 2 -> 1 replicas, and 2 -> 4 (pieces split and merged).
 TEST(RuntimeEquivalence, ReplicatedStages) {
   auto built = models::build_graph("transformer", models::Size::kTiny, 1);
   ASSERT_TRUE(built.is_ok());
