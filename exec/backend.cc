@@ -1,5 +1,7 @@
 #include "exec/backend.h"
 
+#include <algorithm>
+#include <limits>
 #include <set>
 
 #include "kernels/vector_ops.h"
@@ -30,6 +32,50 @@ Result<bool> Backend::all_finite(std::vector<Tensor> const& tensors) {
     if (!kernels::all_finite(host.data<float>(), host.numel())) return false;
   }
   return true;
+}
+
+Backend::StepLosses Backend::step_losses(int slots) {
+  StepLosses l;
+  l.values = empty({slots}, DType::kFloat64);
+  l.bad = empty({slots}, DType::kInt64);
+  l.labels.resize(static_cast<std::size_t>(slots));
+  l.classes.assign(static_cast<std::size_t>(slots), 0);
+  l.written.assign(static_cast<std::size_t>(slots), false);
+  return l;
+}
+
+namespace {
+Tensor on_host(Tensor const& t) {
+  return t.device().kind == DeviceKind::kCpu ? t : t.clone_to(process_cpu_allocator());
+}
+}  // namespace
+
+Result<std::vector<double>> Backend::read_losses(StepLosses const& losses) {
+  std::vector<double> out(losses.written.size(), std::numeric_limits<double>::quiet_NaN());
+  if (std::find(losses.written.begin(), losses.written.end(), true) == losses.written.end()) return out;
+  Tensor const values = on_host(losses.values);
+  Tensor const bad = on_host(losses.bad);
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    if (!losses.written[k]) continue;
+    int64_t const row = bad.data<int64_t>()[k];
+    if (row >= 0) {
+      Tensor const labels = on_host(losses.labels.at(k));
+      int64_t const label = labels.data<int64_t>()[row];
+      int64_t const classes = losses.classes.at(k);
+      return invalid_argument("label " + std::to_string(label) + " (row " + std::to_string(row) + ") is outside [0, " +
+                              std::to_string(classes) + ") for a model with " + std::to_string(classes) + " classes");
+    }
+    out[k] = values.data<double>()[k];
+  }
+  return out;
+}
+
+Result<double> Backend::loss(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows,
+                             Tensor& grad) {
+  StepLosses one = step_losses(1);
+  RETURN_IF_ERROR(loss_into(kind, output, labels, total_rows, grad, one, 0));
+  ASSIGN_OR_RETURN(std::vector<double> const v, read_losses(one));
+  return v[0];
 }
 
 // Tensors that share storage (a view and its base) are counted once.

@@ -122,11 +122,43 @@ class Backend {
   // the pipeline runtime slices and assembles replica pieces with.
   virtual Status copy_chunks(Tensor const& src, std::vector<int> const& src_chunks, Tensor& dst,
                              std::vector<int> const& dst_chunks, int axis, int64_t chunk) = 0;
-  // The loss of one micro-batch: fills `grad` (same shape as `output`) with d(total loss)/d(output),
-  // the total being the mean over `total_rows` rows of the whole batch, and returns the
-  // micro-batch's share of that mean (on the host: a device backend synchronises for it).
-  virtual Result<double> loss(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows,
-                              Tensor& grad) = 0;
+  // ---- Losses. A step's micro-batch losses stay where the backend computed them (on a GPU:
+  // device memory) until read_losses reads them together: one synchronisation a step, not one a
+  // micro-batch (the issue-23 profile: a host read after every loss stalled the launch queue).
+  struct StepLosses {
+    Tensor values;               // float64 [slots]: each micro-batch's share of the step's mean loss
+    Tensor bad;                  // int64 [slots]: the first row whose label is out of range, -1 if none
+    std::vector<Tensor> labels;  // each slot's labels, kept for naming a bad one
+    std::vector<int64_t> classes;
+    std::vector<bool> written;
+    int slots() const { return static_cast<int>(written.size()); }
+  };
+  StepLosses step_losses(int slots);
+  // The loss of one micro-batch into `losses` slot `slot`: fills `grad` (same shape as `output`)
+  // with d(total loss)/d(output), the total being the mean over `total_rows` rows of the whole
+  // batch, and the slot with the micro-batch's share of that mean. A label out of range is an
+  // error here or, on a backend whose host reads wait (defers_host_reads), from read_losses.
+  virtual Status loss_into(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows, Tensor& grad,
+                           StepLosses& losses, int slot) = 0;
+  // Every written slot's value (NaN for the others), read at once; the first slot with a bad label
+  // is an error naming the label and its row. The default copies both tensors to the host (one
+  // synchronisation on a device).
+  virtual Result<std::vector<double>> read_losses(StepLosses const& losses);
+  // One micro-batch's loss, read at once (a synchronisation on a device): loss_into a slot of its
+  // own, then read_losses.
+  Result<double> loss(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows, Tensor& grad);
+  // Whether reading a device value on the host waits for queued work (a GPU: yes; the CPU: no,
+  // the value is there). Callers that can, read once a step where it waits, at once where it does
+  // not (the pipeline worker keeps the CPU's per-micro-batch checks and diagnostics).
+  virtual bool defers_host_reads() const { return false; }
+  // Checks an op kernel would read back at once (CUDA: an index out of range in Gather or a loss
+  // op's targets), with `on`, are queued instead, where the kernel is safe to run on the bad value
+  // (it reads and writes nothing outside its tensors), and reported by deferred_checks: the first
+  // failed check's error, as the op would have reported it. A trainer turns them on for a step and
+  // calls deferred_checks before the update. Default: nothing is deferred.
+  virtual void defer_checks(bool on) { (void)on; }
+  virtual Status deferred_checks() { return Status::ok(); }
+
   // One optimizer update of one parameter (PyTorch's rules). `state` holds the moments the
   // optimizer keeps for it (SGD with momentum: 1, Adam/AdamW: 2), created zeroed by the caller;
   // `step` counts from 1.
@@ -169,6 +201,19 @@ class Backend {
   }
   // Completion of queued work (CPU: no-op; CUDA: stream sync).
   virtual Status synchronize() = 0;
+};
+
+// Backend::defer_checks for a scope (a training step): on at construction, off at exit, error
+// paths included (checks left unresolved belong to a step that failed anyway).
+class DeferChecks {
+ public:
+  DeferChecks(Backend& backend, bool on) : backend_(backend) { backend_.defer_checks(on); }
+  ~DeferChecks() { backend_.defer_checks(false); }
+  DeferChecks(DeferChecks const&) = delete;
+  DeferChecks& operator=(DeferChecks const&) = delete;
+
+ private:
+  Backend& backend_;
 };
 
 }  // namespace gp::exec

@@ -67,39 +67,42 @@ Status Trainer::step() {
   };
   auto t = Clock::now();
   RETURN_IF_ERROR(runner_->executor().zero_grads());
-  double loss = 0;
+  Backend& backend = runner_->executor().backend();
+  // Nothing is read back per micro-batch: the losses stay on the device, and the index checks a
+  // device would read after each op are queued (Backend::defer_checks), until the one read below.
+  DeferChecks const deferring(backend, true);
+  Backend::StepLosses losses = backend.step_losses(static_cast<int>(config_.micro_batches));
   for (int64_t m = 0; m < config_.micro_batches; ++m) {
     phases_.backward += since(t);  // zeroing the gradients, or the previous micro-batch's backward
     ASSIGN_OR_RETURN(Batch batch, data_->batch(first + m * mbs, mbs));
-    TensorMap inputs, outputs, input_grads;
-    Backend& backend = runner_->executor().backend();
-    for (std::size_t k = 0; k < graph_.inputs().size(); ++k) {  // data arrive in host memory (the edge)
-      ASSIGN_OR_RETURN(Tensor input, backend.to_device(batch.inputs.at(k)));
-      inputs.emplace(graph_.inputs()[k], std::move(input));
-    }
+    ASSIGN_OR_RETURN(TensorMap inputs, device_inputs(batch));
     ASSIGN_OR_RETURN(Tensor const labels, backend.to_device(batch.labels));
     phases_.data += since(t);
+    TensorMap outputs, input_grads;
     RETURN_IF_ERROR(runner_->executor().forward(m, inputs, outputs, true, micro_batch_seed(config_.seed, step_, m)));
     Tensor grad;
-    auto l = backend.loss(config_.loss, outputs.at(out_id), labels, total_rows, grad);
-    if (!l.is_ok()) {
+    if (Status const s =
+            backend.loss_into(config_.loss, outputs.at(out_id), labels, total_rows, grad, losses, static_cast<int>(m));
+        !s.is_ok()) {
       runner_->executor().discard(m);
-      return l.status().with_context("step " + std::to_string(step_ + 1));
+      return s.with_context("step " + std::to_string(step_ + 1));
     }
-    if (!std::isfinite(*l)) {
-      runner_->executor().discard(m);
-      std::string const where = config_.micro_batches > 1 ? ", micro-batch " + std::to_string(m) : "";
-      return numerical_error(
-          "loss is " + std::string(std::isnan(*l) ? "NaN" : "Inf") + " at step " + std::to_string(step_ + 1) + where +
-          ": " + explain_non_finite(runner_->executor(), &inputs, micro_batch_seed(config_.seed, step_, m), step_) +
-          " (training stopped before that update)");
-    }
-    loss += *l;
     if (scaler_.enabled()) RETURN_IF_ERROR(backend.scale(grad, scaler_.scale()));
     phases_.forward_loss += since(t);
     RETURN_IF_ERROR(runner_->executor().backward(m, {{out_id, grad}}, input_grads));
   }
+  // The step's one read (it waits for the backward): the deferred checks, then every loss. A
+  // non-finite one stops training before the update, named as before by rerunning its forward.
+  RETURN_IF_ERROR(backend.deferred_checks().with_context("step " + std::to_string(step_ + 1)));
+  auto values = backend.read_losses(losses);
+  if (!values.is_ok()) return values.status().with_context("step " + std::to_string(step_ + 1));
   phases_.backward += since(t);
+  double loss = 0;
+  for (int64_t m = 0; m < config_.micro_batches; ++m) {
+    double const l = (*values)[static_cast<std::size_t>(m)];
+    if (!std::isfinite(l)) return non_finite_loss(m, l);
+    loss += l;
+  }
   if (!std::isfinite(loss))
     return numerical_error("loss is " + std::string(std::isnan(loss) ? "NaN" : "Inf") + " at step " +
                            std::to_string(step_ + 1) + ": training stopped before that update (lower 'lr' " +
@@ -120,6 +123,30 @@ Status Trainer::step() {
   ++step_;
   losses_.push_back(loss);
   return Status::ok();
+}
+
+// A batch's inputs on the device.
+Result<TensorMap> Trainer::device_inputs(Batch const& batch) {
+  Backend& backend = runner_->executor().backend();
+  TensorMap inputs;
+  for (std::size_t k = 0; k < graph_.inputs().size(); ++k) {  // data arrive in host memory (the edge)
+    ASSIGN_OR_RETURN(Tensor input, backend.to_device(batch.inputs.at(k)));
+    inputs.emplace(graph_.inputs()[k], std::move(input));
+  }
+  return inputs;
+}
+
+// The error for micro-batch m's non-finite loss: the weights are as the forward saw them (no update
+// yet), so its forward is rerun on the same data and seed to name the first non-finite tensor.
+Status Trainer::non_finite_loss(int64_t m, double value) {
+  int64_t const mbs = config_.micro_batch_size();
+  ASSIGN_OR_RETURN(Batch const batch, data_->batch(step_ * config_.batch + m * mbs, mbs));
+  ASSIGN_OR_RETURN(TensorMap const inputs, device_inputs(batch));
+  std::string const where = config_.micro_batches > 1 ? ", micro-batch " + std::to_string(m) : "";
+  return numerical_error(
+      "loss is " + std::string(std::isnan(value) ? "NaN" : "Inf") + " at step " + std::to_string(step_ + 1) + where +
+      ": " + explain_non_finite(runner_->executor(), &inputs, micro_batch_seed(config_.seed, step_, m), step_) +
+      " (training stopped before that update)");
 }
 
 Status Trainer::run(std::ostream* progress, int64_t max_steps) {

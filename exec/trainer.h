@@ -67,6 +67,8 @@ class Trainer {
   Status load_checkpoint(std::string const& path);
 
  private:
+  Result<TensorMap> device_inputs(Batch const& batch);
+  Status non_finite_loss(int64_t micro_batch, double value);
   Trainer(TrainConfig config, graph::OpGraph const& graph, std::unique_ptr<DataSource> data,
           std::unique_ptr<StageRunner> runner);
 

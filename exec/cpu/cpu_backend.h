@@ -47,8 +47,8 @@ class CpuBackend final : public Backend {
   Status scale(Tensor& t, double factor) override;
   Status copy_chunks(Tensor const& src, std::vector<int> const& src_chunks, Tensor& dst,
                      std::vector<int> const& dst_chunks, int axis, int64_t chunk) override;
-  Result<double> loss(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows,
-                      Tensor& grad) override;
+  Status loss_into(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows, Tensor& grad,
+                   StepLosses& losses, int slot) override;
   Status optimizer_update(OptimizerConfig const& config, int64_t step, Tensor& param, Tensor const& grad,
                           std::vector<Tensor*> const& state) override;
   Status synchronize() override { return Status::ok(); }

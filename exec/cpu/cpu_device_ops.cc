@@ -68,11 +68,14 @@ Status CpuBackend::copy_chunks(Tensor const& src, std::vector<int> const& src_ch
   return Status::ok();
 }
 
-Result<double> CpuBackend::loss(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows,
-                                Tensor& grad) {
+Status CpuBackend::loss_into(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows,
+                             Tensor& grad, StepLosses& losses, int slot) {
   if (output.dtype() != DType::kFloat32) return unsupported("the loss needs a float32 model output");
+  if (slot < 0 || slot >= losses.slots())
+    return internal_error("loss slot " + std::to_string(slot) + " of " + std::to_string(losses.slots()));
   grad = empty(output.shape(), DType::kFloat32);
   float const scale = 1.f / static_cast<float>(total_rows);
+  double sum = 0;
   if (kind == LossKind::kCrossEntropy) {
     int64_t const classes = output.shape().back();
     int64_t const rows = output.numel() / classes;
@@ -81,22 +84,24 @@ Result<double> CpuBackend::loss(LossKind kind, Tensor const& output, Tensor cons
                               std::to_string(rows) + " rows but the labels are " + labels.shape_string() + " " +
                               graph::dtype_name(labels.dtype()) + " (need one int64 class id per row)");
     int64_t bad = -1;
-    double const sum =
-        kernels::softmax_cross_entropy_forward(output.data<float>(), labels.data<int64_t>(), rows, classes, &bad);
+    sum = kernels::softmax_cross_entropy_forward(output.data<float>(), labels.data<int64_t>(), rows, classes, &bad);
     if (bad >= 0)
       return invalid_argument("label " + std::to_string(labels.data<int64_t>()[bad]) + " (row " + std::to_string(bad) +
                               ") is outside [0, " + std::to_string(classes) + ") for a model with " +
                               std::to_string(classes) + " classes");
     kernels::softmax_cross_entropy_backward(output.data<float>(), labels.data<int64_t>(), rows, classes, scale,
                                             grad.data<float>());
-    return sum / static_cast<double>(total_rows);
+  } else {
+    if (labels.dtype() != DType::kFloat32 || labels.numel() != output.numel())
+      return invalid_argument("mse: the model output is " + output.shape_string() + " but the targets are " +
+                              labels.shape_string() + " " + graph::dtype_name(labels.dtype()));
+    sum = kernels::mse_forward(output.data<float>(), labels.data<float>(), output.numel());
+    kernels::mse_backward(output.data<float>(), labels.data<float>(), output.numel(), scale, grad.data<float>());
   }
-  if (labels.dtype() != DType::kFloat32 || labels.numel() != output.numel())
-    return invalid_argument("mse: the model output is " + output.shape_string() + " but the targets are " +
-                            labels.shape_string() + " " + graph::dtype_name(labels.dtype()));
-  double const sum = kernels::mse_forward(output.data<float>(), labels.data<float>(), output.numel());
-  kernels::mse_backward(output.data<float>(), labels.data<float>(), output.numel(), scale, grad.data<float>());
-  return sum / static_cast<double>(total_rows);
+  losses.values.data<double>()[slot] = sum / static_cast<double>(total_rows);
+  losses.bad.data<int64_t>()[slot] = -1;
+  losses.written[static_cast<std::size_t>(slot)] = true;
+  return Status::ok();
 }
 
 Status CpuBackend::optimizer_update(OptimizerConfig const& config, int64_t step, Tensor& param, Tensor const& grad,

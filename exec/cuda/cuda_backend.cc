@@ -215,8 +215,9 @@ CudaBackend::~CudaBackend() {
   if (!ctx_) return;
   (void)cudaSetDevice(device_);
   (void)synchronize();
-  multi_.clear();    // the tables live in alloc_
-  staging_.reset();  // its copies are done: the stream was synchronized
+  multi_.clear();        // the tables live in alloc_
+  ctx_->checks.clear();  // the queued checks' index tensors live in alloc_
+  staging_.reset();      // its copies are done: the stream was synchronized
   host_pool_.reset();
   if (events_) {
     for (cudaEvent_t e : events_->free) (void)cudaEventDestroy(e);
@@ -388,6 +389,16 @@ Status CudaBackend::synchronize() {
   GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
   GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->comm));
   return Status::ok();
+}
+
+void CudaBackend::defer_checks(bool on) {
+  ctx_->checks.on = on;
+  if (!on) ctx_->checks.clear();  // unresolved ones belong to a step that failed anyway
+}
+
+Status CudaBackend::deferred_checks() {
+  cuda::ScopedContext scope(*ctx_);
+  return ctx_->checks.resolve(ctx_->compute);
 }
 
 }  // namespace gp::exec

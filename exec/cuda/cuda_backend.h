@@ -70,8 +70,11 @@ class CudaBackend final : public Backend {
   Result<bool> all_finite(std::vector<Tensor> const& tensors) override;  // one flag, one read back
   Status copy_chunks(Tensor const& src, std::vector<int> const& src_chunks, Tensor& dst,
                      std::vector<int> const& dst_chunks, int axis, int64_t chunk) override;
-  Result<double> loss(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows,
-                      Tensor& grad) override;
+  Status loss_into(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows, Tensor& grad,
+                   StepLosses& losses, int slot) override;
+  bool defers_host_reads() const override { return true; }
+  void defer_checks(bool on) override;  // Gather's indices and a loss op's targets
+  Status deferred_checks() override;    // one synchronisation, when any check is queued
   Status optimizer_update(OptimizerConfig const& config, int64_t step, Tensor& param, Tensor const& grad,
                           std::vector<Tensor*> const& state) override;
   Status optimizer_update_all(OptimizerConfig const& config, int64_t step,

@@ -158,13 +158,20 @@ Status CudaBackend::copy_chunks(Tensor const& src, std::vector<int> const& src_c
   return Status::ok();
 }
 
-Result<double> CudaBackend::loss(LossKind kind, Tensor const& output, Tensor const& labels_in, int64_t total_rows,
-                                 Tensor& grad) {
+Status CudaBackend::loss_into(LossKind kind, Tensor const& output, Tensor const& labels_in, int64_t total_rows,
+                              Tensor& grad, StepLosses& losses, int slot) {
   cuda::ScopedContext scope(*ctx_);
   if (output.dtype() != DType::kFloat32) return unsupported("the loss needs a float32 model output");
+  if (slot < 0 || slot >= losses.slots())
+    return internal_error("loss slot " + std::to_string(slot) + " of " + std::to_string(losses.slots()));
   ASSIGN_OR_RETURN(Tensor labels, to_device(labels_in));
   grad = empty(output.shape(), DType::kFloat32);
   float const scale = 1.f / static_cast<float>(total_rows);
+  double* const value = losses.values.data<double>() + slot;
+  int64_t* const bad = losses.bad.data<int64_t>() + slot;
+  // -1 in every byte is -1: no bad row yet. No host read here: read_losses reads every slot at once.
+  GP_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof *bad, ctx_->compute));
+  Tensor per_row;
   if (kind == LossKind::kCrossEntropy) {
     int64_t const classes = output.shape().back();
     int64_t const rows = classes > 0 ? output.numel() / classes : 0;
@@ -172,35 +179,24 @@ Result<double> CudaBackend::loss(LossKind kind, Tensor const& output, Tensor con
       return invalid_argument("cross-entropy: the model output " + output.shape_string() + " has " +
                               std::to_string(rows) + " rows but the labels are " + labels.shape_string() + " " +
                               graph::dtype_name(labels.dtype()) + " (need one int64 class id per row)");
-    Tensor row_loss = empty({rows}, DType::kFloat32);
-    Tensor bad = empty({1}, DType::kInt64);
-    int64_t bad_row = -1;
-    GP_CUDA_CHECK(cudaMemcpyAsync(bad.raw(), &bad_row, sizeof bad_row, cudaMemcpyHostToDevice, ctx_->compute));
+    per_row = empty({rows}, DType::kFloat32);
     GP_CUDA_CHECK(kernels::cuda::softmax_cross_entropy(output.data<float>(), labels.data<int64_t>(), rows, classes,
-                                                       scale, row_loss.data<float>(), grad.data<float>(),
-                                                       bad.data<int64_t>(), ctx_->compute));
-    GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
-    std::vector<float> const host = row_loss.to_vector();
-    GP_CUDA_CHECK(cudaMemcpy(&bad_row, bad.raw(), sizeof bad_row, cudaMemcpyDeviceToHost));
-    if (bad_row >= 0) {
-      int64_t label = 0;
-      GP_CUDA_CHECK(cudaMemcpy(&label, labels.data<int64_t>() + bad_row, sizeof label, cudaMemcpyDeviceToHost));
-      return invalid_argument("label " + std::to_string(label) + " (row " + std::to_string(bad_row) +
-                              ") is outside [0, " + std::to_string(classes) + ") for a model with " +
-                              std::to_string(classes) + " classes");
-    }
-    double const sum = std::accumulate(host.begin(), host.end(), 0.0);
-    return sum / static_cast<double>(total_rows);
+                                                       scale, per_row.data<float>(), grad.data<float>(), bad,
+                                                       ctx_->compute));
+    losses.classes[static_cast<std::size_t>(slot)] = classes;
+  } else {
+    if (labels.dtype() != DType::kFloat32 || labels.numel() != output.numel())
+      return invalid_argument("mse: the model output is " + output.shape_string() + " but the targets are " +
+                              labels.shape_string() + " " + graph::dtype_name(labels.dtype()));
+    per_row = empty({output.numel()}, DType::kFloat32);
+    GP_CUDA_CHECK(kernels::cuda::mse(output.data<float>(), labels.data<float>(), output.numel(), scale,
+                                     per_row.data<float>(), grad.data<float>(), ctx_->compute));
   }
-  if (labels.dtype() != DType::kFloat32 || labels.numel() != output.numel())
-    return invalid_argument("mse: the model output is " + output.shape_string() + " but the targets are " +
-                            labels.shape_string() + " " + graph::dtype_name(labels.dtype()));
-  Tensor elem_loss = empty({output.numel()}, DType::kFloat32);
-  GP_CUDA_CHECK(kernels::cuda::mse(output.data<float>(), labels.data<float>(), output.numel(), scale,
-                                   elem_loss.data<float>(), grad.data<float>(), ctx_->compute));
-  GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
-  std::vector<float> const host = elem_loss.to_vector();
-  return std::accumulate(host.begin(), host.end(), 0.0) / static_cast<double>(total_rows);
+  GP_CUDA_CHECK(kernels::cuda::sum_to_double(per_row.data<float>(), per_row.numel(), static_cast<double>(total_rows),
+                                             value, ctx_->compute));
+  losses.labels[static_cast<std::size_t>(slot)] = labels;
+  losses.written[static_cast<std::size_t>(slot)] = true;
+  return Status::ok();
 }
 
 Status CudaBackend::optimizer_update(OptimizerConfig const& config, int64_t step, Tensor& param, Tensor const& grad,

@@ -30,7 +30,8 @@ struct Picked {
 };
 
 // The class and weight of every position; a target outside [0, C) that is not the ignore_index is
-// an error naming it (with `check`: forward; backward reuses what forward checked).
+// an error naming it (with `check`: forward; backward reuses what forward checked). A bad target
+// gets class -1 and weight 0, which every loss kernel skips: the check may be deferred.
 Result<Picked> pick(OpCall const& call, hd::LossParams const& p, Tensor const& target, Tensor const& weight,
                     bool check) {
   Picked r;
@@ -51,7 +52,8 @@ Result<Picked> pick(OpCall const& call, hd::LossParams const& p, Tensor const& t
         check_index_flag(call, target, flag, 1,
                          "[0, " + std::to_string(p.c) + ")" +
                              (a.has_ignore_index ? " and is not the ignore_index " + std::to_string(a.ignore_index)
-                                                 : std::string(" (set ignore_index to skip such targets)"))));
+                                                 : std::string(" (set ignore_index to skip such targets)")),
+                         /*deferrable=*/true));
   }
   return r;
 }

@@ -257,8 +257,9 @@ Status slice_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
 // ---- Gather ----
 
 // Out-of-range indices are an error, as on the CPU: the kernel flags the first one in device
-// memory (reading nothing outside the data) and this reads the flag back, the one synchronising
-// step of the op (8 bytes; 8 more for the message when an index is bad).
+// memory (reading nothing outside the data: a bad index's row is zeros, and backward skips it)
+// and this reads the flag back (8 bytes; 8 more for the message when an index is bad), at once
+// or, while the backend defers checks (a training step), at the step's end.
 Status gather_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   RETURN_IF_ERROR(need_float(call, in[0]));
   Tensor const& data = in[0];
@@ -280,7 +281,8 @@ Status gather_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
     GP_CUDA_CHECK(kc::gather(data.data<float>(), outer, axis_dim, inner, idx.data<int32_t>(), idx.numel(),
                              y.data<float>(), bad, s));
   }
-  RETURN_IF_ERROR(check_index_flag(call, idx, flag, 1, "axis " + std::to_string(axis) + " of " + data.shape_string()));
+  RETURN_IF_ERROR(check_index_flag(call, idx, flag, 1, "axis " + std::to_string(axis) + " of " + data.shape_string(),
+                                   /*deferrable=*/true));
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   if (saved) saved->tensors = {idx, shape_tensor(data.shape())};

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 
+#include "graph/ops/common.h"
 #include "kernels/cuda/device_ops.h"
 
 namespace gp::exec::cuda {
@@ -28,13 +29,12 @@ Result<Tensor> copy_of(Tensor const& src) {
   return dst;
 }
 
-Status check_index_flag(OpCall const& call, Tensor const& idx, Tensor const& flag, int64_t scale,
-                        std::string const& range) {
-  ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
-  unsigned long long first_bad = 0;
-  GP_CUDA_CHECK(cudaMemcpyAsync(&first_bad, flag.raw(), sizeof first_bad, cudaMemcpyDeviceToHost, s));
-  GP_CUDA_CHECK(cudaStreamSynchronize(s));
-  if (first_bad == std::numeric_limits<unsigned long long>::max()) return Status::ok();
+namespace {
+
+// The error for a flag that says the index at position first_bad * scale is out of range (one
+// more read: the index's value).
+Status index_error(graph::Op const& op, Tensor const& idx, unsigned long long first_bad, int64_t scale,
+                   std::string const& range, cudaStream_t s) {
   uint64_t const at = first_bad * static_cast<uint64_t>(scale);
   std::size_t const width = graph::dtype_size(idx.dtype());
   int64_t value = 0;
@@ -44,8 +44,30 @@ Status check_index_flag(OpCall const& call, Tensor const& idx, Tensor const& fla
       cudaMemcpyAsync(host, static_cast<char const*>(idx.raw()) + at * width, width, cudaMemcpyDeviceToHost, s));
   GP_CUDA_CHECK(cudaStreamSynchronize(s));
   if (width != sizeof value) value = value32;
-  return op_error(
-      call, "index " + std::to_string(value) + " (position " + std::to_string(at) + ") is out of range for " + range);
+  return graph::ops::op_error(
+      op, "index " + std::to_string(value) + " (position " + std::to_string(at) + ") is out of range for " + range);
+}
+
+}  // namespace
+
+Status check_index_flag(OpCall const& call, Tensor const& idx, Tensor const& flag, int64_t scale,
+                        std::string const& range, bool deferrable) {
+  ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
+  cudaStream_t const s = ctx->compute;
+  if (deferrable && ctx->checks.on) {
+    graph::Op const* const op = &call.op;  // the graph outlives the step that resolves the check
+    return ctx->checks.queue(
+        flag,
+        [op, idx, scale, range, s](unsigned long long first_bad) {
+          return index_error(*op, idx, first_bad, scale, range, s);
+        },
+        s);
+  }
+  unsigned long long first_bad = 0;
+  GP_CUDA_CHECK(cudaMemcpyAsync(&first_bad, flag.raw(), sizeof first_bad, cudaMemcpyDeviceToHost, s));
+  GP_CUDA_CHECK(cudaStreamSynchronize(s));
+  if (first_bad == std::numeric_limits<unsigned long long>::max()) return Status::ok();
+  return index_error(call.op, idx, first_bad, scale, range, s);
 }
 
 }  // namespace gp::exec::cuda

@@ -58,6 +58,7 @@ Worker::Worker(RuntimePlan const& plan, schedule::Schedule const& schedule, int 
       data_(std::move(data)),
       options_(options),
       memory_(memory),
+      deferred_reads_(backend.defers_host_reads()),
       scaler_(config.loss_scale) {}
 
 Result<std::unique_ptr<Worker>> Worker::create(RuntimePlan const& plan, schedule::Schedule const& schedule, int device,
@@ -98,7 +99,14 @@ MessageKey Worker::key_of(Instruction const& in, int64_t step) const {
 
 Status Worker::run_step(int64_t step, Clock::time_point origin) {
   auto const& list = schedule_.devices[device_];
+  // The ops' index checks wait for STEP with the losses (a device reads them in one go there).
+  DeferChecks const deferring(backend_, deferred_reads_);
   loss_sum_ = 0;
+  loss_reduced_ = false;
+  loss_lines_.clear();
+  injected_nan_.clear();
+  if (deferred_reads_ && runners_.count(plan_.loss_stage()) > 0)
+    step_losses_ = backend_.step_losses(static_cast<int>(config_.micro_batches));
   for (auto& [s, runner] : runners_) RETURN_IF_ERROR(runner->executor().zero_grads());
   // Every receive of the step is announced first, so no sender waits for a late receiver.
   for (Instruction const& in : list) {
@@ -199,6 +207,7 @@ Status Worker::execute(Instruction const& in, int64_t step) {
     }
     case Op::kStep: {
       RETURN_IF_ERROR(comm_.flush(deadline_after(options_.timeout_s)));
+      if (deferred_reads_) RETURN_IF_ERROR(read_step_losses(step));
       if (scaler_.enabled()) {
         // Every device's verdict, reduced over all of them: all skip together or none does.
         bool finite = true;
@@ -380,23 +389,36 @@ Status Worker::forward(int stage, int mb, int64_t step, int line) {
     graph::TensorId const out = graph.outputs()[0];
     ASSIGN_OR_RETURN(Tensor const labels, data_slice(batch->labels, 0));
     Tensor grad;
-    auto loss = backend_.loss(config_.loss, outputs.at(out), labels, config_.batch * rows_per_sample_, grad);
-    if (!loss.is_ok()) {
+    bool const inject_nan = options_.fault.kind == FaultInjection::Kind::kNaN && options_.fault.device == device_ &&
+                            options_.fault.line == line;
+    Backend::StepLosses one;
+    if (!deferred_reads_) one = backend_.step_losses(1);
+    Backend::StepLosses& into = deferred_reads_ ? step_losses_ : one;
+    Status const computed = backend_.loss_into(config_.loss, outputs.at(out), labels, config_.batch * rows_per_sample_,
+                                               grad, into, deferred_reads_ ? mb : 0);
+    if (!computed.is_ok()) {
       runner.executor().discard(mb);
-      return loss.status();
+      return computed;
     }
-    double l = *loss;
-    if (options_.fault.kind == FaultInjection::Kind::kNaN && options_.fault.device == device_ &&
-        options_.fault.line == line)
-      l = std::nan("");
-    if (!std::isfinite(l)) {
-      runner.executor().discard(mb);
-      return numerical_error("loss is " + std::string(std::isnan(l) ? "NaN" : "Inf") + " at step " +
-                             std::to_string(step + 1) + ", micro-batch " + std::to_string(mb) + ": " +
-                             non_finite_cause(stage, &inputs, mb, step) + " (training stopped before that update)");
+    if (deferred_reads_) {
+      loss_lines_[mb] = line;
+      if (inject_nan) injected_nan_.insert(mb);
+    } else {
+      auto read = backend_.read_losses(one);
+      if (!read.is_ok()) {
+        runner.executor().discard(mb);
+        return read.status();
+      }
+      double const l = inject_nan ? std::nan("") : read->at(0);
+      if (!std::isfinite(l)) {
+        runner.executor().discard(mb);
+        return numerical_error("loss is " + std::string(std::isnan(l) ? "NaN" : "Inf") + " at step " +
+                               std::to_string(step + 1) + ", micro-batch " + std::to_string(mb) + ": " +
+                               non_finite_cause(stage, &inputs, mb, step) + " (training stopped before that update)");
+      }
+      loss_sum_ += l;
     }
     inputs.clear();
-    loss_sum_ += l;
     if (scaler_.enabled()) RETURN_IF_ERROR(backend_.scale(grad, scaler_.scale()));
     loss_grads_[{stage, mb}] = std::move(grad);
   }
@@ -543,8 +565,36 @@ Status Worker::finish_step(int64_t step) {
     return internal_error("the schedule left data behind after STEP: " + leaks +
                           " (every F needs its B, every SEND its RECV)");
   }
-  // The step's loss, summed over every device in device order.
+  // The step's loss, summed over every device in device order (with deferred reads: at STEP).
+  if (!loss_reduced_) {
+    ASSIGN_OR_RETURN(step_loss_, sum_over_devices({step, -1}, loss_sum_));
+  }
+  return Status::ok();
+}
+
+Status Worker::read_step_losses(int64_t step) {
+  RETURN_IF_ERROR(backend_.deferred_checks());
+  if (step_losses_.slots() > 0) {
+    ASSIGN_OR_RETURN(std::vector<double> values, backend_.read_losses(step_losses_));
+    for (int mb : injected_nan_) values.at(static_cast<std::size_t>(mb)) = std::nan("");
+    injected_nan_.clear();
+    for (auto const& [mb, line] : loss_lines_) {
+      double const l = values.at(static_cast<std::size_t>(mb));
+      if (!std::isfinite(l))
+        return numerical_error(
+            "loss is " + std::string(std::isnan(l) ? "NaN" : "Inf") + " at step " + std::to_string(step + 1) +
+            ", micro-batch " + std::to_string(mb) + " (read at STEP; its forward was line " + std::to_string(line) +
+            "): " + non_finite_cause(plan_.loss_stage(), nullptr, mb, step) +
+            " (training stopped before that update on every device; CPU workers, which read each loss at once, "
+            "also name the op that made it)");
+      loss_sum_ += l;
+    }
+    loss_lines_.clear();
+    step_losses_ = {};
+  }
+  // Before any device updates: a device that stopped above aborts this collective everywhere.
   ASSIGN_OR_RETURN(step_loss_, sum_over_devices({step, -1}, loss_sum_));
+  loss_reduced_ = true;
   return Status::ok();
 }
 

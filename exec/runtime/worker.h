@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <map>
+#include <set>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -105,6 +106,9 @@ class Worker {
   Status post(schedule::Instruction const& in, int64_t step);
   Result<std::vector<TensorMeta>> expected_for(schedule::Instruction const& in) const;
   Status finish_step(int64_t step);
+  // STEP's part with deferred reads: the deferred op checks, every loss of the step (the first
+  // non-finite one is an error naming its micro-batch), and the step's loss over every device.
+  Status read_step_losses(int64_t step);
   // `value` summed over every device (a step-wide collective: the loss, loss scaling's found-inf flag).
   Result<double> sum_over_devices(CollectiveKey const& key, double value);
   Result<Batch const*> micro_batch_data(int64_t step, int mb);
@@ -138,6 +142,15 @@ class Worker {
   std::map<std::tuple<int, int, int, bool>, Received> received_;  // (edge, mb, peer, gradient)
   std::map<int, std::pair<Batch, int>> data_cache_;               // mb -> (batch, uses left)
   double loss_sum_ = 0, step_loss_ = 0;
+  // Where host reads wait (a GPU: Backend::defers_host_reads), the loss stage's losses stay on the
+  // device until STEP reads them all, and the step's loss is summed over the devices before any
+  // update, so that a non-finite one stops every device before it; elsewhere each micro-batch's
+  // loss is read and checked at once (and its forward rerun to name the first non-finite tensor).
+  bool deferred_reads_ = false;
+  Backend::StepLosses step_losses_;
+  std::map<int, int> loss_lines_;   // micro-batch -> the line of its loss-stage forward (deferred)
+  std::set<int> injected_nan_;      // FaultInjection::kNaN on a deferred loss: applied when read
+  bool loss_reduced_ = false;       // the step's loss was summed over the devices at STEP
   LossScaler scaler_;               // the same on every device: they see the same found-inf flags
   bool overflow_injected_ = false;  // FaultInjection::kOverflow fires once
   std::vector<schedule::Interval> intervals_;

@@ -150,6 +150,31 @@ cudaError_t mse(T const* pred, T const* target, int64_t n, float scale, float* e
   return cudaGetLastError();
 }
 
+namespace {
+
+constexpr int kSumBlock = 256;
+
+__global__ void __launch_bounds__(kSumBlock)
+    sum_to_double_kernel(float const* __restrict__ x, int64_t n, double divisor, double* __restrict__ out) {
+  __shared__ double part[kSumBlock];
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kSumBlock) acc += static_cast<double>(x[i]);
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int half = kSumBlock / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = part[0] / divisor;
+}
+
+}  // namespace
+
+cudaError_t sum_to_double(float const* x, int64_t n, double divisor, double* out, cudaStream_t stream) {
+  sum_to_double_kernel<<<1, kSumBlock, 0, stream>>>(x, n, divisor, out);
+  return cudaGetLastError();
+}
+
 template <typename T>
 cudaError_t sgd_update(T* w, T const* g, T* buf, int64_t n, float lr, float momentum, float weight_decay,
                        cudaStream_t stream) {

@@ -25,7 +25,7 @@ cudaError_t add_inplace(T* dst, T const* src, int64_t n, cudaStream_t stream);  
 cudaError_t scale_inplace(float* x, float factor, int64_t n, cudaStream_t stream);
 cudaError_t flag_nonfinite(float const* x, int64_t n, int* flag, cudaStream_t stream);
 
-// Losses: per-row values into row_loss[rows] (the host sums them after one copy), gradients
+// Losses: per-row values into row_loss[rows] (sum_to_double sums them on the device), gradients
 // scaled by `scale`. Labels out of [0, classes) set *bad_row (device int64, initialised to -1
 // by the caller) to the smallest such row and give that row loss 0.
 template <typename T>
@@ -33,6 +33,9 @@ cudaError_t softmax_cross_entropy(T const* logits, int64_t const* labels, int64_
                                   float* row_loss, T* grad, int64_t* bad_row, cudaStream_t stream);
 template <typename T>
 cudaError_t mse(T const* pred, T const* target, int64_t n, float scale, float* elem_loss, T* grad, cudaStream_t stream);
+// *out = (x[0] + ... + x[n-1]) / divisor, summed in double by one block in a fixed order (the same
+// value every run): a micro-batch's loss left on the device for a read once a step.
+cudaError_t sum_to_double(float const* x, int64_t n, double divisor, double* out, cudaStream_t stream);
 
 // Optimizer updates with kernels/optim.h's semantics (PyTorch 1.13).
 template <typename T>

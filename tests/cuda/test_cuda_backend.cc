@@ -928,6 +928,24 @@ TEST_F(CudaGpu, DeviceOperationsMatchTheCpuBackend) {
   auto badl = gpu_->loss(LossKind::kCrossEntropy, on(*gpu_, logits), bad, 8, gg);
   ASSERT_FALSE(badl.is_ok());
   EXPECT_NE(badl.status().message().find("label 5 (row 1)"), std::string::npos) << badl.status().message();
+  // A step's losses: three micro-batches into three slots, read once, each the CPU's.
+  {
+    Backend::StepLosses dl = gpu_->step_losses(3), cl3 = cpu_.step_losses(3);
+    for (int m = 0; m < 3; ++m) {
+      Tensor const x = random_tensor({4, 5}, 95 + m, 0.1f, 3.f);
+      Tensor const y = int_tensor({4}, {m, 4 - m, 2, 1});
+      ASSERT_TRUE(gpu_->loss_into(LossKind::kCrossEntropy, on(*gpu_, x), y, 12, gg, dl, m).is_ok());
+      ASSERT_TRUE(cpu_.loss_into(LossKind::kCrossEntropy, x, y, 12, cg, cl3, m).is_ok());
+    }
+    auto const dv = gpu_->read_losses(dl), cv = cpu_.read_losses(cl3);
+    ASSERT_TRUE(dv.is_ok() && cv.is_ok()) << dv.status().message();
+    for (int m = 0; m < 3; ++m) EXPECT_NEAR((*dv)[m], (*cv)[m], 1e-5 * std::abs((*cv)[m]) + 1e-7) << m;
+    // A bad label in slot 1 is found when the slots are read.
+    ASSERT_TRUE(gpu_->loss_into(LossKind::kCrossEntropy, on(*gpu_, logits), bad, 8, gg, dl, 1).is_ok());
+    auto const badv = gpu_->read_losses(dl);
+    ASSERT_FALSE(badv.is_ok());
+    EXPECT_EQ(badv.status().message(), badl.status().message());
+  }
   double const cm = cpu_.loss(LossKind::kMse, a, b, 3, cg).value();
   auto gm = gpu_->loss(LossKind::kMse, on(*gpu_, a), b, 3, gg);
   ASSERT_TRUE(gm.is_ok());
@@ -960,6 +978,32 @@ TEST_F(CudaGpu, DeviceOperationsMatchTheCpuBackend) {
 // bit, over parameters spanning several chunks, an empty one, and a second set of tensors (the
 // device table is uploaded again when the parameters move); a float16 parameter falls back to the
 // per-parameter path and its error.
+// While checks are deferred (a training step), a bad Gather index is no error at the op (its
+// output row is zeros, nothing outside the tensors is touched): deferred_checks reports it, the
+// message the op gives at once without deferral.
+TEST_F(CudaGpu, GatherIndexErrorsWaitForTheDeferredCheckWhileDeferred) {
+  OneOp const o = make_op("Gather", graph::GatherAttrs{0},
+                          {{"t", random_tensor({5, 3}, 74), kW}, {"i", int_tensor({2}, {1, 9}), kIn}});
+  OpCall const call{o.the_op(), o.graph, true, 7};
+  std::vector<Tensor> const in{gpu_->to_device(o.inputs[0]).value(), o.inputs[1]};
+  std::vector<Tensor> out;
+  Status const at_once = gpu_->forward(call, in, out, nullptr);
+  ASSERT_FALSE(at_once.is_ok());
+  EXPECT_NE(at_once.message().find("index 9 (position 1) is out of range"), std::string::npos) << at_once.message();
+  gpu_->defer_checks(true);
+  out.clear();
+  ASSERT_TRUE(gpu_->forward(call, in, out, nullptr).is_ok());
+  ASSERT_EQ(out.size(), 1u);
+  std::vector<float> const y = out[0].to_vector();
+  std::vector<float> const t = o.inputs[0].to_vector();
+  EXPECT_EQ(std::vector<float>(y.begin(), y.begin() + 3), std::vector<float>(t.begin() + 3, t.begin() + 6));
+  EXPECT_EQ(std::vector<float>(y.begin() + 3, y.end()), std::vector<float>(3, 0.f));
+  Status const later = gpu_->deferred_checks();
+  EXPECT_EQ(later.message(), at_once.message());
+  EXPECT_TRUE(gpu_->deferred_checks().is_ok()) << "a resolved check was reported twice";
+  gpu_->defer_checks(false);
+}
+
 TEST_F(CudaGpu, OneUpdateOfEveryParameterEqualsOneUpdateEach) {
   std::vector<int64_t> const sizes{3, 0, 70000, 2 * kernels::hd::kMultiTensorChunk + 5};
   for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW}) {

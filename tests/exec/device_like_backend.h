@@ -51,9 +51,24 @@ class DeviceLikeBackend final : public Backend {
                      int64_t chunk) override {
     return cpu_.copy_chunks(src, sc, dst, dc, axis, chunk);
   }
-  Result<double> loss(LossKind kind, Tensor const& out, Tensor const& labels, int64_t rows, Tensor& grad) override {
-    return cpu_.loss(kind, out, labels, rows, grad);
+  Status loss_into(LossKind kind, Tensor const& out, Tensor const& labels, int64_t rows, Tensor& grad,
+                   StepLosses& losses, int slot) override {
+    return cpu_.loss_into(kind, out, labels, rows, grad, losses, slot);
   }
+  // As a device's: host reads are counted, and callers defer them (a step reads its losses once).
+  Result<std::vector<double>> read_losses(StepLosses const& losses) override {
+    ++loss_reads;
+    return Backend::read_losses(losses);
+  }
+  bool defers_host_reads() const override { return defers_reads; }
+  void defer_checks(bool on) override { deferring_checks = on; }
+  Status deferred_checks() override {
+    if (deferring_checks) ++deferred_check_reads;
+    return Status::ok();
+  }
+  bool defers_reads = true;
+  bool deferring_checks = false;
+  std::atomic<int> loss_reads{0}, deferred_check_reads{0};
   Status optimizer_update(OptimizerConfig const& c, int64_t step, Tensor& p, Tensor const& g,
                           std::vector<Tensor*> const& state) override {
     return cpu_.optimizer_update(c, step, p, g, state);

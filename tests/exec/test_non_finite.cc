@@ -9,6 +9,7 @@
 #include "exec/cpu/cpu_backend.h"
 #include "exec/non_finite.h"
 #include "exec/trainer.h"
+#include "tests/exec/device_like_backend.h"
 #include "tests/exec/tiny_models.h"
 #include "tests/graph/causal_attention_model.h"
 
@@ -60,25 +61,40 @@ TEST(NonFinite, KindsOfValues) {
   EXPECT_EQ(non_finite_kind(Tensor::from_floats({2}, {std::nanf(""), 0})), NonFinite::kBad);
 }
 
+// `check` on a fresh trainer on the CPU, then on a device-like backend: the CPU knows each loss at
+// once, a device reads them at the step's end and reruns a non-finite one's forward after the
+// step's backward. The same messages either way.
+template <typename Check>
+void on_both_backends(graph::OpGraph const& g, Check check) {
+  CpuBackend cpu;
+  testing::DeviceLikeBackend device;
+  for (Backend* be : std::vector<Backend*>{&cpu, &device}) {
+    SCOPED_TRACE(be->name());
+    auto t = make_trainer(g, *be, config(3));
+    ASSERT_TRUE(t);
+    check(t.get());
+  }
+}
+
 TEST(NonFinite, NaNWeightIsNamedWithTheOpThatReadsIt) {
   auto g = gp::testing::causal_attention().to_graph();
   ASSERT_TRUE(g.is_ok()) << g.status().message();
-  CpuBackend be;
-  auto t = make_trainer(*g, be, config(3));
-  ASSERT_TRUE(t);
-  ASSERT_TRUE(t->step().is_ok());
-  Tensor bad = Tensor::from_floats({8, 8}, std::vector<float>(64, 0.1f));
-  bad.data<float>()[9] = std::nanf("");
-  ASSERT_TRUE(t->executor().set_parameter("attn.wv", bad).is_ok());
-  Status const s = t->step();
-  ASSERT_FALSE(s.is_ok());
-  EXPECT_EQ(s.code(), StatusCode::kNumerical);
-  std::string const msg = s.message();
-  EXPECT_NE(msg.find("loss is NaN at step 2, micro-batch 0"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("the first non-finite tensor is weight 'attn.wv' (read by MatMul"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("made so by the optimizer update of step 1"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("frozen: [\"attn.wv\"]"), std::string::npos) << msg;
-  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  on_both_backends(*g, [](Trainer* t) {
+    ASSERT_TRUE(t->step().is_ok());
+    Tensor bad = Tensor::from_floats({8, 8}, std::vector<float>(64, 0.1f));
+    bad.data<float>()[9] = std::nanf("");
+    ASSERT_TRUE(t->executor().set_parameter("attn.wv", bad).is_ok());
+    Status const s = t->step();
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_EQ(s.code(), StatusCode::kNumerical);
+    std::string const msg = s.message();
+    EXPECT_NE(msg.find("loss is NaN at step 2, micro-batch 0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("the first non-finite tensor is weight 'attn.wv' (read by MatMul"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("made so by the optimizer update of step 1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("frozen: [\"attn.wv\"]"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_EQ(t->steps_done(), 1);
+  });
 }
 
 TEST(NonFinite, ActivationIsNamedWithTheOpThatProducedIt) {
@@ -86,19 +102,22 @@ TEST(NonFinite, ActivationIsNamedWithTheOpThatProducedIt) {
   // to the scores before it (attn/add_mask) is not the culprit.
   auto g = gp::testing::causal_attention({.mask_first_row = true}).to_graph();
   ASSERT_TRUE(g.is_ok()) << g.status().message();
-  CpuBackend be;
-  auto t = make_trainer(*g, be, config(3));
-  ASSERT_TRUE(t);
-  Status const s = t->step();
-  ASSERT_FALSE(s.is_ok());
-  std::string const msg = s.message();
-  EXPECT_NE(msg.find("loss is NaN at step 1"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("the first non-finite tensor is activation 'probs', the output of Softmax 'attn/softmax'"),
-            std::string::npos)
-      << msg;
-  EXPECT_EQ(msg.find("add_mask"), std::string::npos) << msg;
-  // The diagnosis kept nothing in flight: the executor is ready for another forward.
-  EXPECT_EQ(t->executor().in_flight(), 0);
+  on_both_backends(*g, [](Trainer* t) {
+    std::map<std::string, std::vector<float>> initial;
+    for (auto const& [n, w] : t->executor().parameters()) initial[n] = w.to_vector();
+    Status const s = t->step();
+    ASSERT_FALSE(s.is_ok());
+    std::string const msg = s.message();
+    EXPECT_NE(msg.find("loss is NaN at step 1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("the first non-finite tensor is activation 'probs', the output of Softmax 'attn/softmax'"),
+              std::string::npos)
+        << msg;
+    EXPECT_EQ(msg.find("add_mask"), std::string::npos) << msg;
+    // The diagnosis kept nothing in flight: the executor is ready for another forward.
+    EXPECT_EQ(t->executor().in_flight(), 0);
+    // Stopped before the update: every weight is as it was.
+    for (auto const& [n, w] : t->executor().parameters()) EXPECT_EQ(w.to_vector(), initial.at(n)) << n;
+  });
 }
 
 TEST(NonFinite, OverflowingUpdateIsNamed) {

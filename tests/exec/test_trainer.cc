@@ -75,6 +75,45 @@ TEST(Trainer, OnADeviceBatchesComeFromPinnedMemoryAndTrainAsOnTheCpu) {
   EXPECT_EQ(device.pinned_copies, 2 * 2 * 5);
   EXPECT_GT(device.pinned.peak_bytes(), 0);
   EXPECT_EQ(device.pinned.bytes_in_use(), 0);
+  // The losses were read once a step (not once a micro-batch), with the deferred op checks.
+  EXPECT_EQ(device.loss_reads.load(), 5);
+  EXPECT_EQ(device.deferred_check_reads.load(), 5);
+  EXPECT_FALSE(device.deferring_checks) << "the step left the checks deferred";
+}
+
+// A label out of range in the second micro-batch, read at the step's end on a device: the same
+// error as the CPU's, which finds it at once.
+TEST(Trainer, ABadLabelReadAtTheStepsEndIsTheCpusError) {
+  DeviceLikeBackend device;
+  Backend::StepLosses losses = device.step_losses(2);
+  Tensor const out = Tensor::from_floats({2, 3}, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f});
+  Tensor labels({2}, DType::kInt64);
+  labels.data<int64_t>()[0] = 1;
+  labels.data<int64_t>()[1] = 2;
+  Tensor grad;
+  ASSERT_TRUE(device.loss_into(LossKind::kCrossEntropy, out, labels, 4, grad, losses, 0).is_ok());
+  // A device finds the bad label when it reads: mark slot 1 as its kernel would (row 1, label 7).
+  Tensor bad_labels({2}, DType::kInt64);
+  bad_labels.data<int64_t>()[0] = 0;
+  bad_labels.data<int64_t>()[1] = 7;
+  losses.values.data<double>()[1] = 0;
+  losses.bad.data<int64_t>()[1] = 1;
+  losses.labels[1] = bad_labels;
+  losses.classes[1] = 3;
+  losses.written[1] = true;
+  auto read = device.read_losses(losses);
+  ASSERT_FALSE(read.is_ok());
+  EXPECT_EQ(read.status().message(), "label 7 (row 1) is outside [0, 3) for a model with 3 classes");
+  CpuBackend cpu;
+  Backend::StepLosses one = cpu.step_losses(1);
+  Status const at_once = cpu.loss_into(LossKind::kCrossEntropy, out, bad_labels, 4, grad, one, 0);
+  EXPECT_EQ(at_once.message(), read.status().message());
+  // Slots never written read as NaN, written ones as written.
+  losses.written[1] = false;
+  auto partial = device.read_losses(losses);
+  ASSERT_TRUE(partial.is_ok()) << partial.status().message();
+  EXPECT_TRUE(std::isfinite((*partial)[0]));
+  EXPECT_TRUE(std::isnan((*partial)[1]));
 }
 
 // Synchronous semantics: N micro-batches accumulate to exactly one big-batch step.

@@ -165,6 +165,60 @@ TEST(RuntimeEquivalence, EverySendCarriesTheSendersFenceAndEveryReceiveWaitsForI
   expect_close(trained, testing::train_single(*g, c), kRtol, kAtol, "the fenced run against one device");
 }
 
+// Device workers leave the losses on the device and read them once a step, at STEP (one read on
+// the loss stage's device; every device resolves its deferred op checks there): the step losses
+// and weights are the CPU pipeline's, which reads each micro-batch's loss at once, exactly.
+TEST(RuntimeEquivalence, DeviceWorkersReadTheStepsLossesOnceAtStep) {
+  auto built = models::build_graph("mmt", models::Size::kTiny, 1);
+  ASSERT_TRUE(built.is_ok());
+  auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
+  TrainConfig const c = testing::config_for(models::Task::kClassification, 16, 4, 3);
+  auto plan = testing::make_plan(g, "balanced", 3, c, false);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  auto sched = schedule::build_schedule(*plan, schedule::Policy::kGraph1F1B, {4, 0});
+  ASSERT_TRUE(sched.is_ok()) << sched.status().message();
+
+  auto run = [&](bool device_like, std::vector<testing::DeviceLikeBackend*>* made) {
+    RuntimeOptions o;
+    if (device_like) {
+      o.make_backend = [made](int) -> Result<std::unique_ptr<Backend>> {
+        auto b = std::make_unique<testing::DeviceLikeBackend>();
+        made->push_back(b.get());
+        return std::unique_ptr<Backend>(std::move(b));
+      };
+    } else {
+      o.make_backend = cpu_backend_factory();
+    }
+    o.worker.timeout_s = 30;
+    o.threads_per_worker = 1;
+    auto rt = Runtime::create_threads(c, *g, *plan, *sched, o);
+    EXPECT_TRUE(rt.is_ok()) << rt.status().message();
+    return std::move(rt).value();
+  };
+  auto cpu = run(false, nullptr);
+  ASSERT_TRUE(cpu->run(-1, nullptr).is_ok());
+  std::vector<testing::DeviceLikeBackend*> made;
+  auto dev = run(true, &made);
+  ASSERT_TRUE(dev->run(-1, nullptr).is_ok());
+  ASSERT_EQ(made.size(), 3u);
+  int reads = 0;
+  for (auto* b : made) {
+    reads += b->loss_reads.load();
+    EXPECT_EQ(b->deferred_check_reads.load(), 3);  // one a step on every device
+    EXPECT_FALSE(b->deferring_checks);
+  }
+  EXPECT_EQ(reads, 3) << "the loss stage's device reads 4 micro-batches' losses once a step";
+  ASSERT_EQ(dev->losses().size(), 3u);
+  EXPECT_EQ(dev->losses(), cpu->losses());
+  auto got = dev->trained_tensors();
+  auto want = cpu->trained_tensors();
+  ASSERT_TRUE(got.is_ok() && want.is_ok());
+  std::map<std::string, Tensor> a, b;
+  for (auto const& [n, x] : *got) a.emplace(n, x.clone());
+  for (auto const& [n, x] : *want) b.emplace(n, x.clone());
+  expect_close(a, b, 0, 0, "device workers against CPU workers");
+}
+
 // Replica routing by hand: 1 -> 2 -> 1 replicas, and 2 -> 4 (pieces split and merged).
 TEST(RuntimeEquivalence, ReplicatedStages) {
   auto built = models::build_graph("transformer", models::Size::kTiny, 1);

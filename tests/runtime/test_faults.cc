@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "schedule/instruction.h"
+#include "tests/exec/device_like_backend.h"
 #include "tests/runtime/runtime_fixtures.h"
 
 namespace gp::exec {
@@ -78,6 +79,42 @@ TEST(RuntimeFaults, NaNLoss) {
   EXPECT_NE(st.message().find("loss is NaN at step 1, micro-batch 1"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("device " + std::to_string(device) + ", line " + std::to_string(line)),
             std::string::npos);
+}
+
+// On device workers the losses are read at STEP: a NaN there names its micro-batch and forward line,
+// and no device updates (the step's loss is summed over the devices before any update).
+TEST(RuntimeFaults, ANaNLossReadAtStepStopsEveryDeviceBeforeItsUpdate) {
+  FaultCase const s = make_setup();
+  int const last = static_cast<int>(s.plan.stages.size()) - 1;
+  int const device = s.plan.stages[last].devices[0];
+  int const line = line_of(s.schedule, device, Op::kForward, 1);
+  RuntimeOptions o;
+  o.make_backend = [](int) -> Result<std::unique_ptr<Backend>> {
+    return std::unique_ptr<Backend>(std::make_unique<testing::DeviceLikeBackend>());
+  };
+  o.worker.timeout_s = 5;
+  o.worker.fault = {device, line, FaultInjection::Kind::kNaN};
+  o.threads_per_worker = 1;
+  auto rt = Runtime::create_threads(s.config, *s.graph, s.plan, s.schedule, o);
+  ASSERT_TRUE(rt.is_ok()) << rt.status().message();
+  auto before = (*rt)->trained_tensors();
+  ASSERT_TRUE(before.is_ok());
+  std::map<std::string, std::vector<float>> initial;
+  for (auto const& [n, x] : *before) initial[n] = x.to_vector();
+  Status const st = (*rt)->run(-1, nullptr);
+  ASSERT_EQ(st.code(), StatusCode::kNumerical) << st.message();
+  EXPECT_NE(st.message().find("loss is NaN at step 1, micro-batch 1 (read at STEP; its forward was line " +
+                              std::to_string(line) + ")"),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("device " + std::to_string(device) + ", line " +
+                              std::to_string(line_of(s.schedule, device, Op::kStep)) + " (STEP"),
+            std::string::npos)
+      << st.message();
+  EXPECT_FALSE((*rt)->has_stuck_workers());
+  auto after = (*rt)->trained_tensors();
+  ASSERT_TRUE(after.is_ok()) << after.status().message();
+  for (auto const& [n, x] : *after) EXPECT_EQ(x.to_vector(), initial.at(n)) << n << " was updated";
 }
 
 TEST(RuntimeFaults, MemoryOverTheDeviceLimit) {
