@@ -8,11 +8,15 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/device_context.h"
+#include "exec/cuda/plan_disk_cache.h"
 
 namespace gp::exec::cuda {
 namespace {
@@ -89,12 +93,18 @@ Status fe_check(fe::error_t e, std::string const& what, char const* step, bool s
 
 struct Entry {
   std::unique_ptr<fe::graph::Graph> graph;
-  std::vector<TensorPtr> io;  // bound in this order by run()
+  std::size_t slots = 0;  // tensors bound by run(), in order, as uids 1..slots
   int64_t workspace = 0;
   Status refused = Status::ok();  // kUnsupported: cuDNN cannot run this graph (graph is then null)
 };
 
-// Lowers, plans and sizes a graph whose tensors are in e.io.
+// This thread's plans (plans are not promised to be thread-safe), by device and key.
+std::unordered_map<std::string, std::unique_ptr<Entry>>& memory_cache() {
+  thread_local std::unordered_map<std::string, std::unique_ptr<Entry>> cache;
+  return cache;
+}
+
+// Lowers, plans and sizes e's graph.
 Status finish(Entry& e, cudnnHandle_t handle, std::string const& what) {
   fe::graph::Graph& g = *e.graph;
   RETURN_IF_ERROR(fe_check(g.validate(), what, "validate", false));
@@ -107,11 +117,76 @@ Status finish(Entry& e, cudnnHandle_t handle, std::string const& what) {
   return Status::ok();
 }
 
+// ---- Plans on disk (exec/cuda/plan_disk_cache.h): one cache per device, for the GPU model, the
+// cuDNN and cudnn-frontend versions and the TF32 override the plans were built under.
+
+std::mutex g_disk_mu;
+std::optional<std::string> g_disk_folder;                    // set_cudnn_plan_cache_folder; else the environment's
+std::map<int, std::shared_ptr<PlanDiskCache const>> g_disk;  // shared: a folder change leaves users theirs
+std::atomic<int64_t> g_built{0}, g_loaded{0}, g_stored{0};
+
+std::shared_ptr<PlanDiskCache const> disk_cache(int device) {
+  std::lock_guard lock(g_disk_mu);
+  auto& slot = g_disk[device];
+  if (!slot) {
+    cudaDeviceProp prop{};
+    std::string env;
+    if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
+      char const* tf32 = std::getenv("NVIDIA_TF32_OVERRIDE");
+      env = "sm" + std::to_string(prop.major) + std::to_string(prop.minor) + " " + prop.name + " cudnn " +
+            std::to_string(cudnnGetVersion()) + " frontend " + std::to_string(CUDNN_FRONTEND_VERSION) +
+            " tf32-override " + (tf32 ? tf32 : "unset");
+    } else {
+      clear_last_cuda_error();
+    }
+    // Without the device's description no file could be told apart from another GPU's: no cache.
+    std::string const folder = env.empty() ? "" : g_disk_folder.value_or(PlanDiskCache::folder_from_environment());
+    slot = std::make_shared<PlanDiskCache const>(folder, env);
+  }
+  return slot;
+}
+
+// The plan stored for `key`, deserialized into e (plan only: run() binds by uid); false when there
+// is none or it does not load (then it is built and stored again).
+bool load_plan(Entry& e, PlanDiskCache const& disk, std::string const& key, cudnnHandle_t handle) {
+  std::optional<std::vector<uint8_t>> blob = disk.load(key);
+  if (!blob) return false;
+  auto g = std::make_unique<fe::graph::Graph>();
+  int64_t workspace = 0;
+  fe::error_t loaded = g->deserialize(handle, *blob, /*enforce_precompiled=*/true, /*run_warmup=*/false);
+  if (!loaded.is_good() || !g->get_workspace_size(workspace).is_good()) {
+    clear_last_cuda_error();
+    spdlog::debug("cuDNN plan {} in {} did not load ({}): building it", key, disk.path_for(key), loaded.get_message());
+    return false;
+  }
+  e.graph = std::move(g);
+  e.workspace = workspace;
+  ++g_loaded;
+  return true;
+}
+
+void store_plan(Entry const& e, PlanDiskCache const& disk, std::string const& key) {
+  if (!disk.enabled()) return;
+  std::vector<uint8_t> blob;
+  if (fe::error_t s = e.graph->serialize(blob, /*serialize_structure=*/false); !s.is_good()) {
+    spdlog::debug("cuDNN plan {} is not serializable: {}", key, s.get_message());
+    return;
+  }
+  if (Status const s = disk.store(key, blob); !s.is_ok()) {
+    static std::once_flag warned;
+    std::call_once(warned, [&] { spdlog::warn("cuDNN plans are not kept across runs: {}", s.message()); });
+    return;
+  }
+  ++g_stored;
+}
+
 // The cached entry for `key`, built by `build` on a miss. A refusal (kUnsupported) is cached too:
-// building the plans of a shape cuDNN refuses costs as much as building them, every call.
+// building the plans of a shape cuDNN refuses costs as much as building them, every call. A plan
+// built by an earlier run on this GPU model and library versions loads from disk instead of being
+// built; one built here is stored there.
 template <typename F>
 Result<Entry*> cached(DeviceContext const& ctx, std::string const& key, std::string const& what, F&& build) {
-  thread_local std::unordered_map<std::string, std::unique_ptr<Entry>> cache;
+  std::unordered_map<std::string, std::unique_ptr<Entry>>& cache = memory_cache();
   std::string const full = std::to_string(ctx.device) + "|" + key;
   auto it = cache.find(full);
   if (it != cache.end()) {
@@ -120,16 +195,23 @@ Result<Entry*> cached(DeviceContext const& ctx, std::string const& key, std::str
   }
   auto e = std::make_unique<Entry>();
   e->graph = std::make_unique<fe::graph::Graph>();
-  build(*e->graph, e->io);
+  std::vector<TensorPtr> io;
+  build(*e->graph, io);
+  e->slots = io.size();
+  for (std::size_t i = 0; i < io.size(); ++i) io[i]->set_uid(static_cast<int64_t>(i + 1));
+  std::shared_ptr<PlanDiskCache const> const disk_ptr = disk_cache(ctx.device);
+  PlanDiskCache const& disk = *disk_ptr;
+  if (load_plan(*e, disk, key, ctx.cudnn)) return cache.emplace(full, std::move(e)).first->second.get();
   if (Status s = finish(*e, ctx.cudnn, what); !s.is_ok()) {
     if (s.code() != StatusCode::kUnsupported) return s;
     spdlog::debug("device {}: {}", ctx.device, s.message());
     e->graph.reset();
-    e->io.clear();
     e->refused = s;
     cache.emplace(full, std::move(e));
     return s;
   }
+  ++g_built;
+  store_plan(*e, disk, key);
   return cache.emplace(full, std::move(e)).first->second.get();
 }
 
@@ -140,11 +222,11 @@ Status refused_for_testing(std::string const& what) {
 }
 
 Status run(DeviceContext const& ctx, Entry const& e, std::vector<void*> const& ptrs, std::string const& what) {
-  if (ptrs.size() != e.io.size()) return internal_error("cuDNN " + what + ": wrong number of bound tensors");
-  std::unordered_map<TensorPtr, void*> pack;
+  if (ptrs.size() != e.slots) return internal_error("cuDNN " + what + ": wrong number of bound tensors");
+  std::unordered_map<int64_t, void*> pack;
   for (std::size_t i = 0; i < ptrs.size(); ++i) {
     if (ptrs[i] == nullptr) return internal_error("cuDNN " + what + ": tensor " + std::to_string(i) + " is unbound");
-    pack.emplace(e.io[i], ptrs[i]);
+    pack.emplace(static_cast<int64_t>(i + 1), ptrs[i]);
   }
   Tensor ws;
   if (e.workspace > 0) {
@@ -385,6 +467,16 @@ Status batchnorm_backward(std::vector<int64_t> const& x_shape, BnBackwardPtrs co
 }
 
 void refuse_cudnn_batchnorm_for_testing(bool refuse) { g_refuse_batchnorm.store(refuse); }
+
+void set_cudnn_plan_cache_folder(std::string folder) {
+  std::lock_guard lock(g_disk_mu);
+  g_disk_folder = std::move(folder);
+  g_disk.clear();
+}
+
+CudnnPlanCounts cudnn_plan_counts() { return {g_built.load(), g_loaded.load(), g_stored.load()}; }
+
+void clear_cudnn_plans_of_this_thread() { memory_cache().clear(); }
 
 template Status conv_fprop<float>(ConvShape const&, float const*, float const*, float*);
 template Status conv_dgrad<float>(ConvShape const&, float const*, float const*, float*);

@@ -7,9 +7,11 @@
 // Tolerances: fp32 on both sides, TF32 disabled (NVIDIA_TF32_OVERRIDE=0), sums in another order:
 // 1e-4 relative + 1e-5 absolute per element for ops, 1e-3 relative after 3 training steps.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <set>
@@ -17,6 +19,8 @@
 #include "exec/cuda/caching_allocator.h"
 #include "exec/cuda/cuda_backend.h"
 #include "exec/cuda/cuda_check.h"
+#include "exec/cuda/cudnn_graphs.h"
+#include "exec/cuda/plan_disk_cache.h"
 #include "graph/precision.h"
 #include "tests/cuda/batchnorm_kernels.h"
 #include "tests/cuda/rnn_cases.h"
@@ -1002,6 +1006,60 @@ TEST_F(CudaGpu, GatherIndexErrorsWaitForTheDeferredCheckWhileDeferred) {
   EXPECT_EQ(later.message(), at_once.message());
   EXPECT_TRUE(gpu_->deferred_checks().is_ok()) << "a resolved check was reported twice";
   gpu_->defer_checks(false);
+}
+
+// cuDNN plans stored by one run load in the next (here: the thread's plans dropped from memory)
+// instead of being built, and compute the same results, bit for bit: a convolution (fprop, dgrad,
+// wgrad) and a BatchNormalization in training (forward with its pass-by-value epsilon and
+// momentum, backward) on cuDNN's graphs.
+TEST_F(CudaGpu, CudnnPlansStoredOnDiskLoadInsteadOfBeingBuiltAndComputeTheSame) {
+  std::filesystem::path const dir =
+      std::filesystem::temp_directory_path() / ("gp_cudnn_plans_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  cuda::set_cudnn_plan_cache_folder(dir.string());
+  cuda::BatchNormKernels const kernels = cuda::batchnorm_kernels();
+  cuda::set_batchnorm_kernels(cuda::BatchNormKernels::kCudnn);
+  cuda::clear_cudnn_plans_of_this_thread();
+  std::vector<std::pair<OneOp, Case>> const ops = {
+      {make_op("Conv", graph::ConvAttrs{{3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1, false},
+               {{"x", random_tensor({2, 3, 9, 9}, 41), kIn}, {"w", random_tensor({5, 3, 3, 3}, 42), kW}}),
+       Case{"conv", nullptr}},
+      {make_op("BatchNormalization", graph::BatchNormAttrs{1e-5f, 0.9f, true},
+               {{"x", random_tensor({4, 32, 8, 8}, 43), kIn},
+                {"s", random_tensor({32}, 44), kW},
+                {"b", random_tensor({32}, 45), kW},
+                {"m", random_tensor({32}, 46), kConst},
+                {"v", random_tensor({32}, 47, 0.5f, 1.f, true), kConst}}),
+       Case{"batchnorm", nullptr, true, {3, 4}}},
+  };
+  auto once = [&] {
+    std::vector<std::vector<float>> all;
+    for (auto const& [o, c] : ops) {
+      Saved probe;
+      std::vector<Tensor> gouts = loss_weights(run_forward(cpu_, o, true, 7, &probe));
+      CaseRun r = run_case(*gpu_, o, c, gouts);
+      EXPECT_TRUE(r.status.is_ok()) << c.label << ": " << r.status.message();
+      for (auto const* list : {&r.outputs, &r.grad_inputs, &r.weight_grads})
+        for (Tensor const& t : *list)
+          if (t.defined()) all.push_back(t.to_vector());
+    }
+    return all;
+  };
+  cuda::CudnnPlanCounts const before = cuda::cudnn_plan_counts();
+  auto const built = once();
+  cuda::CudnnPlanCounts const mid = cuda::cudnn_plan_counts();
+  EXPECT_EQ(mid.built - before.built, 5) << "conv fprop, dgrad, wgrad; batchnorm training forward, backward";
+  EXPECT_EQ(mid.stored - before.stored, mid.built - before.built);
+  cuda::clear_cudnn_plans_of_this_thread();
+  auto const loaded = once();
+  cuda::CudnnPlanCounts const after = cuda::cudnn_plan_counts();
+  EXPECT_EQ(after.built, mid.built) << "a stored plan was built again";
+  EXPECT_EQ(after.loaded - mid.loaded, mid.built - before.built);
+  EXPECT_EQ(loaded, built);
+  cuda::set_batchnorm_kernels(kernels);
+  cuda::set_cudnn_plan_cache_folder(cuda::PlanDiskCache::folder_from_environment());
+  cuda::clear_cudnn_plans_of_this_thread();
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(CudaGpu, OneUpdateOfEveryParameterEqualsOneUpdateEach) {
