@@ -119,6 +119,7 @@ done
 install -m 755 "$repo/scripts/bundle/gpu-check" "$root/bin/gpu-check"
 install -m 644 "$repo/scripts/bundle/train-memcheck.yaml" "$root/share/train-memcheck.yaml"
 install -m 644 "$repo/scripts/bundle/train-shared-gpu.yaml" "$root/share/train-shared-gpu.yaml"
+install -m 644 "$repo/scripts/bundle/train-plan-cache.yaml" "$root/share/train-plan-cache.yaml"
 install -m 644 "$repo/scripts/bundle/README.txt" "$root/README.txt"
 glibc_needed=$(for i in "${!dests[@]}"; do objdump -T "$root/${dests[$i]}" || true; done 2>/dev/null |
   grep -o 'GLIBC_2\.[0-9]*' | sort -V | tail -1)
