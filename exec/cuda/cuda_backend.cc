@@ -102,6 +102,29 @@ Result<KernelEntry const*> checked_entry(graph::Op const& op, graph::OpGraph con
 }  // namespace
 
 namespace {
+// The CUDA calls of the deferred index checks: pinned slots, flags copied into them on the compute
+// stream, and the stream's synchronisation.
+cuda::DeferredChecks::Calls deferred_check_calls(cuda::DeviceContext* ctx) {
+  cudaStream_t const stream = ctx->compute;
+  cuda::DeferredChecks::Calls c;
+  c.host_alloc = [ctx](std::size_t n) -> Result<uint64_t*> {
+    cuda::ScopedContext scope(*ctx);
+    void* p = nullptr;
+    GP_CUDA_CHECK(cudaHostAlloc(&p, n * sizeof(uint64_t), cudaHostAllocDefault));
+    return static_cast<uint64_t*>(p);
+  };
+  c.host_free = [](uint64_t* p) { (void)cudaFreeHost(p); };
+  c.copy_async = [stream](uint64_t* slot, void const* flag) -> Status {
+    GP_CUDA_CHECK(cudaMemcpyAsync(slot, flag, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
+    return Status::ok();
+  };
+  c.synchronize = [stream]() -> Status {
+    GP_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return Status::ok();
+  };
+  return c;
+}
+
 // The CUDA calls of the pinned staging ring and pool: pinned host memory, copies and events on
 // the compute stream. Each makes the device current: the pool frees blocks on whichever thread
 // drops a batch.
@@ -190,6 +213,7 @@ Status CudaBackend::init(int device, CudaBackendOptions const& options) {
   ctx_->device = device;
   GP_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_->compute, cudaStreamNonBlocking));
   GP_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_->comm, cudaStreamNonBlocking));
+  ctx_->checks = cuda::DeferredChecks(deferred_check_calls(ctx_.get()));
   raw_ = std::make_unique<cuda::CudaDeviceMemory>(device);
   alloc_ = std::make_unique<cuda::CachingAllocator>(*raw_, device);
   alloc_->set_default_stream(cuda::stream_id(ctx_->compute));
@@ -398,7 +422,7 @@ void CudaBackend::defer_checks(bool on) {
 
 Status CudaBackend::deferred_checks() {
   cuda::ScopedContext scope(*ctx_);
-  return ctx_->checks.resolve(ctx_->compute);
+  return ctx_->checks.resolve();
 }
 
 }  // namespace gp::exec

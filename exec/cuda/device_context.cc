@@ -40,29 +40,4 @@ Result<Tensor> zeros(std::vector<int64_t> shape, DType dtype) {
   return t;
 }
 
-void DeferredChecks::FreeHost::operator()(unsigned long long* p) const { (void)cudaFreeHost(p); }
-
-Status DeferredChecks::queue(Tensor const& flag, ErrorFor error, cudaStream_t stream) {
-  if (!slots_) {
-    void* p = nullptr;
-    GP_CUDA_CHECK(cudaHostAlloc(&p, kSlots * sizeof(unsigned long long), cudaHostAllocDefault));
-    slots_.reset(static_cast<unsigned long long*>(p));
-  }
-  if (pending_.size() == kSlots) RETURN_IF_ERROR(resolve(stream));
-  GP_CUDA_CHECK(cudaMemcpyAsync(&slots_[pending_.size()], flag.raw(), sizeof(unsigned long long),
-                                cudaMemcpyDeviceToHost, stream));
-  pending_.push_back(std::move(error));
-  return Status::ok();
-}
-
-Status DeferredChecks::resolve(cudaStream_t stream) {
-  if (pending_.empty()) return Status::ok();
-  std::vector<ErrorFor> pending = std::move(pending_);
-  pending_.clear();
-  GP_CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (std::size_t i = 0; i < pending.size(); ++i)
-    if (slots_[i] != ~0ull) return pending[i](slots_[i]);
-  return Status::ok();
-}
-
 }  // namespace gp::exec::cuda

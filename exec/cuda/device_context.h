@@ -7,45 +7,17 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
-#include <cstdint>
-#include <functional>
-#include <memory>
 #include <mutex>
-#include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "exec/cuda/deferred_checks.h"
 #include "exec/tensor.h"
 
 struct cublasLtContext;  // cublasLtHandle_t
 struct cudnnContext;     // cudnnHandle_t
 
 namespace gp::exec::cuda {
-
-// Index checks queued instead of read back at once (Backend::defer_checks): an op's flag (the
-// smallest bad position, or all ones) is copied into a slot of pinned host memory on the compute
-// stream, without waiting, and resolve() reads every slot after one synchronisation. Only ops
-// whose kernels are safe on a bad index queue theirs (exec/cuda/ops_common.h, check_index_flag).
-class DeferredChecks {
- public:
-  static constexpr std::size_t kSlots = 1024;  // a full queue is resolved before the next check
-
-  bool on = false;
-  // `error(first_bad)`: the op's error for its flag's value (called only after the read).
-  using ErrorFor = std::function<Status(unsigned long long first_bad)>;
-  Status queue(Tensor const& flag, ErrorFor error, cudaStream_t stream);
-  // The first failed check's error (queue order), ok when none; the queue is empty after it.
-  Status resolve(cudaStream_t stream);
-  void clear() { pending_.clear(); }
-  std::size_t size() const { return pending_.size(); }
-
- private:
-  struct FreeHost {
-    void operator()(unsigned long long* p) const;
-  };
-  std::unique_ptr<unsigned long long[], FreeHost> slots_;  // pinned, kSlots of them
-  std::vector<ErrorFor> pending_;
-};
 
 struct DeviceContext {
   int device = 0;

@@ -33,8 +33,8 @@ namespace {
 
 // The error for a flag that says the index at position first_bad * scale is out of range (one
 // more read: the index's value).
-Status index_error(graph::Op const& op, Tensor const& idx, unsigned long long first_bad, int64_t scale,
-                   std::string const& range, cudaStream_t s) {
+Status index_error(graph::Op const& op, Tensor const& idx, uint64_t first_bad, int64_t scale, std::string const& range,
+                   cudaStream_t s) {
   uint64_t const at = first_bad * static_cast<uint64_t>(scale);
   std::size_t const width = graph::dtype_size(idx.dtype());
   int64_t value = 0;
@@ -56,12 +56,9 @@ Status check_index_flag(OpCall const& call, Tensor const& idx, Tensor const& fla
   cudaStream_t const s = ctx->compute;
   if (deferrable && ctx->checks.on) {
     graph::Op const* const op = &call.op;  // the graph outlives the step that resolves the check
-    return ctx->checks.queue(
-        flag,
-        [op, idx, scale, range, s](unsigned long long first_bad) {
-          return index_error(*op, idx, first_bad, scale, range, s);
-        },
-        s);
+    return ctx->checks.queue(flag.raw(), [op, idx, scale, range, s](uint64_t first_bad) {
+      return index_error(*op, idx, first_bad, scale, range, s);
+    });
   }
   unsigned long long first_bad = 0;
   GP_CUDA_CHECK(cudaMemcpyAsync(&first_bad, flag.raw(), sizeof first_bad, cudaMemcpyDeviceToHost, s));
