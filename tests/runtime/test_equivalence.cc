@@ -217,6 +217,7 @@ TEST(RuntimeEquivalence, DeviceWorkersReadTheStepsLossesOnceAtStep) {
   for (auto const& [n, x] : *got) a.emplace(n, x.clone());
   for (auto const& [n, x] : *want) b.emplace(n, x.clone());
   expect_close(a, b, 0, 0, "device workers against CPU workers");
+  expect_close(a, testing::train_single(*g, c), kRtol, kAtol, "device workers against one device");
 }
 
 // Replica routing by hand: 1 -> 2 -> 1 replicas, and 2 -> 4 (pieces split and merged).
