@@ -104,13 +104,9 @@ Result<MatmulEntry*> matmul_entry(DeviceContext const& ctx, LtCall const& c, Ptr
   uint32_t const al[4] = {alignment(p.a), alignment(p.b), alignment(p.c), alignment(p.d)};
   // TF32 applies to float32 operands only.
   bool const tf32 = ctx.tf32_matmul && type == CUDA_R_32F;
-  std::string key = std::to_string(ctx.device) + ":" + std::to_string(static_cast<int>(type)) + (tf32 ? "t" : "");
-  for (int64_t v : {c.m, c.n, c.k, c.lda, c.ldb, c.ldc, c.batch, c.stride_a, c.stride_b, c.stride_c,
-                    static_cast<int64_t>(c.op_a), static_cast<int64_t>(c.op_b), static_cast<int64_t>(c.epilogue),
-                    static_cast<int64_t>(std::min({al[0], al[1], al[2], al[3]})),
-                    static_cast<int64_t>(p.bias ? alignment(p.bias) : 0)})
-    key += "," + std::to_string(v);
-  thread_local std::unordered_map<std::string, std::unique_ptr<MatmulEntry>> cache;
+  PlanKey const key = matmul_plan_key(c, static_cast<int64_t>(type), tf32, std::min({al[0], al[1], al[2], al[3]}),
+                                      p.bias ? alignment(p.bias) : 0, ctx.device);
+  thread_local PlanCache<MatmulEntry> cache;
   auto it = cache.find(key);
   if (it != cache.end()) return it->second.get();
 

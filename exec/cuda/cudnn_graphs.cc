@@ -96,11 +96,13 @@ struct Entry {
   std::size_t slots = 0;  // tensors bound by run(), in order, as uids 1..slots
   int64_t workspace = 0;
   Status refused = Status::ok();  // kUnsupported: cuDNN cannot run this graph (graph is then null)
+  // run()'s variant pack: uids 1..slots made once, each call only rebinds their pointers.
+  std::unordered_map<int64_t, void*> pack;
 };
 
 // This thread's plans (plans are not promised to be thread-safe), by device and key.
-std::unordered_map<std::string, std::unique_ptr<Entry>>& memory_cache() {
-  thread_local std::unordered_map<std::string, std::unique_ptr<Entry>> cache;
+PlanCache<Entry>& memory_cache() {
+  thread_local PlanCache<Entry> cache;
   return cache;
 }
 
@@ -183,12 +185,12 @@ void store_plan(Entry const& e, PlanDiskCache const& disk, std::string const& ke
 // The cached entry for `key`, built by `build` on a miss. A refusal (kUnsupported) is cached too:
 // building the plans of a shape cuDNN refuses costs as much as building them, every call. A plan
 // built by an earlier run on this GPU model and library versions loads from disk instead of being
-// built; one built here is stored there.
-template <typename F>
-Result<Entry*> cached(DeviceContext const& ctx, std::string const& key, std::string const& what, F&& build) {
-  std::unordered_map<std::string, std::unique_ptr<Entry>>& cache = memory_cache();
-  std::string const full = std::to_string(ctx.device) + "|" + key;
-  auto it = cache.find(full);
+// built; one built here is stored there. `what` makes the graph's name for messages; a hit makes
+// no text.
+template <typename What, typename F>
+Result<Entry*> cached(DeviceContext const& ctx, PlanKey const& key, What const& what, F&& build) {
+  PlanCache<Entry>& cache = memory_cache();
+  auto it = cache.find(key);
   if (it != cache.end()) {
     if (!it->second->refused.is_ok()) return it->second->refused;
     return it->second.get();
@@ -198,21 +200,25 @@ Result<Entry*> cached(DeviceContext const& ctx, std::string const& key, std::str
   std::vector<TensorPtr> io;
   build(*e->graph, io);
   e->slots = io.size();
-  for (std::size_t i = 0; i < io.size(); ++i) io[i]->set_uid(static_cast<int64_t>(i + 1));
+  for (std::size_t i = 0; i < io.size(); ++i) {
+    io[i]->set_uid(static_cast<int64_t>(i + 1));
+    e->pack.emplace(static_cast<int64_t>(i + 1), nullptr);
+  }
+  std::string const name = key.describe();
   std::shared_ptr<PlanDiskCache const> const disk_ptr = disk_cache(ctx.device);
   PlanDiskCache const& disk = *disk_ptr;
-  if (load_plan(*e, disk, key, ctx.cudnn)) return cache.emplace(full, std::move(e)).first->second.get();
-  if (Status s = finish(*e, ctx.cudnn, what); !s.is_ok()) {
+  if (load_plan(*e, disk, name, ctx.cudnn)) return cache.emplace(key, std::move(e)).first->second.get();
+  if (Status s = finish(*e, ctx.cudnn, what()); !s.is_ok()) {
     if (s.code() != StatusCode::kUnsupported) return s;
     spdlog::debug("device {}: {}", ctx.device, s.message());
     e->graph.reset();
     e->refused = s;
-    cache.emplace(full, std::move(e));
+    cache.emplace(key, std::move(e));
     return s;
   }
   ++g_built;
-  store_plan(*e, disk, key);
-  return cache.emplace(full, std::move(e)).first->second.get();
+  store_plan(*e, disk, name);
+  return cache.emplace(key, std::move(e)).first->second.get();
 }
 
 std::atomic<bool> g_refuse_batchnorm{false};
@@ -221,87 +227,27 @@ Status refused_for_testing(std::string const& what) {
   return unsupported("cuDNN " + what + ": refused for testing (refuse_cudnn_batchnorm_for_testing)");
 }
 
-Status run(DeviceContext const& ctx, Entry const& e, std::vector<void*> const& ptrs, std::string const& what) {
-  if (ptrs.size() != e.slots) return internal_error("cuDNN " + what + ": wrong number of bound tensors");
-  std::unordered_map<int64_t, void*> pack;
-  for (std::size_t i = 0; i < ptrs.size(); ++i) {
-    if (ptrs[i] == nullptr) return internal_error("cuDNN " + what + ": tensor " + std::to_string(i) + " is unbound");
-    pack.emplace(static_cast<int64_t>(i + 1), ptrs[i]);
+// Binds ptrs to e's uids 1..slots, in order, and executes e's plan on the compute stream.
+template <typename What>
+Status run(DeviceContext const& ctx, Entry& e, std::initializer_list<void*> ptrs, What const& what) {
+  if (ptrs.size() != e.slots) return internal_error("cuDNN " + what() + ": wrong number of bound tensors");
+  int64_t uid = 1;
+  for (void* p : ptrs) {
+    if (p == nullptr) return internal_error("cuDNN " + what() + ": tensor " + std::to_string(uid - 1) + " is unbound");
+    e.pack.find(uid++)->second = p;
   }
   Tensor ws;
   if (e.workspace > 0) {
     ASSIGN_OR_RETURN(ws, empty({e.workspace}, DType::kUInt8));
   }
-  return fe_check(e.graph->execute(ctx.cudnn, pack, ws.defined() ? ws.raw() : nullptr), what, "execute", false);
+  fe::error_t const done = e.graph->execute(ctx.cudnn, e.pack, ws.defined() ? ws.raw() : nullptr);
+  if (done.is_good()) return Status::ok();
+  return fe_check(done, what(), "execute", false);
 }
 
-std::string conv_key(char const* kind, ConvShape const& s, fe::DataType_t t) {
-  return std::string(kind) + s.describe() + " t" + std::to_string(static_cast<int>(t));
-}
+int64_t fe_code(fe::DataType_t t) { return static_cast<int64_t>(t); }
 
 }  // namespace
-
-std::string ConvShape::describe() const {
-  return "x " + dims_string(x) + " w " + dims_string(w) + " y " + dims_string(y) + " stride " + dims_string(stride) +
-         " dilation " + dims_string(dilation) + " pads " + dims_string(pad_begin) + dims_string(pad_end) + " group " +
-         std::to_string(group);
-}
-
-Result<ConvShape> conv_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& w, graph::ConvAttrs const& a) {
-  if (x.size() < 3 || x.size() > 5 || w.size() != x.size())
-    return invalid_argument("input " + dims_string(x) + " and weight " + dims_string(w) +
-                            " must have the same rank, 3 to 5");
-  int64_t const group = a.group;
-  if (group < 1 || x[1] != w[1] * group || w[0] % group != 0)
-    return invalid_argument("input channels " + std::to_string(x[1]) + " do not match weight " + dims_string(w) +
-                            " with group " + std::to_string(group));
-  ConvShape s;
-  s.x = x, s.w = w, s.group = group;
-  s.y = {x[0], w[0]};
-  std::size_t const sp = x.size() - 2, half = a.pads.size() / 2;
-  for (std::size_t i = 0; i < sp; ++i) {
-    int64_t const st = i < a.strides.size() ? a.strides[i] : 1;
-    int64_t const d = i < a.dilations.size() ? a.dilations[i] : 1;
-    int64_t const pb = i < half ? a.pads[i] : 0, pe = i < half ? a.pads[i + half] : 0;
-    int64_t const out = (x[2 + i] + pb + pe - ((w[2 + i] - 1) * d + 1)) / st + 1;
-    if (st < 1 || d < 1 || out <= 0) return invalid_argument("kernel larger than the padded input " + dims_string(x));
-    s.y.push_back(out);
-    s.stride.push_back(st), s.dilation.push_back(d), s.pad_begin.push_back(pb), s.pad_end.push_back(pe);
-  }
-  return s;
-}
-
-Result<ConvShape> conv_transpose_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& w,
-                                       graph::ConvTransposeAttrs const& a) {
-  if (x.size() < 3 || x.size() > 5 || w.size() != x.size())
-    return invalid_argument("input " + dims_string(x) + " and weight " + dims_string(w) +
-                            " must have the same rank, 3 to 5");
-  int64_t const group = a.group;
-  if (group < 1 || x[1] != w[0] || w[0] % group != 0)
-    return invalid_argument("input channels " + std::to_string(x[1]) + " do not match weight " + dims_string(w) +
-                            " with group " + std::to_string(group));
-  std::size_t const sp = x.size() - 2;
-  if (a.pads.size() != 2 * sp)
-    return invalid_argument(std::to_string(a.pads.size()) + " pads for " + std::to_string(sp) + " spatial dims");
-  ConvShape s;
-  s.w = w, s.y = x, s.group = group;
-  s.x = {x[0], w[1] * group};
-  for (std::size_t i = 0; i < sp; ++i) {
-    int64_t const st = i < a.strides.size() ? a.strides[i] : 1;
-    int64_t const d = i < a.dilations.size() ? a.dilations[i] : 1;
-    int64_t const op = i < a.output_padding.size() ? a.output_padding[i] : 0;
-    int64_t const pb = a.pads[i], pe = a.pads[i + sp];
-    if (pb < 0 || pe < 0 || op >= st)
-      return unsupported("pads " + dims_string(a.pads) + " and output_padding " + dims_string(a.output_padding) +
-                         " with strides " + dims_string(a.strides) +
-                         ": negative pads or output_padding >= stride have no cuDNN convolution to run as");
-    int64_t const out = st * (x[2 + i] - 1) + op + (w[2 + i] - 1) * d + 1 - pb - pe;
-    if (st < 1 || d < 1 || out <= 0) return invalid_argument("pads " + dims_string(a.pads) + " leave no output");
-    s.x.push_back(out);
-    s.stride.push_back(st), s.dilation.push_back(d), s.pad_begin.push_back(pb), s.pad_end.push_back(pe);
-  }
-  return s;
-}
 
 Result<std::vector<int64_t>> cudnn_conv_output_dims(ConvShape const& s) {
   Conv4 const c = lift(s);
@@ -321,16 +267,17 @@ template <typename T>
 Status conv_fprop(ConvShape const& s, T const* x, T const* w, T* y) {
   ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
   fe::DataType_t const t = fe_type<T>();
-  std::string const what = "conv fprop " + s.describe();
-  ASSIGN_OR_RETURN(Entry * e,
-                   cached(*ctx, conv_key("fprop", s, t), what, [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
-                     Conv4 const c = lift(s);
-                     configure(g, t);
-                     TensorPtr const X = input(g, "X", c.x, t), W = input(g, "W", c.w, t);
-                     TensorPtr const Y = g.conv_fprop(X, W, conv_attrs<fe::graph::Conv_fprop_attributes>(c, "fprop"));
-                     output(Y, c.y, t);
-                     io = {X, W, Y};
-                   }));
+  auto const what = [&] { return "conv fprop " + s.describe(); };
+  ASSIGN_OR_RETURN(Entry * e, cached(*ctx, conv_plan_key(PlanKind::kConvFprop, s, fe_code(t), ctx->device), what,
+                                     [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
+                                       Conv4 const c = lift(s);
+                                       configure(g, t);
+                                       TensorPtr const X = input(g, "X", c.x, t), W = input(g, "W", c.w, t);
+                                       TensorPtr const Y =
+                                           g.conv_fprop(X, W, conv_attrs<fe::graph::Conv_fprop_attributes>(c, "fprop"));
+                                       output(Y, c.y, t);
+                                       io = {X, W, Y};
+                                     }));
   return run(*ctx, *e, {const_cast<T*>(x), const_cast<T*>(w), y}, what);
 }
 
@@ -338,16 +285,17 @@ template <typename T>
 Status conv_dgrad(ConvShape const& s, T const* dy, T const* w, T* dx) {
   ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
   fe::DataType_t const t = fe_type<T>();
-  std::string const what = "conv dgrad " + s.describe();
-  ASSIGN_OR_RETURN(Entry * e,
-                   cached(*ctx, conv_key("dgrad", s, t), what, [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
-                     Conv4 const c = lift(s);
-                     configure(g, t);
-                     TensorPtr const DY = input(g, "DY", c.y, t), W = input(g, "W", c.w, t);
-                     TensorPtr const DX = g.conv_dgrad(DY, W, conv_attrs<fe::graph::Conv_dgrad_attributes>(c, "dgrad"));
-                     output(DX, c.x, t);
-                     io = {DY, W, DX};
-                   }));
+  auto const what = [&] { return "conv dgrad " + s.describe(); };
+  ASSIGN_OR_RETURN(Entry * e, cached(*ctx, conv_plan_key(PlanKind::kConvDgrad, s, fe_code(t), ctx->device), what,
+                                     [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
+                                       Conv4 const c = lift(s);
+                                       configure(g, t);
+                                       TensorPtr const DY = input(g, "DY", c.y, t), W = input(g, "W", c.w, t);
+                                       TensorPtr const DX = g.conv_dgrad(
+                                           DY, W, conv_attrs<fe::graph::Conv_dgrad_attributes>(c, "dgrad"));
+                                       output(DX, c.x, t);
+                                       io = {DY, W, DX};
+                                     }));
   return run(*ctx, *e, {const_cast<T*>(dy), const_cast<T*>(w), dx}, what);
 }
 
@@ -355,16 +303,17 @@ template <typename T>
 Status conv_wgrad(ConvShape const& s, T const* x, T const* dy, T* dw) {
   ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
   fe::DataType_t const t = fe_type<T>();
-  std::string const what = "conv wgrad " + s.describe();
-  ASSIGN_OR_RETURN(Entry * e,
-                   cached(*ctx, conv_key("wgrad", s, t), what, [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
-                     Conv4 const c = lift(s);
-                     configure(g, t);
-                     TensorPtr const X = input(g, "X", c.x, t), DY = input(g, "DY", c.y, t);
-                     TensorPtr const DW = g.conv_wgrad(DY, X, conv_attrs<fe::graph::Conv_wgrad_attributes>(c, "wgrad"));
-                     output(DW, c.w, t);
-                     io = {X, DY, DW};
-                   }));
+  auto const what = [&] { return "conv wgrad " + s.describe(); };
+  ASSIGN_OR_RETURN(Entry * e, cached(*ctx, conv_plan_key(PlanKind::kConvWgrad, s, fe_code(t), ctx->device), what,
+                                     [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
+                                       Conv4 const c = lift(s);
+                                       configure(g, t);
+                                       TensorPtr const X = input(g, "X", c.x, t), DY = input(g, "DY", c.y, t);
+                                       TensorPtr const DW = g.conv_wgrad(
+                                           DY, X, conv_attrs<fe::graph::Conv_wgrad_attributes>(c, "wgrad"));
+                                       output(DW, c.w, t);
+                                       io = {X, DY, DW};
+                                     }));
   return run(*ctx, *e, {const_cast<T*>(x), const_cast<T*>(dy), dw}, what);
 }
 
@@ -381,8 +330,10 @@ TensorPtr scalar_by_value(fe::graph::Graph& g, char const* name) {
                       .set_data_type(fe::DataType_t::FLOAT));
 }
 
-std::string bn_key(char const* kind, std::vector<int64_t> const& x, fe::DataType_t t) {
-  return std::string(kind) + dims_string(x) + " t" + std::to_string(static_cast<int>(t));
+PlanKey bn_key(PlanKind kind, std::vector<int64_t> const& x, fe::DataType_t t, int device) {
+  PlanKey key(kind, device, fe_code(t));
+  key.add_list(x);
+  return key;
 }
 
 }  // namespace
@@ -391,23 +342,24 @@ template <typename T>
 Status batchnorm_train(std::vector<int64_t> const& x_shape, float epsilon, float exp_avg_factor, BnTrainPtrs const& p) {
   ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
   fe::DataType_t const t = fe_type<T>();
-  std::string const what = "batchnorm training forward x " + dims_string(x_shape);
-  if (g_refuse_batchnorm.load()) return refused_for_testing(what);
+  auto const what = [&] { return "batchnorm training forward x " + dims_string(x_shape); };
+  if (g_refuse_batchnorm.load()) return refused_for_testing(what());
   ASSIGN_OR_RETURN(
-      Entry * e,
-      cached(*ctx, bn_key("bn_train", x_shape, t), what, [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
-        std::vector<int64_t> const x4 = at_least_4d(x_shape), c4 = channel_dims(x4);
-        fe::DataType_t const f = fe::DataType_t::FLOAT;
-        configure(g, t);
-        TensorPtr X = input(g, "X", x4, t), S = input(g, "scale", c4, f), B = input(g, "bias", c4, f);
-        TensorPtr RM = input(g, "running_mean", c4, f), RV = input(g, "running_var", c4, f);
-        TensorPtr EPS = scalar_by_value(g, "epsilon"), MOM = scalar_by_value(g, "momentum");
-        auto attrs = fe::graph::Batchnorm_attributes().set_epsilon(EPS).set_previous_running_stats(RM, RV, MOM);
-        auto [Y, MEAN, INV, NM, NV] = g.batchnorm(X, S, B, attrs);
-        output(Y, x4, t);
-        for (TensorPtr const& stat : {MEAN, INV, NM, NV}) output(stat, c4, f);
-        io = {X, S, B, RM, RV, Y, MEAN, INV, NM, NV, EPS, MOM};
-      }));
+      Entry * e, cached(*ctx, bn_key(PlanKind::kBatchNormTrain, x_shape, t, ctx->device), what,
+                        [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
+                          std::vector<int64_t> const x4 = at_least_4d(x_shape), c4 = channel_dims(x4);
+                          fe::DataType_t const f = fe::DataType_t::FLOAT;
+                          configure(g, t);
+                          TensorPtr X = input(g, "X", x4, t), S = input(g, "scale", c4, f), B = input(g, "bias", c4, f);
+                          TensorPtr RM = input(g, "running_mean", c4, f), RV = input(g, "running_var", c4, f);
+                          TensorPtr EPS = scalar_by_value(g, "epsilon"), MOM = scalar_by_value(g, "momentum");
+                          auto attrs = fe::graph::Batchnorm_attributes().set_epsilon(EPS).set_previous_running_stats(
+                              RM, RV, MOM);
+                          auto [Y, MEAN, INV, NM, NV] = g.batchnorm(X, S, B, attrs);
+                          output(Y, x4, t);
+                          for (TensorPtr const& stat : {MEAN, INV, NM, NV}) output(stat, c4, f);
+                          io = {X, S, B, RM, RV, Y, MEAN, INV, NM, NV, EPS, MOM};
+                        }));
   float eps = epsilon, factor = exp_avg_factor;  // pass-by-value scalars: host pointers
   return run(*ctx, *e,
              {const_cast<void*>(p.x), const_cast<void*>(p.scale), const_cast<void*>(p.bias),
@@ -420,20 +372,21 @@ template <typename T>
 Status batchnorm_infer(std::vector<int64_t> const& x_shape, BnInferPtrs const& p) {
   ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
   fe::DataType_t const t = fe_type<T>();
-  std::string const what = "batchnorm inference forward x " + dims_string(x_shape);
-  if (g_refuse_batchnorm.load()) return refused_for_testing(what);
-  ASSIGN_OR_RETURN(
-      Entry * e,
-      cached(*ctx, bn_key("bn_infer", x_shape, t), what, [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
-        std::vector<int64_t> const x4 = at_least_4d(x_shape), c4 = channel_dims(x4);
-        fe::DataType_t const f = fe::DataType_t::FLOAT;
-        configure(g, t);
-        TensorPtr X = input(g, "X", x4, t), S = input(g, "scale", c4, f), B = input(g, "bias", c4, f);
-        TensorPtr M = input(g, "mean", c4, f), IV = input(g, "inv_variance", c4, f);
-        TensorPtr Y = g.batchnorm_inference(X, M, IV, S, B, fe::graph::Batchnorm_inference_attributes());
-        output(Y, x4, t);
-        io = {X, S, B, M, IV, Y};
-      }));
+  auto const what = [&] { return "batchnorm inference forward x " + dims_string(x_shape); };
+  if (g_refuse_batchnorm.load()) return refused_for_testing(what());
+  ASSIGN_OR_RETURN(Entry * e, cached(*ctx, bn_key(PlanKind::kBatchNormInfer, x_shape, t, ctx->device), what,
+                                     [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
+                                       std::vector<int64_t> const x4 = at_least_4d(x_shape), c4 = channel_dims(x4);
+                                       fe::DataType_t const f = fe::DataType_t::FLOAT;
+                                       configure(g, t);
+                                       TensorPtr X = input(g, "X", x4, t), S = input(g, "scale", c4, f),
+                                                 B = input(g, "bias", c4, f);
+                                       TensorPtr M = input(g, "mean", c4, f), IV = input(g, "inv_variance", c4, f);
+                                       TensorPtr Y = g.batchnorm_inference(X, M, IV, S, B,
+                                                                           fe::graph::Batchnorm_inference_attributes());
+                                       output(Y, x4, t);
+                                       io = {X, S, B, M, IV, Y};
+                                     }));
   return run(*ctx, *e,
              {const_cast<void*>(p.x), const_cast<void*>(p.scale), const_cast<void*>(p.bias), const_cast<void*>(p.mean),
               const_cast<void*>(p.inv_variance), p.y},
@@ -444,22 +397,24 @@ template <typename T>
 Status batchnorm_backward(std::vector<int64_t> const& x_shape, BnBackwardPtrs const& p) {
   ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
   fe::DataType_t const t = fe_type<T>();
-  std::string const what = "batchnorm backward x " + dims_string(x_shape);
-  if (g_refuse_batchnorm.load()) return refused_for_testing(what);
+  auto const what = [&] { return "batchnorm backward x " + dims_string(x_shape); };
+  if (g_refuse_batchnorm.load()) return refused_for_testing(what());
   ASSIGN_OR_RETURN(
-      Entry * e, cached(*ctx, bn_key("bn_bwd", x_shape, t), what, [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
-        std::vector<int64_t> const x4 = at_least_4d(x_shape), c4 = channel_dims(x4);
-        fe::DataType_t const f = fe::DataType_t::FLOAT;
-        configure(g, t);
-        TensorPtr DY = input(g, "DY", x4, t), X = input(g, "X", x4, t), S = input(g, "scale", c4, f);
-        TensorPtr M = input(g, "mean", c4, f), IV = input(g, "inv_variance", c4, f);
-        auto attrs = fe::graph::Batchnorm_backward_attributes().set_saved_mean_and_inv_variance(M, IV);
-        auto [DX, DS, DB] = g.batchnorm_backward(DY, X, S, attrs);
-        output(DX, x4, t);
-        output(DS, c4, f);
-        output(DB, c4, f);
-        io = {DY, X, S, M, IV, DX, DS, DB};
-      }));
+      Entry * e, cached(*ctx, bn_key(PlanKind::kBatchNormBackward, x_shape, t, ctx->device), what,
+                        [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
+                          std::vector<int64_t> const x4 = at_least_4d(x_shape), c4 = channel_dims(x4);
+                          fe::DataType_t const f = fe::DataType_t::FLOAT;
+                          configure(g, t);
+                          TensorPtr DY = input(g, "DY", x4, t), X = input(g, "X", x4, t), S = input(g, "scale", c4, f);
+                          TensorPtr M = input(g, "mean", c4, f), IV = input(g, "inv_variance", c4, f);
+                          auto attrs =
+                              fe::graph::Batchnorm_backward_attributes().set_saved_mean_and_inv_variance(M, IV);
+                          auto [DX, DS, DB] = g.batchnorm_backward(DY, X, S, attrs);
+                          output(DX, x4, t);
+                          output(DS, c4, f);
+                          output(DB, c4, f);
+                          io = {DY, X, S, M, IV, DX, DS, DB};
+                        }));
   return run(*ctx, *e,
              {const_cast<void*>(p.dy), const_cast<void*>(p.x), const_cast<void*>(p.scale), const_cast<void*>(p.mean),
               const_cast<void*>(p.inv_variance), p.dx, p.dscale, p.dbias},

@@ -22,31 +22,9 @@
 #include <vector>
 
 #include "core/status.h"
-#include "graph/op_attrs.h"
+#include "exec/cuda/conv_shape.h"
 
 namespace gp::exec::cuda {
-
-// A convolution's geometry: x [N,C,spatial...], w [K,C/group,kernel...], y [N,K,out...];
-// 1 to 3 spatial dims.
-struct ConvShape {
-  std::vector<int64_t> x, w, y;
-  std::vector<int64_t> stride, dilation, pad_begin, pad_end;
-  int64_t group = 1;
-  std::string describe() const;
-};
-
-// ONNX's Conv output-shape rule (out = (in + pad_b + pad_e - ((k-1)·d + 1)) / s + 1) and checks.
-Result<ConvShape> conv_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& w, graph::ConvAttrs const& a);
-
-// ConvTranspose as the convolution it is the adjoint of: x is the transpose's output
-// [N, M, out...], w its weight [C, M/g, k...] (a conv weight from M/g to C channels per group), y
-// its input [N, C, in...]. The transpose's forward is that conv's dgrad, its input gradient the
-// conv's fprop, its weight gradient the conv's wgrad (conv x = the transpose's output gradient,
-// conv dy = its input). kUnsupported: negative pads (an output_shape past the full output) and
-// output_padding >= stride (reachable with a larger dilation), where no conv maps the output back
-// onto the input; the CPU runs those.
-Result<ConvShape> conv_transpose_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& w,
-                                       graph::ConvTransposeAttrs const& a);
 
 // Builds the conv fprop graph for `s` (its y is ignored) and runs validate() only: cuDNN's
 // inferred output dims. Works without a GPU (no handle is made).

@@ -107,6 +107,16 @@ char const* buf_name(Buf b) {
   return "?";
 }
 
+PlanKey matmul_plan_key(LtCall const& c, int64_t data_type, bool tf32, uint32_t min_alignment, uint32_t bias_alignment,
+                        int device) {
+  PlanKey key(PlanKind::kMatmul, device, data_type);
+  for (int64_t v : {int64_t{tf32}, c.m, c.n, c.k, c.lda, c.ldb, c.ldc, c.batch, c.stride_a, c.stride_b, c.stride_c,
+                    static_cast<int64_t>(c.op_a), static_cast<int64_t>(c.op_b), static_cast<int64_t>(c.epilogue),
+                    int64_t{min_alignment}, int64_t{bias_alignment}})
+    key.add(v);
+  return key;
+}
+
 std::string describe(LtCall const& c) {
   std::ostringstream o;
   if (c.kind == LtKind::kAxpby) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "exec/cuda/plan_key.h"
 #include "graph/ops/linalg.h"
 
 namespace gp::exec::cuda {
@@ -52,6 +53,12 @@ struct GemmPlan {
 };
 
 std::string describe(LtCall const& c);
+
+// The key of a kMatmul call's cuBLASLt descriptors and algorithm: everything they are made from
+// (data type, TF32, m/n/k, leading dimensions, batch and strides, transposes, epilogue, the
+// operands' smallest alignment and the bias's), not alpha, beta or the offsets (call arguments).
+PlanKey matmul_plan_key(LtCall const& c, int64_t data_type, bool tf32, uint32_t min_alignment, uint32_t bias_alignment,
+                        int device);
 char const* buf_name(Buf b);  // "A", "dY", "ones", ... ("-" for kNone)
 
 // The device pointers a plan's buffer names are bound to. A class with member functions, not an

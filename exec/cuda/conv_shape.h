@@ -1,0 +1,42 @@
+// A convolution's geometry as cuDNN runs it, from ONNX's Conv and ConvTranspose attributes, and
+// the key its cuDNN plans are cached by. Host-only (no CUDA header): exec/cuda/cudnn_graphs.h
+// builds and runs the plans.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "exec/cuda/plan_key.h"
+#include "graph/op_attrs.h"
+
+namespace gp::exec::cuda {
+
+// A convolution's geometry: x [N,C,spatial...], w [K,C/group,kernel...], y [N,K,out...];
+// 1 to 3 spatial dims.
+struct ConvShape {
+  std::vector<int64_t> x, w, y;
+  std::vector<int64_t> stride, dilation, pad_begin, pad_end;
+  int64_t group = 1;
+  std::string describe() const;
+};
+
+// ONNX's Conv output-shape rule (out = (in + pad_b + pad_e - ((k-1)·d + 1)) / s + 1) and checks.
+Result<ConvShape> conv_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& w, graph::ConvAttrs const& a);
+
+// ConvTranspose as the convolution it is the adjoint of: x is the transpose's output
+// [N, M, out...], w its weight [C, M/g, k...] (a conv weight from M/g to C channels per group), y
+// its input [N, C, in...]. The transpose's forward is that conv's dgrad, its input gradient the
+// conv's fprop, its weight gradient the conv's wgrad (conv x = the transpose's output gradient,
+// conv dy = its input). kUnsupported: negative pads (an output_shape past the full output) and
+// output_padding >= stride (reachable with a larger dilation), where no conv maps the output back
+// onto the input; the CPU runs those.
+Result<ConvShape> conv_transpose_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& w,
+                                       graph::ConvTransposeAttrs const& a);
+
+// The cache key of a conv plan of `kind` (fprop, dgrad or wgrad) over s in cuDNN data type
+// `dtype` on `device`: every field of s, each list with its length.
+PlanKey conv_plan_key(PlanKind kind, ConvShape const& s, int64_t dtype, int device);
+
+}  // namespace gp::exec::cuda
