@@ -88,7 +88,7 @@ std::vector<LtCall> gpt_matmuls() {
 }
 
 struct Entry {
-  std::unordered_map<int64_t, void*> pack;
+  VariantPack pack{0};
 };
 
 char const* const kConvKinds[3] = {"fprop", "dgrad", "wgrad"};
@@ -139,15 +139,18 @@ Entry& struct_entry(PlanKey const& key, int slots) {
   auto it = g_struct_cache.find(key);
   if (it == g_struct_cache.end()) {
     auto e = std::make_unique<Entry>();
-    for (int i = 0; i < slots; ++i) e->pack.emplace(i + 1, nullptr);
+    e->pack = VariantPack(static_cast<std::size_t>(slots));
     it = g_struct_cache.emplace(key, std::move(e)).first;
   }
   return *it->second;
 }
 
 std::size_t bind(Entry& e, void* const* ptrs, int n) {
-  for (int i = 0; i < n; ++i) e.pack.find(i + 1)->second = ptrs[i];
-  return e.pack.size();
+  Status const s = n == 3   ? e.pack.bind({ptrs[0], ptrs[1], ptrs[2]})
+                   : n == 8 ? e.pack.bind({ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7]})
+                            : e.pack.bind({ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7],
+                                           ptrs[8], ptrs[9], ptrs[10], ptrs[11]});
+  return s.is_ok() ? e.pack.size() : 0;
 }
 
 std::size_t struct_conv(ConvShape const& s, int kind, void* const* ptrs) {

@@ -93,11 +93,9 @@ Status fe_check(fe::error_t e, std::string const& what, char const* step, bool s
 
 struct Entry {
   std::unique_ptr<fe::graph::Graph> graph;
-  std::size_t slots = 0;  // tensors bound by run(), in order, as uids 1..slots
   int64_t workspace = 0;
   Status refused = Status::ok();  // kUnsupported: cuDNN cannot run this graph (graph is then null)
-  // run()'s variant pack: uids 1..slots made once, each call only rebinds their pointers.
-  std::unordered_map<int64_t, void*> pack;
+  VariantPack pack{0};            // run()'s tensors, uids 1..n in build order: made once, rebound per call
 };
 
 // This thread's plans (plans are not promised to be thread-safe), by device and key.
@@ -199,11 +197,8 @@ Result<Entry*> cached(DeviceContext const& ctx, PlanKey const& key, What const& 
   e->graph = std::make_unique<fe::graph::Graph>();
   std::vector<TensorPtr> io;
   build(*e->graph, io);
-  e->slots = io.size();
-  for (std::size_t i = 0; i < io.size(); ++i) {
-    io[i]->set_uid(static_cast<int64_t>(i + 1));
-    e->pack.emplace(static_cast<int64_t>(i + 1), nullptr);
-  }
+  e->pack = VariantPack(io.size());
+  for (std::size_t i = 0; i < io.size(); ++i) io[i]->set_uid(static_cast<int64_t>(i + 1));
   std::string const name = key.describe();
   std::shared_ptr<PlanDiskCache const> const disk_ptr = disk_cache(ctx.device);
   PlanDiskCache const& disk = *disk_ptr;
@@ -227,20 +222,16 @@ Status refused_for_testing(std::string const& what) {
   return unsupported("cuDNN " + what + ": refused for testing (refuse_cudnn_batchnorm_for_testing)");
 }
 
-// Binds ptrs to e's uids 1..slots, in order, and executes e's plan on the compute stream.
+// Binds ptrs to e's tensors, in build order, and executes e's plan on the compute stream.
 template <typename What>
 Status run(DeviceContext const& ctx, Entry& e, std::initializer_list<void*> ptrs, What const& what) {
-  if (ptrs.size() != e.slots) return internal_error("cuDNN " + what() + ": wrong number of bound tensors");
-  int64_t uid = 1;
-  for (void* p : ptrs) {
-    if (p == nullptr) return internal_error("cuDNN " + what() + ": tensor " + std::to_string(uid - 1) + " is unbound");
-    e.pack.find(uid++)->second = p;
-  }
+  if (Status const bound = e.pack.bind(ptrs); !bound.is_ok())
+    return internal_error("cuDNN " + what() + ": " + bound.message());
   Tensor ws;
   if (e.workspace > 0) {
     ASSIGN_OR_RETURN(ws, empty({e.workspace}, DType::kUInt8));
   }
-  fe::error_t const done = e.graph->execute(ctx.cudnn, e.pack, ws.defined() ? ws.raw() : nullptr);
+  fe::error_t const done = e.graph->execute(ctx.cudnn, e.pack.map(), ws.defined() ? ws.raw() : nullptr);
   if (done.is_good()) return Status::ok();
   return fe_check(done, what(), "execute", false);
 }

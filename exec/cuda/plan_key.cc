@@ -45,4 +45,17 @@ std::string PlanKey::describe() const {
   return out;
 }
 
+Status VariantPack::bind(std::initializer_list<void*> ptrs) {
+  if (ptrs.size() != map_.size())
+    return internal_error(std::to_string(ptrs.size()) + " tensors bound to a graph of " + std::to_string(map_.size()));
+  int64_t uid = 1;
+  for (void* p : ptrs) {
+    if (p == nullptr) return internal_error("tensor " + std::to_string(uid - 1) + " is unbound");
+    ++uid;
+  }
+  uid = 1;
+  for (void* p : ptrs) map_.find(uid++)->second = p;
+  return Status::ok();
+}
+
 }  // namespace gp::exec::cuda

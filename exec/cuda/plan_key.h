@@ -11,10 +11,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
+
+#include "core/status.h"
 
 namespace gp::exec::cuda {
 
@@ -63,6 +66,24 @@ class PlanKey {
 
 struct PlanKeyHash {
   std::size_t operator()(PlanKey const& k) const noexcept { return k.hash(); }
+};
+
+// A cuDNN plan's variant pack: its tensors, uids 1..size in the order the graph was built with,
+// bound to device pointers. Made once with the plan; each call rebinds every pointer in place
+// (no allocation), checking first that it binds them all: cudnn-frontend's execute() would
+// otherwise run on the previous call's pointers, or fail deep inside cuDNN.
+class VariantPack {
+ public:
+  explicit VariantPack(std::size_t size) {
+    for (std::size_t uid = 1; uid <= size; ++uid) map_.emplace(static_cast<int64_t>(uid), nullptr);
+  }
+  // kInternal when ptrs has another length than the pack or holds a null (nothing is rebound).
+  Status bind(std::initializer_list<void*> ptrs);
+  std::unordered_map<int64_t, void*>& map() { return map_; }  // what execute() takes
+  std::size_t size() const { return map_.size(); }
+
+ private:
+  std::unordered_map<int64_t, void*> map_;
 };
 
 // A thread's plans of one kind of library object.

@@ -1,7 +1,7 @@
 // The keys cuDNN and cuBLASLt plans are cached by (exec/cuda/plan_key.h), without a GPU: a key
 // must tell apart every two calls whose plans differ (a plan found under another call's key runs
 // the wrong convolution or matmul, silently), and find the plan again from an equal key built
-// afresh by the next call.
+// afresh by the next call. And a cached cuDNN plan's variant pack, rebound on every call.
 #include "exec/cuda/plan_key.h"
 
 #include <gtest/gtest.h>
@@ -151,6 +151,29 @@ TEST(PlanKey, DistinctKeysSpreadOverTheHash) {
           ++keys;
         }
   EXPECT_GE(static_cast<int>(hashes.size()), keys - 1) << keys << " keys";
+}
+
+// A cuDNN plan's tensors are bound by uid 1..n in the order the graph was built with; each call
+// rebinds every one, and a call that would leave one unbound or bind too many rebinds nothing.
+TEST(VariantPack, EachCallRebindsEveryTensorInBuildOrder) {
+  int x = 0, w = 0, y = 0, other = 0;
+  VariantPack pack(3);
+  ASSERT_TRUE(pack.bind({&x, &w, &y}).is_ok());
+  EXPECT_EQ(pack.map().at(1), &x);
+  EXPECT_EQ(pack.map().at(2), &w);
+  EXPECT_EQ(pack.map().at(3), &y);
+  ASSERT_TRUE(pack.bind({&other, &w, &x}).is_ok());
+  EXPECT_EQ(pack.map().at(1), &other);
+  EXPECT_EQ(pack.map().at(3), &x);
+  EXPECT_EQ(pack.size(), 3u);
+
+  Status const null = pack.bind({&y, nullptr, &y});
+  EXPECT_EQ(null.code(), StatusCode::kInternal);
+  EXPECT_EQ(null.message(), "tensor 1 is unbound");
+  Status const short_list = pack.bind({&y, &y});
+  EXPECT_EQ(short_list.code(), StatusCode::kInternal);
+  EXPECT_EQ(short_list.message(), "2 tensors bound to a graph of 3");
+  EXPECT_EQ(pack.map().at(1), &other) << "a refused call rebinds nothing";
 }
 
 }  // namespace
