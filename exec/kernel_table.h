@@ -76,4 +76,29 @@ class KernelTable {
   std::set<graph::ops::OpDef const*> defs_;
 };
 
+// Whether a forward call gives its kernel what the entry needs: at least `min_inputs` inputs,
+// each of those defined (a kernel reads them unchecked). kInvalidArgument naming the op otherwise.
+inline Status check_forward_inputs(OpCall const& call, std::size_t min_inputs, std::vector<Tensor> const& inputs) {
+  if (inputs.size() < min_inputs)
+    return invalid_argument(call.op.type + " '" + call.op.name + "': given " + std::to_string(inputs.size()) +
+                            " inputs, needs " + std::to_string(min_inputs));
+  for (std::size_t i = 0; i < min_inputs; ++i)
+    if (!inputs[i].defined())
+      return invalid_argument(call.op.type + " '" + call.op.name + "': input " + std::to_string(i) + " is undefined");
+  return Status::ok();
+}
+
+// Backend::backward_weight's request: slot i is wanted when weight_grads[i] is defined (the
+// accumulator to add into); empty when none is, and the call has nothing to do.
+inline std::vector<bool> wanted_weight_grads(std::vector<Tensor> const& weight_grads) {
+  std::vector<bool> wanted(weight_grads.size(), false);
+  bool any = false;
+  for (std::size_t i = 0; i < weight_grads.size(); ++i) {
+    wanted[i] = weight_grads[i].defined();
+    any = any || wanted[i];
+  }
+  if (!any) wanted.clear();
+  return wanted;
+}
+
 }  // namespace gp::exec

@@ -281,12 +281,7 @@ Status CpuBackend::forward(OpCall const& call, std::vector<Tensor> const& inputs
                            Saved* saved) {
   Entry const* e = kernel_table().entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
-  if (inputs.size() < e->min_inputs)
-    return invalid_argument(call.op.type + " '" + call.op.name + "': given " + std::to_string(inputs.size()) +
-                            " inputs, needs " + std::to_string(e->min_inputs));
-  for (std::size_t i = 0; i < e->min_inputs; ++i)
-    if (!inputs[i].defined())
-      return invalid_argument(call.op.type + " '" + call.op.name + "': input " + std::to_string(i) + " is undefined");
+  RETURN_IF_ERROR(check_forward_inputs(call, e->min_inputs, inputs));
   if (saved) saved->tensors.clear();
   return e->kernels.forward(bound_to(call, *this), inputs, outputs, saved);
 }
@@ -303,13 +298,8 @@ Status CpuBackend::backward_weight(OpCall const& call, Saved const& saved, std::
                                    std::vector<Tensor>& weight_grads) {
   Entry const* e = kernel_table().entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
-  std::vector<bool> wanted(weight_grads.size(), false);
-  bool any = false;
-  for (std::size_t i = 0; i < weight_grads.size(); ++i) {
-    wanted[i] = weight_grads[i].defined();
-    any = any || wanted[i];
-  }
-  if (!any) return Status::ok();
+  std::vector<bool> const wanted = wanted_weight_grads(weight_grads);
+  if (wanted.empty()) return Status::ok();
   return e->kernels.backward_weight(bound_to(call, *this), saved, grad_outputs, wanted, weight_grads, true);
 }
 

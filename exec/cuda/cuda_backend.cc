@@ -279,12 +279,7 @@ Status CudaBackend::forward(OpCall const& call, std::vector<Tensor> const& input
                             Saved* saved) {
   KernelEntry const* e = kernel_table().entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
-  if (inputs.size() < e->min_inputs)
-    return invalid_argument(call.op.type + " '" + call.op.name + "': given " + std::to_string(inputs.size()) +
-                            " inputs, needs " + std::to_string(e->min_inputs));
-  for (std::size_t i = 0; i < e->min_inputs; ++i)
-    if (!inputs[i].defined())
-      return invalid_argument(call.op.type + " '" + call.op.name + "': input " + std::to_string(i) + " is undefined");
+  RETURN_IF_ERROR(check_forward_inputs(call, e->min_inputs, inputs));
   cuda::ScopedContext scope(*ctx_);
   if (saved) saved->tensors.clear();
   return guarded(*alloc_, call, [&] { return e->kernels.forward(bound_to(call, *this), inputs, outputs, saved); });
@@ -305,13 +300,8 @@ Status CudaBackend::backward_weight(OpCall const& call, Saved const& saved, std:
                                     std::vector<Tensor>& weight_grads) {
   KernelEntry const* e = kernel_table().entry_for(*this, call);
   if (e == nullptr) return supports(call.op, call.graph);
-  std::vector<bool> wanted(weight_grads.size(), false);
-  bool any = false;
-  for (std::size_t i = 0; i < weight_grads.size(); ++i) {
-    wanted[i] = weight_grads[i].defined();
-    any = any || wanted[i];
-  }
-  if (!any) return Status::ok();
+  std::vector<bool> const wanted = wanted_weight_grads(weight_grads);
+  if (wanted.empty()) return Status::ok();
   cuda::ScopedContext scope(*ctx_);
   return guarded(*alloc_, call, [&] {
     return e->kernels.backward_weight(bound_to(call, *this), saved, grad_outputs, wanted, weight_grads, true);

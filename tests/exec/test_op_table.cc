@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "exec/cpu/cpu_backend.h"
+#include "exec/kernel_table.h"
 #include "graph/onnx_import.h"
 #include "graph/ops/registry.h"
 
@@ -40,6 +41,33 @@ g (float[N, 4] x) => (float[N, 4] y) { y = LpNormalization(x) })");
   ASSERT_FALSE(r.is_ok());
   for (std::string const& type : graph::ops::op_types())
     EXPECT_NE(r.status().message().find(" " + type), std::string::npos) << type << ": " << r.status().message();
+}
+
+// A backend gives a kernel at least the inputs its entry reads, each defined, or refuses the call
+// naming the op (exec/kernel_table.h's check_forward_inputs, shared by the CPU and CUDA backends);
+// a backward_weight call that wants no gradient does nothing.
+TEST(OpTable, AForwardCallWithTooFewOrUndefinedInputsIsRefusedByName) {
+  auto g = graph::load_onnx_text(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 4] a, float[N, 4] b) => (float[N, 4] y) { y = Add(a, b) })");
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  graph::Op const& add = g->op(0);
+  CpuBackend cpu;
+  OpCall const call{add, *g};
+  Tensor const a = Tensor::zeros({2, 4});
+  std::vector<Tensor> out;
+  Status s = cpu.forward(call, {a}, out, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "Add '" + add.name + "': given 1 inputs, needs 2");
+  s = cpu.forward(call, {a, Tensor()}, out, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "Add '" + add.name + "': input 1 is undefined");
+  ASSERT_TRUE(cpu.forward(call, {a, a}, out, nullptr).is_ok());
+
+  std::vector<Tensor> none(2);
+  EXPECT_TRUE(wanted_weight_grads(none).empty());
+  std::vector<Tensor> one{Tensor(), a};
+  EXPECT_EQ(wanted_weight_grads(one), (std::vector<bool>{false, true}));
+  EXPECT_TRUE(cpu.backward_weight(call, Saved{}, {a}, none).is_ok());
 }
 
 }  // namespace
