@@ -214,8 +214,14 @@ def test_ctrl_c_stops_the_workers_cleanly(tmp_path):
         if step == 3:
             signal.raise_signal(signal.SIGINT)  # Python's handler raises KeyboardInterrupt here
 
-    with pytest.raises(KeyboardInterrupt):
-        gp.train(config, devices=2, callback=stop)
+    # Python installs that handler only where its parent left SIGINT at the default (a job started
+    # in the background by a script ignores it): install it for this test.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            gp.train(config, devices=2, callback=stop)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert ck.exists()
     config["steps"] = 5
     resumed = gp.train(config, devices=2)
