@@ -177,9 +177,10 @@ class Backend {
                                       std::vector<ParamUpdate> const& updates);
 
   // ---- Streams and events. Each worker orders its work on a compute stream and a communication
-  // stream; an event recorded on one stream and waited for on the other orders them. The CPU
+  // stream, and a device has a copy stream for host data (the trainer's inputs); an event recorded
+  // on one stream and waited for on another orders them (an event is waited for once). The CPU
   // backend runs everything in order at once, so its events are complete when recorded.
-  enum class StreamKind { kCompute, kCommunication };
+  enum class StreamKind { kCompute, kCommunication, kCopy };
   struct Event {
     uint64_t id = 0;  // 0: already complete
   };
@@ -199,6 +200,17 @@ class Backend {
     (void)stream;
     return {};
   }
+  // dst <- src queued on `stream`, as copy() does on the compute stream. With kCopy and a device
+  // that overlaps copies (overlaps_copies()), a host-to-device copy from its pinned host memory
+  // (pinned_host_allocator()) runs beside the compute stream, and the caller orders it: the copy
+  // stream waits for an event recorded after the compute stream's last use of dst, the compute
+  // stream for one recorded on the copy stream after the copy before it reads dst, and src lives
+  // until that wait is queued. Default (and every other copy): copy().
+  virtual Status copy_on(StreamKind stream, Tensor const& src, Tensor& dst) {
+    (void)stream;
+    return copy(src, dst);
+  }
+  virtual bool overlaps_copies() const { return false; }
   // Completion of queued work (CPU: no-op; CUDA: stream sync).
   virtual Status synchronize() = 0;
 };

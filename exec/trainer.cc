@@ -72,10 +72,21 @@ Status Trainer::step() {
   // device would read after each op are queued (Backend::defer_checks), until the one read below.
   DeferChecks const deferring(backend, true);
   Backend::StepLosses losses = backend.step_losses(static_cast<int>(config_.micro_batches));
+  bool const overlap = backend.overlaps_copies();
   for (int64_t m = 0; m < config_.micro_batches; ++m) {
     phases_.backward += since(t);  // zeroing the gradients, or the previous micro-batch's backward
-    ASSIGN_OR_RETURN(Batch batch, data_->batch(first + m * mbs, mbs));
-    ASSIGN_OR_RETURN(TensorMap inputs, device_inputs(batch));
+    Batch batch;
+    TensorMap inputs;
+    int buffer = -1;
+    if (overlap) {
+      ASSIGN_OR_RETURN(Staged staged, take(first + m * mbs, mbs));
+      batch = std::move(staged.host);
+      inputs = std::move(staged.inputs);
+      buffer = staged.buffer;
+    } else {
+      ASSIGN_OR_RETURN(batch, data_->batch(first + m * mbs, mbs));
+      ASSIGN_OR_RETURN(inputs, device_inputs(batch));
+    }
     ASSIGN_OR_RETURN(Tensor const labels, backend.to_device(batch.labels));
     phases_.data += since(t);
     TensorMap outputs, input_grads;
@@ -90,6 +101,17 @@ Status Trainer::step() {
     if (scaler_.enabled()) RETURN_IF_ERROR(backend.scale(grad, scaler_.scale()));
     phases_.forward_loss += since(t);
     RETURN_IF_ERROR(runner_->executor().backward(m, {{out_id, grad}}, input_grads));
+    if (overlap) {
+      // The buffer is free once the compute stream passes this backward (a first layer may keep
+      // its input for it); the next micro-batch's copy runs meanwhile, the next step's first after
+      // the last one's.
+      release(buffer);
+      if (m + 1 < config_.micro_batches) {
+        RETURN_IF_ERROR(stage(first + (m + 1) * mbs, mbs));
+      } else if (step_ + 1 < config_.steps) {
+        RETURN_IF_ERROR(stage(first + config_.batch, mbs));
+      }
+    }
   }
   // The step's one read (it waits for the backward): the deferred checks, then every loss. A
   // non-finite one stops training before the update, named as before by rerunning its forward.
@@ -123,6 +145,71 @@ Status Trainer::step() {
   ++step_;
   losses_.push_back(loss);
   return Status::ok();
+}
+
+Trainer::~Trainer() { drop_staged(); }
+
+Status Trainer::stage(int64_t first, int64_t count) {
+  drop_staged();
+  Backend& backend = runner_->executor().backend();
+  Staged s;
+  s.first = first, s.count = count;
+  ASSIGN_OR_RETURN(s.host, data_->batch(first, count));
+  s.buffer = next_buffer_;
+  next_buffer_ ^= 1;
+  TensorMap& buffer = buffers_[s.buffer];
+  bool fresh = false;
+  for (std::size_t k = 0; k < graph_.inputs().size(); ++k) {
+    Tensor const& host = s.host.inputs.at(k);
+    Tensor& dev = buffer[graph_.inputs()[k]];
+    if (!dev.defined() || dev.shape() != host.shape() || dev.dtype() != host.dtype()) {
+      dev = backend.empty(host.shape(), host.dtype());
+      fresh = true;
+    }
+  }
+  // The copy stream writes the buffer only after the compute stream's last use of it: the event
+  // release() recorded then. A new buffer (its memory may have served the compute stream before)
+  // or one whose micro-batch never released it (its step failed) waits for everything queued.
+  std::optional<Backend::Event>& free = buffer_free_[s.buffer];
+  if (fresh || !free) {
+    if (free) RETURN_IF_ERROR(backend.wait(Backend::StreamKind::kCopy, *free));
+    free = backend.record(Backend::StreamKind::kCompute);
+  }
+  RETURN_IF_ERROR(backend.wait(Backend::StreamKind::kCopy, *free));
+  free.reset();
+  for (std::size_t k = 0; k < graph_.inputs().size(); ++k) {
+    graph::TensorId const id = graph_.inputs()[k];
+    RETURN_IF_ERROR(backend.copy_on(Backend::StreamKind::kCopy, s.host.inputs.at(k), buffer.at(id)));
+    s.inputs.emplace(id, buffer.at(id));
+  }
+  s.copied = backend.record(Backend::StreamKind::kCopy);
+  staged_ = std::move(s);
+  return Status::ok();
+}
+
+Result<Trainer::Staged> Trainer::take(int64_t first, int64_t count) {
+  if (!staged_ || staged_->first != first || staged_->count != count) RETURN_IF_ERROR(stage(first, count));
+  Staged s = std::move(*staged_);
+  staged_.reset();
+  // The compute stream reads the buffer after the copies; the host batch may go once this is queued.
+  RETURN_IF_ERROR(runner_->executor().backend().wait(Backend::StreamKind::kCompute, s.copied));
+  return s;
+}
+
+void Trainer::release(int buffer) {
+  Backend& backend = runner_->executor().backend();
+  std::optional<Backend::Event>& free = buffer_free_[buffer];
+  if (free) (void)backend.wait(Backend::StreamKind::kCopy, *free);  // an event is waited for once
+  free = backend.record(Backend::StreamKind::kCompute);
+}
+
+void Trainer::drop_staged() {
+  if (!staged_) return;
+  // Its copies may still be running: the compute stream, whose allocator frees the buffers and
+  // reuses the host batch's pinned memory, waits for them.
+  (void)runner_->executor().backend().wait(Backend::StreamKind::kCompute, staged_->copied);
+  release(staged_->buffer);
+  staged_.reset();
 }
 
 // A batch's inputs on the device.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ class Trainer {
   // The graph and backend must outlive the trainer.
   static Result<std::unique_ptr<Trainer>> create(TrainConfig const& config, graph::OpGraph const& graph,
                                                  Backend& backend, std::unique_ptr<DataSource> data);
+  ~Trainer();
+  Trainer(Trainer const&) = delete;
+  Trainer& operator=(Trainer const&) = delete;
 
   // One optimizer step over config.batch samples in config.micro_batches micro-batches. A NaN/Inf
   // loss stops before the update with an error naming the step and the first non-finite tensor
@@ -68,6 +72,22 @@ class Trainer {
 
  private:
   Result<TensorMap> device_inputs(Batch const& batch);
+  // On a device that overlaps copies (Backend::overlaps_copies): a micro-batch's inputs copied on
+  // the copy stream into one of two device buffers while the one before computes. stage() starts
+  // the copies of samples [first, first + count); take() hands them to the compute stream (which
+  // waits for the copies there, not on the host); release() marks the buffer free once the
+  // compute stream has passed the micro-batch's backward; drop_staged() abandons a staged batch.
+  struct Staged {
+    int64_t first = -1, count = 0;
+    Batch host;        // its pinned memory must live until the compute stream waits for the copy
+    TensorMap inputs;  // views of the buffer's tensors
+    Backend::Event copied;
+    int buffer = 0;
+  };
+  Status stage(int64_t first, int64_t count);
+  Result<Staged> take(int64_t first, int64_t count);
+  void release(int buffer);
+  void drop_staged();
   Status non_finite_loss(int64_t micro_batch, double value);
   Trainer(TrainConfig config, graph::OpGraph const& graph, std::unique_ptr<DataSource> data,
           std::unique_ptr<StageRunner> runner);
@@ -82,6 +102,10 @@ class Trainer {
   double samples_per_s_ = 0;
   PhaseTimes phases_;
   LossScaler scaler_;
+  std::optional<Staged> staged_;
+  TensorMap buffers_[2];                          // device input buffers, alternating by micro-batch
+  std::optional<Backend::Event> buffer_free_[2];  // recorded after the compute stream's last use
+  int next_buffer_ = 0;
 };
 
 }  // namespace gp::exec

@@ -213,6 +213,7 @@ Status CudaBackend::init(int device, CudaBackendOptions const& options) {
   ctx_->device = device;
   GP_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_->compute, cudaStreamNonBlocking));
   GP_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_->comm, cudaStreamNonBlocking));
+  GP_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_->copy, cudaStreamNonBlocking));
   ctx_->checks = cuda::DeferredChecks(deferred_check_calls(ctx_.get()));
   raw_ = std::make_unique<cuda::CudaDeviceMemory>(device);
   alloc_ = std::make_unique<cuda::CachingAllocator>(*raw_, device);
@@ -253,6 +254,7 @@ CudaBackend::~CudaBackend() {
   alloc_.reset();  // returns the cached segments before the streams go
   if (ctx_->compute) (void)cudaStreamDestroy(ctx_->compute);
   if (ctx_->comm) (void)cudaStreamDestroy(ctx_->comm);
+  if (ctx_->copy) (void)cudaStreamDestroy(ctx_->copy);
   (void)cudaGetLastError();  // a teardown failure is nobody's to report: keep it from the next call's check
 }
 
@@ -260,9 +262,23 @@ std::string CudaBackend::name() const { return "cuda:" + std::to_string(device_)
 
 Allocator& CudaBackend::allocator() { return *alloc_; }
 
-void* CudaBackend::stream(StreamKind kind) const {
-  return kind == StreamKind::kCompute ? static_cast<void*>(ctx_->compute) : static_cast<void*>(ctx_->comm);
+namespace {
+
+cudaStream_t stream_of(cuda::DeviceContext const& ctx, Backend::StreamKind kind) {
+  switch (kind) {
+    case Backend::StreamKind::kCompute:
+      return ctx.compute;
+    case Backend::StreamKind::kCommunication:
+      return ctx.comm;
+    case Backend::StreamKind::kCopy:
+      return ctx.copy;
+  }
+  return ctx.compute;
 }
+
+}  // namespace
+
+void* CudaBackend::stream(StreamKind kind) const { return static_cast<void*>(stream_of(*ctx_, kind)); }
 
 Status CudaBackend::supports(graph::Op const& op, graph::OpGraph const& graph) const { return supports_op(op, graph); }
 
@@ -333,7 +349,7 @@ Backend::Event CudaBackend::record(StreamKind stream) {
     // No event: make the next wait a full synchronisation instead (correct, slower).
     return {~uint64_t{0}};
   }
-  if (cudaEventRecord(e, stream == StreamKind::kCompute ? ctx_->compute : ctx_->comm) != cudaSuccess) {
+  if (cudaEventRecord(e, stream_of(*ctx_, stream)) != cudaSuccess) {
     (void)cudaGetLastError();
     events_->free.push_back(e);
     return {~uint64_t{0}};
@@ -357,8 +373,7 @@ Status CudaBackend::wait(StreamKind stream, Event event) {
   // The event is recycled after the wait is enqueued: a later record re-arms it, and CUDA
   // resolves cudaStreamWaitEvent against the record that preceded the call.
   Status s = Status::ok();
-  if (cudaError_t rc = cudaStreamWaitEvent(stream == StreamKind::kCompute ? ctx_->compute : ctx_->comm, e, 0);
-      rc != cudaSuccess)
+  if (cudaError_t rc = cudaStreamWaitEvent(stream_of(*ctx_, stream), e, 0); rc != cudaSuccess)
     s = cuda::cuda_error(rc, "cudaStreamWaitEvent", __FILE__, __LINE__);
   std::lock_guard lock(events_->mu);
   events_->free.push_back(e);
@@ -367,7 +382,7 @@ Status CudaBackend::wait(StreamKind stream, Event event) {
 
 HostFence CudaBackend::fence(StreamKind stream) {
   cuda::ScopedContext scope(*ctx_);
-  cudaStream_t const s = stream == StreamKind::kCompute ? ctx_->compute : ctx_->comm;
+  cudaStream_t const s = stream_of(*ctx_, stream);
   cudaEvent_t e = nullptr;
   cudaError_t rc = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
   if (rc == cudaSuccess) {
@@ -402,6 +417,7 @@ Status CudaBackend::synchronize() {
   }
   GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
   GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->comm));
+  GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->copy));
   return Status::ok();
 }
 

@@ -1,4 +1,4 @@
-// The CUDA backend: one device, its compute and communication streams, a stream-aware caching
+// The CUDA backend: one device, its compute, communication and copy streams, a stream-aware caching
 // allocator, cuBLASLt for Gemm/MatMul, cuDNN (graph API) for Conv and BatchNormalization, and
 // kernels/cuda for everything else. Same interface and conventions as the CPU backend
 // (exec/cpu/cpu_backend.h), which is its reference: tests/cuda compares every op with it.
@@ -65,6 +65,9 @@ class CudaBackend final : public Backend {
   Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::kFloat32) override;
   Status fill(Tensor& t, float value) override;
   Status copy(Tensor const& src, Tensor& dst) override;
+  // kCopy: a host-to-device copy from the pinned pool on the copy stream; else copy().
+  Status copy_on(StreamKind stream, Tensor const& src, Tensor& dst) override;
+  bool overlaps_copies() const override { return true; }
   Status add_into(Tensor& dst, Tensor const& src) override;              // float32, bfloat16 or half (same dtype)
   Status scale(Tensor& t, double factor) override;                       // loss scaling, on the device
   Result<bool> all_finite(std::vector<Tensor> const& tensors) override;  // one flag, one read back

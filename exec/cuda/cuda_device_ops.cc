@@ -136,6 +136,18 @@ Result<bool> CudaBackend::all_finite(std::vector<Tensor> const& tensors) {
   return found == 0;
 }
 
+Status CudaBackend::copy_on(StreamKind stream, Tensor const& src, Tensor& dst) {
+  // Only a copy the DMA can run beside compute (a batch in the pinned pool, to this device) goes
+  // on the copy stream; the caller orders it against the compute stream with events.
+  if (stream != StreamKind::kCopy || !on_host(src) || !dst.defined() || on_host(dst) || !host_pool_ ||
+      src.dtype() != dst.dtype() || src.numel() != dst.numel() || src.nbytes() == 0 ||
+      !host_pool_->pinned(src.raw(), src.nbytes()))
+    return copy(src, dst);
+  cuda::ScopedContext scope(*ctx_);
+  GP_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyHostToDevice, ctx_->copy));
+  return Status::ok();
+}
+
 Status CudaBackend::copy_chunks(Tensor const& src, std::vector<int> const& src_chunks, Tensor& dst,
                                 std::vector<int> const& dst_chunks, int axis, int64_t chunk) {
   cuda::ScopedContext scope(*ctx_);

@@ -23,6 +23,7 @@ struct DeviceContext {
   int device = 0;
   cudaStream_t compute = nullptr;
   cudaStream_t comm = nullptr;
+  cudaStream_t copy = nullptr;     // host data to the device beside compute (Backend::copy_on)
   Allocator* allocator = nullptr;  // the device's caching allocator
   cublasLtContext* cublaslt = nullptr;
   void* cublaslt_workspace = nullptr;

@@ -25,18 +25,22 @@ class DeviceLikeBackend final : public Backend {
   }
   Status forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) override {
     if (forwards) ++*forwards;
+    log_reads(in);
     return cpu_.forward(call, in, out, saved);
   }
   Status backward_input(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                         std::vector<bool> const& needs, std::vector<Tensor>& grads) override {
+    log_reads(saved.tensors);
     return cpu_.backward_input(call, saved, gout, needs, grads);
   }
   Status backward_weight(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                          std::vector<Tensor>& grads) override {
+    log_reads(saved.tensors);
     return cpu_.backward_weight(call, saved, gout, grads);
   }
   Status backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                   std::vector<bool> const& needs, std::vector<Tensor>& grads, std::vector<Tensor>& wgrads) override {
+    log_reads(saved.tensors);
     return cpu_.backward(call, saved, gout, needs, grads, wgrads);
   }
   Tensor empty(std::vector<int64_t> shape, DType dtype) override { return cpu_.empty(std::move(shape), dtype); }
@@ -46,6 +50,12 @@ class DeviceLikeBackend final : public Backend {
     if (pinned_live(src)) ++pinned_copies;
     return cpu_.copy(src, dst);
   }
+  // As a device's copy stream: each copy logged by its destination (the work is done at once).
+  Status copy_on(StreamKind stream, Tensor const& src, Tensor& dst) override {
+    log(StreamOp::Kind::kCopy, stream, 0, dst.raw());
+    return copy(src, dst);
+  }
+  bool overlaps_copies() const override { return copy_stream; }
   Status add_into(Tensor& dst, Tensor const& src) override { return cpu_.add_into(dst, src); }
   Status copy_chunks(Tensor const& src, std::vector<int> const& sc, Tensor& dst, std::vector<int> const& dc, int axis,
                      int64_t chunk) override {
@@ -86,6 +96,27 @@ class DeviceLikeBackend final : public Backend {
   struct FenceCounts {
     std::atomic<int> made{0}, waited{0};
   };
+  // Events as a device's: numbered, logged when recorded and when waited for.
+  Event record(StreamKind stream) override {
+    uint64_t const id = ++events_;
+    log(StreamOp::Kind::kRecord, stream, id, nullptr);
+    return {id};
+  }
+  Status wait(StreamKind stream, Event event) override {
+    log(StreamOp::Kind::kWait, stream, event.id, nullptr);
+    return Status::ok();
+  }
+  // With `stream_log` set, what a device would order by its streams: events recorded and waited
+  // for, copies (by destination) and the memory each op call reads (its inputs; in backward, the
+  // tensors its forward saved), in the order they were queued. A read is on the compute stream.
+  struct StreamOp {
+    enum class Kind { kRecord, kWait, kCopy, kRead } kind;
+    StreamKind stream = StreamKind::kCompute;
+    uint64_t event = 0;
+    void const* ptr = nullptr;
+  };
+  std::vector<StreamOp>* stream_log = nullptr;
+  bool copy_stream = true;  // overlaps_copies(): the trainer stages its inputs on the copy stream
   HostFence fence(StreamKind) override {
     if (!fences) return {};
     ++fences->made;
@@ -103,6 +134,14 @@ class DeviceLikeBackend final : public Backend {
   std::atomic<int>* forwards = nullptr;  // when set, counts the op forwards run here
 
  private:
+  void log(StreamOp::Kind kind, StreamKind stream, uint64_t event, void const* ptr) {
+    if (stream_log) stream_log->push_back({kind, stream, event, ptr});
+  }
+  void log_reads(std::vector<Tensor> const& tensors) {
+    for (Tensor const& t : tensors)
+      if (t.defined()) log(StreamOp::Kind::kRead, StreamKind::kCompute, 0, t.raw());
+  }
+  std::atomic<uint64_t> events_{0};
   CpuBackend cpu_;
 };
 

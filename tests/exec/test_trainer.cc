@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -79,6 +80,78 @@ TEST(Trainer, OnADeviceBatchesComeFromPinnedMemoryAndTrainAsOnTheCpu) {
   EXPECT_EQ(device.loss_reads.load(), 5);
   EXPECT_EQ(device.deferred_check_reads.load(), 5);
   EXPECT_FALSE(device.deferring_checks) << "the step left the checks deferred";
+}
+
+// Whether a device would run log[a] before log[b]: on one stream when a comes first; across
+// streams when an event recorded on a's stream after it is waited for on b's stream before b.
+bool runs_before(std::vector<DeviceLikeBackend::StreamOp> const& log, std::size_t a, std::size_t b) {
+  using Kind = DeviceLikeBackend::StreamOp::Kind;
+  if (log[a].stream == log[b].stream) return a < b;
+  for (std::size_t r = a + 1; r < b; ++r) {
+    if (log[r].kind != Kind::kRecord || log[r].stream != log[a].stream) continue;
+    for (std::size_t w = r + 1; w < b; ++w)
+      if (log[w].kind == Kind::kWait && log[w].stream == log[b].stream && log[w].event == log[r].event) return true;
+  }
+  return false;
+}
+
+// On a device that overlaps copies, each micro-batch's inputs are copied on the copy stream into
+// one of two buffers while the micro-batch before computes. Ordered by events only (no host
+// wait): a copy into a buffer runs after every compute-stream read of it queued before, and each
+// read after the copy that filled it. The training is the in-line copies' to the bit.
+TEST(Trainer, InputsCopiedBesideComputeAreOrderedByEventsAndTrainTheSame) {
+  auto g = testing::tiny_mlp(1).to_graph();
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  TrainConfig c = base_config();
+  c.micro_batches = 3;
+  c.batch = 12;
+  c.steps = 4;
+  DeviceLikeBackend in_line;
+  in_line.copy_stream = false;
+  auto want = make_trainer(*g, in_line, c);
+  ASSERT_TRUE(want->run(nullptr).is_ok());
+
+  using Op = DeviceLikeBackend::StreamOp;
+  std::vector<Op> log;
+  DeviceLikeBackend device;
+  device.stream_log = &log;
+  {
+    auto got = make_trainer(*g, device, c);
+    ASSERT_TRUE(got->run(nullptr).is_ok());
+    EXPECT_EQ(got->losses(), want->losses());
+    expect_close(got->trained_tensors(), want->trained_tensors(), 0, 0);
+  }
+  device.stream_log = nullptr;
+  std::set<void const*> buffers;
+  int copies = 0;
+  for (Op const& op : log)
+    if (op.kind == Op::Kind::kCopy && op.stream == Backend::StreamKind::kCopy) {
+      buffers.insert(op.ptr);
+      ++copies;
+    }
+  EXPECT_EQ(copies, 3 * 4) << "one input, each micro-batch of each step, none past the last";
+  EXPECT_EQ(buffers.size(), 2u) << "two buffers, alternating";
+  int reads = 0;
+  for (std::size_t i = 0; i < log.size(); ++i) {
+    if (log[i].kind != Op::Kind::kRead || !buffers.count(log[i].ptr)) continue;
+    ++reads;
+    // The read comes after the copy that filled the buffer...
+    std::size_t filled = log.size();
+    for (std::size_t j = i; j-- > 0;)
+      if (log[j].kind == Op::Kind::kCopy && log[j].ptr == log[i].ptr) {
+        filled = j;
+        break;
+      }
+    ASSERT_LT(filled, log.size()) << "a read of a buffer no copy filled";
+    EXPECT_TRUE(runs_before(log, filled, i)) << "read " << i << " may run before copy " << filled;
+    // ...and before the copy that next overwrites it.
+    for (std::size_t j = i + 1; j < log.size(); ++j)
+      if (log[j].kind == Op::Kind::kCopy && log[j].ptr == log[i].ptr) {
+        EXPECT_TRUE(runs_before(log, i, j)) << "copy " << j << " may overwrite the buffer before read " << i;
+        break;
+      }
+  }
+  EXPECT_GE(reads, copies) << "every staged input is read";
 }
 
 // A label out of range in the second micro-batch, read at the step's end on a device: the same
