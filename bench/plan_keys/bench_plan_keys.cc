@@ -9,9 +9,14 @@
 // call formatted 16 integers into its key. The struct side is what the backend runs now: the key
 // built inline, the lookup, and the pointers rebound into the plan's own variant pack. No GPU.
 //
+// The CPU backend's oneDNN primitive cache the same way: its keys were text made by an
+// ostringstream (the dims through key_dims, then the pass's name around the geometry's key); now
+// core/int_key.h's integers through dnnl_ctx::key.
+//
 // Usage: bench_plan_keys [--rounds N]   (default 200 rounds of every call of one step)
 #include <algorithm>
 #include <chrono>
+#include <sstream>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "core/units.h"
+#include "exec/cpu/dnnl_context.h"
 #include "exec/cuda/conv_shape.h"
 #include "exec/cuda/gemm_mapping.h"
 #include "exec/cuda/plan_key.h"
@@ -168,6 +174,36 @@ std::size_t struct_matmul(LtCall const& c) {
   return struct_entry(matmul_plan_key(c, 0, false, 16, 0, 0), 0).pack.size();
 }
 
+// ---- the CPU backend's oneDNN keys: 1f4ba48's text against dnnl_ctx::key's integers ----
+template <typename... Parts>
+std::string text_key(Parts const&... parts) {
+  std::ostringstream os;
+  ((os << parts << '|'), ...);
+  return os.str();
+}
+std::string text_dims(std::vector<int64_t> const& v) {
+  std::string out = "[";
+  for (int64_t d : v) out += std::to_string(d) + ",";
+  return out + "]";
+}
+char const* const kDnnlPasses[3] = {"conv_fwd", "conv_bwd_data", "conv_bwd_weights"};
+std::unordered_map<std::string, int> g_dnnl_text;
+std::unordered_map<IntKey, int, IntKeyHash> g_dnnl_int;
+
+// What a CPU conv call keyed: its geometry (exec/cpu/conv.cc), then the pass around it.
+std::size_t text_dnnl_conv(ConvShape const& s, int pass) {
+  std::string const geometry = text_key(0, text_dims(s.x), text_dims(s.w), s.group, text_dims(s.stride),
+                                        text_dims(s.dilation), text_dims(s.pad_begin), text_dims(s.pad_end));
+  std::string const k = text_key(kDnnlPasses[pass], geometry, true);
+  return static_cast<std::size_t>(g_dnnl_text.emplace(k, pass).first->second) + k.size();
+}
+
+std::size_t int_dnnl_conv(ConvShape const& s, int pass) {
+  IntKey const geometry = exec::dnnl_ctx::key(0, s.x, s.w, s.group, s.stride, s.dilation, s.pad_begin, s.pad_end);
+  IntKey const k = exec::dnnl_ctx::key(kDnnlPasses[pass], geometry, true);
+  return static_cast<std::size_t>(g_dnnl_int.emplace(k, pass).first->second) + k.values().size();
+}
+
 template <typename F>
 double ns_per_call(F const& one_round, int calls, int rounds) {
   std::size_t sink = one_round();  // warm-up: fills the caches
@@ -206,61 +242,30 @@ int main(int argc, char** argv) {
     double string_ns, struct_ns;
   };
   std::vector<Row> rows;
-  int const conv_calls = 3 * static_cast<int>(convs.size());
-  rows.push_back({"ResNet-50 Conv (fprop, dgrad, wgrad)", conv_calls,
-                  ns_per_call(
-                      [&] {
-                        std::size_t n = 0;
-                        for (ConvShape const& s : convs)
-                          for (int k = 0; k < 3; ++k) n += string_conv(s, k, ptrs);
-                        return n;
-                      },
-                      conv_calls, rounds),
-                  ns_per_call(
-                      [&] {
-                        std::size_t n = 0;
-                        for (ConvShape const& s : convs)
-                          for (int k = 0; k < 3; ++k) n += struct_conv(s, k, ptrs);
-                        return n;
-                      },
-                      conv_calls, rounds)});
+  // A row: `per_call(item, pass, text_keys)` over every item and pass of one step, both ways.
+  auto row = [&](char const* name, auto const& items, int passes, auto const& per_call) {
+    int const calls = passes * static_cast<int>(items.size());
+    auto round = [&](bool text_keys) {
+      return [&, text_keys] {
+        std::size_t n = 0;
+        for (auto const& item : items)
+          for (int k = 0; k < passes; ++k) n += per_call(item, k, text_keys);
+        return n;
+      };
+    };
+    rows.push_back({name, calls, ns_per_call(round(true), calls, rounds), ns_per_call(round(false), calls, rounds)});
+  };
+  row("ResNet-50 Conv (fprop, dgrad, wgrad)", convs, 3,
+      [&](ConvShape const& s, int k, bool text) { return text ? string_conv(s, k, ptrs) : struct_conv(s, k, ptrs); });
   // One BatchNormalization after every conv, on its output.
-  int const bn_calls = 2 * static_cast<int>(convs.size());
-  rows.push_back({"ResNet-50 BatchNorm (train, backward)", bn_calls,
-                  ns_per_call(
-                      [&] {
-                        std::size_t n = 0;
-                        for (ConvShape const& s : convs)
-                          for (int k = 0; k < 2; ++k) n += string_bn(s.y, k, ptrs);
-                        return n;
-                      },
-                      bn_calls, rounds),
-                  ns_per_call(
-                      [&] {
-                        std::size_t n = 0;
-                        for (ConvShape const& s : convs)
-                          for (int k = 0; k < 2; ++k) n += struct_bn(s.y, k, ptrs);
-                        return n;
-                      },
-                      bn_calls, rounds)});
-  int const mm_calls = 6 * static_cast<int>(matmuls.size());  // six layers
-  rows.push_back({"GPT decoder cuBLASLt matmuls", mm_calls,
-                  ns_per_call(
-                      [&] {
-                        std::size_t n = 0;
-                        for (int layer = 0; layer < 6; ++layer)
-                          for (LtCall const& c : matmuls) n += string_matmul(c);
-                        return n;
-                      },
-                      mm_calls, rounds),
-                  ns_per_call(
-                      [&] {
-                        std::size_t n = 0;
-                        for (int layer = 0; layer < 6; ++layer)
-                          for (LtCall const& c : matmuls) n += struct_matmul(c);
-                        return n;
-                      },
-                      mm_calls, rounds)});
+  row("ResNet-50 BatchNorm (train, backward)", convs, 2,
+      [&](ConvShape const& s, int k, bool text) { return text ? string_bn(s.y, k, ptrs) : struct_bn(s.y, k, ptrs); });
+  std::vector<LtCall> six_layers;  // the decoder's six layers
+  for (int layer = 0; layer < 6; ++layer) six_layers.insert(six_layers.end(), matmuls.begin(), matmuls.end());
+  row("GPT decoder cuBLASLt matmuls", six_layers, 1,
+      [&](LtCall const& c, int, bool text) { return text ? string_matmul(c) : struct_matmul(c); });
+  row("CPU oneDNN conv primitives (ResNet-50)", convs, 3,
+      [&](ConvShape const& s, int k, bool text) { return text ? text_dnnl_conv(s, k) : int_dnnl_conv(s, k); });
 
   std::printf("plan lookups: host time per call, median of 3 runs of %d rounds (string keys: 1f4ba48)\n\n", rounds);
   std::printf("%-40s %6s %14s %14s %7s %15s %15s\n", "calls", "a step", "string ns", "struct ns", "ratio",

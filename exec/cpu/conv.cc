@@ -13,7 +13,7 @@ struct ConvGeometry {
   dnnl_ctx::dims strides, dilates, pad_l, pad_r;
   // Every operand's dtype: float32, or bfloat16 under mixed precision (oneDNN accumulates in float32).
   DType dtype = DType::kFloat32;
-  std::string key;
+  IntKey key;  // the primitives' cache key (dnnl_ctx::key)
 };
 
 // `dtype`: the data's (a kernel's input tensors', which an emulated bf16 entry widened to float32).
@@ -55,9 +55,7 @@ Status conv_geometry(OpCall const& call, std::vector<int64_t> const& x, std::vec
     g.weights_grouped.insert(g.weights_grouped.end(), w.begin() + 1, w.end());
   }
   g.dtype = dtype;
-  g.key = dnnl_ctx::key(static_cast<int>(g.dtype), dnnl_ctx::key_dims(x), dnnl_ctx::key_dims(w), group,
-                        dnnl_ctx::key_dims(g.strides), dnnl_ctx::key_dims(g.dilates), dnnl_ctx::key_dims(g.pad_l),
-                        dnnl_ctx::key_dims(g.pad_r));
+  g.key = dnnl_ctx::key(static_cast<int>(g.dtype), x, w, group, g.strides, g.dilates, g.pad_l, g.pad_r);
   return Status::ok();
 }
 

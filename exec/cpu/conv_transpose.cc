@@ -23,7 +23,7 @@ struct DeconvGeometry {
   std::vector<int64_t> wei_dims, wei_strides;    // ONNX's [C, M/g, k...] as oneDNN's [g,] M/g, C/g, k...
   dnnl_ctx::dims strides, dilates, pad_l, pad_r;
   bool embedded = false;
-  std::string key;
+  IntKey key;  // the primitives' cache key (dnnl_ctx::key)
 };
 
 Status deconv_geometry(OpCall const& call, std::vector<int64_t> const& x, std::vector<int64_t> const& w,
@@ -93,9 +93,7 @@ Status deconv_geometry(OpCall const& call, std::vector<int64_t> const& x, std::v
   }
   g.wei_dims.insert(g.wei_dims.end(), w.begin() + 2, w.end());
   g.wei_strides.insert(g.wei_strides.end(), kstrides.begin(), kstrides.end());
-  g.key = dnnl_ctx::key(dnnl_ctx::key_dims(x), dnnl_ctx::key_dims(w), group, dnnl_ctx::key_dims(g.strides),
-                        dnnl_ctx::key_dims(g.dilates), dnnl_ctx::key_dims(g.pad_l), dnnl_ctx::key_dims(g.pad_r),
-                        dnnl_ctx::key_dims(g.prim_dst));
+  g.key = dnnl_ctx::key(x, w, group, g.strides, g.dilates, g.pad_l, g.pad_r, g.prim_dst);
   return Status::ok();
 }
 

@@ -50,9 +50,7 @@ void gemm(MatView const& a, MatView const& b, MatView const& c, bool accumulate)
     return;
   }
   std::vector<int64_t> const as = fixed_strides(a), bs = fixed_strides(b), cs = fixed_strides(c);
-  std::string const k =
-      dnnl_ctx::key("gemm_view", dnnl_ctx::key_dims(a.dims), dnnl_ctx::key_dims(as), dnnl_ctx::key_dims(b.dims),
-                    dnnl_ctx::key_dims(bs), dnnl_ctx::key_dims(c.dims), dnnl_ctx::key_dims(cs), accumulate);
+  IntKey const k = dnnl_ctx::key("gemm_view", a.dims, as, b.dims, bs, c.dims, cs, accumulate);
   auto e = dnnl_ctx::cached<GemmPrim>(k, [&] {
     dnnl::primitive_attr attr;
     if (accumulate) {

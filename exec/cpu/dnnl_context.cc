@@ -72,20 +72,17 @@ void run(dnnl::primitive const& p, std::unordered_map<int, dnnl::memory> const& 
   s.wait();
 }
 
-std::string key_md(dnnl::memory::desc const& md) {
+void add_part(IntKey& k, dnnl::memory::desc const& md) {
   dnnl_memory_desc_t const& d = md.data;
-  std::ostringstream os;
-  os << d.ndims << ':' << d.data_type << ':' << d.format_kind << ':' << d.offset0 << ':';
-  for (int i = 0; i < d.ndims; ++i) os << d.dims[i] << '/' << d.padded_dims[i] << '/' << d.padded_offsets[i] << ',';
+  k.add(d.ndims).add(d.data_type).add(d.format_kind).add(d.offset0);
+  for (int i = 0; i < d.ndims; ++i) k.add(d.dims[i]).add(d.padded_dims[i]).add(d.padded_offsets[i]);
   if (d.format_kind == dnnl_blocked) {
     dnnl_blocking_desc_t const& b = d.format_desc.blocking;
-    os << 's';
-    for (int i = 0; i < d.ndims; ++i) os << b.strides[i] << ',';
-    os << 'b';
-    for (int i = 0; i < b.inner_nblks; ++i) os << b.inner_blks[i] << '@' << b.inner_idxs[i] << ',';
+    for (int i = 0; i < d.ndims; ++i) k.add(b.strides[i]);
+    k.add(b.inner_nblks);
+    for (int i = 0; i < b.inner_nblks; ++i) k.add(b.inner_blks[i]).add(b.inner_idxs[i]);
   }
-  os << 'x' << d.extra.flags;
-  return os.str();
+  k.add(static_cast<int64_t>(d.extra.flags));
 }
 
 namespace {
@@ -96,7 +93,7 @@ struct Reorder {
 
 void reorder(dnnl::memory const& src, dnnl::memory const& dst, bool accumulate) {
   dnnl::memory::desc const from = src.get_desc(), to = dst.get_desc();
-  auto r = cached<Reorder>(key("reorder", key_md(from), key_md(to), accumulate), [&] {
+  auto r = cached<Reorder>(key("reorder", from, to, accumulate), [&] {
     dnnl::primitive_attr attr;
     if (accumulate) {
       dnnl::post_ops ops;

@@ -45,13 +45,13 @@ struct MatmulPrim {
   dnnl::matmul prim;
 };
 
+std::vector<int64_t> const kNoDims;
+
 // c (=, or += when accumulate) alpha · a · b (+ bias broadcast over rows when given).
 void matmul(View const& a, View const& b, View const& c, float alpha, bool accumulate, View const* bias = nullptr) {
-  std::string const k = dnnl_ctx::key(
-      "matmul", static_cast<int>(a.dtype), static_cast<int>(b.dtype), static_cast<int>(c.dtype),
-      bias ? static_cast<int>(bias->dtype) : -1, dnnl_ctx::key_dims(a.dims), dnnl_ctx::key_dims(a.strides),
-      dnnl_ctx::key_dims(b.dims), dnnl_ctx::key_dims(b.strides), dnnl_ctx::key_dims(c.dims), alpha, accumulate,
-      bias ? dnnl_ctx::key_dims(bias->dims) : std::string("-"));
+  IntKey const k = dnnl_ctx::key("matmul", static_cast<int>(a.dtype), static_cast<int>(b.dtype),
+                                 static_cast<int>(c.dtype), bias ? static_cast<int>(bias->dtype) : -1, a.dims,
+                                 a.strides, b.dims, b.strides, c.dims, alpha, accumulate, bias ? bias->dims : kNoDims);
   auto e = dnnl_ctx::cached<MatmulPrim>(k, [&] {
     dnnl::primitive_attr attr;
     if (alpha != 1.f) attr.set_output_scales(0, {alpha});

@@ -122,10 +122,10 @@ Status concat_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   std::vector<int64_t> const& shape = c.out_shape;
   Tensor y(shape);
   if (!any_empty && y.numel() > 0) {
-    std::string k = dnnl_ctx::key("concat", axis);
+    IntKey k = dnnl_ctx::key("concat", axis);
     std::vector<dnnl::memory::desc> mds;
     for (Tensor const& t : in) {
-      k += dnnl_ctx::key_dims(t.shape());
+      k.add_list(t.shape());
       mds.push_back(dnnl_ctx::plain_md(t.shape()));
     }
     struct Entry {

@@ -35,25 +35,23 @@ normalization_flags bn_flags(bool training) {
 // The data in `dtype` (float32, or bfloat16 under mixed precision); statistics, scale and shift
 // are float32 either way.
 std::shared_ptr<BnFwd const> bn_fwd_prim(std::vector<int64_t> const& shape, float eps, bool training, DType dtype) {
-  return dnnl_ctx::cached<BnFwd>(
-      dnnl_ctx::key("bn_fwd", dnnl_ctx::key_dims(shape), eps, training, static_cast<int>(dtype)), [&] {
-        dnnl::batch_normalization_forward::desc d(
-            training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
-            dnnl_ctx::plain_md(shape, dtype), eps, bn_flags(training));
-        dnnl::batch_normalization_forward::primitive_desc pd(d, dnnl_ctx::engine());
-        return BnFwd{pd, dnnl::batch_normalization_forward(pd)};
-      });
+  return dnnl_ctx::cached<BnFwd>(dnnl_ctx::key("bn_fwd", shape, eps, training, static_cast<int>(dtype)), [&] {
+    dnnl::batch_normalization_forward::desc d(
+        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
+        dnnl_ctx::plain_md(shape, dtype), eps, bn_flags(training));
+    dnnl::batch_normalization_forward::primitive_desc pd(d, dnnl_ctx::engine());
+    return BnFwd{pd, dnnl::batch_normalization_forward(pd)};
+  });
 }
 
 std::shared_ptr<BnBwd const> bn_bwd_prim(std::vector<int64_t> const& shape, float eps, bool training, DType dtype) {
   auto f = bn_fwd_prim(shape, eps, training, dtype);
-  return dnnl_ctx::cached<BnBwd>(
-      dnnl_ctx::key("bn_bwd", dnnl_ctx::key_dims(shape), eps, training, static_cast<int>(dtype)), [&] {
-        dnnl::batch_normalization_backward::desc d(dnnl::prop_kind::backward, dnnl_ctx::plain_md(shape, dtype),
-                                                   dnnl_ctx::plain_md(shape, dtype), eps, bn_flags(training));
-        dnnl::batch_normalization_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
-        return BnBwd{pd, dnnl::batch_normalization_backward(pd)};
-      });
+  return dnnl_ctx::cached<BnBwd>(dnnl_ctx::key("bn_bwd", shape, eps, training, static_cast<int>(dtype)), [&] {
+    dnnl::batch_normalization_backward::desc d(dnnl::prop_kind::backward, dnnl_ctx::plain_md(shape, dtype),
+                                               dnnl_ctx::plain_md(shape, dtype), eps, bn_flags(training));
+    dnnl::batch_normalization_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
+    return BnBwd{pd, dnnl::batch_normalization_backward(pd)};
+  });
 }
 
 }  // namespace

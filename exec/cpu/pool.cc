@@ -12,7 +12,7 @@ struct PoolGeometry {
   dnnl_ctx::dims kernel, strides, pad_l, pad_r;
   dnnl::algorithm alg = dnnl::algorithm::pooling_max;
   DType dtype = DType::kFloat32;  // of the data (float32, or bfloat16 under mixed precision)
-  std::string key;
+  IntKey key;                     // the primitives' cache key (dnnl_ctx::key)
 };
 
 // `dtype`: the data's (the kernel's tensors', which an emulated bf16 entry widened to float32).
@@ -30,9 +30,7 @@ Status pool_geometry(OpCall const& call, std::vector<int64_t> const& x, DType dt
   g.pad_l = w.pads_begin;
   g.pad_r = w.pads_end;  // oneDNN wants the padding that yields the output size exactly
   g.dtype = dtype;
-  g.key = dnnl_ctx::key(static_cast<int>(g.alg), static_cast<int>(g.dtype), dnnl_ctx::key_dims(x),
-                        dnnl_ctx::key_dims(g.kernel), dnnl_ctx::key_dims(g.strides), dnnl_ctx::key_dims(g.pad_l),
-                        dnnl_ctx::key_dims(g.pad_r));
+  g.key = dnnl_ctx::key(static_cast<int>(g.alg), static_cast<int>(g.dtype), x, g.kernel, g.strides, g.pad_l, g.pad_r);
   return Status::ok();
 }
 

@@ -330,7 +330,7 @@ struct SoftmaxBwd {
 };
 
 std::shared_ptr<SoftmaxFwd const> softmax_fwd_prim(std::vector<int64_t> const& shape, int axis) {
-  return dnnl_ctx::cached<SoftmaxFwd>(dnnl_ctx::key("softmax_fwd", dnnl_ctx::key_dims(shape), axis), [&] {
+  return dnnl_ctx::cached<SoftmaxFwd>(dnnl_ctx::key("softmax_fwd", shape, axis), [&] {
     dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_training, dnnl_ctx::plain_md(shape), axis);
     dnnl::softmax_forward::primitive_desc pd(d, dnnl_ctx::engine());
     return SoftmaxFwd{pd, dnnl::softmax_forward(pd)};
@@ -369,7 +369,7 @@ Status softmax_backward(OpCall const& call, Saved const& saved, std::vector<Tens
   Tensor dx(y.shape());
   if (y.numel() > 0) {
     auto f = softmax_fwd_prim(y.shape(), axis);
-    auto e = dnnl_ctx::cached<SoftmaxBwd>(dnnl_ctx::key("softmax_bwd", dnnl_ctx::key_dims(y.shape()), axis), [&] {
+    auto e = dnnl_ctx::cached<SoftmaxBwd>(dnnl_ctx::key("softmax_bwd", y.shape(), axis), [&] {
       dnnl::softmax_backward::desc d(dnnl_ctx::plain_md(y.shape()), dnnl_ctx::plain_md(y.shape()), axis);
       dnnl::softmax_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
       return SoftmaxBwd{pd, dnnl::softmax_backward(pd)};

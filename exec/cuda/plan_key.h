@@ -7,8 +7,6 @@
 // 1.25 us of host time against 0.11 us now (bench/plan_keys). Host-only (no CUDA header).
 #pragma once
 
-#include <boost/container/small_vector.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -17,6 +15,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/int_key.h"
 #include "core/status.h"
 
 namespace gp::exec::cuda {
@@ -34,22 +33,23 @@ char const* plan_kind_name(PlanKind kind);  // "conv_fprop", ...
 
 class PlanKey {
  public:
-  PlanKey(PlanKind kind, int device, int64_t dtype) : kind_(kind), device_(device) { values_.push_back(dtype); }
+  PlanKey(PlanKind kind, int device, int64_t dtype) : kind_(kind), device_(device) { values_.add(dtype); }
 
   PlanKey& add(int64_t v) {
-    values_.push_back(v);
+    values_.add(v);
     return *this;
   }
   // A list as its length, then its values: [1,2] then [3] is not [1] then [2,3].
   PlanKey& add_list(std::span<int64_t const> v) {
-    values_.push_back(static_cast<int64_t>(v.size()));
-    values_.insert(values_.end(), v.begin(), v.end());
+    values_.add_list(v);
     return *this;
   }
 
   PlanKind kind() const { return kind_; }
   int device() const { return device_; }
-  std::size_t hash() const;
+  std::size_t hash() const {
+    return values_.hash((static_cast<uint64_t>(kind_) << 32) ^ static_cast<uint32_t>(device_));
+  }
   // "conv_fprop 0 4 8 3 32 32 ..." (the kind, the data type, the values), without the device:
   // the same plan on two GPUs of one model is one file on disk.
   std::string describe() const;
@@ -61,7 +61,7 @@ class PlanKey {
  private:
   PlanKind kind_;
   int device_;
-  boost::container::small_vector<int64_t, 40> values_;  // the data type first; a conv uses ~35
+  IntKey values_;  // the data type first; a conv uses ~35
 };
 
 struct PlanKeyHash {
