@@ -254,58 +254,61 @@ Result<std::vector<int64_t>> cudnn_conv_output_dims(ConvShape const& s) {
   return dims;
 }
 
-template <typename T>
-Status conv_fprop(ConvShape const& s, T const* x, T const* w, T* y) {
+namespace {
+
+// One convolution pass (`pass`: "fprop", "dgrad" or "wgrad") of s on the compute stream: its plan
+// from the cache (built by `build`, which adds the pass's node to the graph and returns its
+// tensors in binding order), bound to ptrs.
+template <typename Build>
+Status conv_pass(PlanKind kind, char const* pass, ConvShape const& s, fe::DataType_t t,
+                 std::initializer_list<void*> ptrs, Build const& build) {
   ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
-  fe::DataType_t const t = fe_type<T>();
-  auto const what = [&] { return "conv fprop " + s.describe(); };
-  ASSIGN_OR_RETURN(Entry * e, cached(*ctx, conv_plan_key(PlanKind::kConvFprop, s, fe_code(t), ctx->device), what,
+  auto const what = [&] { return std::string("conv ") + pass + " " + s.describe(); };
+  ASSIGN_OR_RETURN(Entry * e, cached(*ctx, conv_plan_key(kind, s, fe_code(t), ctx->device), what,
                                      [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
                                        Conv4 const c = lift(s);
                                        configure(g, t);
-                                       TensorPtr const X = input(g, "X", c.x, t), W = input(g, "W", c.w, t);
-                                       TensorPtr const Y =
-                                           g.conv_fprop(X, W, conv_attrs<fe::graph::Conv_fprop_attributes>(c, "fprop"));
-                                       output(Y, c.y, t);
-                                       io = {X, W, Y};
+                                       io = build(g, c);
                                      }));
-  return run(*ctx, *e, {const_cast<T*>(x), const_cast<T*>(w), y}, what);
+  return run(*ctx, *e, ptrs, what);
+}
+
+}  // namespace
+
+template <typename T>
+Status conv_fprop(ConvShape const& s, T const* x, T const* w, T* y) {
+  fe::DataType_t const t = fe_type<T>();
+  return conv_pass(PlanKind::kConvFprop, "fprop", s, t, {const_cast<T*>(x), const_cast<T*>(w), y},
+                   [&](fe::graph::Graph& g, Conv4 const& c) -> std::vector<TensorPtr> {
+                     TensorPtr const X = input(g, "X", c.x, t), W = input(g, "W", c.w, t);
+                     TensorPtr const Y = g.conv_fprop(X, W, conv_attrs<fe::graph::Conv_fprop_attributes>(c, "fprop"));
+                     output(Y, c.y, t);
+                     return {X, W, Y};
+                   });
 }
 
 template <typename T>
 Status conv_dgrad(ConvShape const& s, T const* dy, T const* w, T* dx) {
-  ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
   fe::DataType_t const t = fe_type<T>();
-  auto const what = [&] { return "conv dgrad " + s.describe(); };
-  ASSIGN_OR_RETURN(Entry * e, cached(*ctx, conv_plan_key(PlanKind::kConvDgrad, s, fe_code(t), ctx->device), what,
-                                     [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
-                                       Conv4 const c = lift(s);
-                                       configure(g, t);
-                                       TensorPtr const DY = input(g, "DY", c.y, t), W = input(g, "W", c.w, t);
-                                       TensorPtr const DX = g.conv_dgrad(
-                                           DY, W, conv_attrs<fe::graph::Conv_dgrad_attributes>(c, "dgrad"));
-                                       output(DX, c.x, t);
-                                       io = {DY, W, DX};
-                                     }));
-  return run(*ctx, *e, {const_cast<T*>(dy), const_cast<T*>(w), dx}, what);
+  return conv_pass(PlanKind::kConvDgrad, "dgrad", s, t, {const_cast<T*>(dy), const_cast<T*>(w), dx},
+                   [&](fe::graph::Graph& g, Conv4 const& c) -> std::vector<TensorPtr> {
+                     TensorPtr const DY = input(g, "DY", c.y, t), W = input(g, "W", c.w, t);
+                     TensorPtr const DX = g.conv_dgrad(DY, W, conv_attrs<fe::graph::Conv_dgrad_attributes>(c, "dgrad"));
+                     output(DX, c.x, t);
+                     return {DY, W, DX};
+                   });
 }
 
 template <typename T>
 Status conv_wgrad(ConvShape const& s, T const* x, T const* dy, T* dw) {
-  ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
   fe::DataType_t const t = fe_type<T>();
-  auto const what = [&] { return "conv wgrad " + s.describe(); };
-  ASSIGN_OR_RETURN(Entry * e, cached(*ctx, conv_plan_key(PlanKind::kConvWgrad, s, fe_code(t), ctx->device), what,
-                                     [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
-                                       Conv4 const c = lift(s);
-                                       configure(g, t);
-                                       TensorPtr const X = input(g, "X", c.x, t), DY = input(g, "DY", c.y, t);
-                                       TensorPtr const DW = g.conv_wgrad(
-                                           DY, X, conv_attrs<fe::graph::Conv_wgrad_attributes>(c, "wgrad"));
-                                       output(DW, c.w, t);
-                                       io = {X, DY, DW};
-                                     }));
-  return run(*ctx, *e, {const_cast<T*>(x), const_cast<T*>(dy), dw}, what);
+  return conv_pass(PlanKind::kConvWgrad, "wgrad", s, t, {const_cast<T*>(x), const_cast<T*>(dy), dw},
+                   [&](fe::graph::Graph& g, Conv4 const& c) -> std::vector<TensorPtr> {
+                     TensorPtr const X = input(g, "X", c.x, t), DY = input(g, "DY", c.y, t);
+                     TensorPtr const DW = g.conv_wgrad(DY, X, conv_attrs<fe::graph::Conv_wgrad_attributes>(c, "wgrad"));
+                     output(DW, c.w, t);
+                     return {X, DY, DW};
+                   });
 }
 
 namespace {
