@@ -181,19 +181,15 @@ std::string text_key(Parts const&... parts) {
   ((os << parts << '|'), ...);
   return os.str();
 }
-std::string text_dims(std::vector<int64_t> const& v) {
-  std::string out = "[";
-  for (int64_t d : v) out += std::to_string(d) + ",";
-  return out + "]";
-}
 char const* const kDnnlPasses[3] = {"conv_fwd", "conv_bwd_data", "conv_bwd_weights"};
 std::unordered_map<std::string, int> g_dnnl_text;
 std::unordered_map<IntKey, int, IntKeyHash> g_dnnl_int;
 
 // What a CPU conv call keyed: its geometry (exec/cpu/conv.cc), then the pass around it.
 std::size_t text_dnnl_conv(ConvShape const& s, int pass) {
-  std::string const geometry = text_key(0, text_dims(s.x), text_dims(s.w), s.group, text_dims(s.stride),
-                                        text_dims(s.dilation), text_dims(s.pad_begin), text_dims(s.pad_end));
+  std::string const geometry = text_key(0, exec::dnnl_ctx::key_dims(s.x), exec::dnnl_ctx::key_dims(s.w), s.group,
+                                        exec::dnnl_ctx::key_dims(s.stride), exec::dnnl_ctx::key_dims(s.dilation),
+                                        exec::dnnl_ctx::key_dims(s.pad_begin), exec::dnnl_ctx::key_dims(s.pad_end));
   std::string const k = text_key(kDnnlPasses[pass], geometry, true);
   return static_cast<std::size_t>(g_dnnl_text.emplace(k, pass).first->second) + k.size();
 }
