@@ -102,29 +102,6 @@ Result<KernelEntry const*> checked_entry(graph::Op const& op, graph::OpGraph con
 }  // namespace
 
 namespace {
-// The CUDA calls of the deferred index checks: pinned slots, flags copied into them on the compute
-// stream, and the stream's synchronisation.
-cuda::DeferredChecks::Calls deferred_check_calls(cuda::DeviceContext* ctx) {
-  cudaStream_t const stream = ctx->compute;
-  cuda::DeferredChecks::Calls c;
-  c.host_alloc = [ctx](std::size_t n) -> Result<uint64_t*> {
-    cuda::ScopedContext scope(*ctx);
-    void* p = nullptr;
-    GP_CUDA_CHECK(cudaHostAlloc(&p, n * sizeof(uint64_t), cudaHostAllocDefault));
-    return static_cast<uint64_t*>(p);
-  };
-  c.host_free = [](uint64_t* p) { (void)cudaFreeHost(p); };
-  c.copy_async = [stream](uint64_t* slot, void const* flag) -> Status {
-    GP_CUDA_CHECK(cudaMemcpyAsync(slot, flag, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
-    return Status::ok();
-  };
-  c.synchronize = [stream]() -> Status {
-    GP_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return Status::ok();
-  };
-  return c;
-}
-
 // The CUDA calls of the pinned staging ring and pool: pinned host memory, copies and events on
 // the compute stream. Each makes the device current: the pool frees blocks on whichever thread
 // drops a batch.
@@ -168,6 +145,28 @@ cuda::StagingOps staging_ops(cuda::DeviceContext* ctx) {
   };
   o.event_destroy = [](void* e) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(e)); };
   return o;
+}
+
+// The CUDA calls of the deferred index checks: pinned slots, flags copied into them on the compute
+// stream, and the stream's synchronisation.
+cuda::DeferredChecks::Calls deferred_check_calls(cuda::DeviceContext* ctx) {
+  cudaStream_t const stream = ctx->compute;
+  cuda::StagingOps const pinned = staging_ops(ctx);  // the pinned host memory calls
+  cuda::DeferredChecks::Calls c;
+  c.host_alloc = [alloc = pinned.host_alloc](std::size_t n) -> Result<uint64_t*> {
+    ASSIGN_OR_RETURN(void* p, alloc(n * sizeof(uint64_t)));
+    return static_cast<uint64_t*>(p);
+  };
+  c.host_free = [free = pinned.host_free](uint64_t* p) { free(p); };
+  c.copy_async = [stream](uint64_t* slot, void const* flag) -> Status {
+    GP_CUDA_CHECK(cudaMemcpyAsync(slot, flag, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
+    return Status::ok();
+  };
+  c.synchronize = [stream]() -> Status {
+    GP_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return Status::ok();
+  };
+  return c;
 }
 }  // namespace
 
