@@ -97,7 +97,12 @@ void print_text(graph::GraphSummary const& s, std::vector<graph::WeightChoice> c
   for (auto const& t : s.outputs)
     std::printf("output       %s %s %s\n", t.name.c_str(), t.dtype.c_str(), t.shape.c_str());
   std::printf("operators    %ld\n", static_cast<long>(s.num_ops));
-  for (auto const& [type, count] : s.ops_by_type) std::printf("  %-22s %6ld\n", type.c_str(), static_cast<long>(count));
+  for (auto const& [type, count] : s.ops_by_type) {
+    std::printf("  %-22s %6ld", type.c_str(), static_cast<long>(count));
+    if (type == "BatchNormalization" && s.fused_batchnorm_relus > 0)
+      std::printf("  (%ld with the Relu after it fused in)", static_cast<long>(s.fused_batchnorm_relus));
+    std::printf("\n");
+  }
   std::printf("parameters   %s (%ld) in %ld tensors, %s\n", human_count(static_cast<double>(s.param_count)).c_str(),
               static_cast<long>(s.param_count), static_cast<long>(s.param_tensors),
               human_bytes(static_cast<double>(s.param_bytes)).c_str());

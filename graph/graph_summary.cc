@@ -18,6 +18,7 @@ GraphSummary summarize(OpGraph const& graph) {
   for (TensorId t : graph.outputs()) s.outputs.push_back(tensor_summary(t));
   for (Op const& op : graph.ops()) {
     ++s.ops_by_type[op.type];
+    if (auto const* bn = std::get_if<BatchNormAttrs>(&op.typed)) s.fused_batchnorm_relus += bn->relu;
     s.bwd_weight_flops_per_sample += op.bwd_weight_flops_per_sample;
   }
   s.num_ops = static_cast<int64_t>(graph.num_ops());
@@ -53,6 +54,7 @@ std::string inspect_json(GraphSummary const& s, std::vector<WeightChoice> const&
                {"outputs", tensors(s.outputs)},
                {"num_ops", s.num_ops},
                {"ops_by_type", s.ops_by_type},
+               {"fused_batchnorm_relus", s.fused_batchnorm_relus},
                {"parameters", {{"tensors", s.param_tensors}, {"count", s.param_count}, {"bytes", s.param_bytes}}},
                {"flops_per_sample",
                 {{"forward", s.fwd_flops_per_sample},

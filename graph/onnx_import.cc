@@ -466,7 +466,7 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   }
   auto raw = to_raw(model, source, model_dir, options);
   if (!raw.is_ok()) return raw.status().with_context(source);
-  onnx_import::fuse_patterns(*raw);
+  onnx_import::fuse_patterns(*raw, {.batchnorm_relu = options.fuse_batchnorm_relu});
   onnx_import::rewrite_cast_like(*raw);
   onnx_import::rewrite_is_nan(*raw);
   RETURN_IF_ERROR(check_supported(*raw).with_context(source));

@@ -34,6 +34,10 @@ struct ImportOptions {
   // give them. frozen wins over everything; trainable makes a float initializer with finite
   // values train. A pattern that matches no initializer, or trainable matching a non-float or
   // non-finite one, fails the import with the pattern's name.
+  // Fuse a Relu that is a BatchNormalization's only reader into it (BatchNormAttrs::relu): one
+  // pass over the activations instead of two, forward and backward. false keeps them apart (to
+  // compare, or to cut a pipeline between them).
+  bool fuse_batchnorm_relu = true;
   std::vector<std::string> trainable{};
   std::vector<std::string> frozen{};
   // Automatic mixed precision (graph/precision.h): the graph after import is rewritten so matmuls and

@@ -4,7 +4,7 @@
 // and, below opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add; a linear
 // layer on a rank >= 3 input as MatMul(x, Transpose(W)) + bias. Executors and the cost model want
 // one operator for each, so the chains are replaced here, before anything else looks at the node
-// types.
+// types. A Relu after a BatchNormalization is fused into it (BatchNormAttrs::relu).
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -469,9 +469,27 @@ std::optional<Replacement> match_linear(Matcher const& m, RawModel const& model,
   return r;
 }
 
+// BatchNormalization whose Y only a Relu reads: one BatchNormalization with the Relu fused
+// (BatchNormAttrs::relu), writing the Relu's output. Every backend runs it in the normalisation's
+// elementwise pass (oneDNN's fuse_norm_relu; our CUDA kernels) instead of a pass of its own, and its
+// backward masks dy by the output's sign. Placed where the BatchNormalization was, so its other
+// outputs (the running statistics) are still produced before their readers.
+std::optional<Replacement> match_batchnorm_relu(Matcher const& m, RawNode const& bn) {
+  if (bn.outputs.empty() || bn.outputs[0].empty() || bn.attrs.count(kBatchNormReluAttr)) return std::nullopt;
+  RawNode const* relu = m.sole_consumer(bn.outputs[0], "Relu");
+  if (!relu || relu->inputs.size() != 1 || relu->outputs.size() != 1 || relu->outputs[0].empty()) return std::nullopt;
+  Replacement r;
+  r.removed = {m.index_of(&bn), m.index_of(relu)};
+  r.anchor = m.index_of(&bn);
+  r.fused = bn;
+  r.fused.outputs[0] = relu->outputs[0];
+  r.fused.attrs[kBatchNormReluAttr] = AttrValue{int64_t{1}};
+  return r;
+}
+
 }  // namespace
 
-void fuse_patterns(RawModel& model) {
+void fuse_patterns(RawModel& model, FuseOptions const& options) {
   std::vector<Replacement> reps;
   {
     Matcher m(model);
@@ -495,6 +513,8 @@ void fuse_patterns(RawModel& model) {
         accept(match_linear(m, model, n));
       else if (n.type == "ReduceMean" && model.opset < 18)
         accept(match_layernorm(m, model, n));
+      else if (n.type == "BatchNormalization" && options.batchnorm_relu)
+        accept(match_batchnorm_relu(m, n));
     }
   }
   if (reps.empty()) return;

@@ -67,8 +67,12 @@ struct RawModel {
 
 // Replaces torch-export decompositions with single nodes: the Erf GELU becomes "Gelu", the
 // opset<17 LayerNorm chain "LayerNormalization", and a zero Pad before an AveragePool goes into
-// the pool's pads (count_include_pad=1).
-void fuse_patterns(RawModel& model);
+// the pool's pads (count_include_pad=1), a linear layer's MatMul (+ Add) one Gemm, and a Relu that
+// is a BatchNormalization's only reader goes into it (BatchNormAttrs::relu) unless told not to.
+struct FuseOptions {
+  bool batchnorm_relu = true;
+};
+void fuse_patterns(RawModel& model, FuseOptions const& options = {});
 
 // CastLike nodes whose second input's type is known become Cast to that type.
 void rewrite_cast_like(RawModel& model);

@@ -45,7 +45,13 @@ struct BatchNormAttrs {
   float epsilon = 1e-5f;
   float momentum = 0.9f;
   bool training = true;  // training_mode (opset 14+) or number of outputs > 1
+  // Y = max(0, BatchNorm(x)): the Relu that was BatchNorm's only consumer, fused at import
+  // (graph/onnx_import_fuse.cc, the raw attribute kBatchNormReluAttr). Backward masks dy by Y > 0.
+  bool relu = false;
 };
+// The importer's internal attribute for a fused Relu on a BatchNormalization node (set after ONNX's
+// checker has run, never written to a file).
+inline constexpr char kBatchNormReluAttr[] = "graphpipe.fused_relu";
 
 struct LayerNormAttrs {
   int64_t axis = -1;  // normalised axis (non-negative after import)

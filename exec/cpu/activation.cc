@@ -142,34 +142,56 @@ Status unary_forward(OpCall const& call, std::vector<Tensor> const& in, std::vec
   return Status::ok();
 }
 
+namespace {
+
+// dx = f'(kept)·dy through oneDNN's eltwise backward (kept: the output for *_use_dst_for_bwd).
+void eltwise_backward(UnarySpec const& s, Tensor const& kept, Tensor const& dy, Tensor& dx) {
+  int64_t const n = kept.numel();
+  DType const dt = kept.dtype();
+  auto f = eltwise_fwd(s, n, dt);
+  auto b = dnnl_ctx::cached<EltwiseBwd>(
+      dnnl_ctx::key("eltwise_bwd", static_cast<int>(s.alg), bits(s.alpha), bits(s.beta), n, static_cast<int>(dt)), [&] {
+        dnnl::eltwise_backward::desc d(s.alg, dnnl_ctx::plain_md({n}, dt), dnnl_ctx::plain_md({n}, dt), s.alpha,
+                                       s.beta);
+        dnnl::eltwise_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
+        return EltwiseBwd{pd, dnnl::eltwise_backward(pd)};
+      });
+  dnnl::memory::desc const md = dnnl_ctx::plain_md({n}, dt);
+  dnnl_ctx::run(b->prim, {{s.save_output ? DNNL_ARG_DST : DNNL_ARG_SRC, dnnl_ctx::mem(md, kept.raw())},
+                          {DNNL_ARG_DIFF_DST, dnnl_ctx::mem(md, dy.raw())},
+                          {DNNL_ARG_DIFF_SRC, dnnl_ctx::mem(md, dx.raw())}});
+}
+
+}  // namespace
+
 Status unary_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
   Tensor const& kept = saved.tensors.at(0);
   UnarySpec const s = unary_spec(call);
   int64_t const n = kept.numel();
-  DType const dt = kept.dtype();
-  Tensor dx(kept.shape(), dt);
+  Tensor dx(kept.shape(), kept.dtype());
   if (n > 0) {
-    if (s.alg == algorithm::undef) {
+    if (s.alg == algorithm::undef)
       kernels::pointwise_backward(s.loop, s.params, kept.data<float>(), gout[0].data<float>(), n, dx.data<float>());
-    } else {
-      auto f = eltwise_fwd(s, n, dt);
-      auto b = dnnl_ctx::cached<EltwiseBwd>(
-          dnnl_ctx::key("eltwise_bwd", static_cast<int>(s.alg), bits(s.alpha), bits(s.beta), n, static_cast<int>(dt)),
-          [&] {
-            dnnl::eltwise_backward::desc d(s.alg, dnnl_ctx::plain_md({n}, dt), dnnl_ctx::plain_md({n}, dt), s.alpha,
-                                           s.beta);
-            dnnl::eltwise_backward::primitive_desc pd(d, dnnl_ctx::engine(), f->pd);
-            return EltwiseBwd{pd, dnnl::eltwise_backward(pd)};
-          });
-      dnnl::memory::desc const md = dnnl_ctx::plain_md({n}, dt);
-      dnnl_ctx::run(b->prim, {{s.save_output ? DNNL_ARG_DST : DNNL_ARG_SRC, dnnl_ctx::mem(md, kept.raw())},
-                              {DNNL_ARG_DIFF_DST, dnnl_ctx::mem(md, gout[0].raw())},
-                              {DNNL_ARG_DIFF_SRC, dnnl_ctx::mem(md, dx.raw())}});
-    }
+    else
+      eltwise_backward(s, kept, gout[0], dx);
   }
   return emit_grad(call, grads, 0, dx, accumulate);
+}
+
+void relu_in_place(Tensor& y) {
+  int64_t const n = y.numel();
+  if (n == 0) return;
+  auto e = eltwise_fwd({algorithm::eltwise_relu_use_dst_for_bwd, 0.f, 0.f, true}, n, y.dtype());
+  dnnl::memory const m = dnnl_ctx::mem(e->pd.dst_desc(), y.raw());
+  dnnl_ctx::run(e->prim, {{DNNL_ARG_SRC, m}, {DNNL_ARG_DST, m}});
+}
+
+Tensor relu_grad_from_output(Tensor const& y, Tensor const& dy) {
+  Tensor dx(y.shape(), y.dtype());
+  if (y.numel() > 0) eltwise_backward({algorithm::eltwise_relu_use_dst_for_bwd, 0.f, 0.f, true}, y, dy, dx);
+  return dx;
 }
 
 namespace {

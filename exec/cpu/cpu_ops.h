@@ -130,6 +130,10 @@ Status softmax_backward(OpCall const&, Saved const&, std::vector<Tensor> const&,
 // ---- activation family (activation.cc); Pow, Add, Sub, Mul, Div (binary family, binary.cc); Dropout
 // (view family, view.cc) ----
 Status unary_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+// y = max(0, y) in place, and dy where y > 0, else 0 (Relu's gradient from its output y), float32
+// or bfloat16, as the Relu op computes them; for BatchNormalization with a fused Relu.
+void relu_in_place(Tensor& y);
+Tensor relu_grad_from_output(Tensor const& y, Tensor const& dy);
 Status unary_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                       std::vector<Tensor>&, bool);
 Status pow_check(graph::Op const&, graph::OpGraph const&);

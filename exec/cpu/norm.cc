@@ -5,7 +5,10 @@
 // executor stores them as the model's state): new = old · momentum + batch · (1 − momentum), with
 // the unbiased batch variance in running_var as torch and cuDNN compute it (ONNX's reference uses
 // the biased one; trained models come from torch, whose inference expects its own statistics).
-// It does not write the input tensors.
+// It does not write the input tensors. With a fused Relu (BatchNormAttrs::relu) y = max(0, ·), and
+// backward masks dy by y > 0 first: on the CPU as two oneDNN passes, as BatchNorm and Relu apart
+// run (oneDNN 2.6's fuse_norm_relu on these plain layouts took 3.5x the normalisation's time,
+// `bench_ops`), so the fusion is for the GPU, where our kernels clip and mask in their own passes.
 #include <algorithm>
 #include <cmath>
 
@@ -76,6 +79,7 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
                           {DNNL_ARG_SHIFT, dnnl_ctx::mem(stat, in[2].raw())},
                           {DNNL_ARG_MEAN, dnnl_ctx::mem(stat, mean.raw())},
                           {DNNL_ARG_VARIANCE, dnnl_ctx::mem(stat, var.raw())}});
+  if (a.relu) relu_in_place(y);
   out.assign(std::max<std::size_t>(call.op.outputs.size(), training ? 3 : 1), Tensor());
   out[0] = y;
   int64_t const per_channel = x.numel() / std::max<int64_t>(c, 1);
@@ -95,6 +99,7 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
     Tensor mode({1}, DType::kInt64);
     mode.data<int64_t>()[0] = training ? 1 : 0;
     saved->tensors = {x, in[1], mean, var, mode};
+    if (a.relu) saved->tensors.push_back(y);
   }
   return Status::ok();
 }
@@ -108,6 +113,8 @@ Status batchnorm_backward(OpCall const& call, Saved const& saved, std::vector<Te
   Tensor const& mean = saved.tensors.at(2);
   Tensor const& var = saved.tensors.at(3);
   bool const training = saved.tensors.at(4).data<int64_t>()[0] != 0;
+  // A fused Relu: the normalisation's gradient is dy where its output y > 0, else 0.
+  Tensor const dy = a.relu ? relu_grad_from_output(saved.tensors.at(5), gout[0]) : gout[0];
   int64_t const c = x.dim(1);
   auto e = bn_bwd_prim(x.shape(), a.epsilon, training, x.dtype());
   Tensor dx(x.shape(), x.dtype()), dscale({c}), dshift({c});
@@ -115,7 +122,7 @@ Status batchnorm_backward(OpCall const& call, Saved const& saved, std::vector<Te
   Tensor const zero_shift = Tensor::zeros({c});
   dnnl::memory::desc const stat = dnnl_ctx::plain_md({c});
   dnnl_ctx::run(e->prim, {{DNNL_ARG_SRC, dnnl_ctx::mem(x)},
-                          {DNNL_ARG_DIFF_DST, dnnl_ctx::mem(gout[0])},
+                          {DNNL_ARG_DIFF_DST, dnnl_ctx::mem(dy)},
                           {DNNL_ARG_MEAN, dnnl_ctx::mem(stat, mean.raw())},
                           {DNNL_ARG_VARIANCE, dnnl_ctx::mem(stat, var.raw())},
                           {DNNL_ARG_SCALE, dnnl_ctx::mem(stat, scale.raw())},

@@ -62,39 +62,57 @@ Result<Tensor> bn_scratch(int64_t batch, int64_t channels, int64_t spatial) {
   return empty({std::max<int64_t>(1, kc::batchnorm_scratch_floats(batch, channels, spatial))});
 }
 
+// A fused Relu (BatchNormAttrs::relu) where the normalisation ran without it (cuDNN's graphs):
+// y = max(0, y) in place, and backward's dy masked by y > 0 (Relu's own kernels).
 template <typename T>
-Status own_batchnorm_train(Tensor const& x, std::vector<Tensor> const& in, float eps, float momentum,
+Status relu_in_place(Tensor& y) {
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::unary_forward<T>(hd::UnaryKind::kRelu, 0.f, y.data<T>(), y.data<T>(), y.numel(), stream));
+  return Status::ok();
+}
+template <typename T>
+Result<Tensor> relu_masked(Tensor const& y, Tensor const& dy) {
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  ASSIGN_OR_RETURN(Tensor out, empty(y.shape(), y.dtype()));
+  GP_CUDA_CHECK(
+      kc::unary_backward<T>(hd::UnaryKind::kRelu, 0.f, y.data<T>(), dy.data<T>(), out.data<T>(), y.numel(), stream));
+  return out;
+}
+
+template <typename T>
+Status own_batchnorm_train(Tensor const& x, std::vector<Tensor> const& in, float eps, float momentum, bool relu,
                            BnTrainPtrs const& p) {
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   int64_t const sp = spatial(x.shape());
   ASSIGN_OR_RETURN(Tensor scratch, bn_scratch(x.dim(0), x.dim(1), sp));
   GP_CUDA_CHECK(kc::batchnorm_train_forward<T>(
       x.data<T>(), in[1].data<float>(), in[2].data<float>(), in[3].data<float>(), in[4].data<float>(), x.dim(0),
-      x.dim(1), sp, eps, momentum, static_cast<T*>(p.y), static_cast<float*>(p.mean),
+      x.dim(1), sp, eps, momentum, relu, static_cast<T*>(p.y), static_cast<float*>(p.mean),
       static_cast<float*>(p.inv_variance), static_cast<float*>(p.next_running_mean),
       static_cast<float*>(p.next_running_var), scratch.data<float>(), stream));
   return Status::ok();
 }
 
-Status own_batchnorm_infer(std::vector<int64_t> const& shape, BnInferPtrs const& p) {
+Status own_batchnorm_infer(std::vector<int64_t> const& shape, bool relu, BnInferPtrs const& p) {
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   GP_CUDA_CHECK(kc::batchnorm_infer_forward<float>(static_cast<float const*>(p.x), static_cast<float const*>(p.scale),
                                                    static_cast<float const*>(p.bias), static_cast<float const*>(p.mean),
                                                    static_cast<float const*>(p.inv_variance), shape.at(0), shape.at(1),
-                                                   spatial(shape), static_cast<float*>(p.y), stream));
+                                                   spatial(shape), relu, static_cast<float*>(p.y), stream));
   return Status::ok();
 }
 
+// `y`: a fused Relu's output (masks dy), or null.
 template <typename T>
-Status own_batchnorm_backward(std::vector<int64_t> const& shape, BnBackwardPtrs const& p) {
+Status own_batchnorm_backward(std::vector<int64_t> const& shape, void const* y, BnBackwardPtrs const& p) {
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   int64_t const sp = spatial(shape);
   ASSIGN_OR_RETURN(Tensor scratch, bn_scratch(shape.at(0), shape.at(1), sp));
-  GP_CUDA_CHECK(kc::batchnorm_train_backward<T>(static_cast<T const*>(p.x), static_cast<T const*>(p.dy),
-                                                static_cast<float const*>(p.scale), static_cast<float const*>(p.mean),
-                                                static_cast<float const*>(p.inv_variance), shape.at(0), shape.at(1), sp,
-                                                static_cast<T*>(p.dx), static_cast<float*>(p.dscale),
-                                                static_cast<float*>(p.dbias), scratch.data<float>(), stream));
+  GP_CUDA_CHECK(kc::batchnorm_train_backward<T>(
+      static_cast<T const*>(p.x), static_cast<T const*>(p.dy), static_cast<T const*>(y),
+      static_cast<float const*>(p.scale), static_cast<float const*>(p.mean), static_cast<float const*>(p.inv_variance),
+      shape.at(0), shape.at(1), sp, static_cast<T*>(p.dx), static_cast<float*>(p.dscale), static_cast<float*>(p.dbias),
+      scratch.data<float>(), stream));
   return Status::ok();
 }
 
@@ -123,9 +141,11 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
     ASSIGN_OR_RETURN(Tensor next_var, empty({c}));
     BnTrainPtrs const p{x.raw(), in[1].raw(), in[2].raw(),   in[3].raw(),     in[4].raw(),
                         y.raw(), mean.raw(),  inv_var.raw(), next_mean.raw(), next_var.raw()};
+    // Our kernels apply a fused Relu in their elementwise pass; after cuDNN's graph it is a pass of its own.
     Status s = cudnn_batchnorm() ? batchnorm_train<T>(x.shape(), a.epsilon, 1.f - a.momentum, p)
-                                 : own_batchnorm_train<T>(x, in, a.epsilon, a.momentum, p);
-    if (cudnn_batchnorm() && cudnn_refused(s)) s = own_batchnorm_train<T>(x, in, a.epsilon, a.momentum, p);
+                                 : own_batchnorm_train<T>(x, in, a.epsilon, a.momentum, a.relu, p);
+    if (cudnn_batchnorm() && s.is_ok() && a.relu) s = relu_in_place<T>(y);
+    if (cudnn_batchnorm() && cudnn_refused(s)) s = own_batchnorm_train<T>(x, in, a.epsilon, a.momentum, a.relu, p);
     RETURN_IF_ERROR(in_op(call, s));
     out[1] = next_mean;
     out[2] = next_var;
@@ -134,15 +154,20 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
     ASSIGN_OR_RETURN(inv_var, inv_std(in[4], a.epsilon));
     BnInferPtrs const p{x.raw(), in[1].raw(), in[2].raw(), mean.raw(), inv_var.raw(), y.raw()};
     Status s = batchnorm_infer<float>(x.shape(), p);
-    if (cudnn_refused(s)) s = own_batchnorm_infer(x.shape(), p);
+    if (s.is_ok() && a.relu) s = relu_in_place<float>(y);
+    if (cudnn_refused(s)) s = own_batchnorm_infer(x.shape(), a.relu, p);
     RETURN_IF_ERROR(in_op(call, s));
     for (std::size_t k = 1; k < out.size() && k < 3; ++k) {
       ASSIGN_OR_RETURN(out[k], copy_of(in[2 + k]));
     }
   }
   out[0] = y;
-  // The CPU keeps the variance, this backend cuDNN's inverse standard deviation (same size).
-  if (saved) saved->tensors = {x, in[1], mean, inv_var, shape_tensor({training ? 1 : 0})};
+  // The CPU keeps the variance, this backend cuDNN's inverse standard deviation (same size); with a
+  // fused Relu also y, whose sign masks dy.
+  if (saved) {
+    saved->tensors = {x, in[1], mean, inv_var, shape_tensor({training ? 1 : 0})};
+    if (a.relu) saved->tensors.push_back(y);
+  }
   return Status::ok();
 }
 
@@ -185,12 +210,18 @@ Status batchnorm_backward_op(OpCall const& call, Saved const& saved, std::vector
                                                                            accumulate);
   }
   bool const training = shape_of(saved.tensors.at(4)).at(0) != 0;
-  if (!training) return batchnorm_infer_backward(call, saved, gout[0], wanted, grads, accumulate);
+  bool const relu = attrs_of<graph::BatchNormAttrs>(call.op)->relu;
+  // A fused Relu: our training kernels mask dy by y as they read it; the other paths get it masked.
+  Tensor dy = gout[0];
+  if (relu && (!training || cudnn_batchnorm())) {
+    ASSIGN_OR_RETURN(dy, relu_masked<T>(saved.tensors.at(5), gout[0]));
+  }
+  if (!training) return batchnorm_infer_backward(call, saved, dy, wanted, grads, accumulate);
   int64_t const c = x.dim(1);
   ASSIGN_OR_RETURN(Tensor dx, empty(x.shape(), x.dtype()));
   ASSIGN_OR_RETURN(Tensor dscale, empty({c}));
   ASSIGN_OR_RETURN(Tensor dbias, empty({c}));
-  BnBackwardPtrs const p{gout[0].raw(),
+  BnBackwardPtrs const p{dy.raw(),
                          x.raw(),
                          saved.tensors.at(1).raw(),
                          saved.tensors.at(2).raw(),
@@ -198,8 +229,9 @@ Status batchnorm_backward_op(OpCall const& call, Saved const& saved, std::vector
                          dx.raw(),
                          dscale.raw(),
                          dbias.raw()};
-  Status s = cudnn_batchnorm() ? batchnorm_backward<T>(x.shape(), p) : own_batchnorm_backward<T>(x.shape(), p);
-  if (cudnn_batchnorm() && cudnn_refused(s)) s = own_batchnorm_backward<T>(x.shape(), p);
+  Status s = cudnn_batchnorm() ? batchnorm_backward<T>(x.shape(), p)
+                               : own_batchnorm_backward<T>(x.shape(), relu ? saved.tensors.at(5).raw() : nullptr, p);
+  if (cudnn_batchnorm() && cudnn_refused(s)) s = own_batchnorm_backward<T>(x.shape(), nullptr, p);  // dy masked
   RETURN_IF_ERROR(in_op(call, s));
   if (wants(wanted, 0)) RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
   if (wants(wanted, 1)) RETURN_IF_ERROR(emit_grad(call, grads, 1, dscale, accumulate));
@@ -327,8 +359,8 @@ Status instnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std::
     ASSIGN_OR_RETURN(Tensor scratch, bn_scratch(1, n * c, s));
     GP_CUDA_CHECK(kc::batchnorm_train_forward<float>(
         x.data<float>(), scale.data<float>(), shift.data<float>(), running.data<float>(), running.data<float>() + n * c,
-        1, n * c, s, a.epsilon, 0.f, y.data<float>(), mean.data<float>(), inv.data<float>(), next.data<float>(),
-        next.data<float>() + n * c, scratch.data<float>(), stream));
+        1, n * c, s, a.epsilon, 0.f, /*relu=*/false, y.data<float>(), mean.data<float>(), inv.data<float>(),
+        next.data<float>(), next.data<float>() + n * c, scratch.data<float>(), stream));
   }
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
@@ -350,7 +382,7 @@ Status instnorm_backward(OpCall const& call, Saved const& saved, std::vector<Ten
     ASSIGN_OR_RETURN(Tensor const scale, tiled(call, saved.tensors.at(1), n));
     ASSIGN_OR_RETURN(Tensor scratch, bn_scratch(1, n * c, s));
     GP_CUDA_CHECK(kc::batchnorm_train_backward<float>(
-        x.data<float>(), gout[0].data<float>(), scale.data<float>(), saved.tensors.at(2).data<float>(),
+        x.data<float>(), gout[0].data<float>(), /*y=*/nullptr, scale.data<float>(), saved.tensors.at(2).data<float>(),
         saved.tensors.at(3).data<float>(), 1, n * c, s, dx.data<float>(), ds.data<float>(), db.data<float>(),
         scratch.data<float>(), stream));
   } else {

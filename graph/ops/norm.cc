@@ -16,6 +16,7 @@ Result<Inferred> infer_batch_norm(InferContext const& c) {
   std::size_t named_outputs = 0;
   for (auto const& o : c.outputs) named_outputs += !o.empty();
   a.training = c.opset >= 14 ? c.attr_int("training_mode", 0) != 0 : named_outputs > 1;
+  a.relu = c.attr_int(kBatchNormReluAttr, 0) != 0;
   k.typed = a;
   k.data_inputs = all_slots(c);
   k.outs.push_back({c.dtype(0), c.dims(0)});
@@ -64,6 +65,14 @@ OpCost norm_with_affine_cost(CostContext const& c) {
   return r;
 }
 
+// BatchNorm keeps its input; with a fused Relu also its output, whose sign masks dy (the output
+// is usually kept by its consumer anyway, a convolution, and counted once).
+void batch_norm_saved(CostContext const& c, SavedForBackward& s) {
+  c.save(s, c.input(0));
+  auto const* a = std::get_if<BatchNormAttrs>(&c.op.typed);
+  if (a && a->relu) c.save(s, c.output0());
+}
+
 // LayerNorm keeps its input and, per normalised row, the mean and 1/std (float32 each).
 void layer_norm_saved(CostContext const& c, SavedForBackward& s) {
   TensorId const x = c.input(0);
@@ -84,7 +93,7 @@ void register_norm_ops(OpTable& t) {
          {.infer = infer_batch_norm,
           .cost = norm_with_affine_cost,
           .per_element = {8, 12},
-          .saved = save_input0,
+          .saved = batch_norm_saved,
           .weight_grads_in_b = true,
           .state_inputs = {3, 4}});
   define(t, "LayerNormalization",

@@ -155,18 +155,20 @@ cudaError_t batchnorm_infer_backward_params(T const* x, T const* dy, float const
 // ONNX's momentum and the unbiased variance (exec/cpu/norm.cc's rule). Backward: dx, dscale and
 // dbias from the saved mean and inv_std. Each channel is split over blocks (hd::bn_split); their
 // partial sums go to `scratch`, batchnorm_scratch_floats() floats. Inference forward: y with the
-// given mean and inv_std, one thread per element.
+// given mean and inv_std, one thread per element. `relu`: y = max(0, ·) (a fused Relu,
+// BatchNormAttrs::relu); backward's `y` (that output; null without a Relu) masks dy by y > 0.
 int64_t batchnorm_scratch_floats(int64_t batch, int64_t channels, int64_t spatial);
 template <typename T>
 cudaError_t batchnorm_train_forward(T const* x, float const* scale, float const* bias, float const* running_mean,
                                     float const* running_var, int64_t batch, int64_t channels, int64_t spatial,
-                                    float eps, float momentum, T* y, float* mean, float* inv_std, float* next_mean,
-                                    float* next_var, float* scratch, cudaStream_t stream);
+                                    float eps, float momentum, bool relu, T* y, float* mean, float* inv_std,
+                                    float* next_mean, float* next_var, float* scratch, cudaStream_t stream);
 template <typename T>
 cudaError_t batchnorm_infer_forward(T const* x, T const* scale, T const* bias, float const* mean, float const* inv_std,
-                                    int64_t batch, int64_t channels, int64_t spatial, T* y, cudaStream_t stream);
+                                    int64_t batch, int64_t channels, int64_t spatial, bool relu, T* y,
+                                    cudaStream_t stream);
 template <typename T>
-cudaError_t batchnorm_train_backward(T const* x, T const* dy, float const* scale, float const* mean,
+cudaError_t batchnorm_train_backward(T const* x, T const* dy, T const* y, float const* scale, float const* mean,
                                      float const* inv_std, int64_t batch, int64_t channels, int64_t spatial, T* dx,
                                      float* dscale, float* dbias, float* scratch, cudaStream_t stream);
 

@@ -319,19 +319,19 @@ template <typename T>
 __global__ void bn_normalize_kernel(T const* __restrict__ x, float const* __restrict__ scale,
                                     float const* __restrict__ bias, float const* __restrict__ mean,
                                     float const* __restrict__ inv_std, hd::BnPlanes g, int64_t planes, int64_t channels,
-                                    int64_t spatial, T* __restrict__ y) {
+                                    int64_t spatial, bool relu, T* __restrict__ y) {
   for_planes(g, planes, channels, spatial,
-             [&](int64_t o, int64_t c) { y[o] = hd::bn_value(x[o], mean[c], inv_std[c], scale[c], bias[c]); });
+             [&](int64_t o, int64_t c) { y[o] = hd::bn_value(x[o], mean[c], inv_std[c], scale[c], bias[c], relu); });
 }
 
 template <typename T>
-__global__ void bn_grad_kernel(T const* __restrict__ x, T const* __restrict__ dy, float const* __restrict__ mean,
-                               hd::BnSplit sp, int64_t batch, int64_t channels, int64_t spatial,
-                               float* __restrict__ scratch) {
+__global__ void bn_grad_kernel(T const* __restrict__ x, T const* __restrict__ dy, T const* __restrict__ y,
+                               float const* __restrict__ mean, hd::BnSplit sp, int64_t batch, int64_t channels,
+                               int64_t spatial, float* __restrict__ scratch) {
   __shared__ float smem[32];
   int64_t const c = blockIdx.x, b = blockIdx.y;
   float s = 0.f, q = 0.f;
-  hd::bn_grad_slice(x, dy, mean[c], sp, batch, channels, spatial, blockDim.x, c, b, threadIdx.x, s, q);
+  hd::bn_grad_slice(x, dy, y, mean[c], sp, batch, channels, spatial, blockDim.x, c, b, threadIdx.x, s, q);
   s = detail::block_sum(s, smem);
   q = detail::block_sum(q, smem);
   if (threadIdx.x == 0) {
@@ -353,13 +353,14 @@ __global__ void bn_grad_final_kernel(float const* __restrict__ scratch, int64_t 
 }
 
 template <typename T>
-__global__ void bn_grad_input_kernel(T const* __restrict__ x, T const* __restrict__ dy, float const* __restrict__ scale,
-                                     float const* __restrict__ mean, float const* __restrict__ inv_std,
-                                     float const* __restrict__ dscale, float const* __restrict__ dbias, int64_t count,
-                                     hd::BnPlanes g, int64_t planes, int64_t channels, int64_t spatial,
-                                     T* __restrict__ dx) {
+__global__ void bn_grad_input_kernel(T const* __restrict__ x, T const* __restrict__ dy, T const* __restrict__ y,
+                                     float const* __restrict__ scale, float const* __restrict__ mean,
+                                     float const* __restrict__ inv_std, float const* __restrict__ dscale,
+                                     float const* __restrict__ dbias, int64_t count, hd::BnPlanes g, int64_t planes,
+                                     int64_t channels, int64_t spatial, T* __restrict__ dx) {
   for_planes(g, planes, channels, spatial, [&](int64_t o, int64_t c) {
-    dx[o] = hd::bn_train_grad_input(dy[o], x[o], mean[c], inv_std[c], scale[c], dscale[c], dbias[c], count);
+    dx[o] = hd::bn_train_grad_input(hd::bn_masked_dy(dy, y, o), x[o], mean[c], inv_std[c], scale[c], dscale[c],
+                                    dbias[c], count);
   });
 }
 
@@ -367,10 +368,10 @@ template <typename T>
 __global__ void bn_infer_forward_kernel(T const* __restrict__ x, T const* __restrict__ scale,
                                         T const* __restrict__ bias, float const* __restrict__ mean,
                                         float const* __restrict__ inv_std, int64_t n, int64_t channels, int64_t spatial,
-                                        T* __restrict__ y) {
+                                        bool relu, T* __restrict__ y) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     int64_t const c = hd::bn_channel(i, channels, spatial);
-    y[i] = hd::bn_value(x[i], mean[c], inv_std[c], scale[c], bias[c]);
+    y[i] = hd::bn_value(x[i], mean[c], inv_std[c], scale[c], bias[c], relu);
   }
 }
 
@@ -383,8 +384,8 @@ int64_t batchnorm_scratch_floats(int64_t batch, int64_t channels, int64_t spatia
 template <typename T>
 cudaError_t batchnorm_train_forward(T const* x, float const* scale, float const* bias, float const* running_mean,
                                     float const* running_var, int64_t batch, int64_t channels, int64_t spatial,
-                                    float eps, float momentum, T* y, float* mean, float* inv_std, float* next_mean,
-                                    float* next_var, float* scratch, cudaStream_t stream) {
+                                    float eps, float momentum, bool relu, T* y, float* mean, float* inv_std,
+                                    float* next_mean, float* next_var, float* scratch, cudaStream_t stream) {
   if (channels <= 0 || batch * spatial <= 0) return cudaGetLastError();
   hd::BnSplit const sp = hd::bn_split(batch, channels, spatial, kBlock);
   bn_stats_kernel<T><<<dim3(static_cast<unsigned>(channels), static_cast<unsigned>(sp.blocks())), kBlock, 0, stream>>>(
@@ -394,33 +395,34 @@ cudaError_t batchnorm_train_forward(T const* x, float const* scale, float const*
                                                                       running_var, mean, inv_std, next_mean, next_var);
   hd::BnPlanes const g = hd::bn_planes(batch * channels, spatial, kBlock);
   bn_normalize_kernel<T><<<dim3(static_cast<unsigned>(g.along), static_cast<unsigned>(g.across)), kBlock, 0, stream>>>(
-      x, scale, bias, mean, inv_std, g, batch * channels, channels, spatial, y);
+      x, scale, bias, mean, inv_std, g, batch * channels, channels, spatial, relu, y);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t batchnorm_infer_forward(T const* x, T const* scale, T const* bias, float const* mean, float const* inv_std,
-                                    int64_t batch, int64_t channels, int64_t spatial, T* y, cudaStream_t stream) {
+                                    int64_t batch, int64_t channels, int64_t spatial, bool relu, T* y,
+                                    cudaStream_t stream) {
   int64_t const n = batch * channels * spatial;
   if (n > 0)
     bn_infer_forward_kernel<T>
-        <<<grid_for(n), kBlock, 0, stream>>>(x, scale, bias, mean, inv_std, n, channels, spatial, y);
+        <<<grid_for(n), kBlock, 0, stream>>>(x, scale, bias, mean, inv_std, n, channels, spatial, relu, y);
   return cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t batchnorm_train_backward(T const* x, T const* dy, float const* scale, float const* mean,
+cudaError_t batchnorm_train_backward(T const* x, T const* dy, T const* y, float const* scale, float const* mean,
                                      float const* inv_std, int64_t batch, int64_t channels, int64_t spatial, T* dx,
                                      float* dscale, float* dbias, float* scratch, cudaStream_t stream) {
   if (channels <= 0 || batch * spatial <= 0) return cudaGetLastError();
   hd::BnSplit const sp = hd::bn_split(batch, channels, spatial, kBlock);
   bn_grad_kernel<T><<<dim3(static_cast<unsigned>(channels), static_cast<unsigned>(sp.blocks())), kBlock, 0, stream>>>(
-      x, dy, mean, sp, batch, channels, spatial, scratch);
+      x, dy, y, mean, sp, batch, channels, spatial, scratch);
   bn_grad_final_kernel<<<grid_for(channels), kBlock, 0, stream>>>(scratch, sp.blocks(), channels, inv_std, dscale,
                                                                   dbias);
   hd::BnPlanes const g = hd::bn_planes(batch * channels, spatial, kBlock);
   bn_grad_input_kernel<T><<<dim3(static_cast<unsigned>(g.along), static_cast<unsigned>(g.across)), kBlock, 0, stream>>>(
-      x, dy, scale, mean, inv_std, dscale, dbias, batch * spatial, g, batch * channels, channels, spatial, dx);
+      x, dy, y, scale, mean, inv_std, dscale, dbias, batch * spatial, g, batch * channels, channels, spatial, dx);
   return cudaGetLastError();
 }
 
@@ -443,18 +445,19 @@ cudaError_t batchnorm_infer_backward_params(T const* x, T const* dy, float const
   return cudaGetLastError();
 }
 
-#define GP_BN_TRAIN(T)                                                                                                 \
-  template cudaError_t batchnorm_train_forward<T>(T const*, float const*, float const*, float const*, float const*,    \
-                                                  int64_t, int64_t, int64_t, float, float, T*, float*, float*, float*, \
-                                                  float*, float*, cudaStream_t);                                       \
-  template cudaError_t batchnorm_train_backward<T>(T const*, T const*, float const*, float const*, float const*,       \
-                                                   int64_t, int64_t, int64_t, T*, float*, float*, float*,              \
-                                                   cudaStream_t);
+#define GP_BN_TRAIN(T)                                                                                               \
+  template cudaError_t batchnorm_train_forward<T>(T const*, float const*, float const*, float const*, float const*,  \
+                                                  int64_t, int64_t, int64_t, float, float, bool, T*, float*, float*, \
+                                                  float*, float*, float*, cudaStream_t);                             \
+  template cudaError_t batchnorm_train_backward<T>(T const*, T const*, T const*, float const*, float const*,         \
+                                                   float const*, int64_t, int64_t, int64_t, T*, float*, float*,      \
+                                                   float*, cudaStream_t);
 GP_BN_TRAIN(float)
 GP_FOR_LOW_FLOAT_TYPES(GP_BN_TRAIN)
 #undef GP_BN_TRAIN
 template cudaError_t batchnorm_infer_forward<float>(float const*, float const*, float const*, float const*,
-                                                    float const*, int64_t, int64_t, int64_t, float*, cudaStream_t);
+                                                    float const*, int64_t, int64_t, int64_t, bool, float*,
+                                                    cudaStream_t);
 template cudaError_t batchnorm_infer_backward_input<float>(float const*, float const*, float const*, int64_t, int64_t,
                                                            int64_t, float*, cudaStream_t);
 template cudaError_t batchnorm_infer_backward_params<float>(float const*, float const*, float const*, float const*,

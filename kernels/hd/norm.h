@@ -260,14 +260,22 @@ GP_HD void bn_stats_slice(T const* x, BnSplit const& sp, int64_t batch, int64_t 
   sq = q;
 }
 
-// The gradient sums of one thread: Σ dy and Σ dy·(x − mean).
+// dy at offset o, or 0 where a fused Relu's output y[o] is not positive (BatchNormAttrs::relu:
+// the normalisation's gradient is Relu's, dy·[y > 0]); y null: no Relu.
 template <typename T>
-GP_HD void bn_grad_slice(T const* x, T const* dy, float mean, BnSplit const& sp, int64_t batch, int64_t channels,
-                         int64_t spatial, int64_t block, int64_t c, int64_t b, int64_t t, float& sum_dy,
-                         float& sum_dyx) {
+GP_HD float bn_masked_dy(T const* dy, T const* y, int64_t o) {
+  return y != nullptr && !(static_cast<float>(y[o]) > 0.f) ? 0.f : static_cast<float>(dy[o]);
+}
+
+// The gradient sums of one thread: Σ dy and Σ dy·(x − mean), dy masked by a fused Relu's output y
+// (null: none).
+template <typename T>
+GP_HD void bn_grad_slice(T const* x, T const* dy, T const* y, float mean, BnSplit const& sp, int64_t batch,
+                         int64_t channels, int64_t spatial, int64_t block, int64_t c, int64_t b, int64_t t,
+                         float& sum_dy, float& sum_dyx) {
   float s = 0.f, q = 0.f;
   bn_for_slice(sp, batch, channels, spatial, block, c, b, t, [&](int64_t o) {
-    float const g = static_cast<float>(dy[o]);
+    float const g = bn_masked_dy(dy, y, o);
     s += g;
     q += g * (static_cast<float>(x[o]) - mean);
   });
@@ -296,11 +304,11 @@ GP_HD float bn_shifted_variance(float sum, float sq, int64_t count) {
 GP_HD float bn_inv_std(float var, float eps) { return 1.f / sqrtf(var + eps); }
 
 // y = (x − mean)·inv_std·scale + bias (training with the batch's statistics, inference with the
-// running ones).
+// running ones), and max(0, y) with a fused Relu (BatchNormAttrs::relu).
 template <typename T, typename P = T>
-GP_HD T bn_value(T x, float mean, float inv_std, P scale, P bias) {
-  return static_cast<T>((static_cast<float>(x) - mean) * inv_std * static_cast<float>(scale) +
-                        static_cast<float>(bias));
+GP_HD T bn_value(T x, float mean, float inv_std, P scale, P bias, bool relu = false) {
+  float const v = (static_cast<float>(x) - mean) * inv_std * static_cast<float>(scale) + static_cast<float>(bias);
+  return static_cast<T>(relu && !(v > 0.f) ? 0.f : v);
 }
 
 // The biased variance's correction to torch's unbiased one, M/(M − 1) (1 for M = 1), and the
@@ -313,13 +321,14 @@ GP_HD float bn_running_update(float running, float batch, double correction, flo
   return static_cast<float>(running * momentum + batch * correction * (1.0 - momentum));
 }
 
-// Training backward's dx from the channel's dscale = Σ dy·x̂ and dbias = Σ dy.
+// Training backward's dx from the channel's dscale = Σ dy·x̂ and dbias = Σ dy (dy already masked
+// by a fused Relu: bn_masked_dy).
 template <typename T, typename P = T>
-GP_HD T bn_train_grad_input(T dy, T x, float mean, float inv_std, P scale, float dscale, float dbias, int64_t count) {
+GP_HD T bn_train_grad_input(float dy, T x, float mean, float inv_std, P scale, float dscale, float dbias,
+                            int64_t count) {
   float const m = static_cast<float>(count);
   float const xhat = (static_cast<float>(x) - mean) * inv_std;
-  return static_cast<T>(static_cast<float>(scale) * inv_std *
-                        (static_cast<float>(dy) - dbias / m - xhat * (dscale / m)));
+  return static_cast<T>(static_cast<float>(scale) * inv_std * (dy - dbias / m - xhat * (dscale / m)));
 }
 
 }  // namespace gp::kernels::hd

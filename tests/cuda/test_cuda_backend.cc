@@ -191,6 +191,24 @@ std::vector<Case> cases() {
                         {"v", random_tensor({32}, 164, 0.5f, 1.f, true), kConst}});
       },
       true, {3, 4});
+  // A Relu fused into BatchNormalization (the importer fuses every BatchNorm+Relu): on cuDNN's
+  // graphs the Relu is a pass of its own and dy is masked before cuDNN's backward; on our kernels
+  // (the 2-channel shape cuDNN refused, and every case in the BatchNorm-on-our-kernels test) the
+  // normalisation's own passes clip y and mask dy.
+  for (bool training : {true, false})
+    for (int64_t channels : {2, 32})
+      add(std::string("BatchNormalization with a fused Relu, ") + (training ? "training, " : "inference, ") +
+              std::to_string(channels) + " channels",
+          [training, channels] {
+            uint32_t const seed = 170 + static_cast<uint32_t>(channels) + (training ? 0 : 7);
+            return make_op("BatchNormalization", graph::BatchNormAttrs{1e-5f, 0.9f, training, true},
+                           {{"x", random_tensor({3, channels, 4, 3}, seed), kIn},
+                            {"s", random_tensor({channels}, seed + 1, 0.5f, 1.5f), kW},
+                            {"b", random_tensor({channels}, seed + 2), kW},
+                            {"m", random_tensor({channels}, seed + 3), kConst},
+                            {"v", random_tensor({channels}, seed + 4, 0.5f, 1.f, true), kConst}});
+          },
+          training, {3, 4});
   add("LayerNormalization", [] {
     return make_op("LayerNormalization", graph::LayerNormAttrs{2, 1e-5f, true},
                    {{"x", random_tensor({2, 3, 5}, 40), kIn},

@@ -132,7 +132,7 @@ struct BnTrainTwin {
 // hd::bn_unbias where a test breaks it.
 BnTrainTwin bn_train_twin(Vec const& x, Vec const& scale, Vec const& bias, Vec const& rmean, Vec const& rvar, float eps,
                           float momentum, Shape const& shape, double const* correction = nullptr,
-                          bool shift_zero = false) {
+                          bool shift_zero = false, bool relu = false) {
   Dims const d = dims_of(shape);
   int64_t const count = d.n * d.sp;
   hd::BnSplit const sp = hd::bn_split(d.n, d.c, d.sp, kBlock);
@@ -150,7 +150,7 @@ BnTrainTwin bn_train_twin(Vec const& x, Vec const& scale, Vec const& bias, Vec c
     float const inv = hd::bn_inv_std(var, eps);
     for (int64_t k = 0; k < count; ++k) {
       int64_t const o = hd::bn_channel_offset(k, ch, d.c, d.sp);
-      t.y[o] = hd::bn_value(x[o], mu, inv, scale[ch], bias[ch]);
+      t.y[o] = hd::bn_value(x[o], mu, inv, scale[ch], bias[ch], relu);
     }
     t.mean.push_back(mu);
     t.inv.push_back(inv);
@@ -161,14 +161,16 @@ BnTrainTwin bn_train_twin(Vec const& x, Vec const& scale, Vec const& bias, Vec c
   return t;
 }
 
-// batchnorm_train_backward's kernels in their order: the sums, dscale and dbias, then dx.
+// batchnorm_train_backward's kernels in their order: the sums, dscale and dbias, then dx; `y` a
+// fused Relu's output (masks dy), or null.
 BnTwin bn_train_backward_twin(Vec const& x, Vec const& dy, Vec const& scale, Vec const& mean, Vec const& inv,
-                              Shape const& shape) {
+                              Shape const& shape, Vec const* y = nullptr) {
+  float const* yp = y ? y->data() : nullptr;
   Dims const d = dims_of(shape);
   int64_t const count = d.n * d.sp;
   hd::BnSplit const sp = hd::bn_split(d.n, d.c, d.sp, kBlock);
   Vec const scratch = block_partials(sp, d.c, [&](int64_t ch, int64_t b, int t, float& s, float& q) {
-    hd::bn_grad_slice(x.data(), dy.data(), mean[ch], sp, d.n, d.c, d.sp, kBlock, ch, b, t, s, q);
+    hd::bn_grad_slice(x.data(), dy.data(), yp, mean[ch], sp, d.n, d.c, d.sp, kBlock, ch, b, t, s, q);
   });
   BnTwin t;
   t.dx.resize(x.size());
@@ -178,7 +180,8 @@ BnTwin bn_train_backward_twin(Vec const& x, Vec const& dy, Vec const& scale, Vec
     float const ds = dyx * inv[ch];
     for (int64_t k = 0; k < count; ++k) {
       int64_t const o = hd::bn_channel_offset(k, ch, d.c, d.sp);
-      t.dx[o] = hd::bn_train_grad_input(dy[o], x[o], mean[ch], inv[ch], scale[ch], ds, db, count);
+      t.dx[o] = hd::bn_train_grad_input(hd::bn_masked_dy(dy.data(), yp, o), x[o], mean[ch], inv[ch], scale[ch], ds, db,
+                                        count);
     }
     t.dscale.push_back(ds);
     t.dbias.push_back(db);
@@ -188,12 +191,12 @@ BnTwin bn_train_backward_twin(Vec const& x, Vec const& dy, Vec const& scale, Vec
 
 // bn_infer_forward_kernel: one thread per element, with the host's inv_std (exec/cuda/norm.cc).
 Vec bn_infer_twin(Vec const& x, Vec const& scale, Vec const& bias, Vec const& mean, Vec const& var, float eps,
-                  Shape const& shape) {
+                  Shape const& shape, bool relu = false) {
   Dims const d = dims_of(shape);
   Vec y(x.size());
   for (int64_t i = 0; i < static_cast<int64_t>(x.size()); ++i) {
     int64_t const ch = hd::bn_channel(i, d.c, d.sp);
-    y[i] = hd::bn_value(x[i], mean[ch], 1.f / std::sqrt(var[ch] + eps), scale[ch], bias[ch]);
+    y[i] = hd::bn_value(x[i], mean[ch], 1.f / std::sqrt(var[ch] + eps), scale[ch], bias[ch], relu);
   }
   return y;
 }
@@ -206,8 +209,8 @@ BnInputs bn_inputs(Shape const& shape, uint32_t seed) {
   return {random_tensor(shape, seed, -2.f, 3.f), random_tensor({c}, seed + 1, 0.5f, 1.5f), random_tensor({c}, seed + 2),
           random_tensor({c}, seed + 3), random_tensor({c}, seed + 4, 0.5f, 2.f, true)};
 }
-OneOp bn_op(BnInputs const& in, float eps, float momentum) {
-  return make_op("BatchNormalization", graph::BatchNormAttrs{eps, momentum, false},
+OneOp bn_op(BnInputs const& in, float eps, float momentum, bool relu = false) {
+  return make_op("BatchNormalization", graph::BatchNormAttrs{eps, momentum, false, relu},
                  {{"x", in.x, TensorRole::kInput},
                   {"s", in.scale, TensorRole::kWeight},
                   {"b", in.bias, TensorRole::kWeight},
@@ -303,6 +306,40 @@ TEST(HdBatchNorm, InferenceForwardTwinMatchesCpu) {
     Vec const no_bias = bn_infer_twin(values(in.x), values(in.scale), Vec(in.bias.numel(), 0.f), values(in.mean),
                                       values(in.var), eps, shape);
     EXPECT_FALSE(close(no_bias, want, tol));
+  }
+}
+
+// A fused Relu (BatchNormAttrs::relu, kernels' `relu` and `y`): training forward, training backward
+// and inference forward against the CPU's fused op (oneDNN's fuse_norm_relu, dy masked by y > 0),
+// tolerances as above. About half of y is clipped to 0, so leaving out the mask or the clip fails.
+TEST(HdBatchNorm, AFusedReluTwinMatchesCpu) {
+  float const eps = 1e-5f, momentum = 0.9f;
+  Tol const tol_y{1e-5, 1e-5}, tol_dx{1e-5, 1e-4}, tol_sum{1e-5, 1e-5};
+  for (Shape const& shape : kOwnKernelShapes) {
+    SCOPED_TRACE("x " + dims_string(shape));
+    BnInputs const in = bn_inputs(shape, 241);
+    CpuRun const r = run_cpu(bn_op(in, eps, momentum, true), true);
+    Vec const x = values(in.x), scale = values(in.scale), dy = values(r.dy);
+    BnTrainTwin const f = bn_train_twin(x, scale, values(in.bias), values(in.mean), values(in.var), eps, momentum,
+                                        shape, nullptr, false, true);
+    Vec const want_y = values(r.out.at(0));
+    EXPECT_TRUE(close(f.y, want_y, tol_y));
+    BnTwin const t = bn_train_backward_twin(x, dy, scale, f.mean, f.inv, shape, &f.y);
+    Vec const want_dx = values(r.gin.at(0)), want_ds = values(r.gw.at(1)), want_db = values(r.gw.at(2));
+    EXPECT_TRUE(close(t.dx, want_dx, tol_dx));
+    EXPECT_TRUE(close(t.dscale, want_ds, tol_sum));
+    EXPECT_TRUE(close(t.dbias, want_db, tol_sum));
+    Dims const d = dims_of(shape);
+    if (d.n * d.sp > 1) {  // one element per channel normalises to 0 (y = bias): nothing to mask apart
+      BnTrainTwin const unclipped =
+          bn_train_twin(x, scale, values(in.bias), values(in.mean), values(in.var), eps, momentum, shape);
+      EXPECT_FALSE(close(unclipped.y, want_y, tol_y));
+      BnTwin const unmasked = bn_train_backward_twin(x, dy, scale, f.mean, f.inv, shape);
+      EXPECT_FALSE(close(unmasked.dbias, want_db, tol_sum));
+    }
+    CpuRun const ri = run_cpu(bn_op(in, eps, momentum, true), false);
+    Vec const yi = bn_infer_twin(x, scale, values(in.bias), values(in.mean), values(in.var), eps, shape, /*relu=*/true);
+    EXPECT_TRUE(close(yi, values(ri.out.at(0)), Tol{1e-6, 1e-5}));
   }
 }
 

@@ -124,6 +124,20 @@ TEST(GradCheck, BatchNormInference) {
         {.training = false, .skip_inputs = {3, 4}});
 }
 
+// A Relu fused into the normalisation (BatchNormAttrs::relu, the importer's BatchNorm+Relu): y is
+// max(0, ·), and backward masks dy by y > 0. Both modes, 4 channels of 2x3x3 values each, about
+// half of them clipped.
+TEST(GradCheck, BatchNormWithAFusedRelu) {
+  for (bool training : {true, false})
+    check(make_op("BatchNormalization", graph::BatchNormAttrs{1e-5f, 0.9f, training, true},
+                  {{"x", random_tensor({2, 4, 3, 3}, 43), kIn},
+                   {"s", random_tensor({4}, 44, 0.5f, 1.5f), kW},
+                   {"b", random_tensor({4}, 45), kW},
+                   {"m", random_tensor({4}, 46), kConst},
+                   {"v", random_tensor({4}, 47, 0.5f, 1.f, true), kConst}}),
+          {.training = training, .skip_inputs = {3, 4}});
+}
+
 TEST(GradCheck, LayerNorm) {
   check(make_op("LayerNormalization", graph::LayerNormAttrs{2, 1e-5f, true},
                 {{"x", random_tensor({2, 3, 5}, 40), kIn},

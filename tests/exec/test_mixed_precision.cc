@@ -41,6 +41,41 @@ using testing::vanishes;
 constexpr double kUnit = 1.0 / 256;
 constexpr double kTolerance = 8 * kUnit;
 
+// The importer fuses a Relu that only reads a BatchNorm into it (BatchNormAttrs::relu): one training
+// step of the block with BatchNorm, fused and apart, gives the same output and gradients, in float32
+// and bf16 (the clip and its mask are exact; oneDNN normalises alike either way).
+TEST(BatchNormRelu, TheFusedOpTrainsAsTheOpsApart) {
+  for (Precision const p : {Precision::kFloat32, Precision::kBFloat16}) {
+    SCOPED_TRACE(graph::precision_name(p));
+    graph::ImportOptions fused, apart;
+    fused.precision = apart.precision = p;
+    apart.fuse_batchnorm_relu = false;
+    auto f = tiny_resnet_block(true).to_graph(fused);
+    auto a = tiny_resnet_block(true).to_graph(apart);
+    ASSERT_TRUE(f.is_ok() && a.is_ok());
+    auto fused_relus = [](graph::OpGraph const& g) {
+      int n = 0;
+      for (auto const& op : g.ops())
+        if (auto const* bn = std::get_if<graph::BatchNormAttrs>(&op.typed)) n += bn->relu;
+      return n;
+    };
+    EXPECT_EQ(fused_relus(*f), 1);  // the first BatchNorm's; the second feeds the residual Add
+    EXPECT_EQ(fused_relus(*a), 0);
+    EXPECT_EQ(f->num_ops() + 1, a->num_ops());
+    CpuBackend be;
+    testing::NamedValues const got = one_step(*f, be), want = one_step(*a, be);
+    ASSERT_EQ(got.size(), want.size());
+    for (auto const& [name, values] : want) {
+      ASSERT_TRUE(got.count(name)) << name;
+      EXPECT_LE(rel_l2(got.at(name), values), 1e-6) << name;
+      // conv1's bias shifts each channel before BatchNorm takes the channel's mean out: no gradient.
+      if (name != "dconv1.b") {
+        EXPECT_FALSE(vanishes(values)) << name;
+      }
+    }
+  }
+}
+
 TEST(MixedPrecision, TheRewriteCastsWhereTheDtypeChanges) {
   graph::OpGraph const g = graph_in(tiny_resnet_block(false), Precision::kBFloat16);
   auto dtype = [](graph::OpGraph const& h, std::string const& name) { return h.tensor(*h.find_tensor(name)).dtype; };
@@ -73,12 +108,14 @@ TEST(MixedPrecision, TheRewriteCastsWhereTheDtypeChanges) {
   EXPECT_EQ(g.num_ops(), graph_in(tiny_resnet_block(false), Precision::kFloat32).num_ops() + 2);
   // BatchNorm follows its bf16 input (its scale, bias and statistics stay float32): the block with
   // BatchNorm needs no cast beyond the input's and the output's either.
+  // (The first BatchNorm has its Relu fused: it writes r1.)
   graph::OpGraph const bn = graph_in(tiny_resnet_block(true), Precision::kBFloat16);
-  EXPECT_EQ(producer(bn, "n1").inputs[0], *bn.find_tensor("c1"));
+  EXPECT_EQ(producer(bn, "r1").type, "BatchNormalization");
+  EXPECT_EQ(producer(bn, "r1").inputs[0], *bn.find_tensor("c1"));
   EXPECT_EQ(dtype(bn, "c1"), DType::kBFloat16);
-  for (std::size_t i = 1; i < producer(bn, "n1").inputs.size(); ++i)
-    EXPECT_EQ(bn.tensor(producer(bn, "n1").inputs[i]).dtype, DType::kFloat32) << i;
-  for (std::string const t : {"n1", "r1", "p1", "n2", "s", "r2", "f"}) EXPECT_EQ(dtype(bn, t), DType::kBFloat16) << t;
+  for (std::size_t i = 1; i < producer(bn, "r1").inputs.size(); ++i)
+    EXPECT_EQ(bn.tensor(producer(bn, "r1").inputs[i]).dtype, DType::kFloat32) << i;
+  for (std::string const t : {"r1", "p1", "n2", "s", "r2", "f"}) EXPECT_EQ(dtype(bn, t), DType::kBFloat16) << t;
   EXPECT_EQ(casts(bn), 2);
   // Each low tensor is cast up once however many float32 ops read it: the attention block's
   // residual Add reads a bf16 MatMul output and the float32 input, so it promotes.

@@ -484,6 +484,44 @@ TEST(Import, PartialPatternIsNotFused) {
   for (Op const& op : g->ops()) EXPECT_NE(op.type, "Gelu");
 }
 
+// BatchNormalization -> Relu, the Relu its only reader: one BatchNormalization with the Relu fused,
+// writing the Relu's output (in training mode, opset 15, with its running statistics named).
+TEST(Import, FusesAReluIntoTheBatchNormBeforeIt) {
+  std::string const body = R"(
+      n, rm, rv = BatchNormalization<training_mode = 1>(x, s, b, m, v)
+      r = Relu(n)
+      y = Add(r, x)
+  )";
+  std::vector<std::string> const inits{zeros("s", {3}, 1), zeros("b", {3}), zeros("m", {3}), zeros("v", {3}, 1)};
+  OpGraph const g = must_load(model_text("float[N,3,4,4] x", "float[N,3,4,4] y", inits, body, 15));
+  ASSERT_EQ(g.num_ops(), 2u);
+  Op const& bn = op_of_type(g, "BatchNormalization");
+  EXPECT_TRUE(std::get<BatchNormAttrs>(bn.typed).relu);
+  EXPECT_TRUE(std::get<BatchNormAttrs>(bn.typed).training);
+  ASSERT_FALSE(bn.outputs.empty());
+  EXPECT_EQ(g.tensor(bn.outputs[0]).name, "r");
+  EXPECT_EQ(g.tensor(bn.outputs[0]).shape, S({N, 3, 4, 4}));
+  EXPECT_EQ(g.tensor(op_of_type(g, "Add").inputs[0]).name, "r");
+  // Told not to, the importer keeps them apart.
+  OpGraph const apart =
+      must_load(model_text("float[N,3,4,4] x", "float[N,3,4,4] y", inits, body, 15), {.fuse_batchnorm_relu = false});
+  ASSERT_EQ(apart.num_ops(), 3u);
+  EXPECT_FALSE(std::get<BatchNormAttrs>(op_of_type(apart, "BatchNormalization").typed).relu);
+}
+
+// Not fused where the normalised value is needed without the Relu: another reader, or a graph output.
+TEST(Import, ABatchNormWhoseOutputIsReadElsewhereKeepsItsRelu) {
+  std::vector<std::string> const inits{zeros("s", {3}, 1), zeros("b", {3}), zeros("m", {3}), zeros("v", {3}, 1)};
+  for (auto const& [outputs, body] : std::vector<std::pair<std::string, std::string>>{
+           {"float[N,3,4,4] y", "n = BatchNormalization(x, s, b, m, v)\n r = Relu(n)\n y = Add(r, n)"},
+           {"float[N,3,4,4] y, float[N,3,4,4] n", "n = BatchNormalization(x, s, b, m, v)\n y = Relu(n)"}}) {
+    SCOPED_TRACE(body);
+    OpGraph const g = must_load(model_text("float[N,3,4,4] x", outputs, inits, body));
+    EXPECT_EQ(op_of_type(g, "Relu").type, "Relu");
+    EXPECT_FALSE(std::get<BatchNormAttrs>(op_of_type(g, "BatchNormalization").typed).relu);
+  }
+}
+
 // ---- bad input -----------------------------------------------------------------------------
 
 TEST(ImportErrors, MissingFile) {

@@ -96,6 +96,13 @@ class TorchExport : public ::testing::TestWithParam<int> {
   void SetUp() override {
     if (!exported().available) GTEST_SKIP() << exported().why;
   }
+  // BatchNormalizations with a Relu fused at import (the Relu their only reader).
+  static int64_t fused_relus(OpGraph const& g) {
+    int64_t n = 0;
+    for (auto const& op : g.ops())
+      if (auto const* a = std::get_if<BatchNormAttrs>(&op.typed)) n += a->relu;
+    return n;
+  }
   static std::map<std::string, int64_t> count_types(OpGraph const& g) {
     std::map<std::string, int64_t> m;
     for (auto const& op : g.ops()) ++m[op.type];
@@ -116,7 +123,10 @@ TEST_P(TorchExport, ResNet18) {
                                                    {"Gemm", 1},
                                                    {"GlobalAveragePool", 1},
                                                    {"MaxPool", 1},
-                                                   {"Relu", 17}}));
+                                                   {"Relu", 8}}));
+  // 17 Relus as exported: the stem's and each block's first BatchNorm's (9) are fused into it; the
+  // 8 after the residual Adds stay.
+  EXPECT_EQ(fused_relus(g), 9);
   EXPECT_EQ(g.tensor(g.inputs()[0]).shape, (Shape{{kBatch, 3, 224, 224}}));
   EXPECT_EQ(g.tensor(g.outputs()[0]).shape, (Shape{{kBatch, 1000}}));
   // 1.814 GMACs of convolution and linear layers: about 3.64 GFLOPs forward.
@@ -141,7 +151,9 @@ TEST_P(TorchExport, GoogLeNet) {
   EXPECT_EQ(types.at("Concat"), 9);
   EXPECT_EQ(types.at("MaxPool"), 13);
   EXPECT_EQ(types.at("Dropout"), 1);
-  EXPECT_EQ(g.num_ops(), 197u);
+  EXPECT_EQ(types.count("Relu"), 0u);  // every Relu follows a BatchNorm and is fused into it
+  EXPECT_EQ(fused_relus(g), 57);
+  EXPECT_EQ(g.num_ops(), 140u);    // 197 with the 57 Relus apart
   EXPECT_EQ(branch_count(g), 36);  // 9 inception blocks, 4 branches each
   EXPECT_EQ(widest_antichain(g).size(), 4u);
 }
@@ -159,8 +171,8 @@ TEST_P(TorchExport, InceptionV3) {
                                                    {"Flatten", 1},
                                                    {"Gemm", 1},
                                                    {"GlobalAveragePool", 1},
-                                                   {"MaxPool", 4},
-                                                   {"Relu", 94}}));
+                                                   {"MaxPool", 4}}));
+  EXPECT_EQ(fused_relus(g), 94);  // every BatchNorm's Relu
   for (auto const& op : g.ops())
     if (op.type == "AveragePool") {
       EXPECT_TRUE(std::get<PoolAttrs>(op.typed).count_include_pad) << op.name;
