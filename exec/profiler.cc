@@ -8,6 +8,7 @@
 
 #include "exec/autodiff.h"
 #include "exec/stage_executor.h"
+#include "graph/ops/registry.h"
 #include "kernels/bf16.h"
 
 namespace gp::exec {
@@ -202,18 +203,33 @@ Result<graph::MeasuredProfile> profile_graph(graph::OpGraph const& graph, Backen
           needs[i] = t != graph::kNoTensor && plan.requires_grad[t] && !plan.trainable[t];
           any = any || needs[i];
         }
-        if (any) {
-          std::vector<Tensor> gin;
-          ASSIGN_OR_RETURN(bwd_in, time_min(backend, options.repeats,
-                                            [&] { return backend.backward_input(call, saved, gout, needs, gin); }));
-        }
-        if (plan.has_weight_grad[id]) {
+        auto weight_slots = [&] {
           std::vector<Tensor> wg(op.inputs.size());
           for (std::size_t i = 0; i < op.inputs.size(); ++i)
             if (op.inputs[i] != graph::kNoTensor && plan.trainable[op.inputs[i]])
               wg[i] = backend.zeros(statics[op.inputs[i]].shape());
-          ASSIGN_OR_RETURN(bwd_w, time_min(backend, options.repeats,
-                                           [&] { return backend.backward_weight(call, saved, gout, wg); }));
+          return wg;
+        };
+        // An op whose weight gradients come with its input gradient (BatchNorm, LayerNorm: one call
+        // computes all) runs one backward call in training, split schedule or not (StageExecutor):
+        // that call is its B, and it has no W. Timing backward_input and backward_weight apart would
+        // count the whole backward twice.
+        bool const w_with_b = any && plan.has_weight_grad[id] && op.def && op.def->weight_grads_in_b;
+        if (w_with_b) {
+          std::vector<Tensor> gin, wg = weight_slots();
+          ASSIGN_OR_RETURN(bwd_in, time_min(backend, options.repeats,
+                                            [&] { return backend.backward(call, saved, gout, needs, gin, wg); }));
+        } else {
+          if (any) {
+            std::vector<Tensor> gin;
+            ASSIGN_OR_RETURN(bwd_in, time_min(backend, options.repeats,
+                                              [&] { return backend.backward_input(call, saved, gout, needs, gin); }));
+          }
+          if (plan.has_weight_grad[id]) {
+            std::vector<Tensor> wg = weight_slots();
+            ASSIGN_OR_RETURN(bwd_w, time_min(backend, options.repeats,
+                                             [&] { return backend.backward_weight(call, saved, gout, wg); }));
+          }
         }
       }
       ops[k].samples.push_back(n);

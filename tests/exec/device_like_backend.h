@@ -2,6 +2,8 @@
 #pragma once
 
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,16 +33,19 @@ class DeviceLikeBackend final : public Backend {
   Status backward_input(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                         std::vector<bool> const& needs, std::vector<Tensor>& grads) override {
     log_reads(saved.tensors);
+    log_backward(call, "B");
     return cpu_.backward_input(call, saved, gout, needs, grads);
   }
   Status backward_weight(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                          std::vector<Tensor>& grads) override {
     log_reads(saved.tensors);
+    log_backward(call, "W");
     return cpu_.backward_weight(call, saved, gout, grads);
   }
   Status backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                   std::vector<bool> const& needs, std::vector<Tensor>& grads, std::vector<Tensor>& wgrads) override {
     log_reads(saved.tensors);
+    log_backward(call, "B+W");
     return cpu_.backward(call, saved, gout, needs, grads, wgrads);
   }
   Tensor empty(std::vector<int64_t> shape, DType dtype) override { return cpu_.empty(std::move(shape), dtype); }
@@ -132,11 +137,19 @@ class DeviceLikeBackend final : public Backend {
   CountingAllocator pinned;
   int pinned_copies = 0;
   std::atomic<int>* forwards = nullptr;  // when set, counts the op forwards run here
+  // Backward calls by op type and kind ("B": backward_input, "W": backward_weight, "B+W":
+  // backward), e.g. backward_calls["BatchNormalization"]["W"].
+  std::map<std::string, std::map<std::string, int>> backward_calls;
 
  private:
   void log(StreamOp::Kind kind, StreamKind stream, uint64_t event, void const* ptr) {
     if (stream_log) stream_log->push_back({kind, stream, event, ptr});
   }
+  void log_backward(OpCall const& call, char const* kind) {
+    std::lock_guard<std::mutex> lock(backward_calls_mu_);
+    ++backward_calls[call.op.type][kind];
+  }
+  std::mutex backward_calls_mu_;
   void log_reads(std::vector<Tensor> const& tensors) {
     for (Tensor const& t : tensors)
       if (t.defined()) log(StreamOp::Kind::kRead, StreamKind::kCompute, 0, t.raw());

@@ -74,5 +74,37 @@ TEST(Profiler, WithoutABackendFactoryTheExecutorsShareTheProfiledOneAndAFailedFa
   EXPECT_NE(failed.status().message().find("calibrating"), std::string::npos) << failed.status().message();
 }
 
+// BatchNorm's weight gradients come with its input gradient (one call computes all three; the
+// executor makes that one call, split schedule or not): the profile times that call as its B and
+// gives it no W. Timing backward_input and backward_weight apart counted its backward twice. A
+// Conv's W is still timed on its own.
+TEST(Profiler, AnOpWhoseWeightGradientsComeWithBIsTimedAsTheOneCallTrainingMakes) {
+  auto g = testing::tiny_conv_stack().to_graph();
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  DeviceLikeBackend be;
+  auto profile = profile_graph(*g, be, small_options(0));
+  ASSERT_TRUE(profile.is_ok()) << profile.status().message();
+  int batchnorms = 0, convs_with_w = 0;
+  for (graph::OpProfile const& op : profile->ops) {
+    SCOPED_TRACE(op.name);
+    if (op.type == "BatchNormalization") {
+      ++batchnorms;
+      for (std::size_t k = 0; k < op.samples.size(); ++k) {
+        EXPECT_GT(op.bwd_input_s[k], 0);
+        EXPECT_EQ(op.bwd_weight_s[k], 0);
+      }
+    }
+    if (op.type == "Conv" && op.bwd_weight_s.at(0) > 0) ++convs_with_w;
+  }
+  EXPECT_EQ(batchnorms, 1);
+  EXPECT_GE(convs_with_w, 1);
+  // The calls made (2 sizes, a warm-up and 1 timed call each): BatchNorm's one combined backward,
+  // no B or W of its own; both convolutions' W.
+  EXPECT_EQ(be.backward_calls["BatchNormalization"]["B+W"], 2 * 2);
+  EXPECT_EQ(be.backward_calls["BatchNormalization"].count("W"), 0u);
+  EXPECT_EQ(be.backward_calls["BatchNormalization"].count("B"), 0u);
+  EXPECT_EQ(be.backward_calls["Conv"]["W"], 2 * 2 * 2);
+}
+
 }  // namespace
 }  // namespace gp::exec
