@@ -26,8 +26,10 @@ void set_max_memory_flag(std::string text);
 // The root's --precision ("bf16"; empty: not given), set by main().
 void set_precision_flag(std::string text);
 Result<std::optional<graph::Precision>> precision_flag();
+// The root's --no-fusion (false: BatchNorm, Add and Relu stay apart), set by main().
+void set_fusion_flag(bool fuse);
 // ImportOptions for a model a command loads: its memory limit from --max-memory, its precision
-// from --precision (fp32 when not given).
+// from --precision (fp32 when not given), its BatchNorm fusions unless --no-fusion.
 Result<graph::ImportOptions> import_options();
 
 void add_inspect_command(CLI::App& root, CommandList& commands);

@@ -1,5 +1,5 @@
-// --max-memory and --precision: the memory limit and the mixed precision every command that loads
-// a model applies to it.
+// --max-memory, --precision and --no-fusion: the memory limit, the mixed precision and the
+// BatchNorm fusions every command that loads a model applies to it.
 #include <optional>
 #include <string>
 
@@ -20,8 +20,14 @@ std::string& precision_text() {
   return text;
 }
 
+bool& fusion_on() {
+  static bool on = true;
+  return on;
+}
+
 }  // namespace
 
+void set_fusion_flag(bool fuse) { fusion_on() = fuse; }
 void set_max_memory_flag(std::string text) { max_memory_text() = std::move(text); }
 void set_precision_flag(std::string text) { precision_text() = std::move(text); }
 
@@ -44,6 +50,7 @@ Result<graph::ImportOptions> import_options() {
   }
   ASSIGN_OR_RETURN(std::optional<graph::Precision> const precision, precision_flag());
   if (precision) options.precision = *precision;
+  options.fuse_batchnorm_relu = fusion_on();
   return options;
 }
 

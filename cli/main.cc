@@ -38,6 +38,11 @@ int main(int argc, char** argv) {
                  "Mixed precision of every model a command loads: fp32 (default), bf16 or fp16 (float32 master "
                  "weights, matmuls and convolutions in 16 bits; fp16 trains on --backend cuda only, with dynamic "
                  "loss scaling); train also reads it from the config's 'precision'");
+  bool no_fusion = false;
+  app.add_flag("--no-fusion", no_fusion,
+               "Keep BatchNormalization, Add and Relu apart in every model a command loads (by default a Relu "
+               "after a BatchNorm, and a residual block's BatchNorm -> Add -> Relu, are fused into the BatchNorm): "
+               "to compare, or to cut a pipeline between them");
   app.fallthrough();  // root options may follow the subcommand
 
   gp::cli::CommandList commands;
@@ -60,6 +65,7 @@ int main(int argc, char** argv) {
   }
   gp::cli::set_max_memory_flag(max_memory);
   gp::cli::set_precision_flag(precision);
+  gp::cli::set_fusion_flag(!no_fusion);
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
   spdlog::set_pattern("%v");
 

@@ -474,6 +474,10 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   if (!choices.is_ok()) return choices.status().with_context(source);
   auto graph = onnx_import::lower(std::move(*raw), options.first_dim_is_batch, std::move(*choices));
   if (!graph.is_ok()) return graph.status().with_context(source);
+  if (options.fuse_batchnorm_relu) {
+    graph = onnx_import::fuse_residual_tails(*graph);
+    if (!graph.is_ok()) return graph.status().with_context(source);
+  }
   if (options.max_memory_bytes > 0 && options.load_weights) {
     // The least any training step needs: the weights and one sample's activations.
     int64_t const need = graph->param_bytes() + graph->activation_bytes_per_sample();

@@ -34,8 +34,9 @@ struct ImportOptions {
   // give them. frozen wins over everything; trainable makes a float initializer with finite
   // values train. A pattern that matches no initializer, or trainable matching a non-float or
   // non-finite one, fails the import with the pattern's name.
-  // Fuse a Relu that is a BatchNormalization's only reader into it (BatchNormAttrs::relu): one
-  // pass over the activations instead of two, forward and backward. false keeps them apart (to
+  // Fuse a Relu that is a BatchNormalization's only reader into it (BatchNormAttrs::relu), and a
+  // residual block's BatchNormalization -> Add -> Relu (BatchNormAttrs::residual): one pass over
+  // the activations instead of two or three, forward and backward. false keeps them apart (to
   // compare, or to cut a pipeline between them).
   bool fuse_batchnorm_relu = true;
   std::vector<std::string> trainable{};

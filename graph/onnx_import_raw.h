@@ -74,6 +74,15 @@ struct FuseOptions {
 };
 void fuse_patterns(RawModel& model, FuseOptions const& options = {});
 
+// After lowering (shapes known, which ONNX's shape inference does not always give the raw model):
+// a residual block's tail, BatchNormalization -> Add(·, z) -> Relu, the BatchNorm's Relu not fused,
+// its y read only by the Add, the Add's output only by the Relu (neither a graph output), z of y's
+// shape and dtype, and nothing reading the BatchNorm's running statistics outputs, becomes one
+// BatchNormalization with z as input 5 (BatchNormAttrs::residual and relu) writing the Relu's
+// output, placed where the Add was (z may be computed after the BatchNorm, as a downsampling
+// branch is in torch's exports). y and the Add's output leave the graph. Accounting refilled.
+Result<OpGraph> fuse_residual_tails(OpGraph const& graph);
+
 // CastLike nodes whose second input's type is known become Cast to that type.
 void rewrite_cast_like(RawModel& model);
 

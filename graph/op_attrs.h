@@ -48,10 +48,15 @@ struct BatchNormAttrs {
   // Y = max(0, BatchNorm(x)): the Relu that was BatchNorm's only consumer, fused at import
   // (graph/onnx_import_fuse.cc, the raw attribute kBatchNormReluAttr). Backward masks dy by Y > 0.
   bool relu = false;
+  // Y = max(0, BatchNorm(x) + z), z input 5 of x's shape: a residual block's tail (BatchNorm, Add,
+  // Relu) fused at import (kBatchNormAddAttr; relu is then set too). z's gradient is the masked dy.
+  bool residual = false;
 };
-// The importer's internal attribute for a fused Relu on a BatchNormalization node (set after ONNX's
-// checker has run, never written to a file).
+// The importer's internal attributes for a fused Relu, and a fused Add of input 5 before it, on a
+// BatchNormalization node (set after ONNX's checker has run, never written to a file).
 inline constexpr char kBatchNormReluAttr[] = "graphpipe.fused_relu";
+inline constexpr char kBatchNormAddAttr[] = "graphpipe.fused_add";
+inline constexpr std::size_t kBatchNormResidualInput = 5;
 
 struct LayerNormAttrs {
   int64_t axis = -1;  // normalised axis (non-negative after import)

@@ -37,6 +37,7 @@ std::map<OpKind, AmpRule> const& policy_table() {
                      OpKind::kTranspose, OpKind::kSplit, OpKind::kBatchNormalization})
       t[k] = {AmpPolicy::kFollow, 1};
     t[OpKind::kSplit].low_outputs = kAllOutputs;
+    t[OpKind::kBatchNormalization].with_deciding = static_cast<int>(kBatchNormResidualInput);
     t[OpKind::kAdd] = {AmpPolicy::kFollow, 2};
     return t;
   }();
@@ -141,7 +142,9 @@ class Rewriter {
       // per call, so that no weight's copy is a tensor a planner could put on another stage.
       bool const initializer = tensors_[t].role == TensorRole::kWeight || tensors_[t].role == TensorRole::kConstant;
       DType want = d;
-      if (low && deciding(i) && d == DType::kFloat32 && !(rule.policy == AmpPolicy::kLow && i > 0 && initializer))
+      bool const along = static_cast<int>(i) == rule.with_deciding;
+      if (low && (deciding(i) || along) && d == DType::kFloat32 &&
+          !(rule.policy == AmpPolicy::kLow && i > 0 && initializer))
         want = low_;
       if (!low && d == low_) want = DType::kFloat32;
       op.inputs[i] = in_dtype(t, want);

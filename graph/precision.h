@@ -44,6 +44,9 @@ struct AmpRule {
   // How many leading float32 outputs a low op writes in the low precision (Split: all its parts;
   // BatchNorm: only y, its running statistics stay float32).
   int low_outputs = 1;
+  // An input past the deciding ones that computes with them, cast to the op's dtype either way
+  // (BatchNorm's fused residual z, input 5); -1: none.
+  int with_deciding = -1;
 };
 inline constexpr int kAllOutputs = 1 << 20;
 AmpRule amp_rule(ops::OpKind kind);

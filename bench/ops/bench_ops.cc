@@ -1,7 +1,8 @@
 // Throughput of the CPU backend's heavy operators (oneDNN): forward, backward-data (B) and
 // backward-weights (W) of Conv and MatMul at ResNet/transformer-like shapes, in GFLOP/s; then
 // BatchNormalization with its Relu fused (BatchNormAttrs::relu, what the importer makes of every
-// BatchNorm -> Relu) against BatchNorm and Relu apart, forward + backward, at ResNet-18's shapes.
+// BatchNorm -> Relu), and with a residual block's Add and Relu fused (BatchNormAttrs::residual),
+// against the ops apart, forward + backward, at ResNet-18's shapes.
 // Usage: bench_ops [--iters N]
 #include <chrono>
 #include <cstdio>
@@ -74,27 +75,36 @@ void run(char const* label, Bench& b, double flops, int iters) {
               flops / tb * 1e-9, flops / tw * 1e-9);
 }
 
-// Training forward and backward (dx, dscale, dbias) of BatchNormalization on x, with the Relu
-// fused into it, or apart (BatchNorm, Relu, Relu's backward, BatchNorm's backward). Seconds a step.
-double bn_relu_step(std::vector<int64_t> const& x, bool fused, int iters) {
+// Training forward and backward (dx, dscale, dbias; z's gradient with a residual) of
+// BatchNormalization on x with the Relu fused into it, or with a residual block's tail (+ z, Relu:
+// `residual`), or apart (BatchNorm, (Add,) Relu, Relu's backward, BatchNorm's backward; an Add's
+// backward passes dy on). Seconds a step.
+double bn_relu_step(std::vector<int64_t> const& x, bool fused, bool residual, int iters) {
   int64_t const c = x[1];
-  Bench bn = make("BatchNormalization", graph::BatchNormAttrs{1e-5f, 0.9f, true, fused}, {x, {c}, {c}, {c}, {c}});
+  std::vector<std::vector<int64_t>> shapes{x, {c}, {c}, {c}, {c}};
+  if (fused && residual) shapes.push_back(x);
+  Bench bn = make("BatchNormalization", graph::BatchNormAttrs{1e-5f, 0.9f, true, fused, fused && residual}, shapes);
   for (int k : {3, 4})  // running mean 0, variance 1
     for (int64_t i = 0; i < c; ++i) bn.inputs[k].data<float>()[i] = k == 3 ? 0.f : 1.f;
   Bench relu = make("Relu", std::monostate{}, {x});
+  Bench add = make("Add", std::monostate{}, {x, x});
   CpuBackend be;
   OpCall bn_call{bn.graph.op(bn.op), bn.graph, true, 0};
   OpCall relu_call{relu.graph.op(relu.op), relu.graph, true, 0};
-  std::vector<bool> const wanted{true, true, true, false, false};
+  OpCall add_call{add.graph.op(add.op), add.graph, true, 0};
+  std::vector<bool> wanted{true, true, true, false, false};
+  if (fused && residual) wanted.push_back(true);
   Tensor const dy = relu.inputs[0].clone();  // any values: an upstream gradient
+  Tensor const z = add.inputs[1];
   return seconds(
       [&] {
-        Saved bn_saved, relu_saved;
-        std::vector<Tensor> y, r, gr, gin;
+        Saved bn_saved, relu_saved, add_saved;
+        std::vector<Tensor> y, s, r, gr, gin;
         (void)be.forward(bn_call, bn.inputs, y, &bn_saved);
         std::vector<Tensor> g{dy};
         if (!fused) {
-          (void)be.forward(relu_call, {y[0]}, r, &relu_saved);
+          if (residual) (void)be.forward(add_call, {y[0], z}, s, &add_saved);
+          (void)be.forward(relu_call, {residual ? s[0] : y[0]}, r, &relu_saved);
           (void)be.backward_input(relu_call, relu_saved, {dy}, {true}, gr);
           g = {gr[0]};
         }
@@ -134,13 +144,17 @@ int main(int argc, char** argv) {
     Bench b = make("MatMul", graph::MatMulAttrs{}, {{c.m, c.k}, {c.k, c.n}});
     run(c.label, b, 2.0 * c.m * c.k * c.n, iters);
   }
-  std::printf("\n%-34s %9s %9s %7s\n", "BatchNorm+Relu, training step", "apart ms", "fused ms", "ratio");
-  for (std::vector<int64_t> const& x : std::vector<std::vector<int64_t>>{
-           {16, 64, 112, 112}, {16, 64, 56, 56}, {16, 128, 28, 28}, {16, 256, 14, 14}, {16, 512, 7, 7}}) {
-    std::string const label = "x " + std::to_string(x[0]) + "x" + std::to_string(x[1]) + "x" + std::to_string(x[2]) +
-                              "x" + std::to_string(x[3]);
-    double const apart = bn_relu_step(x, false, iters), fused = bn_relu_step(x, true, iters);
-    std::printf("%-34s %9.2f %9.2f %6.2fx\n", label.c_str(), apart * 1e3, fused * 1e3, apart / fused);
+  for (bool const residual : {false, true}) {
+    std::printf("\n%-34s %9s %9s %7s\n",
+                residual ? "BatchNorm+Add+Relu, training step" : "BatchNorm+Relu, training step", "apart ms",
+                "fused ms", "ratio");
+    for (std::vector<int64_t> const& x : std::vector<std::vector<int64_t>>{
+             {16, 64, 112, 112}, {16, 64, 56, 56}, {16, 128, 28, 28}, {16, 256, 14, 14}, {16, 512, 7, 7}}) {
+      std::string const label = "x " + std::to_string(x[0]) + "x" + std::to_string(x[1]) + "x" + std::to_string(x[2]) +
+                                "x" + std::to_string(x[3]);
+      double const apart = bn_relu_step(x, false, residual, iters), fused = bn_relu_step(x, true, residual, iters);
+      std::printf("%-34s %9.2f %9.2f %6.2fx\n", label.c_str(), apart * 1e3, fused * 1e3, apart / fused);
+    }
   }
   return 0;
 }

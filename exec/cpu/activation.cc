@@ -188,6 +188,30 @@ void relu_in_place(Tensor& y) {
   dnnl_ctx::run(e->prim, {{DNNL_ARG_SRC, m}, {DNNL_ARG_DST, m}});
 }
 
+namespace {
+struct AddRelu {
+  dnnl::binary::primitive_desc pd;
+  dnnl::binary prim;
+};
+}  // namespace
+
+void add_relu_in_place(Tensor& y, Tensor const& z) {
+  int64_t const n = y.numel();
+  if (n == 0) return;
+  auto e = dnnl_ctx::cached<AddRelu>(dnnl_ctx::key("add_relu", n, static_cast<int>(y.dtype())), [&] {
+    dnnl::memory::desc const md = dnnl_ctx::plain_md({n}, y.dtype());
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    dnnl::binary::primitive_desc pd(dnnl::binary::desc(algorithm::binary_add, md, md, md), attr, dnnl_ctx::engine());
+    return AddRelu{pd, dnnl::binary(pd)};
+  });
+  dnnl::memory const m = dnnl_ctx::mem(e->pd.dst_desc(), y.raw());
+  dnnl_ctx::run(e->prim,
+                {{DNNL_ARG_SRC_0, m}, {DNNL_ARG_SRC_1, dnnl_ctx::mem(e->pd.src1_desc(), z.raw())}, {DNNL_ARG_DST, m}});
+}
+
 Tensor relu_grad_from_output(Tensor const& y, Tensor const& dy) {
   Tensor dx(y.shape(), y.dtype());
   if (y.numel() > 0) eltwise_backward({algorithm::eltwise_relu_use_dst_for_bwd, 0.f, 0.f, true}, y, dy, dx);

@@ -122,6 +122,7 @@ Table build_table(bool native) {
         require_attrs<graph::BatchNormAttrs>, 5);
     bn.kernels.backward_both = widened_both<fresh_then_add<batchnorm_backward>, convert_float_fn>;
     bn.low_inputs = 1;
+    bn.converts = true;  // a fused residual (input 5) follows x: bf16, widened like x
     t.push_back({OpKind::kBatchNormalization, std::move(bn)});
   }
   // GELU follows a bf16 input too, and also computes in float32 here. bench_train --bf16 --only

@@ -133,6 +133,8 @@ Status unary_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tens
 // y = max(0, y) in place, and dy where y > 0, else 0 (Relu's gradient from its output y), float32
 // or bfloat16, as the Relu op computes them; for BatchNormalization with a fused Relu.
 void relu_in_place(Tensor& y);
+// y = max(0, y + z) in place (z of y's shape and dtype): BatchNormalization's fused residual.
+void add_relu_in_place(Tensor& y, Tensor const& z);
 Tensor relu_grad_from_output(Tensor const& y, Tensor const& dy);
 Status unary_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                       std::vector<Tensor>&, bool);

@@ -5,8 +5,9 @@
 // executor stores them as the model's state): new = old · momentum + batch · (1 − momentum), with
 // the unbiased batch variance in running_var as torch and cuDNN compute it (ONNX's reference uses
 // the biased one; trained models come from torch, whose inference expects its own statistics).
-// It does not write the input tensors. With a fused Relu (BatchNormAttrs::relu) y = max(0, ·), and
-// backward masks dy by y > 0 first: on the CPU as two oneDNN passes, as BatchNorm and Relu apart
+// It does not write the input tensors. With a fused Relu (BatchNormAttrs::relu) y = max(0, ·) (after
+// adding a fused residual z, input 5: BatchNormAttrs::residual, whose gradient is the masked dy),
+// and backward masks dy by y > 0 first: on the CPU as two oneDNN passes, as BatchNorm and Relu apart
 // run (oneDNN 2.6's fuse_norm_relu on these plain layouts took 3.5x the normalisation's time,
 // `bench_ops`), so the fusion is for the GPU, where our kernels clip and mask in their own passes.
 #include <algorithm>
@@ -67,6 +68,10 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
   for (std::size_t i = 1; i < 5; ++i)
     if (in.size() <= i || !in[i].defined() || in[i].numel() != c)
       return op_error(call, "input " + std::to_string(i) + " must have " + std::to_string(c) + " elements");
+  std::size_t const zi = graph::kBatchNormResidualInput;
+  if (a.residual &&
+      (in.size() <= zi || !in[zi].defined() || in[zi].shape() != x.shape() || in[zi].dtype() != x.dtype()))
+    return op_error(call, "the fused residual (input 5) must have x's shape " + x.shape_string() + " and dtype");
   bool const training = call.training;
   auto e = bn_fwd_prim(x.shape(), a.epsilon, training, x.dtype());
   Tensor y(x.shape(), x.dtype());
@@ -79,7 +84,10 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
                           {DNNL_ARG_SHIFT, dnnl_ctx::mem(stat, in[2].raw())},
                           {DNNL_ARG_MEAN, dnnl_ctx::mem(stat, mean.raw())},
                           {DNNL_ARG_VARIANCE, dnnl_ctx::mem(stat, var.raw())}});
-  if (a.relu) relu_in_place(y);
+  if (a.residual)
+    add_relu_in_place(y, in[zi]);
+  else if (a.relu)
+    relu_in_place(y);
   out.assign(std::max<std::size_t>(call.op.outputs.size(), training ? 3 : 1), Tensor());
   out[0] = y;
   int64_t const per_channel = x.numel() / std::max<int64_t>(c, 1);
@@ -106,8 +114,11 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
 
 Status batchnorm_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                           std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  if (!(wants(wanted, 0) || wants(wanted, 1) || wants(wanted, 2)) || !gout.at(0).defined()) return Status::ok();
   auto const& a = *attrs_of<graph::BatchNormAttrs>(call.op);
+  std::size_t const zi = graph::kBatchNormResidualInput;
+  bool const want_z = a.residual && wants(wanted, zi);
+  if (!(wants(wanted, 0) || wants(wanted, 1) || wants(wanted, 2) || want_z) || !gout.at(0).defined())
+    return Status::ok();
   Tensor const& x = saved.tensors.at(0);
   Tensor const& scale = saved.tensors.at(1);
   Tensor const& mean = saved.tensors.at(2);
@@ -133,6 +144,8 @@ Status batchnorm_backward(OpCall const& call, Saved const& saved, std::vector<Te
   if (wants(wanted, 0)) RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
   if (wants(wanted, 1)) RETURN_IF_ERROR(emit_grad(call, grads, 1, dscale, accumulate));
   if (wants(wanted, 2)) RETURN_IF_ERROR(emit_grad(call, grads, 2, dshift, accumulate));
+  // A fused residual's gradient: the masked dy (read above, no longer).
+  if (want_z) RETURN_IF_ERROR(emit_grad(call, grads, zi, dy, accumulate));
   return Status::ok();
 }
 

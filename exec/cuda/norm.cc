@@ -62,12 +62,17 @@ Result<Tensor> bn_scratch(int64_t batch, int64_t channels, int64_t spatial) {
   return empty({std::max<int64_t>(1, kc::batchnorm_scratch_floats(batch, channels, spatial))});
 }
 
-// A fused Relu (BatchNormAttrs::relu) where the normalisation ran without it (cuDNN's graphs):
-// y = max(0, y) in place, and backward's dy masked by y > 0 (Relu's own kernels).
+// A fused Relu (BatchNormAttrs::relu), and residual z before it (BatchNormAttrs::residual), where
+// the normalisation ran without them (cuDNN's graphs, inference mode): y = max(0, y (+ z)) in
+// place, and backward's dy masked by y > 0 (Relu's own kernels).
 template <typename T>
-Status relu_in_place(Tensor& y) {
+Status relu_in_place(Tensor& y, Tensor const* z) {
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
-  GP_CUDA_CHECK(kc::unary_forward<T>(hd::UnaryKind::kRelu, 0.f, y.data<T>(), y.data<T>(), y.numel(), stream));
+  if (z != nullptr) {
+    GP_CUDA_CHECK(kc::add_relu_in_place<T>(y.data<T>(), z->data<T>(), y.numel(), stream));
+  } else {
+    GP_CUDA_CHECK(kc::unary_forward<T>(hd::UnaryKind::kRelu, 0.f, y.data<T>(), y.data<T>(), y.numel(), stream));
+  }
   return Status::ok();
 }
 template <typename T>
@@ -81,13 +86,13 @@ Result<Tensor> relu_masked(Tensor const& y, Tensor const& dy) {
 
 template <typename T>
 Status own_batchnorm_train(Tensor const& x, std::vector<Tensor> const& in, float eps, float momentum, bool relu,
-                           BnTrainPtrs const& p) {
+                           Tensor const* z, BnTrainPtrs const& p) {
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   int64_t const sp = spatial(x.shape());
   ASSIGN_OR_RETURN(Tensor scratch, bn_scratch(x.dim(0), x.dim(1), sp));
   GP_CUDA_CHECK(kc::batchnorm_train_forward<T>(
       x.data<T>(), in[1].data<float>(), in[2].data<float>(), in[3].data<float>(), in[4].data<float>(), x.dim(0),
-      x.dim(1), sp, eps, momentum, relu, static_cast<T*>(p.y), static_cast<float*>(p.mean),
+      x.dim(1), sp, eps, momentum, relu, z ? z->data<T>() : nullptr, static_cast<T*>(p.y), static_cast<float*>(p.mean),
       static_cast<float*>(p.inv_variance), static_cast<float*>(p.next_running_mean),
       static_cast<float*>(p.next_running_var), scratch.data<float>(), stream));
   return Status::ok();
@@ -102,17 +107,18 @@ Status own_batchnorm_infer(std::vector<int64_t> const& shape, bool relu, BnInfer
   return Status::ok();
 }
 
-// `y`: a fused Relu's output (masks dy), or null.
+// `y`: a fused Relu's output (masks dy), or null; `dz`: where the masked dy goes (a fused
+// residual's gradient), or null.
 template <typename T>
-Status own_batchnorm_backward(std::vector<int64_t> const& shape, void const* y, BnBackwardPtrs const& p) {
+Status own_batchnorm_backward(std::vector<int64_t> const& shape, void const* y, void* dz, BnBackwardPtrs const& p) {
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   int64_t const sp = spatial(shape);
   ASSIGN_OR_RETURN(Tensor scratch, bn_scratch(shape.at(0), shape.at(1), sp));
   GP_CUDA_CHECK(kc::batchnorm_train_backward<T>(
       static_cast<T const*>(p.x), static_cast<T const*>(p.dy), static_cast<T const*>(y),
       static_cast<float const*>(p.scale), static_cast<float const*>(p.mean), static_cast<float const*>(p.inv_variance),
-      shape.at(0), shape.at(1), sp, static_cast<T*>(p.dx), static_cast<float*>(p.dscale), static_cast<float*>(p.dbias),
-      scratch.data<float>(), stream));
+      shape.at(0), shape.at(1), sp, static_cast<T*>(p.dx), static_cast<T*>(dz), static_cast<float*>(p.dscale),
+      static_cast<float*>(p.dbias), scratch.data<float>(), stream));
   return Status::ok();
 }
 
@@ -125,6 +131,14 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
   for (std::size_t i = 1; i < 5; ++i)
     if (in.size() <= i || !in[i].defined() || in[i].numel() != c)
       return op_error(call, "input " + std::to_string(i) + " must have " + std::to_string(c) + " elements");
+  Tensor const* z = nullptr;  // a fused residual (BatchNormAttrs::residual)
+  if (a.residual) {
+    if (in.size() <= graph::kBatchNormResidualInput || !in[graph::kBatchNormResidualInput].defined() ||
+        in[graph::kBatchNormResidualInput].shape() != x.shape() ||
+        in[graph::kBatchNormResidualInput].dtype() != x.dtype())
+      return op_error(call, "the fused residual (input 5) must have x's shape " + x.shape_string() + " and dtype");
+    z = &in[graph::kBatchNormResidualInput];
+  }
   bool const training = call.training;
   // A 16-bit input in inference mode runs the float32 op widened; its saved x is then float32,
   // which backward sees.
@@ -141,11 +155,12 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
     ASSIGN_OR_RETURN(Tensor next_var, empty({c}));
     BnTrainPtrs const p{x.raw(), in[1].raw(), in[2].raw(),   in[3].raw(),     in[4].raw(),
                         y.raw(), mean.raw(),  inv_var.raw(), next_mean.raw(), next_var.raw()};
-    // Our kernels apply a fused Relu in their elementwise pass; after cuDNN's graph it is a pass of its own.
+    // Our kernels add a fused residual and apply a fused Relu in their elementwise pass; after
+    // cuDNN's graph they are a pass of their own.
     Status s = cudnn_batchnorm() ? batchnorm_train<T>(x.shape(), a.epsilon, 1.f - a.momentum, p)
-                                 : own_batchnorm_train<T>(x, in, a.epsilon, a.momentum, a.relu, p);
-    if (cudnn_batchnorm() && s.is_ok() && a.relu) s = relu_in_place<T>(y);
-    if (cudnn_batchnorm() && cudnn_refused(s)) s = own_batchnorm_train<T>(x, in, a.epsilon, a.momentum, a.relu, p);
+                                 : own_batchnorm_train<T>(x, in, a.epsilon, a.momentum, a.relu, z, p);
+    if (cudnn_batchnorm() && s.is_ok() && a.relu) s = relu_in_place<T>(y, z);
+    if (cudnn_batchnorm() && cudnn_refused(s)) s = own_batchnorm_train<T>(x, in, a.epsilon, a.momentum, a.relu, z, p);
     RETURN_IF_ERROR(in_op(call, s));
     out[1] = next_mean;
     out[2] = next_var;
@@ -154,8 +169,8 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
     ASSIGN_OR_RETURN(inv_var, inv_std(in[4], a.epsilon));
     BnInferPtrs const p{x.raw(), in[1].raw(), in[2].raw(), mean.raw(), inv_var.raw(), y.raw()};
     Status s = batchnorm_infer<float>(x.shape(), p);
-    if (s.is_ok() && a.relu) s = relu_in_place<float>(y);
-    if (cudnn_refused(s)) s = own_batchnorm_infer(x.shape(), a.relu, p);
+    if (cudnn_refused(s)) s = own_batchnorm_infer(x.shape(), /*relu=*/false, p);
+    if (s.is_ok() && a.relu) s = relu_in_place<float>(y, z);
     RETURN_IF_ERROR(in_op(call, s));
     for (std::size_t k = 1; k < out.size() && k < 3; ++k) {
       ASSIGN_OR_RETURN(out[k], copy_of(in[2 + k]));
@@ -201,7 +216,10 @@ Status batchnorm_infer_backward(OpCall const& call, Saved const& saved, Tensor c
 template <typename T>
 Status batchnorm_backward_op(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                              std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  if (!(wants(wanted, 0) || wants(wanted, 1) || wants(wanted, 2)) || !gout.at(0).defined()) return Status::ok();
+  auto const& a = *attrs_of<graph::BatchNormAttrs>(call.op);
+  bool const want_z = a.residual && wants(wanted, graph::kBatchNormResidualInput);
+  if (!(wants(wanted, 0) || wants(wanted, 1) || wants(wanted, 2) || want_z) || !gout.at(0).defined())
+    return Status::ok();
   Tensor const& x = saved.tensors.at(0);
   if constexpr (!std::is_same_v<T, float>) {
     // The forward ran widened (inference mode): so does backward.
@@ -210,17 +228,25 @@ Status batchnorm_backward_op(OpCall const& call, Saved const& saved, std::vector
                                                                            accumulate);
   }
   bool const training = shape_of(saved.tensors.at(4)).at(0) != 0;
-  bool const relu = attrs_of<graph::BatchNormAttrs>(call.op)->relu;
-  // A fused Relu: our training kernels mask dy by y as they read it; the other paths get it masked.
+  // A fused Relu: our training kernels mask dy by y as they read it (and write the fused residual's
+  // gradient, the masked dy, beside dx); the other paths get it masked first, which is z's gradient.
   Tensor dy = gout[0];
-  if (relu && (!training || cudnn_batchnorm())) {
+  bool const own = training && !cudnn_batchnorm();
+  if (a.relu && !own) {
     ASSIGN_OR_RETURN(dy, relu_masked<T>(saved.tensors.at(5), gout[0]));
   }
-  if (!training) return batchnorm_infer_backward(call, saved, dy, wanted, grads, accumulate);
+  if (!training) {
+    RETURN_IF_ERROR(batchnorm_infer_backward(call, saved, dy, wanted, grads, accumulate));
+    return want_z ? emit_grad(call, grads, graph::kBatchNormResidualInput, dy, accumulate) : Status::ok();
+  }
   int64_t const c = x.dim(1);
   ASSIGN_OR_RETURN(Tensor dx, empty(x.shape(), x.dtype()));
   ASSIGN_OR_RETURN(Tensor dscale, empty({c}));
   ASSIGN_OR_RETURN(Tensor dbias, empty({c}));
+  Tensor dz;
+  if (own && want_z) {
+    ASSIGN_OR_RETURN(dz, empty(x.shape(), x.dtype()));
+  }
   BnBackwardPtrs const p{dy.raw(),
                          x.raw(),
                          saved.tensors.at(1).raw(),
@@ -229,13 +255,15 @@ Status batchnorm_backward_op(OpCall const& call, Saved const& saved, std::vector
                          dx.raw(),
                          dscale.raw(),
                          dbias.raw()};
-  Status s = cudnn_batchnorm() ? batchnorm_backward<T>(x.shape(), p)
-                               : own_batchnorm_backward<T>(x.shape(), relu ? saved.tensors.at(5).raw() : nullptr, p);
-  if (cudnn_batchnorm() && cudnn_refused(s)) s = own_batchnorm_backward<T>(x.shape(), nullptr, p);  // dy masked
+  Status s = own ? own_batchnorm_backward<T>(x.shape(), a.relu ? saved.tensors.at(5).raw() : nullptr,
+                                             want_z ? dz.raw() : nullptr, p)
+                 : batchnorm_backward<T>(x.shape(), p);
+  if (!own && cudnn_refused(s)) s = own_batchnorm_backward<T>(x.shape(), nullptr, nullptr, p);  // dy masked
   RETURN_IF_ERROR(in_op(call, s));
   if (wants(wanted, 0)) RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
   if (wants(wanted, 1)) RETURN_IF_ERROR(emit_grad(call, grads, 1, dscale, accumulate));
   if (wants(wanted, 2)) RETURN_IF_ERROR(emit_grad(call, grads, 2, dbias, accumulate));
+  if (want_z) RETURN_IF_ERROR(emit_grad(call, grads, graph::kBatchNormResidualInput, own ? dz : dy, accumulate));
   return Status::ok();
 }
 
@@ -359,8 +387,8 @@ Status instnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std::
     ASSIGN_OR_RETURN(Tensor scratch, bn_scratch(1, n * c, s));
     GP_CUDA_CHECK(kc::batchnorm_train_forward<float>(
         x.data<float>(), scale.data<float>(), shift.data<float>(), running.data<float>(), running.data<float>() + n * c,
-        1, n * c, s, a.epsilon, 0.f, /*relu=*/false, y.data<float>(), mean.data<float>(), inv.data<float>(),
-        next.data<float>(), next.data<float>() + n * c, scratch.data<float>(), stream));
+        1, n * c, s, a.epsilon, 0.f, /*relu=*/false, /*z=*/nullptr, y.data<float>(), mean.data<float>(),
+        inv.data<float>(), next.data<float>(), next.data<float>() + n * c, scratch.data<float>(), stream));
   }
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
@@ -383,8 +411,8 @@ Status instnorm_backward(OpCall const& call, Saved const& saved, std::vector<Ten
     ASSIGN_OR_RETURN(Tensor scratch, bn_scratch(1, n * c, s));
     GP_CUDA_CHECK(kc::batchnorm_train_backward<float>(
         x.data<float>(), gout[0].data<float>(), /*y=*/nullptr, scale.data<float>(), saved.tensors.at(2).data<float>(),
-        saved.tensors.at(3).data<float>(), 1, n * c, s, dx.data<float>(), ds.data<float>(), db.data<float>(),
-        scratch.data<float>(), stream));
+        saved.tensors.at(3).data<float>(), 1, n * c, s, dx.data<float>(), /*dz=*/nullptr, ds.data<float>(),
+        db.data<float>(), scratch.data<float>(), stream));
   } else {
     GP_CUDA_CHECK(kc::fill_value<float>(ds.data<float>(), ds.numel(), 0.f, stream));
     GP_CUDA_CHECK(kc::fill_value<float>(db.data<float>(), db.numel(), 0.f, stream));

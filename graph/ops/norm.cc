@@ -17,6 +17,14 @@ Result<Inferred> infer_batch_norm(InferContext const& c) {
   for (auto const& o : c.outputs) named_outputs += !o.empty();
   a.training = c.opset >= 14 ? c.attr_int("training_mode", 0) != 0 : named_outputs > 1;
   a.relu = c.attr_int(kBatchNormReluAttr, 0) != 0;
+  a.residual = c.attr_int(kBatchNormAddAttr, 0) != 0;
+  if (a.residual) {
+    if (!a.relu || !c.has(kBatchNormResidualInput) || c.dims(kBatchNormResidualInput) != c.dims(0))
+      return invalid_argument("BatchNormalization with a fused residual needs its Relu and an input 5 of x's shape " +
+                              dims_str(c.dims(0)));
+  } else if (c.has(kBatchNormResidualInput)) {
+    return invalid_argument("BatchNormalization takes 5 inputs");
+  }
   k.typed = a;
   k.data_inputs = all_slots(c);
   k.outs.push_back({c.dtype(0), c.dims(0)});
@@ -65,8 +73,8 @@ OpCost norm_with_affine_cost(CostContext const& c) {
   return r;
 }
 
-// BatchNorm keeps its input; with a fused Relu also its output, whose sign masks dy (the output
-// is usually kept by its consumer anyway, a convolution, and counted once).
+// BatchNorm keeps its input; with a fused Relu (and residual) also its output, whose sign masks dy
+// (the output is usually kept by its consumer anyway, a convolution, and counted once).
 void batch_norm_saved(CostContext const& c, SavedForBackward& s) {
   c.save(s, c.input(0));
   auto const* a = std::get_if<BatchNormAttrs>(&c.op.typed);

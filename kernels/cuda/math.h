@@ -156,12 +156,14 @@ cudaError_t batchnorm_infer_backward_params(T const* x, T const* dy, float const
 // dbias from the saved mean and inv_std. Each channel is split over blocks (hd::bn_split); their
 // partial sums go to `scratch`, batchnorm_scratch_floats() floats. Inference forward: y with the
 // given mean and inv_std, one thread per element. `relu`: y = max(0, ·) (a fused Relu,
-// BatchNormAttrs::relu); backward's `y` (that output; null without a Relu) masks dy by y > 0.
+// BatchNormAttrs::relu), after adding `z` (a fused residual of x's shape; null: none); backward's
+// `y` (that output; null without a Relu) masks dy by y > 0, and `dz` (null: not wanted) gets the
+// masked dy.
 int64_t batchnorm_scratch_floats(int64_t batch, int64_t channels, int64_t spatial);
 template <typename T>
 cudaError_t batchnorm_train_forward(T const* x, float const* scale, float const* bias, float const* running_mean,
                                     float const* running_var, int64_t batch, int64_t channels, int64_t spatial,
-                                    float eps, float momentum, bool relu, T* y, float* mean, float* inv_std,
+                                    float eps, float momentum, bool relu, T const* z, T* y, float* mean, float* inv_std,
                                     float* next_mean, float* next_var, float* scratch, cudaStream_t stream);
 template <typename T>
 cudaError_t batchnorm_infer_forward(T const* x, T const* scale, T const* bias, float const* mean, float const* inv_std,
@@ -170,7 +172,10 @@ cudaError_t batchnorm_infer_forward(T const* x, T const* scale, T const* bias, f
 template <typename T>
 cudaError_t batchnorm_train_backward(T const* x, T const* dy, T const* y, float const* scale, float const* mean,
                                      float const* inv_std, int64_t batch, int64_t channels, int64_t spatial, T* dx,
-                                     float* dscale, float* dbias, float* scratch, cudaStream_t stream);
+                                     T* dz, float* dscale, float* dbias, float* scratch, cudaStream_t stream);
+// y = max(0, y + z) in place (a fused residual and Relu after cuDNN's BatchNorm, or in inference mode).
+template <typename T>
+cudaError_t add_relu_in_place(T* y, T const* z, int64_t n, cudaStream_t stream);
 
 // Cast: y = x converted (to_bool: x != 0, for ONNX's bool; float to integer truncates).
 template <typename From, typename To>

@@ -319,9 +319,10 @@ template <typename T>
 __global__ void bn_normalize_kernel(T const* __restrict__ x, float const* __restrict__ scale,
                                     float const* __restrict__ bias, float const* __restrict__ mean,
                                     float const* __restrict__ inv_std, hd::BnPlanes g, int64_t planes, int64_t channels,
-                                    int64_t spatial, bool relu, T* __restrict__ y) {
-  for_planes(g, planes, channels, spatial,
-             [&](int64_t o, int64_t c) { y[o] = hd::bn_value(x[o], mean[c], inv_std[c], scale[c], bias[c], relu); });
+                                    int64_t spatial, bool relu, T const* __restrict__ z, T* __restrict__ y) {
+  for_planes(g, planes, channels, spatial, [&](int64_t o, int64_t c) {
+    y[o] = hd::bn_value(x[o], mean[c], inv_std[c], scale[c], bias[c], relu, hd::bn_residual(z, o));
+  });
 }
 
 template <typename T>
@@ -357,10 +358,11 @@ __global__ void bn_grad_input_kernel(T const* __restrict__ x, T const* __restric
                                      float const* __restrict__ scale, float const* __restrict__ mean,
                                      float const* __restrict__ inv_std, float const* __restrict__ dscale,
                                      float const* __restrict__ dbias, int64_t count, hd::BnPlanes g, int64_t planes,
-                                     int64_t channels, int64_t spatial, T* __restrict__ dx) {
+                                     int64_t channels, int64_t spatial, T* __restrict__ dx, T* __restrict__ dz) {
   for_planes(g, planes, channels, spatial, [&](int64_t o, int64_t c) {
-    dx[o] = hd::bn_train_grad_input(hd::bn_masked_dy(dy, y, o), x[o], mean[c], inv_std[c], scale[c], dscale[c],
-                                    dbias[c], count);
+    float const g_o = hd::bn_masked_dy(dy, y, o);
+    dx[o] = hd::bn_train_grad_input(g_o, x[o], mean[c], inv_std[c], scale[c], dscale[c], dbias[c], count);
+    if (dz != nullptr) dz[o] = static_cast<T>(g_o);
   });
 }
 
@@ -375,7 +377,18 @@ __global__ void bn_infer_forward_kernel(T const* __restrict__ x, T const* __rest
   }
 }
 
+template <typename T>
+__global__ void add_relu_kernel(T* __restrict__ y, T const* __restrict__ z, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = hd::add_relu_value(y[i], z[i]);
+}
+
 }  // namespace
+
+template <typename T>
+cudaError_t add_relu_in_place(T* y, T const* z, int64_t n, cudaStream_t stream) {
+  if (n > 0) add_relu_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(y, z, n);
+  return cudaGetLastError();
+}
 
 int64_t batchnorm_scratch_floats(int64_t batch, int64_t channels, int64_t spatial) {
   return 2 * channels * hd::bn_split(batch, channels, spatial, kBlock).blocks();
@@ -384,7 +397,7 @@ int64_t batchnorm_scratch_floats(int64_t batch, int64_t channels, int64_t spatia
 template <typename T>
 cudaError_t batchnorm_train_forward(T const* x, float const* scale, float const* bias, float const* running_mean,
                                     float const* running_var, int64_t batch, int64_t channels, int64_t spatial,
-                                    float eps, float momentum, bool relu, T* y, float* mean, float* inv_std,
+                                    float eps, float momentum, bool relu, T const* z, T* y, float* mean, float* inv_std,
                                     float* next_mean, float* next_var, float* scratch, cudaStream_t stream) {
   if (channels <= 0 || batch * spatial <= 0) return cudaGetLastError();
   hd::BnSplit const sp = hd::bn_split(batch, channels, spatial, kBlock);
@@ -395,7 +408,7 @@ cudaError_t batchnorm_train_forward(T const* x, float const* scale, float const*
                                                                       running_var, mean, inv_std, next_mean, next_var);
   hd::BnPlanes const g = hd::bn_planes(batch * channels, spatial, kBlock);
   bn_normalize_kernel<T><<<dim3(static_cast<unsigned>(g.along), static_cast<unsigned>(g.across)), kBlock, 0, stream>>>(
-      x, scale, bias, mean, inv_std, g, batch * channels, channels, spatial, relu, y);
+      x, scale, bias, mean, inv_std, g, batch * channels, channels, spatial, relu, z, y);
   return cudaGetLastError();
 }
 
@@ -413,7 +426,7 @@ cudaError_t batchnorm_infer_forward(T const* x, T const* scale, T const* bias, f
 template <typename T>
 cudaError_t batchnorm_train_backward(T const* x, T const* dy, T const* y, float const* scale, float const* mean,
                                      float const* inv_std, int64_t batch, int64_t channels, int64_t spatial, T* dx,
-                                     float* dscale, float* dbias, float* scratch, cudaStream_t stream) {
+                                     T* dz, float* dscale, float* dbias, float* scratch, cudaStream_t stream) {
   if (channels <= 0 || batch * spatial <= 0) return cudaGetLastError();
   hd::BnSplit const sp = hd::bn_split(batch, channels, spatial, kBlock);
   bn_grad_kernel<T><<<dim3(static_cast<unsigned>(channels), static_cast<unsigned>(sp.blocks())), kBlock, 0, stream>>>(
@@ -422,7 +435,7 @@ cudaError_t batchnorm_train_backward(T const* x, T const* dy, T const* y, float 
                                                                   dbias);
   hd::BnPlanes const g = hd::bn_planes(batch * channels, spatial, kBlock);
   bn_grad_input_kernel<T><<<dim3(static_cast<unsigned>(g.along), static_cast<unsigned>(g.across)), kBlock, 0, stream>>>(
-      x, dy, y, scale, mean, inv_std, dscale, dbias, batch * spatial, g, batch * channels, channels, spatial, dx);
+      x, dy, y, scale, mean, inv_std, dscale, dbias, batch * spatial, g, batch * channels, channels, spatial, dx, dz);
   return cudaGetLastError();
 }
 
@@ -445,12 +458,13 @@ cudaError_t batchnorm_infer_backward_params(T const* x, T const* dy, float const
   return cudaGetLastError();
 }
 
-#define GP_BN_TRAIN(T)                                                                                               \
-  template cudaError_t batchnorm_train_forward<T>(T const*, float const*, float const*, float const*, float const*,  \
-                                                  int64_t, int64_t, int64_t, float, float, bool, T*, float*, float*, \
-                                                  float*, float*, float*, cudaStream_t);                             \
-  template cudaError_t batchnorm_train_backward<T>(T const*, T const*, T const*, float const*, float const*,         \
-                                                   float const*, int64_t, int64_t, int64_t, T*, float*, float*,      \
+#define GP_BN_TRAIN(T)                                                                                                 \
+  template cudaError_t add_relu_in_place<T>(T*, T const*, int64_t, cudaStream_t);                                      \
+  template cudaError_t batchnorm_train_forward<T>(T const*, float const*, float const*, float const*, float const*,    \
+                                                  int64_t, int64_t, int64_t, float, float, bool, T const*, T*, float*, \
+                                                  float*, float*, float*, float*, cudaStream_t);                       \
+  template cudaError_t batchnorm_train_backward<T>(T const*, T const*, T const*, float const*, float const*,           \
+                                                   float const*, int64_t, int64_t, int64_t, T*, T*, float*, float*,    \
                                                    float*, cudaStream_t);
 GP_BN_TRAIN(float)
 GP_FOR_LOW_FLOAT_TYPES(GP_BN_TRAIN)

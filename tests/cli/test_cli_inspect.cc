@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "graph/onnx_builder.h"
 #include "tests/graph/causal_attention_model.h"
 
 namespace fs = std::filesystem;
@@ -83,6 +84,33 @@ TEST_F(InspectWeights, JsonListsEveryInitializer) {
     EXPECT_EQ(c["shape"], nlohmann::json::array({4, 4}));
   }
   EXPECT_TRUE(saw_mask);
+}
+
+// x -> Conv -> BatchNorm -> Relu: inspect counts the BatchNorm with its Relu fused in; the root's
+// --no-fusion (before or after the subcommand) keeps the Relu an operator of its own.
+TEST_F(InspectWeights, TheBatchNormsFusedReluIsCountedAndNoFusionKeepsItApart) {
+  using gp::graph::InitRule;
+  gp::graph::OnnxModelBuilder b("conv_bn_relu", 17, 1);
+  auto x = b.add_input("x", {gp::graph::kBatch, 2, 5, 5});
+  auto w = b.add_initializer("conv.w", {3, 2, 3, 3}, InitRule::uniform(0.4));
+  auto s = b.add_initializer("bn.scale", {3}, InitRule::uniform(1.0));
+  auto bb = b.add_initializer("bn.bias", {3}, InitRule::uniform(0.2));
+  auto m = b.add_initializer("bn.mean", {3}, InitRule::zeros(), false);
+  auto v = b.add_initializer("bn.var", {3}, InitRule::ones(), false);
+  b.add_node("Conv", {x, w}, {"c"}, {{"kernel_shape", std::vector<int64_t>{3, 3}}});
+  b.add_node("BatchNormalization", {"c", s, bb, m, v}, {"n"});
+  b.add_node("Relu", {"n"}, {"y"});
+  b.add_output("y", {gp::graph::kBatch, 3, 3, 3});
+  model_ = (dir_ / "conv_bn_relu.onnx").string();
+  ASSERT_TRUE(b.save(model_).is_ok());
+  std::string const fused = inspect("");
+  EXPECT_NE(fused.find("operators    2\n"), std::string::npos) << fused;
+  EXPECT_NE(fused.find("(1 with the Relu after it fused in)"), std::string::npos) << fused;
+  EXPECT_EQ(fused.find("  Relu "), std::string::npos) << fused;
+  std::string const apart = inspect("--no-fusion");
+  EXPECT_NE(apart.find("operators    3\n"), std::string::npos) << apart;
+  EXPECT_NE(apart.find("  Relu "), std::string::npos) << apart;
+  EXPECT_EQ(apart.find("fused in"), std::string::npos) << apart;
 }
 
 }  // namespace

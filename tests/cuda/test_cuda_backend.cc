@@ -209,6 +209,22 @@ std::vector<Case> cases() {
                             {"v", random_tensor({channels}, seed + 4, 0.5f, 1.f, true), kConst}});
           },
           training, {3, 4});
+  // A residual block's tail fused in too (BatchNormAttrs::residual): y = max(0, BatchNorm(x) + z).
+  for (bool training : {true, false})
+    for (int64_t channels : {2, 32})
+      add(std::string("BatchNormalization with a fused residual and Relu, ") +
+              (training ? "training, " : "inference, ") + std::to_string(channels) + " channels",
+          [training, channels] {
+            uint32_t const seed = 190 + static_cast<uint32_t>(channels) + (training ? 0 : 7);
+            return make_op("BatchNormalization", graph::BatchNormAttrs{1e-5f, 0.9f, training, true, true},
+                           {{"x", random_tensor({3, channels, 4, 3}, seed), kIn},
+                            {"s", random_tensor({channels}, seed + 1, 0.5f, 1.5f), kW},
+                            {"b", random_tensor({channels}, seed + 2), kW},
+                            {"m", random_tensor({channels}, seed + 3), kConst},
+                            {"v", random_tensor({channels}, seed + 4, 0.5f, 1.f, true), kConst},
+                            {"z", random_tensor({3, channels, 4, 3}, seed + 5), kIn}});
+          },
+          training, {3, 4});
   add("LayerNormalization", [] {
     return make_op("LayerNormalization", graph::LayerNormAttrs{2, 1e-5f, true},
                    {{"x", random_tensor({2, 3, 5}, 40), kIn},

@@ -132,7 +132,7 @@ struct BnTrainTwin {
 // hd::bn_unbias where a test breaks it.
 BnTrainTwin bn_train_twin(Vec const& x, Vec const& scale, Vec const& bias, Vec const& rmean, Vec const& rvar, float eps,
                           float momentum, Shape const& shape, double const* correction = nullptr,
-                          bool shift_zero = false, bool relu = false) {
+                          bool shift_zero = false, bool relu = false, Vec const* z = nullptr) {
   Dims const d = dims_of(shape);
   int64_t const count = d.n * d.sp;
   hd::BnSplit const sp = hd::bn_split(d.n, d.c, d.sp, kBlock);
@@ -150,7 +150,7 @@ BnTrainTwin bn_train_twin(Vec const& x, Vec const& scale, Vec const& bias, Vec c
     float const inv = hd::bn_inv_std(var, eps);
     for (int64_t k = 0; k < count; ++k) {
       int64_t const o = hd::bn_channel_offset(k, ch, d.c, d.sp);
-      t.y[o] = hd::bn_value(x[o], mu, inv, scale[ch], bias[ch], relu);
+      t.y[o] = hd::bn_value(x[o], mu, inv, scale[ch], bias[ch], relu, z ? (*z)[o] : 0.f);
     }
     t.mean.push_back(mu);
     t.inv.push_back(inv);
@@ -164,7 +164,7 @@ BnTrainTwin bn_train_twin(Vec const& x, Vec const& scale, Vec const& bias, Vec c
 // batchnorm_train_backward's kernels in their order: the sums, dscale and dbias, then dx; `y` a
 // fused Relu's output (masks dy), or null.
 BnTwin bn_train_backward_twin(Vec const& x, Vec const& dy, Vec const& scale, Vec const& mean, Vec const& inv,
-                              Shape const& shape, Vec const* y = nullptr) {
+                              Shape const& shape, Vec const* y = nullptr, Vec* dz = nullptr) {
   float const* yp = y ? y->data() : nullptr;
   Dims const d = dims_of(shape);
   int64_t const count = d.n * d.sp;
@@ -182,6 +182,7 @@ BnTwin bn_train_backward_twin(Vec const& x, Vec const& dy, Vec const& scale, Vec
       int64_t const o = hd::bn_channel_offset(k, ch, d.c, d.sp);
       t.dx[o] = hd::bn_train_grad_input(hd::bn_masked_dy(dy.data(), yp, o), x[o], mean[ch], inv[ch], scale[ch], ds, db,
                                         count);
+      if (dz) (*dz)[o] = hd::bn_masked_dy(dy.data(), yp, o);
     }
     t.dscale.push_back(ds);
     t.dbias.push_back(db);
@@ -209,13 +210,14 @@ BnInputs bn_inputs(Shape const& shape, uint32_t seed) {
   return {random_tensor(shape, seed, -2.f, 3.f), random_tensor({c}, seed + 1, 0.5f, 1.5f), random_tensor({c}, seed + 2),
           random_tensor({c}, seed + 3), random_tensor({c}, seed + 4, 0.5f, 2.f, true)};
 }
-OneOp bn_op(BnInputs const& in, float eps, float momentum, bool relu = false) {
-  return make_op("BatchNormalization", graph::BatchNormAttrs{eps, momentum, false, relu},
-                 {{"x", in.x, TensorRole::kInput},
-                  {"s", in.scale, TensorRole::kWeight},
-                  {"b", in.bias, TensorRole::kWeight},
-                  {"m", in.mean, TensorRole::kConstant},
-                  {"v", in.var, TensorRole::kConstant}});
+OneOp bn_op(BnInputs const& in, float eps, float momentum, bool relu = false, Tensor const* z = nullptr) {
+  std::vector<In> inputs{{"x", in.x, TensorRole::kInput},
+                         {"s", in.scale, TensorRole::kWeight},
+                         {"b", in.bias, TensorRole::kWeight},
+                         {"m", in.mean, TensorRole::kConstant},
+                         {"v", in.var, TensorRole::kConstant}};
+  if (z) inputs.push_back({"z", *z, TensorRole::kInput});
+  return make_op("BatchNormalization", graph::BatchNormAttrs{eps, momentum, false, relu, z != nullptr}, inputs);
 }
 
 // [3,2,2,3] and [2,3,2,2]: the shapes cuDNN refused on an H100; then every rank, a single
@@ -340,6 +342,36 @@ TEST(HdBatchNorm, AFusedReluTwinMatchesCpu) {
     CpuRun const ri = run_cpu(bn_op(in, eps, momentum, true), false);
     Vec const yi = bn_infer_twin(x, scale, values(in.bias), values(in.mean), values(in.var), eps, shape, /*relu=*/true);
     EXPECT_TRUE(close(yi, values(ri.out.at(0)), Tol{1e-6, 1e-5}));
+  }
+}
+
+// A fused residual block tail (BatchNormAttrs::residual: y = max(0, BatchNorm(x) + z), the kernels'
+// `z` and `dz`): training forward and backward, z's gradient included, against the CPU's fused op;
+// leaving z out of y, or out of the mask, fails the comparison.
+TEST(HdBatchNorm, AFusedResidualTwinMatchesCpu) {
+  float const eps = 1e-5f, momentum = 0.9f;
+  Tol const tol_y{1e-5, 1e-5}, tol_dx{1e-5, 1e-4}, tol_sum{1e-5, 1e-5};
+  for (Shape const& shape : kOwnKernelShapes) {
+    SCOPED_TRACE("x " + dims_string(shape));
+    BnInputs const in = bn_inputs(shape, 251);
+    Tensor const z = random_tensor(shape, 257, -1.f, 1.f);
+    CpuRun const r = run_cpu(bn_op(in, eps, momentum, true, &z), true);
+    Vec const x = values(in.x), scale = values(in.scale), dy = values(r.dy), zv = values(z);
+    BnTrainTwin const f = bn_train_twin(x, scale, values(in.bias), values(in.mean), values(in.var), eps, momentum,
+                                        shape, nullptr, false, true, &zv);
+    EXPECT_TRUE(close(f.y, values(r.out.at(0)), tol_y));
+    Vec dz(x.size());
+    BnTwin const t = bn_train_backward_twin(x, dy, scale, f.mean, f.inv, shape, &f.y, &dz);
+    EXPECT_TRUE(close(t.dx, values(r.gin.at(0)), tol_dx));
+    EXPECT_TRUE(close(t.dscale, values(r.gw.at(1)), tol_sum));
+    EXPECT_TRUE(close(t.dbias, values(r.gw.at(2)), tol_sum));
+    ASSERT_TRUE(r.gin.at(graph::kBatchNormResidualInput).defined());
+    Vec const want_dz = values(r.gin.at(graph::kBatchNormResidualInput));
+    EXPECT_TRUE(close(dz, want_dz, Tol{0, 0}));  // the masked dy itself
+    BnTrainTwin const no_z = bn_train_twin(x, scale, values(in.bias), values(in.mean), values(in.var), eps, momentum,
+                                           shape, nullptr, false, true);
+    EXPECT_FALSE(close(no_z.y, values(r.out.at(0)), tol_y));
+    EXPECT_FALSE(close(dy, want_dz, Tol{0, 0}));  // some of dy is masked out
   }
 }
 

@@ -138,6 +138,20 @@ TEST(GradCheck, BatchNormWithAFusedRelu) {
           {.training = training, .skip_inputs = {3, 4}});
 }
 
+// A residual block's tail fused into the normalisation (BatchNormAttrs::residual): y = max(0,
+// BatchNorm(x) + z), z's gradient the masked dy. Both modes.
+TEST(GradCheck, BatchNormWithAFusedResidualAndRelu) {
+  for (bool training : {true, false})
+    check(make_op("BatchNormalization", graph::BatchNormAttrs{1e-5f, 0.9f, training, true, true},
+                  {{"x", random_tensor({2, 4, 3, 3}, 48), kIn},
+                   {"s", random_tensor({4}, 49, 0.5f, 1.5f), kW},
+                   {"b", random_tensor({4}, 50), kW},
+                   {"m", random_tensor({4}, 51), kConst},
+                   {"v", random_tensor({4}, 52, 0.5f, 1.f, true), kConst},
+                   {"z", random_tensor({2, 4, 3, 3}, 53), kIn}}),
+          {.training = training, .skip_inputs = {3, 4}});
+}
+
 TEST(GradCheck, LayerNorm) {
   check(make_op("LayerNormalization", graph::LayerNormAttrs{2, 1e-5f, true},
                 {{"x", random_tensor({2, 3, 5}, 40), kIn},

@@ -522,6 +522,47 @@ TEST(Import, ABatchNormWhoseOutputIsReadElsewhereKeepsItsRelu) {
   }
 }
 
+// A residual block's tail, BatchNormalization -> Add(·, z) -> Relu, with z of the normalised
+// value's shape: one BatchNormalization with z as input 5 (BatchNormAttrs::residual and relu),
+// writing the Relu's output. Fused after lowering, where the shapes are known (here z is a second
+// graph input).
+TEST(Import, FusesAResidualBlocksTailIntoItsBatchNorm) {
+  std::vector<std::string> const inits{zeros("s", {3}, 1), zeros("b", {3}), zeros("m", {3}), zeros("v", {3}, 1)};
+  std::string const body = "n = BatchNormalization(x, s, b, m, v)\n a = Add(z, n)\n y = Relu(a)";
+  OpGraph const g = must_load(model_text("float[N,3,4,4] x, float[N,3,4,4] z", "float[N,3,4,4] y", inits, body));
+  ASSERT_EQ(g.num_ops(), 1u);
+  Op const& bn = g.op(0);
+  auto const& a = std::get<BatchNormAttrs>(bn.typed);
+  EXPECT_TRUE(a.relu);
+  EXPECT_TRUE(a.residual);
+  ASSERT_EQ(bn.inputs.size(), kBatchNormResidualInput + 1);
+  EXPECT_EQ(g.tensor(bn.inputs[kBatchNormResidualInput]).name, "z");
+  EXPECT_EQ(g.tensor(bn.outputs[0]).name, "y");
+  EXPECT_FALSE(g.find_tensor("n"));  // the normalised value and the sum leave the graph
+  EXPECT_FALSE(g.find_tensor("a"));
+  // Told not to, the importer keeps the three apart.
+  OpGraph const apart = must_load(model_text("float[N,3,4,4] x, float[N,3,4,4] z", "float[N,3,4,4] y", inits, body),
+                                  {.fuse_batchnorm_relu = false});
+  EXPECT_EQ(apart.num_ops(), 3u);
+}
+
+// Not fused where z broadcasts (the sum is not z's shape), or where the sum is needed without the
+// Relu: the BatchNorm keeps its own Relu-less output and the Add and Relu stay.
+TEST(Import, AResidualTailThatBroadcastsOrIsReadElsewhereStaysApart) {
+  std::vector<std::string> const inits{zeros("s", {3}, 1), zeros("b", {3}), zeros("m", {3}), zeros("v", {3}, 1),
+                                       zeros("zb", {3, 1, 1})};
+  for (auto const& [io, body] : std::vector<std::pair<std::pair<std::string, std::string>, std::string>>{
+           {{"float[N,3,4,4] x", "float[N,3,4,4] y"},
+            "n = BatchNormalization(x, s, b, m, v)\n a = Add(n, zb)\n y = Relu(a)"},
+           {{"float[N,3,4,4] x, float[N,3,4,4] z", "float[N,3,4,4] y, float[N,3,4,4] a"},
+            "n = BatchNormalization(x, s, b, m, v)\n a = Add(n, z)\n y = Relu(a)"}}) {
+    SCOPED_TRACE(io.first);
+    OpGraph const g = must_load(model_text(io.first, io.second, inits, body));
+    EXPECT_EQ(g.num_ops(), 3u);
+    EXPECT_FALSE(std::get<BatchNormAttrs>(op_of_type(g, "BatchNormalization").typed).residual);
+  }
+}
+
 // ---- bad input -----------------------------------------------------------------------------
 
 TEST(ImportErrors, MissingFile) {
