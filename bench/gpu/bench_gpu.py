@@ -188,7 +188,8 @@ def graphpipe_run(exe, onnx_path, batch, backend, math, warmup, steps, workdir, 
     stamps = {}
     lines = []
     start = time.perf_counter()
-    with subprocess.Popen([exe, "train", "--config", cfg, "--backend", backend], stdout=subprocess.PIPE,
+    with subprocess.Popen([exe] + GRAPHPIPE_FLAGS + ["train", "--config", cfg, "--backend", backend],
+                          stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, env=env, bufsize=1) as p:
         for line in p.stdout:
             now = time.perf_counter()
@@ -197,7 +198,8 @@ def graphpipe_run(exe, onnx_path, batch, backend, math, warmup, steps, workdir, 
             if m:
                 stamps[int(m.group(1))] = now
         rc = p.wait()
-    log.write(f"$ {exe} train --config {cfg} --backend {backend}{'' if tf32 else '  (NVIDIA_TF32_OVERRIDE=0)'}\n")
+    log.write(f"$ {' '.join([exe] + GRAPHPIPE_FLAGS)} train --config {cfg} --backend {backend}"
+              f"{'' if tf32 else '  (NVIDIA_TF32_OVERRIDE=0)'}\n")
     log.write("\n".join(lines) + "\n")
     if rc != 0:
         tail = next((ln for ln in reversed(lines) if ln.strip()), "no output")
@@ -207,6 +209,9 @@ def graphpipe_run(exe, onnx_path, batch, backend, math, warmup, steps, workdir, 
     first = stamps.get(1, start) - start
     return steps * batch / (stamps[warmup + steps] - stamps[warmup]), first
 
+
+# Root flags of every graphpipe command this script runs (--no-fusion).
+GRAPHPIPE_FLAGS = []
 
 PREDICTION_LINE = re.compile(r"^prediction: .* ([0-9.]+) samples/s")
 
@@ -219,16 +224,16 @@ def graphpipe_predict(exe, onnx_path, name, batch, backend, math, workdir, log):
     env = dict(os.environ)
     if not tf32:
         env["NVIDIA_TF32_OVERRIDE"] = "0"
-    profile = [exe] + precision + ["profile", onnx_path, "--backend", backend, "--batch-sizes", str(batch),
+    profile = [exe] + GRAPHPIPE_FLAGS + precision + ["profile", onnx_path, "--backend", backend, "--batch-sizes", str(batch),
                                    "--repeats", "3", "-o", prof] + (["--tf32"] if tf32 else [])
-    partition = [exe] + precision + ["partition", onnx_path, "--devices", "1", "--batch", str(batch), "-b",
+    partition = [exe] + GRAPHPIPE_FLAGS + precision + ["partition", onnx_path, "--devices", "1", "--batch", str(batch), "-b",
                                      str(batch), "--cost", prof]
     for cmd in (profile, partition):
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         log.write("$ " + " ".join(cmd) + "\n" + r.stdout)
         if r.returncode != 0:
             tail = next((ln for ln in reversed(r.stdout.splitlines()) if ln.strip()), "no output")
-            raise RuntimeError(f"graphpipe {' '.join(cmd[1:len(precision) + 2])} exited {r.returncode}: {tail}")
+            raise RuntimeError(f"graphpipe {' '.join(cmd[1:len(GRAPHPIPE_FLAGS) + len(precision) + 2])} exited {r.returncode}: {tail}")
     m = next((PREDICTION_LINE.match(ln) for ln in r.stdout.splitlines() if PREDICTION_LINE.match(ln)), None)
     if not m:
         raise RuntimeError("graphpipe partition printed no prediction line")
@@ -256,8 +261,12 @@ def main():
     p.add_argument("--predict", action="store_true",
                    help="also profile each model with graphpipe and print the cost model's prediction for one "
                         "device next to the measured samples/s (issue 23's cost-model check)")
+    p.add_argument("--no-fusion", action="store_true",
+                   help="graphpipe keeps BatchNorm, Add and Relu apart (its root --no-fusion): to measure the fusions")
     p.add_argument("--out", default="", help="keep the exported models and logs here (default: a temporary folder)")
     args = p.parse_args()
+    if args.no_fusion:
+        GRAPHPIPE_FLAGS.append("--no-fusion")
     warnings.filterwarnings("ignore")  # the exporter's notes on BatchNorm's step counters
     if args.warmup < 1 or args.steps < 1:
         die("--warmup and --steps must be at least 1")
@@ -282,7 +291,8 @@ def main():
           f"torch's batch {'copied from pinned host memory every step' if args.torch_batch == 'host' else 'on the GPU'}"
           f", graphpipe's made ahead in pinned host memory and copied every step; graphpipe's BatchNorm training "
           f"kernels: {'ours' if os.environ.get('GP_CUDA_BATCHNORM') == 'ours' else 'cuDNN graphs'} "
-          f"(GP_CUDA_BATCHNORM=ours picks ours)", flush=True)
+          f"(GP_CUDA_BATCHNORM=ours picks ours); BatchNorm+Relu and residual BatchNorm+Add+Relu "
+          f"{'apart (--no-fusion)' if args.no_fusion else 'fused'}", flush=True)
     print("fp32: no TF32 (torch: allow_tf32 off; graphpipe: tf32: false, NVIDIA_TF32_OVERRIDE=0); tf32: TF32 in "
           "matrix products and convolutions (torch: allow_tf32 on; graphpipe: tf32: true); bf16/fp16: torch.autocast "
           "(fp16 with GradScaler) against graphpipe's precision: bf16/fp16 (fp16: dynamic loss scaling)", flush=True)
