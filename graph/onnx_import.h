@@ -29,16 +29,16 @@ struct ImportOptions {
   // ONNX's checker and shape inference walk them.
   int64_t max_nodes = 200'000;
   int max_subgraph_depth = 8;
+  // Fuse a Relu that is a BatchNormalization's only reader into it (BatchNormAttrs::relu), and a
+  // residual block's BatchNormalization -> Add -> Relu (BatchNormAttrs::residual): on the CUDA
+  // backend's own BatchNorm kernels one pass over the activations instead of two or three, forward
+  // and backward. false keeps them apart (to compare, or to cut a pipeline between them).
+  bool fuse_batchnorm_relu = true;
   // Initializer name patterns (glob: `*` any run of characters, `?` one) that override the
   // importer's choice of trainable weights, as the training config's `trainable:` and `frozen:`
   // give them. frozen wins over everything; trainable makes a float initializer with finite
   // values train. A pattern that matches no initializer, or trainable matching a non-float or
   // non-finite one, fails the import with the pattern's name.
-  // Fuse a Relu that is a BatchNormalization's only reader into it (BatchNormAttrs::relu), and a
-  // residual block's BatchNormalization -> Add -> Relu (BatchNormAttrs::residual): one pass over
-  // the activations instead of two or three, forward and backward. false keeps them apart (to
-  // compare, or to cut a pipeline between them).
-  bool fuse_batchnorm_relu = true;
   std::vector<std::string> trainable{};
   std::vector<std::string> frozen{};
   // Automatic mixed precision (graph/precision.h): the graph after import is rewritten so matmuls and

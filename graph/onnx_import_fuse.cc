@@ -472,9 +472,9 @@ std::optional<Replacement> match_linear(Matcher const& m, RawModel const& model,
 }
 
 // BatchNormalization whose Y only a Relu reads: one BatchNormalization with the Relu fused
-// (BatchNormAttrs::relu), writing the Relu's output. Every backend runs it in the normalisation's
-// elementwise pass (oneDNN's fuse_norm_relu; our CUDA kernels) instead of a pass of its own, and its
-// backward masks dy by the output's sign. Placed where the BatchNormalization was, so its other
+// (BatchNormAttrs::relu), writing the Relu's output. The CUDA backend's own BatchNorm kernels clip
+// in their elementwise pass instead of a pass of its own, and backward masks dy by the output's sign
+// (the CPU runs the same oneDNN passes as the ops apart). Placed where the BatchNormalization was, so its other
 // outputs (the running statistics) are still produced before their readers.
 std::optional<Replacement> match_batchnorm_relu(Matcher const& m, RawNode const& bn) {
   if (bn.outputs.empty() || bn.outputs[0].empty() || bn.attrs.count(kBatchNormReluAttr)) return std::nullopt;

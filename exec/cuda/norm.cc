@@ -169,8 +169,12 @@ Status batchnorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
     ASSIGN_OR_RETURN(inv_var, inv_std(in[4], a.epsilon));
     BnInferPtrs const p{x.raw(), in[1].raw(), in[2].raw(), mean.raw(), inv_var.raw(), y.raw()};
     Status s = batchnorm_infer<float>(x.shape(), p);
-    if (cudnn_refused(s)) s = own_batchnorm_infer(x.shape(), /*relu=*/false, p);
-    if (s.is_ok() && a.relu) s = relu_in_place<float>(y, z);
+    if (s.is_ok() && a.relu) {
+      s = relu_in_place<float>(y, z);
+    } else if (cudnn_refused(s)) {  // our kernel clips in its pass; a residual is added after it
+      s = own_batchnorm_infer(x.shape(), a.relu && z == nullptr, p);
+      if (s.is_ok() && z != nullptr) s = relu_in_place<float>(y, z);
+    }
     RETURN_IF_ERROR(in_op(call, s));
     for (std::size_t k = 1; k < out.size() && k < 3; ++k) {
       ASSIGN_OR_RETURN(out[k], copy_of(in[2 + k]));
