@@ -23,7 +23,8 @@ Result<RuntimePlan> RuntimePlan::make(graph::OpGraph const& graph, partition::Pl
       if (it == by_name.end())
         return invalid_argument("the plan's stage " + std::to_string(s) + " names operator '" + name +
                                 "', which model '" + graph.name() +
-                                "' does not have: the plan was made for another model (partition this one)");
+                                "' does not have: the plan was made for another model, or with another --no-fusion "
+                                "setting (partition this one, as it is loaded)");
       if (stage_of[it->second] >= 0)
         return invalid_argument("operator '" + name + "' is in stages " + std::to_string(stage_of[it->second]) +
                                 " and " + std::to_string(s) + " of the plan");
@@ -34,7 +35,8 @@ Result<RuntimePlan> RuntimePlan::make(graph::OpGraph const& graph, partition::Pl
   for (graph::OpId id = 0; id < static_cast<graph::OpId>(graph.num_ops()); ++id)
     if (stage_of[id] < 0)
       return invalid_argument("operator '" + graph.op(id).name + "' of model '" + graph.name() +
-                              "' is in no stage of the plan: the plan was made for another model (partition this one)");
+                              "' is in no stage of the plan: the plan was made for another model, or with another "
+                              "--no-fusion setting (partition this one, as it is loaded)");
   for (graph::OpId id : graph.topo_order()) rp.stage_ops_[stage_of[id]].push_back(id);
   for (int s = 0; s < n; ++s) {
     ASSIGN_OR_RETURN(AutodiffPlan ad, plan_autodiff(graph, rp.stage_ops_[s]));

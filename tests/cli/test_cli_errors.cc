@@ -137,6 +137,24 @@ TEST_F(CliTest, PartitionThenSimulate) {
   EXPECT_NE(s.out.find("samples/s"), std::string::npos);
 }
 
+// A plan names the ops of the model as it was loaded: partitioned with the BatchNorm fusions (the
+// default), it cannot place the Relus --no-fusion keeps apart, and the error names that setting.
+TEST_F(CliTest, APlanMadeWithTheFusionsIsRefusedByATrainRunWithout) {
+  fs::path const model = dir_ / "inception.onnx";
+  ASSERT_EQ(run("models export inception --size tiny --out " + model.string()).exit_code, 0);
+  fs::path const plan = dir_ / "plan.json";
+  CliRun p =
+      run("partition " + model.string() + " --devices 2 --memory 4GiB --batch 8 --micro-batch 4 -o " + plan.string());
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  fs::path const cfg = write("train.yaml", "model: " + model.string() +
+                                               "\nbatch: 8\nmicro_batches: 2\nsteps: 1\n"
+                                               "data: {kind: synthetic, samples: 8}\npipeline: {plan: " +
+                                               plan.string() + "}\n");
+  expect_one_line_error(run("--no-fusion train --devices 2 --config " + cfg.string()), "--no-fusion setting");
+  CliRun t = run("train --devices 2 --config " + cfg.string());
+  EXPECT_EQ(t.exit_code, 0) << t.err;
+}
+
 TEST_F(CliTest, MalformedPlanJson) {
   fs::path const plan = write("plan.json", "{\"version\": 1, \"stages\": [");
   expect_one_line_error(run("simulate " + plan.string()), "plan.json");
