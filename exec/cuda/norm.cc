@@ -68,11 +68,8 @@ Result<Tensor> bn_scratch(int64_t batch, int64_t channels, int64_t spatial) {
 template <typename T>
 Status relu_in_place(Tensor& y, Tensor const* z) {
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
-  if (z != nullptr) {
-    GP_CUDA_CHECK(kc::add_relu_in_place<T>(y.data<T>(), z->data<T>(), y.numel(), stream));
-  } else {
-    GP_CUDA_CHECK(kc::unary_forward<T>(hd::UnaryKind::kRelu, 0.f, y.data<T>(), y.data<T>(), y.numel(), stream));
-  }
+  // (Not unary_forward with y as both operands: its pointers are __restrict__.)
+  GP_CUDA_CHECK(kc::add_relu_in_place<T>(y.data<T>(), z != nullptr ? z->data<T>() : nullptr, y.numel(), stream));
   return Status::ok();
 }
 template <typename T>

@@ -173,7 +173,8 @@ template <typename T>
 cudaError_t batchnorm_train_backward(T const* x, T const* dy, T const* y, float const* scale, float const* mean,
                                      float const* inv_std, int64_t batch, int64_t channels, int64_t spatial, T* dx,
                                      T* dz, float* dscale, float* dbias, float* scratch, cudaStream_t stream);
-// y = max(0, y + z) in place (a fused residual and Relu after cuDNN's BatchNorm, or in inference mode).
+// y = max(0, y + z) in place (a fused residual and Relu after cuDNN's BatchNorm, or in inference
+// mode); z null: y = max(0, y) (a fused Relu alone).
 template <typename T>
 cudaError_t add_relu_in_place(T* y, T const* z, int64_t n, cudaStream_t stream);
 
