@@ -377,28 +377,19 @@ __global__ void bn_infer_forward_kernel(T const* __restrict__ x, T const* __rest
   }
 }
 
+// y = max(0, y + z) in place (z null: max(0, y)): the residual and Relu after a normalisation that
+// ran without them.
 template <typename T>
 __global__ void add_relu_kernel(T* __restrict__ y, T const* __restrict__ z, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = hd::add_relu_value(y[i], z[i]);
-}
-template <typename T>
-__global__ void relu_kernel(T* __restrict__ y, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    float const v = static_cast<float>(y[i]);
-    y[i] = static_cast<T>(v > 0.f ? v : 0.f);
-  }
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    y[i] = static_cast<T>(hd::bn_relu(static_cast<float>(y[i]) + hd::bn_residual(z, i)));
 }
 
 }  // namespace
 
 template <typename T>
 cudaError_t add_relu_in_place(T* y, T const* z, int64_t n, cudaStream_t stream) {
-  if (n > 0) {
-    if (z != nullptr)
-      add_relu_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(y, z, n);
-    else
-      relu_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(y, n);
-  }
+  if (n > 0) add_relu_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(y, z, n);
   return cudaGetLastError();
 }
 

@@ -303,6 +303,9 @@ GP_HD float bn_shifted_variance(float sum, float sq, int64_t count) {
 
 GP_HD float bn_inv_std(float var, float eps) { return 1.f / sqrtf(var + eps); }
 
+// A fused Relu's max(0, v) (NaN to 0, as the Relu kernels).
+GP_HD float bn_relu(float v) { return v > 0.f ? v : 0.f; }
+
 // y = (x − mean)·inv_std·scale + bias (training with the batch's statistics, inference with the
 // running ones), plus a fused residual z (BatchNormAttrs::residual, 0 without), and max(0, ·) with a
 // fused Relu (BatchNormAttrs::relu).
@@ -310,20 +313,13 @@ template <typename T, typename P = T>
 GP_HD T bn_value(T x, float mean, float inv_std, P scale, P bias, bool relu = false, float residual = 0.f) {
   float const v =
       (static_cast<float>(x) - mean) * inv_std * static_cast<float>(scale) + static_cast<float>(bias) + residual;
-  return static_cast<T>(relu && !(v > 0.f) ? 0.f : v);
+  return static_cast<T>(relu ? bn_relu(v) : v);
 }
 
 // z at offset o as float, or 0 where there is no residual (z null).
 template <typename T>
 GP_HD float bn_residual(T const* z, int64_t o) {
   return z != nullptr ? static_cast<float>(z[o]) : 0.f;
-}
-
-// y = max(0, y + z) in place: the residual and Relu after a normalisation that ran without them.
-template <typename T>
-GP_HD T add_relu_value(T y, T z) {
-  float const v = static_cast<float>(y) + static_cast<float>(z);
-  return static_cast<T>(v > 0.f ? v : 0.f);
 }
 
 // The biased variance's correction to torch's unbiased one, M/(M − 1) (1 for M = 1), and the

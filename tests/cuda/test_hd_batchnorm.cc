@@ -311,33 +311,51 @@ TEST(HdBatchNorm, InferenceForwardTwinMatchesCpu) {
   }
 }
 
-// A fused Relu (BatchNormAttrs::relu, kernels' `relu` and `y`): training forward, training backward
-// and inference forward against the CPU's fused op (oneDNN's fuse_norm_relu, dy masked by y > 0),
-// tolerances as above. About half of y is clipped to 0, so leaving out the mask or the clip fails.
+// The CPU's fused op (BatchNormAttrs::relu, and residual where z is given) and the kernels' twins
+// (`relu`, `z`, `y`, `dz`), training forward and backward from the twin's saved statistics, compared
+// on y, dx, dscale and dbias with the tolerances above; dz (z's gradient) returned for the caller.
+struct FusedTwin {
+  CpuRun r;
+  BnTrainTwin f;
+  BnTwin t;
+  Vec dz;
+};
+FusedTwin fused_twin_matches_cpu(BnInputs const& in, Shape const& shape, float eps, float momentum,
+                                 Tensor const* z = nullptr) {
+  Tol const tol_y{1e-5, 1e-5}, tol_dx{1e-5, 1e-4}, tol_sum{1e-5, 1e-5};
+  FusedTwin o;
+  o.r = run_cpu(bn_op(in, eps, momentum, true, z), true);
+  Vec const x = values(in.x), scale = values(in.scale), dy = values(o.r.dy);
+  Vec const zv = z ? values(*z) : Vec{};
+  o.f = bn_train_twin(x, scale, values(in.bias), values(in.mean), values(in.var), eps, momentum, shape, nullptr, false,
+                      true, z ? &zv : nullptr);
+  EXPECT_TRUE(close(o.f.y, values(o.r.out.at(0)), tol_y));
+  o.dz.resize(x.size());
+  o.t = bn_train_backward_twin(x, dy, scale, o.f.mean, o.f.inv, shape, &o.f.y, &o.dz);
+  EXPECT_TRUE(close(o.t.dx, values(o.r.gin.at(0)), tol_dx));
+  EXPECT_TRUE(close(o.t.dscale, values(o.r.gw.at(1)), tol_sum));
+  EXPECT_TRUE(close(o.t.dbias, values(o.r.gw.at(2)), tol_sum));
+  return o;
+}
+
+// A fused Relu (BatchNormAttrs::relu): training forward and backward (fused_twin_matches_cpu), and the
+// inference forward, against the CPU's fused op (dy masked by y > 0). About half of y is clipped to
+// 0, so leaving out the mask or the clip fails.
 TEST(HdBatchNorm, AFusedReluTwinMatchesCpu) {
   float const eps = 1e-5f, momentum = 0.9f;
-  Tol const tol_y{1e-5, 1e-5}, tol_dx{1e-5, 1e-4}, tol_sum{1e-5, 1e-5};
+  Tol const tol_y{1e-5, 1e-5}, tol_sum{1e-5, 1e-5};
   for (Shape const& shape : kOwnKernelShapes) {
     SCOPED_TRACE("x " + dims_string(shape));
     BnInputs const in = bn_inputs(shape, 241);
-    CpuRun const r = run_cpu(bn_op(in, eps, momentum, true), true);
-    Vec const x = values(in.x), scale = values(in.scale), dy = values(r.dy);
-    BnTrainTwin const f = bn_train_twin(x, scale, values(in.bias), values(in.mean), values(in.var), eps, momentum,
-                                        shape, nullptr, false, true);
-    Vec const want_y = values(r.out.at(0));
-    EXPECT_TRUE(close(f.y, want_y, tol_y));
-    BnTwin const t = bn_train_backward_twin(x, dy, scale, f.mean, f.inv, shape, &f.y);
-    Vec const want_dx = values(r.gin.at(0)), want_ds = values(r.gw.at(1)), want_db = values(r.gw.at(2));
-    EXPECT_TRUE(close(t.dx, want_dx, tol_dx));
-    EXPECT_TRUE(close(t.dscale, want_ds, tol_sum));
-    EXPECT_TRUE(close(t.dbias, want_db, tol_sum));
+    FusedTwin const o = fused_twin_matches_cpu(in, shape, eps, momentum);
+    Vec const x = values(in.x), scale = values(in.scale), dy = values(o.r.dy);
     Dims const d = dims_of(shape);
     if (d.n * d.sp > 1) {  // one element per channel normalises to 0 (y = bias): nothing to mask apart
       BnTrainTwin const unclipped =
           bn_train_twin(x, scale, values(in.bias), values(in.mean), values(in.var), eps, momentum, shape);
-      EXPECT_FALSE(close(unclipped.y, want_y, tol_y));
-      BnTwin const unmasked = bn_train_backward_twin(x, dy, scale, f.mean, f.inv, shape);
-      EXPECT_FALSE(close(unmasked.dbias, want_db, tol_sum));
+      EXPECT_FALSE(close(unclipped.y, values(o.r.out.at(0)), tol_y));
+      BnTwin const unmasked = bn_train_backward_twin(x, dy, scale, o.f.mean, o.f.inv, shape);
+      EXPECT_FALSE(close(unmasked.dbias, values(o.r.gw.at(2)), tol_sum));
     }
     CpuRun const ri = run_cpu(bn_op(in, eps, momentum, true), false);
     Vec const yi = bn_infer_twin(x, scale, values(in.bias), values(in.mean), values(in.var), eps, shape, /*relu=*/true);
@@ -345,33 +363,23 @@ TEST(HdBatchNorm, AFusedReluTwinMatchesCpu) {
   }
 }
 
-// A fused residual block tail (BatchNormAttrs::residual: y = max(0, BatchNorm(x) + z), the kernels'
-// `z` and `dz`): training forward and backward, z's gradient included, against the CPU's fused op;
-// leaving z out of y, or out of the mask, fails the comparison.
+// A fused residual block tail (BatchNormAttrs::residual: y = max(0, BatchNorm(x) + z)): training
+// forward and backward (fused_twin_matches_cpu), and z's gradient, the masked dy itself; leaving z
+// out of y, or out of the mask, fails the comparison.
 TEST(HdBatchNorm, AFusedResidualTwinMatchesCpu) {
   float const eps = 1e-5f, momentum = 0.9f;
-  Tol const tol_y{1e-5, 1e-5}, tol_dx{1e-5, 1e-4}, tol_sum{1e-5, 1e-5};
   for (Shape const& shape : kOwnKernelShapes) {
     SCOPED_TRACE("x " + dims_string(shape));
     BnInputs const in = bn_inputs(shape, 251);
     Tensor const z = random_tensor(shape, 257, -1.f, 1.f);
-    CpuRun const r = run_cpu(bn_op(in, eps, momentum, true, &z), true);
-    Vec const x = values(in.x), scale = values(in.scale), dy = values(r.dy), zv = values(z);
-    BnTrainTwin const f = bn_train_twin(x, scale, values(in.bias), values(in.mean), values(in.var), eps, momentum,
-                                        shape, nullptr, false, true, &zv);
-    EXPECT_TRUE(close(f.y, values(r.out.at(0)), tol_y));
-    Vec dz(x.size());
-    BnTwin const t = bn_train_backward_twin(x, dy, scale, f.mean, f.inv, shape, &f.y, &dz);
-    EXPECT_TRUE(close(t.dx, values(r.gin.at(0)), tol_dx));
-    EXPECT_TRUE(close(t.dscale, values(r.gw.at(1)), tol_sum));
-    EXPECT_TRUE(close(t.dbias, values(r.gw.at(2)), tol_sum));
-    ASSERT_TRUE(r.gin.at(graph::kBatchNormResidualInput).defined());
-    Vec const want_dz = values(r.gin.at(graph::kBatchNormResidualInput));
-    EXPECT_TRUE(close(dz, want_dz, Tol{0, 0}));  // the masked dy itself
-    BnTrainTwin const no_z = bn_train_twin(x, scale, values(in.bias), values(in.mean), values(in.var), eps, momentum,
-                                           shape, nullptr, false, true);
-    EXPECT_FALSE(close(no_z.y, values(r.out.at(0)), tol_y));
-    EXPECT_FALSE(close(dy, want_dz, Tol{0, 0}));  // some of dy is masked out
+    FusedTwin const o = fused_twin_matches_cpu(in, shape, eps, momentum, &z);
+    ASSERT_TRUE(o.r.gin.at(graph::kBatchNormResidualInput).defined());
+    Vec const want_dz = values(o.r.gin.at(graph::kBatchNormResidualInput));
+    EXPECT_TRUE(close(o.dz, want_dz, Tol{0, 0}));
+    BnTrainTwin const no_z = bn_train_twin(values(in.x), values(in.scale), values(in.bias), values(in.mean),
+                                           values(in.var), eps, momentum, shape, nullptr, false, true);
+    EXPECT_FALSE(close(no_z.y, values(o.r.out.at(0)), Tol{1e-5, 1e-5}));
+    EXPECT_FALSE(close(values(o.r.dy), want_dz, Tol{0, 0}));  // some of dy is masked out
   }
 }
 
