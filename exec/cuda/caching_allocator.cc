@@ -5,6 +5,7 @@
 #include <functional>
 #include <new>
 #include <stdexcept>
+#include <utility>
 
 namespace gp::exec::cuda {
 namespace {
@@ -27,6 +28,7 @@ std::string hex(std::uintptr_t v) {
 }  // namespace
 
 bool CachingAllocator::BlockOrder::operator()(Block const* a, Block const* b) const {
+  if (a->captured != b->captured) return b->captured;
   if (a->stream != b->stream) return a->stream < b->stream;
   if (a->size != b->size) return a->size < b->size;
   return std::less<char*>()(a->ptr, b->ptr);
@@ -62,19 +64,22 @@ std::size_t CachingAllocator::segment_size(std::size_t rounded) {
   return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
-CachingAllocator::Block* CachingAllocator::take_free_block(bool small, StreamId stream, std::size_t size) {
+CachingAllocator::Block* CachingAllocator::take_free_block(bool small, StreamId stream, std::size_t size,
+                                                           bool captured) {
   Pool& pool = pool_of(small);
   Block key;
   key.stream = stream;
   key.size = size;
+  key.captured = captured;
   auto it = pool.lower_bound(&key);
-  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  if (it == pool.end() || (*it)->stream != stream || (*it)->captured != captured) return nullptr;
   Block* block = *it;
   pool.erase(it);
   return block;
 }
 
-Result<CachingAllocator::Block*> CachingAllocator::reserve_segment(bool small, StreamId stream, std::size_t size) {
+Result<CachingAllocator::Block*> CachingAllocator::reserve_segment(bool small, StreamId stream, std::size_t size,
+                                                                   bool captured) {
   if (limit_ != 0 && static_cast<std::size_t>(stats_.bytes_reserved) + size > limit_) {
     return infeasible("reserving a " + mib(size) + " segment would exceed the device's memory limit of " + mib(limit_) +
                       " (" + mib(static_cast<std::size_t>(stats_.bytes_reserved)) + " reserved)");
@@ -85,6 +90,7 @@ Result<CachingAllocator::Block*> CachingAllocator::reserve_segment(bool small, S
   block->ptr = static_cast<char*>(ptr);
   block->stream = stream;
   block->small = small;
+  block->captured = captured;
   segments_.insert(block);
   stats_.bytes_reserved += static_cast<int64_t>(size);
   ++stats_.raw_mallocs;
@@ -97,7 +103,7 @@ Status CachingAllocator::release_free_segments() {
   for (Pool* pool : {&small_pool_, &large_pool_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* b = *it;
-      if (b->prev != nullptr || b->next != nullptr) {
+      if (b->prev != nullptr || b->next != nullptr || b->captured) {  // captured work's memory stays
         ++it;
         continue;
       }
@@ -185,21 +191,23 @@ Result<void*> CachingAllocator::malloc(std::size_t bytes, StreamId stream) {
     ++stats_.out_of_memory;
     return out_of_memory(bytes, stream, infeasible("the request exceeds any device"));
   }
-  RETURN_IF_ERROR(process_events_locked());
+  bool const captured = capture_stream_ && *capture_stream_ == stream;
+  // An open capture waits for nothing (the stream's work is being recorded, not run).
+  if (!capture_stream_) RETURN_IF_ERROR(process_events_locked());
   std::size_t const size = round_size(bytes);
   bool const small = is_small(size);
-  Block* block = take_free_block(small, stream, size);
+  Block* block = take_free_block(small, stream, size, captured);
   if (block == nullptr) {
     std::size_t const segment = segment_size(size);
-    Result<Block*> reserved = reserve_segment(small, stream, segment);
-    if (!reserved.is_ok() && reserved.status().code() == StatusCode::kInfeasible) {
+    Result<Block*> reserved = reserve_segment(small, stream, segment, captured);
+    if (!reserved.is_ok() && reserved.status().code() == StatusCode::kInfeasible && !capture_stream_) {
       if (!pending_.empty()) {
         RETURN_IF_ERROR(wait_for_pending_events());
-        block = take_free_block(small, stream, size);
+        block = take_free_block(small, stream, size, captured);
       }
       if (block == nullptr) {
         RETURN_IF_ERROR(release_free_segments());
-        reserved = reserve_segment(small, stream, segment);
+        reserved = reserve_segment(small, stream, segment, captured);
       }
     }
     if (block == nullptr) {
@@ -225,6 +233,7 @@ Result<void*> CachingAllocator::malloc(std::size_t bytes, StreamId stream) {
     tail->ptr = block->ptr + size;
     tail->stream = block->stream;
     tail->small = block->small;
+    tail->captured = block->captured;
     tail->prev = block;
     tail->next = block->next;
     if (tail->next != nullptr) tail->next->prev = tail;
@@ -235,6 +244,7 @@ Result<void*> CachingAllocator::malloc(std::size_t bytes, StreamId stream) {
   block->allocated = true;
   block->requested = bytes;
   allocated_[block->ptr] = block;
+  if (block->captured) ++captured_live_;
   stats_.bytes_in_use += static_cast<int64_t>(bytes);
   stats_.bytes_allocated += static_cast<int64_t>(block->size);
   ++stats_.allocations;
@@ -252,6 +262,14 @@ Status CachingAllocator::free(void* ptr) {
   }
   Block* block = it->second;
   allocated_.erase(it);
+  if (block->captured) --captured_live_;
+  if (capture_stream_ && capture_hazard_.empty()) {
+    if (!block->captured)
+      capture_hazard_ = "it freed a tensor of " + mib(block->requested) +
+                        " made before it (its replays would use memory the allocator hands out again)";
+    else if (!block->stream_uses.empty())
+      capture_hazard_ = "it freed a tensor of " + mib(block->requested) + " used on another stream";
+  }
   stats_.bytes_in_use -= static_cast<int64_t>(block->requested);
   stats_.bytes_allocated -= static_cast<int64_t>(block->size);
   block->requested = 0;
@@ -298,7 +316,40 @@ Status CachingAllocator::record_stream(void* ptr, StreamId stream) {
 
 Status CachingAllocator::process_events() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (capture_stream_) return Status::ok();  // nothing is polled while work is being recorded
   return process_events_locked();
+}
+
+Status CachingAllocator::begin_capture(StreamId stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (capture_stream_)
+    return internal_error("CachingAllocator on cuda:" + std::to_string(device_index_) +
+                          ": a capture is already open on stream " + hex(*capture_stream_));
+  if (captured_live_ != 0)
+    return internal_error("CachingAllocator on cuda:" + std::to_string(device_index_) + ": " +
+                          std::to_string(captured_live_) +
+                          " tensor(s) of an earlier capture are still alive; a new capture would reuse their memory");
+  capture_stream_ = stream;
+  capture_hazard_.clear();
+  return Status::ok();
+}
+
+Status CachingAllocator::end_capture() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!capture_stream_)
+    return internal_error("CachingAllocator on cuda:" + std::to_string(device_index_) + ": no capture is open");
+  capture_stream_.reset();
+  std::string const hazard = std::exchange(capture_hazard_, {});
+  if (!hazard.empty()) return unsupported("the captured work is unsound: " + hazard);
+  if (captured_live_ != 0)
+    return unsupported("the captured work is unsound: " + std::to_string(captured_live_) +
+                       " tensor(s) it made outlive it (its replays would overwrite them)");
+  return Status::ok();
+}
+
+bool CachingAllocator::capturing() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return capture_stream_.has_value();
 }
 
 Status CachingAllocator::empty_cache() {

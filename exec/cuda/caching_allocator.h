@@ -21,13 +21,22 @@
 //   free every fully free cached segment and retry once; only then fail, naming the request, the
 //   bytes in use and reserved, and the limit. set_memory_limit() makes any reservation beyond it
 //   an out-of-memory, which is how a plan's per-device memory limit is enforced.
-// Not modelled: expandable segments, graph-private pools, max_split_size, garbage collection.
+// - Captured work (CUDA graphs): between begin_capture(stream) and end_capture(), what `stream`
+//   allocates comes from a private pool, kept for replays of what was captured: its blocks are
+//   reused only by later captures (which replay on the same stream, one after another, never
+//   beside each other) and its segments are never returned to the runtime. A capture is sound
+//   only if everything it allocated is freed before it ends (its replays reuse those addresses)
+//   and it frees nothing allocated outside it (the pools would hand that memory out again while
+//   replays still use it); end_capture() checks both. During a capture nothing waits: pending
+//   events are not polled and a pool miss reserves a segment without the retries.
+// Not modelled: expandable segments, max_split_size, garbage collection.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -102,7 +111,13 @@ class CachingAllocator final : public Allocator {
   Status free(void* ptr);
   Status record_stream(void* ptr, StreamId stream);  // `ptr` is in use on `stream` too
   Status process_events();                           // returns blocks whose events are all done
-  Status empty_cache();                      // waits for pending events, then frees every segment with nothing in use
+  Status empty_cache();  // waits for pending events, then frees every segment with nothing in use
+  // The private pool for work captured on `stream` (see above). begin_capture fails while another
+  // capture is open or a tensor of an earlier one is still alive; end_capture always ends the
+  // capture and fails, naming it, when the capture left a tensor alive or freed one made before it.
+  Status begin_capture(StreamId stream);
+  Status end_capture();
+  bool capturing() const;
   void set_memory_limit(std::size_t bytes);  // reserved bytes may not exceed it; 0 = no limit
   std::size_t memory_limit() const;
   CachingAllocatorStats stats() const;
@@ -135,20 +150,22 @@ class CachingAllocator final : public Allocator {
     StreamId stream = 0;
     bool small = false;
     bool allocated = false;  // handed out, or freed but waiting for events
+    bool captured = false;   // in the private pool of captured work
     Block* prev = nullptr;   // neighbours in the same segment
     Block* next = nullptr;
     std::vector<StreamId> stream_uses;
     int pending_events = 0;
   };
-  // Pools are ordered by (stream, size, address): lower_bound finds the best fit for a stream.
+  // Pools are ordered by (captured, stream, size, address): lower_bound finds the best fit for a
+  // stream, inside or outside the private pool.
   struct BlockOrder {
     bool operator()(Block const* a, Block const* b) const;
   };
   using Pool = std::set<Block*, BlockOrder>;
 
   Pool& pool_of(bool small) { return small ? small_pool_ : large_pool_; }
-  Block* take_free_block(bool small, StreamId stream, std::size_t size);
-  Result<Block*> reserve_segment(bool small, StreamId stream, std::size_t size);
+  Block* take_free_block(bool small, StreamId stream, std::size_t size, bool captured);
+  Result<Block*> reserve_segment(bool small, StreamId stream, std::size_t size, bool captured);
   Status release_free_segments();
   Status wait_for_pending_events();
   Status process_events_locked();
@@ -168,6 +185,9 @@ class CachingAllocator final : public Allocator {
   std::vector<std::pair<EventId, Block*>> pending_;
   std::size_t limit_ = 0;
   CachingAllocatorStats stats_;
+  std::optional<StreamId> capture_stream_;  // the stream of the open capture
+  int64_t captured_live_ = 0;               // live allocations of the private pool
+  std::string capture_hazard_;              // the first thing that makes the open capture unsound
   std::string last_error_;
 };
 

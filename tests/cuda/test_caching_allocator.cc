@@ -325,6 +325,100 @@ TEST(CachingAllocator, ASecondTrainingStepMakesNoRawMallocOrFree) {
   EXPECT_GT(fake.mallocs(), mallocs);
 }
 
+// Captured work (CUDA graphs) allocates from a private pool: what a capture frees is reused by
+// later captures only, never by work outside them, and its segments stay through empty_cache.
+TEST(CachingAllocator, CapturedWorkAllocatesFromAPrivatePoolThatOnlyLaterCapturesReuse) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  void* eager = must(a.malloc(4 * KiB, kCompute));  // outside: a segment of the normal pool
+  ASSERT_TRUE(a.free(eager).is_ok());               // ...whose free block a capture must not take
+  ASSERT_TRUE(a.begin_capture(kCompute).is_ok());
+  EXPECT_TRUE(a.capturing());
+  void* c1 = must(a.malloc(4 * KiB, kCompute));
+  EXPECT_NE(c1, eager);
+  EXPECT_EQ(fake.mallocs(), 2);                  // its own segment
+  void* other = must(a.malloc(4 * KiB, kComm));  // another stream is not captured: its normal pool
+  void* c2 = must(a.malloc(8 * KiB, kCompute));
+  ASSERT_TRUE(a.free(c1).is_ok());
+  void* c3 = must(a.malloc(4 * KiB, kCompute));  // within a capture, stream order makes reuse safe
+  EXPECT_EQ(c3, c1);
+  ASSERT_TRUE(a.free(c2).is_ok());
+  ASSERT_TRUE(a.free(c3).is_ok());
+  EXPECT_TRUE(a.end_capture().is_ok());
+  EXPECT_FALSE(a.capturing());
+
+  // After the capture, work outside it never gets the private pool's memory.
+  void* after = must(a.malloc(4 * KiB, kCompute));
+  EXPECT_EQ(after, eager);
+  void* more = must(a.malloc(4 * KiB, kCompute));
+  EXPECT_NE(more, c1);
+  ASSERT_TRUE(a.free(after).is_ok());
+  ASSERT_TRUE(a.free(more).is_ok());
+  ASSERT_TRUE(a.free(other).is_ok());
+  // empty_cache returns the normal pools' free segments but keeps the captured work's.
+  int64_t const frees = fake.frees();
+  ASSERT_TRUE(a.empty_cache().is_ok());
+  EXPECT_EQ(fake.live_segments(), 1u);
+  EXPECT_GT(fake.frees(), frees);
+
+  // A later capture reuses the private pool (captures replay one after another on one stream).
+  int64_t const mallocs = fake.mallocs();
+  ASSERT_TRUE(a.begin_capture(kCompute).is_ok());
+  void* again = must(a.malloc(4 * KiB, kCompute));
+  EXPECT_EQ(again, c1);
+  EXPECT_EQ(fake.mallocs(), mallocs);
+  ASSERT_TRUE(a.free(again).is_ok());
+  EXPECT_TRUE(a.end_capture().is_ok());
+}
+
+TEST(CachingAllocator, ACaptureThatLeavesATensorAliveOrFreesAnOlderOneIsRefusedByName) {
+  FakeDeviceMemory fake;
+  CachingAllocator a(fake, 0);
+  ASSERT_TRUE(a.begin_capture(kCompute).is_ok());
+  void* kept = must(a.malloc(1 * KiB, kCompute));
+  Status const alive = a.end_capture();
+  EXPECT_EQ(alive.code(), StatusCode::kUnsupported);
+  EXPECT_NE(alive.message().find("1 tensor(s) it made outlive it"), std::string::npos) << alive.message();
+  // Another capture cannot start while that tensor lives (it would reuse its memory).
+  Status const early = a.begin_capture(kCompute);
+  EXPECT_FALSE(early.is_ok());
+  EXPECT_NE(early.message().find("still alive"), std::string::npos) << early.message();
+  ASSERT_TRUE(a.free(kept).is_ok());
+
+  void* older = must(a.malloc(2 * MiB + 512, kCompute));  // made outside any capture
+  ASSERT_TRUE(a.begin_capture(kCompute).is_ok());
+  ASSERT_TRUE(a.free(older).is_ok());    // the free itself works...
+  Status const freed = a.end_capture();  // ...but the capture is unsound
+  EXPECT_EQ(freed.code(), StatusCode::kUnsupported);
+  EXPECT_NE(freed.message().find("made before it"), std::string::npos) << freed.message();
+
+  EXPECT_FALSE(a.end_capture().is_ok());  // none open
+  ASSERT_TRUE(a.begin_capture(kCompute).is_ok());
+  EXPECT_FALSE(a.begin_capture(kCompute).is_ok());  // one at a time
+  EXPECT_TRUE(a.end_capture().is_ok());
+}
+
+TEST(CachingAllocator, DuringACaptureNothingWaitsForEventsAndAMissOnlyReserves) {
+  FakeDeviceMemory fake(24 * MiB);
+  CachingAllocator a(fake, 0);
+  void* shared = must(a.malloc(4 * KiB, kCompute));
+  ASSERT_TRUE(a.record_stream(shared, kComm).is_ok());
+  ASSERT_TRUE(a.free(shared).is_ok());  // waits for an event on kComm
+  fake.complete_all();
+  ASSERT_TRUE(a.begin_capture(kCompute).is_ok());
+  void* c = must(a.malloc(4 * KiB, kCompute));
+  EXPECT_EQ(a.stats().pending_events, 1);  // not polled while capturing
+  EXPECT_EQ(fake.syncs(), 0);
+  // Out of memory inside a capture fails at once: no device synchronisation, no freeing of segments.
+  Result<void*> big = a.malloc(23 * MiB, kCompute);
+  EXPECT_FALSE(big.is_ok());
+  EXPECT_EQ(fake.syncs(), 0);
+  ASSERT_TRUE(a.free(c).is_ok());
+  ASSERT_TRUE(a.end_capture().is_ok());
+  ASSERT_TRUE(a.process_events().is_ok());
+  EXPECT_EQ(a.stats().pending_events, 0);
+}
+
 TEST(CachingAllocator, ConcurrentAllocationsAndCrossThreadFreesKeepTheBooksBalanced) {
   FakeDeviceMemory fake;
   CachingAllocator a(fake, 0);
