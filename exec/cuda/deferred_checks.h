@@ -5,6 +5,11 @@
 // one synchronisation, reporting the first failed check in queue order, as that op would have.
 // Only ops whose kernels are safe on a bad index queue theirs (exec/cuda/ops_common.h).
 //
+// Captured work (CUDA graphs): between begin_capture and end_capture, queued checks copy their
+// flags into slots of the capture's own, which every replay of the work writes again; after a
+// replay, adopt() queues the capture's checks as if the work had just queued them, so resolve()
+// reads them with the rest.
+//
 // Host-only: the CUDA calls come in as functions (exec/cuda/cuda_backend.cc binds them to the
 // compute stream), so tests/cuda/test_deferred_checks.cc runs the queue on a fake stream.
 #pragma once
@@ -45,8 +50,25 @@ class DeferredChecks {
   Status queue(void const* flag, ErrorFor error);
   // The first failed check's error (queue order), ok when none; the queue is empty after it.
   Status resolve();
-  void clear() { pending_.clear(); }  // drops the queued checks unread (a step that failed)
+  void clear() {  // drops the queued checks unread (a step that failed)
+    pending_.clear();
+    queued_here_ = 0;
+  }
   std::size_t size() const { return pending_.size(); }
+
+  // The checks a capture queued: their slots (written by each replay) and errors, in queue order.
+  struct Captured {
+    std::shared_ptr<uint64_t> slots;
+    std::vector<ErrorFor> errors;
+  };
+  // Slots for a capture's checks (`slots` of them; one more check fails the capture's queue call),
+  // made before the capture starts: allocating pinned memory is no work a stream can record.
+  Status begin_capture(std::size_t slots = 1024);
+  Result<Captured> end_capture();  // the capture's checks; none open: an internal error
+  void abort_capture() { capture_.reset(); }
+  bool capturing() const { return capture_ != nullptr; }
+  // Queues the checks of one replay of a capture, resolved in order with the others.
+  void adopt(Captured const& captured);
 
  private:
   struct Free {
@@ -55,10 +77,21 @@ class DeferredChecks {
       if (p && free) free(p);
     }
   };
+  struct Pending {
+    uint64_t const* slot;
+    ErrorFor error;
+    std::shared_ptr<uint64_t> keep;  // a capture's slots, while a check reads them
+  };
+  struct Capture {
+    Captured checks;
+    std::size_t capacity = 0;
+  };
   Calls calls_;
   std::size_t capacity_ = 0;
   std::unique_ptr<uint64_t[], Free> slots_;
-  std::vector<ErrorFor> pending_;
+  std::vector<Pending> pending_;
+  std::size_t queued_here_ = 0;  // of pending_, those in slots_ (the rest are captures')
+  std::unique_ptr<Capture> capture_;
 };
 
 }  // namespace gp::exec::cuda

@@ -19,15 +19,15 @@ struct FakeStream {
     uint64_t const* src;
   };
   std::deque<Copy> queued;
-  std::vector<uint64_t> pinned;
+  std::deque<std::vector<uint64_t>> pinned;  // each host_alloc's slots (a deque: they stay put)
   int syncs = 0, allocs = 0, frees = 0;
 
   DeferredChecks::Calls calls() {
     DeferredChecks::Calls c;
     c.host_alloc = [this](std::size_t n) -> Result<uint64_t*> {
       ++allocs;
-      pinned.assign(n, 0x5a5a5a5a5a5a5a5aull);  // what a slot holds before its copy lands
-      return pinned.data();
+      pinned.emplace_back(n, 0x5a5a5a5a5a5a5a5aull);  // what a slot holds before its copy lands
+      return pinned.back().data();
     };
     c.host_free = [this](uint64_t*) { ++frees; };
     c.copy_async = [this](uint64_t* slot, void const* flag) -> Status {
@@ -113,6 +113,66 @@ TEST(DeferredChecks, ClearedChecksAreNeverReadAndNoStreamIsAnError) {
   Status const s = none.queue(&bad, named("y"));
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_NE(s.message().find("without a device stream"), std::string::npos) << s.message();
+}
+
+// Captured work: a capture's checks go to slots of its own; each replay writes them again (the
+// fake replays by queueing the captured copies again) and adopt() queues them for resolve().
+TEST(DeferredChecks, ACapturesChecksAreReadAfterEachReplayInQueueOrder) {
+  FakeStream fake;
+  std::vector<std::string> called;
+  DeferredChecks checks(fake.calls());
+  std::vector<uint64_t> flags = {kOk, kOk};
+  ASSERT_TRUE(checks.begin_capture(4).is_ok());
+  EXPECT_TRUE(checks.capturing());
+  std::size_t const before = fake.queued.size();
+  for (std::size_t i = 0; i < flags.size(); ++i)
+    ASSERT_TRUE(checks.queue(&flags[i], named("captured" + std::to_string(i), &called)).is_ok());
+  std::vector<FakeStream::Copy> const recorded(fake.queued.begin() + static_cast<std::ptrdiff_t>(before),
+                                               fake.queued.end());
+  fake.queued.clear();  // a capture records its copies; they run only when the work is replayed
+  Result<DeferredChecks::Captured> captured = checks.end_capture();
+  ASSERT_TRUE(captured.is_ok());
+  EXPECT_FALSE(checks.capturing());
+  EXPECT_EQ(captured->errors.size(), 2u);
+  EXPECT_EQ(checks.size(), 0u) << "a capture's checks are queued by replays, not by the capture";
+  auto replay = [&] {
+    for (FakeStream::Copy const& c : recorded) fake.queued.push_back(c);
+    checks.adopt(*captured);
+  };
+  replay();  // every index in range
+  EXPECT_EQ(checks.size(), 2u);
+  EXPECT_TRUE(checks.resolve().is_ok());
+  flags[1] = 9;  // the next replay's kernel flags position 9
+  uint64_t eager = 4;
+  ASSERT_TRUE(checks.queue(&eager, named("eager", &called)).is_ok());
+  replay();
+  Status const s = checks.resolve();
+  EXPECT_EQ(s.message(), "eager: position 4");  // queued first, so reported first
+  flags[1] = 11;
+  replay();
+  EXPECT_EQ(checks.resolve().message(), "captured1: position 11");  // the replay's value, not the first one's
+  EXPECT_EQ(called, (std::vector<std::string>{"eager", "captured1"}));
+  EXPECT_EQ(fake.allocs, 2) << "the eager slots and the capture's";
+}
+
+TEST(DeferredChecks, ACaptureRefusesMoreChecksThanItHasSlotsAndCanBeAbandoned) {
+  FakeStream fake;
+  DeferredChecks checks(fake.calls());
+  uint64_t flag = kOk;
+  ASSERT_TRUE(checks.begin_capture(2).is_ok());
+  EXPECT_FALSE(checks.begin_capture(2).is_ok()) << "one capture at a time";
+  ASSERT_TRUE(checks.queue(&flag, named("a")).is_ok());
+  ASSERT_TRUE(checks.queue(&flag, named("b")).is_ok());
+  Status const full = checks.queue(&flag, named("c"));
+  EXPECT_EQ(full.code(), StatusCode::kUnsupported);
+  EXPECT_NE(full.message().find("more than 2 index checks"), std::string::npos) << full.message();
+  EXPECT_EQ(fake.syncs, 0) << "a capture's full queue is not resolved (nothing has run)";
+  checks.abort_capture();
+  EXPECT_FALSE(checks.capturing());
+  EXPECT_FALSE(checks.end_capture().is_ok());
+  ASSERT_TRUE(checks.queue(&flag, named("after")).is_ok());  // back to the eager slots
+  EXPECT_EQ(checks.size(), 1u);
+  EXPECT_TRUE(checks.resolve().is_ok());
 }
 
 }  // namespace
