@@ -84,6 +84,7 @@ Status train(session::TrainingSession& s, TrainArgs const& args) {
           "{:.2f} ms",
           p->data * ms, p->forward_loss * ms, p->backward * ms, p->update * ms);
     }
+    if (std::string const graphs = s.cuda_graphs_summary(); !graphs.empty()) spdlog::info("{}", graphs);
   }
   if (!config.checkpoint.path.empty() && s.is_lead()) spdlog::info("checkpoint: {}", config.checkpoint.path);
   if (!config.export_path.empty()) RETURN_IF_ERROR(s.export_onnx(config.export_path));
@@ -163,6 +164,8 @@ checkpoint {path, every, resume}, export, pipeline {planner, plan, policy, sched
 examples/train_mmt_pipeline.yaml), trainable / frozen (initializer name patterns with * and ?,
 e.g. frozen: ["*.mask"]; `graphpipe inspect MODEL --weights` shows what trains and why), tf32 (true:
 TF32 tensor cores for float32 matrix products on a GPU, as PyTorch's matmul.allow_tf32; default false),
+cuda_graphs (true: on one GPU, each micro-batch's forward, loss and backward is captured as a CUDA graph
+from the second step and replayed as one launch; default false),
 precision (fp32|bf16|fp16), loss_scale (dynamic, none or {init, growth_factor, backoff_factor,
 growth_interval}), export_weights (fp32|bf16|fp16).)");
   commands.push_back({app, [args] { return run_train(*args); }});

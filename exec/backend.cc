@@ -34,6 +34,16 @@ Result<bool> Backend::all_finite(std::vector<Tensor> const& tensors) {
   return true;
 }
 
+Status Backend::begin_capture() {
+  return unsupported("the " + name() + " backend does not capture work (cuda_graphs: true needs --backend cuda)");
+}
+
+Result<std::unique_ptr<Backend::CapturedWork>> Backend::end_capture() {
+  return internal_error("the " + name() + " backend has no capture to end");
+}
+
+Status Backend::replay(CapturedWork&) { return internal_error("the " + name() + " backend has no captured work"); }
+
 Backend::StepLosses Backend::step_losses(int slots) {
   StepLosses l;
   l.values = empty({slots}, DType::kFloat64);

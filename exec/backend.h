@@ -4,6 +4,7 @@
 // per backend (no static self-registration); a miss names the op, dtype and backend.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -213,6 +214,24 @@ class Backend {
   virtual bool overlaps_copies() const { return false; }
   // Completion of queued work (CPU: no-op; CUDA: stream sync).
   virtual Status synchronize() = 0;
+
+  // ---- Captured work (CUDA graphs: the training config's `cuda_graphs`). Between begin_capture
+  // and end_capture, what the calls enqueue on the compute stream is recorded, not run; replay()
+  // runs the recording on the same memory, each time it is called (captured work first runs at
+  // its first replay). Host values the calls read while they were recorded (kernel arguments,
+  // sizes, addresses) are every replay's too, so only work that repeats exactly is captured
+  // (exec/trainer.cc says which). end_capture always ends the capture, and fails, naming why,
+  // where the recording could not be replayed as the calls ran (an operation that waits for the
+  // device or reads host memory, a tensor made inside that outlives it). Default: nothing is
+  // captured.
+  class CapturedWork {
+   public:
+    virtual ~CapturedWork() = default;
+  };
+  virtual bool captures_work() const { return false; }
+  virtual Status begin_capture();
+  virtual Result<std::unique_ptr<CapturedWork>> end_capture();
+  virtual Status replay(CapturedWork& work);
 };
 
 // Backend::defer_checks for a scope (a training step): on at construction, off at exit, error

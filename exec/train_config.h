@@ -92,6 +92,10 @@ struct TrainConfig {
   // TF32 tensor cores for float32 matrix products on a GPU (`tf32: true`; PyTorch's
   // torch.backends.cuda.matmul.allow_tf32). Off by default, as in PyTorch; the CPU has no TF32.
   bool tf32 = false;
+  // CUDA graphs (`cuda_graphs: true`; one device, --backend cuda): from the second step on, each
+  // micro-batch's forward, loss and backward is captured once and replayed as one launch
+  // (exec/trainer.h). Off by default.
+  bool cuda_graphs = false;
   // Automatic mixed precision (`precision: fp32 | bf16 | fp16`; graph/precision.h): float32
   // master weights and optimizer state, matmuls and convolutions in 16 bits. fp16 runs on CUDA
   // only and scales the loss dynamically unless the config has a `loss_scale` key.

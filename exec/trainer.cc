@@ -7,6 +7,7 @@
 
 #include "exec/non_finite.h"
 #include "exec/prefetch.h"
+#include "exec/op_kernels.h"
 
 namespace gp::exec {
 
@@ -39,6 +40,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(TrainConfig const& config, grap
     return invalid_argument("batch " + std::to_string(config.batch) + " is not divisible by micro_batches " +
                             std::to_string(config.micro_batches));
   ASSIGN_OR_RETURN(LabelSpec spec, label_spec(graph, config.loss));
+  if (config.cuda_graphs) RETURN_IF_ERROR(check_capturable(config, graph, backend));
   ASSIGN_OR_RETURN(auto runner, StageRunner::create(graph, backend, {}, config.optimizer));
   if (runner->executor().parameters().empty())
     return invalid_argument("the model has no trainable weights (float initializers feeding its operators)");
@@ -48,6 +50,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(TrainConfig const& config, grap
   if (backend.device().kind != DeviceKind::kCpu)
     data = std::make_unique<PrefetchingSource>(std::move(data), backend.pinned_host_allocator());
   std::unique_ptr<Trainer> t(new Trainer(config, graph, std::move(data), std::move(runner)));
+  t->graphs_on_ = config.cuda_graphs;
   t->rows_per_sample_ =
       std::accumulate(spec.label_dims.begin(), spec.label_dims.end(), int64_t{1}, std::multiplies<>());
   return t;
@@ -56,8 +59,6 @@ Result<std::unique_ptr<Trainer>> Trainer::create(TrainConfig const& config, grap
 Status Trainer::step() {
   int64_t const mbs = config_.micro_batch_size();
   int64_t const first = step_ * config_.batch;
-  int64_t const total_rows = config_.batch * rows_per_sample_;
-  graph::TensorId const out_id = graph_.outputs()[0];
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point& t) {  // seconds since t, and t moves to now
     auto const now = Clock::now();
@@ -71,36 +72,34 @@ Status Trainer::step() {
   // Nothing is read back per micro-batch: the losses stay on the device, and the index checks a
   // device would read after each op are queued (Backend::defer_checks), until the one read below.
   DeferChecks const deferring(backend, true);
-  Backend::StepLosses losses = backend.step_losses(static_cast<int>(config_.micro_batches));
+  if (!losses_slots_ || losses_slots_->slots() != config_.micro_batches)
+    losses_slots_ = backend.step_losses(static_cast<int>(config_.micro_batches));
+  Backend::StepLosses& losses = *losses_slots_;
+  losses.written.assign(losses.written.size(), false);
   bool const overlap = backend.overlaps_copies();
   for (int64_t m = 0; m < config_.micro_batches; ++m) {
     phases_.backward += since(t);  // zeroing the gradients, or the previous micro-batch's backward
     Batch batch;
     TensorMap inputs;
+    Tensor labels;
     int buffer = -1;
     if (overlap) {
       ASSIGN_OR_RETURN(Staged staged, take(first + m * mbs, mbs));
       batch = std::move(staged.host);
       inputs = std::move(staged.inputs);
+      labels = std::move(staged.labels);
       buffer = staged.buffer;
     } else {
       ASSIGN_OR_RETURN(batch, data_->batch(first + m * mbs, mbs));
       ASSIGN_OR_RETURN(inputs, device_inputs(batch));
+      ASSIGN_OR_RETURN(labels, backend.to_device(batch.labels));
     }
-    ASSIGN_OR_RETURN(Tensor const labels, backend.to_device(batch.labels));
     phases_.data += since(t);
-    TensorMap outputs, input_grads;
-    RETURN_IF_ERROR(runner_->executor().forward(m, inputs, outputs, true, micro_batch_seed(config_.seed, step_, m)));
-    Tensor grad;
-    if (Status const s =
-            backend.loss_into(config_.loss, outputs.at(out_id), labels, total_rows, grad, losses, static_cast<int>(m));
-        !s.is_ok()) {
-      runner_->executor().discard(m);
-      return s.with_context("step " + std::to_string(step_ + 1));
-    }
-    if (scaler_.enabled()) RETURN_IF_ERROR(backend.scale(grad, scaler_.scale()));
-    phases_.forward_loss += since(t);
-    RETURN_IF_ERROR(runner_->executor().backward(m, {{out_id, grad}}, input_grads));
+    double forward_s = 0;
+    RETURN_IF_ERROR(run_micro_batch(m, buffer, inputs, labels, losses, &forward_s));
+    double const both = since(t);
+    phases_.forward_loss += forward_s;
+    phases_.backward += both - forward_s;
     if (overlap) {
       // The buffer is free once the compute stream passes this backward (a first layer may keep
       // its input for it); the next micro-batch's copy runs meanwhile, the next step's first after
@@ -143,8 +142,104 @@ Status Trainer::step() {
   phases_.update += since(t);
   ++phases_.steps;
   ++step_;
+  ++steps_run_;
   losses_.push_back(loss);
   return Status::ok();
+}
+
+Status Trainer::micro_batch(int64_t m, TensorMap const& inputs, Tensor const& labels, Backend::StepLosses& losses,
+                            double* forward_s) {
+  auto const t0 = std::chrono::steady_clock::now();
+  Backend& backend = runner_->executor().backend();
+  graph::TensorId const out_id = graph_.outputs()[0];
+  TensorMap outputs, input_grads;
+  RETURN_IF_ERROR(runner_->executor().forward(m, inputs, outputs, true, micro_batch_seed(config_.seed, step_, m)));
+  Tensor grad;
+  if (Status const s = backend.loss_into(config_.loss, outputs.at(out_id), labels, config_.batch * rows_per_sample_,
+                                         grad, losses, static_cast<int>(m));
+      !s.is_ok()) {
+    runner_->executor().discard(m);
+    return s.with_context("step " + std::to_string(step_ + 1));
+  }
+  if (scaler_.enabled()) RETURN_IF_ERROR(backend.scale(grad, scaler_.scale()));
+  if (forward_s) *forward_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return runner_->executor().backward(m, {{out_id, grad}}, input_grads);
+}
+
+Status Trainer::run_micro_batch(int64_t m, int buffer, TensorMap const& inputs, Tensor const& labels,
+                                Backend::StepLosses& losses, double* forward_s) {
+  // The first step builds plans, caches and gradients: captured from the second on.
+  if (!graphs_on_ || steps_run_ == 0 || buffer < 0) return micro_batch(m, inputs, labels, losses, forward_s);
+  auto it = graphs_.find({m, buffer});
+  if (it == graphs_.end()) {
+    if (Status const captured = capture(m, buffer, inputs, labels, losses); !captured.is_ok()) {
+      // Nothing of it ran: the micro-batch runs as it always has, and so does the rest of the run.
+      graphs_on_ = false;
+      graphs_stopped_ = captured.message();
+      graphs_.clear();
+      return micro_batch(m, inputs, labels, losses, forward_s);
+    }
+    it = graphs_.find({m, buffer});
+  }
+  RETURN_IF_ERROR(runner_->executor().backend().replay(*it->second));
+  // What the captured loss call noted on the host, again for this replay.
+  losses.written[static_cast<std::size_t>(m)] = true;
+  losses.labels[static_cast<std::size_t>(m)] = labels;
+  ++graph_replays_;
+  return Status::ok();
+}
+
+Status Trainer::capture(int64_t m, int buffer, TensorMap const& inputs, Tensor const& labels,
+                        Backend::StepLosses& losses) {
+  Backend& backend = runner_->executor().backend();
+  RETURN_IF_ERROR(backend.begin_capture());
+  Status const recorded = micro_batch(m, inputs, labels, losses, nullptr);
+  if (!recorded.is_ok()) runner_->executor().discard(m);
+  auto work = backend.end_capture();  // ends the capture whatever happened in it
+  if (!recorded.is_ok()) return recorded.with_context("capturing micro-batch " + std::to_string(m));
+  if (!work.is_ok()) return work.status().with_context("capturing micro-batch " + std::to_string(m));
+  graphs_.emplace(std::make_pair(m, buffer), std::move(*work));
+  return Status::ok();
+}
+
+Status Trainer::check_capturable(TrainConfig const& config, graph::OpGraph const& graph, Backend const& backend) {
+  if (!backend.captures_work())
+    return invalid_argument("cuda_graphs: true needs a backend that captures work (--backend cuda), not '" +
+                            backend.name() + "': remove cuda_graphs or train on a GPU");
+  if (LossScaler(config.loss_scale).enabled())
+    return unsupported(
+        "cuda_graphs: true with a scaled loss (fp16's loss_scale) is not supported: the scale changes between "
+        "steps and a captured step would repeat the first; use precision: bf16 or set cuda_graphs: false");
+  for (graph::Op const& op : graph.ops()) {
+    bool random = false;
+    switch (op.kind()) {
+      case graph::ops::OpKind::kDropout: {
+        auto const* a = attrs_of<graph::DropoutAttrs>(op);
+        random = a == nullptr || a->ratio > 0.f;
+        break;
+      }
+      case graph::ops::OpKind::kRandomUniformLike:
+      case graph::ops::OpKind::kRandomNormalLike:
+      case graph::ops::OpKind::kBernoulli:
+        random = true;
+        break;
+      default:
+        break;
+    }
+    if (random)
+      return unsupported("cuda_graphs: true with " + op.type + " '" + op.name +
+                         "', which draws new random numbers every step from a seed a captured step would repeat: "
+                         "not supported; set cuda_graphs: false (or export the model without dropout)");
+  }
+  return Status::ok();
+}
+
+std::string Trainer::cuda_graphs_summary() const {
+  if (!config_.cuda_graphs) return "";
+  if (!graphs_stopped_.empty())
+    return "cuda graphs: off after a capture failed (training went on without them): " + graphs_stopped_;
+  return "cuda graphs: " + std::to_string(graphs_.size()) + " micro-batch graph(s) captured, replayed " +
+         std::to_string(graph_replays_) + " time(s)";
 }
 
 Trainer::~Trainer() { drop_staged(); }
@@ -167,6 +262,12 @@ Status Trainer::stage(int64_t first, int64_t count) {
       fresh = true;
     }
   }
+  Tensor& labels = label_buffers_[s.buffer];
+  if (s.host.labels.defined() &&
+      (!labels.defined() || labels.shape() != s.host.labels.shape() || labels.dtype() != s.host.labels.dtype())) {
+    labels = backend.empty(s.host.labels.shape(), s.host.labels.dtype());
+    fresh = true;
+  }
   // The copy stream writes the buffer only after the compute stream's last use of it: the event
   // release() recorded then. A new buffer (its memory may have served the compute stream before)
   // or one whose micro-batch never released it (its step failed) waits for everything queued.
@@ -181,6 +282,10 @@ Status Trainer::stage(int64_t first, int64_t count) {
     graph::TensorId const id = graph_.inputs()[k];
     RETURN_IF_ERROR(backend.copy_on(Backend::StreamKind::kCopy, s.host.inputs.at(k), buffer.at(id)));
     s.inputs.emplace(id, buffer.at(id));
+  }
+  if (s.host.labels.defined()) {
+    RETURN_IF_ERROR(backend.copy_on(Backend::StreamKind::kCopy, s.host.labels, labels));
+    s.labels = labels;
   }
   s.copied = backend.record(Backend::StreamKind::kCopy);
   staged_ = std::move(s);

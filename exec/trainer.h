@@ -2,9 +2,21 @@
 // forward, the loss (attached to the model's first output) and backward, weight gradients
 // accumulate, then the optimizer updates once. With the loss scaled by 1/batch this is exactly one
 // big-batch step (synchronous semantics, the property the pipeline runtime must keep).
+//
+// CUDA graphs (TrainConfig::cuda_graphs, a backend that captures work): from the second step a
+// trainer runs on, each micro-batch's forward, loss and backward is captured the first time it
+// comes (per micro-batch index and input buffer, at most 2 x micro_batches captures) and replayed
+// as one launch from then on; the optimizer update stays outside (one launch already). What a
+// replay repeats must not change between steps: the inputs and labels are copied into the same
+// two buffers, the losses into the same slots, and a graph whose ops draw random numbers from a
+// per-step seed, or a run that scales the loss dynamically, is refused up front
+// (check_capturable). A micro-batch the backend cannot capture (an op that waits for the device or
+// reads host memory; Backend::end_capture says which) runs as it always has, with the rest of the
+// run, and cuda_graphs_summary() says why.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -52,7 +64,7 @@ class Trainer {
   // builds plans and caches): reading the data and copying it to the device, the forward with the
   // loss (whose value is read back, so it waits for the device), the backward and the optimizer
   // update (on a GPU these two only enqueue work, which the device may still run when the next
-  // step starts). Seconds.
+  // step starts; a replayed micro-batch counts as backward). Seconds.
   struct PhaseTimes {
     double data = 0, forward_loss = 0, backward = 0, update = 0;
     int64_t steps = 0;
@@ -64,6 +76,16 @@ class Trainer {
 
   // Weights and BatchNorm running statistics by initializer name (what export writes).
   std::map<std::string, Tensor> trained_tensors() const;
+
+  // Ok when `config` and `graph` can train with CUDA graphs on `backend`; else why not, with the
+  // fix: the backend cannot capture, an op draws random numbers from a seed that changes every
+  // step (Dropout with a nonzero ratio, RandomNormalLike, ...), or the loss is scaled dynamically.
+  static Status check_capturable(TrainConfig const& config, graph::OpGraph const& graph, Backend const& backend);
+  // With cuda_graphs: how many micro-batch graphs were captured and how often they were replayed,
+  // or why capturing stopped (training went on without graphs); empty without cuda_graphs.
+  std::string cuda_graphs_summary() const;
+  int64_t graph_replays() const { return graph_replays_; }
+  std::size_t graphs_captured() const { return graphs_.size(); }
 
   CheckpointState checkpoint_state() const;
   Status save_checkpoint(std::string const& path) const;
@@ -81,6 +103,7 @@ class Trainer {
     int64_t first = -1, count = 0;
     Batch host;        // its pinned memory must live until the compute stream waits for the copy
     TensorMap inputs;  // views of the buffer's tensors
+    Tensor labels;     // the buffer's labels
     Backend::Event copied;
     int buffer = 0;
   };
@@ -89,6 +112,15 @@ class Trainer {
   void release(int buffer);
   void drop_staged();
   Status non_finite_loss(int64_t micro_batch, double value);
+  // Micro-batch m's forward, loss (into slot m) and backward; the seconds until the loss is
+  // queued go to *forward_s when given.
+  Status micro_batch(int64_t m, TensorMap const& inputs, Tensor const& labels, Backend::StepLosses& losses,
+                     double* forward_s);
+  // micro_batch, or with CUDA graphs its capture (the first time) and replay; `buffer` is the
+  // input buffer the micro-batch reads (-1: none, not captured).
+  Status run_micro_batch(int64_t m, int buffer, TensorMap const& inputs, Tensor const& labels,
+                         Backend::StepLosses& losses, double* forward_s);
+  Status capture(int64_t m, int buffer, TensorMap const& inputs, Tensor const& labels, Backend::StepLosses& losses);
   Trainer(TrainConfig config, graph::OpGraph const& graph, std::unique_ptr<DataSource> data,
           std::unique_ptr<StageRunner> runner);
 
@@ -104,8 +136,15 @@ class Trainer {
   LossScaler scaler_;
   std::optional<Staged> staged_;
   TensorMap buffers_[2];                          // device input buffers, alternating by micro-batch
+  Tensor label_buffers_[2];                       // and their labels
   std::optional<Backend::Event> buffer_free_[2];  // recorded after the compute stream's last use
   int next_buffer_ = 0;
+  std::optional<Backend::StepLosses> losses_slots_;  // the same slots every step (replays write them)
+  int64_t steps_run_ = 0;                            // by this trainer: captures start after the first
+  bool graphs_on_ = false;                           // cuda_graphs asked, and no capture failed
+  std::string graphs_stopped_;                       // why capturing stopped
+  std::map<std::pair<int64_t, int>, std::unique_ptr<Backend::CapturedWork>> graphs_;  // by (micro-batch, buffer)
+  int64_t graph_replays_ = 0;
 };
 
 }  // namespace gp::exec

@@ -420,6 +420,79 @@ Status CudaBackend::synchronize() {
   return Status::ok();
 }
 
+namespace {
+
+class CudaCapturedWork final : public Backend::CapturedWork {
+ public:
+  CudaCapturedWork(cudaGraphExec_t exec, cuda::DeferredChecks::Captured checks)
+      : exec_(exec), checks_(std::move(checks)) {}
+  ~CudaCapturedWork() override { (void)cudaGraphExecDestroy(exec_); }
+  CudaCapturedWork(CudaCapturedWork const&) = delete;
+  CudaCapturedWork& operator=(CudaCapturedWork const&) = delete;
+
+  cudaGraphExec_t exec() const { return exec_; }
+  cuda::DeferredChecks::Captured const& checks() const { return checks_; }
+
+ private:
+  cudaGraphExec_t exec_;
+  cuda::DeferredChecks::Captured checks_;
+};
+
+}  // namespace
+
+Status CudaBackend::begin_capture() {
+  cuda::ScopedContext scope(*ctx_);
+  if (ctx_->capturing) return internal_error("a capture is already open on " + name());
+  RETURN_IF_ERROR(ctx_->checks.begin_capture());  // pinned slots: made before the stream records
+  if (Status const s = alloc_->begin_capture(cuda::stream_id(ctx_->compute)); !s.is_ok()) {
+    ctx_->checks.abort_capture();
+    return s;
+  }
+  if (cudaError_t const rc = cudaStreamBeginCapture(ctx_->compute, cudaStreamCaptureModeThreadLocal);
+      rc != cudaSuccess) {
+    (void)cudaGetLastError();
+    (void)alloc_->end_capture();
+    ctx_->checks.abort_capture();
+    return cuda::cuda_error(rc, "cudaStreamBeginCapture", __FILE__, __LINE__);
+  }
+  ctx_->capturing = true;
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Backend::CapturedWork>> CudaBackend::end_capture() {
+  cuda::ScopedContext scope(*ctx_);
+  if (!ctx_->capturing) return internal_error("no capture is open on " + name());
+  ctx_->capturing = false;
+  cudaGraph_t graph = nullptr;
+  cudaError_t const ended = cudaStreamEndCapture(ctx_->compute, &graph);
+  (void)cudaGetLastError();  // an invalidated capture is this call's answer, not the next call's error
+  std::unique_ptr<CUgraph_st, cudaError_t (*)(cudaGraph_t)> const owned(graph, &cudaGraphDestroy);
+  Status const memory = alloc_->end_capture();
+  Result<cuda::DeferredChecks::Captured> checks = ctx_->checks.end_capture();
+  if (ended != cudaSuccess || graph == nullptr)
+    return unsupported(
+        "the work could not be captured: an operation in it waits for the device or is not "
+        "recordable (" +
+        std::string(cudaGetErrorString(ended)) + ")");
+  RETURN_IF_ERROR(memory);
+  RETURN_IF_ERROR(checks.status());
+  cudaGraphExec_t exec = nullptr;
+  if (cudaError_t const rc = cudaGraphInstantiate(&exec, graph, 0); rc != cudaSuccess) {
+    (void)cudaGetLastError();
+    return cuda::cuda_error(rc, "cudaGraphInstantiate", __FILE__, __LINE__);
+  }
+  return std::unique_ptr<CapturedWork>(new CudaCapturedWork(exec, std::move(*checks)));
+}
+
+Status CudaBackend::replay(CapturedWork& work) {
+  auto* const captured = dynamic_cast<CudaCapturedWork*>(&work);
+  if (captured == nullptr) return internal_error("replay on " + name() + " of work another backend captured");
+  cuda::ScopedContext scope(*ctx_);
+  GP_CUDA_CHECK(cudaGraphLaunch(captured->exec(), ctx_->compute));
+  ctx_->checks.adopt(captured->checks());
+  return Status::ok();
+}
+
 void CudaBackend::defer_checks(bool on) {
   ctx_->checks.on = on;
   if (!on) ctx_->checks.clear();  // unresolved ones belong to a step that failed anyway

@@ -87,6 +87,14 @@ class CudaBackend final : public Backend {
   Status wait(StreamKind stream, Event event) override;
   HostFence fence(StreamKind stream) override;
   Status synchronize() override;
+  // CUDA graphs: stream capture of the compute stream (thread-local mode, so that the data path's
+  // thread goes on allocating pinned memory), the allocator's private pool and the deferred
+  // checks' capture slots (exec/cuda/caching_allocator.h, deferred_checks.h); a replay launches
+  // the instantiated graph on the compute stream and queues its checks.
+  bool captures_work() const override { return true; }
+  Status begin_capture() override;
+  Result<std::unique_ptr<CapturedWork>> end_capture() override;
+  Status replay(CapturedWork& work) override;
 
   // The raw streams (cudaStream_t) for transports that enqueue on them (NCCL).
   void* stream(StreamKind kind) const;

@@ -70,6 +70,9 @@ Status CudaBackend::copy(Tensor const& src, Tensor& dst) {
   if (src.defined() != dst.defined())
     return device_op_error(std::string("copy ") + (src.defined() ? "into" : "from") + " an undefined tensor");
   if (src.nbytes() == 0 || src.raw() == dst.raw()) return Status::ok();
+  if (ctx_->capturing && (on_host(src) || on_host(dst)))
+    return unsupported("a copy between host and device memory (" + src.shape_string() +
+                       ") inside captured work: a replay would read or write the host memory again, long after");
   if (on_host(src) && on_host(dst)) {
     std::memcpy(dst.raw(), src.raw(), src.nbytes());
     return Status::ok();

@@ -35,6 +35,9 @@ struct DeviceContext {
   std::mutex deferred_mu;
   Status deferred = Status::ok();
   DeferredChecks checks;  // Backend::defer_checks
+  // Work on `compute` is being captured (Backend::begin_capture): an op that would read host
+  // memory into the device (a replay would read it again, long after) refuses instead.
+  bool capturing = false;
 };
 
 // The calling thread's context; internal_error when none is installed, the CUDA error when the

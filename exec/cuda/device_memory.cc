@@ -34,7 +34,14 @@ Status on_device(int device, Body&& body) {
 Result<void*> CudaDeviceMemory::malloc(std::size_t bytes) {
   void* ptr = nullptr;
   Status const status = on_device(device_, [&]() -> Status {
-    GP_CUDA_CHECK(cudaMalloc(&ptr, bytes));
+    // While this thread captures work (CUDA graphs), cudaMalloc is a call its capture mode
+    // forbids; it is safe (the memory is not the captured stream's work), so it runs in relaxed
+    // mode, as PyTorch's allocator does during graph capture.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    GP_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    cudaError_t const rc = cudaMalloc(&ptr, bytes);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);  // back to this thread's mode
+    GP_CUDA_CHECK(rc);
     return Status::ok();
   });
   if (!status.is_ok()) {

@@ -105,6 +105,9 @@ int64_t product(std::vector<int64_t> const& s, std::size_t from, std::size_t to)
 // A host vector's copy on the device (a pageable copy: it returns once the bytes are staged).
 template <typename T>
 Result<Tensor> on_device(std::vector<T> const& v, DType dtype) {
+  ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
+  if (ctx->capturing)
+    return unsupported("Pad and Resize copy their index maps from host memory, which captured work cannot replay");
   ASSIGN_OR_RETURN(Tensor t, empty({static_cast<int64_t>(v.size())}, dtype));
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   if (!v.empty())

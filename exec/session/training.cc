@@ -50,6 +50,10 @@ Status TrainingSession::start(TrainOptions const& options) {
     ranks_ = me.ranks;
   }
   bool const pipeline = options.devices > 1 || mpi_ || !config_.pipeline.plan.empty() || options.plan;
+  if (config_.cuda_graphs && pipeline)
+    return unsupported(
+        "cuda_graphs: true trains on one device for now (a pipeline's workers run their stages without graphs): "
+        "remove cuda_graphs, or train with --devices 1");
   if (config_.precision == graph::Precision::kFloat16) {
     if (backend_name_ == "cpu")
       return unsupported(
@@ -282,6 +286,8 @@ std::vector<exec::DeviceMeasurement> TrainingSession::measurements() const {
   m.peak_bytes = memory_->peak_bytes();
   return {m};
 }
+
+std::string TrainingSession::cuda_graphs_summary() const { return trainer_ ? trainer_->cuda_graphs_summary() : ""; }
 
 std::optional<exec::Trainer::PhaseTimes> TrainingSession::phase_times() const {
   if (!trainer_) return std::nullopt;

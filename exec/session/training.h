@@ -82,6 +82,8 @@ class TrainingSession {
   int64_t peak_saved_bytes() const;  // one device: the saved activations' peak
   // One device: where the host's time went, summed over the steps (exec::Trainer::PhaseTimes).
   std::optional<exec::Trainer::PhaseTimes> phase_times() const;
+  // One device with cuda_graphs: what was captured and replayed, or why capturing stopped; else "".
+  std::string cuda_graphs_summary() const;
   // True when a worker did not stop after an error (stuck in compute): the process must exit.
   bool has_stuck_workers() const { return runtime_ && runtime_->has_stuck_workers(); }
   // Weights and BatchNorm statistics by initializer name (under MPI every rank must call it).

@@ -155,6 +155,13 @@ TEST_F(CliTest, APlanMadeWithTheFusionsIsRefusedByATrainRunWithout) {
   EXPECT_EQ(t.exit_code, 0) << t.err;
 }
 
+// cuda_graphs where it cannot work: a one-line error naming the fix, before any training.
+TEST_F(CliTest, CudaGraphsOnTheCpuOrInAPipelineAreRefusedWithTheFix) {
+  fs::path const cfg = write("graphs.yaml", "model: {zoo: mlp, size: tiny}\nbatch: 8\nsteps: 2\ncuda_graphs: true\n");
+  expect_one_line_error(run("train --config " + cfg.string()), "--backend cuda");
+  expect_one_line_error(run("train --devices 2 --config " + cfg.string()), "train with --devices 1");
+}
+
 TEST_F(CliTest, MalformedPlanJson) {
   fs::path const plan = write("plan.json", "{\"version\": 1, \"stages\": [");
   expect_one_line_error(run("simulate " + plan.string()), "plan.json");

@@ -1181,6 +1181,51 @@ TEST_F(CudaGpu, TrainingWithInputsCopiedBesideComputeEqualsCpuTraining) {
   std::cout << "worst relative difference to CPU " << worst << std::endl;
 }
 
+// CUDA graphs (cuda_graphs: true): from the second step each micro-batch is captured once per
+// (micro-batch, input buffer) and replayed. The captured training must be the eager CUDA
+// training's (the same kernels on the same values: equal up to the kernels' own run-to-run
+// differences) and the CPU's within the tolerance above, and the captures must have happened: a
+// model whose capture fails (the trainer then trains without graphs) fails here with the reason.
+// dlrm's Gathers read graph inputs, so their index checks are captured and read after replays.
+TEST_F(CudaGpu, CapturedMicroBatchesTrainAsEagerOnes) {
+  for (char const* const name : {kCnnModel, "transformer", "dlrm"}) {
+    std::string const model = name;
+    for (int64_t const mbs : {2, 3}) {
+      SCOPED_TRACE(model + ", " + std::to_string(mbs) + " micro-batches");
+      auto built = models::build_graph(model, models::Size::kTiny, 1);
+      ASSERT_TRUE(built.is_ok()) << built.status().message();
+      graph::OpGraph const& g = *built;
+      TrainConfig c = config_for(models::Task::kClassification, 4 * mbs, mbs, 5);
+      auto const want = train_single(g, c);
+      auto train = [&](bool graphs) -> std::unique_ptr<Trainer> {
+        c.cuda_graphs = graphs;
+        auto data = make_data_source(c.data, g, c.loss, c.seed);
+        EXPECT_TRUE(data.is_ok()) << data.status().message();
+        auto trainer = Trainer::create(c, g, *gpu_, std::move(data).value());
+        EXPECT_TRUE(trainer.is_ok()) << trainer.status().message();
+        if (!trainer.is_ok()) return nullptr;
+        Status const ran = (*trainer)->run(nullptr);
+        EXPECT_TRUE(ran.is_ok()) << ran.message();
+        return std::move(trainer).value();
+      };
+      auto const eager = train(false);
+      auto const captured = train(true);
+      ASSERT_TRUE(eager && captured);
+      std::string const summary = captured->cuda_graphs_summary();
+      std::cout << model << ", " << mbs << " micro-batches: " << summary << std::endl;
+      EXPECT_EQ(summary.find("off after"), std::string::npos) << summary;
+      EXPECT_EQ(captured->graph_replays(), (c.steps - 1) * mbs);
+      EXPECT_EQ(captured->losses().size(), eager->losses().size());
+      for (std::size_t k = 0; k < captured->losses().size(); ++k)
+        EXPECT_NEAR(captured->losses()[k], eager->losses()[k], 1e-5 * std::abs(eager->losses()[k])) << "step " << k;
+      double const to_eager =
+          expect_close(captured->trained_tensors(), eager->trained_tensors(), 1e-5, 1e-7, model + " captured");
+      double const to_cpu = expect_close(captured->trained_tensors(), want, 1e-3, 1e-5, model + " captured vs CPU");
+      std::cout << "  worst relative difference to eager CUDA " << to_eager << ", to CPU " << to_cpu << std::endl;
+    }
+  }
+}
+
 // Synchronous semantics on GPUs: two CUDA workers (on GPUs 0 and 1, or both on GPU 0) training a
 // 2-stage plan end with the weights the CPU reaches on one device.
 TEST_F(CudaGpu, PipelineTrainingEqualsSingleDeviceCpuTraining) {

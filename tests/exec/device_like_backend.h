@@ -2,9 +2,15 @@
 #pragma once
 
 #include <atomic>
+#include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "exec/backend.h"
@@ -28,32 +34,93 @@ class DeviceLikeBackend final : public Backend {
   Status forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) override {
     if (forwards) ++*forwards;
     log_reads(in);
-    return cpu_.forward(call, in, out, saved);
+    RETURN_IF_ERROR(cpu_.forward(call, in, out, saved));
+    if (recording_) {
+      std::optional<Saved> kept;
+      if (saved) kept = *saved;
+      record([this, call, in, made = out, kept]() -> Status {
+        std::vector<Tensor> again;
+        Saved saved_again;
+        RETURN_IF_ERROR(cpu_.forward(call, in, again, kept ? &saved_again : nullptr));
+        refill(again, made);
+        if (kept) refill(saved_again.tensors, kept->tensors);
+        return Status::ok();
+      });
+    }
+    return Status::ok();
   }
   Status backward_input(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                         std::vector<bool> const& needs, std::vector<Tensor>& grads) override {
     log_reads(saved.tensors);
     log_backward(call, "B");
-    return cpu_.backward_input(call, saved, gout, needs, grads);
+    RETURN_IF_ERROR(cpu_.backward_input(call, saved, gout, needs, grads));
+    if (recording_)
+      record([this, call, saved, gout, needs, made = grads]() -> Status {
+        std::vector<Tensor> again;
+        RETURN_IF_ERROR(cpu_.backward_input(call, saved, gout, needs, again));
+        refill(again, made);
+        return Status::ok();
+      });
+    return Status::ok();
   }
   Status backward_weight(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                          std::vector<Tensor>& grads) override {
     log_reads(saved.tensors);
     log_backward(call, "W");
-    return cpu_.backward_weight(call, saved, gout, grads);
+    for (Tensor const& g : grads) keep(g);  // accumulated into
+    RETURN_IF_ERROR(cpu_.backward_weight(call, saved, gout, grads));
+    if (recording_)
+      record([this, call, saved, gout, into = grads]() -> Status {
+        std::vector<Tensor> same = into;
+        return cpu_.backward_weight(call, saved, gout, same);
+      });
+    return Status::ok();
   }
   Status backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                   std::vector<bool> const& needs, std::vector<Tensor>& grads, std::vector<Tensor>& wgrads) override {
     log_reads(saved.tensors);
     log_backward(call, "B+W");
-    return cpu_.backward(call, saved, gout, needs, grads, wgrads);
+    for (Tensor const& g : wgrads) keep(g);
+    RETURN_IF_ERROR(cpu_.backward(call, saved, gout, needs, grads, wgrads));
+    if (recording_)
+      record([this, call, saved, gout, needs, made = grads, into = wgrads]() -> Status {
+        std::vector<Tensor> again, same = into;
+        RETURN_IF_ERROR(cpu_.backward(call, saved, gout, needs, again, same));
+        refill(again, made);
+        return Status::ok();
+      });
+    return Status::ok();
   }
   Tensor empty(std::vector<int64_t> shape, DType dtype) override { return cpu_.empty(std::move(shape), dtype); }
-  Tensor zeros(std::vector<int64_t> shape, DType dtype) override { return cpu_.zeros(std::move(shape), dtype); }
-  Status fill(Tensor& t, float value) override { return cpu_.fill(t, value); }
+  Tensor zeros(std::vector<int64_t> shape, DType dtype) override {
+    Tensor z = cpu_.zeros(std::move(shape), dtype);
+    if (recording_)
+      record([this, z]() -> Status {
+        Tensor same = z;
+        return cpu_.fill(same, 0.f);
+      });
+    return z;
+  }
+  Status fill(Tensor& t, float value) override {
+    keep(t);
+    RETURN_IF_ERROR(cpu_.fill(t, value));
+    if (recording_)
+      record([this, t, value]() -> Status {
+        Tensor same = t;
+        return cpu_.fill(same, value);
+      });
+    return Status::ok();
+  }
   Status copy(Tensor const& src, Tensor& dst) override {
     if (pinned_live(src)) ++pinned_copies;
-    return cpu_.copy(src, dst);
+    keep(dst);
+    RETURN_IF_ERROR(cpu_.copy(src, dst));
+    if (recording_)
+      record([this, src, dst]() -> Status {
+        Tensor same = dst;
+        return cpu_.copy(src, same);
+      });
+    return Status::ok();
   }
   // As a device's copy stream: each copy logged by its destination (the work is done at once).
   Status copy_on(StreamKind stream, Tensor const& src, Tensor& dst) override {
@@ -61,14 +128,42 @@ class DeviceLikeBackend final : public Backend {
     return copy(src, dst);
   }
   bool overlaps_copies() const override { return copy_stream; }
-  Status add_into(Tensor& dst, Tensor const& src) override { return cpu_.add_into(dst, src); }
+  Status add_into(Tensor& dst, Tensor const& src) override {
+    keep(dst);
+    RETURN_IF_ERROR(cpu_.add_into(dst, src));
+    if (recording_)
+      record([this, dst, src]() -> Status {
+        Tensor same = dst;
+        return cpu_.add_into(same, src);
+      });
+    return Status::ok();
+  }
   Status copy_chunks(Tensor const& src, std::vector<int> const& sc, Tensor& dst, std::vector<int> const& dc, int axis,
                      int64_t chunk) override {
     return cpu_.copy_chunks(src, sc, dst, dc, axis, chunk);
   }
   Status loss_into(LossKind kind, Tensor const& out, Tensor const& labels, int64_t rows, Tensor& grad,
                    StepLosses& losses, int slot) override {
-    return cpu_.loss_into(kind, out, labels, rows, grad, losses, slot);
+    log_reads({labels});
+    keep(losses.values);
+    keep(losses.bad);
+    RETURN_IF_ERROR(cpu_.loss_into(kind, out, labels, rows, grad, losses, slot));
+    if (recording_)
+      record([this, kind, out, labels, rows, made = grad, &losses, slot]() -> Status {
+        // A GPU's replay writes the slot's device memory, not what the call noted on the host.
+        auto const written = losses.written;
+        auto const noted = losses.labels;
+        auto const classes = losses.classes;
+        Tensor again;
+        Status const s = cpu_.loss_into(kind, out, labels, rows, again, losses, slot);
+        losses.written = written;
+        losses.labels = noted;
+        losses.classes = classes;
+        RETURN_IF_ERROR(s);
+        refill({again}, {made});
+        return Status::ok();
+      });
+    return Status::ok();
   }
   // As a device's: host reads are counted, and callers defer them (a step reads its losses once).
   Result<std::vector<double>> read_losses(StepLosses const& losses) override {
@@ -133,6 +228,40 @@ class DeviceLikeBackend final : public Backend {
   }
   FenceCounts* fences = nullptr;
 
+  // Captured work as a GPU's (Backend::begin_capture), with `capture` set: the calls between
+  // begin_capture and end_capture run here at once and are recorded, and end_capture gives every
+  // tensor they wrote into back its contents from before, so that a capture leaves no trace, as a
+  // GPU's, which records without running. replay() runs the recorded calls again on the same
+  // tensors: what a call makes anew is copied into the tensor the recording handed on (a GPU's
+  // replay writes the same addresses). `fail_capture` makes end_capture fail with it.
+  bool capture = false;
+  Status fail_capture = Status::ok();
+  int captures = 0, replays = 0;
+  bool captures_work() const override { return capture; }
+  Status begin_capture() override {
+    if (!capture) return Backend::begin_capture();
+    if (recording_) return internal_error("device-like: a capture is already open");
+    recording_ = std::make_unique<Recording>();
+    return Status::ok();
+  }
+  Result<std::unique_ptr<CapturedWork>> end_capture() override {
+    if (!recording_) return internal_error("device-like: no capture is open");
+    for (auto& [t, before] : restore_) std::memcpy(t.raw(), before.raw(), t.nbytes());
+    restore_.clear();
+    kept_.clear();
+    std::unique_ptr<Recording> done = std::move(recording_);
+    if (!fail_capture.is_ok()) return fail_capture;
+    ++captures;
+    return std::unique_ptr<CapturedWork>(std::move(done));
+  }
+  Status replay(CapturedWork& work) override {
+    auto* const r = dynamic_cast<Recording*>(&work);
+    if (r == nullptr) return internal_error("device-like: replay of work captured elsewhere");
+    ++replays;
+    for (auto const& call : r->calls) RETURN_IF_ERROR(call());
+    return Status::ok();
+  }
+
   bool pinned_live(Tensor const& t) const { return t.defined() && &t.allocator() == &pinned; }
   CountingAllocator pinned;
   int pinned_copies = 0;
@@ -156,6 +285,26 @@ class DeviceLikeBackend final : public Backend {
   }
   std::atomic<uint64_t> events_{0};
   CpuBackend cpu_;
+
+  struct Recording final : CapturedWork {
+    std::vector<std::function<Status()>> calls;
+  };
+  void record(std::function<Status()> call) { recording_->calls.push_back(std::move(call)); }
+  // A tensor written in place during a capture: its contents now, put back at end_capture.
+  void keep(Tensor const& t) {
+    if (recording_ && t.defined() && t.nbytes() > 0 && kept_.insert(t.raw()).second)
+      restore_.emplace_back(t, t.clone());
+  }
+  // A rerun's new tensors copied into the recorded ones (the same memory: nothing to copy).
+  static void refill(std::vector<Tensor> const& again, std::vector<Tensor> const& recorded) {
+    for (std::size_t k = 0; k < again.size() && k < recorded.size(); ++k)
+      if (again[k].defined() && recorded[k].defined() && again[k].raw() != recorded[k].raw() &&
+          again[k].nbytes() == recorded[k].nbytes())
+        std::memcpy(Tensor(recorded[k]).raw(), again[k].raw(), again[k].nbytes());
+  }
+  std::unique_ptr<Recording> recording_;
+  std::vector<std::pair<Tensor, Tensor>> restore_;
+  std::set<void const*> kept_;
 };
 
 }  // namespace gp::exec::testing

@@ -95,8 +95,8 @@ bool runs_before(std::vector<DeviceLikeBackend::StreamOp> const& log, std::size_
   return false;
 }
 
-// On a device that overlaps copies, each micro-batch's inputs are copied on the copy stream into
-// one of two buffers while the micro-batch before computes. Ordered by events only (no host
+// On a device that overlaps copies, each micro-batch's inputs and labels are copied on the copy
+// stream into one of two buffers while the micro-batch before computes. Ordered by events only (no host
 // wait): a copy into a buffer runs after every compute-stream read of it queued before, and each
 // read after the copy that filled it. The training is the in-line copies' to the bit.
 TEST(Trainer, InputsCopiedBesideComputeAreOrderedByEventsAndTrainTheSame) {
@@ -129,8 +129,8 @@ TEST(Trainer, InputsCopiedBesideComputeAreOrderedByEventsAndTrainTheSame) {
       buffers.insert(op.ptr);
       ++copies;
     }
-  EXPECT_EQ(copies, 3 * 4) << "one input, each micro-batch of each step, none past the last";
-  EXPECT_EQ(buffers.size(), 2u) << "two buffers, alternating";
+  EXPECT_EQ(copies, 2 * 3 * 4) << "one input and its labels, each micro-batch of each step, none past the last";
+  EXPECT_EQ(buffers.size(), 4u) << "two buffers of each, alternating";
   int reads = 0;
   for (std::size_t i = 0; i < log.size(); ++i) {
     if (log[i].kind != Op::Kind::kRead || !buffers.count(log[i].ptr)) continue;
@@ -153,6 +153,99 @@ TEST(Trainer, InputsCopiedBesideComputeAreOrderedByEventsAndTrainTheSame) {
       }
   }
   EXPECT_GE(reads, copies) << "every staged input is read";
+}
+
+// CUDA graphs on a device-like backend that captures as a GPU does (the calls are recorded and
+// leave no trace; a replay reruns them on the same tensors): training equals eager training bit
+// for bit. With 1 and 3 micro-batches the input buffers alternate between steps, so each
+// (micro-batch, buffer) gets its graph; every micro-batch after the first step is a replay. A
+// graph that replayed stale inputs or labels, or a loss slot not marked written, fails here.
+TEST(Trainer, CapturedMicroBatchesReplayedTrainAsEagerOnes) {
+  for (auto make : {&testing::tiny_mlp, &testing::tiny_cnn}) {
+    auto g = make(1).to_graph();
+    ASSERT_TRUE(g.is_ok()) << g.status().message();
+    for (int64_t mbs : {1, 2, 3}) {
+      SCOPED_TRACE("micro-batches " + std::to_string(mbs));
+      TrainConfig c = base_config();
+      c.micro_batches = mbs;
+      c.batch = 4 * mbs;
+      c.steps = 5;
+      DeviceLikeBackend eager;
+      auto want = make_trainer(*g, eager, c);
+      ASSERT_TRUE(want->run(nullptr).is_ok());
+      EXPECT_EQ(want->cuda_graphs_summary(), "");
+      c.cuda_graphs = true;
+      DeviceLikeBackend device;
+      device.capture = true;
+      auto got = make_trainer(*g, device, c);
+      ASSERT_TRUE(got->run(nullptr).is_ok());
+      EXPECT_EQ(got->losses(), want->losses());
+      expect_close(got->trained_tensors(), want->trained_tensors(), 0, 0);
+      std::size_t const graphs = mbs == 2 ? 2 : 2 * static_cast<std::size_t>(mbs);
+      EXPECT_EQ(got->graphs_captured(), graphs);
+      EXPECT_EQ(device.captures, static_cast<int>(graphs));
+      EXPECT_EQ(got->graph_replays(), (c.steps - 1) * mbs);
+      EXPECT_EQ(device.replays, (c.steps - 1) * mbs);
+      EXPECT_EQ(got->cuda_graphs_summary(), "cuda graphs: " + std::to_string(graphs) +
+                                                " micro-batch graph(s) captured, replayed " +
+                                                std::to_string((c.steps - 1) * mbs) + " time(s)");
+    }
+  }
+}
+
+// A capture the backend refuses: the micro-batch runs as it always has, and so does the rest of
+// the run (nothing of the refused capture ran), and the summary says why.
+TEST(Trainer, AFailedCaptureFallsBackToTheSameTraining) {
+  auto g = testing::tiny_cnn(1).to_graph();
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  TrainConfig c = base_config();
+  c.micro_batches = 2;
+  c.steps = 4;
+  DeviceLikeBackend eager;
+  auto want = make_trainer(*g, eager, c);
+  ASSERT_TRUE(want->run(nullptr).is_ok());
+  c.cuda_graphs = true;
+  DeviceLikeBackend device;
+  device.capture = true;
+  device.fail_capture = unsupported("an operation in it waits for the device");
+  auto got = make_trainer(*g, device, c);
+  ASSERT_TRUE(got->run(nullptr).is_ok());
+  EXPECT_EQ(got->losses(), want->losses());
+  expect_close(got->trained_tensors(), want->trained_tensors(), 0, 0);
+  EXPECT_EQ(got->graphs_captured(), 0u);
+  EXPECT_EQ(device.replays, 0);
+  EXPECT_EQ(got->cuda_graphs_summary(),
+            "cuda graphs: off after a capture failed (training went on without them): capturing micro-batch 0: an "
+            "operation in it waits for the device");
+}
+
+TEST(Trainer, CudaGraphsAreRefusedWhereACapturedStepCouldNotRepeat) {
+  auto g = testing::tiny_mlp(1).to_graph();
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  TrainConfig c = base_config();
+  c.cuda_graphs = true;
+  CpuBackend cpu;
+  Status const on_cpu = Trainer::check_capturable(c, *g, cpu);
+  EXPECT_EQ(on_cpu.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(on_cpu.message().find("--backend cuda"), std::string::npos) << on_cpu.message();
+  auto data = make_data_source(c.data, *g, c.loss, c.seed);
+  ASSERT_TRUE(data.is_ok());
+  EXPECT_EQ(Trainer::create(c, *g, cpu, std::move(data).value()).status().message(), on_cpu.message());
+
+  DeviceLikeBackend device;
+  device.capture = true;
+  EXPECT_TRUE(Trainer::check_capturable(c, *g, device).is_ok());
+  TrainConfig scaled = c;
+  scaled.loss_scale.dynamic = true;
+  Status const scale = Trainer::check_capturable(scaled, *g, device);
+  EXPECT_EQ(scale.code(), StatusCode::kUnsupported);
+  EXPECT_NE(scale.message().find("loss_scale"), std::string::npos) << scale.message();
+  auto dropout = testing::tiny_dropout_mlp().to_graph();
+  ASSERT_TRUE(dropout.is_ok()) << dropout.status().message();
+  Status const random = Trainer::check_capturable(c, *dropout, device);
+  EXPECT_EQ(random.code(), StatusCode::kUnsupported);
+  EXPECT_NE(random.message().find("Dropout '"), std::string::npos) << random.message();
+  EXPECT_NE(random.message().find("set cuda_graphs: false"), std::string::npos) << random.message();
 }
 
 // A label out of range in the second micro-batch, read at the step's end on a device: the same
