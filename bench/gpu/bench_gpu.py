@@ -173,7 +173,8 @@ def torch_run(model, x, y, device, math, warmup, steps, host_batch):
 STEP_LINE = re.compile(r"^step (\d+)/(\d+)\s+loss ([-0-9.naifNAIF]+)")
 
 
-def graphpipe_run(exe, onnx_path, batch, backend, math, warmup, steps, workdir, log):
+def graphpipe_run(exe, onnx_path, batch, backend, math, warmup, steps, workdir, log, graphs=False):
+    """(samples/s over the timed steps, seconds to the first step, graphpipe's 'cuda graphs:' line or '')."""
     tf32 = math == "tf32"
     precision = math if math in ("bf16", "fp16") else "fp32"
     cfg = os.path.join(workdir, "train.yaml")
@@ -181,7 +182,8 @@ def graphpipe_run(exe, onnx_path, batch, backend, math, warmup, steps, workdir, 
         f.write(f"model: {onnx_path}\nloss: cross_entropy\noptimizer: sgd\nlr: 1.0e-3\nmomentum: 0.9\n"
                 f"batch: {batch}\nmicro_batches: 1\nsteps: {warmup + steps}\n"
                 f"data: {{kind: synthetic, samples: {batch}}}\nseed: 0\nlog_interval: 1\n"
-                f"tf32: {'true' if tf32 else 'false'}\nprecision: {precision}\n")
+                f"tf32: {'true' if tf32 else 'false'}\nprecision: {precision}\n"
+                f"cuda_graphs: {'true' if graphs else 'false'}\n")
     env = dict(os.environ)
     if not tf32:
         env["NVIDIA_TF32_OVERRIDE"] = "0"
@@ -207,7 +209,8 @@ def graphpipe_run(exe, onnx_path, batch, backend, math, warmup, steps, workdir, 
     if warmup not in stamps or warmup + steps not in stamps:
         raise RuntimeError("graphpipe printed no per-step lines")
     first = stamps.get(1, start) - start
-    return steps * batch / (stamps[warmup + steps] - stamps[warmup]), first
+    graphs_line = next((ln[ln.index("cuda graphs:"):] for ln in reversed(lines) if "cuda graphs:" in ln), "")
+    return steps * batch / (stamps[warmup + steps] - stamps[warmup]), first, graphs_line
 
 
 # Root flags of every graphpipe command this script runs (--no-fusion).
@@ -263,6 +266,9 @@ def main():
                         "device next to the measured samples/s (issue 23's cost-model check)")
     p.add_argument("--no-fusion", action="store_true",
                    help="graphpipe keeps BatchNorm, Add and Relu apart (its root --no-fusion): to measure the fusions")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="graphpipe captures each step's micro-batch as a CUDA graph from its second step and replays "
+                        "it (cuda_graphs: true; not on fp16 rows, whose dynamic loss scale it does not support)")
     p.add_argument("--out", default="", help="keep the exported models and logs here (default: a temporary folder)")
     args = p.parse_args()
     if args.no_fusion:
@@ -272,6 +278,8 @@ def main():
         die("--warmup and --steps must be at least 1")
     if shutil.which(args.graphpipe) is None and not os.access(args.graphpipe, os.X_OK):
         die(f"no graphpipe binary at '{args.graphpipe}' (pass --graphpipe PATH or set GP_GRAPHPIPE)")
+    if args.cuda_graphs and args.device != "cuda":
+        die("--cuda-graphs needs --device cuda (the CPU backend captures nothing)")
     if args.device == "cuda" and not torch.cuda.is_available():
         die("torch sees no CUDA GPU (use --device cpu --tiny for a smoke test)")
     table = models(args.tiny)
@@ -292,7 +300,8 @@ def main():
           f", graphpipe's made ahead in pinned host memory and copied every step; graphpipe's BatchNorm training "
           f"kernels: {'ours' if os.environ.get('GP_CUDA_BATCHNORM') == 'ours' else 'cuDNN graphs'} "
           f"(GP_CUDA_BATCHNORM=ours picks ours); BatchNorm+Relu and residual BatchNorm+Add+Relu "
-          f"{'apart (--no-fusion)' if args.no_fusion else 'fused'}", flush=True)
+          f"{'apart (--no-fusion)' if args.no_fusion else 'fused'}; CUDA graphs "
+          f"{'on (not fp16)' if args.cuda_graphs else 'off'}", flush=True)
     print("fp32: no TF32 (torch: allow_tf32 off; graphpipe: tf32: false, NVIDIA_TF32_OVERRIDE=0); tf32: TF32 in "
           "matrix products and convolutions (torch: allow_tf32 on; graphpipe: tf32: true); bf16/fp16: torch.autocast "
           "(fp16 with GradScaler) against graphpipe's precision: bf16/fp16 (fp16: dynamic loss scaling)", flush=True)
@@ -319,10 +328,11 @@ def main():
                     ts, failed = float("nan"), True
                     log.write(f"torch {name} {math}: {e}\n")
                 try:
-                    gs, first = graphpipe_run(args.graphpipe, onnx_path, batch, args.device, math, args.warmup,
-                                              args.steps, workdir, log)
+                    gs, first, graphs_line = graphpipe_run(args.graphpipe, onnx_path, batch, args.device, math,
+                                                           args.warmup, args.steps, workdir, log,
+                                                           graphs=args.cuda_graphs and math != "fp16")
                 except Exception as e:  # noqa: BLE001
-                    gs, first, failed = float("nan"), float("nan"), True
+                    gs, first, graphs_line, failed = float("nan"), float("nan"), "", True
                     print(f"  graphpipe {name} {math}: {e}", flush=True)
                 ratio = gs / ts if ts == ts and gs == gs and ts > 0 else float("nan")
                 extra = ""
@@ -336,6 +346,8 @@ def main():
                     extra = f" {ps:>14.1f} {ps / gs if gs == gs and gs > 0 else float('nan'):>9.2f}"
                 print(f"{name:<10} {batch:>5} {math:<5} {ts:>10.1f} {gs:>14.1f} {ratio:>6.2f} {first:>13.1f}s{extra}",
                       flush=True)
+                if graphs_line:
+                    print(f"  graphpipe {name} {math}: {graphs_line}", flush=True)
                 model = model.cpu()
                 if args.device == "cuda":
                     torch.cuda.empty_cache()
