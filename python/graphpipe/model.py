@@ -29,6 +29,11 @@ class Model:
         return self._handle.path
 
     @property
+    def fusion(self):
+        """Whether the import fused each BatchNormalization's Relu (and a residual block's Add) into it."""
+        return self._handle.fusion
+
+    @property
     def summary(self):
         """`graphpipe inspect --json`'s dict (its `initializers` included)."""
         return json.loads(json.dumps(self._summary))
@@ -95,32 +100,34 @@ class Model:
         return html_table(("", ""), self._rows(), caption=f"graphpipe.Model {self.name}")
 
 
-def load(model, example_inputs=None, *, max_memory=None, exporter="torchscript", opset=17):
+def load(model, example_inputs=None, *, max_memory=None, exporter="torchscript", opset=17, fusion=True):
     """Loads a model: an ONNX path, ONNX bytes, "zoo:NAME[:SIZE]", or a torch.nn.Module.
 
     A torch.nn.Module is exported in this process with example_inputs (a tensor or a tuple of
     them) in training mode, with a dynamic batch dimension: by the TorchScript exporter at `opset`
     (exporter="torchscript", every torch version), or by the dynamo exporter (exporter="dynamo",
     torch >= 2.5 with onnxscript). max_memory ("8GiB" or bytes) bounds what the import may
-    allocate (default: the machine's available memory).
+    allocate (default: the machine's available memory). fusion=False keeps BatchNormalization, a
+    Relu after it and a residual block's Add apart (the CLI's `graphpipe --no-fusion`); a plan made
+    for one setting is refused by a model imported with the other.
     """
     limit = size_arg(max_memory, "max_memory") or 0
     if isinstance(model, Model):
         return model
     if isinstance(model, (bytes, bytearray, memoryview)):
-        return Model(_graphpipe.Model.from_bytes(bytes(model), "<onnx bytes>", limit))
+        return Model(_graphpipe.Model.from_bytes(bytes(model), "<onnx bytes>", limit, fusion))
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         if path.startswith("zoo:"):
             parts = path.split(":")
-            return Model(_graphpipe.Model.from_zoo(parts[1], parts[2] if len(parts) > 2 else "tiny", 0, limit))
-        return Model(_graphpipe.Model.from_file(path, limit))
+            return Model(_graphpipe.Model.from_zoo(parts[1], parts[2] if len(parts) > 2 else "tiny", 0, limit, fusion))
+        return Model(_graphpipe.Model.from_file(path, limit, fusion))
     if _is_torch_module(model):
         if example_inputs is None:
             raise TypeError("load(torch.nn.Module) needs example_inputs: a tensor (or a tuple of tensors) of one "
                             "batch, e.g. load(net, torch.randn(8, 3, 32, 32))")
         data = export_torch(model, example_inputs, exporter=exporter, opset=opset)
-        return Model(_graphpipe.Model.from_bytes(data, type(model).__name__, limit))
+        return Model(_graphpipe.Model.from_bytes(data, type(model).__name__, limit, fusion))
     raise TypeError(f"load() takes an ONNX path, ONNX bytes, 'zoo:NAME' or a torch.nn.Module, not "
                     f"{type(model).__name__}")
 

@@ -26,6 +26,15 @@ def test_load_file_matches_inspect(cli, mlp_fixture):
     assert "operators" in repr(model) and "<table>" in model._repr_html_()
 
 
+def test_fusion_false_keeps_batchnorm_and_relu_apart_as_the_clis_no_fusion():
+    fused = gp.load("zoo:inception:tiny")
+    apart = gp.load("zoo:inception:tiny", fusion=False)
+    assert fused.fusion and not apart.fusion
+    assert fused.summary["fused_batchnorm_relus"] > 0 == apart.summary["fused_batchnorm_relus"]
+    assert apart.ops == fused.ops + fused.summary["fused_batchnorm_relus"]
+    assert apart.ops_by_type["Relu"] == fused.ops_by_type.get("Relu", 0) + fused.summary["fused_batchnorm_relus"]
+
+
 def test_load_bytes_is_the_same_graph(mlp_fixture):
     data = (mlp_fixture / "model.onnx").read_bytes()
     a, b = gp.load(data), gp.load(str(mlp_fixture / "model.onnx"))
