@@ -443,6 +443,9 @@ class CudaCapturedWork final : public Backend::CapturedWork {
 Status CudaBackend::begin_capture() {
   cuda::ScopedContext scope(*ctx_);
   if (ctx_->capturing) return internal_error("a capture is already open on " + name());
+  // The segments the eager steps left free go back to the device, so that the captured work's
+  // private pool can take that memory instead of holding the activations a second time.
+  RETURN_IF_ERROR(alloc_->empty_cache());
   RETURN_IF_ERROR(ctx_->checks.begin_capture());  // pinned slots: made before the stream records
   if (Status const s = alloc_->begin_capture(cuda::stream_id(ctx_->compute)); !s.is_ok()) {
     ctx_->checks.abort_capture();
@@ -469,11 +472,15 @@ Result<std::unique_ptr<Backend::CapturedWork>> CudaBackend::end_capture() {
   std::unique_ptr<CUgraph_st, cudaError_t (*)(cudaGraph_t)> const owned(graph, &cudaGraphDestroy);
   Status const memory = alloc_->end_capture();
   Result<cuda::DeferredChecks::Captured> checks = ctx_->checks.end_capture();
-  if (ended != cudaSuccess || graph == nullptr)
+  if (ended != cudaSuccess || graph == nullptr) {
+    // A failure a call inside the capture could only defer (Backend::zeros' memset) is part of it.
+    std::lock_guard lock(ctx_->deferred_mu);
+    ctx_->deferred = Status::ok();
     return unsupported(
         "the work could not be captured: an operation in it waits for the device or is not "
         "recordable (" +
         std::string(cudaGetErrorString(ended)) + ")");
+  }
   RETURN_IF_ERROR(memory);
   RETURN_IF_ERROR(checks.status());
   cudaGraphExec_t exec = nullptr;
