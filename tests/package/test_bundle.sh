@@ -61,6 +61,12 @@ if [[ ! -x "$root/tests/test_cuda_backend" ]]; then
   grep -q 'CUDA tests absent' "$tmp/report.txt" || fail "a bundle without CUDA tests must say they are absent"
 fi
 
+# A benchmark run it does not know is a bad argument (exit 2), named with the ones it has.
+rc=0
+"$root/bin/gpu-check" --runs gpu,graphs --report "$tmp/runs.txt" >/dev/null 2>"$tmp/runs.err" || rc=$?
+((rc == 2)) || fail "gpu-check --runs gpu,graphs exited $rc, not 2"
+grep -q 'cuda-graphs' "$tmp/runs.err" || fail "gpu-check's --runs error does not name the runs: $(cat "$tmp/runs.err")"
+
 # gpu-check can fail: a test executable that reports a failing test makes it exit 1 and name it.
 cat >"$root/tests/test_zz_fails" <<'SH'
 #!/bin/sh
