@@ -50,6 +50,12 @@ struct OpCall {
   // the backward glue every backend shares (exec/op_kernels.h) uses its device operations.
   Backend* backend = nullptr;
   ResolvedKernel kernel{};  // from Backend::resolve; empty: the backend looks the op up
+  // Captured work (CUDA graphs): the micro-batch's seed in device memory, which the trainer
+  // rewrites every step, and this op's salt; a device's Dropout then draws from
+  // salted_seed(*rng_seed_slot, rng_salt) (exec/seeds.h), which equals rng_seed, read when the kernel runs
+  // instead of when it was recorded. Null: rng_seed as given (the CPU always uses it).
+  uint64_t const* rng_seed_slot = nullptr;
+  uint64_t rng_salt = 0;
 };
 
 class Backend {

@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "exec/seeds.h"
 #include "graph/ops/common.h"
 #include "graph/ops/registry.h"
 
@@ -16,8 +17,6 @@ std::vector<std::size_t> const& state_inputs(graph::Op const& op) {
   static std::vector<std::size_t> const none;
   return op.def ? op.def->state_inputs : none;
 }
-
-uint64_t op_seed(uint64_t seed, graph::OpId id) { return mix64(seed + kGoldenGamma * (static_cast<uint64_t>(id) + 1)); }
 }  // namespace
 
 std::vector<graph::TensorId> running_stat_tensors(graph::OpGraph const& graph, std::vector<graph::OpId> const& ops) {
@@ -88,12 +87,13 @@ Status StageExecutor::set_parameter(std::string const& name, Tensor const& value
   return backend_.copy(value, it->second);
 }
 
-Status StageExecutor::forward(int64_t mb, TensorMap const& inputs, TensorMap& outputs, bool training,
-                              uint64_t rng_seed) {
+Status StageExecutor::forward(int64_t mb, TensorMap const& inputs, TensorMap& outputs, bool training, uint64_t rng_seed,
+                              uint64_t const* rng_seed_slot) {
   if (training && micro_batches_.count(mb))
     return internal_error("micro-batch " + std::to_string(mb) + " is already in flight on this stage");
   MicroBatch state;
   state.rng_seed = rng_seed;
+  state.rng_seed_slot = rng_seed_slot;
   TensorMap values;
   for (graph::TensorId t : plan_.stage_inputs) {
     auto it = inputs.find(t);
@@ -136,7 +136,7 @@ Status StageExecutor::run_forward(TensorMap values, MicroBatch& state, bool trai
       args[i] = it->second;
     }
     outs.assign(op.outputs.size(), Tensor());
-    OpCall call{op, graph_, training, op_seed(state.rng_seed, id), state.batch, nullptr, kernels_[id]};
+    OpCall const call = op_call(id, state, training);
     // Without keep_saved the op still gets a Saved to fill (so it runs exactly as it would for
     // backward), which is dropped right after.
     Saved* saved = nullptr;
@@ -250,6 +250,17 @@ Status StageExecutor::update_running_stats(graph::Op const& op, std::vector<Tens
 
 void StageExecutor::discard(int64_t mb) { micro_batches_.erase(mb); }
 
+OpCall StageExecutor::op_call(graph::OpId id, MicroBatch const& state, bool training) const {
+  return OpCall{.op = graph_.op(id),
+                .graph = graph_,
+                .training = training,
+                .rng_seed = op_seed(state.rng_seed, id),
+                .batch = state.batch,
+                .kernel = kernels_[id],
+                .rng_seed_slot = state.rng_seed_slot,
+                .rng_salt = op_seed_salt(id)};
+}
+
 std::vector<Tensor> StageExecutor::weight_grad_slots(graph::Op const& op) const {
   std::vector<Tensor> wgrads(op.inputs.size());
   for (std::size_t i = 0; i < op.inputs.size(); ++i) {
@@ -262,7 +273,7 @@ std::vector<Tensor> StageExecutor::weight_grad_slots(graph::Op const& op) const 
 Status StageExecutor::run_w(graph::OpId id, MicroBatch& state, std::vector<Tensor> const& grad_outputs) {
   auto const& op = graph_.op(id);
   std::vector<Tensor> wgrads = weight_grad_slots(op);
-  OpCall call{op, graph_, true, op_seed(state.rng_seed, id), state.batch, nullptr, kernels_[id]};
+  OpCall const call = op_call(id, state, true);
   RETURN_IF_ERROR(backend_.backward_weight(call, state.saved.at(id), grad_outputs, wgrads));
   state.saved.erase(id);
   return Status::ok();
@@ -315,7 +326,7 @@ Status StageExecutor::run_b(int64_t mb, MicroBatch& state, TensorMap const& outp
       needs[i] = t != graph::kNoTensor && plan_.requires_grad[t] && !plan_.trainable[t];
       any_in = any_in || needs[i];
     }
-    OpCall call{op, graph_, true, op_seed(state.rng_seed, id), state.batch, nullptr, kernels_[id]};
+    OpCall const call = op_call(id, state, true);
     // One call for B and W where nothing is split, or where W comes with B anyway (then kept for W).
     bool const early_w = split && weight_grads_come_with_b(op);
     bool const both = (!split || early_w) && any_in && plan_.has_weight_grad[id];

@@ -53,7 +53,9 @@ class StageExecutor {
   // Forward of micro-batch `mb`: `inputs` holds every stage input (plan().stage_inputs), `outputs`
   // gets every stage output. training=false keeps nothing for backward (and Dropout is identity).
   // rng_seed makes Dropout masks reproducible: pass a value derived from (step, mb).
-  Status forward(int64_t mb, TensorMap const& inputs, TensorMap& outputs, bool training = true, uint64_t rng_seed = 0);
+  // rng_seed_slot: where the device reads rng_seed from (OpCall::rng_seed_slot; null: it does not).
+  Status forward(int64_t mb, TensorMap const& inputs, TensorMap& outputs, bool training = true, uint64_t rng_seed = 0,
+                 uint64_t const* rng_seed_slot = nullptr);
   // Whole backward of `mb`: `output_grads` for the stage outputs that get gradients (missing ones
   // count as zero); `input_grads` gets plan().input_grads. Weight grads accumulate; `mb` is freed.
   Status backward(int64_t mb, TensorMap const& output_grads, TensorMap& input_grads);
@@ -95,11 +97,14 @@ class StageExecutor {
     TensorMap stash;       // recompute mode: the stage inputs, until backward has rebuilt `saved`
     bool stashed = false;  // `saved` is still to be rebuilt from `stash`
     uint64_t rng_seed = 0;
+    uint64_t const* rng_seed_slot = nullptr;
     int64_t batch = 0;  // samples, from the stage inputs (0 when none carries the batch)
     bool b_done = false;
   };
 
   StageExecutor(graph::OpGraph const& graph, Backend& backend, AutodiffPlan plan);
+  // The call of op `id` for micro-batch `state`: its seed (and the device's seed slot), batch and kernel.
+  OpCall op_call(graph::OpId id, MicroBatch const& state, bool training) const;
   // Runs the stage's ops on `values` (the stage inputs). keep_saved: the ops' Saved state goes into
   // state.saved, else it is dropped after each op. update_stats: BatchNorm running statistics are
   // written back (the first training forward of a micro-batch, never its recomputation).

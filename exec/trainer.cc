@@ -7,7 +7,6 @@
 
 #include "exec/non_finite.h"
 #include "exec/prefetch.h"
-#include "exec/op_kernels.h"
 
 namespace gp::exec {
 
@@ -51,6 +50,9 @@ Result<std::unique_ptr<Trainer>> Trainer::create(TrainConfig const& config, grap
     data = std::make_unique<PrefetchingSource>(std::move(data), backend.pinned_host_allocator());
   std::unique_ptr<Trainer> t(new Trainer(config, graph, std::move(data), std::move(runner)));
   t->graphs_on_ = config.cuda_graphs;
+  if (config.cuda_graphs)
+    for (graph::Op const& op : graph.ops())
+      t->device_seeds_ = t->device_seeds_ || op.kind() == graph::ops::OpKind::kDropout;
   t->rows_per_sample_ =
       std::accumulate(spec.label_dims.begin(), spec.label_dims.end(), int64_t{1}, std::multiplies<>());
   return t;
@@ -76,6 +78,7 @@ Status Trainer::step() {
     losses_slots_ = backend.step_losses(static_cast<int>(config_.micro_batches));
   Backend::StepLosses& losses = *losses_slots_;
   losses.written.assign(losses.written.size(), false);
+  if (device_seeds_) RETURN_IF_ERROR(write_seeds());
   bool const overlap = backend.overlaps_copies();
   for (int64_t m = 0; m < config_.micro_batches; ++m) {
     phases_.backward += since(t);  // zeroing the gradients, or the previous micro-batch's backward
@@ -153,7 +156,8 @@ Status Trainer::micro_batch(int64_t m, TensorMap const& inputs, Tensor const& la
   Backend& backend = runner_->executor().backend();
   graph::TensorId const out_id = graph_.outputs()[0];
   TensorMap outputs, input_grads;
-  RETURN_IF_ERROR(runner_->executor().forward(m, inputs, outputs, true, micro_batch_seed(config_.seed, step_, m)));
+  RETURN_IF_ERROR(
+      runner_->executor().forward(m, inputs, outputs, true, micro_batch_seed(config_.seed, step_, m), seed_slot(m)));
   Tensor grad;
   if (Status const s = backend.loss_into(config_.loss, outputs.at(out_id), labels, config_.batch * rows_per_sample_,
                                          grad, losses, static_cast<int>(m));
@@ -202,6 +206,26 @@ Status Trainer::capture(int64_t m, int buffer, TensorMap const& inputs, Tensor c
   return Status::ok();
 }
 
+Status Trainer::write_seeds() {
+  Backend& backend = runner_->executor().backend();
+  if (!seeds_.defined()) {
+    Allocator* pinned = backend.pinned_host_allocator();
+    seeds_host_ = pinned ? Tensor({config_.micro_batches}, DType::kInt64, *pinned)
+                         : Tensor({config_.micro_batches}, DType::kInt64);
+    seeds_ = backend.empty({config_.micro_batches}, DType::kInt64);
+  }
+  // The copy before runs before this step's first micro-batch (the step's loss read waited for it),
+  // so the host slots are free to rewrite.
+  for (int64_t m = 0; m < config_.micro_batches; ++m)
+    reinterpret_cast<uint64_t*>(seeds_host_.data<int64_t>())[m] = micro_batch_seed(config_.seed, step_, m);
+  return backend.copy(seeds_host_, seeds_);
+}
+
+uint64_t const* Trainer::seed_slot(int64_t m) const {
+  if (!device_seeds_ || !seeds_.defined()) return nullptr;
+  return reinterpret_cast<uint64_t const*>(seeds_.data<int64_t>()) + m;
+}
+
 Status Trainer::check_capturable(TrainConfig const& config, graph::OpGraph const& graph, Backend const& backend) {
   if (!backend.captures_work())
     return invalid_argument("cuda_graphs: true needs a backend that captures work (--backend cuda), not '" +
@@ -213,11 +237,6 @@ Status Trainer::check_capturable(TrainConfig const& config, graph::OpGraph const
   for (graph::Op const& op : graph.ops()) {
     bool random = false;
     switch (op.kind()) {
-      case graph::ops::OpKind::kDropout: {
-        auto const* a = attrs_of<graph::DropoutAttrs>(op);
-        random = a == nullptr || a->ratio > 0.f;
-        break;
-      }
       case graph::ops::OpKind::kRandomUniformLike:
       case graph::ops::OpKind::kRandomNormalLike:
       case graph::ops::OpKind::kBernoulli:
@@ -229,7 +248,7 @@ Status Trainer::check_capturable(TrainConfig const& config, graph::OpGraph const
     if (random)
       return unsupported("cuda_graphs: true with " + op.type + " '" + op.name +
                          "', which draws new random numbers every step from a seed a captured step would repeat: "
-                         "not supported; set cuda_graphs: false (or export the model without dropout)");
+                         "not supported; set cuda_graphs: false");
   }
   return Status::ok();
 }

@@ -44,8 +44,8 @@ Status dropout_forward(OpCall const& call, std::vector<Tensor> const& in, std::v
   }
   if (active) {
     ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), x.dtype()));
-    GP_CUDA_CHECK(kc::dropout_forward<T>(x.data<T>(), x.numel(), ratio, call.rng_seed, y.data<T>(),
-                                         mask.data<uint8_t>(), stream));
+    GP_CUDA_CHECK(kc::dropout_forward<T>(x.data<T>(), x.numel(), ratio, call.rng_seed, call.rng_seed_slot,
+                                         call.rng_salt, y.data<T>(), mask.data<uint8_t>(), stream));
     out[0] = y;
   } else {
     out[0] = x;

@@ -188,9 +188,11 @@ template <typename To>
 cudaError_t bernoulli(uint64_t seed, float const* p, To* y, int64_t n, cudaStream_t stream);
 
 // Training dropout with hd::dropout_keep's mask (the CPU's): y = x·keep/(1 − ratio), mask = keep.
+// The mask's seed is `seed`, or with `seed_slot` hd::salted_seed(*seed_slot, salt), read when the
+// kernel runs (a captured step's: the trainer rewrites the slot every step).
 template <typename T>
-cudaError_t dropout_forward(T const* x, int64_t n, float ratio, uint64_t seed, T* y, uint8_t* mask,
-                            cudaStream_t stream);
+cudaError_t dropout_forward(T const* x, int64_t n, float ratio, uint64_t seed, uint64_t const* seed_slot, uint64_t salt,
+                            T* y, uint8_t* mask, cudaStream_t stream);
 template <typename T>
 cudaError_t dropout_backward(T const* dy, uint8_t const* mask, int64_t n, float ratio, T* dx, cudaStream_t stream);
 

@@ -15,7 +15,10 @@ using detail::kBlock;
 
 template <typename T>
 __global__ void dropout_forward_kernel(T const* __restrict__ x, int64_t n, float ratio, uint64_t base,
-                                       T* __restrict__ y, uint8_t* __restrict__ mask) {
+                                       uint64_t const* seed_slot, uint64_t salt, T* __restrict__ y,
+                                       uint8_t* __restrict__ mask) {
+  // A captured step's seed is read when the kernel runs (the trainer rewrites it every step).
+  if (seed_slot != nullptr) base = hd::dropout_base(hd::salted_seed(*seed_slot, salt));
   float const scale = hd::dropout_scale(ratio);
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     bool const keep = hd::dropout_keep(base, i, ratio);
@@ -86,10 +89,11 @@ template cudaError_t bernoulli<float>(uint64_t, float const*, float*, int64_t, c
 template cudaError_t bernoulli<uint8_t>(uint64_t, float const*, uint8_t*, int64_t, cudaStream_t);
 
 template <typename T>
-cudaError_t dropout_forward(T const* x, int64_t n, float ratio, uint64_t seed, T* y, uint8_t* mask,
-                            cudaStream_t stream) {
+cudaError_t dropout_forward(T const* x, int64_t n, float ratio, uint64_t seed, uint64_t const* seed_slot, uint64_t salt,
+                            T* y, uint8_t* mask, cudaStream_t stream) {
   if (n > 0)
-    dropout_forward_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(x, n, ratio, hd::dropout_base(seed), y, mask);
+    dropout_forward_kernel<T>
+        <<<grid_for(n), kBlock, 0, stream>>>(x, n, ratio, hd::dropout_base(seed), seed_slot, salt, y, mask);
   return cudaGetLastError();
 }
 
@@ -99,7 +103,8 @@ cudaError_t dropout_backward(T const* dy, uint8_t const* mask, int64_t n, float 
   return cudaGetLastError();
 }
 
-template cudaError_t dropout_forward<float>(float const*, int64_t, float, uint64_t, float*, uint8_t*, cudaStream_t);
+template cudaError_t dropout_forward<float>(float const*, int64_t, float, uint64_t, uint64_t const*, uint64_t, float*,
+                                            uint8_t*, cudaStream_t);
 template cudaError_t dropout_backward<float>(float const*, uint8_t const*, int64_t, float, float*, cudaStream_t);
 
 }  // namespace gp::kernels::cuda

@@ -11,12 +11,17 @@
 
 namespace gp::kernels::hd {
 
-GP_HD uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
+// core/hash.h's mix64 and splitmix64, for device code.
+GP_HD uint64_t mix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
+GP_HD uint64_t splitmix64(uint64_t x) { return mix64(x + 0x9e3779b97f4a7c15ULL); }
+
+// exec/seeds.h's salted_seed: an op's seed from a micro-batch seed and the op's salt
+// (op_seed_salt), what a captured Dropout computes from the seed it reads when it runs.
+GP_HD uint64_t salted_seed(uint64_t micro_batch_seed, uint64_t salt) { return mix64(micro_batch_seed + salt); }
 
 GP_HD uint64_t dropout_base(uint64_t seed) { return splitmix64(seed); }
 

@@ -26,6 +26,7 @@
 #include "tests/cuda/rnn_cases.h"
 #include "tests/exec/mixed_precision_models.h"
 #include "tests/exec/op_harness.h"
+#include "tests/exec/tiny_models.h"
 #include "tests/runtime/runtime_fixtures.h"
 
 namespace gp::exec::testing {
@@ -1186,13 +1187,15 @@ TEST_F(CudaGpu, TrainingWithInputsCopiedBesideComputeEqualsCpuTraining) {
 // training's (the same kernels on the same values: equal up to the kernels' own run-to-run
 // differences) and the CPU's within the tolerance above, and the captures must have happened: a
 // model whose capture fails (the trainer then trains without graphs) fails here with the reason.
-// dlrm's Gathers read graph inputs, so their index checks are captured and read after replays.
+// dlrm's Gathers read graph inputs, so their index checks are captured and read after replays;
+// the dropout MLP's masks come from seeds the captured kernels read from device memory.
 TEST_F(CudaGpu, CapturedMicroBatchesTrainAsEagerOnes) {
-  for (char const* const name : {kCnnModel, "transformer", "dlrm"}) {
+  for (char const* const name : {kCnnModel, "transformer", "dlrm", "dropout_mlp"}) {
     std::string const model = name;
     for (int64_t const mbs : {2, 3}) {
       SCOPED_TRACE(model + ", " + std::to_string(mbs) + " micro-batches");
-      auto built = models::build_graph(model, models::Size::kTiny, 1);
+      auto built = model == "dropout_mlp" ? testing::tiny_dropout_mlp().to_graph()
+                                          : models::build_graph(model, models::Size::kTiny, 1);
       ASSERT_TRUE(built.is_ok()) << built.status().message();
       graph::OpGraph const& g = *built;
       TrainConfig c = config_for(models::Task::kClassification, 4 * mbs, mbs, 5);

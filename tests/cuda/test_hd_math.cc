@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/hash.h"
+#include "exec/seeds.h"
 #include "kernels/view.h"
 #include "kernels/hd/binary.h"
 #include "kernels/hd/view.h"
@@ -23,6 +25,20 @@ namespace {
 
 namespace hd = kernels::hd;
 using graph::TensorRole;
+
+// A captured Dropout computes its seed on the device from the micro-batch seed it reads and the
+// op's salt: the host's op seed, which eager steps pass as a value, for every op and step.
+TEST(HdMath, TheDevicesSaltedSeedIsTheHostsOpSeed) {
+  for (uint64_t step = 0; step < 5; ++step)
+    for (uint64_t m = 0; m < 3; ++m) {
+      uint64_t const mb = exec::micro_batch_seed(42, static_cast<int64_t>(step), static_cast<int64_t>(m));
+      for (uint64_t id : {0ull, 1ull, 7ull, 1000ull}) {
+        EXPECT_EQ(hd::salted_seed(mb, exec::op_seed_salt(id)), exec::op_seed(mb, id));
+        EXPECT_EQ(hd::dropout_base(exec::op_seed(mb, id)), splitmix64(exec::op_seed(mb, id)));
+      }
+      EXPECT_EQ(hd::mix64(mb), mix64(mb));
+    }
+}
 
 TEST(HdMath, ComparisonRejectsAPerturbedResult) {
   Vec const ref{1.f, -2.f, 1e4f, 0.f};

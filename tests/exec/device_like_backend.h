@@ -15,6 +15,7 @@
 
 #include "exec/backend.h"
 #include "exec/cpu/cpu_backend.h"
+#include "exec/seeds.h"
 #include "exec/tensor.h"
 
 namespace gp::exec::testing {
@@ -39,9 +40,12 @@ class DeviceLikeBackend final : public Backend {
       std::optional<Saved> kept;
       if (saved) kept = *saved;
       record([this, call, in, made = out, kept]() -> Status {
+        // A device's kernel reads a seed slot when it runs, not when it was recorded.
+        OpCall now = call;
+        if (now.rng_seed_slot) now.rng_seed = salted_seed(*now.rng_seed_slot, now.rng_salt);
         std::vector<Tensor> again;
         Saved saved_again;
-        RETURN_IF_ERROR(cpu_.forward(call, in, again, kept ? &saved_again : nullptr));
+        RETURN_IF_ERROR(cpu_.forward(now, in, again, kept ? &saved_again : nullptr));
         refill(again, made);
         if (kept) refill(saved_again.tensors, kept->tensors);
         return Status::ok();

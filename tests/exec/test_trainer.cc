@@ -156,12 +156,13 @@ TEST(Trainer, InputsCopiedBesideComputeAreOrderedByEventsAndTrainTheSame) {
 }
 
 // CUDA graphs on a device-like backend that captures as a GPU does (the calls are recorded and
-// leave no trace; a replay reruns them on the same tensors): training equals eager training bit
-// for bit. With 1 and 3 micro-batches the input buffers alternate between steps, so each
-// (micro-batch, buffer) gets its graph; every micro-batch after the first step is a replay. A
-// graph that replayed stale inputs or labels, or a loss slot not marked written, fails here.
+// leave no trace; a replay reruns them on the same tensors, a Dropout reading its seed slot): training
+// equals eager training bit for bit. With 1 and 3 micro-batches the input buffers alternate
+// between steps, so each (micro-batch, buffer) gets its graph; every micro-batch after the first
+// step is a replay. A graph that replayed stale inputs, labels or Dropout seeds, or a loss slot
+// not marked written, fails here.
 TEST(Trainer, CapturedMicroBatchesReplayedTrainAsEagerOnes) {
-  for (auto make : {&testing::tiny_mlp, &testing::tiny_cnn}) {
+  for (auto make : {&testing::tiny_mlp, &testing::tiny_cnn, &testing::tiny_dropout_mlp}) {
     auto g = make(1).to_graph();
     ASSERT_TRUE(g.is_ok()) << g.status().message();
     for (int64_t mbs : {1, 2, 3}) {
@@ -240,11 +241,21 @@ TEST(Trainer, CudaGraphsAreRefusedWhereACapturedStepCouldNotRepeat) {
   Status const scale = Trainer::check_capturable(scaled, *g, device);
   EXPECT_EQ(scale.code(), StatusCode::kUnsupported);
   EXPECT_NE(scale.message().find("loss_scale"), std::string::npos) << scale.message();
-  auto dropout = testing::tiny_dropout_mlp().to_graph();
+  auto dropout = testing::tiny_dropout_mlp().to_graph();  // its seed is read from device memory
   ASSERT_TRUE(dropout.is_ok()) << dropout.status().message();
-  Status const random = Trainer::check_capturable(c, *dropout, device);
+  EXPECT_TRUE(Trainer::check_capturable(c, *dropout, device).is_ok());
+  graph::OnnxModelBuilder b("noisy", 17, 1);
+  auto x = b.add_input("x", {2, 4});
+  auto w = b.add_initializer("w", {4, 3}, graph::InitRule::uniform(0.5));
+  b.add_node("RandomNormalLike", {x}, {"noise"}, {{"scale", 0.1f}});
+  b.add_node("Add", {x, "noise"}, {"xn"});
+  b.add_node("MatMul", {"xn", w}, {"y"});
+  b.add_output("y", {2, 3});
+  auto noisy = b.to_graph();
+  ASSERT_TRUE(noisy.is_ok()) << noisy.status().message();
+  Status const random = Trainer::check_capturable(c, *noisy, device);
   EXPECT_EQ(random.code(), StatusCode::kUnsupported);
-  EXPECT_NE(random.message().find("Dropout '"), std::string::npos) << random.message();
+  EXPECT_NE(random.message().find("RandomNormalLike '"), std::string::npos) << random.message();
   EXPECT_NE(random.message().find("set cuda_graphs: false"), std::string::npos) << random.message();
 }
 
