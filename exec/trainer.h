@@ -12,8 +12,8 @@
 // the captured kernels read (OpCall::rng_seed_slot); a graph with the random ops (their seed is a
 // kernel argument), or a run that scales the loss dynamically, is refused up front
 // (check_capturable). A micro-batch the backend cannot capture (an op that waits for the device or
-// reads host memory; Backend::end_capture says which) runs as it always has, with the rest of the
-// run, and cuda_graphs_summary() says why.
+// reads host memory; Backend::end_capture says which) runs as it always has, and so does the rest
+// of the run; cuda_graphs_summary() says why.
 #pragma once
 
 #include <cstdint>
