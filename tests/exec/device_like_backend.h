@@ -106,25 +106,11 @@ class DeviceLikeBackend final : public Backend {
     return z;
   }
   Status fill(Tensor& t, float value) override {
-    keep(t);
-    RETURN_IF_ERROR(cpu_.fill(t, value));
-    if (recording_)
-      record([this, t, value]() -> Status {
-        Tensor same = t;
-        return cpu_.fill(same, value);
-      });
-    return Status::ok();
+    return in_place(t, [this, value](Tensor& into) { return cpu_.fill(into, value); });
   }
   Status copy(Tensor const& src, Tensor& dst) override {
     if (pinned_live(src)) ++pinned_copies;
-    keep(dst);
-    RETURN_IF_ERROR(cpu_.copy(src, dst));
-    if (recording_)
-      record([this, src, dst]() -> Status {
-        Tensor same = dst;
-        return cpu_.copy(src, same);
-      });
-    return Status::ok();
+    return in_place(dst, [this, src](Tensor& into) { return cpu_.copy(src, into); });
   }
   // As a device's copy stream: each copy logged by its destination (the work is done at once).
   Status copy_on(StreamKind stream, Tensor const& src, Tensor& dst) override {
@@ -133,14 +119,7 @@ class DeviceLikeBackend final : public Backend {
   }
   bool overlaps_copies() const override { return copy_stream; }
   Status add_into(Tensor& dst, Tensor const& src) override {
-    keep(dst);
-    RETURN_IF_ERROR(cpu_.add_into(dst, src));
-    if (recording_)
-      record([this, dst, src]() -> Status {
-        Tensor same = dst;
-        return cpu_.add_into(same, src);
-      });
-    return Status::ok();
+    return in_place(dst, [this, src](Tensor& into) { return cpu_.add_into(into, src); });
   }
   Status copy_chunks(Tensor const& src, std::vector<int> const& sc, Tensor& dst, std::vector<int> const& dc, int axis,
                      int64_t chunk) override {
@@ -294,6 +273,18 @@ class DeviceLikeBackend final : public Backend {
     std::vector<std::function<Status()>> calls;
   };
   void record(std::function<Status()> call) { recording_->calls.push_back(std::move(call)); }
+  // A call that writes `dst` in place: run now and, while a capture records, again at each replay
+  // on the same tensor (its contents before the capture are kept for end_capture).
+  Status in_place(Tensor& dst, std::function<Status(Tensor&)> op) {
+    keep(dst);
+    RETURN_IF_ERROR(op(dst));
+    if (recording_)
+      record([dst, op]() -> Status {
+        Tensor same = dst;
+        return op(same);
+      });
+    return Status::ok();
+  }
   // A tensor written in place during a capture: its contents now, put back at end_capture.
   void keep(Tensor const& t) {
     if (recording_ && t.defined() && t.nbytes() > 0 && kept_.insert(t.raw()).second)
