@@ -165,8 +165,7 @@ examples/train_mmt_pipeline.yaml), trainable / frozen (initializer name patterns
 e.g. frozen: ["*.mask"]; `graphpipe inspect MODEL --weights` shows what trains and why), tf32 (true:
 TF32 tensor cores for float32 matrix products on a GPU, as PyTorch's matmul.allow_tf32; default false),
 cuda_graphs (true: on one GPU, each micro-batch's forward, loss and backward is captured as a CUDA graph
-from the second step and replayed as one launch; not with pipelines, fp16's loss scaling or the random
-ops; default false),
+from the second step and replayed as one launch; not with pipelines; default false),
 precision (fp32|bf16|fp16), loss_scale (dynamic, none or {init, growth_factor, backoff_factor,
 growth_interval}), export_weights (fp32|bf16|fp16).)");
   commands.push_back({app, [args] { return run_train(*args); }});

@@ -17,6 +17,13 @@ Status Backend::scale(Tensor& t, double factor) {
   return copy(host, t);
 }
 
+Status Backend::scale_by(Tensor& t, Tensor const& factor) {
+  if (factor.dtype() != DType::kFloat32 || factor.numel() != 1)
+    return internal_error("scale_by: a factor of " + factor.shape_string());
+  Tensor const host = factor.device().kind == DeviceKind::kCpu ? factor : factor.clone_to(process_cpu_allocator());
+  return scale(t, host.data<float>()[0]);
+}
+
 Status Backend::optimizer_update_all(OptimizerConfig const& config, int64_t step,
                                      std::vector<ParamUpdate> const& updates) {
   for (ParamUpdate const& u : updates) RETURN_IF_ERROR(optimizer_update(config, step, *u.param, *u.grad, u.state));

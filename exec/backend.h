@@ -123,6 +123,9 @@ class Backend {
   // (float32) is inf or NaN. The defaults go through host copies: correct on any device, one
   // round trip per call; a backend overrides them with its own loops.
   virtual Status scale(Tensor& t, double factor);
+  // t *= factor[0], `factor` a float32 tensor of one element on this device, read when the work
+  // runs: a captured step's loss scale, which the trainer rewrites every step.
+  virtual Status scale_by(Tensor& t, Tensor const& factor);
   virtual Result<bool> all_finite(std::vector<Tensor> const& tensors);
   // Block copy along one axis: the tensor seen as [outer, extent, inner] with the axis cut into
   // chunks of `chunk` rows; chunk src_chunks[i] of src goes to chunk dst_chunks[i] of dst. What

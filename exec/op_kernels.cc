@@ -46,12 +46,16 @@ Status emit_zero_grad(OpCall const& call, std::vector<bool> const& wanted, std::
   return emit_grad(call, grads, i, call.backend ? call.backend->zeros(shape) : Tensor::zeros(shape), false);
 }
 
-uint64_t random_seed(OpCall const& call, graph::RandomAttrs const& attrs) {
-  if (!attrs.has_seed) return call.rng_seed;
+uint64_t random_seed_mix(graph::RandomAttrs const& attrs) {
+  if (!attrs.has_seed) return 0;
   uint32_t bits = 0;
   static_assert(sizeof bits == sizeof attrs.seed);
   std::memcpy(&bits, &attrs.seed, sizeof bits);
-  return call.rng_seed ^ kernels::hd::splitmix64(bits);
+  return kernels::hd::splitmix64(bits);
+}
+
+uint64_t random_seed(OpCall const& call, graph::RandomAttrs const& attrs) {
+  return call.rng_seed ^ random_seed_mix(attrs);
 }
 
 Tensor shape_tensor(std::vector<int64_t> const& shape, Allocator& alloc) {

@@ -79,6 +79,8 @@ Status fresh_then_add(OpCall const& call, Saved const& saved, std::vector<Tensor
 // The seed of a random op's draws: the call's (step, micro-batch, op), with the node's seed
 // attribute mixed in when it has one.
 uint64_t random_seed(OpCall const& call, graph::RandomAttrs const& attrs);
+// What the op's seed attribute mixes into the call's seed (random_seed = rng_seed ^ mix; 0 without one).
+uint64_t random_seed_mix(graph::RandomAttrs const& attrs);
 // Small host int64 tensors that carry shapes through Saved (metadata, never read by a kernel).
 // grad_outputs[i], or zeros of `shape` on the call's backend when no gradient flowed into that output.
 Tensor grad_or_zeros(OpCall const& call, std::vector<Tensor> const& grad_outputs, std::size_t i,

@@ -12,6 +12,20 @@ namespace gp::exec {
 
 namespace {
 
+// Dropout and the random ops draw new numbers every step: captured, they read their seed from
+// device memory (OpCall::rng_seed_slot).
+bool draws_random_numbers(graph::Op const& op) {
+  switch (op.kind()) {
+    case graph::ops::OpKind::kDropout:
+    case graph::ops::OpKind::kRandomUniformLike:
+    case graph::ops::OpKind::kRandomNormalLike:
+    case graph::ops::OpKind::kBernoulli:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::string format_seconds(double s) {
   char buf[32];
   if (s < 60)
@@ -39,7 +53,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(TrainConfig const& config, grap
     return invalid_argument("batch " + std::to_string(config.batch) + " is not divisible by micro_batches " +
                             std::to_string(config.micro_batches));
   ASSIGN_OR_RETURN(LabelSpec spec, label_spec(graph, config.loss));
-  if (config.cuda_graphs) RETURN_IF_ERROR(check_capturable(config, graph, backend));
+  if (config.cuda_graphs) RETURN_IF_ERROR(check_capturable(backend));
   ASSIGN_OR_RETURN(auto runner, StageRunner::create(graph, backend, {}, config.optimizer));
   if (runner->executor().parameters().empty())
     return invalid_argument("the model has no trainable weights (float initializers feeding its operators)");
@@ -50,9 +64,12 @@ Result<std::unique_ptr<Trainer>> Trainer::create(TrainConfig const& config, grap
     data = std::make_unique<PrefetchingSource>(std::move(data), backend.pinned_host_allocator());
   std::unique_ptr<Trainer> t(new Trainer(config, graph, std::move(data), std::move(runner)));
   t->graphs_on_ = config.cuda_graphs;
-  if (config.cuda_graphs)
-    for (graph::Op const& op : graph.ops())
-      t->device_seeds_ = t->device_seeds_ || op.kind() == graph::ops::OpKind::kDropout;
+  if (config.cuda_graphs) {
+    // What a captured step reads from device memory because it changes between steps: the seeds
+    // of the ops that draw random numbers, and a dynamic loss scale.
+    for (graph::Op const& op : graph.ops()) t->device_seeds_ = t->device_seeds_ || draws_random_numbers(op);
+    t->device_scale_ = t->scaler_.enabled();
+  }
   t->rows_per_sample_ =
       std::accumulate(spec.label_dims.begin(), spec.label_dims.end(), int64_t{1}, std::multiplies<>());
   return t;
@@ -78,7 +95,7 @@ Status Trainer::step() {
     losses_slots_ = backend.step_losses(static_cast<int>(config_.micro_batches));
   Backend::StepLosses& losses = *losses_slots_;
   losses.written.assign(losses.written.size(), false);
-  if (device_seeds_) RETURN_IF_ERROR(write_seeds());
+  RETURN_IF_ERROR(write_step_values());
   bool const overlap = backend.overlaps_copies();
   for (int64_t m = 0; m < config_.micro_batches; ++m) {
     phases_.backward += since(t);  // zeroing the gradients, or the previous micro-batch's backward
@@ -165,7 +182,11 @@ Status Trainer::micro_batch(int64_t m, TensorMap const& inputs, Tensor const& la
     runner_->executor().discard(m);
     return s.with_context("step " + std::to_string(step_ + 1));
   }
-  if (scaler_.enabled()) RETURN_IF_ERROR(backend.scale(grad, scaler_.scale()));
+  if (device_scale_) {
+    RETURN_IF_ERROR(backend.scale_by(grad, scale_.device));  // read as it runs: a replay's is this step's
+  } else if (scaler_.enabled()) {
+    RETURN_IF_ERROR(backend.scale(grad, scaler_.scale()));
+  }
   if (forward_s) *forward_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return runner_->executor().backward(m, {{out_id, grad}}, input_grads);
 }
@@ -206,50 +227,39 @@ Status Trainer::capture(int64_t m, int buffer, TensorMap const& inputs, Tensor c
   return Status::ok();
 }
 
-Status Trainer::write_seeds() {
+Status Trainer::write_step_values() {
   Backend& backend = runner_->executor().backend();
-  if (!seeds_.defined()) {
+  auto make = [&](DeviceValues& v, int64_t n, DType dtype) {
+    if (v.device.defined()) return;
     Allocator* pinned = backend.pinned_host_allocator();
-    seeds_host_ = pinned ? Tensor({config_.micro_batches}, DType::kInt64, *pinned)
-                         : Tensor({config_.micro_batches}, DType::kInt64);
-    seeds_ = backend.empty({config_.micro_batches}, DType::kInt64);
+    v.host = pinned ? Tensor({n}, dtype, *pinned) : Tensor({n}, dtype);
+    v.device = backend.empty({n}, dtype);
+  };
+  // The last step's copies ran before its first micro-batch (the step's loss read waited for
+  // them), so the host slots are free to rewrite.
+  if (device_seeds_) {
+    make(seeds_, config_.micro_batches, DType::kInt64);
+    for (int64_t m = 0; m < config_.micro_batches; ++m)
+      reinterpret_cast<uint64_t*>(seeds_.host.data<int64_t>())[m] = micro_batch_seed(config_.seed, step_, m);
+    RETURN_IF_ERROR(backend.copy(seeds_.host, seeds_.device));
   }
-  // The copy before runs before this step's first micro-batch (the step's loss read waited for it),
-  // so the host slots are free to rewrite.
-  for (int64_t m = 0; m < config_.micro_batches; ++m)
-    reinterpret_cast<uint64_t*>(seeds_host_.data<int64_t>())[m] = micro_batch_seed(config_.seed, step_, m);
-  return backend.copy(seeds_host_, seeds_);
+  if (device_scale_) {
+    make(scale_, 1, DType::kFloat32);
+    scale_.host.data<float>()[0] = static_cast<float>(scaler_.scale());
+    RETURN_IF_ERROR(backend.copy(scale_.host, scale_.device));
+  }
+  return Status::ok();
 }
 
 uint64_t const* Trainer::seed_slot(int64_t m) const {
-  if (!device_seeds_ || !seeds_.defined()) return nullptr;
-  return reinterpret_cast<uint64_t const*>(seeds_.data<int64_t>()) + m;
+  if (!device_seeds_ || !seeds_.device.defined()) return nullptr;
+  return reinterpret_cast<uint64_t const*>(seeds_.device.data<int64_t>()) + m;
 }
 
-Status Trainer::check_capturable(TrainConfig const& config, graph::OpGraph const& graph, Backend const& backend) {
+Status Trainer::check_capturable(Backend const& backend) {
   if (!backend.captures_work())
     return invalid_argument("cuda_graphs: true needs a backend that captures work (--backend cuda), not '" +
                             backend.name() + "': remove cuda_graphs or train on a GPU");
-  if (LossScaler(config.loss_scale).enabled())
-    return unsupported(
-        "cuda_graphs: true with a scaled loss (fp16's loss_scale) is not supported: the scale changes between "
-        "steps and a captured step would repeat the first; use precision: bf16 or set cuda_graphs: false");
-  for (graph::Op const& op : graph.ops()) {
-    bool random = false;
-    switch (op.kind()) {
-      case graph::ops::OpKind::kRandomUniformLike:
-      case graph::ops::OpKind::kRandomNormalLike:
-      case graph::ops::OpKind::kBernoulli:
-        random = true;
-        break;
-      default:
-        break;
-    }
-    if (random)
-      return unsupported("cuda_graphs: true with " + op.type + " '" + op.name +
-                         "', which draws new random numbers every step from a seed a captured step would repeat: "
-                         "not supported; set cuda_graphs: false");
-  }
   return Status::ok();
 }
 

@@ -8,12 +8,11 @@
 // comes (per micro-batch index and input buffer, at most 2 x micro_batches captures) and replayed
 // as one launch from then on; the optimizer update stays outside (one launch already). What a
 // replay repeats must not change between steps: the inputs and labels are copied into the same
-// two buffers, the losses into the same slots, each micro-batch's Dropout seed into device memory
-// the captured kernels read (OpCall::rng_seed_slot); a graph with the random ops (their seed is a
-// kernel argument), or a run that scales the loss dynamically, is refused up front
-// (check_capturable). A micro-batch the backend cannot capture (an op that waits for the device or
-// reads host memory; Backend::end_capture says which) runs as it always has, and so does the rest
-// of the run; cuda_graphs_summary() says why.
+// two buffers, the losses into the same slots, and what does change is written every step into
+// device memory the captured kernels read: each micro-batch's seed for Dropout and the random ops
+// (OpCall::rng_seed_slot), and a dynamic loss scale (Backend::scale_by). A micro-batch the backend cannot capture (an
+// op that waits for the device or reads host memory; Backend::end_capture says which) runs as it always has, and so
+// does the rest of the run; cuda_graphs_summary() says why.
 #pragma once
 
 #include <cstdint>
@@ -78,11 +77,8 @@ class Trainer {
   // Weights and BatchNorm running statistics by initializer name (what export writes).
   std::map<std::string, Tensor> trained_tensors() const;
 
-  // Ok when `config` and `graph` can train with CUDA graphs on `backend`; else why not, with the
-  // fix: the backend cannot capture, a random op draws from a seed that changes every step
-  // (RandomNormalLike, RandomUniformLike, Bernoulli; Dropout reads its seed from device memory),
-  // or the loss is scaled dynamically.
-  static Status check_capturable(TrainConfig const& config, graph::OpGraph const& graph, Backend const& backend);
+  // Ok when a trainer can use CUDA graphs on `backend`; else why not, with the fix (--backend cuda).
+  static Status check_capturable(Backend const& backend);
   // With cuda_graphs: how many micro-batch graphs were captured and how often they were replayed,
   // or why capturing stopped (training went on without graphs); empty without cuda_graphs.
   std::string cuda_graphs_summary() const;
@@ -118,9 +114,9 @@ class Trainer {
   // queued go to *forward_s when given.
   Status micro_batch(int64_t m, TensorMap const& inputs, Tensor const& labels, Backend::StepLosses& losses,
                      double* forward_s);
-  // With CUDA graphs and Dropout: this step's micro-batch seeds into the device slots the captured
-  // Dropout kernels read (queued before the step's first micro-batch).
-  Status write_seeds();
+  // With CUDA graphs: this step's micro-batch seeds and loss scale into the device memory the
+  // captured kernels read (queued before the step's first micro-batch); nothing without them.
+  Status write_step_values();
   uint64_t const* seed_slot(int64_t m) const;
   // micro_batch, or with CUDA graphs its capture (the first time) and replay; `buffer` is the
   // input buffer the micro-batch reads (-1: none, not captured).
@@ -146,11 +142,16 @@ class Trainer {
   std::optional<Backend::Event> buffer_free_[2];  // recorded after the compute stream's last use
   int next_buffer_ = 0;
   std::optional<Backend::StepLosses> losses_slots_;  // the same slots every step (replays write them)
-  bool device_seeds_ = false;                        // graphs_on_ and the graph has a Dropout
-  Tensor seeds_host_, seeds_;                        // micro-batch seeds: pinned host, device
-  int64_t steps_run_ = 0;                            // by this trainer: captures start after the first
-  bool graphs_on_ = false;                           // cuda_graphs asked, and no capture failed
-  std::string graphs_stopped_;                       // why capturing stopped
+  struct DeviceValues {                              // rewritten every step: pinned host, device
+    Tensor host, device;
+  };
+  bool device_seeds_ = false;   // cuda_graphs and the graph draws random numbers (Dropout, random ops)
+  bool device_scale_ = false;   // cuda_graphs and a dynamic loss scale
+  DeviceValues seeds_;          // int64 [micro_batches]: each micro-batch's seed
+  DeviceValues scale_;          // float32 [1]: the step's loss scale
+  int64_t steps_run_ = 0;       // by this trainer: captures start after the first
+  bool graphs_on_ = false;      // cuda_graphs asked, and no capture failed
+  std::string graphs_stopped_;  // why capturing stopped
   std::map<std::pair<int64_t, int>, std::unique_ptr<Backend::CapturedWork>> graphs_;  // by (micro-batch, buffer)
   int64_t graph_replays_ = 0;
 };

@@ -68,8 +68,9 @@ class CudaBackend final : public Backend {
   // kCopy: a host-to-device copy from the pinned pool on the copy stream; else copy().
   Status copy_on(StreamKind stream, Tensor const& src, Tensor& dst) override;
   bool overlaps_copies() const override { return true; }
-  Status add_into(Tensor& dst, Tensor const& src) override;              // float32, bfloat16 or half (same dtype)
-  Status scale(Tensor& t, double factor) override;                       // loss scaling, on the device
+  Status add_into(Tensor& dst, Tensor const& src) override;  // float32, bfloat16 or half (same dtype)
+  Status scale(Tensor& t, double factor) override;           // loss scaling, on the device
+  Status scale_by(Tensor& t, Tensor const& factor) override;
   Result<bool> all_finite(std::vector<Tensor> const& tensors) override;  // one flag, one read back
   Status copy_chunks(Tensor const& src, std::vector<int> const& src_chunks, Tensor& dst,
                      std::vector<int> const& dst_chunks, int axis, int64_t chunk) override;

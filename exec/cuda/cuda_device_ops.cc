@@ -121,6 +121,15 @@ Status CudaBackend::scale(Tensor& t, double factor) {
   return Status::ok();
 }
 
+Status CudaBackend::scale_by(Tensor& t, Tensor const& factor) {
+  if (!t.defined() || t.dtype() != DType::kFloat32 || on_host(t) || on_host(factor) ||
+      factor.dtype() != DType::kFloat32 || factor.numel() != 1)
+    return Backend::scale_by(t, factor);
+  cuda::ScopedContext scope(*ctx_);
+  GP_CUDA_CHECK(kernels::cuda::scale_inplace(t.data<float>(), factor.data<float>(), t.numel(), ctx_->compute));
+  return Status::ok();
+}
+
 // One device int set by every tensor's check, then one read back (the step's one synchronisation
 // for loss scaling; the found-inf flag decides whether the optimizer runs).
 Result<bool> CudaBackend::all_finite(std::vector<Tensor> const& tensors) {

@@ -24,6 +24,12 @@ namespace {
 namespace kc = kernels::cuda;
 namespace hd = kernels::hd;
 
+// The call's seed for a kernel (random ops: with their seed attribute's `mix`): its value, or the
+// device slot a captured step's kernel reads it from when it runs (OpCall::rng_seed_slot).
+hd::SeedSource seed_source(OpCall const& call, uint64_t mix = 0) {
+  return {.seed = call.rng_seed ^ mix, .slot = call.rng_seed_slot, .salt = call.rng_salt, .mix = mix};
+}
+
 // ---- Dropout ----
 
 float dropout_ratio(OpCall const& call) {
@@ -44,8 +50,8 @@ Status dropout_forward(OpCall const& call, std::vector<Tensor> const& in, std::v
   }
   if (active) {
     ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), x.dtype()));
-    GP_CUDA_CHECK(kc::dropout_forward<T>(x.data<T>(), x.numel(), ratio, call.rng_seed, call.rng_seed_slot,
-                                         call.rng_salt, y.data<T>(), mask.data<uint8_t>(), stream));
+    GP_CUDA_CHECK(kc::dropout_forward<T>(x.data<T>(), x.numel(), ratio, seed_source(call), y.data<T>(),
+                                         mask.data<uint8_t>(), stream));
     out[0] = y;
   } else {
     out[0] = x;
@@ -185,7 +191,7 @@ Status random_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   DType const to = call.graph.tensor(call.op.outputs[0]).dtype;
   ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), to));
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
-  uint64_t const seed = random_seed(call, a);
+  hd::SeedSource const seed = seed_source(call, random_seed_mix(a));
   if (a.kind == graph::RandomKind::kBernoulli) {
     if (to == DType::kFloat32)
       GP_CUDA_CHECK(kc::bernoulli(seed, x.data<float>(), y.data<float>(), y.numel(), stream));

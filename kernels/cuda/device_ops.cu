@@ -112,7 +112,8 @@ cudaError_t add_inplace(T* dst, T const* src, int64_t n, cudaStream_t stream) {
 
 namespace {
 
-__global__ void scale_kernel(float* __restrict__ x, float factor, int64_t n) {
+__global__ void scale_kernel(float* __restrict__ x, float factor, float const* factor_at, int64_t n) {
+  if (factor_at != nullptr) factor = *factor_at;
   for (int64_t i = global_thread(); i < n; i += grid_threads()) x[i] *= factor;
 }
 
@@ -125,7 +126,12 @@ __global__ void nonfinite_kernel(float const* __restrict__ x, int64_t n, int* __
 }  // namespace
 
 cudaError_t scale_inplace(float* x, float factor, int64_t n, cudaStream_t stream) {
-  if (n > 0) scale_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, factor, n);
+  if (n > 0) scale_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, factor, nullptr, n);
+  return cudaGetLastError();
+}
+
+cudaError_t scale_inplace(float* x, float const* factor, int64_t n, cudaStream_t stream) {
+  if (n > 0) scale_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, 1.f, factor, n);
   return cudaGetLastError();
 }
 

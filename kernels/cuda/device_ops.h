@@ -23,6 +23,8 @@ cudaError_t add_inplace(T* dst, T const* src, int64_t n, cudaStream_t stream);  
 // Loss scaling (exec/loss_scale.h): x *= factor; and *flag (an int the caller zeroed) set to 1 where
 // any of x[0, n) is inf or NaN. float32 only: the scaled gradients are the float32 master weights'.
 cudaError_t scale_inplace(float* x, float factor, int64_t n, cudaStream_t stream);
+// x *= *factor (device memory), read when the kernel runs (a captured step's loss scale).
+cudaError_t scale_inplace(float* x, float const* factor, int64_t n, cudaStream_t stream);
 cudaError_t flag_nonfinite(float const* x, int64_t n, int* flag, cudaStream_t stream);
 
 // Losses: per-row values into row_loss[rows] (sum_to_double sums them on the device), gradients

@@ -20,6 +20,7 @@
 #include "kernels/hd/activation.h"
 #include "kernels/hd/logic.h"
 #include "kernels/hd/reduce.h"
+#include "kernels/hd/view.h"
 
 namespace gp::kernels::cuda {
 
@@ -182,17 +183,17 @@ cudaError_t add_relu_in_place(T* y, T const* z, int64_t n, cudaStream_t stream);
 template <typename From, typename To>
 cudaError_t cast(From const* x, To* y, int64_t n, bool to_bool, cudaStream_t stream);
 // RandomUniformLike (a = low, b = high) or RandomNormalLike (normal: a = mean, b = scale), and
-// Bernoulli: the CPU's draws (kernels/hd/view.h) for `seed`.
-cudaError_t random_fill(bool normal, uint64_t seed, float a, float b, float* y, int64_t n, cudaStream_t stream);
+// Bernoulli: the CPU's draws (kernels/hd/view.h) for the seed hd::seed_of(seed) (read when the
+// kernel runs where it comes from a slot).
+cudaError_t random_fill(bool normal, hd::SeedSource seed, float a, float b, float* y, int64_t n, cudaStream_t stream);
 template <typename To>
-cudaError_t bernoulli(uint64_t seed, float const* p, To* y, int64_t n, cudaStream_t stream);
+cudaError_t bernoulli(hd::SeedSource seed, float const* p, To* y, int64_t n, cudaStream_t stream);
 
-// Training dropout with hd::dropout_keep's mask (the CPU's): y = x·keep/(1 − ratio), mask = keep.
-// The mask's seed is `seed`, or with `seed_slot` hd::salted_seed(*seed_slot, salt), read when the
-// kernel runs (a captured step's: the trainer rewrites the slot every step).
+// Training dropout with hd::dropout_keep's mask (the CPU's): y = x·keep/(1 − ratio), mask = keep,
+// for the seed hd::seed_of(seed).
 template <typename T>
-cudaError_t dropout_forward(T const* x, int64_t n, float ratio, uint64_t seed, uint64_t const* seed_slot, uint64_t salt,
-                            T* y, uint8_t* mask, cudaStream_t stream);
+cudaError_t dropout_forward(T const* x, int64_t n, float ratio, hd::SeedSource seed, T* y, uint8_t* mask,
+                            cudaStream_t stream);
 template <typename T>
 cudaError_t dropout_backward(T const* dy, uint8_t const* mask, int64_t n, float ratio, T* dx, cudaStream_t stream);
 

@@ -14,11 +14,9 @@ using detail::grid_threads;
 using detail::kBlock;
 
 template <typename T>
-__global__ void dropout_forward_kernel(T const* __restrict__ x, int64_t n, float ratio, uint64_t base,
-                                       uint64_t const* seed_slot, uint64_t salt, T* __restrict__ y,
-                                       uint8_t* __restrict__ mask) {
-  // A captured step's seed is read when the kernel runs (the trainer rewrites it every step).
-  if (seed_slot != nullptr) base = hd::dropout_base(hd::salted_seed(*seed_slot, salt));
+__global__ void dropout_forward_kernel(T const* __restrict__ x, int64_t n, float ratio, hd::SeedSource seed,
+                                       T* __restrict__ y, uint8_t* __restrict__ mask) {
+  uint64_t const base = hd::dropout_base(hd::seed_of(seed));  // a slot's seed is read as the kernel runs
   float const scale = hd::dropout_scale(ratio);
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     bool const keep = hd::dropout_keep(base, i, ratio);
@@ -40,13 +38,15 @@ __global__ void cast_kernel(From const* __restrict__ x, To* __restrict__ y, int6
     y[i] = to_bool ? static_cast<To>(x[i] != From(0)) : static_cast<To>(x[i]);
 }
 
-__global__ void random_kernel(int kind, uint64_t base, float a, float b, float* __restrict__ y, int64_t n) {
+__global__ void random_kernel(int kind, hd::SeedSource seed, float a, float b, float* __restrict__ y, int64_t n) {
+  uint64_t const base = hd::dropout_base(hd::seed_of(seed));
   for (int64_t i = global_thread(); i < n; i += grid_threads())
     y[i] = kind == 0 ? hd::random_uniform_at(base, i, a, b) : hd::random_normal_at(base, i, a, b);
 }
 
 template <typename To>
-__global__ void bernoulli_kernel(uint64_t base, float const* __restrict__ p, To* __restrict__ y, int64_t n) {
+__global__ void bernoulli_kernel(hd::SeedSource seed, float const* __restrict__ p, To* __restrict__ y, int64_t n) {
+  uint64_t const base = hd::dropout_base(hd::seed_of(seed));
   for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = hd::bernoulli_at(base, i, p[i]) ? To(1) : To(0);
 }
 
@@ -75,25 +75,23 @@ GP_CAST_FROM(uint8_t)
 GP_FOR_LOW_FLOAT_TYPES(GP_LOW)
 #undef GP_LOW
 
-cudaError_t random_fill(bool normal, uint64_t seed, float a, float b, float* y, int64_t n, cudaStream_t stream) {
-  if (n > 0) random_kernel<<<grid_for(n), kBlock, 0, stream>>>(normal ? 1 : 0, hd::dropout_base(seed), a, b, y, n);
+cudaError_t random_fill(bool normal, hd::SeedSource seed, float a, float b, float* y, int64_t n, cudaStream_t stream) {
+  if (n > 0) random_kernel<<<grid_for(n), kBlock, 0, stream>>>(normal ? 1 : 0, seed, a, b, y, n);
   return cudaGetLastError();
 }
 
 template <typename To>
-cudaError_t bernoulli(uint64_t seed, float const* p, To* y, int64_t n, cudaStream_t stream) {
-  if (n > 0) bernoulli_kernel<To><<<grid_for(n), kBlock, 0, stream>>>(hd::dropout_base(seed), p, y, n);
+cudaError_t bernoulli(hd::SeedSource seed, float const* p, To* y, int64_t n, cudaStream_t stream) {
+  if (n > 0) bernoulli_kernel<To><<<grid_for(n), kBlock, 0, stream>>>(seed, p, y, n);
   return cudaGetLastError();
 }
-template cudaError_t bernoulli<float>(uint64_t, float const*, float*, int64_t, cudaStream_t);
-template cudaError_t bernoulli<uint8_t>(uint64_t, float const*, uint8_t*, int64_t, cudaStream_t);
+template cudaError_t bernoulli<float>(hd::SeedSource, float const*, float*, int64_t, cudaStream_t);
+template cudaError_t bernoulli<uint8_t>(hd::SeedSource, float const*, uint8_t*, int64_t, cudaStream_t);
 
 template <typename T>
-cudaError_t dropout_forward(T const* x, int64_t n, float ratio, uint64_t seed, uint64_t const* seed_slot, uint64_t salt,
-                            T* y, uint8_t* mask, cudaStream_t stream) {
-  if (n > 0)
-    dropout_forward_kernel<T>
-        <<<grid_for(n), kBlock, 0, stream>>>(x, n, ratio, hd::dropout_base(seed), seed_slot, salt, y, mask);
+cudaError_t dropout_forward(T const* x, int64_t n, float ratio, hd::SeedSource seed, T* y, uint8_t* mask,
+                            cudaStream_t stream) {
+  if (n > 0) dropout_forward_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(x, n, ratio, seed, y, mask);
   return cudaGetLastError();
 }
 
@@ -103,8 +101,8 @@ cudaError_t dropout_backward(T const* dy, uint8_t const* mask, int64_t n, float 
   return cudaGetLastError();
 }
 
-template cudaError_t dropout_forward<float>(float const*, int64_t, float, uint64_t, uint64_t const*, uint64_t, float*,
-                                            uint8_t*, cudaStream_t);
+template cudaError_t dropout_forward<float>(float const*, int64_t, float, hd::SeedSource, float*, uint8_t*,
+                                            cudaStream_t);
 template cudaError_t dropout_backward<float>(float const*, uint8_t const*, int64_t, float, float*, cudaStream_t);
 
 }  // namespace gp::kernels::cuda

@@ -25,6 +25,20 @@ GP_HD uint64_t salted_seed(uint64_t micro_batch_seed, uint64_t salt) { return mi
 
 GP_HD uint64_t dropout_base(uint64_t seed) { return splitmix64(seed); }
 
+// Where a kernel's seed comes from: `seed`, fixed when the kernel is launched, or, with `slot` (a
+// captured step's: the trainer rewrites the slot every step), salted_seed(*slot, salt) ^ mix, read
+// when the kernel runs; `mix` is what a random op's own seed attribute adds (exec/op_kernels.h's
+// random_seed_mix), 0 for Dropout. Launched with the host's values both give the same seed.
+struct SeedSource {
+  uint64_t seed = 0;
+  uint64_t const* slot = nullptr;
+  uint64_t salt = 0;
+  uint64_t mix = 0;
+};
+GP_HD uint64_t seed_of(SeedSource const& s) {
+  return s.slot != nullptr ? salted_seed(*s.slot, s.salt) ^ s.mix : s.seed;
+}
+
 // Element i's uniform draw in [0, 1): 24 bits of its hash; `base` is dropout_base(seed).
 GP_HD float random_unit(uint64_t base, int64_t i) {
   return static_cast<float>(splitmix64(base + static_cast<uint64_t>(i)) >> 40) * (1.f / 16777216.f);

@@ -1190,15 +1190,28 @@ TEST_F(CudaGpu, TrainingWithInputsCopiedBesideComputeEqualsCpuTraining) {
 // dlrm's Gathers read graph inputs, so their index checks are captured and read after replays;
 // the dropout MLP's masks come from seeds the captured kernels read from device memory.
 TEST_F(CudaGpu, CapturedMicroBatchesTrainAsEagerOnes) {
-  for (char const* const name : {kCnnModel, "transformer", "dlrm", "dropout_mlp"}) {
-    std::string const model = name;
+  // The random ops' and Dropout's seeds and a dynamic loss scale (starting past float32's range, so
+  // that steps overflow and are skipped while captured) are read from device memory by a replay.
+  struct Case {
+    std::string model;
+    bool scaled = false;
+  };
+  for (Case const& k : {Case{kCnnModel}, Case{kCnnModel, true}, Case{"transformer"}, Case{"dlrm"}, Case{"dropout_mlp"},
+                        Case{"noisy_mlp"}}) {
+    std::string const model = k.model + (k.scaled ? " with a dynamic loss scale" : "");
     for (int64_t const mbs : {2, 3}) {
       SCOPED_TRACE(model + ", " + std::to_string(mbs) + " micro-batches");
-      auto built = model == "dropout_mlp" ? testing::tiny_dropout_mlp().to_graph()
-                                          : models::build_graph(model, models::Size::kTiny, 1);
+      auto built = k.model == "dropout_mlp" ? testing::tiny_dropout_mlp().to_graph()
+                   : k.model == "noisy_mlp" ? testing::tiny_noisy_mlp().to_graph()
+                                            : models::build_graph(k.model, models::Size::kTiny, 1);
       ASSERT_TRUE(built.is_ok()) << built.status().message();
       graph::OpGraph const& g = *built;
       TrainConfig c = config_for(models::Task::kClassification, 4 * mbs, mbs, 5);
+      if (k.scaled) {
+        c.loss_scale.dynamic = true;
+        c.loss_scale.init = 0x1p128;
+        c.loss_scale.growth_interval = 2;
+      }
       auto const want = train_single(g, c);
       auto train = [&](bool graphs) -> std::unique_ptr<Trainer> {
         c.cuda_graphs = graphs;
@@ -1218,6 +1231,8 @@ TEST_F(CudaGpu, CapturedMicroBatchesTrainAsEagerOnes) {
       std::cout << model << ", " << mbs << " micro-batches: " << summary << std::endl;
       EXPECT_EQ(summary.find("off after"), std::string::npos) << summary;
       EXPECT_EQ(captured->graph_replays(), (c.steps - 1) * mbs);
+      EXPECT_EQ(captured->loss_scaler().skipped_steps(), eager->loss_scaler().skipped_steps());
+      EXPECT_EQ(captured->loss_scaler().scale(), eager->loss_scaler().scale());
       EXPECT_EQ(captured->losses().size(), eager->losses().size());
       for (std::size_t k = 0; k < captured->losses().size(); ++k)
         EXPECT_NEAR(captured->losses()[k], eager->losses()[k], 1e-5 * std::abs(eager->losses()[k])) << "step " << k;

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/hash.h"
+#include "exec/op_kernels.h"
 #include "exec/seeds.h"
 #include "kernels/view.h"
 #include "kernels/hd/binary.h"
@@ -26,15 +27,26 @@ namespace {
 namespace hd = kernels::hd;
 using graph::TensorRole;
 
-// A captured Dropout computes its seed on the device from the micro-batch seed it reads and the
-// op's salt: the host's op seed, which eager steps pass as a value, for every op and step.
+// A captured Dropout's or random op's kernel reads the micro-batch seed from a slot and salts it
+// (hd::seed_of): the seed the host launches an eager kernel with (exec/op_kernels.h's random_seed,
+// the op's seed attribute mixed in).
 TEST(HdMath, TheDevicesSaltedSeedIsTheHostsOpSeed) {
+  graph::RandomAttrs with_seed, without;
+  with_seed.has_seed = true;
+  with_seed.seed = 3.f;
+  ASSERT_NE(exec::random_seed_mix(with_seed), 0u);
   for (uint64_t step = 0; step < 5; ++step)
     for (uint64_t m = 0; m < 3; ++m) {
       uint64_t const mb = exec::micro_batch_seed(42, static_cast<int64_t>(step), static_cast<int64_t>(m));
       for (uint64_t id : {0ull, 1ull, 7ull, 1000ull}) {
         EXPECT_EQ(hd::salted_seed(mb, exec::op_seed_salt(id)), exec::op_seed(mb, id));
         EXPECT_EQ(hd::dropout_base(exec::op_seed(mb, id)), splitmix64(exec::op_seed(mb, id)));
+        for (graph::RandomAttrs const* a : {&with_seed, &without}) {
+          uint64_t const mix = exec::random_seed_mix(*a);
+          uint64_t const host = exec::op_seed(mb, id) ^ mix;
+          EXPECT_EQ(hd::seed_of({.seed = host}), host);
+          EXPECT_EQ(hd::seed_of({.seed = 0, .slot = &mb, .salt = exec::op_seed_salt(id), .mix = mix}), host);
+        }
       }
       EXPECT_EQ(hd::mix64(mb), mix64(mb));
     }

@@ -118,6 +118,9 @@ class DeviceLikeBackend final : public Backend {
     return copy(src, dst);
   }
   bool overlaps_copies() const override { return copy_stream; }
+  Status scale_by(Tensor& t, Tensor const& factor) override {  // reads the factor when it runs, as a kernel
+    return in_place(t, [this, factor](Tensor& into) { return cpu_.scale_by(into, factor); });
+  }
   Status add_into(Tensor& dst, Tensor const& src) override {
     return in_place(dst, [this, src](Tensor& into) { return cpu_.add_into(into, src); });
   }

@@ -1,6 +1,6 @@
 // Tiny models built inline for the executor's tests: an MLP with a fanned-out hidden layer, an MLP
-// with Dropout, a CNN with BatchNorm and pooling, and a single-head self-attention block with
-// LayerNorm and a residual connection.
+// with Dropout, an MLP with the random ops, a CNN with BatchNorm and pooling, and a single-head self-attention block
+// with LayerNorm and a residual connection.
 #pragma once
 
 #include <cmath>
@@ -60,6 +60,29 @@ inline graph::OnnxModelBuilder tiny_dropout_mlp(uint64_t seed = 5) {
   b.add_node("Tanh", {"h2"}, {"a2"});
   b.add_node("Dropout", {"a2", r2}, {"d2"});
   b.add_node("MatMul", {"d2", w3}, {"y"});
+  b.add_output("y", {kBatch, 4});
+  return b;
+}
+
+// The random ops in training: Gaussian input noise (with its own seed attribute), a Bernoulli
+// keep mask on a hidden layer drawn from its Sigmoid, and a uniform gain in [0.5, 1.5).
+inline graph::OnnxModelBuilder tiny_noisy_mlp(uint64_t seed = 6) {
+  graph::OnnxModelBuilder b("tiny_noisy_mlp", 17, seed);
+  auto x = b.add_input("x", {kBatch, 8});
+  auto w1 = b.add_initializer("w1", {8, 16}, InitRule::uniform(0.5));
+  auto b1 = b.add_initializer("b1", {16}, InitRule::uniform(0.1));
+  auto w2 = b.add_initializer("w2", {16, 4}, InitRule::uniform(0.4));
+  b.add_node("RandomNormalLike", {x}, {"noise"}, {{"scale", 0.1f}, {"seed", 3.f}});
+  b.add_node("Add", {x, "noise"}, {"xn"});
+  b.add_node("MatMul", {"xn", w1}, {"h0"});
+  b.add_node("Add", {"h0", b1}, {"h"});
+  b.add_node("Tanh", {"h"}, {"a"});
+  b.add_node("Sigmoid", {"h"}, {"p"});
+  b.add_node("Bernoulli", {"p"}, {"keep"}, {{"dtype", int64_t{1}}});
+  b.add_node("Mul", {"a", "keep"}, {"kept"});
+  b.add_node("RandomUniformLike", {"kept"}, {"gain"}, {{"low", 0.5f}, {"high", 1.5f}});
+  b.add_node("Mul", {"kept", "gain"}, {"g"});
+  b.add_node("MatMul", {"g", w2}, {"y"});
   b.add_output("y", {kBatch, 4});
   return b;
 }
