@@ -147,19 +147,20 @@ cuda::StagingOps staging_ops(cuda::DeviceContext* ctx) {
   return o;
 }
 
-// The CUDA calls of the deferred index checks: pinned slots, flags copied into them on the compute
-// stream, and the stream's synchronisation.
+// The CUDA calls of the deferred index checks: pinned slots, verdicts copied into them on the
+// compute stream, and the stream's synchronisation.
 cuda::DeferredChecks::Calls deferred_check_calls(cuda::DeviceContext* ctx) {
   cudaStream_t const stream = ctx->compute;
   cuda::StagingOps const pinned = staging_ops(ctx);  // the pinned host memory calls
   cuda::DeferredChecks::Calls c;
-  c.host_alloc = [alloc = pinned.host_alloc](std::size_t n) -> Result<uint64_t*> {
-    ASSIGN_OR_RETURN(void* p, alloc(n * sizeof(uint64_t)));
-    return static_cast<uint64_t*>(p);
+  using Verdict = cuda::DeferredChecks::Verdict;
+  c.host_alloc = [alloc = pinned.host_alloc](std::size_t n) -> Result<Verdict*> {
+    ASSIGN_OR_RETURN(void* p, alloc(n * sizeof(Verdict)));
+    return static_cast<Verdict*>(p);
   };
-  c.host_free = [free = pinned.host_free](uint64_t* p) { free(p); };
-  c.copy_async = [stream](uint64_t* slot, void const* flag) -> Status {
-    GP_CUDA_CHECK(cudaMemcpyAsync(slot, flag, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
+  c.host_free = [free = pinned.host_free](Verdict* p) { free(p); };
+  c.copy_async = [stream](Verdict* slot, void const* verdict) -> Status {
+    GP_CUDA_CHECK(cudaMemcpyAsync(slot, verdict, sizeof(Verdict), cudaMemcpyDeviceToHost, stream));
     return Status::ok();
   };
   c.synchronize = [stream]() -> Status {
@@ -240,7 +241,7 @@ CudaBackend::~CudaBackend() {
   (void)cudaSetDevice(device_);
   (void)synchronize();
   multi_.clear();        // the tables live in alloc_
-  ctx_->checks.clear();  // the queued checks' index tensors live in alloc_
+  ctx_->checks.clear();  // a step's unread checks (the captures' slots they keep)
   staging_.reset();      // its copies are done: the stream was synchronized
   host_pool_.reset();
   if (events_) {

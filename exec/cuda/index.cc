@@ -181,7 +181,7 @@ Result<Tensor> element_positions(OpCall const& call, std::vector<int64_t> const&
   ASSIGN_OR_RETURN(Tensor pos, empty(idx.shape(), DType::kInt64));
   Tensor flag;
   if (check) {
-    ASSIGN_OR_RETURN(flag, empty({1}, DType::kInt64));
+    ASSIGN_OR_RETURN(flag, index_flag());
   }
   auto* bad = check ? static_cast<unsigned long long*>(flag.raw()) : nullptr;
   ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
@@ -204,7 +204,7 @@ Result<Tensor> nd_positions(OpCall const& call, std::vector<int64_t> const& data
   ASSIGN_OR_RETURN(Tensor pos, empty({tuples * p.slice}, DType::kInt64));
   Tensor flag;
   if (check) {
-    ASSIGN_OR_RETURN(flag, empty({1}, DType::kInt64));
+    ASSIGN_OR_RETURN(flag, index_flag());
   }
   auto* bad = check ? static_cast<unsigned long long*>(flag.raw()) : nullptr;
   ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());

@@ -37,7 +37,7 @@ Result<Picked> pick(OpCall const& call, hd::LossParams const& p, Tensor const& t
   Picked r;
   ASSIGN_OR_RETURN(r.cls, empty({p.n * p.d}, DType::kInt64));
   ASSIGN_OR_RETURN(r.w, empty({p.n * p.d}));
-  ASSIGN_OR_RETURN(Tensor flag, empty({1}, DType::kInt64));
+  ASSIGN_OR_RETURN(Tensor flag, index_flag());
   ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
   auto* bad = static_cast<unsigned long long*>(flag.raw());
   float const* wp = weight.defined() ? weight.data<float>() : nullptr;

@@ -258,7 +258,7 @@ Status slice_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
 
 // Out-of-range indices are an error, as on the CPU: the kernel flags the first one in device
 // memory (reading nothing outside the data: a bad index's row is zeros, and backward skips it)
-// and this reads the flag back (8 bytes; 8 more for the message when an index is bad), at once
+// and this reads the flag back (16 bytes: the first bad position and the index there), at once
 // or, while the backend defers checks (a training step), at the step's end.
 Status gather_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   RETURN_IF_ERROR(need_float(call, in[0]));
@@ -271,7 +271,7 @@ Status gather_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   ASSIGN_OR_RETURN(graph::ops::GatherShape const gs, graph::ops::gather_shape(call.op, data.shape(), idx.shape()));
   int64_t const axis = gs.axis, outer = gs.outer, inner = gs.inner, axis_dim = gs.axis_dim;
   ASSIGN_OR_RETURN(Tensor y, empty(gs.out_shape));
-  ASSIGN_OR_RETURN(Tensor flag, empty({1}, DType::kInt64));
+  ASSIGN_OR_RETURN(Tensor flag, index_flag());
   auto* bad = static_cast<unsigned long long*>(flag.raw());
   cudaStream_t const s = ctx->compute;
   if (idx.dtype() == DType::kInt64) {

@@ -31,40 +31,38 @@ Result<Tensor> copy_of(Tensor const& src) {
 
 namespace {
 
-// The error for a flag that says the index at position first_bad * scale is out of range (one
-// more read: the index's value).
-Status index_error(graph::Op const& op, Tensor const& idx, uint64_t first_bad, int64_t scale, std::string const& range,
-                   cudaStream_t s) {
-  uint64_t const at = first_bad * static_cast<uint64_t>(scale);
-  std::size_t const width = graph::dtype_size(idx.dtype());
-  int64_t value = 0;
-  int32_t value32 = 0;
-  void* host = width == sizeof value ? static_cast<void*>(&value) : static_cast<void*>(&value32);
-  GP_CUDA_CHECK(
-      cudaMemcpyAsync(host, static_cast<char const*>(idx.raw()) + at * width, width, cudaMemcpyDeviceToHost, s));
-  GP_CUDA_CHECK(cudaStreamSynchronize(s));
-  if (width != sizeof value) value = value32;
+using Verdict = DeferredChecks::Verdict;
+
+// The error for a verdict that says the index at position first_bad * scale is out of range.
+Status index_error(graph::Op const& op, Verdict const& v, int64_t scale, std::string const& range) {
+  uint64_t const at = v.first_bad * static_cast<uint64_t>(scale);
   return graph::ops::op_error(
-      op, "index " + std::to_string(value) + " (position " + std::to_string(at) + ") is out of range for " + range);
+      op, "index " + std::to_string(v.index) + " (position " + std::to_string(at) + ") is out of range for " + range);
 }
 
 }  // namespace
 
-Status check_index_flag(OpCall const& call, Tensor const& idx, Tensor const& flag, int64_t scale,
-                        std::string const& range, bool deferrable) {
+Result<Tensor> index_flag() { return empty({2}, DType::kInt64); }
+
+Status check_index_flag(OpCall const& call, Tensor const& idx, Tensor& flag, int64_t scale, std::string const& range,
+                        bool deferrable) {
+  if (flag.nbytes() != sizeof(Verdict) || (idx.dtype() != DType::kInt64 && idx.dtype() != DType::kInt32))
+    return internal_error("an index check of " + flag.shape_string() + " flags over " + idx.shape_string() + " " +
+                          graph::dtype_name(idx.dtype()) + " indices");
   ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
   cudaStream_t const s = ctx->compute;
+  GP_CUDA_CHECK(kernels::cuda::note_bad_index(static_cast<unsigned long long*>(flag.raw()), idx.raw(),
+                                              idx.dtype() == DType::kInt64, scale, s));
   if (deferrable && ctx->checks.on) {
     graph::Op const* const op = &call.op;  // the graph outlives the step that resolves the check
-    return ctx->checks.queue(flag.raw(), [op, idx, scale, range, s](uint64_t first_bad) {
-      return index_error(*op, idx, first_bad, scale, range, s);
-    });
+    return ctx->checks.queue(flag.raw(),
+                             [op, scale, range](Verdict const& v) { return index_error(*op, v, scale, range); });
   }
-  unsigned long long first_bad = 0;
-  GP_CUDA_CHECK(cudaMemcpyAsync(&first_bad, flag.raw(), sizeof first_bad, cudaMemcpyDeviceToHost, s));
+  Verdict v;
+  GP_CUDA_CHECK(cudaMemcpyAsync(&v, flag.raw(), sizeof v, cudaMemcpyDeviceToHost, s));
   GP_CUDA_CHECK(cudaStreamSynchronize(s));
-  if (first_bad == std::numeric_limits<unsigned long long>::max()) return Status::ok();
-  return index_error(call.op, idx, first_bad, scale, range, s);
+  if (v.first_bad == DeferredChecks::kNoBadIndex) return Status::ok();
+  return index_error(call.op, v, scale, range);
 }
 
 }  // namespace gp::exec::cuda

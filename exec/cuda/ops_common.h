@@ -30,14 +30,19 @@ Result<cudaStream_t> compute_stream();
 Status add_into(Tensor& dst, Tensor const& src);
 // A device copy of src (same shape and dtype), enqueued on the compute stream.
 Result<Tensor> copy_of(Tensor const& src);
-// After a kernel flagged out-of-range indices (*flag: the smallest bad position, or all ones),
-// the error naming the first bad index and its position; ok when none. Synchronises (it reads the
-// flag back): the index ops' one host round trip. `scale`: flag value -> position in idx.
+// The device memory an index check's kernel flags its first out-of-range index in: two int64
+// words (DeferredChecks::Verdict), the first one what the kernel sets.
+Result<Tensor> index_flag();
+// After a kernel flagged out-of-range indices in `flag` (index_flag(); word 0: the smallest bad
+// position, or all ones), the error naming the first bad index and its position; ok when none.
+// The bad index is noted in word 1 on the device right away (hd::note_bad_index), so the error
+// names the index the check saw whenever it is read. Synchronises (it reads the flag back): the
+// index ops' one host round trip. `scale`: flag value -> position in idx.
 // `deferrable`: the op's kernels read and write nothing outside their tensors on a bad index, so
 // while the backend defers checks (Backend::defer_checks) the check is queued instead and its
 // error comes from Backend::deferred_checks, with no host round trip here.
-Status check_index_flag(OpCall const& call, Tensor const& idx, Tensor const& flag, int64_t scale,
-                        std::string const& range, bool deferrable = false);
+Status check_index_flag(OpCall const& call, Tensor const& idx, Tensor& flag, int64_t scale, std::string const& range,
+                        bool deferrable = false);
 // grad_outputs[i], or device zeros of `shape` when no gradient flowed into that output.
 // Small host int64 tensors that carry shapes through Saved, in the process's host memory (not
 // the worker's): exec::shape_tensor there.

@@ -2,6 +2,7 @@
 // add-into, losses and optimizer updates. Per-element math in kernels/hd/loss.h and optim.h.
 #include "kernels/cuda/device_ops.h"
 #include "kernels/cuda/block.cuh"
+#include "kernels/hd/index.h"
 #include "kernels/hd/loss.h"
 #include "kernels/hd/optim.h"
 
@@ -117,6 +118,11 @@ __global__ void scale_kernel(float* __restrict__ x, float factor, float const* f
   for (int64_t i = global_thread(); i < n; i += grid_threads()) x[i] *= factor;
 }
 
+__global__ void note_bad_index_kernel(unsigned long long* verdict, void const* idx, bool idx64, int64_t scale) {
+  static_assert(sizeof(unsigned long long) == sizeof(uint64_t));
+  hd::note_bad_index(reinterpret_cast<uint64_t*>(verdict), idx, idx64, scale);
+}
+
 __global__ void nonfinite_kernel(float const* __restrict__ x, int64_t n, int* __restrict__ flag) {
   bool bad = false;
   for (int64_t i = global_thread(); i < n; i += grid_threads()) bad = bad || !isfinite(x[i]);
@@ -132,6 +138,12 @@ cudaError_t scale_inplace(float* x, float factor, int64_t n, cudaStream_t stream
 
 cudaError_t scale_inplace(float* x, float const* factor, int64_t n, cudaStream_t stream) {
   if (n > 0) scale_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, 1.f, factor, n);
+  return cudaGetLastError();
+}
+
+cudaError_t note_bad_index(unsigned long long* verdict, void const* idx, bool idx64, int64_t scale,
+                           cudaStream_t stream) {
+  note_bad_index_kernel<<<1, 1, 0, stream>>>(verdict, idx, idx64, scale);
   return cudaGetLastError();
 }
 

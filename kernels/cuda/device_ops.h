@@ -26,6 +26,9 @@ cudaError_t scale_inplace(float* x, float factor, int64_t n, cudaStream_t stream
 // x *= *factor (device memory), read when the kernel runs (a captured step's loss scale).
 cudaError_t scale_inplace(float* x, float const* factor, int64_t n, cudaStream_t stream);
 cudaError_t flag_nonfinite(float const* x, int64_t n, int* flag, cudaStream_t stream);
+// hd::note_bad_index on one thread: verdict[1] = the bad index verdict[0] names (kernels/hd/index.h).
+cudaError_t note_bad_index(unsigned long long* verdict, void const* idx, bool idx64, int64_t scale,
+                           cudaStream_t stream);
 
 // Losses: per-row values into row_loss[rows] (sum_to_double sums them on the device), gradients
 // scaled by `scale`. Labels out of [0, classes) set *bad_row (device int64, initialised to -1

@@ -262,4 +262,16 @@ GP_HD bool nd_offset(NdIndex const& p, I const* indices, int64_t t, int64_t& off
   return ok;
 }
 
+// An index check's verdict, two words in device memory: [0] the smallest bad position (all ones
+// when every index is in range), which the checking kernel leaves, and [1] the index found at
+// position [0] * scale of `idx` (int64, or int32 with idx64 false), noted by this right after the
+// check, while `idx` still holds the indices checked (a deferred check is read at the step's end,
+// when an input buffer may hold a later micro-batch's). Untouched when no index is bad.
+GP_HD void note_bad_index(uint64_t* verdict, void const* idx, bool idx64, int64_t scale) {
+  if (verdict[0] == ~uint64_t{0}) return;
+  int64_t const at = static_cast<int64_t>(verdict[0]) * scale;
+  int64_t const value = idx64 ? static_cast<int64_t const*>(idx)[at] : static_cast<int32_t const*>(idx)[at];
+  verdict[1] = static_cast<uint64_t>(value);
+}
+
 }  // namespace gp::kernels::hd

@@ -1,6 +1,6 @@
-// The deferred index checks (exec/cuda/deferred_checks.h) on a fake stream: a queued flag's copy
-// lands in its slot only when the stream is synchronised, so a check that read its slot before the
-// one synchronisation, or a slot reused while its copy was still queued, reads the wrong value.
+// The deferred index checks (exec/cuda/deferred_checks.h) on a fake stream: a queued verdict's
+// copy lands in its slot only when the stream is synchronised, so a check that read its slot before
+// the one synchronisation, or a slot reused while its copy was still queued, reads the wrong value.
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -13,30 +13,32 @@
 namespace gp::exec::cuda {
 namespace {
 
+using Verdict = DeferredChecks::Verdict;
+
 struct FakeStream {
   struct Copy {
-    uint64_t* dst;
-    uint64_t const* src;
+    Verdict* dst;
+    Verdict const* src;
   };
   std::deque<Copy> queued;
-  std::deque<std::vector<uint64_t>> pinned;  // each host_alloc's slots (a deque: they stay put)
+  std::deque<std::vector<Verdict>> pinned;  // each host_alloc's slots (a deque: they stay put)
   int syncs = 0, allocs = 0, frees = 0;
 
   DeferredChecks::Calls calls() {
     DeferredChecks::Calls c;
-    c.host_alloc = [this](std::size_t n) -> Result<uint64_t*> {
+    c.host_alloc = [this](std::size_t n) -> Result<Verdict*> {
       ++allocs;
-      pinned.emplace_back(n, 0x5a5a5a5a5a5a5a5aull);  // what a slot holds before its copy lands
+      pinned.emplace_back(n, Verdict{0x5a5a5a5a5a5a5a5aull, -1});  // what a slot holds before its copy lands
       return pinned.back().data();
     };
-    c.host_free = [this](uint64_t*) { ++frees; };
-    c.copy_async = [this](uint64_t* slot, void const* flag) -> Status {
-      queued.push_back({slot, static_cast<uint64_t const*>(flag)});
+    c.host_free = [this](Verdict*) { ++frees; };
+    c.copy_async = [this](Verdict* slot, void const* verdict) -> Status {
+      queued.push_back({slot, static_cast<Verdict const*>(verdict)});
       return Status::ok();
     };
     c.synchronize = [this]() -> Status {
       ++syncs;
-      for (Copy const& c : queued) *c.dst = *c.src;  // the flags' values now, as the stream would
+      for (Copy const& c : queued) *c.dst = *c.src;  // the verdicts' values now, as the stream would
       queued.clear();
       return Status::ok();
     };
@@ -44,12 +46,14 @@ struct FakeStream {
   }
 };
 
-constexpr uint64_t kOk = DeferredChecks::kNoBadIndex;
+Verdict const kOk{};  // every index in range
+// A kernel's verdict: position first_bad is out of range (its index 100 + first_bad, noted beside).
+Verdict bad_at(uint64_t first_bad) { return {first_bad, 100 + static_cast<int64_t>(first_bad)}; }
 
 DeferredChecks::ErrorFor named(std::string op, std::vector<std::string>* called = nullptr) {
-  return [op, called](uint64_t first_bad) {
+  return [op, called](Verdict const& v) {
     if (called) called->push_back(op);
-    return invalid_argument(op + ": position " + std::to_string(first_bad));
+    return invalid_argument(op + ": position " + std::to_string(v.first_bad) + ", index " + std::to_string(v.index));
   };
 }
 
@@ -59,21 +63,21 @@ TEST(DeferredChecks, OneSynchronisationReportsTheFirstFailedCheckInQueueOrder) {
   {
     DeferredChecks checks(fake.calls());
     // The flags as the kernels leave them: every check queued before any is read.
-    std::vector<uint64_t> flags = {kOk, 7, kOk, 3};
+    std::vector<Verdict> flags = {kOk, bad_at(7), kOk, bad_at(3)};
     for (std::size_t i = 0; i < flags.size(); ++i)
       ASSERT_TRUE(checks.queue(&flags[i], named("op" + std::to_string(i), &called)).is_ok());
     EXPECT_EQ(fake.syncs, 0) << "a queued check waited for the stream";
     EXPECT_EQ(checks.size(), 4u);
     Status const s = checks.resolve();
     EXPECT_EQ(fake.syncs, 1);
-    EXPECT_EQ(s.message(), "op1: position 7");  // op3 failed too: op1 came first
+    EXPECT_EQ(s.message(), "op1: position 7, index 107");  // op3 failed too: op1 came first
     EXPECT_EQ(called, std::vector<std::string>{"op1"});
     EXPECT_EQ(checks.size(), 0u);
     EXPECT_TRUE(checks.resolve().is_ok()) << "a resolved check was reported again";
     EXPECT_EQ(fake.syncs, 1) << "an empty queue synchronised";
     // All in range: ok, and no error function is called.
-    std::vector<uint64_t> fine = {kOk, kOk};
-    for (uint64_t const& f : fine) ASSERT_TRUE(checks.queue(&f, named("fine", &called)).is_ok());
+    std::vector<Verdict> fine = {kOk, kOk};
+    for (Verdict const& f : fine) ASSERT_TRUE(checks.queue(&f, named("fine", &called)).is_ok());
     EXPECT_TRUE(checks.resolve().is_ok());
     EXPECT_EQ(called.size(), 1u);
   }
@@ -84,26 +88,26 @@ TEST(DeferredChecks, OneSynchronisationReportsTheFirstFailedCheckInQueueOrder) {
 TEST(DeferredChecks, AFullQueueIsResolvedBeforeItsSlotsAreReused) {
   FakeStream fake;
   DeferredChecks checks(fake.calls(), 2);
-  std::vector<uint64_t> flags = {kOk, kOk, 9};
+  std::vector<Verdict> flags = {kOk, kOk, bad_at(9)};
   ASSERT_TRUE(checks.queue(&flags[0], named("a")).is_ok());
   ASSERT_TRUE(checks.queue(&flags[1], named("b")).is_ok());
   EXPECT_EQ(fake.syncs, 0);
   ASSERT_TRUE(checks.queue(&flags[2], named("c")).is_ok());  // a and b resolved (fine), c in slot 0
   EXPECT_EQ(fake.syncs, 1);
   EXPECT_EQ(checks.size(), 1u);
-  EXPECT_EQ(checks.resolve().message(), "c: position 9");
+  EXPECT_EQ(checks.resolve().message(), "c: position 9, index 109");
 
   // A failure found while resolving a full queue comes back from queue().
-  std::vector<uint64_t> bad = {4, kOk, kOk};
+  std::vector<Verdict> bad = {bad_at(4), kOk, kOk};
   ASSERT_TRUE(checks.queue(&bad[0], named("d")).is_ok());
   ASSERT_TRUE(checks.queue(&bad[1], named("e")).is_ok());
-  EXPECT_EQ(checks.queue(&bad[2], named("f")).message(), "d: position 4");
+  EXPECT_EQ(checks.queue(&bad[2], named("f")).message(), "d: position 4, index 104");
 }
 
 TEST(DeferredChecks, ClearedChecksAreNeverReadAndNoStreamIsAnError) {
   FakeStream fake;
   DeferredChecks checks(fake.calls());
-  uint64_t const bad = 1;
+  Verdict const bad = bad_at(1);
   ASSERT_TRUE(checks.queue(&bad, named("x")).is_ok());
   checks.clear();  // a failed step's checks
   EXPECT_TRUE(checks.resolve().is_ok());
@@ -121,7 +125,7 @@ TEST(DeferredChecks, ACapturesChecksAreReadAfterEachReplayInQueueOrder) {
   FakeStream fake;
   std::vector<std::string> called;
   DeferredChecks checks(fake.calls());
-  std::vector<uint64_t> flags = {kOk, kOk};
+  std::vector<Verdict> flags = {kOk, kOk};
   ASSERT_TRUE(checks.begin_capture(4).is_ok());
   EXPECT_TRUE(checks.capturing());
   std::size_t const before = fake.queued.size();
@@ -142,15 +146,15 @@ TEST(DeferredChecks, ACapturesChecksAreReadAfterEachReplayInQueueOrder) {
   replay();  // every index in range
   EXPECT_EQ(checks.size(), 2u);
   EXPECT_TRUE(checks.resolve().is_ok());
-  flags[1] = 9;  // the next replay's kernel flags position 9
-  uint64_t eager = 4;
+  flags[1] = bad_at(9);  // the next replay's kernel flags position 9
+  Verdict eager = bad_at(4);
   ASSERT_TRUE(checks.queue(&eager, named("eager", &called)).is_ok());
   replay();
   Status const s = checks.resolve();
-  EXPECT_EQ(s.message(), "eager: position 4");  // queued first, so reported first
-  flags[1] = 11;
+  EXPECT_EQ(s.message(), "eager: position 4, index 104");  // queued first, so reported first
+  flags[1] = bad_at(11);
   replay();
-  EXPECT_EQ(checks.resolve().message(), "captured1: position 11");  // the replay's value, not the first one's
+  EXPECT_EQ(checks.resolve().message(), "captured1: position 11, index 111");  // the replay's, not the first one's
   EXPECT_EQ(called, (std::vector<std::string>{"eager", "captured1"}));
   EXPECT_EQ(fake.allocs, 2) << "the eager slots and the capture's";
 }
@@ -158,7 +162,7 @@ TEST(DeferredChecks, ACapturesChecksAreReadAfterEachReplayInQueueOrder) {
 TEST(DeferredChecks, ACaptureRefusesMoreChecksThanItHasSlotsAndCanBeAbandoned) {
   FakeStream fake;
   DeferredChecks checks(fake.calls());
-  uint64_t flag = kOk;
+  Verdict flag = kOk;
   ASSERT_TRUE(checks.begin_capture(2).is_ok());
   EXPECT_FALSE(checks.begin_capture(2).is_ok()) << "one capture at a time";
   ASSERT_TRUE(checks.queue(&flag, named("a")).is_ok());

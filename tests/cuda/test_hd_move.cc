@@ -432,6 +432,17 @@ TEST(HdMove, AnOutOfRangeGatherIndexIsFlaggedAndNeverReadLikeTheCpuError) {
   EXPECT_TRUE(ok[0] && ok[9]);
   EXPECT_FALSE(ok[3] || ok[6]);  // positions 1 and 2: the kernel's flag takes the smallest, 1
   EXPECT_EQ(y[3], 0.f);
+  // The index noted beside the flag, on the device right after the check (what its error names).
+  uint64_t verdict[2] = {1, 0};
+  hd::note_bad_index(verdict, idx.data(), true, 1);
+  EXPECT_EQ(static_cast<int64_t>(verdict[1]), 4);
+  std::vector<int32_t> const idx32{5, 6, 7, -9};  // int32 indices, a flag in tuples of 3 (GatherND)
+  verdict[0] = 1;
+  hd::note_bad_index(verdict, idx32.data(), false, 3);
+  EXPECT_EQ(static_cast<int64_t>(verdict[1]), -9);
+  uint64_t fine[2] = {~uint64_t{0}, 77};  // every index in range: nothing is read or written
+  hd::note_bad_index(fine, nullptr, true, 1);
+  EXPECT_EQ(fine[1], 77u);
   // The backward skips them (key axis_dim sorts last).
   EXPECT_EQ(hd::gather_key(idx.data(), 1, 4), 4);
   EXPECT_EQ(hd::gather_key(idx.data(), 2, 4), 4);
