@@ -304,9 +304,14 @@ Status gather_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   std::vector<int64_t> const idx = indices_of(idx_t);
   Tensor y(gs.out_shape);
   if (!kernels::gather(data.data<float>(), gs.outer, gs.axis_dim, gs.inner, idx.data(),
-                       static_cast<int64_t>(idx.size()), y.data<float>()))
-    return op_error(call,
-                    "an index is out of range for axis " + std::to_string(gs.axis) + " of " + data.shape_string());
+                       static_cast<int64_t>(idx.size()), y.data<float>())) {
+    // The first bad index and its position, as the CUDA backend names them.
+    auto const bad =
+        std::find_if(idx.begin(), idx.end(), [&](int64_t i) { return i < -gs.axis_dim || i >= gs.axis_dim; });
+    return op_error(call, "index " + std::to_string(bad == idx.end() ? 0 : *bad) + " (position " +
+                              std::to_string(bad - idx.begin()) + ") is out of range for axis " +
+                              std::to_string(gs.axis) + " of " + data.shape_string());
+  }
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   if (saved) saved->tensors = {idx_t, shape_tensor(data.shape())};

@@ -1029,6 +1029,8 @@ TEST_F(CudaGpu, GatherIndexErrorsWaitForTheDeferredCheckWhileDeferred) {
   Status const at_once = gpu_->forward(call, in, out, nullptr);
   ASSERT_FALSE(at_once.is_ok());
   EXPECT_NE(at_once.message().find("index 9 (position 1) is out of range"), std::string::npos) << at_once.message();
+  CpuBackend cpu;
+  EXPECT_EQ(at_once.message(), cpu.forward(call, o.inputs, out, nullptr).message()) << "the CPU's error";
   gpu_->defer_checks(true);
   out.clear();
   Tensor buffer = gpu_->to_device(o.inputs[1]).value();  // an input buffer on the device

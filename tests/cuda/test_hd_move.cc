@@ -436,6 +436,7 @@ TEST(HdMove, AnOutOfRangeGatherIndexIsFlaggedAndNeverReadLikeTheCpuError) {
   uint64_t verdict[2] = {1, 0};
   hd::note_bad_index(verdict, idx.data(), true, 1);
   EXPECT_EQ(static_cast<int64_t>(verdict[1]), 4);
+  EXPECT_EQ(s.message(), "Gather 'Gather_0': index 4 (position 1) is out of range for axis 0 of [4,3]");  // the GPU's
   std::vector<int32_t> const idx32{5, 6, 7, -9};  // int32 indices, a flag in tuples of 3 (GatherND)
   verdict[0] = 1;
   hd::note_bad_index(verdict, idx32.data(), false, 3);
