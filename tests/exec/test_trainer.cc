@@ -161,6 +161,31 @@ TEST(Trainer, InputsCopiedBesideComputeAreOrderedByEventsAndTrainTheSame) {
 // alternate between steps, so each (micro-batch, buffer) gets its graph; every micro-batch after
 // the first step is a replay. A graph that replayed stale inputs, labels or seeds (Dropout, the
 // random ops), or a loss slot not marked written, fails here.
+// One run trained eagerly and with CUDA graphs, each on its own device-like backend (`device`
+// captures as a GPU does; `fail_capture`: every capture fails with it); both runs must succeed and
+// give the same losses and weights, bit for bit.
+struct EagerAndCaptured {
+  DeviceLikeBackend eager_backend, device;
+  std::unique_ptr<Trainer> eager, captured;
+};
+std::unique_ptr<EagerAndCaptured> eager_and_captured(graph::OpGraph const& g, TrainConfig c,
+                                                     Status fail_capture = Status::ok()) {
+  auto r = std::make_unique<EagerAndCaptured>();
+  c.cuda_graphs = false;
+  r->eager = make_trainer(g, r->eager_backend, c);
+  EXPECT_TRUE(r->eager->run(nullptr).is_ok());
+  EXPECT_EQ(r->eager->cuda_graphs_summary(), "");
+  c.cuda_graphs = true;
+  r->device.capture = true;
+  r->device.fail_capture = std::move(fail_capture);
+  r->captured = make_trainer(g, r->device, c);
+  Status const ran = r->captured->run(nullptr);
+  EXPECT_TRUE(ran.is_ok()) << ran.message();
+  EXPECT_EQ(r->captured->losses(), r->eager->losses());
+  expect_close(r->captured->trained_tensors(), r->eager->trained_tensors(), 0, 0);
+  return r;
+}
+
 TEST(Trainer, CapturedMicroBatchesReplayedTrainAsEagerOnes) {
   for (auto make : {&testing::tiny_mlp, &testing::tiny_cnn, &testing::tiny_dropout_mlp, &testing::tiny_noisy_mlp}) {
     auto g = make(1).to_graph();
@@ -171,22 +196,13 @@ TEST(Trainer, CapturedMicroBatchesReplayedTrainAsEagerOnes) {
       c.micro_batches = mbs;
       c.batch = 4 * mbs;
       c.steps = 5;
-      DeviceLikeBackend eager;
-      auto want = make_trainer(*g, eager, c);
-      ASSERT_TRUE(want->run(nullptr).is_ok());
-      EXPECT_EQ(want->cuda_graphs_summary(), "");
-      c.cuda_graphs = true;
-      DeviceLikeBackend device;
-      device.capture = true;
-      auto got = make_trainer(*g, device, c);
-      ASSERT_TRUE(got->run(nullptr).is_ok());
-      EXPECT_EQ(got->losses(), want->losses());
-      expect_close(got->trained_tensors(), want->trained_tensors(), 0, 0);
+      auto const run = eager_and_captured(*g, c);
+      Trainer const* got = run->captured.get();
       std::size_t const graphs = mbs == 2 ? 2 : 2 * static_cast<std::size_t>(mbs);
       EXPECT_EQ(got->graphs_captured(), graphs);
-      EXPECT_EQ(device.captures, static_cast<int>(graphs));
+      EXPECT_EQ(run->device.captures, static_cast<int>(graphs));
       EXPECT_EQ(got->graph_replays(), (c.steps - 1) * mbs);
-      EXPECT_EQ(device.replays, (c.steps - 1) * mbs);
+      EXPECT_EQ(run->device.replays, (c.steps - 1) * mbs);
       EXPECT_EQ(got->cuda_graphs_summary(), "cuda graphs: " + std::to_string(graphs) +
                                                 " micro-batch graph(s) captured, replayed " +
                                                 std::to_string((c.steps - 1) * mbs) + " time(s)");
@@ -202,20 +218,10 @@ TEST(Trainer, AFailedCaptureFallsBackToTheSameTraining) {
   TrainConfig c = base_config();
   c.micro_batches = 2;
   c.steps = 4;
-  DeviceLikeBackend eager;
-  auto want = make_trainer(*g, eager, c);
-  ASSERT_TRUE(want->run(nullptr).is_ok());
-  c.cuda_graphs = true;
-  DeviceLikeBackend device;
-  device.capture = true;
-  device.fail_capture = unsupported("an operation in it waits for the device");
-  auto got = make_trainer(*g, device, c);
-  ASSERT_TRUE(got->run(nullptr).is_ok());
-  EXPECT_EQ(got->losses(), want->losses());
-  expect_close(got->trained_tensors(), want->trained_tensors(), 0, 0);
-  EXPECT_EQ(got->graphs_captured(), 0u);
-  EXPECT_EQ(device.replays, 0);
-  EXPECT_EQ(got->cuda_graphs_summary(),
+  auto const run = eager_and_captured(*g, c, unsupported("an operation in it waits for the device"));
+  EXPECT_EQ(run->captured->graphs_captured(), 0u);
+  EXPECT_EQ(run->device.replays, 0);
+  EXPECT_EQ(run->captured->cuda_graphs_summary(),
             "cuda graphs: off after a capture failed (training went on without them): capturing micro-batch 0: an "
             "operation in it waits for the device");
 }
@@ -236,19 +242,11 @@ TEST(Trainer, CapturedMicroBatchesFollowADynamicLossScale) {
     c.loss_scale.dynamic = true;
     c.loss_scale.init = init;
     c.loss_scale.growth_interval = 2;
-    DeviceLikeBackend eager;
-    auto want = make_trainer(*g, eager, c);
-    ASSERT_TRUE(want->run(nullptr).is_ok());
-    c.cuda_graphs = true;
-    DeviceLikeBackend device;
-    device.capture = true;
-    auto got = make_trainer(*g, device, c);
-    ASSERT_TRUE(got->run(nullptr).is_ok());
+    auto const run = eager_and_captured(*g, c);
+    Trainer const *want = run->eager.get(), *got = run->captured.get();
     EXPECT_GE(want->loss_scaler().skipped_steps(), init > 1e30 ? 2 : 0) << "overflows while captured";
     EXPECT_EQ(got->loss_scaler().skipped_steps(), want->loss_scaler().skipped_steps());
     EXPECT_EQ(got->loss_scaler().scale(), want->loss_scaler().scale());
-    EXPECT_EQ(got->losses(), want->losses());
-    expect_close(got->trained_tensors(), want->trained_tensors(), 0, 0);
     EXPECT_EQ(got->graphs_captured(), 2u);
     EXPECT_EQ(got->graph_replays(), (c.steps - 1) * c.micro_batches);
   }
