@@ -10,7 +10,9 @@ from .planning import Plan
 
 class TrainResult:
     """What a run measured and trained: losses, samples/s, per-device busy fraction and memory,
-    the trained weights (NumPy arrays sharing graphpipe's memory), and export_onnx(path)."""
+    the trained weights (NumPy arrays sharing graphpipe's memory), and export_onnx(path).
+    cuda_graphs: with the config's cuda_graphs, what `train` prints of them (how many micro-batch
+    graphs were captured and replayed, or why capturing stopped); "" without."""
 
     def __init__(self, run):
         self._run = run
@@ -18,6 +20,7 @@ class TrainResult:
         self.steps = run.steps_done
         self.samples_per_s = run.samples_per_s
         self.devices = run.measurements()
+        self.cuda_graphs = run.cuda_graphs
         plan = run.plan
         self.plan = Plan(plan) if plan is not None else None
         self._weights = None

@@ -187,6 +187,7 @@ void bind_training(nb::module_& m) {
       .def_prop_ro("losses", [](Training const& t) { return t.session().losses(); })
       .def_prop_ro("devices", [](Training const& t) { return t.session().devices(); })
       .def_prop_ro("pipeline", [](Training const& t) { return t.session().pipeline(); })
+      .def_prop_ro("cuda_graphs", [](Training const& t) { return t.session().cuda_graphs_summary(); })
       .def("describe", [](Training const& t) { return t.session().describe(); });
 }
 

@@ -170,7 +170,9 @@ def test_train_given_plan(mmt):
 def test_config_from_yaml_file(tmp_path):
     path = tmp_path / "train.yaml"
     path.write_text("model: {zoo: mlp, size: tiny}\nsteps: 3\nbatch: 8\nlr: 0.01\n")
-    assert len(gp.train(str(path)).losses) == 3
+    result = gp.train(str(path))
+    assert len(result.losses) == 3
+    assert result.cuda_graphs == ""  # not asked for
 
 
 def test_bad_configs_raise_the_cli_message(tmp_path):
@@ -182,6 +184,8 @@ def test_bad_configs_raise_the_cli_message(tmp_path):
         gp.train(str(tmp_path / "none.yaml"))
     with pytest.raises(gp.Error, match="bogus"):
         gp.train({"model": {"zoo": "mlp"}, "bogus": 1})
+    with pytest.raises(gp.Error, match="--backend cuda"):  # CUDA graphs: nothing on a CPU captures work
+        gp.train({"model": {"zoo": "mlp"}, "steps": 1, "cuda_graphs": True})
     with pytest.raises(gp.Error, match="memory|fit"):
         gp.train({"model": {"zoo": "mmt"}, "steps": 1, "batch": 8, "pipeline": {"memory": "1KiB", "cost": "analytic"}},
                  devices=2)
