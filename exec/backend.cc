@@ -54,8 +54,7 @@ Status Backend::replay(CapturedWork&) { return internal_error("the " + name() + 
 Backend::StepLosses Backend::step_losses(int slots) {
   StepLosses l;
   l.values = empty({slots}, DType::kFloat64);
-  l.bad = empty({slots}, DType::kInt64);
-  l.labels.resize(static_cast<std::size_t>(slots));
+  l.bad = empty({slots, 2}, DType::kInt64);
   l.classes.assign(static_cast<std::size_t>(slots), 0);
   l.written.assign(static_cast<std::size_t>(slots), false);
   return l;
@@ -74,17 +73,16 @@ Result<std::vector<double>> Backend::read_losses(StepLosses const& losses) {
   Tensor const bad = on_host(losses.bad);
   for (std::size_t k = 0; k < out.size(); ++k) {
     if (!losses.written[k]) continue;
-    int64_t const row = bad.data<int64_t>()[k];
-    if (row >= 0) {
-      Tensor const labels = on_host(losses.labels.at(k));
-      int64_t const label = labels.data<int64_t>()[row];
-      int64_t const classes = losses.classes.at(k);
-      return invalid_argument("label " + std::to_string(label) + " (row " + std::to_string(row) + ") is outside [0, " +
-                              std::to_string(classes) + ") for a model with " + std::to_string(classes) + " classes");
-    }
+    int64_t const row = bad.data<int64_t>()[2 * k];
+    if (row >= 0) return label_out_of_range(bad.data<int64_t>()[2 * k + 1], row, losses.classes.at(k));
     out[k] = values.data<double>()[k];
   }
   return out;
+}
+
+Status Backend::label_out_of_range(int64_t label, int64_t row, int64_t classes) {
+  return invalid_argument("label " + std::to_string(label) + " (row " + std::to_string(row) + ") is outside [0, " +
+                          std::to_string(classes) + ") for a model with " + std::to_string(classes) + " classes");
 }
 
 Result<double> Backend::loss(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows,

@@ -136,14 +136,18 @@ class Backend {
   // device memory) until read_losses reads them together: one synchronisation a step, not one a
   // micro-batch (the issue-23 profile: a host read after every loss stalled the launch queue).
   struct StepLosses {
-    Tensor values;               // float64 [slots]: each micro-batch's share of the step's mean loss
-    Tensor bad;                  // int64 [slots]: the first row whose label is out of range, -1 if none
-    std::vector<Tensor> labels;  // each slot's labels, kept for naming a bad one
+    Tensor values;  // float64 [slots]: each micro-batch's share of the step's mean loss
+    // int64 [slots, 2]: the first row whose label is out of range (-1 if none) and that label,
+    // noted where the loss is computed (a device: right after its kernel, while the labels' buffer
+    // still holds this micro-batch's; a later one may refill it before the step's read).
+    Tensor bad;
     std::vector<int64_t> classes;
     std::vector<bool> written;
     int slots() const { return static_cast<int>(written.size()); }
   };
   StepLosses step_losses(int slots);
+  // A cross-entropy label outside [0, classes): every backend's error for it.
+  static Status label_out_of_range(int64_t label, int64_t row, int64_t classes);
   // The loss of one micro-batch into `losses` slot `slot`: fills `grad` (same shape as `output`)
   // with d(total loss)/d(output), the total being the mean over `total_rows` rows of the whole
   // batch, and the slot with the micro-batch's share of that mean. A label out of range is an

@@ -85,10 +85,7 @@ Status CpuBackend::loss_into(LossKind kind, Tensor const& output, Tensor const& 
                               graph::dtype_name(labels.dtype()) + " (need one int64 class id per row)");
     int64_t bad = -1;
     sum = kernels::softmax_cross_entropy_forward(output.data<float>(), labels.data<int64_t>(), rows, classes, &bad);
-    if (bad >= 0)
-      return invalid_argument("label " + std::to_string(labels.data<int64_t>()[bad]) + " (row " + std::to_string(bad) +
-                              ") is outside [0, " + std::to_string(classes) + ") for a model with " +
-                              std::to_string(classes) + " classes");
+    if (bad >= 0) return label_out_of_range(labels.data<int64_t>()[bad], bad, classes);
     kernels::softmax_cross_entropy_backward(output.data<float>(), labels.data<int64_t>(), rows, classes, scale,
                                             grad.data<float>());
   } else {
@@ -99,7 +96,7 @@ Status CpuBackend::loss_into(LossKind kind, Tensor const& output, Tensor const& 
     kernels::mse_backward(output.data<float>(), labels.data<float>(), output.numel(), scale, grad.data<float>());
   }
   losses.values.data<double>()[slot] = sum / static_cast<double>(total_rows);
-  losses.bad.data<int64_t>()[slot] = -1;
+  losses.bad.data<int64_t>()[2 * slot] = -1;
   losses.written[static_cast<std::size_t>(slot)] = true;
   return Status::ok();
 }

@@ -192,7 +192,7 @@ Status CudaBackend::loss_into(LossKind kind, Tensor const& output, Tensor const&
   grad = empty(output.shape(), DType::kFloat32);
   float const scale = 1.f / static_cast<float>(total_rows);
   double* const value = losses.values.data<double>() + slot;
-  int64_t* const bad = losses.bad.data<int64_t>() + slot;
+  int64_t* const bad = losses.bad.data<int64_t>() + 2 * slot;  // the row, then its label
   // -1 in every byte is -1: no bad row yet. No host read here: read_losses reads every slot at once.
   GP_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof *bad, ctx_->compute));
   Tensor per_row;
@@ -207,6 +207,9 @@ Status CudaBackend::loss_into(LossKind kind, Tensor const& output, Tensor const&
     GP_CUDA_CHECK(kernels::cuda::softmax_cross_entropy(output.data<float>(), labels.data<int64_t>(), rows, classes,
                                                        scale, per_row.data<float>(), grad.data<float>(), bad,
                                                        ctx_->compute));
+    // The bad row's label, noted now: by the step's read the labels' buffer may hold another's.
+    GP_CUDA_CHECK(kernels::cuda::note_bad_index(reinterpret_cast<unsigned long long*>(bad), labels.raw(), true, 1,
+                                                ctx_->compute));
     losses.classes[static_cast<std::size_t>(slot)] = classes;
   } else {
     if (labels.dtype() != DType::kFloat32 || labels.numel() != output.numel())
@@ -218,7 +221,6 @@ Status CudaBackend::loss_into(LossKind kind, Tensor const& output, Tensor const&
   }
   GP_CUDA_CHECK(kernels::cuda::sum_to_double(per_row.data<float>(), per_row.numel(), static_cast<double>(total_rows),
                                              value, ctx_->compute));
-  losses.labels[static_cast<std::size_t>(slot)] = labels;
   losses.written[static_cast<std::size_t>(slot)] = true;
   return Status::ok();
 }

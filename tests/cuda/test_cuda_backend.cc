@@ -979,8 +979,11 @@ TEST_F(CudaGpu, DeviceOperationsMatchTheCpuBackend) {
     auto const dv = gpu_->read_losses(dl), cv = cpu_.read_losses(cl3);
     ASSERT_TRUE(dv.is_ok() && cv.is_ok()) << dv.status().message();
     for (int m = 0; m < 3; ++m) EXPECT_NEAR((*dv)[m], (*cv)[m], 1e-5 * std::abs((*cv)[m]) + 1e-7) << m;
-    // A bad label in slot 1 is found when the slots are read.
-    ASSERT_TRUE(gpu_->loss_into(LossKind::kCrossEntropy, on(*gpu_, logits), bad, 8, gg, dl, 1).is_ok());
+    // A bad label in slot 1 is found when the slots are read, named as the loss saw it though its
+    // labels' buffer holds another micro-batch's by then.
+    Tensor buffer = on(*gpu_, bad);
+    ASSERT_TRUE(gpu_->loss_into(LossKind::kCrossEntropy, on(*gpu_, logits), buffer, 8, gg, dl, 1).is_ok());
+    ASSERT_TRUE(gpu_->copy(int_tensor({4}, {3, 3, 3, 3}), buffer).is_ok());
     auto const badv = gpu_->read_losses(dl);
     ASSERT_FALSE(badv.is_ok());
     EXPECT_EQ(badv.status().message(), badl.status().message());

@@ -138,12 +138,10 @@ class DeviceLikeBackend final : public Backend {
       record([this, kind, out, labels, rows, made = grad, &losses, slot]() -> Status {
         // A GPU's replay writes the slot's device memory, not what the call noted on the host.
         auto const written = losses.written;
-        auto const noted = losses.labels;
         auto const classes = losses.classes;
         Tensor again;
         Status const s = cpu_.loss_into(kind, out, labels, rows, again, losses, slot);
         losses.written = written;
-        losses.labels = noted;
         losses.classes = classes;
         RETURN_IF_ERROR(s);
         refill({again}, {made});

@@ -281,13 +281,14 @@ TEST(Trainer, ABadLabelReadAtTheStepsEndIsTheCpusError) {
   labels.data<int64_t>()[1] = 2;
   Tensor grad;
   ASSERT_TRUE(device.loss_into(LossKind::kCrossEntropy, out, labels, 4, grad, losses, 0).is_ok());
-  // A device finds the bad label when it reads: mark slot 1 as its kernel would (row 1, label 7).
+  // A device finds the bad label when it reads: mark slot 1 as its kernels would (row 1, and the
+  // label there, 7, noted beside it).
   Tensor bad_labels({2}, DType::kInt64);
   bad_labels.data<int64_t>()[0] = 0;
   bad_labels.data<int64_t>()[1] = 7;
   losses.values.data<double>()[1] = 0;
-  losses.bad.data<int64_t>()[1] = 1;
-  losses.labels[1] = bad_labels;
+  losses.bad.data<int64_t>()[2] = 1;
+  losses.bad.data<int64_t>()[3] = 7;
   losses.classes[1] = 3;
   losses.written[1] = true;
   auto read = device.read_losses(losses);
