@@ -8,6 +8,13 @@
 
 namespace gp::exec {
 
+namespace {
+// The tensor itself on the host, else a host copy (one synchronisation on a device).
+Tensor on_host(Tensor const& t) {
+  return t.device().kind == DeviceKind::kCpu ? t : t.clone_to(process_cpu_allocator());
+}
+}  // namespace
+
 Status Backend::scale(Tensor& t, double factor) {
   if (!t.defined()) return Status::ok();
   if (t.dtype() != DType::kFloat32)
@@ -20,8 +27,7 @@ Status Backend::scale(Tensor& t, double factor) {
 Status Backend::scale_by(Tensor& t, Tensor const& factor) {
   if (factor.dtype() != DType::kFloat32 || factor.numel() != 1)
     return internal_error("scale_by: a factor of " + factor.shape_string());
-  Tensor const host = factor.device().kind == DeviceKind::kCpu ? factor : factor.clone_to(process_cpu_allocator());
-  return scale(t, host.data<float>()[0]);
+  return scale(t, on_host(factor).data<float>()[0]);
 }
 
 Status Backend::optimizer_update_all(OptimizerConfig const& config, int64_t step,
@@ -35,7 +41,7 @@ Result<bool> Backend::all_finite(std::vector<Tensor> const& tensors) {
     if (!t.defined()) continue;
     if (t.dtype() != DType::kFloat32)
       return internal_error("all_finite: a " + std::string(graph::dtype_name(t.dtype())) + " tensor");
-    Tensor const host = t.device().kind == DeviceKind::kCpu ? t : t.clone_to(process_cpu_allocator());
+    Tensor const host = on_host(t);
     if (!kernels::all_finite(host.data<float>(), host.numel())) return false;
   }
   return true;
@@ -59,12 +65,6 @@ Backend::StepLosses Backend::step_losses(int slots) {
   l.written.assign(static_cast<std::size_t>(slots), false);
   return l;
 }
-
-namespace {
-Tensor on_host(Tensor const& t) {
-  return t.device().kind == DeviceKind::kCpu ? t : t.clone_to(process_cpu_allocator());
-}
-}  // namespace
 
 Result<std::vector<double>> Backend::read_losses(StepLosses const& losses) {
   std::vector<double> out(losses.written.size(), std::numeric_limits<double>::quiet_NaN());

@@ -251,7 +251,7 @@ Status Trainer::write_step_values() {
 }
 
 uint64_t const* Trainer::seed_slot(int64_t m) const {
-  if (!device_seeds_ || !seeds_.device.defined()) return nullptr;
+  if (!seeds_.device.defined()) return nullptr;  // made by write_step_values where device_seeds_
   return reinterpret_cast<uint64_t const*>(seeds_.device.data<int64_t>()) + m;
 }
 

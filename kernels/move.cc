@@ -169,11 +169,14 @@ bool resolve(int64_t idx, int64_t axis_dim, int64_t& out) {
 }  // namespace
 
 bool gather(float const* data, int64_t outer, int64_t axis_dim, int64_t inner, int64_t const* indices,
-            int64_t num_indices, float* out) {
+            int64_t num_indices, float* out, int64_t* bad_position) {
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t j = 0; j < num_indices; ++j) {
       int64_t k = 0;
-      if (!resolve(indices[j], axis_dim, k)) return false;
+      if (!resolve(indices[j], axis_dim, k)) {
+        if (bad_position) *bad_position = j;  // the first: o = 0 visits every position in order
+        return false;
+      }
       std::memcpy(out + (o * num_indices + j) * inner, data + (o * axis_dim + k) * inner,
                   static_cast<std::size_t>(inner) * sizeof(float));
     }

@@ -40,9 +40,10 @@ void reduce_sum_to(float const* src, std::vector<int64_t> const& full_shape, flo
 namespace gp::kernels {
 
 // data viewed as [outer, axis_dim, inner]; out as [outer, num_indices, inner]. Indices may be
-// negative (counted from the end). Returns false when an index is out of range.
+// negative (counted from the end). Returns false when an index is out of range, with the first
+// such position in *bad_position when given.
 bool gather(float const* data, int64_t outer, int64_t axis_dim, int64_t inner, int64_t const* indices,
-            int64_t num_indices, float* out);
+            int64_t num_indices, float* out, int64_t* bad_position = nullptr);
 // grad_data[o, idx[j], :] += grad_out[o, j, :]  (grad_data is accumulated into, not cleared).
 bool gather_backward(float const* grad_out, int64_t outer, int64_t axis_dim, int64_t inner, int64_t const* indices,
                      int64_t num_indices, float* grad_data);

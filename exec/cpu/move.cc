@@ -303,15 +303,12 @@ Status gather_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   ASSIGN_OR_RETURN(graph::ops::GatherShape const gs, graph::ops::gather_shape(call.op, data.shape(), idx_t.shape()));
   std::vector<int64_t> const idx = indices_of(idx_t);
   Tensor y(gs.out_shape);
+  int64_t bad = 0;
   if (!kernels::gather(data.data<float>(), gs.outer, gs.axis_dim, gs.inner, idx.data(),
-                       static_cast<int64_t>(idx.size()), y.data<float>())) {
-    // The first bad index and its position, as the CUDA backend names them.
-    auto const bad =
-        std::find_if(idx.begin(), idx.end(), [&](int64_t i) { return i < -gs.axis_dim || i >= gs.axis_dim; });
-    return op_error(call, "index " + std::to_string(bad == idx.end() ? 0 : *bad) + " (position " +
-                              std::to_string(bad - idx.begin()) + ") is out of range for axis " +
-                              std::to_string(gs.axis) + " of " + data.shape_string());
-  }
+                       static_cast<int64_t>(idx.size()), y.data<float>(), &bad))  // named as the CUDA backend does
+    return op_error(call, "index " + std::to_string(idx[static_cast<std::size_t>(bad)]) + " (position " +
+                              std::to_string(bad) + ") is out of range for axis " + std::to_string(gs.axis) + " of " +
+                              data.shape_string());
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   if (saved) saved->tensors = {idx_t, shape_tensor(data.shape())};
