@@ -10,6 +10,23 @@ bool is_float(graph::DType d) {
   return d == graph::DType::kFloat32 || d == graph::DType::kFloat64 || d == graph::DType::kFloat16 ||
          d == graph::DType::kBFloat16;
 }
+// Per tensor: computed from a float weight (a trainable one, wherever its stage is). A stage input
+// that is not (a causal mask computed from constants, a position index) gets no gradient: the
+// stage that makes it trains nothing through it, and one without a batch dimension could not
+// cross a stage boundary with one.
+std::vector<bool> depends_on_weights(graph::OpGraph const& graph) {
+  std::vector<bool> dep(graph.tensors().size(), false);
+  for (graph::TensorInfo const& t : graph.tensors())
+    dep[t.id] = t.role == graph::TensorRole::kWeight && is_float(t.dtype);
+  for (graph::OpId id : graph.topo_order()) {
+    auto const& op = graph.op(id);
+    bool any = false;
+    for (graph::TensorId t : op.inputs) any = any || (t != graph::kNoTensor && dep[t]);
+    for (graph::TensorId t : op.outputs)
+      if (t != graph::kNoTensor) dep[t] = any && is_float(graph.tensor(t).dtype);
+  }
+  return dep;
+}
 }  // namespace
 
 bool AutodiffPlan::is_stage_output(graph::TensorId t) const {
@@ -39,6 +56,7 @@ Result<AutodiffPlan> plan_autodiff(graph::OpGraph const& graph, std::vector<grap
   for (graph::TensorId t : graph.outputs()) is_graph_output[t] = true;
 
   // Stage boundary and forward liveness.
+  std::vector<bool> const from_weights = depends_on_weights(graph);
   std::vector<bool> seen_input(nt, false), seen_weight(nt, false);
   for (int pos = 0; pos < static_cast<int>(p.forward_order.size()); ++pos) {
     auto const& op = graph.op(p.forward_order[pos]);
@@ -59,7 +77,7 @@ Result<AutodiffPlan> plan_autodiff(graph::OpGraph const& graph, std::vector<grap
         if (!seen_input[t]) {
           seen_input[t] = true;
           p.stage_inputs.push_back(t);
-          if (info.role == graph::TensorRole::kActivation && is_float(info.dtype)) p.requires_grad[t] = true;
+          if (info.role == graph::TensorRole::kActivation && from_weights[t]) p.requires_grad[t] = true;
         }
       }
     }

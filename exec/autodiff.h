@@ -37,7 +37,8 @@ struct AutodiffPlan {
 };
 
 // `ops` empty: the whole graph. A weight's gradient is wanted when it is trainable (role kWeight,
-// float); a stage input's when it is a float activation produced upstream.
+// float); a stage input's when it is a float activation produced upstream from a float weight (one
+// computed from constants alone, as a causal mask, gets none).
 Result<AutodiffPlan> plan_autodiff(graph::OpGraph const& graph, std::vector<graph::OpId> const& ops = {});
 
 // A one-line human summary: ops, backward ops, weights, saved bytes per sample.

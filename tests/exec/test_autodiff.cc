@@ -7,7 +7,9 @@
 #include "exec/autodiff.h"
 #include "exec/cpu/cpu_backend.h"
 #include "exec/stage_executor.h"
+#include "graph/onnx_import.h"
 #include "tests/exec/tiny_models.h"
+#include "tests/graph/onnx_text.h"
 
 namespace gp::exec {
 namespace {
@@ -201,6 +203,26 @@ TEST(Autodiff, TwoStagesEqualTheWholeGraph) {
     }
   }
   EXPECT_EQ(seen, whole->ex->parameters().size());
+}
+
+// A stage input computed from constants alone (a mask without a batch dimension, made in another
+// stage) gets no gradient: nothing upstream trains through it, and the runtime could not split a
+// batchless gradient between replicas (HF GPT-2's causal mask, cut from its Add by a plan). One
+// computed from a weight does.
+TEST(Autodiff, AStageInputComputedFromConstantsGetsNoGradient) {
+  using graph::model_text;
+  using graph::zeros;
+  auto g =
+      graph::load_onnx_text(model_text("float[N,4] x", "float[N,4] y", {zeros("w", {4, 4}, 0.5), zeros("c", {4}, 1)},
+                                       "h = MatMul(x, w)\n m = Sigmoid(c)\n y = Add(h, m)"));
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  auto id = [&](std::string const& name) { return *g->find_tensor(name); };
+  std::vector<graph::OpId> second{g->tensor(id("y")).producer};
+  auto plan = plan_autodiff(*g, second);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  EXPECT_EQ(plan->stage_inputs.size(), 2u);
+  EXPECT_EQ(plan->input_grads, std::vector<graph::TensorId>{id("h")});
+  EXPECT_FALSE(plan->requires_grad[id("m")]);
 }
 
 TEST(Autodiff, UnsupportedOpIsNamed) {
