@@ -101,6 +101,8 @@ void print_text(graph::GraphSummary const& s, std::vector<graph::WeightChoice> c
     std::printf("  %-22s %6ld", type.c_str(), static_cast<long>(count));
     if (type == "BatchNormalization" && s.fused_batchnorm_relus > 0)
       std::printf("  (%ld with the Relu after it fused in)", static_cast<long>(s.fused_batchnorm_relus));
+    if (type == "MatMul" && s.fused_matmuls > 0)
+      std::printf("  (%ld reading a transposed operand or scaling in the GEMM)", static_cast<long>(s.fused_matmuls));
     std::printf("\n");
   }
   std::printf("parameters   %s (%ld) in %ld tensors, %s\n", human_count(static_cast<double>(s.param_count)).c_str(),

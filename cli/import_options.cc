@@ -1,5 +1,6 @@
 // --max-memory, --precision and --no-fusion: the memory limit, the mixed precision and the
-// BatchNorm fusions every command that loads a model applies to it.
+// import's fusions (BatchNorm with its Relu and residual Add, a MatMul's transposed operand and
+// scale) every command that loads a model applies to it.
 #include <optional>
 #include <string>
 
@@ -50,7 +51,7 @@ Result<graph::ImportOptions> import_options() {
   }
   ASSIGN_OR_RETURN(std::optional<graph::Precision> const precision, precision_flag());
   if (precision) options.precision = *precision;
-  options.fuse_batchnorm_relu = fusion_on();
+  options.fuse = fusion_on();
   return options;
 }
 

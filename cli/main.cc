@@ -40,9 +40,10 @@ int main(int argc, char** argv) {
                  "loss scaling); train also reads it from the config's 'precision'");
   bool no_fusion = false;
   app.add_flag("--no-fusion", no_fusion,
-               "Keep BatchNormalization, Add and Relu apart in every model a command loads (by default a Relu "
-               "after a BatchNorm, and a residual block's BatchNorm -> Add -> Relu, are fused into the BatchNorm): "
-               "to compare, or to cut a pipeline between them");
+               "Keep every model a command loads as exported: by default a Relu after a BatchNorm, and a residual "
+               "block's BatchNorm -> Add -> Relu, are fused into the BatchNorm, and a Transpose of a MatMul's "
+               "operand that swaps its last two axes (attention's K^T) and a constant scale of the product into "
+               "the MatMul. To compare, or to cut a pipeline between them");
   app.fallthrough();  // root options may follow the subcommand
 
   gp::cli::CommandList commands;

@@ -19,6 +19,8 @@ GraphSummary summarize(OpGraph const& graph) {
   for (Op const& op : graph.ops()) {
     ++s.ops_by_type[op.type];
     if (auto const* bn = std::get_if<BatchNormAttrs>(&op.typed)) s.fused_batchnorm_relus += bn->relu;
+    if (auto const* mm = std::get_if<MatMulAttrs>(&op.typed))
+      s.fused_matmuls += mm->trans_a || mm->trans_b || mm->alpha != 1.f;
     s.bwd_weight_flops_per_sample += op.bwd_weight_flops_per_sample;
   }
   s.num_ops = static_cast<int64_t>(graph.num_ops());
@@ -55,6 +57,7 @@ std::string inspect_json(GraphSummary const& s, std::vector<WeightChoice> const&
                {"num_ops", s.num_ops},
                {"ops_by_type", s.ops_by_type},
                {"fused_batchnorm_relus", s.fused_batchnorm_relus},
+               {"fused_matmuls", s.fused_matmuls},
                {"parameters", {{"tensors", s.param_tensors}, {"count", s.param_count}, {"bytes", s.param_bytes}}},
                {"flops_per_sample",
                 {{"forward", s.fwd_flops_per_sample},

@@ -21,6 +21,7 @@ struct GraphSummary {
   std::vector<TensorSummary> inputs, outputs;
   std::map<std::string, int64_t> ops_by_type;
   int64_t fused_batchnorm_relus = 0;  // BatchNormalizations with their Relu fused at import
+  int64_t fused_matmuls = 0;          // MatMuls with a transposed operand or a scale fused at import
   int64_t num_ops = 0;
   int64_t param_tensors = 0;
   int64_t param_count = 0;

@@ -32,8 +32,10 @@ struct ImportOptions {
   // Fuse a Relu that is a BatchNormalization's only reader into it (BatchNormAttrs::relu), and a
   // residual block's BatchNormalization -> Add -> Relu (BatchNormAttrs::residual): on the CUDA
   // backend's own BatchNorm kernels one pass over the activations instead of two or three, forward
-  // and backward. false keeps them apart (to compare, or to cut a pipeline between them).
-  bool fuse_batchnorm_relu = true;
+  // and backward; and a MatMul's transposed operand (attention's Kᵀ) and constant scale into the
+  // MatMul (MatMulAttrs), which the GEMM reads in place and applies as alpha. false keeps them
+  // apart (to compare, or to cut a pipeline between them).
+  bool fuse = true;
   // Initializer name patterns (glob: `*` any run of characters, `?` one) that override the
   // importer's choice of trainable weights, as the training config's `trainable:` and `frozen:`
   // give them. frozen wins over everything; trainable makes a float initializer with finite

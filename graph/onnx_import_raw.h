@@ -67,10 +67,12 @@ struct RawModel {
 
 // Replaces torch-export decompositions with single nodes: the Erf GELU becomes "Gelu", the
 // opset<17 LayerNorm chain "LayerNormalization", and a zero Pad before an AveragePool goes into
-// the pool's pads (count_include_pad=1), a linear layer's MatMul (+ Add) one Gemm, and a Relu that
-// is a BatchNormalization's only reader goes into it (BatchNormAttrs::relu) unless told not to.
+// the pool's pads (count_include_pad=1), a linear layer's MatMul (+ Add) one Gemm; unless told not
+// to, a Relu that is a BatchNormalization's only reader goes into it (BatchNormAttrs::relu), and a
+// MatMul's operand Transpose and constant scale into the MatMul (MatMulAttrs).
 struct FuseOptions {
   bool batchnorm_relu = true;
+  bool matmul = true;  // a Transpose or a constant scale of a MatMul's operand or product into the op
 };
 void fuse_patterns(RawModel& model, FuseOptions const& options = {});
 
@@ -82,6 +84,12 @@ void fuse_patterns(RawModel& model, FuseOptions const& options = {});
 // output, placed where the Add was (z may be computed after the BatchNorm, as a downsampling
 // branch is in torch's exports). y and the Add's output leave the graph. Accounting refilled.
 Result<OpGraph> fuse_residual_tails(OpGraph const& graph);
+
+// After lowering (constant folding has turned torch's shape arithmetic for attention's 1/sqrt(d)
+// into a constant): a Mul or Div by a one-element float constant that is the only reader of a
+// MatMul's product, or the only producer of one of its operands, goes into the MatMul's alpha
+// (MatMulAttrs), which the GEMM applies for free, forward and backward. Placed where the MatMul was.
+Result<OpGraph> fuse_matmul_scales(OpGraph const& graph);
 
 // CastLike nodes whose second input's type is known become Cast to that type.
 void rewrite_cast_like(RawModel& model);

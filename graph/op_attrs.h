@@ -39,7 +39,20 @@ struct GemmAttrs {
   bool has_bias = false;
 };
 
-struct MatMulAttrs {};
+// ONNX MatMul has no attributes; the importer folds a Transpose that moves an operand's last axis
+// next to last (a Q·Kᵀ; graph/onnx_import_fuse.cc), and a constant scale of the product or an
+// operand (attention's 1/sqrt(d); graph/onnx_import_fuse_graph.cc), into the op:
+// Y = alpha · op(A) · op(B), op(X) = X with its last two axes swapped when trans_x. The executors read the stored
+// operand through a transposed view and pass alpha to the GEMM, so neither a transposed copy nor a scaling pass runs.
+struct MatMulAttrs {
+  bool trans_a = false;
+  bool trans_b = false;
+  float alpha = 1.f;
+};
+// The importer's internal attributes for them (set after ONNX's checker has run, never written).
+inline constexpr char kMatMulTransAAttr[] = "graphpipe.trans_a";
+inline constexpr char kMatMulTransBAttr[] = "graphpipe.trans_b";
+inline constexpr char kMatMulAlphaAttr[] = "graphpipe.alpha";
 
 struct BatchNormAttrs {
   float epsilon = 1e-5f;

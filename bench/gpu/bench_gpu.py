@@ -265,7 +265,8 @@ def main():
                    help="also profile each model with graphpipe and print the cost model's prediction for one "
                         "device next to the measured samples/s (issue 23's cost-model check)")
     p.add_argument("--no-fusion", action="store_true",
-                   help="graphpipe keeps BatchNorm, Add and Relu apart (its root --no-fusion): to measure the fusions")
+                   help="graphpipe keeps BatchNorm, Add and Relu apart, and attention's K transpose and scale apart "
+                        "from its MatMul (its root --no-fusion): to measure the fusions")
     p.add_argument("--cuda-graphs", action="store_true",
                    help="graphpipe captures each step's micro-batch as a CUDA graph from its second step and replays "
                         "it (cuda_graphs: true; every row, fp16's dynamic loss scale included)")

@@ -202,7 +202,8 @@ namespace {
 using graph::ops::MatMulShapes;
 
 Status matmul_shapes(OpCall const& call, std::vector<int64_t> a, std::vector<int64_t> b, MatMulShapes& s) {
-  Result<MatMulShapes> r = graph::ops::matmul_shapes(std::move(a), std::move(b));
+  graph::MatMulAttrs const at = graph::ops::matmul_attrs(call.op);
+  Result<MatMulShapes> r = graph::ops::matmul_shapes(std::move(a), std::move(b), at.trans_a, at.trans_b);
   if (!r.is_ok()) return op_error(call, r.status().message());
   s = std::move(r).value();
   return Status::ok();
@@ -215,15 +216,15 @@ int64_t prod(std::vector<int64_t> const& v, std::size_t from, std::size_t to) {
 }
 
 // Computes a full-batch product into a temporary and sums it down to `target` (a broadcast operand).
-void matmul_reduce(View const& x, View const& w, std::vector<int64_t> const& full, Tensor& dst,
+void matmul_reduce(View const& x, View const& w, float alpha, std::vector<int64_t> const& full, Tensor& dst,
                    std::vector<int64_t> const& target, bool accumulate) {
   if (full == target) {
-    matmul(x, w, view(dst, full, false), 1.f, accumulate);
+    matmul(x, w, view(dst, full, false), alpha, accumulate);
     return;
   }
   // The sum runs in float32 (a bfloat16 product is widened first, and the result rounded once).
   Tensor tmp(full, dst.dtype());
-  matmul(x, w, view(tmp, full, false), 1.f, false);
+  matmul(x, w, view(tmp, full, false), alpha, false);
   if (dst.dtype() == DType::kFloat32) {
     kernels::reduce_sum_to(tmp.data<float>(), full, dst.data<float>(), target, accumulate);
     return;
@@ -239,19 +240,22 @@ void matmul_reduce(View const& x, View const& w, std::vector<int64_t> const& ful
 
 }  // namespace
 
+// Y = alpha · op(A) · op(B) (graph::MatMulAttrs); a transposed operand is read through a
+// transposed view of its memory.
 Status matmul_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   Tensor const& a = in[0];
   Tensor const& b = in[1];
   MatMulShapes s;
   RETURN_IF_ERROR(matmul_shapes(call, a.shape(), b.shape(), s));
+  float const alpha = graph::ops::matmul_attrs(call.op).alpha;
   Tensor y(s.out, a.dtype());
   if (y.numel() > 0) {
     if (s.fold) {
       int64_t const rows = prod(s.a, 0, s.a.size() - 1);
-      matmul(view(a, {rows, s.a.back()}, false), view(b, b.shape(), false), view(y, {rows, s.b.back()}, false), 1.f,
-             false);
+      matmul(view(a, {rows, s.a.back()}, false), view(b, b.shape(), s.trans_b), view(y, {rows, s.b.back()}, false),
+             alpha, false);
     } else {
-      matmul(view(a, s.a, false), view(b, s.b, false), view(y, s.y, false), 1.f, false);
+      matmul(view(a, s.stored_a(), s.trans_a), view(b, s.stored_b(), s.trans_b), view(y, s.y, false), alpha, false);
     }
   }
   out.assign(call.op.outputs.size(), Tensor());
@@ -260,6 +264,8 @@ Status matmul_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   return Status::ok();
 }
 
+// dop(A) = alpha · dY · op(B)ᵀ and dop(B) = alpha · op(A)ᵀ · dY, written as stored (transposed back
+// where the operand is), summed over the batch dims where the operand was broadcast.
 Status matmul_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!gout.at(0).defined()) return Status::ok();
@@ -268,34 +274,45 @@ Status matmul_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   Tensor const& dy = gout[0];
   MatMulShapes s;
   RETURN_IF_ERROR(matmul_shapes(call, a.shape(), b.shape(), s));
-  if (s.fold) {
+  float const alpha = graph::ops::matmul_attrs(call.op).alpha;
+  if (s.fold) {  // A is not transposed here
     int64_t const rows = prod(s.a, 0, s.a.size() - 1);
     int64_t const k = s.a.back(), n = s.b.back();
-    if (wants(wanted, 0)) {  // dA = dY · Bᵀ
+    if (wants(wanted, 0)) {  // dA = dY · op(B)ᵀ
       Tensor& da = grad_slot(grads, 0, a.shape(), accumulate, a.dtype());
-      matmul(view(dy, {rows, n}, false), view(b, {k, n}, true), view(da, {rows, k}, false), 1.f, accumulate);
+      matmul(view(dy, {rows, n}, false), view(b, b.shape(), !s.trans_b), view(da, {rows, k}, false), alpha, accumulate);
     }
-    if (wants(wanted, 1)) {  // dB = Aᵀ · dY over all rows
+    if (wants(wanted, 1)) {  // dB = Aᵀ · dY over all rows (transposed: dYᵀ · A)
       Tensor& db = grad_slot(grads, 1, b.shape(), accumulate, b.dtype());
-      matmul(view(a, {rows, k}, true), view(dy, {rows, n}, false), view(db, {k, n}, false), 1.f, accumulate);
+      if (s.trans_b)
+        matmul(view(dy, {rows, n}, true), view(a, {rows, k}, false), view(db, {n, k}, false), alpha, accumulate);
+      else
+        matmul(view(a, {rows, k}, true), view(dy, {rows, n}, false), view(db, {k, n}, false), alpha, accumulate);
     }
     return Status::ok();
   }
   std::size_t const r = s.y.size();
   std::vector<int64_t> const batch(s.y.begin(), s.y.end() - 2);
+  auto full = [&](std::vector<int64_t> const& stored) {
+    std::vector<int64_t> f = batch;
+    f.push_back(stored[r - 2]);
+    f.push_back(stored[r - 1]);
+    return f;
+  };
+  std::vector<int64_t> const sa = s.stored_a(), sb = s.stored_b();
   if (wants(wanted, 0)) {
-    std::vector<int64_t> full = batch;
-    full.push_back(s.a[r - 2]);
-    full.push_back(s.a[r - 1]);
     Tensor& da = grad_slot(grads, 0, a.shape(), accumulate, a.dtype());
-    matmul_reduce(view(dy, s.y, false), view(b, s.b, true), full, da, s.a, accumulate);
+    if (s.trans_a)  // A stored [K, M]: dA = op(B) · dYᵀ
+      matmul_reduce(view(b, sb, s.trans_b), view(dy, s.y, true), alpha, full(sa), da, sa, accumulate);
+    else
+      matmul_reduce(view(dy, s.y, false), view(b, sb, !s.trans_b), alpha, full(sa), da, sa, accumulate);
   }
   if (wants(wanted, 1)) {
-    std::vector<int64_t> full = batch;
-    full.push_back(s.b[r - 2]);
-    full.push_back(s.b[r - 1]);
     Tensor& db = grad_slot(grads, 1, b.shape(), accumulate, b.dtype());
-    matmul_reduce(view(a, s.a, true), view(dy, s.y, false), full, db, s.b, accumulate);
+    if (s.trans_b)  // B stored [N, K]: dB = dYᵀ · op(A)
+      matmul_reduce(view(dy, s.y, true), view(a, sa, s.trans_a), alpha, full(sb), db, sb, accumulate);
+    else
+      matmul_reduce(view(a, sa, !s.trans_a), view(dy, s.y, false), alpha, full(sb), db, sb, accumulate);
   }
   return Status::ok();
 }

@@ -309,42 +309,55 @@ GemmPlan gemm_backward_plan(GemmProblem const& p, bool want_a, bool want_b, bool
   return plan;
 }
 
-GemmPlan matmul_forward_plan(MatMulShapes const& s) {
+GemmPlan matmul_forward_plan(MatMulShapes const& s, float alpha) {
   GemmPlan plan;
   std::size_t const r = s.y.size();
   int64_t const m = s.a[r - 2], k = s.a[r - 1], n = s.b[r - 1];
-  if (s.fold) {
-    plan.calls.push_back(rowmajor_call(Buf::kA, false, Buf::kB, false, Buf::kY, prod(s.a, 0, r - 1), n, k, 1.f, 0.f));
+  if (s.fold) {  // A is not transposed here
+    plan.calls.push_back(
+        rowmajor_call(Buf::kA, false, Buf::kB, s.trans_b, Buf::kY, prod(s.a, 0, r - 1), n, k, alpha, 0.f));
     return plan;
   }
   std::vector<int64_t> const batch(s.y.begin(), s.y.end() - 2);
-  add_batched(plan, rowmajor_call(Buf::kA, false, Buf::kB, false, Buf::kY, m, n, k, 1.f, 0.f), batch,
+  add_batched(plan, rowmajor_call(Buf::kA, s.trans_a, Buf::kB, s.trans_b, Buf::kY, m, n, k, alpha, 0.f), batch,
               batch_strides(s.a, batch), batch_strides(s.b, batch), batch_strides(s.y, batch), 0.f);
   return plan;
 }
 
-GemmPlan matmul_backward_plan(MatMulShapes const& s, bool want_a, bool want_b, bool accumulate) {
+GemmPlan matmul_backward_plan(MatMulShapes const& s, bool want_a, bool want_b, bool accumulate, float alpha) {
   GemmPlan plan;
   float const acc = accumulate ? 1.f : 0.f;
   std::size_t const r = s.y.size();
   int64_t const m = s.a[r - 2], k = s.a[r - 1], n = s.b[r - 1];
-  if (s.fold) {
+  if (s.fold) {  // A is not transposed here
     int64_t const rows = prod(s.a, 0, r - 1);
-    if (want_a)  // dA = dY · Bᵀ
-      plan.calls.push_back(rowmajor_call(Buf::kDY, false, Buf::kB, true, Buf::kDA, rows, k, n, 1.f, acc));
-    if (want_b)  // dB = Aᵀ · dY over all rows
-      plan.calls.push_back(rowmajor_call(Buf::kA, true, Buf::kDY, false, Buf::kDB, k, n, rows, 1.f, acc));
+    if (want_a)  // dA = dY · op(B)ᵀ
+      plan.calls.push_back(rowmajor_call(Buf::kDY, false, Buf::kB, !s.trans_b, Buf::kDA, rows, k, n, alpha, acc));
+    if (want_b)  // dB = Aᵀ · dY over all rows (B stored transposed: dYᵀ · A)
+      plan.calls.push_back(s.trans_b ? rowmajor_call(Buf::kDY, true, Buf::kA, false, Buf::kDB, n, k, rows, alpha, acc)
+                                     : rowmajor_call(Buf::kA, true, Buf::kDY, false, Buf::kDB, k, n, rows, alpha, acc));
     return plan;
   }
   std::vector<int64_t> const batch(s.y.begin(), s.y.end() - 2);
+  // Batch strides are the same for an operand as stored and as op(X): its last two dims' product.
   std::vector<int64_t> const sa = batch_strides(s.a, batch), sb = batch_strides(s.b, batch),
                              sy = batch_strides(s.y, batch);
-  if (want_a)
-    add_batched(plan, rowmajor_call(Buf::kDY, false, Buf::kB, true, Buf::kDA, m, k, n, 1.f, 0.f), batch, sy, sb, sa,
-                acc);
-  if (want_b)
-    add_batched(plan, rowmajor_call(Buf::kA, true, Buf::kDY, false, Buf::kDB, k, n, m, 1.f, 0.f), batch, sa, sy, sb,
-                acc);
+  if (want_a) {
+    if (s.trans_a)  // A stored [K, M]: dA = op(B) · dYᵀ
+      add_batched(plan, rowmajor_call(Buf::kB, s.trans_b, Buf::kDY, true, Buf::kDA, k, m, n, alpha, 0.f), batch, sb, sy,
+                  sa, acc);
+    else
+      add_batched(plan, rowmajor_call(Buf::kDY, false, Buf::kB, !s.trans_b, Buf::kDA, m, k, n, alpha, 0.f), batch, sy,
+                  sb, sa, acc);
+  }
+  if (want_b) {
+    if (s.trans_b)  // B stored [N, K]: dB = dYᵀ · op(A)
+      add_batched(plan, rowmajor_call(Buf::kDY, true, Buf::kA, s.trans_a, Buf::kDB, n, k, m, alpha, 0.f), batch, sy, sa,
+                  sb, acc);
+    else
+      add_batched(plan, rowmajor_call(Buf::kA, !s.trans_a, Buf::kDY, false, Buf::kDB, k, n, m, alpha, 0.f), batch, sa,
+                  sy, sb, acc);
+  }
   return plan;
 }
 

@@ -108,9 +108,11 @@ GemmBuffers backward_buffers(void const* a, void const* b, void const* dy, void*
 using graph::ops::matmul_shapes;
 using graph::ops::MatMulShapes;
 
-GemmPlan matmul_forward_plan(MatMulShapes const& s);
-// dA = dY·Bᵀ and dB = Aᵀ·dY, summed over the batch dims where the operand was broadcast.
-GemmPlan matmul_backward_plan(MatMulShapes const& s, bool want_a, bool want_b, bool accumulate);
+// Y = alpha·op(A)·op(B), a transposed operand (s.trans_a, s.trans_b) read as stored.
+GemmPlan matmul_forward_plan(MatMulShapes const& s, float alpha = 1.f);
+// dop(A) = alpha·dY·op(B)ᵀ and dop(B) = alpha·op(A)ᵀ·dY, written as the operands are stored, summed
+// over the batch dims where the operand was broadcast.
+GemmPlan matmul_backward_plan(MatMulShapes const& s, bool want_a, bool want_b, bool accumulate, float alpha = 1.f);
 
 // The bias gradient a kBgradA/kBgradB call writes, as a separate product with kOnes (k elements):
 // the fallback where cuBLASLt offers no algorithm for the epilogue (batch 1 calls only).

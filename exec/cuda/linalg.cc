@@ -81,12 +81,13 @@ Status gemm_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
 // ---- MatMul ----
 template <typename T>
 Status matmul_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  Result<MatMulShapes> s = matmul_shapes(in[0].shape(), in[1].shape());
+  graph::MatMulAttrs const at = graph::ops::matmul_attrs(call.op);
+  Result<MatMulShapes> s = matmul_shapes(in[0].shape(), in[1].shape(), at.trans_a, at.trans_b);
   RETURN_IF_ERROR(value_or_op_error(call, s));
   ASSIGN_OR_RETURN(Tensor y, zeros(s->out, dtype_of<T>()));
   if (y.numel() > 0 && in[0].numel() > 0) {
     GemmBuffers const b = forward_buffers(in[0].raw(), in[1].raw(), nullptr, y.raw());
-    RETURN_IF_ERROR(in_op(call, run_gemm_plan<T>(matmul_forward_plan(*s), b)));
+    RETURN_IF_ERROR(in_op(call, run_gemm_plan<T>(matmul_forward_plan(*s, at.alpha), b)));
   }
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
@@ -100,7 +101,8 @@ Status matmul_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   if (!gout.at(0).defined()) return Status::ok();
   Tensor const& a = saved.tensors.at(0);
   Tensor const& b = saved.tensors.at(1);
-  Result<MatMulShapes> s = matmul_shapes(a.shape(), b.shape());
+  graph::MatMulAttrs const at = graph::ops::matmul_attrs(call.op);
+  Result<MatMulShapes> s = matmul_shapes(a.shape(), b.shape(), at.trans_a, at.trans_b);
   RETURN_IF_ERROR(value_or_op_error(call, s));
   bool const want_a = wants(wanted, 0), want_b = wants(wanted, 1);
   Tensor da, db;  // undefined (null) where not wanted
@@ -112,7 +114,7 @@ Status matmul_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   }
   if (gout[0].numel() == 0 || a.numel() == 0 || b.numel() == 0) return Status::ok();
   GemmBuffers const buf = backward_buffers(a.raw(), b.raw(), gout[0].raw(), da.raw(), db.raw(), nullptr);
-  return in_op(call, run_gemm_plan<T>(matmul_backward_plan(*s, want_a, want_b, accumulate), buf));
+  return in_op(call, run_gemm_plan<T>(matmul_backward_plan(*s, want_a, want_b, accumulate, at.alpha), buf));
 }
 
 // ---- Einsum: exec/einsum.h's plan on our strided-copy and reduction kernels and cuBLASLt ----

@@ -112,6 +112,12 @@ Result<Folded> fold_sqrt(FoldContext const& c) {
   return fold_elementwise(
       c, [](double a, double) { return std::sqrt(a); }, no_int_fold);
 }
+// torch exports attention's 1/sqrt(d) as Reciprocal(Pow(Cast(Div(Shape ...)))): folded, it becomes
+// the constant the importer moves into the MatMul (fuse_matmul_scales).
+Result<Folded> fold_reciprocal(FoldContext const& c) {
+  return fold_elementwise(
+      c, [](double a, double) { return 1.0 / a; }, no_int_fold);
+}
 Result<Folded> fold_neg(FoldContext const& c) {
   return fold_elementwise(
       c, [](double a, double) { return -a; }, neg_int);
@@ -195,8 +201,9 @@ void register_activation_ops(OpTable& t) {
   define(t, "Ceil", elementwise_op(infer_plain_unary, {1, 0}, nullptr, fold_ceil));
   define(t, "Round", elementwise_op(infer_plain_unary, {1, 0}, nullptr, fold_round));
   // Transcendentals count 1.
-  for (char const* u : {"Exp", "Log", "Erf", "Reciprocal", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
-                        "Asinh", "Acosh", "Atanh"})
+  define(t, "Reciprocal", elementwise_op(infer_plain_unary, {1, 2}, nullptr, fold_reciprocal));
+  for (char const* u :
+       {"Exp", "Log", "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"})
     define(t, u, elementwise_op(infer_plain_unary, {1, 2}));
   define(t, "Softplus", elementwise_op(infer_plain_unary, {3, 3}));
   define(t, "Softsign", elementwise_op(infer_plain_unary, {3, 3}));

@@ -11,15 +11,31 @@
 
 namespace gp::graph::ops {
 
-Result<MatMulShapes> matmul_shapes(std::vector<int64_t> a, std::vector<int64_t> b) {
+namespace {
+std::vector<int64_t> swap_last_two(std::vector<int64_t> v) {
+  std::swap(v[v.size() - 1], v[v.size() - 2]);
+  return v;
+}
+}  // namespace
+
+std::vector<int64_t> MatMulShapes::stored_a() const { return trans_a ? swap_last_two(a) : a; }
+std::vector<int64_t> MatMulShapes::stored_b() const { return trans_b ? swap_last_two(b) : b; }
+
+Result<MatMulShapes> matmul_shapes(std::vector<int64_t> a, std::vector<int64_t> b, bool trans_a, bool trans_b) {
   if (a.empty() || b.empty()) return invalid_argument("MatMul operands must have rank >= 1");
+  if ((trans_a && a.size() < 2) || (trans_b && b.size() < 2))
+    return invalid_argument("a transposed MatMul operand must have rank >= 2, got " + dims_str(trans_a ? a : b));
+  if (trans_a) a = swap_last_two(std::move(a));
+  if (trans_b) b = swap_last_two(std::move(b));
   bool const a1 = a.size() == 1, b1 = b.size() == 1;
   if (a1) a.insert(a.begin(), 1);
   if (b1) b.push_back(1);
   if (a.back() != b[b.size() - 2])
     return invalid_argument("inner dimensions differ: " + dims_str(a) + " x " + dims_str(b));
   MatMulShapes s;
-  s.fold = b.size() == 2 && !b1;
+  s.fold = b.size() == 2 && !b1 && !trans_a;
+  s.trans_a = trans_a;
+  s.trans_b = trans_b;
   std::size_t const rank = std::max(a.size(), b.size());
   a.insert(a.begin(), rank - a.size(), 1);
   b.insert(b.begin(), rank - b.size(), 1);
@@ -64,8 +80,12 @@ Result<Inferred> infer_gemm(InferContext const& c) {
 
 Result<Inferred> infer_matmul(InferContext const& c) {
   Inferred k;
-  ASSIGN_OR_RETURN(MatMulShapes const s, matmul_shapes(c.dims(0), c.dims(1)));
-  k.typed = MatMulAttrs{};
+  MatMulAttrs a;
+  a.trans_a = c.attr_int(kMatMulTransAAttr, 0) != 0;
+  a.trans_b = c.attr_int(kMatMulTransBAttr, 0) != 0;
+  a.alpha = static_cast<float>(c.attr_float(kMatMulAlphaAttr, 1.0));
+  ASSIGN_OR_RETURN(MatMulShapes const s, matmul_shapes(c.dims(0), c.dims(1), a.trans_a, a.trans_b));
+  k.typed = a;
   k.data_inputs = all_slots(c);
   k.outs.push_back({c.dtype(0), s.out});
   return k;
@@ -100,8 +120,9 @@ Result<Inferred> infer_einsum(InferContext const& c) {
   return k;
 }
 
-Result<std::vector<Dims>> matmul_run_shape(OpGraph const&, Op const&, std::vector<Dims> const& in, int64_t) {
-  ASSIGN_OR_RETURN(MatMulShapes s, matmul_shapes(in.at(0), in.at(1)));
+Result<std::vector<Dims>> matmul_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  MatMulAttrs const a = matmul_attrs(op);
+  ASSIGN_OR_RETURN(MatMulShapes s, matmul_shapes(in.at(0), in.at(1), a.trans_a, a.trans_b));
   return std::vector<Dims>{std::move(s.out)};
 }
 
@@ -138,7 +159,11 @@ OpCost gemm_cost(CostContext const& c) {
   return r;
 }
 
-OpCost matmul_cost(CostContext const& c) { return product_cost(c, c.tensors[c.input(0)].shape.dims.back(), 0); }
+OpCost matmul_cost(CostContext const& c) {
+  auto const& a = c.tensors[c.input(0)].shape.dims;
+  bool const trans_a = matmul_attrs(c.op).trans_a && a.size() >= 2;
+  return product_cost(c, trans_a ? a[a.size() - 2] : a.back(), 0);
+}
 
 // 2 x the product of every label's size (the batch label counts once per sample); backward twice that.
 OpCost einsum_cost(CostContext const& c) {

@@ -108,8 +108,9 @@ def load(model, example_inputs=None, *, max_memory=None, exporter="torchscript",
     (exporter="torchscript", every torch version), or by the dynamo exporter (exporter="dynamo",
     torch >= 2.5 with onnxscript). max_memory ("8GiB" or bytes) bounds what the import may
     allocate (default: the machine's available memory). fusion=False keeps BatchNormalization, a
-    Relu after it and a residual block's Add apart (the CLI's `graphpipe --no-fusion`); a plan made
-    for one setting is refused by a model imported with the other.
+    Relu after it and a residual block's Add apart, and a MatMul apart from the Transpose of its
+    operand and its constant scale (the CLI's `graphpipe --no-fusion`); a plan made for one setting
+    is refused by a model imported with the other.
     """
     limit = size_arg(max_memory, "max_memory") or 0
     if isinstance(model, Model):

@@ -38,7 +38,7 @@ T value_or_raise(Result<T> r) {
 struct Model {
   session::ModelFile file;
   std::shared_ptr<graph::OpGraph const> graph;
-  bool fused = true;  // imported with the BatchNorm fusions (graph::ImportOptions::fuse_batchnorm_relu)
+  bool fused = true;  // imported with the fusions (graph::ImportOptions::fuse)
 };
 
 // A size in bytes from "8GiB" / "512MiB" or a number; `what` names the argument in errors.

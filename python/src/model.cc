@@ -13,7 +13,7 @@ graph::ImportOptions import_options(int64_t max_memory, bool fusion) {
   graph::ImportOptions options;
   // As the CLI: by default the machine's available memory bounds what an untrusted model may allocate.
   options.max_memory_bytes = max_memory > 0 ? max_memory : available_memory_bytes();
-  options.fuse_batchnorm_relu = fusion;  // the CLI's root --no-fusion turns it off
+  options.fuse = fusion;  // the CLI's root --no-fusion turns it off
   return options;
 }
 

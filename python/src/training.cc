@@ -49,7 +49,7 @@ class Training {
     if (model) {
       options.model = model->file;
       options.graph = model->graph;
-      options.import.fuse_batchnorm_relu = model->fused;  // a re-import (trainable/frozen patterns) keeps it
+      options.import.fuse = model->fused;  // a re-import (trainable/frozen patterns) keeps it
     }
     if (inputs.has_value() != labels.has_value()) throw Error("data: give both the input arrays and the labels");
     if (inputs) {

@@ -123,6 +123,18 @@ std::vector<Case> cases() {
     return make_op("MatMul", graph::MatMulAttrs{},
                    {{"a", random_tensor({4}, 21), kIn}, {"b", random_tensor({2, 4, 3}, 22), kIn}});
   });
+  add("MatMul transposed B scaled (rows folded)", [] {
+    return make_op("MatMul", graph::MatMulAttrs{false, true, 0.7f},
+                   {{"a", random_tensor({2, 3, 4}, 26), kIn}, {"b", random_tensor({5, 4}, 27), kW}});
+  });
+  add("MatMul both transposed broadcast scaled", [] {
+    return make_op("MatMul", graph::MatMulAttrs{true, true, -1.3f},
+                   {{"a", random_tensor({2, 1, 4, 3}, 28), kIn}, {"b", random_tensor({3, 2, 4}, 29), kIn}});
+  });
+  add("MatMul transposed A by a matrix", [] {
+    return make_op("MatMul", graph::MatMulAttrs{true, false, 1.f},
+                   {{"a", random_tensor({2, 4, 3}, 30), kIn}, {"b", random_tensor({4, 5}, 31), kW}});
+  });
   add("MaxPool", [] {
     return make_op("MaxPool", graph::PoolAttrs{graph::PoolKind::kMax, {3, 3}, {2, 2}, {1, 1, 1, 1}, false, false},
                    {{"x", distinct_tensor({1, 2, 5, 5}, 25), kIn}});

@@ -380,6 +380,71 @@ TEST(MatMulMapping, ForwardAndBackwardEqualReferenceWithBroadcastBatchDimsAndVec
     }
 }
 
+std::vector<int64_t> transpose_shape(std::vector<int64_t> d) {
+  std::swap(d[d.size() - 1], d[d.size() - 2]);
+  return d;
+}
+
+// Row-major [..., r, c] data as [..., c, r].
+std::vector<float> transpose_last_two(std::vector<float> const& v, std::vector<int64_t> const& dims) {
+  int64_t const r = dims[dims.size() - 2], c = dims.back();
+  std::vector<float> out(v.size());
+  for (int64_t b = 0; b < numel(dims) / (r * c); ++b)
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j)
+        out[static_cast<std::size_t>((b * c + j) * r + i)] = v[static_cast<std::size_t>((b * r + i) * c + j)];
+  return out;
+}
+
+// Operands stored transposed and alpha (MatMulAttrs): the plans equal the reference on the
+// operands transposed back, scaled, with the gradients transposed as the operands are stored.
+TEST(MatMulMapping, TransposedOperandsAndAlphaEqualTheReferenceOnTheOperandsTransposedBack) {
+  struct Case {
+    std::vector<int64_t> a, b;  // as stored
+    bool ta, tb;
+    float alpha;
+  };
+  for (Case const& c : std::vector<Case>{{{2, 3, 4}, {5, 4}, false, true, 0.7f},  // rows folded, B transposed
+                                         {{4, 3}, {4, 5}, true, false, 1.f},
+                                         {{2, 4, 3}, {4, 5}, true, false, -2.f},  // A transposed: no fold
+                                         {{2, 1, 4, 3}, {3, 2, 4}, true, true, -1.3f},
+                                         {{2, 2, 3, 4}, {2, 1, 5, 4}, false, true, 0.125f},
+                                         {{1, 3, 4, 3}, {2, 1, 4, 5}, true, false, 3.f}})
+    for (bool accumulate : {false, true}) {
+      auto s = matmul_shapes(c.a, c.b, c.ta, c.tb);
+      ASSERT_TRUE(s.is_ok()) << s.status().message();
+      SCOPED_TRACE("A " + std::to_string(c.a.size()) + "-D numel " + std::to_string(numel(c.a)) +
+                   " ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) + " fold=" + std::to_string(s->fold) +
+                   " accumulate=" + std::to_string(accumulate));
+      EXPECT_EQ(s->stored_a().back(), c.a.back());
+      std::vector<float> const a = random_vec(numel(c.a), 21), b = random_vec(numel(c.b), 22),
+                               dy = random_vec(numel(s->out), 23);
+      auto logical = matmul_shapes(c.ta ? transpose_shape(c.a) : c.a, c.tb ? transpose_shape(c.b) : c.b);
+      ASSERT_TRUE(logical.is_ok());
+      MatMulRef ref =
+          matmul_ref(*logical, c.ta ? transpose_last_two(a, c.a) : a, c.tb ? transpose_last_two(b, c.b) : b, dy);
+      if (c.ta) ref.da = transpose_last_two(ref.da, transpose_shape(c.a));
+      if (c.tb) ref.db = transpose_last_two(ref.db, transpose_shape(c.b));
+      for (auto* v : {&ref.y, &ref.da, &ref.db})
+        for (float& x : *v) x *= c.alpha;
+      Bufs bufs{{Buf::kA, a}, {Buf::kB, b}, {Buf::kY, std::vector<float>(ref.y.size(), kNaN)}};
+      run_plan(matmul_forward_plan(*s, c.alpha), bufs);
+      EXPECT_TRUE(near(bufs[Buf::kY], ref.y, "Y"));
+      std::vector<float> const ia = random_vec(numel(c.a), 24), ib = random_vec(numel(c.b), 25);
+      bufs[Buf::kDY] = dy;
+      bufs[Buf::kDA] = accumulate ? ia : std::vector<float>(a.size(), kNaN);
+      bufs[Buf::kDB] = accumulate ? ib : std::vector<float>(b.size(), kNaN);
+      if (accumulate) {
+        for (std::size_t i = 0; i < a.size(); ++i) ref.da[i] += ia[i];
+        for (std::size_t i = 0; i < b.size(); ++i) ref.db[i] += ib[i];
+      }
+      run_plan(matmul_backward_plan(*s, true, true, accumulate, c.alpha), bufs);
+      EXPECT_TRUE(near(bufs[Buf::kDA], ref.da, "dA"));
+      EXPECT_TRUE(near(bufs[Buf::kDB], ref.db, "dB"));
+    }
+  EXPECT_FALSE(matmul_shapes({4}, {4, 5}, true, false).is_ok());  // a 1-D operand has no axes to swap
+}
+
 TEST(MatMulMapping, EvenlyBroadcastBatchesBecomeOneStridedCallAndMixedOnesSplit) {
   auto even = matmul_shapes({2, 3, 4}, {2, 4, 5});
   ASSERT_TRUE(even.is_ok());

@@ -152,6 +152,42 @@ inline graph::OnnxModelBuilder tiny_gpt_block(uint64_t seed = 12) {
   return b;
 }
 
+// Two attention heads as torch exports them after a head split: q and v permuted [N,T,H,D] ->
+// [N,H,T,D], k to [N,H,D,T] (perm 0,2,3,1), q scaled before the product (Mul by a constant) and the
+// scores after it (Div), and a second product attᵀ·v through a Transpose of att's last two axes.
+// The importer folds k's and att's Transposes and both scales into the MatMuls (MatMulAttrs): k is
+// read transposed through a Transpose by 0,2,1,3, att in place, and the scales become alpha.
+inline graph::OnnxModelBuilder tiny_attention_heads(uint64_t seed = 21) {
+  using graph::InitRule;
+  int64_t const t = 4, d = 8, heads = 2;
+  graph::OnnxModelBuilder b("tiny_attention_heads", 17, seed);
+  auto x = b.add_input("x", {kBatch, t, d});
+  auto constant = [&](std::string const& name, float v) {
+    return b.add_initializer(name, graph::TensorData::from_floats({}, {v}), false);
+  };
+  auto split = b.add_initializer("split_heads", graph::TensorData::from_int64s({4}, {0, 0, heads, d / heads}), false);
+  for (std::string const n : {"q", "k", "v"}) {
+    b.add_node("MatMul", {x, b.add_initializer("w" + n, {d, d}, InitRule::uniform(0.5))}, {n});
+    b.add_node("Reshape", {n, split}, {n + "4"});
+    b.add_node("Transpose", {n + "4"}, {n + "h"},
+               {{"perm", n == "k" ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3}}});
+  }
+  b.add_node("Mul", {"qh", constant("q_scale", 0.5f)}, {"qs"});
+  b.add_node("MatMul", {"qs", "kh"}, {"s"});
+  b.add_node("Div", {"s", constant("s_scale", 0.75f)}, {"ss"});
+  b.add_node("Softmax", {"ss"}, {"att"}, {{"axis", int64_t{-1}}});
+  b.add_node("MatMul", {"att", "vh"}, {"o"});
+  b.add_node("Transpose", {"att"}, {"att_t"}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+  b.add_node("MatMul", {"att_t", "vh"}, {"o2"});
+  b.add_node("Add", {"o", "o2"}, {"o3"});
+  b.add_node("Transpose", {"o3"}, {"ot"}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  b.add_node("Reshape", {"ot", b.add_initializer("merge", graph::TensorData::from_int64s({3}, {0, 0, d}), false)},
+             {"r"});
+  b.add_node("MatMul", {"r", b.add_initializer("head", {d, 5}, InitRule::uniform(0.4))}, {"y"});
+  b.add_output("y", {kBatch, t, 5});
+  return b;
+}
+
 inline graph::OpGraph graph_in(graph::OnnxModelBuilder const& b, graph::Precision p) {
   graph::ImportOptions o;
   o.precision = p;

@@ -82,6 +82,18 @@ TEST(GradCheck, MatMulVectors) {
                 {{"a", random_tensor({2, 3, 4}, 23), kIn}, {"b", random_tensor({4}, 24), kIn}}));
 }
 
+// An operand stored transposed and a scale (MatMulAttrs, the importer's fold of attention's Kᵀ and
+// 1/sqrt(d)): B transposed where A's batch dims fold into rows; both transposed with broadcast batch
+// dims; A transposed against a plain matrix B (which cannot fold: A's rows are not contiguous).
+TEST(GradCheck, MatMulTransposedAndScaled) {
+  check(make_op("MatMul", graph::MatMulAttrs{false, true, 0.7f},
+                {{"a", random_tensor({2, 3, 4}, 26), kIn}, {"b", random_tensor({5, 4}, 27), kW}}));
+  check(make_op("MatMul", graph::MatMulAttrs{true, true, -1.3f},
+                {{"a", random_tensor({2, 1, 4, 3}, 28), kIn}, {"b", random_tensor({3, 2, 4}, 29), kIn}}));
+  check(make_op("MatMul", graph::MatMulAttrs{true, false, 1.f},
+                {{"a", random_tensor({2, 4, 3}, 30), kIn}, {"b", random_tensor({4, 5}, 31), kW}}));
+}
+
 TEST(GradCheck, MaxPool) {
   check(make_op("MaxPool", graph::PoolAttrs{graph::PoolKind::kMax, {3, 3}, {2, 2}, {1, 1, 1, 1}, false, false},
                 {{"x", distinct_tensor({1, 2, 5, 5}, 25), kIn}}));

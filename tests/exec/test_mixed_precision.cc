@@ -52,7 +52,7 @@ TEST(BatchNormRelu, TheFusedOpsTrainAsTheOpsApart) {
     SCOPED_TRACE(graph::precision_name(p));
     graph::ImportOptions fused, apart;
     fused.precision = apart.precision = p;
-    apart.fuse_batchnorm_relu = false;
+    apart.fuse = false;
     auto f = tiny_resnet_block(true).to_graph(fused);
     auto a = tiny_resnet_block(true).to_graph(apart);
     ASSERT_TRUE(f.is_ok() && a.is_ok());
@@ -77,6 +77,57 @@ TEST(BatchNormRelu, TheFusedOpsTrainAsTheOpsApart) {
       if (name != "dconv1.b") {
         EXPECT_FALSE(vanishes(values)) << name;
       }
+    }
+  }
+}
+
+// The importer folds a MatMul operand's Transpose of its last two axes and a constant scale of an
+// operand or of the product into the MatMul (MatMulAttrs): one training step of two attention heads,
+// fused and apart, gives the same output and gradients: in float32 to 1e-6 (the GEMM reads the
+// operand transposed in place and scales by alpha: only the order of a few float operations
+// changes), in bf16 within 4 bf16 units (apart, the scaled scores are rounded to bf16 twice).
+TEST(TransposedMatMul, TheFusedOpsTrainAsTheOpsApart) {
+  for (Precision const p : {Precision::kFloat32, Precision::kBFloat16}) {
+    SCOPED_TRACE(graph::precision_name(p));
+    graph::ImportOptions fused, apart;
+    fused.precision = apart.precision = p;
+    apart.fuse = false;
+    auto f = testing::tiny_attention_heads().to_graph(fused);
+    auto a = testing::tiny_attention_heads().to_graph(apart);
+    ASSERT_TRUE(f.is_ok() && a.is_ok()) << f.status().message() << a.status().message();
+    std::map<std::string, int> fops, aops;
+    for (auto const& op : f->ops()) ++fops[op.type];
+    for (auto const& op : a->ops()) ++aops[op.type];
+    EXPECT_EQ(aops["Transpose"], 5);
+    EXPECT_EQ(aops["Mul"] + aops["Div"], 2);
+    // q and v's permutations, o3's, and k's as 0,2,1,3 (innermost axis kept); no scaling op.
+    EXPECT_EQ(fops["Transpose"], 4);
+    EXPECT_EQ(fops["Mul"] + fops["Div"], 0);
+    bool scores = false, att_t = false;
+    for (auto const& op : f->ops()) {
+      if (op.type != "MatMul") continue;
+      auto const& m = std::get<graph::MatMulAttrs>(op.typed);
+      std::string const out = f->tensor(op.outputs[0]).name;
+      if (out == "ss") {  // (0.5 q) · kᵀ / 0.75, k read transposed from a 0,2,1,3 permutation
+        scores = true;
+        EXPECT_TRUE(!m.trans_a && m.trans_b);
+        EXPECT_FLOAT_EQ(m.alpha, 0.5f / 0.75f);
+        EXPECT_EQ(f->op(f->tensor(op.inputs[1]).producer).type, "Transpose");
+        EXPECT_EQ(f->tensor(op.inputs[0]).name, "qh");
+      } else if (out == "o2") {  // attᵀ · v, att read in place
+        att_t = true;
+        EXPECT_TRUE(m.trans_a && !m.trans_b);
+        EXPECT_EQ(f->tensor(op.inputs[0]).name, p == Precision::kFloat32 ? "att" : "att.to_bf16");
+      }
+    }
+    EXPECT_TRUE(scores && att_t);
+    CpuBackend be;
+    testing::NamedValues const got = one_step(*f, be), want = one_step(*a, be);
+    ASSERT_EQ(got.size(), want.size());
+    for (auto const& [name, values] : want) {
+      ASSERT_TRUE(got.count(name)) << name;
+      EXPECT_LE(rel_l2(got.at(name), values), p == Precision::kFloat32 ? 1e-6 : 4.0 / 256) << name;
+      EXPECT_FALSE(vanishes(values)) << name;
     }
   }
 }
@@ -152,18 +203,21 @@ TEST(MixedPrecision, TheSplitAndGeluOfAGptBlockFollowItsBf16LinearLayers) {
   EXPECT_EQ(ops["Gemm"], 3);
   EXPECT_EQ(ops["Gelu"], 1);
   EXPECT_EQ(ops["Add"], 1);  // the residual; the biases are in the Gemms
-  for (std::string const t : {"qkv", "q", "k", "v", "kt", "s", "o", "h", "a", "f"})
+  // k's Transpose and the scale are in the MatMul (q · kᵀ · scale), which writes ss in 16 bits.
+  EXPECT_EQ(ops["Transpose"], 0);
+  EXPECT_EQ(ops["Mul"], 0);
+  for (std::string const t : {"qkv", "q", "k", "v", "ss", "o", "h", "a", "f"})
     EXPECT_EQ(dtype(t), DType::kBFloat16) << t;
-  for (std::string const t : {"ln", "ss", "att", "r"}) EXPECT_EQ(dtype(t), DType::kFloat32) << t;
+  for (std::string const t : {"ln", "att", "r"}) EXPECT_EQ(dtype(t), DType::kFloat32) << t;
   std::vector<std::string> casts;
   for (auto const& op : g.ops())
     if (op.type == "Cast") casts.push_back(g.tensor(op.outputs[0]).name);
   std::sort(casts.begin(), casts.end());
   // ln's rows (the Reshape in front of the first Gemm) and att down for the Gemm and MatMul that
-  // read them, s up for the scale, f up for the residual, r down for the head, and the head's
-  // output up to the graph's float32 y.
+  // read them, the scaled scores ss up for the Softmax, f up for the residual, r down for the head,
+  // and the head's output up to the graph's float32 y.
   EXPECT_EQ(casts, (std::vector<std::string>{"Gemm_0/rows.to_bf16", "att.to_bf16", "f.to_fp32", "r.to_bf16",
-                                             "s.to_fp32", "y"}))
+                                             "ss.to_fp32", "y"}))
       << ::testing::PrintToString(casts);
 }
 

@@ -8,8 +8,8 @@
 namespace gp::graph {
 namespace {
 
-OpGraph must_load(std::string const& text) {
-  auto g = load_onnx_text(text);
+OpGraph must_load(std::string const& text, ImportOptions const& options = {}) {
+  auto g = load_onnx_text(text, options);
   EXPECT_TRUE(g.is_ok()) << g.status().to_string();
   if (!g.is_ok()) return OpGraph{};
   return std::move(g).value();
@@ -93,10 +93,9 @@ TEST(Accounting, MatMulAndSharedWeightCountedOnce) {
 
 // One attention head over S = 4 positions of width D = 8:
 // q,k,v = r Wq, r Wk, r Wv; s = q k^T / c; p = softmax(s); o = p v.
-TEST(Accounting, AttentionBlock) {
-  auto g = must_load(model_text("float[N,4,8] x", "float[N,4,8] o",
-                                {zeros("wq", {8, 8}), zeros("wk", {8, 8}), zeros("wv", {8, 8}), zeros("c", {}, 2.8284)},
-                                R"(
+std::string attention_block_text() {
+  return model_text("float[N,4,8] x", "float[N,4,8] o",
+                    {zeros("wq", {8, 8}), zeros("wk", {8, 8}), zeros("wv", {8, 8}), zeros("c", {}, 2.8284)}, R"(
       r = Relu(x)
       q = MatMul(r, wq)
       k = MatMul(r, wk)
@@ -106,7 +105,11 @@ TEST(Accounting, AttentionBlock) {
       sc = Div(s, c)
       p = Softmax<axis = -1>(sc)
       o = MatMul(p, v)
-  )"));
+  )");
+}
+
+TEST(Accounting, AttentionBlock) {
+  auto g = must_load(attention_block_text(), {.fuse = false});
   // fwd: relu 32; projections 3 * 2*4*8*8 = 1536; q k^T 2*16*8 = 256; Div 16; Softmax 5*16 = 80;
   // p v 2*32*4 = 256.
   EXPECT_DOUBLE_EQ(g.fwd_flops_per_sample(), 32 + 1536 + 256 + 16 + 80 + 256);
@@ -121,6 +124,18 @@ TEST(Accounting, AttentionBlock) {
   EXPECT_EQ(saved_activation_bytes_per_sample(g), 128 + 128 + 128 + 64 + 64 + 128);
   // Per op: relu r; 3 projections r; q k^T q,kt; Div s; Softmax p; p v p,v.
   EXPECT_EQ(g.activation_bytes_per_sample(), 128 + 3 * 128 + 256 + 64 + 64 + 192);
+}
+
+// Imported with its fusions, the Transpose and the Div are in the MatMul (q · kᵀ / c): the same
+// product's FLOPs, no Div, and k saved where kt and s were.
+TEST(Accounting, AttentionBlockWithTheTransposeAndScaleInTheMatMul) {
+  auto g = must_load(attention_block_text());
+  EXPECT_EQ(g.num_ops(), 7u);  // Relu, 3 projections, q k^T / c, Softmax, p v
+  EXPECT_DOUBLE_EQ(g.fwd_flops_per_sample(), 32 + 1536 + 256 + 80 + 256);
+  EXPECT_DOUBLE_EQ(g.bwd_flops_per_sample(), 32 + 3 * 1024 + 512 + 64 + 512);
+  // Saved: r, q, k, p, v.
+  EXPECT_EQ(saved_activation_bytes_per_sample(g), 128 + 128 + 128 + 64 + 128);
+  EXPECT_EQ(g.activation_bytes_per_sample(), 128 + 3 * 128 + 256 + 64 + 192);
 }
 
 TEST(Accounting, NormsDropoutAndShapeOps) {

@@ -503,8 +503,7 @@ TEST(Import, FusesAReluIntoTheBatchNormBeforeIt) {
   EXPECT_EQ(g.tensor(bn.outputs[0]).shape, S({N, 3, 4, 4}));
   EXPECT_EQ(g.tensor(op_of_type(g, "Add").inputs[0]).name, "r");
   // Told not to, the importer keeps them apart.
-  OpGraph const apart =
-      must_load(model_text("float[N,3,4,4] x", "float[N,3,4,4] y", inits, body, 15), {.fuse_batchnorm_relu = false});
+  OpGraph const apart = must_load(model_text("float[N,3,4,4] x", "float[N,3,4,4] y", inits, body, 15), {.fuse = false});
   ASSERT_EQ(apart.num_ops(), 3u);
   EXPECT_FALSE(std::get<BatchNormAttrs>(op_of_type(apart, "BatchNormalization").typed).relu);
 }
@@ -541,9 +540,99 @@ TEST(Import, FusesAResidualBlocksTailIntoItsBatchNorm) {
   EXPECT_FALSE(g.find_tensor("n"));  // the normalised value and the sum leave the graph
   EXPECT_FALSE(g.find_tensor("a"));
   // Told not to, the importer keeps the three apart.
-  OpGraph const apart = must_load(model_text("float[N,3,4,4] x, float[N,3,4,4] z", "float[N,3,4,4] y", inits, body),
-                                  {.fuse_batchnorm_relu = false});
+  OpGraph const apart =
+      must_load(model_text("float[N,3,4,4] x, float[N,3,4,4] z", "float[N,3,4,4] y", inits, body), {.fuse = false});
   EXPECT_EQ(apart.num_ops(), 3u);
+}
+
+// Attention's scores as torch exports them: k permuted to [N,H,D,T] (perm 0,2,3,1) and the product
+// divided by a constant. One MatMul reads k through a Transpose by 0,2,1,3 (its innermost axis
+// kept) as transB, scaled by alpha = 1/c; with --no-fusion the three stay apart.
+TEST(Import, FoldsAttentionsKeyTransposeAndScaleIntoTheMatMul) {
+  std::string const body = R"(
+      kt = Transpose<perm = [0,2,3,1]>(k)
+      s = MatMul(q, kt)
+      y = Div(s, c)
+  )";
+  std::string const text =
+      model_text("float[N,2,4,3] q, float[N,4,2,3] k", "float[N,2,4,4] y", {zeros("c", {}, 4)}, body);
+  OpGraph const g = must_load(text);
+  ASSERT_EQ(g.num_ops(), 2u);
+  Op const& mm = op_of_type(g, "MatMul");
+  auto const& a = std::get<MatMulAttrs>(mm.typed);
+  EXPECT_FALSE(a.trans_a);
+  EXPECT_TRUE(a.trans_b);
+  EXPECT_FLOAT_EQ(a.alpha, 0.25f);
+  EXPECT_EQ(g.tensor(mm.outputs[0]).name, "y");
+  EXPECT_EQ(g.tensor(mm.outputs[0]).shape, S({N, 2, 4, 4}));
+  TensorInfo const& k = g.tensor(mm.inputs[1]);  // [N,2,4,3]: k with its heads moved out, D innermost
+  EXPECT_EQ(k.shape, S({N, 2, 4, 3}));
+  EXPECT_EQ(std::get<TransposeAttrs>(g.op(k.producer).typed).perm, (std::vector<int64_t>{0, 2, 1, 3}));
+  EXPECT_FALSE(g.find_tensor("c"));  // the folded factor leaves with the Div
+  EXPECT_EQ(must_load(text, {.fuse = false}).num_ops(), 3u);
+}
+
+// Not folded where the Transpose's output is read elsewhere, where its perm does not bring the last
+// axis next to last (the innermost axis would move anyway), where the "scale" divides a constant by
+// the product, is a tensor rather than one number, or is a trained weight. A Transpose of the last
+// two axes of a 3-D operand goes away entirely, and a scaled operand folds like a scaled product.
+TEST(Import, FoldsOnlyTransposesOfTheLastAxisAndOneNumberConstantScales) {
+  struct Case {
+    std::string inputs, outputs, body;
+    std::vector<std::string> inits;
+    std::size_t ops;  // after import
+    bool trans_b;
+    float alpha;
+  };
+  std::string const qk = "float[N,4,3] q, float[N,5,3] k";
+  std::vector<Case> const cases{
+      {qk, "float[N,4,5] y, float[N,3,5] kt", "kt = Transpose<perm = [0,2,1]>(k)\n y = MatMul(q, kt)", {}, 2, false, 1},
+      {"float[N,2,4,3] q, float[N,3,2,5] k",
+       "float[N,2,4,5] y",
+       "kt = Transpose<perm = [0,2,1,3]>(k)\n y = MatMul(q, kt)",
+       {},
+       2,
+       false,
+       1},
+      {qk,
+       "float[N,4,5] y",
+       "kt = Transpose<perm = [0,2,1]>(k)\n s = MatMul(q, kt)\n y = Div(c, s)",
+       {zeros("c", {}, 2)},
+       2,
+       true,
+       1},
+      {qk,
+       "float[N,4,5] y",
+       "kt = Transpose<perm = [0,2,1]>(k)\n s = MatMul(q, kt)\n y = Mul(s, c)",
+       {zeros("c", {5}, 2)},
+       2,
+       true,
+       1},
+      {qk,
+       "float[N,4,5] y",
+       "kt = Transpose<perm = [0,2,1]>(k)\n s = MatMul(q, kt)\n y = Mul(s, w)",
+       {zeros("w", {1}, 2)},
+       2,
+       true,
+       1},
+      {qk,
+       "float[N,4,5] y",
+       "kt = Transpose<perm = [0,2,1]>(k)\n qs = Mul(c, q)\n y = MatMul(qs, kt)",
+       {zeros("c", {}, 2)},
+       1,
+       true,
+       2}};
+  for (Case const& c : cases) {
+    SCOPED_TRACE(c.body);
+    ImportOptions options;  // c (one number) is a constant; w is trained by pattern
+    if (c.body.find("w)") != std::string::npos) options.trainable = {"w"};
+    OpGraph const g = must_load(model_text(c.inputs, c.outputs, c.inits, c.body), options);
+    EXPECT_EQ(g.num_ops(), c.ops);
+    auto const& a = std::get<MatMulAttrs>(op_of_type(g, "MatMul").typed);
+    EXPECT_FALSE(a.trans_a);
+    EXPECT_EQ(a.trans_b, c.trans_b);
+    EXPECT_FLOAT_EQ(a.alpha, c.alpha);
+  }
 }
 
 // Not fused where z broadcasts (the sum is not z's shape), or where the sum is needed without the
