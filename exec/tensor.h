@@ -47,6 +47,11 @@ class Allocator {
   virtual void copy_to_host(void* host_dst, void const* src, std::size_t n) { std::memcpy(host_dst, src, n); }
   virtual void copy_from_host(void* dst, void const* host_src, std::size_t n) { std::memcpy(dst, host_src, n); }
   virtual void copy_within(void* dst, void const* src, std::size_t n) { std::memcpy(dst, src, n); }
+  // Into memory this allocator made, from memory of another device of the same kind (`src_device`):
+  // true when done directly (a GPU's peer copy), false when the caller must stage through the host.
+  virtual bool copy_from_peer(void* /*dst*/, DeviceRef /*src_device*/, void const* /*src*/, std::size_t /*n*/) {
+    return false;
+  }
 };
 // The allocator new CPU tensors of the calling thread come from: the process-wide one, unless the
 // thread installed its own (a pipeline worker does, so that each device's memory is counted and

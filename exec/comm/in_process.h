@@ -3,8 +3,9 @@
 // one mutex and one condition variable guard it (device counts are small). A received tensor is
 // copied into the receiving device's memory (the receiving thread's allocator, or the device
 // allocator set for it: a GPU worker's), so each device's memory is counted where it lives, as it
-// would be after a real transfer. Between GPUs of one process the copies and the all-reduce go
-// through host memory: correct, not fast (NCCL is the fast path, under MPI).
+// would be after a real transfer. Between GPUs of one process a received tensor is a peer copy
+// (Allocator::copy_from_peer); the all-reduce goes through host memory: correct, not fast (NCCL is
+// the fast path, under MPI).
 #pragma once
 
 #include <condition_variable>

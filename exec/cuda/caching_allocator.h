@@ -68,6 +68,8 @@ class RawDeviceMemory {
   virtual Status copy_to_host(void* host_dst, void const* src, std::size_t n, StreamId stream) = 0;
   virtual Status copy_from_host(void* dst, void const* host_src, std::size_t n, StreamId stream) = 0;
   virtual Status copy_within(void* dst, void const* src, std::size_t n, StreamId stream) = 0;
+  // Into this device's memory from another device's (`src_device`, same runtime).
+  virtual Status copy_from_peer(void* dst, void const* src, int src_device, std::size_t n, StreamId stream) = 0;
 };
 
 struct CachingAllocatorStats {
@@ -141,6 +143,9 @@ class CachingAllocator final : public Allocator {
   void copy_to_host(void* host_dst, void const* src, std::size_t n) override;
   void copy_from_host(void* dst, void const* host_src, std::size_t n) override;
   void copy_within(void* dst, void const* src, std::size_t n) override;
+  // From another GPU of the process: a peer copy (over NVLink or PCIe where the two can reach each
+  // other), never through host memory; false for any other source.
+  bool copy_from_peer(void* dst, DeviceRef src_device, void const* src, std::size_t n) override;
 
  private:
   struct Block {

@@ -1,5 +1,9 @@
 #include "exec/cuda/device_memory.h"
 
+#include <mutex>
+#include <set>
+#include <utility>
+
 #include <cuda_runtime_api.h>
 
 #include "exec/cuda/cuda_check.h"
@@ -131,6 +135,31 @@ Status CudaDeviceMemory::copy_from_host(void* dst, void const* host_src, std::si
 Status CudaDeviceMemory::copy_within(void* dst, void const* src, std::size_t n, StreamId stream) {
   return on_device(device_, [&]() -> Status {
     GP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, to_stream(stream)));
+    GP_CUDA_CHECK(cudaStreamSynchronize(to_stream(stream)));
+    return Status::ok();
+  });
+}
+
+Status CudaDeviceMemory::copy_from_peer(void* dst, void const* src, int src_device, std::size_t n, StreamId stream) {
+  return on_device(device_, [&]() -> Status {
+    {
+      // Peer access is a property of the (device, peer) pair in the process: enabled once.
+      static std::mutex mu;
+      static std::set<std::pair<int, int>> tried;
+      std::lock_guard<std::mutex> lock(mu);
+      if (tried.insert({device_, src_device}).second) {
+        int can = 0;
+        GP_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, device_, src_device));
+        if (can != 0) {
+          cudaError_t const e = cudaDeviceEnablePeerAccess(src_device, 0);
+          if (e == cudaErrorPeerAccessAlreadyEnabled)
+            (void)cudaGetLastError();  // enabled elsewhere: clear the error, not sticky
+          else
+            GP_CUDA_CHECK(e);
+        }
+      }
+    }
+    GP_CUDA_CHECK(cudaMemcpyPeerAsync(dst, device_, src, src_device, n, to_stream(stream)));
     GP_CUDA_CHECK(cudaStreamSynchronize(to_stream(stream)));
     return Status::ok();
   });

@@ -29,6 +29,9 @@ class CudaDeviceMemory final : public RawDeviceMemory {
   Status copy_to_host(void* host_dst, void const* src, std::size_t n, StreamId stream) override;
   Status copy_from_host(void* dst, void const* host_src, std::size_t n, StreamId stream) override;
   Status copy_within(void* dst, void const* src, std::size_t n, StreamId stream) override;
+  // cudaMemcpyPeerAsync, peer access from this device to `src_device` enabled first where the two
+  // can reach each other (once per pair; else the driver stages the copy itself).
+  Status copy_from_peer(void* dst, void const* src, int src_device, std::size_t n, StreamId stream) override;
 
  private:
   int device_;

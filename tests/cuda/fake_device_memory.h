@@ -78,17 +78,28 @@ class FakeDeviceMemory final : public RawDeviceMemory {
   }
   Status copy_to_host(void* host_dst, void const* src, std::size_t n, StreamId) override {
     RETURN_IF_ERROR(check_device(src, n));
+    count(host_copies_);
     std::memcpy(host_dst, src, n);
     return Status::ok();
   }
   Status copy_from_host(void* dst, void const* host_src, std::size_t n, StreamId) override {
     RETURN_IF_ERROR(check_device(dst, n));
+    count(host_copies_);
     std::memcpy(dst, host_src, n);
     return Status::ok();
   }
   Status copy_within(void* dst, void const* src, std::size_t n, StreamId) override {
     RETURN_IF_ERROR(check_device(dst, n));
     RETURN_IF_ERROR(check_device(src, n));
+    std::memcpy(dst, src, n);
+    return Status::ok();
+  }
+  // The source lives in another fake's memory (host memory too), which this one cannot check.
+  Status copy_from_peer(void* dst, void const* src, int src_device, std::size_t n, StreamId) override {
+    RETURN_IF_ERROR(check_device(dst, n));
+    count(peer_copies_);
+    std::lock_guard<std::mutex> lock(mu_);
+    peer_sources_.push_back(src_device);
     std::memcpy(dst, src, n);
     return Status::ok();
   }
@@ -117,6 +128,9 @@ class FakeDeviceMemory final : public RawDeviceMemory {
   std::size_t live_segments() const { return locked(live_.size()); }
   std::size_t live_events() const { return locked(events_.size()); }
   std::vector<std::size_t> malloc_sizes() const { return locked(malloc_sizes_); }
+  int64_t host_copies() const { return locked(host_copies_); }  // copy_to_host and copy_from_host calls
+  int64_t peer_copies() const { return locked(peer_copies_); }
+  std::vector<int> peer_sources() const { return locked(peer_sources_); }
 
  private:
   struct Event {
@@ -140,11 +154,17 @@ class FakeDeviceMemory final : public RawDeviceMemory {
     return internal_error("fake byte move outside device memory");
   }
 
+  void count(int64_t& counter) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counter;
+  }
+
   std::size_t capacity_;
   mutable std::mutex mu_;
   std::map<void*, std::size_t> live_;
   std::size_t used_ = 0;
-  int64_t mallocs_ = 0, frees_ = 0, failed_mallocs_ = 0, syncs_ = 0;
+  int64_t mallocs_ = 0, frees_ = 0, failed_mallocs_ = 0, syncs_ = 0, host_copies_ = 0, peer_copies_ = 0;
+  std::vector<int> peer_sources_;
   std::vector<std::size_t> malloc_sizes_;
   std::map<EventId, Event> events_;
   EventId next_event_ = 1;

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "exec/comm/in_process.h"
 #include "tests/cuda/fake_device_memory.h"
 
 namespace gp::exec::cuda {
@@ -554,6 +555,44 @@ TEST(CachingAllocatorAdapter, ByteMovesRoundTripThroughDeviceMemory) {
   Tensor z = Tensor::zeros({2, 3}, DType::kFloat32, a);  // reuses a block that held data
   EXPECT_EQ(z.raw(), reused);
   EXPECT_EQ(z.to_vector(), std::vector<float>(6, 0.f));
+}
+
+// A tensor of one GPU copied to another GPU of the process (a pipeline edge between two GPU
+// workers, the in-process transport's receive) is a peer copy on the receiving device, never two
+// copies through host memory; the same GPU copies within it.
+TEST(CachingAllocatorAdapter, ATensorOfAnotherGpuIsPeerCopiedNotStagedThroughTheHost) {
+  FakeDeviceMemory fake0, fake1;
+  CachingAllocator gpu0(fake0, 0), gpu1(fake1, 1);
+  std::vector<float> const values = {1.5f, -2.f, 3.25f, 4.f, 0.5f, -6.f};
+  Tensor const on0 = Tensor::from_floats({2, 3}, values).clone_to(gpu0);
+  int64_t const uploads = fake0.host_copies();
+  Tensor const on1 = on0.clone_to(gpu1);
+  EXPECT_EQ(on1.device(), (DeviceRef{DeviceKind::kCuda, 1}));
+  EXPECT_EQ(fake1.peer_copies(), 1);
+  EXPECT_EQ(fake1.peer_sources(), std::vector<int>{0});
+  EXPECT_EQ(fake0.host_copies(), uploads);  // nothing read back to the host
+  EXPECT_EQ(fake1.host_copies(), 0);
+  Tensor const again = on0.clone_to(gpu0);  // the same GPU: within it
+  EXPECT_EQ(fake0.peer_copies(), 0);
+  EXPECT_EQ(fake0.host_copies(), uploads);
+  EXPECT_EQ(on1.to_vector(), values);
+  EXPECT_EQ(again.to_vector(), values);
+
+  // Through the in-process transport, as two GPU workers of one process exchange an activation.
+  int64_t const reads = fake1.host_copies();  // to_vector's above
+  InProcessHub hub(2);
+  hub.set_device_allocator(0, &gpu0);
+  hub.set_device_allocator(1, &gpu1);
+  auto sender = hub.endpoint(0), receiver = hub.endpoint(1);
+  MessageKey const key{.step = 1, .edge = 0, .gradient = false, .micro_batch = 0, .src = 0, .dst = 1};
+  ASSERT_TRUE(sender->send(key, {on0}).is_ok());
+  auto got = receiver->recv(key, {TensorMeta{DType::kFloat32, {2, 3}}}, Clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(got.is_ok()) << got.status().message();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].device(), (DeviceRef{DeviceKind::kCuda, 1}));
+  EXPECT_EQ(fake1.peer_copies(), 2);
+  EXPECT_EQ(fake1.host_copies(), reads);
+  EXPECT_EQ((*got)[0].to_vector(), values);
 }
 
 TEST(CachingAllocatorAdapter, OutOfMemoryThrowsBadAllocAndKeepsTheMessage) {
