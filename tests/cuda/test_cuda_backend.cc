@@ -1265,6 +1265,22 @@ TEST_F(CudaGpu, CapturedMicroBatchesTrainAsEagerOnes) {
   }
 }
 
+// Between two GPUs of the process a tensor is a peer copy (Allocator::copy_from_peer), both ways,
+// bytes equal; a pipeline's in-process receive is this clone (PipelineTrainingEqualsSingleDevice
+// CpuTraining below trains across GPUs 0 and 1 through it where there are two).
+TEST_F(CudaGpu, TensorsMoveBetweenTwoGpusByPeerCopies) {
+  if (cuda::device_count() < 2) GTEST_SKIP() << "needs two GPUs (has " << cuda::device_count() << ")";
+  auto other = CudaBackend::create(1);
+  ASSERT_TRUE(other.is_ok()) << other.status().message();
+  Tensor const host = random_tensor({257, 33}, 5);
+  Tensor const on0 = host.clone_to(gpu_->caching_allocator());
+  Tensor const on1 = on0.clone_to((*other)->caching_allocator());
+  EXPECT_EQ(on1.device(), (DeviceRef{DeviceKind::kCuda, 1}));
+  Tensor const back = on1.clone_to(gpu_->caching_allocator());
+  EXPECT_EQ(on1.to_vector(), host.to_vector());
+  EXPECT_EQ(back.to_vector(), host.to_vector());
+}
+
 // Synchronous semantics on GPUs: two CUDA workers (on GPUs 0 and 1, or both on GPU 0) training a
 // 2-stage plan end with the weights the CPU reaches on one device.
 TEST_F(CudaGpu, PipelineTrainingEqualsSingleDeviceCpuTraining) {
