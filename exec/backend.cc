@@ -67,15 +67,23 @@ Backend::StepLosses Backend::step_losses(int slots) {
 }
 
 Result<std::vector<double>> Backend::read_losses(StepLosses const& losses) {
-  std::vector<double> out(losses.written.size(), std::numeric_limits<double>::quiet_NaN());
-  if (std::find(losses.written.begin(), losses.written.end(), true) == losses.written.end()) return out;
+  if (!losses.any_written()) return losses_read(losses, nullptr, nullptr);
   Tensor const values = on_host(losses.values);
   Tensor const bad = on_host(losses.bad);
+  return losses_read(losses, values.data<double>(), bad.data<int64_t>());
+}
+
+bool Backend::StepLosses::any_written() const {
+  return std::find(written.begin(), written.end(), true) != written.end();
+}
+
+Result<std::vector<double>> Backend::losses_read(StepLosses const& losses, double const* values, int64_t const* bad) {
+  std::vector<double> out(losses.written.size(), std::numeric_limits<double>::quiet_NaN());
   for (std::size_t k = 0; k < out.size(); ++k) {
     if (!losses.written[k]) continue;
-    int64_t const row = bad.data<int64_t>()[2 * k];
-    if (row >= 0) return label_out_of_range(bad.data<int64_t>()[2 * k + 1], row, losses.classes.at(k));
-    out[k] = values.data<double>()[k];
+    int64_t const row = bad[2 * k];
+    if (row >= 0) return label_out_of_range(bad[2 * k + 1], row, losses.classes.at(k));
+    out[k] = values[k];
   }
   return out;
 }

@@ -144,6 +144,7 @@ class Backend {
     std::vector<int64_t> classes;
     std::vector<bool> written;
     int slots() const { return static_cast<int>(written.size()); }
+    bool any_written() const;
   };
   StepLosses step_losses(int slots);
   // A cross-entropy label outside [0, classes): every backend's error for it.
@@ -155,9 +156,11 @@ class Backend {
   virtual Status loss_into(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows, Tensor& grad,
                            StepLosses& losses, int slot) = 0;
   // Every written slot's value (NaN for the others), read at once; the first slot with a bad label
-  // is an error naming the label and its row. The default copies both tensors to the host (one
-  // synchronisation on a device).
+  // is an error naming the label and its row. The default copies both tensors to the host (a
+  // synchronisation each on a device; the CUDA backend's one for both).
   virtual Result<std::vector<double>> read_losses(StepLosses const& losses);
+  // read_losses' result from the two tensors' bytes, read to the host (null when no slot is written).
+  static Result<std::vector<double>> losses_read(StepLosses const& losses, double const* values, int64_t const* bad);
   // One micro-batch's loss, read at once (a synchronisation on a device): loss_into a slot of its
   // own, then read_losses.
   Result<double> loss(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows, Tensor& grad);

@@ -76,6 +76,8 @@ class CudaBackend final : public Backend {
                      std::vector<int> const& dst_chunks, int axis, int64_t chunk) override;
   Status loss_into(LossKind kind, Tensor const& output, Tensor const& labels, int64_t total_rows, Tensor& grad,
                    StepLosses& losses, int slot) override;
+  // Both tensors copied into pinned host memory on the compute stream, then one synchronisation.
+  Result<std::vector<double>> read_losses(StepLosses const& losses) override;
   bool defers_host_reads() const override { return true; }
   void defer_checks(bool on) override;  // Gather's indices and a loss op's targets
   Status deferred_checks() override;    // one synchronisation, when any check is queued

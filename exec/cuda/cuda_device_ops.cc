@@ -225,6 +225,18 @@ Status CudaBackend::loss_into(LossKind kind, Tensor const& output, Tensor const&
   return Status::ok();
 }
 
+Result<std::vector<double>> CudaBackend::read_losses(StepLosses const& losses) {
+  if (!losses.any_written()) return losses_read(losses, nullptr, nullptr);
+  cuda::ScopedContext scope(*ctx_);
+  Tensor values(losses.values.shape(), DType::kFloat64, *host_pool_);
+  Tensor bad(losses.bad.shape(), DType::kInt64, *host_pool_);
+  GP_CUDA_CHECK(
+      cudaMemcpyAsync(values.raw(), losses.values.raw(), values.nbytes(), cudaMemcpyDeviceToHost, ctx_->compute));
+  GP_CUDA_CHECK(cudaMemcpyAsync(bad.raw(), losses.bad.raw(), bad.nbytes(), cudaMemcpyDeviceToHost, ctx_->compute));
+  GP_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
+  return losses_read(losses, values.data<double>(), bad.data<int64_t>());
+}
+
 Status CudaBackend::optimizer_update(OptimizerConfig const& config, int64_t step, Tensor& param, Tensor const& grad,
                                      std::vector<Tensor*> const& state) {
   if (param.dtype() != DType::kFloat32 || grad.dtype() != DType::kFloat32)
