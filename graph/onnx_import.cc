@@ -466,7 +466,7 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   }
   auto raw = to_raw(model, source, model_dir, options);
   if (!raw.is_ok()) return raw.status().with_context(source);
-  onnx_import::fuse_patterns(*raw, {.batchnorm_relu = options.fuse, .matmul = options.fuse});
+  onnx_import::fuse_patterns(*raw, {.batchnorm_relu = options.fuse});
   onnx_import::rewrite_cast_like(*raw);
   onnx_import::rewrite_is_nan(*raw);
   RETURN_IF_ERROR(check_supported(*raw).with_context(source));
@@ -477,7 +477,7 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   if (options.fuse) {
     graph = onnx_import::fuse_residual_tails(*graph);
     if (!graph.is_ok()) return graph.status().with_context(source);
-    graph = onnx_import::fuse_matmul_scales(*graph);
+    graph = onnx_import::fuse_matmul_operands(*graph);
     if (!graph.is_ok()) return graph.status().with_context(source);
   }
   if (options.max_memory_bytes > 0 && options.load_weights) {

@@ -4,8 +4,7 @@
 // and, below opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add; a linear
 // layer on a rank >= 3 input as MatMul(x, Transpose(W)) + bias. Executors and the cost model want
 // one operator for each, so the chains are replaced here, before anything else looks at the node
-// types. A Transpose that moves a MatMul operand's last axis next to last (attention's Kᵀ) becomes
-// MatMulAttrs::trans_a/trans_b, which the GEMM reads in place. A Relu after a BatchNormalization is fused into it
+// types. A Relu after a BatchNormalization is fused into it
 // (BatchNormAttrs::relu); a residual block's tail, BatchNormalization -> Add -> Relu, is fused after lowering, where
 // every shape is known (onnx_import_fuse_graph.cc).
 #include <algorithm>
@@ -472,54 +471,6 @@ std::optional<Replacement> match_linear(Matcher const& m, RawModel const& model,
   return r;
 }
 
-// MatMul(op(A), op(B)): an operand that is the only use of a Transpose whose perm p moves the
-// operand's last axis to the second-to-last place (p[r-2] = r-1: attention's Kᵀ, perm 0,2,3,1
-// after a head split, or 0,2,1 of a 3-D K) is read transposed (MatMulAttrs::trans_a/b) from the
-// Transpose's input, through a Transpose by p with its last two entries swapped where that is not
-// the identity: a permutation that keeps the innermost axis, which moves contiguous runs instead of
-// single elements. The GEMM reads the operand in place, forward and backward. (A constant scale of
-// the product is folded after lowering, where torch's shape arithmetic for it is folded:
-// fuse_matmul_scales.) Placed where the chain's last node was.
-std::optional<Replacement> match_transposed_matmul(Matcher const& m, RawNode const& mm) {
-  if (mm.inputs.size() != 2 || mm.outputs.size() != 1 || mm.attrs.count(kMatMulTransAAttr) ||
-      mm.attrs.count(kMatMulTransBAttr))
-    return std::nullopt;
-  Replacement r;
-  r.removed = {m.index_of(&mm)};
-  r.fused = mm;
-  for (std::size_t i = 0; i < 2; ++i) {
-    std::string const& in = mm.inputs[i];
-    RawNode const* p = m.producer(in);
-    if (!p || !p->domain.empty() || p->type != "Transpose" || p->inputs.size() != 1 || p->outputs.size() != 1 ||
-        m.consumers(in).size() != 1 || !m.internal(in))
-      continue;
-    int const rank = m.rank(p->inputs[0]);
-    if (rank < 2) continue;
-    std::vector<int64_t> perm(static_cast<std::size_t>(rank));
-    for (int d = 0; d < rank; ++d) perm[static_cast<std::size_t>(d)] = rank - 1 - d;  // ONNX's default
-    if (auto given = ints_attr(*p, "perm")) perm = *given;
-    auto const r2 = static_cast<std::size_t>(rank - 2);
-    if (perm.size() != static_cast<std::size_t>(rank) || perm[r2] != rank - 1) continue;
-    std::swap(perm[r2], perm[r2 + 1]);
-    bool identity = true;
-    for (int d = 0; d < rank; ++d) identity = identity && perm[static_cast<std::size_t>(d)] == d;
-    r.removed.push_back(m.index_of(p));
-    r.fused.attrs[i == 0 ? kMatMulTransAAttr : kMatMulTransBAttr] = AttrValue{int64_t{1}};
-    if (identity) {
-      r.fused.inputs[i] = p->inputs[0];
-    } else {  // a fresh output name: ONNX's inferred shape of the old one no longer holds
-      RawNode t = *p;
-      t.attrs["perm"] = AttrValue{perm};
-      t.outputs = {m.fresh_name(in + "_keep_inner")};
-      r.fused.inputs[i] = t.outputs[0];
-      r.before.push_back(std::move(t));
-    }
-  }
-  if (r.removed.size() == 1) return std::nullopt;  // nothing folded
-  r.anchor = *std::max_element(r.removed.begin(), r.removed.end());
-  return r;
-}
-
 // BatchNormalization whose Y only a Relu reads: one BatchNormalization with the Relu fused
 // (BatchNormAttrs::relu), writing the Relu's output. The CUDA backend's own BatchNorm kernels clip
 // in their elementwise pass instead of a pass of its own, and backward masks dy by the output's sign
@@ -560,10 +511,9 @@ void fuse_patterns(RawModel& model, FuseOptions const& options) {
         accept(match_tanh_gelu(m, n));
       else if (n.type == "Pad")
         accept(match_pad_pool(m, n));
-      else if (n.type == "MatMul") {
-        std::optional<Replacement> linear = match_linear(m, model, n);
-        accept(linear || !options.matmul ? std::move(linear) : match_transposed_matmul(m, n));
-      } else if (n.type == "ReduceMean" && model.opset < 18)
+      else if (n.type == "MatMul")
+        accept(match_linear(m, model, n));
+      else if (n.type == "ReduceMean" && model.opset < 18)
         accept(match_layernorm(m, model, n));
       else if (n.type == "BatchNormalization" && options.batchnorm_relu)
         accept(match_batchnorm_relu(m, n));

@@ -46,12 +46,18 @@ std::optional<Tail> match_tail(OpGraph const& g, Op const& add, std::set<TensorI
 }
 
 // A copy of `g` without the ops `gone` and the tensors `dropped`, each op in `replaced` (by id)
-// standing where it was, written in `g`'s tensor ids; accounting refilled.
+// standing where it was, written in `g`'s tensor ids, where tensor g.tensors().size() + k is
+// `added[k]`; accounting refilled.
 Result<OpGraph> rebuilt(OpGraph const& g, std::set<OpId> const& gone, std::map<OpId, Op> const& replaced,
-                        std::set<TensorId> const& dropped) {
-  std::vector<TensorId> remap(g.tensors().size(), kNoTensor);
+                        std::set<TensorId> const& dropped, std::vector<TensorInfo> const& added = {}) {
+  std::vector<TensorId> remap(g.tensors().size() + added.size(), kNoTensor);
+  std::vector<TensorInfo> all = g.tensors();
+  for (std::size_t k = 0; k < added.size(); ++k) {
+    all.push_back(added[k]);
+    all.back().id = static_cast<TensorId>(g.tensors().size() + k);
+  }
   std::vector<TensorInfo> tensors;
-  for (TensorInfo const& t : g.tensors()) {
+  for (TensorInfo const& t : all) {
     if (dropped.count(t.id)) continue;
     TensorInfo copy = t;
     copy.id = static_cast<TensorId>(tensors.size());
@@ -135,59 +141,102 @@ Result<OpGraph> fuse_residual_tails(OpGraph const& g) {
   return rebuilt(g, gone, at_add, dropped);
 }
 
-Result<OpGraph> fuse_matmul_scales(OpGraph const& g) {
+Result<OpGraph> fuse_matmul_operands(OpGraph const& g) {
   std::set<TensorId> const outputs(g.outputs().begin(), g.outputs().end());
-  std::map<OpId, Op> fused;  // the scaled MatMuls
-  std::set<OpId> gone;       // the Muls and Divs folded into them
+  std::map<OpId, Op> replaced;  // the MatMuls, and Transposes whose perm keeps the innermost axis now
+  std::set<OpId> gone;          // the Muls, Divs and Transposes folded into them
   std::set<TensorId> dropped;
+  std::vector<TensorInfo> added;           // the re-permuted Transposes' outputs
   std::map<TensorId, int> constant_reads;  // of each folded factor, by the ops that leave
-  // A tensor only one op reads, which no graph output is.
-  auto private_to_one = [&](TensorId t) { return g.tensor(t).consumers.size() == 1 && !outputs.count(t); };
+  // A tensor only one op reads, which no graph output is, made by an op not folded yet.
+  auto private_to_one = [&](TensorId t) {
+    TensorInfo const& info = g.tensor(t);
+    return info.consumers.size() == 1 && !outputs.count(t) && info.producer != kNoOp && !gone.count(info.producer) &&
+           !replaced.count(info.producer);
+  };
   for (Op const& op : g.ops()) {
     if (op.kind() != ops::OpKind::kMatMul || op.inputs.size() != 2 || op.outputs.size() != 1) continue;
     Op out = op;
     graph::MatMulAttrs a = ops::matmul_attrs(op);
     double alpha = a.alpha;
     bool folded = false;
-    auto fold = [&](Op const& s, TensorId x, std::pair<double, TensorId> const& f) {
+    auto fold_scale = [&](Op const& s, TensorId x, std::pair<double, TensorId> const& f) {
       alpha *= f.first;
       folded = true;
       gone.insert(s.id);
       dropped.insert(x);
       ++constant_reads[f.second];
     };
-    for (std::size_t i = 0; i < 2; ++i) {  // a scaled operand: MatMul(s(u), ·)
-      TensorId const x = op.inputs[i];
-      OpId const p = g.tensor(x).producer;
-      if (p == kNoOp || gone.count(p) || !private_to_one(x)) continue;
-      Op const& s = g.op(p);
-      for (TensorId u : s.inputs) {
-        if (u == x) continue;
-        if (auto f = scale_of(g, s, u)) {
-          fold(s, x, *f);
-          out.inputs[i] = u;
+    for (std::size_t i = 0; i < 2; ++i) {
+      bool& trans = i == 0 ? a.trans_a : a.trans_b;
+      // Peel what feeds the operand: scales (Mul/Div by a constant), and one Transpose whose perm
+      // brings the last axis next to last, in any order (HF's decomposed attention scales Kᵀ).
+      for (int peel = 0; peel < 4; ++peel) {
+        TensorId const x = out.inputs[i];
+        if (!private_to_one(x)) break;
+        Op const& p = g.op(g.tensor(x).producer);
+        std::optional<std::pair<double, TensorId>> f;
+        for (TensorId u : p.inputs)
+          if (u != x && !f && (f = scale_of(g, p, u))) {
+            fold_scale(p, x, *f);
+            out.inputs[i] = u;
+          }
+        if (f) continue;
+        auto const* t = std::get_if<TransposeAttrs>(&p.typed);
+        if (trans || p.kind() != ops::OpKind::kTranspose || !t || p.inputs.size() != 1 || p.outputs.size() != 1) break;
+        std::vector<int64_t> perm = t->perm;
+        std::size_t const rank = perm.size();
+        if (rank < 2 || rank != g.tensor(p.inputs[0]).shape.dims.size() ||
+            perm[rank - 2] != static_cast<int64_t>(rank) - 1)
           break;
+        std::swap(perm[rank - 2], perm[rank - 1]);  // keeps the innermost axis now
+        trans = folded = true;
+        dropped.insert(x);
+        bool identity = true;
+        for (std::size_t d = 0; d < rank; ++d) identity = identity && perm[d] == static_cast<int64_t>(d);
+        if (identity) {
+          gone.insert(p.id);
+          out.inputs[i] = p.inputs[0];
+          continue;
         }
+        TensorInfo const& in = g.tensor(p.inputs[0]);
+        TensorInfo kept = g.tensor(x);
+        kept.name = kept.name + "_keep_inner";
+        for (int k = 1; g.find_tensor(kept.name); ++k)
+          kept.name = g.tensor(x).name + "_keep_inner_" + std::to_string(k);
+        for (std::size_t d = 0; d < rank; ++d) kept.shape.dims[d] = in.shape.dims[static_cast<std::size_t>(perm[d])];
+        TensorId const id = static_cast<TensorId>(g.tensors().size() + added.size());
+        added.push_back(std::move(kept));
+        Op moved = p;
+        moved.typed = TransposeAttrs{perm};
+        moved.attrs["perm"] = perm;
+        moved.outputs[0] = id;
+        replaced.emplace(p.id, std::move(moved));
+        out.inputs[i] = id;
+        break;  // the kept Transpose stays in front
       }
     }
     TensorId const y = op.outputs[0];  // a scaled product: s(MatMul(·, ·))
-    if (private_to_one(y)) {
-      Op const& s = g.op(g.tensor(y).consumers[0]);
+    TensorInfo const& yi = g.tensor(y);
+    if (yi.consumers.size() == 1 && !outputs.count(y)) {
+      Op const& s = g.op(yi.consumers[0]);
       if (auto f = scale_of(g, s, y)) {
-        fold(s, y, *f);
+        fold_scale(s, y, *f);
         out.outputs[0] = s.outputs[0];
       }
     }
     if (!folded) continue;
     a.alpha = static_cast<float>(alpha);
     out.typed = a;
-    out.attrs[kMatMulAlphaAttr] = alpha;
-    fused.emplace(op.id, std::move(out));
+    if (a.trans_a) out.attrs[kMatMulTransAAttr] = int64_t{1};
+    if (a.trans_b) out.attrs[kMatMulTransBAttr] = int64_t{1};
+    if (alpha != 1.0) out.attrs[kMatMulAlphaAttr] = alpha;
+    replaced.emplace(op.id, std::move(out));
   }
-  if (fused.empty()) return g;
+  if (replaced.empty()) return g;
   for (auto const& [c, reads] : constant_reads)  // a factor nothing reads any more leaves too
     if (static_cast<std::size_t>(reads) == g.tensor(c).consumers.size() && !outputs.count(c)) dropped.insert(c);
-  return rebuilt(g, gone, fused, dropped);
+  return rebuilt(g, gone, replaced, dropped, added);
 }
 
 }  // namespace gp::graph::onnx_import

@@ -68,11 +68,9 @@ struct RawModel {
 // Replaces torch-export decompositions with single nodes: the Erf GELU becomes "Gelu", the
 // opset<17 LayerNorm chain "LayerNormalization", and a zero Pad before an AveragePool goes into
 // the pool's pads (count_include_pad=1), a linear layer's MatMul (+ Add) one Gemm; unless told not
-// to, a Relu that is a BatchNormalization's only reader goes into it (BatchNormAttrs::relu), and a
-// MatMul's operand Transpose and constant scale into the MatMul (MatMulAttrs).
+// to, a Relu that is a BatchNormalization's only reader goes into it (BatchNormAttrs::relu).
 struct FuseOptions {
   bool batchnorm_relu = true;
-  bool matmul = true;  // a Transpose or a constant scale of a MatMul's operand or product into the op
 };
 void fuse_patterns(RawModel& model, FuseOptions const& options = {});
 
@@ -86,10 +84,17 @@ void fuse_patterns(RawModel& model, FuseOptions const& options = {});
 Result<OpGraph> fuse_residual_tails(OpGraph const& graph);
 
 // After lowering (constant folding has turned torch's shape arithmetic for attention's 1/sqrt(d)
-// into a constant): a Mul or Div by a one-element float constant that is the only reader of a
-// MatMul's product, or the only producer of one of its operands, goes into the MatMul's alpha
-// (MatMulAttrs), which the GEMM applies for free, forward and backward. Placed where the MatMul was.
-Result<OpGraph> fuse_matmul_scales(OpGraph const& graph);
+// into a constant, and every shape is known), what only feeds a MatMul goes into it (MatMulAttrs),
+// which the GEMM applies for free, forward and backward:
+// - a Transpose of an operand whose perm p brings the last axis next to last (p[r-2] = r-1:
+//   attention's Kᵀ, perm 0,2,3,1 after a head split, 0,1,3,2 or 0,2,1 of K) becomes trans_a or
+//   trans_b; the Transpose stays, by p with its last two entries swapped, where that is not the
+//   identity (a permutation that keeps the innermost axis, which moves contiguous runs instead of
+//   single elements), writing "<its output>_keep_inner";
+// - a Mul or Div by a one-element float constant of an operand (before or after such a Transpose)
+//   or of the product (its only reader) becomes a factor of alpha.
+// Placed where the MatMul (and a kept Transpose) was.
+Result<OpGraph> fuse_matmul_operands(OpGraph const& graph);
 
 // CastLike nodes whose second input's type is known become Cast to that type.
 void rewrite_cast_like(RawModel& model);

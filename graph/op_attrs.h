@@ -40,8 +40,8 @@ struct GemmAttrs {
 };
 
 // ONNX MatMul has no attributes; the importer folds a Transpose that moves an operand's last axis
-// next to last (a Q·Kᵀ; graph/onnx_import_fuse.cc), and a constant scale of the product or an
-// operand (attention's 1/sqrt(d); graph/onnx_import_fuse_graph.cc), into the op:
+// next to last (a Q·Kᵀ) and a constant scale of the product or an operand (attention's 1/sqrt(d))
+// into the op (graph/onnx_import_fuse_graph.cc):
 // Y = alpha · op(A) · op(B), op(X) = X with its last two axes swapped when trans_x. The executors read the stored
 // operand through a transposed view and pass alpha to the GEMM, so neither a transposed copy nor a scaling pass runs.
 struct MatMulAttrs {
