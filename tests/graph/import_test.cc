@@ -575,7 +575,8 @@ TEST(Import, FoldsAttentionsKeyTransposeAndScaleIntoTheMatMul) {
 // Not folded where the Transpose's output is read elsewhere, where its perm does not bring the last
 // axis next to last (the innermost axis would move anyway), where the "scale" divides a constant by
 // the product, is a tensor rather than one number, or is a trained weight. A Transpose of the last
-// two axes of a 3-D operand goes away entirely, and a scaled operand folds like a scaled product.
+// two axes of a 3-D operand goes away entirely, and a scaled operand folds like a scaled product,
+// before or after its Transpose.
 TEST(Import, FoldsOnlyTransposesOfTheLastAxisAndOneNumberConstantScales) {
   struct Case {
     std::string inputs, outputs, body;
@@ -621,7 +622,15 @@ TEST(Import, FoldsOnlyTransposesOfTheLastAxisAndOneNumberConstantScales) {
        {zeros("c", {}, 2)},
        1,
        true,
-       2}};
+       2},
+      // HF's decomposed attention: q and Kᵀ scaled apart, the scale after the Transpose.
+      {qk,
+       "float[N,4,5] y",
+       "kt = Transpose<perm = [0,2,1]>(k)\n ks = Mul(kt, c)\n qs = Mul(q, c)\n y = MatMul(qs, ks)",
+       {zeros("c", {}, 0.5)},
+       1,
+       true,
+       0.25f}};
   for (Case const& c : cases) {
     SCOPED_TRACE(c.body);
     ImportOptions options;  // c (one number) is a constant; w is trained by pattern
