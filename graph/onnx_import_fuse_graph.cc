@@ -177,7 +177,7 @@ Result<OpGraph> fuse_matmul_operands(OpGraph const& g) {
         Op const& p = g.op(g.tensor(x).producer);
         std::optional<std::pair<double, TensorId>> f;
         for (TensorId u : p.inputs)
-          if (u != x && !f && (f = scale_of(g, p, u))) {
+          if (!f && (f = scale_of(g, p, u))) {
             fold_scale(p, x, *f);
             out.inputs[i] = u;
           }

@@ -10,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/hash.h"
 #include "exec/optimizer.h"
 #include "exec/profiler.h"
 #include "exec/runtime/link_probe.h"
@@ -140,8 +141,31 @@ struct Measured {
   double update_seconds_per_weight_byte = 0;
 };
 
-// The per-op profile: made once per model, backend (and its TF32 setting), thread budget,
-// calibration concurrency and micro-batch size, and kept in the cache folder for the next run.
+// The imported graph's wiring (each op's name and type, the names and shapes of what it reads and
+// writes): the same file imports to other graphs with --no-fusion or after an importer change (a
+// fusion that removes or re-wires ops), and a profile holds the ops of one.
+uint64_t graph_key(graph::OpGraph const& graph) {
+  uint64_t h = kFnvOffset;
+  auto add = [&](std::string_view s) { h = fnv1a(std::string_view("\0", 1), fnv1a(s, h)); };
+  for (graph::Op const& op : graph.ops()) {
+    add(op.name);
+    add(op.type);
+    for (auto const* list : {&op.inputs, &op.outputs})
+      for (graph::TensorId t : *list) {
+        if (t == graph::kNoTensor) {
+          add("-");
+          continue;
+        }
+        add(graph.tensor(t).name);
+        add(graph.tensor(t).shape.to_string());
+      }
+  }
+  return h;
+}
+
+// The per-op profile: made once per model (its file and the graph it imports to), backend (and its
+// TF32 setting), thread budget, calibration concurrency and micro-batch size, and kept in the
+// cache folder for the next run.
 Result<graph::MeasuredProfile> measured_profile(ModelFile const& model, graph::OpGraph const& graph, int threads,
                                                 int concurrency, int64_t micro_batch, std::string const& backend_name,
                                                 BackendSettings const& settings) {
@@ -149,10 +173,11 @@ Result<graph::MeasuredProfile> measured_profile(ModelFile const& model, graph::O
   bool const gpu = backend_name != "cpu";
   char name[160];
   // Per precision too: a bf16 graph has other ops (its casts) and other times.
-  std::snprintf(name, sizeof name, "%016llx-%s%s-%s-t%d-c%d-b%lld.profile.json",
-                static_cast<unsigned long long>(model.hash), backend_name.c_str(),
-                gpu && settings.tf32_matmul ? "-tf32" : "", graph::precision_name(graph::graph_precision(graph)),
-                gpu ? 0 : threads, concurrency, static_cast<long long>(micro_batch));
+  std::snprintf(name, sizeof name, "%016llx-%016llx-%s%s-%s-t%d-c%d-b%lld.profile.json",
+                static_cast<unsigned long long>(model.hash), static_cast<unsigned long long>(graph_key(graph)),
+                backend_name.c_str(), gpu && settings.tf32_matmul ? "-tf32" : "",
+                graph::precision_name(graph::graph_precision(graph)), gpu ? 0 : threads, concurrency,
+                static_cast<long long>(micro_batch));
   std::string const path = (std::filesystem::path(cache) / name).string();
   if (std::filesystem::exists(path)) {
     auto cached = graph::read_profile_file(path);

@@ -351,5 +351,39 @@ TEST(TrainingSession, PipelineKeepsTheMaskOutOfTrainingAndNamesANaN) {
   std::filesystem::remove(path);
 }
 
+// A measured profile is cached per model file and per graph it imports to: the same file with
+// --no-fusion (or after an importer change) is another graph, with other ops, and gets its own
+// profile instead of the other's.
+TEST(Planning, TheProfileCacheKeepsOneProfilePerImportedGraph) {
+  auto const dir = std::filesystem::path(temp_path("profile_cache"));
+  std::filesystem::create_directories(dir);
+  char const* old = std::getenv("GP_CACHE_DIR");
+  std::string const saved = old ? old : "";
+  ::setenv("GP_CACHE_DIR", dir.c_str(), 1);
+  exec::TrainConfig c = zoo_config("transformer", 1);
+  c.pipeline.cost = "profile";
+  auto model = read_model(c.model, c.seed);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  TrainingPlanContext two;
+  two.devices = 2;
+  for (bool fuse : {true, false, true}) {
+    graph::ImportOptions o;
+    o.fuse = fuse;
+    auto g = load_graph(*model, o);
+    ASSERT_TRUE(g.is_ok()) << g.status().message();
+    auto plan = plan_training(c, *model, std::make_shared<graph::OpGraph const>(std::move(g).value()), two);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  }
+  int profiles = 0;
+  for (auto const& e : std::filesystem::directory_iterator(dir))
+    profiles += e.path().string().find(".profile.json") != std::string::npos;
+  EXPECT_EQ(profiles, 2);  // fused and apart; the third run reads the first's
+  if (old)
+    ::setenv("GP_CACHE_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("GP_CACHE_DIR");
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace gp::session
