@@ -41,6 +41,35 @@ using testing::vanishes;
 constexpr double kUnit = 1.0 / 256;
 constexpr double kTolerance = 8 * kUnit;
 
+// The model imported in precision p with the importer's fusions and without (--no-fusion).
+std::pair<graph::OpGraph, graph::OpGraph> fused_and_apart(graph::OnnxModelBuilder const& b, Precision p) {
+  graph::ImportOptions fused, apart;
+  fused.precision = apart.precision = p;
+  apart.fuse = false;
+  auto f = b.to_graph(fused);
+  auto a = b.to_graph(apart);
+  EXPECT_TRUE(f.is_ok()) << f.status().message();
+  EXPECT_TRUE(a.is_ok()) << a.status().message();
+  if (!f.is_ok() || !a.is_ok()) return {};
+  return {std::move(f).value(), std::move(a).value()};
+}
+
+// One training step of the fused graph and of the graph apart on the CPU: the same output and
+// gradients within `bound` (relative L2), none of them zero except `may_vanish`.
+void expect_same_step(graph::OpGraph const& fused, graph::OpGraph const& apart, double bound,
+                      std::string const& may_vanish = "") {
+  CpuBackend be;
+  testing::NamedValues const got = one_step(fused, be), want = one_step(apart, be);
+  ASSERT_EQ(got.size(), want.size());
+  for (auto const& [name, values] : want) {
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_LE(rel_l2(got.at(name), values), bound) << name;
+    if (name != may_vanish) {
+      EXPECT_FALSE(vanishes(values)) << name;
+    }
+  }
+}
+
 // The importer fuses a Relu that only reads a BatchNorm into it (BatchNormAttrs::relu), and a residual
 // block's BatchNorm -> Add -> Relu (BatchNormAttrs::residual): one training step of the block with
 // BatchNorm, fused and apart, gives the same output and gradients: in float32 to 1e-6 (the add, the
@@ -50,12 +79,7 @@ constexpr double kTolerance = 8 * kUnit;
 TEST(BatchNormRelu, TheFusedOpsTrainAsTheOpsApart) {
   for (Precision const p : {Precision::kFloat32, Precision::kBFloat16}) {
     SCOPED_TRACE(graph::precision_name(p));
-    graph::ImportOptions fused, apart;
-    fused.precision = apart.precision = p;
-    apart.fuse = false;
-    auto f = tiny_resnet_block(true).to_graph(fused);
-    auto a = tiny_resnet_block(true).to_graph(apart);
-    ASSERT_TRUE(f.is_ok() && a.is_ok());
+    auto const [f, a] = fused_and_apart(tiny_resnet_block(true), p);
     auto count = [](graph::OpGraph const& g, bool residual) {
       int n = 0;
       for (auto const& op : g.ops())
@@ -63,21 +87,12 @@ TEST(BatchNormRelu, TheFusedOpsTrainAsTheOpsApart) {
       return n;
     };
     // conv1 -> BatchNorm -> Relu, and conv2 -> BatchNorm -> Add(the skip) -> Relu.
-    EXPECT_EQ(count(*f, false), 2);
-    EXPECT_EQ(count(*f, true), 1);
-    EXPECT_EQ(count(*a, false), 0);
-    EXPECT_EQ(f->num_ops() + 3, a->num_ops());
-    CpuBackend be;
-    testing::NamedValues const got = one_step(*f, be), want = one_step(*a, be);
-    ASSERT_EQ(got.size(), want.size());
-    for (auto const& [name, values] : want) {
-      ASSERT_TRUE(got.count(name)) << name;
-      EXPECT_LE(rel_l2(got.at(name), values), p == Precision::kFloat32 ? 1e-6 : 4.0 / 256) << name;
-      // conv1's bias shifts each channel before BatchNorm takes the channel's mean out: no gradient.
-      if (name != "dconv1.b") {
-        EXPECT_FALSE(vanishes(values)) << name;
-      }
-    }
+    EXPECT_EQ(count(f, false), 2);
+    EXPECT_EQ(count(f, true), 1);
+    EXPECT_EQ(count(a, false), 0);
+    EXPECT_EQ(f.num_ops() + 3, a.num_ops());
+    // conv1's bias shifts each channel before BatchNorm takes the channel's mean out: no gradient.
+    expect_same_step(f, a, p == Precision::kFloat32 ? 1e-6 : 4.0 / 256, "dconv1.b");
   }
 }
 
@@ -89,46 +104,34 @@ TEST(BatchNormRelu, TheFusedOpsTrainAsTheOpsApart) {
 TEST(TransposedMatMul, TheFusedOpsTrainAsTheOpsApart) {
   for (Precision const p : {Precision::kFloat32, Precision::kBFloat16}) {
     SCOPED_TRACE(graph::precision_name(p));
-    graph::ImportOptions fused, apart;
-    fused.precision = apart.precision = p;
-    apart.fuse = false;
-    auto f = testing::tiny_attention_heads().to_graph(fused);
-    auto a = testing::tiny_attention_heads().to_graph(apart);
-    ASSERT_TRUE(f.is_ok() && a.is_ok()) << f.status().message() << a.status().message();
+    auto const [f, a] = fused_and_apart(testing::tiny_attention_heads(), p);
     std::map<std::string, int> fops, aops;
-    for (auto const& op : f->ops()) ++fops[op.type];
-    for (auto const& op : a->ops()) ++aops[op.type];
+    for (auto const& op : f.ops()) ++fops[op.type];
+    for (auto const& op : a.ops()) ++aops[op.type];
     EXPECT_EQ(aops["Transpose"], 5);
     EXPECT_EQ(aops["Mul"] + aops["Div"], 2);
     // q and v's permutations, o3's, and k's as 0,2,1,3 (innermost axis kept); no scaling op.
     EXPECT_EQ(fops["Transpose"], 4);
     EXPECT_EQ(fops["Mul"] + fops["Div"], 0);
     bool scores = false, att_t = false;
-    for (auto const& op : f->ops()) {
+    for (auto const& op : f.ops()) {
       if (op.type != "MatMul") continue;
       auto const& m = std::get<graph::MatMulAttrs>(op.typed);
-      std::string const out = f->tensor(op.outputs[0]).name;
+      std::string const out = f.tensor(op.outputs[0]).name;
       if (out == "ss") {  // (0.5 q) · kᵀ / 0.75, k read transposed from a 0,2,1,3 permutation
         scores = true;
         EXPECT_TRUE(!m.trans_a && m.trans_b);
         EXPECT_FLOAT_EQ(m.alpha, 0.5f / 0.75f);
-        EXPECT_EQ(f->op(f->tensor(op.inputs[1]).producer).type, "Transpose");
-        EXPECT_EQ(f->tensor(op.inputs[0]).name, "qh");
+        EXPECT_EQ(f.op(f.tensor(op.inputs[1]).producer).type, "Transpose");
+        EXPECT_EQ(f.tensor(op.inputs[0]).name, "qh");
       } else if (out == "o2") {  // attᵀ · v, att read in place
         att_t = true;
         EXPECT_TRUE(m.trans_a && !m.trans_b);
-        EXPECT_EQ(f->tensor(op.inputs[0]).name, p == Precision::kFloat32 ? "att" : "att.to_bf16");
+        EXPECT_EQ(f.tensor(op.inputs[0]).name, p == Precision::kFloat32 ? "att" : "att.to_bf16");
       }
     }
     EXPECT_TRUE(scores && att_t);
-    CpuBackend be;
-    testing::NamedValues const got = one_step(*f, be), want = one_step(*a, be);
-    ASSERT_EQ(got.size(), want.size());
-    for (auto const& [name, values] : want) {
-      ASSERT_TRUE(got.count(name)) << name;
-      EXPECT_LE(rel_l2(got.at(name), values), p == Precision::kFloat32 ? 1e-6 : 4.0 / 256) << name;
-      EXPECT_FALSE(vanishes(values)) << name;
-    }
+    expect_same_step(f, a, p == Precision::kFloat32 ? 1e-6 : 4.0 / 256);
   }
 }
 
