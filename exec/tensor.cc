@@ -246,7 +246,7 @@ Tensor Tensor::clone_to(Allocator& alloc) const {
     from.copy_to_host(t.raw(), raw(), n);
   } else if (from.device() == alloc.device()) {
     alloc.copy_within(t.raw(), raw(), n);
-  } else if (!alloc.copy_from_peer(t.raw(), from.device(), raw(), n)) {
+  } else if (!alloc.copy_from_peer(t.raw(), from, raw(), n)) {
     // Device to another device, where the two cannot copy directly: through the host.
     std::vector<std::byte> staging(n);
     from.copy_to_host(staging.data(), raw(), n);

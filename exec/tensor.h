@@ -47,9 +47,10 @@ class Allocator {
   virtual void copy_to_host(void* host_dst, void const* src, std::size_t n) { std::memcpy(host_dst, src, n); }
   virtual void copy_from_host(void* dst, void const* host_src, std::size_t n) { std::memcpy(dst, host_src, n); }
   virtual void copy_within(void* dst, void const* src, std::size_t n) { std::memcpy(dst, src, n); }
-  // Into memory this allocator made, from memory of another device of the same kind (`src_device`):
-  // true when done directly (a GPU's peer copy), false when the caller must stage through the host.
-  virtual bool copy_from_peer(void* /*dst*/, DeviceRef /*src_device*/, void const* /*src*/, std::size_t /*n*/) {
+  // Into memory this allocator made, from memory `from` made on another device, after the work
+  // queued on either side (as a copy through the host would be): true when done directly (a GPU's
+  // peer copy), false when the caller must stage through the host.
+  virtual bool copy_from_peer(void* /*dst*/, Allocator& /*from*/, void const* /*src*/, std::size_t /*n*/) {
     return false;
   }
 };

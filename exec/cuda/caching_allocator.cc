@@ -438,9 +438,12 @@ void CachingAllocator::copy_within(void* dst, void const* src, std::size_t n) {
   if (n > 0) throw_if_error(raw_.copy_within(dst, src, n, default_stream()), "copy_within");
 }
 
-bool CachingAllocator::copy_from_peer(void* dst, DeviceRef src_device, void const* src, std::size_t n) {
-  if (src_device.kind != DeviceKind::kCuda || src_device.index == device_index_) return false;
-  if (n > 0) throw_if_error(raw_.copy_from_peer(dst, src, src_device.index, n, default_stream()), "copy_from_peer");
+bool CachingAllocator::copy_from_peer(void* dst, Allocator& from, void const* src, std::size_t n) {
+  auto* peer = dynamic_cast<CachingAllocator*>(&from);
+  if (peer == nullptr || peer->device_index_ == device_index_) return false;
+  if (n == 0) return true;
+  throw_if_error(peer->raw_.synchronize_stream(peer->default_stream()), "copy_from_peer (the source's stream)");
+  throw_if_error(raw_.copy_from_peer(dst, src, peer->device_index_, n, default_stream()), "copy_from_peer");
   return true;
 }
 

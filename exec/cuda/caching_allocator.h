@@ -70,6 +70,8 @@ class RawDeviceMemory {
   virtual Status copy_within(void* dst, void const* src, std::size_t n, StreamId stream) = 0;
   // Into this device's memory from another device's (`src_device`, same runtime).
   virtual Status copy_from_peer(void* dst, void const* src, int src_device, std::size_t n, StreamId stream) = 0;
+  // Waits for the work queued on `stream` so far.
+  virtual Status synchronize_stream(StreamId stream) = 0;
 };
 
 struct CachingAllocatorStats {
@@ -143,9 +145,10 @@ class CachingAllocator final : public Allocator {
   void copy_to_host(void* host_dst, void const* src, std::size_t n) override;
   void copy_from_host(void* dst, void const* host_src, std::size_t n) override;
   void copy_within(void* dst, void const* src, std::size_t n) override;
-  // From another GPU of the process: a peer copy (over NVLink or PCIe where the two can reach each
-  // other), never through host memory; false for any other source.
-  bool copy_from_peer(void* dst, DeviceRef src_device, void const* src, std::size_t n) override;
+  // From another GPU's caching allocator: once the source's default stream has run its queued work
+  // (the kernels that wrote the bytes), a peer copy on this one's (over NVLink or PCIe where the two
+  // can reach each other), never through host memory; false for any other source.
+  bool copy_from_peer(void* dst, Allocator& from, void const* src, std::size_t n) override;
 
  private:
   struct Block {

@@ -140,6 +140,13 @@ Status CudaDeviceMemory::copy_within(void* dst, void const* src, std::size_t n, 
   });
 }
 
+Status CudaDeviceMemory::synchronize_stream(StreamId stream) {
+  return on_device(device_, [&]() -> Status {
+    GP_CUDA_CHECK(cudaStreamSynchronize(to_stream(stream)));
+    return Status::ok();
+  });
+}
+
 Status CudaDeviceMemory::copy_from_peer(void* dst, void const* src, int src_device, std::size_t n, StreamId stream) {
   return on_device(device_, [&]() -> Status {
     {

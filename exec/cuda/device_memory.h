@@ -32,6 +32,7 @@ class CudaDeviceMemory final : public RawDeviceMemory {
   // cudaMemcpyPeerAsync, peer access from this device to `src_device` enabled first where the two
   // can reach each other (once per pair; else the driver stages the copy itself).
   Status copy_from_peer(void* dst, void const* src, int src_device, std::size_t n, StreamId stream) override;
+  Status synchronize_stream(StreamId stream) override;
 
  private:
   int device_;

@@ -104,6 +104,14 @@ class FakeDeviceMemory final : public RawDeviceMemory {
     return Status::ok();
   }
 
+  Status synchronize_stream(StreamId stream) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stream_syncs_;
+    for (auto& [id, e] : events_)
+      if (e.stream == stream) e.done = true;
+    return Status::ok();
+  }
+
   // Completes every event recorded on `stream` so far, as when the stream has run past them.
   void complete_stream(StreamId stream) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -130,6 +138,7 @@ class FakeDeviceMemory final : public RawDeviceMemory {
   std::vector<std::size_t> malloc_sizes() const { return locked(malloc_sizes_); }
   int64_t host_copies() const { return locked(host_copies_); }  // copy_to_host and copy_from_host calls
   int64_t peer_copies() const { return locked(peer_copies_); }
+  int64_t stream_syncs() const { return locked(stream_syncs_); }
   std::vector<int> peer_sources() const { return locked(peer_sources_); }
 
  private:
@@ -163,7 +172,8 @@ class FakeDeviceMemory final : public RawDeviceMemory {
   mutable std::mutex mu_;
   std::map<void*, std::size_t> live_;
   std::size_t used_ = 0;
-  int64_t mallocs_ = 0, frees_ = 0, failed_mallocs_ = 0, syncs_ = 0, host_copies_ = 0, peer_copies_ = 0;
+  int64_t mallocs_ = 0, frees_ = 0, failed_mallocs_ = 0, syncs_ = 0, host_copies_ = 0, peer_copies_ = 0,
+          stream_syncs_ = 0;
   std::vector<int> peer_sources_;
   std::vector<std::size_t> malloc_sizes_;
   std::map<EventId, Event> events_;

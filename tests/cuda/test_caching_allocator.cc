@@ -568,6 +568,7 @@ TEST(CachingAllocatorAdapter, ATensorOfAnotherGpuIsPeerCopiedNotStagedThroughThe
   int64_t const uploads = fake0.host_copies();
   Tensor const on1 = on0.clone_to(gpu1);
   EXPECT_EQ(on1.device(), (DeviceRef{DeviceKind::kCuda, 1}));
+  EXPECT_EQ(fake0.stream_syncs(), 1);  // after the source's queued work, as a copy to the host was
   EXPECT_EQ(fake1.peer_copies(), 1);
   EXPECT_EQ(fake1.peer_sources(), std::vector<int>{0});
   EXPECT_EQ(fake0.host_copies(), uploads);  // nothing read back to the host
