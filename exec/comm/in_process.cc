@@ -59,38 +59,12 @@ class InProcessCommunicator final : public Communicator {
       return internal_error(key.to_string() + " entered twice by device " + std::to_string(device_));
     c.members.emplace(device_, &tensors);
     if (c.members.size() == group.size()) {
-      // The last to arrive sums in replica order and writes the sum into every member's tensors.
-      for (int d : group)
-        if (!c.members.count(d))
-          return internal_error(key.to_string() + ": device " + std::to_string(d) + " is not in the group");
-      // Summed in host memory (device tensors are staged through it), written back to each member.
-      std::vector<Tensor> sum;
-      for (Tensor const& t : *c.members.at(group[0])) sum.push_back(t.clone_to(process_cpu_allocator()));
-      for (std::size_t g = 1; g < group.size(); ++g) {
-        std::vector<Tensor> const& other = *c.members.at(group[g]);
-        if (other.size() != sum.size())
-          return internal_error(key.to_string() + ": replicas hold different gradient lists");
-        for (std::size_t i = 0; i < sum.size(); ++i) {
-          if (other[i].numel() != sum[i].numel())
-            return invalid_argument(key.to_string() + ": gradient " + std::to_string(i) + " is " +
-                                    other[i].shape_string() + " on device " + std::to_string(group[g]) + " but " +
-                                    sum[i].shape_string() + " on device " + std::to_string(group[0]));
-          if (other[i].device().kind == DeviceKind::kCpu) {
-            kernels::add_inplace(sum[i].data<float>(), other[i].data<float>(), sum[i].numel());
-          } else {
-            Tensor const staged = other[i].clone_to(process_cpu_allocator());
-            kernels::add_inplace(sum[i].data<float>(), staged.data<float>(), sum[i].numel());
-          }
-        }
-      }
-      for (int d : group) {
-        std::vector<Tensor>& dst = *c.members.at(d);
-        for (std::size_t i = 0; i < sum.size(); ++i) {
-          if (dst[i].device().kind == DeviceKind::kCpu)
-            std::copy_n(sum[i].data<float>(), sum[i].numel(), dst[i].data<float>());
-          else
-            dst[i].allocator().copy_from_host(dst[i].raw(), sum[i].raw(), sum[i].nbytes());
-        }
+      // The last to arrive sums in replica order and writes the sum into every member's tensors;
+      // every member returns its status.
+      try {
+        c.result = sum_into_members(key, group, c);
+      } catch (std::exception const& e) {  // a device allocator's failed runtime call, or no memory
+        c.result = internal_error(key.to_string() + ": " + e.what());
       }
       c.done = true;
       hub_.cv_.notify_all();
@@ -107,8 +81,9 @@ class InProcessCommunicator final : public Communicator {
         }
       }
     }
+    Status const result = c.result;
     if (++c.released == static_cast<int>(group.size())) hub_.collectives_.erase(key);
-    return Status::ok();
+    return result;
   }
 
   Status barrier(int64_t step, Deadline deadline) override {
@@ -150,6 +125,92 @@ class InProcessCommunicator final : public Communicator {
   }
 
  private:
+  // Every member's tensors hold the sum of all members' (in group order). On GPUs with an adder for
+  // the group's first device, summed there: the others' tensors peer-copied to it and added by its
+  // backend, the sum peer-copied back. Else (CPU members, or no adder) in host memory, device
+  // tensors staged through it. Called with the hub's lock held, every member waiting.
+  Status sum_into_members(CollectiveKey const& key, std::vector<int> const& group, InProcessHub::Collective& c) {
+    for (int d : group)
+      if (!c.members.count(d))
+        return internal_error(key.to_string() + ": device " + std::to_string(d) + " is not in the group");
+    std::vector<Tensor> const& first = *c.members.at(group[0]);
+    for (std::size_t g = 1; g < group.size(); ++g) {
+      std::vector<Tensor> const& other = *c.members.at(group[g]);
+      if (other.size() != first.size())
+        return internal_error(key.to_string() + ": replicas hold different gradient lists");
+      for (std::size_t i = 0; i < first.size(); ++i)
+        if (other[i].numel() != first[i].numel() || other[i].dtype() != first[i].dtype())
+          return invalid_argument(key.to_string() + ": gradient " + std::to_string(i) + " is " +
+                                  other[i].shape_string() + " on device " + std::to_string(group[g]) + " but " +
+                                  first[i].shape_string() + " on device " + std::to_string(group[0]));
+    }
+    bool on_devices = true;  // every member's tensors on a device whose adder is set
+    for (int d : group) {
+      InProcessHub::DeviceAdder const& a = hub_.device_adder_[static_cast<std::size_t>(d)];
+      on_devices = on_devices && a.add && a.wait;
+      for (Tensor const& t : *c.members.at(d)) on_devices = on_devices && t.device().kind != DeviceKind::kCpu;
+    }
+    return on_devices ? sum_on_device(group, c) : sum_on_host(group, c);
+  }
+
+  Status sum_on_device(std::vector<int> const& group, InProcessHub::Collective& c) {
+    auto adder = [&](int d) -> InProcessHub::DeviceAdder const& {
+      return hub_.device_adder_[static_cast<std::size_t>(d)];
+    };
+    // The gradients are done: each member's queued kernels have run (two workers may share a GPU,
+    // each on its own stream, and copy within it).
+    for (int d : group) RETURN_IF_ERROR(adder(d).wait());
+    std::vector<Tensor> sum;
+    for (Tensor const& t : *c.members.at(group[0])) sum.push_back(t.clone());  // on the first member's GPU
+    for (std::size_t g = 1; g < group.size(); ++g) {
+      std::vector<Tensor> staged;  // kept until the adds that read them are done
+      for (std::size_t i = 0; i < sum.size(); ++i) {
+        staged.push_back(c.members.at(group[g])->at(i).clone_to(sum[i].allocator()));
+        RETURN_IF_ERROR(adder(group[0]).add(sum[i], staged.back()));
+      }
+      RETURN_IF_ERROR(adder(group[0]).wait());
+    }
+    for (int d : group) {
+      std::vector<Tensor>& dst = *c.members.at(d);
+      for (std::size_t i = 0; i < sum.size(); ++i) {
+        Allocator& to = dst[i].allocator();
+        if (to.device() == sum[i].device()) {
+          to.copy_within(dst[i].raw(), sum[i].raw(), sum[i].nbytes());
+        } else if (!to.copy_from_peer(dst[i].raw(), sum[i].allocator(), sum[i].raw(), sum[i].nbytes())) {
+          Tensor const staged = sum[i].clone_to(process_cpu_allocator());
+          to.copy_from_host(dst[i].raw(), staged.raw(), staged.nbytes());
+        }
+      }
+    }
+    return Status::ok();
+  }
+
+  static Status sum_on_host(std::vector<int> const& group, InProcessHub::Collective& c) {
+    std::vector<Tensor> sum;
+    for (Tensor const& t : *c.members.at(group[0])) sum.push_back(t.clone_to(process_cpu_allocator()));
+    for (std::size_t g = 1; g < group.size(); ++g) {
+      std::vector<Tensor> const& other = *c.members.at(group[g]);
+      for (std::size_t i = 0; i < sum.size(); ++i) {
+        if (other[i].device().kind == DeviceKind::kCpu) {
+          kernels::add_inplace(sum[i].data<float>(), other[i].data<float>(), sum[i].numel());
+        } else {
+          Tensor const staged = other[i].clone_to(process_cpu_allocator());
+          kernels::add_inplace(sum[i].data<float>(), staged.data<float>(), sum[i].numel());
+        }
+      }
+    }
+    for (int d : group) {
+      std::vector<Tensor>& dst = *c.members.at(d);
+      for (std::size_t i = 0; i < sum.size(); ++i) {
+        if (dst[i].device().kind == DeviceKind::kCpu)
+          std::copy_n(sum[i].data<float>(), sum[i].numel(), dst[i].data<float>());
+        else
+          dst[i].allocator().copy_from_host(dst[i].raw(), sum[i].raw(), sum[i].nbytes());
+      }
+    }
+    return Status::ok();
+  }
+
   static Status aborted(Status const& cause) {
     return aborted_error("stopped because another device failed: " + cause.message());
   }
@@ -159,7 +220,15 @@ class InProcessCommunicator final : public Communicator {
 };
 
 InProcessHub::InProcessHub(int num_devices)
-    : num_devices_(num_devices), mailbox_(num_devices), device_alloc_(static_cast<std::size_t>(num_devices), nullptr) {}
+    : num_devices_(num_devices),
+      mailbox_(num_devices),
+      device_alloc_(static_cast<std::size_t>(num_devices), nullptr),
+      device_adder_(static_cast<std::size_t>(num_devices)) {}
+
+void InProcessHub::set_device_adder(int device, DeviceAdder adder) {
+  std::lock_guard lock(mu_);
+  device_adder_.at(static_cast<std::size_t>(device)) = std::move(adder);
+}
 
 void InProcessHub::set_device_allocator(int device, Allocator* alloc) {
   std::lock_guard lock(mu_);

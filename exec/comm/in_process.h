@@ -4,11 +4,12 @@
 // copied into the receiving device's memory (the receiving thread's allocator, or the device
 // allocator set for it: a GPU worker's), so each device's memory is counted where it lives, as it
 // would be after a real transfer. Between GPUs of one process a received tensor is a peer copy
-// (Allocator::copy_from_peer); the all-reduce goes through host memory: correct, not fast (NCCL is
-// the fast path, under MPI).
+// (Allocator::copy_from_peer), and replicas' gradients are summed on the first replica's GPU by its
+// backend (set_device_adder; through host memory without one). NCCL, under MPI, is the fast path.
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,16 @@ class InProcessHub {
   // Received tensors of `device` go to `alloc` (a device's memory) instead of the receiving
   // thread's CPU allocator. Set before the workers start.
   void set_device_allocator(int device, Allocator* alloc);
+  // How a device sums replicas' gradients where it holds them: dst += src (same device, dtype and
+  // shape), and a wait for the adds queued so far. With one for the group's first device, an
+  // all-reduce of GPU replicas sums on that GPU (peer copies there and back) instead of the host.
+  struct DeviceAdder {
+    std::function<Status(Tensor& dst, Tensor const& src)> add;
+    std::function<Status()> wait;
+  };
+  // Set before the workers start; the adder runs on the thread that arrives last at a collective,
+  // while the device's own worker waits in it.
+  void set_device_adder(int device, DeviceAdder adder);
   // What waits in each mailbox now (for a stall report).
   std::vector<std::vector<MessageKey>> mailboxes() const;
 
@@ -34,6 +45,7 @@ class InProcessHub {
   struct Collective {
     std::map<int, std::vector<Tensor>*> members;  // device -> its tensors, while it waits
     bool done = false;
+    Status result;  // the sum's, which every member returns
     int released = 0;
   };
 
@@ -45,7 +57,8 @@ class InProcessHub {
     HostFence ready;  // the sender's fence (Communicator::send)
   };
   std::vector<std::map<MessageKey, Message>> mailbox_;
-  std::vector<Allocator*> device_alloc_;  // per device; null: the receiving thread's CPU allocator
+  std::vector<Allocator*> device_alloc_;   // per device; null: the receiving thread's CPU allocator
+  std::vector<DeviceAdder> device_adder_;  // per device; empty: the all-reduce sums on the host
   std::map<CollectiveKey, Collective> collectives_;
   std::map<int64_t, int> barrier_arrived_, barrier_left_;
   std::optional<Status> abort_;

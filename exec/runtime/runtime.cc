@@ -109,7 +109,16 @@ Status Runtime::build_worker(int device, Communicator& comm) {
   backends_.push_back(std::move(backend));
   if (!backends_.back()) return internal_error("no backend for device " + std::to_string(device));
   bool const on_gpu = backends_.back()->device().kind != DeviceKind::kCpu;
-  if (hub_ && on_gpu) hub_->set_device_allocator(device, &backends_.back()->allocator());
+  if (hub_ && on_gpu) {
+    Backend* const b = backends_.back().get();
+    hub_->set_device_allocator(device, &b->allocator());
+    // Replicas' gradients are summed on the GPU (the first replica's), not in host memory.
+    hub_->set_device_adder(device, {[b](Tensor& dst, Tensor const& src) { return b->add_into(dst, src); },
+                                    [b] {
+                                      HostFence const done = b->fence(Backend::StreamKind::kCompute);
+                                      return done ? done() : Status::ok();
+                                    }});
+  }
   device_memory_.push_back(on_gpu ? &backends_.back()->allocator() : memory_.back().get());
   ScopedThreadAllocator scoped(*memory_.back());
   ASSIGN_OR_RETURN(auto data, make_data_source(config_.data, *graph_, config_.loss, config_.seed));

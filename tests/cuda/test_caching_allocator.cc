@@ -596,6 +596,84 @@ TEST(CachingAllocatorAdapter, ATensorOfAnotherGpuIsPeerCopiedNotStagedThroughThe
   EXPECT_EQ((*got)[0].to_vector(), values);
 }
 
+// Three GPU replicas of a stage all-reduce their gradients through the in-process transport: with an
+// adder set for each device, the sum is made on the first replica's GPU (the others' gradients
+// peer-copied there and added in replica order by its backend, the adds awaited) and peer-copied
+// back, never through host memory; without one, in host memory. Either way every replica ends
+// with the same sum, the host's float order. A failed add is every replica's error, not a hang.
+TEST(CachingAllocatorAdapter, GpuReplicasAllReduceOnTheFirstReplicasGpu) {
+  constexpr int kReplicas = 3;
+  std::vector<std::vector<std::vector<float>>> const grads = {
+      {{1.5f, -2.f, 0.25f}, {3.f, 1e-3f}}, {{0.5f, 4.f, -0.125f}, {-1.f, 2e-3f}}, {{1e7f, 1.f, 0.5f}, {0.f, 3e-3f}}};
+  std::vector<std::vector<float>> want = grads[0];
+  for (int r = 1; r < kReplicas; ++r)
+    for (std::size_t i = 0; i < want.size(); ++i)
+      for (std::size_t k = 0; k < want[i].size(); ++k) want[i][k] += grads[r][i][k];
+  for (int mode = 0; mode < 3; ++mode) {  // 0: adders, 1: none (host), 2: adders, one failing
+    SCOPED_TRACE(mode);
+    std::vector<std::unique_ptr<FakeDeviceMemory>> fakes;
+    std::vector<std::unique_ptr<CachingAllocator>> gpus;
+    InProcessHub hub(kReplicas);
+    std::vector<int> adds(kReplicas, 0), waits(kReplicas, 0);
+    for (int d = 0; d < kReplicas; ++d) {
+      fakes.push_back(std::make_unique<FakeDeviceMemory>());
+      gpus.push_back(std::make_unique<CachingAllocator>(*fakes.back(), d));
+      hub.set_device_allocator(d, gpus.back().get());
+      if (mode == 1) continue;
+      hub.set_device_adder(d, {[&, d, mode](Tensor& dst, Tensor const& src) -> Status {
+                                 ++adds[static_cast<std::size_t>(d)];
+                                 if (mode == 2) return internal_error("fake add failed");
+                                 for (int64_t k = 0; k < dst.numel(); ++k)  // the fake's device memory is the host's
+                                   dst.data<float>()[k] += src.data<float>()[k];
+                                 return Status::ok();
+                               },
+                               [&, d] {
+                                 ++waits[static_cast<std::size_t>(d)];
+                                 return Status::ok();
+                               }});
+    }
+    std::vector<std::vector<Tensor>> tensors(kReplicas);
+    for (int d = 0; d < kReplicas; ++d)
+      for (auto const& g : grads[static_cast<std::size_t>(d)])
+        tensors[static_cast<std::size_t>(d)].push_back(
+            Tensor::from_floats({static_cast<int64_t>(g.size())}, g).clone_to(*gpus[static_cast<std::size_t>(d)]));
+    std::vector<int64_t> uploads;
+    for (auto const& f : fakes) uploads.push_back(f->host_copies());
+    std::vector<Status> results(kReplicas);
+    std::vector<std::thread> threads;
+    std::vector<std::unique_ptr<Communicator>> ends;
+    for (int d = 0; d < kReplicas; ++d) ends.push_back(hub.endpoint(d));
+    for (int d = 0; d < kReplicas; ++d)
+      threads.emplace_back([&, d] {
+        results[static_cast<std::size_t>(d)] = ends[static_cast<std::size_t>(d)]->all_reduce_sum(
+            CollectiveKey{1, 0}, {0, 1, 2}, tensors[static_cast<std::size_t>(d)],
+            Clock::now() + std::chrono::seconds(10));
+      });
+    for (auto& t : threads) t.join();
+    for (int d = 0; d < kReplicas; ++d) {
+      auto const u = static_cast<std::size_t>(d);
+      if (mode == 2) {
+        EXPECT_NE(results[u].message().find("fake add failed"), std::string::npos) << results[u].message();
+        continue;
+      }
+      ASSERT_TRUE(results[u].is_ok()) << results[u].message();
+      if (mode == 0) {
+        EXPECT_EQ(fakes[u]->host_copies(), uploads[u]) << d;  // nothing through the host
+      }
+      for (std::size_t i = 0; i < want.size(); ++i) EXPECT_EQ(tensors[u][i].to_vector(), want[i]) << d << " " << i;
+    }
+    if (mode == 0) {
+      EXPECT_EQ(adds, (std::vector<int>{4, 0, 0}));  // 2 gradients from each of 2 replicas, on GPU 0
+      EXPECT_EQ(fakes[0]->peer_copies(), 4);         // the others' gradients to GPU 0
+      EXPECT_EQ(fakes[1]->peer_copies(), 2);         // the sums back
+      EXPECT_EQ(fakes[2]->peer_copies(), 2);
+      for (int w : waits) EXPECT_GE(w, 1);  // every replica's gradients done before they are read
+    } else if (mode == 1) {
+      EXPECT_GT(fakes[1]->host_copies(), uploads[1]);
+    }
+  }
+}
+
 TEST(CachingAllocatorAdapter, OutOfMemoryThrowsBadAllocAndKeepsTheMessage) {
   FakeDeviceMemory fake(4 * MiB);
   CachingAllocator a(fake, 2);
