@@ -41,15 +41,15 @@ struct GemmAttrs {
 
 // ONNX MatMul has no attributes; the importer folds a Transpose that moves an operand's last axis
 // next to last (a Q·Kᵀ) and a constant scale of the product or an operand (attention's 1/sqrt(d))
-// into the op (graph/onnx_import_fuse_graph.cc):
-// Y = alpha · op(A) · op(B), op(X) = X with its last two axes swapped when trans_x. The executors read the stored
-// operand through a transposed view and pass alpha to the GEMM, so neither a transposed copy nor a scaling pass runs.
+// into the op (graph/onnx_import_fuse_graph.cc): Y = alpha · op(A) · op(B), op(X) being X with its
+// last two axes swapped when trans_x. The executors read the stored operand through a transposed
+// view and pass alpha to the GEMM: neither a transposed copy nor a scaling pass runs.
 struct MatMulAttrs {
   bool trans_a = false;
   bool trans_b = false;
   float alpha = 1.f;
 };
-// The importer's internal attributes for them (set after ONNX's checker has run, never written).
+// The importer's internal attributes for them (set on the lowered graph, never written to a file).
 inline constexpr char kMatMulTransAAttr[] = "graphpipe.trans_a";
 inline constexpr char kMatMulTransBAttr[] = "graphpipe.trans_b";
 inline constexpr char kMatMulAlphaAttr[] = "graphpipe.alpha";
