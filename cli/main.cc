@@ -41,9 +41,9 @@ int main(int argc, char** argv) {
   bool no_fusion = false;
   app.add_flag("--no-fusion", no_fusion,
                "Keep every model a command loads as exported: by default a Relu after a BatchNorm, and a residual "
-               "block's BatchNorm -> Add -> Relu, are fused into the BatchNorm, and a Transpose of a MatMul's "
-               "operand that swaps its last two axes (attention's K^T) and a constant scale of the product into "
-               "the MatMul. To compare, or to cut a pipeline between them");
+               "block's BatchNorm -> Add -> Relu, are fused into the BatchNorm, and a Transpose that moves a MatMul "
+               "operand's last axis next to last (attention's K^T) and a constant scale of an operand or of the "
+               "product into the MatMul. To compare, or to cut a pipeline between them");
   app.fallthrough();  // root options may follow the subcommand
 
   gp::cli::CommandList commands;
