@@ -1281,12 +1281,29 @@ TEST_F(CudaGpu, TensorsMoveBetweenTwoGpusByPeerCopies) {
   EXPECT_EQ(back.to_vector(), host.to_vector());
 }
 
+// The weights after training `plan` with worker threads on CUDA devices (device d on GPU d modulo
+// the GPUs there are), each worker waiting 60 s at most for its peers.
+Result<std::map<std::string, Tensor>> train_on_cuda_workers(TrainConfig const& c, graph::OpGraph const& g,
+                                                            partition::Plan const& plan,
+                                                            schedule::Schedule const& sched) {
+  int const gpus = cuda::device_count();
+  RuntimeOptions o;
+  o.worker.timeout_s = 60;
+  o.threads_per_worker = 1;
+  o.make_backend = [gpus](int device) -> Result<std::unique_ptr<Backend>> {
+    ASSIGN_OR_RETURN(auto b, CudaBackend::create(device % gpus));
+    return std::unique_ptr<Backend>(std::move(b));
+  };
+  ASSIGN_OR_RETURN(auto rt, Runtime::create_threads(c, g, plan, sched, o));
+  RETURN_IF_ERROR(rt->run(-1, nullptr));
+  return rt->trained_tensors();
+}
+
 // Replicas on GPUs: a 2-stage plan whose second stage has 2 replicas, 3 CUDA workers (GPUs 0, 1, 2
 // round robin over what there is), the replicas' gradients all-reduced on the first replica's GPU
 // (the in-process hub's device adder: peer copies and its add kernel), ends with the weights the
 // CPU reaches on one device.
 TEST_F(CudaGpu, ReplicatedStageTrainingEqualsSingleDeviceCpuTraining) {
-  int const gpus = cuda::device_count();
   auto built = models::build_graph("mlp", models::Size::kTiny, 1);
   ASSERT_TRUE(built.is_ok()) << built.status().message();
   auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
@@ -1303,18 +1320,7 @@ TEST_F(CudaGpu, ReplicatedStageTrainingEqualsSingleDeviceCpuTraining) {
   ASSERT_TRUE(partition::validate_plan(*plan).is_ok());
   auto sched = schedule::build_schedule(*plan, schedule::Policy::kGpipe, {2, 0});
   ASSERT_TRUE(sched.is_ok()) << sched.status().message();
-  RuntimeOptions o;
-  o.worker.timeout_s = 60;
-  o.threads_per_worker = 1;
-  o.make_backend = [gpus](int device) -> Result<std::unique_ptr<Backend>> {
-    ASSIGN_OR_RETURN(auto b, CudaBackend::create(device % gpus));
-    return std::unique_ptr<Backend>(std::move(b));
-  };
-  auto rt = Runtime::create_threads(c, *g, *plan, *sched, o);
-  ASSERT_TRUE(rt.is_ok()) << rt.status().message();
-  Status const s = (*rt)->run(-1, nullptr);
-  ASSERT_TRUE(s.is_ok()) << s.message();
-  auto got = (*rt)->trained_tensors();
+  auto got = train_on_cuda_workers(c, *g, *plan, *sched);
   ASSERT_TRUE(got.is_ok()) << got.status().message();
   double const worst = expect_close(*got, want, 1e-3, 1e-5, "mlp with a replicated stage on CUDA");
   std::cout << "worst relative difference to CPU " << worst << std::endl;
@@ -1323,7 +1329,6 @@ TEST_F(CudaGpu, ReplicatedStageTrainingEqualsSingleDeviceCpuTraining) {
 // Synchronous semantics on GPUs: two CUDA workers (on GPUs 0 and 1, or both on GPU 0) training a
 // 2-stage plan end with the weights the CPU reaches on one device.
 TEST_F(CudaGpu, PipelineTrainingEqualsSingleDeviceCpuTraining) {
-  int const gpus = cuda::device_count();
   for (std::string const model : {"mlp", kCnnModel}) {
     SCOPED_TRACE(model);
     auto built = models::build_graph(model, models::Size::kTiny, 1);
@@ -1335,18 +1340,7 @@ TEST_F(CudaGpu, PipelineTrainingEqualsSingleDeviceCpuTraining) {
     ASSERT_TRUE(plan.is_ok()) << plan.status().message();
     auto sched = schedule::build_schedule(*plan, schedule::Policy::k1F1B, {4, 0});
     ASSERT_TRUE(sched.is_ok()) << sched.status().message();
-    RuntimeOptions o;
-    o.worker.timeout_s = 60;
-    o.threads_per_worker = 1;
-    o.make_backend = [gpus](int device) -> Result<std::unique_ptr<Backend>> {
-      ASSIGN_OR_RETURN(auto b, CudaBackend::create(device % gpus));
-      return std::unique_ptr<Backend>(std::move(b));
-    };
-    auto rt = Runtime::create_threads(c, *g, *plan, *sched, o);
-    ASSERT_TRUE(rt.is_ok()) << rt.status().message();
-    Status const s = (*rt)->run(-1, nullptr);
-    ASSERT_TRUE(s.is_ok()) << s.message();
-    auto got = (*rt)->trained_tensors();
+    auto got = train_on_cuda_workers(c, *g, *plan, *sched);
     ASSERT_TRUE(got.is_ok()) << got.status().message();
     double const worst = expect_close(*got, want, 1e-3, 1e-5, model + " on CUDA");
     std::cout << model << ": worst relative difference to CPU " << worst << std::endl;
