@@ -233,26 +233,32 @@ Tensor Tensor::clone() const {
 Tensor Tensor::clone_to(Allocator& alloc) const {
   if (!defined()) return {};
   Tensor t(shape_, dtype_, alloc);
+  copy_bytes_into(t);
+  return t;
+}
+
+void Tensor::copy_bytes_into(Tensor& dst) const {
   std::size_t const n = nbytes();
-  if (n == 0) return t;
+  assert(dst.nbytes() == n);
+  if (n == 0) return;
   Allocator& from = *storage_->alloc;
+  Allocator& to = dst.allocator();
   bool const from_host = from.device().kind == DeviceKind::kCpu;
-  bool const to_host = alloc.device().kind == DeviceKind::kCpu;
+  bool const to_host = to.device().kind == DeviceKind::kCpu;
   if (from_host && to_host) {
-    std::memcpy(t.raw(), raw(), n);
+    std::memcpy(dst.raw(), raw(), n);
   } else if (from_host) {
-    alloc.copy_from_host(t.raw(), raw(), n);
+    to.copy_from_host(dst.raw(), raw(), n);
   } else if (to_host) {
-    from.copy_to_host(t.raw(), raw(), n);
-  } else if (from.device() == alloc.device()) {
-    alloc.copy_within(t.raw(), raw(), n);
-  } else if (!alloc.copy_from_peer(t.raw(), from, raw(), n)) {
+    from.copy_to_host(dst.raw(), raw(), n);
+  } else if (from.device() == to.device()) {
+    to.copy_within(dst.raw(), raw(), n);
+  } else if (!to.copy_from_peer(dst.raw(), from, raw(), n)) {
     // Device to another device, where the two cannot copy directly: through the host.
     std::vector<std::byte> staging(n);
     from.copy_to_host(staging.data(), raw(), n);
-    alloc.copy_from_host(t.raw(), staging.data(), n);
+    to.copy_from_host(dst.raw(), staging.data(), n);
   }
-  return t;
 }
 
 Allocator& Tensor::allocator() const {

@@ -130,9 +130,11 @@ class Tensor {
   Tensor reshaped(std::vector<int64_t> shape) const;
   Tensor clone() const;                     // deep copy on the same device
   Tensor clone_to(Allocator& alloc) const;  // deep copy into `alloc`'s memory (any device to any device)
-  void fill(float value);                   // float32 or bfloat16, host memory only (devices: Backend::fill)
-  std::vector<float> to_vector() const;     // → host floats (copies from a device)
-  Allocator& allocator() const;             // the allocator that made the storage (defined() only)
+  // This tensor's bytes into `dst` (as many bytes, any device to any device), as clone_to copies.
+  void copy_bytes_into(Tensor& dst) const;
+  void fill(float value);                // float32 or bfloat16, host memory only (devices: Backend::fill)
+  std::vector<float> to_vector() const;  // → host floats (copies from a device)
+  Allocator& allocator() const;          // the allocator that made the storage (defined() only)
   std::string shape_string() const;
 
  private:

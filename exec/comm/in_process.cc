@@ -170,19 +170,16 @@ class InProcessCommunicator final : public Communicator {
       }
       RETURN_IF_ERROR(adder(group[0]).wait());
     }
+    write_back(group, c, sum);  // within the GPU, or peer copies
+    return Status::ok();
+  }
+
+  // Every member's tensors <- `sum`, whichever devices either side is on.
+  static void write_back(std::vector<int> const& group, InProcessHub::Collective& c, std::vector<Tensor> const& sum) {
     for (int d : group) {
       std::vector<Tensor>& dst = *c.members.at(d);
-      for (std::size_t i = 0; i < sum.size(); ++i) {
-        Allocator& to = dst[i].allocator();
-        if (to.device() == sum[i].device()) {
-          to.copy_within(dst[i].raw(), sum[i].raw(), sum[i].nbytes());
-        } else if (!to.copy_from_peer(dst[i].raw(), sum[i].allocator(), sum[i].raw(), sum[i].nbytes())) {
-          Tensor const staged = sum[i].clone_to(process_cpu_allocator());
-          to.copy_from_host(dst[i].raw(), staged.raw(), staged.nbytes());
-        }
-      }
+      for (std::size_t i = 0; i < sum.size(); ++i) sum[i].copy_bytes_into(dst[i]);
     }
-    return Status::ok();
   }
 
   static Status sum_on_host(std::vector<int> const& group, InProcessHub::Collective& c) {
@@ -199,15 +196,7 @@ class InProcessCommunicator final : public Communicator {
         }
       }
     }
-    for (int d : group) {
-      std::vector<Tensor>& dst = *c.members.at(d);
-      for (std::size_t i = 0; i < sum.size(); ++i) {
-        if (dst[i].device().kind == DeviceKind::kCpu)
-          std::copy_n(sum[i].data<float>(), sum[i].numel(), dst[i].data<float>());
-        else
-          dst[i].allocator().copy_from_host(dst[i].raw(), sum[i].raw(), sum[i].nbytes());
-      }
-    }
+    write_back(group, c, sum);
     return Status::ok();
   }
 
