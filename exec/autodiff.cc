@@ -14,17 +14,23 @@ bool is_float(graph::DType d) {
 // that is not (a causal mask computed from constants, a position index) gets no gradient: the
 // stage that makes it trains nothing through it, and one without a batch dimension could not
 // cross a stage boundary with one.
+// Forward propagation of "depends on something flagged" over `order`: an op's float outputs are
+// flagged when any input is, its other outputs not.
+void propagate_forward(graph::OpGraph const& graph, std::vector<graph::OpId> const& order, std::vector<bool>& flag) {
+  for (graph::OpId id : order) {
+    auto const& op = graph.op(id);
+    bool any = false;
+    for (graph::TensorId t : op.inputs) any = any || (t != graph::kNoTensor && flag[t]);
+    for (graph::TensorId t : op.outputs)
+      if (t != graph::kNoTensor) flag[t] = any && is_float(graph.tensor(t).dtype);
+  }
+}
+
 std::vector<bool> depends_on_weights(graph::OpGraph const& graph) {
   std::vector<bool> dep(graph.tensors().size(), false);
   for (graph::TensorInfo const& t : graph.tensors())
     dep[t.id] = t.role == graph::TensorRole::kWeight && is_float(t.dtype);
-  for (graph::OpId id : graph.topo_order()) {
-    auto const& op = graph.op(id);
-    bool any = false;
-    for (graph::TensorId t : op.inputs) any = any || (t != graph::kNoTensor && dep[t]);
-    for (graph::TensorId t : op.outputs)
-      if (t != graph::kNoTensor) dep[t] = any && is_float(graph.tensor(t).dtype);
-  }
+  propagate_forward(graph, graph.topo_order(), dep);
   return dep;
 }
 }  // namespace
@@ -92,13 +98,7 @@ Result<AutodiffPlan> plan_autodiff(graph::OpGraph const& graph, std::vector<grap
   }
 
   // Forward propagation of "depends on something trainable".
-  for (graph::OpId id : p.forward_order) {
-    auto const& op = graph.op(id);
-    bool any = false;
-    for (graph::TensorId t : op.inputs) any = any || (t != graph::kNoTensor && p.requires_grad[t]);
-    for (graph::TensorId t : op.outputs)
-      if (t != graph::kNoTensor) p.requires_grad[t] = any && is_float(graph.tensor(t).dtype);
-  }
+  propagate_forward(graph, p.forward_order, p.requires_grad);
 
   // Backward relevance: a tensor gets a gradient when it leaves the stage or feeds a backward op.
   std::vector<bool> gets_grad(nt, false);
