@@ -4,9 +4,10 @@
 // and, below opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add; a linear
 // layer on a rank >= 3 input as MatMul(x, Transpose(W)) + bias. Executors and the cost model want
 // one operator for each, so the chains are replaced here, before anything else looks at the node
-// types. A Relu after a BatchNormalization is fused into it
-// (BatchNormAttrs::relu); a residual block's tail, BatchNormalization -> Add -> Relu, is fused after lowering, where
-// every shape is known (onnx_import_fuse_graph.cc).
+// types. A Relu after a BatchNormalization is fused into it (BatchNormAttrs::relu); a residual
+// block's tail, BatchNormalization -> Add -> Relu, and what only feeds a MatMul (a Transpose of an
+// operand, a constant scale) are fused after lowering, where every shape is known
+// (onnx_import_fuse_graph.cc).
 #include <algorithm>
 #include <cmath>
 #include <numbers>
