@@ -60,16 +60,25 @@ class InProcessCommunicator final : public Communicator {
     c.members.emplace(device_, &tensors);
     if (c.members.size() == group.size()) {
       // The last to arrive sums in replica order and writes the sum into every member's tensors;
-      // every member returns its status.
+      // every member returns its status. The sum runs without the hub's lock (other workers' sends,
+      // receives and collectives go on meanwhile); the members wait for it whatever happens, since
+      // it reads and writes their tensors, and nothing else touches this collective until it is done.
+      c.summing = true;
+      lock.unlock();
+      Status result;
       try {
-        c.result = sum_into_members(key, group, c);
+        result = sum_into_members(key, group, c);
       } catch (std::exception const& e) {  // a device allocator's failed runtime call, or no memory
-        c.result = internal_error(key.to_string() + ": " + e.what());
+        result = internal_error(key.to_string() + ": " + e.what());
       }
+      lock.lock();
+      c.result = std::move(result);
       c.done = true;
       hub_.cv_.notify_all();
     } else {
       bool const ok = hub_.cv_.wait_until(lock, deadline, [&] { return hub_.abort_ || c.done; });
+      // Once the sum has begun it reads and writes our tensors: we may not return before it ends.
+      if (!c.done && c.summing) hub_.cv_.wait(lock, [&] { return c.done; });
       if (!c.done) {
         c.members.erase(device_);  // nobody may write into our tensors after we return
         if (hub_.abort_) return aborted(*hub_.abort_);
@@ -128,7 +137,7 @@ class InProcessCommunicator final : public Communicator {
   // Every member's tensors hold the sum of all members' (in group order). On GPUs with an adder for
   // the group's first device, summed there: the others' tensors peer-copied to it and added by its
   // backend, the sum peer-copied back. Else (CPU members, or no adder) in host memory, device
-  // tensors staged through it. Called with the hub's lock held, every member waiting.
+  // tensors staged through it. Called without the hub's lock, every member waiting for it (`summing`).
   Status sum_into_members(CollectiveKey const& key, std::vector<int> const& group, InProcessHub::Collective& c) {
     for (int d : group)
       if (!c.members.count(d))

@@ -1,6 +1,7 @@
 // The default transport: pipeline workers are threads of one process. A shared hub holds one
 // mailbox per device, the collectives in progress, the barrier counts and the first abort cause;
-// one mutex and one condition variable guard it (device counts are small). A received tensor is
+// one mutex and one condition variable guard it (device counts are small; an all-reduce's sum runs
+// outside it, so the other workers' messages are not held up behind it). A received tensor is
 // copied into the receiving device's memory (the receiving thread's allocator, or the device
 // allocator set for it: a GPU worker's), so each device's memory is counted where it lives, as it
 // would be after a real transfer. Between GPUs of one process a received tensor is a peer copy
@@ -44,6 +45,7 @@ class InProcessHub {
   friend class InProcessCommunicator;
   struct Collective {
     std::map<int, std::vector<Tensor>*> members;  // device -> its tensors, while it waits
+    bool summing = false;  // the last member is summing, without the hub's lock: members wait for done
     bool done = false;
     Status result;  // the sum's, which every member returns
     int released = 0;

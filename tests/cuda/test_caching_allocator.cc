@@ -3,6 +3,7 @@
 // malloc/free.
 #include "exec/cuda/caching_allocator.h"
 
+#include <future>
 #include <mutex>
 #include <new>
 #include <random>
@@ -672,6 +673,60 @@ TEST(CachingAllocatorAdapter, GpuReplicasAllReduceOnTheFirstReplicasGpu) {
       EXPECT_GT(fakes[1]->host_copies(), uploads[1]);
     }
   }
+}
+
+// An all-reduce's sum runs outside the hub's lock: while the last replica to arrive sums (here on
+// fake GPUs, with an add that waits for a message between two other workers), those workers' send
+// and receive go through; and a replica whose deadline passes while the sum runs still waits for
+// it (the sum writes into its tensors) and returns it. Fails with the sum under the hub's lock (the
+// message cannot pass: the add gives up after 5 s) and when a waiting replica leaves at its deadline.
+TEST(InProcessCommunicator, AnAllReducesSumHoldsUpNoOtherWorkersMessages) {
+  InProcessHub hub(4);
+  FakeDeviceMemory fake0, fake1;
+  CachingAllocator gpu0(fake0, 0), gpu1(fake1, 1);
+  hub.set_device_allocator(0, &gpu0);
+  hub.set_device_allocator(1, &gpu1);
+  auto const late = Clock::now() + std::chrono::seconds(1);  // replica 1's deadline
+  std::promise<void> started, delivered;
+  std::shared_future<void> const passed = delivered.get_future().share();
+  std::once_flag once;
+  auto const add = [&](Tensor& dst, Tensor const& src) -> Status {
+    std::call_once(once, [&] { started.set_value(); });
+    if (passed.wait_for(std::chrono::seconds(5)) != std::future_status::ready)
+      return internal_error("the message from device 2 to 3 did not pass while the sum ran");
+    std::this_thread::sleep_until(late + std::chrono::milliseconds(100));  // past replica 1's deadline
+    for (int64_t k = 0; k < dst.numel(); ++k) dst.data<float>()[k] += src.data<float>()[k];
+    return Status::ok();
+  };
+  for (int d : {0, 1}) hub.set_device_adder(d, {add, [] { return Status::ok(); }});
+  std::vector<std::unique_ptr<Communicator>> ends;
+  for (int d = 0; d < 4; ++d) ends.push_back(hub.endpoint(d));
+  std::vector<Tensor> t0{Tensor::from_floats({2}, {1, 2}).clone_to(gpu0)};
+  std::vector<Tensor> t1{Tensor::from_floats({2}, {10, 20}).clone_to(gpu1)};
+  Status r0, r1, message = internal_error("not run");
+  std::thread first([&] { r1 = ends[1]->all_reduce_sum(CollectiveKey{1, 0}, {0, 1}, t1, late); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // replica 1 waits in the collective
+  std::thread last([&] { r0 = ends[0]->all_reduce_sum(CollectiveKey{1, 0}, {0, 1}, t0, deadline_after(10)); });
+  std::thread others([&] {
+    if (started.get_future().wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+      message = internal_error("the sum did not start on GPU 0's adder");
+      delivered.set_value();
+      return;
+    }
+    MessageKey const k{0, 0, false, 0, 2, 3};
+    message = ends[2]->send(k, {Tensor::from_floats({1}, {7})});
+    if (message.is_ok()) {
+      auto got = ends[3]->recv(k, {{DType::kFloat32, {1}}}, deadline_after(3));
+      message = got.status();
+    }
+    delivered.set_value();
+  });
+  for (std::thread* t : {&first, &last, &others}) t->join();
+  EXPECT_TRUE(message.is_ok()) << message.message();
+  ASSERT_TRUE(r0.is_ok()) << r0.message();
+  ASSERT_TRUE(r1.is_ok()) << r1.message();
+  EXPECT_EQ(t0[0].to_vector(), (std::vector<float>{11, 22}));
+  EXPECT_EQ(t1[0].to_vector(), (std::vector<float>{11, 22}));
 }
 
 TEST(CachingAllocatorAdapter, OutOfMemoryThrowsBadAllocAndKeepsTheMessage) {
