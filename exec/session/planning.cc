@@ -49,6 +49,7 @@ Result<partition::Problem> build_problem(ProblemSpec const& f) {
     cluster.intra_node.bandwidth = bw;
   }
   if (f.bandwidth_bytes_per_s > 0) cluster.intra_node.bandwidth = f.bandwidth_bytes_per_s;
+  if (f.link_latency_s >= 0) cluster.intra_node.latency = f.link_latency_s;
   if (f.batch <= 0) return invalid_argument("--batch must be positive");
   if (f.micro_batch < 0) return invalid_argument("--micro-batch must be positive");
   if (f.micro_batch > 0 && f.batch % f.micro_batch != 0) {
@@ -242,6 +243,22 @@ std::string threads_text(int threads, char const* per) {
   return std::to_string(threads) + (threads == 1 ? " thread per " : " threads per ") + per;
 }
 
+// Worker threads on GPUs run worker d on GPU d mod gpus (TrainingSession::prepare): with one GPU
+// every link is a copy within it; with more, workers 0 and 1 are on two GPUs, and a peer copy (the
+// slower kind, where some workers share a GPU) prices every link.
+Result<exec::MeasuredLink> measure_gpu_workers_link(std::string const& backend, int devices,
+                                                    BackendSettings const& settings) {
+  std::string why;
+  int const gpus = gpu_count(&why);
+  if (gpus == 0) return unsupported(why);
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> from, make_backend(backend, 0, settings));
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::Backend> to,
+                   make_backend(backend, std::min(devices, gpus) > 1 ? 1 : 0, settings));
+  auto link = exec::measure_device_link(*from, *to);
+  if (!link.is_ok()) return link.status().with_context("measuring the link between two GPU workers");
+  return link;
+}
+
 Result<partition::Plan> make_plan(exec::TrainConfig const& config, ModelFile const& model,
                                   std::shared_ptr<graph::OpGraph const> const& graph,
                                   TrainingPlanContext const& context, std::string& cost_name) {
@@ -274,10 +291,21 @@ Result<partition::Plan> make_plan(exec::TrainConfig const& config, ModelFile con
       cost_name = "measured on rank 0, " + threads_text(threads, "rank");
     } else {
       ASSIGN_OR_RETURN(m, measure(config, model, *graph, threads, concurrency, context.backend));
-      // Worker threads exchange tensors through memory: price links at what it delivers here.
-      spec.bandwidth_bytes_per_s = exec::measure_in_process_bandwidth();
-      char bw[32];
-      std::snprintf(bw, sizeof bw, "%.3fGB/s", spec.bandwidth_bytes_per_s / 1e9);
+      // Worker threads exchange tensors through memory (CPU workers) or their GPUs' copies: price
+      // links at what the transport delivers here.
+      char bw[64];
+      if (context.backend == "cpu") {
+        spec.bandwidth_bytes_per_s = exec::measure_in_process_bandwidth();
+        std::snprintf(bw, sizeof bw, "%.3fGB/s", spec.bandwidth_bytes_per_s / 1e9);
+      } else if (context.devices > 1) {
+        ASSIGN_OR_RETURN(exec::MeasuredLink const link,
+                         measure_gpu_workers_link(context.backend, context.devices, BackendSettings{config.tf32}));
+        spec.bandwidth_bytes_per_s = link.bandwidth_bytes_per_s;
+        spec.link_latency_s = link.latency_s;
+        std::snprintf(bw, sizeof bw, "%.3fGB/s + %.1fus", link.bandwidth_bytes_per_s / 1e9, link.latency_s * 1e6);
+      } else {
+        std::snprintf(bw, sizeof bw, "none (one device)");
+      }
       cost_name = "measured, " + threads_text(threads, "worker") + ", links " + bw;
     }
     if (context.backend != "cpu" && concurrency > 1)

@@ -39,6 +39,7 @@ struct ProblemSpec {
   std::string cluster;               // YAML
   std::string bandwidth;             // overrides the intra-node link ("100GB/s")
   double bandwidth_bytes_per_s = 0;  // the same as a number (a measured one); 0: none
+  double link_latency_s = -1;        // the intra-node link's latency (a measured one); < 0: the cluster's
   int64_t batch = 64;
   int64_t micro_batch = 0;                         // 0: the powers of two dividing the batch
   std::string cost = "analytic";                   // "analytic" or a profile JSON file

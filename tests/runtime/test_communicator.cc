@@ -6,7 +6,9 @@
 
 #include "exec/comm/in_process.h"
 #include "exec/cpu/cpu_backend.h"
+#include "exec/runtime/link_probe.h"
 #include "exec/runtime/routing.h"
+#include "tests/exec/device_like_backend.h"
 
 namespace gp::exec {
 namespace {
@@ -118,6 +120,22 @@ TEST(InProcessCommunicator, AllReduceSumsInReplicaOrder) {
       EXPECT_EQ(t[d][0].to_vector()[0], expect) << "device " << d;
     }
   }
+}
+
+// Device workers' links are priced by moving a tensor through the transport as a pipeline moves an
+// activation: sent with the sender's fence, which the receiver waits for before its copy, into the
+// receiver's memory; a small and a large tensor give the latency and the bandwidth. Fails when the
+// probe skips the fence (a GPU's copy would then not wait for the kernel that wrote the tensor).
+TEST(LinkProbe, DeviceLinksAreMeasuredThroughTheTransportAfterTheSendersFence) {
+  testing::DeviceLikeBackend from, to;
+  testing::DeviceLikeBackend::FenceCounts fences;
+  from.fences = &fences;
+  auto const link = measure_device_link(from, to, int64_t{1} << 20, 3);
+  ASSERT_TRUE(link.is_ok()) << link.status().message();
+  EXPECT_EQ(fences.made.load(), 8);  // two sizes, each one warm-up and 3 timed transfers
+  EXPECT_EQ(fences.waited.load(), 8);
+  EXPECT_GT(link->latency_s, 0.0);
+  EXPECT_GT(link->bandwidth_bytes_per_s, 1e8);  // host memory moves far more than 100 MB/s
 }
 
 TEST(Routing, BackendCopiesChunksBothWays) {
