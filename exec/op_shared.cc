@@ -49,4 +49,32 @@ Result<std::vector<int64_t>> variadic_shape(OpCall const& call, std::vector<Tens
   return shape;
 }
 
+kernels::hd::BinaryKind binary_kind_of(graph::ops::OpKind kind) {
+  using graph::ops::OpKind;
+  if (kind == OpKind::kAdd) return kernels::hd::BinaryKind::kAdd;
+  if (kind == OpKind::kSub) return kernels::hd::BinaryKind::kSub;
+  if (kind == OpKind::kMul) return kernels::hd::BinaryKind::kMul;
+  return kernels::hd::BinaryKind::kDiv;
+}
+
+Status int_binary_check(graph::Op const& op, graph::OpGraph const& graph) {
+  if (op.inputs.size() != 2 || op.inputs[1] == graph::kNoTensor) return invalid_argument("needs two inputs");
+  DType const a = graph.tensor(op.inputs[0]).dtype, b = graph.tensor(op.inputs[1]).dtype;
+  if (a != b)
+    return invalid_argument("inputs have dtypes " + std::string(graph::dtype_name(a)) + " and " + graph::dtype_name(b) +
+                            "; they must match");
+  return Status::ok();
+}
+
+Status concat_bytes_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::ConcatAttrs>(op, graph));
+  DType const d = graph.tensor(op.inputs.at(0)).dtype;
+  for (std::size_t i = 1; i < op.inputs.size(); ++i)
+    if (op.inputs[i] != graph::kNoTensor && graph.tensor(op.inputs[i]).dtype != d)
+      return invalid_argument("input " + std::to_string(i) + " has dtype " +
+                              graph::dtype_name(graph.tensor(op.inputs[i]).dtype) + ", input 0 " +
+                              graph::dtype_name(d) + "; they must match");
+  return Status::ok();
+}
+
 }  // namespace gp::exec

@@ -1,7 +1,8 @@
 // Host-side pieces of op kernels that both backends' kernel tables share (each backend wrote them
 // again before): the reduction kind of a Reduce* op (kernels/hd/reduce.h's per-row math), the axis
 // split of the ops along one axis (Softmax, LogSoftmax, Hardmax) and the variadic
-// Min/Max/Sum/Mean's check and broadcast output shape.
+// Min/Max/Sum/Mean's check and broadcast output shape; integer Add/Sub/Mul/Div's check and kind,
+// and the check of a Concat of integer or bool parts.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 
 #include "exec/op_kernels.h"
 #include "graph/ops/reduce.h"
+#include "kernels/hd/activation.h"
 #include "kernels/hd/reduce.h"
 
 namespace gp::exec {
@@ -23,5 +25,14 @@ Result<graph::ops::AxisSplit> softmax_axis_split(OpCall const& call, std::vector
 Status variadic_check(graph::Op const& op, graph::OpGraph const& graph);
 // Their output shape: the inputs broadcast together (numpy), left to right.
 Result<std::vector<int64_t>> variadic_shape(OpCall const& call, std::vector<Tensor> const& in);
+
+// Add, Sub, Mul, Div as hd::BinaryKind (any other kind: Div).
+kernels::hd::BinaryKind binary_kind_of(graph::ops::OpKind kind);
+// Integer Add, Sub, Mul, Div (kernels/hd/activation.h's int_binary_op): two inputs of one dtype.
+Status int_binary_check(graph::Op const& op, graph::OpGraph const& graph);
+// What both backends report for a zero divisor of an integer Div.
+inline constexpr char kIntegerDivisionByZero[] = "integer division by zero";
+// Concat of integer or bool parts (index pairs, ids, masks), copied as bytes: every part one dtype.
+Status concat_bytes_check(graph::Op const& op, graph::OpGraph const& graph);
 
 }  // namespace gp::exec

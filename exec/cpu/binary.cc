@@ -9,6 +9,7 @@
 #include "exec/cpu/cpu_broadcast.h"
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
+#include "exec/op_shared.h"
 #include "kernels/bf16.h"
 #include "kernels/move.h"
 
@@ -162,7 +163,7 @@ Status int_binary(OpCall const& call, Tensor const& a, Tensor const& b, std::vec
     if (pa[d] != shape[d]) sa[d] = 0;
     if (pb[d] != shape[d]) sb[d] = 0;
   }
-  OpKind const kind = call.op.kind();
+  kernels::hd::BinaryKind const kind = binary_kind_of(call.op.kind());
   T const* av = a.data<T>();
   T const* bv = b.data<T>();
   T* yv = y.data<T>();
@@ -173,34 +174,13 @@ Status int_binary(OpCall const& call, Tensor const& a, Tensor const& b, std::vec
       ia += pos[d] * sa[d];
       ib += pos[d] * sb[d];
     }
-    // Two's-complement wrap-around on overflow (unsigned arithmetic), never undefined behaviour.
-    using U = std::make_unsigned_t<T>;
-    T const x = av[ia], z = bv[ib];
-    if (kind == OpKind::kAdd) {
-      yv[k] = static_cast<T>(static_cast<U>(x) + static_cast<U>(z));
-    } else if (kind == OpKind::kSub) {
-      yv[k] = static_cast<T>(static_cast<U>(x) - static_cast<U>(z));
-    } else if (kind == OpKind::kMul) {
-      yv[k] = static_cast<T>(static_cast<U>(x) * static_cast<U>(z));
-    } else {
-      if (z == 0) return op_error(call, "integer division by zero");
-      // ONNX's reference truncates toward zero, as C++ does; the lowest value over -1 wraps.
-      yv[k] = z == -1 ? static_cast<T>(U(0) - static_cast<U>(x)) : static_cast<T>(x / z);
-    }
+    if (kind == kernels::hd::BinaryKind::kDiv && bv[ib] == 0) return op_error(call, kIntegerDivisionByZero);
+    yv[k] = kernels::hd::int_binary_op(kind, av[ia], bv[ib]);  // wraps on overflow, as the CUDA kernel
     for (std::size_t d = r; d-- > 0;) {
       if (++pos[d] < shape[d]) break;
       pos[d] = 0;
     }
   }
-  return Status::ok();
-}
-
-Status int_binary_check(graph::Op const& op, graph::OpGraph const& graph) {
-  if (op.inputs.size() != 2 || op.inputs[1] == graph::kNoTensor) return invalid_argument("needs two inputs");
-  DType const a = graph.tensor(op.inputs[0]).dtype, b = graph.tensor(op.inputs[1]).dtype;
-  if (a != b)
-    return invalid_argument("inputs have dtypes " + std::string(graph::dtype_name(a)) + " and " + graph::dtype_name(b) +
-                            "; they must match");
   return Status::ok();
 }
 

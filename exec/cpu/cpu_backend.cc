@@ -10,6 +10,7 @@
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
 #include "exec/low_precision_kernel.h"
+#include "exec/op_shared.h"
 #include "exec/kernel_table.h"
 #include "graph/ops/conv.h"
 #include "graph/ops/pool.h"

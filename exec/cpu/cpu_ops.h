@@ -162,7 +162,6 @@ Status transpose_backward(OpCall const&, Saved const&, std::vector<Tensor> const
                           std::vector<Tensor>&, bool);
 Status concat_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status concat_bytes_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
-Status concat_bytes_check(graph::Op const&, graph::OpGraph const&);
 Status concat_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                        std::vector<Tensor>&, bool);
 Status split_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);

@@ -175,17 +175,6 @@ Status concat_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
 
 // Concat of integers and masks (HF GPT-2's (row, position) index pairs): the same layout copied byte
 // by byte; never differentiated.
-Status concat_bytes_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<graph::ConcatAttrs>(op, graph));
-  DType const d = graph.tensor(op.inputs.at(0)).dtype;
-  for (std::size_t i = 1; i < op.inputs.size(); ++i)
-    if (op.inputs[i] != graph::kNoTensor && graph.tensor(op.inputs[i]).dtype != d)
-      return invalid_argument("input " + std::to_string(i) + " has dtype " +
-                              graph::dtype_name(graph.tensor(op.inputs[i]).dtype) + ", input 0 " +
-                              graph::dtype_name(d) + "; they must match");
-  return Status::ok();
-}
-
 Status concat_bytes_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
   std::vector<std::vector<int64_t>> shapes;
   for (Tensor const& t : in) shapes.push_back(t.shape());

@@ -1,6 +1,6 @@
 // The CUDA backend's binary family: broadcasting Add, Sub, Mul, Div (backward summed down to each
-// input's shape) and Pow (a constant scalar exponent as an activation, a tensor exponent
-// broadcast). Same inputs, outputs and conventions as the CPU's exec/cpu/binary.cc; kernels in
+// input's shape; of int64 and int32 too, never differentiated) and Pow (a constant scalar exponent as an activation, a
+// tensor exponent broadcast). Same inputs, outputs and conventions as the CPU's exec/cpu/binary.cc; kernels in
 // kernels/cuda/math.h.
 #include <algorithm>
 
@@ -10,6 +10,7 @@
 #include "exec/cuda/binary.h"
 #include "exec/cuda/cuda_ops.h"
 #include "exec/cuda/low_precision.h"
+#include "exec/op_shared.h"
 
 namespace gp::exec::cuda {
 namespace {
@@ -18,13 +19,6 @@ namespace kc = kernels::cuda;
 namespace hd = kernels::hd;
 
 // ---- Add, Sub, Mul, Div ----
-
-hd::BinaryKind binary_kind(OpKind type) {
-  if (type == OpKind::kAdd) return hd::BinaryKind::kAdd;
-  if (type == OpKind::kSub) return hd::BinaryKind::kSub;
-  if (type == OpKind::kMul) return hd::BinaryKind::kMul;
-  return hd::BinaryKind::kDiv;
-}
 
 Status binary_check(graph::Op const& op, graph::OpGraph const& graph) {
   for (graph::TensorId t : op.inputs)
@@ -63,7 +57,7 @@ Status binary_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   std::vector<int64_t> shape;
   if (!hd::broadcast_shape(a.shape(), b.shape(), shape))
     return op_error(call, "shapes " + a.shape_string() + " and " + b.shape_string() + " do not broadcast");
-  hd::BinaryKind const kind = binary_kind(call.op.kind());
+  hd::BinaryKind const kind = binary_kind_of(call.op.kind());
   ASSIGN_OR_RETURN(Tensor y, apply_binary<T>(call, kind, a, b, shape));
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
@@ -85,7 +79,7 @@ Status binary_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
   if (!gout.at(0).defined() || !(wants(wanted, 0) || wants(wanted, 1))) return Status::ok();
   Tensor const& dy = gout[0];
   std::vector<int64_t> const& shape = dy.shape();
-  hd::BinaryKind const kind = binary_kind(call.op.kind());
+  hd::BinaryKind const kind = binary_kind_of(call.op.kind());
   auto grad = [&](std::size_t i, Tensor const& full, std::vector<int64_t> const& target, float scale) -> Status {
     ASSIGN_OR_RETURN(Tensor g, sum_down<T>(call, full, target, scale));
     return emit_grad(call, grads, i, g, accumulate);
@@ -191,6 +185,43 @@ Status pow_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> 
   return Status::ok();
 }
 
+// ---- integer Add, Sub, Mul, Div (int64, int32): ids and positions computed per micro-batch ----
+
+// RoBERTa's position ids (cumsum of the padding mask times the mask, plus the padding index) and
+// the index arithmetic torch's dynamo exporter leaves in Swin's and ConvNeXt's graphs: the CPU's
+// per-element function (hd::int_binary_op), never differentiated. A zero divisor is the CPU's
+// error; its check is read with the step's others while the backend defers checks.
+template <typename T>
+Status int_binary_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  Tensor const& a = in[0];
+  Tensor const& b = in[1];
+  if (a.dtype() != b.dtype() || a.dtype() != (sizeof(T) == 8 ? DType::kInt64 : DType::kInt32))
+    return op_error(call, "inputs have dtypes " + std::string(graph::dtype_name(a.dtype())) + " and " +
+                              graph::dtype_name(b.dtype()) + ", the kernel " + (sizeof(T) == 8 ? "int64" : "int32"));
+  std::vector<int64_t> shape;
+  if (!hd::broadcast_shape(a.shape(), b.shape(), shape))
+    return op_error(call, "shapes " + a.shape_string() + " and " + b.shape_string() + " do not broadcast");
+  hd::BinaryIndex index;
+  if (!hd::make_binary_index(shape, a.shape(), b.shape(), index))
+    return op_error(call, "shapes " + a.shape_string() + " and " + b.shape_string() + " need more than " +
+                              std::to_string(hd::kMaxBroadcastDims) + " dimensions after merging");
+  ASSIGN_OR_RETURN(Tensor y, empty(shape, a.dtype()));
+  hd::BinaryKind const kind = binary_kind_of(call.op.kind());
+  Tensor flag;  // Div: the first zero divisor's position
+  if (kind == hd::BinaryKind::kDiv) {
+    ASSIGN_OR_RETURN(flag, index_flag());
+  }
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::int_binary<T>(kind, index, a.data<T>(), b.data<T>(), y.data<T>(),
+                                  static_cast<unsigned long long*>(flag.defined() ? flag.raw() : nullptr), stream));
+  if (flag.defined())
+    RETURN_IF_ERROR(check_position_flag(
+        flag, [op = &call.op](uint64_t) { return graph::ops::op_error(*op, kIntegerDivisionByZero); }));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  return Status::ok();
+}
+
 }  // namespace
 
 std::vector<KernelEntry> binary_kernels() {
@@ -198,7 +229,11 @@ std::vector<KernelEntry> binary_kernels() {
   OpKernels const binary{binary_forward<float>, binary_backward<float>, binary_backward<float>, binary_check};
   std::vector<KernelEntry> t;
   t.push_back({OpKind::kPow, f32, {pow_forward<float>, pow_backward<float>, pow_backward<float>, pow_check}, 1});
-  for (OpKind b : {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv}) t.push_back({b, f32, binary, 2});
+  for (OpKind b : {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv}) {
+    t.push_back({b, f32, binary, 2});
+    t.push_back({b, DType::kInt64, {int_binary_forward<int64_t>, no_gradient, no_gradient, int_binary_check}, 2});
+    t.push_back({b, DType::kInt32, {int_binary_forward<int32_t>, no_gradient, no_gradient, int_binary_check}, 2});
+  }
   t.push_back({OpKind::kAdd,
                DType::kBFloat16,
                {binary_forward<__nv_bfloat16>, binary_backward<__nv_bfloat16>, binary_backward<__nv_bfloat16>,

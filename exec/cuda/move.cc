@@ -12,6 +12,7 @@
 #include "kernels/hd/move.h"
 #include "exec/cuda/cuda_ops.h"
 #include "exec/cuda/low_precision.h"
+#include "exec/op_shared.h"
 
 namespace gp::exec::cuda {
 namespace {
@@ -174,6 +175,46 @@ Status concat_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
     for (Tensor const& t : in) saved->tensors.push_back(shape_tensor(t.shape()));
   }
   return Status::ok();
+}
+
+// Integer and bool parts (index pairs, shapes and ids built per micro-batch: the dynamo exporter's
+// HF GPT-2 for classification): copied by element size, never differentiated, as the CPU's
+// concat_bytes_forward.
+template <typename T>
+Status concat_parts_as(OpCall const& call, std::vector<Tensor> const& in, Tensor& y, graph::ops::ConcatShape const& c) {
+  std::vector<int64_t> const ws = hd::row_major_strides(c.out_shape);
+  int64_t off = 0;
+  for (Tensor const& t : in) {
+    T* const at = static_cast<T*>(y.raw()) + off * ws[c.axis];
+    RETURN_IF_ERROR(
+        copy_strided(call, static_cast<T const*>(t.raw()), hd::row_major_strides(t.shape()), at, ws, t.shape(), false));
+    off += t.dim(static_cast<int>(c.axis));
+  }
+  return Status::ok();
+}
+
+Status concat_bytes_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (Tensor const& t : in) {
+    if (t.dtype() != in.at(0).dtype())
+      return op_error(call, "parts of dtypes " + std::string(graph::dtype_name(in[0].dtype())) + " and " +
+                                graph::dtype_name(t.dtype()));
+    shapes.push_back(t.shape());
+  }
+  ASSIGN_OR_RETURN(graph::ops::ConcatShape const c, graph::ops::concat_shape(call.op, shapes));
+  ASSIGN_OR_RETURN(Tensor y, empty(c.out_shape, in[0].dtype()));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  switch (graph::dtype_size(y.dtype())) {
+    case 8:
+      return concat_parts_as<int64_t>(call, in, y, c);
+    case 4:
+      return concat_parts_as<int32_t>(call, in, y, c);
+    case 1:
+      return concat_parts_as<uint8_t>(call, in, y, c);
+    default:
+      return op_error(call, "cannot copy elements of " + std::to_string(graph::dtype_size(y.dtype())) + " bytes");
+  }
 }
 
 Status concat_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
@@ -346,6 +387,8 @@ std::vector<KernelEntry> move_kernels() {
                                moves_as<__nv_bfloat16>(OpKind::kSplit), moves_as<__half>(OpKind::kSplit)})
     t.push_back(e);
   add(OpKind::kConcat, {concat_forward, concat_backward, concat_backward, require_attrs<graph::ConcatAttrs>});
+  for (DType d : {DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8})
+    t.push_back({OpKind::kConcat, d, {concat_bytes_forward, no_gradient, no_gradient, concat_bytes_check}, 1});
   add(OpKind::kSlice, {slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>});
   add(OpKind::kGather, {gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2);
   return t;

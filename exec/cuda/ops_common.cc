@@ -65,4 +65,16 @@ Status check_index_flag(OpCall const& call, Tensor const& idx, Tensor& flag, int
   return index_error(call.op, v, scale, range);
 }
 
+Status check_position_flag(Tensor& flag, std::function<Status(uint64_t position)> error) {
+  if (flag.nbytes() != sizeof(Verdict)) return internal_error("a position check flags in " + flag.shape_string());
+  ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
+  if (ctx->checks.on)
+    return ctx->checks.queue(flag.raw(), [error = std::move(error)](Verdict const& v) { return error(v.first_bad); });
+  Verdict v;
+  GP_CUDA_CHECK(cudaMemcpyAsync(&v, flag.raw(), sizeof v, cudaMemcpyDeviceToHost, ctx->compute));
+  GP_CUDA_CHECK(cudaStreamSynchronize(ctx->compute));
+  if (v.first_bad == DeferredChecks::kNoBadIndex) return Status::ok();
+  return error(v.first_bad);
+}
+
 }  // namespace gp::exec::cuda

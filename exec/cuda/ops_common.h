@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -43,6 +44,11 @@ Result<Tensor> index_flag();
 // error comes from Backend::deferred_checks, with no host round trip here.
 Status check_index_flag(OpCall const& call, Tensor const& idx, Tensor& flag, int64_t scale, std::string const& range,
                         bool deferrable = false);
+// After a kernel flagged its first failing output position in `flag` (index_flag(); word 0, all
+// ones when none: an integer Div's zero divisor), the op's error `error(position)`; ok when none.
+// Read back at once (a synchronisation), or, while the backend defers checks, queued and read once
+// a step (the kernel's outputs are defined whatever it flags).
+Status check_position_flag(Tensor& flag, std::function<Status(uint64_t position)> error);
 // grad_outputs[i], or device zeros of `shape` when no gradient flowed into that output.
 // Small host int64 tensors that carry shapes through Saved, in the process's host memory (not
 // the worker's): exec::shape_tensor there.

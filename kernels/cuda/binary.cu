@@ -29,6 +29,22 @@ __global__ void binary_kernel(hd::BinaryKind kind, hd::BinaryIndex const p, T co
   }
 }
 
+// Integer arithmetic (hd::int_binary_op, the CPU's per-element function); a zero divisor's
+// position goes into *first_zero (the smallest, by atomicMin), its output 0.
+template <typename T, typename I>
+__global__ void int_binary_kernel(hd::BinaryKind kind, hd::BinaryIndex const p, T const* __restrict__ a,
+                                  T const* __restrict__ b, T* __restrict__ y, unsigned long long* first_zero) {
+  I const n = static_cast<I>(p.numel);
+  I const stride = static_cast<I>(grid_threads());
+  for (I i = static_cast<I>(global_thread()); i < n; i += stride) {
+    I oa = 0, ob = 0;
+    hd::binary_offsets(p, i, oa, ob);
+    T const z = b[ob];
+    if (kind == hd::BinaryKind::kDiv && z == 0) atomicMin(first_zero, static_cast<unsigned long long>(i));
+    y[i] = hd::int_binary_op(kind, a[oa], z);
+  }
+}
+
 template <typename T, typename I>
 __global__ void broadcast_scaled_kernel(hd::BinaryIndex const p, T const* __restrict__ x, float scale,
                                         T* __restrict__ y) {
@@ -122,6 +138,21 @@ cudaError_t binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a
 }
 
 template <typename T>
+cudaError_t int_binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a, T const* b, T* y,
+                       unsigned long long* first_zero, cudaStream_t stream) {
+  if (first_zero != nullptr)
+    if (cudaError_t e = cudaMemsetAsync(first_zero, 0xff, 2 * sizeof(unsigned long long), stream); e != cudaSuccess)
+      return e;
+  if (index.numel <= 0) return cudaGetLastError();
+  if (detail::fits_int32(index.numel)) {
+    int_binary_kernel<T, int32_t><<<grid_for(index.numel), kBlock, 0, stream>>>(kind, index, a, b, y, first_zero);
+  } else {
+    int_binary_kernel<T, int64_t><<<grid_for(index.numel), kBlock, 0, stream>>>(kind, index, a, b, y, first_zero);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
 cudaError_t broadcast_scaled(hd::BinaryIndex const& index, T const* x, float scale, T* y, cudaStream_t stream) {
   if (index.numel <= 0) return cudaGetLastError();
   if (detail::fits_int32(index.numel)) {
@@ -157,6 +188,10 @@ cudaError_t sum_to(hd::SumIndex const& index, T const* x, float scale, T* y, cud
 template cudaError_t binary<float>(hd::BinaryKind, hd::BinaryIndex const&, float const*, float const*, float*,
                                    cudaStream_t);
 template cudaError_t broadcast_scaled<float>(hd::BinaryIndex const&, float const*, float, float*, cudaStream_t);
+template cudaError_t int_binary<int64_t>(hd::BinaryKind, hd::BinaryIndex const&, int64_t const*, int64_t const*,
+                                         int64_t*, unsigned long long*, cudaStream_t);
+template cudaError_t int_binary<int32_t>(hd::BinaryKind, hd::BinaryIndex const&, int32_t const*, int32_t const*,
+                                         int32_t*, unsigned long long*, cudaStream_t);
 template cudaError_t sum_to<float>(hd::SumIndex const&, float const*, float, float*, cudaStream_t);
 // Mixed precision's Add of two 16-bit tensors and its gradient sums (accumulated in float).
 #define GP_LOW(T)                                                                                               \

@@ -94,6 +94,13 @@ cudaError_t iota(T* y, int64_t n, double start, double delta, cudaStream_t strea
 template <typename T>
 cudaError_t binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a, T const* b, T* y,
                    cudaStream_t stream);
+// Integer Add/Sub/Mul/Div (T int64_t or int32_t; hd::int_binary_op, the CPU's function) over the
+// index's output. Div needs `first_zero`, two words of device memory (exec/cuda/deferred_checks.h's
+// Verdict) set to all ones first: the first gets the smallest output position whose divisor is 0
+// (that output is 0); the other kinds take null.
+template <typename T>
+cudaError_t int_binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a, T const* b, T* y,
+                       unsigned long long* first_zero, cudaStream_t stream);
 // Mod of float32 (hd::mod_value) over the index's output, and the full-shape gradient to b
 // (hd::mod_b_grad, dy in the output's layout) for sum_to to sum down.
 cudaError_t mod_forward(hd::BinaryIndex const& index, float const* a, float const* b, bool fmod, float* y,

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/hd/hd.h"
 
@@ -323,6 +324,27 @@ GP_HD T binary_op(BinaryKind k, T a, T b) {
       return static_cast<T>(x / y);
   }
   return a;
+}
+
+// Integer Add, Sub, Mul, Div (int64 or int32; the CPU's exec/cpu/binary.cc and the CUDA kernel
+// run this): two's-complement wrap-around on overflow (unsigned arithmetic, never undefined
+// behaviour); Div truncates toward zero, as ONNX's reference and C++ do, and the lowest value over
+// -1 wraps. A zero divisor gives 0 here: the callers report it (integer division by zero).
+template <typename T>
+GP_HD T int_binary_op(BinaryKind k, T x, T z) {
+  using U = std::make_unsigned_t<T>;
+  switch (k) {
+    case BinaryKind::kAdd:
+      return static_cast<T>(static_cast<U>(x) + static_cast<U>(z));
+    case BinaryKind::kSub:
+      return static_cast<T>(static_cast<U>(x) - static_cast<U>(z));
+    case BinaryKind::kMul:
+      return static_cast<T>(static_cast<U>(x) * static_cast<U>(z));
+    case BinaryKind::kDiv:
+      if (z == 0) return T(0);
+      return z == T(-1) ? static_cast<T>(U(0) - static_cast<U>(x)) : static_cast<T>(x / z);
+  }
+  return x;
 }
 
 // ---- variadic Max/Min and PRelu (the CPU's kernels/activation.cc runs these too) ----

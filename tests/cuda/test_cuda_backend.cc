@@ -11,8 +11,10 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -420,6 +422,47 @@ std::vector<Case> cases() {
                     {"b", random_tensor({2, 3, 3}, 70), kW},
                     {"c", random_tensor({2, 2, 3}, 71), kIn}});
   });
+  // Ids, positions and index pairs built per micro-batch: integer arithmetic (the CPU's per-element
+  // function, two's-complement wrap, truncating division) and integer and bool Concat.
+  add("Add int64 broadcast, wrapping", [] {
+    int64_t const big = std::numeric_limits<int64_t>::max();
+    return make_op("Add", {},
+                   {{"a", int_tensor({2, 3}, {big, 1, -5, 0, 7, -2}), kIn}, {"b", int_tensor({3}, {1, 2, 3}), kIn}}, 1,
+                   {DType::kInt64});
+  });
+  add("Sub int64", [] {
+    return make_op("Sub", {},
+                   {{"a", int_tensor({2, 2}, {5, -3, 0, 9}), kIn}, {"b", int_tensor({2, 2}, {7, 2, -4, 9}), kIn}}, 1,
+                   {DType::kInt64});
+  });
+  add("Mul int32 mask broadcast", [] {  // RoBERTa's position ids: cumsum(mask) * mask
+    return make_op("Mul", {},
+                   {{"a", int32_tensor({2, 4}, {1, 2, 3, 4, 1, 2, 2, 3}), kIn},
+                    {"b", int32_tensor({2, 4}, {1, 1, 1, 1, 1, 1, 0, 1}), kIn}},
+                   1, {DType::kInt32});
+  });
+  add("Div int64 truncates toward zero, the lowest over -1 wraps", [] {
+    int64_t const low = std::numeric_limits<int64_t>::lowest();
+    return make_op("Div", {},
+                   {{"a", int_tensor({4}, {low, -7, 7, 9}), kIn}, {"b", int_tensor({4}, {-1, 2, -2, 3}), kIn}}, 1,
+                   {DType::kInt64});
+  });
+  add("Div int32 broadcast", [] {
+    return make_op("Div", {},
+                   {{"a", int32_tensor({2, 3}, {-9, 8, 7, 100, -1, 0}), kIn}, {"b", int32_tensor({1}, {4}), kIn}}, 1,
+                   {DType::kInt32});
+  });
+  add("Concat int64 axis 1", [] {
+    return make_op("Concat", graph::ConcatAttrs{1},
+                   {{"a", int_tensor({2, 1}, {0, 1}), kIn}, {"b", int_tensor({2, 2}, {5, 6, 7, 8}), kIn}}, 1,
+                   {DType::kInt64});
+  });
+  add("Concat bool axis 0", [] {
+    Tensor a({1, 3}, DType::kBool), b({2, 3}, DType::kBool);
+    for (int i = 0; i < 3; ++i) a.data<uint8_t>()[i] = static_cast<uint8_t>(i % 2);
+    for (int i = 0; i < 6; ++i) b.data<uint8_t>()[i] = static_cast<uint8_t>(i % 3 == 0);
+    return make_op("Concat", graph::ConcatAttrs{0}, {{"a", a, kIn}, {"b", b, kIn}}, 1, {DType::kBool});
+  });
   add("Split", [] {
     return make_op("Split", graph::SplitAttrs{1, {1, 3, 2}}, {{"x", random_tensor({2, 6, 2}, 72), kIn}}, 3);
   });
@@ -802,6 +845,15 @@ void expect_same(std::vector<Tensor> const& got, std::vector<Tensor> const& want
     ASSERT_LT(k, got.size()) << what << " " << k << " missing";
     ASSERT_TRUE(got[k].defined()) << what << " " << k << " undefined on CUDA";
     EXPECT_EQ(got[k].shape(), want[k].shape()) << what << " " << k;
+    EXPECT_EQ(got[k].dtype(), want[k].dtype()) << what << " " << k;
+    if (want[k].dtype() == DType::kInt64 || want[k].dtype() == DType::kInt32 || want[k].dtype() == DType::kBool) {
+      // Integers and masks exactly, byte for byte (a float view would round large int64 values).
+      Tensor const g = got[k].clone_to(process_cpu_allocator());
+      EXPECT_TRUE(g.nbytes() == want[k].nbytes() && std::memcmp(g.raw(), want[k].raw(), g.nbytes()) == 0)
+          << what << " " << k << ": " << ::testing::PrintToString(g.to_vector()) << " against "
+          << ::testing::PrintToString(want[k].to_vector());
+      continue;
+    }
     if (auto m = first_mismatch(got[k].to_vector(), want[k].to_vector(), 1e-4, 1e-5))
       ADD_FAILURE() << what << " " << k << ": " << *m;
   }
@@ -1060,6 +1112,29 @@ TEST_F(CudaGpu, GatherIndexErrorsWaitForTheDeferredCheckWhileDeferred) {
   ASSERT_TRUE(gpu_->copy(int_tensor({2}, {3, 4}), buffer).is_ok());
   Status const later = gpu_->deferred_checks();
   EXPECT_EQ(later.message(), at_once.message());
+  EXPECT_TRUE(gpu_->deferred_checks().is_ok()) << "a resolved check was reported twice";
+  gpu_->defer_checks(false);
+}
+
+// An integer division by zero is the CPU's error, at once and, while checks are deferred (a
+// training step), at the step's end; the outputs stay defined meanwhile.
+TEST_F(CudaGpu, AnIntegerDivisionByZeroIsTheCpusErrorAtOnceAndWhenDeferred) {
+  OneOp const o = make_op("Div", {}, {{"a", int_tensor({3}, {4, 5, 6}), kIn}, {"b", int_tensor({3}, {2, 0, 3}), kIn}},
+                          1, {DType::kInt64});
+  OpCall const call{o.the_op(), o.graph, true, 7};
+  std::vector<Tensor> const in{gpu_->to_device(o.inputs[0]).value(), gpu_->to_device(o.inputs[1]).value()};
+  std::vector<Tensor> out;
+  CpuBackend cpu;
+  std::string const want = cpu.forward(call, o.inputs, out, nullptr).message();
+  EXPECT_NE(want.find("integer division by zero"), std::string::npos) << want;
+  out.clear();
+  EXPECT_EQ(gpu_->forward(call, in, out, nullptr).message(), want);
+  gpu_->defer_checks(true);
+  out.clear();
+  ASSERT_TRUE(gpu_->forward(call, in, out, nullptr).is_ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].to_vector(), (std::vector<float>{2, 0, 2}));
+  EXPECT_EQ(gpu_->deferred_checks().message(), want);
   EXPECT_TRUE(gpu_->deferred_checks().is_ok()) << "a resolved check was reported twice";
   gpu_->defer_checks(false);
 }
