@@ -48,6 +48,13 @@ using MapsFn = Result<std::vector<AxisMap>> (*)(OpCall const& call, std::vector<
 
 // What an index of -1 writes: Pad's constant value, else 0.
 float separable_fill(OpCall const& call);
+// That value as an element of a dtype Pad and Tile copy (int64, int32, bool as one byte 0 or 1):
+// truncated toward zero, as the CPU's copy_axis writes it.
+template <typename T>
+T separable_fill_as(float value) {
+  if constexpr (sizeof(T) == 1) return static_cast<T>(value != 0.f);
+  return static_cast<T>(value);
+}
 // The gradient the backward passes start from: the output's (zeros where none flowed), checked to
 // have the shape the maps give the input's shape.
 Result<Tensor> separable_output_grad(OpCall const& call, std::vector<Tensor> const& gout,

@@ -2,10 +2,11 @@
 // int64, int32, bool; its gradient is the same mask on the output gradient; the mask is
 // kernels/hd/index.h's trilu_keeps) and Tile of float32 (a broadcast of x seen as [1, d0, 1, d1, ...]
 // to [r0, d0, r1, d1, ...]; its gradient sums back down), and Pad and Resize of float32: the CPU's
-// per-axis maps (exec/separable_maps.h), one pass per axis and the adjoint passes in reverse order.
-// GatherElements and GatherND (any dtype gathered, float32 differentiated), ScatterElements and
-// Scatter (float32; reductions none, add, mul) by flat positions (below). Pad, Tile and Resize of
-// other dtypes run on the CPU only for now.
+// per-axis maps (exec/separable_maps.h), one pass per axis and the adjoint passes in reverse order;
+// Pad and Tile of int64, int32 and bool by the same maps' one-tap copies (ids and masks, never
+// differentiated). GatherElements and GatherND (any dtype gathered, float32 differentiated),
+// ScatterElements and Scatter (float32; reductions none, add, mul) by flat positions (below).
+// Resize of other dtypes runs on the CPU only (the CPU resizes float32 alone too).
 #include <limits>
 
 #include "exec/cuda/binary.h"
@@ -160,6 +161,50 @@ Status separable_backward(OpCall const& call, Saved const& saved, std::vector<Te
     ASSIGN_OR_RETURN(g, pass(g, a, maps[a], 0.f, true));
   }
   return emit_grad(call, grads, 0, g, accumulate);
+}
+
+// Pad and Tile of ids and masks (int64, int32, bool: T of its element size): the maps' one-tap
+// copies, pass by pass as the float passes, never differentiated (the CPU's copy_axis).
+template <typename T>
+Result<Tensor> copy_pass(Tensor const& x, std::size_t axis, AxisMap const& m, T fill) {
+  if (m.taps != 1) return internal_error("a copying pass over a map of " + std::to_string(m.taps) + " taps");
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] = m.out;
+  int64_t const outer = product(shape, 0, axis), inner = product(shape, axis + 1, shape.size());
+  ASSIGN_OR_RETURN(Tensor const idx, on_device(m.index, DType::kInt64));
+  ASSIGN_OR_RETURN(Tensor y, empty(shape, x.dtype()));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::copy_axis(static_cast<T const*>(x.raw()), outer, m.in, m.out, inner, idx.data<int64_t>(), fill,
+                              static_cast<T*>(y.raw()), stream));
+  return y;
+}
+
+template <typename T, MapsFn Maps>
+Status copy_forward_as(OpCall const& call, Tensor const& x, std::vector<Tensor>& out) {
+  ASSIGN_OR_RETURN(std::vector<AxisMap> const maps, Maps(call, x.shape()));
+  T const fill = separable_fill_as<T>(separable_fill(call));
+  Tensor y = x;
+  for (std::size_t a = 0; a < maps.size(); ++a) {
+    if (maps[a].identity()) continue;
+    ASSIGN_OR_RETURN(y, copy_pass<T>(y, a, maps[a], fill));
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  return Status::ok();
+}
+
+template <MapsFn Maps>
+Status copy_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  switch (graph::dtype_size(in[0].dtype())) {
+    case 8:
+      return copy_forward_as<int64_t, Maps>(call, in[0], out);
+    case 4:
+      return copy_forward_as<int32_t, Maps>(call, in[0], out);
+    case 1:
+      return copy_forward_as<uint8_t, Maps>(call, in[0], out);
+    default:
+      return op_error(call, "cannot copy elements of " + std::to_string(graph::dtype_size(in[0].dtype())) + " bytes");
+  }
 }
 
 // ---- GatherElements, GatherND, ScatterElements (and Scatter): flat positions into data from the
@@ -392,6 +437,13 @@ std::vector<KernelEntry> index_kernels() {
                DType::kFloat32,
                {tile_forward, tile_backward, tile_backward, require_attrs<graph::TileAttrs>},
                1});
+  // Ids and masks padded or tiled (token ids, attention masks): copied, never differentiated.
+  for (DType d : {DType::kInt64, DType::kInt32, DType::kBool}) {
+    t.push_back(
+        {OpKind::kPad, d, {copy_forward<pad_maps>, no_gradient, no_gradient, require_attrs<graph::PadAttrs>}, 1});
+    t.push_back(
+        {OpKind::kTile, d, {copy_forward<tile_maps>, no_gradient, no_gradient, require_attrs<graph::TileAttrs>}, 1});
+  }
   t.push_back({OpKind::kGatherElements,
                DType::kFloat32,
                {gather_elements_forward, gather_elements_backward, gather_elements_backward, gather_elements_check},

@@ -287,7 +287,38 @@ __global__ void separable_axis_adjoint_kernel(float const* __restrict__ gy, int6
     gx[e] = acc;
   }
 }
+template <typename T, typename I>
+__global__ void copy_axis_kernel(T const* __restrict__ x, I outer, I in, I out, I inner,
+                                 int64_t const* __restrict__ idx, T fill, T* __restrict__ y) {
+  I const n = outer * out * inner;
+  I const stride = static_cast<I>(grid_threads());
+  for (I e = static_cast<I>(global_thread()); e < n; e += stride) {
+    I const s = hd::axis_copy_source(e, in, out, inner, idx);
+    y[e] = s < 0 ? fill : x[s];
+  }
+}
 }  // namespace
+
+template <typename T>
+cudaError_t copy_axis(T const* x, int64_t outer, int64_t in, int64_t out, int64_t inner, int64_t const* idx, T fill,
+                      T* y, cudaStream_t stream) {
+  int64_t const n = outer * out * inner;
+  if (n <= 0) return cudaGetLastError();
+  if (detail::fits_int32(n) && detail::fits_int32(outer * in * inner)) {
+    copy_axis_kernel<T, int32_t>
+        <<<grid_for(n), kBlock, 0, stream>>>(x, static_cast<int32_t>(outer), static_cast<int32_t>(in),
+                                             static_cast<int32_t>(out), static_cast<int32_t>(inner), idx, fill, y);
+  } else {
+    copy_axis_kernel<T, int64_t><<<grid_for(n), kBlock, 0, stream>>>(x, outer, in, out, inner, idx, fill, y);
+  }
+  return cudaGetLastError();
+}
+template cudaError_t copy_axis<int64_t>(int64_t const*, int64_t, int64_t, int64_t, int64_t, int64_t const*, int64_t,
+                                        int64_t*, cudaStream_t);
+template cudaError_t copy_axis<int32_t>(int32_t const*, int64_t, int64_t, int64_t, int64_t, int64_t const*, int32_t,
+                                        int32_t*, cudaStream_t);
+template cudaError_t copy_axis<uint8_t>(uint8_t const*, int64_t, int64_t, int64_t, int64_t, int64_t const*, uint8_t,
+                                        uint8_t*, cudaStream_t);
 
 cudaError_t separable_axis(float const* x, int64_t outer, int64_t in, int64_t out, int64_t inner, int64_t taps,
                            int64_t const* idx, float const* w, float fill, float* y, cudaStream_t stream) {

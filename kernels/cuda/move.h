@@ -26,6 +26,13 @@ cudaError_t separable_axis(float const* x, int64_t outer, int64_t in, int64_t ou
 cudaError_t separable_axis_adjoint(float const* gy, int64_t outer, int64_t in, int64_t out, int64_t inner, int64_t taps,
                                    int64_t const* idx, float const* w, float* gx, cudaStream_t stream);
 
+// A one-tap, unit-weight pass (Pad, Tile) of elements of any dtype (T int64_t, int32_t or uint8_t:
+// ids and masks), x [outer, in, inner] -> y [outer, out, inner] by hd::axis_copy_source, `fill`
+// where the map (idx, `out` entries on the device) is -1. Never differentiated.
+template <typename T>
+cudaError_t copy_axis(T const* x, int64_t outer, int64_t in, int64_t out, int64_t inner, int64_t const* idx, T fill,
+                      T* y, cudaStream_t stream);
+
 // Trilu over `mats` matrices of [rows, cols]: y = x where hd::trilu_keeps(i, j, k, upper), else 0.
 template <typename T>
 cudaError_t trilu(T const* x, int64_t mats, int64_t rows, int64_t cols, int64_t k, bool upper, T* y,

@@ -274,4 +274,16 @@ GP_HD void note_bad_index(uint64_t* verdict, void const* idx, bool idx64, int64_
   verdict[1] = static_cast<uint64_t>(value);
 }
 
+// A one-tap, unit-weight pass of a separable op (Pad, Tile: exec/separable_maps.h) on elements of
+// any dtype, x [outer, in, inner] -> y [outer, out, inner]: the flat position in x that output
+// element e copies, or -1 where the axis map (idx, one entry per output position) says fill. The
+// CUDA backend's Pad and Tile of ids and masks run it; the CPU copies the same rows (copy_axis).
+template <typename I>
+GP_HD I axis_copy_source(I e, I in, I out, I inner, int64_t const* idx) {
+  I const i = e % inner, r = e / inner;
+  I const o = r % out, b = r / out;
+  int64_t const s = idx[o];
+  return s < 0 ? I(-1) : (b * in + static_cast<I>(s)) * inner + i;
+}
+
 }  // namespace gp::kernels::hd

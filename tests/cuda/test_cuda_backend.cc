@@ -536,6 +536,19 @@ std::vector<Case> cases() {
       return make_op("Pad", graph::PadAttrs{mode, {0, 2, 1, 0, 3, 1}, 0.f},
                      {{"x", random_tensor({2, 3, 4}, 125), kIn}});
     });
+  // Ids and masks padded and tiled (copies, never differentiated).
+  add("Pad int64 constant 7, a cropping pad", [] {
+    return make_op("Pad", graph::PadAttrs{graph::PadMode::kConstant, {1, -1, 0, 2}, 7.f},
+                   {{"x", int_tensor({2, 3}, {1, 2, 3, 4, 5, 6}), kIn}}, 1, {DType::kInt64});
+  });
+  add("Pad bool reflect", [] {
+    return make_op("Pad", graph::PadAttrs{graph::PadMode::kReflect, {1, 1, 0, 2}, 0.f},
+                   {{"m", bool_tensor({2, 3}, {1, 0, 0, 1, 1, 0}), kIn}}, 1, {DType::kBool});
+  });
+  add("Tile int32", [] {
+    return make_op("Tile", graph::TileAttrs{{2, 3}}, {{"x", int32_tensor({2, 2}, {1, -2, 3, 4}), kIn}}, 1,
+                   {DType::kInt32});
+  });
   for (auto [name, mode] : {std::pair{"Resize nearest x2", graph::ResizeMode::kNearest},
                             std::pair{"Resize linear x2", graph::ResizeMode::kLinear},
                             std::pair{"Resize cubic x2", graph::ResizeMode::kCubic}})

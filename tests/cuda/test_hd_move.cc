@@ -8,9 +8,11 @@
 #include <optional>
 
 #include "exec/einsum.h"
+#include "exec/separable_maps.h"
 #include "graph/ops/einsum.h"
 #include "graph/ops/move.h"
 #include "graph/ops/pool.h"
+#include "kernels/hd/index.h"
 #include "kernels/hd/move.h"
 #include "tests/exec/op_harness.h"
 
@@ -355,6 +357,73 @@ TEST(HdMove, ConcatAndItsBackwardMatchTheCpuBackendExactly) {
     off += t->dim(1);
   }
   EXPECT_MATCH(y, values(cpu.out[0]));
+}
+
+// Pad (every mode, a constant that is not 0, a negative pad that crops) and Tile of ids and masks:
+// the CUDA backend's passes (the op's axis maps, hd::axis_copy_source per output element, Pad's
+// value as the element, separable_fill_as) replayed on the host give the CPU backend's bytes.
+template <typename T>
+std::vector<T> copy_passes_on_host(OpCall const& call, Tensor const& x, MapsFn maps_of) {
+  auto const maps = maps_of(call, x.shape());
+  EXPECT_TRUE(maps.is_ok()) << maps.status().message();
+  std::vector<int64_t> shape = x.shape();
+  std::vector<T> y(static_cast<T const*>(x.raw()), static_cast<T const*>(x.raw()) + x.numel());
+  T const fill = separable_fill_as<T>(separable_fill(call));
+  for (std::size_t a = 0; a < maps->size(); ++a) {
+    AxisMap const& m = (*maps)[a];
+    if (m.identity()) continue;
+    EXPECT_EQ(m.taps, 1);
+    int64_t outer = 1, inner = 1;
+    for (std::size_t d = 0; d < a; ++d) outer *= shape[d];
+    for (std::size_t d = a + 1; d < shape.size(); ++d) inner *= shape[d];
+    std::vector<T> next(static_cast<std::size_t>(outer * m.out * inner));
+    for (int64_t e = 0; e < static_cast<int64_t>(next.size()); ++e) {
+      int64_t const s = hd::axis_copy_source<int64_t>(e, m.in, m.out, inner, m.index.data());
+      next[static_cast<std::size_t>(e)] = s < 0 ? fill : y[static_cast<std::size_t>(s)];
+    }
+    y = std::move(next);
+    shape[a] = m.out;
+  }
+  return y;
+}
+
+TEST(HdMove, PadAndTileOfIdsAndMasksCopyAsTheCpuBackend) {
+  CpuBackend cpu;
+  Tensor ids = int_tensor({2, 3}, {11, -12, 13, 14, 15, -16});
+  Tensor mask({2, 3}, DType::kBool);
+  for (int i = 0; i < 6; ++i) mask.data<uint8_t>()[i] = static_cast<uint8_t>(i % 2);
+  struct Case {
+    std::string name;
+    graph::OpAttrs attrs;
+    MapsFn maps;
+  };
+  std::vector<Case> const cases = {
+      {"Pad constant 7", graph::PadAttrs{graph::PadMode::kConstant, {1, 2, 0, 1}, 7.f}, pad_maps},
+      {"Pad constant -2.7 (truncated), a cropping pad",
+       graph::PadAttrs{graph::PadMode::kConstant, {0, -1, 1, 2}, -2.7f}, pad_maps},
+      {"Pad reflect", graph::PadAttrs{graph::PadMode::kReflect, {1, 2, 1, 2}, 0.f}, pad_maps},
+      {"Pad edge", graph::PadAttrs{graph::PadMode::kEdge, {2, 1, 0, 2}, 0.f}, pad_maps},
+      {"Pad wrap", graph::PadAttrs{graph::PadMode::kWrap, {1, 2, 1, 1}, 0.f}, pad_maps},
+      {"Tile", graph::TileAttrs{{3, 2}}, tile_maps},
+  };
+  for (Case const& c : cases)
+    for (Tensor const* x : {&ids, &mask}) {
+      SCOPED_TRACE(c.name + (x == &ids ? " int64" : " bool"));
+      OneOp const o =
+          make_op(c.name.substr(0, 3) == "Pad" ? "Pad" : "Tile", c.attrs, {{"x", *x, kIn}}, 1, {x->dtype()});
+      ASSERT_TRUE(cpu.supports(o.the_op(), o.graph).is_ok());
+      OpCall const call{o.the_op(), o.graph, true, 7};
+      std::vector<Tensor> want;
+      ASSERT_TRUE(cpu.forward(call, o.inputs, want, nullptr).is_ok());
+      if (x == &ids) {
+        std::vector<int64_t> const got = copy_passes_on_host<int64_t>(call, *x, c.maps);
+        EXPECT_EQ(got, std::vector<int64_t>(want[0].data<int64_t>(), want[0].data<int64_t>() + want[0].numel()));
+      } else {
+        std::vector<uint8_t> const got = copy_passes_on_host<uint8_t>(call, *x, c.maps);
+        EXPECT_EQ(got, std::vector<uint8_t>(static_cast<uint8_t const*>(want[0].raw()),
+                                            static_cast<uint8_t const*>(want[0].raw()) + want[0].numel()));
+      }
+    }
 }
 
 TEST(HdMove, SplitAndItsBackwardMatchTheCpuBackendExactly) {
