@@ -237,10 +237,7 @@ T remainder(T a, T b, bool fmod) {
     if (!fmod && r != 0 && (r < 0) != (b < 0)) r += b;
     return r;
   } else if constexpr (std::is_signed_v<T>) {
-    if (b == -1) return 0;  // a % -1 overflows for the smallest a
-    T r = static_cast<T>(a % b);
-    if (!fmod && r != 0 && (r < 0) != (b < 0)) r = static_cast<T>(r + b);
-    return r;
+    return kernels::hd::int_mod_value(a, b, fmod);  // what the CUDA kernel computes too
   } else {
     return static_cast<T>(a % b);
   }

@@ -215,7 +215,7 @@ Status range_forward(OpCall const& call, std::vector<Tensor> const&, std::vector
   return Status::ok();
 }
 
-// ---- Mod of float32 (hd::mod_value, the CPU's own); integer Mod runs on the CPU ----
+// ---- Mod of float32 (hd::mod_value, the CPU's own) and of int64 and int32 (hd::int_mod_value) ----
 
 Status mod_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(std::vector<int64_t> const shape, broadcast(call, in, 2));
@@ -227,6 +227,28 @@ Status mod_forward(OpCall const& call, std::vector<Tensor> const& in, std::vecto
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   if (saved) saved->tensors = {in[0], in[1]};
+  return Status::ok();
+}
+
+// Integer Mod (positions and buckets computed per micro-batch): never differentiated; a zero
+// divisor is the CPU's error, naming the first output element it hit, at once or with the step's
+// deferred checks.
+template <typename T>
+Status int_mod_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  if (in[0].dtype() != in[1].dtype()) return op_error(call, "inputs of different dtypes");
+  ASSIGN_OR_RETURN(std::vector<int64_t> const shape, broadcast(call, in, 2));
+  ASSIGN_OR_RETURN(hd::BinaryIndex const index, index_of(call, shape, in[0].shape(), in[1].shape()));
+  bool const fmod = attrs_of<graph::ModAttrs>(call.op)->fmod;
+  ASSIGN_OR_RETURN(Tensor y, empty(shape, in[0].dtype()));
+  ASSIGN_OR_RETURN(Tensor flag, index_flag());
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::int_mod<T>(index, in[0].data<T>(), in[1].data<T>(), fmod, y.data<T>(),
+                               static_cast<unsigned long long*>(flag.raw()), stream));
+  RETURN_IF_ERROR(check_position_flag(flag, [op = &call.op](uint64_t at) {
+    return graph::ops::op_error(*op, "integer division by zero at output element " + std::to_string(at));
+  }));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
   return Status::ok();
 }
 
@@ -279,6 +301,10 @@ std::vector<KernelEntry> logic_kernels() {
   }
   add_typed(OpKind::kMod, DType::kFloat32, {mod_forward, mod_backward, mod_backward, require_attrs<graph::ModAttrs>},
             2);
+  add_typed(OpKind::kMod, DType::kInt64,
+            {int_mod_forward<int64_t>, no_gradient, no_gradient, require_attrs<graph::ModAttrs>}, 2);
+  add_typed(OpKind::kMod, DType::kInt32,
+            {int_mod_forward<int32_t>, no_gradient, no_gradient, require_attrs<graph::ModAttrs>}, 2);
   // Without data inputs an op's entry is found under float32.
   add_typed(OpKind::kConstantOfShape, DType::kFloat32,
             {constant_of_shape_forward, no_gradient, no_gradient, require_attrs<graph::ConstantOfShapeAttrs>}, 0);

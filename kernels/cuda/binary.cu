@@ -91,6 +91,21 @@ __global__ void mod_kernel(hd::BinaryIndex const p, float const* __restrict__ a,
   }
 }
 
+// Integer Mod (hd::int_mod_value); a zero divisor's position goes into *first_zero (atomicMin).
+template <typename T, typename I>
+__global__ void int_mod_kernel(hd::BinaryIndex const p, T const* __restrict__ a, T const* __restrict__ b, bool fmod,
+                               T* __restrict__ y, unsigned long long* first_zero) {
+  I const n = static_cast<I>(p.numel);
+  I const stride = static_cast<I>(grid_threads());
+  for (I i = static_cast<I>(global_thread()); i < n; i += stride) {
+    I oa = 0, ob = 0;
+    hd::binary_offsets(p, i, oa, ob);
+    T const z = b[ob];
+    if (z == 0) atomicMin(first_zero, static_cast<unsigned long long>(i));
+    y[i] = hd::int_mod_value(a[oa], z, fmod);
+  }
+}
+
 template <typename I>
 __global__ void mod_b_grad_kernel(hd::BinaryIndex const p, float const* __restrict__ a, float const* __restrict__ b,
                                   float const* __restrict__ dy, bool fmod, float* __restrict__ full) {
@@ -114,6 +129,23 @@ cudaError_t mod_forward(hd::BinaryIndex const& index, float const* a, float cons
     mod_kernel<int64_t><<<grid_for(index.numel), kBlock, 0, stream>>>(index, a, b, fmod, y);
   return cudaGetLastError();
 }
+
+template <typename T>
+cudaError_t int_mod(hd::BinaryIndex const& index, T const* a, T const* b, bool fmod, T* y,
+                    unsigned long long* first_zero, cudaStream_t stream) {
+  if (cudaError_t e = cudaMemsetAsync(first_zero, 0xff, 2 * sizeof(unsigned long long), stream); e != cudaSuccess)
+    return e;
+  if (index.numel <= 0) return cudaGetLastError();
+  if (detail::fits_int32(index.numel))
+    int_mod_kernel<T, int32_t><<<grid_for(index.numel), kBlock, 0, stream>>>(index, a, b, fmod, y, first_zero);
+  else
+    int_mod_kernel<T, int64_t><<<grid_for(index.numel), kBlock, 0, stream>>>(index, a, b, fmod, y, first_zero);
+  return cudaGetLastError();
+}
+template cudaError_t int_mod<int64_t>(hd::BinaryIndex const&, int64_t const*, int64_t const*, bool, int64_t*,
+                                      unsigned long long*, cudaStream_t);
+template cudaError_t int_mod<int32_t>(hd::BinaryIndex const&, int32_t const*, int32_t const*, bool, int32_t*,
+                                      unsigned long long*, cudaStream_t);
 
 cudaError_t mod_b_grad(hd::BinaryIndex const& index, float const* a, float const* b, float const* dy, bool fmod,
                        float* full, cudaStream_t stream) {

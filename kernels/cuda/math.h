@@ -107,6 +107,11 @@ cudaError_t mod_forward(hd::BinaryIndex const& index, float const* a, float cons
                         cudaStream_t stream);
 cudaError_t mod_b_grad(hd::BinaryIndex const& index, float const* a, float const* b, float const* dy, bool fmod,
                        float* full, cudaStream_t stream);
+// Mod of int64_t or int32_t (hd::int_mod_value, the CPU's function). first_zero: two words of device
+// memory, set to all ones first; the first gets the smallest output position whose divisor is 0.
+template <typename T>
+cudaError_t int_mod(hd::BinaryIndex const& index, T const* a, T const* b, bool fmod, T* y,
+                    unsigned long long* first_zero, cudaStream_t stream);
 // y[i] = scale · x[offset_a(i)]: x broadcast to the index's output (b strides unused).
 template <typename T>
 cudaError_t broadcast_scaled(hd::BinaryIndex const& index, T const* x, float scale, T* y, cudaStream_t stream);

@@ -452,6 +452,19 @@ std::vector<Case> cases() {
                    {{"a", int32_tensor({2, 3}, {-9, 8, 7, 100, -1, 0}), kIn}, {"b", int32_tensor({1}, {4}), kIn}}, 1,
                    {DType::kInt32});
   });
+  add("Mod int64 floored (the divisor's sign), -1 and the lowest value", [] {
+    int64_t const low = std::numeric_limits<int64_t>::lowest();
+    return make_op(
+        "Mod", graph::ModAttrs{false},
+        {{"a", int_tensor({6}, {7, -7, 7, -7, low, 5}), kIn}, {"b", int_tensor({6}, {3, 3, -3, -3, -1, 1}), kIn}}, 1,
+        {DType::kInt64});
+  });
+  add("Mod int32 fmod (the dividend's sign), broadcast", [] {
+    return make_op(
+        "Mod", graph::ModAttrs{true},
+        {{"a", int32_tensor({2, 3}, {7, -7, 8, -9, 10, -11}), kIn}, {"b", int32_tensor({3}, {3, -4, 5}), kIn}}, 1,
+        {DType::kInt32});
+  });
   add("Concat int64 axis 1", [] {
     return make_op("Concat", graph::ConcatAttrs{1},
                    {{"a", int_tensor({2, 1}, {0, 1}), kIn}, {"b", int_tensor({2, 2}, {5, 6, 7, 8}), kIn}}, 1,
@@ -1129,9 +1142,9 @@ TEST_F(CudaGpu, GatherIndexErrorsWaitForTheDeferredCheckWhileDeferred) {
   gpu_->defer_checks(false);
 }
 
-// An integer division by zero is the CPU's error, at once and, while checks are deferred (a
+// An integer division (or Mod) by zero is the CPU's error, at once and, while checks are deferred (a
 // training step), at the step's end; the outputs stay defined meanwhile.
-TEST_F(CudaGpu, AnIntegerDivisionByZeroIsTheCpusErrorAtOnceAndWhenDeferred) {
+TEST_F(CudaGpu, AnIntegerDivisionOrModByZeroIsTheCpusErrorAtOnceAndWhenDeferred) {
   OneOp const o = make_op("Div", {}, {{"a", int_tensor({3}, {4, 5, 6}), kIn}, {"b", int_tensor({3}, {2, 0, 3}), kIn}},
                           1, {DType::kInt64});
   OpCall const call{o.the_op(), o.graph, true, 7};
@@ -1150,6 +1163,17 @@ TEST_F(CudaGpu, AnIntegerDivisionByZeroIsTheCpusErrorAtOnceAndWhenDeferred) {
   EXPECT_EQ(gpu_->deferred_checks().message(), want);
   EXPECT_TRUE(gpu_->deferred_checks().is_ok()) << "a resolved check was reported twice";
   gpu_->defer_checks(false);
+  // Integer Mod by zero: the CPU's error, which names the first output element it hit.
+  OneOp const m =
+      make_op("Mod", graph::ModAttrs{false},
+              {{"a", int_tensor({3}, {4, 5, 6}), kIn}, {"b", int_tensor({3}, {2, 3, 0}), kIn}}, 1, {DType::kInt64});
+  OpCall const mod_call{m.the_op(), m.graph, true, 7};
+  out.clear();
+  std::string const mod_want = cpu.forward(mod_call, m.inputs, out, nullptr).message();
+  EXPECT_NE(mod_want.find("integer division by zero at output element 2"), std::string::npos) << mod_want;
+  out.clear();
+  std::vector<Tensor> const mod_in{gpu_->to_device(m.inputs[0]).value(), gpu_->to_device(m.inputs[1]).value()};
+  EXPECT_EQ(gpu_->forward(mod_call, mod_in, out, nullptr).message(), mod_want);
 }
 
 // cuDNN plans stored by one run load in the next (here: the thread's plans dropped from memory)
