@@ -1,7 +1,7 @@
 // The CUDA backend's binary family: broadcasting Add, Sub, Mul, Div (backward summed down to each
-// input's shape; of int64 and int32 too, never differentiated) and Pow (a constant scalar exponent as an activation, a
-// tensor exponent broadcast). Same inputs, outputs and conventions as the CPU's exec/cpu/binary.cc; kernels in
-// kernels/cuda/math.h.
+// input's shape; of int64 and int32 too, never differentiated) and Pow (a constant scalar exponent
+// as an activation, a tensor exponent broadcast). Same inputs, outputs and conventions as the CPU's
+// exec/cpu/binary.cc; kernels in kernels/cuda/math.h.
 #include <algorithm>
 
 #include "exec/cuda/ops_common.h"
