@@ -90,7 +90,7 @@ TEST(CudaKernelParity, SupportsNamesTheOpAndTheReasonWithoutADevice) {
 // RoBERTa, Llama, Qwen2, ViT, Swin, ConvNeXt, ... through both exporters) has a CUDA kernel for
 // every op, dtype included: RoBERTa's position ids (int32 and int64 Mul and Add), the dynamo
 // exporter's index arithmetic in Swin and ConvNeXt (int64) and HF GPT-2's int64 Concat were
-// CPU-only before (6 of the 30 fixtures refused on --backend cuda).
+// CPU-only before (6 of the 32 fixtures refused on --backend cuda).
 TEST(CudaKernelParity, EveryTorchFixtureHasACudaKernelForEveryOp) {
   namespace fs = std::filesystem;
   int models = 0;
