@@ -29,20 +29,52 @@ __global__ void binary_kernel(hd::BinaryKind kind, hd::BinaryIndex const p, T co
   }
 }
 
-// Integer arithmetic (hd::int_binary_op, the CPU's per-element function); a zero divisor's
-// position goes into *first_zero (the smallest, by atomicMin), its output 0.
-template <typename T, typename I>
-__global__ void int_binary_kernel(hd::BinaryKind kind, hd::BinaryIndex const p, T const* __restrict__ a,
-                                  T const* __restrict__ b, T* __restrict__ y, unsigned long long* first_zero) {
+// Integer arithmetic, y = f(a, b) broadcast (F: IntBinary or IntMod below, the CPU's per-element
+// functions). With first_zero (Div, Mod), a zero divisor's position goes into *first_zero (the
+// smallest, by atomicMin); f gives 0 there.
+template <typename T, typename I, typename F>
+__global__ void int_arith_kernel(hd::BinaryIndex const p, T const* __restrict__ a, T const* __restrict__ b, F f,
+                                 T* __restrict__ y, unsigned long long* first_zero) {
   I const n = static_cast<I>(p.numel);
   I const stride = static_cast<I>(grid_threads());
   for (I i = static_cast<I>(global_thread()); i < n; i += stride) {
     I oa = 0, ob = 0;
     hd::binary_offsets(p, i, oa, ob);
     T const z = b[ob];
-    if (kind == hd::BinaryKind::kDiv && z == 0) atomicMin(first_zero, static_cast<unsigned long long>(i));
-    y[i] = hd::int_binary_op(kind, a[oa], z);
+    if (first_zero != nullptr && z == 0) atomicMin(first_zero, static_cast<unsigned long long>(i));
+    y[i] = f(a[oa], z);
   }
+}
+
+struct IntBinary {
+  hd::BinaryKind kind;
+  template <typename T>
+  __device__ T operator()(T x, T z) const {
+    return hd::int_binary_op(kind, x, z);
+  }
+};
+struct IntMod {
+  bool fmod;
+  template <typename T>
+  __device__ T operator()(T x, T z) const {
+    return hd::int_mod_value(x, z, fmod);
+  }
+};
+
+// The launch of int_arith_kernel; first_zero (two words, see math.h) is set to all ones first.
+template <typename T, typename F>
+cudaError_t launch_int_arith(hd::BinaryIndex const& index, T const* a, T const* b, F f, T* y,
+                             unsigned long long* first_zero, cudaStream_t stream) {
+  if (first_zero != nullptr)
+    if (cudaError_t e = cudaMemsetAsync(first_zero, 0xff, 2 * sizeof(unsigned long long), stream); e != cudaSuccess)
+      return e;
+  if (index.numel <= 0) return cudaGetLastError();
+  if (detail::fits_int32(index.numel)) {
+    int_arith_kernel<T, int32_t><<<grid_for(index.numel), kBlock, 0, stream>>>(index, a, b, f, y, first_zero);
+  } else {
+    int_arith_kernel<T, int64_t><<<grid_for(index.numel), kBlock, 0, stream>>>(index, a, b, f, y, first_zero);
+  }
+  return cudaGetLastError();
 }
 
 template <typename T, typename I>
@@ -91,21 +123,6 @@ __global__ void mod_kernel(hd::BinaryIndex const p, float const* __restrict__ a,
   }
 }
 
-// Integer Mod (hd::int_mod_value); a zero divisor's position goes into *first_zero (atomicMin).
-template <typename T, typename I>
-__global__ void int_mod_kernel(hd::BinaryIndex const p, T const* __restrict__ a, T const* __restrict__ b, bool fmod,
-                               T* __restrict__ y, unsigned long long* first_zero) {
-  I const n = static_cast<I>(p.numel);
-  I const stride = static_cast<I>(grid_threads());
-  for (I i = static_cast<I>(global_thread()); i < n; i += stride) {
-    I oa = 0, ob = 0;
-    hd::binary_offsets(p, i, oa, ob);
-    T const z = b[ob];
-    if (z == 0) atomicMin(first_zero, static_cast<unsigned long long>(i));
-    y[i] = hd::int_mod_value(a[oa], z, fmod);
-  }
-}
-
 template <typename I>
 __global__ void mod_b_grad_kernel(hd::BinaryIndex const p, float const* __restrict__ a, float const* __restrict__ b,
                                   float const* __restrict__ dy, bool fmod, float* __restrict__ full) {
@@ -133,14 +150,8 @@ cudaError_t mod_forward(hd::BinaryIndex const& index, float const* a, float cons
 template <typename T>
 cudaError_t int_mod(hd::BinaryIndex const& index, T const* a, T const* b, bool fmod, T* y,
                     unsigned long long* first_zero, cudaStream_t stream) {
-  if (cudaError_t e = cudaMemsetAsync(first_zero, 0xff, 2 * sizeof(unsigned long long), stream); e != cudaSuccess)
-    return e;
-  if (index.numel <= 0) return cudaGetLastError();
-  if (detail::fits_int32(index.numel))
-    int_mod_kernel<T, int32_t><<<grid_for(index.numel), kBlock, 0, stream>>>(index, a, b, fmod, y, first_zero);
-  else
-    int_mod_kernel<T, int64_t><<<grid_for(index.numel), kBlock, 0, stream>>>(index, a, b, fmod, y, first_zero);
-  return cudaGetLastError();
+  if (first_zero == nullptr) return cudaErrorInvalidValue;  // Mod always checks its divisors
+  return launch_int_arith(index, a, b, IntMod{fmod}, y, first_zero, stream);
 }
 template cudaError_t int_mod<int64_t>(hd::BinaryIndex const&, int64_t const*, int64_t const*, bool, int64_t*,
                                       unsigned long long*, cudaStream_t);
@@ -172,16 +183,9 @@ cudaError_t binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a
 template <typename T>
 cudaError_t int_binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a, T const* b, T* y,
                        unsigned long long* first_zero, cudaStream_t stream) {
-  if (first_zero != nullptr)
-    if (cudaError_t e = cudaMemsetAsync(first_zero, 0xff, 2 * sizeof(unsigned long long), stream); e != cudaSuccess)
-      return e;
-  if (index.numel <= 0) return cudaGetLastError();
-  if (detail::fits_int32(index.numel)) {
-    int_binary_kernel<T, int32_t><<<grid_for(index.numel), kBlock, 0, stream>>>(kind, index, a, b, y, first_zero);
-  } else {
-    int_binary_kernel<T, int64_t><<<grid_for(index.numel), kBlock, 0, stream>>>(kind, index, a, b, y, first_zero);
-  }
-  return cudaGetLastError();
+  // Div checks its divisors (first_zero given); Add, Sub and Mul have none to check.
+  if ((kind == hd::BinaryKind::kDiv) != (first_zero != nullptr)) return cudaErrorInvalidValue;
+  return launch_int_arith(index, a, b, IntBinary{kind}, y, first_zero, stream);
 }
 
 template <typename T>

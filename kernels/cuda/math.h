@@ -97,7 +97,7 @@ cudaError_t binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a
 // Integer Add/Sub/Mul/Div (T int64_t or int32_t; hd::int_binary_op, the CPU's function) over the
 // index's output. Div needs `first_zero`, two words of device memory (exec/cuda/deferred_checks.h's
 // Verdict) set to all ones first: the first gets the smallest output position whose divisor is 0
-// (that output is 0); the other kinds take null.
+// (that output is 0); the other kinds take null (cudaErrorInvalidValue otherwise).
 template <typename T>
 cudaError_t int_binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a, T const* b, T* y,
                        unsigned long long* first_zero, cudaStream_t stream);
