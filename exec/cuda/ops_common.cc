@@ -40,6 +40,17 @@ Status index_error(graph::Op const& op, Verdict const& v, int64_t scale, std::st
       op, "index " + std::to_string(v.index) + " (position " + std::to_string(at) + ") is out of range for " + range);
 }
 
+// A flag's verdict: queued while the backend defers checks and `deferrable`, else read back at once
+// (a synchronisation); `error` makes the op's error of a failed verdict.
+Status resolve_verdict(DeviceContext& ctx, Tensor const& flag, bool deferrable, DeferredChecks::ErrorFor error) {
+  if (deferrable && ctx.checks.on) return ctx.checks.queue(flag.raw(), std::move(error));
+  Verdict v;
+  GP_CUDA_CHECK(cudaMemcpyAsync(&v, flag.raw(), sizeof v, cudaMemcpyDeviceToHost, ctx.compute));
+  GP_CUDA_CHECK(cudaStreamSynchronize(ctx.compute));
+  if (v.first_bad == DeferredChecks::kNoBadIndex) return Status::ok();
+  return error(v);
+}
+
 }  // namespace
 
 Result<Tensor> index_flag() { return empty({2}, DType::kInt64); }
@@ -53,28 +64,16 @@ Status check_index_flag(OpCall const& call, Tensor const& idx, Tensor& flag, int
   cudaStream_t const s = ctx->compute;
   GP_CUDA_CHECK(kernels::cuda::note_bad_index(static_cast<unsigned long long*>(flag.raw()), idx.raw(),
                                               idx.dtype() == DType::kInt64, scale, s));
-  if (deferrable && ctx->checks.on) {
-    graph::Op const* const op = &call.op;  // the graph outlives the step that resolves the check
-    return ctx->checks.queue(flag.raw(),
-                             [op, scale, range](Verdict const& v) { return index_error(*op, v, scale, range); });
-  }
-  Verdict v;
-  GP_CUDA_CHECK(cudaMemcpyAsync(&v, flag.raw(), sizeof v, cudaMemcpyDeviceToHost, s));
-  GP_CUDA_CHECK(cudaStreamSynchronize(s));
-  if (v.first_bad == DeferredChecks::kNoBadIndex) return Status::ok();
-  return index_error(call.op, v, scale, range);
+  graph::Op const* const op = &call.op;  // the graph outlives the step that resolves the check
+  return resolve_verdict(*ctx, flag, deferrable,
+                         [op, scale, range](Verdict const& v) { return index_error(*op, v, scale, range); });
 }
 
 Status check_position_flag(Tensor& flag, std::function<Status(uint64_t position)> error) {
   if (flag.nbytes() != sizeof(Verdict)) return internal_error("a position check flags in " + flag.shape_string());
   ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
-  if (ctx->checks.on)
-    return ctx->checks.queue(flag.raw(), [error = std::move(error)](Verdict const& v) { return error(v.first_bad); });
-  Verdict v;
-  GP_CUDA_CHECK(cudaMemcpyAsync(&v, flag.raw(), sizeof v, cudaMemcpyDeviceToHost, ctx->compute));
-  GP_CUDA_CHECK(cudaStreamSynchronize(ctx->compute));
-  if (v.first_bad == DeferredChecks::kNoBadIndex) return Status::ok();
-  return error(v.first_bad);
+  return resolve_verdict(*ctx, flag, /*deferrable=*/true,
+                         [error = std::move(error)](Verdict const& v) { return error(v.first_bad); });
 }
 
 }  // namespace gp::exec::cuda
