@@ -195,16 +195,8 @@ Status copy_forward_as(OpCall const& call, Tensor const& x, std::vector<Tensor>&
 
 template <MapsFn Maps>
 Status copy_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
-  switch (graph::dtype_size(in[0].dtype())) {
-    case 8:
-      return copy_forward_as<int64_t, Maps>(call, in[0], out);
-    case 4:
-      return copy_forward_as<int32_t, Maps>(call, in[0], out);
-    case 1:
-      return copy_forward_as<uint8_t, Maps>(call, in[0], out);
-    default:
-      return op_error(call, "cannot copy elements of " + std::to_string(graph::dtype_size(in[0].dtype())) + " bytes");
-  }
+  return by_element_size(call, in[0].dtype(),
+                         [&](auto element) { return copy_forward_as<decltype(element), Maps>(call, in[0], out); });
 }
 
 // ---- GatherElements, GatherND, ScatterElements (and Scatter): flat positions into data from the

@@ -66,23 +66,11 @@ Status expand_bytes_forward(OpCall const& call, std::vector<Tensor> const& in, s
     return unsupported(call.op.type + " '" + call.op.name + "': a copy over " + dims_string(shape) +
                        " keeps more than " + std::to_string(hd::kMaxRank) + " dims after merging contiguous ones");
   ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
-  switch (graph::dtype_size(x.dtype())) {
-    case 8:
-      GP_CUDA_CHECK(
-          kc::strided_copy(static_cast<int64_t const*>(x.raw()), static_cast<int64_t*>(y.raw()), p, false, s));
-      break;
-    case 4:
-      GP_CUDA_CHECK(
-          kc::strided_copy(static_cast<int32_t const*>(x.raw()), static_cast<int32_t*>(y.raw()), p, false, s));
-      break;
-    case 1:
-      GP_CUDA_CHECK(
-          kc::strided_copy(static_cast<uint8_t const*>(x.raw()), static_cast<uint8_t*>(y.raw()), p, false, s));
-      break;
-    default:
-      return op_error(call, "cannot copy elements of " + std::to_string(graph::dtype_size(x.dtype())) + " bytes");
-  }
-  return Status::ok();
+  return by_element_size(call, x.dtype(), [&](auto element) -> Status {
+    using T = decltype(element);
+    GP_CUDA_CHECK(kc::strided_copy(static_cast<T const*>(x.raw()), static_cast<T*>(y.raw()), p, false, s));
+    return Status::ok();
+  });
 }
 
 Status expand_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
@@ -205,16 +193,8 @@ Status concat_bytes_forward(OpCall const& call, std::vector<Tensor> const& in, s
   ASSIGN_OR_RETURN(Tensor y, empty(c.out_shape, in[0].dtype()));
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
-  switch (graph::dtype_size(y.dtype())) {
-    case 8:
-      return concat_parts_as<int64_t>(call, in, y, c);
-    case 4:
-      return concat_parts_as<int32_t>(call, in, y, c);
-    case 1:
-      return concat_parts_as<uint8_t>(call, in, y, c);
-    default:
-      return op_error(call, "cannot copy elements of " + std::to_string(graph::dtype_size(y.dtype())) + " bytes");
-  }
+  return by_element_size(call, y.dtype(),
+                         [&](auto element) { return concat_parts_as<decltype(element)>(call, in, y, c); });
 }
 
 Status concat_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,

@@ -49,6 +49,22 @@ Status check_index_flag(OpCall const& call, Tensor const& idx, Tensor& flag, int
 // Read back at once (a synchronisation), or, while the backend defers checks, queued and read once
 // a step (the kernel's outputs are defined whatever it flags).
 Status check_position_flag(Tensor& flag, std::function<Status(uint64_t position)> error);
+// f(T{}) with T the integer type of `dtype`'s element size (int64_t, int32_t or uint8_t): what the
+// ops that move ids and masks as bytes (Expand, Concat, Pad, Tile) run; any other size is the op's
+// error.
+template <typename F>
+Status by_element_size(OpCall const& call, DType dtype, F&& f) {
+  switch (graph::dtype_size(dtype)) {
+    case 8:
+      return f(int64_t{});
+    case 4:
+      return f(int32_t{});
+    case 1:
+      return f(uint8_t{});
+    default:
+      return op_error(call, "cannot copy elements of " + std::to_string(graph::dtype_size(dtype)) + " bytes");
+  }
+}
 // grad_outputs[i], or device zeros of `shape` when no gradient flowed into that output.
 // Small host int64 tensors that carry shapes through Saved, in the process's host memory (not
 // the worker's): exec::shape_tensor there.
