@@ -1,5 +1,6 @@
 #include "exec/op_shared.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -23,6 +24,49 @@ Result<kernels::hd::Reduction> reduction_of(OpCall const& call) {
 Result<graph::ops::AxisSplit> softmax_axis_split(OpCall const& call, std::vector<int64_t> const& shape) {
   auto const* a = attrs_of<graph::SoftmaxAttrs>(call.op);
   return graph::ops::axis_split(call.op, a ? a->axis : -1, shape);
+}
+
+bool elementwise_cast_dtype(DType d) {
+  switch (d) {
+    case DType::kFloat32:
+    case DType::kFloat64:
+    case DType::kInt64:
+    case DType::kInt32:
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status clip_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::ClipAttrs>(op, graph));
+  for (std::size_t k = 1; k < op.inputs.size(); ++k) {
+    if (!has_input(op, k)) continue;
+    graph::TensorInfo const& t = graph.tensor(op.inputs[k]);
+    if (t.dtype != DType::kFloat32)
+      return unsupported("Clip '" + op.name + "' has a " + graph::dtype_name(t.dtype) + " bound (float32 only)");
+    if (std::any_of(t.shape.dims.begin(), t.shape.dims.end(), [](int64_t d) { return d != 1; }))
+      return unsupported("Clip '" + op.name + "' has a bound that is not a scalar");
+  }
+  return Status::ok();
+}
+
+ConvTransposeAxis conv_transpose_axis(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin,
+                                      int64_t pad_end, int64_t output_padding) {
+  ConvTransposeAxis a;
+  int64_t const full = stride * (in - 1) + (kernel - 1) * dilation + 1;  // every position a weight reaches
+  a.out = full + output_padding - pad_begin - pad_end;
+  // The libraries compute (full - pads) + r for 0 <= r < stride (the remainder their floor
+  // division drops), with pads >= 0.
+  a.embedded = pad_begin < 0 || pad_end < 0 || output_padding >= stride;
+  a.pad_begin = a.embedded ? std::max<int64_t>(pad_begin, 0) : pad_begin;
+  a.pad_end = a.embedded ? std::max<int64_t>(pad_end - output_padding, 0) : pad_end;
+  a.computed = a.embedded ? full - a.pad_begin - a.pad_end : a.out;
+  a.offset = a.pad_begin - pad_begin;
+  return a;
 }
 
 Status variadic_check(graph::Op const& op, graph::OpGraph const& graph) {

@@ -1,6 +1,6 @@
 // Host-side pieces of op kernels that both backends' kernel tables share (each backend wrote them
 // again before): the reduction kind of a Reduce* op (kernels/hd/reduce.h's per-row math), the axis
-// split of the ops along one axis (Softmax, LogSoftmax, Hardmax) and the variadic
+// split of the ops along one axis (Softmax, LogSoftmax, Hardmax), Clip's check, the variadic
 // Min/Max/Sum/Mean's check and broadcast output shape; integer Add/Sub/Mul/Div's check and kind,
 // and the check of a Concat of integer or bool parts.
 #pragma once
@@ -20,6 +20,31 @@ Result<kernels::hd::Reduction> reduction_of(OpCall const& call);
 
 // Softmax, LogSoftmax, Hardmax: `shape` as [outer, dim, inner] around the op's axis (default -1).
 Result<graph::ops::AxisSplit> softmax_axis_split(OpCall const& call, std::vector<int64_t> const& shape);
+
+// The dtypes a Cast converts between element by element (kernels/hd/view.h's cast_value, which
+// both backends run): float32, float64, int64, int32, int8, uint8 and bool.
+bool elementwise_cast_dtype(DType d);
+
+// Clip: a bound given as an input (computed at run time) is a float32 scalar.
+Status clip_check(graph::Op const& op, graph::OpGraph const& graph);
+// Whether input k of `op` is present.
+inline bool has_input(graph::Op const& op, std::size_t k) {
+  return k < op.inputs.size() && op.inputs[k] != graph::kNoTensor;
+}
+
+// ConvTranspose along one spatial axis: the output's length, and the part a convolution library
+// (oneDNN's deconvolution, cuDNN's dgrad) computes. Neither takes negative pads (an output_shape past
+// the full output) or an output_padding that reaches the stride; then the library runs with pads
+// max(pad_begin, 0) and max(pad_end - output_padding, 0) and no output padding, and its result
+// sits at `offset` in a zero-filled output (`embedded`; the positions outside get no
+// contribution, so only the bias). Otherwise `computed` is `out`, offset 0, the pads as given.
+// A length <= 0 is the caller's error to report.
+struct ConvTransposeAxis {
+  int64_t out = 0, computed = 0, offset = 0, pad_begin = 0, pad_end = 0;
+  bool embedded = false;
+};
+ConvTransposeAxis conv_transpose_axis(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin,
+                                      int64_t pad_end, int64_t output_padding);
 
 // Min, Max, Sum, Mean: every input present and float32.
 Status variadic_check(graph::Op const& op, graph::OpGraph const& graph);

@@ -27,17 +27,17 @@ void prelu_backward(float const* x, float const* slope, float const* gy, int64_t
 }
 
 void clip_forward(float const* x, int64_t n, float lo, float hi, float* y) {
-  for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], lo), hi);
+  for (int64_t i = 0; i < n; ++i) y[i] = hd::clip_at(x[i], lo, hi);
 }
 
 void clip_backward(float const* x, float const* gy, int64_t n, float lo, float hi, float* gx, double* grad_lo,
                    double* grad_hi) {
   double sum_lo = 0, sum_hi = 0;
   for (int64_t i = 0; i < n; ++i) {
-    bool const below = x[i] <= lo, above = !below && x[i] > hi;
-    if (gx) gx[i] = below || above ? 0.f : gy[i];
-    if (below) sum_lo += gy[i];
-    if (above) sum_hi += gy[i];
+    hd::ClipSide const side = hd::clip_side(x[i], lo, hi);
+    if (gx) gx[i] = side == hd::ClipSide::kInside ? gy[i] : 0.f;
+    if (side == hd::ClipSide::kLow) sum_lo += gy[i];
+    if (side == hd::ClipSide::kHigh) sum_hi += gy[i];
   }
   if (grad_lo) *grad_lo = sum_lo;
   if (grad_hi) *grad_hi = sum_hi;

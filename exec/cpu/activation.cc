@@ -223,21 +223,6 @@ namespace {
 // ---- Clip: static bounds (ClipAttrs) run as oneDNN's clip; a bound computed at run time (then
 // the bound slots stay inputs) runs as a loop that also differentiates the bounds ----
 
-bool has_input(graph::Op const& op, std::size_t k) { return k < op.inputs.size() && op.inputs[k] != graph::kNoTensor; }
-
-Status clip_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<graph::ClipAttrs>(op, graph));
-  for (std::size_t k = 1; k < op.inputs.size(); ++k) {
-    if (!has_input(op, k)) continue;
-    graph::TensorInfo const& t = graph.tensor(op.inputs[k]);
-    if (t.dtype != DType::kFloat32)
-      return unsupported("Clip '" + op.name + "' has a " + graph::dtype_name(t.dtype) + " bound (float32 only)");
-    if (std::any_of(t.shape.dims.begin(), t.shape.dims.end(), [](int64_t d) { return d != 1; }))
-      return unsupported("Clip '" + op.name + "' has a bound that is not a scalar");
-  }
-  return Status::ok();
-}
-
 Status clip_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   if (in.size() < 2) return unary_forward(call, in, out, saved);
   graph::ClipAttrs const* a = attrs_of<graph::ClipAttrs>(call.op);

@@ -9,6 +9,7 @@
 
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
+#include "exec/op_shared.h"
 
 namespace gp::exec::cpu {
 namespace {
@@ -54,26 +55,17 @@ Status deconv_geometry(OpCall const& call, std::vector<int64_t> const& x, std::v
     int64_t const s = i < a.strides.size() ? a.strides[i] : 1;
     int64_t const d = i < a.dilations.size() ? a.dilations[i] : 1;
     int64_t const op = i < a.output_padding.size() ? a.output_padding[i] : 0;
-    int64_t const pl = a.pads[i];
-    int64_t const pr = a.pads[i + sp];
-    int64_t const range = (w[2 + i] - 1) * d + 1;
-    int64_t const out = s * (x[2 + i] - 1) + op + range - pl - pr;
-    if (out <= 0) return op_error(call, "pads " + dnnl_ctx::key_dims(a.pads) + " leave no output");
-    g.dst.push_back(out);
-    // oneDNN computes a dst of size (s*(in-1) + range - pl - pr) + r for 0 <= r < s (the
-    // remainder its floor division drops), with pl, pr >= 0.
-    bool const direct = pl >= 0 && pr >= 0 && op < s;
-    int64_t const pl_prim = direct ? pl : std::max<int64_t>(pl, 0);
-    int64_t const pr_prim = direct ? pr : std::max<int64_t>(pr - op, 0);
-    int64_t const prim_out = direct ? out : s * (x[2 + i] - 1) + range - pl_prim - pr_prim;
-    if (prim_out <= 0) return op_error(call, "pads " + dnnl_ctx::key_dims(a.pads) + " crop the whole output");
-    g.embedded = g.embedded || !direct;
-    g.prim_dst.push_back(prim_out);
-    g.offset[2 + i] = pl_prim - pl;
+    ConvTransposeAxis const axis = conv_transpose_axis(x[2 + i], w[2 + i], s, d, a.pads[i], a.pads[i + sp], op);
+    if (axis.out <= 0) return op_error(call, "pads " + dnnl_ctx::key_dims(a.pads) + " leave no output");
+    if (axis.computed <= 0) return op_error(call, "pads " + dnnl_ctx::key_dims(a.pads) + " crop the whole output");
+    g.dst.push_back(axis.out);
+    g.embedded = g.embedded || axis.embedded;
+    g.prim_dst.push_back(axis.computed);
+    g.offset[2 + i] = axis.offset;
     g.strides.push_back(s);
     g.dilates.push_back(d - 1);
-    g.pad_l.push_back(pl_prim);
-    g.pad_r.push_back(pr_prim);
+    g.pad_l.push_back(axis.pad_begin);
+    g.pad_r.push_back(axis.pad_end);
   }
   // ONNX's weight [C, M/g, k...] is, per group, input channel major: oneDNN's [g, M/g, C/g, k...]
   // over the same memory with strides.

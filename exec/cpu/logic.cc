@@ -236,10 +236,8 @@ T remainder(T a, T b, bool fmod) {
     T r = std::fmod(a, b);
     if (!fmod && r != 0 && (r < 0) != (b < 0)) r += b;
     return r;
-  } else if constexpr (std::is_signed_v<T>) {
-    return kernels::hd::int_mod_value(a, b, fmod);  // what the CUDA kernel computes too
   } else {
-    return static_cast<T>(a % b);
+    return kernels::hd::int_mod_value(a, b, fmod);  // what the CUDA kernel computes too
   }
 }
 

@@ -3,12 +3,12 @@
 // indices to numbers), Dropout and the random ops (kernels/view: the mask and the draws pure
 // functions of seed and element index).
 #include <cstring>
-#include <limits>
-#include <type_traits>
 
 #include "exec/cpu/cpu_ops.h"
+#include "exec/op_shared.h"
 #include "graph/ops/view.h"
 #include "kernels/bf16.h"
+#include "kernels/hd/view.h"
 #include "kernels/view.h"
 
 namespace gp::exec::cpu {
@@ -65,21 +65,8 @@ Status dropout_backward(OpCall const& call, Saved const& saved, std::vector<Tens
 // ---- Cast ----
 namespace {
 
-bool castable(DType d) {
-  switch (d) {
-    case DType::kFloat32:
-    case DType::kBFloat16:
-    case DType::kFloat64:
-    case DType::kInt64:
-    case DType::kInt32:
-    case DType::kInt8:
-    case DType::kUInt8:
-    case DType::kBool:
-      return true;
-    default:
-      return false;
-  }
-}
+// bfloat16 through float32.
+bool castable(DType d) { return elementwise_cast_dtype(d) || d == DType::kBFloat16; }
 
 Status cast_convert_check(graph::Op const& op, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(require_attrs<graph::CastAttrs>(op, graph));
@@ -91,27 +78,13 @@ Status cast_convert_check(graph::Op const& op, graph::OpGraph const& graph) {
   return Status::ok();
 }
 
+// Truncation toward zero, as ONNX's Cast; out of range saturates and NaN becomes 0, where a plain
+// C++ conversion is undefined (hd::cast_value, what the CUDA kernel computes too).
 template <typename From, typename To>
 void convert(Tensor const& x, Tensor& y) {
   From const* src = x.data<From>();
   To* dst = y.data<To>();
-  for (int64_t i = 0, n = x.numel(); i < n; ++i) {
-    if constexpr (std::is_same_v<To, bool>) {
-      dst[i] = src[i] != From(0);
-    } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
-      // Truncation toward zero, as ONNX's Cast; out of range saturates and NaN becomes 0 (what
-      // the CUDA conversion instructions do), where a plain C++ conversion is undefined.
-      double const v = static_cast<double>(src[i]);
-      double const lo = static_cast<double>(std::numeric_limits<To>::lowest());
-      double const hi = static_cast<double>(std::numeric_limits<To>::max());
-      dst[i] = v != v    ? To(0)
-               : v <= lo ? std::numeric_limits<To>::lowest()
-               : v >= hi ? std::numeric_limits<To>::max()
-                         : static_cast<To>(v);
-    } else {
-      dst[i] = static_cast<To>(src[i]);
-    }
-  }
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) dst[i] = kernels::hd::cast_value<From, To>(src[i], false);
 }
 
 template <typename From>

@@ -1,5 +1,5 @@
 // The CUDA backend's activation family (the elementwise ops themselves: exec/cuda/activation.h),
-// and here PRelu and the variadic Max/Min/Sum/Mean with numpy broadcasting, as the CPU's
+// and here Clip, PRelu and the variadic Max/Min/Sum/Mean with numpy broadcasting, as the CPU's
 // exec/cpu/activation.cc computes them (the per-element functions of kernels/hd/activation.h).
 #include "exec/cuda/activation.h"
 #include "exec/cuda/binary.h"
@@ -12,16 +12,62 @@ namespace {
 
 namespace hd = kernels::hd;
 
-// Clip with a bound computed at run time (a third data input) stays on the CPU.
-Status clip_check(graph::Op const& op, graph::OpGraph const& graph) {
-  RETURN_IF_ERROR(require_attrs<graph::ClipAttrs>(op, graph));
-  for (std::size_t i = 1; i < op.inputs.size(); ++i)
-    if (op.inputs[i] != graph::kNoTensor)
-      return unsupported("Clip with a bound computed at run time (the CPU runs it; static bounds run here)");
+namespace kc = kernels::cuda;
+
+// ---- Clip: static bounds (ClipAttrs) run as the Pointwise kClip; a bound computed at run time (a
+// float32 scalar input) is read by the kernels on the device and differentiated, as on the CPU ----
+
+bool runtime_bounds(OpCall const& call) { return has_input(call.op, 1) || has_input(call.op, 2); }
+
+Status clip_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  if (!runtime_bounds(call)) return pointwise_forward<float>(call, in, out, saved);
+  auto const* a = attrs_of<graph::ClipAttrs>(call.op);
+  graph::ClipAttrs const defaults = a ? *a : graph::ClipAttrs{};
+  float const* bound[2] = {nullptr, nullptr};
+  for (std::size_t k = 1; k < 3 && k < in.size(); ++k) {
+    if (!in[k].defined()) continue;
+    if (in[k].numel() != 1) return op_error(call, "bound input " + std::to_string(k) + " is not a scalar");
+    bound[k - 1] = in[k].data<float>();
+  }
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(Tensor bounds, empty({2}, DType::kFloat32));
+  ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::clip_bounds(bound[0], bound[1], defaults.min, defaults.max, bounds.data<float>(), stream));
+  GP_CUDA_CHECK(kc::clip_forward(x.data<float>(), x.numel(), bounds.data<float>(), y.data<float>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {x, bounds};
   return Status::ok();
 }
 
-namespace kc = kernels::cuda;
+Status clip_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                     std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (saved.tensors.size() < 2) return pointwise_backward<float>(call, saved, gout, wanted, grads, accumulate);
+  if (!gout.at(0).defined()) return Status::ok();
+  Tensor const& x = saved.tensors[0];
+  Tensor const& bounds = saved.tensors[1];
+  Tensor dx, full[2];
+  if (wants(wanted, 0)) {
+    ASSIGN_OR_RETURN(dx, empty(x.shape(), DType::kFloat32));
+  }
+  for (std::size_t k : {std::size_t{1}, std::size_t{2}}) {
+    if (!wants(wanted, k) || !has_input(call.op, k)) continue;
+    ASSIGN_OR_RETURN(full[k - 1], empty(x.shape(), DType::kFloat32));
+  }
+  auto ptr = [](Tensor& t) { return t.defined() ? t.data<float>() : nullptr; };
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::clip_backward(x.data<float>(), gout[0].data<float>(), x.numel(), bounds.data<float>(), ptr(dx),
+                                  ptr(full[0]), ptr(full[1]), stream));
+  for (std::size_t k : {std::size_t{1}, std::size_t{2}}) {
+    if (!full[k - 1].defined()) continue;
+    ASSIGN_OR_RETURN(Tensor g,
+                     sum_down<float>(call, full[k - 1], call.graph.tensor(call.op.inputs[k]).shape.dims, 1.f));
+    RETURN_IF_ERROR(emit_grad(call, grads, k, std::move(g), accumulate));
+  }
+  if (dx.defined()) return emit_grad(call, grads, 0, std::move(dx), accumulate);
+  return Status::ok();
+}
 
 // ---- PRelu: the slope (usually a weight) broadcasts to x ----
 
@@ -207,10 +253,7 @@ std::vector<KernelEntry> activation_kernels() {
         OpKind::kAtanh,     OpKind::kSign,     OpKind::kFloor,      OpKind::kCeil,        OpKind::kRound,
         OpKind::kHardSwish, OpKind::kSoftplus, OpKind::kReciprocal, OpKind::kElu})
     t.push_back({p, f32, pointwise, 1});
-  t.push_back({OpKind::kClip,
-               f32,
-               {pointwise_forward<float>, pointwise_backward<float>, pointwise_backward<float>, clip_check},
-               1});
+  t.push_back({OpKind::kClip, f32, {clip_forward, clip_backward, clip_backward, clip_check}, 1});
   t.push_back({OpKind::kPRelu, f32, {prelu_forward, prelu_backward, prelu_backward, no_check}, 2});
   OpKernels const variadic{variadic_forward, variadic_backward, variadic_backward, variadic_check};
   for (OpKind v : {OpKind::kMin, OpKind::kMax, OpKind::kSum, OpKind::kMean}) t.push_back({v, f32, variadic, 1});

@@ -11,6 +11,8 @@
 #include "exec/cuda/ops_shared.h"
 #include "graph/ops/conv.h"
 #include "kernels/cuda/math.h"
+#include "kernels/cuda/move.h"
+#include "kernels/hd/move.h"
 #include "exec/cuda/cuda_ops.h"
 #include "exec/cuda/low_precision.h"
 
@@ -84,7 +86,24 @@ Result<ConvShape> conv_transpose_shape_of(OpCall const& call, Tensor const& x, T
   return s;
 }
 
-// The transpose's output is the conv's x: [N, M, out...].
+// Copies between the block the conv computes (s.x) and the transpose's output (s.embedding) that
+// holds it at s.offset: into the output (forward), or the output gradient's block out (backward).
+Status copy_embedded(OpCall const& call, ConvShape const& s, float const* from, float* to, bool into_output) {
+  std::vector<int64_t> const block = hd::row_major_strides(s.x), whole = hd::row_major_strides(s.embedding);
+  int64_t at = 0;
+  for (std::size_t i = 0; i < s.offset.size(); ++i) at += s.offset[i] * whole[i];
+  hd::StridedParams p;
+  if (!hd::make_strided(s.x, into_output ? block : whole, into_output ? whole : block, p))
+    return op_error(call, "the output block " + graph::ops::dims_string(s.x) + " keeps more than " +
+                              std::to_string(hd::kMaxRank) + " dims after merging contiguous ones");
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(
+      kernels::cuda::strided_copy(into_output ? from : from + at, into_output ? to + at : to, p, false, stream));
+  return Status::ok();
+}
+
+// The transpose's output is the conv's x: [N, M, out...] (or the block of it the conv computes,
+// placed into zeros: s.embedding).
 Status conv_transpose_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out,
                               Saved* saved) {
   Tensor const& x = in[0];
@@ -92,9 +111,15 @@ Status conv_transpose_forward(OpCall const& call, std::vector<Tensor> const& in,
   ASSIGN_OR_RETURN(ConvShape s, conv_transpose_shape_of(call, x, w));
   ASSIGN_OR_RETURN(Tensor y, empty(s.x));
   RETURN_IF_ERROR(in_op(call, conv_dgrad<float>(s, x.data<float>(), w.data<float>(), y.data<float>())));
+  if (!s.embedding.empty()) {
+    ASSIGN_OR_RETURN(Tensor whole, zeros(s.embedding, DType::kFloat32));
+    RETURN_IF_ERROR(copy_embedded(call, s, y.data<float>(), whole.data<float>(), true));
+    y = std::move(whole);
+  }
   if (has_input(call, 2) && in.size() > 2 && in[2].defined()) {
     GemmBuffers const b = forward_buffers(nullptr, nullptr, in[2].raw(), y.raw());
-    RETURN_IF_ERROR(in_op(call, run_gemm_plan<float>(conv_bias_forward_plan(s.x[0], s.x[1], spatial(s.x)), b)));
+    RETURN_IF_ERROR(
+        in_op(call, run_gemm_plan<float>(conv_bias_forward_plan(y.dim(0), y.dim(1), spatial(y.shape())), b)));
   }
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
@@ -108,21 +133,26 @@ Status conv_transpose_grads(OpCall const& call, Saved const& saved, Tensor const
   Tensor const& x = saved.tensors.at(0);
   Tensor const& w = saved.tensors.at(1);
   ASSIGN_OR_RETURN(ConvShape s, conv_transpose_shape_of(call, x, w));
+  Tensor block = dy;  // the output gradient where the conv computed the output
+  if ((want_x || want_w) && !s.embedding.empty()) {
+    ASSIGN_OR_RETURN(block, empty(s.x));
+    RETURN_IF_ERROR(copy_embedded(call, s, dy.data<float>(), block.data<float>(), false));
+  }
   if (want_x) {
     ASSIGN_OR_RETURN(Tensor dx, empty(s.y));
-    RETURN_IF_ERROR(in_op(call, conv_fprop<float>(s, dy.data<float>(), w.data<float>(), dx.data<float>())));
+    RETURN_IF_ERROR(in_op(call, conv_fprop<float>(s, block.data<float>(), w.data<float>(), dx.data<float>())));
     RETURN_IF_ERROR(emit_grad(call, dx_grads, 0, dx, accumulate_x));
   }
   if (want_w) {
     ASSIGN_OR_RETURN(Tensor dw, empty(s.w));
-    RETURN_IF_ERROR(in_op(call, conv_wgrad<float>(s, dy.data<float>(), x.data<float>(), dw.data<float>())));
+    RETURN_IF_ERROR(in_op(call, conv_wgrad<float>(s, block.data<float>(), x.data<float>(), dw.data<float>())));
     RETURN_IF_ERROR(emit_grad(call, w_grads, 1, dw, accumulate_w));
   }
-  if (want_b && has_input(call, 2)) {
+  if (want_b && has_input(call, 2)) {  // over the whole output: the bias reached every position
     ASSIGN_OR_RETURN(Tensor db, grad_target(call, w_grads, 2, {s.x[1]}, accumulate_w));
     GemmBuffers const b = backward_buffers(nullptr, nullptr, dy.raw(), nullptr, nullptr, db.raw());
-    RETURN_IF_ERROR(
-        in_op(call, run_gemm_plan<float>(conv_bias_grad_plan(s.x[0], s.x[1], spatial(s.x), accumulate_w), b)));
+    RETURN_IF_ERROR(in_op(
+        call, run_gemm_plan<float>(conv_bias_grad_plan(dy.dim(0), dy.dim(1), spatial(dy.shape()), accumulate_w), b)));
   }
   return Status::ok();
 }
@@ -130,19 +160,11 @@ Status conv_transpose_grads(OpCall const& call, Saved const& saved, Tensor const
 // What runs here, decided from the attributes and the weight's shape before any device is touched.
 Status conv_transpose_check(graph::Op const& op, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(require_attrs<graph::ConvTransposeAttrs>(op, graph));
-  auto const& a = *attrs_of<graph::ConvTransposeAttrs>(op);
   int const rank = graph.tensor(op.inputs.at(1)).shape.rank();
   std::size_t const sp = rank > 2 ? static_cast<std::size_t>(rank - 2) : 0;
   if (sp < 1 || sp > 3)
     return unsupported("ConvTranspose '" + op.name + "' has " + std::to_string(sp) +
                        " spatial dims (the CUDA backend runs 1 to 3)");
-  for (std::size_t i = 0; i < sp && 2 * sp == a.pads.size(); ++i) {
-    int64_t const st = i < a.strides.size() ? a.strides[i] : 1;
-    int64_t const op_pad = i < a.output_padding.size() ? a.output_padding[i] : 0;
-    if (a.pads[i] < 0 || a.pads[i + sp] < 0 || op_pad >= st)
-      return unsupported("ConvTranspose '" + op.name + "': negative pads (an output_shape past the full output) or " +
-                         "output_padding >= stride run on the CPU only (--backend cpu)");
-  }
   return Status::ok();
 }
 

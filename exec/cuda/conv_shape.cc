@@ -1,6 +1,7 @@
 #include "exec/cuda/conv_shape.h"
 
 #include "core/units.h"
+#include "exec/op_shared.h"
 
 namespace gp::exec::cuda {
 
@@ -49,20 +50,26 @@ Result<ConvShape> conv_transpose_shape(std::vector<int64_t> const& x, std::vecto
   ConvShape s;
   s.w = w, s.y = x, s.group = group;
   s.x = {x[0], w[1] * group};
+  std::vector<int64_t> out = s.x, offset(2, 0);
+  bool embedded = false;
   for (std::size_t i = 0; i < sp; ++i) {
     int64_t const st = i < a.strides.size() ? a.strides[i] : 1;
     int64_t const d = i < a.dilations.size() ? a.dilations[i] : 1;
     int64_t const op = i < a.output_padding.size() ? a.output_padding[i] : 0;
-    int64_t const pb = a.pads[i], pe = a.pads[i + sp];
-    if (pb < 0 || pe < 0 || op >= st)
-      return unsupported("pads " + dims_string(a.pads) + " and output_padding " + dims_string(a.output_padding) +
-                         " with strides " + dims_string(a.strides) +
-                         ": negative pads or output_padding >= stride have no cuDNN convolution to run as");
-    int64_t const out = st * (x[2 + i] - 1) + op + (w[2 + i] - 1) * d + 1 - pb - pe;
-    if (st < 1 || d < 1 || out <= 0) return invalid_argument("pads " + dims_string(a.pads) + " leave no output");
-    s.x.push_back(out);
-    s.stride.push_back(st), s.dilation.push_back(d), s.pad_begin.push_back(pb), s.pad_end.push_back(pe);
+    if (st < 1 || d < 1)
+      return invalid_argument("strides " + dims_string(a.strides) + " and dilations " + dims_string(a.dilations) +
+                              " must be positive");
+    ConvTransposeAxis const axis = conv_transpose_axis(x[2 + i], w[2 + i], st, d, a.pads[i], a.pads[i + sp], op);
+    if (axis.out <= 0 || axis.computed <= 0)
+      return invalid_argument("pads " + dims_string(a.pads) + " leave no output");
+    s.x.push_back(axis.computed);
+    out.push_back(axis.out);
+    offset.push_back(axis.offset);
+    embedded = embedded || axis.embedded;
+    s.stride.push_back(st), s.dilation.push_back(d), s.pad_begin.push_back(axis.pad_begin);
+    s.pad_end.push_back(axis.pad_end);
   }
+  if (embedded) s.embedding = std::move(out), s.offset = std::move(offset);
   return s;
 }
 

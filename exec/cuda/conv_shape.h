@@ -19,6 +19,10 @@ struct ConvShape {
   std::vector<int64_t> x, w, y;
   std::vector<int64_t> stride, dilation, pad_begin, pad_end;
   int64_t group = 1;
+  // ConvTranspose only, when x (what cuDNN computes) is a block of the transpose's output: that
+  // output [N, M, out...] and where x sits in it (per dim; the rest gets only the bias). Empty
+  // otherwise. exec/op_shared.h's conv_transpose_axis, which the CPU backend runs too.
+  std::vector<int64_t> embedding, offset;
   std::string describe() const;
 };
 
@@ -29,9 +33,9 @@ Result<ConvShape> conv_shape(std::vector<int64_t> const& x, std::vector<int64_t>
 // [N, M, out...], w its weight [C, M/g, k...] (a conv weight from M/g to C channels per group), y
 // its input [N, C, in...]. The transpose's forward is that conv's dgrad, its input gradient the
 // conv's fprop, its weight gradient the conv's wgrad (conv x = the transpose's output gradient,
-// conv dy = its input). kUnsupported: negative pads (an output_shape past the full output) and
-// output_padding >= stride (reachable with a larger dilation), where no conv maps the output back
-// onto the input; the CPU runs those.
+// conv dy = its input). Negative pads (an output_shape past the full output) and output_padding >=
+// stride (reachable with a larger dilation), where no conv maps the whole output back onto the
+// input, give the conv of the part that receives contributions, and `embedding`.
 Result<ConvShape> conv_transpose_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& w,
                                        graph::ConvTransposeAttrs const& a);
 

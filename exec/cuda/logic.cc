@@ -1,8 +1,8 @@
 // The CUDA backend's logic family: comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual)
-// of float32, int64, int32 or bool operands and the boolean operators (Not, And, Or, Xor) into
-// bool bytes, and Where (any of those dtypes; the gradient to float32 x and y summed down to their
-// shapes), Mod of float32 (its gradients summed down), and ConstantOfShape and Range filled per
-// micro-batch. Same inputs, outputs and
+// of float32, int64, int32, int8, uint8 or bool operands and the boolean operators (Not, And, Or,
+// Xor) into bool bytes, and Where (any of those dtypes; the gradient to float32 x and y summed down
+// to their shapes), Mod of float32 (its gradients summed down) and of integers, and
+// ConstantOfShape and Range filled per micro-batch. Same inputs, outputs and
 // conventions as the CPU's exec/cpu/logic.cc; kernels in kernels/cuda/logic.cu.
 #include "exec/cuda/binary.h"
 #include "exec/cuda/cuda_ops.h"
@@ -114,8 +114,11 @@ Status predicate_backward(OpCall const& call, Saved const& saved, std::vector<Te
 Status where_check(graph::Op const& op, graph::OpGraph const& graph) {
   if (op.inputs.size() != 3) return invalid_argument("Where takes three inputs");
   if (!is_boolean(graph.tensor(op.inputs[0]).dtype)) return unsupported("Where's condition must be bool");
-  if (graph.tensor(op.inputs[1]).dtype != graph.tensor(op.inputs[2]).dtype)
-    return unsupported("Where's x and y have different dtypes");
+  DType const x = graph.tensor(op.inputs[1]).dtype;
+  if (graph.tensor(op.inputs[2]).dtype != x) return unsupported("Where's x and y have different dtypes");
+  if (x != DType::kFloat32 && x != DType::kInt64 && x != DType::kInt32 && x != DType::kInt8 && !is_boolean(x))
+    return unsupported("Where's x and y of dtype " + std::string(graph::dtype_name(x)) +
+                       " (float32, int64, int32, int8, uint8 and bool run on CUDA)");
   return Status::ok();
 }
 
@@ -141,6 +144,8 @@ Status where_dispatch(OpCall const& call, std::vector<Tensor> const& in, std::ve
       return where_forward<int64_t>(call, in, out, saved);
     case DType::kInt32:
       return where_forward<int32_t>(call, in, out, saved);
+    case DType::kInt8:
+      return where_forward<int8_t>(call, in, out, saved);
     case DType::kBool:
     case DType::kUInt8:
       return where_forward<uint8_t>(call, in, out, saved);
@@ -215,7 +220,7 @@ Status range_forward(OpCall const& call, std::vector<Tensor> const&, std::vector
   return Status::ok();
 }
 
-// ---- Mod of float32 (hd::mod_value, the CPU's own) and of int64 and int32 (hd::int_mod_value) ----
+// ---- Mod of float32 (hd::mod_value, the CPU's own) and of int64, int32, int8 and uint8 (hd::int_mod_value) ----
 
 Status mod_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(std::vector<int64_t> const shape, broadcast(call, in, 2));
@@ -288,8 +293,10 @@ std::vector<KernelEntry> logic_kernels() {
               2);
     add_typed(k, DType::kInt32, {predicate_forward<int32_t>, predicate_backward, predicate_backward, predicate_check},
               2);
-    add_typed(k, DType::kBool, {predicate_forward<uint8_t>, predicate_backward, predicate_backward, predicate_check},
-              2);
+    add_typed(k, DType::kInt8, {predicate_forward<int8_t>, predicate_backward, predicate_backward, predicate_check}, 2);
+    // bool and uint8 compare as unsigned bytes
+    for (DType b : {DType::kBool, DType::kUInt8})
+      add_typed(k, b, {predicate_forward<uint8_t>, predicate_backward, predicate_backward, predicate_check}, 2);
   }
   // Bool tensors are one byte (kBool, or kUInt8 as Dropout's mask).
   for (DType b : {DType::kBool, DType::kUInt8}) {
@@ -305,6 +312,10 @@ std::vector<KernelEntry> logic_kernels() {
             {int_mod_forward<int64_t>, no_gradient, no_gradient, require_attrs<graph::ModAttrs>}, 2);
   add_typed(OpKind::kMod, DType::kInt32,
             {int_mod_forward<int32_t>, no_gradient, no_gradient, require_attrs<graph::ModAttrs>}, 2);
+  add_typed(OpKind::kMod, DType::kInt8,
+            {int_mod_forward<int8_t>, no_gradient, no_gradient, require_attrs<graph::ModAttrs>}, 2);
+  add_typed(OpKind::kMod, DType::kUInt8,
+            {int_mod_forward<uint8_t>, no_gradient, no_gradient, require_attrs<graph::ModAttrs>}, 2);
   // Without data inputs an op's entry is found under float32.
   add_typed(OpKind::kConstantOfShape, DType::kFloat32,
             {constant_of_shape_forward, no_gradient, no_gradient, require_attrs<graph::ConstantOfShapeAttrs>}, 0);

@@ -1,7 +1,7 @@
 // The CUDA backend's view family: views that share storage (Reshape, Flatten, Squeeze, Unsqueeze,
-// Identity, same-type Cast; any dtype), Cast between float32, int64, int32 and bool and between
-// float32 and bfloat16/half (mixed precision; exec/cuda/low_precision.h), Dropout (the
-// CPU's mask bit for bit) and the random ops (the CPU's draws). Same inputs, outputs and
+// Identity, same-type Cast; any dtype), Cast between float32, float64, int64, int32, int8, uint8 and
+// bool and between float32 and bfloat16/half (mixed precision; exec/cuda/low_precision.h), Dropout
+// (the CPU's mask bit for bit) and the random ops (the CPU's draws). Same inputs, outputs and
 // conventions as the CPU's exec/cpu/view.cc; kernels in kernels/cuda/math.h.
 #include <algorithm>
 
@@ -17,6 +17,7 @@
 #include "kernels/hd/move.h"
 #include "exec/cuda/cuda_ops.h"
 #include "exec/cuda/low_precision.h"
+#include "exec/op_shared.h"
 
 namespace gp::exec::cuda {
 namespace {
@@ -96,12 +97,10 @@ Status reshape_backward(OpCall const& call, Saved const& saved, std::vector<Tens
   return emit_grad(call, grads, 0, g.reshaped(in_shape), accumulate);
 }
 
-// ---- Cast between float32, int64, int32 and bool, and float32 <-> bfloat16/half (the same type
-// is a view) ----
+// ---- Cast between float32, float64, int64, int32, int8, uint8 and bool (hd::cast_value, the CPU's
+// conversion), and float32 <-> bfloat16/half (the same type is a view) ----
 
-bool castable(DType d) {
-  return d == DType::kFloat32 || d == DType::kInt64 || d == DType::kInt32 || d == DType::kBool || d == DType::kUInt8;
-}
+bool castable(DType d) { return elementwise_cast_dtype(d); }
 
 // Mixed precision's casts (graph::apply_precision): between float32 and a 16-bit float.
 bool float_pair(DType from, DType to) {
@@ -114,7 +113,8 @@ Status cast_convert_check(graph::Op const& op, graph::OpGraph const& graph) {
   if (from == to || float_pair(from, to)) return Status::ok();
   if (!castable(from) || !castable(to))
     return unsupported("Cast from " + std::string(graph::dtype_name(from)) + " to " + graph::dtype_name(to) +
-                       " (float32, int64, int32 and bool, and float32 <-> bfloat16/float16, run on CUDA)");
+                       " (float32, float64, int64, int32, int8, uint8 and bool, and float32 <-> bfloat16/float16, "
+                       "run on CUDA)");
   return Status::ok();
 }
 
@@ -125,6 +125,12 @@ Status cast_from(Tensor const& x, Tensor& y, cudaStream_t stream) {
   switch (y.dtype()) {
     case DType::kFloat32:
       GP_CUDA_CHECK(kc::cast(src, y.data<float>(), n, false, stream));
+      break;
+    case DType::kFloat64:
+      GP_CUDA_CHECK(kc::cast(src, y.data<double>(), n, false, stream));
+      break;
+    case DType::kInt8:
+      GP_CUDA_CHECK(kc::cast(src, y.data<int8_t>(), n, false, stream));
       break;
     case DType::kInt64:
       GP_CUDA_CHECK(kc::cast(src, y.data<int64_t>(), n, false, stream));
@@ -161,7 +167,13 @@ Status cast_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
     case DType::kInt32:
       RETURN_IF_ERROR(cast_from<int32_t>(x, y, stream));
       break;
-    default:
+    case DType::kFloat64:
+      RETURN_IF_ERROR(cast_from<double>(x, y, stream));
+      break;
+    case DType::kInt8:
+      RETURN_IF_ERROR(cast_from<int8_t>(x, y, stream));
+      break;
+    default:  // bool and uint8
       RETURN_IF_ERROR(cast_from<uint8_t>(x, y, stream));
       break;
   }
@@ -244,7 +256,8 @@ std::vector<KernelEntry> view_kernels() {
   OpKernels const cast{cast_forward, cast_backward, cast_backward, cast_convert_check};
   // Views only reinterpret the bytes: masks and ids too (an int64 target unsqueezed for a loss), and
   // mixed precision's 16-bit activations.
-  for (DType d : {f32, DType::kBFloat16, DType::kFloat16, DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8}) {
+  for (DType d : {f32, DType::kBFloat16, DType::kFloat16, DType::kFloat64, DType::kInt64, DType::kInt32, DType::kInt8,
+                  DType::kBool, DType::kUInt8}) {
     for (OpKind v : {OpKind::kReshape, OpKind::kFlatten, OpKind::kSqueeze, OpKind::kUnsqueeze, OpKind::kIdentity})
       t.push_back({v, d, view, 1});
     t.push_back({OpKind::kCast, d, cast, 1});

@@ -59,6 +59,30 @@ __global__ void prelu_backward_kernel(float const* __restrict__ x, float const* 
   }
 }
 
+__global__ void clip_bounds_kernel(float const* lo, float const* hi, float lo_default, float hi_default,
+                                   float* bounds) {
+  bounds[0] = lo != nullptr ? *lo : lo_default;
+  bounds[1] = hi != nullptr ? *hi : hi_default;
+}
+
+__global__ void clip_forward_kernel(float const* __restrict__ x, int64_t n, float const* __restrict__ bounds,
+                                    float* __restrict__ y) {
+  float const lo = bounds[0], hi = bounds[1];
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = hd::clip_at(x[i], lo, hi);
+}
+
+__global__ void clip_backward_kernel(float const* __restrict__ x, float const* __restrict__ dy, int64_t n,
+                                     float const* __restrict__ bounds, float* __restrict__ dx,
+                                     float* __restrict__ to_lo, float* __restrict__ to_hi) {
+  float const lo = bounds[0], hi = bounds[1];
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    hd::ClipSide const side = hd::clip_side(x[i], lo, hi);
+    if (dx != nullptr) dx[i] = side == hd::ClipSide::kInside ? dy[i] : 0.f;
+    if (to_lo != nullptr) to_lo[i] = side == hd::ClipSide::kLow ? dy[i] : 0.f;
+    if (to_hi != nullptr) to_hi[i] = side == hd::ClipSide::kHigh ? dy[i] : 0.f;
+  }
+}
+
 }  // namespace
 
 cudaError_t select_step(float const* x, int64_t n, bool take_max, int32_t k, float* acc, int32_t* which,
@@ -81,6 +105,23 @@ cudaError_t prelu_forward(float const* x, float const* slope, int64_t n, float* 
 cudaError_t prelu_backward(float const* x, float const* slope, float const* gy, int64_t n, float* gx, float* gslope,
                            cudaStream_t stream) {
   if (n > 0) prelu_backward_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, slope, gy, n, gx, gslope);
+  return cudaGetLastError();
+}
+
+cudaError_t clip_bounds(float const* lo, float const* hi, float lo_default, float hi_default, float* bounds,
+                        cudaStream_t stream) {
+  clip_bounds_kernel<<<1, 1, 0, stream>>>(lo, hi, lo_default, hi_default, bounds);
+  return cudaGetLastError();
+}
+
+cudaError_t clip_forward(float const* x, int64_t n, float const* bounds, float* y, cudaStream_t stream) {
+  if (n > 0) clip_forward_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, n, bounds, y);
+  return cudaGetLastError();
+}
+
+cudaError_t clip_backward(float const* x, float const* dy, int64_t n, float const* bounds, float* dx, float* to_lo,
+                          float* to_hi, cudaStream_t stream) {
+  if (n > 0) clip_backward_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, dy, n, bounds, dx, to_lo, to_hi);
   return cudaGetLastError();
 }
 

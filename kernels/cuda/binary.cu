@@ -157,6 +157,10 @@ template cudaError_t int_mod<int64_t>(hd::BinaryIndex const&, int64_t const*, in
                                       unsigned long long*, cudaStream_t);
 template cudaError_t int_mod<int32_t>(hd::BinaryIndex const&, int32_t const*, int32_t const*, bool, int32_t*,
                                       unsigned long long*, cudaStream_t);
+template cudaError_t int_mod<int8_t>(hd::BinaryIndex const&, int8_t const*, int8_t const*, bool, int8_t*,
+                                     unsigned long long*, cudaStream_t);
+template cudaError_t int_mod<uint8_t>(hd::BinaryIndex const&, uint8_t const*, uint8_t const*, bool, uint8_t*,
+                                      unsigned long long*, cudaStream_t);
 
 cudaError_t mod_b_grad(hd::BinaryIndex const& index, float const* a, float const* b, float const* dy, bool fmod,
                        float* full, cudaStream_t stream) {

@@ -137,6 +137,7 @@ cudaError_t where_grad(hd::BinaryIndex const& cd, uint8_t const* c, T const* dy,
 GP_LOGIC_INSTANTIATE(float)
 GP_LOGIC_INSTANTIATE(int64_t)
 GP_LOGIC_INSTANTIATE(int32_t)
+GP_LOGIC_INSTANTIATE(int8_t)
 GP_LOGIC_INSTANTIATE(uint8_t)
 #undef GP_LOGIC_INSTANTIATE
 template cudaError_t where_grad<float>(hd::BinaryIndex const&, uint8_t const*, float const*, bool, float*,

@@ -63,6 +63,15 @@ template <typename T>
 cudaError_t unary_backward(hd::UnaryKind kind, float alpha, T const* kept, T const* dy, T* dx, int64_t n,
                            cudaStream_t stream);
 
+// Clip with bounds computed at run time (hd::clip_at, the CPU's loop): bounds, two floats of device
+// memory, get *lo and *hi (a null bound: its default) as the kernels run, so no host reads them;
+// backward writes dx and the full-shape gradients of lo and hi (each nullable) for sum_to.
+cudaError_t clip_bounds(float const* lo, float const* hi, float lo_default, float hi_default, float* bounds,
+                        cudaStream_t stream);
+cudaError_t clip_forward(float const* x, int64_t n, float const* bounds, float* y, cudaStream_t stream);
+cudaError_t clip_backward(float const* x, float const* dy, int64_t n, float const* bounds, float* dx, float* to_lo,
+                          float* to_hi, cudaStream_t stream);
+
 // y = f(x) and dx = f'(x)·dy for the other activations (hd::Pointwise: the CPU's own formulas).
 template <typename T>
 cudaError_t pointwise_forward(hd::Pointwise f, hd::PointwiseParams p, T const* x, T* y, int64_t n, cudaStream_t stream);
@@ -107,7 +116,7 @@ cudaError_t mod_forward(hd::BinaryIndex const& index, float const* a, float cons
                         cudaStream_t stream);
 cudaError_t mod_b_grad(hd::BinaryIndex const& index, float const* a, float const* b, float const* dy, bool fmod,
                        float* full, cudaStream_t stream);
-// Mod of int64_t or int32_t (hd::int_mod_value, the CPU's function). first_zero: two words of device
+// Mod of int64_t, int32_t, int8_t or uint8_t (hd::int_mod_value, the CPU's function). first_zero: two words of device
 // memory, set to all ones first; the first gets the smallest output position whose divisor is 0.
 template <typename T>
 cudaError_t int_mod(hd::BinaryIndex const& index, T const* a, T const* b, bool fmod, T* y,
@@ -191,7 +200,8 @@ cudaError_t batchnorm_train_backward(T const* x, T const* dy, T const* y, float 
 template <typename T>
 cudaError_t add_relu_in_place(T* y, T const* z, int64_t n, cudaStream_t stream);
 
-// Cast: y = x converted (to_bool: x != 0, for ONNX's bool; float to integer truncates).
+// Cast: y = hd::cast_value(x) (to_bool: x != 0, for ONNX's bool; float to integer truncates and
+// saturates, NaN gives 0).
 template <typename From, typename To>
 cudaError_t cast(From const* x, To* y, int64_t n, bool to_bool, cudaStream_t stream);
 // RandomUniformLike (a = low, b = high) or RandomNormalLike (normal: a = mean, b = scale), and

@@ -1,6 +1,7 @@
 // The view family's kernels (launchers in kernels/cuda/math.h): Dropout's mask bit for bit as the
 // CPU's, and the random ops' draws, from the per-element hash of kernels/hd/view.h; Cast between
-// float32, int64, int32 and bool.
+// float32, float64, int64, int32, int8, uint8 and bool (hd::cast_value, the CPU's per-element
+// conversion).
 #include "kernels/cuda/math.h"
 #include "kernels/cuda/block.cuh"
 #include "kernels/hd/view.h"
@@ -34,8 +35,7 @@ __global__ void dropout_backward_kernel(T const* __restrict__ dy, uint8_t const*
 
 template <typename From, typename To>
 __global__ void cast_kernel(From const* __restrict__ x, To* __restrict__ y, int64_t n, bool to_bool) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads())
-    y[i] = to_bool ? static_cast<To>(x[i] != From(0)) : static_cast<To>(x[i]);
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = hd::cast_value<From, To>(x[i], to_bool);
 }
 
 __global__ void random_kernel(int kind, hd::SeedSource seed, float a, float b, float* __restrict__ y, int64_t n) {
@@ -60,12 +60,16 @@ cudaError_t cast(From const* x, To* y, int64_t n, bool to_bool, cudaStream_t str
 
 #define GP_CAST_FROM(F)                                                                   \
   template cudaError_t cast<F, float>(F const*, float*, int64_t, bool, cudaStream_t);     \
+  template cudaError_t cast<F, double>(F const*, double*, int64_t, bool, cudaStream_t);   \
   template cudaError_t cast<F, int64_t>(F const*, int64_t*, int64_t, bool, cudaStream_t); \
   template cudaError_t cast<F, int32_t>(F const*, int32_t*, int64_t, bool, cudaStream_t); \
+  template cudaError_t cast<F, int8_t>(F const*, int8_t*, int64_t, bool, cudaStream_t);   \
   template cudaError_t cast<F, uint8_t>(F const*, uint8_t*, int64_t, bool, cudaStream_t);
 GP_CAST_FROM(float)
+GP_CAST_FROM(double)
 GP_CAST_FROM(int64_t)
 GP_CAST_FROM(int32_t)
+GP_CAST_FROM(int8_t)
 GP_CAST_FROM(uint8_t)
 #undef GP_CAST_FROM
 // Mixed precision's casts: float32 <-> bfloat16 and half (round to nearest even, as the CPU).

@@ -365,4 +365,16 @@ GP_HD float prelu_at(float x, float slope) { return x < 0.f ? slope * x : x; }
 GP_HD float prelu_dx_at(float x, float slope, float gy) { return x < 0.f ? gy * slope : gy; }
 GP_HD float prelu_dslope_at(float x, float gy) { return x < 0.f ? gy * x : 0.f; }
 
+// Clip with bounds computed at run time (kernels/activation.cc's loops and the CUDA kernels):
+// std::min(std::max(x, lo), hi), so a NaN x stays NaN. Its gradient splits at the bounds: to lo
+// where x <= lo, to hi where x > hi, to x in between.
+GP_HD float clip_at(float x, float lo, float hi) {
+  float const m = x < lo ? lo : x;
+  return hi < m ? hi : m;
+}
+enum class ClipSide : uint8_t { kLow, kInside, kHigh };
+GP_HD ClipSide clip_side(float x, float lo, float hi) {
+  return x <= lo ? ClipSide::kLow : x > hi ? ClipSide::kHigh : ClipSide::kInside;
+}
+
 }  // namespace gp::kernels::hd

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 #include <cmath>
 
@@ -242,16 +243,21 @@ GP_HD float mod_value(float a, float b, bool fmod) {
   if (!fmod && r != 0 && (r < 0) != (b < 0)) r += b;
   return r;
 }
-// Mod of integers (int64, int32; the CPU's exec/cpu/logic.cc and the CUDA kernel run this): fmod,
-// the remainder of truncated division (the sign of a), else of floored division (the sign of b).
-// A divisor of -1 gives 0 (a % -1 overflows for the smallest a); of 0 gives 0 too: the callers
-// report it (integer division by zero).
+// Mod of integers (int64, int32, int8, uint8; the CPU's exec/cpu/logic.cc and the CUDA kernel run
+// this): fmod, the remainder of truncated division (the sign of a), else of floored division (the
+// sign of b). A signed divisor of -1 gives 0 (a % -1 overflows for the smallest a); a divisor of 0
+// gives 0 too: the callers report it (integer division by zero).
 template <typename T>
 GP_HD T int_mod_value(T a, T b, bool fmod) {
-  if (b == 0 || b == T(-1)) return T(0);
-  T r = static_cast<T>(a % b);
-  if (!fmod && r != 0 && (r < 0) != (b < 0)) r = static_cast<T>(r + b);
-  return r;
+  if (b == 0) return T(0);
+  if constexpr (std::is_signed_v<T>) {
+    if (b == T(-1)) return T(0);
+    T r = static_cast<T>(a % b);
+    if (!fmod && r != 0 && (r < 0) != (b < 0)) r = static_cast<T>(r + b);
+    return r;
+  } else {
+    return static_cast<T>(a % b);
+  }
 }
 GP_HD float mod_b_grad(float a, float b, float dy, bool fmod) {
   double const ratio = static_cast<double>(a) / b;

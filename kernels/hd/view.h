@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/hd/hd.h"
 
@@ -68,6 +69,38 @@ GP_HD float dropout_scale(float ratio) { return ratio < 1.f ? 1.f / (1.f - ratio
 template <typename T>
 GP_HD T dropout_apply(T x, bool keep, float scale) {
   return keep ? static_cast<T>(static_cast<float>(x) * scale) : T(0);
+}
+
+// One element of Cast, what the CPU (exec/cpu/view.cc) and the CUDA kernel (kernels/cuda/view.cu)
+// compute: to bool (`to_bool`, or To = bool), whether it is nonzero; from a float to an integer,
+// truncation toward zero, saturating at the integer's range, NaN to 0 (where a plain conversion is
+// undefined); otherwise the C++ conversion.
+template <typename T>
+GP_HD T int_max_value() {
+  if constexpr (std::is_signed_v<T>)
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(~std::make_unsigned_t<T>(0)) >> 1);
+  else
+    return static_cast<T>(~T(0));
+}
+template <typename T>
+GP_HD T int_lowest_value() {
+  if constexpr (std::is_signed_v<T>)
+    return static_cast<T>(-int_max_value<T>() - 1);
+  else
+    return T(0);
+}
+template <typename From, typename To>
+GP_HD To cast_value(From v, bool to_bool) {
+  if (to_bool || std::is_same_v<To, bool>) return static_cast<To>(v != From(0));
+  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> && !std::is_same_v<To, bool>) {
+    double const d = static_cast<double>(v);
+    if (d != d) return To(0);
+    if (d <= static_cast<double>(int_lowest_value<To>())) return int_lowest_value<To>();
+    if (d >= static_cast<double>(int_max_value<To>())) return int_max_value<To>();
+    return static_cast<To>(d);
+  } else {
+    return static_cast<To>(v);
+  }
 }
 
 }  // namespace gp::kernels::hd

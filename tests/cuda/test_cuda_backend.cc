@@ -323,6 +323,20 @@ std::vector<Case> cases() {
     add(p.type, [p] {
       return make_op(p.type, p.attrs, {{"x", random_tensor({3, 7}, 83, p.lo, p.hi, p.positive), kIn}});
     });
+  // Clip with bounds computed at run time (inputs, not attributes): both bounds get gradients.
+  add("Clip with bounds as inputs", [] {
+    Tensor lo(std::vector<int64_t>{}), hi(std::vector<int64_t>{1});
+    lo.data<float>()[0] = -0.4f;
+    hi.data<float>()[0] = 0.3f;
+    return make_op("Clip", graph::ClipAttrs{},
+                   {{"x", random_tensor({3, 7}, 95), kIn}, {"lo", lo, kW}, {"hi", hi, kIn}});
+  });
+  add("Clip with only a runtime max", [] {
+    Tensor hi(std::vector<int64_t>{1});
+    hi.data<float>()[0] = 0.2f;
+    return make_op("Clip", graph::ClipAttrs{},
+                   {{"x", random_tensor({3, 7}, 96), kIn}, {"", Tensor(), kIn}, {"hi", hi, kIn}});
+  });
   // The logic family: comparisons of floats and of int64 ids, the boolean operators on masks, and
   // Where with a broadcast condition (its gradient to x and y summed down).
   for (char const* t : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
@@ -335,6 +349,23 @@ std::vector<Case> cases() {
   add("Equal int64 ids", [] {
     return make_op("Equal", {},
                    {{"a", int_tensor({2, 4}, {0, 3, 0, 5, 7, 0, 1, 0}), kIn}, {"b", int_tensor({}, {0}), kIn}});
+  });
+  add("Less int8 (signed bytes)", [] {
+    return make_op("Less", {},
+                   {{"a", typed_tensor<int8_t>({4}, DType::kInt8, {-128, -1, 5, 127}), kIn},
+                    {"b", typed_tensor<int8_t>({1}, DType::kInt8, {0}), kIn}});
+  });
+  add("GreaterOrEqual uint8 (unsigned bytes)", [] {
+    return make_op("GreaterOrEqual", {},
+                   {{"a", typed_tensor<uint8_t>({4}, DType::kUInt8, {0, 127, 128, 255}), kIn},
+                    {"b", typed_tensor<uint8_t>({1}, DType::kUInt8, {128}), kIn}});
+  });
+  add("Where int8", [] {
+    return make_op("Where", {},
+                   {{"c", bool_tensor({3}, {1, 0, 1}), kIn},
+                    {"x", typed_tensor<int8_t>({2, 3}, DType::kInt8, {-5, 4, 3, 2, 1, -128}), kIn},
+                    {"y", typed_tensor<int8_t>({3}, DType::kInt8, {9, 8, 7}), kIn}},
+                   1, {DType::kInt8});
   });
   for (char const* t : {"And", "Or", "Xor"})
     add(t, [t] {
@@ -365,6 +396,32 @@ std::vector<Case> cases() {
     Tensor x = random_tensor({2, 3}, 89);
     x.data<float>()[2] = 0.f;
     return make_op("Cast", graph::CastAttrs{9}, {{"x", x, kIn}}, 1, {DType::kBool});
+  });
+  add("Cast float to float64", [] {
+    return make_op("Cast", graph::CastAttrs{11}, {{"x", random_tensor({2, 3}, 92), kIn}}, 1, {DType::kFloat64});
+  });
+  add("Cast float64 to float", [] {
+    return make_op("Cast", graph::CastAttrs{1},
+                   {{"d", typed_tensor<double>({4}, DType::kFloat64, {0.1, -3e38, 3.5, 1e-50}), kIn}}, 1,
+                   {DType::kFloat32});
+  });
+  add("Cast float to int8 and uint8 saturate, NaN gives 0", [] {
+    Tensor x = random_tensor({2, 4}, 93, 0.1f, 3.f);
+    x.data<float>()[0] = 1000.f;
+    x.data<float>()[1] = -1000.f;
+    x.data<float>()[2] = std::nanf("");
+    x.data<float>()[3] = -7.9f;
+    return make_op("Cast", graph::CastAttrs{3}, {{"x", x, kIn}}, 1, {DType::kInt8});
+  });
+  add("Cast float to uint8 saturates", [] {
+    Tensor x = random_tensor({2, 3}, 94, 0.1f, 3.f);
+    x.data<float>()[0] = 300.f;
+    x.data<float>()[1] = -4.f;
+    return make_op("Cast", graph::CastAttrs{2}, {{"x", x, kIn}}, 1, {DType::kUInt8});
+  });
+  add("Cast int8 to int64", [] {
+    return make_op("Cast", graph::CastAttrs{7}, {{"b", typed_tensor<int8_t>({3}, DType::kInt8, {-128, 0, 127}), kIn}},
+                   1, {DType::kInt64});
   });
   add("Unsqueeze int64", [] {
     return make_op("Unsqueeze", graph::UnsqueezeAttrs{{1}}, {{"i", int_tensor({3}, {4, 0, 2}), kIn}}, 1,
@@ -464,6 +521,18 @@ std::vector<Case> cases() {
         "Mod", graph::ModAttrs{true},
         {{"a", int32_tensor({2, 3}, {7, -7, 8, -9, 10, -11}), kIn}, {"b", int32_tensor({3}, {3, -4, 5}), kIn}}, 1,
         {DType::kInt32});
+  });
+  add("Mod int8 floored, -1 and the lowest value", [] {
+    return make_op("Mod", graph::ModAttrs{false},
+                   {{"a", typed_tensor<int8_t>({5}, DType::kInt8, {7, -7, 7, -128, 100}), kIn},
+                    {"b", typed_tensor<int8_t>({5}, DType::kInt8, {3, 3, -3, -1, 127}), kIn}},
+                   1, {DType::kInt8});
+  });
+  add("Mod uint8 (a divisor of 255 is not -1)", [] {
+    return make_op("Mod", graph::ModAttrs{false},
+                   {{"a", typed_tensor<uint8_t>({4}, DType::kUInt8, {7, 200, 254, 3}), kIn},
+                    {"b", typed_tensor<uint8_t>({4}, DType::kUInt8, {3, 7, 255, 255}), kIn}},
+                   1, {DType::kUInt8});
   });
   add("Concat int64 axis 1", [] {
     return make_op("Concat", graph::ConcatAttrs{1},
@@ -578,7 +647,8 @@ std::vector<Case> cases() {
           {{"a", random_tensor({2, 3}, 130, -5.f, 5.f), kIn}, {"b", random_tensor({3}, 131, 0.5f, 2.f, false), kW}});
     });
   // ConvTranspose: as a cuDNN conv's dgrad/fprop/wgrad (1-D with output_padding, grouped strided
-  // dilated, 3-D, a U-Net up-sampling step).
+  // dilated, 3-D, a U-Net up-sampling step; negative pads and output_padding at the stride, where the
+  // conv computes a block of the output and the rest is bias alone).
   auto deconv = [&](std::string const& label, std::vector<int64_t> x, std::vector<int64_t> w,
                     graph::ConvTransposeAttrs a, uint32_t seed) {
     add("ConvTranspose " + label, [=] {
@@ -594,6 +664,9 @@ std::vector<Case> cases() {
          {{2, 3, 2}, {1, 2, 1}, {1, 1, 1}, {0, 1, 0, 0, 0, 1}, {0, 1, 0}, 1, true}, 136);
   deconv("U-Net up-sampling", {2, 8, 6, 6}, {8, 4, 2, 2}, {{2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, false},
          139);
+  deconv("negative pads (an output_shape past the full output)", {1, 2, 3, 3}, {2, 3, 3, 3},
+         {{3, 3}, {2, 1}, {1, 1}, {-1, 0, 1, -2}, {0, 0}, 1, true}, 142);
+  deconv("output_padding at the stride (dilated)", {2, 2, 4}, {2, 4, 2}, {{2}, {1}, {2}, {0, 0}, {1}, 2, true}, 145);
   // The position-addressed index ops: duplicate and negative indices (gradients add up in index
   // order), int32 indices, gathered ids, every scatter reduction with duplicates.
   add("GatherElements duplicates negative", [] {
@@ -925,6 +998,17 @@ TEST(CudaOpCases, EveryCaseRunsOnTheCpuWithFiniteResults) {
         if (!t.defined() || t.dtype() != DType::kFloat32) continue;
         for (float v : t.to_vector()) ASSERT_TRUE(std::isfinite(v)) << "a non-finite value in the CPU reference";
       }
+  }
+}
+
+// Without a GPU: the CUDA table accepts every case's op with its dtypes and attributes (what
+// supports() answers before a device is touched), so the sweep runs each case on the GPU rather
+// than count it as unsupported.
+TEST(CudaOpCases, TheCudaTableAcceptsEveryCase) {
+  for (Case const& c : cases()) {
+    OneOp o = c.make();
+    Status const s = CudaBackend::supports_op(o.the_op(), o.graph);
+    EXPECT_TRUE(s.is_ok()) << c.label << ": " << s.message();
   }
 }
 

@@ -3,12 +3,15 @@
 // marked ones by name before any device is touched.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
 #include "exec/cpu/cpu_backend.h"
 #include "exec/cuda/cuda_backend.h"
 #include "graph/onnx_import.h"
+#include "tests/exec/onnx_node_tests.h"
 
 namespace gp::exec {
 namespace {
@@ -44,6 +47,14 @@ TEST(CudaKernelParity, TheCudaTableRunsNoOpTheCpuReferenceLacks) {
   auto const cpu = CpuBackend::op_types();
   for (std::string const& op : CudaBackend::op_types())
     EXPECT_TRUE(std::find(cpu.begin(), cpu.end(), op) != cpu.end()) << op << " has no CPU reference";
+}
+
+// The test data: $GP_TEST_DATA (bin/gpu-check points it into its bundle, which has no source tree),
+// else the source tree's tests/data.
+std::filesystem::path test_data() {
+  char const* env = std::getenv("GP_TEST_DATA");
+  return env != nullptr && *env != '\0' ? std::filesystem::path(env)
+                                        : std::filesystem::path(GP_SOURCE_DIR) / "tests" / "data";
 }
 
 graph::OpGraph one_op(std::string const& type, graph::Op& op) {
@@ -94,7 +105,9 @@ TEST(CudaKernelParity, SupportsNamesTheOpAndTheReasonWithoutADevice) {
 TEST(CudaKernelParity, EveryTorchFixtureHasACudaKernelForEveryOp) {
   namespace fs = std::filesystem;
   int models = 0;
-  for (auto const& entry : fs::directory_iterator(fs::path(GP_SOURCE_DIR) / "tests" / "data" / "torch2")) {
+  fs::path const fixtures = test_data() / "torch2";
+  ASSERT_TRUE(fs::is_directory(fixtures)) << fixtures << " is missing (GP_TEST_DATA names the test data folder)";
+  for (auto const& entry : fs::directory_iterator(fixtures)) {
     fs::path const model = entry.path() / "model.onnx";
     if (!fs::exists(model)) continue;
     SCOPED_TRACE(entry.path().filename().string());
@@ -107,6 +120,35 @@ TEST(CudaKernelParity, EveryTorchFixtureHasACudaKernelForEveryOp) {
     }
   }
   EXPECT_GE(models, 30);
+}
+
+// ONNX's own backend node tests (Debian's libonnx-testdata) hold every operator with the dtypes
+// the standard gives it: float, integer and boolean inputs. Every test whose ops the CPU backend
+// runs (the conformance test, tests/exec/test_onnx_node_conformance.cc) has a CUDA kernel for each
+// of its ops, by dtype.
+TEST(CudaKernelParity, EveryOnnxNodeTestTheCpuRunsHasACudaKernelForEveryOp) {
+  std::vector<std::filesystem::path> const dirs = onnx_node_tests::test_dirs();
+  if (dirs.empty()) GTEST_SKIP() << "libonnx-testdata is not installed (" << onnx_node_tests::node_tests_dir() << ")";
+  CpuBackend cpu;
+  int tests = 0;
+  std::vector<std::string> missing;
+  for (auto const& dir : dirs) {
+    graph::ImportOptions opts;
+    opts.first_dim_is_batch = false;
+    auto const g = graph::load_onnx((dir / "model.onnx").string(), opts);
+    if (!g.is_ok() || g->ops().empty()) continue;
+    bool const cpu_runs = std::all_of(g->ops().begin(), g->ops().end(),
+                                      [&](graph::Op const& op) { return cpu.supports(op, *g).is_ok(); });
+    if (!cpu_runs) continue;
+    ++tests;
+    for (graph::Op const& op : g->ops())
+      if (Status const s = CudaBackend::supports_op(op, *g); !s.is_ok())
+        missing.push_back(dir.filename().string() + ": " + s.message());
+  }
+  std::sort(missing.begin(), missing.end());
+  EXPECT_TRUE(missing.empty()) << missing.size() << " ops without a CUDA kernel:\n"
+                               << ::testing::PrintToString(missing);
+  EXPECT_GE(tests, 500);
 }
 
 }  // namespace

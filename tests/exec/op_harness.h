@@ -134,6 +134,14 @@ inline Tensor int32_tensor(std::vector<int64_t> shape, std::vector<int32_t> cons
   return t;
 }
 
+// A tensor of `dtype` holding `v` as T (its C++ type: double, int8_t, uint8_t, ...).
+template <typename T>
+Tensor typed_tensor(std::vector<int64_t> shape, DType dtype, std::vector<T> const& v) {
+  Tensor t(std::move(shape), dtype);
+  for (std::size_t i = 0; i < v.size(); ++i) t.data<T>()[i] = v[i];
+  return t;
+}
+
 inline std::vector<Tensor> run_forward(Backend& be, OneOp const& o, bool training = true, uint64_t seed = 7,
                                        Saved* saved = nullptr) {
   OpCall call{o.the_op(), o.graph, training, seed};
