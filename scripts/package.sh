@@ -121,6 +121,21 @@ install -m 644 "$repo/scripts/bundle/train-memcheck.yaml" "$root/share/train-mem
 install -m 644 "$repo/scripts/bundle/train-shared-gpu.yaml" "$root/share/train-shared-gpu.yaml"
 install -m 644 "$repo/scripts/bundle/train-plan-cache.yaml" "$root/share/train-plan-cache.yaml"
 install -m 644 "$repo/scripts/bundle/README.txt" "$root/README.txt"
+# The data the CUDA tests read (a GPU machine has no source tree and no libonnx-testdata): the
+# models of the torch fixtures (test_kernel_parity) and ONNX's node tests (test_kernel_parity, and
+# test_cuda_backend's conformance on the GPU). bin/gpu-check points GP_TEST_DATA and
+# GP_ONNX_NODE_TESTS at them.
+if ((cuda_tests)); then
+  for m in "$repo"/tests/data/torch2/*/model.onnx; do
+    [[ -f "$m" ]] || continue
+    d=$root/share/test-data/torch2/$(basename "$(dirname "$m")")
+    mkdir -p "$d"
+    install -m 644 "$m" "$d/model.onnx"
+  done
+  node_tests=/usr/share/libonnx-testdata/data/node
+  [[ -d "$node_tests" ]] || die "$node_tests is missing: the CUDA tests need ONNX's node tests (apt-get install libonnx-testdata; scripts/setup.sh does)"
+  cp -r "$node_tests" "$root/share/onnx-node-tests"
+fi
 glibc_needed=$(for i in "${!dests[@]}"; do objdump -T "$root/${dests[$i]}" || true; done 2>/dev/null |
   grep -o 'GLIBC_2\.[0-9]*' | sort -V | tail -1)
 {

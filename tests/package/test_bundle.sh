@@ -61,6 +61,15 @@ if [[ ! -x "$root/tests/test_cuda_backend" ]]; then
   grep -q 'CUDA tests absent' "$tmp/report.txt" || fail "a bundle without CUDA tests must say they are absent"
 fi
 
+# The CUDA tests' data travels in the bundle (a GPU machine has no source tree or libonnx-testdata):
+# the kernel-parity test reads the torch fixtures and ONNX's node tests from there, none skipped.
+if [[ -x "$root/tests/test_kernel_parity" ]]; then
+  "$root/bin/gpu-check" --tests '^test_kernel_parity$' --no-bench --no-memcheck --report "$tmp/parity.txt" >/dev/null 2>&1 ||
+    fail "test_kernel_parity failed in the bundle: $(grep -m1 'failed:' "$tmp/parity.txt" 2>/dev/null)"
+  grep -Eq '^test_kernel_parity +ok +passed +[0-9]+ +failed +0 +skipped +0 ' "$tmp/parity.txt" ||
+    fail "test_kernel_parity did not pass every test unskipped in the bundle: $(grep -m1 '^test_kernel_parity' "$tmp/parity.txt")"
+fi
+
 # A benchmark run it does not know is a bad argument (exit 2), named with the ones it has.
 rc=0
 "$root/bin/gpu-check" --runs gpu,graphs --report "$tmp/runs.txt" >/dev/null 2>"$tmp/runs.err" || rc=$?
