@@ -194,6 +194,13 @@ std::map<std::string, CudaBackend::Coverage> CudaBackend::coverage() {
   return out;
 }
 
+std::map<std::string, std::set<DType>> CudaBackend::entry_dtypes() {
+  std::map<std::string, std::set<DType>> out;
+  for (auto const& [key, e] : kernel_table().entries())
+    out[std::string(graph::ops::op_kind_name(key.first->kind))].insert(key.second);
+  return out;
+}
+
 Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, CudaBackendOptions const& options) {
   RETURN_IF_ERROR(cuda::device_available());
   std::unique_ptr<CudaBackend> b(new CudaBackend());

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -113,6 +114,8 @@ class CudaBackend final : public Backend {
     bool forward = false, backward_input = false, backward_weight = false;
   };
   static std::map<std::string, Coverage> coverage();  // per op type (any dtype's entry)
+  // Per op type, the dtypes its entries are keyed by (the dtype of the op's data input).
+  static std::map<std::string, std::set<DType>> entry_dtypes();
   // What supports() answers, without a device: Ok or kUnsupported naming op, dtype and reason.
   static Status supports_op(graph::Op const& op, graph::OpGraph const& graph);
 

@@ -45,6 +45,12 @@ Status trilu_forward(OpCall const& call, std::vector<Tensor> const& in, std::vec
   return Status::ok();
 }
 
+// Masks, ids and float64: the kept elements' bytes copied, the others zero bits (0 in every dtype).
+Status trilu_bytes_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  return by_element_size(call, in[0].dtype(),
+                         [&](auto element) { return trilu_forward<decltype(element)>(call, in, out, saved); });
+}
+
 Status trilu_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!wants(wanted, 0)) return Status::ok();
@@ -411,10 +417,9 @@ std::vector<KernelEntry> index_kernels() {
   std::vector<KernelEntry> t;
   t.push_back(
       {OpKind::kTrilu, DType::kFloat32, {trilu_forward<float>, trilu_backward, trilu_backward, trilu_check}, 1});
-  // Masks and ids: never differentiated.
-  t.push_back({OpKind::kTrilu, DType::kInt64, {trilu_forward<int64_t>, no_gradient, no_gradient, trilu_check}, 1});
-  t.push_back({OpKind::kTrilu, DType::kInt32, {trilu_forward<int32_t>, no_gradient, no_gradient, trilu_check}, 1});
-  t.push_back({OpKind::kTrilu, DType::kBool, {trilu_forward<uint8_t>, no_gradient, no_gradient, trilu_check}, 1});
+  // Masks, ids and float64: never differentiated.
+  for (DType d : {DType::kInt64, DType::kInt32, DType::kInt8, DType::kUInt8, DType::kBool, DType::kFloat64})
+    t.push_back({OpKind::kTrilu, d, {trilu_bytes_forward, no_gradient, no_gradient, trilu_check}, 1});
   t.push_back({OpKind::kPad,
                DType::kFloat32,
                {separable_forward<pad_maps>, separable_backward<pad_maps>, separable_backward<pad_maps>,
@@ -444,8 +449,9 @@ std::vector<KernelEntry> index_kernels() {
                DType::kFloat32,
                {gather_nd_forward, gather_nd_backward, gather_nd_backward, gather_nd_check},
                2});
-  // Ids and masks are gathered as bytes, never differentiated (HF RoBERTa's token_type_ids buffer).
-  for (DType d : {DType::kInt64, DType::kInt32, DType::kBool}) {
+  // Ids, masks and float64 are gathered as bytes, never differentiated (HF RoBERTa's token_type_ids
+  // buffer).
+  for (DType d : {DType::kInt64, DType::kInt32, DType::kInt8, DType::kUInt8, DType::kBool, DType::kFloat64}) {
     t.push_back(
         {OpKind::kGatherElements, d, {gather_elements_forward, no_gradient, no_gradient, gather_elements_check}, 2});
     t.push_back({OpKind::kGatherND, d, {gather_nd_forward, no_gradient, no_gradient, gather_nd_check}, 2});

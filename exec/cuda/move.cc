@@ -358,7 +358,7 @@ std::vector<KernelEntry> move_kernels() {
     t.push_back({type, DType::kFloat32, k, min_inputs});
   };
   add(OpKind::kExpand, {expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>});
-  for (DType d : {DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8})
+  for (DType d : {DType::kInt64, DType::kInt32, DType::kInt8, DType::kBool, DType::kUInt8, DType::kFloat64})
     t.push_back(
         {OpKind::kExpand, d, {expand_bytes_forward, no_gradient, no_gradient, require_attrs<graph::ExpandAttrs>}, 1});
   // Transpose and Split: float32, and the 16-bit dtypes they follow under mixed precision.

@@ -264,7 +264,7 @@ std::vector<KernelEntry> view_kernels() {
   }
   OpKernels const random{random_forward, random_backward, random_backward, graph::ops::random_check};
   for (OpKind r : {OpKind::kRandomUniformLike, OpKind::kRandomNormalLike, OpKind::kBernoulli})
-    for (DType d : {f32, DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8})
+    for (DType d : {f32, DType::kFloat64, DType::kInt64, DType::kInt32, DType::kInt8, DType::kBool, DType::kUInt8})
       if (r != OpKind::kBernoulli || d == f32) t.push_back({r, d, random, 1});
   return t;
 }

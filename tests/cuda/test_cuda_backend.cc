@@ -20,6 +20,7 @@
 
 #include "exec/cuda/caching_allocator.h"
 #include "exec/cuda/cuda_backend.h"
+#include "exec/kernel_table.h"
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/cudnn_graphs.h"
 #include "exec/cuda/plan_disk_cache.h"
@@ -74,6 +75,39 @@ TEST(CudaCompare, TheComparisonRejectsAPerturbedResult) {
   EXPECT_TRUE(first_mismatch({1.f}, want, 1e-4, 1e-5).has_value());
 }
 
+// A tensor of `dtype` with small values, ties and signs: -5..5 (times 0.25 for floats), 0..10 for
+// uint8, 0 and 1 for bool.
+Tensor values_of(DType dtype, std::vector<int64_t> shape, int seed) {
+  Tensor t(std::move(shape), dtype);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    int const v = static_cast<int>((i * 7 + seed) % 11) - 5;
+    switch (dtype) {
+      case DType::kFloat32:
+        t.data<float>()[i] = 0.25f * static_cast<float>(v);
+        break;
+      case DType::kFloat64:
+        t.data<double>()[i] = 0.25 * v;
+        break;
+      case DType::kInt64:
+        t.data<int64_t>()[i] = v;
+        break;
+      case DType::kInt32:
+        t.data<int32_t>()[i] = v;
+        break;
+      case DType::kInt8:
+        t.data<int8_t>()[i] = static_cast<int8_t>(v);
+        break;
+      case DType::kUInt8:
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(v + 5);
+        break;
+      default:  // bool
+        t.data<uint8_t>()[i] = v > 0 ? 1 : 0;
+        break;
+    }
+  }
+  return t;
+}
+
 Tensor bool_tensor(std::vector<int64_t> shape, std::vector<uint8_t> const& v) {
   Tensor t(std::move(shape), DType::kBool);
   for (std::size_t i = 0; i < v.size(); ++i) t.data<uint8_t>()[i] = v[i];
@@ -86,6 +120,109 @@ struct Case {
   bool training = true;
   std::vector<int> skip_inputs{};  // not differentiated (BatchNorm running statistics)
 };
+
+// Every other entry of the CUDA kernel table by the dtype of its data input (ids, masks, the byte
+// types, float64), so a GPU run exercises every kernel instantiation: views, Casts to float32,
+// comparisons, the boolean ops of uint8 masks, Where of a uint8 condition, integer arithmetic,
+// ArgMax/ArgMin/CumSum of int32, the moves and index ops of ids and masks, the random ops' inputs.
+template <typename Add>
+void by_dtype_cases(Add const& add) {
+  using D = DType;
+  for (D d : {D::kFloat64, D::kInt64, D::kInt32, D::kInt8, D::kUInt8, D::kBool}) {
+    std::string const n = std::string(" ") + graph::dtype_name(d);
+    add("Reshape" + n, [d] {
+      return make_op("Reshape", graph::ReshapeAttrs{{0, -1}, false}, {{"x", values_of(d, {2, 3, 2}, 1), kIn}}, 1, {d});
+    });
+    add("Flatten" + n, [d] {
+      return make_op("Flatten", graph::FlattenAttrs{2}, {{"x", values_of(d, {2, 3, 2}, 2), kIn}}, 1, {d});
+    });
+    add("Squeeze" + n, [d] {
+      return make_op("Squeeze", graph::SqueezeAttrs{{1}}, {{"x", values_of(d, {2, 1, 3}, 3), kIn}}, 1, {d});
+    });
+    add("Unsqueeze" + n, [d] {
+      return make_op("Unsqueeze", graph::UnsqueezeAttrs{{0, 3}}, {{"x", values_of(d, {2, 3}, 4), kIn}}, 1, {d});
+    });
+    add("Identity" + n, [d] { return make_op("Identity", {}, {{"x", values_of(d, {2, 3}, 5), kIn}}, 1, {d}); });
+    add("Cast" + n + " to float32", [d] {
+      return make_op("Cast", graph::CastAttrs{1}, {{"x", values_of(d, {2, 5}, 6), kIn}}, 1, {D::kFloat32});
+    });
+    for (char const* r : {"RandomUniformLike", "RandomNormalLike"}) {
+      graph::RandomAttrs a;
+      a.kind = std::string(r) == "RandomUniformLike" ? graph::RandomKind::kUniform : graph::RandomKind::kNormal;
+      add(std::string(r) + " of a" + n + " input", [r, a, d] {
+        return make_op(r, a, {{"x", values_of(d, {4, 5}, 9), kIn}}, 1, {D::kFloat32});
+      });
+    }
+    // The moves and index ops of ids, masks and float64 (copied as bytes): Expand, Trilu,
+    // GatherElements and GatherND of any gathered dtype.
+    add("Expand" + n, [d] {
+      return make_op("Expand", graph::ExpandAttrs{{2, 3, 3}}, {{"x", values_of(d, {3, 1}, 22), kIn}}, 1, {d});
+    });
+    add("Trilu" + n + " upper", [d] {
+      return make_op("Trilu", graph::TriluAttrs{true, 0}, {{"x", values_of(d, {3, 4}, 25), kIn}}, 1, {d});
+    });
+    add("GatherElements of" + n, [d] {
+      return make_op("GatherElements", graph::GatherElementsAttrs{1},
+                     {{"x", values_of(d, {2, 3}, 26), kIn}, {"i", int_tensor({2, 2}, {2, 0, -1, 1}), kIn}}, 1, {d});
+    });
+    add("GatherND of" + n, [d] {
+      return make_op("GatherND", graph::GatherNDAttrs{},
+                     {{"x", values_of(d, {3, 2}, 27), kIn}, {"i", int_tensor({2, 1}, {2, 0}), kIn}}, 1, {d});
+    });
+    if (d == D::kFloat64) continue;
+    for (char const* t : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
+      add(std::string(t) + n + " broadcast", [t, d] {
+        return make_op(t, {}, {{"a", values_of(d, {2, 3}, 7), kIn}, {"b", values_of(d, {3}, 8), kIn}}, 1, {D::kBool});
+      });
+  }
+  // Dropout's masks are uint8: the boolean ops and Where's condition take them.
+  for (char const* t : {"And", "Or", "Xor"})
+    add(std::string(t) + " uint8 masks", [t] {
+      return make_op(t, {}, {{"a", values_of(D::kUInt8, {2, 3}, 10), kIn}, {"b", values_of(D::kUInt8, {3}, 11), kIn}},
+                     1, {D::kBool});
+    });
+  add("Not uint8 mask", [] {
+    return make_op("Not", {}, {{"a", values_of(D::kUInt8, {2, 3}, 12), kIn}}, 1, {D::kBool});
+  });
+  add("Where uint8 condition", [] {
+    return make_op("Where", {},
+                   {{"c", values_of(D::kUInt8, {3, 1}, 13), kIn},
+                    {"x", random_tensor({2, 3, 4}, 14), kIn},
+                    {"y", random_tensor({4}, 15), kW}});
+  });
+  // Integer arithmetic of the other index type, and ArgMax/ArgMin/CumSum of int32.
+  for (char const* t : {"Add", "Sub", "Mul"})
+    for (D d : {D::kInt64, D::kInt32})
+      add(std::string(t) + " " + graph::dtype_name(d) + " broadcast", [t, d] {
+        return make_op(t, {}, {{"a", values_of(d, {2, 3}, 16), kIn}, {"b", values_of(d, {3}, 17), kIn}}, 1, {d});
+      });
+  for (char const* op : {"ArgMax", "ArgMin"})
+    add(std::string(op) + " int32", [op] {
+      return make_op(op, graph::ArgReduceAttrs{1, true, false}, {{"x", values_of(D::kInt32, {2, 5}, 18), kIn}}, 1,
+                     {D::kInt64});
+    });
+  add("CumSum int32", [] {
+    return make_op("CumSum", graph::CumSumAttrs{1, false, false}, {{"x", values_of(D::kInt32, {2, 4}, 19), kIn}}, 1,
+                   {D::kInt32});
+  });
+  // Concat, Pad and Tile of ids and masks.
+  for (D d : {D::kInt64, D::kInt32, D::kUInt8, D::kBool}) {
+    std::string const n = std::string(" ") + graph::dtype_name(d);
+    add("Concat" + n, [d] {
+      return make_op("Concat", graph::ConcatAttrs{1},
+                     {{"a", values_of(d, {2, 1}, 20), kIn}, {"b", values_of(d, {2, 2}, 21), kIn}}, 1, {d});
+    });
+    if (d != D::kUInt8) {
+      add("Pad" + n + " edge", [d] {
+        return make_op("Pad", graph::PadAttrs{graph::PadMode::kEdge, {1, 0, 0, 2}, 0.f},
+                       {{"x", values_of(d, {2, 3}, 23), kIn}}, 1, {d});
+      });
+      add("Tile" + n, [d] {
+        return make_op("Tile", graph::TileAttrs{{2, 1}}, {{"x", values_of(d, {2, 3}, 24), kIn}}, 1, {d});
+      });
+    }
+  }
+}
 
 std::vector<Case> cases() {
   std::vector<Case> c;
@@ -831,6 +968,7 @@ std::vector<Case> cases() {
                      {{"x", int_tensor({2, 4}, {3, 7, 7, 3, -2, -2, 5, 5}), kIn}}, 1, {DType::kInt64});
     });
   }
+  by_dtype_cases(add);
   return c;
 }
 
@@ -860,6 +998,25 @@ TEST(CudaOpCases, TheCaseListCoversEveryOpOfTheCudaKernelTable) {
   for (Case const& c : cases()) covered.insert(c.make().the_op().type);
   for (std::string const& op : CudaBackend::op_types())
     EXPECT_TRUE(covered.count(op)) << op << " is in the CUDA kernel table but has no differential case here";
+}
+
+// By dtype: every entry of the CUDA table (op type, dtype of its data input) runs in a case of the
+// sweep, float32, integer and bool alike, so a GPU run exercises every kernel instantiation
+// (bfloat16 and float16: the 16-bit sweep's, low_precision_cases).
+TEST(CudaOpCases, TheCaseListCoversEveryEntryOfTheCudaKernelTableByDtype) {
+  std::set<std::pair<std::string, DType>> covered;
+  for (Case const& c : cases()) {
+    OneOp const o = c.make();
+    covered.emplace(o.the_op().type, data_dtype(o.the_op(), o.graph));
+  }
+  std::vector<std::string> missing;
+  for (auto const& [op, dtypes] : CudaBackend::entry_dtypes())
+    for (DType d : dtypes)
+      if (d != DType::kBFloat16 && d != DType::kFloat16 && !covered.count({op, d}))
+        missing.push_back(op + " " + graph::dtype_name(d));
+  std::string list;
+  for (std::string const& m : missing) list += (list.empty() ? "" : ", ") + m;
+  EXPECT_TRUE(missing.empty()) << missing.size() << " entries of the CUDA kernel table without a case: " << list;
 }
 
 // The optimizer the device-operation tests compare: lr 0.01, momentum 0.9, weight decay 0.01.

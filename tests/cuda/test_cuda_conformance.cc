@@ -18,8 +18,7 @@ namespace ont = onnx_node_tests;
 
 TEST(CudaConformance, OnnxNodeTestsTheCpuPassesPassOnTheGpu) {
   ::setenv("NVIDIA_TF32_OVERRIDE", "0", 1);  // fp32 means fp32 against the expected outputs
-  if (ont::test_dirs().empty())
-    GTEST_SKIP() << "libonnx-testdata is not installed (" << ont::node_tests_dir() << ")";
+  if (ont::test_dirs().empty()) GTEST_SKIP() << "libonnx-testdata is not installed (" << ont::node_tests_dir() << ")";
   if (Status s = cuda::device_available(); !s) GTEST_SKIP() << s.message();
   auto gpu = CudaBackend::create(0);
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().message();
