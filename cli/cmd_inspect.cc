@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "exec/session/registry.h"
 #include "graph/dot.h"
 #include "graph/graph_summary.h"
 #include "graph/onnx_import.h"
@@ -89,6 +90,21 @@ void print_choices(std::vector<graph::WeightChoice> const& choices) {
                 dims_text(c.dims).c_str(), c.trainable ? "yes" : "no", c.reason.c_str());
 }
 
+// Whether each backend runs every op of the model, dtypes and attributes included (the CUDA kernel
+// table is static: the answer needs no GPU), else what it refuses.
+void print_backends(graph::OpGraph const& g) {
+  Status const cpu = session::check_graph_supported("cpu", g);
+  std::printf("runs on      cpu: %s\n", cpu ? "every op" : cpu.message().c_str());
+  if (!session::cuda_op_types()) {
+    std::printf("             cuda: not in this build (built without GP_WITH_CUDA)\n");
+    return;
+  }
+  Status const cuda = session::check_graph_supported("cuda", g);
+  std::printf("             cuda: %s\n",
+              cuda ? "every op (by the CUDA kernel table; whether this machine has a GPU is not checked)"
+                   : cuda.message().c_str());
+}
+
 void print_text(graph::GraphSummary const& s, std::vector<graph::WeightChoice> const& choices,
                 InspectOptions const& o) {
   std::printf("model        %s (%s)\n", s.name.c_str(), o.model.c_str());
@@ -135,6 +151,7 @@ Status run_inspect(InspectOptions const& o) {
     std::printf("%s\n", graph::inspect_json(s, g.weight_choices()).c_str());
   } else {
     print_text(s, g.weight_choices(), o);
+    print_backends(g);
   }
   return Status::ok();
 }
@@ -143,7 +160,8 @@ Status run_inspect(InspectOptions const& o) {
 
 void add_inspect_command(CLI::App& root, CommandList& commands) {
   auto opts = std::make_shared<InspectOptions>();
-  auto* app = root.add_subcommand("inspect", "Summarise an ONNX model: ops, shapes, parameters, FLOPs, branches");
+  auto* app = root.add_subcommand(
+      "inspect", "Summarise an ONNX model: ops, shapes, parameters, FLOPs, branches, and which backends run it");
   app->add_option("model", opts->model, "ONNX model file")->required();
   app->add_flag("--json", opts->json, "Print the summary as JSON");
   app->add_option("--dot", opts->dot, "Also write the operator graph as Graphviz DOT to this file");

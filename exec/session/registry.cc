@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include "core/units.h"
 #include "exec/cpu/cpu_backend.h"
@@ -37,24 +39,39 @@ Status check_backend_name(std::string const& name) {
 
 Status check_graph_supported(std::string const& backend, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(check_backend_name(backend));
-  std::string missing;
-  std::set<std::string> seen;
+#ifndef GP_HAVE_CUDA
+  if (backend != "cpu") return unsupported(kNoCudaBuild);
+#endif
+  // Every op: whether a backend runs one depends on its dtypes and attributes, not its type alone
+  // (the first Mul of floats, a later one of int8). Each op type refused is named once, by its
+  // first node, with how many more of that type are refused.
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<std::string, int>> refused;  // op type -> (first message, more)
+  exec::CpuBackend const cpu;
   for (graph::OpId id = 0; id < static_cast<graph::OpId>(graph.num_ops()); ++id) {
     graph::Op const& op = graph.op(id);
-    if (!seen.insert(op.type).second) continue;
     Status s = Status::ok();
     if (backend == "cpu") {
-      s = exec::CpuBackend().supports(op, graph);
+      s = cpu.supports(op, graph);
     } else {
 #ifdef GP_HAVE_CUDA
       s = exec::CudaBackend::supports_op(op, graph);
-#else
-      return unsupported(kNoCudaBuild);
 #endif
     }
-    if (!s) missing += (missing.empty() ? "" : "; ") + s.message();
+    if (s) continue;
+    auto [it, first] = refused.try_emplace(op.type, s.message(), 0);
+    if (first)
+      order.push_back(op.type);
+    else
+      ++it->second.second;
   }
-  if (missing.empty()) return Status::ok();
+  if (order.empty()) return Status::ok();
+  std::string missing;
+  for (std::string const& type : order) {
+    auto const& [message, more] = refused.at(type);
+    missing += (missing.empty() ? "" : "; ") + message;
+    if (more > 0) missing += " (and " + std::to_string(more) + " more " + type + " node" + (more > 1 ? "s" : "") + ")";
+  }
   return unsupported(graph.name() + " cannot run on the " + backend + " backend: " + missing +
                      (backend == "cuda" ? " (train it with --backend cpu)" : ""));
 }

@@ -114,3 +114,40 @@ TEST_F(InspectWeights, TheBatchNormsFusedReluIsCountedAndNoFusionKeepsItApart) {
 }
 
 }  // namespace
+
+namespace {
+
+// inspect says which backends run the model, every op checked with its dtypes (the CUDA table is
+// static: no GPU needed): a Cast to float16 (the CUDA backend's mixed precision has it, the CPU
+// refuses it) is named on the CPU's line.
+TEST(InspectBackends, EachBackendSaysWhetherItRunsEveryOp) {
+  fs::path const dir = fs::temp_directory_path() / ("gp_cli_inspect_backends_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  gp::graph::OnnxModelBuilder b("half");
+  std::string const x = b.add_input("x", {gp::graph::kBatch, 4});
+  b.add_node("Relu", {x}, {"r"});
+  b.add_node("Cast", {"r"}, {"h"}, {{"to", int64_t{10}}}, "to_half");
+  b.add_output("h", {gp::graph::kBatch, 4}, gp::graph::DType::kFloat16);
+  std::string const model = (dir / "half.onnx").string();
+  ASSERT_TRUE(b.save(model).is_ok());
+  fs::path const out = dir / "out.txt";
+  std::string const cmd = std::string(GP_GRAPHPIPE_BIN) + " inspect " + model + " >" + out.string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::string const text = slurp(out);
+  fs::remove_all(dir);
+  std::size_t const cpu = text.find("runs on      cpu: ");
+  ASSERT_NE(cpu, std::string::npos) << text;
+  std::string const cpu_line = text.substr(cpu, text.find('\n', cpu) - cpu);
+  EXPECT_NE(cpu_line.find("cannot run on the cpu backend"), std::string::npos) << cpu_line;
+  EXPECT_NE(cpu_line.find("'to_half'"), std::string::npos) << cpu_line;
+  std::size_t const cuda = text.find("cuda: ", cpu);
+  ASSERT_NE(cuda, std::string::npos) << text;
+  std::string const cuda_line = text.substr(cuda, text.find('\n', cuda) - cuda);
+#ifdef GP_HAVE_CUDA
+  EXPECT_EQ(cuda_line.rfind("cuda: every op", 0), 0u) << cuda_line;
+#else
+  EXPECT_EQ(cuda_line.rfind("cuda: not in this build", 0), 0u) << cuda_line;
+#endif
+}
+
+}  // namespace

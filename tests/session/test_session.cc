@@ -296,6 +296,45 @@ TEST(Registry, BackendsAreNamedAndCheckedBeforeUse) {
   EXPECT_FALSE(cpu_op_types().empty());
 }
 
+// Every op is checked, not the first of each type: whether a backend runs an op depends on its
+// dtypes and attributes. A Cast the CPU refuses (to float16) after one it runs (to int64) is named,
+// with how many more of its type are refused.
+TEST(Registry, EveryOpIsCheckedNotOnlyTheFirstOfItsType) {
+  graph::OpGraph g;
+  graph::TensorInfo x;
+  x.name = "x";
+  x.shape.dims = {graph::kBatch, 4};
+  graph::TensorId const xt = g.add_tensor(x);
+  g.mark_input(xt);
+  auto cast = [&](std::string const& name, graph::DType to, int onnx_to) {
+    graph::TensorInfo out;
+    out.name = name + ".out";
+    out.dtype = to;
+    out.shape.dims = {graph::kBatch, 4};
+    graph::TensorId const t = g.add_tensor(out);
+    g.mark_output(t);
+    graph::Op op;
+    op.name = name;
+    op.type = "Cast";
+    op.typed = graph::CastAttrs{onnx_to};
+    op.inputs = {xt};
+    op.outputs = {t};
+    g.add_op(op);
+  };
+  cast("ids", graph::DType::kInt64, 7);
+  cast("half", graph::DType::kFloat16, 10);
+  cast("half2", graph::DType::kFloat16, 10);
+  cast("half3", graph::DType::kFloat16, 10);
+  ASSERT_TRUE(g.finalize().is_ok());
+  Status const s = check_graph_supported("cpu", g);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.message().find("'half'"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("'half2'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("(and 2 more Cast nodes)"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("'ids'"), std::string::npos) << s.message();
+}
+
 // The config's trainable/frozen patterns reach the importer through the session.
 TEST(TrainingSession, ConfigPatternsDecideWhatTrains) {
   std::string const path = temp_path("causal.onnx");
