@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "tests/cuda/batchnorm_kernels.h"
 #include "tests/exec/mixed_precision_models.h"
 #include "tests/exec/tiny_models.h"
+#include "tests/test_data.h"
 
 namespace gp::exec {
 namespace {
@@ -73,6 +75,37 @@ TEST(CudaMixedPrecision, EveryOpOfTheModelsRewrittenForBf16AndFp16HasACudaKernel
       EXPECT_GT(sixteen, 2) << graph::precision_name(f.precision);
     }
   }
+}
+
+// The same for every model a current PyTorch exported for the fixture tests (HF BERT, GPT-2,
+// RoBERTa, Llama, Qwen2, ViT, Swin, ConvNeXt, ... through both exporters), rewritten for bf16 and
+// fp16: the CUDA table runs every op, and the CPU's every op of the bf16 rewrite.
+TEST(CudaMixedPrecision, EveryTorchFixtureRewrittenForBf16AndFp16HasACudaKernelForEveryOp) {
+  namespace fs = std::filesystem;
+  fs::path const fixtures = gp::testing::test_data_dir() / "torch2";
+  ASSERT_TRUE(fs::is_directory(fixtures)) << fixtures << " is missing (GP_TEST_DATA names the test data folder)";
+  CpuBackend const cpu;
+  int models = 0;
+  for (auto const& entry : fs::directory_iterator(fixtures)) {
+    fs::path const model = entry.path() / "model.onnx";
+    if (!fs::exists(model)) continue;
+    auto const g = graph::load_onnx(model.string());
+    ASSERT_TRUE(g.is_ok()) << g.status().message();
+    ++models;
+    for (Format const f : kFormats) {
+      SCOPED_TRACE(entry.path().filename().string() + " " + graph::precision_name(f.precision));
+      auto low = graph::apply_precision(*g, f.precision);
+      ASSERT_TRUE(low.is_ok()) << low.status().message();
+      for (graph::Op const& op : low->ops()) {
+        Status const s = CudaBackend::supports_op(op, *low);
+        EXPECT_TRUE(s.is_ok()) << s.message();
+        if (f.precision != graph::Precision::kBFloat16) continue;
+        Status const c = cpu.supports(op, *low);
+        EXPECT_TRUE(c.is_ok()) << c.message();
+      }
+    }
+  }
+  EXPECT_GE(models, 30);
 }
 
 class CudaMixedPrecisionGpu : public ::testing::Test {

@@ -12,6 +12,7 @@
 #include "exec/cuda/cuda_backend.h"
 #include "graph/onnx_import.h"
 #include "tests/exec/onnx_node_tests.h"
+#include "tests/test_data.h"
 
 namespace gp::exec {
 namespace {
@@ -47,14 +48,6 @@ TEST(CudaKernelParity, TheCudaTableRunsNoOpTheCpuReferenceLacks) {
   auto const cpu = CpuBackend::op_types();
   for (std::string const& op : CudaBackend::op_types())
     EXPECT_TRUE(std::find(cpu.begin(), cpu.end(), op) != cpu.end()) << op << " has no CPU reference";
-}
-
-// The test data: $GP_TEST_DATA (bin/gpu-check points it into its bundle, which has no source tree),
-// else the source tree's tests/data.
-std::filesystem::path test_data() {
-  char const* env = std::getenv("GP_TEST_DATA");
-  return env != nullptr && *env != '\0' ? std::filesystem::path(env)
-                                        : std::filesystem::path(GP_SOURCE_DIR) / "tests" / "data";
 }
 
 graph::OpGraph one_op(std::string const& type, graph::Op& op) {
@@ -105,7 +98,7 @@ TEST(CudaKernelParity, SupportsNamesTheOpAndTheReasonWithoutADevice) {
 TEST(CudaKernelParity, EveryTorchFixtureHasACudaKernelForEveryOp) {
   namespace fs = std::filesystem;
   int models = 0;
-  fs::path const fixtures = test_data() / "torch2";
+  fs::path const fixtures = gp::testing::test_data_dir() / "torch2";
   ASSERT_TRUE(fs::is_directory(fixtures)) << fixtures << " is missing (GP_TEST_DATA names the test data folder)";
   for (auto const& entry : fs::directory_iterator(fixtures)) {
     fs::path const model = entry.path() / "model.onnx";
