@@ -186,10 +186,12 @@ Result<int64_t> prod_dims(Dims const& d, std::size_t from, std::size_t to) {
 }
 
 Result<int64_t> checked_axis(int64_t axis, int64_t rank, bool split_point) {
+  // An axis is in [-rank, rank); a split point (Flatten's) in [-rank, rank]. Negative counts from the
+  // back either way: axis + rank (Flatten's -1 keeps the last dimension apart).
   int64_t const limit = split_point ? rank + 1 : rank;
-  if (axis < -limit || axis >= limit)
+  if (axis < -rank || axis >= limit)
     return invalid_argument("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  return axis < 0 ? axis + limit : axis;
+  return axis < 0 ? axis + rank : axis;
 }
 
 Result<Dims> broadcast_dims(Dims const& a, Dims const& b) {

@@ -106,8 +106,8 @@ std::string dim_str(int64_t d);  // "N", "3N", "7"
 std::string dims_str(Dims const& d);
 Result<int64_t> mul_dims(int64_t a, int64_t b);
 Result<int64_t> prod_dims(Dims const& d, std::size_t from, std::size_t to);
-// `axis` (negative: from the end) as an index into `rank` dims, or an error when it lies outside
-// [-rank, rank); `split_point` allows rank itself (Flatten's axis, Unsqueeze's position).
+// `axis` (negative: from the end, axis + rank) as an index into `rank` dims, or an error when it lies
+// outside [-rank, rank); `split_point` allows rank itself (Flatten's axis: [-rank, rank]).
 Result<int64_t> checked_axis(int64_t axis, int64_t rank, bool split_point = false);
 // Numpy broadcasting of two shapes.
 Result<Dims> broadcast_dims(Dims const& a, Dims const& b);

@@ -96,6 +96,15 @@ inline std::vector<std::string> not_run_reasons(Outcome const& o) {
 }
 
 inline bool close(graph::TensorData const& expected, Tensor const& got, std::string& why) {
+  auto dims = [](std::vector<int64_t> const& d) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+    return s + "]";
+  };
+  if (expected.dims != got.shape()) {  // the same values in another shape are wrong too (Flatten)
+    why = "has shape " + dims(got.shape()) + ", expected " + dims(expected.dims);
+    return false;
+  }
   if (static_cast<int64_t>(expected.numel()) != got.numel()) {
     why = "has " + std::to_string(got.numel()) + " elements, expected " + std::to_string(expected.numel());
     return false;

@@ -118,6 +118,21 @@ TEST(Import, Pools) {
   EXPECT_EQ(std::get<PoolAttrs>(op_of_type(g, "GlobalAveragePool").typed).kind, PoolKind::kGlobalAverage);
 }
 
+// Flatten's negative axis counts from the back, axis + rank (ONNX's range [-r, r]): -1 keeps the last
+// dimension apart. It was read as axis + rank + 1 (everything in the first dimension), which
+// ONNX's checker did not see where no output shape was declared.
+TEST(Import, FlattenNegativeAxisCountsFromTheBack) {
+  auto g = must_load(R"(<ir_version: 8, opset_import: ["" : 13]>
+    net (float[N,2,3,4] x) => (float[M,4] a, float[K,12] b) {
+      a = Flatten<axis = -1>(x)
+      b = Flatten<axis = -2>(x)
+    })");
+  EXPECT_EQ(g.tensor(g.op(0).outputs[0]).shape, S({-6, 4}));
+  EXPECT_EQ(std::get<FlattenAttrs>(g.op(0).typed).axis, 3);
+  EXPECT_EQ(g.tensor(g.op(1).outputs[0]).shape, S({-2, 12}));
+  EXPECT_EQ(std::get<FlattenAttrs>(g.op(1).typed).axis, 2);
+}
+
 TEST(Import, ShapeOps) {
   auto g2 = must_load(R"(<ir_version: 8, opset_import: ["" : 13]>
     net (float[N,2,3,4] x) => (float[N,4,6] y, float[N2,12] f) {
