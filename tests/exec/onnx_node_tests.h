@@ -164,6 +164,7 @@ inline Outcome run_one(Backend& be, fs::path const& dir) {
   graph::OpGraph const& graph = *g;
   for (graph::Op const& op : graph.ops())
     if (!be.supports(op, graph).is_ok()) o.unsupported_ops.insert(op.type);
+  if (graph.ops().empty()) o.detail = "model.onnx: import left no op to run (Constant folded, Identity rewired)";
   if (!o.unsupported_ops.empty() || graph.ops().empty()) return o;
 
   fs::path const data = dir / "test_data_set_0";
