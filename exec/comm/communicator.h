@@ -48,7 +48,11 @@ TensorMeta meta_of(Tensor const& t);
 // Ok, or kInvalidArgument naming the key, the tensor's position and both sides' dtype and shape.
 Status check_header(MessageKey const& key, std::vector<TensorMeta> const& expected, std::vector<TensorMeta> const& got);
 
-// A replica group's collective: the step and the stage whose gradients are summed.
+// A replica group's collective: the step and the stage whose gradients are summed. Step-wide ones
+// over every device use the stages below 0: the step's loss, the loss scaler's found-inf flag, and
+// the tied weights' gradients (RuntimePlan::tied_weights).
+inline constexpr int kStepLossStage = -1, kFoundInfStage = -2, kTiedWeightsStage = -3;
+inline constexpr int kStepWideCollectives = 3;
 struct CollectiveKey {
   int64_t step = 0;
   int stage = 0;

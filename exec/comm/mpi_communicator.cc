@@ -324,7 +324,7 @@ class MpiCommunicator final : public Communicator {
     if (key.edge <= -1000) {  // gathers of whole stages to device 0 (weights, checkpoints)
       int const g = -1000 - key.edge;
       if (g >= 2 * layout_.num_stages) return internal_error("gather " + key.to_string() + " out of range");
-      return coll_base_ + 4 * (layout_.num_stages + 2) + g;
+      return coll_base_ + 4 * (layout_.num_stages + kStepWideCollectives) + g;
     }
     if (key.edge < 0 || key.edge >= layout_.num_edges || key.micro_batch < 0 ||
         key.micro_batch >= layout_.num_micro_batches)
@@ -335,9 +335,11 @@ class MpiCommunicator final : public Communicator {
     return static_cast<int>(t);
   }
   int coll_tag(CollectiveKey const& key, int dir) const {
-    // Per step parity, a slot per stage and two step-wide ones (stage -1: the step's loss; -2: the
-    // loss scaler's found-inf flag), each with an up and a down direction.
-    return coll_base_ + ((static_cast<int>(key.step & 1) * (layout_.num_stages + 2) + key.stage + 2) * 2) + dir;
+    // Per step parity, a slot per stage and the step-wide ones (stage -1: the step's loss; -2: the
+    // loss scaler's found-inf flag; -3: the tied weights' gradients), each with an up and a down
+    // direction.
+    int const slots = layout_.num_stages + kStepWideCollectives;
+    return coll_base_ + ((static_cast<int>(key.step & 1) * slots + key.stage + kStepWideCollectives) * 2) + dir;
   }
 
   void reap_sends() {
@@ -415,7 +417,7 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator(MpiLayout const& lay
   MPI_Comm_get_attr(comm, MPI_TAG_UB, &ub, &flag);
   int64_t const tag_ub = flag && ub ? *ub : 32767;
   int const coll_base = 1;
-  int const p2p_base = coll_base + 4 * (layout.num_stages + 2) + 2 * layout.num_stages;
+  int const p2p_base = coll_base + 4 * (layout.num_stages + kStepWideCollectives) + 2 * layout.num_stages;
   int64_t const top = p2p_base + int64_t{2} * layout.num_edges * 2 * layout.num_micro_batches;
   if (top > tag_ub)
     return unsupported("the plan needs MPI tags up to " + std::to_string(top) + " but this MPI allows " +

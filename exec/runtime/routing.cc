@@ -1,5 +1,6 @@
 #include "exec/runtime/routing.h"
 
+#include <algorithm>
 #include <map>
 #include <numeric>
 
@@ -71,16 +72,17 @@ Result<RuntimePlan> RuntimePlan::make(graph::OpGraph const& graph, partition::Pl
       }
     }
   }
-  // Weights shared by several stages would train apart.
-  std::map<graph::TensorId, int> weight_stage;
+  // Weights several stages train (tied): a copy per stage, their gradients summed at STEP.
+  std::map<graph::TensorId, std::vector<int>> users;
   for (int s = 0; s < n; ++s)
-    for (graph::TensorId w : rp.autodiff_[s].weights) {
-      auto [it, fresh] = weight_stage.emplace(w, s);
-      if (!fresh)
-        return unsupported("weight '" + graph.tensor(w).name + "' is used by stages " + std::to_string(it->second) +
-                           " and " + std::to_string(s) + ": tied weights across stages are not supported by the " +
-                           "pipeline runtime yet (plan with both users in one stage)");
-    }
+    for (graph::TensorId w : rp.autodiff_[s].weights) users[w].push_back(s);
+  for (auto const& [w, stages] : users) {
+    if (stages.size() < 2) continue;
+    graph::TensorInfo const& info = graph.tensor(w);
+    if (info.shape.has_batch())
+      return invalid_argument("weight '" + info.name + "' has a batch dimension (a damaged graph?)");
+    rp.tied_.push_back({info.name, info.shape.dims, stages});
+  }
   // Replica counts along each edge must divide one another, and batched tensors must split evenly.
   for (auto const& e : plan.edges) {
     int const r = plan.stages[e.src].replicas, r2 = plan.stages[e.dst].replicas;

@@ -45,6 +45,18 @@ class RuntimePlan {
   int replica_of(int stage, int device) const;    // -1 when the stage does not run there
   int replicas(int stage) const { return view_.stage(stage).replicas; }
 
+  // A trainable weight several stages read (tied: a language model's embedding and its output
+  // projection, Llama's rotary tables exported as initializers). Each stage trains its own copy;
+  // at STEP every device adds the gradients of the copies it holds (replica 0 of each stage: a
+  // replicated stage's replicas hold the same sum), one all-reduce over all devices sums those,
+  // and every copy takes the sum and so the same update, as one device's single weight would.
+  struct TiedWeight {
+    std::string name;
+    std::vector<int64_t> dims;
+    std::vector<int> stages;  // the stages reading it, increasing
+  };
+  std::vector<TiedWeight> const& tied_weights() const { return tied_; }
+
   // Chunks (global ids, increasing) that the piece from producer replica p to consumer replica q
   // of edge e carries.
   std::vector<int> piece_chunks(int e, int p, int q) const;
@@ -66,6 +78,7 @@ class RuntimePlan {
   std::vector<std::vector<graph::OpId>> stage_ops_;
   std::vector<AutodiffPlan> autodiff_;
   std::vector<std::vector<graph::TensorId>> edge_tensors_, edge_grad_tensors_;
+  std::vector<TiedWeight> tied_;
 };
 
 }  // namespace gp::exec

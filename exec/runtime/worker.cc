@@ -208,6 +208,7 @@ Status Worker::execute(Instruction const& in, int64_t step) {
     case Op::kStep: {
       RETURN_IF_ERROR(comm_.flush(deadline_after(options_.timeout_s)));
       if (deferred_reads_) RETURN_IF_ERROR(read_step_losses(step));
+      RETURN_IF_ERROR(sum_tied_gradients(step));
       if (scaler_.enabled()) {
         // Every device's verdict, reduced over all of them: all skip together or none does.
         bool finite = true;
@@ -215,7 +216,7 @@ Status Worker::execute(Instruction const& in, int64_t step) {
           ASSIGN_OR_RETURN(bool const f, runner->finite_gradients());
           finite = finite && f;
         }
-        ASSIGN_OR_RETURN(double const found, sum_over_devices({step, -2}, finite ? 0.0 : 1.0));
+        ASSIGN_OR_RETURN(double const found, sum_over_devices({step, kFoundInfStage}, finite ? 0.0 : 1.0));
         double const scale = scaler_.scale();
         if (!scaler_.update(found > 0)) return Status::ok();  // skipped everywhere
         for (auto& [s, runner] : runners_) RETURN_IF_ERROR(runner->unscale_gradients(scale));
@@ -225,6 +226,43 @@ Status Worker::execute(Instruction const& in, int64_t step) {
     }
   }
   return internal_error("unknown instruction");
+}
+
+Status Worker::sum_tied_gradients(int64_t step) {
+  auto const& tied = plan_.tied_weights();
+  if (tied.empty()) return Status::ok();
+  // The accumulators of a tied weight's copies on this device (stage order); `contributing`: only
+  // those of a stage's first device (its replicas hold the same replica-summed gradient).
+  auto copies = [&](RuntimePlan::TiedWeight const& t, bool contributing) -> Result<std::vector<Tensor>> {
+    std::vector<Tensor> out;
+    for (int s : t.stages) {
+      auto runner = runners_.find(s);
+      if (runner == runners_.end()) continue;
+      if (contributing && plan_.view().stage(s).devices.at(0) != device_) continue;
+      auto const& grads = runner->second->executor().gradients();
+      auto g = grads.find(t.name);
+      if (g == grads.end())
+        return internal_error("stage " + std::to_string(s) + " holds no gradient of its tied weight '" + t.name + "'");
+      out.push_back(g->second);  // shares the accumulator's storage
+    }
+    return out;
+  };
+  std::vector<Tensor> sums;
+  for (auto const& t : tied) {
+    Tensor sum = backend_.zeros(t.dims, DType::kFloat32);
+    ASSIGN_OR_RETURN(std::vector<Tensor> const mine, copies(t, true));
+    for (Tensor const& g : mine) RETURN_IF_ERROR(backend_.add_into(sum, g));
+    sums.push_back(std::move(sum));
+  }
+  // Every device takes part (one without a copy adds zeros), summed in device order everywhere.
+  std::vector<int> all(comm_.num_devices());
+  std::iota(all.begin(), all.end(), 0);
+  RETURN_IF_ERROR(comm_.all_reduce_sum({step, kTiedWeightsStage}, all, sums, deadline_after(options_.timeout_s)));
+  for (std::size_t k = 0; k < tied.size(); ++k) {
+    ASSIGN_OR_RETURN(std::vector<Tensor> every_copy, copies(tied[k], false));
+    for (Tensor& g : every_copy) RETURN_IF_ERROR(backend_.copy(sums[k], g));
+  }
+  return Status::ok();
 }
 
 Result<Batch const*> Worker::micro_batch_data(int64_t step, int mb) {
@@ -567,7 +605,7 @@ Status Worker::finish_step(int64_t step) {
   }
   // The step's loss, summed over every device in device order (with deferred reads: at STEP).
   if (!loss_reduced_) {
-    ASSIGN_OR_RETURN(step_loss_, sum_over_devices({step, -1}, loss_sum_));
+    ASSIGN_OR_RETURN(step_loss_, sum_over_devices({step, kStepLossStage}, loss_sum_));
   }
   return Status::ok();
 }
@@ -593,7 +631,7 @@ Status Worker::read_step_losses(int64_t step) {
     step_losses_ = {};
   }
   // Before any device updates: a device that stopped above aborts this collective everywhere.
-  ASSIGN_OR_RETURN(step_loss_, sum_over_devices({step, -1}, loss_sum_));
+  ASSIGN_OR_RETURN(step_loss_, sum_over_devices({step, kStepLossStage}, loss_sum_));
   loss_reduced_ = true;
   return Status::ok();
 }

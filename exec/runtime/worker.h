@@ -109,6 +109,9 @@ class Worker {
   // STEP's part with deferred reads: the deferred op checks, every loss of the step (the first
   // non-finite one is an error naming its micro-batch), and the step's loss over every device.
   Status read_step_losses(int64_t step);
+  // The gradients of the tied weights this device's stages hold, summed with the other stages'
+  // copies (RuntimePlan::tied_weights), before any update.
+  Status sum_tied_gradients(int64_t step);
   // `value` summed over every device (a step-wide collective: the loss, loss scaling's found-inf flag).
   Result<double> sum_over_devices(CollectiveKey const& key, double value);
   Result<Batch const*> micro_batch_data(int64_t step, int mb);

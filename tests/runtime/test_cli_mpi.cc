@@ -77,6 +77,27 @@ TEST_F(Mpi, HuggingFaceGpt2OnTwoRanksPartitionedByGpp) {
   EXPECT_GT(compare_weights(dir.file("gpt2_2.onnx"), dir.file("gpt2_1.onnx"), 1e-4, 1e-6), 20);
 }
 
+// Tied weights across stages on 2 ranks: Llama from the dynamo exporter reads its rotary cos/sin
+// tables (initializers here, trained as weights when not listed under frozen:) in every layer, so
+// both pipeline stages hold a copy; their gradients are summed over the ranks at STEP and the
+// trained model equals one device's.
+TEST_F(Mpi, TiedWeightsAcrossStagesOnTwoRanksTrainAsOneDevice) {
+  std::string const fx = std::string(GP_SOURCE_DIR) + "/tests/data/torch2/llama_dynamo/";
+  auto cfg = [&](std::string const& out) {
+    return dir.write("llama_" + std::to_string(n_++) + ".yaml",
+                     "model: {path: " + fx + "model.onnx}\ndata: {inputs: " + fx + "input_0.npy, labels: " + fx +
+                         "labels.npy}\nbatch: 4\nmicro_batches: 2\nsteps: 3\nlr: 0.1\nmomentum: 0.9\nseed: 2\n"
+                         "pipeline: {planner: gpp, replication: false, memory: 1GiB, timeout: 20}\nexport: " +
+                         out + "\n");
+  };
+  auto one = run(graphpipe() + " train --config " + cfg(dir.file("llama_1.onnx")));
+  ASSERT_EQ(one.code, 0) << one.output;
+  auto r = run(mpirun(2) + graphpipe() + " train --launcher mpi --config " + cfg(dir.file("llama_2.onnx")), 180);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("training on 2 MPI ranks"), std::string::npos) << r.output;
+  EXPECT_GT(compare_weights(dir.file("llama_2.onnx"), dir.file("llama_1.onnx"), 1e-4, 1e-6), 20);
+}
+
 // A checkpoint written by 2 ranks (weights and momentum) resumes on one device to the weights of
 // an uninterrupted run. (SGD: Adam would blow the rounding noise of zero gradients, such as
 // attention key biases, up to full-size updates.)

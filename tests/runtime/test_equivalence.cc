@@ -305,6 +305,39 @@ TEST(RuntimeEquivalence, HuggingFaceGpt2PartitionedByGpp) {
   std::cout << "runs " << cov.runs << ", policies " << cov.policies.size() << std::endl;
 }
 
+// Every model a current PyTorch exported for the fixture tests (tests/data/torch2: HF BERT,
+// DistilBERT, RoBERTa, GPT-2 for classification, Llama, Qwen2, ViT, Swin, ConvNeXt, EfficientNet,
+// torch.nn models, both exporters) partitioned by GPP over 2 workers (replication off, so the graph
+// is cut into stages) trains as one device under every schedule policy that applies: ids, masks
+// and position arithmetic crossing stages included.
+TEST(RuntimeEquivalence, EveryTorchFixturePartitionedByGppTrainsAsOneDevice) {
+  Coverage cov;
+  int fixtures = 0;
+  for (auto const& entry :
+       std::filesystem::directory_iterator(std::filesystem::path(GP_SOURCE_DIR) / "tests" / "data" / "torch2")) {
+    auto const dir = entry.path();
+    if (!std::filesystem::exists(dir / "model.onnx")) continue;
+    std::string const fixture = dir.filename().string();
+    SCOPED_TRACE(fixture);
+    auto built = graph::load_onnx((dir / "model.onnx").string());
+    ASSERT_TRUE(built.is_ok()) << built.status().message();
+    auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
+    TrainConfig c = config_for(models::Task::kClassification, 4, 2, 2);
+    c.data.kind = DataConfig::Kind::kNpy;
+    c.data.inputs = {(dir / "input_0.npy").string()};
+    c.data.labels = (dir / "labels.npy").string();
+    std::vector<double> want_losses;
+    auto const want = testing::train_single(*g, c, &want_losses);
+    auto plan = testing::make_plan(g, "gpp", 2, c, false);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    ++fixtures;
+    check_all_policies(*g, c, *plan, want, fixture + " gpp x2", cov);
+    std::cout << fixture << " gpp x2: " << plan->stages.size() << " stages" << std::endl;
+  }
+  EXPECT_GE(fixtures, 30);
+  std::cout << "fixtures " << fixtures << ", runs " << cov.runs << ", policies " << cov.policies.size() << std::endl;
+}
+
 // torchvision ConvNeXt with stochastic depth 0.5 (tests/data/torch2/convnext_sd_torchscript): each
 // block's [N, 1, 1, 1] RandomUniformLike draw is a pure function of (step, micro-batch, op, row), so
 // pipeline stages draw what one device draws and every schedule ends with one device's weights.
