@@ -338,6 +338,45 @@ TEST(RuntimeEquivalence, EveryTorchFixturePartitionedByGppTrainsAsOneDevice) {
   std::cout << "fixtures " << fixtures << ", runs " << cov.runs << ", policies " << cov.policies.size() << std::endl;
 }
 
+// Tied weights in replicated stages: Llama's rotary tables, read by every stage of a 3-stage plan
+// whose stages are replicated (1-2-1, 2-2-2): a stage's first replica contributes its copy's
+// gradient to the sum (its replicas hold the same replica-summed one) and every copy takes the
+// sum, so training still equals one device.
+TEST(RuntimeEquivalence, TiedWeightsInReplicatedStages) {
+  auto const dir = std::filesystem::path(GP_SOURCE_DIR) / "tests" / "data" / "torch2" / "llama_dynamo";
+  auto built = graph::load_onnx((dir / "model.onnx").string());
+  ASSERT_TRUE(built.is_ok()) << built.status().message();
+  auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
+  TrainConfig c = config_for(models::Task::kClassification, 4, 2, 2);
+  c.data.kind = DataConfig::Kind::kNpy;
+  c.data.inputs = {(dir / "input_0.npy").string()};
+  c.data.labels = (dir / "labels.npy").string();
+  auto const want = testing::train_single(*g, c);
+  Coverage cov;
+  for (auto layout : std::vector<std::vector<std::vector<int>>>{{{0}, {1, 2}, {3}}, {{0, 1}, {2, 3}, {4, 5}}}) {
+    auto plan = testing::make_plan(g, "balanced", 3, c, false);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    ASSERT_EQ(plan->stages.size(), 3u);
+    int devices = 0;
+    for (int s = 0; s < 3; ++s) {
+      plan->stages[s].devices = layout[s];
+      plan->stages[s].replicas = static_cast<int>(layout[s].size());
+      devices += plan->stages[s].replicas;
+    }
+    plan->num_devices = devices;
+    ASSERT_TRUE(partition::validate_plan(*plan).is_ok());
+    auto rp = RuntimePlan::make(*g, *plan);
+    ASSERT_TRUE(rp.is_ok()) << rp.status().message();
+    ASSERT_FALSE(rp->tied_weights().empty()) << "the plan shares no weight between stages";
+    bool replicated_tie = false;
+    for (auto const& t : rp->tied_weights())
+      for (int s : t.stages) replicated_tie = replicated_tie || plan->stages[s].replicas > 1;
+    EXPECT_TRUE(replicated_tie) << "no tied weight in a replicated stage";
+    check_all_policies(*g, c, *plan, want, "llama replicas " + std::to_string(devices), cov);
+  }
+  EXPECT_GE(cov.replicated, 2);
+}
+
 // torchvision ConvNeXt with stochastic depth 0.5 (tests/data/torch2/convnext_sd_torchscript): each
 // block's [N, 1, 1, 1] RandomUniformLike draw is a pure function of (step, micro-batch, op, row), so
 // pipeline stages draw what one device draws and every schedule ends with one device's weights.
