@@ -8,6 +8,7 @@
 
 #include "core/units.h"
 #include "exec/cuda/ops_common.h"
+#include "exec/op_shared.h"
 #include "kernels/hd/move.h"
 
 namespace gp::exec::cuda {
@@ -62,9 +63,7 @@ inline Result<Tensor> grad_target(OpCall const& call, std::vector<Tensor>& grads
   return grads[i];
 }
 
-inline bool has_input(OpCall const& call, std::size_t i) {
-  return call.op.inputs.size() > i && call.op.inputs[i] != graph::kNoTensor;
-}
+inline bool has_input(OpCall const& call, std::size_t i) { return exec::has_input(call.op, i); }
 
 inline int64_t spatial(std::vector<int64_t> const& shape) {
   int64_t n = 1;

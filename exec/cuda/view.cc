@@ -100,8 +100,6 @@ Status reshape_backward(OpCall const& call, Saved const& saved, std::vector<Tens
 // ---- Cast between float32, float64, int64, int32, int8, uint8 and bool (hd::cast_value, the CPU's
 // conversion), and float32 <-> bfloat16/half (the same type is a view) ----
 
-bool castable(DType d) { return elementwise_cast_dtype(d); }
-
 // Mixed precision's casts (graph::apply_precision): between float32 and a 16-bit float.
 bool float_pair(DType from, DType to) {
   return (from == DType::kFloat32 && is_low_float(to)) || (is_low_float(from) && to == DType::kFloat32);
@@ -111,7 +109,7 @@ Status cast_convert_check(graph::Op const& op, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(require_attrs<graph::CastAttrs>(op, graph));
   DType const from = graph.tensor(op.inputs[0]).dtype, to = graph.tensor(op.outputs[0]).dtype;
   if (from == to || float_pair(from, to)) return Status::ok();
-  if (!castable(from) || !castable(to))
+  if (!elementwise_cast_dtype(from) || !elementwise_cast_dtype(to))
     return unsupported("Cast from " + std::string(graph::dtype_name(from)) + " to " + graph::dtype_name(to) +
                        " (float32, float64, int64, int32, int8, uint8 and bool, and float32 <-> bfloat16/float16, "
                        "run on CUDA)");

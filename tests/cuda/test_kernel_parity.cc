@@ -126,9 +126,7 @@ TEST(CudaKernelParity, EveryOnnxNodeTestTheCpuRunsHasACudaKernelForEveryOp) {
   int tests = 0;
   std::vector<std::string> missing;
   for (auto const& dir : dirs) {
-    graph::ImportOptions opts;
-    opts.first_dim_is_batch = false;
-    auto const g = graph::load_onnx((dir / "model.onnx").string(), opts);
+    auto const g = onnx_node_tests::load_test_model(dir);
     if (!g.is_ok() || g->ops().empty()) continue;
     bool const cpu_runs = std::all_of(g->ops().begin(), g->ops().end(),
                                       [&](graph::Op const& op) { return cpu.supports(op, *g).is_ok(); });

@@ -150,13 +150,19 @@ inline bool op_training(graph::Op const& op) {
   return false;
 }
 
+// A test's model as the runner imports it: static shapes, no batch dimension (the tests' inputs
+// are whole tensors).
+inline Result<graph::OpGraph> load_test_model(fs::path const& dir) {
+  graph::ImportOptions opts;
+  opts.first_dim_is_batch = false;
+  return graph::load_onnx((dir / "model.onnx").string(), opts);
+}
+
 // One test on `be`: not run (unsupported_ops) when `be` refuses an op; else inputs and
 // initializers copied to its device, every op forward in topological order, outputs read back.
 inline Outcome run_one(Backend& be, fs::path const& dir) {
   Outcome o;
-  graph::ImportOptions opts;
-  opts.first_dim_is_batch = false;
-  Result<graph::OpGraph> g = graph::load_onnx((dir / "model.onnx").string(), opts);
+  Result<graph::OpGraph> g = load_test_model(dir);
   if (!g.is_ok()) {
     o.detail = "import: " + g.status().message();
     return o;

@@ -77,6 +77,37 @@ bool has_batchnorm(graph::OpGraph const& g) {
   return false;
 }
 
+// The models a current PyTorch exported for the fixture tests, each with its stored batch.
+std::filesystem::path const kTorchFixtures = std::filesystem::path(GP_SOURCE_DIR) / "tests" / "data" / "torch2";
+
+// Training `steps` steps on fixture `dir`'s stored batch (input_0.npy, labels.npy), batch 4 in 2
+// micro-batches.
+TrainConfig fixture_config(std::filesystem::path const& dir, int64_t steps) {
+  TrainConfig c = config_for(models::Task::kClassification, 4, 2, steps);
+  c.data.kind = DataConfig::Kind::kNpy;
+  c.data.inputs = {(dir / "input_0.npy").string()};
+  c.data.labels = (dir / "labels.npy").string();
+  return c;
+}
+
+Result<std::shared_ptr<graph::OpGraph const>> load_fixture(std::filesystem::path const& dir) {
+  ASSIGN_OR_RETURN(graph::OpGraph g, graph::load_onnx((dir / "model.onnx").string()));
+  return std::make_shared<graph::OpGraph const>(std::move(g));
+}
+
+// `plan`'s stage s on the devices layout[s], replicated over them; the plan stays valid.
+void place_replicas(partition::Plan& plan, std::vector<std::vector<int>> const& layout) {
+  ASSERT_EQ(plan.stages.size(), layout.size());
+  int devices = 0;
+  for (std::size_t s = 0; s < layout.size(); ++s) {
+    plan.stages[s].devices = layout[s];
+    plan.stages[s].replicas = static_cast<int>(layout[s].size());
+    devices += plan.stages[s].replicas;
+  }
+  plan.num_devices = devices;
+  ASSERT_TRUE(partition::validate_plan(plan).is_ok());
+}
+
 TEST(RuntimeEquivalence, EveryZooModelPlannerPolicyAndWorkerCount) {
   Coverage cov;
   for (auto const& info : models::model_list()) {
@@ -232,16 +263,8 @@ TEST(RuntimeEquivalence, ReplicatedStages) {
            {{0}, {1, 2}, {3}}, {{0, 1}, {2, 3, 4, 5}, {6}}, {{0, 1, 2, 3}, {4, 5}, {6, 7, 8, 9}}}) {
     auto plan = testing::make_plan(g, "balanced", 3, c, false);
     ASSERT_TRUE(plan.is_ok()) << plan.status().message();
-    ASSERT_EQ(plan->stages.size(), 3u);
-    int devices = 0;
-    for (int s = 0; s < 3; ++s) {
-      plan->stages[s].devices = layout[s];
-      plan->stages[s].replicas = static_cast<int>(layout[s].size());
-      devices += plan->stages[s].replicas;
-    }
-    plan->num_devices = devices;
-    ASSERT_TRUE(partition::validate_plan(*plan).is_ok());
-    check_all_policies(*g, c, *plan, want, "transformer replicas " + std::to_string(devices), cov);
+    ASSERT_NO_FATAL_FAILURE(place_replicas(*plan, layout));
+    check_all_policies(*g, c, *plan, want, "transformer replicas " + std::to_string(plan->num_devices), cov);
   }
   EXPECT_GE(cov.replicated, 6);
 }
@@ -283,21 +306,15 @@ TEST(RuntimeEquivalence, TorchvisionResNet18) {
 TEST(RuntimeEquivalence, HuggingFaceGpt2PartitionedByGpp) {
   Coverage cov;
   for (std::string fixture : {"gpt2_dynamo", "gpt2_torchscript"}) {
-    auto const dir = std::filesystem::path(GP_SOURCE_DIR) / "tests" / "data" / "torch2" / fixture;
-    auto built = graph::load_onnx((dir / "model.onnx").string());
-    ASSERT_TRUE(built.is_ok()) << built.status().message();
-    auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
-    TrainConfig c = config_for(models::Task::kClassification, 4, 2);
-    c.data.kind = DataConfig::Kind::kNpy;
-    c.data.inputs = {(dir / "input_0.npy").string()};
-    c.data.labels = (dir / "labels.npy").string();
-    std::vector<double> want_losses;
-    auto const want = testing::train_single(*g, c, &want_losses);
+    auto const g = load_fixture(kTorchFixtures / fixture);
+    ASSERT_TRUE(g.is_ok()) << g.status().message();
+    TrainConfig const c = fixture_config(kTorchFixtures / fixture, 3);
+    auto const want = testing::train_single(**g, c);
     for (int n : {2, 3}) {
-      auto plan = testing::make_plan(g, "gpp", n, c, false);
+      auto plan = testing::make_plan(*g, "gpp", n, c, false);
       ASSERT_TRUE(plan.is_ok()) << fixture << " on " << n << ": " << plan.status().message();
       EXPECT_GE(plan->stages.size(), 2u) << fixture << ": GPP kept the decoder on one stage";
-      check_all_policies(*g, c, *plan, want, fixture + " gpp x" + std::to_string(n), cov);
+      check_all_policies(**g, c, *plan, want, fixture + " gpp x" + std::to_string(n), cov);
       std::cout << fixture << " gpp x" << n << ": " << plan->stages.size() << " stages" << std::endl;
     }
   }
@@ -313,25 +330,19 @@ TEST(RuntimeEquivalence, HuggingFaceGpt2PartitionedByGpp) {
 TEST(RuntimeEquivalence, EveryTorchFixturePartitionedByGppTrainsAsOneDevice) {
   Coverage cov;
   int fixtures = 0;
-  for (auto const& entry :
-       std::filesystem::directory_iterator(std::filesystem::path(GP_SOURCE_DIR) / "tests" / "data" / "torch2")) {
+  for (auto const& entry : std::filesystem::directory_iterator(kTorchFixtures)) {
     auto const dir = entry.path();
     if (!std::filesystem::exists(dir / "model.onnx")) continue;
     std::string const fixture = dir.filename().string();
     SCOPED_TRACE(fixture);
-    auto built = graph::load_onnx((dir / "model.onnx").string());
-    ASSERT_TRUE(built.is_ok()) << built.status().message();
-    auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
-    TrainConfig c = config_for(models::Task::kClassification, 4, 2, 2);
-    c.data.kind = DataConfig::Kind::kNpy;
-    c.data.inputs = {(dir / "input_0.npy").string()};
-    c.data.labels = (dir / "labels.npy").string();
-    std::vector<double> want_losses;
-    auto const want = testing::train_single(*g, c, &want_losses);
-    auto plan = testing::make_plan(g, "gpp", 2, c, false);
+    auto const g = load_fixture(dir);
+    ASSERT_TRUE(g.is_ok()) << g.status().message();
+    TrainConfig const c = fixture_config(dir, 2);
+    auto const want = testing::train_single(**g, c);
+    auto plan = testing::make_plan(*g, "gpp", 2, c, false);
     ASSERT_TRUE(plan.is_ok()) << plan.status().message();
     ++fixtures;
-    check_all_policies(*g, c, *plan, want, fixture + " gpp x2", cov);
+    check_all_policies(**g, c, *plan, want, fixture + " gpp x2", cov);
     std::cout << fixture << " gpp x2: " << plan->stages.size() << " stages" << std::endl;
   }
   EXPECT_GE(fixtures, 30);
@@ -343,36 +354,23 @@ TEST(RuntimeEquivalence, EveryTorchFixturePartitionedByGppTrainsAsOneDevice) {
 // gradient to the sum (its replicas hold the same replica-summed one) and every copy takes the
 // sum, so training still equals one device.
 TEST(RuntimeEquivalence, TiedWeightsInReplicatedStages) {
-  auto const dir = std::filesystem::path(GP_SOURCE_DIR) / "tests" / "data" / "torch2" / "llama_dynamo";
-  auto built = graph::load_onnx((dir / "model.onnx").string());
-  ASSERT_TRUE(built.is_ok()) << built.status().message();
-  auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
-  TrainConfig c = config_for(models::Task::kClassification, 4, 2, 2);
-  c.data.kind = DataConfig::Kind::kNpy;
-  c.data.inputs = {(dir / "input_0.npy").string()};
-  c.data.labels = (dir / "labels.npy").string();
-  auto const want = testing::train_single(*g, c);
+  auto const g = load_fixture(kTorchFixtures / "llama_dynamo");
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  TrainConfig const c = fixture_config(kTorchFixtures / "llama_dynamo", 2);
+  auto const want = testing::train_single(**g, c);
   Coverage cov;
   for (auto layout : std::vector<std::vector<std::vector<int>>>{{{0}, {1, 2}, {3}}, {{0, 1}, {2, 3}, {4, 5}}}) {
-    auto plan = testing::make_plan(g, "balanced", 3, c, false);
+    auto plan = testing::make_plan(*g, "balanced", 3, c, false);
     ASSERT_TRUE(plan.is_ok()) << plan.status().message();
-    ASSERT_EQ(plan->stages.size(), 3u);
-    int devices = 0;
-    for (int s = 0; s < 3; ++s) {
-      plan->stages[s].devices = layout[s];
-      plan->stages[s].replicas = static_cast<int>(layout[s].size());
-      devices += plan->stages[s].replicas;
-    }
-    plan->num_devices = devices;
-    ASSERT_TRUE(partition::validate_plan(*plan).is_ok());
-    auto rp = RuntimePlan::make(*g, *plan);
+    ASSERT_NO_FATAL_FAILURE(place_replicas(*plan, layout));
+    auto rp = RuntimePlan::make(**g, *plan);
     ASSERT_TRUE(rp.is_ok()) << rp.status().message();
     ASSERT_FALSE(rp->tied_weights().empty()) << "the plan shares no weight between stages";
     bool replicated_tie = false;
     for (auto const& t : rp->tied_weights())
       for (int s : t.stages) replicated_tie = replicated_tie || plan->stages[s].replicas > 1;
     EXPECT_TRUE(replicated_tie) << "no tied weight in a replicated stage";
-    check_all_policies(*g, c, *plan, want, "llama replicas " + std::to_string(devices), cov);
+    check_all_policies(**g, c, *plan, want, "llama replicas " + std::to_string(plan->num_devices), cov);
   }
   EXPECT_GE(cov.replicated, 2);
 }
@@ -381,17 +379,13 @@ TEST(RuntimeEquivalence, TiedWeightsInReplicatedStages) {
 // block's [N, 1, 1, 1] RandomUniformLike draw is a pure function of (step, micro-batch, op, row), so
 // pipeline stages draw what one device draws and every schedule ends with one device's weights.
 TEST(RuntimeEquivalence, StochasticDepthDrawsAsOneDevice) {
-  auto const dir = std::filesystem::path(GP_SOURCE_DIR) / "tests" / "data" / "torch2" / "convnext_sd_torchscript";
-  auto built = graph::load_onnx((dir / "model.onnx").string());
-  ASSERT_TRUE(built.is_ok()) << built.status().message();
+  auto const loaded = load_fixture(kTorchFixtures / "convnext_sd_torchscript");
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().message();
+  auto const& g = *loaded;
   int draws = 0;
-  for (graph::Op const& op : built->ops()) draws += op.type == "RandomUniformLike";
+  for (graph::Op const& op : g->ops()) draws += op.type == "RandomUniformLike";
   EXPECT_EQ(draws, 3);
-  auto g = std::make_shared<graph::OpGraph const>(std::move(built).value());
-  TrainConfig c = config_for(models::Task::kClassification, 4, 2, 2);
-  c.data.kind = DataConfig::Kind::kNpy;
-  c.data.inputs = {(dir / "input_0.npy").string()};
-  c.data.labels = (dir / "labels.npy").string();
+  TrainConfig const c = fixture_config(kTorchFixtures / "convnext_sd_torchscript", 2);
   auto const want = testing::train_single(*g, c);
   Coverage cov;
   auto plan = testing::make_plan(g, "gpp", 2, c, false);
