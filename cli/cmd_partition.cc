@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <unistd.h>
 
@@ -62,6 +63,21 @@ void print_plan(partition::Plan const& plan, int64_t device_memory) {
                 clip(s.nodes.front()).c_str(), clip(s.nodes.back()).c_str(), devices.c_str(), s.replicas, s.depth,
                 format_seconds(s.time_s).c_str(), mem.c_str(), s.recompute ? "  recompute" : "",
                 s.peak_memory_bytes > own ? "  OVER" : "");
+  }
+  if (!plan.tied_weights.empty()) {
+    // Weights several stages read: a copy each, their gradients all-reduced once per step.
+    double bytes = 0, seconds = 0;
+    std::set<int> stages;
+    for (auto const& t : plan.tied_weights) {
+      bytes += static_cast<double>(t.bytes);
+      seconds += t.allreduce_s;
+      stages.insert(t.stages.begin(), t.stages.end());
+    }
+    std::string list;
+    for (int s : stages) list += (list.empty() ? "" : ",") + std::to_string(s);
+    std::printf("tied weights: %zu (%s, first '%s') read by stages %s: a copy in each, all-reduced in %s per step\n",
+                plan.tied_weights.size(), format_bytes(bytes).c_str(), plan.tied_weights.front().name.c_str(),
+                list.c_str(), format_seconds(seconds).c_str());
   }
   std::printf("\nprediction: %s per sample, %.1f samples/s, step %s (B=%lld, b=%lld, m=%lld, depth %d)\n",
               format_seconds(plan.time_per_sample_s).c_str(), plan.samples_per_s,

@@ -1,5 +1,6 @@
 #include "partition/from_graph.h"
 
+#include <algorithm>
 #include <map>
 
 namespace gp::partition {
@@ -39,12 +40,18 @@ Result<Problem> problem_from_graph(std::shared_ptr<graph::OpGraph const> graph,
 
   Problem p;
   p.model = graph->name();
+  // A weight's bytes count at its first reader in node order (SharedWeight::readers[0]).
+  std::vector<char> counted(graph->tensors().size(), 0);
   for (graph::OpId id : order) {
     graph::Op const& op = graph->op(id);
     Node node;
     node.name = op.name;
     node.kind = op.type;
-    node.weight_bytes = graph::CostModel::weight_bytes(*graph, id);
+    for (graph::TensorId t : op.inputs) {
+      if (t == graph::kNoTensor || graph->tensor(t).role != graph::TensorRole::kWeight || counted[t]) continue;
+      counted[t] = 1;
+      node.weight_bytes += graph->tensor(t).static_bytes();
+    }
     node.activation_bytes_per_sample = graph::CostModel::activation_bytes_per_sample(*graph, id);
     p.nodes.push_back(std::move(node));
   }
@@ -69,6 +76,16 @@ Result<Problem> problem_from_graph(std::shared_ptr<graph::OpGraph const> graph,
     }
   }
   for (auto& [key, e] : edges) p.edges.push_back(std::move(e));
+  // Trainable weights read by several operators (SharedWeight), in tensor order.
+  for (graph::TensorId t = 0; t < static_cast<graph::TensorId>(graph->tensors().size()); ++t) {
+    graph::TensorInfo const& info = graph->tensor(t);
+    if (info.role != graph::TensorRole::kWeight) continue;
+    std::vector<int> readers;
+    for (graph::OpId c : info.consumers) readers.push_back(node_of[c]);
+    std::sort(readers.begin(), readers.end());
+    readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
+    if (readers.size() >= 2) p.shared_weights.push_back({info.name, info.static_bytes(), std::move(readers)});
+  }
   p.timer = std::make_shared<GraphTimer>(graph, cost, order);
   p.cluster = std::move(cluster);
   p.batch = batch;

@@ -48,6 +48,10 @@ json edge_to_json(PlanEdge const& e) {
               {"transfer_s", e.transfer_s}};
 }
 
+json tied_to_json(PlanTiedWeight const& t) {
+  return json{{"name", t.name}, {"bytes", t.bytes}, {"stages", t.stages}, {"allreduce_s", t.allreduce_s}};
+}
+
 // Reads j[key] into out; a missing key or a wrong type names the key and where it is.
 template <typename T>
 Status get(json const& j, char const* key, T& out, std::string const& where) {
@@ -100,6 +104,15 @@ Status edge_from_json(json const& j, PlanEdge& e, std::string const& where) {
   return Status::ok();
 }
 
+Status tied_from_json(json const& j, PlanTiedWeight& t, std::string const& where) {
+  if (!j.is_object()) return parse_error("plan JSON: " + where + " must be an object");
+  RETURN_IF_ERROR(get(j, "name", t.name, where));
+  RETURN_IF_ERROR(get(j, "bytes", t.bytes, where));
+  RETURN_IF_ERROR(get(j, "stages", t.stages, where));
+  RETURN_IF_ERROR(get(j, "allreduce_s", t.allreduce_s, where));
+  return Status::ok();
+}
+
 }  // namespace
 
 int64_t memory_of(Plan const& plan, int d) {
@@ -119,6 +132,8 @@ std::string plan_to_json(Plan const& plan) {
   for (auto const& s : plan.stages) stages.push_back(stage_to_json(s));
   json edges = json::array();
   for (auto const& e : plan.edges) edges.push_back(edge_to_json(e));
+  json tied = json::array();
+  for (auto const& t : plan.tied_weights) tied.push_back(tied_to_json(t));
   json j{{"format", "graphpipe-plan"},
          {"version", plan.version},
          {"model", plan.model},
@@ -138,7 +153,8 @@ std::string plan_to_json(Plan const& plan) {
          {"states_explored", plan.states_explored},
          {"notes", plan.notes},
          {"stages", stages},
-         {"edges", edges}};
+         {"edges", edges},
+         {"tied_weights", tied}};
   return j.dump(2) + "\n";
 }
 
@@ -186,6 +202,14 @@ Result<Plan> plan_from_json(std::string const& text) {
     PlanEdge e;
     RETURN_IF_ERROR(edge_from_json((*edges)[i], e, "edges[" + std::to_string(i) + "]"));
     plan.edges.push_back(std::move(e));
+  }
+  if (auto tied = j.find("tied_weights"); tied != j.end()) {  // optional (plans written before they were priced)
+    if (!tied->is_array()) return parse_error("plan JSON: 'tied_weights' must be an array");
+    for (std::size_t i = 0; i < tied->size(); ++i) {
+      PlanTiedWeight t;
+      RETURN_IF_ERROR(tied_from_json((*tied)[i], t, "tied_weights[" + std::to_string(i) + "]"));
+      plan.tied_weights.push_back(std::move(t));
+    }
   }
   RETURN_IF_ERROR(validate_plan(plan));
   return plan;
@@ -271,6 +295,14 @@ Status validate_plan(Plan const& plan) {
   if (plan.depth != depth)
     return invalid_argument("plan: depth " + std::to_string(plan.depth) + " but the stage graph's depth is " +
                             std::to_string(depth));
+  for (auto const& t : plan.tied_weights) {
+    bool increasing = t.stages.size() >= 2;
+    for (std::size_t i = 0; increasing && i < t.stages.size(); ++i)
+      increasing = t.stages[i] >= 0 && t.stages[i] < k && (i == 0 || t.stages[i] > t.stages[i - 1]);
+    if (!increasing || t.bytes < 0 || !(t.allreduce_s >= 0))
+      return invalid_argument("plan: tied weight '" + t.name +
+                              "' must list two or more existing stages, increasing, with bytes and allreduce_s >= 0");
+  }
   return Status::ok();
 }
 

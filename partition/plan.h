@@ -51,6 +51,16 @@ struct PlanEdge {
   double transfer_s = 0;              // one direction, one micro-batch
 };
 
+// A weight that several stages read (partition::SharedWeight): each of them trains a copy, and at
+// STEP the devices of those stages (every replica: each copy takes the update) all-reduce the
+// copies' gradients, before any update.
+struct PlanTiedWeight {
+  std::string name;
+  int64_t bytes = 0;
+  std::vector<int> stages;  // increasing, at least two
+  double allreduce_s = 0;   // per step, over the devices of `stages`
+};
+
 struct Plan {
   int version = kPlanFormatVersion;
   std::string model;
@@ -63,11 +73,12 @@ struct Plan {
   int64_t num_micro_batches = 0;       // m = B / b
   std::vector<PlanStage> stages;       // ids 0..n-1, topological order of the stage graph
   std::vector<PlanEdge> edges;
-  int depth = 0;                 // D = max stage depth
-  double tau_s = 0;              // the bound on stage time per sample the search settled on
-  double time_per_sample_s = 0;  // max_s T_s / b
-  double step_time_s = 0;        // (m + D - 1) * max_s T_s
-  double samples_per_s = 0;      // B / step_time_s
+  std::vector<PlanTiedWeight> tied_weights;  // empty: none (or a plan written before they were priced)
+  int depth = 0;                             // D = max stage depth
+  double tau_s = 0;                          // the bound on stage time per sample the search settled on
+  double time_per_sample_s = 0;              // max_s T_s / b
+  double step_time_s = 0;                    // (m + D - 1) * max_s T_s + the tied weights' all-reduces
+  double samples_per_s = 0;                  // B / step_time_s
   double search_time_s = 0;
   int64_t states_explored = 0;
   std::string notes;  // planner remarks, e.g. "linearised: more than 50000 downsets"

@@ -48,6 +48,18 @@ Status Problem::finalize() {
     out_edges[edge.src].push_back(e);
     in_edges[edge.dst].push_back(e);
   }
+  shared_of.assign(n, {});
+  for (int w = 0; w < static_cast<int>(shared_weights.size()); ++w) {
+    SharedWeight const& sw = shared_weights[w];
+    if (sw.readers.size() < 2 || sw.bytes < 0 || !std::is_sorted(sw.readers.begin(), sw.readers.end()) ||
+        std::adjacent_find(sw.readers.begin(), sw.readers.end()) != sw.readers.end())
+      return invalid_argument("shared weight '" + sw.name + "' needs two or more distinct readers, increasing");
+    for (int v : sw.readers) {
+      if (v < 0 || v >= n)
+        return invalid_argument("shared weight '" + sw.name + "' names a reader outside 0.." + std::to_string(n - 1));
+      shared_of[v].push_back(w);
+    }
+  }
   time_cache = std::make_shared<TimeCache>();
   smallest_memory = -1;
   smallest_memory = device_memory();
@@ -166,6 +178,16 @@ StageSums stage_sums(Problem const& p, std::vector<int> const& nodes, int64_t sa
     for (int e : p.out_edges[v]) {
       if (!in_stage[p.edges[e].dst]) add_group(p.edges[e], false);
     }
+  }
+  // Shared weights the stage reads without their first reader: a copy it trains.
+  if (!p.shared_weights.empty() && p.shared_of.size() == p.nodes.size()) {
+    std::vector<int> copies;
+    for (int v : nodes)
+      for (int w : p.shared_of[v])
+        if (!in_stage[p.shared_weights[w].readers.front()] &&
+            std::find(copies.begin(), copies.end(), w) == copies.end())
+          copies.push_back(w);
+    for (int w : copies) sums.weight_bytes += p.shared_weights[w].bytes;
   }
   for (int v : nodes) in_stage[v] = 0;
   return sums;
@@ -414,9 +436,33 @@ Result<Plan> assemble_plan(Problem const& p, std::vector<StageAssignment> stages
         p.count_communication ? p.pipeline_link().transfer_time(static_cast<double>(pe.bytes_per_micro_batch)) : 0.0;
     plan.edges.push_back(std::move(pe));
   }
+  // Weights several stages read: one all-reduce of their copies' gradients per step, over the
+  // devices of those stages, on the link they share.
+  double tied_s = 0;
+  for (SharedWeight const& sw : p.shared_weights) {
+    std::set<int> holders;
+    for (int v : sw.readers) holders.insert(new_id[stage_of[v]]);
+    if (holders.size() < 2) continue;
+    PlanTiedWeight tw;
+    tw.name = sw.name;
+    tw.bytes = sw.bytes;
+    tw.stages.assign(holders.begin(), holders.end());
+    std::vector<int> devices;
+    for (int s : tw.stages) devices.insert(devices.end(), plan.stages[s].devices.begin(), plan.stages[s].devices.end());
+    bool one_node = true;
+    for (int d : devices)
+      one_node =
+          one_node && d < p.cluster.size() && p.cluster.devices[d].node == p.cluster.devices[devices.front()].node;
+    Link const& link = one_node ? p.cluster.intra_node : p.cluster.inter_node;
+    tw.allreduce_s = p.count_communication
+                         ? allreduce_time(static_cast<double>(sw.bytes), static_cast<int>(devices.size()), link)
+                         : 0.0;
+    tied_s += tw.allreduce_s;
+    plan.tied_weights.push_back(std::move(tw));
+  }
   plan.time_per_sample_s = max_time / static_cast<double>(micro_batch);
   plan.tau_s = plan.time_per_sample_s;
-  plan.step_time_s = static_cast<double>(plan.num_micro_batches + plan.depth - 1) * max_time;
+  plan.step_time_s = static_cast<double>(plan.num_micro_batches + plan.depth - 1) * max_time + tied_s;
   plan.samples_per_s = plan.step_time_s > 0 ? static_cast<double>(plan.batch) / plan.step_time_s : 0.0;
   return plan;
 }

@@ -31,6 +31,17 @@ struct Node {
   int64_t activation_bytes_per_sample = 0;  // saved for backward, per sample
 };
 
+// A trainable weight that several nodes read (a tied embedding and output projection; Llama's
+// rotary tables exported as initializers every layer reads). Its bytes count in the weight_bytes
+// of its first reader only; a stage that reads it without holding that reader trains a copy
+// (stage_sums adds the copy's bytes), and the copies' gradients are summed once per step over the
+// devices of every stage that holds one (Plan::tied_weights).
+struct SharedWeight {
+  std::string name;
+  int64_t bytes = 0;
+  std::vector<int> readers;  // node ids, increasing, at least two; readers[0] counts the bytes
+};
+
 struct Edge {
   int src = 0;
   int dst = 0;
@@ -52,6 +63,7 @@ struct Problem {
   std::string model;
   std::vector<Node> nodes;  // indexed by node id; ids are a topological order
   std::vector<Edge> edges;  // a DAG over node ids
+  std::vector<SharedWeight> shared_weights;
   std::shared_ptr<NodeTimer const> timer;
   Cluster cluster;
   int64_t batch = 1;                             // global (mini-)batch B
@@ -70,7 +82,10 @@ struct Problem {
 
   // Derived adjacency (filled by finalize()).
   std::vector<std::vector<int>> out_edges, in_edges;  // edge ids per node
-  Status finalize();  // checks ids, acyclicity, topological ids; fills adjacency; resets the time cache
+  std::vector<std::vector<int>> shared_of;            // per node: the shared_weights it reads
+  // Checks ids, acyclicity, topological ids and the shared weights' readers; fills adjacency and
+  // shared_of; resets the time cache.
+  Status finalize();
 
   // Stage times and memory are taken on the reference device: the slowest device, with the
   // smallest memory of the cluster (uniform clusters: any device).
@@ -116,7 +131,7 @@ StageCost stage_cost(Problem const& p, std::vector<int> const& nodes, int replic
 // tensors) groups with one end inside the stage; each is sent once forward and once backward.
 struct StageSums {
   NodeTime time;                            // Σ node times at the per-replica sample count
-  int64_t weight_bytes = 0;                 // Σ w(o)
+  int64_t weight_bytes = 0;                 // Σ w(o), plus the copies of shared weights (see SharedWeight)
   int64_t activation_bytes_per_sample = 0;  // Σ a(o)
   int64_t boundary_bytes_per_sample = 0;    // Σ bytes per sample of the boundary tensors
   int boundary_tensors = 0;                 // how many boundary tensor groups (each pays the latency)

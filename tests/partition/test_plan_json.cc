@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "partition/plan.h"
 #include "partition/problem.h"
 #include "tests/partition/table_problem.h"
@@ -14,6 +16,7 @@ Plan sample_plan() {
   // 0 -> {1, 2} -> 3 with the branches as concurrent stages.
   std::vector<testing::TableNode> rows = {{1, 1, 0, 100, 8}, {2, 1, 1, 200, 16}, {2, 2, 0, 300, 16}, {1, 1, 0, 0, 4}};
   Problem p = testing::table_problem(rows, {{0, 1, 64}, {0, 2, 64}, {1, 3, 32}, {2, 3, 32}}, 5, 1 << 30, 16);
+  p.shared_weights.push_back({"tied", 100, {0, 3}});
   EXPECT_TRUE(p.finalize().is_ok());
   auto plan = assemble_plan(p, {{{0}, 1}, {{1}, 2}, {{2}, 1}, {{3}, 1}}, 4, "test");
   EXPECT_TRUE(plan.is_ok()) << plan.status().message();
@@ -33,6 +36,28 @@ TEST(PlanJson, RoundTripsEveryField) {
   EXPECT_EQ(back->states_explored, 1234);
   EXPECT_EQ(back->notes, "hand-made");
   EXPECT_DOUBLE_EQ(back->stages[2].time_s, plan.stages[2].time_s);
+  ASSERT_EQ(back->tied_weights.size(), 1u);
+  EXPECT_EQ(back->tied_weights[0].stages, (std::vector<int>{0, 3}));
+  EXPECT_EQ(back->tied_weights[0].bytes, 100);
+  EXPECT_DOUBLE_EQ(back->tied_weights[0].allreduce_s, plan.tied_weights.at(0).allreduce_s);
+}
+
+// Plans written before tied weights were priced have no "tied_weights" and still load; a listed
+// one must name existing stages, increasing.
+TEST(PlanJson, TiedWeightsAreOptionalAndChecked) {
+  std::string const text = plan_to_json(sample_plan());
+  nlohmann::json j = nlohmann::json::parse(text);
+  j.erase("tied_weights");
+  auto old = plan_from_json(j.dump());
+  ASSERT_TRUE(old.is_ok()) << old.status().message();
+  EXPECT_TRUE(old->tied_weights.empty());
+  for (auto stages : {nlohmann::json::array({0}), nlohmann::json::array({3, 0}), nlohmann::json::array({0, 9})}) {
+    nlohmann::json bad = nlohmann::json::parse(text);
+    bad["tied_weights"][0]["stages"] = stages;
+    auto r = plan_from_json(bad.dump());
+    ASSERT_FALSE(r.is_ok()) << stages.dump();
+    EXPECT_NE(r.status().message().find("tied weight 'tied'"), std::string::npos) << r.status().message();
+  }
 }
 
 TEST(PlanJson, WritesAtomicallyAndReadsBack) {

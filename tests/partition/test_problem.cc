@@ -150,6 +150,65 @@ TEST(AssemblePlan, BuildsTheStageGraphDepthsAndDevices) {
   EXPECT_EQ(plan->stages[0].peak_memory_bytes, c.memory_bytes());
 }
 
+// A weight n0 and n3 read (a tied embedding and output projection): counted once at n0 in the
+// node sums, a copy in any stage that reads it without n0, one all-reduce per step over the
+// devices holding a copy.
+Problem diamond_with_a_tied_weight() {
+  Problem p = diamond();
+  p.nodes[0].weight_bytes += 5000;  // the tied weight, counted at its first reader
+  p.shared_weights.push_back({"tied", 5000, {0, 3}});
+  p.cluster.intra_node = Link{1e6, 0.01};
+  return p;
+}
+
+TEST(StageCost, AStageReadingASharedWeightWithoutItsFirstReaderTrainsACopy) {
+  Problem p = diamond_with_a_tied_weight();
+  ASSERT_TRUE(p.finalize().is_ok());
+  EXPECT_EQ(p.shared_of[3], std::vector<int>{0});
+  EXPECT_EQ(stage_cost(p, {0}, 1, 4, 1, 2).weight_bytes, 100 + 5000);
+  EXPECT_EQ(stage_cost(p, {3}, 1, 4, 1, 2).weight_bytes, 0 + 5000);  // the copy
+  EXPECT_EQ(stage_cost(p, {1, 3}, 1, 4, 1, 2).weight_bytes, 200 + 5000);
+  EXPECT_EQ(stage_cost(p, {0, 1, 2, 3}, 1, 4, 1, 2).weight_bytes, 600 + 5000);  // one weight, no copy
+  EXPECT_EQ(stage_cost(p, {1, 2}, 1, 4, 1, 2).weight_bytes, 500);               // does not read it
+  // The copy's optimizer state and, replicated, its all-reduce come with it.
+  StageCost const two = stage_cost(p, {3}, 2, 4, 1, 2);
+  EXPECT_EQ(two.optimizer_bytes, 3 * 5000);
+  EXPECT_GT(two.allreduce_s, 0.0);
+}
+
+TEST(Problem, FinalizeRejectsASharedWeightWithoutTwoReadersInOrder) {
+  for (std::vector<int> readers : std::vector<std::vector<int>>{{2}, {3, 0}, {0, 0}, {0, 7}}) {
+    Problem p = diamond();
+    p.shared_weights.push_back({"w", 8, readers});
+    Status const s = p.finalize();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << readers.size();
+    EXPECT_NE(s.message().find("shared weight 'w'"), std::string::npos) << s.message();
+  }
+}
+
+TEST(AssemblePlan, TiedWeightsListTheStagesHoldingACopyAndPriceTheirAllReduce) {
+  Problem p = diamond_with_a_tied_weight();
+  ASSERT_TRUE(p.finalize().is_ok());
+  auto plan = assemble_plan(p, {{{0}, 1}, {{1, 2}, 1}, {{3}, 2}}, 4, "test");
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  ASSERT_EQ(plan->tied_weights.size(), 1u);
+  PlanTiedWeight const& t = plan->tied_weights[0];
+  EXPECT_EQ(t.name, "tied");
+  EXPECT_EQ(t.bytes, 5000);
+  EXPECT_EQ(t.stages, (std::vector<int>{0, 2}));
+  // Devices 0 (stage 0) and 2, 3 (stage 2's replicas): a ring all-reduce over three.
+  EXPECT_DOUBLE_EQ(t.allreduce_s, 2.0 * 2 / 3 * 5000 / 1e6 + 2.0 * 2 * 0.01);
+  EXPECT_EQ(plan->stages[2].weight_bytes, 5000);
+  double max_t = 0;
+  for (auto const& s : plan->stages) max_t = std::max(max_t, s.time_s);
+  EXPECT_DOUBLE_EQ(plan->step_time_s, (2 + 3 - 1) * max_t + t.allreduce_s);
+  // One stage holding both readers: nothing tied.
+  auto whole = assemble_plan(p, {{{0, 1, 2, 3}, 1}}, 4, "test");
+  ASSERT_TRUE(whole.is_ok());
+  EXPECT_TRUE(whole->tied_weights.empty());
+  EXPECT_EQ(whole->stages[0].weight_bytes, 5600);
+}
+
 TEST(AssemblePlan, RejectsMissingDuplicateCyclicAndTooManyDevices) {
   Problem p = diamond();
   ASSERT_TRUE(p.finalize().is_ok());
