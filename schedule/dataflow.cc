@@ -23,6 +23,7 @@ class Engine {
         M_(schedule.num_micro_batches),
         split_(split_backward(view, schedule)) {
     next_.assign(D_, {0, 0, 0});
+    tied_next_.assign(D_, 0);
     free_.assign(D_, {0.0, 0.0, 0.0});
     remaining_bw_.assign(view.num_stages(), std::vector<int>(D_, 0));
     last_bw_end_.assign(view.num_stages(), std::vector<double>(D_, 0.0));
@@ -234,6 +235,28 @@ class Engine {
             if (why) *why = to_string(sched_.devices[d][next_[d][other]]) + " on device " + std::to_string(d);
             return false;
           }
+        // The tied weights' all-reduces (PlanView::tied_groups), each once every device of its
+        // group has reached STEP with that group next, in the groups' order.
+        auto const& mine = view_.tied_groups_of(d);
+        while (tied_next_[d] < static_cast<int>(mine.size())) {
+          int const g = mine[tied_next_[d]];
+          TiedGroup const& group = view_.tied_groups()[g];
+          double ready = 0;
+          for (int r : group.devices) {
+            if (!at_step(r) || view_.tied_groups_of(r)[tied_next_[r]] != g) {
+              if (why) *why = "STEP on device " + std::to_string(r) + " (the tied weights' all-reduce)";
+              return false;
+            }
+            ready = std::max({ready, free_[r][0], free_[r][1], free_[r][2]});
+          }
+          double const end = ready + group.allreduce_s;
+          for (int r : group.devices) {
+            free_[r][1] = end;
+            ++tied_next_[r];
+            if (end > ready)
+              timeline_.intervals.push_back({r, Stream::kSend, Op::kAllReduce, -1, -1, ready, end, "ALLREDUCE tied"});
+          }
+        }
         double const start = std::max({free[0], free[1], free[2]});
         // The optimizer updates every stage the device hosts (priced when the plan says how long).
         double update = 0;
@@ -247,11 +270,21 @@ class Engine {
     return false;
   }
 
+  // Device r waits at its STEP with every other stream done up to it.
+  bool at_step(int r) const {
+    int const idx = next_[r][0];
+    if (idx >= size(r) || sched_.devices[r][idx].op != Op::kStep) return false;
+    for (int other = 1; other < kNumStreams; ++other)
+      if (next_[r][other] < idx) return false;
+    return true;
+  }
+
   PlanView const& view_;
   Schedule const& sched_;
   int D_, M_;
   std::vector<std::vector<bool>> split_;
   std::vector<std::array<int, kNumStreams>> next_;
+  std::vector<int> tied_next_;  // per device: its next tied group (index into tied_groups_of)
   std::vector<std::array<double, kNumStreams>> free_;
   std::vector<std::vector<int>> remaining_bw_;
   std::vector<std::vector<double>> last_bw_end_;

@@ -5,6 +5,23 @@
 
 namespace gp::schedule {
 
+std::vector<TiedGroup> group_tied_weights(partition::Plan const& plan, std::vector<std::vector<int>> const& stages,
+                                          std::vector<double> const& seconds) {
+  std::vector<TiedGroup> groups;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    std::vector<int> devices;
+    for (int s : stages[i])
+      devices.insert(devices.end(), plan.stages.at(s).devices.begin(), plan.stages.at(s).devices.end());
+    std::sort(devices.begin(), devices.end());
+    devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+    auto it = std::find_if(groups.begin(), groups.end(), [&](TiedGroup const& g) { return g.devices == devices; });
+    if (it == groups.end()) it = groups.insert(groups.end(), TiedGroup{devices, {}, 0});
+    it->members.push_back(static_cast<int>(i));
+    if (i < seconds.size()) it->allreduce_s += seconds[i];
+  }
+  return groups;
+}
+
 Result<PlanView> PlanView::make(partition::Plan const& plan) {
   PlanView v;
   v.plan_ = &plan;
@@ -50,6 +67,20 @@ Result<PlanView> PlanView::make(partition::Plan const& plan) {
       v.pieces_[e].push_back(
           {static_cast<int>(e), edge.src, edge.dst, a[i % a.size()], b[i % b.size()], edge.transfer_s / k});
   }
+  std::vector<std::vector<int>> tied_stages;
+  std::vector<double> tied_seconds;
+  for (auto const& t : plan.tied_weights) {
+    for (int s : t.stages)
+      if (s < 0 || s >= n)
+        return invalid_argument("the plan's tied weight '" + t.name + "' names stage " + std::to_string(s) +
+                                ", which does not exist");
+    tied_stages.push_back(t.stages);
+    tied_seconds.push_back(t.allreduce_s);
+  }
+  v.tied_groups_ = group_tied_weights(plan, tied_stages, tied_seconds);
+  v.tied_groups_of_.assign(v.num_devices_, {});
+  for (int g = 0; g < static_cast<int>(v.tied_groups_.size()); ++g)
+    for (int d : v.tied_groups_[g].devices) v.tied_groups_of_[d].push_back(g);
   v.depth_.assign(n, 1);
   for (int s = n - 1; s >= 0; --s)
     for (int e : v.out_edges_[s]) v.depth_[s] = std::max(v.depth_[s], 1 + v.depth_[plan.edges[e].dst]);

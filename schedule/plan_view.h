@@ -27,6 +27,18 @@ struct Piece {
   bool local() const { return src_device == dst_device; }
 };
 
+// Weights that several stages read (partition::PlanTiedWeight), grouped by the devices holding a
+// copy (every device of those stages): at STEP each group is one all-reduce over its devices,
+// the groups in order of their first weight, so that every device meets its groups in one order.
+struct TiedGroup {
+  std::vector<int> devices;  // increasing
+  std::vector<int> members;  // indices into the list grouped (ascending)
+  double allreduce_s = 0;    // the members' all-reduce times, summed
+};
+// `stages[i]`: the stages reading weight i; `seconds[i]` (optional, else 0): its all-reduce time.
+std::vector<TiedGroup> group_tied_weights(partition::Plan const& plan, std::vector<std::vector<int>> const& stages,
+                                          std::vector<double> const& seconds = {});
+
 class PlanView {
  public:
   // Checks what the schedule code relies on (ids, edges, acyclicity, devices per stage).
@@ -53,6 +65,9 @@ class PlanView {
   // Bytes stage s holds for one micro-batch between its F and its backward: the saved activations,
   // or with recompute only the stage inputs (the backward then needs the activations on top).
   int64_t held_bytes(int s) const;
+  // The plan's tied weights, grouped (group_tied_weights), and the groups device d is in, in order.
+  std::vector<TiedGroup> const& tied_groups() const { return tied_groups_; }
+  std::vector<int> const& tied_groups_of(int device) const { return tied_groups_of_[device]; }
 
  private:
   partition::Plan const* plan_ = nullptr;
@@ -60,6 +75,8 @@ class PlanView {
   std::vector<std::vector<int>> in_edges_, out_edges_, stages_on_;
   std::vector<std::vector<Piece>> pieces_;
   std::vector<int> depth_;
+  std::vector<TiedGroup> tied_groups_;
+  std::vector<std::vector<int>> tied_groups_of_;
   int max_depth_ = 0;
   bool chain_ = true;
   int branching_stage_ = -1;

@@ -57,6 +57,38 @@ TEST(Simulator, AllReduceEndsTheStep) {
   EXPECT_GT(sim->devices[1].peak_memory_bytes, sim->devices[1].static_bytes);
 }
 
+// A weight stages 0 and 2 of a chain read: at STEP devices 0 and 2 all-reduce their copies'
+// gradients once both have reached it; device 1 holds no copy and is not held up.
+TEST(Simulator, TiedWeightsAreAllReducedAtStepOverTheDevicesHoldingACopy) {
+  auto plan = testing::chain(3, 1, {1.0, 2.0, 0.0, 100, 1000});
+  auto s = build_schedule(plan, Policy::kGpipe);
+  ASSERT_TRUE(s.is_ok()) << s.status().message();
+  auto base = simulate(plan, *s);
+  ASSERT_TRUE(base.is_ok()) << base.status().message();
+  EXPECT_NEAR(base->step_time_s, 9.0, 1e-12);  // F 0-1-2, B 2-1-0: device 0 ends at 9, 1 at 7, 2 at 5
+  plan.tied_weights.push_back({"wte", 1000, {0, 2}, 0.5});
+  auto sim = simulate(plan, *s);
+  ASSERT_TRUE(sim.is_ok()) << sim.status().message();
+  EXPECT_NEAR(sim->step_time_s, 9.5, 1e-12);
+  std::vector<std::vector<std::pair<double, double>>> tied(3);
+  for (auto const& iv : sim->timeline.intervals)
+    if (iv.op == Op::kAllReduce) tied[iv.device].emplace_back(iv.start_s, iv.end_s);
+  EXPECT_EQ(tied[0], (std::vector<std::pair<double, double>>{{9.0, 9.5}}));
+  EXPECT_TRUE(tied[1].empty());
+  EXPECT_EQ(tied[2], (std::vector<std::pair<double, double>>{{9.0, 9.5}}));
+
+  // Two groups sharing device 1, met in the groups' order on every device: {0,1} when device 0
+  // arrives at 9, then {1,2}.
+  plan.tied_weights = {{"a", 100, {0, 1}, 0.5}, {"b", 100, {1, 2}, 0.25}};
+  auto two = simulate(plan, *s);
+  ASSERT_TRUE(two.is_ok()) << two.status().message();
+  EXPECT_NEAR(two->step_time_s, 9.75, 1e-12);
+  std::vector<std::pair<double, double>> on1;
+  for (auto const& iv : two->timeline.intervals)
+    if (iv.op == Op::kAllReduce && iv.device == 1) on1.emplace_back(iv.start_s, iv.end_s);
+  EXPECT_EQ(on1, (std::vector<std::pair<double, double>>{{9.0, 9.5}, {9.5, 9.75}}));
+}
+
 TEST(Simulator, RejectsAnInvalidSchedule) {
   auto const plan = testing::chain(2, 1);
   auto s = parse_schedule(
