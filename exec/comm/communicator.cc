@@ -45,7 +45,12 @@ Status check_header(MessageKey const& key, std::vector<TensorMeta> const& expect
 }
 
 std::string CollectiveKey::to_string() const {
-  return "step " + std::to_string(step) + " ALLREDUCE s" + std::to_string(stage);
+  std::string const what = stage >= 0                   ? "s" + std::to_string(stage)
+                           : stage == kStepLossStage    ? std::string("of the step's loss")
+                           : stage == kFoundInfStage    ? std::string("of the found-inf flags")
+                           : stage == kTiedWeightsStage ? "of tied weights (group " + std::to_string(part) + ")"
+                                                        : "s" + std::to_string(stage);
+  return "step " + std::to_string(step) + " ALLREDUCE " + what;
 }
 
 }  // namespace gp::exec

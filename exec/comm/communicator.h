@@ -49,13 +49,16 @@ TensorMeta meta_of(Tensor const& t);
 Status check_header(MessageKey const& key, std::vector<TensorMeta> const& expected, std::vector<TensorMeta> const& got);
 
 // A replica group's collective: the step and the stage whose gradients are summed. Step-wide ones
-// over every device use the stages below 0: the step's loss, the loss scaler's found-inf flag, and
-// the tied weights' gradients (RuntimePlan::tied_weights).
+// use the stages below 0: the step's loss and the loss scaler's found-inf flag (over every
+// device), and the tied weights' gradients (over each group of devices holding copies,
+// RuntimePlan::tied_groups; `part` is the group). A transport may share one slot among a step's
+// parts (MPI's tags do): every device meets its parts in increasing order.
 inline constexpr int kStepLossStage = -1, kFoundInfStage = -2, kTiedWeightsStage = -3;
 inline constexpr int kStepWideCollectives = 3;
 struct CollectiveKey {
   int64_t step = 0;
   int stage = 0;
+  int part = 0;
   auto operator<=>(CollectiveKey const&) const = default;
   std::string to_string() const;
 };

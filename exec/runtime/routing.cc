@@ -83,6 +83,9 @@ Result<RuntimePlan> RuntimePlan::make(graph::OpGraph const& graph, partition::Pl
       return invalid_argument("weight '" + info.name + "' has a batch dimension (a damaged graph?)");
     rp.tied_.push_back({info.name, info.shape.dims, stages});
   }
+  std::vector<std::vector<int>> tied_stages;
+  for (auto const& t : rp.tied_) tied_stages.push_back(t.stages);
+  rp.tied_groups_ = schedule::group_tied_weights(plan, tied_stages);
   // Replica counts along each edge must divide one another, and batched tensors must split evenly.
   for (auto const& e : plan.edges) {
     int const r = plan.stages[e.src].replicas, r2 = plan.stages[e.dst].replicas;

@@ -48,14 +48,18 @@ class RuntimePlan {
   // A trainable weight several stages read (tied: a language model's embedding and its output
   // projection, Llama's rotary tables exported as initializers). Each stage trains its own copy;
   // at STEP every device adds the gradients of the copies it holds (replica 0 of each stage: a
-  // replicated stage's replicas hold the same sum), one all-reduce over all devices sums those,
-  // and every copy takes the sum and so the same update, as one device's single weight would.
+  // replicated stage's replicas hold the same sum), one all-reduce over the devices holding a copy
+  // sums those, and every copy takes the sum and so the same update, as one device's single
+  // weight would.
   struct TiedWeight {
     std::string name;
     std::vector<int64_t> dims;
     std::vector<int> stages;  // the stages reading it, increasing
   };
   std::vector<TiedWeight> const& tied_weights() const { return tied_; }
+  // The tied weights grouped by the devices holding a copy (schedule::group_tied_weights, as the
+  // simulator prices them): one all-reduce per group, in this order on every device.
+  std::vector<schedule::TiedGroup> const& tied_groups() const { return tied_groups_; }
 
   // Chunks (global ids, increasing) that the piece from producer replica p to consumer replica q
   // of edge e carries.
@@ -79,6 +83,7 @@ class RuntimePlan {
   std::vector<AutodiffPlan> autodiff_;
   std::vector<std::vector<graph::TensorId>> edge_tensors_, edge_grad_tensors_;
   std::vector<TiedWeight> tied_;
+  std::vector<schedule::TiedGroup> tied_groups_;
 };
 
 }  // namespace gp::exec

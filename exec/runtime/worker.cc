@@ -247,20 +247,26 @@ Status Worker::sum_tied_gradients(int64_t step) {
     }
     return out;
   };
-  std::vector<Tensor> sums;
-  for (auto const& t : tied) {
-    Tensor sum = backend_.zeros(t.dims, DType::kFloat32);
-    ASSIGN_OR_RETURN(std::vector<Tensor> const mine, copies(t, true));
-    for (Tensor const& g : mine) RETURN_IF_ERROR(backend_.add_into(sum, g));
-    sums.push_back(std::move(sum));
-  }
-  // Every device takes part (one without a copy adds zeros), summed in device order everywhere.
-  std::vector<int> all(comm_.num_devices());
-  std::iota(all.begin(), all.end(), 0);
-  RETURN_IF_ERROR(comm_.all_reduce_sum({step, kTiedWeightsStage}, all, sums, deadline_after(options_.timeout_s)));
-  for (std::size_t k = 0; k < tied.size(); ++k) {
-    ASSIGN_OR_RETURN(std::vector<Tensor> every_copy, copies(tied[k], false));
-    for (Tensor& g : every_copy) RETURN_IF_ERROR(backend_.copy(sums[k], g));
+  // One all-reduce per group of holders this device is in, in the groups' order (the same on every
+  // device), summed in device order; a device holding only replicas other than a stage's first
+  // adds zeros.
+  auto const& groups = plan_.tied_groups();
+  for (int g = 0; g < static_cast<int>(groups.size()); ++g) {
+    schedule::TiedGroup const& group = groups[g];
+    if (!std::binary_search(group.devices.begin(), group.devices.end(), device_)) continue;
+    std::vector<Tensor> sums;
+    for (int k : group.members) {
+      Tensor sum = backend_.zeros(tied[k].dims, DType::kFloat32);
+      ASSIGN_OR_RETURN(std::vector<Tensor> const mine, copies(tied[k], true));
+      for (Tensor const& t : mine) RETURN_IF_ERROR(backend_.add_into(sum, t));
+      sums.push_back(std::move(sum));
+    }
+    RETURN_IF_ERROR(
+        comm_.all_reduce_sum({step, kTiedWeightsStage, g}, group.devices, sums, deadline_after(options_.timeout_s)));
+    for (std::size_t i = 0; i < group.members.size(); ++i) {
+      ASSIGN_OR_RETURN(std::vector<Tensor> every_copy, copies(tied[group.members[i]], false));
+      for (Tensor& t : every_copy) RETURN_IF_ERROR(backend_.copy(sums[i], t));
+    }
   }
   return Status::ok();
 }

@@ -273,7 +273,8 @@ namespace {
 Result<std::unique_ptr<exec::Communicator>> nccl_communicator(partition::Plan const& plan,
                                                               schedule::Schedule const& schedule,
                                                               exec::RuntimeOptions& options,
-                                                              BackendSettings const& settings) {
+                                                              BackendSettings const& settings,
+                                                              std::vector<std::vector<int>> const& tied_groups) {
 #ifdef GP_HAVE_NCCL
   RETURN_IF_ERROR(schedule::check_ordered_transport(schedule).with_context("the NCCL transport (--backend cuda)"));
   double const timeout = options.worker.timeout_s;
@@ -284,6 +285,7 @@ Result<std::unique_ptr<exec::Communicator>> nccl_communicator(partition::Plan co
   exec::NcclOptions nccl;
   for (auto const& stage : plan.stages)
     if (stage.devices.size() > 1) nccl.groups.push_back(stage.devices);
+  nccl.groups.insert(nccl.groups.end(), tied_groups.begin(), tied_groups.end());
   nccl.init_timeout_s = timeout;
   nccl.compute_stream = backend->stream(exec::Backend::StreamKind::kCompute);
   nccl.memory = &backend->allocator();
@@ -295,7 +297,7 @@ Result<std::unique_ptr<exec::Communicator>> nccl_communicator(partition::Plan co
   };
   return comm;
 #else
-  (void)plan, (void)schedule, (void)options, (void)settings;
+  (void)plan, (void)schedule, (void)options, (void)settings, (void)tied_groups;
   return unsupported(
       "--launcher mpi --backend cuda: this graphpipe was built without the NCCL communicator (it needs the "
       "CUDA backend, NCCL and MPI)");
@@ -305,15 +307,13 @@ Result<std::unique_ptr<exec::Communicator>> nccl_communicator(partition::Plan co
 
 }  // namespace
 
-Result<std::unique_ptr<exec::Communicator>> make_rank_communicator(std::string const& backend,
-                                                                   partition::Plan const& plan,
-                                                                   schedule::Schedule const& schedule,
-                                                                   uint64_t fingerprint, exec::RuntimeOptions& options,
-                                                                   BackendSettings const& settings) {
+Result<std::unique_ptr<exec::Communicator>> make_rank_communicator(
+    std::string const& backend, partition::Plan const& plan, schedule::Schedule const& schedule, uint64_t fingerprint,
+    exec::RuntimeOptions& options, BackendSettings const& settings, std::vector<std::vector<int>> const& tied_groups) {
 #ifdef GP_HAVE_MPI
   std::unique_ptr<exec::Communicator> comm;
   if (backend == "cuda") {
-    ASSIGN_OR_RETURN(comm, nccl_communicator(plan, schedule, options, settings));
+    ASSIGN_OR_RETURN(comm, nccl_communicator(plan, schedule, options, settings, tied_groups));
   } else {
     ASSIGN_OR_RETURN(
         comm, exec::make_mpi_communicator({static_cast<int>(plan.stages.size()), static_cast<int>(plan.edges.size()),
@@ -326,7 +326,7 @@ Result<std::unique_ptr<exec::Communicator>> make_rank_communicator(std::string c
   }
   return comm;
 #else
-  (void)backend, (void)plan, (void)schedule, (void)fingerprint, (void)options;
+  (void)backend, (void)plan, (void)schedule, (void)fingerprint, (void)options, (void)settings, (void)tied_groups;
   return unsupported(kNoMpiBuild);
 #endif
 }

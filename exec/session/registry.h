@@ -83,11 +83,12 @@ Result<std::vector<uint64_t>> allgather_from_ranks(uint64_t value, double timeou
 // This rank's endpoint for `plan` and `schedule`: MPI for the cpu backend; NCCL for cuda, whose
 // CUDA backend on this rank's GPU is handed to the runtime through options.make_backend (NCCL is
 // ordered per device pair, so the schedule must pass check_ordered_transport). Then every rank
-// checks that all of them run the same plan, schedule and config (`fingerprint`).
-Result<std::unique_ptr<exec::Communicator>> make_rank_communicator(std::string const& backend,
-                                                                   partition::Plan const& plan,
-                                                                   schedule::Schedule const& schedule,
-                                                                   uint64_t fingerprint, exec::RuntimeOptions& options,
-                                                                   BackendSettings const& settings = {});
+// checks that all of them run the same plan, schedule and config (`fingerprint`). `tied_groups`:
+// the device groups of the tied weights' all-reduces (exec::RuntimePlan::tied_groups), which NCCL
+// needs up front beside the replicated stages' groups.
+Result<std::unique_ptr<exec::Communicator>> make_rank_communicator(
+    std::string const& backend, partition::Plan const& plan, schedule::Schedule const& schedule, uint64_t fingerprint,
+    exec::RuntimeOptions& options, BackendSettings const& settings = {},
+    std::vector<std::vector<int>> const& tied_groups = {});
 
 }  // namespace gp::session

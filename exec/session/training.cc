@@ -15,6 +15,7 @@
 #include "exec/runtime/worker.h"
 #include "exec/session/registry.h"
 #include "partition/cluster.h"
+#include "schedule/plan_view.h"
 #include "schedule/schedule_text.h"
 #include "schedule/trace.h"
 
@@ -166,6 +167,19 @@ Status TrainingSession::start_pipeline(TrainOptions const& options) {
       if (stage.recompute) recompute += (recompute.empty() ? "; recompute: s" : ",s") + std::to_string(stage.id);
     spdlog::info("plan: {} stages on {} devices ({}), micro-batch {} x {}; schedule: {}{}", plan.stages.size(),
                  plan.num_devices, plan.planner, plan.micro_batch, plan.num_micro_batches, sched.policy, recompute);
+    if (!plan.tied_weights.empty()) {
+      std::vector<std::vector<int>> stages;
+      double bytes = 0;
+      for (auto const& t : plan.tied_weights) stages.push_back(t.stages), bytes += static_cast<double>(t.bytes);
+      std::string groups;
+      for (auto const& g : schedule::group_tied_weights(plan, stages)) {
+        std::string list;
+        for (int d : g.devices) list += (list.empty() ? "" : ",") + std::to_string(d);
+        groups += (groups.empty() ? "{" : ", {") + list + "}";
+      }
+      spdlog::info("tied weights: {} ({}) read by several stages, a copy in each, summed at STEP over devices {}",
+                   plan.tied_weights.size(), format_bytes(static_cast<int64_t>(bytes)), groups);
+    }
   }
   if (backend_name_ != "cpu" && !mpi_) {
     // The plan and pipeline.memory against the GPUs the workers will run on, before anything is
@@ -185,9 +199,14 @@ Status TrainingSession::start_pipeline(TrainOptions const& options) {
     ro.make_backend = [](int) { return make_backend("cpu", 0); };
   }
   if (mpi_) {
+    std::vector<std::vector<int>> tied_groups;
+    if (backend_name_ == "cuda") {  // NCCL makes its groups' communicators up front
+      ASSIGN_OR_RETURN(exec::RuntimePlan const routing, exec::RuntimePlan::make(*graph_, plan));
+      for (auto const& g : routing.tied_groups()) tied_groups.push_back(g.devices);
+    }
     ASSIGN_OR_RETURN(comm_,
                      make_rank_communicator(backend_name_, plan, sched, exec::run_fingerprint(plan, sched, config_), ro,
-                                            BackendSettings{config_.tf32}));
+                                            BackendSettings{config_.tf32}, tied_groups));
     if (!ro.make_backend) ro.make_backend = [](int) { return make_backend("cpu", 0); };
     ASSIGN_OR_RETURN(runtime_, exec::Runtime::create_rank(config_, *graph_, plan, sched, *comm_, ro));
   } else {

@@ -35,24 +35,30 @@ class Mpi : public ::testing::Test {
               0);
     ASSERT_EQ(run(graphpipe() + " schedule " + plan + " --policy gpipe -o " + sched).code, 0);
   }
-  // A torch fixture (tests/data/torch2/<fixture>: token ids from .npy), planned by GPP without
-  // replication, trained on 2 ranks (one pipeline stage each) and on one device: the same weights.
-  void expect_fixture_on_two_ranks_as_one_device(std::string const& fixture) {
+  // A torch fixture (tests/data/torch2/<fixture>: token ids from .npy), planned without
+  // replication (GPP by default), trained on `ranks` ranks (one pipeline stage each) and on one
+  // device: the same weights.
+  void expect_fixture_on_ranks_as_one_device(std::string const& fixture, int ranks = 2,
+                                             std::string const& planner = "gpp", std::string const& log = "") {
     std::string const fx = std::string(GP_SOURCE_DIR) + "/tests/data/torch2/" + fixture + "/";
     auto cfg = [&](std::string const& out) {
       return dir.write(fixture + "_" + std::to_string(n_++) + ".yaml",
                        "model: {path: " + fx + "model.onnx}\ndata: {inputs: " + fx + "input_0.npy, labels: " + fx +
                            "labels.npy}\nbatch: 4\nmicro_batches: 2\nsteps: 3\nlr: 0.1\nmomentum: 0.9\nseed: 2\n"
-                           "pipeline: {planner: gpp, replication: false, memory: 1GiB, timeout: 20}\nexport: " +
-                           out + "\n");
+                           "pipeline: {planner: " +
+                           planner + ", replication: false, memory: 1GiB, timeout: 20}\nexport: " + out + "\n");
     };
-    std::string const one_out = dir.file(fixture + "_1.onnx"), two_out = dir.file(fixture + "_2.onnx");
+    std::string const one_out = dir.file(fixture + "_1.onnx");
+    std::string const many_out = dir.file(fixture + "_" + std::to_string(ranks) + ".onnx");
     auto one = run(graphpipe() + " train --config " + cfg(one_out));
     ASSERT_EQ(one.code, 0) << one.output;
-    auto r = run(mpirun(2) + graphpipe() + " train --launcher mpi --config " + cfg(two_out), 180);
+    auto r = run(mpirun(ranks) + graphpipe() + " train --launcher mpi --config " + cfg(many_out), 180);
     ASSERT_EQ(r.code, 0) << r.output;
-    EXPECT_NE(r.output.find("training on 2 MPI ranks"), std::string::npos) << r.output;
-    EXPECT_GT(compare_weights(two_out, one_out, 1e-4, 1e-6), 20);
+    EXPECT_NE(r.output.find("training on " + std::to_string(ranks) + " MPI ranks"), std::string::npos) << r.output;
+    EXPECT_GT(compare_weights(many_out, one_out, 1e-4, 1e-6), 20);
+    if (!log.empty()) {
+      EXPECT_NE(r.output.find(log), std::string::npos) << r.output;
+    }
   }
   int n_ = 0;
   std::string const plan = dir.file("p.json"), sched = dir.file("s.txt"), model = dir.file("m.onnx");
@@ -77,13 +83,15 @@ TEST_F(Mpi, TwoAndFourRanksTrainTheSameModelAsOneDevice) {
 }
 
 // A Hugging Face decoder as users export it (GPT-2 from torch 2.15's dynamo exporter).
-TEST_F(Mpi, HuggingFaceGpt2OnTwoRanksPartitionedByGpp) { expect_fixture_on_two_ranks_as_one_device("gpt2_dynamo"); }
+TEST_F(Mpi, HuggingFaceGpt2OnTwoRanksPartitionedByGpp) { expect_fixture_on_ranks_as_one_device("gpt2_dynamo"); }
 
 // Tied weights across stages on 2 ranks: Llama from the dynamo exporter reads its rotary cos/sin
 // tables (initializers here, trained as weights when not listed under frozen:) in every layer, so
-// both pipeline stages hold a copy; their gradients are summed over the ranks at STEP.
-TEST_F(Mpi, TiedWeightsAcrossStagesOnTwoRanksTrainAsOneDevice) {
-  expect_fixture_on_two_ranks_as_one_device("llama_dynamo");
+// both pipeline stages hold a copy; their gradients are summed over the ranks at STEP. On 4
+// balanced stages only ranks 0 and 2 hold copies: they sum among themselves, 1 and 3 take no part.
+TEST_F(Mpi, TiedWeightsAcrossStagesOnTwoAndFourRanksTrainAsOneDevice) {
+  expect_fixture_on_ranks_as_one_device("llama_dynamo");
+  expect_fixture_on_ranks_as_one_device("llama_dynamo", 4, "balanced", "summed at STEP over devices {0,2}");
 }
 
 // A checkpoint written by 2 ranks (weights and momentum) resumes on one device to the weights of

@@ -375,6 +375,39 @@ TEST(RuntimeEquivalence, TiedWeightsInReplicatedStages) {
   EXPECT_GE(cov.replicated, 2);
 }
 
+// HF Llama's rotary tables (initializers every layer reads) on 3 to 5 balanced stages: each
+// table is summed over the devices of the stages reading it, one all-reduce per distinct group
+// of those devices (two groups, overlapping, on 3 and 5 stages; on 4 and 5 a device holds no copy
+// and takes no part), and training still equals one device. The plan prices the same groups.
+TEST(RuntimeEquivalence, TiedWeightsAreSummedOnlyOverTheDevicesHoldingACopy) {
+  auto const g = load_fixture(kTorchFixtures / "llama_dynamo");
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  TrainConfig const c = fixture_config(kTorchFixtures / "llama_dynamo", 2);
+  auto const want = testing::train_single(**g, c);
+  Coverage cov;
+  int several_groups = 0, device_left_out = 0;
+  for (int devices : {3, 4, 5}) {
+    auto plan = testing::make_plan(*g, "balanced", devices, c, false);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    auto rp = RuntimePlan::make(**g, *plan);
+    ASSERT_TRUE(rp.is_ok()) << rp.status().message();
+    ASSERT_FALSE(rp->tied_groups().empty()) << "the plan shares no weight between stages";
+    std::set<int> holders;
+    for (auto const& group : rp->tied_groups()) holders.insert(group.devices.begin(), group.devices.end());
+    several_groups += rp->tied_groups().size() > 1;
+    device_left_out += static_cast<int>(holders.size()) < plan->num_devices;
+    auto view = schedule::PlanView::make(*plan);
+    ASSERT_TRUE(view.is_ok());
+    ASSERT_EQ(view->tied_groups().size(), rp->tied_groups().size());
+    for (std::size_t k = 0; k < rp->tied_groups().size(); ++k)
+      EXPECT_EQ(view->tied_groups()[k].devices, rp->tied_groups()[k].devices) << "group " << k;
+    check_all_policies(**g, c, *plan, want, "llama balanced x" + std::to_string(devices), cov);
+  }
+  EXPECT_GE(several_groups, 1);
+  EXPECT_GE(device_left_out, 1);
+  EXPECT_GE(cov.runs, 6);
+}
+
 // torchvision ConvNeXt with stochastic depth 0.5 (tests/data/torch2/convnext_sd_torchscript): each
 // block's [N, 1, 1, 1] RandomUniformLike draw is a pure function of (step, micro-batch, op, row), so
 // pipeline stages draw what one device draws and every schedule ends with one device's weights.
