@@ -54,21 +54,6 @@ Status clip_check(graph::Op const& op, graph::OpGraph const& graph) {
   return Status::ok();
 }
 
-ConvTransposeAxis conv_transpose_axis(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin,
-                                      int64_t pad_end, int64_t output_padding) {
-  ConvTransposeAxis a;
-  int64_t const full = stride * (in - 1) + (kernel - 1) * dilation + 1;  // every position a weight reaches
-  a.out = full + output_padding - pad_begin - pad_end;
-  // The libraries compute (full - pads) + r for 0 <= r < stride (the remainder their floor
-  // division drops), with pads >= 0.
-  a.embedded = pad_begin < 0 || pad_end < 0 || output_padding >= stride;
-  a.pad_begin = a.embedded ? std::max<int64_t>(pad_begin, 0) : pad_begin;
-  a.pad_end = a.embedded ? std::max<int64_t>(pad_end - output_padding, 0) : pad_end;
-  a.computed = a.embedded ? full - a.pad_begin - a.pad_end : a.out;
-  a.offset = a.pad_begin - pad_begin;
-  return a;
-}
-
 Status variadic_check(graph::Op const& op, graph::OpGraph const& graph) {
   for (std::size_t k = 0; k < op.inputs.size(); ++k) {
     if (op.inputs[k] == graph::kNoTensor)

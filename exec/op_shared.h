@@ -32,20 +32,6 @@ inline bool has_input(graph::Op const& op, std::size_t k) {
   return k < op.inputs.size() && op.inputs[k] != graph::kNoTensor;
 }
 
-// ConvTranspose along one spatial axis: the output's length, and the part a convolution library
-// (oneDNN's deconvolution, cuDNN's dgrad) computes. Neither takes negative pads (an output_shape past
-// the full output) or an output_padding that reaches the stride; then the library runs with pads
-// max(pad_begin, 0) and max(pad_end - output_padding, 0) and no output padding, and its result
-// sits at `offset` in a zero-filled output (`embedded`; the positions outside get no
-// contribution, so only the bias). Otherwise `computed` is `out`, offset 0, the pads as given.
-// A length <= 0 is the caller's error to report.
-struct ConvTransposeAxis {
-  int64_t out = 0, computed = 0, offset = 0, pad_begin = 0, pad_end = 0;
-  bool embedded = false;
-};
-ConvTransposeAxis conv_transpose_axis(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin,
-                                      int64_t pad_end, int64_t output_padding);
-
 // Min, Max, Sum, Mean: every input present and float32.
 Status variadic_check(graph::Op const& op, graph::OpGraph const& graph);
 // Their output shape: the inputs broadcast together (numpy), left to right.

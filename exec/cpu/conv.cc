@@ -4,6 +4,7 @@
 // its plain-layout ones, above all for backward weights.
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
+#include "graph/ops/conv.h"
 
 namespace gp::exec::cpu {
 namespace {
@@ -20,35 +21,18 @@ struct ConvGeometry {
 Status conv_geometry(OpCall const& call, std::vector<int64_t> const& x, std::vector<int64_t> const& w, DType dtype,
                      ConvGeometry& g) {
   auto const& a = *attrs_of<graph::ConvAttrs>(call.op);
-  std::size_t const sp = x.size() - 2;
-  if (x.size() < 3 || w.size() != x.size())
-    return op_error(call, "input " + dnnl_ctx::key_dims(x) + " and weight " + dnnl_ctx::key_dims(w) + " ranks differ");
-  int64_t const group = a.group;
-  if (x[1] != w[1] * group || w[0] % group != 0)
-    return op_error(call, "input channels " + std::to_string(x[1]) + " do not match weight " + dnnl_ctx::key_dims(w) +
-                              " with group " + std::to_string(group));
+  Result<graph::ops::ConvWindow> const cw = graph::ops::conv_window(a, x, w);
+  if (!cw) return op_error(call, cw.status().message());
+  int64_t const group = cw->group;
   g.src = x;
   g.weights = w;
   g.bias = {w[0]};
-  g.dst = {x[0], w[0]};
-  g.strides.clear();
+  g.dst = cw->out_shape;
+  g.strides = cw->strides;
   g.dilates.clear();
-  g.pad_l.clear();
-  g.pad_r.clear();
-  for (std::size_t i = 0; i < sp; ++i) {
-    int64_t const s = i < a.strides.size() ? a.strides[i] : 1;
-    int64_t const d = i < a.dilations.size() ? a.dilations[i] : 1;
-    int64_t const pl = i < a.pads.size() / 2 ? a.pads[i] : 0;
-    int64_t const pr = i < a.pads.size() / 2 ? a.pads[i + a.pads.size() / 2] : 0;
-    int64_t const k = w[2 + i];
-    int64_t const out = (x[2 + i] + pl + pr - ((k - 1) * d + 1)) / s + 1;
-    if (out <= 0) return op_error(call, "kernel larger than padded input " + dnnl_ctx::key_dims(x));
-    g.dst.push_back(out);
-    g.strides.push_back(s);
-    g.dilates.push_back(d - 1);
-    g.pad_l.push_back(pl);
-    g.pad_r.push_back(pr);
-  }
+  for (int64_t d : cw->dilations) g.dilates.push_back(d - 1);  // oneDNN counts the gaps
+  g.pad_l = cw->pads_begin;
+  g.pad_r = cw->pads_end;
   g.weights_grouped = w;
   if (group > 1) {
     g.weights_grouped = {group, w[0] / group};

@@ -9,6 +9,7 @@
 
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
+#include "graph/ops/conv.h"
 #include "exec/op_shared.h"
 
 namespace gp::exec::cpu {
@@ -30,43 +31,24 @@ struct DeconvGeometry {
 Status deconv_geometry(OpCall const& call, std::vector<int64_t> const& x, std::vector<int64_t> const& w,
                        DeconvGeometry& g) {
   auto const& a = *attrs_of<graph::ConvTransposeAttrs>(call.op);
-  if (x.size() < 3 || w.size() != x.size())
-    return op_error(call, "input " + dnnl_ctx::key_dims(x) + " and weight " + dnnl_ctx::key_dims(w) + " ranks differ");
+  Result<graph::ops::ConvWindow> const cw = graph::ops::conv_transpose_window(a, x, w);
+  if (!cw) return op_error(call, cw.status().message());
   std::size_t const sp = x.size() - 2;
-  int64_t const group = a.group;
-  if (group <= 0 || x[1] != w[0] || w[0] % group != 0)
-    return op_error(call, "input channels " + std::to_string(x[1]) + " do not match weight " + dnnl_ctx::key_dims(w) +
-                              " with group " + std::to_string(group));
-  if (a.pads.size() != 2 * sp)
-    return op_error(call, "has " + std::to_string(a.pads.size()) + " pads for " + std::to_string(sp) + " spatial dims");
-  int64_t const out_c = w[1] * group;
+  int64_t const group = cw->group;
   g.src = x;
   g.weights = w;
-  g.bias = {out_c};
-  g.dst = {x[0], out_c};
-  g.prim_dst = g.dst;
-  g.offset.assign(x.size(), 0);
-  g.strides.clear();
+  g.bias = {cw->out_shape[1]};
+  g.dst = cw->out_shape;
+  g.prim_dst = {x[0], cw->out_shape[1]};
+  g.prim_dst.insert(g.prim_dst.end(), cw->computed.begin(), cw->computed.end());
+  g.offset = {0, 0};
+  g.offset.insert(g.offset.end(), cw->offset.begin(), cw->offset.end());
+  g.strides = cw->strides;
   g.dilates.clear();
-  g.pad_l.clear();
-  g.pad_r.clear();
-  g.embedded = false;
-  for (std::size_t i = 0; i < sp; ++i) {
-    int64_t const s = i < a.strides.size() ? a.strides[i] : 1;
-    int64_t const d = i < a.dilations.size() ? a.dilations[i] : 1;
-    int64_t const op = i < a.output_padding.size() ? a.output_padding[i] : 0;
-    ConvTransposeAxis const axis = conv_transpose_axis(x[2 + i], w[2 + i], s, d, a.pads[i], a.pads[i + sp], op);
-    if (axis.out <= 0) return op_error(call, "pads " + dnnl_ctx::key_dims(a.pads) + " leave no output");
-    if (axis.computed <= 0) return op_error(call, "pads " + dnnl_ctx::key_dims(a.pads) + " crop the whole output");
-    g.dst.push_back(axis.out);
-    g.embedded = g.embedded || axis.embedded;
-    g.prim_dst.push_back(axis.computed);
-    g.offset[2 + i] = axis.offset;
-    g.strides.push_back(s);
-    g.dilates.push_back(d - 1);
-    g.pad_l.push_back(axis.pad_begin);
-    g.pad_r.push_back(axis.pad_end);
-  }
+  for (int64_t d : cw->dilations) g.dilates.push_back(d - 1);  // oneDNN counts the gaps
+  g.pad_l = cw->pads_begin;
+  g.pad_r = cw->pads_end;
+  g.embedded = cw->embedded;
   // ONNX's weight [C, M/g, k...] is, per group, input channel major: oneDNN's [g, M/g, C/g, k...]
   // over the same memory with strides.
   int64_t kernel = 1;

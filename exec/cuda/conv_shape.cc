@@ -1,7 +1,7 @@
 #include "exec/cuda/conv_shape.h"
 
 #include "core/units.h"
-#include "exec/op_shared.h"
+#include "graph/ops/conv.h"
 
 namespace gp::exec::cuda {
 
@@ -12,64 +12,26 @@ std::string ConvShape::describe() const {
 }
 
 Result<ConvShape> conv_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& w, graph::ConvAttrs const& a) {
-  if (x.size() < 3 || x.size() > 5 || w.size() != x.size())
-    return invalid_argument("input " + dims_string(x) + " and weight " + dims_string(w) +
-                            " must have the same rank, 3 to 5");
-  int64_t const group = a.group;
-  if (group < 1 || x[1] != w[1] * group || w[0] % group != 0)
-    return invalid_argument("input channels " + std::to_string(x[1]) + " do not match weight " + dims_string(w) +
-                            " with group " + std::to_string(group));
+  ASSIGN_OR_RETURN(graph::ops::ConvWindow const cw, graph::ops::conv_window(a, x, w));
   ConvShape s;
-  s.x = x, s.w = w, s.group = group;
-  s.y = {x[0], w[0]};
-  std::size_t const sp = x.size() - 2, half = a.pads.size() / 2;
-  for (std::size_t i = 0; i < sp; ++i) {
-    int64_t const st = i < a.strides.size() ? a.strides[i] : 1;
-    int64_t const d = i < a.dilations.size() ? a.dilations[i] : 1;
-    int64_t const pb = i < half ? a.pads[i] : 0, pe = i < half ? a.pads[i + half] : 0;
-    int64_t const out = (x[2 + i] + pb + pe - ((w[2 + i] - 1) * d + 1)) / st + 1;
-    if (st < 1 || d < 1 || out <= 0) return invalid_argument("kernel larger than the padded input " + dims_string(x));
-    s.y.push_back(out);
-    s.stride.push_back(st), s.dilation.push_back(d), s.pad_begin.push_back(pb), s.pad_end.push_back(pe);
-  }
+  s.x = x, s.w = w, s.y = cw.out_shape, s.group = cw.group;
+  s.stride = cw.strides, s.dilation = cw.dilations, s.pad_begin = cw.pads_begin, s.pad_end = cw.pads_end;
   return s;
 }
 
 Result<ConvShape> conv_transpose_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& w,
                                        graph::ConvTransposeAttrs const& a) {
-  if (x.size() < 3 || x.size() > 5 || w.size() != x.size())
-    return invalid_argument("input " + dims_string(x) + " and weight " + dims_string(w) +
-                            " must have the same rank, 3 to 5");
-  int64_t const group = a.group;
-  if (group < 1 || x[1] != w[0] || w[0] % group != 0)
-    return invalid_argument("input channels " + std::to_string(x[1]) + " do not match weight " + dims_string(w) +
-                            " with group " + std::to_string(group));
-  std::size_t const sp = x.size() - 2;
-  if (a.pads.size() != 2 * sp)
-    return invalid_argument(std::to_string(a.pads.size()) + " pads for " + std::to_string(sp) + " spatial dims");
+  ASSIGN_OR_RETURN(graph::ops::ConvWindow const cw, graph::ops::conv_transpose_window(a, x, w));
   ConvShape s;
-  s.w = w, s.y = x, s.group = group;
-  s.x = {x[0], w[1] * group};
-  std::vector<int64_t> out = s.x, offset(2, 0);
-  bool embedded = false;
-  for (std::size_t i = 0; i < sp; ++i) {
-    int64_t const st = i < a.strides.size() ? a.strides[i] : 1;
-    int64_t const d = i < a.dilations.size() ? a.dilations[i] : 1;
-    int64_t const op = i < a.output_padding.size() ? a.output_padding[i] : 0;
-    if (st < 1 || d < 1)
-      return invalid_argument("strides " + dims_string(a.strides) + " and dilations " + dims_string(a.dilations) +
-                              " must be positive");
-    ConvTransposeAxis const axis = conv_transpose_axis(x[2 + i], w[2 + i], st, d, a.pads[i], a.pads[i + sp], op);
-    if (axis.out <= 0 || axis.computed <= 0)
-      return invalid_argument("pads " + dims_string(a.pads) + " leave no output");
-    s.x.push_back(axis.computed);
-    out.push_back(axis.out);
-    offset.push_back(axis.offset);
-    embedded = embedded || axis.embedded;
-    s.stride.push_back(st), s.dilation.push_back(d), s.pad_begin.push_back(axis.pad_begin);
-    s.pad_end.push_back(axis.pad_end);
+  s.w = w, s.y = x, s.group = cw.group;
+  s.x = {x[0], cw.out_shape[1]};
+  s.x.insert(s.x.end(), cw.computed.begin(), cw.computed.end());
+  s.stride = cw.strides, s.dilation = cw.dilations, s.pad_begin = cw.pads_begin, s.pad_end = cw.pads_end;
+  if (cw.embedded) {
+    s.embedding = cw.out_shape;
+    s.offset = {0, 0};
+    s.offset.insert(s.offset.end(), cw.offset.begin(), cw.offset.end());
   }
-  if (embedded) s.embedding = std::move(out), s.offset = std::move(offset);
   return s;
 }
 

@@ -21,12 +21,12 @@ struct ConvShape {
   int64_t group = 1;
   // ConvTranspose only, when x (what cuDNN computes) is a block of the transpose's output: that
   // output [N, M, out...] and where x sits in it (per dim; the rest gets only the bias). Empty
-  // otherwise. exec/op_shared.h's conv_transpose_axis, which the CPU backend runs too.
+  // otherwise. graph::ops::conv_transpose_window, which the CPU backend and the importer run too.
   std::vector<int64_t> embedding, offset;
   std::string describe() const;
 };
 
-// ONNX's Conv output-shape rule (out = (in + pad_b + pad_e - ((k-1)·d + 1)) / s + 1) and checks.
+// The geometry graph::ops::conv_window gives (ONNX's output-size rule and checks), as cuDNN runs it.
 Result<ConvShape> conv_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& w, graph::ConvAttrs const& a);
 
 // ConvTranspose as the convolution it is the adjoint of: x is the transpose's output
@@ -35,7 +35,8 @@ Result<ConvShape> conv_shape(std::vector<int64_t> const& x, std::vector<int64_t>
 // conv's fprop, its weight gradient the conv's wgrad (conv x = the transpose's output gradient,
 // conv dy = its input). Negative pads (an output_shape past the full output) and output_padding >=
 // stride (reachable with a larger dilation), where no conv maps the whole output back onto the
-// input, give the conv of the part that receives contributions, and `embedding`.
+// input, give the conv of the part that receives contributions, and `embedding`
+// (graph::ops::conv_transpose_window).
 Result<ConvShape> conv_transpose_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& w,
                                        graph::ConvTransposeAttrs const& a);
 

@@ -6,6 +6,16 @@ Status op_error(Op const& op, std::string const& what) {
   return invalid_argument(op.type + " '" + op.name + "': " + what);
 }
 
+int64_t window_outputs(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin, int64_t pad_end,
+                       bool ceil_mode) {
+  int64_t const span = in + pad_begin + pad_end - ((kernel - 1) * dilation + 1);
+  if (span < 0 || stride <= 0) return 0;
+  if (!ceil_mode) return span / stride + 1;
+  int64_t out = (span + stride - 1) / stride + 1;
+  if ((out - 1) * stride >= in + pad_begin) --out;  // the last window must start inside
+  return out;
+}
+
 int64_t numel_of(std::vector<int64_t> const& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

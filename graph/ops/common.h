@@ -34,6 +34,12 @@ std::optional<std::vector<int64_t>> concrete_shape(std::vector<int64_t> const& s
 // dim -k); 0 when the symbolic shape has no batch dim or the two do not match.
 int64_t batch_of(std::vector<int64_t> const& symbolic, std::vector<int64_t> const& concrete);
 inline int64_t normalised_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+// How many positions a sliding window takes along an axis of `in` elements padded by pad_begin and
+// pad_end: a kernel of `kernel` taps `dilation` apart, moved by `stride`; with ceil_mode also a last
+// partial window, if it starts inside the input or its begin padding. 0 when the dilated kernel is
+// larger than the padded input. The one output-size rule of Conv, pooling and their inference.
+int64_t window_outputs(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin, int64_t pad_end,
+                       bool ceil_mode = false);
 // A boolean tensor's dtype: kBool, or kUInt8 (one byte per element, as Dropout's mask).
 inline bool is_boolean(DType d) { return d == DType::kBool || d == DType::kUInt8; }
 

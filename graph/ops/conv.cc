@@ -20,6 +20,93 @@ Status conv_check(Op const& op, OpGraph const& graph) {
   return Status::ok();
 }
 
+ConvTransposeAxis conv_transpose_axis(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin,
+                                      int64_t pad_end, int64_t output_padding) {
+  ConvTransposeAxis a;
+  int64_t const full = stride * (in - 1) + (kernel - 1) * dilation + 1;  // every position a weight reaches
+  a.out = full + output_padding - pad_begin - pad_end;
+  // The libraries compute (full - pads) + r for 0 <= r < stride (the remainder their floor
+  // division drops), with pads >= 0.
+  a.embedded = pad_begin < 0 || pad_end < 0 || output_padding >= stride;
+  a.pad_begin = a.embedded ? std::max<int64_t>(pad_begin, 0) : pad_begin;
+  a.pad_end = a.embedded ? std::max<int64_t>(pad_end - output_padding, 0) : pad_end;
+  a.computed = a.embedded ? full - a.pad_begin - a.pad_end : a.out;
+  a.offset = a.pad_begin - pad_begin;
+  return a;
+}
+
+namespace {
+
+// A per-spatial-dim attribute's value, or `fallback` where it is not given.
+int64_t at_or(std::vector<int64_t> const& v, std::size_t i, int64_t fallback) { return i < v.size() ? v[i] : fallback; }
+
+Status conv_operands_check(std::vector<int64_t> const& x, std::vector<int64_t> const& w,
+                           std::vector<int64_t> const& kernel, std::vector<int64_t> const& pads) {
+  if (x.size() < 3 || x.size() > 5 || w.size() != x.size())
+    return invalid_argument("input " + dims_string(x) + " and weight " + dims_string(w) +
+                            " must have the same rank, 3 to 5");
+  std::size_t const sp = x.size() - 2;
+  if (!kernel.empty() && kernel != std::vector<int64_t>(w.begin() + 2, w.end()))
+    return invalid_argument("kernel_shape " + dims_string(kernel) + " differs from the weight's " + dims_string(w));
+  if (!pads.empty() && pads.size() != 2 * sp)
+    return invalid_argument(std::to_string(pads.size()) + " pads for " + std::to_string(sp) + " spatial dims");
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ConvWindow> conv_window(ConvAttrs const& a, std::vector<int64_t> const& x, std::vector<int64_t> const& w) {
+  RETURN_IF_ERROR(conv_operands_check(x, w, a.kernel, a.pads));
+  if (a.group < 1 || x[1] != w[1] * a.group || w[0] % a.group != 0)
+    return invalid_argument("input channels " + std::to_string(x[1]) + " do not match weight " + dims_string(w) +
+                            " with group " + std::to_string(a.group));
+  std::size_t const sp = x.size() - 2;
+  ConvWindow r;
+  r.group = a.group;
+  r.out_shape = {x[0], w[0]};
+  for (std::size_t i = 0; i < sp; ++i) {
+    int64_t const s = at_or(a.strides, i, 1), d = at_or(a.dilations, i, 1);
+    int64_t const pb = at_or(a.pads, i, 0), pe = at_or(a.pads, i + sp, 0);
+    if (s < 1 || d < 1)
+      return invalid_argument("strides " + dims_string(a.strides) + " and dilations " + dims_string(a.dilations) +
+                              " must be positive");
+    int64_t const out = window_outputs(x[2 + i], w[2 + i], s, d, pb, pe);
+    if (out <= 0) return invalid_argument("kernel larger than the padded input " + dims_string(x));
+    r.out_shape.push_back(out);
+    r.strides.push_back(s), r.dilations.push_back(d), r.pads_begin.push_back(pb), r.pads_end.push_back(pe);
+    r.computed.push_back(out), r.offset.push_back(0);
+  }
+  return r;
+}
+
+Result<ConvWindow> conv_transpose_window(ConvTransposeAttrs const& a, std::vector<int64_t> const& x,
+                                         std::vector<int64_t> const& w) {
+  RETURN_IF_ERROR(conv_operands_check(x, w, a.kernel, a.pads));
+  if (a.group < 1 || x[1] != w[0] || w[0] % a.group != 0)
+    return invalid_argument("input channels " + std::to_string(x[1]) + " do not match weight " + dims_string(w) +
+                            " with group " + std::to_string(a.group));
+  std::size_t const sp = x.size() - 2;
+  ConvWindow r;
+  r.group = a.group;
+  r.out_shape = {x[0], w[1] * a.group};
+  for (std::size_t i = 0; i < sp; ++i) {
+    int64_t const s = at_or(a.strides, i, 1), d = at_or(a.dilations, i, 1), op = at_or(a.output_padding, i, 0);
+    if (s < 1 || d < 1 || op < 0)
+      return invalid_argument("strides " + dims_string(a.strides) + " and dilations " + dims_string(a.dilations) +
+                              " must be positive, output_padding " + dims_string(a.output_padding) + " not negative");
+    ConvTransposeAxis const axis =
+        conv_transpose_axis(x[2 + i], w[2 + i], s, d, at_or(a.pads, i, 0), at_or(a.pads, i + sp, 0), op);
+    if (axis.out <= 0 || axis.computed <= 0)
+      return invalid_argument("the pads " + dims_string(a.pads) + " leave no output");
+    r.out_shape.push_back(axis.out);
+    r.strides.push_back(s), r.dilations.push_back(d);
+    r.pads_begin.push_back(axis.pad_begin), r.pads_end.push_back(axis.pad_end);
+    r.computed.push_back(axis.computed), r.offset.push_back(axis.offset);
+    r.embedded = r.embedded || axis.embedded;
+  }
+  return r;
+}
+
 namespace {
 
 Result<Inferred> infer_conv(InferContext const& c) {
@@ -40,11 +127,10 @@ Result<Inferred> infer_conv(InferContext const& c) {
                             std::to_string(wd[1] * a.group));
   ASSIGN_OR_RETURN(Window w, sliding_window(c, Dims(x.begin() + 2, x.end()), a.kernel, a.strides, a.dilations, false));
   a.pads = w.pads;
-  Dims out = {x[0], wd[0]};
-  out.insert(out.end(), w.out.begin(), w.out.end());
+  ASSIGN_OR_RETURN(ConvWindow const cw, conv_window(a, x, wd));
   k.typed = a;
   k.data_inputs = all_slots(c);
-  k.outs.push_back({c.dtype(0), out});
+  k.outs.push_back({c.dtype(0), cw.out_shape});
   return k;
 }
 
@@ -98,10 +184,9 @@ Result<Inferred> infer_conv_transpose(InferContext const& c) {
   bool const same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
   a.pads = c.attr_ints("pads").value_or(Dims(2 * sp, 0));
   if (a.pads.size() != 2 * sp) return invalid_argument("pads has " + std::to_string(a.pads.size()) + " values");
-  Dims out = {x[0], wd[1] * a.group};
   for (std::size_t i = 0; i < sp; ++i) {
-    int64_t const full = a.strides[i] * (x[2 + i] - 1) + a.output_padding[i] + (a.kernel[i] - 1) * a.dilations[i] + 1;
     if (out_shape || same) {
+      int64_t const full = a.strides[i] * (x[2 + i] - 1) + a.output_padding[i] + (a.kernel[i] - 1) * a.dilations[i] + 1;
       int64_t const want = out_shape ? (*out_shape)[i] : x[2 + i] * a.strides[i];
       int64_t const total = full - want;
       int64_t const half = floor_div(total, 2);
@@ -110,10 +195,9 @@ Result<Inferred> infer_conv_transpose(InferContext const& c) {
     } else if (auto_pad == "VALID") {
       a.pads[i] = a.pads[i + sp] = 0;
     }
-    int64_t const o = full - a.pads[i] - a.pads[i + sp];
-    if (o <= 0) return invalid_argument("the pads " + dims_str(a.pads) + " leave no output");
-    out.push_back(o);
   }
+  ASSIGN_OR_RETURN(ConvWindow const cw, conv_transpose_window(a, x, wd));
+  Dims const& out = cw.out_shape;
   if (a.has_bias && (c.rank(2) != 1 || c.dims(2)[0] != out[1]))
     return invalid_argument("bias " + dims_str(c.dims(2)) + " must have " + dim_str(out[1]) + " elements");
   k.typed = a;
@@ -138,14 +222,32 @@ OpCost conv_cost_over(CostContext const& c, double window_elems) {
   return r;
 }
 
+Result<std::vector<Dims>> conv_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  RETURN_IF_ERROR(require_typed<ConvAttrs>(op));
+  Result<ConvWindow> w = conv_window(std::get<ConvAttrs>(op.typed), in.at(0), in.at(1));
+  if (!w) return op_error(op, w.status().message());
+  return std::vector<Dims>{std::move(w->out_shape)};
+}
+
+Result<std::vector<Dims>> conv_transpose_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  RETURN_IF_ERROR(require_typed<ConvTransposeAttrs>(op));
+  Result<ConvWindow> w = conv_transpose_window(std::get<ConvTransposeAttrs>(op.typed), in.at(0), in.at(1));
+  if (!w) return op_error(op, w.status().message());
+  return std::vector<Dims>{std::move(w->out_shape)};
+}
+
 OpCost conv_cost(CostContext const& c) { return conv_cost_over(c, c.elems(c.output0())); }
 OpCost conv_transpose_cost(CostContext const& c) { return conv_cost_over(c, c.elems(c.input(0))); }
 
 }  // namespace
 
 void register_conv_ops(OpTable& t) {
-  define(t, "Conv", {.infer = infer_conv, .cost = conv_cost, .saved = save_input0});
-  define(t, "ConvTranspose", {.infer = infer_conv_transpose, .cost = conv_transpose_cost, .saved = save_input0});
+  define(t, "Conv", {.infer = infer_conv, .cost = conv_cost, .saved = save_input0, .run_shape = conv_run_shape});
+  define(t, "ConvTranspose",
+         {.infer = infer_conv_transpose,
+          .cost = conv_transpose_cost,
+          .saved = save_input0,
+          .run_shape = conv_transpose_run_shape});
 }
 
 }  // namespace gp::graph::ops

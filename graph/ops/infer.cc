@@ -238,10 +238,8 @@ Result<Window> sliding_window(InferContext const& c, Dims const& in, Dims const&
     } else if (auto_pad == "VALID") {
       w.pads[i] = w.pads[i + sp] = 0;
     }
-    int64_t const span = in[i] + w.pads[i] + w.pads[i + sp] - eff;
-    if (span < 0) return invalid_argument("the window is larger than the padded input");
-    int64_t out = (ceil_mode ? (span + strides[i] - 1) / strides[i] : span / strides[i]) + 1;
-    if (ceil_mode && (out - 1) * strides[i] >= in[i] + w.pads[i]) --out;  // the last window must start inside
+    int64_t const out = window_outputs(in[i], kernel[i], strides[i], dil[i], w.pads[i], w.pads[i + sp], ceil_mode);
+    if (out <= 0) return invalid_argument("the window is larger than the padded input");
     w.out.push_back(out);
   }
   return w;

@@ -43,13 +43,8 @@ Result<PoolWindow> pool_window(Op const& op, std::vector<int64_t> const& x_shape
     int64_t const pl = !global && i < a.pads.size() / 2 ? a.pads[i] : 0;
     int64_t const pr = !global && i < a.pads.size() / 2 ? a.pads[i + a.pads.size() / 2] : 0;
     if (s <= 0 || k <= 0) return op_error(op, "kernel and strides must be positive" + input);
-    int64_t const span = in + pl + pr - k;
-    if (span < 0) return op_error(op, "kernel larger than the padded input" + input);
-    int64_t out = span / s + 1;
-    if (a.ceil_mode && !global) {
-      out = (span + s - 1) / s + 1;
-      if ((out - 1) * s >= in + pl) --out;  // the last window must start inside the input
-    }
+    int64_t const out = window_outputs(in, k, s, 1, pl, pr, a.ceil_mode && !global);
+    if (out <= 0) return op_error(op, "kernel larger than the padded input" + input);
     w.out_shape.push_back(out);
     w.kernel.push_back(k);
     w.strides.push_back(s);
