@@ -77,19 +77,13 @@ void matmul(View const& a, View const& b, View const& c, float alpha, bool accum
 }
 
 // ---- Gemm ----
-struct GemmDims {
-  int64_t m = 0, n = 0, k = 0;
-};
+using graph::ops::GemmDims;
 
 Status gemm_dims(OpCall const& call, Tensor const& a, Tensor const& b, GemmDims& d) {
   auto const& at = *attrs_of<graph::GemmAttrs>(call.op);
-  if (a.rank() != 2 || b.rank() != 2)
-    return op_error(call, "A and B must be 2-D, got " + a.shape_string() + " and " + b.shape_string());
-  d.m = at.trans_a ? a.dim(1) : a.dim(0);
-  d.k = at.trans_a ? a.dim(0) : a.dim(1);
-  int64_t const kb = at.trans_b ? b.dim(1) : b.dim(0);
-  d.n = at.trans_b ? b.dim(0) : b.dim(1);
-  if (kb != d.k) return op_error(call, "inner dimensions differ: A " + a.shape_string() + ", B " + b.shape_string());
+  Result<GemmDims> const r = graph::ops::gemm_dims(a.shape(), b.shape(), at.trans_a, at.trans_b);
+  if (!r) return op_error(call, r.status().message());
+  d = *r;
   return Status::ok();
 }
 

@@ -197,14 +197,11 @@ Result<BiasKind> gemm_bias_kind(std::vector<int64_t> const& c, int64_t m, int64_
 
 Result<GemmProblem> gemm_problem(std::vector<int64_t> const& a, std::vector<int64_t> const& b, bool trans_a,
                                  bool trans_b, float alpha, float beta) {
-  if (a.size() != 2 || b.size() != 2)
-    return invalid_argument("A and B must be 2-D, got " + dims_string(a) + " and " + dims_string(b));
+  ASSIGN_OR_RETURN(graph::ops::GemmDims const d, graph::ops::gemm_dims(a, b, trans_a, trans_b));
   GemmProblem p;
-  p.m = trans_a ? a[1] : a[0];
-  p.k = trans_a ? a[0] : a[1];
-  p.n = trans_b ? b[0] : b[1];
-  if ((trans_b ? b[1] : b[0]) != p.k)
-    return invalid_argument("inner dimensions differ: A " + dims_string(a) + ", B " + dims_string(b));
+  p.m = d.m;
+  p.k = d.k;
+  p.n = d.n;
   p.trans_a = trans_a;
   p.trans_b = trans_b;
   p.alpha = alpha;

@@ -56,6 +56,18 @@ Result<MatMulShapes> matmul_shapes(std::vector<int64_t> a, std::vector<int64_t> 
   return s;
 }
 
+Result<GemmDims> gemm_dims(std::vector<int64_t> const& a, std::vector<int64_t> const& b, bool trans_a, bool trans_b) {
+  if (a.size() != 2 || b.size() != 2)
+    return invalid_argument("A and B must be 2-D, got " + dims_string(a) + " and " + dims_string(b));
+  GemmDims d;
+  d.m = trans_a ? a[1] : a[0];
+  d.k = trans_a ? a[0] : a[1];
+  d.n = trans_b ? b[0] : b[1];
+  if ((trans_b ? b[1] : b[0]) != d.k)
+    return invalid_argument("inner dimensions differ: A " + dims_string(a) + ", B " + dims_string(b));
+  return d;
+}
+
 namespace {
 
 Result<Inferred> infer_gemm(InferContext const& c) {
@@ -66,15 +78,10 @@ Result<Inferred> infer_gemm(InferContext const& c) {
   a.trans_a = c.attr_int("transA", 0) != 0;
   a.trans_b = c.attr_int("transB", 0) != 0;
   a.has_bias = c.has(2);
-  Dims const& A = c.dims(0);
-  Dims const& B = c.dims(1);
-  if (A.size() != 2 || B.size() != 2) return invalid_argument("Gemm needs 2-D inputs");
-  int64_t const m = a.trans_a ? A[1] : A[0], ka = a.trans_a ? A[0] : A[1];
-  int64_t const kb = a.trans_b ? B[1] : B[0], nn = a.trans_b ? B[0] : B[1];
-  if (ka != kb) return invalid_argument("inner dimensions differ: " + dims_str(A) + " x " + dims_str(B));
+  ASSIGN_OR_RETURN(GemmDims const d, gemm_dims(c.dims(0), c.dims(1), a.trans_a, a.trans_b));
   k.typed = a;
   k.data_inputs = all_slots(c);
-  k.outs.push_back({c.dtype(0), {m, nn}});
+  k.outs.push_back({c.dtype(0), {d.m, d.n}});
   return k;
 }
 
@@ -118,6 +125,14 @@ Result<Inferred> infer_einsum(InferContext const& c) {
   k.data_inputs = all_slots(c);
   k.outs.push_back({c.dtype(0), out});
   return k;
+}
+
+Result<std::vector<Dims>> gemm_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  RETURN_IF_ERROR(require_typed<GemmAttrs>(op));
+  GemmAttrs const& a = std::get<GemmAttrs>(op.typed);
+  Result<GemmDims> d = gemm_dims(in.at(0), in.at(1), a.trans_a, a.trans_b);
+  if (!d) return op_error(op, d.status().message());
+  return std::vector<Dims>{{d->m, d->n}};
 }
 
 Result<std::vector<Dims>> matmul_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
@@ -191,7 +206,7 @@ OpCost einsum_cost(CostContext const& c) {
 }  // namespace
 
 void register_linalg_ops(OpTable& t) {
-  define(t, "Gemm", {.infer = infer_gemm, .cost = gemm_cost, .saved = save_inputs01});
+  define(t, "Gemm", {.infer = infer_gemm, .cost = gemm_cost, .saved = save_inputs01, .run_shape = gemm_run_shape});
   define(t, "MatMul",
          {.infer = infer_matmul, .cost = matmul_cost, .saved = save_inputs01, .run_shape = matmul_run_shape});
   define(t, "Einsum", {.infer = infer_einsum, .cost = einsum_cost, .saved = save_input0});

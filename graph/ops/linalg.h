@@ -33,4 +33,11 @@ inline MatMulAttrs matmul_attrs(Op const& op) {
 Result<MatMulShapes> matmul_shapes(std::vector<int64_t> a, std::vector<int64_t> b, bool trans_a = false,
                                    bool trans_b = false);
 
+// Gemm's Y [M, N] = alpha · op(A) · op(B) + beta · C: A and B 2-D, op() transposing where the
+// attribute says, inner dimensions equal. The one shape rule of the importer and every backend.
+struct GemmDims {
+  int64_t m = 0, n = 0, k = 0;
+};
+Result<GemmDims> gemm_dims(std::vector<int64_t> const& a, std::vector<int64_t> const& b, bool trans_a, bool trans_b);
+
 }  // namespace gp::graph::ops
