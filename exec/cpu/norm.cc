@@ -15,6 +15,7 @@
 
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
+#include "graph/ops/norm.h"
 
 namespace gp::exec::cpu {
 namespace {
@@ -173,11 +174,6 @@ std::shared_ptr<LnFwd const> ln_fwd_prim(int64_t rows, int64_t cols, float eps, 
   });
 }
 
-void ln_rows_cols(std::vector<int64_t> const& shape, int64_t axis, int64_t& rows, int64_t& cols) {
-  rows = cols = 1;
-  for (std::size_t i = 0; i < shape.size(); ++i) (static_cast<int64_t>(i) < axis ? rows : cols) *= shape[i];
-}
-
 bool ln_has_bias(OpCall const& call) { return call.op.inputs.size() > 2 && call.op.inputs[2] != graph::kNoTensor; }
 
 }  // namespace
@@ -185,9 +181,8 @@ bool ln_has_bias(OpCall const& call) { return call.op.inputs.size() > 2 && call.
 Status layernorm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   auto const& a = *attrs_of<graph::LayerNormAttrs>(call.op);
   Tensor const& x = in[0];
-  int64_t axis = a.axis < 0 ? a.axis + x.rank() : a.axis;
-  int64_t rows = 1, cols = 1;
-  ln_rows_cols(x.shape(), axis, rows, cols);
+  ASSIGN_OR_RETURN(graph::ops::LayerNormSplit const split, graph::ops::layer_norm_split(call.op, x.shape()));
+  int64_t const rows = split.rows, cols = split.cols;
   bool const bias = ln_has_bias(call) && in.size() > 2 && in[2].defined();
   if (in[1].numel() != cols || (bias && in[2].numel() != cols))
     return op_error(call, "scale/bias must have " + std::to_string(cols) + " elements");
@@ -205,12 +200,9 @@ Status layernorm_forward(OpCall const& call, std::vector<Tensor> const& in, std:
   dnnl_ctx::run(e->prim, args);
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
-  // ONNX's Mean and InvStdDev outputs have the input's shape with the normalised dims set to 1.
-  std::vector<int64_t> stat_shape = x.shape();
-  for (std::size_t i = static_cast<std::size_t>(axis); i < stat_shape.size(); ++i) stat_shape[i] = 1;
-  if (out.size() > 1) out[1] = mean.reshaped(stat_shape);
+  if (out.size() > 1) out[1] = mean.reshaped(split.stat_shape);
   if (out.size() > 2) {
-    Tensor inv(stat_shape);
+    Tensor inv(split.stat_shape);
     for (int64_t i = 0; i < rows; ++i) inv.data<float>()[i] = 1.f / std::sqrt(var.data<float>()[i] + a.epsilon);
     out[2] = inv;
   }
@@ -224,9 +216,8 @@ Status layernorm_backward(OpCall const& call, Saved const& saved, std::vector<Te
   auto const& a = *attrs_of<graph::LayerNormAttrs>(call.op);
   Tensor const& x = saved.tensors.at(0);
   Tensor const& scale = saved.tensors.at(1);
-  int64_t axis = a.axis < 0 ? a.axis + x.rank() : a.axis;
-  int64_t rows = 1, cols = 1;
-  ln_rows_cols(x.shape(), axis, rows, cols);
+  ASSIGN_OR_RETURN(graph::ops::LayerNormSplit const split, graph::ops::layer_norm_split(call.op, x.shape()));
+  int64_t const rows = split.rows, cols = split.cols;
   bool const bias = ln_has_bias(call);
   auto f = ln_fwd_prim(rows, cols, a.epsilon, bias);
   auto e = dnnl_ctx::cached<LnBwd>(dnnl_ctx::key("ln_bwd", rows, cols, a.epsilon, bias), [&] {

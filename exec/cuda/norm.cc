@@ -14,6 +14,7 @@
 #include "exec/cuda/ops_common.h"
 #include "exec/cuda/ops_shared.h"
 #include "graph/ops/conv.h"
+#include "graph/ops/norm.h"
 #include "kernels/cuda/math.h"
 #include "exec/cuda/binary.h"
 #include "exec/cuda/cuda_ops.h"
@@ -277,19 +278,6 @@ namespace {
 
 // ---- LayerNormalization ----
 
-struct RowView {
-  int64_t axis = 0, rows = 1, cols = 1;
-};
-
-RowView layernorm_view(OpCall const& call, std::vector<int64_t> const& shape) {
-  auto const& a = *attrs_of<graph::LayerNormAttrs>(call.op);
-  RowView v;
-  int64_t const rank = static_cast<int64_t>(shape.size());
-  v.axis = a.axis < 0 ? a.axis + rank : a.axis;
-  for (int64_t i = 0; i < rank; ++i) (i < v.axis ? v.rows : v.cols) *= shape[i];
-  return v;
-}
-
 bool layernorm_has_bias(OpCall const& call) {
   return call.op.inputs.size() > 2 && call.op.inputs[2] != graph::kNoTensor;
 }
@@ -298,13 +286,11 @@ template <typename T>
 Status layernorm_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   auto const& a = *attrs_of<graph::LayerNormAttrs>(call.op);
   Tensor const& x = in[0];
-  RowView const v = layernorm_view(call, x.shape());
+  ASSIGN_OR_RETURN(graph::ops::LayerNormSplit const v, graph::ops::layer_norm_split(call.op, x.shape()));
   bool const bias = layernorm_has_bias(call) && in.size() > 2 && in[2].defined();
   if (in[1].numel() != v.cols || (bias && in[2].numel() != v.cols))
     return op_error(call, "scale/bias must have " + std::to_string(v.cols) + " elements");
-  // ONNX's Mean and InvStdDev outputs have the input's shape with the normalised dims set to 1.
-  std::vector<int64_t> stat_shape = x.shape();
-  for (std::size_t i = static_cast<std::size_t>(v.axis); i < stat_shape.size(); ++i) stat_shape[i] = 1;
+  std::vector<int64_t> const& stat_shape = v.stat_shape;
   ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), x.dtype()));
   ASSIGN_OR_RETURN(Tensor mean, empty(stat_shape, DType::kFloat32));
   ASSIGN_OR_RETURN(Tensor rstd, empty(stat_shape, DType::kFloat32));
@@ -330,7 +316,7 @@ Status layernorm_backward(OpCall const& call, Saved const& saved, std::vector<Te
   Tensor const& scale = saved.tensors.at(1);
   float const* mean = saved.tensors.at(2).data<float>();
   float const* rstd = saved.tensors.at(3).data<float>();
-  RowView const v = layernorm_view(call, x.shape());
+  ASSIGN_OR_RETURN(graph::ops::LayerNormSplit const v, graph::ops::layer_norm_split(call.op, x.shape()));
   T const* dy = gout[0].data<T>();
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   if (wants(wanted, 0)) {

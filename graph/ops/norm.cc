@@ -3,9 +3,27 @@
 #include <limits>
 #include <numeric>
 
+#include "graph/ops/norm.h"
 #include "graph/ops/registry.h"
 
 namespace gp::graph::ops {
+
+Result<LayerNormSplit> layer_norm_split(Op const& op, std::vector<int64_t> const& x_shape) {
+  auto const* a = std::get_if<LayerNormAttrs>(&op.typed);
+  int64_t const rank = static_cast<int64_t>(x_shape.size());
+  LayerNormSplit s;
+  s.axis = normalised_axis(a ? a->axis : -1, rank);
+  if (s.axis < 0 || s.axis >= rank)
+    return op_error(op,
+                    "axis " + std::to_string(a ? a->axis : -1) + " is out of range for input " + dims_string(x_shape));
+  s.stat_shape = x_shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    (i < s.axis ? s.rows : s.cols) *= x_shape[i];
+    if (i >= s.axis) s.stat_shape[i] = 1;
+  }
+  return s;
+}
+
 namespace {
 
 Result<Inferred> infer_batch_norm(InferContext const& c) {
@@ -81,6 +99,14 @@ void batch_norm_saved(CostContext const& c, SavedForBackward& s) {
   if (a && a->relu) c.save(s, c.output0());
 }
 
+// Y has x's shape; Mean and InvStdDev (when the op has them) the split's stat_shape.
+Result<std::vector<Dims>> layer_norm_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(LayerNormSplit s, layer_norm_split(op, in.at(0)));
+  std::vector<Dims> out{in.at(0)};
+  for (std::size_t k = 1; k < op.outputs.size() && k < 3; ++k) out.push_back(s.stat_shape);
+  return out;
+}
+
 // LayerNorm keeps its input and, per normalised row, the mean and 1/std (float32 each).
 void layer_norm_saved(CostContext const& c, SavedForBackward& s) {
   TensorId const x = c.input(0);
@@ -109,6 +135,7 @@ void register_norm_ops(OpTable& t) {
           .cost = norm_with_affine_cost,
           .per_element = {8, 12},
           .saved = layer_norm_saved,
+          .run_shape = layer_norm_run_shape,
           .weight_grads_in_b = true});
   define(t, "InstanceNormalization", elementwise_op(infer_instance_norm, {8, 12}, save_input0));
 }
