@@ -43,6 +43,9 @@ class Plan:
         self._d = json.loads(handle.to_json())
         self.stages = [Stage(s) for s in self._d["stages"]]
         self.edges = [dict(e) for e in self._d["edges"]]
+        # Weights several stages read (a tied embedding, Llama's rotary tables): a copy in each of
+        # `stages`, their gradients all-reduced once per step (`allreduce_s`) over those stages' devices.
+        self.tied_weights = [dict(t) for t in self._d.get("tied_weights", [])]
 
     model = property(lambda self: self._d["model"])
     planner = property(lambda self: self._d["planner"])
@@ -83,9 +86,16 @@ class Plan:
     _header = ("stage", "ops", "first op", "last op", "devices", "depth", "T_s", "memory/device")
 
     def _title(self):
+        tied = ""
+        if self.tied_weights:
+            stages = sorted({s for t in self.tied_weights for s in t["stages"]})
+            tied = (f"; {len(self.tied_weights)} tied weights ({fmt_bytes(sum(t['bytes'] for t in self.tied_weights))}) "
+                    f"copied in stages {','.join(map(str, stages))}, all-reduced in "
+                    f"{fmt_seconds(sum(t['allreduce_s'] for t in self.tied_weights))} per step")
         return (f"{self.model}: {len(self.stages)} stages on {self.devices} devices (planner {self.planner}); "
                 f"{self.samples_per_s:.1f} samples/s predicted, step {fmt_seconds(self.step_time_s)} "
-                f"(B={self.batch}, b={self.micro_batch}, depth {self.depth}); search {fmt_seconds(self.search_time_s)}")
+                f"(B={self.batch}, b={self.micro_batch}, depth {self.depth}); search {fmt_seconds(self.search_time_s)}"
+                f"{tied}")
 
     def __repr__(self):
         return self._title() + "\n" + text_table(self._header, self._rows())

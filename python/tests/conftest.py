@@ -27,6 +27,12 @@ def mlp_fixture():
 
 
 @pytest.fixture(scope="session")
+def llama_fixture():
+    """torch 2.15's dynamo export of a tiny HF Llama (rotary tables every layer reads)."""
+    return TORCH2 / "llama_dynamo"
+
+
+@pytest.fixture(scope="session")
 def mmt():
     import graphpipe as gp
     return gp.load("zoo:mmt:tiny")

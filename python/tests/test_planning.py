@@ -32,6 +32,21 @@ def test_plan_json_round_trip(mmt, tmp_path):
     assert "<table>" in html and html.count("<rect") == len(plan.stages)
 
 
+def test_tied_weights_are_listed_with_their_stages(cli, llama_fixture):
+    # HF Llama (dynamo export) reads its rotary tables in every layer: on 4 balanced stages a copy
+    # sits in each stage that reads them, and the plan prices their all-reduce; the CLI agrees.
+    path = llama_fixture / "model.onnx"
+    plan = gp.partition(gp.load(str(path)), devices=4, batch=8, planner="balanced")
+    assert plan.tied_weights, "Llama's rotary tables are read by several stages"
+    for t in plan.tied_weights:
+        assert len(t["stages"]) >= 2 and t["bytes"] > 0 and t["allreduce_s"] > 0
+    assert "tied weights" in repr(plan)
+    out = subprocess.run([cli, "partition", str(path), "--devices", "4", "--batch", "8", "--planner", "balanced",
+                          "--json"], check=True, capture_output=True, text=True).stdout
+    assert json.loads(out)["tied_weights"] == plan.tied_weights
+    assert gp.Plan.from_json(plan.to_json()).tied_weights == plan.tied_weights
+
+
 def test_partition_bad_inputs(mmt):
     with pytest.raises(gp.Error, match="planner"):
         gp.partition(mmt, devices=2, planner="magic")
