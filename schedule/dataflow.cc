@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 
 namespace gp::schedule {
 namespace {
@@ -44,6 +45,8 @@ class Engine {
       for (int d = 0; d < D_; ++d)
         for (int st = 0; st < kNumStreams; ++st)
           while (next_[d][st] < size(d) && try_run(d, st, nullptr)) progress = true;
+      // A STEP that ran some of its tied all-reduces and then waited moved the other devices on.
+      progress = progress || std::exchange(tied_progress_, false);
     }
     DataflowResult result;
     result.timeline = std::move(timeline_);
@@ -250,6 +253,7 @@ class Engine {
             ready = std::max({ready, free_[r][0], free_[r][1], free_[r][2]});
           }
           double const end = ready + group.allreduce_s;
+          tied_progress_ = true;
           for (int r : group.devices) {
             free_[r][1] = end;
             ++tied_next_[r];
@@ -285,6 +289,7 @@ class Engine {
   std::vector<std::vector<bool>> split_;
   std::vector<std::array<int, kNumStreams>> next_;
   std::vector<int> tied_next_;  // per device: its next tied group (index into tied_groups_of)
+  bool tied_progress_ = false;  // a tied all-reduce ran since run() last looked
   std::vector<std::array<double, kNumStreams>> free_;
   std::vector<std::vector<int>> remaining_bw_;
   std::vector<std::vector<double>> last_bw_end_;

@@ -89,6 +89,35 @@ TEST(Simulator, TiedWeightsAreAllReducedAtStepOverTheDevicesHoldingACopy) {
   EXPECT_EQ(on1, (std::vector<std::pair<double, double>>{{9.0, 9.5}, {9.5, 9.75}}));
 }
 
+// Every order of three tied groups over a 4-stage chain's stage pairs simulates to the end (no
+// false deadlock when a STEP runs one group and then waits for another), each group's devices
+// ending no earlier than their slowest member's arrival plus the group's time.
+TEST(Simulator, AnyTiedGroupsOverAChainRunToTheEnd) {
+  auto plan = testing::chain(4, 1, {1.0, 2.0, 0.0, 100, 1000});
+  auto s = build_schedule(plan, Policy::kGpipe);
+  ASSERT_TRUE(s.is_ok()) << s.status().message();
+  std::vector<std::vector<int>> pairs;
+  for (int a = 0; a < 4; ++a)
+    for (int b = a + 1; b < 4; ++b) pairs.push_back({a, b});
+  int runs = 0;
+  for (auto const& x : pairs)
+    for (auto const& y : pairs)
+      for (auto const& z : pairs) {
+        if (x == y || y == z || x == z) continue;
+        plan.tied_weights = {{"x", 8, x, 0.5}, {"y", 8, y, 0.25}, {"z", 8, z, 0.125}};
+        auto sim = simulate(plan, *s);
+        ASSERT_TRUE(sim.is_ok()) << x[0] << x[1] << " " << y[0] << y[1] << " " << z[0] << z[1] << ": "
+                                 << sim.status().message();
+        // Device k reaches STEP at 12 - 2k (B runs 3, 2, 1, 0); a group ends after its last member's
+        // arrival plus its time, and all three take at most their sum after the last arrival.
+        for (auto const& t : plan.tied_weights)
+          EXPECT_GE(sim->step_time_s, 12.0 - 2.0 * t.stages.front() + t.allreduce_s - 1e-12);
+        EXPECT_LE(sim->step_time_s, 12.0 + 0.875 + 1e-12);
+        ++runs;
+      }
+  EXPECT_EQ(runs, 120);
+}
+
 TEST(Simulator, RejectsAnInvalidSchedule) {
   auto const plan = testing::chain(2, 1);
   auto s = parse_schedule(
