@@ -466,6 +466,7 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   }
   auto raw = to_raw(model, source, model_dir, options);
   if (!raw.is_ok()) return raw.status().with_context(source);
+  onnx_import::retie_transposed_copies(*raw, options);
   onnx_import::fuse_patterns(*raw, {.batchnorm_relu = options.fuse});
   onnx_import::rewrite_cast_like(*raw);
   onnx_import::rewrite_is_nan(*raw);

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/onnx_import.h"
@@ -63,7 +64,18 @@ struct RawModel {
   std::vector<RawInitializer> initializers;
   std::vector<RawValueInfo> inputs, outputs;       // graph inputs exclude initializers
   std::map<std::string, RawValueInfo> value_info;  // from ONNX shape inference
+  // (copy, original) pairs that retie_transposed_copies turned back into Transpose(original).
+  std::vector<std::pair<std::string, std::string>> retied;
 };
+
+// A float matrix initializer that holds exactly another's transpose becomes Transpose(that one)
+// again. The dynamo exporter's optimizer folds a tied weight's Transpose (a language model's output
+// projection reading its token embedding, as HF's tie_word_embeddings has it) into a new
+// initializer, which would then train apart from the one weight torch trains. Both must be 2-D with
+// two or more rows and columns and two or more distinct values; the original is the one earlier in
+// the file. A copy that options.trainable or options.frozen names stays as it is (the way to train
+// it apart). Each pair goes to model.retied.
+void retie_transposed_copies(RawModel& model, ImportOptions const& options);
 
 // Replaces torch-export decompositions with single nodes: the Erf GELU becomes "Gelu", the
 // opset<17 LayerNorm chain "LayerNormalization", and a zero Pad before an AveragePool goes into

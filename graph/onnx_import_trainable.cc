@@ -230,6 +230,65 @@ std::string constant_reason(RawInitializer const& init, Reach const& r) {
 
 }  // namespace
 
+void retie_transposed_copies(RawModel& model, ImportOptions const& options) {
+  // Float32 matrices with data, by their (rows, cols).
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::size_t>> by_dims;
+  for (std::size_t i = 0; i < model.initializers.size(); ++i) {
+    RawInitializer const& init = model.initializers[i];
+    if (init.dtype != DType::kFloat32 || init.dims.size() != 2 || !init.data || init.dims[0] < 2 || init.dims[1] < 2)
+      continue;
+    if (init.data->bytes.size() != static_cast<std::size_t>(init.dims[0] * init.dims[1]) * sizeof(float)) continue;
+    by_dims[{init.dims[0], init.dims[1]}].push_back(i);
+  }
+  // B [n, m] is A [m, n] transposed, bit for bit, and A holds two or more distinct values.
+  auto is_transpose = [](RawInitializer const& a, RawInitializer const& b) {
+    int64_t const m = a.dims[0], n = a.dims[1];
+    auto const* x = reinterpret_cast<uint32_t const*>(a.data->bytes.data());
+    auto const* y = reinterpret_cast<uint32_t const*>(b.data->bytes.data());
+    bool distinct = false;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        if (x[i * n + j] != y[j * m + i]) return false;
+        distinct = distinct || x[i * n + j] != x[0];
+      }
+    return distinct;
+  };
+  std::set<std::size_t> copies, originals;
+  for (auto const& [dims, list] : by_dims)
+    for (std::size_t b : list) {
+      if (!first_match(options.trainable, model.initializers[b].name).empty() ||
+          !first_match(options.frozen, model.initializers[b].name).empty())
+        continue;
+      auto partners = by_dims.find({dims.second, dims.first});
+      if (partners == by_dims.end()) continue;
+      for (std::size_t a : partners->second) {
+        if (a >= b || copies.count(a) || originals.count(b)) continue;
+        if (!is_transpose(model.initializers[a], model.initializers[b])) continue;
+        copies.insert(b);
+        originals.insert(a);
+        model.retied.emplace_back(model.initializers[b].name, model.initializers[a].name);
+        break;
+      }
+    }
+  if (copies.empty()) return;
+  std::vector<RawNode> transposes;
+  for (auto const& [copy, original] : model.retied) {
+    RawNode t;
+    t.name = copy + "_retied";
+    t.type = "Transpose";
+    t.attrs["perm"] = std::vector<int64_t>{1, 0};
+    t.inputs = {original};
+    t.outputs = {copy};
+    transposes.push_back(std::move(t));
+  }
+  std::vector<RawInitializer> kept;
+  for (std::size_t i = 0; i < model.initializers.size(); ++i)
+    if (!copies.count(i)) kept.push_back(std::move(model.initializers[i]));
+  model.initializers = std::move(kept);
+  model.nodes.insert(model.nodes.begin(), std::make_move_iterator(transposes.begin()),
+                     std::make_move_iterator(transposes.end()));
+}
+
 Result<std::vector<WeightChoice>> choose_trainable(RawModel const& m, ImportOptions const& options) {
   std::map<std::string, std::string> const rules = weight_slot_rules(m);
   Reach const r = reach(m);
@@ -269,6 +328,9 @@ Result<std::vector<WeightChoice>> choose_trainable(RawModel const& m, ImportOpti
     } else if (rule != rules.end()) {
       c.trainable = true;
       c.reason = rule->second;
+      for (auto const& [copy, original] : m.retied)
+        if (original == init.name)
+          c.reason += "; also read as its transpose where the file has the copy '" + copy + "' (retied)";
     } else {
       c.reason = constant_reason(init, r);
     }

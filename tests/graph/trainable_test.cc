@@ -124,6 +124,46 @@ TEST(Trainable, FrozenAndTrainablePatternsOverrideTheImporter) {
   EXPECT_EQ(choice(g2, "head.w").reason, "trainable by pattern '*w*'");
 }
 
+// A tied weight as the dynamo exporter's optimizer leaves it: the output projection reads a folded
+// copy of the embedding's transpose. The importer reads the copy as Transpose(embedding) again, so
+// one weight trains, as in torch; naming the copy under `trainable` keeps it apart.
+OnnxModelBuilder folded_tied_weight(std::vector<float> const& emb, std::vector<float> const& head) {
+  OnnxModelBuilder b("tied", 17, 1);
+  auto ids = b.add_input("ids", {kBatch, 3}, DType::kInt64);
+  auto e = b.add_initializer("model.embed.weight", TensorData::from_floats({4, 2}, emb), true);
+  auto h = b.add_initializer("val_7", TensorData::from_floats({2, 4}, head), true);
+  b.add_node("Gather", {e, ids}, {"x"});
+  b.add_node("MatMul", {"x", h}, {"logits"});
+  b.add_output("logits", {kBatch, 3, 4});
+  return b;
+}
+
+TEST(Trainable, AFoldedTransposeOfAWeightIsTiedToItAgain) {
+  std::vector<float> const emb{0.1f, -0.2f, 0.3f, 0.4f, -0.5f, 0.6f, 0.7f, -0.8f};
+  std::vector<float> const transposed{0.1f, 0.3f, -0.5f, 0.7f, -0.2f, 0.4f, 0.6f, -0.8f};
+  OpGraph const g = must_import(folded_tied_weight(emb, transposed));
+  ASSERT_EQ(g.weights().size(), 1u);
+  EXPECT_EQ(g.tensor(g.weights()[0]).name, "model.embed.weight");
+  EXPECT_EQ(g.weight_choices().size(), 1u);  // the copy is gone
+  EXPECT_NE(choice(g, "model.embed.weight").reason.find("the copy 'val_7' (retied)"), std::string::npos)
+      << choice(g, "model.embed.weight").reason;
+  int readers = 0;
+  for (Op const& op : g.ops())
+    for (TensorId t : op.inputs) readers += t == g.weights()[0];
+  EXPECT_EQ(readers, 2);  // the Gather and the MatMul (its Transpose folded into trans_b)
+
+  // Named under trainable, the copy stays a weight of its own.
+  ImportOptions apart;
+  apart.trainable = {"val_7"};
+  EXPECT_EQ(must_import(folded_tied_weight(emb, transposed), apart).weights().size(), 2u);
+  // Not the transpose (one value off), or a constant matrix: nothing is tied.
+  std::vector<float> off = transposed;
+  off[5] = 0.41f;
+  EXPECT_EQ(must_import(folded_tied_weight(emb, off)).weights().size(), 2u);
+  EXPECT_EQ(must_import(folded_tied_weight(std::vector<float>(8, 1.f), std::vector<float>(8, 1.f))).weights().size(),
+            2u);
+}
+
 TEST(Trainable, PatternErrorsNameThePattern) {
   ImportOptions none;
   none.frozen = {"*.mask", "encoder.*"};
