@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "graph/onnx_builder.h"
 #include "graph/onnx_import.h"
 #include "graph/precision.h"
 #include "schedule/plan_view.h"
@@ -406,6 +407,47 @@ TEST(RuntimeEquivalence, TiedWeightsAreSummedOnlyOverTheDevicesHoldingACopy) {
   EXPECT_GE(several_groups, 1);
   EXPECT_GE(device_left_out, 1);
   EXPECT_GE(cov.runs, 6);
+}
+
+// A weight read twice, once through the transpose the dynamo exporter folds into a copy
+// (graph/onnx_import_raw.h, retie_transposed_copies): x -> MatMul(W) -> Relu -> MatMul(copy of
+// Wᵀ). Imported, the copy is Transpose(W) again: training equals the model written with that
+// Transpose, on one device and with W's two readers in two pipeline stages.
+TEST(RuntimeEquivalence, AFoldedTransposeOfAWeightTrainsAsTheWeight) {
+  std::vector<float> w(6 * 4), wt(4 * 6);
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 4; ++j) w[i * 4 + j] = wt[j * 6 + i] = 0.1f * static_cast<float>((i * 7 + j * 3) % 11) - 0.5f;
+  auto build = [&](bool folded) {
+    graph::OnnxModelBuilder b(folded ? "folded" : "explicit", 17, 1);
+    auto x = b.add_input("x", {graph::kBatch, 6});
+    auto wi = b.add_initializer("w", graph::TensorData::from_floats({6, 4}, w), true);
+    b.add_node("MatMul", {x, wi}, {"h"});
+    b.add_node("Relu", {"h"}, {"r"});
+    if (folded) {
+      b.add_node("MatMul", {"r", b.add_initializer("val_3", graph::TensorData::from_floats({4, 6}, wt), true)}, {"y"});
+    } else {
+      b.add_node("Transpose", {wi}, {"wt"}, {{"perm", std::vector<int64_t>{1, 0}}});
+      b.add_node("MatMul", {"r", "wt"}, {"y"});
+    }
+    b.add_output("y", {graph::kBatch, 6});
+    auto g = b.to_graph();
+    EXPECT_TRUE(g.is_ok()) << g.status().message();
+    return std::make_shared<graph::OpGraph const>(std::move(g).value());
+  };
+  auto const folded = build(true), written = build(false);
+  ASSERT_EQ(folded->weights().size(), 1u);
+  TrainConfig const c = testing::config_for(models::Task::kClassification, 8, 2);
+  auto const want = testing::train_single(*written, c);
+  auto const got = testing::train_single(*folded, c);
+  testing::expect_close(got, want, 0, 0, "folded copy against the written Transpose");
+  auto plan = testing::make_plan(folded, "balanced", 2, c, false);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  auto rp = RuntimePlan::make(*folded, *plan);
+  ASSERT_TRUE(rp.is_ok()) << rp.status().message();
+  ASSERT_EQ(rp->tied_weights().size(), 1u);
+  Coverage cov;
+  check_all_policies(*folded, c, *plan, want, "folded copy on 2 stages", cov);
+  EXPECT_GE(cov.runs, 2);
 }
 
 // torchvision ConvNeXt with stochastic depth 0.5 (tests/data/torch2/convnext_sd_torchscript): each
