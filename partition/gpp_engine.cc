@@ -116,6 +116,7 @@ Level const& Engine::level(StageRef const& s, int l) const {
       sum.weight_bytes += s2.weight_bytes;
       sum.activation_bytes_per_sample += s2.activation_bytes_per_sample;
     }
+    sum.weight_bytes += cost_.copy_bytes(rg.lo1, rg.hi1, rg.lo2, rg.hi2);
     StageCost const c = stage_cost_from_sums(p_, sum, cost_.replicas(l), b_, 1, m_);
     lv = {c.time_s / static_cast<double>(b_), cost_.max_in_flight(sum, l)};
     if (p_.allow_recompute) {

@@ -136,6 +136,31 @@ RangeCost::RangeCost(Problem const& p, std::vector<int> const& order, int64_t mi
     weight_[i + 1] = weight_[i] + p.nodes[order[i]].weight_bytes;
     act_[i + 1] = act_[i] + p.nodes[order[i]].activation_bytes_per_sample;
   }
+  if (!p.shared_weights.empty()) {
+    std::vector<int> pos(p.nodes.size(), -1);
+    for (int i = 0; i < n; ++i) pos[order[i]] = i;
+    for (SharedWeight const& w : p.shared_weights) {
+      Shared sh;
+      sh.first = pos[w.readers.front()];
+      for (int v : w.readers) sh.positions.push_back(pos[v]);
+      std::sort(sh.positions.begin(), sh.positions.end());
+      sh.bytes = w.bytes;
+      shared_.push_back(std::move(sh));
+    }
+  }
+}
+
+int64_t RangeCost::copy_bytes(int lo1, int hi1, int lo2, int hi2) const {
+  int64_t bytes = 0;
+  auto reads_in = [](std::vector<int> const& positions, int lo, int hi) {
+    auto it = std::lower_bound(positions.begin(), positions.end(), lo);
+    return it != positions.end() && *it < hi;
+  };
+  for (Shared const& sh : shared_) {
+    bool const holds_first = (sh.first >= lo1 && sh.first < hi1) || (sh.first >= lo2 && sh.first < hi2);
+    if (!holds_first && (reads_in(sh.positions, lo1, hi1) || reads_in(sh.positions, lo2, hi2))) bytes += sh.bytes;
+  }
+  return bytes;
 }
 
 StageSums RangeCost::sums(int lo, int hi, int level, BoundaryTracker const& boundary) const {

@@ -62,6 +62,9 @@ class RangeCost {
   double fwd_s(int lo, int hi, int level) const;  // forward time of [lo, hi) at `level`
   // The largest in-flight count whose memory fits (INT32_MAX when activations are 0; 0 if none).
   int max_in_flight(StageSums const& sums, int level) const;
+  // Bytes of the shared weights (Problem::shared_weights) a stage of [lo1, hi1) and [lo2, hi2)
+  // reads without their first reader: the copies it trains, which stage_sums counts too.
+  int64_t copy_bytes(int lo1, int hi1, int lo2, int hi2) const;
 
  private:
   Problem const* p_;
@@ -71,6 +74,12 @@ class RangeCost {
   std::vector<std::vector<double>> fwd_, bwd_i_, bwd_w_;  // per level, prefix over positions
   std::vector<double> compute_;                           // prefix of fwd + bwd per position, levels interleaved
   std::vector<int64_t> weight_, act_;
+  struct Shared {
+    int first = 0;               // the position of the first reader (whose weight_bytes count it)
+    std::vector<int> positions;  // every reader's, increasing
+    int64_t bytes = 0;
+  };
+  std::vector<Shared> shared_;
 };
 
 }  // namespace gp::partition

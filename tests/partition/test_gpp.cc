@@ -8,6 +8,7 @@
 
 #include "partition/brute_force.h"
 #include "partition/gpp_dp.h"
+#include "partition/gpp_ranges.h"
 #include "partition/planner.h"
 #include "partition/sp_decompose.h"
 #include "tests/partition/random_sp_problem.h"
@@ -303,6 +304,42 @@ TEST(Gpp, MemoryDecidesTheMicroBatchAndDepth) {
   auto seq = brute_force(p, BruteForceSpace::kChains);
   ASSERT_TRUE(seq.is_ok());
   EXPECT_LT(rel(gpp->step_time_s, seq->plan.step_time_s), 1e-12);
+}
+
+// A weight nodes 0 and 2 of a chain read (a tied embedding and output projection): counted at node
+// 0, a copy wherever node 2 sits without it. Weights x 4 (Adam) against 3,000 bytes: {0} 2,800
+// and {2} with its copy 2,800 fit, {1, 2} with the copy (3,200) does not, though without the copy
+// (800) it would. GPP plans with the copies: three stages; on two devices nothing fits.
+TEST(Gpp, PlansTheCopiesOfAWeightSeveralStagesRead) {
+  std::vector<TableNode> rows = {{1.0, 1.0, 0.0, 700, 0}, {1.0, 1.0, 0.0, 100, 0}, {1.0, 1.0, 0.0, 100, 0}};
+  for (int devices : {3, 2}) {
+    Problem p = table_problem(rows, {{0, 1, 1}, {1, 2, 1}}, devices, 3000, 4);
+    p.shared_weights.push_back({"tied", 600, {0, 2}});
+    p.allow_replication = false;
+    ASSERT_TRUE(p.finalize().is_ok());
+    auto gpp = plan_gpp(p);
+    if (devices == 2) {
+      ASSERT_FALSE(gpp.is_ok()) << "planned " << gpp->stages.size() << " stages";
+      EXPECT_EQ(gpp.status().code(), StatusCode::kInfeasible) << gpp.status().message();
+      continue;
+    }
+    ASSERT_TRUE(gpp.is_ok()) << gpp.status().message();
+    expect_valid_plan(p, *gpp);
+    ASSERT_EQ(gpp->stages.size(), 3u);
+    EXPECT_EQ(gpp->stages[2].weight_bytes, 700);  // node 2's own and the copy
+    ASSERT_EQ(gpp->tied_weights.size(), 1u);
+    EXPECT_EQ(gpp->tied_weights[0].stages, (std::vector<int>{0, 2}));
+    // The DP's prefix sums count a copy for a stage of one or two ranges of positions that reads
+    // the weight without its first reader, as stage_sums does.
+    RangeCost const cost(p, {0, 1, 2}, 4);
+    EXPECT_EQ(cost.copy_bytes(2, 3, 3, 3), 600);
+    EXPECT_EQ(cost.copy_bytes(1, 3, 3, 3), 600);
+    EXPECT_EQ(cost.copy_bytes(1, 2, 2, 3), 600);
+    EXPECT_EQ(cost.copy_bytes(0, 1, 2, 3), 0);  // holds the first reader
+    EXPECT_EQ(cost.copy_bytes(0, 3, 3, 3), 0);
+    EXPECT_EQ(cost.copy_bytes(1, 2, 2, 2), 0);  // reads it nowhere
+    EXPECT_EQ(cost.copy_bytes(1, 3, 3, 3), stage_sums(p, {1, 2}, 1).weight_bytes - 200);
+  }
 }
 
 TEST(Gpp, RecomputesStagesOnlyWhereTheyWouldNotFitAndWhereItPays) {
