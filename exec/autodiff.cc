@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "graph/ops/registry.h"
+
 namespace gp::exec {
 
 namespace {
@@ -123,6 +125,24 @@ Result<AutodiffPlan> plan_autodiff(graph::OpGraph const& graph, std::vector<grap
       gets_grad[t] = true;
       ++p.grad_fan_in[t];
       if (p.trainable[t]) p.has_weight_grad[*it] = true;
+    }
+  }
+  // Outputs no gradient flows back through (OpDef::differentiable_outputs): refused where one would
+  // arrive, from a consumer that runs backward or from another stage (graph outputs other than the
+  // loss's get none).
+  for (graph::OpId id : p.forward_order) {
+    graph::Op const& op = graph.op(id);
+    if (op.def == nullptr || !p.runs_backward[id]) continue;
+    for (std::size_t k = op.def->differentiable_outputs; k < op.outputs.size(); ++k) {
+      graph::TensorId const t = op.outputs[k];
+      if (t == graph::kNoTensor || !p.requires_grad[t] || !gets_grad[t]) continue;
+      bool needed =
+          p.is_stage_output(t) && std::find(graph.outputs().begin(), graph.outputs().end(), t) == graph.outputs().end();
+      for (graph::OpId c : graph.tensor(t).consumers) needed = needed || (p.in_stage[c] && p.runs_backward[c]);
+      if (needed)
+        return unsupported(op.type + " '" + op.name + "': the loss depends on its output " + std::to_string(k) + " ('" +
+                           graph.tensor(t).name + "'), and graphpipe differentiates only its first " +
+                           std::to_string(op.def->differentiable_outputs) + " output(s)");
     }
   }
   // Tensors that require a gradient but get none (e.g. a weight behind an unused branch) do not.

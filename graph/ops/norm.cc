@@ -61,6 +61,16 @@ Result<Inferred> infer_layer_norm(InferContext const& c) {
   k.typed = a;
   k.data_inputs = all_slots(c);
   k.outs.push_back({c.dtype(0), c.dims(0)});
+  // Mean and InvStdDev, when the node names them: float32 (stash_type's default), x's shape with
+  // the normalised dims 1. Computed forward; no gradient flows back through them (OpDef).
+  if (c.outputs.size() > 1 && (!c.outputs[1].empty() || (c.outputs.size() > 2 && !c.outputs[2].empty()))) {
+    if (c.attr_int("stash_type", 1) != 1)
+      return unsupported("LayerNormalization with a stash_type other than float32 (1)");
+    Dims stat = c.dims(0);
+    for (int64_t d = a.axis; d < r0; ++d) stat[d] = 1;
+    k.outs.push_back({DType::kFloat32, stat});
+    if (c.outputs.size() > 2 && !c.outputs[2].empty()) k.outs.push_back({DType::kFloat32, stat});
+  }
   return k;
 }
 
@@ -136,7 +146,8 @@ void register_norm_ops(OpTable& t) {
           .per_element = {8, 12},
           .saved = layer_norm_saved,
           .run_shape = layer_norm_run_shape,
-          .weight_grads_in_b = true});
+          .weight_grads_in_b = true,
+          .differentiable_outputs = 1});
   define(t, "InstanceNormalization", elementwise_op(infer_instance_norm, {8, 12}, save_input0));
 }
 

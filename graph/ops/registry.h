@@ -37,6 +37,9 @@ struct OpDef {
   // State the op updates when training: output k (k >= 1) is the new value of input
   // state_inputs[k - 1] (BatchNormalization's running mean and variance).
   std::vector<std::size_t> state_inputs{};
+  // The outputs a gradient flows back through, a prefix: LayerNormalization's Mean and InvStdDev
+  // are computed forward only, and training refuses a graph whose loss depends on them.
+  std::size_t differentiable_outputs = ~std::size_t{0};
   std::string family{};            // the file that defines it: "linalg", "conv", ..., "folded"
   OpKind kind = OpKind::kUnknown;  // set by define() from the type
 };

@@ -225,6 +225,31 @@ TEST(Autodiff, AStageInputComputedFromConstantsGetsNoGradient) {
   EXPECT_FALSE(plan->requires_grad[id("m")]);
 }
 
+// LayerNormalization's Mean and InvStdDev are computed forward only (OpDef::differentiable_outputs):
+// as extra graph outputs (ONNX's own tests) the model trains, with the loss depending on them it is
+// refused with the op and output named.
+TEST(Autodiff, ALossThroughLayerNormStatisticsIsRefused) {
+  using graph::model_text;
+  using graph::zeros;
+  std::vector<std::string> const inits = {zeros("w", {4, 4}, 0.5), zeros("s", {4}, 1), zeros("b", {4}, 0)};
+  auto side = graph::load_onnx_text(model_text("float[N,4] x", "float[N,4] y, float[N,1] mean", inits,
+                                               "h = MatMul(x, w)\n y, mean, inv = LayerNormalization(h, s, b)", 17));
+  ASSERT_TRUE(side.is_ok()) << side.status().message();
+  EXPECT_EQ(side->tensor(*side->find_tensor("inv")).shape.dims, (std::vector<int64_t>{graph::kBatch, 1}));
+  auto whole = plan_autodiff(*side);
+  ASSERT_TRUE(whole.is_ok()) << whole.status().message();
+  auto used = graph::load_onnx_text(model_text("float[N,4] x", "float[N,4] y", inits,
+                                               "h = MatMul(x, w)\n n, mean = LayerNormalization(h, s, b)\n"
+                                               " y = Mul(n, mean)",
+                                               17));
+  ASSERT_TRUE(used.is_ok()) << used.status().message();
+  auto refused = plan_autodiff(*used);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(refused.status().message().find("the loss depends on its output 1 ('mean')"), std::string::npos)
+      << refused.status().message();
+}
+
 TEST(Autodiff, UnsupportedOpIsNamed) {
   graph::OpGraph g;
   auto x =
