@@ -61,9 +61,10 @@ Result<Inferred> infer_layer_norm(InferContext const& c) {
   k.typed = a;
   k.data_inputs = all_slots(c);
   k.outs.push_back({c.dtype(0), c.dims(0)});
-  // Mean and InvStdDev, when the node names them: float32 (stash_type's default), x's shape with
-  // the normalised dims 1. Computed forward; no gradient flows back through them (OpDef).
-  if (c.outputs.size() > 1 && (!c.outputs[1].empty() || (c.outputs.size() > 2 && !c.outputs[2].empty()))) {
+  // Mean and InvStdDev, when the node names them (InvStdDev after a named Mean only: the importer
+  // refuses it otherwise): float32 (stash_type's default), x's shape with the normalised dims 1.
+  // Computed forward; no gradient flows back through them (OpDef).
+  if (c.outputs.size() > 1 && !c.outputs[1].empty()) {
     if (c.attr_int("stash_type", 1) != 1)
       return unsupported("LayerNormalization with a stash_type other than float32 (1)");
     Dims stat = c.dims(0);
