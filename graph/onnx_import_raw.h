@@ -72,9 +72,9 @@ struct RawModel {
 // again. The dynamo exporter's optimizer folds a tied weight's Transpose (a language model's output
 // projection reading its token embedding, as HF's tie_word_embeddings has it) into a new
 // initializer, which would then train apart from the one weight torch trains. Both must be 2-D with
-// two or more rows and columns and two or more distinct values; the original is the one earlier in
-// the file. A copy that options.trainable or options.frozen names stays as it is (the way to train
-// it apart). Each pair goes to model.retied.
+// two or more rows and columns and two or more distinct values, and a square one not symmetric
+// (two identity-initialised weights stay apart); the original is the one earlier in the file. A copy that
+// options.trainable or options.frozen names stays as it is (the way to train it apart). Each pair goes to model.retied.
 void retie_transposed_copies(RawModel& model, ImportOptions const& options);
 
 // Replaces torch-export decompositions with single nodes: the Erf GELU becomes "Gelu", the

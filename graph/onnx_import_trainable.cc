@@ -240,18 +240,20 @@ void retie_transposed_copies(RawModel& model, ImportOptions const& options) {
     if (init.data->bytes.size() != static_cast<std::size_t>(init.dims[0] * init.dims[1]) * sizeof(float)) continue;
     by_dims[{init.dims[0], init.dims[1]}].push_back(i);
   }
-  // B [n, m] is A [m, n] transposed, bit for bit, and A holds two or more distinct values.
+  // B [n, m] is A [m, n] transposed, bit for bit; A holds two or more distinct values and, square,
+  // is not symmetric (two identity-initialised weights would otherwise pass for one).
   auto is_transpose = [](RawInitializer const& a, RawInitializer const& b) {
     int64_t const m = a.dims[0], n = a.dims[1];
     auto const* x = reinterpret_cast<uint32_t const*>(a.data->bytes.data());
     auto const* y = reinterpret_cast<uint32_t const*>(b.data->bytes.data());
-    bool distinct = false;
+    bool distinct = false, asymmetric = m != n;
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         if (x[i * n + j] != y[j * m + i]) return false;
         distinct = distinct || x[i * n + j] != x[0];
+        asymmetric = asymmetric || x[i * n + j] != x[j * n + i];
       }
-    return distinct;
+    return distinct && asymmetric;
   };
   std::set<std::size_t> copies, originals;
   for (auto const& [dims, list] : by_dims)

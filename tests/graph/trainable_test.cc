@@ -162,6 +162,15 @@ TEST(Trainable, AFoldedTransposeOfAWeightIsTiedToItAgain) {
   EXPECT_EQ(must_import(folded_tied_weight(emb, off)).weights().size(), 2u);
   EXPECT_EQ(must_import(folded_tied_weight(std::vector<float>(8, 1.f), std::vector<float>(8, 1.f))).weights().size(),
             2u);
+  // Two identity-initialised square weights are each other's transpose, and stay apart.
+  OnnxModelBuilder eye("eye", 17, 1);
+  auto x = eye.add_input("x", {kBatch, 2});
+  auto a = eye.add_initializer("a", TensorData::from_floats({2, 2}, {1, 0, 0, 1}), true);
+  auto b = eye.add_initializer("b", TensorData::from_floats({2, 2}, {1, 0, 0, 1}), true);
+  eye.add_node("MatMul", {x, a}, {"h"});
+  eye.add_node("MatMul", {"h", b}, {"y"});
+  eye.add_output("y", {kBatch, 2});
+  EXPECT_EQ(must_import(eye).weights().size(), 2u);
 }
 
 TEST(Trainable, PatternErrorsNameThePattern) {
