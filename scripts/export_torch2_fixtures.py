@@ -8,7 +8,7 @@ ConvNeXt, EfficientNet and Swin), e.g. in a venv outside the repository:
   python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch torchvision onnxscript onnx transformers
   /work/venv-torch/bin/python scripts/export_torch2_fixtures.py [--out tests/data/torch2]
 
-For each model (mlp, cnn, encoder, ops; Hugging Face gpt2, gpt2cls, bert, distilbert, vit, llama, qwen2
+For each model (mlp, cnn, encoder, ops; Hugging Face gpt2, gpt2tied, gpt2cls, bert, distilbert, vit, llama, qwen2
 from tiny random configs, which need transformers; torchvision convnext, convnext_sd, efficientnet
 and swin with stochastic depth) and exporter (dynamo: torch.onnx.export(...,
 dynamo=True), the default since torch 2.9; torchscript: dynamo=False; functions: dynamo=False with
@@ -141,6 +141,16 @@ def hf_gpt2():
     return HfLastToken(lambda: transformers.GPT2LMHeadModel(cfg))
 
 
+def hf_gpt2_tied():
+    import transformers
+    # Tied lm_head (HF's default): the dynamo exporter's optimizer folds the head's Transpose of the
+    # token embedding into a new initializer, which graphpipe's importer reads as that Transpose
+    # again (retie_transposed_copies); the TorchScript export reads the one initializer twice.
+    cfg = transformers.GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=16, n_layer=2, n_head=2,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True)
+    return HfLastToken(lambda: transformers.GPT2LMHeadModel(cfg))
+
+
 def hf_bert():
     import transformers
     cfg = transformers.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
@@ -254,6 +264,7 @@ MODELS = {
     "ops": (Ops, (3, 8, 8), 10),
     "adaptive": (AdaptivePool, (3, 8, 8), 10),
     "gpt2": (hf_gpt2, "ids", VOCAB),
+    "gpt2tied": (hf_gpt2_tied, "ids", VOCAB),
     "bert": (hf_bert, "ids", 4),
     "roberta": (hf_roberta, "ids", 4),
     "distilbert": (hf_distilbert, "ids", 4),

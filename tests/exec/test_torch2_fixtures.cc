@@ -90,7 +90,8 @@ INSTANTIATE_TEST_SUITE_P(Torch2, Torch2Fixture,
                                            "vit_torchscript", "gpt2cls_dynamo", "gpt2cls_torchscript",
                                            "convnext_dynamo", "convnext_torchscript", "efficientnet_dynamo",
                                            "efficientnet_torchscript", "swin_dynamo", "swin_torchscript",
-                                           "adaptive_dynamo", "roberta_dynamo", "roberta_torchscript"));
+                                           "adaptive_dynamo", "roberta_dynamo", "roberta_torchscript",
+                                           "gpt2tied_dynamo", "gpt2tied_torchscript"));
 
 }  // namespace
 }  // namespace gp::exec
