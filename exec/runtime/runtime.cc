@@ -182,15 +182,22 @@ Status Runtime::run_threads(int64_t steps, std::ostream* progress) {
   int const cores = available_cores();
   int const budget = options_.threads_per_worker > 0 ? options_.threads_per_worker : std::max(1, cores / n);
   bool const pin = options_.pin_cores && budget * n <= cores;
-  std::vector<Status> status(n);
-  std::mutex mu;
-  std::condition_variable cv;
-  int finished = 0;
+  // What the workers report into, on the heap: a worker stuck in compute is detached below and may
+  // still finish after this function has returned (the CLI then exits at once, but not before).
+  struct Shared {
+    std::vector<Status> status;
+    std::mutex mu;
+    std::condition_variable cv;
+    int finished = 0;
+  };
+  auto const shared = std::make_shared<Shared>();
+  shared->status.resize(n);
   int64_t const first = step_;
   auto const origin = Clock::now();
   std::vector<std::thread> threads;
   for (int w = 0; w < n; ++w) {
-    threads.emplace_back([&, w] {
+    threads.emplace_back([this, shared, w, steps, first, origin, budget, pin, progress] {
+      auto& [status, mu, cv, finished] = *shared;
       ScopedThreadAllocator scoped(*memory_[w]);
       set_thread_budget(budget);
       if (pin) pin_to_cores(w * budget, budget);
@@ -221,9 +228,9 @@ Status Runtime::run_threads(int64_t steps, std::ostream* progress) {
   // Wait for every worker; after an abort, a worker stuck in compute gets the timeout as grace.
   std::optional<Clock::time_point> aborted_at;
   {
-    std::unique_lock lock(mu);
-    while (finished < n) {
-      cv.wait_for(lock, std::chrono::milliseconds(50));
+    std::unique_lock lock(shared->mu);
+    while (shared->finished < n) {
+      shared->cv.wait_for(lock, std::chrono::milliseconds(50));
       if (stop_requested() && !endpoints_[0]->aborted()) endpoints_[0]->abort(aborted_error(kInterrupted));
       if (!aborted_at && endpoints_[0]->aborted()) {
         aborted_at = Clock::now();
@@ -237,11 +244,15 @@ Status Runtime::run_threads(int64_t steps, std::ostream* progress) {
   }
   if (stuck_) {
     for (auto& t : threads) t.detach();
-    std::lock_guard lock(mu);
+    std::vector<Status> status;
+    {
+      std::lock_guard lock(shared->mu);
+      status = shared->status;
+    }
     return first_cause(status);
   }
   for (auto& t : threads) t.join();
-  return first_cause(status);
+  return first_cause(shared->status);
 }
 
 Status Runtime::run_rank(int64_t steps, std::ostream* progress) {
