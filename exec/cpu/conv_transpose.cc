@@ -10,7 +10,6 @@
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
 #include "graph/ops/conv.h"
-#include "exec/op_shared.h"
 
 namespace gp::exec::cpu {
 namespace {
