@@ -40,6 +40,7 @@ constexpr int64_t kMaxOpset = 23;  // ONNX 1.18's newest; its IR version is onnx
 // Without weights, float initializers this small still keep their data: they are constants
 // (scales, epsilons) that folding may need, not parameters.
 constexpr int64_t kSmallTensor = 64;
+constexpr int64_t kMaxProbeBytes = int64_t{1} << 30;  // 1 GiB
 
 std::string one_line(std::string s) {
   for (char& c : s)
@@ -254,6 +255,38 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
                        std::to_string(kMinOpset) + "-" + std::to_string(kMaxOpset) +
                        " (re-export with opset_version in that range)");
 
+  // Without the weights, the values the trainable choice looks at are read all the same, so that a
+  // plan sees the weights training will: float tables of positions by channels that no weight slot
+  // reads (a sinusoidal position table is a constant, graph/onnx_import_trainable.cc), and an
+  // embedding table read by Gather with the float32 matrix of its transpose's shape (a folded copy
+  // of a tied output projection, retied). Each up to kMaxProbeBytes; their data is dropped once the
+  // choice is made.
+  std::map<std::string, std::set<std::string>> readers;
+  for (auto const& n : g.node())
+    for (auto const& x : n.input()) readers[x].insert(n.op_type());
+  std::set<std::pair<int64_t, int64_t>> matrices,
+      embeddings;  // (rows, cols) of float32 matrices, of those Gather reads
+  for (auto const& t : g.initializer())
+    if (t.data_type() == onnx::TensorProto::FLOAT && t.dims_size() == 2) {
+      matrices.insert({t.dims(0), t.dims(1)});
+      if (readers[t.name()].count("Gather")) embeddings.insert({t.dims(0), t.dims(1)});
+    }
+  auto probe_values = [&](int i, int64_t numel) {
+    auto const& t = g.initializer(i);
+    bool const f32 = t.data_type() == onnx::TensorProto::FLOAT;
+    if ((!f32 && t.data_type() != onnx::TensorProto::DOUBLE) || numel * (f32 ? 4 : 8) > kMaxProbeBytes) return false;
+    auto const& by = readers[t.name()];
+    if (f32 && t.dims_size() == 2 && t.dims(0) != t.dims(1) &&
+        (embeddings.count({t.dims(1), t.dims(0)}) || (by.count("Gather") && matrices.count({t.dims(1), t.dims(0)}))))
+      return true;
+    std::vector<int64_t> dims;
+    for (int64_t d : t.dims())
+      if (d != 1) dims.push_back(d);
+    for (char const* weight_slot : {"MatMul", "Gemm", "Conv", "ConvTranspose", "LSTM", "GRU", "RNN",
+                                    "LayerNormalization", "BatchNormalization", "InstanceNormalization"})
+      if (by.count(weight_slot)) return false;
+    return dims.size() == 2 && dims[0] >= 4;
+  };
   // Which initializers get their data read, and what that costs, decided before anything is read.
   std::vector<bool> read(static_cast<std::size_t>(g.initializer_size()));
   int64_t read_bytes = 0;
@@ -268,6 +301,12 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
         dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 || dtype == DType::kBFloat16;
     bool const external = t.data_location() == onnx::TensorProto::EXTERNAL;
     read[i] = options.load_weights || (!external && (!is_float || *numel <= kSmallTensor));
+    if (!read[i] && probe_values(i, *numel) &&
+        (options.max_memory_bytes <= 0 ||
+         read_bytes + *numel * static_cast<int64_t>(dtype_size(dtype)) <= options.max_memory_bytes)) {
+      read[i] = true;
+      raw.probed.insert(t.name());
+    }
     if (read[i])
       read_bytes = std::min(read_bytes + *numel * static_cast<int64_t>(dtype_size(dtype)),
                             std::numeric_limits<int64_t>::max() / 2);
@@ -286,7 +325,15 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
     std::string const what = "initializer '" + t.name() + "'";
     ASSIGN_OR_RETURN(init.dtype, to_dtype(t.data_type(), what));
     init.dims.assign(t.dims().begin(), t.dims().end());
-    if (read[i]) {
+    if (read[i] && raw.probed.count(init.name)) {
+      // Best effort: a probe that cannot be read (external data of a model read from memory, a
+      // shape-only model's placeholders) leaves the choice to the rules that need no values.
+      auto data = read_tensor(t, model_dir, what);
+      if (data.is_ok())
+        init.data = std::make_shared<TensorData const>(std::move(data).value());
+      else
+        raw.probed.erase(init.name);
+    } else if (read[i]) {
       ASSIGN_OR_RETURN(TensorData data, read_tensor(t, model_dir, what));
       init.data = std::make_shared<TensorData const>(std::move(data));
     }
@@ -473,6 +520,8 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   RETURN_IF_ERROR(check_supported(*raw).with_context(source));
   auto choices = onnx_import::choose_trainable(*raw, options);
   if (!choices.is_ok()) return choices.status().with_context(source);
+  for (auto& init : raw->initializers)
+    if (raw->probed.count(init.name)) init.data.reset();
   auto graph = onnx_import::lower(std::move(*raw), options.first_dim_is_batch, std::move(*choices));
   if (!graph.is_ok()) return graph.status().with_context(source);
   if (options.fuse) {

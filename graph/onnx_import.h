@@ -48,6 +48,14 @@ struct ImportOptions {
   Precision precision = Precision::kFloat32;
 };
 
+// The importer's reason (WeightChoice::reason) for a float initializer in a weight slot that it
+// keeps constant because its values are a sinusoidal position table: a rotary embedding's cos/sin
+// tables or a fixed sinusoidal encoding, buffers in torch that a folding exporter writes as
+// initializers multiplied or added into the activations.
+inline constexpr char kPositionTableReason[] =
+    "sinusoidal position table (each column a cosine or sine of the position: rotary or fixed position "
+    "encoding, a buffer in torch; list it under trainable: to train it)";
+
 // From a .onnx file. External data must lie inside the file's folder: absolute locations, "..",
 // and symlinks that lead out are refused, and every declared size is checked against the data
 // file's real size before anything is read.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <utility>
@@ -66,6 +67,10 @@ struct RawModel {
   std::map<std::string, RawValueInfo> value_info;  // from ONNX shape inference
   // (copy, original) pairs that retie_transposed_copies turned back into Transpose(original).
   std::vector<std::pair<std::string, std::string>> retied;
+  // Without ImportOptions::load_weights: the initializers read only because the trainable choice
+  // looks at their values (a sinusoidal position table, a transposed copy to retie), so that
+  // planning sees the weights training will; their data is dropped once the choice is made.
+  std::set<std::string> probed;
 };
 
 // A float matrix initializer that holds exactly another's transpose becomes Transpose(that one)

@@ -1,6 +1,8 @@
 // Which initializers train: the weight-slot rules (what torch modules export as parameters), then
 // the buffers that must not (non-finite values such as a -inf causal mask; tensors that only feed
-// masks, comparisons or indices), then the user's trainable/frozen name patterns.
+// masks, comparisons or indices; sinusoidal position tables), then the user's trainable/frozen name
+// patterns.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -188,6 +190,62 @@ bool has_non_finite(TensorData const& d) {
   }
 }
 
+// A sinusoidal position table: positions along its first axis of more than one element, channels
+// along the rest, and every channel c either s*cos(t*f_c) or a*sin(t*f_c) of the position t, with
+// one amplitude s over the cosine channels (rows start at position 0). Rotary embeddings' cos/sin
+// tables (the dynamo exporter folds them out of the inv_freq buffer: they then look like tensors
+// multiplied into the activations) and fixed sinusoidal encodings (Vaswani et al.'s buffer) are such
+// tables; torch keeps them as buffers. A column passes when it follows the recurrence of a sampled
+// sinusoid, x[t+1] + x[t-1] = k x[t] with |k| <= 2 (2cos f), to within float32 rounding of its
+// argument; at least one column must oscillate (k clearly below 2), so constant, all-zero and
+// linear tables are not taken for one. Float32 and float64 only: a float16/bfloat16 table's
+// rounding leaves no test a random tensor could not pass.
+bool is_position_table(RawInitializer const& init) {
+  if ((init.dtype != DType::kFloat32 && init.dtype != DType::kFloat64) || !init.data) return false;
+  std::vector<int64_t> dims;
+  for (int64_t d : init.dims)
+    if (d != 1) dims.push_back(d);
+  if (dims.size() != 2 || dims[0] < 4 || dims[1] < 1) return false;
+  int64_t const rows = dims[0], cols = dims[1];
+  std::vector<double> const x = init.data->to_doubles();
+  if (static_cast<int64_t>(x.size()) != rows * cols) return false;
+  double amplitude = 0;
+  for (double v : x) amplitude = std::max(amplitude, std::abs(v));
+  if (amplitude == 0) return false;
+  // float32 rounds the position times the frequency (HF computes both in float32): an error that
+  // grows with the position. The check is loose by that and no looser.
+  double const eps = init.dtype == DType::kFloat32 ? 6e-8 : 1e-15;
+  double const tol = amplitude * eps * (100.0 + 16.0 * static_cast<double>(rows));
+  auto at = [&](int64_t t, int64_t c) { return x[t * cols + c]; };
+  double cosine_amplitude = 0;
+  bool oscillates = false;
+  for (int64_t c = 0; c < cols; ++c) {
+    double num = 0, den = 0;
+    for (int64_t t = 1; t + 1 < rows; ++t) {
+      num += at(t, c) * (at(t + 1, c) + at(t - 1, c));
+      den += at(t, c) * at(t, c);
+    }
+    bool const cosine = std::abs(at(0, c)) > tol;
+    if (den <= tol * tol * static_cast<double>(rows)) {  // a zero column: sin(0 t), or nothing
+      if (cosine) return false;
+      for (int64_t t = 0; t < rows; ++t)
+        if (std::abs(at(t, c)) > tol) return false;
+      continue;
+    }
+    double const k = num / den;
+    if (std::abs(k) > 2 + 1e-6) return false;
+    for (int64_t t = 1; t + 1 < rows; ++t)
+      if (std::abs(at(t + 1, c) + at(t - 1, c) - k * at(t, c)) > 4 * tol) return false;
+    if (cosine) {  // s cos(t f): s shared by the cosine columns, and x[1] = s cos f = s k / 2
+      if (cosine_amplitude == 0) cosine_amplitude = at(0, c);
+      if (std::abs(at(0, c) - cosine_amplitude) > tol) return false;
+      if (std::abs(at(1, c) - at(0, c) * k / 2) > 4 * tol) return false;
+    }
+    oscillates = oscillates || k < 2 - 1e-3;
+  }
+  return oscillates;
+}
+
 // Glob matching: `*` any run of characters (also none), `?` exactly one.
 bool glob_match(std::string_view pattern, std::string_view name) {
   std::size_t p = 0, s = 0, star = std::string_view::npos, mark = 0;
@@ -327,6 +385,8 @@ Result<std::vector<WeightChoice>> choose_trainable(RawModel const& m, ImportOpti
       c.reason = "non-finite values";
     } else if (rule != rules.end() && !r.loss.count(init.name) && r.mask.count(init.name)) {
       c.reason = "feeds only masks, comparisons or indices";
+    } else if (rule != rules.end() && is_position_table(init)) {
+      c.reason = std::string(kPositionTableReason);
     } else if (rule != rules.end()) {
       c.trainable = true;
       c.reason = rule->second;

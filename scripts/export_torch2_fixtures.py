@@ -365,7 +365,8 @@ def torch_losses(model, x, y):
 def folded_buffers(path, model, x):
     """Initializers of an optimized dynamo export that are a rotary embedding's cos/sin tables: the
     optimizer folds them out of the inv_freq buffer into initializers that look like learned tensors
-    to an importer. reference.json lists them under "frozen" (the config's frozen: patterns)."""
+    to an importer. reference.json lists them under "frozen"; the fixture test checks that
+    graphpipe's importer recognises exactly these as sinusoidal position tables."""
     rotary = [m for n, m in model.named_modules() if n.endswith("rotary_emb")]
     if not rotary:
         return []

@@ -27,9 +27,9 @@ def mlp_fixture():
 
 
 @pytest.fixture(scope="session")
-def llama_fixture():
-    """torch 2.15's dynamo export of a tiny HF Llama (rotary tables every layer reads)."""
-    return TORCH2 / "llama_dynamo"
+def gpt2tied_fixture():
+    """torch 2.15's dynamo export of a tiny HF GPT-2 whose output projection is its embedding."""
+    return TORCH2 / "gpt2tied_dynamo"
 
 
 @pytest.fixture(scope="session")

@@ -32,12 +32,13 @@ def test_plan_json_round_trip(mmt, tmp_path):
     assert "<table>" in html and html.count("<rect") == len(plan.stages)
 
 
-def test_tied_weights_are_listed_with_their_stages(cli, llama_fixture):
-    # HF Llama (dynamo export) reads its rotary tables in every layer: on 4 balanced stages a copy
-    # sits in each stage that reads them, and the plan prices their all-reduce; the CLI agrees.
-    path = llama_fixture / "model.onnx"
+def test_tied_weights_are_listed_with_their_stages(cli, gpt2tied_fixture):
+    # HF GPT-2 (dynamo export) reads its token embedding in the first layer and, tied, as the output
+    # projection: on 4 balanced stages a copy sits in each stage that reads it, and the plan prices
+    # their all-reduce; the CLI agrees.
+    path = gpt2tied_fixture / "model.onnx"
     plan = gp.partition(gp.load(str(path)), devices=4, batch=8, planner="balanced")
-    assert plan.tied_weights, "Llama's rotary tables are read by several stages"
+    assert plan.tied_weights, "the tied embedding is read by the first and the last stage"
     for t in plan.tied_weights:
         assert len(t["stages"]) >= 2 and t["bytes"] > 0 and t["allreduce_s"] > 0
     assert "tied weights" in repr(plan)

@@ -1,8 +1,9 @@
 // Which initializers the importer trains: buffers (non-finite values, tensors that only feed masks,
-// comparisons or indices) stay constants, weights keep training, and the trainable/frozen name
-// patterns of the training config override the choice.
+// comparisons or indices, sinusoidal position tables) stay constants, weights keep training, and the trainable/frozen
+// name patterns of the training config override the choice.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 
 #include "graph/onnx_builder.h"
@@ -171,6 +172,132 @@ TEST(Trainable, AFoldedTransposeOfAWeightIsTiedToItAgain) {
   eye.add_node("MatMul", {"h", b}, {"y"});
   eye.add_output("y", {kBatch, 2});
   EXPECT_EQ(must_import(eye).weights().size(), 2u);
+}
+
+// A [T, D] table multiplied (or added) into activations x [batch, T, D], imported with `o`.
+WeightChoice table_choice(std::vector<int64_t> dims, std::vector<float> const& values, std::string const& op = "Mul",
+                          ImportOptions const& o = {}) {
+  OnnxModelBuilder b("table", 17, 1);
+  std::vector<int64_t> x_dims{kBatch};
+  for (int64_t d : dims)
+    if (d != 1) x_dims.push_back(d);
+  auto x = b.add_input("x", x_dims);
+  auto t = b.add_initializer("table", TensorData::from_floats(dims, values), true);
+  b.add_node(op, {x, t}, {"y"});
+  b.add_output("y", x_dims);
+  return choice(must_import(b, o), "table");
+}
+
+// HF's rotary tables, computed as transformers does in float32: inv_freq = 1 / base^(2i/d),
+// freqs = t * inv_freq, emb = cat(freqs, freqs) (or each frequency twice in a row, GPT-J's
+// layout), then cos(emb) * scale and sin(emb) * scale.
+std::vector<float> rotary_table(int64_t positions, int64_t d, bool cosine, float scale = 1.f, bool interleaved = false,
+                                float base = 10000.f) {
+  std::vector<float> out(static_cast<std::size_t>(positions * d));
+  for (int64_t t = 0; t < positions; ++t)
+    for (int64_t c = 0; c < d; ++c) {
+      int64_t const i = interleaved ? c / 2 : c % (d / 2);
+      float const inv_freq = 1.f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(d));
+      float const arg = static_cast<float>(t) * inv_freq;
+      out[static_cast<std::size_t>(t * d + c)] = (cosine ? std::cos(arg) : std::sin(arg)) * scale;
+    }
+  return out;
+}
+
+TEST(Trainable, SinusoidalPositionTablesAreBuffersNotWeights) {
+  // Rotary cos/sin as the dynamo exporter folds them out of inv_freq ([1, 1, T, d]), with YaRN's
+  // attention scale, in GPT-J's interleaved layout, and a long table (float32's rounding of t * f
+  // grows with t); and Vaswani et al.'s fixed encoding (sin and cos columns alternating) added.
+  for (bool cosine : {true, false}) {
+    SCOPED_TRACE(cosine ? "cos" : "sin");
+    EXPECT_EQ(table_choice({1, 1, 8, 4}, rotary_table(8, 4, cosine)).reason, kPositionTableReason);
+    EXPECT_EQ(table_choice({1, 16, 8}, rotary_table(16, 8, cosine, 0.8f)).reason, kPositionTableReason);
+    EXPECT_EQ(table_choice({16, 8}, rotary_table(16, 8, cosine, 1.f, true)).reason, kPositionTableReason);
+    EXPECT_EQ(table_choice({4096, 64}, rotary_table(4096, 64, cosine, 1.f, false, 500000.f)).reason,
+              kPositionTableReason);
+  }
+  std::vector<float> pe(16 * 6);
+  for (int t = 0; t < 16; ++t)
+    for (int i = 0; i < 3; ++i) {
+      float const arg = static_cast<float>(t) / std::pow(10000.f, static_cast<float>(2 * i) / 6.f);
+      pe[static_cast<std::size_t>(t * 6 + 2 * i)] = std::sin(arg);
+      pe[static_cast<std::size_t>(t * 6 + 2 * i + 1)] = std::cos(arg);
+    }
+  WeightChoice const fixed = table_choice({16, 6}, pe, "Add");
+  EXPECT_FALSE(fixed.trainable);
+  EXPECT_EQ(fixed.reason, kPositionTableReason);
+  // Named under trainable, a table trains.
+  ImportOptions o;
+  o.trainable = {"tab*"};
+  EXPECT_TRUE(table_choice({16, 6}, pe, "Add", o).trainable);
+}
+
+TEST(Trainable, LearnedTablesThatAreNotSinusoidsStillTrain) {
+  auto trained = [](std::vector<int64_t> dims, std::vector<float> const& v) {
+    WeightChoice const c = table_choice(std::move(dims), v);
+    EXPECT_TRUE(c.trainable) << c.reason;
+    return c.trainable;
+  };
+  std::vector<float> random(16 * 8);
+  uint32_t state = 12345;
+  for (float& v : random) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<float>(state >> 8) / static_cast<float>(1u << 24) - 0.5f;
+  }
+  EXPECT_TRUE(trained({16, 8}, random));
+  EXPECT_TRUE(trained({16, 8}, std::vector<float>(16 * 8, 1.f)));  // constant: a position-free scale
+  std::vector<float> ramp(16 * 8);                                 // linear in t: no oscillation
+  for (int t = 0; t < 16; ++t)
+    for (int c = 0; c < 8; ++c) ramp[static_cast<std::size_t>(t * 8 + c)] = 0.01f * static_cast<float>(t * (c + 1));
+  EXPECT_TRUE(trained({16, 8}, ramp));
+  // One value off by 2e-4, a cosine with a phase (cos(t f + 0.3)), and cosines of unequal amplitudes.
+  std::vector<float> off = rotary_table(16, 8, true);
+  off[37] += 2e-4f;
+  EXPECT_TRUE(trained({16, 8}, off));
+  std::vector<float> phase(16 * 8), amplitudes = rotary_table(16, 8, true);
+  for (int t = 0; t < 16; ++t)
+    for (int c = 0; c < 8; ++c) {
+      phase[static_cast<std::size_t>(t * 8 + c)] = std::cos(static_cast<float>(t) * 0.5f * (c + 1) + 0.3f);
+      amplitudes[static_cast<std::size_t>(t * 8 + c)] *= 1.f + 0.1f * static_cast<float>(c);
+    }
+  EXPECT_TRUE(trained({16, 8}, phase));
+  EXPECT_TRUE(trained({16, 8}, amplitudes));
+  // Three positions are too few to tell.
+  EXPECT_TRUE(trained({3, 8}, rotary_table(3, 8, true)));
+}
+
+// Planning imports without the weights (ImportOptions::load_weights false), but the choices that
+// look at values must come out as training's: the values of a position table and of a tied
+// embedding's folded copy are read for the choice and dropped after it; other weights are not read.
+TEST(Trainable, WithoutTheWeightsTheChoiceStillSeesTablesAndTiedCopies) {
+  OnnxModelBuilder b("plan", 17, 1);
+  auto ids = b.add_input("ids", {kBatch, 16}, DType::kInt64);
+  std::vector<float> emb(32 * 8), head(8 * 32), other(8 * 16);
+  for (std::size_t i = 0; i < emb.size(); ++i) emb[i] = 0.01f * static_cast<float>((i * 37) % 101) - 0.5f;
+  for (int r = 0; r < 32; ++r)
+    for (int c = 0; c < 8; ++c) head[static_cast<std::size_t>(c * 32 + r)] = emb[static_cast<std::size_t>(r * 8 + c)];
+  for (std::size_t i = 0; i < other.size(); ++i) other[i] = 0.02f * static_cast<float>(i % 7);
+  auto e = b.add_initializer("embed", TensorData::from_floats({32, 8}, emb), true);
+  auto h = b.add_initializer("val_9", TensorData::from_floats({8, 32}, head), true);
+  // Two matrices of each other's transposed shape: no embedding, so neither is read.
+  auto w = b.add_initializer("w", TensorData::from_floats({8, 16}, other), true);
+  auto w2 = b.add_initializer("w2", TensorData::from_floats({16, 8}, other), true);
+  auto cos = b.add_initializer("cos", TensorData::from_floats({1, 16, 8}, rotary_table(16, 8, true)), true);
+  b.add_node("Gather", {e, ids}, {"x"});
+  b.add_node("Mul", {"x", cos}, {"xr"});
+  b.add_node("MatMul", {"xr", w}, {"y16"});
+  b.add_node("MatMul", {"y16", w2}, {"y"});
+  b.add_node("MatMul", {"y", h}, {"logits"});
+  b.add_output("logits", {kBatch, 16, 32});
+  for (bool weights : {true, false}) {
+    SCOPED_TRACE(weights ? "with weights" : "without");
+    OpGraph const g = must_import(b, ImportOptions{.load_weights = weights});
+    EXPECT_EQ(choice(g, "cos").reason, kPositionTableReason);
+    EXPECT_NE(choice(g, "embed").reason.find("(retied)"), std::string::npos) << choice(g, "embed").reason;
+    EXPECT_EQ(g.weights().size(), 3u);  // embed, w and w2
+    for (char const* name : {"embed", "w", "w2", "cos"})
+      EXPECT_EQ(g.tensor(*g.find_tensor(name)).data != nullptr, weights) << name;
+  }
 }
 
 TEST(Trainable, PatternErrorsNameThePattern) {

@@ -39,14 +39,15 @@ class Mpi : public ::testing::Test {
   // replication (GPP by default), trained on `ranks` ranks (one pipeline stage each) and on one
   // device: the same weights.
   void expect_fixture_on_ranks_as_one_device(std::string const& fixture, int ranks = 2,
-                                             std::string const& planner = "gpp", std::string const& log = "") {
+                                             std::string const& planner = "gpp", std::string const& log = "",
+                                             std::string const& extra = "") {
     std::string const fx = std::string(GP_SOURCE_DIR) + "/tests/data/torch2/" + fixture + "/";
     auto cfg = [&](std::string const& out) {
       return dir.write(fixture + "_" + std::to_string(n_++) + ".yaml",
                        "model: {path: " + fx + "model.onnx}\ndata: {inputs: " + fx + "input_0.npy, labels: " + fx +
                            "labels.npy}\nbatch: 4\nmicro_batches: 2\nsteps: 3\nlr: 0.1\nmomentum: 0.9\nseed: 2\n"
                            "pipeline: {planner: " +
-                           planner + ", replication: false, memory: 1GiB, timeout: 20}\nexport: " + out + "\n");
+                           planner + ", replication: false, memory: 1GiB, timeout: 20}\nexport: " + out + "\n" + extra);
     };
     std::string const one_out = dir.file(fixture + "_1.onnx");
     std::string const many_out = dir.file(fixture + "_" + std::to_string(ranks) + ".onnx");
@@ -86,12 +87,15 @@ TEST_F(Mpi, TwoAndFourRanksTrainTheSameModelAsOneDevice) {
 TEST_F(Mpi, HuggingFaceGpt2OnTwoRanksPartitionedByGpp) { expect_fixture_on_ranks_as_one_device("gpt2_dynamo"); }
 
 // Tied weights across stages on 2 ranks: Llama from the dynamo exporter reads its rotary cos/sin
-// tables (initializers here, trained as weights when not listed under frozen:) in every layer, so
-// both pipeline stages hold a copy; their gradients are summed over the ranks at STEP. On 4
-// balanced stages only ranks 0 and 2 hold copies: they sum among themselves, 1 and 3 take no part.
+// tables (initializers here, constants by default, trained when named under trainable:) in every
+// layer, so both pipeline stages hold a copy; their gradients are summed over the ranks at STEP.
+// On 4 balanced stages only ranks 0 and 2 hold copies: they sum among themselves, 1 and 3 take no
+// part. GPT-2 with its tied head (the embedding read by the first and the last stage) on 2 ranks.
 TEST_F(Mpi, TiedWeightsAcrossStagesOnTwoAndFourRanksTrainAsOneDevice) {
-  expect_fixture_on_ranks_as_one_device("llama_dynamo");
-  expect_fixture_on_ranks_as_one_device("llama_dynamo", 4, "balanced", "summed at STEP over devices {0,2}");
+  std::string const tables = "trainable: [unsqueeze_14, unsqueeze_15]\n";
+  expect_fixture_on_ranks_as_one_device("llama_dynamo", 2, "gpp", "summed at STEP", tables);
+  expect_fixture_on_ranks_as_one_device("llama_dynamo", 4, "balanced", "summed at STEP over devices {0,2}", tables);
+  expect_fixture_on_ranks_as_one_device("gpt2tied_dynamo", 2, "gpp", "summed at STEP");
 }
 
 // A checkpoint written by 2 ranks (weights and momentum) resumes on one device to the weights of

@@ -91,8 +91,9 @@ TrainConfig fixture_config(std::filesystem::path const& dir, int64_t steps) {
   return c;
 }
 
-Result<std::shared_ptr<graph::OpGraph const>> load_fixture(std::filesystem::path const& dir) {
-  ASSIGN_OR_RETURN(graph::OpGraph g, graph::load_onnx((dir / "model.onnx").string()));
+Result<std::shared_ptr<graph::OpGraph const>> load_fixture(std::filesystem::path const& dir,
+                                                           graph::ImportOptions const& options = {}) {
+  ASSIGN_OR_RETURN(graph::OpGraph g, graph::load_onnx((dir / "model.onnx").string(), options));
   return std::make_shared<graph::OpGraph const>(std::move(g));
 }
 
@@ -350,12 +351,17 @@ TEST(RuntimeEquivalence, EveryTorchFixturePartitionedByGppTrainsAsOneDevice) {
   std::cout << "fixtures " << fixtures << ", runs " << cov.runs << ", policies " << cov.policies.size() << std::endl;
 }
 
+// HF Llama with its rotary cos/sin tables trained (named under trainable:; the importer keeps
+// them constant by default, as torch does): two weights every decoder layer reads, so every stage
+// of a pipeline holds copies of them.
+graph::ImportOptions const kLlamaTablesTrained{.trainable = {"unsqueeze_14", "unsqueeze_15"}};
+
 // Tied weights in replicated stages: Llama's rotary tables, read by every stage of a 3-stage plan
 // whose stages are replicated (1-2-1, 2-2-2): a stage's first replica contributes its copy's
 // gradient to the sum (its replicas hold the same replica-summed one) and every copy takes the
 // sum, so training still equals one device.
 TEST(RuntimeEquivalence, TiedWeightsInReplicatedStages) {
-  auto const g = load_fixture(kTorchFixtures / "llama_dynamo");
+  auto const g = load_fixture(kTorchFixtures / "llama_dynamo", kLlamaTablesTrained);
   ASSERT_TRUE(g.is_ok()) << g.status().message();
   TrainConfig const c = fixture_config(kTorchFixtures / "llama_dynamo", 2);
   auto const want = testing::train_single(**g, c);
@@ -376,12 +382,12 @@ TEST(RuntimeEquivalence, TiedWeightsInReplicatedStages) {
   EXPECT_GE(cov.replicated, 2);
 }
 
-// HF Llama's rotary tables (initializers every layer reads) on 3 to 5 balanced stages: each
-// table is summed over the devices of the stages reading it, one all-reduce per distinct group
+// HF Llama's rotary tables, trained (initializers every layer reads) on 3 to 5 balanced stages:
+// each table is summed over the devices of the stages reading it, one all-reduce per distinct group
 // of those devices (two groups, overlapping, on 3 and 5 stages; on 4 and 5 a device holds no copy
 // and takes no part), and training still equals one device. The plan prices the same groups.
 TEST(RuntimeEquivalence, TiedWeightsAreSummedOnlyOverTheDevicesHoldingACopy) {
-  auto const g = load_fixture(kTorchFixtures / "llama_dynamo");
+  auto const g = load_fixture(kTorchFixtures / "llama_dynamo", kLlamaTablesTrained);
   ASSERT_TRUE(g.is_ok()) << g.status().message();
   TrainConfig const c = fixture_config(kTorchFixtures / "llama_dynamo", 2);
   auto const want = testing::train_single(**g, c);
