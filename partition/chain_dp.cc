@@ -185,9 +185,25 @@ class ChainDp {
     }
   }
 
+  // Bytes of the shared weights (Problem::shared_weights) stage D_i \ D_j reads without holding
+  // their first reader: it keeps a copy (weights and optimizer state), as stage_sums counts.
+  int64_t copy_bytes(int j, int i) const {
+    int64_t bytes = 0;
+    auto in_stage = [&](int v) { return ds_.contains(i, v) && !ds_.contains(j, v); };
+    for (SharedWeight const& w : p_.shared_weights) {
+      if (in_stage(w.readers.front())) continue;
+      for (int v : w.readers)
+        if (in_stage(v)) {
+          bytes += w.bytes;
+          break;
+        }
+    }
+    return bytes;
+  }
+
   // Whether stage D_i \ D_j on r replicas holds one micro-batch: eval's memory test, from the sums.
   bool fits_once(int j, int i, int r) const {
-    int64_t const w = wsum_[i] - wsum_[j];
+    int64_t const w = wsum_[i] - wsum_[j] + copy_bytes(j, i);
     int64_t const fixed = w + static_cast<int64_t>(std::llround(p_.optimizer_bytes_per_weight_byte * w));
     int64_t const per_flight = (asum_[i] - asum_[j]) * samples_per_replica(b_, r);
     return micro_batches_that_fit(static_cast<int64_t>(memory_), fixed, per_flight) >= 1;
@@ -200,7 +216,7 @@ class ChainDp {
     NodeTime const& a = tsum_[ri][i];
     NodeTime const& c = tsum_[ri][j];
     sums.time = {a.fwd_s - c.fwd_s, a.bwd_input_s - c.bwd_input_s, a.bwd_weight_s - c.bwd_weight_s};
-    sums.weight_bytes = wsum_[i] - wsum_[j];
+    sums.weight_bytes = wsum_[i] - wsum_[j] + copy_bytes(j, i);
     sums.activation_bytes_per_sample = asum_[i] - asum_[j];
     if (p_.count_communication) {
       for (int g : cuts_[j]) {  // into the stage: leaves D_j, lands in D_i

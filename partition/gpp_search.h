@@ -31,8 +31,8 @@ struct Incumbent {
   std::vector<Plan> candidates;  // every plan assembled within the slack (when judged later)
   double bound() const { return best ? best->step_time_s * slack : std::numeric_limits<double>::infinity(); }
   void offer(Plan plan, double tau) {
-    // Assembled, a stage is priced exactly (stage_cost: a shared weight's copies too, which the
-    // downsets' chain DP does not count): one that would not fit is no plan.
+    // Assembled, a stage is priced exactly (stage_cost, a shared weight's copies included; the
+    // chain DP counts them too, this keeps any other route honest): one that would not fit is no plan.
     for (PlanStage const& s : plan.stages)
       if (s.peak_memory_bytes > stage_memory_limit(plan, s)) return;
     if (slack > 1 && plan.step_time_s <= bound()) candidates.push_back(plan);

@@ -175,6 +175,56 @@ TEST(ChainPlanners, EqualBruteForceOnRandomDags) {
   EXPECT_GE(differ, 1);     // and in some the least max T_s is not the least step time
 }
 
+// Weights several nodes read (a tied embedding and output projection): a stage that reads one
+// without its first reader holds a copy, weights and optimizer state, and the chain DPs count it
+// while they search, so they still equal brute force (whose stage_cost counts the copies) and no
+// stage of their plans goes over memory. (Before, a copy was counted nowhere in the search: the
+// plans could go over memory, and over the optimum of the plans that fit.)
+TEST(ChainPlanners, EqualBruteForceWithSharedWeights) {
+  std::mt19937 rng(11);
+  int compared = 0, copies = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    int const n = 4 + trial % 4;
+    Problem p = random_dag(rng, n, 2 + trial % 3);
+    p.allow_replication = trial % 2 == 0;
+    for (int w = 0; w < 1 + trial % 2; ++w) {
+      std::vector<int> readers;
+      for (int v = 0; v < n; ++v)
+        if (std::bernoulli_distribution(0.4)(rng)) readers.push_back(v);
+      if (readers.size() < 2) readers = {0, n - 1};
+      p.shared_weights.push_back(
+          {"w" + std::to_string(w), std::uniform_int_distribution<int64_t>(50, 300)(rng), readers});
+      p.nodes[readers.front()].weight_bytes += p.shared_weights.back().bytes;  // counted at the first reader
+    }
+    // Memory that binds: about half the model's weights+optimizer (copies not counted), activations.
+    int64_t w = 0, a = 0;
+    for (auto const& node : p.nodes) w += node.weight_bytes, a += node.activation_bytes_per_sample;
+    for (auto& d : p.cluster.devices) d.memory_bytes = 2 * w + a * 4;
+    ASSERT_TRUE(p.finalize().is_ok());
+    auto ds = enumerate_downsets(p, 1000);
+    ASSERT_TRUE(ds.is_ok());
+    ChainOptimum const expected = brute_force_chain(p, *ds, 4);
+    for (char const* planner : {"pipedream", "piper"}) {
+      auto plan = plan_with(planner, p);
+      if (std::isinf(expected.step_time)) {
+        EXPECT_EQ(plan.status().code(), StatusCode::kInfeasible) << planner << " trial " << trial;
+        continue;
+      }
+      ASSERT_TRUE(plan.is_ok()) << planner << " trial " << trial << ": " << plan.status().message();
+      // The search's objective; the plan then adds the copies' all-reduce (priced after the search).
+      double tied_s = 0;
+      for (auto const& t : plan->tied_weights) tied_s += t.allreduce_s;
+      EXPECT_NEAR(plan->step_time_s - tied_s, expected.step_time, 1e-9 * expected.step_time)
+          << planner << " trial " << trial;
+      expect_chain_and_fits(*plan, p);
+      ++compared;
+      copies += !plan->tied_weights.empty();
+    }
+  }
+  EXPECT_GE(compared, 16);
+  EXPECT_GE(copies, 4);  // plans that hold copies
+}
+
 TEST(ChainPlanners, ReplicateAHeavyStage) {
   // One node 10x heavier than the rest: with 4 devices the best chain replicates it.
   Problem p =
