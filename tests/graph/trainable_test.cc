@@ -267,8 +267,9 @@ TEST(Trainable, LearnedTablesThatAreNotSinusoidsStillTrain) {
 }
 
 // Planning imports without the weights (ImportOptions::load_weights false), but the choices that
-// look at values must come out as training's: the values of a position table and of a tied
-// embedding's folded copy are read for the choice and dropped after it; other weights are not read.
+// look at values must come out as training's: the values of a position table (or a -inf mask) and
+// of a tied embedding's folded copy are read for the choice and dropped after it; other weights
+// are not read.
 TEST(Trainable, WithoutTheWeightsTheChoiceStillSeesTablesAndTiedCopies) {
   OnnxModelBuilder b("plan", 17, 1);
   auto ids = b.add_input("ids", {kBatch, 16}, DType::kInt64);
@@ -298,6 +299,19 @@ TEST(Trainable, WithoutTheWeightsTheChoiceStillSeesTablesAndTiedCopies) {
     for (char const* name : {"embed", "w", "w2", "cos"})
       EXPECT_EQ(g.tensor(*g.find_tensor(name)).data != nullptr, weights) << name;
   }
+  // An additive causal mask of -inf (a buffer a torch model registers) is such a table too.
+  OnnxModelBuilder m("mask", 17, 1);
+  auto scores = m.add_input("scores", {kBatch, 16, 16});
+  std::vector<float> mask(16 * 16, 0.f);
+  for (int i = 0; i < 16; ++i)
+    for (int j = i + 1; j < 16; ++j) mask[static_cast<std::size_t>(i * 16 + j)] = -std::numeric_limits<float>::infinity();
+  auto mk = m.add_initializer("mask", TensorData::from_floats({16, 16}, mask), false);
+  m.add_node("Add", {scores, mk}, {"masked"});
+  m.add_node("Softmax", {"masked"}, {"p"}, {{"axis", int64_t{-1}}});
+  m.add_output("p", {kBatch, 16, 16});
+  for (bool weights : {true, false})
+    EXPECT_EQ(choice(must_import(m, ImportOptions{.load_weights = weights}), "mask").reason, "non-finite values")
+        << (weights ? "with weights" : "without");
 }
 
 TEST(Trainable, PatternErrorsNameThePattern) {
