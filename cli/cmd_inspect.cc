@@ -166,7 +166,8 @@ void add_inspect_command(CLI::App& root, CommandList& commands) {
   app->add_flag("--json", opts->json, "Print the summary as JSON");
   app->add_option("--dot", opts->dot, "Also write the operator graph as Graphviz DOT to this file");
   app->add_flag("--no-weights", opts->no_weights,
-                "Do not read weight data (faster for large models; non-finite buffers then go unseen)");
+                "Do not read weight data (faster for large models); only the tables the trainable choice "
+                "looks at are read (README, \"Training config\")");
   app->add_flag("--weights", opts->weights,
                 "List every initializer: whether training updates it and why (--json always lists them)");
   app->footer(

@@ -304,7 +304,8 @@ TEST(Trainable, WithoutTheWeightsTheChoiceStillSeesTablesAndTiedCopies) {
   auto scores = m.add_input("scores", {kBatch, 16, 16});
   std::vector<float> mask(16 * 16, 0.f);
   for (int i = 0; i < 16; ++i)
-    for (int j = i + 1; j < 16; ++j) mask[static_cast<std::size_t>(i * 16 + j)] = -std::numeric_limits<float>::infinity();
+    for (int j = i + 1; j < 16; ++j)
+      mask[static_cast<std::size_t>(i * 16 + j)] = -std::numeric_limits<float>::infinity();
   auto mk = m.add_initializer("mask", TensorData::from_floats({16, 16}, mask), false);
   m.add_node("Add", {scores, mk}, {"masked"});
   m.add_node("Softmax", {"masked"}, {"p"}, {{"axis", int64_t{-1}}});
