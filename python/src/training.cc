@@ -39,13 +39,15 @@ class Training {
  public:
   Training(std::string const& config_text, std::string const& source, std::string const& base_dir, int devices,
            std::string const& backend, std::optional<Model> const& model, std::optional<std::vector<Array>> inputs,
-           std::optional<Array> labels, std::optional<partition::Plan> plan, double timeout_s) {
+           std::optional<Array> labels, std::optional<partition::Plan> plan, double timeout_s,
+           std::string const& fault) {
     exec::TrainConfig config = value_or_raise(exec::parse_train_config(config_text, source, base_dir));
     session::TrainOptions options;
     options.devices = devices;
     options.backend = backend;
     options.timeout_s = timeout_s;
     options.plan = std::move(plan);
+    options.fault = fault;
     if (model) {
       options.model = model->file;
       options.graph = model->graph;
@@ -73,13 +75,27 @@ class Training {
   // `steps` more steps (fewer at the end). The first call is the warm-up (graphpipe.train makes it
   // one step) and is not timed; samples/s is over the calls after it.
   void run(int64_t steps) {
-    if (!session_) throw Error("this training run was closed");
+    if (!session_) throw Error(closed_message());
     int64_t const before = session_->steps_done();
     auto const start = std::chrono::steady_clock::now();
+    Status run;
     {
       nb::gil_scoped_release nogil;
-      check(session_->run(steps, /*checkpoint_at_stop=*/false));
+      run = session_->run(steps, /*checkpoint_at_stop=*/false);
     }
+    if (!run.is_ok() && session_->has_stuck_workers()) {
+      // A worker stuck in compute was detached and runs on against the session and the arrays it
+      // reads: they are let go of on purpose, held until the process exits, never freed under it
+      // (the CLI exits at once instead).
+      (void)session_.release();
+      (void)new std::vector<Array>(std::move(inputs_));
+      if (labels_) (void)new Array(std::move(*labels_));
+      abandoned_ = true;
+      throw Error(run.message() +
+                  " (the run is abandoned: the stuck worker's thread runs on, and its memory is held until the "
+                  "process exits)");
+    }
+    check(run);
     if (before == 0) return;
     timed_steps_ += session_->steps_done() - before;
     timed_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -146,18 +162,24 @@ class Training {
   }
 
   session::TrainingSession const& session() const {
-    if (!session_) throw Error("this training run was closed");
+    if (!session_) throw Error(closed_message());
     return *session_;
   }
   session::TrainingSession& session() {
-    if (!session_) throw Error("this training run was closed");
+    if (!session_) throw Error(closed_message());
     return *session_;
+  }
+  std::string closed_message() const {
+    return abandoned_ ? "this training run was abandoned: a worker got stuck in compute (start a new process to "
+                        "free its memory)"
+                      : "this training run was closed";
   }
 
  private:
   std::vector<Array> inputs_;
   std::optional<Array> labels_;
   std::unique_ptr<session::TrainingSession> session_;
+  bool abandoned_ = false;
   int64_t timed_steps_ = 0;
   double timed_seconds_ = 0;
 };
@@ -168,10 +190,11 @@ void bind_training(nb::module_& m) {
   nb::class_<Training>(m, "Training")
       .def(nb::init<std::string const&, std::string const&, std::string const&, int, std::string const&,
                     std::optional<Model> const&, std::optional<std::vector<Array>>, std::optional<Array>,
-                    std::optional<partition::Plan>, double>(),
+                    std::optional<partition::Plan>, double, std::string const&>(),
            nb::arg("config"), nb::arg("source"), nb::arg("base_dir"), nb::arg("devices") = 0,
            nb::arg("backend") = "cpu", nb::arg("model").none() = nb::none(), nb::arg("inputs").none() = nb::none(),
-           nb::arg("labels").none() = nb::none(), nb::arg("plan").none() = nb::none(), nb::arg("timeout_s") = 0.0)
+           nb::arg("labels").none() = nb::none(), nb::arg("plan").none() = nb::none(), nb::arg("timeout_s") = 0.0,
+           nb::arg("fault") = "")  // testing: a fault to inject, DEVICE:LINE:KIND (exec/runtime/worker.h)
       .def("run", &Training::run, nb::arg("steps"))
       .def("checkpoint", &Training::checkpoint)
       .def("close", &Training::close)

@@ -242,3 +242,39 @@ def test_bf16_mixed_precision_and_loss_scaling(mmt):
     assert len(on_graph.losses) == 2 and all(np.isfinite(on_graph.losses))
     with pytest.raises(Exception, match="fp16 runs on CUDA only"):
         gp.train({**config, "precision": "fp16"})
+
+
+def test_a_stuck_worker_abandons_the_run_and_is_never_freed_under_its_thread(cli, tmp_path):
+    # Device 0 stalls in its first forward for 3x the 1 s timeout: device 1's receive times out, the
+    # run fails after the grace, and device 0's thread, detached, wakes up later and runs on against
+    # the session. The session is abandoned (held until the process exits), not freed under it.
+    import gc
+    import subprocess
+    import time
+    from graphpipe import _graphpipe
+    model, plan, sched = tmp_path / "mlp.onnx", tmp_path / "p.json", tmp_path / "s.txt"
+    for args in (["models", "export", "mlp", "--size", "tiny", "-o", str(model)],
+                 ["partition", str(model), "--devices", "2", "--batch", "8", "--no-replication", "-o", str(plan)],
+                 ["schedule", str(plan), "-o", str(sched)]):
+        subprocess.run([cli, *args], check=True, capture_output=True)
+    lines = sched.read_text().splitlines()
+    micro_batches = int(next(x for x in lines if x.startswith("micro-batches ")).split()[1])
+    first = lines.index("device 0:")
+    line = next(i + 1 for i in range(first, len(lines)) if lines[i].strip().startswith("F "))
+    text = (f"model: {{path: {model}}}\nbatch: 8\nmicro_batches: {micro_batches}\nsteps: 3\n"
+            f"pipeline: {{plan: {plan}, schedule: {sched}}}\n")
+    run = _graphpipe.Training(text, "stall.yaml", str(tmp_path), 2, "cpu", None, None, None, None, 1.0,
+                              f"0:{line}:stall")
+    start = time.monotonic()
+    with pytest.raises(gp.Error, match="arrived before the deadline.*abandoned"):
+        run.run(3)
+    assert time.monotonic() - start < 10
+    with pytest.raises(gp.Error, match="abandoned"):
+        run.run(1)
+    run.close()
+    del run
+    gc.collect()
+    time.sleep(2.0)  # the stalled thread wakes (3 s after it stalled) and finishes its step
+    again = _graphpipe.Training(text, "again.yaml", str(tmp_path), 2, "cpu", None, None, None, None, 5.0)
+    again.run(3)
+    assert again.steps_done == 3
