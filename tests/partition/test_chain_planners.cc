@@ -138,9 +138,44 @@ TEST(Downsets, EnumeratesEveryIdealOnce) {
   EXPECT_EQ(capped.status().code(), StatusCode::kInfeasible);
 }
 
+struct Compared {
+  int compared = 0;  // planner runs checked against brute force
+  int differ = 0;    // of which the least max T_s was not the least step time
+  int copies = 0;    // of which the plan holds copies of a shared weight
+};
+
+// Both chain DPs on `p`, under both objectives, against brute force over every chain of downsets.
+void expect_chain_dps_equal_brute_force(Problem const& p, int trial, Compared& c) {
+  auto ds = enumerate_downsets(p, 1000);
+  ASSERT_TRUE(ds.is_ok());
+  ChainOptimum const expected = brute_force_chain(p, *ds, 4);
+  for (char const* planner : {"pipedream", "piper"}) {
+    auto plan = plan_with(planner, p);
+    auto least_max = plan_with(planner, p, bottleneck_objective());
+    if (std::isinf(expected.max_time)) {
+      EXPECT_EQ(plan.status().code(), StatusCode::kInfeasible) << planner << " trial " << trial;
+      EXPECT_EQ(least_max.status().code(), StatusCode::kInfeasible) << planner << " trial " << trial;
+      continue;
+    }
+    ASSERT_TRUE(plan.is_ok()) << planner << " trial " << trial << ": " << plan.status().message();
+    ASSERT_TRUE(least_max.is_ok()) << planner << " trial " << trial << ": " << least_max.status().message();
+    // The search's objective; a plan then adds its tied weights' all-reduce (priced after the search).
+    double tied_s = 0;
+    for (auto const& t : plan->tied_weights) tied_s += t.allreduce_s;
+    EXPECT_NEAR(plan->step_time_s - tied_s, expected.step_time, 1e-9 * expected.step_time)
+        << planner << " trial " << trial;
+    EXPECT_NEAR(max_time(*least_max), expected.max_time, 1e-9 * expected.max_time) << planner << " trial " << trial;
+    expect_chain_and_fits(*plan, p);
+    expect_chain_and_fits(*least_max, p);
+    ++c.compared;
+    c.differ += plan->step_time_s < least_max->step_time_s * (1 - 1e-9);
+    c.copies += !plan->tied_weights.empty();
+  }
+}
+
 TEST(ChainPlanners, EqualBruteForceOnRandomDags) {
   std::mt19937 rng(7);
-  int compared = 0, differ = 0;
+  Compared c;
   for (int trial = 0; trial < 30; ++trial) {
     int const n = 4 + trial % 4;
     Problem p = random_dag(rng, n, 1 + trial % 4);
@@ -150,29 +185,10 @@ TEST(ChainPlanners, EqualBruteForceOnRandomDags) {
       for (auto& d : p.cluster.devices) d.memory_bytes *= 3;
     }
     ASSERT_TRUE(p.finalize().is_ok());
-    auto ds = enumerate_downsets(p, 1000);
-    ASSERT_TRUE(ds.is_ok());
-    ChainOptimum const expected = brute_force_chain(p, *ds, 4);
-    for (char const* planner : {"pipedream", "piper"}) {
-      auto plan = plan_with(planner, p);
-      auto least_max = plan_with(planner, p, bottleneck_objective());
-      if (std::isinf(expected.max_time)) {
-        EXPECT_EQ(plan.status().code(), StatusCode::kInfeasible) << planner << " trial " << trial;
-        EXPECT_EQ(least_max.status().code(), StatusCode::kInfeasible) << planner << " trial " << trial;
-        continue;
-      }
-      ASSERT_TRUE(plan.is_ok()) << planner << " trial " << trial << ": " << plan.status().message();
-      ASSERT_TRUE(least_max.is_ok()) << planner << " trial " << trial << ": " << least_max.status().message();
-      EXPECT_NEAR(plan->step_time_s, expected.step_time, 1e-9 * expected.step_time) << planner << " trial " << trial;
-      EXPECT_NEAR(max_time(*least_max), expected.max_time, 1e-9 * expected.max_time) << planner << " trial " << trial;
-      expect_chain_and_fits(*plan, p);
-      expect_chain_and_fits(*least_max, p);
-      ++compared;
-      differ += plan->step_time_s < least_max->step_time_s * (1 - 1e-9);
-    }
+    expect_chain_dps_equal_brute_force(p, trial, c);
   }
-  EXPECT_GE(compared, 16);  // many trials have a feasible chain
-  EXPECT_GE(differ, 1);     // and in some the least max T_s is not the least step time
+  EXPECT_GE(c.compared, 16);  // many trials have a feasible chain
+  EXPECT_GE(c.differ, 1);     // and in some the least max T_s is not the least step time
 }
 
 // Weights several nodes read (a tied embedding and output projection): a stage that reads one
@@ -182,7 +198,7 @@ TEST(ChainPlanners, EqualBruteForceOnRandomDags) {
 // plans could go over memory, and over the optimum of the plans that fit.)
 TEST(ChainPlanners, EqualBruteForceWithSharedWeights) {
   std::mt19937 rng(11);
-  int compared = 0, copies = 0;
+  Compared c;
   for (int trial = 0; trial < 30; ++trial) {
     int const n = 4 + trial % 4;
     Problem p = random_dag(rng, n, 2 + trial % 3);
@@ -201,28 +217,10 @@ TEST(ChainPlanners, EqualBruteForceWithSharedWeights) {
     for (auto const& node : p.nodes) w += node.weight_bytes, a += node.activation_bytes_per_sample;
     for (auto& d : p.cluster.devices) d.memory_bytes = 2 * w + a * 4;
     ASSERT_TRUE(p.finalize().is_ok());
-    auto ds = enumerate_downsets(p, 1000);
-    ASSERT_TRUE(ds.is_ok());
-    ChainOptimum const expected = brute_force_chain(p, *ds, 4);
-    for (char const* planner : {"pipedream", "piper"}) {
-      auto plan = plan_with(planner, p);
-      if (std::isinf(expected.step_time)) {
-        EXPECT_EQ(plan.status().code(), StatusCode::kInfeasible) << planner << " trial " << trial;
-        continue;
-      }
-      ASSERT_TRUE(plan.is_ok()) << planner << " trial " << trial << ": " << plan.status().message();
-      // The search's objective; the plan then adds the copies' all-reduce (priced after the search).
-      double tied_s = 0;
-      for (auto const& t : plan->tied_weights) tied_s += t.allreduce_s;
-      EXPECT_NEAR(plan->step_time_s - tied_s, expected.step_time, 1e-9 * expected.step_time)
-          << planner << " trial " << trial;
-      expect_chain_and_fits(*plan, p);
-      ++compared;
-      copies += !plan->tied_weights.empty();
-    }
+    expect_chain_dps_equal_brute_force(p, trial, c);
   }
-  EXPECT_GE(compared, 16);
-  EXPECT_GE(copies, 4);  // plans that hold copies
+  EXPECT_GE(c.compared, 16);
+  EXPECT_GE(c.copies, 4);  // plans that hold copies
 }
 
 TEST(ChainPlanners, ReplicateAHeavyStage) {
