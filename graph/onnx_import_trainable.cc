@@ -198,8 +198,8 @@ bool has_non_finite(TensorData const& d) {
 // tables; torch keeps them as buffers. A column passes when it follows the recurrence of a sampled
 // sinusoid, x[t+1] + x[t-1] = k x[t] with |k| <= 2 (2cos f), to within float32 rounding of its
 // argument; at least one column must oscillate (k clearly below 2), so constant, all-zero and
-// linear tables are not taken for one. Float32 and float64 only: a float16/bfloat16 table's
-// rounding leaves no test a random tensor could not pass.
+// linear tables are not taken for one. Float32 and float64 only (the tolerance is float32's; the
+// executor trains float32 models, and a float16/bfloat16 table is left to the frozen: patterns).
 bool is_position_table(RawInitializer const& init) {
   if ((init.dtype != DType::kFloat32 && init.dtype != DType::kFloat64) || !init.data) return false;
   std::vector<int64_t> dims;
