@@ -40,7 +40,11 @@ constexpr int64_t kMaxOpset = 23;  // ONNX 1.18's newest; its IR version is onnx
 // Without weights, float initializers this small still keep their data: they are constants
 // (scales, epsilons) that folding may need, not parameters.
 constexpr int64_t kSmallTensor = 64;
-constexpr int64_t kMaxProbeBytes = int64_t{1} << 30;  // 1 GiB
+// Without weights, the most a table the trainable choice looks at may hold and still be read (a
+// rotary table of 131,072 positions by 128 channels holds 64 MiB), and the most each of a tied
+// pair (a token embedding and its folded transpose) may.
+constexpr int64_t kMaxTableProbeBytes = int64_t{64} << 20;
+constexpr int64_t kMaxTieProbeBytes = int64_t{1} << 30;
 
 std::string one_line(std::string s) {
   for (char& c : s)
@@ -242,6 +246,76 @@ Result<RawValueInfo> to_value_info(onnx::ValueInfoProto const& v) {
   return out;
 }
 
+// Without the weights, the initializers whose values the trainable choice looks at, read all the
+// same so that a plan sees the weights training will (their data is dropped after the choice):
+// float tables of positions by channels that no weight slot reads, directly or through views, and
+// no Gather (a sinusoidal position table or a -inf mask, graph/onnx_import_trainable.cc), each up
+// to kMaxTableProbeBytes; and an embedding Gather reads with a float32 matrix of its transposed
+// shape, both up to kMaxTieProbeBytes (a folded copy of a tied output projection, retied).
+std::set<std::string> value_probes(onnx::GraphProto const& g) {
+  std::map<std::string, std::vector<onnx::NodeProto const*>> consumers;
+  for (auto const& n : g.node())
+    for (auto const& x : n.input()) consumers[x].push_back(&n);
+  static std::set<std::string> const views = {"Transpose", "Reshape", "Cast",   "Identity",
+                                              "Unsqueeze", "Squeeze", "Flatten"};
+  static std::set<std::string> const weight_slots = {"MatMul",
+                                                     "Gemm",
+                                                     "Conv",
+                                                     "ConvTranspose",
+                                                     "LSTM",
+                                                     "GRU",
+                                                     "RNN",
+                                                     "LayerNormalization",
+                                                     "BatchNormalization",
+                                                     "InstanceNormalization",
+                                                     "Gather"};
+  auto read_by = [&](std::string const& name, std::set<std::string> const& types) {
+    std::vector<std::string> values{name};
+    std::set<std::string> seen{name};
+    while (!values.empty()) {
+      std::string const v = values.back();
+      values.pop_back();
+      for (onnx::NodeProto const* n : consumers[v]) {
+        if (types.count(n->op_type())) return true;
+        if (views.count(n->op_type()))
+          for (auto const& o : n->output())
+            if (seen.insert(o).second) values.push_back(o);
+      }
+    }
+    return false;
+  };
+  auto bytes = [](onnx::TensorProto const& t) {
+    int64_t n = t.data_type() == onnx::TensorProto::DOUBLE ? 8 : 4;
+    for (int64_t d : t.dims()) n = d > 0 && n <= std::numeric_limits<int64_t>::max() / d ? n * d : 0;
+    return n;
+  };
+  std::set<std::pair<int64_t, int64_t>> matrices, embeddings;  // float32 2-D shapes; of those Gather reads
+  for (auto const& t : g.initializer())
+    if (t.data_type() == onnx::TensorProto::FLOAT && t.dims_size() == 2 && bytes(t) <= kMaxTieProbeBytes) {
+      matrices.insert({t.dims(0), t.dims(1)});
+      if (read_by(t.name(), {"Gather"})) embeddings.insert({t.dims(0), t.dims(1)});
+    }
+  std::set<std::string> out;
+  for (auto const& t : g.initializer()) {
+    bool const f32 = t.data_type() == onnx::TensorProto::FLOAT;
+    if (!f32 && t.data_type() != onnx::TensorProto::DOUBLE) continue;
+    if (f32 && t.dims_size() == 2 && t.dims(0) != t.dims(1) && bytes(t) <= kMaxTieProbeBytes) {
+      std::pair<int64_t, int64_t> const transposed{t.dims(1), t.dims(0)};
+      if (embeddings.count(transposed) || (embeddings.count({t.dims(0), t.dims(1)}) && matrices.count(transposed))) {
+        out.insert(t.name());
+        continue;
+      }
+    }
+    int non_unit = 0;
+    int64_t positions = 0;
+    for (int64_t d : t.dims())
+      if (d != 1 && non_unit++ == 0) positions = d;
+    if (non_unit == 2 && positions >= 4 && bytes(t) <= kMaxTableProbeBytes && !read_by(t.name(), weight_slots))
+      out.insert(t.name());
+  }
+  return out;
+}
+
 Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source, std::string const& model_dir,
                         ImportOptions const& options) {
   RawModel raw;
@@ -255,38 +329,7 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
                        std::to_string(kMinOpset) + "-" + std::to_string(kMaxOpset) +
                        " (re-export with opset_version in that range)");
 
-  // Without the weights, the values the trainable choice looks at are read all the same, so that a
-  // plan sees the weights training will: float tables of positions by channels that no weight slot
-  // reads (a sinusoidal position table is a constant, graph/onnx_import_trainable.cc), and an
-  // embedding table read by Gather with the float32 matrix of its transpose's shape (a folded copy
-  // of a tied output projection, retied). Each up to kMaxProbeBytes; their data is dropped once the
-  // choice is made.
-  std::map<std::string, std::set<std::string>> readers;
-  for (auto const& n : g.node())
-    for (auto const& x : n.input()) readers[x].insert(n.op_type());
-  std::set<std::pair<int64_t, int64_t>> matrices,
-      embeddings;  // (rows, cols) of float32 matrices, of those Gather reads
-  for (auto const& t : g.initializer())
-    if (t.data_type() == onnx::TensorProto::FLOAT && t.dims_size() == 2) {
-      matrices.insert({t.dims(0), t.dims(1)});
-      if (readers[t.name()].count("Gather")) embeddings.insert({t.dims(0), t.dims(1)});
-    }
-  auto probe_values = [&](int i, int64_t numel) {
-    auto const& t = g.initializer(i);
-    bool const f32 = t.data_type() == onnx::TensorProto::FLOAT;
-    if ((!f32 && t.data_type() != onnx::TensorProto::DOUBLE) || numel * (f32 ? 4 : 8) > kMaxProbeBytes) return false;
-    auto const& by = readers[t.name()];
-    if (f32 && t.dims_size() == 2 && t.dims(0) != t.dims(1) &&
-        (embeddings.count({t.dims(1), t.dims(0)}) || (by.count("Gather") && matrices.count({t.dims(1), t.dims(0)}))))
-      return true;
-    std::vector<int64_t> dims;
-    for (int64_t d : t.dims())
-      if (d != 1) dims.push_back(d);
-    for (char const* weight_slot : {"MatMul", "Gemm", "Conv", "ConvTranspose", "LSTM", "GRU", "RNN",
-                                    "LayerNormalization", "BatchNormalization", "InstanceNormalization"})
-      if (by.count(weight_slot)) return false;
-    return dims.size() == 2 && dims[0] >= 4;
-  };
+  std::set<std::string> const probes = options.load_weights ? std::set<std::string>{} : value_probes(g);
   // Which initializers get their data read, and what that costs, decided before anything is read.
   std::vector<bool> read(static_cast<std::size_t>(g.initializer_size()));
   int64_t read_bytes = 0;
@@ -301,7 +344,7 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
         dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 || dtype == DType::kBFloat16;
     bool const external = t.data_location() == onnx::TensorProto::EXTERNAL;
     read[i] = options.load_weights || (!external && (!is_float || *numel <= kSmallTensor));
-    if (!read[i] && probe_values(i, *numel) &&
+    if (!read[i] && probes.count(t.name()) &&
         (options.max_memory_bytes <= 0 ||
          read_bytes + *numel * static_cast<int64_t>(dtype_size(dtype)) <= options.max_memory_bytes)) {
       read[i] = true;

@@ -283,11 +283,17 @@ TEST(Trainable, WithoutTheWeightsTheChoiceStillSeesTablesAndTiedCopies) {
   // Two matrices of each other's transposed shape: no embedding, so neither is read.
   auto w = b.add_initializer("w", TensorData::from_floats({8, 16}, other), true);
   auto w2 = b.add_initializer("w2", TensorData::from_floats({16, 8}, other), true);
+  // A weight read through a Transpose (torch's nn.Linear on 3-D inputs), of a position table's shape.
+  auto w3 = b.add_initializer("w3", TensorData::from_floats({1, 16, 8}, other), true);
   auto cos = b.add_initializer("cos", TensorData::from_floats({1, 16, 8}, rotary_table(16, 8, true)), true);
   b.add_node("Gather", {e, ids}, {"x"});
   b.add_node("Mul", {"x", cos}, {"xr"});
   b.add_node("MatMul", {"xr", w}, {"y16"});
-  b.add_node("MatMul", {"y16", w2}, {"y"});
+  b.add_node("MatMul", {"y16", w2}, {"y8"});
+  b.add_node("Reshape", {w3, b.add_initializer("w3_shape", TensorData::from_int64s({2}, {16, 8}), false)}, {"w3_2d"});
+  b.add_node("Transpose", {"w3_2d"}, {"w3_t"}, {{"perm", std::vector<int64_t>{1, 0}}});
+  b.add_node("MatMul", {"y8", "w3_t"}, {"y16b"});
+  b.add_node("MatMul", {"y16b", w2}, {"y"});
   b.add_node("MatMul", {"y", h}, {"logits"});
   b.add_output("logits", {kBatch, 16, 32});
   for (bool weights : {true, false}) {
@@ -295,8 +301,8 @@ TEST(Trainable, WithoutTheWeightsTheChoiceStillSeesTablesAndTiedCopies) {
     OpGraph const g = must_import(b, ImportOptions{.load_weights = weights});
     EXPECT_EQ(choice(g, "cos").reason, kPositionTableReason);
     EXPECT_NE(choice(g, "embed").reason.find("(retied)"), std::string::npos) << choice(g, "embed").reason;
-    EXPECT_EQ(g.weights().size(), 3u);  // embed, w and w2
-    for (char const* name : {"embed", "w", "w2", "cos"})
+    EXPECT_EQ(g.weights().size(), 4u);  // embed, w, w2 and w3
+    for (char const* name : {"embed", "w", "w2", "w3", "cos"})
       EXPECT_EQ(g.tensor(*g.find_tensor(name)).data != nullptr, weights) << name;
   }
   // An additive causal mask of -inf (a buffer a torch model registers) is such a table too.
