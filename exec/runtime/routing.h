@@ -46,7 +46,7 @@ class RuntimePlan {
   int replicas(int stage) const { return view_.stage(stage).replicas; }
 
   // A trainable weight several stages read (tied: a language model's embedding and its output
-  // projection, Llama's rotary tables exported as initializers). Each stage trains its own copy;
+  // projection; Llama's rotary tables, when named trainable). Each stage trains its own copy;
   // at STEP every device adds the gradients of the copies it holds (replica 0 of each stage: a
   // replicated stage's replicas hold the same sum), one all-reduce over the devices holding a copy
   // sums those, and every copy takes the sum and so the same update, as one device's single

@@ -43,8 +43,9 @@ class Plan:
         self._d = json.loads(handle.to_json())
         self.stages = [Stage(s) for s in self._d["stages"]]
         self.edges = [dict(e) for e in self._d["edges"]]
-        # Weights several stages read (a tied embedding, Llama's rotary tables): a copy in each of
-        # `stages`, their gradients all-reduced once per step (`allreduce_s`) over those stages' devices.
+        # Weights several stages read (a tied embedding; Llama's rotary tables when trained): a copy in
+        # each of `stages`, their gradients all-reduced once per step (`allreduce_s`) over those stages'
+        # devices.
         self.tied_weights = [dict(t) for t in self._d.get("tied_weights", [])]
 
     model = property(lambda self: self._d["model"])
