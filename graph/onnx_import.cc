@@ -247,11 +247,13 @@ Result<RawValueInfo> to_value_info(onnx::ValueInfoProto const& v) {
 }
 
 // Without the weights, the initializers whose values the trainable choice looks at, read all the
-// same so that a plan sees the weights training will (their data is dropped after the choice):
-// float tables of positions by channels that no weight slot reads, directly or through views, and
-// no Gather (a sinusoidal position table or a -inf mask, graph/onnx_import_trainable.cc), each up
-// to kMaxTableProbeBytes; and an embedding Gather reads with a float32 matrix of its transposed
-// shape, both up to kMaxTieProbeBytes (a folded copy of a tied output projection, retied).
+// same so that a plan sees the weights training will (a weight's data is dropped after the choice,
+// a constant's kept): float tensors of two or three dimensions longer than one that no weight slot
+// or Gather reads, directly or through views (a sinusoidal position table, a mask of -inf or
+// float32's lowest value, graph/onnx_import_trainable.cc) and integer or bool constants stored
+// outside the file (masks lowering folds), each up to kMaxTableProbeBytes; and an
+// embedding Gather reads with a float32 matrix of its transposed shape, both up to
+// kMaxTieProbeBytes (a folded copy of a tied output projection, retied).
 std::set<std::string> value_probes(onnx::GraphProto const& g) {
   std::map<std::string, std::vector<onnx::NodeProto const*>> consumers;
   for (auto const& n : g.node())
@@ -285,7 +287,8 @@ std::set<std::string> value_probes(onnx::GraphProto const& g) {
     return false;
   };
   auto bytes = [](onnx::TensorProto const& t) {
-    int64_t n = t.data_type() == onnx::TensorProto::DOUBLE ? 8 : 4;
+    auto const dtype = to_dtype(t.data_type(), "");
+    int64_t n = dtype.is_ok() ? static_cast<int64_t>(dtype_size(*dtype)) : 8;
     for (int64_t d : t.dims()) n = d > 0 && n <= std::numeric_limits<int64_t>::max() / d ? n * d : 0;
     return n;
   };
@@ -298,6 +301,14 @@ std::set<std::string> value_probes(onnx::GraphProto const& g) {
   std::set<std::string> out;
   for (auto const& t : g.initializer()) {
     bool const f32 = t.data_type() == onnx::TensorProto::FLOAT;
+    bool const is_float = f32 || t.data_type() == onnx::TensorProto::DOUBLE ||
+                          t.data_type() == onnx::TensorProto::FLOAT16 || t.data_type() == onnx::TensorProto::BFLOAT16;
+    // Integer and bool constants (ids, masks) are read without the weights anyway; stored outside
+    // the file, up to the table limit too (a fixed-batch export's bool masks [B, 1, T, T]).
+    if (!is_float && t.data_location() == onnx::TensorProto::EXTERNAL && bytes(t) <= kMaxTableProbeBytes) {
+      out.insert(t.name());
+      continue;
+    }
     if (!f32 && t.data_type() != onnx::TensorProto::DOUBLE) continue;
     if (f32 && t.dims_size() == 2 && t.dims(0) != t.dims(1) && bytes(t) <= kMaxTieProbeBytes) {
       std::pair<int64_t, int64_t> const transposed{t.dims(1), t.dims(0)};
@@ -310,7 +321,8 @@ std::set<std::string> value_probes(onnx::GraphProto const& g) {
     int64_t positions = 0;
     for (int64_t d : t.dims())
       if (d != 1 && non_unit++ == 0) positions = d;
-    if (non_unit == 2 && positions >= 4 && bytes(t) <= kMaxTableProbeBytes && !read_by(t.name(), weight_slots))
+    if ((non_unit == 2 || non_unit == 3) && positions >= 2 && bytes(t) <= kMaxTableProbeBytes &&
+        !read_by(t.name(), weight_slots))
       out.insert(t.name());
   }
   return out;
@@ -563,8 +575,11 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   RETURN_IF_ERROR(check_supported(*raw).with_context(source));
   auto choices = onnx_import::choose_trainable(*raw, options);
   if (!choices.is_ok()) return choices.status().with_context(source);
+  // A probed weight's data goes; a constant's stays (lowering folds and narrows constants).
   for (auto& init : raw->initializers)
-    if (raw->probed.count(init.name)) init.data.reset();
+    if (raw->probed.count(init.name))
+      for (auto const& c : *choices)
+        if (c.name == init.name && c.trainable) init.data.reset();
   auto graph = onnx_import::lower(std::move(*raw), options.first_dim_is_batch, std::move(*choices));
   if (!graph.is_ok()) return graph.status().with_context(source);
   if (options.fuse) {

@@ -56,6 +56,12 @@ inline constexpr char kPositionTableReason[] =
     "sinusoidal position table (each column a cosine or sine of the position: rotary or fixed position "
     "encoding, a buffer in torch; list it under trainable: to train it)";
 
+// The importer's reason for a float initializer in a weight slot that it keeps constant because it
+// holds a value of magnitude 1e30 or more: a mask (HF's attention masks hold float32's lowest
+// value; a fixed-batch export folds one into an initializer), which no learned weight holds.
+inline constexpr char kMaskValuesReason[] =
+    "mask values (magnitude 1e30 or more, as float32's lowest value in an attention mask)";
+
 // From a .onnx file. External data must lie inside the file's folder: absolute locations, "..",
 // and symlinks that lead out are refused, and every declared size is checked against the data
 // file's real size before anything is read.

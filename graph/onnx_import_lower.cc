@@ -44,6 +44,7 @@ class Lowering {
   Status add_inputs();
   Status lower_node(RawNode const& n);
   Status keep(RawNode const& n, std::vector<Val*> const& ins);
+  Status narrow_batch_constants(RawNode& n, std::vector<Val*>& ins);
   Result<SymArray const*> sym(Val& v, std::string const& name);
   Result<SymArray const*> static_input(RawNode const& n, std::vector<Val*> const& ins, std::size_t k,
                                        std::string const& what);
@@ -253,7 +254,83 @@ Status Lowering::lower_node(RawNode const& n) {
     return unsupported(n.type + " '" + n.name +
                        "' cannot be folded (its value is too large or of an unsupported type)");
   }
+  if (fixed_batch_ > 1) {
+    RawNode narrowed = n;
+    RETURN_IF_ERROR(narrow_batch_constants(narrowed, ins));
+    return keep(narrowed, ins);
+  }
   return keep(n, ins);
+}
+
+// A model exported with a fixed batch size B computes what does not depend on the sample (HF's
+// causal mask, [B, 1, T, T]) as constants of B equal rows. Where such a constant meets the batch
+// in a broadcasting op, this node reads it narrowed to one row, which broadcasts over any batch as
+// its B equal rows did; rows that differ cannot follow another batch size, and the error says to
+// re-export with a dynamic batch.
+Status Lowering::narrow_batch_constants(RawNode& n, std::vector<Val*>& ins) {
+  static std::set<std::string> const broadcasting = {"Add",   "Sub",   "Mul",     "Div",         "Pow",
+                                                     "Mod",   "Where", "And",     "Or",          "Xor",
+                                                     "Equal", "Less",  "Greater", "LessOrEqual", "GreaterOrEqual",
+                                                     "Max",   "Min",   "Sum",     "Mean",        "BitShift"};
+  if (!broadcasting.count(n.type)) return Status::ok();
+  std::size_t rank = 0;
+  for (Val const* v : ins)
+    if (v) rank = std::max(rank, v->dims.size());
+  std::vector<bool> batch(rank, false);  // aligned positions where an input holds the batch
+  for (Val const* v : ins)
+    if (v)
+      for (std::size_t q = 0; q < v->dims.size(); ++q)
+        batch[rank - v->dims.size() + q] = batch[rank - v->dims.size() + q] || v->dims[q] < 0;
+  for (std::size_t k = 0; k < ins.size(); ++k) {
+    Val* v = ins[k];
+    if (!v || !v->is_static()) continue;
+    for (std::size_t q = 0; q < v->dims.size(); ++q) {
+      if (!batch[rank - v->dims.size() + q] || v->dims[q] != fixed_batch_) continue;
+      ASSIGN_OR_RETURN(SymArray const* a, sym(*v, n.inputs[k]));
+      if (a->has_batch()) continue;
+      int64_t outer = 1, inner = 1;
+      for (std::size_t d = 0; d < q; ++d) outer *= v->dims[d];
+      for (std::size_t d = q + 1; d < v->dims.size(); ++d) inner *= v->dims[d];
+      auto const equal_rows = [&](auto const& x) {
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t r = 1; r < fixed_batch_; ++r)
+            for (int64_t e = 0; e < inner; ++e)
+              if (x[static_cast<std::size_t>((o * fixed_batch_ + r) * inner + e)] !=
+                  x[static_cast<std::size_t>(o * fixed_batch_ * inner + e)])
+                return false;
+        return true;
+      };
+      if (!(a->is_float() ? equal_rows(a->f) : equal_rows(a->i)))
+        return unsupported(n.type + " '" + n.name + "': its input '" + n.inputs[k] + "' " + dims_str(v->dims) +
+                           " is a constant with the batch size " + std::to_string(fixed_batch_) +
+                           " the model was exported with, whose rows differ, so it cannot follow another batch "
+                           "size: re-export the model with a dynamic batch dimension (torch.onnx.export(..., "
+                           "dynamic_shapes=...) or dynamic_axes=...)");
+      SymArray one;
+      one.dtype = a->dtype;
+      one.dims = v->dims;
+      one.dims[q] = 1;
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t e = 0; e < inner; ++e) {
+          std::size_t const at = static_cast<std::size_t>(o * fixed_batch_ * inner + e);
+          if (a->is_float())
+            one.f.push_back(a->f[at]);
+          else
+            one.i.push_back(a->i[at]);
+        }
+      Val narrowed;
+      narrowed.dtype = v->dtype;
+      narrowed.dims = one.dims;
+      narrowed.folded = std::move(one);
+      std::string const name = n.inputs[k] + "_one_row";
+      auto [it, fresh] = vals_.try_emplace(name, std::move(narrowed));
+      n.inputs[k] = name;
+      ins[k] = &it->second;
+      v = ins[k];
+      break;
+    }
+  }
+  return Status::ok();
 }
 
 Status Lowering::keep(RawNode const& n, std::vector<Val*> const& ins) {
@@ -279,6 +356,13 @@ Status Lowering::keep(RawNode const& n, std::vector<Val*> const& ins) {
   }
   c.value_of = [&](std::size_t k, std::string const& what) { return static_input(n, ins, k, what); };
   auto kept = def->infer(c);
+  if (!kept.is_ok() && fixed_batch_ > 1 &&
+      kept.status().message().find("against " + std::to_string(fixed_batch_)) != std::string::npos)
+    return Status(kept.status().code(),
+                  n.type + " '" + n.name + "': " + kept.status().message() +
+                      " (the model was exported with a fixed batch size of " + std::to_string(fixed_batch_) +
+                      ", which this op's operands spell as a number: re-export it with a "
+                      "dynamic batch dimension, torch.onnx.export(..., dynamic_shapes=...) or dynamic_axes=...)");
   if (!kept.is_ok()) return kept.status().with_context(n.type + " '" + n.name + "'");
   for (std::size_t k = kept->outs.size(); k < n.outputs.size(); ++k)
     if (!n.outputs[k].empty() && used_.count(n.outputs[k]))

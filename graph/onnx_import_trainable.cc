@@ -190,6 +190,16 @@ bool has_non_finite(TensorData const& d) {
   }
 }
 
+// A float32/float64 tensor holding a value of magnitude 1e30 or more: no learned weight does; a mask
+// does (HF writes float32's lowest value, -3.4e38, where attention is masked, and a fixed-batch
+// export folds that mask into an initializer added to the scores).
+bool has_mask_extremes(TensorData const& d) {
+  if (d.dtype != DType::kFloat32 && d.dtype != DType::kFloat64) return false;
+  for (double v : d.to_doubles())
+    if (std::abs(v) >= 1e30) return true;
+  return false;
+}
+
 // A sinusoidal position table: positions along its first axis of more than one element, channels
 // along the rest, and every channel c either s*cos(t*f_c) or a*sin(t*f_c) of the position t, with
 // one amplitude s over the cosine channels (rows start at position 0). Rotary embeddings' cos/sin
@@ -385,6 +395,8 @@ Result<std::vector<WeightChoice>> choose_trainable(RawModel const& m, ImportOpti
       c.reason = "non-finite values";
     } else if (rule != rules.end() && !r.loss.count(init.name) && r.mask.count(init.name)) {
       c.reason = "feeds only masks, comparisons or indices";
+    } else if (rule != rules.end() && init.data && has_mask_extremes(*init.data)) {
+      c.reason = std::string(kMaskValuesReason);
     } else if (rule != rules.end() && is_position_table(init)) {
       c.reason = std::string(kPositionTableReason);
     } else if (rule != rules.end()) {

@@ -13,7 +13,9 @@ from tiny random configs, which need transformers; torchvision convnext, convnex
 and swin with stochastic depth) and exporter (dynamo: torch.onnx.export(...,
 dynamo=True), the default since torch 2.9; torchscript: dynamo=False; functions: dynamo=False with
 export_modules_as_functions=True, every module a model-local function; mlp and cnn only; llama and
-qwen2 dynamo only; convnext_sd TorchScript only) it writes <model>_<exporter>/ with
+qwen2 dynamo only; convnext_sd TorchScript only; static: dynamo=True the default way, without
+dynamic_shapes, from the batch's first 3 rows, so the file fixes the batch at 3 and spells it as a
+number in its shape constants and masks; llama and gpt2 only) it writes <model>_<exporter>/ with
   model.onnx     the model in training mode, weights as initializers, a dynamic batch dimension
   input_0.npy    one batch of inputs (float32; token ids, int64, for the Hugging Face models),
                  labels.npy its class ids (int64)
@@ -281,6 +283,9 @@ MODELS = {
 # with enable_gqa) nor adaptive pooling to a size that does not divide the input: these are
 # exported by dynamo only.
 DYNAMO_ONLY = {"llama", "qwen2", "adaptive"}
+# Exported with a fixed batch (exporter "static"): the batch size of their example input.
+STATIC = {"llama", "gpt2"}
+STATIC_BATCH = 3
 # Models whose random ops change the result: no forward check against torch, no torch losses.
 RANDOM = {"convnext_sd"}
 TORCHSCRIPT_ONLY = {"convnext_sd"}
@@ -318,7 +323,9 @@ def export(model, x, path, exporter):
     kwargs = dict(input_names=["input"], output_names=["logits"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if exporter == "dynamo":
+        if exporter == "static":  # torch.onnx.export's default: every dimension as the example has it
+            torch.onnx.export(model, (x[:STATIC_BATCH],), path, dynamo=True, external_data=False, **kwargs)
+        elif exporter == "dynamo":
             batch = torch.export.Dim("batch", min=2, max=1024)
             # The default optimizer folds BatchNormalization into the convolution before it with the
             # running statistics (inference semantics), even for a model in training mode: models with
@@ -408,9 +415,11 @@ def main():
         for exporter in args.exporters.split(","):
             if exporter == "functions" and name not in ("mlp", "cnn"):
                 continue  # the rest have no modules worth a function beyond what mlp and cnn check
-            if exporter != "dynamo" and name in DYNAMO_ONLY:
+            if exporter not in ("dynamo", "static") and name in DYNAMO_ONLY:
                 continue
             if exporter != "torchscript" and name in TORCHSCRIPT_ONLY:
+                continue
+            if exporter == "static" and name not in STATIC:
                 continue
             model, x, y = make(name)
             d = os.path.join(args.out, f"{name}_{exporter}")
@@ -426,7 +435,7 @@ def main():
             # torch's train() does): torch's losses are the training-mode module's.
             bn_inference_form = exporter == "dynamo" and any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
             if name not in RANDOM:
-                check_forward(path, model, x, bn_inference_form)
+                check_forward(path, model, x[:STATIC_BATCH] if exporter == "static" else x, bn_inference_form)
             ids = MODELS[name][1] in ("ids", "padded ids")
             np.save(os.path.join(d, "input_0.npy"), x.numpy().astype(np.int64 if ids else np.float32))
             np.save(os.path.join(d, "labels.npy"), y.numpy().astype(np.int64))

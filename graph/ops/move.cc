@@ -314,6 +314,15 @@ Result<Inferred> infer_expand(InferContext const& c) {
     if (b != 0 && s->i[i] != 0) return unsupported("an Expand dimension is the batch size plus a number");
     shape.push_back(b != 0 ? -b : s->i[i]);
   }
+  // A model exported with a fixed batch size B spells the batch as the number B where x holds it
+  // (HF's repeat_kv expands [B, kv, 1, T, d] to [B, kv, n_rep, T, d]): the batch, as in Reshape.
+  Dims const& x = c.dims(0);
+  int64_t const offset = static_cast<int64_t>(shape.size()) - static_cast<int64_t>(x.size());  // right-aligned
+  for (int64_t k = std::max<int64_t>(0, -offset); k < static_cast<int64_t>(x.size()); ++k) {
+    int64_t& d = shape[static_cast<std::size_t>(offset + k)];
+    if (x[static_cast<std::size_t>(k)] < 0 && c.fixed_batch > 1 && d == c.fixed_batch)
+      d = x[static_cast<std::size_t>(k)];
+  }
   ASSIGN_OR_RETURN(Dims out, broadcast_dims(c.dims(0), shape));
   k.typed = ExpandAttrs{out};
   k.data_inputs = {0};

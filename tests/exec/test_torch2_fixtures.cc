@@ -97,7 +97,7 @@ INSTANTIATE_TEST_SUITE_P(Torch2, Torch2Fixture,
                                            "convnext_dynamo", "convnext_torchscript", "efficientnet_dynamo",
                                            "efficientnet_torchscript", "swin_dynamo", "swin_torchscript",
                                            "adaptive_dynamo", "roberta_dynamo", "roberta_torchscript",
-                                           "gpt2tied_dynamo", "gpt2tied_torchscript"));
+                                           "gpt2tied_dynamo", "gpt2tied_torchscript", "llama_static", "gpt2_static"));
 
 }  // namespace
 }  // namespace gp::exec

@@ -792,6 +792,35 @@ TEST(ImportFiles, ExternalDataRelativeToModelFolder) {
   fs::remove_all(dir);
 }
 
+// Planning imports without the weights, but a fixed-batch export's bool mask stored outside the
+// file is a constant the lowering narrows to one row: it is read all the same.
+TEST(ImportFiles, AFixedBatchMaskInExternalDataIsReadWithoutTheWeights) {
+  namespace fs = std::filesystem;
+  fs::path const dir = fs::path(GP_BINARY_DIR) / "import_test_external_mask";
+  fs::create_directories(dir);
+  OnnxModelBuilder b("mask", 17, 1);
+  b.add_input("x", {3, 2, 4, 4});
+  b.add_output("y", {3, 2, 4, 4});
+  TensorData mask;
+  mask.dtype = DType::kBool;
+  mask.dims = {3, 1, 4, 4};
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) mask.bytes.push_back(std::byte{j <= i});
+  b.add_initializer("mask", std::move(mask), false);
+  b.add_initializer("lowest", TensorData::from_floats({}, {-3e38f}), false);
+  b.add_node("Where", {"mask", "x", "lowest"}, {"y"});
+  SaveOptions save;
+  save.external_data = SaveOptions::ExternalData::kAlways;
+  ASSERT_TRUE(b.save((dir / "m.onnx").string(), save).is_ok());
+  for (bool weights : {true, false}) {
+    auto g = load_onnx((dir / "m.onnx").string(), ImportOptions{.load_weights = weights});
+    ASSERT_TRUE(g.is_ok()) << (weights ? "with" : "without") << " the weights: " << g.status().message();
+    EXPECT_EQ(g->tensor(op_of_type(*g, "Where").inputs[0]).shape, S({1, 1, 4, 4}));
+  }
+  fs::remove_all(dir);
+}
+
 TEST(ImportFiles, UnnamedNodesGetTypeNames) {
   auto g = one_op("float[N,4] x", "float[N,4] y", {}, "a = Relu(x)\n y = Relu(a)");
   EXPECT_TRUE(g.find_op("Relu_0").has_value());
@@ -813,6 +842,48 @@ TEST(Import, FixedBatchInFileBecomesSymbolic) {
     })");
   EXPECT_EQ(g.tensor(g.inputs()[0]).shape, S({N, 8}));
   EXPECT_EQ(out_shape(g, "Reshape"), S({N, 2, 4}));
+}
+
+// torch.onnx.export's default (dynamo, no dynamic_shapes) fixes the batch at the example's size B
+// and spells it as a number: HF's repeat_kv expands [B, kv, 1, T, d] to [B, kv, n_rep, T, d], and
+// its causal mask is a constant [B, 1, T, T] of B equal rows added to the scores. The Expand's B
+// where x holds the batch is the batch; the mask is read as its one row, which broadcasts over any
+// batch. Rows that differ cannot follow another batch size: the error says to re-export.
+TEST(Import, AFixedBatchExportsConstantsFollowTheBatch) {
+  auto g = must_load(R"(<ir_version: 8, opset_import: ["" : 17]>
+    net (float[3,2,4] x) => (float[3,2,2,4] y) {
+      s = Constant<value = int64[4] {3, 2, 2, 4}>()
+      one = Constant<value = int64[1] {1}>()
+      xu = Unsqueeze(x, one)
+      xe = Expand(xu, s)
+      m = Constant<value = float[3,1,1,4] {0, -3e38, 0, 0, 0, -3e38, 0, 0, 0, -3e38, 0, 0}>()
+      y = Add(xe, m)
+    })");
+  EXPECT_EQ(out_shape(g, "Expand"), S({N, 2, 2, 4}));
+  EXPECT_EQ(out_shape(g, "Add"), S({N, 2, 2, 4}));
+  Op const& add = op_of_type(g, "Add");
+  TensorInfo const& mask = g.tensor(add.inputs[1]);
+  EXPECT_EQ(mask.shape, S({1, 1, 1, 4}));
+  ASSERT_NE(mask.data, nullptr);
+  EXPECT_EQ(mask.data->to_doubles(), (std::vector<double>{0, -3e38f, 0, 0}));
+
+  auto differ = load_onnx_text(R"(<ir_version: 8, opset_import: ["" : 17]>
+    net (float[3,4] x) => (float[3,4] y) {
+      m = Constant<value = float[3,4] {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}>()
+      y = Add(x, m)
+    })");
+  ASSERT_FALSE(differ.is_ok());
+  EXPECT_NE(differ.status().message().find("exported with, whose rows differ"), std::string::npos)
+      << differ.status().message();
+  EXPECT_NE(differ.status().message().find("re-export the model with a dynamic batch dimension"), std::string::npos);
+  // A learned tensor of the batch size where x holds the batch cannot follow it either: the
+  // broadcast error says the export fixed the batch.
+  auto other = load_onnx_text(R"(<ir_version: 8, opset_import: ["" : 17]>
+    net (float[3,4] x) => (float[3,4] y) <float[3,4] w = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}> {
+      y = Add(x, w)
+    })");
+  ASSERT_FALSE(other.is_ok());
+  EXPECT_NE(other.status().message().find("fixed batch size of 3"), std::string::npos) << other.status().message();
 }
 
 }  // namespace

@@ -88,6 +88,25 @@ TEST(Trainable, IndicesAndWhereConditionsThroughViewsAreNotTrained) {
   EXPECT_EQ(g.weights().size(), 1u);
 }
 
+// HF's attention masks hold float32's lowest value where attention is masked; a fixed-batch
+// export folds the mask into an initializer added to the scores, which no learned weight is.
+TEST(Trainable, AMaskOfFloat32sLowestValueIsNotTrained) {
+  OnnxModelBuilder b("mask", 17, 1);
+  auto x = b.add_input("x", {kBatch, 4, 4});
+  float const lowest = std::numeric_limits<float>::lowest();
+  std::vector<float> mask(16, 0.f);
+  for (int i = 0; i < 4; ++i)
+    for (int j = i + 1; j < 4; ++j) mask[static_cast<std::size_t>(i * 4 + j)] = lowest;
+  b.add_node("Add", {x, b.add_initializer("mask", TensorData::from_floats({1, 4, 4}, mask), true)}, {"y"});
+  std::vector<float> large(16, 1e20f);  // large, but no mask's
+  b.add_node("Mul", {"y", b.add_initializer("scale", TensorData::from_floats({1, 4, 4}, large), true)}, {"z"});
+  b.add_output("z", {kBatch, 4, 4});
+  OpGraph const g = must_import(b);
+  EXPECT_FALSE(choice(g, "mask").trainable);
+  EXPECT_EQ(choice(g, "mask").reason, kMaskValuesReason);
+  EXPECT_TRUE(choice(g, "scale").trainable);
+}
+
 TEST(Trainable, NaNWeightsAreNeverTrained) {
   OnnxModelBuilder b("nan", 17, 1);
   auto x = b.add_input("x", {kBatch, 2});
@@ -268,8 +287,8 @@ TEST(Trainable, LearnedTablesThatAreNotSinusoidsStillTrain) {
 
 // Planning imports without the weights (ImportOptions::load_weights false), but the choices that
 // look at values must come out as training's: the values of a position table (or a -inf mask) and
-// of a tied embedding's folded copy are read for the choice and dropped after it; other weights
-// are not read.
+// of a tied embedding's folded copy are read for the choice, a weight's dropped after it, a
+// constant's kept; other weights are not read.
 TEST(Trainable, WithoutTheWeightsTheChoiceStillSeesTablesAndTiedCopies) {
   OnnxModelBuilder b("plan", 17, 1);
   auto ids = b.add_input("ids", {kBatch, 16}, DType::kInt64);
@@ -302,8 +321,9 @@ TEST(Trainable, WithoutTheWeightsTheChoiceStillSeesTablesAndTiedCopies) {
     EXPECT_EQ(choice(g, "cos").reason, kPositionTableReason);
     EXPECT_NE(choice(g, "embed").reason.find("(retied)"), std::string::npos) << choice(g, "embed").reason;
     EXPECT_EQ(g.weights().size(), 4u);  // embed, w, w2 and w3
-    for (char const* name : {"embed", "w", "w2", "w3", "cos"})
+    for (char const* name : {"embed", "w", "w2", "w3"})
       EXPECT_EQ(g.tensor(*g.find_tensor(name)).data != nullptr, weights) << name;
+    EXPECT_NE(g.tensor(*g.find_tensor("cos")).data, nullptr);  // a constant keeps its data
   }
   // An additive causal mask of -inf (a buffer a torch model registers) is such a table too.
   OnnxModelBuilder m("mask", 17, 1);
