@@ -283,7 +283,7 @@ Status Lowering::narrow_batch_constants(RawNode& n, std::vector<Val*>& ins) {
         batch[rank - v->dims.size() + q] = batch[rank - v->dims.size() + q] || v->dims[q] < 0;
   for (std::size_t k = 0; k < ins.size(); ++k) {
     Val* v = ins[k];
-    if (!v || !v->is_static()) continue;
+    if (!v || !v->is_static() || (!v->folded && !v->data)) continue;  // no data: the broadcast error says why
     for (std::size_t q = 0; q < v->dims.size(); ++q) {
       if (!batch[rank - v->dims.size() + q] || v->dims[q] != fixed_batch_) continue;
       ASSIGN_OR_RETURN(SymArray const* a, sym(*v, n.inputs[k]));
@@ -323,10 +323,8 @@ Status Lowering::narrow_batch_constants(RawNode& n, std::vector<Val*>& ins) {
       narrowed.dims = one.dims;
       narrowed.folded = std::move(one);
       std::string const name = n.inputs[k] + "_one_row";
-      auto [it, fresh] = vals_.try_emplace(name, std::move(narrowed));
       n.inputs[k] = name;
-      ins[k] = &it->second;
-      v = ins[k];
+      ins[k] = &vals_.try_emplace(name, std::move(narrowed)).first->second;
       break;
     }
   }

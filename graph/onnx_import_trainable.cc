@@ -194,9 +194,13 @@ bool has_non_finite(TensorData const& d) {
 // does (HF writes float32's lowest value, -3.4e38, where attention is masked, and a fixed-batch
 // export folds that mask into an initializer added to the scores).
 bool has_mask_extremes(TensorData const& d) {
-  if (d.dtype != DType::kFloat32 && d.dtype != DType::kFloat64) return false;
-  for (double v : d.to_doubles())
-    if (std::abs(v) >= 1e30) return true;
+  auto any_extreme = [](auto const* x, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (std::abs(static_cast<double>(x[i])) >= 1e30) return true;
+    return false;
+  };
+  if (d.dtype == DType::kFloat32) return any_extreme(d.as<float>(), d.bytes.size() / sizeof(float));
+  if (d.dtype == DType::kFloat64) return any_extreme(d.as<double>(), d.bytes.size() / sizeof(double));
   return false;
 }
 
@@ -217,16 +221,28 @@ bool is_position_table(RawInitializer const& init) {
     if (d != 1) dims.push_back(d);
   if (dims.size() != 2 || dims[0] < 4 || dims[1] < 1) return false;
   int64_t const rows = dims[0], cols = dims[1];
-  std::vector<double> const x = init.data->to_doubles();
-  if (static_cast<int64_t>(x.size()) != rows * cols) return false;
+  bool const f32 = init.dtype == DType::kFloat32;
+  if (init.data->bytes.size() != static_cast<std::size_t>(rows * cols) * (f32 ? sizeof(float) : sizeof(double)))
+    return false;
+  // Read in place: this runs on large embedding tables too.
+  float const* x32 = init.data->as<float>();
+  double const* x64 = init.data->as<double>();
+  auto at = [&](int64_t t, int64_t c) { return f32 ? static_cast<double>(x32[t * cols + c]) : x64[t * cols + c]; };
   double amplitude = 0;
-  for (double v : x) amplitude = std::max(amplitude, std::abs(v));
+  for (int64_t e = 0; e < rows * cols; ++e) amplitude = std::max(amplitude, std::abs(f32 ? x32[e] : x64[e]));
   if (amplitude == 0) return false;
   // float32 rounds the position times the frequency (HF computes both in float32): an error that
   // grows with the position. The check is loose by that and no looser.
-  double const eps = init.dtype == DType::kFloat32 ? 6e-8 : 1e-15;
+  double const eps = f32 ? 6e-8 : 1e-15;
   double const tol = amplitude * eps * (100.0 + 16.0 * static_cast<double>(rows));
-  auto at = [&](int64_t t, int64_t c) { return x[t * cols + c]; };
+  // Row 0 first, which rejects a learned table at once: sin(0) = 0, or one cosine amplitude.
+  double first = 0;
+  for (int64_t c = 0; c < cols; ++c) {
+    double const v = at(0, c);
+    if (std::abs(v) <= tol) continue;
+    if (first == 0) first = v;
+    if (std::abs(v - first) > tol) return false;
+  }
   double cosine_amplitude = 0;
   bool oscillates = false;
   for (int64_t c = 0; c < cols; ++c) {
@@ -254,6 +270,15 @@ bool is_position_table(RawInitializer const& init) {
     oscillates = oscillates || k < 2 - 1e-3;
   }
   return oscillates;
+}
+
+// Whether the values of an initializer the weight-slot rules marked can make it a buffer (a mask,
+// a position table): those added, multiplied or gathered into the activations can; the weights of
+// Conv/Gemm/MatMul, normalisations, recurrent layers and PRelu cannot, and are not read.
+bool reads_values(std::string const& rule) {
+  for (char const* slot : {"weight of ", "operand of ", "slope of "})
+    if (rule.rfind(slot, 0) == 0) return false;
+  return true;
 }
 
 // Glob matching: `*` any run of characters (also none), `?` exactly one.
@@ -395,9 +420,9 @@ Result<std::vector<WeightChoice>> choose_trainable(RawModel const& m, ImportOpti
       c.reason = "non-finite values";
     } else if (rule != rules.end() && !r.loss.count(init.name) && r.mask.count(init.name)) {
       c.reason = "feeds only masks, comparisons or indices";
-    } else if (rule != rules.end() && init.data && has_mask_extremes(*init.data)) {
+    } else if (rule != rules.end() && reads_values(rule->second) && init.data && has_mask_extremes(*init.data)) {
       c.reason = std::string(kMaskValuesReason);
-    } else if (rule != rules.end() && is_position_table(init)) {
+    } else if (rule != rules.end() && reads_values(rule->second) && is_position_table(init)) {
       c.reason = std::string(kPositionTableReason);
     } else if (rule != rules.end()) {
       c.trainable = true;
