@@ -1,6 +1,7 @@
 // Models exported by a current PyTorch (tests/data/torch2, written by
 // scripts/export_torch2_fixtures.py with both exporters: dynamo, IR version 10 and opset 20, and
-// TorchScript, opset 17, also with every module a model-local function), torch.nn models,
+// TorchScript, opset 17, also with every module a model-local function; Llama and GPT-2 also by
+// dynamo with a fixed batch of 3, as torch.onnx.export does by default), torch.nn models,
 // Hugging Face GPT-2 (language model and sequence classifier), BERT, DistilBERT, ViT, Llama and
 // Qwen2, and torchvision ConvNeXt, EfficientNet and Swin with stochastic depth, from tiny configurations,
 // import and train 3 SGD steps on the batch stored beside them with the losses torch computed for
