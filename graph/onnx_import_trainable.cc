@@ -243,7 +243,6 @@ bool is_position_table(RawInitializer const& init) {
     if (first == 0) first = v;
     if (std::abs(v - first) > tol) return false;
   }
-  double cosine_amplitude = 0;
   bool oscillates = false;
   for (int64_t c = 0; c < cols; ++c) {
     double num = 0, den = 0;
@@ -262,11 +261,8 @@ bool is_position_table(RawInitializer const& init) {
     if (std::abs(k) > 2 + 1e-6) return false;
     for (int64_t t = 1; t + 1 < rows; ++t)
       if (std::abs(at(t + 1, c) + at(t - 1, c) - k * at(t, c)) > 4 * tol) return false;
-    if (cosine) {  // s cos(t f): s shared by the cosine columns, and x[1] = s cos f = s k / 2
-      if (cosine_amplitude == 0) cosine_amplitude = at(0, c);
-      if (std::abs(at(0, c) - cosine_amplitude) > tol) return false;
-      if (std::abs(at(1, c) - at(0, c) * k / 2) > 4 * tol) return false;
-    }
+    // s cos(t f), s the cosine columns' one amplitude (row 0, checked above): x[1] = s cos f = s k / 2.
+    if (cosine && std::abs(at(1, c) - at(0, c) * k / 2) > 4 * tol) return false;
     oscillates = oscillates || k < 2 - 1e-3;
   }
   return oscillates;
@@ -407,6 +403,7 @@ Result<std::vector<WeightChoice>> choose_trainable(RawModel const& m, ImportOpti
     bool const is_float = is_float_dtype(init.dtype);
     bool const non_finite = is_float && init.data && has_non_finite(*init.data);
     auto const rule = rules.find(init.name);
+    bool const value_rule = rule != rules.end() && reads_values(rule->second);  // its values may make it a buffer
     if (!frozen.empty()) {
       c.reason = "frozen by pattern '" + frozen + "'";
     } else if (!forced.empty()) {
@@ -420,9 +417,9 @@ Result<std::vector<WeightChoice>> choose_trainable(RawModel const& m, ImportOpti
       c.reason = "non-finite values";
     } else if (rule != rules.end() && !r.loss.count(init.name) && r.mask.count(init.name)) {
       c.reason = "feeds only masks, comparisons or indices";
-    } else if (rule != rules.end() && reads_values(rule->second) && init.data && has_mask_extremes(*init.data)) {
+    } else if (value_rule && init.data && has_mask_extremes(*init.data)) {
       c.reason = std::string(kMaskValuesReason);
-    } else if (rule != rules.end() && reads_values(rule->second) && is_position_table(init)) {
+    } else if (value_rule && is_position_table(init)) {
       c.reason = std::string(kPositionTableReason);
     } else if (rule != rules.end()) {
       c.trainable = true;
