@@ -125,8 +125,9 @@ class ChainDp {
   // The whole graph as one stage: its least time among the replica counts that fit, and that count.
   std::pair<double, int> single_stage() {
     std::pair<double, int> best{kInf, 0};
+    int64_t const weights = weight_bytes(0, ds_.count() - 1);
     for (std::size_t ri = 0; ri < replicas_.size(); ++ri) {
-      StageEval const ev = eval(0, ds_.count() - 1, ri);
+      StageEval const ev = eval(0, ds_.count() - 1, ri, weights);
       if (ev.max_in_flight >= 1 && ev.time_s < best.first) best = {ev.time_s, replicas_[ri]};
     }
     return best;
@@ -185,10 +186,11 @@ class ChainDp {
     }
   }
 
-  // Bytes of the shared weights (Problem::shared_weights) stage D_i \ D_j reads without holding
-  // their first reader: it keeps a copy (weights and optimizer state), as stage_sums counts.
-  int64_t copy_bytes(int j, int i) const {
-    int64_t bytes = 0;
+  // Weight bytes of stage D_i \ D_j: its nodes' and a copy of each shared weight
+  // (Problem::shared_weights) it reads without holding the first reader, as stage_sums counts.
+  // Found once per stage and passed to fits_once and eval for each replica count.
+  int64_t weight_bytes(int j, int i) const {
+    int64_t bytes = wsum_[i] - wsum_[j];
     auto in_stage = [&](int v) { return ds_.contains(i, v) && !ds_.contains(j, v); };
     for (SharedWeight const& w : p_.shared_weights) {
       if (in_stage(w.readers.front())) continue;
@@ -201,22 +203,23 @@ class ChainDp {
     return bytes;
   }
 
-  // Whether stage D_i \ D_j on r replicas holds one micro-batch: eval's memory test, from the sums.
-  bool fits_once(int j, int i, int r) const {
-    int64_t const w = wsum_[i] - wsum_[j] + copy_bytes(j, i);
+  // Whether stage D_i \ D_j, of `w` weight bytes (weight_bytes), on r replicas holds one
+  // micro-batch: eval's memory test, from the sums.
+  bool fits_once(int j, int i, int r, int64_t w) const {
     int64_t const fixed = w + static_cast<int64_t>(std::llround(p_.optimizer_bytes_per_weight_byte * w));
     int64_t const per_flight = (asum_[i] - asum_[j]) * samples_per_replica(b_, r);
     return micro_batches_that_fit(static_cast<int64_t>(memory_), fixed, per_flight) >= 1;
   }
 
-  // Stage D_i \ D_j on replicas_[ri] replicas; the same arithmetic as stage_cost.
-  StageEval eval(int j, int i, std::size_t ri) {
+  // Stage D_i \ D_j, of `weights` bytes (weight_bytes), on replicas_[ri] replicas; the same
+  // arithmetic as stage_cost.
+  StageEval eval(int j, int i, std::size_t ri, int64_t weights) {
     ++transitions_;
     StageSums sums;
     NodeTime const& a = tsum_[ri][i];
     NodeTime const& c = tsum_[ri][j];
     sums.time = {a.fwd_s - c.fwd_s, a.bwd_input_s - c.bwd_input_s, a.bwd_weight_s - c.bwd_weight_s};
-    sums.weight_bytes = wsum_[i] - wsum_[j] + copy_bytes(j, i);
+    sums.weight_bytes = weights;
     sums.activation_bytes_per_sample = asum_[i] - asum_[j];
     if (p_.count_communication) {
       for (int g : cuts_[j]) {  // into the stage: leaves D_j, lands in D_i
@@ -302,6 +305,7 @@ class ChainDp {
         continue;
       }
       for_each_candidate(i, bound, most_i, [&](int j) {
+        int64_t const weights = weight_bytes(j, i);
         for (std::size_t ri = 0; ri < replicas_.size(); ++ri) {
           int const r = replicas_[ri];
           if (fewest_[j] + r > most_i) {
@@ -315,8 +319,8 @@ class ChainDp {
             cut_ = true;
             continue;
           }
-          if (!fits_once(j, i, r)) continue;  // eval would say so, at many times the cost
-          StageEval const ev = eval(j, i, ri);
+          if (!fits_once(j, i, r, weights)) continue;  // eval would say so, at many times the cost
+          StageEval const ev = eval(j, i, ri, weights);
           if (ev.max_in_flight == 0) continue;
           if (ev.time_s > bound) {
             cut_ = true;
@@ -373,10 +377,11 @@ class ChainDp {
       double const target = at(i, q, d);
       bool found = false;
       for_each_candidate(i, bound, n_devices_ + 1, [&](int j) {
+        int64_t const weights = weight_bytes(j, i);
         for (std::size_t ri = 0; ri < replicas_.size() && !found; ++ri) {
           int const r = replicas_[ri];
           if (d < r) continue;
-          StageEval const ev = eval(j, i, ri);
+          StageEval const ev = eval(j, i, ri, weights);
           if (ev.max_in_flight < q + 1 || ev.time_s > bound) continue;
           double cand;
           if (j == 0) {
