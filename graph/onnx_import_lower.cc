@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -44,7 +45,7 @@ class Lowering {
   Status add_inputs();
   Status lower_node(RawNode const& n);
   Status keep(RawNode const& n, std::vector<Val*> const& ins);
-  Status narrow_batch_constants(RawNode& n, std::vector<Val*>& ins);
+  Result<std::optional<RawNode>> narrow_batch_constants(RawNode const& n, std::vector<Val*>& ins);
   Result<SymArray const*> sym(Val& v, std::string const& name);
   Result<SymArray const*> static_input(RawNode const& n, std::vector<Val*> const& ins, std::size_t k,
                                        std::string const& what);
@@ -255,9 +256,8 @@ Status Lowering::lower_node(RawNode const& n) {
                        "' cannot be folded (its value is too large or of an unsupported type)");
   }
   if (fixed_batch_ > 1) {
-    RawNode narrowed = n;
-    RETURN_IF_ERROR(narrow_batch_constants(narrowed, ins));
-    return keep(narrowed, ins);
+    ASSIGN_OR_RETURN(std::optional<RawNode> narrowed, narrow_batch_constants(n, ins));
+    if (narrowed) return keep(*narrowed, ins);
   }
   return keep(n, ins);
 }
@@ -267,12 +267,14 @@ Status Lowering::lower_node(RawNode const& n) {
 // in a broadcasting op, this node reads it narrowed to one row, which broadcasts over any batch as
 // its B equal rows did; rows that differ cannot follow another batch size, and the error says to
 // re-export with a dynamic batch.
-Status Lowering::narrow_batch_constants(RawNode& n, std::vector<Val*>& ins) {
+// Returns the node reading the narrowed constants (ins point at them), or nothing when none is.
+Result<std::optional<RawNode>> Lowering::narrow_batch_constants(RawNode const& n, std::vector<Val*>& ins) {
   static std::set<std::string> const broadcasting = {"Add",   "Sub",   "Mul",     "Div",         "Pow",
                                                      "Mod",   "Where", "And",     "Or",          "Xor",
                                                      "Equal", "Less",  "Greater", "LessOrEqual", "GreaterOrEqual",
                                                      "Max",   "Min",   "Sum",     "Mean",        "BitShift"};
-  if (!broadcasting.count(n.type)) return Status::ok();
+  std::optional<RawNode> out;
+  if (!broadcasting.count(n.type)) return out;
   std::size_t rank = 0;
   for (Val const* v : ins)
     if (v) rank = std::max(rank, v->dims.size());
@@ -323,12 +325,13 @@ Status Lowering::narrow_batch_constants(RawNode& n, std::vector<Val*>& ins) {
       narrowed.dims = one.dims;
       narrowed.folded = std::move(one);
       std::string const name = n.inputs[k] + "_one_row";
-      n.inputs[k] = name;
+      if (!out) out = n;
+      out->inputs[k] = name;
       ins[k] = &vals_.try_emplace(name, std::move(narrowed)).first->second;
       break;
     }
   }
-  return Status::ok();
+  return out;
 }
 
 Status Lowering::keep(RawNode const& n, std::vector<Val*> const& ins) {
