@@ -269,12 +269,9 @@ Status Lowering::lower_node(RawNode const& n) {
 // re-export with a dynamic batch.
 // Returns the node reading the narrowed constants (ins point at them), or nothing when none is.
 Result<std::optional<RawNode>> Lowering::narrow_batch_constants(RawNode const& n, std::vector<Val*>& ins) {
-  static std::set<std::string> const broadcasting = {"Add",   "Sub",   "Mul",     "Div",         "Pow",
-                                                     "Mod",   "Where", "And",     "Or",          "Xor",
-                                                     "Equal", "Less",  "Greater", "LessOrEqual", "GreaterOrEqual",
-                                                     "Max",   "Min",   "Sum",     "Mean",        "BitShift"};
   std::optional<RawNode> out;
-  if (!broadcasting.count(n.type)) return out;
+  ops::OpDef const* def = ops::find_op(n.type);
+  if (def == nullptr || !def->broadcasts) return out;
   std::size_t rank = 0;
   for (Val const* v : ins)
     if (v) rank = std::max(rank, v->dims.size());

@@ -217,10 +217,10 @@ void register_activation_ops(OpTable& t) {
   define(t, "ThresholdedRelu", elementwise_op(infer_parametric, {1, 1}));
   define(t, "Clip", elementwise_op(infer_clip, {2, 1}, save_input0));
   define(t, "PRelu", elementwise_op(infer_prelu, {2, 4}, save_input0));
-  define(t, "Min", elementwise_op(infer_variadic, {1, 1}, nullptr, fold_min));
-  define(t, "Max", elementwise_op(infer_variadic, {1, 1}, nullptr, fold_max));
-  define(t, "Sum", elementwise_op(infer_variadic, {1, 1}));
-  define(t, "Mean", elementwise_op(infer_variadic, {2, 1}));
+  define(t, "Min", broadcasting_op(infer_variadic, {1, 1}, nullptr, fold_min));
+  define(t, "Max", broadcasting_op(infer_variadic, {1, 1}, nullptr, fold_max));
+  define(t, "Sum", broadcasting_op(infer_variadic, {1, 1}));
+  define(t, "Mean", broadcasting_op(infer_variadic, {2, 1}));
 }
 
 }  // namespace gp::graph::ops

@@ -95,11 +95,11 @@ Result<Folded> fold_pow(FoldContext const& c) {
 
 void register_binary_ops(OpTable& t) {
   // Add's gradient passes through unchanged (a sum where broadcast).
-  define(t, "Add", elementwise_op(infer_broadcast, {1, 0}, nullptr, fold_add));
-  define(t, "Sub", elementwise_op(infer_broadcast, {1, 1}, nullptr, fold_sub));
-  define(t, "Mul", elementwise_op(infer_broadcast, {1, 2}, save_inputs01, fold_mul));
-  define(t, "Div", elementwise_op(infer_broadcast, {1, 4}, save_inputs01, fold_div));
-  define(t, "Pow", elementwise_op(infer_broadcast, {2, 4}, save_inputs01, fold_pow));
+  define(t, "Add", broadcasting_op(infer_broadcast, {1, 0}, nullptr, fold_add));
+  define(t, "Sub", broadcasting_op(infer_broadcast, {1, 1}, nullptr, fold_sub));
+  define(t, "Mul", broadcasting_op(infer_broadcast, {1, 2}, save_inputs01, fold_mul));
+  define(t, "Div", broadcasting_op(infer_broadcast, {1, 4}, save_inputs01, fold_div));
+  define(t, "Pow", broadcasting_op(infer_broadcast, {2, 4}, save_inputs01, fold_pow));
 }
 
 }  // namespace gp::graph::ops

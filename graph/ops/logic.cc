@@ -318,21 +318,21 @@ Result<std::vector<Dims>> range_run_shape(OpGraph const&, Op const& op, std::vec
 void register_logic_ops(OpTable& t) {
   define(t, "ConstantOfShape", {.infer = infer_constant_of_shape, .fold = fold_constant_of_shape});
   define(t, "Range", {.infer = infer_range, .fold = fold_range, .run_shape = range_run_shape});
-  define(t, "Equal", elementwise_op(infer_broadcast_logic, {1, 0}, nullptr, fold_equal));
-  define(t, "Where", elementwise_op(infer_broadcast_logic, {1, 1}, save_input0, fold_where));
+  define(t, "Equal", broadcasting_op(infer_broadcast_logic, {1, 0}, nullptr, fold_equal));
+  define(t, "Where", broadcasting_op(infer_broadcast_logic, {1, 1}, save_input0, fold_where));
   std::pair<char const*, FoldFn> const predicates[] = {
       {"Less", fold_predicate<less>},
       {"Greater", fold_predicate<greater>},
       {"LessOrEqual", fold_predicate<less_equal>},
       {"GreaterOrEqual", fold_predicate<greater_equal>},
-      {"Not", fold_predicate<logical_not>},
       {"And", fold_predicate<logical_and>},
       {"Or", fold_predicate<logical_or>},
       {"Xor", fold_predicate<logical_xor>},
   };
   for (auto const& [type, fold] : predicates)
-    define(t, type, elementwise_op(infer_broadcast_logic, {1, 0}, nullptr, fold));
-  define(t, "Mod", elementwise_op(infer_broadcast_logic, {3, 3}, nullptr, fold_mod));
+    define(t, type, broadcasting_op(infer_broadcast_logic, {1, 0}, nullptr, fold));
+  define(t, "Not", elementwise_op(infer_broadcast_logic, {1, 0}, nullptr, fold_predicate<logical_not>));  // one input
+  define(t, "Mod", broadcasting_op(infer_broadcast_logic, {3, 3}, nullptr, fold_mod));
 }
 
 }  // namespace gp::graph::ops

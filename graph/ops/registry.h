@@ -40,6 +40,9 @@ struct OpDef {
   // The outputs a gradient flows back through, a prefix: LayerNormalization's Mean and InvStdDev
   // are computed forward only, and training refuses a graph whose loss depends on them.
   std::size_t differentiable_outputs = ~std::size_t{0};
+  // The inputs broadcast against each other numpy-style (Add, Where, Max, ...): the importer reads a
+  // fixed-batch export's constant of equal rows as one row where it meets the batch.
+  bool broadcasts = false;
   std::string family{};            // the file that defines it: "linalg", "conv", ..., "folded"
   OpKind kind = OpKind::kUnknown;  // set by define() from the type
 };
@@ -47,6 +50,12 @@ struct OpDef {
 // An op costing `per_element` FLOPs per output element, forward and backward.
 inline OpDef elementwise_op(InferFn infer, ElemCost per_element, SavedFn saved = nullptr, FoldFn fold = nullptr) {
   return {.infer = infer, .fold = fold, .cost = cost_per_output_element, .per_element = per_element, .saved = saved};
+}
+// An elementwise op whose inputs broadcast against each other numpy-style (OpDef::broadcasts).
+inline OpDef broadcasting_op(InferFn infer, ElemCost per_element, SavedFn saved = nullptr, FoldFn fold = nullptr) {
+  OpDef def = elementwise_op(infer, per_element, saved, fold);
+  def.broadcasts = true;
+  return def;
 }
 
 using OpTable = std::map<std::string, OpDef, std::less<>>;

@@ -92,6 +92,18 @@ TEST(OpDef, StateAndWeightGradientPassesAreTheNormalisations) {
   EXPECT_EQ(grads_in_b, (std::vector<std::string>{"BatchNormalization", "LayerNormalization"}));
 }
 
+// The ops whose inputs broadcast numpy-style against each other, as their families define them
+// (the importer narrows a fixed-batch export's constants only there).
+TEST(OpDef, BroadcastingOpsAreTheElementwiseOnesWithSeveralInputs) {
+  std::vector<std::string> broadcasting;
+  for (auto const& [type, def] : ops::op_table())
+    if (def.broadcasts) broadcasting.push_back(type);
+  std::vector<std::string> const want = {
+      "Add", "And", "Div", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Max", "Mean", "Min", "Mod",
+      "Mul", "Or",  "Pow", "Sub",   "Sum",     "Where",          "Xor"};
+  EXPECT_EQ(broadcasting, want);
+}
+
 TEST(OpDef, RunShapesMatchTheImportedShapesOnEveryZooModel) {
   int64_t const batch = 3;
   int checked = 0;
