@@ -575,11 +575,10 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   RETURN_IF_ERROR(check_supported(*raw).with_context(source));
   auto choices = onnx_import::choose_trainable(*raw, options);
   if (!choices.is_ok()) return choices.status().with_context(source);
-  // A probed weight's data goes; a constant's stays (lowering folds and narrows constants).
-  for (auto& init : raw->initializers)
-    if (raw->probed.count(init.name))
-      for (auto const& c : *choices)
-        if (c.name == init.name && c.trainable) init.data.reset();
+  // A probed weight's data goes; a constant's stays (lowering folds and narrows constants). The
+  // choices are one per initializer, in order.
+  for (std::size_t i = 0; i < raw->initializers.size(); ++i)
+    if ((*choices)[i].trainable && raw->probed.count(raw->initializers[i].name)) raw->initializers[i].data.reset();
   auto graph = onnx_import::lower(std::move(*raw), options.first_dim_is_batch, std::move(*choices));
   if (!graph.is_ok()) return graph.status().with_context(source);
   if (options.fuse) {

@@ -125,7 +125,8 @@ std::vector<std::string> const& supported_op_types();
 
 // Which initializers train, one entry per initializer in file order, with the rule that decided:
 // the weight-slot rules, except buffers (non-finite values; feeding only masks, comparisons or
-// indices), then options.trainable / options.frozen. Errors name a pattern that matches nothing.
+// indices; mask values; sinusoidal position tables), then options.trainable / options.frozen. Errors name a pattern
+// that matches nothing.
 Result<std::vector<WeightChoice>> choose_trainable(RawModel const& model, ImportOptions const& options);
 
 // Folds static computations, propagates shapes with the symbolic batch, fills typed attributes,
