@@ -55,8 +55,9 @@ Engine::Engine(Problem const& p, SpTree const& tree, LeafOrder const& leaves, in
   }
 }
 
-Engine::Eval Engine::evaluate(double tau) {
+Engine::Eval Engine::evaluate(double tau, int depth_cap) {
   tau_ = tau;
+  depth_cap_ = std::clamp(depth_cap, 1, devices_);
   tau_next_ = std::numeric_limits<double>::infinity();
   memo_.clear();
   frontiers_.clear();
@@ -224,13 +225,13 @@ Frontier Engine::pareto(std::vector<int> const& best) const {
 }
 
 void Engine::consider(std::vector<int>& best, int depth, int devices, int budget) const {
-  if (depth > devices_ || devices > budget) return;
+  if (depth > depth_cap_ || devices > budget) return;
   if (depth >= static_cast<int>(best.size())) best.resize(depth + 1, std::numeric_limits<int>::max());
   if (devices < best[depth]) best[depth] = devices;
 }
 
 std::vector<int> Engine::depth_table(int t) const {
-  return std::vector<int>(std::min(devices_, hi_of(t) - lo_of(t)) + 1, std::numeric_limits<int>::max());
+  return std::vector<int>(std::min(depth_cap_, hi_of(t) - lo_of(t)) + 1, std::numeric_limits<int>::max());
 }
 
 int Engine::need_for(double work) {
@@ -369,7 +370,7 @@ void Engine::series(int t, int q) {
     if (tree_.nodes[child].kind != SpKind::kLeaf) {
       int const child_need = need(lo_of(child), hi_of(child));
       for (Point rest : suffix[i + 1]) {
-        if (q + rest.depth >= devices_) break;
+        if (q + rest.depth >= depth_cap_) break;
         if (rest.devices + child_need > cap) continue;
         Frontier const inner = node_frontier(child, q + rest.depth);
         for (Point c : inner) consider(best, rest.depth + c.depth, rest.devices + c.devices, cap);
@@ -405,7 +406,7 @@ bool Engine::merged(int t, int i, int q, std::vector<Frontier> const& suffix, in
   std::vector<int> qs;
   for (int j = i + 1; j < k; ++j) {
     for (Point rest : suffix[j + 1]) {
-      if (q + rest.depth + 1 < devices_) qs.push_back(q + rest.depth + 1);
+      if (q + rest.depth + 1 < depth_cap_) qs.push_back(q + rest.depth + 1);
     }
   }
   std::sort(qs.begin(), qs.end());
@@ -437,7 +438,7 @@ bool Engine::merged(int t, int i, int q, std::vector<Frontier> const& suffix, in
           int const r = min_replicas(lv, q + rest.depth + 1, level_of(fewest));
           if (r == 0) break;
           int const qq = q + rest.depth + 1;
-          if (qq >= devices_) break;
+          if (qq >= depth_cap_) break;
           auto const [pre, suf] = outside(par, a, c, qq);
           if (!pre || !suf) continue;
           for (Point x : *pre) {
@@ -480,7 +481,7 @@ bool Engine::forked(int t, int i, int q, std::vector<Frontier> const& suffix, in
     // The other children sit at downstream depth q + rest.depth: their frontiers first.
     for (Point rest : after) {
       int const qq = q + rest.depth;
-      if (qq >= devices_) break;
+      if (qq >= depth_cap_) break;
       search_outside(par, qq);
     }
     for (int a = 0; a < groups; ++a) {
@@ -493,7 +494,7 @@ bool Engine::forked(int t, int i, int q, std::vector<Frontier> const& suffix, in
         StageRef const lv = priced_afresh(rg);
         for (Point rest : after) {
           int const qq = q + rest.depth;
-          if (qq >= devices_) break;
+          if (qq >= depth_cap_) break;
           auto const [pre, suf] = outside(par, a, c, qq);
           if (!pre || !suf) continue;
           for (Point x : *pre) {

@@ -107,7 +107,10 @@ class Engine {
     std::vector<ChosenStage> stages;
   };
 
-  Eval evaluate(double tau);
+  // The shallowest plan meeting tau among those at most `depth_cap` stages deep (the DP prunes
+  // every partial plan deeper than that: a search for a target depth needs no deeper one, and the
+  // state count shrinks with the cap); infeasible when there is none.
+  Eval evaluate(double tau, int depth_cap = std::numeric_limits<int>::max());
 
   int64_t states() const { return states_; }
   // Frees the memo and the price cache once the search is done with this micro-batch size.
@@ -271,6 +274,7 @@ class Engine {
   LeafOrder const& leaves_;
   int64_t b_, m_;
   int devices_;
+  int depth_cap_ = 0;  // the current evaluation's (at most devices_)
   RangeCost cost_;
   BoundaryTracker tracker_;
   // Stage prices for the engine's life (see priced): single ranges by start, then length.

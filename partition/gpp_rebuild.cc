@@ -100,7 +100,7 @@ void Engine::rebuild_series(int t, int i, int q, Point target) {
   }
   int const child = n.children[i];
   for (Point rest : suffix[i + 1]) {
-    if (q + rest.depth >= devices_) break;
+    if (q + rest.depth >= depth_cap_) break;
     Frontier const* inner = find(Part::kNode, child, -1, q + rest.depth);
     if (!inner) continue;  // the search never needed this state
     for (Point c : Frontier(*inner)) {

@@ -201,7 +201,8 @@ Status search_tree(Problem const& p, SpTree const& tree, std::string const& chai
       if (search.found && search.found->depth > search.target) search.restart();
       if (!search.settled()) {
         double const tau = search.next_probe(beating_tau, d_min);
-        Engine::Eval ev = engine.evaluate(tau);
+        // No plan deeper than the target can settle it: the DP prunes them (fewer states).
+        Engine::Eval ev = engine.evaluate(tau, search.target);
         ++evaluations;
         if (engine.expired()) RETURN_IF_ERROR(check_time());
         if (!search.record(tau, std::move(ev))) break;

@@ -8,6 +8,7 @@
 
 #include "partition/brute_force.h"
 #include "partition/gpp_dp.h"
+#include "partition/gpp_engine.h"
 #include "partition/gpp_ranges.h"
 #include "partition/planner.h"
 #include "partition/sp_decompose.h"
@@ -419,6 +420,61 @@ TEST(Gpp, DeterministicAndReportsSearch) {
   EXPECT_NE(lines.front().find("states="), std::string::npos);
   EXPECT_GT(a->tau_s, 0);
   EXPECT_EQ(a->planner, "gpp");
+}
+
+// The search asks the DP for plans no deeper than its target depth only (Engine::evaluate's cap,
+// which prunes every deeper partial plan): at each cap the capped evaluation must find exactly the
+// uncapped one's plan when that plan is no deeper, and no plan otherwise; and whatever it finds
+// must hold until its tau_next.
+TEST(Gpp, TheDepthCapKeepsEveryPlanNoDeeperThanIt) {
+  std::mt19937 rng(5);
+  int compared = 0, refused = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    int const n = 4 + static_cast<int>(rng() % 12);
+    int const devices = 2 + static_cast<int>(rng() % 14);
+    Problem p = random_problem(random_sp_dag(n, rng), devices, 16, rng);
+    ASSERT_TRUE(p.finalize().is_ok());
+    auto tree = sp_decompose(p);
+    ASSERT_TRUE(tree.is_ok());
+    LeafOrder const leaves = leaf_order(*tree);
+    gpp::BoundaryRows rows;
+    for (int64_t b : p.micro_batch_sizes()) {
+      gpp::Engine engine(p, *tree, leaves, b, rows);
+      double const floor = std::max(engine.lower_bound(), engine.tau_floor());
+      for (double scale : {1.0, 1.3, 2.0, 4.0, 16.0}) {
+        double const tau = floor * scale;
+        gpp::Engine::Eval const all = engine.evaluate(tau);
+        for (int cap = 1; cap <= devices; ++cap) {
+          gpp::Engine::Eval const capped = engine.evaluate(tau, cap);
+          SCOPED_TRACE("trial " + std::to_string(trial) + " b=" + std::to_string(b) + " tau x" + std::to_string(scale) +
+                       " cap " + std::to_string(cap));
+          if (all.feasible && all.depth <= cap) {
+            ASSERT_TRUE(capped.feasible);
+            EXPECT_EQ(capped.depth, all.depth);
+            EXPECT_EQ(capped.devices, all.devices);
+            EXPECT_EQ(capped.tau_used, all.tau_used);
+            ++compared;
+          } else {
+            EXPECT_FALSE(capped.feasible) << "depth " << capped.depth;
+            ++refused;
+          }
+          EXPECT_GT(capped.tau_next, tau);
+          // Below tau_next nothing has changed (same result, capped); the DP compares times with a
+          // tolerance of 1e-12 relative (summation order), so "below" is below that.
+          if (std::isfinite(capped.tau_next)) {
+            gpp::Engine::Eval const later = engine.evaluate(capped.tau_next * (1 - 1e-11), cap);
+            EXPECT_EQ(later.feasible, capped.feasible);
+            if (later.feasible && capped.feasible) {
+              EXPECT_EQ(later.depth, capped.depth);
+              EXPECT_EQ(later.devices, capped.devices);
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GE(compared, 500);
+  EXPECT_GE(refused, 500);
 }
 
 TEST(GppRangeCost, AgreesWithStageCost) {
