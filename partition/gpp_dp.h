@@ -44,7 +44,10 @@
 // device-seconds, min over r of r * compute(v, b/r), divided by tau * b) caps the devices a piece
 // may use given the rest of the graph, and micro-batch sizes whose floor (m + d_min - 1) * b *
 // tau_min cannot beat the best plan so far are skipped (d_min = 2 when the model's weights and
-// optimizer state do not fit one device), searched in the order of that floor.
+// optimizer state do not fit one device). The sizes are searched in two passes: in the order of
+// that floor to each one's first plan, then to the end in the order of their best plans so far, so
+// that a good plan prunes every size from its start; and an evaluation for a target depth prunes
+// every partial plan deeper than the target (Engine::evaluate's depth cap).
 #pragma once
 
 #include <cstdint>

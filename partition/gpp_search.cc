@@ -175,24 +175,79 @@ Status search_tree(Problem const& p, SpTree const& tree, std::string const& chai
     return !best ||
            (static_cast<double>(p.batch / b) + d - 1) * tau * static_cast<double>(b) <= inc.bound() * (1 + 1e-9);
   };
-  for (std::size_t bi : order) {
+  // The search of one micro-batch size, resumable: the first pass stops each at its first plan,
+  // the second finishes them (see below).
+  struct SizeSearch {
+    DepthSearch search;
+    int steps = 0, evaluations = 0;
+    double seconds = 0;
+    bool done = false;
+    double best_step = std::numeric_limits<double>::infinity();  // the least step of its plans offered so far
+  };
+  std::vector<SizeSearch> runs;
+  for (std::size_t bi = 0; bi < sizes.size(); ++bi) runs.push_back({DepthSearch(p.cluster.size(), floors[bi])});
+  // The plan of the ranges an evaluation chose, priced exactly, offered to the incumbent.
+  auto offer = [&](std::size_t bi, Engine::Eval const& found, double tau) -> Result<double> {
+    int64_t const b = sizes[bi];
+    std::vector<ChosenStage> chosen = found.stages;
+    std::sort(chosen.begin(), chosen.end(),
+              [](ChosenStage const& x, ChosenStage const& y) { return x.ranges.lo1 < y.ranges.lo1; });
+    std::vector<StageAssignment> stages;
+    for (ChosenStage const& s : chosen) {
+      StageAssignment a;
+      a.replicas = s.replicas;
+      a.recompute = s.recompute;
+      for (int i = s.ranges.lo1; i < s.ranges.hi1; ++i) a.nodes.push_back(leaves.order[i]);
+      for (int i = s.ranges.lo2; i < s.ranges.hi2; ++i) a.nodes.push_back(leaves.order[i]);
+      stages.push_back(std::move(a));
+    }
+    Plan plan;
+    if (!chain.empty()) {
+      ASSIGN_OR_RETURN(plan, assemble_plan(p, stages, b, "gpp", StageGraphShape::kChain));
+      ASSIGN_OR_RETURN(Plan graph, assemble_plan(p, std::move(stages), b, "gpp"));
+      if (graph.step_time_s <= plan.step_time_s) plan = std::move(graph);
+      plan.notes = "a chain of contiguous ranges of the " + chain;
+    } else {
+      ASSIGN_OR_RETURN(plan, assemble_plan(p, std::move(stages), b, "gpp"));
+    }
+    if (options.progress) {
+      options.progress("gpp: b=" + std::to_string(b) + " tau=" + seconds_text(tau) +
+                       "/sample depth=" + std::to_string(plan.depth) + " step=" + seconds_text(plan.step_time_s) +
+                       " states=" + std::to_string(states + engines[bi]->states()));
+    }
+    double const step = plan.step_time_s;
+    inc.offer(std::move(plan), tau);
+    return step;
+  };
+  // Runs the search of size bi until it ends or, with `first_plan`, until an evaluation finds a
+  // plan (priced and offered at once, whatever its depth).
+  auto advance = [&](std::size_t bi, bool first_plan) -> Status {
+    SizeSearch& run = runs[bi];
+    if (run.done) return Status::ok();
     int64_t const b = sizes[bi];
     Engine& engine = *engines[bi];
-    if (best && step_floor(bi) > inc.bound() * (1 + 1e-9)) continue;  // no plan at this b can win
-    // D(tau), the least DP depth of a plan meeting tau, only falls as tau grows; the best step at
-    // this b is min over depths d of (m + d - 1) * b * tau_d with tau_d the least tau reaching
-    // depth <= d. So search tau_d for target = every depth (tau_min), then for one less than the
-    // depth found each time, while some depth can still beat the best plan from tau_d's lower end.
-    DepthSearch search(p.cluster.size(), floors[bi]);
+    DepthSearch& search = run.search;
+    auto const b_start = Clock::now();
+    auto finish = [&] {
+      run.done = true;
+      states += engine.states();
+      if (options.progress && run.seconds > 0.1)
+        options.progress("gpp: b=" + std::to_string(b) + ": " + std::to_string(run.evaluations) + " evaluations, " +
+                         std::to_string(engine.states()) + " states, " + seconds_text(run.seconds));
+      engine.release();
+    };
+    auto pause = [&] { run.seconds += std::chrono::duration<double>(Clock::now() - b_start).count(); };
+    if (best && step_floor(bi) > inc.bound() * (1 + 1e-9)) {  // no plan at this b can win
+      finish();
+      return Status::ok();
+    }
     // The largest tau at which a plan of depth `target` still beats the best plan.
     auto beating_tau = [&](int target) {
       if (!best) return std::numeric_limits<double>::infinity();
       double const d = exact_depth ? target : 1;
       return inc.bound() * (1 + 1e-9) / ((static_cast<double>(p.batch / b) + d - 1) * static_cast<double>(b));
     };
-    int evaluations = 0;
-    auto const b_start = Clock::now();
-    for (int step = 0; step < kMaxSearchSteps; ++step) {
+    for (; run.steps < kMaxSearchSteps; ++run.steps) {
       RETURN_IF_ERROR(check_time());
       while (search.target >= d_min &&
              !beats_best(std::max(search.lo, engine.tau_for_depth(search.target)), b, search.target))
@@ -203,50 +258,52 @@ Status search_tree(Problem const& p, SpTree const& tree, std::string const& chai
         double const tau = search.next_probe(beating_tau, d_min);
         // No plan deeper than the target can settle it: the DP prunes them (fewer states).
         Engine::Eval ev = engine.evaluate(tau, search.target);
-        ++evaluations;
+        ++run.evaluations;
         if (engine.expired()) RETURN_IF_ERROR(check_time());
+        if (first_plan && ev.feasible) {
+          // A plan (deeper than the target, or not yet the least tau of its depth): priced now, it
+          // lets the other sizes' searches prune before any of them is searched through. The next
+          // pass resumes from here.
+          ASSIGN_OR_RETURN(double const step, offer(bi, ev, ev.tau_used));
+          run.best_step = std::min(run.best_step, step);
+          ++run.steps;
+          if (!search.record(tau, std::move(ev))) break;
+          pause();
+          return Status::ok();
+        }
         if (!search.record(tau, std::move(ev))) break;
         if (!search.settled()) continue;
       }
       // found is the shallowest plan at the least tau reaching its depth: price it, then look for
       // a shallower plan at a larger tau.
-      std::vector<ChosenStage> chosen = search.found->stages;
-      std::sort(chosen.begin(), chosen.end(),
-                [](ChosenStage const& x, ChosenStage const& y) { return x.ranges.lo1 < y.ranges.lo1; });
-      std::vector<StageAssignment> stages;
-      for (ChosenStage const& s : chosen) {
-        StageAssignment a;
-        a.replicas = s.replicas;
-        a.recompute = s.recompute;
-        for (int i = s.ranges.lo1; i < s.ranges.hi1; ++i) a.nodes.push_back(leaves.order[i]);
-        for (int i = s.ranges.lo2; i < s.ranges.hi2; ++i) a.nodes.push_back(leaves.order[i]);
-        stages.push_back(std::move(a));
-      }
-      Plan plan;
-      if (!chain.empty()) {
-        ASSIGN_OR_RETURN(plan, assemble_plan(p, stages, b, "gpp", StageGraphShape::kChain));
-        ASSIGN_OR_RETURN(Plan graph, assemble_plan(p, std::move(stages), b, "gpp"));
-        if (graph.step_time_s <= plan.step_time_s) plan = std::move(graph);
-        plan.notes = "a chain of contiguous ranges of the " + chain;
-      } else {
-        ASSIGN_OR_RETURN(plan, assemble_plan(p, std::move(stages), b, "gpp"));
-      }
-      if (options.progress) {
-        options.progress("gpp: b=" + std::to_string(b) + " tau=" + seconds_text(search.hi) +
-                         "/sample depth=" + std::to_string(plan.depth) + " step=" + seconds_text(plan.step_time_s) +
-                         " states=" + std::to_string(states + engine.states()));
-      }
-      inc.offer(std::move(plan), search.hi);
+      ASSIGN_OR_RETURN(double const step, offer(bi, *search.found, search.hi));
+      run.best_step = std::min(run.best_step, step);
       search.target = search.found->depth - 1;  // the loop's head lowers it further while it cannot win
       search.restart();
+      if (first_plan) {
+        ++run.steps;
+        pause();
+        return Status::ok();
+      }
     }
-    states += engine.states();
-    double const b_seconds = std::chrono::duration<double>(Clock::now() - b_start).count();
-    if (options.progress && b_seconds > 0.1)
-      options.progress("gpp: b=" + std::to_string(b) + ": " + std::to_string(evaluations) + " evaluations, " +
-                       std::to_string(engine.states()) + " states, " + seconds_text(b_seconds));
-    engine.release();
-  }
+    pause();
+    finish();
+    return Status::ok();
+  };
+  // D(tau), the least DP depth of a plan meeting tau, only falls as tau grows; the best step at a
+  // size b is min over depths d of (m + d - 1) * b * tau_d with tau_d the least tau reaching depth
+  // <= d. So each size's search finds tau_d for target = every depth (tau_min), then for one less
+  // than the depth found each time, while some depth can still beat the best plan from tau_d's
+  // lower end. The floors order the sizes only loosely (at 1,024 devices the largest b has the
+  // lowest floor and one of the worst plans), so a first pass takes every size to its first plan,
+  // and the second finishes the sizes in the order of those plans' steps: the best plan so far then
+  // prunes every size's search from its start. Both passes prune only what cannot beat a plan
+  // found, so the least step is the one a single pass finds (among plans of equal step, the one
+  // kept can differ, and so can the candidates options.evaluate judges).
+  for (std::size_t bi : order) RETURN_IF_ERROR(advance(bi, true));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t c) { return runs[a].best_step < runs[c].best_step; });
+  for (std::size_t bi : order) RETURN_IF_ERROR(advance(bi, false));
   if (options.progress && elapsed() > 0.2)  // long searches only: a failing short one prints one error line
     options.progress("gpp: searched the " + (chain.empty() ? std::string("SP tree") : "chain of the " + chain) + " (" +
                      std::to_string(n) + " nodes) by " + seconds_text(elapsed()));
