@@ -10,6 +10,7 @@
 // (onnx_import_fuse_graph.cc).
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numbers>
 #include <optional>
 #include <set>
@@ -589,6 +590,165 @@ void rewrite_is_nan(RawModel& model) {
     n.inputs = {eq.outputs[0]};
     n.attrs.clear();
     nodes.push_back(std::move(eq));
+    nodes.push_back(std::move(n));
+  }
+  model.nodes = std::move(nodes);
+}
+
+void rewrite_split_to_sequence(RawModel& model) {
+  struct Plan {
+    std::vector<int64_t> sizes;
+    bool squeeze = false;
+    int64_t axis = 0;
+    std::map<int, int64_t> reads;  // SequenceAt node -> piece
+  };
+  std::map<int, Plan> plans;  // SplitToSequence node -> its rewrite
+  {
+    Matcher const m(model);
+    // Integer constants as int64 (SequenceAt's position may be int32), with their rank.
+    auto constant = [&](std::string const& name) -> std::optional<std::pair<std::vector<int64_t>, std::size_t>> {
+      TensorData const* data = nullptr;
+      if (RawInitializer const* init = m.initializer(name)) {
+        data = init->data.get();
+      } else if (RawNode const* p = m.producer(name); p && p->type == "Constant" && p->domain.empty()) {
+        if (auto a = p->attrs.find("value"); a != p->attrs.end()) data = std::get_if<TensorData>(&a->second);
+      }
+      if (!data || (data->dtype != DType::kInt64 && data->dtype != DType::kInt32)) return std::nullopt;
+      return std::pair{data->to_int64s(), data->dims.size()};
+    };
+    // The fixed size of `name` along `axis` (ONNX shape inference's), or -1.
+    auto fixed_dim = [&](std::string const& name, int64_t axis) -> int64_t {
+      std::vector<int64_t> dims;
+      if (RawInitializer const* init = m.initializer(name)) {
+        dims = init->dims;
+      } else {
+        RawValueInfo const* v = nullptr;
+        if (auto it = model.value_info.find(name); it != model.value_info.end()) v = &it->second;
+        for (auto const& in : model.inputs)
+          if (in.name == name) v = &in;
+        if (!v || !v->has_shape) return -1;
+        for (RawDim const& d : v->dims) dims.push_back(d.value);
+      }
+      int64_t const rank = static_cast<int64_t>(dims.size());
+      if (axis < -rank || axis >= rank) return -1;
+      return dims[static_cast<std::size_t>(axis < 0 ? axis + rank : axis)];
+    };
+    for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+      RawNode const& n = model.nodes[i];
+      if (n.type != "SplitToSequence" || !n.domain.empty() || n.inputs.empty() || n.outputs.size() != 1 ||
+          !m.internal(n.outputs[0]))
+        continue;
+      Plan plan;
+      auto attr = [&](char const* key, int64_t fallback) {
+        auto it = n.attrs.find(key);
+        int64_t const* v = it == n.attrs.end() ? nullptr : std::get_if<int64_t>(&it->second);
+        return v ? *v : fallback;
+      };
+      plan.axis = attr("axis", 0);
+      bool const keepdims = attr("keepdims", 1) != 0;
+      int64_t const d = fixed_dim(n.inputs[0], plan.axis);
+      if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+        auto const split = constant(n.inputs[1]);
+        if (!split) continue;
+        if (split->second == 0) {  // one size: pieces of it, the last one smaller
+          int64_t const s = split->first.at(0);
+          if (s <= 0 || d <= 0) continue;
+          for (int64_t at = 0; at < d; at += s) plan.sizes.push_back(std::min(s, d - at));
+        } else {
+          plan.sizes = split->first;
+        }
+      } else {  // pieces of one element, squeezed unless keepdims
+        if (d <= 0) continue;
+        plan.sizes.assign(static_cast<std::size_t>(d), 1);
+        plan.squeeze = !keepdims;
+      }
+      int64_t const pieces = static_cast<int64_t>(plan.sizes.size());
+      bool ok = pieces > 0;
+      for (int c : m.consumers(n.outputs[0])) {
+        RawNode const& at = model.nodes[static_cast<std::size_t>(c)];
+        auto const pos = at.type == "SequenceAt" && at.domain.empty() && at.inputs.size() == 2 &&
+                                 at.inputs[0] == n.outputs[0] && at.outputs.size() == 1
+                             ? constant(at.inputs[1])
+                             : std::nullopt;
+        if (!pos || pos->first.size() != 1 || pos->first[0] < -pieces || pos->first[0] >= pieces) {
+          ok = false;
+          break;
+        }
+        plan.reads[c] = pos->first[0] < 0 ? pos->first[0] + pieces : pos->first[0];
+      }
+      if (ok) plans.emplace(static_cast<int>(i), std::move(plan));
+    }
+  }
+  if (plans.empty()) return;
+  std::set<std::string> names;
+  for (auto const& n : model.nodes) {
+    names.insert(n.name);
+    for (auto const& o : n.outputs) names.insert(o);
+  }
+  for (auto const& init : model.initializers) names.insert(init.name);
+  for (auto const& v : model.inputs) names.insert(v.name);
+  auto fresh = [&](std::string const& base) {
+    std::string name = base;
+    for (int k = 1; names.count(name); ++k) name = base + "_" + std::to_string(k);
+    names.insert(name);
+    return name;
+  };
+  auto ints_constant = [&](std::string const& base, std::vector<int64_t> const& values) {
+    RawNode c;
+    c.type = "Constant";
+    c.name = fresh(base);
+    c.outputs = {fresh(base + "_value")};
+    c.attrs["value"] = TensorData::from_int64s({static_cast<int64_t>(values.size())}, values);
+    return c;
+  };
+  bool const inputs_form = model.opset >= 13;           // Split's sizes and Squeeze's axes: inputs, else attributes
+  std::map<int, std::vector<std::string>> piece_names;  // SplitToSequence node -> its Split's outputs
+  std::map<int, int> reader_of;                         // SequenceAt node -> its SplitToSequence node
+  for (auto const& [i, plan] : plans)
+    for (auto const& [c, piece] : plan.reads) reader_of[c] = i;
+  std::vector<RawNode> nodes;
+  nodes.reserve(model.nodes.size() + plans.size() * 2);
+  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+    RawNode& n = model.nodes[i];
+    if (auto p = plans.find(static_cast<int>(i)); p != plans.end()) {
+      Plan const& plan = p->second;
+      RawNode split;
+      split.type = "Split";
+      split.name = n.name;
+      split.inputs = {n.inputs[0]};
+      split.attrs["axis"] = plan.axis;
+      if (inputs_form) {
+        RawNode sizes = ints_constant(n.name + "/sizes", plan.sizes);
+        split.inputs.push_back(sizes.outputs[0]);
+        nodes.push_back(std::move(sizes));
+      } else {
+        split.attrs["split"] = plan.sizes;
+      }
+      for (std::size_t k = 0; k < plan.sizes.size(); ++k)
+        split.outputs.push_back(fresh(n.outputs[0] + "/" + std::to_string(k)));
+      piece_names[p->first] = split.outputs;
+      nodes.push_back(std::move(split));
+      continue;
+    }
+    if (auto r = reader_of.find(static_cast<int>(i)); r != reader_of.end()) {
+      Plan const& plan = plans.at(r->second);
+      std::string const& piece = piece_names.at(r->second).at(static_cast<std::size_t>(plan.reads.at(r->first)));
+      n.attrs.clear();
+      if (plan.squeeze) {
+        n.type = "Squeeze";
+        n.inputs = {piece};
+        if (inputs_form) {
+          RawNode axes = ints_constant(n.name + "/axes", {plan.axis});
+          n.inputs.push_back(axes.outputs[0]);
+          nodes.push_back(std::move(axes));
+        } else {
+          n.attrs["axes"] = std::vector<int64_t>{plan.axis};
+        }
+      } else {
+        n.type = "Identity";
+        n.inputs = {piece};
+      }
+    }
     nodes.push_back(std::move(n));
   }
   model.nodes = std::move(nodes);

@@ -120,6 +120,13 @@ void rewrite_cast_like(RawModel& model);
 // guards attention's softmax with Where(IsNaN(p), 0, p).
 void rewrite_is_nan(RawModel& model);
 
+// x.chunk(k) or x.split(s) whose pieces are used one by one, as torch.onnx.export(dynamo=True)
+// writes them: SplitToSequence read only by SequenceAt at constant positions (ShuffleNetV2's channel
+// split). That is a Split, each SequenceAt an Identity of its piece (a Squeeze where keepdims = 0
+// and no sizes are given); rewritten so. A sequence read any other way stays, refused as an
+// unsupported operator.
+void rewrite_split_to_sequence(RawModel& model);
+
 // Op types the lowering understands (after fusion), sorted; for the unsupported-op message.
 std::vector<std::string> const& supported_op_types();
 

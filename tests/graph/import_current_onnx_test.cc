@@ -388,5 +388,80 @@ TEST(ImportCurrentOnnx, IsNaNBecomesNotEqualToItself) {
   EXPECT_EQ(out_shape(g, "Where"), S({N, 4}));
 }
 
+// x.chunk(2, dim=1) whose pieces are used one by one: the dynamo exporter writes SplitToSequence
+// (one chunk size) read by SequenceAt at constant positions (ShuffleNetV2). It imports as a Split.
+TEST(ImportCurrentOnnx, ASplitToSequenceReadAtConstantPositionsIsASplit) {
+  auto g = must_load(model("float[batch,6,4] x", "float[batch,3,4] y", {},
+                           "size = Constant<value = int64 {3}>()\n"
+                           "seq = SplitToSequence<axis = 1, keepdims = 1>(x, size)\n"
+                           "zero = Constant<value = int64 {0}>()\n"
+                           "last = Constant<value = int32 {-1}>()\n"
+                           "a = SequenceAt(seq, zero)\n"
+                           "b = SequenceAt(seq, last)\n"
+                           "y = Sub(b, a)"));
+  EXPECT_TRUE(ops_of_type(g, "SplitToSequence").empty());
+  EXPECT_TRUE(ops_of_type(g, "SequenceAt").empty());
+  auto const split = ops_of_type(g, "Split");
+  ASSERT_EQ(split.size(), 1u);
+  ASSERT_EQ(split[0]->outputs.size(), 2u);
+  EXPECT_EQ(g.tensor(split[0]->outputs[0]).shape, S({N, 3, 4}));
+  auto const sub = ops_of_type(g, "Sub");
+  ASSERT_EQ(sub.size(), 1u);
+  EXPECT_EQ(sub[0]->inputs[0], split[0]->outputs[1]) << "position -1 is the last piece";
+  EXPECT_EQ(sub[0]->inputs[1], split[0]->outputs[0]);
+  // One size that does not divide: the last piece is smaller; sizes given as a list; opset 11's
+  // attribute forms.
+  for (int opset : {11, 20}) {
+    auto h = must_load(model("float[batch,7] x", "float[batch,1] y", {},
+                             "size = Constant<value = int64 {3}>()\n"
+                             "seq = SplitToSequence<axis = -1>(x, size)\n"
+                             "two = Constant<value = int64 {2}>()\n"
+                             "y = SequenceAt(seq, two)",
+                             opset, 6));
+    auto const s = ops_of_type(h, "Split");
+    ASSERT_EQ(s.size(), 1u) << "opset " << opset;
+    ASSERT_EQ(s[0]->outputs.size(), 3u);
+    EXPECT_EQ(h.tensor(s[0]->outputs[2]).shape, S({N, 1}));
+    auto l = must_load(model("float[batch,5,2] x", "float[batch,4,2] y", {},
+                             "sizes = Constant<value = int64[2] {1, 4}>()\n"
+                             "seq = SplitToSequence<axis = 1, keepdims = 0>(x, sizes)\n"
+                             "one = Constant<value = int64 {1}>()\n"
+                             "y = SequenceAt(seq, one)",
+                             opset, 6));
+    ASSERT_EQ(ops_of_type(l, "Split").size(), 1u);
+    EXPECT_EQ(out_shape(l, "Split", 1), S({N, 4, 2})) << "keepdims is ignored where sizes are given";
+  }
+}
+
+// Without sizes the pieces are single elements, squeezed where keepdims = 0; a sequence read any
+// other way stays and is refused by name.
+TEST(ImportCurrentOnnx, ASplitToSequenceOfSingleElementsSqueezesThemAndOtherReadsAreRefused) {
+  for (int opset : {11, 20}) {
+    auto g = must_load(model("float[batch,3,4] x", "float[batch,4] y", {},
+                             "seq = SplitToSequence<axis = 1, keepdims = 0>(x)\n"
+                             "one = Constant<value = int64 {1}>()\n"
+                             "two = Constant<value = int64 {2}>()\n"
+                             "a = SequenceAt(seq, one)\n"
+                             "b = SequenceAt(seq, two)\n"
+                             "y = Mul(a, b)",
+                             opset, 6));
+    auto const split = ops_of_type(g, "Split");
+    ASSERT_EQ(split.size(), 1u) << "opset " << opset;
+    EXPECT_EQ(split[0]->outputs.size(), 3u);
+    EXPECT_EQ(out_shape(g, "Mul"), S({N, 4}));
+  }
+  std::string const why = must_fail(model("float[batch,6] x", "int64 n", {},
+                                          "size = Constant<value = int64 {3}>()\n"
+                                          "seq = SplitToSequence<axis = 1>(x, size)\n"
+                                          "n = SequenceLength(seq)"));
+  EXPECT_NE(why.find("SplitToSequence"), std::string::npos) << why;
+  // A position that is no constant keeps the sequence too.
+  std::string const why2 = must_fail(model("float[batch,6] x, int64 i", "float[batch,3] y", {},
+                                           "size = Constant<value = int64 {3}>()\n"
+                                           "seq = SplitToSequence<axis = 1>(x, size)\n"
+                                           "y = SequenceAt(seq, i)"));
+  EXPECT_NE(why2.find("SequenceAt"), std::string::npos) << why2;
+}
+
 }  // namespace
 }  // namespace gp::graph
