@@ -108,6 +108,24 @@ class AdaptivePool(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(F.relu(self.bn(self.conv(x))), (3, 3)), 1))
 
 
+class Shuffle(nn.Module):
+    """ShuffleNetV2's unit: the channels chunked in two, one half through a convolution and
+    BatchNorm, the halves concatenated and shuffled (view, transpose, view). With BatchNorm the
+    dynamo exporter's optimizer is off, and the chunk stays SplitToSequence read by SequenceAt."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem, self.conv, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(4, 4, 1), nn.BatchNorm2d(4)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        x1, x2 = self.stem(x).chunk(2, dim=1)
+        y = torch.cat([x1, F.relu(self.bn(self.conv(x2)))], dim=1)
+        n, c, h, w = y.shape
+        y = y.view(n, 2, c // 2, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
 VOCAB, SEQ, PAD = 32, 8, 0
 
 
@@ -265,6 +283,7 @@ MODELS = {
     "encoder": (Encoder, (6, 16), 4),
     "ops": (Ops, (3, 8, 8), 10),
     "adaptive": (AdaptivePool, (3, 8, 8), 10),
+    "shuffle": (Shuffle, (3, 8, 8), 10),
     "gpt2": (hf_gpt2, "ids", VOCAB),
     "gpt2tied": (hf_gpt2_tied, "ids", VOCAB),
     "bert": (hf_bert, "ids", 4),
