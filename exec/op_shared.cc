@@ -83,7 +83,21 @@ kernels::hd::BinaryKind binary_kind_of(graph::ops::OpKind kind) {
   if (kind == OpKind::kAdd) return kernels::hd::BinaryKind::kAdd;
   if (kind == OpKind::kSub) return kernels::hd::BinaryKind::kSub;
   if (kind == OpKind::kMul) return kernels::hd::BinaryKind::kMul;
+  if (kind == OpKind::kMax) return kernels::hd::BinaryKind::kMax;
+  if (kind == OpKind::kMin) return kernels::hd::BinaryKind::kMin;
   return kernels::hd::BinaryKind::kDiv;
+}
+
+Status int_extremum_check(graph::Op const& op, graph::OpGraph const& graph) {
+  if (op.inputs.empty()) return invalid_argument("needs an input");
+  DType const a = graph.tensor(op.inputs[0]).dtype;
+  for (graph::TensorId t : op.inputs) {
+    if (t == graph::kNoTensor) return invalid_argument("an input is missing");
+    if (graph.tensor(t).dtype != a)
+      return invalid_argument("inputs have dtypes " + std::string(graph::dtype_name(a)) + " and " +
+                              graph::dtype_name(graph.tensor(t).dtype) + "; they must match");
+  }
+  return Status::ok();
 }
 
 Status int_binary_check(graph::Op const& op, graph::OpGraph const& graph) {

@@ -41,6 +41,9 @@ Result<std::vector<int64_t>> variadic_shape(OpCall const& call, std::vector<Tens
 kernels::hd::BinaryKind binary_kind_of(graph::ops::OpKind kind);
 // Integer Add, Sub, Mul, Div (kernels/hd/activation.h's int_binary_op): two inputs of one dtype.
 Status int_binary_check(graph::Op const& op, graph::OpGraph const& graph);
+// Integer Max/Min: one or more inputs of one dtype (folded pairwise by the binary kernels; one input
+// is copied).
+Status int_extremum_check(graph::Op const& op, graph::OpGraph const& graph);
 // What both backends report for a zero divisor of an integer Div.
 inline constexpr char kIntegerDivisionByZero[] = "integer division by zero";
 // Concat of integer or bool parts (index pairs, ids, masks), copied as bytes: every part one dtype.

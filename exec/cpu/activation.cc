@@ -376,7 +376,10 @@ CpuKernelFamily activation_kernels() {
     f.push_back({p, {parametric, 1}});
   f.push_back({OpKind::kClip, {{clip_forward, clip_backward, clip_backward, clip_check}, 1}});
   f.push_back({OpKind::kPRelu, {{prelu_forward, prelu_backward, prelu_backward, no_check}, 2}});
-  for (OpKind v : {OpKind::kMin, OpKind::kMax, OpKind::kSum, OpKind::kMean}) f.push_back({v, {variadic, 1, false}});
+  // Min and Max of integers have their own entries (exec/cpu/binary.cc); Sum and Mean are float32
+  // only, and the check says so for any other dtype.
+  for (OpKind v : {OpKind::kMin, OpKind::kMax}) f.push_back({v, {variadic, 1, false, 0, {DType::kFloat32}}});
+  for (OpKind v : {OpKind::kSum, OpKind::kMean}) f.push_back({v, {variadic, 1, false}});
   return f;
 }
 

@@ -201,6 +201,28 @@ Status int_binary_forward(OpCall const& call, std::vector<Tensor> const& in, std
   return Status::ok();
 }
 
+// Integer Max/Min (the dynamo exporter's index arithmetic: MaxViT's has one input): the inputs
+// folded pairwise, each pair broadcast, one input copied; never differentiated.
+Status int_extremum_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  Tensor y = in.size() == 1 ? in.at(0).clone() : in.at(0);
+  for (std::size_t k = 1; k < in.size(); ++k) {
+    std::vector<int64_t> shape;
+    if (!kernels::broadcast_shapes(y.shape(), in[k].shape(), shape))
+      return op_error(call, "input " + std::to_string(k) + " " + in[k].shape_string() +
+                                " does not broadcast with the inputs before it");
+    Tensor next(shape, y.dtype());
+    if (y.dtype() == DType::kInt64) {
+      RETURN_IF_ERROR(int_binary<int64_t>(call, y, in[k], shape, next));
+    } else {
+      RETURN_IF_ERROR(int_binary<int32_t>(call, y, in[k], shape, next));
+    }
+    y = next;
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  return Status::ok();
+}
+
 }  // namespace
 
 namespace {
@@ -261,6 +283,9 @@ CpuKernelFamily binary_int_kernels() {
   CpuKernelEntry const e{{int_binary_forward, no_gradient, no_gradient, int_binary_check}, 2, false, 0, kIndexDTypes};
   CpuKernelFamily f;
   for (OpKind k : {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv}) f.emplace_back(k, e);
+  CpuKernelEntry const extremum{
+      {int_extremum_forward, no_gradient, no_gradient, int_extremum_check}, 1, false, 0, kIndexDTypes};
+  for (OpKind k : {OpKind::kMax, OpKind::kMin}) f.emplace_back(k, extremum);
   f.emplace_back(
       OpKind::kAdd,
       CpuKernelEntry{

@@ -222,6 +222,33 @@ Status int_binary_forward(OpCall const& call, std::vector<Tensor> const& in, std
   return Status::ok();
 }
 
+// Integer Max/Min: the inputs folded pairwise by the integer kernel (the CPU's order and function).
+template <typename T>
+Status int_extremum_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  hd::BinaryKind const kind = binary_kind_of(call.op.kind());
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  Tensor y = in.at(0);
+  if (in.size() == 1) {
+    ASSIGN_OR_RETURN(y, copy_of(in[0]));
+  }
+  for (std::size_t k = 1; k < in.size(); ++k) {
+    std::vector<int64_t> shape;
+    if (!hd::broadcast_shape(y.shape(), in[k].shape(), shape))
+      return op_error(call, "input " + std::to_string(k) + " " + in[k].shape_string() +
+                                " does not broadcast with the inputs before it");
+    hd::BinaryIndex index;
+    if (!hd::make_binary_index(shape, y.shape(), in[k].shape(), index))
+      return op_error(call, "input " + std::to_string(k) + " needs more than " + std::to_string(hd::kMaxBroadcastDims) +
+                                " dimensions after merging");
+    ASSIGN_OR_RETURN(Tensor next, empty(shape, y.dtype()));
+    GP_CUDA_CHECK(kc::int_binary<T>(kind, index, y.data<T>(), in[k].data<T>(), next.data<T>(), nullptr, stream));
+    y = next;
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  return Status::ok();
+}
+
 }  // namespace
 
 std::vector<KernelEntry> binary_kernels() {
@@ -233,6 +260,10 @@ std::vector<KernelEntry> binary_kernels() {
     t.push_back({b, f32, binary, 2});
     t.push_back({b, DType::kInt64, {int_binary_forward<int64_t>, no_gradient, no_gradient, int_binary_check}, 2});
     t.push_back({b, DType::kInt32, {int_binary_forward<int32_t>, no_gradient, no_gradient, int_binary_check}, 2});
+  }
+  for (OpKind b : {OpKind::kMax, OpKind::kMin}) {
+    t.push_back({b, DType::kInt64, {int_extremum_forward<int64_t>, no_gradient, no_gradient, int_extremum_check}, 1});
+    t.push_back({b, DType::kInt32, {int_extremum_forward<int32_t>, no_gradient, no_gradient, int_extremum_check}, 1});
   }
   t.push_back({OpKind::kAdd,
                DType::kBFloat16,

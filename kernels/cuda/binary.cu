@@ -187,7 +187,7 @@ cudaError_t binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a
 template <typename T>
 cudaError_t int_binary(hd::BinaryKind kind, hd::BinaryIndex const& index, T const* a, T const* b, T* y,
                        unsigned long long* first_zero, cudaStream_t stream) {
-  // Div checks its divisors (first_zero given); Add, Sub and Mul have none to check.
+  // Div checks its divisors (first_zero given); Add, Sub, Mul, Max and Min have none to check.
   if ((kind == hd::BinaryKind::kDiv) != (first_zero != nullptr)) return cudaErrorInvalidValue;
   return launch_int_arith(index, a, b, IntBinary{kind}, y, first_zero, stream);
 }

@@ -308,7 +308,8 @@ GP_HD T pointwise_backward(Pointwise f, PointwiseParams const& p, T x, T dy) {
   return static_cast<T>(static_cast<float>(dy) * pointwise_derivative(f, p, static_cast<float>(x)));
 }
 
-enum class BinaryKind : int32_t { kAdd, kSub, kMul, kDiv };
+// kMax and kMin: the integer Max/Min (float Max/Min are the variadic kernels below).
+enum class BinaryKind : int32_t { kAdd, kSub, kMul, kDiv, kMax, kMin };
 
 template <typename T>
 GP_HD T binary_op(BinaryKind k, T a, T b) {
@@ -322,12 +323,16 @@ GP_HD T binary_op(BinaryKind k, T a, T b) {
       return static_cast<T>(x * y);
     case BinaryKind::kDiv:
       return static_cast<T>(x / y);
+    case BinaryKind::kMax:
+      return y > x ? b : a;
+    case BinaryKind::kMin:
+      return y < x ? b : a;
   }
   return a;
 }
 
-// Integer Add, Sub, Mul, Div (int64 or int32; the CPU's exec/cpu/binary.cc and the CUDA kernel
-// run this): two's-complement wrap-around on overflow (unsigned arithmetic, never undefined
+// Integer Add, Sub, Mul, Div, Max, Min (int64 or int32; the CPU's exec/cpu/binary.cc and the CUDA
+// kernel run this): two's-complement wrap-around on overflow (unsigned arithmetic, never undefined
 // behaviour); Div truncates toward zero, as ONNX's reference and C++ do, and the lowest value over
 // -1 wraps. A zero divisor gives 0 here: the callers report it (integer division by zero).
 template <typename T>
@@ -343,6 +348,10 @@ GP_HD T int_binary_op(BinaryKind k, T x, T z) {
     case BinaryKind::kDiv:
       if (z == 0) return T(0);
       return z == T(-1) ? static_cast<T>(U(0) - static_cast<U>(x)) : static_cast<T>(x / z);
+    case BinaryKind::kMax:
+      return z > x ? z : x;
+    case BinaryKind::kMin:
+      return z < x ? z : x;
   }
   return x;
 }

@@ -646,6 +646,34 @@ std::vector<Case> cases() {
                    {{"a", int32_tensor({2, 3}, {-9, 8, 7, 100, -1, 0}), kIn}, {"b", int32_tensor({1}, {4}), kIn}}, 1,
                    {DType::kInt32});
   });
+  add("Max int64 of three inputs, broadcast, the extremes", [] {
+    int64_t const big = std::numeric_limits<int64_t>::max(), low = std::numeric_limits<int64_t>::lowest();
+    return make_op("Max", {},
+                   {{"a", int_tensor({2, 3}, {big, -1, 5, low, 0, 7}), kIn},
+                    {"b", int_tensor({3}, {1, 2, 3}), kIn},
+                    {"c", int_tensor({2, 1}, {4, -9}), kIn}},
+                   1, {DType::kInt64});
+  });
+  add("Max int32 broadcast", [] {
+    return make_op("Max", {},
+                   {{"a", int32_tensor({2, 3}, {-9, 8, 7, 100, -1, 0}), kIn}, {"b", int32_tensor({1}, {4}), kIn}}, 1,
+                   {DType::kInt32});
+  });
+  add("Max int64 of one input (MaxViT's)", [] {
+    return make_op("Max", {}, {{"a", int_tensor({2, 2}, {5, -3, 0, 9}), kIn}}, 1, {DType::kInt64});
+  });
+  add("Min int64", [] {
+    return make_op("Min", {},
+                   {{"a", int_tensor({2, 2}, {5, -3, 0, 9}), kIn}, {"b", int_tensor({2, 2}, {7, 2, -4, 9}), kIn}}, 1,
+                   {DType::kInt64});
+  });
+  add("Min int32 of three inputs", [] {
+    return make_op("Min", {},
+                   {{"a", int32_tensor({3}, {3, -7, 2147483647}), kIn},
+                    {"b", int32_tensor({3}, {1, 1, 1}), kIn},
+                    {"c", int32_tensor({1}, {0}), kIn}},
+                   1, {DType::kInt32});
+  });
   add("Mod int64 floored (the divisor's sign), -1 and the lowest value", [] {
     int64_t const low = std::numeric_limits<int64_t>::lowest();
     return make_op(

@@ -331,6 +331,39 @@ TEST(OpsActivation, VariadicRefusesIntegerInputs) {
   EXPECT_NE(s.message().find("int64"), std::string::npos) << s.message();
 }
 
+// Integer Max/Min (MaxViT's index arithmetic from the dynamo exporter, a Max of one input): exact,
+// broadcast, folded over every input in order, one input copied; mixed dtypes are refused.
+TEST(OpsActivation, IntegerMaxAndMinAreExactAndBroadcast) {
+  CpuBackend be;
+  int64_t const big = std::numeric_limits<int64_t>::max(), low = std::numeric_limits<int64_t>::lowest();
+  OneOp mx = make_op("Max", {},
+                     {{"a", int_tensor({2, 3}, {big, -1, 5, low, 0, 7}), kIn},
+                      {"b", int_tensor({3}, {1, 2, 3}), kIn},
+                      {"c", int_tensor({2, 1}, {4, -9}), kIn}},
+                     1, {DType::kInt64});
+  ASSERT_TRUE(be.supports(mx.the_op(), mx.graph).is_ok()) << be.supports(mx.the_op(), mx.graph).message();
+  std::vector<Tensor> y = run_forward(be, mx, false, 0);
+  ASSERT_EQ(y.at(0).dtype(), DType::kInt64);
+  ASSERT_EQ(y.at(0).shape(), (std::vector<int64_t>{2, 3}));
+  std::vector<int64_t> const want_max{big, 4, 5, 1, 2, 7};
+  for (std::size_t i = 0; i < want_max.size(); ++i) EXPECT_EQ(y[0].data<int64_t>()[i], want_max[i]) << i;
+  OneOp mn =
+      make_op("Min", {}, {{"a", int32_tensor({4}, {3, -7, 0, 2147483647}), kIn}, {"b", int32_tensor({1}, {1}), kIn}}, 1,
+              {DType::kInt32});
+  std::vector<Tensor> z = run_forward(be, mn, false, 0);
+  std::vector<int32_t> const want_min{1, -7, 0, 1};
+  for (std::size_t i = 0; i < want_min.size(); ++i) EXPECT_EQ(z.at(0).data<int32_t>()[i], want_min[i]) << i;
+  OneOp one = make_op("Max", {}, {{"a", int_tensor({2}, {-1, 2}), kIn}}, 1, {DType::kInt64});
+  ASSERT_TRUE(be.supports(one.the_op(), one.graph).is_ok());
+  std::vector<Tensor> w = run_forward(be, one, false, 0);
+  ASSERT_EQ(w.at(0).numel(), 2);
+  EXPECT_EQ(w[0].data<int64_t>()[0], -1);
+  EXPECT_EQ(w[0].data<int64_t>()[1], 2);
+  OneOp mixed = make_op("Max", {}, {{"a", int_tensor({2}, {1, 2}), kIn}, {"b", int32_tensor({2}, {1, 2}), kIn}}, 1,
+                        {DType::kInt64});
+  EXPECT_FALSE(be.supports(mixed.the_op(), mixed.graph).is_ok());
+}
+
 // ---- import ----
 
 std::string load_error(std::string const& text) {
