@@ -596,6 +596,9 @@ void rewrite_is_nan(RawModel& model) {
 }
 
 void rewrite_split_to_sequence(RawModel& model) {
+  // More pieces than this stay a sequence (refused): a file cannot make the importer build a Split
+  // of billions of outputs.
+  constexpr int64_t kMaxSequencePieces = 4096;
   struct Plan {
     std::vector<int64_t> sizes;
     bool squeeze = false;
@@ -652,13 +655,14 @@ void rewrite_split_to_sequence(RawModel& model) {
         if (!split) continue;
         if (split->second == 0) {  // one size: pieces of it, the last one smaller
           int64_t const s = split->first.at(0);
-          if (s <= 0 || d <= 0) continue;
+          if (s <= 0 || d <= 0 || (d - 1) / s >= kMaxSequencePieces) continue;
           for (int64_t at = 0; at < d; at += s) plan.sizes.push_back(std::min(s, d - at));
         } else {
+          if (static_cast<int64_t>(split->first.size()) > kMaxSequencePieces) continue;
           plan.sizes = split->first;
         }
       } else {  // pieces of one element, squeezed unless keepdims
-        if (d <= 0) continue;
+        if (d <= 0 || d > kMaxSequencePieces) continue;
         plan.sizes.assign(static_cast<std::size_t>(d), 1);
         plan.squeeze = !keepdims;
       }

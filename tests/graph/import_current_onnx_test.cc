@@ -455,6 +455,13 @@ TEST(ImportCurrentOnnx, ASplitToSequenceOfSingleElementsSqueezesThemAndOtherRead
                                           "seq = SplitToSequence<axis = 1>(x, size)\n"
                                           "n = SequenceLength(seq)"));
   EXPECT_NE(why.find("SplitToSequence"), std::string::npos) << why;
+  // So does a split into more than 4,096 pieces (a file must not make the importer build them).
+  std::string const why3 = must_fail(model("float[batch,1000000000] x", "float[batch,1] y", {},
+                                           "size = Constant<value = int64 {1}>()\n"
+                                           "seq = SplitToSequence<axis = 1>(x, size)\n"
+                                           "zero = Constant<value = int64 {0}>()\n"
+                                           "y = SequenceAt(seq, zero)"));
+  EXPECT_NE(why3.find("SplitToSequence"), std::string::npos) << why3;
   // A position that is no constant keeps the sequence too.
   std::string const why2 = must_fail(model("float[batch,6] x, int64 i", "float[batch,3] y", {},
                                            "size = Constant<value = int64 {3}>()\n"
