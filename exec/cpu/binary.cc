@@ -151,7 +151,7 @@ Status pow_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> 
   return Status::ok();
 }
 
-// ---- integer Add, Sub, Mul, Div ----
+// ---- integer Add, Sub, Mul, Div, Max, Min ----
 namespace {
 
 template <typename T>
@@ -184,32 +184,15 @@ Status int_binary(OpCall const& call, Tensor const& a, Tensor const& b, std::vec
   return Status::ok();
 }
 
+// Integer Add, Sub, Mul, Div (two inputs) and Max, Min (one or more: the dynamo exporter's index
+// arithmetic, MaxViT's Max has one): the inputs folded pairwise, each pair broadcast, one input
+// copied; never differentiated.
 Status int_binary_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
-  Tensor const& a = in[0];
-  Tensor const& b = in[1];
-  std::vector<int64_t> shape;
-  if (!kernels::broadcast_shapes(a.shape(), b.shape(), shape))
-    return op_error(call, "shapes " + a.shape_string() + " and " + b.shape_string() + " do not broadcast");
-  Tensor y(shape, a.dtype());
-  if (a.dtype() == DType::kInt64) {
-    RETURN_IF_ERROR(int_binary<int64_t>(call, a, b, shape, y));
-  } else {
-    RETURN_IF_ERROR(int_binary<int32_t>(call, a, b, shape, y));
-  }
-  out.assign(call.op.outputs.size(), Tensor());
-  out[0] = y;
-  return Status::ok();
-}
-
-// Integer Max/Min (the dynamo exporter's index arithmetic: MaxViT's has one input): the inputs
-// folded pairwise, each pair broadcast, one input copied; never differentiated.
-Status int_extremum_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
   Tensor y = in.size() == 1 ? in.at(0).clone() : in.at(0);
   for (std::size_t k = 1; k < in.size(); ++k) {
     std::vector<int64_t> shape;
     if (!kernels::broadcast_shapes(y.shape(), in[k].shape(), shape))
-      return op_error(call, "input " + std::to_string(k) + " " + in[k].shape_string() +
-                                " does not broadcast with the inputs before it");
+      return op_error(call, "shapes " + y.shape_string() + " and " + in[k].shape_string() + " do not broadcast");
     Tensor next(shape, y.dtype());
     if (y.dtype() == DType::kInt64) {
       RETURN_IF_ERROR(int_binary<int64_t>(call, y, in[k], shape, next));
@@ -284,7 +267,7 @@ CpuKernelFamily binary_int_kernels() {
   CpuKernelFamily f;
   for (OpKind k : {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv}) f.emplace_back(k, e);
   CpuKernelEntry const extremum{
-      {int_extremum_forward, no_gradient, no_gradient, int_extremum_check}, 1, false, 0, kIndexDTypes};
+      {int_binary_forward, no_gradient, no_gradient, int_extremum_check}, 1, false, 0, kIndexDTypes};
   for (OpKind k : {OpKind::kMax, OpKind::kMin}) f.emplace_back(k, extremum);
   f.emplace_back(
       OpKind::kAdd,

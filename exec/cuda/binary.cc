@@ -185,46 +185,20 @@ Status pow_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> 
   return Status::ok();
 }
 
-// ---- integer Add, Sub, Mul, Div (int64, int32): ids and positions computed per micro-batch ----
+// ---- integer Add, Sub, Mul, Div, Max, Min (int64, int32): ids and positions computed per micro-batch ----
 
 // RoBERTa's position ids (cumsum of the padding mask times the mask, plus the padding index) and
-// the index arithmetic torch's dynamo exporter leaves in Swin's and ConvNeXt's graphs: the CPU's
-// per-element function (hd::int_binary_op), never differentiated. A zero divisor is the CPU's
+// the index arithmetic torch's dynamo exporter leaves in Swin's, ConvNeXt's and MaxViT's graphs: the
+// CPU's per-element function (hd::int_binary_op) over the inputs folded pairwise in the CPU's order
+// (Max and Min take one or more; one is copied), never differentiated. A zero divisor is the CPU's
 // error; its check is read with the step's others while the backend defers checks.
 template <typename T>
 Status int_binary_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
-  Tensor const& a = in[0];
-  Tensor const& b = in[1];
-  if (a.dtype() != b.dtype() || a.dtype() != (sizeof(T) == 8 ? DType::kInt64 : DType::kInt32))
-    return op_error(call, "inputs have dtypes " + std::string(graph::dtype_name(a.dtype())) + " and " +
-                              graph::dtype_name(b.dtype()) + ", the kernel " + (sizeof(T) == 8 ? "int64" : "int32"));
-  std::vector<int64_t> shape;
-  if (!hd::broadcast_shape(a.shape(), b.shape(), shape))
-    return op_error(call, "shapes " + a.shape_string() + " and " + b.shape_string() + " do not broadcast");
-  hd::BinaryIndex index;
-  if (!hd::make_binary_index(shape, a.shape(), b.shape(), index))
-    return op_error(call, "shapes " + a.shape_string() + " and " + b.shape_string() + " need more than " +
-                              std::to_string(hd::kMaxBroadcastDims) + " dimensions after merging");
-  ASSIGN_OR_RETURN(Tensor y, empty(shape, a.dtype()));
-  hd::BinaryKind const kind = binary_kind_of(call.op.kind());
-  Tensor flag;  // Div: the first zero divisor's position
-  if (kind == hd::BinaryKind::kDiv) {
-    ASSIGN_OR_RETURN(flag, index_flag());
-  }
-  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
-  GP_CUDA_CHECK(kc::int_binary<T>(kind, index, a.data<T>(), b.data<T>(), y.data<T>(),
-                                  static_cast<unsigned long long*>(flag.defined() ? flag.raw() : nullptr), stream));
-  if (flag.defined())
-    RETURN_IF_ERROR(check_position_flag(
-        flag, [op = &call.op](uint64_t) { return graph::ops::op_error(*op, kIntegerDivisionByZero); }));
-  out.assign(call.op.outputs.size(), Tensor());
-  out[0] = y;
-  return Status::ok();
-}
-
-// Integer Max/Min: the inputs folded pairwise by the integer kernel (the CPU's order and function).
-template <typename T>
-Status int_extremum_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  DType const want = sizeof(T) == 8 ? DType::kInt64 : DType::kInt32;
+  for (std::size_t k = std::min<std::size_t>(1, in.size() - 1); k < in.size(); ++k)
+    if (in[k].dtype() != in[0].dtype() || in[0].dtype() != want)
+      return op_error(call, "inputs have dtypes " + std::string(graph::dtype_name(in[0].dtype())) + " and " +
+                                graph::dtype_name(in[k].dtype()) + ", the kernel " + graph::dtype_name(want));
   hd::BinaryKind const kind = binary_kind_of(call.op.kind());
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   Tensor y = in.at(0);
@@ -234,14 +208,21 @@ Status int_extremum_forward(OpCall const& call, std::vector<Tensor> const& in, s
   for (std::size_t k = 1; k < in.size(); ++k) {
     std::vector<int64_t> shape;
     if (!hd::broadcast_shape(y.shape(), in[k].shape(), shape))
-      return op_error(call, "input " + std::to_string(k) + " " + in[k].shape_string() +
-                                " does not broadcast with the inputs before it");
+      return op_error(call, "shapes " + y.shape_string() + " and " + in[k].shape_string() + " do not broadcast");
     hd::BinaryIndex index;
     if (!hd::make_binary_index(shape, y.shape(), in[k].shape(), index))
-      return op_error(call, "input " + std::to_string(k) + " needs more than " + std::to_string(hd::kMaxBroadcastDims) +
-                                " dimensions after merging");
+      return op_error(call, "shapes " + y.shape_string() + " and " + in[k].shape_string() + " need more than " +
+                                std::to_string(hd::kMaxBroadcastDims) + " dimensions after merging");
     ASSIGN_OR_RETURN(Tensor next, empty(shape, y.dtype()));
-    GP_CUDA_CHECK(kc::int_binary<T>(kind, index, y.data<T>(), in[k].data<T>(), next.data<T>(), nullptr, stream));
+    Tensor flag;  // Div: the first zero divisor's position
+    if (kind == hd::BinaryKind::kDiv) {
+      ASSIGN_OR_RETURN(flag, index_flag());
+    }
+    GP_CUDA_CHECK(kc::int_binary<T>(kind, index, y.data<T>(), in[k].data<T>(), next.data<T>(),
+                                    static_cast<unsigned long long*>(flag.defined() ? flag.raw() : nullptr), stream));
+    if (flag.defined())
+      RETURN_IF_ERROR(check_position_flag(
+          flag, [op = &call.op](uint64_t) { return graph::ops::op_error(*op, kIntegerDivisionByZero); }));
     y = next;
   }
   out.assign(call.op.outputs.size(), Tensor());
@@ -262,8 +243,8 @@ std::vector<KernelEntry> binary_kernels() {
     t.push_back({b, DType::kInt32, {int_binary_forward<int32_t>, no_gradient, no_gradient, int_binary_check}, 2});
   }
   for (OpKind b : {OpKind::kMax, OpKind::kMin}) {
-    t.push_back({b, DType::kInt64, {int_extremum_forward<int64_t>, no_gradient, no_gradient, int_extremum_check}, 1});
-    t.push_back({b, DType::kInt32, {int_extremum_forward<int32_t>, no_gradient, no_gradient, int_extremum_check}, 1});
+    t.push_back({b, DType::kInt64, {int_binary_forward<int64_t>, no_gradient, no_gradient, int_extremum_check}, 1});
+    t.push_back({b, DType::kInt32, {int_binary_forward<int32_t>, no_gradient, no_gradient, int_extremum_check}, 1});
   }
   t.push_back({OpKind::kAdd,
                DType::kBFloat16,
