@@ -60,14 +60,24 @@ class Matcher {
     auto it = initializers_.find(name);
     return it == initializers_.end() ? nullptr : it->second;
   }
+  // The dims ONNX shape inference gave `name` (-1 where one is not a number), or nothing when it
+  // gave none.
+  std::optional<std::vector<int64_t>> dims(std::string const& name) const {
+    if (RawInitializer const* init = initializer(name)) return init->dims;
+    RawValueInfo const* info = nullptr;
+    if (auto it = model_.value_info.find(name); it != model_.value_info.end() && it->second.has_shape)
+      info = &it->second;
+    for (auto const& v : model_.inputs)
+      if (!info && v.name == name && v.has_shape) info = &v;
+    if (!info) return std::nullopt;
+    std::vector<int64_t> out;
+    for (RawDim const& d : info->dims) out.push_back(d.value);
+    return out;
+  }
   // The rank ONNX shape inference gave `name`, or -1 when it gave none.
   int rank(std::string const& name) const {
-    if (RawInitializer const* init = initializer(name)) return static_cast<int>(init->dims.size());
-    auto it = model_.value_info.find(name);
-    if (it != model_.value_info.end() && it->second.has_shape) return static_cast<int>(it->second.dims.size());
-    for (auto const& v : model_.inputs)
-      if (v.name == name && v.has_shape) return static_cast<int>(v.dims.size());
-    return -1;
+    auto const d = dims(name);
+    return d ? static_cast<int>(d->size()) : -1;
   }
   // A tensor name no node, initializer or graph input uses yet, from `base`.
   std::string fresh_name(std::string const& base) const {
@@ -77,17 +87,19 @@ class Matcher {
     return name;
   }
 
+  // The data of a constant tensor: an initializer's (when read) or a Constant node's `value`.
+  TensorData const* constant_data(std::string const& name) const {
+    if (auto it = initializers_.find(name); it != initializers_.end()) return it->second->data.get();
+    if (RawNode const* p = producer(name); p && p->type == "Constant")
+      if (auto a = p->attrs.find("value"); a != p->attrs.end()) return std::get_if<TensorData>(&a->second);
+    return nullptr;
+  }
+
   // A scalar constant (Constant node or initializer with data).
   std::optional<double> scalar(std::string const& name) const {
-    TensorData const* data = nullptr;
-    if (auto it = initializers_.find(name); it != initializers_.end()) {
-      data = it->second->data.get();
-    } else if (RawNode const* p = producer(name); p && p->type == "Constant") {
-      if (auto a = p->attrs.find("value"); a != p->attrs.end())
-        data = std::get_if<TensorData>(&a->second);
-      else if (auto f = p->attrs.find("value_float"); f != p->attrs.end())
-        return std::get<double>(f->second);
-    }
+    TensorData const* data = constant_data(name);
+    if (RawNode const* p = producer(name); !data && p && p->type == "Constant" && !initializers_.count(name))
+      if (auto f = p->attrs.find("value_float"); f != p->attrs.end()) return std::get<double>(f->second);
     if (!data || data->numel() != 1) return std::nullopt;
     if (data->dtype == DType::kFloat16 || data->dtype == DType::kBFloat16) return std::nullopt;
     return data->to_doubles()[0];
@@ -95,12 +107,7 @@ class Matcher {
 
   // An integer constant vector (Constant node or initializer with data).
   std::optional<std::vector<int64_t>> ints(std::string const& name) const {
-    TensorData const* data = nullptr;
-    if (auto it = initializers_.find(name); it != initializers_.end())
-      data = it->second->data.get();
-    else if (RawNode const* p = producer(name); p && p->type == "Constant") {
-      if (auto a = p->attrs.find("value"); a != p->attrs.end()) data = std::get_if<TensorData>(&a->second);
-    }
+    TensorData const* data = constant_data(name);
     if (!data || data->dtype != DType::kInt64) return std::nullopt;
     return data->to_int64s();
   }
@@ -610,31 +617,16 @@ void rewrite_split_to_sequence(RawModel& model) {
     Matcher const m(model);
     // Integer constants as int64 (SequenceAt's position may be int32), with their rank.
     auto constant = [&](std::string const& name) -> std::optional<std::pair<std::vector<int64_t>, std::size_t>> {
-      TensorData const* data = nullptr;
-      if (RawInitializer const* init = m.initializer(name)) {
-        data = init->data.get();
-      } else if (RawNode const* p = m.producer(name); p && p->type == "Constant" && p->domain.empty()) {
-        if (auto a = p->attrs.find("value"); a != p->attrs.end()) data = std::get_if<TensorData>(&a->second);
-      }
+      TensorData const* data = m.constant_data(name);
       if (!data || (data->dtype != DType::kInt64 && data->dtype != DType::kInt32)) return std::nullopt;
       return std::pair{data->to_int64s(), data->dims.size()};
     };
     // The fixed size of `name` along `axis` (ONNX shape inference's), or -1.
     auto fixed_dim = [&](std::string const& name, int64_t axis) -> int64_t {
-      std::vector<int64_t> dims;
-      if (RawInitializer const* init = m.initializer(name)) {
-        dims = init->dims;
-      } else {
-        RawValueInfo const* v = nullptr;
-        if (auto it = model.value_info.find(name); it != model.value_info.end()) v = &it->second;
-        for (auto const& in : model.inputs)
-          if (in.name == name) v = &in;
-        if (!v || !v->has_shape) return -1;
-        for (RawDim const& d : v->dims) dims.push_back(d.value);
-      }
-      int64_t const rank = static_cast<int64_t>(dims.size());
+      auto const dims = m.dims(name);
+      int64_t const rank = dims ? static_cast<int64_t>(dims->size()) : 0;
       if (axis < -rank || axis >= rank) return -1;
-      return dims[static_cast<std::size_t>(axis < 0 ? axis + rank : axis)];
+      return (*dims)[static_cast<std::size_t>(axis < 0 ? axis + rank : axis)];
     };
     for (std::size_t i = 0; i < model.nodes.size(); ++i) {
       RawNode const& n = model.nodes[i];
