@@ -171,6 +171,12 @@ struct ArgReduceAttrs {  // ArgMax, ArgMin
   bool keepdims = true;
   bool select_last_index = false;
 };
+struct TopKAttrs {
+  int64_t axis = -1;
+  int64_t k = 1;        // folded from the K input (the attribute before opset 10)
+  bool largest = true;  // false: the k smallest
+  bool sorted = true;   // graphpipe always returns them in order (sorted = 0 leaves the order free)
+};
 
 // ---- data movement (graph/ops/move.h) ----
 enum class PadMode : uint8_t { kConstant, kReflect, kEdge, kWrap };
@@ -268,6 +274,6 @@ using OpAttrs =
                  UnsqueezeAttrs, ExpandAttrs, ClipAttrs, ActivationAttrs, ModAttrs, CumSumAttrs, ArgReduceAttrs,
                  PadAttrs, TileAttrs, TriluAttrs, GatherElementsAttrs, ScatterElementsAttrs, ResizeAttrs,
                  ConvTransposeAttrs, InstanceNormAttrs, EinsumAttrs, RnnAttrs, LossAttrs, ConstantOfShapeAttrs,
-                 RandomAttrs, GatherNDAttrs, RangeAttrs>;
+                 RandomAttrs, GatherNDAttrs, RangeAttrs, TopKAttrs>;
 
 }  // namespace gp::graph

@@ -51,7 +51,7 @@ using CpuKernelFamily = std::vector<std::pair<OpKind, CpuKernelEntry>>;
 // twice is a programming error).
 CpuKernelFamily linalg_kernels();      // linalg.cc: Einsum
 CpuKernelFamily activation_kernels();  // activation.cc: Clip, Elu, Selu, Softplus, ..., Min, Max
-CpuKernelFamily reduce_kernels();      // reduce.cc: Reduce*, LogSoftmax, CumSum, ArgMax, ArgMin
+CpuKernelFamily reduce_kernels();      // reduce.cc: Reduce*, LogSoftmax, CumSum, ArgMax, ArgMin, TopK
 CpuKernelFamily index_kernels();       // index.cc: Pad, Tile, Trilu, GatherElements, GatherND, ScatterElements, Resize
 CpuKernelFamily rnn_kernels();         // rnn.cc: LSTM, GRU
 CpuKernelFamily loss_kernels();        // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss

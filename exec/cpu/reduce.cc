@@ -1,5 +1,5 @@
 // Reduce family: ReduceSum and ReduceMean (kernels/strided's sums down to a shape), Softmax (oneDNN),
-// and plain loops for the other Reduce*, LogSoftmax, Hardmax, CumSum, ArgMax, ArgMin: a reduction
+// and plain loops for the other Reduce*, LogSoftmax, Hardmax, CumSum, ArgMax, ArgMin, TopK: a reduction
 // sees its input as [rows, cols] (the reduced axes permuted last, copied only when they are not
 // already trailing); the ops along one axis see it as [outer, dim, inner] and run over `inner`
 // contiguously.
@@ -343,6 +343,54 @@ int softmax_axis(OpCall const& call, int64_t rank) {
   if (axis < 0) axis += rank;
   return static_cast<int>(axis);
 }
+// The k largest (or smallest) elements along the axis, in order, and their int64 indices
+// (kernels/hd/reduce.h's topk_line, which the CUDA kernel runs too); float32, int64 or int32 data.
+template <typename T>
+void topk_lines(Tensor const& x, graph::ops::TopKShape const& s, bool largest, Tensor& y, Tensor& idx) {
+  AxisSplit const& a = s.split;
+  for (int64_t o = 0; o < a.outer; ++o)
+    for (int64_t j = 0; j < a.inner; ++j)
+      kernels::hd::topk_line(x.data<T>() + o * a.dim * a.inner + j, a.dim, a.inner, s.k, largest,
+                             y.data<T>() + o * s.k * a.inner + j, idx.data<int64_t>() + o * s.k * a.inner + j, a.inner);
+}
+
+Status topk_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(graph::ops::TopKShape const s, graph::ops::topk_shape(call.op, x.shape()));
+  bool const largest = attrs_of<graph::TopKAttrs>(call.op)->largest;
+  Tensor y(s.out_shape, x.dtype());
+  Tensor idx(s.out_shape, DType::kInt64);
+  if (x.dtype() == DType::kInt64)
+    topk_lines<int64_t>(x, s, largest, y, idx);
+  else if (x.dtype() == DType::kInt32)
+    topk_lines<int32_t>(x, s, largest, y, idx);
+  else
+    topk_lines<float>(x, s, largest, y, idx);
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (out.size() > 1) out[1] = idx;
+  if (saved) saved->tensors = {idx, shape_tensor(x.shape())};
+  return Status::ok();
+}
+
+// The values' gradient goes back to the positions they came from (distinct within a line), zero
+// elsewhere; the indices have none.
+Status topk_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                     std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0)) return Status::ok();
+  Tensor const& idx = saved.tensors.at(0);
+  std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(1));
+  ASSIGN_OR_RETURN(graph::ops::TopKShape const s, graph::ops::topk_shape(call.op, in_shape));
+  Tensor dx = Tensor::zeros(in_shape);
+  if (!gout.empty() && gout[0].defined()) {
+    float const* g = gout[0].data<float>();
+    int64_t const* i = idx.data<int64_t>();
+    for (int64_t e = 0; e < idx.numel(); ++e)
+      dx.data<float>()[kernels::hd::topk_source(e, s.k, s.split.dim, s.split.inner, i[e])] = g[e];
+  }
+  return emit_grad(call, grads, 0, dx, accumulate);
+}
+
 }  // namespace
 
 Status softmax_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
@@ -406,6 +454,13 @@ CpuKernelFamily reduce_kernels() {
   CpuKernelEntry const arg_any{arg, 1, false, 0, {DType::kFloat32, DType::kInt64, DType::kInt32}};
   f.push_back({OpKind::kArgMax, arg_any});
   f.push_back({OpKind::kArgMin, arg_any});
+  // Integer data's values and every index output are never differentiated.
+  f.push_back({OpKind::kTopK,
+               {{topk_forward, topk_backward, topk_backward, require_attrs<graph::TopKAttrs>},
+                1,
+                false,
+                0,
+                {DType::kFloat32, DType::kInt64, DType::kInt32}}});
   return f;
 }
 

@@ -1,6 +1,6 @@
 // The CUDA backend's reduce family: Softmax (any axis), ReduceSum and ReduceMean (sums down to the
 // kept shape), and ReduceMax/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp, LogSoftmax, Hardmax,
-// CumSum, ArgMax and ArgMin (the CPU's per-row and per-line functions of kernels/hd/reduce.h, one
+// CumSum, ArgMax, ArgMin and TopK (the CPU's per-row and per-line functions of kernels/hd/reduce.h, one
 // thread per row or line). Same inputs, outputs, saved tensors and
 // conventions as the CPU's exec/cpu/reduce.cc; kernels in kernels/cuda/math.h.
 #include <algorithm>
@@ -288,6 +288,39 @@ Status arg_reduce_forward(OpCall const& call, std::vector<Tensor> const& in, std
   return Status::ok();
 }
 
+// The k largest (or smallest) along the axis, in order, and their int64 indices, as on the CPU.
+template <typename T>
+Status topk_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(graph::ops::TopKShape const s, graph::ops::topk_shape(call.op, x.shape()));
+  ASSIGN_OR_RETURN(Tensor y, empty(s.out_shape, x.dtype()));
+  ASSIGN_OR_RETURN(Tensor idx, empty(s.out_shape, DType::kInt64));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::topk(x.data<T>(), s.split.outer, s.split.dim, s.split.inner, s.k,
+                         attrs_of<graph::TopKAttrs>(call.op)->largest, y.data<T>(), idx.data<int64_t>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (out.size() > 1) out[1] = idx;
+  if (saved) saved->tensors = {idx, shape_tensor(x.shape())};
+  return Status::ok();
+}
+
+// The values' gradient back at the positions they came from, zero elsewhere.
+Status topk_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                     std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0)) return Status::ok();
+  Tensor const& idx = saved.tensors.at(0);
+  std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(1));
+  ASSIGN_OR_RETURN(graph::ops::TopKShape const s, graph::ops::topk_shape(call.op, in_shape));
+  ASSIGN_OR_RETURN(Tensor dx, zeros(in_shape));
+  if (!gout.empty() && gout[0].defined()) {
+    ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+    GP_CUDA_CHECK(kc::topk_backward(gout[0].data<float>(), idx.data<int64_t>(), s.split.outer, s.split.dim,
+                                    s.split.inner, s.k, dx.data<float>(), stream));
+  }
+  return emit_grad(call, grads, 0, dx, accumulate);
+}
+
 // noop_with_empty_axes=1 without axes (ReduceAttrs::noop): the identity, as on the CPU (the
 // output is the input, a view; the gradient passes through); every other Reduce* runs `Fwd`/`Bwd`.
 template <ForwardFn Fwd>
@@ -348,6 +381,12 @@ std::vector<KernelEntry> reduce_kernels() {
     t.push_back(
         {k, DType::kInt32, {arg_reduce_forward<int32_t>, no_gradient, no_gradient, require_attrs<ArgReduceAttrs>}, 1});
   }
+  using graph::TopKAttrs;
+  t.push_back({OpKind::kTopK, f32, {topk_forward<float>, topk_backward, topk_backward, require_attrs<TopKAttrs>}, 1});
+  t.push_back(
+      {OpKind::kTopK, DType::kInt64, {topk_forward<int64_t>, no_gradient, no_gradient, require_attrs<TopKAttrs>}, 1});
+  t.push_back(
+      {OpKind::kTopK, DType::kInt32, {topk_forward<int32_t>, no_gradient, no_gradient, require_attrs<TopKAttrs>}, 1});
   return t;
 }
 

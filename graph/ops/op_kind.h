@@ -26,8 +26,8 @@ namespace gp::graph::ops {
   X(ReduceMean) X(ReduceMin) X(ReduceProd) X(ReduceSum) X(ReduceSumSquare) X(Relu) X(Reshape) X(Resize)     \
   X(Round) X(Scatter) X(ScatterElements) X(ScatterND) X(Selu) X(Shape) X(Sigmoid) X(Sign) X(Sin) X(Sinh)    \
   X(Size) X(Slice) X(Softmax) X(SoftmaxCrossEntropyLoss) X(Softplus) X(Softsign) X(Split) X(Sqrt)           \
-  X(Squeeze) X(Sub) X(Sum) X(Tan) X(Tanh) X(ThresholdedRelu) X(Tile) X(Transpose) X(Trilu) X(Unsqueeze)     \
-  X(Where) X(Xor)
+  X(Squeeze) X(Sub) X(Sum) X(Tan) X(Tanh) X(ThresholdedRelu) X(Tile) X(TopK) X(Transpose) X(Trilu)          \
+  X(Unsqueeze) X(Where) X(Xor)
 // clang-format on
 
 enum class OpKind : uint16_t {

@@ -1,4 +1,4 @@
-// Reductions, the softmax family, CumSum, ArgMax/ArgMin: import-time inference (graph/ops/infer.h),
+// Reductions, the softmax family, CumSum, ArgMax/ArgMin, TopK: import-time inference (graph/ops/infer.h),
 // the shape functions the backends share (graph/ops/reduce.h) and cost (graph/ops/cost.h).
 #include "graph/ops/reduce.h"
 
@@ -67,6 +67,21 @@ std::vector<int64_t> arg_reduce_shape(AxisSplit const& s, std::vector<int64_t> c
   else
     out.erase(out.begin() + s.axis);
   return out;
+}
+
+Result<TopKShape> topk_shape(Op const& op, std::vector<int64_t> const& input_shape) {
+  RETURN_IF_ERROR(require_typed<TopKAttrs>(op));
+  auto const& a = std::get<TopKAttrs>(op.typed);
+  TopKShape s;
+  ASSIGN_OR_RETURN(s.split, axis_split(op, a.axis, input_shape));
+  if (a.k < 0 || a.k > s.split.dim)
+    return op_error(op, "k = " + std::to_string(a.k) + " is outside [0, " + std::to_string(s.split.dim) +
+                            "], the size of axis " + std::to_string(s.split.axis) + " of input " +
+                            dims_string(input_shape));
+  s.k = a.k;
+  s.out_shape = input_shape;
+  s.out_shape[static_cast<std::size_t>(s.split.axis)] = a.k;
+  return s;
 }
 
 namespace {
@@ -156,6 +171,50 @@ Result<Inferred> infer_arg_reduce(InferContext const& c) {
   return k;
 }
 
+// TopK: the k largest (or smallest) elements along one axis and their int64 indices. k comes from
+// the K input (from opset 10; it must be known at import, since it sets the output's shape) or the
+// attribute (before). Along the batch axis it would pick across samples, which micro-batching changes.
+Result<Inferred> infer_topk(InferContext const& c) {
+  TopKAttrs a;
+  ASSIGN_OR_RETURN(a.axis, checked_axis(c.attr_int("axis", -1), c.rank(0)));
+  if (c.opset < 10) {
+    a.k = c.attr_int("k", -1);
+    if (a.k < 0) return invalid_argument("TopK before opset 10 needs its k attribute (a count of at least 0)");
+  } else {
+    ASSIGN_OR_RETURN(Dims const k, c.static_ints(1, "K (the number of elements TopK keeps)"));
+    if (k.size() != 1)
+      return invalid_argument("the K input holds " + std::to_string(k.size()) + " values; TopK needs exactly one");
+    a.k = k[0];
+  }
+  a.largest = c.attr_int("largest", 1) != 0;
+  a.sorted = c.attr_int("sorted", 1) != 0;
+  int64_t const dim = c.dims(0)[static_cast<std::size_t>(a.axis)];
+  if (dim < 0)
+    return unsupported("TopK along the batch dimension (axis " + std::to_string(a.axis) +
+                       "): micro-batching would change which samples' elements are picked");
+  if (a.k < 0 || a.k > dim)
+    return invalid_argument("k = " + std::to_string(a.k) + " is outside [0, " + std::to_string(dim) +
+                            "], the size of axis " + std::to_string(a.axis) + " of input " + dims_str(c.dims(0)));
+  Dims out = c.dims(0);
+  out[static_cast<std::size_t>(a.axis)] = a.k;
+  Inferred k;
+  k.typed = a;
+  k.data_inputs = {0};
+  k.outs.push_back({c.dtype(0), out});
+  k.outs.push_back({DType::kInt64, out});
+  return k;
+}
+
+Result<std::vector<Dims>> topk_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(TopKShape s, topk_shape(op, in.at(0)));
+  return std::vector<Dims>{s.out_shape, s.out_shape};
+}
+
+// The backward scatters the output gradient to the indices (output 1) it keeps.
+void save_topk_indices(CostContext const& c, SavedForBackward& s) {
+  if (c.op.outputs.size() > 1) c.save(s, c.op.outputs[1]);
+}
+
 Result<std::vector<Dims>> reduce_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
   ASSIGN_OR_RETURN(ReduceShape s, reduce_shape(op, in.at(0)));
   return std::vector<Dims>{std::move(s.out_shape)};
@@ -184,6 +243,10 @@ void register_reduce_ops(OpTable& t) {
   define(t, "CumSum", elementwise_op(infer_cumsum, {1, 1}));
   define(t, "ArgMax", reduction(infer_arg_reduce, {1, 0}));
   define(t, "ArgMin", reduction(infer_arg_reduce, {1, 0}));
+  OpDef topk = reduction(infer_topk, {2, 1});
+  topk.saved = save_topk_indices;
+  topk.run_shape = topk_run_shape;
+  define(t, "TopK", std::move(topk));
 }
 
 }  // namespace gp::graph::ops

@@ -1,4 +1,4 @@
-// Reductions (Reduce*), the softmax family (Softmax, LogSoftmax, Hardmax), CumSum, ArgMax/ArgMin:
+// Reductions (Reduce*), the softmax family (Softmax, LogSoftmax, Hardmax), CumSum, ArgMax/ArgMin, TopK:
 // the shape functions the importer and every backend share. Each checks the attributes against the
 // actual input shape.
 #pragma once
@@ -28,5 +28,14 @@ Result<AxisSplit> axis_split(Op const& op, int64_t axis, std::vector<int64_t> co
 
 // ArgMax/ArgMin's output shape (the axis kept as 1 or dropped).
 std::vector<int64_t> arg_reduce_shape(AxisSplit const& s, std::vector<int64_t> const& input_shape, bool keepdims);
+
+// TopK over an input of `input_shape`: the axis split, and the shape of both outputs (the axis
+// cut to k); an error when k exceeds the axis.
+struct TopKShape {
+  AxisSplit split;
+  int64_t k = 0;
+  std::vector<int64_t> out_shape;
+};
+Result<TopKShape> topk_shape(Op const& op, std::vector<int64_t> const& input_shape);
 
 }  // namespace gp::graph::ops

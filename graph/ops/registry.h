@@ -72,7 +72,7 @@ void register_pool_ops(OpTable& t);        // pool.cc
 void register_norm_ops(OpTable& t);        // norm.cc: BatchNormalization, LayerNormalization, InstanceNormalization
 void register_activation_ops(OpTable& t);  // activation.cc: unary and n-ary elementwise math
 void register_binary_ops(OpTable& t);      // binary.cc: Add, Sub, Mul, Div, Pow
-void register_reduce_ops(OpTable& t);      // reduce.cc: Reduce*, Softmax, LogSoftmax, CumSum, ArgMax, ArgMin
+void register_reduce_ops(OpTable& t);      // reduce.cc: Reduce*, Softmax, LogSoftmax, CumSum, ArgMax, ArgMin, TopK
 void register_view_ops(OpTable& t);        // view.cc: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Cast, Dropout
 void register_move_ops(OpTable& t);        // move.cc: Transpose, Concat, Split, Slice, Gather, Expand
 void register_index_ops(OpTable& t);       // index.cc: Pad, Tile, Trilu, GatherElements, ScatterElements, Resize

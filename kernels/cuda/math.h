@@ -45,6 +45,15 @@ cudaError_t arg_extremum(T const* x, int64_t outer, int64_t dim, int64_t inner, 
 template <typename T>
 cudaError_t cumsum(T const* x, int64_t outer, int64_t dim, int64_t inner, bool exclusive, bool reverse, T* y,
                    cudaStream_t stream);
+// TopK (kernels/hd/reduce.h's topk_line, one thread per line): each line's k best values into y and
+// their positions into idx, both [outer, k, inner]; its backward writes dy [outer, k, inner] into
+// dx [outer, dim, inner] at those positions (dx zeroed by the caller; a line's positions are
+// distinct, so no element is written twice). T: float, int64_t, int32_t.
+template <typename T>
+cudaError_t topk(T const* x, int64_t outer, int64_t dim, int64_t inner, int64_t k, bool largest, T* y, int64_t* idx,
+                 cudaStream_t stream);
+cudaError_t topk_backward(float const* dy, int64_t const* idx, int64_t outer, int64_t dim, int64_t inner, int64_t k,
+                          float* dx, cudaStream_t stream);
 
 // Variadic Max/Min (activation.cu): input k's step into the running extremum acc (which: the input
 // each element came from), and the gradient reaching input k. PRelu with the slope already

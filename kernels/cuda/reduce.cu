@@ -1,5 +1,5 @@
 // The reductions ReduceMax/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp, and LogSoftmax, Hardmax,
-// CumSum, ArgMax/ArgMin along one axis (launchers in kernels/cuda/math.h): one thread per row of the
+// CumSum, ArgMax/ArgMin, TopK along one axis (launchers in kernels/cuda/math.h): one thread per row of the
 // input seen as [rows, cols], or per line of [outer, dim, inner], running the CPU backend's own
 // functions (kernels/hd/reduce.h), so both compute the same values in the same order. A row or line
 // is serial: these ops are rare in models and their rows short.
@@ -84,6 +84,21 @@ __global__ void cumsum_kernel(T const* __restrict__ x, int64_t lines, int64_t di
   }
 }
 
+// Line i's k best into [outer, k, inner] (line i of the output starts at (i / inner) * k * inner + i % inner).
+template <typename T>
+__global__ void topk_kernel(T const* __restrict__ x, int64_t lines, int64_t dim, int64_t inner, int64_t k, bool largest,
+                            T* __restrict__ y, int64_t* __restrict__ idx) {
+  for (int64_t i = global_thread(); i < lines; i += grid_threads()) {
+    int64_t const o = line_start(i, k, inner);
+    hd::topk_line(x + line_start(i, dim, inner), dim, inner, k, largest, y + o, idx + o, inner);
+  }
+}
+
+__global__ void topk_backward_kernel(float const* __restrict__ dy, int64_t const* __restrict__ idx, int64_t n,
+                                     int64_t dim, int64_t inner, int64_t k, float* __restrict__ dx) {
+  for (int64_t e = global_thread(); e < n; e += grid_threads()) dx[hd::topk_source(e, k, dim, inner, idx[e])] = dy[e];
+}
+
 }  // namespace
 
 cudaError_t log_softmax(float const* x, int64_t outer, int64_t dim, int64_t inner, float* y, cudaStream_t stream) {
@@ -126,6 +141,28 @@ cudaError_t cumsum(T const* x, int64_t outer, int64_t dim, int64_t inner, bool e
 template cudaError_t cumsum<float>(float const*, int64_t, int64_t, int64_t, bool, bool, float*, cudaStream_t);
 template cudaError_t cumsum<int64_t>(int64_t const*, int64_t, int64_t, int64_t, bool, bool, int64_t*, cudaStream_t);
 template cudaError_t cumsum<int32_t>(int32_t const*, int64_t, int64_t, int64_t, bool, bool, int32_t*, cudaStream_t);
+
+template <typename T>
+cudaError_t topk(T const* x, int64_t outer, int64_t dim, int64_t inner, int64_t k, bool largest, T* y, int64_t* idx,
+                 cudaStream_t stream) {
+  int64_t const lines = outer * inner;
+  if (lines > 0 && k > 0)
+    topk_kernel<T><<<grid_for(lines), kBlock, 0, stream>>>(x, lines, dim, inner, k, largest, y, idx);
+  return cudaGetLastError();
+}
+template cudaError_t topk<float>(float const*, int64_t, int64_t, int64_t, int64_t, bool, float*, int64_t*,
+                                 cudaStream_t);
+template cudaError_t topk<int64_t>(int64_t const*, int64_t, int64_t, int64_t, int64_t, bool, int64_t*, int64_t*,
+                                   cudaStream_t);
+template cudaError_t topk<int32_t>(int32_t const*, int64_t, int64_t, int64_t, int64_t, bool, int32_t*, int64_t*,
+                                   cudaStream_t);
+
+cudaError_t topk_backward(float const* dy, int64_t const* idx, int64_t outer, int64_t dim, int64_t inner, int64_t k,
+                          float* dx, cudaStream_t stream) {
+  int64_t const n = outer * k * inner;
+  if (n > 0) topk_backward_kernel<<<grid_for(n), kBlock, 0, stream>>>(dy, idx, n, dim, inner, k, dx);
+  return cudaGetLastError();
+}
 
 cudaError_t reduce_rows(hd::Reduction r, float const* x, int64_t rows, int64_t cols, float* y, int64_t* arg,
                         cudaStream_t stream) {

@@ -1,6 +1,6 @@
 // Per-row math of the reductions ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp over
 // an input seen as [rows, cols] (the reduced axes last, graph::ops::ReduceShape), and per-line math
-// of the ops along one axis (LogSoftmax, Hardmax, CumSum, ArgMax/ArgMin) over an input seen as
+// of the ops along one axis (LogSoftmax, Hardmax, CumSum, ArgMax/ArgMin, TopK) over an input seen as
 // [outer, dim, inner] (graph::ops::AxisSplit), a line being the dim elements of one (outer, inner)
 // position, `inner` apart. The CPU backend's exec/cpu/reduce.cc runs these functions row by row and
 // line by line, and the CUDA kernels (kernels/cuda/reduce.cu) run them one thread per row or line,
@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/hd/hd.h"
 
@@ -163,6 +164,47 @@ GP_HD int64_t arg_extremum_line(T const* x, int64_t dim, int64_t stride, bool ma
     if (max ? (v > b || (last && v == b)) : (v < b || (last && v == b))) best = k;
   }
   return best;
+}
+
+// TopK's order: whether a comes strictly before b among the k largest (or smallest). NaN sorts
+// above every number (torch's order): first among the largest, never before a number among the
+// smallest.
+template <typename T>
+GP_HD bool topk_before(T a, T b, bool largest) {
+  if constexpr (std::is_floating_point_v<T>) {
+    bool const a_nan = a != a, b_nan = b != b;
+    if (a_nan || b_nan) return largest ? a_nan && !b_nan : !a_nan && b_nan;
+  }
+  return largest ? a > b : a < b;
+}
+
+// The k best elements of the line in order into y and their positions into idx (both `out_stride`
+// apart): each element is inserted where it belongs among the best so far, behind any equal one,
+// so ties keep the lower index first (ONNX's rule). One pass; O(dim * k) at worst, O(dim) once the
+// best k have been seen.
+template <typename T>
+GP_HD void topk_line(T const* x, int64_t dim, int64_t stride, int64_t k, bool largest, T* y, int64_t* idx,
+                     int64_t out_stride) {
+  if (k <= 0) return;
+  int64_t filled = 0;
+  for (int64_t j = 0; j < dim; ++j) {
+    T const v = x[j * stride];
+    if (filled == k && !topk_before(v, y[(k - 1) * out_stride], largest)) continue;
+    int64_t p = filled < k ? filled++ : k - 1;
+    for (; p > 0 && topk_before(v, y[(p - 1) * out_stride], largest); --p) {
+      y[p * out_stride] = y[(p - 1) * out_stride];
+      idx[p * out_stride] = idx[(p - 1) * out_stride];
+    }
+    y[p * out_stride] = v;
+    idx[p * out_stride] = j;
+  }
+}
+
+// TopK's backward: the position in the input [outer, dim, inner] that output element e of
+// [outer, k, inner] came from (its index along the axis is `index`).
+GP_HD int64_t topk_source(int64_t e, int64_t k, int64_t dim, int64_t inner, int64_t index) {
+  int64_t const o = e / (k * inner), j = e % inner;
+  return (o * dim + index) * inner + j;
 }
 
 // Running sums along the line (from the end when reverse; exclusive: without the element itself):

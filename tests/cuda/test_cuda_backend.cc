@@ -201,6 +201,11 @@ void by_dtype_cases(Add const& add) {
       return make_op(op, graph::ArgReduceAttrs{1, true, false}, {{"x", values_of(D::kInt32, {2, 5}, 18), kIn}}, 1,
                      {D::kInt64});
     });
+  for (D d : {D::kInt64, D::kInt32})
+    add(std::string("TopK ") + graph::dtype_name(d) + " smallest", [d] {
+      return make_op("TopK", graph::TopKAttrs{1, 3, false, true}, {{"x", values_of(d, {2, 5}, 28), kIn}}, 2,
+                     {d, D::kInt64});
+    });
   add("CumSum int32", [] {
     return make_op("CumSum", graph::CumSumAttrs{1, false, false}, {{"x", values_of(D::kInt32, {2, 4}, 19), kIn}}, 1,
                    {D::kInt32});
@@ -996,6 +1001,15 @@ std::vector<Case> cases() {
                      {{"x", int_tensor({2, 4}, {3, 7, 7, 3, -2, -2, 5, 5}), kIn}}, 1, {DType::kInt64});
     });
   }
+  add("TopK axis 1 largest, a tie", [] {
+    Tensor x = random_tensor({2, 5, 3}, 106, -1.f, 1.f);
+    x.data<float>()[3] = x.data<float>()[0];  // positions 0 and 1 of the first line: the lower index first
+    return make_op("TopK", graph::TopKAttrs{1, 3, true, true}, {{"x", x, kIn}}, 2, {DType::kFloat32, DType::kInt64});
+  });
+  add("TopK last axis smallest", [] {
+    return make_op("TopK", graph::TopKAttrs{-1, 2, false, true}, {{"x", random_tensor({3, 7}, 107, -1.f, 1.f), kIn}}, 2,
+                   {DType::kFloat32, DType::kInt64});
+  });
   by_dtype_cases(add);
   return c;
 }

@@ -451,26 +451,34 @@ void replay(Replay const& r, std::string const& expect_error = {}) {
   ASSERT_TRUE(inferred.is_ok()) << inferred.status().to_string();
   std::vector<In> ins;
   for (std::size_t s : inferred->data_inputs) ins.push_back({"in" + std::to_string(s), values.at(s), kIn});
-  OneOp o = make_op(r.type, inferred->typed, ins);
+  std::vector<DType> out_dtypes;
+  for (auto const& o : inferred->outs) out_dtypes.push_back(o.first);
+  OneOp o = make_op(r.type, inferred->typed, ins, static_cast<int>(out_dtypes.size()), out_dtypes);
   CpuBackend be;
   ASSERT_TRUE(be.supports(o.the_op(), o.graph).is_ok()) << be.supports(o.the_op(), o.graph).to_string();
   std::vector<Tensor> out = run_forward(be, o);
-  auto want = graph::load_tensor_pb((data / "output_0.pb").string());
-  ASSERT_TRUE(want.is_ok()) << want.status().to_string();
-  ASSERT_EQ(out.at(0).shape(), want->data.dims);
-  EXPECT_EQ(inferred->outs.at(0).second, want->data.dims);
-  ASSERT_EQ(out[0].dtype(), want->data.dtype);
-  if (want->data.dtype != DType::kFloat32) {  // integer data (Trilu's and Pad's tests): exact
-    std::size_t const size = graph::dtype_size(want->data.dtype);
-    auto const* g = static_cast<std::byte const*>(out[0].raw());
-    for (int64_t i = 0; i < out[0].numel(); ++i)
-      EXPECT_EQ(std::memcmp(g + i * size, want->data.bytes.data() + i * size, size), 0) << "element " << i;
-    return;
+  // Every output the test stores (TopK's values and indices).
+  for (std::size_t k = 0; k < out_dtypes.size(); ++k) {
+    SCOPED_TRACE("output " + std::to_string(k));
+    fs::path const file = data / ("output_" + std::to_string(k) + ".pb");
+    ASSERT_TRUE(fs::exists(file)) << file;
+    auto want = graph::load_tensor_pb(file.string());
+    ASSERT_TRUE(want.is_ok()) << want.status().to_string();
+    ASSERT_EQ(out.at(k).shape(), want->data.dims);
+    EXPECT_EQ(inferred->outs.at(k).second, want->data.dims);
+    ASSERT_EQ(out[k].dtype(), want->data.dtype);
+    if (want->data.dtype != DType::kFloat32) {  // integer data (Trilu's and Pad's tests, TopK's indices): exact
+      std::size_t const size = graph::dtype_size(want->data.dtype);
+      auto const* g = static_cast<std::byte const*>(out[k].raw());
+      for (int64_t i = 0; i < out[k].numel(); ++i)
+        EXPECT_EQ(std::memcmp(g + i * size, want->data.bytes.data() + i * size, size), 0) << "element " << i;
+      continue;
+    }
+    float const* e = want->data.as<float>();
+    std::vector<float> const got = out[k].to_vector();
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], e[i], 1e-5 + 1e-4 * std::fabs(e[i])) << "element " << i;
   }
-  float const* e = want->data.as<float>();
-  std::vector<float> const got = out[0].to_vector();
-  for (std::size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], e[i], 1e-5 + 1e-4 * std::fabs(e[i])) << "element " << i;
 }
 
 bool have_node_tests() { return fs::exists(kNodeTests); }
@@ -539,6 +547,15 @@ TEST(IndexReference, PadTileTriluNodeTests) {
     ++ran;
   }
   EXPECT_EQ(ran, 18);
+}
+
+// ONNX's TopK tests feed K as a graph input (graphpipe needs it at import, as a constant): both
+// outputs, the values and the int64 indices, replayed.
+TEST(IndexReference, TopKNodeTests) {
+  if (!have_node_tests()) GTEST_SKIP() << "libonnx-testdata is not installed (" << kNodeTests << ")";
+  replay({"test_top_k", "TopK", {{"axis", int64_t{1}}}, {0, 1}, 1, 11});
+  replay({"test_top_k_negative_axis", "TopK", {{"axis", int64_t{-1}}}, {0, 1}, 1, 11});
+  replay({"test_top_k_smallest", "TopK", {{"axis", int64_t{1}}, {"largest", int64_t{0}}}, {0, 1}, 1, 11});
 }
 
 // A learned row tiled to the batch (repeats [N, 1] from Shape): symbolic at import, N rows at run

@@ -1,6 +1,6 @@
 // The reduce family on the CPU backend: Reduce* (forward against a plain-loop reference, gradients
 // by finite differences, ties, zeros, empty reductions, noop_with_empty_axes), LogSoftmax, Hardmax,
-// CumSum, ArgMax/ArgMin; and their import from small ONNX text models.
+// CumSum, ArgMax/ArgMin, TopK; and their import from small ONNX text models.
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -337,6 +337,122 @@ TEST(ArgReduce, RunsIntegersAndRefusesBytesAndAnEmptyAxis) {
   EXPECT_NE(e.message().find("size 0"), std::string::npos) << e.message();
 }
 
+// ---- TopK ----
+
+// TopK of x (float32) along `axis` by brute force: each line's (value, position) pairs stably
+// sorted, NaN above every number, the first k kept.
+std::pair<std::vector<float>, std::vector<int64_t>> topk_reference(Tensor const& x, int64_t axis, int64_t k,
+                                                                   bool largest) {
+  auto const& d = x.shape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= d[i];
+  for (std::size_t i = static_cast<std::size_t>(axis) + 1; i < d.size(); ++i) inner *= d[i];
+  int64_t const dim = d[axis];
+  std::vector<float> v(static_cast<std::size_t>(outer * k * inner));
+  std::vector<int64_t> ix(v.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) {
+      std::vector<std::pair<float, int64_t>> line;
+      for (int64_t t = 0; t < dim; ++t) line.push_back({x.data<float>()[(o * dim + t) * inner + j], t});
+      auto key = [&](float a) { return std::isnan(a) ? (largest ? -kInf : kInf) : (largest ? -a : a); };
+      std::stable_sort(line.begin(), line.end(),
+                       [&](auto const& a, auto const& b) { return key(a.first) < key(b.first); });
+      for (int64_t t = 0; t < k; ++t) {
+        std::size_t const e = static_cast<std::size_t>((o * k + t) * inner + j);
+        v[e] = line[static_cast<std::size_t>(t)].first;
+        ix[e] = line[static_cast<std::size_t>(t)].second;
+      }
+    }
+  return {v, ix};
+}
+
+OneOp topk_op(Tensor x, int64_t axis, int64_t k, bool largest) {
+  return make_op("TopK", graph::TopKAttrs{axis, k, largest, true}, {{"x", std::move(x), kIn}}, 2,
+                 {DType::kFloat32, DType::kInt64});
+}
+
+TEST(TopK, OnnxExamplesTiesAndEdgeCounts) {
+  CpuBackend be;
+  Tensor const x = Tensor::from_floats({3, 4}, {0, 1, 2, 3, 4, 5, 6, 7, 11, 10, 9, 8});
+  auto run = [&](Tensor const& in, int64_t axis, int64_t k, bool largest) {
+    std::vector<Tensor> y = run_forward(be, topk_op(in, axis, k, largest));
+    EXPECT_EQ(y.size(), 2u);
+    return std::make_pair(values(y[0]), indices(y[1]));
+  };
+  auto largest = run(x, 1, 3, true);
+  EXPECT_EQ(largest.first, (std::vector<float>{3, 2, 1, 7, 6, 5, 11, 10, 9}));
+  EXPECT_EQ(largest.second, (std::vector<int64_t>{3, 2, 1, 3, 2, 1, 0, 1, 2}));
+  auto smallest = run(x, -1, 3, false);  // ONNX's test_top_k_smallest
+  EXPECT_EQ(smallest.first, (std::vector<float>{0, 1, 2, 4, 5, 6, 8, 9, 10}));
+  EXPECT_EQ(smallest.second, (std::vector<int64_t>{0, 1, 2, 0, 1, 2, 3, 2, 1}));
+  // Along axis 0 (lines `inner` apart); ties keep the lower index first in both orders.
+  Tensor const t = Tensor::from_floats({4, 2}, {5, 1, 7, 1, 5, 0, 7, 2});
+  EXPECT_EQ(run(t, 0, 2, true).second, (std::vector<int64_t>{1, 3, 3, 0}));
+  EXPECT_EQ(run(t, 0, 3, false).second, (std::vector<int64_t>{0, 2, 2, 0, 1, 1}));
+  // k = 0 gives empty outputs; k = dim sorts the whole line.
+  auto none = run_forward(be, topk_op(x, 1, 0, true));
+  EXPECT_EQ(none[0].shape(), (std::vector<int64_t>{3, 0}));
+  EXPECT_EQ(run(x, 1, 4, true).second, (std::vector<int64_t>{3, 2, 1, 0, 3, 2, 1, 0, 0, 1, 2, 3}));
+  // NaN sorts above every number (torch's order).
+  float const nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor const withnan = Tensor::from_floats({1, 4}, {1, nan, 3, 2});
+  EXPECT_EQ(run(withnan, 1, 2, true).second, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(run(withnan, 1, 3, false).second, (std::vector<int64_t>{0, 3, 2}));
+}
+
+TEST(TopK, MatchesASortOnRandomLinesWithTies) {
+  CpuBackend be;
+  uint32_t seed = 40;
+  for (std::vector<int64_t> const& shape : {std::vector<int64_t>{2, 9, 3}, std::vector<int64_t>{5, 17}})
+    for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis)
+      for (bool largest : {true, false})
+        for (int64_t k : {int64_t{1}, shape[axis] / 2, shape[axis]}) {
+          SCOPED_TRACE(::testing::PrintToString(shape) + " axis " + std::to_string(axis) + " k " + std::to_string(k) +
+                       (largest ? " largest" : " smallest"));
+          Tensor x = random_tensor(shape, seed++, 0.1f, 1.f);
+          for (int64_t i = 0; i < x.numel(); i += 3) x.data<float>()[i] = 0.5f;  // ties
+          auto const [v, ix] = topk_reference(x, axis, k, largest);
+          std::vector<Tensor> y = run_forward(be, topk_op(x, axis, k, largest));
+          EXPECT_EQ(values(y[0]), v);
+          EXPECT_EQ(indices(y[1]), ix);
+        }
+}
+
+TEST(TopK, IntegersRunAndTheGradientGoesBackToThePicks) {
+  CpuBackend be;
+  OneOp ints = make_op("TopK", graph::TopKAttrs{1, 2, true, true},
+                       {{"x", int_tensor({2, 3}, {4, -1, 9, 0, 0, -7}), kIn}}, 2, {DType::kInt64, DType::kInt64});
+  ASSERT_TRUE(be.supports(ints.the_op(), ints.graph).is_ok());
+  std::vector<Tensor> y = run_forward(be, ints);
+  EXPECT_EQ(indices(y[0]), (std::vector<int64_t>{9, 4, 0, 0}));
+  EXPECT_EQ(indices(y[1]), (std::vector<int64_t>{2, 0, 0, 1}));
+  OneOp bytes = make_op("TopK", graph::TopKAttrs{0, 1}, {{"x", Tensor({3}, DType::kUInt8), kIn}}, 2,
+                        {DType::kUInt8, DType::kInt64});
+  EXPECT_FALSE(be.supports(bytes.the_op(), bytes.graph).is_ok());
+  // An exact gradient: dy at the picked positions, 0 elsewhere; a k past the axis is refused.
+  Tensor const x = Tensor::from_floats({2, 3}, {0.3f, 0.9f, 0.1f, 0.2f, 0.8f, 0.5f});
+  OneOp o = topk_op(x, 1, 2, true);
+  Saved saved;
+  run_forward(be, o, true, 7, &saved);
+  OpCall call{o.the_op(), o.graph, true, 7};
+  std::vector<Tensor> grads;
+  ASSERT_TRUE(be.backward_input(call, saved, {Tensor::from_floats({2, 2}, {1, 2, 3, 4}), Tensor()}, {true}, grads));
+  EXPECT_EQ(values(grads.at(0)), (std::vector<float>{2, 1, 0, 0, 3, 4}));
+  OneOp too_many = topk_op(x, 1, 4, true);
+  std::vector<Tensor> out;
+  Status const e = be.forward(OpCall{too_many.the_op(), too_many.graph, false, 0}, too_many.inputs, out, nullptr);
+  EXPECT_FALSE(e.is_ok());
+  EXPECT_NE(e.message().find("k = 4 is outside [0, 3]"), std::string::npos) << e.message();
+}
+
+TEST(TopK, GradientsByFiniteDifferences) {
+  for (int64_t axis : {0, 1, 2})
+    for (bool largest : {true, false}) {
+      OneOp o = topk_op(distinct_tensor({3, 4, 5}, 60 + static_cast<uint32_t>(axis)), axis, 2, largest);
+      check_grads(o);
+    }
+}
+
 // ---- import ----
 
 graph::Op const& op_named(graph::OpGraph const& g, std::string const& type) {
@@ -426,6 +542,60 @@ TEST(ReduceImport, ClearErrors) {
   e = import_error(R"(<ir_version: 8, opset_import: ["" : 11]>
     net (float[N,4,3] x) => (float[N,4,3] y) { y = LogSoftmax<axis = 1>(x) })");
   EXPECT_NE(e.find("LogSoftmax before opset 13"), std::string::npos) << e;
+}
+
+// K from a constant input (opset 10 on) or the attribute (before); the batch axis, a K computed at
+// run time and a K past the axis are refused by name.
+TEST(ReduceImport, TopKReadsKAndRefusesWhatItCannotPlan) {
+  auto g = must_load(R"(<ir_version: 8, opset_import: ["" : 13]>
+    net (float[N,5,8] x) => (float[N,5,3] v, int64[N,5,3] i) {
+      k = Constant<value = int64[1] {3}>()
+      v, i = TopK<largest = 0>(x, k)
+    })");
+  auto const& a = std::get<graph::TopKAttrs>(op_named(g, "TopK").typed);
+  EXPECT_EQ(a.axis, 2);
+  EXPECT_EQ(a.k, 3);
+  EXPECT_FALSE(a.largest);
+  EXPECT_EQ(op_named(g, "TopK").inputs.size(), 1u);
+  EXPECT_EQ(g.tensor(op_named(g, "TopK").outputs[1]).dtype, DType::kInt64);
+  EXPECT_EQ(g.tensor(op_named(g, "TopK").outputs[1]).shape.dims, (std::vector<int64_t>{N, 5, 3}));
+  auto old = must_load(R"(<ir_version: 4, opset_import: ["" : 9]>
+    net (float[N,5,8] x) => (float[N,2,8] v, int64[N,2,8] i) { v, i = TopK<axis = 1, k = 2>(x) })");
+  EXPECT_EQ(std::get<graph::TopKAttrs>(op_named(old, "TopK").typed).k, 2);
+  std::string e = import_error(R"(<ir_version: 8, opset_import: ["" : 13]>
+    net (float[N,5] x) => (float[2,5] v, int64[2,5] i) {
+      k = Constant<value = int64[1] {2}>()
+      v, i = TopK<axis = 0>(x, k)
+    })");
+  EXPECT_NE(e.find("TopK along the batch dimension"), std::string::npos) << e;
+  e = import_error(R"(<ir_version: 8, opset_import: ["" : 13]>
+    net (float[N,5] x, int64[1] k) => (float[N,2] v, int64[N,2] i) { v, i = TopK(x, k) })");
+  EXPECT_NE(e.find("computed at run time"), std::string::npos) << e;
+  e = import_error(R"(<ir_version: 8, opset_import: ["" : 13]>
+    net (float[N,5] x) => (float[N,6] v, int64[N,6] i) {
+      k = Constant<value = int64[1] {6}>()
+      v, i = TopK(x, k)
+    })");
+  EXPECT_NE(e.find("k = 6 is outside [0, 5]"), std::string::npos) << e;
+}
+
+// A mixture-of-experts router: the top-2 gate values train, their indices pick the experts' rows.
+TEST(ReduceImport, TopKValuesTrainAndItsIndicesGetNoGradient) {
+  auto g = must_load(R"(<ir_version: 8, opset_import: ["" : 13]>
+    net (float[N,4] x) => (float[N] loss) <float[4,3] w = {1,2,3,4,5,6,7,8,9,10,11,12}> {
+      s = MatMul(x, w)
+      k = Constant<value = int64[1] {2}>()
+      v, i = TopK<axis = 1>(s, k)
+      picked = GatherElements<axis = 1>(s, i)
+      both = Mul(v, picked)
+      ax = Constant<value = int64[1] {1}>()
+      loss = ReduceSum<keepdims = 0>(both, ax)
+    })");
+  auto plan = plan_autodiff(g);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  EXPECT_TRUE(plan->runs_backward[op_named(g, "TopK").id]);
+  EXPECT_FALSE(plan->requires_grad[op_named(g, "TopK").outputs[1]]);
+  EXPECT_EQ(plan->weights.size(), 1u);
 }
 
 TEST(ReduceImport, ArgMaxNeedsNoBackwardInATrainedModel) {
