@@ -8,9 +8,10 @@ ConvNeXt, EfficientNet and Swin), e.g. in a venv outside the repository:
   python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch torchvision onnxscript onnx transformers
   /work/venv-torch/bin/python scripts/export_torch2_fixtures.py [--out tests/data/torch2]
 
-For each model (mlp, cnn, encoder, ops; Hugging Face gpt2, gpt2tied, gpt2cls, bert, distilbert, vit, llama, qwen2
-from tiny random configs, which need transformers; torchvision convnext, convnext_sd, efficientnet
-and swin with stochastic depth) and exporter (dynamo: torch.onnx.export(...,
+For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe; Hugging Face gpt2, gpt2tied,
+gpt2cls, bert, roberta, distilbert, vit, llama, qwen2 from tiny random configs, which need
+transformers; torchvision convnext, convnext_sd, efficientnet and swin with stochastic depth) and
+exporter (dynamo: torch.onnx.export(...,
 dynamo=True), the default since torch 2.9; torchscript: dynamo=False; functions: dynamo=False with
 export_modules_as_functions=True, every module a model-local function; mlp and cnn only; llama and
 qwen2 dynamo only; convnext_sd TorchScript only; static: dynamo=True the default way, without
@@ -124,6 +125,28 @@ class Shuffle(nn.Module):
         n, c, h, w = y.shape
         y = y.view(n, 2, c // 2, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+class Moe(nn.Module):
+    """A mixture-of-experts layer over tokens with Mixtral's router and a dense dispatch: each
+    token's two best experts (TopK), their gate values softmaxed and scattered into a dense row of
+    weights (ScatterElements), every expert run and the outputs weighted and summed. Gradients
+    reach the router through the top-2 values only."""
+
+    def __init__(self, dim=16, experts=4):
+        super().__init__()
+        self.inp, self.router = nn.Linear(8, dim), nn.Linear(dim, experts)
+        self.experts = nn.ModuleList(nn.Linear(dim, dim) for _ in range(experts))
+        self.fc = nn.Linear(dim, 10)
+
+    def forward(self, x):
+        h = F.relu(self.inp(x))
+        logits = self.router(h)
+        top, idx = logits.topk(2, dim=-1)
+        gates = torch.zeros_like(logits).scatter(-1, idx, F.softmax(top, dim=-1))
+        out = torch.stack([e(h) for e in self.experts], dim=-2)
+        h = h + (gates.unsqueeze(-1) * out).sum(-2)
+        return self.fc(h.mean(1))
 
 
 VOCAB, SEQ, PAD = 32, 8, 0
@@ -284,6 +307,7 @@ MODELS = {
     "ops": (Ops, (3, 8, 8), 10),
     "adaptive": (AdaptivePool, (3, 8, 8), 10),
     "shuffle": (Shuffle, (3, 8, 8), 10),
+    "moe": (Moe, (4, 8), 10),
     "gpt2": (hf_gpt2, "ids", VOCAB),
     "gpt2tied": (hf_gpt2_tied, "ids", VOCAB),
     "bert": (hf_bert, "ids", 4),
