@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "graph/ops/fold.h"
 #include "graph/ops/registry.h"
 
 namespace gp::graph::ops {
@@ -215,6 +216,94 @@ void save_topk_indices(CostContext const& c, SavedForBackward& s) {
   if (c.op.outputs.size() > 1) c.save(s, c.op.outputs[1]);
 }
 
+// Reduce{Sum,Mean,Max,Min,Prod} over values known at import time: BEiT's relative position index
+// sums its coordinates (relative_coords.sum(-1)) before a ScatterND that needs it static. Integers
+// exactly (Mean is left to run), floats in double and rounded to float32 for a float32 result; a
+// value holding the batch size, or too large, is left to run.
+Result<Folded> fold_reduce(FoldContext const& c) {
+  SymArray const* x = c.in(0);
+  if (x == nullptr || x->has_batch() || fold_numel(x->dims) > kMaxFoldElements) return Folded{};
+  std::string_view const t = c.type;
+  bool const mean = t == "ReduceMean";
+  if (mean && !x->is_float()) return Folded{};
+  int64_t const r = static_cast<int64_t>(x->dims.size());
+  Dims axes;
+  if (auto v = c.attr_ints("axes")) {
+    axes = *v;
+  } else if (c.in(1) != nullptr) {
+    ASSIGN_OR_RETURN(axes, plain_ints(c.in(1), "axes"));
+  }
+  if (axes.empty()) {
+    if (c.attr_int("noop_with_empty_axes", 0) != 0) return folded_one(*x);
+    for (int64_t a = 0; a < r; ++a) axes.push_back(a);
+  }
+  std::vector<bool> reduced(static_cast<std::size_t>(r), false);
+  for (int64_t a : axes) {
+    ASSIGN_OR_RETURN(int64_t const n, checked_axis(a, r));
+    reduced[static_cast<std::size_t>(n)] = true;
+  }
+  // Each input element's output position: its coordinates with the reduced ones dropped.
+  Dims kept, out_dims;
+  for (int64_t d = 0; d < r; ++d) {
+    if (!reduced[static_cast<std::size_t>(d)]) kept.push_back(x->dims[static_cast<std::size_t>(d)]);
+    if (!reduced[static_cast<std::size_t>(d)] || c.attr_int("keepdims", 1) != 0)
+      out_dims.push_back(reduced[static_cast<std::size_t>(d)] ? 1 : x->dims[static_cast<std::size_t>(d)]);
+  }
+  int64_t const n_out = fold_numel(kept), n_in = fold_numel(x->dims);
+  if (n_in == 0) return Folded{};  // an empty reduction's identity is left to the kernels
+  Dims const out_strides = row_major_strides(kept);
+  std::vector<int64_t> where(static_cast<std::size_t>(n_in));
+  {
+    Dims pos(static_cast<std::size_t>(r), 0);
+    for (int64_t e = 0; e < n_in; ++e) {
+      int64_t o = 0;
+      for (int64_t d = 0, k = 0; d < r; ++d)
+        if (!reduced[static_cast<std::size_t>(d)]) o += pos[static_cast<std::size_t>(d)] * out_strides[k++];
+      where[static_cast<std::size_t>(e)] = o;
+      for (int64_t d = r - 1; d >= 0; --d) {
+        if (++pos[static_cast<std::size_t>(d)] < x->dims[static_cast<std::size_t>(d)]) break;
+        pos[static_cast<std::size_t>(d)] = 0;
+      }
+    }
+  }
+  SymArray out;
+  out.dtype = x->dtype;
+  out.dims = out_dims;
+  std::vector<bool> seen(static_cast<std::size_t>(n_out), false);
+  if (x->is_float()) {
+    out.f.assign(static_cast<std::size_t>(n_out), t == "ReduceProd" ? 1.0 : 0.0);
+    for (int64_t e = 0; e < n_in; ++e) {
+      auto const o = static_cast<std::size_t>(where[static_cast<std::size_t>(e)]);
+      double const v = x->f[static_cast<std::size_t>(e)];
+      double& acc = out.f[o];
+      if (t == "ReduceMax" || t == "ReduceMin")
+        acc = !seen[o] ? v : t == "ReduceMax" ? std::max(acc, v) : std::min(acc, v);
+      else
+        acc = t == "ReduceProd" ? acc * v : acc + v;
+      seen[o] = true;
+    }
+    double const count = static_cast<double>(n_in) / static_cast<double>(std::max<int64_t>(n_out, 1));
+    for (double& v : out.f) {
+      if (mean) v /= count;
+      if (out.dtype == DType::kFloat32) v = static_cast<float>(v);
+    }
+    return folded_one(std::move(out));
+  }
+  out.i.assign(static_cast<std::size_t>(n_out), t == "ReduceProd" ? 1 : 0);
+  for (int64_t e = 0; e < n_in; ++e) {
+    auto const o = static_cast<std::size_t>(where[static_cast<std::size_t>(e)]);
+    int64_t const v = x->i[static_cast<std::size_t>(e)];
+    int64_t& acc = out.i[o];
+    if (t == "ReduceMax" || t == "ReduceMin") {
+      acc = !seen[o] ? v : t == "ReduceMax" ? std::max(acc, v) : std::min(acc, v);
+    } else if (t == "ReduceProd" ? __builtin_mul_overflow(acc, v, &acc) : __builtin_add_overflow(acc, v, &acc)) {
+      return shape_overflow();
+    }
+    seen[o] = true;
+  }
+  return folded_one(std::move(out));
+}
+
 Result<std::vector<Dims>> reduce_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
   ASSIGN_OR_RETURN(ReduceShape s, reduce_shape(op, in.at(0)));
   return std::vector<Dims>{std::move(s.out_shape)};
@@ -227,13 +316,15 @@ void register_reduce_ops(OpTable& t) {
   auto reduction = [](InferFn infer, ElemCost per_input_element) {
     return OpDef{.infer = infer, .cost = cost_per_input_element, .per_element = per_input_element};
   };
-  auto reduce = [&](ElemCost per_input_element) {
+  auto reduce = [&](ElemCost per_input_element, FoldFn fold = nullptr) {
     OpDef d = reduction(infer_reduce, per_input_element);
     d.run_shape = reduce_run_shape;
+    d.fold = fold;
     return d;
   };
-  for (char const* r : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceLogSum"})
-    define(t, r, reduce({1, 1}));
+  for (char const* r : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"})
+    define(t, r, reduce({1, 1}, fold_reduce));
+  for (char const* r : {"ReduceL1", "ReduceLogSum"}) define(t, r, reduce({1, 1}));
   define(t, "ReduceL2", reduce({2, 2}));
   define(t, "ReduceSumSquare", reduce({2, 2}));
   define(t, "ReduceLogSumExp", reduce({4, 4}));

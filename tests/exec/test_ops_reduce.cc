@@ -544,6 +544,58 @@ TEST(ReduceImport, ClearErrors) {
   EXPECT_NE(e.find("LogSoftmax before opset 13"), std::string::npos) << e;
 }
 
+// Reductions of constants fold at import (BEiT's relative position index sums coordinates before
+// a ScatterND): a Reshape whose shape comes out of one imports only if it folded.
+TEST(ReduceImport, ReductionsOfConstantsFold) {
+  auto g = must_load(R"(<ir_version: 8, opset_import: ["" : 13]>
+    net (float[N,6] x) => (float[N,2,3] a, float[N,2,3] b, float[N,2,3] c, float[N,2,3] d, float[N,6] e) {
+      m = Constant<value = int64[2,3] {0, 2, 1, 0, 1, 3}>()
+      sa = ReduceMax<axes = [0], keepdims = 0>(m)
+      a = Reshape(x, sa)
+      ones = Constant<value = int64[3,2] {0, 0, 1, 1, 2, 1}>()
+      ax = Constant<value = int64[1] {-1}>()
+      sb = ReduceSum<keepdims = 0>(ones, ax)
+      b = Reshape(x, sb)
+      n = Constant<value = int64[3,1] {0, 2, 3}>()
+      sc = ReduceMin<axes = [1], keepdims = 0>(n)
+      c = Reshape(x, sc)
+      p = Constant<value = int64[2,3] {0, 1, 3, 1, 2, 1}>()
+      sd = ReduceProd<axes = [0], keepdims = 0>(p)
+      d = Reshape(x, sd)
+      f = Constant<value = float[2,2] {1.0, 2.0, 3.5, 4.0}>()
+      mean = ReduceMean<keepdims = 1>(f)
+      e = Add(x, mean)
+    })");
+  for (auto const& op : g.ops()) EXPECT_EQ(op.type.rfind("Reduce", 0), std::string::npos) << op.type << " left to run";
+  for (char const* t : {"a", "b", "c", "d"}) {
+    bool found = false;
+    for (auto const& op : g.ops())
+      if (g.tensor(op.outputs[0]).name == t) {
+        found = true;
+        EXPECT_EQ(g.tensor(op.outputs[0]).shape.dims, (std::vector<int64_t>{N, 2, 3})) << t;
+      }
+    EXPECT_TRUE(found) << t;
+  }
+  CpuBackend be;
+  Tensor const x = Tensor::from_floats({1, 6}, {0, 1, 2, 3, 4, 5});
+  for (auto const& op : g.ops()) {
+    if (op.type != "Add") continue;
+    std::vector<Tensor> ins;
+    for (graph::TensorId t : op.inputs) ins.push_back(g.tensor(t).data ? Tensor::from_data(*g.tensor(t).data) : x);
+    std::vector<Tensor> out;
+    ASSERT_TRUE(be.forward(OpCall{op, g, false, 0}, ins, out, nullptr).is_ok());
+    EXPECT_EQ(values(out[0]), (std::vector<float>{2.625f, 3.625f, 4.625f, 5.625f, 6.625f, 7.625f}));
+  }
+  std::string const e = import_error(R"(<ir_version: 8, opset_import: ["" : 13]>
+    net (float[N,6] x) => (float[N,6] y) {
+      big = Constant<value = int64[3] {4294967296, 4294967296, 4}>()
+      p = ReduceProd<keepdims = 0>(big)
+      s = Reshape(x, p)
+      y = Identity(x)
+    })");
+  EXPECT_NE(e.find("integer overflow"), std::string::npos) << e;
+}
+
 // K from a constant input (opset 10 on) or the attribute (before); the batch axis, a K computed at
 // run time and a K past the axis are refused by name.
 TEST(ReduceImport, TopKReadsKAndRefusesWhatItCannotPlan) {
