@@ -9,12 +9,12 @@ ConvNeXt, EfficientNet and Swin), e.g. in a venv outside the repository:
   /work/venv-torch/bin/python scripts/export_torch2_fixtures.py [--out tests/data/torch2]
 
 For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe; Hugging Face gpt2, gpt2tied,
-gpt2cls, bert, roberta, distilbert, vit, llama, qwen2 from tiny random configs, which need
+gpt2cls, bert, roberta, distilbert, vit, llama, qwen2, mixtral from tiny random configs, which need
 transformers; torchvision convnext, convnext_sd, efficientnet and swin with stochastic depth) and
 exporter (dynamo: torch.onnx.export(...,
 dynamo=True), the default since torch 2.9; torchscript: dynamo=False; functions: dynamo=False with
-export_modules_as_functions=True, every module a model-local function; mlp and cnn only; llama and
-qwen2 dynamo only; convnext_sd TorchScript only; static: dynamo=True the default way, without
+export_modules_as_functions=True, every module a model-local function; mlp and cnn only; llama,
+qwen2 and mixtral dynamo only; convnext_sd TorchScript only; static: dynamo=True the default way, without
 dynamic_shapes, from the batch's first 3 rows, so the file fixes the batch at 3 and spells it as a
 number in its shape constants and masks; llama and gpt2 only) it writes <model>_<exporter>/ with
   model.onnx     the model in training mode, weights as initializers, a dynamic batch dimension
@@ -253,6 +253,18 @@ def hf_qwen2():
     return HfLastToken(lambda: transformers.Qwen2ForCausalLM(cfg))
 
 
+def hf_mixtral():
+    """Mixtral's sparse MoE (4 experts, top-2 router). transformers 5 runs the experts through its
+    own grouped_mm op by default, which torch's exporter cannot convert; "batched_mm" runs every
+    expert on every token, weighted by the router's scattered top-2 gates, and exports."""
+    import transformers
+    cfg = transformers.MixtralConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,
+                                     num_local_experts=4, num_experts_per_tok=2)
+    cfg._experts_implementation = "batched_mm"
+    return HfLastToken(lambda: transformers.MixtralForCausalLM(cfg))
+
+
 def hf_gpt2_classifier():
     import transformers
     # GPT2ForSequenceClassification: the logits at each row's last non-padding token, found with
@@ -316,6 +328,7 @@ MODELS = {
     "vit": (hf_vit, (3, 8, 8), 4),
     "llama": (hf_llama, "ids", VOCAB),
     "qwen2": (hf_qwen2, "ids", VOCAB),
+    "mixtral": (hf_mixtral, "ids", VOCAB),
     "gpt2cls": (hf_gpt2_classifier, "padded ids", 4),
     "convnext": (tv_convnext, (3, 16, 16), 4),
     "convnext_sd": (tv_convnext_sd, (3, 16, 16), 4),
@@ -325,7 +338,7 @@ MODELS = {
 # The TorchScript exporter cannot export grouped-query attention (scaled_dot_product_attention
 # with enable_gqa) nor adaptive pooling to a size that does not divide the input: these are
 # exported by dynamo only.
-DYNAMO_ONLY = {"llama", "qwen2", "adaptive"}
+DYNAMO_ONLY = {"llama", "qwen2", "mixtral", "adaptive"}
 # Exported with a fixed batch (exporter "static"): the batch size of their example input.
 STATIC = {"llama", "gpt2"}
 STATIC_BATCH = 3

@@ -88,18 +88,17 @@ TEST_P(Torch2Fixture, ImportsAndTrainsLikeTorch) {
               want.size(), worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Torch2, Torch2Fixture,
-                         ::testing::Values("mlp_dynamo", "mlp_torchscript", "cnn_dynamo", "cnn_torchscript",
-                                           "encoder_dynamo", "encoder_torchscript", "mlp_functions", "cnn_functions",
-                                           "ops_dynamo", "ops_torchscript", "gpt2_dynamo", "gpt2_torchscript",
-                                           "bert_dynamo", "bert_torchscript", "llama_dynamo", "qwen2_dynamo",
-                                           "distilbert_dynamo", "distilbert_torchscript", "vit_dynamo",
-                                           "vit_torchscript", "gpt2cls_dynamo", "gpt2cls_torchscript",
-                                           "convnext_dynamo", "convnext_torchscript", "efficientnet_dynamo",
-                                           "efficientnet_torchscript", "swin_dynamo", "swin_torchscript",
-                                           "adaptive_dynamo", "roberta_dynamo", "roberta_torchscript",
-                                           "gpt2tied_dynamo", "gpt2tied_torchscript", "llama_static", "gpt2_static",
-                                           "shuffle_dynamo", "shuffle_torchscript", "moe_dynamo", "moe_torchscript"));
+INSTANTIATE_TEST_SUITE_P(
+    Torch2, Torch2Fixture,
+    ::testing::Values("mlp_dynamo", "mlp_torchscript", "cnn_dynamo", "cnn_torchscript", "encoder_dynamo",
+                      "encoder_torchscript", "mlp_functions", "cnn_functions", "ops_dynamo", "ops_torchscript",
+                      "gpt2_dynamo", "gpt2_torchscript", "bert_dynamo", "bert_torchscript", "llama_dynamo",
+                      "qwen2_dynamo", "distilbert_dynamo", "distilbert_torchscript", "vit_dynamo", "vit_torchscript",
+                      "gpt2cls_dynamo", "gpt2cls_torchscript", "convnext_dynamo", "convnext_torchscript",
+                      "efficientnet_dynamo", "efficientnet_torchscript", "swin_dynamo", "swin_torchscript",
+                      "adaptive_dynamo", "roberta_dynamo", "roberta_torchscript", "gpt2tied_dynamo",
+                      "gpt2tied_torchscript", "llama_static", "gpt2_static", "shuffle_dynamo", "shuffle_torchscript",
+                      "moe_dynamo", "moe_torchscript", "mixtral_dynamo"));
 
 }  // namespace
 }  // namespace gp::exec
