@@ -63,17 +63,72 @@ def hf(name):
                                                                    **{k: v for k, v in small.items()
                                                                       if k not in ("vocab_size", "max_position_embeddings")})),
     }
+    # Current decoder, encoder and vision families (added 2026-12-02).
+    dec = dict(small, num_key_value_heads=1, num_labels=4, pad_token_id=0)
+    vit = dict(image_size=32, patch_size=8, num_labels=4, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+               intermediate_size=32)
+    def batched_experts(cfg):
+        # transformers 5 runs MoE experts through its own grouped_mm op by default, which torch's
+        # exporter cannot convert; "batched_mm" runs every expert on every token (no data-dependent
+        # shapes) and exports.
+        cfg._experts_implementation = "batched_mm"
+        return cfg
+
+    makers.update({
+        "hf_gemma": lambda: t.GemmaForSequenceClassification(t.GemmaConfig(head_dim=8, **dec)),
+        "hf_gemma2": lambda: t.Gemma2ForSequenceClassification(t.Gemma2Config(head_dim=8, sliding_window=4, **dec)),
+        "hf_gemma3": lambda: t.Gemma3TextForSequenceClassification(t.Gemma3TextConfig(head_dim=8, sliding_window=4,
+                                                                                       **dec)),
+        "hf_phi3": lambda: t.Phi3ForSequenceClassification(t.Phi3Config(**dec)),
+        "hf_qwen3": lambda: t.Qwen3ForSequenceClassification(t.Qwen3Config(head_dim=8, **dec)),
+        "hf_olmo2": lambda: t.Olmo2ForSequenceClassification(t.Olmo2Config(**dec)),
+        "hf_starcoder2": lambda: t.Starcoder2ForSequenceClassification(t.Starcoder2Config(**dec)),
+        "hf_gpt_neox": lambda: t.GPTNeoXForSequenceClassification(t.GPTNeoXConfig(num_labels=4, pad_token_id=0,
+                                                                                  **small)),
+        "hf_opt": lambda: t.OPTForSequenceClassification(t.OPTConfig(
+            vocab_size=fx.VOCAB, hidden_size=16, num_hidden_layers=2, ffn_dim=32, num_attention_heads=2,
+            max_position_embeddings=16, word_embed_proj_dim=16, num_labels=4, pad_token_id=0)),
+        "hf_bloom": lambda: t.BloomForSequenceClassification(t.BloomConfig(
+            vocab_size=fx.VOCAB, hidden_size=16, n_layer=2, n_head=2, num_labels=4, pad_token_id=0)),
+        "hf_falcon": lambda: t.FalconForSequenceClassification(t.FalconConfig(
+            vocab_size=fx.VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, num_labels=4,
+            pad_token_id=0)),
+        "hf_mixtral": lambda: t.MixtralForSequenceClassification(batched_experts(t.MixtralConfig(
+            num_local_experts=4, num_experts_per_tok=2, **dec))),
+        "hf_qwen2_moe": lambda: t.Qwen2MoeForSequenceClassification(batched_experts(t.Qwen2MoeConfig(
+            num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=16,
+            **dec))),
+        "hf_deberta_v2": lambda: t.DebertaV2ForSequenceClassification(t.DebertaV2Config(num_labels=4, **small)),
+        "hf_mpnet": lambda: t.MPNetForSequenceClassification(t.MPNetConfig(num_labels=4, **small)),
+        "hf_modernbert": lambda: t.ModernBertForSequenceClassification(t.ModernBertConfig(num_labels=4, pad_token_id=0,
+                                                                                          **small)),
+        "hf_mobilebert": lambda: t.MobileBertForSequenceClassification(t.MobileBertConfig(
+            num_labels=4, embedding_size=8, intra_bottleneck_size=8, **small)),
+        "hf_deit": lambda: t.DeiTForImageClassification(t.DeiTConfig(**vit)),
+        "hf_beit": lambda: t.BeitForImageClassification(t.BeitConfig(use_relative_position_bias=True, **vit)),
+        "hf_dinov2": lambda: t.Dinov2ForImageClassification(t.Dinov2Config(**vit)),
+        "hf_convnext": lambda: t.ConvNextForImageClassification(t.ConvNextConfig(
+            num_labels=4, hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1])),
+        "hf_segformer": lambda: t.SegformerForImageClassification(t.SegformerConfig(
+            num_labels=4, hidden_sizes=[8, 16, 32, 64], decoder_hidden_size=32, depths=[1, 1, 1, 1])),
+        "hf_mobilevit": lambda: t.MobileViTForImageClassification(t.MobileViTConfig(image_size=32, num_labels=4)),
+    })
     model = makers[name]()
     for m in model.modules():  # no dropout: the sweep is about import and training, not noise
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
-    if name == "hf_vit":
+    if name in HF_IMAGE:
         return fx.HfImageClassifier(lambda: model), (3, 32, 32)
     return fx.HfClassifier(lambda: model), "ids"
 
 
 HF = ["hf_bert", "hf_roberta", "hf_albert", "hf_electra", "hf_gpt2", "hf_llama", "hf_qwen2", "hf_mistral", "hf_phi",
       "hf_vit"]
+HF_CURRENT = ["hf_gemma", "hf_gemma2", "hf_gemma3", "hf_phi3", "hf_qwen3", "hf_olmo2", "hf_starcoder2", "hf_gpt_neox",
+              "hf_opt", "hf_bloom", "hf_falcon", "hf_mixtral", "hf_qwen2_moe", "hf_deberta_v2", "hf_mpnet",
+              "hf_modernbert", "hf_mobilebert", "hf_deit", "hf_beit", "hf_dinov2", "hf_convnext", "hf_segformer",
+              "hf_mobilevit"]
+HF_IMAGE = {"hf_vit", "hf_deit", "hf_beit", "hf_dinov2", "hf_convnext", "hf_segformer", "hf_mobilevit"}
 
 
 def try_one(name, exporter, graphpipe, out_dir):
@@ -104,7 +159,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--graphpipe", default=os.path.join(here, "..", "build", "cli", "graphpipe"))
-    ap.add_argument("--models", default=",".join(VISION + HF))
+    ap.add_argument("--models", default=",".join(VISION + HF + HF_CURRENT))
     ap.add_argument("--exporters", default="dynamo,torchscript")
     ap.add_argument("--out", default=None, help="keep the exports here (default: a temporary folder)")
     args = ap.parse_args()
