@@ -750,4 +750,121 @@ void rewrite_split_to_sequence(RawModel& model) {
   model.nodes = std::move(nodes);
 }
 
+Status rewrite_depth_space(RawModel& model) {
+  struct Plan {
+    std::vector<int64_t> split, perm, merged;  // the first Reshape's shape, the Transpose, the last shape
+  };
+  std::map<int, Plan> plans;
+  {
+    Matcher const m(model);
+    for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+      RawNode const& n = model.nodes[i];
+      bool const to_space = n.type == "DepthToSpace";
+      if ((!to_space && n.type != "SpaceToDepth") || !n.domain.empty()) continue;
+      std::string const where = n.type + " '" + n.name + "'";
+      if (n.inputs.size() != 1 || n.outputs.size() != 1 || n.inputs[0].empty())
+        return invalid_argument(where + " needs one input and one output");
+      auto a = n.attrs.find("blocksize");
+      int64_t const* bp = a == n.attrs.end() ? nullptr : std::get_if<int64_t>(&a->second);
+      if (!bp || *bp < 1 || *bp > 1024)
+        return invalid_argument(where + ": blocksize " + (bp ? std::to_string(*bp) : std::string("missing")) +
+                                " (it must be between 1 and 1024)");
+      int64_t const b = *bp;
+      std::string mode = "DCR";
+      if (auto md = n.attrs.find("mode"); md != n.attrs.end())
+        if (auto const* v = std::get_if<std::string>(&md->second)) mode = *v;
+      if (to_space && mode != "DCR" && mode != "CRD")
+        return invalid_argument(where + ": mode '" + mode + "' (ONNX defines DCR and CRD)");
+      auto const dims = m.dims(n.inputs[0]);
+      if (!dims || dims->size() != 4 || (*dims)[1] <= 0 || (*dims)[2] <= 0 || (*dims)[3] <= 0)
+        return unsupported(
+            where +
+            ": graphpipe runs it as a Reshape and a Transpose, which needs its input's "
+            "channels, height and width known at import (ONNX shape inference gave " +
+            (dims ? "rank " + std::to_string(dims->size()) + " with unknown dims" : std::string("none")) +
+            "); re-export with a static image size");
+      int64_t const c = (*dims)[1], h = (*dims)[2], w = (*dims)[3];
+      Plan p;
+      if (to_space) {
+        if (c % (b * b) != 0)
+          return invalid_argument(where + ": " + std::to_string(c) + " channels do not divide into blocks of " +
+                                  std::to_string(b) + "x" + std::to_string(b));
+        int64_t const cb = c / (b * b);
+        if (mode == "DCR") {
+          p.split = {0, b, b, cb, h, w};
+          p.perm = {0, 3, 4, 1, 5, 2};
+        } else {
+          p.split = {0, cb, b, b, h, w};
+          p.perm = {0, 1, 4, 2, 5, 3};
+        }
+        p.merged = {0, cb, h * b, w * b};
+      } else {
+        if (h % b != 0 || w % b != 0)
+          return invalid_argument(where + ": height " + std::to_string(h) + " and width " + std::to_string(w) +
+                                  " must both be multiples of the blocksize " + std::to_string(b));
+        p.split = {0, c, h / b, b, w / b, b};
+        p.perm = {0, 3, 5, 1, 2, 4};
+        p.merged = {0, c * b * b, h / b, w / b};
+      }
+      plans.emplace(static_cast<int>(i), std::move(p));
+    }
+  }
+  if (plans.empty()) return Status::ok();
+  std::set<std::string> names;
+  for (auto const& n : model.nodes) {
+    names.insert(n.name);
+    for (auto const& o : n.outputs) names.insert(o);
+  }
+  for (auto const& init : model.initializers) names.insert(init.name);
+  for (auto const& v : model.inputs) names.insert(v.name);
+  auto fresh = [&](std::string const& base) {
+    std::string name = base;
+    for (int k = 1; names.count(name); ++k) name = base + "_" + std::to_string(k);
+    names.insert(name);
+    return name;
+  };
+  auto shape_constant = [&](std::string const& base, std::vector<int64_t> const& values) {
+    RawNode c;
+    c.type = "Constant";
+    c.name = fresh(base);
+    c.outputs = {fresh(base + "_value")};
+    c.attrs["value"] = TensorData::from_int64s({static_cast<int64_t>(values.size())}, values);
+    return c;
+  };
+  std::vector<RawNode> nodes;
+  nodes.reserve(model.nodes.size() + plans.size() * 4);
+  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+    RawNode& n = model.nodes[i];
+    auto it = plans.find(static_cast<int>(i));
+    if (it == plans.end()) {
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    Plan const& p = it->second;
+    RawNode split_shape = shape_constant(n.name + "/blocks_shape", p.split);
+    RawNode merged_shape = shape_constant(n.name + "/merged_shape", p.merged);
+    RawNode split;
+    split.type = "Reshape";
+    split.name = fresh(n.name + "/blocks");
+    split.inputs = {n.inputs[0], split_shape.outputs[0]};
+    split.outputs = {fresh(n.name + "/blocks_output")};
+    RawNode transpose;
+    transpose.type = "Transpose";
+    transpose.name = fresh(n.name + "/permute");
+    transpose.inputs = split.outputs;
+    transpose.outputs = {fresh(n.name + "/permute_output")};
+    transpose.attrs["perm"] = p.perm;
+    n.type = "Reshape";
+    n.attrs.clear();
+    n.inputs = {transpose.outputs[0], merged_shape.outputs[0]};
+    nodes.push_back(std::move(split_shape));
+    nodes.push_back(std::move(split));
+    nodes.push_back(std::move(transpose));
+    nodes.push_back(std::move(merged_shape));
+    nodes.push_back(std::move(n));
+  }
+  model.nodes = std::move(nodes);
+  return Status::ok();
+}
+
 }  // namespace gp::graph::onnx_import

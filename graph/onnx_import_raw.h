@@ -127,6 +127,13 @@ void rewrite_is_nan(RawModel& model);
 // unsupported operator.
 void rewrite_split_to_sequence(RawModel& model);
 
+// DepthToSpace (DCR and CRD modes: PixelShuffle) and SpaceToDepth on a 4-D input of known channels,
+// height and width are a Reshape to 6 dims, a Transpose and a Reshape back (ONNX's own definition),
+// the batch copied by a 0 in both shapes; rewritten so, which both backends run and differentiate.
+// A node whose input dims shape inference left unknown, or that do not divide, is an error naming
+// it and the reason.
+Status rewrite_depth_space(RawModel& model);
+
 // Op types the lowering understands (after fusion), sorted; for the unsupported-op message.
 std::vector<std::string> const& supported_op_types();
 

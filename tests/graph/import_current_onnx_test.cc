@@ -470,5 +470,47 @@ TEST(ImportCurrentOnnx, ASplitToSequenceOfSingleElementsSqueezesThemAndOtherRead
   EXPECT_NE(why2.find("SequenceAt"), std::string::npos) << why2;
 }
 
+// PixelShuffle (DepthToSpace, CRD from torch; DCR ONNX's default) and SpaceToDepth: a Reshape to
+// six dims, a Transpose and a Reshape back, the batch copied through both shapes (the values are
+// ONNX's node tests', run in the conformance test).
+TEST(ImportCurrentOnnx, DepthToSpaceAndSpaceToDepthAreReshapesAroundATranspose) {
+  struct Case {
+    std::string node;
+    std::vector<int64_t> perm, blocks;
+    Shape out;
+  };
+  for (Case const& c :
+       {Case{"y = DepthToSpace<blocksize = 2, mode = \"CRD\">(x)",
+             {0, 1, 4, 2, 5, 3},
+             {0, 3, 2, 2, 4, 5},
+             S({N, 3, 8, 10})},
+        Case{"y = DepthToSpace<blocksize = 2>(x)", {0, 3, 4, 1, 5, 2}, {0, 2, 2, 3, 4, 5}, S({N, 3, 8, 10})},
+        Case{"y = SpaceToDepth<blocksize = 1>(x)", {0, 3, 5, 1, 2, 4}, {0, 12, 4, 1, 5, 1}, S({N, 12, 4, 5})}}) {
+    SCOPED_TRACE(c.node);
+    auto g = must_load(model("float[batch,12,4,5] x", "float[batch,d,h,w] y", {}, c.node));
+    EXPECT_TRUE(ops_of_type(g, "DepthToSpace").empty());
+    auto const t = ops_of_type(g, "Transpose");
+    ASSERT_EQ(t.size(), 1u);
+    EXPECT_EQ(std::get<TransposeAttrs>(t[0]->typed).perm, c.perm);
+    ASSERT_EQ(ops_of_type(g, "Reshape").size(), 2u);
+    Shape blocks = S(c.blocks);
+    blocks.dims[0] = N;
+    EXPECT_EQ(out_shape(g, "Reshape"), blocks);
+    EXPECT_EQ(g.tensor(g.outputs().at(0)).shape, c.out);
+  }
+  auto s2d =
+      must_load(model("float[batch,3,4,6] x", "float[batch,12,2,3] y", {}, "y = SpaceToDepth<blocksize = 2>(x)"));
+  EXPECT_EQ(s2d.tensor(s2d.outputs().at(0)).shape, S({N, 12, 2, 3}));
+  // What cannot be written as reshapes is refused by name and reason.
+  std::string why =
+      must_fail(model("float[batch,12,h,w] x", "float[batch,3,h2,w2] y", {}, "y = DepthToSpace<blocksize = 2>(x)"));
+  EXPECT_NE(why.find("DepthToSpace '"), std::string::npos) << why;
+  EXPECT_NE(why.find("known at import"), std::string::npos) << why;
+  why = must_fail(model("float[batch,6,4,4] x", "float[batch,1,8,8] y", {}, "y = DepthToSpace<blocksize = 2>(x)"));
+  EXPECT_NE(why.find("6 channels do not divide into blocks of 2x2"), std::string::npos) << why;
+  why = must_fail(model("float[batch,3,5,4] x", "float[batch,12,2,2] y", {}, "y = SpaceToDepth<blocksize = 2>(x)"));
+  EXPECT_NE(why.find("must both be multiples of the blocksize 2"), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace gp::graph
