@@ -8,7 +8,7 @@ ConvNeXt, EfficientNet and Swin), e.g. in a venv outside the repository:
   python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch torchvision onnxscript onnx transformers
   /work/venv-torch/bin/python scripts/export_torch2_fixtures.py [--out tests/data/torch2]
 
-For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe; Hugging Face gpt2, gpt2tied,
+For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe, upscale; Hugging Face gpt2, gpt2tied,
 gpt2cls, bert, roberta, distilbert, vit, llama, qwen2, mixtral from tiny random configs, which need
 transformers; torchvision convnext, convnext_sd, efficientnet and swin with stochastic depth) and
 exporter (dynamo: torch.onnx.export(...,
@@ -125,6 +125,20 @@ class Shuffle(nn.Module):
         n, c, h, w = y.shape
         y = y.view(n, 2, c // 2, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+class Upscale(nn.Module):
+    """Sub-pixel convolution (ESPCN, the upsamplers of generative models): PixelShuffle, which both
+    exporters write as DepthToSpace (mode CRD), and its inverse PixelUnshuffle."""
+
+    def __init__(self):
+        super().__init__()
+        self.up, self.conv, self.fc = nn.Conv2d(3, 12, 3, padding=1), nn.Conv2d(3, 4, 3, padding=1), nn.Linear(16, 10)
+
+    def forward(self, x):
+        y = F.relu(F.pixel_shuffle(self.up(x), 2))
+        y = F.pixel_unshuffle(self.conv(y), 2)
+        return self.fc(y.mean(dim=(2, 3)))
 
 
 class Moe(nn.Module):
@@ -320,6 +334,7 @@ MODELS = {
     "adaptive": (AdaptivePool, (3, 8, 8), 10),
     "shuffle": (Shuffle, (3, 8, 8), 10),
     "moe": (Moe, (4, 8), 10),
+    "upscale": (Upscale, (3, 8, 8), 10),
     "gpt2": (hf_gpt2, "ids", VOCAB),
     "gpt2tied": (hf_gpt2_tied, "ids", VOCAB),
     "bert": (hf_bert, "ids", 4),
