@@ -572,6 +572,7 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   onnx_import::fuse_patterns(*raw, {.batchnorm_relu = options.fuse});
   onnx_import::rewrite_cast_like(*raw);
   onnx_import::rewrite_is_nan(*raw);
+  onnx_import::rewrite_is_inf(*raw);
   onnx_import::rewrite_split_to_sequence(*raw);
   RETURN_IF_ERROR(onnx_import::rewrite_depth_space(*raw).with_context(source));
   RETURN_IF_ERROR(check_supported(*raw).with_context(source));

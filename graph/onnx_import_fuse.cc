@@ -1,15 +1,16 @@
 // Pattern fusion on the raw model, CastLike (opset 15) turned into Cast to the type it is like,
-// which shape inference knows, and IsNaN into Not(Equal(x, x)). Torch 1.13 exports GELU as
-// x*0.5*(1+erf(x/sqrt2)) (its tanh approximation as 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))))
-// and, below opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add; a linear
-// layer on a rank >= 3 input as MatMul(x, Transpose(W)) + bias. Executors and the cost model want
-// one operator for each, so the chains are replaced here, before anything else looks at the node
-// types. A Relu after a BatchNormalization is fused into it (BatchNormAttrs::relu); a residual
-// block's tail, BatchNormalization -> Add -> Relu, and what only feeds a MatMul (a Transpose of an
-// operand, a constant scale) are fused after lowering, where every shape is known
+// which shape inference knows, IsNaN into Not(Equal(x, x)) and IsInf into Equal(Abs(x), inf). Torch 1.13 exports GELU
+// as x*0.5*(1+erf(x/sqrt2)) (its tanh approximation as 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))) and, below opset
+// 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add; a linear layer on a rank >= 3 input as MatMul(x,
+// Transpose(W)) + bias. Executors and the cost model want one operator for each, so the chains are replaced here,
+// before anything else looks at the node types. A Relu after a BatchNormalization is fused into it
+// (BatchNormAttrs::relu); a residual block's tail, BatchNormalization -> Add -> Relu, and what only feeds a MatMul (a
+// Transpose of an operand, a constant scale) are fused after lowering, where every shape is known
 // (onnx_import_fuse_graph.cc).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <map>
 #include <numbers>
 #include <optional>
@@ -597,6 +598,77 @@ void rewrite_is_nan(RawModel& model) {
     n.inputs = {eq.outputs[0]};
     n.attrs.clear();
     nodes.push_back(std::move(eq));
+    nodes.push_back(std::move(n));
+  }
+  model.nodes = std::move(nodes);
+}
+
+void rewrite_is_inf(RawModel& model) {
+  std::unordered_map<std::string, DType> dtype;
+  for (auto const& init : model.initializers) dtype[init.name] = init.dtype;
+  for (auto const& v : model.inputs) dtype[v.name] = v.dtype;
+  for (auto const& [name, v] : model.value_info) dtype[name] = v.dtype;
+  std::set<std::string> names;
+  for (auto const& n : model.nodes) {
+    names.insert(n.name);
+    for (auto const& o : n.outputs) names.insert(o);
+  }
+  for (auto const& init : model.initializers) names.insert(init.name);
+  for (auto const& v : model.inputs) names.insert(v.name);
+  auto fresh = [&](std::string const& base) {
+    std::string name = base;
+    for (int k = 1; names.count(name); ++k) name = base + "_" + std::to_string(k);
+    names.insert(name);
+    return name;
+  };
+  std::vector<RawNode> nodes;
+  nodes.reserve(model.nodes.size());
+  for (auto& n : model.nodes) {
+    auto const t = n.type == "IsInf" && n.domain.empty() && n.inputs.size() == 1 && n.outputs.size() == 1
+                       ? dtype.find(n.inputs[0])
+                       : dtype.end();
+    if (t == dtype.end() || (t->second != DType::kFloat32 && t->second != DType::kFloat64)) {
+      nodes.push_back(std::move(n));  // left for the unsupported-operator message
+      continue;
+    }
+    auto flag = [&](char const* key) {
+      auto it = n.attrs.find(key);
+      int64_t const* v = it == n.attrs.end() ? nullptr : std::get_if<int64_t>(&it->second);
+      return !v || *v != 0;
+    };
+    bool const pos = flag("detect_positive"), neg = flag("detect_negative");
+    // Both signs: |x| == inf; one: x == that infinity; neither: x == NaN, false everywhere.
+    double const inf = std::numeric_limits<double>::infinity();
+    double const target = pos ? inf : neg ? -inf : std::numeric_limits<double>::quiet_NaN();
+    RawNode value;
+    value.type = "Constant";
+    value.name = fresh(n.name + "/infinity");
+    value.outputs = {fresh(n.name + "/infinity_value")};
+    TensorData d;
+    d.dtype = t->second;
+    if (d.dtype == DType::kFloat32) {
+      auto const f = static_cast<float>(target);
+      d.bytes.resize(sizeof f);
+      std::memcpy(d.bytes.data(), &f, sizeof f);
+    } else {
+      d.bytes.resize(sizeof target);
+      std::memcpy(d.bytes.data(), &target, sizeof target);
+    }
+    value.attrs["value"] = std::move(d);
+    std::string operand = n.inputs[0];
+    if (pos && neg) {
+      RawNode abs;
+      abs.type = "Abs";
+      abs.name = fresh(n.name + "/abs");
+      abs.inputs = {n.inputs[0]};
+      abs.outputs = {fresh(n.name + "/abs_output")};
+      operand = abs.outputs[0];
+      nodes.push_back(std::move(abs));
+    }
+    n.type = "Equal";
+    n.inputs = {operand, value.outputs[0]};
+    n.attrs.clear();
+    nodes.push_back(std::move(value));
     nodes.push_back(std::move(n));
   }
   model.nodes = std::move(nodes);

@@ -120,6 +120,10 @@ void rewrite_cast_like(RawModel& model);
 // guards attention's softmax with Where(IsNaN(p), 0, p).
 void rewrite_is_nan(RawModel& model);
 
+// IsInf(x) of float32 or float64 becomes Equal(Abs(x), inf) (Equal(x, +inf) or Equal(x, -inf)
+// where one sign is not detected; Equal(x, NaN), false everywhere, where neither is).
+void rewrite_is_inf(RawModel& model);
+
 // x.chunk(k) or x.split(s) whose pieces are used one by one, as torch.onnx.export(dynamo=True)
 // writes them: SplitToSequence read only by SequenceAt at constant positions (ShuffleNetV2's channel
 // split). That is a Split, each SequenceAt an Identity of its piece (a Squeeze where keepdims = 0

@@ -3,6 +3,9 @@
 // Gelu as single operators, CastLike, model-local functions, and symbolic batch names other than N.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "graph/onnx_import.h"
 #include "tests/graph/onnx_text.h"
 
@@ -374,6 +377,39 @@ TEST(ImportCurrentOnnx, RangeOverTheBatchIsKeptAndStaticRangesFold) {
 
 // The dynamo exporter guards attention's softmax with Where(IsNaN(p), 0, p): IsNaN becomes
 // Not(Equal(p, p)), which every backend runs.
+// IsInf compares with an infinity of the input's type: |x| for both signs, x itself for one, and
+// NaN (never equal) for neither; ONNX's three IsInf node tests run in the conformance test.
+TEST(ImportCurrentOnnx, IsInfBecomesEqualToAnInfinity) {
+  struct Case {
+    std::string attrs;
+    bool abs;
+    float value;
+  };
+  float const inf = std::numeric_limits<float>::infinity();
+  for (Case const& c :
+       {Case{"", true, inf}, Case{"<detect_negative = 0>", false, inf}, Case{"<detect_positive = 0>", false, -inf},
+        Case{"<detect_positive = 0, detect_negative = 0>", false, std::nanf("")}}) {
+    SCOPED_TRACE(c.attrs);
+    auto g = must_load(model("float[N,4] x", "bool[N,4] y", {}, "y = IsInf" + c.attrs + "(x)"));
+    EXPECT_TRUE(ops_of_type(g, "IsInf").empty());
+    EXPECT_EQ(ops_of_type(g, "Abs").size(), c.abs ? 1u : 0u);
+    auto const eq = ops_of_type(g, "Equal");
+    ASSERT_EQ(eq.size(), 1u);
+    auto const& k = g.tensor(eq[0]->inputs[1]);
+    ASSERT_TRUE(k.data);
+    ASSERT_EQ(k.data->dtype, DType::kFloat32);
+    float const v = *k.data->as<float>();
+    EXPECT_TRUE(std::isnan(c.value) ? std::isnan(v) : v == c.value) << v;
+    EXPECT_EQ(out_shape(g, "Equal"), S({N, 4}));
+  }
+  // float64 compares in float64; other dtypes are left for the unsupported-operator message.
+  auto d = must_load(model("double[N,2] x", "bool[N,2] y", {}, "y = IsInf(x)"));
+  auto const eq = ops_of_type(d, "Equal");
+  ASSERT_EQ(eq.size(), 1u);
+  EXPECT_EQ(d.tensor(eq[0]->inputs[1]).data->dtype, DType::kFloat64);
+  EXPECT_NE(must_fail(model("float16[N,2] x", "bool[N,2] y", {}, "y = IsInf(x)")).find("IsInf"), std::string::npos);
+}
+
 TEST(ImportCurrentOnnx, IsNaNBecomesNotEqualToItself) {
   auto g = must_load(model("float[N,4] x", "float[N,4] y", {},
                            "p = Softmax<axis = -1>(x)\n"
