@@ -88,6 +88,14 @@ kernels::hd::BinaryKind binary_kind_of(graph::ops::OpKind kind) {
   return kernels::hd::BinaryKind::kDiv;
 }
 
+Status one_hot_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::OneHotAttrs>(op, graph));
+  DType const d = graph.tensor(op.outputs.at(0)).dtype;
+  if (d != DType::kFloat32 && d != DType::kInt64 && d != DType::kInt32)
+    return unsupported("an output of dtype " + std::string(graph::dtype_name(d)) + " (float32, int64 or int32 only)");
+  return Status::ok();
+}
+
 Status int_extremum_check(graph::Op const& op, graph::OpGraph const& graph) {
   if (op.inputs.empty()) return invalid_argument("needs an input");
   DType const a = graph.tensor(op.inputs[0]).dtype;

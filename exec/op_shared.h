@@ -2,7 +2,7 @@
 // again before): the reduction kind of a Reduce* op (kernels/hd/reduce.h's per-row math), the axis
 // split of the ops along one axis (Softmax, LogSoftmax, Hardmax), Clip's check, the variadic
 // Min/Max/Sum/Mean's check and broadcast output shape; integer Add/Sub/Mul/Div's check and kind,
-// and the check of a Concat of integer or bool parts.
+// the check of a Concat of integer or bool parts, and OneHot's check.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +44,9 @@ Status int_binary_check(graph::Op const& op, graph::OpGraph const& graph);
 // Integer Max/Min: one or more inputs of one dtype (folded pairwise by the binary kernels; one input
 // is copied).
 Status int_extremum_check(graph::Op const& op, graph::OpGraph const& graph);
+
+// OneHot: its attributes, and an output (the values' dtype) of float32, int64 or int32.
+Status one_hot_check(graph::Op const& op, graph::OpGraph const& graph);
 // What both backends report for a zero divisor of an integer Div.
 inline constexpr char kIntegerDivisionByZero[] = "integer division by zero";
 // Concat of integer or bool parts (index pairs, ids, masks), copied as bytes: every part one dtype.

@@ -192,6 +192,11 @@ struct TriluAttrs {
   bool upper = true;
   int64_t k = 0;  // diagonal offset (folded)
 };
+struct OneHotAttrs {
+  int64_t axis = -1;       // of the output, normalised at import
+  int64_t depth = 0;       // folded from the depth input
+  double off = 0, on = 1;  // folded from the values input, whose dtype the output has
+};
 struct GatherElementsAttrs {
   int64_t axis = 0;
 };
@@ -274,6 +279,6 @@ using OpAttrs =
                  UnsqueezeAttrs, ExpandAttrs, ClipAttrs, ActivationAttrs, ModAttrs, CumSumAttrs, ArgReduceAttrs,
                  PadAttrs, TileAttrs, TriluAttrs, GatherElementsAttrs, ScatterElementsAttrs, ResizeAttrs,
                  ConvTransposeAttrs, InstanceNormAttrs, EinsumAttrs, RnnAttrs, LossAttrs, ConstantOfShapeAttrs,
-                 RandomAttrs, GatherNDAttrs, RangeAttrs, TopKAttrs>;
+                 RandomAttrs, GatherNDAttrs, RangeAttrs, TopKAttrs, OneHotAttrs>;
 
 }  // namespace gp::graph

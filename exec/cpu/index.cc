@@ -1,4 +1,4 @@
-// CPU kernels: Pad, Tile, Trilu, GatherElements, GatherND, ScatterElements, Resize.
+// CPU kernels: Pad, Tile, Trilu, OneHot, GatherElements, GatherND, ScatterElements, Resize.
 //
 // Pad, Tile and Resize are separable: along each axis an output position reads a few input
 // positions with fixed weights. They share one pass per axis (forward) and its adjoint, applied in
@@ -11,6 +11,7 @@
 
 #include "exec/cpu/cpu_ops.h"
 #include "exec/index_positions.h"
+#include "exec/op_shared.h"
 #include "exec/separable_maps.h"
 #include "graph/ops/index.h"
 #include "kernels/hd/index.h"
@@ -208,6 +209,47 @@ Status trilu_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
   if (!wants(wanted, 0)) return Status::ok();
   std::vector<int64_t> const in_shape = shape_of(saved.tensors.at(0));
   return emit_grad(call, grads, 0, trilu_mask(call, grad_or_zeros(call, gout, 0, in_shape)), accumulate);
+}
+
+// ---- OneHot ----
+// `on` where the index matches the position along the depth axis, `off` elsewhere
+// (kernels/hd/index.h's one_hot_at, which the CUDA kernel runs too). Never differentiated.
+template <typename T, typename I>
+void one_hot_fill(Tensor const& idx, graph::OneHotAttrs const& a, Tensor& y) {
+  int64_t inner = 1;
+  for (int64_t d = a.axis; d < idx.rank(); ++d) inner *= idx.dim(static_cast<int>(d));
+  T const on = static_cast<T>(a.on), off = static_cast<T>(a.off);
+  for (int64_t e = 0; e < y.numel(); ++e)
+    y.data<T>()[e] = kernels::hd::one_hot_at(idx.data<I>(), e, a.depth, inner) ? on : off;
+}
+
+template <typename T>
+void one_hot_of(Tensor const& idx, graph::OneHotAttrs const& a, Tensor& y) {
+  if (idx.dtype() == DType::kInt64)
+    one_hot_fill<T, int64_t>(idx, a, y);
+  else if (idx.dtype() == DType::kInt32)
+    one_hot_fill<T, int32_t>(idx, a, y);
+  else
+    one_hot_fill<T, float>(idx, a, y);
+}
+
+Status one_hot_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::OneHotAttrs>(call.op);
+  std::vector<int64_t> shape = in[0].shape();
+  if (a.axis > static_cast<int64_t>(shape.size()))
+    return op_error(call, "axis " + std::to_string(a.axis) + " is past the indices' rank " + in[0].shape_string());
+  shape.insert(shape.begin() + a.axis, a.depth);
+  Tensor y(shape, call.graph.tensor(call.op.outputs.at(0)).dtype);
+  if (y.dtype() == DType::kInt64)
+    one_hot_of<int64_t>(in[0], a, y);
+  else if (y.dtype() == DType::kInt32)
+    one_hot_of<int32_t>(in[0], a, y);
+  else
+    one_hot_of<float>(in[0], a, y);
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors.clear();
+  return Status::ok();
 }
 
 // ---- GatherElements, ScatterElements ----
@@ -436,6 +478,13 @@ CpuKernelFamily index_kernels() {
       {OpKind::kResize, {resize, 1}},
       // Trilu masks any dtype (ONNX's tests use int64); gradients flow for float32.
       {OpKind::kTrilu, {{trilu_forward, trilu_backward, trilu_backward, trilu_check}, 1, false}},
+      // Indices of int64, int32 or float32 (truncated) in; nothing to differentiate.
+      {OpKind::kOneHot,
+       {{one_hot_forward, no_gradient, no_gradient, one_hot_check},
+        1,
+        false,
+        0,
+        {DType::kInt64, DType::kInt32, DType::kFloat32}}},
       {OpKind::kGatherElements,
        {{gather_elements_forward, gather_elements_backward, gather_elements_backward, gather_elements_check},
         2,

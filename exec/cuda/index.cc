@@ -1,4 +1,5 @@
-// The CUDA backend's index family, as the CPU's exec/cpu/index.cc computes it: Trilu (float32,
+// The CUDA backend's index family, as the CPU's exec/cpu/index.cc computes it: OneHot (int64,
+// int32 or float32 indices into float32, int64 or int32 values, kernels/hd/index.h's one_hot_at), Trilu (float32,
 // int64, int32, bool; its gradient is the same mask on the output gradient; the mask is
 // kernels/hd/index.h's trilu_keeps) and Tile of float32 (a broadcast of x seen as [1, d0, 1, d1, ...]
 // to [r0, d0, r1, d1, ...]; its gradient sums back down), and Pad and Resize of float32: the CPU's
@@ -13,6 +14,7 @@
 #include "exec/cuda/cuda_ops.h"
 #include "exec/cuda/ops_common.h"
 #include "exec/index_positions.h"
+#include "exec/op_shared.h"
 #include "exec/separable_maps.h"
 #include "graph/ops/index.h"
 #include "kernels/cuda/math.h"
@@ -22,6 +24,36 @@ namespace gp::exec::cuda {
 namespace {
 
 namespace kc = kernels::cuda;
+
+// `on` where the index matches the position along the depth axis, `off` elsewhere; never
+// differentiated.
+template <typename I>
+Status one_hot_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::OneHotAttrs>(call.op);
+  std::vector<int64_t> shape = in[0].shape();
+  if (a.axis > static_cast<int64_t>(shape.size()))
+    return op_error(call, "axis " + std::to_string(a.axis) + " is past the indices' rank " + in[0].shape_string());
+  int64_t inner = 1;
+  for (std::size_t d = static_cast<std::size_t>(a.axis); d < shape.size(); ++d) inner *= shape[d];
+  shape.insert(shape.begin() + a.axis, a.depth);
+  ASSIGN_OR_RETURN(Tensor y, empty(shape, call.graph.tensor(call.op.outputs.at(0)).dtype));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  I const* idx = in[0].data<I>();
+  if (y.dtype() == DType::kInt64) {
+    GP_CUDA_CHECK(kc::one_hot(idx, y.numel(), a.depth, inner, static_cast<int64_t>(a.off), static_cast<int64_t>(a.on),
+                              y.data<int64_t>(), stream));
+  } else if (y.dtype() == DType::kInt32) {
+    GP_CUDA_CHECK(kc::one_hot(idx, y.numel(), a.depth, inner, static_cast<int32_t>(a.off), static_cast<int32_t>(a.on),
+                              y.data<int32_t>(), stream));
+  } else {
+    GP_CUDA_CHECK(kc::one_hot(idx, y.numel(), a.depth, inner, static_cast<float>(a.off), static_cast<float>(a.on),
+                              y.data<float>(), stream));
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors.clear();
+  return Status::ok();
+}
 
 template <typename T>
 Result<Tensor> trilu_mask(OpCall const& call, Tensor const& x) {
@@ -420,6 +452,9 @@ std::vector<KernelEntry> index_kernels() {
   // Masks, ids and float64: never differentiated.
   for (DType d : {DType::kInt64, DType::kInt32, DType::kInt8, DType::kUInt8, DType::kBool, DType::kFloat64})
     t.push_back({OpKind::kTrilu, d, {trilu_bytes_forward, no_gradient, no_gradient, trilu_check}, 1});
+  t.push_back({OpKind::kOneHot, DType::kInt64, {one_hot_forward<int64_t>, no_gradient, no_gradient, one_hot_check}, 1});
+  t.push_back({OpKind::kOneHot, DType::kInt32, {one_hot_forward<int32_t>, no_gradient, no_gradient, one_hot_check}, 1});
+  t.push_back({OpKind::kOneHot, DType::kFloat32, {one_hot_forward<float>, no_gradient, no_gradient, one_hot_check}, 1});
   t.push_back({OpKind::kPad,
                DType::kFloat32,
                {separable_forward<pad_maps>, separable_backward<pad_maps>, separable_backward<pad_maps>,

@@ -1,4 +1,4 @@
-// Pad, Tile, Trilu, GatherElements, GatherND, ScatterElements, Resize: import-time inference
+// Pad, Tile, Trilu, OneHot, GatherElements, GatherND, ScatterElements, Resize: import-time inference
 // (graph/ops/infer.h), the output shapes every backend shares (graph/ops/index.h), cost
 // (graph/ops/cost.h) and the folding of GatherElements (graph/ops/fold.h).
 #include "graph/ops/index.h"
@@ -190,6 +190,38 @@ Status check_index_dtype(InferContext const& c, std::size_t i) {
   if (c.dtype(i) != DType::kInt64 && c.dtype(i) != DType::kInt32)
     return unsupported("indices have dtype " + std::string(dtype_name(c.dtype(i))) + "; use int64 or int32");
   return Status::ok();
+}
+
+// OneHot (F.one_hot, label smoothing, MoE routers): indices (int64, int32, or float32 truncated, as
+// ONNX says) with a depth axis
+// inserted at `axis`; depth and the (off, on) values must be known at import. The depth axis may
+// not come before the batch (it would move the batch out of the first dimension).
+Result<Inferred> infer_one_hot(InferContext const& c) {
+  if (c.dtype(0) != DType::kFloat32) RETURN_IF_ERROR(check_index_dtype(c, 0));  // float indices are truncated
+  ASSIGN_OR_RETURN(StaticValue const* depth, c.static_input(1, "depth"));
+  ASSIGN_OR_RETURN(StaticValue const* values, c.static_input(2, "values"));
+  if (depth == nullptr || depth->numel() != 1 || depth->has_batch())
+    return invalid_argument("depth must be one number known at import");
+  if (values == nullptr || values->numel() != 2) return invalid_argument("values must hold two numbers (off, on)");
+  OneHotAttrs a;
+  a.depth = depth->is_float() ? static_cast<int64_t>(depth->f[0]) : depth->i[0];
+  if (a.depth < 1 || a.depth > (int64_t{1} << 24))
+    return invalid_argument("depth " + std::to_string(a.depth) + " (it must be between 1 and 2^24)");
+  if (values->dtype != DType::kFloat32 && values->dtype != DType::kInt64 && values->dtype != DType::kInt32)
+    return unsupported("values of dtype " + std::string(dtype_name(values->dtype)) + " (float32, int64 or int32 only)");
+  a.off = values->is_float() ? values->f[0] : static_cast<double>(values->i[0]);
+  a.on = values->is_float() ? values->f[1] : static_cast<double>(values->i[1]);
+  Dims const& x = c.dims(0);
+  ASSIGN_OR_RETURN(a.axis, checked_axis(c.attr_int("axis", -1), c.rank(0) + 1));
+  if (a.axis == 0 && !x.empty() && x[0] < 0)
+    return unsupported("OneHot at axis 0 would move the batch out of the first dimension of " + dims_str(x));
+  Dims out = x;
+  out.insert(out.begin() + a.axis, a.depth);
+  Inferred k;
+  k.typed = a;
+  k.data_inputs = {0};
+  k.outs.push_back({values->dtype, out});
+  return k;
 }
 
 // GatherElements and ScatterElements: indices of data's rank; `axis` (normalised) may not be the
@@ -500,6 +532,7 @@ void register_index_ops(OpTable& t) {
   tile.run_shape = tile_run_shape;
   define(t, "Tile", std::move(tile));
   define(t, "Trilu", elementwise_op(infer_trilu, {1, 1}));
+  define(t, "OneHot", elementwise_op(infer_one_hot, {1, 0}));
   define(t, "GatherElements", elementwise_op(infer_gather_elements, {1, 1}, nullptr, fold_gather_elements));
   OpDef gather_nd = elementwise_op(infer_gather_nd, {1, 1}, save_gather_nd);
   gather_nd.run_shape = gather_nd_run_shape;

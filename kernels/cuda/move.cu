@@ -228,6 +228,33 @@ GP_GATHER_INSTANTIATE(float, int32_t)
 #undef GP_GATHER_INSTANTIATE
 
 namespace {
+template <typename T, typename I>
+__global__ void one_hot_kernel(I const* __restrict__ indices, int64_t n, int64_t depth, int64_t inner, T off, T on,
+                               T* __restrict__ y) {
+  for (int64_t e = global_thread(); e < n; e += grid_threads())
+    y[e] = hd::one_hot_at(indices, e, depth, inner) ? on : off;
+}
+}  // namespace
+
+template <typename T, typename I>
+cudaError_t one_hot(I const* indices, int64_t n, int64_t depth, int64_t inner, T off, T on, T* y, cudaStream_t stream) {
+  if (n > 0) one_hot_kernel<T, I><<<grid_for(n), kBlock, 0, stream>>>(indices, n, depth, inner, off, on, y);
+  return cudaGetLastError();
+}
+#define GP_ONE_HOT_INSTANTIATE(T, I) \
+  template cudaError_t one_hot<T, I>(I const*, int64_t, int64_t, int64_t, T, T, T*, cudaStream_t);
+GP_ONE_HOT_INSTANTIATE(float, int64_t)
+GP_ONE_HOT_INSTANTIATE(float, int32_t)
+GP_ONE_HOT_INSTANTIATE(int64_t, int64_t)
+GP_ONE_HOT_INSTANTIATE(int64_t, int32_t)
+GP_ONE_HOT_INSTANTIATE(int32_t, int64_t)
+GP_ONE_HOT_INSTANTIATE(int32_t, int32_t)
+GP_ONE_HOT_INSTANTIATE(float, float)
+GP_ONE_HOT_INSTANTIATE(int64_t, float)
+GP_ONE_HOT_INSTANTIATE(int32_t, float)
+#undef GP_ONE_HOT_INSTANTIATE
+
+namespace {
 template <typename T>
 __global__ void trilu_kernel(T const* __restrict__ x, int64_t n, int64_t rows, int64_t cols, int64_t k, bool upper,
                              T* __restrict__ y) {

@@ -33,6 +33,11 @@ template <typename T>
 cudaError_t copy_axis(T const* x, int64_t outer, int64_t in, int64_t out, int64_t inner, int64_t const* idx, T fill,
                       T* y, cudaStream_t stream);
 
+// OneHot: y [outer, depth, inner] (n elements) is `on` where hd::one_hot_at, else `off`.
+// T: float, int64_t, int32_t; I: int64_t, int32_t, float.
+template <typename T, typename I>
+cudaError_t one_hot(I const* indices, int64_t n, int64_t depth, int64_t inner, T off, T on, T* y, cudaStream_t stream);
+
 // Trilu over `mats` matrices of [rows, cols]: y = x where hd::trilu_keeps(i, j, k, upper), else 0.
 template <typename T>
 cudaError_t trilu(T const* x, int64_t mats, int64_t rows, int64_t cols, int64_t k, bool upper, T* y,

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/hd/hd.h"
 
@@ -206,6 +207,21 @@ GP_HD void gather_backward_at(T const* grad_out, int64_t axis_dim, int64_t inner
 // Trilu: whether element (i, j) of a matrix is kept: row i keeps columns j >= i + k (upper) or
 // j <= i + k (lower); the others become zero. The CPU's exec/cpu/index.cc and the CUDA kernel ask this.
 GP_HD bool trilu_keeps(int64_t i, int64_t j, int64_t k, bool upper) { return upper ? j >= i + k : j <= i + k; }
+
+// OneHot: output element e of [outer, depth, inner] is `on` where the index at (outer, inner),
+// from the end when negative, equals its position along the depth axis, else `off` (an index
+// outside [-depth, depth) is off everywhere, as ONNX says; a float index is truncated, one past
+// the int64 range or NaN is off).
+template <typename I>
+GP_HD bool one_hot_at(I const* indices, int64_t e, int64_t depth, int64_t inner) {
+  int64_t const o = e / (depth * inner), d = (e / inner) % depth, j = e % inner;
+  I const raw = indices[o * inner + j];
+  if constexpr (!std::is_integral_v<I>)
+    if (!(raw > -9.2e18 && raw < 9.2e18)) return false;
+  int64_t v = static_cast<int64_t>(raw);
+  if (v < 0) v += depth;
+  return v == d;
+}
 
 // ---- The position-addressed index ops: GatherElements, ScatterElements (and Scatter), GatherND ----
 

@@ -206,6 +206,19 @@ void by_dtype_cases(Add const& add) {
       return make_op("TopK", graph::TopKAttrs{1, 3, false, true}, {{"x", values_of(d, {2, 5}, 28), kIn}}, 2,
                      {d, D::kInt64});
     });
+  // OneHot of int64, int32 and float32 (truncated) indices into float32, int64 and int32 values.
+  add("OneHot int64 ids axis -1", [] {
+    return make_op("OneHot", graph::OneHotAttrs{2, 5, 0.1, 0.9}, {{"i", int_tensor({2, 3}, {0, 4, -1, 7, 2, -6}), kIn}},
+                   1, {D::kFloat32});
+  });
+  add("OneHot int32 ids axis 1 to int64", [] {
+    return make_op("OneHot", graph::OneHotAttrs{1, 4, 0, 1}, {{"i", values_of(D::kInt32, {3, 2}, 29), kIn}}, 1,
+                   {D::kInt64});
+  });
+  add("OneHot float32 ids to int32", [] {
+    return make_op("OneHot", graph::OneHotAttrs{1, 6, 2, 5}, {{"i", random_tensor({4}, 30, 0.f, 5.f), kIn}}, 1,
+                   {D::kInt32});
+  });
   add("CumSum int32", [] {
     return make_op("CumSum", graph::CumSumAttrs{1, false, false}, {{"x", values_of(D::kInt32, {2, 4}, 19), kIn}}, 1,
                    {D::kInt32});

@@ -205,6 +205,36 @@ TEST(IndexOps, GatherElementsOfIntegerData) {
   EXPECT_EQ(std::vector<int64_t>(y.data<int64_t>(), y.data<int64_t>() + 3), (std::vector<int64_t>{10, 7, 10}));
 }
 
+// ---- OneHot ----
+
+OneOp one_hot_op(Tensor idx, graph::OneHotAttrs a, DType out = DType::kFloat32) {
+  return make_op("OneHot", a, {{"i", std::move(idx), kIn}}, 1, {out});
+}
+
+TEST(IndexOps, OneHotAxesNegativeAndOutOfRangeIndices) {
+  CpuBackend be;
+  Tensor const idx = int_tensor({2, 2}, {1, -1, 3, 7});  // -1 is the last position; 7 is off everywhere
+  Tensor y = run_forward(be, one_hot_op(idx, {2, 4, 0.5, 2.0}))[0];
+  EXPECT_EQ(y.shape(), (std::vector<int64_t>{2, 2, 4}));
+  expect_values(y.to_vector(), {0.5, 2, 0.5, 0.5, 0.5, 0.5, 0.5, 2, 0.5, 0.5, 0.5, 2, 0.5, 0.5, 0.5, 0.5});
+  y = run_forward(be, one_hot_op(idx, {1, 4, 0.5, 2.0}))[0];  // the depth axis between the two
+  EXPECT_EQ(y.shape(), (std::vector<int64_t>{2, 4, 2}));
+  expect_values(y.to_vector(), {0.5, 0.5, 2, 0.5, 0.5, 0.5, 0.5, 2, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 2, 0.5});
+  // torch's F.one_hot: int64 values out; int32 and float32 indices (truncated) in.
+  Tensor const ids = int32_tensor({3}, {2, 0, -3});
+  OneOp ints = one_hot_op(ids, {1, 3, 0, 1}, DType::kInt64);
+  ASSERT_TRUE(be.supports(ints.the_op(), ints.graph).is_ok());
+  Tensor const z = run_forward(be, ints)[0];
+  ASSERT_EQ(z.dtype(), DType::kInt64);
+  EXPECT_EQ(std::vector<int64_t>(z.data<int64_t>(), z.data<int64_t>() + z.numel()),
+            (std::vector<int64_t>{0, 0, 1, 1, 0, 0, 1, 0, 0}));
+  Tensor const f = run_forward(be, one_hot_op(Tensor::from_floats({2}, {2.7f, -0.5f}), {1, 3, 0, 1}))[0];
+  expect_values(f.to_vector(), {0, 0, 1, 1, 0, 0});
+  // Outputs other than float32, int64 and int32 are refused before anything runs.
+  OneOp bytes = one_hot_op(idx, {2, 4, 0, 1}, DType::kUInt8);
+  EXPECT_FALSE(be.supports(bytes.the_op(), bytes.graph).is_ok());
+}
+
 TEST(IndexOps, GatherElementsGradients) {
   // Duplicate and negative indices: their gradients add up.
   check_grads(make_op("GatherElements", graph::GatherElementsAttrs{1},
@@ -556,6 +586,38 @@ TEST(IndexReference, TopKNodeTests) {
   replay({"test_top_k", "TopK", {{"axis", int64_t{1}}}, {0, 1}, 1, 11});
   replay({"test_top_k_negative_axis", "TopK", {{"axis", int64_t{-1}}}, {0, 1}, 1, 11});
   replay({"test_top_k_smallest", "TopK", {{"axis", int64_t{1}}, {"largest", int64_t{0}}}, {0, 1}, 1, 11});
+}
+
+// ONNX's OneHot tests feed depth and values as graph inputs: replayed with them as constants.
+TEST(IndexReference, OneHotNodeTests) {
+  if (!have_node_tests()) GTEST_SKIP() << "libonnx-testdata is not installed (" << kNodeTests << ")";
+  replay({"test_onehot_negative_indices", "OneHot", {{"axis", int64_t{1}}}, {0, 1, 2}, 1, 11});
+  replay({"test_onehot_with_axis", "OneHot", {{"axis", int64_t{1}}}, {0, 1, 2}, 1, 11});
+  replay({"test_onehot_with_negative_axis", "OneHot", {{"axis", int64_t{-2}}}, {0, 1, 2}, 1, 11});
+  replay({"test_onehot_without_axis", "OneHot", {}, {0, 1, 2}, 1, 11});
+}
+
+// Depth and values constants at import; the depth axis may not come before the batch.
+TEST(IndexImport, OneHotFoldsDepthAndValues) {
+  auto g = must_load(one_node("int64[N,3] ids", "float[N,3,5] y", R"(
+      depth = Constant<value = int64 {5}>()
+      values = Constant<value = float[2] {0.1, 0.9}>()
+      y = OneHot<axis = -1>(ids, depth, values))"));
+  auto const& a = std::get<graph::OneHotAttrs>(last_op(g).typed);
+  EXPECT_EQ(a.axis, 2);
+  EXPECT_EQ(a.depth, 5);
+  EXPECT_NEAR(a.on, 0.9, 1e-7);
+  EXPECT_EQ(last_op(g).inputs.size(), 1u);
+  EXPECT_EQ(g.tensor(last_op(g).outputs[0]).shape.dims, (std::vector<int64_t>{N, 3, 5}));
+  expect_import_error(one_node("int64[N,3] ids", "float[5,N,3] y", R"(
+      depth = Constant<value = int64 {5}>()
+      values = Constant<value = float[2] {0, 1}>()
+      y = OneHot<axis = 0>(ids, depth, values))"),
+                      "move the batch out of the first dimension");
+  expect_import_error(one_node("int64[N,3] ids, int64 depth", "float[N,3,5] y", R"(
+      values = Constant<value = float[2] {0, 1}>()
+      y = OneHot(ids, depth, values))"),
+                      "computed at run time");
 }
 
 // A learned row tiled to the batch (repeats [N, 1] from Shape): symbolic at import, N rows at run
