@@ -38,6 +38,7 @@ std::map<OpKind, kernels::Pointwise> const& pointwise_ops() {
       {OpKind::kSoftsign, P::kSoftsign},
       {OpKind::kHardSigmoid, P::kHardSigmoid},
       {OpKind::kThresholdedRelu, P::kThresholdedRelu},
+      {OpKind::kShrink, P::kShrink},
       {OpKind::kSin, P::kSin},
       {OpKind::kCos, P::kCos},
       {OpKind::kTan, P::kTan},
@@ -372,7 +373,8 @@ CpuKernelFamily activation_kernels() {
         OpKind::kTan, OpKind::kAsin, OpKind::kAcos, OpKind::kAtan, OpKind::kSinh, OpKind::kCosh, OpKind::kAsinh,
         OpKind::kAcosh, OpKind::kAtanh, OpKind::kSign, OpKind::kFloor, OpKind::kCeil, OpKind::kRound})
     f.push_back({u, {plain, 1}});
-  for (OpKind p : {OpKind::kElu, OpKind::kSelu, OpKind::kCelu, OpKind::kHardSigmoid, OpKind::kThresholdedRelu})
+  for (OpKind p :
+       {OpKind::kElu, OpKind::kSelu, OpKind::kCelu, OpKind::kHardSigmoid, OpKind::kThresholdedRelu, OpKind::kShrink})
     f.push_back({p, {parametric, 1}});
   f.push_back({OpKind::kClip, {{clip_forward, clip_backward, clip_backward, clip_check}, 1}});
   f.push_back({OpKind::kPRelu, {{prelu_forward, prelu_backward, prelu_backward, no_check}, 2}});

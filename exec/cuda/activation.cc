@@ -193,6 +193,8 @@ std::optional<hd::Pointwise> pointwise_of(OpKind kind) {
       return P::kHardSigmoid;
     case OpKind::kThresholdedRelu:
       return P::kThresholdedRelu;
+    case OpKind::kShrink:
+      return P::kShrink;
     case OpKind::kSin:
       return P::kSin;
     case OpKind::kCos:
@@ -251,7 +253,7 @@ std::vector<KernelEntry> activation_kernels() {
         OpKind::kSin,       OpKind::kCos,      OpKind::kTan,        OpKind::kAsin,        OpKind::kAcos,
         OpKind::kAtan,      OpKind::kSinh,     OpKind::kCosh,       OpKind::kAsinh,       OpKind::kAcosh,
         OpKind::kAtanh,     OpKind::kSign,     OpKind::kFloor,      OpKind::kCeil,        OpKind::kRound,
-        OpKind::kHardSwish, OpKind::kSoftplus, OpKind::kReciprocal, OpKind::kElu})
+        OpKind::kHardSwish, OpKind::kSoftplus, OpKind::kReciprocal, OpKind::kElu,         OpKind::kShrink})
     t.push_back({p, f32, pointwise, 1});
   t.push_back({OpKind::kClip, f32, {clip_forward, clip_backward, clip_backward, clip_check}, 1});
   t.push_back({OpKind::kPRelu, f32, {prelu_forward, prelu_backward, prelu_backward, no_check}, 2});

@@ -21,12 +21,15 @@ Result<Inferred> infer_gelu(InferContext const& c) {
   return like_input(c, GeluAttrs{c.attr_string("approximate", "none") == "tanh"});
 }
 
-// Elu, Selu, Celu, HardSigmoid, ThresholdedRelu: the attributes with ONNX's defaults.
+// Elu, Selu, Celu, HardSigmoid, ThresholdedRelu, Shrink: the attributes with ONNX's defaults.
 Result<Inferred> infer_parametric(InferContext const& c) {
   ActivationAttrs a;
   if (c.type == "Selu") {
     a.alpha = static_cast<float>(c.attr_float("alpha", 1.67326319217681884765625));
     a.gamma = static_cast<float>(c.attr_float("gamma", 1.05070102214813232421875));
+  } else if (c.type == "Shrink") {
+    a.alpha = static_cast<float>(c.attr_float("lambd", 0.5));
+    a.beta = static_cast<float>(c.attr_float("bias", 0.0));
   } else if (c.type == "HardSigmoid") {
     a.alpha = static_cast<float>(c.attr_float("alpha", 0.2));
     a.beta = static_cast<float>(c.attr_float("beta", 0.5));
@@ -215,6 +218,7 @@ void register_activation_ops(OpTable& t) {
   define(t, "Celu", elementwise_op(infer_parametric, {5, 5}));
   define(t, "HardSigmoid", elementwise_op(infer_parametric, {4, 2}));
   define(t, "ThresholdedRelu", elementwise_op(infer_parametric, {1, 1}));
+  define(t, "Shrink", elementwise_op(infer_parametric, {2, 1}));
   define(t, "Clip", elementwise_op(infer_clip, {2, 1}, save_input0));
   define(t, "PRelu", elementwise_op(infer_prelu, {2, 4}, save_input0));
   define(t, "Min", broadcasting_op(infer_variadic, {1, 1}, nullptr, fold_min));

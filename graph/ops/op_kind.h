@@ -24,9 +24,9 @@ namespace gp::graph::ops {
   X(NegativeLogLikelihoodLoss) X(Not) X(OneHot) X(Or) X(PRelu) X(Pad) X(Pow) X(RandomNormalLike)            \
   X(RandomUniformLike) X(Range) X(Reciprocal) X(ReduceL1) X(ReduceL2) X(ReduceLogSum) X(ReduceLogSumExp)    \
   X(ReduceMax) X(ReduceMean) X(ReduceMin) X(ReduceProd) X(ReduceSum) X(ReduceSumSquare) X(Relu)             \
-  X(Reshape) X(Resize) X(Round) X(Scatter) X(ScatterElements) X(ScatterND) X(Selu) X(Shape) X(Sigmoid)      \
-  X(Sign) X(Sin) X(Sinh) X(Size) X(Slice) X(Softmax) X(SoftmaxCrossEntropyLoss) X(Softplus) X(Softsign)     \
-  X(Split) X(Sqrt) X(Squeeze) X(Sub) X(Sum) X(Tan) X(Tanh) X(ThresholdedRelu) X(Tile) X(TopK)               \
+  X(Reshape) X(Resize) X(Round) X(Scatter) X(ScatterElements) X(ScatterND) X(Selu) X(Shape) X(Shrink)       \
+  X(Sigmoid) X(Sign) X(Sin) X(Sinh) X(Size) X(Slice) X(Softmax) X(SoftmaxCrossEntropyLoss) X(Softplus)      \
+  X(Softsign) X(Split) X(Sqrt) X(Squeeze) X(Sub) X(Sum) X(Tan) X(Tanh) X(ThresholdedRelu) X(Tile) X(TopK)   \
   X(Transpose) X(Trilu) X(Unsqueeze) X(Where) X(Xor)
 // clang-format on
 

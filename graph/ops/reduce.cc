@@ -3,6 +3,7 @@
 #include "graph/ops/reduce.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "graph/ops/fold.h"
@@ -276,8 +277,11 @@ Result<Folded> fold_reduce(FoldContext const& c) {
       auto const o = static_cast<std::size_t>(where[static_cast<std::size_t>(e)]);
       double const v = x->f[static_cast<std::size_t>(e)];
       double& acc = out.f[o];
-      if (t == "ReduceMax" || t == "ReduceMin")
-        acc = !seen[o] ? v : t == "ReduceMax" ? std::max(acc, v) : std::min(acc, v);
+      if (t == "ReduceMax" || t == "ReduceMin")  // a NaN wins, as in the kernels
+        acc = !seen[o] || std::isnan(v) ? v
+              : std::isnan(acc)         ? acc
+              : t == "ReduceMax"        ? std::max(acc, v)
+                                        : std::min(acc, v);
       else
         acc = t == "ReduceProd" ? acc * v : acc + v;
       seen[o] = true;

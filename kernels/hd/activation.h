@@ -130,6 +130,7 @@ enum class Pointwise : uint8_t {
   kSoftsign,         // x / (1 + |x|)
   kHardSigmoid,      // max(0, min(1, alpha · x + beta))
   kThresholdedRelu,  // x > alpha ? x : 0
+  kShrink,           // x < -alpha ? x + beta : x > alpha ? x - beta : 0 (alpha: lambd, beta: bias)
   kSin,
   kCos,
   kTan,
@@ -192,6 +193,8 @@ GP_HD float pointwise_forward_f(Pointwise f, PointwiseParams const& p, float v) 
       return fmaxf(0.f, fminf(1.f, a * v + b));
     case Pointwise::kThresholdedRelu:
       return v > a ? v : 0.f;
+    case Pointwise::kShrink:
+      return v < -a ? v + b : v > a ? v - b : 0.f;
     case Pointwise::kSin:
       return hd_sin(v);
     case Pointwise::kCos:
@@ -256,6 +259,8 @@ GP_HD float pointwise_derivative(Pointwise f, PointwiseParams const& p, float v)
     }
     case Pointwise::kThresholdedRelu:
       return v > a ? 1.f : 0.f;
+    case Pointwise::kShrink:
+      return v < -a || v > a ? 1.f : 0.f;
     case Pointwise::kSin:
       return hd_cos(v);
     case Pointwise::kCos:

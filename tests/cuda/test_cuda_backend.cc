@@ -455,6 +455,7 @@ std::vector<Case> cases() {
                                      {"Softsign", {}, 0.1f, 1.f, false},
                                      {"HardSigmoid", graph::ActivationAttrs{0.2f, 0.5f}, 0.1f, 1.f, false},
                                      {"ThresholdedRelu", graph::ActivationAttrs{0.5f}, 0.1f, 1.f, false},
+                                     {"Shrink", graph::ActivationAttrs{0.5f, 0.2f}, 0.1f, 1.f, false},
                                      {"Sin", {}, 0.1f, 1.f, false},
                                      {"Cos", {}, 0.1f, 1.f, false},
                                      {"Tan", {}, 0.1f, 1.f, false},

@@ -140,6 +140,7 @@ TEST(HdMath, PointwiseTwinsMatchCpuForwardAndBackward) {
       {"Softsign", {}, P::kSoftsign},
       {"HardSigmoid", graph::ActivationAttrs{0.2f, 0.5f}, P::kHardSigmoid, {0.2f, 0.5f}},
       {"ThresholdedRelu", graph::ActivationAttrs{0.5f}, P::kThresholdedRelu, {0.5f}},
+      {"Shrink", graph::ActivationAttrs{0.5f, 0.2f}, P::kShrink, {0.5f, 0.2f}},
       {"Sin", {}, P::kSin},
       {"Cos", {}, P::kCos},
       {"Tan", {}, P::kTan, {}, 0.05f, 1.2f},

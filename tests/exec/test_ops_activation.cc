@@ -76,6 +76,14 @@ std::vector<UnaryCase> unary_cases() {
        {-0.4f / 0.3f, 0.6f / 0.3f},
        [](double x) { return std::max(0.0, std::min(1.0, 0.3 * x + 0.4)); }},
       {"ThresholdedRelu", A{0.5f, 0, 0}, -2.f, 2.f, {0.5f}, [](double x) { return x > 0.5 ? x : 0; }},
+      {"Shrink",
+       A{0.5f, 0.2f, 0},
+       -2.f,
+       2.f,
+       {-0.5f, 0.5f},
+       [](double x) { return x < -0.5  ? x + 0.2
+                             : x > 0.5 ? x - 0.2
+                                       : 0; }},
       {"Sin", {}, -3.f, 3.f, {}, [](double x) { return std::sin(x); }},
       {"Cos", {}, -3.f, 3.f, {}, [](double x) { return std::cos(x); }},
       {"Tan", {}, -1.2f, 1.2f, {}, [](double x) { return std::tan(x); }},

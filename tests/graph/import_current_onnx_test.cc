@@ -238,9 +238,9 @@ TEST(ImportCurrentOnnx, IrVersionNewerThanOurOnnxIsRefusedWithTheVersions) {
 
 TEST(ImportCurrentOnnx, UnsupportedOperatorNamesTheNodes) {
   auto const msg = must_fail(model("float[N,4] x", "float[N,4] y", {},
-                                   "r = Shrink <lambd = 1.0> (x)\n"
+                                   "r = EyeLike <k = 1> (x)\n"
                                    "y = Add(x, r)"));
-  EXPECT_NE(msg.find("unsupported operator: Shrink (1 node: #0)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unsupported operator: EyeLike (1 node: #0)"), std::string::npos) << msg;
 }
 
 // torch 2.x's TorchScript export of nn.MultiheadAttention: a Slice end computed as
