@@ -499,6 +499,39 @@ std::optional<Replacement> match_batchnorm_relu(Matcher const& m, RawNode const&
   return r;
 }
 
+// Fresh names for the nodes and tensors a rewrite adds: none that a node, a node's output, an
+// initializer or a graph input of `model` uses, nor one handed out before.
+class FreshNames {
+ public:
+  explicit FreshNames(RawModel const& model) {
+    for (auto const& n : model.nodes) {
+      used_.insert(n.name);
+      for (auto const& o : n.outputs) used_.insert(o);
+    }
+    for (auto const& init : model.initializers) used_.insert(init.name);
+    for (auto const& v : model.inputs) used_.insert(v.name);
+  }
+  std::string operator()(std::string const& base) {
+    std::string name = base;
+    for (int k = 1; used_.count(name); ++k) name = base + "_" + std::to_string(k);
+    used_.insert(name);
+    return name;
+  }
+
+ private:
+  std::set<std::string> used_;
+};
+
+// A Constant node holding `values` as a 1-D int64 tensor (a shape, sizes, axes), named from `base`.
+RawNode int64s_constant(FreshNames& fresh, std::string const& base, std::vector<int64_t> const& values) {
+  RawNode c;
+  c.type = "Constant";
+  c.name = fresh(base);
+  c.outputs = {fresh(base + "_value")};
+  c.attrs["value"] = TensorData::from_int64s({static_cast<int64_t>(values.size())}, values);
+  return c;
+}
+
 }  // namespace
 
 void fuse_patterns(RawModel& model, FuseOptions const& options) {
@@ -608,19 +641,7 @@ void rewrite_is_inf(RawModel& model) {
   for (auto const& init : model.initializers) dtype[init.name] = init.dtype;
   for (auto const& v : model.inputs) dtype[v.name] = v.dtype;
   for (auto const& [name, v] : model.value_info) dtype[name] = v.dtype;
-  std::set<std::string> names;
-  for (auto const& n : model.nodes) {
-    names.insert(n.name);
-    for (auto const& o : n.outputs) names.insert(o);
-  }
-  for (auto const& init : model.initializers) names.insert(init.name);
-  for (auto const& v : model.inputs) names.insert(v.name);
-  auto fresh = [&](std::string const& base) {
-    std::string name = base;
-    for (int k = 1; names.count(name); ++k) name = base + "_" + std::to_string(k);
-    names.insert(name);
-    return name;
-  };
+  FreshNames fresh(model);
   std::vector<RawNode> nodes;
   nodes.reserve(model.nodes.size());
   for (auto& n : model.nodes) {
@@ -748,27 +769,7 @@ void rewrite_split_to_sequence(RawModel& model) {
     }
   }
   if (plans.empty()) return;
-  std::set<std::string> names;
-  for (auto const& n : model.nodes) {
-    names.insert(n.name);
-    for (auto const& o : n.outputs) names.insert(o);
-  }
-  for (auto const& init : model.initializers) names.insert(init.name);
-  for (auto const& v : model.inputs) names.insert(v.name);
-  auto fresh = [&](std::string const& base) {
-    std::string name = base;
-    for (int k = 1; names.count(name); ++k) name = base + "_" + std::to_string(k);
-    names.insert(name);
-    return name;
-  };
-  auto ints_constant = [&](std::string const& base, std::vector<int64_t> const& values) {
-    RawNode c;
-    c.type = "Constant";
-    c.name = fresh(base);
-    c.outputs = {fresh(base + "_value")};
-    c.attrs["value"] = TensorData::from_int64s({static_cast<int64_t>(values.size())}, values);
-    return c;
-  };
+  FreshNames fresh(model);
   bool const inputs_form = model.opset >= 13;           // Split's sizes and Squeeze's axes: inputs, else attributes
   std::map<int, std::vector<std::string>> piece_names;  // SplitToSequence node -> its Split's outputs
   std::map<int, int> reader_of;                         // SequenceAt node -> its SplitToSequence node
@@ -786,7 +787,7 @@ void rewrite_split_to_sequence(RawModel& model) {
       split.inputs = {n.inputs[0]};
       split.attrs["axis"] = plan.axis;
       if (inputs_form) {
-        RawNode sizes = ints_constant(n.name + "/sizes", plan.sizes);
+        RawNode sizes = int64s_constant(fresh, n.name + "/sizes", plan.sizes);
         split.inputs.push_back(sizes.outputs[0]);
         nodes.push_back(std::move(sizes));
       } else {
@@ -806,7 +807,7 @@ void rewrite_split_to_sequence(RawModel& model) {
         n.type = "Squeeze";
         n.inputs = {piece};
         if (inputs_form) {
-          RawNode axes = ints_constant(n.name + "/axes", {plan.axis});
+          RawNode axes = int64s_constant(fresh, n.name + "/axes", {plan.axis});
           n.inputs.push_back(axes.outputs[0]);
           nodes.push_back(std::move(axes));
         } else {
@@ -882,27 +883,7 @@ Status rewrite_depth_space(RawModel& model) {
     }
   }
   if (plans.empty()) return Status::ok();
-  std::set<std::string> names;
-  for (auto const& n : model.nodes) {
-    names.insert(n.name);
-    for (auto const& o : n.outputs) names.insert(o);
-  }
-  for (auto const& init : model.initializers) names.insert(init.name);
-  for (auto const& v : model.inputs) names.insert(v.name);
-  auto fresh = [&](std::string const& base) {
-    std::string name = base;
-    for (int k = 1; names.count(name); ++k) name = base + "_" + std::to_string(k);
-    names.insert(name);
-    return name;
-  };
-  auto shape_constant = [&](std::string const& base, std::vector<int64_t> const& values) {
-    RawNode c;
-    c.type = "Constant";
-    c.name = fresh(base);
-    c.outputs = {fresh(base + "_value")};
-    c.attrs["value"] = TensorData::from_int64s({static_cast<int64_t>(values.size())}, values);
-    return c;
-  };
+  FreshNames fresh(model);
   std::vector<RawNode> nodes;
   nodes.reserve(model.nodes.size() + plans.size() * 4);
   for (std::size_t i = 0; i < model.nodes.size(); ++i) {
@@ -913,8 +894,8 @@ Status rewrite_depth_space(RawModel& model) {
       continue;
     }
     Plan const& p = it->second;
-    RawNode split_shape = shape_constant(n.name + "/blocks_shape", p.split);
-    RawNode merged_shape = shape_constant(n.name + "/merged_shape", p.merged);
+    RawNode split_shape = int64s_constant(fresh, n.name + "/blocks_shape", p.split);
+    RawNode merged_shape = int64s_constant(fresh, n.name + "/merged_shape", p.merged);
     RawNode split;
     split.type = "Reshape";
     split.name = fresh(n.name + "/blocks");
