@@ -25,7 +25,8 @@ bool is_view_op(std::string const& t) {
 std::string node_label(RawNode const& n) { return n.type + (n.name.empty() ? "" : " '" + n.name + "'"); }
 
 // Float initializers that are trained, with the rule that marked each: those feeding a weight slot
-// (Conv/Gemm/MatMul weights, normalisation scales and biases, embedding tables, recurrent weights),
+// (Conv/Gemm/MatMul weights, normalisation scales and biases, embedding tables, tables GatherND or
+// GatherElements index (a mixture of experts' stacked weights), recurrent weights),
 // directly or through a view (Transpose of a weight, as torch exports nn.Linear on 3-D inputs); the
 // bias added to a linear op's output; and the learned tensors torch modules add, multiply,
 // concatenate, expand or tile into the activations (position embeddings, class tokens, GroupNorm's
@@ -86,6 +87,8 @@ std::map<std::string, std::string> weight_slot_rules(RawModel const& m) {
       for (std::size_t k : {1, 2, 3, 7}) mark(n, k, "weight of ");
     } else if (t == "Gather") {
       mark(n, 0, "embedding table of ");
+    } else if (t == "GatherND" || t == "GatherElements") {  // a mixture of experts' weights, picked per token
+      mark(n, 0, "table indexed by ");
     } else if (t == "PRelu") {
       mark(n, 1, "slope of ");
     } else if ((t == "Add" || t == "Sub") && n.inputs.size() == 2) {

@@ -5,7 +5,7 @@
 // Hugging Face GPT-2 (language model and sequence classifier), BERT, DistilBERT, ViT, Llama and
 // Qwen2, and torchvision ConvNeXt, EfficientNet and Swin with stochastic depth, from tiny configurations,
 // import and train 3 SGD steps on the batch stored beside them with the losses torch computed for
-// the same steps, within 1e-4 relative. No Python runs here: the files are the contract.
+// the same steps, within 2e-6 relative. No Python runs here: the files are the contract.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -80,7 +80,10 @@ TEST_P(Torch2Fixture, ImportsAndTrainsLikeTorch) {
   for (std::size_t k = 0; k < want.size(); ++k) {
     double const rel = std::abs(got[k] - want[k]) / std::max(std::abs(want[k]), 1e-3);
     worst = std::max(worst, rel);
-    EXPECT_LE(rel, 1e-4) << "loss of step " << k + 1 << ": graphpipe " << got[k] << ", torch " << want[k] << " ("
+    // Every fixture agrees within 1.6e-7 (float reassociation over 3 steps); the bound was 1e-4 until
+    // Mixtral passed it at 1.5e-5 with its experts' weights untrained (GatherND's table was not a
+    // weight slot): a missed weight moves the loss by more than rounding does.
+    EXPECT_LE(rel, 2e-6) << "loss of step " << k + 1 << ": graphpipe " << got[k] << ", torch " << want[k] << " ("
                          << ref.at("exporter").get<std::string>() << " exporter, opset " << ref.at("opset")
                          << ", torch " << ref.at("versions").at("torch").get<std::string>() << ")";
   }

@@ -49,6 +49,37 @@ TEST(Trainable, NegativeInfinityCausalMaskIsABufferNotAWeight) {
   EXPECT_EQ(g.weight_choices().size(), 6u);
 }
 
+// A mixture of experts' stacked weights, picked per token by GatherND (transformers' batched_mm
+// experts in Mixtral and Qwen2-MoE) or GatherElements, are weights: before, they stayed constants
+// and only the router trained.
+TEST(Trainable, TablesGatherNDAndGatherElementsIndexAreWeights) {
+  auto g = load_onnx_text(R"(<ir_version: 8, opset_import: ["" : 13]>
+    net (float[N,2] x) => (float[N,3] y, float[N,3] z)
+    <float[2,4] router = {1, 0, -1, 2, 0.5, 1, 0, -2},
+     float[4,3,2] experts = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
+     float[4,3] table = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}> {
+      logits = MatMul(x, router)
+      pick = ArgMax<axis = 1, keepdims = 1>(logits)
+      w = GatherND(experts, pick)
+      two = Constant<value = int64[1] {2}>()
+      column = Unsqueeze(x, two)
+      product = MatMul(w, column)
+      y = Squeeze(product, two)
+      three = Constant<value = int64[2] {1, 3}>()
+      rows = Expand(pick, three)
+      z = GatherElements<axis = 0>(table, rows)
+    })");
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  EXPECT_TRUE(choice(*g, "experts").trainable);
+  EXPECT_EQ(choice(*g, "experts").reason, "table indexed by GatherND");
+  EXPECT_EQ(role(*g, "experts"), TensorRole::kWeight);
+  EXPECT_TRUE(choice(*g, "table").trainable);
+  EXPECT_EQ(choice(*g, "table").reason, "table indexed by GatherElements");
+  // Here the router only picks (ArgMax): no gradient reaches it.
+  EXPECT_FALSE(choice(*g, "router").trainable);
+  EXPECT_EQ(choice(*g, "router").reason, "feeds only masks, comparisons or indices");
+}
+
 TEST(Trainable, AnInitializerThatOnlyFeedsAComparisonIsNotTrained) {
   // attn.bias reaches the graph through Expand (a rule that marks learned tensors) but only feeds
   // Equal, whose result is Where's condition: no gradient ever reaches it.
