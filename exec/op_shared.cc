@@ -96,6 +96,11 @@ Status one_hot_check(graph::Op const& op, graph::OpGraph const& graph) {
   return Status::ok();
 }
 
+Status one_hot_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const&,
+                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  return emit_zero_grad(call, wanted, grads, 0, shape_of(saved.tensors.at(0)), accumulate);
+}
+
 Status int_extremum_check(graph::Op const& op, graph::OpGraph const& graph) {
   if (op.inputs.empty()) return invalid_argument("needs an input");
   DType const a = graph.tensor(op.inputs[0]).dtype;

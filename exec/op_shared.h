@@ -47,6 +47,10 @@ Status int_extremum_check(graph::Op const& op, graph::OpGraph const& graph);
 
 // OneHot: its attributes, and an output (the values' dtype) of float32, int64 or int32.
 Status one_hot_check(graph::Op const& op, graph::OpGraph const& graph);
+// OneHot is piecewise constant in its indices: float32 indices (which may depend on weights) get
+// zeros of the shape forward saved (saved.tensors[0], shape_tensor of the indices).
+Status one_hot_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
+                        std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate);
 // What both backends report for a zero divisor of an integer Div.
 inline constexpr char kIntegerDivisionByZero[] = "integer division by zero";
 // Concat of integer or bool parts (index pairs, ids, masks), copied as bytes: every part one dtype.

@@ -213,7 +213,7 @@ Status trilu_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
 
 // ---- OneHot ----
 // `on` where the index matches the position along the depth axis, `off` elsewhere
-// (kernels/hd/index.h's one_hot_at, which the CUDA kernel runs too). Never differentiated.
+// (kernels/hd/index.h's one_hot_at, which the CUDA kernel runs too); float indices get a zero gradient.
 template <typename T, typename I>
 void one_hot_fill(Tensor const& idx, graph::OneHotAttrs const& a, Tensor& y) {
   int64_t inner = 1;
@@ -248,7 +248,7 @@ Status one_hot_forward(OpCall const& call, std::vector<Tensor> const& in, std::v
     one_hot_of<float>(in[0], a, y);
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
-  if (saved) saved->tensors.clear();
+  if (saved) saved->tensors = {shape_tensor(in[0].shape())};
   return Status::ok();
 }
 
@@ -478,9 +478,9 @@ CpuKernelFamily index_kernels() {
       {OpKind::kResize, {resize, 1}},
       // Trilu masks any dtype (ONNX's tests use int64); gradients flow for float32.
       {OpKind::kTrilu, {{trilu_forward, trilu_backward, trilu_backward, trilu_check}, 1, false}},
-      // Indices of int64, int32 or float32 (truncated) in; nothing to differentiate.
+      // Indices of int64, int32 or float32 (truncated; their gradient is zero).
       {OpKind::kOneHot,
-       {{one_hot_forward, no_gradient, no_gradient, one_hot_check},
+       {{one_hot_forward, one_hot_backward, one_hot_backward, one_hot_check},
         1,
         false,
         0,

@@ -25,8 +25,8 @@ namespace {
 
 namespace kc = kernels::cuda;
 
-// `on` where the index matches the position along the depth axis, `off` elsewhere; never
-// differentiated.
+// `on` where the index matches the position along the depth axis, `off` elsewhere; float indices
+// get a zero gradient (op_shared's one_hot_backward).
 template <typename I>
 Status one_hot_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   auto const& a = *attrs_of<graph::OneHotAttrs>(call.op);
@@ -51,7 +51,7 @@ Status one_hot_forward(OpCall const& call, std::vector<Tensor> const& in, std::v
   }
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
-  if (saved) saved->tensors.clear();
+  if (saved) saved->tensors = {shape_tensor(in[0].shape())};
   return Status::ok();
 }
 
@@ -454,7 +454,10 @@ std::vector<KernelEntry> index_kernels() {
     t.push_back({OpKind::kTrilu, d, {trilu_bytes_forward, no_gradient, no_gradient, trilu_check}, 1});
   t.push_back({OpKind::kOneHot, DType::kInt64, {one_hot_forward<int64_t>, no_gradient, no_gradient, one_hot_check}, 1});
   t.push_back({OpKind::kOneHot, DType::kInt32, {one_hot_forward<int32_t>, no_gradient, no_gradient, one_hot_check}, 1});
-  t.push_back({OpKind::kOneHot, DType::kFloat32, {one_hot_forward<float>, no_gradient, no_gradient, one_hot_check}, 1});
+  t.push_back({OpKind::kOneHot,
+               DType::kFloat32,
+               {one_hot_forward<float>, one_hot_backward, one_hot_backward, one_hot_check},
+               1});
   t.push_back({OpKind::kPad,
                DType::kFloat32,
                {separable_forward<pad_maps>, separable_backward<pad_maps>, separable_backward<pad_maps>,

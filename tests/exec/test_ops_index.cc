@@ -230,6 +230,15 @@ TEST(IndexOps, OneHotAxesNegativeAndOutOfRangeIndices) {
             (std::vector<int64_t>{0, 0, 1, 1, 0, 0, 1, 0, 0}));
   Tensor const f = run_forward(be, one_hot_op(Tensor::from_floats({2}, {2.7f, -0.5f}), {1, 3, 0, 1}))[0];
   expect_values(f.to_vector(), {0, 0, 1, 1, 0, 0});
+  // Float indices may depend on weights: OneHot is constant in them, so their gradient is zero.
+  OneOp fo = one_hot_op(Tensor::from_floats({2}, {2.7f, -0.5f}), {1, 3, 0, 1});
+  Saved saved;
+  run_forward(be, fo, true, 7, &saved);
+  std::vector<Tensor> grads;
+  ASSERT_TRUE(be.backward_input(OpCall{fo.the_op(), fo.graph, true, 7}, saved,
+                                {Tensor::from_floats({2, 3}, {1, 2, 3, 4, 5, 6})}, {true}, grads));
+  ASSERT_TRUE(grads.at(0).defined());
+  expect_values(grads[0].to_vector(), {0, 0});
   // Outputs other than float32, int64 and int32 are refused before anything runs.
   OneOp bytes = one_hot_op(idx, {2, 4, 0, 1}, DType::kUInt8);
   EXPECT_FALSE(be.supports(bytes.the_op(), bytes.graph).is_ok());
