@@ -215,37 +215,33 @@ Status trilu_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
 // `on` where the index matches the position along the depth axis, `off` elsewhere
 // (kernels/hd/index.h's one_hot_at, which the CUDA kernel runs too); float indices get a zero gradient.
 template <typename T, typename I>
-void one_hot_fill(Tensor const& idx, graph::OneHotAttrs const& a, Tensor& y) {
-  int64_t inner = 1;
-  for (int64_t d = a.axis; d < idx.rank(); ++d) inner *= idx.dim(static_cast<int>(d));
+void one_hot_fill(Tensor const& idx, graph::OneHotAttrs const& a, int64_t inner, Tensor& y) {
   T const on = static_cast<T>(a.on), off = static_cast<T>(a.off);
   for (int64_t e = 0; e < y.numel(); ++e)
     y.data<T>()[e] = kernels::hd::one_hot_at(idx.data<I>(), e, a.depth, inner) ? on : off;
 }
 
 template <typename T>
-void one_hot_of(Tensor const& idx, graph::OneHotAttrs const& a, Tensor& y) {
+void one_hot_of(Tensor const& idx, graph::OneHotAttrs const& a, int64_t inner, Tensor& y) {
   if (idx.dtype() == DType::kInt64)
-    one_hot_fill<T, int64_t>(idx, a, y);
+    one_hot_fill<T, int64_t>(idx, a, inner, y);
   else if (idx.dtype() == DType::kInt32)
-    one_hot_fill<T, int32_t>(idx, a, y);
+    one_hot_fill<T, int32_t>(idx, a, inner, y);
   else
-    one_hot_fill<T, float>(idx, a, y);
+    one_hot_fill<T, float>(idx, a, inner, y);
 }
 
 Status one_hot_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   auto const& a = *attrs_of<graph::OneHotAttrs>(call.op);
-  std::vector<int64_t> shape = in[0].shape();
-  if (a.axis > static_cast<int64_t>(shape.size()))
-    return op_error(call, "axis " + std::to_string(a.axis) + " is past the indices' rank " + in[0].shape_string());
-  shape.insert(shape.begin() + a.axis, a.depth);
-  Tensor y(shape, call.graph.tensor(call.op.outputs.at(0)).dtype);
+  auto const shape = graph::ops::one_hot_output_shape(a, in[0].shape());
+  if (!shape.is_ok()) return op_error(call, shape.status().message());
+  Tensor y(shape->out, call.graph.tensor(call.op.outputs.at(0)).dtype);
   if (y.dtype() == DType::kInt64)
-    one_hot_of<int64_t>(in[0], a, y);
+    one_hot_of<int64_t>(in[0], a, shape->inner, y);
   else if (y.dtype() == DType::kInt32)
-    one_hot_of<int32_t>(in[0], a, y);
+    one_hot_of<int32_t>(in[0], a, shape->inner, y);
   else
-    one_hot_of<float>(in[0], a, y);
+    one_hot_of<float>(in[0], a, shape->inner, y);
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   if (saved) saved->tensors = {shape_tensor(in[0].shape())};

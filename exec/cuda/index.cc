@@ -30,13 +30,10 @@ namespace kc = kernels::cuda;
 template <typename I>
 Status one_hot_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   auto const& a = *attrs_of<graph::OneHotAttrs>(call.op);
-  std::vector<int64_t> shape = in[0].shape();
-  if (a.axis > static_cast<int64_t>(shape.size()))
-    return op_error(call, "axis " + std::to_string(a.axis) + " is past the indices' rank " + in[0].shape_string());
-  int64_t inner = 1;
-  for (std::size_t d = static_cast<std::size_t>(a.axis); d < shape.size(); ++d) inner *= shape[d];
-  shape.insert(shape.begin() + a.axis, a.depth);
-  ASSIGN_OR_RETURN(Tensor y, empty(shape, call.graph.tensor(call.op.outputs.at(0)).dtype));
+  auto const shape = graph::ops::one_hot_output_shape(a, in[0].shape());
+  if (!shape.is_ok()) return op_error(call, shape.status().message());
+  int64_t const inner = shape->inner;
+  ASSIGN_OR_RETURN(Tensor y, empty(shape->out, call.graph.tensor(call.op.outputs.at(0)).dtype));
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   I const* idx = in[0].data<I>();
   if (y.dtype() == DType::kInt64) {

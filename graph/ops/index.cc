@@ -34,6 +34,17 @@ Result<std::vector<int64_t>> pad_output_shape(PadAttrs const& a, std::vector<int
   return out;
 }
 
+Result<OneHotShape> one_hot_output_shape(OneHotAttrs const& a, std::vector<int64_t> const& indices) {
+  if (a.axis < 0 || a.axis > static_cast<int64_t>(indices.size()))
+    return invalid_argument("OneHot axis " + std::to_string(a.axis) + " is outside the indices' rank " +
+                            std::to_string(indices.size()));
+  OneHotShape s;
+  s.out = indices;
+  s.out.insert(s.out.begin() + a.axis, a.depth);
+  for (std::size_t d = static_cast<std::size_t>(a.axis); d < indices.size(); ++d) s.inner *= indices[d];
+  return s;
+}
+
 Result<std::vector<int64_t>> gather_nd_output_shape(std::vector<int64_t> const& data,
                                                     std::vector<int64_t> const& indices) {
   if (indices.empty()) return invalid_argument("GatherND indices must have rank 1 or more");
@@ -193,9 +204,9 @@ Status check_index_dtype(InferContext const& c, std::size_t i) {
 }
 
 // OneHot (F.one_hot, label smoothing, MoE routers): indices (int64, int32, or float32 truncated, as
-// ONNX says) with a depth axis
-// inserted at `axis`; depth and the (off, on) values must be known at import. The depth axis may
-// not come before the batch (it would move the batch out of the first dimension).
+// ONNX says) with a depth axis inserted at `axis`; depth and the (off, on) values must be known at
+// import. The depth axis may not come before the batch (it would move the batch out of the first
+// dimension).
 Result<Inferred> infer_one_hot(InferContext const& c) {
   if (c.dtype(0) != DType::kFloat32) RETURN_IF_ERROR(check_index_dtype(c, 0));  // float indices are truncated
   ASSIGN_OR_RETURN(StaticValue const* depth, c.static_input(1, "depth"));
@@ -215,12 +226,11 @@ Result<Inferred> infer_one_hot(InferContext const& c) {
   ASSIGN_OR_RETURN(a.axis, checked_axis(c.attr_int("axis", -1), c.rank(0) + 1));
   if (a.axis == 0 && !x.empty() && x[0] < 0)
     return unsupported("OneHot at axis 0 would move the batch out of the first dimension of " + dims_str(x));
-  Dims out = x;
-  out.insert(out.begin() + a.axis, a.depth);
+  ASSIGN_OR_RETURN(OneHotShape const shape, one_hot_output_shape(a, x));
   Inferred k;
   k.typed = a;
   k.data_inputs = {0};
-  k.outs.push_back({values->dtype, out});
+  k.outs.push_back({values->dtype, shape.out});
   return k;
 }
 
@@ -514,6 +524,12 @@ Result<std::vector<Dims>> resize_run_shape(OpGraph const&, Op const& op, std::ve
   return std::vector<Dims>{std::move(out)};
 }
 
+Result<std::vector<Dims>> one_hot_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  RETURN_IF_ERROR(require_typed<OneHotAttrs>(op));
+  ASSIGN_OR_RETURN(OneHotShape s, one_hot_output_shape(*typed_attrs<OneHotAttrs>(op), in.at(0)));
+  return std::vector<Dims>{std::move(s.out)};
+}
+
 Result<std::vector<Dims>> gather_nd_run_shape(OpGraph const&, Op const&, std::vector<Dims> const& in, int64_t) {
   ASSIGN_OR_RETURN(Dims out, gather_nd_output_shape(in.at(0), in.at(1)));
   return std::vector<Dims>{std::move(out)};
@@ -532,7 +548,9 @@ void register_index_ops(OpTable& t) {
   tile.run_shape = tile_run_shape;
   define(t, "Tile", std::move(tile));
   define(t, "Trilu", elementwise_op(infer_trilu, {1, 1}));
-  define(t, "OneHot", elementwise_op(infer_one_hot, {1, 0}));
+  OpDef one_hot = elementwise_op(infer_one_hot, {1, 0});
+  one_hot.run_shape = one_hot_run_shape;
+  define(t, "OneHot", std::move(one_hot));
   define(t, "GatherElements", elementwise_op(infer_gather_elements, {1, 1}, nullptr, fold_gather_elements));
   OpDef gather_nd = elementwise_op(infer_gather_nd, {1, 1}, save_gather_nd);
   gather_nd.run_shape = gather_nd_run_shape;

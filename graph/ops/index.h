@@ -1,4 +1,4 @@
-// Output shapes of the index family (Pad, Tile, Resize, GatherND): one rule for the importer (symbolic dims,
+// Output shapes of the index family (Pad, Tile, Resize, GatherND, OneHot): one rule for the importer (symbolic dims,
 // the batch as a negative dim) and every backend (the actual dims of a run).
 #pragma once
 
@@ -23,5 +23,13 @@ Result<std::vector<int64_t>> resize_output_shape(ResizeAttrs const& a, std::vect
 // indices' dims but the last, then data's from K on (symbolic or actual dims alike).
 Result<std::vector<int64_t>> gather_nd_output_shape(std::vector<int64_t> const& data,
                                                     std::vector<int64_t> const& indices);
+// OneHot: the indices' dims with the depth axis inserted at `axis`, and `inner`, the elements of
+// the indices from `axis` on (the output seen as [outer, depth, inner]); an error when `axis` is
+// past the indices' rank.
+struct OneHotShape {
+  std::vector<int64_t> out;
+  int64_t inner = 1;
+};
+Result<OneHotShape> one_hot_output_shape(OneHotAttrs const& a, std::vector<int64_t> const& indices);
 
 }  // namespace gp::graph::ops
