@@ -1,11 +1,14 @@
-// Pattern fusion on the raw model, CastLike (opset 15) turned into Cast to the type it is like,
-// which shape inference knows, IsNaN into Not(Equal(x, x)) and IsInf into Equal(Abs(x), inf). Torch 1.13 exports GELU
-// as x*0.5*(1+erf(x/sqrt2)) (its tanh approximation as 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))) and, below opset
-// 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add; a linear layer on a rank >= 3 input as MatMul(x,
-// Transpose(W)) + bias. Executors and the cost model want one operator for each, so the chains are replaced here,
-// before anything else looks at the node types. A Relu after a BatchNormalization is fused into it
-// (BatchNormAttrs::relu); a residual block's tail, BatchNormalization -> Add -> Relu, and what only feeds a MatMul (a
-// Transpose of an operand, a constant scale) are fused after lowering, where every shape is known
+// Pattern fusion on the raw model, and the rewrites of nodes into ones graphpipe runs: CastLike
+// (opset 15) into Cast to the type it is like, which shape inference knows; IsNaN into
+// Not(Equal(x, x)) and IsInf into Equal(Abs(x), inf); SplitToSequence read by SequenceAt into a
+// Split; DepthToSpace and SpaceToDepth into Reshape, Transpose, Reshape. Torch 1.13 exports GELU as
+// x*0.5*(1+erf(x/sqrt2)) (its tanh approximation as 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))))
+// and, below opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add; a linear
+// layer on a rank >= 3 input as MatMul(x, Transpose(W)) + bias. Executors and the cost model want
+// one operator for each, so the chains are replaced here, before anything else looks at the node
+// types. A Relu after a BatchNormalization is fused into it (BatchNormAttrs::relu); a residual
+// block's tail, BatchNormalization -> Add -> Relu, and what only feeds a MatMul (a Transpose of an
+// operand, a constant scale) are fused after lowering, where every shape is known
 // (onnx_import_fuse_graph.cc).
 #include <algorithm>
 #include <cmath>
@@ -499,6 +502,17 @@ std::optional<Replacement> match_batchnorm_relu(Matcher const& m, RawNode const&
   return r;
 }
 
+// The dtype of every tensor whose type the file or shape inference states: initializers, graph
+// inputs and outputs, value_info.
+std::unordered_map<std::string, DType> known_dtypes(RawModel const& model) {
+  std::unordered_map<std::string, DType> dtype;
+  for (auto const& init : model.initializers) dtype[init.name] = init.dtype;
+  for (auto const* list : {&model.inputs, &model.outputs})
+    for (auto const& v : *list) dtype[v.name] = v.dtype;
+  for (auto const& [name, v] : model.value_info) dtype[name] = v.dtype;
+  return dtype;
+}
+
 // Fresh names for the nodes and tensors a rewrite adds: none that a node, a node's output, an
 // initializer or a graph input of `model` uses, nor one handed out before.
 class FreshNames {
@@ -594,11 +608,7 @@ void fuse_patterns(RawModel& model, FuseOptions const& options) {
 }
 
 void rewrite_cast_like(RawModel& model) {
-  std::unordered_map<std::string, DType> dtype;
-  for (auto const& init : model.initializers) dtype[init.name] = init.dtype;
-  for (auto const* list : {&model.inputs, &model.outputs})
-    for (auto const& v : *list) dtype[v.name] = v.dtype;
-  for (auto const& [name, v] : model.value_info) dtype[name] = v.dtype;
+  auto const dtype = known_dtypes(model);
   for (auto& n : model.nodes) {
     if (n.type != "CastLike" || !n.domain.empty() || n.inputs.size() != 2) continue;
     auto const it = dtype.find(n.inputs[1]);
@@ -637,10 +647,7 @@ void rewrite_is_nan(RawModel& model) {
 }
 
 void rewrite_is_inf(RawModel& model) {
-  std::unordered_map<std::string, DType> dtype;
-  for (auto const& init : model.initializers) dtype[init.name] = init.dtype;
-  for (auto const& v : model.inputs) dtype[v.name] = v.dtype;
-  for (auto const& [name, v] : model.value_info) dtype[name] = v.dtype;
+  auto const dtype = known_dtypes(model);
   FreshNames fresh(model);
   std::vector<RawNode> nodes;
   nodes.reserve(model.nodes.size());

@@ -171,11 +171,10 @@ struct ArgReduceAttrs {  // ArgMax, ArgMin
   bool keepdims = true;
   bool select_last_index = false;
 };
-struct TopKAttrs {
+struct TopKAttrs {  // the outputs always in order (ONNX's sorted = 0 leaves the order free)
   int64_t axis = -1;
   int64_t k = 1;        // folded from the K input (the attribute before opset 10)
   bool largest = true;  // false: the k smallest
-  bool sorted = true;   // graphpipe always returns them in order (sorted = 0 leaves the order free)
 };
 
 // ---- data movement (graph/ops/move.h) ----

@@ -188,8 +188,7 @@ Result<Inferred> infer_topk(InferContext const& c) {
       return invalid_argument("the K input holds " + std::to_string(k.size()) + " values; TopK needs exactly one");
     a.k = k[0];
   }
-  a.largest = c.attr_int("largest", 1) != 0;
-  a.sorted = c.attr_int("sorted", 1) != 0;
+  a.largest = c.attr_int("largest", 1) != 0;  // `sorted` needs nothing: the outputs are always in order
   int64_t const dim = c.dims(0)[static_cast<std::size_t>(a.axis)];
   if (dim < 0)
     return unsupported("TopK along the batch dimension (axis " + std::to_string(a.axis) +
@@ -244,11 +243,12 @@ Result<Folded> fold_reduce(FoldContext const& c) {
     reduced[static_cast<std::size_t>(n)] = true;
   }
   // Each input element's output position: its coordinates with the reduced ones dropped.
+  bool const keepdims = c.attr_int("keepdims", 1) != 0;
   Dims kept, out_dims;
   for (int64_t d = 0; d < r; ++d) {
-    if (!reduced[static_cast<std::size_t>(d)]) kept.push_back(x->dims[static_cast<std::size_t>(d)]);
-    if (!reduced[static_cast<std::size_t>(d)] || c.attr_int("keepdims", 1) != 0)
-      out_dims.push_back(reduced[static_cast<std::size_t>(d)] ? 1 : x->dims[static_cast<std::size_t>(d)]);
+    auto const u = static_cast<std::size_t>(d);
+    if (!reduced[u]) kept.push_back(x->dims[u]);
+    if (!reduced[u] || keepdims) out_dims.push_back(reduced[u] ? 1 : x->dims[u]);
   }
   int64_t const n_out = fold_numel(kept), n_in = fold_numel(x->dims);
   if (n_in == 0) return Folded{};  // an empty reduction's identity is left to the kernels

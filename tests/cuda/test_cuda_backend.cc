@@ -203,8 +203,7 @@ void by_dtype_cases(Add const& add) {
     });
   for (D d : {D::kInt64, D::kInt32})
     add(std::string("TopK ") + graph::dtype_name(d) + " smallest", [d] {
-      return make_op("TopK", graph::TopKAttrs{1, 3, false, true}, {{"x", values_of(d, {2, 5}, 28), kIn}}, 2,
-                     {d, D::kInt64});
+      return make_op("TopK", graph::TopKAttrs{1, 3, false}, {{"x", values_of(d, {2, 5}, 28), kIn}}, 2, {d, D::kInt64});
     });
   // OneHot of int64, int32 and float32 (truncated) indices into float32, int64 and int32 values.
   add("OneHot int64 ids axis -1", [] {
@@ -1018,10 +1017,10 @@ std::vector<Case> cases() {
   add("TopK axis 1 largest, a tie", [] {
     Tensor x = random_tensor({2, 5, 3}, 106, -1.f, 1.f);
     x.data<float>()[3] = x.data<float>()[0];  // positions 0 and 1 of the first line: the lower index first
-    return make_op("TopK", graph::TopKAttrs{1, 3, true, true}, {{"x", x, kIn}}, 2, {DType::kFloat32, DType::kInt64});
+    return make_op("TopK", graph::TopKAttrs{1, 3, true}, {{"x", x, kIn}}, 2, {DType::kFloat32, DType::kInt64});
   });
   add("TopK last axis smallest", [] {
-    return make_op("TopK", graph::TopKAttrs{-1, 2, false, true}, {{"x", random_tensor({3, 7}, 107, -1.f, 1.f), kIn}}, 2,
+    return make_op("TopK", graph::TopKAttrs{-1, 2, false}, {{"x", random_tensor({3, 7}, 107, -1.f, 1.f), kIn}}, 2,
                    {DType::kFloat32, DType::kInt64});
   });
   by_dtype_cases(add);

@@ -367,7 +367,7 @@ std::pair<std::vector<float>, std::vector<int64_t>> topk_reference(Tensor const&
 }
 
 OneOp topk_op(Tensor x, int64_t axis, int64_t k, bool largest) {
-  return make_op("TopK", graph::TopKAttrs{axis, k, largest, true}, {{"x", std::move(x), kIn}}, 2,
+  return make_op("TopK", graph::TopKAttrs{axis, k, largest}, {{"x", std::move(x), kIn}}, 2,
                  {DType::kFloat32, DType::kInt64});
 }
 
@@ -420,8 +420,8 @@ TEST(TopK, MatchesASortOnRandomLinesWithTies) {
 
 TEST(TopK, IntegersRunAndTheGradientGoesBackToThePicks) {
   CpuBackend be;
-  OneOp ints = make_op("TopK", graph::TopKAttrs{1, 2, true, true},
-                       {{"x", int_tensor({2, 3}, {4, -1, 9, 0, 0, -7}), kIn}}, 2, {DType::kInt64, DType::kInt64});
+  OneOp ints = make_op("TopK", graph::TopKAttrs{1, 2, true}, {{"x", int_tensor({2, 3}, {4, -1, 9, 0, 0, -7}), kIn}}, 2,
+                       {DType::kInt64, DType::kInt64});
   ASSERT_TRUE(be.supports(ints.the_op(), ints.graph).is_ok());
   std::vector<Tensor> y = run_forward(be, ints);
   EXPECT_EQ(indices(y[0]), (std::vector<int64_t>{9, 4, 0, 0}));
