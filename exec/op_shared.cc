@@ -101,6 +101,29 @@ Status one_hot_backward(OpCall const& call, Saved const& saved, std::vector<Tens
   return emit_zero_grad(call, wanted, grads, 0, shape_of(saved.tensors.at(0)), accumulate);
 }
 
+Result<kernels::hd::LrnParams> lrn_params(OpCall const& call, std::vector<int64_t> const& x_shape) {
+  auto const& a = *attrs_of<graph::LrnAttrs>(call.op);
+  if (x_shape.size() < 3) return op_error(call, "input " + dims_string(x_shape) + " needs N, C and spatial dims");
+  kernels::hd::LrnParams p;
+  p.channels = x_shape[1];
+  p.spatial = 1;
+  for (std::size_t d = 2; d < x_shape.size(); ++d) p.spatial *= x_shape[d];
+  p.size = a.size;
+  p.alpha = a.alpha;
+  p.beta = a.beta;
+  p.bias = a.bias;
+  return p;
+}
+
+Result<kernels::hd::LrnParams> lrn_backward_params(OpCall const& call, Saved const& saved,
+                                                   std::vector<Tensor> const& gout) {
+  if (saved.tensors.size() != 2) return op_error(call, "backward without a saved forward pass");
+  Tensor const& x = saved.tensors[0];
+  if (gout.empty() || gout[0].shape() != x.shape())
+    return op_error(call, "output gradient does not have the input's shape " + x.shape_string());
+  return lrn_params(call, x.shape());
+}
+
 Status int_extremum_check(graph::Op const& op, graph::OpGraph const& graph) {
   if (op.inputs.empty()) return invalid_argument("needs an input");
   DType const a = graph.tensor(op.inputs[0]).dtype;

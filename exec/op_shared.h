@@ -2,7 +2,7 @@
 // again before): the reduction kind of a Reduce* op (kernels/hd/reduce.h's per-row math), the axis
 // split of the ops along one axis (Softmax, LogSoftmax, Hardmax), Clip's check, the variadic
 // Min/Max/Sum/Mean's check and broadcast output shape; integer Add/Sub/Mul/Div's check and kind,
-// the check of a Concat of integer or bool parts, and OneHot's check.
+// the check of a Concat of integer or bool parts, OneHot's check, and LRN's parameters.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include "exec/op_kernels.h"
 #include "graph/ops/reduce.h"
 #include "kernels/hd/activation.h"
+#include "kernels/hd/norm.h"
 #include "kernels/hd/reduce.h"
 
 namespace gp::exec {
@@ -51,6 +52,13 @@ Status one_hot_check(graph::Op const& op, graph::OpGraph const& graph);
 // zeros of the shape forward saved (saved.tensors[0], shape_tensor of the indices).
 Status one_hot_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& grad_outputs,
                         std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate);
+// LRN over x: its attributes and x seen as [N, C, S] (an error naming the op when x has fewer
+// than 3 dims).
+Result<kernels::hd::LrnParams> lrn_params(OpCall const& call, std::vector<int64_t> const& x_shape);
+// The same for a backward pass, after checking that `saved` holds a forward pass's {x, d} and the
+// output gradient has x's shape.
+Result<kernels::hd::LrnParams> lrn_backward_params(OpCall const& call, Saved const& saved,
+                                                   std::vector<Tensor> const& gout);
 // What both backends report for a zero divisor of an integer Div.
 inline constexpr char kIntegerDivisionByZero[] = "integer division by zero";
 // Concat of integer or bool parts (index pairs, ids, masks), copied as bytes: every part one dtype.

@@ -125,6 +125,28 @@ Status gru_forward_dir(Shape const& s, Fwd& f, int64_t d, Tensor& tmp, RnnPrimit
   return Status::ok();
 }
 
+Status rnn_forward_dir(Shape const& s, Fwd& f, int64_t d, RnnPrimitives const& prims) {
+  int64_t const N = s.N, H = s.H;
+  float const* rd = f.r.data<float>() + d * H * H;
+  RETURN_IF_ERROR(input_products(s, f, d, prims));
+  hd::RnnStep st;
+  st.n = N;
+  st.h = H;
+  st.clip = s.clip;
+  st.act = s.acts[d];
+  st.bias = f.b.defined() ? f.b.data<float>() + d * 2 * H : nullptr;
+  for (int64_t step = 0; step < s.T; ++step) {
+    int64_t const t = s.time(d, step);
+    st.a = f.acts.data<float>() + (d * s.T + t) * N * H;
+    st.mask = f.mask.defined() ? f.mask.data<float>() + (d * s.T + t) * N * H : nullptr;
+    if (has_h_before(s, f, d, t))
+      RETURN_IF_ERROR(prims.gemm(mat(h_before(s, f, d, t), N, H, H), transposed(mat(rd, H, H, H)), st.a, H, true));
+    st.y = y_at(s, f, d, t);
+    RETURN_IF_ERROR(prims.rnn_forward(st));
+  }
+  return Status::ok();
+}
+
 Status check_lens(OpCall const& call, Tensor const& lens, int64_t T, RnnPrimitives const& prims) {
   ASSIGN_OR_RETURN(std::vector<int64_t> const v, prims.host_ints(lens));
   for (int64_t len : v)
@@ -279,6 +301,38 @@ Status gru_backward_dir(Shape const& s, Fwd const& f, float const* dy, float con
   return Status::ok();
 }
 
+Status rnn_backward_dir(Shape const& s, Fwd const& f, float const* dy, float const* dyh, int64_t d, Grads& g,
+                        RnnPrimitives const& prims) {
+  int64_t const N = s.N, H = s.H, NH = s.NH(), TN = s.T * N;
+  float const* rd = f.r.data<float>() + d * H * H;
+  ASSIGN_OR_RETURN(Tensor dg, prims.zeros({TN, H}));
+  ASSIGN_OR_RETURN(Tensor dh, prims.zeros({N, H}));
+  if (dyh) RETURN_IF_ERROR(prims.copy(dyh + d * NH, dh.data<float>(), NH));
+  hd::RnnBackStep st;
+  st.n = N;
+  st.h = H;
+  st.act = s.acts[d];
+  st.dh = dh.data<float>();
+  for (int64_t step = s.T - 1; step >= 0; --step) {
+    int64_t const t = s.time(d, step);
+    st.a = f.acts.data<float>() + (d * s.T + t) * NH;
+    st.mask = f.mask.defined() ? f.mask.data<float>() + (d * s.T + t) * NH : nullptr;
+    st.dy = dy ? dy + (t * s.D + d) * NH : nullptr;
+    st.g = dg.data<float>() + t * NH;
+    RETURN_IF_ERROR(prims.rnn_backward(st));
+    RETURN_IF_ERROR(prims.gemm(mat(st.g, N, H, H), mat(rd, H, H, H), dh.data<float>(), H, false));
+  }
+  if (g.h0.defined()) RETURN_IF_ERROR(prims.copy(dh.data<float>(), g.h0.data<float>() + d * NH, NH));
+  RETURN_IF_ERROR(input_side_grads(s, f, d, dg.data<float>(), g, prims));
+  if (g.r.defined()) {
+    ASSIGN_OR_RETURN(Tensor const hb, h_before_all(s, f, d, prims));
+    RETURN_IF_ERROR(prims.gemm(transposed(mat(dg.data<float>(), TN, H, H)), mat(hb.data<float>(), TN, H, H),
+                               g.r.data<float>() + d * H * H, H, false));
+  }
+  if (g.b.defined()) RETURN_IF_ERROR(prims.col_sums(dg.data<float>(), TN, H, H, g.b.data<float>() + d * 2 * H + H));
+  return Status::ok();
+}
+
 }  // namespace
 
 Status rnn_plan_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved,
@@ -319,17 +373,21 @@ Status rnn_plan_forward(OpCall const& call, std::vector<Tensor> const& in, std::
                     "input shapes do not match X " + in[kX].shape_string() + " and hidden_size " + std::to_string(s.H));
   ASSIGN_OR_RETURN(f.y, prims.zeros({s.T, s.D, s.N, s.H}));
   ASSIGN_OR_RETURN(f.acts, prims.zeros({s.D, s.T, s.N, s.GH()}));
-  ASSIGN_OR_RETURN(f.state, prims.zeros({s.D, s.T, s.N, s.H}));
+  if (!s.rnn) {
+    ASSIGN_OR_RETURN(f.state, prims.zeros({s.D, s.T, s.N, s.H}));
+  }
   ASSIGN_OR_RETURN(f.zeros, prims.zeros({s.N, s.H}));
   if (s.clip > 0.f) {
     ASSIGN_OR_RETURN(f.mask, prims.zeros({s.D, s.T, s.N, s.GH()}));
   }
   Tensor tmp;
-  if (!s.lstm) {
+  if (!s.lstm && !s.rnn) {
     ASSIGN_OR_RETURN(tmp, prims.zeros({s.N, s.GH()}));
   }
   for (int64_t d = 0; d < s.D; ++d)
-    RETURN_IF_ERROR(s.lstm ? lstm_forward_dir(s, f, d, prims) : gru_forward_dir(s, f, d, tmp, prims));
+    RETURN_IF_ERROR(s.rnn    ? rnn_forward_dir(s, f, d, prims)
+                    : s.lstm ? lstm_forward_dir(s, f, d, prims)
+                             : gru_forward_dir(s, f, d, tmp, prims));
 
   out.assign(call.op.outputs.size(), Tensor());
   if (!out.empty()) {
@@ -388,8 +446,9 @@ Status rnn_plan_grads(OpCall const& call, Saved const& saved, std::vector<Tensor
     RETURN_IF_ERROR(make(kP, f.p, g.p));
   }
   for (int64_t d = 0; d < s.D; ++d)
-    RETURN_IF_ERROR(s.lstm ? lstm_backward_dir(s, f, fptr(dy), fptr(dyh), fptr(dyc), d, g, prims)
-                           : gru_backward_dir(s, f, fptr(dy), fptr(dyh), d, g, prims));
+    RETURN_IF_ERROR(s.rnn    ? rnn_backward_dir(s, f, fptr(dy), fptr(dyh), d, g, prims)
+                    : s.lstm ? lstm_backward_dir(s, f, fptr(dy), fptr(dyh), fptr(dyc), d, g, prims)
+                             : gru_backward_dir(s, f, fptr(dy), fptr(dyh), d, g, prims));
   result.assign(call.op.inputs.size(), Tensor());
   auto put = [&](std::size_t slot, Tensor const& t, bool state) -> Status {
     if (slot >= result.size() || !t.defined()) return Status::ok();
@@ -416,8 +475,10 @@ Shape shape_of_call(OpCall const& call, std::vector<int64_t> const& x_internal) 
   auto const& a = *attrs_of<graph::RnnAttrs>(call.op);
   Shape s;
   s.lstm = a.kind == graph::RnnKind::kLstm;
+  s.rnn = a.kind == graph::RnnKind::kRnn;
   s.lbr = a.linear_before_reset;
-  s.G = s.lstm ? 4 : 3;
+  s.G = s.lstm ? 4 : s.rnn ? 1 : 3;
+  for (std::size_t d = 0; d < 2; ++d) s.acts[d] = static_cast<kernels::hd::RnnAct>(a.activations[d]);
   s.T = x_internal[0];
   s.N = x_internal[1];
   s.I = x_internal[2];
@@ -455,6 +516,8 @@ Status check(graph::Op const& op, graph::OpGraph const& graph) {
     if (!ok) return unsupported(op.type + ": input " + std::to_string(i) + " has dtype " + graph::dtype_name(d));
   }
   std::size_t const max_inputs = attrs_of<graph::RnnAttrs>(op)->kind == graph::RnnKind::kLstm ? 8 : 6;
+  static_assert(static_cast<int>(graph::RnnActivation::kRelu) == static_cast<int>(kernels::hd::RnnAct::kRelu) &&
+                static_cast<int>(graph::RnnActivation::kSigmoid) == static_cast<int>(kernels::hd::RnnAct::kSigmoid));
   if (op.inputs.size() > max_inputs) return unsupported("more than " + std::to_string(max_inputs) + " inputs");
   return Status::ok();
 }

@@ -1,4 +1,4 @@
-// LSTM and GRU through time, device-agnostic: the sequencing of the per-step matrix products and
+// LSTM, GRU and RNN through time, device-agnostic: the sequencing of the per-step matrix products and
 // gate kernels here, the primitives in RnnPrimitives (the CUDA backend gives cuBLASLt and
 // kernels/cuda/rnn.cu; the host twin test gives plain loops over kernels/hd/rnn.h). Same inputs,
 // outputs, saved tensors and gradients as the CPU backend's exec/cpu/rnn.cc, which shares the
@@ -26,9 +26,10 @@ enum Slot : std::size_t { kX = 0, kW = 1, kR = 2, kB = 3, kLens = 4, kH0 = 5, kC
 enum SavedSlot : std::size_t { sX = 0, sW, sR, sB, sP, sH0, sC0, sY, sActs, sState, sMask, sCount };
 
 struct Shape {
-  bool lstm = true, lbr = false;
+  bool lstm = true, lbr = false, rnn = false;        // rnn: a plain RNN (one gate, no LSTM or GRU)
   int64_t T = 0, N = 0, I = 0, H = 0, D = 1, G = 4;  // G: gates
   float clip = 0.f;
+  kernels::hd::RnnAct acts[2] = {kernels::hd::RnnAct::kTanh, kernels::hd::RnnAct::kTanh};  // RNN, per direction
   graph::RnnDirection dir = graph::RnnDirection::kForward;
   int64_t GH() const { return G * H; }
   int64_t NH() const { return N * H; }
@@ -40,7 +41,7 @@ struct Shape {
 // A forward pass's tensors (internally in layout 0), kept in Saved in SavedSlot order.
 struct Tensors {
   Tensor x, w, r, b, p, h0, c0;
-  Tensor y, acts, state, mask;  // y [T,D,N,H]; acts [D,T,N,GH]; state: LSTM c / GRU hh [D,T,N,H]
+  Tensor y, acts, state, mask;  // y [T,D,N,H]; acts [D,T,N,GH]; state: LSTM c / GRU hh [D,T,N,H], RNN none
   std::vector<Tensor> to_saved() const;
 };
 // f from a forward's Saved; an error naming the op when it holds no forward pass.
@@ -79,6 +80,8 @@ struct RnnPrimitives {
   std::function<Status(kernels::hd::LstmBackStep const&, float* dp)> lstm_peephole_grad;
   std::function<Status(kernels::hd::GruStep const&)> gru_gates, gru_output;
   std::function<Status(kernels::hd::GruBackStep const&)> gru_backward, gru_reset_grad;
+  std::function<Status(kernels::hd::RnnStep const&)> rnn_forward;
+  std::function<Status(kernels::hd::RnnBackStep const&)> rnn_backward;
   // hd::rnn_col_sum_at for col in [0, cols).
   std::function<Status(float const* src, int64_t rows, int64_t cols, int64_t ld, float* dst)> col_sums;
 };

@@ -13,11 +13,11 @@ using SymArray = ops::StaticValue;
 using ops::is_float_dtype;
 
 // Folds `node` (of op `def`) over its static inputs (null for omitted ones; for an op that folds
-// from shapes alone, null where the value is computed at run time); `dims` holds every input's
-// dims. Returns nullopt when the op has no fold rule or the inputs are too large or of a dtype
+// from shapes alone, null where the value is computed at run time); `dims` and `dtypes` hold every
+// input's dims and dtype. Returns nullopt when the op has no fold rule or the inputs are too large or of a dtype
 // folding leaves alone; an error when it cannot be folded and cannot be left to run either (e.g.
 // arithmetic on the batch size that is not a multiple).
 Result<ops::Folded> fold_node(RawNode const& node, ops::OpDef const& def, std::vector<SymArray const*> const& ins,
-                              std::vector<ops::Dims> dims, int64_t opset);
+                              std::vector<ops::Dims> dims, int64_t opset, std::vector<DType> dtypes = {});
 
 }  // namespace gp::graph::onnx_import

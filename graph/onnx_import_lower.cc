@@ -201,7 +201,11 @@ Status Lowering::lower_node(RawNode const& n) {
   }
   ops::OpDef const* def = ops::find_op(n.type);
   std::vector<ops::Dims> dims;
-  for (Val const* v : ins) dims.push_back(v ? v->dims : ops::Dims{});
+  std::vector<DType> dtypes;
+  for (Val const* v : ins) {
+    dims.push_back(v ? v->dims : ops::Dims{});
+    dtypes.push_back(v ? v->dtype : DType::kFloat32);
+  }
   auto store = [&](ops::Folded& folded) {
     auto& outs = *folded;
     for (std::size_t k = 0; k < outs.size() && k < n.outputs.size(); ++k) {
@@ -213,7 +217,7 @@ Status Lowering::lower_node(RawNode const& n) {
     }
   };
   if (def != nullptr && def->folds_from_shape) {  // Shape, Size: whatever computes the input
-    auto folded = fold_node(n, *def, std::vector<SymArray const*>(ins.size(), nullptr), dims, m_.opset);
+    auto folded = fold_node(n, *def, std::vector<SymArray const*>(ins.size(), nullptr), dims, m_.opset, dtypes);
     if (!folded.is_ok()) return folded.status().with_context(n.type + " '" + n.name + "'");
     if (*folded) {
       store(*folded);
@@ -238,7 +242,7 @@ Status Lowering::lower_node(RawNode const& n) {
       syms.push_back(s);
     }
     if (have_data) {
-      auto folded = fold_node(n, *def, syms, dims, m_.opset);
+      auto folded = fold_node(n, *def, syms, dims, m_.opset, dtypes);
       if (!folded.is_ok()) return folded.status().with_context(n.type + " '" + n.name + "'");
       if (*folded) {
         store(*folded);

@@ -83,7 +83,7 @@ std::map<std::string, std::string> weight_slot_rules(RawModel const& m) {
       mark(n, 0, "operand of ");
       mark(n, 1, "weight of ");
       mark(n, 2, "bias of ");
-    } else if (t == "LSTM" || t == "GRU") {  // W, R, B and LSTM's peepholes P
+    } else if (t == "LSTM" || t == "GRU" || t == "RNN") {  // W, R, B and LSTM's peepholes P
       for (std::size_t k : {1, 2, 3, 7}) mark(n, k, "weight of ");
     } else if (t == "Gather") {
       mark(n, 0, "embedding table of ");

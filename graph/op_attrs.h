@@ -4,6 +4,7 @@
 // (Reshape's shape, Slice's starts, Split's sizes, ...) folded into the struct.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -232,20 +233,30 @@ struct ConvTransposeAttrs {
 struct InstanceNormAttrs {
   float epsilon = 1e-5f;
 };
+// LRN across channels: y = x / (bias + alpha / size · Σ x²)^beta, the sum over the `size`
+// channels around each (ONNX: floor((size-1)/2) before, ceil((size-1)/2) after).
+struct LrnAttrs {
+  int64_t size = 0;
+  float alpha = 1e-4f, beta = 0.75f, bias = 1.f;
+};
 struct EinsumAttrs {
   std::string equation;  // as given, spaces removed
 };
 
 // ---- recurrent layers (graph/ops/rnn.h) ----
-enum class RnnKind : uint8_t { kLstm, kGru };
+enum class RnnKind : uint8_t { kLstm, kGru, kRnn };
 enum class RnnDirection : uint8_t { kForward, kReverse, kBidirectional };
+// A plain RNN's activation f in h = f(x·Wᵀ + h_prev·Rᵀ + Wb + Rb): each one's derivative is a
+// function of its output, which is all the backward pass keeps.
+enum class RnnActivation : uint8_t { kTanh, kRelu, kSigmoid };
 struct RnnAttrs {
   RnnKind kind = RnnKind::kLstm;
   int64_t hidden_size = 0;
   RnnDirection direction = RnnDirection::kForward;
-  bool linear_before_reset = false;  // GRU
-  int64_t layout = 0;                // 0: [seq, batch, ...]; 1: [batch, seq, ...]
-  float clip = 0.f;                  // 0: none
+  bool linear_before_reset = false;                                                      // GRU
+  std::array<RnnActivation, 2> activations{RnnActivation::kTanh, RnnActivation::kTanh};  // RNN, per direction
+  int64_t layout = 0;  // 0: [seq, batch, ...]; 1: [batch, seq, ...]
+  float clip = 0.f;    // 0: none
 };
 
 // ---- losses as graph ops (graph/ops/loss.h) ----
@@ -278,6 +289,6 @@ using OpAttrs =
                  UnsqueezeAttrs, ExpandAttrs, ClipAttrs, ActivationAttrs, ModAttrs, CumSumAttrs, ArgReduceAttrs,
                  PadAttrs, TileAttrs, TriluAttrs, GatherElementsAttrs, ScatterElementsAttrs, ResizeAttrs,
                  ConvTransposeAttrs, InstanceNormAttrs, EinsumAttrs, RnnAttrs, LossAttrs, ConstantOfShapeAttrs,
-                 RandomAttrs, GatherNDAttrs, RangeAttrs, TopKAttrs, OneHotAttrs>;
+                 RandomAttrs, GatherNDAttrs, RangeAttrs, TopKAttrs, OneHotAttrs, LrnAttrs>;
 
 }  // namespace gp::graph

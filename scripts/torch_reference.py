@@ -4,7 +4,7 @@
   export-resnet18 --out m.onnx [--classes 10 --seed 0]
       torchvision ResNet-18 with seeded weights, exported for training (BatchNorm kept,
       do_constant_folding=False, every weight an initializer).
-  export-model --name mobilenet_v2|vit|lstm_tagger|gpt --out m.onnx [--seed 0]
+  export-model --name mobilenet_v2|vit|lstm_tagger|rnn_tagger|gpt --out m.onnx [--seed 0]
       The architectures users bring (issue 14), small and seeded, exported the same way; the
       `reference --model NAME --seed S` side rebuilds the identical module from the seed.
   reference --onnx m.onnx --data DIR [--torchvision resnet18 | --model NAME] --steps 3 --lr 0.1 --momentum 0.9
@@ -232,6 +232,20 @@ class TokenTagger(torch.nn.Module):
         return self.out(y)
 
 
+class RnnTagger(torch.nn.Module):
+    """Embedding -> 2-layer bidirectional nn.RNN (ReLU) -> Linear: one class per token (ONNX RNN)."""
+
+    def __init__(self, vocab=50, dim=16, hidden=12, tags=5):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.rnn = torch.nn.RNN(dim, hidden, num_layers=2, nonlinearity="relu", bidirectional=True, batch_first=True)
+        self.out = torch.nn.Linear(2 * hidden, tags)
+
+    def forward(self, tokens):
+        y, _ = self.rnn(self.embed(tokens))
+        return self.out(y)
+
+
 class TinyGpt(torch.nn.Module):
     """A GPT-style causal decoder: token + learned position embeddings, pre-norm blocks with a causal
     mask (nn.TransformerEncoder, norm_first=True, batch_first=True), a final LayerNorm, a vocabulary head."""
@@ -263,9 +277,11 @@ def user_model(name, seed):
                                                     hidden_dim=32, mlp_dim=64, num_classes=10), torch.randn(2, 3, 32, 32)
     if name == "lstm_tagger":
         return TokenTagger(), torch.randint(0, 50, (2, 7))
+    if name == "rnn_tagger":
+        return RnnTagger(), torch.randint(0, 50, (2, 7))
     if name == "gpt":
         return TinyGpt(), torch.randint(0, 40, (2, 8))
-    sys.exit(f"torch_reference: unknown model '{name}' (mobilenet_v2, vit, lstm_tagger, gpt)")
+    sys.exit(f"torch_reference: unknown model '{name}' (mobilenet_v2, vit, lstm_tagger, rnn_tagger, gpt)")
 
 
 def load_module(args, model, trainable, dtype=torch.float32):

@@ -54,6 +54,7 @@ Table build_table(bool native) {
                {{instnorm_forward, instnorm_backward, instnorm_backward, require_attrs<graph::InstanceNormAttrs>,
                  fresh_then_add<instnorm_backward>},
                 3}});
+  t.push_back({OpKind::kLRN, {{lrn_forward, lrn_backward, lrn_backward, require_attrs<graph::LrnAttrs>}, 1}});
   t.push_back({OpKind::kSoftmax, {{softmax_forward, softmax_backward, softmax_backward, no_check}, 1}});
   for (OpKind u : {OpKind::kRelu, OpKind::kLeakyRelu, OpKind::kSigmoid, OpKind::kTanh, OpKind::kGelu, OpKind::kSqrt,
                    OpKind::kErf, OpKind::kExp, OpKind::kLog, OpKind::kAbs, OpKind::kNeg})

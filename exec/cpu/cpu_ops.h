@@ -53,7 +53,7 @@ CpuKernelFamily linalg_kernels();      // linalg.cc: Einsum
 CpuKernelFamily activation_kernels();  // activation.cc: Clip, Elu, Selu, Softplus, ..., Min, Max
 CpuKernelFamily reduce_kernels();      // reduce.cc: Reduce*, LogSoftmax, CumSum, ArgMax, ArgMin, TopK
 CpuKernelFamily index_kernels();       // index.cc: Pad, Tile, Trilu, OneHot, Gather*, Scatter*, Resize
-CpuKernelFamily rnn_kernels();         // rnn.cc: LSTM, GRU
+CpuKernelFamily rnn_kernels();         // rnn.cc: LSTM, GRU, RNN
 CpuKernelFamily loss_kernels();        // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 CpuKernelFamily logic_kernels();       // logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape, Range
 CpuKernelFamily view_kernels();        // view.cc: Cast, RandomUniformLike, RandomNormalLike, Bernoulli
@@ -123,6 +123,9 @@ Status layernorm_backward(OpCall const&, Saved const&, std::vector<Tensor> const
 Status instnorm_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status instnorm_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                          std::vector<Tensor>&, bool);
+Status lrn_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status lrn_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
+                    std::vector<Tensor>&, bool);
 Status softmax_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status softmax_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                         std::vector<Tensor>&, bool);

@@ -1,5 +1,6 @@
 // Norm family: BatchNormalization, InstanceNormalization and LayerNormalization through oneDNN,
-// forward and backward.
+// forward and backward; LRN on kernels/norm.h (kernels/hd/norm.h's per-element math, which the CUDA
+// kernels run too).
 // BatchNormalization in training (OpCall::training) normalises with batch statistics and returns
 // the updated running statistics as outputs 1 and 2, whether or not the graph names them (the
 // executor stores them as the model's state): new = old · momentum + batch · (1 − momentum), with
@@ -15,7 +16,9 @@
 
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
+#include "exec/op_shared.h"
 #include "graph/ops/norm.h"
+#include "kernels/norm.h"
 
 namespace gp::exec::cpu {
 namespace {
@@ -352,6 +355,30 @@ Status instnorm_backward(OpCall const& call, Saved const& saved, std::vector<Ten
   for (std::size_t i = 0; i < 3; ++i)
     if (wants(wanted, i)) RETURN_IF_ERROR(emit_grad(call, grads, i, d[i], accumulate));
   return Status::ok();
+}
+
+// ---- LRN: saves x and the denominator d ----
+
+Status lrn_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(kernels::hd::LrnParams const p, lrn_params(call, x.shape()));
+  Tensor y(x.shape()), d(x.shape());
+  kernels::lrn_forward(x.data<float>(), p, x.numel(), y.data<float>(), d.data<float>());
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {x, d};
+  return Status::ok();
+}
+
+Status lrn_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                    std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0)) return Status::ok();
+  ASSIGN_OR_RETURN(kernels::hd::LrnParams const p, lrn_backward_params(call, saved, gout));
+  Tensor const& x = saved.tensors[0];
+  Tensor dx(x.shape());
+  kernels::lrn_backward(x.data<float>(), saved.tensors[1].data<float>(), gout[0].data<float>(), p, x.numel(),
+                        dx.data<float>());
+  return emit_grad(call, grads, 0, dx, accumulate);
 }
 
 }  // namespace gp::exec::cpu

@@ -1,4 +1,4 @@
-// CPU kernels: LSTM and GRU (ONNX semantics, gate orders iofc and zrh), forward and backward
+// CPU kernels: LSTM, GRU and RNN (ONNX semantics, gate orders iofc and zrh), forward and backward
 // through time. The input products of all time steps are one matmul; each step adds its
 // recurrent product (oneDNN matmul) and runs the gates in a plain loop over kernels/hd/rnn.h's
 // per-element functions (the CUDA kernels run the same ones). Internally every tensor is in
@@ -132,6 +132,31 @@ void gru_forward_dir(Shape const& s, Fwd& f, int64_t d) {
   }
 }
 
+void rnn_forward_dir(Shape const& s, Fwd& f, int64_t d) {
+  int64_t const N = s.N, H = s.H;
+  std::vector<float> const zeros(static_cast<std::size_t>(N * H), 0.f);
+  float const* rd = f.r.data<float>() + d * H * H;
+  float* acts = f.acts.data<float>() + d * s.T * N * H;
+  float* mask = f.mask.defined() ? f.mask.data<float>() + d * s.T * N * H : nullptr;
+  gemm(mat(f.x.raw(), s.T * N, s.I, s.I), transposed(mat(f.w.data<float>() + d * H * s.I, H, s.I, s.I)),
+       mat(acts, s.T * N, H, H), false);
+  hd::RnnStep st;
+  st.n = N;
+  st.h = H;
+  st.clip = s.clip;
+  st.act = s.acts[d];
+  st.bias = f.b.defined() ? f.b.data<float>() + d * 2 * H : nullptr;
+  for (int64_t step = 0; step < s.T; ++step) {
+    int64_t const t = s.time(d, step);
+    st.a = acts + t * N * H;
+    st.mask = mask ? mask + t * N * H : nullptr;
+    if (has_h_before(s, f, d, t))
+      gemm(mat(h_before(s, f, zeros, d, t), N, H, H), transposed(mat(rd, H, H, H)), mat(st.a, N, H, H), true);
+    st.y = f.y.data<float>() + (t * s.D + d) * N * H;
+    each_element(st, [](hd::RnnStep const& x, int64_t n, int64_t j) { hd::rnn_forward_at(x, n, j); });
+  }
+}
+
 Status check_lens(OpCall const& call, Tensor const& lens, int64_t T) {
   for (int64_t i = 0; i < lens.numel(); ++i) {
     int64_t const v = lens.dtype() == DType::kInt32 ? lens.data<int32_t>()[i] : lens.data<int64_t>()[i];
@@ -167,10 +192,12 @@ Status rnn_forward(OpCall const& call, std::vector<Tensor> const& in, std::vecto
                     "input shapes do not match X " + in[kX].shape_string() + " and hidden_size " + std::to_string(s.H));
   f.y = Tensor({s.T, s.D, s.N, s.H});
   f.acts = Tensor({s.D, s.T, s.N, s.GH()});
-  f.state = Tensor({s.D, s.T, s.N, s.H});
+  if (!s.rnn) f.state = Tensor({s.D, s.T, s.N, s.H});
   if (s.clip > 0.f) f.mask = Tensor::zeros({s.D, s.T, s.N, s.GH()});
   for (int64_t d = 0; d < s.D; ++d) {
-    if (s.lstm)
+    if (s.rnn)
+      rnn_forward_dir(s, f, d);
+    else if (s.lstm)
       lstm_forward_dir(s, f, d);
     else
       gru_forward_dir(s, f, d);
@@ -323,6 +350,38 @@ void gru_backward_dir(Shape const& s, Fwd const& f, float const* dy, float const
   }
 }
 
+void rnn_backward_dir(Shape const& s, Fwd const& f, float const* dy, float const* dyh, int64_t d, Grads& g) {
+  int64_t const N = s.N, H = s.H, NH = N * H, TN = s.T * N;
+  float const* rd = f.r.data<float>() + d * H * H;
+  float const* acts = f.acts.data<float>() + d * s.T * NH;
+  float const* mask = f.mask.defined() ? f.mask.data<float>() + d * s.T * NH : nullptr;
+  std::vector<float> dg(static_cast<std::size_t>(TN * H));
+  std::vector<float> dh(static_cast<std::size_t>(NH), 0.f);
+  if (dyh) std::copy(dyh + d * NH, dyh + (d + 1) * NH, dh.begin());
+  hd::RnnBackStep st;
+  st.n = N;
+  st.h = H;
+  st.act = s.acts[d];
+  st.dh = dh.data();
+  for (int64_t step = s.T - 1; step >= 0; --step) {
+    int64_t const t = s.time(d, step);
+    st.a = acts + t * NH;
+    st.mask = mask ? mask + t * NH : nullptr;
+    st.dy = dy ? dy + (t * s.D + d) * NH : nullptr;
+    st.g = dg.data() + t * NH;
+    each_element(st, [](hd::RnnBackStep const& x, int64_t n, int64_t j) { hd::rnn_backward_at(x, n, j); });
+    gemm(mat(st.g, N, H, H), mat(rd, H, H, H), mat(dh.data(), N, H, H), false);
+  }
+  if (g.h0.defined()) std::copy(dh.begin(), dh.end(), g.h0.data<float>() + d * NH);
+  input_side_grads(s, f, d, dg.data(), g);
+  if (g.r.defined()) {
+    std::vector<float> const hb = h_before_all(s, f, d);
+    gemm(transposed(mat(dg.data(), TN, H, H)), mat(hb.data(), TN, H, H), mat(g.r.data<float>() + d * H * H, H, H, H),
+         false);
+  }
+  if (g.b.defined()) col_sums(dg.data(), TN, H, H, g.b.data<float>() + d * 2 * H + H);
+}
+
 // Every gradient `want` asks for (slots of the op's inputs), in the op's layout.
 Status rnn_grads(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout, std::vector<bool> const& want,
                  std::vector<Tensor>& result) {
@@ -351,7 +410,9 @@ Status rnn_grads(OpCall const& call, Saved const& saved, std::vector<Tensor> con
   float const* dyp = dy.defined() ? dy.data<float>() : nullptr;
   float const* dyhp = dyh.defined() ? dyh.data<float>() : nullptr;
   for (int64_t d = 0; d < s.D; ++d) {
-    if (s.lstm)
+    if (s.rnn)
+      rnn_backward_dir(s, f, dyp, dyhp, d, g);
+    else if (s.lstm)
       lstm_backward_dir(s, f, dyp, dyhp, dyc.defined() ? dyc.data<float>() : nullptr, d, g);
     else
       gru_backward_dir(s, f, dyp, dyhp, d, g);
@@ -384,7 +445,7 @@ Status rnn_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> 
 CpuKernelFamily rnn_kernels() {
   // One pass through time computes every gradient: B's set, W's added (fresh_then_add).
   OpKernels const rnn{rnn_forward, rnn_backward, rnn_backward, rnn::check, fresh_then_add<rnn_backward>};
-  return {{OpKind::kLSTM, {rnn, 3}}, {OpKind::kGRU, {rnn, 3}}};
+  return {{OpKind::kLSTM, {rnn, 3}}, {OpKind::kGRU, {rnn, 3}}, {OpKind::kRNN, {rnn, 3}}};
 }
 
 }  // namespace gp::exec::cpu

@@ -30,7 +30,7 @@ std::vector<KernelEntry> loss_kernels();
 std::vector<KernelEntry> pool_kernels();
 std::vector<KernelEntry> linalg_kernels();  // cuBLASLt
 std::vector<KernelEntry> conv_kernels();    // cuDNN
-std::vector<KernelEntry> norm_kernels();    // cuDNN (BatchNormalization) and our kernels (LayerNormalization)
+std::vector<KernelEntry> norm_kernels();    // cuDNN (BatchNormalization) and our kernels (LayerNormalization, LRN)
 std::vector<KernelEntry> rnn_kernels();     // cuBLASLt per step and our gate kernels (exec/rnn_plan.h)
 
 }  // namespace gp::exec::cuda

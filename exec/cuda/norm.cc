@@ -1,6 +1,6 @@
 // The CUDA backend's norm family: BatchNormalization (training on cuDNN's graphs, or on our
 // kernels with GP_CUDA_BATCHNORM=ours; inference through cuDNN graphs, its backward on our
-// kernels) and LayerNormalization on our kernels (kernels/cuda/math.h). Same inputs, outputs and
+// kernels), LayerNormalization and LRN on our kernels (kernels/cuda/math.h). Same inputs, outputs and
 // gradients as the CPU's exec/cpu/norm.cc.
 #include <algorithm>
 #include <atomic>
@@ -13,6 +13,7 @@
 #include "exec/cuda/gemm_mapping.h"
 #include "exec/cuda/ops_common.h"
 #include "exec/cuda/ops_shared.h"
+#include "exec/op_shared.h"
 #include "graph/ops/conv.h"
 #include "graph/ops/norm.h"
 #include "kernels/cuda/math.h"
@@ -414,6 +415,33 @@ Status instnorm_backward(OpCall const& call, Saved const& saved, std::vector<Ten
   return Status::ok();
 }
 
+// ---- LRN: saves x and the denominator d, as the CPU's exec/cpu/norm.cc ----
+
+Status lrn_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(hd::LrnParams const p, lrn_params(call, x.shape()));
+  ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), DType::kFloat32));
+  ASSIGN_OR_RETURN(Tensor d, empty(x.shape(), DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::lrn_forward(x.data<float>(), p, x.numel(), y.data<float>(), d.data<float>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {x, d};
+  return Status::ok();
+}
+
+Status lrn_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                    std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0)) return Status::ok();
+  ASSIGN_OR_RETURN(hd::LrnParams const p, lrn_backward_params(call, saved, gout));
+  Tensor const& x = saved.tensors[0];
+  ASSIGN_OR_RETURN(Tensor dx, empty(x.shape(), DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::lrn_backward(x.data<float>(), saved.tensors[1].data<float>(), gout[0].data<float>(), p, x.numel(),
+                                 dx.data<float>(), stream));
+  return emit_grad(call, grads, 0, dx, accumulate);
+}
+
 }  // namespace
 
 std::vector<KernelEntry> norm_kernels() {
@@ -441,6 +469,7 @@ std::vector<KernelEntry> norm_kernels() {
                f32,
                {instnorm_forward, instnorm_backward, instnorm_backward, require_attrs<graph::InstanceNormAttrs>},
                3});
+  t.push_back({OpKind::kLRN, f32, {lrn_forward, lrn_backward, lrn_backward, require_attrs<graph::LrnAttrs>}, 1});
   t.push_back({OpKind::kLayerNormalization,
                f32,
                {layernorm_forward<float>, layernorm_backward<float>, layernorm_backward<float>,

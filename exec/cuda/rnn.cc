@@ -1,4 +1,4 @@
-// The CUDA backend's rnn family: LSTM and GRU as exec/rnn_plan.h's sequencing on cuBLASLt (one
+// The CUDA backend's rnn family: LSTM, GRU and RNN as exec/rnn_plan.h's sequencing on cuBLASLt (one
 // product per step and direction, strided views of the gate blocks) and kernels/cuda/rnn.cu's step
 // kernels. Same inputs, outputs and gradients as the CPU's exec/cpu/rnn.cc.
 #include <cuda_runtime_api.h>
@@ -113,6 +113,8 @@ RnnPrimitives const& cuda_rnn_primitives() {
     p.gru_output = on_stream(kc::gru_output_step);
     p.gru_backward = on_stream(kc::gru_backward_step);
     p.gru_reset_grad = on_stream(kc::gru_reset_grad_step);
+    p.rnn_forward = on_stream(kc::rnn_forward_step);
+    p.rnn_backward = on_stream(kc::rnn_backward_step);
     p.col_sums = [](float const* src, int64_t rows, int64_t cols, int64_t ld, float* dst) -> Status {
       ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
       GP_CUDA_CHECK(kc::rnn_col_sums(src, rows, cols, ld, dst, s));
@@ -141,7 +143,9 @@ Status rnn_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> 
 std::vector<KernelEntry> rnn_kernels() {
   // One pass through time computes every gradient: B's set, W's added (fresh_then_add).
   OpKernels const rnn{rnn_forward, rnn_backward, rnn_backward, rnn::check, fresh_then_add<rnn_backward>};
-  return {{OpKind::kLSTM, DType::kFloat32, rnn, 3}, {OpKind::kGRU, DType::kFloat32, rnn, 3}};
+  return {{OpKind::kLSTM, DType::kFloat32, rnn, 3},
+          {OpKind::kGRU, DType::kFloat32, rnn, 3},
+          {OpKind::kRNN, DType::kFloat32, rnn, 3}};
 }
 
 }  // namespace gp::exec::cuda

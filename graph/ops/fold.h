@@ -24,6 +24,7 @@ struct FoldContext {
   // Every input's dims (symbolic batch), for the ops folded from shapes alone (OpDef::folds_from_shape):
   // their `ins` may be null where the value is computed at run time.
   std::vector<Dims> dims{};
+  std::vector<DType> dtypes{};  // every input's dtype, as dims (EyeLike's default output dtype)
 
   SymArray const* in(std::size_t k) const { return k < ins.size() ? ins[k] : nullptr; }
   int64_t attr_int(std::string const& key, int64_t dflt) const { return ops::attr_int(attrs, key, dflt); }

@@ -1,6 +1,6 @@
 // Ops that exist only at import time (the "folded" family): Constant is folded from its value,
-// ScatterND from static data, indices and updates (torchvision Swin's shifted-window mask), Shape
-// and Size from their input's shape alone. None has an inference rule: one that cannot be
+// ScatterND from static data, indices and updates (torchvision Swin's shifted-window mask), Shape,
+// Size and EyeLike from their input's shape alone. None has an inference rule: one that cannot be
 // folded is an import error. (Range, folded when static, lives with ConstantOfShape in logic.cc:
 // over the batch size it stays an op.)
 #include <algorithm>
@@ -61,6 +61,43 @@ Result<Folded> fold_size(FoldContext const& c) {
   return folded_one(std::move(a));
 }
 
+// EyeLike: ones on diagonal k of a 2-D tensor of the input's shape, zeros elsewhere, in the dtype
+// attribute's type (the input's by default). A constant whenever the shape is known: the input's
+// values are never read. Over the batch dim it would be a per-micro-batch op: refused.
+Result<Folded> fold_eye_like(FoldContext const& c) {
+  if (c.dims.empty()) return invalid_argument(c.where() + " has no input");
+  Dims const& d = c.dims.at(0);
+  if (d.size() != 2) return invalid_argument(c.where() + ": EyeLike needs a 2-D input, got " + dims_str(d));
+  if (d[0] < 0 || d[1] < 0)
+    return unsupported(c.where() + ": EyeLike of " + dims_str(d) +
+                       ", which holds the batch size; give it an input of fixed shape");
+  DType const in = c.dtypes.empty() ? DType::kFloat32 : c.dtypes.at(0);
+  ASSIGN_OR_RETURN(DType const dt, dtype_of_onnx(c.attr_int("dtype", onnx_of_dtype(in))));
+  if (dt == DType::kFloat16 || dt == DType::kBFloat16)
+    return unsupported(c.where() + ": EyeLike of dtype " + std::string(dtype_name(dt)));
+  if (fold_numel(d) > kMaxFoldElements)
+    return unsupported(c.where() + ": EyeLike of " + dims_str(d) + " is too large to build at import time");
+  int64_t const k = c.attr_int("k", 0);
+  SymArray a;
+  a.dtype = dt;
+  a.dims = d;
+  auto const n = static_cast<std::size_t>(d[0] * d[1]);
+  if (a.is_float())
+    a.f.assign(n, 0.0);
+  else
+    a.i.assign(n, 0);
+  for (int64_t r = 0; r < d[0]; ++r) {
+    int64_t const col = r + k;
+    if (col < 0 || col >= d[1]) continue;
+    auto const e = static_cast<std::size_t>(r * d[1] + col);
+    if (a.is_float())
+      a.f[e] = 1.0;
+    else
+      a.i[e] = 1;
+  }
+  return folded_one(std::move(a));
+}
+
 // ScatterND over values known at import time (torchvision Swin's shifted-window mask, built by
 // slice assignments into zeros of the padded window size). Reductions none and add; indices
 // [..., K] address data's first K axes, updates hold one slice of data's axes from K on per tuple.
@@ -113,6 +150,7 @@ void register_folded_ops(OpTable& t) {
   define(t, "Shape", {.fold = fold_shape, .folds_from_shape = true});
   define(t, "Size", {.fold = fold_size, .folds_from_shape = true});
   define(t, "ScatterND", {.fold = fold_scatter_nd});
+  define(t, "EyeLike", {.fold = fold_eye_like, .folds_from_shape = true});
 }
 
 }  // namespace gp::graph::ops

@@ -95,6 +95,49 @@ Result<Inferred> infer_instance_norm(InferContext const& c) {
   return k;
 }
 
+// LRN: x [N, C, spatial...] normalised across channels (LrnAttrs); y has x's shape. Its window
+// runs over the channels, so they must be known (not the batch dim).
+Result<Inferred> infer_lrn(InferContext const& c) {
+  Dims const& x = c.dims(0);
+  if (x.size() < 3) return invalid_argument("LRN needs an N,C,spatial... input, got " + dims_str(x));
+  if (x[1] < 0) return unsupported("LRN with the batch size in the channel dimension");
+  for (std::size_t d = 2; d < x.size(); ++d)
+    if (x[d] < 0) return unsupported("LRN with the batch size in a spatial dimension");
+  if (!is_float_dtype(c.dtype(0))) return unsupported("LRN of " + std::string(dtype_name(c.dtype(0))) + " data");
+  LrnAttrs a;
+  a.size = c.attr_int("size", 0);
+  a.alpha = static_cast<float>(c.attr_float("alpha", 1e-4));
+  a.beta = static_cast<float>(c.attr_float("beta", 0.75));
+  a.bias = static_cast<float>(c.attr_float("bias", 1.0));
+  if (a.size <= 0) return invalid_argument("LRN needs a positive 'size' attribute, got " + std::to_string(a.size));
+  // d = bias + alpha/size·Σx² is raised to −beta: it must stay positive for every input.
+  if (!(a.bias > 0.f) || !(a.alpha >= 0.f))
+    return unsupported("LRN with bias " + std::to_string(a.bias) + " and alpha " + std::to_string(a.alpha) +
+                       ": only bias > 0 and alpha >= 0 keep its denominator positive");
+  Inferred k;
+  k.typed = a;
+  k.data_inputs = all_slots(c);
+  k.outs.push_back({c.dtype(0), x});
+  return k;
+}
+
+// Per element: the window's squares (2·size), the power; backward the window's products again.
+OpCost lrn_cost(CostContext const& c) {
+  auto const* a = std::get_if<LrnAttrs>(&c.op.typed);
+  double const size = a ? static_cast<double>(a->size) : 5;
+  double const out_e = c.elems(c.output0());
+  OpCost r;
+  r.fwd_flops_per_sample = (2 * size + 12) * out_e;
+  r.bwd_flops_per_sample = (4 * size + 24) * out_e;
+  return r;
+}
+
+// LRN keeps its input and the denominator d, one float per element.
+void lrn_saved(CostContext const& c, SavedForBackward& s) {
+  c.save(s, c.input(0));
+  if (c.batched(c.input(0))) s.extra_bytes_per_sample += static_cast<int64_t>(c.elems(c.input(0))) * 4;
+}
+
 // Plus the scale and bias gradients: a multiply-add per element, reduced per channel.
 OpCost norm_with_affine_cost(CostContext const& c) {
   OpCost r = cost_per_output_element(c);
@@ -150,6 +193,7 @@ void register_norm_ops(OpTable& t) {
           .weight_grads_in_b = true,
           .differentiable_outputs = 1});
   define(t, "InstanceNormalization", elementwise_op(infer_instance_norm, {8, 12}, save_input0));
+  define(t, "LRN", {.infer = infer_lrn, .cost = lrn_cost, .saved = lrn_saved});
 }
 
 }  // namespace gp::graph::ops

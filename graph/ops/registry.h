@@ -66,17 +66,17 @@ void define(OpTable& t, std::string const& type, OpDef def);
 inline void define(OpTable& t, std::string const& type, InferFn infer) { define(t, type, OpDef{.infer = infer}); }
 
 // One per family file: adds that family's op types (duplicates are a programming error).
-void register_linalg_ops(OpTable& t);      // linalg.cc: Gemm, MatMul, Einsum
-void register_conv_ops(OpTable& t);        // conv.cc: Conv, ConvTranspose
-void register_pool_ops(OpTable& t);        // pool.cc
-void register_norm_ops(OpTable& t);        // norm.cc: BatchNormalization, LayerNormalization, InstanceNormalization
+void register_linalg_ops(OpTable& t);  // linalg.cc: Gemm, MatMul, Einsum
+void register_conv_ops(OpTable& t);    // conv.cc: Conv, ConvTranspose
+void register_pool_ops(OpTable& t);    // pool.cc
+void register_norm_ops(OpTable& t);    // norm.cc: BatchNormalization, LayerNormalization, InstanceNormalization, LRN
 void register_activation_ops(OpTable& t);  // activation.cc: unary and n-ary elementwise math
 void register_binary_ops(OpTable& t);      // binary.cc: Add, Sub, Mul, Div, Pow
 void register_reduce_ops(OpTable& t);      // reduce.cc: Reduce*, Softmax, LogSoftmax, CumSum, ArgMax, ArgMin, TopK
 void register_view_ops(OpTable& t);        // view.cc: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Cast, Dropout
 void register_move_ops(OpTable& t);        // move.cc: Transpose, Concat, Split, Slice, Gather, Expand
 void register_index_ops(OpTable& t);   // index.cc: Pad, Tile, Trilu, OneHot, GatherElements, ScatterElements, Resize
-void register_rnn_ops(OpTable& t);     // rnn.cc: LSTM, GRU
+void register_rnn_ops(OpTable& t);     // rnn.cc: LSTM, GRU, RNN
 void register_loss_ops(OpTable& t);    // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_logic_ops(OpTable& t);   // logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape, ...
 void register_folded_ops(OpTable& t);  // folded.cc: Constant, Range, Shape, Size (import time only)

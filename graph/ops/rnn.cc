@@ -1,4 +1,4 @@
-// LSTM and GRU: import-time inference (graph/ops/infer.h) and cost (graph/ops/cost.h).
+// LSTM, GRU and RNN: import-time inference (graph/ops/infer.h) and cost (graph/ops/cost.h).
 #include <algorithm>
 #include <cmath>
 #include <cctype>
@@ -21,12 +21,36 @@ Status expect_dims(InferContext const& c, std::size_t k, std::string const& what
   return Status::ok();
 }
 
+// A plain RNN's activations: one per direction (or one for both), Tanh, Relu or Sigmoid.
+Status rnn_activations(InferContext const& c, int64_t dirs, RnnAttrs& a) {
+  auto it = c.attrs.find("activations");
+  auto const* acts = it == c.attrs.end() ? nullptr : std::get_if<std::vector<std::string>>(&it->second);
+  if (!acts) return Status::ok();  // Tanh
+  if (acts->size() != static_cast<std::size_t>(dirs) && acts->size() != 1)
+    return invalid_argument("RNN: " + std::to_string(acts->size()) + " activations for " + std::to_string(dirs) +
+                            " direction(s); give one per direction");
+  for (std::size_t d = 0; d < 2; ++d) {
+    std::string const name = lower((*acts)[std::min(d, acts->size() - 1)]);
+    if (name == "tanh") {
+      a.activations[d] = RnnActivation::kTanh;
+    } else if (name == "relu") {
+      a.activations[d] = RnnActivation::kRelu;
+    } else if (name == "sigmoid") {
+      a.activations[d] = RnnActivation::kSigmoid;
+    } else {
+      return unsupported("RNN: activation '" + (*acts)[std::min(d, acts->size() - 1)] +
+                         "' is not supported (Tanh, Relu or Sigmoid)");
+    }
+  }
+  return Status::ok();
+}
+
 Result<Inferred> infer_rnn(InferContext const& c) {
-  bool const lstm = c.type == "LSTM";
+  bool const lstm = c.type == "LSTM", plain = c.type == "RNN";
   std::string const& T = c.type;
-  int64_t const gates = lstm ? 4 : 3;
+  int64_t const gates = lstm ? 4 : plain ? 1 : 3;
   RnnAttrs a;
-  a.kind = lstm ? RnnKind::kLstm : RnnKind::kGru;
+  a.kind = lstm ? RnnKind::kLstm : plain ? RnnKind::kRnn : RnnKind::kGru;
   a.hidden_size = c.attr_int("hidden_size", 0);
   a.layout = c.attr_int("layout", 0);
   a.clip = static_cast<float>(c.attr_float("clip", 0.0));
@@ -48,7 +72,9 @@ Result<Inferred> infer_rnn(InferContext const& c) {
   if (lstm && c.attr_int("input_forget", 0) != 0)
     return unsupported("LSTM: input_forget=1 (coupled input and forget gates) is not supported");
   auto it = c.attrs.find("activations");
-  if (auto const* acts = it == c.attrs.end() ? nullptr : std::get_if<std::vector<std::string>>(&it->second)) {
+  if (plain) {
+    RETURN_IF_ERROR(rnn_activations(c, dirs, a));
+  } else if (auto const* acts = it == c.attrs.end() ? nullptr : std::get_if<std::vector<std::string>>(&it->second)) {
     std::vector<std::string> const dflt =
         lstm ? std::vector<std::string>{"sigmoid", "tanh", "tanh"} : std::vector<std::string>{"sigmoid", "tanh"};
     bool ok = acts->size() == dflt.size() * static_cast<std::size_t>(dirs);
@@ -116,12 +142,14 @@ OpCost rnn_cost(CostContext const& c, double gates) {
 
 OpCost lstm_cost(CostContext const& c) { return rnn_cost(c, 4); }
 OpCost gru_cost(CostContext const& c) { return rnn_cost(c, 3); }
+OpCost plain_rnn_cost(CostContext const& c) { return rnn_cost(c, 1); }
 
 }  // namespace
 
 void register_rnn_ops(OpTable& t) {
   define(t, "LSTM", {.infer = infer_rnn, .cost = lstm_cost, .saved = save_input0});
   define(t, "GRU", {.infer = infer_rnn, .cost = gru_cost, .saved = save_input0});
+  define(t, "RNN", {.infer = infer_rnn, .cost = plain_rnn_cost, .saved = save_input0});
 }
 
 }  // namespace gp::graph::ops

@@ -208,6 +208,10 @@ cudaError_t batchnorm_train_backward(T const* x, T const* dy, T const* y, float 
 // mode); z null: y = max(0, y) (a fused Relu alone).
 template <typename T>
 cudaError_t add_relu_in_place(T* y, T const* z, int64_t n, cudaStream_t stream);
+// LRN across channels (kernels/hd/norm.h): y and the denominator d; dx from x, d and dy.
+cudaError_t lrn_forward(float const* x, hd::LrnParams const& p, int64_t n, float* y, float* d, cudaStream_t stream);
+cudaError_t lrn_backward(float const* x, float const* d, float const* dy, hd::LrnParams const& p, int64_t n, float* dx,
+                         cudaStream_t stream);
 
 // Cast: y = hd::cast_value(x) (to_bool: x != 0, for ONNX's bool; float to integer truncates and
 // saturates, NaN gives 0).

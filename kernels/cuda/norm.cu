@@ -480,4 +480,28 @@ template cudaError_t batchnorm_infer_backward_input<float>(float const*, float c
 template cudaError_t batchnorm_infer_backward_params<float>(float const*, float const*, float const*, float const*,
                                                             int64_t, int64_t, int64_t, float*, float*, cudaStream_t);
 
+// LRN: one thread per element over hd::lrn_forward_at / hd::lrn_backward_at (the CPU's loops run
+// the same functions).
+namespace {
+__global__ void lrn_forward_kernel(float const* __restrict__ x, hd::LrnParams const p, int64_t n, float* __restrict__ y,
+                                   float* __restrict__ d) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) hd::lrn_forward_at(x, p, y, d, i);
+}
+__global__ void lrn_backward_kernel(float const* __restrict__ x, float const* __restrict__ d,
+                                    float const* __restrict__ dy, hd::LrnParams const p, int64_t n,
+                                    float* __restrict__ dx) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) hd::lrn_backward_at(x, d, dy, p, dx, i);
+}
+}  // namespace
+
+cudaError_t lrn_forward(float const* x, hd::LrnParams const& p, int64_t n, float* y, float* d, cudaStream_t stream) {
+  if (n > 0) lrn_forward_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, p, n, y, d);
+  return cudaGetLastError();
+}
+cudaError_t lrn_backward(float const* x, float const* d, float const* dy, hd::LrnParams const& p, int64_t n, float* dx,
+                         cudaStream_t stream) {
+  if (n > 0) lrn_backward_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, d, dy, p, n, dx);
+  return cudaGetLastError();
+}
+
 }  // namespace gp::kernels::cuda

@@ -1,4 +1,4 @@
-// LSTM and GRU step kernels: grid-stride loops over kernels/hd/rnn.h's per-element functions.
+// LSTM, GRU and RNN step kernels: grid-stride loops over kernels/hd/rnn.h's per-element functions.
 #include "kernels/cuda/block.cuh"
 #include "kernels/cuda/rnn.h"
 
@@ -28,6 +28,13 @@ struct GruBackward {
 };
 struct GruResetGrad {
   static GP_HD void at(hd::GruBackStep const& s, int64_t n, int64_t j) { hd::gru_reset_grad_at(s, n, j); }
+};
+
+struct RnnForward {
+  static GP_HD void at(hd::RnnStep const& s, int64_t n, int64_t j) { hd::rnn_forward_at(s, n, j); }
+};
+struct RnnBackward {
+  static GP_HD void at(hd::RnnBackStep const& s, int64_t n, int64_t j) { hd::rnn_backward_at(s, n, j); }
 };
 
 template <typename Op, typename Step>
@@ -71,6 +78,10 @@ cudaError_t gru_backward_step(hd::GruBackStep const& s, cudaStream_t stream) {
 }
 cudaError_t gru_reset_grad_step(hd::GruBackStep const& s, cudaStream_t stream) {
   return launch_step<GruResetGrad>(s, stream);
+}
+cudaError_t rnn_forward_step(hd::RnnStep const& s, cudaStream_t stream) { return launch_step<RnnForward>(s, stream); }
+cudaError_t rnn_backward_step(hd::RnnBackStep const& s, cudaStream_t stream) {
+  return launch_step<RnnBackward>(s, stream);
 }
 cudaError_t rnn_col_sums(float const* src, int64_t rows, int64_t cols, int64_t ld, float* dst, cudaStream_t stream) {
   if (cols == 0) return cudaSuccess;

@@ -1,4 +1,5 @@
-// Per-element and per-row math of Softmax and LayerNormalization (kernels/cuda/norm.cu).
+// Per-element and per-row math of Softmax and LayerNormalization (kernels/cuda/norm.cu), and of LRN
+// (at the end).
 // Numerically stable: softmax subtracts the row maximum, layer norm takes the mean first and the
 // variance of the centred values second; statistics accumulate in float whatever T is.
 //
@@ -340,6 +341,46 @@ GP_HD T bn_train_grad_input(float dy, T x, float mean, float inv_std, P scale, f
   float const m = static_cast<float>(count);
   float const xhat = (static_cast<float>(x) - mean) * inv_std;
   return static_cast<T>(static_cast<float>(scale) * inv_std * (dy - dbias / m - xhat * (dscale / m)));
+}
+
+// ---- LRN across channels (kernels/norm.cc on the CPU, kernels/cuda/norm.cu on the GPU), x seen as
+// [N, C, S] (S: the spatial dims' product), element i = (n·C + c)·S + s. Channel c's window is
+// [c − before, c + after] ∩ [0, C) with before = ⌊(size−1)/2⌋ and after = ⌈(size−1)/2⌉ (ONNX);
+// d = bias + alpha/size · Σ x² over the window and y = x · d^−beta.
+struct LrnParams {
+  int64_t channels = 0, spatial = 0, size = 1;
+  float alpha = 1e-4f, beta = 0.75f, bias = 1.f;
+};
+GP_HD int64_t lrn_before(int64_t size) { return (size - 1) / 2; }
+GP_HD int64_t lrn_after(int64_t size) { return size / 2; }
+
+// Forward at element i: y[i] and d[i] (kept for the backward pass).
+GP_HD void lrn_forward_at(float const* x, LrnParams const& p, float* y, float* d, int64_t i) {
+  int64_t const c = (i / p.spatial) % p.channels;
+  int64_t const lo = c - lrn_before(p.size) < 0 ? 0 : c - lrn_before(p.size);
+  int64_t const hi = c + lrn_after(p.size) >= p.channels ? p.channels - 1 : c + lrn_after(p.size);
+  float sum = 0.f;
+  for (int64_t k = lo; k <= hi; ++k) {
+    float const v = x[i + (k - c) * p.spatial];
+    sum += v * v;
+  }
+  float const dv = p.bias + p.alpha / static_cast<float>(p.size) * sum;
+  d[i] = dv;
+  y[i] = x[i] * powf(dv, -p.beta);
+}
+
+// dx[i] = dy[i]·d[i]^−β − (2αβ/size)·x[i]·Σ dy[k]·x[k]·d[k]^(−β−1) over the channels k whose window
+// holds channel c: k ∈ [c − after, c + before].
+GP_HD void lrn_backward_at(float const* x, float const* d, float const* dy, LrnParams const& p, float* dx, int64_t i) {
+  int64_t const c = (i / p.spatial) % p.channels;
+  int64_t const lo = c - lrn_after(p.size) < 0 ? 0 : c - lrn_after(p.size);
+  int64_t const hi = c + lrn_before(p.size) >= p.channels ? p.channels - 1 : c + lrn_before(p.size);
+  float sum = 0.f;
+  for (int64_t k = lo; k <= hi; ++k) {
+    int64_t const o = i + (k - c) * p.spatial;
+    sum += dy[o] * x[o] * powf(d[o], -p.beta - 1.f);
+  }
+  dx[i] = dy[i] * powf(d[i], -p.beta) - 2.f * p.alpha * p.beta / static_cast<float>(p.size) * x[i] * sum;
 }
 
 }  // namespace gp::kernels::hd

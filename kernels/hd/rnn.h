@@ -1,5 +1,6 @@
 // Per-element math of one time step of LSTM (gates i o f c) and GRU (gates z r h), ONNX semantics
-// with the default activations, forward and backward: what the CUDA kernels (kernels/cuda/rnn.cu)
+// with the default activations, and of a plain RNN (one gate, Tanh, Relu or Sigmoid), forward and
+// backward: what the CUDA kernels (kernels/cuda/rnn.cu)
 // run per thread and the host twin (tests/cuda/test_hd_rnn.cc) per loop iteration. The step's
 // matrix products happen around these calls (exec/rnn_plan.cc). Element (n, j) of a step is
 // e = n·H + j of the [N, H] state (a kernel's thread e runs (e / H, e % H); host loops run n and j
@@ -206,6 +207,64 @@ GP_HD_STEP void gru_reset_grad_at(GruBackStep const& s, int64_t n, int64_t j) {
   float const r = s.a[row + H + j];
   s.g[row + H + j] = s.drh[e] * s.hp[e] * r * (1.f - r) * rnn_mask_at(s.mask ? s.mask + row : nullptr, H + j);
   s.dhp[e] += s.drh[e] * r;
+}
+
+// A plain RNN's activation (graph::RnnActivation, same order), and its derivative from its output.
+enum class RnnAct : uint8_t { kTanh, kRelu, kSigmoid };
+GP_HD float rnn_activate(RnnAct act, float v) {
+  switch (act) {
+    case RnnAct::kRelu:
+      return v > 0.f ? v : 0.f;
+    case RnnAct::kSigmoid:
+      return rnn_sigmoid(v);
+    default:
+      return tanhf(v);
+  }
+}
+GP_HD float rnn_activation_grad(RnnAct act, float out) {
+  switch (act) {
+    case RnnAct::kRelu:
+      return out > 0.f ? 1.f : 0.f;
+    case RnnAct::kSigmoid:
+      return out * (1.f - out);
+    default:
+      return 1.f - out * out;
+  }
+}
+
+struct RnnStep {
+  int64_t n = 0, h = 0;
+  float clip = 0.f;
+  RnnAct act = RnnAct::kTanh;
+  float* a = nullptr;           // [N, H]: x·Wᵀ + h_prev·Rᵀ in; the new hidden state out
+  float const* bias = nullptr;  // [2H]: Wb then Rb
+  float* y = nullptr;           // [N, H] the hidden state
+  float* mask = nullptr;        // [N, H] clip pass-through, or null
+};
+
+GP_HD_STEP void rnn_forward_at(RnnStep const& s, int64_t n, int64_t j) {
+  int64_t const e = n * s.h + j;
+  float v = s.a[e];
+  if (s.bias) v += s.bias[j] + s.bias[s.h + j];
+  float const h = rnn_activate(s.act, rnn_clipped(v, s.clip, s.mask ? s.mask + e : nullptr));
+  s.a[e] = h;
+  s.y[e] = h;
+}
+
+struct RnnBackStep {
+  int64_t n = 0, h = 0;
+  RnnAct act = RnnAct::kTanh;
+  float const* a = nullptr;     // [N, H] this step's hidden state
+  float const* mask = nullptr;  // [N, H] or null
+  float const* dh = nullptr;    // [N, H] gradient of h from later steps (and dY_h)
+  float const* dy = nullptr;    // [N, H] this step's slice of dY, or null
+  float* g = nullptr;           // [N, H] out: gradient of the pre-activation
+};
+
+GP_HD_STEP void rnn_backward_at(RnnBackStep const& s, int64_t n, int64_t j) {
+  int64_t const e = n * s.h + j;
+  float const dh = s.dh[e] + (s.dy ? s.dy[e] : 0.f);
+  s.g[e] = dh * rnn_activation_grad(s.act, s.a[e]) * rnn_mask_at(s.mask, e);
 }
 
 // dst[col] += Σ_i src[i·ld + col] over `rows` rows in order (a bias gradient; one thread per column).

@@ -1,7 +1,8 @@
-// LSTM and GRU one-op graphs for the CUDA tests (the host twin, tests/cuda/test_hd_rnn.cc, and the
+// LSTM, GRU and RNN one-op graphs for the CUDA tests (the host twin, tests/cuda/test_hd_rnn.cc, and the
 // GPU differential sweep, test_cuda_backend.cc): one struct of the attributes and optional inputs.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -17,13 +18,14 @@ struct RnnOpCase {
   bool bias = true, h0 = true, c0 = true, peep = false, lbr = false, lens = false;
   float clip = 0.f;
   int64_t layout = 0;
-  int outputs = 0;  // 0: all (3 for LSTM, 2 for GRU)
+  int outputs = 0;  // 0: all (3 for LSTM, 2 for GRU and RNN)
+  std::array<graph::RnnActivation, 2> acts{graph::RnnActivation::kTanh, graph::RnnActivation::kTanh};  // RNN
 };
 
 inline OneOp rnn_case_op(RnnOpCase const& k, uint32_t seed) {
   using graph::TensorRole;
-  bool const lstm = k.kind == graph::RnnKind::kLstm;
-  int64_t const D = k.dir == graph::RnnDirection::kBidirectional ? 2 : 1, G = (lstm ? 4 : 3) * k.H;
+  bool const lstm = k.kind == graph::RnnKind::kLstm, plain = k.kind == graph::RnnKind::kRnn;
+  int64_t const D = k.dir == graph::RnnDirection::kBidirectional ? 2 : 1, G = (lstm ? 4 : plain ? 1 : 3) * k.H;
   std::vector<int64_t> const x_shape =
       k.layout == 0 ? std::vector<int64_t>{k.T, k.N, k.I} : std::vector<int64_t>{k.N, k.T, k.I};
   std::vector<int64_t> const state =
@@ -35,6 +37,7 @@ inline OneOp rnn_case_op(RnnOpCase const& k, uint32_t seed) {
   a.linear_before_reset = k.lbr;
   a.layout = k.layout;
   a.clip = k.clip;
+  a.activations = k.acts;
   std::vector<In> ins = {
       {"x", random_tensor(x_shape, seed, 0.1f, 1.f), TensorRole::kInput},
       {"w", random_tensor({D, G, k.I}, seed + 1, 0.05f, 0.6f), TensorRole::kWeight},
@@ -51,10 +54,10 @@ inline OneOp rnn_case_op(RnnOpCase const& k, uint32_t seed) {
   }
   while (!ins.empty() && !ins.back().value.defined()) ins.pop_back();  // trailing optional inputs omitted
   int const outs = k.outputs > 0 ? k.outputs : (lstm ? 3 : 2);
-  return make_op(lstm ? "LSTM" : "GRU", a, ins, outs);
+  return make_op(lstm ? "LSTM" : plain ? "RNN" : "GRU", a, ins, outs);
 }
 
-// The configurations both tests run: every attribute and optional input on LSTM and GRU.
+// The configurations both tests run: every attribute and optional input on LSTM, GRU and RNN.
 inline std::vector<RnnOpCase> rnn_op_cases() {
   using graph::RnnDirection;
   using graph::RnnKind;
@@ -114,6 +117,29 @@ inline std::vector<RnnOpCase> rnn_op_cases() {
   k.lbr = true;
   k.clip = 0.8f;
   k.layout = 1;
+  c.push_back(k);
+  k = {};
+  k.label = "RNN forward, Tanh, initial state, bias";
+  k.kind = RnnKind::kRnn;
+  c.push_back(k);
+  k = {};
+  k.label = "RNN bidirectional, Relu then Sigmoid, sequence_lens, layout 1";
+  k.kind = RnnKind::kRnn;
+  k.dir = RnnDirection::kBidirectional;
+  k.acts = {graph::RnnActivation::kRelu, graph::RnnActivation::kSigmoid};
+  k.lens = true;
+  k.layout = 1;
+  k.T = 4;
+  c.push_back(k);
+  k = {};
+  k.label = "RNN reverse, Relu, clip, no bias, no initial state, Y only";
+  k.kind = RnnKind::kRnn;
+  k.dir = RnnDirection::kReverse;
+  k.acts = {graph::RnnActivation::kRelu, graph::RnnActivation::kRelu};
+  k.clip = 0.5f;
+  k.bias = k.h0 = false;
+  k.outputs = 1;
+  k.N = 3;
   c.push_back(k);
   return c;
 }

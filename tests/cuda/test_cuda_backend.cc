@@ -946,7 +946,7 @@ std::vector<Case> cases() {
       return make_op("Einsum", graph::EinsumAttrs{ec.equation}, ins);
     });
   }
-  // LSTM and GRU (exec/rnn_plan.h on cuBLASLt and kernels/cuda/rnn.cu): every attribute and
+  // LSTM, GRU and RNN (exec/rnn_plan.h on cuBLASLt and kernels/cuda/rnn.cu): every attribute and
   // optional input, each output's gradient (rnn_cases.h).
   uint32_t rs = 190;
   for (RnnOpCase const& rc : rnn_op_cases()) {
@@ -954,6 +954,21 @@ std::vector<Case> cases() {
     rs += 10;
     add(rc.label, [rc, seed] { return rnn_case_op(rc, seed); });
   }
+  // LRN: an odd window, and an even one wider than the channels on 3-D data.
+  add("LRN size 5", [] {
+    graph::LrnAttrs a;
+    a.size = 5;
+    a.alpha = 0.8f;
+    return make_op("LRN", a, {{"x", random_tensor({2, 7, 3, 4}, 125, -1.f, 1.f), kIn}});
+  });
+  add("LRN size 4 of 3 channels", [] {
+    graph::LrnAttrs a;
+    a.size = 4;
+    a.alpha = 1.5f;
+    a.beta = 0.5f;
+    a.bias = 2.f;
+    return make_op("LRN", a, {{"x", random_tensor({2, 3, 5}, 126, -1.f, 1.f), kIn}});
+  });
   add("InstanceNormalization", [] {
     return make_op("InstanceNormalization", graph::InstanceNormAttrs{1e-5f},
                    {{"x", random_tensor({2, 3, 4, 5}, 127, -1.f, 1.f), kIn},

@@ -1,4 +1,4 @@
-// Host twin of the CUDA LSTM and GRU (exec/cuda/rnn.cc): exec/rnn_plan.cc's sequencing, the very
+// Host twin of the CUDA LSTM, GRU and RNN (exec/cuda/rnn.cc): exec/rnn_plan.cc's sequencing, the very
 // code the CUDA backend runs, on host primitives (a plain float64 GEMM on the same strided views,
 // and one loop iteration per thread over kernels/hd/rnn.h's functions, the kernels' per-thread
 // math), against the CPU backend (exec/cpu/rnn.cc: the same per-element functions, its own step
@@ -80,6 +80,8 @@ RnnPrimitives host_primitives() {
   p.gru_output = each([](hd::GruStep const& s, int64_t n, int64_t j) { hd::gru_output_at(s, n, j); });
   p.gru_backward = each([](hd::GruBackStep const& s, int64_t n, int64_t j) { hd::gru_backward_at(s, n, j); });
   p.gru_reset_grad = each([](hd::GruBackStep const& s, int64_t n, int64_t j) { hd::gru_reset_grad_at(s, n, j); });
+  p.rnn_forward = each([](hd::RnnStep const& s, int64_t n, int64_t j) { hd::rnn_forward_at(s, n, j); });
+  p.rnn_backward = each([](hd::RnnBackStep const& s, int64_t n, int64_t j) { hd::rnn_backward_at(s, n, j); });
   p.col_sums = [](float const* src, int64_t rows, int64_t cols, int64_t ld, float* dst) -> Status {
     for (int64_t c = 0; c < cols; ++c) hd::rnn_col_sum_at(src, rows, ld, dst, c);
     return Status::ok();
@@ -221,6 +223,24 @@ TEST(HdRnn, ABrokenStepIsDetected) {
            hd::GruStep t = s;
            t.rec = nullptr;
            for (int64_t e = 0; e < s.n * s.h; ++e) hd::gru_gates_at(t, e / s.h, e % s.h);
+           return Status::ok();
+         };
+       }},
+      {"RNN backward that drops dY",
+       [](RnnPrimitives& p) {
+         p.rnn_backward = [](hd::RnnBackStep const& s) -> Status {
+           hd::RnnBackStep t = s;
+           t.dy = nullptr;
+           for (int64_t e = 0; e < s.n * s.h; ++e) hd::rnn_backward_at(t, e / s.h, e % s.h);
+           return Status::ok();
+         };
+       }},
+      {"RNN forward always Tanh",
+       [](RnnPrimitives& p) {
+         p.rnn_forward = [](hd::RnnStep const& s) -> Status {
+           hd::RnnStep t = s;
+           t.act = hd::RnnAct::kTanh;
+           for (int64_t e = 0; e < s.n * s.h; ++e) hd::rnn_forward_at(t, e / s.h, e % s.h);
            return Status::ok();
          };
        }},

@@ -1,5 +1,6 @@
-// LSTM, GRU and Einsum: import-time shapes and refusals, forward against plain reference loops
+// LSTM, GRU, RNN and Einsum: import-time shapes and refusals, forward against plain reference loops
 // written here, and finite-difference gradients of every differentiable input.
+#include <array>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -24,10 +25,12 @@ struct RnnCase {
   bool bias = true, h0 = true, c0 = true, peep = false, lbr = false;
   float clip = 0.f;
   int64_t layout = 0;
+  std::array<graph::RnnActivation, 2> acts{graph::RnnActivation::kTanh, graph::RnnActivation::kTanh};  // RNN
 };
 
 int64_t dirs(RnnCase const& k) { return k.dir == RnnDirection::kBidirectional ? 2 : 1; }
-int64_t gates(RnnCase const& k) { return k.kind == RnnKind::kLstm ? 4 : 3; }
+int64_t gates(RnnCase const& k) { return k.kind == RnnKind::kLstm ? 4 : k.kind == RnnKind::kRnn ? 1 : 3; }
+char const* type_of(RnnKind kind) { return kind == RnnKind::kLstm ? "LSTM" : kind == RnnKind::kGru ? "GRU" : "RNN"; }
 
 struct RnnInputs {
   Tensor x, w, r, b, h0, c0, p;
@@ -57,13 +60,14 @@ OneOp rnn_op(RnnCase const& k, RnnInputs const& in, TensorRole weights = kW) {
   a.linear_before_reset = k.lbr;
   a.layout = k.layout;
   a.clip = k.clip;
+  a.activations = k.acts;
   std::vector<In> ins = {{"x", in.x, kIn},     {"w", in.w, weights},    {"r", in.r, weights},
                          {"b", in.b, weights}, {"lens", Tensor(), kIn}, {"h0", in.h0, kIn}};
   if (k.kind == RnnKind::kLstm) {
     ins.push_back({"c0", in.c0, kIn});
     ins.push_back({"p", in.p, weights});
   }
-  return make_op(k.kind == RnnKind::kLstm ? "LSTM" : "GRU", a, ins, k.kind == RnnKind::kLstm ? 3 : 2);
+  return make_op(type_of(k.kind), a, ins, k.kind == RnnKind::kLstm ? 3 : 2);
 }
 
 double sig(double x) { return 1 / (1 + std::exp(-x)); }
@@ -94,7 +98,21 @@ std::vector<std::vector<double>> reference_rnn(RnnCase const& k, RnnInputs const
           for (int64_t i = 0; i < H; ++i) hr[g] += h[i] * at(in.r, (d * G + g) * H + i);
         }
         std::vector<double> hn(h);
-        if (lstm) {
+        if (k.kind == RnnKind::kRnn) {
+          for (int64_t j = 0; j < H; ++j) {
+            double const v = clip(xw[j] + hr[j]);
+            switch (k.acts[static_cast<std::size_t>(d)]) {
+              case graph::RnnActivation::kRelu:
+                hn[j] = std::max(v, 0.0);
+                break;
+              case graph::RnnActivation::kSigmoid:
+                hn[j] = sig(v);
+                break;
+              default:
+                hn[j] = std::tanh(v);
+            }
+          }
+        } else if (lstm) {
           for (int64_t j = 0; j < H; ++j) {
             double const cp = c[j];
             double const i = sig(clip(xw[j] + hr[j] + at(in.p, d * 3 * H + j) * cp));
@@ -197,9 +215,35 @@ TEST(Gru, ForwardMatchesReference) {
   check_rnn_forward(k);
 }
 
+// The plain RNN: each activation, each direction (a different activation per direction), clip,
+// without bias or initial state.
+TEST(PlainRnn, ForwardMatchesReference) {
+  using graph::RnnActivation;
+  RnnCase k;
+  k.kind = RnnKind::kRnn;
+  check_rnn_forward(k);
+  k.acts = {RnnActivation::kRelu, RnnActivation::kSigmoid};
+  check_rnn_forward(k);
+  k.dir = RnnDirection::kBidirectional;
+  check_rnn_forward(k);
+  k.dir = RnnDirection::kReverse;
+  k.acts = {RnnActivation::kSigmoid, RnnActivation::kSigmoid};
+  k.clip = 0.3f;
+  k.bias = k.h0 = false;
+  check_rnn_forward(k);
+  // The activation is applied: Relu and Tanh differ on these inputs.
+  CpuBackend be;
+  RnnCase relu, tanh;
+  relu.kind = tanh.kind = RnnKind::kRnn;
+  relu.acts = {RnnActivation::kRelu, RnnActivation::kRelu};
+  RnnInputs in = rnn_inputs(relu, 11);
+  in.w = random_tensor(in.w.shape(), 12, -0.6f, 0.6f);  // negative pre-activations too
+  EXPECT_NE(run_forward(be, rnn_op(relu, in))[0].to_vector(), run_forward(be, rnn_op(tanh, in))[0].to_vector());
+}
+
 // layout=1 equals layout=0 on the same data with the batch and sequence dims swapped.
 TEST(Rnn, BatchFirstLayoutIsATranspose) {
-  for (RnnKind kind : {RnnKind::kLstm, RnnKind::kGru}) {
+  for (RnnKind kind : {RnnKind::kLstm, RnnKind::kGru, RnnKind::kRnn}) {
     RnnCase k;
     k.kind = kind;
     k.dir = RnnDirection::kBidirectional;
@@ -281,6 +325,23 @@ TEST(Gru, GradientsOfEveryInput) {
     k.layout = 1;
     check_rnn_grads(k, kIn);
   }
+}
+
+TEST(PlainRnn, GradientsOfEveryInput) {
+  using graph::RnnActivation;
+  RnnCase k;
+  k.kind = RnnKind::kRnn;
+  k.T = 4;
+  check_rnn_grads(k);
+  k.dir = RnnDirection::kBidirectional;
+  k.layout = 1;
+  k.acts = {RnnActivation::kRelu, RnnActivation::kSigmoid};
+  check_rnn_grads(k, kIn);  // W, R, B as activations: backward_input
+  k.dir = RnnDirection::kReverse;
+  k.acts = {RnnActivation::kRelu, RnnActivation::kRelu};
+  k.clip = 0.5f;
+  k.h0 = false;
+  check_rnn_grads(k);
 }
 
 // One backward pass (backward_both) gives what the split B and W passes give.
@@ -372,6 +433,21 @@ TEST(RnnImport, ShapesCarryTheBatch) {
   EXPECT_EQ(g->outs[1].second, (std::vector<int64_t>{N, 1, 5}));
   EXPECT_TRUE(std::get<RnnAttrs>(g->typed).linear_before_reset);
 
+  // torch's nn.RNN(nonlinearity='relu', bidirectional=True): one activation per direction.
+  auto p = infer("RNN",
+                 {{"hidden_size", int64_t{5}},
+                  {"direction", std::string("bidirectional")},
+                  {"activations", std::vector<std::string>{"Relu", "Relu"}}},
+                 {desc({7, N, 3}), desc({2, 5, 3}), desc({2, 5, 5}), desc({2, 10}), {}, desc({2, N, 5})}, {"y", "yh"});
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  EXPECT_EQ(p->outs[0].second, (std::vector<int64_t>{7, 2, N, 5}));
+  EXPECT_EQ(p->outs[1].second, (std::vector<int64_t>{2, N, 5}));
+  EXPECT_EQ(std::get<RnnAttrs>(p->typed).kind, RnnKind::kRnn);
+  EXPECT_EQ(std::get<RnnAttrs>(p->typed).activations[1], graph::RnnActivation::kRelu);
+  auto t = infer("RNN", {{"hidden_size", int64_t{5}}}, {desc({7, N, 3}), desc({1, 5, 3}), desc({1, 5, 5})}, {"y"});
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_EQ(std::get<RnnAttrs>(t->typed).activations[0], graph::RnnActivation::kTanh);
+
   auto e = infer("Einsum", {{"equation", std::string("bhqd, bhkd -> bhqk")}}, {desc({N, 2, 5, 8}), desc({N, 2, 6, 8})},
                  {"z"});
   ASSERT_TRUE(e.is_ok()) << e.status().to_string();
@@ -404,6 +480,16 @@ TEST(RnnImport, RefusesWhatItCannotRun) {
   expect_refused(infer("GRU", {{"hidden_size", int64_t{4}}, {"direction", std::string("sideways")}},
                        {desc({7, N, 3}), desc({1, 12, 3}), desc({1, 12, 4})}, {"y"}),
                  "unknown direction");
+  std::vector<graph::ops::InputDesc> const rnn_in = {desc({7, N, 3}), desc({1, 4, 3}), desc({1, 4, 4})};
+  expect_refused(
+      infer("RNN", {{"hidden_size", int64_t{4}}, {"activations", std::vector<std::string>{"Elu"}}}, rnn_in, {"y"}),
+      "activation 'Elu' is not supported (Tanh, Relu or Sigmoid)");
+  expect_refused(infer("RNN", {{"hidden_size", int64_t{4}}, {"activations", std::vector<std::string>{"Tanh", "Relu"}}},
+                       rnn_in, {"y"}),
+                 "2 activations for 1 direction(s)");
+  expect_refused(
+      infer("RNN", {{"hidden_size", int64_t{4}}}, {desc({7, N, 3}), desc({1, 12, 3}), desc({1, 12, 4})}, {"y"}),
+      "W has shape");
   expect_refused(infer("Einsum", {{"equation", std::string("bij,bjk->ik")}}, {desc({N, 2, 3}), desc({N, 3, 4})}, {"z"}),
                  "sums over the batch");
   expect_refused(infer("Einsum", {{"equation", std::string("ij,jk->ik")}}, {desc({2, 3}), desc({4, 4})}, {"z"}),

@@ -301,8 +301,9 @@ TEST_F(TorchParity, TorchvisionResNet18) {
 // The architectures of issue 14, exported by torch 1.13 the way users export them (opset 17,
 // training mode, no constant folding): a MobileNetV2 (Clip as ReLU6, depthwise convolutions), a
 // VisionTransformer (class token expanded to the batch, position embeddings), an LSTM tagger (ONNX
-// LSTM, one class per token) and a GPT-style causal decoder (pre-norm blocks, causal mask). Each
-// trains 3 SGD steps on one batch; the losses and the forward output match torch within 1e-4.
+// LSTM, one class per token), an RNN tagger (two bidirectional ReLU nn.RNN layers: ONNX RNN) and a
+// GPT-style causal decoder (pre-norm blocks, causal mask). Each trains 3 SGD steps on one batch;
+// the losses and the forward output match torch within 1e-4.
 TEST_F(TorchParity, ArchitecturesUsersBring) {
   struct Arch {
     char const* name;
@@ -318,7 +319,8 @@ TEST_F(TorchParity, ArchitecturesUsersBring) {
   // The tagger's weight names do not survive export, so its learning rate is large enough that a
   // wrong recurrent-weight gradient moves the later losses well beyond 1e-4.
   for (Arch const& a : {Arch{"mobilenet_v2", 16, true, true, 0.01f}, Arch{"vit", 4, true, false, 0.01f},
-                        Arch{"lstm_tagger", 4, false, false, 1.0f}, Arch{"gpt", 4, true, false, 0.01f}}) {
+                        Arch{"lstm_tagger", 4, false, false, 1.0f}, Arch{"rnn_tagger", 4, false, false, 0.5f},
+                        Arch{"gpt", 4, true, false, 0.01f}}) {
     fs::path const d = dir_ / a.name;
     fs::create_directories(d);
     std::string const path = (d / "model.onnx").string();

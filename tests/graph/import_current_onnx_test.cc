@@ -238,9 +238,39 @@ TEST(ImportCurrentOnnx, IrVersionNewerThanOurOnnxIsRefusedWithTheVersions) {
 
 TEST(ImportCurrentOnnx, UnsupportedOperatorNamesTheNodes) {
   auto const msg = must_fail(model("float[N,4] x", "float[N,4] y", {},
-                                   "r = EyeLike <k = 1> (x)\n"
+                                   "r = LpNormalization <p = 1> (x)\n"
                                    "y = Add(x, r)"));
-  EXPECT_NE(msg.find("unsupported operator: EyeLike (1 node: #0)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unsupported operator: LpNormalization (1 node: #0)"), std::string::npos) << msg;
+}
+
+// EyeLike is a constant of its input's shape (opset 9): folded at import in the dtype asked for,
+// ones on diagonal k; over the batch dim it is refused with the fix.
+TEST(ImportCurrentOnnx, EyeLikeOfAFixedShapeIsAConstant) {
+  // The eye is the constant operand the weight w is added to.
+  auto eye_added = [](OpGraph const& g) {
+    std::vector<float> v;
+    for (Op const* op : ops_of_type(g, "Add")) {
+      auto const& data = g.tensor(op->inputs[1]).data;
+      EXPECT_NE(data, nullptr) << "the eye is not a constant";
+      if (data) v.assign(data->as<float>(), data->as<float>() + data->numel());
+    }
+    EXPECT_TRUE(ops_of_type(g, "EyeLike").empty());
+    return v;
+  };
+  auto g = must_load(model("float[N,3] x", "float[N,4] y", {zeros("w", {3, 4}, 0.5)},
+                           "e = EyeLike <k = 1> (w)\n"
+                           "m = Add(w, e)\n"
+                           "y = MatMul(x, m)"));
+  EXPECT_EQ(eye_added(g), (std::vector<float>{0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}));
+  // int64 (dtype 7) below the diagonal, cast back to float.
+  auto i = must_load(model("float[N,3] x", "float[N,3] y", {zeros("w", {3, 3}, 0.5)},
+                           "e = EyeLike <dtype = 7, k = -1> (w)\n"
+                           "f = Cast <to = 1> (e)\n"
+                           "m = Add(w, f)\n"
+                           "y = MatMul(x, m)"));
+  EXPECT_EQ(eye_added(i), (std::vector<float>{0, 0, 0, 1, 0, 0, 0, 1, 0}));
+  auto const msg = must_fail(model("float[N,4] x", "float[N,4] y", {}, "e = EyeLike(x)\ny = Add(x, e)"));
+  EXPECT_NE(msg.find("EyeLike of [N,4], which holds the batch size"), std::string::npos) << msg;
 }
 
 // torch 2.x's TorchScript export of nn.MultiheadAttention: a Slice end computed as
