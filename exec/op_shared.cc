@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "graph/ops/index.h"
 #include "kernels/hd/binary.h"
 
 namespace gp::exec {
@@ -122,6 +123,34 @@ Result<kernels::hd::LrnParams> lrn_backward_params(OpCall const& call, Saved con
   if (gout.empty() || gout[0].shape() != x.shape())
     return op_error(call, "output gradient does not have the input's shape " + x.shape_string());
   return lrn_params(call, x.shape());
+}
+
+Result<kernels::hd::GridSampleParams> grid_sample_params(OpCall const& call, std::vector<int64_t> const& x,
+                                                         std::vector<int64_t> const& grid) {
+  auto const& a = *attrs_of<graph::GridSampleAttrs>(call.op);
+  auto const out = graph::ops::grid_sample_output_shape(x, grid);
+  if (!out.is_ok()) return op_error(call, out.status().message());
+  kernels::hd::GridSampleParams p;
+  p.n = x[0];
+  p.c = x[1];
+  p.h = x[2];
+  p.w = x[3];
+  p.ho = grid[1];
+  p.wo = grid[2];
+  p.nearest = a.mode == graph::GridSampleMode::kNearest;
+  p.align = a.align_corners;
+  p.padding = static_cast<int>(a.padding);
+  return p;
+}
+
+Result<kernels::hd::GridSampleParams> grid_sample_backward_params(OpCall const& call, Saved const& saved,
+                                                                  std::vector<Tensor> const& gout) {
+  if (saved.tensors.size() != 2) return op_error(call, "backward without a saved forward pass");
+  ASSIGN_OR_RETURN(kernels::hd::GridSampleParams const p,
+                   grid_sample_params(call, saved.tensors[0].shape(), saved.tensors[1].shape()));
+  if (gout.empty() || gout[0].shape() != std::vector<int64_t>{p.n, p.c, p.ho, p.wo})
+    return op_error(call, "output gradient does not have the output's shape");
+  return p;
 }
 
 Status int_extremum_check(graph::Op const& op, graph::OpGraph const& graph) {

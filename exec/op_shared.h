@@ -2,7 +2,7 @@
 // again before): the reduction kind of a Reduce* op (kernels/hd/reduce.h's per-row math), the axis
 // split of the ops along one axis (Softmax, LogSoftmax, Hardmax), Clip's check, the variadic
 // Min/Max/Sum/Mean's check and broadcast output shape; integer Add/Sub/Mul/Div's check and kind,
-// the check of a Concat of integer or bool parts, OneHot's check, and LRN's parameters.
+// the check of a Concat of integer or bool parts, OneHot's check, LRN's and GridSample's parameters.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include "exec/op_kernels.h"
 #include "graph/ops/reduce.h"
 #include "kernels/hd/activation.h"
+#include "kernels/hd/index.h"
 #include "kernels/hd/norm.h"
 #include "kernels/hd/reduce.h"
 
@@ -59,6 +60,14 @@ Result<kernels::hd::LrnParams> lrn_params(OpCall const& call, std::vector<int64_
 // output gradient has x's shape.
 Result<kernels::hd::LrnParams> lrn_backward_params(OpCall const& call, Saved const& saved,
                                                    std::vector<Tensor> const& gout);
+// GridSample of x at grid: the attributes and sizes (graph::ops::grid_sample_output_shape's rule;
+// its error, naming the op, otherwise).
+Result<kernels::hd::GridSampleParams> grid_sample_params(OpCall const& call, std::vector<int64_t> const& x,
+                                                         std::vector<int64_t> const& grid);
+// The same for a backward pass, after checking that `saved` holds a forward pass's {x, grid} and
+// the output gradient has the output's shape.
+Result<kernels::hd::GridSampleParams> grid_sample_backward_params(OpCall const& call, Saved const& saved,
+                                                                  std::vector<Tensor> const& gout);
 // What both backends report for a zero divisor of an integer Div.
 inline constexpr char kIntegerDivisionByZero[] = "integer division by zero";
 // Concat of integer or bool parts (index pairs, ids, masks), copied as bytes: every part one dtype.

@@ -222,6 +222,16 @@ struct ResizeAttrs {
   float extrapolation_value = 0.f;
 };
 
+// GridSample (4-D): output [N, C, Ho, Wo] samples x [N, C, H, W] at grid [N, Ho, Wo, 2]'s (x, y)
+// in [-1, 1]; modes linear (opset 16's bilinear) and nearest, as torch's grid_sample.
+enum class GridSampleMode : uint8_t { kLinear, kNearest };
+enum class GridSamplePadding : uint8_t { kZeros, kBorder, kReflection };
+struct GridSampleAttrs {
+  GridSampleMode mode = GridSampleMode::kLinear;
+  GridSamplePadding padding = GridSamplePadding::kZeros;
+  bool align_corners = false;
+};
+
 // ---- convolution family (graph/ops/conv.h) ----
 struct ConvTransposeAttrs {
   std::vector<int64_t> kernel, strides, dilations;
@@ -289,6 +299,6 @@ using OpAttrs =
                  UnsqueezeAttrs, ExpandAttrs, ClipAttrs, ActivationAttrs, ModAttrs, CumSumAttrs, ArgReduceAttrs,
                  PadAttrs, TileAttrs, TriluAttrs, GatherElementsAttrs, ScatterElementsAttrs, ResizeAttrs,
                  ConvTransposeAttrs, InstanceNormAttrs, EinsumAttrs, RnnAttrs, LossAttrs, ConstantOfShapeAttrs,
-                 RandomAttrs, GatherNDAttrs, RangeAttrs, TopKAttrs, OneHotAttrs, LrnAttrs>;
+                 RandomAttrs, GatherNDAttrs, RangeAttrs, TopKAttrs, OneHotAttrs, LrnAttrs, GridSampleAttrs>;
 
 }  // namespace gp::graph

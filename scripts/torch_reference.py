@@ -4,7 +4,7 @@
   export-resnet18 --out m.onnx [--classes 10 --seed 0]
       torchvision ResNet-18 with seeded weights, exported for training (BatchNorm kept,
       do_constant_folding=False, every weight an initializer).
-  export-model --name mobilenet_v2|vit|lstm_tagger|rnn_tagger|gpt --out m.onnx [--seed 0]
+  export-model --name mobilenet_v2|vit|lstm_tagger|rnn_tagger|stn|gpt --out m.onnx [--seed 0]
       The architectures users bring (issue 14), small and seeded, exported the same way; the
       `reference --model NAME --seed S` side rebuilds the identical module from the seed.
   reference --onnx m.onnx --data DIR [--torchvision resnet18 | --model NAME] --steps 3 --lr 0.1 --momentum 0.9
@@ -246,6 +246,35 @@ class RnnTagger(torch.nn.Module):
         return self.out(y)
 
 
+class SpatialTransformer(torch.nn.Module):
+    """A spatial transformer: a linear localisation net predicts an affine map per sample, whose
+    sampling grid reads the convolution's features (F.grid_sample: ONNX GridSample, bilinear, border
+    padding), then a linear head. The grid's base coordinates are built in forward (constants folded
+    at import), so the exported initializers are the parameters alone."""
+
+    def __init__(self, size=8, classes=10):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.loc = torch.nn.Linear(3 * size * size, 6)
+        self.head = torch.nn.Linear(4 * size * size, classes)
+        self.size = size
+        with torch.no_grad():  # near the identity map, as STNs start
+            self.loc.weight.mul_(0.1)
+            self.loc.bias.copy_(torch.tensor([1.0, 0.1, 0.0, -0.1, 1.0, 0.0]))
+
+    def forward(self, x):
+        n = self.size
+        lin = torch.arange(n, dtype=torch.float32) * (2.0 / (n - 1)) - 1.0
+        xs = lin.view(1, n).expand(n, n)
+        ys = lin.view(n, 1).expand(n, n)
+        base = torch.stack([xs, ys, torch.ones(n, n)], -1).view(1, n * n, 3)
+        theta = self.loc(x.flatten(1)).view(-1, 2, 3)
+        grid = torch.matmul(base, theta.transpose(1, 2)).view(-1, n, n, 2)
+        y = torch.nn.functional.grid_sample(self.conv(x), grid, mode="bilinear", padding_mode="border",
+                                            align_corners=False)
+        return self.head(torch.relu(y).flatten(1))
+
+
 class TinyGpt(torch.nn.Module):
     """A GPT-style causal decoder: token + learned position embeddings, pre-norm blocks with a causal
     mask (nn.TransformerEncoder, norm_first=True, batch_first=True), a final LayerNorm, a vocabulary head."""
@@ -279,9 +308,11 @@ def user_model(name, seed):
         return TokenTagger(), torch.randint(0, 50, (2, 7))
     if name == "rnn_tagger":
         return RnnTagger(), torch.randint(0, 50, (2, 7))
+    if name == "stn":
+        return SpatialTransformer(), torch.randn(2, 3, 8, 8)
     if name == "gpt":
         return TinyGpt(), torch.randint(0, 40, (2, 8))
-    sys.exit(f"torch_reference: unknown model '{name}' (mobilenet_v2, vit, lstm_tagger, rnn_tagger, gpt)")
+    sys.exit(f"torch_reference: unknown model '{name}' (mobilenet_v2, vit, lstm_tagger, rnn_tagger, stn, gpt)")
 
 
 def load_module(args, model, trainable, dtype=torch.float32):

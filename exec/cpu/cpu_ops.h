@@ -52,7 +52,7 @@ using CpuKernelFamily = std::vector<std::pair<OpKind, CpuKernelEntry>>;
 CpuKernelFamily linalg_kernels();      // linalg.cc: Einsum
 CpuKernelFamily activation_kernels();  // activation.cc: Clip, Elu, Selu, Softplus, ..., Min, Max
 CpuKernelFamily reduce_kernels();      // reduce.cc: Reduce*, LogSoftmax, CumSum, ArgMax, ArgMin, TopK
-CpuKernelFamily index_kernels();       // index.cc: Pad, Tile, Trilu, OneHot, Gather*, Scatter*, Resize
+CpuKernelFamily index_kernels();       // index.cc: Pad, Tile, Trilu, OneHot, Gather*, Scatter*, Resize, GridSample
 CpuKernelFamily rnn_kernels();         // rnn.cc: LSTM, GRU, RNN
 CpuKernelFamily loss_kernels();        // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 CpuKernelFamily logic_kernels();       // logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape, Range

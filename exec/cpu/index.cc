@@ -1,4 +1,4 @@
-// CPU kernels: Pad, Tile, Trilu, OneHot, GatherElements, GatherND, ScatterElements, Resize.
+// CPU kernels: Pad, Tile, Trilu, OneHot, GatherElements, GatherND, ScatterElements, Resize, GridSample.
 //
 // Pad, Tile and Resize are separable: along each axis an output position reads a few input
 // positions with fixed weights. They share one pass per axis (forward) and its adjoint, applied in
@@ -14,6 +14,7 @@
 #include "exec/op_shared.h"
 #include "exec/separable_maps.h"
 #include "graph/ops/index.h"
+#include "kernels/index.h"
 #include "kernels/hd/index.h"
 
 namespace gp::exec::cpu {
@@ -457,6 +458,33 @@ Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::ve
   return Status::ok();
 }
 
+// ---- GridSample (kernels/index.h on kernels/hd/index.h's math): saves x and the grid ----
+
+Status grid_sample_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  ASSIGN_OR_RETURN(kernels::hd::GridSampleParams const p, grid_sample_params(call, in[0].shape(), in[1].shape()));
+  Tensor y({p.n, p.c, p.ho, p.wo});
+  kernels::grid_sample_forward(in[0].data<float>(), in[1].data<float>(), p, y.data<float>());
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {in[0], in[1]};
+  return Status::ok();
+}
+
+Status grid_sample_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                            std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) && !wants(wanted, 1)) return Status::ok();
+  ASSIGN_OR_RETURN(kernels::hd::GridSampleParams const p, grid_sample_backward_params(call, saved, gout));
+  Tensor const &x = saved.tensors[0], &grid = saved.tensors[1];
+  Tensor dx = wants(wanted, 0) ? Tensor(x.shape()) : Tensor(),
+         dgrid = wants(wanted, 1) ? Tensor(grid.shape()) : Tensor();
+  kernels::grid_sample_backward(x.data<float>(), grid.data<float>(), gout[0].data<float>(), p,
+                                dx.defined() ? dx.data<float>() : nullptr,
+                                dgrid.defined() ? dgrid.data<float>() : nullptr);
+  if (dx.defined()) RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
+  if (dgrid.defined()) RETURN_IF_ERROR(emit_grad(call, grads, 1, dgrid, accumulate));
+  return Status::ok();
+}
+
 }  // namespace
 
 CpuKernelFamily index_kernels() {
@@ -472,6 +500,8 @@ CpuKernelFamily index_kernels() {
       {OpKind::kPad, {pad, 1, false}},
       {OpKind::kTile, {tile, 1, false}},
       {OpKind::kResize, {resize, 1}},
+      {OpKind::kGridSample,
+       {{grid_sample_forward, grid_sample_backward, grid_sample_backward, require_attrs<graph::GridSampleAttrs>}, 2}},
       // Trilu masks any dtype (ONNX's tests use int64); gradients flow for float32.
       {OpKind::kTrilu, {{trilu_forward, trilu_backward, trilu_backward, trilu_check}, 1, false}},
       // Indices of int64, int32 or float32 (truncated; their gradient is zero).

@@ -7,7 +7,8 @@
 // Pad and Tile of int64, int32 and bool by the same maps' one-tap copies (ids and masks, never
 // differentiated). GatherElements and GatherND (any dtype gathered, float32 differentiated),
 // ScatterElements and Scatter (float32; reductions none, add, mul) by flat positions (below).
-// Resize of other dtypes runs on the CPU only (the CPU resizes float32 alone too).
+// GridSample of float32 on kernels/hd/index.h's per-element math. Resize of other dtypes runs on the CPU only (the CPU
+// resizes float32 alone too).
 #include <limits>
 
 #include "exec/cuda/binary.h"
@@ -24,6 +25,7 @@ namespace gp::exec::cuda {
 namespace {
 
 namespace kc = kernels::cuda;
+namespace hd = kernels::hd;
 
 // `on` where the index matches the position along the depth axis, `off` elsewhere; float indices
 // get a zero gradient (op_shared's one_hot_backward).
@@ -440,6 +442,40 @@ Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::ve
   return Status::ok();
 }
 
+// ---- GridSample (kernels/hd/index.h, as the CPU's exec/cpu/index.cc): saves x and the grid ----
+
+Status grid_sample_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  ASSIGN_OR_RETURN(hd::GridSampleParams const p, grid_sample_params(call, in[0].shape(), in[1].shape()));
+  ASSIGN_OR_RETURN(Tensor y, empty({p.n, p.c, p.ho, p.wo}, DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::grid_sample_forward(in[0].data<float>(), in[1].data<float>(), p, y.data<float>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {in[0], in[1]};
+  return Status::ok();
+}
+
+Status grid_sample_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                            std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) && !wants(wanted, 1)) return Status::ok();
+  ASSIGN_OR_RETURN(hd::GridSampleParams const p, grid_sample_backward_params(call, saved, gout));
+  Tensor const &x = saved.tensors[0], &grid = saved.tensors[1];
+  Tensor dx, dgrid;
+  if (wants(wanted, 0)) {
+    ASSIGN_OR_RETURN(dx, empty(x.shape(), DType::kFloat32));
+  }
+  if (wants(wanted, 1)) {
+    ASSIGN_OR_RETURN(dgrid, empty(grid.shape(), DType::kFloat32));
+  }
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::grid_sample_backward(x.data<float>(), grid.data<float>(), gout[0].data<float>(), p,
+                                         dx.defined() ? dx.data<float>() : nullptr,
+                                         dgrid.defined() ? dgrid.data<float>() : nullptr, stream));
+  if (dx.defined()) RETURN_IF_ERROR(emit_grad(call, grads, 0, dx, accumulate));
+  if (dgrid.defined()) RETURN_IF_ERROR(emit_grad(call, grads, 1, dgrid, accumulate));
+  return Status::ok();
+}
+
 }  // namespace
 
 std::vector<KernelEntry> index_kernels() {
@@ -460,6 +496,10 @@ std::vector<KernelEntry> index_kernels() {
                {separable_forward<pad_maps>, separable_backward<pad_maps>, separable_backward<pad_maps>,
                 require_attrs<graph::PadAttrs>},
                1});
+  t.push_back({OpKind::kGridSample,
+               DType::kFloat32,
+               {grid_sample_forward, grid_sample_backward, grid_sample_backward, require_attrs<graph::GridSampleAttrs>},
+               2});
   t.push_back({OpKind::kResize,
                DType::kFloat32,
                {separable_forward<resize_maps>, separable_backward<resize_maps>, separable_backward<resize_maps>,

@@ -1,4 +1,4 @@
-// Pad, Tile, Trilu, OneHot, GatherElements, GatherND, ScatterElements, Resize: import-time inference
+// Pad, Tile, Trilu, OneHot, GatherElements, GatherND, ScatterElements, Resize, GridSample: import-time inference
 // (graph/ops/infer.h), the output shapes every backend shares (graph/ops/index.h), cost
 // (graph/ops/cost.h) and the folding of GatherElements (graph/ops/fold.h).
 #include "graph/ops/index.h"
@@ -32,6 +32,20 @@ Result<std::vector<int64_t>> pad_output_shape(PadAttrs const& a, std::vector<int
                               std::to_string(d) + " of size " + std::to_string(in[d]) + " below zero");
   }
   return out;
+}
+
+Result<std::vector<int64_t>> grid_sample_output_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& grid) {
+  if (x.size() != 4 || grid.size() != 4 || grid[3] != 2)
+    return unsupported("GridSample of x " + dims_str(x) + " at grid " + dims_str(grid) +
+                       ": only 4-D x [N,C,H,W] with grid [N,Ho,Wo,2] is supported");
+  if (x[0] != grid[0])
+    return invalid_argument("GridSample: x " + dims_str(x) + " and grid " + dims_str(grid) +
+                            " disagree on the batch (their first dims must be equal)");
+  for (std::size_t d = 1; d < 4; ++d)
+    if (x[d] < 0 || grid[d] < 0)
+      return unsupported("GridSample of x " + dims_str(x) + " at grid " + dims_str(grid) +
+                         ": the batch size past the first dim");
+  return std::vector<int64_t>{x[0], x[1], grid[1], grid[2]};
 }
 
 Result<OneHotShape> one_hot_output_shape(OneHotAttrs const& a, std::vector<int64_t> const& indices) {
@@ -538,6 +552,55 @@ Result<std::vector<Dims>> gather_nd_run_shape(OpGraph const&, Op const&, std::ve
 // The backward scatters into data's shape by the indices.
 void save_gather_nd(CostContext const& c, SavedForBackward& s) { c.save(s, c.input(1)); }
 
+// GridSample (opset 16: 4-D, modes bilinear, nearest, bicubic; opset 20 names them linear, nearest,
+// cubic): linear and nearest with every padding mode and align_corners.
+Result<Inferred> infer_grid_sample(InferContext const& c) {
+  if (!c.has(1)) return invalid_argument("GridSample needs inputs X and grid");
+  for (std::size_t k = 0; k < 2; ++k)
+    if (c.dtype(k) != DType::kFloat32)
+      return unsupported("GridSample of " + std::string(dtype_name(c.dtype(k))) + " " + (k ? "grid" : "data") +
+                         " (float32 only)");
+  GridSampleAttrs a;
+  std::string const mode = c.attr_string("mode", c.opset >= 20 ? "linear" : "bilinear");
+  if (mode == "linear" || mode == "bilinear") {
+    a.mode = GridSampleMode::kLinear;
+  } else if (mode == "nearest") {
+    a.mode = GridSampleMode::kNearest;
+  } else if (mode == "cubic" || mode == "bicubic") {
+    return unsupported("GridSample mode '" + mode + "' is not supported (linear/bilinear or nearest)");
+  } else {
+    return invalid_argument("GridSample mode '" + mode + "' is not one of linear, bilinear, nearest, cubic");
+  }
+  std::string const padding = c.attr_string("padding_mode", "zeros");
+  if (padding == "zeros") {
+    a.padding = GridSamplePadding::kZeros;
+  } else if (padding == "border") {
+    a.padding = GridSamplePadding::kBorder;
+  } else if (padding == "reflection") {
+    a.padding = GridSamplePadding::kReflection;
+  } else {
+    return invalid_argument("GridSample padding_mode '" + padding + "' is not one of zeros, border, reflection");
+  }
+  a.align_corners = c.attr_int("align_corners", 0) != 0;
+  ASSIGN_OR_RETURN(Dims out, grid_sample_output_shape(c.dims(0), c.dims(1)));
+  Inferred k;
+  k.typed = a;
+  k.data_inputs = {0, 1};
+  k.outs.push_back({DType::kFloat32, out});
+  return k;
+}
+
+Result<std::vector<Dims>> grid_sample_run_shape(OpGraph const&, Op const&, std::vector<Dims> const& in, int64_t) {
+  ASSIGN_OR_RETURN(Dims out, grid_sample_output_shape(in.at(0), in.at(1)));
+  return std::vector<Dims>{std::move(out)};
+}
+
+// GridSample keeps x and the grid.
+void grid_sample_saved(CostContext const& c, SavedForBackward& s) {
+  c.save(s, c.input(0));
+  c.save(s, c.input(1));
+}
+
 }  // namespace
 
 void register_index_ops(OpTable& t) {
@@ -561,6 +624,10 @@ void register_index_ops(OpTable& t) {
   OpDef resize = elementwise_op(infer_resize, {8, 8});
   resize.run_shape = resize_run_shape;
   define(t, "Resize", std::move(resize));
+  // Per output element: four reads and weights forward; backward the scatter and the grid's slopes.
+  OpDef grid_sample = elementwise_op(infer_grid_sample, {12, 30}, grid_sample_saved);
+  grid_sample.run_shape = grid_sample_run_shape;
+  define(t, "GridSample", std::move(grid_sample));
 }
 
 }  // namespace gp::graph::ops

@@ -32,4 +32,8 @@ struct OneHotShape {
 };
 Result<OneHotShape> one_hot_output_shape(OneHotAttrs const& a, std::vector<int64_t> const& indices);
 
+// GridSample of x [N, C, H, W] at grid [N, Ho, Wo, 2]: [N, C, Ho, Wo] (the batch, symbolic or a
+// number, must be the same dim of both); an error naming the shapes otherwise.
+Result<std::vector<int64_t>> grid_sample_output_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& grid);
+
 }  // namespace gp::graph::ops

@@ -362,4 +362,38 @@ cudaError_t separable_axis_adjoint(float const* gy, int64_t outer, int64_t in, i
   return cudaGetLastError();
 }
 
+namespace {
+__global__ void grid_sample_forward_kernel(float const* __restrict__ x, float const* __restrict__ grid,
+                                           hd::GridSampleParams const p, float* __restrict__ y, int64_t n) {
+  for (int64_t e = global_thread(); e < n; e += grid_threads()) hd::grid_sample_forward_at(x, grid, p, y, e);
+}
+__global__ void grid_sample_input_grad_kernel(float const* __restrict__ grid, float const* __restrict__ dy,
+                                              hd::GridSampleParams const p, float* __restrict__ dx, int64_t planes) {
+  for (int64_t nc = global_thread(); nc < planes; nc += grid_threads())
+    hd::grid_sample_input_grad_plane(grid, dy, p, dx, nc);
+}
+__global__ void grid_sample_grid_grad_kernel(float const* __restrict__ x, float const* __restrict__ grid,
+                                             float const* __restrict__ dy, hd::GridSampleParams const p,
+                                             float* __restrict__ dgrid, int64_t points) {
+  for (int64_t e = global_thread(); e < points; e += grid_threads())
+    hd::grid_sample_grid_grad_at(x, grid, dy, p, dgrid, e);
+}
+}  // namespace
+
+cudaError_t grid_sample_forward(float const* x, float const* grid, hd::GridSampleParams const& p, float* y,
+                                cudaStream_t stream) {
+  int64_t const n = p.n * p.c * p.ho * p.wo;
+  if (n > 0) grid_sample_forward_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, grid, p, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t grid_sample_backward(float const* x, float const* grid, float const* dy, hd::GridSampleParams const& p,
+                                 float* dx, float* dgrid, cudaStream_t stream) {
+  int64_t const planes = p.n * p.c, points = p.n * p.ho * p.wo;
+  if (dx && planes > 0) grid_sample_input_grad_kernel<<<grid_for(planes), kBlock, 0, stream>>>(grid, dy, p, dx, planes);
+  if (dgrid && points > 0)
+    grid_sample_grid_grad_kernel<<<grid_for(points), kBlock, 0, stream>>>(x, grid, dy, p, dgrid, points);
+  return cudaGetLastError();
+}
+
 }  // namespace gp::kernels::cuda

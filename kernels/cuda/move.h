@@ -33,6 +33,12 @@ template <typename T>
 cudaError_t copy_axis(T const* x, int64_t outer, int64_t in, int64_t out, int64_t inner, int64_t const* idx, T fill,
                       T* y, cudaStream_t stream);
 
+// GridSample (kernels/hd/index.h): y one thread per output element; dx one thread per (n, c)
+// plane (its scatter in order: deterministic), dgrid one per grid point; dx or dgrid may be null.
+cudaError_t grid_sample_forward(float const* x, float const* grid, hd::GridSampleParams const& p, float* y,
+                                cudaStream_t stream);
+cudaError_t grid_sample_backward(float const* x, float const* grid, float const* dy, hd::GridSampleParams const& p,
+                                 float* dx, float* dgrid, cudaStream_t stream);
 // OneHot: y [outer, depth, inner] (n elements) is `on` where hd::one_hot_at, else `off`.
 // T: float, int64_t, int32_t; I: int64_t, int32_t, float.
 template <typename T, typename I>

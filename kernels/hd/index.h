@@ -1,6 +1,6 @@
 // Index math of the data-movement kernels (kernels/cuda/move.cu): strided copies (Transpose,
 // Slice, Expand, Concat, Split and their backward passes), the broadcast reduction of Expand's
-// backward, Gather and its deterministic scatter-add. GP_HD: the kernels and
+// backward, Gather and its deterministic scatter-add; OneHot, and GridSample (at the end). GP_HD: the kernels and
 // tests/cuda/test_hd_move.cc run these very functions.
 //
 // Shapes and strides travel by value in fixed arrays of kMaxRank. Every loop over them runs over
@@ -8,6 +8,7 @@
 // space: indexing them with a runtime value would move them to local memory.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -300,6 +301,181 @@ GP_HD I axis_copy_source(I e, I in, I out, I inner, int64_t const* idx) {
   I const o = r % out, b = r / out;
   int64_t const s = idx[o];
   return s < 0 ? I(-1) : (b * in + static_cast<I>(s)) * inner + i;
+}
+
+// ---- GridSample (4-D) ----
+// Per-element math of GridSample (4-D), as torch's grid_sample and ONNX define it: x [N, C, H, W]
+// sampled at grid [N, Ho, Wo, 2] (x then y, in [-1, 1]) into y [N, C, Ho, Wo], bilinear or nearest
+// (half to even), the grid's coordinates mapped to pixels with or without align_corners and then
+// padded: zeros (outside reads 0), border (clipped into the image) or reflection (mirrored at the
+// borders, then clipped). The CPU (kernels/index.cc) and CUDA (kernels/cuda/move.cu) kernels
+// run these functions:
+// - forward: one call per output element;
+// - the input's gradient: one call per (n, c) plane, its output positions in order, so the
+//   scatter-add is deterministic without atomics;
+// - the grid's gradient: one call per grid point, the channels summed in order (nearest: zero).
+struct GridSampleParams {
+  int64_t n = 0, c = 0, h = 0, w = 0, ho = 0, wo = 0;
+  bool nearest = false, align = false;
+  int padding = 0;  // graph::GridSamplePadding: 0 zeros, 1 border, 2 reflection
+};
+
+// A coordinate in [-1, 1] as a pixel position; *d its derivative.
+GP_HD float gs_unnormalize(float coord, int64_t size, bool align, float* d) {
+  if (align) {
+    *d = static_cast<float>(size - 1) / 2.f;
+    return (coord + 1.f) / 2.f * static_cast<float>(size - 1);
+  }
+  *d = static_cast<float>(size) / 2.f;
+  return ((coord + 1.f) * static_cast<float>(size) - 1.f) / 2.f;
+}
+
+// Clipped into [0, size − 1]; *d = 0 where clipped (at the bounds too, as torch), else 1.
+GP_HD float gs_clip(float x, int64_t size, float* d) {
+  float const hi = static_cast<float>(size - 1);
+  if (!(x > 0.f)) {
+    *d = 0.f;
+    return 0.f;
+  }
+  if (x >= hi) {
+    *d = 0.f;
+    return hi;
+  }
+  *d = 1.f;
+  return x;
+}
+
+// Mirrored into [twice_low/2, twice_high/2]; *d = ±1.
+GP_HD float gs_reflect(float x, int64_t twice_low, int64_t twice_high, float* d) {
+  if (twice_low == twice_high) {
+    *d = 0.f;
+    return 0.f;
+  }
+  float const lo = static_cast<float>(twice_low) / 2.f, span = static_cast<float>(twice_high - twice_low) / 2.f;
+  x -= lo;
+  float sign = 1.f;
+  if (x < 0.f) {
+    sign = -1.f;
+    x = -x;
+  }
+  float const extra = fmodf(x, span);
+  int64_t const flips = static_cast<int64_t>(floorf(x / span));
+  if (flips % 2 == 0) {
+    *d = sign;
+    return extra + lo;
+  }
+  *d = -sign;
+  return span - extra + lo;
+}
+
+// The pixel position a grid coordinate reads along an axis of `size`; *grad its derivative.
+GP_HD float gs_source(float coord, int64_t size, GridSampleParams const& p, float* grad) {
+  float g = 1.f;
+  float x = gs_unnormalize(coord, size, p.align, &g);
+  if (p.padding == 1) {
+    float gc = 1.f;
+    x = gs_clip(x, size, &gc);
+    g *= gc;
+  } else if (p.padding == 2) {
+    float gr = 1.f, gc = 1.f;
+    x = p.align ? gs_reflect(x, 0, 2 * (size - 1), &gr) : gs_reflect(x, -1, 2 * size - 1, &gr);
+    x = gs_clip(x, size, &gc);
+    g *= gr * gc;
+  }
+  *grad = g;
+  return x;
+}
+
+GP_HD bool gs_inside(int64_t yy, int64_t xx, GridSampleParams const& p) {
+  return yy >= 0 && yy < p.h && xx >= 0 && xx < p.w;
+}
+GP_HD float gs_at(float const* plane, int64_t yy, int64_t xx, GridSampleParams const& p) {
+  return gs_inside(yy, xx, p) ? plane[yy * p.w + xx] : 0.f;
+}
+
+// Where output position (n, ho, wo) reads: pixel coordinates (ix, iy) and their derivatives.
+struct GsPoint {
+  float ix = 0, iy = 0, gx = 1, gy = 1;
+};
+GP_HD GsPoint gs_point(float const* grid, GridSampleParams const& p, int64_t n, int64_t ho, int64_t wo) {
+  float const* g = grid + ((n * p.ho + ho) * p.wo + wo) * 2;
+  GsPoint q;
+  q.ix = gs_source(g[0], p.w, p, &q.gx);
+  q.iy = gs_source(g[1], p.h, p, &q.gy);
+  // Past one pixel outside every read is zero: kept in a range whose floor fits an integer (a NaN
+  // or huge coordinate reads zeros, as torch's safe_downgrade_to_int_range makes it).
+  q.ix = fminf(fmaxf(q.ix, -2.f), static_cast<float>(p.w + 1));
+  q.iy = fminf(fmaxf(q.iy, -2.f), static_cast<float>(p.h + 1));
+  return q;
+}
+
+GP_HD float gs_sample(float const* plane, GsPoint const& q, GridSampleParams const& p) {
+  if (p.nearest) return gs_at(plane, static_cast<int64_t>(nearbyintf(q.iy)), static_cast<int64_t>(nearbyintf(q.ix)), p);
+  float const x0f = floorf(q.ix), y0f = floorf(q.iy);
+  float const tx = q.ix - x0f, ty = q.iy - y0f;
+  auto const x0 = static_cast<int64_t>(x0f), y0 = static_cast<int64_t>(y0f);
+  return gs_at(plane, y0, x0, p) * (1.f - tx) * (1.f - ty) + gs_at(plane, y0, x0 + 1, p) * tx * (1.f - ty) +
+         gs_at(plane, y0 + 1, x0, p) * (1.f - tx) * ty + gs_at(plane, y0 + 1, x0 + 1, p) * tx * ty;
+}
+
+// y[e], e over [N, C, Ho, Wo].
+GP_HD void grid_sample_forward_at(float const* x, float const* grid, GridSampleParams const& p, float* y, int64_t e) {
+  int64_t const wo = e % p.wo, ho = (e / p.wo) % p.ho, nc = e / (p.wo * p.ho), n = nc / p.c;
+  y[e] = gs_sample(x + nc * p.h * p.w, gs_point(grid, p, n, ho, wo), p);
+}
+
+// dx's plane nc (= n·C + c), written whole: zeros, then every output position's share in order.
+GP_HD void grid_sample_input_grad_plane(float const* grid, float const* dy, GridSampleParams const& p, float* dx,
+                                        int64_t nc) {
+  float* plane = dx + nc * p.h * p.w;
+  for (int64_t i = 0; i < p.h * p.w; ++i) plane[i] = 0.f;
+  int64_t const n = nc / p.c;
+  float const* dyp = dy + nc * p.ho * p.wo;
+  auto add = [&](int64_t yy, int64_t xx, float v) {
+    if (gs_inside(yy, xx, p)) plane[yy * p.w + xx] += v;
+  };
+  for (int64_t ho = 0; ho < p.ho; ++ho)
+    for (int64_t wo = 0; wo < p.wo; ++wo) {
+      float const g = dyp[ho * p.wo + wo];
+      GsPoint const q = gs_point(grid, p, n, ho, wo);
+      if (p.nearest) {
+        add(static_cast<int64_t>(nearbyintf(q.iy)), static_cast<int64_t>(nearbyintf(q.ix)), g);
+        continue;
+      }
+      float const x0f = floorf(q.ix), y0f = floorf(q.iy);
+      float const tx = q.ix - x0f, ty = q.iy - y0f;
+      auto const x0 = static_cast<int64_t>(x0f), y0 = static_cast<int64_t>(y0f);
+      add(y0, x0, g * (1.f - tx) * (1.f - ty));
+      add(y0, x0 + 1, g * tx * (1.f - ty));
+      add(y0 + 1, x0, g * (1.f - tx) * ty);
+      add(y0 + 1, x0 + 1, g * tx * ty);
+    }
+}
+
+// dgrid[e·2 + {0, 1}], e over [N, Ho, Wo]: the bilinear weights' slopes times the source
+// positions' derivatives, summed over the channels in order; nearest reads are steps (zero).
+GP_HD void grid_sample_grid_grad_at(float const* x, float const* grid, float const* dy, GridSampleParams const& p,
+                                    float* dgrid, int64_t e) {
+  int64_t const wo = e % p.wo, ho = (e / p.wo) % p.ho, n = e / (p.wo * p.ho);
+  float sx = 0.f, sy = 0.f;
+  if (!p.nearest) {
+    GsPoint const q = gs_point(grid, p, n, ho, wo);
+    float const x0f = floorf(q.ix), y0f = floorf(q.iy);
+    float const tx = q.ix - x0f, ty = q.iy - y0f;
+    auto const x0 = static_cast<int64_t>(x0f), y0 = static_cast<int64_t>(y0f);
+    for (int64_t c = 0; c < p.c; ++c) {
+      float const* plane = x + (n * p.c + c) * p.h * p.w;
+      float const g = dy[((n * p.c + c) * p.ho + ho) * p.wo + wo];
+      float const v00 = gs_at(plane, y0, x0, p), v01 = gs_at(plane, y0, x0 + 1, p);
+      float const v10 = gs_at(plane, y0 + 1, x0, p), v11 = gs_at(plane, y0 + 1, x0 + 1, p);
+      sx += g * ((v01 - v00) * (1.f - ty) + (v11 - v10) * ty);
+      sy += g * ((v10 - v00) * (1.f - tx) + (v11 - v01) * tx);
+    }
+    sx *= q.gx;
+    sy *= q.gy;
+  }
+  dgrid[e * 2] = sx;
+  dgrid[e * 2 + 1] = sy;
 }
 
 }  // namespace gp::kernels::hd

@@ -43,7 +43,7 @@ void expect_values(std::vector<float> const& got, std::vector<float> const& want
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "element " << i;
 }
 
-void check_grads(OneOp o) {
+void check_index_grads(OneOp o) {
   CpuBackend be;
   ASSERT_TRUE(be.supports(o.the_op(), o.graph).is_ok()) << be.supports(o.the_op(), o.graph).to_string();
   expect_grads_ok(grad_check(be, o));
@@ -101,12 +101,12 @@ TEST(IndexOps, PadComposesAxesLikeAPerElementLoop) {
 }
 
 TEST(IndexOps, PadGradients) {
-  check_grads(pad_op(random_tensor({2, 3, 4}, 2), graph::PadMode::kConstant, {0, 1, -1, 0, 2, 1}, 0.5f));
-  check_grads(pad_op(random_tensor({2, 3, 4}, 3), graph::PadMode::kReflect, {0, 4, 2, 0, 3, 5}));
-  check_grads(pad_op(random_tensor({2, 3, 4}, 4), graph::PadMode::kEdge, {1, 2, 0, 0, 1, 3}));
-  check_grads(pad_op(random_tensor({2, 3, 4}, 5), graph::PadMode::kWrap, {0, 5, -2, 0, 1, 6}));
+  check_index_grads(pad_op(random_tensor({2, 3, 4}, 2), graph::PadMode::kConstant, {0, 1, -1, 0, 2, 1}, 0.5f));
+  check_index_grads(pad_op(random_tensor({2, 3, 4}, 3), graph::PadMode::kReflect, {0, 4, 2, 0, 3, 5}));
+  check_index_grads(pad_op(random_tensor({2, 3, 4}, 4), graph::PadMode::kEdge, {1, 2, 0, 0, 1, 3}));
+  check_index_grads(pad_op(random_tensor({2, 3, 4}, 5), graph::PadMode::kWrap, {0, 5, -2, 0, 1, 6}));
   // A weight's gradient accumulates (the harness starts it at 0.25).
-  check_grads(pad_op(random_tensor({3, 4}, 6), graph::PadMode::kReflect, {2, 1, 1, 3}, 0.f, kW));
+  check_index_grads(pad_op(random_tensor({3, 4}, 6), graph::PadMode::kReflect, {2, 1, 1, 3}, 0.f, kW));
 }
 
 TEST(IndexOps, PadAndTileCopyIntegers) {
@@ -137,8 +137,8 @@ TEST(IndexOps, TileForward) {
 }
 
 TEST(IndexOps, TileGradients) {
-  check_grads(make_op("Tile", graph::TileAttrs{{2, 1, 3}}, {{"x", random_tensor({2, 3, 2}, 8)}}));
-  check_grads(make_op("Tile", graph::TileAttrs{{3, 2}}, {{"x", random_tensor({1, 4}, 9), kW}}));
+  check_index_grads(make_op("Tile", graph::TileAttrs{{2, 1, 3}}, {{"x", random_tensor({2, 3, 2}, 8)}}));
+  check_index_grads(make_op("Tile", graph::TileAttrs{{3, 2}}, {{"x", random_tensor({1, 4}, 9), kW}}));
 }
 
 // ---- Trilu ----
@@ -160,8 +160,8 @@ TEST(IndexOps, TriluForward) {
 }
 
 TEST(IndexOps, TriluGradients) {
-  check_grads(make_op("Trilu", graph::TriluAttrs{true, -1}, {{"x", random_tensor({2, 4, 3}, 11)}}));
-  check_grads(make_op("Trilu", graph::TriluAttrs{false, 1}, {{"x", random_tensor({3, 5}, 12)}}));
+  check_index_grads(make_op("Trilu", graph::TriluAttrs{true, -1}, {{"x", random_tensor({2, 4, 3}, 11)}}));
+  check_index_grads(make_op("Trilu", graph::TriluAttrs{false, 1}, {{"x", random_tensor({3, 5}, 12)}}));
 }
 
 // ---- GatherElements, ScatterElements ----
@@ -246,11 +246,12 @@ TEST(IndexOps, OneHotAxesNegativeAndOutOfRangeIndices) {
 
 TEST(IndexOps, GatherElementsGradients) {
   // Duplicate and negative indices: their gradients add up.
-  check_grads(make_op("GatherElements", graph::GatherElementsAttrs{1},
-                      {{"x", random_tensor({2, 4, 3}, 13)},
-                       {"i", int_tensor({2, 3, 3}, {0, 1, 3, -1, 0, 0, 2, 2, 2, 1, 1, 1, 3, -4, 0, 0, 1, 2})}}));
-  check_grads(make_op("GatherElements", graph::GatherElementsAttrs{0},
-                      {{"x", random_tensor({3, 2}, 14), kW}, {"i", int32_tensor({4, 2}, {0, 1, 2, 2, 1, 0, 0, 0})}}));
+  check_index_grads(make_op("GatherElements", graph::GatherElementsAttrs{1},
+                            {{"x", random_tensor({2, 4, 3}, 13)},
+                             {"i", int_tensor({2, 3, 3}, {0, 1, 3, -1, 0, 0, 2, 2, 2, 1, 1, 1, 3, -4, 0, 0, 1, 2})}}));
+  check_index_grads(
+      make_op("GatherElements", graph::GatherElementsAttrs{0},
+              {{"x", random_tensor({3, 2}, 14), kW}, {"i", int32_tensor({4, 2}, {0, 1, 2, 2, 1, 0, 0, 0})}}));
 }
 
 OneOp scatter_op(graph::ScatterReduction red, int64_t axis, Tensor data, Tensor idx, Tensor upd) {
@@ -277,9 +278,9 @@ TEST(IndexOps, ScatterElementsGradients) {
   // Duplicates: with none the last update wins (only it gets a gradient); add and mul combine them.
   Tensor const idx = int_tensor({2, 3}, {1, 0, 3, 1, -4, 2});
   for (R red : {R::kNone, R::kAdd, R::kMul})
-    check_grads(scatter_op(red, 1, random_tensor({2, 4}, 15), idx, random_tensor({2, 3}, 16)));
-  check_grads(scatter_op(R::kNone, 0, random_tensor({3, 2, 2}, 17), int_tensor({2, 2, 1}, {2, 0, 2, 2}),
-                         random_tensor({2, 2, 1}, 18)));
+    check_index_grads(scatter_op(red, 1, random_tensor({2, 4}, 15), idx, random_tensor({2, 3}, 16)));
+  check_index_grads(scatter_op(R::kNone, 0, random_tensor({3, 2, 2}, 17), int_tensor({2, 2, 1}, {2, 0, 2, 2}),
+                               random_tensor({2, 2, 1}, 18)));
 }
 
 TEST(IndexOps, ScatterNoneGradientGoesToTheLastWriter) {
@@ -324,16 +325,16 @@ TEST(IndexOps, ResizeGradients) {
   using M = graph::ResizeMode;
   using C = graph::ResizeCoord;
   Tensor const x = random_tensor({1, 2, 3, 4}, 19);
-  check_grads(make_op("Resize", resize_attrs(M::kLinear, C::kHalfPixel, {1, 1, 2, 1.5f}), {{"x", x}}));
-  check_grads(make_op("Resize", resize_attrs(M::kLinear, C::kAlignCorners, {1, 1, 0.7f, 2}), {{"x", x}}));
-  check_grads(
+  check_index_grads(make_op("Resize", resize_attrs(M::kLinear, C::kHalfPixel, {1, 1, 2, 1.5f}), {{"x", x}}));
+  check_index_grads(make_op("Resize", resize_attrs(M::kLinear, C::kAlignCorners, {1, 1, 0.7f, 2}), {{"x", x}}));
+  check_index_grads(
       make_op("Resize", resize_attrs(M::kLinear, C::kPytorchHalfPixel, {1, 1, 1, 1}, {1, 2, 5, 3}), {{"x", x}}));
-  check_grads(make_op("Resize", resize_attrs(M::kNearest, C::kAsymmetric, {1, 1, 2.5f, 0.5f}), {{"x", x}}));
+  check_index_grads(make_op("Resize", resize_attrs(M::kNearest, C::kAsymmetric, {1, 1, 2.5f, 0.5f}), {{"x", x}}));
   graph::ResizeAttrs cubic = resize_attrs(M::kCubic, C::kHalfPixel, {1, 1, 1.7f, 2});
-  check_grads(make_op("Resize", cubic, {{"x", x}}));
+  check_index_grads(make_op("Resize", cubic, {{"x", x}}));
   cubic.exclude_outside = true;
   cubic.cubic_coeff_a = -0.5f;
-  check_grads(make_op("Resize", cubic, {{"x", x, kW}}));
+  check_index_grads(make_op("Resize", cubic, {{"x", x, kW}}));
 }
 
 // ---- import ----
@@ -706,10 +707,11 @@ TEST(IndexOps, GatherNdRejectsIndicesOutOfRange) {
 }
 
 TEST(IndexOps, GatherNdGradientsIncludingRepeatedIndices) {
-  check_grads(make_op("GatherND", graph::GatherNDAttrs{},
-                      {{"d", random_tensor({3, 4, 2}, 301), kW}, {"i", int_tensor({3, 2}, {2, 1, 0, 3, 2, 1}), kIn}}));
-  check_grads(make_op("GatherND", graph::GatherNDAttrs{},
-                      {{"d", random_tensor({3, 4}, 302), kW}, {"i", int_tensor({2, 1}, {1, 1}), kIn}}));
+  check_index_grads(
+      make_op("GatherND", graph::GatherNDAttrs{},
+              {{"d", random_tensor({3, 4, 2}, 301), kW}, {"i", int_tensor({3, 2}, {2, 1, 0, 3, 2, 1}), kIn}}));
+  check_index_grads(make_op("GatherND", graph::GatherNDAttrs{},
+                            {{"d", random_tensor({3, 4}, 302), kW}, {"i", int_tensor({2, 1}, {1, 1}), kIn}}));
 }
 
 TEST(IndexImport, GatherNdShapesAndWhatIsRefused) {

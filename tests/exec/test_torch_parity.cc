@@ -301,9 +301,11 @@ TEST_F(TorchParity, TorchvisionResNet18) {
 // The architectures of issue 14, exported by torch 1.13 the way users export them (opset 17,
 // training mode, no constant folding): a MobileNetV2 (Clip as ReLU6, depthwise convolutions), a
 // VisionTransformer (class token expanded to the batch, position embeddings), an LSTM tagger (ONNX
-// LSTM, one class per token), an RNN tagger (two bidirectional ReLU nn.RNN layers: ONNX RNN) and a
-// GPT-style causal decoder (pre-norm blocks, causal mask). Each trains 3 SGD steps on one batch;
-// the losses and the forward output match torch within 1e-4.
+// LSTM, one class per token), an RNN tagger (two bidirectional ReLU nn.RNN layers: ONNX RNN), a
+// spatial transformer (a learned affine grid through grid_sample: ONNX GridSample, whose gradient
+// reaches the grid's weights and the sampled features) and a GPT-style causal decoder (pre-norm
+// blocks, causal mask). Each trains 3 SGD steps on one batch; the losses and the forward output
+// match torch within 1e-4.
 TEST_F(TorchParity, ArchitecturesUsersBring) {
   struct Arch {
     char const* name;
@@ -320,7 +322,7 @@ TEST_F(TorchParity, ArchitecturesUsersBring) {
   // wrong recurrent-weight gradient moves the later losses well beyond 1e-4.
   for (Arch const& a : {Arch{"mobilenet_v2", 16, true, true, 0.01f}, Arch{"vit", 4, true, false, 0.01f},
                         Arch{"lstm_tagger", 4, false, false, 1.0f}, Arch{"rnn_tagger", 4, false, false, 0.5f},
-                        Arch{"gpt", 4, true, false, 0.01f}}) {
+                        Arch{"stn", 4, true, false, 0.05f}, Arch{"gpt", 4, true, false, 0.01f}}) {
     fs::path const d = dir_ / a.name;
     fs::create_directories(d);
     std::string const path = (d / "model.onnx").string();
