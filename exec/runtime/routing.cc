@@ -64,10 +64,17 @@ Result<RuntimePlan> RuntimePlan::make(graph::OpGraph const& graph, partition::Pl
       rp.edge_tensors_[it->second].push_back(t);
       bool const wants_grad = std::find(ad.input_grads.begin(), ad.input_grads.end(), t) != ad.input_grads.end();
       if (wants_grad) {
-        if (!info.shape.has_batch())
-          return unsupported("tensor '" + info.name + "' crosses from stage " + std::to_string(src) + " to " +
-                             std::to_string(s) + " without a batch dimension and needs a gradient: the runtime " +
-                             "cannot split it between replicas; keep its producer and consumers in one stage");
+        // A tensor without a batch dimension that needs a gradient (a weight reshaped or stacked
+        // before its op, as TorchScript writes recurrent weights) travels whole, and its gradient
+        // whole back, once per micro-batch: right between two single stages. Over replicas its
+        // gradient would be one partial sum per replica, which the runtime does not add up.
+        int const r_src = plan.stages[src].replicas, r_dst = plan.stages[s].replicas;
+        if (!info.shape.has_batch() && (r_src != 1 || r_dst != 1))
+          return unsupported("tensor '" + info.name + "' crosses from stage " + std::to_string(src) + " (" +
+                             std::to_string(r_src) + " replicas) to " + std::to_string(s) + " (" +
+                             std::to_string(r_dst) + ") without a batch dimension and needs a gradient: the runtime " +
+                             "does not sum its gradient over replicas; keep its producer and consumers in one stage, "
+                             "or replan with --no-replication");
         rp.edge_grad_tensors_[it->second].push_back(t);
       }
     }
