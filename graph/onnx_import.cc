@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include <onnx/checker.h>
 #include <onnx/common/version.h>
@@ -394,6 +395,22 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
     }
     init_names.insert(init.name);
     raw.initializers.push_back(std::move(init));
+  }
+  // torch.export's graph signature (dynamo exports): one line per input, "<name>: PARAMETER
+  // target='<module path>'" for each parameter.
+  for (auto const& prop : g.metadata_props()) {
+    if (prop.key() != "pkg.torch.export.ExportedProgram.graph_signature") continue;
+    std::set<std::string> params;
+    std::string_view text = prop.value();
+    std::string_view const tag = ": PARAMETER target='";
+    for (std::size_t at = text.find(tag); at != std::string_view::npos; at = text.find(tag, at)) {
+      at += tag.size();
+      std::size_t const end = text.find('\'', at);
+      if (end == std::string_view::npos) break;
+      params.emplace(text.substr(at, end - at));
+      at = end;
+    }
+    raw.exported_parameters = std::move(params);
   }
   for (auto const& v : g.input()) {
     if (init_names.count(v.name())) continue;

@@ -56,6 +56,14 @@ inline constexpr char kPositionTableReason[] =
     "sinusoidal position table (each column a cosine or sine of the position: rotary or fixed position "
     "encoding, a buffer in torch; list it under trainable: to train it)";
 
+// The importer's reason for a float initializer in a weight slot that a dynamo export's graph
+// signature does not list as a parameter while it lists every parameter as an initializer: so no
+// parameter was folded into it, and it is a constant the exporter computed (a spatial
+// transformer's base grid built from arange).
+inline constexpr char kNotAParameterReason[] =
+    "not a parameter in torch.export's graph signature, which lists every parameter as an initializer: a "
+    "constant the exporter computed (list it under trainable: to train it)";
+
 // The importer's reason for a float initializer in a weight slot that it keeps constant because it
 // holds a value of magnitude 1e30 or more: a mask (HF's attention masks hold float32's lowest
 // value; a fixed-batch export folds one into an initializer), which no learned weight holds.

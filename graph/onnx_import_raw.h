@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <memory>
 #include <string>
@@ -71,6 +72,9 @@ struct RawModel {
   // looks at their values (a sinusoidal position table, a transposed copy to retie), so that
   // planning sees the weights training will; their data is dropped once the choice is made.
   std::set<std::string> probed;
+  // The PARAMETER targets of the graph signature torch.export records in a dynamo export's graph
+  // metadata ("pkg.torch.export.ExportedProgram.graph_signature"); nullopt when the file has none.
+  std::optional<std::set<std::string>> exported_parameters;
 };
 
 // A float matrix initializer that holds exactly another's transpose becomes Transpose(that one)

@@ -1,7 +1,7 @@
 // Which initializers train: the weight-slot rules (what torch modules export as parameters), then
 // the buffers that must not (non-finite values such as a -inf causal mask; tensors that only feed
-// masks, comparisons or indices; sinusoidal position tables), then the user's trainable/frozen name
-// patterns.
+// masks, comparisons or indices; sinusoidal position tables; constants a dynamo export's graph
+// signature shows are not parameters), then the user's trainable/frozen name patterns.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -395,6 +395,17 @@ Result<std::vector<WeightChoice>> choose_trainable(RawModel const& m, ImportOpti
                                 "' matches no initializer of the model (run `graphpipe inspect MODEL --weights` for "
                                 "their names)");
     }
+  // A dynamo export whose graph signature lists every parameter as an initializer folded none of
+  // them into another: its other float initializers are constants it computed, not parameters. (When
+  // some parameter is missing, its folded copies, transposed weights and gathered position rows,
+  // are initializers of other names that must train: the slot rules decide.)
+  bool const signature_complete = [&] {
+    if (!m.exported_parameters || m.exported_parameters->empty()) return false;
+    std::set<std::string> names;
+    for (auto const& init : m.initializers) names.insert(init.name);
+    return std::all_of(m.exported_parameters->begin(), m.exported_parameters->end(),
+                       [&](std::string const& p) { return names.count(p) > 0; });
+  }();
   std::vector<WeightChoice> out;
   for (auto const& init : m.initializers) {
     WeightChoice c;
@@ -424,6 +435,8 @@ Result<std::vector<WeightChoice>> choose_trainable(RawModel const& m, ImportOpti
       c.reason = std::string(kMaskValuesReason);
     } else if (value_rule && is_position_table(init)) {
       c.reason = std::string(kPositionTableReason);
+    } else if (rule != rules.end() && signature_complete && !m.exported_parameters->count(init.name)) {
+      c.reason = std::string(kNotAParameterReason);
     } else if (rule != rules.end()) {
       c.trainable = true;
       c.reason = rule->second;

@@ -271,7 +271,10 @@ Result<Inferred> infer_slice(InferContext const& c) {
     }
     out[static_cast<std::size_t>(ax)] = len;
     a.starts.push_back(s);
-    a.ends.push_back(e);
+    // A negative step that runs through index 0 ends at -1, "before the first element": stored
+    // as -1, the run-time geometry (slice_geometry, which counts negative ends from the back
+    // again) read it as the last element and the slice came out empty (torch.flip from dynamo).
+    a.ends.push_back(st < 0 && e < 0 ? std::numeric_limits<int64_t>::min() : e);
     a.axes.push_back(ax);
     a.steps.push_back(st);
   }

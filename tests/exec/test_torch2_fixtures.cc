@@ -101,7 +101,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "efficientnet_dynamo", "efficientnet_torchscript", "swin_dynamo", "swin_torchscript",
                       "adaptive_dynamo", "roberta_dynamo", "roberta_torchscript", "gpt2tied_dynamo",
                       "gpt2tied_torchscript", "llama_static", "gpt2_static", "shuffle_dynamo", "shuffle_torchscript",
-                      "moe_dynamo", "moe_torchscript", "mixtral_dynamo", "upscale_dynamo", "upscale_torchscript"));
+                      "moe_dynamo", "moe_torchscript", "mixtral_dynamo", "upscale_dynamo", "upscale_torchscript",
+                      "recurrent_dynamo", "recurrent_torchscript", "stn_dynamo", "stn_torchscript"));
 
 }  // namespace
 }  // namespace gp::exec

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "graph/onnx_import.h"
+#include "graph/ops/move.h"
 #include "tests/graph/onnx_text.h"
 
 namespace gp::graph {
@@ -271,6 +272,25 @@ TEST(ImportCurrentOnnx, EyeLikeOfAFixedShapeIsAConstant) {
   EXPECT_EQ(eye_added(i), (std::vector<float>{0, 0, 0, 1, 0, 0, 0, 1, 0}));
   auto const msg = must_fail(model("float[N,4] x", "float[N,4] y", {}, "e = EyeLike(x)\ny = Add(x, e)"));
   EXPECT_NE(msg.find("EyeLike of [N,4], which holds the batch size"), std::string::npos) << msg;
+}
+
+// torch.flip as the dynamo exporter writes it (an unrolled bidirectional nn.RNN reverses its
+// sequence so): Slice(starts -1, ends INT64_MIN, steps -1). The importer clamps the end to -1,
+// "before the first element"; stored so, the run-time geometry counted it from the back as the
+// last element and the slice came out empty ("cannot squeeze axis 0 of [0,4,12]").
+TEST(ImportCurrentOnnx, AFlipSliceKeepsEveryElementAtRunTime) {
+  auto g = must_load(model("float[N,6] x", "float[N,6] y",
+                           {zeros("s", {1}, -1, "int64"), zeros("e", {1}, -9223372036854775808.0, "int64"),
+                            zeros("a", {1}, 1, "int64"), zeros("st", {1}, -1, "int64")},
+                           "y = Slice(x, s, e, a, st)"));
+  auto const slices = ops_of_type(g, "Slice");
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_EQ(g.tensor(slices[0]->outputs[0]).shape.dims, (std::vector<int64_t>{-1, 6}));
+  auto geo = ops::slice_geometry(*slices[0], {4, 6});
+  ASSERT_TRUE(geo.is_ok()) << geo.status().to_string();
+  EXPECT_EQ(geo->out_shape, (std::vector<int64_t>{4, 6}));  // was [4, 0]
+  EXPECT_EQ(geo->src_strides, (std::vector<int64_t>{6, -1}));
+  EXPECT_EQ(geo->offset, 5);
 }
 
 // torch 2.x's TorchScript export of nn.MultiheadAttention: a Slice end computed as
