@@ -393,9 +393,12 @@ GP_HD float gs_at(float const* plane, int64_t yy, int64_t xx, GridSampleParams c
   return gs_inside(yy, xx, p) ? plane[yy * p.w + xx] : 0.f;
 }
 
-// Where output position (n, ho, wo) reads: pixel coordinates (ix, iy) and their derivatives.
+// Where output position (n, ho, wo) reads: pixel coordinates (ix, iy), their derivatives, and the
+// pixel read (nearest) or the top-left of the four read (linear, with the fractions tx, ty).
 struct GsPoint {
   float ix = 0, iy = 0, gx = 1, gy = 1;
+  int64_t x0 = 0, y0 = 0;
+  float tx = 0, ty = 0;
 };
 GP_HD GsPoint gs_point(float const* grid, GridSampleParams const& p, int64_t n, int64_t ho, int64_t wo) {
   float const* g = grid + ((n * p.ho + ho) * p.wo + wo) * 2;
@@ -406,14 +409,23 @@ GP_HD GsPoint gs_point(float const* grid, GridSampleParams const& p, int64_t n, 
   // or huge coordinate reads zeros, as torch's safe_downgrade_to_int_range makes it).
   q.ix = fminf(fmaxf(q.ix, -2.f), static_cast<float>(p.w + 1));
   q.iy = fminf(fmaxf(q.iy, -2.f), static_cast<float>(p.h + 1));
+  if (p.nearest) {
+    q.x0 = static_cast<int64_t>(nearbyintf(q.ix));
+    q.y0 = static_cast<int64_t>(nearbyintf(q.iy));
+    return q;
+  }
+  float const x0f = floorf(q.ix), y0f = floorf(q.iy);
+  q.tx = q.ix - x0f;
+  q.ty = q.iy - y0f;
+  q.x0 = static_cast<int64_t>(x0f);
+  q.y0 = static_cast<int64_t>(y0f);
   return q;
 }
 
 GP_HD float gs_sample(float const* plane, GsPoint const& q, GridSampleParams const& p) {
-  if (p.nearest) return gs_at(plane, static_cast<int64_t>(nearbyintf(q.iy)), static_cast<int64_t>(nearbyintf(q.ix)), p);
-  float const x0f = floorf(q.ix), y0f = floorf(q.iy);
-  float const tx = q.ix - x0f, ty = q.iy - y0f;
-  auto const x0 = static_cast<int64_t>(x0f), y0 = static_cast<int64_t>(y0f);
+  if (p.nearest) return gs_at(plane, q.y0, q.x0, p);
+  int64_t const x0 = q.x0, y0 = q.y0;
+  float const tx = q.tx, ty = q.ty;
   return gs_at(plane, y0, x0, p) * (1.f - tx) * (1.f - ty) + gs_at(plane, y0, x0 + 1, p) * tx * (1.f - ty) +
          gs_at(plane, y0 + 1, x0, p) * (1.f - tx) * ty + gs_at(plane, y0 + 1, x0 + 1, p) * tx * ty;
 }
@@ -439,12 +451,11 @@ GP_HD void grid_sample_input_grad_plane(float const* grid, float const* dy, Grid
       float const g = dyp[ho * p.wo + wo];
       GsPoint const q = gs_point(grid, p, n, ho, wo);
       if (p.nearest) {
-        add(static_cast<int64_t>(nearbyintf(q.iy)), static_cast<int64_t>(nearbyintf(q.ix)), g);
+        add(q.y0, q.x0, g);
         continue;
       }
-      float const x0f = floorf(q.ix), y0f = floorf(q.iy);
-      float const tx = q.ix - x0f, ty = q.iy - y0f;
-      auto const x0 = static_cast<int64_t>(x0f), y0 = static_cast<int64_t>(y0f);
+      int64_t const x0 = q.x0, y0 = q.y0;
+      float const tx = q.tx, ty = q.ty;
       add(y0, x0, g * (1.f - tx) * (1.f - ty));
       add(y0, x0 + 1, g * tx * (1.f - ty));
       add(y0 + 1, x0, g * (1.f - tx) * ty);
@@ -460,9 +471,8 @@ GP_HD void grid_sample_grid_grad_at(float const* x, float const* grid, float con
   float sx = 0.f, sy = 0.f;
   if (!p.nearest) {
     GsPoint const q = gs_point(grid, p, n, ho, wo);
-    float const x0f = floorf(q.ix), y0f = floorf(q.iy);
-    float const tx = q.ix - x0f, ty = q.iy - y0f;
-    auto const x0 = static_cast<int64_t>(x0f), y0 = static_cast<int64_t>(y0f);
+    int64_t const x0 = q.x0, y0 = q.y0;
+    float const tx = q.tx, ty = q.ty;
     for (int64_t c = 0; c < p.c; ++c) {
       float const* plane = x + (n * p.c + c) * p.h * p.w;
       float const g = dy[((n * p.c + c) * p.ho + ho) * p.wo + wo];
