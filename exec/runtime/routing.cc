@@ -66,15 +66,7 @@ Result<RuntimePlan> RuntimePlan::make(graph::OpGraph const& graph, partition::Pl
       if (wants_grad) {
         // A tensor without a batch dimension that needs a gradient (a weight reshaped or stacked
         // before its op, as TorchScript writes recurrent weights) travels whole, and its gradient
-        // whole back, once per micro-batch: right between two single stages. Over replicas its
-        // gradient would be one partial sum per replica, which the runtime does not add up.
-        int const r_src = plan.stages[src].replicas, r_dst = plan.stages[s].replicas;
-        if (!info.shape.has_batch() && (r_src != 1 || r_dst != 1))
-          return unsupported("tensor '" + info.name + "' crosses from stage " + std::to_string(src) + " (" +
-                             std::to_string(r_src) + " replicas) to " + std::to_string(s) + " (" +
-                             std::to_string(r_dst) + ") without a batch dimension and needs a gradient: the runtime " +
-                             "does not sum its gradient over replicas; keep its producer and consumers in one stage, "
-                             "or replan with --no-replication");
+        // whole back: over replicas, see unbatched_gradient_goes().
         rp.edge_grad_tensors_[it->second].push_back(t);
       }
     }
@@ -108,6 +100,8 @@ Result<RuntimePlan> RuntimePlan::make(graph::OpGraph const& graph, partition::Pl
                        "counts): choose a micro-batch size divisible by it");
   return rp;
 }
+
+bool RuntimePlan::unbatched_gradient_goes(int e, int p, int q) const { return p == q % replicas(plan().edges[e].src); }
 
 int RuntimePlan::replica_of(int stage, int device) const {
   auto const& devs = view_.stage(stage).devices;

@@ -64,6 +64,13 @@ class RuntimePlan {
   // Chunks (global ids, increasing) that the piece from producer replica p to consumer replica q
   // of edge e carries.
   std::vector<int> piece_chunks(int e, int p, int q) const;
+  // Whether consumer replica q's gradient of an unbatched tensor of edge e goes back to producer
+  // replica p (the piece from p to q carries zeros otherwise). Each consumer replica computes a
+  // partial gradient of the whole tensor from its rows; it goes to one producer replica,
+  // q mod r (r: the producer's replicas, among those q receives from), and a producer replica
+  // adds what its consumers send. Summed over the producer replicas, as their weight gradients
+  // are at STEP, every consumer replica's part counts once.
+  bool unbatched_gradient_goes(int e, int p, int q) const;
   // Positions of those chunks in a replica of a stage with r replicas.
   static std::vector<int> positions(std::vector<int> const& chunks, int replicas);
 

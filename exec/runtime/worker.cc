@@ -343,6 +343,7 @@ Result<std::vector<Tensor>> Worker::gather_edge(int e, int mb, bool gradient) {
   int const mine = plan_.replica_of(to, device_);
   graph::OpGraph const& graph = plan_.graph();
   std::vector<Tensor> assembled(ids.size());
+  std::vector<bool> summed(ids.size(), false);
   for (auto const& piece : plan_.view().pieces(e)) {
     if ((gradient ? piece.src_device : piece.dst_device) != device_) continue;
     int const sender = gradient ? piece.dst_device : piece.src_device;
@@ -359,6 +360,10 @@ Result<std::vector<Tensor>> Worker::gather_edge(int e, int mb, bool gradient) {
         auto found = it->second.tensors.find(t);
         if (found == it->second.tensors.end())
           return internal_error("stage " + std::to_string(from) + " kept no '" + graph.tensor(t).name + "'");
+        if (gradient && !plan_.batched(t) && !plan_.unbatched_gradient_goes(e, mine, theirs)) {
+          parts.push_back(backend_.zeros(graph.tensor(t).shape.dims, graph.tensor(t).dtype));
+          continue;
+        }
         ASSIGN_OR_RETURN(Tensor part, piece_of(found->second, t, r_from, chunks));
         parts.push_back(std::move(part));
       }
@@ -372,9 +377,18 @@ Result<std::vector<Tensor>> Worker::gather_edge(int e, int mb, bool gradient) {
       parts = std::move(it->second.tensors);
       received_.erase(it);
     }
-    // Place the piece's chunks in this replica's tensor (or take it whole).
+    // Place the piece's chunks in this replica's tensor (or take it whole). An unbatched gradient
+    // is the sum of the consumer replicas' parts (RuntimePlan::unbatched_gradient_goes).
     for (std::size_t k = 0; k < ids.size(); ++k) {
       graph::TensorId const t = ids[k];
+      if (gradient && !plan_.batched(t) && assembled[k].defined()) {
+        if (!summed[k]) {  // the first part may be a consumer's stored tensor: add into a copy
+          ASSIGN_OR_RETURN(assembled[k], backend_.clone(assembled[k]));
+          summed[k] = true;
+        }
+        RETURN_IF_ERROR(backend_.add_into(assembled[k], parts[k]));
+        continue;
+      }
       if (!plan_.batched(t) || static_cast<int>(chunks.size()) == plan_.chunks() / r_to) {
         assembled[k] = std::move(parts[k]);
         continue;
@@ -541,6 +555,10 @@ Status Worker::send(Instruction const& in, int64_t step, int line) {
   int const r = plan_.replicas(stage);
   std::vector<Tensor> tensors;
   for (graph::TensorId t : in.gradient ? plan_.edge_grad_tensors(in.edge) : plan_.edge_tensors(in.edge)) {
+    if (in.gradient && !plan_.batched(t) && !plan_.unbatched_gradient_goes(in.edge, theirs, mine)) {
+      tensors.push_back(backend_.zeros(plan_.graph().tensor(t).shape.dims, plan_.graph().tensor(t).dtype));
+      continue;
+    }
     ASSIGN_OR_RETURN(Tensor part, piece_of(it->second.tensors.at(t), t, r, chunks));
     tensors.push_back(std::move(part));
   }

@@ -351,6 +351,41 @@ TEST(RuntimeEquivalence, EveryTorchFixturePartitionedByGppTrainsAsOneDevice) {
   std::cout << "fixtures " << fixtures << ", runs " << cov.runs << ", policies " << cov.policies.size() << std::endl;
 }
 
+// TorchScript's nn.RNN (tests/data/torch2/recurrent_torchscript) stacks each layer's weights with
+// Unsqueeze and Concat before the RNN op: a plan cutting between them sends a tensor without a batch
+// dimension that needs a gradient. Over replicated stages each consumer replica's partial gradient
+// of it goes to one producer replica and the producer replicas' sums add up at STEP: 1 -> 2, 2 -> 1,
+// 2 -> 2, 2 -> 4 and 4 -> 2 replicas train as one device.
+TEST(RuntimeEquivalence, UnbatchedGradientsAcrossReplicatedStages) {
+  auto const dir = kTorchFixtures / "recurrent_torchscript";
+  auto const g = load_fixture(dir);
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  Coverage cov;
+  int crossing = 0;
+  for (int64_t micro_batches : {2, 1}) {
+    TrainConfig c = fixture_config(dir, 2);
+    c.micro_batches = micro_batches;
+    auto const want = testing::train_single(**g, c);
+    auto plan = testing::make_plan(*g, "balanced", 2, c, false);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+    auto const layouts =
+        micro_batches == 2 ? std::vector<std::vector<std::vector<int>>>{{{0}, {1, 2}}, {{0, 1}, {2}}, {{0, 1}, {2, 3}}}
+                           : std::vector<std::vector<std::vector<int>>>{{{0, 1}, {2, 3, 4, 5}}, {{0, 1, 2, 3}, {4, 5}}};
+    for (auto const& layout : layouts) {
+      ASSERT_NO_FATAL_FAILURE(place_replicas(*plan, layout));
+      auto rp = RuntimePlan::make(**g, *plan);
+      ASSERT_TRUE(rp.is_ok()) << rp.status().message();
+      for (int e = 0; e < static_cast<int>(plan->edges.size()); ++e)
+        for (graph::TensorId t : rp->edge_grad_tensors(e)) crossing += !rp->batched(t);
+      check_all_policies(
+          **g, c, *plan, want,
+          "recurrent replicas " + std::to_string(layout[0].size()) + "->" + std::to_string(layout[1].size()), cov);
+    }
+  }
+  EXPECT_GT(crossing, 0) << "no plan sends an unbatched tensor that needs a gradient";
+  EXPECT_GE(cov.replicated, 5);
+}
+
 // HF Llama with its rotary cos/sin tables trained (named under trainable:; the importer keeps
 // them constant by default, as torch does): two weights every decoder layer reads, so every stage
 // of a pipeline holds copies of them.
