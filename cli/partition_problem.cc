@@ -32,6 +32,11 @@ void add_partition_flags(CLI::App& app, PartitionFlags& f) {
       ->capture_default_str();
   app.add_option("--max-downsets", f.search.max_downsets, "Downset limit of the pipedream/piper planners");
   app.add_option("--time-limit", f.search.time_limit_s, "Stop a planner after this many seconds (0: none)");
+  app.add_option("--gpp-max-nodes", f.search.gpp_max_nodes,
+                 "gpp plans a graph of more operators on half as many groups (whole series-parallel subtrees "
+                 "and runs of them, cut where the fewest bytes cross) and expands the plan; 0: every operator "
+                 "(exact, but its time and memory grow with the square of long runs)")
+      ->capture_default_str();
   app.add_option(
          "--chain-objective", f.search.chain_objective,
          "What pipedream/piper minimise: 'step' (step time, as gpp) or 'bottleneck' (their own: max stage time)")

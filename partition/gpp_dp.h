@@ -48,6 +48,8 @@
 // that floor to each one's first plan, then to the end in the order of their best plans so far, so
 // that a good plan prunes every size from its start; and an evaluation for a target depth prunes
 // every partial plan deeper than the target (Engine::evaluate's depth cap).
+// Graphs of more than PlannerOptions::gpp_max_nodes nodes are planned on groups of nodes
+// (partition/coarsen.h): the DP is then exact over the plans whose cuts fall between groups.
 #pragma once
 
 #include <cstdint>

@@ -32,6 +32,11 @@ struct PlannerOptions {
   std::function<Result<double>(Plan const&)> evaluate;
   double evaluate_slack = 1.2;
   int evaluate_candidates = 12;
+  // GPP only: a graph of more nodes is planned on at most half as many groups of its nodes (whole
+  // SP subtrees and runs of them, cut where the fewest bytes cross: partition/coarsen.h) and the
+  // plan expanded; 0: every node (the exact DP, whose time and memory grow with the square of a
+  // long Series: a 10,000-node chain at 64 devices took 3.4 s and 7.8 GB an evaluation).
+  int gpp_max_nodes = 2000;
 };
 
 // What would fit, for the message of an infeasible request: total weight+optimizer bytes against

@@ -6,7 +6,12 @@
 //
 //   bench_scale [--quick] [--planners gpp,pipedream,piper,balanced] [--time-limit S]
 //               [--graphs transformer,chain1000,branchy10000,...] [--devices 8,64,1024]
-//               [--layers 32,344] [--hidden 1024] [--cluster file.yaml]
+//               [--layers 32,344] [--hidden 1024] [--cluster file.yaml] [--gpp-max-nodes N] [--vs-exact]
+//
+// --gpp-max-nodes: GPP plans graphs of more nodes on at most N groups of them (partition/coarsen.h;
+// default PlannerOptions::gpp_max_nodes; 0: every node, the exact DP). --vs-exact: each GPP row
+// that planned on groups also runs the exact DP (same time limit) and prints the ratio of the two
+// plans' predicted samples/s and the exact search's seconds.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -95,6 +100,7 @@ int usage() {
                "usage: bench_scale [--quick] [--planners gpp,pipedream,piper,balanced] [--time-limit S]\n"
                "                   [--graphs transformer,chain1000,branchy1000,chain10000,branchy10000]\n"
                "                   [--devices 8,64,1024] [--layers 32,344] [--hidden 1024] [--cluster file.yaml]\n"
+               "                   [--gpp-max-nodes N] [--vs-exact]\n"
                "example: bench_scale --quick --time-limit 20\n");
   return 2;
 }
@@ -111,6 +117,8 @@ int main(int argc, char** argv) {
   std::vector<int> devices;
   std::vector<int64_t> layers = {32, 344};  // paper transformer: 935 and 10,023 operators
   int64_t hidden = 1024;
+  int gpp_max_nodes = PlannerOptions{}.gpp_max_nodes;
+  bool vs_exact = false;
   std::string cluster_path = std::string(GP_SOURCE_DIR) + "/examples/clusters/cluster_128x8.yaml";
   try {
     for (int i = 1; i < argc; ++i) {
@@ -131,6 +139,10 @@ int main(int argc, char** argv) {
         for (auto const& l : split(argv[++i])) layers.push_back(std::stoll(l));
       } else if (a == "--hidden" && has_value) {
         hidden = std::stoll(argv[++i]);
+      } else if (a == "--vs-exact") {
+        vs_exact = true;
+      } else if (a == "--gpp-max-nodes" && has_value) {
+        gpp_max_nodes = std::stoi(argv[++i]);
       } else if (a == "--cluster" && has_value) {
         cluster_path = argv[++i];
       } else {
@@ -194,6 +206,7 @@ int main(int argc, char** argv) {
                      g.label.c_str(), n, planner.c_str());
         PlannerOptions options;
         options.time_limit_s = time_limit;
+        options.gpp_max_nodes = gpp_max_nodes;
         auto last = Clock::now();
         options.progress = [&](std::string const& line) {  // at most one line every 5 s
           if (since(last) < 5 && line.find("searched") == std::string::npos &&
@@ -206,10 +219,24 @@ int main(int argc, char** argv) {
         auto plan = plan_with(planner, *p, options);
         double const seconds = since(start);
         if (plan) {
-          std::printf("%-22s %6zu %5d %5lld %-10s %9.3f %10lld %11.1f %6zu %5d %5lld\n", g.label.c_str(),
+          std::string exact;
+          if (vs_exact && planner == "gpp" && gpp_max_nodes > 0 && static_cast<int>(p->nodes.size()) > gpp_max_nodes) {
+            PlannerOptions all = options;
+            all.gpp_max_nodes = 0;
+            auto const exact_start = Clock::now();
+            auto best = plan_with(planner, *p, all);
+            char buf[96];
+            if (best)
+              std::snprintf(buf, sizeof buf, "  %.4f of exact (%.3f s)", plan->samples_per_s / best->samples_per_s,
+                            since(exact_start));
+            else
+              std::snprintf(buf, sizeof buf, "  exact: n/a (%.3f s)", since(exact_start));
+            exact = buf;
+          }
+          std::printf("%-22s %6zu %5d %5lld %-10s %9.3f %10lld %11.1f %6zu %5d %5lld%s\n", g.label.c_str(),
                       p->nodes.size(), n, static_cast<long long>(p->batch), planner.c_str(), seconds,
                       static_cast<long long>(plan->states_explored), plan->samples_per_s, plan->stages.size(),
-                      plan->depth, static_cast<long long>(plan->micro_batch));
+                      plan->depth, static_cast<long long>(plan->micro_batch), exact.c_str());
         } else {
           std::printf("%-22s %6zu %5d %5lld %-10s %9.3f %10s %11s  n/a (%s)\n", g.label.c_str(), p->nodes.size(), n,
                       static_cast<long long>(p->batch), planner.c_str(), seconds, "-", "-",

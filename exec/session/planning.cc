@@ -353,7 +353,11 @@ Result<partition::PlannerOptions> planner_options(SearchSpec const& search,
   if (search.chain_objective != "step" && search.chain_objective != "bottleneck")
     return invalid_argument("chain objective '" + search.chain_objective + "' is not 'step' or 'bottleneck'");
   partition::PlannerOptions options;
+  if (search.gpp_max_nodes < 0)
+    return invalid_argument("gpp max nodes must be 0 (every node) or positive, got " +
+                            std::to_string(search.gpp_max_nodes));
   options.max_downsets = search.max_downsets;
+  options.gpp_max_nodes = search.gpp_max_nodes;
   options.time_limit_s = search.time_limit_s;
   options.chain_objective = search.chain_objective == "bottleneck" ? partition::ChainObjective::kBottleneck
                                                                    : partition::ChainObjective::kStepTime;

@@ -52,13 +52,14 @@ struct ProblemSpec {
 };
 Result<partition::Problem> build_problem(ProblemSpec const& spec);
 
-// How the planners search (`partition`/`compare`'s --rank, --max-downsets, --time-limit and
-// --chain-objective, and the Python package's keywords of the same names).
+// How the planners search (`partition`/`compare`'s --rank, --max-downsets, --time-limit,
+// --chain-objective and --gpp-max-nodes, and the Python package's keywords of the same names).
 struct SearchSpec {
   std::string rank = "simulation";  // gpp: judge its best candidates by simulation, or by the formula
   int64_t max_downsets = 50000;
   double time_limit_s = 0;
-  std::string chain_objective = "step";  // what pipedream/piper minimise: step | bottleneck
+  std::string chain_objective = "step";                           // what pipedream/piper minimise: step | bottleneck
+  int gpp_max_nodes = partition::PlannerOptions{}.gpp_max_nodes;  // gpp: plan larger graphs on groups; 0: never
 };
 // The planner options of `search` (an unknown rank or objective is an error naming the choices).
 // `progress`, when given, is told at most one line every half second.

@@ -147,11 +147,12 @@ class Plan:
 
 
 def _planning_options(devices, memory, batch, micro_batch, cluster, cost, bandwidth, replication, communication,
-                      recompute, rank, time_limit, profile_file, profile_batch):
+                      recompute, rank, time_limit, profile_file, profile_batch, gpp_max_nodes=None):
     options = dict(devices=devices, memory=memory if isinstance(memory, str) or memory is None else str(memory),
                    batch=batch, micro_batch=micro_batch, cluster=cluster, bandwidth=bandwidth,
                    replication=replication, communication=communication, recompute=recompute, rank=rank,
-                   time_limit=time_limit, profile=profile_file, profile_batch=profile_batch)
+                   time_limit=time_limit, profile=profile_file, profile_batch=profile_batch,
+                   gpp_max_nodes=gpp_max_nodes)
     if memory is not None:
         size_arg(memory, "memory")
     if isinstance(cost, Profile):
@@ -178,17 +179,21 @@ def _progress(verbose):
 
 def partition(model, devices=None, memory="16GiB", planner="gpp", batch=64, *, micro_batch=None, cluster=None,
               cost="analytic", bandwidth=None, replication=True, communication=True, recompute="auto",
-              rank="simulation", time_limit=None, profile_file=None, profile_batch=None, verbose=False):
+              rank="simulation", time_limit=None, profile_file=None, profile_batch=None, gpp_max_nodes=None,
+              verbose=False):
     """Cuts `model` (a graphpipe.Model, or anything graphpipe.load takes) into a graph of stages.
 
     devices/memory describe a uniform cluster (or cluster= a cluster YAML); batch is the global
     batch; cost is "analytic", a profile JSON path, or a graphpipe.Profile; planner is one of
     gpp, pipedream, piper, balanced. profile_file= plans a PipeDream graph.txt instead of a model.
+    gpp_max_nodes: gpp plans a graph of more operators on half as many groups of them (default 2000;
+    0: every operator, exact).
     """
     if planner not in PLANNERS:
         raise _graphpipe.Error(f"planner '{planner}' is not one of {', '.join(PLANNERS)}")
     options = _planning_options(devices, memory, batch, micro_batch, cluster, cost, bandwidth, replication,
-                                communication, recompute, rank, time_limit, profile_file, profile_batch)
+                                communication, recompute, rank, time_limit, profile_file, profile_batch,
+                                gpp_max_nodes)
     return Plan(_graphpipe.partition(_model_arg(model), planner, options, _progress(verbose)))
 
 
@@ -221,10 +226,11 @@ class Comparison(list):
 
 def compare(model, devices=None, memory="16GiB", batch=64, *, micro_batch=None, cluster=None, cost="analytic",
             bandwidth=None, replication=True, communication=True, recompute="auto", rank="simulation",
-            time_limit=None, profile_file=None, profile_batch=None, verbose=False):
+            time_limit=None, profile_file=None, profile_batch=None, gpp_max_nodes=None, verbose=False):
     """Every planner (gpp, pipedream, piper, balanced) on the same problem, as `graphpipe compare`."""
     options = _planning_options(devices, memory, batch, micro_batch, cluster, cost, bandwidth, replication,
-                                communication, recompute, rank, time_limit, profile_file, profile_batch)
+                                communication, recompute, rank, time_limit, profile_file, profile_batch,
+                                gpp_max_nodes)
     rows = Comparison()
     results = _graphpipe.compare(_model_arg(model), options, _progress(verbose))
     gpp = next((p for name, p, _ in results if name == "gpp" and p is not None), None)

@@ -70,6 +70,8 @@ Request request_from(std::optional<Model> const& model, nb::dict options) {
       r.search.time_limit_s = nb::cast<double>(value);
     else if (k == "chain_objective")
       r.search.chain_objective = nb::cast<std::string>(value);
+    else if (k == "gpp_max_nodes")
+      r.search.gpp_max_nodes = nb::cast<int>(value);
     else
       throw nb::type_error(("unknown planning option '" + k + "'").c_str());
   }

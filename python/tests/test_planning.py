@@ -118,3 +118,22 @@ def test_profile_feeds_the_planner(tmp_path):
         gp.profile(model, backend="tpu")
     with pytest.raises(gp.Error, match="positive"):
         gp.profile(model, batch_sizes=[0])
+
+
+def test_gpp_plans_a_larger_graph_on_groups(cli, mmt, tmp_path):
+    # gpp_max_nodes: a graph of more operators is planned on half as many groups; the plan still
+    # names every operator once, and the CLI's --gpp-max-nodes gives the same plan.
+    grouped = gp.partition(mmt, devices=4, memory="4GiB", batch=32, gpp_max_nodes=40)
+    assert "planned as" in grouped.notes and "groups" in grouped.notes
+    exact = gp.partition(mmt, devices=4, memory="4GiB", batch=32, gpp_max_nodes=0)
+    assert "planned as" not in exact.notes
+    ops = [op for s in grouped.stages for op in s.ops]
+    assert sorted(ops) == sorted(op for s in exact.stages for op in s.ops)
+    assert grouped.samples_per_s <= exact.samples_per_s * (1 + 1e-9)
+    onnx = tmp_path / "mmt.onnx"
+    onnx.write_bytes(mmt.onnx_bytes())
+    out = subprocess.run([cli, "partition", str(onnx), "--devices", "4", "--memory", "4GiB", "--batch", "32",
+                          "--gpp-max-nodes", "40", "--json"], check=True, capture_output=True, text=True).stdout
+    assert json.loads(out)["samples_per_s"] == pytest.approx(grouped.samples_per_s, rel=1e-9)
+    with pytest.raises(gp.Error, match="gpp max nodes"):
+        gp.partition(mmt, devices=4, memory="4GiB", batch=32, gpp_max_nodes=-1)
