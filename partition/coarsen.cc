@@ -65,8 +65,11 @@ class Grouper {
     // Each (producer, tensors) group, at the Series node where its producer and a consumer part
     // (their lowest common ancestor): it crosses the boundaries from the producer's child to the
     // last such consumer's.
-    std::map<std::pair<int, std::vector<std::string>>, std::map<int, std::pair<int, int>>> spans;
-    std::map<std::pair<int, std::vector<std::string>>, int64_t> bytes;
+    struct Crossing {
+      int64_t bytes = 0;                         // per sample
+      std::map<int, std::pair<int, int>> spans;  // Series node -> first and last child crossed from
+    };
+    std::map<std::pair<int, std::vector<std::string>>, Crossing> crossings;
     for (Edge const& e : p.edges) {
       int ua = leaf_of[e.src], ub = leaf_of[e.dst];
       if (ua < 0 || ub < 0) continue;
@@ -80,19 +83,19 @@ class Grouper {
       }
       int const lca = parent[ua];
       if (lca < 0 || tree.nodes[lca].kind != SpKind::kSeries) continue;
-      auto key = std::make_pair(e.src, e.tensors);
-      bytes[key] = e.bytes_per_sample;
-      auto [it, fresh] = spans[key].emplace(lca, std::make_pair(child_index[ua], child_index[ub]));
+      Crossing& crossing = crossings[std::make_pair(e.src, e.tensors)];
+      crossing.bytes = e.bytes_per_sample;
+      auto [it, fresh] = crossing.spans.emplace(lca, std::make_pair(child_index[ua], child_index[ub]));
       if (!fresh) it->second.second = std::max(it->second.second, child_index[ub]);
     }
     cross_.assign(m, {});
-    for (auto const& [key, at] : spans)
-      for (auto const& [t, span] : at) {
+    for (auto const& [key, crossing] : crossings)
+      for (auto const& [t, span] : crossing.spans) {
         std::vector<double>& c = cross_[t];
         if (c.empty()) c.assign(tree.nodes[t].children.size() + 1, 0.0);
         // Boundary b lies before child b: the group crosses b = first + 1 .. last.
-        c[span.first + 1] += static_cast<double>(bytes[key]);
-        c[span.second + 1] -= static_cast<double>(bytes[key]);
+        c[span.first + 1] += static_cast<double>(crossing.bytes);
+        c[span.second + 1] -= static_cast<double>(crossing.bytes);
       }
     for (auto& c : cross_)
       for (std::size_t b = 1; b < c.size(); ++b) c[b] += c[b - 1];

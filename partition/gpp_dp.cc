@@ -222,13 +222,14 @@ namespace {
 Result<Plan> plan_gpp_on_groups(Problem const& p, SpTree const& tree, PlannerOptions const& options,
                                 Clock::time_point start) {
   ASSIGN_OR_RETURN(Coarsening c, coarsen(p, tree, std::max(1, options.gpp_max_nodes / 2)));
-  char line[300];
-  std::snprintf(line, sizeof line,
-                "gpp: %zu nodes planned as %zu groups (whole series-parallel subtrees and runs of them, cut where "
+  char buffer[300];
+  std::snprintf(buffer, sizeof buffer,
+                "%zu nodes planned as %zu groups (whole series-parallel subtrees and runs of them, cut where "
                 "the fewest bytes cross; the largest holds %.2g%% of the model's compute and memory; "
                 "--gpp-max-nodes 0 plans every node)",
                 p.nodes.size(), c.problem.nodes.size(), 100 * c.largest_size / 2);
-  if (options.progress) options.progress(line);
+  std::string const note = buffer;
+  if (options.progress) options.progress("gpp: " + note);
   PlannerOptions inner = options;
   inner.gpp_max_nodes = 0;
   if (options.time_limit_s > 0)
@@ -245,7 +246,6 @@ Result<Plan> plan_gpp_on_groups(Problem const& p, SpTree const& tree, PlannerOpt
     plan.samples_per_s = grouped.samples_per_s;
     plan.step_time_s = grouped.step_time_s;
   }
-  std::string const note = line + 5;  // without "gpp: "
   plan.notes = plan.notes.empty() ? note : plan.notes + "; " + note;
   plan.search_time_s = std::chrono::duration<double>(Clock::now() - start).count();
   return plan;

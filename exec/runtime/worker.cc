@@ -308,8 +308,15 @@ Status Worker::put_chunks(Tensor const& piece, int axis, int64_t chunk_extent, s
 
 Result<Tensor> Worker::on_device(Tensor const& host) { return backend_.to_device(host); }
 
-Result<Tensor> Worker::piece_of(Tensor const& t, graph::TensorId id, int replicas, std::vector<int> const& chunks) {
-  if (!plan_.batched(id)) return t;
+Result<Tensor> Worker::piece_of(int e, bool gradient, Tensor const& t, graph::TensorId id, int producer, int consumer,
+                                std::vector<int> const& chunks) {
+  if (!plan_.batched(id)) {
+    if (gradient && !plan_.unbatched_gradient_goes(e, producer, consumer))
+      return backend_.zeros(plan_.graph().tensor(id).shape.dims, plan_.graph().tensor(id).dtype);
+    return t;
+  }
+  auto const& edge = plan_.plan().edges[e];
+  int const replicas = plan_.replicas(gradient ? edge.dst : edge.src);  // the sender's
   int const axis = plan_.graph().tensor(id).shape.batch_axis();
   int64_t const chunk_extent = t.dim(axis) / (plan_.chunks() / replicas);
   return take_chunks(t, axis, chunk_extent, RuntimePlan::positions(chunks, replicas));
@@ -339,7 +346,7 @@ Result<std::vector<Tensor>> Worker::gather_edge(int e, int mb, bool gradient) {
   int const from = gradient ? edge.dst : edge.src, to = gradient ? edge.src : edge.dst;
   auto const& ids = gradient ? plan_.edge_grad_tensors(e) : plan_.edge_tensors(e);
   auto& store = gradient ? input_grads_ : outputs_;
-  int const r_from = plan_.replicas(from), r_to = plan_.replicas(to);
+  int const r_to = plan_.replicas(to);
   int const mine = plan_.replica_of(to, device_);
   graph::OpGraph const& graph = plan_.graph();
   std::vector<Tensor> assembled(ids.size());
@@ -348,8 +355,8 @@ Result<std::vector<Tensor>> Worker::gather_edge(int e, int mb, bool gradient) {
     if ((gradient ? piece.src_device : piece.dst_device) != device_) continue;
     int const sender = gradient ? piece.dst_device : piece.src_device;
     int const theirs = plan_.replica_of(from, sender);
-    std::vector<int> const chunks =
-        gradient ? plan_.piece_chunks(e, mine, theirs) : plan_.piece_chunks(e, theirs, mine);
+    int const producer = gradient ? mine : theirs, consumer = gradient ? theirs : mine;
+    std::vector<int> const chunks = plan_.piece_chunks(e, producer, consumer);
     std::vector<Tensor> parts;
     if (piece.local()) {  // a co-located stage: straight from its store, no message
       auto it = store.find({from, mb});
@@ -360,11 +367,7 @@ Result<std::vector<Tensor>> Worker::gather_edge(int e, int mb, bool gradient) {
         auto found = it->second.tensors.find(t);
         if (found == it->second.tensors.end())
           return internal_error("stage " + std::to_string(from) + " kept no '" + graph.tensor(t).name + "'");
-        if (gradient && !plan_.batched(t) && !plan_.unbatched_gradient_goes(e, mine, theirs)) {
-          parts.push_back(backend_.zeros(graph.tensor(t).shape.dims, graph.tensor(t).dtype));
-          continue;
-        }
-        ASSIGN_OR_RETURN(Tensor part, piece_of(found->second, t, r_from, chunks));
+        ASSIGN_OR_RETURN(Tensor part, piece_of(e, gradient, found->second, t, producer, consumer, chunks));
         parts.push_back(std::move(part));
       }
       if (--it->second.pending <= 0) store.erase(it);
@@ -550,16 +553,12 @@ Status Worker::send(Instruction const& in, int64_t step, int line) {
   int const mine = plan_.replica_of(stage, device_), theirs = plan_.replica_of(peer_stage, in.peer);
   if (theirs < 0)
     return internal_error("device " + std::to_string(in.peer) + " does not run stage " + std::to_string(peer_stage));
-  std::vector<int> const chunks =
-      in.gradient ? plan_.piece_chunks(in.edge, theirs, mine) : plan_.piece_chunks(in.edge, mine, theirs);
-  int const r = plan_.replicas(stage);
+  int const producer = in.gradient ? theirs : mine, consumer = in.gradient ? mine : theirs;
+  std::vector<int> const chunks = plan_.piece_chunks(in.edge, producer, consumer);
   std::vector<Tensor> tensors;
   for (graph::TensorId t : in.gradient ? plan_.edge_grad_tensors(in.edge) : plan_.edge_tensors(in.edge)) {
-    if (in.gradient && !plan_.batched(t) && !plan_.unbatched_gradient_goes(in.edge, theirs, mine)) {
-      tensors.push_back(backend_.zeros(plan_.graph().tensor(t).shape.dims, plan_.graph().tensor(t).dtype));
-      continue;
-    }
-    ASSIGN_OR_RETURN(Tensor part, piece_of(it->second.tensors.at(t), t, r, chunks));
+    ASSIGN_OR_RETURN(Tensor part,
+                     piece_of(in.edge, in.gradient, it->second.tensors.at(t), t, producer, consumer, chunks));
     tensors.push_back(std::move(part));
   }
   // The communication stream sends once the compute that produced the piece is done.

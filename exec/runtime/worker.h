@@ -117,7 +117,11 @@ class Worker {
   Result<Batch const*> micro_batch_data(int64_t step, int mb);
   void release_data(int mb);
   // Replica pieces through the backend's device operations.
-  Result<Tensor> piece_of(Tensor const& t, graph::TensorId id, int replicas, std::vector<int> const& chunks);
+  // What a piece of edge `e` carries of tensor `id` from the sender's whole `t`: the chunks both
+  // replicas hold, an unbatched tensor whole, or zeros for an unbatched gradient that does not go
+  // from consumer replica `consumer` to producer replica `producer` (RuntimePlan::unbatched_gradient_goes).
+  Result<Tensor> piece_of(int e, bool gradient, Tensor const& t, graph::TensorId id, int producer, int consumer,
+                          std::vector<int> const& chunks);
   Result<Tensor> take_chunks(Tensor const& t, int axis, int64_t chunk_extent, std::vector<int> const& positions);
   Status put_chunks(Tensor const& piece, int axis, int64_t chunk_extent, std::vector<int> const& positions,
                     Tensor& dst);
