@@ -544,6 +544,22 @@ Status check_supported(RawModel const& raw) {
   return unsupported(msg);
 }
 
+// ImportOptions::fixed_inputs: each named graph input becomes an initializer of the given value.
+Status fix_inputs(onnx::ModelProto& model, std::map<std::string, std::string> const& fixed) {
+  auto* inputs = model.mutable_graph()->mutable_input();
+  for (auto const& [name, bytes] : fixed) {
+    auto it = std::find_if(inputs->begin(), inputs->end(), [&](auto const& in) { return in.name() == name; });
+    if (it == inputs->end()) return invalid_argument("a fixed input '" + name + "' is no graph input of the model");
+    onnx::TensorProto value;
+    if (!value.ParseFromString(bytes))
+      return invalid_argument("the value of fixed input '" + name + "' is not a serialized ONNX TensorProto");
+    value.set_name(name);
+    *model.mutable_graph()->add_initializer() = std::move(value);
+    inputs->erase(it);
+  }
+  return Status::ok();
+}
+
 Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source, std::string const& model_path,
                              ImportOptions const& options) {
   // "m.onnx" (no parent path) lives in the current folder; only a model read from memory has none.
@@ -559,6 +575,7 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
                        "; graphpipe's ONNX " + onnx::LAST_RELEASE_VERSION + " reads IR versions up to " +
                        std::to_string(onnx::IR_VERSION) + " (re-export with an older exporter or opset)");
   RETURN_IF_ERROR(check_graph_size(model, options).with_context(source));
+  RETURN_IF_ERROR(fix_inputs(model, options.fixed_inputs).with_context(source));
   // Our external-data rules (graph/onnx_import.h) before ONNX's checker, which words its own.
   if (options.load_weights)
     for (auto const& t : model.graph().initializer())

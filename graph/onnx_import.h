@@ -4,6 +4,7 @@
 // per-op accounting. Errors name the file and the problem (and every unsupported op, once).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,11 @@ struct ImportOptions {
   // Automatic mixed precision (graph/precision.h): the graph after import is rewritten so matmuls and
   // convolutions compute in bf16 with explicit Casts; fp32 leaves it as imported.
   Precision precision = Precision::kFloat32;
+  // Graph inputs fixed at import: name -> a serialized ONNX TensorProto (an input_N.pb of ONNX's
+  // node tests). Each such input becomes an initializer, so that what the importer needs static (a
+  // Reshape's shape, a Resize's scales) can be a graph input given once. A name that is no graph
+  // input, or bytes that are no TensorProto, fail the import.
+  std::map<std::string, std::string> fixed_inputs{};
 };
 
 // The importer's reason (WeightChoice::reason) for a float initializer in a weight slot that it

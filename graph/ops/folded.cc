@@ -1,9 +1,11 @@
 // Ops that exist only at import time (the "folded" family): Constant is folded from its value,
 // ScatterND from static data, indices and updates (torchvision Swin's shifted-window mask), Shape,
-// Size and EyeLike from their input's shape alone. None has an inference rule: one that cannot be
+// Size and EyeLike from their input's shape alone, the window ops (HannWindow, HammingWindow,
+// BlackmanWindow) from their size. None has an inference rule: one that cannot be
 // folded is an import error. (Range, folded when static, lives with ConstantOfShape in logic.cc:
 // over the batch size it stays an op.)
 #include <algorithm>
+#include <cmath>
 
 #include "graph/ops/common.h"
 #include "graph/ops/fold.h"
@@ -98,6 +100,40 @@ Result<Folded> fold_eye_like(FoldContext const& c) {
   return folded_one(std::move(a));
 }
 
+// HannWindow, HammingWindow and BlackmanWindow (opset 17; torch.stft's window in a current export):
+// w[n] = a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N) for n < size, with N = size (periodic, the
+// default) or size - 1 (symmetric), in output_datatype (float32 by default). A constant of the
+// size, which the model gives as a constant.
+struct WindowCoefficients {
+  double a0, a1, a2;
+};
+
+Result<Folded> fold_window(FoldContext const& c, std::string const& op, WindowCoefficients w) {
+  ASSIGN_OR_RETURN(Dims const size, plain_ints(c.in(0), op + " size"));
+  if (size.size() != 1 || size[0] < 0)
+    return invalid_argument(c.where() + ": " + op + "'s size must be one non-negative integer");
+  if (size[0] > kMaxFoldElements)
+    return unsupported(c.where() + ": " + op + " of size " + std::to_string(size[0]) +
+                       " is too large to build at import time");
+  ASSIGN_OR_RETURN(DType const dt, dtype_of_onnx(c.attr_int("output_datatype", 1)));
+  if (dt == DType::kFloat16 || dt == DType::kBFloat16)
+    return unsupported(c.where() + ": " + op + " of dtype " + std::string(dtype_name(dt)));
+  int64_t const n = size[0];
+  double const period = static_cast<double>(c.attr_int("periodic", 1) != 0 ? n : n - 1);
+  SymArray a;
+  a.dtype = dt;
+  a.dims = {n};
+  for (int64_t i = 0; i < n; ++i) {
+    double const x = period > 0 ? 2 * M_PI * static_cast<double>(i) / period : 0.0;  // size 1: [1]
+    double const v = period > 0 ? w.a0 - w.a1 * std::cos(x) + w.a2 * std::cos(2 * x) : 1.0;
+    if (a.is_float())
+      a.f.push_back(v);
+    else
+      a.i.push_back(static_cast<int64_t>(v));
+  }
+  return folded_one(std::move(a));
+}
+
 // ScatterND over values known at import time (torchvision Swin's shifted-window mask, built by
 // slice assignments into zeros of the padded window size). Reductions none and add; indices
 // [..., K] address data's first K axes, updates hold one slice of data's axes from K on per tuple.
@@ -151,6 +187,13 @@ void register_folded_ops(OpTable& t) {
   define(t, "Size", {.fold = fold_size, .folds_from_shape = true});
   define(t, "ScatterND", {.fold = fold_scatter_nd});
   define(t, "EyeLike", {.fold = fold_eye_like, .folds_from_shape = true});
+  define(t, "HannWindow", {.fold = [](FoldContext const& c) { return fold_window(c, "HannWindow", {0.5, 0.5, 0}); }});
+  define(t, "HammingWindow", {.fold = [](FoldContext const& c) {
+           return fold_window(c, "HammingWindow", {25.0 / 46, 21.0 / 46, 0});
+         }});
+  define(t, "BlackmanWindow", {.fold = [](FoldContext const& c) {
+           return fold_window(c, "BlackmanWindow", {0.42, 0.5, 0.08});
+         }});
 }
 
 }  // namespace gp::graph::ops

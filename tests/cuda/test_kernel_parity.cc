@@ -126,8 +126,9 @@ TEST(CudaKernelParity, EveryOnnxNodeTestTheCpuRunsHasACudaKernelForEveryOp) {
   int tests = 0;
   std::vector<std::string> missing;
   for (auto const& dir : dirs) {
-    auto const g = onnx_node_tests::load_test_model(dir);
-    if (!g.is_ok() || g->ops().empty()) continue;
+    auto const m = onnx_node_tests::load_test_model(dir);
+    if (!m.is_ok() || m->graph.ops().empty()) continue;
+    graph::OpGraph const* g = &m->graph;
     bool const cpu_runs = std::all_of(g->ops().begin(), g->ops().end(),
                                       [&](graph::Op const& op) { return cpu.supports(op, *g).is_ok(); });
     if (!cpu_runs) continue;

@@ -274,6 +274,57 @@ TEST(ImportCurrentOnnx, EyeLikeOfAFixedShapeIsAConstant) {
   EXPECT_NE(msg.find("EyeLike of [N,4], which holds the batch size"), std::string::npos) << msg;
 }
 
+// The window ops (opset 17; torch.stft's window) fold to constants of their size: periodic (N = size)
+// by default, symmetric (N = size - 1) with periodic = 0, in output_datatype. The values are the
+// spec's formula with pi (ONNX's own node tests compute theirs with 3.1415: conformance allow list).
+TEST(ImportCurrentOnnx, WindowOpsAreConstantsOfTheirSize) {
+  auto window = [](std::string const& op, int64_t size, std::string const& attrs) {
+    OpGraph g =
+        must_load(model("float[N," + std::to_string(size) + "] x", "float[N," + std::to_string(size) + "] y", {},
+                        "n = Constant <value_int = " + std::to_string(size) + "> ()\n" + "w = " + op + attrs +
+                            " (n)\n" + "y = Mul(x, w)"));
+    EXPECT_TRUE(ops_of_type(g, op).empty());
+    std::vector<double> v;
+    for (Op const* mul : ops_of_type(g, "Mul")) {
+      auto const& data = g.tensor(mul->inputs[1]).data;
+      EXPECT_NE(data, nullptr) << op << " is not a constant";
+      if (data) v.assign(data->as<float>(), data->as<float>() + data->numel());
+    }
+    return v;
+  };
+  auto near = [](std::vector<double> const& got, std::vector<double> const& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << "element " << i;
+  };
+  near(window("HannWindow", 4, ""), {0, 0.5, 1, 0.5});
+  near(window("HannWindow", 5, " <periodic = 0>"), {0, 0.5, 1, 0.5, 0});
+  near(window("HammingWindow", 3, " <periodic = 0>"), {4.0 / 46, 1, 4.0 / 46});
+  near(window("HammingWindow", 4, ""), {4.0 / 46, 25.0 / 46, 1, 25.0 / 46});
+  near(window("BlackmanWindow", 4, ""), {0, 0.34, 1, 0.34});
+  near(window("BlackmanWindow", 1, " <periodic = 0>"), {1});  // N = 0: one sample of 1, as torch
+  auto const msg = must_fail(model("float[N,4] x, int64 n", "float[N,4] y", {}, "w = HannWindow(n)\ny = Mul(x, w)"));
+  EXPECT_NE(msg.find("computed at run time"), std::string::npos) << msg;
+}
+
+// ImportOptions::fixed_inputs (how the ONNX node-test runner gives a Reshape its shape): the named
+// graph inputs become initializers; a name that is no input, or bytes that are no TensorProto, fail.
+TEST(ImportCurrentOnnx, FixedInputsMustNameGraphInputsAndHoldTensors) {
+  std::string const text = model("float[N,4] x, int64[2] s", "float[N,2,2] y", {}, "y = Reshape(x, s)");
+  EXPECT_NE(must_fail(text).find("computed at run time"), std::string::npos);
+  ImportOptions unknown;
+  unknown.fixed_inputs["shape"] = "";
+  auto g = load_onnx_text(text, unknown);
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_NE(g.status().message().find("a fixed input 'shape' is no graph input of the model"), std::string::npos)
+      << g.status().message();
+  ImportOptions garbage;
+  garbage.fixed_inputs["s"] = std::string("\xff\xff\xff", 3);
+  g = load_onnx_text(text, garbage);
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_NE(g.status().message().find("fixed input 's' is not a serialized ONNX TensorProto"), std::string::npos)
+      << g.status().message();
+}
+
 // torch.flip as the dynamo exporter writes it (an unrolled bidirectional nn.RNN reverses its
 // sequence so): Slice(starts -1, ends INT64_MIN, steps -1). The importer clamps the end to -1,
 // "before the first element"; stored so, the run-time geometry counted it from the back as the
