@@ -112,33 +112,13 @@ bool is_float_cast_target(int64_t onnx_type) {
 
 // Input slots whose value never gets a gradient: conditions, comparisons, indices, shapes, axes.
 bool is_mask_slot(RawNode const& n, std::size_t k) {
-  static std::set<std::string> const whole = {"Equal",
-                                              "Less",
-                                              "LessOrEqual",
-                                              "Greater",
-                                              "GreaterOrEqual",
-                                              "Not",
-                                              "And",
-                                              "Or",
-                                              "Xor",
-                                              "IsNaN",
-                                              "IsInf",
-                                              "ArgMax",
-                                              "ArgMin",
-                                              "Shape",
-                                              "Size",
-                                              "Sign",
-                                              "Floor",
-                                              "Ceil",
-                                              "Round",
-                                              "NonZero",
-                                              "Range",
-                                              "ConstantOfShape",
-                                              "OneHot",
-                                              "EyeLike",
-                                              "HannWindow",
-                                              "HammingWindow",
-                                              "BlackmanWindow"};
+  // clang-format off
+  static std::set<std::string> const whole = {
+      "Equal", "Less",    "LessOrEqual", "Greater",         "GreaterOrEqual", "Not",    "And",  "Or",    "Xor",
+      "IsNaN", "IsInf",   "ArgMax",      "ArgMin",          "Shape",          "Size",   "Sign", "Floor", "Ceil",
+      "Round", "NonZero", "Range",       "ConstantOfShape", "OneHot",         "EyeLike",
+      "HannWindow", "HammingWindow", "BlackmanWindow"};
+  // clang-format on
   // Ops whose inputs after the first are shapes, axes, indices or switches.
   static std::set<std::string> const after_first = {
       "Reshape",   "Expand",         "Tile",       "Unsqueeze",       "Squeeze",
