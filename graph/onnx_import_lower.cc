@@ -216,9 +216,14 @@ Status Lowering::lower_node(RawNode const& n) {
       vals_[n.outputs[k]] = std::move(v);
     }
   };
+  // A fold's error, naming the node once (fold functions name it by FoldContext::where).
+  auto fold_error = [&n](Status const& s) {
+    std::string const where = n.type + " '" + n.name + "'";
+    return s.message().starts_with(where) ? s : s.with_context(where);
+  };
   if (def != nullptr && def->folds_from_shape) {  // Shape, Size: whatever computes the input
     auto folded = fold_node(n, *def, std::vector<SymArray const*>(ins.size(), nullptr), dims, m_.opset, dtypes);
-    if (!folded.is_ok()) return folded.status().with_context(n.type + " '" + n.name + "'");
+    if (!folded.is_ok()) return fold_error(folded.status());
     if (*folded) {
       store(*folded);
       return Status::ok();
@@ -243,7 +248,7 @@ Status Lowering::lower_node(RawNode const& n) {
     }
     if (have_data) {
       auto folded = fold_node(n, *def, syms, dims, m_.opset, dtypes);
-      if (!folded.is_ok()) return folded.status().with_context(n.type + " '" + n.name + "'");
+      if (!folded.is_ok()) return fold_error(folded.status());
       if (*folded) {
         store(*folded);
         return Status::ok();

@@ -135,7 +135,7 @@ Result<Folded> fold_window(FoldContext const& c, std::string const& op, WindowCo
 }
 
 // ScatterND over values known at import time (torchvision Swin's shifted-window mask, built by
-// slice assignments into zeros of the padded window size). Reductions none and add; indices
+// slice assignments into zeros of the padded window size). Reductions none, add, mul, max and min; indices
 // [..., K] address data's first K axes, updates hold one slice of data's axes from K on per tuple.
 Result<Folded> fold_scatter_nd(FoldContext const& c) {
   SymArray const* data = c.in(0);
@@ -144,8 +144,9 @@ Result<Folded> fold_scatter_nd(FoldContext const& c) {
   if (data->has_batch() || upd->has_batch() || data->is_float() != upd->is_float())
     return unsupported(c.where() + ": ScatterND over values that hold the batch size or mix dtypes");
   std::string const reduction = attr_string(c.attrs, "reduction", "none");
-  if (reduction != "none" && reduction != "add")
-    return unsupported(c.where() + ": ScatterND reduction '" + reduction + "' (none and add are supported)");
+  if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" && reduction != "min")
+    return unsupported(c.where() + ": ScatterND reduction '" + reduction +
+                       "' (none, add, mul, max and min are supported)");
   ASSIGN_OR_RETURN(Dims const indices, plain_ints(c.in(1), "ScatterND indices"));
   Dims const& x = data->dims;
   Dims const& i = c.in(1)->dims;
@@ -160,7 +161,13 @@ Result<Folded> fold_scatter_nd(FoldContext const& c) {
                             " into data " + dims_str(x));
   Dims const xs = row_major_strides(x);
   SymArray out = *data;
-  bool const add = reduction == "add";
+  auto reduce = [&reduction](auto old, auto update) {
+    if (reduction == "add") return old + update;
+    if (reduction == "mul") return old * update;
+    if (reduction == "max") return std::max(old, update);
+    if (reduction == "min") return std::min(old, update);
+    return update;
+  };
   for (int64_t t = 0; t < tuples; ++t) {
     int64_t off = 0;
     for (std::size_t d = 0; d < k; ++d) {
@@ -171,9 +178,9 @@ Result<Folded> fold_scatter_nd(FoldContext const& c) {
     for (int64_t e = 0; e < slice; ++e) {
       auto const dst = static_cast<std::size_t>(off + e), src = static_cast<std::size_t>(t * slice + e);
       if (out.is_float())
-        out.f[dst] = add ? out.f[dst] + upd->f[src] : upd->f[src];
+        out.f[dst] = reduce(out.f[dst], upd->f[src]);
       else
-        out.i[dst] = add ? out.i[dst] + upd->i[src] : upd->i[src];
+        out.i[dst] = reduce(out.i[dst], upd->i[src]);
     }
   }
   return folded_one(std::move(out));

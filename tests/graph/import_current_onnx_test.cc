@@ -272,6 +272,7 @@ TEST(ImportCurrentOnnx, EyeLikeOfAFixedShapeIsAConstant) {
   EXPECT_EQ(eye_added(i), (std::vector<float>{0, 0, 0, 1, 0, 0, 0, 1, 0}));
   auto const msg = must_fail(model("float[N,4] x", "float[N,4] y", {}, "e = EyeLike(x)\ny = Add(x, e)"));
   EXPECT_NE(msg.find("EyeLike of [N,4], which holds the batch size"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("EyeLike '': EyeLike ''"), std::string::npos) << "the node named twice: " << msg;
 }
 
 // The window ops (opset 17; torch.stft's window) fold to constants of their size: periodic (N = size)
@@ -391,7 +392,8 @@ TEST(ImportCurrentOnnx, GatherElementsOfConstantsFolds) {
 }
 
 // torchvision Swin's shifted-window mask: slice assignments into zeros become ScatterND over
-// constants, folded at import (with reduction add too); over run-time values it is refused.
+// constants, folded at import (with reductions add, mul, max, min too); over run-time values it is
+// refused.
 TEST(ImportCurrentOnnx, ScatterNDOfConstantsFolds) {
   auto g = must_load(model("float[N,2,3] x", "float[N,2,3] y", {},
                            "data = Constant<value = float[2,3] {0, 0, 0, 0, 0, 0}>()\n"
@@ -409,6 +411,24 @@ TEST(ImportCurrentOnnx, ScatterNDOfConstantsFolds) {
   TensorInfo const& m = g.tensor(mul[0]->inputs[1]);
   ASSERT_NE(m.data, nullptr);
   EXPECT_EQ(m.data->to_doubles(), (std::vector<double>{8, 1, 1, 0, 0, 5}));
+  // Reductions mul, max and min (opset 18), one after the other on that result.
+  auto r = must_load(model("float[N,2,3] x", "float[N,2,3] y", {},
+                           "m = Constant<value = float[2,3] {8, 1, 1, 0, 0, 5}>()\n"
+                           "rows = Constant<value = int64[1,1] {0}>()\n"
+                           "row = Constant<value = float[1,3] {2, 3, 0.5}>()\n"
+                           "hi_idx = Constant<value = int64[2,2] {1, 0, 0, 2}>()\n"
+                           "hi = Constant<value = float[2] {4, 0.25}>()\n"
+                           "lo_idx = Constant<value = int64[2,2] {0, 0, 1, 2}>()\n"
+                           "lo = Constant<value = float[2] {10, 7}>()\n"
+                           "a = ScatterND<reduction = \"mul\">(m, rows, row)\n"
+                           "b = ScatterND<reduction = \"max\">(a, hi_idx, hi)\n"
+                           "c = ScatterND<reduction = \"min\">(b, lo_idx, lo)\n"
+                           "y = Mul(x, c)",
+                           18, 8));
+  auto const rmul = ops_of_type(r, "Mul");
+  ASSERT_EQ(rmul.size(), 1u);
+  ASSERT_NE(r.tensor(rmul[0]->inputs[1]).data, nullptr);
+  EXPECT_EQ(r.tensor(rmul[0]->inputs[1]).data->to_doubles(), (std::vector<double>{10, 3, 0.5, 4, 0, 5}));
   std::string const err = must_fail(model("float[N,3] x, float[N] u", "float[N,3] y", {},
                                           "idx = Constant<value = int64[1,1] {0}>()\n"
                                           "y = ScatterND(x, idx, u)",
