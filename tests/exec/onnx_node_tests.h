@@ -105,7 +105,8 @@ inline std::vector<std::string> not_run_reasons(Outcome const& o) {
   std::string const op = rest.substr(0, rest.find(' '));
   if (rest.find("computed at run time") != std::string::npos) return {op + ": a constant input is a graph input"};
   if (rest.find("graphpipe imports opsets") != std::string::npos)  // below 7, or none of the default domain
-    return {"model: " + rest.substr(rest.find("uses ONNX opset") + 5, rest.find(';') - rest.find("uses ONNX opset") - 5)};
+    return {"model: " +
+            rest.substr(rest.find("uses ONNX opset") + 5, rest.find(';') - rest.find("uses ONNX opset") - 5)};
   if (rest.find("opset") != std::string::npos) return {op + ": opset"};
   if (rest.find("dtype") != std::string::npos || rest.find("element type") != std::string::npos ||
       rest.find("float16") != std::string::npos)

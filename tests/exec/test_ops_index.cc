@@ -1,25 +1,19 @@
 // Pad, Tile, Trilu, GatherElements, ScatterElements, Resize: forward values worked out by hand or
 // with plain loops, finite-difference gradients, import (shapes, folded attributes, the errors for
-// what graphpipe refuses), and ONNX's reference outputs for the node tests whose static inputs the
-// importer cannot fold (they are graph inputs there): those run through the op table's inference.
+// what graphpipe refuses). ONNX's node tests of these ops (their static inputs fixed at import) run
+// in OnnxNodeConformance.
 #include <cmath>
-#include <cstring>
-#include <filesystem>
 #include <limits>
 
 #include "exec/stage_executor.h"
 #include "graph/onnx_import.h"
-#include "graph/onnx_tensor_io.h"
-#include "graph/ops/registry.h"
 #include "tests/exec/op_harness.h"
 #include "tests/graph/onnx_text.h"
 
 namespace gp::exec::testing {
 namespace {
 
-namespace fs = std::filesystem;
 using graph::TensorRole;
-constexpr char const* kNodeTests = "/usr/share/libonnx-testdata/data/node";
 
 Tensor floats(std::vector<int64_t> shape, std::vector<float> const& v) { return Tensor::from_floats(shape, v); }
 
@@ -438,173 +432,6 @@ TEST(IndexImport, GatherAndScatterElements) {
   expect_import_error(
       one_node("float[N,5] x, int64[N,2] i, float[N,3] u", "float[N,5] y", "y = ScatterElements<axis = 1>(x, i, u)"),
       "differ in shape");
-}
-
-// ---- ONNX reference outputs through the op table's inference and the CPU kernels ----
-struct Replay {
-  std::string test;
-  std::string type;
-  graph::Attributes attrs;
-  std::vector<std::size_t> slots;  // the node input slot of each input_<k>.pb
-  std::size_t static_from = 1;     // slots from here on are import-time constants
-  int64_t opset = 13;
-};
-
-void replay(Replay const& r, std::string const& expect_error = {}) {
-  SCOPED_TRACE(r.test);
-  fs::path const data = fs::path(kNodeTests) / r.test / "test_data_set_0";
-  ASSERT_TRUE(fs::exists(data)) << data;
-  std::size_t const n_slots = *std::max_element(r.slots.begin(), r.slots.end()) + 1;
-  graph::ops::InferContext c;
-  c.type = r.type;
-  c.name = r.test;
-  c.opset = r.opset;
-  c.attrs = r.attrs;
-  c.inputs.resize(n_slots);
-  c.outputs = {"y"};
-  std::vector<graph::ops::StaticValue> statics(n_slots);
-  std::vector<Tensor> values(n_slots);
-  for (std::size_t k = 0; k < r.slots.size(); ++k) {
-    auto t = graph::load_tensor_pb((data / ("input_" + std::to_string(k) + ".pb")).string());
-    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-    std::size_t const s = r.slots[k];
-    c.inputs[s] = {true, t->data.dtype, t->data.dims};
-    values[s] = Tensor::from_data(t->data);
-    if (s >= r.static_from) {
-      auto v = graph::ops::StaticValue::from_data(t->data);
-      ASSERT_TRUE(v.is_ok()) << v.status().to_string();
-      statics[s] = *v;
-    }
-  }
-  c.value_of = [&](std::size_t k, std::string const& what) -> Result<graph::ops::StaticValue const*> {
-    if (k >= r.static_from) return &statics[k];
-    return unsupported(what + " is a run-time value");
-  };
-  graph::ops::OpDef const* def = graph::ops::find_op(r.type);
-  ASSERT_NE(def, nullptr);
-  auto inferred = def->infer(c);
-  if (!expect_error.empty()) {
-    ASSERT_FALSE(inferred.is_ok());
-    EXPECT_NE(inferred.status().message().find(expect_error), std::string::npos) << inferred.status().message();
-    return;
-  }
-  ASSERT_TRUE(inferred.is_ok()) << inferred.status().to_string();
-  std::vector<In> ins;
-  for (std::size_t s : inferred->data_inputs) ins.push_back({"in" + std::to_string(s), values.at(s), kIn});
-  std::vector<DType> out_dtypes;
-  for (auto const& o : inferred->outs) out_dtypes.push_back(o.first);
-  OneOp o = make_op(r.type, inferred->typed, ins, static_cast<int>(out_dtypes.size()), out_dtypes);
-  CpuBackend be;
-  ASSERT_TRUE(be.supports(o.the_op(), o.graph).is_ok()) << be.supports(o.the_op(), o.graph).to_string();
-  std::vector<Tensor> out = run_forward(be, o);
-  // Every output the test stores (TopK's values and indices).
-  for (std::size_t k = 0; k < out_dtypes.size(); ++k) {
-    SCOPED_TRACE("output " + std::to_string(k));
-    fs::path const file = data / ("output_" + std::to_string(k) + ".pb");
-    ASSERT_TRUE(fs::exists(file)) << file;
-    auto want = graph::load_tensor_pb(file.string());
-    ASSERT_TRUE(want.is_ok()) << want.status().to_string();
-    ASSERT_EQ(out.at(k).shape(), want->data.dims);
-    EXPECT_EQ(inferred->outs.at(k).second, want->data.dims);
-    ASSERT_EQ(out[k].dtype(), want->data.dtype);
-    if (want->data.dtype != DType::kFloat32) {  // integer data (Trilu's and Pad's tests, TopK's indices): exact
-      std::size_t const size = graph::dtype_size(want->data.dtype);
-      auto const* g = static_cast<std::byte const*>(out[k].raw());
-      for (int64_t i = 0; i < out[k].numel(); ++i)
-        EXPECT_EQ(std::memcmp(g + i * size, want->data.bytes.data() + i * size, size), 0) << "element " << i;
-      continue;
-    }
-    float const* e = want->data.as<float>();
-    std::vector<float> const got = out[k].to_vector();
-    for (std::size_t i = 0; i < got.size(); ++i)
-      EXPECT_NEAR(got[i], e[i], 1e-5 + 1e-4 * std::fabs(e[i])) << "element " << i;
-  }
-}
-
-bool have_node_tests() { return fs::exists(kNodeTests); }
-
-TEST(IndexReference, ResizeNodeTests) {
-  if (!have_node_tests()) GTEST_SKIP() << "libonnx-testdata is not installed (" << kNodeTests << ")";
-  auto attrs = [](std::string mode, std::string coord = "", std::string nearest = "") {
-    graph::Attributes a{{"mode", mode}};
-    if (!coord.empty()) a["coordinate_transformation_mode"] = coord;
-    if (!nearest.empty()) a["nearest_mode"] = nearest;
-    return a;
-  };
-  graph::Attributes a_n0p5 = attrs("cubic");
-  a_n0p5["cubic_coeff_a"] = -0.5;
-  a_n0p5["exclude_outside"] = int64_t{1};
-  std::vector<std::size_t> const scales{0, 2}, sizes{0, 3};
-  std::vector<Replay> const tests = {
-      {"test_resize_downsample_scales_cubic", "Resize", attrs("cubic"), scales},
-      {"test_resize_downsample_scales_cubic_A_n0p5_exclude_outside", "Resize", a_n0p5, scales},
-      {"test_resize_downsample_scales_cubic_align_corners", "Resize", attrs("cubic", "align_corners"), scales},
-      {"test_resize_downsample_scales_linear", "Resize", attrs("linear"), scales},
-      {"test_resize_downsample_scales_linear_align_corners", "Resize", attrs("linear", "align_corners"), scales},
-      {"test_resize_downsample_scales_nearest", "Resize", attrs("nearest"), scales},
-      {"test_resize_downsample_sizes_cubic", "Resize", attrs("cubic"), sizes},
-      {"test_resize_downsample_sizes_linear_pytorch_half_pixel", "Resize", attrs("linear", "pytorch_half_pixel"),
-       sizes},
-      {"test_resize_downsample_sizes_nearest", "Resize", attrs("nearest"), sizes},
-      {"test_resize_upsample_scales_cubic", "Resize", attrs("cubic"), scales},
-      {"test_resize_upsample_scales_cubic_A_n0p5_exclude_outside", "Resize", a_n0p5, scales},
-      {"test_resize_upsample_scales_cubic_align_corners", "Resize", attrs("cubic", "align_corners"), scales},
-      {"test_resize_upsample_scales_cubic_asymmetric", "Resize", attrs("cubic", "asymmetric"), scales},
-      {"test_resize_upsample_scales_linear", "Resize", attrs("linear"), scales},
-      {"test_resize_upsample_scales_linear_align_corners", "Resize", attrs("linear", "align_corners"), scales},
-      {"test_resize_upsample_scales_nearest", "Resize", attrs("nearest"), scales},
-      {"test_resize_upsample_sizes_cubic", "Resize", attrs("cubic"), sizes},
-      {"test_resize_upsample_sizes_nearest", "Resize", attrs("nearest"), sizes},
-      {"test_resize_upsample_sizes_nearest_ceil_half_pixel", "Resize", attrs("nearest", "half_pixel", "ceil"), sizes},
-      {"test_resize_upsample_sizes_nearest_floor_align_corners", "Resize", attrs("nearest", "align_corners", "floor"),
-       sizes},
-      {"test_resize_upsample_sizes_nearest_round_prefer_ceil_asymmetric", "Resize",
-       attrs("nearest", "asymmetric", "round_prefer_ceil"), sizes},
-  };
-  for (Replay const& r : tests) replay(r);
-  replay({"test_resize_tf_crop_and_resize", "Resize", attrs("linear", "tf_crop_and_resize"), {0, 1, 3}},
-         "coordinate_transformation_mode 'tf_crop_and_resize'");
-  replay({"test_resize_downsample_sizes_nearest_tf_half_pixel_for_nn", "Resize",
-          attrs("nearest", "tf_half_pixel_for_nn"), sizes},
-         "coordinate_transformation_mode 'tf_half_pixel_for_nn'");
-}
-
-TEST(IndexReference, PadTileTriluNodeTests) {
-  if (!have_node_tests()) GTEST_SKIP() << "libonnx-testdata is not installed (" << kNodeTests << ")";
-  replay({"test_constant_pad", "Pad", {{"mode", std::string("constant")}}, {0, 1, 2}});
-  replay({"test_edge_pad", "Pad", {{"mode", std::string("edge")}}, {0, 1}});
-  replay({"test_reflect_pad", "Pad", {{"mode", std::string("reflect")}}, {0, 1}});
-  replay({"test_tile", "Tile", {}, {0, 1}});
-  replay({"test_tile_precomputed", "Tile", {}, {0, 1}});
-  int ran = 0;
-  for (auto const& e : fs::directory_iterator(kNodeTests)) {
-    std::string const name = e.path().filename().string();
-    if (name.rfind("test_tril", 0) != 0 && name.rfind("test_triu", 0) != 0) continue;
-    graph::Attributes a;
-    if (name.rfind("test_tril", 0) == 0) a["upper"] = int64_t{0};
-    bool const has_k = fs::exists(e.path() / "test_data_set_0" / "input_1.pb");
-    replay({name, "Trilu", a, has_k ? std::vector<std::size_t>{0, 1} : std::vector<std::size_t>{0}, 1, 14});
-    ++ran;
-  }
-  EXPECT_EQ(ran, 18);
-}
-
-// ONNX's TopK tests feed K as a graph input (graphpipe needs it at import, as a constant): both
-// outputs, the values and the int64 indices, replayed.
-TEST(IndexReference, TopKNodeTests) {
-  if (!have_node_tests()) GTEST_SKIP() << "libonnx-testdata is not installed (" << kNodeTests << ")";
-  replay({"test_top_k", "TopK", {{"axis", int64_t{1}}}, {0, 1}, 1, 11});
-  replay({"test_top_k_negative_axis", "TopK", {{"axis", int64_t{-1}}}, {0, 1}, 1, 11});
-  replay({"test_top_k_smallest", "TopK", {{"axis", int64_t{1}}, {"largest", int64_t{0}}}, {0, 1}, 1, 11});
-}
-
-// ONNX's OneHot tests feed depth and values as graph inputs: replayed with them as constants.
-TEST(IndexReference, OneHotNodeTests) {
-  if (!have_node_tests()) GTEST_SKIP() << "libonnx-testdata is not installed (" << kNodeTests << ")";
-  replay({"test_onehot_negative_indices", "OneHot", {{"axis", int64_t{1}}}, {0, 1, 2}, 1, 11});
-  replay({"test_onehot_with_axis", "OneHot", {{"axis", int64_t{1}}}, {0, 1, 2}, 1, 11});
-  replay({"test_onehot_with_negative_axis", "OneHot", {{"axis", int64_t{-2}}}, {0, 1, 2}, 1, 11});
-  replay({"test_onehot_without_axis", "OneHot", {}, {0, 1, 2}, 1, 11});
 }
 
 // Depth and values constants at import; the depth axis may not come before the batch.
