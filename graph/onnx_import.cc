@@ -547,7 +547,9 @@ Status check_supported(RawModel const& raw) {
 // ImportOptions::fixed_inputs: each named graph input becomes an initializer of the given value.
 Status fix_inputs(onnx::ModelProto& model, std::map<std::string, std::string> const& fixed) {
   auto* inputs = model.mutable_graph()->mutable_input();
-  for (auto const& [name, bytes] : fixed) {
+  for (auto const& entry : fixed) {
+    std::string const& name = entry.first;  // (a structured binding: clang cannot capture it)
+    std::string const& bytes = entry.second;
     auto it = std::find_if(inputs->begin(), inputs->end(), [&](auto const& in) { return in.name() == name; });
     if (it == inputs->end()) return invalid_argument("a fixed input '" + name + "' is no graph input of the model");
     onnx::TensorProto value;
