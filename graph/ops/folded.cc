@@ -6,6 +6,7 @@
 // over the batch size it stays an op.)
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "graph/ops/common.h"
 #include "graph/ops/fold.h"
@@ -108,7 +109,8 @@ struct WindowCoefficients {
   double a0, a1, a2;
 };
 
-Result<Folded> fold_window(FoldContext const& c, std::string const& op, WindowCoefficients w) {
+Result<Folded> fold_window(FoldContext const& c, WindowCoefficients w) {
+  std::string const op(c.type);
   ASSIGN_OR_RETURN(Dims const size, plain_ints(c.in(0), op + " size"));
   if (size.size() != 1 || size[0] < 0)
     return invalid_argument(c.where() + ": " + op + "'s size must be one non-negative integer");
@@ -143,10 +145,16 @@ Result<Folded> fold_scatter_nd(FoldContext const& c) {
   if (!data || !c.in(1) || !upd) return invalid_argument(c.where() + ": an input is missing");
   if (data->has_batch() || upd->has_batch() || data->is_float() != upd->is_float())
     return unsupported(c.where() + ": ScatterND over values that hold the batch size or mix dtypes");
-  std::string const reduction = attr_string(c.attrs, "reduction", "none");
-  if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" && reduction != "min")
-    return unsupported(c.where() + ": ScatterND reduction '" + reduction +
-                       "' (none, add, mul, max and min are supported)");
+  std::string const name = attr_string(c.attrs, "reduction", "none");
+  static std::map<std::string, ScatterReduction> const reductions = {{"none", ScatterReduction::kNone},
+                                                                     {"add", ScatterReduction::kAdd},
+                                                                     {"mul", ScatterReduction::kMul},
+                                                                     {"max", ScatterReduction::kMax},
+                                                                     {"min", ScatterReduction::kMin}};
+  auto const found = reductions.find(name);
+  if (found == reductions.end())
+    return unsupported(c.where() + ": ScatterND reduction '" + name + "' (none, add, mul, max and min are supported)");
+  ScatterReduction const reduction = found->second;
   ASSIGN_OR_RETURN(Dims const indices, plain_ints(c.in(1), "ScatterND indices"));
   Dims const& x = data->dims;
   Dims const& i = c.in(1)->dims;
@@ -161,11 +169,19 @@ Result<Folded> fold_scatter_nd(FoldContext const& c) {
                             " into data " + dims_str(x));
   Dims const xs = row_major_strides(x);
   SymArray out = *data;
-  auto reduce = [&reduction](auto old, auto update) {
-    if (reduction == "add") return old + update;
-    if (reduction == "mul") return old * update;
-    if (reduction == "max") return std::max(old, update);
-    if (reduction == "min") return std::min(old, update);
+  auto reduce = [reduction](auto old, auto update) {
+    switch (reduction) {
+      case ScatterReduction::kAdd:
+        return old + update;
+      case ScatterReduction::kMul:
+        return old * update;
+      case ScatterReduction::kMax:
+        return std::max(old, update);
+      case ScatterReduction::kMin:
+        return std::min(old, update);
+      case ScatterReduction::kNone:
+        break;
+    }
     return update;
   };
   for (int64_t t = 0; t < tuples; ++t) {
@@ -194,13 +210,9 @@ void register_folded_ops(OpTable& t) {
   define(t, "Size", {.fold = fold_size, .folds_from_shape = true});
   define(t, "ScatterND", {.fold = fold_scatter_nd});
   define(t, "EyeLike", {.fold = fold_eye_like, .folds_from_shape = true});
-  define(t, "HannWindow", {.fold = [](FoldContext const& c) { return fold_window(c, "HannWindow", {0.5, 0.5, 0}); }});
-  define(t, "HammingWindow", {.fold = [](FoldContext const& c) {
-           return fold_window(c, "HammingWindow", {25.0 / 46, 21.0 / 46, 0});
-         }});
-  define(t, "BlackmanWindow", {.fold = [](FoldContext const& c) {
-           return fold_window(c, "BlackmanWindow", {0.42, 0.5, 0.08});
-         }});
+  define(t, "HannWindow", {.fold = [](FoldContext const& c) { return fold_window(c, {0.5, 0.5, 0}); }});
+  define(t, "HammingWindow", {.fold = [](FoldContext const& c) { return fold_window(c, {25.0 / 46, 21.0 / 46, 0}); }});
+  define(t, "BlackmanWindow", {.fold = [](FoldContext const& c) { return fold_window(c, {0.42, 0.5, 0.08}); }});
 }
 
 }  // namespace gp::graph::ops
