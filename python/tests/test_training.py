@@ -245,9 +245,11 @@ def test_bf16_mixed_precision_and_loss_scaling(mmt):
 
 
 def test_a_stuck_worker_abandons_the_run_and_is_never_freed_under_its_thread(cli, tmp_path):
-    # Device 0 stalls in its first forward for 3x the 1 s timeout: device 1's receive times out, the
-    # run fails after the grace, and device 0's thread, detached, wakes up later and runs on against
-    # the session. The session is abandoned (held until the process exits), not freed under it.
+    # Device 0 stalls in its first forward for 3x the 2 s timeout (6 s): device 1's receive times out
+    # (2 s), the run fails after the grace (timeout + 1 s: 5 s in all), and device 0's thread, detached,
+    # wakes up later and runs on against the session. The session is abandoned (held until the
+    # process exits), not freed under it. (With a 1 s timeout the stall and the grace both ended near
+    # 3 s: a loaded machine let the stall end first, and the run was not abandoned.)
     import gc
     import subprocess
     import time
@@ -263,7 +265,7 @@ def test_a_stuck_worker_abandons_the_run_and_is_never_freed_under_its_thread(cli
     line = next(i + 1 for i in range(first, len(lines)) if lines[i].strip().startswith("F "))
     text = (f"model: {{path: {model}}}\nbatch: 8\nmicro_batches: {micro_batches}\nsteps: 3\n"
             f"pipeline: {{plan: {plan}, schedule: {sched}}}\n")
-    run = _graphpipe.Training(text, "stall.yaml", str(tmp_path), 2, "cpu", None, None, None, None, 1.0,
+    run = _graphpipe.Training(text, "stall.yaml", str(tmp_path), 2, "cpu", None, None, None, None, 2.0,
                               f"0:{line}:stall")
     start = time.monotonic()
     with pytest.raises(gp.Error, match="arrived before the deadline.*abandoned"):
