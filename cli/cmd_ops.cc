@@ -11,11 +11,18 @@
 
 #include "cli/commands.h"
 #include "exec/session/registry.h"
+#include "graph/onnx_import.h"
 #include "graph/ops/registry.h"
 #include "graph/precision.h"
 
 namespace gp::cli {
 namespace {
+
+std::string joined(std::vector<std::string> const& types) {
+  std::string s;
+  for (auto const& t : types) s += (s.empty() ? "" : ", ") + t;
+  return s;
+}
 
 struct OpsOptions {
   bool markdown = false;
@@ -38,13 +45,12 @@ Status run_ops(OpsOptions const& options) {
   std::size_t const total = graph::ops::op_table().size();
   if (options.markdown) {
     std::printf("| family | operators |\n| --- | --- |\n");
-    for (auto const& [family, types] : by_family) {
-      std::string row;
-      for (auto const& t : types) row += (row.empty() ? "" : ", ") + t;
+    for (auto const& [family, types] : by_family)
       std::printf("| %s | %s |\n", family == "folded" ? "folded at import (static inputs only)" : family.c_str(),
-                  row.c_str());
-    }
-    std::printf("\n%zu operator types.\n", total);
+                  joined(types).c_str());
+    std::printf("| ONNX function bodies, expanded at import | %s |\n", joined(graph::function_op_types()).c_str());
+    std::printf("\n%zu operator types, and %zu more imported as the function body ONNX defines for them.\n", total,
+                graph::function_op_types().size());
     return Status::ok();
   }
   std::optional<std::vector<std::string>> const cuda = session::cuda_op_types();
@@ -73,6 +79,8 @@ Status run_ops(OpsOptions const& options) {
                 cuda_count);
   else
     std::printf("; this build has no CUDA backend");
+  std::printf("\nAlso imported, as the function body ONNX defines for them: %s",
+              joined(graph::function_op_types()).c_str());
   std::printf(
       "\nbf16 (--precision bf16, automatic mixed precision): low = computes in bf16 with float32 accumulation; "
       "follow = stays bf16 when its inputs are; fp32 = bf16 inputs are cast to float32 first (CPU; CUDA runs "

@@ -541,6 +541,8 @@ Status check_supported(RawModel const& raw) {
   }
   msg += ". Supported:";
   for (auto const& s : supported) msg += " " + s;
+  msg += "; as their ONNX function bodies:";
+  for (auto const& s : function_op_types()) msg += " " + s;
   return unsupported(msg);
 }
 
@@ -594,6 +596,7 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
     }
   }
   RETURN_IF_ERROR(onnx_import::inline_local_functions(model, options.max_nodes).with_context(source));
+  RETURN_IF_ERROR(onnx_import::expand_function_ops(model, options.max_nodes).with_context(source));
   RETURN_IF_ERROR(check_graph_size(model, options).with_context(source));
   // Before shape inference, over the inlined function bodies too.
   RETURN_IF_ERROR(check_conv_pool_ranks(model.graph()).with_context(source));

@@ -88,4 +88,9 @@ Result<OpGraph> load_onnx_bytes(std::string const& bytes, std::string const& sou
 // From ONNX text format (onnx/defs/parser.h), as used inline by tests.
 Result<OpGraph> load_onnx_text(std::string const& text, ImportOptions const& options = {});
 
+// The standard operators imported as the function body ONNX defines for them (sorted): no OpDef
+// here (graph/ops/registry.h), so each node is replaced by its body at import (Attention,
+// RMSNormalization, RotaryEmbedding, GroupNormalization, Mish, MeanVarianceNormalization, ...).
+std::vector<std::string> const& function_op_types();
+
 }  // namespace gp::graph

@@ -38,6 +38,12 @@ struct RawDim {
 // expansion past `max_nodes` nodes before ONNX's inliner sees them.
 Status inline_local_functions(onnx::ModelProto& model, int64_t max_nodes);
 
+// Standard operators graphpipe has no OpDef for but ONNX defines by a function body (Attention,
+// RMSNormalization, RotaryEmbedding, GroupNormalization, Mish, MeanVarianceNormalization, ...):
+// each node is replaced by its body for the model's opset, in place, recursively, its attributes
+// and defaults substituted (graph/onnx_import_functions.cc). Refuses an expansion past `max_nodes`.
+Status expand_function_ops(onnx::ModelProto& model, int64_t max_nodes);
+
 struct RawValueInfo {
   std::string name;
   DType dtype = DType::kFloat32;

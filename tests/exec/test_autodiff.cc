@@ -29,10 +29,10 @@ struct Model {
   graph::TensorId out = graph::kNoTensor;
 };
 
-std::unique_ptr<Model> make_model(graph::OnnxModelBuilder const& builder, int64_t batch) {
+std::unique_ptr<Model> make_model(Result<graph::OpGraph> g, int64_t batch) {
   auto m = std::make_unique<Model>();
-  auto g = builder.to_graph();
   EXPECT_TRUE(g.is_ok()) << g.status().message();
+  if (!g.is_ok()) return nullptr;
   m->graph = std::move(g).value();
   auto ex = StageExecutor::create(m->graph, m->backend);
   EXPECT_TRUE(ex.is_ok()) << ex.status().message();
@@ -43,6 +43,10 @@ std::unique_ptr<Model> make_model(graph::OnnxModelBuilder const& builder, int64_
   m->out = m->graph.outputs()[0];
   m->probe = testing::normal_tensor(m->graph.tensor(m->out).shape.concrete(batch), 99);
   return m;
+}
+
+std::unique_ptr<Model> make_model(graph::OnnxModelBuilder const& builder, int64_t batch) {
+  return make_model(builder.to_graph(), batch);
 }
 
 double objective(Model& m) {
@@ -99,6 +103,26 @@ TEST(Autodiff, ConvStackGradientsMatchFiniteDifferences) {
 TEST(Autodiff, AttentionGradientsMatchFiniteDifferences) {
   auto m = make_model(testing::tiny_attention(), 2);
   check_gradients(*m);
+}
+
+// Opset 23's RMSNormalization, causal Attention and Mish train through the ONNX function bodies
+// the importer expands them into (no OpDef of their own).
+TEST(Autodiff, FunctionOperatorsTrainThroughTheirExpandedBodies) {
+  using graph::zeros;
+  std::string const text = graph::model_text(
+      "float[N,2,4,8] x", "float[N,2,4,8] y", {zeros("w", {8, 8}, 0.1), zeros("scale", {8}, 1)},
+      "h = MatMul(x, w)\n n = RMSNormalization<axis = -1>(h, scale)\n a = Attention<is_causal = 1>(n, h, h)\n"
+      " y = Mish(a)",
+      23);
+  auto m = make_model(graph::load_onnx_text(text), 2);
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(m->ex->parameters().size(), 2u);
+  uint32_t seed = 40;
+  for (auto& [name, w] : m->ex->parameters()) {
+    Tensor const r = testing::normal_tensor(w.shape(), seed++);
+    for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = 1.f + 0.3f * r.data<float>()[i];
+  }
+  check_gradients(*m, 12);
 }
 
 TEST(Autodiff, PlanMarksFanOutAndWeights) {

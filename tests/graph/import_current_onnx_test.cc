@@ -3,6 +3,7 @@
 // Gelu as single operators, CastLike, model-local functions, and symbolic batch names other than N.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -667,6 +668,43 @@ TEST(ImportCurrentOnnx, DepthToSpaceAndSpaceToDepthAreReshapesAroundATranspose) 
   EXPECT_NE(why.find("6 channels do not divide into blocks of 2x2"), std::string::npos) << why;
   why = must_fail(model("float[batch,3,5,4] x", "float[batch,12,2,2] y", {}, "y = SpaceToDepth<blocksize = 2>(x)"));
   EXPECT_NE(why.find("must both be multiples of the blocksize 2"), std::string::npos) << why;
+}
+
+// Opset 23's RMSNormalization and Attention (what a current exporter writes for rms_norm and
+// scaled_dot_product_attention at opset 23) and Mish have no OpDef here: they import as the
+// function body ONNX defines for them, expanded in place, and their weights train.
+TEST(ImportCurrentOnnx, FunctionOperatorsExpandIntoTheirOnnxBodies) {
+  // A graph value already named like the first expansion's values: the names must not collide.
+  auto g = must_load(model("float[N,2,4,8] x", "float[N,2,4,8] y", {zeros("scale", {8}, 1)},
+                           "\"RMSNormalization/fn0/X\" = Identity(x)\n"
+                           "n = RMSNormalization<axis = -1, epsilon = 0.00001>(\"RMSNormalization/fn0/X\", scale)\n"
+                           "a = Attention<is_causal = 1>(n, n, n)\n"
+                           "y = Mish(a)",
+                           23, 10));
+  for (char const* type : {"RMSNormalization", "Attention", "Mish"}) EXPECT_TRUE(ops_of_type(g, type).empty()) << type;
+  EXPECT_FALSE(ops_of_type(g, "Softmax").empty());   // Attention's
+  EXPECT_FALSE(ops_of_type(g, "Softplus").empty());  // Mish's
+  EXPECT_EQ(g.tensor(g.outputs().at(0)).shape, S({N, 2, 4, 8}));
+  int renamed = 0;
+  for (auto const& op : g.ops()) {
+    EXPECT_NE(op.name.rfind("RMSNormalization/fn0/", 0), 0u) << op.name;
+    renamed += op.name.rfind("RMSNormalization/fn1/", 0) == 0;
+  }
+  EXPECT_GT(renamed, 0);
+  bool scale_trains = false;
+  for (auto const& c : g.weight_choices()) scale_trains = scale_trains || (c.name == "scale" && c.trainable);
+  EXPECT_TRUE(scale_trains);
+  // AffineGrid's body holds If branches, which graphpipe does not run: refused with the reason.
+  std::string const why = must_fail(model("float[2,2,3] theta", "float[2,4,5,2] y", {zeros("size", {4}, 2, "int64")},
+                                          "y = AffineGrid(theta, size)", 23, 10));
+  EXPECT_NE(why.find("AffineGrid: its function body has subgraphs"), std::string::npos) << why;
+  // What `graphpipe ops` lists: the function operators whose bodies hold only operators graphpipe runs.
+  auto const& listed = function_op_types();
+  auto has = [&](char const* t) { return std::find(listed.begin(), listed.end(), t) != listed.end(); };
+  for (char const* t : {"Attention", "RMSNormalization", "RotaryEmbedding", "GroupNormalization", "Mish"})
+    EXPECT_TRUE(has(t)) << t;
+  for (char const* t : {"AffineGrid", "SequenceMap", "DynamicQuantizeLinear", "LayerNormalization", "CastLike"})
+    EXPECT_FALSE(has(t)) << t;
 }
 
 }  // namespace
