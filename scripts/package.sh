@@ -123,8 +123,8 @@ install -m 644 "$repo/scripts/bundle/train-plan-cache.yaml" "$root/share/train-p
 install -m 644 "$repo/scripts/bundle/README.txt" "$root/README.txt"
 # The data the CUDA tests read (a GPU machine has no source tree and no libonnx-testdata): the
 # models of the torch fixtures (test_kernel_parity) and ONNX's node tests (test_kernel_parity, and
-# test_cuda_backend's conformance on the GPU). bin/gpu-check points GP_TEST_DATA and
-# GP_ONNX_NODE_TESTS at them.
+# test_cuda_backend's conformance on the GPU; Debian's and the pinned ONNX release's). bin/gpu-check
+# points GP_TEST_DATA, GP_ONNX_NODE_TESTS and GP_CURRENT_ONNX_NODE_TESTS at them.
 if ((cuda_tests)); then
   for m in "$repo"/tests/data/torch2/*/model.onnx; do
     [[ -f "$m" ]] || continue
@@ -135,6 +135,11 @@ if ((cuda_tests)); then
   node_tests=/usr/share/libonnx-testdata/data/node
   [[ -d "$node_tests" ]] || die "$node_tests is missing: the CUDA tests need ONNX's node tests (apt-get install libonnx-testdata; scripts/setup.sh does)"
   cp -r "$node_tests" "$root/share/onnx-node-tests"
+  # The release the build links (ONNX_DIR: .deps/onnx-<version>-<namespace>/lib/cmake/ONNX).
+  onnx_version=$(cache ONNX_DIR | sed -n 's|.*/onnx-\([0-9.]*\)-[^/]*/lib/cmake/ONNX$|\1|p')
+  current_node_tests=$repo/.deps/onnx-$onnx_version-node-tests
+  [[ -d "$current_node_tests" ]] || die "$current_node_tests is missing: run scripts/setup.sh (it unpacks the pinned ONNX release's node tests)"
+  cp -r "$current_node_tests" "$root/share/onnx-current-node-tests"
 fi
 glibc_needed=$(for i in "${!dests[@]}"; do objdump -T "$root/${dests[$i]}" || true; done 2>/dev/null |
   grep -o 'GLIBC_2\.[0-9]*' | sort -V | tail -1)

@@ -81,6 +81,7 @@ install_onnx() {
   echo "$ONNX_SDIST_SHA256  $tmp/onnx-$ONNX_VERSION.tar.gz" | sha256sum -c --quiet \
     || fail "the sdist's sha256 is not the pinned $ONNX_SDIST_SHA256"
   tar -xzf "$tmp/onnx-$ONNX_VERSION.tar.gz" -C "$tmp"
+  install_onnx_node_tests "$tmp/onnx-$ONNX_VERSION.tar.gz"
   echo "setup: configuring ONNX $ONNX_VERSION (C++ libraries only, system Protobuf)"
   cmake -S "$tmp/onnx-$ONNX_VERSION" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_INSTALL_PREFIX="$dest.partial" -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
@@ -93,6 +94,29 @@ install_onnx() {
   cmake --install "$tmp/build" >>"$tmp/build.log" 2>&1 || fail "cmake --install"
   rm -rf "$dest" && mv "$dest.partial" "$dest" && rm -rf "$tmp"
   echo "setup: ONNX $ONNX_VERSION installed into .deps/ in $(( $(date +%s) - t0 )) s"
+}
+
+# ONNX's own node tests of the pinned release (1,450 models with inputs and expected outputs, about
+# 10 MB; Debian's libonnx-testdata holds 1.12's): unpacked from the same sha256-checked source
+# distribution into .deps/, where the conformance tests read them. $1: the sdist, when at hand.
+install_onnx_node_tests() {
+  local dest=$PWD/.deps/onnx-$ONNX_VERSION-node-tests
+  [[ -f "$dest/test_abs/model.onnx" ]] && return 0
+  local tmp sdist=${1:-}
+  tmp=$(mktemp -d)
+  if [[ -z "$sdist" ]]; then
+    echo "setup: fetching the ONNX $ONNX_VERSION source distribution from PyPI (for its node tests)"
+    python3 -m pip download -q "onnx==$ONNX_VERSION" --no-deps --no-binary :all: -d "$tmp" \
+      || { echo "setup: pip download onnx==$ONNX_VERSION --no-binary :all: failed" >&2; exit 1; }
+    sdist=$tmp/onnx-$ONNX_VERSION.tar.gz
+    echo "$ONNX_SDIST_SHA256  $sdist" | sha256sum -c --quiet \
+      || { echo "setup: the ONNX sdist's sha256 is not the pinned $ONNX_SDIST_SHA256" >&2; exit 1; }
+  fi
+  tar -xzf "$sdist" -C "$tmp" "onnx-$ONNX_VERSION/onnx/backend/test/data/node" \
+    || { echo "setup: $sdist holds no onnx/backend/test/data/node" >&2; exit 1; }
+  mkdir -p .deps
+  rm -rf "$dest" && mv "$tmp/onnx-$ONNX_VERSION/onnx/backend/test/data/node" "$dest" && rm -rf "$tmp"
+  echo "setup: ONNX $ONNX_VERSION's node tests unpacked into .deps/"
 }
 
 # nanobind (the Python extension's binding library) is not a Debian package: its pinned PyPI
@@ -131,5 +155,6 @@ else
 fi
 # After the packages: the ONNX build needs cmake, ninja, protoc and libprotobuf-dev.
 install_onnx
+install_onnx_node_tests
 install_nanobind
 echo "setup: done"
