@@ -927,4 +927,69 @@ Status rewrite_depth_space(RawModel& model) {
   return Status::ok();
 }
 
+Status rewrite_legacy_pooling_and_upsample(RawModel& model) {
+  Matcher const m(model);
+  FreshNames fresh(model);
+  std::vector<RawNode> nodes;
+  nodes.reserve(model.nodes.size());
+  for (auto& n : model.nodes) {
+    if (!n.domain.empty() || (n.type != "GlobalMaxPool" && n.type != "Upsample")) {
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    std::string const where = n.type + " '" + n.name + "'";
+    if (n.inputs.empty() || n.inputs[0].empty() || n.outputs.size() != 1)
+      return invalid_argument(where + " needs an input and one output");
+    if (n.type == "GlobalMaxPool") {
+      auto const dims = m.dims(n.inputs[0]);
+      if (!dims || dims->size() < 3)
+        return unsupported(where +
+                           ": graphpipe runs it as a ReduceMax over the spatial axes, which needs its input's " +
+                           "rank known at import (at least 3: batch, channels and a spatial axis)");
+      std::vector<int64_t> axes;
+      for (int64_t a = 2; a < static_cast<int64_t>(dims->size()); ++a) axes.push_back(a);
+      n.type = "ReduceMax";
+      n.attrs.clear();
+      n.attrs["axes"] = axes;
+      n.attrs["keepdims"] = int64_t{1};
+      n.inputs.resize(1);
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    // Upsample (opsets 7-9): Resize with opset 10's only coordinate mapping, asymmetric, and
+    // nearest's floor; scales an attribute (opset 7) or the second input (opset 9).
+    std::string mode = "nearest";
+    if (auto md = n.attrs.find("mode"); md != n.attrs.end())
+      if (auto const* v = std::get_if<std::string>(&md->second)) mode = *v;
+    if (mode != "nearest" && mode != "linear")
+      return invalid_argument(where + ": mode '" + mode + "' (ONNX defines nearest and linear)");
+    std::string scales;
+    if (auto sc = n.attrs.find("scales"); sc != n.attrs.end()) {
+      auto const* v = std::get_if<std::vector<double>>(&sc->second);
+      if (v == nullptr) return invalid_argument(where + ": its 'scales' attribute is not a list of floats");
+      std::vector<float> const f(v->begin(), v->end());
+      RawNode c;
+      c.type = "Constant";
+      c.name = fresh(n.name + "/scales");
+      c.outputs = {fresh(n.name + "/scales_value")};
+      c.attrs["value"] = TensorData::from_floats({static_cast<int64_t>(f.size())}, f);
+      scales = c.outputs[0];
+      nodes.push_back(std::move(c));
+    } else if (n.inputs.size() == 2 && !n.inputs[1].empty()) {
+      scales = n.inputs[1];
+    } else {
+      return invalid_argument(where + " has no scales (an attribute before opset 9, the second input since)");
+    }
+    n.type = "Resize";
+    n.attrs.clear();
+    n.attrs["mode"] = mode;
+    n.attrs["coordinate_transformation_mode"] = std::string("asymmetric");
+    n.attrs["nearest_mode"] = std::string("floor");
+    n.inputs = {n.inputs[0], "", scales};
+    nodes.push_back(std::move(n));
+  }
+  model.nodes = std::move(nodes);
+  return Status::ok();
+}
+
 }  // namespace gp::graph::onnx_import

@@ -374,7 +374,9 @@ Result<Inferred> infer_scatter_elements(InferContext const& c) {
 }
 
 Result<Inferred> infer_resize(InferContext const& c) {
-  if (c.opset < 11)
+  // Opset 10's Resize(X, scales) is not read; the importer's rewrite of Upsample (opsets 7-9) writes
+  // opset 11's form, Resize(X, roi, scales), its coordinate mode and rounding explicit.
+  if (c.opset < 11 && c.inputs.size() < 3)
     return unsupported("Resize before opset 11 (fixed asymmetric coordinates): re-export with opset 11 or later");
   ResizeAttrs a;
   std::string const mode = c.attr_string("mode", "nearest");

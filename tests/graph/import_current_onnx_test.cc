@@ -707,5 +707,30 @@ TEST(ImportCurrentOnnx, FunctionOperatorsExpandIntoTheirOnnxBodies) {
     EXPECT_FALSE(has(t)) << t;
 }
 
+// Old opsets' GlobalMaxPool and Upsample import as what both backends run: a ReduceMax over the
+// spatial axes, and a Resize with Upsample's asymmetric coordinates (floor for nearest).
+TEST(ImportCurrentOnnx, GlobalMaxPoolAndUpsampleOfOldOpsetsImport) {
+  auto g = must_load(model("float[N,3,5,4] x", "float[N,3,1,1] y", {}, "y = GlobalMaxPool(x)", 13, 8));
+  ASSERT_EQ(ops_of_type(g, "ReduceMax").size(), 1u);
+  EXPECT_EQ(out_shape(g, "ReduceMax"), S({N, 3, 1, 1}));
+  for (int opset : {8, 9}) {
+    std::string const node = opset == 8 ? "y = Upsample<mode = \"linear\", scales = [1.0, 1.0, 2.0, 3.0]>(x)"
+                                        : "y = Upsample<mode = \"linear\">(x, scales)";
+    std::vector<std::string> const inits = {"float[4] scales = {1.0, 1.0, 2.0, 3.0}"};
+    g = must_load(
+        model("float[N,1,2,3] x", "float[N,1,4,9] y", opset == 9 ? inits : std::vector<std::string>{}, node, opset, 4));
+    auto const resize = ops_of_type(g, "Resize");
+    ASSERT_EQ(resize.size(), 1u) << opset;
+    EXPECT_EQ(out_shape(g, "Resize"), S({N, 1, 4, 9}));
+    auto const& a = std::get<ResizeAttrs>(resize[0]->typed);
+    EXPECT_EQ(a.mode, ResizeMode::kLinear);
+    EXPECT_EQ(a.coord, ResizeCoord::kAsymmetric);
+  }
+  // Opset 10's own Resize(X, scales) stays refused with the fix.
+  std::string const why = must_fail(model("float[N,1,2,3] x", "float[N,1,4,6] y",
+                                          {"float[4] scales = {1.0, 1.0, 2.0, 2.0}"}, "y = Resize(x, scales)", 10, 5));
+  EXPECT_NE(why.find("re-export with opset 11 or later"), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace gp::graph
