@@ -13,6 +13,7 @@
 #include "graph/onnx_import_fold.h"
 #include "graph/onnx_import_raw.h"
 #include "graph/ops/infer.h"
+#include "graph/ops/registry.h"
 
 namespace gp::graph::onnx_import {
 namespace {
@@ -110,29 +111,12 @@ bool is_float_cast_target(int64_t onnx_type) {
   return onnx_type == 1 || onnx_type == 10 || onnx_type == 11 || onnx_type == 16;  // FLOAT, FLOAT16, DOUBLE, BFLOAT16
 }
 
-// Input slots whose value never gets a gradient: conditions, comparisons, indices, shapes, axes.
+// Input slots whose value never gets a gradient (conditions, comparisons, indices, shapes, axes):
+// the op's OpDef::grad_free, and a Cast's input where it casts to an integer or bool.
 bool is_mask_slot(RawNode const& n, std::size_t k) {
-  // clang-format off
-  static std::set<std::string> const whole = {
-      "Equal", "Less",    "LessOrEqual", "Greater",         "GreaterOrEqual", "Not",    "And",  "Or",    "Xor",
-      "IsNaN", "IsInf",   "ArgMax",      "ArgMin",          "Shape",          "Size",   "Sign", "Floor", "Ceil",
-      "Round", "NonZero", "Range",       "ConstantOfShape", "OneHot",         "EyeLike",
-      "HannWindow", "HammingWindow", "BlackmanWindow"};
-  // clang-format on
-  // Ops whose inputs after the first are shapes, axes, indices or switches.
-  static std::set<std::string> const after_first = {
-      "Reshape",   "Expand",         "Tile",       "Unsqueeze",       "Squeeze",
-      "Split",     "Slice",          "Pad",        "Resize",          "TopK",
-      "Trilu",     "CumSum",         "Dropout",    "ReduceSum",       "ReduceMean",
-      "ReduceMax", "ReduceMin",      "ReduceProd", "ReduceL2",        "ReduceSumSquare",
-      "Gather",    "GatherElements", "GatherND",   "ScatterElements", "ScatterND"};
-  std::string const& t = n.type;
-  if (whole.count(t)) return true;
-  if (t == "Where") return k == 0;
-  if (t == "Cast") return !is_float_cast_target(ops::attr_int(n.attrs, "to", 1));
-  if (t == "ScatterElements" || t == "ScatterND") return k == 1;  // updates (slot 2) are data
-  if (t == "Pad") return k == 1 || k == 3;                        // pads, axes (slot 2 is a value)
-  return k >= 1 && after_first.count(t) > 0;
+  if (n.type == "Cast") return !is_float_cast_target(ops::attr_int(n.attrs, "to", 1));
+  ops::OpDef const* def = ops::find_op(n.type);
+  return def != nullptr && def->grad_free.contains(k);
 }
 
 // Values that reach a graph output through slots that carry gradients (`loss`), and values that

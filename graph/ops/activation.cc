@@ -199,10 +199,11 @@ void register_activation_ops(OpTable& t) {
   define(t, "Sqrt", elementwise_op(infer_plain_unary, {2, 2}, save_output0, fold_sqrt));
   define(t, "Neg", elementwise_op(infer_plain_unary, {1, 1}, nullptr, fold_neg));
   define(t, "Abs", elementwise_op(infer_plain_unary, {1, 1}, nullptr, fold_abs));
-  define(t, "Sign", elementwise_op(infer_plain_unary, {1, 0}, nullptr, fold_sign));
-  define(t, "Floor", elementwise_op(infer_plain_unary, {1, 0}, nullptr, fold_floor));
-  define(t, "Ceil", elementwise_op(infer_plain_unary, {1, 0}, nullptr, fold_ceil));
-  define(t, "Round", elementwise_op(infer_plain_unary, {1, 0}, nullptr, fold_round));
+  // Steps: their gradient is zero, so no input gets one.
+  define(t, "Sign", with_grad_free(elementwise_op(infer_plain_unary, {1, 0}, nullptr, fold_sign), every_input()));
+  define(t, "Floor", with_grad_free(elementwise_op(infer_plain_unary, {1, 0}, nullptr, fold_floor), every_input()));
+  define(t, "Ceil", with_grad_free(elementwise_op(infer_plain_unary, {1, 0}, nullptr, fold_ceil), every_input()));
+  define(t, "Round", with_grad_free(elementwise_op(infer_plain_unary, {1, 0}, nullptr, fold_round), every_input()));
   // Transcendentals count 1.
   define(t, "Reciprocal", elementwise_op(infer_plain_unary, {1, 2}, nullptr, fold_reciprocal));
   for (char const* u :
@@ -219,6 +220,7 @@ void register_activation_ops(OpTable& t) {
   define(t, "HardSigmoid", elementwise_op(infer_parametric, {4, 2}));
   define(t, "ThresholdedRelu", elementwise_op(infer_parametric, {1, 1}));
   define(t, "Shrink", elementwise_op(infer_parametric, {2, 1}));
+  // A bound computed at run time gets a gradient too (ONNX declares the bounds non-differentiable).
   define(t, "Clip", elementwise_op(infer_clip, {2, 1}, save_input0));
   define(t, "PRelu", elementwise_op(infer_prelu, {2, 4}, save_input0));
   define(t, "Min", broadcasting_op(infer_variadic, {1, 1}, nullptr, fold_min));

@@ -206,13 +206,29 @@ Result<Folded> fold_scatter_nd(FoldContext const& c) {
 
 void register_folded_ops(OpTable& t) {
   define(t, "Constant", {.fold = fold_constant});
-  define(t, "Shape", {.fold = fold_shape, .folds_from_shape = true});
-  define(t, "Size", {.fold = fold_size, .folds_from_shape = true});
-  define(t, "ScatterND", {.fold = fold_scatter_nd});
-  define(t, "EyeLike", {.fold = fold_eye_like, .folds_from_shape = true});
-  define(t, "HannWindow", {.fold = [](FoldContext const& c) { return fold_window(c, {0.5, 0.5, 0}); }});
-  define(t, "HammingWindow", {.fold = [](FoldContext const& c) { return fold_window(c, {25.0 / 46, 21.0 / 46, 0}); }});
-  define(t, "BlackmanWindow", {.fold = [](FoldContext const& c) { return fold_window(c, {0.42, 0.5, 0.08}); }});
+  // Made from their inputs' shapes or sizes: no input gets a gradient (ScatterND's indices none).
+  define(t, "Shape", {.fold = fold_shape, .folds_from_shape = true, .grad_free = every_input()});
+  define(t, "Size", {.fold = fold_size, .folds_from_shape = true, .grad_free = every_input()});
+  define(t, "ScatterND", {.fold = fold_scatter_nd, .grad_free = input_slots({1})});
+  define(t, "EyeLike", {.fold = fold_eye_like, .folds_from_shape = true, .grad_free = every_input()});
+  define(t, "HannWindow",
+         {.fold =
+              [](FoldContext const& c) {
+                return fold_window(c, {0.5, 0.5, 0});
+              },
+          .grad_free = every_input()});
+  define(t, "HammingWindow",
+         {.fold =
+              [](FoldContext const& c) {
+                return fold_window(c, {25.0 / 46, 21.0 / 46, 0});
+              },
+          .grad_free = every_input()});
+  define(t, "BlackmanWindow",
+         {.fold =
+              [](FoldContext const& c) {
+                return fold_window(c, {0.42, 0.5, 0.08});
+              },
+          .grad_free = every_input()});
 }
 
 }  // namespace gp::graph::ops

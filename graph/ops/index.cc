@@ -606,27 +606,37 @@ void grid_sample_saved(CostContext const& c, SavedForBackward& s) {
 }  // namespace
 
 void register_index_ops(OpTable& t) {
+  // Pads, pad value, repeats, k, indices, roi/scales/sizes get no gradient; OneHot none at all.
   OpDef pad = elementwise_op(infer_pad, {1, 1});
   pad.run_shape = pad_run_shape;
+  pad.grad_free = inputs_after_first();
   define(t, "Pad", std::move(pad));
   OpDef tile = elementwise_op(infer_tile, {1, 1});
   tile.run_shape = tile_run_shape;
+  tile.grad_free = inputs_after_first();
   define(t, "Tile", std::move(tile));
-  define(t, "Trilu", elementwise_op(infer_trilu, {1, 1}));
+  define(t, "Trilu", with_grad_free(elementwise_op(infer_trilu, {1, 1}), inputs_after_first()));
   OpDef one_hot = elementwise_op(infer_one_hot, {1, 0});
   one_hot.run_shape = one_hot_run_shape;
+  one_hot.grad_free = every_input();
   define(t, "OneHot", std::move(one_hot));
-  define(t, "GatherElements", elementwise_op(infer_gather_elements, {1, 1}, nullptr, fold_gather_elements));
+  define(t, "GatherElements",
+         with_grad_free(elementwise_op(infer_gather_elements, {1, 1}, nullptr, fold_gather_elements),
+                        inputs_after_first()));
   OpDef gather_nd = elementwise_op(infer_gather_nd, {1, 1}, save_gather_nd);
   gather_nd.run_shape = gather_nd_run_shape;
+  gather_nd.grad_free = inputs_after_first();
   define(t, "GatherND", std::move(gather_nd));
-  define(t, "ScatterElements", elementwise_op(infer_scatter_elements, {1, 1}));
+  // The indices (slot 1) get none; the updates (slot 2) are data.
+  define(t, "ScatterElements", with_grad_free(elementwise_op(infer_scatter_elements, {1, 1}), input_slots({1})));
   // The opset 9-10 name of ScatterElements without reduction.
-  define(t, "Scatter", elementwise_op(infer_scatter_elements, {1, 1}));
+  define(t, "Scatter", with_grad_free(elementwise_op(infer_scatter_elements, {1, 1}), input_slots({1})));
   OpDef resize = elementwise_op(infer_resize, {8, 8});
   resize.run_shape = resize_run_shape;
+  resize.grad_free = inputs_after_first();
   define(t, "Resize", std::move(resize));
   // Per output element: four reads and weights forward; backward the scatter and the grid's slopes.
+  // The grid gets a gradient (a spatial transformer learns it; ONNX declares it non-differentiable).
   OpDef grid_sample = elementwise_op(infer_grid_sample, {12, 30}, grid_sample_saved);
   grid_sample.run_shape = grid_sample_run_shape;
   define(t, "GridSample", std::move(grid_sample));

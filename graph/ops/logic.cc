@@ -316,10 +316,16 @@ Result<std::vector<Dims>> range_run_shape(OpGraph const&, Op const& op, std::vec
 }  // namespace
 
 void register_logic_ops(OpTable& t) {
-  define(t, "ConstantOfShape", {.infer = infer_constant_of_shape, .fold = fold_constant_of_shape});
-  define(t, "Range", {.infer = infer_range, .fold = fold_range, .run_shape = range_run_shape});
-  define(t, "Equal", broadcasting_op(infer_broadcast_logic, {1, 0}, nullptr, fold_equal));
-  define(t, "Where", broadcasting_op(infer_broadcast_logic, {1, 1}, save_input0, fold_where));
+  // Made from shapes and bounds, or comparisons and boolean logic: no input gets a gradient.
+  define(t, "ConstantOfShape",
+         {.infer = infer_constant_of_shape, .fold = fold_constant_of_shape, .grad_free = every_input()});
+  define(t, "Range",
+         {.infer = infer_range, .fold = fold_range, .run_shape = range_run_shape, .grad_free = every_input()});
+  define(t, "Equal",
+         with_grad_free(broadcasting_op(infer_broadcast_logic, {1, 0}, nullptr, fold_equal), every_input()));
+  define(t, "Where",
+         with_grad_free(broadcasting_op(infer_broadcast_logic, {1, 1}, save_input0, fold_where),
+                        input_slots({0})));  // the condition
   std::pair<char const*, FoldFn> const predicates[] = {
       {"Less", fold_predicate<less>},
       {"Greater", fold_predicate<greater>},
@@ -330,8 +336,11 @@ void register_logic_ops(OpTable& t) {
       {"Xor", fold_predicate<logical_xor>},
   };
   for (auto const& [type, fold] : predicates)
-    define(t, type, broadcasting_op(infer_broadcast_logic, {1, 0}, nullptr, fold));
-  define(t, "Not", elementwise_op(infer_broadcast_logic, {1, 0}, nullptr, fold_predicate<logical_not>));  // one input
+    define(t, type, with_grad_free(broadcasting_op(infer_broadcast_logic, {1, 0}, nullptr, fold), every_input()));
+  define(t, "Not",
+         with_grad_free(elementwise_op(infer_broadcast_logic, {1, 0}, nullptr, fold_predicate<logical_not>),
+                        every_input()));  // one input
+  // Both operands get a gradient (ONNX declares the divisor non-differentiable; the kernels give it one).
   define(t, "Mod", broadcasting_op(infer_broadcast_logic, {3, 3}, nullptr, fold_mod));
 }
 

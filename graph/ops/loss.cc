@@ -57,9 +57,16 @@ Result<Inferred> infer_loss(InferContext const& c) {
 }  // namespace
 
 void register_loss_ops(OpTable& t) {
-  define(t, "NegativeLogLikelihoodLoss", {.infer = infer_loss, .cost = cost_per_input_element, .per_element = {2, 1}});
+  // The targets and the class weights get no gradient.
+  define(
+      t, "NegativeLogLikelihoodLoss",
+      {.infer = infer_loss, .cost = cost_per_input_element, .per_element = {2, 1}, .grad_free = inputs_after_first()});
   define(t, "SoftmaxCrossEntropyLoss",
-         {.infer = infer_loss, .cost = cost_per_input_element, .per_element = {5, 3}, .saved = save_input0});
+         {.infer = infer_loss,
+          .cost = cost_per_input_element,
+          .per_element = {5, 3},
+          .saved = save_input0,
+          .grad_free = inputs_after_first()});
 }
 
 }  // namespace gp::graph::ops

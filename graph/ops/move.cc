@@ -536,11 +536,19 @@ void gather_saved(CostContext const& c, SavedForBackward& s) { c.save(s, c.input
 void register_move_ops(OpTable& t) {
   define(t, "Transpose", {.infer = infer_transpose, .fold = fold_transpose, .run_shape = transpose_run_shape});
   define(t, "Concat", {.infer = infer_concat, .fold = fold_concat, .run_shape = concat_run_shape});
-  define(t, "Split", {.infer = infer_split, .run_shape = split_run_shape});
-  define(t, "Slice", {.infer = infer_slice, .fold = fold_slice, .run_shape = slice_run_shape});
+  // Split's sizes, Slice's starts/ends/axes/steps, Gather's indices and Expand's shape get no gradient.
+  define(t, "Split", {.infer = infer_split, .run_shape = split_run_shape, .grad_free = inputs_after_first()});
+  define(t, "Slice",
+         {.infer = infer_slice, .fold = fold_slice, .run_shape = slice_run_shape, .grad_free = inputs_after_first()});
   define(t, "Gather",
-         {.infer = infer_gather, .fold = fold_gather, .saved = gather_saved, .run_shape = gather_run_shape});
-  define(t, "Expand", {.infer = infer_expand, .fold = fold_expand, .run_shape = expand_run_shape});
+         {.infer = infer_gather,
+          .fold = fold_gather,
+          .saved = gather_saved,
+          .run_shape = gather_run_shape,
+          .grad_free = inputs_after_first()});
+  define(
+      t, "Expand",
+      {.infer = infer_expand, .fold = fold_expand, .run_shape = expand_run_shape, .grad_free = inputs_after_first()});
 }
 
 }  // namespace gp::graph::ops

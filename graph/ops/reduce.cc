@@ -326,21 +326,23 @@ void register_reduce_ops(OpTable& t) {
     d.fold = fold;
     return d;
   };
+  // Every Reduce*'s axes input (opset 18; ReduceSum's since 13) gets no gradient.
   for (char const* r : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"})
-    define(t, r, reduce({1, 1}, fold_reduce));
-  for (char const* r : {"ReduceL1", "ReduceLogSum"}) define(t, r, reduce({1, 1}));
-  define(t, "ReduceL2", reduce({2, 2}));
-  define(t, "ReduceSumSquare", reduce({2, 2}));
-  define(t, "ReduceLogSumExp", reduce({4, 4}));
+    define(t, r, with_grad_free(reduce({1, 1}, fold_reduce), inputs_after_first()));
+  for (char const* r : {"ReduceL1", "ReduceLogSum"}) define(t, r, with_grad_free(reduce({1, 1}), inputs_after_first()));
+  define(t, "ReduceL2", with_grad_free(reduce({2, 2}), inputs_after_first()));
+  define(t, "ReduceSumSquare", with_grad_free(reduce({2, 2}), inputs_after_first()));
+  define(t, "ReduceLogSumExp", with_grad_free(reduce({4, 4}), inputs_after_first()));
   define(t, "Softmax", elementwise_op(infer_softmax, {5, 4}, save_output0));
   define(t, "LogSoftmax", elementwise_op(infer_softmax, {5, 5}));
   define(t, "Hardmax", elementwise_op(infer_softmax, {1, 0}));
-  define(t, "CumSum", elementwise_op(infer_cumsum, {1, 1}));
-  define(t, "ArgMax", reduction(infer_arg_reduce, {1, 0}));
-  define(t, "ArgMin", reduction(infer_arg_reduce, {1, 0}));
+  define(t, "CumSum", with_grad_free(elementwise_op(infer_cumsum, {1, 1}), inputs_after_first()));  // the axis
+  define(t, "ArgMax", with_grad_free(reduction(infer_arg_reduce, {1, 0}), every_input()));
+  define(t, "ArgMin", with_grad_free(reduction(infer_arg_reduce, {1, 0}), every_input()));
   OpDef topk = reduction(infer_topk, {2, 1});
   topk.saved = save_topk_indices;
   topk.run_shape = topk_run_shape;
+  topk.grad_free = inputs_after_first();  // K
   define(t, "TopK", std::move(topk));
 }
 

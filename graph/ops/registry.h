@@ -6,6 +6,7 @@
 // has CPU kernels.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <string_view>
@@ -22,6 +23,18 @@ namespace gp::graph::ops {
 // the shape rule the importer and every backend share.
 using RunShapeFn = Result<std::vector<Dims>> (*)(OpGraph const& graph, Op const& op,
                                                  std::vector<Dims> const& input_shapes, int64_t batch);
+
+// The input slots no gradient flows into: conditions, comparisons, indices, shapes, axes, bounds
+// (mostly ONNX's "non-differentiable" inputs; tests/graph/op_def_test.cc compares them with ONNX's
+// schemas): every slot from `from` on, and the listed `slots`.
+struct GradFreeInputs {
+  std::size_t from = ~std::size_t{0};
+  std::vector<std::size_t> slots{};
+  bool contains(std::size_t k) const { return k >= from || std::find(slots.begin(), slots.end(), k) != slots.end(); }
+};
+inline GradFreeInputs every_input() { return {.from = 0}; }         // Equal, Shape, ArgMax, Floor, ...
+inline GradFreeInputs inputs_after_first() { return {.from = 1}; }  // Reshape's shape, Reduce*'s axes, ...
+inline GradFreeInputs input_slots(std::vector<std::size_t> slots) { return {.slots = std::move(slots)}; }
 
 struct OpDef {
   InferFn infer = nullptr;         // null: the op is only ever folded at import time (Shape, Constant, ...)
@@ -43,6 +56,9 @@ struct OpDef {
   // The inputs broadcast against each other numpy-style (Add, Where, Max, ...): the importer reads a
   // fixed-batch export's constant of equal rows as one row where it meets the batch.
   bool broadcasts = false;
+  // The inputs no gradient flows into: the importer never trains an initializer that only such
+  // inputs read (an attention mask, an index table, a class-weight vector).
+  GradFreeInputs grad_free{};
   std::string family{};            // the file that defines it: "linalg", "conv", ..., "folded"
   OpKind kind = OpKind::kUnknown;  // set by define() from the type
 };
@@ -55,6 +71,12 @@ inline OpDef elementwise_op(InferFn infer, ElemCost per_element, SavedFn saved =
 inline OpDef broadcasting_op(InferFn infer, ElemCost per_element, SavedFn saved = nullptr, FoldFn fold = nullptr) {
   OpDef def = elementwise_op(infer, per_element, saved, fold);
   def.broadcasts = true;
+  return def;
+}
+
+// `def` with `free` as its gradient-free inputs.
+inline OpDef with_grad_free(OpDef def, GradFreeInputs free) {
+  def.grad_free = std::move(free);
   return def;
 }
 

@@ -147,9 +147,11 @@ OpCost plain_rnn_cost(CostContext const& c) { return rnn_cost(c, 1); }
 }  // namespace
 
 void register_rnn_ops(OpTable& t) {
-  define(t, "LSTM", {.infer = infer_rnn, .cost = lstm_cost, .saved = save_input0});
-  define(t, "GRU", {.infer = infer_rnn, .cost = gru_cost, .saved = save_input0});
-  define(t, "RNN", {.infer = infer_rnn, .cost = plain_rnn_cost, .saved = save_input0});
+  // sequence_lens (slot 4) gets no gradient; the initial states do (a learned h0 trains, as in
+  // torch; ONNX declares them non-differentiable).
+  define(t, "LSTM", {.infer = infer_rnn, .cost = lstm_cost, .saved = save_input0, .grad_free = input_slots({4})});
+  define(t, "GRU", {.infer = infer_rnn, .cost = gru_cost, .saved = save_input0, .grad_free = input_slots({4})});
+  define(t, "RNN", {.infer = infer_rnn, .cost = plain_rnn_cost, .saved = save_input0, .grad_free = input_slots({4})});
 }
 
 }  // namespace gp::graph::ops

@@ -461,17 +461,30 @@ void dropout_saved(CostContext const& c, SavedForBackward& s) {
 void register_view_ops(OpTable& t) {
   define(t, "Flatten", {.infer = infer_flatten, .fold = fold_flatten, .run_shape = view_run_shape});
   define(t, "Identity", {.infer = infer_identity, .fold = fold_identity, .run_shape = view_run_shape});
-  define(t, "Reshape", {.infer = infer_reshape, .fold = fold_reshape, .run_shape = view_run_shape});
+  // The shape, axes, ratio and training switch after the data get no gradient.
+  define(
+      t, "Reshape",
+      {.infer = infer_reshape, .fold = fold_reshape, .run_shape = view_run_shape, .grad_free = inputs_after_first()});
   OpDef dropout = elementwise_op(infer_dropout, {2, 1}, dropout_saved);
   dropout.run_shape = view_run_shape;
+  dropout.grad_free = inputs_after_first();
   define(t, "Dropout", std::move(dropout));
   for (char const* random : {"RandomUniformLike", "RandomNormalLike", "Bernoulli"}) {
     OpDef def = elementwise_op(infer_random, {4, 0});
     def.run_shape = view_run_shape;
+    def.grad_free = every_input();  // draws: the input gives their shape (Bernoulli's, the probabilities)
     define(t, random, std::move(def));
   }
-  define(t, "Squeeze", {.infer = infer_squeeze_unsqueeze, .fold = fold_squeeze, .run_shape = view_run_shape});
-  define(t, "Unsqueeze", {.infer = infer_squeeze_unsqueeze, .fold = fold_unsqueeze, .run_shape = view_run_shape});
+  define(t, "Squeeze",
+         {.infer = infer_squeeze_unsqueeze,
+          .fold = fold_squeeze,
+          .run_shape = view_run_shape,
+          .grad_free = inputs_after_first()});
+  define(t, "Unsqueeze",
+         {.infer = infer_squeeze_unsqueeze,
+          .fold = fold_unsqueeze,
+          .run_shape = view_run_shape,
+          .grad_free = inputs_after_first()});
   define(t, "Cast", {.infer = infer_cast, .fold = fold_cast, .run_shape = view_run_shape});
 }
 

@@ -5,7 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <set>
+#include <utility>
+
+#include <onnx/defs/schema.h>
+#include "graph/onnx_namespace.h"
 
 #include "graph/onnx_import.h"
 #include "graph/ops/common.h"
@@ -204,6 +209,42 @@ TEST(OpDef, RunShapeComparisonCanFail) {
     differing += !outs->empty() && (*outs)[0] != g->tensor(op.outputs[0]).shape.concrete(4);
   }
   EXPECT_GT(differing, 0);
+}
+
+// OpDef::grad_free (the inputs no gradient flows into, which the importer never trains an
+// initializer through) against ONNX's own schemas: an input ONNX declares non-differentiable is
+// grad-free here and a differentiable one is not, except where graphpipe's kernels give a
+// gradient ONNX does not (the cases below, each with its reason).
+TEST(OpDef, GradFreeInputsAreOnnxsNonDifferentiableOnes) {
+  std::set<std::pair<std::string, std::size_t>> const differentiated_here = {
+      {"GridSample", 1},  // the grid: a spatial transformer learns it
+      {"LSTM", 5},        // the initial states: a learned h0/c0 trains, as in torch
+      {"LSTM", 6},       {"GRU", 5}, {"RNN", 5}, {"Clip", 1},  // a bound computed at run time
+      {"Clip", 2},       {"Mod", 1},                           // the divisor
+  };
+  int checked = 0;
+  std::set<std::pair<std::string, std::size_t>> used;
+  for (auto const& [type, def] : ops::op_table()) {
+    onnx::OpSchema const* schema = onnx::OpSchemaRegistry::Schema(type, 23, "");
+    ASSERT_NE(schema, nullptr) << type;
+    auto const& inputs = schema->inputs();
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      auto const category = inputs[k].GetDifferentiationCategory();
+      if (category == onnx::OpSchema::Unknown) continue;  // e.g. Range, ConstantOfShape: ours decide
+      bool const onnx_free = category == onnx::OpSchema::NonDifferentiable;
+      bool const ours_free = def.grad_free.contains(k);
+      if (differentiated_here.count({type, k})) {
+        used.insert({type, k});
+        EXPECT_TRUE(onnx_free && !ours_free) << type << " input " << k << " (" << inputs[k].GetName() << ")";
+        continue;
+      }
+      ++checked;
+      EXPECT_EQ(ours_free, onnx_free) << type << " input " << k << " (" << inputs[k].GetName() << "): ONNX declares it "
+                                      << (onnx_free ? "non-differentiable" : "differentiable");
+    }
+  }
+  EXPECT_EQ(used.size(), differentiated_here.size());  // no stale exception
+  EXPECT_GT(checked, 150);
 }
 
 }  // namespace
