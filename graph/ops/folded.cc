@@ -64,6 +64,15 @@ Result<Folded> fold_size(FoldContext const& c) {
   return folded_one(std::move(a));
 }
 
+// The dtype of a constant `op` builds at import time from an ONNX element type: SymArray holds
+// float32/float64 and integers, so float16 and bfloat16 are refused.
+Result<DType> built_dtype(FoldContext const& c, int64_t onnx_type, std::string const& op) {
+  ASSIGN_OR_RETURN(DType const dt, dtype_of_onnx(onnx_type));
+  if (dt == DType::kFloat16 || dt == DType::kBFloat16)
+    return unsupported(c.where() + ": " + op + " of dtype " + std::string(dtype_name(dt)));
+  return dt;
+}
+
 // EyeLike: ones on diagonal k of a 2-D tensor of the input's shape, zeros elsewhere, in the dtype
 // attribute's type (the input's by default). A constant whenever the shape is known: the input's
 // values are never read. Over the batch dim it would be a per-micro-batch op: refused.
@@ -75,9 +84,7 @@ Result<Folded> fold_eye_like(FoldContext const& c) {
     return unsupported(c.where() + ": EyeLike of " + dims_str(d) +
                        ", which holds the batch size; give it an input of fixed shape");
   DType const in = c.dtypes.empty() ? DType::kFloat32 : c.dtypes.at(0);
-  ASSIGN_OR_RETURN(DType const dt, dtype_of_onnx(c.attr_int("dtype", onnx_of_dtype(in))));
-  if (dt == DType::kFloat16 || dt == DType::kBFloat16)
-    return unsupported(c.where() + ": EyeLike of dtype " + std::string(dtype_name(dt)));
+  ASSIGN_OR_RETURN(DType const dt, built_dtype(c, c.attr_int("dtype", onnx_of_dtype(in)), "EyeLike"));
   if (fold_numel(d) > kMaxFoldElements)
     return unsupported(c.where() + ": EyeLike of " + dims_str(d) + " is too large to build at import time");
   int64_t const k = c.attr_int("k", 0);
@@ -117,9 +124,7 @@ Result<Folded> fold_window(FoldContext const& c, WindowCoefficients w) {
   if (size[0] > kMaxFoldElements)
     return unsupported(c.where() + ": " + op + " of size " + std::to_string(size[0]) +
                        " is too large to build at import time");
-  ASSIGN_OR_RETURN(DType const dt, dtype_of_onnx(c.attr_int("output_datatype", 1)));
-  if (dt == DType::kFloat16 || dt == DType::kBFloat16)
-    return unsupported(c.where() + ": " + op + " of dtype " + std::string(dtype_name(dt)));
+  ASSIGN_OR_RETURN(DType const dt, built_dtype(c, c.attr_int("output_datatype", 1), op));
   int64_t const n = size[0];
   double const period = static_cast<double>(c.attr_int("periodic", 1) != 0 ? n : n - 1);
   SymArray a;

@@ -274,6 +274,10 @@ TEST(ImportCurrentOnnx, EyeLikeOfAFixedShapeIsAConstant) {
   auto const msg = must_fail(model("float[N,4] x", "float[N,4] y", {}, "e = EyeLike(x)\ny = Add(x, e)"));
   EXPECT_NE(msg.find("EyeLike of [N,4], which holds the batch size"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("EyeLike '': EyeLike ''"), std::string::npos) << "the node named twice: " << msg;
+  // Constants built at import hold float32/float64 and integers: a 16-bit dtype is refused by name.
+  auto const half = must_fail(model("float[N,4] x", "float[N,4] y", {zeros("w", {3, 3})},
+                                    "e = EyeLike<dtype = 10>(w)\nc = Cast<to = 1>(e)\ny = Add(x, x)"));
+  EXPECT_NE(half.find("EyeLike of dtype float16"), std::string::npos) << half;
 }
 
 // The window ops (opset 17; torch.stft's window) fold to constants of their size: periodic (N = size)
