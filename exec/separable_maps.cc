@@ -37,9 +37,13 @@ Result<AxisMap> pad_map(OpCall const& call, int64_t in, int64_t begin, int64_t e
 
 // ---- Resize (the ONNX reference's coordinates and coefficients) ----
 // The input coordinate of output position x; `length` is the output length as a real number
-// (scale times the input length), as the reference uses it.
-double source_coord(graph::ResizeCoord coord, double x, double scale, int64_t in, double length) {
+// (scale times the input length), as the reference uses it, `out` the whole output length.
+double source_coord(graph::ResizeCoord coord, double x, double scale, int64_t in, double length, int64_t out) {
   switch (coord) {
+    case graph::ResizeCoord::kHalfPixelSymmetric: {  // half_pixel, shifted to centre the rounded output
+      double const offset = static_cast<double>(in) / 2 * (1.0 - static_cast<double>(out) / length);
+      return offset + (x + 0.5) / scale - 0.5;
+    }
     case graph::ResizeCoord::kPytorchHalfPixel:
       return length == 1.0 ? -0.5 : (x + 0.5) / scale - 0.5;
     case graph::ResizeCoord::kAlignCorners:
@@ -60,7 +64,7 @@ Result<AxisMap> resize_map(OpCall const& call, graph::ResizeAttrs const& a, int6
   double const length = scale * static_cast<double>(in);
   auto clamp = [in](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
   for (int64_t o = 0; o < out; ++o) {
-    double const x = source_coord(a.coord, static_cast<double>(o), scale, in, length);
+    double const x = source_coord(a.coord, static_cast<double>(o), scale, in, length, out);
     double const fl = std::floor(x);
     double const t = x - fl;
     auto const i0 = static_cast<int64_t>(fl);

@@ -209,7 +209,14 @@ struct ScatterElementsAttrs {
   ScatterReduction reduction = ScatterReduction::kNone;
 };
 enum class ResizeMode : uint8_t { kNearest, kLinear, kCubic };
-enum class ResizeCoord : uint8_t { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfCropAndResize };
+enum class ResizeCoord : uint8_t {
+  kHalfPixel,
+  kPytorchHalfPixel,
+  kAlignCorners,
+  kAsymmetric,
+  kTfCropAndResize,
+  kHalfPixelSymmetric,  // opset 19: half_pixel centred on the output canvas
+};
 enum class ResizeNearest : uint8_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
 struct ResizeAttrs {
   ResizeMode mode = ResizeMode::kNearest;

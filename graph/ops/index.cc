@@ -397,9 +397,11 @@ Result<Inferred> infer_resize(InferContext const& c) {
     a.coord = ResizeCoord::kAlignCorners;
   else if (coord == "asymmetric")
     a.coord = ResizeCoord::kAsymmetric;
-  else if (coord == "tf_crop_and_resize" || coord == "tf_half_pixel_for_nn" || coord == "half_pixel_symmetric")
+  else if (coord == "half_pixel_symmetric")
+    a.coord = ResizeCoord::kHalfPixelSymmetric;
+  else if (coord == "tf_crop_and_resize" || coord == "tf_half_pixel_for_nn")
     return unsupported("coordinate_transformation_mode '" + coord +
-                       "' (use half_pixel, pytorch_half_pixel, align_corners or asymmetric)");
+                       "' (use half_pixel, half_pixel_symmetric, pytorch_half_pixel, align_corners or asymmetric)");
   else
     return invalid_argument("coordinate_transformation_mode '" + coord + "' is unknown");
   std::string const nearest = c.attr_string("nearest_mode", "round_prefer_floor");

@@ -324,6 +324,9 @@ TEST(IndexOps, ResizeGradients) {
   check_index_grads(
       make_op("Resize", resize_attrs(M::kLinear, C::kPytorchHalfPixel, {1, 1, 1, 1}, {1, 2, 5, 3}), {{"x", x}}));
   check_index_grads(make_op("Resize", resize_attrs(M::kNearest, C::kAsymmetric, {1, 1, 2.5f, 0.5f}), {{"x", x}}));
+  // Scales whose output lengths round (3 * 1.7 = 5.1 -> 5): half_pixel_symmetric's shift is nonzero.
+  check_index_grads(
+      make_op("Resize", resize_attrs(M::kLinear, C::kHalfPixelSymmetric, {1, 1, 1.7f, 0.6f}), {{"x", x}}));
   graph::ResizeAttrs cubic = resize_attrs(M::kCubic, C::kHalfPixel, {1, 1, 1.7f, 2});
   check_index_grads(make_op("Resize", cubic, {{"x", x}}));
   cubic.exclude_outside = true;
