@@ -55,9 +55,48 @@ double source_coord(graph::ResizeCoord coord, double x, double scale, int64_t in
   }
 }
 
+// Opset 18's antialiased linear and cubic downsampling (the ONNX reference's coefficients): the
+// filter stretched by 1/scale over 2 - 2 * start taps, normalised; the input's edges repeat.
+AxisMap antialias_map(graph::ResizeAttrs const& a, int64_t in, int64_t out, double scale, double length) {
+  bool const cubic = a.mode == graph::ResizeMode::kCubic;
+  auto const start = static_cast<int64_t>(std::floor((cubic ? -2.0 : -1.0) / scale) + 1);
+  int64_t const taps = 2 - 2 * start;
+  AxisMap m{in, out, taps, std::vector<int64_t>(static_cast<std::size_t>(out * taps)),
+            std::vector<float>(static_cast<std::size_t>(out * taps))};
+  double const A = a.cubic_coeff_a;
+  auto filter = [&](double x) {
+    x = std::fabs(x);
+    if (!cubic) return std::clamp(1.0 - x, 0.0, 1.0);
+    if (x <= 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
+    if (x < 2) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+    return 0.0;
+  };
+  for (int64_t o = 0; o < out; ++o) {
+    double const x = source_coord(a.coord, static_cast<double>(o), scale, in, length, out);
+    // The reference's ratio lies in (0, 1]: an integer coordinate counts from the index below it.
+    double const base = std::ceil(x) - 1;
+    double const ratio = x - base;
+    std::vector<double> c(static_cast<std::size_t>(taps));
+    double sum = 0;
+    for (int64_t k = 0; k < taps; ++k) {
+      auto const i = static_cast<int64_t>(base) + start + k;
+      double v = filter(scale * (static_cast<double>(start + k) - ratio));
+      if (a.exclude_outside && (i < 0 || i >= in)) v = 0;
+      c[static_cast<std::size_t>(k)] = v;
+      sum += v;
+      m.index[o * taps + k] = std::clamp<int64_t>(i, 0, in - 1);
+    }
+    for (int64_t k = 0; k < taps; ++k)
+      m.weight[o * taps + k] = static_cast<float>(sum != 0 ? c[static_cast<std::size_t>(k)] / sum : 0.0);
+  }
+  return m;
+}
+
 Result<AxisMap> resize_map(OpCall const& call, graph::ResizeAttrs const& a, int64_t in, int64_t out, double scale) {
   if (in == out && (scale == 1.0 || in == 1)) return AxisMap::identity_of(in);
   if (in == 0) return op_error(call, "cannot resize an axis of size 0 to " + std::to_string(out));
+  if (a.antialias && a.mode != graph::ResizeMode::kNearest && scale < 1.0)
+    return antialias_map(a, in, out, scale, scale * static_cast<double>(in));
   int64_t const taps = a.mode == graph::ResizeMode::kNearest ? 1 : a.mode == graph::ResizeMode::kLinear ? 2 : 4;
   AxisMap m{in, out, taps, std::vector<int64_t>(static_cast<std::size_t>(out * taps)),
             std::vector<float>(static_cast<std::size_t>(out * taps))};

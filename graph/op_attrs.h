@@ -227,6 +227,8 @@ struct ResizeAttrs {
   float cubic_coeff_a = -0.75f;
   bool exclude_outside = false;
   float extrapolation_value = 0.f;
+  // Opset 18: linear and cubic downsampling widen their filter by 1/scale (nearest ignores it).
+  bool antialias = false;
 };
 
 // GridSample (4-D): output [N, C, Ho, Wo] samples x [N, C, H, W] at grid [N, Ho, Wo, 2]'s (x, y)

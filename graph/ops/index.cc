@@ -421,8 +421,7 @@ Result<Inferred> infer_resize(InferContext const& c) {
   a.exclude_outside = c.attr_int("exclude_outside", 0) != 0;
   a.extrapolation_value = static_cast<float>(c.attr_float("extrapolation_value", 0.0));
 
-  if (c.attr_int("antialias", 0) != 0)
-    return unsupported("antialias=1 (an antialiasing filter when downsampling) is not supported");
+  a.antialias = c.attr_int("antialias", 0) != 0;
   Dims const& x = c.dims(0);
   std::size_t const r = x.size();
   ASSIGN_OR_RETURN(StaticValue const* scales, c.static_input(2, "scales"));

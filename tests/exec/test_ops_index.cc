@@ -327,6 +327,14 @@ TEST(IndexOps, ResizeGradients) {
   // Scales whose output lengths round (3 * 1.7 = 5.1 -> 5): half_pixel_symmetric's shift is nonzero.
   check_index_grads(
       make_op("Resize", resize_attrs(M::kLinear, C::kHalfPixelSymmetric, {1, 1, 1.7f, 0.6f}), {{"x", x}}));
+  // Antialiased downsampling (opset 18): linear and cubic filters widened by 1/scale.
+  Tensor const wide = random_tensor({1, 2, 7, 9}, 23);
+  graph::ResizeAttrs aa = resize_attrs(M::kLinear, C::kHalfPixel, {1, 1, 0.45f, 0.6f});
+  aa.antialias = true;
+  check_index_grads(make_op("Resize", aa, {{"x", wide}}));
+  aa.mode = M::kCubic;
+  aa.exclude_outside = true;
+  check_index_grads(make_op("Resize", aa, {{"x", wide}}));
   graph::ResizeAttrs cubic = resize_attrs(M::kCubic, C::kHalfPixel, {1, 1, 1.7f, 2});
   check_index_grads(make_op("Resize", cubic, {{"x", x}}));
   cubic.exclude_outside = true;
