@@ -614,7 +614,7 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   onnx_import::rewrite_is_inf(*raw);
   onnx_import::rewrite_split_to_sequence(*raw);
   RETURN_IF_ERROR(onnx_import::rewrite_depth_space(*raw).with_context(source));
-  RETURN_IF_ERROR(onnx_import::rewrite_legacy_pooling_and_upsample(*raw).with_context(source));
+  RETURN_IF_ERROR(onnx_import::rewrite_pooling_and_upsample(*raw).with_context(source));
   RETURN_IF_ERROR(check_supported(*raw).with_context(source));
   auto choices = onnx_import::choose_trainable(*raw, options);
   if (!choices.is_ok()) return choices.status().with_context(source);

@@ -927,33 +927,109 @@ Status rewrite_depth_space(RawModel& model) {
   return Status::ok();
 }
 
-Status rewrite_legacy_pooling_and_upsample(RawModel& model) {
+Status rewrite_pooling_and_upsample(RawModel& model) {
   Matcher const m(model);
   FreshNames fresh(model);
   std::vector<RawNode> nodes;
   nodes.reserve(model.nodes.size());
+  auto scalar = [&](std::string const& base, float v) {
+    RawNode c;
+    c.type = "Constant";
+    c.name = fresh(base);
+    c.outputs = {fresh(base + "_value")};
+    c.attrs["value"] = TensorData::from_floats({}, {v});
+    std::string out = c.outputs[0];
+    nodes.push_back(std::move(c));
+    return out;
+  };
+  auto add = [&](std::string const& type, std::string const& base, std::vector<std::string> inputs) {
+    RawNode a;
+    a.type = type;
+    a.name = fresh(base);
+    a.inputs = std::move(inputs);
+    a.outputs = {fresh(base + "_output")};
+    std::string out = a.outputs[0];
+    nodes.push_back(std::move(a));
+    return out;
+  };
   for (auto& n : model.nodes) {
-    if (!n.domain.empty() || (n.type != "GlobalMaxPool" && n.type != "Upsample")) {
+    static std::set<std::string> const kRewritten = {"GlobalMaxPool", "GlobalLpPool", "LpPool", "Upsample"};
+    if (!n.domain.empty() || !kRewritten.count(n.type)) {
       nodes.push_back(std::move(n));
       continue;
     }
     std::string const where = n.type + " '" + n.name + "'";
     if (n.inputs.empty() || n.inputs[0].empty() || n.outputs.size() != 1)
       return invalid_argument(where + " needs an input and one output");
-    if (n.type == "GlobalMaxPool") {
+    if (n.type == "GlobalMaxPool" || n.type == "GlobalLpPool") {
       auto const dims = m.dims(n.inputs[0]);
       if (!dims || dims->size() < 3)
-        return unsupported(where +
-                           ": graphpipe runs it as a ReduceMax over the spatial axes, which needs its input's " +
-                           "rank known at import (at least 3: batch, channels and a spatial axis)");
+        return unsupported(where + ": graphpipe runs it as a reduction over the spatial axes, which needs its " +
+                           "input's rank known at import (at least 3: batch, channels and a spatial axis)");
       std::vector<int64_t> axes;
       for (int64_t a = 2; a < static_cast<int64_t>(dims->size()); ++a) axes.push_back(a);
-      n.type = "ReduceMax";
+      int64_t const p = ops::attr_int(n.attrs, "p", 2);
+      if (n.type == "GlobalLpPool") {
+        if (p < 1) return invalid_argument(where + ": p = " + std::to_string(p) + " (it must be at least 1)");
+        // (sum |x|^p)^(1/p) over the spatial axes.
+        std::string const powered =
+            add("Pow", n.name + "/abs_pow",
+                {add("Abs", n.name + "/abs", {n.inputs[0]}), scalar(n.name + "/p", static_cast<float>(p))});
+        n.inputs = {powered};
+      }
+      n.type = n.type == "GlobalMaxPool" ? "ReduceMax" : "ReduceSum";
       n.attrs.clear();
       n.attrs["axes"] = axes;
       n.attrs["keepdims"] = int64_t{1};
       n.inputs.resize(1);
+      if (n.outputs.size() == 1 && n.type == "ReduceSum") {  // then the 1/p root
+        std::string const y = n.outputs[0];
+        n.outputs[0] = fresh(n.name + "/sum_output");
+        RawNode root;
+        root.type = "Pow";
+        root.name = fresh(n.name + "/root");
+        root.inputs = {n.outputs[0], scalar(n.name + "/inverse_p", 1.f / static_cast<float>(p))};
+        root.outputs = {y};
+        nodes.push_back(std::move(n));
+        nodes.push_back(std::move(root));
+        continue;
+      }
       nodes.push_back(std::move(n));
+      continue;
+    }
+    if (n.type == "LpPool") {
+      // (sum over the window of |x|^p)^(1/p): the window's average of |x|^p with the pads counted
+      // (they add |0|^p = 0), times the window's size, to the power 1/p.
+      int64_t const p = ops::attr_int(n.attrs, "p", 2);
+      if (p < 1) return invalid_argument(where + ": p = " + std::to_string(p) + " (it must be at least 1)");
+      if (auto d = ops::attr_ints(n.attrs, "dilations"))
+        for (int64_t v : *d)
+          if (v != 1) return unsupported(where + ": dilated pooling is not supported");
+      auto const kernel = ops::attr_ints(n.attrs, "kernel_shape");
+      if (!kernel || kernel->empty()) return invalid_argument(where + " has no kernel_shape");
+      int64_t window = 1;
+      for (int64_t k : *kernel) window *= k;
+      std::string const powered =
+          add("Pow", n.name + "/abs_pow",
+              {add("Abs", n.name + "/abs", {n.inputs[0]}), scalar(n.name + "/p", static_cast<float>(p))});
+      std::string const y = n.outputs[0];
+      RawNode avg = std::move(n);
+      avg.type = "AveragePool";
+      avg.attrs.erase("p");
+      avg.attrs.erase("dilations");
+      avg.attrs["count_include_pad"] = int64_t{1};
+      avg.inputs = {powered};
+      avg.outputs = {fresh(avg.name + "/average_output")};
+      std::string const name = avg.name, mean = avg.outputs[0];
+      nodes.push_back(std::move(avg));
+      std::string const sum =
+          add("Mul", name + "/window_sum", {mean, scalar(name + "/window", static_cast<float>(window))});
+      RawNode root;
+      root.type = "Pow";
+      root.name = fresh(name + "/root");
+      root.inputs = {sum, scalar(name + "/inverse_p", 1.f / static_cast<float>(p))};
+      root.outputs = {y};
+      nodes.push_back(std::move(root));
       continue;
     }
     // Upsample (opsets 7-9): Resize with opset 10's only coordinate mapping, asymmetric, and

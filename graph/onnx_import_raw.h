@@ -148,11 +148,13 @@ void rewrite_split_to_sequence(RawModel& model);
 // it and the reason.
 Status rewrite_depth_space(RawModel& model);
 
-// Operators of old opsets with a current equivalent both backends run: GlobalMaxPool becomes a
-// ReduceMax over the spatial axes (its input's rank known at import), keeping them; Upsample
-// (opsets 7-9) a Resize with asymmetric coordinates (nearest rounding down), its scales from the
-// attribute or the second input. A node that cannot be is an error naming it and the reason.
-Status rewrite_legacy_pooling_and_upsample(RawModel& model);
+// Operators with an equivalent in ones both backends run and differentiate: GlobalMaxPool becomes
+// a ReduceMax over the spatial axes (its input's rank known at import), keeping them; LpPool the
+// p-th root of AveragePool(|x|^p) (pads counted) times the window's size, GlobalLpPool of
+// ReduceSum(|x|^p); Upsample (opsets 7-9) a Resize with asymmetric coordinates (nearest rounding
+// down), its scales from the attribute or the second input. A node that cannot be is an error
+// naming it and the reason.
+Status rewrite_pooling_and_upsample(RawModel& model);
 
 // Op types the lowering understands (after fusion), sorted; for the unsupported-op message.
 std::vector<std::string> const& supported_op_types();

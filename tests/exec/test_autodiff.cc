@@ -125,6 +125,38 @@ TEST(Autodiff, FunctionOperatorsTrainThroughTheirExpandedBodies) {
   check_gradients(*m, 12);
 }
 
+// LpPool and GlobalLpPool import as the p-th root of a pooled |x|^p (AveragePool times the window,
+// ReduceSum): the model trains through them with gradients equal to finite differences.
+TEST(Autodiff, LpPoolingTrainsThroughItsRewrite) {
+  using graph::zeros;
+  std::string const text =
+      graph::model_text("float[N,2,5,5] x", "float[N,3,1,1] y", {zeros("w", {3, 2, 2, 2}, 0.1)},
+                        "c = Conv(x, w)\n p = LpPool<kernel_shape = [2, 2], p = 3, pads = [1, 1, 1, 1]>(c)\n"
+                        " y = GlobalLpPool<p = 2>(p)",
+                        18);
+  auto m = make_model(graph::load_onnx_text(text), 2);
+  ASSERT_NE(m, nullptr);
+  for (char const* type : {"LpPool", "GlobalLpPool"})
+    for (auto const& op : m->graph.ops()) EXPECT_NE(op.type, type);
+  Tensor& w = m->ex->parameters().at("w");
+  Tensor const r = testing::normal_tensor(w.shape(), 41);
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = r.data<float>()[i];
+  check_gradients(*m, 12);
+  // GlobalLpPool's value against its definition, (sum |x|^p)^(1/p) per sample and channel.
+  auto pool = make_model(graph::load_onnx_text(graph::model_text("float[N,2,3,3] x", "float[N,2,1,1] y", {},
+                                                                 "y = GlobalLpPool<p = 3>(x)", 18)),
+                         2);
+  ASSERT_NE(pool, nullptr);
+  TensorMap outs;
+  ASSERT_TRUE(pool->ex->forward(0, pool->inputs, outs, false).is_ok());
+  Tensor const& x = pool->inputs.begin()->second;
+  for (int64_t nc = 0; nc < 4; ++nc) {
+    double sum = 0;
+    for (int64_t k = 0; k < 9; ++k) sum += std::pow(std::abs(double(x.data<float>()[nc * 9 + k])), 3.0);
+    EXPECT_NEAR(outs.at(pool->out).data<float>()[nc], std::cbrt(sum), 1e-5 * std::cbrt(sum)) << nc;
+  }
+}
+
 TEST(Autodiff, PlanMarksFanOutAndWeights) {
   auto g = testing::tiny_mlp().to_graph();
   ASSERT_TRUE(g.is_ok()) << g.status().message();
