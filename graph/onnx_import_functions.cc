@@ -95,10 +95,12 @@ class ExpandedSize {
   std::map<FunctionKey, int64_t> size_;
 };
 
-// Function ops the importer rewrites itself before lowering (graph/onnx_import_rewrite.cc).
+// Ops without an OpDef that the importer rewrites itself before lowering (graph/onnx_import_fuse.cc's
+// rewrite_* functions): never expanded, whether or not ONNX gives them a function body.
 bool rewritten_at_import(std::string const& type) {
-  static std::set<std::string> const kRewritten = {"CastLike",        "IsNaN",        "IsInf",
-                                                   "SplitToSequence", "DepthToSpace", "SpaceToDepth"};
+  static std::set<std::string> const kRewritten = {"CastLike",     "IsNaN",        "IsInf",         "SplitToSequence",
+                                                   "DepthToSpace", "SpaceToDepth", "GlobalMaxPool", "GlobalLpPool",
+                                                   "LpPool",       "Upsample"};
   return kRewritten.count(type) > 0;
 }
 
@@ -163,8 +165,8 @@ Result<onnx::FunctionProto> function_body(onnx::NodeProto const& n, onnx::OpSche
   return body;
 }
 
-// Replaces function-op nodes of `g` by their bodies. Names inside a body get the prefix
-// "<node>/fn<k>/" (renumbered until no value or node of the graph has it).
+// Replaces the main graph's function-op nodes by their bodies. Names inside a body get the prefix
+// "<node>/fn<k>/" (k counts up until no value or node name of the graph starts with it).
 class FunctionExpander {
  public:
   FunctionExpander(onnx::ModelProto& model, int64_t max_nodes)
@@ -331,6 +333,7 @@ bool body_runs(onnx::OpSchema const& schema, int depth = 0) {
   for (std::size_t i = 0; i < schema.inputs().size(); ++i) {
     node.add_input("i" + std::to_string(i));
     auto const& allowed = schema.inputs()[i].GetTypes();
+    if (allowed.empty()) return false;
     onnx::DataType const fp = onnx::Utils::DataTypeUtils::ToType("tensor(float)");
     onnx::DataType const pick = allowed.count(fp) > 0 ? fp : *allowed.begin();
     onnx::TypeProto type = onnx::Utils::DataTypeUtils::ToTypeProto(pick);

@@ -968,8 +968,9 @@ Status rewrite_pooling_and_upsample(RawModel& model) {
                            "input's rank known at import (at least 3: batch, channels and a spatial axis)");
       std::vector<int64_t> axes;
       for (int64_t a = 2; a < static_cast<int64_t>(dims->size()); ++a) axes.push_back(a);
-      int64_t const p = ops::attr_int(n.attrs, "p", 2);
-      if (n.type == "GlobalLpPool") {
+      bool const lp = n.type == "GlobalLpPool";
+      int64_t const p = lp ? ops::attr_int(n.attrs, "p", 2) : 0;
+      if (lp) {
         if (p < 1) return invalid_argument(where + ": p = " + std::to_string(p) + " (it must be at least 1)");
         // (sum |x|^p)^(1/p) over the spatial axes.
         std::string const powered =
@@ -977,12 +978,12 @@ Status rewrite_pooling_and_upsample(RawModel& model) {
                 {add("Abs", n.name + "/abs", {n.inputs[0]}), scalar(n.name + "/p", static_cast<float>(p))});
         n.inputs = {powered};
       }
-      n.type = n.type == "GlobalMaxPool" ? "ReduceMax" : "ReduceSum";
+      n.type = lp ? "ReduceSum" : "ReduceMax";
       n.attrs.clear();
       n.attrs["axes"] = axes;
       n.attrs["keepdims"] = int64_t{1};
       n.inputs.resize(1);
-      if (n.outputs.size() == 1 && n.type == "ReduceSum") {  // then the 1/p root
+      if (lp) {  // then the 1/p root
         std::string const y = n.outputs[0];
         n.outputs[0] = fresh(n.name + "/sum_output");
         RawNode root;
