@@ -24,7 +24,7 @@ namespace gp::graph::ops {
 using RunShapeFn = Result<std::vector<Dims>> (*)(OpGraph const& graph, Op const& op,
                                                  std::vector<Dims> const& input_shapes, int64_t batch);
 
-// The input slots no gradient flows into: conditions, comparisons, indices, shapes, axes, bounds
+// The input slots no gradient flows into: conditions, comparisons, indices, shapes, axes
 // (mostly ONNX's "non-differentiable" inputs; tests/graph/op_def_test.cc compares them with ONNX's
 // schemas): every slot from `from` on, and the listed `slots`.
 struct GradFreeInputs {
