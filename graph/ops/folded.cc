@@ -6,10 +6,10 @@
 // over the batch size it stays an op.)
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 #include "graph/ops/common.h"
 #include "graph/ops/fold.h"
+#include "graph/ops/index.h"
 #include "graph/ops/registry.h"
 
 namespace gp::graph::ops {
@@ -151,15 +151,10 @@ Result<Folded> fold_scatter_nd(FoldContext const& c) {
   if (data->has_batch() || upd->has_batch() || data->is_float() != upd->is_float())
     return unsupported(c.where() + ": ScatterND over values that hold the batch size or mix dtypes");
   std::string const name = attr_string(c.attrs, "reduction", "none");
-  static std::map<std::string, ScatterReduction> const reductions = {{"none", ScatterReduction::kNone},
-                                                                     {"add", ScatterReduction::kAdd},
-                                                                     {"mul", ScatterReduction::kMul},
-                                                                     {"max", ScatterReduction::kMax},
-                                                                     {"min", ScatterReduction::kMin}};
-  auto const found = reductions.find(name);
-  if (found == reductions.end())
+  std::optional<ScatterReduction> const named = scatter_reduction_named(name);
+  if (!named)
     return unsupported(c.where() + ": ScatterND reduction '" + name + "' (none, add, mul, max and min are supported)");
-  ScatterReduction const reduction = found->second;
+  ScatterReduction const reduction = *named;
   ASSIGN_OR_RETURN(Dims const indices, plain_ints(c.in(1), "ScatterND indices"));
   Dims const& x = data->dims;
   Dims const& i = c.in(1)->dims;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 
@@ -356,16 +357,12 @@ Result<Inferred> infer_scatter_elements(InferContext const& c) {
   if (c.dims(2) != c.dims(1))
     return invalid_argument("updates " + dims_str(c.dims(2)) + " and indices " + dims_str(c.dims(1)) +
                             " differ in shape");
-  ScatterElementsAttrs a{axis, ScatterReduction::kNone};
   std::string const red = c.attr_string("reduction", "none");
-  if (red == "add")
-    a.reduction = ScatterReduction::kAdd;
-  else if (red == "mul")
-    a.reduction = ScatterReduction::kMul;
-  else if (red == "max" || red == "min")
+  std::optional<ScatterReduction> const reduction = scatter_reduction_named(red);
+  if (!reduction) return invalid_argument("reduction '" + red + "' is not one of none, add, mul, max, min");
+  if (*reduction == ScatterReduction::kMax || *reduction == ScatterReduction::kMin)
     return unsupported("reduction '" + red + "' (use none, add or mul)");
-  else if (red != "none")
-    return invalid_argument("reduction '" + red + "' is not one of none, add, mul, max, min");
+  ScatterElementsAttrs const a{axis, *reduction};
   Inferred k;
   k.typed = a;
   k.data_inputs = {0, 1, 2};
@@ -641,6 +638,17 @@ void register_index_ops(OpTable& t) {
   OpDef grid_sample = elementwise_op(infer_grid_sample, {12, 30}, grid_sample_saved);
   grid_sample.run_shape = grid_sample_run_shape;
   define(t, "GridSample", std::move(grid_sample));
+}
+
+std::optional<ScatterReduction> scatter_reduction_named(std::string const& name) {
+  static std::map<std::string, ScatterReduction, std::less<>> const named = {{"none", ScatterReduction::kNone},
+                                                                             {"add", ScatterReduction::kAdd},
+                                                                             {"mul", ScatterReduction::kMul},
+                                                                             {"max", ScatterReduction::kMax},
+                                                                             {"min", ScatterReduction::kMin}};
+  auto const found = named.find(name);
+  if (found == named.end()) return std::nullopt;
+  return found->second;
 }
 
 }  // namespace gp::graph::ops

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -31,6 +33,10 @@ struct OneHotShape {
   int64_t inner = 1;
 };
 Result<OneHotShape> one_hot_output_shape(OneHotAttrs const& a, std::vector<int64_t> const& indices);
+
+// The scatter reduction ONNX names `name` (ScatterElements and ScatterND: none, add, mul, max,
+// min), or nullopt for another name.
+std::optional<ScatterReduction> scatter_reduction_named(std::string const& name);
 
 // GridSample of x [N, C, H, W] at grid [N, Ho, Wo, 2]: [N, C, Ho, Wo] (the batch, symbolic or a
 // number, must be the same dim of both); an error naming the shapes otherwise.
