@@ -137,31 +137,44 @@ std::unordered_map<std::string, onnx::TypeProto> value_types(onnx::GraphProto co
   return types;
 }
 
+// The body ONNX defines for `schema` at `opset`, called as `n` with inputs of `types`: its
+// function where it has one, else the one built from the call's context; false when ONNX builds
+// none. ONNX's exceptions pass through.
+bool build_body(onnx::OpSchema const& schema, onnx::NodeProto const& n, std::vector<onnx::TypeProto> const& types,
+                int opset, onnx::FunctionProto& body) {
+  if (onnx::FunctionProto const* f = schema.HasFunction() ? schema.GetFunction(opset) : nullptr) {
+    body = *f;
+    return true;
+  }
+  return schema.BuildContextDependentFunction(onnx::FunctionBodyBuildContextImpl(n, types), body, opset);
+}
+
+bool has_subgraphs(onnx::FunctionProto const& body) {
+  for (auto const& b : body.node())
+    for (auto const& a : b.attribute())
+      if (a.has_g() || a.graphs_size() > 0) return true;
+  return false;
+}
+
 // The body of `n` at `opset`; an error names the node.
 Result<onnx::FunctionProto> function_body(onnx::NodeProto const& n, onnx::OpSchema const& schema, int opset,
                                           std::unordered_map<std::string, onnx::TypeProto> const& types,
                                           std::string const& what) {
+  std::vector<onnx::TypeProto> inputs;
+  for (auto const& x : n.input()) {
+    auto const it = types.find(x);
+    inputs.push_back(x.empty() || it == types.end() ? onnx::TypeProto{} : it->second);
+  }
   onnx::FunctionProto body;
   try {
-    if (onnx::FunctionProto const* f = schema.HasFunction() ? schema.GetFunction(opset) : nullptr) {
-      body = *f;
-    } else {
-      std::vector<onnx::TypeProto> inputs;
-      for (auto const& x : n.input()) {
-        auto const it = types.find(x);
-        inputs.push_back(x.empty() || it == types.end() ? onnx::TypeProto{} : it->second);
-      }
-      if (!schema.BuildContextDependentFunction(onnx::FunctionBodyBuildContextImpl(n, inputs), body, opset))
-        return unsupported(what + ": ONNX has no function body for it at opset " + std::to_string(opset) +
-                           " (re-export with another opset, or without this operator)");
-    }
+    if (!build_body(schema, n, inputs, opset, body))
+      return unsupported(what + ": ONNX has no function body for it at opset " + std::to_string(opset) +
+                         " (re-export with another opset, or without this operator)");
   } catch (std::exception const& e) {
     return invalid_argument(what + ": ONNX cannot build its function body: " + e.what());
   }
-  for (auto const& b : body.node())
-    for (auto const& a : b.attribute())
-      if (a.has_g() || a.graphs_size() > 0)
-        return unsupported(what + ": its function body has subgraphs, which graphpipe does not expand");
+  if (has_subgraphs(body))
+    return unsupported(what + ": its function body has subgraphs, which graphpipe does not expand");
   return body;
 }
 
@@ -352,18 +365,13 @@ bool body_runs(onnx::OpSchema const& schema, int depth = 0) {
   }
   onnx::FunctionProto body;
   try {
-    if (onnx::FunctionProto const* f = schema.HasFunction() ? schema.GetFunction(schema.SinceVersion()) : nullptr)
-      body = *f;
-    else if (!schema.BuildContextDependentFunction(onnx::FunctionBodyBuildContextImpl(node, types), body,
-                                                   schema.SinceVersion()))
-      return false;
+    if (!onnx_import::build_body(schema, node, types, schema.SinceVersion(), body)) return false;
   } catch (std::exception const&) {
     return false;
   }
+  if (onnx_import::has_subgraphs(body)) return false;
   auto const& supported = onnx_import::supported_op_types();
   for (auto const& n : body.node()) {
-    for (auto const& a : n.attribute())
-      if (a.has_g() || a.graphs_size() > 0) return false;
     if (!onnx_import::is_standard_domain(n.domain())) return false;
     if (std::binary_search(supported.begin(), supported.end(), n.op_type()) ||
         onnx_import::rewritten_at_import(n.op_type()))
