@@ -546,6 +546,17 @@ RawNode int64s_constant(FreshNames& fresh, std::string const& base, std::vector<
   return c;
 }
 
+// The same for float32 values of shape `dims` ({} for a scalar).
+RawNode floats_constant(FreshNames& fresh, std::string const& base, std::vector<int64_t> dims,
+                        std::vector<float> const& values) {
+  RawNode c;
+  c.type = "Constant";
+  c.name = fresh(base);
+  c.outputs = {fresh(base + "_value")};
+  c.attrs["value"] = TensorData::from_floats(std::move(dims), values);
+  return c;
+}
+
 }  // namespace
 
 void fuse_patterns(RawModel& model, FuseOptions const& options) {
@@ -932,15 +943,10 @@ Status rewrite_pooling_and_upsample(RawModel& model) {
   FreshNames fresh(model);
   std::vector<RawNode> nodes;
   nodes.reserve(model.nodes.size());
+  // Each helper appends its nodes and returns the value it makes.
   auto scalar = [&](std::string const& base, float v) {
-    RawNode c;
-    c.type = "Constant";
-    c.name = fresh(base);
-    c.outputs = {fresh(base + "_value")};
-    c.attrs["value"] = TensorData::from_floats({}, {v});
-    std::string out = c.outputs[0];
-    nodes.push_back(std::move(c));
-    return out;
+    nodes.push_back(floats_constant(fresh, base, {}, {v}));
+    return nodes.back().outputs[0];
   };
   auto add = [&](std::string const& type, std::string const& base, std::vector<std::string> inputs) {
     RawNode a;
@@ -948,9 +954,20 @@ Status rewrite_pooling_and_upsample(RawModel& model) {
     a.name = fresh(base);
     a.inputs = std::move(inputs);
     a.outputs = {fresh(base + "_output")};
-    std::string out = a.outputs[0];
     nodes.push_back(std::move(a));
-    return out;
+    return nodes.back().outputs[0];
+  };
+  // |x|^p, and the p-th root of `sum` written to `y` (LpPool, GlobalLpPool).
+  auto abs_pow = [&](std::string const& base, std::string const& x, int64_t p) {
+    return add("Pow", base + "/abs_pow", {add("Abs", base + "/abs", {x}), scalar(base + "/p", static_cast<float>(p))});
+  };
+  auto root_to = [&](std::string const& base, std::string const& sum, int64_t p, std::string const& y) {
+    RawNode root;
+    root.type = "Pow";
+    root.name = fresh(base + "/root");
+    root.inputs = {sum, scalar(base + "/inverse_p", 1.f / static_cast<float>(p))};
+    root.outputs = {y};
+    nodes.push_back(std::move(root));
   };
   for (auto& n : model.nodes) {
     static std::set<std::string> const kRewritten = {"GlobalMaxPool", "GlobalLpPool", "LpPool", "Upsample"};
@@ -972,30 +989,18 @@ Status rewrite_pooling_and_upsample(RawModel& model) {
       int64_t const p = lp ? ops::attr_int(n.attrs, "p", 2) : 0;
       if (lp) {
         if (p < 1) return invalid_argument(where + ": p = " + std::to_string(p) + " (it must be at least 1)");
-        // (sum |x|^p)^(1/p) over the spatial axes.
-        std::string const powered =
-            add("Pow", n.name + "/abs_pow",
-                {add("Abs", n.name + "/abs", {n.inputs[0]}), scalar(n.name + "/p", static_cast<float>(p))});
-        n.inputs = {powered};
+        n.inputs = {abs_pow(n.name, n.inputs[0], p)};  // (sum |x|^p)^(1/p) over the spatial axes
       }
       n.type = lp ? "ReduceSum" : "ReduceMax";
       n.attrs.clear();
       n.attrs["axes"] = axes;
       n.attrs["keepdims"] = int64_t{1};
       n.inputs.resize(1);
-      if (lp) {  // then the 1/p root
-        std::string const y = n.outputs[0];
-        n.outputs[0] = fresh(n.name + "/sum_output");
-        RawNode root;
-        root.type = "Pow";
-        root.name = fresh(n.name + "/root");
-        root.inputs = {n.outputs[0], scalar(n.name + "/inverse_p", 1.f / static_cast<float>(p))};
-        root.outputs = {y};
-        nodes.push_back(std::move(n));
-        nodes.push_back(std::move(root));
-        continue;
-      }
+      std::string const y = n.outputs[0], name = n.name;
+      if (lp) n.outputs[0] = fresh(name + "/sum_output");
+      std::string const sum = n.outputs[0];
       nodes.push_back(std::move(n));
+      if (lp) root_to(name, sum, p, y);
       continue;
     }
     if (n.type == "LpPool") {
@@ -1010,9 +1015,7 @@ Status rewrite_pooling_and_upsample(RawModel& model) {
       if (!kernel || kernel->empty()) return invalid_argument(where + " has no kernel_shape");
       int64_t window = 1;
       for (int64_t k : *kernel) window *= k;
-      std::string const powered =
-          add("Pow", n.name + "/abs_pow",
-              {add("Abs", n.name + "/abs", {n.inputs[0]}), scalar(n.name + "/p", static_cast<float>(p))});
+      std::string const powered = abs_pow(n.name, n.inputs[0], p);
       std::string const y = n.outputs[0];
       RawNode avg = std::move(n);
       avg.type = "AveragePool";
@@ -1023,14 +1026,8 @@ Status rewrite_pooling_and_upsample(RawModel& model) {
       avg.outputs = {fresh(avg.name + "/average_output")};
       std::string const name = avg.name, mean = avg.outputs[0];
       nodes.push_back(std::move(avg));
-      std::string const sum =
-          add("Mul", name + "/window_sum", {mean, scalar(name + "/window", static_cast<float>(window))});
-      RawNode root;
-      root.type = "Pow";
-      root.name = fresh(name + "/root");
-      root.inputs = {sum, scalar(name + "/inverse_p", 1.f / static_cast<float>(p))};
-      root.outputs = {y};
-      nodes.push_back(std::move(root));
+      root_to(name, add("Mul", name + "/window_sum", {mean, scalar(name + "/window", static_cast<float>(window))}), p,
+              y);
       continue;
     }
     // Upsample (opsets 7-9): Resize with opset 10's only coordinate mapping, asymmetric, and
@@ -1045,13 +1042,8 @@ Status rewrite_pooling_and_upsample(RawModel& model) {
       auto const* v = std::get_if<std::vector<double>>(&sc->second);
       if (v == nullptr) return invalid_argument(where + ": its 'scales' attribute is not a list of floats");
       std::vector<float> const f(v->begin(), v->end());
-      RawNode c;
-      c.type = "Constant";
-      c.name = fresh(n.name + "/scales");
-      c.outputs = {fresh(n.name + "/scales_value")};
-      c.attrs["value"] = TensorData::from_floats({static_cast<int64_t>(f.size())}, f);
-      scales = c.outputs[0];
-      nodes.push_back(std::move(c));
+      nodes.push_back(floats_constant(fresh, n.name + "/scales", {static_cast<int64_t>(f.size())}, f));
+      scales = nodes.back().outputs[0];
     } else if (n.inputs.size() == 2 && !n.inputs[1].empty()) {
       scales = n.inputs[1];
     } else {
