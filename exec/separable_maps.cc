@@ -57,7 +57,8 @@ double source_coord(graph::ResizeCoord coord, double x, double scale, int64_t in
 
 // Opset 18's antialiased linear and cubic downsampling (the ONNX reference's coefficients): the
 // filter stretched by 1/scale over 2 - 2 * start taps, normalised; the input's edges repeat.
-AxisMap antialias_map(graph::ResizeAttrs const& a, int64_t in, int64_t out, double scale, double length) {
+AxisMap antialias_map(graph::ResizeAttrs const& a, int64_t in, int64_t out, double scale) {
+  double const length = scale * static_cast<double>(in);
   bool const cubic = a.mode == graph::ResizeMode::kCubic;
   auto const start = static_cast<int64_t>(std::floor((cubic ? -2.0 : -1.0) / scale) + 1);
   int64_t const taps = 2 - 2 * start;
@@ -95,8 +96,7 @@ AxisMap antialias_map(graph::ResizeAttrs const& a, int64_t in, int64_t out, doub
 Result<AxisMap> resize_map(OpCall const& call, graph::ResizeAttrs const& a, int64_t in, int64_t out, double scale) {
   if (in == out && (scale == 1.0 || in == 1)) return AxisMap::identity_of(in);
   if (in == 0) return op_error(call, "cannot resize an axis of size 0 to " + std::to_string(out));
-  if (a.antialias && a.mode != graph::ResizeMode::kNearest && scale < 1.0)
-    return antialias_map(a, in, out, scale, scale * static_cast<double>(in));
+  if (a.antialias && a.mode != graph::ResizeMode::kNearest && scale < 1.0) return antialias_map(a, in, out, scale);
   int64_t const taps = a.mode == graph::ResizeMode::kNearest ? 1 : a.mode == graph::ResizeMode::kLinear ? 2 : 4;
   AxisMap m{in, out, taps, std::vector<int64_t>(static_cast<std::size_t>(out * taps)),
             std::vector<float>(static_cast<std::size_t>(out * taps))};

@@ -95,15 +95,6 @@ class ExpandedSize {
   std::map<FunctionKey, int64_t> size_;
 };
 
-// Ops without an OpDef that the importer rewrites itself before lowering (graph/onnx_import_fuse.cc's
-// rewrite_* functions): never expanded, whether or not ONNX gives them a function body.
-bool rewritten_at_import(std::string const& type) {
-  static std::set<std::string> const kRewritten = {"CastLike",     "IsNaN",        "IsInf",         "SplitToSequence",
-                                                   "DepthToSpace", "SpaceToDepth", "GlobalMaxPool", "GlobalLpPool",
-                                                   "LpPool",       "Upsample"};
-  return kRewritten.count(type) > 0;
-}
-
 bool is_standard_domain(std::string const& domain) { return domain.empty() || domain == "ai.onnx"; }
 
 // The schema of a node to expand at `opset`, or null: standard domain, no OpDef, a function body.

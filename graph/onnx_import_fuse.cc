@@ -938,6 +938,13 @@ Status rewrite_depth_space(RawModel& model) {
   return Status::ok();
 }
 
+bool rewritten_at_import(std::string const& type) {
+  static std::set<std::string> const kRewritten = {"CastLike",     "IsNaN",        "IsInf",         "SplitToSequence",
+                                                   "DepthToSpace", "SpaceToDepth", "GlobalMaxPool", "GlobalLpPool",
+                                                   "LpPool",       "Upsample"};
+  return kRewritten.count(type) > 0;
+}
+
 Status rewrite_pooling_and_upsample(RawModel& model) {
   Matcher const m(model);
   FreshNames fresh(model);

@@ -123,6 +123,11 @@ Result<OpGraph> fuse_residual_tails(OpGraph const& graph);
 // Placed where the MatMul (and a kept Transpose) was.
 Result<OpGraph> fuse_matmul_operands(OpGraph const& graph);
 
+// The op types without an OpDef that the rewrites below turn into supported ones (CastLike, IsNaN,
+// IsInf, SplitToSequence, DepthToSpace, SpaceToDepth, GlobalMaxPool, GlobalLpPool, LpPool,
+// Upsample): function expansion leaves them to these rewrites.
+bool rewritten_at_import(std::string const& type);
+
 // CastLike nodes whose second input's type is known become Cast to that type.
 void rewrite_cast_like(RawModel& model);
 
