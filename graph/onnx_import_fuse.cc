@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "graph/onnx_import_raw.h"
+#include "graph/ops/common.h"
 #include "graph/ops/infer.h"
 
 namespace gp::graph::onnx_import {
@@ -1015,19 +1016,40 @@ Status rewrite_pooling_and_upsample(RawModel& model) {
       // (they add |0|^p = 0), times the window's size, to the power 1/p.
       int64_t const p = ops::attr_int(n.attrs, "p", 2);
       if (p < 1) return invalid_argument(where + ": p = " + std::to_string(p) + " (it must be at least 1)");
-      if (auto d = ops::attr_ints(n.attrs, "dilations"))
-        for (int64_t v : *d)
-          if (v != 1) return unsupported(where + ": dilated pooling is not supported");
       auto const kernel = ops::attr_ints(n.attrs, "kernel_shape");
       if (!kernel || kernel->empty()) return invalid_argument(where + " has no kernel_shape");
       int64_t window = 1;
       for (int64_t k : *kernel) window *= k;
+      // ceil_mode's last window may reach past the end pad, where count_include_pad divides by
+      // fewer elements than the window's: the end pads are widened to reach as far instead, which
+      // keeps the outputs and counts every window whole.
+      std::string const auto_pad = ops::attr_string(n.attrs, "auto_pad", "NOTSET");
+      if (ops::attr_int(n.attrs, "ceil_mode", 0) != 0 && auto_pad == "NOTSET") {
+        std::size_t const sp = kernel->size();
+        auto const dims = m.dims(n.inputs[0]);
+        if (!dims || dims->size() != sp + 2 ||
+            std::any_of(dims->begin() + 2, dims->end(), [](int64_t d) { return d <= 0; }))
+          return unsupported(where + ": ceil_mode needs the input's spatial dims known at import");
+        auto const strides = ops::attr_ints(n.attrs, "strides").value_or(std::vector<int64_t>(sp, 1));
+        auto const dilations = ops::attr_ints(n.attrs, "dilations").value_or(std::vector<int64_t>(sp, 1));
+        auto pads = ops::attr_ints(n.attrs, "pads").value_or(std::vector<int64_t>(2 * sp, 0));
+        if (strides.size() != sp || dilations.size() != sp || pads.size() != 2 * sp)
+          return invalid_argument(where + ": strides, dilations and pads need one value per spatial dim (" +
+                                  std::to_string(sp) + ", pads two)");
+        for (std::size_t i = 0; i < sp; ++i) {
+          int64_t const in = (*dims)[2 + i], k = (*kernel)[i], st = strides[i], d = dilations[i];
+          int64_t const out = ops::window_outputs(in, k, st, d, pads[i], pads[sp + i], true);
+          if (out <= 0) return invalid_argument(where + ": the window is larger than the padded input");
+          pads[sp + i] = std::max(pads[sp + i], (out - 1) * st + (k - 1) * d + 1 - in - pads[i]);
+        }
+        n.attrs["pads"] = pads;
+        n.attrs["ceil_mode"] = int64_t{0};
+      }
       std::string const powered = abs_pow(n.name, n.inputs[0], p);
       std::string const y = n.outputs[0];
       RawNode avg = std::move(n);
       avg.type = "AveragePool";
       avg.attrs.erase("p");
-      avg.attrs.erase("dilations");
       avg.attrs["count_include_pad"] = int64_t{1};
       avg.inputs = {powered};
       avg.outputs = {fresh(avg.name + "/average_output")};

@@ -30,6 +30,7 @@ struct PoolAttrs {
   std::vector<int64_t> pads;  // begin then end
   bool count_include_pad = false;
   bool ceil_mode = false;
+  std::vector<int64_t> dilations;  // per spatial dim; empty: 1 everywhere
 };
 
 struct GemmAttrs {

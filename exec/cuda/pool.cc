@@ -28,7 +28,7 @@ Status pool_params(OpCall const& call, std::vector<int64_t> const& x, hd::PoolPa
                             : (a.count_include_pad && !global) ? hd::PoolMode::kAverageIncludePad
                                                                : hd::PoolMode::kAverageExcludePad;
   ASSIGN_OR_RETURN(graph::ops::PoolWindow const w, graph::ops::pool_window(call.op, x));
-  hd::pool_params(x, w.out_shape, w.kernel, w.strides, w.pads_begin, mode, p);
+  hd::pool_params(x, w.out_shape, w.kernel, w.strides, w.dilations, w.pads_begin, w.counted_pads_end, mode, p);
   y = w.out_shape;
   if (mode == hd::PoolMode::kMax && hd::pool_in_plane(p) > std::numeric_limits<int32_t>::max())
     return unsupported(call.op.type + " '" + call.op.name + "': the arg-max is int32, the input plane of " +

@@ -16,13 +16,8 @@ Status pool_check(Op const& op, OpGraph const& graph) {
   if (rank < 3 || rank > 5)
     return unsupported(op.type + " '" + op.name + "' has " + std::to_string(rank - 2) +
                        " spatial dims (1 to 3 supported)");
-  if (op.type == "MaxPool") {
-    auto it = op.attrs.find("dilations");
-    if (it != op.attrs.end())
-      for (int64_t d : std::get<std::vector<int64_t>>(it->second))
-        if (d != 1) return unsupported("MaxPool '" + op.name + "' with dilations is not supported");
-    if (op.outputs.size() > 1) return unsupported("MaxPool '" + op.name + "' with an Indices output is not supported");
-  }
+  if (op.type == "MaxPool" && op.outputs.size() > 1)
+    return unsupported("MaxPool '" + op.name + "' with an Indices output is not supported");
   return Status::ok();
 }
 
@@ -40,16 +35,19 @@ Result<PoolWindow> pool_window(Op const& op, std::vector<int64_t> const& x_shape
     int64_t const in = x_shape[2 + i];
     int64_t const k = global ? in : a.kernel[i];
     int64_t const s = global ? 1 : (i < a.strides.size() ? a.strides[i] : 1);
+    int64_t const d = global ? 1 : (i < a.dilations.size() ? a.dilations[i] : 1);
     int64_t const pl = !global && i < a.pads.size() / 2 ? a.pads[i] : 0;
     int64_t const pr = !global && i < a.pads.size() / 2 ? a.pads[i + a.pads.size() / 2] : 0;
-    if (s <= 0 || k <= 0) return op_error(op, "kernel and strides must be positive" + input);
-    int64_t const out = window_outputs(in, k, s, 1, pl, pr, a.ceil_mode && !global);
+    if (s <= 0 || k <= 0 || d <= 0) return op_error(op, "kernel, strides and dilations must be positive" + input);
+    int64_t const out = window_outputs(in, k, s, d, pl, pr, a.ceil_mode && !global);
     if (out <= 0) return op_error(op, "kernel larger than the padded input" + input);
     w.out_shape.push_back(out);
     w.kernel.push_back(k);
     w.strides.push_back(s);
+    w.dilations.push_back(d);
     w.pads_begin.push_back(pl);
-    w.pads_end.push_back((out - 1) * s + k - in - pl);
+    w.pads_end.push_back((out - 1) * s + (k - 1) * d + 1 - in - pl);
+    w.counted_pads_end.push_back(pr);
   }
   return w;
 }
@@ -68,8 +66,7 @@ Result<Inferred> infer_pool(InferContext const& c) {
   a.kernel = *kernel;
   a.strides = c.attr_ints("strides").value_or(Dims(sp, 1));
   Dims const dil = c.attr_ints("dilations").value_or(Dims(sp, 1));
-  if (std::any_of(dil.begin(), dil.end(), [](int64_t d) { return d != 1; }))
-    return unsupported("dilated pooling is not supported");
+  if (std::any_of(dil.begin(), dil.end(), [](int64_t d) { return d != 1; })) a.dilations = dil;
   a.ceil_mode = c.attr_int("ceil_mode", 0) != 0;
   a.count_include_pad = c.attr_int("count_include_pad", 0) != 0;
   ASSIGN_OR_RETURN(Window w, sliding_window(c, Dims(x.begin() + 2, x.end()), a.kernel, a.strides, dil, a.ceil_mode));

@@ -155,7 +155,8 @@ inline bool make_reduce(std::vector<int64_t> const& full_shape, std::vector<int6
 // window and output shape are already checked and computed (graph/ops/pool.h's pool_window).
 inline void pool_params(std::vector<int64_t> const& x_shape, std::vector<int64_t> const& out_shape,
                         std::vector<int64_t> const& kernel, std::vector<int64_t> const& strides,
-                        std::vector<int64_t> const& pads_begin, PoolMode mode, PoolParams& p) {
+                        std::vector<int64_t> const& dilations, std::vector<int64_t> const& pads_begin,
+                        std::vector<int64_t> const& counted_pads_end, PoolMode mode, PoolParams& p) {
   std::size_t const sp = x_shape.size() - 2;
   std::size_t const slot0 = 3 - sp;
   p = PoolParams{};
@@ -166,7 +167,9 @@ inline void pool_params(std::vector<int64_t> const& x_shape, std::vector<int64_t
     p.out[slot0 + i] = out_shape[2 + i];
     p.kernel[slot0 + i] = kernel[i];
     p.stride[slot0 + i] = strides[i];
+    p.dilation[slot0 + i] = i < dilations.size() ? dilations[i] : 1;
     p.pad[slot0 + i] = pads_begin[i];
+    p.counted_end[slot0 + i] = x_shape[2 + i] + counted_pads_end[i];
   }
 }
 

@@ -292,20 +292,35 @@ std::vector<Case> cases() {
                    {{"a", random_tensor({2, 4, 3}, 30), kIn}, {"b", random_tensor({4, 5}, 31), kW}});
   });
   add("MaxPool", [] {
-    return make_op("MaxPool", graph::PoolAttrs{graph::PoolKind::kMax, {3, 3}, {2, 2}, {1, 1, 1, 1}, false, false},
+    return make_op("MaxPool", graph::PoolAttrs{graph::PoolKind::kMax, {3, 3}, {2, 2}, {1, 1, 1, 1}, false, false, {}},
                    {{"x", distinct_tensor({1, 2, 5, 5}, 25), kIn}});
   });
   add("MaxPool ceil", [] {
-    return make_op("MaxPool", graph::PoolAttrs{graph::PoolKind::kMax, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, true},
+    return make_op("MaxPool", graph::PoolAttrs{graph::PoolKind::kMax, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, true, {}},
                    {{"x", distinct_tensor({1, 2, 5, 5}, 26), kIn}});
+  });
+  add("MaxPool dilated", [] {
+    return make_op("MaxPool",
+                   graph::PoolAttrs{graph::PoolKind::kMax, {2, 3}, {1, 2}, {1, 0, 0, 2}, false, false, {2, 2}},
+                   {{"x", distinct_tensor({1, 2, 5, 7}, 35), kIn}});
+  });
+  add("AveragePool dilated ceil", [] {
+    return make_op("AveragePool",
+                   graph::PoolAttrs{graph::PoolKind::kAverage, {2, 2}, {2, 1}, {1, 1, 1, 1}, false, true, {3, 2}},
+                   {{"x", random_tensor({2, 2, 6, 5}, 36), kIn}});
+  });
+  add("AveragePool include pad ceil", [] {
+    return make_op("AveragePool",
+                   graph::PoolAttrs{graph::PoolKind::kAverage, {3, 3}, {2, 2}, {1, 1, 1, 1}, true, true, {}},
+                   {{"x", random_tensor({1, 2, 6, 7}, 38), kIn}});
   });
   add("AveragePool include pad", [] {
     return make_op("AveragePool",
-                   graph::PoolAttrs{graph::PoolKind::kAverage, {3, 3}, {2, 2}, {1, 1, 1, 1}, true, false},
+                   graph::PoolAttrs{graph::PoolKind::kAverage, {3, 3}, {2, 2}, {1, 1, 1, 1}, true, false, {}},
                    {{"x", random_tensor({2, 2, 5, 5}, 28), kIn}});
   });
   add("GlobalAveragePool", [] {
-    return make_op("GlobalAveragePool", graph::PoolAttrs{graph::PoolKind::kGlobalAverage, {}, {}, {}, false, false},
+    return make_op("GlobalAveragePool", graph::PoolAttrs{graph::PoolKind::kGlobalAverage, {}, {}, {}, false, false, {}},
                    {{"x", random_tensor({2, 3, 4, 3}, 29), kIn}});
   });
   add("BatchNormalization training",

@@ -542,14 +542,25 @@ hd::PoolMode mode_of(graph::PoolAttrs const& a) {
 TEST(HdMove, PoolingForwardAndBackwardMatchTheCpuBackend) {
   using K = graph::PoolKind;
   std::vector<PoolCase> const cases{
-      {"MaxPool", {K::kMax, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, false}, {2, 3, 6, 8}, 0},
-      {"MaxPool", {K::kMax, {3, 3}, {2, 1}, {1, 1, 1, 0}, false, true}, {2, 2, 7, 6}, 1e-6},
-      {"MaxPool", {K::kMax, {3}, {2}, {1, 1}, false, true}, {2, 3, 10}, 1e-6},
-      {"AveragePool", {K::kAverage, {3, 2}, {2, 2}, {1, 0, 1, 1}, false, true}, {2, 3, 7, 6}, 1e-5},
-      {"AveragePool", {K::kAverage, {3, 2}, {2, 2}, {1, 0, 1, 1}, true, true}, {2, 3, 7, 6}, 1e-5},
-      {"AveragePool", {K::kAverage, {2, 3, 2}, {1, 2, 2}, {0, 1, 1, 1, 0, 0}, true, false}, {1, 2, 4, 5, 5}, 1e-5},
-      {"AveragePool", {K::kAverage, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, false}, {1, 2, 5, 5}, 1e-5},
-      {"GlobalAveragePool", {K::kGlobalAverage, {}, {}, {}, false, false}, {2, 4, 5, 3}, 1e-5},
+      {"MaxPool", {K::kMax, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, false, {}}, {2, 3, 6, 8}, 0},
+      {"MaxPool", {K::kMax, {3, 3}, {2, 1}, {1, 1, 1, 0}, false, true, {}}, {2, 2, 7, 6}, 1e-6},
+      {"MaxPool", {K::kMax, {3}, {2}, {1, 1}, false, true, {}}, {2, 3, 10}, 1e-6},
+      {"AveragePool", {K::kAverage, {3, 2}, {2, 2}, {1, 0, 1, 1}, false, true, {}}, {2, 3, 7, 6}, 1e-5},
+      {"AveragePool", {K::kAverage, {3, 2}, {2, 2}, {1, 0, 1, 1}, true, true, {}}, {2, 3, 7, 6}, 1e-5},
+      {"AveragePool", {K::kAverage, {2, 3, 2}, {1, 2, 2}, {0, 1, 1, 1, 0, 0}, true, false, {}}, {1, 2, 4, 5, 5}, 1e-5},
+      {"AveragePool", {K::kAverage, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, false, {}}, {1, 2, 5, 5}, 1e-5},
+      {"GlobalAveragePool", {K::kGlobalAverage, {}, {}, {}, false, false, {}}, {2, 4, 5, 3}, 1e-5},
+      // Dilated: taps 2 and 3 apart, clipped by pads and ceil_mode's last window.
+      {"MaxPool", {K::kMax, {2, 3}, {1, 2}, {1, 0, 0, 2}, false, false, {2, 2}}, {2, 2, 5, 7}, 1e-6},
+      {"MaxPool", {K::kMax, {3}, {2}, {2, 1}, false, true, {3}}, {1, 3, 11}, 1e-6},
+      {"AveragePool", {K::kAverage, {2, 2}, {2, 1}, {1, 1, 1, 1}, false, true, {3, 2}}, {2, 2, 6, 5}, 1e-5},
+      {"AveragePool", {K::kAverage, {2, 2}, {2, 1}, {1, 1, 1, 1}, true, true, {3, 2}}, {2, 2, 6, 5}, 1e-5},
+      // count_include_pad where ceil_mode's last window reaches past the end pad.
+      {"AveragePool", {K::kAverage, {3, 3}, {2, 2}, {1, 1, 1, 1}, true, true, {}}, {1, 2, 6, 7}, 1e-5},
+      {"AveragePool",
+       {K::kAverage, {2, 2, 2}, {1, 2, 1}, {0, 1, 1, 1, 0, 1}, false, false, {2, 1, 3}},
+       {1, 2, 4, 5, 6},
+       1e-5},
   };
   for (PoolCase const& c : cases) {
     SCOPED_TRACE(c.type + " on " + Tensor(c.x_shape).shape_string());
@@ -558,7 +569,8 @@ TEST(HdMove, PoolingForwardAndBackwardMatchTheCpuBackend) {
     Result<graph::ops::PoolWindow> const w = graph::ops::pool_window(o.the_op(), c.x_shape);
     ASSERT_TRUE(w.is_ok()) << w.status().message();
     hd::PoolParams p;
-    hd::pool_params(c.x_shape, w->out_shape, w->kernel, w->strides, w->pads_begin, mode_of(c.attrs), p);
+    hd::pool_params(c.x_shape, w->out_shape, w->kernel, w->strides, w->dilations, w->pads_begin, w->counted_pads_end,
+                    mode_of(c.attrs), p);
     std::vector<int64_t> const& y_shape = w->out_shape;
     Tensor gy = random_tensor(y_shape, 19);
     CpuRun cpu = cpu_run(o, {gy}, {true});
@@ -590,7 +602,7 @@ TEST(HdMove, PoolingForwardAndBackwardMatchTheCpuBackend) {
 TEST(HdMove, PoolWindowRejectsWhatTheCpuBackendRejects) {
   auto const window = [](std::vector<int64_t> const& x_shape, std::vector<int64_t> const& kernel,
                          std::vector<int64_t> const& pads) {
-    graph::PoolAttrs a{graph::PoolKind::kMax, kernel, {1, 1}, pads, false, false};
+    graph::PoolAttrs a{graph::PoolKind::kMax, kernel, {1, 1}, pads, false, false, {}};
     OneOp o = make_op("MaxPool", a, {{"x", Tensor(x_shape), kIn}});
     return graph::ops::pool_window(o.the_op(), x_shape);
   };

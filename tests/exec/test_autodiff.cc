@@ -155,6 +155,32 @@ TEST(Autodiff, LpPoolingTrainsThroughItsRewrite) {
     for (int64_t k = 0; k < 9; ++k) sum += std::pow(std::abs(double(x.data<float>()[nc * 9 + k])), 3.0);
     EXPECT_NEAR(outs.at(pool->out).data<float>()[nc], std::cbrt(sum), 1e-5 * std::cbrt(sum)) << nc;
   }
+  // LpPool's value with dilated windows and ceil_mode, whose last windows reach past the end pads
+  // along both dims: (sum over the taps inside x of |x|^2)^(1/2).
+  auto lp = make_model(graph::load_onnx_text(graph::model_text(
+                           "float[N,2,6,5] x", "float[N,2,4,3] y", {},
+                           "y = LpPool<kernel_shape = [2, 2], p = 2, strides = [2, 2], pads = [1, 0, 1, 0], "
+                           "dilations = [2, 1], ceil_mode = 1>(x)",
+                           18)),
+                       2);
+  ASSERT_NE(lp, nullptr);
+  TensorMap lp_outs;
+  ASSERT_TRUE(lp->ex->forward(0, lp->inputs, lp_outs, false).is_ok());
+  Tensor const& lx = lp->inputs.begin()->second;
+  Tensor const& ly = lp_outs.at(lp->out);
+  ASSERT_EQ(ly.shape(), (std::vector<int64_t>{2, 2, 4, 3}));
+  for (int64_t nc = 0; nc < 4; ++nc)
+    for (int64_t oh = 0; oh < 4; ++oh)
+      for (int64_t ow = 0; ow < 3; ++ow) {
+        double sum = 0;
+        for (int64_t kh = 0; kh < 2; ++kh)
+          for (int64_t kw = 0; kw < 2; ++kw) {
+            int64_t const ih = oh * 2 - 1 + kh * 2, iw = ow * 2 + kw;
+            if (ih >= 0 && ih < 6 && iw < 5) sum += std::pow(double(lx.data<float>()[(nc * 6 + ih) * 5 + iw]), 2.0);
+          }
+        EXPECT_NEAR(ly.data<float>()[(nc * 4 + oh) * 3 + ow], std::sqrt(sum), 1e-5 * std::sqrt(sum) + 1e-6)
+            << nc << " " << oh << " " << ow;
+      }
 }
 
 TEST(Autodiff, PlanMarksFanOutAndWeights) {

@@ -95,24 +95,43 @@ TEST(GradCheck, MatMulTransposedAndScaled) {
 }
 
 TEST(GradCheck, MaxPool) {
-  check(make_op("MaxPool", graph::PoolAttrs{graph::PoolKind::kMax, {3, 3}, {2, 2}, {1, 1, 1, 1}, false, false},
+  check(make_op("MaxPool", graph::PoolAttrs{graph::PoolKind::kMax, {3, 3}, {2, 2}, {1, 1, 1, 1}, false, false, {}},
                 {{"x", distinct_tensor({1, 2, 5, 5}, 25), kIn}}));
 }
 
 TEST(GradCheck, MaxPoolCeilMode) {
-  check(make_op("MaxPool", graph::PoolAttrs{graph::PoolKind::kMax, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, true},
+  check(make_op("MaxPool", graph::PoolAttrs{graph::PoolKind::kMax, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, true, {}},
                 {{"x", distinct_tensor({1, 2, 5, 5}, 26), kIn}}));
 }
 
 TEST(GradCheck, AveragePool) {
-  check(make_op("AveragePool", graph::PoolAttrs{graph::PoolKind::kAverage, {3, 3}, {2, 2}, {1, 1, 1, 1}, false, false},
+  check(make_op("AveragePool",
+                graph::PoolAttrs{graph::PoolKind::kAverage, {3, 3}, {2, 2}, {1, 1, 1, 1}, false, false, {}},
                 {{"x", random_tensor({2, 2, 5, 5}, 27), kIn}}));
-  check(make_op("AveragePool", graph::PoolAttrs{graph::PoolKind::kAverage, {3, 3}, {2, 2}, {1, 1, 1, 1}, true, false},
+  check(make_op("AveragePool",
+                graph::PoolAttrs{graph::PoolKind::kAverage, {3, 3}, {2, 2}, {1, 1, 1, 1}, true, false, {}},
                 {{"x", random_tensor({2, 2, 5, 5}, 28), kIn}}));
 }
 
+TEST(GradCheck, DilatedPooling) {
+  using graph::PoolKind;
+  check(make_op("MaxPool", graph::PoolAttrs{PoolKind::kMax, {2, 3}, {1, 2}, {1, 0, 0, 2}, false, false, {2, 2}},
+                {{"x", distinct_tensor({1, 2, 5, 7}, 35), kIn}}));
+  check(make_op("AveragePool", graph::PoolAttrs{PoolKind::kAverage, {2, 2}, {2, 1}, {1, 1, 1, 1}, false, true, {3, 2}},
+                {{"x", random_tensor({2, 2, 6, 5}, 36), kIn}}));
+  check(make_op("AveragePool", graph::PoolAttrs{PoolKind::kAverage, {2}, {1}, {1, 1}, true, false, {3}},
+                {{"x", random_tensor({2, 3, 7}, 37), kIn}}));
+}
+
+// count_include_pad with ceil_mode windows past the end pad (their divisor counts fewer taps).
+TEST(GradCheck, AveragePoolCountingPadsInCeilMode) {
+  check(make_op("AveragePool",
+                graph::PoolAttrs{graph::PoolKind::kAverage, {3, 3}, {2, 2}, {1, 1, 1, 1}, true, true, {}},
+                {{"x", random_tensor({1, 2, 6, 7}, 38), kIn}}));
+}
+
 TEST(GradCheck, GlobalAveragePool) {
-  check(make_op("GlobalAveragePool", graph::PoolAttrs{graph::PoolKind::kGlobalAverage, {}, {}, {}, false, false},
+  check(make_op("GlobalAveragePool", graph::PoolAttrs{graph::PoolKind::kGlobalAverage, {}, {}, {}, false, false, {}},
                 {{"x", random_tensor({2, 3, 4, 3}, 29), kIn}}));
 }
 

@@ -80,7 +80,8 @@ TEST(OpsForward, PoolingMatchesLoops) {
                                          {2, 2},
                                          {1, 1, 1, 1},
                                          include_pad,
-                                         false},
+                                         false,
+                                         {}},
                         {{"x", x, kIn}});
       Tensor y = run_forward(be, o)[0];
       std::vector<double> ref;
@@ -101,6 +102,66 @@ TEST(OpsForward, PoolingMatchesLoops) {
             ref.push_back(is_max ? best : sum / (include_pad ? 9 : count));
           }
       expect_near(y, ref);
+    }
+  }
+}
+
+// Dilated windows (taps 2 apart along H, 3 along W) and ceil_mode's extra windows, clipped by the
+// pads: the maximum, and the average over the taps inside the input or, with count_include_pad,
+// inside the padded input (ONNX's and PyTorch's divisor: not the whole kernel where a ceil_mode
+// window reaches past the end pad).
+TEST(OpsForward, DilatedAndCeilModePoolingMatchesLoops) {
+  struct Window {
+    int64_t kh, kw, sh, sw, dh, dw, ph, pw;
+    bool ceil;
+  };
+  int64_t const H = 7, W = 8;
+  Tensor x = random_tensor({1, 2, H, W}, 19);
+  CpuBackend be;
+  for (Window const& c : {Window{3, 2, 2, 1, 2, 3, 1, 2, false}, Window{3, 3, 2, 2, 1, 1, 1, 1, true},
+                          Window{2, 3, 2, 3, 3, 1, 1, 1, true}}) {
+    auto const outs = [&](int64_t in, int64_t k, int64_t st, int64_t d, int64_t pd) {
+      int64_t const span = in + 2 * pd - ((k - 1) * d + 1);
+      int64_t o = (c.ceil ? (span + st - 1) / st : span / st) + 1;
+      if (c.ceil && (o - 1) * st >= in + pd) --o;
+      return o;
+    };
+    int64_t const oh_n = outs(H, c.kh, c.sh, c.dh, c.ph), ow_n = outs(W, c.kw, c.sw, c.dw, c.pw);
+    for (bool is_max : {true, false}) {
+      for (bool include_pad : {false, true}) {
+        graph::PoolAttrs a{is_max ? graph::PoolKind::kMax : graph::PoolKind::kAverage,
+                           {c.kh, c.kw},
+                           {c.sh, c.sw},
+                           {c.ph, c.pw, c.ph, c.pw},
+                           include_pad,
+                           c.ceil,
+                           {c.dh, c.dw}};
+        SCOPED_TRACE(std::string(is_max        ? "max"
+                                 : include_pad ? "average, pads counted"
+                                               : "average") +
+                     (c.ceil ? ", ceil_mode" : "") + ", kernel " + std::to_string(c.kh) + "x" + std::to_string(c.kw));
+        Tensor y = run_forward(be, make_op(is_max ? "MaxPool" : "AveragePool", a, {{"x", x, kIn}}))[0];
+        ASSERT_EQ(y.shape(), (std::vector<int64_t>{1, 2, oh_n, ow_n}));
+        std::vector<double> ref;
+        for (int64_t ch = 0; ch < 2; ++ch)
+          for (int64_t oh = 0; oh < oh_n; ++oh)
+            for (int64_t ow = 0; ow < ow_n; ++ow) {
+              double best = -1e30, sum = 0;
+              int inside = 0, padded = 0;
+              for (int64_t kh = 0; kh < c.kh; ++kh)
+                for (int64_t kw = 0; kw < c.kw; ++kw) {
+                  int64_t const ih = oh * c.sh - c.ph + kh * c.dh, iw = ow * c.sw - c.pw + kw * c.dw;
+                  if (ih < H + c.ph && iw < W + c.pw) ++padded;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                  double const v = at(x, (ch * H + ih) * W + iw);
+                  best = std::max(best, v);
+                  sum += v;
+                  ++inside;
+                }
+              ref.push_back(is_max ? best : sum / (include_pad ? padded : inside));
+            }
+        expect_near(y, ref);
+      }
     }
   }
 }
