@@ -131,16 +131,27 @@ Result<kernels::hd::GridSampleParams> grid_sample_params(OpCall const& call, std
   auto const out = graph::ops::grid_sample_output_shape(x, grid);
   if (!out.is_ok()) return op_error(call, out.status().message());
   kernels::hd::GridSampleParams p;
+  p.volumetric = x.size() == 5;
+  std::size_t const s = p.volumetric ? 1 : 0;  // the depth's dim, if any, comes first
   p.n = x[0];
   p.c = x[1];
-  p.h = x[2];
-  p.w = x[3];
-  p.ho = grid[1];
-  p.wo = grid[2];
+  if (p.volumetric) {
+    p.d = x[2];
+    p.dout = grid[1];
+  }
+  p.h = x[2 + s];
+  p.w = x[3 + s];
+  p.ho = grid[1 + s];
+  p.wo = grid[2 + s];
   p.nearest = a.mode == graph::GridSampleMode::kNearest;
   p.align = a.align_corners;
   p.padding = static_cast<int>(a.padding);
   return p;
+}
+
+std::vector<int64_t> grid_sample_y_shape(kernels::hd::GridSampleParams const& p) {
+  if (p.volumetric) return {p.n, p.c, p.dout, p.ho, p.wo};
+  return {p.n, p.c, p.ho, p.wo};
 }
 
 Result<kernels::hd::GridSampleParams> grid_sample_backward_params(OpCall const& call, Saved const& saved,
@@ -148,7 +159,7 @@ Result<kernels::hd::GridSampleParams> grid_sample_backward_params(OpCall const& 
   if (saved.tensors.size() != 2) return op_error(call, "backward without a saved forward pass");
   ASSIGN_OR_RETURN(kernels::hd::GridSampleParams const p,
                    grid_sample_params(call, saved.tensors[0].shape(), saved.tensors[1].shape()));
-  if (gout.empty() || gout[0].shape() != std::vector<int64_t>{p.n, p.c, p.ho, p.wo})
+  if (gout.empty() || gout[0].shape() != grid_sample_y_shape(p))
     return op_error(call, "output gradient does not have the output's shape");
   return p;
 }

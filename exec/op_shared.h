@@ -64,6 +64,8 @@ Result<kernels::hd::LrnParams> lrn_backward_params(OpCall const& call, Saved con
 // its error, naming the op, otherwise).
 Result<kernels::hd::GridSampleParams> grid_sample_params(OpCall const& call, std::vector<int64_t> const& x,
                                                          std::vector<int64_t> const& grid);
+// GridSample's output shape from its parameters: [N, C, Ho, Wo], or [N, C, Do, Ho, Wo].
+std::vector<int64_t> grid_sample_y_shape(kernels::hd::GridSampleParams const& p);
 // The same for a backward pass, after checking that `saved` holds a forward pass's {x, grid} and
 // the output gradient has the output's shape.
 Result<kernels::hd::GridSampleParams> grid_sample_backward_params(OpCall const& call, Saved const& saved,

@@ -1,4 +1,4 @@
-// CPU kernels of the index family that oneDNN lacks: GridSample (4-D), kernels/hd/index.h's
+// CPU kernels of the index family that oneDNN lacks: GridSample (4-D and 5-D), kernels/hd/index.h's
 // functions (which the CUDA kernels run per thread) over every output element, (n, c) plane and
 // grid point in parallel.
 #pragma once
@@ -9,10 +9,11 @@
 
 namespace gp::kernels {
 
-// y [N, C, Ho, Wo] from x [N, C, H, W] and grid [N, Ho, Wo, 2].
+// y [N, C, Ho, Wo] from x [N, C, H, W] and grid [N, Ho, Wo, 2] (5-D: y [N, C, Do, Ho, Wo] from x
+// [N, C, D, H, W] and grid [N, Do, Ho, Wo, 3]).
 void grid_sample_forward(float const* x, float const* grid, hd::GridSampleParams const& p, float* y);
-// dx [N, C, H, W] (written whole) and dgrid [N, Ho, Wo, 2] (written whole) from dy; either may be
-// null when not wanted.
+// dx (x's shape) and dgrid (the grid's), both written whole, from dy; either may be null when not
+// wanted.
 void grid_sample_backward(float const* x, float const* grid, float const* dy, hd::GridSampleParams const& p, float* dx,
                           float* dgrid);
 

@@ -462,7 +462,7 @@ Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::ve
 
 Status grid_sample_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(kernels::hd::GridSampleParams const p, grid_sample_params(call, in[0].shape(), in[1].shape()));
-  Tensor y({p.n, p.c, p.ho, p.wo});
+  Tensor y(grid_sample_y_shape(p));
   kernels::grid_sample_forward(in[0].data<float>(), in[1].data<float>(), p, y.data<float>());
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;

@@ -446,7 +446,7 @@ Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::ve
 
 Status grid_sample_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(hd::GridSampleParams const p, grid_sample_params(call, in[0].shape(), in[1].shape()));
-  ASSIGN_OR_RETURN(Tensor y, empty({p.n, p.c, p.ho, p.wo}, DType::kFloat32));
+  ASSIGN_OR_RETURN(Tensor y, empty(grid_sample_y_shape(p), DType::kFloat32));
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
   GP_CUDA_CHECK(kc::grid_sample_forward(in[0].data<float>(), in[1].data<float>(), p, y.data<float>(), stream));
   out.assign(call.op.outputs.size(), Tensor());

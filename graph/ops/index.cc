@@ -36,17 +36,21 @@ Result<std::vector<int64_t>> pad_output_shape(PadAttrs const& a, std::vector<int
 }
 
 Result<std::vector<int64_t>> grid_sample_output_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& grid) {
-  if (x.size() != 4 || grid.size() != 4 || grid[3] != 2)
+  std::size_t const rank = x.size();
+  if ((rank != 4 && rank != 5) || grid.size() != rank || grid[rank - 1] != static_cast<int64_t>(rank - 2))
     return unsupported("GridSample of x " + dims_str(x) + " at grid " + dims_str(grid) +
-                       ": only 4-D x [N,C,H,W] with grid [N,Ho,Wo,2] is supported");
+                       ": only x [N,C,H,W] with grid [N,Ho,Wo,2] or x [N,C,D,H,W] with grid [N,Do,Ho,Wo,3] is "
+                       "supported");
   if (x[0] != grid[0])
     return invalid_argument("GridSample: x " + dims_str(x) + " and grid " + dims_str(grid) +
                             " disagree on the batch (their first dims must be equal)");
-  for (std::size_t d = 1; d < 4; ++d)
+  for (std::size_t d = 1; d < rank; ++d)
     if (x[d] < 0 || grid[d] < 0)
       return unsupported("GridSample of x " + dims_str(x) + " at grid " + dims_str(grid) +
                          ": the batch size past the first dim");
-  return std::vector<int64_t>{x[0], x[1], grid[1], grid[2]};
+  std::vector<int64_t> out{x[0], x[1]};
+  out.insert(out.end(), grid.begin() + 1, grid.end() - 1);
+  return out;
 }
 
 Result<OneHotShape> one_hot_output_shape(OneHotAttrs const& a, std::vector<int64_t> const& indices) {
@@ -553,7 +557,7 @@ Result<std::vector<Dims>> gather_nd_run_shape(OpGraph const&, Op const&, std::ve
 void save_gather_nd(CostContext const& c, SavedForBackward& s) { c.save(s, c.input(1)); }
 
 // GridSample (opset 16: 4-D, modes bilinear, nearest, bicubic; opset 20 names them linear, nearest,
-// cubic): linear and nearest with every padding mode and align_corners.
+// cubic and allows N-D): linear and nearest, 4-D and 5-D, with every padding mode and align_corners.
 Result<Inferred> infer_grid_sample(InferContext const& c) {
   if (!c.has(1)) return invalid_argument("GridSample needs inputs X and grid");
   for (std::size_t k = 0; k < 2; ++k)

@@ -382,14 +382,14 @@ __global__ void grid_sample_grid_grad_kernel(float const* __restrict__ x, float 
 
 cudaError_t grid_sample_forward(float const* x, float const* grid, hd::GridSampleParams const& p, float* y,
                                 cudaStream_t stream) {
-  int64_t const n = p.n * p.c * p.ho * p.wo;
+  int64_t const n = p.n * p.c * p.dout * p.ho * p.wo;
   if (n > 0) grid_sample_forward_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, grid, p, y, n);
   return cudaGetLastError();
 }
 
 cudaError_t grid_sample_backward(float const* x, float const* grid, float const* dy, hd::GridSampleParams const& p,
                                  float* dx, float* dgrid, cudaStream_t stream) {
-  int64_t const planes = p.n * p.c, points = p.n * p.ho * p.wo;
+  int64_t const planes = p.n * p.c, points = p.n * p.dout * p.ho * p.wo;
   if (dx && planes > 0) grid_sample_input_grad_kernel<<<grid_for(planes), kBlock, 0, stream>>>(grid, dy, p, dx, planes);
   if (dgrid && points > 0)
     grid_sample_grid_grad_kernel<<<grid_for(points), kBlock, 0, stream>>>(x, grid, dy, p, dgrid, points);

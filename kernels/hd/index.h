@@ -303,19 +303,22 @@ GP_HD I axis_copy_source(I e, I in, I out, I inner, int64_t const* idx) {
   return s < 0 ? I(-1) : (b * in + static_cast<I>(s)) * inner + i;
 }
 
-// ---- GridSample (4-D) ----
-// Per-element math of GridSample (4-D), as torch's grid_sample and ONNX define it: x [N, C, H, W]
-// sampled at grid [N, Ho, Wo, 2] (x then y, in [-1, 1]) into y [N, C, Ho, Wo], bilinear or nearest
-// (half to even), the grid's coordinates mapped to pixels with or without align_corners and then
-// padded: zeros (outside reads 0), border (clipped into the image) or reflection (mirrored at the
-// borders, then clipped). The CPU (kernels/index.cc) and CUDA (kernels/cuda/move.cu) kernels
-// run these functions:
+// ---- GridSample (4-D and 5-D) ----
+// Per-element math of GridSample, as torch's grid_sample and ONNX define it: x [N, C, H, W] sampled
+// at grid [N, Ho, Wo, 2] (x then y, in [-1, 1]) into y [N, C, Ho, Wo], or x [N, C, D, H, W] at grid
+// [N, Do, Ho, Wo, 3] (x, y then z) into y [N, C, Do, Ho, Wo]; (bi/tri)linear or nearest (half to
+// even), the grid's coordinates mapped to pixels with or without align_corners and then padded:
+// zeros (outside reads 0), border (clipped into the image) or reflection (mirrored at the borders,
+// then clipped). A 4-D op is the volumetric one's code with D = Do = 1 and no z. The CPU
+// (kernels/index.cc) and CUDA (kernels/cuda/move.cu) kernels run these functions:
 // - forward: one call per output element;
-// - the input's gradient: one call per (n, c) plane, its output positions in order, so the
-//   scatter-add is deterministic without atomics;
+// - the input's gradient: one call per (n, c) plane (volume), its output positions in order, so
+//   the scatter-add is deterministic without atomics;
 // - the grid's gradient: one call per grid point, the channels summed in order (nearest: zero).
 struct GridSampleParams {
   int64_t n = 0, c = 0, h = 0, w = 0, ho = 0, wo = 0;
+  int64_t d = 1, dout = 1;  // depth of x and of the output (5-D); 1 for 4-D
+  bool volumetric = false;  // 5-D: the grid holds (x, y, z)
   bool nearest = false, align = false;
   int padding = 0;  // graph::GridSamplePadding: 0 zeros, 1 border, 2 reflection
 };
@@ -386,106 +389,154 @@ GP_HD float gs_source(float coord, int64_t size, GridSampleParams const& p, floa
   return x;
 }
 
-GP_HD bool gs_inside(int64_t yy, int64_t xx, GridSampleParams const& p) {
-  return yy >= 0 && yy < p.h && xx >= 0 && xx < p.w;
+GP_HD bool gs_inside(int64_t zz, int64_t yy, int64_t xx, GridSampleParams const& p) {
+  return zz >= 0 && zz < p.d && yy >= 0 && yy < p.h && xx >= 0 && xx < p.w;
 }
-GP_HD float gs_at(float const* plane, int64_t yy, int64_t xx, GridSampleParams const& p) {
-  return gs_inside(yy, xx, p) ? plane[yy * p.w + xx] : 0.f;
+GP_HD float gs_at(float const* plane, int64_t zz, int64_t yy, int64_t xx, GridSampleParams const& p) {
+  return gs_inside(zz, yy, xx, p) ? plane[(zz * p.h + yy) * p.w + xx] : 0.f;
 }
 
-// Where output position (n, ho, wo) reads: pixel coordinates (ix, iy), their derivatives, and the
-// pixel read (nearest) or the top-left of the four read (linear, with the fractions tx, ty).
-struct GsPoint {
-  float ix = 0, iy = 0, gx = 1, gy = 1;
-  int64_t x0 = 0, y0 = 0;
-  float tx = 0, ty = 0;
+// One coordinate's read: the pixel position, its derivative, and the pixel read (nearest) or the
+// lower of the two read (linear, with the fraction t toward the upper).
+struct GsAxis {
+  float pos = 0, grad = 1, t = 0;
+  int64_t lo = 0;
 };
-GP_HD GsPoint gs_point(float const* grid, GridSampleParams const& p, int64_t n, int64_t ho, int64_t wo) {
-  float const* g = grid + ((n * p.ho + ho) * p.wo + wo) * 2;
-  GsPoint q;
-  q.ix = gs_source(g[0], p.w, p, &q.gx);
-  q.iy = gs_source(g[1], p.h, p, &q.gy);
+GP_HD GsAxis gs_axis(float coord, int64_t size, GridSampleParams const& p) {
+  GsAxis a;
+  a.pos = gs_source(coord, size, p, &a.grad);
   // Past one pixel outside every read is zero: kept in a range whose floor fits an integer (a NaN
   // or huge coordinate reads zeros, as torch's safe_downgrade_to_int_range makes it).
-  q.ix = fminf(fmaxf(q.ix, -2.f), static_cast<float>(p.w + 1));
-  q.iy = fminf(fmaxf(q.iy, -2.f), static_cast<float>(p.h + 1));
+  a.pos = fminf(fmaxf(a.pos, -2.f), static_cast<float>(size + 1));
   if (p.nearest) {
-    q.x0 = static_cast<int64_t>(nearbyintf(q.ix));
-    q.y0 = static_cast<int64_t>(nearbyintf(q.iy));
-    return q;
+    a.lo = static_cast<int64_t>(nearbyintf(a.pos));
+    return a;
   }
-  float const x0f = floorf(q.ix), y0f = floorf(q.iy);
-  q.tx = q.ix - x0f;
-  q.ty = q.iy - y0f;
-  q.x0 = static_cast<int64_t>(x0f);
-  q.y0 = static_cast<int64_t>(y0f);
+  float const lo = floorf(a.pos);
+  a.t = a.pos - lo;
+  a.lo = static_cast<int64_t>(lo);
+  return a;
+}
+
+// Where output position (n, od, ho, wo) reads, along x, y and z (z: position 0 in 4-D).
+struct GsPoint {
+  GsAxis x, y, z;
+};
+GP_HD GsPoint gs_point(float const* grid, GridSampleParams const& p, int64_t n, int64_t od, int64_t ho, int64_t wo) {
+  int64_t const coords = p.volumetric ? 3 : 2;
+  float const* g = grid + (((n * p.dout + od) * p.ho + ho) * p.wo + wo) * coords;
+  GsPoint q;
+  q.x = gs_axis(g[0], p.w, p);
+  q.y = gs_axis(g[1], p.h, p);
+  if (p.volumetric) q.z = gs_axis(g[2], p.d, p);
   return q;
 }
 
+// The (bi/tri)linear corner k (bit 0: x upper, bit 1: y upper, bit 2: z upper) and its weight.
+GP_HD float gs_corner_weight(GsPoint const& q, int k) {
+  float const wx = (k & 1) ? q.x.t : 1.f - q.x.t, wy = (k & 2) ? q.y.t : 1.f - q.y.t;
+  return (k & 4) ? wx * wy * q.z.t : wx * wy * (1.f - q.z.t);
+}
+GP_HD int gs_corners(GridSampleParams const& p) { return p.volumetric ? 8 : 4; }
+
 GP_HD float gs_sample(float const* plane, GsPoint const& q, GridSampleParams const& p) {
-  if (p.nearest) return gs_at(plane, q.y0, q.x0, p);
-  int64_t const x0 = q.x0, y0 = q.y0;
-  float const tx = q.tx, ty = q.ty;
-  return gs_at(plane, y0, x0, p) * (1.f - tx) * (1.f - ty) + gs_at(plane, y0, x0 + 1, p) * tx * (1.f - ty) +
-         gs_at(plane, y0 + 1, x0, p) * (1.f - tx) * ty + gs_at(plane, y0 + 1, x0 + 1, p) * tx * ty;
+  if (p.nearest) return gs_at(plane, q.z.lo, q.y.lo, q.x.lo, p);
+  if (!p.volumetric) {
+    int64_t const x0 = q.x.lo, y0 = q.y.lo;
+    float const tx = q.x.t, ty = q.y.t;
+    return gs_at(plane, 0, y0, x0, p) * (1.f - tx) * (1.f - ty) + gs_at(plane, 0, y0, x0 + 1, p) * tx * (1.f - ty) +
+           gs_at(plane, 0, y0 + 1, x0, p) * (1.f - tx) * ty + gs_at(plane, 0, y0 + 1, x0 + 1, p) * tx * ty;
+  }
+  float v = 0.f;
+  for (int k = 0; k < 8; ++k)
+    v += gs_at(plane, q.z.lo + (k >> 2), q.y.lo + ((k >> 1) & 1), q.x.lo + (k & 1), p) * gs_corner_weight(q, k);
+  return v;
 }
 
-// y[e], e over [N, C, Ho, Wo].
+// y[e], e over [N, C, (Do,) Ho, Wo].
 GP_HD void grid_sample_forward_at(float const* x, float const* grid, GridSampleParams const& p, float* y, int64_t e) {
-  int64_t const wo = e % p.wo, ho = (e / p.wo) % p.ho, nc = e / (p.wo * p.ho), n = nc / p.c;
-  y[e] = gs_sample(x + nc * p.h * p.w, gs_point(grid, p, n, ho, wo), p);
+  int64_t const wo = e % p.wo, ho = (e / p.wo) % p.ho, od = (e / (p.wo * p.ho)) % p.dout,
+                nc = e / (p.wo * p.ho * p.dout), n = nc / p.c;
+  y[e] = gs_sample(x + nc * p.d * p.h * p.w, gs_point(grid, p, n, od, ho, wo), p);
 }
 
-// dx's plane nc (= n·C + c), written whole: zeros, then every output position's share in order.
+// dx's plane (volume) nc (= n·C + c), written whole: zeros, then every output position's share in
+// order.
 GP_HD void grid_sample_input_grad_plane(float const* grid, float const* dy, GridSampleParams const& p, float* dx,
                                         int64_t nc) {
-  float* plane = dx + nc * p.h * p.w;
-  for (int64_t i = 0; i < p.h * p.w; ++i) plane[i] = 0.f;
+  float* plane = dx + nc * p.d * p.h * p.w;
+  for (int64_t i = 0; i < p.d * p.h * p.w; ++i) plane[i] = 0.f;
   int64_t const n = nc / p.c;
-  float const* dyp = dy + nc * p.ho * p.wo;
-  auto add = [&](int64_t yy, int64_t xx, float v) {
-    if (gs_inside(yy, xx, p)) plane[yy * p.w + xx] += v;
+  float const* dyp = dy + nc * p.dout * p.ho * p.wo;
+  auto add = [&](int64_t zz, int64_t yy, int64_t xx, float v) {
+    if (gs_inside(zz, yy, xx, p)) plane[(zz * p.h + yy) * p.w + xx] += v;
   };
-  for (int64_t ho = 0; ho < p.ho; ++ho)
-    for (int64_t wo = 0; wo < p.wo; ++wo) {
-      float const g = dyp[ho * p.wo + wo];
-      GsPoint const q = gs_point(grid, p, n, ho, wo);
-      if (p.nearest) {
-        add(q.y0, q.x0, g);
-        continue;
+  for (int64_t od = 0; od < p.dout; ++od)
+    for (int64_t ho = 0; ho < p.ho; ++ho)
+      for (int64_t wo = 0; wo < p.wo; ++wo) {
+        float const g = dyp[(od * p.ho + ho) * p.wo + wo];
+        GsPoint const q = gs_point(grid, p, n, od, ho, wo);
+        if (p.nearest) {
+          add(q.z.lo, q.y.lo, q.x.lo, g);
+          continue;
+        }
+        if (!p.volumetric) {
+          int64_t const x0 = q.x.lo, y0 = q.y.lo;
+          float const tx = q.x.t, ty = q.y.t;
+          add(0, y0, x0, g * (1.f - tx) * (1.f - ty));
+          add(0, y0, x0 + 1, g * tx * (1.f - ty));
+          add(0, y0 + 1, x0, g * (1.f - tx) * ty);
+          add(0, y0 + 1, x0 + 1, g * tx * ty);
+          continue;
+        }
+        for (int k = 0; k < 8; ++k)
+          add(q.z.lo + (k >> 2), q.y.lo + ((k >> 1) & 1), q.x.lo + (k & 1), g * gs_corner_weight(q, k));
       }
-      int64_t const x0 = q.x0, y0 = q.y0;
-      float const tx = q.tx, ty = q.ty;
-      add(y0, x0, g * (1.f - tx) * (1.f - ty));
-      add(y0, x0 + 1, g * tx * (1.f - ty));
-      add(y0 + 1, x0, g * (1.f - tx) * ty);
-      add(y0 + 1, x0 + 1, g * tx * ty);
-    }
 }
 
-// dgrid[e·2 + {0, 1}], e over [N, Ho, Wo]: the bilinear weights' slopes times the source
-// positions' derivatives, summed over the channels in order; nearest reads are steps (zero).
+// dgrid[e·coords + {0, 1(, 2)}], e over [N, (Do,) Ho, Wo]: the interpolation weights' slopes times
+// the source positions' derivatives, summed over the channels in order; nearest reads are steps
+// (zero).
 GP_HD void grid_sample_grid_grad_at(float const* x, float const* grid, float const* dy, GridSampleParams const& p,
                                     float* dgrid, int64_t e) {
-  int64_t const wo = e % p.wo, ho = (e / p.wo) % p.ho, n = e / (p.wo * p.ho);
-  float sx = 0.f, sy = 0.f;
+  int64_t const wo = e % p.wo, ho = (e / p.wo) % p.ho, od = (e / (p.wo * p.ho)) % p.dout,
+                n = e / (p.wo * p.ho * p.dout);
+  int64_t const coords = p.volumetric ? 3 : 2;
+  float sx = 0.f, sy = 0.f, sz = 0.f;
   if (!p.nearest) {
-    GsPoint const q = gs_point(grid, p, n, ho, wo);
-    int64_t const x0 = q.x0, y0 = q.y0;
-    float const tx = q.tx, ty = q.ty;
+    GsPoint const q = gs_point(grid, p, n, od, ho, wo);
+    int64_t const x0 = q.x.lo, y0 = q.y.lo, z0 = q.z.lo;
+    float const tx = q.x.t, ty = q.y.t, tz = q.z.t;
     for (int64_t c = 0; c < p.c; ++c) {
-      float const* plane = x + (n * p.c + c) * p.h * p.w;
-      float const g = dy[((n * p.c + c) * p.ho + ho) * p.wo + wo];
-      float const v00 = gs_at(plane, y0, x0, p), v01 = gs_at(plane, y0, x0 + 1, p);
-      float const v10 = gs_at(plane, y0 + 1, x0, p), v11 = gs_at(plane, y0 + 1, x0 + 1, p);
-      sx += g * ((v01 - v00) * (1.f - ty) + (v11 - v10) * ty);
-      sy += g * ((v10 - v00) * (1.f - tx) + (v11 - v01) * tx);
+      float const* plane = x + (n * p.c + c) * p.d * p.h * p.w;
+      float const g = dy[(((n * p.c + c) * p.dout + od) * p.ho + ho) * p.wo + wo];
+      if (!p.volumetric) {
+        float const v00 = gs_at(plane, 0, y0, x0, p), v01 = gs_at(plane, 0, y0, x0 + 1, p);
+        float const v10 = gs_at(plane, 0, y0 + 1, x0, p), v11 = gs_at(plane, 0, y0 + 1, x0 + 1, p);
+        sx += g * ((v01 - v00) * (1.f - ty) + (v11 - v10) * ty);
+        sy += g * ((v10 - v00) * (1.f - tx) + (v11 - v01) * tx);
+        continue;
+      }
+      float dx = 0.f, dyy = 0.f, dz = 0.f;
+      for (int k = 0; k < 8; ++k) {
+        float const v = gs_at(plane, z0 + (k >> 2), y0 + ((k >> 1) & 1), x0 + (k & 1), p);
+        float const wx = (k & 1) ? tx : 1.f - tx, wy = (k & 2) ? ty : 1.f - ty, wz = (k & 4) ? tz : 1.f - tz;
+        float const sgx = (k & 1) ? 1.f : -1.f, sgy = (k & 2) ? 1.f : -1.f, sgz = (k & 4) ? 1.f : -1.f;
+        dx += v * sgx * wy * wz;
+        dyy += v * wx * sgy * wz;
+        dz += v * wx * wy * sgz;
+      }
+      sx += g * dx;
+      sy += g * dyy;
+      sz += g * dz;
     }
-    sx *= q.gx;
-    sy *= q.gy;
+    sx *= q.x.grad;
+    sy *= q.y.grad;
+    sz *= q.z.grad;
   }
-  dgrid[e * 2] = sx;
-  dgrid[e * 2 + 1] = sy;
+  dgrid[e * coords] = sx;
+  dgrid[e * coords + 1] = sy;
+  if (p.volumetric) dgrid[e * coords + 2] = sz;
 }
 
 }  // namespace gp::kernels::hd

@@ -969,27 +969,32 @@ std::vector<Case> cases() {
     rs += 10;
     add(rc.label, [rc, seed] { return rnn_case_op(rc, seed); });
   }
-  // GridSample: bilinear with each padding mode (grid points past [-1, 1]), nearest.
+  // GridSample: bilinear with each padding mode (grid points past [-1, 1]), nearest; 4-D and 5-D.
   {
     uint32_t gs = 230;
-    for (auto padding :
-         {graph::GridSamplePadding::kZeros, graph::GridSamplePadding::kBorder, graph::GridSamplePadding::kReflection})
-      for (bool nearest : {false, true}) {
-        graph::GridSampleAttrs a;
-        a.mode = nearest ? graph::GridSampleMode::kNearest : graph::GridSampleMode::kLinear;
-        a.padding = padding;
-        a.align_corners = padding == graph::GridSamplePadding::kReflection;
-        uint32_t const seed = gs;
-        gs += 2;
-        add(std::string("GridSample ") + (nearest ? "nearest" : "linear") + " padding " +
-                std::to_string(static_cast<int>(padding)),
-            [a, seed, nearest] {
-              return make_op("GridSample", a,
-                             {{"x", random_tensor({2, 3, 4, 5}, seed, -1.f, 1.f), kIn},
-                              {"grid", random_tensor({2, 3, 6, 2}, seed + 1, -1.3f, 1.3f),
-                               nearest ? graph::TensorRole::kConstant : kIn}});
-            });
-      }
+    for (bool vol : {false, true})
+      for (auto padding :
+           {graph::GridSamplePadding::kZeros, graph::GridSamplePadding::kBorder, graph::GridSamplePadding::kReflection})
+        for (bool nearest : {false, true}) {
+          graph::GridSampleAttrs a;
+          a.mode = nearest ? graph::GridSampleMode::kNearest : graph::GridSampleMode::kLinear;
+          a.padding = padding;
+          a.align_corners = padding == graph::GridSamplePadding::kReflection;
+          uint32_t const seed = gs;
+          gs += 2;
+          add(std::string("GridSample ") + (vol ? "5-D " : "") + (nearest ? "nearest" : "linear") + " padding " +
+                  std::to_string(static_cast<int>(padding)),
+              [a, seed, nearest, vol] {
+                std::vector<int64_t> const x =
+                    vol ? std::vector<int64_t>{2, 2, 3, 4, 5} : std::vector<int64_t>{2, 3, 4, 5};
+                std::vector<int64_t> const grid =
+                    vol ? std::vector<int64_t>{2, 2, 3, 4, 3} : std::vector<int64_t>{2, 3, 6, 2};
+                return make_op("GridSample", a,
+                               {{"x", random_tensor(x, seed, -1.f, 1.f), kIn},
+                                {"grid", random_tensor(grid, seed + 1, -1.3f, 1.3f),
+                                 nearest ? graph::TensorRole::kConstant : kIn}});
+              });
+        }
   }
   // LRN: an odd window, and an even one wider than the channels on 3-D data.
   add("LRN size 5", [] {

@@ -1,4 +1,4 @@
-// GridSample (4-D) on the CPU backend: forward against a plain reference written here from torch's
+// GridSample (4-D and 5-D) on the CPU backend: forward against a plain reference written here from torch's
 // grid_sample documentation (every mode, padding mode and align_corners, grid points inside and
 // outside [-1, 1]), finite-difference gradients of the input and the grid, the input gradient's
 // independence of the thread count, and import: shapes, attributes (opset 16 and 20 names) and
@@ -55,28 +55,43 @@ double source(double c, int64_t size, graph::GridSampleAttrs const& a) {
   return x;
 }
 
+// x [N, C, H, W] at grid [N, Ho, Wo, 2], or x [N, C, D, H, W] at grid [N, Do, Ho, Wo, 3].
 std::vector<double> reference(Tensor const& x, Tensor const& grid, graph::GridSampleAttrs const& a) {
-  int64_t const N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3), Ho = grid.dim(1), Wo = grid.dim(2);
+  bool const vol = x.rank() == 5;
+  int64_t const N = x.dim(0), C = x.dim(1), D = vol ? x.dim(2) : 1, H = x.dim(vol ? 3 : 2), W = x.dim(vol ? 4 : 3);
+  int64_t const Do = vol ? grid.dim(1) : 1, Ho = grid.dim(vol ? 2 : 1), Wo = grid.dim(vol ? 3 : 2);
+  int64_t const coords = vol ? 3 : 2;
   std::vector<double> y;
-  auto at = [&](int64_t n, int64_t c, int64_t yy, int64_t xx) {
-    if (yy < 0 || yy >= H || xx < 0 || xx >= W) return 0.0;
-    return static_cast<double>(x.data<float>()[((n * C + c) * H + yy) * W + xx]);
+  auto at = [&](int64_t n, int64_t c, int64_t zz, int64_t yy, int64_t xx) {
+    if (zz < 0 || zz >= D || yy < 0 || yy >= H || xx < 0 || xx >= W) return 0.0;
+    return static_cast<double>(x.data<float>()[(((n * C + c) * D + zz) * H + yy) * W + xx]);
   };
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < Ho; ++i)
-        for (int64_t j = 0; j < Wo; ++j) {
-          float const* g = grid.data<float>() + ((n * Ho + i) * Wo + j) * 2;
-          double const ix = source(g[0], W, a), iy = source(g[1], H, a);
-          if (a.mode == GridSampleMode::kNearest) {
-            y.push_back(at(n, c, static_cast<int64_t>(std::nearbyint(iy)), static_cast<int64_t>(std::nearbyint(ix))));
-            continue;
+      for (int64_t k = 0; k < Do; ++k)
+        for (int64_t i = 0; i < Ho; ++i)
+          for (int64_t j = 0; j < Wo; ++j) {
+            float const* g = grid.data<float>() + (((n * Do + k) * Ho + i) * Wo + j) * coords;
+            double const ix = source(g[0], W, a), iy = source(g[1], H, a), iz = vol ? source(g[2], D, a) : 0.0;
+            if (a.mode == GridSampleMode::kNearest) {
+              y.push_back(at(n, c, static_cast<int64_t>(std::nearbyint(iz)), static_cast<int64_t>(std::nearbyint(iy)),
+                             static_cast<int64_t>(std::nearbyint(ix))));
+              continue;
+            }
+            double const x0 = std::floor(ix), y0 = std::floor(iy), z0 = std::floor(iz);
+            double const t[3] = {ix - x0, iy - y0, iz - z0};
+            double v = 0;
+            for (int64_t dz = 0; dz < (vol ? 2 : 1); ++dz)
+              for (int64_t dy = 0; dy < 2; ++dy)
+                for (int64_t dx = 0; dx < 2; ++dx)
+                  v += at(n, c, static_cast<int64_t>(z0) + dz, static_cast<int64_t>(y0) + dy,
+                          static_cast<int64_t>(x0) + dx) *
+                       (dx ? t[0] : 1 - t[0]) * (dy ? t[1] : 1 - t[1]) *
+                       (!vol ? 1
+                        : dz ? t[2]
+                             : 1 - t[2]);
+            y.push_back(v);
           }
-          double const x0 = std::floor(ix), y0 = std::floor(iy), tx = ix - x0, ty = iy - y0;
-          auto const xi = static_cast<int64_t>(x0), yi = static_cast<int64_t>(y0);
-          y.push_back(at(n, c, yi, xi) * (1 - tx) * (1 - ty) + at(n, c, yi, xi + 1) * tx * (1 - ty) +
-                      at(n, c, yi + 1, xi) * (1 - tx) * ty + at(n, c, yi + 1, xi + 1) * tx * ty);
-        }
   return y;
 }
 
@@ -106,6 +121,14 @@ TEST(GridSample, ForwardMatchesTheReferenceInEveryConfiguration) {
     std::vector<double> const want = reference(o.inputs[0], o.inputs[1], a);
     for (std::size_t i = 0; i < want.size(); ++i)
       ASSERT_NEAR(out[0].data<float>()[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << "element " << i;
+    // 5-D: x [N, C, D, H, W] sampled at (x, y, z) points.
+    OneOp v = grid_sample_op(a, {2, 2, 3, 4, 5}, {2, 2, 3, 4, 3}, 8, kIn, 2.5f);
+    ASSERT_TRUE(be.supports(v.the_op(), v.graph).is_ok()) << be.supports(v.the_op(), v.graph).to_string();
+    std::vector<Tensor> const vout = run_forward(be, v);
+    ASSERT_EQ(vout[0].shape(), (std::vector<int64_t>{2, 2, 2, 3, 4}));
+    std::vector<double> const vwant = reference(v.inputs[0], v.inputs[1], a);
+    for (std::size_t i = 0; i < vwant.size(); ++i)
+      ASSERT_NEAR(vout[0].data<float>()[i], vwant[i], 1e-5 * (1 + std::fabs(vwant[i]))) << "5-D element " << i;
   }
 }
 
@@ -130,12 +153,18 @@ TEST(GridSample, GradientsOfTheInputAndTheGridByFiniteDifferences) {
     // Nearest reads are steps in the grid: its gradient is zero, and differences across a rounding
     // boundary are not; the grid is then a constant and only the input's gradient is checked.
     bool const nearest = a.mode == GridSampleMode::kNearest;
-    OneOp o = grid_sample_op(a, {2, 2, 3, 4}, {2, 2, 3, 2}, seed += 3, nearest ? graph::TensorRole::kConstant : kIn);
-    GradCheckResult const r = grad_check(be, o);
-    expect_grads_ok(r);
-    EXPECT_GE(r.rel_error[0], 0) << "the input's gradient was not checked";
-    if (!nearest) {
-      EXPECT_GE(r.rel_error[1], 0) << "the grid's gradient was not checked";
+    for (bool vol : {false, true}) {
+      SCOPED_TRACE(vol ? "5-D" : "4-D");
+      OneOp o =
+          vol ? grid_sample_op(a, {1, 2, 3, 3, 4}, {1, 2, 2, 3, 3}, seed += 3,
+                               nearest ? graph::TensorRole::kConstant : kIn)
+              : grid_sample_op(a, {2, 2, 3, 4}, {2, 2, 3, 2}, seed += 3, nearest ? graph::TensorRole::kConstant : kIn);
+      GradCheckResult const r = grad_check(be, o);
+      expect_grads_ok(r);
+      EXPECT_GE(r.rel_error[0], 0) << "the input's gradient was not checked";
+      if (!nearest) {
+        EXPECT_GE(r.rel_error[1], 0) << "the grid's gradient was not checked";
+      }
     }
   }
 }
@@ -216,7 +245,16 @@ TEST(GridSampleImport, ShapesAttributesAndRefusals) {
   refused(load("<mode = \"bicubic\">", 16), "mode 'bicubic' is not supported");
   refused(load("<mode = \"cubic\">", 20), "mode 'cubic' is not supported");
   refused(load("<padding_mode = \"mirror\">", 16), "padding_mode 'mirror'");
-  refused(load("", 20, "float[N,3,2,5,6] x", "float[N,2,4,7,3] g"), "only 4-D x [N,C,H,W]");
+  refused(load("", 20, "float[N,3,2,5,6] x", "float[N,2,4,7,2] g"), "only x [N,C,H,W] with grid [N,Ho,Wo,2] or");
+  refused(load("", 20, "float[N,3,5,6] x", "float[N,4,7,3] g"), "only x [N,C,H,W] with grid [N,Ho,Wo,2] or");
+  // 5-D (opset 20): y [N, C, Do, Ho, Wo].
+  auto g5 = graph::load_onnx_text(graph::model_text("float[N,3,2,5,6] x, float[N,2,4,7,3] g", "float[N,3,2,4,7] y", {},
+                                                    "y = GridSample <mode = \"linear\"> (x, g)", 20));
+  ASSERT_TRUE(g5.is_ok()) << g5.status().to_string();
+  for (auto const& op : g5->ops())
+    if (op.type == "GridSample") {
+      EXPECT_EQ(g5->tensor(op.outputs[0]).shape.dims, (std::vector<int64_t>{-1, 3, 2, 4, 7}));
+    }
   // A grid of fixed size (a constant) against a batched x.
   refused(graph::load_onnx_text(graph::model_text("float[N,3,5,6] x", "float[N,3,4,7] y",
                                                   {graph::zeros("g", {2, 4, 7, 2})}, "y = GridSample (x, g)", 16)),
