@@ -8,7 +8,7 @@ ConvNeXt, EfficientNet and Swin), e.g. in a venv outside the repository:
   python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch torchvision onnxscript onnx transformers
   /work/venv-torch/bin/python scripts/export_torch2_fixtures.py [--out tests/data/torch2]
 
-For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe, upscale, recurrent, stn; Hugging Face gpt2, gpt2tied,
+For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe, upscale, recurrent, stn, stn3d; Hugging Face gpt2, gpt2tied,
 gpt2cls, bert, roberta, distilbert, vit, llama, qwen2, mixtral from tiny random configs, which need
 transformers; torchvision convnext, convnext_sd, efficientnet and swin with stochastic depth) and
 exporter (dynamo: torch.onnx.export(...,
@@ -203,6 +203,29 @@ class Stn(nn.Module):
         return self.fc(F.avg_pool2d(F.relu(y), 4).flatten(1))
 
 
+class Stn3d(nn.Module):
+    """A volumetric spatial transformer, as VoxelMorph registers volumes: a Conv3d predicts a
+    displacement per voxel, added to the identity grid (built in forward), which samples another
+    Conv3d's features with F.grid_sample on 5-D input (ONNX GridSample: trilinear, zeros padding,
+    align_corners), then a head."""
+
+    def __init__(self, size=4):
+        super().__init__()
+        self.feat, self.flow = nn.Conv3d(2, 3, 3, padding=1), nn.Conv3d(2, 3, 3, padding=1)
+        self.fc = nn.Linear(3 * (size // 2) ** 3, 10)
+        self.size = size
+
+    def forward(self, x):
+        n = self.size
+        lin = torch.arange(n, dtype=torch.float32) * (2.0 / (n - 1)) - 1.0
+        # grid_sample's last dim is (x, y, z) = (W, H, D)
+        base = torch.stack([lin.view(1, 1, n).expand(n, n, n), lin.view(1, n, 1).expand(n, n, n),
+                            lin.view(n, 1, 1).expand(n, n, n)], -1)
+        grid = base + 0.3 * torch.tanh(self.flow(x)).permute(0, 2, 3, 4, 1)
+        y = F.grid_sample(self.feat(x), grid, mode="bilinear", padding_mode="zeros", align_corners=True)
+        return self.fc(F.avg_pool3d(F.relu(y), 2).flatten(1))
+
+
 VOCAB, SEQ, PAD = 32, 8, 0
 
 
@@ -377,6 +400,7 @@ MODELS = {
     "upscale": (Upscale, (3, 8, 8), 10),
     "recurrent": (Recurrent, (6, 8), 10),
     "stn": (Stn, (3, 8, 8), 10),
+    "stn3d": (Stn3d, (2, 4, 4, 4), 10),
     "gpt2": (hf_gpt2, "ids", VOCAB),
     "gpt2tied": (hf_gpt2_tied, "ids", VOCAB),
     "bert": (hf_bert, "ids", 4),
@@ -393,9 +417,9 @@ MODELS = {
     "swin": (tv_swin, (3, 16, 16), 4),
 }
 # The TorchScript exporter cannot export grouped-query attention (scaled_dot_product_attention
-# with enable_gqa) nor adaptive pooling to a size that does not divide the input: these are
-# exported by dynamo only.
-DYNAMO_ONLY = {"llama", "qwen2", "mixtral", "adaptive"}
+# with enable_gqa), adaptive pooling to a size that does not divide the input, nor a 5-D
+# grid_sample: these are exported by dynamo only.
+DYNAMO_ONLY = {"llama", "qwen2", "mixtral", "adaptive", "stn3d"}
 # Exported with a fixed batch (exporter "static"): the batch size of their example input.
 STATIC = {"llama", "gpt2"}
 STATIC_BATCH = 3
