@@ -144,6 +144,8 @@ Result<kernels::hd::GridSampleParams> grid_sample_params(OpCall const& call, std
   p.ho = grid[1 + s];
   p.wo = grid[2 + s];
   p.nearest = a.mode == graph::GridSampleMode::kNearest;
+  p.cubic = a.mode == graph::GridSampleMode::kCubic;
+  if (p.cubic && p.volumetric) return op_error(call, "cubic GridSample samples 4-D x [N,C,H,W] only");
   p.align = a.align_corners;
   p.padding = static_cast<int>(a.padding);
   return p;

@@ -234,7 +234,7 @@ struct ResizeAttrs {
 
 // GridSample (4-D): output [N, C, Ho, Wo] samples x [N, C, H, W] at grid [N, Ho, Wo, 2]'s (x, y)
 // in [-1, 1]; modes linear (opset 16's bilinear) and nearest, as torch's grid_sample.
-enum class GridSampleMode : uint8_t { kLinear, kNearest };
+enum class GridSampleMode : uint8_t { kLinear, kNearest, kCubic };
 enum class GridSamplePadding : uint8_t { kZeros, kBorder, kReflection };
 struct GridSampleAttrs {
   GridSampleMode mode = GridSampleMode::kLinear;

@@ -8,7 +8,7 @@ ConvNeXt, EfficientNet and Swin), e.g. in a venv outside the repository:
   python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch torchvision onnxscript onnx transformers
   /work/venv-torch/bin/python scripts/export_torch2_fixtures.py [--out tests/data/torch2]
 
-For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe, upscale, recurrent, stn, stn3d; Hugging Face gpt2, gpt2tied,
+For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe, upscale, recurrent, stn, stncubic, stn3d; Hugging Face gpt2, gpt2tied,
 gpt2cls, bert, roberta, distilbert, vit, llama, qwen2, mixtral from tiny random configs, which need
 transformers; torchvision convnext, convnext_sd, efficientnet and swin with stochastic depth) and
 exporter (dynamo: torch.onnx.export(...,
@@ -185,10 +185,10 @@ class Stn(nn.Module):
     grid (built in forward: no buffer to mistake for a weight) samples the convolution's features
     with F.grid_sample (ONNX GridSample: bilinear, reflection padding, align_corners), then a head."""
 
-    def __init__(self, size=8):
+    def __init__(self, size=8, mode="bilinear", padding_mode="reflection"):
         super().__init__()
         self.conv, self.loc, self.fc = nn.Conv2d(3, 4, 3, padding=1), nn.Linear(3 * size * size, 6), nn.Linear(16, 10)
-        self.size = size
+        self.size, self.mode, self.padding_mode = size, mode, padding_mode
         with torch.no_grad():  # near the identity map, as STNs start
             self.loc.weight.mul_(0.1)
             self.loc.bias.copy_(torch.tensor([1.0, 0.1, 0.0, -0.1, 1.0, 0.0]))
@@ -199,8 +199,13 @@ class Stn(nn.Module):
         base = torch.stack([lin.view(1, n).expand(n, n), lin.view(n, 1).expand(n, n), torch.ones(n, n)], -1)
         theta = self.loc(x.flatten(1)).view(-1, 2, 3)
         grid = torch.matmul(base.view(1, n * n, 3), theta.transpose(1, 2)).view(-1, n, n, 2)
-        y = F.grid_sample(self.conv(x), grid, mode="bilinear", padding_mode="reflection", align_corners=True)
+        y = F.grid_sample(self.conv(x), grid, mode=self.mode, padding_mode=self.padding_mode, align_corners=True)
         return self.fc(F.avg_pool2d(F.relu(y), 4).flatten(1))
+
+
+def stn_bicubic():
+    """The spatial transformer sampling bicubically with border padding (ONNX GridSample's cubic)."""
+    return Stn(mode="bicubic", padding_mode="border")
 
 
 class Stn3d(nn.Module):
@@ -400,6 +405,7 @@ MODELS = {
     "upscale": (Upscale, (3, 8, 8), 10),
     "recurrent": (Recurrent, (6, 8), 10),
     "stn": (Stn, (3, 8, 8), 10),
+    "stncubic": (stn_bicubic, (3, 8, 8), 10),
     "stn3d": (Stn3d, (2, 4, 4, 4), 10),
     "gpt2": (hf_gpt2, "ids", VOCAB),
     "gpt2tied": (hf_gpt2_tied, "ids", VOCAB),
@@ -580,8 +586,11 @@ def main():
             bn_inference_form = exporter == "dynamo" and any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
             # onnx 1.23's reference evaluator reads GridSample's opset-20 mode names only, and the
             # TorchScript exporter writes opset 16's "bilinear": that file is checked by the fixture
-            # test's losses alone.
-            if name not in RANDOM and (name, exporter) not in {("stn", "torchscript")}:
+            # test's losses alone. Its bicubic sampling pads the point before reading the 4x4 pixels
+            # around it, where torch pads each of the 16 reads (they agree with zeros padding, the
+            # only one ONNX's cubic node tests use): stncubic (border padding) is checked by its
+            # losses alone too.
+            if name not in RANDOM and name != "stncubic" and (name, exporter) not in {("stn", "torchscript")}:
                 check_forward(path, model, x[:STATIC_BATCH] if exporter == "static" else x, bn_inference_form)
             ids = MODELS[name][1] in ("ids", "padded ids")
             np.save(os.path.join(d, "input_0.npy"), x.numpy().astype(np.int64 if ids else np.float32))

@@ -557,7 +557,8 @@ Result<std::vector<Dims>> gather_nd_run_shape(OpGraph const&, Op const&, std::ve
 void save_gather_nd(CostContext const& c, SavedForBackward& s) { c.save(s, c.input(1)); }
 
 // GridSample (opset 16: 4-D, modes bilinear, nearest, bicubic; opset 20 names them linear, nearest,
-// cubic and allows N-D): linear and nearest, 4-D and 5-D, with every padding mode and align_corners.
+// cubic and allows N-D): linear and nearest, 4-D and 5-D, and cubic, 4-D, each with every padding
+// mode and align_corners.
 Result<Inferred> infer_grid_sample(InferContext const& c) {
   if (!c.has(1)) return invalid_argument("GridSample needs inputs X and grid");
   for (std::size_t k = 0; k < 2; ++k)
@@ -571,7 +572,10 @@ Result<Inferred> infer_grid_sample(InferContext const& c) {
   } else if (mode == "nearest") {
     a.mode = GridSampleMode::kNearest;
   } else if (mode == "cubic" || mode == "bicubic") {
-    return unsupported("GridSample mode '" + mode + "' is not supported (linear/bilinear or nearest)");
+    a.mode = GridSampleMode::kCubic;
+    if (c.dims(0).size() != 4)
+      return unsupported("GridSample mode '" + mode + "' samples 4-D x [N,C,H,W] only (x " + dims_str(c.dims(0)) +
+                         "; linear and nearest sample volumes)");
   } else {
     return invalid_argument("GridSample mode '" + mode + "' is not one of linear, bilinear, nearest, cubic");
   }

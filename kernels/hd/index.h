@@ -309,7 +309,9 @@ GP_HD I axis_copy_source(I e, I in, I out, I inner, int64_t const* idx) {
 // [N, Do, Ho, Wo, 3] (x, y then z) into y [N, C, Do, Ho, Wo]; (bi/tri)linear or nearest (half to
 // even), the grid's coordinates mapped to pixels with or without align_corners and then padded:
 // zeros (outside reads 0), border (clipped into the image) or reflection (mirrored at the borders,
-// then clipped). A 4-D op is the volumetric one's code with D = Do = 1 and no z. The CPU
+// then clipped). A 4-D op is the volumetric one's code with D = Do = 1 and no z. Bicubic (4-D
+// only, torch's: A = -0.75 over the 4x4 pixels around the point) pads each of its 16 reads rather
+// than the point. The CPU
 // (kernels/index.cc) and CUDA (kernels/cuda/move.cu) kernels run these functions:
 // - forward: one call per output element;
 // - the input's gradient: one call per (n, c) plane (volume), its output positions in order, so
@@ -320,7 +322,8 @@ struct GridSampleParams {
   int64_t d = 1, dout = 1;  // depth of x and of the output (5-D); 1 for 4-D
   bool volumetric = false;  // 5-D: the grid holds (x, y, z)
   bool nearest = false, align = false;
-  int padding = 0;  // graph::GridSamplePadding: 0 zeros, 1 border, 2 reflection
+  bool cubic = false;  // bicubic (4-D)
+  int padding = 0;     // graph::GridSamplePadding: 0 zeros, 1 border, 2 reflection
 };
 
 // A coordinate in [-1, 1] as a pixel position; *d its derivative.
@@ -404,6 +407,14 @@ struct GsAxis {
 };
 GP_HD GsAxis gs_axis(float coord, int64_t size, GridSampleParams const& p) {
   GsAxis a;
+  if (p.cubic) {  // unpadded: the padding applies to each of the reads around the point
+    a.pos = gs_unnormalize(coord, size, p.align, &a.grad);
+    a.pos = fminf(fmaxf(a.pos, -1048576.f), 1048576.f);  // floor fits an integer (a NaN reads padding)
+    float const lo = floorf(a.pos);
+    a.t = a.pos - lo;
+    a.lo = static_cast<int64_t>(lo);
+    return a;
+  }
   a.pos = gs_source(coord, size, p, &a.grad);
   // Past one pixel outside every read is zero: kept in a range whose floor fits an integer (a NaN
   // or huge coordinate reads zeros, as torch's safe_downgrade_to_int_range makes it).
@@ -439,8 +450,51 @@ GP_HD float gs_corner_weight(GsPoint const& q, int k) {
 }
 GP_HD int gs_corners(GridSampleParams const& p) { return p.volumetric ? 8 : 4; }
 
+// Bicubic: the weights of the 4 reads lo - 1 .. lo + 2 at fraction t (torch's cubic convolution,
+// A = -0.75), and their derivatives in t.
+GP_HD void gs_cubic_weights(float t, float w[4], float dw[4]) {
+  float const A = -0.75f;
+  // |s| <= 1: ((A + 2) s - (A + 3)) s^2 + 1; 1 < |s| < 2: ((A s - 5A) s + 8A) s - 4A.
+  auto near = [A](float s) { return ((A + 2.f) * s - (A + 3.f)) * s * s + 1.f; };
+  auto far = [A](float s) { return ((A * s - 5.f * A) * s + 8.f * A) * s - 4.f * A; };
+  auto d_near = [A](float s) { return (3.f * (A + 2.f) * s - 2.f * (A + 3.f)) * s; };
+  auto d_far = [A](float s) { return (3.f * A * s - 10.f * A) * s + 8.f * A; };
+  w[0] = far(t + 1.f);
+  w[1] = near(t);
+  w[2] = near(1.f - t);
+  w[3] = far(2.f - t);
+  dw[0] = d_far(t + 1.f);
+  dw[1] = d_near(t);
+  dw[2] = -d_near(1.f - t);
+  dw[3] = -d_far(2.f - t);
+}
+
+// A bicubic read at integer position i along an axis of `size`, padded (border: clipped;
+// reflection: mirrored, then clipped; zeros: as is, read as 0 outside).
+GP_HD int64_t gs_cubic_tap(int64_t i, int64_t size, GridSampleParams const& p) {
+  if (p.padding == 0) return i;
+  float x = static_cast<float>(i), d = 0.f;
+  if (p.padding == 2) x = p.align ? gs_reflect(x, 0, 2 * (size - 1), &d) : gs_reflect(x, -1, 2 * size - 1, &d);
+  return static_cast<int64_t>(gs_clip(x, size, &d));
+}
+
 GP_HD float gs_sample(float const* plane, GsPoint const& q, GridSampleParams const& p) {
   if (p.nearest) return gs_at(plane, q.z.lo, q.y.lo, q.x.lo, p);
+  if (p.cubic) {
+    float wx[4], wy[4], dw[4];
+    gs_cubic_weights(q.x.t, wx, dw);
+    gs_cubic_weights(q.y.t, wy, dw);
+    float v = 0.f;
+    GP_HD_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      int64_t const yy = gs_cubic_tap(q.y.lo - 1 + i, p.h, p);
+      float row = 0.f;
+      GP_HD_UNROLL
+      for (int k = 0; k < 4; ++k) row += gs_at(plane, 0, yy, gs_cubic_tap(q.x.lo - 1 + k, p.w, p), p) * wx[k];
+      v += row * wy[i];
+    }
+    return v;
+  }
   if (!p.volumetric) {
     int64_t const x0 = q.x.lo, y0 = q.y.lo;
     float const tx = q.x.t, ty = q.y.t;
@@ -480,6 +534,18 @@ GP_HD void grid_sample_input_grad_plane(float const* grid, float const* dy, Grid
           add(q.z.lo, q.y.lo, q.x.lo, g);
           continue;
         }
+        if (p.cubic) {
+          float wx[4], wy[4], dw[4];
+          gs_cubic_weights(q.x.t, wx, dw);
+          gs_cubic_weights(q.y.t, wy, dw);
+          GP_HD_UNROLL
+          for (int i = 0; i < 4; ++i) {
+            int64_t const yy = gs_cubic_tap(q.y.lo - 1 + i, p.h, p);
+            GP_HD_UNROLL
+            for (int k = 0; k < 4; ++k) add(0, yy, gs_cubic_tap(q.x.lo - 1 + k, p.w, p), g * wy[i] * wx[k]);
+          }
+          continue;
+        }
         if (!p.volumetric) {
           int64_t const x0 = q.x.lo, y0 = q.y.lo;
           float const tx = q.x.t, ty = q.y.t;
@@ -510,6 +576,22 @@ GP_HD void grid_sample_grid_grad_at(float const* x, float const* grid, float con
     for (int64_t c = 0; c < p.c; ++c) {
       float const* plane = x + (n * p.c + c) * p.d * p.h * p.w;
       float const g = dy[(((n * p.c + c) * p.dout + od) * p.ho + ho) * p.wo + wo];
+      if (p.cubic) {
+        float wx[4], wy[4], dwx[4], dwy[4];
+        gs_cubic_weights(tx, wx, dwx);
+        gs_cubic_weights(ty, wy, dwy);
+        GP_HD_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          int64_t const yy = gs_cubic_tap(y0 - 1 + i, p.h, p);
+          GP_HD_UNROLL
+          for (int k = 0; k < 4; ++k) {
+            float const v = gs_at(plane, 0, yy, gs_cubic_tap(x0 - 1 + k, p.w, p), p);
+            sx += g * v * dwx[k] * wy[i];
+            sy += g * v * wx[k] * dwy[i];
+          }
+        }
+        continue;
+      }
       if (!p.volumetric) {
         float const v00 = gs_at(plane, 0, y0, x0, p), v01 = gs_at(plane, 0, y0, x0 + 1, p);
         float const v10 = gs_at(plane, 0, y0 + 1, x0, p), v11 = gs_at(plane, 0, y0 + 1, x0 + 1, p);

@@ -969,20 +969,25 @@ std::vector<Case> cases() {
     rs += 10;
     add(rc.label, [rc, seed] { return rnn_case_op(rc, seed); });
   }
-  // GridSample: bilinear with each padding mode (grid points past [-1, 1]), nearest; 4-D and 5-D.
+  // GridSample: bilinear with each padding mode (grid points past [-1, 1]), nearest; 4-D and 5-D;
+  // bicubic (4-D).
   {
     uint32_t gs = 230;
     for (bool vol : {false, true})
       for (auto padding :
            {graph::GridSamplePadding::kZeros, graph::GridSamplePadding::kBorder, graph::GridSamplePadding::kReflection})
-        for (bool nearest : {false, true}) {
+        for (auto mode :
+             {graph::GridSampleMode::kLinear, graph::GridSampleMode::kNearest, graph::GridSampleMode::kCubic}) {
+          if (vol && mode == graph::GridSampleMode::kCubic) continue;
+          bool const nearest = mode == graph::GridSampleMode::kNearest;
           graph::GridSampleAttrs a;
-          a.mode = nearest ? graph::GridSampleMode::kNearest : graph::GridSampleMode::kLinear;
+          a.mode = mode;
           a.padding = padding;
           a.align_corners = padding == graph::GridSamplePadding::kReflection;
           uint32_t const seed = gs;
           gs += 2;
-          add(std::string("GridSample ") + (vol ? "5-D " : "") + (nearest ? "nearest" : "linear") + " padding " +
+          char const* names[] = {"linear", "nearest", "cubic"};
+          add(std::string("GridSample ") + (vol ? "5-D " : "") + names[static_cast<int>(mode)] + " padding " +
                   std::to_string(static_cast<int>(padding)),
               [a, seed, nearest, vol] {
                 std::vector<int64_t> const x =

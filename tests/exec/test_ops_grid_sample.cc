@@ -55,6 +55,26 @@ double source(double c, int64_t size, graph::GridSampleAttrs const& a) {
   return x;
 }
 
+// Bicubic, as torch's grid_sample: the cubic convolution kernel (A = -0.75) at distance s, and a
+// read at integer position i padded (the point itself is not: each of its 4x4 reads is).
+double cubic_kernel(double s) {
+  double const A = -0.75;
+  s = std::fabs(s);
+  if (s <= 1) return ((A + 2) * s - (A + 3)) * s * s + 1;
+  if (s < 2) return ((A * s - 5 * A) * s + 8 * A) * s - 4 * A;
+  return 0;
+}
+int64_t cubic_tap(int64_t i, int64_t size, graph::GridSampleAttrs const& a) {
+  double x = static_cast<double>(i);
+  double const hi = static_cast<double>(size - 1);
+  if (a.padding == GridSamplePadding::kBorder) x = std::clamp(x, 0.0, hi);
+  if (a.padding == GridSamplePadding::kReflection) {
+    x = a.align_corners ? reflect(x, 0, hi) : reflect(x, -0.5, static_cast<double>(size) - 0.5);
+    x = std::clamp(x, 0.0, hi);
+  }
+  return static_cast<int64_t>(x);
+}
+
 // x [N, C, H, W] at grid [N, Ho, Wo, 2], or x [N, C, D, H, W] at grid [N, Do, Ho, Wo, 3].
 std::vector<double> reference(Tensor const& x, Tensor const& grid, graph::GridSampleAttrs const& a) {
   bool const vol = x.rank() == 5;
@@ -72,6 +92,17 @@ std::vector<double> reference(Tensor const& x, Tensor const& grid, graph::GridSa
         for (int64_t i = 0; i < Ho; ++i)
           for (int64_t j = 0; j < Wo; ++j) {
             float const* g = grid.data<float>() + (((n * Do + k) * Ho + i) * Wo + j) * coords;
+            if (a.mode == GridSampleMode::kCubic) {
+              double const ix = unnormalize(g[0], W, a.align_corners), iy = unnormalize(g[1], H, a.align_corners);
+              auto const x0 = static_cast<int64_t>(std::floor(ix)), y0 = static_cast<int64_t>(std::floor(iy));
+              double v = 0;
+              for (int64_t yy = y0 - 1; yy <= y0 + 2; ++yy)
+                for (int64_t xx = x0 - 1; xx <= x0 + 2; ++xx)
+                  v += at(n, c, 0, cubic_tap(yy, H, a), cubic_tap(xx, W, a)) * cubic_kernel(ix - xx) *
+                       cubic_kernel(iy - yy);
+              y.push_back(v);
+              continue;
+            }
             double const ix = source(g[0], W, a), iy = source(g[1], H, a), iz = vol ? source(g[2], D, a) : 0.0;
             if (a.mode == GridSampleMode::kNearest) {
               y.push_back(at(n, c, static_cast<int64_t>(std::nearbyint(iz)), static_cast<int64_t>(std::nearbyint(iy)),
@@ -97,7 +128,7 @@ std::vector<double> reference(Tensor const& x, Tensor const& grid, graph::GridSa
 
 std::vector<graph::GridSampleAttrs> every_configuration() {
   std::vector<graph::GridSampleAttrs> all;
-  for (GridSampleMode m : {GridSampleMode::kLinear, GridSampleMode::kNearest})
+  for (GridSampleMode m : {GridSampleMode::kLinear, GridSampleMode::kNearest, GridSampleMode::kCubic})
     for (GridSamplePadding p : {GridSamplePadding::kZeros, GridSamplePadding::kBorder, GridSamplePadding::kReflection})
       for (bool align : {false, true}) all.push_back(attrs(m, p, align));
   return all;
@@ -105,8 +136,9 @@ std::vector<graph::GridSampleAttrs> every_configuration() {
 
 std::string label(graph::GridSampleAttrs const& a) {
   char const* pads[] = {"zeros", "border", "reflection"};
-  return std::string(a.mode == GridSampleMode::kNearest ? "nearest" : "linear") + " " +
-         pads[static_cast<int>(a.padding)] + (a.align_corners ? " align_corners" : "");
+  char const* modes[] = {"linear", "nearest", "cubic"};
+  return std::string(modes[static_cast<int>(a.mode)]) + " " + pads[static_cast<int>(a.padding)] +
+         (a.align_corners ? " align_corners" : "");
 }
 
 TEST(GridSample, ForwardMatchesTheReferenceInEveryConfiguration) {
@@ -121,7 +153,8 @@ TEST(GridSample, ForwardMatchesTheReferenceInEveryConfiguration) {
     std::vector<double> const want = reference(o.inputs[0], o.inputs[1], a);
     for (std::size_t i = 0; i < want.size(); ++i)
       ASSERT_NEAR(out[0].data<float>()[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << "element " << i;
-    // 5-D: x [N, C, D, H, W] sampled at (x, y, z) points.
+    // 5-D: x [N, C, D, H, W] sampled at (x, y, z) points (linear and nearest).
+    if (a.mode == GridSampleMode::kCubic) continue;
     OneOp v = grid_sample_op(a, {2, 2, 3, 4, 5}, {2, 2, 3, 4, 3}, 8, kIn, 2.5f);
     ASSERT_TRUE(be.supports(v.the_op(), v.graph).is_ok()) << be.supports(v.the_op(), v.graph).to_string();
     std::vector<Tensor> const vout = run_forward(be, v);
@@ -154,6 +187,7 @@ TEST(GridSample, GradientsOfTheInputAndTheGridByFiniteDifferences) {
     // boundary are not; the grid is then a constant and only the input's gradient is checked.
     bool const nearest = a.mode == GridSampleMode::kNearest;
     for (bool vol : {false, true}) {
+      if (vol && a.mode == GridSampleMode::kCubic) continue;  // bicubic samples 4-D only
       SCOPED_TRACE(vol ? "5-D" : "4-D");
       OneOp o =
           vol ? grid_sample_op(a, {1, 2, 3, 3, 4}, {1, 2, 2, 3, 3}, seed += 3,
@@ -242,8 +276,12 @@ TEST(GridSampleImport, ShapesAttributesAndRefusals) {
     ASSERT_FALSE(r.is_ok()) << words;
     EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().message();
   };
-  refused(load("<mode = \"bicubic\">", 16), "mode 'bicubic' is not supported");
-  refused(load("<mode = \"cubic\">", 20), "mode 'cubic' is not supported");
+  auto cubic16 = load("<mode = \"bicubic\">", 16), cubic20 = load("<mode = \"cubic\">", 20);
+  ASSERT_TRUE(cubic16.is_ok()) << cubic16.status().to_string();
+  ASSERT_TRUE(cubic20.is_ok()) << cubic20.status().to_string();
+  EXPECT_EQ(typed(*cubic16).mode, GridSampleMode::kCubic);
+  EXPECT_EQ(typed(*cubic20).mode, GridSampleMode::kCubic);
+  refused(load("<mode = \"cubic\">", 20, "float[N,3,2,5,6] x", "float[N,2,4,7,3] g"), "samples 4-D x [N,C,H,W] only");
   refused(load("<padding_mode = \"mirror\">", 16), "padding_mode 'mirror'");
   refused(load("", 20, "float[N,3,2,5,6] x", "float[N,2,4,7,2] g"), "only x [N,C,H,W] with grid [N,Ho,Wo,2] or");
   refused(load("", 20, "float[N,3,5,6] x", "float[N,4,7,3] g"), "only x [N,C,H,W] with grid [N,Ho,Wo,2] or");

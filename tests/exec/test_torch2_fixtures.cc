@@ -102,7 +102,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "adaptive_dynamo", "roberta_dynamo", "roberta_torchscript", "gpt2tied_dynamo",
                       "gpt2tied_torchscript", "llama_static", "gpt2_static", "shuffle_dynamo", "shuffle_torchscript",
                       "moe_dynamo", "moe_torchscript", "mixtral_dynamo", "upscale_dynamo", "upscale_torchscript",
-                      "recurrent_dynamo", "recurrent_torchscript", "stn_dynamo", "stn_torchscript", "stn3d_dynamo",
+                      "recurrent_dynamo", "recurrent_torchscript", "stn_dynamo", "stn_torchscript", "stncubic_dynamo",
+                      "stncubic_torchscript", "stn3d_dynamo",
                       // Opset 23: Attention and RMSNormalization, imported as their ONNX function bodies.
                       "llama_opset23", "qwen2_opset23", "gpt2_opset23"));
 
