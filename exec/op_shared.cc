@@ -166,6 +166,42 @@ Result<kernels::hd::GridSampleParams> grid_sample_backward_params(OpCall const& 
   return p;
 }
 
+Result<kernels::hd::Col2ImParams> col2im_params(OpCall const& call, std::vector<int64_t> const& x) {
+  auto const& a = *attrs_of<graph::Col2ImAttrs>(call.op);
+  auto const shape = graph::ops::col2im_shape(a, x);
+  if (!shape.is_ok()) return op_error(call, shape.status().message());
+  kernels::hd::Col2ImParams p;
+  p.n = x[0];
+  p.c = shape->out[1];
+  std::size_t const sp = a.image.size(), slot0 = 3 - sp;
+  for (std::size_t i = 0; i < sp; ++i) {
+    p.image[slot0 + i] = a.image[i];
+    p.kernel[slot0 + i] = a.block[i];
+    p.stride[slot0 + i] = a.strides[i];
+    p.dil[slot0 + i] = a.dilations[i];
+    p.pad[slot0 + i] = a.pads[i];
+    p.blocks[slot0 + i] = shape->blocks[i];
+  }
+  return p;
+}
+
+Result<kernels::hd::Col2ImParams> col2im_backward_params(OpCall const& call, Saved const& saved,
+                                                         std::vector<Tensor> const& gout) {
+  if (saved.tensors.size() != 1) return op_error(call, "backward without a saved forward pass");
+  std::vector<int64_t> const x = shape_of(saved.tensors[0]);
+  ASSIGN_OR_RETURN(kernels::hd::Col2ImParams const p, col2im_params(call, x));
+  if (gout.empty() || gout[0].shape() != col2im_y_shape(call, p))
+    return op_error(call, "output gradient does not have the output's shape");
+  return p;
+}
+
+std::vector<int64_t> col2im_y_shape(OpCall const& call, kernels::hd::Col2ImParams const& p) {
+  std::vector<int64_t> y{p.n, p.c};
+  auto const& image = attrs_of<graph::Col2ImAttrs>(call.op)->image;
+  y.insert(y.end(), image.begin(), image.end());
+  return y;
+}
+
 Status int_extremum_check(graph::Op const& op, graph::OpGraph const& graph) {
   if (op.inputs.empty()) return invalid_argument("needs an input");
   DType const a = graph.tensor(op.inputs[0]).dtype;

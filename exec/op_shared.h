@@ -70,6 +70,14 @@ std::vector<int64_t> grid_sample_y_shape(kernels::hd::GridSampleParams const& p)
 // the output gradient has the output's shape.
 Result<kernels::hd::GridSampleParams> grid_sample_backward_params(OpCall const& call, Saved const& saved,
                                                                   std::vector<Tensor> const& gout);
+// Col2Im of x: its sizes (graph::ops::col2im_shape's checks; its error, naming the op, otherwise).
+Result<kernels::hd::Col2ImParams> col2im_params(OpCall const& call, std::vector<int64_t> const& x);
+// Its output's shape, [N, C, image...].
+std::vector<int64_t> col2im_y_shape(OpCall const& call, kernels::hd::Col2ImParams const& p);
+// The same for a backward pass, after checking that `saved` holds the forward's x shape and the
+// output gradient has the output's shape.
+Result<kernels::hd::Col2ImParams> col2im_backward_params(OpCall const& call, Saved const& saved,
+                                                         std::vector<Tensor> const& gout);
 // What both backends report for a zero divisor of an integer Div.
 inline constexpr char kIntegerDivisionByZero[] = "integer division by zero";
 // Concat of integer or bool parts (index pairs, ids, masks), copied as bytes: every part one dtype.

@@ -242,6 +242,13 @@ struct GridSampleAttrs {
   bool align_corners = false;
 };
 
+// Col2Im (torch's nn.Fold): x [N, C·prod(block), L] summed into [N, C, image...]; the sliding
+// blocks' geometry per spatial dim (image_shape and block_shape are inputs in ONNX, static here).
+struct Col2ImAttrs {
+  std::vector<int64_t> image, block, dilations, strides;
+  std::vector<int64_t> pads;  // begin then end
+};
+
 // ---- convolution family (graph/ops/conv.h) ----
 struct ConvTransposeAttrs {
   std::vector<int64_t> kernel, strides, dilations;
@@ -302,13 +309,13 @@ struct RangeAttrs {
   double delta = 1;
 };
 
-using OpAttrs =
-    std::variant<std::monostate, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs, BatchNormAttrs, LayerNormAttrs,
-                 SoftmaxAttrs, LeakyReluAttrs, GeluAttrs, FlattenAttrs, ReshapeAttrs, TransposeAttrs, ConcatAttrs,
-                 SplitAttrs, SliceAttrs, GatherAttrs, ReduceAttrs, DropoutAttrs, CastAttrs, SqueezeAttrs,
-                 UnsqueezeAttrs, ExpandAttrs, ClipAttrs, ActivationAttrs, ModAttrs, CumSumAttrs, ArgReduceAttrs,
-                 PadAttrs, TileAttrs, TriluAttrs, GatherElementsAttrs, ScatterElementsAttrs, ResizeAttrs,
-                 ConvTransposeAttrs, InstanceNormAttrs, EinsumAttrs, RnnAttrs, LossAttrs, ConstantOfShapeAttrs,
-                 RandomAttrs, GatherNDAttrs, RangeAttrs, TopKAttrs, OneHotAttrs, LrnAttrs, GridSampleAttrs>;
+using OpAttrs = std::variant<std::monostate, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs, BatchNormAttrs,
+                             LayerNormAttrs, SoftmaxAttrs, LeakyReluAttrs, GeluAttrs, FlattenAttrs, ReshapeAttrs,
+                             TransposeAttrs, ConcatAttrs, SplitAttrs, SliceAttrs, GatherAttrs, ReduceAttrs,
+                             DropoutAttrs, CastAttrs, SqueezeAttrs, UnsqueezeAttrs, ExpandAttrs, ClipAttrs,
+                             ActivationAttrs, ModAttrs, CumSumAttrs, ArgReduceAttrs, PadAttrs, TileAttrs, TriluAttrs,
+                             GatherElementsAttrs, ScatterElementsAttrs, ResizeAttrs, ConvTransposeAttrs,
+                             InstanceNormAttrs, EinsumAttrs, RnnAttrs, LossAttrs, ConstantOfShapeAttrs, RandomAttrs,
+                             GatherNDAttrs, RangeAttrs, TopKAttrs, OneHotAttrs, LrnAttrs, GridSampleAttrs, Col2ImAttrs>;
 
 }  // namespace gp::graph

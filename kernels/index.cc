@@ -24,4 +24,16 @@ void grid_sample_backward(float const* x, float const* grid, float const* dy, hd
   }
 }
 
+void col2im(float const* x, hd::Col2ImParams const& p, float* y) {
+  int64_t const n = p.n * p.c * hd::col2im_plane(p);
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t e = 0; e < n; ++e) hd::col2im_at(x, p, y, e);
+}
+
+void im2col(float const* dy, hd::Col2ImParams const& p, float* dx, bool accumulate) {
+  int64_t const n = p.n * p.c * hd::col2im_taps(p) * hd::col2im_blocks(p);
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t e = 0; e < n; ++e) hd::im2col_at(dy, p, dx, e, accumulate);
+}
+
 }  // namespace gp::kernels

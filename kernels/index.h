@@ -1,4 +1,4 @@
-// CPU kernels of the index family that oneDNN lacks: GridSample (4-D and 5-D), kernels/hd/index.h's
+// CPU kernels of the index family that oneDNN lacks: GridSample (4-D and 5-D) and Col2Im, kernels/hd/index.h's
 // functions (which the CUDA kernels run per thread) over every output element, (n, c) plane and
 // grid point in parallel.
 #pragma once
@@ -16,5 +16,10 @@ void grid_sample_forward(float const* x, float const* grid, hd::GridSampleParams
 // wanted.
 void grid_sample_backward(float const* x, float const* grid, float const* dy, hd::GridSampleParams const& p, float* dx,
                           float* dgrid);
+
+// Col2Im: y [N, C, image...] from x [N, C·K, L]; its backward dx (x's shape; added to when
+// accumulating) from dy.
+void col2im(float const* x, hd::Col2ImParams const& p, float* y);
+void im2col(float const* dy, hd::Col2ImParams const& p, float* dx, bool accumulate);
 
 }  // namespace gp::kernels

@@ -8,7 +8,7 @@ ConvNeXt, EfficientNet and Swin), e.g. in a venv outside the repository:
   python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch torchvision onnxscript onnx transformers
   /work/venv-torch/bin/python scripts/export_torch2_fixtures.py [--out tests/data/torch2]
 
-For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe, upscale, recurrent, stn, stncubic, stn3d; Hugging Face gpt2, gpt2tied,
+For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe, upscale, recurrent, stn, stncubic, stn3d, fold; Hugging Face gpt2, gpt2tied,
 gpt2cls, bert, roberta, distilbert, vit, llama, qwen2, mixtral from tiny random configs, which need
 transformers; torchvision convnext, convnext_sd, efficientnet and swin with stochastic depth) and
 exporter (dynamo: torch.onnx.export(...,
@@ -200,6 +200,25 @@ class Stn(nn.Module):
         theta = self.loc(x.flatten(1)).view(-1, 2, 3)
         grid = torch.matmul(base.view(1, n * n, 3), theta.transpose(1, 2)).view(-1, n, n, 2)
         y = F.grid_sample(self.conv(x), grid, mode=self.mode, padding_mode=self.padding_mode, align_corners=True)
+        return self.fc(F.avg_pool2d(F.relu(y), 4).flatten(1))
+
+
+class FoldUnfold(nn.Module):
+    """Soft split and soft composition (T2T-ViT's, FuseFormer's): nn.Unfold cuts overlapping 3x3
+    patches of a convolution's features (stride 2, padding 1), a linear layer mixes each patch, and
+    nn.Fold sums the patches back into the image (ONNX Col2Im; Unfold is exported as a Pad and a
+    Gather of the patches), then a head."""
+
+    min_opset = 18  # Col2Im
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.mix, self.fc = nn.Conv2d(3, 4, 3, padding=1), nn.Linear(36, 36), nn.Linear(16, 10)
+        self.unfold, self.fold = nn.Unfold(3, padding=1, stride=2), nn.Fold((8, 8), 3, padding=1, stride=2)
+
+    def forward(self, x):
+        patches = self.unfold(self.conv(x))  # [N, 4*9, 16]
+        y = self.fold(self.mix(patches.transpose(1, 2)).transpose(1, 2))
         return self.fc(F.avg_pool2d(F.relu(y), 4).flatten(1))
 
 
@@ -406,6 +425,7 @@ MODELS = {
     "recurrent": (Recurrent, (6, 8), 10),
     "stn": (Stn, (3, 8, 8), 10),
     "stncubic": (stn_bicubic, (3, 8, 8), 10),
+    "fold": (FoldUnfold, (3, 8, 8), 10),
     "stn3d": (Stn3d, (2, 4, 4, 4), 10),
     "gpt2": (hf_gpt2, "ids", VOCAB),
     "gpt2tied": (hf_gpt2_tied, "ids", VOCAB),
@@ -482,7 +502,9 @@ def export(model, x, path, exporter):
             torch.onnx.export(model, (x,), path, dynamo=True, external_data=False, optimize=optimize,
                               dynamic_shapes={"x": {0: batch}}, **kwargs)
         else:  # torchscript, and functions: each torch.nn module a model-local ONNX function
-            torch.onnx.export(model, (x,), path, dynamo=False, opset_version=17, do_constant_folding=False,
+            # opset 17, or the model's own minimum (Col2Im is opset 18)
+            opset = max(17, getattr(model, "min_opset", 17))
+            torch.onnx.export(model, (x,), path, dynamo=False, opset_version=opset, do_constant_folding=False,
                               training=torch.onnx.TrainingMode.TRAINING,
                               dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}},
                               export_modules_as_functions=exporter == "functions", **kwargs)

@@ -52,11 +52,11 @@ using CpuKernelFamily = std::vector<std::pair<OpKind, CpuKernelEntry>>;
 CpuKernelFamily linalg_kernels();      // linalg.cc: Einsum
 CpuKernelFamily activation_kernels();  // activation.cc: Clip, Elu, Selu, Softplus, ..., Min, Max
 CpuKernelFamily reduce_kernels();      // reduce.cc: Reduce*, LogSoftmax, CumSum, ArgMax, ArgMin, TopK
-CpuKernelFamily index_kernels();       // index.cc: Pad, Tile, Trilu, OneHot, Gather*, Scatter*, Resize, GridSample
-CpuKernelFamily rnn_kernels();         // rnn.cc: LSTM, GRU, RNN
-CpuKernelFamily loss_kernels();        // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
-CpuKernelFamily logic_kernels();       // logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape, Range
-CpuKernelFamily view_kernels();        // view.cc: Cast, RandomUniformLike, RandomNormalLike, Bernoulli
+CpuKernelFamily index_kernels();  // index.cc: Pad, Tile, Trilu, OneHot, Gather*, Scatter*, Resize, GridSample, Col2Im
+CpuKernelFamily rnn_kernels();    // rnn.cc: LSTM, GRU, RNN
+CpuKernelFamily loss_kernels();   // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+CpuKernelFamily logic_kernels();  // logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape, Range
+CpuKernelFamily view_kernels();   // view.cc: Cast, RandomUniformLike, RandomNormalLike, Bernoulli
 CpuKernelFamily binary_int_kernels();  // binary.cc: Add, Sub, Mul, Div over integers (index arithmetic), bf16 Add
 CpuKernelFamily deconv_kernels();      // conv_transpose.cc: ConvTranspose
 

@@ -1,4 +1,5 @@
-// CPU kernels: Pad, Tile, Trilu, OneHot, GatherElements, GatherND, ScatterElements, Resize, GridSample.
+// CPU kernels: Pad, Tile, Trilu, OneHot, GatherElements, GatherND, ScatterElements, Resize, GridSample,
+// Col2Im.
 //
 // Pad, Tile and Resize are separable: along each axis an output position reads a few input
 // positions with fixed weights. They share one pass per axis (forward) and its adjoint, applied in
@@ -485,6 +486,27 @@ Status grid_sample_backward(OpCall const& call, Saved const& saved, std::vector<
   return Status::ok();
 }
 
+// ---- Col2Im (kernels/index.h on kernels/hd/index.h's math): saves x's shape ----
+
+Status col2im_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  ASSIGN_OR_RETURN(kernels::hd::Col2ImParams const p, col2im_params(call, in[0].shape()));
+  Tensor y(col2im_y_shape(call, p));
+  kernels::col2im(in[0].data<float>(), p, y.data<float>());
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {shape_tensor(in[0].shape())};
+  return Status::ok();
+}
+
+Status col2im_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  ASSIGN_OR_RETURN(kernels::hd::Col2ImParams const p, col2im_backward_params(call, saved, gout));
+  Tensor dx(shape_of(saved.tensors[0]));
+  kernels::im2col(gout[0].data<float>(), p, dx.data<float>(), false);
+  return emit_grad(call, grads, 0, dx, accumulate);
+}
+
 }  // namespace
 
 CpuKernelFamily index_kernels() {
@@ -502,6 +524,7 @@ CpuKernelFamily index_kernels() {
       {OpKind::kResize, {resize, 1}},
       {OpKind::kGridSample,
        {{grid_sample_forward, grid_sample_backward, grid_sample_backward, require_attrs<graph::GridSampleAttrs>}, 2}},
+      {OpKind::kCol2Im, {{col2im_forward, col2im_backward, col2im_backward, require_attrs<graph::Col2ImAttrs>}, 1}},
       // Trilu masks any dtype (ONNX's tests use int64); gradients flow for float32.
       {OpKind::kTrilu, {{trilu_forward, trilu_backward, trilu_backward, trilu_check}, 1, false}},
       // Indices of int64, int32 or float32 (truncated; their gradient is zero).

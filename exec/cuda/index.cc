@@ -442,6 +442,30 @@ Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::ve
   return Status::ok();
 }
 
+// ---- Col2Im (kernels/hd/index.h, as the CPU's exec/cpu/index.cc): saves x's shape ----
+
+Status col2im_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  ASSIGN_OR_RETURN(hd::Col2ImParams const p, col2im_params(call, in[0].shape()));
+  ASSIGN_OR_RETURN(Tensor y, empty(col2im_y_shape(call, p), DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::col2im(in[0].data<float>(), p, y.data<float>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  if (saved) saved->tensors = {shape_tensor(in[0].shape())};
+  return Status::ok();
+}
+
+Status col2im_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) || !gout.at(0).defined()) return Status::ok();
+  ASSIGN_OR_RETURN(hd::Col2ImParams const p, col2im_backward_params(call, saved, gout));
+  ASSIGN_OR_RETURN(Tensor * dx,
+                   grad_slot(call, grads, 0, shape_of(saved.tensors[0]), accumulate, false, DType::kFloat32));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::im2col(gout[0].data<float>(), p, dx->data<float>(), accumulate, stream));
+  return Status::ok();
+}
+
 // ---- GridSample (kernels/hd/index.h, as the CPU's exec/cpu/index.cc): saves x and the grid ----
 
 Status grid_sample_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
@@ -495,6 +519,10 @@ std::vector<KernelEntry> index_kernels() {
                DType::kFloat32,
                {separable_forward<pad_maps>, separable_backward<pad_maps>, separable_backward<pad_maps>,
                 require_attrs<graph::PadAttrs>},
+               1});
+  t.push_back({OpKind::kCol2Im,
+               DType::kFloat32,
+               {col2im_forward, col2im_backward, col2im_backward, require_attrs<graph::Col2ImAttrs>},
                1});
   t.push_back({OpKind::kGridSample,
                DType::kFloat32,

@@ -1,6 +1,6 @@
-// Pad, Tile, Trilu, OneHot, GatherElements, GatherND, ScatterElements, Resize, GridSample: import-time inference
-// (graph/ops/infer.h), the output shapes every backend shares (graph/ops/index.h), cost
-// (graph/ops/cost.h) and the folding of GatherElements (graph/ops/fold.h).
+// Pad, Tile, Trilu, OneHot, GatherElements, GatherND, ScatterElements, Resize, GridSample, Col2Im: import-time
+// inference (graph/ops/infer.h), the output shapes every backend shares (graph/ops/index.h), cost (graph/ops/cost.h)
+// and the folding of GatherElements (graph/ops/fold.h).
 #include "graph/ops/index.h"
 
 #include <algorithm>
@@ -51,6 +51,41 @@ Result<std::vector<int64_t>> grid_sample_output_shape(std::vector<int64_t> const
   std::vector<int64_t> out{x[0], x[1]};
   out.insert(out.end(), grid.begin() + 1, grid.end() - 1);
   return out;
+}
+
+Result<Col2ImShape> col2im_shape(Col2ImAttrs const& a, std::vector<int64_t> const& x) {
+  std::size_t const sp = a.image.size();
+  if (sp < 1 || sp > 3) return unsupported("Col2Im over " + std::to_string(sp) + " spatial dims (1 to 3 supported)");
+  if (a.block.size() != sp || a.dilations.size() != sp || a.strides.size() != sp || a.pads.size() != 2 * sp)
+    return invalid_argument("Col2Im: block_shape, dilations and strides need " + std::to_string(sp) +
+                            " values and pads " + std::to_string(2 * sp) + ", one per dim of image_shape " +
+                            dims_str(a.image));
+  if (x.size() != 3) return invalid_argument("Col2Im needs an input [N, C*K, L], got " + dims_str(x));
+  Col2ImShape s;
+  int64_t k = 1, l = 1;
+  for (std::size_t i = 0; i < sp; ++i) {
+    if (a.image[i] <= 0 || a.block[i] <= 0 || a.dilations[i] <= 0 || a.strides[i] <= 0 || a.pads[i] < 0 ||
+        a.pads[sp + i] < 0)
+      return invalid_argument("Col2Im: image_shape " + dims_str(a.image) + ", block_shape " + dims_str(a.block) +
+                              ", dilations and strides must be positive and pads not negative");
+    int64_t const b =
+        window_outputs(a.image[i], a.block[i], a.strides[i], a.dilations[i], a.pads[i], a.pads[sp + i], false);
+    if (b <= 0)
+      return invalid_argument("Col2Im: block_shape " + dims_str(a.block) + " does not fit the padded image " +
+                              dims_str(a.image));
+    s.blocks.push_back(b);
+    k *= a.block[i];
+    l *= b;
+  }
+  if (x[1] < 0 || x[2] < 0) return unsupported("Col2Im of " + dims_str(x) + ": the batch size past the first dim");
+  if (x[1] % k != 0 || x[2] != l)
+    return invalid_argument("Col2Im of " + dims_str(x) + ": image_shape " + dims_str(a.image) + " and block_shape " +
+                            dims_str(a.block) + " make " + std::to_string(l) + " blocks of " + std::to_string(k) +
+                            " values, so the input must be [N, C*" + std::to_string(k) + ", " + std::to_string(l) +
+                            "]");
+  s.out = {x[0], x[1] / k};
+  s.out.insert(s.out.end(), a.image.begin(), a.image.end());
+  return s;
 }
 
 Result<OneHotShape> one_hot_output_shape(OneHotAttrs const& a, std::vector<int64_t> const& indices) {
@@ -598,6 +633,32 @@ Result<Inferred> infer_grid_sample(InferContext const& c) {
   return k;
 }
 
+// Col2Im (opset 18): image_shape and block_shape static.
+Result<Inferred> infer_col2im(InferContext const& c) {
+  if (!c.has(1) || !c.has(2)) return invalid_argument("Col2Im needs inputs input, image_shape and block_shape");
+  if (c.dtype(0) != DType::kFloat32)
+    return unsupported("Col2Im of " + std::string(dtype_name(c.dtype(0))) + " data (float32 only)");
+  Col2ImAttrs a;
+  ASSIGN_OR_RETURN(a.image, c.static_ints(1, "image_shape"));
+  ASSIGN_OR_RETURN(a.block, c.static_ints(2, "block_shape"));
+  std::size_t const sp = a.image.size();
+  a.dilations = c.attr_ints("dilations").value_or(Dims(sp, 1));
+  a.strides = c.attr_ints("strides").value_or(Dims(sp, 1));
+  a.pads = c.attr_ints("pads").value_or(Dims(2 * sp, 0));
+  ASSIGN_OR_RETURN(Col2ImShape shape, col2im_shape(a, c.dims(0)));
+  Inferred k;
+  k.typed = a;
+  k.data_inputs = {0};
+  k.outs.push_back({DType::kFloat32, shape.out});
+  return k;
+}
+
+Result<std::vector<Dims>> col2im_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
+  RETURN_IF_ERROR(require_typed<Col2ImAttrs>(op));
+  ASSIGN_OR_RETURN(Col2ImShape shape, col2im_shape(*typed_attrs<Col2ImAttrs>(op), in.at(0)));
+  return std::vector<Dims>{std::move(shape.out)};
+}
+
 Result<std::vector<Dims>> grid_sample_run_shape(OpGraph const&, Op const&, std::vector<Dims> const& in, int64_t) {
   ASSIGN_OR_RETURN(Dims out, grid_sample_output_shape(in.at(0), in.at(1)));
   return std::vector<Dims>{std::move(out)};
@@ -646,6 +707,11 @@ void register_index_ops(OpTable& t) {
   OpDef grid_sample = elementwise_op(infer_grid_sample, {12, 30}, grid_sample_saved);
   grid_sample.run_shape = grid_sample_run_shape;
   define(t, "GridSample", std::move(grid_sample));
+  // Per output element the column entries landing on its pixel; backward one read per entry.
+  OpDef col2im = elementwise_op(infer_col2im, {4, 1});
+  col2im.run_shape = col2im_run_shape;
+  col2im.grad_free = inputs_after_first();
+  define(t, "Col2Im", std::move(col2im));
 }
 
 std::optional<ScatterReduction> scatter_reduction_named(std::string const& name) {

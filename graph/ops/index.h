@@ -42,4 +42,12 @@ std::optional<ScatterReduction> scatter_reduction_named(std::string const& name)
 // number, must be the same dim of both); an error naming the shapes otherwise.
 Result<std::vector<int64_t>> grid_sample_output_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& grid);
 
+// Col2Im of x [N, C·K, L] (K = prod(block), L the number of sliding blocks over the padded image):
+// [N, C, image...]; blocks[i] the blocks along spatial dim i. Checks that x's dims agree with the
+// geometry and that there are 1 to 3 spatial dims.
+struct Col2ImShape {
+  std::vector<int64_t> out, blocks;
+};
+Result<Col2ImShape> col2im_shape(Col2ImAttrs const& a, std::vector<int64_t> const& x);
+
 }  // namespace gp::graph::ops

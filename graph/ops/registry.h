@@ -97,11 +97,12 @@ void register_binary_ops(OpTable& t);      // binary.cc: Add, Sub, Mul, Div, Pow
 void register_reduce_ops(OpTable& t);      // reduce.cc: Reduce*, Softmax, LogSoftmax, CumSum, ArgMax, ArgMin, TopK
 void register_view_ops(OpTable& t);        // view.cc: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Cast, Dropout
 void register_move_ops(OpTable& t);        // move.cc: Transpose, Concat, Split, Slice, Gather, Expand
-void register_index_ops(OpTable& t);       // index.cc: Pad, Tile, Trilu, OneHot, Gather*/Scatter*, Resize, GridSample
-void register_rnn_ops(OpTable& t);         // rnn.cc: LSTM, GRU, RNN
-void register_loss_ops(OpTable& t);        // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
-void register_logic_ops(OpTable& t);       // logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape, ...
-void register_folded_ops(OpTable& t);      // folded.cc: Constant, Range, Shape, Size (import time only)
+void register_index_ops(
+    OpTable& t);                     // index.cc: Pad, Tile, Trilu, OneHot, Gather*/Scatter*, Resize, GridSample, Col2Im
+void register_rnn_ops(OpTable& t);   // rnn.cc: LSTM, GRU, RNN
+void register_loss_ops(OpTable& t);  // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+void register_logic_ops(OpTable& t);   // logic.cc: comparisons, boolean ops, Where, Mod, ConstantOfShape, ...
+void register_folded_ops(OpTable& t);  // folded.cc: Constant, Range, Shape, Size (import time only)
 
 OpTable const& op_table();
 OpDef const* find_op(std::string_view type);

@@ -380,6 +380,28 @@ __global__ void grid_sample_grid_grad_kernel(float const* __restrict__ x, float 
 }
 }  // namespace
 
+namespace {
+__global__ void col2im_kernel(float const* __restrict__ x, hd::Col2ImParams const p, float* __restrict__ y, int64_t n) {
+  for (int64_t e = global_thread(); e < n; e += grid_threads()) hd::col2im_at(x, p, y, e);
+}
+__global__ void im2col_kernel(float const* __restrict__ dy, hd::Col2ImParams const p, float* __restrict__ dx, int64_t n,
+                              bool accumulate) {
+  for (int64_t e = global_thread(); e < n; e += grid_threads()) hd::im2col_at(dy, p, dx, e, accumulate);
+}
+}  // namespace
+
+cudaError_t col2im(float const* x, hd::Col2ImParams const& p, float* y, cudaStream_t stream) {
+  int64_t const n = p.n * p.c * hd::col2im_plane(p);
+  if (n > 0) col2im_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, p, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t im2col(float const* dy, hd::Col2ImParams const& p, float* dx, bool accumulate, cudaStream_t stream) {
+  int64_t const n = p.n * p.c * hd::col2im_taps(p) * hd::col2im_blocks(p);
+  if (n > 0) im2col_kernel<<<grid_for(n), kBlock, 0, stream>>>(dy, p, dx, n, accumulate);
+  return cudaGetLastError();
+}
+
 cudaError_t grid_sample_forward(float const* x, float const* grid, hd::GridSampleParams const& p, float* y,
                                 cudaStream_t stream) {
   int64_t const n = p.n * p.c * p.dout * p.ho * p.wo;

@@ -39,6 +39,10 @@ cudaError_t grid_sample_forward(float const* x, float const* grid, hd::GridSampl
                                 cudaStream_t stream);
 cudaError_t grid_sample_backward(float const* x, float const* grid, float const* dy, hd::GridSampleParams const& p,
                                  float* dx, float* dgrid, cudaStream_t stream);
+// Col2Im (kernels/hd/index.h): y one thread per output element (a gather over the kernel's
+// offsets in order: deterministic); its backward (Im2Col) one thread per element of dx.
+cudaError_t col2im(float const* x, hd::Col2ImParams const& p, float* y, cudaStream_t stream);
+cudaError_t im2col(float const* dy, hd::Col2ImParams const& p, float* dx, bool accumulate, cudaStream_t stream);
 // OneHot: y [outer, depth, inner] (n elements) is `on` where hd::one_hot_at, else `off`.
 // T: float, int64_t, int32_t; I: int64_t, int32_t, float.
 template <typename T, typename I>

@@ -621,4 +621,65 @@ GP_HD void grid_sample_grid_grad_at(float const* x, float const* grid, float con
   if (p.volumetric) dgrid[e * coords + 2] = sz;
 }
 
+// ---- Col2Im (torch's nn.Fold) and its adjoint Im2Col ----
+// x [N, C·K, L] holds, for each of the L sliding blocks l and each of the K = prod(kernel) offsets
+// k of a block, a value of channel c at pixel block_start(l) + k·dil − pad; Col2Im sums them into
+// y [N, C, image...] (a pixel no block covers is 0). Its backward, Im2Col, reads each entry of x
+// from its pixel of dy (0 in the padding). Spatial dims in slots (0, 1, 2) as PoolParams: fewer
+// fill the last slots and leave the leading ones at 1 (no pad). One call per element of y
+// (forward: a gather over the kernel offsets in order, deterministic) or of x (backward).
+struct Col2ImParams {
+  int64_t n = 0, c = 0;
+  int64_t image[3] = {1, 1, 1}, kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1};
+  int64_t pad[3] = {0, 0, 0}, blocks[3] = {1, 1, 1};
+};
+
+GP_HD int64_t col2im_taps(Col2ImParams const& p) { return p.kernel[0] * p.kernel[1] * p.kernel[2]; }
+GP_HD int64_t col2im_blocks(Col2ImParams const& p) { return p.blocks[0] * p.blocks[1] * p.blocks[2]; }
+GP_HD int64_t col2im_plane(Col2ImParams const& p) { return p.image[0] * p.image[1] * p.image[2]; }
+
+// The block along one dim whose tap k lands on pixel i, or -1.
+GP_HD int64_t col2im_block_of(int64_t i, int64_t k, int64_t stride, int64_t dil, int64_t pad, int64_t blocks) {
+  int64_t const t = i + pad - k * dil;
+  if (t < 0 || t % stride != 0 || t / stride >= blocks) return -1;
+  return t / stride;
+}
+
+// y[e], e over [N, C, image...].
+GP_HD void col2im_at(float const* x, Col2ImParams const& p, float* y, int64_t e) {
+  int64_t const i2 = e % p.image[2], i1 = (e / p.image[2]) % p.image[1];
+  int64_t const i0 = (e / (p.image[2] * p.image[1])) % p.image[0], nc = e / col2im_plane(p);
+  int64_t const L = col2im_blocks(p);
+  float const* xp = x + nc * col2im_taps(p) * L;  // rows c·K .. c·K + K − 1 of sample n
+  float acc = 0.f;
+  for (int64_t k0 = 0; k0 < p.kernel[0]; ++k0) {
+    int64_t const b0 = col2im_block_of(i0, k0, p.stride[0], p.dil[0], p.pad[0], p.blocks[0]);
+    if (b0 < 0) continue;
+    for (int64_t k1 = 0; k1 < p.kernel[1]; ++k1) {
+      int64_t const b1 = col2im_block_of(i1, k1, p.stride[1], p.dil[1], p.pad[1], p.blocks[1]);
+      if (b1 < 0) continue;
+      for (int64_t k2 = 0; k2 < p.kernel[2]; ++k2) {
+        int64_t const b2 = col2im_block_of(i2, k2, p.stride[2], p.dil[2], p.pad[2], p.blocks[2]);
+        if (b2 < 0) continue;
+        acc += xp[((k0 * p.kernel[1] + k1) * p.kernel[2] + k2) * L + (b0 * p.blocks[1] + b1) * p.blocks[2] + b2];
+      }
+    }
+  }
+  y[e] = acc;
+}
+
+// dx[e] (added to it when accumulating), e over [N, C·K, L]: the entry's pixel of dy.
+GP_HD void im2col_at(float const* dy, Col2ImParams const& p, float* dx, int64_t e, bool accumulate) {
+  int64_t const L = col2im_blocks(p), K = col2im_taps(p);
+  int64_t const l = e % L, k = (e / L) % K, nc = e / (L * K);
+  int64_t const b2 = l % p.blocks[2], b1 = (l / p.blocks[2]) % p.blocks[1], b0 = l / (p.blocks[2] * p.blocks[1]);
+  int64_t const k2 = k % p.kernel[2], k1 = (k / p.kernel[2]) % p.kernel[1], k0 = k / (p.kernel[2] * p.kernel[1]);
+  int64_t const i0 = b0 * p.stride[0] - p.pad[0] + k0 * p.dil[0];
+  int64_t const i1 = b1 * p.stride[1] - p.pad[1] + k1 * p.dil[1];
+  int64_t const i2 = b2 * p.stride[2] - p.pad[2] + k2 * p.dil[2];
+  bool const inside = i0 >= 0 && i0 < p.image[0] && i1 >= 0 && i1 < p.image[1] && i2 >= 0 && i2 < p.image[2];
+  float const v = inside ? dy[nc * col2im_plane(p) + (i0 * p.image[1] + i1) * p.image[2] + i2] : 0.f;
+  dx[e] = accumulate ? dx[e] + v : v;
+}
+
 }  // namespace gp::kernels::hd

@@ -1001,6 +1001,25 @@ std::vector<Case> cases() {
               });
         }
   }
+  // Col2Im (nn.Fold): 2-D with every attribute, and 3-D.
+  add("Col2Im 2-D", [] {
+    graph::Col2ImAttrs a;
+    a.image = {5, 6};
+    a.block = {2, 3};
+    a.dilations = {1, 2};
+    a.strides = {2, 1};
+    a.pads = {1, 0, 0, 2};
+    return make_op("Col2Im", a, {{"x", random_tensor({2, 12, 12}, 126, -1.f, 1.f), kIn}});
+  });
+  add("Col2Im 3-D", [] {
+    graph::Col2ImAttrs a;
+    a.image = {3, 4, 3};
+    a.block = {2, 2, 2};
+    a.dilations = {1, 1, 1};
+    a.strides = {1, 2, 1};
+    a.pads = {0, 0, 1, 0, 1, 0};
+    return make_op("Col2Im", a, {{"x", random_tensor({2, 16, 12}, 127, -1.f, 1.f), kIn}});
+  });
   // LRN: an odd window, and an even one wider than the channels on 3-D data.
   add("LRN size 5", [] {
     graph::LrnAttrs a;
