@@ -232,8 +232,9 @@ struct ResizeAttrs {
   bool antialias = false;
 };
 
-// GridSample (4-D): output [N, C, Ho, Wo] samples x [N, C, H, W] at grid [N, Ho, Wo, 2]'s (x, y)
-// in [-1, 1]; modes linear (opset 16's bilinear) and nearest, as torch's grid_sample.
+// GridSample: output [N, C, Ho, Wo] samples x [N, C, H, W] at grid [N, Ho, Wo, 2]'s (x, y) in
+// [-1, 1], or [N, C, Do, Ho, Wo] x [N, C, D, H, W] at (x, y, z); modes linear (opset 16's bilinear),
+// nearest and cubic (opset 16's bicubic; 4-D only), as torch's grid_sample.
 enum class GridSampleMode : uint8_t { kLinear, kNearest, kCubic };
 enum class GridSamplePadding : uint8_t { kZeros, kBorder, kReflection };
 struct GridSampleAttrs {

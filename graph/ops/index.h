@@ -38,8 +38,9 @@ Result<OneHotShape> one_hot_output_shape(OneHotAttrs const& a, std::vector<int64
 // min), or nullopt for another name.
 std::optional<ScatterReduction> scatter_reduction_named(std::string const& name);
 
-// GridSample of x [N, C, H, W] at grid [N, Ho, Wo, 2]: [N, C, Ho, Wo] (the batch, symbolic or a
-// number, must be the same dim of both); an error naming the shapes otherwise.
+// GridSample of x [N, C, H, W] at grid [N, Ho, Wo, 2]: [N, C, Ho, Wo], or of x [N, C, D, H, W] at
+// grid [N, Do, Ho, Wo, 3]: [N, C, Do, Ho, Wo] (the batch, symbolic or a number, must be the same dim
+// of both); an error naming the shapes otherwise.
 Result<std::vector<int64_t>> grid_sample_output_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& grid);
 
 // Col2Im of x [N, C·K, L] (K = prod(block), L the number of sliding blocks over the padded image):

@@ -1,10 +1,11 @@
 // Window math of the pooling kernels (kernels/cuda/pool.cu): MaxPool, AveragePool and
-// GlobalAveragePool over 1 to 3 spatial dims, dilated or not, forward and backward, with oneDNN's
-// semantics (the CPU backend's): windows clipped to the input; max keeps the first largest element
-// (its index in the input plane, for backward); the average divides by the whole kernel volume with
-// count_include_pad (only the taps inside the padded input, as ONNX and PyTorch: ceil_mode's last
-// window may reach past the end pads), else by the number of input elements in the window. Backward gathers, per
-// input element, over the outputs whose windows hold it: no atomics, a fixed summation order.
+// GlobalAveragePool over 1 to 3 spatial dims, dilated or not, forward and backward, as the CPU
+// backend computes them: windows clipped to the input; max keeps the first largest element (its
+// index in the input plane, for backward); the average divides by the number of input elements in
+// the window, or with count_include_pad by its taps inside the padded input (the whole kernel but
+// for ceil_mode's last window, which may reach past the end pads: ONNX's and PyTorch's rule, which
+// the CPU gets by rescaling oneDNN's). Backward gathers, per input element, over the outputs whose
+// windows hold it: no atomics, a fixed summation order.
 #pragma once
 
 #include <cstdint>

@@ -25,9 +25,9 @@ graph::Col2ImAttrs attrs_of_case(Case const& k) {
 
 std::vector<Case> cases() {
   return {
-      {{5}, {3}, {1}, {1}, {1, 1}},                           // 1-D, padded
-      {{5, 6}, {2, 3}, {1, 2}, {2, 1}, {1, 0, 0, 2}},         // 2-D: every attribute, uneven pads
-      {{6, 6}, {3, 3}, {1, 1}, {2, 2}, {1, 1, 1, 1}, 1, 3},   // nn.Fold(3, padding=1, stride=2)
+      {{5}, {3}, {1}, {1}, {1, 1}},                                      // 1-D, padded
+      {{5, 6}, {2, 3}, {1, 2}, {2, 1}, {1, 0, 0, 2}},                    // 2-D: every attribute, uneven pads
+      {{6, 6}, {3, 3}, {1, 1}, {2, 2}, {1, 1, 1, 1}, 1, 3},              // nn.Fold(3, padding=1, stride=2)
       {{3, 4, 3}, {2, 2, 2}, {1, 1, 1}, {1, 2, 1}, {0, 0, 1, 0, 1, 0}},  // 3-D
   };
 }
