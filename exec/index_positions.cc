@@ -30,9 +30,6 @@ Status gather_nd_check(graph::Op const& op, graph::OpGraph const& graph) {
 
 Status scatter_elements_check(graph::Op const& op, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(require_attrs<graph::ScatterElementsAttrs>(op, graph));
-  auto const red = attrs_of<graph::ScatterElementsAttrs>(op)->reduction;
-  if (red == graph::ScatterReduction::kMax || red == graph::ScatterReduction::kMin)
-    return unsupported("reduction max/min (none, add and mul only)");
   for (std::size_t i : {std::size_t{0}, std::size_t{2}}) {
     DType const d = graph.tensor(op.inputs.at(i)).dtype;
     if (d != DType::kFloat32)

@@ -8,7 +8,7 @@ ConvNeXt, EfficientNet and Swin), e.g. in a venv outside the repository:
   python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch torchvision onnxscript onnx transformers
   /work/venv-torch/bin/python scripts/export_torch2_fixtures.py [--out tests/data/torch2]
 
-For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe, upscale, recurrent, stn, stncubic, stn3d, fold; Hugging Face gpt2, gpt2tied,
+For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe, upscale, recurrent, stn, stncubic, stn3d, fold, scattermax; Hugging Face gpt2, gpt2tied,
 gpt2cls, bert, roberta, distilbert, vit, llama, qwen2, mixtral from tiny random configs, which need
 transformers; torchvision convnext, convnext_sd, efficientnet and swin with stochastic depth) and
 exporter (dynamo: torch.onnx.export(...,
@@ -222,6 +222,26 @@ class FoldUnfold(nn.Module):
         return self.fc(F.avg_pool2d(F.relu(y), 4).flatten(1))
 
 
+class ScatterMax(nn.Module):
+    """Message passing as graph networks pool it (PyG's max aggregation): each of 6 nodes' features
+    goes through a linear layer and is max-pooled into its destination (of 3) with
+    scatter_reduce(amax, include_self) (ONNX ScatterElements, reduction max, opset 18), then a
+    head."""
+
+    min_opset = 18  # ScatterElements' max
+
+    def __init__(self):
+        super().__init__()
+        self.msg, self.fc = nn.Linear(8, 8), nn.Linear(24, 10)
+        self.register_buffer("dst", torch.tensor([0, 2, 1, 0, 2, 2]), persistent=False)
+
+    def forward(self, x):  # x [N, 6, 8]
+        m = torch.tanh(self.msg(x))
+        index = self.dst.view(1, 6, 1).expand(x.shape[0], 6, 8)
+        pooled = torch.full((x.shape[0], 3, 8), -1.0).scatter_reduce(1, index, m, reduce="amax", include_self=True)
+        return self.fc(pooled.flatten(1))
+
+
 def stn_bicubic():
     """The spatial transformer sampling bicubically with border padding (ONNX GridSample's cubic)."""
     return Stn(mode="bicubic", padding_mode="border")
@@ -426,6 +446,7 @@ MODELS = {
     "stn": (Stn, (3, 8, 8), 10),
     "stncubic": (stn_bicubic, (3, 8, 8), 10),
     "fold": (FoldUnfold, (3, 8, 8), 10),
+    "scattermax": (ScatterMax, (6, 8), 10),
     "stn3d": (Stn3d, (2, 4, 4, 4), 10),
     "gpt2": (hf_gpt2, "ids", VOCAB),
     "gpt2tied": (hf_gpt2_tied, "ids", VOCAB),
@@ -444,8 +465,9 @@ MODELS = {
 }
 # The TorchScript exporter cannot export grouped-query attention (scaled_dot_product_attention
 # with enable_gqa), adaptive pooling to a size that does not divide the input, nor a 5-D
-# grid_sample: these are exported by dynamo only.
-DYNAMO_ONLY = {"llama", "qwen2", "mixtral", "adaptive", "stn3d"}
+# grid_sample: these are exported by dynamo only. scattermax's TorchScript file holds an If (the
+# exporter's check of scatter_reduce's index for emptiness), which graphpipe does not import.
+DYNAMO_ONLY = {"llama", "qwen2", "mixtral", "adaptive", "stn3d", "scattermax"}
 # Exported with a fixed batch (exporter "static"): the batch size of their example input.
 STATIC = {"llama", "gpt2"}
 STATIC_BATCH = 3

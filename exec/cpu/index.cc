@@ -382,6 +382,8 @@ Status scatter_elements_forward(OpCall const& call, std::vector<Tensor> const& i
       p[pos[j]] += u[j];
     else if (a.reduction == graph::ScatterReduction::kMul)
       p[pos[j]] *= u[j];
+    else if (a.reduction == graph::ScatterReduction::kMax || a.reduction == graph::ScatterReduction::kMin)
+      p[pos[j]] = kernels::hd::extremum_of(p[pos[j]], u[j], a.reduction == graph::ScatterReduction::kMax);
     else
       p[pos[j]] = u[j];
   }
@@ -389,7 +391,7 @@ Status scatter_elements_forward(OpCall const& call, std::vector<Tensor> const& i
   out[0] = y;
   if (saved) {
     saved->tensors = {in[1], shape_tensor(in[0].shape())};
-    if (a.reduction == graph::ScatterReduction::kMul) {
+    if (a.reduction != graph::ScatterReduction::kNone && a.reduction != graph::ScatterReduction::kAdd) {
       saved->tensors.push_back(in[0]);
       saved->tensors.push_back(in[2]);
     }
@@ -427,6 +429,33 @@ void scatter_mul_grads(std::vector<int64_t> const& pos, Tensor const& data, Tens
   }
 }
 
+// reduction max or min: out[p] = the extremum r of data[p] and the updates at p; its gradient is
+// shared evenly by the values equal to r (data[p] among them), as torch's scatter_reduce amax and
+// amin share it.
+void scatter_extremum_grads(std::vector<int64_t> const& pos, Tensor const& data, Tensor const& upd, Tensor const& g,
+                            bool max, Tensor* gdata, Tensor* gupd) {
+  std::vector<std::size_t> order(pos.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t l, std::size_t r) { return pos[l] < pos[r]; });
+  float const* x = data.data<float>();
+  float const* u = upd.data<float>();
+  float const* gy = g.data<float>();
+  std::copy(gy, gy + g.numel(), gdata->data<float>());
+  for (std::size_t s = 0; s < order.size();) {
+    std::size_t e = s;
+    int64_t const p = pos[order[s]];
+    float r = x[p];
+    for (; e < order.size() && pos[order[e]] == p; ++e) r = kernels::hd::extremum_of(r, u[order[e]], max);
+    int64_t ties = kernels::hd::extremum_ties(x[p], r);  // at least 1: r is one of them
+    for (std::size_t k = s; k < e; ++k) ties += kernels::hd::extremum_ties(u[order[k]], r);
+    float const share = gy[p] / static_cast<float>(ties);
+    gdata->data<float>()[p] = kernels::hd::extremum_ties(x[p], r) ? share : 0.f;
+    for (std::size_t k = s; k < e; ++k)
+      gupd->data<float>()[order[k]] = kernels::hd::extremum_ties(u[order[k]], r) ? share : 0.f;
+    s = e;
+  }
+}
+
 Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                                  std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   bool const want_data = wants(wanted, 0), want_upd = wants(wanted, 2);
@@ -440,6 +469,9 @@ Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::ve
   Tensor gdata = Tensor(data_shape), gupd = Tensor(indices.shape());
   if (a.reduction == graph::ScatterReduction::kMul) {
     scatter_mul_grads(pos, saved.tensors.at(2), saved.tensors.at(3), g, &gdata, &gupd);
+  } else if (a.reduction == graph::ScatterReduction::kMax || a.reduction == graph::ScatterReduction::kMin) {
+    scatter_extremum_grads(pos, saved.tensors.at(2), saved.tensors.at(3), g,
+                           a.reduction == graph::ScatterReduction::kMax, &gdata, &gupd);
   } else {
     std::copy(gy, gy + g.numel(), gdata.data<float>());
     float* gu = gupd.data<float>();

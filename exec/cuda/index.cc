@@ -379,6 +379,8 @@ Status gather_nd_backward(OpCall const& call, Saved const& saved, std::vector<Te
 kc::Combine combine_of(graph::ScatterReduction r) {
   return r == graph::ScatterReduction::kAdd   ? kc::Combine::kAdd
          : r == graph::ScatterReduction::kMul ? kc::Combine::kMul
+         : r == graph::ScatterReduction::kMax ? kc::Combine::kMax
+         : r == graph::ScatterReduction::kMin ? kc::Combine::kMin
                                               : kc::Combine::kLast;
 }
 
@@ -401,7 +403,7 @@ Status scatter_elements_forward(OpCall const& call, std::vector<Tensor> const& i
   out[0] = y;
   if (saved) {
     saved->tensors = {idx, shape_tensor(in[0].shape())};
-    if (a.reduction == graph::ScatterReduction::kMul) {
+    if (a.reduction != graph::ScatterReduction::kNone && a.reduction != graph::ScatterReduction::kAdd) {
       saved->tensors.push_back(in[0]);
       saved->tensors.push_back(in[2]);
     }
@@ -431,6 +433,11 @@ Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::ve
         GP_CUDA_CHECK(kc::scatter_mul_backward(sp.sorted.data<int64_t>(), sp.order.data<int32_t>(), pos.numel(),
                                                saved.tensors.at(2).data<float>(), saved.tensors.at(3).data<float>(),
                                                g.data<float>(), gdata.data<float>(), gupd.data<float>(), s));
+      } else if (a.reduction == graph::ScatterReduction::kMax || a.reduction == graph::ScatterReduction::kMin) {
+        GP_CUDA_CHECK(kc::scatter_extremum_backward(
+            sp.sorted.data<int64_t>(), sp.order.data<int32_t>(), pos.numel(), saved.tensors.at(2).data<float>(),
+            saved.tensors.at(3).data<float>(), g.data<float>(), a.reduction == graph::ScatterReduction::kMax,
+            gdata.data<float>(), gupd.data<float>(), s));
       } else {
         GP_CUDA_CHECK(kc::scatter_assign_backward(sp.sorted.data<int64_t>(), sp.order.data<int32_t>(), pos.numel(),
                                                   g.data<float>(), gdata.data<float>(), gupd.data<float>(), s));

@@ -399,8 +399,6 @@ Result<Inferred> infer_scatter_elements(InferContext const& c) {
   std::string const red = c.attr_string("reduction", "none");
   std::optional<ScatterReduction> const reduction = scatter_reduction_named(red);
   if (!reduction) return invalid_argument("reduction '" + red + "' is not one of none, add, mul, max, min");
-  if (*reduction == ScatterReduction::kMax || *reduction == ScatterReduction::kMin)
-    return unsupported("reduction '" + red + "' (use none, add or mul)");
   ScatterElementsAttrs const a{axis, *reduction};
   Inferred k;
   k.typed = a;

@@ -114,9 +114,10 @@ cudaError_t sort_positions_workspace(int64_t n, int64_t limit, std::size_t* byte
 cudaError_t sort_positions(int64_t const* pos, int64_t n, int64_t limit, int64_t* sorted, int32_t* order,
                            void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
 
-enum class Combine : int { kAdd, kLast, kMul };
+enum class Combine : int { kAdd, kLast, kMul, kMax, kMin };
 // For each distinct position q: y[q] = (init ? init[q] : 0) combined with v[order[k]] in ascending
-// k (kAdd: sum, kMul: product, kLast: the last value). Positions not addressed keep y's value.
+// k (kAdd: sum, kMul: product, kLast: the last value, kMax and kMin: hd::extremum_of). Positions not
+// addressed keep y's value.
 cudaError_t combine_at_positions(Combine op, int64_t const* sorted, int32_t const* order, int64_t n, float const* v,
                                  float const* init, float* y, cudaStream_t stream);
 // ScatterElements (reduction none) backward, g the output gradient: gdata (holding a copy of g)
@@ -129,5 +130,11 @@ cudaError_t scatter_assign_backward(int64_t const* sorted, int32_t const* order,
 // exact with zeros).
 cudaError_t scatter_mul_backward(int64_t const* sorted, int32_t const* order, int64_t n, float const* data,
                                  float const* updates, float const* g, float* gdata, float* gupd, cudaStream_t stream);
+// ScatterElements (reduction max or min) backward: at each position q the gradient g[q] is shared
+// evenly by data[q] and the updates equal to the extremum (hd::extremum_ties); the others get 0
+// (gdata holds a copy of g).
+cudaError_t scatter_extremum_backward(int64_t const* sorted, int32_t const* order, int64_t n, float const* data,
+                                      float const* updates, float const* g, bool max, float* gdata, float* gupd,
+                                      cudaStream_t stream);
 
 }  // namespace gp::kernels::cuda

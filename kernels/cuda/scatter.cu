@@ -67,7 +67,11 @@ __global__ void combine_kernel(Combine op, int64_t const* sorted, int32_t const*
     float acc = init ? init[q] : 0.f;
     for (int64_t i = k; i < n && sorted[i] == q; ++i) {
       float const u = v[order[i]];
-      acc = op == Combine::kAdd ? acc + u : op == Combine::kMul ? acc * u : u;
+      acc = op == Combine::kAdd   ? acc + u
+            : op == Combine::kMul ? acc * u
+            : op == Combine::kMax ? hd::extremum_of(acc, u, true)
+            : op == Combine::kMin ? hd::extremum_of(acc, u, false)
+                                  : u;
     }
     y[q] = acc;
   }
@@ -102,6 +106,23 @@ __global__ void scatter_mul_backward_kernel(int64_t const* sorted, int32_t const
       gupd[order[i]] = g[q] * data[q] * gupd[order[i]] * suf;
       suf *= u[order[i]];
     }
+  }
+}
+
+__global__ void scatter_extremum_backward_kernel(int64_t const* sorted, int32_t const* order, int64_t n,
+                                                 float const* data, float const* u, float const* g, bool max,
+                                                 float* gdata, float* gupd) {
+  for (int64_t k = global_thread(); k < n; k += grid_threads()) {
+    if (!run_start(sorted, k)) continue;
+    int64_t const q = sorted[k];
+    float r = data[q];
+    int64_t e = k;
+    for (; e < n && sorted[e] == q; ++e) r = hd::extremum_of(r, u[order[e]], max);
+    int64_t ties = hd::extremum_ties(data[q], r);  // at least 1: r is one of them
+    for (int64_t i = k; i < e; ++i) ties += hd::extremum_ties(u[order[i]], r);
+    float const share = g[q] / static_cast<float>(ties);
+    gdata[q] = hd::extremum_ties(data[q], r) ? share : 0.f;
+    for (int64_t i = k; i < e; ++i) gupd[order[i]] = hd::extremum_ties(u[order[i]], r) ? share : 0.f;
   }
 }
 
@@ -196,6 +217,15 @@ cudaError_t scatter_mul_backward(int64_t const* sorted, int32_t const* order, in
                                  float const* updates, float const* g, float* gdata, float* gupd, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   scatter_mul_backward_kernel<<<grid_for(n), kBlock, 0, stream>>>(sorted, order, n, data, updates, g, gdata, gupd);
+  return cudaGetLastError();
+}
+
+cudaError_t scatter_extremum_backward(int64_t const* sorted, int32_t const* order, int64_t n, float const* data,
+                                      float const* updates, float const* g, bool max, float* gdata, float* gupd,
+                                      cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  scatter_extremum_backward_kernel<<<grid_for(n), kBlock, 0, stream>>>(sorted, order, n, data, updates, g, max, gdata,
+                                                                       gupd);
   return cudaGetLastError();
 }
 

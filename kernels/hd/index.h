@@ -303,6 +303,16 @@ GP_HD I axis_copy_source(I e, I in, I out, I inner, int64_t const* idx) {
   return s < 0 ? I(-1) : (b * in + static_cast<I>(s)) * inner + i;
 }
 
+// ---- ScatterElements' reductions max and min ----
+// The extremum of a and b, a NaN winning (as torch's scatter_reduce amax and amin).
+GP_HD float extremum_of(float a, float b, bool max) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return max ? (b > a ? b : a) : (b < a ? b : a);
+}
+// 1 where v is the extremum r (a NaN equal to a NaN), else 0: the values that share r's gradient.
+GP_HD int64_t extremum_ties(float v, float r) { return v == r || (v != v && r != r) ? 1 : 0; }
+
 // ---- GridSample (4-D and 5-D) ----
 // Per-element math of GridSample, as torch's grid_sample and ONNX define it: x [N, C, H, W] sampled
 // at grid [N, Ho, Wo, 2] (x then y, in [-1, 1]) into y [N, C, Ho, Wo], or x [N, C, D, H, W] at grid

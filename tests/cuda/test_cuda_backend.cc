@@ -891,7 +891,8 @@ std::vector<Case> cases() {
                    {{"d", random_tensor({3, 4}, 153), kIn}, {"i", int_tensor({2, 1}, {1, -2}), kIn}});
   });
   using R = graph::ScatterReduction;
-  for (auto [red, name] : {std::pair{R::kNone, "none"}, std::pair{R::kAdd, "add"}, std::pair{R::kMul, "mul"}}) {
+  for (auto [red, name] : {std::pair{R::kNone, "none"}, std::pair{R::kAdd, "add"}, std::pair{R::kMul, "mul"},
+                           std::pair{R::kMax, "max"}, std::pair{R::kMin, "min"}}) {
     add(std::string("ScatterElements ") + name + " duplicates", [red] {
       Tensor upd = random_tensor({2, 3}, 155);
       upd.data<float>()[4] = 0.f;  // a zero factor (mul's gradient stays exact)

@@ -265,13 +265,18 @@ TEST(IndexOps, ScatterElementsOnnxExamples) {
                 {1, 5.2f, 3, 4, 5});
   expect_values(forward1(scatter_op(R::kMul, 1, row, int_tensor({1, 3}, {1, 1, 4}), floats({1, 3}, {3, -2, 0.5f}))),
                 {1, -12, 3, 4, 2.5f});
+  // ONNX's max and min examples (opset 18).
+  expect_values(forward1(scatter_op(R::kMax, 1, row, int_tensor({1, 2}, {1, 1}), floats({1, 2}, {1.1f, 2.1f}))),
+                {1, 2.1f, 3, 4, 5});
+  expect_values(forward1(scatter_op(R::kMin, 1, row, int_tensor({1, 2}, {1, 1}), floats({1, 2}, {1.1f, 2.1f}))),
+                {1, 1.1f, 3, 4, 5});
 }
 
 TEST(IndexOps, ScatterElementsGradients) {
   using R = graph::ScatterReduction;
   // Duplicates: with none the last update wins (only it gets a gradient); add and mul combine them.
   Tensor const idx = int_tensor({2, 3}, {1, 0, 3, 1, -4, 2});
-  for (R red : {R::kNone, R::kAdd, R::kMul})
+  for (R red : {R::kNone, R::kAdd, R::kMul, R::kMax, R::kMin})
     check_index_grads(scatter_op(red, 1, random_tensor({2, 4}, 15), idx, random_tensor({2, 3}, 16)));
   check_index_grads(scatter_op(R::kNone, 0, random_tensor({3, 2, 2}, 17), int_tensor({2, 2, 1}, {2, 0, 2, 2}),
                                random_tensor({2, 2, 1}, 18)));
@@ -289,6 +294,41 @@ TEST(IndexOps, ScatterNoneGradientGoesToTheLastWriter) {
   ASSERT_TRUE(be.backward_input(call, saved, {floats({1, 3}, {10, 20, 30})}, {true, false, true}, grads).is_ok());
   expect_values(grads[0].to_vector(), {10, 0, 30});
   expect_values(grads[2].to_vector(), {0, 20});
+}
+
+// max and min: the gradient goes to the values equal to the extremum, shared evenly among ties
+// (data's own element among them), as torch's scatter_reduce amax and amin share it.
+TEST(IndexOps, ScatterExtremumGradientIsSharedByTheValuesEqualToIt) {
+  CpuBackend be;
+  using R = graph::ScatterReduction;
+  // Position 1: data 2, updates 5 and 5 (a tie); position 2: data 3 beats update 1 (max), loses (min).
+  for (R red : {R::kMax, R::kMin}) {
+    OneOp o =
+        scatter_op(red, 1, floats({1, 4}, {1, 2, 3, 4}), int_tensor({1, 3}, {1, 1, 2}), floats({1, 3}, {5, 5, 1}));
+    Saved saved;
+    std::vector<Tensor> out = run_forward(be, o, true, 7, &saved);
+    std::vector<Tensor> grads;
+    OpCall call{o.the_op(), o.graph};
+    ASSERT_TRUE(be.backward_input(call, saved, {floats({1, 4}, {10, 20, 30, 40})}, {true, false, true}, grads).is_ok());
+    if (red == R::kMax) {
+      expect_values(out[0].to_vector(), {1, 5, 3, 4});
+      expect_values(grads[0].to_vector(), {10, 0, 30, 40});
+      expect_values(grads[2].to_vector(), {10, 10, 0});
+    } else {
+      expect_values(out[0].to_vector(), {1, 2, 1, 4});
+      expect_values(grads[0].to_vector(), {10, 20, 0, 40});
+      expect_values(grads[2].to_vector(), {0, 0, 30});
+    }
+  }
+  // data equal to the updates' maximum: three ways.
+  OneOp o = scatter_op(R::kMax, 1, floats({1, 2}, {7, 0}), int_tensor({1, 2}, {0, 0}), floats({1, 2}, {7, 7}));
+  Saved saved;
+  run_forward(be, o, true, 7, &saved);
+  std::vector<Tensor> grads;
+  OpCall call{o.the_op(), o.graph};
+  ASSERT_TRUE(be.backward_input(call, saved, {floats({1, 2}, {3, 1})}, {true, false, true}, grads).is_ok());
+  expect_values(grads[0].to_vector(), {1, 1});
+  expect_values(grads[2].to_vector(), {1, 1});
 }
 
 // ---- Resize ----
