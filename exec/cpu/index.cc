@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstring>
 #include <numeric>
+#include <span>
 
 #include "exec/cpu/cpu_ops.h"
 #include "exec/index_positions.h"
@@ -399,34 +400,43 @@ Status scatter_elements_forward(OpCall const& call, std::vector<Tensor> const& i
   return Status::ok();
 }
 
+// Calls run(p, js) once per distinct position p, ascending, with js the updates j whose pos[j] == p
+// in ascending j (the order the forward combined them in).
+template <typename Run>
+void for_each_position_run(std::vector<int64_t> const& pos, Run run) {
+  std::vector<std::size_t> order(pos.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t l, std::size_t r) { return pos[l] < pos[r]; });
+  for (std::size_t s = 0; s < order.size();) {
+    std::size_t e = s;
+    int64_t const p = pos[order[s]];
+    while (e < order.size() && pos[order[e]] == p) ++e;
+    run(p, std::span<std::size_t const>(order.data() + s, e - s));
+    s = e;
+  }
+}
+
 // reduction mul: out[p] = data[p] * prod of the updates at p. Each gradient is the product of the
 // other factors (prefix and suffix products per position: no division, exact with zeros).
 void scatter_mul_grads(std::vector<int64_t> const& pos, Tensor const& data, Tensor const& upd, Tensor const& g,
                        Tensor* gdata, Tensor* gupd) {
-  std::vector<std::size_t> order(pos.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t l, std::size_t r) { return pos[l] < pos[r]; });
   float const* x = data.data<float>();
   float const* u = upd.data<float>();
   float const* gy = g.data<float>();
   if (gdata) std::copy(gy, gy + g.numel(), gdata->data<float>());
   std::vector<float> prefix;
-  for (std::size_t s = 0; s < order.size();) {
-    std::size_t e = s;
-    int64_t const p = pos[order[s]];
-    while (e < order.size() && pos[order[e]] == p) ++e;
-    prefix.assign(e - s + 1, 1.f);
-    for (std::size_t k = s; k < e; ++k) prefix[k - s + 1] = prefix[k - s] * u[order[k]];
-    if (gdata) gdata->data<float>()[p] = gy[p] * prefix[e - s];
+  for_each_position_run(pos, [&](int64_t p, std::span<std::size_t const> js) {
+    prefix.assign(js.size() + 1, 1.f);
+    for (std::size_t k = 0; k < js.size(); ++k) prefix[k + 1] = prefix[k] * u[js[k]];
+    if (gdata) gdata->data<float>()[p] = gy[p] * prefix[js.size()];
     if (gupd) {
       float suffix = 1.f;
-      for (std::size_t k = e; k-- > s;) {
-        gupd->data<float>()[order[k]] = gy[p] * x[p] * prefix[k - s] * suffix;
-        suffix *= u[order[k]];
+      for (std::size_t k = js.size(); k-- > 0;) {
+        gupd->data<float>()[js[k]] = gy[p] * x[p] * prefix[k] * suffix;
+        suffix *= u[js[k]];
       }
     }
-    s = e;
-  }
+  });
 }
 
 // reduction max or min: out[p] = the extremum r of data[p] and the updates at p; its gradient is
@@ -434,26 +444,19 @@ void scatter_mul_grads(std::vector<int64_t> const& pos, Tensor const& data, Tens
 // amin share it.
 void scatter_extremum_grads(std::vector<int64_t> const& pos, Tensor const& data, Tensor const& upd, Tensor const& g,
                             bool max, Tensor* gdata, Tensor* gupd) {
-  std::vector<std::size_t> order(pos.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t l, std::size_t r) { return pos[l] < pos[r]; });
   float const* x = data.data<float>();
   float const* u = upd.data<float>();
   float const* gy = g.data<float>();
   std::copy(gy, gy + g.numel(), gdata->data<float>());
-  for (std::size_t s = 0; s < order.size();) {
-    std::size_t e = s;
-    int64_t const p = pos[order[s]];
+  for_each_position_run(pos, [&](int64_t p, std::span<std::size_t const> js) {
     float r = x[p];
-    for (; e < order.size() && pos[order[e]] == p; ++e) r = kernels::hd::extremum_of(r, u[order[e]], max);
+    for (std::size_t j : js) r = kernels::hd::extremum_of(r, u[j], max);
     int64_t ties = kernels::hd::extremum_ties(x[p], r);  // at least 1: r is one of them
-    for (std::size_t k = s; k < e; ++k) ties += kernels::hd::extremum_ties(u[order[k]], r);
+    for (std::size_t j : js) ties += kernels::hd::extremum_ties(u[j], r);
     float const share = gy[p] / static_cast<float>(ties);
     gdata->data<float>()[p] = kernels::hd::extremum_ties(x[p], r) ? share : 0.f;
-    for (std::size_t k = s; k < e; ++k)
-      gupd->data<float>()[order[k]] = kernels::hd::extremum_ties(u[order[k]], r) ? share : 0.f;
-    s = e;
-  }
+    for (std::size_t j : js) gupd->data<float>()[j] = kernels::hd::extremum_ties(u[j], r) ? share : 0.f;
+  });
 }
 
 Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
