@@ -321,8 +321,8 @@ GP_HD int64_t extremum_ties(float v, float r) { return v == r || (v != v && r !=
 // zeros (outside reads 0), border (clipped into the image) or reflection (mirrored at the borders,
 // then clipped). A 4-D op is the volumetric one's code with D = Do = 1 and no z. Bicubic (4-D
 // only, torch's: A = -0.75 over the 4x4 pixels around the point) pads each of its 16 reads rather
-// than the point. The CPU
-// (kernels/index.cc) and CUDA (kernels/cuda/move.cu) kernels run these functions:
+// than the point. The CPU (kernels/index.cc) and CUDA (kernels/cuda/move.cu) kernels run these
+// functions:
 // - forward: one call per output element;
 // - the input's gradient: one call per (n, c) plane (volume), its output positions in order, so
 //   the scatter-add is deterministic without atomics;
@@ -458,7 +458,6 @@ GP_HD float gs_corner_weight(GsPoint const& q, int k) {
   float const wx = (k & 1) ? q.x.t : 1.f - q.x.t, wy = (k & 2) ? q.y.t : 1.f - q.y.t;
   return (k & 4) ? wx * wy * q.z.t : wx * wy * (1.f - q.z.t);
 }
-GP_HD int gs_corners(GridSampleParams const& p) { return p.volumetric ? 8 : 4; }
 
 // Bicubic: the weights of the 4 reads lo - 1 .. lo + 2 at fraction t (torch's cubic convolution,
 // A = -0.75), and their derivatives in t.
@@ -487,20 +486,27 @@ GP_HD int64_t gs_cubic_tap(int64_t i, int64_t size, GridSampleParams const& p) {
   if (p.padding == 2) x = p.align ? gs_reflect(x, 0, 2 * (size - 1), &d) : gs_reflect(x, -1, 2 * size - 1, &d);
   return static_cast<int64_t>(gs_clip(x, size, &d));
 }
+// The 4 reads lo - 1 .. lo + 2 along an axis, padded.
+GP_HD void gs_cubic_taps(int64_t lo, int64_t size, GridSampleParams const& p, int64_t taps[4]) {
+  GP_HD_UNROLL
+  for (int k = 0; k < 4; ++k) taps[k] = gs_cubic_tap(lo - 1 + k, size, p);
+}
 
 GP_HD float gs_sample(float const* plane, GsPoint const& q, GridSampleParams const& p) {
   if (p.nearest) return gs_at(plane, q.z.lo, q.y.lo, q.x.lo, p);
   if (p.cubic) {
     float wx[4], wy[4], dw[4];
+    int64_t xs[4], ys[4];
     gs_cubic_weights(q.x.t, wx, dw);
     gs_cubic_weights(q.y.t, wy, dw);
+    gs_cubic_taps(q.x.lo, p.w, p, xs);
+    gs_cubic_taps(q.y.lo, p.h, p, ys);
     float v = 0.f;
     GP_HD_UNROLL
     for (int i = 0; i < 4; ++i) {
-      int64_t const yy = gs_cubic_tap(q.y.lo - 1 + i, p.h, p);
       float row = 0.f;
       GP_HD_UNROLL
-      for (int k = 0; k < 4; ++k) row += gs_at(plane, 0, yy, gs_cubic_tap(q.x.lo - 1 + k, p.w, p), p) * wx[k];
+      for (int k = 0; k < 4; ++k) row += gs_at(plane, 0, ys[i], xs[k], p) * wx[k];
       v += row * wy[i];
     }
     return v;
@@ -546,13 +552,15 @@ GP_HD void grid_sample_input_grad_plane(float const* grid, float const* dy, Grid
         }
         if (p.cubic) {
           float wx[4], wy[4], dw[4];
+          int64_t xs[4], ys[4];
           gs_cubic_weights(q.x.t, wx, dw);
           gs_cubic_weights(q.y.t, wy, dw);
+          gs_cubic_taps(q.x.lo, p.w, p, xs);
+          gs_cubic_taps(q.y.lo, p.h, p, ys);
           GP_HD_UNROLL
           for (int i = 0; i < 4; ++i) {
-            int64_t const yy = gs_cubic_tap(q.y.lo - 1 + i, p.h, p);
             GP_HD_UNROLL
-            for (int k = 0; k < 4; ++k) add(0, yy, gs_cubic_tap(q.x.lo - 1 + k, p.w, p), g * wy[i] * wx[k]);
+            for (int k = 0; k < 4; ++k) add(0, ys[i], xs[k], g * wy[i] * wx[k]);
           }
           continue;
         }
@@ -583,19 +591,24 @@ GP_HD void grid_sample_grid_grad_at(float const* x, float const* grid, float con
     GsPoint const q = gs_point(grid, p, n, od, ho, wo);
     int64_t const x0 = q.x.lo, y0 = q.y.lo, z0 = q.z.lo;
     float const tx = q.x.t, ty = q.y.t, tz = q.z.t;
+    // Bicubic: the weights, their slopes and the padded reads, the same for every channel.
+    float wx[4] = {}, wy[4] = {}, dwx[4] = {}, dwy[4] = {};
+    int64_t xs[4] = {}, ys[4] = {};
+    if (p.cubic) {
+      gs_cubic_weights(tx, wx, dwx);
+      gs_cubic_weights(ty, wy, dwy);
+      gs_cubic_taps(x0, p.w, p, xs);
+      gs_cubic_taps(y0, p.h, p, ys);
+    }
     for (int64_t c = 0; c < p.c; ++c) {
       float const* plane = x + (n * p.c + c) * p.d * p.h * p.w;
       float const g = dy[(((n * p.c + c) * p.dout + od) * p.ho + ho) * p.wo + wo];
       if (p.cubic) {
-        float wx[4], wy[4], dwx[4], dwy[4];
-        gs_cubic_weights(tx, wx, dwx);
-        gs_cubic_weights(ty, wy, dwy);
         GP_HD_UNROLL
         for (int i = 0; i < 4; ++i) {
-          int64_t const yy = gs_cubic_tap(y0 - 1 + i, p.h, p);
           GP_HD_UNROLL
           for (int k = 0; k < 4; ++k) {
-            float const v = gs_at(plane, 0, yy, gs_cubic_tap(x0 - 1 + k, p.w, p), p);
+            float const v = gs_at(plane, 0, ys[i], xs[k], p);
             sx += g * v * dwx[k] * wy[i];
             sy += g * v * wx[k] * dwy[i];
           }
