@@ -1040,7 +1040,7 @@ Status rewrite_pooling_and_upsample(RawModel& model) {
           int64_t const in = (*dims)[2 + i], k = (*kernel)[i], st = strides[i], d = dilations[i];
           int64_t const out = ops::window_outputs(in, k, st, d, pads[i], pads[sp + i], true);
           if (out <= 0) return invalid_argument(where + ": the window is larger than the padded input");
-          pads[sp + i] = std::max(pads[sp + i], (out - 1) * st + (k - 1) * d + 1 - in - pads[i]);
+          pads[sp + i] = std::max(pads[sp + i], ops::window_end_pad(in, k, st, d, pads[i], out));
         }
         n.attrs["pads"] = pads;
         n.attrs["ceil_mode"] = int64_t{0};

@@ -40,6 +40,12 @@ inline int64_t normalised_axis(int64_t axis, int64_t rank) { return axis < 0 ? a
 // larger than the padded input. The one output-size rule of Conv, pooling and their inference.
 int64_t window_outputs(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin, int64_t pad_end,
                        bool ceil_mode = false);
+// The end padding that the last of `outputs` such windows reaches (past the attribute's when
+// ceil_mode added a window, less when the windows leave some of it unread).
+inline int64_t window_end_pad(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin,
+                              int64_t outputs) {
+  return (outputs - 1) * stride + (kernel - 1) * dilation + 1 - in - pad_begin;
+}
 // A boolean tensor's dtype: kBool, or kUInt8 (one byte per element, as Dropout's mask).
 inline bool is_boolean(DType d) { return d == DType::kBool || d == DType::kUInt8; }
 

@@ -46,7 +46,7 @@ Result<PoolWindow> pool_window(Op const& op, std::vector<int64_t> const& x_shape
     w.strides.push_back(s);
     w.dilations.push_back(d);
     w.pads_begin.push_back(pl);
-    w.pads_end.push_back((out - 1) * s + (k - 1) * d + 1 - in - pl);
+    w.pads_end.push_back(window_end_pad(in, k, s, d, pl, out));
     w.counted_pads_end.push_back(pr);
   }
   return w;
