@@ -24,6 +24,9 @@ struct PoolGeometry {
 
 std::vector<float> include_pad_scale(graph::ops::PoolWindow const& w, std::vector<int64_t> const& x) {
   std::size_t const sp = w.kernel.size();
+  bool reaches_past = false;  // the common case, no window past the end pads: nothing to build
+  for (std::size_t i = 0; i < sp; ++i) reaches_past = reaches_past || w.pads_end[i] > w.counted_pads_end[i];
+  if (!reaches_past) return {};
   std::vector<std::vector<float>> per_dim(sp);
   bool any = false;
   for (std::size_t i = 0; i < sp; ++i) {
