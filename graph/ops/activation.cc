@@ -131,15 +131,21 @@ Result<Folded> fold_relu(FoldContext const& c) {
 }
 
 // Min and Max of two values known at import time (the dynamo exporter's adaptive pooling windows
-// clamp static int64 indices with minimum/maximum); other input counts run.
-Result<SymInt> min_int(SymInt a, SymInt c, bool any_batch, std::string_view type) {
-  if (any_batch) return no_int_fold(a, c, any_batch, type);
-  return SymInt{std::min(a.v, c.v), 0};
+// clamp static int64 indices with minimum/maximum; its index_put broadcasts the index tensors'
+// shapes, Max of [N, 1] and [1, 3]); other input counts run. A value v + b·N that holds the batch
+// size N (b > 0) is at least v + b, as N >= 1: against a number k <= v + b the order is known
+// (Max is the batch term, Min is k); against a larger number it is not, and the error says so.
+Result<SymInt> extremum_int(SymInt a, SymInt c, bool max, std::string_view type) {
+  if (a.b == 0 && c.b == 0) return SymInt{max ? std::max(a.v, c.v) : std::min(a.v, c.v), 0};
+  if (a.v == c.v && a.b == c.b) return a;
+  SymInt const batch = a.b != 0 ? a : c, other = a.b != 0 ? c : a;
+  int64_t least = 0;
+  if (other.b == 0 && batch.b > 0 && !__builtin_add_overflow(batch.v, batch.b, &least) && other.v <= least)
+    return max ? batch : other;
+  return unsupported(std::string(type) + " of shape values that hold the batch size, whose order depends on it");
 }
-Result<SymInt> max_int(SymInt a, SymInt c, bool any_batch, std::string_view type) {
-  if (any_batch) return no_int_fold(a, c, any_batch, type);
-  return SymInt{std::max(a.v, c.v), 0};
-}
+Result<SymInt> min_int(SymInt a, SymInt c, bool, std::string_view type) { return extremum_int(a, c, false, type); }
+Result<SymInt> max_int(SymInt a, SymInt c, bool, std::string_view type) { return extremum_int(a, c, true, type); }
 // Abs, Sign, Floor, Ceil and Round of import-time values (the same index computations: window
 // starts as Sign(x)·Floor(Abs(x)) of a float division). Integers keep their value (Floor, Ceil,
 // Round) or take their sign or magnitude; a value that holds the batch size is not folded.

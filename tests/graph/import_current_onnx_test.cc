@@ -407,8 +407,9 @@ TEST(ImportCurrentOnnx, GatherElementsOfConstantsFolds) {
 }
 
 // torchvision Swin's shifted-window mask: slice assignments into zeros become ScatterND over
-// constants, folded at import (with reductions add, mul, max, min too); over run-time values it is
-// refused.
+// constants, folded at import (with reductions add, mul, max, min too); over run-time values it
+// runs (tests/exec/test_ops_index.cc), but tuples that address the batch axis without following the
+// micro-batch are refused.
 TEST(ImportCurrentOnnx, ScatterNDOfConstantsFolds) {
   auto g = must_load(model("float[N,2,3] x", "float[N,2,3] y", {},
                            "data = Constant<value = float[2,3] {0, 0, 0, 0, 0, 0}>()\n"
@@ -469,6 +470,39 @@ TEST(ImportCurrentOnnx, MinAndMaxOfConstantsFold) {
   TensorInfo const& f = g.tensor(mul[0]->inputs[1]);
   ASSERT_NE(f.data, nullptr);
   EXPECT_EQ(f.data->to_doubles(), (std::vector<double>{1, 5, 6}));
+}
+
+// The dynamo exporter's index_put broadcasts its index tensors' shapes with Max: Max of the batch
+// size N and 1 is N (N >= 1), and Min of them 1; against a number above 1 the order depends on N,
+// and the import says so.
+TEST(ImportCurrentOnnx, MinAndMaxOfShapesThatHoldTheBatchFoldWhereTheOrderIsKnown) {
+  auto g = must_load(model("float[N,3] x", "float[N,3] y", {},
+                           "s = Shape(x)\n"
+                           "c = Constant<value = int64[2] {1, 3}>()\n"
+                           "m = Max(s, c)\n"
+                           "lo = Min(s, c)\n"
+                           "z = ConstantOfShape<value = float[1] {1}>(lo)\n"
+                           "e = Expand(z, m)\n"
+                           "y = Mul(x, e)"));
+  EXPECT_TRUE(ops_of_type(g, "Max").empty());
+  EXPECT_TRUE(ops_of_type(g, "Min").empty());
+  auto const expand = ops_of_type(g, "Expand");
+  ASSERT_EQ(expand.size(), 1u);
+  EXPECT_EQ(g.tensor(expand[0]->outputs[0]).shape.dims, (std::vector<int64_t>{kBatch, 3}));
+  EXPECT_EQ(g.tensor(expand[0]->inputs[0]).shape.dims, (std::vector<int64_t>{1, 3}));
+  for (char const* op : {"Max", "Min"}) {
+    std::string const err = must_fail(model("float[N,3] x", "float[N,3] y", {},
+                                            std::string("s = Shape(x)\n"
+                                                        "c = Constant<value = int64[2] {4, 3}>()\n"
+                                                        "m = ") +
+                                                op +
+                                                "(s, c)\n"
+                                                "e = Expand(x, m)\n"
+                                                "y = Mul(x, e)"));
+    EXPECT_NE(err.find(std::string(op) + " of shape values that hold the batch size, whose order depends on it"),
+              std::string::npos)
+        << err;
+  }
 }
 
 // Integer Div of constants folds as the runtime divides (and ONNX's reference): truncated toward
