@@ -16,6 +16,16 @@ Status indices_check(graph::Op const& op, graph::OpGraph const& graph) {
   return Status::ok();
 }
 
+// Data and updates float32, indices int64 or int32.
+Status scatter_dtypes_check(graph::Op const& op, graph::OpGraph const& graph) {
+  for (std::size_t i : {std::size_t{0}, std::size_t{2}}) {
+    DType const d = graph.tensor(op.inputs.at(i)).dtype;
+    if (d != DType::kFloat32)
+      return unsupported("input " + std::to_string(i) + " has dtype " + graph::dtype_name(d) + " (only float32)");
+  }
+  return indices_check(op, graph);
+}
+
 }  // namespace
 
 Status gather_elements_check(graph::Op const& op, graph::OpGraph const& graph) {
@@ -30,12 +40,12 @@ Status gather_nd_check(graph::Op const& op, graph::OpGraph const& graph) {
 
 Status scatter_elements_check(graph::Op const& op, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(require_attrs<graph::ScatterElementsAttrs>(op, graph));
-  for (std::size_t i : {std::size_t{0}, std::size_t{2}}) {
-    DType const d = graph.tensor(op.inputs.at(i)).dtype;
-    if (d != DType::kFloat32)
-      return unsupported("input " + std::to_string(i) + " has dtype " + graph::dtype_name(d) + " (only float32)");
-  }
-  return indices_check(op, graph);
+  return scatter_dtypes_check(op, graph);
+}
+
+Status scatter_nd_check(graph::Op const& op, graph::OpGraph const& graph) {
+  RETURN_IF_ERROR(require_attrs<graph::ScatterNDAttrs>(op, graph));
+  return scatter_dtypes_check(op, graph);
 }
 
 Result<kernels::hd::ElementIndex> element_index(OpCall const& call, std::vector<int64_t> const& data_shape,

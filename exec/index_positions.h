@@ -1,5 +1,5 @@
 // The host side of the position-addressed index ops (GatherElements, ScatterElements and Scatter,
-// GatherND) that both backends share: the checks their kernel tables run, and the parameter
+// GatherND, ScatterND) that both backends share: the checks their kernel tables run, and the parameter
 // structs of kernels/hd/index.h's per-element math (hd::element_position, hd::nd_offset) built
 // from the shapes, with the CPU's errors.
 #pragma once
@@ -15,13 +15,14 @@ namespace gp::exec {
 // Indices int64 or int32 (GatherElements, GatherND: data of any dtype is gathered).
 Status gather_elements_check(graph::Op const& op, graph::OpGraph const& graph);
 Status gather_nd_check(graph::Op const& op, graph::OpGraph const& graph);
-// Also: data and updates float32; reductions none, add and mul.
+// Also: data and updates float32 (ScatterElements and Scatter, ScatterND).
 Status scatter_elements_check(graph::Op const& op, graph::OpGraph const& graph);
+Status scatter_nd_check(graph::Op const& op, graph::OpGraph const& graph);
 
 // GatherElements/ScatterElements: indices of `ishape` into data of `data_shape` along `axis`.
 Result<kernels::hd::ElementIndex> element_index(OpCall const& call, std::vector<int64_t> const& data_shape,
                                                 std::vector<int64_t> const& ishape, int64_t axis);
-// GatherND (batch_dims 0): indices of `ishape` ([..., K], K from 1 to kMaxRank) into data.
+// GatherND (batch_dims 0) and ScatterND: indices of `ishape` ([..., K], K from 1 to kMaxRank) into data.
 Result<kernels::hd::NdIndex> nd_index(OpCall const& call, std::vector<int64_t> const& data_shape,
                                       std::vector<int64_t> const& ishape);
 

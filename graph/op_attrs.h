@@ -209,6 +209,9 @@ struct ScatterElementsAttrs {
   int64_t axis = 0;
   ScatterReduction reduction = ScatterReduction::kNone;
 };
+struct ScatterNDAttrs {
+  ScatterReduction reduction = ScatterReduction::kNone;
+};
 enum class ResizeMode : uint8_t { kNearest, kLinear, kCubic };
 enum class ResizeCoord : uint8_t {
   kHalfPixel,
@@ -310,13 +313,14 @@ struct RangeAttrs {
   double delta = 1;
 };
 
-using OpAttrs = std::variant<std::monostate, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs, BatchNormAttrs,
-                             LayerNormAttrs, SoftmaxAttrs, LeakyReluAttrs, GeluAttrs, FlattenAttrs, ReshapeAttrs,
-                             TransposeAttrs, ConcatAttrs, SplitAttrs, SliceAttrs, GatherAttrs, ReduceAttrs,
-                             DropoutAttrs, CastAttrs, SqueezeAttrs, UnsqueezeAttrs, ExpandAttrs, ClipAttrs,
-                             ActivationAttrs, ModAttrs, CumSumAttrs, ArgReduceAttrs, PadAttrs, TileAttrs, TriluAttrs,
-                             GatherElementsAttrs, ScatterElementsAttrs, ResizeAttrs, ConvTransposeAttrs,
-                             InstanceNormAttrs, EinsumAttrs, RnnAttrs, LossAttrs, ConstantOfShapeAttrs, RandomAttrs,
-                             GatherNDAttrs, RangeAttrs, TopKAttrs, OneHotAttrs, LrnAttrs, GridSampleAttrs, Col2ImAttrs>;
+using OpAttrs =
+    std::variant<std::monostate, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs, BatchNormAttrs, LayerNormAttrs,
+                 SoftmaxAttrs, LeakyReluAttrs, GeluAttrs, FlattenAttrs, ReshapeAttrs, TransposeAttrs, ConcatAttrs,
+                 SplitAttrs, SliceAttrs, GatherAttrs, ReduceAttrs, DropoutAttrs, CastAttrs, SqueezeAttrs,
+                 UnsqueezeAttrs, ExpandAttrs, ClipAttrs, ActivationAttrs, ModAttrs, CumSumAttrs, ArgReduceAttrs,
+                 PadAttrs, TileAttrs, TriluAttrs, GatherElementsAttrs, ScatterElementsAttrs, ResizeAttrs,
+                 ConvTransposeAttrs, InstanceNormAttrs, EinsumAttrs, RnnAttrs, LossAttrs, ConstantOfShapeAttrs,
+                 RandomAttrs, GatherNDAttrs, RangeAttrs, TopKAttrs, OneHotAttrs, LrnAttrs, GridSampleAttrs, Col2ImAttrs,
+                 ScatterNDAttrs>;
 
 }  // namespace gp::graph

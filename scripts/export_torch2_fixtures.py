@@ -242,6 +242,30 @@ class ScatterMax(nn.Module):
         return self.fc(pooled.flatten(1))
 
 
+class IndexPut(nn.Module):
+    """Index assignment as models write it: a learned token over position 0 (`h[:, 0] = tok`), two
+    positions rescaled in place (`h[:, idx] = h[:, idx] * s`; the dynamo exporter writes it as a
+    ScatterND whose slices hold the batch, after moving the indexed axis to the front), and every
+    position's features summed into one of 3 slots per row by index_put(accumulate=True) over
+    (row, slot) tuples (ScatterND add, tuples that follow the batch), then a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.l, self.fc = nn.Linear(8, 8), nn.Linear(24, 10)
+        self.tok, self.scale = nn.Parameter(torch.randn(8)), nn.Parameter(torch.rand(2, 1) + 0.5)
+        self.register_buffer("slot", torch.tensor([2, 0, 2, 1, 0, 1]), persistent=False)
+        self.register_buffer("idx", torch.tensor([1, 3]), persistent=False)
+
+    def forward(self, x):  # x [N, 6, 8]
+        h = self.l(x)
+        h[:, 0] = self.tok
+        h[:, self.idx] = h[:, self.idx] * self.scale
+        rows = torch.arange(x.shape[0]).unsqueeze(1)
+        pooled = torch.zeros(x.shape[0], 3, 8).index_put((rows, self.slot.unsqueeze(0)), torch.tanh(h),
+                                                         accumulate=True)
+        return self.fc(pooled.flatten(1))
+
+
 def stn_bicubic():
     """The spatial transformer sampling bicubically with border padding (ONNX GridSample's cubic)."""
     return Stn(mode="bicubic", padding_mode="border")
@@ -447,6 +471,7 @@ MODELS = {
     "stncubic": (stn_bicubic, (3, 8, 8), 10),
     "fold": (FoldUnfold, (3, 8, 8), 10),
     "scattermax": (ScatterMax, (6, 8), 10),
+    "indexput": (IndexPut, (6, 8), 10),
     "stn3d": (Stn3d, (2, 4, 4, 4), 10),
     "gpt2": (hf_gpt2, "ids", VOCAB),
     "gpt2tied": (hf_gpt2_tied, "ids", VOCAB),
@@ -466,8 +491,9 @@ MODELS = {
 # The TorchScript exporter cannot export grouped-query attention (scaled_dot_product_attention
 # with enable_gqa), adaptive pooling to a size that does not divide the input, nor a 5-D
 # grid_sample: these are exported by dynamo only. scattermax's TorchScript file holds an If (the
-# exporter's check of scatter_reduce's index for emptiness), which graphpipe does not import.
-DYNAMO_ONLY = {"llama", "qwen2", "mixtral", "adaptive", "stn3d", "scattermax"}
+# exporter's check of scatter_reduce's index for emptiness), which graphpipe does not import;
+# indexput's computes another forward than torch's (0.97 apart: check_forward refuses it).
+DYNAMO_ONLY = {"llama", "qwen2", "mixtral", "adaptive", "stn3d", "scattermax", "indexput"}
 # Exported with a fixed batch (exporter "static"): the batch size of their example input.
 STATIC = {"llama", "gpt2"}
 STATIC_BATCH = 3

@@ -1,5 +1,5 @@
-// CPU kernels: Pad, Tile, Trilu, OneHot, GatherElements, GatherND, ScatterElements, Resize, GridSample,
-// Col2Im.
+// CPU kernels: Pad, Tile, Trilu, OneHot, GatherElements, GatherND, ScatterElements, ScatterND, Resize,
+// GridSample, Col2Im.
 //
 // Pad, Tile and Resize are separable: along each axis an output position reads a few input
 // positions with fixed weights. They share one pass per axis (forward) and its adjoint, applied in
@@ -368,6 +368,37 @@ Status gather_elements_backward(OpCall const& call, Saved const& saved, std::vec
   return emit_grad(call, grads, 0, gx, accumulate);
 }
 
+// ScatterElements and ScatterND: data with updates[j] combined in at position pos[j], in ascending
+// j (the last of duplicates wins under reduction none).
+Tensor scatter_at(Tensor const& data, Tensor const& updates, std::vector<int64_t> const& pos,
+                  graph::ScatterReduction r) {
+  Tensor y = data.clone();
+  float* p = y.data<float>();
+  float const* u = updates.data<float>();
+  for (std::size_t j = 0; j < pos.size(); ++j) {
+    if (r == graph::ScatterReduction::kAdd)
+      p[pos[j]] += u[j];
+    else if (r == graph::ScatterReduction::kMul)
+      p[pos[j]] *= u[j];
+    else if (r == graph::ScatterReduction::kMax || r == graph::ScatterReduction::kMin)
+      p[pos[j]] = kernels::hd::extremum_of(p[pos[j]], u[j], r == graph::ScatterReduction::kMax);
+    else
+      p[pos[j]] = u[j];
+  }
+  return y;
+}
+
+// What a scatter's backward reads: the indices and data's shape, and with reductions mul, max
+// and min the data and updates.
+void save_scatter(std::vector<Tensor> const& in, graph::ScatterReduction r, Saved* saved) {
+  if (!saved) return;
+  saved->tensors = {in[1], shape_tensor(in[0].shape())};
+  if (r != graph::ScatterReduction::kNone && r != graph::ScatterReduction::kAdd) {
+    saved->tensors.push_back(in[0]);
+    saved->tensors.push_back(in[2]);
+  }
+}
+
 Status scatter_elements_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out,
                                 Saved* saved) {
   auto const& a = *attrs_of<graph::ScatterElementsAttrs>(call.op);
@@ -375,28 +406,9 @@ Status scatter_elements_forward(OpCall const& call, std::vector<Tensor> const& i
     return op_error(call,
                     "updates " + in[2].shape_string() + " and indices " + in[1].shape_string() + " differ in shape");
   ASSIGN_OR_RETURN(std::vector<int64_t> const pos, element_positions(call, in[0].shape(), in[1], a.axis));
-  Tensor y = in[0].clone();
-  float* p = y.data<float>();
-  float const* u = in[2].data<float>();
-  for (std::size_t j = 0; j < pos.size(); ++j) {
-    if (a.reduction == graph::ScatterReduction::kAdd)
-      p[pos[j]] += u[j];
-    else if (a.reduction == graph::ScatterReduction::kMul)
-      p[pos[j]] *= u[j];
-    else if (a.reduction == graph::ScatterReduction::kMax || a.reduction == graph::ScatterReduction::kMin)
-      p[pos[j]] = kernels::hd::extremum_of(p[pos[j]], u[j], a.reduction == graph::ScatterReduction::kMax);
-    else
-      p[pos[j]] = u[j];
-  }
   out.assign(call.op.outputs.size(), Tensor());
-  out[0] = y;
-  if (saved) {
-    saved->tensors = {in[1], shape_tensor(in[0].shape())};
-    if (a.reduction != graph::ScatterReduction::kNone && a.reduction != graph::ScatterReduction::kAdd) {
-      saved->tensors.push_back(in[0]);
-      saved->tensors.push_back(in[2]);
-    }
-  }
+  out[0] = scatter_at(in[0], in[2], pos, a.reduction);
+  save_scatter(in, a.reduction, saved);
   return Status::ok();
 }
 
@@ -459,27 +471,25 @@ void scatter_extremum_grads(std::vector<int64_t> const& pos, Tensor const& data,
   });
 }
 
-Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                                 std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  bool const want_data = wants(wanted, 0), want_upd = wants(wanted, 2);
-  if (!want_data && !want_upd) return Status::ok();
-  auto const& a = *attrs_of<graph::ScatterElementsAttrs>(call.op);
-  Tensor const& indices = saved.tensors.at(0);
+// The gradients of scatter_at into data (slot 0) and the updates (slot 2, of `upd_shape`).
+Status scatter_backward(OpCall const& call, Saved const& saved, std::vector<int64_t> const& pos,
+                        std::vector<int64_t> const& upd_shape, graph::ScatterReduction r,
+                        std::vector<Tensor> const& gout, std::vector<bool> const& wanted, std::vector<Tensor>& grads,
+                        bool accumulate) {
   std::vector<int64_t> const data_shape = shape_of(saved.tensors.at(1));
-  ASSIGN_OR_RETURN(std::vector<int64_t> const pos, element_positions(call, data_shape, indices, a.axis));
   Tensor const g = grad_or_zeros(call, gout, 0, data_shape);
   float const* gy = g.data<float>();
-  Tensor gdata = Tensor(data_shape), gupd = Tensor(indices.shape());
-  if (a.reduction == graph::ScatterReduction::kMul) {
+  Tensor gdata = Tensor(data_shape), gupd = Tensor(upd_shape);
+  if (r == graph::ScatterReduction::kMul) {
     scatter_mul_grads(pos, saved.tensors.at(2), saved.tensors.at(3), g, &gdata, &gupd);
-  } else if (a.reduction == graph::ScatterReduction::kMax || a.reduction == graph::ScatterReduction::kMin) {
-    scatter_extremum_grads(pos, saved.tensors.at(2), saved.tensors.at(3), g,
-                           a.reduction == graph::ScatterReduction::kMax, &gdata, &gupd);
+  } else if (r == graph::ScatterReduction::kMax || r == graph::ScatterReduction::kMin) {
+    scatter_extremum_grads(pos, saved.tensors.at(2), saved.tensors.at(3), g, r == graph::ScatterReduction::kMax, &gdata,
+                           &gupd);
   } else {
     std::copy(gy, gy + g.numel(), gdata.data<float>());
     float* gu = gupd.data<float>();
     for (std::size_t j = 0; j < pos.size(); ++j) gu[j] = gy[pos[j]];
-    if (a.reduction == graph::ScatterReduction::kNone) {
+    if (r == graph::ScatterReduction::kNone) {
       // The last update written to a position wins: only it receives that position's gradient,
       // and data's element there was overwritten.
       std::vector<int64_t> winner(static_cast<std::size_t>(g.numel()), -1);
@@ -489,9 +499,57 @@ Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::ve
       for (int64_t p : pos) gdata.data<float>()[p] = 0.f;
     }
   }
-  if (want_data) RETURN_IF_ERROR(emit_grad(call, grads, 0, gdata, accumulate));
-  if (want_upd) RETURN_IF_ERROR(emit_grad(call, grads, 2, gupd, accumulate));
+  if (wants(wanted, 0)) RETURN_IF_ERROR(emit_grad(call, grads, 0, gdata, accumulate));
+  if (wants(wanted, 2)) RETURN_IF_ERROR(emit_grad(call, grads, 2, gupd, accumulate));
   return Status::ok();
+}
+
+Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                                 std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) && !wants(wanted, 2)) return Status::ok();
+  auto const& a = *attrs_of<graph::ScatterElementsAttrs>(call.op);
+  Tensor const& indices = saved.tensors.at(0);
+  ASSIGN_OR_RETURN(std::vector<int64_t> const pos,
+                   element_positions(call, shape_of(saved.tensors.at(1)), indices, a.axis));
+  return scatter_backward(call, saved, pos, indices.shape(), a.reduction, gout, wanted, grads, accumulate);
+}
+
+// ScatterND: update element j (tuple t = j / slice, e = j % slice) lands at the tuple's slice
+// offset plus e: GatherND's positions, in the updates' row-major order.
+Result<std::vector<int64_t>> nd_positions(OpCall const& call, std::vector<int64_t> const& data_shape,
+                                          Tensor const& indices) {
+  ASSIGN_OR_RETURN(NdSlices const sl, nd_slices(call, data_shape, indices));
+  std::vector<int64_t> pos;
+  pos.reserve(sl.offsets.size() * static_cast<std::size_t>(sl.slice));
+  for (int64_t o : sl.offsets)
+    for (int64_t e = 0; e < sl.slice; ++e) pos.push_back(o + e);
+  return pos;
+}
+
+Status scatter_nd_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::ScatterNDAttrs>(call.op);
+  ASSIGN_OR_RETURN(std::vector<int64_t> const expected,
+                   graph::ops::gather_nd_output_shape(in[0].shape(), in[1].shape()));
+  if (in[2].shape() != expected)
+    return op_error(call, "updates " + in[2].shape_string() + " do not fit indices " + in[1].shape_string() +
+                              " into data " + in[0].shape_string() + " (expected " + dims_string(expected) + ")");
+  ASSIGN_OR_RETURN(std::vector<int64_t> const pos, nd_positions(call, in[0].shape(), in[1]));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = scatter_at(in[0], in[2], pos, a.reduction);
+  save_scatter(in, a.reduction, saved);
+  return Status::ok();
+}
+
+Status scatter_nd_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                           std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) && !wants(wanted, 2)) return Status::ok();
+  auto const& a = *attrs_of<graph::ScatterNDAttrs>(call.op);
+  Tensor const& indices = saved.tensors.at(0);
+  std::vector<int64_t> const data_shape = shape_of(saved.tensors.at(1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> const upd_shape,
+                   graph::ops::gather_nd_output_shape(data_shape, indices.shape()));
+  ASSIGN_OR_RETURN(std::vector<int64_t> const pos, nd_positions(call, data_shape, indices));
+  return scatter_backward(call, saved, pos, upd_shape, a.reduction, gout, wanted, grads, accumulate);
 }
 
 // ---- GridSample (kernels/index.h on kernels/hd/index.h's math): saves x and the grid ----
@@ -553,6 +611,7 @@ CpuKernelFamily index_kernels() {
                          separable_backward<resize_maps>, require_attrs<graph::ResizeAttrs>};
   OpKernels const scatter{scatter_elements_forward, scatter_elements_backward, scatter_elements_backward,
                           scatter_elements_check};
+  OpKernels const scatter_nd{scatter_nd_forward, scatter_nd_backward, scatter_nd_backward, scatter_nd_check};
   return {
       {OpKind::kPad, {pad, 1, false}},
       {OpKind::kTile, {tile, 1, false}},
@@ -576,6 +635,7 @@ CpuKernelFamily index_kernels() {
       {OpKind::kGatherND, {{gather_nd_forward, gather_nd_backward, gather_nd_backward, gather_nd_check}, 2, false}},
       {OpKind::kScatterElements, {scatter, 3, false}},
       {OpKind::kScatter, {scatter, 3, false}},
+      {OpKind::kScatterND, {scatter_nd, 3, false}},
   };
 }
 

@@ -6,7 +6,8 @@
 // per-axis maps (exec/separable_maps.h), one pass per axis and the adjoint passes in reverse order;
 // Pad and Tile of int64, int32 and bool by the same maps' one-tap copies (ids and masks, never
 // differentiated). GatherElements and GatherND (any dtype gathered, float32 differentiated),
-// ScatterElements and Scatter (float32; reductions none, add, mul) by flat positions (below).
+// ScatterElements, Scatter and ScatterND (float32; reductions none, add, mul, max, min) by flat
+// positions (below).
 // GridSample of float32 on kernels/hd/index.h's per-element math. Resize of other dtypes runs on the CPU only (the CPU
 // resizes float32 alone too).
 #include <limits>
@@ -384,6 +385,31 @@ kc::Combine combine_of(graph::ScatterReduction r) {
                                               : kc::Combine::kLast;
 }
 
+// ScatterElements and ScatterND: data with updates[j] combined in at position pos[j], in ascending
+// j per position, as the CPU.
+Result<Tensor> scatter_at(OpCall const& call, Tensor const& data, Tensor const& updates, Tensor const& pos,
+                          graph::ScatterReduction r) {
+  ASSIGN_OR_RETURN(Tensor y, copy_of(data));
+  if (pos.numel() > 0) {
+    ASSIGN_OR_RETURN(SortedPositions const sp, sort_by_position(call, pos, y.numel()));
+    ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
+    GP_CUDA_CHECK(kc::combine_at_positions(combine_of(r), sp.sorted.data<int64_t>(), sp.order.data<int32_t>(),
+                                           pos.numel(), updates.data<float>(), data.data<float>(), y.data<float>(), s));
+  }
+  return y;
+}
+
+// What a scatter's backward reads: the indices (on this device) and data's shape, and with
+// reductions mul, max and min the data and updates.
+void save_scatter(Tensor const& idx, std::vector<Tensor> const& in, graph::ScatterReduction r, Saved* saved) {
+  if (!saved) return;
+  saved->tensors = {idx, shape_tensor(in[0].shape())};
+  if (r != graph::ScatterReduction::kNone && r != graph::ScatterReduction::kAdd) {
+    saved->tensors.push_back(in[0]);
+    saved->tensors.push_back(in[2]);
+  }
+}
+
 Status scatter_elements_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out,
                                 Saved* saved) {
   auto const& a = *attrs_of<graph::ScatterElementsAttrs>(call.op);
@@ -392,61 +418,84 @@ Status scatter_elements_forward(OpCall const& call, std::vector<Tensor> const& i
                     "updates " + in[2].shape_string() + " and indices " + in[1].shape_string() + " differ in shape");
   ASSIGN_OR_RETURN(Tensor const idx, device_indices(in[1]));
   ASSIGN_OR_RETURN(Tensor const pos, element_positions(call, in[0].shape(), idx, a.axis, true));
-  ASSIGN_OR_RETURN(Tensor y, copy_of(in[0]));
-  if (pos.numel() > 0) {
-    ASSIGN_OR_RETURN(SortedPositions const sp, sort_by_position(call, pos, y.numel()));
-    ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
-    GP_CUDA_CHECK(kc::combine_at_positions(combine_of(a.reduction), sp.sorted.data<int64_t>(), sp.order.data<int32_t>(),
-                                           pos.numel(), in[2].data<float>(), in[0].data<float>(), y.data<float>(), s));
-  }
+  ASSIGN_OR_RETURN(Tensor y, scatter_at(call, in[0], in[2], pos, a.reduction));
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
-  if (saved) {
-    saved->tensors = {idx, shape_tensor(in[0].shape())};
-    if (a.reduction != graph::ScatterReduction::kNone && a.reduction != graph::ScatterReduction::kAdd) {
-      saved->tensors.push_back(in[0]);
-      saved->tensors.push_back(in[2]);
-    }
-  }
+  save_scatter(idx, in, a.reduction, saved);
   return Status::ok();
 }
 
-Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
-                                 std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
-  bool const want_data = wants(wanted, 0), want_upd = wants(wanted, 2);
-  if (!want_data && !want_upd) return Status::ok();
-  auto const& a = *attrs_of<graph::ScatterElementsAttrs>(call.op);
-  Tensor const& idx = saved.tensors.at(0);
+// The gradients of scatter_at into data (slot 0) and the updates (slot 2, of `upd_shape`), as the CPU's.
+Status scatter_backward(OpCall const& call, Saved const& saved, Tensor const& pos,
+                        std::vector<int64_t> const& upd_shape, graph::ScatterReduction r,
+                        std::vector<Tensor> const& gout, std::vector<bool> const& wanted, std::vector<Tensor>& grads,
+                        bool accumulate) {
   std::vector<int64_t> const data_shape = shape_of(saved.tensors.at(1));
-  ASSIGN_OR_RETURN(Tensor const pos, element_positions(call, data_shape, idx, a.axis, false));
   Tensor const g = grad_or_zeros(call, gout, 0, data_shape);
   ASSIGN_OR_RETURN(Tensor gdata, copy_of(g));
   Tensor gupd;
-  if (a.reduction == graph::ScatterReduction::kAdd) {
-    ASSIGN_OR_RETURN(gupd, gather_by_position(g, pos, idx.shape()));
+  if (r == graph::ScatterReduction::kAdd) {
+    ASSIGN_OR_RETURN(gupd, gather_by_position(g, pos, upd_shape));
   } else {
-    ASSIGN_OR_RETURN(gupd, empty(idx.shape()));
+    ASSIGN_OR_RETURN(gupd, empty(upd_shape));
     if (pos.numel() > 0) {
       ASSIGN_OR_RETURN(SortedPositions const sp, sort_by_position(call, pos, g.numel()));
       ASSIGN_OR_RETURN(cudaStream_t s, compute_stream());
-      if (a.reduction == graph::ScatterReduction::kMul) {
+      if (r == graph::ScatterReduction::kMul) {
         GP_CUDA_CHECK(kc::scatter_mul_backward(sp.sorted.data<int64_t>(), sp.order.data<int32_t>(), pos.numel(),
                                                saved.tensors.at(2).data<float>(), saved.tensors.at(3).data<float>(),
                                                g.data<float>(), gdata.data<float>(), gupd.data<float>(), s));
-      } else if (a.reduction == graph::ScatterReduction::kMax || a.reduction == graph::ScatterReduction::kMin) {
+      } else if (r == graph::ScatterReduction::kMax || r == graph::ScatterReduction::kMin) {
         GP_CUDA_CHECK(kc::scatter_extremum_backward(
             sp.sorted.data<int64_t>(), sp.order.data<int32_t>(), pos.numel(), saved.tensors.at(2).data<float>(),
-            saved.tensors.at(3).data<float>(), g.data<float>(), a.reduction == graph::ScatterReduction::kMax,
-            gdata.data<float>(), gupd.data<float>(), s));
+            saved.tensors.at(3).data<float>(), g.data<float>(), r == graph::ScatterReduction::kMax, gdata.data<float>(),
+            gupd.data<float>(), s));
       } else {
         GP_CUDA_CHECK(kc::scatter_assign_backward(sp.sorted.data<int64_t>(), sp.order.data<int32_t>(), pos.numel(),
                                                   g.data<float>(), gdata.data<float>(), gupd.data<float>(), s));
       }
     }
   }
-  if (want_data) RETURN_IF_ERROR(emit_grad(call, grads, 0, gdata, accumulate));
-  if (want_upd) RETURN_IF_ERROR(emit_grad(call, grads, 2, gupd, accumulate));
+  if (wants(wanted, 0)) RETURN_IF_ERROR(emit_grad(call, grads, 0, gdata, accumulate));
+  if (wants(wanted, 2)) RETURN_IF_ERROR(emit_grad(call, grads, 2, gupd, accumulate));
   return Status::ok();
+}
+
+Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                                 std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) && !wants(wanted, 2)) return Status::ok();
+  auto const& a = *attrs_of<graph::ScatterElementsAttrs>(call.op);
+  Tensor const& idx = saved.tensors.at(0);
+  ASSIGN_OR_RETURN(Tensor const pos, element_positions(call, shape_of(saved.tensors.at(1)), idx, a.axis, false));
+  return scatter_backward(call, saved, pos, idx.shape(), a.reduction, gout, wanted, grads, accumulate);
+}
+
+// ScatterND: update element j lands where GatherND's output element j reads (nd_positions).
+Status scatter_nd_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  auto const& a = *attrs_of<graph::ScatterNDAttrs>(call.op);
+  ASSIGN_OR_RETURN(std::vector<int64_t> const expected,
+                   graph::ops::gather_nd_output_shape(in[0].shape(), in[1].shape()));
+  if (in[2].shape() != expected)
+    return op_error(call, "updates " + in[2].shape_string() + " do not fit indices " + in[1].shape_string() +
+                              " into data " + in[0].shape_string() + " (expected " + dims_string(expected) + ")");
+  ASSIGN_OR_RETURN(Tensor const idx, device_indices(in[1]));
+  ASSIGN_OR_RETURN(Tensor const pos, nd_positions(call, in[0].shape(), idx, true));
+  ASSIGN_OR_RETURN(Tensor y, scatter_at(call, in[0], in[2], pos, a.reduction));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  save_scatter(idx, in, a.reduction, saved);
+  return Status::ok();
+}
+
+Status scatter_nd_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
+                           std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
+  if (!wants(wanted, 0) && !wants(wanted, 2)) return Status::ok();
+  auto const& a = *attrs_of<graph::ScatterNDAttrs>(call.op);
+  Tensor const& idx = saved.tensors.at(0);
+  std::vector<int64_t> const data_shape = shape_of(saved.tensors.at(1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> const upd_shape, graph::ops::gather_nd_output_shape(data_shape, idx.shape()));
+  ASSIGN_OR_RETURN(Tensor const pos, nd_positions(call, data_shape, idx, false));
+  return scatter_backward(call, saved, pos, upd_shape, a.reduction, gout, wanted, grads, accumulate);
 }
 
 // ---- Col2Im (kernels/hd/index.h, as the CPU's exec/cpu/index.cc): saves x's shape ----
@@ -570,6 +619,10 @@ std::vector<KernelEntry> index_kernels() {
                           scatter_elements_check};
   t.push_back({OpKind::kScatterElements, DType::kFloat32, scatter, 3});
   t.push_back({OpKind::kScatter, DType::kFloat32, scatter, 3});
+  t.push_back({OpKind::kScatterND,
+               DType::kFloat32,
+               {scatter_nd_forward, scatter_nd_backward, scatter_nd_backward, scatter_nd_check},
+               3});
   return t;
 }
 

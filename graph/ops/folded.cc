@@ -1,5 +1,4 @@
-// Ops that exist only at import time (the "folded" family): Constant is folded from its value,
-// ScatterND from static data, indices and updates (torchvision Swin's shifted-window mask), Shape,
+// Ops that exist only at import time (the "folded" family): Constant is folded from its value, Shape,
 // Size and EyeLike from their input's shape alone, the window ops (HannWindow, HammingWindow,
 // BlackmanWindow) from their size. None has an inference rule: one that cannot be
 // folded is an import error. (Range, folded when static, lives with ConstantOfShape in logic.cc:
@@ -9,7 +8,6 @@
 
 #include "graph/ops/common.h"
 #include "graph/ops/fold.h"
-#include "graph/ops/index.h"
 #include "graph/ops/registry.h"
 
 namespace gp::graph::ops {
@@ -141,75 +139,13 @@ Result<Folded> fold_window(FoldContext const& c, WindowCoefficients w) {
   return folded_one(std::move(a));
 }
 
-// ScatterND over values known at import time (torchvision Swin's shifted-window mask, built by
-// slice assignments into zeros of the padded window size). Reductions none, add, mul, max and min; indices
-// [..., K] address data's first K axes, updates hold one slice of data's axes from K on per tuple.
-Result<Folded> fold_scatter_nd(FoldContext const& c) {
-  SymArray const* data = c.in(0);
-  SymArray const* upd = c.in(2);
-  if (!data || !c.in(1) || !upd) return invalid_argument(c.where() + ": an input is missing");
-  if (data->has_batch() || upd->has_batch() || data->is_float() != upd->is_float())
-    return unsupported(c.where() + ": ScatterND over values that hold the batch size or mix dtypes");
-  std::string const name = attr_string(c.attrs, "reduction", "none");
-  std::optional<ScatterReduction> const named = scatter_reduction_named(name);
-  if (!named)
-    return unsupported(c.where() + ": ScatterND reduction '" + name + "' (none, add, mul, max and min are supported)");
-  ScatterReduction const reduction = *named;
-  ASSIGN_OR_RETURN(Dims const indices, plain_ints(c.in(1), "ScatterND indices"));
-  Dims const& x = data->dims;
-  Dims const& i = c.in(1)->dims;
-  if (i.empty() || i.back() < 1 || i.back() > static_cast<int64_t>(x.size()))
-    return invalid_argument(c.where() + ": indices " + dims_str(i) + " do not address data " + dims_str(x));
-  std::size_t const k = static_cast<std::size_t>(i.back());
-  int64_t slice = 1;
-  for (std::size_t d = k; d < x.size(); ++d) slice *= x[d];
-  int64_t const tuples = static_cast<int64_t>(indices.size()) / static_cast<int64_t>(k);
-  if (upd->numel() != tuples * slice)
-    return invalid_argument(c.where() + ": updates " + dims_str(upd->dims) + " do not fit indices " + dims_str(i) +
-                            " into data " + dims_str(x));
-  Dims const xs = row_major_strides(x);
-  SymArray out = *data;
-  auto reduce = [reduction](auto old, auto update) {
-    switch (reduction) {
-      case ScatterReduction::kAdd:
-        return old + update;
-      case ScatterReduction::kMul:
-        return old * update;
-      case ScatterReduction::kMax:
-        return std::max(old, update);
-      case ScatterReduction::kMin:
-        return std::min(old, update);
-      case ScatterReduction::kNone:
-        break;
-    }
-    return update;
-  };
-  for (int64_t t = 0; t < tuples; ++t) {
-    int64_t off = 0;
-    for (std::size_t d = 0; d < k; ++d) {
-      int64_t v = indices[static_cast<std::size_t>(t) * k + d];
-      if (v < -x[d] || v >= x[d]) return invalid_argument(c.where() + ": index " + std::to_string(v) + " out of range");
-      off += (v < 0 ? v + x[d] : v) * xs[d];
-    }
-    for (int64_t e = 0; e < slice; ++e) {
-      auto const dst = static_cast<std::size_t>(off + e), src = static_cast<std::size_t>(t * slice + e);
-      if (out.is_float())
-        out.f[dst] = reduce(out.f[dst], upd->f[src]);
-      else
-        out.i[dst] = reduce(out.i[dst], upd->i[src]);
-    }
-  }
-  return folded_one(std::move(out));
-}
-
 }  // namespace
 
 void register_folded_ops(OpTable& t) {
   define(t, "Constant", {.fold = fold_constant});
-  // Made from their inputs' shapes or sizes: no input gets a gradient (ScatterND's indices none).
+  // Made from their inputs' shapes or sizes: no input gets a gradient.
   define(t, "Shape", {.fold = fold_shape, .folds_from_shape = true, .grad_free = every_input()});
   define(t, "Size", {.fold = fold_size, .folds_from_shape = true, .grad_free = every_input()});
-  define(t, "ScatterND", {.fold = fold_scatter_nd, .grad_free = input_slots({1})});
   define(t, "EyeLike", {.fold = fold_eye_like, .folds_from_shape = true, .grad_free = every_input()});
   define(t, "HannWindow",
          {.fold =

@@ -1,6 +1,6 @@
-// Pad, Tile, Trilu, OneHot, GatherElements, GatherND, ScatterElements, Resize, GridSample, Col2Im: import-time
-// inference (graph/ops/infer.h), the output shapes every backend shares (graph/ops/index.h), cost (graph/ops/cost.h)
-// and the folding of GatherElements (graph/ops/fold.h).
+// Pad, Tile, Trilu, OneHot, GatherElements, GatherND, ScatterElements, ScatterND, Resize, GridSample, Col2Im:
+// import-time inference (graph/ops/infer.h), the output shapes every backend shares (graph/ops/index.h), cost
+// (graph/ops/cost.h) and the folding of GatherElements and ScatterND (graph/ops/fold.h).
 #include "graph/ops/index.h"
 
 #include <algorithm>
@@ -355,6 +355,120 @@ Result<Inferred> infer_gather_nd(InferContext const& c) {
   return k;
 }
 
+// ScatterND over values known at import time (torchvision Swin's shifted-window mask, built by
+// slice assignments into zeros of the padded window size). Reductions none, add, mul, max and min; indices
+// [..., K] address data's first K axes, updates hold one slice of data's axes from K on per tuple.
+Result<Folded> fold_scatter_nd(FoldContext const& c) {
+  SymArray const* data = c.in(0);
+  SymArray const* upd = c.in(2);
+  if (!data || !c.in(1) || !upd) return invalid_argument(c.where() + ": an input is missing");
+  if (data->has_batch() || upd->has_batch() || data->is_float() != upd->is_float())
+    return unsupported(c.where() + ": ScatterND over values that hold the batch size or mix dtypes");
+  std::string const name = attr_string(c.attrs, "reduction", "none");
+  std::optional<ScatterReduction> const named = scatter_reduction_named(name);
+  if (!named)
+    return unsupported(c.where() + ": ScatterND reduction '" + name + "' (none, add, mul, max and min are supported)");
+  ScatterReduction const reduction = *named;
+  ASSIGN_OR_RETURN(Dims const indices, plain_ints(c.in(1), "ScatterND indices"));
+  Dims const& x = data->dims;
+  Dims const& i = c.in(1)->dims;
+  if (i.empty() || i.back() < 1 || i.back() > static_cast<int64_t>(x.size()))
+    return invalid_argument(c.where() + ": indices " + dims_str(i) + " do not address data " + dims_str(x));
+  std::size_t const k = static_cast<std::size_t>(i.back());
+  int64_t slice = 1;
+  for (std::size_t d = k; d < x.size(); ++d) slice *= x[d];
+  int64_t const tuples = static_cast<int64_t>(indices.size()) / static_cast<int64_t>(k);
+  if (upd->numel() != tuples * slice)
+    return invalid_argument(c.where() + ": updates " + dims_str(upd->dims) + " do not fit indices " + dims_str(i) +
+                            " into data " + dims_str(x));
+  Dims const xs = row_major_strides(x);
+  SymArray out = *data;
+  auto reduce = [reduction](auto old, auto update) {
+    switch (reduction) {
+      case ScatterReduction::kAdd:
+        return old + update;
+      case ScatterReduction::kMul:
+        return old * update;
+      case ScatterReduction::kMax:
+        return std::max(old, update);
+      case ScatterReduction::kMin:
+        return std::min(old, update);
+      case ScatterReduction::kNone:
+        break;
+    }
+    return update;
+  };
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t off = 0;
+    for (std::size_t d = 0; d < k; ++d) {
+      int64_t v = indices[static_cast<std::size_t>(t) * k + d];
+      if (v < -x[d] || v >= x[d]) return invalid_argument(c.where() + ": index " + std::to_string(v) + " out of range");
+      off += (v < 0 ? v + x[d] : v) * xs[d];
+    }
+    for (int64_t e = 0; e < slice; ++e) {
+      auto const dst = static_cast<std::size_t>(off + e), src = static_cast<std::size_t>(t * slice + e);
+      if (out.is_float())
+        out.f[dst] = reduce(out.f[dst], upd->f[src]);
+      else
+        out.i[dst] = reduce(out.i[dst], upd->i[src]);
+    }
+  }
+  return folded_one(std::move(out));
+}
+
+// ScatterND (opset 11; reduction add and mul 16, max and min 18): data with the updates' slices
+// combined in at the index tuples, indices [..., K] addressing data's first K axes and updates
+// [indices' dims but the last, data's from K on] (GatherND's output shape). What torch exports for
+// slice and index assignment (`x[:, idx] = v`, `index_put`): the dynamo exporter moves the indexed
+// axes to the front, so the tuples address static axes and the batch rides in the slices; the
+// TorchScript exporter and `index_put` over every axis build tuples that address the batch axis
+// from a Range over the batch, so they follow the micro-batch. As for GatherND, tuples that address
+// data's batch axis must follow the micro-batch themselves, and tuples that follow it must address it.
+Result<Inferred> infer_scatter_nd(InferContext const& c) {
+  if (!c.has(1)) return missing("indices");
+  if (!c.has(2)) return missing("updates");
+  RETURN_IF_ERROR(check_index_dtype(c, 1));
+  Dims const& x = c.dims(0);
+  Dims const& i = c.dims(1);
+  if (!i.empty() && i.back() < 0) return unsupported("ScatterND indices whose last dimension is the batch size");
+  ASSIGN_OR_RETURN(Dims const expected, gather_nd_output_shape(x, i));
+  if (c.dims(2) != expected)
+    return invalid_argument("updates " + dims_str(c.dims(2)) + " do not fit indices " + dims_str(i) + " into data " +
+                            dims_str(x) + " (expected " + dims_str(expected) + ")");
+  bool const indices_batched = std::any_of(i.begin(), i.end(), [](int64_t d) { return d < 0; });
+  bool addresses_batch = false;
+  for (int64_t d = 0; d < i.back(); ++d) addresses_batch |= x[static_cast<std::size_t>(d)] < 0;
+  if (addresses_batch && !indices_batched)
+    return unsupported("ScatterND indices " + dims_str(i) + " address the batch axis of data " + dims_str(x) +
+                       " but do not follow the micro-batch: micro-batching would change their meaning");
+  if (indices_batched && !addresses_batch)
+    return unsupported("ScatterND indices " + dims_str(i) + " follow the batch but address data " + dims_str(x) +
+                       " outside its batch axis: each micro-batch would scatter into the same elements");
+  if (std::count_if(expected.begin(), expected.end(), [](int64_t d) { return d < 0; }) > 1)
+    return unsupported("ScatterND updates " + dims_str(expected) + " would hold the batch size in two dimensions");
+  if (c.dtype(2) != c.dtype(0))
+    return invalid_argument("updates of " + std::string(dtype_name(c.dtype(2))) + " into data of " +
+                            std::string(dtype_name(c.dtype(0))));
+  std::string const red = c.attr_string("reduction", "none");
+  std::optional<ScatterReduction> const reduction = scatter_reduction_named(red);
+  if (!reduction) return invalid_argument("reduction '" + red + "' is not one of none, add, mul, max, min");
+  Inferred k;
+  k.typed = ScatterNDAttrs{*reduction};
+  k.data_inputs = {0, 1, 2};
+  k.outs.push_back({c.dtype(0), x});
+  return k;
+}
+
+// The backward reads the indices, and with reductions mul, max and min the data and updates too.
+void save_scatter_nd(CostContext const& c, SavedForBackward& s) {
+  c.save(s, c.input(1));
+  auto const* a = std::get_if<ScatterNDAttrs>(&c.op.typed);
+  if (a && a->reduction != ScatterReduction::kNone && a->reduction != ScatterReduction::kAdd) {
+    c.save(s, c.input(0));
+    c.save(s, c.input(2));
+  }
+}
+
 // GatherElements over values known at import time (HF BERT's token_type_ids buffer sliced to the
 // sequence length).
 Result<Folded> fold_gather_elements(FoldContext const& c) {
@@ -694,6 +808,10 @@ void register_index_ops(OpTable& t) {
   define(t, "GatherND", std::move(gather_nd));
   // The indices (slot 1) get none; the updates (slot 2) are data.
   define(t, "ScatterElements", with_grad_free(elementwise_op(infer_scatter_elements, {1, 1}), input_slots({1})));
+  // Folded over static inputs (torchvision Swin's shifted-window mask), run otherwise.
+  OpDef scatter_nd = elementwise_op(infer_scatter_nd, {1, 1}, save_scatter_nd, fold_scatter_nd);
+  scatter_nd.grad_free = input_slots({1});
+  define(t, "ScatterND", std::move(scatter_nd));
   // The opset 9-10 name of ScatterElements without reduction.
   define(t, "Scatter", with_grad_free(elementwise_op(infer_scatter_elements, {1, 1}), input_slots({1})));
   OpDef resize = elementwise_op(infer_resize, {8, 8});

@@ -902,6 +902,16 @@ std::vector<Case> cases() {
                       {"u", upd, kIn}});
     });
   }
+  // ScatterND: slices of 2 at tuples of 2 (one given twice, one negative), every reduction.
+  for (auto [red, name] : {std::pair{R::kNone, "none"}, std::pair{R::kAdd, "add"}, std::pair{R::kMul, "mul"},
+                           std::pair{R::kMax, "max"}, std::pair{R::kMin, "min"}}) {
+    add(std::string("ScatterND ") + name + " duplicate tuples", [red] {
+      return make_op("ScatterND", graph::ScatterNDAttrs{red},
+                     {{"data", random_tensor({3, 4, 2}, 158), kIn},
+                      {"i", int_tensor({3, 2}, {2, 1, 0, -1, 2, 1}), kIn},
+                      {"u", random_tensor({3, 2}, 159), kIn}});
+    });
+  }
   add("Scatter", [] {
     return make_op("Scatter", graph::ScatterElementsAttrs{0, R::kNone},
                    {{"data", random_tensor({3, 2}, 156), kIn},

@@ -4,6 +4,7 @@
 // in OnnxNodeConformance.
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "exec/stage_executor.h"
 #include "graph/onnx_import.h"
@@ -590,6 +591,99 @@ TEST(IndexOps, GatherNdGradientsIncludingRepeatedIndices) {
               {{"d", random_tensor({3, 4, 2}, 301), kW}, {"i", int_tensor({3, 2}, {2, 1, 0, 3, 2, 1}), kIn}}));
   check_index_grads(make_op("GatherND", graph::GatherNDAttrs{},
                             {{"d", random_tensor({3, 4}, 302), kW}, {"i", int_tensor({2, 1}, {1, 1}), kIn}}));
+}
+
+// ---- ScatterND ----
+
+OneOp scatter_nd_op(graph::ScatterReduction red, Tensor data, Tensor idx, Tensor upd) {
+  return make_op("ScatterND", graph::ScatterNDAttrs{red},
+                 {{"data", std::move(data)}, {"i", std::move(idx)}, {"u", std::move(upd)}});
+}
+
+TEST(IndexOps, ScatterNdByHand) {
+  using R = graph::ScatterReduction;
+  // ONNX's first example: single elements of a vector.
+  expect_values(forward1(scatter_nd_op(R::kNone, iota_tensor({8}, 1.f), int_tensor({4, 1}, {4, 3, 1, 7}),
+                                       floats({4}, {9, 10, 11, 12}))),
+                {1, 11, 3, 10, 9, 6, 7, 12});
+  // A whole slice (K = 1 into a rank-3 tensor), and tuples of 2 with a negative index.
+  expect_values(forward1(scatter_nd_op(R::kNone, iota_tensor({2, 2, 2}, 0.f), int_tensor({1, 1}, {1}),
+                                       floats({1, 2, 2}, {10, 11, 12, 13}))),
+                {0, 1, 2, 3, 10, 11, 12, 13});
+  expect_values(forward1(scatter_nd_op(R::kNone, iota_tensor({2, 3}, 0.f), int_tensor({2, 2}, {0, -1, 1, 0}),
+                                       floats({2}, {7, 8}))),
+                {0, 1, 7, 8, 4, 5});
+  // Duplicates combine in index order under every reduction.
+  Tensor const data = floats({4}, {1, 2, 3, 4});
+  Tensor const idx = int_tensor({3, 1}, {1, 1, 3});
+  expect_values(forward1(scatter_nd_op(R::kAdd, data, idx, floats({3}, {10, 20, 30}))), {1, 32, 3, 34});
+  expect_values(forward1(scatter_nd_op(R::kMul, data, idx, floats({3}, {10, 20, 30}))), {1, 400, 3, 120});
+  expect_values(forward1(scatter_nd_op(R::kMax, data, idx, floats({3}, {10, -5, 0}))), {1, 10, 3, 4});
+  expect_values(forward1(scatter_nd_op(R::kMin, data, idx, floats({3}, {10, -5, 0}))), {1, -5, 3, 0});
+  expect_values(forward1(scatter_nd_op(R::kNone, data, idx, floats({3}, {10, 20, 30}))), {1, 20, 3, 30});
+}
+
+TEST(IndexOps, ScatterNdRejectsIndicesOutOfRangeAndUpdatesThatDoNotFit) {
+  CpuBackend be;
+  for (auto [idx, upd, fragment] :
+       {std::tuple{int_tensor({1, 2}, {0, 3}), floats({1}, {1}), "index 3 is out of range for axis 1 of size 3"},
+        std::tuple{int_tensor({2, 1}, {0, 1}), floats({2, 2}, {1, 2, 3, 4}),
+                   "updates [2,2] do not fit indices [2,1]"}}) {
+    OneOp o = scatter_nd_op(graph::ScatterReduction::kNone, Tensor::zeros({2, 3}), idx, upd);
+    std::vector<Tensor> out;
+    OpCall call{o.the_op(), o.graph, true, 7};
+    Status const s = be.forward(call, o.inputs, out, nullptr);
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_NE(s.message().find(fragment), std::string::npos) << s.message();
+  }
+}
+
+// Finite differences through every reduction, with a tuple given twice (slices of 2) and a
+// negative index; under none the last writer takes the gradient, as for ScatterElements.
+TEST(IndexOps, ScatterNdGradients) {
+  using R = graph::ScatterReduction;
+  for (R red : {R::kNone, R::kAdd, R::kMul, R::kMax, R::kMin}) {
+    check_index_grads(scatter_nd_op(red, random_tensor({3, 4, 2}, 310), int_tensor({3, 2}, {2, 1, 0, -1, 2, 1}),
+                                    random_tensor({3, 2}, 311)));
+    check_index_grads(
+        scatter_nd_op(red, random_tensor({3, 2}, 312), int_tensor({2, 1}, {1, 1}), random_tensor({2, 2}, 313)));
+  }
+}
+
+TEST(IndexImport, ScatterNdRunsWhereTheBatchIsInTheSlicesOrTheIndicesFollowIt) {
+  // The dynamo exporter's index assignment `h[:, idx] = v`: the indexed axis moved to the front,
+  // the batch in the slices.
+  auto a = must_load(one_node("float[N,6,8] x, float[N,2,8] u", "float[6,N,8] y", R"(
+      i = Constant<value = int64[2,1] {1, 3}>()
+      xt = Transpose<perm = [1, 0, 2]>(x)
+      ut = Transpose<perm = [1, 0, 2]>(u)
+      y = ScatterND(xt, i, ut))",
+                              16));
+  EXPECT_EQ(std::get<graph::ScatterNDAttrs>(last_op(a).typed).reduction, graph::ScatterReduction::kNone);
+  EXPECT_EQ(a.tensor(last_op(a).outputs[0]).shape.dims, (std::vector<int64_t>{6, N, 8}));
+  // index_put over (rows, positions): tuples that follow the micro-batch address its rows.
+  auto b = must_load(one_node("float[N,6,8] x, int64[N,3,2] i, float[N,3,8] u", "float[N,6,8] y",
+                              "y = ScatterND<reduction = \"add\">(x, i, u)", 16));
+  EXPECT_EQ(std::get<graph::ScatterNDAttrs>(last_op(b).typed).reduction, graph::ScatterReduction::kAdd);
+  expect_import_error(one_node("float[N,6] x", "float[N,6] y", R"(
+      i = Constant<value = int64[2,2] {0, 1, 1, 2}>()
+      u = Constant<value = float[2] {1, 2}>()
+      y = ScatterND(x, i, u))"),
+                      "address the batch axis of data [N,6] but do not follow the micro-batch");
+  // Rows of the batch scattered into a buffer without it: every micro-batch would write the same rows.
+  expect_import_error(one_node("int64[N,1] i, float[N,2] u", "float[3,2] y", R"(
+      x = Constant<value = float[3,2] {0, 0, 0, 0, 0, 0}>()
+      y = ScatterND(x, i, u))"),
+                      "follow the batch but address data [3,2] outside its batch axis");
+  expect_import_error(one_node("float[N,6] x", "float[6,N] y", R"(
+      i = Constant<value = int64[2,1] {1, 3}>()
+      u = Constant<value = float[2,4] {1, 2, 3, 4, 5, 6, 7, 8}>()
+      xt = Transpose<perm = [1, 0]>(x)
+      y = ScatterND(xt, i, u))"),
+                      "updates [2,4] do not fit indices [2,1] into data [6,N] (expected [2,N])");
+  expect_import_error(one_node("float[N,6] x, int64[N,1] i, float[N,6] u", "float[N,6] y",
+                               "y = ScatterND<reduction = \"sum\">(x, i, u)", 18),
+                      "reduction 'sum' is not one of none, add, mul, max, min");
 }
 
 TEST(IndexImport, GatherNdShapesAndWhatIsRefused) {
