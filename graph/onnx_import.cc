@@ -29,6 +29,7 @@ namespace gp::graph {
 namespace {
 
 namespace fs = std::filesystem;
+using onnx_import::RawBody;
 using onnx_import::RawDim;
 using onnx_import::RawInitializer;
 using onnx_import::RawModel;
@@ -200,6 +201,15 @@ Result<TensorData> onnx_import::read_tensor(onnx::TensorProto const& t, std::str
   return out;
 }
 
+std::vector<RawNode const*> onnx_import::all_nodes(RawModel const& model) {
+  std::vector<RawNode const*> out;
+  for (auto const& n : model.nodes) out.push_back(&n);
+  for (std::size_t i = 0; i < out.size(); ++i)  // grows as bodies are found: nested ones come later
+    for (auto const& b : out[i]->bodies)
+      for (auto const& sub : b.nodes) out.push_back(&sub);
+  return out;
+}
+
 namespace {
 
 Result<AttrValue> to_attr(onnx::AttributeProto const& a, std::string const& model_dir, std::string const& what) {
@@ -245,6 +255,58 @@ Result<RawValueInfo> to_value_info(onnx::ValueInfoProto const& v) {
     out.dims.push_back(rd);
   }
   return out;
+}
+
+// An ONNX node in the importer's form. An If's branches become its bodies (their initializers
+// Constant nodes, their value_info added to `value_info`); a graph attribute of any other node
+// (Loop, Scan) is refused by to_attr.
+Result<RawNode> to_raw_node(onnx::NodeProto const& n, std::string const& model_dir,
+                            std::map<std::string, RawValueInfo>& value_info) {
+  RawNode node;
+  node.name = n.name();
+  node.type = n.op_type();
+  node.domain = n.domain() == "ai.onnx" ? "" : n.domain();
+  node.inputs.assign(n.input().begin(), n.input().end());
+  node.outputs.assign(n.output().begin(), n.output().end());
+  std::string const what = "node '" + n.name() + "' (" + n.op_type() + ")";
+  bool const is_if = node.domain.empty() && node.type == "If";
+  onnx::GraphProto const* branches[2] = {nullptr, nullptr};
+  for (auto const& a : n.attribute()) {
+    if (is_if && a.type() == onnx::AttributeProto::GRAPH && (a.name() == "then_branch" || a.name() == "else_branch")) {
+      branches[a.name() == "then_branch" ? 0 : 1] = &a.g();
+      continue;
+    }
+    ASSIGN_OR_RETURN(AttrValue v, to_attr(a, model_dir, what));
+    node.attrs.emplace(a.name(), std::move(v));
+  }
+  if (!is_if) return node;
+  if (!branches[0] || !branches[1]) return invalid_argument(what + " needs both then_branch and else_branch");
+  for (onnx::GraphProto const* g : branches) {
+    RawBody body;
+    for (auto const& t : g->initializer()) {
+      ASSIGN_OR_RETURN(TensorData data, read_tensor(t, model_dir, what + " branch initializer '" + t.name() + "'"));
+      RawNode c;
+      c.name = t.name() + "_initializer";
+      c.type = "Constant";
+      c.outputs = {t.name()};
+      c.attrs.emplace("value", AttrValue{std::move(data)});
+      body.nodes.push_back(std::move(c));
+    }
+    for (auto const& v : g->value_info()) {
+      auto info = to_value_info(v);
+      if (info.is_ok()) value_info.emplace(v.name(), std::move(*info));
+    }
+    for (auto const& sub : g->node()) {
+      ASSIGN_OR_RETURN(RawNode r, to_raw_node(sub, model_dir, value_info));
+      body.nodes.push_back(std::move(r));
+    }
+    for (auto const& o : g->output()) body.outputs.push_back(o.name());
+    if (body.outputs.size() != node.outputs.size())
+      return invalid_argument(what + ": a branch has " + std::to_string(body.outputs.size()) + " outputs, the If " +
+                              std::to_string(node.outputs.size()));
+    node.bodies.push_back(std::move(body));
+  }
+  return node;
 }
 
 // Without the weights, the initializers whose values the trainable choice looks at, read all the
@@ -426,17 +488,7 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
     if (info.is_ok()) raw.value_info.emplace(v.name(), std::move(*info));
   }
   for (auto const& n : g.node()) {
-    RawNode node;
-    node.name = n.name();
-    node.type = n.op_type();
-    node.domain = n.domain() == "ai.onnx" ? "" : n.domain();
-    node.inputs.assign(n.input().begin(), n.input().end());
-    node.outputs.assign(n.output().begin(), n.output().end());
-    std::string const what = "node '" + n.name() + "' (" + n.op_type() + ")";
-    for (auto const& a : n.attribute()) {
-      ASSIGN_OR_RETURN(AttrValue v, to_attr(a, model_dir, what));
-      node.attrs.emplace(a.name(), std::move(v));
-    }
+    ASSIGN_OR_RETURN(RawNode node, to_raw_node(n, model_dir, raw.value_info));
     raw.nodes.push_back(std::move(node));
   }
   return raw;
@@ -522,7 +574,9 @@ Status check_supported(RawModel const& raw) {
   std::map<std::string, std::vector<std::string>> missing;
   for (std::size_t i = 0; i < raw.nodes.size(); ++i) {
     auto const& n = raw.nodes[i];
-    bool const ok = n.domain.empty() && std::binary_search(supported.begin(), supported.end(), n.type);
+    // An If is checked when lowering takes one of its branches (its condition known at import).
+    bool const ok = n.domain.empty() && (std::binary_search(supported.begin(), supported.end(), n.type) ||
+                                         (n.type == "If" && !n.bodies.empty()));
     if (!ok)
       missing[n.domain.empty() ? n.type : n.domain + "::" + n.type].push_back(n.name.empty() ? "#" + std::to_string(i)
                                                                                              : n.name);
@@ -543,6 +597,7 @@ Status check_supported(RawModel const& raw) {
   for (auto const& s : supported) msg += " " + s;
   msg += "; as their ONNX function bodies:";
   for (auto const& s : function_op_types()) msg += " " + s;
+  msg += "; If, when its condition is known at import (the branch it takes)";
   return unsupported(msg);
 }
 

@@ -519,9 +519,9 @@ std::unordered_map<std::string, DType> known_dtypes(RawModel const& model) {
 class FreshNames {
  public:
   explicit FreshNames(RawModel const& model) {
-    for (auto const& n : model.nodes) {
-      used_.insert(n.name);
-      for (auto const& o : n.outputs) used_.insert(o);
+    for (RawNode const* n : all_nodes(model)) {  // If branches' names too
+      used_.insert(n->name);
+      for (auto const& o : n->outputs) used_.insert(o);
     }
     for (auto const& init : model.initializers) used_.insert(init.name);
     for (auto const& v : model.inputs) used_.insert(v.name);

@@ -44,6 +44,7 @@ class Lowering {
  private:
   Status add_inputs();
   Status lower_node(RawNode const& n);
+  Status lower_if(RawNode const& n, std::vector<Val*> const& ins);
   Status keep(RawNode const& n, std::vector<Val*> const& ins);
   Result<std::optional<RawNode>> narrow_batch_constants(RawNode const& n, std::vector<Val*>& ins);
   Result<SymArray const*> sym(Val& v, std::string const& name);
@@ -199,7 +200,11 @@ Status Lowering::lower_node(RawNode const& n) {
     vals_[n.outputs[0]] = *ins[0];
     return Status::ok();
   }
+  if (!n.bodies.empty()) return lower_if(n, ins);
   ops::OpDef const* def = ops::find_op(n.type);
+  if (def == nullptr)  // only in an If's branch: check_supported has seen every other node
+    return unsupported("unsupported operator " + n.type + " (node '" + n.name +
+                       "', in the branch an If takes at import)");
   std::vector<ops::Dims> dims;
   std::vector<DType> dtypes;
   for (Val const* v : ins) {
@@ -269,6 +274,34 @@ Status Lowering::lower_node(RawNode const& n) {
     if (narrowed) return keep(*narrowed, ins);
   }
   return keep(n, ins);
+}
+
+// An If whose condition is known at import (a test of shapes: TorchScript writes one before
+// scatter_reduce, scripted code for every Python `if`) is the branch it takes: that branch's
+// nodes are lowered in its place, its outputs become the If's, and the other branch is never read.
+// A condition computed from the data at run time is control flow graphpipe does not run.
+Status Lowering::lower_if(RawNode const& n, std::vector<Val*> const& ins) {
+  std::string const where = "If '" + n.name + "'";
+  if (ins.empty() || !ins[0] || !ins[0]->is_static())
+    return unsupported(where +
+                       ": its condition is computed from the data at run time (data-dependent control "
+                       "flow); graphpipe imports an If only when its condition is known at import, and takes "
+                       "that branch");
+  ASSIGN_OR_RETURN(SymArray const* cond, sym(*ins[0], n.inputs[0]));
+  if (cond->has_batch() || cond->numel() != 1)
+    return unsupported(where + ": its condition " + dims_str(cond->dims) +
+                       (cond->has_batch() ? " depends on the batch size" : " is not one value"));
+  bool const taken = cond->is_float() ? cond->f[0] != 0 : cond->i[0] != 0;
+  RawBody const& body = n.bodies.at(taken ? 0 : 1);
+  for (auto const& sub : body.nodes) RETURN_IF_ERROR(lower_node(sub));
+  for (std::size_t k = 0; k < n.outputs.size(); ++k) {
+    auto it = vals_.find(body.outputs.at(k));
+    if (it == vals_.end())
+      return invalid_argument(where + ": its " + (taken ? "then" : "else") + " branch's output '" + body.outputs[k] +
+                              "' is never produced");
+    if (!n.outputs[k].empty()) vals_[n.outputs[k]] = it->second;
+  }
+  return Status::ok();
 }
 
 // A model exported with a fixed batch size B computes what does not depend on the sample (HF's
@@ -421,11 +454,12 @@ Status Lowering::keep(RawNode const& n, std::vector<Val*> const& ins) {
 Result<OpGraph> Lowering::run() {
   for (auto const& c : choices_)
     if (c.trainable) trainable_.insert(c.name);
-  for (auto const& n : m_.nodes)
-    for (auto const& in : n.inputs) used_.insert(in);
+  for (RawNode const* n : all_nodes(m_)) {  // If branches' nodes too
+    for (auto const& in : n->inputs) used_.insert(in);
+    for (auto const& b : n->bodies) used_.insert(b.outputs.begin(), b.outputs.end());
+    if (!n->name.empty()) reserved_names_.insert(n->name);
+  }
   for (auto const& o : m_.outputs) used_.insert(o.name);
-  for (auto const& n : m_.nodes)
-    if (!n.name.empty()) reserved_names_.insert(n.name);
   RETURN_IF_ERROR(add_inputs());
   for (auto const& n : m_.nodes) RETURN_IF_ERROR(lower_node(n));
 

@@ -58,10 +58,21 @@ struct RawInitializer {
   std::shared_ptr<TensorData const> data;  // null when weights were not loaded
 };
 
+struct RawBody;
+
 struct RawNode {
   std::string name, type, domain;
   Attributes attrs;
   std::vector<std::string> inputs, outputs;  // "" for an omitted optional slot
+  // An If's then_branch and else_branch (in that order); empty for every other node.
+  std::vector<RawBody> bodies;
+};
+
+// A subgraph (an If's branch): its nodes, its initializers already turned into Constant nodes at
+// the front, and the names of the values it outputs. Its nodes read outer values by name.
+struct RawBody {
+  std::vector<RawNode> nodes;
+  std::vector<std::string> outputs;
 };
 
 struct RawModel {
@@ -160,6 +171,12 @@ Status rewrite_depth_space(RawModel& model);
 // down), its scales from the attribute or the second input. A node that cannot be is an error
 // naming it and the reason.
 Status rewrite_pooling_and_upsample(RawModel& model);
+
+// The model's nodes with every If branch's nodes after them (nested ones included): what reads an
+// initializer, for the trainable choice, and the names rewrites must not hand out again. The
+// rewrites above do not reach into branches: an op a branch needs rewritten is refused by name
+// when lowering takes that branch.
+std::vector<RawNode const*> all_nodes(RawModel const& model);
 
 // Op types the lowering understands (after fusion), sorted; for the unsupported-op message.
 std::vector<std::string> const& supported_op_types();

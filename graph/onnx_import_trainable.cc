@@ -65,7 +65,8 @@ std::map<std::string, std::string> weight_slot_rules(RawModel const& m) {
     auto it = producer_type.find(name);
     return it != producer_type.end() && (it->second == "MatMul" || it->second == "Gemm" || it->second == "Conv");
   };
-  for (auto const& n : m.nodes) {
+  for (RawNode const* node : all_nodes(m)) {  // If branches' nodes too
+    RawNode const& n = *node;
     std::string const& t = n.type;
     if ((is_view_op(t) || t == "Slice" || t == "Split") && !n.inputs.empty())
       if (auto const* r = roots_of(n, 0))
@@ -127,14 +128,25 @@ struct Reach {
   std::map<std::string, std::string> running_stats;  // BatchNormalization's mean and variance -> its node
 };
 
-Reach reach(RawModel const& m) {
-  Reach r;
-  for (auto const& o : m.outputs) r.loss.insert(o.name);
-  for (auto it = m.nodes.rbegin(); it != m.nodes.rend(); ++it) {
+// An If's outputs are its branches' (either may be taken), its condition a mask; the branch nodes
+// read outer values, walked where the If stands.
+void reach_nodes(std::vector<RawNode> const& nodes, Reach& r) {
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     RawNode const& n = *it;
     if (n.type == "BatchNormalization")
       for (std::size_t k : {3, 4})
         if (k < n.inputs.size()) r.running_stats[n.inputs[k]] = node_label(n);
+    if (!n.bodies.empty()) {
+      for (auto const& b : n.bodies) {
+        for (std::size_t k = 0; k < n.outputs.size() && k < b.outputs.size(); ++k) {
+          if (r.loss.count(n.outputs[k])) r.loss.insert(b.outputs[k]);
+          if (r.mask.count(n.outputs[k])) r.mask.insert(b.outputs[k]);
+        }
+        reach_nodes(b.nodes, r);
+      }
+      if (!n.inputs.empty()) r.mask.insert(n.inputs[0]);
+      continue;
+    }
     bool out_loss = false, out_mask = false;
     for (auto const& o : n.outputs) {
       out_loss = out_loss || r.loss.count(o);
@@ -151,6 +163,12 @@ Reach reach(RawModel const& m) {
       if (out_mask) r.mask.insert(x);
     }
   }
+}
+
+Reach reach(RawModel const& m) {
+  Reach r;
+  for (auto const& o : m.outputs) r.loss.insert(o.name);
+  reach_nodes(m.nodes, r);
   return r;
 }
 

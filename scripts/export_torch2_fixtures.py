@@ -490,10 +490,9 @@ MODELS = {
 }
 # The TorchScript exporter cannot export grouped-query attention (scaled_dot_product_attention
 # with enable_gqa), adaptive pooling to a size that does not divide the input, nor a 5-D
-# grid_sample: these are exported by dynamo only. scattermax's TorchScript file holds an If (the
-# exporter's check of scatter_reduce's index for emptiness), which graphpipe does not import;
-# indexput's computes another forward than torch's (0.97 apart: check_forward refuses it).
-DYNAMO_ONLY = {"llama", "qwen2", "mixtral", "adaptive", "stn3d", "scattermax", "indexput"}
+# grid_sample: these are exported by dynamo only; indexput's TorchScript file computes another
+# forward than torch's (0.97 apart: check_forward refuses it).
+DYNAMO_ONLY = {"llama", "qwen2", "mixtral", "adaptive", "stn3d", "indexput"}
 # Exported with a fixed batch (exporter "static"): the batch size of their example input.
 STATIC = {"llama", "gpt2"}
 STATIC_BATCH = 3

@@ -505,6 +505,69 @@ TEST(ImportCurrentOnnx, MinAndMaxOfShapesThatHoldTheBatchFoldWhereTheOrderIsKnow
   }
 }
 
+// An If whose condition is known at import (TorchScript writes one before scatter_reduce, and
+// scripted code for every Python `if`, both on shapes) is the branch it takes: its nodes in place
+// of the If, the other branch never read (an operator graphpipe lacks may sit there), nested Ifs
+// too; a weight read only inside the branch trains. A condition computed from the data, or an
+// unsupported operator in the branch taken, is refused by name.
+std::string if_model(int64_t width_tested, std::string const& then_extra = "", std::string const& else_op = "Det") {
+  return model("float[N,3] x", "float[N,3] y", {"float[3,3] w = {1, 0, 0, 0, 2, 0, 0, 0, 3}"},
+               "s = Shape(x)\n"
+               "one = Constant<value = int64 {1}>()\n"
+               "d = Gather<axis = 0>(s, one)\n"
+               "k = Constant<value = int64 {" +
+                   std::to_string(width_tested) +
+                   "}>()\n"
+                   "c = Equal(d, k)\n"
+                   "y = If(c) <then_branch = g1 () => (float[N,3] a) {\n"
+                   "  m = MatMul(x, w)\n" +
+                   then_extra +
+                   "  a = Relu(m)\n"
+                   "}, else_branch = g2 () => (float[N,3] b) {\n"
+                   "  sq = Mul(x, x)\n"
+                   "  b = " +
+                   else_op + "(sq)\n}>",
+               17, 8);
+}
+
+TEST(ImportCurrentOnnx, AnIfWhoseConditionIsKnownAtImportIsTheBranchItTakes) {
+  // x has 3 columns: the then branch, whose weight trains; the else branch's Det is never read.
+  auto g = must_load(if_model(3));
+  EXPECT_EQ(ops_of_type(g, "MatMul").size(), 1u);
+  EXPECT_EQ(ops_of_type(g, "Relu").size(), 1u);
+  EXPECT_TRUE(ops_of_type(g, "Mul").empty());
+  bool w_trains = false;
+  for (auto const& c : g.weight_choices()) w_trains = w_trains || (c.name == "w" && c.trainable);
+  EXPECT_TRUE(w_trains);
+  EXPECT_EQ(out_shape(g, "Relu"), S({N, 3}));
+  // Not 4 columns: the else branch (with an operator graphpipe runs).
+  auto e = must_load(if_model(4, "", "Neg"));
+  EXPECT_TRUE(ops_of_type(e, "MatMul").empty());
+  EXPECT_EQ(ops_of_type(e, "Neg").size(), 1u);
+  EXPECT_EQ(ops_of_type(e, "Mul").size(), 1u);
+  // A nested If in the branch taken, its own condition known too.
+  auto n = must_load(if_model(3,
+                              "  t = Constant<value = bool {0}>()\n"
+                              "  m2 = If(t) <then_branch = h1 () => (float[N,3] p) { p = Neg(m) },"
+                              " else_branch = h2 () => (float[N,3] q) { q = Sigmoid(m) }>\n",
+                              "Neg"));
+  EXPECT_EQ(ops_of_type(n, "Sigmoid").size(), 1u);
+  EXPECT_TRUE(ops_of_type(n, "Neg").empty());
+  // The branch taken holds an operator graphpipe lacks: refused by name.
+  std::string const det = must_fail(if_model(4));
+  EXPECT_NE(det.find("unsupported operator Det (node '', in the branch an If takes at import)"), std::string::npos)
+      << det;
+  // A condition from the data.
+  std::string const dyn = must_fail(model("float[N,3] x", "float[N,3] y", {},
+                                          "r = ReduceSum<keepdims = 0>(x)\n"
+                                          "z = Constant<value = float {0}>()\n"
+                                          "c = Greater(r, z)\n"
+                                          "y = If(c) <then_branch = g1 () => (float[N,3] a) { a = Relu(x) },"
+                                          " else_branch = g2 () => (float[N,3] b) { b = Neg(x) }>",
+                                          17, 8));
+  EXPECT_NE(dyn.find("If '': its condition is computed from the data at run time"), std::string::npos) << dyn;
+}
+
 // Integer Div of constants folds as the runtime divides (and ONNX's reference): truncated toward
 // zero, so -7 / 2 is -3 (floored division would give -4).
 TEST(ImportCurrentOnnx, IntegerDivOfConstantsFoldsTruncatedAsTheRuntimeDivides) {
