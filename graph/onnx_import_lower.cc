@@ -284,7 +284,7 @@ Status Lowering::lower_if(RawNode const& n, std::vector<Val*> const& ins) {
   std::string const where = "If '" + n.name + "'";
   if (ins.empty() || !ins[0] || !ins[0]->is_static())
     return unsupported(where +
-                       ": its condition is computed from the data at run time (data-dependent control "
+                       ": its condition is computed at run time from the data (data-dependent control "
                        "flow); graphpipe imports an If only when its condition is known at import, and takes "
                        "that branch");
   ASSIGN_OR_RETURN(SymArray const* cond, sym(*ins[0], n.inputs[0]));
