@@ -30,7 +30,8 @@ struct PoolAttrs {
   std::vector<int64_t> pads;  // begin then end
   bool count_include_pad = false;
   bool ceil_mode = false;
-  std::vector<int64_t> dilations;  // per spatial dim; empty: 1 everywhere
+  std::vector<int64_t> dilations;     // per spatial dim; empty: 1 everywhere
+  bool indices_column_major = false;  // MaxPool's Indices output in storage_order 1
 };
 
 struct GemmAttrs {

@@ -8,7 +8,7 @@ ConvNeXt, EfficientNet and Swin), e.g. in a venv outside the repository:
   python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch torchvision onnxscript onnx transformers
   /work/venv-torch/bin/python scripts/export_torch2_fixtures.py [--out tests/data/torch2]
 
-For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe, upscale, recurrent, stn, stncubic, stn3d, fold, scattermax; Hugging Face gpt2, gpt2tied,
+For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe, upscale, recurrent, stn, stncubic, stn3d, fold, scattermax, indexput, unpool; Hugging Face gpt2, gpt2tied,
 gpt2cls, bert, roberta, distilbert, vit, llama, qwen2, mixtral from tiny random configs, which need
 transformers; torchvision convnext, convnext_sd, efficientnet and swin with stochastic depth) and
 exporter (dynamo: torch.onnx.export(...,
@@ -266,6 +266,23 @@ class IndexPut(nn.Module):
         return self.fc(pooled.flatten(1))
 
 
+class Unpool(nn.Module):
+    """SegNet's and ENet's decoder: max pooling that returns its indices (ONNX MaxPool's Indices
+    output), a convolution, and nn.MaxUnpool2d putting each value back where its maximum was (the
+    dynamo exporter writes it as a ScatterND into the flattened output, the indices made relative
+    to each plane by a second MaxPool's and offset by a Range over the batch), then a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc, self.mid, self.dec = nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(4, 4, 3, padding=1), nn.Conv2d(4, 4, 1)
+        self.pool, self.unpool, self.fc = nn.MaxPool2d(2, return_indices=True), nn.MaxUnpool2d(2), nn.Linear(64, 10)
+
+    def forward(self, x):
+        y, idx = self.pool(F.relu(self.enc(x)))
+        z = self.dec(F.relu(self.unpool(self.mid(y), idx)))
+        return self.fc(F.avg_pool2d(z, 2).flatten(1))
+
+
 def stn_bicubic():
     """The spatial transformer sampling bicubically with border padding (ONNX GridSample's cubic)."""
     return Stn(mode="bicubic", padding_mode="border")
@@ -472,6 +489,7 @@ MODELS = {
     "fold": (FoldUnfold, (3, 8, 8), 10),
     "scattermax": (ScatterMax, (6, 8), 10),
     "indexput": (IndexPut, (6, 8), 10),
+    "unpool": (Unpool, (3, 8, 8), 10),
     "stn3d": (Stn3d, (2, 4, 4, 4), 10),
     "gpt2": (hf_gpt2, "ids", VOCAB),
     "gpt2tied": (hf_gpt2_tied, "ids", VOCAB),
@@ -491,8 +509,9 @@ MODELS = {
 # The TorchScript exporter cannot export grouped-query attention (scaled_dot_product_attention
 # with enable_gqa), adaptive pooling to a size that does not divide the input, nor a 5-D
 # grid_sample: these are exported by dynamo only; indexput's TorchScript file computes another
-# forward than torch's (0.97 apart: check_forward refuses it).
-DYNAMO_ONLY = {"llama", "qwen2", "mixtral", "adaptive", "stn3d", "indexput"}
+# forward than torch's (0.97 apart: check_forward refuses it), and the TorchScript exporter fails
+# on max_unpool2d ("cond must be a bool").
+DYNAMO_ONLY = {"llama", "qwen2", "mixtral", "adaptive", "stn3d", "indexput", "unpool"}
 # Exported with a fixed batch (exporter "static"): the batch size of their example input.
 STATIC = {"llama", "gpt2"}
 STATIC_BATCH = 3
@@ -658,8 +677,11 @@ def main():
             # test's losses alone. Its bicubic sampling pads the point before reading the 4x4 pixels
             # around it, where torch pads each of the 16 reads (they agree with zeros padding, the
             # only one ONNX's cubic node tests use): stncubic (border padding) is checked by its
-            # losses alone too.
-            if name not in RANDOM and name != "stncubic" and (name, exporter) not in {("stn", "torchscript")}:
+            # losses alone too. Its MaxPool with a 1x1 kernel returns indices within each plane where
+            # ONNX (and its own MaxPool with a larger kernel) index the whole input, which unpool's
+            # MaxUnpool rebuilds from: unpool is checked by its losses alone as well.
+            if (name not in RANDOM and name not in ("stncubic", "unpool") and
+                    (name, exporter) not in {("stn", "torchscript")}):
                 check_forward(path, model, x[:STATIC_BATCH] if exporter == "static" else x, bn_inference_form)
             ids = MODELS[name][1] in ("ids", "padded ids")
             np.save(os.path.join(d, "input_0.npy"), x.numpy().astype(np.int64 if ids else np.float32))

@@ -83,6 +83,13 @@ Table build_table(bool native) {
                 {DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8}}});
   t.push_back({OpKind::kSplit, {{split_forward, split_backward, split_backward, require_attrs<graph::SplitAttrs>}, 1}});
   t.push_back({OpKind::kSlice, {{slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>}, 1}});
+  // ... and index arithmetic (MaxPool's indices sliced), copied as bytes.
+  t.push_back({OpKind::kSlice,
+               {{slice_bytes_forward, no_gradient, no_gradient, require_attrs<graph::SliceAttrs>},
+                1,
+                false,
+                0,
+                {DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8}}});
   t.push_back({OpKind::kGather,
                {{gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2, true, 1}});
   for (auto family : {linalg_kernels, activation_kernels, reduce_kernels, index_kernels, rnn_kernels, loss_kernels,

@@ -171,6 +171,7 @@ Status split_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tens
 Status split_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                       std::vector<Tensor>&, bool);
 Status slice_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
+Status slice_bytes_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);
 Status slice_backward(OpCall const&, Saved const&, std::vector<Tensor> const&, std::vector<bool> const&,
                       std::vector<Tensor>&, bool);
 Status gather_forward(OpCall const&, std::vector<Tensor> const&, std::vector<Tensor>&, Saved*);

@@ -259,6 +259,30 @@ Status slice_forward(OpCall const& call, std::vector<Tensor> const& in, std::vec
   return Status::ok();
 }
 
+// Index arithmetic (int64, int32, bool and byte tensors: the dynamo exporter slices MaxPool's
+// indices): copied element by element, never differentiated.
+Status slice_bytes_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  ASSIGN_OR_RETURN(graph::ops::SliceGeometry const g, graph::ops::slice_geometry(call.op, in[0].shape()));
+  Tensor y(g.out_shape, in[0].dtype());
+  std::size_t const es = graph::dtype_size(y.dtype());
+  auto const* src = static_cast<char const*>(in[0].raw());
+  auto* dst = static_cast<char*>(y.raw());
+  std::size_t const r = g.out_shape.size();
+  std::vector<int64_t> pos(r, 0);
+  for (int64_t k = 0, n = y.numel(); k < n; ++k) {
+    int64_t off = g.offset;
+    for (std::size_t d = 0; d < r; ++d) off += pos[d] * g.src_strides[d];
+    std::memcpy(dst + static_cast<std::size_t>(k) * es, src + static_cast<std::size_t>(off) * es, es);
+    for (std::size_t d = r; d-- > 0;) {
+      if (++pos[d] < g.out_shape[d]) break;
+      pos[d] = 0;
+    }
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  return Status::ok();
+}
+
 Status slice_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if (!wants(wanted, 0)) return Status::ok();

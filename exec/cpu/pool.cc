@@ -1,9 +1,12 @@
 // MaxPool, AveragePool, GlobalAveragePool through oneDNN's pooling (its v2 primitive, the one that
 // takes dilations); max pooling keeps oneDNN's workspace (argmax) for backward.
+#include <limits>
+
 #include "exec/cpu/cpu_ops.h"
 #include "exec/cpu/dnnl_context.h"
 #include "graph/ops/pool.h"
 #include "kernels/bf16.h"
+#include "kernels/hd/move.h"
 #include "kernels/hd/pool.h"
 
 namespace gp::exec::cpu {
@@ -108,6 +111,35 @@ std::shared_ptr<PoolFwd const> pool_fwd_prim(PoolGeometry const& g) {
   });
 }
 
+// MaxPool's Indices output: kernels/hd/pool.h's arg-max (the first largest element of each
+// window) and flat index, which the CUDA kernels compute too; a bf16 input is widened first.
+Result<Tensor> max_pool_indices(OpCall const& call, Tensor const& x) {
+  namespace hd = kernels::hd;
+  ASSIGN_OR_RETURN(graph::ops::PoolWindow const w, graph::ops::pool_window(call.op, x.shape()));
+  hd::PoolParams p;
+  hd::pool_params(x.shape(), w.out_shape, w.kernel, w.strides, w.dilations, w.pads_begin, w.counted_pads_end,
+                  hd::PoolMode::kMax, p);
+  if (hd::pool_in_plane(p) > std::numeric_limits<int32_t>::max())
+    return unsupported(call.op.type + " '" + call.op.name + "': the arg-max is int32, the input plane of " +
+                       x.shape_string() + " is larger");
+  std::vector<float> widened;
+  float const* xf = nullptr;
+  if (x.dtype() == DType::kBFloat16) {
+    widened.resize(static_cast<std::size_t>(x.numel()));
+    for (std::size_t i = 0; i < widened.size(); ++i) widened[i] = kernels::bf16_to_float(x.data<uint16_t>()[i]);
+    xf = widened.data();
+  } else {
+    xf = x.data<float>();
+  }
+  Tensor idx(w.out_shape, DType::kInt64);
+  for (int64_t e = 0; e < idx.numel(); ++e) {
+    int32_t arg = -1;
+    hd::pool_forward_at<float>(xf, p, e, arg, std::numeric_limits<float>::lowest());
+    idx.data<int64_t>()[e] = hd::pool_flat_index(p, e, arg, attrs_of<graph::PoolAttrs>(call.op)->indices_column_major);
+  }
+  return idx;
+}
+
 }  // namespace
 
 Status pool_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
@@ -127,6 +159,9 @@ Status pool_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
   if (!g.include_pad_scale.empty()) scale_planes(y, g.include_pad_scale);
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
+  if (out.size() > 1 && g.alg == dnnl::algorithm::pooling_max) {
+    ASSIGN_OR_RETURN(out[1], max_pool_indices(call, in[0]));
+  }
   if (saved) saved->tensors = {shape_tensor(in[0].shape()), ws};
   return Status::ok();
 }

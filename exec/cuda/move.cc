@@ -263,6 +263,21 @@ Status slice_forward(OpCall const& call, std::vector<Tensor> const& in, std::vec
   return Status::ok();
 }
 
+// Index arithmetic (int64, int32, bool and byte tensors: the dynamo exporter slices MaxPool's
+// indices): copied by element size, never differentiated.
+Status slice_bytes_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(graph::ops::SliceGeometry const g, graph::ops::slice_geometry(call.op, x.shape()));
+  ASSIGN_OR_RETURN(Tensor y, empty(g.out_shape, x.dtype()));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  return by_element_size(call, x.dtype(), [&](auto element) -> Status {
+    using T = decltype(element);
+    return copy_strided(call, static_cast<T const*>(x.raw()) + g.offset, g.src_strides, static_cast<T*>(y.raw()),
+                        hd::row_major_strides(g.out_shape), g.out_shape, false);
+  });
+}
+
 // The slice's positions in the input are distinct, so adding into them is race-free.
 Status slice_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                       std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
@@ -370,6 +385,9 @@ std::vector<KernelEntry> move_kernels() {
   for (DType d : {DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8})
     t.push_back({OpKind::kConcat, d, {concat_bytes_forward, no_gradient, no_gradient, concat_bytes_check}, 1});
   add(OpKind::kSlice, {slice_forward, slice_backward, slice_backward, require_attrs<graph::SliceAttrs>});
+  for (DType d : {DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8})
+    t.push_back(
+        {OpKind::kSlice, d, {slice_bytes_forward, no_gradient, no_gradient, require_attrs<graph::SliceAttrs>}, 1});
   add(OpKind::kGather, {gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2);
   return t;
 }

@@ -52,6 +52,11 @@ Status pool_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
       kc::pool_forward(in[0].data<T>(), y.data<T>(), argmax.defined() ? argmax.data<int32_t>() : nullptr, p, s));
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
+  if (out.size() > 1 && argmax.defined()) {  // MaxPool's Indices
+    ASSIGN_OR_RETURN(out[1], empty(shape, DType::kInt64));
+    GP_CUDA_CHECK(kc::pool_indices(argmax.data<int32_t>(), p, attrs_of<graph::PoolAttrs>(call.op)->indices_column_major,
+                                   out[1].data<int64_t>(), s));
+  }
   if (saved) saved->tensors = {shape_tensor(in[0].shape()), argmax};
   return Status::ok();
 }

@@ -16,8 +16,6 @@ Status pool_check(Op const& op, OpGraph const& graph) {
   if (rank < 3 || rank > 5)
     return unsupported(op.type + " '" + op.name + "' has " + std::to_string(rank - 2) +
                        " spatial dims (1 to 3 supported)");
-  if (op.type == "MaxPool" && op.outputs.size() > 1)
-    return unsupported("MaxPool '" + op.name + "' with an Indices output is not supported");
   return Status::ok();
 }
 
@@ -76,6 +74,13 @@ Result<Inferred> infer_pool(InferContext const& c) {
   k.typed = a;
   k.data_inputs = {0};
   k.outs.push_back({c.dtype(0), out});
+  // MaxPool's Indices (torch's return_indices; MaxUnpool scatters by them): each output's arg-max
+  // as an index into the whole input flattened, int64, computed forward only.
+  // storage_order 1 counts the spatial position column-major (the first spatial dim fastest).
+  if (a.kind == PoolKind::kMax && c.outputs.size() > 1 && !c.outputs[1].empty()) {
+    std::get<PoolAttrs>(k.typed).indices_column_major = c.attr_int("storage_order", 0) != 0;
+    k.outs.push_back({DType::kInt64, out});
+  }
   return k;
 }
 
@@ -97,7 +102,8 @@ Result<Inferred> infer_global_pool(InferContext const& c) {
 
 Result<std::vector<Dims>> pool_run_shape(OpGraph const&, Op const& op, std::vector<Dims> const& in, int64_t) {
   ASSIGN_OR_RETURN(PoolWindow w, pool_window(op, in.at(0)));
-  return std::vector<Dims>{std::move(w.out_shape)};
+  std::vector<Dims> out(std::max<std::size_t>(op.outputs.size(), 1), w.out_shape);  // MaxPool's Indices too
+  return out;
 }
 
 // The kernel volume per output element forward.
@@ -127,7 +133,13 @@ OpCost average_pool_cost(CostContext const& c) {
 }  // namespace
 
 void register_pool_ops(OpTable& t) {
-  define(t, "MaxPool", {.infer = infer_pool, .cost = max_pool_cost, .saved = save_input0, .run_shape = pool_run_shape});
+  // Its Indices output (1) carries no gradient.
+  define(t, "MaxPool",
+         {.infer = infer_pool,
+          .cost = max_pool_cost,
+          .saved = save_input0,
+          .run_shape = pool_run_shape,
+          .differentiable_outputs = 1});
   define(t, "AveragePool", {.infer = infer_pool, .cost = average_pool_cost, .run_shape = pool_run_shape});
   define(
       t, "GlobalAveragePool",

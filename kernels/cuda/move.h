@@ -89,6 +89,9 @@ cudaError_t pool_forward(T const* x, T* y, int32_t* argmax, hd::PoolParams const
 template <typename T>
 cudaError_t pool_backward(T const* dy, int32_t const* argmax, T* dx, hd::PoolParams const& p, bool accumulate,
                           cudaStream_t stream);
+// MaxPool's Indices output from the arg-max pool_forward wrote (hd::pool_flat_index).
+cudaError_t pool_indices(int32_t const* argmax, hd::PoolParams const& p, bool column_major, int64_t* indices,
+                         cudaStream_t stream);
 
 // ---- Position-addressed index ops (kernels/cuda/scatter.cu): GatherElements, GatherND,
 // ScatterElements. Each is computed from the flat positions in data its indices address; a

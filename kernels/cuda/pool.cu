@@ -33,6 +33,12 @@ __global__ void pool_backward_kernel(T const* dy, int32_t const* argmax, T* dx, 
     hd::pool_backward_at<T, float, I>(dy, argmax, p, static_cast<I>(e), dx, accumulate);
 }
 
+__global__ void pool_indices_kernel(int32_t const* argmax, hd::PoolParams const p, int64_t n, bool column_major,
+                                    int64_t* indices) {
+  for (int64_t e = global_thread(); e < n; e += grid_threads())
+    indices[e] = hd::pool_flat_index(p, e, argmax[e], column_major);
+}
+
 // The max's starting value: float's lowest; -inf for the 16-bit types (whose conversion of float's
 // lowest would round to -inf anyway). A window always holds at least one element of x.
 template <typename T>
@@ -63,6 +69,14 @@ cudaError_t pool_backward(T const* dy, int32_t const* argmax, T* dx, hd::PoolPar
     pool_backward_kernel<T, int32_t><<<grid_for(n), kBlock, 0, stream>>>(dy, argmax, dx, p, n, accumulate);
   else
     pool_backward_kernel<T, int64_t><<<grid_for(n), kBlock, 0, stream>>>(dy, argmax, dx, p, n, accumulate);
+  return cudaGetLastError();
+}
+
+cudaError_t pool_indices(int32_t const* argmax, hd::PoolParams const& p, bool column_major, int64_t* indices,
+                         cudaStream_t stream) {
+  int64_t const n = p.planes * hd::pool_out_plane(p);
+  if (n == 0) return cudaSuccess;
+  pool_indices_kernel<<<grid_for(n), kBlock, 0, stream>>>(argmax, p, n, column_major, indices);
   return cudaGetLastError();
 }
 

@@ -149,6 +149,18 @@ GP_HD T pool_forward_at(T const* x, PoolParams const& p, I e, int32_t& argmax, T
   return static_cast<T>(div > Acc(0) ? sum / div : Acc(0));
 }
 
+// MaxPool's Indices output (ONNX's) of output element e: its plane's arg-max (pool_forward_at's,
+// row-major in the plane) as an index into the whole input flattened, the planes row-major and,
+// with storage_order 1 (`column_major`), the spatial position column-major (d + D (h + H w)).
+GP_HD int64_t pool_flat_index(PoolParams const& p, int64_t e, int32_t argmax, bool column_major) {
+  int64_t within = argmax;
+  if (column_major) {
+    int64_t const w = argmax % p.in[2], h = (argmax / p.in[2]) % p.in[1], d = argmax / (p.in[1] * p.in[2]);
+    within = d + p.in[0] * (h + p.in[1] * w);
+  }
+  return (e / pool_out_plane(p)) * pool_in_plane(p) + within;
+}
+
 // The gradient of input element e of [planes, in...] (added to *dx when accumulating): the output
 // gradients of the windows holding it, max pooling only those whose arg-max it is.
 template <typename T, typename Acc = float, typename I = int64_t>

@@ -169,6 +169,11 @@ void by_dtype_cases(Add const& add) {
       return make_op("GatherND", graph::GatherNDAttrs{},
                      {{"x", values_of(d, {3, 2}, 27), kIn}, {"i", int_tensor({2, 1}, {2, 0}), kIn}}, 1, {d});
     });
+    if (d == D::kInt64 || d == D::kInt32 || d == D::kUInt8 || d == D::kBool)  // index arithmetic's slices
+      add("Slice" + n + " reversed", [d] {
+        return make_op("Slice", graph::SliceAttrs{{1, -1}, {100, 0}, {0, 1}, {1, -1}},
+                       {{"x", values_of(d, {3, 4}, 28), kIn}}, 1, {d});
+      });
     if (d == D::kFloat64) continue;
     for (char const* t : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
       add(std::string(t) + n + " broadcast", [t, d] {
@@ -298,6 +303,15 @@ std::vector<Case> cases() {
   add("MaxPool ceil", [] {
     return make_op("MaxPool", graph::PoolAttrs{graph::PoolKind::kMax, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, true, {}},
                    {{"x", distinct_tensor({1, 2, 5, 5}, 26), kIn}});
+  });
+  add("MaxPool with Indices, two images", [] {  // torch's return_indices: indices into the whole input
+    return make_op("MaxPool", graph::PoolAttrs{graph::PoolKind::kMax, {2, 2}, {2, 2}, {1, 0, 0, 1}, false, true, {}},
+                   {{"x", distinct_tensor({2, 2, 5, 4}, 37), kIn}}, 2, {DType::kFloat32, DType::kInt64});
+  });
+  add("MaxPool with column-major Indices (storage_order 1)", [] {
+    return make_op("MaxPool",
+                   graph::PoolAttrs{graph::PoolKind::kMax, {2, 3}, {1, 2}, {0, 1, 1, 0}, false, false, {}, true},
+                   {{"x", distinct_tensor({1, 3, 4, 5}, 38), kIn}}, 2, {DType::kFloat32, DType::kInt64});
   });
   add("MaxPool dilated", [] {
     return make_op("MaxPool",

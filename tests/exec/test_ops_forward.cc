@@ -166,6 +166,42 @@ TEST(OpsForward, DilatedAndCeilModePoolingMatchesLoops) {
   }
 }
 
+// MaxPool's Indices (torch's return_indices, which MaxUnpool scatters by): each output's arg-max,
+// the first largest element of its window, as an index into the whole input flattened (ONNX's
+// storage_order 0), for every image and channel, dilated and padded windows too.
+TEST(OpsForward, MaxPoolIndicesIndexTheWholeInput) {
+  int64_t const N = 2, C = 2, H = 5, W = 6;
+  Tensor x = random_tensor({N, C, H, W}, 23);
+  x.data<float>()[7] = x.data<float>()[8] = 10.f;  // a tie in row 1's first window: the first wins
+  CpuBackend be;
+  graph::PoolAttrs const a{graph::PoolKind::kMax, {2, 3}, {2, 2}, {1, 0, 0, 1}, false, false, {2, 1}};
+  std::vector<Tensor> const out =
+      run_forward(be, make_op("MaxPool", a, {{"x", x, kIn}}, 2, {DType::kFloat32, DType::kInt64}));
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_EQ(out[1].dtype(), DType::kInt64);
+  ASSERT_EQ(out[1].shape(), out[0].shape());
+  int64_t const OH = out[0].dim(2), OW = out[0].dim(3);
+  std::vector<int64_t> want;
+  for (int64_t p = 0; p < N * C; ++p)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        int64_t arg = -1;
+        for (int64_t kh = 0; kh < 2; ++kh)
+          for (int64_t kw = 0; kw < 3; ++kw) {
+            int64_t const ih = oh * 2 - 1 + kh * 2, iw = ow * 2 + kw;
+            if (ih < 0 || ih >= H || iw >= W) continue;
+            int64_t const flat = (p * H + ih) * W + iw;
+            if (arg < 0 || x.data<float>()[flat] > x.data<float>()[arg]) arg = flat;
+          }
+        want.push_back(arg);
+      }
+  std::vector<int64_t> const got(out[1].data<int64_t>(), out[1].data<int64_t>() + out[1].numel());
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(got[static_cast<std::size_t>(OW)], 7);  // plane 0, output row 1 (input rows 1 and 3), column 0
+  for (int64_t e = 0; e < out[0].numel(); ++e)
+    EXPECT_EQ(out[0].data<float>()[e], x.data<float>()[got[static_cast<std::size_t>(e)]]) << e;
+}
+
 TEST(OpsForward, NormsAndSoftmaxMatchFormulas) {
   CpuBackend be;
   Tensor x = random_tensor({3, 2, 4}, 10), s = random_tensor({2}, 11), b = random_tensor({2}, 12);

@@ -104,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "moe_dynamo", "moe_torchscript", "mixtral_dynamo", "upscale_dynamo", "upscale_torchscript",
                       "recurrent_dynamo", "recurrent_torchscript", "stn_dynamo", "stn_torchscript", "stncubic_dynamo",
                       "stncubic_torchscript", "stn3d_dynamo", "fold_dynamo", "fold_torchscript", "scattermax_dynamo",
-                      "scattermax_torchscript", "indexput_dynamo",
+                      "scattermax_torchscript", "indexput_dynamo", "unpool_dynamo",
                       // Opset 23: Attention and RMSNormalization, imported as their ONNX function bodies.
                       "llama_opset23", "qwen2_opset23", "gpt2_opset23"));
 

@@ -568,6 +568,23 @@ TEST(ImportCurrentOnnx, AnIfWhoseConditionIsKnownAtImportIsTheBranchItTakes) {
   EXPECT_NE(dyn.find("If '': its condition is computed at run time from the data"), std::string::npos) << dyn;
 }
 
+// MaxPool's Indices output (torch's return_indices) is an int64 output of the pooled shape that
+// carries no gradient; storage_order 1 (column-major spatial positions) is kept in the attributes.
+TEST(ImportCurrentOnnx, MaxPoolIndicesAreAnInt64OutputWithoutGradient) {
+  auto g = must_load(model("float[N,2,4,4] x", "float[N,2,2,2] y, int64[N,2,2,2] i", {},
+                           "y, i = MaxPool<kernel_shape = [2, 2], strides = [2, 2]>(x)", 18, 8));
+  auto const pools = ops_of_type(g, "MaxPool");
+  ASSERT_EQ(pools.size(), 1u);
+  ASSERT_EQ(pools[0]->outputs.size(), 2u);
+  EXPECT_EQ(g.tensor(pools[0]->outputs[1]).dtype, DType::kInt64);
+  EXPECT_EQ(g.tensor(pools[0]->outputs[1]).shape, S({N, 2, 2, 2}));
+  EXPECT_FALSE(std::get<PoolAttrs>(pools[0]->typed).indices_column_major);
+  auto c = must_load(model("float[N,2,4,4] x", "float[N,2,2,2] y, int64[N,2,2,2] i", {},
+                           "y, i = MaxPool<kernel_shape = [2, 2], strides = [2, 2], storage_order = 1>(x)", 18, 8));
+  ASSERT_EQ(ops_of_type(c, "MaxPool").size(), 1u);
+  EXPECT_TRUE(std::get<PoolAttrs>(ops_of_type(c, "MaxPool")[0]->typed).indices_column_major);
+}
+
 // Integer Div of constants folds as the runtime divides (and ONNX's reference): truncated toward
 // zero, so -7 / 2 is -3 (floored division would give -4).
 TEST(ImportCurrentOnnx, IntegerDivOfConstantsFoldsTruncatedAsTheRuntimeDivides) {
