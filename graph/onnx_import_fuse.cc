@@ -36,6 +36,10 @@ class Matcher {
         if (!in.empty()) consumers_[in].push_back(static_cast<int>(i));
     }
     for (auto const& o : m.outputs) graph_outputs_.insert(o.name);
+    // What an If's branches read stays as it is, as a graph output does: no pattern fuses it away.
+    for (RawNode const* n : all_nodes(m))
+      for (auto const& b : n->bodies)
+        for (auto const& sub : b.nodes) graph_outputs_.insert(sub.inputs.begin(), sub.inputs.end());
     for (auto const& init : m.initializers) initializers_[init.name] = &init;
   }
 

@@ -553,6 +553,18 @@ TEST(ImportCurrentOnnx, AnIfWhoseConditionIsKnownAtImportIsTheBranchItTakes) {
                               "Neg"));
   EXPECT_EQ(ops_of_type(n, "Sigmoid").size(), 1u);
   EXPECT_TRUE(ops_of_type(n, "Neg").empty());
+  // A value the branch reads is kept as it is: a linear layer's MatMul is not fused into a Gemm
+  // with its Add when the branch reads the product too.
+  auto f = must_load(model("float[N,3] x", "float[N,3] y",
+                           {"float[3,3] w = {1, 0, 0, 0, 2, 0, 0, 0, 3}", "float[3] b = {1, 2, 3}"},
+                           "p = MatMul(x, w)\n"
+                           "lin = Add(p, b)\n"
+                           "t = Constant<value = bool {1}>()\n"
+                           "y = If(t) <then_branch = g1 () => (float[N,3] a) { a = Mul(p, lin) },"
+                           " else_branch = g2 () => (float[N,3] c) { c = Neg(lin) }>",
+                           17, 8));
+  EXPECT_EQ(ops_of_type(f, "MatMul").size(), 1u);
+  EXPECT_EQ(ops_of_type(f, "Mul").size(), 1u);
   // The branch taken holds an operator graphpipe lacks: refused by name.
   std::string const det = must_fail(if_model(4));
   EXPECT_NE(det.find("unsupported operator Det (node '', in the branch an If takes at import)"), std::string::npos)
