@@ -270,6 +270,11 @@ Result<RawNode> to_raw_node(onnx::NodeProto const& n, std::string const& model_d
   node.outputs.assign(n.output().begin(), n.output().end());
   std::string const what = "node '" + n.name() + "' (" + n.op_type() + ")";
   bool const is_if = node.domain.empty() && node.type == "If";
+  if (node.domain.empty() && (node.type == "Loop" || node.type == "Scan"))
+    return unsupported(what +
+                       ": loops (Loop, Scan) are not imported; torch's dynamo exporter "
+                       "(torch.onnx.export(..., dynamo=True)) unrolls a Python loop of known length into plain "
+                       "operators");
   onnx::GraphProto const* branches[2] = {nullptr, nullptr};
   for (auto const& a : n.attribute()) {
     if (is_if && a.type() == onnx::AttributeProto::GRAPH && (a.name() == "then_branch" || a.name() == "else_branch")) {

@@ -29,10 +29,29 @@ VISION = ["alexnet", "vgg11_bn", "resnet18", "resnet50", "resnext50_32x4d", "wid
           "convnext_tiny", "swin_t", "swin_v2_t", "vit_b_32", "maxvit_t"]
 # Vision transformers with a fixed image size.
 FIXED_IMAGE = {"vit_b_32": 224, "maxvit_t": 224, "inception_v3": 75}
+# Segmentation (their per-pixel logits averaged into one score per class, so that the sweep's
+# classification labels train them) and video models ([N, 3, T, H, W] clips; added 2026-12-03).
+SEGMENTATION = ["deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large", "fcn_resnet50"]
+VIDEO = ["r3d_18", "mc3_18", "r2plus1d_18", "s3d", "swin3d_t", "mvit_v2_s"]
+CLIP = {"s3d": (3, 16, 224, 224), "mvit_v2_s": (3, 16, 224, 224)}  # the smallest clip each accepts
+
+
+class PixelMean(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.m = model
+
+    def forward(self, x):
+        return self.m(x)["out"].mean((2, 3))
 
 
 def vision(name):
     import torchvision
+    if name in SEGMENTATION:
+        seg = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None, num_classes=10)
+        return PixelMean(seg), (3, IMAGE, IMAGE)
+    if name in VIDEO:
+        return getattr(torchvision.models.video, name)(weights=None, num_classes=10), CLIP.get(name, (3, 4, 32, 32))
     kwargs = {"weights": None, "num_classes": 10}
     if name in ("googlenet", "inception_v3"):
         kwargs["aux_logits"] = False
@@ -159,7 +178,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--graphpipe", default=os.path.join(here, "..", "build", "cli", "graphpipe"))
-    ap.add_argument("--models", default=",".join(VISION + HF + HF_CURRENT))
+    ap.add_argument("--models", default=",".join(VISION + SEGMENTATION + VIDEO + HF + HF_CURRENT))
     ap.add_argument("--exporters", default="dynamo,torchscript")
     ap.add_argument("--out", default=None, help="keep the exports here (default: a temporary folder)")
     args = ap.parse_args()

@@ -578,6 +578,15 @@ TEST(ImportCurrentOnnx, AnIfWhoseConditionIsKnownAtImportIsTheBranchItTakes) {
                                           " else_branch = g2 () => (float[N,3] b) { b = Neg(x) }>",
                                           17, 8));
   EXPECT_NE(dyn.find("If '': its condition is computed at run time from the data"), std::string::npos) << dyn;
+  // A loop is refused by name, with the exporter that unrolls it.
+  std::string const loop = must_fail(model("float[N,3] x", "float[N,3] y", {},
+                                           "m = Constant<value = int64 {2}>()\n"
+                                           "c = Constant<value = bool {1}>()\n"
+                                           "y = Loop(m, c, x) <body = b (int64 i, bool ci, float[N,3] v) =>"
+                                           " (bool co, float[N,3] vo) { co = Identity(ci) \n vo = Relu(v) }>",
+                                           17, 8));
+  EXPECT_NE(loop.find("(Loop): loops (Loop, Scan) are not imported; torch's dynamo exporter"), std::string::npos)
+      << loop;
 }
 
 // MaxPool's Indices output (torch's return_indices) is an int64 output of the pooled shape that
