@@ -49,6 +49,9 @@ Status run_ops(OpsOptions const& options) {
       std::printf("| %s | %s |\n", family == "folded" ? "folded at import (static inputs only)" : family.c_str(),
                   joined(types).c_str());
     std::printf("| ONNX function bodies, expanded at import | %s |\n", joined(graph::function_op_types()).c_str());
+    std::printf(
+        "| control flow, resolved at import | If, when its condition is known at import (the branch it "
+        "takes); not Loop or Scan |\n");
     std::printf("\n%zu operator types, and %zu more imported as the function body ONNX defines for them.\n", total,
                 graph::function_op_types().size());
     return Status::ok();
@@ -81,6 +84,7 @@ Status run_ops(OpsOptions const& options) {
     std::printf("; this build has no CUDA backend");
   std::printf("\nAlso imported, as the function body ONNX defines for them: %s",
               joined(graph::function_op_types()).c_str());
+  std::printf("\nIf is imported when its condition is known at import, as the branch it takes; Loop and Scan are not");
   std::printf(
       "\nbf16 (--precision bf16, automatic mixed precision): low = computes in bf16 with float32 accumulation; "
       "follow = stays bf16 when its inputs are; fp32 = bf16 inputs are cast to float32 first (CPU; CUDA runs "
