@@ -578,6 +578,18 @@ TEST(ImportCurrentOnnx, AnIfWhoseConditionIsKnownAtImportIsTheBranchItTakes) {
                                           " else_branch = g2 () => (float[N,3] b) { b = Neg(x) }>",
                                           17, 8));
   EXPECT_NE(dyn.find("If '': its condition is computed at run time from the data"), std::string::npos) << dyn;
+  // A condition on the batch size (which varies with the micro-batch): refused where the batch
+  // size is read as data.
+  std::string const on_batch = must_fail(model("float[N,3] x", "float[N,3] y", {},
+                                               "s = Shape(x)\n"
+                                               "zero = Constant<value = int64 {0}>()\n"
+                                               "n = Gather<axis = 0>(s, zero)\n"
+                                               "one = Constant<value = int64 {1}>()\n"
+                                               "c = Greater(n, one)\n"
+                                               "y = If(c) <then_branch = g1 () => (float[N,3] a) { a = Relu(x) },"
+                                               " else_branch = g2 () => (float[N,3] b) { b = Neg(x) }>",
+                                               17, 8));
+  EXPECT_NE(on_batch.find("value 'n' depends on the batch size and is used as data"), std::string::npos) << on_batch;
   // A loop is refused by name, with the exporter that unrolls it.
   std::string const loop = must_fail(model("float[N,3] x", "float[N,3] y", {},
                                            "m = Constant<value = int64 {2}>()\n"
