@@ -48,6 +48,30 @@ Status scatter_nd_check(graph::Op const& op, graph::OpGraph const& graph) {
   return scatter_dtypes_check(op, graph);
 }
 
+Status scatter_elements_updates_check(OpCall const& call, std::vector<int64_t> const& indices,
+                                      std::vector<int64_t> const& updates) {
+  if (updates == indices) return Status::ok();
+  return op_error(call,
+                  "updates " + dims_string(updates) + " and indices " + dims_string(indices) + " differ in shape");
+}
+
+Status scatter_nd_updates_check(OpCall const& call, std::vector<int64_t> const& data,
+                                std::vector<int64_t> const& indices, std::vector<int64_t> const& updates) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> const expected, graph::ops::gather_nd_output_shape(data, indices));
+  if (updates == expected) return Status::ok();
+  return op_error(call, "updates " + dims_string(updates) + " do not fit indices " + dims_string(indices) +
+                            " into data " + dims_string(data) + " (expected " + dims_string(expected) + ")");
+}
+
+void save_scatter(Tensor const& idx, std::vector<Tensor> const& in, graph::ScatterReduction r, Saved* saved) {
+  if (!saved) return;
+  saved->tensors = {idx, shape_tensor(in[0].shape())};
+  if (r != graph::ScatterReduction::kNone && r != graph::ScatterReduction::kAdd) {
+    saved->tensors.push_back(in[0]);
+    saved->tensors.push_back(in[2]);
+  }
+}
+
 Result<kernels::hd::ElementIndex> element_index(OpCall const& call, std::vector<int64_t> const& data_shape,
                                                 std::vector<int64_t> const& ishape, int64_t axis) {
   std::size_t const r = data_shape.size();

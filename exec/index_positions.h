@@ -19,6 +19,17 @@ Status gather_nd_check(graph::Op const& op, graph::OpGraph const& graph);
 Status scatter_elements_check(graph::Op const& op, graph::OpGraph const& graph);
 Status scatter_nd_check(graph::Op const& op, graph::OpGraph const& graph);
 
+// The updates' shape each scatter requires, or the error naming the shapes: ScatterElements' (and
+// Scatter's) equal to the indices', ScatterND's the indices' dims but the last, then data's from K on.
+Status scatter_elements_updates_check(OpCall const& call, std::vector<int64_t> const& indices,
+                                      std::vector<int64_t> const& updates);
+Status scatter_nd_updates_check(OpCall const& call, std::vector<int64_t> const& data,
+                                std::vector<int64_t> const& indices, std::vector<int64_t> const& updates);
+
+// What a scatter's backward reads: `idx` (the indices, on the backend's device) and data's shape
+// (in[0]'s), and with reductions mul, max and min the data and updates (in[0], in[2]).
+void save_scatter(Tensor const& idx, std::vector<Tensor> const& in, graph::ScatterReduction r, Saved* saved);
+
 // GatherElements/ScatterElements: indices of `ishape` into data of `data_shape` along `axis`.
 Result<kernels::hd::ElementIndex> element_index(OpCall const& call, std::vector<int64_t> const& data_shape,
                                                 std::vector<int64_t> const& ishape, int64_t axis);

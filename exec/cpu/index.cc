@@ -388,27 +388,14 @@ Tensor scatter_at(Tensor const& data, Tensor const& updates, std::vector<int64_t
   return y;
 }
 
-// What a scatter's backward reads: the indices and data's shape, and with reductions mul, max
-// and min the data and updates.
-void save_scatter(std::vector<Tensor> const& in, graph::ScatterReduction r, Saved* saved) {
-  if (!saved) return;
-  saved->tensors = {in[1], shape_tensor(in[0].shape())};
-  if (r != graph::ScatterReduction::kNone && r != graph::ScatterReduction::kAdd) {
-    saved->tensors.push_back(in[0]);
-    saved->tensors.push_back(in[2]);
-  }
-}
-
 Status scatter_elements_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out,
                                 Saved* saved) {
   auto const& a = *attrs_of<graph::ScatterElementsAttrs>(call.op);
-  if (in[2].shape() != in[1].shape())
-    return op_error(call,
-                    "updates " + in[2].shape_string() + " and indices " + in[1].shape_string() + " differ in shape");
+  RETURN_IF_ERROR(scatter_elements_updates_check(call, in[1].shape(), in[2].shape()));
   ASSIGN_OR_RETURN(std::vector<int64_t> const pos, element_positions(call, in[0].shape(), in[1], a.axis));
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = scatter_at(in[0], in[2], pos, a.reduction);
-  save_scatter(in, a.reduction, saved);
+  save_scatter(in[1], in, a.reduction, saved);
   return Status::ok();
 }
 
@@ -528,15 +515,11 @@ Result<std::vector<int64_t>> nd_positions(OpCall const& call, std::vector<int64_
 
 Status scatter_nd_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   auto const& a = *attrs_of<graph::ScatterNDAttrs>(call.op);
-  ASSIGN_OR_RETURN(std::vector<int64_t> const expected,
-                   graph::ops::gather_nd_output_shape(in[0].shape(), in[1].shape()));
-  if (in[2].shape() != expected)
-    return op_error(call, "updates " + in[2].shape_string() + " do not fit indices " + in[1].shape_string() +
-                              " into data " + in[0].shape_string() + " (expected " + dims_string(expected) + ")");
+  RETURN_IF_ERROR(scatter_nd_updates_check(call, in[0].shape(), in[1].shape(), in[2].shape()));
   ASSIGN_OR_RETURN(std::vector<int64_t> const pos, nd_positions(call, in[0].shape(), in[1]));
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = scatter_at(in[0], in[2], pos, a.reduction);
-  save_scatter(in, a.reduction, saved);
+  save_scatter(in[1], in, a.reduction, saved);
   return Status::ok();
 }
 

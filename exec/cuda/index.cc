@@ -399,23 +399,10 @@ Result<Tensor> scatter_at(OpCall const& call, Tensor const& data, Tensor const& 
   return y;
 }
 
-// What a scatter's backward reads: the indices (on this device) and data's shape, and with
-// reductions mul, max and min the data and updates.
-void save_scatter(Tensor const& idx, std::vector<Tensor> const& in, graph::ScatterReduction r, Saved* saved) {
-  if (!saved) return;
-  saved->tensors = {idx, shape_tensor(in[0].shape())};
-  if (r != graph::ScatterReduction::kNone && r != graph::ScatterReduction::kAdd) {
-    saved->tensors.push_back(in[0]);
-    saved->tensors.push_back(in[2]);
-  }
-}
-
 Status scatter_elements_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out,
                                 Saved* saved) {
   auto const& a = *attrs_of<graph::ScatterElementsAttrs>(call.op);
-  if (in[2].shape() != in[1].shape())
-    return op_error(call,
-                    "updates " + in[2].shape_string() + " and indices " + in[1].shape_string() + " differ in shape");
+  RETURN_IF_ERROR(scatter_elements_updates_check(call, in[1].shape(), in[2].shape()));
   ASSIGN_OR_RETURN(Tensor const idx, device_indices(in[1]));
   ASSIGN_OR_RETURN(Tensor const pos, element_positions(call, in[0].shape(), idx, a.axis, true));
   ASSIGN_OR_RETURN(Tensor y, scatter_at(call, in[0], in[2], pos, a.reduction));
@@ -473,11 +460,7 @@ Status scatter_elements_backward(OpCall const& call, Saved const& saved, std::ve
 // ScatterND: update element j lands where GatherND's output element j reads (nd_positions).
 Status scatter_nd_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   auto const& a = *attrs_of<graph::ScatterNDAttrs>(call.op);
-  ASSIGN_OR_RETURN(std::vector<int64_t> const expected,
-                   graph::ops::gather_nd_output_shape(in[0].shape(), in[1].shape()));
-  if (in[2].shape() != expected)
-    return op_error(call, "updates " + in[2].shape_string() + " do not fit indices " + in[1].shape_string() +
-                              " into data " + in[0].shape_string() + " (expected " + dims_string(expected) + ")");
+  RETURN_IF_ERROR(scatter_nd_updates_check(call, in[0].shape(), in[1].shape(), in[2].shape()));
   ASSIGN_OR_RETURN(Tensor const idx, device_indices(in[1]));
   ASSIGN_OR_RETURN(Tensor const pos, nd_positions(call, in[0].shape(), idx, true));
   ASSIGN_OR_RETURN(Tensor y, scatter_at(call, in[0], in[2], pos, a.reduction));
