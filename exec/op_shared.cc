@@ -1,10 +1,12 @@
 #include "exec/op_shared.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 
 #include "graph/ops/index.h"
+#include "graph/ops/pool.h"
 #include "kernels/hd/binary.h"
 
 namespace gp::exec {
@@ -231,6 +233,23 @@ Status concat_bytes_check(graph::Op const& op, graph::OpGraph const& graph) {
       return invalid_argument("input " + std::to_string(i) + " has dtype " +
                               graph::dtype_name(graph.tensor(op.inputs[i]).dtype) + ", input 0 " +
                               graph::dtype_name(d) + "; they must match");
+  return Status::ok();
+}
+
+Status pool_params(OpCall const& call, std::vector<int64_t> const& x, kernels::hd::PoolParams& p,
+                   std::vector<int64_t>& y) {
+  namespace hd = kernels::hd;
+  auto const& a = *attrs_of<graph::PoolAttrs>(call.op);
+  bool const global = a.kind == graph::PoolKind::kGlobalAverage;
+  hd::PoolMode const mode = a.kind == graph::PoolKind::kMax    ? hd::PoolMode::kMax
+                            : (a.count_include_pad && !global) ? hd::PoolMode::kAverageIncludePad
+                                                               : hd::PoolMode::kAverageExcludePad;
+  ASSIGN_OR_RETURN(graph::ops::PoolWindow const w, graph::ops::pool_window(call.op, x));
+  hd::pool_params(x, w.out_shape, w.kernel, w.strides, w.dilations, w.pads_begin, w.counted_pads_end, mode, p);
+  y = w.out_shape;
+  if (mode == hd::PoolMode::kMax && hd::pool_in_plane(p) > std::numeric_limits<int32_t>::max())
+    return unsupported(call.op.type + " '" + call.op.name + "': the arg-max is int32, the input plane of " +
+                       dims_string(x) + " is larger");
   return Status::ok();
 }
 

@@ -2,7 +2,8 @@
 // again before): the reduction kind of a Reduce* op (kernels/hd/reduce.h's per-row math), the axis
 // split of the ops along one axis (Softmax, LogSoftmax, Hardmax), Clip's check, the variadic
 // Min/Max/Sum/Mean's check and broadcast output shape; integer Add/Sub/Mul/Div's check and kind,
-// the check of a Concat of integer or bool parts, OneHot's check, LRN's and GridSample's parameters.
+// the check of a Concat of integer or bool parts, OneHot's check, LRN's, GridSample's and pooling's
+// parameters.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include "graph/ops/reduce.h"
 #include "kernels/hd/activation.h"
 #include "kernels/hd/index.h"
+#include "kernels/hd/move.h"
 #include "kernels/hd/norm.h"
 #include "kernels/hd/reduce.h"
 
@@ -82,5 +84,11 @@ Result<kernels::hd::Col2ImParams> col2im_backward_params(OpCall const& call, Sav
 inline constexpr char kIntegerDivisionByZero[] = "integer division by zero";
 // Concat of integer or bool parts (index pairs, ids, masks), copied as bytes: every part one dtype.
 Status concat_bytes_check(graph::Op const& op, graph::OpGraph const& graph);
+
+// MaxPool, AveragePool, GlobalAveragePool of an input of shape `x`: kernels/hd/pool.h's window
+// parameters and the output shape `y` (CUDA's pooling; the CPU's MaxPool Indices); max pooling's
+// int32 arg-max refuses an input plane past its range.
+Status pool_params(OpCall const& call, std::vector<int64_t> const& x, kernels::hd::PoolParams& p,
+                   std::vector<int64_t>& y);
 
 }  // namespace gp::exec

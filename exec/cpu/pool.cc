@@ -6,7 +6,7 @@
 #include "exec/cpu/dnnl_context.h"
 #include "graph/ops/pool.h"
 #include "kernels/bf16.h"
-#include "kernels/hd/move.h"
+#include "exec/op_shared.h"
 #include "kernels/hd/pool.h"
 
 namespace gp::exec::cpu {
@@ -115,13 +115,9 @@ std::shared_ptr<PoolFwd const> pool_fwd_prim(PoolGeometry const& g) {
 // window) and flat index, which the CUDA kernels compute too; a bf16 input is widened first.
 Result<Tensor> max_pool_indices(OpCall const& call, Tensor const& x) {
   namespace hd = kernels::hd;
-  ASSIGN_OR_RETURN(graph::ops::PoolWindow const w, graph::ops::pool_window(call.op, x.shape()));
   hd::PoolParams p;
-  hd::pool_params(x.shape(), w.out_shape, w.kernel, w.strides, w.dilations, w.pads_begin, w.counted_pads_end,
-                  hd::PoolMode::kMax, p);
-  if (hd::pool_in_plane(p) > std::numeric_limits<int32_t>::max())
-    return unsupported(call.op.type + " '" + call.op.name + "': the arg-max is int32, the input plane of " +
-                       x.shape_string() + " is larger");
+  std::vector<int64_t> out_shape;
+  RETURN_IF_ERROR(pool_params(call, x.shape(), p, out_shape));
   std::vector<float> widened;
   float const* xf = nullptr;
   if (x.dtype() == DType::kBFloat16) {
@@ -131,7 +127,7 @@ Result<Tensor> max_pool_indices(OpCall const& call, Tensor const& x) {
   } else {
     xf = x.data<float>();
   }
-  Tensor idx(w.out_shape, DType::kInt64);
+  Tensor idx(out_shape, DType::kInt64);
   for (int64_t e = 0; e < idx.numel(); ++e) {
     int32_t arg = -1;
     hd::pool_forward_at<float>(xf, p, e, arg, std::numeric_limits<float>::lowest());

@@ -1,7 +1,6 @@
 // The CUDA backend's pool family: MaxPool (keeping its arg-max for backward), AveragePool and
 // GlobalAveragePool. Same inputs, outputs and conventions as the CPU's exec/cpu/pool.cc; kernels in
 // kernels/cuda/move.h.
-#include <limits>
 
 #include "exec/cuda/ops_common.h"
 #include "exec/cuda/ops_shared.h"
@@ -20,21 +19,6 @@ namespace kc = kernels::cuda;
 namespace hd = kernels::hd;
 
 // ---- MaxPool, AveragePool, GlobalAveragePool ----
-
-Status pool_params(OpCall const& call, std::vector<int64_t> const& x, hd::PoolParams& p, std::vector<int64_t>& y) {
-  auto const& a = *attrs_of<graph::PoolAttrs>(call.op);
-  bool const global = a.kind == graph::PoolKind::kGlobalAverage;
-  hd::PoolMode const mode = a.kind == graph::PoolKind::kMax    ? hd::PoolMode::kMax
-                            : (a.count_include_pad && !global) ? hd::PoolMode::kAverageIncludePad
-                                                               : hd::PoolMode::kAverageExcludePad;
-  ASSIGN_OR_RETURN(graph::ops::PoolWindow const w, graph::ops::pool_window(call.op, x));
-  hd::pool_params(x, w.out_shape, w.kernel, w.strides, w.dilations, w.pads_begin, w.counted_pads_end, mode, p);
-  y = w.out_shape;
-  if (mode == hd::PoolMode::kMax && hd::pool_in_plane(p) > std::numeric_limits<int32_t>::max())
-    return unsupported(call.op.type + " '" + call.op.name + "': the arg-max is int32, the input plane of " +
-                       dims_string(x) + " is larger");
-  return Status::ok();
-}
 
 template <typename T>
 Status pool_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
