@@ -9,6 +9,28 @@
 #include "kernels/move.h"
 
 namespace gp::exec::cpu {
+namespace {
+
+// y's elements, row-major, each read from x's element offset + sum(pos[d] * strides[d]) and copied
+// by its size: Expand's and Slice's path for masks and indices (any dtype, never differentiated).
+void copy_elements(Tensor const& x, int64_t offset, std::vector<int64_t> const& strides, Tensor& y) {
+  std::size_t const es = graph::dtype_size(x.dtype());
+  std::vector<int64_t> const& shape = y.shape();
+  auto const* src = static_cast<char const*>(x.raw());
+  auto* dst = static_cast<char*>(y.raw());
+  std::vector<int64_t> pos(shape.size(), 0);
+  for (int64_t k = 0, n = y.numel(); k < n; ++k) {
+    int64_t off = offset;
+    for (std::size_t d = 0; d < shape.size(); ++d) off += pos[d] * strides[d];
+    std::memcpy(dst + static_cast<std::size_t>(k) * es, src + static_cast<std::size_t>(off) * es, es);
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      if (++pos[d] < shape[d]) break;
+      pos[d] = 0;
+    }
+  }
+}
+
+}  // namespace
 
 Status expand_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(std::vector<int64_t> shape,
@@ -17,23 +39,11 @@ Status expand_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   if (in[0].dtype() == DType::kFloat32) {
     kernels::expand(in[0].data<float>(), in[0].shape(), y.data<float>(), shape);
   } else {  // masks and indices (bool, int64): copied element by element, never differentiated
-    std::size_t const es = graph::dtype_size(in[0].dtype());
     std::vector<int64_t> const padded = kernels::pad_shape(in[0].shape(), shape.size());
     std::vector<int64_t> st = kernels::contiguous_strides(padded);
     for (std::size_t d = 0; d < shape.size(); ++d)
       if (padded[d] != shape[d]) st[d] = 0;
-    auto const* src = static_cast<char const*>(in[0].raw());
-    auto* dst = static_cast<char*>(y.raw());
-    std::vector<int64_t> pos(shape.size(), 0);
-    for (int64_t k = 0, n = y.numel(); k < n; ++k) {
-      int64_t off = 0;
-      for (std::size_t d = 0; d < shape.size(); ++d) off += pos[d] * st[d];
-      std::memcpy(dst + static_cast<std::size_t>(k) * es, src + static_cast<std::size_t>(off) * es, es);
-      for (std::size_t d = shape.size(); d-- > 0;) {
-        if (++pos[d] < shape[d]) break;
-        pos[d] = 0;
-      }
-    }
+    copy_elements(in[0], 0, st, y);
   }
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
@@ -264,20 +274,7 @@ Status slice_forward(OpCall const& call, std::vector<Tensor> const& in, std::vec
 Status slice_bytes_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
   ASSIGN_OR_RETURN(graph::ops::SliceGeometry const g, graph::ops::slice_geometry(call.op, in[0].shape()));
   Tensor y(g.out_shape, in[0].dtype());
-  std::size_t const es = graph::dtype_size(y.dtype());
-  auto const* src = static_cast<char const*>(in[0].raw());
-  auto* dst = static_cast<char*>(y.raw());
-  std::size_t const r = g.out_shape.size();
-  std::vector<int64_t> pos(r, 0);
-  for (int64_t k = 0, n = y.numel(); k < n; ++k) {
-    int64_t off = g.offset;
-    for (std::size_t d = 0; d < r; ++d) off += pos[d] * g.src_strides[d];
-    std::memcpy(dst + static_cast<std::size_t>(k) * es, src + static_cast<std::size_t>(off) * es, es);
-    for (std::size_t d = r; d-- > 0;) {
-      if (++pos[d] < g.out_shape[d]) break;
-      pos[d] = 0;
-    }
-  }
+  copy_elements(in[0], g.offset, g.src_strides, y);
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   return Status::ok();
