@@ -168,8 +168,11 @@ bool resolve(int64_t idx, int64_t axis_dim, int64_t& out) {
 }
 }  // namespace
 
-bool gather(float const* data, int64_t outer, int64_t axis_dim, int64_t inner, int64_t const* indices,
-            int64_t num_indices, float* out, int64_t* bad_position) {
+bool gather_bytes(void const* data, std::size_t element_bytes, int64_t outer, int64_t axis_dim, int64_t inner,
+                  int64_t const* indices, int64_t num_indices, void* out, int64_t* bad_position) {
+  auto const* src = static_cast<char const*>(data);
+  auto* dst = static_cast<char*>(out);
+  std::size_t const row = static_cast<std::size_t>(inner) * element_bytes;
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t j = 0; j < num_indices; ++j) {
       int64_t k = 0;
@@ -177,11 +180,16 @@ bool gather(float const* data, int64_t outer, int64_t axis_dim, int64_t inner, i
         if (bad_position) *bad_position = j;  // the first: o = 0 visits every position in order
         return false;
       }
-      std::memcpy(out + (o * num_indices + j) * inner, data + (o * axis_dim + k) * inner,
-                  static_cast<std::size_t>(inner) * sizeof(float));
+      std::memcpy(dst + static_cast<std::size_t>(o * num_indices + j) * row,
+                  src + static_cast<std::size_t>(o * axis_dim + k) * row, row);
     }
   }
   return true;
+}
+
+bool gather(float const* data, int64_t outer, int64_t axis_dim, int64_t inner, int64_t const* indices,
+            int64_t num_indices, float* out, int64_t* bad_position) {
+  return gather_bytes(data, sizeof(float), outer, axis_dim, inner, indices, num_indices, out, bad_position);
 }
 
 bool gather_backward(float const* grad_out, int64_t outer, int64_t axis_dim, int64_t inner, int64_t const* indices,

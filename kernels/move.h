@@ -44,6 +44,9 @@ namespace gp::kernels {
 // such position in *bad_position when given.
 bool gather(float const* data, int64_t outer, int64_t axis_dim, int64_t inner, int64_t const* indices,
             int64_t num_indices, float* out, int64_t* bad_position = nullptr);
+// The same for elements of any size (masks and indices gathered, never differentiated).
+bool gather_bytes(void const* data, std::size_t element_bytes, int64_t outer, int64_t axis_dim, int64_t inner,
+                  int64_t const* indices, int64_t num_indices, void* out, int64_t* bad_position = nullptr);
 // grad_data[o, idx[j], :] += grad_out[o, j, :]  (grad_data is accumulated into, not cleared).
 bool gather_backward(float const* grad_out, int64_t outer, int64_t axis_dim, int64_t inner, int64_t const* indices,
                      int64_t num_indices, float* grad_data);

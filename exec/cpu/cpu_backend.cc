@@ -70,6 +70,13 @@ Table build_table(bool native) {
                {{expand_forward, expand_backward, expand_backward, require_attrs<graph::ExpandAttrs>}, 1, false}});
   t.push_back({OpKind::kTranspose,
                {{transpose_forward, transpose_backward, transpose_backward, require_attrs<graph::TransposeAttrs>}, 1}});
+  // ... and ids and masks (XLNet transposes its ids to [T, N]), copied by element size.
+  t.push_back({OpKind::kTranspose,
+               {{transpose_forward, no_gradient, no_gradient, require_attrs<graph::TransposeAttrs>},
+                1,
+                false,
+                0,
+                {DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8}}});
   // Concat reads every input as float data; Gather only its data (its indices are integers).
   t.push_back(
       {OpKind::kConcat,
@@ -92,6 +99,13 @@ Table build_table(bool native) {
                 {DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8}}});
   t.push_back({OpKind::kGather,
                {{gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2, true, 1}});
+  // ... and masks and indices (HF's causal mask gathered by computed positions), never differentiated.
+  t.push_back({OpKind::kGather,
+               {{gather_forward, no_gradient, no_gradient, require_attrs<graph::GatherAttrs>},
+                2,
+                false,
+                0,
+                {DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8}}});
   for (auto family : {linalg_kernels, activation_kernels, reduce_kernels, index_kernels, rnn_kernels, loss_kernels,
                       logic_kernels, deconv_kernels, view_kernels, binary_int_kernels})
     for (auto& entry : family()) t.push_back(std::move(entry));

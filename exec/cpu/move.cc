@@ -71,8 +71,10 @@ Tensor permute(Tensor const& x, std::vector<int64_t> const& perm) {
   Tensor y(shape, x.dtype());
   if (x.dtype() == DType::kBFloat16)  // mixed precision: bf16 moved as its bits
     kernels::strided_copy(x.data<uint16_t>(), strides, y.data<uint16_t>(), kernels::contiguous_strides(shape), shape);
-  else
+  else if (x.dtype() == DType::kFloat32)
     kernels::strided_copy(x.data<float>(), strides, y.data<float>(), kernels::contiguous_strides(shape), shape);
+  else  // ids and masks (XLNet's [T, N] ids): copied by element size, never differentiated
+    copy_elements(x, 0, strides, y);
   return y;
 }
 }  // namespace
@@ -305,6 +307,8 @@ std::vector<int64_t> indices_of(Tensor const& t) {
 }
 }  // namespace
 
+// Float32 data, or masks and indices (int64, int32, bool, uint8: HF's causal mask gathered from
+// a flattened one by computed positions), copied by element size and never differentiated.
 Status gather_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   Tensor const& data = in[0];
   Tensor const& idx_t = in[1];
@@ -312,16 +316,16 @@ Status gather_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
     return op_error(call, "indices must be int64 or int32");
   ASSIGN_OR_RETURN(graph::ops::GatherShape const gs, graph::ops::gather_shape(call.op, data.shape(), idx_t.shape()));
   std::vector<int64_t> const idx = indices_of(idx_t);
-  Tensor y(gs.out_shape);
+  Tensor y(gs.out_shape, data.dtype());
   int64_t bad = 0;
-  if (!kernels::gather(data.data<float>(), gs.outer, gs.axis_dim, gs.inner, idx.data(),
-                       static_cast<int64_t>(idx.size()), y.data<float>(), &bad))  // named as the CUDA backend does
+  if (!kernels::gather_bytes(data.raw(), graph::dtype_size(data.dtype()), gs.outer, gs.axis_dim, gs.inner, idx.data(),
+                             static_cast<int64_t>(idx.size()), y.raw(), &bad))  // named as the CUDA backend does
     return op_error(call, "index " + std::to_string(idx[static_cast<std::size_t>(bad)]) + " (position " +
                               std::to_string(bad) + ") is out of range for axis " + std::to_string(gs.axis) + " of " +
                               data.shape_string());
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
-  if (saved) saved->tensors = {idx_t, shape_tensor(data.shape())};
+  if (saved && data.dtype() == DType::kFloat32) saved->tensors = {idx_t, shape_tensor(data.shape())};
   return Status::ok();
 }
 

@@ -2,6 +2,7 @@
 // Gather (checked indices). Same inputs, outputs and conventions as the CPU's exec/cpu/move.cc;
 // kernels in kernels/cuda/move.h, their parameters in kernels/hd/move.h.
 #include <limits>
+#include <type_traits>
 
 #include "exec/cuda/ops_common.h"
 #include "exec/cuda/ops_shared.h"
@@ -296,8 +297,10 @@ Status slice_backward(OpCall const& call, Saved const& saved, std::vector<Tensor
 // memory (reading nothing outside the data: a bad index's row is zeros, and backward skips it)
 // and this reads the flag back (16 bytes: the first bad position and the index there), at once
 // or, while the backend defers checks (a training step), at the step's end.
-Status gather_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
-  RETURN_IF_ERROR(need_float(call, in[0]));
+// T: float, or (masks and indices: HF's causal mask gathered by computed positions) an integer of
+// the data's element size, copied and never differentiated.
+template <typename T>
+Status gather_as(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   Tensor const& data = in[0];
   Tensor idx = in[1];
   if (idx.dtype() != DType::kInt64 && idx.dtype() != DType::kInt32)
@@ -306,23 +309,33 @@ Status gather_forward(OpCall const& call, std::vector<Tensor> const& in, std::ve
   if (idx.device().kind != DeviceKind::kCuda) idx = idx.clone_to(*ctx->allocator);
   ASSIGN_OR_RETURN(graph::ops::GatherShape const gs, graph::ops::gather_shape(call.op, data.shape(), idx.shape()));
   int64_t const axis = gs.axis, outer = gs.outer, inner = gs.inner, axis_dim = gs.axis_dim;
-  ASSIGN_OR_RETURN(Tensor y, empty(gs.out_shape));
+  ASSIGN_OR_RETURN(Tensor y, empty(gs.out_shape, data.dtype()));
   ASSIGN_OR_RETURN(Tensor flag, index_flag());
   auto* bad = static_cast<unsigned long long*>(flag.raw());
   cudaStream_t const s = ctx->compute;
+  auto const* src = static_cast<T const*>(data.raw());
+  auto* dst = static_cast<T*>(y.raw());
   if (idx.dtype() == DType::kInt64) {
-    GP_CUDA_CHECK(kc::gather(data.data<float>(), outer, axis_dim, inner, idx.data<int64_t>(), idx.numel(),
-                             y.data<float>(), bad, s));
+    GP_CUDA_CHECK(kc::gather(src, outer, axis_dim, inner, idx.data<int64_t>(), idx.numel(), dst, bad, s));
   } else {
-    GP_CUDA_CHECK(kc::gather(data.data<float>(), outer, axis_dim, inner, idx.data<int32_t>(), idx.numel(),
-                             y.data<float>(), bad, s));
+    GP_CUDA_CHECK(kc::gather(src, outer, axis_dim, inner, idx.data<int32_t>(), idx.numel(), dst, bad, s));
   }
   RETURN_IF_ERROR(check_index_flag(call, idx, flag, 1, "axis " + std::to_string(axis) + " of " + data.shape_string(),
                                    /*deferrable=*/true));
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
-  if (saved) saved->tensors = {idx, shape_tensor(data.shape())};
+  if (saved && std::is_same_v<T, float>) saved->tensors = {idx, shape_tensor(data.shape())};
   return Status::ok();
+}
+
+Status gather_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
+  RETURN_IF_ERROR(need_float(call, in[0]));
+  return gather_as<float>(call, in, out, saved);
+}
+
+Status gather_bytes_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  return by_element_size(call, in[0].dtype(),
+                         [&](auto element) -> Status { return gather_as<decltype(element)>(call, in, out, nullptr); });
 }
 
 Status gather_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
@@ -349,6 +362,16 @@ Status gather_backward(OpCall const& call, Saved const& saved, std::vector<Tenso
                                       g->data<float>(), ws.raw(), bytes, s));
   }
   return Status::ok();
+}
+
+// Ids and masks (XLNet transposes its ids to [T, N]): copied by element size, never differentiated.
+Status transpose_bytes_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> const perm, graph::ops::transpose_perm(call.op, in[0].shape()));
+  out.assign(call.op.outputs.size(), Tensor());
+  return by_element_size(call, in[0].dtype(), [&](auto element) -> Status {
+    ASSIGN_OR_RETURN(out[0], permute_as<decltype(element)>(call, in[0], perm));
+    return Status::ok();
+  });
 }
 
 // The kernel table's entry of Transpose or Split for dtype T.
@@ -389,6 +412,14 @@ std::vector<KernelEntry> move_kernels() {
     t.push_back(
         {OpKind::kSlice, d, {slice_bytes_forward, no_gradient, no_gradient, require_attrs<graph::SliceAttrs>}, 1});
   add(OpKind::kGather, {gather_forward, gather_backward, gather_backward, require_attrs<graph::GatherAttrs>}, 2);
+  for (DType d : {DType::kInt64, DType::kInt32, DType::kBool, DType::kUInt8}) {
+    t.push_back(
+        {OpKind::kGather, d, {gather_bytes_forward, no_gradient, no_gradient, require_attrs<graph::GatherAttrs>}, 2});
+    t.push_back({OpKind::kTranspose,
+                 d,
+                 {transpose_bytes_forward, no_gradient, no_gradient, require_attrs<graph::TransposeAttrs>},
+                 1});
+  }
   return t;
 }
 

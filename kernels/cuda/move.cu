@@ -226,6 +226,17 @@ cudaError_t gather_backward(T const* grad_out, int64_t outer, int64_t axis_dim, 
 GP_GATHER_INSTANTIATE(float, int64_t)
 GP_GATHER_INSTANTIATE(float, int32_t)
 #undef GP_GATHER_INSTANTIATE
+// Masks and indices, by element size (forward only: never differentiated).
+#define GP_GATHER_BYTES_INSTANTIATE(T, I)                                                                            \
+  template cudaError_t gather<T, I>(T const*, int64_t, int64_t, int64_t, I const*, int64_t, T*, unsigned long long*, \
+                                    cudaStream_t);
+GP_GATHER_BYTES_INSTANTIATE(int64_t, int64_t)
+GP_GATHER_BYTES_INSTANTIATE(int64_t, int32_t)
+GP_GATHER_BYTES_INSTANTIATE(int32_t, int64_t)
+GP_GATHER_BYTES_INSTANTIATE(int32_t, int32_t)
+GP_GATHER_BYTES_INSTANTIATE(uint8_t, int64_t)
+GP_GATHER_BYTES_INSTANTIATE(uint8_t, int32_t)
+#undef GP_GATHER_BYTES_INSTANTIATE
 
 namespace {
 template <typename T, typename I>

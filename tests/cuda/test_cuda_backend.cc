@@ -169,11 +169,22 @@ void by_dtype_cases(Add const& add) {
       return make_op("GatherND", graph::GatherNDAttrs{},
                      {{"x", values_of(d, {3, 2}, 27), kIn}, {"i", int_tensor({2, 1}, {2, 0}), kIn}}, 1, {d});
     });
-    if (d == D::kInt64 || d == D::kInt32 || d == D::kUInt8 || d == D::kBool)  // index arithmetic's slices
+    if (d == D::kInt64 || d == D::kInt32 || d == D::kUInt8 || d == D::kBool) {  // index arithmetic's slices
       add("Slice" + n + " reversed", [d] {
         return make_op("Slice", graph::SliceAttrs{{1, -1}, {100, 0}, {0, 1}, {1, -1}},
                        {{"x", values_of(d, {3, 4}, 28), kIn}}, 1, {d});
       });
+      // XLNet's ids transposed to [T, N]; HF's causal mask gathered from a flattened one.
+      add("Transpose" + n, [d] {
+        return make_op("Transpose", graph::TransposeAttrs{{2, 0, 1}}, {{"x", values_of(d, {2, 3, 4}, 29), kIn}}, 1,
+                       {d});
+      });
+      add("Gather of" + n + " along axis 1", [d] {
+        return make_op("Gather", graph::GatherAttrs{1},
+                       {{"x", values_of(d, {2, 4, 3}, 30), kIn}, {"i", int_tensor({2, 2}, {3, -1, 0, 2}), kIn}}, 1,
+                       {d});
+      });
+    }
     if (d == D::kFloat64) continue;
     for (char const* t : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
       add(std::string(t) + n + " broadcast", [t, d] {

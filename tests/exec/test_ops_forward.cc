@@ -202,6 +202,54 @@ TEST(OpsForward, MaxPoolIndicesIndexTheWholeInput) {
     EXPECT_EQ(out[0].data<float>()[e], x.data<float>()[got[static_cast<std::size_t>(e)]]) << e;
 }
 
+// Ids and masks move as their bytes: XLNet transposes its int64 ids to [T, N], and HF's causal
+// mask (transformers 5, TorchScript) is a bool tensor gathered by computed positions. Before
+// 2026-12-03 both were refused ("input 0 has dtype bool (expected float32)", "no kernel for dtype
+// int64").
+TEST(OpsForward, TransposeAndGatherMoveIdsAndMasks) {
+  CpuBackend be;
+  std::vector<int64_t> ids(24);
+  for (std::size_t k = 0; k < ids.size(); ++k) ids[k] = 1000 + static_cast<int64_t>(k) * 7;
+  Tensor x = int_tensor({2, 3, 4}, ids);
+  Tensor t =
+      run_forward(be, make_op("Transpose", graph::TransposeAttrs{{2, 0, 1}}, {{"x", x, kIn}}, 1, {DType::kInt64}))[0];
+  ASSERT_EQ(t.dtype(), DType::kInt64);
+  ASSERT_EQ(t.shape(), (std::vector<int64_t>{4, 2, 3}));
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t c = 0; c < 4; ++c)
+        EXPECT_EQ(t.data<int64_t>()[(c * 2 + a) * 3 + b], ids[static_cast<std::size_t>((a * 3 + b) * 4 + c)]);
+
+  // A bool mask [2, 4, 3] gathered along axis 1 by [2, 2] indices (one negative): [2, 2, 2, 3].
+  Tensor mask({2, 4, 3}, DType::kBool);
+  for (int64_t k = 0; k < 24; ++k) static_cast<uint8_t*>(mask.raw())[k] = (k * 5 % 7) < 3 ? 1 : 0;
+  std::vector<int64_t> const rows = {3, -1, 0, 2};
+  Tensor g = run_forward(be, make_op("Gather", graph::GatherAttrs{1},
+                                     {{"m", mask, kIn}, {"i", int_tensor({2, 2}, rows), kIn}}, 1, {DType::kBool}))[0];
+  ASSERT_EQ(g.dtype(), DType::kBool);
+  ASSERT_EQ(g.shape(), (std::vector<int64_t>{2, 2, 2, 3}));
+  auto const* m = static_cast<uint8_t const*>(mask.raw());
+  auto const* got = static_cast<uint8_t const*>(g.raw());
+  for (int64_t o = 0; o < 2; ++o)
+    for (int64_t j = 0; j < 4; ++j) {
+      int64_t const row = rows[static_cast<std::size_t>(j)] < 0 ? rows[static_cast<std::size_t>(j)] + 4
+                                                                : rows[static_cast<std::size_t>(j)];
+      for (int64_t w = 0; w < 3; ++w) EXPECT_EQ(got[(o * 4 + j) * 3 + w], m[(o * 4 + row) * 3 + w]) << o << j << w;
+    }
+  // int32 data by int32 indices; an index out of range is named.
+  Tensor i32 = int32_tensor({3, 2}, {5, 6, 7, 8, 9, 10});
+  Tensor r = run_forward(be, make_op("Gather", graph::GatherAttrs{0},
+                                     {{"x", i32, kIn}, {"i", int32_tensor({2}, {2, 0}), kIn}}, 1, {DType::kInt32}))[0];
+  EXPECT_EQ(std::vector<int32_t>(r.data<int32_t>(), r.data<int32_t>() + 4), (std::vector<int32_t>{9, 10, 5, 6}));
+  OneOp bad =
+      make_op("Gather", graph::GatherAttrs{0}, {{"x", i32, kIn}, {"i", int_tensor({1}, {3}), kIn}}, 1, {DType::kInt32});
+  std::vector<Tensor> out;
+  Status const s = be.forward(OpCall{bad.the_op(), bad.graph, true, 7}, bad.inputs, out, nullptr);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("index 3 (position 0) is out of range for axis 0 of [3,2]"), std::string::npos)
+      << s.message();
+}
+
 TEST(OpsForward, NormsAndSoftmaxMatchFormulas) {
   CpuBackend be;
   Tensor x = random_tensor({3, 2, 4}, 10), s = random_tensor({2}, 11), b = random_tensor({2}, 12);
