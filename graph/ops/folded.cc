@@ -1,6 +1,6 @@
 // Ops that exist only at import time (the "folded" family): Constant is folded from its value, Shape,
 // Size and EyeLike from their input's shape alone, the window ops (HannWindow, HammingWindow,
-// BlackmanWindow) from their size. None has an inference rule: one that cannot be
+// BlackmanWindow) from their size, NonZero from its input's value. None has an inference rule: one that cannot be
 // folded is an import error. (Range, folded when static, lives with ConstantOfShape in logic.cc:
 // over the batch size it stays an op.)
 #include <algorithm>
@@ -139,6 +139,40 @@ Result<Folded> fold_window(FoldContext const& c, WindowCoefficients w) {
   return folded_one(std::move(a));
 }
 
+// NonZero of a value known at import (TorchScript writes it for a masked assignment, Longformer's
+// `x[mask] = v` over a mask built from shapes): the coordinates of its non-zero elements, int64
+// [rank, count], in row-major order. Over a value computed at run time the number of elements
+// depends on the data, so the output shape does: such a NonZero is refused by the importer.
+Result<Folded> fold_non_zero(FoldContext const& c) {
+  SymArray const* x = c.in(0);
+  if (x == nullptr) return invalid_argument(c.where() + " has no input");
+  if (x->has_batch())
+    return unsupported(c.where() +
+                       ": its input holds the batch size, so how many of its elements are non-zero "
+                       "(its output's shape) changes with the micro-batch");
+  int64_t const n = fold_numel(x->dims);
+  if (n > kMaxFoldElements)
+    return unsupported(c.where() + ": NonZero of " + dims_str(x->dims) + " is too large to fold at import time");
+  Dims const strides = row_major_strides(x->dims);
+  std::vector<int64_t> hits;
+  for (int64_t k = 0; k < n; ++k) {
+    auto const e = static_cast<std::size_t>(k);
+    if (x->is_float() ? x->f[e] != 0.0 : x->i[e] != 0) hits.push_back(k);
+  }
+  auto const rank = static_cast<int64_t>(x->dims.size());
+  auto const count = static_cast<int64_t>(hits.size());
+  SymArray a;
+  a.dtype = DType::kInt64;
+  a.dims = {rank, count};
+  a.i.assign(static_cast<std::size_t>(rank * count), 0);
+  for (int64_t h = 0; h < count; ++h)
+    for (int64_t d = 0; d < rank; ++d) {
+      auto const du = static_cast<std::size_t>(d);
+      a.i[static_cast<std::size_t>(d * count + h)] = hits[static_cast<std::size_t>(h)] / strides[du] % x->dims[du];
+    }
+  return folded_one(std::move(a));
+}
+
 }  // namespace
 
 void register_folded_ops(OpTable& t) {
@@ -147,6 +181,7 @@ void register_folded_ops(OpTable& t) {
   define(t, "Shape", {.fold = fold_shape, .folds_from_shape = true, .grad_free = every_input()});
   define(t, "Size", {.fold = fold_size, .folds_from_shape = true, .grad_free = every_input()});
   define(t, "EyeLike", {.fold = fold_eye_like, .folds_from_shape = true, .grad_free = every_input()});
+  define(t, "NonZero", {.fold = fold_non_zero, .grad_free = every_input()});
   define(t, "HannWindow",
          {.fold =
               [](FoldContext const& c) {

@@ -22,7 +22,7 @@ namespace gp::graph::ops {
   X(GridSample) X(HammingWindow) X(HannWindow) X(HardSigmoid) X(HardSwish) X(Hardmax) X(Identity)           \
   X(InstanceNormalization) X(LRN) X(LSTM) X(LayerNormalization) X(LeakyRelu) X(Less) X(LessOrEqual) X(Log)  \
   X(LogSoftmax) X(MatMul) X(Max) X(MaxPool) X(Mean) X(Min) X(Mod) X(Mul) X(Neg)                             \
-  X(NegativeLogLikelihoodLoss) X(Not) X(OneHot) X(Or) X(PRelu) X(Pad) X(Pow) X(RNN) X(RandomNormalLike)     \
+  X(NegativeLogLikelihoodLoss) X(NonZero) X(Not) X(OneHot) X(Or) X(PRelu) X(Pad) X(Pow) X(RNN) X(RandomNormalLike)     \
   X(RandomUniformLike) X(Range) X(Reciprocal) X(ReduceL1) X(ReduceL2) X(ReduceLogSum) X(ReduceLogSumExp)    \
   X(ReduceMax) X(ReduceMean) X(ReduceMin) X(ReduceProd) X(ReduceSum) X(ReduceSumSquare) X(Relu) X(Reshape)  \
   X(Resize) X(Round) X(Scatter) X(ScatterElements) X(ScatterND) X(Selu) X(Shape) X(Shrink) X(Sigmoid)       \

@@ -290,6 +290,45 @@ TEST(ImportCurrentOnnx, EyeLikeOfAFixedShapeIsAConstant) {
   EXPECT_NE(half.find("EyeLike of dtype float16"), std::string::npos) << half;
 }
 
+// NonZero of a value known at import (TorchScript writes it for a masked assignment over a mask
+// built from shapes, as in HF Longformer) folds to the coordinates of the non-zero elements, int64
+// [rank, count] in row-major order; over a value computed at run time its output's shape depends
+// on the data: refused, naming the input.
+TEST(ImportCurrentOnnx, NonZeroOfAValueKnownAtImportIsItsCoordinates) {
+  auto added = [](OpGraph const& g) {
+    std::vector<float> v;
+    for (Op const* op : ops_of_type(g, "Add")) {
+      auto const& data = g.tensor(op->inputs[1]).data;
+      EXPECT_NE(data, nullptr) << "the coordinates are not a constant";
+      if (data) v.assign(data->as<float>(), data->as<float>() + data->numel());
+    }
+    EXPECT_TRUE(ops_of_type(g, "NonZero").empty());
+    return v;
+  };
+  // [[0, 1.5], [-2, 0]]: (0, 1) and (1, 0), as rows [0, 1] and [1, 0].
+  auto g = must_load(model("float[N,4] x", "float[N,4] y", {},
+                           "c = Constant <value = float[2,2] {0, 1.5, -2, 0}> ()\n"
+                           "nz = NonZero(c)\n"
+                           "f = Cast <to = 1> (nz)\n"
+                           "shape = Constant <value = int64[2] {1, 4}> ()\n"
+                           "r = Reshape(f, shape)\n"
+                           "y = Add(x, r)"));
+  EXPECT_EQ(added(g), (std::vector<float>{0, 1, 1, 0}));
+  // A bool mask [2, 1, 3] true at (0, 0, 2), (1, 0, 0), (1, 0, 1): rows of 3 coordinates each.
+  auto b = must_load(model("float[N,9] x", "float[N,9] y", {},
+                           "c = Constant <value = bool[2,1,3] {0, 0, 1, 1, 1, 0}> ()\n"
+                           "nz = NonZero(c)\n"
+                           "f = Cast <to = 1> (nz)\n"
+                           "shape = Constant <value = int64[2] {1, 9}> ()\n"
+                           "r = Reshape(f, shape)\n"
+                           "y = Add(x, r)"));
+  EXPECT_EQ(added(b), (std::vector<float>{0, 1, 1, 0, 0, 0, 2, 0, 1}));
+  auto const msg =
+      must_fail(model("float[N,4] x", "float[N,4] y", {}, "nz = NonZero(x)\nf = Cast <to = 1> (nz)\ny = Add(x, x)"));
+  EXPECT_NE(msg.find("its input 'x' is computed at run time, so its output shape is dynamic"), std::string::npos)
+      << msg;
+}
+
 // The window ops (opset 17; torch.stft's window) fold to constants of their size: periodic (N = size)
 // by default, symmetric (N = size - 1) with periodic = 0, in output_datatype. The values are the
 // spec's formula with pi (ONNX's own node tests compute theirs with 3.1415: conformance allow list).
