@@ -464,20 +464,26 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
     raw.initializers.push_back(std::move(init));
   }
   // torch.export's graph signature (dynamo exports): one line per input, "<name>: PARAMETER
-  // target='<module path>'" for each parameter.
+  // target='<module path>'" for each parameter, "BUFFER target=..." and "CONSTANT_TENSOR target=..."
+  // for the tensors torch does not train.
   for (auto const& prop : g.metadata_props()) {
     if (prop.key() != "pkg.torch.export.ExportedProgram.graph_signature") continue;
-    std::set<std::string> params;
-    std::string_view text = prop.value();
-    std::string_view const tag = ": PARAMETER target='";
-    for (std::size_t at = text.find(tag); at != std::string_view::npos; at = text.find(tag, at)) {
-      at += tag.size();
-      std::size_t const end = text.find('\'', at);
-      if (end == std::string_view::npos) break;
-      params.emplace(text.substr(at, end - at));
-      at = end;
-    }
-    raw.exported_parameters = std::move(params);
+    std::string_view const text = prop.value();
+    auto targets = [&](std::string_view kind) {
+      std::set<std::string> out;
+      std::string const tag = ": " + std::string(kind) + " target='";
+      for (std::size_t at = text.find(tag); at != std::string_view::npos; at = text.find(tag, at)) {
+        at += tag.size();
+        std::size_t const end = text.find('\'', at);
+        if (end == std::string_view::npos) break;
+        out.emplace(text.substr(at, end - at));
+        at = end;
+      }
+      return out;
+    };
+    raw.exported_parameters = targets("PARAMETER");
+    raw.exported_buffers = targets("BUFFER");
+    raw.exported_buffers.merge(targets("CONSTANT_TENSOR"));
   }
   for (auto const& v : g.input()) {
     if (init_names.count(v.name())) continue;

@@ -70,6 +70,13 @@ inline constexpr char kNotAParameterReason[] =
     "not a parameter in torch.export's graph signature, which lists every parameter as an initializer: a "
     "constant the exporter computed (list it under trainable: to train it)";
 
+// The importer's reason for a float initializer in a weight slot that a dynamo export's graph
+// signature lists as a buffer or constant tensor, which torch never trains (BART's
+// final_logits_bias: zeros added to the logits, which look like a learned bias).
+inline constexpr char kExportedBufferReason[] =
+    "a buffer in torch.export's graph signature, which torch does not train (list it under trainable: to "
+    "train it)";
+
 // The importer's reason for a float initializer in a weight slot that it keeps constant because it
 // holds a value of magnitude 1e30 or more: a mask (HF's attention masks hold float32's lowest
 // value; a fixed-batch export folds one into an initializer), which no learned weight holds.

@@ -92,6 +92,9 @@ struct RawModel {
   // The PARAMETER targets of the graph signature torch.export records in a dynamo export's graph
   // metadata ("pkg.torch.export.ExportedProgram.graph_signature"); nullopt when the file has none.
   std::optional<std::set<std::string>> exported_parameters;
+  // Its BUFFER and CONSTANT_TENSOR targets: tensors torch never trains (BART's final_logits_bias, a
+  // zero bias added to the logits), empty when the file has no signature.
+  std::set<std::string> exported_buffers;
 };
 
 // A float matrix initializer that holds exactly another's transpose becomes Transpose(that one)

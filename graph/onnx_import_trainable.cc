@@ -440,6 +440,8 @@ Result<std::vector<WeightChoice>> choose_trainable(RawModel const& m, ImportOpti
       c.reason = std::string(kMaskValuesReason);
     } else if (value_rule && is_position_table(init)) {
       c.reason = std::string(kPositionTableReason);
+    } else if (rule != rules.end() && m.exported_buffers.count(init.name)) {
+      c.reason = std::string(kExportedBufferReason);
     } else if (rule != rules.end() && signature_complete && !m.exported_parameters->count(init.name)) {
       c.reason = std::string(kNotAParameterReason);
     } else if (rule != rules.end()) {

@@ -3,6 +3,8 @@
 // name patterns of the training config override the choice.
 #include <gtest/gtest.h>
 
+#include <onnx/onnx_pb.h>
+
 #include <cmath>
 #include <limits>
 
@@ -148,6 +150,61 @@ TEST(Trainable, NaNWeightsAreNeverTrained) {
   OpGraph const g = must_import(b);
   EXPECT_FALSE(choice(g, "w").trainable);
   EXPECT_EQ(choice(g, "w").reason, "non-finite values");
+}
+
+// A dynamo export's graph signature names the tensors torch does not train: BART's final_logits_bias
+// is a buffer of zeros added to the logits, which the slot rules take for a learned bias (torch 2.15's
+// BART trained it, 3.1e-2 from torch's third loss). Without a signature (a TorchScript export) the
+// rules decide, and `frozen:` keeps it out.
+TEST(Trainable, BuffersInTheExportedGraphSignatureAreNotTrained) {
+  OnnxModelBuilder b("signature", 17, 1);
+  auto x = b.add_input("x", {kBatch, 2});
+  auto w = b.add_initializer("m.lm_head.weight", TensorData::from_floats({2, 3}, {1, 2, 3, 4, 5, 6}), true);
+  auto bias = b.add_initializer("m.final_logits_bias", TensorData::from_floats({1, 3}, {0, 0, 0}), true);
+  b.add_node("MatMul", {x, w}, {"h"});
+  b.add_node("Add", {"h", bias}, {"y"});
+  b.add_output("y", {kBatch, 3});
+  auto bytes = b.serialize();
+  ASSERT_TRUE(bytes.is_ok()) << bytes.status().message();
+  ONNX_NAMESPACE::ModelProto plain;
+  ASSERT_TRUE(plain.ParseFromString(*bytes));
+  auto import = [&](std::string const& signature, ImportOptions const& o = {}) {
+    ONNX_NAMESPACE::ModelProto m = plain;
+    m.set_ir_version(10);
+    if (!signature.empty()) {
+      auto* prop = m.mutable_graph()->add_metadata_props();
+      prop->set_key("pkg.torch.export.ExportedProgram.graph_signature");
+      prop->set_value(signature);
+    }
+    auto g = load_onnx_bytes(m.SerializeAsString(), "signature", o);
+    EXPECT_TRUE(g.is_ok()) << g.status().message();
+    return g.is_ok() ? std::move(g).value() : OpGraph{};
+  };
+  OpGraph const torchscript = import("");
+  EXPECT_TRUE(choice(torchscript, "m.final_logits_bias").trainable);
+  ImportOptions frozen;
+  frozen.frozen = {"*final_logits_bias"};
+  EXPECT_FALSE(choice(import("", frozen), "m.final_logits_bias").trainable);
+
+  // A parameter the optimizer folded away (the tied embedding) leaves the signature incomplete:
+  // its parameters no longer decide, its buffers still do.
+  std::string const signature =
+      "\n# inputs\np_m_model_shared_weight: PARAMETER target='m.model.shared.weight'\n"
+      "p_m_lm_head_weight: PARAMETER target='m.lm_head.weight'\n"
+      "b_m_final_logits_bias: BUFFER target='m.final_logits_bias' persistent=True\n"
+      "x: USER_INPUT\n\n# outputs\ny: USER_OUTPUT\n";
+  OpGraph const dynamo = import(signature);
+  EXPECT_FALSE(choice(dynamo, "m.final_logits_bias").trainable);
+  EXPECT_EQ(choice(dynamo, "m.final_logits_bias").reason, kExportedBufferReason);
+  EXPECT_EQ(role(dynamo, "m.final_logits_bias"), TensorRole::kConstant);
+  EXPECT_TRUE(choice(dynamo, "m.lm_head.weight").trainable);
+  ImportOptions trained;
+  trained.trainable = {"m.final_logits_bias"};
+  EXPECT_TRUE(choice(import(signature, trained), "m.final_logits_bias").trainable);
+  // A constant tensor the signature lists is not trained either.
+  std::string constant = signature;
+  constant.replace(constant.find("BUFFER"), 6, "CONSTANT_TENSOR");
+  EXPECT_FALSE(choice(import(constant), "m.final_logits_bias").trainable);
 }
 
 TEST(Trainable, FrozenAndTrainablePatternsOverrideTheImporter) {
