@@ -132,12 +132,77 @@ def hf(name):
             num_labels=4, hidden_sizes=[8, 16, 32, 64], decoder_hidden_size=32, depths=[1, 1, 1, 1])),
         "hf_mobilevit": lambda: t.MobileViTForImageClassification(t.MobileViTConfig(image_size=32, num_labels=4)),
     })
+    # A third wave (2026-12-03, stop 56): encoder-decoders trained on the next token after the
+    # sequence (the decoder reads the sequence too), audio classifiers on waveforms or log-mel
+    # frames, and the families the earlier waves left out.
+    enc = dict(vocab_size=fx.VOCAB, num_labels=4, pad_token_id=0)
+    makers.update({
+        "hf_t5": lambda: t.T5ForConditionalGeneration(t.T5Config(
+            d_model=16, d_kv=8, d_ff=32, num_layers=2, num_heads=2, relative_attention_num_buckets=8,
+            decoder_start_token_id=0, **enc)),
+        "hf_bart": lambda: t.BartForConditionalGeneration(t.BartConfig(
+            d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
+            encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=16, **enc)),
+        "hf_distilbert": lambda: t.DistilBertForSequenceClassification(t.DistilBertConfig(
+            dim=16, n_layers=2, n_heads=2, hidden_dim=32, max_position_embeddings=16, **enc)),
+        "hf_xlnet": lambda: t.XLNetForSequenceClassification(t.XLNetConfig(d_model=16, n_layer=2, n_head=2,
+                                                                         d_inner=32, **enc)),
+        "hf_funnel": lambda: t.FunnelForSequenceClassification(t.FunnelConfig(
+            block_sizes=[1, 1], d_model=16, n_head=2, d_head=8, d_inner=32, **enc)),
+        "hf_gptj": lambda: t.GPTJForSequenceClassification(t.GPTJConfig(n_embd=16, n_layer=2, n_head=2, rotary_dim=4,
+                                                                        n_positions=16, **enc)),
+        "hf_gpt_bigcode": lambda: t.GPTBigCodeForSequenceClassification(t.GPTBigCodeConfig(
+            n_embd=16, n_layer=2, n_head=2, n_positions=16, multi_query=True, **enc)),
+        "hf_squeezebert": lambda: t.SqueezeBertForSequenceClassification(t.SqueezeBertConfig(
+            embedding_size=16, q_groups=2, k_groups=2, v_groups=2, post_attention_groups=2, intermediate_groups=2,
+            output_groups=2, **dict(small, num_labels=4, pad_token_id=0))),
+        "hf_esm": lambda: t.EsmForSequenceClassification(t.EsmConfig(position_embedding_type="rotary", mask_token_id=1,
+                                                                     **dict(small, num_labels=4, pad_token_id=0))),
+        "hf_longformer": lambda: t.LongformerForSequenceClassification(t.LongformerConfig(
+            attention_window=4, **dict(small, num_labels=4, pad_token_id=0, max_position_embeddings=20))),
+        "hf_mamba": lambda: t.MambaForCausalLM(t.MambaConfig(vocab_size=fx.VOCAB, hidden_size=16, state_size=4,
+                                                             num_hidden_layers=2, expand=2, conv_kernel=4)),
+        "hf_rwkv": lambda: t.RwkvForCausalLM(t.RwkvConfig(vocab_size=fx.VOCAB, hidden_size=16, num_hidden_layers=2,
+                                                          attention_hidden_size=16, intermediate_size=32,
+                                                          context_length=16)),
+        "hf_whisper": lambda: t.WhisperForAudioClassification(t.WhisperConfig(
+            num_mel_bins=8, max_source_positions=16, d_model=16, encoder_layers=2, encoder_attention_heads=2,
+            encoder_ffn_dim=32, decoder_layers=1, decoder_attention_heads=2, decoder_ffn_dim=32, num_labels=4,
+            vocab_size=fx.VOCAB)),
+        "hf_wav2vec2": lambda: t.Wav2Vec2ForSequenceClassification(t.Wav2Vec2Config(
+            conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=4,
+            num_conv_pos_embedding_groups=2, classifier_proj_size=8, num_labels=4, mask_time_prob=0.0, layerdrop=0.0,
+            **{k: v for k, v in small.items() if k not in ("vocab_size", "max_position_embeddings")})),
+        "hf_hubert": lambda: t.HubertForSequenceClassification(t.HubertConfig(
+            conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=4,
+            num_conv_pos_embedding_groups=2, classifier_proj_size=8, num_labels=4, mask_time_prob=0.0, layerdrop=0.0,
+            **{k: v for k, v in small.items() if k not in ("vocab_size", "max_position_embeddings")})),
+        "hf_swin": lambda: t.SwinForImageClassification(t.SwinConfig(image_size=32, patch_size=4, embed_dim=8,
+                                                                     depths=[1, 1], num_heads=[2, 2], window_size=2,
+                                                                     num_labels=4)),
+        "hf_clip": lambda: t.CLIPForImageClassification(t.CLIPConfig(
+            vision_config=dict(image_size=32, patch_size=8, hidden_size=16, num_hidden_layers=2,
+                               num_attention_heads=2, intermediate_size=32),
+            text_config=dict(vocab_size=fx.VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                             intermediate_size=32), num_labels=4)),
+        "hf_levit": lambda: t.LevitForImageClassification(t.LevitConfig(
+            image_size=32, hidden_sizes=[16, 32, 48], num_attention_heads=[2, 2, 2], depths=[1, 1, 1],
+            key_dim=[8, 8, 8], num_labels=4)),
+        "hf_poolformer": lambda: t.PoolFormerForImageClassification(t.PoolFormerConfig(
+            hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1], num_labels=4)),
+    })
     model = makers[name]()
     for m in model.modules():  # no dropout: the sweep is about import and training, not noise
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
     if name in HF_IMAGE:
         return fx.HfImageClassifier(lambda: model), (3, 32, 32)
+    if name in HF_AUDIO:
+        return fx.HfAudioClassifier(lambda: model, HF_AUDIO[name][0]), HF_AUDIO[name][1]
+    if name in HF_SEQ2SEQ:
+        return fx.HfSeq2SeqLastToken(lambda: model), "ids"
+    if name in HF_CAUSAL:
+        return fx.HfLastToken(lambda: model), "ids"
     return fx.HfClassifier(lambda: model), "ids"
 
 
@@ -147,7 +212,15 @@ HF_CURRENT = ["hf_gemma", "hf_gemma2", "hf_gemma3", "hf_phi3", "hf_qwen3", "hf_o
               "hf_opt", "hf_bloom", "hf_falcon", "hf_mixtral", "hf_qwen2_moe", "hf_deberta_v2", "hf_mpnet",
               "hf_modernbert", "hf_mobilebert", "hf_deit", "hf_beit", "hf_dinov2", "hf_convnext", "hf_segformer",
               "hf_mobilevit"]
-HF_IMAGE = {"hf_vit", "hf_deit", "hf_beit", "hf_dinov2", "hf_convnext", "hf_segformer", "hf_mobilevit"}
+HF_WAVE3 = ["hf_t5", "hf_bart", "hf_distilbert", "hf_xlnet", "hf_funnel", "hf_gptj", "hf_gpt_bigcode", "hf_squeezebert",
+            "hf_esm", "hf_longformer", "hf_mamba", "hf_rwkv", "hf_whisper", "hf_wav2vec2", "hf_hubert", "hf_swin",
+            "hf_clip", "hf_levit", "hf_poolformer"]
+HF_SEQ2SEQ = {"hf_t5", "hf_bart"}
+HF_CAUSAL = {"hf_mamba", "hf_rwkv"}
+# Audio: the keyword the model reads and one example's shape (a waveform, or log-mel frames).
+HF_AUDIO = {"hf_whisper": ("input_features", (8, 32)), "hf_wav2vec2": ("input_values", (400,)),
+            "hf_hubert": ("input_values", (400,))}
+HF_IMAGE = {"hf_swin", "hf_clip", "hf_levit", "hf_poolformer", "hf_vit", "hf_deit", "hf_beit", "hf_dinov2", "hf_convnext", "hf_segformer", "hf_mobilevit"}
 
 
 def try_one(name, exporter, graphpipe, out_dir):
@@ -178,7 +251,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--graphpipe", default=os.path.join(here, "..", "build", "cli", "graphpipe"))
-    ap.add_argument("--models", default=",".join(VISION + SEGMENTATION + VIDEO + HF + HF_CURRENT))
+    ap.add_argument("--models", default=",".join(VISION + SEGMENTATION + VIDEO + HF + HF_CURRENT + HF_WAVE3))
     ap.add_argument("--exporters", default="dynamo,torchscript")
     ap.add_argument("--out", default=None, help="keep the exports here (default: a temporary folder)")
     args = ap.parse_args()
