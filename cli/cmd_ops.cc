@@ -52,6 +52,10 @@ Status run_ops(OpsOptions const& options) {
     std::printf(
         "| control flow, resolved at import | If, when its condition is known at import (the branch it "
         "takes); not Loop or Scan |\n");
+    std::printf(
+        "| sequences, resolved at import | SplitToSequence, SequenceAt, SequenceConstruct, SequenceEmpty, "
+        "SequenceInsert, SequenceErase, SequenceLength, ConcatFromSequence, when their sizes and positions are "
+        "known at import |\n");
     std::printf("\n%zu operator types, and %zu more imported as the function body ONNX defines for them.\n", total,
                 graph::function_op_types().size());
     return Status::ok();
@@ -85,6 +89,10 @@ Status run_ops(OpsOptions const& options) {
   std::printf("\nAlso imported, as the function body ONNX defines for them: %s",
               joined(graph::function_op_types()).c_str());
   std::printf("\nIf is imported when its condition is known at import, as the branch it takes; Loop and Scan are not");
+  std::printf(
+      "\nSequences (SplitToSequence, SequenceAt, SequenceConstruct, SequenceEmpty, SequenceInsert, SequenceErase, "
+      "SequenceLength, ConcatFromSequence) are imported when their sizes and positions are known at import, as "
+      "Split, Concat and the values they hold");
   std::printf(
       "\nbf16 (--precision bf16, automatic mixed precision): low = computes in bf16 with float32 accumulation; "
       "follow = stays bf16 when its inputs are; fp32 = bf16 inputs are cast to float32 first (CPU; CUDA runs "

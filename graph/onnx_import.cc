@@ -242,7 +242,9 @@ Result<RawValueInfo> to_value_info(onnx::ValueInfoProto const& v) {
   RawValueInfo out;
   out.name = v.name();
   if (!v.type().has_tensor_type())
-    return unsupported("value '" + v.name() + "' is not a tensor (sequences, maps and optionals are not supported)");
+    return unsupported("value '" + v.name() +
+                       "' is not a tensor: graph inputs and outputs must be tensors (sequences are imported only "
+                       "inside the graph, where their sizes are known at import; maps and optionals are not)");
   auto const& tt = v.type().tensor_type();
   ASSIGN_OR_RETURN(out.dtype, to_dtype(tt.elem_type(), "value '" + v.name() + "'"));
   out.has_shape = tt.has_shape();
@@ -587,7 +589,7 @@ Status check_supported(RawModel const& raw) {
     auto const& n = raw.nodes[i];
     // An If is checked when lowering takes one of its branches (its condition known at import).
     bool const ok = n.domain.empty() && (std::binary_search(supported.begin(), supported.end(), n.type) ||
-                                         (n.type == "If" && !n.bodies.empty()));
+                                         (n.type == "If" && !n.bodies.empty()) || onnx_import::is_sequence_op(n.type));
     if (!ok)
       missing[n.domain.empty() ? n.type : n.domain + "::" + n.type].push_back(n.name.empty() ? "#" + std::to_string(i)
                                                                                              : n.name);
@@ -608,7 +610,9 @@ Status check_supported(RawModel const& raw) {
   for (auto const& s : supported) msg += " " + s;
   msg += "; as their ONNX function bodies:";
   for (auto const& s : function_op_types()) msg += " " + s;
-  msg += "; If, when its condition is known at import (the branch it takes)";
+  msg +=
+      "; If, when its condition is known at import (the branch it takes); sequences (SplitToSequence, "
+      "SequenceAt, ...) whose sizes and positions are known at import";
   return unsupported(msg);
 }
 
@@ -678,7 +682,6 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   onnx_import::rewrite_cast_like(*raw);
   onnx_import::rewrite_is_nan(*raw);
   onnx_import::rewrite_is_inf(*raw);
-  onnx_import::rewrite_split_to_sequence(*raw);
   RETURN_IF_ERROR(onnx_import::rewrite_depth_space(*raw).with_context(source));
   RETURN_IF_ERROR(onnx_import::rewrite_pooling_and_upsample(*raw).with_context(source));
   RETURN_IF_ERROR(check_supported(*raw).with_context(source));

@@ -1,14 +1,13 @@
 // Pattern fusion on the raw model, and the rewrites of nodes into ones graphpipe runs: CastLike
 // (opset 15) into Cast to the type it is like, which shape inference knows; IsNaN into
-// Not(Equal(x, x)) and IsInf into Equal(Abs(x), inf); SplitToSequence read by SequenceAt into a
-// Split; DepthToSpace and SpaceToDepth into Reshape, Transpose, Reshape. Torch 1.13 exports GELU as
-// x*0.5*(1+erf(x/sqrt2)) (its tanh approximation as 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))))
-// and, below opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add; a linear
-// layer on a rank >= 3 input as MatMul(x, Transpose(W)) + bias. Executors and the cost model want
-// one operator for each, so the chains are replaced here, before anything else looks at the node
-// types. A Relu after a BatchNormalization is fused into it (BatchNormAttrs::relu); a residual
-// block's tail, BatchNormalization -> Add -> Relu, and what only feeds a MatMul (a Transpose of an
-// operand, a constant scale) are fused after lowering, where every shape is known
+// Not(Equal(x, x)) and IsInf into Equal(Abs(x), inf); DepthToSpace and SpaceToDepth into Reshape,
+// Transpose, Reshape (sequences, SplitToSequence read by SequenceAt, are resolved by the lowering). Torch 1.13 exports
+// GELU as x*0.5*(1+erf(x/sqrt2)) (its tanh approximation as 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))) and, below
+// opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add; a linear layer on a rank >= 3 input as
+// MatMul(x, Transpose(W)) + bias. Executors and the cost model want one operator for each, so the chains are replaced
+// here, before anything else looks at the node types. A Relu after a BatchNormalization is fused into it
+// (BatchNormAttrs::relu); a residual block's tail, BatchNormalization -> Add -> Relu, and what only feeds a MatMul (a
+// Transpose of an operand, a constant scale) are fused after lowering, where every shape is known
 // (onnx_import_fuse_graph.cc).
 #include <algorithm>
 #include <cmath>
@@ -718,134 +717,6 @@ void rewrite_is_inf(RawModel& model) {
   model.nodes = std::move(nodes);
 }
 
-void rewrite_split_to_sequence(RawModel& model) {
-  // More pieces than this stay a sequence (refused): a file cannot make the importer build a Split
-  // of billions of outputs.
-  constexpr int64_t kMaxSequencePieces = 4096;
-  struct Plan {
-    std::vector<int64_t> sizes;
-    bool squeeze = false;
-    int64_t axis = 0;
-    std::map<int, int64_t> reads;  // SequenceAt node -> piece
-  };
-  std::map<int, Plan> plans;  // SplitToSequence node -> its rewrite
-  {
-    Matcher const m(model);
-    // Integer constants as int64 (SequenceAt's position may be int32), with their rank.
-    auto constant = [&](std::string const& name) -> std::optional<std::pair<std::vector<int64_t>, std::size_t>> {
-      TensorData const* data = m.constant_data(name);
-      if (!data || (data->dtype != DType::kInt64 && data->dtype != DType::kInt32)) return std::nullopt;
-      return std::pair{data->to_int64s(), data->dims.size()};
-    };
-    // The fixed size of `name` along `axis` (ONNX shape inference's), or -1.
-    auto fixed_dim = [&](std::string const& name, int64_t axis) -> int64_t {
-      auto const dims = m.dims(name);
-      int64_t const rank = dims ? static_cast<int64_t>(dims->size()) : 0;
-      if (axis < -rank || axis >= rank) return -1;
-      return (*dims)[static_cast<std::size_t>(axis < 0 ? axis + rank : axis)];
-    };
-    for (std::size_t i = 0; i < model.nodes.size(); ++i) {
-      RawNode const& n = model.nodes[i];
-      if (n.type != "SplitToSequence" || !n.domain.empty() || n.inputs.empty() || n.outputs.size() != 1 ||
-          !m.internal(n.outputs[0]))
-        continue;
-      Plan plan;
-      auto attr = [&](char const* key, int64_t fallback) {
-        auto it = n.attrs.find(key);
-        int64_t const* v = it == n.attrs.end() ? nullptr : std::get_if<int64_t>(&it->second);
-        return v ? *v : fallback;
-      };
-      plan.axis = attr("axis", 0);
-      bool const keepdims = attr("keepdims", 1) != 0;
-      int64_t const d = fixed_dim(n.inputs[0], plan.axis);
-      if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
-        auto const split = constant(n.inputs[1]);
-        if (!split) continue;
-        if (split->second == 0) {  // one size: pieces of it, the last one smaller
-          int64_t const s = split->first.at(0);
-          if (s <= 0 || d <= 0 || (d - 1) / s >= kMaxSequencePieces) continue;
-          for (int64_t at = 0; at < d; at += s) plan.sizes.push_back(std::min(s, d - at));
-        } else {
-          if (static_cast<int64_t>(split->first.size()) > kMaxSequencePieces) continue;
-          plan.sizes = split->first;
-        }
-      } else {  // pieces of one element, squeezed unless keepdims
-        if (d <= 0 || d > kMaxSequencePieces) continue;
-        plan.sizes.assign(static_cast<std::size_t>(d), 1);
-        plan.squeeze = !keepdims;
-      }
-      int64_t const pieces = static_cast<int64_t>(plan.sizes.size());
-      bool ok = pieces > 0;
-      for (int c : m.consumers(n.outputs[0])) {
-        RawNode const& at = model.nodes[static_cast<std::size_t>(c)];
-        auto const pos = at.type == "SequenceAt" && at.domain.empty() && at.inputs.size() == 2 &&
-                                 at.inputs[0] == n.outputs[0] && at.outputs.size() == 1
-                             ? constant(at.inputs[1])
-                             : std::nullopt;
-        if (!pos || pos->first.size() != 1 || pos->first[0] < -pieces || pos->first[0] >= pieces) {
-          ok = false;
-          break;
-        }
-        plan.reads[c] = pos->first[0] < 0 ? pos->first[0] + pieces : pos->first[0];
-      }
-      if (ok) plans.emplace(static_cast<int>(i), std::move(plan));
-    }
-  }
-  if (plans.empty()) return;
-  FreshNames fresh(model);
-  bool const inputs_form = model.opset >= 13;           // Split's sizes and Squeeze's axes: inputs, else attributes
-  std::map<int, std::vector<std::string>> piece_names;  // SplitToSequence node -> its Split's outputs
-  std::map<int, int> reader_of;                         // SequenceAt node -> its SplitToSequence node
-  for (auto const& [i, plan] : plans)
-    for (auto const& [c, piece] : plan.reads) reader_of[c] = i;
-  std::vector<RawNode> nodes;
-  nodes.reserve(model.nodes.size() + plans.size() * 2);
-  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
-    RawNode& n = model.nodes[i];
-    if (auto p = plans.find(static_cast<int>(i)); p != plans.end()) {
-      Plan const& plan = p->second;
-      RawNode split;
-      split.type = "Split";
-      split.name = n.name;
-      split.inputs = {n.inputs[0]};
-      split.attrs["axis"] = plan.axis;
-      if (inputs_form) {
-        RawNode sizes = int64s_constant(fresh, n.name + "/sizes", plan.sizes);
-        split.inputs.push_back(sizes.outputs[0]);
-        nodes.push_back(std::move(sizes));
-      } else {
-        split.attrs["split"] = plan.sizes;
-      }
-      for (std::size_t k = 0; k < plan.sizes.size(); ++k)
-        split.outputs.push_back(fresh(n.outputs[0] + "/" + std::to_string(k)));
-      piece_names[p->first] = split.outputs;
-      nodes.push_back(std::move(split));
-      continue;
-    }
-    if (auto r = reader_of.find(static_cast<int>(i)); r != reader_of.end()) {
-      Plan const& plan = plans.at(r->second);
-      std::string const& piece = piece_names.at(r->second).at(static_cast<std::size_t>(plan.reads.at(r->first)));
-      n.attrs.clear();
-      if (plan.squeeze) {
-        n.type = "Squeeze";
-        n.inputs = {piece};
-        if (inputs_form) {
-          RawNode axes = int64s_constant(fresh, n.name + "/axes", {plan.axis});
-          n.inputs.push_back(axes.outputs[0]);
-          nodes.push_back(std::move(axes));
-        } else {
-          n.attrs["axes"] = std::vector<int64_t>{plan.axis};
-        }
-      } else {
-        n.type = "Identity";
-        n.inputs = {piece};
-      }
-    }
-    nodes.push_back(std::move(n));
-  }
-  model.nodes = std::move(nodes);
-}
-
 Status rewrite_depth_space(RawModel& model) {
   struct Plan {
     std::vector<int64_t> split, perm, merged;  // the first Reshape's shape, the Transpose, the last shape
@@ -944,10 +815,10 @@ Status rewrite_depth_space(RawModel& model) {
 }
 
 bool rewritten_at_import(std::string const& type) {
-  static std::set<std::string> const kRewritten = {"CastLike",     "IsNaN",        "IsInf",         "SplitToSequence",
-                                                   "DepthToSpace", "SpaceToDepth", "GlobalMaxPool", "GlobalLpPool",
-                                                   "LpPool",       "Upsample"};
-  return kRewritten.count(type) > 0;
+  static std::set<std::string> const kRewritten = {"CastLike",     "IsNaN",        "IsInf",
+                                                   "DepthToSpace", "SpaceToDepth", "GlobalMaxPool",
+                                                   "GlobalLpPool", "LpPool",       "Upsample"};
+  return kRewritten.count(type) > 0 || is_sequence_op(type);
 }
 
 Status rewrite_pooling_and_upsample(RawModel& model) {

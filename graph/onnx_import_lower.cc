@@ -45,6 +45,10 @@ class Lowering {
   Status add_inputs();
   Status lower_node(RawNode const& n);
   Status lower_if(RawNode const& n, std::vector<Val*> const& ins);
+  Status lower_sequence_op(RawNode const& n);
+  Result<std::vector<std::string> const*> sequence(RawNode const& n, std::size_t k);
+  std::string fresh_value_name(std::string const& base);
+  std::string int64s_value(std::string const& base, std::vector<int64_t> const& values, bool scalar = false);
   Status keep(RawNode const& n, std::vector<Val*> const& ins);
   Result<std::optional<RawNode>> narrow_batch_constants(RawNode const& n, std::vector<Val*>& ins);
   Result<SymArray const*> sym(Val& v, std::string const& name);
@@ -59,6 +63,8 @@ class Lowering {
   std::vector<WeightChoice> choices_;
   int64_t fixed_batch_ = 0;  // the inputs' first dimension when the file fixes it
   std::unordered_map<std::string, Val> vals_;
+  // Sequences known at import (lower_sequence_op): each the names of its elements' values.
+  std::unordered_map<std::string, std::vector<std::string>> sequences_;
   std::set<std::string> trainable_;
   std::set<std::string> used_;            // names read by some node or listed as graph outputs
   std::set<std::string> op_names_;        // claimed so far
@@ -185,6 +191,7 @@ Status Lowering::add_inputs() {
 }
 
 Status Lowering::lower_node(RawNode const& n) {
+  if (is_sequence_op(n.type)) return lower_sequence_op(n);
   std::vector<Val*> ins;
   for (auto const& name : n.inputs) {
     if (name.empty()) {
@@ -300,6 +307,211 @@ Status Lowering::lower_if(RawNode const& n, std::vector<Val*> const& ins) {
       return invalid_argument(where + ": its " + (taken ? "then" : "else") + " branch's output '" + body.outputs[k] +
                               "' is never produced");
     if (!n.outputs[k].empty()) vals_[n.outputs[k]] = it->second;
+  }
+  return Status::ok();
+}
+
+// A name no value, sequence or graph name holds yet.
+std::string Lowering::fresh_value_name(std::string const& base) {
+  std::string name = base;
+  for (int k = 1; vals_.count(name) || sequences_.count(name) || used_.count(name); ++k)
+    name = base + "_" + std::to_string(k);
+  used_.insert(name);
+  return name;
+}
+
+// An int64 constant value (a Split's sizes, a Squeeze's axes) under a fresh name.
+std::string Lowering::int64s_value(std::string const& base, std::vector<int64_t> const& values, bool scalar) {
+  Val v;
+  v.dtype = DType::kInt64;
+  SymArray a;
+  a.dtype = DType::kInt64;
+  a.i = values;
+  if (!scalar) a.dims = {static_cast<int64_t>(values.size())};
+  v.dims = a.dims;
+  v.folded = std::move(a);
+  std::string const name = fresh_value_name(base);
+  vals_[name] = std::move(v);
+  return name;
+}
+
+Result<std::vector<std::string> const*> Lowering::sequence(RawNode const& n, std::size_t k) {
+  if (k >= n.inputs.size() || n.inputs[k].empty())
+    return invalid_argument(n.type + " '" + n.name + "' needs a sequence as input " + std::to_string(k));
+  auto it = sequences_.find(n.inputs[k]);
+  if (it == sequences_.end())
+    return invalid_argument(n.type + " '" + n.name + "' reads '" + n.inputs[k] +
+                            "', which is no sequence graphpipe built at import");
+  return &it->second;
+}
+
+// Sequences whose structure is known at import: TorchScript writes torch.split, chunk and unbind
+// with sizes computed from shapes (HF Mamba's TorchScript file) as SplitToSequence read by
+// SequenceAt. A sequence is the list of its elements' values and never reaches the graph:
+// SplitToSequence is a Split (each piece squeezed without keepdims), SequenceAt an element,
+// SequenceConstruct/Insert/Erase/Empty edit the list, SequenceLength is a constant and
+// ConcatFromSequence a Concat (of the elements unsqueezed with new_axis). Sizes and positions must
+// be known at import; a sequence of data-dependent length is refused.
+Status Lowering::lower_sequence_op(RawNode const& n) {
+  std::string const where = n.type + " '" + n.name + "'";
+  auto value = [&](std::size_t k) -> Result<Val*> {
+    if (k >= n.inputs.size() || n.inputs[k].empty()) return static_cast<Val*>(nullptr);
+    auto it = vals_.find(n.inputs[k]);
+    if (it == vals_.end()) return invalid_argument(where + " reads '" + n.inputs[k] + "', which nothing produces");
+    return &it->second;
+  };
+  // A position input (SequenceAt, Insert, Erase): a static integer in [-count, count] (end inclusive
+  // for Insert), or `fallback` when omitted.
+  auto position = [&](std::size_t k, int64_t count, bool end_ok, int64_t fallback) -> Result<int64_t> {
+    ASSIGN_OR_RETURN(Val * v, value(k));
+    if (v == nullptr) return fallback;
+    if (!v->is_static())
+      return unsupported(where + ": its position ('" + n.inputs[k] +
+                         "') is computed at run time; graphpipe resolves sequences at import");
+    ASSIGN_OR_RETURN(SymArray const* p, sym(*v, n.inputs[k]));
+    if (p->is_float() || p->has_batch() || p->numel() != 1)
+      return invalid_argument(where + ": its position must be one integer");
+    int64_t const at = p->i[0] < 0 ? p->i[0] + count : p->i[0];
+    if (at < 0 || at > count || (at == count && !end_ok))
+      return invalid_argument(where + ": position " + std::to_string(p->i[0]) + " is outside a sequence of " +
+                              std::to_string(count));
+    return at;
+  };
+  if (n.outputs.size() != 1 || n.outputs[0].empty()) return invalid_argument(where + " needs one output");
+  std::string const& out = n.outputs[0];
+  bool const inputs_form = m_.opset >= 13;  // Split's sizes and (Un)Squeeze's axes: inputs, else attributes
+  auto lower_axes_op = [&](std::string const& type, std::string const& x, int64_t axis) -> Result<std::string> {
+    RawNode op;
+    op.type = type;
+    op.name = n.name + "/" + type;
+    op.inputs = {x};
+    if (inputs_form)
+      op.inputs.push_back(int64s_value(out + "/axes", {axis}));
+    else
+      op.attrs["axes"] = std::vector<int64_t>{axis};
+    op.outputs = {fresh_value_name(x + "/" + type)};
+    RETURN_IF_ERROR(lower_node(op));
+    return op.outputs[0];
+  };
+  if (n.type == "SequenceEmpty") {
+    sequences_[out] = {};
+  } else if (n.type == "SequenceConstruct") {
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) RETURN_IF_ERROR(value(k).status());
+    sequences_[out] = n.inputs;
+  } else if (n.type == "SequenceAt") {
+    ASSIGN_OR_RETURN(auto const* seq, sequence(n, 0));
+    if (n.inputs.size() < 2 || n.inputs[1].empty()) return invalid_argument(where + " needs a position");
+    ASSIGN_OR_RETURN(int64_t const at, position(1, static_cast<int64_t>(seq->size()), false, 0));
+    vals_[out] = vals_.at((*seq)[static_cast<std::size_t>(at)]);
+  } else if (n.type == "SequenceInsert") {
+    ASSIGN_OR_RETURN(auto const* seq, sequence(n, 0));
+    ASSIGN_OR_RETURN(Val * v, value(1));
+    if (v == nullptr) return invalid_argument(where + " needs a tensor to insert");
+    std::vector<std::string> elems = *seq;
+    auto const count = static_cast<int64_t>(elems.size());
+    ASSIGN_OR_RETURN(int64_t const at, position(2, count, true, count));
+    elems.insert(elems.begin() + at, n.inputs[1]);
+    sequences_[out] = std::move(elems);
+  } else if (n.type == "SequenceErase") {
+    ASSIGN_OR_RETURN(auto const* seq, sequence(n, 0));
+    std::vector<std::string> elems = *seq;
+    auto const count = static_cast<int64_t>(elems.size());
+    if (count == 0) return invalid_argument(where + " erases from an empty sequence");
+    ASSIGN_OR_RETURN(int64_t const at, position(1, count, false, count - 1));
+    elems.erase(elems.begin() + at);
+    sequences_[out] = std::move(elems);
+  } else if (n.type == "SequenceLength") {
+    ASSIGN_OR_RETURN(auto const* seq, sequence(n, 0));
+    Val v;
+    v.dtype = DType::kInt64;
+    SymArray a;
+    a.i = {static_cast<int64_t>(seq->size())};
+    v.folded = std::move(a);
+    vals_[out] = std::move(v);
+  } else if (n.type == "ConcatFromSequence") {
+    ASSIGN_OR_RETURN(auto const* seq, sequence(n, 0));
+    if (seq->empty()) return invalid_argument(where + " concatenates an empty sequence");
+    int64_t axis = ops::attr_int(n.attrs, "axis", 0);
+    bool const new_axis = ops::attr_int(n.attrs, "new_axis", 0) != 0;
+    if (new_axis) {  // a new axis at `axis` of the result (rank r + 1): each element unsqueezed there
+      auto const rank = static_cast<int64_t>(vals_.at(seq->front()).dims.size());
+      if (axis < -rank - 1 || axis > rank)
+        return invalid_argument(where + ": axis " + std::to_string(axis) + " is outside rank " +
+                                std::to_string(rank + 1));
+      if (axis < 0) axis += rank + 1;
+    }
+    std::vector<std::string> const elems = *seq;  // lowering the Unsqueezes may grow sequences_
+    RawNode concat;
+    concat.type = "Concat";
+    concat.name = n.name;
+    concat.attrs["axis"] = axis;
+    for (std::string const& e : elems) {
+      if (!new_axis) {
+        concat.inputs.push_back(e);
+        continue;
+      }
+      ASSIGN_OR_RETURN(std::string u, lower_axes_op("Unsqueeze", e, axis));
+      concat.inputs.push_back(std::move(u));
+    }
+    concat.outputs = {out};
+    RETURN_IF_ERROR(lower_node(concat));
+  } else {  // SplitToSequence
+    ASSIGN_OR_RETURN(Val * x, value(0));
+    if (x == nullptr) return invalid_argument(where + " needs an input");
+    auto const rank = static_cast<int64_t>(x->dims.size());
+    int64_t axis = ops::attr_int(n.attrs, "axis", 0);
+    if (axis < -rank || axis >= rank)
+      return invalid_argument(where + ": axis " + std::to_string(axis) + " is outside rank " + std::to_string(rank));
+    if (axis < 0) axis += rank;
+    int64_t const d = x->dims[static_cast<std::size_t>(axis)];
+    if (d < 0) return unsupported(where + ": it splits the batch dimension into a sequence");
+    constexpr int64_t kMaxPieces = 4096;  // a file cannot make the importer build a Split of billions
+    std::vector<int64_t> sizes;
+    bool squeeze = false;
+    ASSIGN_OR_RETURN(Val * split, value(1));
+    if (split != nullptr) {
+      if (!split->is_static())
+        return unsupported(where + ": its split sizes ('" + n.inputs[1] +
+                           "') are computed at run time; graphpipe resolves sequences at import");
+      ASSIGN_OR_RETURN(SymArray const* s, sym(*split, n.inputs[1]));
+      if (s->is_float() || s->has_batch()) return invalid_argument(where + ": its split sizes must be integers");
+      if (s->dims.empty()) {  // one size: pieces of it, the last one smaller
+        int64_t const size = s->i.at(0);
+        if (size <= 0) return invalid_argument(where + ": split size " + std::to_string(size) + " is not positive");
+        if (d > 0 && (d - 1) / size >= kMaxPieces)
+          return unsupported(where + ": more than " + std::to_string(kMaxPieces) + " pieces");
+        for (int64_t at = 0; at < d; at += size) sizes.push_back(std::min(size, d - at));
+      } else {
+        if (s->numel() > kMaxPieces)
+          return unsupported(where + ": more than " + std::to_string(kMaxPieces) + " pieces");
+        sizes = s->i;
+      }
+    } else {  // pieces of one element, squeezed unless keepdims
+      if (d > kMaxPieces) return unsupported(where + ": more than " + std::to_string(kMaxPieces) + " pieces");
+      sizes.assign(static_cast<std::size_t>(d), 1);
+      squeeze = ops::attr_int(n.attrs, "keepdims", 1) == 0;
+    }
+    std::vector<std::string> elems;
+    if (!sizes.empty()) {
+      RawNode op;
+      op.type = "Split";
+      op.name = n.name;
+      op.inputs = {n.inputs[0]};
+      op.attrs["axis"] = axis;
+      if (inputs_form)
+        op.inputs.push_back(int64s_value(out + "/sizes", sizes));
+      else
+        op.attrs["split"] = sizes;
+      for (std::size_t k = 0; k < sizes.size(); ++k)
+        op.outputs.push_back(fresh_value_name(out + "/" + std::to_string(k)));
+      RETURN_IF_ERROR(lower_node(op));
+      elems = op.outputs;
+    }
+    if (squeeze)
+      for (std::string& e : elems) {
+        ASSIGN_OR_RETURN(e, lower_axes_op("Squeeze", e, axis));
+      }
+    sequences_[out] = std::move(elems);
   }
   return Status::ok();
 }
@@ -484,6 +696,13 @@ Result<OpGraph> Lowering::run() {
 }
 
 }  // namespace
+
+bool is_sequence_op(std::string const& type) {
+  static std::set<std::string> const kTypes = {"SplitToSequence", "SequenceAt",        "SequenceConstruct",
+                                               "SequenceEmpty",   "SequenceInsert",    "SequenceErase",
+                                               "SequenceLength",  "ConcatFromSequence"};
+  return kTypes.count(type) > 0;
+}
 
 std::vector<std::string> const& supported_op_types() {
   static std::vector<std::string> const types = ops::op_types();

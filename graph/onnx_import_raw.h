@@ -138,8 +138,8 @@ Result<OpGraph> fuse_residual_tails(OpGraph const& graph);
 Result<OpGraph> fuse_matmul_operands(OpGraph const& graph);
 
 // The op types without an OpDef that the rewrites below turn into supported ones (CastLike, IsNaN,
-// IsInf, SplitToSequence, DepthToSpace, SpaceToDepth, GlobalMaxPool, GlobalLpPool, LpPool,
-// Upsample): function expansion leaves them to these rewrites.
+// IsInf, DepthToSpace, SpaceToDepth, GlobalMaxPool, GlobalLpPool, LpPool, Upsample), and the
+// sequence operators the lowering resolves (is_sequence_op): function expansion leaves them be.
 bool rewritten_at_import(std::string const& type);
 
 // CastLike nodes whose second input's type is known become Cast to that type.
@@ -152,13 +152,6 @@ void rewrite_is_nan(RawModel& model);
 // IsInf(x) of float32 or float64 becomes Equal(Abs(x), inf) (Equal(x, +inf) or Equal(x, -inf)
 // where one sign is not detected; Equal(x, NaN), false everywhere, where neither is).
 void rewrite_is_inf(RawModel& model);
-
-// x.chunk(k) or x.split(s) whose pieces are used one by one, as torch.onnx.export(dynamo=True)
-// writes them: SplitToSequence read only by SequenceAt at constant positions (ShuffleNetV2's channel
-// split). That is a Split, each SequenceAt an Identity of its piece (a Squeeze where keepdims = 0
-// and no sizes are given); rewritten so. A sequence read any other way stays, refused as an
-// unsupported operator.
-void rewrite_split_to_sequence(RawModel& model);
 
 // DepthToSpace (DCR and CRD modes: PixelShuffle) and SpaceToDepth on a 4-D input of known channels,
 // height and width are a Reshape to 6 dims, a Transpose and a Reshape back (ONNX's own definition),
@@ -183,6 +176,11 @@ std::vector<RawNode const*> all_nodes(RawModel const& model);
 
 // Op types the lowering understands (after fusion), sorted; for the unsupported-op message.
 std::vector<std::string> const& supported_op_types();
+
+// The sequence operators the lowering resolves at import (SplitToSequence, SequenceAt,
+// SequenceConstruct, SequenceEmpty, SequenceInsert, SequenceErase, SequenceLength,
+// ConcatFromSequence): a sequence is the list of its elements' values, never a graph tensor.
+bool is_sequence_op(std::string const& type);
 
 // Which initializers train, one entry per initializer in file order, with the rule that decided:
 // the weight-slot rules, except buffers (non-finite values; feeding only masks, comparisons or

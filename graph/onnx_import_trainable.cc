@@ -68,10 +68,13 @@ std::map<std::string, std::string> weight_slot_rules(RawModel const& m) {
   for (RawNode const* node : all_nodes(m)) {  // If branches' nodes too
     RawNode const& n = *node;
     std::string const& t = n.type;
-    if ((is_view_op(t) || t == "Slice" || t == "Split") && !n.inputs.empty())
+    // A sequence (resolved by the lowering) carries the roots of its elements: a weight chunked by
+    // SplitToSequence and read by SequenceAt is still that weight.
+    bool const seq_of_one = t == "SplitToSequence" || t == "SequenceAt" || t == "SequenceErase";
+    if ((is_view_op(t) || t == "Slice" || t == "Split" || seq_of_one) && !n.inputs.empty())
       if (auto const* r = roots_of(n, 0))
         for (auto const& o : n.outputs) roots[o] = *r;
-    if (t == "Concat") {
+    if (t == "Concat" || t == "SequenceConstruct" || t == "SequenceInsert" || t == "ConcatFromSequence") {
       std::set<std::string> all;
       for (std::size_t k = 0; k < n.inputs.size(); ++k)
         if (auto const* r = roots_of(n, k)) all.insert(r->begin(), r->end());

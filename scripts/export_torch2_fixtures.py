@@ -614,8 +614,8 @@ MODELS = {
 # grid_sample: these are exported by dynamo only; indexput's TorchScript file computes another
 # forward than torch's (0.97 apart: check_forward refuses it), and the TorchScript exporter fails
 # on max_unpool2d ("cond must be a bool").
-# Mamba's TorchScript file splits into sequences with computed sizes (SplitToSequence, SequenceAt),
-# which graphpipe does not import.
+# Mamba's TorchScript file is invalid: tensor_split's sizes come from a Tile whose repeats have rank
+# 2 (graphpipe and ONNX Runtime 1.32 both refuse it).
 DYNAMO_ONLY = {"llama", "qwen2", "mixtral", "adaptive", "stn3d", "indexput", "unpool", "mamba"}
 # Exported with a fixed batch (exporter "static"): the batch size of their example input.
 STATIC = {"llama", "gpt2"}

@@ -217,6 +217,8 @@ Result<Inferred> infer_tile(InferContext const& c) {
   if (!c.has(1)) return missing("repeats");
   TileAttrs a;
   ASSIGN_OR_RETURN(StaticValue const* r, c.static_input(1, "repeats"));
+  if (r->dims.size() != 1)
+    return invalid_argument("its repeats must be a 1-D tensor, got rank " + std::to_string(r->dims.size()));
   for (std::size_t i = 0; i < r->i.size(); ++i) {  // a repeat may be k times the batch size (encoded -k)
     int64_t const b = r->has_batch() ? r->b[i] : 0;
     if (b != 0 && r->i[i] != 0) return unsupported("a Tile repeat is the batch size plus a number");
@@ -230,6 +232,42 @@ Result<Inferred> infer_tile(InferContext const& c) {
   k.data_inputs = {0};
   k.outs.push_back({c.dtype(0), out});
   return k;
+}
+
+// Tile of a value known at import (TorchScript's torch.tensor_split and chunk compute their split
+// sizes as Tile([size], count) of shape values): folded when the repeats are plain numbers; over
+// repeats that hold the batch size it runs per micro-batch.
+Result<Folded> fold_tile(FoldContext const& c) {
+  if (c.in(1) == nullptr) return Folded{};
+  if (c.in(1)->dims.size() != 1)
+    return invalid_argument(c.where() + ": its repeats must be a 1-D tensor, got rank " +
+                            std::to_string(c.in(1)->dims.size()));
+  if (c.in(1)->has_batch()) return Folded{};
+  SymArray const& a = *c.in(0);
+  ASSIGN_OR_RETURN(Dims const repeats, plain_ints(c.in(1), "Tile repeats"));
+  if (repeats.size() != a.dims.size())
+    return invalid_argument(c.where() + ": " + std::to_string(repeats.size()) + " repeats for an input of rank " +
+                            std::to_string(a.dims.size()));
+  Dims dims(a.dims.size());
+  for (std::size_t k = 0; k < dims.size(); ++k) {
+    if (repeats[k] < 0) return invalid_argument(c.where() + ": repeat " + std::to_string(repeats[k]) + " is negative");
+    if (a.dims[k] < 0) return Folded{};  // a batch-sized input: runs per micro-batch
+    dims[k] = a.dims[k] * repeats[k];
+  }
+  if (fold_numel(dims) > kMaxFoldElements) return Folded{};
+  Dims const src_strides = row_major_strides(a.dims);
+  auto const r = dims.size();
+  Dims idx, pos(r, 0);
+  for (int64_t e = 0, n = fold_numel(dims); e < n; ++e) {
+    int64_t flat = 0;
+    for (std::size_t k = 0; k < r; ++k) flat += pos[k] % a.dims[k] * src_strides[k];
+    idx.push_back(flat);
+    for (std::size_t k = r; k-- > 0;) {
+      if (++pos[k] < dims[k]) break;
+      pos[k] = 0;
+    }
+  }
+  return folded_one(take(a, dims, idx));
 }
 
 Result<Inferred> infer_trilu(InferContext const& c) {
@@ -792,6 +830,7 @@ void register_index_ops(OpTable& t) {
   define(t, "Pad", std::move(pad));
   OpDef tile = elementwise_op(infer_tile, {1, 1});
   tile.run_shape = tile_run_shape;
+  tile.fold = fold_tile;
   tile.grad_free = inputs_after_first();
   define(t, "Tile", std::move(tile));
   define(t, "Trilu", with_grad_free(elementwise_op(infer_trilu, {1, 1}), inputs_after_first()));

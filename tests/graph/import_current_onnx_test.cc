@@ -329,6 +329,74 @@ TEST(ImportCurrentOnnx, NonZeroOfAValueKnownAtImportIsItsCoordinates) {
       << msg;
 }
 
+// Sequences whose sizes and positions are known at import (TorchScript's torch.split, chunk,
+// tensor_split and unbind, with sizes computed from shapes) are lists of values: SplitToSequence is
+// a Split (each piece squeezed without keepdims), SequenceAt an element, SequenceErase/Insert edit
+// the list, SequenceLength is a constant and ConcatFromSequence a Concat (a stack with new_axis).
+TEST(ImportCurrentOnnx, SequencesKnownAtImportAreListsOfValues) {
+  // Sizes [2, 2, 2] computed from the shape (Tile of 6 / 3, as tensor_split writes them); the list
+  // [p0, p1, p2] erased at 0 and piece 2 inserted in front: Concat(p2, p1, p2).
+  auto g = must_load(model("float[N,6,4] x", "float[N,6,4] y", {},
+                           "s = Shape(x)\n"
+                           "one = Constant <value = int64[1] {1}> ()\n"
+                           "d = Gather(s, one)\n"
+                           "three = Constant <value = int64[1] {3}> ()\n"
+                           "q = Div(d, three)\n"
+                           "sizes = Tile(q, three)\n"
+                           "seq = SplitToSequence <axis = 1> (x, sizes)\n"
+                           "two = Constant <value = int64 {2}> ()\n"
+                           "p2 = SequenceAt(seq, two)\n"
+                           "zero = Constant <value = int64 {0}> ()\n"
+                           "rest = SequenceErase(seq, zero)\n"
+                           "edited = SequenceInsert(rest, p2, zero)\n"
+                           "n = SequenceLength(edited)\n"
+                           "nf = Cast <to = 1> (n)\n"
+                           "c = ConcatFromSequence <axis = 1> (edited)\n"
+                           "y = Add(c, nf)"));
+  auto const splits = ops_of_type(g, "Split");
+  auto const concats = ops_of_type(g, "Concat");
+  ASSERT_EQ(splits.size(), 1u);
+  ASSERT_EQ(concats.size(), 1u);
+  EXPECT_EQ(std::get<SplitAttrs>(splits[0]->typed).sizes, (std::vector<int64_t>{2, 2, 2}));
+  auto const& pieces = splits[0]->outputs;
+  EXPECT_EQ(concats[0]->inputs, (std::vector<TensorId>{pieces[2], pieces[1], pieces[2]}));
+  EXPECT_EQ(g.tensor(concats[0]->outputs[0]).shape.dims, (std::vector<int64_t>{N, 6, 4}));
+  for (Op const* add : ops_of_type(g, "Add")) {  // the length, 3, a constant
+    auto const& data = g.tensor(add->inputs[1]).data;
+    ASSERT_NE(data, nullptr);
+    EXPECT_EQ(data->as<float>()[0], 3.f);
+  }
+  // unbind and stack: pieces of one squeezed (keepdims 0), stacked back along a new last axis.
+  auto u = must_load(model("float[N,6,4] x", "float[N,6,4] y", {},
+                           "seq = SplitToSequence <axis = 2, keepdims = 0> (x)\n"
+                           "y = ConcatFromSequence <axis = -1, new_axis = 1> (seq)"));
+  EXPECT_EQ(ops_of_type(u, "Squeeze").size(), 4u);
+  EXPECT_EQ(ops_of_type(u, "Unsqueeze").size(), 4u);
+  ASSERT_EQ(ops_of_type(u, "Concat").size(), 1u);
+  EXPECT_EQ(u.tensor(ops_of_type(u, "Squeeze")[0]->outputs[0]).shape.dims, (std::vector<int64_t>{N, 6}));
+  EXPECT_EQ(u.tensor(ops_of_type(u, "Concat")[0]->outputs[0]).shape.dims, (std::vector<int64_t>{N, 6, 4}));
+  // What import cannot resolve is refused with the reason.
+  std::string msg = must_fail(model("float[N,6] x", "float[N,6] y", {},
+                                    "seq = SplitToSequence <axis = 0> (x)\n"
+                                    "zero = Constant <value = int64 {0}> ()\n"
+                                    "y = SequenceAt(seq, zero)"));
+  EXPECT_NE(msg.find("it splits the batch dimension into a sequence"), std::string::npos) << msg;
+  msg = must_fail(model("float[N,6] x", "float[N,1] y", {},
+                        "seq = SplitToSequence <axis = 1> (x)\n"
+                        "k = ArgMax <axis = 1> (x)\n"
+                        "y = SequenceAt(seq, k)"));
+  EXPECT_NE(msg.find("its position ('k') is computed at run time"), std::string::npos) << msg;
+  // Tile's repeats must be 1-D (torch 2.15's TorchScript export of HF Mamba's tensor_split has a
+  // rank-2 one, which ONNX Runtime refuses too).
+  msg = must_fail(model("float[N,6] x", "float[N,6] y", {},
+                        "q = Constant <value = int64[1] {2}> ()\n"
+                        "r = Constant <value = int64[1,1] {3}> ()\n"
+                        "sizes = Tile(q, r)\n"
+                        "seq = SplitToSequence <axis = 1> (x, sizes)\n"
+                        "y = ConcatFromSequence <axis = 1> (seq)"));
+  EXPECT_NE(msg.find("its repeats must be a 1-D tensor, got rank 2"), std::string::npos) << msg;
+}
+
 // The window ops (opset 17; torch.stft's window) fold to constants of their size: periodic (N = size)
 // by default, symmetric (N = size - 1) with periodic = 0, in output_datatype. The values are the
 // spec's formula with pi (ONNX's own node tests compute theirs with 3.1415: conformance allow list).
@@ -791,8 +859,7 @@ TEST(ImportCurrentOnnx, ASplitToSequenceReadAtConstantPositionsIsASplit) {
   }
 }
 
-// Without sizes the pieces are single elements, squeezed where keepdims = 0; a sequence read any
-// other way stays and is refused by name.
+// Without sizes the pieces are single elements, squeezed where keepdims = 0.
 TEST(ImportCurrentOnnx, ASplitToSequenceOfSingleElementsSqueezesThemAndOtherReadsAreRefused) {
   for (int opset : {11, 20}) {
     auto g = must_load(model("float[batch,3,4] x", "float[batch,4] y", {},
@@ -808,11 +875,16 @@ TEST(ImportCurrentOnnx, ASplitToSequenceOfSingleElementsSqueezesThemAndOtherRead
     EXPECT_EQ(split[0]->outputs.size(), 3u);
     EXPECT_EQ(out_shape(g, "Mul"), S({N, 4}));
   }
-  std::string const why = must_fail(model("float[batch,6] x", "int64 n", {},
-                                          "size = Constant<value = int64 {3}>()\n"
-                                          "seq = SplitToSequence<axis = 1>(x, size)\n"
-                                          "n = SequenceLength(seq)"));
-  EXPECT_NE(why.find("SplitToSequence"), std::string::npos) << why;
+  // Since 2026-12-03 (stop 56) a sequence read any other way is resolved at import too (before,
+  // refused): its length is a constant.
+  auto n = must_load(model("float[batch,6] x", "int64 n", {},
+                           "size = Constant<value = int64 {3}>()\n"
+                           "seq = SplitToSequence<axis = 1>(x, size)\n"
+                           "n = SequenceLength(seq)"));
+  ASSERT_EQ(n.outputs().size(), 1u);
+  auto const& length = n.tensor(n.outputs()[0]).data;
+  ASSERT_NE(length, nullptr);
+  EXPECT_EQ(length->as<int64_t>()[0], 2);
   // So does a split into more than 4,096 pieces (a file must not make the importer build them).
   std::string const why3 = must_fail(model("float[batch,1000000000] x", "float[batch,1] y", {},
                                            "size = Constant<value = int64 {1}>()\n"

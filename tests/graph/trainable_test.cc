@@ -207,6 +207,24 @@ TEST(Trainable, BuffersInTheExportedGraphSignatureAreNotTrained) {
   EXPECT_FALSE(choice(import(constant), "m.final_logits_bias").trainable);
 }
 
+// A weight split into a sequence (TorchScript's chunk of a parameter) and read back by SequenceAt
+// feeds the MatMul's weight slot as that weight: it trains.
+TEST(Trainable, AWeightSplitIntoASequenceStillTrains) {
+  auto g = load_onnx_text(R"(<ir_version: 8, opset_import: ["" : 13]>
+    net (float[N,2] x) => (float[N,3] y)
+    <float[2,6] w = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}> {
+      three = Constant <value = int64 {3}> ()
+      seq = SplitToSequence <axis = 1> (w, three)
+      one = Constant <value = int64 {1}> ()
+      half = SequenceAt(seq, one)
+      y = MatMul(x, half)
+    })");
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  EXPECT_TRUE(choice(*g, "w").trainable);
+  EXPECT_EQ(choice(*g, "w").reason, "weight of MatMul");
+  EXPECT_EQ(role(*g, "w"), TensorRole::kWeight);
+}
+
 TEST(Trainable, FrozenAndTrainablePatternsOverrideTheImporter) {
   ImportOptions o;
   o.frozen = {"attn.w?", "head.*"};
