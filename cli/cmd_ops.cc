@@ -56,6 +56,9 @@ Status run_ops(OpsOptions const& options) {
         "| sequences, resolved at import | SplitToSequence, SequenceAt, SequenceConstruct, SequenceEmpty, "
         "SequenceInsert, SequenceErase, SequenceLength, ConcatFromSequence, when their sizes and positions are "
         "known at import |\n");
+    std::printf(
+        "| signal transforms, expanded at import | DFT (a MatMul with its matrix of cosines and sines), STFT (a "
+        "strided Conv with the window times that matrix) |\n");
     std::printf("\n%zu operator types, and %zu more imported as the function body ONNX defines for them.\n", total,
                 graph::function_op_types().size());
     return Status::ok();
@@ -93,6 +96,9 @@ Status run_ops(OpsOptions const& options) {
       "\nSequences (SplitToSequence, SequenceAt, SequenceConstruct, SequenceEmpty, SequenceInsert, SequenceErase, "
       "SequenceLength, ConcatFromSequence) are imported when their sizes and positions are known at import, as "
       "Split, Concat and the values they hold");
+  std::printf(
+      "\nDFT is imported as a MatMul with its matrix of cosines and sines, STFT as a strided Conv with the window "
+      "times that matrix");
   std::printf(
       "\nbf16 (--precision bf16, automatic mixed precision): low = computes in bf16 with float32 accumulation; "
       "follow = stays bf16 when its inputs are; fp32 = bf16 inputs are cast to float32 first (CPU; CUDA runs "

@@ -588,8 +588,9 @@ Status check_supported(RawModel const& raw) {
   for (std::size_t i = 0; i < raw.nodes.size(); ++i) {
     auto const& n = raw.nodes[i];
     // An If is checked when lowering takes one of its branches (its condition known at import).
-    bool const ok = n.domain.empty() && (std::binary_search(supported.begin(), supported.end(), n.type) ||
-                                         (n.type == "If" && !n.bodies.empty()) || onnx_import::is_sequence_op(n.type));
+    bool const ok =
+        n.domain.empty() && (std::binary_search(supported.begin(), supported.end(), n.type) ||
+                             (n.type == "If" && !n.bodies.empty()) || onnx_import::expanded_by_lowering(n.type));
     if (!ok)
       missing[n.domain.empty() ? n.type : n.domain + "::" + n.type].push_back(n.name.empty() ? "#" + std::to_string(i)
                                                                                              : n.name);
@@ -612,7 +613,8 @@ Status check_supported(RawModel const& raw) {
   for (auto const& s : function_op_types()) msg += " " + s;
   msg +=
       "; If, when its condition is known at import (the branch it takes); sequences (SplitToSequence, "
-      "SequenceAt, ...) whose sizes and positions are known at import";
+      "SequenceAt, ...) whose sizes and positions are known at import; DFT and STFT, as a MatMul and a Conv with their "
+      "matrices";
   return unsupported(msg);
 }
 

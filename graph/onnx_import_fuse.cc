@@ -818,7 +818,7 @@ bool rewritten_at_import(std::string const& type) {
   static std::set<std::string> const kRewritten = {"CastLike",     "IsNaN",        "IsInf",
                                                    "DepthToSpace", "SpaceToDepth", "GlobalMaxPool",
                                                    "GlobalLpPool", "LpPool",       "Upsample"};
-  return kRewritten.count(type) > 0 || is_sequence_op(type);
+  return kRewritten.count(type) > 0 || expanded_by_lowering(type);
 }
 
 Status rewrite_pooling_and_upsample(RawModel& model) {

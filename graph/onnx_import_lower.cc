@@ -2,6 +2,7 @@
 // what is static, keeps the rest as operators with typed attributes and shapes computed by our
 // own rules (with the symbolic batch: dims < 0 are multiples of N), then fills the accounting.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -46,6 +47,10 @@ class Lowering {
   Status lower_node(RawNode const& n);
   Status lower_if(RawNode const& n, std::vector<Val*> const& ins);
   Status lower_sequence_op(RawNode const& n);
+  Status lower_dft(RawNode const& n);
+  Status lower_stft(RawNode const& n);
+  Result<std::optional<int64_t>> static_int_input(RawNode const& n, std::size_t k, char const* what);
+  Result<Val*> node_input(RawNode const& n, std::size_t k);
   Result<std::vector<std::string> const*> sequence(RawNode const& n, std::size_t k);
   std::string fresh_value_name(std::string const& base);
   std::string int64s_value(std::string const& base, std::vector<int64_t> const& values, bool scalar = false);
@@ -192,6 +197,8 @@ Status Lowering::add_inputs() {
 
 Status Lowering::lower_node(RawNode const& n) {
   if (is_sequence_op(n.type)) return lower_sequence_op(n);
+  if (n.type == "DFT") return lower_dft(n);
+  if (n.type == "STFT") return lower_stft(n);
   std::vector<Val*> ins;
   for (auto const& name : n.inputs) {
     if (name.empty()) {
@@ -516,6 +523,228 @@ Status Lowering::lower_sequence_op(RawNode const& n) {
   return Status::ok();
 }
 
+// DFT (opsets 17 and 20; torch.fft in a dynamo export, FNet's token mixing) as the linear map it
+// is: the axis moved next to the trailing real/imaginary dim, the two flattened, a MatMul with the
+// constant matrix of cosines and sines (zero rows past dft_length, 1/N for the inverse), the result
+// unflattened to [..., K, 2] and moved back. Both backends run and differentiate those ops; the
+// matrix is (n·c) x 2K for an input of n points of c components (1: real, 2: complex) and K
+// outputs, so its size is capped.
+// The DFT coefficient of input point m, component i (0 real, 1 imaginary), for output bin k,
+// component o, of an N-point transform: e^{sign 2 pi i k m / N} times `scale`, as
+// (a + bi)(re + im i) = (a re - b im) + (a im + b re) i.
+double dft_coefficient(int64_t m, int64_t k, int64_t len, int64_t i, int64_t o, bool inverse, double scale) {
+  double const theta = 2 * M_PI * static_cast<double>(k * m % len) / static_cast<double>(len);
+  double const re = std::cos(theta) * scale, im = (inverse ? 1.0 : -1.0) * std::sin(theta) * scale;
+  return i == 0 ? (o == 0 ? re : im) : (o == 0 ? -im : re);
+}
+
+// Input k of a node the lowering expands (null when omitted).
+Result<Val*> Lowering::node_input(RawNode const& n, std::size_t k) {
+  if (k >= n.inputs.size() || n.inputs[k].empty()) return static_cast<Val*>(nullptr);
+  auto it = vals_.find(n.inputs[k]);
+  if (it == vals_.end())
+    return invalid_argument(n.type + " '" + n.name + "' reads '" + n.inputs[k] + "', which nothing produces");
+  return &it->second;
+}
+
+// Input k as one integer known at import (nullopt when omitted).
+Result<std::optional<int64_t>> Lowering::static_int_input(RawNode const& n, std::size_t k, char const* what) {
+  std::string const where = n.type + " '" + n.name + "'";
+  ASSIGN_OR_RETURN(Val * v, node_input(n, k));
+  if (v == nullptr) return std::optional<int64_t>();
+  if (!v->is_static()) return unsupported(where + ": its " + what + " ('" + n.inputs[k] + "') is computed at run time");
+  ASSIGN_OR_RETURN(SymArray const* a, sym(*v, n.inputs[k]));
+  if (a->is_float() || a->has_batch() || a->numel() != 1)
+    return invalid_argument(where + ": its " + what + " must be one integer");
+  return std::optional<int64_t>(a->i[0]);
+}
+
+Status Lowering::lower_dft(RawNode const& n) {
+  std::string const where = "DFT '" + n.name + "'";
+  auto input = [&](std::size_t k) { return node_input(n, k); };
+  auto static_int = [&](std::size_t k, char const* what) { return static_int_input(n, k, what); };
+  if (n.outputs.size() != 1 || n.outputs[0].empty()) return invalid_argument(where + " needs one output");
+  ASSIGN_OR_RETURN(Val * x, input(0));
+  if (x == nullptr) return invalid_argument(where + " needs an input");
+  if (x->dtype != DType::kFloat32)
+    return unsupported(where + ": input of dtype " + std::string(dtype_name(x->dtype)) + " (float32 only)");
+  Dims const dims = x->dims;
+  auto const r = static_cast<int64_t>(dims.size());
+  if (r < 2 || (dims.back() != 1 && dims.back() != 2))
+    return invalid_argument(where + ": its input " + dims_str(dims) +
+                            " must end in a dimension of 1 (real) or 2 (real and imaginary parts)");
+  int64_t const c = dims.back();
+  int64_t axis = ops::attr_int(n.attrs, "axis", 1);
+  if (m_.opset >= 20) {
+    ASSIGN_OR_RETURN(std::optional<int64_t> a, static_int(2, "axis"));
+    axis = a.value_or(-2);
+  }
+  if (axis < -r || axis > r - 2 || (axis < 0 && axis > -2))
+    return invalid_argument(where + ": axis " + std::to_string(axis) + " is not a signal axis of " + dims_str(dims));
+  if (axis < 0) axis += r;
+  int64_t const points = dims[static_cast<std::size_t>(axis)];
+  if (points < 0) return unsupported(where + ": it transforms along the batch dimension");
+  ASSIGN_OR_RETURN(std::optional<int64_t> length, static_int(1, "dft_length"));
+  int64_t const len = length.value_or(points);
+  if (len <= 0) return invalid_argument(where + ": dft_length " + std::to_string(len) + " is not positive");
+  bool const inverse = ops::attr_int(n.attrs, "inverse", 0) != 0;
+  bool const onesided = ops::attr_int(n.attrs, "onesided", 0) != 0;
+  if (onesided && (c == 2 || inverse))
+    return unsupported(where + ": a one-sided " + (inverse ? "inverse DFT" : "DFT of a complex input") +
+                       " (only a real input's forward transform is one-sided)");
+  int64_t const outs = onesided ? len / 2 + 1 : len;
+  int64_t const rows = points * c, cols = 2 * outs;
+  constexpr int64_t kMaxMatrix = int64_t{1} << 24;
+  if (rows > kMaxMatrix / cols)
+    return unsupported(where + ": graphpipe computes a DFT as a product with its " + std::to_string(rows) + " x " +
+                       std::to_string(cols) + " matrix of cosines and sines, over the limit of " +
+                       std::to_string(kMaxMatrix) + " elements");
+  // W[(m, i), (k, o)]: input point m, component i (0 real, 1 imaginary) to output k, component o.
+  SymArray w;
+  w.dtype = DType::kFloat32;
+  w.dims = {rows, cols};
+  w.f.assign(static_cast<std::size_t>(rows * cols), 0.0);
+  double const scale = inverse ? 1.0 / static_cast<double>(len) : 1.0;
+  for (int64_t m = 0; m < std::min(points, len); ++m)
+    for (int64_t k = 0; k < outs; ++k)
+      for (int64_t i = 0; i < c; ++i)
+        for (int64_t o = 0; o < 2; ++o)
+          w.f[static_cast<std::size_t>((m * c + i) * cols + k * 2 + o)] =
+              dft_coefficient(m, k, len, i, o, inverse, scale);
+  Val wv;
+  wv.dtype = DType::kFloat32;
+  wv.dims = w.dims;
+  wv.folded = std::move(w);
+  std::string const& out = n.outputs[0];
+  std::string const matrix = fresh_value_name(out + "/dft_matrix");
+  vals_[matrix] = std::move(wv);
+  // The signal axis next to the components: perm moves `axis` to r - 2.
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < r - 1; ++d)
+    if (d != axis) perm.push_back(d);
+  perm.push_back(axis);
+  perm.push_back(r - 1);
+  bool const moved = axis != r - 2;
+  auto step = [&](std::string const& type, std::vector<std::string> inputs, std::string const& suffix,
+                  std::string const& name_out = "") -> Result<std::string> {
+    RawNode op;
+    op.type = type;
+    op.name = n.name + "/" + suffix;
+    op.inputs = std::move(inputs);
+    op.outputs = {name_out.empty() ? fresh_value_name(out + "/" + suffix) : name_out};
+    if (type == "Transpose") op.attrs["perm"] = perm;
+    RETURN_IF_ERROR(lower_node(op));
+    return op.outputs[0];
+  };
+  std::string cur = n.inputs[0];
+  if (moved) {
+    ASSIGN_OR_RETURN(cur, step("Transpose", {cur}, "signal_last"));
+  }
+  std::vector<int64_t> flat(static_cast<std::size_t>(r - 2), 0);  // 0: copy the dim (the batch too)
+  flat.push_back(rows);
+  ASSIGN_OR_RETURN(cur, step("Reshape", {cur, int64s_value(out + "/flat_shape", flat)}, "flatten"));
+  ASSIGN_OR_RETURN(cur, step("MatMul", {cur, matrix}, "matmul"));
+  std::vector<int64_t> unflat(static_cast<std::size_t>(r - 2), 0);
+  unflat.push_back(outs);
+  unflat.push_back(2);
+  ASSIGN_OR_RETURN(cur, step("Reshape", {cur, int64s_value(out + "/shape", unflat)}, "unflatten", moved ? "" : out));
+  if (moved) {
+    std::vector<int64_t> back(perm.size());
+    for (std::size_t i = 0; i < perm.size(); ++i) back[static_cast<std::size_t>(perm[i])] = static_cast<int64_t>(i);
+    perm = back;
+    ASSIGN_OR_RETURN(cur, step("Transpose", {cur}, "signal_back", out));
+  }
+  return Status::ok();
+}
+
+// STFT (opset 17; torch.stft in a dynamo export, a spectrogram front end) as the strided
+// convolution it is: the signal [B, L, c] as c channels, one output channel per bin and component
+// whose kernel is the window times that bin's DFT coefficients, stride frame_step; the result
+// [B, 2K, frames] reshaped and transposed to [B, frames, K, 2]. The window and sizes must be known
+// at import.
+Status Lowering::lower_stft(RawNode const& n) {
+  std::string const where = "STFT '" + n.name + "'";
+  if (n.outputs.size() != 1 || n.outputs[0].empty()) return invalid_argument(where + " needs one output");
+  ASSIGN_OR_RETURN(Val * x, node_input(n, 0));
+  if (x == nullptr) return invalid_argument(where + " needs a signal");
+  if (x->dtype != DType::kFloat32)
+    return unsupported(where + ": signal of dtype " + std::string(dtype_name(x->dtype)) + " (float32 only)");
+  Dims const dims = x->dims;
+  if (dims.size() != 3 || (dims[2] != 1 && dims[2] != 2))
+    return invalid_argument(where + ": its signal " + dims_str(dims) +
+                            " must be [batch, length, 1] (real) or [batch, length, 2] (complex)");
+  int64_t const c = dims[2], length = dims[1];
+  if (length < 0) return unsupported(where + ": its signal's length is the batch size");
+  ASSIGN_OR_RETURN(std::optional<int64_t> step, static_int_input(n, 1, "frame_step"));
+  if (!step || *step <= 0) return invalid_argument(where + " needs a positive frame_step");
+  ASSIGN_OR_RETURN(std::optional<int64_t> frame_length, static_int_input(n, 3, "frame_length"));
+  std::vector<double> window;
+  ASSIGN_OR_RETURN(Val * wv, node_input(n, 2));
+  if (wv != nullptr) {
+    if (!wv->is_static()) return unsupported(where + ": its window ('" + n.inputs[2] + "') is computed at run time");
+    ASSIGN_OR_RETURN(SymArray const* w, sym(*wv, n.inputs[2]));
+    if (!w->is_float() || w->dims.size() != 1)
+      return invalid_argument(where + ": its window must be a 1-D float tensor");
+    window = w->f;
+  }
+  if (!frame_length && window.empty()) return invalid_argument(where + " needs a window or a frame_length");
+  int64_t const frame = frame_length.value_or(static_cast<int64_t>(window.size()));
+  if (!window.empty() && static_cast<int64_t>(window.size()) != frame)
+    return invalid_argument(where + ": its window has " + std::to_string(window.size()) + " values for frames of " +
+                            std::to_string(frame));
+  if (frame <= 0 || frame > length)
+    return invalid_argument(where + ": frames of " + std::to_string(frame) + " do not fit a signal of " +
+                            std::to_string(length));
+  if (window.empty()) window.assign(static_cast<std::size_t>(frame), 1.0);
+  bool const onesided = ops::attr_int(n.attrs, "onesided", 1) != 0;
+  if (onesided && c == 2)
+    return invalid_argument(where + ": onesided needs a real signal (set onesided = 0 for a complex one)");
+  int64_t const bins = onesided ? frame / 2 + 1 : frame, frames = (length - frame) / *step + 1;
+  constexpr int64_t kMaxKernel = int64_t{1} << 24;
+  if (2 * bins * c > kMaxKernel / frame)
+    return unsupported(where + ": graphpipe computes an STFT as a convolution whose kernel has " +
+                       std::to_string(2 * bins * c * frame) + " elements, over the limit of " +
+                       std::to_string(kMaxKernel));
+  SymArray kernel;  // [2K, c, F]
+  kernel.dtype = DType::kFloat32;
+  kernel.dims = {2 * bins, c, frame};
+  kernel.f.assign(static_cast<std::size_t>(2 * bins * c * frame), 0.0);
+  for (int64_t k = 0; k < bins; ++k)
+    for (int64_t o = 0; o < 2; ++o)
+      for (int64_t i = 0; i < c; ++i)
+        for (int64_t m = 0; m < frame; ++m)
+          kernel.f[static_cast<std::size_t>(((k * 2 + o) * c + i) * frame + m)] =
+              window[static_cast<std::size_t>(m)] * dft_coefficient(m, k, frame, i, o, false, 1.0);
+  Val kv;
+  kv.dtype = DType::kFloat32;
+  kv.dims = kernel.dims;
+  kv.folded = std::move(kernel);
+  std::string const& out = n.outputs[0];
+  std::string const weight = fresh_value_name(out + "/stft_kernel");
+  vals_[weight] = std::move(kv);
+  auto step_node = [&](std::string const& type, std::vector<std::string> inputs, std::string const& suffix,
+                       Attributes attrs, std::string const& name_out = "") -> Result<std::string> {
+    RawNode op;
+    op.type = type;
+    op.name = n.name + "/" + suffix;
+    op.inputs = std::move(inputs);
+    op.attrs = std::move(attrs);
+    op.outputs = {name_out.empty() ? fresh_value_name(out + "/" + suffix) : name_out};
+    RETURN_IF_ERROR(lower_node(op));
+    return op.outputs[0];
+  };
+  ASSIGN_OR_RETURN(std::string cur,
+                   step_node("Transpose", {n.inputs[0]}, "channels", {{"perm", std::vector<int64_t>{0, 2, 1}}}));
+  ASSIGN_OR_RETURN(cur, step_node("Conv", {cur, weight}, "frames",
+                                  {{"kernel_shape", std::vector<int64_t>{frame}},
+                                   {"strides", std::vector<int64_t>{*step}},
+                                   {"pads", std::vector<int64_t>{0, 0}}}));
+  ASSIGN_OR_RETURN(cur, step_node("Reshape", {cur, int64s_value(out + "/shape", {0, bins, 2, frames})}, "bins", {}));
+  ASSIGN_OR_RETURN(cur,
+                   step_node("Transpose", {cur}, "frames_first", {{"perm", std::vector<int64_t>{0, 3, 1, 2}}}, out));
+  return Status::ok();
+}
+
 // A model exported with a fixed batch size B computes what does not depend on the sample (HF's
 // causal mask, [B, 1, T, T]) as constants of B equal rows. Where such a constant meets the batch
 // in a broadcasting op, this node reads it narrowed to one row, which broadcasts over any batch as
@@ -703,6 +932,8 @@ bool is_sequence_op(std::string const& type) {
                                                "SequenceLength",  "ConcatFromSequence"};
   return kTypes.count(type) > 0;
 }
+
+bool expanded_by_lowering(std::string const& type) { return is_sequence_op(type) || type == "DFT" || type == "STFT"; }
 
 std::vector<std::string> const& supported_op_types() {
   static std::vector<std::string> const types = ops::op_types();

@@ -182,6 +182,10 @@ std::vector<std::string> const& supported_op_types();
 // ConcatFromSequence): a sequence is the list of its elements' values, never a graph tensor.
 bool is_sequence_op(std::string const& type);
 
+// The operators the lowering resolves into others: the sequence operators, DFT (a MatMul with its
+// matrix) and STFT (a strided Conv with the window times that matrix).
+bool expanded_by_lowering(std::string const& type);
+
 // Which initializers train, one entry per initializer in file order, with the rule that decided:
 // the weight-slot rules, except buffers (non-finite values; feeding only masks, comparisons or
 // indices; mask values; sinusoidal position tables), then options.trainable / options.frozen. Errors name a pattern

@@ -266,6 +266,24 @@ class IndexPut(nn.Module):
         return self.fc(pooled.flatten(1))
 
 
+class Spectrogram(nn.Module):
+    """An audio front end: a learned filter over the waveform, the magnitude of its short-time
+    Fourier transform (torch.stft, centred with reflect padding: ONNX STFT, dynamo only, the Hann
+    window a buffer), averaged over time, a linear head. The filter's gradient passes through the
+    STFT."""
+
+    def __init__(self):
+        super().__init__()
+        self.filt = nn.Conv1d(1, 1, 5, padding=2)
+        self.register_buffer("window", torch.hann_window(16))
+        self.head = nn.Linear(9, 10)
+
+    def forward(self, x):
+        y = self.filt(x.unsqueeze(1)).squeeze(1)
+        spec = torch.stft(y, n_fft=16, hop_length=4, window=self.window, return_complex=True)
+        return self.head(spec.abs().mean(-1))
+
+
 class Unpool(nn.Module):
     """SegNet's and ENet's decoder: max pooling that returns its indices (ONNX MaxPool's Indices
     output), a convolution, and nn.MaxUnpool2d putting each value back where its maximum was (the
@@ -471,6 +489,16 @@ def hf_wav2vec2():
     return HfAudioClassifier(lambda: transformers.Wav2Vec2ForSequenceClassification(cfg), "input_values")
 
 
+def hf_fnet():
+    import transformers
+    # Token mixing by Fourier transforms instead of attention: the real part of a DFT over the
+    # hidden size and then over the sequence (torch.fft.fftn; ONNX DFT, dynamo only: TorchScript
+    # cannot export aten::fft_fftn).
+    cfg = transformers.FNetConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, intermediate_size=32,
+                                  max_position_embeddings=16, hidden_dropout_prob=0.0, num_labels=4)
+    return HfClassifier(lambda: transformers.FNetForSequenceClassification(cfg))
+
+
 def hf_distilbert():
     import transformers
     cfg = transformers.DistilBertConfig(vocab_size=VOCAB, dim=16, n_layers=2, n_heads=2, hidden_dim=32,
@@ -608,6 +636,8 @@ MODELS = {
     "mamba": (hf_mamba, "ids", VOCAB),
     "whisper": (hf_whisper, (8, 32), 4),
     "wav2vec2": (hf_wav2vec2, (400,), 4),
+    "fnet": (hf_fnet, "ids", 4),
+    "stft": (Spectrogram, (64,), 10),
 }
 # The TorchScript exporter cannot export grouped-query attention (scaled_dot_product_attention
 # with enable_gqa), adaptive pooling to a size that does not divide the input, nor a 5-D
@@ -616,7 +646,9 @@ MODELS = {
 # on max_unpool2d ("cond must be a bool").
 # Mamba's TorchScript file is invalid: tensor_split's sizes come from a Tile whose repeats have rank
 # 2 (graphpipe and ONNX Runtime 1.32 both refuse it).
-DYNAMO_ONLY = {"llama", "qwen2", "mixtral", "adaptive", "stn3d", "indexput", "unpool", "mamba"}
+# TorchScript cannot export FNet's torch.fft.fftn.
+# TorchScript cannot export torch.stft's complex output ("STFT does not currently support complex types").
+DYNAMO_ONLY = {"llama", "qwen2", "mixtral", "adaptive", "stn3d", "indexput", "unpool", "mamba", "fnet", "stft"}
 # Exported with a fixed batch (exporter "static"): the batch size of their example input.
 STATIC = {"llama", "gpt2"}
 STATIC_BATCH = 3

@@ -125,6 +125,91 @@ TEST(Autodiff, FunctionOperatorsTrainThroughTheirExpandedBodies) {
   check_gradients(*m, 12);
 }
 
+// DFT and STFT import as a MatMul and a strided Conv with their constant matrices: their values are
+// the transforms' definitions (truncated to dft_length, one-sided, windowed frames), and a weight
+// before them trains with gradients equal to finite differences.
+TEST(Autodiff, DftAndStftAreTheirDefinitionsAndTrainThrough) {
+  using graph::zeros;
+  // h = x * w, [N, 6, 4]; a one-sided DFT along axis 1 truncated to 5 points: [N, 3, 4, 2].
+  auto dft = make_model(graph::load_onnx_text(graph::model_text(
+                            "float[N,6,4] x", "float[N,3,4,2] y", {zeros("w", {4}, 0.5)},
+                            "h = Mul(x, w)\n axes = Constant<value = int64[1] {-1}>()\n u = Unsqueeze(h, axes)\n"
+                            " len = Constant<value = int64 {5}>()\n axis = Constant<value = int64 {1}>()\n"
+                            " y = DFT<onesided = 1>(u, len, axis)",
+                            20)),
+                        2);
+  ASSERT_NE(dft, nullptr);
+  for (auto const& op : dft->graph.ops()) EXPECT_NE(op.type, "DFT");
+  Tensor& w = dft->ex->parameters().at("w");
+  for (int64_t i = 0; i < 4; ++i) w.data<float>()[i] = 0.5f + 0.25f * static_cast<float>(i);
+  TensorMap outs;
+  ASSERT_TRUE(dft->ex->forward(0, dft->inputs, outs, false).is_ok());
+  Tensor const& x = dft->inputs.begin()->second;
+  Tensor const& y = outs.at(dft->out);
+  ASSERT_EQ(y.shape(), (std::vector<int64_t>{2, 3, 4, 2}));
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t k = 0; k < 3; ++k)
+      for (int64_t j = 0; j < 4; ++j) {
+        double re = 0, im = 0;
+        for (int64_t m = 0; m < 5; ++m) {
+          double const h = double(x.data<float>()[(b * 6 + m) * 4 + j]) * w.data<float>()[j];
+          re += h * std::cos(2 * M_PI * double(k * m) / 5);
+          im -= h * std::sin(2 * M_PI * double(k * m) / 5);
+        }
+        EXPECT_NEAR(y.data<float>()[((b * 3 + k) * 4 + j) * 2], re, 1e-5) << b << k << j;
+        EXPECT_NEAR(y.data<float>()[((b * 3 + k) * 4 + j) * 2 + 1], im, 1e-5) << b << k << j;
+      }
+  check_gradients(*dft, 4);
+
+  // An STFT of a gained signal of 20 samples: frames of 8 under a window, step 3: [N, 5, 5, 2].
+  auto stft = make_model(graph::load_onnx_text(graph::model_text(
+                             "float[N,20] x", "float[N,5,5,2] y", {zeros("g", {20}, 0.5)},
+                             "h = Mul(x, g)\n axes = Constant<value = int64[1] {-1}>()\n s = Unsqueeze(h, axes)\n"
+                             " step = Constant<value = int64 {3}>()\n"
+                             " win = Constant<value = float[8] {0.1, 0.3, 0.6, 0.9, 1.0, 0.8, 0.5, 0.2}>()\n"
+                             " y = STFT(s, step, win)",
+                             17)),
+                         2);
+  ASSERT_NE(stft, nullptr);
+  for (auto const& op : stft->graph.ops()) EXPECT_NE(op.type, "STFT");
+  Tensor& g = stft->ex->parameters().at("g");
+  for (int64_t i = 0; i < 20; ++i) g.data<float>()[i] = 1.f - 0.03f * static_cast<float>(i);
+  float const win[8] = {0.1f, 0.3f, 0.6f, 0.9f, 1.0f, 0.8f, 0.5f, 0.2f};
+  TensorMap souts;
+  ASSERT_TRUE(stft->ex->forward(0, stft->inputs, souts, false).is_ok());
+  Tensor const& sx = stft->inputs.begin()->second;
+  Tensor const& sy = souts.at(stft->out);
+  ASSERT_EQ(sy.shape(), (std::vector<int64_t>{2, 5, 5, 2}));
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t f = 0; f < 5; ++f)
+      for (int64_t k = 0; k < 5; ++k) {
+        double re = 0, im = 0;
+        for (int64_t m = 0; m < 8; ++m) {
+          int64_t const t = f * 3 + m;
+          double const v = double(sx.data<float>()[b * 20 + t]) * g.data<float>()[t] * win[m];
+          re += v * std::cos(2 * M_PI * double(k * m) / 8);
+          im -= v * std::sin(2 * M_PI * double(k * m) / 8);
+        }
+        EXPECT_NEAR(sy.data<float>()[((b * 5 + f) * 5 + k) * 2], re, 1e-5) << b << f << k;
+        EXPECT_NEAR(sy.data<float>()[((b * 5 + f) * 5 + k) * 2 + 1], im, 1e-5) << b << f << k;
+      }
+  check_gradients(*stft, 6);
+
+  // What the expansion cannot do is refused with the reason.
+  auto refused = [](std::string const& body, int opset, std::string const& in, std::string const& out,
+                    std::string const& words) {
+    auto r = graph::load_onnx_text(graph::model_text(in, out, {}, body, opset));
+    ASSERT_FALSE(r.is_ok()) << words;
+    EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().message();
+  };
+  refused("axis = Constant<value = int64 {0}>()\n y = DFT(x, , axis)", 20, "float[N,4,2] x", "float[N,4,2] y",
+          "it transforms along the batch dimension");
+  refused("y = DFT<onesided = 1, axis = 1>(x)", 17, "float[N,4,2] x", "float[N,3,2] y",
+          "a one-sided DFT of a complex input");
+  refused("step = Constant<value = int64 {2}>()\n y = STFT(s, step, w)", 17, "float[N,8,1] s, float[4] w",
+          "float[N,3,3,2] y", "its window ('w') is computed at run time");
+}
+
 // LpPool and GlobalLpPool import as the p-th root of a pooled |x|^p (AveragePool times the window,
 // ReduceSum): the model trains through them with gradients equal to finite differences.
 TEST(Autodiff, LpPoolingTrainsThroughItsRewrite) {

@@ -112,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(
                       // Encoder-decoders, audio, a state-space model, XLNet's [T, N] layout.
                       "t5_torchscript", "bart_dynamo", "bart_torchscript", "xlnet_dynamo", "xlnet_torchscript",
                       "mamba_dynamo", "whisper_dynamo", "whisper_torchscript", "wav2vec2_dynamo",
-                      "wav2vec2_torchscript",
+                      "wav2vec2_torchscript", "fnet_dynamo", "stft_dynamo",
                       // Opset 23: Attention and RMSNormalization, imported as their ONNX function bodies.
                       "llama_opset23", "qwen2_opset23", "gpt2_opset23"));
 
