@@ -132,6 +132,7 @@ def hf(name):
             num_labels=4, hidden_sizes=[8, 16, 32, 64], decoder_hidden_size=32, depths=[1, 1, 1, 1])),
         "hf_mobilevit": lambda: t.MobileViTForImageClassification(t.MobileViTConfig(image_size=32, num_labels=4)),
     })
+    enc_small = dict(small, num_labels=4, pad_token_id=0)
     # A third wave (2026-12-03, stop 56): encoder-decoders trained on the next token after the
     # sequence (the decoder reads the sequence too), audio classifiers on waveforms or log-mel
     # frames, and the families the earlier waves left out.
@@ -191,12 +192,47 @@ def hf(name):
         "hf_poolformer": lambda: t.PoolFormerForImageClassification(t.PoolFormerConfig(
             hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1], num_labels=4)),
     })
+    # A fourth wave (2026-12-03, stop 56): more encoders (FNet's Fourier mixing among them), audio
+    # and vision families.
+    wav = {k: v for k, v in small.items() if k not in ("vocab_size", "max_position_embeddings")}
+    wav.update(conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=4,
+               num_conv_pos_embedding_groups=2, classifier_proj_size=8, num_labels=4, mask_time_prob=0.0,
+               layerdrop=0.0)
+    img = dict(image_size=32, num_labels=4)
+    makers.update({
+        "hf_fnet": lambda: t.FNetForSequenceClassification(t.FNetConfig(
+            **{k: v for k, v in small.items() if k != "num_attention_heads"}, num_labels=4, pad_token_id=0)),
+        "hf_roformer": lambda: t.RoFormerForSequenceClassification(t.RoFormerConfig(embedding_size=16, **enc_small)),
+        "hf_deberta": lambda: t.DebertaForSequenceClassification(t.DebertaConfig(**enc_small)),
+        "hf_xlm_roberta": lambda: t.XLMRobertaForSequenceClassification(t.XLMRobertaConfig(
+            **dict(enc_small, max_position_embeddings=20, pad_token_id=1))),
+        "hf_nystromformer": lambda: t.NystromformerForSequenceClassification(t.NystromformerConfig(
+            num_landmarks=4, segment_means_seq_len=8, **dict(enc_small, max_position_embeddings=20))),
+        "hf_big_bird": lambda: t.BigBirdForSequenceClassification(t.BigBirdConfig(attention_type="original_full",
+                                                                                  **enc_small)),
+        "hf_megatron_bert": lambda: t.MegatronBertForSequenceClassification(t.MegatronBertConfig(**enc_small)),
+        "hf_wavlm": lambda: t.WavLMForSequenceClassification(t.WavLMConfig(num_buckets=16, max_bucket_distance=32,
+                                                                           **wav)),
+        "hf_sew": lambda: t.SEWForSequenceClassification(t.SEWConfig(squeeze_factor=2, **wav)),
+        "hf_data2vec_audio": lambda: t.Data2VecAudioForSequenceClassification(t.Data2VecAudioConfig(**wav)),
+        "hf_swinv2": lambda: t.Swinv2ForImageClassification(t.Swinv2Config(
+            patch_size=4, embed_dim=8, depths=[1, 1], num_heads=[2, 2], window_size=2, **img)),
+        "hf_focalnet": lambda: t.FocalNetForImageClassification(t.FocalNetConfig(patch_size=4, embed_dim=8,
+                                                                                 depths=[1, 1], **img)),
+        "hf_pvt_v2": lambda: t.PvtV2ForImageClassification(t.PvtV2Config(
+            hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1], num_attention_heads=[1, 2, 2, 2], **img)),
+        "hf_convnextv2": lambda: t.ConvNextV2ForImageClassification(t.ConvNextV2Config(
+            hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1], num_labels=4)),
+        "hf_mobilevitv2": lambda: t.MobileViTV2ForImageClassification(t.MobileViTV2Config(image_size=64,
+                                                                                          num_labels=4)),
+    })
     model = makers[name]()
     for m in model.modules():  # no dropout: the sweep is about import and training, not noise
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
     if name in HF_IMAGE:
-        return fx.HfImageClassifier(lambda: model), (3, 32, 32)
+        size = IMAGE_SIZE.get(name, 32)
+        return fx.HfImageClassifier(lambda: model), (3, size, size)
     if name in HF_AUDIO:
         return fx.HfAudioClassifier(lambda: model, HF_AUDIO[name][0]), HF_AUDIO[name][1]
     if name in HF_SEQ2SEQ:
@@ -215,12 +251,17 @@ HF_CURRENT = ["hf_gemma", "hf_gemma2", "hf_gemma3", "hf_phi3", "hf_qwen3", "hf_o
 HF_WAVE3 = ["hf_t5", "hf_bart", "hf_distilbert", "hf_xlnet", "hf_funnel", "hf_gptj", "hf_gpt_bigcode", "hf_squeezebert",
             "hf_esm", "hf_longformer", "hf_mamba", "hf_rwkv", "hf_whisper", "hf_wav2vec2", "hf_hubert", "hf_swin",
             "hf_clip", "hf_levit", "hf_poolformer"]
+HF_WAVE4 = ["hf_fnet", "hf_roformer", "hf_deberta", "hf_xlm_roberta", "hf_nystromformer", "hf_big_bird",
+            "hf_megatron_bert", "hf_wavlm", "hf_sew", "hf_data2vec_audio", "hf_swinv2", "hf_focalnet", "hf_pvt_v2",
+            "hf_convnextv2", "hf_mobilevitv2"]
+IMAGE_SIZE = {"hf_mobilevitv2": 64}  # MobileViTV2's last stage needs more than 32x32
 HF_SEQ2SEQ = {"hf_t5", "hf_bart"}
 HF_CAUSAL = {"hf_mamba", "hf_rwkv"}
 # Audio: the keyword the model reads and one example's shape (a waveform, or log-mel frames).
 HF_AUDIO = {"hf_whisper": ("input_features", (8, 32)), "hf_wav2vec2": ("input_values", (400,)),
-            "hf_hubert": ("input_values", (400,))}
-HF_IMAGE = {"hf_swin", "hf_clip", "hf_levit", "hf_poolformer", "hf_vit", "hf_deit", "hf_beit", "hf_dinov2", "hf_convnext", "hf_segformer", "hf_mobilevit"}
+            "hf_hubert": ("input_values", (400,)), "hf_wavlm": ("input_values", (400,)),
+            "hf_sew": ("input_values", (400,)), "hf_data2vec_audio": ("input_values", (400,))}
+HF_IMAGE = {"hf_swinv2", "hf_focalnet", "hf_pvt_v2", "hf_convnextv2", "hf_mobilevitv2", "hf_swin", "hf_clip", "hf_levit", "hf_poolformer", "hf_vit", "hf_deit", "hf_beit", "hf_dinov2", "hf_convnext", "hf_segformer", "hf_mobilevit"}
 
 
 def try_one(name, exporter, graphpipe, out_dir):
@@ -251,7 +292,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--graphpipe", default=os.path.join(here, "..", "build", "cli", "graphpipe"))
-    ap.add_argument("--models", default=",".join(VISION + SEGMENTATION + VIDEO + HF + HF_CURRENT + HF_WAVE3))
+    ap.add_argument("--models", default=",".join(VISION + SEGMENTATION + VIDEO + HF + HF_CURRENT + HF_WAVE3 + HF_WAVE4))
     ap.add_argument("--exporters", default="dynamo,torchscript")
     ap.add_argument("--out", default=None, help="keep the exports here (default: a temporary folder)")
     args = ap.parse_args()
