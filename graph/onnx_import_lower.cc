@@ -51,9 +51,11 @@ class Lowering {
   Status lower_stft(RawNode const& n);
   Result<std::optional<int64_t>> static_int_input(RawNode const& n, std::size_t k, char const* what);
   Result<Val*> node_input(RawNode const& n, std::size_t k);
+  Result<std::string> lower_part(RawNode const& parent, std::string const& type, std::vector<std::string> inputs,
+                                 std::string const& suffix, Attributes attrs = {}, std::string const& output = "");
   Result<std::vector<std::string> const*> sequence(RawNode const& n, std::size_t k);
   std::string fresh_value_name(std::string const& base);
-  std::string int64s_value(std::string const& base, std::vector<int64_t> const& values, bool scalar = false);
+  std::string int64s_value(std::string const& base, std::vector<int64_t> const& values);
   Status keep(RawNode const& n, std::vector<Val*> const& ins);
   Result<std::optional<RawNode>> narrow_batch_constants(RawNode const& n, std::vector<Val*>& ins);
   Result<SymArray const*> sym(Val& v, std::string const& name);
@@ -328,13 +330,13 @@ std::string Lowering::fresh_value_name(std::string const& base) {
 }
 
 // An int64 constant value (a Split's sizes, a Squeeze's axes) under a fresh name.
-std::string Lowering::int64s_value(std::string const& base, std::vector<int64_t> const& values, bool scalar) {
+std::string Lowering::int64s_value(std::string const& base, std::vector<int64_t> const& values) {
   Val v;
   v.dtype = DType::kInt64;
   SymArray a;
   a.dtype = DType::kInt64;
   a.i = values;
-  if (!scalar) a.dims = {static_cast<int64_t>(values.size())};
+  a.dims = {static_cast<int64_t>(values.size())};
   v.dims = a.dims;
   v.folded = std::move(a);
   std::string const name = fresh_value_name(base);
@@ -352,21 +354,16 @@ Result<std::vector<std::string> const*> Lowering::sequence(RawNode const& n, std
   return &it->second;
 }
 
-// Sequences whose structure is known at import: TorchScript writes torch.split, chunk and unbind
-// with sizes computed from shapes (HF Mamba's TorchScript file) as SplitToSequence read by
-// SequenceAt. A sequence is the list of its elements' values and never reaches the graph:
-// SplitToSequence is a Split (each piece squeezed without keepdims), SequenceAt an element,
-// SequenceConstruct/Insert/Erase/Empty edit the list, SequenceLength is a constant and
+// Sequences whose structure is known at import: TorchScript writes torch.split, chunk,
+// tensor_split and unbind with sizes computed from shapes as SplitToSequence read by SequenceAt,
+// and the dynamo exporter x.chunk without its optimizer (ShuffleNetV2's channel split). A sequence is the list of its
+// elements' values and never reaches the graph: SplitToSequence is a Split (each piece squeezed without keepdims),
+// SequenceAt an element, SequenceConstruct/Insert/Erase/Empty edit the list, SequenceLength is a constant and
 // ConcatFromSequence a Concat (of the elements unsqueezed with new_axis). Sizes and positions must
 // be known at import; a sequence of data-dependent length is refused.
 Status Lowering::lower_sequence_op(RawNode const& n) {
   std::string const where = n.type + " '" + n.name + "'";
-  auto value = [&](std::size_t k) -> Result<Val*> {
-    if (k >= n.inputs.size() || n.inputs[k].empty()) return static_cast<Val*>(nullptr);
-    auto it = vals_.find(n.inputs[k]);
-    if (it == vals_.end()) return invalid_argument(where + " reads '" + n.inputs[k] + "', which nothing produces");
-    return &it->second;
-  };
+  auto value = [&](std::size_t k) { return node_input(n, k); };
   // A position input (SequenceAt, Insert, Erase): a static integer in [-count, count] (end inclusive
   // for Insert), or `fallback` when omitted.
   auto position = [&](std::size_t k, int64_t count, bool end_ok, int64_t fallback) -> Result<int64_t> {
@@ -388,17 +385,8 @@ Status Lowering::lower_sequence_op(RawNode const& n) {
   std::string const& out = n.outputs[0];
   bool const inputs_form = m_.opset >= 13;  // Split's sizes and (Un)Squeeze's axes: inputs, else attributes
   auto lower_axes_op = [&](std::string const& type, std::string const& x, int64_t axis) -> Result<std::string> {
-    RawNode op;
-    op.type = type;
-    op.name = n.name + "/" + type;
-    op.inputs = {x};
-    if (inputs_form)
-      op.inputs.push_back(int64s_value(out + "/axes", {axis}));
-    else
-      op.attrs["axes"] = std::vector<int64_t>{axis};
-    op.outputs = {fresh_value_name(x + "/" + type)};
-    RETURN_IF_ERROR(lower_node(op));
-    return op.outputs[0];
+    if (inputs_form) return lower_part(n, type, {x, int64s_value(out + "/axes", {axis})}, type);
+    return lower_part(n, type, {x}, type, {{"axes", std::vector<int64_t>{axis}}});
   };
   if (n.type == "SequenceEmpty") {
     sequences_[out] = {};
@@ -538,6 +526,21 @@ double dft_coefficient(int64_t m, int64_t k, int64_t len, int64_t i, int64_t o, 
   return i == 0 ? (o == 0 ? re : im) : (o == 0 ? -im : re);
 }
 
+// One node of what the lowering expands `parent` into, lowered at once: named after the parent, its
+// output `output` or a fresh name.
+Result<std::string> Lowering::lower_part(RawNode const& parent, std::string const& type,
+                                         std::vector<std::string> inputs, std::string const& suffix, Attributes attrs,
+                                         std::string const& output) {
+  RawNode op;
+  op.type = type;
+  op.name = parent.name + "/" + suffix;
+  op.inputs = std::move(inputs);
+  op.attrs = std::move(attrs);
+  op.outputs = {output.empty() ? fresh_value_name(parent.outputs.at(0) + "/" + suffix) : output};
+  RETURN_IF_ERROR(lower_node(op));
+  return op.outputs[0];
+}
+
 // Input k of a node the lowering expands (null when omitted).
 Result<Val*> Lowering::node_input(RawNode const& n, std::size_t k) {
   if (k >= n.inputs.size() || n.inputs[k].empty()) return static_cast<Val*>(nullptr);
@@ -625,34 +628,23 @@ Status Lowering::lower_dft(RawNode const& n) {
   perm.push_back(axis);
   perm.push_back(r - 1);
   bool const moved = axis != r - 2;
-  auto step = [&](std::string const& type, std::vector<std::string> inputs, std::string const& suffix,
-                  std::string const& name_out = "") -> Result<std::string> {
-    RawNode op;
-    op.type = type;
-    op.name = n.name + "/" + suffix;
-    op.inputs = std::move(inputs);
-    op.outputs = {name_out.empty() ? fresh_value_name(out + "/" + suffix) : name_out};
-    if (type == "Transpose") op.attrs["perm"] = perm;
-    RETURN_IF_ERROR(lower_node(op));
-    return op.outputs[0];
-  };
   std::string cur = n.inputs[0];
   if (moved) {
-    ASSIGN_OR_RETURN(cur, step("Transpose", {cur}, "signal_last"));
+    ASSIGN_OR_RETURN(cur, lower_part(n, "Transpose", {cur}, "signal_last", {{"perm", perm}}));
   }
   std::vector<int64_t> flat(static_cast<std::size_t>(r - 2), 0);  // 0: copy the dim (the batch too)
   flat.push_back(rows);
-  ASSIGN_OR_RETURN(cur, step("Reshape", {cur, int64s_value(out + "/flat_shape", flat)}, "flatten"));
-  ASSIGN_OR_RETURN(cur, step("MatMul", {cur, matrix}, "matmul"));
+  ASSIGN_OR_RETURN(cur, lower_part(n, "Reshape", {cur, int64s_value(out + "/flat_shape", flat)}, "flatten"));
+  ASSIGN_OR_RETURN(cur, lower_part(n, "MatMul", {cur, matrix}, "matmul"));
   std::vector<int64_t> unflat(static_cast<std::size_t>(r - 2), 0);
   unflat.push_back(outs);
   unflat.push_back(2);
-  ASSIGN_OR_RETURN(cur, step("Reshape", {cur, int64s_value(out + "/shape", unflat)}, "unflatten", moved ? "" : out));
+  ASSIGN_OR_RETURN(
+      cur, lower_part(n, "Reshape", {cur, int64s_value(out + "/shape", unflat)}, "unflatten", {}, moved ? "" : out));
   if (moved) {
     std::vector<int64_t> back(perm.size());
     for (std::size_t i = 0; i < perm.size(); ++i) back[static_cast<std::size_t>(perm[i])] = static_cast<int64_t>(i);
-    perm = back;
-    ASSIGN_OR_RETURN(cur, step("Transpose", {cur}, "signal_back", out));
+    ASSIGN_OR_RETURN(cur, lower_part(n, "Transpose", {cur}, "signal_back", {{"perm", back}}, out));
   }
   return Status::ok();
 }
@@ -722,26 +714,15 @@ Status Lowering::lower_stft(RawNode const& n) {
   std::string const& out = n.outputs[0];
   std::string const weight = fresh_value_name(out + "/stft_kernel");
   vals_[weight] = std::move(kv);
-  auto step_node = [&](std::string const& type, std::vector<std::string> inputs, std::string const& suffix,
-                       Attributes attrs, std::string const& name_out = "") -> Result<std::string> {
-    RawNode op;
-    op.type = type;
-    op.name = n.name + "/" + suffix;
-    op.inputs = std::move(inputs);
-    op.attrs = std::move(attrs);
-    op.outputs = {name_out.empty() ? fresh_value_name(out + "/" + suffix) : name_out};
-    RETURN_IF_ERROR(lower_node(op));
-    return op.outputs[0];
-  };
   ASSIGN_OR_RETURN(std::string cur,
-                   step_node("Transpose", {n.inputs[0]}, "channels", {{"perm", std::vector<int64_t>{0, 2, 1}}}));
-  ASSIGN_OR_RETURN(cur, step_node("Conv", {cur, weight}, "frames",
-                                  {{"kernel_shape", std::vector<int64_t>{frame}},
-                                   {"strides", std::vector<int64_t>{*step}},
-                                   {"pads", std::vector<int64_t>{0, 0}}}));
-  ASSIGN_OR_RETURN(cur, step_node("Reshape", {cur, int64s_value(out + "/shape", {0, bins, 2, frames})}, "bins", {}));
-  ASSIGN_OR_RETURN(cur,
-                   step_node("Transpose", {cur}, "frames_first", {{"perm", std::vector<int64_t>{0, 3, 1, 2}}}, out));
+                   lower_part(n, "Transpose", {n.inputs[0]}, "channels", {{"perm", std::vector<int64_t>{0, 2, 1}}}));
+  ASSIGN_OR_RETURN(cur, lower_part(n, "Conv", {cur, weight}, "frames",
+                                   {{"kernel_shape", std::vector<int64_t>{frame}},
+                                    {"strides", std::vector<int64_t>{*step}},
+                                    {"pads", std::vector<int64_t>{0, 0}}}));
+  ASSIGN_OR_RETURN(cur, lower_part(n, "Reshape", {cur, int64s_value(out + "/shape", {0, bins, 2, frames})}, "bins"));
+  ASSIGN_OR_RETURN(
+      cur, lower_part(n, "Transpose", {cur}, "frames_first", {{"perm", std::vector<int64_t>{0, 3, 1, 2}}}, out));
   return Status::ok();
 }
 
