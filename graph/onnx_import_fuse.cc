@@ -1,13 +1,14 @@
 // Pattern fusion on the raw model, and the rewrites of nodes into ones graphpipe runs: CastLike
 // (opset 15) into Cast to the type it is like, which shape inference knows; IsNaN into
 // Not(Equal(x, x)) and IsInf into Equal(Abs(x), inf); DepthToSpace and SpaceToDepth into Reshape,
-// Transpose, Reshape (sequences, SplitToSequence read by SequenceAt, are resolved by the lowering). Torch 1.13 exports
-// GELU as x*0.5*(1+erf(x/sqrt2)) (its tanh approximation as 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))) and, below
-// opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add; a linear layer on a rank >= 3 input as
-// MatMul(x, Transpose(W)) + bias. Executors and the cost model want one operator for each, so the chains are replaced
-// here, before anything else looks at the node types. A Relu after a BatchNormalization is fused into it
-// (BatchNormAttrs::relu); a residual block's tail, BatchNormalization -> Add -> Relu, and what only feeds a MatMul (a
-// Transpose of an operand, a constant scale) are fused after lowering, where every shape is known
+// Transpose, Reshape (sequences, DFT and STFT are expanded by the lowering). Torch 1.13 exports GELU
+// as x*0.5*(1+erf(x/sqrt2)) (its tanh approximation as 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))))
+// and, below opset 17, LayerNorm as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add; a linear
+// layer on a rank >= 3 input as MatMul(x, Transpose(W)) + bias. Executors and the cost model want
+// one operator for each, so the chains are replaced here, before anything else looks at the node
+// types. A Relu after a BatchNormalization is fused into it (BatchNormAttrs::relu); a residual
+// block's tail, BatchNormalization -> Add -> Relu, and what only feeds a MatMul (a Transpose of an
+// operand, a constant scale) are fused after lowering, where every shape is known
 // (onnx_import_fuse_graph.cc).
 #include <algorithm>
 #include <cmath>

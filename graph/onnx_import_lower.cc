@@ -42,6 +42,11 @@ class Lowering {
 
   Result<OpGraph> run();
 
+  // The lowering's own expansion of an operator type into others (the sequence operators, DFT,
+  // STFT), or null for a type lowered as itself.
+  using Expansion = Status (Lowering::*)(RawNode const&);
+  static Expansion expansion_of(std::string const& type);
+
  private:
   Status add_inputs();
   Status lower_node(RawNode const& n);
@@ -55,6 +60,7 @@ class Lowering {
                                  std::string const& suffix, Attributes attrs = {}, std::string const& output = "");
   Result<std::vector<std::string> const*> sequence(RawNode const& n, std::size_t k);
   std::string fresh_value_name(std::string const& base);
+  std::string constant_value(std::string const& base, SymArray value);
   std::string int64s_value(std::string const& base, std::vector<int64_t> const& values);
   Status keep(RawNode const& n, std::vector<Val*> const& ins);
   Result<std::optional<RawNode>> narrow_batch_constants(RawNode const& n, std::vector<Val*>& ins);
@@ -198,9 +204,7 @@ Status Lowering::add_inputs() {
 }
 
 Status Lowering::lower_node(RawNode const& n) {
-  if (is_sequence_op(n.type)) return lower_sequence_op(n);
-  if (n.type == "DFT") return lower_dft(n);
-  if (n.type == "STFT") return lower_stft(n);
+  if (Expansion const expand = expansion_of(n.type)) return (this->*expand)(n);
   std::vector<Val*> ins;
   for (auto const& name : n.inputs) {
     if (name.empty()) {
@@ -329,19 +333,39 @@ std::string Lowering::fresh_value_name(std::string const& base) {
   return name;
 }
 
-// An int64 constant value (a Split's sizes, a Squeeze's axes) under a fresh name.
-std::string Lowering::int64s_value(std::string const& base, std::vector<int64_t> const& values) {
+Lowering::Expansion Lowering::expansion_of(std::string const& type) {
+  static std::map<std::string, Expansion> const kExpansions = {{"SplitToSequence", &Lowering::lower_sequence_op},
+                                                               {"SequenceAt", &Lowering::lower_sequence_op},
+                                                               {"SequenceConstruct", &Lowering::lower_sequence_op},
+                                                               {"SequenceEmpty", &Lowering::lower_sequence_op},
+                                                               {"SequenceInsert", &Lowering::lower_sequence_op},
+                                                               {"SequenceErase", &Lowering::lower_sequence_op},
+                                                               {"SequenceLength", &Lowering::lower_sequence_op},
+                                                               {"ConcatFromSequence", &Lowering::lower_sequence_op},
+                                                               {"DFT", &Lowering::lower_dft},
+                                                               {"STFT", &Lowering::lower_stft}};
+  auto const it = kExpansions.find(type);
+  return it == kExpansions.end() ? nullptr : it->second;
+}
+
+// A constant value built at import (a DFT's matrix, a Split's sizes) under a fresh name.
+std::string Lowering::constant_value(std::string const& base, SymArray value) {
   Val v;
-  v.dtype = DType::kInt64;
+  v.dtype = value.dtype;
+  v.dims = value.dims;
+  v.folded = std::move(value);
+  std::string const name = fresh_value_name(base);
+  vals_[name] = std::move(v);
+  return name;
+}
+
+// An int64 vector constant (a Split's sizes, a Squeeze's axes) under a fresh name.
+std::string Lowering::int64s_value(std::string const& base, std::vector<int64_t> const& values) {
   SymArray a;
   a.dtype = DType::kInt64;
   a.i = values;
   a.dims = {static_cast<int64_t>(values.size())};
-  v.dims = a.dims;
-  v.folded = std::move(a);
-  std::string const name = fresh_value_name(base);
-  vals_[name] = std::move(v);
-  return name;
+  return constant_value(base, std::move(a));
 }
 
 Result<std::vector<std::string> const*> Lowering::sequence(RawNode const& n, std::size_t k) {
@@ -614,13 +638,8 @@ Status Lowering::lower_dft(RawNode const& n) {
         for (int64_t o = 0; o < 2; ++o)
           w.f[static_cast<std::size_t>((m * c + i) * cols + k * 2 + o)] =
               dft_coefficient(m, k, len, i, o, inverse, scale);
-  Val wv;
-  wv.dtype = DType::kFloat32;
-  wv.dims = w.dims;
-  wv.folded = std::move(w);
   std::string const& out = n.outputs[0];
-  std::string const matrix = fresh_value_name(out + "/dft_matrix");
-  vals_[matrix] = std::move(wv);
+  std::string const matrix = constant_value(out + "/dft_matrix", std::move(w));
   // The signal axis next to the components: perm moves `axis` to r - 2.
   std::vector<int64_t> perm;
   for (int64_t d = 0; d < r - 1; ++d)
@@ -707,13 +726,8 @@ Status Lowering::lower_stft(RawNode const& n) {
         for (int64_t m = 0; m < frame; ++m)
           kernel.f[static_cast<std::size_t>(((k * 2 + o) * c + i) * frame + m)] =
               window[static_cast<std::size_t>(m)] * dft_coefficient(m, k, frame, i, o, false, 1.0);
-  Val kv;
-  kv.dtype = DType::kFloat32;
-  kv.dims = kernel.dims;
-  kv.folded = std::move(kernel);
   std::string const& out = n.outputs[0];
-  std::string const weight = fresh_value_name(out + "/stft_kernel");
-  vals_[weight] = std::move(kv);
+  std::string const weight = constant_value(out + "/stft_kernel", std::move(kernel));
   ASSIGN_OR_RETURN(std::string cur,
                    lower_part(n, "Transpose", {n.inputs[0]}, "channels", {{"perm", std::vector<int64_t>{0, 2, 1}}}));
   ASSIGN_OR_RETURN(cur, lower_part(n, "Conv", {cur, weight}, "frames",
@@ -907,14 +921,7 @@ Result<OpGraph> Lowering::run() {
 
 }  // namespace
 
-bool is_sequence_op(std::string const& type) {
-  static std::set<std::string> const kTypes = {"SplitToSequence", "SequenceAt",        "SequenceConstruct",
-                                               "SequenceEmpty",   "SequenceInsert",    "SequenceErase",
-                                               "SequenceLength",  "ConcatFromSequence"};
-  return kTypes.count(type) > 0;
-}
-
-bool expanded_by_lowering(std::string const& type) { return is_sequence_op(type) || type == "DFT" || type == "STFT"; }
+bool expanded_by_lowering(std::string const& type) { return Lowering::expansion_of(type) != nullptr; }
 
 std::vector<std::string> const& supported_op_types() {
   static std::vector<std::string> const types = ops::op_types();

@@ -139,7 +139,7 @@ Result<OpGraph> fuse_matmul_operands(OpGraph const& graph);
 
 // The op types without an OpDef that the rewrites below turn into supported ones (CastLike, IsNaN,
 // IsInf, DepthToSpace, SpaceToDepth, GlobalMaxPool, GlobalLpPool, LpPool, Upsample), and the
-// sequence operators the lowering resolves (is_sequence_op): function expansion leaves them be.
+// operators the lowering expands (expanded_by_lowering): function expansion leaves them be.
 bool rewritten_at_import(std::string const& type);
 
 // CastLike nodes whose second input's type is known become Cast to that type.
@@ -177,13 +177,10 @@ std::vector<RawNode const*> all_nodes(RawModel const& model);
 // Op types the lowering understands (after fusion), sorted; for the unsupported-op message.
 std::vector<std::string> const& supported_op_types();
 
-// The sequence operators the lowering resolves at import (SplitToSequence, SequenceAt,
-// SequenceConstruct, SequenceEmpty, SequenceInsert, SequenceErase, SequenceLength,
-// ConcatFromSequence): a sequence is the list of its elements' values, never a graph tensor.
-bool is_sequence_op(std::string const& type);
-
-// The operators the lowering resolves into others: the sequence operators, DFT (a MatMul with its
-// matrix) and STFT (a strided Conv with the window times that matrix).
+// The operators the lowering resolves into others: the sequence operators (SplitToSequence,
+// SequenceAt, SequenceConstruct, SequenceEmpty, SequenceInsert, SequenceErase, SequenceLength,
+// ConcatFromSequence; a sequence is the list of its elements' values, never a graph tensor), DFT
+// (a MatMul with its matrix) and STFT (a strided Conv with the window times that matrix).
 bool expanded_by_lowering(std::string const& type);
 
 // Which initializers train, one entry per initializer in file order, with the rule that decided:

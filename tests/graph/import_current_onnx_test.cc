@@ -255,20 +255,24 @@ TEST(ImportCurrentOnnx, UnsupportedOperatorNamesTheNodes) {
   EXPECT_NE(msg.find("unsupported operator: LpNormalization (1 node: #0)"), std::string::npos) << msg;
 }
 
+// The values of the constant an Add adds (its second operand), which a node of `folded_type` folded
+// into at import: no such node is left.
+std::vector<float> added_constant(OpGraph const& g, std::string const& folded_type) {
+  std::vector<float> v;
+  for (Op const* op : ops_of_type(g, "Add")) {
+    auto const& data = g.tensor(op->inputs[1]).data;
+    EXPECT_NE(data, nullptr) << folded_type << " did not fold into a constant";
+    if (data) v.assign(data->as<float>(), data->as<float>() + data->numel());
+  }
+  EXPECT_TRUE(ops_of_type(g, folded_type).empty());
+  return v;
+}
+
 // EyeLike is a constant of its input's shape (opset 9): folded at import in the dtype asked for,
 // ones on diagonal k; over the batch dim it is refused with the fix.
 TEST(ImportCurrentOnnx, EyeLikeOfAFixedShapeIsAConstant) {
   // The eye is the constant operand the weight w is added to.
-  auto eye_added = [](OpGraph const& g) {
-    std::vector<float> v;
-    for (Op const* op : ops_of_type(g, "Add")) {
-      auto const& data = g.tensor(op->inputs[1]).data;
-      EXPECT_NE(data, nullptr) << "the eye is not a constant";
-      if (data) v.assign(data->as<float>(), data->as<float>() + data->numel());
-    }
-    EXPECT_TRUE(ops_of_type(g, "EyeLike").empty());
-    return v;
-  };
+  auto eye_added = [](OpGraph const& g) { return added_constant(g, "EyeLike"); };
   auto g = must_load(model("float[N,3] x", "float[N,4] y", {zeros("w", {3, 4}, 0.5)},
                            "e = EyeLike <k = 1> (w)\n"
                            "m = Add(w, e)\n"
@@ -295,16 +299,7 @@ TEST(ImportCurrentOnnx, EyeLikeOfAFixedShapeIsAConstant) {
 // [rank, count] in row-major order; over a value computed at run time its output's shape depends
 // on the data: refused, naming the input.
 TEST(ImportCurrentOnnx, NonZeroOfAValueKnownAtImportIsItsCoordinates) {
-  auto added = [](OpGraph const& g) {
-    std::vector<float> v;
-    for (Op const* op : ops_of_type(g, "Add")) {
-      auto const& data = g.tensor(op->inputs[1]).data;
-      EXPECT_NE(data, nullptr) << "the coordinates are not a constant";
-      if (data) v.assign(data->as<float>(), data->as<float>() + data->numel());
-    }
-    EXPECT_TRUE(ops_of_type(g, "NonZero").empty());
-    return v;
-  };
+  auto added = [](OpGraph const& g) { return added_constant(g, "NonZero"); };
   // [[0, 1.5], [-2, 0]]: (0, 1) and (1, 0), as rows [0, 1] and [1, 0].
   auto g = must_load(model("float[N,4] x", "float[N,4] y", {},
                            "c = Constant <value = float[2,2] {0, 1.5, -2, 0}> ()\n"
