@@ -51,7 +51,8 @@ Status run_ops(OpsOptions const& options) {
     std::printf("| ONNX function bodies, expanded at import | %s |\n", joined(graph::function_op_types()).c_str());
     std::printf(
         "| control flow, resolved at import | If, when its condition is known at import (the branch it "
-        "takes); not Loop or Scan |\n");
+        "takes); Loop, when its trip count and conditions are known at import, and Scan (opset 9 and later) over "
+        "a length known at import (unrolled) |\n");
     std::printf(
         "| sequences, resolved at import | SplitToSequence, SequenceAt, SequenceConstruct, SequenceEmpty, "
         "SequenceInsert, SequenceErase, SequenceLength, ConcatFromSequence, when their sizes and positions are "

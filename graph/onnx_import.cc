@@ -259,9 +259,10 @@ Result<RawValueInfo> to_value_info(onnx::ValueInfoProto const& v) {
   return out;
 }
 
-// An ONNX node in the importer's form. An If's branches become its bodies (their initializers
-// Constant nodes, their value_info added to `value_info`); a graph attribute of any other node
-// (Loop, Scan) is refused by to_attr.
+// An ONNX node in the importer's form. An If's branches and a Loop's or Scan's body become its
+// bodies (their initializers Constant nodes, their value_info added to `value_info`); a graph
+// attribute of any other node is refused by to_attr. The lowering takes an If's branch and unrolls
+// a Loop or Scan when what decides them is known at import.
 Result<RawNode> to_raw_node(onnx::NodeProto const& n, std::string const& model_dir,
                             std::map<std::string, RawValueInfo>& value_info) {
   RawNode node;
@@ -272,26 +273,28 @@ Result<RawNode> to_raw_node(onnx::NodeProto const& n, std::string const& model_d
   node.outputs.assign(n.output().begin(), n.output().end());
   std::string const what = "node '" + n.name() + "' (" + n.op_type() + ")";
   bool const is_if = node.domain.empty() && node.type == "If";
-  if (node.domain.empty() && (node.type == "Loop" || node.type == "Scan"))
-    return unsupported(what +
-                       ": loops (Loop, Scan) are not imported; torch's dynamo exporter "
-                       "(torch.onnx.export(..., dynamo=True)) unrolls a Python loop of known length into plain "
-                       "operators");
-  onnx::GraphProto const* branches[2] = {nullptr, nullptr};
+  bool const is_loop = node.domain.empty() && (node.type == "Loop" || node.type == "Scan");
+  // The graph attributes this node type has, in the order of `bodies`.
+  std::vector<std::string> const body_names = is_if     ? std::vector<std::string>{"then_branch", "else_branch"}
+                                              : is_loop ? std::vector<std::string>{"body"}
+                                                        : std::vector<std::string>{};
+  std::vector<onnx::GraphProto const*> graphs(body_names.size(), nullptr);
   for (auto const& a : n.attribute()) {
-    if (is_if && a.type() == onnx::AttributeProto::GRAPH && (a.name() == "then_branch" || a.name() == "else_branch")) {
-      branches[a.name() == "then_branch" ? 0 : 1] = &a.g();
+    auto const slot = std::find(body_names.begin(), body_names.end(), a.name());
+    if (slot != body_names.end() && a.type() == onnx::AttributeProto::GRAPH) {
+      graphs[static_cast<std::size_t>(slot - body_names.begin())] = &a.g();
       continue;
     }
     ASSIGN_OR_RETURN(AttrValue v, to_attr(a, model_dir, what));
     node.attrs.emplace(a.name(), std::move(v));
   }
-  if (!is_if) return node;
-  if (!branches[0] || !branches[1]) return invalid_argument(what + " needs both then_branch and else_branch");
-  for (onnx::GraphProto const* g : branches) {
+  for (std::size_t k = 0; k < graphs.size(); ++k) {
+    onnx::GraphProto const* g = graphs[k];
+    if (g == nullptr) return invalid_argument(what + " needs its graph attribute '" + body_names[k] + "'");
     RawBody body;
+    for (auto const& v : g->input()) body.inputs.push_back(v.name());
     for (auto const& t : g->initializer()) {
-      ASSIGN_OR_RETURN(TensorData data, read_tensor(t, model_dir, what + " branch initializer '" + t.name() + "'"));
+      ASSIGN_OR_RETURN(TensorData data, read_tensor(t, model_dir, what + " body initializer '" + t.name() + "'"));
       RawNode c;
       c.name = t.name() + "_initializer";
       c.type = "Constant";
@@ -299,16 +302,17 @@ Result<RawNode> to_raw_node(onnx::NodeProto const& n, std::string const& model_d
       c.attrs.emplace("value", AttrValue{std::move(data)});
       body.nodes.push_back(std::move(c));
     }
-    for (auto const& v : g->value_info()) {
-      auto info = to_value_info(v);
-      if (info.is_ok()) value_info.emplace(v.name(), std::move(*info));
-    }
+    for (auto const* list : {&g->input(), &g->value_info()})
+      for (auto const& v : *list) {
+        auto info = to_value_info(v);
+        if (info.is_ok()) value_info.emplace(v.name(), std::move(*info));
+      }
     for (auto const& sub : g->node()) {
       ASSIGN_OR_RETURN(RawNode r, to_raw_node(sub, model_dir, value_info));
       body.nodes.push_back(std::move(r));
     }
     for (auto const& o : g->output()) body.outputs.push_back(o.name());
-    if (body.outputs.size() != node.outputs.size())
+    if (is_if && body.outputs.size() != node.outputs.size())
       return invalid_argument(what + ": a branch has " + std::to_string(body.outputs.size()) + " outputs, the If " +
                               std::to_string(node.outputs.size()));
     node.bodies.push_back(std::move(body));
@@ -587,10 +591,9 @@ Status check_supported(RawModel const& raw) {
   std::map<std::string, std::vector<std::string>> missing;
   for (std::size_t i = 0; i < raw.nodes.size(); ++i) {
     auto const& n = raw.nodes[i];
-    // An If is checked when lowering takes one of its branches (its condition known at import).
-    bool const ok =
-        n.domain.empty() && (std::binary_search(supported.begin(), supported.end(), n.type) ||
-                             (n.type == "If" && !n.bodies.empty()) || onnx_import::expanded_by_lowering(n.type));
+    // An If's branch, a Loop's or Scan's body, is checked when the lowering imports it.
+    bool const ok = n.domain.empty() && (std::binary_search(supported.begin(), supported.end(), n.type) ||
+                                         !n.bodies.empty() || onnx_import::expanded_by_lowering(n.type));
     if (!ok)
       missing[n.domain.empty() ? n.type : n.domain + "::" + n.type].push_back(n.name.empty() ? "#" + std::to_string(i)
                                                                                              : n.name);

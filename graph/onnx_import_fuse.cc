@@ -36,7 +36,8 @@ class Matcher {
         if (!in.empty()) consumers_[in].push_back(static_cast<int>(i));
     }
     for (auto const& o : m.outputs) graph_outputs_.insert(o.name);
-    // What an If's branches read stays as it is, as a graph output does: no pattern fuses it away.
+    // What a body (an If's branch, a Loop's or Scan's) reads stays as it is, as a graph output does:
+    // no pattern fuses it away.
     for (RawNode const* n : all_nodes(m))
       for (auto const& b : n->bodies)
         for (auto const& sub : b.nodes) graph_outputs_.insert(sub.inputs.begin(), sub.inputs.end());
@@ -523,9 +524,10 @@ std::unordered_map<std::string, DType> known_dtypes(RawModel const& model) {
 class FreshNames {
  public:
   explicit FreshNames(RawModel const& model) {
-    for (RawNode const* n : all_nodes(model)) {  // If branches' names too
+    for (RawNode const* n : all_nodes(model)) {  // bodies' names too
       used_.insert(n->name);
       for (auto const& o : n->outputs) used_.insert(o);
+      for (auto const& b : n->bodies) used_.insert(b.inputs.begin(), b.inputs.end());
     }
     for (auto const& init : model.initializers) used_.insert(init.name);
     for (auto const& v : model.inputs) used_.insert(v.name);
@@ -623,51 +625,70 @@ void fuse_patterns(RawModel& model, FuseOptions const& options) {
   model.nodes = std::move(nodes);
 }
 
+namespace {
+
+// Calls `rewrite` on a node list, then on every body of its (rewritten) nodes, nested ones too: the
+// rewrites reach the nodes of If branches and Loop and Scan bodies as well as the graph's.
+template <class Rewrite>
+Status for_each_node_list(std::vector<RawNode>& nodes, Rewrite const& rewrite) {
+  RETURN_IF_ERROR(rewrite(nodes));
+  for (auto& n : nodes)
+    for (auto& b : n.bodies) RETURN_IF_ERROR(for_each_node_list(b.nodes, rewrite));
+  return Status::ok();
+}
+
+}  // namespace
+
 void rewrite_cast_like(RawModel& model) {
   auto const dtype = known_dtypes(model);
-  for (auto& n : model.nodes) {
-    if (n.type != "CastLike" || !n.domain.empty() || n.inputs.size() != 2) continue;
-    auto const it = dtype.find(n.inputs[1]);
-    if (it == dtype.end()) continue;  // left for the unsupported-operator message
-    n.type = "Cast";
-    n.inputs.resize(1);
-    n.attrs.erase("saturate");
-    n.attrs["to"] = AttrValue{ops::onnx_of_dtype(it->second)};
-  }
+  (void)for_each_node_list(model.nodes, [&](std::vector<RawNode>& list) {
+    for (auto& n : list) {
+      if (n.type != "CastLike" || !n.domain.empty() || n.inputs.size() != 2) continue;
+      auto const it = dtype.find(n.inputs[1]);
+      if (it == dtype.end()) continue;  // left for the unsupported-operator message
+      n.type = "Cast";
+      n.inputs.resize(1);
+      n.attrs.erase("saturate");
+      n.attrs["to"] = AttrValue{ops::onnx_of_dtype(it->second)};
+    }
+    return Status::ok();
+  });
 }
 
 void rewrite_is_nan(RawModel& model) {
-  std::set<std::string> names;
-  for (auto const& n : model.nodes) names.insert(n.name);
-  std::vector<RawNode> nodes;
-  nodes.reserve(model.nodes.size());
-  for (auto& n : model.nodes) {
-    if (n.type != "IsNaN" || !n.domain.empty() || n.inputs.size() != 1 || n.outputs.size() != 1) {
+  FreshNames fresh(model);
+  (void)for_each_node_list(model.nodes, [&](std::vector<RawNode>& list) {
+    std::vector<RawNode> nodes;
+    nodes.reserve(list.size());
+    for (auto& n : list) {
+      if (n.type != "IsNaN" || !n.domain.empty() || n.inputs.size() != 1 || n.outputs.size() != 1) {
+        nodes.push_back(std::move(n));
+        continue;
+      }
+      RawNode eq;
+      eq.type = "Equal";
+      eq.name = fresh(n.name + "/self_equal");
+      eq.inputs = {n.inputs[0], n.inputs[0]};
+      eq.outputs = {fresh(eq.name + "_output")};
+      n.type = "Not";
+      n.inputs = {eq.outputs[0]};
+      n.attrs.clear();
+      nodes.push_back(std::move(eq));
       nodes.push_back(std::move(n));
-      continue;
     }
-    RawNode eq;
-    eq.type = "Equal";
-    eq.name = n.name + "/self_equal";
-    for (int k = 1; names.count(eq.name); ++k) eq.name = n.name + "/self_equal_" + std::to_string(k);
-    names.insert(eq.name);
-    eq.inputs = {n.inputs[0], n.inputs[0]};
-    eq.outputs = {eq.name + "_output"};
-    n.type = "Not";
-    n.inputs = {eq.outputs[0]};
-    n.attrs.clear();
-    nodes.push_back(std::move(eq));
-    nodes.push_back(std::move(n));
-  }
-  model.nodes = std::move(nodes);
+    list = std::move(nodes);
+    return Status::ok();
+  });
 }
 
-void rewrite_is_inf(RawModel& model) {
-  auto const dtype = known_dtypes(model);
-  FreshNames fresh(model);
+namespace {
+
+// IsInf as an Equal (of |x| for both signs) with the infinity it detects, in one node list.
+void rewrite_is_inf_list(std::vector<RawNode>& list, std::unordered_map<std::string, DType> const& dtype,
+                         FreshNames& fresh) {
   std::vector<RawNode> nodes;
-  nodes.reserve(model.nodes.size());
-  for (auto& n : model.nodes) {
+  nodes.reserve(list.size());
+  for (auto& n : list) {
     auto const t = n.type == "IsInf" && n.domain.empty() && n.inputs.size() == 1 && n.outputs.size() == 1
                        ? dtype.find(n.inputs[0])
                        : dtype.end();
@@ -715,18 +736,31 @@ void rewrite_is_inf(RawModel& model) {
     nodes.push_back(std::move(value));
     nodes.push_back(std::move(n));
   }
-  model.nodes = std::move(nodes);
+  list = std::move(nodes);
 }
 
-Status rewrite_depth_space(RawModel& model) {
+}  // namespace
+
+void rewrite_is_inf(RawModel& model) {
+  auto const dtype = known_dtypes(model);
+  FreshNames fresh(model);
+  (void)for_each_node_list(model.nodes, [&](std::vector<RawNode>& list) {
+    rewrite_is_inf_list(list, dtype, fresh);
+    return Status::ok();
+  });
+}
+
+namespace {
+
+// DepthToSpace and SpaceToDepth of one node list.
+Status rewrite_depth_space_list(std::vector<RawNode>& list, Matcher const& m, FreshNames& fresh) {
   struct Plan {
     std::vector<int64_t> split, perm, merged;  // the first Reshape's shape, the Transpose, the last shape
   };
   std::map<int, Plan> plans;
   {
-    Matcher const m(model);
-    for (std::size_t i = 0; i < model.nodes.size(); ++i) {
-      RawNode const& n = model.nodes[i];
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      RawNode const& n = list[i];
       bool const to_space = n.type == "DepthToSpace";
       if ((!to_space && n.type != "SpaceToDepth") || !n.domain.empty()) continue;
       std::string const where = n.type + " '" + n.name + "'";
@@ -778,11 +812,10 @@ Status rewrite_depth_space(RawModel& model) {
     }
   }
   if (plans.empty()) return Status::ok();
-  FreshNames fresh(model);
   std::vector<RawNode> nodes;
-  nodes.reserve(model.nodes.size() + plans.size() * 4);
-  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
-    RawNode& n = model.nodes[i];
+  nodes.reserve(list.size() + plans.size() * 4);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    RawNode& n = list[i];
     auto it = plans.find(static_cast<int>(i));
     if (it == plans.end()) {
       nodes.push_back(std::move(n));
@@ -811,8 +844,17 @@ Status rewrite_depth_space(RawModel& model) {
     nodes.push_back(std::move(merged_shape));
     nodes.push_back(std::move(n));
   }
-  model.nodes = std::move(nodes);
+  list = std::move(nodes);
   return Status::ok();
+}
+
+}  // namespace
+
+Status rewrite_depth_space(RawModel& model) {
+  Matcher const m(model);
+  FreshNames fresh(model);
+  return for_each_node_list(model.nodes,
+                            [&](std::vector<RawNode>& list) { return rewrite_depth_space_list(list, m, fresh); });
 }
 
 bool rewritten_at_import(std::string const& type) {
@@ -822,11 +864,12 @@ bool rewritten_at_import(std::string const& type) {
   return kRewritten.count(type) > 0 || expanded_by_lowering(type);
 }
 
-Status rewrite_pooling_and_upsample(RawModel& model) {
-  Matcher const m(model);
-  FreshNames fresh(model);
+namespace {
+
+// GlobalMaxPool, GlobalLpPool, LpPool and Upsample of one node list.
+Status rewrite_pooling_list(std::vector<RawNode>& list, Matcher const& m, FreshNames& fresh) {
   std::vector<RawNode> nodes;
-  nodes.reserve(model.nodes.size());
+  nodes.reserve(list.size());
   // Each helper appends its nodes and returns the value it makes.
   auto scalar = [&](std::string const& base, float v) {
     nodes.push_back(floats_constant(fresh, base, {}, {v}));
@@ -853,7 +896,7 @@ Status rewrite_pooling_and_upsample(RawModel& model) {
     root.outputs = {y};
     nodes.push_back(std::move(root));
   };
-  for (auto& n : model.nodes) {
+  for (auto& n : list) {
     static std::set<std::string> const kRewritten = {"GlobalMaxPool", "GlobalLpPool", "LpPool", "Upsample"};
     if (!n.domain.empty() || !kRewritten.count(n.type)) {
       nodes.push_back(std::move(n));
@@ -962,8 +1005,17 @@ Status rewrite_pooling_and_upsample(RawModel& model) {
     n.inputs = {n.inputs[0], "", scales};
     nodes.push_back(std::move(n));
   }
-  model.nodes = std::move(nodes);
+  list = std::move(nodes);
   return Status::ok();
+}
+
+}  // namespace
+
+Status rewrite_pooling_and_upsample(RawModel& model) {
+  Matcher const m(model);
+  FreshNames fresh(model);
+  return for_each_node_list(model.nodes,
+                            [&](std::vector<RawNode>& list) { return rewrite_pooling_list(list, m, fresh); });
 }
 
 }  // namespace gp::graph::onnx_import

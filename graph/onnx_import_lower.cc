@@ -3,12 +3,14 @@
 // own rules (with the symbolic batch: dims < 0 are multiples of N), then fills the accounting.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <utility>
 
 #include "graph/accounting.h"
 #include "graph/onnx_import_fold.h"
@@ -51,6 +53,19 @@ class Lowering {
   Status add_inputs();
   Status lower_node(RawNode const& n);
   Status lower_if(RawNode const& n, std::vector<Val*> const& ins);
+  Status lower_loop(RawNode const& n);
+  Status lower_scan(RawNode const& n);
+  RawBody body_instance(RawBody const& body, std::string const& suffix);
+  Status lower_body(RawBody const& body, std::string const& context);
+  Status alias(std::string const& where, std::string const& to, std::string const& from);
+  Result<bool> static_condition(std::string const& where, std::string const& name, char const* what);
+  Status check_unroll(std::string const& where, RawBody const& body, int64_t passes) const;
+  Status unrolled_outputs(RawNode const& n, std::string const& where, std::vector<std::string> const& current,
+                          std::vector<std::vector<std::string>> stacked, std::vector<int64_t> const& axes,
+                          std::vector<int64_t> const& reversed);
+  Result<std::string> axes_part(RawNode const& n, std::string const& type, std::string const& x, int64_t axis);
+  Status stack_values(RawNode const& n, std::vector<std::string> const& parts, int64_t axis, std::string const& out);
+  void set_constant(std::string const& name, SymArray value);
   Status lower_sequence_op(RawNode const& n);
   Status lower_dft(RawNode const& n);
   Status lower_stft(RawNode const& n);
@@ -83,6 +98,9 @@ class Lowering {
   std::set<std::string> op_names_;        // claimed so far
   std::set<std::string> reserved_names_;  // every explicit node name: generated names avoid them
   std::map<std::string, int> unnamed_count_;
+  // Where the node being lowered sits when it is not in the graph itself ("the branch an If takes
+  // at import", "the body of Loop 'l'"), for the unsupported-operator message.
+  std::string body_context_;
   std::vector<TensorInfo> tensors_;
   std::vector<Op> ops_;
   std::vector<TensorId> inputs_;
@@ -205,6 +223,10 @@ Status Lowering::add_inputs() {
 
 Status Lowering::lower_node(RawNode const& n) {
   if (Expansion const expand = expansion_of(n.type)) return (this->*expand)(n);
+  if (!n.bodies.empty() && n.type == "Loop") return lower_loop(n);
+  if (!n.bodies.empty() && n.type == "Scan") return lower_scan(n);
+  if (n.type == "Identity" && n.inputs.size() == 1 && n.outputs.size() == 1 && sequences_.count(n.inputs[0]))
+    return alias(n.type + " '" + n.name + "'", n.outputs[0], n.inputs[0]);
   std::vector<Val*> ins;
   for (auto const& name : n.inputs) {
     if (name.empty()) {
@@ -222,9 +244,8 @@ Status Lowering::lower_node(RawNode const& n) {
   }
   if (!n.bodies.empty()) return lower_if(n, ins);
   ops::OpDef const* def = ops::find_op(n.type);
-  if (def == nullptr)  // only in an If's branch: check_supported has seen every other node
-    return unsupported("unsupported operator " + n.type + " (node '" + n.name +
-                       "', in the branch an If takes at import)");
+  if (def == nullptr)  // only in a body: check_supported has seen every other node
+    return unsupported("unsupported operator " + n.type + " (node '" + n.name + "', in " + body_context_ + ")");
   std::vector<ops::Dims> dims;
   std::vector<DType> dtypes;
   for (Val const* v : ins) {
@@ -313,7 +334,7 @@ Status Lowering::lower_if(RawNode const& n, std::vector<Val*> const& ins) {
                        (cond->has_batch() ? " depends on the batch size" : " is not one value"));
   bool const taken = cond->is_float() ? cond->f[0] != 0 : cond->i[0] != 0;
   RawBody const& body = n.bodies.at(taken ? 0 : 1);
-  for (auto const& sub : body.nodes) RETURN_IF_ERROR(lower_node(sub));
+  RETURN_IF_ERROR(lower_body(body, "the branch an If takes at import"));
   for (std::size_t k = 0; k < n.outputs.size(); ++k) {
     auto it = vals_.find(body.outputs.at(k));
     if (it == vals_.end())
@@ -322,6 +343,299 @@ Status Lowering::lower_if(RawNode const& n, std::vector<Val*> const& ins) {
     if (!n.outputs[k].empty()) vals_[n.outputs[k]] = it->second;
   }
   return Status::ok();
+}
+
+// The nodes of an If's branch, a Loop's or Scan's body (an instance of it), where the If, Loop or
+// Scan stands; `context` names the body in messages.
+Status Lowering::lower_body(RawBody const& body, std::string const& context) {
+  std::string const outer = std::exchange(body_context_, context);
+  for (auto const& sub : body.nodes) {
+    Status const s = lower_node(sub);
+    if (!s.is_ok()) {
+      body_context_ = outer;
+      return s;
+    }
+  }
+  body_context_ = outer;
+  return Status::ok();
+}
+
+// `to` holds what `from` holds: the same value, or the same sequence.
+Status Lowering::alias(std::string const& where, std::string const& to, std::string const& from) {
+  if (auto s = sequences_.find(from); s != sequences_.end()) {
+    std::vector<std::string> elems = s->second;
+    sequences_[to] = std::move(elems);
+    return Status::ok();
+  }
+  auto v = vals_.find(from);
+  if (v == vals_.end()) return invalid_argument(where + " reads '" + from + "', which nothing produces");
+  Val copy = v->second;
+  vals_[to] = std::move(copy);
+  return Status::ok();
+}
+
+// A Loop's condition: one value known at import.
+Result<bool> Lowering::static_condition(std::string const& where, std::string const& name, char const* what) {
+  auto it = vals_.find(name);
+  if (it == vals_.end()) return invalid_argument(where + ": its " + what + " '" + name + "' is never produced");
+  if (!it->second.is_static())
+    return unsupported(where + ": its " + what + " ('" + name +
+                       "') is computed at run time from the data (data-dependent control flow); graphpipe unrolls "
+                       "a loop only when its trip count and condition are known at import");
+  ASSIGN_OR_RETURN(SymArray const* c, sym(it->second, name));
+  if (c->has_batch()) return unsupported(where + ": its " + what + " ('" + name + "') depends on the batch size");
+  if (c->numel() != 1) return invalid_argument(where + ": its " + what + " ('" + name + "') is not one value");
+  return c->is_float() ? c->f[0] != 0 : c->i[0] != 0;
+}
+
+// Unrolling repeats the body's nodes once per pass; a loop that would add more is refused.
+constexpr int64_t kMaxUnrolledPasses = 16384;
+constexpr int64_t kMaxUnrolledNodes = 1 << 20;
+
+// `passes` passes so far (a Loop, whose condition may stop it early), or all of them (a Scan).
+Status Lowering::check_unroll(std::string const& where, RawBody const& body, int64_t passes) const {
+  auto const per_pass = static_cast<int64_t>(std::max<std::size_t>(body.nodes.size(), 1));
+  if (passes > kMaxUnrolledPasses || passes > kMaxUnrolledNodes / per_pass)
+    return unsupported(where + ": unrolling it takes more than " + std::to_string(kMaxUnrolledPasses) + " passes or " +
+                       std::to_string(kMaxUnrolledNodes) + " nodes (its body has " + std::to_string(per_pass) +
+                       "), graphpipe's limit; export the model with the loop written out, or a shorter one");
+  return Status::ok();
+}
+
+// A copy of `body` for one pass of an unrolled Loop or Scan: every name the body defines (its
+// inputs, its nodes' outputs, nested bodies' too) gets `suffix` (made unique), reads of those names
+// follow, and reads of outer values stay; node names get the suffix too. Each pass's values are
+// thus distinct tensors of the graph.
+RawBody Lowering::body_instance(RawBody const& body, std::string const& suffix) {
+  std::unordered_map<std::string, std::string> renamed;
+  std::set<std::string> taken;
+  auto define = [&](std::string const& name) {
+    if (name.empty() || renamed.count(name)) return;
+    std::string fresh = name + suffix;
+    for (int k = 1; vals_.count(fresh) || sequences_.count(fresh) || used_.count(fresh) || taken.count(fresh); ++k)
+      fresh = name + suffix + "_" + std::to_string(k);
+    taken.insert(fresh);
+    renamed.emplace(name, std::move(fresh));
+  };
+  std::function<void(RawBody const&)> collect = [&](RawBody const& b) {
+    for (auto const& x : b.inputs) define(x);
+    for (auto const& node : b.nodes) {
+      for (auto const& o : node.outputs) define(o);
+      for (auto const& sub : node.bodies) collect(sub);
+    }
+  };
+  collect(body);
+  auto read = [&](std::string const& name) {
+    auto const it = renamed.find(name);
+    std::string const& r = it == renamed.end() ? name : it->second;
+    if (!r.empty()) used_.insert(r);
+    return r;
+  };
+  std::function<RawBody(RawBody const&)> copy = [&](RawBody const& b) {
+    RawBody out;
+    for (auto const& x : b.inputs) out.inputs.push_back(renamed.at(x));
+    for (auto const& node : b.nodes) {
+      RawNode c;
+      c.name = node.name.empty() ? std::string() : node.name + suffix;
+      c.type = node.type;
+      c.domain = node.domain;
+      c.attrs = node.attrs;
+      for (auto const& x : node.inputs) c.inputs.push_back(x.empty() ? x : read(x));
+      for (auto const& o : node.outputs) c.outputs.push_back(o.empty() ? o : renamed.at(o));
+      for (auto const& sub : node.bodies) c.bodies.push_back(copy(sub));
+      out.nodes.push_back(std::move(c));
+    }
+    for (auto const& o : b.outputs) out.outputs.push_back(read(o));
+    return out;
+  };
+  return copy(body);
+}
+
+// A Loop whose trip count and condition are known at import (TorchScript writes one for a scripted
+// Python loop: MViTv2's pooling attention splits its tensor in one, into a sequence) is unrolled:
+// its body lowered once per pass, the iteration number a constant, the carried values (tensors or
+// sequences) handed from pass to pass, each scan output the passes' values stacked on a new first
+// axis. The condition each pass computes must be known at import too; a loop whose passes depend
+// on the data is control flow graphpipe does not run.
+Status Lowering::lower_loop(RawNode const& n) {
+  std::string const where = "Loop '" + n.name + "'";
+  RawBody const& body = n.bodies.at(0);
+  if (n.inputs.size() < 2)
+    return invalid_argument(where + " needs its trip count and condition inputs (either may be empty)");
+  std::size_t const carried = n.inputs.size() - 2;
+  if (body.inputs.size() != carried + 2 || body.outputs.size() < carried + 1)
+    return invalid_argument(where + ": its body has " + std::to_string(body.inputs.size()) + " inputs and " +
+                            std::to_string(body.outputs.size()) + " outputs for " + std::to_string(carried) +
+                            " carried values (it takes the iteration number, the condition and the carried values, "
+                            "and gives the condition, the carried values and its scan outputs)");
+  std::size_t const scans = body.outputs.size() - 1 - carried;
+  if (n.outputs.size() > carried + scans)
+    return invalid_argument(where + " has " + std::to_string(n.outputs.size()) + " outputs; its body gives " +
+                            std::to_string(carried + scans));
+  ASSIGN_OR_RETURN(std::optional<int64_t> trips, static_int_input(n, 0, "trip count"));
+  if (trips && *trips < 0) trips = 0;
+  // Without a condition input the loop is a for loop: the body's condition is ignored (ONNX's
+  // semantics), and the trip count alone says how many passes it runs.
+  bool const has_condition = !n.inputs[1].empty();
+  bool running = true;
+  if (has_condition) {
+    ASSIGN_OR_RETURN(running, static_condition(where, n.inputs[1], "condition"));
+  } else if (!trips) {
+    return invalid_argument(where + " has neither a trip count nor a condition, so it never ends");
+  } else {
+    RETURN_IF_ERROR(check_unroll(where, body, *trips));
+  }
+  std::vector<std::string> current(n.inputs.begin() + 2, n.inputs.end());
+  std::vector<std::vector<std::string>> stacked(scans);
+  for (int64_t pass = 0; running && (!trips || pass < *trips); ++pass) {
+    if (has_condition) RETURN_IF_ERROR(check_unroll(where, body, pass + 1));
+    RawBody const inst = body_instance(body, "/iter" + std::to_string(pass));
+    SymArray i;
+    i.dtype = DType::kInt64;
+    i.i = {pass};
+    set_constant(inst.inputs[0], std::move(i));
+    SymArray c;
+    c.dtype = DType::kBool;
+    c.i = {1};
+    set_constant(inst.inputs[1], std::move(c));
+    for (std::size_t j = 0; j < carried; ++j) RETURN_IF_ERROR(alias(where, inst.inputs[2 + j], current[j]));
+    RETURN_IF_ERROR(lower_body(inst, "the body of " + where));
+    if (has_condition) {
+      ASSIGN_OR_RETURN(running, static_condition(where, inst.outputs[0], "body's condition"));
+    }
+    for (std::size_t j = 0; j < carried; ++j) current[j] = inst.outputs[1 + j];
+    for (std::size_t k = 0; k < scans; ++k) stacked[k].push_back(inst.outputs[1 + carried + k]);
+  }
+  return unrolled_outputs(n, where, current, std::move(stacked), std::vector<int64_t>(scans, 0),
+                          std::vector<int64_t>(scans, 0));
+}
+
+// A Scan (opset 9 and later) over inputs whose scanned axis has a length known at import is
+// unrolled: its body lowered once per element, each scanned input's element a Gather at that
+// position (from the end for direction 1), the states handed from pass to pass, each scan output
+// the passes' values stacked along its axis (in reverse for direction 1).
+Status Lowering::lower_scan(RawNode const& n) {
+  std::string const where = "Scan '" + n.name + "'";
+  if (m_.opset < 9)
+    return unsupported(where +
+                       ": Scan of opset 8 (a batch axis and sequence_lens) is not imported; export at opset 9 or "
+                       "later");
+  RawBody const& body = n.bodies.at(0);
+  int64_t const m = ops::attr_int(n.attrs, "num_scan_inputs", -1);
+  if (m < 1 || m > static_cast<int64_t>(n.inputs.size()))
+    return invalid_argument(where + ": num_scan_inputs " + std::to_string(m) + " for " +
+                            std::to_string(n.inputs.size()) + " inputs");
+  std::size_t const states = n.inputs.size() - static_cast<std::size_t>(m);
+  if (body.inputs.size() != n.inputs.size() || body.outputs.size() < states)
+    return invalid_argument(where + ": its body has " + std::to_string(body.inputs.size()) + " inputs and " +
+                            std::to_string(body.outputs.size()) + " outputs for " + std::to_string(states) +
+                            " states and " + std::to_string(m) + " scanned inputs");
+  std::size_t const scans = body.outputs.size() - states;
+  if (n.outputs.size() > states + scans)
+    return invalid_argument(where + " has " + std::to_string(n.outputs.size()) + " outputs; its body gives " +
+                            std::to_string(states + scans));
+  auto ints = [&](char const* key, std::size_t count) -> Result<std::vector<int64_t>> {
+    auto const it = n.attrs.find(key);
+    if (it == n.attrs.end()) return std::vector<int64_t>(count, 0);
+    auto const* v = std::get_if<std::vector<int64_t>>(&it->second);
+    if (v == nullptr || v->size() != count)
+      return invalid_argument(where + ": '" + key + "' needs " + std::to_string(count) + " values");
+    return *v;
+  };
+  ASSIGN_OR_RETURN(std::vector<int64_t> in_axes, ints("scan_input_axes", static_cast<std::size_t>(m)));
+  ASSIGN_OR_RETURN(std::vector<int64_t> in_dirs, ints("scan_input_directions", static_cast<std::size_t>(m)));
+  ASSIGN_OR_RETURN(std::vector<int64_t> out_axes, ints("scan_output_axes", scans));
+  ASSIGN_OR_RETURN(std::vector<int64_t> out_dirs, ints("scan_output_directions", scans));
+  int64_t length = -1;
+  for (std::size_t k = 0; k < static_cast<std::size_t>(m); ++k) {
+    ASSIGN_OR_RETURN(Val * x, node_input(n, states + k));
+    if (x == nullptr) return invalid_argument(where + " needs scanned input " + std::to_string(k));
+    auto const rank = static_cast<int64_t>(x->dims.size());
+    int64_t& axis = in_axes[k];
+    if (axis < -rank || axis >= rank)
+      return invalid_argument(where + ": scan axis " + std::to_string(axis) + " is outside the rank " +
+                              std::to_string(rank) + " of '" + n.inputs[states + k] + "'");
+    if (axis < 0) axis += rank;
+    int64_t const len = x->dims[static_cast<std::size_t>(axis)];
+    if (len < 0)
+      return unsupported(where + ": it scans '" + n.inputs[states + k] + "' along axis " + std::to_string(axis) +
+                         ", whose length is the batch size; graphpipe unrolls a Scan over a length known at import");
+    if (length >= 0 && len != length)
+      return invalid_argument(where + ": its scanned inputs have lengths " + std::to_string(length) + " and " +
+                              std::to_string(len));
+    length = len;
+  }
+  RETURN_IF_ERROR(check_unroll(where, body, length));
+  std::vector<std::string> current(n.inputs.begin(), n.inputs.begin() + static_cast<std::ptrdiff_t>(states));
+  std::vector<std::vector<std::string>> stacked(scans);
+  for (int64_t pass = 0; pass < length; ++pass) {
+    std::string const suffix = "/iter" + std::to_string(pass);
+    RawBody const inst = body_instance(body, suffix);
+    for (std::size_t j = 0; j < states; ++j) RETURN_IF_ERROR(alias(where, inst.inputs[j], current[j]));
+    for (std::size_t k = 0; k < static_cast<std::size_t>(m); ++k) {
+      SymArray at;
+      at.dtype = DType::kInt64;
+      at.i = {in_dirs[k] != 0 ? length - 1 - pass : pass};
+      std::string const index = constant_value(inst.inputs[states + k] + "/position", std::move(at));
+      ASSIGN_OR_RETURN(std::string elem, lower_part(n, "Gather", {n.inputs[states + k], index}, "element" + suffix,
+                                                    {{"axis", in_axes[k]}}, inst.inputs[states + k]));
+      (void)elem;
+    }
+    RETURN_IF_ERROR(lower_body(inst, "the body of " + where));
+    for (std::size_t j = 0; j < states; ++j) current[j] = inst.outputs[j];
+    for (std::size_t k = 0; k < scans; ++k) stacked[k].push_back(inst.outputs[states + k]);
+  }
+  return unrolled_outputs(n, where, current, std::move(stacked), out_axes, out_dirs);
+}
+
+// An unrolled Loop's or Scan's outputs: first the last pass's carried values (`current`), then each
+// scan output k the passes' values (`stacked[k]`, in reverse where `reversed[k]`) stacked along
+// `axes[k]`.
+Status Lowering::unrolled_outputs(RawNode const& n, std::string const& where, std::vector<std::string> const& current,
+                                  std::vector<std::vector<std::string>> stacked, std::vector<int64_t> const& axes,
+                                  std::vector<int64_t> const& reversed) {
+  for (std::size_t j = 0; j < current.size() && j < n.outputs.size(); ++j)
+    if (!n.outputs[j].empty()) RETURN_IF_ERROR(alias(where, n.outputs[j], current[j]));
+  for (std::size_t k = 0; current.size() + k < n.outputs.size(); ++k) {
+    std::string const& out = n.outputs[current.size() + k];
+    if (out.empty()) continue;
+    if (stacked[k].empty())
+      return unsupported(where + " runs no pass, so its scan output '" + out +
+                         "' is empty, with a shape only its body's values would give; graphpipe needs one pass");
+    if (reversed[k] != 0) std::reverse(stacked[k].begin(), stacked[k].end());
+    RETURN_IF_ERROR(stack_values(n, stacked[k], axes[k], out));
+  }
+  return Status::ok();
+}
+
+// An Unsqueeze or Squeeze of `x` at `axis`, in the form of the model's opset.
+Result<std::string> Lowering::axes_part(RawNode const& n, std::string const& type, std::string const& x, int64_t axis) {
+  if (m_.opset >= 13) return lower_part(n, type, {x, int64s_value(x + "/axes", {axis})}, type);
+  return lower_part(n, type, {x}, type, {{"axes", std::vector<int64_t>{axis}}});
+}
+
+// Values of one shape stacked along a new `axis` of the result (negative: from its end) into `out`:
+// each unsqueezed there, then concatenated.
+Status Lowering::stack_values(RawNode const& n, std::vector<std::string> const& parts, int64_t axis,
+                              std::string const& out) {
+  std::string const where = n.type + " '" + n.name + "'";
+  if (parts.empty()) return invalid_argument(where + " stacks no values");
+  auto const it = vals_.find(parts.front());
+  if (it == vals_.end()) return invalid_argument(where + " reads '" + parts.front() + "', which nothing produces");
+  auto const rank = static_cast<int64_t>(it->second.dims.size());
+  if (axis < -rank - 1 || axis > rank)
+    return invalid_argument(where + ": axis " + std::to_string(axis) + " is outside rank " + std::to_string(rank + 1));
+  if (axis < 0) axis += rank + 1;
+  RawNode concat;
+  concat.type = "Concat";
+  concat.name = n.name;
+  concat.attrs["axis"] = axis;
+  for (std::string const& e : parts) {
+    ASSIGN_OR_RETURN(std::string u, axes_part(n, "Unsqueeze", e, axis));
+    concat.inputs.push_back(std::move(u));
+  }
+  concat.outputs = {out};
+  return lower_node(concat);
 }
 
 // A name no value, sequence or graph name holds yet.
@@ -348,14 +662,19 @@ Lowering::Expansion Lowering::expansion_of(std::string const& type) {
   return it == kExpansions.end() ? nullptr : it->second;
 }
 
-// A constant value built at import (a DFT's matrix, a Split's sizes) under a fresh name.
-std::string Lowering::constant_value(std::string const& base, SymArray value) {
+// `name` holds a value known at import.
+void Lowering::set_constant(std::string const& name, SymArray value) {
   Val v;
   v.dtype = value.dtype;
   v.dims = value.dims;
   v.folded = std::move(value);
-  std::string const name = fresh_value_name(base);
   vals_[name] = std::move(v);
+}
+
+// A constant value built at import (a DFT's matrix, a Split's sizes) under a fresh name.
+std::string Lowering::constant_value(std::string const& base, SymArray value) {
+  std::string const name = fresh_value_name(base);
+  set_constant(name, std::move(value));
   return name;
 }
 
@@ -407,11 +726,7 @@ Status Lowering::lower_sequence_op(RawNode const& n) {
   };
   if (n.outputs.size() != 1 || n.outputs[0].empty()) return invalid_argument(where + " needs one output");
   std::string const& out = n.outputs[0];
-  bool const inputs_form = m_.opset >= 13;  // Split's sizes and (Un)Squeeze's axes: inputs, else attributes
-  auto lower_axes_op = [&](std::string const& type, std::string const& x, int64_t axis) -> Result<std::string> {
-    if (inputs_form) return lower_part(n, type, {x, int64s_value(out + "/axes", {axis})}, type);
-    return lower_part(n, type, {x}, type, {{"axes", std::vector<int64_t>{axis}}});
-  };
+  bool const inputs_form = m_.opset >= 13;  // Split's sizes: an input, else an attribute
   if (n.type == "SequenceEmpty") {
     sequences_[out] = {};
   } else if (n.type == "SequenceConstruct") {
@@ -450,28 +765,15 @@ Status Lowering::lower_sequence_op(RawNode const& n) {
   } else if (n.type == "ConcatFromSequence") {
     ASSIGN_OR_RETURN(auto const* seq, sequence(n, 0));
     if (seq->empty()) return invalid_argument(where + " concatenates an empty sequence");
-    int64_t axis = ops::attr_int(n.attrs, "axis", 0);
-    bool const new_axis = ops::attr_int(n.attrs, "new_axis", 0) != 0;
-    if (new_axis) {  // a new axis at `axis` of the result (rank r + 1): each element unsqueezed there
-      auto const rank = static_cast<int64_t>(vals_.at(seq->front()).dims.size());
-      if (axis < -rank - 1 || axis > rank)
-        return invalid_argument(where + ": axis " + std::to_string(axis) + " is outside rank " +
-                                std::to_string(rank + 1));
-      if (axis < 0) axis += rank + 1;
-    }
+    int64_t const axis = ops::attr_int(n.attrs, "axis", 0);
     std::vector<std::string> const elems = *seq;  // lowering the Unsqueezes may grow sequences_
+    // new_axis: a new axis at `axis` of the result (rank r + 1), each element unsqueezed there.
+    if (ops::attr_int(n.attrs, "new_axis", 0) != 0) return stack_values(n, elems, axis, out);
     RawNode concat;
     concat.type = "Concat";
     concat.name = n.name;
     concat.attrs["axis"] = axis;
-    for (std::string const& e : elems) {
-      if (!new_axis) {
-        concat.inputs.push_back(e);
-        continue;
-      }
-      ASSIGN_OR_RETURN(std::string u, lower_axes_op("Unsqueeze", e, axis));
-      concat.inputs.push_back(std::move(u));
-    }
+    concat.inputs = elems;
     concat.outputs = {out};
     RETURN_IF_ERROR(lower_node(concat));
   } else {  // SplitToSequence
@@ -528,7 +830,7 @@ Status Lowering::lower_sequence_op(RawNode const& n) {
     }
     if (squeeze)
       for (std::string& e : elems) {
-        ASSIGN_OR_RETURN(e, lower_axes_op("Squeeze", e, axis));
+        ASSIGN_OR_RETURN(e, axes_part(n, "Squeeze", e, axis));
       }
     sequences_[out] = std::move(elems);
   }
@@ -581,8 +883,9 @@ Result<std::optional<int64_t>> Lowering::static_int_input(RawNode const& n, std:
   if (v == nullptr) return std::optional<int64_t>();
   if (!v->is_static()) return unsupported(where + ": its " + what + " ('" + n.inputs[k] + "') is computed at run time");
   ASSIGN_OR_RETURN(SymArray const* a, sym(*v, n.inputs[k]));
-  if (a->is_float() || a->has_batch() || a->numel() != 1)
-    return invalid_argument(where + ": its " + what + " must be one integer");
+  if (a->has_batch())
+    return unsupported(where + ": its " + what + " ('" + n.inputs[k] + "') depends on the batch size");
+  if (a->is_float() || a->numel() != 1) return invalid_argument(where + ": its " + what + " must be one integer");
   return std::optional<int64_t>(a->i[0]);
 }
 

@@ -64,13 +64,17 @@ struct RawNode {
   std::string name, type, domain;
   Attributes attrs;
   std::vector<std::string> inputs, outputs;  // "" for an omitted optional slot
-  // An If's then_branch and else_branch (in that order); empty for every other node.
+  // An If's then_branch and else_branch (in that order), a Loop's or Scan's body; empty for every
+  // other node.
   std::vector<RawBody> bodies;
 };
 
-// A subgraph (an If's branch): its nodes, its initializers already turned into Constant nodes at
-// the front, and the names of the values it outputs. Its nodes read outer values by name.
+// A subgraph (an If's branch, a Loop's or Scan's body): the names of its inputs (none for an If's
+// branch; a Loop's: iteration number, condition, carried values; a Scan's: states, then one
+// element of each scanned input), its nodes, its initializers already turned into Constant nodes
+// at the front, and the names of the values it outputs. Its nodes read outer values by name.
 struct RawBody {
+  std::vector<std::string> inputs;
   std::vector<RawNode> nodes;
   std::vector<std::string> outputs;
 };
@@ -168,10 +172,10 @@ Status rewrite_depth_space(RawModel& model);
 // naming it and the reason.
 Status rewrite_pooling_and_upsample(RawModel& model);
 
-// The model's nodes with every If branch's nodes after them (nested ones included): what reads an
-// initializer, for the trainable choice, and the names rewrites must not hand out again. The
-// rewrites above do not reach into branches: an op a branch needs rewritten is refused by name
-// when lowering takes that branch.
+// The model's nodes with every body's nodes (If branches, Loop and Scan bodies, nested ones
+// included) after them: what reads an initializer, for the trainable choice, and the names
+// rewrites must not hand out again. The rewrites above (CastLike to DepthToSpace, the pooling ones)
+// reach into bodies too; the fusions do not (a value a body reads is never fused away).
 std::vector<RawNode const*> all_nodes(RawModel const& model);
 
 // Op types the lowering understands (after fusion), sorted; for the unsupported-op message.

@@ -71,6 +71,11 @@ std::map<std::string, std::string> weight_slot_rules(RawModel const& m) {
     // A sequence (resolved by the lowering) carries the roots of its elements: a weight chunked by
     // SplitToSequence and read by SequenceAt is still that weight.
     bool const seq_of_one = t == "SplitToSequence" || t == "SequenceAt" || t == "SequenceErase";
+    // A Loop's or Scan's body input k is its input k (a carried value, a state, a scanned input's
+    // elements) on the first pass.
+    if ((t == "Loop" || t == "Scan") && !n.bodies.empty())
+      for (std::size_t k = 0; k < n.inputs.size() && k < n.bodies[0].inputs.size(); ++k)
+        if (auto const* r = roots_of(n, k)) roots[n.bodies[0].inputs[k]] = *r;
     if ((is_view_op(t) || t == "Slice" || t == "Split" || seq_of_one) && !n.inputs.empty())
       if (auto const* r = roots_of(n, 0))
         for (auto const& o : n.outputs) roots[o] = *r;
@@ -131,8 +136,53 @@ struct Reach {
   std::map<std::string, std::string> running_stats;  // BatchNormalization's mean and variance -> its node
 };
 
-// An If's outputs are its branches' (either may be taken), its condition a mask; the branch nodes
-// read outer values, walked where the If stands.
+void reach_nodes(std::vector<RawNode> const& nodes, Reach& r);
+
+// Reach through a node with bodies, its nodes reading outer values walked where it stands. An If's
+// outputs are its branches' (either may be taken), its condition a mask. A Loop's outputs are its
+// body's after the condition, a Scan's its body's; body input k is the node's input k (a Loop's
+// iteration number and condition masks), and a carried value's body output feeds its body input
+// on the next pass, so the body is walked until nothing more is reached.
+void reach_body_node(RawNode const& n, Reach& r) {
+  auto pass_on = [&r](std::string const& from, std::string const& to) {
+    if (from.empty() || to.empty()) return;
+    if (r.loss.count(from)) r.loss.insert(to);
+    if (r.mask.count(from)) r.mask.insert(to);
+  };
+  bool const loop = n.type == "Loop", scan = n.type == "Scan";
+  if (!loop && !scan) {
+    for (auto const& b : n.bodies) {
+      for (std::size_t k = 0; k < n.outputs.size() && k < b.outputs.size(); ++k) pass_on(n.outputs[k], b.outputs[k]);
+      reach_nodes(b.nodes, r);
+    }
+    if (!n.inputs.empty()) r.mask.insert(n.inputs[0]);
+    return;
+  }
+  RawBody const& b = n.bodies.front();
+  std::size_t const out_offset = loop ? 1 : 0;
+  for (std::size_t k = 0; k < n.outputs.size() && k + out_offset < b.outputs.size(); ++k)
+    pass_on(n.outputs[k], b.outputs[k + out_offset]);
+  if (loop && !b.outputs.empty()) r.mask.insert(b.outputs[0]);
+  // Carried values: a Loop's body inputs 2.. are fed by its outputs 1..; a Scan's states by its
+  // first outputs (the inputs before its num_scan_inputs scanned ones).
+  std::size_t const carried_in = loop ? 2 : 0;
+  std::size_t const carried =
+      loop ? (b.inputs.size() >= 2 ? b.inputs.size() - 2 : 0)
+           : n.inputs.size() -
+                 std::min<std::size_t>(n.inputs.size(), static_cast<std::size_t>(std::max<int64_t>(
+                                                            0, ops::attr_int(n.attrs, "num_scan_inputs", 0))));
+  for (std::size_t before = 0; before != r.loss.size() + r.mask.size();) {
+    before = r.loss.size() + r.mask.size();
+    reach_nodes(b.nodes, r);
+    for (std::size_t j = 0; j < carried && carried_in + j < b.inputs.size() && out_offset + j < b.outputs.size(); ++j)
+      pass_on(b.inputs[carried_in + j], b.outputs[out_offset + j]);
+  }
+  for (std::size_t k = 0; k < b.inputs.size() && k < n.inputs.size(); ++k) pass_on(b.inputs[k], n.inputs[k]);
+  if (loop)
+    for (std::size_t k = 0; k < 2 && k < n.inputs.size(); ++k)
+      if (!n.inputs[k].empty()) r.mask.insert(n.inputs[k]);
+}
+
 void reach_nodes(std::vector<RawNode> const& nodes, Reach& r) {
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     RawNode const& n = *it;
@@ -140,14 +190,7 @@ void reach_nodes(std::vector<RawNode> const& nodes, Reach& r) {
       for (std::size_t k : {3, 4})
         if (k < n.inputs.size()) r.running_stats[n.inputs[k]] = node_label(n);
     if (!n.bodies.empty()) {
-      for (auto const& b : n.bodies) {
-        for (std::size_t k = 0; k < n.outputs.size() && k < b.outputs.size(); ++k) {
-          if (r.loss.count(n.outputs[k])) r.loss.insert(b.outputs[k]);
-          if (r.mask.count(n.outputs[k])) r.mask.insert(b.outputs[k]);
-        }
-        reach_nodes(b.nodes, r);
-      }
-      if (!n.inputs.empty()) r.mask.insert(n.inputs[0]);
+      reach_body_node(n, r);
       continue;
     }
     bool out_loss = false, out_mask = false;

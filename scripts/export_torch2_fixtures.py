@@ -242,6 +242,21 @@ class ScatterMax(nn.Module):
         return self.fc(pooled.flatten(1))
 
 
+class TokenSplit(nn.Module):
+    """A class token split off with torch.tensor_split, as MViTv2's pooling attention does in every
+    block: the TorchScript exporter writes tensor_split as a Loop that inserts each piece into a
+    sequence (ONNX Loop, SequenceInsert; graphpipe unrolls it), the dynamo exporter as Slices."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj, self.fc = nn.Linear(8, 8), nn.Linear(16, 10)
+
+    def forward(self, x):  # x [N, 5, 8]
+        h = torch.tanh(self.proj(x))
+        cls, rest = torch.tensor_split(h, (1,), dim=1)
+        return self.fc(torch.cat([cls.squeeze(1), rest.mean(1)], dim=1))
+
+
 class IndexPut(nn.Module):
     """Index assignment as models write it: a learned token over position 0 (`h[:, 0] = tok`), two
     positions rescaled in place (`h[:, idx] = h[:, idx] * s`; the dynamo exporter writes it as a
@@ -614,6 +629,7 @@ MODELS = {
     "fold": (FoldUnfold, (3, 8, 8), 10),
     "scattermax": (ScatterMax, (6, 8), 10),
     "indexput": (IndexPut, (6, 8), 10),
+    "tokensplit": (TokenSplit, (5, 8), 10),
     "unpool": (Unpool, (3, 8, 8), 10),
     "stn3d": (Stn3d, (2, 4, 4, 4), 10),
     "gpt2": (hf_gpt2, "ids", VOCAB),

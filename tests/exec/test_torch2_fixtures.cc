@@ -109,6 +109,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "recurrent_dynamo", "recurrent_torchscript", "stn_dynamo", "stn_torchscript", "stncubic_dynamo",
                       "stncubic_torchscript", "stn3d_dynamo", "fold_dynamo", "fold_torchscript", "scattermax_dynamo",
                       "scattermax_torchscript", "indexput_dynamo", "unpool_dynamo",
+                      // tensor_split: TorchScript's Loop building a sequence, unrolled at import.
+                      "tokensplit_dynamo", "tokensplit_torchscript",
                       // Encoder-decoders, audio, a state-space model, XLNet's [T, N] layout.
                       "t5_torchscript", "bart_dynamo", "bart_torchscript", "xlnet_dynamo", "xlnet_torchscript",
                       "mamba_dynamo", "whisper_dynamo", "whisper_torchscript", "wav2vec2_dynamo",

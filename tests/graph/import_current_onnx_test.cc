@@ -667,6 +667,17 @@ TEST(ImportCurrentOnnx, AnIfWhoseConditionIsKnownAtImportIsTheBranchItTakes) {
                            17, 8));
   EXPECT_EQ(ops_of_type(f, "MatMul").size(), 1u);
   EXPECT_EQ(ops_of_type(f, "Mul").size(), 1u);
+  // The importer's rewrites reach into branches: CastLike and IsNaN in the branch taken become a
+  // Cast and Equal/Not there.
+  auto r = must_load(if_model(3,
+                              "  like = CastLike(m, x)\n"
+                              "  nan = IsNaN(like)\n"
+                              "  keep = Not(nan)\n"
+                              "  kf = Cast<to = 1>(keep)\n"
+                              "  m3 = Mul(like, kf)\n",
+                              "Neg"));
+  EXPECT_FALSE(ops_of_type(r, "Equal").empty());
+  EXPECT_EQ(ops_of_type(r, "Relu").size(), 1u);
   // The branch taken holds an operator graphpipe lacks: refused by name.
   std::string const det = must_fail(if_model(4));
   EXPECT_NE(det.find("unsupported operator Det (node '', in the branch an If takes at import)"), std::string::npos)
@@ -692,15 +703,176 @@ TEST(ImportCurrentOnnx, AnIfWhoseConditionIsKnownAtImportIsTheBranchItTakes) {
                                                " else_branch = g2 () => (float[N,3] b) { b = Neg(x) }>",
                                                17, 8));
   EXPECT_NE(on_batch.find("value 'n' depends on the batch size and is used as data"), std::string::npos) << on_batch;
-  // A loop is refused by name, with the exporter that unrolls it.
-  std::string const loop = must_fail(model("float[N,3] x", "float[N,3] y", {},
-                                           "m = Constant<value = int64 {2}>()\n"
-                                           "c = Constant<value = bool {1}>()\n"
-                                           "y = Loop(m, c, x) <body = b (int64 i, bool ci, float[N,3] v) =>"
-                                           " (bool co, float[N,3] vo) { co = Identity(ci) \n vo = Relu(v) }>",
-                                           17, 8));
-  EXPECT_NE(loop.find("(Loop): loops (Loop, Scan) are not imported; torch's dynamo exporter"), std::string::npos)
-      << loop;
+}
+
+// A Loop whose trip count and condition are known at import is unrolled: its body once per pass,
+// each pass's values distinct tensors, the iteration number a constant, carried values (tensors or
+// sequences) handed on, scan outputs stacked on a new first axis; a weight read in the body trains.
+std::string loop_model(std::string const& trips, std::string const& cond, std::string const& body_extra = "",
+                       std::string const& cond_out = "co = Identity(ci)") {
+  return model("float[N,3] x", "float[N,3] y, float[K,N,3] s", {"float[3,3] w = {1, 0, 0, 0, 2, 0, 0, 0, 3}"},
+               "m = Constant<value = int64 " + trips + ">()\n" + "c = Constant<value = bool {" + cond +
+                   "}>()\n"
+                   "y, s = Loop(m, c, x) <body = b (int64 i, bool ci, float[N,3] v) =>"
+                   " (bool co, float[N,3] vo, float[N,3] so) {\n" +
+                   body_extra + "  " + cond_out +
+                   "\n"
+                   "  p = MatMul(v, w)\n"
+                   "  vo = Relu(p)\n"
+                   "  so = Identity(p)\n}>",
+               17, 8);
+}
+
+TEST(ImportCurrentOnnx, ALoopWhoseTripCountIsKnownAtImportIsUnrolled) {
+  auto g = must_load(loop_model("{3}", "1"));
+  auto const mm = ops_of_type(g, "MatMul");
+  ASSERT_EQ(mm.size(), 3u);
+  // Each pass reads the one before: pass k's MatMul reads pass k-1's Relu.
+  auto const relus = ops_of_type(g, "Relu");
+  ASSERT_EQ(relus.size(), 3u);
+  EXPECT_EQ(mm[0]->inputs[0], g.inputs()[0]);
+  EXPECT_EQ(mm[1]->inputs[0], relus[0]->outputs[0]);
+  EXPECT_EQ(mm[2]->inputs[0], relus[1]->outputs[0]);
+  EXPECT_NE(g.tensor(mm[1]->outputs[0]).name, g.tensor(mm[2]->outputs[0]).name);
+  EXPECT_EQ(g.outputs()[0], relus[2]->outputs[0]);
+  // The scan output: the passes' products stacked on a new first axis.
+  EXPECT_EQ(g.tensor(g.outputs()[1]).shape, S({3, N, 3}));
+  auto const concat = ops_of_type(g, "Concat");
+  ASSERT_EQ(concat.size(), 1u);
+  EXPECT_EQ(concat[0]->inputs.size(), 3u);
+  bool w_trains = false;
+  for (auto const& c : g.weight_choices()) w_trains = w_trains || (c.name == "w" && c.trainable);
+  EXPECT_TRUE(w_trains);
+  // A trip count of shape [1] (TorchScript's) works as a scalar; the body's condition, computed
+  // from the iteration number, stops the loop after the pass where it turns false (two passes).
+  auto two = must_load(loop_model("[1] {5}", "1", "  one = Constant<value = int64 {1}>()\n", "co = Less(i, one)"));
+  EXPECT_EQ(ops_of_type(two, "MatMul").size(), 2u);
+  EXPECT_EQ(two.tensor(two.outputs()[1]).shape, S({2, N, 3}));
+  // A condition false at the start runs no pass: the carried value is the initial one, but the
+  // scan output has no shape to take.
+  std::string const none = must_fail(loop_model("{3}", "0"));
+  EXPECT_NE(none.find("Loop '' runs no pass, so its scan output 's' is empty"), std::string::npos) << none;
+  // A condition computed from the data is control flow graphpipe does not run.
+  std::string const dyn = must_fail(loop_model("{3}", "1",
+                                               "  r = ReduceSum<keepdims = 0>(v)\n"
+                                               "  z = Constant<value = float {0}>()\n",
+                                               "co = Greater(r, z)"));
+  EXPECT_NE(dyn.find("Loop '': its body's condition ('co/iter0') is computed at run time from the data"),
+            std::string::npos)
+      << dyn;
+  // An operator graphpipe lacks in the body: refused by name, where it sits.
+  std::string const det = must_fail(loop_model("{2}", "1", "  dm = Det(w)\n"));
+  EXPECT_NE(det.find("unsupported operator Det (node '', in the body of Loop '')"), std::string::npos) << det;
+  // A trip count that depends on the batch size varies with the micro-batch.
+  std::string const on_batch = must_fail(model("float[N,3] x", "float[N,3] y", {},
+                                               "sh = Shape(x)\n"
+                                               "zero = Constant<value = int64 {0}>()\n"
+                                               "m = Gather<axis = 0>(sh, zero)\n"
+                                               "y = Loop(m, \"\", x) <body = b (int64 i, bool ci, float[N,3] v) =>"
+                                               " (bool co, float[N,3] vo) { co = Identity(ci) \n vo = Relu(v) }>",
+                                               17, 8));
+  EXPECT_FALSE(on_batch.empty());
+  // A weight handed into the loop as a carried value trains: it is followed into the body's input,
+  // where a MatMul reads it as its weight, and the loss reaches it back through the passes.
+  auto carried = must_load(model("float[N,3] x", "float[N,3] y", {"float[3,3] w = {1, 0, 0, 0, 2, 0, 0, 0, 3}"},
+                                 "m = Constant<value = int64 {2}>()\n"
+                                 "c = Constant<value = bool {1}>()\n"
+                                 "y, wl = Loop(m, c, x, w) <body = b (int64 i, bool ci, float[N,3] h, float[3,3] wv) =>"
+                                 " (bool co, float[N,3] h2, float[3,3] wv2) {\n"
+                                 "  co = Identity(ci)\n"
+                                 "  p = MatMul(h, wv)\n"
+                                 "  h2 = Relu(p)\n"
+                                 "  wv2 = Identity(wv)\n}>",
+                                 17, 8));
+  ASSERT_EQ(ops_of_type(carried, "MatMul").size(), 2u);
+  for (auto const* op : ops_of_type(carried, "MatMul"))
+    EXPECT_EQ(carried.tensor(op->inputs[1]).role, TensorRole::kWeight);
+  // Without a condition input, a for loop: the body's condition is ignored (here computed from the
+  // data), the trip count alone counts the passes.
+  std::string const for_loop =
+      "m = Constant<value = int64 {3}>()\n"
+      "y = Loop(m, \"\", x) <body = b (int64 i, bool ci, float[N,3] v) => (bool co, "
+      "float[N,3] vo) {\n"
+      "  r = ReduceSum<keepdims = 0>(v)\n"
+      "  z = Constant<value = float {0}>()\n"
+      "  co = Greater(r, z)\n"
+      "  vo = Relu(v)\n}>";
+  auto three = must_load(model("float[N,3] x", "float[N,3] y", {}, for_loop, 17, 8));
+  EXPECT_EQ(ops_of_type(three, "Relu").size(), 3u);
+  // Too many passes to unroll: a for loop is refused before any pass, a loop with a condition once
+  // it has run past the limit.
+  std::string huge_for = for_loop;
+  huge_for.replace(huge_for.find("{3}"), 3, "{100000}");
+  std::string const huge = must_fail(model("float[N,3] x", "float[N,3] y", {}, huge_for, 17, 8));
+  EXPECT_NE(huge.find("unrolling it takes more than 16384 passes or 1048576 nodes (its body has 4)"), std::string::npos)
+      << huge;
+  std::string const endless = must_fail(loop_model("{9223372036854775807}", "1"));
+  EXPECT_NE(endless.find("unrolling it takes more than 16384 passes"), std::string::npos) << endless;
+}
+
+// TorchScript's scripted split (MViTv2's pooling attention): a Loop that inserts a slice per pass
+// into a sequence it carries, read back by ConcatFromSequence after it.
+TEST(ImportCurrentOnnx, ALoopThatBuildsASequenceIsUnrolledIntoItsElements) {
+  auto g = must_load(model("float[N,6] x", "float[N,6] y", {},
+                           "m = Constant<value = int64[1] {3}>()\n"
+                           "c = Constant<value = bool {1}>()\n"
+                           "e = SequenceEmpty<dtype = 1>()\n"
+                           "bounds = Constant<value = int64[4] {0, 2, 4, 6}>()\n"
+                           "ax = Constant<value = int64[1] {1}>()\n"
+                           "ax0 = Constant<value = int64[1] {0}>()\n"
+                           "seq = Loop(m, c, e) <body = b (int64 i, bool ci, seq(float) acc) => (bool co, seq(float) "
+                           "out) {\n"
+                           "  lo = Gather<axis = 0>(bounds, i)\n"
+                           "  one = Constant<value = int64 {1}>()\n"
+                           "  i1 = Add(i, one)\n"
+                           "  hi = Gather<axis = 0>(bounds, i1)\n"
+                           "  lo1 = Unsqueeze(lo, ax0)\n"
+                           "  hi1 = Unsqueeze(hi, ax0)\n"
+                           "  piece = Slice(x, lo1, hi1, ax)\n"
+                           "  act = Sigmoid(piece)\n"
+                           "  out = SequenceInsert(acc, act)\n"
+                           "  co = Identity(ci)\n}>\n"
+                           "y = ConcatFromSequence<axis = 1>(seq)",
+                           17, 8));
+  auto const slices = ops_of_type(g, "Slice");
+  ASSERT_EQ(slices.size(), 3u);
+  for (auto const* sl : slices) EXPECT_EQ(g.tensor(sl->outputs[0]).shape, S({N, 2}));
+  EXPECT_EQ(ops_of_type(g, "Sigmoid").size(), 3u);
+  EXPECT_EQ(out_shape(g, "Concat"), S({N, 6}));
+}
+
+// A Scan over an axis of known length is unrolled: each element a Gather at its position (from the
+// end in reverse), the state handed on, the scan output stacked along its axis (reversed too).
+TEST(ImportCurrentOnnx, AScanOverALengthKnownAtImportIsUnrolled) {
+  auto scan = [](std::string const& attrs) {
+    return model("float[N,3] s0, float[N,4,3] xs", "float[N,3] sum, float[N,4,3] partial", {},
+                 "sum, partial = Scan(s0, xs) <num_scan_inputs = 1" + attrs +
+                     ", body = b (float[N,3] acc, float[N,3] x) => (float[N,3] a2, float[N,3] o) {\n"
+                     "  a2 = Add(acc, x)\n"
+                     "  o = Identity(a2)\n}>",
+                 17, 8);
+  };
+  auto g = must_load(scan(", scan_input_axes = [1], scan_output_axes = [1]"));
+  auto const gathers = ops_of_type(g, "Gather");
+  ASSERT_EQ(gathers.size(), 4u);
+  EXPECT_EQ(ops_of_type(g, "Add").size(), 4u);
+  EXPECT_EQ(g.tensor(gathers[0]->outputs[0]).shape, S({N, 3}));
+  EXPECT_EQ(g.tensor(g.outputs()[1]).shape, S({N, 4, 3}));
+  // The positions: 0, 1, 2, 3 forward, 3, 2, 1, 0 in reverse.
+  auto positions = [](OpGraph const& graph) {
+    std::vector<double> at;
+    for (auto const* op : ops_of_type(graph, "Gather")) at.push_back(graph.tensor(op->inputs[1]).data->to_doubles()[0]);
+    return at;
+  };
+  EXPECT_EQ(positions(g), (std::vector<double>{0, 1, 2, 3}));
+  auto r = must_load(scan(", scan_input_axes = [1], scan_input_directions = [1], scan_output_axes = [1]"));
+  EXPECT_EQ(positions(r), (std::vector<double>{3, 2, 1, 0}));
+  // Scanning the batch axis has no length known at import.
+  std::string const batch = must_fail(model("float[N,3] s0, float[N,3] xs", "float[N,3] sum", {},
+                                            "sum = Scan(s0, xs) <num_scan_inputs = 1, body = b (float[N,3] acc, "
+                                            "float[3] x) => (float[N,3] a2) { a2 = Add(acc, x) }>",
+                                            17, 8));
+  EXPECT_NE(batch.find("whose length is the batch size"), std::string::npos) << batch;
 }
 
 // MaxPool's Indices output (torch's return_indices) is an int64 output of the pooled shape that
