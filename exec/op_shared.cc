@@ -57,6 +57,20 @@ Status clip_check(graph::Op const& op, graph::OpGraph const& graph) {
   return Status::ok();
 }
 
+Status int_clip_check(graph::Op const& op, graph::OpGraph const& graph) {
+  DType const d = graph.tensor(op.inputs.at(0)).dtype;
+  for (std::size_t k = 1; k < op.inputs.size(); ++k) {
+    if (!has_input(op, k)) continue;
+    graph::TensorInfo const& t = graph.tensor(op.inputs[k]);
+    if (t.dtype != d)
+      return unsupported("Clip '" + op.name + "' has a bound of dtype " + graph::dtype_name(t.dtype) + " for " +
+                         graph::dtype_name(d) + " values (a bound has the values' dtype)");
+    if (std::any_of(t.shape.dims.begin(), t.shape.dims.end(), [](int64_t v) { return v != 1; }))
+      return unsupported("Clip '" + op.name + "' has a bound that is not a scalar");
+  }
+  return Status::ok();
+}
+
 Status variadic_check(graph::Op const& op, graph::OpGraph const& graph) {
   for (std::size_t k = 0; k < op.inputs.size(); ++k) {
     if (op.inputs[k] == graph::kNoTensor)

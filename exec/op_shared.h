@@ -31,6 +31,8 @@ bool elementwise_cast_dtype(DType d);
 
 // Clip: a bound given as an input (computed at run time) is a float32 scalar.
 Status clip_check(graph::Op const& op, graph::OpGraph const& graph);
+// Clip of integers: each bound present a scalar of x's dtype.
+Status int_clip_check(graph::Op const& op, graph::OpGraph const& graph);
 // Whether input k of `op` is present.
 inline bool has_input(graph::Op const& op, std::size_t k) {
   return k < op.inputs.size() && op.inputs[k] != graph::kNoTensor;

@@ -264,6 +264,47 @@ Status clip_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
   return Status::ok();
 }
 
+// ---- Clip of integers (token ids clamped into a vocabulary, DeBERTa's relative position
+// buckets): the bounds stay inputs (graph/ops/activation.cc), each optional; never differentiated ----
+
+template <typename T>
+void int_clip(Tensor const& x, T const* lo, T const* hi, Tensor& y) {
+  T const* xp = x.data<T>();
+  T* yp = y.data<T>();
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) yp[i] = kernels::hd::int_clip_at(xp[i], lo, hi);
+}
+
+Status int_clip_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  Tensor const& x = in[0];
+  for (std::size_t k = 1; k < 3 && k < in.size(); ++k)
+    if (in[k].defined() && in[k].numel() != 1)
+      return op_error(call, "bound input " + std::to_string(k) + " is not a scalar");
+  auto bound = [&](std::size_t k, auto tag) {
+    using T = decltype(tag);
+    return k < in.size() && in[k].defined() ? in[k].data<T>() : nullptr;
+  };
+  Tensor y(x.shape(), x.dtype());
+  switch (x.dtype()) {
+    case DType::kInt64:
+      int_clip<int64_t>(x, bound(1, int64_t{}), bound(2, int64_t{}), y);
+      break;
+    case DType::kInt32:
+      int_clip<int32_t>(x, bound(1, int32_t{}), bound(2, int32_t{}), y);
+      break;
+    case DType::kInt8:
+      int_clip<int8_t>(x, bound(1, int8_t{}), bound(2, int8_t{}), y);
+      break;
+    case DType::kUInt8:
+      int_clip<uint8_t>(x, bound(1, uint8_t{}), bound(2, uint8_t{}), y);
+      break;
+    default:
+      return op_error(call, std::string("no integer Clip of ") + graph::dtype_name(x.dtype()));
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  return Status::ok();
+}
+
 // ---- PRelu: the slope (usually a weight) broadcasts to x ----
 
 Status prelu_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
@@ -377,6 +418,12 @@ CpuKernelFamily activation_kernels() {
        {OpKind::kElu, OpKind::kSelu, OpKind::kCelu, OpKind::kHardSigmoid, OpKind::kThresholdedRelu, OpKind::kShrink})
     f.push_back({p, {parametric, 1}});
   f.push_back({OpKind::kClip, {{clip_forward, clip_backward, clip_backward, clip_check}, 1}});
+  f.push_back({OpKind::kClip,
+               {{int_clip_forward, no_gradient, no_gradient, int_clip_check},
+                1,
+                false,
+                0,
+                {DType::kInt64, DType::kInt32, DType::kInt8, DType::kUInt8}}});
   f.push_back({OpKind::kPRelu, {{prelu_forward, prelu_backward, prelu_backward, no_check}, 2}});
   // Min and Max of integers have their own entries (exec/cpu/binary.cc); Sum and Mean are float32
   // only, and the check says so for any other dtype.

@@ -69,6 +69,26 @@ Status clip_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
   return Status::ok();
 }
 
+// ---- Clip of integers: the bounds stay inputs (graph/ops/activation.cc), read by the kernel on
+// the device; never differentiated ----
+
+template <typename T>
+Status int_clip_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  T const* bound[2] = {nullptr, nullptr};
+  for (std::size_t k = 1; k < 3 && k < in.size(); ++k) {
+    if (!in[k].defined()) continue;
+    if (in[k].numel() != 1) return op_error(call, "bound input " + std::to_string(k) + " is not a scalar");
+    bound[k - 1] = in[k].data<T>();
+  }
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), x.dtype()));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::int_clip<T>(x.data<T>(), x.numel(), bound[0], bound[1], y.data<T>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  return Status::ok();
+}
+
 // ---- PRelu: the slope (usually a weight) broadcasts to x ----
 
 Status prelu_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
@@ -256,6 +276,10 @@ std::vector<KernelEntry> activation_kernels() {
         OpKind::kHardSwish, OpKind::kSoftplus, OpKind::kReciprocal, OpKind::kElu,         OpKind::kShrink})
     t.push_back({p, f32, pointwise, 1});
   t.push_back({OpKind::kClip, f32, {clip_forward, clip_backward, clip_backward, clip_check}, 1});
+  t.push_back({OpKind::kClip, DType::kInt64, {int_clip_forward<int64_t>, no_gradient, no_gradient, int_clip_check}, 1});
+  t.push_back({OpKind::kClip, DType::kInt32, {int_clip_forward<int32_t>, no_gradient, no_gradient, int_clip_check}, 1});
+  t.push_back({OpKind::kClip, DType::kInt8, {int_clip_forward<int8_t>, no_gradient, no_gradient, int_clip_check}, 1});
+  t.push_back({OpKind::kClip, DType::kUInt8, {int_clip_forward<uint8_t>, no_gradient, no_gradient, int_clip_check}, 1});
   t.push_back({OpKind::kPRelu, f32, {prelu_forward, prelu_backward, prelu_backward, no_check}, 2});
   OpKernels const variadic{variadic_forward, variadic_backward, variadic_backward, variadic_check};
   for (OpKind v : {OpKind::kMin, OpKind::kMax, OpKind::kSum, OpKind::kMean}) t.push_back({v, f32, variadic, 1});

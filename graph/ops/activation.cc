@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
+#include <string_view>
 
 #include "graph/ops/registry.h"
 
@@ -66,7 +68,8 @@ Result<Inferred> infer_clip(InferContext const& c) {
       ASSIGN_OR_RETURN(double const bound, c.static_scalar(s, what, 0.0));
       (s == 1 ? a.min : a.max) = static_cast<float>(bound);
     }
-    if (runtime) k.data_inputs = all_slots(c);
+    // Integer bounds stay inputs, exact (ClipAttrs holds floats): the kernels read them.
+    if (runtime || !is_float_dtype(c.dtype(0))) k.data_inputs = all_slots(c);
   }
   k.typed = a;
   k.outs.push_back({c.dtype(0), c.dims(0)});
@@ -185,6 +188,71 @@ Result<Folded> fold_round(FoldContext const& c) {
       c, [](double a, double) { return std::nearbyint(a); }, same_int);
 }
 
+// Exp, Log, Erf and the trigonometric and hyperbolic functions of import-time values (DeBERTa's
+// log-bucketed relative positions take the Log of distances computed from shapes): float only,
+// each result rounded to float32 for a float32 tensor.
+double transcendental(std::string_view type, double a) {
+  if (type == "Exp") return std::exp(a);
+  if (type == "Log") return std::log(a);
+  if (type == "Erf") return std::erf(a);
+  if (type == "Sin") return std::sin(a);
+  if (type == "Cos") return std::cos(a);
+  if (type == "Tan") return std::tan(a);
+  if (type == "Asin") return std::asin(a);
+  if (type == "Acos") return std::acos(a);
+  if (type == "Atan") return std::atan(a);
+  if (type == "Sinh") return std::sinh(a);
+  if (type == "Cosh") return std::cosh(a);
+  if (type == "Asinh") return std::asinh(a);
+  if (type == "Acosh") return std::acosh(a);
+  return std::atanh(a);  // Atanh: the last of the types registered with this fold
+}
+Result<Folded> fold_transcendental(FoldContext const& c) {
+  SymArray const* x = c.in(0);
+  if (x == nullptr || !x->is_float() || fold_numel(x->dims) > kMaxFoldElements) return Folded{};
+  SymArray out = *x;
+  for (double& v : out.f) v = transcendental(c.type, v);
+  if (out.dtype == DType::kFloat32)
+    for (double& v : out.f) v = static_cast<float>(v);
+  return folded_one(std::move(out));
+}
+
+// Clip of import-time values (DeBERTa's relative positions clamped into the bucket range):
+// min(max(x, lo), hi) with the attributes' bounds (opset < 11) or the inputs', as the kernels
+// compute it (a NaN stays NaN; a lower bound above the upper gives the upper).
+Result<Folded> fold_clip(FoldContext const& c) {
+  SymArray const* x = c.in(0);
+  if (x == nullptr || x->has_batch() || fold_numel(x->dims) > kMaxFoldElements) return Folded{};
+  double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+  std::optional<int64_t> ilo, ihi;
+  if (c.opset < 11) {
+    lo = c.attr_float("min", lo);
+    hi = c.attr_float("max", hi);
+  }
+  for (std::size_t k : {std::size_t{1}, std::size_t{2}}) {
+    SymArray const* b = c.in(k);
+    if (b == nullptr) continue;
+    if (b->numel() != 1 || b->has_batch()) return Folded{};  // left to the kernels' checks
+    (k == 1 ? lo : hi) = b->is_float() ? b->f[0] : static_cast<double>(b->i[0]);
+    if (!b->is_float()) (k == 1 ? ilo : ihi) = b->i[0];
+  }
+  SymArray out = *x;
+  if (out.is_float()) {
+    for (double& v : out.f) {
+      double const m = v < lo ? lo : v;
+      v = hi < m ? hi : m;
+    }
+    if (out.dtype == DType::kFloat32)
+      for (double& v : out.f) v = static_cast<float>(v);
+  } else {
+    for (int64_t& v : out.i) {
+      if (ilo && v < *ilo) v = *ilo;
+      if (ihi && *ihi < v) v = *ihi;
+    }
+  }
+  return folded_one(std::move(out));
+}
+
 Result<Folded> fold_min(FoldContext const& c) {
   if (c.ins.size() != 2) return Folded{};
   return fold_elementwise(
@@ -214,7 +282,7 @@ void register_activation_ops(OpTable& t) {
   define(t, "Reciprocal", elementwise_op(infer_plain_unary, {1, 2}, nullptr, fold_reciprocal));
   for (char const* u :
        {"Exp", "Log", "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"})
-    define(t, u, elementwise_op(infer_plain_unary, {1, 2}));
+    define(t, u, elementwise_op(infer_plain_unary, {1, 2}, nullptr, fold_transcendental));
   define(t, "Softplus", elementwise_op(infer_plain_unary, {3, 3}));
   define(t, "Softsign", elementwise_op(infer_plain_unary, {3, 3}));
   define(t, "HardSwish", elementwise_op(infer_plain_unary, {5, 5}));
@@ -227,7 +295,7 @@ void register_activation_ops(OpTable& t) {
   define(t, "ThresholdedRelu", elementwise_op(infer_parametric, {1, 1}));
   define(t, "Shrink", elementwise_op(infer_parametric, {2, 1}));
   // A bound computed at run time gets a gradient too (ONNX declares the bounds non-differentiable).
-  define(t, "Clip", elementwise_op(infer_clip, {2, 1}, save_input0));
+  define(t, "Clip", elementwise_op(infer_clip, {2, 1}, save_input0, fold_clip));
   define(t, "PRelu", elementwise_op(infer_prelu, {2, 4}, save_input0));
   define(t, "Min", broadcasting_op(infer_variadic, {1, 1}, nullptr, fold_min));
   define(t, "Max", broadcasting_op(infer_variadic, {1, 1}, nullptr, fold_max));

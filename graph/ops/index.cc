@@ -509,6 +509,40 @@ void save_scatter_nd(CostContext const& c, SavedForBackward& s) {
 
 // GatherElements over values known at import time (HF BERT's token_type_ids buffer sliced to the
 // sequence length).
+// OneHot of indices known at import (DeepSeek-V3's TorchScript export builds a Tile's repeats from
+// one: a one-hot row of the experts' token counts), as the kernels compute it (hd::one_hot_at):
+// negative indices count from the end, and one outside [-depth, depth) sets no position.
+Result<Folded> fold_one_hot(FoldContext const& c) {
+  SymArray const *indices = c.in(0), *depth = c.in(1), *values = c.in(2);
+  if (indices == nullptr || depth == nullptr || values == nullptr || indices->has_batch() || depth->numel() != 1 ||
+      depth->has_batch() || values->numel() != 2)
+    return Folded{};  // the inference's checks name what is wrong
+  int64_t const n = depth->is_float() ? static_cast<int64_t>(depth->f[0]) : depth->i[0];
+  if (n < 1 || n > (int64_t{1} << 24)) return Folded{};
+  auto const rank = static_cast<int64_t>(indices->dims.size());
+  ASSIGN_OR_RETURN(int64_t const axis, checked_axis(c.attr_int("axis", -1), rank + 1));
+  SymArray out;
+  out.dtype = values->dtype;
+  out.dims = indices->dims;
+  out.dims.insert(out.dims.begin() + axis, n);
+  int64_t const count = fold_numel(out.dims);
+  if (count > kMaxFoldElements) return Folded{};
+  int64_t inner = 1;
+  for (std::size_t d = static_cast<std::size_t>(axis); d < indices->dims.size(); ++d) inner *= indices->dims[d];
+  for (int64_t e = 0; e < count; ++e) {
+    int64_t const o = e / (n * inner), at = (e / inner) % n, j = e % inner;
+    std::size_t const src = static_cast<std::size_t>(o * inner + j);
+    int64_t v = indices->is_float() ? to_int_saturating(indices->f[src]) : indices->i[src];
+    if (v < 0) v += n;
+    bool const hit = v == at;
+    if (values->is_float())
+      out.f.push_back(values->f[hit ? 1 : 0]);
+    else
+      out.i.push_back(values->i[hit ? 1 : 0]);
+  }
+  return folded_one(std::move(out));
+}
+
 Result<Folded> fold_gather_elements(FoldContext const& c) {
   SymArray const* data = c.in(0);
   if (!data || !c.in(1)) return invalid_argument(c.where() + ": an input is missing");
@@ -834,7 +868,7 @@ void register_index_ops(OpTable& t) {
   tile.grad_free = inputs_after_first();
   define(t, "Tile", std::move(tile));
   define(t, "Trilu", with_grad_free(elementwise_op(infer_trilu, {1, 1}), inputs_after_first()));
-  OpDef one_hot = elementwise_op(infer_one_hot, {1, 0});
+  OpDef one_hot = elementwise_op(infer_one_hot, {1, 0}, nullptr, fold_one_hot);
   one_hot.run_shape = one_hot_run_shape;
   one_hot.grad_free = every_input();
   define(t, "OneHot", std::move(one_hot));

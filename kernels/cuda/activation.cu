@@ -83,7 +83,22 @@ __global__ void clip_backward_kernel(float const* __restrict__ x, float const* _
   }
 }
 
+template <typename T>
+__global__ void int_clip_kernel(T const* __restrict__ x, int64_t n, T const* lo, T const* hi, T* __restrict__ y) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = hd::int_clip_at(x[i], lo, hi);
+}
+
 }  // namespace
+
+template <typename T>
+cudaError_t int_clip(T const* x, int64_t n, T const* lo, T const* hi, T* y, cudaStream_t stream) {
+  if (n > 0) int_clip_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(x, n, lo, hi, y);
+  return cudaGetLastError();
+}
+template cudaError_t int_clip<int64_t>(int64_t const*, int64_t, int64_t const*, int64_t const*, int64_t*, cudaStream_t);
+template cudaError_t int_clip<int32_t>(int32_t const*, int64_t, int32_t const*, int32_t const*, int32_t*, cudaStream_t);
+template cudaError_t int_clip<int8_t>(int8_t const*, int64_t, int8_t const*, int8_t const*, int8_t*, cudaStream_t);
+template cudaError_t int_clip<uint8_t>(uint8_t const*, int64_t, uint8_t const*, uint8_t const*, uint8_t*, cudaStream_t);
 
 cudaError_t select_step(float const* x, int64_t n, bool take_max, int32_t k, float* acc, int32_t* which,
                         cudaStream_t stream) {

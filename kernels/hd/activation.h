@@ -391,4 +391,14 @@ GP_HD ClipSide clip_side(float x, float lo, float hi) {
   return x <= lo ? ClipSide::kLow : x > hi ? ClipSide::kHigh : ClipSide::kInside;
 }
 
+// Clip of integers (token ids clamped into a vocabulary, DeBERTa's relative position buckets):
+// min(max(x, *lo), *hi), each bound only where given (a null pointer: none), so a lower bound
+// above the upper gives the upper, as the float clip. Never differentiated.
+template <typename T>
+GP_HD T int_clip_at(T x, T const* lo, T const* hi) {
+  if (lo != nullptr && x < *lo) x = *lo;
+  if (hi != nullptr && *hi < x) x = *hi;
+  return x;
+}
+
 }  // namespace gp::kernels::hd

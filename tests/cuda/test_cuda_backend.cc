@@ -238,6 +238,21 @@ void by_dtype_cases(Add const& add) {
     return make_op("CumSum", graph::CumSumAttrs{1, false, false}, {{"x", values_of(D::kInt32, {2, 4}, 19), kIn}}, 1,
                    {D::kInt32});
   });
+  // Clip of integers: both bounds, one, and crossed bounds (every element the upper).
+  // (values_of's scalar of seed s is s % 11 - 5: bounds -2 and 3, 1, and 5 over 0.)
+  for (D d : {D::kInt64, D::kInt32, D::kInt8, D::kUInt8}) {
+    std::string const n = std::string(" ") + graph::dtype_name(d);
+    auto clip = [d](int lo_seed, int hi_seed) {
+      return make_op("Clip", graph::ClipAttrs{},
+                     {{"x", values_of(d, {2, 5}, 31), kIn},
+                      {"lo", lo_seed < 0 ? Tensor() : values_of(d, {}, lo_seed), graph::TensorRole::kConstant},
+                      {"hi", values_of(d, {}, hi_seed), graph::TensorRole::kConstant}},
+                     1, {d});
+    };
+    add("Clip" + n, [clip] { return clip(3, 8); });
+    add("Clip" + n + " upper bound only", [clip] { return clip(-1, 6); });
+    add("Clip" + n + " crossed bounds", [clip] { return clip(10, 5); });
+  }
   // Concat, Pad and Tile of ids and masks.
   for (D d : {D::kInt64, D::kInt32, D::kUInt8, D::kBool}) {
     std::string const n = std::string(" ") + graph::dtype_name(d);

@@ -250,6 +250,48 @@ TEST(OpsForward, TransposeAndGatherMoveIdsAndMasks) {
       << s.message();
 }
 
+// Clip of integers (token ids clamped into a vocabulary; DeBERTa's relative position buckets in a
+// TorchScript export of SEW-D, which stopped there with "input 0 has dtype int64 (expected
+// float32)"): each bound optional and exact (int64 bounds past float32's 2^24), a lower bound above
+// the upper gives the upper, and int32, int8 and uint8 alike.
+TEST(OpsForward, ClipOfIntegersClampsWithExactOptionalBounds) {
+  constexpr graph::TensorRole kC = graph::TensorRole::kConstant;
+  CpuBackend be;
+  auto clip = [&](Tensor const& x, Tensor const& lo, Tensor const& hi) {
+    return run_forward(
+        be, make_op("Clip", graph::ClipAttrs{}, {{"x", x, kIn}, {"lo", lo, kC}, {"hi", hi, kC}}, 1, {x.dtype()}))[0];
+  };
+  int64_t const big = (int64_t{1} << 40) + 1;  // float32 would round it to 2^40
+  Tensor x = int_tensor({2, 3}, {-5, 0, big + 9, 7, big, -(big + 3)});
+  Tensor y = clip(x, int_tensor({}, {-big}), int_tensor({}, {big}));
+  EXPECT_EQ(std::vector<int64_t>(y.data<int64_t>(), y.data<int64_t>() + 6),
+            (std::vector<int64_t>{-5, 0, big, 7, big, -big}));
+  Tensor upper = clip(x, Tensor(), int_tensor({}, {3}));  // no lower bound
+  EXPECT_EQ(std::vector<int64_t>(upper.data<int64_t>(), upper.data<int64_t>() + 6),
+            (std::vector<int64_t>{-5, 0, 3, 3, 3, -(big + 3)}));
+  Tensor crossed = clip(x, int_tensor({}, {4}), int_tensor({}, {2}));  // lo > hi: every element is hi
+  EXPECT_EQ(std::vector<int64_t>(crossed.data<int64_t>(), crossed.data<int64_t>() + 6), (std::vector<int64_t>(6, 2)));
+  Tensor y32 = clip(int32_tensor({4}, {-9, 1, 5, 12}), int32_tensor({}, {0}), int32_tensor({}, {10}));
+  EXPECT_EQ(std::vector<int32_t>(y32.data<int32_t>(), y32.data<int32_t>() + 4), (std::vector<int32_t>{0, 1, 5, 10}));
+  auto bytes = [](DType d, std::vector<int> const& v) {
+    Tensor t({static_cast<int64_t>(v.size())}, d);
+    for (std::size_t k = 0; k < v.size(); ++k) static_cast<uint8_t*>(t.raw())[k] = static_cast<uint8_t>(v[k]);
+    return t;
+  };
+  Tensor y8 = clip(bytes(DType::kInt8, {-128, -3, 4, 127}), bytes(DType::kInt8, {-4}), bytes(DType::kInt8, {100}));
+  auto const* i8 = static_cast<int8_t const*>(y8.raw());
+  EXPECT_EQ(std::vector<int>(i8, i8 + 4), (std::vector<int>{-4, -3, 4, 100}));
+  Tensor yu8 = clip(bytes(DType::kUInt8, {0, 3, 200, 255}), bytes(DType::kUInt8, {2}), bytes(DType::kUInt8, {250}));
+  auto const* u8 = static_cast<uint8_t const*>(yu8.raw());
+  EXPECT_EQ(std::vector<int>(u8, u8 + 4), (std::vector<int>{2, 3, 200, 250}));
+  // A bound of another dtype is refused by name, before any kernel runs.
+  OneOp mixed = make_op("Clip", graph::ClipAttrs{},
+                        {{"x", x, kIn}, {"lo", int32_tensor({}, {0}), kC}, {"hi", Tensor(), kC}}, 1, {DType::kInt64});
+  Status const s = be.supports(mixed.the_op(), mixed.graph);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("has a bound of dtype int32 for int64 values"), std::string::npos) << s.message();
+}
+
 TEST(OpsForward, NormsAndSoftmaxMatchFormulas) {
   CpuBackend be;
   Tensor x = random_tensor({3, 2, 4}, 10), s = random_tensor({2}, 11), b = random_tensor({2}, 12);

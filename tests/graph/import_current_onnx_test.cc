@@ -909,6 +909,82 @@ TEST(ImportCurrentOnnx, IntegerDivOfConstantsFoldsTruncatedAsTheRuntimeDivides) 
   EXPECT_EQ(f.data->to_doubles(), (std::vector<double>{-3, -3, 1}));
 }
 
+// DeBERTa's log-bucketed relative positions (SEW-D's TorchScript export): distances from a Range
+// over a static length through Log, Ceil and a Clip of int64 into the bucket range, all known at
+// import, fold to one constant. Before, Log did not fold, and the int64 Clip it fed was left to run
+// (and refused: no integer Clip kernel). A Clip of int64 values computed at run time keeps its
+// bounds as inputs, exact.
+TEST(ImportCurrentOnnx, LogBucketsAndIntegerClipOfValuesKnownAtImportFold) {
+  auto g = must_load(model("float[N,4] x", "float[N,4] y", {},
+                           "start = Constant<value = int64 {0}>()\n"
+                           "limit = Constant<value = int64 {4}>()\n"
+                           "step = Constant<value = int64 {1}>()\n"
+                           "r = Range(start, limit, step)\n"
+                           "f = Cast<to = 1>(r)\n"
+                           "one = Constant<value = float {1}>()\n"
+                           "two = Constant<value = float {2}>()\n"
+                           "f1 = Add(f, one)\n"
+                           "l = Log(f1)\n"
+                           "l2 = Mul(l, two)\n"
+                           "c = Ceil(l2)\n"
+                           "i = Cast<to = 7>(c)\n"
+                           "lo = Constant<value = int64 {0}>()\n"
+                           "hi = Constant<value = int64 {2}>()\n"
+                           "k = Clip(i, lo, hi)\n"
+                           "kf = Cast<to = 1>(k)\n"
+                           "y = Mul(x, kf)"));
+  for (char const* op : {"Log", "Ceil", "Clip", "Cast"}) EXPECT_TRUE(ops_of_type(g, op).empty()) << op;
+  auto const mul = ops_of_type(g, "Mul");
+  ASSERT_EQ(mul.size(), 1u);
+  TensorInfo const& buckets = g.tensor(mul[0]->inputs[1]);
+  ASSERT_NE(buckets.data, nullptr);
+  // ceil(2 log(1..4)) = 0, 2, 3, 3, clipped to [0, 2].
+  EXPECT_EQ(buckets.data->to_doubles(), (std::vector<double>{0, 2, 2, 2}));
+  int64_t const big = (int64_t{1} << 40) + 1;
+  auto ids = must_load(model("int64[N,4] t", "int64[N,4] u", {},
+                             "lo = Constant<value = int64 {-1}>()\n"
+                             "hi = Constant<value = int64 {" +
+                                 std::to_string(big) +
+                                 "}>()\n"
+                                 "u = Clip(t, lo, hi)"));
+  auto const clip = ops_of_type(ids, "Clip");
+  ASSERT_EQ(clip.size(), 1u);
+  ASSERT_EQ(clip[0]->inputs.size(), 3u);
+  ASSERT_NE(ids.tensor(clip[0]->inputs[2]).data, nullptr);
+  EXPECT_EQ(ids.tensor(clip[0]->inputs[2]).data->as<int64_t>()[0], big);
+}
+
+// OneHot of indices known at import folds (DeepSeek-V3's TorchScript file builds a Tile's repeats
+// from one, which stopped its import: "its repeats ... is computed at run time"): negative indices
+// count from the end, an index out of range sets nothing, the values' dtype is the result's.
+TEST(ImportCurrentOnnx, OneHotOfIndicesKnownAtImportFolds) {
+  auto g = must_load(model("float[N,2,3] x", "float[N,2,3] y", {},
+                           "i = Constant<value = int64[2] {1, -1}>()\n"
+                           "d = Constant<value = int64 {3}>()\n"
+                           "v = Constant<value = int64[2] {0, 5}>()\n"
+                           "h = OneHot<axis = -1>(i, d, v)\n"
+                           "f = Cast<to = 1>(h)\n"
+                           "y = Mul(x, f)",
+                           17, 8));
+  EXPECT_TRUE(ops_of_type(g, "OneHot").empty());
+  auto const mul = ops_of_type(g, "Mul");
+  ASSERT_EQ(mul.size(), 1u);
+  ASSERT_NE(g.tensor(mul[0]->inputs[1]).data, nullptr);
+  EXPECT_EQ(g.tensor(mul[0]->inputs[1]).data->to_doubles(), (std::vector<double>{0, 5, 0, 0, 0, 5}));
+  // Along axis 0, an index past the depth: the column of zeros.
+  auto a = must_load(model("float[N,3,2] x", "float[N,3,2] y", {},
+                           "i = Constant<value = int64[2] {0, 7}>()\n"
+                           "d = Constant<value = int64 {3}>()\n"
+                           "v = Constant<value = float[2] {-1, 1}>()\n"
+                           "h = OneHot<axis = 0>(i, d, v)\n"
+                           "y = Mul(x, h)",
+                           17, 8));
+  auto const mul0 = ops_of_type(a, "Mul");
+  ASSERT_EQ(mul0.size(), 1u);
+  ASSERT_NE(a.tensor(mul0[0]->inputs[1]).data, nullptr);
+  EXPECT_EQ(a.tensor(mul0[0]->inputs[1]).data->to_doubles(), (std::vector<double>{1, -1, -1, -1, -1, -1}));
+}
+
 // Range over a static length folds; over the batch size it stays an op with a batch-long output.
 TEST(ImportCurrentOnnx, RangeOverTheBatchIsKeptAndStaticRangesFold) {
   auto g = must_load(model("float[N,3] x", "int64[N] y", {},
