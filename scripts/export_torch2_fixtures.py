@@ -453,6 +453,29 @@ def hf_t5():
     return HfSeq2SeqLastToken(model)
 
 
+def hf_longt5():
+    import transformers
+    # LongT5's local attention: each block of `local_radius` tokens attends to itself and its
+    # neighbours (the sequence padded to whole blocks, blocks concatenated with their neighbours,
+    # a local relative-position bias and a block mask), over T5's relative position buckets.
+    cfg = transformers.LongT5Config(vocab_size=VOCAB, d_model=16, d_kv=8, d_ff=32, num_layers=2, num_heads=2,
+                                    relative_attention_num_buckets=8, local_radius=2, encoder_attention_type="local",
+                                    dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0)
+    return HfSeq2SeqLastToken(lambda: transformers.LongT5ForConditionalGeneration(cfg))
+
+
+def hf_pegasus():
+    import transformers
+    # Sinusoidal positions kept as a parameter that never trains (requires_grad off), scaled
+    # embeddings, pre-norm layers with a final LayerNorm in both stacks, a tied head.
+    cfg = transformers.PegasusConfig(vocab_size=VOCAB, d_model=16, encoder_layers=2, decoder_layers=2,
+                                     encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                                     decoder_ffn_dim=32, max_position_embeddings=16, dropout=0.0,
+                                     attention_dropout=0.0, activation_dropout=0.0, decoder_start_token_id=0,
+                                     pad_token_id=0)
+    return HfSeq2SeqLastToken(lambda: transformers.PegasusForConditionalGeneration(cfg))
+
+
 def hf_bart():
     import transformers
     # Learned positions offset by 2, a tied head, and final_logits_bias: a buffer of zeros added to
@@ -567,6 +590,22 @@ def hf_mixtral():
     return HfLastToken(lambda: transformers.MixtralForCausalLM(cfg))
 
 
+def hf_deepseek_v3():
+    """DeepSeek-V3: multi-head latent attention (queries and keys/values through low-rank
+    projections, a rotary part split off each head), a first dense layer, then a MoE layer with
+    a shared expert and 4 routed ones picked by a sigmoid router's group-limited top-2 (a bias
+    added for the choice only), experts run "batched_mm" as for Mixtral. Its TorchScript file
+    builds a Tile's repeats from a OneHot of constants, which graphpipe folds at import."""
+    import transformers
+    cfg = transformers.DeepseekV3Config(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=32, moe_intermediate_size=16, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=2, n_shared_experts=1, n_routed_experts=4, num_experts_per_tok=2,
+        n_group=1, topk_group=1, q_lora_rank=8, kv_lora_rank=8, qk_rope_head_dim=4, v_head_dim=8, qk_nope_head_dim=4,
+        first_k_dense_replace=1, max_position_embeddings=16, pad_token_id=None, attention_dropout=0.0)
+    cfg._experts_implementation = "batched_mm"
+    return HfLastToken(lambda: transformers.DeepseekV3ForCausalLM(cfg))
+
+
 def hf_gpt2_classifier():
     import transformers
     # GPT2ForSequenceClassification: the logits at each row's last non-padding token, found with
@@ -641,6 +680,7 @@ MODELS = {
     "llama": (hf_llama, "ids", VOCAB),
     "qwen2": (hf_qwen2, "ids", VOCAB),
     "mixtral": (hf_mixtral, "ids", VOCAB),
+    "deepseek": (hf_deepseek_v3, "ids", VOCAB),
     "gpt2cls": (hf_gpt2_classifier, "padded ids", 4),
     "convnext": (tv_convnext, (3, 16, 16), 4),
     "convnext_sd": (tv_convnext_sd, (3, 16, 16), 4),
@@ -648,6 +688,8 @@ MODELS = {
     "swin": (tv_swin, (3, 16, 16), 4),
     "t5": (hf_t5, "ids", VOCAB),
     "bart": (hf_bart, "ids", VOCAB),
+    "longt5": (hf_longt5, "ids", VOCAB),
+    "pegasus": (hf_pegasus, "ids", VOCAB),
     "xlnet": (hf_xlnet, "ids", 4),
     "mamba": (hf_mamba, "ids", VOCAB),
     "whisper": (hf_whisper, (8, 32), 4),
@@ -676,7 +718,9 @@ RANDOM = {"convnext_sd"}
 # T5 without dropout fails torch 2.15's dynamo export ("Failed to decompose the FX graph ... Cannot
 # view a tensor with shape [s77, 8, 2, 8] and strides (128, 8, 64, 1) as (s77, 8, 16)"); with its
 # attention dropout kept it exports (the architecture sweep trains that file) but is random.
-TORCHSCRIPT_ONLY = {"convnext_sd", "t5"}
+# torch 2.15's dynamo exporter fails on LongT5 ("'NoneType' object has no attribute 'shape'" in
+# torch.export).
+TORCHSCRIPT_ONLY = {"convnext_sd", "t5", "longt5"}
 
 
 def make(name, seed=0):
@@ -771,16 +815,27 @@ def folded_buffers(path, model, x):
     if rotary:
         pos = torch.arange(x.shape[1]).unsqueeze(0)
         with torch.no_grad():
-            tables = [t.numpy().ravel() for t in rotary[0](torch.zeros(1, x.shape[1], 1), pos)]
-    # Tables torch keeps as parameters that never train (Whisper's sinusoidal embed_positions,
-    # requires_grad False), whatever name the file gives them.
-    tables += [p.detach().numpy().ravel() for p in model.parameters() if not p.requires_grad and p.dim() >= 2]
-    if not tables:
+            full = [t.numpy() for t in rotary[0](torch.zeros(1, x.shape[1], 1), pos)]
+        # cos and sin repeat their frequencies in two halves; DeepSeek-V3's interleaved rotary
+        # reads (and its export folds) only the first.
+        tables = [t.ravel() for t in full] + [t[..., : t.shape[-1] // 2].ravel() for t in full]
+    # Tables torch keeps as parameters that never train (Whisper's and Pegasus's sinusoidal
+    # embed_positions, requires_grad False), whatever name the file gives them, whole or their first
+    # rows (the dynamo exporter folds the positions the sequence reads: Pegasus's [8, 16] of [16, 16]).
+    frozen = [p.detach().numpy().reshape(p.shape[0], -1) for p in model.parameters()
+              if not p.requires_grad and p.dim() >= 2]
+    if not tables and not frozen:
         return []
+
+    def first_rows_of(a, t):
+        rows = a.size // t.shape[1]
+        return a.size % t.shape[1] == 0 and 0 < rows <= t.shape[0] and np.allclose(a.ravel(), t[:rows].ravel())
+
     out = []
     for init in onnx.load(path).graph.initializer:
         a = onnx.numpy_helper.to_array(init)
-        if a.dtype == np.float32 and any(a.size == t.size and np.allclose(a.ravel(), t) for t in tables):
+        if a.dtype == np.float32 and (any(a.size == t.size and np.allclose(a.ravel(), t) for t in tables) or
+                                      any(first_rows_of(a, t) for t in frozen)):
             out.append(init.name)
     return out
 

@@ -59,6 +59,25 @@ def vision(name):
     return getattr(torchvision.models, name)(**kwargs), (3, FIXED_IMAGE.get(name, IMAGE), FIXED_IMAGE.get(name, IMAGE))
 
 
+def timm_model(name):
+    """A timm model (random weights, 4 classes) at 64x64 where it takes another image size, else at
+    the size its configuration fixes."""
+    import timm
+    arch = name[len("timm_"):]
+    try:
+        if name in TIMM_IMAGE:
+            raise TypeError("a fixed image size")
+        model = timm.create_model(arch, pretrained=False, num_classes=4, img_size=64)
+        size = 64
+    except TypeError:  # no img_size argument: any size its strides allow, or the size it needs
+        model = timm.create_model(arch, pretrained=False, num_classes=4)
+        size = TIMM_IMAGE.get(name, 64)
+    for m in model.modules():  # no dropout or stochastic depth draws: the sweep is about import
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    return model, (3, size, size)
+
+
 def hf(name):
     import transformers as t
     small = dict(vocab_size=fx.VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
@@ -226,6 +245,101 @@ def hf(name):
         "hf_mobilevitv2": lambda: t.MobileViTV2ForImageClassification(t.MobileViTV2Config(image_size=64,
                                                                                           num_labels=4)),
     })
+    # A fifth wave (2026-12-03, stop 57): more decoders (state-space, hybrid and mixture-of-experts
+    # ones among them), encoders, encoder-decoders, vision and audio families.
+    lm = dict(small, num_key_value_heads=1, pad_token_id=0)
+    s2s = dict(d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
+               encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=16, decoder_start_token_id=0, **enc)
+    makers.update({
+        "hf_cohere": lambda: t.CohereForCausalLM(t.CohereConfig(**lm)),
+        "hf_stablelm": lambda: t.StableLmForSequenceClassification(t.StableLmConfig(**dec)),
+        "hf_persimmon": lambda: t.PersimmonForSequenceClassification(t.PersimmonConfig(**enc_small)),
+        "hf_codegen": lambda: t.CodeGenForCausalLM(t.CodeGenConfig(vocab_size=fx.VOCAB, n_embd=16, n_layer=2, n_head=2,
+                                                                   rotary_dim=4, n_positions=16, n_ctx=16)),
+        "hf_gpt_neo": lambda: t.GPTNeoForSequenceClassification(t.GPTNeoConfig(
+            hidden_size=16, num_layers=2, num_heads=2, attention_types=[[["global", "local"], 1]], window_size=4,
+            max_position_embeddings=16, **enc)),
+        "hf_xglm": lambda: t.XGLMForCausalLM(t.XGLMConfig(vocab_size=fx.VOCAB, d_model=16, num_layers=2,
+                                                          attention_heads=2, ffn_dim=32, max_position_embeddings=16)),
+        "hf_mamba2": lambda: t.Mamba2ForCausalLM(t.Mamba2Config(vocab_size=fx.VOCAB, hidden_size=16, state_size=4,
+                                                                num_hidden_layers=2, expand=2, conv_kernel=4,
+                                                                n_groups=1, num_heads=4, head_dim=8, chunk_size=8)),
+        "hf_falcon_mamba": lambda: t.FalconMambaForCausalLM(t.FalconMambaConfig(
+            vocab_size=fx.VOCAB, hidden_size=16, state_size=4, num_hidden_layers=2, expand=2, conv_kernel=4)),
+        "hf_jamba": lambda: t.JambaForSequenceClassification(batched_experts(t.JambaConfig(
+            num_experts=2, num_experts_per_tok=1, expert_layer_period=2, expert_layer_offset=1, attn_layer_period=2,
+            attn_layer_offset=1, mamba_d_state=4, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=4,
+            use_mamba_kernels=False, **dec))),
+        "hf_olmoe": lambda: t.OlmoeForCausalLM(batched_experts(t.OlmoeConfig(num_experts=4, num_experts_per_tok=2,
+                                                                             **lm))),
+        "hf_nemotron": lambda: t.NemotronForSequenceClassification(t.NemotronConfig(head_dim=8, **dec)),
+        "hf_glm": lambda: t.GlmForSequenceClassification(t.GlmConfig(head_dim=8, **dec)),
+        "hf_granite": lambda: t.GraniteForCausalLM(t.GraniteConfig(**lm)),
+        "hf_deepseek_v3": lambda: t.DeepseekV3ForCausalLM(batched_experts(t.DeepseekV3Config(
+            vocab_size=fx.VOCAB, hidden_size=16, intermediate_size=32, moe_intermediate_size=16, num_hidden_layers=2,
+            num_attention_heads=2, num_key_value_heads=2, n_shared_experts=1, n_routed_experts=4,
+            num_experts_per_tok=2, n_group=1, topk_group=1, q_lora_rank=8, kv_lora_rank=8, qk_rope_head_dim=4,
+            v_head_dim=8, qk_nope_head_dim=4, first_k_dense_replace=1, max_position_embeddings=16, pad_token_id=0))),
+        "hf_lfm2": lambda: t.Lfm2ForCausalLM(t.Lfm2Config(vocab_size=fx.VOCAB, hidden_size=16, intermediate_size=32,
+                                                          num_hidden_layers=2, num_attention_heads=2,
+                                                          num_key_value_heads=1, full_attn_idxs=[1],
+                                                          max_position_embeddings=16, pad_token_id=0)),
+        "hf_smollm3": lambda: t.SmolLM3ForSequenceClassification(t.SmolLM3Config(**dec)),
+        "hf_convbert": lambda: t.ConvBertForSequenceClassification(t.ConvBertConfig(embedding_size=16,
+                                                                                    conv_kernel_size=3, **enc_small)),
+        "hf_ernie": lambda: t.ErnieForSequenceClassification(t.ErnieConfig(**enc_small)),
+        "hf_rembert": lambda: t.RemBertForSequenceClassification(t.RemBertConfig(
+            input_embedding_size=16, output_embedding_size=16, **enc_small)),
+        "hf_ibert": lambda: t.IBertForSequenceClassification(t.IBertConfig(**dict(enc_small, max_position_embeddings=20,
+                                                                                pad_token_id=1))),
+        "hf_layoutlm": lambda: t.LayoutLMForSequenceClassification(t.LayoutLMConfig(**enc_small)),
+        "hf_canine": lambda: t.CanineForSequenceClassification(t.CanineConfig(
+            hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+            max_position_embeddings=64, num_hash_functions=2, num_hash_buckets=64, downsampling_rate=2,
+            local_transformer_stride=4, num_labels=4)),
+        "hf_pegasus": lambda: t.PegasusForConditionalGeneration(t.PegasusConfig(**s2s)),
+        "hf_mbart": lambda: t.MBartForConditionalGeneration(t.MBartConfig(**s2s)),
+        "hf_marian": lambda: t.MarianMTModel(t.MarianConfig(**s2s)),
+        "hf_blenderbot": lambda: t.BlenderbotForConditionalGeneration(t.BlenderbotConfig(**s2s)),
+        "hf_m2m100": lambda: t.M2M100ForConditionalGeneration(t.M2M100Config(**s2s)),
+        "hf_led": lambda: t.LEDForConditionalGeneration(t.LEDConfig(
+            attention_window=[4, 4], max_encoder_position_embeddings=16, max_decoder_position_embeddings=16,
+            **{k: v for k, v in s2s.items() if k != "max_position_embeddings"})),
+        "hf_longt5": lambda: t.LongT5ForConditionalGeneration(t.LongT5Config(
+            d_model=16, d_kv=8, d_ff=32, num_layers=2, num_heads=2, relative_attention_num_buckets=8, local_radius=2,
+            encoder_attention_type="local", decoder_start_token_id=0, **enc)),
+        "hf_switch_transformers": lambda: t.SwitchTransformersForConditionalGeneration(t.SwitchTransformersConfig(
+            d_model=16, d_kv=8, d_ff=32, num_layers=2, num_decoder_layers=2, num_heads=2, num_experts=4,
+            expert_capacity=16, num_sparse_encoder_layers=1, num_sparse_decoder_layers=1,
+            relative_attention_num_buckets=8, decoder_start_token_id=0, **enc)),
+        "hf_cvt": lambda: t.CvtForImageClassification(t.CvtConfig(embed_dim=[8, 16, 32], num_heads=[1, 2, 2],
+                                                                   depth=[1, 2, 3], num_labels=4)),
+        "hf_regnet": lambda: t.RegNetForImageClassification(t.RegNetConfig(
+            embedding_size=8, hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1], groups_width=8, num_labels=4)),
+        "hf_resnet": lambda: t.ResNetForImageClassification(t.ResNetConfig(
+            embedding_size=8, hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1], num_labels=4)),
+        "hf_bit": lambda: t.BitForImageClassification(t.BitConfig(
+            embedding_size=8, hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1], num_groups=4, num_labels=4)),
+        "hf_efficientnet": lambda: t.EfficientNetForImageClassification(t.EfficientNetConfig(
+            image_size=32, width_coefficient=0.25, depth_coefficient=0.25, hidden_dim=64, num_labels=4)),
+        "hf_mobilenet_v2": lambda: t.MobileNetV2ForImageClassification(t.MobileNetV2Config(
+            image_size=32, depth_multiplier=0.25, num_labels=4)),
+        "hf_swiftformer": lambda: t.SwiftFormerForImageClassification(t.SwiftFormerConfig(
+            depths=[1, 1, 1, 1], embed_dims=[8, 16, 32, 64], num_labels=4)),
+        "hf_data2vec_vision": lambda: t.Data2VecVisionForImageClassification(t.Data2VecVisionConfig(**vit)),
+        "hf_pvt": lambda: t.PvtForImageClassification(t.PvtConfig(
+            image_size=32, hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1], num_attention_heads=[1, 2, 2, 2],
+            num_labels=4)),
+        "hf_unispeech": lambda: t.UniSpeechForSequenceClassification(t.UniSpeechConfig(**wav)),
+        "hf_unispeech_sat": lambda: t.UniSpeechSatForSequenceClassification(t.UniSpeechSatConfig(**wav)),
+        "hf_sew_d": lambda: t.SEWDForSequenceClassification(t.SEWDConfig(squeeze_factor=2, position_buckets=16,
+                                                                         max_relative_positions=16, **wav)),
+        "hf_ast": lambda: t.ASTForAudioClassification(t.ASTConfig(
+            hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, patch_size=8,
+            frequency_stride=8, time_stride=8, max_length=32, num_mel_bins=16, num_labels=4)),
+        "hf_wav2vec2_conformer": lambda: t.Wav2Vec2ConformerForSequenceClassification(t.Wav2Vec2ConformerConfig(
+            conv_depthwise_kernel_size=3, **wav)),
+    })
     model = makers[name]()
     for m in model.modules():  # no dropout: the sweep is about import and training, not noise
         if isinstance(m, torch.nn.Dropout):
@@ -255,18 +369,47 @@ HF_WAVE4 = ["hf_fnet", "hf_roformer", "hf_deberta", "hf_xlm_roberta", "hf_nystro
             "hf_megatron_bert", "hf_wavlm", "hf_sew", "hf_data2vec_audio", "hf_swinv2", "hf_focalnet", "hf_pvt_v2",
             "hf_convnextv2", "hf_mobilevitv2"]
 IMAGE_SIZE = {"hf_mobilevitv2": 64}  # MobileViTV2's last stage needs more than 32x32
-HF_SEQ2SEQ = {"hf_t5", "hf_bart"}
-HF_CAUSAL = {"hf_mamba", "hf_rwkv"}
+HF_WAVE5 = ["hf_cohere", "hf_stablelm", "hf_persimmon", "hf_codegen", "hf_gpt_neo", "hf_xglm", "hf_mamba2",
+            "hf_falcon_mamba", "hf_jamba", "hf_olmoe", "hf_nemotron", "hf_glm", "hf_granite", "hf_deepseek_v3",
+            "hf_lfm2", "hf_smollm3", "hf_convbert", "hf_ernie", "hf_rembert", "hf_ibert", "hf_layoutlm", "hf_canine",
+            "hf_pegasus", "hf_mbart", "hf_marian", "hf_blenderbot", "hf_m2m100", "hf_led", "hf_longt5",
+            "hf_switch_transformers", "hf_cvt", "hf_regnet", "hf_resnet", "hf_bit", "hf_efficientnet",
+            "hf_mobilenet_v2", "hf_swiftformer", "hf_data2vec_vision", "hf_pvt", "hf_unispeech", "hf_unispeech_sat",
+            "hf_sew_d", "hf_ast", "hf_wav2vec2_conformer"]
+# timm (1.0), a sixth wave (2026-12-03, stop 57): efficient CNNs and hybrids, MLP mixers, hierarchical
+# and convolutional transformers, a recurrent one (Sequencer2D), MambaOut.
+TIMM = ["timm_ghostnet_100", "timm_rexnet_100", "timm_hardcorenas_a", "timm_mixnet_s", "timm_lcnet_050",
+        "timm_fbnetv3_b", "timm_efficientvit_b0", "timm_fastvit_t8", "timm_repvit_m1", "timm_edgenext_xx_small",
+        "timm_efficientformer_l1", "timm_efficientformerv2_s0", "timm_levit_128s", "timm_pit_ti_224",
+        "timm_xcit_nano_12_p16_224", "timm_crossvit_tiny_240", "timm_cait_xxs24_224", "timm_deit3_small_patch16_224",
+        "timm_eva02_tiny_patch14_224", "timm_resmlp_12_224", "timm_mixer_s32_224", "timm_gmlp_ti16_224",
+        "timm_poolformerv2_s12", "timm_caformer_s18", "timm_inception_next_tiny", "timm_hrnet_w18_small", "timm_dla34",
+        "timm_dpn68", "timm_res2net50_14w_8s", "timm_skresnet18", "timm_selecsls42b", "timm_ese_vovnet19b_dw",
+        "timm_cspresnet50", "timm_cspdarknet53", "timm_dm_nfnet_f0", "timm_regnetz_b16", "timm_coatnet_nano_rw_224",
+        "timm_maxvit_nano_rw_256", "timm_coat_lite_tiny", "timm_twins_svt_small", "timm_visformer_tiny",
+        "timm_nest_tiny", "timm_sequencer2d_s", "timm_gcvit_xxtiny", "timm_davit_tiny", "timm_hiera_tiny_224",
+        "timm_mambaout_femto", "timm_starnet_s1", "timm_tiny_vit_5m_224", "timm_nextvit_small",
+        "timm_ghostnetv2_100", "timm_mobilenetv4_conv_small", "timm_mobilenetv4_hybrid_medium", "timm_efficientvit_m0",
+        "timm_convnextv2_atto", "timm_resnest14d", "timm_volo_d1_224", "timm_tnt_s_patch16_224"]
+TIMM_IMAGE = {"timm_efficientformer_l1": 224, "timm_crossvit_tiny_240": 240}  # sizes their position tables fix
+HF_SEQ2SEQ = {"hf_t5", "hf_bart", "hf_pegasus", "hf_mbart", "hf_marian", "hf_blenderbot", "hf_m2m100", "hf_led",
+              "hf_longt5", "hf_switch_transformers"}
+HF_CAUSAL = {"hf_mamba", "hf_rwkv", "hf_cohere", "hf_codegen", "hf_xglm", "hf_mamba2", "hf_falcon_mamba", "hf_olmoe",
+             "hf_granite", "hf_deepseek_v3", "hf_lfm2"}
 # Audio: the keyword the model reads and one example's shape (a waveform, or log-mel frames).
 HF_AUDIO = {"hf_whisper": ("input_features", (8, 32)), "hf_wav2vec2": ("input_values", (400,)),
             "hf_hubert": ("input_values", (400,)), "hf_wavlm": ("input_values", (400,)),
-            "hf_sew": ("input_values", (400,)), "hf_data2vec_audio": ("input_values", (400,))}
-HF_IMAGE = {"hf_swinv2", "hf_focalnet", "hf_pvt_v2", "hf_convnextv2", "hf_mobilevitv2", "hf_swin", "hf_clip", "hf_levit", "hf_poolformer", "hf_vit", "hf_deit", "hf_beit", "hf_dinov2", "hf_convnext", "hf_segformer", "hf_mobilevit"}
+            "hf_sew": ("input_values", (400,)), "hf_data2vec_audio": ("input_values", (400,)),
+            "hf_unispeech": ("input_values", (400,)), "hf_unispeech_sat": ("input_values", (400,)),
+            "hf_sew_d": ("input_values", (400,)), "hf_ast": ("input_values", (32, 16)),
+            "hf_wav2vec2_conformer": ("input_values", (400,))}
+HF_IMAGE = {"hf_cvt", "hf_regnet", "hf_resnet", "hf_bit", "hf_efficientnet", "hf_mobilenet_v2", "hf_swiftformer",
+            "hf_data2vec_vision", "hf_pvt", "hf_swinv2", "hf_focalnet", "hf_pvt_v2", "hf_convnextv2", "hf_mobilevitv2", "hf_swin", "hf_clip", "hf_levit", "hf_poolformer", "hf_vit", "hf_deit", "hf_beit", "hf_dinov2", "hf_convnext", "hf_segformer", "hf_mobilevit"}
 
 
 def try_one(name, exporter, graphpipe, out_dir):
     torch.manual_seed(0)
-    model, shape = hf(name) if name.startswith("hf_") else vision(name)
+    model, shape = hf(name) if name.startswith("hf_") else timm_model(name) if name.startswith("timm_") else vision(name)
     model.train()
     x = torch.randint(1, fx.VOCAB, (2, fx.SEQ)) if shape == "ids" else torch.randn((2,) + shape)
     path = os.path.join(out_dir, f"{name}_{exporter}.onnx")
@@ -292,7 +435,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--graphpipe", default=os.path.join(here, "..", "build", "cli", "graphpipe"))
-    ap.add_argument("--models", default=",".join(VISION + SEGMENTATION + VIDEO + HF + HF_CURRENT + HF_WAVE3 + HF_WAVE4))
+    ap.add_argument("--models", default=",".join(VISION + SEGMENTATION + VIDEO + HF + HF_CURRENT + HF_WAVE3 + HF_WAVE4 +
+                                                 HF_WAVE5 + TIMM))
     ap.add_argument("--exporters", default="dynamo,torchscript")
     ap.add_argument("--out", default=None, help="keep the exports here (default: a temporary folder)")
     args = ap.parse_args()

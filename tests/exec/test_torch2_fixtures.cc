@@ -105,16 +105,17 @@ INSTANTIATE_TEST_SUITE_P(
                       "efficientnet_dynamo", "efficientnet_torchscript", "swin_dynamo", "swin_torchscript",
                       "adaptive_dynamo", "roberta_dynamo", "roberta_torchscript", "gpt2tied_dynamo",
                       "gpt2tied_torchscript", "llama_static", "gpt2_static", "shuffle_dynamo", "shuffle_torchscript",
-                      "moe_dynamo", "moe_torchscript", "mixtral_dynamo", "upscale_dynamo", "upscale_torchscript",
-                      "recurrent_dynamo", "recurrent_torchscript", "stn_dynamo", "stn_torchscript", "stncubic_dynamo",
-                      "stncubic_torchscript", "stn3d_dynamo", "fold_dynamo", "fold_torchscript", "scattermax_dynamo",
-                      "scattermax_torchscript", "indexput_dynamo", "unpool_dynamo",
+                      "moe_dynamo", "moe_torchscript", "mixtral_dynamo", "deepseek_dynamo", "deepseek_torchscript",
+                      "upscale_dynamo", "upscale_torchscript", "recurrent_dynamo", "recurrent_torchscript",
+                      "stn_dynamo", "stn_torchscript", "stncubic_dynamo", "stncubic_torchscript", "stn3d_dynamo",
+                      "fold_dynamo", "fold_torchscript", "scattermax_dynamo", "scattermax_torchscript",
+                      "indexput_dynamo", "unpool_dynamo",
                       // tensor_split: TorchScript's Loop building a sequence, unrolled at import.
                       "tokensplit_dynamo", "tokensplit_torchscript",
                       // Encoder-decoders, audio, a state-space model, XLNet's [T, N] layout.
-                      "t5_torchscript", "bart_dynamo", "bart_torchscript", "xlnet_dynamo", "xlnet_torchscript",
-                      "mamba_dynamo", "whisper_dynamo", "whisper_torchscript", "wav2vec2_dynamo",
-                      "wav2vec2_torchscript", "fnet_dynamo", "stft_dynamo",
+                      "t5_torchscript", "bart_dynamo", "bart_torchscript", "longt5_torchscript", "pegasus_dynamo",
+                      "pegasus_torchscript", "xlnet_dynamo", "xlnet_torchscript", "mamba_dynamo", "whisper_dynamo",
+                      "whisper_torchscript", "wav2vec2_dynamo", "wav2vec2_torchscript", "fnet_dynamo", "stft_dynamo",
                       // Opset 23: Attention and RMSNormalization, imported as their ONNX function bodies.
                       "llama_opset23", "qwen2_opset23", "gpt2_opset23"));
 
