@@ -127,6 +127,8 @@ void print_text(graph::GraphSummary const& s, std::vector<graph::WeightChoice> c
   if (!choices.empty()) {
     print_choice_summary(choices);
     if (o.weights) print_choices(choices);
+    for (auto const& c : choices)
+      if (!c.warning.empty()) std::printf("warning      %s\n", c.warning.c_str());
   }
   std::printf("FLOPs/sample forward %s, backward %s (weight-grad %s)\n", human_flops(s.fwd_flops_per_sample).c_str(),
               human_flops(s.bwd_flops_per_sample).c_str(), human_flops(s.bwd_weight_flops_per_sample).c_str());

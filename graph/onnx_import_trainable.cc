@@ -4,8 +4,10 @@
 // signature shows are not parameters), then the user's trainable/frozen name patterns.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <unordered_map>
@@ -434,8 +436,50 @@ void retie_transposed_copies(RawModel& model, ImportOptions const& options) {
                      std::make_move_iterator(transposes.end()));
 }
 
+// Every element of a float32 tensor of more than one element is the same value (returned).
+std::optional<float> uniform_value(RawInitializer const& init) {
+  if (init.dtype != DType::kFloat32 || !init.data) return std::nullopt;
+  std::size_t const n = init.data->bytes.size() / sizeof(float);
+  float const* x = init.data->as<float>();
+  if (n < 2) return std::nullopt;
+  for (std::size_t i = 1; i < n; ++i)
+    if (x[i] != x[0]) return std::nullopt;
+  return x[0];
+}
+
+// A trainable weight of one repeated value that several operators read as a weight (an input after
+// their first), in a dynamo export whose graph signature lists parameters the file no longer has
+// (`missing`, some named): torch's dynamo exporter optimizes an untrained model's file by merging
+// equal initializers (every LayerNorm scale of ones becomes one tensor; zero biases are dropped),
+// so parameters torch trains apart would train as one. Empty when the weight does not look so (a
+// weight a module reads twice, as DeBERTa's projections, is no merge).
+std::string merged_weight_warning(RawInitializer const& init, std::vector<std::string> const& readers,
+                                  std::vector<std::string> const& missing) {
+  if (readers.size() < 2 || missing.empty()) return {};
+  std::optional<float> const v = uniform_value(init);
+  if (!v) return {};
+  std::string names;
+  for (std::size_t i = 0; i < readers.size() && i < 3; ++i) names += (i ? ", " : "") + readers[i];
+  if (readers.size() > 3) names += ", ...";
+  char value[32];
+  std::snprintf(value, sizeof value, "%g", static_cast<double>(*v));
+  std::string gone;
+  for (std::size_t i = 0; i < missing.size() && i < 2; ++i) gone += (i ? ", " : "") + missing[i];
+  if (missing.size() > 2) gone += ", ...";
+  return "weight '" + init.name + "' (every element " + value + ") is read as a weight by " +
+         std::to_string(readers.size()) + " operators (" + names + ") and " + std::to_string(missing.size()) +
+         " parameters of the exported program are not in the file (" + gone +
+         "): torch's dynamo exporter merged equal initializers of the untrained model into one, so weights torch "
+         "trains apart train as one here; export with torch.onnx.export(..., optimize=False)";
+}
+
 Result<std::vector<WeightChoice>> choose_trainable(RawModel const& m, ImportOptions const& options) {
   std::map<std::string, std::string> const rules = weight_slot_rules(m);
+  // The operators that read each value as a weight (an input after their first).
+  std::map<std::string, std::vector<std::string>> weight_readers;
+  for (RawNode const* n : all_nodes(m))
+    for (std::size_t k = 1; k < n->inputs.size(); ++k)
+      if (!n->inputs[k].empty()) weight_readers[n->inputs[k]].push_back(node_label(*n));
   Reach const r = reach(m);
   for (auto const* list : {&options.trainable, &options.frozen})
     for (auto const& p : *list) {
@@ -457,6 +501,14 @@ Result<std::vector<WeightChoice>> choose_trainable(RawModel const& m, ImportOpti
     return std::all_of(m.exported_parameters->begin(), m.exported_parameters->end(),
                        [&](std::string const& p) { return names.count(p) > 0; });
   }();
+  // The exported program's parameters the file does not hold (merged or dropped by the exporter).
+  std::vector<std::string> missing_parameters;
+  if (m.exported_parameters) {
+    std::set<std::string> names;
+    for (auto const& init : m.initializers) names.insert(init.name);
+    for (auto const& p : *m.exported_parameters)
+      if (!names.count(p)) missing_parameters.push_back(p);
+  }
   std::vector<WeightChoice> out;
   for (auto const& init : m.initializers) {
     WeightChoice c;
@@ -496,6 +548,8 @@ Result<std::vector<WeightChoice>> choose_trainable(RawModel const& m, ImportOpti
       for (auto const& [copy, original] : m.retied)
         if (original == init.name)
           c.reason += "; also read as its transpose where the file has the copy '" + copy + "' (retied)";
+      if (auto const it = weight_readers.find(init.name); it != weight_readers.end())
+        c.warning = merged_weight_warning(init, it->second, missing_parameters);
     } else {
       c.reason = constant_reason(init, r);
     }

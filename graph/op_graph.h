@@ -136,6 +136,9 @@ struct WeightChoice {
   std::vector<int64_t> dims;
   bool trainable = false;
   std::string reason;
+  // A caution for whoever trains the model (logged when it loads for training, printed by
+  // `inspect`): a weight the exporter seems to have merged from several; empty when none.
+  std::string warning;
 };
 
 struct OpVertex {

@@ -94,6 +94,14 @@ Status TrainingSession::start(TrainOptions const& options) {
     graph_ = std::make_shared<graph::OpGraph const>(std::move(loaded));
   }
   RETURN_IF_ERROR(check_weights_loaded(*graph_, model_.name));
+  std::vector<std::string> warnings;
+  for (auto const& c : graph_->weight_choices())
+    if (!c.warning.empty()) warnings.push_back(c.warning);
+  if (!warnings.empty())
+    spdlog::warn("{}: {}{}", model_.name, warnings.front(),
+                 warnings.size() > 1 ? " (and " + std::to_string(warnings.size() - 1) +
+                                           " more such weights: `graphpipe inspect` lists them)"
+                                     : std::string());
   // Weights, gradients, optimizer state and one micro-batch's activations: what one device holding
   // the whole model needs. A pipeline splits it, so there the schedule's per-device limit decides.
   double const need =

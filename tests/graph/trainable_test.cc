@@ -207,6 +207,57 @@ TEST(Trainable, BuffersInTheExportedGraphSignatureAreNotTrained) {
   EXPECT_FALSE(choice(import(constant), "m.final_logits_bias").trainable);
 }
 
+// torch's dynamo exporter, by default, optimizes the file of an untrained model by merging equal
+// initializers: every LayerNorm scale of ones becomes one tensor, which would then train as one
+// (timm's EdgeNeXt: stem.1.weight read by 4 LayerNorms). The graph signature shows it: parameters
+// the file no longer holds. The weight still trains, with a warning naming the fix; a weight read
+// twice without such a signature (DeBERTa's projection applied to two inputs) draws none.
+TEST(Trainable, AWeightTheDynamoOptimizerMergedIsNamedInAWarning) {
+  OnnxModelBuilder b("merged", 17, 1);
+  auto x = b.add_input("x", {kBatch, 3});
+  auto ones = b.add_initializer("ln1.weight", TensorData::from_floats({3}, {1, 1, 1}), true);
+  auto bias = b.add_initializer("ln1.bias", TensorData::from_floats({3}, {0.1f, 0.2f, 0.3f}), true);
+  b.add_node("LayerNormalization", {x, ones, bias}, {"h"});
+  b.add_node("LayerNormalization", {"h", ones, bias}, {"y"});
+  b.add_output("y", {kBatch, 3});
+  auto bytes = b.serialize();
+  ASSERT_TRUE(bytes.is_ok()) << bytes.status().message();
+  ONNX_NAMESPACE::ModelProto plain;
+  ASSERT_TRUE(plain.ParseFromString(*bytes));
+  auto import = [&](std::string const& signature) {
+    ONNX_NAMESPACE::ModelProto m = plain;
+    m.set_ir_version(10);
+    if (!signature.empty()) {
+      auto* prop = m.mutable_graph()->add_metadata_props();
+      prop->set_key("pkg.torch.export.ExportedProgram.graph_signature");
+      prop->set_value(signature);
+    }
+    auto g = load_onnx_bytes(m.SerializeAsString(), "merged", {});
+    EXPECT_TRUE(g.is_ok()) << g.status().message();
+    return g.is_ok() ? std::move(g).value() : OpGraph{};
+  };
+  std::string const merged =
+      "\n# inputs\np_ln1_weight: PARAMETER target='ln1.weight'\np_ln1_bias: PARAMETER target='ln1.bias'\n"
+      "p_ln2_weight: PARAMETER target='ln2.weight'\np_ln2_bias: PARAMETER target='ln2.bias'\n"
+      "x: USER_INPUT\n\n# outputs\ny: USER_OUTPUT\n";
+  OpGraph const g = import(merged);
+  EXPECT_TRUE(choice(g, "ln1.weight").trainable);
+  std::string const& w = choice(g, "ln1.weight").warning;
+  EXPECT_NE(w.find("weight 'ln1.weight' (every element 1) is read as a weight by 2 operators"), std::string::npos) << w;
+  EXPECT_NE(w.find("2 parameters of the exported program are not in the file (ln2.bias, ln2.weight)"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("optimize=False"), std::string::npos) << w;
+  // Not one value: no merge of equal initializers made it.
+  EXPECT_TRUE(choice(g, "ln1.bias").warning.empty());
+  // No signature (a TorchScript file), or one the file matches: no warning.
+  EXPECT_TRUE(choice(import(""), "ln1.weight").warning.empty());
+  std::string const complete =
+      "\n# inputs\np_ln1_weight: PARAMETER target='ln1.weight'\n"
+      "p_ln1_bias: PARAMETER target='ln1.bias'\nx: USER_INPUT\n\n# outputs\ny: USER_OUTPUT\n";
+  EXPECT_TRUE(choice(import(complete), "ln1.weight").warning.empty());
+}
+
 // A weight split into a sequence (TorchScript's chunk of a parameter) and read back by SequenceAt
 // feeds the MatMul's weight slot as that weight: it trains.
 TEST(Trainable, AWeightSplitIntoASequenceStillTrains) {
