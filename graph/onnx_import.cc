@@ -696,7 +696,7 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   // choices are one per initializer, in order.
   for (std::size_t i = 0; i < raw->initializers.size(); ++i)
     if ((*choices)[i].trainable && raw->probed.count(raw->initializers[i].name)) raw->initializers[i].data.reset();
-  auto graph = onnx_import::lower(std::move(*raw), options.first_dim_is_batch, std::move(*choices));
+  auto graph = onnx_import::lower(std::move(*raw), options.first_dim_is_batch, std::move(*choices), options.max_nodes);
   if (!graph.is_ok()) return graph.status().with_context(source);
   if (options.fuse) {
     graph = onnx_import::fuse_residual_tails(*graph);

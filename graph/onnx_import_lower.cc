@@ -39,8 +39,11 @@ struct Val {
 
 class Lowering {
  public:
-  Lowering(RawModel model, bool first_dim_is_batch, std::vector<WeightChoice> choices)
-      : m_(std::move(model)), first_dim_is_batch_(first_dim_is_batch), choices_(std::move(choices)) {}
+  Lowering(RawModel model, bool first_dim_is_batch, std::vector<WeightChoice> choices, int64_t max_unrolled_nodes)
+      : m_(std::move(model)),
+        first_dim_is_batch_(first_dim_is_batch),
+        choices_(std::move(choices)),
+        max_unrolled_nodes_(max_unrolled_nodes) {}
 
   Result<OpGraph> run();
 
@@ -59,7 +62,7 @@ class Lowering {
   Status lower_body(RawBody const& body, std::string const& context);
   Status alias(std::string const& where, std::string const& to, std::string const& from);
   Result<bool> static_condition(std::string const& where, std::string const& name, char const* what);
-  Status check_unroll(std::string const& where, RawBody const& body, int64_t passes) const;
+  Status check_unroll(std::string const& where, RawBody const& body, int64_t first, int64_t count) const;
   Status unrolled_outputs(RawNode const& n, std::string const& where, std::vector<std::string> const& current,
                           std::vector<std::vector<std::string>> stacked, std::vector<int64_t> const& axes,
                           std::vector<int64_t> const& reversed);
@@ -89,7 +92,9 @@ class Lowering {
   RawModel m_;
   bool first_dim_is_batch_;
   std::vector<WeightChoice> choices_;
-  int64_t fixed_batch_ = 0;  // the inputs' first dimension when the file fixes it
+  int64_t fixed_batch_ = 0;     // the inputs' first dimension when the file fixes it
+  int64_t max_unrolled_nodes_;  // ImportOptions::max_nodes: what all unrolled loops may add up to
+  int64_t unrolled_nodes_ = 0;  // the body nodes of every pass unrolled so far
   std::unordered_map<std::string, Val> vals_;
   // Sequences known at import (lower_sequence_op): each the names of its elements' values.
   std::unordered_map<std::string, std::vector<std::string>> sequences_;
@@ -388,17 +393,20 @@ Result<bool> Lowering::static_condition(std::string const& where, std::string co
   return c->is_float() ? c->f[0] != 0 : c->i[0] != 0;
 }
 
-// Unrolling repeats the body's nodes once per pass; a loop that would add more is refused.
+// Unrolling repeats the body's nodes once per pass: one loop runs at most kMaxUnrolledPasses, and
+// the passes of all loops, nested ones multiplying, add at most ImportOptions::max_nodes nodes.
 constexpr int64_t kMaxUnrolledPasses = 16384;
-constexpr int64_t kMaxUnrolledNodes = 1 << 20;
 
-// `passes` passes so far (a Loop, whose condition may stop it early), or all of them (a Scan).
-Status Lowering::check_unroll(std::string const& where, RawBody const& body, int64_t passes) const {
+// Before passes [first, first + count) of a loop: all of a for loop's or Scan's at once, one at a
+// time where a condition may stop the loop early.
+Status Lowering::check_unroll(std::string const& where, RawBody const& body, int64_t first, int64_t count) const {
   auto const per_pass = static_cast<int64_t>(std::max<std::size_t>(body.nodes.size(), 1));
-  if (passes > kMaxUnrolledPasses || passes > kMaxUnrolledNodes / per_pass)
-    return unsupported(where + ": unrolling it takes more than " + std::to_string(kMaxUnrolledPasses) + " passes or " +
-                       std::to_string(kMaxUnrolledNodes) + " nodes (its body has " + std::to_string(per_pass) +
-                       "), graphpipe's limit; export the model with the loop written out, or a shorter one");
+  if (first + count > kMaxUnrolledPasses || count > (max_unrolled_nodes_ - unrolled_nodes_) / per_pass)
+    return unsupported(where + ": unrolling it takes more than " + std::to_string(kMaxUnrolledPasses) +
+                       " passes, or more than " + std::to_string(max_unrolled_nodes_) +
+                       " unrolled nodes with the loops before it (its body has " + std::to_string(per_pass) +
+                       "), graphpipe's limit (ImportOptions::max_nodes); export the model with the loop written "
+                       "out, or a shorter one");
   return Status::ok();
 }
 
@@ -483,12 +491,13 @@ Status Lowering::lower_loop(RawNode const& n) {
   } else if (!trips) {
     return invalid_argument(where + " has neither a trip count nor a condition, so it never ends");
   } else {
-    RETURN_IF_ERROR(check_unroll(where, body, *trips));
+    RETURN_IF_ERROR(check_unroll(where, body, 0, *trips));
   }
   std::vector<std::string> current(n.inputs.begin() + 2, n.inputs.end());
   std::vector<std::vector<std::string>> stacked(scans);
   for (int64_t pass = 0; running && (!trips || pass < *trips); ++pass) {
-    if (has_condition) RETURN_IF_ERROR(check_unroll(where, body, pass + 1));
+    if (has_condition) RETURN_IF_ERROR(check_unroll(where, body, pass, 1));
+    unrolled_nodes_ += static_cast<int64_t>(body.nodes.size());
     RawBody const inst = body_instance(body, "/iter" + std::to_string(pass));
     SymArray i;
     i.dtype = DType::kInt64;
@@ -565,11 +574,12 @@ Status Lowering::lower_scan(RawNode const& n) {
                               std::to_string(len));
     length = len;
   }
-  RETURN_IF_ERROR(check_unroll(where, body, length));
+  RETURN_IF_ERROR(check_unroll(where, body, 0, length));
   std::vector<std::string> current(n.inputs.begin(), n.inputs.begin() + static_cast<std::ptrdiff_t>(states));
   std::vector<std::vector<std::string>> stacked(scans);
   for (int64_t pass = 0; pass < length; ++pass) {
     std::string const suffix = "/iter" + std::to_string(pass);
+    unrolled_nodes_ += static_cast<int64_t>(body.nodes.size());
     RawBody const inst = body_instance(body, suffix);
     for (std::size_t j = 0; j < states; ++j) RETURN_IF_ERROR(alias(where, inst.inputs[j], current[j]));
     for (std::size_t k = 0; k < static_cast<std::size_t>(m); ++k) {
@@ -577,9 +587,9 @@ Status Lowering::lower_scan(RawNode const& n) {
       at.dtype = DType::kInt64;
       at.i = {in_dirs[k] != 0 ? length - 1 - pass : pass};
       std::string const index = constant_value(inst.inputs[states + k] + "/position", std::move(at));
-      ASSIGN_OR_RETURN(std::string elem, lower_part(n, "Gather", {n.inputs[states + k], index}, "element" + suffix,
-                                                    {{"axis", in_axes[k]}}, inst.inputs[states + k]));
-      (void)elem;
+      RETURN_IF_ERROR(lower_part(n, "Gather", {n.inputs[states + k], index}, "element" + suffix, {{"axis", in_axes[k]}},
+                                 inst.inputs[states + k])
+                          .status());
     }
     RETURN_IF_ERROR(lower_body(inst, "the body of " + where));
     for (std::size_t j = 0; j < states; ++j) current[j] = inst.outputs[j];
@@ -1231,8 +1241,9 @@ std::vector<std::string> const& supported_op_types() {
   return types;
 }
 
-Result<OpGraph> lower(RawModel model, bool first_dim_is_batch, std::vector<WeightChoice> choices) {
-  Lowering l(std::move(model), first_dim_is_batch, std::move(choices));
+Result<OpGraph> lower(RawModel model, bool first_dim_is_batch, std::vector<WeightChoice> choices,
+                      int64_t max_unrolled_nodes) {
+  Lowering l(std::move(model), first_dim_is_batch, std::move(choices), max_unrolled_nodes);
   return l.run();
 }
 

@@ -195,6 +195,8 @@ Result<std::vector<WeightChoice>> choose_trainable(RawModel const& model, Import
 
 // Folds static computations, propagates shapes with the symbolic batch, fills typed attributes,
 // roles (kWeight for the trainable `choices`) and accounting.
-Result<OpGraph> lower(RawModel model, bool first_dim_is_batch, std::vector<WeightChoice> choices);
+// Loops and Scans unrolled add at most `max_unrolled_nodes` nodes in all (ImportOptions::max_nodes).
+Result<OpGraph> lower(RawModel model, bool first_dim_is_batch, std::vector<WeightChoice> choices,
+                      int64_t max_unrolled_nodes);
 
 }  // namespace gp::graph::onnx_import

@@ -804,10 +804,31 @@ TEST(ImportCurrentOnnx, ALoopWhoseTripCountIsKnownAtImportIsUnrolled) {
   std::string huge_for = for_loop;
   huge_for.replace(huge_for.find("{3}"), 3, "{100000}");
   std::string const huge = must_fail(model("float[N,3] x", "float[N,3] y", {}, huge_for, 17, 8));
-  EXPECT_NE(huge.find("unrolling it takes more than 16384 passes or 1048576 nodes (its body has 4)"), std::string::npos)
+  EXPECT_NE(huge.find("unrolling it takes more than 16384 passes, or more than 200000 unrolled nodes with the loops "
+                      "before it (its body has 4)"),
+            std::string::npos)
       << huge;
   std::string const endless = must_fail(loop_model("{9223372036854775807}", "1"));
   EXPECT_NE(endless.find("unrolling it takes more than 16384 passes"), std::string::npos) << endless;
+  // Nested loops multiply: 40 passes of a loop of 40 passes add 1,600 nodes, past a limit of 1,000
+  // (ImportOptions::max_nodes, 200,000 by default), refused by the inner loop that would cross it.
+  ImportOptions small;
+  small.max_nodes = 1000;
+  auto nested = load_onnx_text(model("float[N,3] x", "float[N,3] y", {},
+                                     "m = Constant<value = int64 {40}>()\n"
+                                     "y = Loop(m, \"\", x) <body = outer (int64 i, bool ci, float[N,3] v) => "
+                                     "(bool co, float[N,3] vo) {\n"
+                                     "  co = Identity(ci)\n"
+                                     "  k = Constant<value = int64 {40}>()\n"
+                                     "  vo = Loop(k, \"\", v) <body = inner (int64 j, bool cj, float[N,3] w) => "
+                                     "(bool cjo, float[N,3] wo) {\n"
+                                     "    cjo = Identity(cj)\n"
+                                     "    wo = Relu(w)\n  }>\n}>",
+                                     17, 8),
+                               small);
+  ASSERT_FALSE(nested.is_ok());
+  EXPECT_NE(nested.status().message().find("more than 1000 unrolled nodes with the loops before it"), std::string::npos)
+      << nested.status().message();
 }
 
 // TorchScript's scripted split (MViTv2's pooling attention): a Loop that inserts a slice per pass
