@@ -264,6 +264,45 @@ Status clip_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
   return Status::ok();
 }
 
+// ---- Neg, Abs and Sign of integers (relative positions computed per micro-batch;
+// kernels::hd::int_unary_at, which the CUDA kernel runs too); never differentiated ----
+
+template <typename T>
+void int_unary(kernels::hd::IntUnaryKind kind, Tensor const& x, Tensor& y) {
+  T const* xp = x.data<T>();
+  T* yp = y.data<T>();
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) yp[i] = kernels::hd::int_unary_at(kind, xp[i]);
+}
+
+Status int_unary_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  using kernels::hd::IntUnaryKind;
+  OpKind const t = call.op.kind();
+  IntUnaryKind const kind = t == OpKind::kNeg   ? IntUnaryKind::kNeg
+                            : t == OpKind::kAbs ? IntUnaryKind::kAbs
+                                                : IntUnaryKind::kSign;
+  Tensor const& x = in[0];
+  Tensor y(x.shape(), x.dtype());
+  switch (x.dtype()) {
+    case DType::kInt64:
+      int_unary<int64_t>(kind, x, y);
+      break;
+    case DType::kInt32:
+      int_unary<int32_t>(kind, x, y);
+      break;
+    case DType::kInt8:
+      int_unary<int8_t>(kind, x, y);
+      break;
+    case DType::kUInt8:
+      int_unary<uint8_t>(kind, x, y);
+      break;
+    default:
+      return op_error(call, std::string("no integer ") + call.op.type + " of " + graph::dtype_name(x.dtype()));
+  }
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  return Status::ok();
+}
+
 // ---- Clip of integers (token ids clamped into a vocabulary, DeBERTa's relative position
 // buckets): the bounds stay inputs (graph/ops/activation.cc), each optional; never differentiated ----
 
@@ -418,6 +457,10 @@ CpuKernelFamily activation_kernels() {
        {OpKind::kElu, OpKind::kSelu, OpKind::kCelu, OpKind::kHardSigmoid, OpKind::kThresholdedRelu, OpKind::kShrink})
     f.push_back({p, {parametric, 1}});
   f.push_back({OpKind::kClip, {{clip_forward, clip_backward, clip_backward, clip_check}, 1}});
+  OpKernels const int_unary_kernels{int_unary_forward, no_gradient, no_gradient, no_check};
+  f.push_back({OpKind::kNeg, {int_unary_kernels, 1, false, 0, {DType::kInt64, DType::kInt32, DType::kInt8}}});
+  for (OpKind u : {OpKind::kAbs, OpKind::kSign})
+    f.push_back({u, {int_unary_kernels, 1, false, 0, {DType::kInt64, DType::kInt32, DType::kInt8, DType::kUInt8}}});
   f.push_back({OpKind::kClip,
                {{int_clip_forward, no_gradient, no_gradient, int_clip_check},
                 1,

@@ -69,6 +69,25 @@ Status clip_backward(OpCall const& call, Saved const& saved, std::vector<Tensor>
   return Status::ok();
 }
 
+// ---- Neg, Abs and Sign of integers (hd::int_unary_at, the CPU's function); never differentiated ----
+
+hd::IntUnaryKind int_unary_kind(OpKind k) {
+  return k == OpKind::kNeg   ? hd::IntUnaryKind::kNeg
+         : k == OpKind::kAbs ? hd::IntUnaryKind::kAbs
+                             : hd::IntUnaryKind::kSign;
+}
+
+template <typename T>
+Status int_unary_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), x.dtype()));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::int_unary<T>(int_unary_kind(call.op.kind()), x.data<T>(), x.numel(), y.data<T>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  return Status::ok();
+}
+
 // ---- Clip of integers: the bounds stay inputs (graph/ops/activation.cc), read by the kernel on
 // the device; never differentiated ----
 
@@ -276,6 +295,13 @@ std::vector<KernelEntry> activation_kernels() {
         OpKind::kHardSwish, OpKind::kSoftplus, OpKind::kReciprocal, OpKind::kElu,         OpKind::kShrink})
     t.push_back({p, f32, pointwise, 1});
   t.push_back({OpKind::kClip, f32, {clip_forward, clip_backward, clip_backward, clip_check}, 1});
+  for (OpKind u : {OpKind::kNeg, OpKind::kAbs, OpKind::kSign}) {
+    t.push_back({u, DType::kInt64, {int_unary_forward<int64_t>, no_gradient, no_gradient, no_check}, 1});
+    t.push_back({u, DType::kInt32, {int_unary_forward<int32_t>, no_gradient, no_gradient, no_check}, 1});
+    t.push_back({u, DType::kInt8, {int_unary_forward<int8_t>, no_gradient, no_gradient, no_check}, 1});
+    if (u != OpKind::kNeg)  // ONNX's Neg takes signed types only
+      t.push_back({u, DType::kUInt8, {int_unary_forward<uint8_t>, no_gradient, no_gradient, no_check}, 1});
+  }
   t.push_back({OpKind::kClip, DType::kInt64, {int_clip_forward<int64_t>, no_gradient, no_gradient, int_clip_check}, 1});
   t.push_back({OpKind::kClip, DType::kInt32, {int_clip_forward<int32_t>, no_gradient, no_gradient, int_clip_check}, 1});
   t.push_back({OpKind::kClip, DType::kInt8, {int_clip_forward<int8_t>, no_gradient, no_gradient, int_clip_check}, 1});

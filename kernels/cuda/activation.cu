@@ -84,11 +84,26 @@ __global__ void clip_backward_kernel(float const* __restrict__ x, float const* _
 }
 
 template <typename T>
+__global__ void int_unary_kernel(hd::IntUnaryKind kind, T const* __restrict__ x, int64_t n, T* __restrict__ y) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = hd::int_unary_at(kind, x[i]);
+}
+
+template <typename T>
 __global__ void int_clip_kernel(T const* __restrict__ x, int64_t n, T const* lo, T const* hi, T* __restrict__ y) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = hd::int_clip_at(x[i], lo, hi);
 }
 
 }  // namespace
+
+template <typename T>
+cudaError_t int_unary(hd::IntUnaryKind kind, T const* x, int64_t n, T* y, cudaStream_t stream) {
+  if (n > 0) int_unary_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(kind, x, n, y);
+  return cudaGetLastError();
+}
+template cudaError_t int_unary<int64_t>(hd::IntUnaryKind, int64_t const*, int64_t, int64_t*, cudaStream_t);
+template cudaError_t int_unary<int32_t>(hd::IntUnaryKind, int32_t const*, int64_t, int32_t*, cudaStream_t);
+template cudaError_t int_unary<int8_t>(hd::IntUnaryKind, int8_t const*, int64_t, int8_t*, cudaStream_t);
+template cudaError_t int_unary<uint8_t>(hd::IntUnaryKind, uint8_t const*, int64_t, uint8_t*, cudaStream_t);
 
 template <typename T>
 cudaError_t int_clip(T const* x, int64_t n, T const* lo, T const* hi, T* y, cudaStream_t stream) {

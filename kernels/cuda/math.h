@@ -80,6 +80,9 @@ cudaError_t clip_bounds(float const* lo, float const* hi, float lo_default, floa
 cudaError_t clip_forward(float const* x, int64_t n, float const* bounds, float* y, cudaStream_t stream);
 cudaError_t clip_backward(float const* x, float const* dy, int64_t n, float const* bounds, float* dx, float* to_lo,
                           float* to_hi, cudaStream_t stream);
+// Neg, Abs or Sign of int64_t, int32_t, int8_t or uint8_t (hd::int_unary_at, the CPU's function).
+template <typename T>
+cudaError_t int_unary(hd::IntUnaryKind kind, T const* x, int64_t n, T* y, cudaStream_t stream);
 // Clip of int64_t, int32_t, int8_t or uint8_t (hd::int_clip_at, the CPU's function): lo and hi point
 // at device scalars, or are null for no bound; read by the kernel, not the host.
 template <typename T>

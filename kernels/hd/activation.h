@@ -391,6 +391,27 @@ GP_HD ClipSide clip_side(float x, float lo, float hi) {
   return x <= lo ? ClipSide::kLow : x > hi ? ClipSide::kHigh : ClipSide::kInside;
 }
 
+// Neg, Abs and Sign of integers (relative positions computed per micro-batch): two's complement,
+// so Neg and Abs of the most negative value give it back (as torch and ONNX Runtime do, where C++
+// would overflow); never differentiated.
+enum class IntUnaryKind : int32_t { kNeg, kAbs, kSign };
+template <typename T>
+GP_HD T int_unary_at(IntUnaryKind k, T x) {
+  using U = std::make_unsigned_t<T>;
+  T const negated = static_cast<T>(static_cast<U>(U{0} - static_cast<U>(x)));
+  switch (k) {
+    case IntUnaryKind::kNeg:
+      return negated;
+    case IntUnaryKind::kAbs:
+      if constexpr (std::is_signed_v<T>) return x < 0 ? negated : x;
+      return x;
+    case IntUnaryKind::kSign:
+      if constexpr (std::is_signed_v<T>) return static_cast<T>(x > T{0} ? 1 : x < T{0} ? -1 : 0);
+      return static_cast<T>(x != T{0} ? 1 : 0);
+  }
+  return x;
+}
+
 // Clip of integers (token ids clamped into a vocabulary, DeBERTa's relative position buckets):
 // min(max(x, *lo), *hi), each bound only where given (a null pointer: none), so a lower bound
 // above the upper gives the upper, as the float clip. Never differentiated.

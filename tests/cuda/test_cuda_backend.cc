@@ -239,6 +239,14 @@ void by_dtype_cases(Add const& add) {
                    {D::kInt32});
   });
   // Clip of integers: both bounds, one, and crossed bounds (every element the upper).
+  // Neg (signed types), Abs and Sign of integers.
+  for (D d : {D::kInt64, D::kInt32, D::kInt8, D::kUInt8})
+    for (char const* op : {"Neg", "Abs", "Sign"}) {
+      if (d == D::kUInt8 && std::string(op) == "Neg") continue;
+      add(std::string(op) + " " + graph::dtype_name(d), [d, op] {
+        return make_op(op, {}, {{"x", values_of(d, {2, 5}, 36), kIn}}, 1, {d});
+      });
+    }
   // (values_of's scalar of seed s is s % 11 - 5: bounds -2 and 3, 1, and 5 over 0.)
   for (D d : {D::kInt64, D::kInt32, D::kInt8, D::kUInt8}) {
     std::string const n = std::string(" ") + graph::dtype_name(d);

@@ -1,5 +1,7 @@
 // Forward outputs of the CPU backend against plain float64 reference loops, one test per op family.
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "tests/exec/op_harness.h"
 
@@ -290,6 +292,36 @@ TEST(OpsForward, ClipOfIntegersClampsWithExactOptionalBounds) {
   Status const s = be.supports(mixed.the_op(), mixed.graph);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("has a bound of dtype int32 for int64 values"), std::string::npos) << s.message();
+}
+
+// Neg, Abs and Sign of integers (relative positions computed per micro-batch; SEW-D's TorchScript
+// file had an int64 Neg before its positions folded): two's complement, so the most negative value
+// negates to itself, as torch and ONNX Runtime give it.
+TEST(OpsForward, NegAbsAndSignOfIntegers) {
+  CpuBackend be;
+  auto run = [&](char const* op, Tensor const& x) {
+    return run_forward(be, make_op(op, {}, {{"x", x, kIn}}, 1, {x.dtype()}))[0];
+  };
+  int64_t const lowest = std::numeric_limits<int64_t>::min();
+  Tensor x = int_tensor({5}, {-7, 0, 3, lowest, std::numeric_limits<int64_t>::max()});
+  auto values = [](Tensor const& t) { return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel()); };
+  EXPECT_EQ(values(run("Neg", x)), (std::vector<int64_t>{7, 0, -3, lowest, -std::numeric_limits<int64_t>::max()}));
+  EXPECT_EQ(values(run("Abs", x)), (std::vector<int64_t>{7, 0, 3, lowest, std::numeric_limits<int64_t>::max()}));
+  EXPECT_EQ(values(run("Sign", x)), (std::vector<int64_t>{-1, 0, 1, -1, 1}));
+  Tensor s32 = run("Sign", int32_tensor({3}, {-2, 0, 9}));
+  EXPECT_EQ(std::vector<int32_t>(s32.data<int32_t>(), s32.data<int32_t>() + 3), (std::vector<int32_t>{-1, 0, 1}));
+  Tensor i8({3}, DType::kInt8);
+  int8_t const in8[3] = {-128, -5, 6};
+  std::memcpy(i8.raw(), in8, 3);
+  Tensor a8 = run("Abs", i8);
+  auto const* got8 = static_cast<int8_t const*>(a8.raw());
+  EXPECT_EQ(std::vector<int>(got8, got8 + 3), (std::vector<int>{-128, 5, 6}));
+  Tensor u8({2}, DType::kUInt8);
+  uint8_t const inu[2] = {0, 200};
+  std::memcpy(u8.raw(), inu, 2);
+  Tensor su = run("Sign", u8);
+  auto const* gotu = static_cast<uint8_t const*>(su.raw());
+  EXPECT_EQ(std::vector<int>(gotu, gotu + 2), (std::vector<int>{0, 1}));
 }
 
 TEST(OpsForward, NormsAndSoftmaxMatchFormulas) {
