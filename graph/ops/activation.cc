@@ -190,28 +190,13 @@ Result<Folded> fold_round(FoldContext const& c) {
 
 // Exp, Log, Erf and the trigonometric and hyperbolic functions of import-time values (DeBERTa's
 // log-bucketed relative positions take the Log of distances computed from shapes): float only,
-// each result rounded to float32 for a float32 tensor.
-double transcendental(std::string_view type, double a) {
-  if (type == "Exp") return std::exp(a);
-  if (type == "Log") return std::log(a);
-  if (type == "Erf") return std::erf(a);
-  if (type == "Sin") return std::sin(a);
-  if (type == "Cos") return std::cos(a);
-  if (type == "Tan") return std::tan(a);
-  if (type == "Asin") return std::asin(a);
-  if (type == "Acos") return std::acos(a);
-  if (type == "Atan") return std::atan(a);
-  if (type == "Sinh") return std::sinh(a);
-  if (type == "Cosh") return std::cosh(a);
-  if (type == "Asinh") return std::asinh(a);
-  if (type == "Acosh") return std::acosh(a);
-  return std::atanh(a);  // Atanh: the last of the types registered with this fold
-}
-Result<Folded> fold_transcendental(FoldContext const& c) {
+// each result rounded to float32 for a float32 tensor. One instance per operator, F its function.
+template <auto F>
+Result<Folded> fold_float_unary(FoldContext const& c) {
   SymArray const* x = c.in(0);
   if (x == nullptr || !x->is_float() || fold_numel(x->dims) > kMaxFoldElements) return Folded{};
   SymArray out = *x;
-  for (double& v : out.f) v = transcendental(c.type, v);
+  for (double& v : out.f) v = F(v);
   if (out.dtype == DType::kFloat32)
     for (double& v : out.f) v = static_cast<float>(v);
   return folded_one(std::move(out));
@@ -280,9 +265,23 @@ void register_activation_ops(OpTable& t) {
   define(t, "Round", with_grad_free(elementwise_op(infer_plain_unary, {1, 0}, nullptr, fold_round), every_input()));
   // Transcendentals count 1.
   define(t, "Reciprocal", elementwise_op(infer_plain_unary, {1, 2}, nullptr, fold_reciprocal));
-  for (char const* u :
-       {"Exp", "Log", "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"})
-    define(t, u, elementwise_op(infer_plain_unary, {1, 2}, nullptr, fold_transcendental));
+  auto const transcendental = [&t](char const* type, FoldFn fold) {
+    define(t, type, elementwise_op(infer_plain_unary, {1, 2}, nullptr, fold));
+  };
+  transcendental("Exp", fold_float_unary<[](double a) { return std::exp(a); }>);
+  transcendental("Log", fold_float_unary<[](double a) { return std::log(a); }>);
+  transcendental("Erf", fold_float_unary<[](double a) { return std::erf(a); }>);
+  transcendental("Sin", fold_float_unary<[](double a) { return std::sin(a); }>);
+  transcendental("Cos", fold_float_unary<[](double a) { return std::cos(a); }>);
+  transcendental("Tan", fold_float_unary<[](double a) { return std::tan(a); }>);
+  transcendental("Asin", fold_float_unary<[](double a) { return std::asin(a); }>);
+  transcendental("Acos", fold_float_unary<[](double a) { return std::acos(a); }>);
+  transcendental("Atan", fold_float_unary<[](double a) { return std::atan(a); }>);
+  transcendental("Sinh", fold_float_unary<[](double a) { return std::sinh(a); }>);
+  transcendental("Cosh", fold_float_unary<[](double a) { return std::cosh(a); }>);
+  transcendental("Asinh", fold_float_unary<[](double a) { return std::asinh(a); }>);
+  transcendental("Acosh", fold_float_unary<[](double a) { return std::acosh(a); }>);
+  transcendental("Atanh", fold_float_unary<[](double a) { return std::atanh(a); }>);
   define(t, "Softplus", elementwise_op(infer_plain_unary, {3, 3}));
   define(t, "Softsign", elementwise_op(infer_plain_unary, {3, 3}));
   define(t, "HardSwish", elementwise_op(infer_plain_unary, {5, 5}));
