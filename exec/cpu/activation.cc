@@ -282,22 +282,10 @@ Status int_unary_forward(OpCall const& call, std::vector<Tensor> const& in, std:
                                                 : IntUnaryKind::kSign;
   Tensor const& x = in[0];
   Tensor y(x.shape(), x.dtype());
-  switch (x.dtype()) {
-    case DType::kInt64:
-      int_unary<int64_t>(kind, x, y);
-      break;
-    case DType::kInt32:
-      int_unary<int32_t>(kind, x, y);
-      break;
-    case DType::kInt8:
-      int_unary<int8_t>(kind, x, y);
-      break;
-    case DType::kUInt8:
-      int_unary<uint8_t>(kind, x, y);
-      break;
-    default:
-      return op_error(call, std::string("no integer ") + call.op.type + " of " + graph::dtype_name(x.dtype()));
-  }
+  RETURN_IF_ERROR(with_int_dtype(call, x.dtype(), [&](auto tag) {
+    int_unary<decltype(tag)>(kind, x, y);
+    return Status::ok();
+  }));
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   return Status::ok();
@@ -323,22 +311,11 @@ Status int_clip_forward(OpCall const& call, std::vector<Tensor> const& in, std::
     return k < in.size() && in[k].defined() ? in[k].data<T>() : nullptr;
   };
   Tensor y(x.shape(), x.dtype());
-  switch (x.dtype()) {
-    case DType::kInt64:
-      int_clip<int64_t>(x, bound(1, int64_t{}), bound(2, int64_t{}), y);
-      break;
-    case DType::kInt32:
-      int_clip<int32_t>(x, bound(1, int32_t{}), bound(2, int32_t{}), y);
-      break;
-    case DType::kInt8:
-      int_clip<int8_t>(x, bound(1, int8_t{}), bound(2, int8_t{}), y);
-      break;
-    case DType::kUInt8:
-      int_clip<uint8_t>(x, bound(1, uint8_t{}), bound(2, uint8_t{}), y);
-      break;
-    default:
-      return op_error(call, std::string("no integer Clip of ") + graph::dtype_name(x.dtype()));
-  }
+  RETURN_IF_ERROR(with_int_dtype(call, x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    int_clip<T>(x, bound(1, T{}), bound(2, T{}), y);
+    return Status::ok();
+  }));
   out.assign(call.op.outputs.size(), Tensor());
   out[0] = y;
   return Status::ok();

@@ -3,7 +3,9 @@
 // operators; cpu_backend.cc lists them all in one explicit kernel table.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "exec/backend.h"
@@ -42,6 +44,40 @@ struct CpuKernelEntry {
   std::size_t low_inputs = 0;
   bool converts = false;
 };
+
+// Calls f(T{}) with T the C++ type of `dt` and returns its status: float32 (float), bool (its
+// bytes, uint8_t) and the integers (int64, int32, int8, uint8) when kFloats, the integers only
+// otherwise; another dtype is an error naming the op.
+template <bool kFloats, typename F>
+Status dispatch_dtype(OpCall const& call, DType dt, F&& f) {
+  switch (dt) {
+    case DType::kInt64:
+      return f(int64_t{});
+    case DType::kInt32:
+      return f(int32_t{});
+    case DType::kInt8:
+      return f(int8_t{});
+    case DType::kUInt8:
+      return f(uint8_t{});
+    case DType::kFloat32:
+      if constexpr (kFloats) return f(float{});
+      break;
+    case DType::kBool:
+      if constexpr (kFloats) return f(uint8_t{});
+      break;
+    default:
+      break;
+  }
+  return op_error(call, std::string(kFloats ? "no " : "no integer ") + call.op.type + " of " + graph::dtype_name(dt));
+}
+template <typename F>
+Status with_dtype(OpCall const& call, DType dt, F&& f) {
+  return dispatch_dtype<true>(call, dt, std::forward<F>(f));
+}
+template <typename F>
+Status with_int_dtype(OpCall const& call, DType dt, F&& f) {
+  return dispatch_dtype<false>(call, dt, std::forward<F>(f));
+}
 
 // The integer dtypes index arithmetic runs in (positions, row numbers, token ids).
 inline std::vector<DType> const kIndexDTypes{DType::kInt64, DType::kInt32};

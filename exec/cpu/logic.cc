@@ -66,26 +66,6 @@ Result<std::vector<int64_t>> out_shape(OpCall const& call, std::vector<Tensor> c
   return shape;
 }
 
-// Calls f with a value of the C++ type of `dt` (bool as uint8_t).
-template <typename F>
-Status with_dtype(OpCall const& call, DType dt, F&& f) {
-  switch (dt) {
-    case DType::kFloat32:
-      return f(float{});
-    case DType::kInt64:
-      return f(int64_t{});
-    case DType::kInt32:
-      return f(int32_t{});
-    case DType::kInt8:
-      return f(int8_t{});
-    case DType::kUInt8:
-    case DType::kBool:
-      return f(uint8_t{});
-    default:
-      return op_error(call, std::string("dtype ") + graph::dtype_name(dt) + " is not supported");
-  }
-}
-
 bool supported_data(DType d) {
   return d == DType::kFloat32 || d == DType::kInt64 || d == DType::kInt32 || d == DType::kInt8 || d == DType::kUInt8 ||
          d == DType::kBool;
