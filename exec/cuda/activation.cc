@@ -17,6 +17,18 @@ namespace kc = kernels::cuda;
 // ---- Clip: static bounds (ClipAttrs) run as the Pointwise kClip; a bound computed at run time (a
 // float32 scalar input) is read by the kernels on the device and differentiated, as on the CPU ----
 
+// Clip's optional scalar bounds (inputs 1 and 2) as device pointers, nullptr where absent; float
+// Clip and integer Clip read them alike.
+template <typename T>
+Status clip_bound_inputs(OpCall const& call, std::vector<Tensor> const& in, T const* (&bound)[2]) {
+  for (std::size_t k = 1; k < 3 && k < in.size(); ++k) {
+    if (!in[k].defined()) continue;
+    if (in[k].numel() != 1) return op_error(call, "bound input " + std::to_string(k) + " is not a scalar");
+    bound[k - 1] = in[k].data<T>();
+  }
+  return Status::ok();
+}
+
 bool runtime_bounds(OpCall const& call) { return has_input(call.op, 1) || has_input(call.op, 2); }
 
 Status clip_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
@@ -24,11 +36,7 @@ Status clip_forward(OpCall const& call, std::vector<Tensor> const& in, std::vect
   auto const* a = attrs_of<graph::ClipAttrs>(call.op);
   graph::ClipAttrs const defaults = a ? *a : graph::ClipAttrs{};
   float const* bound[2] = {nullptr, nullptr};
-  for (std::size_t k = 1; k < 3 && k < in.size(); ++k) {
-    if (!in[k].defined()) continue;
-    if (in[k].numel() != 1) return op_error(call, "bound input " + std::to_string(k) + " is not a scalar");
-    bound[k - 1] = in[k].data<float>();
-  }
+  RETURN_IF_ERROR(clip_bound_inputs(call, in, bound));
   Tensor const& x = in[0];
   ASSIGN_OR_RETURN(Tensor bounds, empty({2}, DType::kFloat32));
   ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), DType::kFloat32));
@@ -94,11 +102,7 @@ Status int_unary_forward(OpCall const& call, std::vector<Tensor> const& in, std:
 template <typename T>
 Status int_clip_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
   T const* bound[2] = {nullptr, nullptr};
-  for (std::size_t k = 1; k < 3 && k < in.size(); ++k) {
-    if (!in[k].defined()) continue;
-    if (in[k].numel() != 1) return op_error(call, "bound input " + std::to_string(k) + " is not a scalar");
-    bound[k - 1] = in[k].data<T>();
-  }
+  RETURN_IF_ERROR(clip_bound_inputs(call, in, bound));
   Tensor const& x = in[0];
   ASSIGN_OR_RETURN(Tensor y, empty(x.shape(), x.dtype()));
   ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
