@@ -60,6 +60,9 @@ Status run_ops(OpsOptions const& options) {
     std::printf(
         "| signal transforms, expanded at import | DFT (a MatMul with its matrix of cosines and sines), STFT (a "
         "strided Conv with the window times that matrix) |\n");
+    std::printf(
+        "| geometry, expanded at import | AffineGrid (theta times the constant matrix of the grid's normalised "
+        "coordinates, a MatMul) |\n");
     std::printf("\n%zu operator types, and %zu more imported as the function body ONNX defines for them.\n", total,
                 graph::function_op_types().size());
     return Status::ok();

@@ -617,7 +617,7 @@ Status check_supported(RawModel const& raw) {
   msg +=
       "; If, when its condition is known at import (the branch it takes); sequences (SplitToSequence, "
       "SequenceAt, ...) whose sizes and positions are known at import; DFT and STFT, as a MatMul and a Conv with their "
-      "matrices";
+      "matrices; AffineGrid, as a MatMul with its grid's coordinates";
   return unsupported(msg);
 }
 

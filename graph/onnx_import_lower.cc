@@ -72,6 +72,7 @@ class Lowering {
   Status lower_sequence_op(RawNode const& n);
   Status lower_dft(RawNode const& n);
   Status lower_stft(RawNode const& n);
+  Status lower_affine_grid(RawNode const& n);
   Result<std::optional<int64_t>> static_int_input(RawNode const& n, std::size_t k, char const* what);
   Result<Val*> node_input(RawNode const& n, std::size_t k);
   Result<std::string> lower_part(RawNode const& parent, std::string const& type, std::vector<std::string> inputs,
@@ -667,7 +668,8 @@ Lowering::Expansion Lowering::expansion_of(std::string const& type) {
                                                                {"SequenceLength", &Lowering::lower_sequence_op},
                                                                {"ConcatFromSequence", &Lowering::lower_sequence_op},
                                                                {"DFT", &Lowering::lower_dft},
-                                                               {"STFT", &Lowering::lower_stft}};
+                                                               {"STFT", &Lowering::lower_stft},
+                                                               {"AffineGrid", &Lowering::lower_affine_grid}};
   auto const it = kExpansions.find(type);
   return it == kExpansions.end() ? nullptr : it->second;
 }
@@ -1050,6 +1052,79 @@ Status Lowering::lower_stft(RawNode const& n) {
   ASSIGN_OR_RETURN(cur, lower_part(n, "Reshape", {cur, int64s_value(out + "/shape", {0, bins, 2, frames})}, "bins"));
   ASSIGN_OR_RETURN(
       cur, lower_part(n, "Transpose", {cur}, "frames_first", {{"perm", std::vector<int64_t>{0, 3, 1, 2}}}, out));
+  return Status::ok();
+}
+
+// AffineGrid (opset 20; torch's F.affine_grid in a TorchScript export, a spatial transformer) as
+// the product it is: each output point's normalised coordinates (x, y[, z], 1), a constant
+// [K + 1, P] over the P = H·W (or D·H·W) points, times theta [N, K, K + 1]; the result [N, K, P]
+// transposed and reshaped to [N, (D,) H, W, K]. The spatial sizes must be known at import (the
+// batch entry need not). Coordinates follow torch: align_corners spans [-1, 1] from the first
+// point's centre to the last's, otherwise the points are pixel centres; an axis of one point sits
+// at 0 either way (the ONNX reference divides by zero there).
+Status Lowering::lower_affine_grid(RawNode const& n) {
+  std::string const where = "AffineGrid '" + n.name + "'";
+  if (n.outputs.size() != 1 || n.outputs[0].empty()) return invalid_argument(where + " needs one output");
+  ASSIGN_OR_RETURN(Val * theta, node_input(n, 0));
+  ASSIGN_OR_RETURN(Val * size_val, node_input(n, 1));
+  if (theta == nullptr || size_val == nullptr) return invalid_argument(where + " needs theta and size");
+  if (theta->dtype != DType::kFloat32)
+    return unsupported(where + ": theta of dtype " + std::string(dtype_name(theta->dtype)) + " (float32 only)");
+  if (!size_val->is_static())
+    return unsupported(where + ": its size ('" + n.inputs[1] +
+                       "') is computed at run time; graphpipe needs the grid's spatial sizes at import");
+  ASSIGN_OR_RETURN(SymArray const* size, sym(*size_val, n.inputs[1]));
+  if (size->is_float() || size->dims.size() != 1 || (size->numel() != 4 && size->numel() != 5))
+    return invalid_argument(where + ": its size must be 4 (N, C, H, W) or 5 (N, C, D, H, W) integers");
+  auto const k = static_cast<int64_t>(size->numel()) - 2;  // spatial axes, the points' coordinates
+  Dims spatial;
+  for (int64_t d = 2; d < 2 + k; ++d) {
+    auto const j = static_cast<std::size_t>(d);
+    if (!size->b.empty() && size->b[j] != 0)
+      return unsupported(where + ": its spatial size " + std::to_string(d - 2) + " depends on the batch size");
+    if (size->i[j] <= 0)
+      return invalid_argument(where + ": spatial size " + std::to_string(size->i[j]) + " is not positive");
+    spatial.push_back(size->i[j]);
+  }
+  if (theta->dims.size() != 3 || theta->dims[1] != k || theta->dims[2] != k + 1)
+    return invalid_argument(where + ": theta " + dims_str(theta->dims) + " must be [N, " + std::to_string(k) + ", " +
+                            std::to_string(k + 1) + "] for a size of " + std::to_string(k + 2) + " entries");
+  int64_t points = 1;
+  constexpr int64_t kMaxPoints = int64_t{1} << 22;
+  for (int64_t d : spatial) {
+    if (points > kMaxPoints / d)
+      return unsupported(where + ": a grid of more than " + std::to_string(kMaxPoints) + " points");
+    points *= d;
+  }
+  bool const align_corners = ops::attr_int(n.attrs, "align_corners", 0) != 0;
+  auto coordinate = [&](int64_t i, int64_t steps) {
+    if (steps <= 1) return 0.0;
+    double const x = -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(steps - 1);
+    return align_corners ? x : x * static_cast<double>(steps - 1) / static_cast<double>(steps);
+  };
+  // base[c, p]: point p's coordinate c, x (the last spatial axis) first, then 1.
+  SymArray base;
+  base.dtype = DType::kFloat32;
+  base.dims = {k + 1, points};
+  base.f.assign(static_cast<std::size_t>((k + 1) * points), 1.0);
+  for (int64_t p = 0; p < points; ++p) {
+    int64_t rest = p;
+    for (int64_t a = k - 1; a >= 0; --a) {  // a: spatial axis, the last varying fastest
+      int64_t const steps = spatial[static_cast<std::size_t>(a)];
+      int64_t const i = rest % steps;
+      rest /= steps;
+      base.f[static_cast<std::size_t>((k - 1 - a) * points + p)] = static_cast<float>(coordinate(i, steps));
+    }
+  }
+  std::string const& out = n.outputs[0];
+  std::string const matrix = constant_value(out + "/base_grid", std::move(base));
+  ASSIGN_OR_RETURN(std::string cur, lower_part(n, "MatMul", {n.inputs[0], matrix}, "points"));
+  ASSIGN_OR_RETURN(cur,
+                   lower_part(n, "Transpose", {cur}, "coordinates_last", {{"perm", std::vector<int64_t>{0, 2, 1}}}));
+  Dims shape{0};  // 0: the batch, copied
+  shape.insert(shape.end(), spatial.begin(), spatial.end());
+  shape.push_back(k);
+  ASSIGN_OR_RETURN(cur, lower_part(n, "Reshape", {cur, int64s_value(out + "/shape", shape)}, "grid", {}, out));
   return Status::ok();
 }
 

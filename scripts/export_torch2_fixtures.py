@@ -8,7 +8,7 @@ ConvNeXt, EfficientNet and Swin), e.g. in a venv outside the repository:
   python3 -m venv /work/venv-torch && /work/venv-torch/bin/pip install torch torchvision onnxscript onnx transformers
   /work/venv-torch/bin/python scripts/export_torch2_fixtures.py [--out tests/data/torch2]
 
-For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe, upscale, recurrent, stn, stncubic, stn3d, fold, scattermax, indexput, unpool; Hugging Face gpt2, gpt2tied,
+For each model (mlp, cnn, encoder, ops, adaptive, shuffle, moe, upscale, recurrent, stn, stncubic, affine, stn3d, fold, scattermax, indexput, unpool; Hugging Face gpt2, gpt2tied,
 gpt2cls, bert, roberta, distilbert, vit, llama, qwen2, mixtral from tiny random configs, which need
 transformers; torchvision convnext, convnext_sd, efficientnet and swin with stochastic depth) and
 exporter (dynamo: torch.onnx.export(...,
@@ -200,6 +200,30 @@ class Stn(nn.Module):
         theta = self.loc(x.flatten(1)).view(-1, 2, 3)
         grid = torch.matmul(base.view(1, n * n, 3), theta.transpose(1, 2)).view(-1, n, n, 2)
         y = F.grid_sample(self.conv(x), grid, mode=self.mode, padding_mode=self.padding_mode, align_corners=True)
+        return self.fc(F.avg_pool2d(F.relu(y), 4).flatten(1))
+
+
+class AffineStn(nn.Module):
+    """The spatial transformer of PyTorch's tutorial: a convolutional localisation net predicts an
+    affine map per sample, F.affine_grid turns it into a sampling grid (ONNX AffineGrid in a
+    TorchScript export, opset 20; the dynamo exporter decomposes it), F.grid_sample samples the
+    image's features with it (bilinear, zeros padding, pixel centres), then a head."""
+
+    min_opset = 20  # AffineGrid
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(3, 4, 3, padding=1), nn.Linear(16, 10)
+        self.loc = nn.Sequential(nn.Conv2d(3, 4, 3, stride=2), nn.ReLU(), nn.Flatten(), nn.Linear(36, 6))
+        with torch.no_grad():  # near the identity map, as STNs start
+            self.loc[3].weight.mul_(0.1)
+            self.loc[3].bias.copy_(torch.tensor([1.0, 0.1, 0.0, -0.1, 1.0, 0.0]))
+
+    def forward(self, x):
+        theta = self.loc(x).view(-1, 2, 3)
+        f = self.conv(x)
+        grid = F.affine_grid(theta, f.size(), align_corners=False)
+        y = F.grid_sample(f, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
         return self.fc(F.avg_pool2d(F.relu(y), 4).flatten(1))
 
 
@@ -665,6 +689,7 @@ MODELS = {
     "recurrent": (Recurrent, (6, 8), 10),
     "stn": (Stn, (3, 8, 8), 10),
     "stncubic": (stn_bicubic, (3, 8, 8), 10),
+    "affine": (AffineStn, (3, 8, 8), 10),
     "fold": (FoldUnfold, (3, 8, 8), 10),
     "scattermax": (ScatterMax, (6, 8), 10),
     "indexput": (IndexPut, (6, 8), 10),

@@ -210,6 +210,85 @@ TEST(Autodiff, DftAndStftAreTheirDefinitionsAndTrainThrough) {
           "float[N,3,3,2] y", "its window ('w') is computed at run time");
 }
 
+// AffineGrid imports as theta times the constant matrix of the grid's coordinates: its values are
+// the definition (pixel centres, or corners with align_corners; an axis of one point at 0, as
+// torch), 2-D and 3-D, and the weights theta is computed from train with gradients equal to finite
+// differences. The size it reads is built from the input's shape, as torch's TorchScript export
+// builds it.
+TEST(Autodiff, AffineGridIsItsDefinitionAndTrainsThrough) {
+  using graph::zeros;
+  struct Case {
+    std::vector<int64_t> spatial;  // (D,) H, W
+    int align_corners;
+  };
+  for (Case const& c : {Case{{3, 4}, 0}, Case{{3, 4}, 1}, Case{{2, 1, 3}, 1}, Case{{2, 3, 2}, 0}}) {
+    auto const k = static_cast<int64_t>(c.spatial.size());
+    std::string dims, sizes, grid = "float[N";
+    for (int64_t d : c.spatial) {
+      sizes += (sizes.empty() ? "" : ", ") + std::to_string(d);
+      grid += "," + std::to_string(d);
+    }
+    grid += "," + std::to_string(k) + "] y";
+    std::string const theta_shape = std::to_string(k) + ", " + std::to_string(k + 1);
+    std::string const body =
+        "t = MatMul(x, w)\n ts = Constant<value = int64[3] {0, " + theta_shape +
+        "}>()\n theta = Reshape(t, ts)\n"
+        " n = Shape<start = 0, end = 1>(x)\n rest = Constant<value = int64[" +
+        std::to_string(k + 1) + "] {1, " + sizes +
+        "}>()\n size = Concat<axis = 0>(n, rest)\n y = AffineGrid<align_corners = " + std::to_string(c.align_corners) +
+        ">(theta, size)";
+    auto m = make_model(
+        graph::load_onnx_text(graph::model_text("float[N,3] x", grid, {zeros("w", {3, k * (k + 1)}, 0.1)}, body, 20)),
+        2);
+    ASSERT_NE(m, nullptr) << sizes;
+    for (auto const& op : m->graph.ops()) EXPECT_NE(op.type, "AffineGrid");
+    Tensor& w = m->ex->parameters().at("w");
+    Tensor const r = testing::normal_tensor(w.shape(), 43);
+    for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = r.data<float>()[i];
+    TensorMap outs;
+    ASSERT_TRUE(m->ex->forward(0, m->inputs, outs, false).is_ok());
+    Tensor const& x = m->inputs.begin()->second;
+    Tensor const& y = outs.at(m->out);
+    int64_t points = 1;
+    for (int64_t d : c.spatial) points *= d;
+    ASSERT_EQ(y.numel(), 2 * points * k) << sizes;
+    auto coordinate = [&](int64_t i, int64_t steps) {
+      if (steps == 1) return 0.0;
+      return c.align_corners ? -1.0 + 2.0 * double(i) / double(steps - 1) : (2.0 * double(i) + 1) / double(steps) - 1;
+    };
+    for (int64_t b = 0; b < 2; ++b) {
+      std::vector<double> theta(static_cast<std::size_t>(k * (k + 1)), 0.0);
+      for (std::size_t j = 0; j < theta.size(); ++j)
+        for (int64_t i = 0; i < 3; ++i)
+          theta[j] += double(x.data<float>()[b * 3 + i]) * w.data<float>()[i * k * (k + 1) + int64_t(j)];
+      for (int64_t p = 0; p < points; ++p) {
+        std::vector<double> point(static_cast<std::size_t>(k + 1), 1.0);  // x (last axis) first, then 1
+        int64_t rest = p;
+        for (int64_t a = k - 1; a >= 0; --a) {
+          int64_t const steps = c.spatial[static_cast<std::size_t>(a)];
+          point[static_cast<std::size_t>(k - 1 - a)] = coordinate(rest % steps, steps);
+          rest /= steps;
+        }
+        for (int64_t o = 0; o < k; ++o) {
+          double want = 0;
+          for (int64_t i = 0; i <= k; ++i) want += theta[std::size_t(o * (k + 1) + i)] * point[std::size_t(i)];
+          EXPECT_NEAR(y.data<float>()[(b * points + p) * k + o], want, 1e-5) << sizes << " " << b << " " << p;
+        }
+      }
+    }
+    check_gradients(*m, 8);
+  }
+  // A size computed at run time, or theta of the wrong shape, is refused with the reason.
+  auto refused = [](std::string const& in, std::string const& body, std::string const& words) {
+    auto r = graph::load_onnx_text(graph::model_text(in, "float[N,3,4,2] y", {}, body, 20));
+    ASSERT_FALSE(r.is_ok()) << words;
+    EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().message();
+  };
+  refused("float[N,2,3] t, int64[4] s", "y = AffineGrid(t, s)", "its size ('s') is computed at run time");
+  refused("float[N,3,3] t", "s = Constant<value = int64[4] {2, 1, 3, 4}>()\n y = AffineGrid(t, s)",
+          "theta [N,3,3] must be [N, 2, 3]");
+}
+
 // LpPool and GlobalLpPool import as the p-th root of a pooled |x|^p (AveragePool times the window,
 // ReduceSum): the model trains through them with gradients equal to finite differences.
 TEST(Autodiff, LpPoolingTrainsThroughItsRewrite) {

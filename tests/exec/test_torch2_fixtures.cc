@@ -108,8 +108,9 @@ INSTANTIATE_TEST_SUITE_P(
                       "moe_dynamo", "moe_torchscript", "mixtral_dynamo", "deepseek_dynamo", "deepseek_torchscript",
                       "upscale_dynamo", "upscale_torchscript", "recurrent_dynamo", "recurrent_torchscript",
                       "stn_dynamo", "stn_torchscript", "stncubic_dynamo", "stncubic_torchscript", "stn3d_dynamo",
-                      "fold_dynamo", "fold_torchscript", "scattermax_dynamo", "scattermax_torchscript",
-                      "indexput_dynamo", "unpool_dynamo",
+                      // F.affine_grid: ONNX AffineGrid in the TorchScript file, decomposed by dynamo.
+                      "affine_dynamo", "affine_torchscript", "fold_dynamo", "fold_torchscript", "scattermax_dynamo",
+                      "scattermax_torchscript", "indexput_dynamo", "unpool_dynamo",
                       // tensor_split: TorchScript's Loop building a sequence, unrolled at import.
                       "tokensplit_dynamo", "tokensplit_torchscript",
                       // Encoder-decoders, audio, a state-space model, XLNet's [T, N] layout.
