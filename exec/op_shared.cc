@@ -24,6 +24,35 @@ Result<kernels::hd::Reduction> reduction_of(OpCall const& call) {
   return op_error(call, "is not a reduction");
 }
 
+Result<IntReducePlan> int_reduce_plan(OpCall const& call, graph::ops::ReduceShape const& s,
+                                      std::vector<int64_t> const& in_shape) {
+  using kernels::hd::IntReduction;
+  IntReducePlan plan;
+  switch (call.op.kind()) {
+    case OpKind::kReduceSum:
+      plan.kind = IntReduction::kSum;
+      break;
+    case OpKind::kReduceProd:
+      plan.kind = IntReduction::kProd;
+      break;
+    case OpKind::kReduceMax:
+      plan.kind = IntReduction::kMax;
+      break;
+    case OpKind::kReduceMin:
+      plan.kind = IntReduction::kMin;
+      break;
+    default:
+      return op_error(call, "has no integer reduction (ReduceSum, ReduceProd, ReduceMax and ReduceMin have)");
+  }
+  std::vector<int64_t> keep = in_shape;  // the reduced axes as 1
+  for (int64_t a : s.axes) keep[static_cast<std::size_t>(a)] = 1;
+  if (!kernels::hd::make_reduce(in_shape, keep, plan.params))
+    return op_error(call, "reducing " + graph::ops::dims_string(in_shape) + " keeps more than " +
+                              std::to_string(kernels::hd::kMaxRank) + " dims after merging contiguous ones");
+  plan.out_numel = kernels::hd::numel_of(keep);
+  return plan;
+}
+
 Result<graph::ops::AxisSplit> softmax_axis_split(OpCall const& call, std::vector<int64_t> const& shape) {
   auto const* a = attrs_of<graph::SoftmaxAttrs>(call.op);
   return graph::ops::axis_split(call.op, a ? a->axis : -1, shape);

@@ -22,6 +22,17 @@ namespace gp::exec {
 // ReduceSum, ReduceMean, ReduceMax, ..., ReduceLogSumExp as hd::Reduction.
 Result<kernels::hd::Reduction> reduction_of(OpCall const& call);
 
+// An integer ReduceSum, ReduceProd, ReduceMax or ReduceMin (kernels/hd/index.h's int_reduce_at,
+// which both backends run per output element): its kind, and its parameters over an input of
+// `in_shape` reduced as `s` says (s.noop handled by the caller: the output is the input).
+struct IntReducePlan {
+  kernels::hd::IntReduction kind = kernels::hd::IntReduction::kSum;
+  kernels::hd::ReduceParams params;
+  int64_t out_numel = 0;
+};
+Result<IntReducePlan> int_reduce_plan(OpCall const& call, graph::ops::ReduceShape const& s,
+                                      std::vector<int64_t> const& in_shape);
+
 // Softmax, LogSoftmax, Hardmax: `shape` as [outer, dim, inner] around the op's axis (default -1).
 Result<graph::ops::AxisSplit> softmax_axis_split(OpCall const& call, std::vector<int64_t> const& shape);
 

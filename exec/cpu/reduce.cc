@@ -106,6 +106,30 @@ Status reduce_backward_any(OpCall const& call, Saved const& saved, std::vector<T
   return emit_grad(call, grads, 0, from_rows(dm, s, in_shape), accumulate);
 }
 
+// ReduceSum, ReduceProd, ReduceMax and ReduceMin of integers, Max and Min of bool (XLM's sequence
+// lengths: the ReduceSum of an int64 non-padding mask): kernels/hd/index.h's int_reduce_at per
+// output element, as the CUDA kernel runs it. Never differentiated.
+Status int_reduce_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(ReduceShape const s, graph::ops::reduce_shape(call.op, x.shape()));
+  out.assign(call.op.outputs.size(), Tensor());
+  if (s.noop) {
+    out[0] = x;
+    return Status::ok();
+  }
+  ASSIGN_OR_RETURN(IntReducePlan const plan, int_reduce_plan(call, s, x.shape()));
+  Tensor y(s.out_shape, x.dtype());
+  RETURN_IF_ERROR(with_dtype(call, x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T>)
+      for (int64_t i = 0; i < plan.out_numel; ++i)
+        kernels::hd::int_reduce_at(plan.kind, x.data<T>(), y.data<T>(), plan.params, i);
+    return Status::ok();
+  }));
+  out[0] = y;
+  return Status::ok();
+}
+
 // ReduceSum/ReduceMean keep their kernels (move.cc) except for the noop case.
 Status sum_mean_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) {
   ASSIGN_OR_RETURN(ReduceShape const s, graph::ops::reduce_shape(call.op, in[0].shape()));
@@ -440,6 +464,13 @@ CpuKernelFamily reduce_kernels() {
   for (OpKind r : {OpKind::kReduceMax, OpKind::kReduceMin, OpKind::kReduceProd, OpKind::kReduceL1, OpKind::kReduceL2,
                    OpKind::kReduceSumSquare, OpKind::kReduceLogSum, OpKind::kReduceLogSumExp})
     f.push_back({r, {reduce, 1}});
+  // Integers (and bool for Max and Min: any, all), never differentiated.
+  OpKernels const int_reduce{int_reduce_forward, no_gradient, no_gradient, require_attrs<ReduceAttrs>};
+  for (OpKind r : {OpKind::kReduceSum, OpKind::kReduceProd, OpKind::kReduceMax, OpKind::kReduceMin}) {
+    std::vector<DType> dtypes{DType::kInt64, DType::kInt32, DType::kInt8, DType::kUInt8};
+    if (r == OpKind::kReduceMax || r == OpKind::kReduceMin) dtypes.push_back(DType::kBool);
+    f.push_back({r, {int_reduce, 1, false, 0, dtypes}});
+  }
   f.push_back({OpKind::kLogSoftmax,
                {{log_softmax_forward, log_softmax_backward, log_softmax_backward, require_attrs<SoftmaxAttrs>}, 1}});
   f.push_back(

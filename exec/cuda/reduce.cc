@@ -196,6 +196,26 @@ Status rows_reduce_backward(OpCall const& call, Saved const& saved, std::vector<
   return emit_grad(call, grads, 0, dx, accumulate);
 }
 
+// ---- ReduceSum, ReduceProd, ReduceMax, ReduceMin of integers (Max and Min of bool too):
+// hd::int_reduce_at per output element, as on the CPU; never differentiated ----
+
+template <typename T>
+Status int_reduce_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  Tensor const& x = in[0];
+  ASSIGN_OR_RETURN(graph::ops::ReduceShape const s, graph::ops::reduce_shape(call.op, x.shape()));
+  out.assign(call.op.outputs.size(), Tensor());
+  if (s.noop) {
+    out[0] = x;
+    return Status::ok();
+  }
+  ASSIGN_OR_RETURN(IntReducePlan const plan, int_reduce_plan(call, s, x.shape()));
+  ASSIGN_OR_RETURN(Tensor y, empty(s.out_shape, x.dtype()));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::int_reduce<T>(plan.kind, x.data<T>(), y.data<T>(), plan.params, plan.out_numel, stream));
+  out[0] = y;
+  return Status::ok();
+}
+
 // ---- LogSoftmax, Hardmax, CumSum, ArgMax, ArgMin: along one axis ----
 
 // y = x - max - log(sum(exp(x - max))); saved: y.
@@ -356,6 +376,16 @@ std::vector<KernelEntry> reduce_kernels() {
   for (OpKind k : {OpKind::kReduceMax, OpKind::kReduceMin, OpKind::kReduceProd, OpKind::kReduceL1, OpKind::kReduceL2,
                    OpKind::kReduceSumSquare, OpKind::kReduceLogSum, OpKind::kReduceLogSumExp})
     t.push_back({k, f32, rows, 1});
+  auto const int_reduce = [&t](OpKind k, DType dt, ForwardFn forward) {
+    t.push_back({k, dt, {forward, no_gradient, no_gradient, require_attrs<graph::ReduceAttrs>}, 1});
+  };
+  for (OpKind k : {OpKind::kReduceSum, OpKind::kReduceProd, OpKind::kReduceMax, OpKind::kReduceMin}) {
+    int_reduce(k, DType::kInt64, int_reduce_forward<int64_t>);
+    int_reduce(k, DType::kInt32, int_reduce_forward<int32_t>);
+    int_reduce(k, DType::kInt8, int_reduce_forward<int8_t>);
+    int_reduce(k, DType::kUInt8, int_reduce_forward<uint8_t>);
+    if (k == OpKind::kReduceMax || k == OpKind::kReduceMin) int_reduce(k, DType::kBool, int_reduce_forward<uint8_t>);
+  }
   using graph::ArgReduceAttrs, graph::CumSumAttrs, graph::SoftmaxAttrs;
   t.push_back({OpKind::kLogSoftmax,
                f32,

@@ -45,6 +45,12 @@ __global__ void reduce_kernel(T const* src, T* dst, hd::ReduceParams const p, I 
   for (I i = static_cast<I>(global_thread()); i < n; i += stride) hd::reduce_at(src, dst, p, i, accumulate);
 }
 
+template <typename T, typename I>
+__global__ void int_reduce_kernel(hd::IntReduction r, T const* src, T* dst, hd::ReduceParams const p, I n) {
+  I const stride = static_cast<I>(grid_threads());
+  for (I i = static_cast<I>(global_thread()); i < n; i += stride) hd::int_reduce_at(r, src, dst, p, i);
+}
+
 template <typename V>
 cudaError_t copy_as(void const* src, void* dst, hd::StridedCopyPlan const& plan, bool accumulate, cudaStream_t stream) {
   int64_t const n = hd::strided_numel(plan.p);
@@ -102,6 +108,18 @@ cudaError_t reduce_to(T const* src, T* dst, hd::ReduceParams const& p, int64_t t
   return cudaGetLastError();
 }
 
+template <typename T>
+cudaError_t int_reduce(hd::IntReduction r, T const* src, T* dst, hd::ReduceParams const& p, int64_t target_numel,
+                       cudaStream_t stream) {
+  if (target_numel == 0) return cudaSuccess;
+  if (hd::reduce_fits_int32(p))
+    int_reduce_kernel<T, int32_t>
+        <<<grid_for(target_numel), kBlock, 0, stream>>>(r, src, dst, p, static_cast<int32_t>(target_numel));
+  else
+    int_reduce_kernel<T, int64_t><<<grid_for(target_numel), kBlock, 0, stream>>>(r, src, dst, p, target_numel);
+  return cudaGetLastError();
+}
+
 template cudaError_t strided_copy<float>(float const*, float*, hd::StridedParams const&, bool, cudaStream_t);
 // Masks and indices (Expand of a bool mask or int64 ids), copied by element size.
 template cudaError_t strided_copy<int64_t>(int64_t const*, int64_t*, hd::StridedParams const&, bool, cudaStream_t);
@@ -112,6 +130,13 @@ template cudaError_t strided_copy<uint8_t>(uint8_t const*, uint8_t*, hd::Strided
 GP_FOR_LOW_FLOAT_TYPES(GP_LOW)
 #undef GP_LOW
 template cudaError_t reduce_to<float>(float const*, float*, hd::ReduceParams const&, int64_t, bool, cudaStream_t);
+#define GP_INT_REDUCE(T) \
+  template cudaError_t int_reduce<T>(hd::IntReduction, T const*, T*, hd::ReduceParams const&, int64_t, cudaStream_t);
+GP_INT_REDUCE(int64_t)
+GP_INT_REDUCE(int32_t)
+GP_INT_REDUCE(int8_t)
+GP_INT_REDUCE(uint8_t)
+#undef GP_INT_REDUCE
 
 }  // namespace gp::kernels::cuda
 

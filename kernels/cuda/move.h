@@ -63,6 +63,11 @@ cudaError_t strided_copy(T const* src, T* dst, hd::StridedParams const& p, bool 
 template <typename T>
 cudaError_t reduce_to(T const* src, T* dst, hd::ReduceParams const& p, int64_t target_numel, bool accumulate,
                       cudaStream_t stream);
+// An integer ReduceSum, ReduceProd, ReduceMax or ReduceMin (hd::int_reduce_at), one thread per
+// target element; T: int64_t, int32_t, int8_t or uint8_t (bool bytes for Max and Min).
+template <typename T>
+cudaError_t int_reduce(hd::IntReduction r, T const* src, T* dst, hd::ReduceParams const& p, int64_t target_numel,
+                       cudaStream_t stream);
 
 // Gather (hd::gather_at): data [outer, axis_dim, inner] → out [outer, num_indices, inner].
 // *first_bad (device memory) is set to the smallest position j whose index is out of range, or

@@ -238,7 +238,6 @@ void by_dtype_cases(Add const& add) {
     return make_op("CumSum", graph::CumSumAttrs{1, false, false}, {{"x", values_of(D::kInt32, {2, 4}, 19), kIn}}, 1,
                    {D::kInt32});
   });
-  // Clip of integers: both bounds, one, and crossed bounds (every element the upper).
   // Neg (signed types), Abs and Sign of integers.
   for (D d : {D::kInt64, D::kInt32, D::kInt8, D::kUInt8})
     for (char const* op : {"Neg", "Abs", "Sign"}) {
@@ -247,6 +246,23 @@ void by_dtype_cases(Add const& add) {
         return make_op(op, {}, {{"x", values_of(d, {2, 5}, 36), kIn}}, 1, {d});
       });
     }
+  // ReduceSum, ReduceProd, ReduceMax and ReduceMin of integers (XLM's sequence lengths), Max and Min
+  // of bool masks: over an inner axis, two outer axes (kept), and every axis.
+  for (D d : {D::kInt64, D::kInt32, D::kInt8, D::kUInt8, D::kBool})
+    for (char const* op : {"ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin"}) {
+      if (d == D::kBool && (std::string(op) == "ReduceSum" || std::string(op) == "ReduceProd")) continue;
+      std::string const n = std::string(op) + " " + graph::dtype_name(d);
+      add(n + " axis 2", [d, op] {
+        return make_op(op, graph::ReduceAttrs{{2}, false}, {{"x", values_of(d, {2, 3, 4}, 37), kIn}}, 1, {d});
+      });
+      add(n + " axes 0 and 2 kept", [d, op] {
+        return make_op(op, graph::ReduceAttrs{{0, 2}, true}, {{"x", values_of(d, {2, 3, 4}, 38), kIn}}, 1, {d});
+      });
+      add(n + " every axis", [d, op] {
+        return make_op(op, graph::ReduceAttrs{{0, 1}, false}, {{"x", values_of(d, {3, 5}, 39), kIn}}, 1, {d});
+      });
+    }
+  // Clip of integers: both bounds, one, and crossed bounds (every element the upper).
   // (values_of's scalar of seed s is s % 11 - 5: bounds -2 and 3, 1, and 5 over 0.)
   for (D d : {D::kInt64, D::kInt32, D::kInt8, D::kUInt8}) {
     std::string const n = std::string(" ") + graph::dtype_name(d);

@@ -324,6 +324,57 @@ TEST(OpsForward, NegAbsAndSignOfIntegers) {
   EXPECT_EQ(std::vector<int>(gotu, gotu + 2), (std::vector<int>{0, 1}));
 }
 
+// ReduceSum, ReduceProd, ReduceMax and ReduceMin of integers (XLM's and FlauBERT's sequence
+// lengths, `(ids != pad).sum(1)`, stopped training with "input 0 has dtype int64 (expected
+// float32)"): exact past float32's 2^24, wrapping as two's complement, over any axes, with and
+// without keepdims; Max and Min of bool are any and all; an empty reduction gives the identity.
+TEST(OpsForward, IntegerReductions) {
+  CpuBackend be;
+  auto run = [&](char const* op, graph::ReduceAttrs a, Tensor const& x) {
+    return run_forward(be, make_op(op, a, {{"x", x, kIn}}, 1, {x.dtype()}))[0];
+  };
+  auto values = [](Tensor const& t) { return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel()); };
+  int64_t const big = (int64_t{1} << 40) + 1;
+  // [2, 3]: rows {1, big, -4} and {7, 0, 2}
+  Tensor x = int_tensor({2, 3}, {1, big, -4, 7, 0, 2});
+  Tensor sum1 = run("ReduceSum", graph::ReduceAttrs{{1}, false}, x);
+  EXPECT_EQ(sum1.shape(), (std::vector<int64_t>{2}));
+  EXPECT_EQ(values(sum1), (std::vector<int64_t>{big - 3, 9}));
+  Tensor sum0 = run("ReduceSum", graph::ReduceAttrs{{0}, true}, x);
+  EXPECT_EQ(sum0.shape(), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(values(sum0), (std::vector<int64_t>{8, big, -2}));
+  EXPECT_EQ(values(run("ReduceMax", graph::ReduceAttrs{{1}, false}, x)), (std::vector<int64_t>{big, 7}));
+  EXPECT_EQ(values(run("ReduceMin", graph::ReduceAttrs{{0, 1}, false}, x)), (std::vector<int64_t>{-4}));
+  EXPECT_EQ(values(run("ReduceProd", graph::ReduceAttrs{{0}, false}, x)), (std::vector<int64_t>{7, 0, -8}));
+  // Axes 0 and 2 of [2, 2, 3] (not adjacent), int32.
+  Tensor x3 = int32_tensor({2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  Tensor s3 = run("ReduceSum", graph::ReduceAttrs{{0, 2}, false}, x3);
+  EXPECT_EQ(std::vector<int32_t>(s3.data<int32_t>(), s3.data<int32_t>() + 2), (std::vector<int32_t>{30, 48}));
+  // Wrap-around: int32's largest plus one is its lowest.
+  Tensor w =
+      run("ReduceSum", graph::ReduceAttrs{{0}, false}, int32_tensor({2}, {std::numeric_limits<int32_t>::max(), 1}));
+  EXPECT_EQ(w.data<int32_t>()[0], std::numeric_limits<int32_t>::min());
+  // bool: Max is any, Min is all, per row of [2, 3].
+  Tensor mask({2, 3}, DType::kBool);
+  uint8_t const bits[6] = {0, 1, 0, 1, 1, 1};
+  std::memcpy(mask.raw(), bits, 6);
+  Tensor any = run("ReduceMax", graph::ReduceAttrs{{1}, false}, mask);
+  Tensor all = run("ReduceMin", graph::ReduceAttrs{{1}, false}, mask);
+  EXPECT_EQ(any.dtype(), DType::kBool);
+  auto const* a8 = static_cast<uint8_t const*>(any.raw());
+  auto const* l8 = static_cast<uint8_t const*>(all.raw());
+  EXPECT_EQ(std::vector<int>(a8, a8 + 2), (std::vector<int>{1, 1}));
+  EXPECT_EQ(std::vector<int>(l8, l8 + 2), (std::vector<int>{0, 1}));
+  // An empty axis: the identities 0, 1, the lowest and the highest value.
+  Tensor empty = int_tensor({2, 0}, {});
+  EXPECT_EQ(values(run("ReduceSum", graph::ReduceAttrs{{1}, false}, empty)), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(values(run("ReduceProd", graph::ReduceAttrs{{1}, false}, empty)), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(values(run("ReduceMax", graph::ReduceAttrs{{1}, false}, empty))[0], std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(values(run("ReduceMin", graph::ReduceAttrs{{1}, false}, empty))[0], std::numeric_limits<int64_t>::max());
+  // noop_with_empty_axes: the input itself.
+  EXPECT_EQ(values(run("ReduceSum", graph::ReduceAttrs{{}, true, true}, x)), values(x));
+}
+
 TEST(OpsForward, NormsAndSoftmaxMatchFormulas) {
   CpuBackend be;
   Tensor x = random_tensor({3, 2, 4}, 10), s = random_tensor({2}, 11), b = random_tensor({2}, 12);
