@@ -340,6 +340,126 @@ def hf(name):
         "hf_wav2vec2_conformer": lambda: t.Wav2Vec2ConformerForSequenceClassification(t.Wav2Vec2ConformerConfig(
             conv_depthwise_kernel_size=3, **wav)),
     })
+    # A seventh wave (2026-12-04, stop 58): current decoders (mixture-of-experts, state-space and
+    # hybrid, recurrent, linear-attention ones among them), encoders, encoder-decoders and vision
+    # families.
+    vit_reg = {k: v for k, v in vit.items() if k != "intermediate_size"}
+    hybrid_mamba = dict(mamba_n_heads=4, mamba_d_head=8, mamba_n_groups=1, mamba_d_state=4, mamba_d_conv=4,
+                        mamba_expand=2, mamba_chunk_size=8)
+    t5ish = dict(d_model=16, d_kv=8, d_ff=32, num_layers=2, num_heads=2, relative_attention_num_buckets=8,
+                 decoder_start_token_id=0, **enc)
+    def dbrx_config():
+        cfg = t.DbrxConfig(vocab_size=fx.VOCAB, d_model=16, n_heads=2, n_layers=2, max_seq_len=16, pad_token_id=0,
+                           attn_config=dict(kv_n_heads=1, clip_qkv=8.0),  # as DBRX itself; None fails
+                           ffn_config=dict(ffn_hidden_size=32, moe_num_experts=4, moe_top_k=2))
+        cfg.attn_config.rope_theta = 10000.0  # DbrxAttention reads it, DbrxAttentionConfig no longer has it
+        return cfg
+
+    makers.update({
+        "hf_phimoe": lambda: t.PhimoeForSequenceClassification(batched_experts(t.PhimoeConfig(
+            num_local_experts=4, num_experts_per_tok=2, **dec))),
+        "hf_granitemoe": lambda: t.GraniteMoeForCausalLM(batched_experts(t.GraniteMoeConfig(
+            num_local_experts=4, num_experts_per_tok=2, **lm))),
+        "hf_dbrx": lambda: t.DbrxForCausalLM(batched_experts(dbrx_config())),
+        "hf_helium": lambda: t.HeliumForSequenceClassification(t.HeliumConfig(head_dim=8, **dec)),
+        "hf_bitnet": lambda: t.BitNetForCausalLM(t.BitNetConfig(**lm)),
+        "hf_zamba2": lambda: t.Zamba2ForSequenceClassification(t.Zamba2Config(
+            vocab_size=fx.VOCAB, hidden_size=16, num_hidden_layers=2, layers_block_type=["mamba", "hybrid"],
+            mamba_d_state=4, mamba_d_conv=4, mamba_expand=2, mamba_ngroups=1, n_mamba_heads=2, use_mamba_kernels=False,
+            chunk_size=8, intermediate_size=32, num_attention_heads=2, num_key_value_heads=2, num_mem_blocks=1,
+            adapter_rank=4, max_position_embeddings=16, num_labels=4, pad_token_id=0)),
+        "hf_bamba": lambda: t.BambaForCausalLM(t.BambaConfig(attn_layer_indices=[1], **hybrid_mamba, **lm)),
+        "hf_recurrent_gemma": lambda: t.RecurrentGemmaForCausalLM(t.RecurrentGemmaConfig(
+            vocab_size=fx.VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+            num_key_value_heads=1, lru_width=16, attention_window_size=8, conv1d_width=4,
+            block_types=["recurrent", "attention"], pad_token_id=0)),
+        "hf_openai_gpt": lambda: t.OpenAIGPTForSequenceClassification(t.OpenAIGPTConfig(
+            vocab_size=fx.VOCAB, n_positions=16, n_embd=16, n_layer=2, n_head=2, num_labels=4, pad_token_id=0)),
+        "hf_biogpt": lambda: t.BioGptForSequenceClassification(t.BioGptConfig(
+            **dict(enc_small, max_position_embeddings=20))),
+        "hf_ctrl": lambda: t.CTRLForSequenceClassification(t.CTRLConfig(
+            vocab_size=fx.VOCAB, n_positions=16, n_embd=16, dff=32, n_layer=2, n_head=2, num_labels=4, pad_token_id=0)),
+        "hf_exaone4": lambda: t.Exaone4ForSequenceClassification(t.Exaone4Config(
+            sliding_window=4, layer_types=["sliding_attention", "full_attention"], **dec)),
+        "hf_arcee": lambda: t.ArceeForSequenceClassification(t.ArceeConfig(**dec)),
+        "hf_qwen3_moe": lambda: t.Qwen3MoeForSequenceClassification(batched_experts(t.Qwen3MoeConfig(
+            head_dim=8, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, **dec))),
+        "hf_qwen3_next": lambda: t.Qwen3NextForSequenceClassification(batched_experts(t.Qwen3NextConfig(
+            head_dim=8, linear_conv_kernel_dim=4, linear_key_head_dim=8, linear_value_head_dim=8,
+            linear_num_key_heads=2, linear_num_value_heads=2, num_experts=4, num_experts_per_tok=2,
+            moe_intermediate_size=16, shared_expert_intermediate_size=16,
+            layer_types=["linear_attention", "full_attention"], **dec))),
+        "hf_falcon_h1": lambda: t.FalconH1ForCausalLM(t.FalconH1Config(mamba_d_ssm=32, **hybrid_mamba, **lm)),
+        "hf_granitemoe_hybrid": lambda: t.GraniteMoeHybridForCausalLM(batched_experts(t.GraniteMoeHybridConfig(
+            layer_types=["mamba", "attention"], num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=32,
+            **hybrid_mamba, **lm))),
+        "hf_ernie4_5": lambda: t.Ernie4_5ForCausalLM(t.Ernie4_5Config(head_dim=8, **lm)),
+        "hf_glm4": lambda: t.Glm4ForSequenceClassification(t.Glm4Config(head_dim=8, **dec)),
+        "hf_deepseek_v2": lambda: t.DeepseekV2ForSequenceClassification(batched_experts(t.DeepseekV2Config(
+            vocab_size=fx.VOCAB, hidden_size=16, intermediate_size=32, moe_intermediate_size=16, num_hidden_layers=2,
+            num_attention_heads=2, num_key_value_heads=2, n_shared_experts=1, n_routed_experts=4,
+            num_experts_per_tok=2, n_group=1, topk_group=1, q_lora_rank=None, kv_lora_rank=8, qk_rope_head_dim=4,
+            v_head_dim=8, qk_nope_head_dim=4, head_dim=4, first_k_dense_replace=1, max_position_embeddings=16,
+            num_labels=4, pad_token_id=0))),
+        "hf_gpt_oss": lambda: t.GptOssForSequenceClassification(batched_experts(t.GptOssConfig(
+            head_dim=8, sliding_window=4, num_local_experts=4, num_experts_per_tok=2, **dec))),
+        "hf_xlm": lambda: t.XLMForSequenceClassification(t.XLMConfig(
+            vocab_size=fx.VOCAB, emb_dim=16, n_layers=2, n_heads=2, max_position_embeddings=16, num_labels=4,
+            pad_token_id=0)),
+        "hf_flaubert": lambda: t.FlaubertForSequenceClassification(t.FlaubertConfig(
+            vocab_size=fx.VOCAB, emb_dim=16, n_layers=2, n_heads=2, max_position_embeddings=16, layerdrop=0.0,
+            num_labels=4, pad_token_id=0)),  # not pre_norm: its pre-norm path indexes a cache object
+        "hf_xmod": lambda: t.XmodForSequenceClassification(t.XmodConfig(
+            languages=["en_XX", "de_DE"], default_language="en_XX", adapter_reduction_factor=2,
+            **dict(enc_small, max_position_embeddings=20, pad_token_id=1))),
+        "hf_roc_bert": lambda: t.RoCBertForSequenceClassification(t.RoCBertConfig(
+            pronunciation_embed_dim=8, pronunciation_vocab_size=16, shape_embed_dim=8, shape_vocab_size=16,
+            **enc_small)),
+        "hf_yoso": lambda: t.YosoForSequenceClassification(t.YosoConfig(
+            use_expectation=True, hash_code_len=4, num_hash=4, conv_window=3,
+            **dict(enc_small, max_position_embeddings=20))),
+        "hf_markuplm": lambda: t.MarkupLMForSequenceClassification(t.MarkupLMConfig(
+            max_depth=4, xpath_unit_hidden_size=8, **dict(enc_small, max_position_embeddings=20, pad_token_id=1))),
+        "hf_lilt": lambda: t.LiltForSequenceClassification(t.LiltConfig(
+            channel_shrink_ratio=4, max_2d_position_embeddings=64,  # six layout embeddings of hidden_size // 6
+            **dict(enc_small, hidden_size=24, intermediate_size=48, max_position_embeddings=20, pad_token_id=1))),
+        "hf_luke": lambda: t.LukeForSequenceClassification(t.LukeConfig(
+            entity_vocab_size=8, entity_emb_size=8, **dict(enc_small, max_position_embeddings=20, pad_token_id=1))),
+        "hf_mt5": lambda: t.MT5ForConditionalGeneration(t.MT5Config(**t5ish)),
+        "hf_umt5": lambda: t.UMT5ForConditionalGeneration(t.UMT5Config(**t5ish)),
+        "hf_plbart": lambda: t.PLBartForConditionalGeneration(t.PLBartConfig(**s2s)),
+        "hf_prophetnet": lambda: t.ProphetNetForConditionalGeneration(t.ProphetNetConfig(
+            vocab_size=fx.VOCAB, hidden_size=16, encoder_ffn_dim=32, num_encoder_layers=2, num_encoder_attention_heads=2,
+            decoder_ffn_dim=32, num_decoder_layers=2, num_decoder_attention_heads=2, max_position_embeddings=16,
+            ngram=2, num_buckets=8, relative_max_distance=16, decoder_start_token_id=0, pad_token_id=0)),
+        "hf_fsmt": lambda: t.FSMTForConditionalGeneration(t.FSMTConfig(
+            langs=["en", "de"], src_vocab_size=fx.VOCAB, tgt_vocab_size=fx.VOCAB,
+            **{k: v for k, v in s2s.items() if k not in ("vocab_size", "num_labels")})),
+        "hf_bigbird_pegasus": lambda: t.BigBirdPegasusForConditionalGeneration(t.BigBirdPegasusConfig(
+            attention_type="original_full", **s2s)),
+        "hf_nllb_moe": lambda: t.NllbMoeForConditionalGeneration(t.NllbMoeConfig(
+            num_experts=4, expert_capacity=16, encoder_sparse_step=2, decoder_sparse_step=2, encoder_layerdrop=0.0,
+            decoder_layerdrop=0.0, **s2s)),
+        "hf_mvp": lambda: t.MvpForConditionalGeneration(t.MvpConfig(use_prompt=True, prompt_length=4,
+                                                                    prompt_mid_dim=16, **s2s)),
+        "hf_vit_msn": lambda: t.ViTMSNForImageClassification(t.ViTMSNConfig(**vit)),
+        "hf_ijepa": lambda: t.IJepaForImageClassification(t.IJepaConfig(**vit)),
+        "hf_hiera": lambda: t.HieraForImageClassification(t.HieraConfig(
+            embed_dim=8, image_size=[32, 32], depths=[1, 1, 1, 1], num_heads=[1, 2, 4, 8], num_labels=4)),
+        "hf_siglip": lambda: t.SiglipForImageClassification(t.SiglipConfig(
+            vision_config=dict(image_size=32, patch_size=8, hidden_size=16, num_hidden_layers=2,
+                               num_attention_heads=2, intermediate_size=32),
+            text_config=dict(vocab_size=fx.VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                             intermediate_size=32), num_labels=4)),
+        "hf_dinov2_registers": lambda: t.Dinov2WithRegistersForImageClassification(t.Dinov2WithRegistersConfig(
+            num_register_tokens=2, **vit_reg)),
+        "hf_textnet": lambda: t.TextNetForImageClassification(t.TextNetConfig(
+            stem_out_channels=8, hidden_sizes=[8, 8, 16, 32, 64], num_labels=4)),
+        "hf_hgnet_v2": lambda: t.HGNetV2ForImageClassification(t.HGNetV2Config(
+            stem_channels=[3, 8, 16], stage_in_channels=[16, 16, 32, 64], stage_mid_channels=[8, 16, 32, 64],
+            stage_out_channels=[16, 32, 64, 128], stage_num_blocks=[1, 1, 1, 1], stage_numb_of_layers=[2, 2, 2, 2],
+            hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1], use_learnable_affine_block=True, num_labels=4)),
+    })
     model = makers[name]()
     for m in model.modules():  # no dropout: the sweep is about import and training, not noise
         if isinstance(m, torch.nn.Dropout):
@@ -376,6 +496,15 @@ HF_WAVE5 = ["hf_cohere", "hf_stablelm", "hf_persimmon", "hf_codegen", "hf_gpt_ne
             "hf_switch_transformers", "hf_cvt", "hf_regnet", "hf_resnet", "hf_bit", "hf_efficientnet",
             "hf_mobilenet_v2", "hf_swiftformer", "hf_data2vec_vision", "hf_pvt", "hf_unispeech", "hf_unispeech_sat",
             "hf_sew_d", "hf_ast", "hf_wav2vec2_conformer"]
+# A seventh wave (2026-12-04, stop 58): current decoders (mixture-of-experts, state-space and hybrid,
+# recurrent, linear-attention ones among them), encoders, encoder-decoders and vision families.
+HF_WAVE6 = ["hf_phimoe", "hf_granitemoe", "hf_dbrx", "hf_helium", "hf_bitnet", "hf_zamba2", "hf_bamba",
+            "hf_recurrent_gemma", "hf_openai_gpt", "hf_biogpt", "hf_ctrl", "hf_exaone4", "hf_arcee", "hf_qwen3_moe",
+            "hf_qwen3_next", "hf_falcon_h1", "hf_granitemoe_hybrid", "hf_ernie4_5", "hf_glm4", "hf_deepseek_v2",
+            "hf_gpt_oss", "hf_xlm", "hf_flaubert", "hf_xmod", "hf_roc_bert", "hf_yoso", "hf_markuplm",
+            "hf_lilt", "hf_luke", "hf_mt5", "hf_umt5", "hf_plbart", "hf_prophetnet", "hf_fsmt", "hf_bigbird_pegasus",
+            "hf_nllb_moe", "hf_mvp", "hf_vit_msn", "hf_ijepa", "hf_hiera", "hf_siglip", "hf_dinov2_registers",
+            "hf_textnet", "hf_hgnet_v2"]
 # timm (1.0), a sixth wave (2026-12-03, stop 57): efficient CNNs and hybrids, MLP mixers, hierarchical
 # and convolutional transformers, a recurrent one (Sequencer2D), MambaOut.
 TIMM = ["timm_ghostnet_100", "timm_rexnet_100", "timm_hardcorenas_a", "timm_mixnet_s", "timm_lcnet_050",
@@ -393,9 +522,11 @@ TIMM = ["timm_ghostnet_100", "timm_rexnet_100", "timm_hardcorenas_a", "timm_mixn
         "timm_convnextv2_atto", "timm_resnest14d", "timm_volo_d1_224", "timm_tnt_s_patch16_224"]
 TIMM_IMAGE = {"timm_efficientformer_l1": 224, "timm_crossvit_tiny_240": 240}  # sizes their position tables fix
 HF_SEQ2SEQ = {"hf_t5", "hf_bart", "hf_pegasus", "hf_mbart", "hf_marian", "hf_blenderbot", "hf_m2m100", "hf_led",
-              "hf_longt5", "hf_switch_transformers"}
+              "hf_longt5", "hf_switch_transformers", "hf_mt5", "hf_umt5", "hf_plbart", "hf_prophetnet", "hf_fsmt",
+              "hf_bigbird_pegasus", "hf_nllb_moe", "hf_mvp"}
 HF_CAUSAL = {"hf_mamba", "hf_rwkv", "hf_cohere", "hf_codegen", "hf_xglm", "hf_mamba2", "hf_falcon_mamba", "hf_olmoe",
-             "hf_granite", "hf_deepseek_v3", "hf_lfm2"}
+             "hf_granite", "hf_deepseek_v3", "hf_lfm2", "hf_granitemoe", "hf_dbrx", "hf_bitnet", "hf_bamba",
+             "hf_recurrent_gemma", "hf_falcon_h1", "hf_granitemoe_hybrid", "hf_ernie4_5"}
 # Audio: the keyword the model reads and one example's shape (a waveform, or log-mel frames).
 HF_AUDIO = {"hf_whisper": ("input_features", (8, 32)), "hf_wav2vec2": ("input_values", (400,)),
             "hf_hubert": ("input_values", (400,)), "hf_wavlm": ("input_values", (400,)),
@@ -404,7 +535,8 @@ HF_AUDIO = {"hf_whisper": ("input_features", (8, 32)), "hf_wav2vec2": ("input_va
             "hf_sew_d": ("input_values", (400,)), "hf_ast": ("input_values", (32, 16)),
             "hf_wav2vec2_conformer": ("input_values", (400,))}
 HF_IMAGE = {"hf_cvt", "hf_regnet", "hf_resnet", "hf_bit", "hf_efficientnet", "hf_mobilenet_v2", "hf_swiftformer",
-            "hf_data2vec_vision", "hf_pvt", "hf_swinv2", "hf_focalnet", "hf_pvt_v2", "hf_convnextv2", "hf_mobilevitv2", "hf_swin", "hf_clip", "hf_levit", "hf_poolformer", "hf_vit", "hf_deit", "hf_beit", "hf_dinov2", "hf_convnext", "hf_segformer", "hf_mobilevit"}
+            "hf_data2vec_vision", "hf_pvt", "hf_swinv2", "hf_focalnet", "hf_pvt_v2", "hf_convnextv2", "hf_mobilevitv2", "hf_swin", "hf_clip", "hf_levit", "hf_poolformer", "hf_vit", "hf_deit", "hf_beit", "hf_dinov2", "hf_convnext", "hf_segformer", "hf_mobilevit",
+            "hf_vit_msn", "hf_ijepa", "hf_hiera", "hf_siglip", "hf_dinov2_registers", "hf_textnet", "hf_hgnet_v2"}
 
 
 def try_one(name, exporter, graphpipe, out_dir):
@@ -436,7 +568,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--graphpipe", default=os.path.join(here, "..", "build", "cli", "graphpipe"))
     ap.add_argument("--models", default=",".join(VISION + SEGMENTATION + VIDEO + HF + HF_CURRENT + HF_WAVE3 + HF_WAVE4 +
-                                                 HF_WAVE5 + TIMM))
+                                                 HF_WAVE5 + HF_WAVE6 + TIMM))
     ap.add_argument("--exporters", default="dynamo,torchscript")
     ap.add_argument("--out", default=None, help="keep the exports here (default: a temporary folder)")
     args = ap.parse_args()
