@@ -38,7 +38,11 @@ using onnx_import::RawValueInfo;
 using onnx_import::read_tensor;
 
 constexpr int64_t kMinOpset = 7;
-constexpr int64_t kMaxOpset = 23;  // ONNX 1.18's newest; its IR version is onnx::IR_VERSION (11)
+// ONNX 1.23's newest. graphpipe builds against ONNX 1.18 (opset 23): what opsets 24-28 changed is
+// adapted or refused first (adapt_newer_opset).
+// ONNX 1.23's newest. graphpipe builds against ONNX 1.18 (opset 23, IR version onnx::IR_VERSION,
+// 11): what opsets 24-28 changed is adapted or refused first (adapt_newer_opset).
+constexpr int64_t kMaxOpset = 28;
 // Without weights, float initializers this small still keep their data: they are constants
 // (scales, epsilons) that folding may need, not parameters.
 constexpr int64_t kSmallTensor = 64;
@@ -639,6 +643,33 @@ Status fix_inputs(onnx::ModelProto& model, std::map<std::string, std::string> co
   return Status::ok();
 }
 
+// ONNX's checker over a model held in memory, rewritten from its file (adapt_newer_opset): in a
+// copy, the initializers stored as external data become graph inputs of their type and shape, as
+// the checker cannot open their files for a model it did not read itself (graphpipe's own
+// external-data rules ran before). Throws what the checker throws.
+void check_in_memory(onnx::ModelProto const& model) {
+  onnx::ModelProto copy = model;
+  onnx::GraphProto& g = *copy.mutable_graph();
+  std::set<std::string> inputs;
+  for (auto const& in : g.input()) inputs.insert(in.name());
+  google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
+  for (auto& t : *g.mutable_initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) {
+      *kept.Add() = std::move(t);
+      continue;
+    }
+    if (inputs.count(t.name())) continue;
+    onnx::ValueInfoProto& in = *g.add_input();
+    in.set_name(t.name());
+    auto& type = *in.mutable_type()->mutable_tensor_type();
+    type.set_elem_type(t.data_type());
+    auto& shape = *type.mutable_shape();
+    for (int64_t d : t.dims()) shape.add_dim()->set_dim_value(d);
+  }
+  g.mutable_initializer()->Swap(&kept);
+  onnx::checker::check_model(copy);
+}
+
 Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source, std::string const& model_path,
                              ImportOptions const& options) {
   // "m.onnx" (no parent path) lives in the current folder; only a model read from memory has none.
@@ -655,6 +686,19 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
                        std::to_string(onnx::IR_VERSION) + " (re-export with an older exporter or opset)");
   RETURN_IF_ERROR(check_graph_size(model, options).with_context(source));
   RETURN_IF_ERROR(fix_inputs(model, options.fixed_inputs).with_context(source));
+  bool adapted_in_memory = false;  // the model in memory is no longer the file's
+  {
+    int64_t opset = 0;
+    for (auto const& op : model.opset_import())
+      if (op.domain().empty() || op.domain() == "ai.onnx") opset = op.version();
+    if (opset > kMaxOpset)
+      return unsupported(source + ": the model uses ONNX opset " + std::to_string(opset) +
+                         "; graphpipe imports opsets " + std::to_string(kMinOpset) + "-" + std::to_string(kMaxOpset) +
+                         " (re-export with opset_version in that range)");
+    auto adapted = onnx_import::adapt_newer_opset(model, opset);
+    if (!adapted.is_ok()) return adapted.status().with_context(source);
+    adapted_in_memory = *adapted;
+  }
   // Our external-data rules (graph/onnx_import.h) before ONNX's checker, which words its own.
   if (options.load_weights)
     for (auto const& t : model.graph().initializer())
@@ -662,7 +706,9 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
         RETURN_IF_ERROR(external_data(t, model_dir, "initializer '" + t.name() + "'").status().with_context(source));
   if (options.run_checker) {
     try {
-      if (!model_path.empty())
+      if (adapted_in_memory)
+        check_in_memory(model);
+      else if (!model_path.empty())
         onnx::checker::check_model(model_path);
       else
         onnx::checker::check_model(model);

@@ -17,7 +17,8 @@ export_modules_as_functions=True, every module a model-local function; mlp and c
 qwen2 and mixtral dynamo only; convnext_sd TorchScript only; static: dynamo=True the default way, without
 dynamic_shapes, from the batch's first 3 rows, so the file fixes the batch at 3 and spells it as a
 number in its shape constants and masks; llama and gpt2 only; opset23: dynamo=True with
-opset_version=23, its Attention and RMSNormalization operators; llama, qwen2 and gpt2 only) it
+opset_version=23, its Attention and RMSNormalization operators; opset25: opset_version=25, the newest
+torch writes itself, Attention of opset 25; llama, qwen2 and gpt2 only) it
 writes <model>_<exporter>/ with
   model.onnx     the model in training mode, weights as initializers, a dynamic batch dimension
   input_0.npy    one batch of inputs (float32; token ids, int64, for the Hugging Face models),
@@ -782,7 +783,7 @@ def export(model, x, path, exporter):
         warnings.simplefilter("ignore")
         if exporter == "static":  # torch.onnx.export's default: every dimension as the example has it
             torch.onnx.export(model, (x[:STATIC_BATCH],), path, dynamo=True, external_data=False, **kwargs)
-        elif exporter in ("dynamo", "opset23"):
+        elif exporter in ("dynamo", "opset23", "opset25"):
             batch = torch.export.Dim("batch", min=2, max=1024)
             # The default optimizer folds BatchNormalization into the convolution before it with the
             # running statistics (inference semantics), even for a model in training mode: models with
@@ -790,6 +791,8 @@ def export(model, x, path, exporter):
             optimize = not any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
             if exporter == "opset23":  # opset 23's Attention, RMSNormalization (and RotaryEmbedding)
                 kwargs["opset_version"] = 23
+            if exporter == "opset25":  # the newest torch writes itself: Attention of opset 24 and 25
+                kwargs["opset_version"] = 25
             torch.onnx.export(model, (x,), path, dynamo=True, external_data=False, optimize=optimize,
                               dynamic_shapes={"x": {0: batch}}, **kwargs)
         else:  # torchscript, and functions: each torch.nn module a model-local ONNX function
@@ -901,13 +904,13 @@ def main():
         for exporter in args.exporters.split(","):
             if exporter == "functions" and name not in ("mlp", "cnn"):
                 continue  # the rest have no modules worth a function beyond what mlp and cnn check
-            if exporter not in ("dynamo", "static", "opset23") and name in DYNAMO_ONLY:
+            if exporter not in ("dynamo", "static", "opset23", "opset25") and name in DYNAMO_ONLY:
                 continue
             if exporter != "torchscript" and name in TORCHSCRIPT_ONLY:
                 continue
             if exporter == "static" and name not in STATIC:
                 continue
-            if exporter == "opset23" and name not in OPSET23:
+            if exporter in ("opset23", "opset25") and name not in OPSET23:
                 continue
             model, x, y = make(name)
             d = os.path.join(args.out, f"{name}_{exporter}")

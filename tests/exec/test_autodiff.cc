@@ -289,6 +289,31 @@ TEST(Autodiff, AffineGridIsItsDefinitionAndTrainsThrough) {
           "theta [N,3,3] must be [N, 2, 3]");
 }
 
+// Swish (opset 24) imports as the Sigmoid and Mul it is: its values are x·sigmoid(alpha·x), and a
+// weight before it trains with gradients equal to finite differences.
+TEST(Autodiff, SwishOfOpset24IsXTimesSigmoidOfAlphaX) {
+  using graph::zeros;
+  auto m = make_model(graph::load_onnx_text(graph::model_text("float[N,4] x", "float[N,4] y", {zeros("w", {4, 4}, 0.2)},
+                                                              "h = MatMul(x, w)\n y = Swish<alpha = 1.5>(h)", 24)),
+                      2);
+  ASSERT_NE(m, nullptr);
+  for (auto const& op : m->graph.ops()) EXPECT_NE(op.type, "Swish");
+  Tensor& w = m->ex->parameters().at("w");
+  Tensor const r = testing::normal_tensor(w.shape(), 44);
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = r.data<float>()[i];
+  TensorMap outs;
+  ASSERT_TRUE(m->ex->forward(0, m->inputs, outs, false).is_ok());
+  Tensor const& x = m->inputs.begin()->second;
+  Tensor const& y = outs.at(m->out);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t j = 0; j < 4; ++j) {
+      double h = 0;
+      for (int64_t i = 0; i < 4; ++i) h += double(x.data<float>()[b * 4 + i]) * w.data<float>()[i * 4 + j];
+      EXPECT_NEAR(y.data<float>()[b * 4 + j], h / (1 + std::exp(-1.5 * h)), 1e-5) << b << " " << j;
+    }
+  check_gradients(*m, 8);
+}
+
 // LpPool and GlobalLpPool import as the p-th root of a pooled |x|^p (AveragePool times the window,
 // ReduceSum): the model trains through them with gradients equal to finite differences.
 TEST(Autodiff, LpPoolingTrainsThroughItsRewrite) {

@@ -118,7 +118,10 @@ INSTANTIATE_TEST_SUITE_P(
                       "pegasus_torchscript", "xlnet_dynamo", "xlnet_torchscript", "mamba_dynamo", "whisper_dynamo",
                       "whisper_torchscript", "wav2vec2_dynamo", "wav2vec2_torchscript", "fnet_dynamo", "stft_dynamo",
                       // Opset 23: Attention and RMSNormalization, imported as their ONNX function bodies.
-                      "llama_opset23", "qwen2_opset23", "gpt2_opset23"));
+                      "llama_opset23", "qwen2_opset23", "gpt2_opset23",
+                      // Opset 25, the newest torch writes itself: Attention of opset 24 and 25,
+                      // expanded as ONNX 1.18's opset-23 body (graph/onnx_import_opsets.cc).
+                      "llama_opset25", "qwen2_opset25", "gpt2_opset25"));
 
 }  // namespace
 }  // namespace gp::exec
