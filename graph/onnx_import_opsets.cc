@@ -10,6 +10,7 @@
 // would refuse an operator ONNX 1.18 does not know with its own words.
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <onnx/defs/schema.h>
@@ -36,9 +37,7 @@ std::string node_label(onnx::NodeProto const& n) { return n.op_type() + " '" + n
 
 class NewerOpsets {
  public:
-  NewerOpsets(onnx::ModelProto& model, int64_t opset) : model_(model), opset_(opset) {
-    collect_names(model.graph());
-  }
+  NewerOpsets(onnx::ModelProto& model, int64_t opset) : model_(model), opset_(opset) { collect_names(model.graph()); }
 
   // Whether a node was rewritten.
   Result<bool> run() {
@@ -80,7 +79,7 @@ class NewerOpsets {
         for (auto& sub : *a.mutable_graphs()) RETURN_IF_ERROR(adapt(*sub.mutable_node()));
       }
       if (!is_standard(n)) {
-        *out.Add() = n;
+        *out.Add() = std::move(n);
         continue;
       }
       if (n.op_type() == "Swish") {
@@ -94,7 +93,7 @@ class NewerOpsets {
           onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset_), "") == nullptr &&
           onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(kLastKnownOpset), "") == nullptr)
         unknown_.insert(node_label(n));
-      *out.Add() = n;
+      *out.Add() = std::move(n);
     }
     nodes.Swap(&out);
     return Status::ok();

@@ -796,6 +796,25 @@ TEST(ImportFiles, ExternalDataRelativeToModelFolder) {
   fs::remove_all(dir);
 }
 
+// A model of opset 24 that graphpipe rewrites before ONNX 1.18's checker (its Swish) is checked in
+// memory, where the checker cannot open external data: its initializers stored outside the file are
+// checked as typed inputs, and the data is read as usual (tests/data/onnx/README.md).
+TEST(ImportFiles, ARewrittenNewerOpsetModelWithExternalDataImports) {
+  std::string const path = std::string(GP_SOURCE_DIR) + "/tests/data/onnx/swish_opset24_external/model.onnx";
+  auto g = load_onnx(path);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  TensorInfo const& w = g->tensor(*g->find_tensor("w"));
+  ASSERT_NE(w.data, nullptr);
+  EXPECT_FLOAT_EQ(w.data->as<float>()[15], 15.f / 16);
+  int sigmoids = 0, swishes = 0;
+  for (auto const& op : g->ops()) {
+    sigmoids += op.type == "Sigmoid";
+    swishes += op.type == "Swish";
+  }
+  EXPECT_EQ(sigmoids, 1);
+  EXPECT_EQ(swishes, 0);
+}
+
 // Planning imports without the weights, but a fixed-batch export's bool mask stored outside the
 // file is a constant the lowering narrows to one row: it is read all the same.
 TEST(ImportFiles, AFixedBatchMaskInExternalDataIsReadWithoutTheWeights) {
