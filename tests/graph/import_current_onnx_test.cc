@@ -1288,12 +1288,12 @@ TEST(ImportCurrentOnnx, FunctionOperatorsExpandIntoTheirOnnxBodies) {
   // SequenceMap's body holds a Loop over the sequence, which the expansion of function bodies does
   // not take: refused with the reason (AffineGrid's, with If branches, was too before it got a
   // lowering of its own).
-  std::string const why = must_fail(
-      model("float[N,4] x", "float[N,4] y", {},
-            "s = SplitToSequence<axis = 1, keepdims = 1>(x)\n"
-            " m = SequenceMap<body = g (float[N,1] e) => (float[N,1] r) { r = Relu(e) }>(s)\n"
-            " y = ConcatFromSequence<axis = 1>(m)",
-            23, 10));
+  std::string const why =
+      must_fail(model("float[N,4] x", "float[N,4] y", {},
+                      "s = SplitToSequence<axis = 1, keepdims = 1>(x)\n"
+                      " m = SequenceMap<body = g (float[N,1] e) => (float[N,1] r) { r = Relu(e) }>(s)\n"
+                      " y = ConcatFromSequence<axis = 1>(m)",
+                      23, 10));
   EXPECT_NE(why.find("SequenceMap: its function body has subgraphs"), std::string::npos) << why;
   // What `graphpipe ops` lists: the function operators whose bodies hold only operators graphpipe runs.
   auto const& listed = function_op_types();
