@@ -258,6 +258,15 @@ Status Lowering::lower_node(RawNode const& n) {
     dims.push_back(v ? v->dims : ops::Dims{});
     dtypes.push_back(v ? v->dtype : DType::kFloat32);
   }
+  // ONNX's arithmetic takes one type T for both inputs: a file that mixes them is invalid (torch
+  // 2.15's dynamo exporter adds Wav2Vec2's bool mask to float scores at opset 25), named here
+  // rather than at the backend's dtype check.
+  if ((n.type == "Add" || n.type == "Sub" || n.type == "Mul" || n.type == "Div") && ins.size() == 2 && ins[0] &&
+      ins[1] && ins[0]->dtype != ins[1]->dtype)
+    return invalid_argument(n.type + " '" + n.name + "': its inputs are " + std::string(dtype_name(ins[0]->dtype)) +
+                            " and " + std::string(dtype_name(ins[1]->dtype)) +
+                            ", where ONNX requires one type for both (the file is invalid: ONNX Runtime refuses it "
+                            "too; re-export it, e.g. at another opset)");
   auto store = [&](ops::Folded& folded) {
     auto& outs = *folded;
     for (std::size_t k = 0; k < outs.size() && k < n.outputs.size(); ++k) {

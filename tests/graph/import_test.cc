@@ -748,6 +748,16 @@ TEST(ImportErrors, RunTimeShapeIsDynamic) {
       << g.status().message();
 }
 
+// Add, Sub, Mul and Div take one type for both inputs: a file that mixes them is invalid and named
+// as such (torch 2.15 wrote Wav2Vec2 at opset 25 with a bool mask added to float scores).
+TEST(ImportErrors, ArithmeticOfTwoDtypesIsAnInvalidFile) {
+  auto g = load_onnx_text(model_text("float[N,4] x, bool[N,4] m", "float[N,4] y", {}, "y = Add(x, m)"));
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_NE(g.status().message().find("its inputs are float32 and bool, where ONNX requires one type for both"),
+            std::string::npos)
+      << g.status().message();
+}
+
 TEST(ImportErrors, OpsetOutOfRange) {
   auto g = load_onnx_text(model_text("float[N,4] x", "float[N,4] y", {}, "y = Relu(x)", 6));
   ASSERT_FALSE(g.is_ok());
