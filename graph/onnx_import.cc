@@ -38,8 +38,6 @@ using onnx_import::RawValueInfo;
 using onnx_import::read_tensor;
 
 constexpr int64_t kMinOpset = 7;
-// ONNX 1.23's newest. graphpipe builds against ONNX 1.18 (opset 23): what opsets 24-28 changed is
-// adapted or refused first (adapt_newer_opset).
 // ONNX 1.23's newest. graphpipe builds against ONNX 1.18 (opset 23, IR version onnx::IR_VERSION,
 // 11): what opsets 24-28 changed is adapted or refused first (adapt_newer_opset).
 constexpr int64_t kMaxOpset = 28;

@@ -39,7 +39,7 @@ class NewerOpsets {
  public:
   NewerOpsets(onnx::ModelProto& model, int64_t opset) : model_(model), opset_(opset) { collect_names(model.graph()); }
 
-  // Whether a node was rewritten.
+  // Whether a node was rewritten or lost an attribute.
   Result<bool> run() {
     RETURN_IF_ERROR(adapt(*model_.mutable_graph()->mutable_node()));
     for (auto& f : *model_.mutable_functions()) RETURN_IF_ERROR(adapt(*f.mutable_node()));
@@ -90,8 +90,7 @@ class NewerOpsets {
       RETURN_IF_ERROR(adapt_attention(n));
       RETURN_IF_ERROR(drop_new_attributes(n));
       if (ops::find_op(n.op_type()) == nullptr && !rewritten_at_import(n.op_type()) &&
-          onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset_), "") == nullptr &&
-          onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(kLastKnownOpset), "") == nullptr)
+          onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset_), "") == nullptr)
         unknown_.insert(node_label(n));
       *out.Add() = std::move(n);
     }
@@ -141,7 +140,7 @@ class NewerOpsets {
   // Attributes ONNX 1.18's checker does not know, dropped where they change nothing graphpipe
   // imports: Range's stash_type (opset 27) acts on float16 and bfloat16 ranges only, and
   // SpaceToDepth's mode (opset 28) DCR is what it did before; CRD is refused.
-  Status drop_new_attributes(onnx::NodeProto& n) const {
+  Status drop_new_attributes(onnx::NodeProto& n) {
     char const* name = n.op_type() == "Range" ? "stash_type" : n.op_type() == "SpaceToDepth" ? "mode" : nullptr;
     if (name == nullptr) return Status::ok();
     auto& attrs = *n.mutable_attribute();
@@ -151,6 +150,7 @@ class NewerOpsets {
         return unsupported(node_label(n) + ": mode '" + attrs.Get(k).s() +
                            "' (opset 28) is not imported, only DCR (re-export with opset_version 23 or lower)");
       attrs.DeleteSubrange(k, 1);
+      rewritten_ = true;
       break;
     }
     return Status::ok();
@@ -159,7 +159,7 @@ class NewerOpsets {
   // Attention at opset 24 and later expands as ONNX 1.18's opset-23 body, which is the same
   // computation unless the newer input or attributes are used (window sizes of -1, no window, are
   // dropped).
-  Status adapt_attention(onnx::NodeProto& n) const {
+  Status adapt_attention(onnx::NodeProto& n) {
     if (n.op_type() != "Attention") return Status::ok();
     if (n.input_size() > 6 && !n.input(6).empty())
       return unsupported(node_label(n) +
@@ -174,6 +174,7 @@ class NewerOpsets {
                            " (opset 25's sliding window) is not imported (re-export with opset_version 23, where "
                            "the window is an attention mask)");
       attrs.DeleteSubrange(k, 1);
+      rewritten_ = true;
     }
     return Status::ok();
   }

@@ -37,7 +37,7 @@ struct RawDim {
 // A model of opset 24 to 28 made readable by ONNX 1.18's schemas (graph/onnx_import_opsets.cc):
 // Swish rewritten as Sigmoid and Mul; Attention's newer inputs and attributes, and the operators
 // those opsets added, refused by name. Nothing to do at opset 23 and below. True when a node was
-// rewritten (the file on disk no longer says what the model is).
+// rewritten or lost an attribute (the file on disk no longer says what the model is).
 Result<bool> adapt_newer_opset(onnx::ModelProto& model, int64_t opset);
 
 // Inlines the model-local functions (graph/onnx_import_functions.cc), refusing recursion and an

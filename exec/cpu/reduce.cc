@@ -119,11 +119,11 @@ Status int_reduce_forward(OpCall const& call, std::vector<Tensor> const& in, std
   }
   ASSIGN_OR_RETURN(IntReducePlan const plan, int_reduce_plan(call, s, x.shape()));
   Tensor y(s.out_shape, x.dtype());
-  RETURN_IF_ERROR(with_dtype(call, x.dtype(), [&](auto tag) {
+  DType const bytes = x.dtype() == DType::kBool ? DType::kUInt8 : x.dtype();  // bool: its 0/1 bytes
+  RETURN_IF_ERROR(with_int_dtype(call, bytes, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_integral_v<T>)
-      for (int64_t i = 0; i < plan.out_numel; ++i)
-        kernels::hd::int_reduce_at(plan.kind, x.data<T>(), y.data<T>(), plan.params, i);
+    for (int64_t i = 0; i < plan.out_numel; ++i)
+      kernels::hd::int_reduce_at(plan.kind, x.data<T>(), y.data<T>(), plan.params, i);
     return Status::ok();
   }));
   out[0] = y;
