@@ -267,6 +267,16 @@ Status Lowering::lower_node(RawNode const& n) {
                             " and " + std::string(dtype_name(ins[1]->dtype)) +
                             ", where ONNX requires one type for both (the file is invalid: ONNX Runtime refuses it "
                             "too; re-export it, e.g. at another opset)");
+  // Pow of a float32 base by an integer exponent (ONNX allows it: torch.pow(x, ids)): the exponent
+  // converted to float32 first, as the backends run float exponents (differentiated for the base
+  // only: an integer exponent has no gradient).
+  if (n.type == "Pow" && ins.size() == 2 && ins[0] && ins[1] && ins[0]->dtype == DType::kFloat32 &&
+      !ops::is_float_dtype(ins[1]->dtype)) {
+    RawNode pow = n;
+    ASSIGN_OR_RETURN(pow.inputs[1], lower_part(n, "Cast", {n.inputs[1]}, "exponent_float",
+                                               {{"to", AttrValue{ops::onnx_of_dtype(DType::kFloat32)}}}));
+    return lower_node(pow);
+  }
   auto store = [&](ops::Folded& folded) {
     auto& outs = *folded;
     for (std::size_t k = 0; k < outs.size() && k < n.outputs.size(); ++k) {

@@ -314,6 +314,32 @@ TEST(Autodiff, SwishOfOpset24IsXTimesSigmoidOfAlphaX) {
   check_gradients(*m, 8);
 }
 
+// Pow of a float base by an integer exponent (torch.pow(x, ids); ONNX's pow_types node tests):
+// the exponent becomes float32 at import, the values are the powers, and the base trains.
+TEST(Autodiff, PowOfAnIntegerExponentIsTheFloatPower) {
+  using graph::zeros;
+  auto m = make_model(graph::load_onnx_text(graph::model_text(
+                          "float[N,4] x", "float[N,4] y", {zeros("w", {4, 4}, 0.2)},
+                          "h = MatMul(x, w)\n e = Constant<value = int64[4] {2, 3, 1, 0}>()\n y = Pow(h, e)", 17)),
+                      2);
+  ASSERT_NE(m, nullptr);
+  Tensor& w = m->ex->parameters().at("w");
+  Tensor const r = testing::normal_tensor(w.shape(), 45);
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = r.data<float>()[i];
+  TensorMap outs;
+  ASSERT_TRUE(m->ex->forward(0, m->inputs, outs, false).is_ok());
+  Tensor const& x = m->inputs.begin()->second;
+  Tensor const& y = outs.at(m->out);
+  int const e[4] = {2, 3, 1, 0};
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t j = 0; j < 4; ++j) {
+      double h = 0;
+      for (int64_t i = 0; i < 4; ++i) h += double(x.data<float>()[b * 4 + i]) * w.data<float>()[i * 4 + j];
+      EXPECT_NEAR(y.data<float>()[b * 4 + j], std::pow(h, e[j]), 1e-5) << b << " " << j;
+    }
+  check_gradients(*m, 8);
+}
+
 // LpPool and GlobalLpPool import as the p-th root of a pooled |x|^p (AveragePool times the window,
 // ReduceSum): the model trains through them with gradients equal to finite differences.
 TEST(Autodiff, LpPoolingTrainsThroughItsRewrite) {
