@@ -26,24 +26,12 @@ Result<kernels::hd::Reduction> reduction_of(OpCall const& call) {
 
 Result<IntReducePlan> int_reduce_plan(OpCall const& call, graph::ops::ReduceShape const& s,
                                       std::vector<int64_t> const& in_shape) {
-  using kernels::hd::IntReduction;
+  using kernels::hd::Reduction;
   IntReducePlan plan;
-  switch (call.op.kind()) {
-    case OpKind::kReduceSum:
-      plan.kind = IntReduction::kSum;
-      break;
-    case OpKind::kReduceProd:
-      plan.kind = IntReduction::kProd;
-      break;
-    case OpKind::kReduceMax:
-      plan.kind = IntReduction::kMax;
-      break;
-    case OpKind::kReduceMin:
-      plan.kind = IntReduction::kMin;
-      break;
-    default:
-      return op_error(call, "has no integer reduction (ReduceSum, ReduceProd, ReduceMax and ReduceMin have)");
-  }
+  ASSIGN_OR_RETURN(plan.kind, reduction_of(call));
+  if (plan.kind != Reduction::kSum && plan.kind != Reduction::kProd && plan.kind != Reduction::kMax &&
+      plan.kind != Reduction::kMin)
+    return op_error(call, "has no integer reduction (ReduceSum, ReduceProd, ReduceMax and ReduceMin have)");
   std::vector<int64_t> keep = in_shape;  // the reduced axes as 1
   for (int64_t a : s.axes) keep[static_cast<std::size_t>(a)] = 1;
   if (!kernels::hd::make_reduce(in_shape, keep, plan.params))

@@ -26,7 +26,7 @@ Result<kernels::hd::Reduction> reduction_of(OpCall const& call);
 // which both backends run per output element): its kind, and its parameters over an input of
 // `in_shape` reduced as `s` says (s.noop handled by the caller: the output is the input).
 struct IntReducePlan {
-  kernels::hd::IntReduction kind = kernels::hd::IntReduction::kSum;
+  kernels::hd::Reduction kind = kernels::hd::Reduction::kSum;
   kernels::hd::ReduceParams params;
   int64_t out_numel = 0;
 };

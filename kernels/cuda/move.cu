@@ -46,7 +46,7 @@ __global__ void reduce_kernel(T const* src, T* dst, hd::ReduceParams const p, I 
 }
 
 template <typename T, typename I>
-__global__ void int_reduce_kernel(hd::IntReduction r, T const* src, T* dst, hd::ReduceParams const p, I n) {
+__global__ void int_reduce_kernel(hd::Reduction r, T const* src, T* dst, hd::ReduceParams const p, I n) {
   I const stride = static_cast<I>(grid_threads());
   for (I i = static_cast<I>(global_thread()); i < n; i += stride) hd::int_reduce_at(r, src, dst, p, i);
 }
@@ -109,7 +109,7 @@ cudaError_t reduce_to(T const* src, T* dst, hd::ReduceParams const& p, int64_t t
 }
 
 template <typename T>
-cudaError_t int_reduce(hd::IntReduction r, T const* src, T* dst, hd::ReduceParams const& p, int64_t target_numel,
+cudaError_t int_reduce(hd::Reduction r, T const* src, T* dst, hd::ReduceParams const& p, int64_t target_numel,
                        cudaStream_t stream) {
   if (target_numel == 0) return cudaSuccess;
   if (hd::reduce_fits_int32(p))
@@ -131,7 +131,7 @@ GP_FOR_LOW_FLOAT_TYPES(GP_LOW)
 #undef GP_LOW
 template cudaError_t reduce_to<float>(float const*, float*, hd::ReduceParams const&, int64_t, bool, cudaStream_t);
 #define GP_INT_REDUCE(T) \
-  template cudaError_t int_reduce<T>(hd::IntReduction, T const*, T*, hd::ReduceParams const&, int64_t, cudaStream_t);
+  template cudaError_t int_reduce<T>(hd::Reduction, T const*, T*, hd::ReduceParams const&, int64_t, cudaStream_t);
 GP_INT_REDUCE(int64_t)
 GP_INT_REDUCE(int32_t)
 GP_INT_REDUCE(int8_t)

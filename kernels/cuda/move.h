@@ -66,7 +66,7 @@ cudaError_t reduce_to(T const* src, T* dst, hd::ReduceParams const& p, int64_t t
 // An integer ReduceSum, ReduceProd, ReduceMax or ReduceMin (hd::int_reduce_at), one thread per
 // target element; T: int64_t, int32_t, int8_t or uint8_t (bool bytes for Max and Min).
 template <typename T>
-cudaError_t int_reduce(hd::IntReduction r, T const* src, T* dst, hd::ReduceParams const& p, int64_t target_numel,
+cudaError_t int_reduce(hd::Reduction r, T const* src, T* dst, hd::ReduceParams const& p, int64_t target_numel,
                        cudaStream_t stream);
 
 // Gather (hd::gather_at): data [outer, axis_dim, inner] → out [outer, num_indices, inner].

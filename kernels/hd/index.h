@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "kernels/hd/hd.h"
+#include "kernels/hd/reduce.h"
 #include "kernels/hd/view.h"
 
 #if defined(__CUDA_ARCH__)  // the device pass only: g++ (host pass) rejects the pragma
@@ -144,25 +145,25 @@ GP_HD void reduce_at(T const* src, T* dst, ReduceParams const& p, I i, bool accu
 // arithmetic, never undefined behaviour), ReduceMax or ReduceMin (of bool bytes: any, all) over
 // p's reduced positions, in row-major order of `reduced`; an empty reduction gives the operation's
 // identity (0, 1, the type's lowest, its highest). XLM's sequence lengths are the ReduceSum of an
-// int64 non-padding mask. Never differentiated.
-enum class IntReduction : int32_t { kSum, kProd, kMax, kMin };
+// int64 non-padding mask. r is one of those four (exec's int_reduce_plan refuses the others).
+// Never differentiated.
 template <typename T, typename I = int64_t>
-GP_HD void int_reduce_at(IntReduction r, T const* src, T* dst, ReduceParams const& p, I i) {
+GP_HD void int_reduce_at(Reduction r, T const* src, T* dst, ReduceParams const& p, I i) {
   using U = std::make_unsigned_t<T>;
   I base = 0, d = 0;
   strided_offsets(i, p.out, base, d);
-  U acc = r == IntReduction::kProd ? U(1) : U(0);
-  T best = r == IntReduction::kMax ? int_lowest_value<T>() : int_max_value<T>();
+  U acc = r == Reduction::kProd ? U(1) : U(0);
+  T best = r == Reduction::kMax ? int_lowest_value<T>() : int_max_value<T>();
   I const count = static_cast<I>(p.reduced_count);
   for (I j = 0; j < count; ++j) {
     I s = 0, unused = 0;
     strided_offsets(j, p.reduced, s, unused);
     T const v = src[base + s];
-    if (r == IntReduction::kSum) acc = static_cast<U>(acc + static_cast<U>(v));
-    if (r == IntReduction::kProd) acc = static_cast<U>(acc * static_cast<U>(v));
-    if ((r == IntReduction::kMax && best < v) || (r == IntReduction::kMin && v < best)) best = v;
+    if (r == Reduction::kSum) acc = static_cast<U>(acc + static_cast<U>(v));
+    if (r == Reduction::kProd) acc = static_cast<U>(acc * static_cast<U>(v));
+    if ((r == Reduction::kMax && best < v) || (r == Reduction::kMin && v < best)) best = v;
   }
-  dst[d] = r == IntReduction::kSum || r == IntReduction::kProd ? static_cast<T>(acc) : best;
+  dst[d] = r == Reduction::kSum || r == Reduction::kProd ? static_cast<T>(acc) : best;
 }
 
 // An index counted from the end when negative; false when outside [0, axis_dim).
