@@ -56,6 +56,21 @@ double objective(Model& m) {
   return dot(outs.at(m.out), m.probe);
 }
 
+// The weight `name` of m drawn again from a standard normal (`seed`), in place; returns it.
+Tensor& draw_weight(Model& m, std::string const& name, uint32_t seed) {
+  Tensor& w = m.ex->parameters().at(name);
+  Tensor const r = testing::normal_tensor(w.shape(), seed);
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = r.data<float>()[i];
+  return w;
+}
+
+// Element (b, j) of x [N, 4] times w [4, 4], in double.
+double matmul_4x4(Tensor const& x, Tensor const& w, int64_t b, int64_t j) {
+  double h = 0;
+  for (int64_t i = 0; i < 4; ++i) h += double(x.data<float>()[b * 4 + i]) * w.data<float>()[i * 4 + j];
+  return h;
+}
+
 // Every trainable weight: analytic gradient vs central differences on a few elements each.
 void check_gradients(Model& m, int samples_per_weight = 6) {
   TensorMap outs, in_grads;
@@ -242,9 +257,7 @@ TEST(Autodiff, AffineGridIsItsDefinitionAndTrainsThrough) {
         2);
     ASSERT_NE(m, nullptr) << sizes;
     for (auto const& op : m->graph.ops()) EXPECT_NE(op.type, "AffineGrid");
-    Tensor& w = m->ex->parameters().at("w");
-    Tensor const r = testing::normal_tensor(w.shape(), 43);
-    for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = r.data<float>()[i];
+    Tensor const& w = draw_weight(*m, "w", 43);
     TensorMap outs;
     ASSERT_TRUE(m->ex->forward(0, m->inputs, outs, false).is_ok());
     Tensor const& x = m->inputs.begin()->second;
@@ -298,17 +311,14 @@ TEST(Autodiff, SwishOfOpset24IsXTimesSigmoidOfAlphaX) {
                       2);
   ASSERT_NE(m, nullptr);
   for (auto const& op : m->graph.ops()) EXPECT_NE(op.type, "Swish");
-  Tensor& w = m->ex->parameters().at("w");
-  Tensor const r = testing::normal_tensor(w.shape(), 44);
-  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = r.data<float>()[i];
+  Tensor const& w = draw_weight(*m, "w", 44);
   TensorMap outs;
   ASSERT_TRUE(m->ex->forward(0, m->inputs, outs, false).is_ok());
   Tensor const& x = m->inputs.begin()->second;
   Tensor const& y = outs.at(m->out);
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t j = 0; j < 4; ++j) {
-      double h = 0;
-      for (int64_t i = 0; i < 4; ++i) h += double(x.data<float>()[b * 4 + i]) * w.data<float>()[i * 4 + j];
+      double const h = matmul_4x4(x, w, b, j);
       EXPECT_NEAR(y.data<float>()[b * 4 + j], h / (1 + std::exp(-1.5 * h)), 1e-5) << b << " " << j;
     }
   check_gradients(*m, 8);
@@ -323,9 +333,7 @@ TEST(Autodiff, PowOfAnIntegerExponentIsTheFloatPower) {
                           "h = MatMul(x, w)\n e = Constant<value = int64[4] {2, 3, 1, 0}>()\n y = Pow(h, e)", 17)),
                       2);
   ASSERT_NE(m, nullptr);
-  Tensor& w = m->ex->parameters().at("w");
-  Tensor const r = testing::normal_tensor(w.shape(), 45);
-  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = r.data<float>()[i];
+  Tensor const& w = draw_weight(*m, "w", 45);
   TensorMap outs;
   ASSERT_TRUE(m->ex->forward(0, m->inputs, outs, false).is_ok());
   Tensor const& x = m->inputs.begin()->second;
@@ -333,8 +341,7 @@ TEST(Autodiff, PowOfAnIntegerExponentIsTheFloatPower) {
   int const e[4] = {2, 3, 1, 0};
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t j = 0; j < 4; ++j) {
-      double h = 0;
-      for (int64_t i = 0; i < 4; ++i) h += double(x.data<float>()[b * 4 + i]) * w.data<float>()[i * 4 + j];
+      double const h = matmul_4x4(x, w, b, j);
       EXPECT_NEAR(y.data<float>()[b * 4 + j], std::pow(h, e[j]), 1e-5) << b << " " << j;
     }
   check_gradients(*m, 8);
@@ -353,9 +360,7 @@ TEST(Autodiff, LpPoolingTrainsThroughItsRewrite) {
   ASSERT_NE(m, nullptr);
   for (char const* type : {"LpPool", "GlobalLpPool"})
     for (auto const& op : m->graph.ops()) EXPECT_NE(op.type, type);
-  Tensor& w = m->ex->parameters().at("w");
-  Tensor const r = testing::normal_tensor(w.shape(), 41);
-  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = r.data<float>()[i];
+  draw_weight(*m, "w", 41);
   check_gradients(*m, 12);
   // GlobalLpPool's value against its definition, (sum |x|^p)^(1/p) per sample and channel.
   auto pool = make_model(graph::load_onnx_text(graph::model_text("float[N,2,3,3] x", "float[N,2,1,1] y", {},
