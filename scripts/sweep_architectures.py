@@ -151,6 +151,11 @@ def hf(name):
             num_labels=4, hidden_sizes=[8, 16, 32, 64], decoder_hidden_size=32, depths=[1, 1, 1, 1])),
         "hf_mobilevit": lambda: t.MobileViTForImageClassification(t.MobileViTConfig(image_size=32, num_labels=4)),
     })
+    # A vision and a text tower (CLIP, SigLIP), classified from the image.
+    towers = dict(vision_config=dict(image_size=32, patch_size=8, hidden_size=16, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=32),
+                  text_config=dict(vocab_size=fx.VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                   intermediate_size=32), num_labels=4)
     enc_small = dict(small, num_labels=4, pad_token_id=0)
     # A third wave (2026-12-03, stop 56): encoder-decoders trained on the next token after the
     # sequence (the decoder reads the sequence too), audio classifiers on waveforms or log-mel
@@ -200,11 +205,7 @@ def hf(name):
         "hf_swin": lambda: t.SwinForImageClassification(t.SwinConfig(image_size=32, patch_size=4, embed_dim=8,
                                                                      depths=[1, 1], num_heads=[2, 2], window_size=2,
                                                                      num_labels=4)),
-        "hf_clip": lambda: t.CLIPForImageClassification(t.CLIPConfig(
-            vision_config=dict(image_size=32, patch_size=8, hidden_size=16, num_hidden_layers=2,
-                               num_attention_heads=2, intermediate_size=32),
-            text_config=dict(vocab_size=fx.VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                             intermediate_size=32), num_labels=4)),
+        "hf_clip": lambda: t.CLIPForImageClassification(t.CLIPConfig(**towers)),
         "hf_levit": lambda: t.LevitForImageClassification(t.LevitConfig(
             image_size=32, hidden_sizes=[16, 32, 48], num_attention_heads=[2, 2, 2], depths=[1, 1, 1],
             key_dim=[8, 8, 8], num_labels=4)),
@@ -446,11 +447,7 @@ def hf(name):
         "hf_ijepa": lambda: t.IJepaForImageClassification(t.IJepaConfig(**vit)),
         "hf_hiera": lambda: t.HieraForImageClassification(t.HieraConfig(
             embed_dim=8, image_size=[32, 32], depths=[1, 1, 1, 1], num_heads=[1, 2, 4, 8], num_labels=4)),
-        "hf_siglip": lambda: t.SiglipForImageClassification(t.SiglipConfig(
-            vision_config=dict(image_size=32, patch_size=8, hidden_size=16, num_hidden_layers=2,
-                               num_attention_heads=2, intermediate_size=32),
-            text_config=dict(vocab_size=fx.VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                             intermediate_size=32), num_labels=4)),
+        "hf_siglip": lambda: t.SiglipForImageClassification(t.SiglipConfig(**towers)),
         "hf_dinov2_registers": lambda: t.Dinov2WithRegistersForImageClassification(t.Dinov2WithRegistersConfig(
             num_register_tokens=2, **vit_reg)),
         "hf_textnet": lambda: t.TextNetForImageClassification(t.TextNetConfig(
