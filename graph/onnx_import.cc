@@ -410,12 +410,7 @@ Result<RawModel> to_raw(onnx::ModelProto const& model, std::string const& source
   raw.source = source;
   auto const& g = model.graph();
   raw.name = g.name().empty() ? fs::path(source).stem().string() : g.name();
-  for (auto const& op : model.opset_import())
-    if (op.domain().empty() || op.domain() == "ai.onnx") raw.opset = op.version();
-  if (raw.opset < kMinOpset || raw.opset > kMaxOpset)
-    return unsupported("the model uses ONNX opset " + std::to_string(raw.opset) + "; graphpipe imports opsets " +
-                       std::to_string(kMinOpset) + "-" + std::to_string(kMaxOpset) +
-                       " (re-export with opset_version in that range)");
+  raw.opset = onnx_import::standard_opset(model);  // in range: import_model checked it first
 
   std::set<std::string> const probes = options.load_weights ? std::set<std::string>{} : value_probes(g);
   // Which initializers get their data read, and what that costs, decided before anything is read.
@@ -686,10 +681,8 @@ Result<OpGraph> import_model(onnx::ModelProto& model, std::string const& source,
   RETURN_IF_ERROR(fix_inputs(model, options.fixed_inputs).with_context(source));
   bool adapted_in_memory = false;  // the model in memory is no longer the file's
   {
-    int64_t opset = 0;
-    for (auto const& op : model.opset_import())
-      if (op.domain().empty() || op.domain() == "ai.onnx") opset = op.version();
-    if (opset > kMaxOpset)
+    int64_t const opset = onnx_import::standard_opset(model);
+    if (opset < kMinOpset || opset > kMaxOpset)
       return unsupported(source + ": the model uses ONNX opset " + std::to_string(opset) +
                          "; graphpipe imports opsets " + std::to_string(kMinOpset) + "-" + std::to_string(kMaxOpset) +
                          " (re-export with opset_version in that range)");

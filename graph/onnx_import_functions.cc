@@ -95,8 +95,6 @@ class ExpandedSize {
   std::map<FunctionKey, int64_t> size_;
 };
 
-bool is_standard_domain(std::string const& domain) { return domain.empty() || domain == "ai.onnx"; }
-
 // The schema of a node to expand at `opset`, or null: standard domain, no OpDef, a function body.
 onnx::OpSchema const* function_schema(onnx::NodeProto const& n, int opset) {
   if (!is_standard_domain(n.domain()) || ops::find_op(n.op_type()) != nullptr || rewritten_at_import(n.op_type()))
@@ -104,12 +102,6 @@ onnx::OpSchema const* function_schema(onnx::NodeProto const& n, int opset) {
   onnx::OpSchema const* s = onnx::OpSchemaRegistry::Schema(n.op_type(), opset, "");
   if (s == nullptr || !(s->HasFunction() || s->HasContextDependentFunction())) return nullptr;
   return s;
-}
-
-int standard_opset(onnx::ModelProto const& m) {
-  for (auto const& o : m.opset_import())
-    if (is_standard_domain(o.domain())) return static_cast<int>(o.version());
-  return 0;
 }
 
 // Every value's type the graph states (after shape inference): inputs, value_info, outputs and
@@ -174,7 +166,7 @@ Result<onnx::FunctionProto> function_body(onnx::NodeProto const& n, onnx::OpSche
 class FunctionExpander {
  public:
   FunctionExpander(onnx::ModelProto& model, int64_t max_nodes)
-      : model_(model), opset_(standard_opset(model)), max_nodes_(max_nodes) {
+      : model_(model), opset_(static_cast<int>(standard_opset(model))), max_nodes_(max_nodes) {
     onnx::GraphProto const& g = model.graph();
     for (auto const* list : {&g.input(), &g.value_info(), &g.output()})
       for (auto const& v : *list) taken_.insert(v.name());
@@ -288,6 +280,15 @@ class FunctionExpander {
 };
 
 }  // namespace
+
+bool is_standard_domain(std::string const& domain) { return domain.empty() || domain == "ai.onnx"; }
+
+int64_t standard_opset(onnx::ModelProto const& m) {
+  int64_t opset = 0;
+  for (auto const& o : m.opset_import())
+    if (is_standard_domain(o.domain())) opset = o.version();
+  return opset;
+}
 
 Status expand_function_ops(onnx::ModelProto& model, int64_t max_nodes) {
   FunctionExpander expander(model, max_nodes);

@@ -25,8 +25,6 @@ namespace {
 
 constexpr int64_t kLastKnownOpset = 23;  // ONNX 1.18's
 
-bool is_standard(onnx::NodeProto const& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
-
 onnx::AttributeProto const* attribute(onnx::NodeProto const& n, std::string const& name) {
   for (auto const& a : n.attribute())
     if (a.name() == name) return &a;
@@ -78,7 +76,7 @@ class NewerOpsets {
         if (a.has_g()) RETURN_IF_ERROR(adapt(*a.mutable_g()->mutable_node()));
         for (auto& sub : *a.mutable_graphs()) RETURN_IF_ERROR(adapt(*sub.mutable_node()));
       }
-      if (!is_standard(n)) {
+      if (!is_standard_domain(n.domain())) {
         *out.Add() = std::move(n);
         continue;
       }

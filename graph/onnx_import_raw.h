@@ -34,6 +34,11 @@ struct RawDim {
   std::string param;   // the dim_param, when symbolic
 };
 
+// Whether `domain` is ONNX's default one ("" or "ai.onnx"), and the model's opset of it (its last
+// entry; 0 when it has none) (graph/onnx_import_functions.cc).
+bool is_standard_domain(std::string const& domain);
+int64_t standard_opset(onnx::ModelProto const& m);
+
 // A model of opset 24 to 28 made readable by ONNX 1.18's schemas (graph/onnx_import_opsets.cc):
 // Swish rewritten as Sigmoid and Mul; Attention's newer inputs and attributes, and the operators
 // those opsets added, refused by name. Nothing to do at opset 23 and below. True when a node was
