@@ -29,9 +29,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int64_t kIrVersion = 8;  // ONNX 1.12; opset 17 needs IR 8
+constexpr int64_t kIrVersion = 8;  // ONNX 1.12/1.13: opsets 17 and 18 need IR 8
 constexpr int64_t kMinBuilderOpset = 13;
-constexpr int64_t kMaxBuilderOpset = 17;
+constexpr int64_t kMaxBuilderOpset = 18;                                      // 18: the bitwise ops
 constexpr int64_t kProtobufLimit = (int64_t{1} << 31) - (int64_t{64} << 20);  // leave room for the graph
 constexpr int64_t kInlineBelowBytes = 1024;  // small tensors stay inline even with external data
 constexpr int64_t kChunkElements = int64_t{1} << 20;
@@ -230,7 +230,7 @@ struct OnnxModelBuilder::Impl {
   Status validate() const {
     RETURN_IF_ERROR(first_error);
     if (opset < kMinBuilderOpset || opset > kMaxBuilderOpset) {
-      return invalid_argument("model '" + name + "': opset " + std::to_string(opset) + " is not supported; use 13..17");
+      return invalid_argument("model '" + name + "': opset " + std::to_string(opset) + " is not supported; use 13..18");
     }
     if (outputs.empty()) return invalid_argument("model '" + name + "' has no output");
     for (auto const& out : outputs) {

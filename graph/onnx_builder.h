@@ -50,7 +50,7 @@ class OnnxModelBuilder {
 
   std::string const& name() const;
   int64_t opset() const;
-  void set_opset(int64_t opset);  // 13..17; checked when the model is written
+  void set_opset(int64_t opset);  // 13..18; checked when the model is written
   uint64_t seed() const;
   void set_seed(uint64_t seed);
   void set_doc_string(std::string doc);
