@@ -122,6 +122,42 @@ kernels::hd::BinaryKind binary_kind_of(graph::ops::OpKind kind) {
   return kernels::hd::BinaryKind::kDiv;
 }
 
+Status bitwise_check(graph::Op const& op, graph::OpGraph const& graph) {
+  std::size_t const arity = op.kind() == OpKind::kBitwiseNot ? 1 : 2;
+  if (op.inputs.size() != arity)
+    return invalid_argument("has " + std::to_string(op.inputs.size()) + " inputs; it takes " + std::to_string(arity));
+  DType const a = graph.tensor(op.inputs[0]).dtype;
+  if (a != DType::kInt64 && a != DType::kInt32 && a != DType::kInt8 && a != DType::kUInt8)
+    return unsupported("input 0 has dtype " + std::string(graph::dtype_name(a)) + " (int64, int32, int8 or uint8)");
+  if (arity == 2) {
+    if (op.inputs[1] == graph::kNoTensor) return invalid_argument("input 1 is missing");
+    DType const b = graph.tensor(op.inputs[1]).dtype;
+    if (b != a)
+      return invalid_argument("inputs have dtypes " + std::string(graph::dtype_name(a)) + " and " +
+                              graph::dtype_name(b) + "; they must match");
+  }
+  if (op.kind() == OpKind::kBitShift) return require_attrs<graph::BitShiftAttrs>(op, graph);
+  return Status::ok();
+}
+
+kernels::hd::BitwiseKind bitwise_kind_of(graph::Op const& op) {
+  using kernels::hd::BitwiseKind;
+  switch (op.kind()) {
+    case OpKind::kBitwiseAnd:
+      return BitwiseKind::kAnd;
+    case OpKind::kBitwiseOr:
+      return BitwiseKind::kOr;
+    case OpKind::kBitwiseXor:
+      return BitwiseKind::kXor;
+    case OpKind::kBitShift: {
+      auto const* a = std::get_if<graph::BitShiftAttrs>(&op.typed);
+      return a != nullptr && !a->left ? BitwiseKind::kShiftRight : BitwiseKind::kShiftLeft;
+    }
+    default:
+      return BitwiseKind::kNot;
+  }
+}
+
 Status one_hot_check(graph::Op const& op, graph::OpGraph const& graph) {
   RETURN_IF_ERROR(require_attrs<graph::OneHotAttrs>(op, graph));
   DType const d = graph.tensor(op.outputs.at(0)).dtype;

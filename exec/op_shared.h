@@ -2,6 +2,7 @@
 // again before): the reduction kind of a Reduce* op (kernels/hd/reduce.h's per-row math), the axis
 // split of the ops along one axis (Softmax, LogSoftmax, Hardmax), Clip's check, the variadic
 // Min/Max/Sum/Mean's check and broadcast output shape; integer Add/Sub/Mul/Div's check and kind,
+// the bitwise family's,
 // the check of a Concat of integer or bool parts, OneHot's check, LRN's, GridSample's and pooling's
 // parameters.
 #pragma once
@@ -12,6 +13,7 @@
 #include "exec/op_kernels.h"
 #include "graph/ops/reduce.h"
 #include "kernels/hd/activation.h"
+#include "kernels/hd/binary.h"
 #include "kernels/hd/index.h"
 #include "kernels/hd/move.h"
 #include "kernels/hd/norm.h"
@@ -58,6 +60,11 @@ Result<std::vector<int64_t>> variadic_shape(OpCall const& call, std::vector<Tens
 kernels::hd::BinaryKind binary_kind_of(graph::ops::OpKind kind);
 // Integer Add, Sub, Mul, Div (kernels/hd/activation.h's int_binary_op): two inputs of one dtype.
 Status int_binary_check(graph::Op const& op, graph::OpGraph const& graph);
+// The bitwise family (kernels/hd/binary.h's bitwise_value): BitwiseNot's one input, or two of one
+// dtype, int64, int32, int8 or uint8 (BitShift with its direction).
+Status bitwise_check(graph::Op const& op, graph::OpGraph const& graph);
+// Its kind: BitShift's from its direction (attributes the check found).
+kernels::hd::BitwiseKind bitwise_kind_of(graph::Op const& op);
 // Integer Max/Min: one or more inputs of one dtype (folded pairwise by the binary kernels; one input
 // is copied).
 Status int_extremum_check(graph::Op const& op, graph::OpGraph const& graph);

@@ -162,6 +162,10 @@ struct ActivationAttrs {
 struct ModAttrs {
   bool fmod = false;
 };
+// BitShift's direction attribute ("LEFT" or "RIGHT").
+struct BitShiftAttrs {
+  bool left = true;
+};
 
 // ---- reductions along one axis (graph/ops/reduce.h) ----
 struct CumSumAttrs {
@@ -322,6 +326,6 @@ using OpAttrs =
                  PadAttrs, TileAttrs, TriluAttrs, GatherElementsAttrs, ScatterElementsAttrs, ResizeAttrs,
                  ConvTransposeAttrs, InstanceNormAttrs, EinsumAttrs, RnnAttrs, LossAttrs, ConstantOfShapeAttrs,
                  RandomAttrs, GatherNDAttrs, RangeAttrs, TopKAttrs, OneHotAttrs, LrnAttrs, GridSampleAttrs, Col2ImAttrs,
-                 ScatterNDAttrs>;
+                 ScatterNDAttrs, BitShiftAttrs>;
 
 }  // namespace gp::graph

@@ -1,13 +1,14 @@
 // CPU kernels: comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual), boolean ops (Not,
-// And, Or, Xor), Where and Mod, as plain loops over numpy-broadcast inputs. Bool tensors hold one
-// byte per element (0 or 1; a nonzero byte reads as true). Gradients: Where to x and y, Mod to
-// both operands (float32 only); comparisons are steps, whose gradient is zero.
+// And, Or, Xor), the bitwise ops of integers, Where and Mod, as plain loops over numpy-broadcast inputs. Bool tensors
+// hold one byte per element (0 or 1; a nonzero byte reads as true). Gradients: Where to x and y, Mod to both operands
+// (float32 only); comparisons are steps, whose gradient is zero.
 #include <array>
 #include <cmath>
 #include <functional>
 #include <type_traits>
 
 #include "exec/cpu/cpu_ops.h"
+#include "exec/op_shared.h"
 #include "graph/ops/common.h"
 #include "graph/ops/logic.h"
 #include "kernels/hd/binary.h"
@@ -279,6 +280,34 @@ Status mod_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> 
   return Status::ok();
 }
 
+// ---- the bitwise family (BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot, BitShift) ----
+
+// Integers of one dtype, broadcast (BitwiseNot: one input), through hd::bitwise_value, the CUDA
+// kernel's function; never differentiated.
+Status bitwise_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  std::size_t const arity = call.op.kind() == OpKind::kBitwiseNot ? 1 : 2;
+  ASSIGN_OR_RETURN(std::vector<int64_t> const shape, out_shape(call, in, arity));
+  kernels::hd::BitwiseKind const kind = bitwise_kind_of(call.op);
+  Tensor y(shape, in[0].dtype());
+  RETURN_IF_ERROR(with_int_dtype(call, in[0].dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T const* a = in[0].data<T>();
+    T* yp = y.data<T>();
+    if (arity == 1) {
+      for (int64_t k = 0; k < y.numel(); ++k) yp[k] = kernels::hd::bitwise_value(kind, a[k], a[k]);
+      return Status::ok();
+    }
+    T const* b = in[1].data<T>();
+    broadcast_each<2>(shape, {in[0].shape(), in[1].shape()}, [&](int64_t k, std::array<int64_t, 2> const& o) {
+      yp[k] = kernels::hd::bitwise_value(kind, a[o[0]], b[o[1]]);
+    });
+    return Status::ok();
+  }));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = std::move(y);
+  return Status::ok();
+}
+
 }  // namespace
 
 // ---- ConstantOfShape with the batch in its shape: filled per micro-batch (OpCall::batch) ----
@@ -343,6 +372,11 @@ CpuKernelFamily logic_kernels() {
   f.emplace_back(OpKind::kWhere,
                  CpuKernelEntry{{where_forward, where_backward, where_backward, logic_check}, 3, false});
   f.emplace_back(OpKind::kMod, CpuKernelEntry{{mod_forward, mod_backward, mod_backward, logic_check}, 2, false});
+  std::vector<DType> const ints{DType::kInt64, DType::kInt32, DType::kInt8, DType::kUInt8};
+  for (OpKind t : {OpKind::kBitwiseAnd, OpKind::kBitwiseOr, OpKind::kBitwiseXor, OpKind::kBitShift})
+    f.emplace_back(t, CpuKernelEntry{{bitwise_forward, no_gradient, no_gradient, bitwise_check}, 2, false, 0, ints});
+  f.emplace_back(OpKind::kBitwiseNot,
+                 CpuKernelEntry{{bitwise_forward, no_gradient, no_gradient, bitwise_check}, 1, false, 0, ints});
   f.emplace_back(
       OpKind::kConstantOfShape,
       CpuKernelEntry{

@@ -1,12 +1,13 @@
 // The CUDA backend's logic family: comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual)
 // of float32, int64, int32, int8, uint8 or bool operands and the boolean operators (Not, And, Or,
-// Xor) into bool bytes, and Where (any of those dtypes; the gradient to float32 x and y summed down
-// to their shapes), Mod of float32 (its gradients summed down) and of integers, and
+// Xor) into bool bytes, the bitwise ops of integers, and Where (any of those dtypes; the gradient to
+// float32 x and y summed down to their shapes), Mod of float32 (its gradients summed down) and of integers, and
 // ConstantOfShape and Range filled per micro-batch. Same inputs, outputs and
 // conventions as the CPU's exec/cpu/logic.cc; kernels in kernels/cuda/logic.cu.
 #include "exec/cuda/binary.h"
 #include "exec/cuda/cuda_ops.h"
 #include "exec/cuda/ops_common.h"
+#include "exec/op_shared.h"
 #include "graph/ops/common.h"
 #include "graph/ops/logic.h"
 #include "kernels/cuda/math.h"
@@ -257,6 +258,24 @@ Status int_mod_forward(OpCall const& call, std::vector<Tensor> const& in, std::v
   return Status::ok();
 }
 
+// ---- the bitwise family of int64, int32, int8 and uint8 (hd::bitwise_value, the CPU's own) ----
+
+// Never differentiated; BitwiseNot reads its one input as both operands.
+template <typename T>
+Status bitwise_forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved*) {
+  std::size_t const arity = call.op.kind() == OpKind::kBitwiseNot ? 1 : 2;
+  if (arity == 2 && in[0].dtype() != in[1].dtype()) return op_error(call, "inputs of different dtypes");
+  ASSIGN_OR_RETURN(std::vector<int64_t> const shape, broadcast(call, in, arity));
+  Tensor const& b = in[arity - 1];
+  ASSIGN_OR_RETURN(hd::BinaryIndex const index, index_of(call, shape, in[0].shape(), b.shape()));
+  ASSIGN_OR_RETURN(Tensor y, empty(shape, in[0].dtype()));
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::bitwise<T>(bitwise_kind_of(call.op), index, in[0].data<T>(), b.data<T>(), y.data<T>(), stream));
+  out.assign(call.op.outputs.size(), Tensor());
+  out[0] = y;
+  return Status::ok();
+}
+
 Status mod_backward(OpCall const& call, Saved const& saved, std::vector<Tensor> const& gout,
                     std::vector<bool> const& wanted, std::vector<Tensor>& grads, bool accumulate) {
   if ((!wants(wanted, 0) && !wants(wanted, 1)) || gout.empty() || !gout[0].defined()) return Status::ok();
@@ -316,6 +335,15 @@ std::vector<KernelEntry> logic_kernels() {
             {int_mod_forward<int8_t>, no_gradient, no_gradient, require_attrs<graph::ModAttrs>}, 2);
   add_typed(OpKind::kMod, DType::kUInt8,
             {int_mod_forward<uint8_t>, no_gradient, no_gradient, require_attrs<graph::ModAttrs>}, 2);
+  auto add_bitwise = [&](DType d, ForwardFn forward) {
+    for (OpKind k : {OpKind::kBitwiseAnd, OpKind::kBitwiseOr, OpKind::kBitwiseXor, OpKind::kBitShift})
+      add_typed(k, d, {forward, no_gradient, no_gradient, bitwise_check}, 2);
+    add_typed(OpKind::kBitwiseNot, d, {forward, no_gradient, no_gradient, bitwise_check}, 1);
+  };
+  add_bitwise(DType::kInt64, bitwise_forward<int64_t>);
+  add_bitwise(DType::kInt32, bitwise_forward<int32_t>);
+  add_bitwise(DType::kInt8, bitwise_forward<int8_t>);
+  add_bitwise(DType::kUInt8, bitwise_forward<uint8_t>);
   // Without data inputs an op's entry is found under float32.
   add_typed(OpKind::kConstantOfShape, DType::kFloat32,
             {constant_of_shape_forward, no_gradient, no_gradient, require_attrs<graph::ConstantOfShapeAttrs>}, 0);

@@ -1,4 +1,4 @@
-// Comparisons, boolean ops, Where and Mod: import-time inference (graph/ops/infer.h), their folding
+// Comparisons, boolean ops, bitwise ops, Where and Mod: import-time inference (graph/ops/infer.h), their folding
 // and that of ConstantOfShape and Range (graph/ops/fold.h), and cost (graph/ops/cost.h). All broadcast
 // their inputs the numpy way; comparisons and boolean ops give bool, Where and Mod their data's
 // dtype. ConstantOfShape and Range build values from a shape: folded when static, kept as ops
@@ -57,6 +57,36 @@ Result<Inferred> infer_broadcast_logic(InferContext const& c) {
   }
   k.data_inputs = all_slots(c);
   k.outs.push_back({dt, out});
+  return k;
+}
+
+// The bitwise family (BitwiseAnd/Or/Xor/Not, BitShift): integers of one dtype, broadcast, giving
+// that dtype. ONNX takes BitShift of unsigned integers only (its checker refuses the rest); the
+// direction is its one attribute. None is folded: a value known at import runs as an op.
+bool is_integer(DType d) { return !is_float_dtype(d) && d != DType::kBool; }
+
+Result<Inferred> infer_bitwise(InferContext const& c) {
+  std::size_t const arity = c.type == "BitwiseNot" ? 1 : 2;
+  if (c.inputs.size() != arity)
+    return invalid_argument("has " + std::to_string(c.inputs.size()) + " inputs; it takes " + std::to_string(arity));
+  Dims out;
+  for (std::size_t i = 0; i < arity; ++i) {
+    if (!c.has(i)) return invalid_argument("input " + std::to_string(i) + " is missing");
+    if (!is_integer(c.dtype(i)))
+      return invalid_argument("input " + std::to_string(i) + " has dtype " + dtype_name(c.dtype(i)) +
+                              "; it must be an integer");
+    ASSIGN_OR_RETURN(out, broadcast_dims(out, c.dims(i)));
+  }
+  if (arity == 2) RETURN_IF_ERROR(same_dtypes(c, 0, 1));
+  Inferred k;
+  if (c.type == "BitShift") {
+    std::string const direction = c.attr_string("direction", "");
+    if (direction != "LEFT" && direction != "RIGHT")
+      return invalid_argument("direction is '" + direction + "'; it must be LEFT or RIGHT");
+    k.typed = BitShiftAttrs{direction == "LEFT"};
+  }
+  k.data_inputs = all_slots(c);
+  k.outs.push_back({c.dtype(0), out});
   return k;
 }
 
@@ -340,6 +370,10 @@ void register_logic_ops(OpTable& t) {
   define(t, "Not",
          with_grad_free(elementwise_op(infer_broadcast_logic, {1, 0}, nullptr, fold_predicate<logical_not>),
                         every_input()));  // one input
+  // Bits of integers: nothing to differentiate.
+  for (char const* type : {"BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitShift"})
+    define(t, type, with_grad_free(broadcasting_op(infer_bitwise, {1, 0}), every_input()));
+  define(t, "BitwiseNot", with_grad_free(elementwise_op(infer_bitwise, {1, 0}), every_input()));
   // Both operands get a gradient (ONNX declares the divisor non-differentiable; the kernels give it one).
   define(t, "Mod", broadcasting_op(infer_broadcast_logic, {3, 3}, nullptr, fold_mod));
 }

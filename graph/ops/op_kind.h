@@ -15,7 +15,8 @@ namespace gp::graph::ops {
 // clang-format off
 #define GP_OP_KINDS(X) \
   X(Abs) X(Acos) X(Acosh) X(Add) X(And) X(ArgMax) X(ArgMin) X(Asin) X(Asinh) X(Atan) X(Atanh)               \
-  X(AveragePool) X(BatchNormalization) X(Bernoulli) X(BlackmanWindow) X(Cast) X(Ceil) X(Celu) X(Clip)       \
+  X(AveragePool) X(BatchNormalization) X(Bernoulli) X(BitShift) X(BitwiseAnd) X(BitwiseNot) X(BitwiseOr)     \
+  X(BitwiseXor) X(BlackmanWindow) X(Cast) X(Ceil) X(Celu) X(Clip)       \
   X(Col2Im) X(Concat) X(Constant) X(ConstantOfShape) X(Conv) X(ConvTranspose) X(Cos) X(Cosh) X(CumSum) X(Div)         \
   X(Dropout) X(Einsum) X(Elu) X(Equal) X(Erf) X(Exp) X(Expand) X(EyeLike) X(Flatten) X(Floor) X(GRU)        \
   X(Gather) X(GatherElements) X(GatherND) X(Gelu) X(Gemm) X(GlobalAveragePool) X(Greater) X(GreaterOrEqual) \

@@ -29,7 +29,7 @@ __global__ void binary_kernel(hd::BinaryKind kind, hd::BinaryIndex const p, T co
   }
 }
 
-// Integer arithmetic, y = f(a, b) broadcast (F: IntBinary or IntMod below, the CPU's per-element
+// Integer arithmetic, y = f(a, b) broadcast (F: IntBinary, IntBitwise or IntMod below, the CPU's per-element
 // functions). With first_zero (Div, Mod), a zero divisor's position goes into *first_zero (the
 // smallest, by atomicMin); f gives 0 there.
 template <typename T, typename I, typename F>
@@ -51,6 +51,13 @@ struct IntBinary {
   template <typename T>
   __device__ T operator()(T x, T z) const {
     return hd::int_binary_op(kind, x, z);
+  }
+};
+struct IntBitwise {
+  hd::BitwiseKind kind;
+  template <typename T>
+  __device__ T operator()(T x, T z) const {
+    return hd::bitwise_value(kind, x, z);
   }
 };
 struct IntMod {
@@ -161,6 +168,20 @@ template cudaError_t int_mod<int8_t>(hd::BinaryIndex const&, int8_t const*, int8
                                      unsigned long long*, cudaStream_t);
 template cudaError_t int_mod<uint8_t>(hd::BinaryIndex const&, uint8_t const*, uint8_t const*, bool, uint8_t*,
                                       unsigned long long*, cudaStream_t);
+
+template <typename T>
+cudaError_t bitwise(hd::BitwiseKind kind, hd::BinaryIndex const& index, T const* a, T const* b, T* y,
+                    cudaStream_t stream) {
+  return launch_int_arith(index, a, b, IntBitwise{kind}, y, nullptr, stream);
+}
+template cudaError_t bitwise<int64_t>(hd::BitwiseKind, hd::BinaryIndex const&, int64_t const*, int64_t const*, int64_t*,
+                                      cudaStream_t);
+template cudaError_t bitwise<int32_t>(hd::BitwiseKind, hd::BinaryIndex const&, int32_t const*, int32_t const*, int32_t*,
+                                      cudaStream_t);
+template cudaError_t bitwise<int8_t>(hd::BitwiseKind, hd::BinaryIndex const&, int8_t const*, int8_t const*, int8_t*,
+                                     cudaStream_t);
+template cudaError_t bitwise<uint8_t>(hd::BitwiseKind, hd::BinaryIndex const&, uint8_t const*, uint8_t const*, uint8_t*,
+                                      cudaStream_t);
 
 cudaError_t mod_b_grad(hd::BinaryIndex const& index, float const* a, float const* b, float const* dy, bool fmod,
                        float* full, cudaStream_t stream) {

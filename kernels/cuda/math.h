@@ -137,6 +137,11 @@ cudaError_t mod_b_grad(hd::BinaryIndex const& index, float const* a, float const
 template <typename T>
 cudaError_t int_mod(hd::BinaryIndex const& index, T const* a, T const* b, bool fmod, T* y,
                     unsigned long long* first_zero, cudaStream_t stream);
+// The bitwise family of int64_t, int32_t, int8_t or uint8_t (hd::bitwise_value, the CPU's function)
+// over the index's output; BitwiseNot reads a only (b may be a, its index a's).
+template <typename T>
+cudaError_t bitwise(hd::BitwiseKind kind, hd::BinaryIndex const& index, T const* a, T const* b, T* y,
+                    cudaStream_t stream);
 // y[i] = scale · x[offset_a(i)]: x broadcast to the index's output (b strides unused).
 template <typename T>
 cudaError_t broadcast_scaled(hd::BinaryIndex const& index, T const* x, float scale, T* y, cudaStream_t stream);

@@ -259,6 +259,34 @@ GP_HD T int_mod_value(T a, T b, bool fmod) {
     return static_cast<T>(a % b);
   }
 }
+// The bitwise family (BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot, BitShift) of int64, int32,
+// int8 or uint8 (the CPU's exec/cpu/logic.cc and the CUDA kernel run this) on the two's-complement
+// bits, in unsigned arithmetic; Not reads x only. A shift by the width or more gives 0, as numpy
+// and ONNX's reference do (C++ leaves it undefined); a signed shift is logical.
+enum class BitwiseKind : int32_t { kAnd, kOr, kXor, kNot, kShiftLeft, kShiftRight };
+
+template <typename T>
+GP_HD T bitwise_value(BitwiseKind k, T x, T z) {
+  using U = std::make_unsigned_t<T>;
+  U const a = static_cast<U>(x), b = static_cast<U>(z);
+  U const bits = static_cast<U>(sizeof(T) * 8);
+  switch (k) {
+    case BitwiseKind::kAnd:
+      return static_cast<T>(static_cast<U>(a & b));
+    case BitwiseKind::kOr:
+      return static_cast<T>(static_cast<U>(a | b));
+    case BitwiseKind::kXor:
+      return static_cast<T>(static_cast<U>(a ^ b));
+    case BitwiseKind::kNot:
+      return static_cast<T>(static_cast<U>(~a));
+    case BitwiseKind::kShiftLeft:
+      return b >= bits ? T(0) : static_cast<T>(static_cast<U>(a << b));
+    case BitwiseKind::kShiftRight:
+      return b >= bits ? T(0) : static_cast<T>(static_cast<U>(a >> b));
+  }
+  return x;
+}
+
 GP_HD float mod_b_grad(float a, float b, float dy, bool fmod) {
   double const ratio = static_cast<double>(a) / b;
   return -dy * static_cast<float>(fmod ? trunc(ratio) : floor(ratio));

@@ -246,6 +246,21 @@ void by_dtype_cases(Add const& add) {
         return make_op(op, {}, {{"x", values_of(d, {2, 5}, 36), kIn}}, 1, {d});
       });
     }
+  // The bitwise family: two operands broadcast, shifts both ways (a negative or too wide shift
+  // gives 0 on both backends), Not.
+  for (D d : {D::kInt64, D::kInt32, D::kInt8, D::kUInt8}) {
+    std::string const n = std::string(" ") + graph::dtype_name(d);
+    for (char const* op : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"})
+      add(op + n + " broadcast", [d, op] {
+        return make_op(op, {}, {{"a", values_of(d, {2, 3}, 40), kIn}, {"b", values_of(d, {3}, 41), kIn}}, 1, {d});
+      });
+    for (bool left : {true, false})
+      add(std::string("BitShift ") + (left ? "left" : "right") + n, [d, left] {
+        return make_op("BitShift", graph::BitShiftAttrs{left},
+                       {{"x", values_of(d, {2, 4}, 42), kIn}, {"s", values_of(d, {4}, 43), kIn}}, 1, {d});
+      });
+    add("BitwiseNot" + n, [d] { return make_op("BitwiseNot", {}, {{"x", values_of(d, {2, 5}, 44), kIn}}, 1, {d}); });
+  }
   // ReduceSum, ReduceProd, ReduceMax and ReduceMin of integers (XLM's sequence lengths), Max and Min
   // of bool masks: over an inner axis, two outer axes (kept), and every axis.
   for (D d : {D::kInt64, D::kInt32, D::kInt8, D::kUInt8, D::kBool})

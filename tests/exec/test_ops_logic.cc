@@ -1,4 +1,4 @@
-// Comparisons, boolean ops, Where and Mod on the CPU backend: forward against plain reference
+// Comparisons, boolean ops, bitwise ops, Where and Mod on the CPU backend: forward against plain reference
 // loops with numpy broadcasting, finite-difference gradients of Where and Mod, dtype errors, and a
 // model whose bool mask feeds Where (Where(Less(h, 0), h, 0 * h)) training through the executor.
 #include <cmath>
@@ -251,6 +251,100 @@ TEST(LogicOps, UnsupportedDtypesAreNamed) {
       "the condition is bool");
   expect_refused(make_op("Mod", {}, {{"a", random_tensor({3}, 1)}, {"b", random_tensor({3}, 2)}}),
                  "no typed attributes");
+}
+
+// The bitwise family against numpy's values (np.bitwise_and, ..., np.left_shift of uint8, which
+// gives 0 for a shift by 8 or more), broadcast, in every integer dtype the kernels take.
+TEST(LogicOps, BitwiseOpsMatchNumpy) {
+  CpuBackend be;
+  auto run = [&](std::string const& type, graph::OpAttrs attrs, std::vector<testing::In> const& ins) {
+    auto o = make_op(type, std::move(attrs), ins);
+    Status const s = be.supports(o.the_op(), o.graph);
+    EXPECT_TRUE(s.is_ok()) << type << ": " << s.to_string();
+    return testing::run_forward(be, o).at(0);
+  };
+  auto values = [](Tensor const& t) {
+    std::vector<double> v;
+    for (int64_t i = 0; i < t.numel(); ++i) v.push_back(value_at(t, i));
+    return v;
+  };
+  // int32 at its edges: -6 is ...11111010, 0x7fffffff ^ -1 the lowest value.
+  Tensor const a = testing::int32_tensor({4}, {5, -6, 2147483647, -1}), b = testing::int32_tensor({4}, {3, 3, -1, 0});
+  EXPECT_EQ(values(run("BitwiseAnd", {}, {{"a", a}, {"b", b}})), (std::vector<double>{1, 2, 2147483647, 0}));
+  EXPECT_EQ(values(run("BitwiseOr", {}, {{"a", a}, {"b", b}})), (std::vector<double>{7, -5, -1, -1}));
+  EXPECT_EQ(values(run("BitwiseXor", {}, {{"a", a}, {"b", b}})), (std::vector<double>{6, -7, -2147483648.0, -1}));
+  EXPECT_EQ(values(run("BitwiseNot", {}, {{"a", a}})), (std::vector<double>{-6, 5, -2147483648.0, 0}));
+  // int64 [2, 3] & [3]: the second operand broadcast along the first axis.
+  Tensor const y =
+      run("BitwiseAnd", {},
+          {{"a", testing::int_tensor({2, 3}, {12, 13, 14, -1, -2, -3})}, {"b", testing::int_tensor({3}, {4, 5, 6})}});
+  EXPECT_EQ(y.shape(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(values(y), (std::vector<double>{4, 5, 6, 4, 4, 4}));
+  // uint8 shifts: bits shifted out are lost, a shift by the width or more gives 0.
+  Tensor const x8 = testing::typed_tensor<uint8_t>({4}, DType::kUInt8, {16, 4, 1, 255});
+  Tensor const s8 = testing::typed_tensor<uint8_t>({4}, DType::kUInt8, {1, 2, 8, 7});
+  EXPECT_EQ(values(run("BitShift", graph::BitShiftAttrs{true}, {{"x", x8}, {"s", s8}})),
+            (std::vector<double>{32, 16, 0, 128}));
+  EXPECT_EQ(values(run("BitShift", graph::BitShiftAttrs{false}, {{"x", x8}, {"s", s8}})),
+            (std::vector<double>{8, 1, 0, 1}));
+  EXPECT_EQ(values(run("BitwiseNot", {}, {{"x", x8}})), (std::vector<double>{239, 251, 254, 0}));
+  // int32 by 31, 32 and 33 (x86 would shift by the count mod 32; numpy's 0): a logical shift of the bits.
+  Tensor const x32 = testing::int32_tensor({3}, {1, -1, 1}), s32 = testing::int32_tensor({3}, {31, 32, 33});
+  EXPECT_EQ(values(run("BitShift", graph::BitShiftAttrs{true}, {{"x", x32}, {"s", s32}})),
+            (std::vector<double>{-2147483648.0, 0, 0}));
+  EXPECT_EQ(values(run("BitShift", graph::BitShiftAttrs{false}, {{"x", x32}, {"s", s32}})),
+            (std::vector<double>{0, 0, 0}));
+  Tensor const i8 = testing::typed_tensor<int8_t>({2}, DType::kInt8, {-128, 127});
+  EXPECT_EQ(values(run("BitwiseNot", {}, {{"x", i8}})), (std::vector<double>{127, -128}));
+  EXPECT_EQ(values(run("BitwiseXor", {}, {{"x", i8}, {"y", i8}})), (std::vector<double>{0, 0}));
+  // Floats, mixed dtypes and a BitShift without its direction are refused by name.
+  auto refused = [&](testing::OneOp const& o) { return be.supports(o.the_op(), o.graph); };
+  Status s = refused(make_op("BitwiseAnd", {}, {{"a", random_tensor({3}, 1)}, {"b", random_tensor({3}, 2)}}));
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("float32"), std::string::npos) << s.message();
+  s = refused(make_op("BitwiseOr", {}, {{"a", a}, {"b", testing::int_tensor({4}, {1, 2, 3, 4})}}));
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("they must match"), std::string::npos) << s.message();
+  s = refused(make_op("BitShift", {}, {{"x", x8}, {"s", s8}}));
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("typed attributes"), std::string::npos) << s.message();
+}
+
+// Hashed ids (ids & 7) pick embedding rows: the bitwise op runs in the executor's graph, gets no
+// gradient, and the table's gradient is the probe summed into the rows the buckets picked.
+TEST(LogicOps, HashedIdsPickEmbeddingRowsAndTrain) {
+  graph::OnnxModelBuilder b("hashed_embedding", 18, 5);
+  auto ids = b.add_input("ids", {graph::kBatch}, DType::kInt64);
+  auto table = b.add_initializer("table", {8, 3}, graph::InitRule::uniform(0.8));
+  auto mask = b.add_constant("mask", graph::TensorData::from_int64s({}, {7}));
+  b.add_node("BitwiseAnd", {ids, mask}, {"bucket"});
+  b.add_node("Gather", {table, "bucket"}, {"y"});
+  b.add_output("y", {graph::kBatch, 3});
+  auto g = b.to_graph();
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ(g->tensor(*g->find_tensor("bucket")).dtype, DType::kInt64);
+  CpuBackend be;
+  auto ex = StageExecutor::create(*g, be);
+  ASSERT_TRUE(ex.is_ok()) << ex.status().to_string();
+  std::vector<int64_t> const id_values = {3, 11, 8, -1, 1000, 19};  // buckets 3, 3, 0, 7, 0, 3
+  std::vector<int64_t> const bucket = {3, 3, 0, 7, 0, 3};
+  TensorMap inputs;
+  inputs.emplace(g->inputs()[0], testing::int_tensor({6}, id_values));
+  graph::TensorId const out = g->outputs()[0];
+  Tensor const probe = random_tensor({6, 3}, 9);
+  TensorMap outs, in_grads;
+  ASSERT_TRUE((*ex)->zero_grads().is_ok());
+  ASSERT_TRUE((*ex)->forward(0, inputs, outs, true, 1).is_ok());
+  ASSERT_TRUE((*ex)->backward(0, {{out, probe}}, in_grads).is_ok());
+  Tensor const& w = (*ex)->parameters().at("table");
+  Tensor const& grad = (*ex)->gradients().at("table");
+  std::vector<double> want(24, 0.0);
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 3; ++j) {
+      EXPECT_EQ(outs.at(out).data<float>()[i * 3 + j], w.data<float>()[bucket[i] * 3 + j]) << i << "," << j;
+      want[bucket[i] * 3 + j] += probe.data<float>()[i * 3 + j];
+    }
+  for (int k = 0; k < 24; ++k) EXPECT_NEAR(grad.data<float>()[k], want[k], 1e-6) << "table[" << k << "]";
 }
 
 // The ReLU of h written with a mask: the bool tensor gets no gradient, Where's does, and the

@@ -103,9 +103,11 @@ TEST(OpDef, BroadcastingOpsAreTheElementwiseOnesWithSeveralInputs) {
   std::vector<std::string> broadcasting;
   for (auto const& [type, def] : ops::op_table())
     if (def.broadcasts) broadcasting.push_back(type);
-  std::vector<std::string> const want = {
-      "Add", "And", "Div", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Max", "Mean", "Min", "Mod",
-      "Mul", "Or",  "Pow", "Sub",   "Sum",     "Where",          "Xor"};
+  std::vector<std::string> const want = {"Add",        "And",         "BitShift", "BitwiseAnd", "BitwiseOr",
+                                         "BitwiseXor", "Div",         "Equal",    "Greater",    "GreaterOrEqual",
+                                         "Less",       "LessOrEqual", "Max",      "Mean",       "Min",
+                                         "Mod",        "Mul",         "Or",       "Pow",        "Sub",
+                                         "Sum",        "Where",       "Xor"};
   EXPECT_EQ(broadcasting, want);
 }
 
