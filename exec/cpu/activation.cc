@@ -436,14 +436,8 @@ CpuKernelFamily activation_kernels() {
   f.push_back({OpKind::kClip, {{clip_forward, clip_backward, clip_backward, clip_check}, 1}});
   OpKernels const int_unary_kernels{int_unary_forward, no_gradient, no_gradient, no_check};
   f.push_back({OpKind::kNeg, {int_unary_kernels, 1, false, 0, {DType::kInt64, DType::kInt32, DType::kInt8}}});
-  for (OpKind u : {OpKind::kAbs, OpKind::kSign})
-    f.push_back({u, {int_unary_kernels, 1, false, 0, {DType::kInt64, DType::kInt32, DType::kInt8, DType::kUInt8}}});
-  f.push_back({OpKind::kClip,
-               {{int_clip_forward, no_gradient, no_gradient, int_clip_check},
-                1,
-                false,
-                0,
-                {DType::kInt64, DType::kInt32, DType::kInt8, DType::kUInt8}}});
+  for (OpKind u : {OpKind::kAbs, OpKind::kSign}) f.push_back({u, {int_unary_kernels, 1, false, 0, kIntDTypes}});
+  f.push_back({OpKind::kClip, {{int_clip_forward, no_gradient, no_gradient, int_clip_check}, 1, false, 0, kIntDTypes}});
   f.push_back({OpKind::kPRelu, {{prelu_forward, prelu_backward, prelu_backward, no_check}, 2}});
   // Min and Max of integers have their own entries (exec/cpu/binary.cc); Sum and Mean are float32
   // only, and the check says so for any other dtype.

@@ -81,6 +81,9 @@ Status with_int_dtype(OpCall const& call, DType dt, F&& f) {
 
 // The integer dtypes index arithmetic runs in (positions, row numbers, token ids).
 inline std::vector<DType> const kIndexDTypes{DType::kInt64, DType::kInt32};
+// The integer dtypes the per-element integer kernels take (Abs, Sign, Clip, the integer
+// reductions, the bitwise ops): dispatch_dtype's integers.
+inline std::vector<DType> const kIntDTypes{DType::kInt64, DType::kInt32, DType::kInt8, DType::kUInt8};
 using CpuKernelFamily = std::vector<std::pair<OpKind, CpuKernelEntry>>;
 
 // Op families each file lists (cpu_backend.cc joins them into the kernel table; a type listed

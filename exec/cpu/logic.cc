@@ -1,7 +1,8 @@
 // CPU kernels: comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual), boolean ops (Not,
-// And, Or, Xor), the bitwise ops of integers, Where and Mod, as plain loops over numpy-broadcast inputs. Bool tensors
-// hold one byte per element (0 or 1; a nonzero byte reads as true). Gradients: Where to x and y, Mod to both operands
-// (float32 only); comparisons are steps, whose gradient is zero.
+// And, Or, Xor), the bitwise ops of integers, Where and Mod, as plain loops over numpy-broadcast
+// inputs. Bool tensors hold one byte per element (0 or 1; a nonzero byte reads as true).
+// Gradients: Where to x and y, Mod to both operands (float32 only); comparisons are steps, whose
+// gradient is zero.
 #include <array>
 #include <cmath>
 #include <functional>
@@ -372,11 +373,11 @@ CpuKernelFamily logic_kernels() {
   f.emplace_back(OpKind::kWhere,
                  CpuKernelEntry{{where_forward, where_backward, where_backward, logic_check}, 3, false});
   f.emplace_back(OpKind::kMod, CpuKernelEntry{{mod_forward, mod_backward, mod_backward, logic_check}, 2, false});
-  std::vector<DType> const ints{DType::kInt64, DType::kInt32, DType::kInt8, DType::kUInt8};
   for (OpKind t : {OpKind::kBitwiseAnd, OpKind::kBitwiseOr, OpKind::kBitwiseXor, OpKind::kBitShift})
-    f.emplace_back(t, CpuKernelEntry{{bitwise_forward, no_gradient, no_gradient, bitwise_check}, 2, false, 0, ints});
+    f.emplace_back(t,
+                   CpuKernelEntry{{bitwise_forward, no_gradient, no_gradient, bitwise_check}, 2, false, 0, kIntDTypes});
   f.emplace_back(OpKind::kBitwiseNot,
-                 CpuKernelEntry{{bitwise_forward, no_gradient, no_gradient, bitwise_check}, 1, false, 0, ints});
+                 CpuKernelEntry{{bitwise_forward, no_gradient, no_gradient, bitwise_check}, 1, false, 0, kIntDTypes});
   f.emplace_back(
       OpKind::kConstantOfShape,
       CpuKernelEntry{

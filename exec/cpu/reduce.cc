@@ -467,7 +467,7 @@ CpuKernelFamily reduce_kernels() {
   // Integers (and bool for Max and Min: any, all), never differentiated.
   OpKernels const int_reduce{int_reduce_forward, no_gradient, no_gradient, require_attrs<ReduceAttrs>};
   for (OpKind r : {OpKind::kReduceSum, OpKind::kReduceProd, OpKind::kReduceMax, OpKind::kReduceMin}) {
-    std::vector<DType> dtypes{DType::kInt64, DType::kInt32, DType::kInt8, DType::kUInt8};
+    std::vector<DType> dtypes = kIntDTypes;
     if (r == OpKind::kReduceMax || r == OpKind::kReduceMin) dtypes.push_back(DType::kBool);
     f.push_back({r, {int_reduce, 1, false, 0, dtypes}});
   }
