@@ -20,6 +20,7 @@
 #include "exec/cuda/ops_common.h"
 #include "exec/cuda/pinned_staging.h"
 #include "exec/kernel_table.h"
+#include "graph/ops/common.h"
 #include "graph/ops/registry.h"
 
 namespace gp::exec {
@@ -65,10 +66,7 @@ std::string describe(graph::Op const& op, graph::OpGraph const& graph) {
   return "op type '" + op.type + "' (node '" + op.name + "', dtype " + graph::dtype_name(data_dtype(op, graph)) + ")";
 }
 
-Status with_op(Status s, OpCall const& call) {
-  if (s.is_ok()) return s;
-  return s.with_context(call.op.type + " '" + call.op.name + "'");
-}
+Status with_op(Status s, OpCall const& call) { return graph::ops::in_op(std::move(s), call.op); }
 
 // Runs one kernel-table function: a device allocation that fails inside it (exec::Allocator
 // throws, as it cannot return a Status) becomes the allocator's out-of-memory Status.

@@ -6,6 +6,13 @@ Status op_error(Op const& op, std::string const& what) {
   return invalid_argument(op.type + " '" + op.name + "': " + what);
 }
 
+Status in_op(Status s, Op const& op) {
+  if (s.is_ok()) return s;
+  std::string const prefix = op.type + " '" + op.name + "'";
+  if (s.message().starts_with(prefix + ":") || s.message().starts_with(prefix + " ")) return s;
+  return s.with_context(prefix);
+}
+
 int64_t window_outputs(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin, int64_t pad_end,
                        bool ceil_mode) {
   int64_t const span = in + pad_begin + pad_end - ((kernel - 1) * dilation + 1);

@@ -16,6 +16,11 @@ namespace gp::graph::ops {
 
 // "<type> '<name>': what" (kInvalidArgument).
 Status op_error(Op const& op, std::string const& what);
+// An error `s` of running `op`, named as op_error names it: "<type> '<name>': " in front, unless the
+// message already begins with "<type> '<name>'" (an op_error from inside the kernel, or a message
+// such as "Transpose 't' on cuda runs float16 data, got float32"). OK stays OK. A backend that
+// names the op around every kernel's error (the CUDA backend) wraps with this, once.
+Status in_op(Status s, Op const& op);
 
 // kUnsupported unless the importer filled Op::typed with an A.
 template <typename A>

@@ -34,6 +34,25 @@ TEST(OpDef, TheImporterResolvesEveryOp) {
   }
 }
 
+// A backend names the op around every kernel's error once: an op_error from inside the kernel keeps
+// its one "<type> '<name>': " (the first H200 run found "Gather 'g': Gather 'g': index 9 ..." from
+// the CUDA backend's index and division-by-zero checks, where the CPU says it once).
+TEST(OpDef, AnOpsErrorNamesTheOpOnce) {
+  Op op;
+  op.type = "Gather";
+  op.name = "g";
+  Status const inner = ops::op_error(op, "index 9 (position 1) is out of range");
+  EXPECT_EQ(ops::in_op(inner, op).message(), "Gather 'g': index 9 (position 1) is out of range");
+  EXPECT_EQ(ops::in_op(inner, op).code(), inner.code());
+  EXPECT_EQ(ops::in_op(internal_error("cudaMemcpyAsync failed"), op).message(), "Gather 'g': cudaMemcpyAsync failed");
+  Status const named = unsupported("Gather 'g' on cuda runs float16 data, got float32");
+  EXPECT_EQ(ops::in_op(named, op).message(), named.message());
+  Op other = op;
+  other.name = "g2";  // another op's error is not this op's
+  EXPECT_EQ(ops::in_op(inner, other).message(), "Gather 'g2': Gather 'g': index 9 (position 1) is out of range");
+  EXPECT_TRUE(ops::in_op(Status::ok(), op).is_ok());
+}
+
 TEST(OpDef, AddOpResolvesHandBuiltOpsFromTheirType) {
   OpGraph g;
   TensorInfo x;
