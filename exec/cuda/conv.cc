@@ -22,6 +22,26 @@ namespace {
 namespace kc = kernels::cuda;
 namespace hd = kernels::hd;
 
+// cuDNN's weight gradient of the conv `s` (x and dy on the device) into a fresh dw, on symmetric
+// padding (symmetric_padding: its wgrad engines got dW wrong with more padding at the end than the
+// beginning): an asymmetric x is copied into zeros of the grown shape first.
+template <typename T>
+Status wgrad(OpCall const& call, ConvShape const& s, T const* x, T const* dy, T* dw) {
+  std::optional<SymmetricConv> const sym = symmetric_padding(s);
+  if (!sym) return in_op(call, conv_wgrad<T>(s, x, dy, dw));
+  ASSIGN_OR_RETURN(Tensor grown, zeros(sym->shape.x, dtype_of<T>()));
+  std::vector<int64_t> const whole = hd::row_major_strides(sym->shape.x);
+  int64_t at = 0;
+  for (std::size_t i = 0; i < whole.size(); ++i) at += sym->x_at[i] * whole[i];
+  hd::StridedParams p;
+  if (!hd::make_strided(s.x, hd::row_major_strides(s.x), whole, p))
+    return op_error(call, "the padded input " + graph::ops::dims_string(sym->shape.x) + " keeps more than " +
+                              std::to_string(hd::kMaxRank) + " dims after merging contiguous ones");
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::strided_copy<T>(x, grown.data<T>() + at, p, false, stream));
+  return in_op(call, conv_wgrad<T>(sym->shape, grown.data<T>(), dy, dw));
+}
+
 // ---- Conv ----
 Result<ConvShape> conv_shape_of(OpCall const& call, Tensor const& x, Tensor const& w) {
   Result<ConvShape> s = conv_shape(x.shape(), w.shape(), *attrs_of<graph::ConvAttrs>(call.op));
@@ -68,7 +88,7 @@ Status conv_grads(OpCall const& call, Saved const& saved, Tensor const& dy, bool
   }
   if (want_w) {  // cuDNN's graph API has no output blend: fresh, then added
     ASSIGN_OR_RETURN(Tensor dw, empty(s.w, dtype_of<T>()));
-    RETURN_IF_ERROR(in_op(call, conv_wgrad<T>(s, x.data<T>(), dy.data<T>(), dw.data<T>())));
+    RETURN_IF_ERROR(wgrad<T>(call, s, x.data<T>(), dy.data<T>(), dw.data<T>()));
     RETURN_IF_ERROR(emit_grad(call, w_grads, 1, dw, accumulate_w));
   }
   if (want_b && has_input(call, 2)) {
@@ -145,7 +165,7 @@ Status conv_transpose_grads(OpCall const& call, Saved const& saved, Tensor const
   }
   if (want_w) {
     ASSIGN_OR_RETURN(Tensor dw, empty(s.w));
-    RETURN_IF_ERROR(in_op(call, conv_wgrad<float>(s, block.data<float>(), x.data<float>(), dw.data<float>())));
+    RETURN_IF_ERROR(wgrad<float>(call, s, block.data<float>(), x.data<float>(), dw.data<float>()));
     RETURN_IF_ERROR(emit_grad(call, w_grads, 1, dw, accumulate_w));
   }
   if (want_b && has_input(call, 2)) {  // over the whole output: the bias reached every position

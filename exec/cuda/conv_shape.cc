@@ -1,5 +1,7 @@
 #include "exec/cuda/conv_shape.h"
 
+#include <algorithm>
+
 #include "core/units.h"
 #include "graph/ops/conv.h"
 
@@ -33,6 +35,18 @@ Result<ConvShape> conv_transpose_shape(std::vector<int64_t> const& x, std::vecto
     s.offset.insert(s.offset.end(), cw.offset.begin(), cw.offset.end());
   }
   return s;
+}
+
+std::optional<SymmetricConv> symmetric_padding(ConvShape const& s) {
+  if (s.pad_begin == s.pad_end) return std::nullopt;
+  SymmetricConv r{s, std::vector<int64_t>(s.x.size(), 0)};
+  for (std::size_t i = 0; i < s.pad_begin.size() && i < s.pad_end.size() && i + 2 < s.x.size(); ++i) {
+    int64_t const b = s.pad_begin[i], e = s.pad_end[i], keep = std::min(b, e);
+    r.shape.x[i + 2] += (b - keep) + (e - keep);
+    r.x_at[i + 2] = b - keep;
+    r.shape.pad_begin[i] = r.shape.pad_end[i] = keep;
+  }
+  return r;
 }
 
 PlanKey conv_plan_key(PlanKind kind, ConvShape const& s, int64_t dtype, int device) {

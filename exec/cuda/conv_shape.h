@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,19 @@ Result<ConvShape> conv_shape(std::vector<int64_t> const& x, std::vector<int64_t>
 // (graph::ops::conv_transpose_window).
 Result<ConvShape> conv_transpose_shape(std::vector<int64_t> const& x, std::vector<int64_t> const& w,
                                        graph::ConvTransposeAttrs const& a);
+
+// The conv `s` with symmetric padding, for cuDNN's weight gradient: on an H200 (cuDNN 9.19, the
+// first run on hardware, 2026-12-04) its wgrad engines gave a wrong dW for a padding larger at the
+// end than at the beginning (ConvTranspose with an output_shape past the full output; fprop and
+// dgrad of the same geometry were right). Each axis whose pad_begin and pad_end differ gets x grown
+// by the difference, on the side with more padding (those positions are zeros, as the padding
+// was), and both pads the smaller: the same windows over the same values. `x_at`: where the old x
+// sits in the grown one, per dim. nullopt when every axis is symmetric already.
+struct SymmetricConv {
+  ConvShape shape;
+  std::vector<int64_t> x_at;
+};
+std::optional<SymmetricConv> symmetric_padding(ConvShape const& s);
 
 // The cache key of a conv plan of `kind` (fprop, dgrad or wgrad) over s in cuDNN data type
 // `dtype` on `device`: every field of s, each list with its length.

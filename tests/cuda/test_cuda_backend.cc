@@ -326,6 +326,14 @@ std::vector<Case> cases() {
     return make_op("Conv", graph::ConvAttrs{{3, 3}, {2, 2}, {2, 1}, {2, 1, 1, 0}, 2, false},
                    {{"x", random_tensor({1, 4, 7, 6}, 4), kIn}, {"w", random_tensor({4, 2, 3, 3}, 5), kW}});
   });
+  // TensorFlow's SAME at stride 2: more padding at the end than the beginning, the geometry whose
+  // weight gradient cuDNN got wrong for a ConvTranspose on the H200 (now run on symmetric padding).
+  add("Conv stride 2 pads end > begin", [] {
+    return make_op("Conv", graph::ConvAttrs{{3, 3}, {2, 2}, {1, 1}, {0, 0, 1, 1}, 1, true},
+                   {{"x", random_tensor({2, 3, 6, 6}, 6), kIn},
+                    {"w", random_tensor({4, 3, 3, 3}, 7), kW},
+                    {"b", random_tensor({4}, 11), kW}});
+  });
   add("Gemm transB alpha beta", [] {
     return make_op(
         "Gemm", graph::GemmAttrs{0.7f, 1.3f, false, true, true},

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
+
 namespace gp::exec::cuda {
 namespace {
 
@@ -48,6 +51,45 @@ TEST(CudnnGraphs, ValidateInfersOnnxConvOutputDims) {
     ASSERT_TRUE(got.is_ok()) << got.status().message();
     EXPECT_EQ(dims(*got), dims(s->y));
   }
+}
+
+// The weight gradient runs on symmetric padding (symmetric_padding): x grows by the difference on
+// the side with more padding and cuDNN infers the same output from the grown x; a symmetric conv is
+// left alone.
+TEST(CudnnGraphs, AsymmetricPaddingBecomesSymmetricOnAGrownInputWithTheSameOutput) {
+  for (Case const& c : cases()) {
+    auto s = conv_shape(c.x, c.w, attrs_of(c));
+    ASSERT_TRUE(s.is_ok()) << s.status().message();
+    SCOPED_TRACE(s->describe());
+    std::optional<SymmetricConv> const sym = symmetric_padding(*s);
+    ASSERT_EQ(sym.has_value(), s->pad_begin != s->pad_end);
+    if (!sym) continue;
+    EXPECT_EQ(sym->shape.pad_begin, sym->shape.pad_end);
+    for (std::size_t i = 0; i + 2 < c.x.size(); ++i) {
+      int64_t const b = s->pad_begin[i], e = s->pad_end[i];
+      EXPECT_EQ(sym->shape.x[i + 2], c.x[i + 2] + std::max(b, e) - std::min(b, e)) << "axis " << i;
+      EXPECT_EQ(sym->x_at[i + 2], b - std::min(b, e)) << "axis " << i;
+      EXPECT_EQ(sym->shape.pad_begin[i], std::min(b, e));
+    }
+    EXPECT_EQ(sym->x_at[0], 0);
+    EXPECT_EQ(sym->x_at[1], 0);
+    auto got = cudnn_conv_output_dims(sym->shape);
+    ASSERT_TRUE(got.is_ok()) << got.status().message();
+    EXPECT_EQ(dims(*got), dims(s->y));
+  }
+  // The ConvTranspose whose weight gradient was wrong on the H200: its conv has pads [0,0] [1,0].
+  graph::ConvTransposeAttrs const a{{3, 3}, {2, 1}, {1, 1}, {-1, 0, 1, -2}, {0, 0}, 1, true};
+  auto t = conv_transpose_shape({1, 2, 3, 3}, {2, 3, 3, 3}, a);
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  std::optional<SymmetricConv> const sym = symmetric_padding(*t);
+  ASSERT_TRUE(sym.has_value());
+  EXPECT_EQ(dims(sym->shape.x), dims({1, 3, 7, 5}));
+  EXPECT_EQ(dims(sym->x_at), dims({0, 0, 0, 0}));
+  EXPECT_EQ(dims(sym->shape.pad_begin), dims({0, 0}));
+  EXPECT_EQ(dims(sym->shape.pad_end), dims({0, 0}));
+  auto got = cudnn_conv_output_dims(sym->shape);
+  ASSERT_TRUE(got.is_ok()) << got.status().message();
+  EXPECT_EQ(dims(*got), dims({1, 2, 3, 3}));
 }
 
 TEST(CudnnGraphs, OnnxRuleGivesTheKnownResNetStemShape) {
