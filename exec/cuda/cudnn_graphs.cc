@@ -104,6 +104,16 @@ PlanCache<Entry>& memory_cache() {
   return cache;
 }
 
+// GP_CUDNN_DETERMINISTIC=1: only engines without cuDNN's NONDETERMINISTIC note (no atomics), so
+// that two runs compute the same bits; read once per process.
+bool deterministic_engines() {
+  static bool const on = [] {
+    char const* v = std::getenv("GP_CUDNN_DETERMINISTIC");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return on;
+}
+
 // Lowers, plans and sizes e's graph.
 Status finish(Entry& e, cudnnHandle_t handle, std::string const& what) {
   fe::graph::Graph& g = *e.graph;
@@ -111,6 +121,7 @@ Status finish(Entry& e, cudnnHandle_t handle, std::string const& what) {
   RETURN_IF_ERROR(fe_check(g.build_operation_graph(handle), what, "build_operation_graph", true));
   RETURN_IF_ERROR(fe_check(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), what,
                            "create_execution_plans", true));
+  if (deterministic_engines()) g.deselect_numeric_notes({fe::NumericalNote_t::NONDETERMINISTIC});
   RETURN_IF_ERROR(fe_check(g.check_support(), what, "check_support", true));
   RETURN_IF_ERROR(fe_check(g.build_plans(), what, "build_plans", true));
   RETURN_IF_ERROR(fe_check(g.get_workspace_size(e.workspace), what, "get_workspace_size", false));
@@ -135,7 +146,7 @@ std::shared_ptr<PlanDiskCache const> disk_cache(int device) {
       char const* tf32 = std::getenv("NVIDIA_TF32_OVERRIDE");
       env = "sm" + std::to_string(prop.major) + std::to_string(prop.minor) + " " + prop.name + " cudnn " +
             std::to_string(cudnnGetVersion()) + " frontend " + std::to_string(CUDNN_FRONTEND_VERSION) +
-            " tf32-override " + (tf32 ? tf32 : "unset");
+            " tf32-override " + (tf32 ? tf32 : "unset") + (deterministic_engines() ? " deterministic" : "");
     } else {
       clear_last_cuda_error();
     }
