@@ -13,6 +13,20 @@
 
 namespace gp::exec {
 
+Tensor random_normal(std::vector<int64_t> const& shape, std::mt19937& rng, DType dtype) {
+  Tensor t(shape);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  if (dtype != DType::kBFloat16 && dtype != DType::kFloat16) return t;
+  Tensor low(shape, dtype);
+  if (dtype == DType::kBFloat16) {
+    kernels::float_to_bf16(t.data<float>(), t.numel(), low.data<uint16_t>());
+  } else {
+    kernels::float_to_half(t.data<float>(), t.numel(), low.data<uint16_t>());
+  }
+  return low;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -30,18 +44,7 @@ Result<double> time_min(Backend& backend, int repeats, F&& f) {
   return best;
 }
 
-// Normal draws in `dtype` (float32, or bfloat16: the float32 draws rounded).
-Tensor random_like(std::vector<int64_t> const& shape, std::mt19937& rng, DType dtype = DType::kFloat32) {
-  Tensor t(shape);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  if (dtype != DType::kBFloat16) return t;
-  Tensor low(shape, dtype);
-  kernels::float_to_bf16(t.data<float>(), t.numel(), low.data<uint16_t>());
-  return low;
-}
-
-bool float_data(DType d) { return d == DType::kFloat32 || d == DType::kBFloat16; }
+bool float_data(DType d) { return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16; }
 
 // Mean forward and backward time of the whole graph in `StageExecutor`, with `copies` executors
 // running at once on their own threads (what that many workers sharing the machine, or a GPU,
@@ -69,7 +72,7 @@ Status executor_times(graph::OpGraph const& graph, Backend& profiled, int64_t n,
       auto const& info = graph.tensor(t);
       auto const shape = info.shape.concrete(n);
       if (float_data(info.dtype)) {
-        auto d = backend.to_device(random_like(shape, rng, info.dtype));
+        auto d = backend.to_device(random_normal(shape, rng, info.dtype));
         if (!d.is_ok()) {
           status[c] = d.status();
           return;
@@ -96,7 +99,7 @@ Status executor_times(graph::OpGraph const& graph, Backend& profiled, int64_t n,
       graph::TensorId const out = graph.outputs()[0];
       TensorMap grads;
       if (s.is_ok() && !output_grad.defined()) {
-        auto g = backend.to_device(random_like(outputs.at(out).shape(), rng, outputs.at(out).dtype()));
+        auto g = backend.to_device(random_normal(outputs.at(out).shape(), rng, outputs.at(out).dtype()));
         s = g.status();
         if (s.is_ok()) output_grad = std::move(g).value();
       }
@@ -168,7 +171,7 @@ Result<graph::MeasuredProfile> profile_graph(graph::OpGraph const& graph, Backen
       auto const& info = graph.tensor(t);
       auto const shape = info.shape.concrete(n);
       if (float_data(info.dtype)) {
-        ASSIGN_OR_RETURN(values[t], backend.to_device(random_like(shape, rng, info.dtype)));
+        ASSIGN_OR_RETURN(values[t], backend.to_device(random_normal(shape, rng, info.dtype)));
       } else {
         values[t] = backend.zeros(shape, info.dtype);  // index 0 is valid for every table
       }
@@ -193,7 +196,7 @@ Result<graph::MeasuredProfile> profile_graph(graph::OpGraph const& graph, Backen
         std::vector<Tensor> gout(op.outputs.size());
         for (std::size_t j = 0; j < op.outputs.size() && j < outs.size(); ++j) {
           if (op.outputs[j] != graph::kNoTensor && plan.requires_grad[op.outputs[j]] && outs[j].defined()) {
-            ASSIGN_OR_RETURN(gout[j], backend.to_device(random_like(outs[j].shape(), rng, outs[j].dtype())));
+            ASSIGN_OR_RETURN(gout[j], backend.to_device(random_normal(outs[j].shape(), rng, outs[j].dtype())));
           }
         }
         std::vector<bool> needs(op.inputs.size(), false);

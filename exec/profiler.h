@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,12 @@ struct ProfileOptions {
   std::function<Result<std::unique_ptr<Backend>>()> calibration_backend;
   int threads = 0;  // recorded in the profile (the calling thread's budget)
 };
+
+// Normal draws (mean 0, deviation 1) of `shape` in host memory, in `dtype`: float32, or bfloat16 or
+// float16 (the float32 draws rounded); what the profiler feeds an op's float inputs and output
+// gradients. (It gave float16 ops float32 gradients: `--precision fp16 profile --backend cuda`
+// failed at the first Transpose of a GPT on the H200.)
+Tensor random_normal(std::vector<int64_t> const& shape, std::mt19937& rng, DType dtype);
 
 Result<graph::MeasuredProfile> profile_graph(graph::OpGraph const& graph, Backend& backend,
                                              ProfileOptions const& options);

@@ -1,6 +1,8 @@
 // The profiler's calibration against the whole executor: how many executors it runs at once and on
 // which backends (workers sharing one GPU each have a backend, and a stream, of their own).
 #include <atomic>
+#include <cmath>
+#include <random>
 #include <memory>
 
 #include <gtest/gtest.h>
@@ -22,6 +24,24 @@ ProfileOptions small_options(int concurrency) {
   o.calibrate_concurrency = concurrency;
   o.calibrate_repeats = 1;
   return o;
+}
+
+// The profiler's draws come in the dtype the op's tensor has: float16 too (a float16 op's output
+// gradient was float32, and the CUDA backend refused the GPT's first Transpose on the H200), each
+// the float32 draw of the same seed rounded to the format.
+TEST(Profiler, RandomInputsAndGradientsHaveTheTensorsDtypeFloat16Included) {
+  std::mt19937 rng32(7);
+  std::vector<float> const want = random_normal({3, 5}, rng32, DType::kFloat32).to_vector();
+  for (DType d : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    SCOPED_TRACE(graph::dtype_name(d));
+    std::mt19937 rng(7);
+    Tensor const t = random_normal({3, 5}, rng, d);
+    EXPECT_EQ(t.dtype(), d);
+    EXPECT_EQ(t.shape(), (std::vector<int64_t>{3, 5}));
+    std::vector<float> const got = t.to_vector();
+    double const tol = d == DType::kBFloat16 ? 1.0 / 128 : d == DType::kFloat16 ? 1.0 / 1024 : 0.0;
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol * std::abs(want[i]) + 1e-7) << i;
+  }
 }
 
 TEST(Profiler, CalibrationExecutorsBeyondTheFirstRunOnBackendsOfTheirOwn) {
