@@ -34,6 +34,7 @@ class DeviceLikeBackend final : public Backend {
   }
   Status forward(OpCall const& call, std::vector<Tensor> const& in, std::vector<Tensor>& out, Saved* saved) override {
     if (forwards) ++*forwards;
+    if (on_forward) on_forward();
     log_reads(in);
     RETURN_IF_ERROR(cpu_.forward(call, in, out, saved));
     if (recording_) {
@@ -250,6 +251,7 @@ class DeviceLikeBackend final : public Backend {
   CountingAllocator pinned;
   int pinned_copies = 0;
   std::atomic<int>* forwards = nullptr;  // when set, counts the op forwards run here
+  std::function<void()> on_forward;      // when set, called first by every op forward
   // Backward calls by op type and kind ("B": backward_input, "W": backward_weight, "B+W":
   // backward), e.g. backward_calls["BatchNormalization"]["W"].
   std::map<std::string, std::map<std::string, int>> backward_calls;

@@ -1,6 +1,12 @@
 // The profiler's calibration against the whole executor: how many executors it runs at once and on
 // which backends (workers sharing one GPU each have a backend, and a stream, of their own).
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
 #include <cmath>
 #include <random>
 #include <memory>
@@ -69,6 +75,46 @@ TEST(Profiler, CalibrationExecutorsBeyondTheFirstRunOnBackendsOfTheirOwn) {
     EXPECT_GT(profile->calibration.fwd_scale[k], 0);
     EXPECT_GT(profile->calibration.bwd_scale[k], 0);
   }
+}
+
+// The executors of a calibration are timed while the others run: each pass starts together. Here
+// executor 1's first op forward (its warm-up) takes 300 ms; before the passes started together,
+// executor 0 ran all its timed passes alone meanwhile (an H200 predicted two workers sharing it
+// 1.2-1.4x faster than they trained). Now executor 0 runs forwards after executor 1's wait too.
+TEST(Profiler, CalibrationExecutorsStartEachPassTogether) {
+  auto g = testing::tiny_mlp(1).to_graph();
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  using Clock = std::chrono::steady_clock;
+  std::mutex mu;
+  std::vector<Clock::time_point> zero_forwards;
+  std::optional<Clock::time_point> one_waited;  // when executor 1's slow first forward ended
+  DeviceLikeBackend profiled;
+  profiled.on_forward = [&] {
+    std::lock_guard lock(mu);
+    zero_forwards.push_back(Clock::now());
+  };
+  ProfileOptions o = small_options(2);
+  o.samples = {2};
+  o.calibration_backend = [&]() -> Result<std::unique_ptr<Backend>> {
+    auto b = std::make_unique<DeviceLikeBackend>();
+    b->on_forward = [&] {
+      {
+        std::lock_guard lock(mu);
+        if (one_waited) return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::lock_guard lock(mu);
+      one_waited = Clock::now();
+    };
+    return std::unique_ptr<Backend>(std::move(b));
+  };
+  auto profile = profile_graph(*g, profiled, o);
+  ASSERT_TRUE(profile.is_ok()) << profile.status().message();
+  ASSERT_TRUE(one_waited.has_value());
+  int const after = static_cast<int>(
+      std::count_if(zero_forwards.begin(), zero_forwards.end(), [&](Clock::time_point t) { return t > *one_waited; }));
+  // Executor 0's timed pass waits for executor 1's warm-up to end (before, it had ended by then).
+  EXPECT_GE(after, 1);
 }
 
 TEST(Profiler, WithoutABackendFactoryTheExecutorsShareTheProfiledOneAndAFailedFactoryIsNamed) {
