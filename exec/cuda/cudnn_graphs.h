@@ -5,7 +5,7 @@
 // Each graph is validated, lowered, given plans from heuristics A then FALLBACK, checked, built
 // and its workspace sized once per key (op, dims, strides, dtype, conv parameters, epsilon and
 // momentum, device), in a thread_local cache (plans are not promised to be thread-safe), and,
-// with a plan cache folder (GP_CUDNN_PLAN_CACHE; off by default), stored on disk, from where the
+// with a plan cache folder (GP_CUDNN_PLAN_CACHE; on by default, "off" disables it), stored on disk, from where the
 // next run on the same GPU model and library versions loads it instead of building it.
 //
 // When cuDNN cannot run a graph (build_operation_graph, create_execution_plans, check_support or
@@ -60,8 +60,8 @@ template <typename T>
 Status batchnorm_backward(std::vector<int64_t> const& x_shape, BnBackwardPtrs const& p);
 
 // Plans kept across runs (exec/cuda/plan_disk_cache.h): the folder, by default the environment's
-// (GP_CUDNN_PLAN_CACHE: a folder, or "on" for $GP_CACHE_DIR or $HOME/.cache/graphpipe, /cudnn-plans;
-// unset: none, until a GPU run confirms that loaded plans compute what built ones do); empty: none.
+// (GP_CUDNN_PLAN_CACHE: a folder; unset or "on" for $GP_CACHE_DIR or $HOME/.cache/graphpipe,
+// /cudnn-plans; "off": none); empty: none.
 void set_cudnn_plan_cache_folder(std::string folder);
 // Plans built with cuDNN's heuristics, loaded from disk, and stored to disk, by this process.
 struct CudnnPlanCounts {

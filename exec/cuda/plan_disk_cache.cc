@@ -30,8 +30,8 @@ std::string one_line(std::string s) {
 
 std::string PlanDiskCache::folder_from_environment() {
   std::string const v = env_or_empty("GP_CUDNN_PLAN_CACHE");
-  if (v.empty() || v == "off") return {};
-  if (v != "on") return v;
+  if (v == "off") return {};
+  if (!v.empty() && v != "on") return v;
   std::string const cache = env_or_empty("GP_CACHE_DIR");  // graphpipe's cache, as the profiles'
   if (!cache.empty()) return cache + "/cudnn-plans";
   std::string const home = env_or_empty("HOME");

@@ -111,10 +111,12 @@ TEST(PlanDiskCache, TheFolderComesFromTheEnvironment) {
     else
       ::unsetenv(name);
   };
-  ::unsetenv("GP_CUDNN_PLAN_CACHE");  // off by default
+  ::unsetenv("GP_CUDNN_PLAN_CACHE");  // on by default (since the H200 run of 2026-12-04)
   ::setenv("GP_CACHE_DIR", "/x/cache", 1);
   ::setenv("HOME", "/home/u", 1);
-  EXPECT_EQ(PlanDiskCache::folder_from_environment(), "");
+  EXPECT_EQ(PlanDiskCache::folder_from_environment(), "/x/cache/cudnn-plans");
+  ::setenv("GP_CUDNN_PLAN_CACHE", "", 1);
+  EXPECT_EQ(PlanDiskCache::folder_from_environment(), "/x/cache/cudnn-plans");
   ::setenv("GP_CUDNN_PLAN_CACHE", "on", 1);
   EXPECT_EQ(PlanDiskCache::folder_from_environment(), "/x/cache/cudnn-plans");
   ::unsetenv("GP_CACHE_DIR");
