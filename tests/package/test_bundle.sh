@@ -21,6 +21,13 @@ tarball=$("$src/scripts/package.sh" --build-dir "$build" --out "$tmp/dist" --fas
 mkdir "$tmp/elsewhere" "$tmp/cwd"
 tar -C "$tmp/elsewhere" -xzf "$tarball"
 rm -rf "$tmp/dist"
+# --xz: the same bundle as .tar.xz.
+xz_tarball=$("$src/scripts/package.sh" --build-dir "$build" --out "$tmp/dist" --fast --xz | tail -1)
+[[ "$(basename "$xz_tarball")" =~ ^graphpipe-[0-9]+\.[0-9]+\.[0-9]+-linux-x86_64\.tar\.xz$ ]] ||
+  fail "unexpected --xz tarball name $(basename "$xz_tarball")"
+tar -tJf "$xz_tarball" >"$tmp/xz-list" || fail "tar cannot list the --xz tarball"
+grep -q '^graphpipe-[^/]*/bin/gpu-check$' "$tmp/xz-list" || fail "the --xz tarball has no bin/gpu-check"
+rm -rf "$tmp/dist"
 root=$(echo "$tmp"/elsewhere/graphpipe-*)
 [[ -d "$root" ]] || fail "the tarball has no graphpipe-* folder"
 cd "$tmp/cwd"
@@ -91,4 +98,23 @@ if "$root/bin/gpu-check" --tests 'test_zz_fails' --no-bench --no-memcheck --repo
 fi
 grep -q '^gpu-check: FAIL' "$tmp/fail.txt" || fail "the failing run's report has no FAIL summary"
 grep -q 'failed:  Canary.Fails' "$tmp/fail.txt" || fail "the failing run's report does not name Canary.Fails"
+
+# --jobs N: the executables N at a time and test_cuda_backend in N shards; a failure among them is
+# still found and named; --jobs 0 is a bad argument.
+if "$root/bin/gpu-check" --jobs 3 --tests '^test_(zz_fails|gemm_mapping|cuda_backend)$' --no-bench --no-memcheck \
+  --report "$tmp/jobs.txt" >/dev/null 2>&1; then
+  fail "bin/gpu-check --jobs 3 passed although a test failed"
+fi
+grep -q 'failed:  Canary.Fails' "$tmp/jobs.txt" || fail "gpu-check --jobs 3 does not name Canary.Fails"
+grep -q '^test_gemm_mapping  *ok  *passed' "$tmp/jobs.txt" || fail "gpu-check --jobs 3 has no test_gemm_mapping result"
+if [[ -x "$root/tests/test_cuda_backend" ]]; then
+  for k in 1 2 3; do
+    grep -q "^test_cuda_backend\[$k/3\]  *ok  *passed" "$tmp/jobs.txt" || fail "gpu-check --jobs 3 has no shard $k/3 of test_cuda_backend"
+  done
+  shards=$(grep -o '^gpu-check: FAIL: .* in [0-9]* executables' "$tmp/jobs.txt" | head -1)
+  [[ "$shards" == *" in 3 executables" ]] || fail "gpu-check --jobs 3 counted the shards as executables: $shards"
+fi
+rc=0
+"$root/bin/gpu-check" --jobs 0 --report "$tmp/jobs0.txt" >/dev/null 2>&1 || rc=$?
+((rc == 2)) || fail "gpu-check --jobs 0 exited $rc, not 2"
 echo "test_bundle: $elves ELF files resolve; $version; gpu-check passes and fails as it should"
