@@ -25,7 +25,7 @@ class PlanDiskCache {
   // The folder from the environment variable GP_CUDNN_PLAN_CACHE: a folder; unset, empty or
   // "on" for $GP_CACHE_DIR/cudnn-plans, else $HOME/.cache/graphpipe/cudnn-plans (none without
   // either); "off": none (no cache). On by default since an H200 ran it (2026-12-04: 202 plans of
-  // Inception stored, then loaded, first step 10.6 s -> 1.9 s, the same final loss with
+  // Inception stored, then loaded, a 3-step run 10.6 s -> 1.9 s of wall time, the same final loss with
   // deterministic engines; CudaGpu.CudnnPlansStoredOnDiskLoadInsteadOfBeingBuiltAndComputeTheSame).
   static std::string folder_from_environment();
 
