@@ -164,6 +164,8 @@ checkpoint {path, every, resume}, export, pipeline {planner, plan, policy, sched
 examples/train_mmt_pipeline.yaml), trainable / frozen (initializer name patterns with * and ?,
 e.g. frozen: ["*.mask"]; `graphpipe inspect MODEL --weights` shows what trains and why), tf32 (true:
 TF32 tensor cores for float32 matrix products on a GPU, as PyTorch's matmul.allow_tf32; default false),
+deterministic (true: cuDNN engines without atomics on a GPU, so that two runs compute the same bits, as
+PyTorch's cudnn.deterministic; default false; GP_CUDNN_DETERMINISTIC=1 does the same),
 cuda_graphs (true: on one GPU, each micro-batch's forward, loss and backward is captured as a CUDA graph
 from the second step and replayed as one launch; not with pipelines; default false),
 precision (fp32|bf16|fp16), loss_scale (dynamic, none or {init, growth_factor, backoff_factor,

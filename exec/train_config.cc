@@ -194,10 +194,11 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
   }
   if (!root.IsMap()) return parse_error(source + ": a training config must be a YAML map (model: ..., steps: ...)");
   std::vector<std::string> const keys = {
-      "model",      "loss",     "optimizer",     "lr",     "momentum", "weight_decay", "beta1",        "beta2",
-      "eps",        "batch",    "micro_batches", "steps",  "data",     "seed",         "log_interval", "checkpoint",
-      "export",     "pipeline", "trainable",     "frozen", "tf32",     "precision",    "loss_scale",   "export_weights",
-      "cuda_graphs"};
+      "model",       "loss",         "optimizer",    "lr",         "momentum",      "weight_decay",
+      "beta1",       "beta2",        "eps",          "batch",      "micro_batches", "steps",
+      "data",        "seed",         "log_interval", "checkpoint", "export",        "pipeline",
+      "trainable",   "frozen",       "tf32",         "precision",  "loss_scale",    "export_weights",
+      "cuda_graphs", "deterministic"};
   RETURN_IF_ERROR(check_keys(root, keys, source));
 
   TrainConfig c;
@@ -243,6 +244,8 @@ Result<TrainConfig> parse_train_config_unchecked(std::string const& yaml_text, s
     if (root[key]) RETURN_IF_ERROR(read_scalar(root[key], key, source, *out));
   if (root["seed"]) RETURN_IF_ERROR(read_scalar(root["seed"], "seed", source, c.seed));
   if (root["tf32"]) RETURN_IF_ERROR(read_scalar(root["tf32"], "tf32", source, c.tf32));
+  if (root["deterministic"])
+    RETURN_IF_ERROR(read_scalar(root["deterministic"], "deterministic", source, c.deterministic));
   if (root["cuda_graphs"]) RETURN_IF_ERROR(read_scalar(root["cuda_graphs"], "cuda_graphs", source, c.cuda_graphs));
   if (root["loss_scale"]) RETURN_IF_ERROR(parse_loss_scale(root["loss_scale"], source, c.loss_scale));
   if (root["precision"]) {

@@ -92,6 +92,12 @@ struct TrainConfig {
   // TF32 tensor cores for float32 matrix products on a GPU (`tf32: true`; PyTorch's
   // torch.backends.cuda.matmul.allow_tf32). Off by default, as in PyTorch; the CPU has no TF32.
   bool tf32 = false;
+  // cuDNN engines without atomics on a GPU (`deterministic: true`; PyTorch's
+  // torch.backends.cudnn.deterministic), so that two runs compute the same bits: on an H200 two
+  // runs of the zoo's Inception differed in the fourth digit after 3 steps without it. Off by
+  // default (it cost ResNet-18 fp32 13% there); the environment's GP_CUDNN_DETERMINISTIC=1 turns
+  // it on too. The CPU backend is deterministic either way.
+  bool deterministic = false;
   // CUDA graphs (`cuda_graphs: true`; one device, --backend cuda): from the second step on, each
   // micro-batch's forward, loss and backward is captured once and replayed as one launch
   // (exec/trainer.h). Off by default.

@@ -49,10 +49,10 @@ std::optional<SymmetricConv> symmetric_padding(ConvShape const& s) {
   return r;
 }
 
-PlanKey conv_plan_key(PlanKind kind, ConvShape const& s, int64_t dtype, int device) {
+PlanKey conv_plan_key(PlanKind kind, ConvShape const& s, int64_t dtype, int device, bool deterministic) {
   PlanKey key(kind, device, dtype);
   key.add_list(s.x).add_list(s.w).add_list(s.y).add_list(s.stride).add_list(s.dilation);
-  key.add_list(s.pad_begin).add_list(s.pad_end).add(s.group);
+  key.add_list(s.pad_begin).add_list(s.pad_end).add(s.group).add(deterministic ? 1 : 0);
   return key;
 }
 

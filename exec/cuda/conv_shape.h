@@ -55,7 +55,7 @@ struct SymmetricConv {
 std::optional<SymmetricConv> symmetric_padding(ConvShape const& s);
 
 // The cache key of a conv plan of `kind` (fprop, dgrad or wgrad) over s in cuDNN data type
-// `dtype` on `device`: every field of s, each list with its length.
-PlanKey conv_plan_key(PlanKind kind, ConvShape const& s, int64_t dtype, int device);
+// `dtype` on `device`, with deterministic engines or not: every field of s, each list with its length.
+PlanKey conv_plan_key(PlanKind kind, ConvShape const& s, int64_t dtype, int device, bool deterministic = false);
 
 }  // namespace gp::exec::cuda

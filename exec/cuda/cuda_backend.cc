@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "exec/cuda/caching_allocator.h"
+#include "exec/cuda/cudnn_graphs.h"
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/cuda_ops.h"
 #include "exec/cuda/device_context.h"
@@ -230,6 +231,7 @@ Status CudaBackend::init(int device, CudaBackendOptions const& options) {
   ctx_->cublaslt = lt;
   ctx_->cublaslt_workspace_bytes = options.cublaslt_workspace_bytes;
   ctx_->tf32_matmul = options.tf32_matmul;
+  ctx_->deterministic = options.deterministic || cuda::deterministic_from_environment();
   GP_CUDA_CHECK(cudaMalloc(&ctx_->cublaslt_workspace, ctx_->cublaslt_workspace_bytes));
   cudnnHandle_t dnn = nullptr;
   GP_CUDNN_CHECK(cudnnCreate(&dnn));

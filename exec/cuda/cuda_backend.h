@@ -37,6 +37,10 @@ struct CudaBackendOptions {
   // follow cuDNN's default (TF32 allowed, as torch.backends.cudnn.allow_tf32) either way, unless the
   // environment sets NVIDIA_TF32_OVERRIDE=0.
   bool tf32_matmul = false;
+  // cuDNN engines without the NONDETERMINISTIC note (no atomics): two runs compute the same bits,
+  // as torch.backends.cudnn.deterministic. The environment's GP_CUDNN_DETERMINISTIC=1 turns it on
+  // for every backend of the process.
+  bool deterministic = false;
 };
 
 class CudaBackend final : public Backend {

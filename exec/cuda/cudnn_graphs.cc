@@ -104,24 +104,15 @@ PlanCache<Entry>& memory_cache() {
   return cache;
 }
 
-// GP_CUDNN_DETERMINISTIC=1: only engines without cuDNN's NONDETERMINISTIC note (no atomics), so
-// that two runs compute the same bits; read once per process.
-bool deterministic_engines() {
-  static bool const on = [] {
-    char const* v = std::getenv("GP_CUDNN_DETERMINISTIC");
-    return v != nullptr && std::string(v) == "1";
-  }();
-  return on;
-}
-
-// Lowers, plans and sizes e's graph.
-Status finish(Entry& e, cudnnHandle_t handle, std::string const& what) {
+// Lowers, plans and sizes e's graph; `deterministic`: only engines without cuDNN's
+// NONDETERMINISTIC note (no atomics), so that two runs compute the same bits.
+Status finish(Entry& e, cudnnHandle_t handle, std::string const& what, bool deterministic) {
   fe::graph::Graph& g = *e.graph;
   RETURN_IF_ERROR(fe_check(g.validate(), what, "validate", false));
   RETURN_IF_ERROR(fe_check(g.build_operation_graph(handle), what, "build_operation_graph", true));
   RETURN_IF_ERROR(fe_check(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), what,
                            "create_execution_plans", true));
-  if (deterministic_engines()) g.deselect_numeric_notes({fe::NumericalNote_t::NONDETERMINISTIC});
+  if (deterministic) g.deselect_numeric_notes({fe::NumericalNote_t::NONDETERMINISTIC});
   RETURN_IF_ERROR(fe_check(g.check_support(), what, "check_support", true));
   RETURN_IF_ERROR(fe_check(g.build_plans(), what, "build_plans", true));
   RETURN_IF_ERROR(fe_check(g.get_workspace_size(e.workspace), what, "get_workspace_size", false));
@@ -146,7 +137,7 @@ std::shared_ptr<PlanDiskCache const> disk_cache(int device) {
       char const* tf32 = std::getenv("NVIDIA_TF32_OVERRIDE");
       env = "sm" + std::to_string(prop.major) + std::to_string(prop.minor) + " " + prop.name + " cudnn " +
             std::to_string(cudnnGetVersion()) + " frontend " + std::to_string(CUDNN_FRONTEND_VERSION) +
-            " tf32-override " + (tf32 ? tf32 : "unset") + (deterministic_engines() ? " deterministic" : "");
+            " tf32-override " + (tf32 ? tf32 : "unset");
     } else {
       clear_last_cuda_error();
     }
@@ -214,7 +205,7 @@ Result<Entry*> cached(DeviceContext const& ctx, PlanKey const& key, What const& 
   std::shared_ptr<PlanDiskCache const> const disk_ptr = disk_cache(ctx.device);
   PlanDiskCache const& disk = *disk_ptr;
   if (load_plan(*e, disk, name, ctx.cudnn)) return cache.emplace(key, std::move(e)).first->second.get();
-  if (Status s = finish(*e, ctx.cudnn, what()); !s.is_ok()) {
+  if (Status s = finish(*e, ctx.cudnn, what(), ctx.deterministic); !s.is_ok()) {
     if (s.code() != StatusCode::kUnsupported) return s;
     spdlog::debug("device {}: {}", ctx.device, s.message());
     e->graph.reset();
@@ -275,7 +266,7 @@ Status conv_pass(PlanKind kind, char const* pass, ConvShape const& s, fe::DataTy
                  std::initializer_list<void*> ptrs, Build const& build) {
   ASSIGN_OR_RETURN(DeviceContext * ctx, current_context());
   auto const what = [&] { return std::string("conv ") + pass + " " + s.describe(); };
-  ASSIGN_OR_RETURN(Entry * e, cached(*ctx, conv_plan_key(kind, s, fe_code(t), ctx->device), what,
+  ASSIGN_OR_RETURN(Entry * e, cached(*ctx, conv_plan_key(kind, s, fe_code(t), ctx->device, ctx->deterministic), what,
                                      [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
                                        Conv4 const c = lift(s);
                                        configure(g, t);
@@ -335,9 +326,9 @@ TensorPtr scalar_by_value(fe::graph::Graph& g, char const* name) {
                       .set_data_type(fe::DataType_t::FLOAT));
 }
 
-PlanKey bn_key(PlanKind kind, std::vector<int64_t> const& x, fe::DataType_t t, int device) {
-  PlanKey key(kind, device, fe_code(t));
-  key.add_list(x);
+PlanKey bn_key(PlanKind kind, std::vector<int64_t> const& x, fe::DataType_t t, DeviceContext const& ctx) {
+  PlanKey key(kind, ctx.device, fe_code(t));
+  key.add_list(x).add(ctx.deterministic ? 1 : 0);
   return key;
 }
 
@@ -350,7 +341,7 @@ Status batchnorm_train(std::vector<int64_t> const& x_shape, float epsilon, float
   auto const what = [&] { return "batchnorm training forward x " + dims_string(x_shape); };
   if (g_refuse_batchnorm.load()) return refused_for_testing(what());
   ASSIGN_OR_RETURN(
-      Entry * e, cached(*ctx, bn_key(PlanKind::kBatchNormTrain, x_shape, t, ctx->device), what,
+      Entry * e, cached(*ctx, bn_key(PlanKind::kBatchNormTrain, x_shape, t, *ctx), what,
                         [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
                           std::vector<int64_t> const x4 = at_least_4d(x_shape), c4 = channel_dims(x4);
                           fe::DataType_t const f = fe::DataType_t::FLOAT;
@@ -379,7 +370,7 @@ Status batchnorm_infer(std::vector<int64_t> const& x_shape, BnInferPtrs const& p
   fe::DataType_t const t = fe_type<T>();
   auto const what = [&] { return "batchnorm inference forward x " + dims_string(x_shape); };
   if (g_refuse_batchnorm.load()) return refused_for_testing(what());
-  ASSIGN_OR_RETURN(Entry * e, cached(*ctx, bn_key(PlanKind::kBatchNormInfer, x_shape, t, ctx->device), what,
+  ASSIGN_OR_RETURN(Entry * e, cached(*ctx, bn_key(PlanKind::kBatchNormInfer, x_shape, t, *ctx), what,
                                      [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
                                        std::vector<int64_t> const x4 = at_least_4d(x_shape), c4 = channel_dims(x4);
                                        fe::DataType_t const f = fe::DataType_t::FLOAT;
@@ -405,7 +396,7 @@ Status batchnorm_backward(std::vector<int64_t> const& x_shape, BnBackwardPtrs co
   auto const what = [&] { return "batchnorm backward x " + dims_string(x_shape); };
   if (g_refuse_batchnorm.load()) return refused_for_testing(what());
   ASSIGN_OR_RETURN(
-      Entry * e, cached(*ctx, bn_key(PlanKind::kBatchNormBackward, x_shape, t, ctx->device), what,
+      Entry * e, cached(*ctx, bn_key(PlanKind::kBatchNormBackward, x_shape, t, *ctx), what,
                         [&](fe::graph::Graph& g, std::vector<TensorPtr>& io) {
                           std::vector<int64_t> const x4 = at_least_4d(x_shape), c4 = channel_dims(x4);
                           fe::DataType_t const f = fe::DataType_t::FLOAT;
@@ -452,5 +443,10 @@ GP_FOR_LOW_FLOAT_TYPES(GP_LOW)
 template Status batchnorm_train<float>(std::vector<int64_t> const&, float, float, BnTrainPtrs const&);
 template Status batchnorm_infer<float>(std::vector<int64_t> const&, BnInferPtrs const&);
 template Status batchnorm_backward<float>(std::vector<int64_t> const&, BnBackwardPtrs const&);
+
+bool deterministic_from_environment() {
+  char const* v = std::getenv("GP_CUDNN_DETERMINISTIC");
+  return v != nullptr && std::string(v) == "1";
+}
 
 }  // namespace gp::exec::cuda

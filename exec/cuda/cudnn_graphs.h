@@ -63,6 +63,9 @@ Status batchnorm_backward(std::vector<int64_t> const& x_shape, BnBackwardPtrs co
 // (GP_CUDNN_PLAN_CACHE: a folder; unset or "on" for $GP_CACHE_DIR or $HOME/.cache/graphpipe,
 // /cudnn-plans; "off": none); empty: none.
 void set_cudnn_plan_cache_folder(std::string folder);
+// GP_CUDNN_DETERMINISTIC=1 in the environment: every CUDA backend of the process uses deterministic
+// cuDNN engines (CudaBackendOptions::deterministic; part of every plan's key).
+bool deterministic_from_environment();
 // Plans built with cuDNN's heuristics, loaded from disk, and stored to disk, by this process.
 struct CudnnPlanCounts {
   int64_t built = 0, loaded = 0, stored = 0;

@@ -29,6 +29,7 @@ struct DeviceContext {
   void* cublaslt_workspace = nullptr;
   std::size_t cublaslt_workspace_bytes = 0;
   bool tf32_matmul = false;       // CudaBackendOptions::tf32_matmul
+  bool deterministic = false;     // CudaBackendOptions::deterministic, or GP_CUDNN_DETERMINISTIC=1
   cudnnContext* cudnn = nullptr;  // bound to `compute`
   // The first failure of a runtime call that cannot return a Status (Backend::zeros' memset),
   // reported by the backend's next synchronize().

@@ -214,7 +214,7 @@ Result<Measured> measure(exec::TrainConfig const& config, ModelFile const& model
                          int threads, int concurrency, std::string const& backend_name) {
   Measured m;
   ASSIGN_OR_RETURN(m.profile, measured_profile(model, graph, threads, concurrency, config.micro_batch_size(),
-                                               backend_name, BackendSettings{config.tf32}));
+                                               backend_name, backend_settings(config)));
   ASSIGN_OR_RETURN(m.update_seconds_per_weight_byte, measure_update_rate(backend_name, config.optimizer, threads));
   return m;
 }
@@ -299,7 +299,7 @@ Result<partition::Plan> make_plan(exec::TrainConfig const& config, ModelFile con
         std::snprintf(bw, sizeof bw, "%.3fGB/s", spec.bandwidth_bytes_per_s / 1e9);
       } else if (context.devices > 1) {
         ASSIGN_OR_RETURN(exec::MeasuredLink const link,
-                         measure_gpu_workers_link(context.backend, context.devices, BackendSettings{config.tf32}));
+                         measure_gpu_workers_link(context.backend, context.devices, backend_settings(config)));
         spec.bandwidth_bytes_per_s = link.bandwidth_bytes_per_s;
         spec.link_latency_s = link.latency_s;
         std::snprintf(bw, sizeof bw, "%.3fGB/s + %.1fus", link.bandwidth_bytes_per_s / 1e9, link.latency_s * 1e6);

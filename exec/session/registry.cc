@@ -10,6 +10,7 @@
 
 #include "core/units.h"
 #include "exec/cpu/cpu_backend.h"
+#include "exec/train_config.h"
 #ifdef GP_HAVE_CUDA
 #include "exec/cuda/cuda_backend.h"
 #include "exec/cuda/cuda_check.h"
@@ -144,6 +145,10 @@ std::optional<std::vector<std::string>> cuda_op_types() {
 #endif
 }
 
+BackendSettings backend_settings(exec::TrainConfig const& config) {
+  return BackendSettings{config.tf32, config.deterministic};
+}
+
 Result<std::unique_ptr<exec::Backend>> make_backend(std::string const& name, int index,
                                                     BackendSettings const& settings) {
   RETURN_IF_ERROR(check_backend_name(name));
@@ -151,6 +156,7 @@ Result<std::unique_ptr<exec::Backend>> make_backend(std::string const& name, int
 #ifdef GP_HAVE_CUDA
   exec::CudaBackendOptions options;
   options.tf32_matmul = settings.tf32_matmul;
+  options.deterministic = settings.deterministic;
   ASSIGN_OR_RETURN(auto backend, exec::CudaBackend::create(index, options));
   return std::unique_ptr<exec::Backend>(std::move(backend));
 #else
@@ -281,6 +287,7 @@ Result<std::unique_ptr<exec::Communicator>> nccl_communicator(partition::Plan co
   ASSIGN_OR_RETURN(int gpu, exec::select_local_gpu(timeout));
   exec::CudaBackendOptions backend_options;
   backend_options.tf32_matmul = settings.tf32_matmul;
+  backend_options.deterministic = settings.deterministic;
   ASSIGN_OR_RETURN(std::unique_ptr<exec::CudaBackend> backend, exec::CudaBackend::create(gpu, backend_options));
   exec::NcclOptions nccl;
   for (auto const& stage : plan.stages)

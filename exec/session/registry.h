@@ -16,6 +16,10 @@
 #include "partition/plan.h"
 #include "schedule/instruction.h"
 
+namespace gp::exec {
+struct TrainConfig;
+}  // namespace gp::exec
+
 namespace gp::session {
 
 inline constexpr char const* kBackendHelp = "cpu (oneDNN, default) or cuda (NVIDIA GPUs: cuDNN, cuBLASLt, NCCL)";
@@ -43,10 +47,14 @@ std::vector<std::string> cpu_op_types();
 // The op types the CUDA backend's kernel table holds (static: no GPU needed); nullopt in a build
 // without the CUDA backend.
 std::optional<std::vector<std::string>> cuda_op_types();
-// How a backend computes, beyond its kind: the training config's `tf32` (exec::TrainConfig::tf32).
+// How a backend computes, beyond its kind: the training config's `tf32` and `deterministic`
+// (exec::TrainConfig).
 struct BackendSettings {
-  bool tf32_matmul = false;  // cuda: TF32 tensor cores for float32 Gemm/MatMul; cpu: no TF32, ignored
+  bool tf32_matmul = false;    // cuda: TF32 tensor cores for float32 Gemm/MatMul; cpu: no TF32, ignored
+  bool deterministic = false;  // cuda: cuDNN engines without atomics; cpu: deterministic anyway
 };
+// The settings a training config asks for.
+BackendSettings backend_settings(exec::TrainConfig const& config);
 // The backend of device `index` (for cuda: GPU `index`).
 Result<std::unique_ptr<exec::Backend>> make_backend(std::string const& name, int index,
                                                     BackendSettings const& settings = {});

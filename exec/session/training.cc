@@ -129,7 +129,7 @@ Status TrainingSession::start(TrainOptions const& options) {
 Status TrainingSession::start_single(TrainOptions const&) {
   memory_ = std::make_unique<exec::CountingAllocator>();
   exec::ScopedThreadAllocator scoped(*memory_);
-  ASSIGN_OR_RETURN(backend_, make_backend(backend_name_, 0, BackendSettings{config_.tf32}));
+  ASSIGN_OR_RETURN(backend_, make_backend(backend_name_, 0, backend_settings(config_)));
   ASSIGN_OR_RETURN(auto data, exec::make_data_source(config_.data, *graph_, config_.loss, config_.seed));
   std::string const data_desc = data->describe();
   ASSIGN_OR_RETURN(trainer_, exec::Trainer::create(config_, *graph_, *backend_, std::move(data)));
@@ -214,7 +214,7 @@ Status TrainingSession::start_pipeline(TrainOptions const& options) {
     }
     ASSIGN_OR_RETURN(comm_,
                      make_rank_communicator(backend_name_, plan, sched, exec::run_fingerprint(plan, sched, config_), ro,
-                                            BackendSettings{config_.tf32}, tied_groups));
+                                            backend_settings(config_), tied_groups));
     if (!ro.make_backend) ro.make_backend = [](int) { return make_backend("cpu", 0); };
     ASSIGN_OR_RETURN(runtime_, exec::Runtime::create_rank(config_, *graph_, plan, sched, *comm_, ro));
   } else {

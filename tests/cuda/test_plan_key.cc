@@ -94,6 +94,10 @@ TEST(PlanKey, EveryFieldOfAConvChangesItsKey) {
   EXPECT_EQ(hashes.size(), changes.size() + 1);
   for (PlanKind kind : {PlanKind::kConvDgrad, PlanKind::kConvWgrad})
     EXPECT_NE(conv_plan_key(kind, base, 0, 0), k0) << plan_kind_name(kind);
+  // Deterministic engines (`deterministic: true`) are other plans, in memory and on disk.
+  PlanKey const deterministic = conv_plan_key(PlanKind::kConvFprop, base, 0, 0, /*deterministic=*/true);
+  EXPECT_NE(deterministic, k0);
+  EXPECT_NE(deterministic.describe(), k0.describe());
 }
 
 // The same for a cuBLASLt call: everything its descriptors and algorithm are made from changes

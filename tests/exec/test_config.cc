@@ -26,6 +26,7 @@ checkpoint: {path: ckpt/run.gpck, every: 3, resume: true}
 export: out.onnx
 tf32: true
 cuda_graphs: true
+deterministic: true
 )",
                               "t.yaml", "/base");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
@@ -47,6 +48,8 @@ cuda_graphs: true
   EXPECT_FALSE(parse_train_config("model: m.onnx\n", "t.yaml", "")->tf32);  // off unless asked, as in PyTorch
   EXPECT_TRUE(c->cuda_graphs);
   EXPECT_FALSE(parse_train_config("model: m.onnx\n", "t.yaml", "")->cuda_graphs);
+  EXPECT_TRUE(c->deterministic);
+  EXPECT_FALSE(parse_train_config("model: m.onnx\n", "t.yaml", "")->deterministic);  // opt-in, as in PyTorch
 }
 
 TEST(TrainConfig, PrecisionAndLossScale) {
@@ -113,6 +116,7 @@ TEST(TrainConfig, BadValuesAreClearErrors) {
         Case{"model: m.onnx\nloss: hinge\n", "'loss'"}, Case{"model: m.onnx\noptimizer: lamb\n", "'optimizer'"},
         Case{"model: m.onnx\nlr: fast\n", "'lr'"}, Case{"model: m.onnx\nlr: -1\n", "'lr'"},
         Case{"model: m.onnx\ntf32: sometimes\n", "'tf32' has an invalid value 'sometimes'"},
+        Case{"model: m.onnx\ndeterministic: maybe\n", "'deterministic' has an invalid value 'maybe'"},
         Case{"model: m.onnx\ncuda_graphs: maybe\n", "'cuda_graphs' has an invalid value 'maybe'"},
         Case{"model: {zoo: mlp, path: a.onnx}\n", "exactly one"},
         Case{"model: m.onnx\ndata: {kind: npy}\n", "'inputs'"}, Case{"model: [unclosed\n", "invalid YAML"},
