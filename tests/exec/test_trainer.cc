@@ -1,10 +1,16 @@
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <set>
 #include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -374,6 +380,47 @@ TEST(Trainer, ProgressLineShowsStepLossThroughputAndEta) {
   EXPECT_NE(out.find("loss "), std::string::npos);
   EXPECT_NE(out.find("samples/s"), std::string::npos);
   EXPECT_NE(out.find("ETA"), std::string::npos);
+}
+
+// From the second step on, the progress line's samples/s and ETA leave the first step out: here its
+// first op forward waits 400 ms (as a GPU's first step builds its cuDNN plans), and the lines after
+// it show the later steps' rate, not one dragged down by the first.
+TEST(Trainer, ProgressAfterTheFirstStepLeavesTheFirstStepsTimeOut) {
+  auto g = testing::tiny_mlp().to_graph();
+  ASSERT_TRUE(g.is_ok());
+  DeviceLikeBackend be;
+  bool waited = false;
+  be.on_forward = [&] {
+    if (std::exchange(waited, true)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  };
+  TrainConfig c = base_config();
+  c.steps = 6;
+  c.log_interval = 1;
+  auto t = make_trainer(*g, be, c);
+  std::ostringstream os;
+  ASSERT_TRUE(t->run(&os).is_ok());
+  std::istringstream lines(os.str());
+  std::string line;
+  std::vector<double> rates, etas;
+  while (std::getline(lines, line)) {
+    double rate = 0, eta = 0;
+    long long step = 0, steps = 0;
+    float loss = 0;
+    if (std::sscanf(line.c_str(), "step %lld/%lld  loss %f  %lf samples/s  elapsed %*s  ETA %lfs", &step, &steps, &loss,
+                    &rate, &eta) == 5) {
+      rates.push_back(rate);
+      etas.push_back(eta);
+    }
+  }
+  ASSERT_EQ(rates.size(), 6u) << os.str();
+  // Step 1: 8 samples in over 0.4 s. With it counted, step 2 would show at most 16 / 0.4 = 40
+  // samples/s and an ETA over 0.8 s (0.2 s for each of the 4 steps left); without it, any later
+  // step under 178 ms (a tiny MLP's take a few) passes both.
+  EXPECT_LE(rates[0], 20.0) << os.str();
+  EXPECT_GT(rates[1], 45.0) << os.str();
+  EXPECT_LT(etas[1], 0.75) << os.str();
+  EXPECT_GT(t->samples_per_s(), 45.0);
 }
 
 // Every zoo model at tiny size: a few dozen steps on a small fixed synthetic set, loss falls.
