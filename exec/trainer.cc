@@ -388,7 +388,7 @@ Status Trainer::run(std::ostream* progress, int64_t max_steps) {
       double const elapsed = std::chrono::duration<double>(now - t0).count();
       double const done = static_cast<double>(step_ - start_step);
       // From the second step on, the rate and the ETA leave the first step out, as the run's
-      // measured samples/s does: on a GPU it builds the cuDNN plans (5 to 13 s of a ResNet's first
+      // measured samples/s does: on a GPU it builds the cuDNN plans (3 to 13 s of a ResNet's first
       // step on an H200, against tens of milliseconds for each later one), and counting it made a
       // 3-step run print "5.0 samples/s, ETA 4.8s" where 1,593 samples/s and no time were left.
       double const per_step = step_ > start_step + 1 && timed > 0 ? timed / (done - 1) : elapsed / done;
