@@ -22,6 +22,25 @@ namespace {
 namespace kc = kernels::cuda;
 namespace hd = kernels::hd;
 
+// Copies between a block of dims `block` and the larger tensor of dims `whole` that holds it at
+// `offset` (per dim): into the whole (`into_whole`), or the block out of it. What `what` names in
+// the error of a layout with too many dims.
+template <typename T>
+Status copy_block(OpCall const& call, std::vector<int64_t> const& block, std::vector<int64_t> const& whole,
+                  std::vector<int64_t> const& offset, T const* from, T* to, bool into_whole, char const* what) {
+  std::vector<int64_t> const block_strides = hd::row_major_strides(block), whole_strides = hd::row_major_strides(whole);
+  int64_t at = 0;
+  for (std::size_t i = 0; i < offset.size(); ++i) at += offset[i] * whole_strides[i];
+  hd::StridedParams p;
+  if (!hd::make_strided(block, into_whole ? block_strides : whole_strides, into_whole ? whole_strides : block_strides,
+                        p))
+    return op_error(call, std::string(what) + " " + graph::ops::dims_string(block) + " keeps more than " +
+                              std::to_string(hd::kMaxRank) + " dims after merging contiguous ones");
+  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
+  GP_CUDA_CHECK(kc::strided_copy<T>(into_whole ? from : from + at, into_whole ? to + at : to, p, false, stream));
+  return Status::ok();
+}
+
 // cuDNN's weight gradient of the conv `s` (x and dy on the device) into a fresh dw, on symmetric
 // padding (symmetric_padding: its wgrad engines got dW wrong with more padding at the end than the
 // beginning): an asymmetric x is copied into zeros of the grown shape first.
@@ -30,15 +49,7 @@ Status wgrad(OpCall const& call, ConvShape const& s, T const* x, T const* dy, T*
   std::optional<SymmetricConv> const sym = symmetric_padding(s);
   if (!sym) return in_op(call, conv_wgrad<T>(s, x, dy, dw));
   ASSIGN_OR_RETURN(Tensor grown, zeros(sym->shape.x, dtype_of<T>()));
-  std::vector<int64_t> const whole = hd::row_major_strides(sym->shape.x);
-  int64_t at = 0;
-  for (std::size_t i = 0; i < whole.size(); ++i) at += sym->x_at[i] * whole[i];
-  hd::StridedParams p;
-  if (!hd::make_strided(s.x, hd::row_major_strides(s.x), whole, p))
-    return op_error(call, "the padded input " + graph::ops::dims_string(sym->shape.x) + " keeps more than " +
-                              std::to_string(hd::kMaxRank) + " dims after merging contiguous ones");
-  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
-  GP_CUDA_CHECK(kc::strided_copy<T>(x, grown.data<T>() + at, p, false, stream));
+  RETURN_IF_ERROR(copy_block<T>(call, s.x, sym->shape.x, sym->x_at, x, grown.data<T>(), true, "the padded input"));
   return in_op(call, conv_wgrad<T>(sym->shape, grown.data<T>(), dy, dw));
 }
 
@@ -109,17 +120,7 @@ Result<ConvShape> conv_transpose_shape_of(OpCall const& call, Tensor const& x, T
 // Copies between the block the conv computes (s.x) and the transpose's output (s.embedding) that
 // holds it at s.offset: into the output (forward), or the output gradient's block out (backward).
 Status copy_embedded(OpCall const& call, ConvShape const& s, float const* from, float* to, bool into_output) {
-  std::vector<int64_t> const block = hd::row_major_strides(s.x), whole = hd::row_major_strides(s.embedding);
-  int64_t at = 0;
-  for (std::size_t i = 0; i < s.offset.size(); ++i) at += s.offset[i] * whole[i];
-  hd::StridedParams p;
-  if (!hd::make_strided(s.x, into_output ? block : whole, into_output ? whole : block, p))
-    return op_error(call, "the output block " + graph::ops::dims_string(s.x) + " keeps more than " +
-                              std::to_string(hd::kMaxRank) + " dims after merging contiguous ones");
-  ASSIGN_OR_RETURN(cudaStream_t stream, compute_stream());
-  GP_CUDA_CHECK(
-      kernels::cuda::strided_copy(into_output ? from : from + at, into_output ? to + at : to, p, false, stream));
-  return Status::ok();
+  return copy_block<float>(call, s.x, s.embedding, s.offset, from, to, into_output, "the output block");
 }
 
 // The transpose's output is the conv's x: [N, M, out...] (or the block of it the conv computes,
